@@ -1,0 +1,178 @@
+//! Renders the ABI probe: a C program compiled against the real `cuda.h` that
+//! prints the size, alignment and field offsets of every record, the size of
+//! every alias and enum, and the value of every enumerator and constant; and
+//! the Rust table of the same facts computed from `cuda-sys`. Every function
+//! declaration of the specs is also assigned from the header's function, so a
+//! wrong parameter type or count fails the probe's compilation.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote};
+
+use super::names::escape;
+use crate::ctype::CType;
+use crate::spec::model::*;
+use crate::Result;
+
+/// How C reaches a record: the expression for its type (when it has one), and
+/// the access prefix from a root record (for anonymous records).
+struct CAccess {
+    /// `struct CUDA_MEMCPY2D_st`, or the root type for anonymous records.
+    root: String,
+    /// Member path from the root (`res.array.`), empty for named records.
+    prefix: String,
+    /// Whether the record itself can be named in `sizeof` (false for unnamed members).
+    sizable: bool,
+}
+
+fn c_type_name(r: &Record) -> String {
+    match (r.typedef_only, r.kind) {
+        (true, _) => r.name.value.clone(),
+        (false, RecordKind::Struct) => format!("struct {}", r.name.value),
+        (false, RecordKind::Union) => format!("union {}", r.name.value),
+    }
+}
+
+fn access(r: &Record, by_name: &BTreeMap<&str, &Record>) -> CAccess {
+    match &r.c_path {
+        None => CAccess { root: c_type_name(r), prefix: String::new(), sizable: true },
+        Some(path) => {
+            let mut parts = path.split('.');
+            let root_name = parts.next().unwrap_or_default();
+            let root = by_name.get(root_name).map(|x| c_type_name(x)).unwrap_or_else(|| root_name.to_string());
+            let steps: Vec<&str> = parts.collect();
+            let sizable = steps.last() != Some(&"*");
+            let prefix: String = steps.iter().filter(|s| **s != "*").map(|s| format!("{s}.")).collect();
+            CAccess { root, prefix, sizable }
+        }
+    }
+}
+
+/// The C expression for the offset of `field` inside record `r`.
+fn c_offset(r: &Record, field: &Field, by_name: &BTreeMap<&str, &Record>) -> String {
+    let a = access(r, by_name);
+    let member = |f: &Field| -> String {
+        // An unnamed member is reached through its first field.
+        if let (Some(rest), Ok(t)) = (f.name.strip_prefix("anon"), CType::parse(&f.ty.value)) {
+            if rest.chars().all(|c| c.is_ascii_digit()) {
+                if let Some(inner) = by_name.get(t.base.as_str()) {
+                    if let Some(first) = inner.fields.first() {
+                        return first.name.clone();
+                    }
+                }
+            }
+        }
+        f.name.clone()
+    };
+    let base = match r.fields.first() {
+        Some(first) if !a.prefix.is_empty() || r.c_path.is_some() => format!(" - offsetof({}, {}{})", a.root, a.prefix, member(first)),
+        _ => String::new(),
+    };
+    format!("(long long)(offsetof({}, {}{}){base})", a.root, a.prefix, member(field))
+}
+
+/// `tests/abi/probe.c`.
+pub fn c_probe(specs: &Specs) -> Result<String> {
+    let by_name: BTreeMap<&str, &Record> = specs.records().map(|r| (r.name.value.as_str(), r)).collect();
+    let mut body = String::new();
+    for r in specs.records() {
+        let a = access(r, &by_name);
+        let n = &r.name.value;
+        if a.sizable {
+            let expr = if a.prefix.is_empty() { a.root.clone() } else { format!("__typeof__((({}*)0)->{})", a.root, a.prefix.trim_end_matches('.')) };
+            writeln!(body, "    printf(\"size {n} %lld\\n\", (long long)sizeof({expr}));")?;
+            writeln!(body, "    printf(\"align {n} %lld\\n\", (long long)_Alignof({expr}));")?;
+        }
+        for f in &r.fields {
+            writeln!(body, "    printf(\"offset {n}.{} %lld\\n\", {});", f.name, c_offset(r, f, &by_name))?;
+        }
+    }
+    for e in specs.enums() {
+        let n = &e.name.value;
+        let t = if e.typedef_only { n.clone() } else { format!("enum {n}") };
+        writeln!(body, "    printf(\"size {n} %lld\\n\", (long long)sizeof({t}));")?;
+        for v in &e.values {
+            writeln!(body, "    printf(\"value {0} %lld\\n\", (long long){0});", v.name.value)?;
+        }
+    }
+    for n in specs.typedefs().map(|t| &t.name.value).chain(specs.handles().map(|h| &h.name.value)).chain(specs.callbacks().map(|c| &c.name.value)) {
+        writeln!(body, "    printf(\"size {n} %lld\\n\", (long long)sizeof({n}));")?;
+    }
+    for c in specs.constants() {
+        writeln!(body, "    printf(\"value {0} %lld\\n\", (long long){0});", c.name.value)?;
+    }
+    let mut sigs = String::new();
+    let mut fns: Vec<&Function> = specs.functions().map(|(_, _, f)| f).collect();
+    fns.sort_by(|a, b| a.name.value.cmp(&b.name.value));
+    for f in fns {
+        let params = if f.params.is_empty() {
+            "void".to_string()
+        } else {
+            f.params.iter().map(|p| CType::parse(&p.ty.value).map(|t| t.declare(&p.name))).collect::<std::result::Result<Vec<_>, _>>()?.join(", ")
+        };
+        writeln!(sigs, "    {{ CUresult (CUDAAPI *p)({params}) = {}; (void)p; }}", f.name.value)?;
+    }
+    Ok(format!(
+        "// @generated by cargo xtask codegen from specs/; do not edit.\n\
+         // ABI probe: compiled against the real cuda.h by tests/tests/abi.rs.\n\
+         #include <stddef.h>\n#include <stdio.h>\n#include <cuda.h>\n\n\
+         /* Each specified signature must match the header's declaration exactly\n   \
+         (compiled with -Werror=incompatible-pointer-types). */\n\
+         void check_signatures(void) {{\n{sigs}}}\n\n\
+         int main(void) {{\n{body}    return 0;\n}}\n"
+    ))
+}
+
+/// `tests/src/generated/abi.rs`: the same facts computed from `cuda-sys`.
+pub fn rust_expectations(specs: &Specs) -> Result<TokenStream> {
+    let by_name: BTreeMap<&str, &Record> = specs.records().map(|r| (r.name.value.as_str(), r)).collect();
+    let mut rows = Vec::new();
+    for r in specs.records() {
+        let n = &r.name.value;
+        let t = format_ident!("{}", escape(n));
+        if access(r, &by_name).sizable {
+            rows.push(quote! { ("size", #n, ::core::mem::size_of::<#t>() as i64) });
+            rows.push(quote! { ("align", #n, ::core::mem::align_of::<#t>() as i64) });
+        }
+        for f in &r.fields {
+            let key = format!("{n}.{}", f.name);
+            let fi = format_ident!("{}", escape(&f.name));
+            rows.push(quote! { ("offset", #key, ::core::mem::offset_of!(#t, #fi) as i64) });
+        }
+    }
+    for e in specs.enums() {
+        let n = &e.name.value;
+        let t = format_ident!("{}", escape(n));
+        rows.push(quote! { ("size", #n, ::core::mem::size_of::<#t>() as i64) });
+        for v in &e.values {
+            let vn = &v.name.value;
+            let vi = format_ident!("{}", vn);
+            rows.push(quote! { ("value", #vn, #t::#vi.0 as i64) });
+        }
+    }
+    for n in specs.typedefs().map(|t| &t.name.value).chain(specs.handles().map(|h| &h.name.value)).chain(specs.callbacks().map(|c| &c.name.value)) {
+        let t = format_ident!("{}", escape(n));
+        rows.push(quote! { ("size", #n, ::core::mem::size_of::<#t>() as i64) });
+    }
+    for c in specs.constants() {
+        let n = &c.name.value;
+        let ci = format_ident!("{}", n);
+        rows.push(quote! { ("value", #n, #ci as i64) });
+    }
+    let count = rows.len();
+    Ok(quote! {
+        use cuda_sys::*;
+
+        /// Number of facts in [`facts`].
+        pub const FACT_COUNT: usize = #count;
+
+        /// `(kind, name, value)` for every layout fact and value the ABI probe
+        /// also prints from the real header: `size`, `align` and `offset` of records,
+        /// `size` of enums and aliases, `value` of enumerators and constants.
+        pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
+            ::std::vec![ #(#rows),* ]
+        }
+    })
+}

@@ -1,0 +1,296 @@
+//! Renders `cuda-sys/src/generated/`: types, the function table and the
+//! `CUresult` catalogue.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use proc_macro2::{Literal, TokenStream};
+use quote::{format_ident, quote};
+
+use super::docs;
+use super::names::escape;
+use crate::ctype::CType;
+use crate::spec::model::*;
+use crate::spec::validate::RESULT_ENUM;
+use crate::Result;
+
+fn ty(c: &str) -> Result<TokenStream> {
+    let t = CType::parse(c)?;
+    let rust = t.to_rust(&|n| n.to_string());
+    Ok(syn::parse_str::<syn::Type>(&rust).map_err(|e| format!("C type `{c}` gives Rust `{rust}`: {e}"))?.to_token_stream())
+}
+
+use quote::ToTokens;
+
+fn ident(name: &str) -> proc_macro2::Ident {
+    format_ident!("{}", escape(name))
+}
+
+/// `generated/types.rs`.
+pub fn types(specs: &Specs) -> Result<TokenStream> {
+    let mut out = TokenStream::new();
+    let types_url = docs::types_url();
+
+    let opaque: BTreeSet<&str> = specs.handles().map(|h| h.opaque.as_str()).collect();
+    for o in opaque {
+        let name = ident(o);
+        let doc = docs::attrs(&format!("The driver-owned object behind a handle; never created or read from Rust.\n\nSee [{o}]({types_url})."));
+        out.extend(quote! {
+            #doc
+            #[repr(C)]
+            pub struct #name { _unused: [u8; 0] }
+        });
+    }
+    for h in specs.handles() {
+        let name = ident(&h.name.value);
+        let opaque = ident(&h.opaque);
+        let doc = docs::attrs(&format!("Handle `{}`: a pointer to the driver-owned `{}`.\n\nSee [{}]({types_url}).", h.name.value, h.opaque, h.name.value));
+        out.extend(quote! { #doc pub type #name = *mut #opaque; });
+    }
+    for t in specs.typedefs() {
+        let name = ident(&t.name.value);
+        let target = ty(&t.ty.value)?;
+        let doc = docs::attrs(&format!("C typedef `{}` = `{}`.\n\nSee [{}]({types_url}).", t.name.value, t.ty.value, t.name.value));
+        out.extend(quote! { #doc pub type #name = #target; });
+    }
+    for e in specs.enums() {
+        out.extend(enum_item(e)?);
+    }
+    for r in specs.records() {
+        out.extend(record_item(r)?);
+    }
+    for c in specs.callbacks() {
+        let name = ident(&c.name.value);
+        let params = c
+            .params
+            .iter()
+            .map(|p| {
+                let t = ty(&p.ty.value)?;
+                Ok(if p.name.is_empty() { quote!(#t) } else { let n = ident(&p.name); quote!(#n: #t) })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let ret = if c.returns.value == "void" { quote!() } else { let t = ty(&c.returns.value)?; quote!(-> #t) };
+        let doc = docs::attrs(&format!("Callback type `{}` that the driver calls; `None` is a null function pointer.\n\nSee [{}]({types_url}).", c.name.value, c.name.value));
+        out.extend(quote! { #doc pub type #name = ::core::option::Option<unsafe extern "C" fn(#(#params),*) #ret>; });
+    }
+    for c in specs.constants() {
+        let name = ident(&c.name.value);
+        let t = ty(&c.ty)?;
+        let v = Literal::i64_unsuffixed(c.value);
+        let doc = docs::attrs(&format!("`#define {} {}` from `cuda.h`.", c.name.value, c.value));
+        out.extend(quote! { #doc pub const #name: #t = #v; });
+    }
+    Ok(out)
+}
+
+fn enum_item(e: &Enum) -> Result<TokenStream> {
+    let name = ident(&e.name.value);
+    let repr = format_ident!("{}", e.repr);
+    let summary = e.summary.clone().unwrap_or_else(|| format!("The C enum `{}`.", e.name.value));
+    let doc = docs::attrs(&format!(
+        "{summary}\n\nA transparent newtype over the C value: a value this crate does not know (from a newer driver) \
+         is kept as it is, never undefined behaviour. See [{}]({}).",
+        e.name.value,
+        docs::types_url()
+    ));
+    let mut consts = Vec::new();
+    let mut arms = Vec::new();
+    let mut seen = BTreeSet::new();
+    for v in &e.values {
+        let vn = ident(&v.name.value);
+        let lit = literal(&e.repr, v.value);
+        let d = docs::attrs(&format!("`{}` = {}.", v.name.value, v.value));
+        consts.push(quote! { #d pub const #vn: Self = Self(#lit); });
+        if seen.insert(v.value) {
+            let s = &v.name.value;
+            arms.push(quote! { #lit => Some(#s), });
+        }
+    }
+    let en = &e.name.value;
+    Ok(quote! {
+        #doc
+        #[repr(transparent)]
+        #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+        pub struct #name(pub #repr);
+        impl #name {
+            #(#consts)*
+            /// The enumerator's name, or `None` for a value this crate does not know.
+            pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
+                match self.0 { #(#arms)* _ => None }
+            }
+        }
+        impl ::core::fmt::Debug for #name {
+            fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                match self.variant_name() {
+                    Some(n) => f.write_str(n),
+                    None => write!(f, "{}({})", #en, self.0),
+                }
+            }
+        }
+    })
+}
+
+fn literal(repr: &str, v: i64) -> Literal {
+    match repr {
+        "u32" => Literal::u32_unsuffixed(v as u32),
+        "u64" => Literal::u64_unsuffixed(v as u64),
+        _ => Literal::i64_unsuffixed(v),
+    }
+}
+
+fn record_item(r: &Record) -> Result<TokenStream> {
+    let name = ident(&r.name.value);
+    let kind = match r.kind {
+        RecordKind::Struct => "struct",
+        RecordKind::Union => "union",
+    };
+    let summary = r.summary.clone().unwrap_or_else(|| match &r.c_path {
+        Some(p) => format!("The anonymous C {kind} at `{}`.", p.replace(".*", "")),
+        None => format!("The C {kind} `{}`.", r.name.value),
+    });
+    let doc = docs::attrs(&format!(
+        "{summary}\n\n`#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [{}]({}).",
+        r.name.value,
+        docs::types_url()
+    ));
+    let fields = r
+        .fields
+        .iter()
+        .map(|f| {
+            let n = ident(&f.name);
+            let t = ty(&f.ty.value)?;
+            let d = docs::attrs(&format!("C field `{}`.", CType::parse(&f.ty.value)?.declare(&f.name)));
+            Ok(quote! { #d pub #n: #t, })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let body = match r.kind {
+        RecordKind::Struct => quote! { #[repr(C)] #[derive(Clone, Copy)] pub struct #name { #(#fields)* } },
+        RecordKind::Union => quote! { #[repr(C)] #[derive(Clone, Copy)] pub union #name { #(#fields)* } },
+    };
+    Ok(quote! {
+        #doc
+        #body
+        impl ::core::default::Default for #name {
+            fn default() -> Self {
+                // SAFETY: a C struct or union of integers, floats, raw pointers,
+                // nullable function pointers and such records is valid all-zero.
+                unsafe { ::core::mem::zeroed() }
+            }
+        }
+    })
+}
+
+/// `generated/functions.rs`: one `unsafe fn` per driver function and the symbol table.
+pub fn functions(specs: &Specs) -> Result<TokenStream> {
+    let mut all: Vec<(&GroupFile, &Function)> = specs.functions().map(|(_, g, f)| (g, f)).collect();
+    all.sort_by(|a, b| a.1.name.value.cmp(&b.1.name.value));
+    let count = all.len();
+    let mut table = Vec::new();
+    let mut fns = Vec::new();
+    for (i, (g, f)) in all.iter().enumerate() {
+        let name = &f.name.value;
+        let sym = cstr(&f.symbol);
+        let pt_sym = match &f.per_thread_symbol {
+            Some(s) => { let c = cstr(s); quote!(Some(#c)) }
+            None => quote!(None),
+        };
+        let ver = f.proc_version;
+        let pt_ver = f.per_thread_version.unwrap_or(f.proc_version);
+        let pname = cstr(crate::import::header::proc_name(&f.symbol));
+        table.push(quote! { Symbol::new(#name, #pname, #sym, #ver, #pt_sym, #pt_ver) });
+
+        let fname = ident(name);
+        let params: Vec<proc_macro2::Ident> = f.params.iter().map(|p| ident(&p.name)).collect();
+        let ptypes = f.params.iter().map(|p| ty(&p.ty.value)).collect::<Result<Vec<_>>>()?;
+        let doc = docs::attrs(&docs::raw_function(f, g));
+        let deprecated = if f.deprecated { quote!(#[deprecated(note = "deprecated in cuda.h; see the NVIDIA reference for its replacement")]) } else { quote!() };
+        let idx = Literal::usize_unsuffixed(i);
+        fns.push(quote! {
+            #doc
+            #deprecated
+            #[inline]
+            pub unsafe fn #fname(#(#params: #ptypes),*) -> CUresult {
+                let Some(entry) = SYMBOLS[#idx].get() else { return cudaError_enum::CUDA_ERROR_NOT_FOUND };
+                // SAFETY: `entry` was resolved for this function at the ABI version
+                // whose signature this declaration copies from cuda.h.
+                let f = unsafe { ::core::mem::transmute::<*mut ::core::ffi::c_void, unsafe extern "C" fn(#(#ptypes),*) -> CUresult>(entry) };
+                // SAFETY: the caller upholds this function's contract (see # Safety).
+                unsafe { f(#(#params),*) }
+            }
+        });
+    }
+    let count_lit = Literal::usize_unsuffixed(count);
+    Ok(quote! {
+        use super::types::*;
+        use crate::loader::Symbol;
+
+        /// Every driver function of the specs, sorted by C name: where each is
+        /// resolved from and its resolution state. [`crate::loader::resolve`] looks
+        /// entries up by name.
+        pub static SYMBOLS: [Symbol; #count_lit] = [ #(#table),* ];
+
+        #(#fns)*
+    })
+}
+
+fn cstr(s: &str) -> Literal {
+    let c = std::ffi::CString::new(s).expect("C names have no NUL");
+    Literal::c_string(&c)
+}
+
+/// `generated/errors.rs`: names, descriptions and stickiness of `CUresult`.
+pub fn errors(specs: &Specs) -> Result<TokenStream> {
+    let result = specs.enums().find(|e| e.name.value == RESULT_ENUM).ok_or("the specs have no cudaError_enum")?;
+    let values: BTreeMap<&str, i64> = result.values.iter().map(|v| (v.name.value.as_str(), v.value)).collect();
+    let mut desc = Vec::new();
+    let mut sticky = Vec::new();
+    let mut seen = BTreeSet::new();
+    for e in &specs.errors.errors {
+        let Some(&v) = values.get(e.name.value.as_str()) else { continue };
+        if !seen.insert(v) {
+            continue;
+        }
+        let lit = literal(&result.repr, v);
+        let s = e.summary.trim();
+        desc.push(quote! { #lit => Some(#s), });
+        if e.sticky {
+            sticky.push(lit);
+        }
+    }
+    Ok(quote! {
+        use super::types::*;
+
+        impl cudaError_enum {
+            /// The code's name (`CUDA_ERROR_INVALID_VALUE`), or `None` for a code
+            /// this crate does not know (from a newer driver).
+            pub const fn name(self) -> ::core::option::Option<&'static str> {
+                self.variant_name()
+            }
+            /// One line saying what the code means, from our catalogue
+            /// (`specs/errors.yaml`), or `None` for an unknown code.
+            pub const fn description(self) -> ::core::option::Option<&'static str> {
+                match self.0 { #(#desc)* _ => None }
+            }
+            /// Whether the error leaves the context unusable: every later call on
+            /// it fails, and only a new process recovers.
+            pub const fn is_sticky(self) -> bool {
+                matches!(self.0, #(#sticky)|*)
+            }
+            /// Whether this is `CUDA_SUCCESS`.
+            pub const fn is_success(self) -> bool {
+                self.0 == 0
+            }
+        }
+
+        impl ::core::fmt::Display for cudaError_enum {
+            fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                match (self.name(), self.description()) {
+                    (Some(n), Some(d)) => write!(f, "{n} ({}): {d}", self.0),
+                    (Some(n), None) => write!(f, "{n} ({})", self.0),
+                    _ => write!(f, "CUresult {} (not known to this crate; the driver may be newer than CUDA 13.0)", self.0),
+                }
+            }
+        }
+
+        impl ::std::error::Error for cudaError_enum {}
+    })
+}

@@ -1,0 +1,216 @@
+//! Facts read from the header text itself, where bindgen's output does not
+//! carry them: API groups, `#define` renames to ABI symbols, per-thread
+//! variants, and the versions in `cudaTypedefs.h`'s `PFN_` names.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use regex::Regex;
+
+/// One `\defgroup` of `cuda.h`.
+#[derive(Debug, Clone)]
+pub struct Group {
+    /// e.g. `CUDA_MEM`.
+    pub name: String,
+    /// e.g. `Memory Management`.
+    pub title: String,
+}
+
+/// What the header text says.
+#[derive(Debug, Default)]
+pub struct HeaderFacts {
+    /// Groups in header order.
+    pub groups: Vec<Group>,
+    /// API name → index into `groups`, for every `CUresult CUDAAPI` declaration
+    /// outside the header's internal-versioning blocks.
+    pub decl_group: BTreeMap<String, usize>,
+    /// API name → ABI symbol in a default build.
+    pub renames: BTreeMap<String, String>,
+    /// API name → per-thread-default-stream symbol.
+    pub per_thread: BTreeMap<String, String>,
+}
+
+/// Lines of `text` with a flag saying whether they sit inside an
+/// `#if defined(__CUDA_API_VERSION_INTERNAL)` block (or its `#else`, negated).
+fn lines_outside_internal(text: &str) -> Vec<(usize, &str, bool)> {
+    let mut stack: Vec<bool> = Vec::new(); // per #if: is this branch internal-only
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let t = line.trim_start();
+        if let Some(rest) = t.strip_prefix('#') {
+            let d = rest.trim_start();
+            if d.starts_with("if") {
+                stack.push(d.starts_with("if defined(__CUDA_API_VERSION_INTERNAL)"));
+            } else if d.starts_with("else") || d.starts_with("elif") {
+                if let Some(top) = stack.last_mut() {
+                    *top = false;
+                }
+            } else if d.starts_with("endif") {
+                stack.pop();
+            }
+        }
+        out.push((i, line, stack.iter().any(|x| *x)));
+    }
+    out
+}
+
+/// Reads groups, declarations and renames from `cuda.h`.
+pub fn scan_cuda_h(text: &str) -> HeaderFacts {
+    let defgroup = Regex::new(r"\\defgroup\s+(\w+)\s+(.+?)\s*$").unwrap();
+    let decl = Regex::new(r"\bCUresult\s+CUDAAPI\s+(\w+)\s*\(").unwrap();
+    let rename = Regex::new(r"^\s*#define\s+(cu\w+)\s+(?:__CUDA_API_(PTDS|PTSZ)\((\w+)\)|(cu\w+))\s*$").unwrap();
+    let mut facts = HeaderFacts::default();
+    let mut in_ptds_block = false;
+    // Per line: (internal?, current group index).
+    let mut line_info: Vec<(bool, Option<usize>)> = Vec::new();
+    for (_, line, internal) in lines_outside_internal(text) {
+        if line.trim_start().starts_with("#if defined(__CUDA_API_PER_THREAD_DEFAULT_STREAM)") {
+            in_ptds_block = true;
+        } else if in_ptds_block && line.trim_start().starts_with("#endif") {
+            in_ptds_block = false;
+        }
+        if !internal {
+            if let Some(c) = defgroup.captures(line) {
+                facts.groups.push(Group { name: c[1].to_string(), title: c[2].to_string() });
+            }
+            if let Some(c) = rename.captures(line) {
+                let api = c[1].to_string();
+                if let Some(kind) = c.get(2) {
+                    let target = c[3].to_string();
+                    let suffix = if kind.as_str() == "PTDS" { "_ptds" } else { "_ptsz" };
+                    facts.per_thread.insert(api.clone(), format!("{target}{suffix}"));
+                    if !in_ptds_block {
+                        facts.renames.insert(api, target);
+                    }
+                } else if let Some(t) = c.get(4) {
+                    facts.renames.insert(api, t.as_str().to_string());
+                }
+            }
+        }
+        line_info.push((internal, facts.groups.len().checked_sub(1)));
+    }
+    // Declarations may span lines (`CUresult CUDAAPI\ncuLinkCreate(`).
+    let line_starts: Vec<usize> = std::iter::once(0).chain(text.match_indices('\n').map(|(i, _)| i + 1)).collect();
+    for c in decl.captures_iter(text) {
+        let at = c.get(1).map(|m| m.start()).unwrap_or(0);
+        let line = line_starts.partition_point(|&s| s <= at).saturating_sub(1);
+        if let Some(&(false, Some(g))) = line_info.get(line) {
+            facts.decl_group.entry(c[1].to_string()).or_insert(g);
+        }
+    }
+    facts
+}
+
+/// Versions named by `cudaTypedefs.h`'s `PFN_<name>_v<version>` typedefs.
+#[derive(Debug, Default)]
+pub struct PfnVersions {
+    /// API name → versions outside the internal block (the current ABI).
+    pub current: BTreeMap<String, BTreeSet<u32>>,
+    /// API name → per-thread (`_ptds`/`_ptsz`) versions.
+    pub per_thread: BTreeMap<String, BTreeSet<u32>>,
+    /// API name → every version, legacy ones included.
+    pub all: BTreeMap<String, BTreeSet<u32>>,
+}
+
+/// Reads the `PFN_` typedef names of `cudaTypedefs.h`.
+pub fn scan_typedefs_h(text: &str) -> PfnVersions {
+    let pfn = Regex::new(r"typedef\s+CUresult\s*\(\s*CUDAAPI\s*\*\s*PFN_(cu\w+?)_v(\d+)(_ptds|_ptsz)?\s*\)").unwrap();
+    let mut v = PfnVersions::default();
+    for (_, line, internal) in lines_outside_internal(text) {
+        for c in pfn.captures_iter(line) {
+            let name = c[1].to_string();
+            let Ok(ver) = c[2].parse::<u32>() else { continue };
+            v.all.entry(name.clone()).or_default().insert(ver);
+            if internal {
+                continue;
+            }
+            if c.get(3).is_some() {
+                v.per_thread.entry(name).or_default().insert(ver);
+            } else {
+                v.current.entry(name).or_default().insert(ver);
+            }
+        }
+    }
+    v
+}
+
+/// Whether the header declares `KIND NAME` (a tagged struct, union or enum).
+pub fn has_tag(text: &str, kind: &str, name: &str) -> bool {
+    Regex::new(&format!(r"\b{kind}\s+{}\b", regex::escape(name))).map(|r| r.is_match(text)).unwrap_or(false)
+}
+
+/// The name `cuGetProcAddress` knows a symbol by: the symbol without its
+/// `_vN` ABI suffix (`cuMemAlloc_v2` → `cuMemAlloc`).
+pub fn proc_name(symbol: &str) -> &str {
+    match symbol.rfind("_v") {
+        Some(i) if symbol[i + 2..].chars().all(|c| c.is_ascii_digit()) && i + 2 < symbol.len() => &symbol[..i],
+        _ => symbol,
+    }
+}
+
+/// `3020` → `"3.2"`, `12050` → `"12.5"`.
+pub fn version_string(v: u32) -> String {
+    format!("{}.{}", v / 1000, (v % 1000) / 10)
+}
+
+/// The codes listed under `\return` in a doc comment, in order.
+pub fn documented_errors(doc: &str) -> Vec<String> {
+    let code = Regex::new(r"::(CUDA_[A-Z0-9_]+)").unwrap();
+    let Some(start) = doc.find("\\return") else { return Vec::new() };
+    let rest = &doc[start + "\\return".len()..];
+    let end = rest.find('\\').unwrap_or(rest.len());
+    let mut out: Vec<String> = Vec::new();
+    for c in code.captures_iter(&rest[..end]) {
+        let name = c[1].to_string();
+        if !out.contains(&name) {
+            out.push(name);
+        }
+    }
+    out
+}
+
+/// `\param NAME - text` lines of a doc comment.
+pub fn param_docs(doc: &str) -> BTreeMap<String, String> {
+    let re = Regex::new(r"\\param\s+(\w+)\s*-?\s*(.*)").unwrap();
+    doc.lines()
+        .filter_map(|l| re.captures(l).map(|c| (c[1].to_string(), c[2].to_string())))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn return_list_stops_at_next_command() {
+        let doc = " \\return\n ::CUDA_SUCCESS,\n ::CUDA_ERROR_INVALID_VALUE\n \\notefnerr\n \\sa ::CUDA_ERROR_NOT_READY";
+        assert_eq!(documented_errors(doc), ["CUDA_SUCCESS", "CUDA_ERROR_INVALID_VALUE"]);
+    }
+
+    #[test]
+    fn renames_and_per_thread_variants() {
+        let h = "#define cuMemAlloc cuMemAlloc_v2\n#define cuMemcpyHtoD __CUDA_API_PTDS(cuMemcpyHtoD_v2)\n\
+                 #if defined(__CUDA_API_PER_THREAD_DEFAULT_STREAM)\n#define cuMemcpy __CUDA_API_PTDS(cuMemcpy)\n#endif\n\
+                 /** \\defgroup CUDA_MEM Memory Management\n */\nCUresult CUDAAPI cuMemAlloc(CUdeviceptr *p, size_t n);\n\
+                 #if defined(__CUDA_API_VERSION_INTERNAL)\nCUresult CUDAAPI cuOld(int);\n#endif\n";
+        let f = scan_cuda_h(h);
+        assert_eq!(f.renames["cuMemAlloc"], "cuMemAlloc_v2");
+        assert_eq!(f.renames["cuMemcpyHtoD"], "cuMemcpyHtoD_v2");
+        assert_eq!(f.per_thread["cuMemcpyHtoD"], "cuMemcpyHtoD_v2_ptds");
+        assert_eq!(f.per_thread["cuMemcpy"], "cuMemcpy_ptds");
+        assert!(!f.renames.contains_key("cuMemcpy"));
+        assert_eq!(f.groups[f.decl_group["cuMemAlloc"]].name, "CUDA_MEM");
+        assert!(!f.decl_group.contains_key("cuOld"));
+    }
+
+    #[test]
+    fn pfn_versions() {
+        let t = "typedef CUresult (CUDAAPI *PFN_cuMemAlloc_v3020)(CUdeviceptr_v2 *dptr, size_t bytesize);\n\
+                 typedef CUresult (CUDAAPI *PFN_cuMemcpyHtoD_v7000_ptds)(int);\n\
+                 #if defined(__CUDA_API_VERSION_INTERNAL)\n    typedef CUresult (CUDAAPI *PFN_cuMemAlloc_v2000)(int);\n#endif\n";
+        let v = scan_typedefs_h(t);
+        assert_eq!(v.current["cuMemAlloc"].iter().copied().collect::<Vec<_>>(), [3020]);
+        assert_eq!(v.all["cuMemAlloc"].first(), Some(&2000));
+        assert_eq!(v.per_thread["cuMemcpyHtoD"].first(), Some(&7000));
+        assert_eq!(version_string(12050), "12.5");
+    }
+}

@@ -1,0 +1,14 @@
+//! The generator and developer tasks of the CUDA launch SDK workspace.
+//!
+//! Data flows one way: the real `cuda.h` → `cargo xtask import` → `specs/*.yaml`
+//! → `cargo xtask codegen` → `cuda-sys/src/generated/` (and the ABI probe in
+//! `tests/`). xtask never depends on the crates it generates.
+
+pub mod codegen;
+pub mod ctype;
+pub mod import;
+pub mod provision;
+pub mod spec;
+
+/// xtask's result type: any error, reported by `main` as one message.
+pub type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;

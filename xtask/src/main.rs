@@ -1,0 +1,55 @@
+//! `cargo xtask <task>`: see `cargo xtask help`.
+
+use std::process::{Command, ExitCode};
+
+use xtask::{codegen, import, provision, Result};
+
+const HELP: &str = "\
+usage: cargo xtask <task>
+
+tasks:
+  codegen [--check]   generate cuda-sys (and the ABI probe) from specs/; --check compares only
+  import [--check]    refresh specs/ from the real cuda.h (pinned CUDA 13.0); --check compares only
+  test [ARGS..]       provision the pinned cuda.h and libclang, then run `cargo test --workspace ARGS..`
+  help                this text
+";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &[String]) -> Result<()> {
+    let root = provision::workspace_root();
+    let specs = root.join("specs");
+    let check = args.iter().any(|a| a == "--check");
+    match args.first().map(String::as_str) {
+        Some("codegen") => codegen::run(&root, &specs, check),
+        Some("import") => import::run(&specs, check),
+        Some("test") => test(&args[1..]),
+        Some("help") | Some("--help") | None => {
+            print!("{HELP}");
+            Ok(())
+        }
+        Some(other) => Err(format!("unknown task `{other}`\n{HELP}").into()),
+    }
+}
+
+/// Provisions the pinned header, then runs the workspace tests with
+/// `CUDA_INCLUDE_DIR` pointing at it (the ABI test compiles against it).
+fn test(extra: &[String]) -> Result<()> {
+    let include = provision::cuda_include_dir()?;
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["test", "--workspace"])
+        .args(extra)
+        .env("CUDA_INCLUDE_DIR", &include)
+        .current_dir(provision::workspace_root())
+        .status()?;
+    if status.success() { Ok(()) } else { Err(format!("cargo test --workspace failed ({status})").into()) }
+}

@@ -1,0 +1,140 @@
+//! Provisioning of the pinned inputs the generator and the tests need: the real
+//! `cuda.h` and a libclang for bindgen. Nothing here needs root: a system
+//! install is used when present, otherwise pinned PyPI wheels are fetched with
+//! `python3 -m pip download` into a cache under `target/`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::Result;
+
+/// The wheel that carries the pinned `cuda.h` (CUDA 13.0).
+pub const CUDA_RUNTIME_WHEEL: &str = "nvidia-cuda-runtime==13.0.96";
+/// The wheel that carries a libclang shared library for bindgen.
+pub const LIBCLANG_WHEEL: &str = "libclang==18.1.1";
+
+/// Root of the workspace (the parent of `xtask/`).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives one level below the workspace root")
+        .to_path_buf()
+}
+
+fn cache_dir() -> PathBuf {
+    workspace_root().join("target").join("cuda-cache")
+}
+
+/// The directory holding `cuda.h`: `$CUDA_HOME/include` or `$CUDA_PATH/include`
+/// when set, otherwise the pinned wheel's include directory (fetched on first use).
+pub fn cuda_include_dir() -> Result<PathBuf> {
+    for var in ["CUDA_HOME", "CUDA_PATH"] {
+        if let Some(root) = std::env::var_os(var) {
+            let inc = PathBuf::from(root).join("include");
+            if inc.join("cuda.h").is_file() {
+                return Ok(inc);
+            }
+            return Err(format!(
+                "{var} is set but {} has no cuda.h; unset it to use the pinned wheel {CUDA_RUNTIME_WHEEL}",
+                inc.display()
+            )
+            .into());
+        }
+    }
+    let dir = cache_dir().join("cuda-runtime");
+    let inc = dir.join("nvidia").join("cu13").join("include");
+    if !inc.join("cuda.h").is_file() {
+        fetch_wheel(CUDA_RUNTIME_WHEEL, &dir)?;
+    }
+    if !inc.join("cuda.h").is_file() {
+        return Err(format!("{CUDA_RUNTIME_WHEEL} unpacked to {} but has no cuda.h", dir.display()).into());
+    }
+    Ok(inc)
+}
+
+/// The directory holding a `libclang.so` for bindgen: `LIBCLANG_PATH` when set,
+/// a system libclang when one is installed, otherwise the pinned wheel's.
+pub fn libclang_dir() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("LIBCLANG_PATH") {
+        return Ok(PathBuf::from(p));
+    }
+    let system = ["/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib"];
+    for dir in system {
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name == "libclang.so" || name.starts_with("libclang.so.") || name.starts_with("libclang-") && name.ends_with(".so") {
+                    return Ok(PathBuf::from(dir));
+                }
+            }
+        }
+    }
+    let dir = cache_dir().join("libclang");
+    let native = dir.join("clang").join("native");
+    if !native.join("libclang.so").is_file() {
+        fetch_wheel(LIBCLANG_WHEEL, &dir)?;
+    }
+    if !native.join("libclang.so").is_file() {
+        return Err(format!("{LIBCLANG_WHEEL} unpacked to {} but has no libclang.so", dir.display()).into());
+    }
+    Ok(native)
+}
+
+/// The C compiler's own include directory (for `stddef.h` and friends), which
+/// the wheel's libclang lacks.
+pub fn cc_builtin_include_dir() -> Option<PathBuf> {
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let out = Command::new(cc).arg("-print-file-name=include").output().ok()?;
+    let path = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
+    path.join("stddef.h").is_file().then_some(path)
+}
+
+/// Downloads one pinned wheel with pip and unpacks it into `dest`.
+fn fetch_wheel(requirement: &str, dest: &Path) -> Result<()> {
+    let wheels = cache_dir().join("wheels");
+    std::fs::create_dir_all(&wheels)?;
+    eprintln!("xtask: fetching {requirement} with pip into {}", wheels.display());
+    let status = Command::new("python3")
+        .args(["-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "-d"])
+        .arg(&wheels)
+        .arg(requirement)
+        .status()
+        .map_err(|e| format!("could not run python3 -m pip to fetch {requirement}: {e}"))?;
+    if !status.success() {
+        return Err(format!("python3 -m pip download {requirement} failed ({status})").into());
+    }
+    let stem = requirement.split("==").next().unwrap_or(requirement).replace('-', "_");
+    let version = requirement.split("==").nth(1).unwrap_or("");
+    let wheel = std::fs::read_dir(&wheels)?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            let n = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            n.starts_with(&format!("{stem}-{version}")) && n.ends_with(".whl")
+        })
+        .ok_or_else(|| format!("pip reported success but no wheel for {requirement} is in {}", wheels.display()))?;
+    std::fs::create_dir_all(dest)?;
+    let status = Command::new("python3")
+        .args(["-m", "zipfile", "-e"])
+        .arg(&wheel)
+        .arg(dest)
+        .status()?;
+    if !status.success() {
+        return Err(format!("could not unpack {}", wheel.display()).into());
+    }
+    // The libclang wheel keeps its files under NAME.data/platlib/.
+    if let Ok(entries) = std::fs::read_dir(dest) {
+        for e in entries.flatten() {
+            let platlib = e.path().join("platlib");
+            if e.file_name().to_string_lossy().ends_with(".data") && platlib.is_dir() {
+                for inner in std::fs::read_dir(&platlib)?.flatten() {
+                    let target = dest.join(inner.file_name());
+                    if !target.exists() {
+                        std::fs::rename(inner.path(), target)?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}

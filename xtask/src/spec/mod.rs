@@ -1,0 +1,6 @@
+//! The YAML specs: their model, loading with positions, validation and writing.
+
+pub mod load;
+pub mod model;
+pub mod validate;
+pub mod write;

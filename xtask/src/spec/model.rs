@@ -1,0 +1,338 @@
+//! The typed model of the YAML specs. Fields marked *fact* are written by
+//! `cargo xtask import` from the header; fields marked *ours* are hand
+//! annotations that the importer preserves.
+
+use serde::{Deserialize, Serialize};
+use serde_saphyr::Spanned;
+
+/// A string that remembers where in its spec file it was written.
+pub type Str = Spanned<String>;
+
+/// Makes a [`Str`] with no position (for values the importer creates).
+pub fn str(s: impl Into<String>) -> Str {
+    Spanned::new(s.into(), serde_saphyr::Location::UNKNOWN, serde_saphyr::Location::UNKNOWN)
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// `specs/functions/GROUP.yaml`: the functions of one API group of `cuda.h`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupFile {
+    /// The header's `\defgroup` name, e.g. `CUDA_MEM` (fact).
+    pub group: String,
+    /// The group's title, e.g. `Memory Management` (fact).
+    pub title: String,
+    /// What the group is for, in our words (ours).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// The functions, in header order.
+    pub functions: Vec<Function>,
+}
+
+/// How the safe layer may call a function (ours).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Safety {
+    /// The arguments alone cannot break memory safety once typed (handles, scalars, out-values).
+    Safe,
+    /// The caller must uphold a contract the types cannot express.
+    #[default]
+    Unsafe,
+}
+
+/// One driver function.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Function {
+    /// The API name a C programmer writes, e.g. `cuMemAlloc` (fact).
+    pub name: Str,
+    /// The ABI symbol the name resolves to, e.g. `cuMemAlloc_v2` (fact).
+    pub symbol: String,
+    /// The per-thread-default-stream symbol (`_ptds` / `_ptsz`), if any (fact).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_thread_symbol: Option<String>,
+    /// The version passed to `cuGetProcAddress` for the per-thread symbol (fact).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_thread_version: Option<u32>,
+    /// The CUDA version passed to `cuGetProcAddress` to get `symbol`, e.g. 3020 (fact).
+    pub proc_version: u32,
+    /// The CUDA release the function first appeared in, e.g. `"2.0"` (fact, where known).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// Whether the header marks it deprecated (fact).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub deprecated: bool,
+    /// Rust name, where `heck`'s snake case of the name is wrong (ours).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rust_name: Option<String>,
+    /// Safety class for the safe layer (ours).
+    #[serde(default)]
+    pub safety: Safety,
+    /// One or two sentences in our own words (ours).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// Parameters in declaration order.
+    pub params: Vec<Param>,
+    /// The `CUresult` codes the header documents for it (fact).
+    pub errors: Vec<Str>,
+}
+
+/// Direction of a parameter (ours, proposed by the importer from the header's docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Read by the driver.
+    In,
+    /// Written by the driver.
+    Out,
+    /// Read and written by the driver.
+    Inout,
+}
+
+impl Role {
+    /// The word used in docs.
+    pub fn word(self) -> &'static str {
+        match self {
+            Role::In => "in",
+            Role::Out => "out",
+            Role::Inout => "in-out",
+        }
+    }
+}
+
+/// One function parameter.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Param {
+    /// Name as in the header (fact).
+    pub name: String,
+    /// C type in the header's spelling, e.g. `const void *` (fact).
+    #[serde(rename = "type")]
+    pub ty: Str,
+    /// Direction (ours).
+    pub role: Spanned<Role>,
+    /// For a pointer to an array: the parameter holding its element count (ours).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub len: Option<Str>,
+    /// A pointer that may be null (ours).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub optional: bool,
+}
+
+/// The files under `specs/types/`; each file fills some of these lists.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TypesFile {
+    /// Opaque handle types.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub handles: Vec<Handle>,
+    /// Type aliases.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub typedefs: Vec<Typedef>,
+    /// C enums.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub enums: Vec<Enum>,
+    /// C structs and unions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub records: Vec<Record>,
+    /// Function-pointer typedefs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub callbacks: Vec<Callback>,
+    /// `#define` constants.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub constants: Vec<Constant>,
+}
+
+/// An opaque handle: a pointer to an incomplete struct.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Handle {
+    /// The handle type, e.g. `CUcontext`.
+    pub name: Str,
+    /// The incomplete struct it points to, e.g. `CUctx_st`.
+    pub opaque: String,
+}
+
+/// A type alias.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Typedef {
+    /// Alias name.
+    pub name: Str,
+    /// Aliased C type.
+    #[serde(rename = "type")]
+    pub ty: Str,
+}
+
+/// A C enum.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Enum {
+    /// The enum's tag name, e.g. `cudaError_enum`.
+    pub name: Str,
+    /// Its integer representation as compiled by the C compiler (`u32` or `i32`).
+    pub repr: String,
+    /// Declared only as `typedef enum { … } NAME` (no `enum NAME` tag in C).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub typedef_only: bool,
+    /// What it is for, in our words (ours).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// Every enumerator.
+    pub values: Vec<EnumValue>,
+}
+
+/// One enumerator.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnumValue {
+    /// Name, e.g. `CUDA_SUCCESS`.
+    pub name: Str,
+    /// Value.
+    pub value: i64,
+}
+
+/// Whether a record is a struct or a union.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordKind {
+    /// `struct`.
+    Struct,
+    /// `union`.
+    Union,
+}
+
+/// A C struct or union.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Record {
+    /// Tag name, or for an anonymous record a name we give it.
+    pub name: Str,
+    /// Struct or union.
+    pub kind: RecordKind,
+    /// Declared only as `typedef struct { … } NAME` (no tag in C).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub typedef_only: bool,
+    /// For an anonymous record: how C reaches it, as `Parent.field.path`;
+    /// a path ending in `*` is an unnamed member whose fields live in the parent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub c_path: Option<String>,
+    /// What it is for, in our words (ours).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// Fields in declaration order.
+    pub fields: Vec<Field>,
+}
+
+/// A record field.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Field {
+    /// Field name (for an unnamed member, `anonN`).
+    pub name: String,
+    /// C type, arrays as `T[N]`.
+    #[serde(rename = "type")]
+    pub ty: Str,
+}
+
+/// A function-pointer typedef.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Callback {
+    /// Typedef name, e.g. `CUhostFn`.
+    pub name: Str,
+    /// Return C type (`void` for none).
+    pub returns: Str,
+    /// Parameters.
+    pub params: Vec<CallbackParam>,
+}
+
+/// A callback parameter.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallbackParam {
+    /// Name (may be empty in the header).
+    pub name: String,
+    /// C type.
+    #[serde(rename = "type")]
+    pub ty: Str,
+}
+
+/// A `#define` integer constant.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Constant {
+    /// Name.
+    pub name: Str,
+    /// C type of the value as bindgen infers it (`unsigned int`, …).
+    #[serde(rename = "type")]
+    pub ty: String,
+    /// Value.
+    pub value: i64,
+}
+
+/// `specs/errors.yaml`: our catalogue of every `CUresult`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorCatalogue {
+    /// One entry per `CUresult` value.
+    pub errors: Vec<ErrorEntry>,
+}
+
+/// One `CUresult` in the catalogue.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorEntry {
+    /// The enumerator name, e.g. `CUDA_ERROR_ILLEGAL_ADDRESS`.
+    pub name: Str,
+    /// One line in our own words.
+    pub summary: String,
+    /// The context cannot be used after this error; the process must be restarted.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub sticky: bool,
+}
+
+/// Every spec file, loaded.
+#[derive(Debug, Clone, Default)]
+pub struct Specs {
+    /// `specs/functions/*.yaml`, keyed by file name, in name order.
+    pub groups: Vec<(String, GroupFile)>,
+    /// `specs/types/*.yaml`, keyed by file name, in name order.
+    pub types: Vec<(String, TypesFile)>,
+    /// `specs/errors.yaml`.
+    pub errors: ErrorCatalogue,
+}
+
+impl Specs {
+    /// Every function with the file it is in.
+    pub fn functions(&self) -> impl Iterator<Item = (&str, &GroupFile, &Function)> {
+        self.groups.iter().flat_map(|(file, g)| g.functions.iter().map(move |f| (file.as_str(), g, f)))
+    }
+    /// Every enum.
+    pub fn enums(&self) -> impl Iterator<Item = &Enum> {
+        self.types.iter().flat_map(|(_, t)| t.enums.iter())
+    }
+    /// Every record.
+    pub fn records(&self) -> impl Iterator<Item = &Record> {
+        self.types.iter().flat_map(|(_, t)| t.records.iter())
+    }
+    /// Every handle.
+    pub fn handles(&self) -> impl Iterator<Item = &Handle> {
+        self.types.iter().flat_map(|(_, t)| t.handles.iter())
+    }
+    /// Every typedef.
+    pub fn typedefs(&self) -> impl Iterator<Item = &Typedef> {
+        self.types.iter().flat_map(|(_, t)| t.typedefs.iter())
+    }
+    /// Every callback.
+    pub fn callbacks(&self) -> impl Iterator<Item = &Callback> {
+        self.types.iter().flat_map(|(_, t)| t.callbacks.iter())
+    }
+    /// Every constant.
+    pub fn constants(&self) -> impl Iterator<Item = &Constant> {
+        self.types.iter().flat_map(|(_, t)| t.constants.iter())
+    }
+}
