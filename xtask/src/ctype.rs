@@ -55,11 +55,17 @@ impl CType {
         let mut s = text.trim();
         let mut dims = Vec::new();
         while let Some(open) = s.rfind('[') {
-            let close = s[open..].find(']').map(|c| c + open).ok_or_else(|| format!("unclosed `[` in C type `{text}`"))?;
+            let close = s[open..]
+                .find(']')
+                .map(|c| c + open)
+                .ok_or_else(|| format!("unclosed `[` in C type `{text}`"))?;
             if close != s.len() - 1 {
                 return Err(format!("unexpected text after `]` in C type `{text}`"));
             }
-            let n: u64 = s[open + 1..close].trim().parse().map_err(|_| format!("array size in C type `{text}` is not a number"))?;
+            let n: u64 = s[open + 1..close]
+                .trim()
+                .parse()
+                .map_err(|_| format!("array size in C type `{text}` is not a number"))?;
             dims.insert(0, n);
             s = s[..open].trim_end();
         }
@@ -94,7 +100,12 @@ impl CType {
         if base.contains(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ' ')) {
             return Err(format!("C type `{text}` has an invalid base type `{base}`"));
         }
-        Ok(CType { base, base_const, ptrs, dims })
+        Ok(CType {
+            base,
+            base_const,
+            ptrs,
+            dims,
+        })
     }
 
     /// Whether the outermost level (ignoring arrays) is a pointer.
@@ -128,7 +139,11 @@ impl CType {
             None => path(&self.base),
         };
         for i in 0..self.ptrs.len() {
-            let pointee_const = if i == 0 { self.base_const } else { self.ptrs[i - 1] };
+            let pointee_const = if i == 0 {
+                self.base_const
+            } else {
+                self.ptrs[i - 1]
+            };
             ty = format!("*{} {ty}", if pointee_const { "const" } else { "mut" });
         }
         for n in self.dims.iter().rev() {
@@ -151,7 +166,10 @@ impl CType {
     }
 
     fn without_dims(&self) -> CType {
-        CType { dims: Vec::new(), ..self.clone() }
+        CType {
+            dims: Vec::new(),
+            ..self.clone()
+        }
     }
 }
 
@@ -188,7 +206,10 @@ mod tests {
         assert_eq!(rust("const void *"), "*const ::core::ffi::c_void");
         assert_eq!(rust("void **"), "*mut *mut ::core::ffi::c_void");
         assert_eq!(rust("void *const *"), "*const *mut ::core::ffi::c_void");
-        assert_eq!(rust("const char *const *"), "*const *const ::core::ffi::c_char");
+        assert_eq!(
+            rust("const char *const *"),
+            "*const *const ::core::ffi::c_char"
+        );
         assert_eq!(rust("CUdeviceptr *"), "*mut CUdeviceptr");
     }
 
@@ -196,12 +217,22 @@ mod tests {
     fn arrays_nest_outermost_first() {
         assert_eq!(rust("char[256]"), "[::core::ffi::c_char; 256]");
         assert_eq!(rust("unsigned int[3][2]"), "[[::core::ffi::c_uint; 2]; 3]");
-        assert_eq!(CType::parse("unsigned int[3][2]").unwrap().declare("x"), "unsigned int x[3][2]");
+        assert_eq!(
+            CType::parse("unsigned int[3][2]").unwrap().declare("x"),
+            "unsigned int x[3][2]"
+        );
     }
 
     #[test]
     fn round_trips_through_display() {
-        for t in ["unsigned int", "const void *", "void **", "void *const *", "char[16]", "CUstream *"] {
+        for t in [
+            "unsigned int",
+            "const void *",
+            "void **",
+            "void *const *",
+            "char[16]",
+            "CUstream *",
+        ] {
             assert_eq!(CType::parse(t).unwrap().to_string().trim_end(), t);
         }
     }

@@ -2,7 +2,7 @@
 
 use std::process::{Command, ExitCode};
 
-use xtask::{codegen, import, provision, Result};
+use xtask::{Result, codegen, import, provision};
 
 const HELP: &str = "\
 usage: cargo xtask <task>
@@ -51,5 +51,9 @@ fn test(extra: &[String]) -> Result<()> {
         .env("CUDA_INCLUDE_DIR", &include)
         .current_dir(provision::workspace_root())
         .status()?;
-    if status.success() { Ok(()) } else { Err(format!("cargo test --workspace failed ({status})").into()) }
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("cargo test --workspace failed ({status})").into())
+    }
 }

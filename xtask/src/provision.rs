@@ -47,7 +47,11 @@ pub fn cuda_include_dir() -> Result<PathBuf> {
         fetch_wheel(CUDA_RUNTIME_WHEEL, &dir)?;
     }
     if !inc.join("cuda.h").is_file() {
-        return Err(format!("{CUDA_RUNTIME_WHEEL} unpacked to {} but has no cuda.h", dir.display()).into());
+        return Err(format!(
+            "{CUDA_RUNTIME_WHEEL} unpacked to {} but has no cuda.h",
+            dir.display()
+        )
+        .into());
     }
     Ok(inc)
 }
@@ -58,12 +62,20 @@ pub fn libclang_dir() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("LIBCLANG_PATH") {
         return Ok(PathBuf::from(p));
     }
-    let system = ["/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib"];
+    let system = [
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib64",
+        "/usr/lib",
+        "/usr/local/lib",
+    ];
     for dir in system {
         if let Ok(entries) = std::fs::read_dir(dir) {
             for e in entries.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
-                if name == "libclang.so" || name.starts_with("libclang.so.") || name.starts_with("libclang-") && name.ends_with(".so") {
+                if name == "libclang.so"
+                    || name.starts_with("libclang.so.")
+                    || name.starts_with("libclang-") && name.ends_with(".so")
+                {
                     return Ok(PathBuf::from(dir));
                 }
             }
@@ -75,7 +87,11 @@ pub fn libclang_dir() -> Result<PathBuf> {
         fetch_wheel(LIBCLANG_WHEEL, &dir)?;
     }
     if !native.join("libclang.so").is_file() {
-        return Err(format!("{LIBCLANG_WHEEL} unpacked to {} but has no libclang.so", dir.display()).into());
+        return Err(format!(
+            "{LIBCLANG_WHEEL} unpacked to {} but has no libclang.so",
+            dir.display()
+        )
+        .into());
     }
     Ok(native)
 }
@@ -84,7 +100,10 @@ pub fn libclang_dir() -> Result<PathBuf> {
 /// the wheel's libclang lacks.
 pub fn cc_builtin_include_dir() -> Option<PathBuf> {
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let out = Command::new(cc).arg("-print-file-name=include").output().ok()?;
+    let out = Command::new(cc)
+        .arg("-print-file-name=include")
+        .output()
+        .ok()?;
     let path = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
     path.join("stddef.h").is_file().then_some(path)
 }
@@ -93,9 +112,20 @@ pub fn cc_builtin_include_dir() -> Option<PathBuf> {
 fn fetch_wheel(requirement: &str, dest: &Path) -> Result<()> {
     let wheels = cache_dir().join("wheels");
     std::fs::create_dir_all(&wheels)?;
-    eprintln!("xtask: fetching {requirement} with pip into {}", wheels.display());
+    eprintln!(
+        "xtask: fetching {requirement} with pip into {}",
+        wheels.display()
+    );
     let status = Command::new("python3")
-        .args(["-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "-d"])
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--only-binary=:all:",
+            "-d",
+        ])
         .arg(&wheels)
         .arg(requirement)
         .status()
@@ -103,16 +133,28 @@ fn fetch_wheel(requirement: &str, dest: &Path) -> Result<()> {
     if !status.success() {
         return Err(format!("python3 -m pip download {requirement} failed ({status})").into());
     }
-    let stem = requirement.split("==").next().unwrap_or(requirement).replace('-', "_");
+    let stem = requirement
+        .split("==")
+        .next()
+        .unwrap_or(requirement)
+        .replace('-', "_");
     let version = requirement.split("==").nth(1).unwrap_or("");
     let wheel = std::fs::read_dir(&wheels)?
         .flatten()
         .map(|e| e.path())
         .find(|p| {
-            let n = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let n = p
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
             n.starts_with(&format!("{stem}-{version}")) && n.ends_with(".whl")
         })
-        .ok_or_else(|| format!("pip reported success but no wheel for {requirement} is in {}", wheels.display()))?;
+        .ok_or_else(|| {
+            format!(
+                "pip reported success but no wheel for {requirement} is in {}",
+                wheels.display()
+            )
+        })?;
     std::fs::create_dir_all(dest)?;
     let status = Command::new("python3")
         .args(["-m", "zipfile", "-e"])

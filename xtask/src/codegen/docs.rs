@@ -21,7 +21,13 @@ pub fn types_url() -> String {
 
 /// One `#[doc]` attribute per line, so the output reads as `///` comments.
 pub fn attrs(text: &str) -> TokenStream {
-    let lines = text.lines().map(|l| if l.is_empty() { String::new() } else { format!(" {l}") });
+    let lines = text.lines().map(|l| {
+        if l.is_empty() {
+            String::new()
+        } else {
+            format!(" {l}")
+        }
+    });
     quote! { #( #[doc = #lines] )* }
 }
 
@@ -30,7 +36,10 @@ pub fn raw_function(f: &Function, g: &GroupFile) -> String {
     let mut s = String::new();
     match &f.summary {
         Some(sum) => s.push_str(sum.trim()),
-        None => s.push_str(&format!("Raw binding to `{}` from the driver's {} API.", f.name.value, g.title)),
+        None => s.push_str(&format!(
+            "Raw binding to `{}` from the driver's {} API.",
+            f.name.value, g.title
+        )),
     }
     s.push_str("\n\n");
     if f.deprecated {
@@ -46,7 +55,12 @@ pub fn raw_function(f: &Function, g: &GroupFile) -> String {
             if p.optional {
                 extra.push_str(", may be null");
             }
-            s.push_str(&format!("- `{}`: {}, `{}`{extra}\n", p.name, p.role.value.word(), p.ty.value));
+            s.push_str(&format!(
+                "- `{}`: {}, `{}`{extra}\n",
+                p.name,
+                p.role.value.word(),
+                p.ty.value
+            ));
         }
         s.push('\n');
     }
@@ -55,7 +69,11 @@ pub fn raw_function(f: &Function, g: &GroupFile) -> String {
         s.push_str("The header documents no specific codes.");
     } else {
         s.push_str("The header documents: ");
-        let links: Vec<String> = f.errors.iter().map(|e| format!("[`{0}`](crate::cudaError_enum::{0})", e.value)).collect();
+        let links: Vec<String> = f
+            .errors
+            .iter()
+            .map(|e| format!("[`{0}`](crate::cudaError_enum::{0})", e.value))
+            .collect();
         s.push_str(&links.join(", "));
         s.push('.');
     }

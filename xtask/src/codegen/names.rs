@@ -5,10 +5,11 @@ use heck::ToSnakeCase;
 use crate::spec::model::Function;
 
 const KEYWORDS: &[&str] = &[
-    "as", "break", "const", "continue", "crate", "else", "enum", "extern", "false", "fn", "for", "if", "impl", "in", "let", "loop",
-    "match", "mod", "move", "mut", "pub", "ref", "return", "self", "Self", "static", "struct", "super", "trait", "true", "type",
-    "unsafe", "use", "where", "while", "async", "await", "dyn", "abstract", "become", "box", "do", "final", "macro", "override",
-    "priv", "typeof", "unsized", "virtual", "yield", "try", "gen",
+    "as", "break", "const", "continue", "crate", "else", "enum", "extern", "false", "fn", "for",
+    "if", "impl", "in", "let", "loop", "match", "mod", "move", "mut", "pub", "ref", "return",
+    "self", "Self", "static", "struct", "super", "trait", "true", "type", "unsafe", "use", "where",
+    "while", "async", "await", "dyn", "abstract", "become", "box", "do", "final", "macro",
+    "override", "priv", "typeof", "unsized", "virtual", "yield", "try", "gen",
 ];
 
 /// Whether `s` is a plain Rust identifier (not a keyword).
@@ -21,7 +22,11 @@ pub fn is_ident(s: &str) -> bool {
 
 /// A C name usable as a Rust identifier: keywords get a trailing `_`.
 pub fn escape(name: &str) -> String {
-    if KEYWORDS.contains(&name) { format!("{name}_") } else { name.to_string() }
+    if KEYWORDS.contains(&name) {
+        format!("{name}_")
+    } else {
+        name.to_string()
+    }
 }
 
 /// Copy directions and dimensionalities that `heck` splits wrongly
@@ -66,12 +71,18 @@ pub fn proposed_name(c_name: &str) -> String {
         s = s.replace(from, to);
     }
     let snake = s.to_snake_case();
-    snake.split('_').filter(|p| !p.is_empty()).collect::<Vec<_>>().join("_")
+    snake
+        .split('_')
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join("_")
 }
 
 /// The snake_case name of a function in the safe layer.
 pub fn rust_fn_name(f: &Function) -> String {
-    f.rust_name.clone().unwrap_or_else(|| heck_name(&f.name.value))
+    f.rust_name
+        .clone()
+        .unwrap_or_else(|| heck_name(&f.name.value))
 }
 
 #[cfg(test)]
@@ -85,7 +96,10 @@ mod tests {
         assert_eq!(proposed_name("cuMemcpy3DPeerAsync"), "memcpy_3d_peer_async");
         assert_eq!(proposed_name("cuMemsetD2D32Async"), "memset_d2d32_async");
         assert_eq!(proposed_name("cuMemsetD8"), "memset_d8");
-        assert_eq!(proposed_name("cuLaunchCooperativeKernel"), heck_name("cuLaunchCooperativeKernel"));
+        assert_eq!(
+            proposed_name("cuLaunchCooperativeKernel"),
+            heck_name("cuLaunchCooperativeKernel")
+        );
     }
 
     #[test]

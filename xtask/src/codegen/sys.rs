@@ -8,15 +8,17 @@ use quote::{format_ident, quote};
 
 use super::docs;
 use super::names::escape;
+use crate::Result;
 use crate::ctype::CType;
 use crate::spec::model::*;
 use crate::spec::validate::RESULT_ENUM;
-use crate::Result;
 
 fn ty(c: &str) -> Result<TokenStream> {
     let t = CType::parse(c)?;
     let rust = t.to_rust(&|n| n.to_string());
-    Ok(syn::parse_str::<syn::Type>(&rust).map_err(|e| format!("C type `{c}` gives Rust `{rust}`: {e}"))?.to_token_stream())
+    Ok(syn::parse_str::<syn::Type>(&rust)
+        .map_err(|e| format!("C type `{c}` gives Rust `{rust}`: {e}"))?
+        .to_token_stream())
 }
 
 use quote::ToTokens;
@@ -33,7 +35,9 @@ pub fn types(specs: &Specs) -> Result<TokenStream> {
     let opaque: BTreeSet<&str> = specs.handles().map(|h| h.opaque.as_str()).collect();
     for o in opaque {
         let name = ident(o);
-        let doc = docs::attrs(&format!("The driver-owned object behind a handle; never created or read from Rust.\n\nSee [{o}]({types_url})."));
+        let doc = docs::attrs(&format!(
+            "The driver-owned object behind a handle; never created or read from Rust.\n\nSee [{o}]({types_url})."
+        ));
         out.extend(quote! {
             #doc
             #[repr(C)]
@@ -43,13 +47,19 @@ pub fn types(specs: &Specs) -> Result<TokenStream> {
     for h in specs.handles() {
         let name = ident(&h.name.value);
         let opaque = ident(&h.opaque);
-        let doc = docs::attrs(&format!("Handle `{}`: a pointer to the driver-owned `{}`.\n\nSee [{}]({types_url}).", h.name.value, h.opaque, h.name.value));
+        let doc = docs::attrs(&format!(
+            "Handle `{}`: a pointer to the driver-owned `{}`.\n\nSee [{}]({types_url}).",
+            h.name.value, h.opaque, h.name.value
+        ));
         out.extend(quote! { #doc pub type #name = *mut #opaque; });
     }
     for t in specs.typedefs() {
         let name = ident(&t.name.value);
         let target = ty(&t.ty.value)?;
-        let doc = docs::attrs(&format!("C typedef `{}` = `{}`.\n\nSee [{}]({types_url}).", t.name.value, t.ty.value, t.name.value));
+        let doc = docs::attrs(&format!(
+            "C typedef `{}` = `{}`.\n\nSee [{}]({types_url}).",
+            t.name.value, t.ty.value, t.name.value
+        ));
         out.extend(quote! { #doc pub type #name = #target; });
     }
     for e in specs.enums() {
@@ -65,18 +75,34 @@ pub fn types(specs: &Specs) -> Result<TokenStream> {
             .iter()
             .map(|p| {
                 let t = ty(&p.ty.value)?;
-                Ok(if p.name.is_empty() { quote!(#t) } else { let n = ident(&p.name); quote!(#n: #t) })
+                Ok(if p.name.is_empty() {
+                    quote!(#t)
+                } else {
+                    let n = ident(&p.name);
+                    quote!(#n: #t)
+                })
             })
             .collect::<Result<Vec<_>>>()?;
-        let ret = if c.returns.value == "void" { quote!() } else { let t = ty(&c.returns.value)?; quote!(-> #t) };
-        let doc = docs::attrs(&format!("Callback type `{}` that the driver calls; `None` is a null function pointer.\n\nSee [{}]({types_url}).", c.name.value, c.name.value));
+        let ret = if c.returns.value == "void" {
+            quote!()
+        } else {
+            let t = ty(&c.returns.value)?;
+            quote!(-> #t)
+        };
+        let doc = docs::attrs(&format!(
+            "Callback type `{}` that the driver calls; `None` is a null function pointer.\n\nSee [{}]({types_url}).",
+            c.name.value, c.name.value
+        ));
         out.extend(quote! { #doc pub type #name = ::core::option::Option<unsafe extern "C" fn(#(#params),*) #ret>; });
     }
     for c in specs.constants() {
         let name = ident(&c.name.value);
         let t = ty(&c.ty)?;
         let v = Literal::i64_unsuffixed(c.value);
-        let doc = docs::attrs(&format!("`#define {} {}` from `cuda.h`.", c.name.value, c.value));
+        let doc = docs::attrs(&format!(
+            "`#define {} {}` from `cuda.h`.",
+            c.name.value, c.value
+        ));
         out.extend(quote! { #doc pub const #name: #t = #v; });
     }
     Ok(out)
@@ -85,7 +111,10 @@ pub fn types(specs: &Specs) -> Result<TokenStream> {
 fn enum_item(e: &Enum) -> Result<TokenStream> {
     let name = ident(&e.name.value);
     let repr = format_ident!("{}", e.repr);
-    let summary = e.summary.clone().unwrap_or_else(|| format!("The C enum `{}`.", e.name.value));
+    let summary = e
+        .summary
+        .clone()
+        .unwrap_or_else(|| format!("The C enum `{}`.", e.name.value));
     let doc = docs::attrs(&format!(
         "{summary}\n\nA transparent newtype over the C value: a value this crate does not know (from a newer driver) \
          is kept as it is, never undefined behaviour. See [{}]({}).",
@@ -158,13 +187,27 @@ fn record_item(r: &Record) -> Result<TokenStream> {
         .map(|f| {
             let n = ident(&f.name);
             let t = ty(&f.ty.value)?;
-            let d = docs::attrs(&format!("C field `{}`.", CType::parse(&f.ty.value)?.declare(&f.name)));
+            let d = docs::attrs(&format!(
+                "C field `{}`.",
+                CType::parse(&f.ty.value)?.declare(&f.name)
+            ));
             Ok(quote! { #d pub #n: #t, })
         })
         .collect::<Result<Vec<_>>>()?;
+    let repr = match r.align {
+        Some(a) => {
+            let a = Literal::u32_unsuffixed(a);
+            quote!(#[repr(C, align(#a))])
+        }
+        None => quote!(#[repr(C)]),
+    };
     let body = match r.kind {
-        RecordKind::Struct => quote! { #[repr(C)] #[derive(Clone, Copy)] pub struct #name { #(#fields)* } },
-        RecordKind::Union => quote! { #[repr(C)] #[derive(Clone, Copy)] pub union #name { #(#fields)* } },
+        RecordKind::Struct => {
+            quote! { #repr #[derive(Clone, Copy)] pub struct #name { #(#fields)* } }
+        }
+        RecordKind::Union => {
+            quote! { #repr #[derive(Clone, Copy)] pub union #name { #(#fields)* } }
+        }
     };
     Ok(quote! {
         #doc
@@ -190,7 +233,10 @@ pub fn functions(specs: &Specs) -> Result<TokenStream> {
         let name = &f.name.value;
         let sym = cstr(&f.symbol);
         let pt_sym = match &f.per_thread_symbol {
-            Some(s) => { let c = cstr(s); quote!(Some(#c)) }
+            Some(s) => {
+                let c = cstr(s);
+                quote!(Some(#c))
+            }
             None => quote!(None),
         };
         let ver = f.proc_version;
@@ -200,21 +246,29 @@ pub fn functions(specs: &Specs) -> Result<TokenStream> {
 
         let fname = ident(name);
         let params: Vec<proc_macro2::Ident> = f.params.iter().map(|p| ident(&p.name)).collect();
-        let ptypes = f.params.iter().map(|p| ty(&p.ty.value)).collect::<Result<Vec<_>>>()?;
+        let ptypes = f
+            .params
+            .iter()
+            .map(|p| ty(&p.ty.value))
+            .collect::<Result<Vec<_>>>()?;
         let doc = docs::attrs(&docs::raw_function(f, g));
-        let deprecated = if f.deprecated { quote!(#[deprecated(note = "deprecated in cuda.h; see the NVIDIA reference for its replacement")]) } else { quote!() };
+        let deprecated = if f.deprecated {
+            quote!(#[deprecated(note = "deprecated in cuda.h; see the NVIDIA reference for its replacement")])
+        } else {
+            quote!()
+        };
         let idx = Literal::usize_unsuffixed(i);
         fns.push(quote! {
             #doc
             #deprecated
             #[inline]
             pub unsafe fn #fname(#(#params: #ptypes),*) -> CUresult {
-                let Some(entry) = SYMBOLS[#idx].get() else { return cudaError_enum::CUDA_ERROR_NOT_FOUND };
-                // SAFETY: `entry` was resolved for this function at the ABI version
+                let Some(__entry) = SYMBOLS[#idx].get() else { return cudaError_enum::CUDA_ERROR_NOT_FOUND };
+                // SAFETY: `__entry` was resolved for this function at the ABI version
                 // whose signature this declaration copies from cuda.h.
-                let f = unsafe { ::core::mem::transmute::<*mut ::core::ffi::c_void, unsafe extern "C" fn(#(#ptypes),*) -> CUresult>(entry) };
+                let __driver_fn = unsafe { ::core::mem::transmute::<*mut ::core::ffi::c_void, unsafe extern "C" fn(#(#ptypes),*) -> CUresult>(__entry) };
                 // SAFETY: the caller upholds this function's contract (see # Safety).
-                unsafe { f(#(#params),*) }
+                unsafe { __driver_fn(#(#params),*) }
             }
         });
     }
@@ -239,13 +293,22 @@ fn cstr(s: &str) -> Literal {
 
 /// `generated/errors.rs`: names, descriptions and stickiness of `CUresult`.
 pub fn errors(specs: &Specs) -> Result<TokenStream> {
-    let result = specs.enums().find(|e| e.name.value == RESULT_ENUM).ok_or("the specs have no cudaError_enum")?;
-    let values: BTreeMap<&str, i64> = result.values.iter().map(|v| (v.name.value.as_str(), v.value)).collect();
+    let result = specs
+        .enums()
+        .find(|e| e.name.value == RESULT_ENUM)
+        .ok_or("the specs have no cudaError_enum")?;
+    let values: BTreeMap<&str, i64> = result
+        .values
+        .iter()
+        .map(|v| (v.name.value.as_str(), v.value))
+        .collect();
     let mut desc = Vec::new();
     let mut sticky = Vec::new();
     let mut seen = BTreeSet::new();
     for e in &specs.errors.errors {
-        let Some(&v) = values.get(e.name.value.as_str()) else { continue };
+        let Some(&v) = values.get(e.name.value.as_str()) else {
+            continue;
+        };
         if !seen.insert(v) {
             continue;
         }
@@ -256,6 +319,11 @@ pub fn errors(specs: &Specs) -> Result<TokenStream> {
             sticky.push(lit);
         }
     }
+    let sticky_body = if sticky.is_empty() {
+        quote!(self.0 != self.0)
+    } else {
+        quote!(matches!(self.0, #(#sticky)|*))
+    };
     Ok(quote! {
         use super::types::*;
 
@@ -273,7 +341,7 @@ pub fn errors(specs: &Specs) -> Result<TokenStream> {
             /// Whether the error leaves the context unusable: every later call on
             /// it fails, and only a new process recovers.
             pub const fn is_sticky(self) -> bool {
-                matches!(self.0, #(#sticky)|*)
+                #sticky_body
             }
             /// Whether this is `CUDA_SUCCESS`.
             pub const fn is_success(self) -> bool {

@@ -21,7 +21,11 @@ pub fn keep(new: &mut Function, old: &Function) {
 }
 
 fn spanned<T>(v: T) -> serde_saphyr::Spanned<T> {
-    serde_saphyr::Spanned::new(v, serde_saphyr::Location::UNKNOWN, serde_saphyr::Location::UNKNOWN)
+    serde_saphyr::Spanned::new(
+        v,
+        serde_saphyr::Location::UNKNOWN,
+        serde_saphyr::Location::UNKNOWN,
+    )
 }
 
 /// Proposes roles, lengths, optionality and a safety class for a new function.
@@ -29,16 +33,31 @@ pub fn propose(f: &mut Function, docs: &BTreeMap<String, String>) {
     let names: Vec<String> = f.params.iter().map(|p| p.name.clone()).collect();
     for i in 0..f.params.len() {
         let ty = CType::parse(&f.params[i].ty.value).ok();
-        let doc = docs.get(&f.params[i].name).map(|d| d.to_lowercase()).unwrap_or_default();
-        let writable = ty.as_ref().is_some_and(|t| t.is_pointer() && !t.pointee_is_const());
-        let role = if writable && (doc.contains("returned") || doc.starts_with("return") || doc.contains("pointer to return")) {
-            if doc.contains("in/out") || doc.contains("input") { Role::Inout } else { Role::Out }
+        let doc = docs
+            .get(&f.params[i].name)
+            .map(|d| d.to_lowercase())
+            .unwrap_or_default();
+        let writable = ty
+            .as_ref()
+            .is_some_and(|t| t.is_pointer() && !t.pointee_is_const());
+        let role = if writable
+            && (doc.contains("returned")
+                || doc.starts_with("return")
+                || doc.contains("pointer to return"))
+        {
+            if doc.contains("in/out") || doc.contains("input") {
+                Role::Inout
+            } else {
+                Role::Out
+            }
         } else {
             Role::In
         };
         f.params[i].role = spanned(role);
         f.params[i].optional = ty.as_ref().is_some_and(|t| t.is_pointer())
-            && (doc.contains("may be null") || doc.contains("can be null") || doc.contains("optional"));
+            && (doc.contains("may be null")
+                || doc.contains("can be null")
+                || doc.contains("optional"));
         // A pointer followed by a count parameter is an array with its length.
         if let (Some(t), Some(next)) = (ty.as_ref(), names.get(i + 1)) {
             let lower = next.to_lowercase();
@@ -53,21 +72,41 @@ pub fn propose(f: &mut Function, docs: &BTreeMap<String, String>) {
     if proposed != crate::codegen::names::heck_name(&f.name.value) {
         f.rust_name = Some(proposed);
     }
-    f.safety = if is_safe_shape(f) { Safety::Safe } else { Safety::Unsafe };
+    f.safety = if is_safe_shape(f) {
+        Safety::Safe
+    } else {
+        Safety::Unsafe
+    };
 }
 
 /// Safe when every argument is a value (scalar, enum, handle) or an out-pointer
 /// to a plain value, and the function does not end a handle's life.
 fn is_safe_shape(f: &Function) -> bool {
-    let ends_life = ["Destroy", "Free", "Unload", "Release", "Reset", "Unregister", "Unmap", "Detach"]
-        .iter()
-        .any(|w| f.name.value.contains(w));
+    let ends_life = [
+        "Destroy",
+        "Free",
+        "Unload",
+        "Release",
+        "Reset",
+        "Unregister",
+        "Unmap",
+        "Detach",
+    ]
+    .iter()
+    .any(|w| f.name.value.contains(w));
     !ends_life
         && f.params.iter().all(|p| {
-            let Ok(t) = CType::parse(&p.ty.value) else { return false };
+            let Ok(t) = CType::parse(&p.ty.value) else {
+                return false;
+            };
             match t.ptrs.len() {
                 0 => true,
-                1 => p.role.value == Role::Out && t.base != "void" && t.base != "char" && p.len.is_none(),
+                1 => {
+                    p.role.value == Role::Out
+                        && t.base != "void"
+                        && t.base != "char"
+                        && p.len.is_none()
+                }
                 _ => false,
             }
         })
@@ -75,7 +114,11 @@ fn is_safe_shape(f: &Function) -> bool {
 
 /// A first one-line description from an error's name, until a person writes one.
 pub fn humanize_error(name: &str) -> String {
-    let words = name.trim_start_matches("CUDA_ERROR_").trim_start_matches("CUDA_").to_lowercase().replace('_', " ");
+    let words = name
+        .trim_start_matches("CUDA_ERROR_")
+        .trim_start_matches("CUDA_")
+        .to_lowercase()
+        .replace('_', " ");
     let mut c = words.chars();
     match c.next() {
         Some(first) => format!("{}{}.", first.to_uppercase(), c.as_str()),

@@ -7,9 +7,9 @@ use std::path::Path;
 
 use syn::{Fields, ForeignItem, Item, Type};
 
+use crate::Result;
 use crate::ctype::{BUILTINS, CType};
 use crate::spec::model::*;
-use crate::Result;
 
 /// A function as bindgen saw it.
 #[derive(Debug, Clone)]
@@ -32,7 +32,11 @@ pub struct RawHeader {
 }
 
 /// Runs bindgen on `cuda.h` in `include_dir`.
-pub fn run_bindgen(include_dir: &Path, libclang_dir: &Path, builtin_include: Option<&Path>) -> Result<String> {
+pub fn run_bindgen(
+    include_dir: &Path,
+    libclang_dir: &Path,
+    builtin_include: Option<&Path>,
+) -> Result<String> {
     // SAFETY: xtask is single-threaded at this point; clang-sys reads the
     // variable when it loads libclang below.
     unsafe { std::env::set_var("LIBCLANG_PATH", libclang_dir) };
@@ -40,7 +44,10 @@ pub fn run_bindgen(include_dir: &Path, libclang_dir: &Path, builtin_include: Opt
         .header(include_dir.join("cuda.h").to_string_lossy())
         .clang_arg(format!("-I{}", include_dir.display()))
         .allowlist_file(r".*[/\\]cuda\.h")
-        .default_enum_style(bindgen::EnumVariation::NewType { is_bitfield: false, is_global: false })
+        .default_enum_style(bindgen::EnumVariation::NewType {
+            is_bitfield: false,
+            is_global: false,
+        })
         .prepend_enum_name(false)
         .generate_comments(true)
         .layout_tests(false)
@@ -51,9 +58,12 @@ pub fn run_bindgen(include_dir: &Path, libclang_dir: &Path, builtin_include: Opt
     if let Some(dir) = builtin_include {
         builder = builder.clang_arg(format!("-I{}", dir.display()));
     }
-    let bindings = builder
-        .generate()
-        .map_err(|e| format!("bindgen could not parse {}: {e}", include_dir.join("cuda.h").display()))?;
+    let bindings = builder.generate().map_err(|e| {
+        format!(
+            "bindgen could not parse {}: {e}",
+            include_dir.join("cuda.h").display()
+        )
+    })?;
     Ok(bindings.to_string())
 }
 
@@ -62,7 +72,11 @@ fn doc_of(attrs: &[syn::Attribute]) -> String {
     for a in attrs {
         if a.path().is_ident("doc") {
             if let syn::Meta::NameValue(nv) = &a.meta {
-                if let syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }) = &nv.value {
+                if let syn::Expr::Lit(syn::ExprLit {
+                    lit: syn::Lit::Str(s),
+                    ..
+                }) = &nv.value
+                {
                     out.push_str(&s.value());
                     out.push('\n');
                 }
@@ -72,7 +86,10 @@ fn doc_of(attrs: &[syn::Attribute]) -> String {
     out
 }
 
-const RUST_KEYWORDS: &[&str] = &["fn", "type", "ref", "in", "mut", "loop", "match", "move", "impl", "self", "struct", "where", "use", "mod", "box", "priv"];
+const RUST_KEYWORDS: &[&str] = &[
+    "fn", "type", "ref", "in", "mut", "loop", "match", "move", "impl", "self", "struct", "where",
+    "use", "mod", "box", "priv",
+];
 
 /// bindgen appends `_` to names that are Rust keywords; give back the C name.
 fn c_name(rust: &str) -> String {
@@ -100,14 +117,26 @@ fn c_type(ty: &Type, renames: &BTreeMap<String, String>) -> Result<CType> {
         }
         Type::Array(a) => {
             let mut inner = c_type(&a.elem, renames)?;
-            let syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(n), .. }) = &a.len else {
-                return Err(format!("array length is not a literal: {}", quote::quote!(#ty)).into());
+            let syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Int(n),
+                ..
+            }) = &a.len
+            else {
+                return Err(
+                    format!("array length is not a literal: {}", quote::quote!(#ty)).into(),
+                );
             };
             inner.dims.insert(0, n.base10_parse()?);
             Ok(inner)
         }
         Type::Path(p) => {
-            let last = p.path.segments.last().ok_or("empty type path")?.ident.to_string();
+            let last = p
+                .path
+                .segments
+                .last()
+                .ok_or("empty type path")?
+                .ident
+                .to_string();
             let base = match last.as_str() {
                 "c_void" => "void".to_string(),
                 "c_char" => "char".into(),
@@ -123,30 +152,55 @@ fn c_type(ty: &Type, renames: &BTreeMap<String, String>) -> Result<CType> {
                 "c_ulonglong" => "unsigned long long".into(),
                 other => match BUILTINS.iter().find(|(_, r)| *r == other) {
                     Some((c, _)) => c.to_string(),
-                    None => renames.get(other).cloned().unwrap_or_else(|| other.to_string()),
+                    None => renames
+                        .get(other)
+                        .cloned()
+                        .unwrap_or_else(|| other.to_string()),
                 },
             };
-            Ok(CType { base, base_const: false, ptrs: Vec::new(), dims: Vec::new() })
+            Ok(CType {
+                base,
+                base_const: false,
+                ptrs: Vec::new(),
+                dims: Vec::new(),
+            })
         }
-        other => Err(format!("unsupported type in bindgen output: {}", quote::quote!(#other)).into()),
+        other => Err(format!(
+            "unsupported type in bindgen output: {}",
+            quote::quote!(#other)
+        )
+        .into()),
     }
 }
 
-fn callback_of(ty: &Type, renames: &BTreeMap<String, String>) -> Result<Option<(String, Vec<(String, String)>)>> {
+fn callback_of(
+    ty: &Type,
+    renames: &BTreeMap<String, String>,
+) -> Result<Option<(String, Vec<(String, String)>)>> {
     let Type::Path(p) = ty else { return Ok(None) };
-    let Some(seg) = p.path.segments.last() else { return Ok(None) };
+    let Some(seg) = p.path.segments.last() else {
+        return Ok(None);
+    };
     if seg.ident != "Option" {
         return Ok(None);
     }
-    let syn::PathArguments::AngleBracketed(args) = &seg.arguments else { return Ok(None) };
-    let Some(syn::GenericArgument::Type(Type::BareFn(f))) = args.args.first() else { return Ok(None) };
+    let syn::PathArguments::AngleBracketed(args) = &seg.arguments else {
+        return Ok(None);
+    };
+    let Some(syn::GenericArgument::Type(Type::BareFn(f))) = args.args.first() else {
+        return Ok(None);
+    };
     let ret = match &f.output {
         syn::ReturnType::Default => "void".to_string(),
         syn::ReturnType::Type(_, t) => c_type(t, renames)?.to_string(),
     };
     let mut params = Vec::new();
     for (i, a) in f.inputs.iter().enumerate() {
-        let name = a.name.as_ref().map(|(n, _)| c_name(&n.to_string())).unwrap_or_else(|| format!("arg{i}"));
+        let name = a
+            .name
+            .as_ref()
+            .map(|(n, _)| c_name(&n.to_string()))
+            .unwrap_or_else(|| format!("arg{i}"));
         params.push((name, c_type(&a.ty, renames)?.to_string()));
     }
     Ok(Some((ret, params)))
@@ -173,7 +227,10 @@ pub fn read(bindings: &str) -> Result<RawHeader> {
             .iter()
             .map(|f| {
                 let ty = &f.ty;
-                (f.ident.as_ref().map(|i| i.to_string()).unwrap_or_default(), quote::quote!(#ty).to_string().replace(' ', ""))
+                (
+                    f.ident.as_ref().map(|i| i.to_string()).unwrap_or_default(),
+                    quote::quote!(#ty).to_string().replace(' ', ""),
+                )
             })
             .collect();
         record_fields.push((name, list));
@@ -183,8 +240,14 @@ pub fn read(bindings: &str) -> Result<RawHeader> {
     loop {
         let mut changed = false;
         for (parent, fields) in &record_fields {
-            let parent_name = renames.get(parent).cloned().unwrap_or_else(|| parent.clone());
-            let parent_path = paths.get(parent).cloned().unwrap_or_else(|| parent_name.clone());
+            let parent_name = renames
+                .get(parent)
+                .cloned()
+                .unwrap_or_else(|| parent.clone());
+            let parent_path = paths
+                .get(parent)
+                .cloned()
+                .unwrap_or_else(|| parent_name.clone());
             for (field, ty) in fields {
                 let anon = ty.rsplit("::").next().unwrap_or(ty).to_string();
                 if !anon.contains("__bindgen_ty_") {
@@ -193,7 +256,10 @@ pub fn read(bindings: &str) -> Result<RawHeader> {
                 let (new, path) = if let Some(n) = field.strip_prefix("__bindgen_anon_") {
                     (format!("{parent_name}_anon{n}"), format!("{parent_path}.*"))
                 } else {
-                    (format!("{parent_name}_{}", c_name(field)), format!("{parent_path}.{}", c_name(field)))
+                    (
+                        format!("{parent_name}_{}", c_name(field)),
+                        format!("{parent_path}.{}", c_name(field)),
+                    )
                 };
                 if renames.get(&anon) != Some(&new) || paths.get(&anon) != Some(&path) {
                     renames.insert(anon.clone(), new);
@@ -213,34 +279,70 @@ pub fn read(bindings: &str) -> Result<RawHeader> {
     let mut enum_index: BTreeMap<String, usize> = BTreeMap::new();
     for item in &file.items {
         match item {
-            Item::Struct(s) if matches!(s.fields, Fields::Named(ref n) if n.named.len() == 1 && n.named[0].ident.as_ref().is_some_and(|i| i == "_unused")) => {
+            Item::Struct(s) if matches!(s.fields, Fields::Named(ref n) if n.named.len() == 1 && n.named[0].ident.as_ref().is_some_and(|i| i == "_unused")) =>
+            {
                 opaque.insert(s.ident.to_string());
             }
             Item::Struct(s) if matches!(s.fields, Fields::Unnamed(_)) => {
-                let Fields::Unnamed(u) = &s.fields else { unreachable!() };
+                let Fields::Unnamed(u) = &s.fields else {
+                    unreachable!()
+                };
                 let repr = match c_type(&u.unnamed[0].ty, &renames)?.base.as_str() {
                     "unsigned int" | "uint32_t" => "u32",
                     "int" | "int32_t" => "i32",
                     "unsigned long long" | "uint64_t" => "u64",
                     "long long" | "int64_t" => "i64",
-                    other => return Err(format!("enum {} has an unexpected representation `{other}`", s.ident).into()),
+                    other => {
+                        return Err(format!(
+                            "enum {} has an unexpected representation `{other}`",
+                            s.ident
+                        )
+                        .into());
+                    }
                 }
                 .to_string();
                 enum_index.insert(s.ident.to_string(), raw.types.enums.len());
-                raw.types.enums.push(Enum { name: str(s.ident.to_string()), repr, typedef_only: false, summary: None, values: Vec::new() });
+                raw.types.enums.push(Enum {
+                    name: str(s.ident.to_string()),
+                    repr,
+                    typedef_only: false,
+                    summary: None,
+                    values: Vec::new(),
+                });
             }
             Item::Struct(s) => {
-                let Fields::Named(n) = &s.fields else { continue };
-                raw.types.records.push(record(&s.ident.to_string(), RecordKind::Struct, n.named.iter(), &renames, &paths)?);
+                let Fields::Named(n) = &s.fields else {
+                    continue;
+                };
+                let mut r = record(
+                    &s.ident.to_string(),
+                    RecordKind::Struct,
+                    n.named.iter(),
+                    &renames,
+                    &paths,
+                )?;
+                r.align = forced_align(&s.attrs);
+                raw.types.records.push(r);
             }
             Item::Union(u) => {
-                raw.types.records.push(record(&u.ident.to_string(), RecordKind::Union, u.fields.named.iter(), &renames, &paths)?);
+                let mut r = record(
+                    &u.ident.to_string(),
+                    RecordKind::Union,
+                    u.fields.named.iter(),
+                    &renames,
+                    &paths,
+                )?;
+                r.align = forced_align(&u.attrs);
+                raw.types.records.push(r);
             }
             Item::Use(u) => {
                 // `pub use self::cudaError_enum as CUresult;`
                 if let syn::UseTree::Path(p) = &u.tree {
                     if let syn::UseTree::Rename(r) = &*p.tree {
-                        raw.types.typedefs.push(Typedef { name: str(r.rename.to_string()), ty: str(r.ident.to_string()) });
+                        raw.types.typedefs.push(Typedef {
+                            name: str(r.rename.to_string()),
+                            ty: str(r.ident.to_string()),
+                        });
                     }
                 }
             }
@@ -250,21 +352,42 @@ pub fn read(bindings: &str) -> Result<RawHeader> {
                     raw.types.callbacks.push(Callback {
                         name: str(name),
                         returns: str(ret),
-                        params: params.into_iter().map(|(n, ty)| CallbackParam { name: n, ty: str(ty) }).collect(),
+                        params: params
+                            .into_iter()
+                            .map(|(n, ty)| CallbackParam {
+                                name: n,
+                                ty: str(ty),
+                            })
+                            .collect(),
                     });
                     continue;
                 }
                 let ct = c_type(&t.ty, &renames)?;
-                if ct.ptrs.len() == 1 && !ct.base_const && ct.dims.is_empty() && opaque.contains(&ct.base) {
-                    raw.types.handles.push(Handle { name: str(name), opaque: ct.base });
+                if ct.ptrs.len() == 1
+                    && !ct.base_const
+                    && ct.dims.is_empty()
+                    && opaque.contains(&ct.base)
+                {
+                    raw.types.handles.push(Handle {
+                        name: str(name),
+                        opaque: ct.base,
+                    });
                 } else {
-                    raw.types.typedefs.push(Typedef { name: str(name), ty: str(ct.to_string()) });
+                    raw.types.typedefs.push(Typedef {
+                        name: str(name),
+                        ty: str(ct.to_string()),
+                    });
                 }
             }
             Item::Const(c) => {
                 let ty = c_type(&c.ty, &renames)?.to_string();
-                let value = enum_literal(&c.expr).ok_or_else(|| format!("constant {} is not an integer literal", c.ident))?;
-                raw.types.constants.push(Constant { name: str(c.ident.to_string()), ty, value });
+                let value = enum_literal(&c.expr)
+                    .ok_or_else(|| format!("constant {} is not an integer literal", c.ident))?;
+                raw.types.constants.push(Constant {
+                    name: str(c.ident.to_string()),
+                    ty,
+                    value,
+                });
             }
             Item::ForeignMod(m) => {
                 for fi in &m.items {
@@ -276,10 +399,19 @@ pub fn read(bindings: &str) -> Result<RawHeader> {
                     let mut params = Vec::new();
                     for a in &f.sig.inputs {
                         let syn::FnArg::Typed(pt) = a else { continue };
-                        let syn::Pat::Ident(id) = &*pt.pat else { continue };
-                        params.push((c_name(&id.ident.to_string()), c_type(&pt.ty, &renames)?.to_string()));
+                        let syn::Pat::Ident(id) = &*pt.pat else {
+                            continue;
+                        };
+                        params.push((
+                            c_name(&id.ident.to_string()),
+                            c_type(&pt.ty, &renames)?.to_string(),
+                        ));
                     }
-                    raw.functions.push(RawFunction { symbol: f.sig.ident.to_string(), params, doc: doc_of(&f.attrs) });
+                    raw.functions.push(RawFunction {
+                        symbol: f.sig.ident.to_string(),
+                        params,
+                        doc: doc_of(&f.attrs),
+                    });
                 }
             }
             _ => {}
@@ -288,13 +420,28 @@ pub fn read(bindings: &str) -> Result<RawHeader> {
     // bindgen emits an enum's `impl` with its values before the struct.
     for item in &file.items {
         let Item::Impl(imp) = item else { continue };
-        let Type::Path(p) = &*imp.self_ty else { continue };
-        let name = p.path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
-        let Some(&idx) = enum_index.get(&name) else { continue };
+        let Type::Path(p) = &*imp.self_ty else {
+            continue;
+        };
+        let name = p
+            .path
+            .segments
+            .last()
+            .map(|s| s.ident.to_string())
+            .unwrap_or_default();
+        let Some(&idx) = enum_index.get(&name) else {
+            continue;
+        };
         for it in &imp.items {
-            let syn::ImplItem::Const(c) = it else { continue };
-            let value = enum_literal(&c.expr).ok_or_else(|| format!("enum value {}::{} is not a literal", name, c.ident))?;
-            raw.types.enums[idx].values.push(EnumValue { name: str(c.ident.to_string()), value });
+            let syn::ImplItem::Const(c) = it else {
+                continue;
+            };
+            let value = enum_literal(&c.expr)
+                .ok_or_else(|| format!("enum value {}::{} is not a literal", name, c.ident))?;
+            raw.types.enums[idx].values.push(EnumValue {
+                name: str(c.ident.to_string()),
+                value,
+            });
         }
     }
     // Anonymous records are renamed; make sure no reference to an old name survives.
@@ -318,22 +465,48 @@ fn record<'a>(
             Some(n) => format!("anon{n}"),
             None => c_name(&fname),
         };
-        out.push(Field { name: fname, ty: str(c_type(&f.ty, renames)?.to_string()) });
+        out.push(Field {
+            name: fname,
+            ty: str(c_type(&f.ty, renames)?.to_string()),
+        });
     }
     Ok(Record {
-        name: str(renames.get(name).cloned().unwrap_or_else(|| name.to_string())),
+        name: str(renames
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| name.to_string())),
         kind,
-        typedef_only: false,
+        c_name: None,
+        align: None,
         c_path: paths.get(name).cloned(),
         summary: None,
         fields: out,
     })
 }
 
+/// `#[repr(C, align(N))]` → `Some(N)`.
+fn forced_align(attrs: &[syn::Attribute]) -> Option<u32> {
+    let re = regex::Regex::new(r"align\s*\(\s*(\d+)\s*\)").ok()?;
+    attrs
+        .iter()
+        .filter(|a| a.path().is_ident("repr"))
+        .find_map(|a| {
+            let text = quote::quote!(#a).to_string();
+            re.captures(&text).and_then(|c| c[1].parse().ok())
+        })
+}
+
 fn enum_literal(e: &syn::Expr) -> Option<i64> {
     match e {
-        syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(i), .. }) => i.base10_parse::<i64>().ok(),
-        syn::Expr::Unary(syn::ExprUnary { op: syn::UnOp::Neg(_), expr, .. }) => enum_literal(expr).map(|v| -v),
+        syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Int(i),
+            ..
+        }) => i.base10_parse::<i64>().ok(),
+        syn::Expr::Unary(syn::ExprUnary {
+            op: syn::UnOp::Neg(_),
+            expr,
+            ..
+        }) => enum_literal(expr).map(|v| -v),
         syn::Expr::Call(c) => c.args.first().and_then(enum_literal),
         syn::Expr::Paren(p) => enum_literal(&p.expr),
         syn::Expr::Cast(c) => enum_literal(&c.expr),

@@ -57,27 +57,41 @@ fn lines_outside_internal(text: &str) -> Vec<(usize, &str, bool)> {
 pub fn scan_cuda_h(text: &str) -> HeaderFacts {
     let defgroup = Regex::new(r"\\defgroup\s+(\w+)\s+(.+?)\s*$").unwrap();
     let decl = Regex::new(r"\bCUresult\s+CUDAAPI\s+(\w+)\s*\(").unwrap();
-    let rename = Regex::new(r"^\s*#define\s+(cu\w+)\s+(?:__CUDA_API_(PTDS|PTSZ)\((\w+)\)|(cu\w+))\s*$").unwrap();
+    let rename =
+        Regex::new(r"^\s*#define\s+(cu\w+)\s+(?:__CUDA_API_(PTDS|PTSZ)\((\w+)\)|(cu\w+))\s*$")
+            .unwrap();
     let mut facts = HeaderFacts::default();
     let mut in_ptds_block = false;
     // Per line: (internal?, current group index).
     let mut line_info: Vec<(bool, Option<usize>)> = Vec::new();
     for (_, line, internal) in lines_outside_internal(text) {
-        if line.trim_start().starts_with("#if defined(__CUDA_API_PER_THREAD_DEFAULT_STREAM)") {
+        if line
+            .trim_start()
+            .starts_with("#if defined(__CUDA_API_PER_THREAD_DEFAULT_STREAM)")
+        {
             in_ptds_block = true;
         } else if in_ptds_block && line.trim_start().starts_with("#endif") {
             in_ptds_block = false;
         }
         if !internal {
             if let Some(c) = defgroup.captures(line) {
-                facts.groups.push(Group { name: c[1].to_string(), title: c[2].to_string() });
+                facts.groups.push(Group {
+                    name: c[1].to_string(),
+                    title: c[2].to_string(),
+                });
             }
             if let Some(c) = rename.captures(line) {
                 let api = c[1].to_string();
                 if let Some(kind) = c.get(2) {
                     let target = c[3].to_string();
-                    let suffix = if kind.as_str() == "PTDS" { "_ptds" } else { "_ptsz" };
-                    facts.per_thread.insert(api.clone(), format!("{target}{suffix}"));
+                    let suffix = if kind.as_str() == "PTDS" {
+                        "_ptds"
+                    } else {
+                        "_ptsz"
+                    };
+                    facts
+                        .per_thread
+                        .insert(api.clone(), format!("{target}{suffix}"));
                     if !in_ptds_block {
                         facts.renames.insert(api, target);
                     }
@@ -89,7 +103,9 @@ pub fn scan_cuda_h(text: &str) -> HeaderFacts {
         line_info.push((internal, facts.groups.len().checked_sub(1)));
     }
     // Declarations may span lines (`CUresult CUDAAPI\ncuLinkCreate(`).
-    let line_starts: Vec<usize> = std::iter::once(0).chain(text.match_indices('\n').map(|(i, _)| i + 1)).collect();
+    let line_starts: Vec<usize> = std::iter::once(0)
+        .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+        .collect();
     for c in decl.captures_iter(text) {
         let at = c.get(1).map(|m| m.start()).unwrap_or(0);
         let line = line_starts.partition_point(|&s| s <= at).saturating_sub(1);
@@ -113,12 +129,17 @@ pub struct PfnVersions {
 
 /// Reads the `PFN_` typedef names of `cudaTypedefs.h`.
 pub fn scan_typedefs_h(text: &str) -> PfnVersions {
-    let pfn = Regex::new(r"typedef\s+CUresult\s*\(\s*CUDAAPI\s*\*\s*PFN_(cu\w+?)_v(\d+)(_ptds|_ptsz)?\s*\)").unwrap();
+    let pfn = Regex::new(
+        r"typedef\s+CUresult\s*\(\s*CUDAAPI\s*\*\s*PFN_(cu\w+?)_v(\d+)(_ptds|_ptsz)?\s*\)",
+    )
+    .unwrap();
     let mut v = PfnVersions::default();
     for (_, line, internal) in lines_outside_internal(text) {
         for c in pfn.captures_iter(line) {
             let name = c[1].to_string();
-            let Ok(ver) = c[2].parse::<u32>() else { continue };
+            let Ok(ver) = c[2].parse::<u32>() else {
+                continue;
+            };
             v.all.entry(name.clone()).or_default().insert(ver);
             if internal {
                 continue;
@@ -133,16 +154,20 @@ pub fn scan_typedefs_h(text: &str) -> PfnVersions {
     v
 }
 
-/// Whether the header declares `KIND NAME` (a tagged struct, union or enum).
+/// Whether the header defines `KIND NAME { … }` (a tagged struct, union or enum).
 pub fn has_tag(text: &str, kind: &str, name: &str) -> bool {
-    Regex::new(&format!(r"\b{kind}\s+{}\b", regex::escape(name))).map(|r| r.is_match(text)).unwrap_or(false)
+    Regex::new(&format!(r"\b{kind}\s+{}\s*\{{", regex::escape(name)))
+        .map(|r| r.is_match(text))
+        .unwrap_or(false)
 }
 
 /// The name `cuGetProcAddress` knows a symbol by: the symbol without its
 /// `_vN` ABI suffix (`cuMemAlloc_v2` → `cuMemAlloc`).
 pub fn proc_name(symbol: &str) -> &str {
     match symbol.rfind("_v") {
-        Some(i) if symbol[i + 2..].chars().all(|c| c.is_ascii_digit()) && i + 2 < symbol.len() => &symbol[..i],
+        Some(i) if symbol[i + 2..].chars().all(|c| c.is_ascii_digit()) && i + 2 < symbol.len() => {
+            &symbol[..i]
+        }
         _ => symbol,
     }
 }
@@ -155,7 +180,9 @@ pub fn version_string(v: u32) -> String {
 /// The codes listed under `\return` in a doc comment, in order.
 pub fn documented_errors(doc: &str) -> Vec<String> {
     let code = Regex::new(r"::(CUDA_[A-Z0-9_]+)").unwrap();
-    let Some(start) = doc.find("\\return") else { return Vec::new() };
+    let Some(start) = doc.find("\\return") else {
+        return Vec::new();
+    };
     let rest = &doc[start + "\\return".len()..];
     let end = rest.find('\\').unwrap_or(rest.len());
     let mut out: Vec<String> = Vec::new();
@@ -183,7 +210,10 @@ mod tests {
     #[test]
     fn return_list_stops_at_next_command() {
         let doc = " \\return\n ::CUDA_SUCCESS,\n ::CUDA_ERROR_INVALID_VALUE\n \\notefnerr\n \\sa ::CUDA_ERROR_NOT_READY";
-        assert_eq!(documented_errors(doc), ["CUDA_SUCCESS", "CUDA_ERROR_INVALID_VALUE"]);
+        assert_eq!(
+            documented_errors(doc),
+            ["CUDA_SUCCESS", "CUDA_ERROR_INVALID_VALUE"]
+        );
     }
 
     #[test]
@@ -208,7 +238,10 @@ mod tests {
                  typedef CUresult (CUDAAPI *PFN_cuMemcpyHtoD_v7000_ptds)(int);\n\
                  #if defined(__CUDA_API_VERSION_INTERNAL)\n    typedef CUresult (CUDAAPI *PFN_cuMemAlloc_v2000)(int);\n#endif\n";
         let v = scan_typedefs_h(t);
-        assert_eq!(v.current["cuMemAlloc"].iter().copied().collect::<Vec<_>>(), [3020]);
+        assert_eq!(
+            v.current["cuMemAlloc"].iter().copied().collect::<Vec<_>>(),
+            [3020]
+        );
         assert_eq!(v.all["cuMemAlloc"].first(), Some(&2000));
         assert_eq!(v.per_thread["cuMemcpyHtoD"].first(), Some(&7000));
         assert_eq!(version_string(12050), "12.5");

@@ -25,13 +25,22 @@ pub struct SpecError {
 impl SpecError {
     /// An error at a spanned value's position.
     pub fn at<T>(file: &str, at: &serde_saphyr::Spanned<T>, message: impl Into<String>) -> Self {
-        SpecError { file: file.to_string(), line: at.referenced.line(), col: at.referenced.column(), message: message.into() }
+        SpecError {
+            file: file.to_string(),
+            line: at.referenced.line(),
+            col: at.referenced.column(),
+            message: message.into(),
+        }
     }
 }
 
 impl fmt::Display for SpecError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}: {}", self.file, self.line, self.col, self.message)
+        write!(
+            f,
+            "{}:{}:{}: {}",
+            self.file, self.line, self.col, self.message
+        )
     }
 }
 
@@ -44,7 +53,11 @@ impl fmt::Display for SpecErrors {
         for e in &self.0 {
             writeln!(f, "{e}")?;
         }
-        write!(f, "{} error(s) in the specs; no file was written", self.0.len())
+        write!(
+            f,
+            "{} error(s) in the specs; no file was written",
+            self.0.len()
+        )
     }
 }
 
@@ -55,7 +68,12 @@ fn parse<T: DeserializeOwned>(file: &str, text: &str) -> Result<T, SpecError> {
         let loc = e.location();
         let plain = e.without_snippet().to_string();
         // serde-saphyr appends its own position; ours leads the line instead.
-        let message = plain.split(" at line ").next().unwrap_or(&plain).trim().to_string();
+        let message = plain
+            .split(" at line ")
+            .next()
+            .unwrap_or(&plain)
+            .trim()
+            .to_string();
         SpecError {
             file: file.to_string(),
             line: loc.as_ref().map(|l| l.line()).unwrap_or(0),
@@ -102,7 +120,11 @@ pub fn load_sources(sources: &[(String, String)]) -> Result<Specs, SpecErrors> {
         return Err(SpecErrors(errors));
     }
     let problems = validate::validate(&specs, &display_prefix(sources));
-    if problems.is_empty() { Ok(specs) } else { Err(SpecErrors(problems)) }
+    if problems.is_empty() {
+        Ok(specs)
+    } else {
+        Err(SpecErrors(problems))
+    }
 }
 
 /// The common directory prefix of the display paths (e.g. `specs/`).
@@ -110,7 +132,10 @@ fn display_prefix(sources: &[(String, String)]) -> String {
     sources
         .first()
         .map(|(f, _)| {
-            let cut = f.find("/functions/").or_else(|| f.find("/types/")).or_else(|| f.rfind('/'));
+            let cut = f
+                .find("/functions/")
+                .or_else(|| f.find("/types/"))
+                .or_else(|| f.rfind('/'));
             cut.map(|i| f[..=i].to_string()).unwrap_or_default()
         })
         .unwrap_or_default()
@@ -119,7 +144,10 @@ fn display_prefix(sources: &[(String, String)]) -> String {
 /// Reads every `*.yaml` under `dir` and loads it. Paths are shown as
 /// `specs/…` (the directory's own name, then the relative path).
 pub fn load_dir(dir: &Path) -> Result<Specs, SpecErrors> {
-    let label = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "specs".into());
+    let label = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "specs".into());
     let mut sources = Vec::new();
     let mut io_errors = Vec::new();
     let mut visit = vec![dir.to_path_buf()];
@@ -127,7 +155,12 @@ pub fn load_dir(dir: &Path) -> Result<Specs, SpecErrors> {
         let entries = match std::fs::read_dir(&d) {
             Ok(e) => e,
             Err(e) => {
-                io_errors.push(SpecError { file: d.display().to_string(), line: 0, col: 0, message: format!("cannot read directory: {e}") });
+                io_errors.push(SpecError {
+                    file: d.display().to_string(),
+                    line: 0,
+                    col: 0,
+                    message: format!("cannot read directory: {e}"),
+                });
                 continue;
             }
         };
@@ -136,10 +169,19 @@ pub fn load_dir(dir: &Path) -> Result<Specs, SpecErrors> {
             if p.is_dir() {
                 visit.push(p);
             } else if p.extension().is_some_and(|x| x == "yaml") {
-                let rel = p.strip_prefix(dir).unwrap_or(&p).to_string_lossy().replace('\\', "/");
+                let rel = p
+                    .strip_prefix(dir)
+                    .unwrap_or(&p)
+                    .to_string_lossy()
+                    .replace('\\', "/");
                 match std::fs::read_to_string(&p) {
                     Ok(text) => sources.push((format!("{label}/{rel}"), text)),
-                    Err(e) => io_errors.push(SpecError { file: format!("{label}/{rel}"), line: 0, col: 0, message: format!("cannot read: {e}") }),
+                    Err(e) => io_errors.push(SpecError {
+                        file: format!("{label}/{rel}"),
+                        line: 0,
+                        col: 0,
+                        message: format!("cannot read: {e}"),
+                    }),
                 }
             }
         }

@@ -10,7 +10,11 @@ pub type Str = Spanned<String>;
 
 /// Makes a [`Str`] with no position (for values the importer creates).
 pub fn str(s: impl Into<String>) -> Str {
-    Spanned::new(s.into(), serde_saphyr::Location::UNKNOWN, serde_saphyr::Location::UNKNOWN)
+    Spanned::new(
+        s.into(),
+        serde_saphyr::Location::UNKNOWN,
+        serde_saphyr::Location::UNKNOWN,
+    )
 }
 
 fn is_false(b: &bool) -> bool {
@@ -213,13 +217,18 @@ pub struct Record {
     pub name: Str,
     /// Struct or union.
     pub kind: RecordKind,
-    /// Declared only as `typedef struct { … } NAME` (no tag in C).
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub typedef_only: bool,
+    /// How C spells this type when not `struct NAME` / `union NAME`: the typedef
+    /// name of an untagged record, or the real tag of a record declared inside
+    /// another (bindgen prefixes those with the parent's name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub c_name: Option<String>,
     /// For an anonymous record: how C reaches it, as `Parent.field.path`;
     /// a path ending in `*` is an unnamed member whose fields live in the parent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub c_path: Option<String>,
+    /// An alignment the header forces (`alignas`), in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub align: Option<u32>,
     /// What it is for, in our words (ours).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
@@ -309,7 +318,9 @@ pub struct Specs {
 impl Specs {
     /// Every function with the file it is in.
     pub fn functions(&self) -> impl Iterator<Item = (&str, &GroupFile, &Function)> {
-        self.groups.iter().flat_map(|(file, g)| g.functions.iter().map(move |f| (file.as_str(), g, f)))
+        self.groups
+            .iter()
+            .flat_map(|(file, g)| g.functions.iter().map(move |f| (file.as_str(), g, f)))
     }
     /// Every enum.
     pub fn enums(&self) -> impl Iterator<Item = &Enum> {

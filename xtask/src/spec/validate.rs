@@ -21,7 +21,14 @@ pub fn validate(specs: &Specs, prefix: &str) -> Vec<SpecError> {
     let mut type_names: BTreeMap<String, String> = BTreeMap::new();
     let mut define = |errs: &mut Vec<SpecError>, file: &str, name: &Str, what: &str| {
         if let Some(prev) = type_names.get(&name.value) {
-            errs.push(SpecError::at(file, name, format!("duplicate type name `{}` ({what}); it is already defined in {prev}", name.value)));
+            errs.push(SpecError::at(
+                file,
+                name,
+                format!(
+                    "duplicate type name `{}` ({what}); it is already defined in {prev}",
+                    name.value
+                ),
+            ));
         } else {
             type_names.insert(name.value.clone(), file.to_string());
         }
@@ -49,7 +56,11 @@ pub fn validate(specs: &Specs, prefix: &str) -> Vec<SpecError> {
         known.insert(h.opaque.clone());
     }
 
-    let check_type = |errs: &mut Vec<SpecError>, file: &str, ty: &Str, whose: &str| -> Option<CType> {
+    let check_type = |errs: &mut Vec<SpecError>,
+                      file: &str,
+                      ty: &Str,
+                      whose: &str|
+     -> Option<CType> {
         match CType::parse(&ty.value) {
             Ok(t) => {
                 if builtin_rust(&t.base).is_none() && !known.contains(&t.base) {
@@ -73,39 +84,85 @@ pub fn validate(specs: &Specs, prefix: &str) -> Vec<SpecError> {
     for (f, t) in &specs.types {
         let file = types_file(f);
         for x in &t.typedefs {
-            check_type(&mut errs, &file, &x.ty, &format!("typedef `{}`", x.name.value));
+            check_type(
+                &mut errs,
+                &file,
+                &x.ty,
+                &format!("typedef `{}`", x.name.value),
+            );
         }
         for r in &t.records {
             if r.fields.is_empty() {
-                errs.push(SpecError::at(&file, &r.name, format!("record `{}` has no fields", r.name.value)));
+                errs.push(SpecError::at(
+                    &file,
+                    &r.name,
+                    format!("record `{}` has no fields", r.name.value),
+                ));
             }
             let mut seen = BTreeSet::new();
             for fl in &r.fields {
                 if !seen.insert(&fl.name) {
-                    errs.push(SpecError::at(&file, &fl.ty, format!("record `{}` has two fields named `{}`", r.name.value, fl.name)));
+                    errs.push(SpecError::at(
+                        &file,
+                        &fl.ty,
+                        format!(
+                            "record `{}` has two fields named `{}`",
+                            r.name.value, fl.name
+                        ),
+                    ));
                 }
-                check_type(&mut errs, &file, &fl.ty, &format!("field `{}.{}`", r.name.value, fl.name));
+                check_type(
+                    &mut errs,
+                    &file,
+                    &fl.ty,
+                    &format!("field `{}.{}`", r.name.value, fl.name),
+                );
             }
         }
         for c in &t.callbacks {
-            check_type(&mut errs, &file, &c.returns, &format!("callback `{}` return", c.name.value));
+            check_type(
+                &mut errs,
+                &file,
+                &c.returns,
+                &format!("callback `{}` return", c.name.value),
+            );
             for p in &c.params {
-                check_type(&mut errs, &file, &p.ty, &format!("callback `{}` parameter `{}`", c.name.value, p.name));
+                check_type(
+                    &mut errs,
+                    &file,
+                    &p.ty,
+                    &format!("callback `{}` parameter `{}`", c.name.value, p.name),
+                );
             }
         }
         for e in &t.enums {
             if !matches!(e.repr.as_str(), "u32" | "i32" | "u64" | "i64") {
-                errs.push(SpecError::at(&file, &e.name, format!("enum `{}` has repr `{}`; use u32, i32, u64 or i64", e.name.value, e.repr)));
+                errs.push(SpecError::at(
+                    &file,
+                    &e.name,
+                    format!(
+                        "enum `{}` has repr `{}`; use u32, i32, u64 or i64",
+                        e.name.value, e.repr
+                    ),
+                ));
             }
             for v in &e.values {
                 if let Some(prev) = values.insert(v.name.value.clone(), e.name.value.clone()) {
-                    errs.push(SpecError::at(&file, &v.name, format!("duplicate value name `{}` (also in `{prev}`)", v.name.value)));
+                    errs.push(SpecError::at(
+                        &file,
+                        &v.name,
+                        format!("duplicate value name `{}` (also in `{prev}`)", v.name.value),
+                    ));
                 }
             }
         }
         for c in &t.constants {
             if let Some(prev) = values.insert(c.name.value.clone(), "constants".into()) {
-                errs.push(SpecError::at(&file, &c.name, format!("duplicate constant `{}` (also in `{prev}`)", c.name.value)));
+                errs.push(SpecError::at(
+                    &file,
+                    &c.name,
+                    format!("duplicate constant `{}` (also in `{prev}`)", c.name.value),
+                ));
             }
         }
     }
@@ -124,11 +181,21 @@ pub fn validate(specs: &Specs, prefix: &str) -> Vec<SpecError> {
         for func in &g.functions {
             let name = &func.name.value;
             if let Some(prev) = fn_names.insert(name.clone(), file.clone()) {
-                errs.push(SpecError::at(&file, &func.name, format!("duplicate function `{name}`; it is already specified in {prev}")));
+                errs.push(SpecError::at(
+                    &file,
+                    &func.name,
+                    format!("duplicate function `{name}`; it is already specified in {prev}"),
+                ));
             }
             let rust = crate::codegen::names::rust_fn_name(func);
             if !crate::codegen::names::is_ident(&rust) {
-                errs.push(SpecError::at(&file, &func.name, format!("function `{name}` has rust_name `{rust}`, which is not a Rust identifier")));
+                errs.push(SpecError::at(
+                    &file,
+                    &func.name,
+                    format!(
+                        "function `{name}` has rust_name `{rust}`, which is not a Rust identifier"
+                    ),
+                ));
             } else if let Some(prev) = rust_names.insert(rust.clone(), name.clone()) {
                 errs.push(SpecError::at(&file, &func.name, format!("function `{name}` has the Rust name `{rust}`, already used by `{prev}`; set rust_name")));
             }
@@ -137,9 +204,15 @@ pub fn validate(specs: &Specs, prefix: &str) -> Vec<SpecError> {
             for p in &func.params {
                 let whose = format!("parameter `{}` of `{name}`", p.name);
                 if !seen.insert(&p.name) {
-                    errs.push(SpecError::at(&file, &p.ty, format!("`{name}` has two parameters named `{}`", p.name)));
+                    errs.push(SpecError::at(
+                        &file,
+                        &p.ty,
+                        format!("`{name}` has two parameters named `{}`", p.name),
+                    ));
                 }
-                let Some(t) = check_type(&mut errs, &file, &p.ty, &whose) else { continue };
+                let Some(t) = check_type(&mut errs, &file, &p.ty, &whose) else {
+                    continue;
+                };
                 if p.role.value != Role::In && (!t.is_pointer() || t.pointee_is_const()) {
                     errs.push(SpecError::at(
                         &file,
@@ -148,11 +221,22 @@ pub fn validate(specs: &Specs, prefix: &str) -> Vec<SpecError> {
                     ));
                 }
                 if p.optional && !t.is_pointer() {
-                    errs.push(SpecError::at(&file, &p.ty, format!("{whose} is marked optional but `{}` is not a pointer", p.ty.value)));
+                    errs.push(SpecError::at(
+                        &file,
+                        &p.ty,
+                        format!(
+                            "{whose} is marked optional but `{}` is not a pointer",
+                            p.ty.value
+                        ),
+                    ));
                 }
                 if let Some(len) = &p.len {
                     if !t.is_pointer() {
-                        errs.push(SpecError::at(&file, len, format!("{whose} has `len` but `{}` is not a pointer", p.ty.value)));
+                        errs.push(SpecError::at(
+                            &file,
+                            len,
+                            format!("{whose} has `len` but `{}` is not a pointer", p.ty.value),
+                        ));
                     }
                     if !param_names.contains(&len.value.as_str()) {
                         errs.push(SpecError::at(
@@ -161,13 +245,24 @@ pub fn validate(specs: &Specs, prefix: &str) -> Vec<SpecError> {
                             format!("{whose} takes its length from `{}`, but `{name}` has no such parameter (it has: {})", len.value, param_names.join(", ")),
                         ));
                     } else if len.value == p.name {
-                        errs.push(SpecError::at(&file, len, format!("{whose} cannot be its own length")));
+                        errs.push(SpecError::at(
+                            &file,
+                            len,
+                            format!("{whose} cannot be its own length"),
+                        ));
                     }
                 }
             }
             for e in &func.errors {
                 if !results.is_empty() && !results.contains(e.value.as_str()) {
-                    errs.push(SpecError::at(&file, e, format!("`{name}` documents error `{}`, which is not a value of {RESULT_ENUM}", e.value)));
+                    errs.push(SpecError::at(
+                        &file,
+                        e,
+                        format!(
+                            "`{name}` documents error `{}`, which is not a value of {RESULT_ENUM}",
+                            e.value
+                        ),
+                    ));
                 }
             }
         }
@@ -177,18 +272,35 @@ pub fn validate(specs: &Specs, prefix: &str) -> Vec<SpecError> {
     let mut catalogued = BTreeSet::new();
     for e in &specs.errors.errors {
         if !catalogued.insert(e.name.value.as_str()) {
-            errs.push(SpecError::at(&errors_file, &e.name, format!("`{}` is catalogued twice", e.name.value)));
+            errs.push(SpecError::at(
+                &errors_file,
+                &e.name,
+                format!("`{}` is catalogued twice", e.name.value),
+            ));
         }
         if !results.is_empty() && !results.contains(e.name.value.as_str()) {
-            errs.push(SpecError::at(&errors_file, &e.name, format!("`{}` is not a value of {RESULT_ENUM}", e.name.value)));
+            errs.push(SpecError::at(
+                &errors_file,
+                &e.name,
+                format!("`{}` is not a value of {RESULT_ENUM}", e.name.value),
+            ));
         }
         if e.summary.trim().is_empty() {
-            errs.push(SpecError::at(&errors_file, &e.name, format!("`{}` has an empty summary", e.name.value)));
+            errs.push(SpecError::at(
+                &errors_file,
+                &e.name,
+                format!("`{}` has an empty summary", e.name.value),
+            ));
         }
     }
     for r in &results {
         if !catalogued.contains(r) {
-            errs.push(SpecError { file: errors_file.clone(), line: 1, col: 1, message: format!("{RESULT_ENUM} value `{r}` has no catalogue entry; add one") });
+            errs.push(SpecError {
+                file: errors_file.clone(),
+                line: 1,
+                col: 1,
+                message: format!("{RESULT_ENUM} value `{r}` has no catalogue entry; add one"),
+            });
         }
     }
     errs

@@ -30,8 +30,10 @@ pub fn render_specs(specs: &Specs) -> Result<Vec<(String, String)>> {
 /// Writes `files` under `dir` and removes stale files in the directories it
 /// owns; with `check`, writes nothing and fails naming the files that differ.
 pub fn apply(dir: &Path, files: &[(String, String)], check: bool, command: &str) -> Result<()> {
-    let owned_dirs: BTreeSet<String> =
-        files.iter().filter_map(|(p, _)| p.rsplit_once('/').map(|(d, _)| d.to_string())).collect();
+    let owned_dirs: BTreeSet<String> = files
+        .iter()
+        .filter_map(|(p, _)| p.rsplit_once('/').map(|(d, _)| d.to_string()))
+        .collect();
     let wanted: BTreeSet<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
     let mut differ = Vec::new();
     for (rel, text) in files {
@@ -54,10 +56,15 @@ pub fn apply(dir: &Path, files: &[(String, String)], check: bool, command: &str)
             .filter(|(p, _)| p.rsplit_once('/').is_some_and(|(pd, _)| pd == d))
             .filter_map(|(p, _)| p.rsplit_once('.').map(|(_, e)| e))
             .collect();
-        let Ok(entries) = std::fs::read_dir(dir.join(d)) else { continue };
+        let Ok(entries) = std::fs::read_dir(dir.join(d)) else {
+            continue;
+        };
         for e in entries.flatten() {
             let rel = format!("{d}/{}", e.file_name().to_string_lossy());
-            let is_ours = e.path().extension().is_some_and(|x| exts.contains(x.to_string_lossy().as_ref()));
+            let is_ours = e
+                .path()
+                .extension()
+                .is_some_and(|x| exts.contains(x.to_string_lossy().as_ref()));
             if is_ours && !wanted.contains(rel.as_str()) {
                 differ.push(format!("{}/{rel} (stale)", dir.display()));
                 if !check {
@@ -68,13 +75,27 @@ pub fn apply(dir: &Path, files: &[(String, String)], check: bool, command: &str)
     }
     if check {
         if differ.is_empty() {
-            println!("{command} --check: {} files up to date in {}", files.len(), dir.display());
+            println!(
+                "{command} --check: {} files up to date in {}",
+                files.len(),
+                dir.display()
+            );
             Ok(())
         } else {
-            Err(format!("{} file(s) out of date; run `{command}`:\n  {}", differ.len(), differ.join("\n  ")).into())
+            Err(format!(
+                "{} file(s) out of date; run `{command}`:\n  {}",
+                differ.len(),
+                differ.join("\n  ")
+            )
+            .into())
         }
     } else {
-        println!("{command}: {} of {} files changed in {}", differ.len(), files.len(), dir.display());
+        println!(
+            "{command}: {} of {} files changed in {}",
+            differ.len(),
+            files.len(),
+            dir.display()
+        );
         Ok(())
     }
 }

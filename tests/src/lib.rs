@@ -1,0 +1,26 @@
+//! Cross-crate tests of the CUDA launch SDK. The library part holds facts
+//! generated from the specs (`generated/`) and helpers the tests share.
+
+#![allow(clippy::all)]
+
+pub mod generated;
+
+use std::path::PathBuf;
+
+/// The directory holding the real `cuda.h` the ABI test compiles against:
+/// `CUDA_INCLUDE_DIR` (set by `cargo xtask test`), else `$CUDA_HOME/include`,
+/// else the pinned wheel cache that `cargo xtask import`/`test` fill.
+pub fn cuda_include_dir() -> Result<PathBuf, String> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let candidates = [
+        std::env::var_os("CUDA_INCLUDE_DIR").map(PathBuf::from),
+        std::env::var_os("CUDA_HOME").map(|h| PathBuf::from(h).join("include")),
+        Some(root.join("target/cuda-cache/cuda-runtime/nvidia/cu13/include")),
+    ];
+    for c in candidates.into_iter().flatten() {
+        if c.join("cuda.h").is_file() {
+            return Ok(c);
+        }
+    }
+    Err("no cuda.h found: run the tests through `cargo xtask test`, which fetches the pinned CUDA 13.0 header, or set CUDA_INCLUDE_DIR".into())
+}

@@ -1,0 +1,106 @@
+//! ABI proof against the real `cuda.h`: the generated probe (tests/abi/probe.c)
+//! is compiled with the `cc` crate's compiler against the header, with
+//! incompatible pointer types as errors so every specified function signature
+//! is checked, then run; every size, alignment, offset and value it prints
+//! must equal what `cuda-sys` compiles to.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+
+fn run_probe() -> BTreeMap<(String, String), i64> {
+    let include = sdk_tests::cuda_include_dir().unwrap_or_else(|e| panic!("{e}"));
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let out_dir = root.join("../target/abi-probe");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let target = std::env::var("TARGET").unwrap_or_else(|_| "x86_64-unknown-linux-gnu".into());
+    let compiler = cc::Build::new()
+        .cargo_metadata(false)
+        .target(&target)
+        .host(&target)
+        .opt_level(0)
+        .out_dir(&out_dir)
+        .get_compiler();
+    let exe = out_dir.join("probe");
+    let output = compiler
+        .to_command()
+        .arg("-std=gnu11")
+        .arg("-Werror=incompatible-pointer-types")
+        .arg("-Werror=int-conversion")
+        .arg("-Wno-deprecated-declarations")
+        .arg(format!("-I{}", include.display()))
+        .arg(root.join("abi/probe.c"))
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .expect("the C compiler runs");
+    assert!(
+        output.status.success(),
+        "probe.c does not compile against {}: a spec's signature or type differs from the header:\n{}",
+        include.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let run = Command::new(&exe).output().expect("the probe runs");
+    assert!(run.status.success());
+    let mut facts = BTreeMap::new();
+    for line in String::from_utf8(run.stdout).unwrap().lines() {
+        let mut it = line.split(' ');
+        let (Some(kind), Some(name), Some(value)) = (it.next(), it.next(), it.next()) else {
+            panic!("bad probe line {line}")
+        };
+        facts.insert(
+            (kind.to_string(), name.to_string()),
+            value.parse::<i64>().unwrap(),
+        );
+    }
+    facts
+}
+
+#[test]
+fn every_layout_and_value_matches_the_real_header() {
+    let c = run_probe();
+    let rust: BTreeMap<(String, String), i64> = sdk_tests::generated::abi::facts()
+        .into_iter()
+        .map(|(k, n, v)| ((k.to_string(), n.to_string()), v))
+        .collect();
+    assert_eq!(
+        rust.len(),
+        sdk_tests::generated::abi::FACT_COUNT,
+        "duplicate fact names in the generated table"
+    );
+    let mut mismatches = Vec::new();
+    for (key, cv) in &c {
+        match rust.get(key) {
+            Some(rv) if rv == cv => {}
+            Some(rv) => mismatches.push(format!("{} {}: header {cv}, cuda-sys {rv}", key.0, key.1)),
+            None => mismatches.push(format!(
+                "{} {}: printed by the probe but not in cuda-sys",
+                key.0, key.1
+            )),
+        }
+    }
+    for key in rust.keys().filter(|k| !c.contains_key(*k)) {
+        mismatches.push(format!(
+            "{} {}: in cuda-sys but not printed by the probe",
+            key.0, key.1
+        ));
+    }
+    assert!(
+        mismatches.is_empty(),
+        "{} ABI mismatches:\n{}",
+        mismatches.len(),
+        mismatches.join("\n")
+    );
+    let count = |k: &str| c.keys().filter(|(kind, _)| kind == k).count();
+    eprintln!(
+        "ABI: {} sizes, {} alignments, {} offsets, {} values equal the header",
+        count("size"),
+        count("align"),
+        count("offset"),
+        count("value")
+    );
+    assert!(
+        count("offset") > 500 && count("value") > 800,
+        "the probe covers every record and enum"
+    );
+}
