@@ -36,6 +36,7 @@
     clippy::all
 )]
 
+#[rustfmt::skip]
 mod generated;
 pub mod loader;
 

@@ -3,6 +3,7 @@
 
 #![allow(clippy::all)]
 
+#[rustfmt::skip]
 pub mod generated;
 
 use std::path::PathBuf;

@@ -3494,7 +3494,7 @@ pub static SYMBOLS: [Symbol; 449] = [
         10000u32,
     ),
 ];
-/// Raw binding to `cuArray3DCreate` from the driver's Memory Management API.
+/// Creates a CUDA array described by a CUDA_ARRAY3D_DESCRIPTOR and returns its handle; which extents are zero selects 1D, 2D or 3D, and flags can make it layered, a cubemap, surface-writable, sparse or deferred-mapping. The extents must fit the device's texture or surface limits for that kind, and the array is destroyed with cuArrayDestroy.
 ///
 /// # Parameters
 ///
@@ -3529,7 +3529,7 @@ pub unsafe fn cuArray3DCreate(
     };
     unsafe { __driver_fn(pHandle, pAllocateArray) }
 }
-/// Raw binding to `cuArray3DGetDescriptor` from the driver's Memory Management API.
+/// Returns the extents, element format, channel count and flags of a CUDA array as a CUDA_ARRAY3D_DESCRIPTOR; unused dimensions of 1D or 2D arrays read as 0.
 ///
 /// # Parameters
 ///
@@ -3561,7 +3561,7 @@ pub unsafe fn cuArray3DGetDescriptor(
     };
     unsafe { __driver_fn(pArrayDescriptor, hArray) }
 }
-/// Raw binding to `cuArrayCreate` from the driver's Memory Management API.
+/// Creates a 1D or 2D CUDA array with the width, height (0 for 1D), element format and channel count (1, 2 or 4) given in a CUDA_ARRAY_DESCRIPTOR and returns its handle. Destroy it with cuArrayDestroy.
 ///
 /// # Parameters
 ///
@@ -3593,7 +3593,7 @@ pub unsafe fn cuArrayCreate(
     };
     unsafe { __driver_fn(pHandle, pAllocateArray) }
 }
-/// Raw binding to `cuArrayDestroy` from the driver's Memory Management API.
+/// Destroys a CUDA array and frees its storage; the handle must not be used afterwards. An array that is still mapped cannot be destroyed.
 ///
 /// # Parameters
 ///
@@ -3621,7 +3621,7 @@ pub unsafe fn cuArrayDestroy(hArray: CUarray) -> CUresult {
     };
     unsafe { __driver_fn(hArray) }
 }
-/// Raw binding to `cuArrayGetDescriptor` from the driver's Memory Management API.
+/// Returns the width, height, element format and channel count of a CUDA array as a CUDA_ARRAY_DESCRIPTOR.
 ///
 /// # Parameters
 ///
@@ -3653,11 +3653,11 @@ pub unsafe fn cuArrayGetDescriptor(
     };
     unsafe { __driver_fn(pArrayDescriptor, hArray) }
 }
-/// Raw binding to `cuArrayGetMemoryRequirements` from the driver's Memory Management API.
+/// Returns the size and alignment needed to map a CUDA array on the given device. Only arrays created with CUDA_ARRAY3D_DEFERRED_MAPPING are accepted.
 ///
 /// # Parameters
 ///
-/// - `memoryRequirements`: in, `CUDA_ARRAY_MEMORY_REQUIREMENTS *`
+/// - `memoryRequirements`: out, `CUDA_ARRAY_MEMORY_REQUIREMENTS *`
 /// - `array`: in, `CUarray`
 /// - `device`: in, `CUdevice`
 ///
@@ -3691,7 +3691,7 @@ pub unsafe fn cuArrayGetMemoryRequirements(
     };
     unsafe { __driver_fn(memoryRequirements, array, device) }
 }
-/// Raw binding to `cuArrayGetPlane` from the driver's Memory Management API.
+/// Returns a CUDA array that views a single format plane, planeIdx, of a multi-planar array such as NV12. An out-of-range index or a single-plane format is rejected with CUDA_ERROR_INVALID_VALUE.
 ///
 /// # Parameters
 ///
@@ -3725,11 +3725,11 @@ pub unsafe fn cuArrayGetPlane(
     };
     unsafe { __driver_fn(pPlaneArray, hArray, planeIdx) }
 }
-/// Raw binding to `cuArrayGetSparseProperties` from the driver's Memory Management API.
+/// Returns the tile extent and mip-tail layout of a sparse CUDA array. The array must have been created with CUDA_ARRAY3D_SPARSE by cuArrayCreate or cuArray3DCreate; for a level taken from a mipmapped array use cuMipmappedArrayGetSparseProperties instead.
 ///
 /// # Parameters
 ///
-/// - `sparseProperties`: in, `CUDA_ARRAY_SPARSE_PROPERTIES *`
+/// - `sparseProperties`: out, `CUDA_ARRAY_SPARSE_PROPERTIES *`
 /// - `array`: in, `CUarray`
 ///
 /// # Errors
@@ -4113,7 +4113,7 @@ pub unsafe fn cuCoredumpSetAttributeGlobal(
     };
     unsafe { __driver_fn(attrib, value, size) }
 }
-/// Raw binding to `cuCtxAttach` from the driver's Context Management [DEPRECATED] API.
+/// Raw binding to `cuCtxAttach` from the driver's Context Management \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -4130,7 +4130,7 @@ pub unsafe fn cuCoredumpSetAttributeGlobal(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuCtxAttach` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Context Management [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX__DEPRECATED.html) (`cuCtxAttach`).
+/// Resolves symbol `cuCtxAttach` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Context Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX__DEPRECATED.html) (`cuCtxAttach`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -4216,7 +4216,7 @@ pub unsafe fn cuCtxDestroy(ctx: CUcontext) -> CUresult {
     };
     unsafe { __driver_fn(ctx) }
 }
-/// Raw binding to `cuCtxDetach` from the driver's Context Management [DEPRECATED] API.
+/// Raw binding to `cuCtxDetach` from the driver's Context Management \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -4232,7 +4232,7 @@ pub unsafe fn cuCtxDestroy(ctx: CUcontext) -> CUresult {
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuCtxDetach` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Context Management [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX__DEPRECATED.html) (`cuCtxDetach`).
+/// Resolves symbol `cuCtxDetach` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Context Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX__DEPRECATED.html) (`cuCtxDetach`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -4645,7 +4645,7 @@ pub unsafe fn cuCtxGetLimit(pvalue: *mut usize, limit: CUlimit) -> CUresult {
     };
     unsafe { __driver_fn(pvalue, limit) }
 }
-/// Raw binding to `cuCtxGetSharedMemConfig` from the driver's Context Management [DEPRECATED] API.
+/// Raw binding to `cuCtxGetSharedMemConfig` from the driver's Context Management \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -4661,7 +4661,7 @@ pub unsafe fn cuCtxGetLimit(pvalue: *mut usize, limit: CUlimit) -> CUresult {
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuCtxGetSharedMemConfig` (ABI of CUDA 4.2); first in CUDA 4.2. NVIDIA reference: [Context Management [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX__DEPRECATED.html) (`cuCtxGetSharedMemConfig`).
+/// Resolves symbol `cuCtxGetSharedMemConfig` (ABI of CUDA 4.2); first in CUDA 4.2. NVIDIA reference: [Context Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX__DEPRECATED.html) (`cuCtxGetSharedMemConfig`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -4935,7 +4935,7 @@ pub unsafe fn cuCtxSetLimit(limit: CUlimit, value: usize) -> CUresult {
     };
     unsafe { __driver_fn(limit, value) }
 }
-/// Raw binding to `cuCtxSetSharedMemConfig` from the driver's Context Management [DEPRECATED] API.
+/// Raw binding to `cuCtxSetSharedMemConfig` from the driver's Context Management \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -4951,7 +4951,7 @@ pub unsafe fn cuCtxSetLimit(limit: CUlimit, value: usize) -> CUresult {
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuCtxSetSharedMemConfig` (ABI of CUDA 4.2); first in CUDA 4.2. NVIDIA reference: [Context Management [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX__DEPRECATED.html) (`cuCtxSetSharedMemConfig`).
+/// Resolves symbol `cuCtxSetSharedMemConfig` (ABI of CUDA 4.2); first in CUDA 4.2. NVIDIA reference: [Context Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX__DEPRECATED.html) (`cuCtxSetSharedMemConfig`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -5224,7 +5224,7 @@ pub unsafe fn cuDeviceCanAccessPeer(
     };
     unsafe { __driver_fn(canAccessPeer, dev, peerDev) }
 }
-/// Raw binding to `cuDeviceComputeCapability` from the driver's Device Management [DEPRECATED] API.
+/// Raw binding to `cuDeviceComputeCapability` from the driver's Device Management \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -5242,7 +5242,7 @@ pub unsafe fn cuDeviceCanAccessPeer(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuDeviceComputeCapability` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Device Management [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE__DEPRECATED.html) (`cuDeviceComputeCapability`).
+/// Resolves symbol `cuDeviceComputeCapability` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Device Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE__DEPRECATED.html) (`cuDeviceComputeCapability`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -5337,7 +5337,7 @@ pub unsafe fn cuDeviceGetAttribute(
     };
     unsafe { __driver_fn(pi, attrib, dev) }
 }
-/// Raw binding to `cuDeviceGetByPCIBusId` from the driver's Memory Management API.
+/// Looks up the device whose PCI bus ID matches pciBusId, a NUL-terminated string of hexadecimal fields in one of the forms domain:bus:device.function, domain:bus:device or bus:device.function.
 ///
 /// # Parameters
 ///
@@ -5812,11 +5812,11 @@ pub unsafe fn cuDeviceGetP2PAttribute(
     };
     unsafe { __driver_fn(value, attrib, srcDevice, dstDevice) }
 }
-/// Raw binding to `cuDeviceGetPCIBusId` from the driver's Memory Management API.
+/// Writes the device's PCI bus ID as a NUL-terminated string of hexadecimal fields (domain:bus:device.function) into pciBusId, storing at most len characters. A 13-byte buffer holds the full ID.
 ///
 /// # Parameters
 ///
-/// - `pciBusId`: out, `char *`
+/// - `pciBusId`: out, `char *`, array of `len` elements
 /// - `len`: in, `int`
 /// - `dev`: in, `CUdevice`
 ///
@@ -5850,7 +5850,7 @@ pub unsafe fn cuDeviceGetPCIBusId(
     };
     unsafe { __driver_fn(pciBusId, len, dev) }
 }
-/// Raw binding to `cuDeviceGetProperties` from the driver's Device Management [DEPRECATED] API.
+/// Raw binding to `cuDeviceGetProperties` from the driver's Device Management \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -5867,7 +5867,7 @@ pub unsafe fn cuDeviceGetPCIBusId(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuDeviceGetProperties` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Device Management [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE__DEPRECATED.html) (`cuDeviceGetProperties`).
+/// Resolves symbol `cuDeviceGetProperties` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Device Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE__DEPRECATED.html) (`cuDeviceGetProperties`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -6137,14 +6137,14 @@ pub unsafe fn cuDevicePrimaryCtxSetFlags(
     };
     unsafe { __driver_fn(dev, flags) }
 }
-/// Raw binding to `cuDeviceRegisterAsyncNotification` from the driver's Memory Management API.
+/// Registers callbackFunc to receive asynchronous notifications from a device and returns a handle naming this registration. The callback receives userData and that handle, should return within a few milliseconds, and must not itself register or unregister callbacks.
 ///
 /// # Parameters
 ///
 /// - `device`: in, `CUdevice`
 /// - `callbackFunc`: in, `CUasyncCallback`
-/// - `userData`: in, `void *`
-/// - `callback`: in, `CUasyncCallbackHandle *`
+/// - `userData`: in, `void *`, may be null
+/// - `callback`: out, `CUasyncCallbackHandle *`
 ///
 /// # Errors
 ///
@@ -6274,7 +6274,7 @@ pub unsafe fn cuDeviceTotalMem(bytes: *mut usize, dev: CUdevice) -> CUresult {
     };
     unsafe { __driver_fn(bytes, dev) }
 }
-/// Raw binding to `cuDeviceUnregisterAsyncNotification` from the driver's Memory Management API.
+/// Removes a callback registered with cuDeviceRegisterAsyncNotification so it gets no further notifications, ending the life of its handle. It must not be called from inside a notification callback.
 ///
 /// # Parameters
 ///
@@ -6658,7 +6658,7 @@ pub unsafe fn cuFlushGPUDirectRDMAWrites(
     };
     unsafe { __driver_fn(target, scope) }
 }
-/// Raw binding to `cuFuncGetAttribute` from the driver's Execution Control API.
+/// Reads one integer attribute of a kernel (registers per thread, static shared, constant or local memory size, maximum block size, PTX or binary version, cluster requirements and so on) into *pi. A few attributes need the function to be fully loaded and otherwise fail with CUDA_ERROR_FUNCTION_NOT_LOADED; call cuFuncLoad first for those.
 ///
 /// # Parameters
 ///
@@ -6696,7 +6696,7 @@ pub unsafe fn cuFuncGetAttribute(
     };
     unsafe { __driver_fn(pi, attrib, hfunc) }
 }
-/// Raw binding to `cuFuncGetModule` from the driver's Execution Control API.
+/// Returns the module that contains the given function; the module lives until it is unloaded or its context is destroyed. Never unload a module obtained this way if it belongs to the CUDA runtime.
 ///
 /// # Parameters
 ///
@@ -6725,7 +6725,7 @@ pub unsafe fn cuFuncGetModule(hmod: *mut CUmodule, hfunc: CUfunction) -> CUresul
     };
     unsafe { __driver_fn(hmod, hfunc) }
 }
-/// Raw binding to `cuFuncGetName` from the driver's Execution Control API.
+/// Returns a pointer to the function's name (mangled unless it has C linkage) as a NUL-terminated string owned by the driver. The string stays valid only while the function handle does, so copy it before the module is unloaded or reloaded.
 ///
 /// # Parameters
 ///
@@ -6757,14 +6757,14 @@ pub unsafe fn cuFuncGetName(
     };
     unsafe { __driver_fn(name, hfunc) }
 }
-/// Raw binding to `cuFuncGetParamInfo` from the driver's Execution Control API.
+/// Reports where the kernel parameter number paramIndex lives in the device-side parameter buffer, giving its byte offset and, when paramSize is non-null, its size. paramIndex must be below the kernel's parameter count; the layout is what device-side graph kernel node updates need.
 ///
 /// # Parameters
 ///
 /// - `func`: in, `CUfunction`
 /// - `paramIndex`: in, `size_t`
 /// - `paramOffset`: out, `size_t *`
-/// - `paramSize`: in, `size_t *`, may be null
+/// - `paramSize`: out, `size_t *`, may be null
 ///
 /// # Errors
 ///
@@ -6793,7 +6793,7 @@ pub unsafe fn cuFuncGetParamInfo(
     };
     unsafe { __driver_fn(func, paramIndex, paramOffset, paramSize) }
 }
-/// Raw binding to `cuFuncIsLoaded` from the driver's Execution Control API.
+/// Reports whether a function has been fully loaded onto the device or is still waiting for lazy loading.
 ///
 /// # Parameters
 ///
@@ -6825,7 +6825,7 @@ pub unsafe fn cuFuncIsLoaded(
     };
     unsafe { __driver_fn(state, function) }
 }
-/// Raw binding to `cuFuncLoad` from the driver's Execution Control API.
+/// Forces a lazily loaded function to finish loading now; calling it on a function that is already loaded changes nothing.
 ///
 /// # Parameters
 ///
@@ -6853,7 +6853,7 @@ pub unsafe fn cuFuncLoad(function: CUfunction) -> CUresult {
     };
     unsafe { __driver_fn(function) }
 }
-/// Raw binding to `cuFuncSetAttribute` from the driver's Execution Control API.
+/// Changes a writable attribute of a kernel, such as its maximum dynamic shared memory, preferred shared-memory carveout, required cluster shape or cluster scheduling policy. Read-only attributes are refused with CUDA_ERROR_INVALID_VALUE, and cluster dimensions that were fixed at compile time cannot be overridden.
 ///
 /// # Parameters
 ///
@@ -6891,7 +6891,7 @@ pub unsafe fn cuFuncSetAttribute(
     };
     unsafe { __driver_fn(hfunc, attrib, value) }
 }
-/// Raw binding to `cuFuncSetBlockShape` from the driver's Execution Control [DEPRECATED] API.
+/// Raw binding to `cuFuncSetBlockShape` from the driver's Execution Control \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -6910,7 +6910,7 @@ pub unsafe fn cuFuncSetAttribute(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuFuncSetBlockShape` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Execution Control [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC__DEPRECATED.html) (`cuFuncSetBlockShape`).
+/// Resolves symbol `cuFuncSetBlockShape` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Execution Control \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC__DEPRECATED.html) (`cuFuncSetBlockShape`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -6937,7 +6937,7 @@ pub unsafe fn cuFuncSetBlockShape(
     };
     unsafe { __driver_fn(hfunc, x, y, z) }
 }
-/// Raw binding to `cuFuncSetCacheConfig` from the driver's Execution Control API.
+/// Records a per-kernel preference for splitting on-chip memory between L1 cache and shared memory, which overrides the context-wide preference unless it is CU_FUNC_CACHE_PREFER_NONE. It is only a hint, does nothing on devices with a fixed split, and switching preferences between launches may add a device-side synchronisation.
 ///
 /// # Parameters
 ///
@@ -6966,7 +6966,7 @@ pub unsafe fn cuFuncSetCacheConfig(hfunc: CUfunction, config: CUfunc_cache) -> C
     };
     unsafe { __driver_fn(hfunc, config) }
 }
-/// Raw binding to `cuFuncSetSharedMemConfig` from the driver's Execution Control [DEPRECATED] API.
+/// Raw binding to `cuFuncSetSharedMemConfig` from the driver's Execution Control \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -6983,7 +6983,7 @@ pub unsafe fn cuFuncSetCacheConfig(hfunc: CUfunction, config: CUfunc_cache) -> C
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuFuncSetSharedMemConfig` (ABI of CUDA 4.2); first in CUDA 4.2. NVIDIA reference: [Execution Control [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC__DEPRECATED.html) (`cuFuncSetSharedMemConfig`).
+/// Resolves symbol `cuFuncSetSharedMemConfig` (ABI of CUDA 4.2); first in CUDA 4.2. NVIDIA reference: [Execution Control \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC__DEPRECATED.html) (`cuFuncSetSharedMemConfig`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -7003,7 +7003,7 @@ pub unsafe fn cuFuncSetSharedMemConfig(
     };
     unsafe { __driver_fn(hfunc, config) }
 }
-/// Raw binding to `cuFuncSetSharedSize` from the driver's Execution Control [DEPRECATED] API.
+/// Raw binding to `cuFuncSetSharedSize` from the driver's Execution Control \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -7020,7 +7020,7 @@ pub unsafe fn cuFuncSetSharedMemConfig(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuFuncSetSharedSize` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Execution Control [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC__DEPRECATED.html) (`cuFuncSetSharedSize`).
+/// Resolves symbol `cuFuncSetSharedSize` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Execution Control \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC__DEPRECATED.html) (`cuFuncSetSharedSize`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -7275,7 +7275,7 @@ pub unsafe fn cuGraphAddChildGraphNode(
         __driver_fn(phGraphNode, hGraph, dependencies, numDependencies, childGraph)
     }
 }
-/// Adds edges to a graph: for each index i, to[i] becomes dependent on from[i], with optional edge data (NULL means default data). All nodes must belong to the graph and adding an edge that already exists is an error.
+/// Adds edges to a graph: for each index i, to\[i\] becomes dependent on from\[i\], with optional edge data (NULL means default data). All nodes must belong to the graph and adding an edge that already exists is an error.
 ///
 /// # Parameters
 ///
@@ -9903,7 +9903,7 @@ pub unsafe fn cuGraphReleaseUserObject(
     };
     unsafe { __driver_fn(graph, object, count) }
 }
-/// Removes the edges from[i] -> to[i] whose edge data matches (NULL means default data) from a graph. Every listed edge must exist, and graphs holding memory allocation or free nodes do not allow removal.
+/// Removes the edges from\[i\] -> to\[i\] whose edge data matches (NULL means default data) from a graph. Every listed edge must exist, and graphs holding memory allocation or free nodes do not allow removal.
 ///
 /// # Parameters
 ///
@@ -10600,7 +10600,7 @@ pub unsafe fn cuInit(Flags: ::core::ffi::c_uint) -> CUresult {
     };
     unsafe { __driver_fn(Flags) }
 }
-/// Raw binding to `cuIpcCloseMemHandle` from the driver's Memory Management API.
+/// Drops one reference to memory mapped with cuIpcOpenMemHandle and unmaps it once the count reaches zero, leaving the exporter's allocation and other importers untouched. The local address must not be used after it has been unmapped.
 ///
 /// # Parameters
 ///
@@ -10628,11 +10628,11 @@ pub unsafe fn cuIpcCloseMemHandle(dptr: CUdeviceptr) -> CUresult {
     };
     unsafe { __driver_fn(dptr) }
 }
-/// Raw binding to `cuIpcGetEventHandle` from the driver's Memory Management API.
+/// Exports an event created with CU_EVENT_INTERPROCESS and CU_EVENT_DISABLE_TIMING as an opaque handle that another process can open with cuIpcOpenEventHandle. IPC needs a device with unified addressing, and using the imported event after the original has been destroyed is undefined behaviour.
 ///
 /// # Parameters
 ///
-/// - `pHandle`: in, `CUipcEventHandle *`
+/// - `pHandle`: out, `CUipcEventHandle *`
 /// - `event`: in, `CUevent`
 ///
 /// # Errors
@@ -10660,11 +10660,11 @@ pub unsafe fn cuIpcGetEventHandle(
     };
     unsafe { __driver_fn(pHandle, event) }
 }
-/// Raw binding to `cuIpcGetMemHandle` from the driver's Memory Management API.
+/// Exports the device allocation whose base address is dptr (from cuMemAlloc) as an opaque handle that another process can map with cuIpcOpenMemHandle. The call is cheap and may be repeated; memory reallocated at the same address gets a different handle.
 ///
 /// # Parameters
 ///
-/// - `pHandle`: in, `CUipcMemHandle *`
+/// - `pHandle`: out, `CUipcMemHandle *`
 /// - `dptr`: in, `CUdeviceptr`
 ///
 /// # Errors
@@ -10692,7 +10692,7 @@ pub unsafe fn cuIpcGetMemHandle(
     };
     unsafe { __driver_fn(pHandle, dptr) }
 }
-/// Raw binding to `cuIpcOpenEventHandle` from the driver's Memory Management API.
+/// Imports an event that another process exported with cuIpcGetEventHandle; it behaves like a local event created without timing and must be released with cuEventDestroy. Using it after the exporting process has destroyed the original event is undefined behaviour.
 ///
 /// # Parameters
 ///
@@ -10724,7 +10724,7 @@ pub unsafe fn cuIpcOpenEventHandle(
     };
     unsafe { __driver_fn(phEvent, handle) }
 }
-/// Raw binding to `cuIpcOpenMemHandle` from the driver's Memory Management API.
+/// Maps device memory that another process exported with cuIpcGetMemHandle into this context and returns its local address; opening the same handle again in the same context only adds a reference. Flags must be CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS, each exporting device's handles may be opened by only one context per device in a process, and every open must be matched by cuIpcCloseMemHandle.
 ///
 /// # Parameters
 ///
@@ -11004,7 +11004,7 @@ pub unsafe fn cuKernelSetCacheConfig(
     };
     unsafe { __driver_fn(kernel, config, dev) }
 }
-/// Raw binding to `cuLaunch` from the driver's Execution Control [DEPRECATED] API.
+/// Raw binding to `cuLaunch` from the driver's Execution Control \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -11020,7 +11020,7 @@ pub unsafe fn cuKernelSetCacheConfig(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuLaunch` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Execution Control [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC__DEPRECATED.html) (`cuLaunch`).
+/// Resolves symbol `cuLaunch` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Execution Control \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC__DEPRECATED.html) (`cuLaunch`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -11037,7 +11037,7 @@ pub unsafe fn cuLaunch(f: CUfunction) -> CUresult {
     };
     unsafe { __driver_fn(f) }
 }
-/// Raw binding to `cuLaunchCooperativeKernel` from the driver's Execution Control API.
+/// Launches a kernel whose thread blocks may synchronise with one another across the whole grid, with the same grid, block, shared-memory and stream arguments as cuLaunchKernel. Rules: the device must report CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH; the grid's total block count must not exceed the per-SM maximum from cuOccupancyMaxActiveBlocksPerMultiprocessor (or its WithFlags variant) times CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT; the kernel must not use dynamic parallelism; kernelParams is an array of N pointers, one per kernel parameter, each pointing to the value to copy (there is no extra buffer); a kernel with parameters whose image lacks parameter information (built before toolchain 3.2) gives CUDA_ERROR_INVALID_IMAGE; and f may be a CUkernel cast to CUfunction, whose context is taken from hStream, or the current context when hStream is NULL.
 ///
 /// # Parameters
 ///
@@ -11050,7 +11050,7 @@ pub unsafe fn cuLaunch(f: CUfunction) -> CUresult {
 /// - `blockDimZ`: in, `unsigned int`
 /// - `sharedMemBytes`: in, `unsigned int`
 /// - `hStream`: in, `CUstream`
-/// - `kernelParams`: in, `void **`
+/// - `kernelParams`: in, `void **`, may be null
 ///
 /// # Errors
 ///
@@ -11109,7 +11109,7 @@ pub unsafe fn cuLaunchCooperativeKernel(
         )
     }
 }
-/// Raw binding to `cuLaunchCooperativeKernelMultiDevice` from the driver's Execution Control API.
+/// Deprecated: launches cooperative kernels on several devices at once, one CUDA_LAUNCH_PARAMS entry per device, so that blocks on all of them can synchronise together. By default each kernel waits for earlier work in every listed stream and later work in those streams waits for all the kernels; flags can relax either side.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -11152,7 +11152,7 @@ pub unsafe fn cuLaunchCooperativeKernelMultiDevice(
     };
     unsafe { __driver_fn(launchParamsList, numDevices, flags) }
 }
-/// Raw binding to `cuLaunchGrid` from the driver's Execution Control [DEPRECATED] API.
+/// Raw binding to `cuLaunchGrid` from the driver's Execution Control \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -11170,7 +11170,7 @@ pub unsafe fn cuLaunchCooperativeKernelMultiDevice(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuLaunchGrid` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Execution Control [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC__DEPRECATED.html) (`cuLaunchGrid`).
+/// Resolves symbol `cuLaunchGrid` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Execution Control \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC__DEPRECATED.html) (`cuLaunchGrid`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -11195,7 +11195,7 @@ pub unsafe fn cuLaunchGrid(
     };
     unsafe { __driver_fn(f, grid_width, grid_height) }
 }
-/// Raw binding to `cuLaunchGridAsync` from the driver's Execution Control [DEPRECATED] API.
+/// Raw binding to `cuLaunchGridAsync` from the driver's Execution Control \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -11214,7 +11214,7 @@ pub unsafe fn cuLaunchGrid(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuLaunchGridAsync` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Execution Control [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC__DEPRECATED.html) (`cuLaunchGridAsync`).
+/// Resolves symbol `cuLaunchGridAsync` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Execution Control \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC__DEPRECATED.html) (`cuLaunchGridAsync`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -11241,13 +11241,13 @@ pub unsafe fn cuLaunchGridAsync(
     };
     unsafe { __driver_fn(f, grid_width, grid_height, hStream) }
 }
-/// Raw binding to `cuLaunchHostFunc` from the driver's Execution Control API.
+/// Enqueues a call of fn(userData) on the host, run after all earlier work in hStream and holding back later work until it returns. The callback must not call CUDA APIs or wait on CUDA work not ordered before it, and unlike cuStreamAddCallback it is not run if the context has failed.
 ///
 /// # Parameters
 ///
 /// - `hStream`: in, `CUstream`
 /// - `fn`: in, `CUhostFn`
-/// - `userData`: in, `void *`
+/// - `userData`: in, `void *`, may be null
 ///
 /// # Errors
 ///
@@ -11279,7 +11279,7 @@ pub unsafe fn cuLaunchHostFunc(
     };
     unsafe { __driver_fn(hStream, fn_, userData) }
 }
-/// Raw binding to `cuLaunchKernel` from the driver's Execution Control API.
+/// Enqueues a kernel (a CUfunction, or a CUkernel cast to one) on hStream with a gridDimX x gridDimY x gridDimZ grid of blockDimX x blockDimY x blockDimZ blocks and sharedMemBytes of dynamic shared memory per block. Arguments go either through kernelParams (one pointer per kernel parameter, each to the value to copy) or as a packed buffer described by extra, never both at once; a CUkernel runs in the stream's context, or the current context for the NULL stream.
 ///
 /// # Parameters
 ///
@@ -11292,8 +11292,8 @@ pub unsafe fn cuLaunchHostFunc(
 /// - `blockDimZ`: in, `unsigned int`
 /// - `sharedMemBytes`: in, `unsigned int`
 /// - `hStream`: in, `CUstream`
-/// - `kernelParams`: in, `void **`
-/// - `extra`: in, `void **`
+/// - `kernelParams`: in, `void **`, may be null
+/// - `extra`: in, `void **`, may be null
 ///
 /// # Errors
 ///
@@ -11355,14 +11355,14 @@ pub unsafe fn cuLaunchKernel(
         )
     }
 }
-/// Raw binding to `cuLaunchKernelEx` from the driver's Execution Control API.
+/// Launches a kernel like cuLaunchKernel but takes the grid and block shape, dynamic shared memory, stream and a list of launch attributes from a CUlaunchConfig. The attributes switch on features such as cooperative launch, thread-block clusters, programmatic dependent launch, priority or completion events; kernel arguments are passed exactly as for cuLaunchKernel.
 ///
 /// # Parameters
 ///
 /// - `config`: in, `const CUlaunchConfig *`
 /// - `f`: in, `CUfunction`
-/// - `kernelParams`: in, `void **`
-/// - `extra`: in, `void **`
+/// - `kernelParams`: in, `void **`, may be null
+/// - `extra`: in, `void **`, may be null
 ///
 /// # Errors
 ///
@@ -12309,7 +12309,7 @@ pub unsafe fn cuMemAdvise(
     };
     unsafe { __driver_fn(devPtr, count, advice, location) }
 }
-/// Raw binding to `cuMemAlloc` from the driver's Memory Management API.
+/// Allocates bytesize bytes of uninitialised linear device memory, aligned for any data type, and returns its device address. A size of zero is rejected with CUDA_ERROR_INVALID_VALUE; release the memory with cuMemFree.
 ///
 /// # Parameters
 ///
@@ -12413,7 +12413,7 @@ pub unsafe fn cuMemAllocFromPoolAsync(
     };
     unsafe { __driver_fn(dptr, bytesize, pool, hStream) }
 }
-/// Raw binding to `cuMemAllocHost` from the driver's Memory Management API.
+/// Allocates bytesize bytes of page-locked host memory that the device can access directly and that makes transfers faster; with unified addressing the same pointer is also valid on the device. Pin memory sparingly since it is taken away from the OS pager, and release it with cuMemFreeHost.
 ///
 /// # Parameters
 ///
@@ -12445,7 +12445,7 @@ pub unsafe fn cuMemAllocHost(
     };
     unsafe { __driver_fn(pp, bytesize) }
 }
-/// Raw binding to `cuMemAllocManaged` from the driver's Memory Management API.
+/// Allocates bytesize bytes of uninitialised Unified Memory, valid on the host and on every GPU that supports managed memory and migrated by the driver as needed; release it with cuMemFree. flags must be CU_MEM_ATTACH_GLOBAL (usable from any stream) or CU_MEM_ATTACH_HOST (devices without concurrent managed access need cuStreamAttachMemAsync before touching it), and a zero size or a device without managed memory is an error.
 ///
 /// # Parameters
 ///
@@ -12483,7 +12483,7 @@ pub unsafe fn cuMemAllocManaged(
     };
     unsafe { __driver_fn(dptr, bytesize, flags) }
 }
-/// Raw binding to `cuMemAllocPitch` from the driver's Memory Management API.
+/// Allocates device memory for Height rows of at least WidthInBytes bytes, padding each row so every row start stays aligned for coalesced access, and returns the base address and the row pitch in bytes. ElementSizeBytes (4, 8 or 16) is the widest access kernels will make, and the returned pitch is always accepted by cuMemcpy2D.
 ///
 /// # Parameters
 ///
@@ -12527,14 +12527,14 @@ pub unsafe fn cuMemAllocPitch(
     };
     unsafe { __driver_fn(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes) }
 }
-/// Raw binding to `cuMemBatchDecompressAsync` from the driver's Memory Management API.
+/// Enqueues count independent hardware decompression operations, described by paramsArray, on stream as a single unit of work. Their source, destination and actual-size buffers must be decompression-capable and reachable from the stream's device, flags must be 0, and on failure errorIndex (when non-null) receives the index of the failing entry, or SIZE_MAX for a general error.
 ///
 /// # Parameters
 ///
 /// - `paramsArray`: in, `CUmemDecompressParams *`, array of `count` elements
 /// - `count`: in, `size_t`
 /// - `flags`: in, `unsigned int`
-/// - `errorIndex`: in, `size_t *`
+/// - `errorIndex`: out, `size_t *`, may be null
 /// - `stream`: in, `CUstream`
 ///
 /// # Errors
@@ -12761,7 +12761,7 @@ pub unsafe fn cuMemExportToShareableHandle(
     };
     unsafe { __driver_fn(shareableHandle, handle, handleType, flags) }
 }
-/// Raw binding to `cuMemFree` from the driver's Memory Management API.
+/// Releases device memory that came from cuMemAlloc, cuMemAllocPitch, cuMemAllocManaged, cuMemAllocAsync or cuMemAllocFromPoolAsync; the address must not be used afterwards. Memory from the stream-ordered allocators is freed without any implicit synchronisation, so all work touching it must already have finished.
 ///
 /// # Parameters
 ///
@@ -12818,7 +12818,7 @@ pub unsafe fn cuMemFreeAsync(dptr: CUdeviceptr, hStream: CUstream) -> CUresult {
     };
     unsafe { __driver_fn(dptr, hStream) }
 }
-/// Raw binding to `cuMemFreeHost` from the driver's Memory Management API.
+/// Releases page-locked host memory obtained from cuMemAllocHost or cuMemHostAlloc. The pointer must not be used by the host or the device afterwards.
 ///
 /// # Parameters
 ///
@@ -12884,12 +12884,12 @@ pub unsafe fn cuMemGetAccess(
     };
     unsafe { __driver_fn(flags, location, ptr) }
 }
-/// Raw binding to `cuMemGetAddressRange` from the driver's Memory Management API.
+/// Finds the device allocation that contains dptr and returns its base address and size. Either output may be NULL when that value is not wanted.
 ///
 /// # Parameters
 ///
-/// - `pbase`: out, `CUdeviceptr *`
-/// - `psize`: out, `size_t *`
+/// - `pbase`: out, `CUdeviceptr *`, may be null
+/// - `psize`: out, `size_t *`, may be null
 /// - `dptr`: in, `CUdeviceptr`
 ///
 /// # Errors
@@ -13029,11 +13029,11 @@ pub unsafe fn cuMemGetDefaultMemPool(
     };
     unsafe { __driver_fn(pool_out, location, type_) }
 }
-/// Raw binding to `cuMemGetHandleForAddressRange` from the driver's Memory Management API.
+/// Exports a range of device memory (or of pinned host memory where supported) as an OS handle of type handleType, today a dma_buf file descriptor written as an int through handle. dptr and size must be host-page aligned, the range must be fully backed by allocations on one device with identical properties, and flags may ask for a mapping through PCIe BAR1.
 ///
 /// # Parameters
 ///
-/// - `handle`: in, `void *`
+/// - `handle`: out, `void *`
 /// - `dptr`: in, `CUdeviceptr`
 /// - `size`: in, `size_t`
 /// - `handleType`: in, `CUmemRangeHandleType`
@@ -13073,7 +13073,7 @@ pub unsafe fn cuMemGetHandleForAddressRange(
     };
     unsafe { __driver_fn(handle, dptr, size, handleType, flags) }
 }
-/// Raw binding to `cuMemGetInfo` from the driver's Memory Management API.
+/// Reports, in bytes, how much device memory the OS considers free and how much in total is available to the current context. The free figure is a racy estimate that other threads or processes can change at any moment, and CUDA may not be able to allocate all of it.
 ///
 /// # Parameters
 ///
@@ -13140,7 +13140,7 @@ pub unsafe fn cuMemGetMemPool(
     };
     unsafe { __driver_fn(pool, location, type_) }
 }
-/// Raw binding to `cuMemHostAlloc` from the driver's Memory Management API.
+/// Allocates page-locked host memory like cuMemAllocHost, with Flags choosing whether it counts as pinned in every context (CU_MEMHOSTALLOC_PORTABLE), is mapped into the device address space (CU_MEMHOSTALLOC_DEVICEMAP) and/or is write-combined (CU_MEMHOSTALLOC_WRITECOMBINED). Release it with cuMemFreeHost; for write-combined memory the device address must come from cuMemHostGetDevicePointer even under unified addressing.
 ///
 /// # Parameters
 ///
@@ -13178,7 +13178,7 @@ pub unsafe fn cuMemHostAlloc(
     };
     unsafe { __driver_fn(pp, bytesize, Flags) }
 }
-/// Raw binding to `cuMemHostGetDevicePointer` from the driver's Memory Management API.
+/// Returns the device address through which kernels can reach the mapped page-locked host buffer p. The buffer must have been allocated or registered with the device-map flag on a device that supports mapped memory, and Flags must be 0.
 ///
 /// # Parameters
 ///
@@ -13216,7 +13216,7 @@ pub unsafe fn cuMemHostGetDevicePointer(
     };
     unsafe { __driver_fn(pdptr, p, Flags) }
 }
-/// Raw binding to `cuMemHostGetFlags` from the driver's Memory Management API.
+/// Returns the flags that were passed when the page-locked host allocation containing p was made. Fails if p does not lie inside memory from cuMemAllocHost or cuMemHostAlloc.
 ///
 /// # Parameters
 ///
@@ -13251,7 +13251,7 @@ pub unsafe fn cuMemHostGetFlags(
     };
     unsafe { __driver_fn(pFlags, p) }
 }
-/// Raw binding to `cuMemHostRegister` from the driver's Memory Management API.
+/// Page-locks the existing host range of bytesize bytes at p and registers it with CUDA so that transfers from it run faster, optionally making it portable, mapping it for the device, or treating it as I/O or read-only memory according to Flags. The range must stay allocated until it is released with cuMemHostUnregister.
 ///
 /// # Parameters
 ///
@@ -13289,7 +13289,7 @@ pub unsafe fn cuMemHostRegister(
     };
     unsafe { __driver_fn(p, bytesize, Flags) }
 }
-/// Raw binding to `cuMemHostUnregister` from the driver's Memory Management API.
+/// Undoes cuMemHostRegister for the range whose base address is p (the same address that was registered), unmapping it and making it pageable again. The device must no longer access it.
 ///
 /// # Parameters
 ///
@@ -14196,7 +14196,7 @@ pub unsafe fn cuMemUnmap(ptr: CUdeviceptr, size: usize) -> CUresult {
     };
     unsafe { __driver_fn(ptr, size) }
 }
-/// Raw binding to `cuMemcpy` from the driver's Memory Management API.
+/// Copies ByteCount bytes from src to dst, deciding from the addresses whether each side is host or device memory. It needs a context with unified addressing, and both ranges must be valid for the whole count.
 ///
 /// # Parameters
 ///
@@ -14230,7 +14230,7 @@ pub unsafe fn cuMemcpy(
     };
     unsafe { __driver_fn(dst, src, ByteCount) }
 }
-/// Raw binding to `cuMemcpy2D` from the driver's Memory Management API.
+/// Copies a 2D block of rows described by a CUDA_MEMCPY2D, where each side can be host, device, unified or CUDA-array memory with its own pitch and starting offset. Pitches above CU_DEVICE_ATTRIBUTE_MAX_PITCH are refused, and copies within the device may reject pitches that did not come from cuMemAllocPitch (cuMemcpy2DUnaligned accepts them).
 ///
 /// # Parameters
 ///
@@ -14258,7 +14258,7 @@ pub unsafe fn cuMemcpy2D(pCopy: *const CUDA_MEMCPY2D) -> CUresult {
     };
     unsafe { __driver_fn(pCopy) }
 }
-/// Raw binding to `cuMemcpy2DAsync` from the driver's Memory Management API.
+/// Enqueues on hStream the 2D copy described by a CUDA_MEMCPY2D, following the same rules as cuMemcpy2D. Every buffer it names must stay valid until the stream has executed the copy.
 ///
 /// # Parameters
 ///
@@ -14290,7 +14290,7 @@ pub unsafe fn cuMemcpy2DAsync(
     };
     unsafe { __driver_fn(pCopy, hStream) }
 }
-/// Raw binding to `cuMemcpy2DUnaligned` from the driver's Memory Management API.
+/// Performs the same 2D copy as cuMemcpy2D but also accepts pitches that cuMemcpy2D would refuse for copies within the device, at the cost of possibly running much slower in those cases.
 ///
 /// # Parameters
 ///
@@ -14318,7 +14318,7 @@ pub unsafe fn cuMemcpy2DUnaligned(pCopy: *const CUDA_MEMCPY2D) -> CUresult {
     };
     unsafe { __driver_fn(pCopy) }
 }
-/// Raw binding to `cuMemcpy3D` from the driver's Memory Management API.
+/// Copies a 3D box described by a CUDA_MEMCPY3D, where each side can be host, device, unified or CUDA-array memory with its own pitch, layer height and offset. Pitches above CU_DEVICE_ATTRIBUTE_MAX_PITCH are refused, and the srcLOD and dstLOD fields must be 0.
 ///
 /// # Parameters
 ///
@@ -14346,7 +14346,7 @@ pub unsafe fn cuMemcpy3D(pCopy: *const CUDA_MEMCPY3D) -> CUresult {
     };
     unsafe { __driver_fn(pCopy) }
 }
-/// Raw binding to `cuMemcpy3DAsync` from the driver's Memory Management API.
+/// Enqueues on hStream the 3D copy described by a CUDA_MEMCPY3D, following the same rules as cuMemcpy3D. Every buffer it names must stay valid until the stream has executed the copy.
 ///
 /// # Parameters
 ///
@@ -14378,12 +14378,12 @@ pub unsafe fn cuMemcpy3DAsync(
     };
     unsafe { __driver_fn(pCopy, hStream) }
 }
-/// Raw binding to `cuMemcpy3DBatchAsync` from the driver's Memory Management API.
+/// Enqueues numOps independent 3D copies described by opList on hStream as one unit with no ordering among them; each operand may be a pointer or a CUDA array. Every operation needs a valid source access order, flags must be 0, and the legacy NULL stream is not allowed.
 ///
 /// # Parameters
 ///
 /// - `numOps`: in, `size_t`
-/// - `opList`: in, `CUDA_MEMCPY3D_BATCH_OP *`
+/// - `opList`: in, `CUDA_MEMCPY3D_BATCH_OP *`, array of `numOps` elements
 /// - `flags`: in, `unsigned long long`
 /// - `hStream`: in, `CUstream`
 ///
@@ -14419,7 +14419,7 @@ pub unsafe fn cuMemcpy3DBatchAsync(
     };
     unsafe { __driver_fn(numOps, opList, flags, hStream) }
 }
-/// Raw binding to `cuMemcpy3DPeer` from the driver's Memory Management API.
+/// Copies a 3D box between memory that may belong to different contexts, as described by a CUDA_MEMCPY3D_PEER that names the source and destination contexts alongside the usual 3D copy fields.
 ///
 /// # Parameters
 ///
@@ -14447,7 +14447,7 @@ pub unsafe fn cuMemcpy3DPeer(pCopy: *const CUDA_MEMCPY3D_PEER) -> CUresult {
     };
     unsafe { __driver_fn(pCopy) }
 }
-/// Raw binding to `cuMemcpy3DPeerAsync` from the driver's Memory Management API.
+/// Enqueues on hStream the cross-context 3D copy described by a CUDA_MEMCPY3D_PEER. Every buffer it names must stay valid until the stream has executed the copy.
 ///
 /// # Parameters
 ///
@@ -14479,7 +14479,7 @@ pub unsafe fn cuMemcpy3DPeerAsync(
     };
     unsafe { __driver_fn(pCopy, hStream) }
 }
-/// Raw binding to `cuMemcpyAsync` from the driver's Memory Management API.
+/// Enqueues on hStream a copy of ByteCount bytes from src to dst, deciding from the addresses whether each side is host or device memory (unified addressing required). The call may return before the copy runs, so both buffers must stay valid and untouched until the stream has executed it.
 ///
 /// # Parameters
 ///
@@ -14515,7 +14515,7 @@ pub unsafe fn cuMemcpyAsync(
     };
     unsafe { __driver_fn(dst, src, ByteCount, hStream) }
 }
-/// Raw binding to `cuMemcpyAtoA` from the driver's Memory Management API.
+/// Copies ByteCount bytes between two 1D CUDA arrays at the given byte offsets. The arrays may use different element formats but their elements must be the same size, and ByteCount must be a multiple of that size.
 ///
 /// # Parameters
 ///
@@ -14553,7 +14553,7 @@ pub unsafe fn cuMemcpyAtoA(
     };
     unsafe { __driver_fn(dstArray, dstOffset, srcArray, srcOffset, ByteCount) }
 }
-/// Raw binding to `cuMemcpyAtoD` from the driver's Memory Management API.
+/// Copies ByteCount bytes out of a 1D CUDA array, starting srcOffset bytes in, to device memory at dstDevice. The destination must be aligned to the array's element size and ByteCount must be a multiple of it.
 ///
 /// # Parameters
 ///
@@ -14589,11 +14589,11 @@ pub unsafe fn cuMemcpyAtoD(
     };
     unsafe { __driver_fn(dstDevice, srcArray, srcOffset, ByteCount) }
 }
-/// Raw binding to `cuMemcpyAtoH` from the driver's Memory Management API.
+/// Copies ByteCount bytes out of a 1D CUDA array, starting srcOffset bytes in, to host memory at dstHost. The host buffer must be writable for the whole count.
 ///
 /// # Parameters
 ///
-/// - `dstHost`: in, `void *`
+/// - `dstHost`: out, `void *`
 /// - `srcArray`: in, `CUarray`
 /// - `srcOffset`: in, `size_t`
 /// - `ByteCount`: in, `size_t`
@@ -14630,11 +14630,11 @@ pub unsafe fn cuMemcpyAtoH(
     };
     unsafe { __driver_fn(dstHost, srcArray, srcOffset, ByteCount) }
 }
-/// Raw binding to `cuMemcpyAtoHAsync` from the driver's Memory Management API.
+/// Enqueues on hStream a copy of ByteCount bytes out of a 1D CUDA array, starting srcOffset bytes in, to host memory at dstHost. The host buffer must stay valid, and should not be read, until the copy has run.
 ///
 /// # Parameters
 ///
-/// - `dstHost`: in, `void *`
+/// - `dstHost`: out, `void *`
 /// - `srcArray`: in, `CUarray`
 /// - `srcOffset`: in, `size_t`
 /// - `ByteCount`: in, `size_t`
@@ -14674,15 +14674,15 @@ pub unsafe fn cuMemcpyAtoHAsync(
     };
     unsafe { __driver_fn(dstHost, srcArray, srcOffset, ByteCount, hStream) }
 }
-/// Raw binding to `cuMemcpyBatchAsync` from the driver's Memory Management API.
+/// Enqueues count independent pointer-to-pointer copies (sizes\[i\] bytes from srcs\[i\] to dsts\[i\]) on hStream as one unit with no ordering among them, so no copy may depend on another. Copy i takes its attributes (source access order, location hints, flags) from the attrs entry whose attrsIdxs start index covers it; attrsIdxs must begin at 0 and strictly increase, numAttrs may not exceed count, and the legacy NULL stream is not allowed.
 ///
 /// # Parameters
 ///
-/// - `dsts`: in, `CUdeviceptr *`
-/// - `srcs`: in, `CUdeviceptr *`
+/// - `dsts`: in, `CUdeviceptr *`, array of `count` elements
+/// - `srcs`: in, `CUdeviceptr *`, array of `count` elements
 /// - `sizes`: in, `size_t *`, array of `count` elements
 /// - `count`: in, `size_t`
-/// - `attrs`: in, `CUmemcpyAttributes *`
+/// - `attrs`: in, `CUmemcpyAttributes *`, array of `numAttrs` elements
 /// - `attrsIdxs`: in, `size_t *`, array of `numAttrs` elements
 /// - `numAttrs`: in, `size_t`
 /// - `hStream`: in, `CUstream`
@@ -14727,7 +14727,7 @@ pub unsafe fn cuMemcpyBatchAsync(
     };
     unsafe { __driver_fn(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream) }
 }
-/// Raw binding to `cuMemcpyDtoA` from the driver's Memory Management API.
+/// Copies ByteCount bytes from device memory at srcDevice into a 1D CUDA array, starting dstOffset bytes into the array.
 ///
 /// # Parameters
 ///
@@ -14763,7 +14763,7 @@ pub unsafe fn cuMemcpyDtoA(
     };
     unsafe { __driver_fn(dstArray, dstOffset, srcDevice, ByteCount) }
 }
-/// Raw binding to `cuMemcpyDtoD` from the driver's Memory Management API.
+/// Copies ByteCount bytes from one device memory range to another. Both must be valid device allocations for the whole count.
 ///
 /// # Parameters
 ///
@@ -14797,7 +14797,7 @@ pub unsafe fn cuMemcpyDtoD(
     };
     unsafe { __driver_fn(dstDevice, srcDevice, ByteCount) }
 }
-/// Raw binding to `cuMemcpyDtoDAsync` from the driver's Memory Management API.
+/// Enqueues on hStream a copy of ByteCount bytes from one device memory range to another. Both ranges must stay valid until the stream has executed the copy.
 ///
 /// # Parameters
 ///
@@ -14833,11 +14833,11 @@ pub unsafe fn cuMemcpyDtoDAsync(
     };
     unsafe { __driver_fn(dstDevice, srcDevice, ByteCount, hStream) }
 }
-/// Raw binding to `cuMemcpyDtoH` from the driver's Memory Management API.
+/// Copies ByteCount bytes from device memory at srcDevice to host memory at dstHost. The host buffer must be writable for the whole count.
 ///
 /// # Parameters
 ///
-/// - `dstHost`: in, `void *`
+/// - `dstHost`: out, `void *`
 /// - `srcDevice`: in, `CUdeviceptr`
 /// - `ByteCount`: in, `size_t`
 ///
@@ -14871,11 +14871,11 @@ pub unsafe fn cuMemcpyDtoH(
     };
     unsafe { __driver_fn(dstHost, srcDevice, ByteCount) }
 }
-/// Raw binding to `cuMemcpyDtoHAsync` from the driver's Memory Management API.
+/// Enqueues on hStream a copy of ByteCount bytes from device memory at srcDevice to host memory at dstHost. The host buffer must stay valid, and should not be read, until the stream has executed the copy.
 ///
 /// # Parameters
 ///
-/// - `dstHost`: in, `void *`
+/// - `dstHost`: out, `void *`
 /// - `srcDevice`: in, `CUdeviceptr`
 /// - `ByteCount`: in, `size_t`
 /// - `hStream`: in, `CUstream`
@@ -14912,7 +14912,7 @@ pub unsafe fn cuMemcpyDtoHAsync(
     };
     unsafe { __driver_fn(dstHost, srcDevice, ByteCount, hStream) }
 }
-/// Raw binding to `cuMemcpyHtoA` from the driver's Memory Management API.
+/// Copies ByteCount bytes from host memory at srcHost into a 1D CUDA array, starting dstOffset bytes into the array.
 ///
 /// # Parameters
 ///
@@ -14953,7 +14953,7 @@ pub unsafe fn cuMemcpyHtoA(
     };
     unsafe { __driver_fn(dstArray, dstOffset, srcHost, ByteCount) }
 }
-/// Raw binding to `cuMemcpyHtoAAsync` from the driver's Memory Management API.
+/// Enqueues on hStream a copy of ByteCount bytes from host memory at srcHost into a 1D CUDA array, starting dstOffset bytes into it. The host buffer must stay valid and unchanged until the copy has run.
 ///
 /// # Parameters
 ///
@@ -14997,7 +14997,7 @@ pub unsafe fn cuMemcpyHtoAAsync(
     };
     unsafe { __driver_fn(dstArray, dstOffset, srcHost, ByteCount, hStream) }
 }
-/// Raw binding to `cuMemcpyHtoD` from the driver's Memory Management API.
+/// Copies ByteCount bytes from host memory at srcHost to device memory at dstDevice. Both ranges must be valid for the whole count.
 ///
 /// # Parameters
 ///
@@ -15035,7 +15035,7 @@ pub unsafe fn cuMemcpyHtoD(
     };
     unsafe { __driver_fn(dstDevice, srcHost, ByteCount) }
 }
-/// Raw binding to `cuMemcpyHtoDAsync` from the driver's Memory Management API.
+/// Enqueues on hStream a copy of ByteCount bytes from host memory at srcHost to device memory at dstDevice. The host buffer must stay valid and unchanged until the copy has run; only page-locked host memory gives a truly asynchronous transfer.
 ///
 /// # Parameters
 ///
@@ -15076,7 +15076,7 @@ pub unsafe fn cuMemcpyHtoDAsync(
     };
     unsafe { __driver_fn(dstDevice, srcHost, ByteCount, hStream) }
 }
-/// Raw binding to `cuMemcpyPeer` from the driver's Memory Management API.
+/// Copies ByteCount bytes from device memory srcDevice in srcContext to device memory dstDevice in dstContext, which may belong to different GPUs. Both ranges must be live allocations in their contexts for the whole count.
 ///
 /// # Parameters
 ///
@@ -15120,7 +15120,7 @@ pub unsafe fn cuMemcpyPeer(
     };
     unsafe { __driver_fn(dstDevice, dstContext, srcDevice, srcContext, ByteCount) }
 }
-/// Raw binding to `cuMemcpyPeerAsync` from the driver's Memory Management API.
+/// Enqueues on hStream a copy of ByteCount bytes from device memory in srcContext to device memory in dstContext. Both ranges must stay valid until the stream has executed the copy.
 ///
 /// # Parameters
 ///
@@ -15169,7 +15169,7 @@ pub unsafe fn cuMemcpyPeerAsync(
         __driver_fn(dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream)
     }
 }
-/// Raw binding to `cuMemsetD16` from the driver's Memory Management API.
+/// Fills N 16-bit words of device memory starting at dstDevice with the value us; dstDevice must be 2-byte aligned.
 ///
 /// # Parameters
 ///
@@ -15203,7 +15203,7 @@ pub unsafe fn cuMemsetD16(
     };
     unsafe { __driver_fn(dstDevice, us, N) }
 }
-/// Raw binding to `cuMemsetD16Async` from the driver's Memory Management API.
+/// Enqueues on hStream a fill of N 16-bit words of device memory starting at dstDevice with the value us; dstDevice must be 2-byte aligned.
 ///
 /// # Parameters
 ///
@@ -15244,7 +15244,7 @@ pub unsafe fn cuMemsetD16Async(
     };
     unsafe { __driver_fn(dstDevice, us, N, hStream) }
 }
-/// Raw binding to `cuMemsetD2D16` from the driver's Memory Management API.
+/// Fills Height rows of Width 16-bit words each with the value us, where consecutive rows start dstPitch bytes apart. dstDevice and dstPitch must both be 2-byte aligned.
 ///
 /// # Parameters
 ///
@@ -15288,7 +15288,7 @@ pub unsafe fn cuMemsetD2D16(
     };
     unsafe { __driver_fn(dstDevice, dstPitch, us, Width, Height) }
 }
-/// Raw binding to `cuMemsetD2D16Async` from the driver's Memory Management API.
+/// Enqueues on hStream a fill of Height rows of Width 16-bit words each with the value us, rows dstPitch bytes apart. dstDevice and dstPitch must both be 2-byte aligned.
 ///
 /// # Parameters
 ///
@@ -15335,7 +15335,7 @@ pub unsafe fn cuMemsetD2D16Async(
     };
     unsafe { __driver_fn(dstDevice, dstPitch, us, Width, Height, hStream) }
 }
-/// Raw binding to `cuMemsetD2D32` from the driver's Memory Management API.
+/// Fills Height rows of Width 32-bit words each with the value ui, where consecutive rows start dstPitch bytes apart. dstDevice and dstPitch must both be 4-byte aligned.
 ///
 /// # Parameters
 ///
@@ -15379,7 +15379,7 @@ pub unsafe fn cuMemsetD2D32(
     };
     unsafe { __driver_fn(dstDevice, dstPitch, ui, Width, Height) }
 }
-/// Raw binding to `cuMemsetD2D32Async` from the driver's Memory Management API.
+/// Enqueues on hStream a fill of Height rows of Width 32-bit words each with the value ui, rows dstPitch bytes apart. dstDevice and dstPitch must both be 4-byte aligned.
 ///
 /// # Parameters
 ///
@@ -15426,7 +15426,7 @@ pub unsafe fn cuMemsetD2D32Async(
     };
     unsafe { __driver_fn(dstDevice, dstPitch, ui, Width, Height, hStream) }
 }
-/// Raw binding to `cuMemsetD2D8` from the driver's Memory Management API.
+/// Fills Height rows of Width bytes each with the value uc, where consecutive rows start dstPitch bytes apart (the pitch is ignored for a single row). It is fastest with a pitch returned by cuMemAllocPitch.
 ///
 /// # Parameters
 ///
@@ -15470,7 +15470,7 @@ pub unsafe fn cuMemsetD2D8(
     };
     unsafe { __driver_fn(dstDevice, dstPitch, uc, Width, Height) }
 }
-/// Raw binding to `cuMemsetD2D8Async` from the driver's Memory Management API.
+/// Enqueues on hStream a fill of Height rows of Width bytes each with the value uc, where consecutive rows start dstPitch bytes apart (the pitch is ignored for a single row).
 ///
 /// # Parameters
 ///
@@ -15517,7 +15517,7 @@ pub unsafe fn cuMemsetD2D8Async(
     };
     unsafe { __driver_fn(dstDevice, dstPitch, uc, Width, Height, hStream) }
 }
-/// Raw binding to `cuMemsetD32` from the driver's Memory Management API.
+/// Fills N 32-bit words of device memory starting at dstDevice with the value ui; dstDevice must be 4-byte aligned.
 ///
 /// # Parameters
 ///
@@ -15551,7 +15551,7 @@ pub unsafe fn cuMemsetD32(
     };
     unsafe { __driver_fn(dstDevice, ui, N) }
 }
-/// Raw binding to `cuMemsetD32Async` from the driver's Memory Management API.
+/// Enqueues on hStream a fill of N 32-bit words of device memory starting at dstDevice with the value ui; dstDevice must be 4-byte aligned.
 ///
 /// # Parameters
 ///
@@ -15592,7 +15592,7 @@ pub unsafe fn cuMemsetD32Async(
     };
     unsafe { __driver_fn(dstDevice, ui, N, hStream) }
 }
-/// Raw binding to `cuMemsetD8` from the driver's Memory Management API.
+/// Fills N bytes of device memory starting at dstDevice with the value uc.
 ///
 /// # Parameters
 ///
@@ -15626,7 +15626,7 @@ pub unsafe fn cuMemsetD8(
     };
     unsafe { __driver_fn(dstDevice, uc, N) }
 }
-/// Raw binding to `cuMemsetD8Async` from the driver's Memory Management API.
+/// Enqueues on hStream a fill of N bytes of device memory starting at dstDevice with the value uc.
 ///
 /// # Parameters
 ///
@@ -15667,12 +15667,12 @@ pub unsafe fn cuMemsetD8Async(
     };
     unsafe { __driver_fn(dstDevice, uc, N, hStream) }
 }
-/// Raw binding to `cuMipmappedArrayCreate` from the driver's Memory Management API.
+/// Creates a mipmapped CUDA array whose base level is described by one CUDA_ARRAY3D_DESCRIPTOR, with numMipmapLevels levels (clamped to what the base extent allows), and returns its handle. Destroy it with cuMipmappedArrayDestroy.
 ///
 /// # Parameters
 ///
 /// - `pHandle`: out, `CUmipmappedArray *`
-/// - `pMipmappedArrayDesc`: in, `const CUDA_ARRAY3D_DESCRIPTOR *`, array of `numMipmapLevels` elements
+/// - `pMipmappedArrayDesc`: in, `const CUDA_ARRAY3D_DESCRIPTOR *`
 /// - `numMipmapLevels`: in, `unsigned int`
 ///
 /// # Errors
@@ -15705,7 +15705,7 @@ pub unsafe fn cuMipmappedArrayCreate(
     };
     unsafe { __driver_fn(pHandle, pMipmappedArrayDesc, numMipmapLevels) }
 }
-/// Raw binding to `cuMipmappedArrayDestroy` from the driver's Memory Management API.
+/// Destroys a mipmapped CUDA array and frees its storage; the handle, and the level arrays obtained from it, must not be used afterwards. A mipmapped array that is still mapped cannot be destroyed.
 ///
 /// # Parameters
 ///
@@ -15733,7 +15733,7 @@ pub unsafe fn cuMipmappedArrayDestroy(hMipmappedArray: CUmipmappedArray) -> CUre
     };
     unsafe { __driver_fn(hMipmappedArray) }
 }
-/// Raw binding to `cuMipmappedArrayGetLevel` from the driver's Memory Management API.
+/// Returns a CUDA array that views one level of a mipmapped array. A level past the last one is rejected with CUDA_ERROR_INVALID_VALUE.
 ///
 /// # Parameters
 ///
@@ -15771,11 +15771,11 @@ pub unsafe fn cuMipmappedArrayGetLevel(
     };
     unsafe { __driver_fn(pLevelArray, hMipmappedArray, level) }
 }
-/// Raw binding to `cuMipmappedArrayGetMemoryRequirements` from the driver's Memory Management API.
+/// Returns the size and alignment needed to map a whole mipmapped array on the given device. Only mipmapped arrays created with CUDA_ARRAY3D_DEFERRED_MAPPING are accepted.
 ///
 /// # Parameters
 ///
-/// - `memoryRequirements`: in, `CUDA_ARRAY_MEMORY_REQUIREMENTS *`
+/// - `memoryRequirements`: out, `CUDA_ARRAY_MEMORY_REQUIREMENTS *`
 /// - `mipmap`: in, `CUmipmappedArray`
 /// - `device`: in, `CUdevice`
 ///
@@ -15809,11 +15809,11 @@ pub unsafe fn cuMipmappedArrayGetMemoryRequirements(
     };
     unsafe { __driver_fn(memoryRequirements, mipmap, device) }
 }
-/// Raw binding to `cuMipmappedArrayGetSparseProperties` from the driver's Memory Management API.
+/// Returns the tile extent and mip-tail layout of a sparse mipmapped array, which must have been created with CUDA_ARRAY3D_SPARSE. For layered arrays the mip-tail size is per layer unless the single-mip-tail flag is reported.
 ///
 /// # Parameters
 ///
-/// - `sparseProperties`: in, `CUDA_ARRAY_SPARSE_PROPERTIES *`
+/// - `sparseProperties`: out, `CUDA_ARRAY_SPARSE_PROPERTIES *`
 /// - `mipmap`: in, `CUmipmappedArray`
 ///
 /// # Errors
@@ -16021,7 +16021,7 @@ pub unsafe fn cuModuleGetLoadingMode(mode: *mut CUmoduleLoadingMode) -> CUresult
     };
     unsafe { __driver_fn(mode) }
 }
-/// Raw binding to `cuModuleGetSurfRef` from the driver's Module Management [DEPRECATED] API.
+/// Raw binding to `cuModuleGetSurfRef` from the driver's Module Management \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -16039,7 +16039,7 @@ pub unsafe fn cuModuleGetLoadingMode(mode: *mut CUmoduleLoadingMode) -> CUresult
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuModuleGetSurfRef` (ABI of CUDA 3.0); first in CUDA 3.0. NVIDIA reference: [Module Management [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MODULE__DEPRECATED.html) (`cuModuleGetSurfRef`).
+/// Resolves symbol `cuModuleGetSurfRef` (ABI of CUDA 3.0); first in CUDA 3.0. NVIDIA reference: [Module Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MODULE__DEPRECATED.html) (`cuModuleGetSurfRef`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -16064,7 +16064,7 @@ pub unsafe fn cuModuleGetSurfRef(
     };
     unsafe { __driver_fn(pSurfRef, hmod, name) }
 }
-/// Raw binding to `cuModuleGetTexRef` from the driver's Module Management [DEPRECATED] API.
+/// Raw binding to `cuModuleGetTexRef` from the driver's Module Management \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -16082,7 +16082,7 @@ pub unsafe fn cuModuleGetSurfRef(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuModuleGetTexRef` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Module Management [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MODULE__DEPRECATED.html) (`cuModuleGetTexRef`).
+/// Resolves symbol `cuModuleGetTexRef` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Module Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MODULE__DEPRECATED.html) (`cuModuleGetTexRef`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -16683,7 +16683,7 @@ pub unsafe fn cuOccupancyMaxActiveClusters(
 /// - `minGridSize`: out, `int *`
 /// - `blockSize`: out, `int *`
 /// - `func`: in, `CUfunction`
-/// - `blockSizeToDynamicSMemSize`: in, `CUoccupancyB2DSize`
+/// - `blockSizeToDynamicSMemSize`: in, `CUoccupancyB2DSize`, may be null
 /// - `dynamicSMemSize`: in, `size_t`
 /// - `blockSizeLimit`: in, `int`
 ///
@@ -16739,7 +16739,7 @@ pub unsafe fn cuOccupancyMaxPotentialBlockSize(
 /// - `minGridSize`: out, `int *`
 /// - `blockSize`: out, `int *`
 /// - `func`: in, `CUfunction`
-/// - `blockSizeToDynamicSMemSize`: in, `CUoccupancyB2DSize`
+/// - `blockSizeToDynamicSMemSize`: in, `CUoccupancyB2DSize`, may be null
 /// - `dynamicSMemSize`: in, `size_t`
 /// - `blockSizeLimit`: in, `int`
 /// - `flags`: in, `unsigned int`
@@ -16830,7 +16830,7 @@ pub unsafe fn cuOccupancyMaxPotentialClusterSize(
     };
     unsafe { __driver_fn(clusterSize, func, config) }
 }
-/// Raw binding to `cuParamSetSize` from the driver's Execution Control [DEPRECATED] API.
+/// Raw binding to `cuParamSetSize` from the driver's Execution Control \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -16847,7 +16847,7 @@ pub unsafe fn cuOccupancyMaxPotentialClusterSize(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuParamSetSize` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Execution Control [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC__DEPRECATED.html) (`cuParamSetSize`).
+/// Resolves symbol `cuParamSetSize` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Execution Control \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC__DEPRECATED.html) (`cuParamSetSize`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -16867,7 +16867,7 @@ pub unsafe fn cuParamSetSize(
     };
     unsafe { __driver_fn(hfunc, numbytes) }
 }
-/// Raw binding to `cuParamSetTexRef` from the driver's Execution Control [DEPRECATED] API.
+/// Raw binding to `cuParamSetTexRef` from the driver's Execution Control \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -16885,7 +16885,7 @@ pub unsafe fn cuParamSetSize(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuParamSetTexRef` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Execution Control [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC__DEPRECATED.html) (`cuParamSetTexRef`).
+/// Resolves symbol `cuParamSetTexRef` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Execution Control \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC__DEPRECATED.html) (`cuParamSetTexRef`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -16906,7 +16906,7 @@ pub unsafe fn cuParamSetTexRef(
     };
     unsafe { __driver_fn(hfunc, texunit, hTexRef) }
 }
-/// Raw binding to `cuParamSetf` from the driver's Execution Control [DEPRECATED] API.
+/// Raw binding to `cuParamSetf` from the driver's Execution Control \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -16924,7 +16924,7 @@ pub unsafe fn cuParamSetTexRef(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuParamSetf` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Execution Control [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC__DEPRECATED.html) (`cuParamSetf`).
+/// Resolves symbol `cuParamSetf` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Execution Control \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC__DEPRECATED.html) (`cuParamSetf`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -16945,7 +16945,7 @@ pub unsafe fn cuParamSetf(
     };
     unsafe { __driver_fn(hfunc, offset, value) }
 }
-/// Raw binding to `cuParamSeti` from the driver's Execution Control [DEPRECATED] API.
+/// Raw binding to `cuParamSeti` from the driver's Execution Control \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -16963,7 +16963,7 @@ pub unsafe fn cuParamSetf(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuParamSeti` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Execution Control [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC__DEPRECATED.html) (`cuParamSeti`).
+/// Resolves symbol `cuParamSeti` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Execution Control \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC__DEPRECATED.html) (`cuParamSeti`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -16988,7 +16988,7 @@ pub unsafe fn cuParamSeti(
     };
     unsafe { __driver_fn(hfunc, offset, value) }
 }
-/// Raw binding to `cuParamSetv` from the driver's Execution Control [DEPRECATED] API.
+/// Raw binding to `cuParamSetv` from the driver's Execution Control \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -17007,7 +17007,7 @@ pub unsafe fn cuParamSeti(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuParamSetv` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Execution Control [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC__DEPRECATED.html) (`cuParamSetv`).
+/// Resolves symbol `cuParamSetv` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Execution Control \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC__DEPRECATED.html) (`cuParamSetv`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -18333,7 +18333,7 @@ pub unsafe fn cuSurfObjectGetResourceDesc(
     };
     unsafe { __driver_fn(pResDesc, surfObject) }
 }
-/// Raw binding to `cuSurfRefGetArray` from the driver's Surface Reference Management [DEPRECATED] API.
+/// Raw binding to `cuSurfRefGetArray` from the driver's Surface Reference Management \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -18350,7 +18350,7 @@ pub unsafe fn cuSurfObjectGetResourceDesc(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuSurfRefGetArray` (ABI of CUDA 3.0); first in CUDA 3.0. NVIDIA reference: [Surface Reference Management [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__SURFREF__DEPRECATED.html) (`cuSurfRefGetArray`).
+/// Resolves symbol `cuSurfRefGetArray` (ABI of CUDA 3.0); first in CUDA 3.0. NVIDIA reference: [Surface Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__SURFREF__DEPRECATED.html) (`cuSurfRefGetArray`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -18367,7 +18367,7 @@ pub unsafe fn cuSurfRefGetArray(phArray: *mut CUarray, hSurfRef: CUsurfref) -> C
     };
     unsafe { __driver_fn(phArray, hSurfRef) }
 }
-/// Raw binding to `cuSurfRefSetArray` from the driver's Surface Reference Management [DEPRECATED] API.
+/// Raw binding to `cuSurfRefSetArray` from the driver's Surface Reference Management \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -18385,7 +18385,7 @@ pub unsafe fn cuSurfRefGetArray(phArray: *mut CUarray, hSurfRef: CUsurfref) -> C
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuSurfRefSetArray` (ABI of CUDA 3.0); first in CUDA 3.0. NVIDIA reference: [Surface Reference Management [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__SURFREF__DEPRECATED.html) (`cuSurfRefSetArray`).
+/// Resolves symbol `cuSurfRefSetArray` (ABI of CUDA 3.0); first in CUDA 3.0. NVIDIA reference: [Surface Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__SURFREF__DEPRECATED.html) (`cuSurfRefSetArray`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -18871,7 +18871,7 @@ pub unsafe fn cuTexObjectGetTextureDesc(
     };
     unsafe { __driver_fn(pTexDesc, texObject) }
 }
-/// Raw binding to `cuTexRefCreate` from the driver's Texture Reference Management [DEPRECATED] API.
+/// Raw binding to `cuTexRefCreate` from the driver's Texture Reference Management \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -18887,7 +18887,7 @@ pub unsafe fn cuTexObjectGetTextureDesc(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuTexRefCreate` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Texture Reference Management [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefCreate`).
+/// Resolves symbol `cuTexRefCreate` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefCreate`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -18904,7 +18904,7 @@ pub unsafe fn cuTexRefCreate(pTexRef: *mut CUtexref) -> CUresult {
     };
     unsafe { __driver_fn(pTexRef) }
 }
-/// Raw binding to `cuTexRefDestroy` from the driver's Texture Reference Management [DEPRECATED] API.
+/// Raw binding to `cuTexRefDestroy` from the driver's Texture Reference Management \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -18920,7 +18920,7 @@ pub unsafe fn cuTexRefCreate(pTexRef: *mut CUtexref) -> CUresult {
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuTexRefDestroy` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Texture Reference Management [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefDestroy`).
+/// Resolves symbol `cuTexRefDestroy` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefDestroy`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -18937,7 +18937,7 @@ pub unsafe fn cuTexRefDestroy(hTexRef: CUtexref) -> CUresult {
     };
     unsafe { __driver_fn(hTexRef) }
 }
-/// Raw binding to `cuTexRefGetAddress` from the driver's Texture Reference Management [DEPRECATED] API.
+/// Raw binding to `cuTexRefGetAddress` from the driver's Texture Reference Management \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -18954,7 +18954,7 @@ pub unsafe fn cuTexRefDestroy(hTexRef: CUtexref) -> CUresult {
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuTexRefGetAddress_v2` (ABI of CUDA 3.2); first in CUDA 2.0. NVIDIA reference: [Texture Reference Management [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefGetAddress`).
+/// Resolves symbol `cuTexRefGetAddress_v2` (ABI of CUDA 3.2); first in CUDA 2.0. NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefGetAddress`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -18974,7 +18974,7 @@ pub unsafe fn cuTexRefGetAddress(
     };
     unsafe { __driver_fn(pdptr, hTexRef) }
 }
-/// Raw binding to `cuTexRefGetAddressMode` from the driver's Texture Reference Management [DEPRECATED] API.
+/// Raw binding to `cuTexRefGetAddressMode` from the driver's Texture Reference Management \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -18992,7 +18992,7 @@ pub unsafe fn cuTexRefGetAddress(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuTexRefGetAddressMode` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Texture Reference Management [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefGetAddressMode`).
+/// Resolves symbol `cuTexRefGetAddressMode` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefGetAddressMode`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -19017,7 +19017,7 @@ pub unsafe fn cuTexRefGetAddressMode(
     };
     unsafe { __driver_fn(pam, hTexRef, dim) }
 }
-/// Raw binding to `cuTexRefGetArray` from the driver's Texture Reference Management [DEPRECATED] API.
+/// Raw binding to `cuTexRefGetArray` from the driver's Texture Reference Management \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19034,7 +19034,7 @@ pub unsafe fn cuTexRefGetAddressMode(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuTexRefGetArray` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Texture Reference Management [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefGetArray`).
+/// Resolves symbol `cuTexRefGetArray` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefGetArray`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -19051,7 +19051,7 @@ pub unsafe fn cuTexRefGetArray(phArray: *mut CUarray, hTexRef: CUtexref) -> CUre
     };
     unsafe { __driver_fn(phArray, hTexRef) }
 }
-/// Raw binding to `cuTexRefGetBorderColor` from the driver's Texture Reference Management [DEPRECATED] API.
+/// Raw binding to `cuTexRefGetBorderColor` from the driver's Texture Reference Management \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19068,7 +19068,7 @@ pub unsafe fn cuTexRefGetArray(phArray: *mut CUarray, hTexRef: CUtexref) -> CUre
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuTexRefGetBorderColor` (ABI of CUDA 8.0); first in CUDA 8.0. NVIDIA reference: [Texture Reference Management [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefGetBorderColor`).
+/// Resolves symbol `cuTexRefGetBorderColor` (ABI of CUDA 8.0); first in CUDA 8.0. NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefGetBorderColor`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -19088,7 +19088,7 @@ pub unsafe fn cuTexRefGetBorderColor(
     };
     unsafe { __driver_fn(pBorderColor, hTexRef) }
 }
-/// Raw binding to `cuTexRefGetFilterMode` from the driver's Texture Reference Management [DEPRECATED] API.
+/// Raw binding to `cuTexRefGetFilterMode` from the driver's Texture Reference Management \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19105,7 +19105,7 @@ pub unsafe fn cuTexRefGetBorderColor(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuTexRefGetFilterMode` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Texture Reference Management [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefGetFilterMode`).
+/// Resolves symbol `cuTexRefGetFilterMode` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefGetFilterMode`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -19125,7 +19125,7 @@ pub unsafe fn cuTexRefGetFilterMode(
     };
     unsafe { __driver_fn(pfm, hTexRef) }
 }
-/// Raw binding to `cuTexRefGetFlags` from the driver's Texture Reference Management [DEPRECATED] API.
+/// Raw binding to `cuTexRefGetFlags` from the driver's Texture Reference Management \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19142,7 +19142,7 @@ pub unsafe fn cuTexRefGetFilterMode(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuTexRefGetFlags` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Texture Reference Management [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefGetFlags`).
+/// Resolves symbol `cuTexRefGetFlags` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefGetFlags`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -19162,7 +19162,7 @@ pub unsafe fn cuTexRefGetFlags(
     };
     unsafe { __driver_fn(pFlags, hTexRef) }
 }
-/// Raw binding to `cuTexRefGetFormat` from the driver's Texture Reference Management [DEPRECATED] API.
+/// Raw binding to `cuTexRefGetFormat` from the driver's Texture Reference Management \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19180,7 +19180,7 @@ pub unsafe fn cuTexRefGetFlags(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuTexRefGetFormat` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Texture Reference Management [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefGetFormat`).
+/// Resolves symbol `cuTexRefGetFormat` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefGetFormat`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -19205,7 +19205,7 @@ pub unsafe fn cuTexRefGetFormat(
     };
     unsafe { __driver_fn(pFormat, pNumChannels, hTexRef) }
 }
-/// Raw binding to `cuTexRefGetMaxAnisotropy` from the driver's Texture Reference Management [DEPRECATED] API.
+/// Raw binding to `cuTexRefGetMaxAnisotropy` from the driver's Texture Reference Management \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19222,7 +19222,7 @@ pub unsafe fn cuTexRefGetFormat(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuTexRefGetMaxAnisotropy` (ABI of CUDA 5.0); first in CUDA 5.0. NVIDIA reference: [Texture Reference Management [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefGetMaxAnisotropy`).
+/// Resolves symbol `cuTexRefGetMaxAnisotropy` (ABI of CUDA 5.0); first in CUDA 5.0. NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefGetMaxAnisotropy`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -19242,7 +19242,7 @@ pub unsafe fn cuTexRefGetMaxAnisotropy(
     };
     unsafe { __driver_fn(pmaxAniso, hTexRef) }
 }
-/// Raw binding to `cuTexRefGetMipmapFilterMode` from the driver's Texture Reference Management [DEPRECATED] API.
+/// Raw binding to `cuTexRefGetMipmapFilterMode` from the driver's Texture Reference Management \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19259,7 +19259,7 @@ pub unsafe fn cuTexRefGetMaxAnisotropy(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuTexRefGetMipmapFilterMode` (ABI of CUDA 5.0); first in CUDA 5.0. NVIDIA reference: [Texture Reference Management [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefGetMipmapFilterMode`).
+/// Resolves symbol `cuTexRefGetMipmapFilterMode` (ABI of CUDA 5.0); first in CUDA 5.0. NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefGetMipmapFilterMode`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -19279,7 +19279,7 @@ pub unsafe fn cuTexRefGetMipmapFilterMode(
     };
     unsafe { __driver_fn(pfm, hTexRef) }
 }
-/// Raw binding to `cuTexRefGetMipmapLevelBias` from the driver's Texture Reference Management [DEPRECATED] API.
+/// Raw binding to `cuTexRefGetMipmapLevelBias` from the driver's Texture Reference Management \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19296,7 +19296,7 @@ pub unsafe fn cuTexRefGetMipmapFilterMode(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuTexRefGetMipmapLevelBias` (ABI of CUDA 5.0); first in CUDA 5.0. NVIDIA reference: [Texture Reference Management [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefGetMipmapLevelBias`).
+/// Resolves symbol `cuTexRefGetMipmapLevelBias` (ABI of CUDA 5.0); first in CUDA 5.0. NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefGetMipmapLevelBias`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -19316,7 +19316,7 @@ pub unsafe fn cuTexRefGetMipmapLevelBias(
     };
     unsafe { __driver_fn(pbias, hTexRef) }
 }
-/// Raw binding to `cuTexRefGetMipmapLevelClamp` from the driver's Texture Reference Management [DEPRECATED] API.
+/// Raw binding to `cuTexRefGetMipmapLevelClamp` from the driver's Texture Reference Management \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19334,7 +19334,7 @@ pub unsafe fn cuTexRefGetMipmapLevelBias(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuTexRefGetMipmapLevelClamp` (ABI of CUDA 5.0); first in CUDA 5.0. NVIDIA reference: [Texture Reference Management [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefGetMipmapLevelClamp`).
+/// Resolves symbol `cuTexRefGetMipmapLevelClamp` (ABI of CUDA 5.0); first in CUDA 5.0. NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefGetMipmapLevelClamp`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -19355,7 +19355,7 @@ pub unsafe fn cuTexRefGetMipmapLevelClamp(
     };
     unsafe { __driver_fn(pminMipmapLevelClamp, pmaxMipmapLevelClamp, hTexRef) }
 }
-/// Raw binding to `cuTexRefGetMipmappedArray` from the driver's Texture Reference Management [DEPRECATED] API.
+/// Raw binding to `cuTexRefGetMipmappedArray` from the driver's Texture Reference Management \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19372,7 +19372,7 @@ pub unsafe fn cuTexRefGetMipmapLevelClamp(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuTexRefGetMipmappedArray` (ABI of CUDA 5.0); first in CUDA 5.0. NVIDIA reference: [Texture Reference Management [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefGetMipmappedArray`).
+/// Resolves symbol `cuTexRefGetMipmappedArray` (ABI of CUDA 5.0); first in CUDA 5.0. NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefGetMipmappedArray`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -19392,7 +19392,7 @@ pub unsafe fn cuTexRefGetMipmappedArray(
     };
     unsafe { __driver_fn(phMipmappedArray, hTexRef) }
 }
-/// Raw binding to `cuTexRefSetAddress` from the driver's Texture Reference Management [DEPRECATED] API.
+/// Raw binding to `cuTexRefSetAddress` from the driver's Texture Reference Management \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19411,7 +19411,7 @@ pub unsafe fn cuTexRefGetMipmappedArray(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuTexRefSetAddress_v2` (ABI of CUDA 3.2); first in CUDA 2.0. NVIDIA reference: [Texture Reference Management [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefSetAddress`).
+/// Resolves symbol `cuTexRefSetAddress_v2` (ABI of CUDA 3.2); first in CUDA 2.0. NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefSetAddress`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -19433,7 +19433,7 @@ pub unsafe fn cuTexRefSetAddress(
     };
     unsafe { __driver_fn(ByteOffset, hTexRef, dptr, bytes) }
 }
-/// Raw binding to `cuTexRefSetAddress2D` from the driver's Texture Reference Management [DEPRECATED] API.
+/// Raw binding to `cuTexRefSetAddress2D` from the driver's Texture Reference Management \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19452,7 +19452,7 @@ pub unsafe fn cuTexRefSetAddress(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuTexRefSetAddress2D_v3` (ABI of CUDA 4.1); first in CUDA 2.2. NVIDIA reference: [Texture Reference Management [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefSetAddress2D`).
+/// Resolves symbol `cuTexRefSetAddress2D_v3` (ABI of CUDA 4.1); first in CUDA 2.2. NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefSetAddress2D`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -19479,7 +19479,7 @@ pub unsafe fn cuTexRefSetAddress2D(
     };
     unsafe { __driver_fn(hTexRef, desc, dptr, Pitch) }
 }
-/// Raw binding to `cuTexRefSetAddressMode` from the driver's Texture Reference Management [DEPRECATED] API.
+/// Raw binding to `cuTexRefSetAddressMode` from the driver's Texture Reference Management \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19497,7 +19497,7 @@ pub unsafe fn cuTexRefSetAddress2D(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuTexRefSetAddressMode` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Texture Reference Management [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefSetAddressMode`).
+/// Resolves symbol `cuTexRefSetAddressMode` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefSetAddressMode`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -19522,7 +19522,7 @@ pub unsafe fn cuTexRefSetAddressMode(
     };
     unsafe { __driver_fn(hTexRef, dim, am) }
 }
-/// Raw binding to `cuTexRefSetArray` from the driver's Texture Reference Management [DEPRECATED] API.
+/// Raw binding to `cuTexRefSetArray` from the driver's Texture Reference Management \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19540,7 +19540,7 @@ pub unsafe fn cuTexRefSetAddressMode(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuTexRefSetArray` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Texture Reference Management [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefSetArray`).
+/// Resolves symbol `cuTexRefSetArray` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefSetArray`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -19561,7 +19561,7 @@ pub unsafe fn cuTexRefSetArray(
     };
     unsafe { __driver_fn(hTexRef, hArray, Flags) }
 }
-/// Raw binding to `cuTexRefSetBorderColor` from the driver's Texture Reference Management [DEPRECATED] API.
+/// Raw binding to `cuTexRefSetBorderColor` from the driver's Texture Reference Management \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19578,7 +19578,7 @@ pub unsafe fn cuTexRefSetArray(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuTexRefSetBorderColor` (ABI of CUDA 8.0); first in CUDA 8.0. NVIDIA reference: [Texture Reference Management [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefSetBorderColor`).
+/// Resolves symbol `cuTexRefSetBorderColor` (ABI of CUDA 8.0); first in CUDA 8.0. NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefSetBorderColor`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -19598,7 +19598,7 @@ pub unsafe fn cuTexRefSetBorderColor(
     };
     unsafe { __driver_fn(hTexRef, pBorderColor) }
 }
-/// Raw binding to `cuTexRefSetFilterMode` from the driver's Texture Reference Management [DEPRECATED] API.
+/// Raw binding to `cuTexRefSetFilterMode` from the driver's Texture Reference Management \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19615,7 +19615,7 @@ pub unsafe fn cuTexRefSetBorderColor(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuTexRefSetFilterMode` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Texture Reference Management [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefSetFilterMode`).
+/// Resolves symbol `cuTexRefSetFilterMode` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefSetFilterMode`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -19632,7 +19632,7 @@ pub unsafe fn cuTexRefSetFilterMode(hTexRef: CUtexref, fm: CUfilter_mode) -> CUr
     };
     unsafe { __driver_fn(hTexRef, fm) }
 }
-/// Raw binding to `cuTexRefSetFlags` from the driver's Texture Reference Management [DEPRECATED] API.
+/// Raw binding to `cuTexRefSetFlags` from the driver's Texture Reference Management \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19649,7 +19649,7 @@ pub unsafe fn cuTexRefSetFilterMode(hTexRef: CUtexref, fm: CUfilter_mode) -> CUr
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuTexRefSetFlags` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Texture Reference Management [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefSetFlags`).
+/// Resolves symbol `cuTexRefSetFlags` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefSetFlags`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -19669,7 +19669,7 @@ pub unsafe fn cuTexRefSetFlags(
     };
     unsafe { __driver_fn(hTexRef, Flags) }
 }
-/// Raw binding to `cuTexRefSetFormat` from the driver's Texture Reference Management [DEPRECATED] API.
+/// Raw binding to `cuTexRefSetFormat` from the driver's Texture Reference Management \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19687,7 +19687,7 @@ pub unsafe fn cuTexRefSetFlags(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuTexRefSetFormat` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Texture Reference Management [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefSetFormat`).
+/// Resolves symbol `cuTexRefSetFormat` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefSetFormat`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -19712,7 +19712,7 @@ pub unsafe fn cuTexRefSetFormat(
     };
     unsafe { __driver_fn(hTexRef, fmt, NumPackedComponents) }
 }
-/// Raw binding to `cuTexRefSetMaxAnisotropy` from the driver's Texture Reference Management [DEPRECATED] API.
+/// Raw binding to `cuTexRefSetMaxAnisotropy` from the driver's Texture Reference Management \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19729,7 +19729,7 @@ pub unsafe fn cuTexRefSetFormat(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuTexRefSetMaxAnisotropy` (ABI of CUDA 5.0); first in CUDA 5.0. NVIDIA reference: [Texture Reference Management [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefSetMaxAnisotropy`).
+/// Resolves symbol `cuTexRefSetMaxAnisotropy` (ABI of CUDA 5.0); first in CUDA 5.0. NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefSetMaxAnisotropy`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -19749,7 +19749,7 @@ pub unsafe fn cuTexRefSetMaxAnisotropy(
     };
     unsafe { __driver_fn(hTexRef, maxAniso) }
 }
-/// Raw binding to `cuTexRefSetMipmapFilterMode` from the driver's Texture Reference Management [DEPRECATED] API.
+/// Raw binding to `cuTexRefSetMipmapFilterMode` from the driver's Texture Reference Management \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19766,7 +19766,7 @@ pub unsafe fn cuTexRefSetMaxAnisotropy(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuTexRefSetMipmapFilterMode` (ABI of CUDA 5.0); first in CUDA 5.0. NVIDIA reference: [Texture Reference Management [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefSetMipmapFilterMode`).
+/// Resolves symbol `cuTexRefSetMipmapFilterMode` (ABI of CUDA 5.0); first in CUDA 5.0. NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefSetMipmapFilterMode`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -19786,7 +19786,7 @@ pub unsafe fn cuTexRefSetMipmapFilterMode(
     };
     unsafe { __driver_fn(hTexRef, fm) }
 }
-/// Raw binding to `cuTexRefSetMipmapLevelBias` from the driver's Texture Reference Management [DEPRECATED] API.
+/// Raw binding to `cuTexRefSetMipmapLevelBias` from the driver's Texture Reference Management \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19803,7 +19803,7 @@ pub unsafe fn cuTexRefSetMipmapFilterMode(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuTexRefSetMipmapLevelBias` (ABI of CUDA 5.0); first in CUDA 5.0. NVIDIA reference: [Texture Reference Management [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefSetMipmapLevelBias`).
+/// Resolves symbol `cuTexRefSetMipmapLevelBias` (ABI of CUDA 5.0); first in CUDA 5.0. NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefSetMipmapLevelBias`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -19820,7 +19820,7 @@ pub unsafe fn cuTexRefSetMipmapLevelBias(hTexRef: CUtexref, bias: f32) -> CUresu
     };
     unsafe { __driver_fn(hTexRef, bias) }
 }
-/// Raw binding to `cuTexRefSetMipmapLevelClamp` from the driver's Texture Reference Management [DEPRECATED] API.
+/// Raw binding to `cuTexRefSetMipmapLevelClamp` from the driver's Texture Reference Management \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19838,7 +19838,7 @@ pub unsafe fn cuTexRefSetMipmapLevelBias(hTexRef: CUtexref, bias: f32) -> CUresu
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuTexRefSetMipmapLevelClamp` (ABI of CUDA 5.0); first in CUDA 5.0. NVIDIA reference: [Texture Reference Management [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefSetMipmapLevelClamp`).
+/// Resolves symbol `cuTexRefSetMipmapLevelClamp` (ABI of CUDA 5.0); first in CUDA 5.0. NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefSetMipmapLevelClamp`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]
@@ -19859,7 +19859,7 @@ pub unsafe fn cuTexRefSetMipmapLevelClamp(
     };
     unsafe { __driver_fn(hTexRef, minMipmapLevelClamp, maxMipmapLevelClamp) }
 }
-/// Raw binding to `cuTexRefSetMipmappedArray` from the driver's Texture Reference Management [DEPRECATED] API.
+/// Raw binding to `cuTexRefSetMipmappedArray` from the driver's Texture Reference Management \[DEPRECATED\] API.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19877,7 +19877,7 @@ pub unsafe fn cuTexRefSetMipmapLevelClamp(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuTexRefSetMipmappedArray` (ABI of CUDA 5.0); first in CUDA 5.0. NVIDIA reference: [Texture Reference Management [DEPRECATED]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefSetMipmappedArray`).
+/// Resolves symbol `cuTexRefSetMipmappedArray` (ABI of CUDA 5.0); first in CUDA 5.0. NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html) (`cuTexRefSetMipmappedArray`).
 #[deprecated(
     note = "deprecated in cuda.h; see the NVIDIA reference for its replacement"
 )]

@@ -19,6 +19,21 @@ pub fn types_url() -> String {
     group_url("CUDA_TYPES")
 }
 
+/// Escapes text for Markdown where it is not meant as markup (`[DEPRECATED]`).
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut in_code = false;
+    for c in text.chars() {
+        match c {
+            '`' => in_code = !in_code,
+            '[' | ']' if !in_code => out.push('\\'),
+            _ => {}
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// One `#[doc]` attribute per line, so the output reads as `///` comments.
 pub fn attrs(text: &str) -> TokenStream {
     let lines = text.lines().map(|l| {
@@ -35,10 +50,11 @@ pub fn attrs(text: &str) -> TokenStream {
 pub fn raw_function(f: &Function, g: &GroupFile) -> String {
     let mut s = String::new();
     match &f.summary {
-        Some(sum) => s.push_str(sum.trim()),
+        Some(sum) => s.push_str(&escape(sum.trim())),
         None => s.push_str(&format!(
             "Raw binding to `{}` from the driver's {} API.",
-            f.name.value, g.title
+            f.name.value,
+            escape(&g.title)
         )),
     }
     s.push_str("\n\n");
@@ -97,7 +113,7 @@ pub fn raw_function(f: &Function, g: &GroupFile) -> String {
         "Resolves symbol `{}` (ABI of CUDA {}){version}. NVIDIA reference: [{}]({}) (`{}`).",
         f.symbol,
         crate::import::header::version_string(f.proc_version),
-        g.title,
+        escape(&g.title),
         group_url(&g.group),
         f.name.value
     ));

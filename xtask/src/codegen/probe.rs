@@ -70,14 +70,13 @@ fn c_offset(r: &Record, field: &Field, by_name: &BTreeMap<&str, &Record>) -> Str
     let a = access(r, by_name);
     let member = |f: &Field| -> String {
         // An unnamed member is reached through its first field.
-        if let (Some(rest), Ok(t)) = (f.name.strip_prefix("anon"), CType::parse(&f.ty.value)) {
-            if rest.chars().all(|c| c.is_ascii_digit()) {
-                if let Some(inner) = by_name.get(t.base.as_str()) {
-                    if let Some(first) = inner.fields.first() {
-                        return first.name.clone();
-                    }
-                }
-            }
+        if let (Some(rest), Ok(t)) = (f.name.strip_prefix("anon"), CType::parse(&f.ty.value))
+            && rest.chars().all(|c| c.is_ascii_digit())
+            && let Some(first) = by_name
+                .get(t.base.as_str())
+                .and_then(|inner| inner.fields.first())
+        {
+            return first.name.clone();
         }
         f.name.clone()
     };

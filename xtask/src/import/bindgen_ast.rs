@@ -70,17 +70,15 @@ pub fn run_bindgen(
 fn doc_of(attrs: &[syn::Attribute]) -> String {
     let mut out = String::new();
     for a in attrs {
-        if a.path().is_ident("doc") {
-            if let syn::Meta::NameValue(nv) = &a.meta {
-                if let syn::Expr::Lit(syn::ExprLit {
-                    lit: syn::Lit::Str(s),
-                    ..
-                }) = &nv.value
-                {
-                    out.push_str(&s.value());
-                    out.push('\n');
-                }
-            }
+        if a.path().is_ident("doc")
+            && let syn::Meta::NameValue(nv) = &a.meta
+            && let syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Str(s),
+                ..
+            }) = &nv.value
+        {
+            out.push_str(&s.value());
+            out.push('\n');
         }
     }
     out
@@ -93,10 +91,10 @@ const RUST_KEYWORDS: &[&str] = &[
 
 /// bindgen appends `_` to names that are Rust keywords; give back the C name.
 fn c_name(rust: &str) -> String {
-    if let Some(stem) = rust.strip_suffix('_') {
-        if RUST_KEYWORDS.contains(&stem) {
-            return stem.to_string();
-        }
+    if let Some(stem) = rust.strip_suffix('_')
+        && RUST_KEYWORDS.contains(&stem)
+    {
+        return stem.to_string();
     }
     rust.to_string()
 }
@@ -173,10 +171,10 @@ fn c_type(ty: &Type, renames: &BTreeMap<String, String>) -> Result<CType> {
     }
 }
 
-fn callback_of(
-    ty: &Type,
-    renames: &BTreeMap<String, String>,
-) -> Result<Option<(String, Vec<(String, String)>)>> {
+/// A callback's return type and `(name, type)` parameters.
+type CallbackShape = (String, Vec<(String, String)>);
+
+fn callback_of(ty: &Type, renames: &BTreeMap<String, String>) -> Result<Option<CallbackShape>> {
     let Type::Path(p) = ty else { return Ok(None) };
     let Some(seg) = p.path.segments.last() else {
         return Ok(None);
@@ -337,13 +335,13 @@ pub fn read(bindings: &str) -> Result<RawHeader> {
             }
             Item::Use(u) => {
                 // `pub use self::cudaError_enum as CUresult;`
-                if let syn::UseTree::Path(p) = &u.tree {
-                    if let syn::UseTree::Rename(r) = &*p.tree {
-                        raw.types.typedefs.push(Typedef {
-                            name: str(r.rename.to_string()),
-                            ty: str(r.ident.to_string()),
-                        });
-                    }
+                if let syn::UseTree::Path(p) = &u.tree
+                    && let syn::UseTree::Rename(r) = &*p.tree
+                {
+                    raw.types.typedefs.push(Typedef {
+                        name: str(r.rename.to_string()),
+                        ty: str(r.ident.to_string()),
+                    });
                 }
             }
             Item::Type(t) => {

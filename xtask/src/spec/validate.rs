@@ -174,6 +174,7 @@ pub fn validate(specs: &Specs, prefix: &str) -> Vec<SpecError> {
         .collect();
 
     // Functions.
+    let callbacks: BTreeSet<&str> = specs.callbacks().map(|c| c.name.value.as_str()).collect();
     let mut fn_names: BTreeMap<String, String> = BTreeMap::new();
     let mut rust_names: BTreeMap<String, String> = BTreeMap::new();
     for (f, g) in &specs.groups {
@@ -220,12 +221,12 @@ pub fn validate(specs: &Specs, prefix: &str) -> Vec<SpecError> {
                         format!("{whose} has role `{}` but its type `{}` is not a pointer to writable memory; use role `in` or fix the type", p.role.value.word(), p.ty.value),
                     ));
                 }
-                if p.optional && !t.is_pointer() {
+                if p.optional && !t.is_pointer() && !callbacks.contains(t.base.as_str()) {
                     errs.push(SpecError::at(
                         &file,
                         &p.ty,
                         format!(
-                            "{whose} is marked optional but `{}` is not a pointer",
+                            "{whose} is marked optional but `{}` is neither a pointer nor a callback",
                             p.ty.value
                         ),
                     ));
