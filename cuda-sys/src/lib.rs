@@ -3,7 +3,10 @@
 //!
 //! - Every C enum, including [`CUresult`], is a `#[repr(transparent)]` newtype
 //!   with associated constants, so a value from a newer driver is kept, never
-//!   undefined behaviour.
+//!   undefined behaviour. The newtype carries the enum's typedef name
+//!   (`CUresult`, `CUdevice_attribute`); the C tag (`cudaError_enum`) is an alias.
+//!   [`CUresult`] also has `name`, `description` and `is_sticky` from our
+//!   catalogue in `specs/errors.yaml`, and implements `Display` and `Error`.
 //! - Every struct and union is `#[repr(C)]` with the header's layout; the ABI
 //!   test in `tests/` compares each size, alignment, offset and value with the
 //!   real header.
@@ -42,9 +45,3 @@ pub mod loader;
 
 pub use generated::functions::*;
 pub use generated::types::*;
-
-/// The driver's result code: `CUDA_SUCCESS` or an error.
-///
-/// An alias of the C enum [`cudaError_enum`]; see its `name`, `description`
-/// and `is_sticky` methods (from our catalogue in `specs/errors.yaml`).
-pub use generated::types::CUresult;

@@ -151,7 +151,12 @@ fn open() -> Result<Driver, LoaderError> {
                     version,
                 });
             }
-            Err(e) => tried.push((name, e.to_string())),
+            Err(e) => {
+                let detail = std::error::Error::source(&e)
+                    .map(|s| format!("{e}: {s}"))
+                    .unwrap_or_else(|| e.to_string());
+                tried.push((name, detail));
+            }
         }
     }
     Err(LoaderError::LibraryNotFound { tried })

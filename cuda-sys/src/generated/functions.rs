@@ -3503,7 +3503,7 @@ pub static SYMBOLS: [Symbol; 449] = [
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_UNKNOWN`](crate::cudaError_enum::CUDA_ERROR_UNKNOWN). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_UNKNOWN`](crate::CUresult::CUDA_ERROR_UNKNOWN). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -3515,9 +3515,7 @@ pub unsafe fn cuArray3DCreate(
     pHandle: *mut CUarray,
     pAllocateArray: *const CUDA_ARRAY3D_DESCRIPTOR,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[0].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[0].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -3538,7 +3536,7 @@ pub unsafe fn cuArray3DCreate(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](crate::cudaError_enum::CUDA_ERROR_CONTEXT_IS_DESTROYED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](crate::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -3550,9 +3548,7 @@ pub unsafe fn cuArray3DGetDescriptor(
     pArrayDescriptor: *mut CUDA_ARRAY3D_DESCRIPTOR,
     hArray: CUarray,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[1].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[1].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -3570,7 +3566,7 @@ pub unsafe fn cuArray3DGetDescriptor(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_UNKNOWN`](crate::cudaError_enum::CUDA_ERROR_UNKNOWN). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_UNKNOWN`](crate::CUresult::CUDA_ERROR_UNKNOWN). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -3582,9 +3578,7 @@ pub unsafe fn cuArrayCreate(
     pHandle: *mut CUarray,
     pAllocateArray: *const CUDA_ARRAY_DESCRIPTOR,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[2].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[2].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -3601,7 +3595,7 @@ pub unsafe fn cuArrayCreate(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_ARRAY_IS_MAPPED`](crate::cudaError_enum::CUDA_ERROR_ARRAY_IS_MAPPED), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](crate::cudaError_enum::CUDA_ERROR_CONTEXT_IS_DESTROYED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_ARRAY_IS_MAPPED`](crate::CUresult::CUDA_ERROR_ARRAY_IS_MAPPED), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](crate::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -3610,9 +3604,7 @@ pub unsafe fn cuArrayCreate(
 /// Resolves symbol `cuArrayDestroy` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html) (`cuArrayDestroy`).
 #[inline]
 pub unsafe fn cuArrayDestroy(hArray: CUarray) -> CUresult {
-    let Some(__entry) = SYMBOLS[3].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[3].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -3630,7 +3622,7 @@ pub unsafe fn cuArrayDestroy(hArray: CUarray) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -3642,9 +3634,7 @@ pub unsafe fn cuArrayGetDescriptor(
     pArrayDescriptor: *mut CUDA_ARRAY_DESCRIPTOR,
     hArray: CUarray,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[4].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[4].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -3663,7 +3653,7 @@ pub unsafe fn cuArrayGetDescriptor(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -3676,9 +3666,7 @@ pub unsafe fn cuArrayGetMemoryRequirements(
     array: CUarray,
     device: CUdevice,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[5].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[5].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -3701,7 +3689,7 @@ pub unsafe fn cuArrayGetMemoryRequirements(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -3714,9 +3702,7 @@ pub unsafe fn cuArrayGetPlane(
     hArray: CUarray,
     planeIdx: ::core::ffi::c_uint,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[6].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[6].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -3734,7 +3720,7 @@ pub unsafe fn cuArrayGetPlane(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -3746,9 +3732,7 @@ pub unsafe fn cuArrayGetSparseProperties(
     sparseProperties: *mut CUDA_ARRAY_SPARSE_PROPERTIES,
     array: CUarray,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[7].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[7].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -3766,7 +3750,7 @@ pub unsafe fn cuArrayGetSparseProperties(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_ILLEGAL_STATE`](crate::cudaError_enum::CUDA_ERROR_ILLEGAL_STATE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_ILLEGAL_STATE`](crate::CUresult::CUDA_ERROR_ILLEGAL_STATE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -3778,9 +3762,7 @@ pub unsafe fn cuCheckpointProcessCheckpoint(
     pid: ::core::ffi::c_int,
     args: *mut CUcheckpointCheckpointArgs,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[8].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[8].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -3801,7 +3783,7 @@ pub unsafe fn cuCheckpointProcessCheckpoint(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -3813,9 +3795,7 @@ pub unsafe fn cuCheckpointProcessGetRestoreThreadId(
     pid: ::core::ffi::c_int,
     tid: *mut ::core::ffi::c_int,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[9].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[9].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -3833,7 +3813,7 @@ pub unsafe fn cuCheckpointProcessGetRestoreThreadId(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -3845,9 +3825,7 @@ pub unsafe fn cuCheckpointProcessGetState(
     pid: ::core::ffi::c_int,
     state: *mut CUprocessState,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[10].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[10].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -3865,7 +3843,7 @@ pub unsafe fn cuCheckpointProcessGetState(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_ILLEGAL_STATE`](crate::cudaError_enum::CUDA_ERROR_ILLEGAL_STATE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_NOT_READY`](crate::cudaError_enum::CUDA_ERROR_NOT_READY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_ILLEGAL_STATE`](crate::CUresult::CUDA_ERROR_ILLEGAL_STATE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_NOT_READY`](crate::CUresult::CUDA_ERROR_NOT_READY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -3877,9 +3855,7 @@ pub unsafe fn cuCheckpointProcessLock(
     pid: ::core::ffi::c_int,
     args: *mut CUcheckpointLockArgs,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[11].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[11].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -3900,7 +3876,7 @@ pub unsafe fn cuCheckpointProcessLock(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_ILLEGAL_STATE`](crate::cudaError_enum::CUDA_ERROR_ILLEGAL_STATE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_ILLEGAL_STATE`](crate::CUresult::CUDA_ERROR_ILLEGAL_STATE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -3912,9 +3888,7 @@ pub unsafe fn cuCheckpointProcessRestore(
     pid: ::core::ffi::c_int,
     args: *mut CUcheckpointRestoreArgs,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[12].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[12].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -3935,7 +3909,7 @@ pub unsafe fn cuCheckpointProcessRestore(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_ILLEGAL_STATE`](crate::cudaError_enum::CUDA_ERROR_ILLEGAL_STATE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_ILLEGAL_STATE`](crate::CUresult::CUDA_ERROR_ILLEGAL_STATE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -3947,9 +3921,7 @@ pub unsafe fn cuCheckpointProcessUnlock(
     pid: ::core::ffi::c_int,
     args: *mut CUcheckpointUnlockArgs,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[13].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[13].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -3971,7 +3943,7 @@ pub unsafe fn cuCheckpointProcessUnlock(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](crate::cudaError_enum::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](crate::cudaError_enum::CUDA_ERROR_CONTEXT_IS_DESTROYED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](crate::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](crate::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -3984,9 +3956,7 @@ pub unsafe fn cuCoredumpGetAttribute(
     value: *mut ::core::ffi::c_void,
     size: *mut usize,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[14].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[14].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -4009,7 +3979,7 @@ pub unsafe fn cuCoredumpGetAttribute(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -4022,9 +3992,7 @@ pub unsafe fn cuCoredumpGetAttributeGlobal(
     value: *mut ::core::ffi::c_void,
     size: *mut usize,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[15].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[15].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -4047,7 +4015,7 @@ pub unsafe fn cuCoredumpGetAttributeGlobal(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](crate::cudaError_enum::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](crate::cudaError_enum::CUDA_ERROR_CONTEXT_IS_DESTROYED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](crate::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](crate::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -4060,9 +4028,7 @@ pub unsafe fn cuCoredumpSetAttribute(
     value: *mut ::core::ffi::c_void,
     size: *mut usize,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[16].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[16].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -4085,7 +4051,7 @@ pub unsafe fn cuCoredumpSetAttribute(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](crate::cudaError_enum::CUDA_ERROR_NOT_PERMITTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](crate::CUresult::CUDA_ERROR_NOT_PERMITTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -4098,9 +4064,7 @@ pub unsafe fn cuCoredumpSetAttributeGlobal(
     value: *mut ::core::ffi::c_void,
     size: *mut usize,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[17].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[17].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -4124,7 +4088,7 @@ pub unsafe fn cuCoredumpSetAttributeGlobal(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -4136,9 +4100,7 @@ pub unsafe fn cuCoredumpSetAttributeGlobal(
 )]
 #[inline]
 pub unsafe fn cuCtxAttach(pctx: *mut CUcontext, flags: ::core::ffi::c_uint) -> CUresult {
-    let Some(__entry) = SYMBOLS[18].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[18].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -4158,7 +4120,7 @@ pub unsafe fn cuCtxAttach(pctx: *mut CUcontext, flags: ::core::ffi::c_uint) -> C
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_UNKNOWN`](crate::cudaError_enum::CUDA_ERROR_UNKNOWN). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_UNKNOWN`](crate::CUresult::CUDA_ERROR_UNKNOWN). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -4172,9 +4134,7 @@ pub unsafe fn cuCtxCreate(
     flags: ::core::ffi::c_uint,
     dev: CUdevice,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[19].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[19].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -4196,7 +4156,7 @@ pub unsafe fn cuCtxCreate(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -4205,9 +4165,7 @@ pub unsafe fn cuCtxCreate(
 /// Resolves symbol `cuCtxDestroy_v2` (ABI of CUDA 4.0); first in CUDA 2.0. NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html) (`cuCtxDestroy`).
 #[inline]
 pub unsafe fn cuCtxDestroy(ctx: CUcontext) -> CUresult {
-    let Some(__entry) = SYMBOLS[20].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[20].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -4226,7 +4184,7 @@ pub unsafe fn cuCtxDestroy(ctx: CUcontext) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -4238,9 +4196,7 @@ pub unsafe fn cuCtxDestroy(ctx: CUcontext) -> CUresult {
 )]
 #[inline]
 pub unsafe fn cuCtxDetach(ctx: CUcontext) -> CUresult {
-    let Some(__entry) = SYMBOLS[21].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[21].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -4257,7 +4213,7 @@ pub unsafe fn cuCtxDetach(ctx: CUcontext) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_PEER_ACCESS_NOT_ENABLED`](crate::cudaError_enum::CUDA_ERROR_PEER_ACCESS_NOT_ENABLED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_PEER_ACCESS_NOT_ENABLED`](crate::CUresult::CUDA_ERROR_PEER_ACCESS_NOT_ENABLED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -4266,9 +4222,7 @@ pub unsafe fn cuCtxDetach(ctx: CUcontext) -> CUresult {
 /// Resolves symbol `cuCtxDisablePeerAccess` (ABI of CUDA 4.0); first in CUDA 4.0. NVIDIA reference: [Peer Context Memory Access](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__PEER__ACCESS.html) (`cuCtxDisablePeerAccess`).
 #[inline]
 pub unsafe fn cuCtxDisablePeerAccess(peerContext: CUcontext) -> CUresult {
-    let Some(__entry) = SYMBOLS[22].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[22].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -4286,7 +4240,7 @@ pub unsafe fn cuCtxDisablePeerAccess(peerContext: CUcontext) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED`](crate::cudaError_enum::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED), [`CUDA_ERROR_TOO_MANY_PEERS`](crate::cudaError_enum::CUDA_ERROR_TOO_MANY_PEERS), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_PEER_ACCESS_UNSUPPORTED`](crate::cudaError_enum::CUDA_ERROR_PEER_ACCESS_UNSUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED`](crate::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED), [`CUDA_ERROR_TOO_MANY_PEERS`](crate::CUresult::CUDA_ERROR_TOO_MANY_PEERS), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_PEER_ACCESS_UNSUPPORTED`](crate::CUresult::CUDA_ERROR_PEER_ACCESS_UNSUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -4298,9 +4252,7 @@ pub unsafe fn cuCtxEnablePeerAccess(
     peerContext: CUcontext,
     Flags: ::core::ffi::c_uint,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[23].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[23].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -4318,7 +4270,7 @@ pub unsafe fn cuCtxEnablePeerAccess(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -4327,9 +4279,7 @@ pub unsafe fn cuCtxEnablePeerAccess(
 /// Resolves symbol `cuCtxFromGreenCtx` (ABI of CUDA 12.4); first in CUDA 12.4. NVIDIA reference: [Green Contexts](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GREEN__CONTEXTS.html) (`cuCtxFromGreenCtx`).
 #[inline]
 pub unsafe fn cuCtxFromGreenCtx(pContext: *mut CUcontext, hCtx: CUgreenCtx) -> CUresult {
-    let Some(__entry) = SYMBOLS[24].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[24].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -4347,7 +4297,7 @@ pub unsafe fn cuCtxFromGreenCtx(pContext: *mut CUcontext, hCtx: CUgreenCtx) -> C
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](crate::cudaError_enum::CUDA_ERROR_UNKNOWN). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](crate::CUresult::CUDA_ERROR_UNKNOWN). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -4359,9 +4309,7 @@ pub unsafe fn cuCtxGetApiVersion(
     ctx: CUcontext,
     version: *mut ::core::ffi::c_uint,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[25].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[25].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -4378,7 +4326,7 @@ pub unsafe fn cuCtxGetApiVersion(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -4387,9 +4335,7 @@ pub unsafe fn cuCtxGetApiVersion(
 /// Resolves symbol `cuCtxGetCacheConfig` (ABI of CUDA 3.2); first in CUDA 3.2. NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html) (`cuCtxGetCacheConfig`).
 #[inline]
 pub unsafe fn cuCtxGetCacheConfig(pconfig: *mut CUfunc_cache) -> CUresult {
-    let Some(__entry) = SYMBOLS[26].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[26].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -4406,7 +4352,7 @@ pub unsafe fn cuCtxGetCacheConfig(pconfig: *mut CUfunc_cache) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -4415,9 +4361,7 @@ pub unsafe fn cuCtxGetCacheConfig(pconfig: *mut CUfunc_cache) -> CUresult {
 /// Resolves symbol `cuCtxGetCurrent` (ABI of CUDA 4.0); first in CUDA 4.0. NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html) (`cuCtxGetCurrent`).
 #[inline]
 pub unsafe fn cuCtxGetCurrent(pctx: *mut CUcontext) -> CUresult {
-    let Some(__entry) = SYMBOLS[27].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[27].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -4436,7 +4380,7 @@ pub unsafe fn cuCtxGetCurrent(pctx: *mut CUcontext) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_RESOURCE_TYPE`](crate::cudaError_enum::CUDA_ERROR_INVALID_RESOURCE_TYPE), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_RESOURCE_TYPE`](crate::CUresult::CUDA_ERROR_INVALID_RESOURCE_TYPE), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -4449,9 +4393,7 @@ pub unsafe fn cuCtxGetDevResource(
     resource: *mut CUdevResource,
     type_: CUdevResourceType,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[28].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[28].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -4472,7 +4414,7 @@ pub unsafe fn cuCtxGetDevResource(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -4481,9 +4423,7 @@ pub unsafe fn cuCtxGetDevResource(
 /// Resolves symbol `cuCtxGetDevice` (ABI of CUDA 13.0); first in CUDA 2.0. NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html) (`cuCtxGetDevice`).
 #[inline]
 pub unsafe fn cuCtxGetDevice(device: *mut CUdevice) -> CUresult {
-    let Some(__entry) = SYMBOLS[29].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[29].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -4501,7 +4441,7 @@ pub unsafe fn cuCtxGetDevice(device: *mut CUdevice) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -4510,9 +4450,7 @@ pub unsafe fn cuCtxGetDevice(device: *mut CUdevice) -> CUresult {
 /// Resolves symbol `cuCtxGetDevice_v2` (ABI of CUDA 13.0); first in CUDA 2.0. NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html) (`cuCtxGetDevice_v2`).
 #[inline]
 pub unsafe fn cuCtxGetDevice_v2(device: *mut CUdevice, ctx: CUcontext) -> CUresult {
-    let Some(__entry) = SYMBOLS[30].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[30].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -4530,7 +4468,7 @@ pub unsafe fn cuCtxGetDevice_v2(device: *mut CUdevice, ctx: CUcontext) -> CUresu
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY`](crate::cudaError_enum::CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY`](crate::CUresult::CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -4542,9 +4480,7 @@ pub unsafe fn cuCtxGetExecAffinity(
     pExecAffinity: *mut CUexecAffinityParam,
     type_: CUexecAffinityType,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[31].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[31].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -4564,7 +4500,7 @@ pub unsafe fn cuCtxGetExecAffinity(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -4573,9 +4509,7 @@ pub unsafe fn cuCtxGetExecAffinity(
 /// Resolves symbol `cuCtxGetFlags` (ABI of CUDA 7.0); first in CUDA 7.0. NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html) (`cuCtxGetFlags`).
 #[inline]
 pub unsafe fn cuCtxGetFlags(flags: *mut ::core::ffi::c_uint) -> CUresult {
-    let Some(__entry) = SYMBOLS[32].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[32].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -4593,7 +4527,7 @@ pub unsafe fn cuCtxGetFlags(flags: *mut ::core::ffi::c_uint) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](crate::cudaError_enum::CUDA_ERROR_CONTEXT_IS_DESTROYED), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](crate::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -4605,9 +4539,7 @@ pub unsafe fn cuCtxGetId(
     ctx: CUcontext,
     ctxId: *mut ::core::ffi::c_ulonglong,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[33].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[33].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -4625,7 +4557,7 @@ pub unsafe fn cuCtxGetId(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNSUPPORTED_LIMIT`](crate::cudaError_enum::CUDA_ERROR_UNSUPPORTED_LIMIT). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNSUPPORTED_LIMIT`](crate::CUresult::CUDA_ERROR_UNSUPPORTED_LIMIT). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -4634,9 +4566,7 @@ pub unsafe fn cuCtxGetId(
 /// Resolves symbol `cuCtxGetLimit` (ABI of CUDA 3.1); first in CUDA 3.1. NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html) (`cuCtxGetLimit`).
 #[inline]
 pub unsafe fn cuCtxGetLimit(pvalue: *mut usize, limit: CUlimit) -> CUresult {
-    let Some(__entry) = SYMBOLS[34].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[34].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -4655,7 +4585,7 @@ pub unsafe fn cuCtxGetLimit(pvalue: *mut usize, limit: CUlimit) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -4667,9 +4597,7 @@ pub unsafe fn cuCtxGetLimit(pvalue: *mut usize, limit: CUlimit) -> CUresult {
 )]
 #[inline]
 pub unsafe fn cuCtxGetSharedMemConfig(pConfig: *mut CUsharedconfig) -> CUresult {
-    let Some(__entry) = SYMBOLS[35].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[35].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -4687,7 +4615,7 @@ pub unsafe fn cuCtxGetSharedMemConfig(pConfig: *mut CUsharedconfig) -> CUresult 
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -4699,9 +4627,7 @@ pub unsafe fn cuCtxGetStreamPriorityRange(
     leastPriority: *mut ::core::ffi::c_int,
     greatestPriority: *mut ::core::ffi::c_int,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[36].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[36].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -4721,7 +4647,7 @@ pub unsafe fn cuCtxGetStreamPriorityRange(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -4730,9 +4656,7 @@ pub unsafe fn cuCtxGetStreamPriorityRange(
 /// Resolves symbol `cuCtxPopCurrent_v2` (ABI of CUDA 4.0); first in CUDA 2.0. NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html) (`cuCtxPopCurrent`).
 #[inline]
 pub unsafe fn cuCtxPopCurrent(pctx: *mut CUcontext) -> CUresult {
-    let Some(__entry) = SYMBOLS[37].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[37].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -4749,7 +4673,7 @@ pub unsafe fn cuCtxPopCurrent(pctx: *mut CUcontext) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -4758,9 +4682,7 @@ pub unsafe fn cuCtxPopCurrent(pctx: *mut CUcontext) -> CUresult {
 /// Resolves symbol `cuCtxPushCurrent_v2` (ABI of CUDA 4.0); first in CUDA 2.0. NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html) (`cuCtxPushCurrent`).
 #[inline]
 pub unsafe fn cuCtxPushCurrent(ctx: CUcontext) -> CUresult {
-    let Some(__entry) = SYMBOLS[38].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[38].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -4778,7 +4700,7 @@ pub unsafe fn cuCtxPushCurrent(ctx: CUcontext) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`](crate::cudaError_enum::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`](crate::CUresult::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -4787,9 +4709,7 @@ pub unsafe fn cuCtxPushCurrent(ctx: CUcontext) -> CUresult {
 /// Resolves symbol `cuCtxRecordEvent` (ABI of CUDA 12.5); first in CUDA 12.5. NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html) (`cuCtxRecordEvent`).
 #[inline]
 pub unsafe fn cuCtxRecordEvent(hCtx: CUcontext, hEvent: CUevent) -> CUresult {
-    let Some(__entry) = SYMBOLS[39].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[39].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -4802,7 +4722,7 @@ pub unsafe fn cuCtxRecordEvent(hCtx: CUcontext, hEvent: CUevent) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -4811,9 +4731,7 @@ pub unsafe fn cuCtxRecordEvent(hCtx: CUcontext, hEvent: CUevent) -> CUresult {
 /// Resolves symbol `cuCtxResetPersistingL2Cache` (ABI of CUDA 11.0); first in CUDA 11.0. NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html) (`cuCtxResetPersistingL2Cache`).
 #[inline]
 pub unsafe fn cuCtxResetPersistingL2Cache() -> CUresult {
-    let Some(__entry) = SYMBOLS[40].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[40].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -4830,7 +4748,7 @@ pub unsafe fn cuCtxResetPersistingL2Cache() -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -4839,9 +4757,7 @@ pub unsafe fn cuCtxResetPersistingL2Cache() -> CUresult {
 /// Resolves symbol `cuCtxSetCacheConfig` (ABI of CUDA 3.2); first in CUDA 3.2. NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html) (`cuCtxSetCacheConfig`).
 #[inline]
 pub unsafe fn cuCtxSetCacheConfig(config: CUfunc_cache) -> CUresult {
-    let Some(__entry) = SYMBOLS[41].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[41].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -4858,7 +4774,7 @@ pub unsafe fn cuCtxSetCacheConfig(config: CUfunc_cache) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -4867,9 +4783,7 @@ pub unsafe fn cuCtxSetCacheConfig(config: CUfunc_cache) -> CUresult {
 /// Resolves symbol `cuCtxSetCurrent` (ABI of CUDA 4.0); first in CUDA 4.0. NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html) (`cuCtxSetCurrent`).
 #[inline]
 pub unsafe fn cuCtxSetCurrent(ctx: CUcontext) -> CUresult {
-    let Some(__entry) = SYMBOLS[42].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[42].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -4886,7 +4800,7 @@ pub unsafe fn cuCtxSetCurrent(ctx: CUcontext) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -4895,9 +4809,7 @@ pub unsafe fn cuCtxSetCurrent(ctx: CUcontext) -> CUresult {
 /// Resolves symbol `cuCtxSetFlags` (ABI of CUDA 12.1); first in CUDA 12.1. NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html) (`cuCtxSetFlags`).
 #[inline]
 pub unsafe fn cuCtxSetFlags(flags: ::core::ffi::c_uint) -> CUresult {
-    let Some(__entry) = SYMBOLS[43].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[43].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -4915,7 +4827,7 @@ pub unsafe fn cuCtxSetFlags(flags: ::core::ffi::c_uint) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNSUPPORTED_LIMIT`](crate::cudaError_enum::CUDA_ERROR_UNSUPPORTED_LIMIT), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNSUPPORTED_LIMIT`](crate::CUresult::CUDA_ERROR_UNSUPPORTED_LIMIT), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -4924,9 +4836,7 @@ pub unsafe fn cuCtxSetFlags(flags: ::core::ffi::c_uint) -> CUresult {
 /// Resolves symbol `cuCtxSetLimit` (ABI of CUDA 3.1); first in CUDA 3.1. NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html) (`cuCtxSetLimit`).
 #[inline]
 pub unsafe fn cuCtxSetLimit(limit: CUlimit, value: usize) -> CUresult {
-    let Some(__entry) = SYMBOLS[44].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[44].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -4945,7 +4855,7 @@ pub unsafe fn cuCtxSetLimit(limit: CUlimit, value: usize) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -4957,9 +4867,7 @@ pub unsafe fn cuCtxSetLimit(limit: CUlimit, value: usize) -> CUresult {
 )]
 #[inline]
 pub unsafe fn cuCtxSetSharedMemConfig(config: CUsharedconfig) -> CUresult {
-    let Some(__entry) = SYMBOLS[45].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[45].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -4972,7 +4880,7 @@ pub unsafe fn cuCtxSetSharedMemConfig(config: CUsharedconfig) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -4981,9 +4889,7 @@ pub unsafe fn cuCtxSetSharedMemConfig(config: CUsharedconfig) -> CUresult {
 /// Resolves symbol `cuCtxSynchronize` (ABI of CUDA 13.0); first in CUDA 2.0. NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html) (`cuCtxSynchronize`).
 #[inline]
 pub unsafe fn cuCtxSynchronize() -> CUresult {
-    let Some(__entry) = SYMBOLS[46].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[46].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5000,7 +4906,7 @@ pub unsafe fn cuCtxSynchronize() -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -5009,9 +4915,7 @@ pub unsafe fn cuCtxSynchronize() -> CUresult {
 /// Resolves symbol `cuCtxSynchronize_v2` (ABI of CUDA 13.0); first in CUDA 2.0. NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html) (`cuCtxSynchronize_v2`).
 #[inline]
 pub unsafe fn cuCtxSynchronize_v2(ctx: CUcontext) -> CUresult {
-    let Some(__entry) = SYMBOLS[47].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[47].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5029,7 +4933,7 @@ pub unsafe fn cuCtxSynchronize_v2(ctx: CUcontext) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`](crate::cudaError_enum::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`](crate::CUresult::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -5038,9 +4942,7 @@ pub unsafe fn cuCtxSynchronize_v2(ctx: CUcontext) -> CUresult {
 /// Resolves symbol `cuCtxWaitEvent` (ABI of CUDA 12.5); first in CUDA 12.5. NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html) (`cuCtxWaitEvent`).
 #[inline]
 pub unsafe fn cuCtxWaitEvent(hCtx: CUcontext, hEvent: CUevent) -> CUresult {
-    let Some(__entry) = SYMBOLS[48].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[48].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5057,7 +4959,7 @@ pub unsafe fn cuCtxWaitEvent(hCtx: CUcontext, hEvent: CUevent) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -5066,9 +4968,7 @@ pub unsafe fn cuCtxWaitEvent(hCtx: CUcontext, hEvent: CUevent) -> CUresult {
 /// Resolves symbol `cuDestroyExternalMemory` (ABI of CUDA 10.0); first in CUDA 10.0. NVIDIA reference: [External Resource Interoperability](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXTRES__INTEROP.html) (`cuDestroyExternalMemory`).
 #[inline]
 pub unsafe fn cuDestroyExternalMemory(extMem: CUexternalMemory) -> CUresult {
-    let Some(__entry) = SYMBOLS[49].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[49].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5085,7 +4985,7 @@ pub unsafe fn cuDestroyExternalMemory(extMem: CUexternalMemory) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -5094,9 +4994,7 @@ pub unsafe fn cuDestroyExternalMemory(extMem: CUexternalMemory) -> CUresult {
 /// Resolves symbol `cuDestroyExternalSemaphore` (ABI of CUDA 10.0); first in CUDA 10.0. NVIDIA reference: [External Resource Interoperability](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXTRES__INTEROP.html) (`cuDestroyExternalSemaphore`).
 #[inline]
 pub unsafe fn cuDestroyExternalSemaphore(extSem: CUexternalSemaphore) -> CUresult {
-    let Some(__entry) = SYMBOLS[50].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[50].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5115,7 +5013,7 @@ pub unsafe fn cuDestroyExternalSemaphore(extSem: CUexternalSemaphore) -> CUresul
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_RESOURCE_TYPE`](crate::cudaError_enum::CUDA_ERROR_INVALID_RESOURCE_TYPE), [`CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION`](crate::cudaError_enum::CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_RESOURCE_TYPE`](crate::CUresult::CUDA_ERROR_INVALID_RESOURCE_TYPE), [`CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION`](crate::CUresult::CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -5128,9 +5026,7 @@ pub unsafe fn cuDevResourceGenerateDesc(
     resources: *mut CUdevResource,
     nbResources: ::core::ffi::c_uint,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[51].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[51].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5156,7 +5052,7 @@ pub unsafe fn cuDevResourceGenerateDesc(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_RESOURCE_TYPE`](crate::cudaError_enum::CUDA_ERROR_INVALID_RESOURCE_TYPE), [`CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION`](crate::cudaError_enum::CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_RESOURCE_TYPE`](crate::CUresult::CUDA_ERROR_INVALID_RESOURCE_TYPE), [`CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION`](crate::CUresult::CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -5172,9 +5068,7 @@ pub unsafe fn cuDevSmResourceSplitByCount(
     useFlags: ::core::ffi::c_uint,
     minCount: ::core::ffi::c_uint,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[52].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[52].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5200,7 +5094,7 @@ pub unsafe fn cuDevSmResourceSplitByCount(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -5213,9 +5107,7 @@ pub unsafe fn cuDeviceCanAccessPeer(
     dev: CUdevice,
     peerDev: CUdevice,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[53].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[53].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5236,7 +5128,7 @@ pub unsafe fn cuDeviceCanAccessPeer(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -5252,9 +5144,7 @@ pub unsafe fn cuDeviceComputeCapability(
     minor: *mut ::core::ffi::c_int,
     dev: CUdevice,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[54].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[54].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5276,7 +5166,7 @@ pub unsafe fn cuDeviceComputeCapability(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -5288,9 +5178,7 @@ pub unsafe fn cuDeviceGet(
     device: *mut CUdevice,
     ordinal: ::core::ffi::c_int,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[55].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[55].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5309,7 +5197,7 @@ pub unsafe fn cuDeviceGet(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -5322,9 +5210,7 @@ pub unsafe fn cuDeviceGetAttribute(
     attrib: CUdevice_attribute,
     dev: CUdevice,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[56].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[56].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5346,7 +5232,7 @@ pub unsafe fn cuDeviceGetAttribute(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -5358,9 +5244,7 @@ pub unsafe fn cuDeviceGetByPCIBusId(
     dev: *mut CUdevice,
     pciBusId: *const ::core::ffi::c_char,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[57].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[57].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5377,7 +5261,7 @@ pub unsafe fn cuDeviceGetByPCIBusId(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -5386,9 +5270,7 @@ pub unsafe fn cuDeviceGetByPCIBusId(
 /// Resolves symbol `cuDeviceGetCount` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html) (`cuDeviceGetCount`).
 #[inline]
 pub unsafe fn cuDeviceGetCount(count: *mut ::core::ffi::c_int) -> CUresult {
-    let Some(__entry) = SYMBOLS[58].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[58].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5406,7 +5288,7 @@ pub unsafe fn cuDeviceGetCount(count: *mut ::core::ffi::c_int) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -5418,9 +5300,7 @@ pub unsafe fn cuDeviceGetDefaultMemPool(
     pool_out: *mut CUmemoryPool,
     dev: CUdevice,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[59].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[59].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5439,7 +5319,7 @@ pub unsafe fn cuDeviceGetDefaultMemPool(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_RESOURCE_TYPE`](crate::cudaError_enum::CUDA_ERROR_INVALID_RESOURCE_TYPE), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_RESOURCE_TYPE`](crate::CUresult::CUDA_ERROR_INVALID_RESOURCE_TYPE), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -5452,9 +5332,7 @@ pub unsafe fn cuDeviceGetDevResource(
     resource: *mut CUdevResource,
     type_: CUdevResourceType,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[60].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[60].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5477,7 +5355,7 @@ pub unsafe fn cuDeviceGetDevResource(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -5490,9 +5368,7 @@ pub unsafe fn cuDeviceGetExecAffinitySupport(
     type_: CUexecAffinityType,
     dev: CUdevice,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[61].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[61].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5515,7 +5391,7 @@ pub unsafe fn cuDeviceGetExecAffinitySupport(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -5528,9 +5404,7 @@ pub unsafe fn cuDeviceGetGraphMemAttribute(
     attr: CUgraphMem_attribute,
     value: *mut ::core::ffi::c_void,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[62].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[62].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5554,7 +5428,7 @@ pub unsafe fn cuDeviceGetGraphMemAttribute(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -5568,9 +5442,7 @@ pub unsafe fn cuDeviceGetHostAtomicCapabilities(
     count: ::core::ffi::c_uint,
     dev: CUdevice,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[63].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[63].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5594,7 +5466,7 @@ pub unsafe fn cuDeviceGetHostAtomicCapabilities(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -5607,9 +5479,7 @@ pub unsafe fn cuDeviceGetLuid(
     deviceNodeMask: *mut ::core::ffi::c_uint,
     dev: CUdevice,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[64].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[64].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5631,7 +5501,7 @@ pub unsafe fn cuDeviceGetLuid(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -5640,9 +5510,7 @@ pub unsafe fn cuDeviceGetLuid(
 /// Resolves symbol `cuDeviceGetMemPool` (ABI of CUDA 11.2); first in CUDA 11.2. NVIDIA reference: [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html) (`cuDeviceGetMemPool`).
 #[inline]
 pub unsafe fn cuDeviceGetMemPool(pool: *mut CUmemoryPool, dev: CUdevice) -> CUresult {
-    let Some(__entry) = SYMBOLS[65].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[65].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5661,7 +5529,7 @@ pub unsafe fn cuDeviceGetMemPool(pool: *mut CUmemoryPool, dev: CUdevice) -> CUre
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -5674,9 +5542,7 @@ pub unsafe fn cuDeviceGetName(
     len: ::core::ffi::c_int,
     dev: CUdevice,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[66].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[66].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5699,7 +5565,7 @@ pub unsafe fn cuDeviceGetName(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -5712,9 +5578,7 @@ pub unsafe fn cuDeviceGetNvSciSyncAttributes(
     dev: CUdevice,
     flags: ::core::ffi::c_int,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[67].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[67].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5739,7 +5603,7 @@ pub unsafe fn cuDeviceGetNvSciSyncAttributes(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -5754,9 +5618,7 @@ pub unsafe fn cuDeviceGetP2PAtomicCapabilities(
     srcDevice: CUdevice,
     dstDevice: CUdevice,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[68].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[68].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5782,7 +5644,7 @@ pub unsafe fn cuDeviceGetP2PAtomicCapabilities(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -5796,9 +5658,7 @@ pub unsafe fn cuDeviceGetP2PAttribute(
     srcDevice: CUdevice,
     dstDevice: CUdevice,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[69].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[69].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5822,7 +5682,7 @@ pub unsafe fn cuDeviceGetP2PAttribute(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -5835,9 +5695,7 @@ pub unsafe fn cuDeviceGetPCIBusId(
     len: ::core::ffi::c_int,
     dev: CUdevice,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[70].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[70].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5861,7 +5719,7 @@ pub unsafe fn cuDeviceGetPCIBusId(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -5873,9 +5731,7 @@ pub unsafe fn cuDeviceGetPCIBusId(
 )]
 #[inline]
 pub unsafe fn cuDeviceGetProperties(prop: *mut CUdevprop, dev: CUdevice) -> CUresult {
-    let Some(__entry) = SYMBOLS[71].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[71].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5895,7 +5751,7 @@ pub unsafe fn cuDeviceGetProperties(prop: *mut CUdevprop, dev: CUdevice) -> CUre
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -5909,9 +5765,7 @@ pub unsafe fn cuDeviceGetTexture1DLinearMaxWidth(
     numChannels: ::core::ffi::c_uint,
     dev: CUdevice,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[72].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[72].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5934,7 +5788,7 @@ pub unsafe fn cuDeviceGetTexture1DLinearMaxWidth(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -5943,9 +5797,7 @@ pub unsafe fn cuDeviceGetTexture1DLinearMaxWidth(
 /// Resolves symbol `cuDeviceGetUuid_v2` (ABI of CUDA 11.4); first in CUDA 9.2. NVIDIA reference: [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html) (`cuDeviceGetUuid`).
 #[inline]
 pub unsafe fn cuDeviceGetUuid(uuid: *mut CUuuid, dev: CUdevice) -> CUresult {
-    let Some(__entry) = SYMBOLS[73].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[73].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5962,7 +5814,7 @@ pub unsafe fn cuDeviceGetUuid(uuid: *mut CUuuid, dev: CUdevice) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -5971,9 +5823,7 @@ pub unsafe fn cuDeviceGetUuid(uuid: *mut CUuuid, dev: CUdevice) -> CUresult {
 /// Resolves symbol `cuDeviceGraphMemTrim` (ABI of CUDA 11.4); first in CUDA 11.4. NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html) (`cuDeviceGraphMemTrim`).
 #[inline]
 pub unsafe fn cuDeviceGraphMemTrim(device: CUdevice) -> CUresult {
-    let Some(__entry) = SYMBOLS[74].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[74].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5992,7 +5842,7 @@ pub unsafe fn cuDeviceGraphMemTrim(device: CUdevice) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -6005,9 +5855,7 @@ pub unsafe fn cuDevicePrimaryCtxGetState(
     flags: *mut ::core::ffi::c_uint,
     active: *mut ::core::ffi::c_int,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[75].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[75].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -6028,7 +5876,7 @@ pub unsafe fn cuDevicePrimaryCtxGetState(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -6037,9 +5885,7 @@ pub unsafe fn cuDevicePrimaryCtxGetState(
 /// Resolves symbol `cuDevicePrimaryCtxRelease_v2` (ABI of CUDA 11.0); first in CUDA 7.0. NVIDIA reference: [Primary Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__PRIMARY__CTX.html) (`cuDevicePrimaryCtxRelease`).
 #[inline]
 pub unsafe fn cuDevicePrimaryCtxRelease(dev: CUdevice) -> CUresult {
-    let Some(__entry) = SYMBOLS[76].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[76].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -6056,7 +5902,7 @@ pub unsafe fn cuDevicePrimaryCtxRelease(dev: CUdevice) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE`](crate::cudaError_enum::CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE`](crate::CUresult::CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -6065,9 +5911,7 @@ pub unsafe fn cuDevicePrimaryCtxRelease(dev: CUdevice) -> CUresult {
 /// Resolves symbol `cuDevicePrimaryCtxReset_v2` (ABI of CUDA 11.0); first in CUDA 7.0. NVIDIA reference: [Primary Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__PRIMARY__CTX.html) (`cuDevicePrimaryCtxReset`).
 #[inline]
 pub unsafe fn cuDevicePrimaryCtxReset(dev: CUdevice) -> CUresult {
-    let Some(__entry) = SYMBOLS[77].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[77].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -6085,7 +5929,7 @@ pub unsafe fn cuDevicePrimaryCtxReset(dev: CUdevice) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_UNKNOWN`](crate::cudaError_enum::CUDA_ERROR_UNKNOWN). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_UNKNOWN`](crate::CUresult::CUDA_ERROR_UNKNOWN). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -6094,9 +5938,7 @@ pub unsafe fn cuDevicePrimaryCtxReset(dev: CUdevice) -> CUresult {
 /// Resolves symbol `cuDevicePrimaryCtxRetain` (ABI of CUDA 7.0); first in CUDA 7.0. NVIDIA reference: [Primary Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__PRIMARY__CTX.html) (`cuDevicePrimaryCtxRetain`).
 #[inline]
 pub unsafe fn cuDevicePrimaryCtxRetain(pctx: *mut CUcontext, dev: CUdevice) -> CUresult {
-    let Some(__entry) = SYMBOLS[78].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[78].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -6114,7 +5956,7 @@ pub unsafe fn cuDevicePrimaryCtxRetain(pctx: *mut CUcontext, dev: CUdevice) -> C
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -6126,9 +5968,7 @@ pub unsafe fn cuDevicePrimaryCtxSetFlags(
     dev: CUdevice,
     flags: ::core::ffi::c_uint,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[79].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[79].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -6148,7 +5988,7 @@ pub unsafe fn cuDevicePrimaryCtxSetFlags(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](crate::cudaError_enum::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_UNKNOWN`](crate::cudaError_enum::CUDA_ERROR_UNKNOWN). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](crate::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_UNKNOWN`](crate::CUresult::CUDA_ERROR_UNKNOWN). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -6162,9 +6002,7 @@ pub unsafe fn cuDeviceRegisterAsyncNotification(
     userData: *mut ::core::ffi::c_void,
     callback: *mut CUasyncCallbackHandle,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[80].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[80].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -6188,7 +6026,7 @@ pub unsafe fn cuDeviceRegisterAsyncNotification(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -6201,9 +6039,7 @@ pub unsafe fn cuDeviceSetGraphMemAttribute(
     attr: CUgraphMem_attribute,
     value: *mut ::core::ffi::c_void,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[81].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[81].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -6225,7 +6061,7 @@ pub unsafe fn cuDeviceSetGraphMemAttribute(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -6234,9 +6070,7 @@ pub unsafe fn cuDeviceSetGraphMemAttribute(
 /// Resolves symbol `cuDeviceSetMemPool` (ABI of CUDA 11.2); first in CUDA 11.2. NVIDIA reference: [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html) (`cuDeviceSetMemPool`).
 #[inline]
 pub unsafe fn cuDeviceSetMemPool(dev: CUdevice, pool: CUmemoryPool) -> CUresult {
-    let Some(__entry) = SYMBOLS[82].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[82].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -6254,7 +6088,7 @@ pub unsafe fn cuDeviceSetMemPool(dev: CUdevice, pool: CUmemoryPool) -> CUresult 
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -6263,9 +6097,7 @@ pub unsafe fn cuDeviceSetMemPool(dev: CUdevice, pool: CUmemoryPool) -> CUresult 
 /// Resolves symbol `cuDeviceTotalMem_v2` (ABI of CUDA 3.2); first in CUDA 2.0. NVIDIA reference: [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html) (`cuDeviceTotalMem`).
 #[inline]
 pub unsafe fn cuDeviceTotalMem(bytes: *mut usize, dev: CUdevice) -> CUresult {
-    let Some(__entry) = SYMBOLS[83].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[83].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -6283,7 +6115,7 @@ pub unsafe fn cuDeviceTotalMem(bytes: *mut usize, dev: CUdevice) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](crate::cudaError_enum::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_UNKNOWN`](crate::cudaError_enum::CUDA_ERROR_UNKNOWN). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](crate::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_UNKNOWN`](crate::CUresult::CUDA_ERROR_UNKNOWN). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -6295,9 +6127,7 @@ pub unsafe fn cuDeviceUnregisterAsyncNotification(
     device: CUdevice,
     callback: CUasyncCallbackHandle,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[84].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[84].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -6314,7 +6144,7 @@ pub unsafe fn cuDeviceUnregisterAsyncNotification(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -6323,9 +6153,7 @@ pub unsafe fn cuDeviceUnregisterAsyncNotification(
 /// Resolves symbol `cuDriverGetVersion` (ABI of CUDA 2.2); first in CUDA 2.2. NVIDIA reference: [Version Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__VERSION.html) (`cuDriverGetVersion`).
 #[inline]
 pub unsafe fn cuDriverGetVersion(driverVersion: *mut ::core::ffi::c_int) -> CUresult {
-    let Some(__entry) = SYMBOLS[85].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[85].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -6343,7 +6171,7 @@ pub unsafe fn cuDriverGetVersion(driverVersion: *mut ::core::ffi::c_int) -> CUre
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -6355,9 +6183,7 @@ pub unsafe fn cuEventCreate(
     phEvent: *mut CUevent,
     Flags: ::core::ffi::c_uint,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[86].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[86].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -6374,7 +6200,7 @@ pub unsafe fn cuEventCreate(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -6383,9 +6209,7 @@ pub unsafe fn cuEventCreate(
 /// Resolves symbol `cuEventDestroy_v2` (ABI of CUDA 4.0); first in CUDA 2.0. NVIDIA reference: [Event Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EVENT.html) (`cuEventDestroy`).
 #[inline]
 pub unsafe fn cuEventDestroy(hEvent: CUevent) -> CUresult {
-    let Some(__entry) = SYMBOLS[87].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[87].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -6404,7 +6228,7 @@ pub unsafe fn cuEventDestroy(hEvent: CUevent) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_READY`](crate::cudaError_enum::CUDA_ERROR_NOT_READY), [`CUDA_ERROR_UNKNOWN`](crate::cudaError_enum::CUDA_ERROR_UNKNOWN). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_READY`](crate::CUresult::CUDA_ERROR_NOT_READY), [`CUDA_ERROR_UNKNOWN`](crate::CUresult::CUDA_ERROR_UNKNOWN). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -6417,9 +6241,7 @@ pub unsafe fn cuEventElapsedTime(
     hStart: CUevent,
     hEnd: CUevent,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[88].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[88].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -6436,7 +6258,7 @@ pub unsafe fn cuEventElapsedTime(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_READY`](crate::cudaError_enum::CUDA_ERROR_NOT_READY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_READY`](crate::CUresult::CUDA_ERROR_NOT_READY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -6445,9 +6267,7 @@ pub unsafe fn cuEventElapsedTime(
 /// Resolves symbol `cuEventQuery` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Event Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EVENT.html) (`cuEventQuery`).
 #[inline]
 pub unsafe fn cuEventQuery(hEvent: CUevent) -> CUresult {
-    let Some(__entry) = SYMBOLS[89].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[89].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -6465,7 +6285,7 @@ pub unsafe fn cuEventQuery(hEvent: CUevent) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -6474,9 +6294,7 @@ pub unsafe fn cuEventQuery(hEvent: CUevent) -> CUresult {
 /// Resolves symbol `cuEventRecord` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Event Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EVENT.html) (`cuEventRecord`).
 #[inline]
 pub unsafe fn cuEventRecord(hEvent: CUevent, hStream: CUstream) -> CUresult {
-    let Some(__entry) = SYMBOLS[90].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[90].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -6495,7 +6313,7 @@ pub unsafe fn cuEventRecord(hEvent: CUevent, hStream: CUstream) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -6508,9 +6326,7 @@ pub unsafe fn cuEventRecordWithFlags(
     hStream: CUstream,
     flags: ::core::ffi::c_uint,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[91].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[91].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -6527,7 +6343,7 @@ pub unsafe fn cuEventRecordWithFlags(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -6536,9 +6352,7 @@ pub unsafe fn cuEventRecordWithFlags(
 /// Resolves symbol `cuEventSynchronize` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Event Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EVENT.html) (`cuEventSynchronize`).
 #[inline]
 pub unsafe fn cuEventSynchronize(hEvent: CUevent) -> CUresult {
-    let Some(__entry) = SYMBOLS[92].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[92].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -6557,7 +6371,7 @@ pub unsafe fn cuEventSynchronize(hEvent: CUevent) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -6570,9 +6384,7 @@ pub unsafe fn cuExternalMemoryGetMappedBuffer(
     extMem: CUexternalMemory,
     bufferDesc: *const CUDA_EXTERNAL_MEMORY_BUFFER_DESC,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[93].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[93].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -6595,7 +6407,7 @@ pub unsafe fn cuExternalMemoryGetMappedBuffer(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -6608,9 +6420,7 @@ pub unsafe fn cuExternalMemoryGetMappedMipmappedArray(
     extMem: CUexternalMemory,
     mipmapDesc: *const CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[94].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[94].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -6632,7 +6442,7 @@ pub unsafe fn cuExternalMemoryGetMappedMipmappedArray(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -6644,9 +6454,7 @@ pub unsafe fn cuFlushGPUDirectRDMAWrites(
     target: CUflushGPUDirectRDMAWritesTarget,
     scope: CUflushGPUDirectRDMAWritesScope,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[95].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[95].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -6668,7 +6476,7 @@ pub unsafe fn cuFlushGPUDirectRDMAWrites(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_FUNCTION_NOT_LOADED`](crate::cudaError_enum::CUDA_ERROR_FUNCTION_NOT_LOADED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_FUNCTION_NOT_LOADED`](crate::CUresult::CUDA_ERROR_FUNCTION_NOT_LOADED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -6681,9 +6489,7 @@ pub unsafe fn cuFuncGetAttribute(
     attrib: CUfunction_attribute,
     hfunc: CUfunction,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[96].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[96].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -6705,7 +6511,7 @@ pub unsafe fn cuFuncGetAttribute(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -6714,9 +6520,7 @@ pub unsafe fn cuFuncGetAttribute(
 /// Resolves symbol `cuFuncGetModule` (ABI of CUDA 11.0); first in CUDA 11.0. NVIDIA reference: [Execution Control](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC.html) (`cuFuncGetModule`).
 #[inline]
 pub unsafe fn cuFuncGetModule(hmod: *mut CUmodule, hfunc: CUfunction) -> CUresult {
-    let Some(__entry) = SYMBOLS[97].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[97].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -6734,7 +6538,7 @@ pub unsafe fn cuFuncGetModule(hmod: *mut CUmodule, hfunc: CUfunction) -> CUresul
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -6746,9 +6550,7 @@ pub unsafe fn cuFuncGetName(
     name: *mut *const ::core::ffi::c_char,
     hfunc: CUfunction,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[98].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[98].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -6768,7 +6570,7 @@ pub unsafe fn cuFuncGetName(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -6782,9 +6584,7 @@ pub unsafe fn cuFuncGetParamInfo(
     paramOffset: *mut usize,
     paramSize: *mut usize,
 ) -> CUresult {
-    let Some(__entry) = SYMBOLS[99].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
-    };
+    let Some(__entry) = SYMBOLS[99].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -6802,7 +6602,7 @@ pub unsafe fn cuFuncGetParamInfo(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -6815,7 +6615,7 @@ pub unsafe fn cuFuncIsLoaded(
     function: CUfunction,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[100].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -6833,7 +6633,7 @@ pub unsafe fn cuFuncIsLoaded(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -6843,7 +6643,7 @@ pub unsafe fn cuFuncIsLoaded(
 #[inline]
 pub unsafe fn cuFuncLoad(function: CUfunction) -> CUresult {
     let Some(__entry) = SYMBOLS[101].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -6863,7 +6663,7 @@ pub unsafe fn cuFuncLoad(function: CUfunction) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -6877,7 +6677,7 @@ pub unsafe fn cuFuncSetAttribute(
     value: ::core::ffi::c_int,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[102].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -6904,7 +6704,7 @@ pub unsafe fn cuFuncSetAttribute(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -6922,7 +6722,7 @@ pub unsafe fn cuFuncSetBlockShape(
     z: ::core::ffi::c_int,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[103].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -6946,7 +6746,7 @@ pub unsafe fn cuFuncSetBlockShape(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -6956,7 +6756,7 @@ pub unsafe fn cuFuncSetBlockShape(
 #[inline]
 pub unsafe fn cuFuncSetCacheConfig(hfunc: CUfunction, config: CUfunc_cache) -> CUresult {
     let Some(__entry) = SYMBOLS[104].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -6977,7 +6777,7 @@ pub unsafe fn cuFuncSetCacheConfig(hfunc: CUfunction, config: CUfunc_cache) -> C
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -6993,7 +6793,7 @@ pub unsafe fn cuFuncSetSharedMemConfig(
     config: CUsharedconfig,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[105].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -7014,7 +6814,7 @@ pub unsafe fn cuFuncSetSharedMemConfig(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -7030,7 +6830,7 @@ pub unsafe fn cuFuncSetSharedSize(
     bytes: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[106].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -7049,7 +6849,7 @@ pub unsafe fn cuFuncSetSharedSize(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -7062,7 +6862,7 @@ pub unsafe fn cuGetErrorName(
     pStr: *mut *const ::core::ffi::c_char,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[107].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -7081,7 +6881,7 @@ pub unsafe fn cuGetErrorName(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -7094,7 +6894,7 @@ pub unsafe fn cuGetErrorString(
     pStr: *mut *const ::core::ffi::c_char,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[108].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -7113,7 +6913,7 @@ pub unsafe fn cuGetErrorString(
 ///
 /// # Errors
 ///
-/// The header documents no specific codes. When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents no specific codes. When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -7126,7 +6926,7 @@ pub unsafe fn cuGetExportTable(
     pExportTableId: *const CUuuid,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[109].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -7151,7 +6951,7 @@ pub unsafe fn cuGetExportTable(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -7167,7 +6967,7 @@ pub unsafe fn cuGetProcAddress(
     symbolStatus: *mut CUdriverProcAddressQueryResult,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[110].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -7195,7 +6995,7 @@ pub unsafe fn cuGetProcAddress(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -7211,7 +7011,7 @@ pub unsafe fn cuGraphAddBatchMemOpNode(
     nodeParams: *const CUDA_BATCH_MEM_OP_NODE_PARAMS,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[111].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -7241,7 +7041,7 @@ pub unsafe fn cuGraphAddBatchMemOpNode(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -7257,7 +7057,7 @@ pub unsafe fn cuGraphAddChildGraphNode(
     childGraph: CUgraph,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[112].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -7287,7 +7087,7 @@ pub unsafe fn cuGraphAddChildGraphNode(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -7303,7 +7103,7 @@ pub unsafe fn cuGraphAddDependencies(
     numDependencies: usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[113].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -7330,7 +7130,7 @@ pub unsafe fn cuGraphAddDependencies(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -7345,7 +7145,7 @@ pub unsafe fn cuGraphAddEmptyNode(
     numDependencies: usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[114].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -7372,7 +7172,7 @@ pub unsafe fn cuGraphAddEmptyNode(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -7388,7 +7188,7 @@ pub unsafe fn cuGraphAddEventRecordNode(
     event: CUevent,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[115].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -7416,7 +7216,7 @@ pub unsafe fn cuGraphAddEventRecordNode(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -7432,7 +7232,7 @@ pub unsafe fn cuGraphAddEventWaitNode(
     event: CUevent,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[116].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -7460,7 +7260,7 @@ pub unsafe fn cuGraphAddEventWaitNode(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -7476,7 +7276,7 @@ pub unsafe fn cuGraphAddExternalSemaphoresSignalNode(
     nodeParams: *const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[117].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -7506,7 +7306,7 @@ pub unsafe fn cuGraphAddExternalSemaphoresSignalNode(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -7522,7 +7322,7 @@ pub unsafe fn cuGraphAddExternalSemaphoresWaitNode(
     nodeParams: *const CUDA_EXT_SEM_WAIT_NODE_PARAMS,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[118].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -7552,7 +7352,7 @@ pub unsafe fn cuGraphAddExternalSemaphoresWaitNode(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -7568,7 +7368,7 @@ pub unsafe fn cuGraphAddHostNode(
     nodeParams: *const CUDA_HOST_NODE_PARAMS,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[119].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -7598,7 +7398,7 @@ pub unsafe fn cuGraphAddHostNode(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -7614,7 +7414,7 @@ pub unsafe fn cuGraphAddKernelNode(
     nodeParams: *const CUDA_KERNEL_NODE_PARAMS,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[120].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -7644,7 +7444,7 @@ pub unsafe fn cuGraphAddKernelNode(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -7660,7 +7460,7 @@ pub unsafe fn cuGraphAddMemAllocNode(
     nodeParams: *mut CUDA_MEM_ALLOC_NODE_PARAMS,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[121].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -7690,7 +7490,7 @@ pub unsafe fn cuGraphAddMemAllocNode(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -7706,7 +7506,7 @@ pub unsafe fn cuGraphAddMemFreeNode(
     dptr: CUdeviceptr,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[122].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -7735,7 +7535,7 @@ pub unsafe fn cuGraphAddMemFreeNode(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -7752,7 +7552,7 @@ pub unsafe fn cuGraphAddMemcpyNode(
     ctx: CUcontext,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[123].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -7784,7 +7584,7 @@ pub unsafe fn cuGraphAddMemcpyNode(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -7801,7 +7601,7 @@ pub unsafe fn cuGraphAddMemsetNode(
     ctx: CUcontext,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[124].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -7840,7 +7640,7 @@ pub unsafe fn cuGraphAddMemsetNode(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -7857,7 +7657,7 @@ pub unsafe fn cuGraphAddNode(
     nodeParams: *mut CUgraphNodeParams,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[125].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -7892,7 +7692,7 @@ pub unsafe fn cuGraphAddNode(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -7905,7 +7705,7 @@ pub unsafe fn cuGraphBatchMemOpNodeGetParams(
     nodeParams_out: *mut CUDA_BATCH_MEM_OP_NODE_PARAMS,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[126].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -7927,7 +7727,7 @@ pub unsafe fn cuGraphBatchMemOpNodeGetParams(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -7940,7 +7740,7 @@ pub unsafe fn cuGraphBatchMemOpNodeSetParams(
     nodeParams: *const CUDA_BATCH_MEM_OP_NODE_PARAMS,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[127].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -7962,7 +7762,7 @@ pub unsafe fn cuGraphBatchMemOpNodeSetParams(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -7975,7 +7775,7 @@ pub unsafe fn cuGraphChildGraphNodeGetGraph(
     phGraph: *mut CUgraph,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[128].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -7994,7 +7794,7 @@ pub unsafe fn cuGraphChildGraphNodeGetGraph(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -8007,7 +7807,7 @@ pub unsafe fn cuGraphClone(
     originalGraph: CUgraph,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[129].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -8029,7 +7829,7 @@ pub unsafe fn cuGraphClone(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -8045,7 +7845,7 @@ pub unsafe fn cuGraphConditionalHandleCreate(
     flags: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[130].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -8070,7 +7870,7 @@ pub unsafe fn cuGraphConditionalHandleCreate(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -8083,7 +7883,7 @@ pub unsafe fn cuGraphCreate(
     flags: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[131].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -8103,7 +7903,7 @@ pub unsafe fn cuGraphCreate(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OPERATING_SYSTEM`](crate::cudaError_enum::CUDA_ERROR_OPERATING_SYSTEM). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OPERATING_SYSTEM`](crate::CUresult::CUDA_ERROR_OPERATING_SYSTEM). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -8117,7 +7917,7 @@ pub unsafe fn cuGraphDebugDotPrint(
     flags: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[132].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -8139,7 +7939,7 @@ pub unsafe fn cuGraphDebugDotPrint(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -8149,7 +7949,7 @@ pub unsafe fn cuGraphDebugDotPrint(
 #[inline]
 pub unsafe fn cuGraphDestroy(hGraph: CUgraph) -> CUresult {
     let Some(__entry) = SYMBOLS[133].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -8167,7 +7967,7 @@ pub unsafe fn cuGraphDestroy(hGraph: CUgraph) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -8177,7 +7977,7 @@ pub unsafe fn cuGraphDestroy(hGraph: CUgraph) -> CUresult {
 #[inline]
 pub unsafe fn cuGraphDestroyNode(hNode: CUgraphNode) -> CUresult {
     let Some(__entry) = SYMBOLS[134].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -8196,7 +7996,7 @@ pub unsafe fn cuGraphDestroyNode(hNode: CUgraphNode) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -8209,7 +8009,7 @@ pub unsafe fn cuGraphEventRecordNodeGetEvent(
     event_out: *mut CUevent,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[135].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -8228,7 +8028,7 @@ pub unsafe fn cuGraphEventRecordNodeGetEvent(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -8241,7 +8041,7 @@ pub unsafe fn cuGraphEventRecordNodeSetEvent(
     event: CUevent,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[136].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -8260,7 +8060,7 @@ pub unsafe fn cuGraphEventRecordNodeSetEvent(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -8273,7 +8073,7 @@ pub unsafe fn cuGraphEventWaitNodeGetEvent(
     event_out: *mut CUevent,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[137].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -8292,7 +8092,7 @@ pub unsafe fn cuGraphEventWaitNodeGetEvent(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -8305,7 +8105,7 @@ pub unsafe fn cuGraphEventWaitNodeSetEvent(
     event: CUevent,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[138].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -8325,7 +8125,7 @@ pub unsafe fn cuGraphEventWaitNodeSetEvent(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -8339,7 +8139,7 @@ pub unsafe fn cuGraphExecBatchMemOpNodeSetParams(
     nodeParams: *const CUDA_BATCH_MEM_OP_NODE_PARAMS,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[139].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -8363,7 +8163,7 @@ pub unsafe fn cuGraphExecBatchMemOpNodeSetParams(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -8377,7 +8177,7 @@ pub unsafe fn cuGraphExecChildGraphNodeSetParams(
     childGraph: CUgraph,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[140].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -8395,7 +8195,7 @@ pub unsafe fn cuGraphExecChildGraphNodeSetParams(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -8405,7 +8205,7 @@ pub unsafe fn cuGraphExecChildGraphNodeSetParams(
 #[inline]
 pub unsafe fn cuGraphExecDestroy(hGraphExec: CUgraphExec) -> CUresult {
     let Some(__entry) = SYMBOLS[141].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -8425,7 +8225,7 @@ pub unsafe fn cuGraphExecDestroy(hGraphExec: CUgraphExec) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -8439,7 +8239,7 @@ pub unsafe fn cuGraphExecEventRecordNodeSetEvent(
     event: CUevent,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[142].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -8459,7 +8259,7 @@ pub unsafe fn cuGraphExecEventRecordNodeSetEvent(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -8473,7 +8273,7 @@ pub unsafe fn cuGraphExecEventWaitNodeSetEvent(
     event: CUevent,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[143].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -8493,7 +8293,7 @@ pub unsafe fn cuGraphExecEventWaitNodeSetEvent(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -8507,7 +8307,7 @@ pub unsafe fn cuGraphExecExternalSemaphoresSignalNodeSetParams(
     nodeParams: *const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[144].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -8531,7 +8331,7 @@ pub unsafe fn cuGraphExecExternalSemaphoresSignalNodeSetParams(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -8545,7 +8345,7 @@ pub unsafe fn cuGraphExecExternalSemaphoresWaitNodeSetParams(
     nodeParams: *const CUDA_EXT_SEM_WAIT_NODE_PARAMS,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[145].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -8568,7 +8368,7 @@ pub unsafe fn cuGraphExecExternalSemaphoresWaitNodeSetParams(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -8581,7 +8381,7 @@ pub unsafe fn cuGraphExecGetFlags(
     flags: *mut cuuint64_t,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[146].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -8601,7 +8401,7 @@ pub unsafe fn cuGraphExecGetFlags(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -8615,7 +8415,7 @@ pub unsafe fn cuGraphExecHostNodeSetParams(
     nodeParams: *const CUDA_HOST_NODE_PARAMS,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[147].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -8639,7 +8439,7 @@ pub unsafe fn cuGraphExecHostNodeSetParams(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -8653,7 +8453,7 @@ pub unsafe fn cuGraphExecKernelNodeSetParams(
     nodeParams: *const CUDA_KERNEL_NODE_PARAMS,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[148].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -8678,7 +8478,7 @@ pub unsafe fn cuGraphExecKernelNodeSetParams(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -8693,7 +8493,7 @@ pub unsafe fn cuGraphExecMemcpyNodeSetParams(
     ctx: CUcontext,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[149].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -8719,7 +8519,7 @@ pub unsafe fn cuGraphExecMemcpyNodeSetParams(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -8734,7 +8534,7 @@ pub unsafe fn cuGraphExecMemsetNodeSetParams(
     ctx: CUcontext,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[150].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -8759,7 +8559,7 @@ pub unsafe fn cuGraphExecMemsetNodeSetParams(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -8773,7 +8573,7 @@ pub unsafe fn cuGraphExecNodeSetParams(
     nodeParams: *mut CUgraphNodeParams,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[151].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -8797,7 +8597,7 @@ pub unsafe fn cuGraphExecNodeSetParams(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE`](crate::cudaError_enum::CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE`](crate::CUresult::CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -8811,7 +8611,7 @@ pub unsafe fn cuGraphExecUpdate(
     resultInfo: *mut CUgraphExecUpdateResultInfo,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[152].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -8834,7 +8634,7 @@ pub unsafe fn cuGraphExecUpdate(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -8847,7 +8647,7 @@ pub unsafe fn cuGraphExternalSemaphoresSignalNodeGetParams(
     params_out: *mut CUDA_EXT_SEM_SIGNAL_NODE_PARAMS,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[153].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -8869,7 +8669,7 @@ pub unsafe fn cuGraphExternalSemaphoresSignalNodeGetParams(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -8882,7 +8682,7 @@ pub unsafe fn cuGraphExternalSemaphoresSignalNodeSetParams(
     nodeParams: *const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[154].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -8904,7 +8704,7 @@ pub unsafe fn cuGraphExternalSemaphoresSignalNodeSetParams(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -8917,7 +8717,7 @@ pub unsafe fn cuGraphExternalSemaphoresWaitNodeGetParams(
     params_out: *mut CUDA_EXT_SEM_WAIT_NODE_PARAMS,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[155].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -8939,7 +8739,7 @@ pub unsafe fn cuGraphExternalSemaphoresWaitNodeGetParams(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -8952,7 +8752,7 @@ pub unsafe fn cuGraphExternalSemaphoresWaitNodeSetParams(
     nodeParams: *const CUDA_EXT_SEM_WAIT_NODE_PARAMS,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[156].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -8977,7 +8777,7 @@ pub unsafe fn cuGraphExternalSemaphoresWaitNodeSetParams(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_LOSSY_QUERY`](crate::cudaError_enum::CUDA_ERROR_LOSSY_QUERY), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_LOSSY_QUERY`](crate::CUresult::CUDA_ERROR_LOSSY_QUERY), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -8993,7 +8793,7 @@ pub unsafe fn cuGraphGetEdges(
     numEdges: *mut usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[157].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -9019,7 +8819,7 @@ pub unsafe fn cuGraphGetEdges(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -9033,7 +8833,7 @@ pub unsafe fn cuGraphGetNodes(
     numNodes: *mut usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[158].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -9053,7 +8853,7 @@ pub unsafe fn cuGraphGetNodes(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -9067,7 +8867,7 @@ pub unsafe fn cuGraphGetRootNodes(
     numRootNodes: *mut usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[159].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -9086,7 +8886,7 @@ pub unsafe fn cuGraphGetRootNodes(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -9099,7 +8899,7 @@ pub unsafe fn cuGraphHostNodeGetParams(
     nodeParams: *mut CUDA_HOST_NODE_PARAMS,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[160].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -9118,7 +8918,7 @@ pub unsafe fn cuGraphHostNodeGetParams(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -9131,7 +8931,7 @@ pub unsafe fn cuGraphHostNodeSetParams(
     nodeParams: *const CUDA_HOST_NODE_PARAMS,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[161].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -9151,7 +8951,7 @@ pub unsafe fn cuGraphHostNodeSetParams(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -9165,7 +8965,7 @@ pub unsafe fn cuGraphInstantiate(
     flags: ::core::ffi::c_ulonglong,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[162].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -9189,7 +8989,7 @@ pub unsafe fn cuGraphInstantiate(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -9203,7 +9003,7 @@ pub unsafe fn cuGraphInstantiateWithParams(
     instantiateParams: *mut CUDA_GRAPH_INSTANTIATE_PARAMS,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[163].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -9226,7 +9026,7 @@ pub unsafe fn cuGraphInstantiateWithParams(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -9239,7 +9039,7 @@ pub unsafe fn cuGraphKernelNodeCopyAttributes(
     src: CUgraphNode,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[164].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -9259,7 +9059,7 @@ pub unsafe fn cuGraphKernelNodeCopyAttributes(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -9273,7 +9073,7 @@ pub unsafe fn cuGraphKernelNodeGetAttribute(
     value_out: *mut CUkernelNodeAttrValue,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[165].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -9296,7 +9096,7 @@ pub unsafe fn cuGraphKernelNodeGetAttribute(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -9309,7 +9109,7 @@ pub unsafe fn cuGraphKernelNodeGetParams(
     nodeParams: *mut CUDA_KERNEL_NODE_PARAMS,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[166].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -9329,7 +9129,7 @@ pub unsafe fn cuGraphKernelNodeGetParams(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -9343,7 +9143,7 @@ pub unsafe fn cuGraphKernelNodeSetAttribute(
     value: *const CUkernelNodeAttrValue,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[167].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -9366,7 +9166,7 @@ pub unsafe fn cuGraphKernelNodeSetAttribute(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -9379,7 +9179,7 @@ pub unsafe fn cuGraphKernelNodeSetParams(
     nodeParams: *const CUDA_KERNEL_NODE_PARAMS,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[168].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -9398,7 +9198,7 @@ pub unsafe fn cuGraphKernelNodeSetParams(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -9408,7 +9208,7 @@ pub unsafe fn cuGraphKernelNodeSetParams(
 #[inline]
 pub unsafe fn cuGraphLaunch(hGraphExec: CUgraphExec, hStream: CUstream) -> CUresult {
     let Some(__entry) = SYMBOLS[169].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -9427,7 +9227,7 @@ pub unsafe fn cuGraphLaunch(hGraphExec: CUgraphExec, hStream: CUstream) -> CUres
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -9440,7 +9240,7 @@ pub unsafe fn cuGraphMemAllocNodeGetParams(
     params_out: *mut CUDA_MEM_ALLOC_NODE_PARAMS,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[170].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -9462,7 +9262,7 @@ pub unsafe fn cuGraphMemAllocNodeGetParams(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -9475,7 +9275,7 @@ pub unsafe fn cuGraphMemFreeNodeGetParams(
     dptr_out: *mut CUdeviceptr,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[171].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -9494,7 +9294,7 @@ pub unsafe fn cuGraphMemFreeNodeGetParams(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -9507,7 +9307,7 @@ pub unsafe fn cuGraphMemcpyNodeGetParams(
     nodeParams: *mut CUDA_MEMCPY3D,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[172].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -9526,7 +9326,7 @@ pub unsafe fn cuGraphMemcpyNodeGetParams(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -9539,7 +9339,7 @@ pub unsafe fn cuGraphMemcpyNodeSetParams(
     nodeParams: *const CUDA_MEMCPY3D,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[173].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -9558,7 +9358,7 @@ pub unsafe fn cuGraphMemcpyNodeSetParams(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -9571,7 +9371,7 @@ pub unsafe fn cuGraphMemsetNodeGetParams(
     nodeParams: *mut CUDA_MEMSET_NODE_PARAMS,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[174].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -9590,7 +9390,7 @@ pub unsafe fn cuGraphMemsetNodeGetParams(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -9603,7 +9403,7 @@ pub unsafe fn cuGraphMemsetNodeSetParams(
     nodeParams: *const CUDA_MEMSET_NODE_PARAMS,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[175].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -9623,7 +9423,7 @@ pub unsafe fn cuGraphMemsetNodeSetParams(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -9637,7 +9437,7 @@ pub unsafe fn cuGraphNodeFindInClone(
     hClonedGraph: CUgraph,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[176].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -9658,7 +9458,7 @@ pub unsafe fn cuGraphNodeFindInClone(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_LOSSY_QUERY`](crate::cudaError_enum::CUDA_ERROR_LOSSY_QUERY), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_LOSSY_QUERY`](crate::CUresult::CUDA_ERROR_LOSSY_QUERY), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -9673,7 +9473,7 @@ pub unsafe fn cuGraphNodeGetDependencies(
     numDependencies: *mut usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[177].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -9699,7 +9499,7 @@ pub unsafe fn cuGraphNodeGetDependencies(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_LOSSY_QUERY`](crate::cudaError_enum::CUDA_ERROR_LOSSY_QUERY), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_LOSSY_QUERY`](crate::CUresult::CUDA_ERROR_LOSSY_QUERY), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -9714,7 +9514,7 @@ pub unsafe fn cuGraphNodeGetDependentNodes(
     numDependentNodes: *mut usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[178].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -9739,7 +9539,7 @@ pub unsafe fn cuGraphNodeGetDependentNodes(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -9753,7 +9553,7 @@ pub unsafe fn cuGraphNodeGetEnabled(
     isEnabled: *mut ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[179].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -9776,7 +9576,7 @@ pub unsafe fn cuGraphNodeGetEnabled(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -9789,7 +9589,7 @@ pub unsafe fn cuGraphNodeGetType(
     type_: *mut CUgraphNodeType,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[180].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -9809,7 +9609,7 @@ pub unsafe fn cuGraphNodeGetType(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -9823,7 +9623,7 @@ pub unsafe fn cuGraphNodeSetEnabled(
     isEnabled: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[181].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -9846,7 +9646,7 @@ pub unsafe fn cuGraphNodeSetEnabled(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -9859,7 +9659,7 @@ pub unsafe fn cuGraphNodeSetParams(
     nodeParams: *mut CUgraphNodeParams,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[182].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -9879,7 +9679,7 @@ pub unsafe fn cuGraphNodeSetParams(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -9893,7 +9693,7 @@ pub unsafe fn cuGraphReleaseUserObject(
     count: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[183].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -9915,7 +9715,7 @@ pub unsafe fn cuGraphReleaseUserObject(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -9931,7 +9731,7 @@ pub unsafe fn cuGraphRemoveDependencies(
     numDependencies: usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[184].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -9958,7 +9758,7 @@ pub unsafe fn cuGraphRemoveDependencies(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -9973,7 +9773,7 @@ pub unsafe fn cuGraphRetainUserObject(
     flags: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[185].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -9997,7 +9797,7 @@ pub unsafe fn cuGraphRetainUserObject(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -10007,7 +9807,7 @@ pub unsafe fn cuGraphRetainUserObject(
 #[inline]
 pub unsafe fn cuGraphUpload(hGraphExec: CUgraphExec, hStream: CUstream) -> CUresult {
     let Some(__entry) = SYMBOLS[186].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -10027,7 +9827,7 @@ pub unsafe fn cuGraphUpload(hGraphExec: CUgraphExec, hStream: CUstream) -> CUres
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_ALREADY_MAPPED`](crate::cudaError_enum::CUDA_ERROR_ALREADY_MAPPED), [`CUDA_ERROR_UNKNOWN`](crate::cudaError_enum::CUDA_ERROR_UNKNOWN). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_ALREADY_MAPPED`](crate::CUresult::CUDA_ERROR_ALREADY_MAPPED), [`CUDA_ERROR_UNKNOWN`](crate::CUresult::CUDA_ERROR_UNKNOWN). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -10041,7 +9841,7 @@ pub unsafe fn cuGraphicsMapResources(
     hStream: CUstream,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[187].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -10064,7 +9864,7 @@ pub unsafe fn cuGraphicsMapResources(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_MAPPED`](crate::cudaError_enum::CUDA_ERROR_NOT_MAPPED), [`CUDA_ERROR_NOT_MAPPED_AS_ARRAY`](crate::cudaError_enum::CUDA_ERROR_NOT_MAPPED_AS_ARRAY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_MAPPED`](crate::CUresult::CUDA_ERROR_NOT_MAPPED), [`CUDA_ERROR_NOT_MAPPED_AS_ARRAY`](crate::CUresult::CUDA_ERROR_NOT_MAPPED_AS_ARRAY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -10077,7 +9877,7 @@ pub unsafe fn cuGraphicsResourceGetMappedMipmappedArray(
     resource: CUgraphicsResource,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[188].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -10097,7 +9897,7 @@ pub unsafe fn cuGraphicsResourceGetMappedMipmappedArray(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_MAPPED`](crate::cudaError_enum::CUDA_ERROR_NOT_MAPPED), [`CUDA_ERROR_NOT_MAPPED_AS_POINTER`](crate::cudaError_enum::CUDA_ERROR_NOT_MAPPED_AS_POINTER). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_MAPPED`](crate::CUresult::CUDA_ERROR_NOT_MAPPED), [`CUDA_ERROR_NOT_MAPPED_AS_POINTER`](crate::CUresult::CUDA_ERROR_NOT_MAPPED_AS_POINTER). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -10111,7 +9911,7 @@ pub unsafe fn cuGraphicsResourceGetMappedPointer(
     resource: CUgraphicsResource,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[189].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -10134,7 +9934,7 @@ pub unsafe fn cuGraphicsResourceGetMappedPointer(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_ALREADY_MAPPED`](crate::cudaError_enum::CUDA_ERROR_ALREADY_MAPPED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_ALREADY_MAPPED`](crate::CUresult::CUDA_ERROR_ALREADY_MAPPED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -10147,7 +9947,7 @@ pub unsafe fn cuGraphicsResourceSetMapFlags(
     flags: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[190].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -10168,7 +9968,7 @@ pub unsafe fn cuGraphicsResourceSetMapFlags(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_MAPPED`](crate::cudaError_enum::CUDA_ERROR_NOT_MAPPED), [`CUDA_ERROR_NOT_MAPPED_AS_ARRAY`](crate::cudaError_enum::CUDA_ERROR_NOT_MAPPED_AS_ARRAY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_MAPPED`](crate::CUresult::CUDA_ERROR_NOT_MAPPED), [`CUDA_ERROR_NOT_MAPPED_AS_ARRAY`](crate::CUresult::CUDA_ERROR_NOT_MAPPED_AS_ARRAY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -10183,7 +9983,7 @@ pub unsafe fn cuGraphicsSubResourceGetMappedArray(
     mipLevel: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[191].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -10208,7 +10008,7 @@ pub unsafe fn cuGraphicsSubResourceGetMappedArray(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_MAPPED`](crate::cudaError_enum::CUDA_ERROR_NOT_MAPPED), [`CUDA_ERROR_UNKNOWN`](crate::cudaError_enum::CUDA_ERROR_UNKNOWN). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_MAPPED`](crate::CUresult::CUDA_ERROR_NOT_MAPPED), [`CUDA_ERROR_UNKNOWN`](crate::CUresult::CUDA_ERROR_UNKNOWN). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -10222,7 +10022,7 @@ pub unsafe fn cuGraphicsUnmapResources(
     hStream: CUstream,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[192].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -10244,7 +10044,7 @@ pub unsafe fn cuGraphicsUnmapResources(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_UNKNOWN`](crate::cudaError_enum::CUDA_ERROR_UNKNOWN). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_UNKNOWN`](crate::CUresult::CUDA_ERROR_UNKNOWN). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -10254,7 +10054,7 @@ pub unsafe fn cuGraphicsUnmapResources(
 #[inline]
 pub unsafe fn cuGraphicsUnregisterResource(resource: CUgraphicsResource) -> CUresult {
     let Some(__entry) = SYMBOLS[193].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -10275,7 +10075,7 @@ pub unsafe fn cuGraphicsUnregisterResource(resource: CUgraphicsResource) -> CUre
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -10290,7 +10090,7 @@ pub unsafe fn cuGreenCtxCreate(
     flags: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[194].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -10313,7 +10113,7 @@ pub unsafe fn cuGreenCtxCreate(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](crate::cudaError_enum::CUDA_ERROR_CONTEXT_IS_DESTROYED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](crate::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -10323,7 +10123,7 @@ pub unsafe fn cuGreenCtxCreate(
 #[inline]
 pub unsafe fn cuGreenCtxDestroy(hCtx: CUgreenCtx) -> CUresult {
     let Some(__entry) = SYMBOLS[195].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -10343,7 +10143,7 @@ pub unsafe fn cuGreenCtxDestroy(hCtx: CUgreenCtx) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_RESOURCE_TYPE`](crate::cudaError_enum::CUDA_ERROR_INVALID_RESOURCE_TYPE), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_RESOURCE_TYPE`](crate::CUresult::CUDA_ERROR_INVALID_RESOURCE_TYPE), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -10357,7 +10157,7 @@ pub unsafe fn cuGreenCtxGetDevResource(
     type_: CUdevResourceType,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[196].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -10380,7 +10180,7 @@ pub unsafe fn cuGreenCtxGetDevResource(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](crate::cudaError_enum::CUDA_ERROR_CONTEXT_IS_DESTROYED), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](crate::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -10393,7 +10193,7 @@ pub unsafe fn cuGreenCtxGetId(
     greenCtxId: *mut ::core::ffi::c_ulonglong,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[197].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -10412,7 +10212,7 @@ pub unsafe fn cuGreenCtxGetId(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`](crate::cudaError_enum::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`](crate::CUresult::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -10422,7 +10222,7 @@ pub unsafe fn cuGreenCtxGetId(
 #[inline]
 pub unsafe fn cuGreenCtxRecordEvent(hCtx: CUgreenCtx, hEvent: CUevent) -> CUresult {
     let Some(__entry) = SYMBOLS[198].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -10443,7 +10243,7 @@ pub unsafe fn cuGreenCtxRecordEvent(hCtx: CUgreenCtx, hEvent: CUevent) -> CUresu
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -10458,7 +10258,7 @@ pub unsafe fn cuGreenCtxStreamCreate(
     priority: ::core::ffi::c_int,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[199].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -10482,7 +10282,7 @@ pub unsafe fn cuGreenCtxStreamCreate(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`](crate::cudaError_enum::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`](crate::CUresult::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -10492,7 +10292,7 @@ pub unsafe fn cuGreenCtxStreamCreate(
 #[inline]
 pub unsafe fn cuGreenCtxWaitEvent(hCtx: CUgreenCtx, hEvent: CUevent) -> CUresult {
     let Some(__entry) = SYMBOLS[200].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -10511,7 +10311,7 @@ pub unsafe fn cuGreenCtxWaitEvent(hCtx: CUgreenCtx, hEvent: CUevent) -> CUresult
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OPERATING_SYSTEM`](crate::cudaError_enum::CUDA_ERROR_OPERATING_SYSTEM). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OPERATING_SYSTEM`](crate::CUresult::CUDA_ERROR_OPERATING_SYSTEM). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -10524,7 +10324,7 @@ pub unsafe fn cuImportExternalMemory(
     memHandleDesc: *const CUDA_EXTERNAL_MEMORY_HANDLE_DESC,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[201].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -10546,7 +10346,7 @@ pub unsafe fn cuImportExternalMemory(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OPERATING_SYSTEM`](crate::cudaError_enum::CUDA_ERROR_OPERATING_SYSTEM). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OPERATING_SYSTEM`](crate::CUresult::CUDA_ERROR_OPERATING_SYSTEM). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -10559,7 +10359,7 @@ pub unsafe fn cuImportExternalSemaphore(
     semHandleDesc: *const CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[202].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -10580,7 +10380,7 @@ pub unsafe fn cuImportExternalSemaphore(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_SYSTEM_DRIVER_MISMATCH`](crate::cudaError_enum::CUDA_ERROR_SYSTEM_DRIVER_MISMATCH), [`CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE`](crate::cudaError_enum::CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_SYSTEM_DRIVER_MISMATCH`](crate::CUresult::CUDA_ERROR_SYSTEM_DRIVER_MISMATCH), [`CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE`](crate::CUresult::CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -10590,7 +10390,7 @@ pub unsafe fn cuImportExternalSemaphore(
 #[inline]
 pub unsafe fn cuInit(Flags: ::core::ffi::c_uint) -> CUresult {
     let Some(__entry) = SYMBOLS[203].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -10608,7 +10408,7 @@ pub unsafe fn cuInit(Flags: ::core::ffi::c_uint) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_MAP_FAILED`](crate::cudaError_enum::CUDA_ERROR_MAP_FAILED), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_MAP_FAILED`](crate::CUresult::CUDA_ERROR_MAP_FAILED), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -10618,7 +10418,7 @@ pub unsafe fn cuInit(Flags: ::core::ffi::c_uint) -> CUresult {
 #[inline]
 pub unsafe fn cuIpcCloseMemHandle(dptr: CUdeviceptr) -> CUresult {
     let Some(__entry) = SYMBOLS[204].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -10637,7 +10437,7 @@ pub unsafe fn cuIpcCloseMemHandle(dptr: CUdeviceptr) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_MAP_FAILED`](crate::cudaError_enum::CUDA_ERROR_MAP_FAILED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_MAP_FAILED`](crate::CUresult::CUDA_ERROR_MAP_FAILED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -10650,7 +10450,7 @@ pub unsafe fn cuIpcGetEventHandle(
     event: CUevent,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[205].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -10669,7 +10469,7 @@ pub unsafe fn cuIpcGetEventHandle(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_MAP_FAILED`](crate::cudaError_enum::CUDA_ERROR_MAP_FAILED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_MAP_FAILED`](crate::CUresult::CUDA_ERROR_MAP_FAILED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -10682,7 +10482,7 @@ pub unsafe fn cuIpcGetMemHandle(
     dptr: CUdeviceptr,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[206].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -10701,7 +10501,7 @@ pub unsafe fn cuIpcGetMemHandle(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_MAP_FAILED`](crate::cudaError_enum::CUDA_ERROR_MAP_FAILED), [`CUDA_ERROR_PEER_ACCESS_UNSUPPORTED`](crate::cudaError_enum::CUDA_ERROR_PEER_ACCESS_UNSUPPORTED), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_MAP_FAILED`](crate::CUresult::CUDA_ERROR_MAP_FAILED), [`CUDA_ERROR_PEER_ACCESS_UNSUPPORTED`](crate::CUresult::CUDA_ERROR_PEER_ACCESS_UNSUPPORTED), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -10714,7 +10514,7 @@ pub unsafe fn cuIpcOpenEventHandle(
     handle: CUipcEventHandle,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[207].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -10734,7 +10534,7 @@ pub unsafe fn cuIpcOpenEventHandle(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_MAP_FAILED`](crate::cudaError_enum::CUDA_ERROR_MAP_FAILED), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_TOO_MANY_PEERS`](crate::cudaError_enum::CUDA_ERROR_TOO_MANY_PEERS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_MAP_FAILED`](crate::CUresult::CUDA_ERROR_MAP_FAILED), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_TOO_MANY_PEERS`](crate::CUresult::CUDA_ERROR_TOO_MANY_PEERS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -10748,7 +10548,7 @@ pub unsafe fn cuIpcOpenMemHandle(
     Flags: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[208].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -10773,7 +10573,7 @@ pub unsafe fn cuIpcOpenMemHandle(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -10788,7 +10588,7 @@ pub unsafe fn cuKernelGetAttribute(
     dev: CUdevice,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[209].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -10812,7 +10612,7 @@ pub unsafe fn cuKernelGetAttribute(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](crate::cudaError_enum::CUDA_ERROR_CONTEXT_IS_DESTROYED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](crate::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -10822,7 +10622,7 @@ pub unsafe fn cuKernelGetAttribute(
 #[inline]
 pub unsafe fn cuKernelGetFunction(pFunc: *mut CUfunction, kernel: CUkernel) -> CUresult {
     let Some(__entry) = SYMBOLS[210].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -10841,7 +10641,7 @@ pub unsafe fn cuKernelGetFunction(pFunc: *mut CUfunction, kernel: CUkernel) -> C
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -10851,7 +10651,7 @@ pub unsafe fn cuKernelGetFunction(pFunc: *mut CUfunction, kernel: CUkernel) -> C
 #[inline]
 pub unsafe fn cuKernelGetLibrary(pLib: *mut CUlibrary, kernel: CUkernel) -> CUresult {
     let Some(__entry) = SYMBOLS[211].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -10870,7 +10670,7 @@ pub unsafe fn cuKernelGetLibrary(pLib: *mut CUlibrary, kernel: CUkernel) -> CUre
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -10883,7 +10683,7 @@ pub unsafe fn cuKernelGetName(
     hfunc: CUkernel,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[212].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -10904,7 +10704,7 @@ pub unsafe fn cuKernelGetName(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -10919,7 +10719,7 @@ pub unsafe fn cuKernelGetParamInfo(
     paramSize: *mut usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[213].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -10940,7 +10740,7 @@ pub unsafe fn cuKernelGetParamInfo(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -10955,7 +10755,7 @@ pub unsafe fn cuKernelSetAttribute(
     dev: CUdevice,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[214].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -10980,7 +10780,7 @@ pub unsafe fn cuKernelSetAttribute(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -10994,7 +10794,7 @@ pub unsafe fn cuKernelSetCacheConfig(
     dev: CUdevice,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[215].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -11014,7 +10814,7 @@ pub unsafe fn cuKernelSetCacheConfig(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](crate::cudaError_enum::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](crate::cudaError_enum::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](crate::cudaError_enum::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](crate::cudaError_enum::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](crate::cudaError_enum::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](crate::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](crate::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](crate::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](crate::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](crate::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -11027,7 +10827,7 @@ pub unsafe fn cuKernelSetCacheConfig(
 #[inline]
 pub unsafe fn cuLaunch(f: CUfunction) -> CUresult {
     let Some(__entry) = SYMBOLS[216].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -11054,7 +10854,7 @@ pub unsafe fn cuLaunch(f: CUfunction) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_IMAGE`](crate::cudaError_enum::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](crate::cudaError_enum::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](crate::cudaError_enum::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](crate::cudaError_enum::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](crate::cudaError_enum::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE`](crate::cudaError_enum::CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](crate::cudaError_enum::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_IMAGE`](crate::CUresult::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](crate::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](crate::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](crate::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](crate::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE`](crate::CUresult::CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](crate::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -11075,7 +10875,7 @@ pub unsafe fn cuLaunchCooperativeKernel(
     kernelParams: *mut *mut ::core::ffi::c_void,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[217].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -11121,7 +10921,7 @@ pub unsafe fn cuLaunchCooperativeKernel(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_IMAGE`](crate::cudaError_enum::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](crate::cudaError_enum::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](crate::cudaError_enum::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](crate::cudaError_enum::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](crate::cudaError_enum::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE`](crate::cudaError_enum::CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](crate::cudaError_enum::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_IMAGE`](crate::CUresult::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](crate::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](crate::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](crate::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](crate::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE`](crate::CUresult::CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](crate::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -11138,7 +10938,7 @@ pub unsafe fn cuLaunchCooperativeKernelMultiDevice(
     flags: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[218].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -11164,7 +10964,7 @@ pub unsafe fn cuLaunchCooperativeKernelMultiDevice(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](crate::cudaError_enum::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](crate::cudaError_enum::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](crate::cudaError_enum::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](crate::cudaError_enum::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](crate::cudaError_enum::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](crate::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](crate::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](crate::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](crate::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](crate::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -11181,7 +10981,7 @@ pub unsafe fn cuLaunchGrid(
     grid_height: ::core::ffi::c_int,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[219].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -11208,7 +11008,7 @@ pub unsafe fn cuLaunchGrid(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](crate::cudaError_enum::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](crate::cudaError_enum::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](crate::cudaError_enum::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](crate::cudaError_enum::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](crate::cudaError_enum::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](crate::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](crate::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](crate::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](crate::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](crate::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -11226,7 +11026,7 @@ pub unsafe fn cuLaunchGridAsync(
     hStream: CUstream,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[220].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -11251,7 +11051,7 @@ pub unsafe fn cuLaunchGridAsync(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -11265,7 +11065,7 @@ pub unsafe fn cuLaunchHostFunc(
     userData: *mut ::core::ffi::c_void,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[221].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -11297,7 +11097,7 @@ pub unsafe fn cuLaunchHostFunc(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_IMAGE`](crate::cudaError_enum::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](crate::cudaError_enum::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](crate::cudaError_enum::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](crate::cudaError_enum::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](crate::cudaError_enum::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](crate::cudaError_enum::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_IMAGE`](crate::CUresult::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](crate::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](crate::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](crate::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](crate::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](crate::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -11319,7 +11119,7 @@ pub unsafe fn cuLaunchKernel(
     extra: *mut *mut ::core::ffi::c_void,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[222].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -11366,7 +11166,7 @@ pub unsafe fn cuLaunchKernel(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_IMAGE`](crate::cudaError_enum::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](crate::cudaError_enum::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](crate::cudaError_enum::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](crate::cudaError_enum::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](crate::cudaError_enum::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE`](crate::cudaError_enum::CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](crate::cudaError_enum::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_IMAGE`](crate::CUresult::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](crate::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](crate::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](crate::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](crate::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE`](crate::CUresult::CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](crate::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -11381,7 +11181,7 @@ pub unsafe fn cuLaunchKernelEx(
     extra: *mut *mut ::core::ffi::c_void,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[223].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -11406,7 +11206,7 @@ pub unsafe fn cuLaunchKernelEx(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -11420,7 +11220,7 @@ pub unsafe fn cuLibraryEnumerateKernels(
     lib: CUlibrary,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[224].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -11445,7 +11245,7 @@ pub unsafe fn cuLibraryEnumerateKernels(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](crate::cudaError_enum::CUDA_ERROR_CONTEXT_IS_DESTROYED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](crate::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -11460,7 +11260,7 @@ pub unsafe fn cuLibraryGetGlobal(
     name: *const ::core::ffi::c_char,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[225].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -11485,7 +11285,7 @@ pub unsafe fn cuLibraryGetGlobal(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -11499,7 +11299,7 @@ pub unsafe fn cuLibraryGetKernel(
     name: *const ::core::ffi::c_char,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[226].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -11522,7 +11322,7 @@ pub unsafe fn cuLibraryGetKernel(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -11535,7 +11335,7 @@ pub unsafe fn cuLibraryGetKernelCount(
     lib: CUlibrary,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[227].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -11556,7 +11356,7 @@ pub unsafe fn cuLibraryGetKernelCount(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -11571,7 +11371,7 @@ pub unsafe fn cuLibraryGetManaged(
     name: *const ::core::ffi::c_char,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[228].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -11595,7 +11395,7 @@ pub unsafe fn cuLibraryGetManaged(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](crate::cudaError_enum::CUDA_ERROR_CONTEXT_IS_DESTROYED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](crate::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -11605,7 +11405,7 @@ pub unsafe fn cuLibraryGetManaged(
 #[inline]
 pub unsafe fn cuLibraryGetModule(pMod: *mut CUmodule, library: CUlibrary) -> CUresult {
     let Some(__entry) = SYMBOLS[229].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -11625,7 +11425,7 @@ pub unsafe fn cuLibraryGetModule(pMod: *mut CUmodule, library: CUlibrary) -> CUr
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -11639,7 +11439,7 @@ pub unsafe fn cuLibraryGetUnifiedFunction(
     symbol: *const ::core::ffi::c_char,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[230].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -11668,7 +11468,7 @@ pub unsafe fn cuLibraryGetUnifiedFunction(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](crate::cudaError_enum::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](crate::cudaError_enum::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](crate::cudaError_enum::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](crate::cudaError_enum::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_JIT_COMPILER_NOT_FOUND), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](crate::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](crate::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](crate::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](crate::CUresult::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](crate::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](crate::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -11687,7 +11487,7 @@ pub unsafe fn cuLibraryLoadData(
     numLibraryOptions: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[231].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -11732,7 +11532,7 @@ pub unsafe fn cuLibraryLoadData(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](crate::cudaError_enum::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](crate::cudaError_enum::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](crate::cudaError_enum::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](crate::cudaError_enum::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_JIT_COMPILER_NOT_FOUND), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](crate::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](crate::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](crate::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](crate::CUresult::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](crate::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](crate::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -11751,7 +11551,7 @@ pub unsafe fn cuLibraryLoadFromFile(
     numLibraryOptions: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[232].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -11789,7 +11589,7 @@ pub unsafe fn cuLibraryLoadFromFile(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -11799,7 +11599,7 @@ pub unsafe fn cuLibraryLoadFromFile(
 #[inline]
 pub unsafe fn cuLibraryUnload(library: CUlibrary) -> CUresult {
     let Some(__entry) = SYMBOLS[233].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -11824,7 +11624,7 @@ pub unsafe fn cuLibraryUnload(library: CUlibrary) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_IMAGE`](crate::cudaError_enum::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_PTX`](crate::cudaError_enum::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](crate::cudaError_enum::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](crate::cudaError_enum::CUDA_ERROR_NO_BINARY_FOR_GPU). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_IMAGE`](crate::CUresult::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_PTX`](crate::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](crate::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](crate::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -11843,7 +11643,7 @@ pub unsafe fn cuLinkAddData(
     optionValues: *mut *mut ::core::ffi::c_void,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[234].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -11877,7 +11677,7 @@ pub unsafe fn cuLinkAddData(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_FILE_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_FILE_NOT_FOUND), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_IMAGE`](crate::cudaError_enum::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_PTX`](crate::cudaError_enum::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](crate::cudaError_enum::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](crate::cudaError_enum::CUDA_ERROR_NO_BINARY_FOR_GPU). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_FILE_NOT_FOUND`](crate::CUresult::CUDA_ERROR_FILE_NOT_FOUND), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_IMAGE`](crate::CUresult::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_PTX`](crate::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](crate::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](crate::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -11894,7 +11694,7 @@ pub unsafe fn cuLinkAddFile(
     optionValues: *mut *mut ::core::ffi::c_void,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[235].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -11921,7 +11721,7 @@ pub unsafe fn cuLinkAddFile(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -11935,7 +11735,7 @@ pub unsafe fn cuLinkComplete(
     sizeOut: *mut usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[236].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -11960,7 +11760,7 @@ pub unsafe fn cuLinkComplete(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_JIT_COMPILER_NOT_FOUND). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](crate::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -11975,7 +11775,7 @@ pub unsafe fn cuLinkCreate(
     stateOut: *mut CUlinkState,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[237].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -11998,7 +11798,7 @@ pub unsafe fn cuLinkCreate(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -12008,7 +11808,7 @@ pub unsafe fn cuLinkCreate(
 #[inline]
 pub unsafe fn cuLinkDestroy(state: CUlinkState) -> CUresult {
     let Some(__entry) = SYMBOLS[238].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -12027,7 +11827,7 @@ pub unsafe fn cuLinkDestroy(state: CUlinkState) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -12040,7 +11840,7 @@ pub unsafe fn cuLogsCurrent(
     flags: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[239].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -12060,7 +11860,7 @@ pub unsafe fn cuLogsCurrent(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -12074,7 +11874,7 @@ pub unsafe fn cuLogsDumpToFile(
     flags: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[240].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -12099,7 +11899,7 @@ pub unsafe fn cuLogsDumpToFile(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -12114,7 +11914,7 @@ pub unsafe fn cuLogsDumpToMemory(
     flags: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[241].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -12139,7 +11939,7 @@ pub unsafe fn cuLogsDumpToMemory(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -12153,7 +11953,7 @@ pub unsafe fn cuLogsRegisterCallback(
     callback_out: *mut CUlogsCallbackHandle,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[242].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -12175,7 +11975,7 @@ pub unsafe fn cuLogsRegisterCallback(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -12185,7 +11985,7 @@ pub unsafe fn cuLogsRegisterCallback(
 #[inline]
 pub unsafe fn cuLogsUnregisterCallback(callback: CUlogsCallbackHandle) -> CUresult {
     let Some(__entry) = SYMBOLS[243].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -12204,7 +12004,7 @@ pub unsafe fn cuLogsUnregisterCallback(callback: CUlogsCallbackHandle) -> CUresu
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](crate::cudaError_enum::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](crate::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -12214,7 +12014,7 @@ pub unsafe fn cuLogsUnregisterCallback(callback: CUlogsCallbackHandle) -> CUresu
 #[inline]
 pub unsafe fn cuMemAddressFree(ptr: CUdeviceptr, size: usize) -> CUresult {
     let Some(__entry) = SYMBOLS[244].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -12236,7 +12036,7 @@ pub unsafe fn cuMemAddressFree(ptr: CUdeviceptr, size: usize) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](crate::cudaError_enum::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](crate::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -12252,7 +12052,7 @@ pub unsafe fn cuMemAddressReserve(
     flags: ::core::ffi::c_ulonglong,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[245].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -12279,7 +12079,7 @@ pub unsafe fn cuMemAddressReserve(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -12294,7 +12094,7 @@ pub unsafe fn cuMemAdvise(
     location: CUmemLocation,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[246].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -12318,7 +12118,7 @@ pub unsafe fn cuMemAdvise(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -12328,7 +12128,7 @@ pub unsafe fn cuMemAdvise(
 #[inline]
 pub unsafe fn cuMemAlloc(dptr: *mut CUdeviceptr, bytesize: usize) -> CUresult {
     let Some(__entry) = SYMBOLS[247].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -12348,7 +12148,7 @@ pub unsafe fn cuMemAlloc(dptr: *mut CUdeviceptr, bytesize: usize) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -12362,7 +12162,7 @@ pub unsafe fn cuMemAllocAsync(
     hStream: CUstream,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[248].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -12383,7 +12183,7 @@ pub unsafe fn cuMemAllocAsync(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -12398,7 +12198,7 @@ pub unsafe fn cuMemAllocFromPoolAsync(
     hStream: CUstream,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[249].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -12422,7 +12222,7 @@ pub unsafe fn cuMemAllocFromPoolAsync(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -12435,7 +12235,7 @@ pub unsafe fn cuMemAllocHost(
     bytesize: usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[250].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -12455,7 +12255,7 @@ pub unsafe fn cuMemAllocHost(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -12469,7 +12269,7 @@ pub unsafe fn cuMemAllocManaged(
     flags: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[251].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -12495,7 +12295,7 @@ pub unsafe fn cuMemAllocManaged(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -12511,7 +12311,7 @@ pub unsafe fn cuMemAllocPitch(
     ElementSizeBytes: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[252].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -12539,7 +12339,7 @@ pub unsafe fn cuMemAllocPitch(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -12555,7 +12355,7 @@ pub unsafe fn cuMemBatchDecompressAsync(
     stream: CUstream,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[253].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -12582,7 +12382,7 @@ pub unsafe fn cuMemBatchDecompressAsync(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](crate::cudaError_enum::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](crate::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -12597,7 +12397,7 @@ pub unsafe fn cuMemCreate(
     flags: ::core::ffi::c_ulonglong,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[254].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -12627,7 +12427,7 @@ pub unsafe fn cuMemCreate(
 ///
 /// # Errors
 ///
-/// The header documents no specific codes. When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents no specific codes. When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -12646,7 +12446,7 @@ pub unsafe fn cuMemDiscardAndPrefetchBatchAsync(
     hStream: CUstream,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[255].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -12688,7 +12488,7 @@ pub unsafe fn cuMemDiscardAndPrefetchBatchAsync(
 ///
 /// # Errors
 ///
-/// The header documents no specific codes. When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents no specific codes. When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -12704,7 +12504,7 @@ pub unsafe fn cuMemDiscardBatchAsync(
     hStream: CUstream,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[256].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -12731,7 +12531,7 @@ pub unsafe fn cuMemDiscardBatchAsync(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](crate::cudaError_enum::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](crate::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -12746,7 +12546,7 @@ pub unsafe fn cuMemExportToShareableHandle(
     flags: ::core::ffi::c_ulonglong,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[257].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -12769,7 +12569,7 @@ pub unsafe fn cuMemExportToShareableHandle(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -12779,7 +12579,7 @@ pub unsafe fn cuMemExportToShareableHandle(
 #[inline]
 pub unsafe fn cuMemFree(dptr: CUdeviceptr) -> CUresult {
     let Some(__entry) = SYMBOLS[258].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -12798,7 +12598,7 @@ pub unsafe fn cuMemFree(dptr: CUdeviceptr) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -12808,7 +12608,7 @@ pub unsafe fn cuMemFree(dptr: CUdeviceptr) -> CUresult {
 #[inline]
 pub unsafe fn cuMemFreeAsync(dptr: CUdeviceptr, hStream: CUstream) -> CUresult {
     let Some(__entry) = SYMBOLS[259].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -12826,7 +12626,7 @@ pub unsafe fn cuMemFreeAsync(dptr: CUdeviceptr, hStream: CUstream) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -12836,7 +12636,7 @@ pub unsafe fn cuMemFreeAsync(dptr: CUdeviceptr, hStream: CUstream) -> CUresult {
 #[inline]
 pub unsafe fn cuMemFreeHost(p: *mut ::core::ffi::c_void) -> CUresult {
     let Some(__entry) = SYMBOLS[260].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -12856,7 +12656,7 @@ pub unsafe fn cuMemFreeHost(p: *mut ::core::ffi::c_void) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](crate::cudaError_enum::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](crate::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -12870,7 +12670,7 @@ pub unsafe fn cuMemGetAccess(
     ptr: CUdeviceptr,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[261].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -12894,7 +12694,7 @@ pub unsafe fn cuMemGetAccess(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -12908,7 +12708,7 @@ pub unsafe fn cuMemGetAddressRange(
     dptr: CUdeviceptr,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[262].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -12928,7 +12728,7 @@ pub unsafe fn cuMemGetAddressRange(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](crate::cudaError_enum::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](crate::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -12942,7 +12742,7 @@ pub unsafe fn cuMemGetAllocationGranularity(
     option: CUmemAllocationGranularity_flags,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[263].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -12965,7 +12765,7 @@ pub unsafe fn cuMemGetAllocationGranularity(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](crate::cudaError_enum::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](crate::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -12978,7 +12778,7 @@ pub unsafe fn cuMemGetAllocationPropertiesFromHandle(
     handle: CUmemGenericAllocationHandle,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[264].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -13001,7 +12801,7 @@ pub unsafe fn cuMemGetAllocationPropertiesFromHandle(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -13015,7 +12815,7 @@ pub unsafe fn cuMemGetDefaultMemPool(
     type_: CUmemAllocationType,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[265].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -13041,7 +12841,7 @@ pub unsafe fn cuMemGetDefaultMemPool(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -13057,7 +12857,7 @@ pub unsafe fn cuMemGetHandleForAddressRange(
     flags: ::core::ffi::c_ulonglong,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[266].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -13082,7 +12882,7 @@ pub unsafe fn cuMemGetHandleForAddressRange(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -13092,7 +12892,7 @@ pub unsafe fn cuMemGetHandleForAddressRange(
 #[inline]
 pub unsafe fn cuMemGetInfo(free: *mut usize, total: *mut usize) -> CUresult {
     let Some(__entry) = SYMBOLS[267].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -13112,7 +12912,7 @@ pub unsafe fn cuMemGetInfo(free: *mut usize, total: *mut usize) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -13126,7 +12926,7 @@ pub unsafe fn cuMemGetMemPool(
     type_: CUmemAllocationType,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[268].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -13150,7 +12950,7 @@ pub unsafe fn cuMemGetMemPool(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -13164,7 +12964,7 @@ pub unsafe fn cuMemHostAlloc(
     Flags: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[269].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -13188,7 +12988,7 @@ pub unsafe fn cuMemHostAlloc(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -13202,7 +13002,7 @@ pub unsafe fn cuMemHostGetDevicePointer(
     Flags: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[270].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -13225,7 +13025,7 @@ pub unsafe fn cuMemHostGetDevicePointer(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -13238,7 +13038,7 @@ pub unsafe fn cuMemHostGetFlags(
     p: *mut ::core::ffi::c_void,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[271].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -13261,7 +13061,7 @@ pub unsafe fn cuMemHostGetFlags(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED`](crate::cudaError_enum::CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED), [`CUDA_ERROR_NOT_PERMITTED`](crate::cudaError_enum::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED`](crate::CUresult::CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED), [`CUDA_ERROR_NOT_PERMITTED`](crate::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -13275,7 +13075,7 @@ pub unsafe fn cuMemHostRegister(
     Flags: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[272].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -13297,7 +13097,7 @@ pub unsafe fn cuMemHostRegister(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED`](crate::cudaError_enum::CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED`](crate::CUresult::CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -13307,7 +13107,7 @@ pub unsafe fn cuMemHostRegister(
 #[inline]
 pub unsafe fn cuMemHostUnregister(p: *mut ::core::ffi::c_void) -> CUresult {
     let Some(__entry) = SYMBOLS[273].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -13327,7 +13127,7 @@ pub unsafe fn cuMemHostUnregister(p: *mut ::core::ffi::c_void) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](crate::cudaError_enum::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](crate::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -13341,7 +13141,7 @@ pub unsafe fn cuMemImportFromShareableHandle(
     shHandleType: CUmemAllocationHandleType,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[274].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -13367,7 +13167,7 @@ pub unsafe fn cuMemImportFromShareableHandle(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](crate::cudaError_enum::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_ILLEGAL_STATE`](crate::cudaError_enum::CUDA_ERROR_ILLEGAL_STATE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](crate::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_ILLEGAL_STATE`](crate::CUresult::CUDA_ERROR_ILLEGAL_STATE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -13383,7 +13183,7 @@ pub unsafe fn cuMemMap(
     flags: ::core::ffi::c_ulonglong,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[275].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -13409,7 +13209,7 @@ pub unsafe fn cuMemMap(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -13423,7 +13223,7 @@ pub unsafe fn cuMemMapArrayAsync(
     hStream: CUstream,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[276].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -13446,7 +13246,7 @@ pub unsafe fn cuMemMapArrayAsync(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NOT_PERMITTED`](crate::cudaError_enum::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NOT_PERMITTED`](crate::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -13459,7 +13259,7 @@ pub unsafe fn cuMemPoolCreate(
     poolProps: *const CUmemPoolProps,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[277].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -13477,7 +13277,7 @@ pub unsafe fn cuMemPoolCreate(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -13487,7 +13287,7 @@ pub unsafe fn cuMemPoolCreate(
 #[inline]
 pub unsafe fn cuMemPoolDestroy(pool: CUmemoryPool) -> CUresult {
     let Some(__entry) = SYMBOLS[278].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -13506,7 +13306,7 @@ pub unsafe fn cuMemPoolDestroy(pool: CUmemoryPool) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -13519,7 +13319,7 @@ pub unsafe fn cuMemPoolExportPointer(
     ptr: CUdeviceptr,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[279].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -13540,7 +13340,7 @@ pub unsafe fn cuMemPoolExportPointer(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -13555,7 +13355,7 @@ pub unsafe fn cuMemPoolExportToShareableHandle(
     flags: ::core::ffi::c_ulonglong,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[280].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -13580,7 +13380,7 @@ pub unsafe fn cuMemPoolExportToShareableHandle(
 ///
 /// # Errors
 ///
-/// The header documents no specific codes. When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents no specific codes. When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -13594,7 +13394,7 @@ pub unsafe fn cuMemPoolGetAccess(
     location: *mut CUmemLocation,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[281].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -13618,7 +13418,7 @@ pub unsafe fn cuMemPoolGetAccess(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -13632,7 +13432,7 @@ pub unsafe fn cuMemPoolGetAttribute(
     value: *mut ::core::ffi::c_void,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[282].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -13657,7 +13457,7 @@ pub unsafe fn cuMemPoolGetAttribute(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -13672,7 +13472,7 @@ pub unsafe fn cuMemPoolImportFromShareableHandle(
     flags: ::core::ffi::c_ulonglong,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[283].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -13697,7 +13497,7 @@ pub unsafe fn cuMemPoolImportFromShareableHandle(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -13711,7 +13511,7 @@ pub unsafe fn cuMemPoolImportPointer(
     shareData: *mut CUmemPoolPtrExportData,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[284].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -13735,7 +13535,7 @@ pub unsafe fn cuMemPoolImportPointer(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -13749,7 +13549,7 @@ pub unsafe fn cuMemPoolSetAccess(
     count: usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[285].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -13769,7 +13569,7 @@ pub unsafe fn cuMemPoolSetAccess(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -13783,7 +13583,7 @@ pub unsafe fn cuMemPoolSetAttribute(
     value: *mut ::core::ffi::c_void,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[286].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -13806,7 +13606,7 @@ pub unsafe fn cuMemPoolSetAttribute(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -13816,7 +13616,7 @@ pub unsafe fn cuMemPoolSetAttribute(
 #[inline]
 pub unsafe fn cuMemPoolTrimTo(pool: CUmemoryPool, minBytesToKeep: usize) -> CUresult {
     let Some(__entry) = SYMBOLS[287].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -13838,7 +13638,7 @@ pub unsafe fn cuMemPoolTrimTo(pool: CUmemoryPool, minBytesToKeep: usize) -> CUre
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -13854,7 +13654,7 @@ pub unsafe fn cuMemPrefetchAsync(
     hStream: CUstream,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[288].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -13885,7 +13685,7 @@ pub unsafe fn cuMemPrefetchAsync(
 ///
 /// # Errors
 ///
-/// The header documents no specific codes. When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents no specific codes. When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -13904,7 +13704,7 @@ pub unsafe fn cuMemPrefetchBatchAsync(
     hStream: CUstream,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[289].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -13946,7 +13746,7 @@ pub unsafe fn cuMemPrefetchBatchAsync(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -13962,7 +13762,7 @@ pub unsafe fn cuMemRangeGetAttribute(
     count: usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[290].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -13991,7 +13791,7 @@ pub unsafe fn cuMemRangeGetAttribute(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -14008,7 +13808,7 @@ pub unsafe fn cuMemRangeGetAttributes(
     count: usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[291].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -14033,7 +13833,7 @@ pub unsafe fn cuMemRangeGetAttributes(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](crate::cudaError_enum::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](crate::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -14043,7 +13843,7 @@ pub unsafe fn cuMemRangeGetAttributes(
 #[inline]
 pub unsafe fn cuMemRelease(handle: CUmemGenericAllocationHandle) -> CUresult {
     let Some(__entry) = SYMBOLS[292].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -14062,7 +13862,7 @@ pub unsafe fn cuMemRelease(handle: CUmemGenericAllocationHandle) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](crate::cudaError_enum::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](crate::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -14075,7 +13875,7 @@ pub unsafe fn cuMemRetainAllocationHandle(
     addr: *mut ::core::ffi::c_void,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[293].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -14099,7 +13899,7 @@ pub unsafe fn cuMemRetainAllocationHandle(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -14114,7 +13914,7 @@ pub unsafe fn cuMemSetAccess(
     count: usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[294].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -14139,7 +13939,7 @@ pub unsafe fn cuMemSetAccess(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -14153,7 +13953,7 @@ pub unsafe fn cuMemSetMemPool(
     pool: CUmemoryPool,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[295].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -14176,7 +13976,7 @@ pub unsafe fn cuMemSetMemPool(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](crate::cudaError_enum::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](crate::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -14186,7 +13986,7 @@ pub unsafe fn cuMemSetMemPool(
 #[inline]
 pub unsafe fn cuMemUnmap(ptr: CUdeviceptr, size: usize) -> CUresult {
     let Some(__entry) = SYMBOLS[296].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -14206,7 +14006,7 @@ pub unsafe fn cuMemUnmap(ptr: CUdeviceptr, size: usize) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -14220,7 +14020,7 @@ pub unsafe fn cuMemcpy(
     ByteCount: usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[297].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -14238,7 +14038,7 @@ pub unsafe fn cuMemcpy(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -14248,7 +14048,7 @@ pub unsafe fn cuMemcpy(
 #[inline]
 pub unsafe fn cuMemcpy2D(pCopy: *const CUDA_MEMCPY2D) -> CUresult {
     let Some(__entry) = SYMBOLS[298].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -14267,7 +14067,7 @@ pub unsafe fn cuMemcpy2D(pCopy: *const CUDA_MEMCPY2D) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -14280,7 +14080,7 @@ pub unsafe fn cuMemcpy2DAsync(
     hStream: CUstream,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[299].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -14298,7 +14098,7 @@ pub unsafe fn cuMemcpy2DAsync(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -14308,7 +14108,7 @@ pub unsafe fn cuMemcpy2DAsync(
 #[inline]
 pub unsafe fn cuMemcpy2DUnaligned(pCopy: *const CUDA_MEMCPY2D) -> CUresult {
     let Some(__entry) = SYMBOLS[300].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -14326,7 +14126,7 @@ pub unsafe fn cuMemcpy2DUnaligned(pCopy: *const CUDA_MEMCPY2D) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -14336,7 +14136,7 @@ pub unsafe fn cuMemcpy2DUnaligned(pCopy: *const CUDA_MEMCPY2D) -> CUresult {
 #[inline]
 pub unsafe fn cuMemcpy3D(pCopy: *const CUDA_MEMCPY3D) -> CUresult {
     let Some(__entry) = SYMBOLS[301].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -14355,7 +14155,7 @@ pub unsafe fn cuMemcpy3D(pCopy: *const CUDA_MEMCPY3D) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -14368,7 +14168,7 @@ pub unsafe fn cuMemcpy3DAsync(
     hStream: CUstream,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[302].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -14389,7 +14189,7 @@ pub unsafe fn cuMemcpy3DAsync(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -14404,7 +14204,7 @@ pub unsafe fn cuMemcpy3DBatchAsync(
     hStream: CUstream,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[303].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -14427,7 +14227,7 @@ pub unsafe fn cuMemcpy3DBatchAsync(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -14437,7 +14237,7 @@ pub unsafe fn cuMemcpy3DBatchAsync(
 #[inline]
 pub unsafe fn cuMemcpy3DPeer(pCopy: *const CUDA_MEMCPY3D_PEER) -> CUresult {
     let Some(__entry) = SYMBOLS[304].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -14456,7 +14256,7 @@ pub unsafe fn cuMemcpy3DPeer(pCopy: *const CUDA_MEMCPY3D_PEER) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -14469,7 +14269,7 @@ pub unsafe fn cuMemcpy3DPeerAsync(
     hStream: CUstream,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[305].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -14490,7 +14290,7 @@ pub unsafe fn cuMemcpy3DPeerAsync(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -14505,7 +14305,7 @@ pub unsafe fn cuMemcpyAsync(
     hStream: CUstream,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[306].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -14527,7 +14327,7 @@ pub unsafe fn cuMemcpyAsync(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -14543,7 +14343,7 @@ pub unsafe fn cuMemcpyAtoA(
     ByteCount: usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[307].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -14564,7 +14364,7 @@ pub unsafe fn cuMemcpyAtoA(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -14579,7 +14379,7 @@ pub unsafe fn cuMemcpyAtoD(
     ByteCount: usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[308].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -14600,7 +14400,7 @@ pub unsafe fn cuMemcpyAtoD(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -14615,7 +14415,7 @@ pub unsafe fn cuMemcpyAtoH(
     ByteCount: usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[309].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -14642,7 +14442,7 @@ pub unsafe fn cuMemcpyAtoH(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -14658,7 +14458,7 @@ pub unsafe fn cuMemcpyAtoHAsync(
     hStream: CUstream,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[310].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -14689,7 +14489,7 @@ pub unsafe fn cuMemcpyAtoHAsync(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -14708,7 +14508,7 @@ pub unsafe fn cuMemcpyBatchAsync(
     hStream: CUstream,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[311].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -14738,7 +14538,7 @@ pub unsafe fn cuMemcpyBatchAsync(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -14753,7 +14553,7 @@ pub unsafe fn cuMemcpyDtoA(
     ByteCount: usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[312].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -14773,7 +14573,7 @@ pub unsafe fn cuMemcpyDtoA(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -14787,7 +14587,7 @@ pub unsafe fn cuMemcpyDtoD(
     ByteCount: usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[313].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -14808,7 +14608,7 @@ pub unsafe fn cuMemcpyDtoD(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -14823,7 +14623,7 @@ pub unsafe fn cuMemcpyDtoDAsync(
     hStream: CUstream,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[314].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -14843,7 +14643,7 @@ pub unsafe fn cuMemcpyDtoDAsync(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -14857,7 +14657,7 @@ pub unsafe fn cuMemcpyDtoH(
     ByteCount: usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[315].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -14882,7 +14682,7 @@ pub unsafe fn cuMemcpyDtoH(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -14897,7 +14697,7 @@ pub unsafe fn cuMemcpyDtoHAsync(
     hStream: CUstream,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[316].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -14923,7 +14723,7 @@ pub unsafe fn cuMemcpyDtoHAsync(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -14938,7 +14738,7 @@ pub unsafe fn cuMemcpyHtoA(
     ByteCount: usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[317].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -14965,7 +14765,7 @@ pub unsafe fn cuMemcpyHtoA(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -14981,7 +14781,7 @@ pub unsafe fn cuMemcpyHtoAAsync(
     hStream: CUstream,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[318].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -15007,7 +14807,7 @@ pub unsafe fn cuMemcpyHtoAAsync(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -15021,7 +14821,7 @@ pub unsafe fn cuMemcpyHtoD(
     ByteCount: usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[319].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -15046,7 +14846,7 @@ pub unsafe fn cuMemcpyHtoD(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -15061,7 +14861,7 @@ pub unsafe fn cuMemcpyHtoDAsync(
     hStream: CUstream,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[320].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -15088,7 +14888,7 @@ pub unsafe fn cuMemcpyHtoDAsync(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -15104,7 +14904,7 @@ pub unsafe fn cuMemcpyPeer(
     ByteCount: usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[321].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -15133,7 +14933,7 @@ pub unsafe fn cuMemcpyPeer(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -15150,7 +14950,7 @@ pub unsafe fn cuMemcpyPeerAsync(
     hStream: CUstream,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[322].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -15179,7 +14979,7 @@ pub unsafe fn cuMemcpyPeerAsync(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -15193,7 +14993,7 @@ pub unsafe fn cuMemsetD16(
     N: usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[323].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -15214,7 +15014,7 @@ pub unsafe fn cuMemsetD16(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -15229,7 +15029,7 @@ pub unsafe fn cuMemsetD16Async(
     hStream: CUstream,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[324].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -15256,7 +15056,7 @@ pub unsafe fn cuMemsetD16Async(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -15272,7 +15072,7 @@ pub unsafe fn cuMemsetD2D16(
     Height: usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[325].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -15301,7 +15101,7 @@ pub unsafe fn cuMemsetD2D16(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -15318,7 +15118,7 @@ pub unsafe fn cuMemsetD2D16Async(
     hStream: CUstream,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[326].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -15347,7 +15147,7 @@ pub unsafe fn cuMemsetD2D16Async(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -15363,7 +15163,7 @@ pub unsafe fn cuMemsetD2D32(
     Height: usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[327].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -15392,7 +15192,7 @@ pub unsafe fn cuMemsetD2D32(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -15409,7 +15209,7 @@ pub unsafe fn cuMemsetD2D32Async(
     hStream: CUstream,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[328].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -15438,7 +15238,7 @@ pub unsafe fn cuMemsetD2D32Async(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -15454,7 +15254,7 @@ pub unsafe fn cuMemsetD2D8(
     Height: usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[329].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -15483,7 +15283,7 @@ pub unsafe fn cuMemsetD2D8(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -15500,7 +15300,7 @@ pub unsafe fn cuMemsetD2D8Async(
     hStream: CUstream,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[330].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -15527,7 +15327,7 @@ pub unsafe fn cuMemsetD2D8Async(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -15541,7 +15341,7 @@ pub unsafe fn cuMemsetD32(
     N: usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[331].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -15562,7 +15362,7 @@ pub unsafe fn cuMemsetD32(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -15577,7 +15377,7 @@ pub unsafe fn cuMemsetD32Async(
     hStream: CUstream,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[332].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -15602,7 +15402,7 @@ pub unsafe fn cuMemsetD32Async(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -15616,7 +15416,7 @@ pub unsafe fn cuMemsetD8(
     N: usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[333].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -15637,7 +15437,7 @@ pub unsafe fn cuMemsetD8(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -15652,7 +15452,7 @@ pub unsafe fn cuMemsetD8Async(
     hStream: CUstream,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[334].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -15677,7 +15477,7 @@ pub unsafe fn cuMemsetD8Async(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_UNKNOWN`](crate::cudaError_enum::CUDA_ERROR_UNKNOWN). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_UNKNOWN`](crate::CUresult::CUDA_ERROR_UNKNOWN). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -15691,7 +15491,7 @@ pub unsafe fn cuMipmappedArrayCreate(
     numMipmapLevels: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[335].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -15713,7 +15513,7 @@ pub unsafe fn cuMipmappedArrayCreate(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_ARRAY_IS_MAPPED`](crate::cudaError_enum::CUDA_ERROR_ARRAY_IS_MAPPED), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](crate::cudaError_enum::CUDA_ERROR_CONTEXT_IS_DESTROYED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_ARRAY_IS_MAPPED`](crate::CUresult::CUDA_ERROR_ARRAY_IS_MAPPED), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](crate::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -15723,7 +15523,7 @@ pub unsafe fn cuMipmappedArrayCreate(
 #[inline]
 pub unsafe fn cuMipmappedArrayDestroy(hMipmappedArray: CUmipmappedArray) -> CUresult {
     let Some(__entry) = SYMBOLS[336].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -15743,7 +15543,7 @@ pub unsafe fn cuMipmappedArrayDestroy(hMipmappedArray: CUmipmappedArray) -> CUre
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -15757,7 +15557,7 @@ pub unsafe fn cuMipmappedArrayGetLevel(
     level: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[337].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -15781,7 +15581,7 @@ pub unsafe fn cuMipmappedArrayGetLevel(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -15795,7 +15595,7 @@ pub unsafe fn cuMipmappedArrayGetMemoryRequirements(
     device: CUdevice,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[338].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -15818,7 +15618,7 @@ pub unsafe fn cuMipmappedArrayGetMemoryRequirements(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -15831,7 +15631,7 @@ pub unsafe fn cuMipmappedArrayGetSparseProperties(
     mipmap: CUmipmappedArray,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[339].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -15854,7 +15654,7 @@ pub unsafe fn cuMipmappedArrayGetSparseProperties(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -15868,7 +15668,7 @@ pub unsafe fn cuModuleEnumerateFunctions(
     mod_: CUmodule,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[340].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -15892,7 +15692,7 @@ pub unsafe fn cuModuleEnumerateFunctions(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -15906,7 +15706,7 @@ pub unsafe fn cuModuleGetFunction(
     name: *const ::core::ffi::c_char,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[341].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -15929,7 +15729,7 @@ pub unsafe fn cuModuleGetFunction(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -15942,7 +15742,7 @@ pub unsafe fn cuModuleGetFunctionCount(
     mod_: CUmodule,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[342].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -15963,7 +15763,7 @@ pub unsafe fn cuModuleGetFunctionCount(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -15978,7 +15778,7 @@ pub unsafe fn cuModuleGetGlobal(
     name: *const ::core::ffi::c_char,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[343].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -16001,7 +15801,7 @@ pub unsafe fn cuModuleGetGlobal(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -16011,7 +15811,7 @@ pub unsafe fn cuModuleGetGlobal(
 #[inline]
 pub unsafe fn cuModuleGetLoadingMode(mode: *mut CUmoduleLoadingMode) -> CUresult {
     let Some(__entry) = SYMBOLS[344].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -16033,7 +15833,7 @@ pub unsafe fn cuModuleGetLoadingMode(mode: *mut CUmoduleLoadingMode) -> CUresult
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -16050,7 +15850,7 @@ pub unsafe fn cuModuleGetSurfRef(
     name: *const ::core::ffi::c_char,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[345].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -16076,7 +15876,7 @@ pub unsafe fn cuModuleGetSurfRef(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -16093,7 +15893,7 @@ pub unsafe fn cuModuleGetTexRef(
     name: *const ::core::ffi::c_char,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[346].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -16116,7 +15916,7 @@ pub unsafe fn cuModuleGetTexRef(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](crate::cudaError_enum::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](crate::cudaError_enum::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_FILE_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_FILE_NOT_FOUND), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](crate::cudaError_enum::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](crate::cudaError_enum::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_JIT_COMPILER_NOT_FOUND). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](crate::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](crate::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_FILE_NOT_FOUND`](crate::CUresult::CUDA_ERROR_FILE_NOT_FOUND), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](crate::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](crate::CUresult::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](crate::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](crate::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -16129,7 +15929,7 @@ pub unsafe fn cuModuleLoad(
     fname: *const ::core::ffi::c_char,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[347].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -16148,7 +15948,7 @@ pub unsafe fn cuModuleLoad(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](crate::cudaError_enum::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](crate::cudaError_enum::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](crate::cudaError_enum::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](crate::cudaError_enum::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_JIT_COMPILER_NOT_FOUND). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](crate::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](crate::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](crate::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](crate::CUresult::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](crate::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](crate::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -16161,7 +15961,7 @@ pub unsafe fn cuModuleLoadData(
     image: *const ::core::ffi::c_void,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[348].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -16183,7 +15983,7 @@ pub unsafe fn cuModuleLoadData(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](crate::cudaError_enum::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](crate::cudaError_enum::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](crate::cudaError_enum::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](crate::cudaError_enum::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_JIT_COMPILER_NOT_FOUND). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](crate::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](crate::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](crate::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](crate::CUresult::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](crate::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](crate::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -16199,7 +15999,7 @@ pub unsafe fn cuModuleLoadDataEx(
     optionValues: *mut *mut ::core::ffi::c_void,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[349].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -16224,7 +16024,7 @@ pub unsafe fn cuModuleLoadDataEx(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](crate::cudaError_enum::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](crate::cudaError_enum::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](crate::cudaError_enum::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](crate::cudaError_enum::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_JIT_COMPILER_NOT_FOUND). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](crate::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](crate::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](crate::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](crate::CUresult::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](crate::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](crate::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -16237,7 +16037,7 @@ pub unsafe fn cuModuleLoadFatBinary(
     fatCubin: *const ::core::ffi::c_void,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[350].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -16255,7 +16055,7 @@ pub unsafe fn cuModuleLoadFatBinary(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](crate::cudaError_enum::CUDA_ERROR_NOT_PERMITTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](crate::CUresult::CUDA_ERROR_NOT_PERMITTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -16265,7 +16065,7 @@ pub unsafe fn cuModuleLoadFatBinary(
 #[inline]
 pub unsafe fn cuModuleUnload(hmod: CUmodule) -> CUresult {
     let Some(__entry) = SYMBOLS[351].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -16284,7 +16084,7 @@ pub unsafe fn cuModuleUnload(hmod: CUmodule) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](crate::cudaError_enum::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](crate::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -16297,7 +16097,7 @@ pub unsafe fn cuMulticastAddDevice(
     dev: CUdevice,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[352].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -16319,7 +16119,7 @@ pub unsafe fn cuMulticastAddDevice(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](crate::cudaError_enum::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_SYSTEM_NOT_READY`](crate::cudaError_enum::CUDA_ERROR_SYSTEM_NOT_READY), [`CUDA_ERROR_ILLEGAL_STATE`](crate::cudaError_enum::CUDA_ERROR_ILLEGAL_STATE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](crate::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_SYSTEM_NOT_READY`](crate::CUresult::CUDA_ERROR_SYSTEM_NOT_READY), [`CUDA_ERROR_ILLEGAL_STATE`](crate::CUresult::CUDA_ERROR_ILLEGAL_STATE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -16335,7 +16135,7 @@ pub unsafe fn cuMulticastBindAddr(
     flags: ::core::ffi::c_ulonglong,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[353].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -16364,7 +16164,7 @@ pub unsafe fn cuMulticastBindAddr(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](crate::cudaError_enum::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_SYSTEM_NOT_READY`](crate::cudaError_enum::CUDA_ERROR_SYSTEM_NOT_READY), [`CUDA_ERROR_ILLEGAL_STATE`](crate::cudaError_enum::CUDA_ERROR_ILLEGAL_STATE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](crate::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_SYSTEM_NOT_READY`](crate::CUresult::CUDA_ERROR_SYSTEM_NOT_READY), [`CUDA_ERROR_ILLEGAL_STATE`](crate::CUresult::CUDA_ERROR_ILLEGAL_STATE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -16381,7 +16181,7 @@ pub unsafe fn cuMulticastBindMem(
     flags: ::core::ffi::c_ulonglong,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[354].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -16407,7 +16207,7 @@ pub unsafe fn cuMulticastBindMem(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](crate::cudaError_enum::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](crate::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -16420,7 +16220,7 @@ pub unsafe fn cuMulticastCreate(
     prop: *const CUmulticastObjectProp,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[355].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -16443,7 +16243,7 @@ pub unsafe fn cuMulticastCreate(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](crate::cudaError_enum::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](crate::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -16457,7 +16257,7 @@ pub unsafe fn cuMulticastGetGranularity(
     option: CUmulticastGranularity_flags,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[356].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -16482,7 +16282,7 @@ pub unsafe fn cuMulticastGetGranularity(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](crate::cudaError_enum::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](crate::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -16497,7 +16297,7 @@ pub unsafe fn cuMulticastUnbind(
     size: usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[357].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -16523,7 +16323,7 @@ pub unsafe fn cuMulticastUnbind(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](crate::cudaError_enum::CUDA_ERROR_UNKNOWN). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](crate::CUresult::CUDA_ERROR_UNKNOWN). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -16538,7 +16338,7 @@ pub unsafe fn cuOccupancyAvailableDynamicSMemPerBlock(
     blockSize: ::core::ffi::c_int,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[358].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -16564,7 +16364,7 @@ pub unsafe fn cuOccupancyAvailableDynamicSMemPerBlock(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](crate::cudaError_enum::CUDA_ERROR_UNKNOWN). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](crate::CUresult::CUDA_ERROR_UNKNOWN). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -16579,7 +16379,7 @@ pub unsafe fn cuOccupancyMaxActiveBlocksPerMultiprocessor(
     dynamicSMemSize: usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[359].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -16606,7 +16406,7 @@ pub unsafe fn cuOccupancyMaxActiveBlocksPerMultiprocessor(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](crate::cudaError_enum::CUDA_ERROR_UNKNOWN). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](crate::CUresult::CUDA_ERROR_UNKNOWN). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -16622,7 +16422,7 @@ pub unsafe fn cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
     flags: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[360].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -16648,7 +16448,7 @@ pub unsafe fn cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_CLUSTER_SIZE`](crate::cudaError_enum::CUDA_ERROR_INVALID_CLUSTER_SIZE), [`CUDA_ERROR_UNKNOWN`](crate::cudaError_enum::CUDA_ERROR_UNKNOWN). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_CLUSTER_SIZE`](crate::CUresult::CUDA_ERROR_INVALID_CLUSTER_SIZE), [`CUDA_ERROR_UNKNOWN`](crate::CUresult::CUDA_ERROR_UNKNOWN). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -16662,7 +16462,7 @@ pub unsafe fn cuOccupancyMaxActiveClusters(
     config: *const CUlaunchConfig,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[361].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -16689,7 +16489,7 @@ pub unsafe fn cuOccupancyMaxActiveClusters(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](crate::cudaError_enum::CUDA_ERROR_UNKNOWN). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](crate::CUresult::CUDA_ERROR_UNKNOWN). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -16706,7 +16506,7 @@ pub unsafe fn cuOccupancyMaxPotentialBlockSize(
     blockSizeLimit: ::core::ffi::c_int,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[362].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -16746,7 +16546,7 @@ pub unsafe fn cuOccupancyMaxPotentialBlockSize(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](crate::cudaError_enum::CUDA_ERROR_UNKNOWN). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](crate::CUresult::CUDA_ERROR_UNKNOWN). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -16764,7 +16564,7 @@ pub unsafe fn cuOccupancyMaxPotentialBlockSizeWithFlags(
     flags: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[363].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -16802,7 +16602,7 @@ pub unsafe fn cuOccupancyMaxPotentialBlockSizeWithFlags(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](crate::cudaError_enum::CUDA_ERROR_UNKNOWN). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](crate::CUresult::CUDA_ERROR_UNKNOWN). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -16816,7 +16616,7 @@ pub unsafe fn cuOccupancyMaxPotentialClusterSize(
     config: *const CUlaunchConfig,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[364].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -16841,7 +16641,7 @@ pub unsafe fn cuOccupancyMaxPotentialClusterSize(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -16857,7 +16657,7 @@ pub unsafe fn cuParamSetSize(
     numbytes: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[365].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -16879,7 +16679,7 @@ pub unsafe fn cuParamSetSize(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -16896,7 +16696,7 @@ pub unsafe fn cuParamSetTexRef(
     hTexRef: CUtexref,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[366].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -16918,7 +16718,7 @@ pub unsafe fn cuParamSetTexRef(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -16935,7 +16735,7 @@ pub unsafe fn cuParamSetf(
     value: f32,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[367].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -16957,7 +16757,7 @@ pub unsafe fn cuParamSetf(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -16974,7 +16774,7 @@ pub unsafe fn cuParamSeti(
     value: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[368].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -17001,7 +16801,7 @@ pub unsafe fn cuParamSeti(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -17019,7 +16819,7 @@ pub unsafe fn cuParamSetv(
     numbytes: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[369].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -17044,7 +16844,7 @@ pub unsafe fn cuParamSetv(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -17058,7 +16858,7 @@ pub unsafe fn cuPointerGetAttribute(
     ptr: CUdeviceptr,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[370].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -17083,7 +16883,7 @@ pub unsafe fn cuPointerGetAttribute(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -17098,7 +16898,7 @@ pub unsafe fn cuPointerGetAttributes(
     ptr: CUdeviceptr,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[371].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -17123,7 +16923,7 @@ pub unsafe fn cuPointerGetAttributes(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::cudaError_enum::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](crate::CUresult::CUDA_ERROR_INVALID_DEVICE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -17137,7 +16937,7 @@ pub unsafe fn cuPointerSetAttribute(
     ptr: CUdeviceptr,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[372].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -17162,7 +16962,7 @@ pub unsafe fn cuPointerSetAttribute(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -17177,7 +16977,7 @@ pub unsafe fn cuSignalExternalSemaphoresAsync(
     stream: CUstream,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[373].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -17203,7 +17003,7 @@ pub unsafe fn cuSignalExternalSemaphoresAsync(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -17218,7 +17018,7 @@ pub unsafe fn cuStreamAddCallback(
     flags: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[374].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -17244,7 +17044,7 @@ pub unsafe fn cuStreamAddCallback(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -17259,7 +17059,7 @@ pub unsafe fn cuStreamAttachMemAsync(
     flags: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[375].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -17285,7 +17085,7 @@ pub unsafe fn cuStreamAttachMemAsync(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -17300,7 +17100,7 @@ pub unsafe fn cuStreamBatchMemOp(
     flags: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[376].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -17324,7 +17124,7 @@ pub unsafe fn cuStreamBatchMemOp(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -17337,7 +17137,7 @@ pub unsafe fn cuStreamBeginCapture(
     mode: CUstreamCaptureMode,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[377].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -17360,7 +17160,7 @@ pub unsafe fn cuStreamBeginCapture(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -17377,7 +17177,7 @@ pub unsafe fn cuStreamBeginCaptureToGraph(
     mode: CUstreamCaptureMode,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[378].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -17405,7 +17205,7 @@ pub unsafe fn cuStreamBeginCaptureToGraph(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -17415,7 +17215,7 @@ pub unsafe fn cuStreamBeginCaptureToGraph(
 #[inline]
 pub unsafe fn cuStreamCopyAttributes(dst: CUstream, src: CUstream) -> CUresult {
     let Some(__entry) = SYMBOLS[379].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -17434,7 +17234,7 @@ pub unsafe fn cuStreamCopyAttributes(dst: CUstream, src: CUstream) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -17447,7 +17247,7 @@ pub unsafe fn cuStreamCreate(
     Flags: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[380].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -17467,7 +17267,7 @@ pub unsafe fn cuStreamCreate(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -17481,7 +17281,7 @@ pub unsafe fn cuStreamCreateWithPriority(
     priority: ::core::ffi::c_int,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[381].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -17503,7 +17303,7 @@ pub unsafe fn cuStreamCreateWithPriority(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -17513,7 +17313,7 @@ pub unsafe fn cuStreamCreateWithPriority(
 #[inline]
 pub unsafe fn cuStreamDestroy(hStream: CUstream) -> CUresult {
     let Some(__entry) = SYMBOLS[382].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -17532,7 +17332,7 @@ pub unsafe fn cuStreamDestroy(hStream: CUstream) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD`](crate::cudaError_enum::CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD`](crate::CUresult::CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -17542,7 +17342,7 @@ pub unsafe fn cuStreamDestroy(hStream: CUstream) -> CUresult {
 #[inline]
 pub unsafe fn cuStreamEndCapture(hStream: CUstream, phGraph: *mut CUgraph) -> CUresult {
     let Some(__entry) = SYMBOLS[383].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -17562,7 +17362,7 @@ pub unsafe fn cuStreamEndCapture(hStream: CUstream, phGraph: *mut CUgraph) -> CU
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -17576,7 +17376,7 @@ pub unsafe fn cuStreamGetAttribute(
     value_out: *mut CUstreamAttrValue,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[384].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -17604,7 +17404,7 @@ pub unsafe fn cuStreamGetAttribute(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_STREAM_CAPTURE_IMPLICIT`](crate::cudaError_enum::CUDA_ERROR_STREAM_CAPTURE_IMPLICIT), [`CUDA_ERROR_LOSSY_QUERY`](crate::cudaError_enum::CUDA_ERROR_LOSSY_QUERY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_STREAM_CAPTURE_IMPLICIT`](crate::CUresult::CUDA_ERROR_STREAM_CAPTURE_IMPLICIT), [`CUDA_ERROR_LOSSY_QUERY`](crate::CUresult::CUDA_ERROR_LOSSY_QUERY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -17622,7 +17422,7 @@ pub unsafe fn cuStreamGetCaptureInfo(
     numDependencies_out: *mut usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[385].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -17659,7 +17459,7 @@ pub unsafe fn cuStreamGetCaptureInfo(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -17669,7 +17469,7 @@ pub unsafe fn cuStreamGetCaptureInfo(
 #[inline]
 pub unsafe fn cuStreamGetCtx(hStream: CUstream, pctx: *mut CUcontext) -> CUresult {
     let Some(__entry) = SYMBOLS[386].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -17689,7 +17489,7 @@ pub unsafe fn cuStreamGetCtx(hStream: CUstream, pctx: *mut CUcontext) -> CUresul
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -17703,7 +17503,7 @@ pub unsafe fn cuStreamGetCtx_v2(
     pGreenCtx: *mut CUgreenCtx,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[387].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -17722,7 +17522,7 @@ pub unsafe fn cuStreamGetCtx_v2(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -17732,7 +17532,7 @@ pub unsafe fn cuStreamGetCtx_v2(
 #[inline]
 pub unsafe fn cuStreamGetDevice(hStream: CUstream, device: *mut CUdevice) -> CUresult {
     let Some(__entry) = SYMBOLS[388].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -17751,7 +17551,7 @@ pub unsafe fn cuStreamGetDevice(hStream: CUstream, device: *mut CUdevice) -> CUr
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -17764,7 +17564,7 @@ pub unsafe fn cuStreamGetFlags(
     flags: *mut ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[389].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -17783,7 +17583,7 @@ pub unsafe fn cuStreamGetFlags(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -17796,7 +17596,7 @@ pub unsafe fn cuStreamGetGreenCtx(
     phCtx: *mut CUgreenCtx,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[390].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -17815,7 +17615,7 @@ pub unsafe fn cuStreamGetGreenCtx(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -17828,7 +17628,7 @@ pub unsafe fn cuStreamGetId(
     streamId: *mut ::core::ffi::c_ulonglong,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[391].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -17847,7 +17647,7 @@ pub unsafe fn cuStreamGetId(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](crate::CUresult::CUDA_ERROR_OUT_OF_MEMORY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -17860,7 +17660,7 @@ pub unsafe fn cuStreamGetPriority(
     priority: *mut ::core::ffi::c_int,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[392].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -17879,7 +17679,7 @@ pub unsafe fn cuStreamGetPriority(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_STREAM_CAPTURE_IMPLICIT`](crate::cudaError_enum::CUDA_ERROR_STREAM_CAPTURE_IMPLICIT). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_STREAM_CAPTURE_IMPLICIT`](crate::CUresult::CUDA_ERROR_STREAM_CAPTURE_IMPLICIT). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -17892,7 +17692,7 @@ pub unsafe fn cuStreamIsCapturing(
     captureStatus: *mut CUstreamCaptureStatus,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[393].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -17910,7 +17710,7 @@ pub unsafe fn cuStreamIsCapturing(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_READY`](crate::cudaError_enum::CUDA_ERROR_NOT_READY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_READY`](crate::CUresult::CUDA_ERROR_NOT_READY). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -17920,7 +17720,7 @@ pub unsafe fn cuStreamIsCapturing(
 #[inline]
 pub unsafe fn cuStreamQuery(hStream: CUstream) -> CUresult {
     let Some(__entry) = SYMBOLS[394].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -17940,7 +17740,7 @@ pub unsafe fn cuStreamQuery(hStream: CUstream) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -17954,7 +17754,7 @@ pub unsafe fn cuStreamSetAttribute(
     value: *const CUstreamAttrValue,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[395].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -17976,7 +17776,7 @@ pub unsafe fn cuStreamSetAttribute(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -17986,7 +17786,7 @@ pub unsafe fn cuStreamSetAttribute(
 #[inline]
 pub unsafe fn cuStreamSynchronize(hStream: CUstream) -> CUresult {
     let Some(__entry) = SYMBOLS[396].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -18008,7 +17808,7 @@ pub unsafe fn cuStreamSynchronize(hStream: CUstream) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_ILLEGAL_STATE`](crate::cudaError_enum::CUDA_ERROR_ILLEGAL_STATE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_ILLEGAL_STATE`](crate::CUresult::CUDA_ERROR_ILLEGAL_STATE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -18024,7 +17824,7 @@ pub unsafe fn cuStreamUpdateCaptureDependencies(
     flags: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[397].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -18050,7 +17850,7 @@ pub unsafe fn cuStreamUpdateCaptureDependencies(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -18064,7 +17864,7 @@ pub unsafe fn cuStreamWaitEvent(
     Flags: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[398].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -18085,7 +17885,7 @@ pub unsafe fn cuStreamWaitEvent(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -18100,7 +17900,7 @@ pub unsafe fn cuStreamWaitValue32(
     flags: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[399].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -18126,7 +17926,7 @@ pub unsafe fn cuStreamWaitValue32(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -18141,7 +17941,7 @@ pub unsafe fn cuStreamWaitValue64(
     flags: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[400].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -18167,7 +17967,7 @@ pub unsafe fn cuStreamWaitValue64(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -18182,7 +17982,7 @@ pub unsafe fn cuStreamWriteValue32(
     flags: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[401].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -18208,7 +18008,7 @@ pub unsafe fn cuStreamWriteValue32(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -18223,7 +18023,7 @@ pub unsafe fn cuStreamWriteValue64(
     flags: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[402].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -18247,7 +18047,7 @@ pub unsafe fn cuStreamWriteValue64(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -18260,7 +18060,7 @@ pub unsafe fn cuSurfObjectCreate(
     pResDesc: *const CUDA_RESOURCE_DESC,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[403].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -18281,7 +18081,7 @@ pub unsafe fn cuSurfObjectCreate(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -18291,7 +18091,7 @@ pub unsafe fn cuSurfObjectCreate(
 #[inline]
 pub unsafe fn cuSurfObjectDestroy(surfObject: CUsurfObject) -> CUresult {
     let Some(__entry) = SYMBOLS[404].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -18310,7 +18110,7 @@ pub unsafe fn cuSurfObjectDestroy(surfObject: CUsurfObject) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -18323,7 +18123,7 @@ pub unsafe fn cuSurfObjectGetResourceDesc(
     surfObject: CUsurfObject,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[405].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -18344,7 +18144,7 @@ pub unsafe fn cuSurfObjectGetResourceDesc(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -18357,7 +18157,7 @@ pub unsafe fn cuSurfObjectGetResourceDesc(
 #[inline]
 pub unsafe fn cuSurfRefGetArray(phArray: *mut CUarray, hSurfRef: CUsurfref) -> CUresult {
     let Some(__entry) = SYMBOLS[406].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -18379,7 +18179,7 @@ pub unsafe fn cuSurfRefGetArray(phArray: *mut CUarray, hSurfRef: CUsurfref) -> C
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -18396,7 +18196,7 @@ pub unsafe fn cuSurfRefSetArray(
     Flags: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[407].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -18428,7 +18228,7 @@ pub unsafe fn cuSurfRefSetArray(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -18454,7 +18254,7 @@ pub unsafe fn cuTensorMapEncodeIm2col(
     oobFill: CUtensorMapFloatOOBfill,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[408].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -18521,7 +18321,7 @@ pub unsafe fn cuTensorMapEncodeIm2col(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -18548,7 +18348,7 @@ pub unsafe fn cuTensorMapEncodeIm2colWide(
     oobFill: CUtensorMapFloatOOBfill,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[409].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -18613,7 +18413,7 @@ pub unsafe fn cuTensorMapEncodeIm2colWide(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -18636,7 +18436,7 @@ pub unsafe fn cuTensorMapEncodeTiled(
     oobFill: CUtensorMapFloatOOBfill,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[410].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -18683,7 +18483,7 @@ pub unsafe fn cuTensorMapEncodeTiled(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -18696,7 +18496,7 @@ pub unsafe fn cuTensorMapReplaceAddress(
     globalAddress: *mut ::core::ffi::c_void,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[411].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -18717,7 +18517,7 @@ pub unsafe fn cuTensorMapReplaceAddress(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -18732,7 +18532,7 @@ pub unsafe fn cuTexObjectCreate(
     pResViewDesc: *const CUDA_RESOURCE_VIEW_DESC,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[412].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -18755,7 +18555,7 @@ pub unsafe fn cuTexObjectCreate(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -18765,7 +18565,7 @@ pub unsafe fn cuTexObjectCreate(
 #[inline]
 pub unsafe fn cuTexObjectDestroy(texObject: CUtexObject) -> CUresult {
     let Some(__entry) = SYMBOLS[413].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -18784,7 +18584,7 @@ pub unsafe fn cuTexObjectDestroy(texObject: CUtexObject) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -18797,7 +18597,7 @@ pub unsafe fn cuTexObjectGetResourceDesc(
     texObject: CUtexObject,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[414].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -18816,7 +18616,7 @@ pub unsafe fn cuTexObjectGetResourceDesc(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -18829,7 +18629,7 @@ pub unsafe fn cuTexObjectGetResourceViewDesc(
     texObject: CUtexObject,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[415].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -18848,7 +18648,7 @@ pub unsafe fn cuTexObjectGetResourceViewDesc(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -18861,7 +18661,7 @@ pub unsafe fn cuTexObjectGetTextureDesc(
     texObject: CUtexObject,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[416].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -18881,7 +18681,7 @@ pub unsafe fn cuTexObjectGetTextureDesc(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -18894,7 +18694,7 @@ pub unsafe fn cuTexObjectGetTextureDesc(
 #[inline]
 pub unsafe fn cuTexRefCreate(pTexRef: *mut CUtexref) -> CUresult {
     let Some(__entry) = SYMBOLS[417].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -18914,7 +18714,7 @@ pub unsafe fn cuTexRefCreate(pTexRef: *mut CUtexref) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -18927,7 +18727,7 @@ pub unsafe fn cuTexRefCreate(pTexRef: *mut CUtexref) -> CUresult {
 #[inline]
 pub unsafe fn cuTexRefDestroy(hTexRef: CUtexref) -> CUresult {
     let Some(__entry) = SYMBOLS[418].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -18948,7 +18748,7 @@ pub unsafe fn cuTexRefDestroy(hTexRef: CUtexref) -> CUresult {
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -18964,7 +18764,7 @@ pub unsafe fn cuTexRefGetAddress(
     hTexRef: CUtexref,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[419].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -18986,7 +18786,7 @@ pub unsafe fn cuTexRefGetAddress(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -19003,7 +18803,7 @@ pub unsafe fn cuTexRefGetAddressMode(
     dim: ::core::ffi::c_int,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[420].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -19028,7 +18828,7 @@ pub unsafe fn cuTexRefGetAddressMode(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -19041,7 +18841,7 @@ pub unsafe fn cuTexRefGetAddressMode(
 #[inline]
 pub unsafe fn cuTexRefGetArray(phArray: *mut CUarray, hTexRef: CUtexref) -> CUresult {
     let Some(__entry) = SYMBOLS[421].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -19062,7 +18862,7 @@ pub unsafe fn cuTexRefGetArray(phArray: *mut CUarray, hTexRef: CUtexref) -> CUre
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -19078,7 +18878,7 @@ pub unsafe fn cuTexRefGetBorderColor(
     hTexRef: CUtexref,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[422].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -19099,7 +18899,7 @@ pub unsafe fn cuTexRefGetBorderColor(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -19115,7 +18915,7 @@ pub unsafe fn cuTexRefGetFilterMode(
     hTexRef: CUtexref,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[423].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -19136,7 +18936,7 @@ pub unsafe fn cuTexRefGetFilterMode(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -19152,7 +18952,7 @@ pub unsafe fn cuTexRefGetFlags(
     hTexRef: CUtexref,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[424].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -19174,7 +18974,7 @@ pub unsafe fn cuTexRefGetFlags(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -19191,7 +18991,7 @@ pub unsafe fn cuTexRefGetFormat(
     hTexRef: CUtexref,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[425].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -19216,7 +19016,7 @@ pub unsafe fn cuTexRefGetFormat(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -19232,7 +19032,7 @@ pub unsafe fn cuTexRefGetMaxAnisotropy(
     hTexRef: CUtexref,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[426].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -19253,7 +19053,7 @@ pub unsafe fn cuTexRefGetMaxAnisotropy(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -19269,7 +19069,7 @@ pub unsafe fn cuTexRefGetMipmapFilterMode(
     hTexRef: CUtexref,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[427].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -19290,7 +19090,7 @@ pub unsafe fn cuTexRefGetMipmapFilterMode(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -19306,7 +19106,7 @@ pub unsafe fn cuTexRefGetMipmapLevelBias(
     hTexRef: CUtexref,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[428].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -19328,7 +19128,7 @@ pub unsafe fn cuTexRefGetMipmapLevelBias(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -19345,7 +19145,7 @@ pub unsafe fn cuTexRefGetMipmapLevelClamp(
     hTexRef: CUtexref,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[429].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -19366,7 +19166,7 @@ pub unsafe fn cuTexRefGetMipmapLevelClamp(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -19382,7 +19182,7 @@ pub unsafe fn cuTexRefGetMipmappedArray(
     hTexRef: CUtexref,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[430].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -19405,7 +19205,7 @@ pub unsafe fn cuTexRefGetMipmappedArray(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -19423,7 +19223,7 @@ pub unsafe fn cuTexRefSetAddress(
     bytes: usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[431].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -19446,7 +19246,7 @@ pub unsafe fn cuTexRefSetAddress(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -19464,7 +19264,7 @@ pub unsafe fn cuTexRefSetAddress2D(
     Pitch: usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[432].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -19491,7 +19291,7 @@ pub unsafe fn cuTexRefSetAddress2D(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -19508,7 +19308,7 @@ pub unsafe fn cuTexRefSetAddressMode(
     am: CUaddress_mode,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[433].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -19534,7 +19334,7 @@ pub unsafe fn cuTexRefSetAddressMode(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -19551,7 +19351,7 @@ pub unsafe fn cuTexRefSetArray(
     Flags: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[434].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -19572,7 +19372,7 @@ pub unsafe fn cuTexRefSetArray(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -19588,7 +19388,7 @@ pub unsafe fn cuTexRefSetBorderColor(
     pBorderColor: *mut f32,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[435].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -19609,7 +19409,7 @@ pub unsafe fn cuTexRefSetBorderColor(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -19622,7 +19422,7 @@ pub unsafe fn cuTexRefSetBorderColor(
 #[inline]
 pub unsafe fn cuTexRefSetFilterMode(hTexRef: CUtexref, fm: CUfilter_mode) -> CUresult {
     let Some(__entry) = SYMBOLS[436].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -19643,7 +19443,7 @@ pub unsafe fn cuTexRefSetFilterMode(hTexRef: CUtexref, fm: CUfilter_mode) -> CUr
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -19659,7 +19459,7 @@ pub unsafe fn cuTexRefSetFlags(
     Flags: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[437].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -19681,7 +19481,7 @@ pub unsafe fn cuTexRefSetFlags(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -19698,7 +19498,7 @@ pub unsafe fn cuTexRefSetFormat(
     NumPackedComponents: ::core::ffi::c_int,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[438].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -19723,7 +19523,7 @@ pub unsafe fn cuTexRefSetFormat(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -19739,7 +19539,7 @@ pub unsafe fn cuTexRefSetMaxAnisotropy(
     maxAniso: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[439].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -19760,7 +19560,7 @@ pub unsafe fn cuTexRefSetMaxAnisotropy(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -19776,7 +19576,7 @@ pub unsafe fn cuTexRefSetMipmapFilterMode(
     fm: CUfilter_mode,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[440].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -19797,7 +19597,7 @@ pub unsafe fn cuTexRefSetMipmapFilterMode(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -19810,7 +19610,7 @@ pub unsafe fn cuTexRefSetMipmapFilterMode(
 #[inline]
 pub unsafe fn cuTexRefSetMipmapLevelBias(hTexRef: CUtexref, bias: f32) -> CUresult {
     let Some(__entry) = SYMBOLS[441].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -19832,7 +19632,7 @@ pub unsafe fn cuTexRefSetMipmapLevelBias(hTexRef: CUtexref, bias: f32) -> CUresu
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -19849,7 +19649,7 @@ pub unsafe fn cuTexRefSetMipmapLevelClamp(
     maxMipmapLevelClamp: f32,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[442].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -19871,7 +19671,7 @@ pub unsafe fn cuTexRefSetMipmapLevelClamp(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::cudaError_enum::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](crate::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -19888,7 +19688,7 @@ pub unsafe fn cuTexRefSetMipmappedArray(
     Flags: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[443].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -19910,7 +19710,7 @@ pub unsafe fn cuTexRefSetMipmappedArray(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::cudaError_enum::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_DEINITIALIZED`](crate::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -19922,7 +19722,7 @@ pub unsafe fn cuThreadExchangeStreamCaptureMode(
     mode: *mut CUstreamCaptureMode,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[444].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -19944,7 +19744,7 @@ pub unsafe fn cuThreadExchangeStreamCaptureMode(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -19960,7 +19760,7 @@ pub unsafe fn cuUserObjectCreate(
     flags: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[445].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -19985,7 +19785,7 @@ pub unsafe fn cuUserObjectCreate(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -19998,7 +19798,7 @@ pub unsafe fn cuUserObjectRelease(
     count: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[446].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -20017,7 +19817,7 @@ pub unsafe fn cuUserObjectRelease(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::cudaError_enum::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_INVALID_VALUE`](crate::CUresult::CUDA_ERROR_INVALID_VALUE). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -20030,7 +19830,7 @@ pub unsafe fn cuUserObjectRetain(
     count: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[447].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
@@ -20051,7 +19851,7 @@ pub unsafe fn cuUserObjectRetain(
 ///
 /// # Errors
 ///
-/// The header documents: [`CUDA_SUCCESS`](crate::cudaError_enum::CUDA_SUCCESS), [`CUDA_ERROR_NOT_INITIALIZED`](crate::cudaError_enum::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](crate::cudaError_enum::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_TIMEOUT`](crate::cudaError_enum::CUDA_ERROR_TIMEOUT). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
+/// The header documents: [`CUDA_SUCCESS`](crate::CUresult::CUDA_SUCCESS), [`CUDA_ERROR_NOT_INITIALIZED`](crate::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](crate::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](crate::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_TIMEOUT`](crate::CUresult::CUDA_ERROR_TIMEOUT). When the driver library or this entry point cannot be loaded, returns [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; [`crate::loader::resolve`] says why.
 ///
 /// # Safety
 ///
@@ -20066,7 +19866,7 @@ pub unsafe fn cuWaitExternalSemaphoresAsync(
     stream: CUstream,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[448].get() else {
-        return cudaError_enum::CUDA_ERROR_NOT_FOUND
+        return CUresult::CUDA_ERROR_NOT_FOUND
     };
     let __driver_fn = unsafe {
         ::core::mem::transmute::<

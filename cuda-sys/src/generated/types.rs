@@ -347,62 +347,34 @@ pub type CUipcMemHandle_v1 = CUipcMemHandle_st;
 ///
 /// See [CUipcMemHandle](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 pub type CUipcMemHandle = CUipcMemHandle_v1;
-/// C typedef `CUipcMem_flags` = `CUipcMem_flags_enum`.
-///
-/// See [CUipcMem_flags](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUipcMem_flags = CUipcMem_flags_enum;
-/// C typedef `CUmemAttach_flags` = `CUmemAttach_flags_enum`.
-///
-/// See [CUmemAttach_flags](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUmemAttach_flags = CUmemAttach_flags_enum;
-/// C typedef `CUctx_flags` = `CUctx_flags_enum`.
-///
-/// See [CUctx_flags](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUctx_flags = CUctx_flags_enum;
-/// C typedef `CUevent_sched_flags` = `CUevent_sched_flags_enum`.
-///
-/// See [CUevent_sched_flags](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUevent_sched_flags = CUevent_sched_flags_enum;
-/// C typedef `cl_event_flags` = `cl_event_flags_enum`.
-///
-/// See [cl_event_flags](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type cl_event_flags = cl_event_flags_enum;
-/// C typedef `cl_context_flags` = `cl_context_flags_enum`.
-///
-/// See [cl_context_flags](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type cl_context_flags = cl_context_flags_enum;
-/// C typedef `CUstream_flags` = `CUstream_flags_enum`.
-///
-/// See [CUstream_flags](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUstream_flags = CUstream_flags_enum;
-/// C typedef `CUevent_flags` = `CUevent_flags_enum`.
-///
-/// See [CUevent_flags](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUevent_flags = CUevent_flags_enum;
-/// C typedef `CUevent_record_flags` = `CUevent_record_flags_enum`.
-///
-/// See [CUevent_record_flags](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUevent_record_flags = CUevent_record_flags_enum;
-/// C typedef `CUevent_wait_flags` = `CUevent_wait_flags_enum`.
-///
-/// See [CUevent_wait_flags](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUevent_wait_flags = CUevent_wait_flags_enum;
-/// C typedef `CUstreamWaitValue_flags` = `CUstreamWaitValue_flags_enum`.
-///
-/// See [CUstreamWaitValue_flags](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUstreamWaitValue_flags = CUstreamWaitValue_flags_enum;
-/// C typedef `CUstreamWriteValue_flags` = `CUstreamWriteValue_flags_enum`.
-///
-/// See [CUstreamWriteValue_flags](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUstreamWriteValue_flags = CUstreamWriteValue_flags_enum;
-/// C typedef `CUstreamBatchMemOpType` = `CUstreamBatchMemOpType_enum`.
-///
-/// See [CUstreamBatchMemOpType](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUstreamBatchMemOpType = CUstreamBatchMemOpType_enum;
-/// C typedef `CUstreamMemoryBarrier_flags` = `CUstreamMemoryBarrier_flags_enum`.
-///
-/// See [CUstreamMemoryBarrier_flags](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUstreamMemoryBarrier_flags = CUstreamMemoryBarrier_flags_enum;
+/// The C enum tag `CUipcMem_flags_enum`; the same type as [`CUipcMem_flags`].
+pub type CUipcMem_flags_enum = CUipcMem_flags;
+/// The C enum tag `CUmemAttach_flags_enum`; the same type as [`CUmemAttach_flags`].
+pub type CUmemAttach_flags_enum = CUmemAttach_flags;
+/// The C enum tag `CUctx_flags_enum`; the same type as [`CUctx_flags`].
+pub type CUctx_flags_enum = CUctx_flags;
+/// The C enum tag `CUevent_sched_flags_enum`; the same type as [`CUevent_sched_flags`].
+pub type CUevent_sched_flags_enum = CUevent_sched_flags;
+/// The C enum tag `cl_event_flags_enum`; the same type as [`cl_event_flags`].
+pub type cl_event_flags_enum = cl_event_flags;
+/// The C enum tag `cl_context_flags_enum`; the same type as [`cl_context_flags`].
+pub type cl_context_flags_enum = cl_context_flags;
+/// The C enum tag `CUstream_flags_enum`; the same type as [`CUstream_flags`].
+pub type CUstream_flags_enum = CUstream_flags;
+/// The C enum tag `CUevent_flags_enum`; the same type as [`CUevent_flags`].
+pub type CUevent_flags_enum = CUevent_flags;
+/// The C enum tag `CUevent_record_flags_enum`; the same type as [`CUevent_record_flags`].
+pub type CUevent_record_flags_enum = CUevent_record_flags;
+/// The C enum tag `CUevent_wait_flags_enum`; the same type as [`CUevent_wait_flags`].
+pub type CUevent_wait_flags_enum = CUevent_wait_flags;
+/// The C enum tag `CUstreamWaitValue_flags_enum`; the same type as [`CUstreamWaitValue_flags`].
+pub type CUstreamWaitValue_flags_enum = CUstreamWaitValue_flags;
+/// The C enum tag `CUstreamWriteValue_flags_enum`; the same type as [`CUstreamWriteValue_flags`].
+pub type CUstreamWriteValue_flags_enum = CUstreamWriteValue_flags;
+/// The C enum tag `CUstreamBatchMemOpType_enum`; the same type as [`CUstreamBatchMemOpType`].
+pub type CUstreamBatchMemOpType_enum = CUstreamBatchMemOpType;
+/// The C enum tag `CUstreamMemoryBarrier_flags_enum`; the same type as [`CUstreamMemoryBarrier_flags`].
+pub type CUstreamMemoryBarrier_flags_enum = CUstreamMemoryBarrier_flags;
 /// C typedef `CUstreamBatchMemOpParams_v1` = `CUstreamBatchMemOpParams_union`.
 ///
 /// See [CUstreamBatchMemOpParams_v1](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
@@ -423,38 +395,24 @@ pub type CUDA_BATCH_MEM_OP_NODE_PARAMS = CUDA_BATCH_MEM_OP_NODE_PARAMS_v1;
 ///
 /// See [CUDA_BATCH_MEM_OP_NODE_PARAMS_v2](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 pub type CUDA_BATCH_MEM_OP_NODE_PARAMS_v2 = CUDA_BATCH_MEM_OP_NODE_PARAMS_v2_st;
-/// C typedef `CUoccupancy_flags` = `CUoccupancy_flags_enum`.
-///
-/// See [CUoccupancy_flags](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUoccupancy_flags = CUoccupancy_flags_enum;
-/// C typedef `CUstreamUpdateCaptureDependencies_flags` = `CUstreamUpdateCaptureDependencies_flags_enum`.
-///
-/// See [CUstreamUpdateCaptureDependencies_flags](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUstreamUpdateCaptureDependencies_flags = CUstreamUpdateCaptureDependencies_flags_enum;
-/// C typedef `CUasyncNotificationType` = `CUasyncNotificationType_enum`.
-///
-/// See [CUasyncNotificationType](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUasyncNotificationType = CUasyncNotificationType_enum;
+/// The C enum tag `CUoccupancy_flags_enum`; the same type as [`CUoccupancy_flags`].
+pub type CUoccupancy_flags_enum = CUoccupancy_flags;
+/// The C enum tag `CUstreamUpdateCaptureDependencies_flags_enum`; the same type as [`CUstreamUpdateCaptureDependencies_flags`].
+pub type CUstreamUpdateCaptureDependencies_flags_enum = CUstreamUpdateCaptureDependencies_flags;
+/// The C enum tag `CUasyncNotificationType_enum`; the same type as [`CUasyncNotificationType`].
+pub type CUasyncNotificationType_enum = CUasyncNotificationType;
 /// C typedef `CUasyncNotificationInfo` = `CUasyncNotificationInfo_st`.
 ///
 /// See [CUasyncNotificationInfo](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 pub type CUasyncNotificationInfo = CUasyncNotificationInfo_st;
-/// C typedef `CUarray_format` = `CUarray_format_enum`.
-///
-/// See [CUarray_format](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUarray_format = CUarray_format_enum;
-/// C typedef `CUaddress_mode` = `CUaddress_mode_enum`.
-///
-/// See [CUaddress_mode](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUaddress_mode = CUaddress_mode_enum;
-/// C typedef `CUfilter_mode` = `CUfilter_mode_enum`.
-///
-/// See [CUfilter_mode](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUfilter_mode = CUfilter_mode_enum;
-/// C typedef `CUdevice_attribute` = `CUdevice_attribute_enum`.
-///
-/// See [CUdevice_attribute](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUdevice_attribute = CUdevice_attribute_enum;
+/// The C enum tag `CUarray_format_enum`; the same type as [`CUarray_format`].
+pub type CUarray_format_enum = CUarray_format;
+/// The C enum tag `CUaddress_mode_enum`; the same type as [`CUaddress_mode`].
+pub type CUaddress_mode_enum = CUaddress_mode;
+/// The C enum tag `CUfilter_mode_enum`; the same type as [`CUfilter_mode`].
+pub type CUfilter_mode_enum = CUfilter_mode;
+/// The C enum tag `CUdevice_attribute_enum`; the same type as [`CUdevice_attribute`].
+pub type CUdevice_attribute_enum = CUdevice_attribute;
 /// C typedef `CUdevprop_v1` = `CUdevprop_st`.
 ///
 /// See [CUdevprop_v1](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
@@ -463,86 +421,46 @@ pub type CUdevprop_v1 = CUdevprop_st;
 ///
 /// See [CUdevprop](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 pub type CUdevprop = CUdevprop_v1;
-/// C typedef `CUpointer_attribute` = `CUpointer_attribute_enum`.
-///
-/// See [CUpointer_attribute](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUpointer_attribute = CUpointer_attribute_enum;
-/// C typedef `CUfunction_attribute` = `CUfunction_attribute_enum`.
-///
-/// See [CUfunction_attribute](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUfunction_attribute = CUfunction_attribute_enum;
-/// C typedef `CUfunc_cache` = `CUfunc_cache_enum`.
-///
-/// See [CUfunc_cache](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUfunc_cache = CUfunc_cache_enum;
-/// C typedef `CUsharedconfig` = `CUsharedconfig_enum`.
-///
-/// See [CUsharedconfig](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUsharedconfig = CUsharedconfig_enum;
-/// C typedef `CUshared_carveout` = `CUshared_carveout_enum`.
-///
-/// See [CUshared_carveout](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUshared_carveout = CUshared_carveout_enum;
-/// C typedef `CUmemorytype` = `CUmemorytype_enum`.
-///
-/// See [CUmemorytype](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUmemorytype = CUmemorytype_enum;
-/// C typedef `CUcomputemode` = `CUcomputemode_enum`.
-///
-/// See [CUcomputemode](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUcomputemode = CUcomputemode_enum;
-/// C typedef `CUmem_advise` = `CUmem_advise_enum`.
-///
-/// See [CUmem_advise](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUmem_advise = CUmem_advise_enum;
-/// C typedef `CUmem_range_attribute` = `CUmem_range_attribute_enum`.
-///
-/// See [CUmem_range_attribute](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUmem_range_attribute = CUmem_range_attribute_enum;
-/// C typedef `CUjit_option` = `CUjit_option_enum`.
-///
-/// See [CUjit_option](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUjit_option = CUjit_option_enum;
-/// C typedef `CUjit_target` = `CUjit_target_enum`.
-///
-/// See [CUjit_target](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUjit_target = CUjit_target_enum;
-/// C typedef `CUjit_fallback` = `CUjit_fallback_enum`.
-///
-/// See [CUjit_fallback](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUjit_fallback = CUjit_fallback_enum;
-/// C typedef `CUjit_cacheMode` = `CUjit_cacheMode_enum`.
-///
-/// See [CUjit_cacheMode](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUjit_cacheMode = CUjit_cacheMode_enum;
-/// C typedef `CUjitInputType` = `CUjitInputType_enum`.
-///
-/// See [CUjitInputType](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUjitInputType = CUjitInputType_enum;
-/// C typedef `CUgraphicsRegisterFlags` = `CUgraphicsRegisterFlags_enum`.
-///
-/// See [CUgraphicsRegisterFlags](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUgraphicsRegisterFlags = CUgraphicsRegisterFlags_enum;
-/// C typedef `CUgraphicsMapResourceFlags` = `CUgraphicsMapResourceFlags_enum`.
-///
-/// See [CUgraphicsMapResourceFlags](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUgraphicsMapResourceFlags = CUgraphicsMapResourceFlags_enum;
-/// C typedef `CUarray_cubemap_face` = `CUarray_cubemap_face_enum`.
-///
-/// See [CUarray_cubemap_face](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUarray_cubemap_face = CUarray_cubemap_face_enum;
-/// C typedef `CUlimit` = `CUlimit_enum`.
-///
-/// See [CUlimit](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUlimit = CUlimit_enum;
-/// C typedef `CUresourcetype` = `CUresourcetype_enum`.
-///
-/// See [CUresourcetype](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUresourcetype = CUresourcetype_enum;
-/// C typedef `CUaccessProperty` = `CUaccessProperty_enum`.
-///
-/// See [CUaccessProperty](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUaccessProperty = CUaccessProperty_enum;
+/// The C enum tag `CUpointer_attribute_enum`; the same type as [`CUpointer_attribute`].
+pub type CUpointer_attribute_enum = CUpointer_attribute;
+/// The C enum tag `CUfunction_attribute_enum`; the same type as [`CUfunction_attribute`].
+pub type CUfunction_attribute_enum = CUfunction_attribute;
+/// The C enum tag `CUfunc_cache_enum`; the same type as [`CUfunc_cache`].
+pub type CUfunc_cache_enum = CUfunc_cache;
+/// The C enum tag `CUsharedconfig_enum`; the same type as [`CUsharedconfig`].
+pub type CUsharedconfig_enum = CUsharedconfig;
+/// The C enum tag `CUshared_carveout_enum`; the same type as [`CUshared_carveout`].
+pub type CUshared_carveout_enum = CUshared_carveout;
+/// The C enum tag `CUmemorytype_enum`; the same type as [`CUmemorytype`].
+pub type CUmemorytype_enum = CUmemorytype;
+/// The C enum tag `CUcomputemode_enum`; the same type as [`CUcomputemode`].
+pub type CUcomputemode_enum = CUcomputemode;
+/// The C enum tag `CUmem_advise_enum`; the same type as [`CUmem_advise`].
+pub type CUmem_advise_enum = CUmem_advise;
+/// The C enum tag `CUmem_range_attribute_enum`; the same type as [`CUmem_range_attribute`].
+pub type CUmem_range_attribute_enum = CUmem_range_attribute;
+/// The C enum tag `CUjit_option_enum`; the same type as [`CUjit_option`].
+pub type CUjit_option_enum = CUjit_option;
+/// The C enum tag `CUjit_target_enum`; the same type as [`CUjit_target`].
+pub type CUjit_target_enum = CUjit_target;
+/// The C enum tag `CUjit_fallback_enum`; the same type as [`CUjit_fallback`].
+pub type CUjit_fallback_enum = CUjit_fallback;
+/// The C enum tag `CUjit_cacheMode_enum`; the same type as [`CUjit_cacheMode`].
+pub type CUjit_cacheMode_enum = CUjit_cacheMode;
+/// The C enum tag `CUjitInputType_enum`; the same type as [`CUjitInputType`].
+pub type CUjitInputType_enum = CUjitInputType;
+/// The C enum tag `CUgraphicsRegisterFlags_enum`; the same type as [`CUgraphicsRegisterFlags`].
+pub type CUgraphicsRegisterFlags_enum = CUgraphicsRegisterFlags;
+/// The C enum tag `CUgraphicsMapResourceFlags_enum`; the same type as [`CUgraphicsMapResourceFlags`].
+pub type CUgraphicsMapResourceFlags_enum = CUgraphicsMapResourceFlags;
+/// The C enum tag `CUarray_cubemap_face_enum`; the same type as [`CUarray_cubemap_face`].
+pub type CUarray_cubemap_face_enum = CUarray_cubemap_face;
+/// The C enum tag `CUlimit_enum`; the same type as [`CUlimit`].
+pub type CUlimit_enum = CUlimit;
+/// The C enum tag `CUresourcetype_enum`; the same type as [`CUresourcetype`].
+pub type CUresourcetype_enum = CUresourcetype;
+/// The C enum tag `CUaccessProperty_enum`; the same type as [`CUaccessProperty`].
+pub type CUaccessProperty_enum = CUaccessProperty;
 /// C typedef `CUaccessPolicyWindow_v1` = `CUaccessPolicyWindow_st`.
 ///
 /// See [CUaccessPolicyWindow_v1](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
@@ -591,50 +509,34 @@ pub type CUDA_HOST_NODE_PARAMS = CUDA_HOST_NODE_PARAMS_v1;
 ///
 /// See [CUDA_HOST_NODE_PARAMS_v2](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 pub type CUDA_HOST_NODE_PARAMS_v2 = CUDA_HOST_NODE_PARAMS_v2_st;
-/// C typedef `CUgraphConditionalNodeType` = `CUgraphConditionalNodeType_enum`.
-///
-/// See [CUgraphConditionalNodeType](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUgraphConditionalNodeType = CUgraphConditionalNodeType_enum;
-/// C typedef `CUgraphNodeType` = `CUgraphNodeType_enum`.
-///
-/// See [CUgraphNodeType](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUgraphNodeType = CUgraphNodeType_enum;
-/// C typedef `CUgraphDependencyType` = `CUgraphDependencyType_enum`.
-///
-/// See [CUgraphDependencyType](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUgraphDependencyType = CUgraphDependencyType_enum;
+/// The C enum tag `CUgraphConditionalNodeType_enum`; the same type as [`CUgraphConditionalNodeType`].
+pub type CUgraphConditionalNodeType_enum = CUgraphConditionalNodeType;
+/// The C enum tag `CUgraphNodeType_enum`; the same type as [`CUgraphNodeType`].
+pub type CUgraphNodeType_enum = CUgraphNodeType;
+/// The C enum tag `CUgraphDependencyType_enum`; the same type as [`CUgraphDependencyType`].
+pub type CUgraphDependencyType_enum = CUgraphDependencyType;
 /// C typedef `CUgraphEdgeData` = `CUgraphEdgeData_st`.
 ///
 /// See [CUgraphEdgeData](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 pub type CUgraphEdgeData = CUgraphEdgeData_st;
-/// C typedef `CUgraphInstantiateResult` = `CUgraphInstantiateResult_enum`.
-///
-/// See [CUgraphInstantiateResult](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUgraphInstantiateResult = CUgraphInstantiateResult_enum;
+/// The C enum tag `CUgraphInstantiateResult_enum`; the same type as [`CUgraphInstantiateResult`].
+pub type CUgraphInstantiateResult_enum = CUgraphInstantiateResult;
 /// C typedef `CUDA_GRAPH_INSTANTIATE_PARAMS` = `CUDA_GRAPH_INSTANTIATE_PARAMS_st`.
 ///
 /// See [CUDA_GRAPH_INSTANTIATE_PARAMS](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 pub type CUDA_GRAPH_INSTANTIATE_PARAMS = CUDA_GRAPH_INSTANTIATE_PARAMS_st;
-/// C typedef `CUsynchronizationPolicy` = `CUsynchronizationPolicy_enum`.
-///
-/// See [CUsynchronizationPolicy](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUsynchronizationPolicy = CUsynchronizationPolicy_enum;
-/// C typedef `CUclusterSchedulingPolicy` = `CUclusterSchedulingPolicy_enum`.
-///
-/// See [CUclusterSchedulingPolicy](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUclusterSchedulingPolicy = CUclusterSchedulingPolicy_enum;
-/// C typedef `CUlaunchMemSyncDomain` = `CUlaunchMemSyncDomain_enum`.
-///
-/// See [CUlaunchMemSyncDomain](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUlaunchMemSyncDomain = CUlaunchMemSyncDomain_enum;
+/// The C enum tag `CUsynchronizationPolicy_enum`; the same type as [`CUsynchronizationPolicy`].
+pub type CUsynchronizationPolicy_enum = CUsynchronizationPolicy;
+/// The C enum tag `CUclusterSchedulingPolicy_enum`; the same type as [`CUclusterSchedulingPolicy`].
+pub type CUclusterSchedulingPolicy_enum = CUclusterSchedulingPolicy;
+/// The C enum tag `CUlaunchMemSyncDomain_enum`; the same type as [`CUlaunchMemSyncDomain`].
+pub type CUlaunchMemSyncDomain_enum = CUlaunchMemSyncDomain;
 /// C typedef `CUlaunchMemSyncDomainMap` = `CUlaunchMemSyncDomainMap_st`.
 ///
 /// See [CUlaunchMemSyncDomainMap](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 pub type CUlaunchMemSyncDomainMap = CUlaunchMemSyncDomainMap_st;
-/// C typedef `CUlaunchAttributeID` = `CUlaunchAttributeID_enum`.
-///
-/// See [CUlaunchAttributeID](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUlaunchAttributeID = CUlaunchAttributeID_enum;
+/// The C enum tag `CUlaunchAttributeID_enum`; the same type as [`CUlaunchAttributeID`].
+pub type CUlaunchAttributeID_enum = CUlaunchAttributeID;
 /// C typedef `CUlaunchAttributeValue` = `CUlaunchAttributeValue_union`.
 ///
 /// See [CUlaunchAttributeValue](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
@@ -659,14 +561,10 @@ pub type CUkernelNodeAttrValue_v1 = CUlaunchAttributeValue;
 ///
 /// See [CUkernelNodeAttrValue](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 pub type CUkernelNodeAttrValue = CUkernelNodeAttrValue_v1;
-/// C typedef `CUstreamCaptureStatus` = `CUstreamCaptureStatus_enum`.
-///
-/// See [CUstreamCaptureStatus](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUstreamCaptureStatus = CUstreamCaptureStatus_enum;
-/// C typedef `CUstreamCaptureMode` = `CUstreamCaptureMode_enum`.
-///
-/// See [CUstreamCaptureMode](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUstreamCaptureMode = CUstreamCaptureMode_enum;
+/// The C enum tag `CUstreamCaptureStatus_enum`; the same type as [`CUstreamCaptureStatus`].
+pub type CUstreamCaptureStatus_enum = CUstreamCaptureStatus;
+/// The C enum tag `CUstreamCaptureMode_enum`; the same type as [`CUstreamCaptureMode`].
+pub type CUstreamCaptureMode_enum = CUstreamCaptureMode;
 /// C typedef `CUstreamAttrID` = `CUlaunchAttributeID`.
 ///
 /// See [CUstreamAttrID](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
@@ -679,18 +577,12 @@ pub type CUstreamAttrValue_v1 = CUlaunchAttributeValue;
 ///
 /// See [CUstreamAttrValue](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 pub type CUstreamAttrValue = CUstreamAttrValue_v1;
-/// C typedef `CUdriverProcAddress_flags` = `CUdriverProcAddress_flags_enum`.
-///
-/// See [CUdriverProcAddress_flags](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUdriverProcAddress_flags = CUdriverProcAddress_flags_enum;
-/// C typedef `CUdriverProcAddressQueryResult` = `CUdriverProcAddressQueryResult_enum`.
-///
-/// See [CUdriverProcAddressQueryResult](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUdriverProcAddressQueryResult = CUdriverProcAddressQueryResult_enum;
-/// C typedef `CUexecAffinityType` = `CUexecAffinityType_enum`.
-///
-/// See [CUexecAffinityType](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUexecAffinityType = CUexecAffinityType_enum;
+/// The C enum tag `CUdriverProcAddress_flags_enum`; the same type as [`CUdriverProcAddress_flags`].
+pub type CUdriverProcAddress_flags_enum = CUdriverProcAddress_flags;
+/// The C enum tag `CUdriverProcAddressQueryResult_enum`; the same type as [`CUdriverProcAddressQueryResult`].
+pub type CUdriverProcAddressQueryResult_enum = CUdriverProcAddressQueryResult;
+/// The C enum tag `CUexecAffinityType_enum`; the same type as [`CUexecAffinityType`].
+pub type CUexecAffinityType_enum = CUexecAffinityType;
 /// C typedef `CUexecAffinitySmCount_v1` = `CUexecAffinitySmCount_st`.
 ///
 /// See [CUexecAffinitySmCount_v1](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
@@ -707,10 +599,8 @@ pub type CUexecAffinityParam_v1 = CUexecAffinityParam_st;
 ///
 /// See [CUexecAffinityParam](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 pub type CUexecAffinityParam = CUexecAffinityParam_v1;
-/// C typedef `CUcigDataType` = `CUcigDataType_enum`.
-///
-/// See [CUcigDataType](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUcigDataType = CUcigDataType_enum;
+/// The C enum tag `CUcigDataType_enum`; the same type as [`CUcigDataType`].
+pub type CUcigDataType_enum = CUcigDataType;
 /// C typedef `CUctxCigParam` = `CUctxCigParam_st`.
 ///
 /// See [CUctxCigParam](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
@@ -719,30 +609,20 @@ pub type CUctxCigParam = CUctxCigParam_st;
 ///
 /// See [CUctxCreateParams](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 pub type CUctxCreateParams = CUctxCreateParams_st;
-/// C typedef `CUlibraryOption` = `CUlibraryOption_enum`.
-///
-/// See [CUlibraryOption](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUlibraryOption = CUlibraryOption_enum;
+/// The C enum tag `CUlibraryOption_enum`; the same type as [`CUlibraryOption`].
+pub type CUlibraryOption_enum = CUlibraryOption;
 /// C typedef `CUlibraryHostUniversalFunctionAndDataTable` = `CUlibraryHostUniversalFunctionAndDataTable_st`.
 ///
 /// See [CUlibraryHostUniversalFunctionAndDataTable](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 pub type CUlibraryHostUniversalFunctionAndDataTable = CUlibraryHostUniversalFunctionAndDataTable_st;
-/// C typedef `CUresult` = `cudaError_enum`.
-///
-/// See [CUresult](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUresult = cudaError_enum;
-/// C typedef `CUdevice_P2PAttribute` = `CUdevice_P2PAttribute_enum`.
-///
-/// See [CUdevice_P2PAttribute](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUdevice_P2PAttribute = CUdevice_P2PAttribute_enum;
-/// C typedef `CUatomicOperation` = `CUatomicOperation_enum`.
-///
-/// See [CUatomicOperation](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUatomicOperation = CUatomicOperation_enum;
-/// C typedef `CUatomicOperationCapability` = `CUatomicOperationCapability_enum`.
-///
-/// See [CUatomicOperationCapability](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUatomicOperationCapability = CUatomicOperationCapability_enum;
+/// The C enum tag `cudaError_enum`; the same type as [`CUresult`].
+pub type cudaError_enum = CUresult;
+/// The C enum tag `CUdevice_P2PAttribute_enum`; the same type as [`CUdevice_P2PAttribute`].
+pub type CUdevice_P2PAttribute_enum = CUdevice_P2PAttribute;
+/// The C enum tag `CUatomicOperation_enum`; the same type as [`CUatomicOperation`].
+pub type CUatomicOperation_enum = CUatomicOperation;
+/// The C enum tag `CUatomicOperationCapability_enum`; the same type as [`CUatomicOperationCapability`].
+pub type CUatomicOperationCapability_enum = CUatomicOperationCapability;
 /// C typedef `CUDA_MEMCPY2D_v2` = `CUDA_MEMCPY2D_st`.
 ///
 /// See [CUDA_MEMCPY2D_v2](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
@@ -819,10 +699,8 @@ pub type CUDA_TEXTURE_DESC_v1 = CUDA_TEXTURE_DESC_st;
 ///
 /// See [CUDA_TEXTURE_DESC](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 pub type CUDA_TEXTURE_DESC = CUDA_TEXTURE_DESC_v1;
-/// C typedef `CUresourceViewFormat` = `CUresourceViewFormat_enum`.
-///
-/// See [CUresourceViewFormat](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUresourceViewFormat = CUresourceViewFormat_enum;
+/// The C enum tag `CUresourceViewFormat_enum`; the same type as [`CUresourceViewFormat`].
+pub type CUresourceViewFormat_enum = CUresourceViewFormat;
 /// C typedef `CUDA_RESOURCE_VIEW_DESC_v1` = `CUDA_RESOURCE_VIEW_DESC_st`.
 ///
 /// See [CUDA_RESOURCE_VIEW_DESC_v1](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
@@ -835,30 +713,18 @@ pub type CUDA_RESOURCE_VIEW_DESC = CUDA_RESOURCE_VIEW_DESC_v1;
 ///
 /// See [CUtensorMap](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 pub type CUtensorMap = CUtensorMap_st;
-/// C typedef `CUtensorMapDataType` = `CUtensorMapDataType_enum`.
-///
-/// See [CUtensorMapDataType](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUtensorMapDataType = CUtensorMapDataType_enum;
-/// C typedef `CUtensorMapInterleave` = `CUtensorMapInterleave_enum`.
-///
-/// See [CUtensorMapInterleave](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUtensorMapInterleave = CUtensorMapInterleave_enum;
-/// C typedef `CUtensorMapSwizzle` = `CUtensorMapSwizzle_enum`.
-///
-/// See [CUtensorMapSwizzle](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUtensorMapSwizzle = CUtensorMapSwizzle_enum;
-/// C typedef `CUtensorMapL2promotion` = `CUtensorMapL2promotion_enum`.
-///
-/// See [CUtensorMapL2promotion](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUtensorMapL2promotion = CUtensorMapL2promotion_enum;
-/// C typedef `CUtensorMapFloatOOBfill` = `CUtensorMapFloatOOBfill_enum`.
-///
-/// See [CUtensorMapFloatOOBfill](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUtensorMapFloatOOBfill = CUtensorMapFloatOOBfill_enum;
-/// C typedef `CUtensorMapIm2ColWideMode` = `CUtensorMapIm2ColWideMode_enum`.
-///
-/// See [CUtensorMapIm2ColWideMode](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUtensorMapIm2ColWideMode = CUtensorMapIm2ColWideMode_enum;
+/// The C enum tag `CUtensorMapDataType_enum`; the same type as [`CUtensorMapDataType`].
+pub type CUtensorMapDataType_enum = CUtensorMapDataType;
+/// The C enum tag `CUtensorMapInterleave_enum`; the same type as [`CUtensorMapInterleave`].
+pub type CUtensorMapInterleave_enum = CUtensorMapInterleave;
+/// The C enum tag `CUtensorMapSwizzle_enum`; the same type as [`CUtensorMapSwizzle`].
+pub type CUtensorMapSwizzle_enum = CUtensorMapSwizzle;
+/// The C enum tag `CUtensorMapL2promotion_enum`; the same type as [`CUtensorMapL2promotion`].
+pub type CUtensorMapL2promotion_enum = CUtensorMapL2promotion;
+/// The C enum tag `CUtensorMapFloatOOBfill_enum`; the same type as [`CUtensorMapFloatOOBfill`].
+pub type CUtensorMapFloatOOBfill_enum = CUtensorMapFloatOOBfill;
+/// The C enum tag `CUtensorMapIm2ColWideMode_enum`; the same type as [`CUtensorMapIm2ColWideMode`].
+pub type CUtensorMapIm2ColWideMode_enum = CUtensorMapIm2ColWideMode;
 /// C typedef `CUDA_POINTER_ATTRIBUTE_P2P_TOKENS_v1` = `CUDA_POINTER_ATTRIBUTE_P2P_TOKENS_st`.
 ///
 /// See [CUDA_POINTER_ATTRIBUTE_P2P_TOKENS_v1](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
@@ -867,10 +733,8 @@ pub type CUDA_POINTER_ATTRIBUTE_P2P_TOKENS_v1 = CUDA_POINTER_ATTRIBUTE_P2P_TOKEN
 ///
 /// See [CUDA_POINTER_ATTRIBUTE_P2P_TOKENS](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 pub type CUDA_POINTER_ATTRIBUTE_P2P_TOKENS = CUDA_POINTER_ATTRIBUTE_P2P_TOKENS_v1;
-/// C typedef `CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS` = `CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS_enum`.
-///
-/// See [CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS = CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS_enum;
+/// The C enum tag `CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS_enum`; the same type as [`CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS`].
+pub type CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS_enum = CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS;
 /// C typedef `CUDA_LAUNCH_PARAMS_v1` = `CUDA_LAUNCH_PARAMS_st`.
 ///
 /// See [CUDA_LAUNCH_PARAMS_v1](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
@@ -879,10 +743,8 @@ pub type CUDA_LAUNCH_PARAMS_v1 = CUDA_LAUNCH_PARAMS_st;
 ///
 /// See [CUDA_LAUNCH_PARAMS](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 pub type CUDA_LAUNCH_PARAMS = CUDA_LAUNCH_PARAMS_v1;
-/// C typedef `CUexternalMemoryHandleType` = `CUexternalMemoryHandleType_enum`.
-///
-/// See [CUexternalMemoryHandleType](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUexternalMemoryHandleType = CUexternalMemoryHandleType_enum;
+/// The C enum tag `CUexternalMemoryHandleType_enum`; the same type as [`CUexternalMemoryHandleType`].
+pub type CUexternalMemoryHandleType_enum = CUexternalMemoryHandleType;
 /// C typedef `CUDA_EXTERNAL_MEMORY_HANDLE_DESC_v1` = `CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st`.
 ///
 /// See [CUDA_EXTERNAL_MEMORY_HANDLE_DESC_v1](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
@@ -907,10 +769,8 @@ pub type CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC_v1 = CUDA_EXTERNAL_MEMORY_MIP
 ///
 /// See [CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 pub type CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC = CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC_v1;
-/// C typedef `CUexternalSemaphoreHandleType` = `CUexternalSemaphoreHandleType_enum`.
-///
-/// See [CUexternalSemaphoreHandleType](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUexternalSemaphoreHandleType = CUexternalSemaphoreHandleType_enum;
+/// The C enum tag `CUexternalSemaphoreHandleType_enum`; the same type as [`CUexternalSemaphoreHandleType`].
+pub type CUexternalSemaphoreHandleType_enum = CUexternalSemaphoreHandleType;
 /// C typedef `CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC_v1` = `CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC_st`.
 ///
 /// See [CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC_v1](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
@@ -967,46 +827,26 @@ pub type CUmemGenericAllocationHandle_v1 = ::core::ffi::c_ulonglong;
 ///
 /// See [CUmemGenericAllocationHandle](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 pub type CUmemGenericAllocationHandle = CUmemGenericAllocationHandle_v1;
-/// C typedef `CUmemAllocationHandleType` = `CUmemAllocationHandleType_enum`.
-///
-/// See [CUmemAllocationHandleType](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUmemAllocationHandleType = CUmemAllocationHandleType_enum;
-/// C typedef `CUmemAccess_flags` = `CUmemAccess_flags_enum`.
-///
-/// See [CUmemAccess_flags](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUmemAccess_flags = CUmemAccess_flags_enum;
-/// C typedef `CUmemLocationType` = `CUmemLocationType_enum`.
-///
-/// See [CUmemLocationType](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUmemLocationType = CUmemLocationType_enum;
-/// C typedef `CUmemAllocationType` = `CUmemAllocationType_enum`.
-///
-/// See [CUmemAllocationType](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUmemAllocationType = CUmemAllocationType_enum;
-/// C typedef `CUmemAllocationGranularity_flags` = `CUmemAllocationGranularity_flags_enum`.
-///
-/// See [CUmemAllocationGranularity_flags](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUmemAllocationGranularity_flags = CUmemAllocationGranularity_flags_enum;
-/// C typedef `CUmemRangeHandleType` = `CUmemRangeHandleType_enum`.
-///
-/// See [CUmemRangeHandleType](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUmemRangeHandleType = CUmemRangeHandleType_enum;
-/// C typedef `CUmemRangeFlags` = `CUmemRangeFlags_enum`.
-///
-/// See [CUmemRangeFlags](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUmemRangeFlags = CUmemRangeFlags_enum;
-/// C typedef `CUarraySparseSubresourceType` = `CUarraySparseSubresourceType_enum`.
-///
-/// See [CUarraySparseSubresourceType](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUarraySparseSubresourceType = CUarraySparseSubresourceType_enum;
-/// C typedef `CUmemOperationType` = `CUmemOperationType_enum`.
-///
-/// See [CUmemOperationType](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUmemOperationType = CUmemOperationType_enum;
-/// C typedef `CUmemHandleType` = `CUmemHandleType_enum`.
-///
-/// See [CUmemHandleType](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUmemHandleType = CUmemHandleType_enum;
+/// The C enum tag `CUmemAllocationHandleType_enum`; the same type as [`CUmemAllocationHandleType`].
+pub type CUmemAllocationHandleType_enum = CUmemAllocationHandleType;
+/// The C enum tag `CUmemAccess_flags_enum`; the same type as [`CUmemAccess_flags`].
+pub type CUmemAccess_flags_enum = CUmemAccess_flags;
+/// The C enum tag `CUmemLocationType_enum`; the same type as [`CUmemLocationType`].
+pub type CUmemLocationType_enum = CUmemLocationType;
+/// The C enum tag `CUmemAllocationType_enum`; the same type as [`CUmemAllocationType`].
+pub type CUmemAllocationType_enum = CUmemAllocationType;
+/// The C enum tag `CUmemAllocationGranularity_flags_enum`; the same type as [`CUmemAllocationGranularity_flags`].
+pub type CUmemAllocationGranularity_flags_enum = CUmemAllocationGranularity_flags;
+/// The C enum tag `CUmemRangeHandleType_enum`; the same type as [`CUmemRangeHandleType`].
+pub type CUmemRangeHandleType_enum = CUmemRangeHandleType;
+/// The C enum tag `CUmemRangeFlags_enum`; the same type as [`CUmemRangeFlags`].
+pub type CUmemRangeFlags_enum = CUmemRangeFlags;
+/// The C enum tag `CUarraySparseSubresourceType_enum`; the same type as [`CUarraySparseSubresourceType`].
+pub type CUarraySparseSubresourceType_enum = CUarraySparseSubresourceType;
+/// The C enum tag `CUmemOperationType_enum`; the same type as [`CUmemOperationType`].
+pub type CUmemOperationType_enum = CUmemOperationType;
+/// The C enum tag `CUmemHandleType_enum`; the same type as [`CUmemHandleType`].
+pub type CUmemHandleType_enum = CUmemHandleType;
 /// C typedef `CUarrayMapInfo_v1` = `CUarrayMapInfo_st`.
 ///
 /// See [CUarrayMapInfo_v1](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
@@ -1023,10 +863,8 @@ pub type CUmemLocation_v1 = CUmemLocation_st;
 ///
 /// See [CUmemLocation](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 pub type CUmemLocation = CUmemLocation_v1;
-/// C typedef `CUmemAllocationCompType` = `CUmemAllocationCompType_enum`.
-///
-/// See [CUmemAllocationCompType](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUmemAllocationCompType = CUmemAllocationCompType_enum;
+/// The C enum tag `CUmemAllocationCompType_enum`; the same type as [`CUmemAllocationCompType`].
+pub type CUmemAllocationCompType_enum = CUmemAllocationCompType;
 /// C typedef `CUmemAllocationProp_v1` = `CUmemAllocationProp_st`.
 ///
 /// See [CUmemAllocationProp_v1](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
@@ -1035,10 +873,8 @@ pub type CUmemAllocationProp_v1 = CUmemAllocationProp_st;
 ///
 /// See [CUmemAllocationProp](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 pub type CUmemAllocationProp = CUmemAllocationProp_v1;
-/// C typedef `CUmulticastGranularity_flags` = `CUmulticastGranularity_flags_enum`.
-///
-/// See [CUmulticastGranularity_flags](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUmulticastGranularity_flags = CUmulticastGranularity_flags_enum;
+/// The C enum tag `CUmulticastGranularity_flags_enum`; the same type as [`CUmulticastGranularity_flags`].
+pub type CUmulticastGranularity_flags_enum = CUmulticastGranularity_flags;
 /// C typedef `CUmulticastObjectProp_v1` = `CUmulticastObjectProp_st`.
 ///
 /// See [CUmulticastObjectProp_v1](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
@@ -1055,10 +891,8 @@ pub type CUmemAccessDesc_v1 = CUmemAccessDesc_st;
 ///
 /// See [CUmemAccessDesc](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 pub type CUmemAccessDesc = CUmemAccessDesc_v1;
-/// C typedef `CUgraphExecUpdateResult` = `CUgraphExecUpdateResult_enum`.
-///
-/// See [CUgraphExecUpdateResult](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUgraphExecUpdateResult = CUgraphExecUpdateResult_enum;
+/// The C enum tag `CUgraphExecUpdateResult_enum`; the same type as [`CUgraphExecUpdateResult`].
+pub type CUgraphExecUpdateResult_enum = CUgraphExecUpdateResult;
 /// C typedef `CUgraphExecUpdateResultInfo_v1` = `CUgraphExecUpdateResultInfo_st`.
 ///
 /// See [CUgraphExecUpdateResultInfo_v1](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
@@ -1067,10 +901,8 @@ pub type CUgraphExecUpdateResultInfo_v1 = CUgraphExecUpdateResultInfo_st;
 ///
 /// See [CUgraphExecUpdateResultInfo](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 pub type CUgraphExecUpdateResultInfo = CUgraphExecUpdateResultInfo_v1;
-/// C typedef `CUmemPool_attribute` = `CUmemPool_attribute_enum`.
-///
-/// See [CUmemPool_attribute](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUmemPool_attribute = CUmemPool_attribute_enum;
+/// The C enum tag `CUmemPool_attribute_enum`; the same type as [`CUmemPool_attribute`].
+pub type CUmemPool_attribute_enum = CUmemPool_attribute;
 /// C typedef `CUmemPoolProps_v1` = `CUmemPoolProps_st`.
 ///
 /// See [CUmemPoolProps_v1](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
@@ -1087,14 +919,10 @@ pub type CUmemPoolPtrExportData_v1 = CUmemPoolPtrExportData_st;
 ///
 /// See [CUmemPoolPtrExportData](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 pub type CUmemPoolPtrExportData = CUmemPoolPtrExportData_v1;
-/// C typedef `CUmemcpyFlags` = `CUmemcpyFlags_enum`.
-///
-/// See [CUmemcpyFlags](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUmemcpyFlags = CUmemcpyFlags_enum;
-/// C typedef `CUmemcpySrcAccessOrder` = `CUmemcpySrcAccessOrder_enum`.
-///
-/// See [CUmemcpySrcAccessOrder](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUmemcpySrcAccessOrder = CUmemcpySrcAccessOrder_enum;
+/// The C enum tag `CUmemcpyFlags_enum`; the same type as [`CUmemcpyFlags`].
+pub type CUmemcpyFlags_enum = CUmemcpyFlags;
+/// The C enum tag `CUmemcpySrcAccessOrder_enum`; the same type as [`CUmemcpySrcAccessOrder`].
+pub type CUmemcpySrcAccessOrder_enum = CUmemcpySrcAccessOrder;
 /// C typedef `CUmemcpyAttributes_v1` = `CUmemcpyAttributes_st`.
 ///
 /// See [CUmemcpyAttributes_v1](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
@@ -1103,10 +931,8 @@ pub type CUmemcpyAttributes_v1 = CUmemcpyAttributes_st;
 ///
 /// See [CUmemcpyAttributes](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 pub type CUmemcpyAttributes = CUmemcpyAttributes_v1;
-/// C typedef `CUmemcpy3DOperandType` = `CUmemcpy3DOperandType_enum`.
-///
-/// See [CUmemcpy3DOperandType](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUmemcpy3DOperandType = CUmemcpy3DOperandType_enum;
+/// The C enum tag `CUmemcpy3DOperandType_enum`; the same type as [`CUmemcpy3DOperandType`].
+pub type CUmemcpy3DOperandType_enum = CUmemcpy3DOperandType;
 /// C typedef `CUoffset3D_v1` = `CUoffset3D_st`.
 ///
 /// See [CUoffset3D_v1](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
@@ -1155,14 +981,10 @@ pub type CUDA_MEM_ALLOC_NODE_PARAMS_v2 = CUDA_MEM_ALLOC_NODE_PARAMS_v2_st;
 ///
 /// See [CUDA_MEM_FREE_NODE_PARAMS](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 pub type CUDA_MEM_FREE_NODE_PARAMS = CUDA_MEM_FREE_NODE_PARAMS_st;
-/// C typedef `CUgraphMem_attribute` = `CUgraphMem_attribute_enum`.
-///
-/// See [CUgraphMem_attribute](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUgraphMem_attribute = CUgraphMem_attribute_enum;
-/// C typedef `CUgraphChildGraphNodeOwnership` = `CUgraphChildGraphNodeOwnership_enum`.
-///
-/// See [CUgraphChildGraphNodeOwnership](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUgraphChildGraphNodeOwnership = CUgraphChildGraphNodeOwnership_enum;
+/// The C enum tag `CUgraphMem_attribute_enum`; the same type as [`CUgraphMem_attribute`].
+pub type CUgraphMem_attribute_enum = CUgraphMem_attribute;
+/// The C enum tag `CUgraphChildGraphNodeOwnership_enum`; the same type as [`CUgraphChildGraphNodeOwnership`].
+pub type CUgraphChildGraphNodeOwnership_enum = CUgraphChildGraphNodeOwnership;
 /// C typedef `CUDA_CHILD_GRAPH_NODE_PARAMS` = `CUDA_CHILD_GRAPH_NODE_PARAMS_st`.
 ///
 /// See [CUDA_CHILD_GRAPH_NODE_PARAMS](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
@@ -1179,46 +1001,26 @@ pub type CUDA_EVENT_WAIT_NODE_PARAMS = CUDA_EVENT_WAIT_NODE_PARAMS_st;
 ///
 /// See [CUgraphNodeParams](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 pub type CUgraphNodeParams = CUgraphNodeParams_st;
-/// C typedef `CUflushGPUDirectRDMAWritesOptions` = `CUflushGPUDirectRDMAWritesOptions_enum`.
-///
-/// See [CUflushGPUDirectRDMAWritesOptions](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUflushGPUDirectRDMAWritesOptions = CUflushGPUDirectRDMAWritesOptions_enum;
-/// C typedef `CUGPUDirectRDMAWritesOrdering` = `CUGPUDirectRDMAWritesOrdering_enum`.
-///
-/// See [CUGPUDirectRDMAWritesOrdering](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUGPUDirectRDMAWritesOrdering = CUGPUDirectRDMAWritesOrdering_enum;
-/// C typedef `CUflushGPUDirectRDMAWritesScope` = `CUflushGPUDirectRDMAWritesScope_enum`.
-///
-/// See [CUflushGPUDirectRDMAWritesScope](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUflushGPUDirectRDMAWritesScope = CUflushGPUDirectRDMAWritesScope_enum;
-/// C typedef `CUflushGPUDirectRDMAWritesTarget` = `CUflushGPUDirectRDMAWritesTarget_enum`.
-///
-/// See [CUflushGPUDirectRDMAWritesTarget](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUflushGPUDirectRDMAWritesTarget = CUflushGPUDirectRDMAWritesTarget_enum;
-/// C typedef `CUgraphDebugDot_flags` = `CUgraphDebugDot_flags_enum`.
-///
-/// See [CUgraphDebugDot_flags](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUgraphDebugDot_flags = CUgraphDebugDot_flags_enum;
-/// C typedef `CUuserObject_flags` = `CUuserObject_flags_enum`.
-///
-/// See [CUuserObject_flags](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUuserObject_flags = CUuserObject_flags_enum;
-/// C typedef `CUuserObjectRetain_flags` = `CUuserObjectRetain_flags_enum`.
-///
-/// See [CUuserObjectRetain_flags](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUuserObjectRetain_flags = CUuserObjectRetain_flags_enum;
-/// C typedef `CUgraphInstantiate_flags` = `CUgraphInstantiate_flags_enum`.
-///
-/// See [CUgraphInstantiate_flags](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUgraphInstantiate_flags = CUgraphInstantiate_flags_enum;
-/// C typedef `CUdeviceNumaConfig` = `CUdeviceNumaConfig_enum`.
-///
-/// See [CUdeviceNumaConfig](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUdeviceNumaConfig = CUdeviceNumaConfig_enum;
-/// C typedef `CUprocessState` = `CUprocessState_enum`.
-///
-/// See [CUprocessState](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUprocessState = CUprocessState_enum;
+/// The C enum tag `CUflushGPUDirectRDMAWritesOptions_enum`; the same type as [`CUflushGPUDirectRDMAWritesOptions`].
+pub type CUflushGPUDirectRDMAWritesOptions_enum = CUflushGPUDirectRDMAWritesOptions;
+/// The C enum tag `CUGPUDirectRDMAWritesOrdering_enum`; the same type as [`CUGPUDirectRDMAWritesOrdering`].
+pub type CUGPUDirectRDMAWritesOrdering_enum = CUGPUDirectRDMAWritesOrdering;
+/// The C enum tag `CUflushGPUDirectRDMAWritesScope_enum`; the same type as [`CUflushGPUDirectRDMAWritesScope`].
+pub type CUflushGPUDirectRDMAWritesScope_enum = CUflushGPUDirectRDMAWritesScope;
+/// The C enum tag `CUflushGPUDirectRDMAWritesTarget_enum`; the same type as [`CUflushGPUDirectRDMAWritesTarget`].
+pub type CUflushGPUDirectRDMAWritesTarget_enum = CUflushGPUDirectRDMAWritesTarget;
+/// The C enum tag `CUgraphDebugDot_flags_enum`; the same type as [`CUgraphDebugDot_flags`].
+pub type CUgraphDebugDot_flags_enum = CUgraphDebugDot_flags;
+/// The C enum tag `CUuserObject_flags_enum`; the same type as [`CUuserObject_flags`].
+pub type CUuserObject_flags_enum = CUuserObject_flags;
+/// The C enum tag `CUuserObjectRetain_flags_enum`; the same type as [`CUuserObjectRetain_flags`].
+pub type CUuserObjectRetain_flags_enum = CUuserObjectRetain_flags;
+/// The C enum tag `CUgraphInstantiate_flags_enum`; the same type as [`CUgraphInstantiate_flags`].
+pub type CUgraphInstantiate_flags_enum = CUgraphInstantiate_flags;
+/// The C enum tag `CUdeviceNumaConfig_enum`; the same type as [`CUdeviceNumaConfig`].
+pub type CUdeviceNumaConfig_enum = CUdeviceNumaConfig;
+/// The C enum tag `CUprocessState_enum`; the same type as [`CUprocessState`].
+pub type CUprocessState_enum = CUprocessState;
 /// C typedef `CUcheckpointLockArgs` = `CUcheckpointLockArgs_st`.
 ///
 /// See [CUcheckpointLockArgs](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
@@ -1239,26 +1041,18 @@ pub type CUcheckpointRestoreArgs = CUcheckpointRestoreArgs_st;
 ///
 /// See [CUcheckpointUnlockArgs](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 pub type CUcheckpointUnlockArgs = CUcheckpointUnlockArgs_st;
-/// C typedef `CUmoduleLoadingMode` = `CUmoduleLoadingMode_enum`.
-///
-/// See [CUmoduleLoadingMode](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUmoduleLoadingMode = CUmoduleLoadingMode_enum;
-/// C typedef `CUmemDecompressAlgorithm` = `CUmemDecompressAlgorithm_enum`.
-///
-/// See [CUmemDecompressAlgorithm](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUmemDecompressAlgorithm = CUmemDecompressAlgorithm_enum;
+/// The C enum tag `CUmoduleLoadingMode_enum`; the same type as [`CUmoduleLoadingMode`].
+pub type CUmoduleLoadingMode_enum = CUmoduleLoadingMode;
+/// The C enum tag `CUmemDecompressAlgorithm_enum`; the same type as [`CUmemDecompressAlgorithm`].
+pub type CUmemDecompressAlgorithm_enum = CUmemDecompressAlgorithm;
 /// C typedef `CUmemDecompressParams` = `CUmemDecompressParams_st`.
 ///
 /// See [CUmemDecompressParams](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 pub type CUmemDecompressParams = CUmemDecompressParams_st;
-/// C typedef `CUfunctionLoadingState` = `CUfunctionLoadingState_enum`.
-///
-/// See [CUfunctionLoadingState](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUfunctionLoadingState = CUfunctionLoadingState_enum;
-/// C typedef `CUcoredumpSettings` = `CUcoredumpSettings_enum`.
-///
-/// See [CUcoredumpSettings](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUcoredumpSettings = CUcoredumpSettings_enum;
+/// The C enum tag `CUfunctionLoadingState_enum`; the same type as [`CUfunctionLoadingState`].
+pub type CUfunctionLoadingState_enum = CUfunctionLoadingState;
+/// The C enum tag `CUcoredumpSettings_enum`; the same type as [`CUcoredumpSettings`].
+pub type CUcoredumpSettings_enum = CUcoredumpSettings;
 /// C typedef `CUdevSmResource` = `CUdevSmResource_st`.
 ///
 /// See [CUdevSmResource](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
@@ -1271,10 +1065,8 @@ pub type CUdevResource_v1 = CUdevResource_st;
 ///
 /// See [CUdevResource](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 pub type CUdevResource = CUdevResource_v1;
-/// C typedef `CUlogLevel` = `CUlogLevel_enum`.
-///
-/// See [CUlogLevel](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-pub type CUlogLevel = CUlogLevel_enum;
+/// The C enum tag `CUlogLevel_enum`; the same type as [`CUlogLevel`].
+pub type CUlogLevel_enum = CUlogLevel;
 /// C typedef `CUlogIterator` = `unsigned int`.
 ///
 /// See [CUlogIterator](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
@@ -1284,8 +1076,8 @@ pub type CUlogIterator = ::core::ffi::c_uint;
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUipcMem_flags_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUipcMem_flags_enum(pub u32);
-impl CUipcMem_flags_enum {
+pub struct CUipcMem_flags(pub u32);
+impl CUipcMem_flags {
     /// `CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS` = 1.
     pub const CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS: Self = Self(1);
     /// The enumerator's name, or `None` for a value this crate does not know.
@@ -1296,11 +1088,11 @@ impl CUipcMem_flags_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUipcMem_flags_enum {
+impl ::core::fmt::Debug for CUipcMem_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUipcMem_flags_enum", self.0),
+            None => write!(f, "{}({})", "CUipcMem_flags", self.0),
         }
     }
 }
@@ -1309,8 +1101,8 @@ impl ::core::fmt::Debug for CUipcMem_flags_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUmemAttach_flags_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUmemAttach_flags_enum(pub u32);
-impl CUmemAttach_flags_enum {
+pub struct CUmemAttach_flags(pub u32);
+impl CUmemAttach_flags {
     /// `CU_MEM_ATTACH_GLOBAL` = 1.
     pub const CU_MEM_ATTACH_GLOBAL: Self = Self(1);
     /// `CU_MEM_ATTACH_HOST` = 2.
@@ -1327,11 +1119,11 @@ impl CUmemAttach_flags_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUmemAttach_flags_enum {
+impl ::core::fmt::Debug for CUmemAttach_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmemAttach_flags_enum", self.0),
+            None => write!(f, "{}({})", "CUmemAttach_flags", self.0),
         }
     }
 }
@@ -1340,8 +1132,8 @@ impl ::core::fmt::Debug for CUmemAttach_flags_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUctx_flags_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUctx_flags_enum(pub u32);
-impl CUctx_flags_enum {
+pub struct CUctx_flags(pub u32);
+impl CUctx_flags {
     /// `CU_CTX_SCHED_AUTO` = 0.
     pub const CU_CTX_SCHED_AUTO: Self = Self(0);
     /// `CU_CTX_SCHED_SPIN` = 1.
@@ -1384,11 +1176,11 @@ impl CUctx_flags_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUctx_flags_enum {
+impl ::core::fmt::Debug for CUctx_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUctx_flags_enum", self.0),
+            None => write!(f, "{}({})", "CUctx_flags", self.0),
         }
     }
 }
@@ -1397,8 +1189,8 @@ impl ::core::fmt::Debug for CUctx_flags_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUevent_sched_flags_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUevent_sched_flags_enum(pub u32);
-impl CUevent_sched_flags_enum {
+pub struct CUevent_sched_flags(pub u32);
+impl CUevent_sched_flags {
     /// `CU_EVENT_SCHED_AUTO` = 0.
     pub const CU_EVENT_SCHED_AUTO: Self = Self(0);
     /// `CU_EVENT_SCHED_SPIN` = 1.
@@ -1418,11 +1210,11 @@ impl CUevent_sched_flags_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUevent_sched_flags_enum {
+impl ::core::fmt::Debug for CUevent_sched_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUevent_sched_flags_enum", self.0),
+            None => write!(f, "{}({})", "CUevent_sched_flags", self.0),
         }
     }
 }
@@ -1431,8 +1223,8 @@ impl ::core::fmt::Debug for CUevent_sched_flags_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [cl_event_flags_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct cl_event_flags_enum(pub u32);
-impl cl_event_flags_enum {
+pub struct cl_event_flags(pub u32);
+impl cl_event_flags {
     /// `NVCL_EVENT_SCHED_AUTO` = 0.
     pub const NVCL_EVENT_SCHED_AUTO: Self = Self(0);
     /// `NVCL_EVENT_SCHED_SPIN` = 1.
@@ -1452,11 +1244,11 @@ impl cl_event_flags_enum {
         }
     }
 }
-impl ::core::fmt::Debug for cl_event_flags_enum {
+impl ::core::fmt::Debug for cl_event_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "cl_event_flags_enum", self.0),
+            None => write!(f, "{}({})", "cl_event_flags", self.0),
         }
     }
 }
@@ -1465,8 +1257,8 @@ impl ::core::fmt::Debug for cl_event_flags_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [cl_context_flags_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct cl_context_flags_enum(pub u32);
-impl cl_context_flags_enum {
+pub struct cl_context_flags(pub u32);
+impl cl_context_flags {
     /// `NVCL_CTX_SCHED_AUTO` = 0.
     pub const NVCL_CTX_SCHED_AUTO: Self = Self(0);
     /// `NVCL_CTX_SCHED_SPIN` = 1.
@@ -1486,11 +1278,11 @@ impl cl_context_flags_enum {
         }
     }
 }
-impl ::core::fmt::Debug for cl_context_flags_enum {
+impl ::core::fmt::Debug for cl_context_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "cl_context_flags_enum", self.0),
+            None => write!(f, "{}({})", "cl_context_flags", self.0),
         }
     }
 }
@@ -1499,8 +1291,8 @@ impl ::core::fmt::Debug for cl_context_flags_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUstream_flags_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUstream_flags_enum(pub u32);
-impl CUstream_flags_enum {
+pub struct CUstream_flags(pub u32);
+impl CUstream_flags {
     /// `CU_STREAM_DEFAULT` = 0.
     pub const CU_STREAM_DEFAULT: Self = Self(0);
     /// `CU_STREAM_NON_BLOCKING` = 1.
@@ -1514,11 +1306,11 @@ impl CUstream_flags_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUstream_flags_enum {
+impl ::core::fmt::Debug for CUstream_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUstream_flags_enum", self.0),
+            None => write!(f, "{}({})", "CUstream_flags", self.0),
         }
     }
 }
@@ -1527,8 +1319,8 @@ impl ::core::fmt::Debug for CUstream_flags_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUevent_flags_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUevent_flags_enum(pub u32);
-impl CUevent_flags_enum {
+pub struct CUevent_flags(pub u32);
+impl CUevent_flags {
     /// `CU_EVENT_DEFAULT` = 0.
     pub const CU_EVENT_DEFAULT: Self = Self(0);
     /// `CU_EVENT_BLOCKING_SYNC` = 1.
@@ -1548,11 +1340,11 @@ impl CUevent_flags_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUevent_flags_enum {
+impl ::core::fmt::Debug for CUevent_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUevent_flags_enum", self.0),
+            None => write!(f, "{}({})", "CUevent_flags", self.0),
         }
     }
 }
@@ -1561,8 +1353,8 @@ impl ::core::fmt::Debug for CUevent_flags_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUevent_record_flags_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUevent_record_flags_enum(pub u32);
-impl CUevent_record_flags_enum {
+pub struct CUevent_record_flags(pub u32);
+impl CUevent_record_flags {
     /// `CU_EVENT_RECORD_DEFAULT` = 0.
     pub const CU_EVENT_RECORD_DEFAULT: Self = Self(0);
     /// `CU_EVENT_RECORD_EXTERNAL` = 1.
@@ -1576,11 +1368,11 @@ impl CUevent_record_flags_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUevent_record_flags_enum {
+impl ::core::fmt::Debug for CUevent_record_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUevent_record_flags_enum", self.0),
+            None => write!(f, "{}({})", "CUevent_record_flags", self.0),
         }
     }
 }
@@ -1589,8 +1381,8 @@ impl ::core::fmt::Debug for CUevent_record_flags_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUevent_wait_flags_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUevent_wait_flags_enum(pub u32);
-impl CUevent_wait_flags_enum {
+pub struct CUevent_wait_flags(pub u32);
+impl CUevent_wait_flags {
     /// `CU_EVENT_WAIT_DEFAULT` = 0.
     pub const CU_EVENT_WAIT_DEFAULT: Self = Self(0);
     /// `CU_EVENT_WAIT_EXTERNAL` = 1.
@@ -1604,11 +1396,11 @@ impl CUevent_wait_flags_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUevent_wait_flags_enum {
+impl ::core::fmt::Debug for CUevent_wait_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUevent_wait_flags_enum", self.0),
+            None => write!(f, "{}({})", "CUevent_wait_flags", self.0),
         }
     }
 }
@@ -1617,8 +1409,8 @@ impl ::core::fmt::Debug for CUevent_wait_flags_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUstreamWaitValue_flags_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUstreamWaitValue_flags_enum(pub u32);
-impl CUstreamWaitValue_flags_enum {
+pub struct CUstreamWaitValue_flags(pub u32);
+impl CUstreamWaitValue_flags {
     /// `CU_STREAM_WAIT_VALUE_GEQ` = 0.
     pub const CU_STREAM_WAIT_VALUE_GEQ: Self = Self(0);
     /// `CU_STREAM_WAIT_VALUE_EQ` = 1.
@@ -1641,11 +1433,11 @@ impl CUstreamWaitValue_flags_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUstreamWaitValue_flags_enum {
+impl ::core::fmt::Debug for CUstreamWaitValue_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUstreamWaitValue_flags_enum", self.0),
+            None => write!(f, "{}({})", "CUstreamWaitValue_flags", self.0),
         }
     }
 }
@@ -1654,8 +1446,8 @@ impl ::core::fmt::Debug for CUstreamWaitValue_flags_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUstreamWriteValue_flags_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUstreamWriteValue_flags_enum(pub u32);
-impl CUstreamWriteValue_flags_enum {
+pub struct CUstreamWriteValue_flags(pub u32);
+impl CUstreamWriteValue_flags {
     /// `CU_STREAM_WRITE_VALUE_DEFAULT` = 0.
     pub const CU_STREAM_WRITE_VALUE_DEFAULT: Self = Self(0);
     /// `CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER` = 1.
@@ -1669,11 +1461,11 @@ impl CUstreamWriteValue_flags_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUstreamWriteValue_flags_enum {
+impl ::core::fmt::Debug for CUstreamWriteValue_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUstreamWriteValue_flags_enum", self.0),
+            None => write!(f, "{}({})", "CUstreamWriteValue_flags", self.0),
         }
     }
 }
@@ -1682,8 +1474,8 @@ impl ::core::fmt::Debug for CUstreamWriteValue_flags_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUstreamBatchMemOpType_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUstreamBatchMemOpType_enum(pub u32);
-impl CUstreamBatchMemOpType_enum {
+pub struct CUstreamBatchMemOpType(pub u32);
+impl CUstreamBatchMemOpType {
     /// `CU_STREAM_MEM_OP_WAIT_VALUE_32` = 1.
     pub const CU_STREAM_MEM_OP_WAIT_VALUE_32: Self = Self(1);
     /// `CU_STREAM_MEM_OP_WRITE_VALUE_32` = 2.
@@ -1709,11 +1501,11 @@ impl CUstreamBatchMemOpType_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUstreamBatchMemOpType_enum {
+impl ::core::fmt::Debug for CUstreamBatchMemOpType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUstreamBatchMemOpType_enum", self.0),
+            None => write!(f, "{}({})", "CUstreamBatchMemOpType", self.0),
         }
     }
 }
@@ -1722,8 +1514,8 @@ impl ::core::fmt::Debug for CUstreamBatchMemOpType_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUstreamMemoryBarrier_flags_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUstreamMemoryBarrier_flags_enum(pub u32);
-impl CUstreamMemoryBarrier_flags_enum {
+pub struct CUstreamMemoryBarrier_flags(pub u32);
+impl CUstreamMemoryBarrier_flags {
     /// `CU_STREAM_MEMORY_BARRIER_TYPE_SYS` = 0.
     pub const CU_STREAM_MEMORY_BARRIER_TYPE_SYS: Self = Self(0);
     /// `CU_STREAM_MEMORY_BARRIER_TYPE_GPU` = 1.
@@ -1737,11 +1529,11 @@ impl CUstreamMemoryBarrier_flags_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUstreamMemoryBarrier_flags_enum {
+impl ::core::fmt::Debug for CUstreamMemoryBarrier_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUstreamMemoryBarrier_flags_enum", self.0),
+            None => write!(f, "{}({})", "CUstreamMemoryBarrier_flags", self.0),
         }
     }
 }
@@ -1750,8 +1542,8 @@ impl ::core::fmt::Debug for CUstreamMemoryBarrier_flags_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUoccupancy_flags_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUoccupancy_flags_enum(pub u32);
-impl CUoccupancy_flags_enum {
+pub struct CUoccupancy_flags(pub u32);
+impl CUoccupancy_flags {
     /// `CU_OCCUPANCY_DEFAULT` = 0.
     pub const CU_OCCUPANCY_DEFAULT: Self = Self(0);
     /// `CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE` = 1.
@@ -1765,11 +1557,11 @@ impl CUoccupancy_flags_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUoccupancy_flags_enum {
+impl ::core::fmt::Debug for CUoccupancy_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUoccupancy_flags_enum", self.0),
+            None => write!(f, "{}({})", "CUoccupancy_flags", self.0),
         }
     }
 }
@@ -1778,8 +1570,8 @@ impl ::core::fmt::Debug for CUoccupancy_flags_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUstreamUpdateCaptureDependencies_flags_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUstreamUpdateCaptureDependencies_flags_enum(pub u32);
-impl CUstreamUpdateCaptureDependencies_flags_enum {
+pub struct CUstreamUpdateCaptureDependencies_flags(pub u32);
+impl CUstreamUpdateCaptureDependencies_flags {
     /// `CU_STREAM_ADD_CAPTURE_DEPENDENCIES` = 0.
     pub const CU_STREAM_ADD_CAPTURE_DEPENDENCIES: Self = Self(0);
     /// `CU_STREAM_SET_CAPTURE_DEPENDENCIES` = 1.
@@ -1793,14 +1585,12 @@ impl CUstreamUpdateCaptureDependencies_flags_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUstreamUpdateCaptureDependencies_flags_enum {
+impl ::core::fmt::Debug for CUstreamUpdateCaptureDependencies_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
             None => {
-                write!(
-                    f, "{}({})", "CUstreamUpdateCaptureDependencies_flags_enum", self.0
-                )
+                write!(f, "{}({})", "CUstreamUpdateCaptureDependencies_flags", self.0)
             }
         }
     }
@@ -1810,8 +1600,8 @@ impl ::core::fmt::Debug for CUstreamUpdateCaptureDependencies_flags_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUasyncNotificationType_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUasyncNotificationType_enum(pub u32);
-impl CUasyncNotificationType_enum {
+pub struct CUasyncNotificationType(pub u32);
+impl CUasyncNotificationType {
     /// `CU_ASYNC_NOTIFICATION_TYPE_OVER_BUDGET` = 1.
     pub const CU_ASYNC_NOTIFICATION_TYPE_OVER_BUDGET: Self = Self(1);
     /// The enumerator's name, or `None` for a value this crate does not know.
@@ -1822,11 +1612,11 @@ impl CUasyncNotificationType_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUasyncNotificationType_enum {
+impl ::core::fmt::Debug for CUasyncNotificationType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUasyncNotificationType_enum", self.0),
+            None => write!(f, "{}({})", "CUasyncNotificationType", self.0),
         }
     }
 }
@@ -1835,8 +1625,8 @@ impl ::core::fmt::Debug for CUasyncNotificationType_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUarray_format_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUarray_format_enum(pub u32);
-impl CUarray_format_enum {
+pub struct CUarray_format(pub u32);
+impl CUarray_format {
     /// `CU_AD_FORMAT_UNSIGNED_INT8` = 1.
     pub const CU_AD_FORMAT_UNSIGNED_INT8: Self = Self(1);
     /// `CU_AD_FORMAT_UNSIGNED_INT16` = 2.
@@ -2000,11 +1790,11 @@ impl CUarray_format_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUarray_format_enum {
+impl ::core::fmt::Debug for CUarray_format {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUarray_format_enum", self.0),
+            None => write!(f, "{}({})", "CUarray_format", self.0),
         }
     }
 }
@@ -2013,8 +1803,8 @@ impl ::core::fmt::Debug for CUarray_format_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUaddress_mode_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUaddress_mode_enum(pub u32);
-impl CUaddress_mode_enum {
+pub struct CUaddress_mode(pub u32);
+impl CUaddress_mode {
     /// `CU_TR_ADDRESS_MODE_WRAP` = 0.
     pub const CU_TR_ADDRESS_MODE_WRAP: Self = Self(0);
     /// `CU_TR_ADDRESS_MODE_CLAMP` = 1.
@@ -2034,11 +1824,11 @@ impl CUaddress_mode_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUaddress_mode_enum {
+impl ::core::fmt::Debug for CUaddress_mode {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUaddress_mode_enum", self.0),
+            None => write!(f, "{}({})", "CUaddress_mode", self.0),
         }
     }
 }
@@ -2047,8 +1837,8 @@ impl ::core::fmt::Debug for CUaddress_mode_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUfilter_mode_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUfilter_mode_enum(pub u32);
-impl CUfilter_mode_enum {
+pub struct CUfilter_mode(pub u32);
+impl CUfilter_mode {
     /// `CU_TR_FILTER_MODE_POINT` = 0.
     pub const CU_TR_FILTER_MODE_POINT: Self = Self(0);
     /// `CU_TR_FILTER_MODE_LINEAR` = 1.
@@ -2062,11 +1852,11 @@ impl CUfilter_mode_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUfilter_mode_enum {
+impl ::core::fmt::Debug for CUfilter_mode {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUfilter_mode_enum", self.0),
+            None => write!(f, "{}({})", "CUfilter_mode", self.0),
         }
     }
 }
@@ -2075,8 +1865,8 @@ impl ::core::fmt::Debug for CUfilter_mode_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUdevice_attribute_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUdevice_attribute_enum(pub u32);
-impl CUdevice_attribute_enum {
+pub struct CUdevice_attribute(pub u32);
+impl CUdevice_attribute {
     /// `CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK` = 1.
     pub const CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: Self = Self(1);
     /// `CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X` = 2.
@@ -2564,11 +2354,11 @@ impl CUdevice_attribute_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUdevice_attribute_enum {
+impl ::core::fmt::Debug for CUdevice_attribute {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUdevice_attribute_enum", self.0),
+            None => write!(f, "{}({})", "CUdevice_attribute", self.0),
         }
     }
 }
@@ -2577,8 +2367,8 @@ impl ::core::fmt::Debug for CUdevice_attribute_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUpointer_attribute_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUpointer_attribute_enum(pub u32);
-impl CUpointer_attribute_enum {
+pub struct CUpointer_attribute(pub u32);
+impl CUpointer_attribute {
     /// `CU_POINTER_ATTRIBUTE_CONTEXT` = 1.
     pub const CU_POINTER_ATTRIBUTE_CONTEXT: Self = Self(1);
     /// `CU_POINTER_ATTRIBUTE_MEMORY_TYPE` = 2.
@@ -2649,11 +2439,11 @@ impl CUpointer_attribute_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUpointer_attribute_enum {
+impl ::core::fmt::Debug for CUpointer_attribute {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUpointer_attribute_enum", self.0),
+            None => write!(f, "{}({})", "CUpointer_attribute", self.0),
         }
     }
 }
@@ -2662,8 +2452,8 @@ impl ::core::fmt::Debug for CUpointer_attribute_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUfunction_attribute_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUfunction_attribute_enum(pub u32);
-impl CUfunction_attribute_enum {
+pub struct CUfunction_attribute(pub u32);
+impl CUfunction_attribute {
     /// `CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK` = 0.
     pub const CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: Self = Self(0);
     /// `CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES` = 1.
@@ -2722,11 +2512,11 @@ impl CUfunction_attribute_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUfunction_attribute_enum {
+impl ::core::fmt::Debug for CUfunction_attribute {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUfunction_attribute_enum", self.0),
+            None => write!(f, "{}({})", "CUfunction_attribute", self.0),
         }
     }
 }
@@ -2735,8 +2525,8 @@ impl ::core::fmt::Debug for CUfunction_attribute_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUfunc_cache_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUfunc_cache_enum(pub u32);
-impl CUfunc_cache_enum {
+pub struct CUfunc_cache(pub u32);
+impl CUfunc_cache {
     /// `CU_FUNC_CACHE_PREFER_NONE` = 0.
     pub const CU_FUNC_CACHE_PREFER_NONE: Self = Self(0);
     /// `CU_FUNC_CACHE_PREFER_SHARED` = 1.
@@ -2756,11 +2546,11 @@ impl CUfunc_cache_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUfunc_cache_enum {
+impl ::core::fmt::Debug for CUfunc_cache {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUfunc_cache_enum", self.0),
+            None => write!(f, "{}({})", "CUfunc_cache", self.0),
         }
     }
 }
@@ -2769,8 +2559,8 @@ impl ::core::fmt::Debug for CUfunc_cache_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUsharedconfig_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUsharedconfig_enum(pub u32);
-impl CUsharedconfig_enum {
+pub struct CUsharedconfig(pub u32);
+impl CUsharedconfig {
     /// `CU_SHARED_MEM_CONFIG_DEFAULT_BANK_SIZE` = 0.
     pub const CU_SHARED_MEM_CONFIG_DEFAULT_BANK_SIZE: Self = Self(0);
     /// `CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE` = 1.
@@ -2787,11 +2577,11 @@ impl CUsharedconfig_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUsharedconfig_enum {
+impl ::core::fmt::Debug for CUsharedconfig {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUsharedconfig_enum", self.0),
+            None => write!(f, "{}({})", "CUsharedconfig", self.0),
         }
     }
 }
@@ -2800,8 +2590,8 @@ impl ::core::fmt::Debug for CUsharedconfig_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUshared_carveout_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUshared_carveout_enum(pub i32);
-impl CUshared_carveout_enum {
+pub struct CUshared_carveout(pub i32);
+impl CUshared_carveout {
     /// `CU_SHAREDMEM_CARVEOUT_DEFAULT` = -1.
     pub const CU_SHAREDMEM_CARVEOUT_DEFAULT: Self = Self(-1);
     /// `CU_SHAREDMEM_CARVEOUT_MAX_SHARED` = 100.
@@ -2818,11 +2608,11 @@ impl CUshared_carveout_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUshared_carveout_enum {
+impl ::core::fmt::Debug for CUshared_carveout {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUshared_carveout_enum", self.0),
+            None => write!(f, "{}({})", "CUshared_carveout", self.0),
         }
     }
 }
@@ -2831,8 +2621,8 @@ impl ::core::fmt::Debug for CUshared_carveout_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUmemorytype_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUmemorytype_enum(pub u32);
-impl CUmemorytype_enum {
+pub struct CUmemorytype(pub u32);
+impl CUmemorytype {
     /// `CU_MEMORYTYPE_HOST` = 1.
     pub const CU_MEMORYTYPE_HOST: Self = Self(1);
     /// `CU_MEMORYTYPE_DEVICE` = 2.
@@ -2852,11 +2642,11 @@ impl CUmemorytype_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUmemorytype_enum {
+impl ::core::fmt::Debug for CUmemorytype {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmemorytype_enum", self.0),
+            None => write!(f, "{}({})", "CUmemorytype", self.0),
         }
     }
 }
@@ -2865,8 +2655,8 @@ impl ::core::fmt::Debug for CUmemorytype_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUcomputemode_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUcomputemode_enum(pub u32);
-impl CUcomputemode_enum {
+pub struct CUcomputemode(pub u32);
+impl CUcomputemode {
     /// `CU_COMPUTEMODE_DEFAULT` = 0.
     pub const CU_COMPUTEMODE_DEFAULT: Self = Self(0);
     /// `CU_COMPUTEMODE_PROHIBITED` = 2.
@@ -2883,11 +2673,11 @@ impl CUcomputemode_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUcomputemode_enum {
+impl ::core::fmt::Debug for CUcomputemode {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUcomputemode_enum", self.0),
+            None => write!(f, "{}({})", "CUcomputemode", self.0),
         }
     }
 }
@@ -2896,8 +2686,8 @@ impl ::core::fmt::Debug for CUcomputemode_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUmem_advise_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUmem_advise_enum(pub u32);
-impl CUmem_advise_enum {
+pub struct CUmem_advise(pub u32);
+impl CUmem_advise {
     /// `CU_MEM_ADVISE_SET_READ_MOSTLY` = 1.
     pub const CU_MEM_ADVISE_SET_READ_MOSTLY: Self = Self(1);
     /// `CU_MEM_ADVISE_UNSET_READ_MOSTLY` = 2.
@@ -2923,11 +2713,11 @@ impl CUmem_advise_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUmem_advise_enum {
+impl ::core::fmt::Debug for CUmem_advise {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmem_advise_enum", self.0),
+            None => write!(f, "{}({})", "CUmem_advise", self.0),
         }
     }
 }
@@ -2936,8 +2726,8 @@ impl ::core::fmt::Debug for CUmem_advise_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUmem_range_attribute_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUmem_range_attribute_enum(pub u32);
-impl CUmem_range_attribute_enum {
+pub struct CUmem_range_attribute(pub u32);
+impl CUmem_range_attribute {
     /// `CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY` = 1.
     pub const CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY: Self = Self(1);
     /// `CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION` = 2.
@@ -2969,11 +2759,11 @@ impl CUmem_range_attribute_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUmem_range_attribute_enum {
+impl ::core::fmt::Debug for CUmem_range_attribute {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmem_range_attribute_enum", self.0),
+            None => write!(f, "{}({})", "CUmem_range_attribute", self.0),
         }
     }
 }
@@ -2982,8 +2772,8 @@ impl ::core::fmt::Debug for CUmem_range_attribute_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUjit_option_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUjit_option_enum(pub u32);
-impl CUjit_option_enum {
+pub struct CUjit_option(pub u32);
+impl CUjit_option {
     /// `CU_JIT_MAX_REGISTERS` = 0.
     pub const CU_JIT_MAX_REGISTERS: Self = Self(0);
     /// `CU_JIT_THREADS_PER_BLOCK` = 1.
@@ -3099,11 +2889,11 @@ impl CUjit_option_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUjit_option_enum {
+impl ::core::fmt::Debug for CUjit_option {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUjit_option_enum", self.0),
+            None => write!(f, "{}({})", "CUjit_option", self.0),
         }
     }
 }
@@ -3112,8 +2902,8 @@ impl ::core::fmt::Debug for CUjit_option_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUjit_target_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUjit_target_enum(pub u32);
-impl CUjit_target_enum {
+pub struct CUjit_target(pub u32);
+impl CUjit_target {
     /// `CU_TARGET_COMPUTE_30` = 30.
     pub const CU_TARGET_COMPUTE_30: Self = Self(30);
     /// `CU_TARGET_COMPUTE_32` = 32.
@@ -3223,11 +3013,11 @@ impl CUjit_target_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUjit_target_enum {
+impl ::core::fmt::Debug for CUjit_target {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUjit_target_enum", self.0),
+            None => write!(f, "{}({})", "CUjit_target", self.0),
         }
     }
 }
@@ -3236,8 +3026,8 @@ impl ::core::fmt::Debug for CUjit_target_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUjit_fallback_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUjit_fallback_enum(pub u32);
-impl CUjit_fallback_enum {
+pub struct CUjit_fallback(pub u32);
+impl CUjit_fallback {
     /// `CU_PREFER_PTX` = 0.
     pub const CU_PREFER_PTX: Self = Self(0);
     /// `CU_PREFER_BINARY` = 1.
@@ -3251,11 +3041,11 @@ impl CUjit_fallback_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUjit_fallback_enum {
+impl ::core::fmt::Debug for CUjit_fallback {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUjit_fallback_enum", self.0),
+            None => write!(f, "{}({})", "CUjit_fallback", self.0),
         }
     }
 }
@@ -3264,8 +3054,8 @@ impl ::core::fmt::Debug for CUjit_fallback_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUjit_cacheMode_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUjit_cacheMode_enum(pub u32);
-impl CUjit_cacheMode_enum {
+pub struct CUjit_cacheMode(pub u32);
+impl CUjit_cacheMode {
     /// `CU_JIT_CACHE_OPTION_NONE` = 0.
     pub const CU_JIT_CACHE_OPTION_NONE: Self = Self(0);
     /// `CU_JIT_CACHE_OPTION_CG` = 1.
@@ -3282,11 +3072,11 @@ impl CUjit_cacheMode_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUjit_cacheMode_enum {
+impl ::core::fmt::Debug for CUjit_cacheMode {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUjit_cacheMode_enum", self.0),
+            None => write!(f, "{}({})", "CUjit_cacheMode", self.0),
         }
     }
 }
@@ -3295,8 +3085,8 @@ impl ::core::fmt::Debug for CUjit_cacheMode_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUjitInputType_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUjitInputType_enum(pub u32);
-impl CUjitInputType_enum {
+pub struct CUjitInputType(pub u32);
+impl CUjitInputType {
     /// `CU_JIT_INPUT_CUBIN` = 0.
     pub const CU_JIT_INPUT_CUBIN: Self = Self(0);
     /// `CU_JIT_INPUT_PTX` = 1.
@@ -3325,11 +3115,11 @@ impl CUjitInputType_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUjitInputType_enum {
+impl ::core::fmt::Debug for CUjitInputType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUjitInputType_enum", self.0),
+            None => write!(f, "{}({})", "CUjitInputType", self.0),
         }
     }
 }
@@ -3338,8 +3128,8 @@ impl ::core::fmt::Debug for CUjitInputType_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUgraphicsRegisterFlags_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUgraphicsRegisterFlags_enum(pub u32);
-impl CUgraphicsRegisterFlags_enum {
+pub struct CUgraphicsRegisterFlags(pub u32);
+impl CUgraphicsRegisterFlags {
     /// `CU_GRAPHICS_REGISTER_FLAGS_NONE` = 0.
     pub const CU_GRAPHICS_REGISTER_FLAGS_NONE: Self = Self(0);
     /// `CU_GRAPHICS_REGISTER_FLAGS_READ_ONLY` = 1.
@@ -3362,11 +3152,11 @@ impl CUgraphicsRegisterFlags_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUgraphicsRegisterFlags_enum {
+impl ::core::fmt::Debug for CUgraphicsRegisterFlags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUgraphicsRegisterFlags_enum", self.0),
+            None => write!(f, "{}({})", "CUgraphicsRegisterFlags", self.0),
         }
     }
 }
@@ -3375,8 +3165,8 @@ impl ::core::fmt::Debug for CUgraphicsRegisterFlags_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUgraphicsMapResourceFlags_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUgraphicsMapResourceFlags_enum(pub u32);
-impl CUgraphicsMapResourceFlags_enum {
+pub struct CUgraphicsMapResourceFlags(pub u32);
+impl CUgraphicsMapResourceFlags {
     /// `CU_GRAPHICS_MAP_RESOURCE_FLAGS_NONE` = 0.
     pub const CU_GRAPHICS_MAP_RESOURCE_FLAGS_NONE: Self = Self(0);
     /// `CU_GRAPHICS_MAP_RESOURCE_FLAGS_READ_ONLY` = 1.
@@ -3393,11 +3183,11 @@ impl CUgraphicsMapResourceFlags_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUgraphicsMapResourceFlags_enum {
+impl ::core::fmt::Debug for CUgraphicsMapResourceFlags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUgraphicsMapResourceFlags_enum", self.0),
+            None => write!(f, "{}({})", "CUgraphicsMapResourceFlags", self.0),
         }
     }
 }
@@ -3406,8 +3196,8 @@ impl ::core::fmt::Debug for CUgraphicsMapResourceFlags_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUarray_cubemap_face_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUarray_cubemap_face_enum(pub u32);
-impl CUarray_cubemap_face_enum {
+pub struct CUarray_cubemap_face(pub u32);
+impl CUarray_cubemap_face {
     /// `CU_CUBEMAP_FACE_POSITIVE_X` = 0.
     pub const CU_CUBEMAP_FACE_POSITIVE_X: Self = Self(0);
     /// `CU_CUBEMAP_FACE_NEGATIVE_X` = 1.
@@ -3433,11 +3223,11 @@ impl CUarray_cubemap_face_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUarray_cubemap_face_enum {
+impl ::core::fmt::Debug for CUarray_cubemap_face {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUarray_cubemap_face_enum", self.0),
+            None => write!(f, "{}({})", "CUarray_cubemap_face", self.0),
         }
     }
 }
@@ -3446,8 +3236,8 @@ impl ::core::fmt::Debug for CUarray_cubemap_face_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUlimit_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUlimit_enum(pub u32);
-impl CUlimit_enum {
+pub struct CUlimit(pub u32);
+impl CUlimit {
     /// `CU_LIMIT_STACK_SIZE` = 0.
     pub const CU_LIMIT_STACK_SIZE: Self = Self(0);
     /// `CU_LIMIT_PRINTF_FIFO_SIZE` = 1.
@@ -3488,11 +3278,11 @@ impl CUlimit_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUlimit_enum {
+impl ::core::fmt::Debug for CUlimit {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUlimit_enum", self.0),
+            None => write!(f, "{}({})", "CUlimit", self.0),
         }
     }
 }
@@ -3501,8 +3291,8 @@ impl ::core::fmt::Debug for CUlimit_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUresourcetype_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUresourcetype_enum(pub u32);
-impl CUresourcetype_enum {
+pub struct CUresourcetype(pub u32);
+impl CUresourcetype {
     /// `CU_RESOURCE_TYPE_ARRAY` = 0.
     pub const CU_RESOURCE_TYPE_ARRAY: Self = Self(0);
     /// `CU_RESOURCE_TYPE_MIPMAPPED_ARRAY` = 1.
@@ -3522,11 +3312,11 @@ impl CUresourcetype_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUresourcetype_enum {
+impl ::core::fmt::Debug for CUresourcetype {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUresourcetype_enum", self.0),
+            None => write!(f, "{}({})", "CUresourcetype", self.0),
         }
     }
 }
@@ -3535,8 +3325,8 @@ impl ::core::fmt::Debug for CUresourcetype_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUaccessProperty_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUaccessProperty_enum(pub u32);
-impl CUaccessProperty_enum {
+pub struct CUaccessProperty(pub u32);
+impl CUaccessProperty {
     /// `CU_ACCESS_PROPERTY_NORMAL` = 0.
     pub const CU_ACCESS_PROPERTY_NORMAL: Self = Self(0);
     /// `CU_ACCESS_PROPERTY_STREAMING` = 1.
@@ -3553,11 +3343,11 @@ impl CUaccessProperty_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUaccessProperty_enum {
+impl ::core::fmt::Debug for CUaccessProperty {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUaccessProperty_enum", self.0),
+            None => write!(f, "{}({})", "CUaccessProperty", self.0),
         }
     }
 }
@@ -3566,8 +3356,8 @@ impl ::core::fmt::Debug for CUaccessProperty_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUgraphConditionalNodeType_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUgraphConditionalNodeType_enum(pub u32);
-impl CUgraphConditionalNodeType_enum {
+pub struct CUgraphConditionalNodeType(pub u32);
+impl CUgraphConditionalNodeType {
     /// `CU_GRAPH_COND_TYPE_IF` = 0.
     pub const CU_GRAPH_COND_TYPE_IF: Self = Self(0);
     /// `CU_GRAPH_COND_TYPE_WHILE` = 1.
@@ -3584,11 +3374,11 @@ impl CUgraphConditionalNodeType_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUgraphConditionalNodeType_enum {
+impl ::core::fmt::Debug for CUgraphConditionalNodeType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUgraphConditionalNodeType_enum", self.0),
+            None => write!(f, "{}({})", "CUgraphConditionalNodeType", self.0),
         }
     }
 }
@@ -3597,8 +3387,8 @@ impl ::core::fmt::Debug for CUgraphConditionalNodeType_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUgraphNodeType_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUgraphNodeType_enum(pub u32);
-impl CUgraphNodeType_enum {
+pub struct CUgraphNodeType(pub u32);
+impl CUgraphNodeType {
     /// `CU_GRAPH_NODE_TYPE_KERNEL` = 0.
     pub const CU_GRAPH_NODE_TYPE_KERNEL: Self = Self(0);
     /// `CU_GRAPH_NODE_TYPE_MEMCPY` = 1.
@@ -3648,11 +3438,11 @@ impl CUgraphNodeType_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUgraphNodeType_enum {
+impl ::core::fmt::Debug for CUgraphNodeType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUgraphNodeType_enum", self.0),
+            None => write!(f, "{}({})", "CUgraphNodeType", self.0),
         }
     }
 }
@@ -3661,8 +3451,8 @@ impl ::core::fmt::Debug for CUgraphNodeType_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUgraphDependencyType_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUgraphDependencyType_enum(pub u32);
-impl CUgraphDependencyType_enum {
+pub struct CUgraphDependencyType(pub u32);
+impl CUgraphDependencyType {
     /// `CU_GRAPH_DEPENDENCY_TYPE_DEFAULT` = 0.
     pub const CU_GRAPH_DEPENDENCY_TYPE_DEFAULT: Self = Self(0);
     /// `CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC` = 1.
@@ -3676,11 +3466,11 @@ impl CUgraphDependencyType_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUgraphDependencyType_enum {
+impl ::core::fmt::Debug for CUgraphDependencyType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUgraphDependencyType_enum", self.0),
+            None => write!(f, "{}({})", "CUgraphDependencyType", self.0),
         }
     }
 }
@@ -3689,8 +3479,8 @@ impl ::core::fmt::Debug for CUgraphDependencyType_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUgraphInstantiateResult_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUgraphInstantiateResult_enum(pub u32);
-impl CUgraphInstantiateResult_enum {
+pub struct CUgraphInstantiateResult(pub u32);
+impl CUgraphInstantiateResult {
     /// `CUDA_GRAPH_INSTANTIATE_SUCCESS` = 0.
     pub const CUDA_GRAPH_INSTANTIATE_SUCCESS: Self = Self(0);
     /// `CUDA_GRAPH_INSTANTIATE_ERROR` = 1.
@@ -3716,11 +3506,11 @@ impl CUgraphInstantiateResult_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUgraphInstantiateResult_enum {
+impl ::core::fmt::Debug for CUgraphInstantiateResult {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUgraphInstantiateResult_enum", self.0),
+            None => write!(f, "{}({})", "CUgraphInstantiateResult", self.0),
         }
     }
 }
@@ -3729,8 +3519,8 @@ impl ::core::fmt::Debug for CUgraphInstantiateResult_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUsynchronizationPolicy_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUsynchronizationPolicy_enum(pub u32);
-impl CUsynchronizationPolicy_enum {
+pub struct CUsynchronizationPolicy(pub u32);
+impl CUsynchronizationPolicy {
     /// `CU_SYNC_POLICY_AUTO` = 1.
     pub const CU_SYNC_POLICY_AUTO: Self = Self(1);
     /// `CU_SYNC_POLICY_SPIN` = 2.
@@ -3750,11 +3540,11 @@ impl CUsynchronizationPolicy_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUsynchronizationPolicy_enum {
+impl ::core::fmt::Debug for CUsynchronizationPolicy {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUsynchronizationPolicy_enum", self.0),
+            None => write!(f, "{}({})", "CUsynchronizationPolicy", self.0),
         }
     }
 }
@@ -3763,8 +3553,8 @@ impl ::core::fmt::Debug for CUsynchronizationPolicy_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUclusterSchedulingPolicy_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUclusterSchedulingPolicy_enum(pub u32);
-impl CUclusterSchedulingPolicy_enum {
+pub struct CUclusterSchedulingPolicy(pub u32);
+impl CUclusterSchedulingPolicy {
     /// `CU_CLUSTER_SCHEDULING_POLICY_DEFAULT` = 0.
     pub const CU_CLUSTER_SCHEDULING_POLICY_DEFAULT: Self = Self(0);
     /// `CU_CLUSTER_SCHEDULING_POLICY_SPREAD` = 1.
@@ -3781,11 +3571,11 @@ impl CUclusterSchedulingPolicy_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUclusterSchedulingPolicy_enum {
+impl ::core::fmt::Debug for CUclusterSchedulingPolicy {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUclusterSchedulingPolicy_enum", self.0),
+            None => write!(f, "{}({})", "CUclusterSchedulingPolicy", self.0),
         }
     }
 }
@@ -3794,8 +3584,8 @@ impl ::core::fmt::Debug for CUclusterSchedulingPolicy_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUlaunchMemSyncDomain_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUlaunchMemSyncDomain_enum(pub u32);
-impl CUlaunchMemSyncDomain_enum {
+pub struct CUlaunchMemSyncDomain(pub u32);
+impl CUlaunchMemSyncDomain {
     /// `CU_LAUNCH_MEM_SYNC_DOMAIN_DEFAULT` = 0.
     pub const CU_LAUNCH_MEM_SYNC_DOMAIN_DEFAULT: Self = Self(0);
     /// `CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE` = 1.
@@ -3809,11 +3599,11 @@ impl CUlaunchMemSyncDomain_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUlaunchMemSyncDomain_enum {
+impl ::core::fmt::Debug for CUlaunchMemSyncDomain {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUlaunchMemSyncDomain_enum", self.0),
+            None => write!(f, "{}({})", "CUlaunchMemSyncDomain", self.0),
         }
     }
 }
@@ -3822,8 +3612,8 @@ impl ::core::fmt::Debug for CUlaunchMemSyncDomain_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUlaunchAttributeID_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUlaunchAttributeID_enum(pub u32);
-impl CUlaunchAttributeID_enum {
+pub struct CUlaunchAttributeID(pub u32);
+impl CUlaunchAttributeID {
     /// `CU_LAUNCH_ATTRIBUTE_IGNORE` = 0.
     pub const CU_LAUNCH_ATTRIBUTE_IGNORE: Self = Self(0);
     /// `CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW` = 1.
@@ -3879,11 +3669,11 @@ impl CUlaunchAttributeID_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUlaunchAttributeID_enum {
+impl ::core::fmt::Debug for CUlaunchAttributeID {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUlaunchAttributeID_enum", self.0),
+            None => write!(f, "{}({})", "CUlaunchAttributeID", self.0),
         }
     }
 }
@@ -3892,8 +3682,8 @@ impl ::core::fmt::Debug for CUlaunchAttributeID_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUstreamCaptureStatus_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUstreamCaptureStatus_enum(pub u32);
-impl CUstreamCaptureStatus_enum {
+pub struct CUstreamCaptureStatus(pub u32);
+impl CUstreamCaptureStatus {
     /// `CU_STREAM_CAPTURE_STATUS_NONE` = 0.
     pub const CU_STREAM_CAPTURE_STATUS_NONE: Self = Self(0);
     /// `CU_STREAM_CAPTURE_STATUS_ACTIVE` = 1.
@@ -3910,11 +3700,11 @@ impl CUstreamCaptureStatus_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUstreamCaptureStatus_enum {
+impl ::core::fmt::Debug for CUstreamCaptureStatus {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUstreamCaptureStatus_enum", self.0),
+            None => write!(f, "{}({})", "CUstreamCaptureStatus", self.0),
         }
     }
 }
@@ -3923,8 +3713,8 @@ impl ::core::fmt::Debug for CUstreamCaptureStatus_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUstreamCaptureMode_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUstreamCaptureMode_enum(pub u32);
-impl CUstreamCaptureMode_enum {
+pub struct CUstreamCaptureMode(pub u32);
+impl CUstreamCaptureMode {
     /// `CU_STREAM_CAPTURE_MODE_GLOBAL` = 0.
     pub const CU_STREAM_CAPTURE_MODE_GLOBAL: Self = Self(0);
     /// `CU_STREAM_CAPTURE_MODE_THREAD_LOCAL` = 1.
@@ -3941,11 +3731,11 @@ impl CUstreamCaptureMode_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUstreamCaptureMode_enum {
+impl ::core::fmt::Debug for CUstreamCaptureMode {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUstreamCaptureMode_enum", self.0),
+            None => write!(f, "{}({})", "CUstreamCaptureMode", self.0),
         }
     }
 }
@@ -3954,8 +3744,8 @@ impl ::core::fmt::Debug for CUstreamCaptureMode_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUdriverProcAddress_flags_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUdriverProcAddress_flags_enum(pub u32);
-impl CUdriverProcAddress_flags_enum {
+pub struct CUdriverProcAddress_flags(pub u32);
+impl CUdriverProcAddress_flags {
     /// `CU_GET_PROC_ADDRESS_DEFAULT` = 0.
     pub const CU_GET_PROC_ADDRESS_DEFAULT: Self = Self(0);
     /// `CU_GET_PROC_ADDRESS_LEGACY_STREAM` = 1.
@@ -3972,11 +3762,11 @@ impl CUdriverProcAddress_flags_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUdriverProcAddress_flags_enum {
+impl ::core::fmt::Debug for CUdriverProcAddress_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUdriverProcAddress_flags_enum", self.0),
+            None => write!(f, "{}({})", "CUdriverProcAddress_flags", self.0),
         }
     }
 }
@@ -3985,8 +3775,8 @@ impl ::core::fmt::Debug for CUdriverProcAddress_flags_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUdriverProcAddressQueryResult_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUdriverProcAddressQueryResult_enum(pub u32);
-impl CUdriverProcAddressQueryResult_enum {
+pub struct CUdriverProcAddressQueryResult(pub u32);
+impl CUdriverProcAddressQueryResult {
     /// `CU_GET_PROC_ADDRESS_SUCCESS` = 0.
     pub const CU_GET_PROC_ADDRESS_SUCCESS: Self = Self(0);
     /// `CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND` = 1.
@@ -4003,11 +3793,11 @@ impl CUdriverProcAddressQueryResult_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUdriverProcAddressQueryResult_enum {
+impl ::core::fmt::Debug for CUdriverProcAddressQueryResult {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUdriverProcAddressQueryResult_enum", self.0),
+            None => write!(f, "{}({})", "CUdriverProcAddressQueryResult", self.0),
         }
     }
 }
@@ -4016,8 +3806,8 @@ impl ::core::fmt::Debug for CUdriverProcAddressQueryResult_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUexecAffinityType_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUexecAffinityType_enum(pub u32);
-impl CUexecAffinityType_enum {
+pub struct CUexecAffinityType(pub u32);
+impl CUexecAffinityType {
     /// `CU_EXEC_AFFINITY_TYPE_SM_COUNT` = 0.
     pub const CU_EXEC_AFFINITY_TYPE_SM_COUNT: Self = Self(0);
     /// `CU_EXEC_AFFINITY_TYPE_MAX` = 1.
@@ -4031,11 +3821,11 @@ impl CUexecAffinityType_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUexecAffinityType_enum {
+impl ::core::fmt::Debug for CUexecAffinityType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUexecAffinityType_enum", self.0),
+            None => write!(f, "{}({})", "CUexecAffinityType", self.0),
         }
     }
 }
@@ -4044,8 +3834,8 @@ impl ::core::fmt::Debug for CUexecAffinityType_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUcigDataType_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUcigDataType_enum(pub u32);
-impl CUcigDataType_enum {
+pub struct CUcigDataType(pub u32);
+impl CUcigDataType {
     /// `CIG_DATA_TYPE_D3D12_COMMAND_QUEUE` = 1.
     pub const CIG_DATA_TYPE_D3D12_COMMAND_QUEUE: Self = Self(1);
     /// `CIG_DATA_TYPE_NV_BLOB` = 2.
@@ -4059,11 +3849,11 @@ impl CUcigDataType_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUcigDataType_enum {
+impl ::core::fmt::Debug for CUcigDataType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUcigDataType_enum", self.0),
+            None => write!(f, "{}({})", "CUcigDataType", self.0),
         }
     }
 }
@@ -4072,8 +3862,8 @@ impl ::core::fmt::Debug for CUcigDataType_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUlibraryOption_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUlibraryOption_enum(pub u32);
-impl CUlibraryOption_enum {
+pub struct CUlibraryOption(pub u32);
+impl CUlibraryOption {
     /// `CU_LIBRARY_HOST_UNIVERSAL_FUNCTION_AND_DATA_TABLE` = 0.
     pub const CU_LIBRARY_HOST_UNIVERSAL_FUNCTION_AND_DATA_TABLE: Self = Self(0);
     /// `CU_LIBRARY_BINARY_IS_PRESERVED` = 1.
@@ -4090,11 +3880,11 @@ impl CUlibraryOption_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUlibraryOption_enum {
+impl ::core::fmt::Debug for CUlibraryOption {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUlibraryOption_enum", self.0),
+            None => write!(f, "{}({})", "CUlibraryOption", self.0),
         }
     }
 }
@@ -4103,8 +3893,8 @@ impl ::core::fmt::Debug for CUlibraryOption_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [cudaError_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct cudaError_enum(pub u32);
-impl cudaError_enum {
+pub struct CUresult(pub u32);
+impl CUresult {
     /// `CUDA_SUCCESS` = 0.
     pub const CUDA_SUCCESS: Self = Self(0);
     /// `CUDA_ERROR_INVALID_VALUE` = 1.
@@ -4415,11 +4205,11 @@ impl cudaError_enum {
         }
     }
 }
-impl ::core::fmt::Debug for cudaError_enum {
+impl ::core::fmt::Debug for CUresult {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "cudaError_enum", self.0),
+            None => write!(f, "{}({})", "CUresult", self.0),
         }
     }
 }
@@ -4428,8 +4218,8 @@ impl ::core::fmt::Debug for cudaError_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUdevice_P2PAttribute_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUdevice_P2PAttribute_enum(pub u32);
-impl CUdevice_P2PAttribute_enum {
+pub struct CUdevice_P2PAttribute(pub u32);
+impl CUdevice_P2PAttribute {
     /// `CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK` = 1.
     pub const CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK: Self = Self(1);
     /// `CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED` = 2.
@@ -4456,11 +4246,11 @@ impl CUdevice_P2PAttribute_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUdevice_P2PAttribute_enum {
+impl ::core::fmt::Debug for CUdevice_P2PAttribute {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUdevice_P2PAttribute_enum", self.0),
+            None => write!(f, "{}({})", "CUdevice_P2PAttribute", self.0),
         }
     }
 }
@@ -4469,8 +4259,8 @@ impl ::core::fmt::Debug for CUdevice_P2PAttribute_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUatomicOperation_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUatomicOperation_enum(pub u32);
-impl CUatomicOperation_enum {
+pub struct CUatomicOperation(pub u32);
+impl CUatomicOperation {
     /// `CU_ATOMIC_OPERATION_INTEGER_ADD` = 0.
     pub const CU_ATOMIC_OPERATION_INTEGER_ADD: Self = Self(0);
     /// `CU_ATOMIC_OPERATION_INTEGER_MIN` = 1.
@@ -4520,11 +4310,11 @@ impl CUatomicOperation_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUatomicOperation_enum {
+impl ::core::fmt::Debug for CUatomicOperation {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUatomicOperation_enum", self.0),
+            None => write!(f, "{}({})", "CUatomicOperation", self.0),
         }
     }
 }
@@ -4533,8 +4323,8 @@ impl ::core::fmt::Debug for CUatomicOperation_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUatomicOperationCapability_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUatomicOperationCapability_enum(pub u32);
-impl CUatomicOperationCapability_enum {
+pub struct CUatomicOperationCapability(pub u32);
+impl CUatomicOperationCapability {
     /// `CU_ATOMIC_CAPABILITY_SIGNED` = 1.
     pub const CU_ATOMIC_CAPABILITY_SIGNED: Self = Self(1);
     /// `CU_ATOMIC_CAPABILITY_UNSIGNED` = 2.
@@ -4563,11 +4353,11 @@ impl CUatomicOperationCapability_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUatomicOperationCapability_enum {
+impl ::core::fmt::Debug for CUatomicOperationCapability {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUatomicOperationCapability_enum", self.0),
+            None => write!(f, "{}({})", "CUatomicOperationCapability", self.0),
         }
     }
 }
@@ -4576,8 +4366,8 @@ impl ::core::fmt::Debug for CUatomicOperationCapability_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUresourceViewFormat_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUresourceViewFormat_enum(pub u32);
-impl CUresourceViewFormat_enum {
+pub struct CUresourceViewFormat(pub u32);
+impl CUresourceViewFormat {
     /// `CU_RES_VIEW_FORMAT_NONE` = 0.
     pub const CU_RES_VIEW_FORMAT_NONE: Self = Self(0);
     /// `CU_RES_VIEW_FORMAT_UINT_1X8` = 1.
@@ -4690,11 +4480,11 @@ impl CUresourceViewFormat_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUresourceViewFormat_enum {
+impl ::core::fmt::Debug for CUresourceViewFormat {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUresourceViewFormat_enum", self.0),
+            None => write!(f, "{}({})", "CUresourceViewFormat", self.0),
         }
     }
 }
@@ -4703,8 +4493,8 @@ impl ::core::fmt::Debug for CUresourceViewFormat_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUtensorMapDataType_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUtensorMapDataType_enum(pub u32);
-impl CUtensorMapDataType_enum {
+pub struct CUtensorMapDataType(pub u32);
+impl CUtensorMapDataType {
     /// `CU_TENSOR_MAP_DATA_TYPE_UINT8` = 0.
     pub const CU_TENSOR_MAP_DATA_TYPE_UINT8: Self = Self(0);
     /// `CU_TENSOR_MAP_DATA_TYPE_UINT16` = 1.
@@ -4760,11 +4550,11 @@ impl CUtensorMapDataType_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUtensorMapDataType_enum {
+impl ::core::fmt::Debug for CUtensorMapDataType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUtensorMapDataType_enum", self.0),
+            None => write!(f, "{}({})", "CUtensorMapDataType", self.0),
         }
     }
 }
@@ -4773,8 +4563,8 @@ impl ::core::fmt::Debug for CUtensorMapDataType_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUtensorMapInterleave_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUtensorMapInterleave_enum(pub u32);
-impl CUtensorMapInterleave_enum {
+pub struct CUtensorMapInterleave(pub u32);
+impl CUtensorMapInterleave {
     /// `CU_TENSOR_MAP_INTERLEAVE_NONE` = 0.
     pub const CU_TENSOR_MAP_INTERLEAVE_NONE: Self = Self(0);
     /// `CU_TENSOR_MAP_INTERLEAVE_16B` = 1.
@@ -4791,11 +4581,11 @@ impl CUtensorMapInterleave_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUtensorMapInterleave_enum {
+impl ::core::fmt::Debug for CUtensorMapInterleave {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUtensorMapInterleave_enum", self.0),
+            None => write!(f, "{}({})", "CUtensorMapInterleave", self.0),
         }
     }
 }
@@ -4804,8 +4594,8 @@ impl ::core::fmt::Debug for CUtensorMapInterleave_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUtensorMapSwizzle_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUtensorMapSwizzle_enum(pub u32);
-impl CUtensorMapSwizzle_enum {
+pub struct CUtensorMapSwizzle(pub u32);
+impl CUtensorMapSwizzle {
     /// `CU_TENSOR_MAP_SWIZZLE_NONE` = 0.
     pub const CU_TENSOR_MAP_SWIZZLE_NONE: Self = Self(0);
     /// `CU_TENSOR_MAP_SWIZZLE_32B` = 1.
@@ -4834,11 +4624,11 @@ impl CUtensorMapSwizzle_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUtensorMapSwizzle_enum {
+impl ::core::fmt::Debug for CUtensorMapSwizzle {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUtensorMapSwizzle_enum", self.0),
+            None => write!(f, "{}({})", "CUtensorMapSwizzle", self.0),
         }
     }
 }
@@ -4847,8 +4637,8 @@ impl ::core::fmt::Debug for CUtensorMapSwizzle_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUtensorMapL2promotion_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUtensorMapL2promotion_enum(pub u32);
-impl CUtensorMapL2promotion_enum {
+pub struct CUtensorMapL2promotion(pub u32);
+impl CUtensorMapL2promotion {
     /// `CU_TENSOR_MAP_L2_PROMOTION_NONE` = 0.
     pub const CU_TENSOR_MAP_L2_PROMOTION_NONE: Self = Self(0);
     /// `CU_TENSOR_MAP_L2_PROMOTION_L2_64B` = 1.
@@ -4868,11 +4658,11 @@ impl CUtensorMapL2promotion_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUtensorMapL2promotion_enum {
+impl ::core::fmt::Debug for CUtensorMapL2promotion {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUtensorMapL2promotion_enum", self.0),
+            None => write!(f, "{}({})", "CUtensorMapL2promotion", self.0),
         }
     }
 }
@@ -4881,8 +4671,8 @@ impl ::core::fmt::Debug for CUtensorMapL2promotion_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUtensorMapFloatOOBfill_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUtensorMapFloatOOBfill_enum(pub u32);
-impl CUtensorMapFloatOOBfill_enum {
+pub struct CUtensorMapFloatOOBfill(pub u32);
+impl CUtensorMapFloatOOBfill {
     /// `CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE` = 0.
     pub const CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE: Self = Self(0);
     /// `CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA` = 1.
@@ -4896,11 +4686,11 @@ impl CUtensorMapFloatOOBfill_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUtensorMapFloatOOBfill_enum {
+impl ::core::fmt::Debug for CUtensorMapFloatOOBfill {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUtensorMapFloatOOBfill_enum", self.0),
+            None => write!(f, "{}({})", "CUtensorMapFloatOOBfill", self.0),
         }
     }
 }
@@ -4909,8 +4699,8 @@ impl ::core::fmt::Debug for CUtensorMapFloatOOBfill_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUtensorMapIm2ColWideMode_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUtensorMapIm2ColWideMode_enum(pub u32);
-impl CUtensorMapIm2ColWideMode_enum {
+pub struct CUtensorMapIm2ColWideMode(pub u32);
+impl CUtensorMapIm2ColWideMode {
     /// `CU_TENSOR_MAP_IM2COL_WIDE_MODE_W` = 0.
     pub const CU_TENSOR_MAP_IM2COL_WIDE_MODE_W: Self = Self(0);
     /// `CU_TENSOR_MAP_IM2COL_WIDE_MODE_W128` = 1.
@@ -4924,11 +4714,11 @@ impl CUtensorMapIm2ColWideMode_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUtensorMapIm2ColWideMode_enum {
+impl ::core::fmt::Debug for CUtensorMapIm2ColWideMode {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUtensorMapIm2ColWideMode_enum", self.0),
+            None => write!(f, "{}({})", "CUtensorMapIm2ColWideMode", self.0),
         }
     }
 }
@@ -4937,8 +4727,8 @@ impl ::core::fmt::Debug for CUtensorMapIm2ColWideMode_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS_enum(pub u32);
-impl CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS_enum {
+pub struct CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS(pub u32);
+impl CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS {
     /// `CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE` = 0.
     pub const CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE: Self = Self(0);
     /// `CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READ` = 1.
@@ -4955,13 +4745,11 @@ impl CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS_enum {
+impl ::core::fmt::Debug for CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => {
-                write!(f, "{}({})", "CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS_enum", self.0)
-            }
+            None => write!(f, "{}({})", "CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS", self.0),
         }
     }
 }
@@ -4970,8 +4758,8 @@ impl ::core::fmt::Debug for CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUexternalMemoryHandleType_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUexternalMemoryHandleType_enum(pub u32);
-impl CUexternalMemoryHandleType_enum {
+pub struct CUexternalMemoryHandleType(pub u32);
+impl CUexternalMemoryHandleType {
     /// `CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD` = 1.
     pub const CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD: Self = Self(1);
     /// `CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_WIN32` = 2.
@@ -5006,11 +4794,11 @@ impl CUexternalMemoryHandleType_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUexternalMemoryHandleType_enum {
+impl ::core::fmt::Debug for CUexternalMemoryHandleType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUexternalMemoryHandleType_enum", self.0),
+            None => write!(f, "{}({})", "CUexternalMemoryHandleType", self.0),
         }
     }
 }
@@ -5019,8 +4807,8 @@ impl ::core::fmt::Debug for CUexternalMemoryHandleType_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUexternalSemaphoreHandleType_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUexternalSemaphoreHandleType_enum(pub u32);
-impl CUexternalSemaphoreHandleType_enum {
+pub struct CUexternalSemaphoreHandleType(pub u32);
+impl CUexternalSemaphoreHandleType {
     /// `CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD` = 1.
     pub const CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD: Self = Self(1);
     /// `CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_WIN32` = 2.
@@ -5060,11 +4848,11 @@ impl CUexternalSemaphoreHandleType_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUexternalSemaphoreHandleType_enum {
+impl ::core::fmt::Debug for CUexternalSemaphoreHandleType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUexternalSemaphoreHandleType_enum", self.0),
+            None => write!(f, "{}({})", "CUexternalSemaphoreHandleType", self.0),
         }
     }
 }
@@ -5073,8 +4861,8 @@ impl ::core::fmt::Debug for CUexternalSemaphoreHandleType_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUmemAllocationHandleType_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUmemAllocationHandleType_enum(pub u32);
-impl CUmemAllocationHandleType_enum {
+pub struct CUmemAllocationHandleType(pub u32);
+impl CUmemAllocationHandleType {
     /// `CU_MEM_HANDLE_TYPE_NONE` = 0.
     pub const CU_MEM_HANDLE_TYPE_NONE: Self = Self(0);
     /// `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR` = 1.
@@ -5100,11 +4888,11 @@ impl CUmemAllocationHandleType_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUmemAllocationHandleType_enum {
+impl ::core::fmt::Debug for CUmemAllocationHandleType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmemAllocationHandleType_enum", self.0),
+            None => write!(f, "{}({})", "CUmemAllocationHandleType", self.0),
         }
     }
 }
@@ -5113,8 +4901,8 @@ impl ::core::fmt::Debug for CUmemAllocationHandleType_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUmemAccess_flags_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUmemAccess_flags_enum(pub u32);
-impl CUmemAccess_flags_enum {
+pub struct CUmemAccess_flags(pub u32);
+impl CUmemAccess_flags {
     /// `CU_MEM_ACCESS_FLAGS_PROT_NONE` = 0.
     pub const CU_MEM_ACCESS_FLAGS_PROT_NONE: Self = Self(0);
     /// `CU_MEM_ACCESS_FLAGS_PROT_READ` = 1.
@@ -5134,11 +4922,11 @@ impl CUmemAccess_flags_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUmemAccess_flags_enum {
+impl ::core::fmt::Debug for CUmemAccess_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmemAccess_flags_enum", self.0),
+            None => write!(f, "{}({})", "CUmemAccess_flags", self.0),
         }
     }
 }
@@ -5147,8 +4935,8 @@ impl ::core::fmt::Debug for CUmemAccess_flags_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUmemLocationType_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUmemLocationType_enum(pub u32);
-impl CUmemLocationType_enum {
+pub struct CUmemLocationType(pub u32);
+impl CUmemLocationType {
     /// `CU_MEM_LOCATION_TYPE_INVALID` = 0.
     pub const CU_MEM_LOCATION_TYPE_INVALID: Self = Self(0);
     /// `CU_MEM_LOCATION_TYPE_NONE` = 0.
@@ -5176,11 +4964,11 @@ impl CUmemLocationType_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUmemLocationType_enum {
+impl ::core::fmt::Debug for CUmemLocationType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmemLocationType_enum", self.0),
+            None => write!(f, "{}({})", "CUmemLocationType", self.0),
         }
     }
 }
@@ -5189,8 +4977,8 @@ impl ::core::fmt::Debug for CUmemLocationType_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUmemAllocationType_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUmemAllocationType_enum(pub u32);
-impl CUmemAllocationType_enum {
+pub struct CUmemAllocationType(pub u32);
+impl CUmemAllocationType {
     /// `CU_MEM_ALLOCATION_TYPE_INVALID` = 0.
     pub const CU_MEM_ALLOCATION_TYPE_INVALID: Self = Self(0);
     /// `CU_MEM_ALLOCATION_TYPE_PINNED` = 1.
@@ -5210,11 +4998,11 @@ impl CUmemAllocationType_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUmemAllocationType_enum {
+impl ::core::fmt::Debug for CUmemAllocationType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmemAllocationType_enum", self.0),
+            None => write!(f, "{}({})", "CUmemAllocationType", self.0),
         }
     }
 }
@@ -5223,8 +5011,8 @@ impl ::core::fmt::Debug for CUmemAllocationType_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUmemAllocationGranularity_flags_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUmemAllocationGranularity_flags_enum(pub u32);
-impl CUmemAllocationGranularity_flags_enum {
+pub struct CUmemAllocationGranularity_flags(pub u32);
+impl CUmemAllocationGranularity_flags {
     /// `CU_MEM_ALLOC_GRANULARITY_MINIMUM` = 0.
     pub const CU_MEM_ALLOC_GRANULARITY_MINIMUM: Self = Self(0);
     /// `CU_MEM_ALLOC_GRANULARITY_RECOMMENDED` = 1.
@@ -5238,11 +5026,11 @@ impl CUmemAllocationGranularity_flags_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUmemAllocationGranularity_flags_enum {
+impl ::core::fmt::Debug for CUmemAllocationGranularity_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmemAllocationGranularity_flags_enum", self.0),
+            None => write!(f, "{}({})", "CUmemAllocationGranularity_flags", self.0),
         }
     }
 }
@@ -5251,8 +5039,8 @@ impl ::core::fmt::Debug for CUmemAllocationGranularity_flags_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUmemRangeHandleType_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUmemRangeHandleType_enum(pub u32);
-impl CUmemRangeHandleType_enum {
+pub struct CUmemRangeHandleType(pub u32);
+impl CUmemRangeHandleType {
     /// `CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD` = 1.
     pub const CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD: Self = Self(1);
     /// `CU_MEM_RANGE_HANDLE_TYPE_MAX` = 2147483647.
@@ -5266,11 +5054,11 @@ impl CUmemRangeHandleType_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUmemRangeHandleType_enum {
+impl ::core::fmt::Debug for CUmemRangeHandleType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmemRangeHandleType_enum", self.0),
+            None => write!(f, "{}({})", "CUmemRangeHandleType", self.0),
         }
     }
 }
@@ -5279,8 +5067,8 @@ impl ::core::fmt::Debug for CUmemRangeHandleType_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUmemRangeFlags_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUmemRangeFlags_enum(pub u32);
-impl CUmemRangeFlags_enum {
+pub struct CUmemRangeFlags(pub u32);
+impl CUmemRangeFlags {
     /// `CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE` = 1.
     pub const CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE: Self = Self(1);
     /// The enumerator's name, or `None` for a value this crate does not know.
@@ -5291,11 +5079,11 @@ impl CUmemRangeFlags_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUmemRangeFlags_enum {
+impl ::core::fmt::Debug for CUmemRangeFlags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmemRangeFlags_enum", self.0),
+            None => write!(f, "{}({})", "CUmemRangeFlags", self.0),
         }
     }
 }
@@ -5304,8 +5092,8 @@ impl ::core::fmt::Debug for CUmemRangeFlags_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUarraySparseSubresourceType_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUarraySparseSubresourceType_enum(pub u32);
-impl CUarraySparseSubresourceType_enum {
+pub struct CUarraySparseSubresourceType(pub u32);
+impl CUarraySparseSubresourceType {
     /// `CU_ARRAY_SPARSE_SUBRESOURCE_TYPE_SPARSE_LEVEL` = 0.
     pub const CU_ARRAY_SPARSE_SUBRESOURCE_TYPE_SPARSE_LEVEL: Self = Self(0);
     /// `CU_ARRAY_SPARSE_SUBRESOURCE_TYPE_MIPTAIL` = 1.
@@ -5319,11 +5107,11 @@ impl CUarraySparseSubresourceType_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUarraySparseSubresourceType_enum {
+impl ::core::fmt::Debug for CUarraySparseSubresourceType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUarraySparseSubresourceType_enum", self.0),
+            None => write!(f, "{}({})", "CUarraySparseSubresourceType", self.0),
         }
     }
 }
@@ -5332,8 +5120,8 @@ impl ::core::fmt::Debug for CUarraySparseSubresourceType_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUmemOperationType_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUmemOperationType_enum(pub u32);
-impl CUmemOperationType_enum {
+pub struct CUmemOperationType(pub u32);
+impl CUmemOperationType {
     /// `CU_MEM_OPERATION_TYPE_MAP` = 1.
     pub const CU_MEM_OPERATION_TYPE_MAP: Self = Self(1);
     /// `CU_MEM_OPERATION_TYPE_UNMAP` = 2.
@@ -5347,11 +5135,11 @@ impl CUmemOperationType_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUmemOperationType_enum {
+impl ::core::fmt::Debug for CUmemOperationType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmemOperationType_enum", self.0),
+            None => write!(f, "{}({})", "CUmemOperationType", self.0),
         }
     }
 }
@@ -5360,8 +5148,8 @@ impl ::core::fmt::Debug for CUmemOperationType_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUmemHandleType_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUmemHandleType_enum(pub u32);
-impl CUmemHandleType_enum {
+pub struct CUmemHandleType(pub u32);
+impl CUmemHandleType {
     /// `CU_MEM_HANDLE_TYPE_GENERIC` = 0.
     pub const CU_MEM_HANDLE_TYPE_GENERIC: Self = Self(0);
     /// The enumerator's name, or `None` for a value this crate does not know.
@@ -5372,11 +5160,11 @@ impl CUmemHandleType_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUmemHandleType_enum {
+impl ::core::fmt::Debug for CUmemHandleType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmemHandleType_enum", self.0),
+            None => write!(f, "{}({})", "CUmemHandleType", self.0),
         }
     }
 }
@@ -5385,8 +5173,8 @@ impl ::core::fmt::Debug for CUmemHandleType_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUmemAllocationCompType_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUmemAllocationCompType_enum(pub u32);
-impl CUmemAllocationCompType_enum {
+pub struct CUmemAllocationCompType(pub u32);
+impl CUmemAllocationCompType {
     /// `CU_MEM_ALLOCATION_COMP_NONE` = 0.
     pub const CU_MEM_ALLOCATION_COMP_NONE: Self = Self(0);
     /// `CU_MEM_ALLOCATION_COMP_GENERIC` = 1.
@@ -5400,11 +5188,11 @@ impl CUmemAllocationCompType_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUmemAllocationCompType_enum {
+impl ::core::fmt::Debug for CUmemAllocationCompType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmemAllocationCompType_enum", self.0),
+            None => write!(f, "{}({})", "CUmemAllocationCompType", self.0),
         }
     }
 }
@@ -5413,8 +5201,8 @@ impl ::core::fmt::Debug for CUmemAllocationCompType_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUmulticastGranularity_flags_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUmulticastGranularity_flags_enum(pub u32);
-impl CUmulticastGranularity_flags_enum {
+pub struct CUmulticastGranularity_flags(pub u32);
+impl CUmulticastGranularity_flags {
     /// `CU_MULTICAST_GRANULARITY_MINIMUM` = 0.
     pub const CU_MULTICAST_GRANULARITY_MINIMUM: Self = Self(0);
     /// `CU_MULTICAST_GRANULARITY_RECOMMENDED` = 1.
@@ -5428,11 +5216,11 @@ impl CUmulticastGranularity_flags_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUmulticastGranularity_flags_enum {
+impl ::core::fmt::Debug for CUmulticastGranularity_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmulticastGranularity_flags_enum", self.0),
+            None => write!(f, "{}({})", "CUmulticastGranularity_flags", self.0),
         }
     }
 }
@@ -5441,8 +5229,8 @@ impl ::core::fmt::Debug for CUmulticastGranularity_flags_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUgraphExecUpdateResult_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUgraphExecUpdateResult_enum(pub u32);
-impl CUgraphExecUpdateResult_enum {
+pub struct CUgraphExecUpdateResult(pub u32);
+impl CUgraphExecUpdateResult {
     /// `CU_GRAPH_EXEC_UPDATE_SUCCESS` = 0.
     pub const CU_GRAPH_EXEC_UPDATE_SUCCESS: Self = Self(0);
     /// `CU_GRAPH_EXEC_UPDATE_ERROR` = 1.
@@ -5477,11 +5265,11 @@ impl CUgraphExecUpdateResult_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUgraphExecUpdateResult_enum {
+impl ::core::fmt::Debug for CUgraphExecUpdateResult {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUgraphExecUpdateResult_enum", self.0),
+            None => write!(f, "{}({})", "CUgraphExecUpdateResult", self.0),
         }
     }
 }
@@ -5490,8 +5278,8 @@ impl ::core::fmt::Debug for CUgraphExecUpdateResult_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUmemPool_attribute_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUmemPool_attribute_enum(pub u32);
-impl CUmemPool_attribute_enum {
+pub struct CUmemPool_attribute(pub u32);
+impl CUmemPool_attribute {
     /// `CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES` = 1.
     pub const CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES: Self = Self(1);
     /// `CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC` = 2.
@@ -5523,11 +5311,11 @@ impl CUmemPool_attribute_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUmemPool_attribute_enum {
+impl ::core::fmt::Debug for CUmemPool_attribute {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmemPool_attribute_enum", self.0),
+            None => write!(f, "{}({})", "CUmemPool_attribute", self.0),
         }
     }
 }
@@ -5536,8 +5324,8 @@ impl ::core::fmt::Debug for CUmemPool_attribute_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUmemcpyFlags_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUmemcpyFlags_enum(pub u32);
-impl CUmemcpyFlags_enum {
+pub struct CUmemcpyFlags(pub u32);
+impl CUmemcpyFlags {
     /// `CU_MEMCPY_FLAG_DEFAULT` = 0.
     pub const CU_MEMCPY_FLAG_DEFAULT: Self = Self(0);
     /// `CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE` = 1.
@@ -5551,11 +5339,11 @@ impl CUmemcpyFlags_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUmemcpyFlags_enum {
+impl ::core::fmt::Debug for CUmemcpyFlags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmemcpyFlags_enum", self.0),
+            None => write!(f, "{}({})", "CUmemcpyFlags", self.0),
         }
     }
 }
@@ -5564,8 +5352,8 @@ impl ::core::fmt::Debug for CUmemcpyFlags_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUmemcpySrcAccessOrder_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUmemcpySrcAccessOrder_enum(pub u32);
-impl CUmemcpySrcAccessOrder_enum {
+pub struct CUmemcpySrcAccessOrder(pub u32);
+impl CUmemcpySrcAccessOrder {
     /// `CU_MEMCPY_SRC_ACCESS_ORDER_INVALID` = 0.
     pub const CU_MEMCPY_SRC_ACCESS_ORDER_INVALID: Self = Self(0);
     /// `CU_MEMCPY_SRC_ACCESS_ORDER_STREAM` = 1.
@@ -5588,11 +5376,11 @@ impl CUmemcpySrcAccessOrder_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUmemcpySrcAccessOrder_enum {
+impl ::core::fmt::Debug for CUmemcpySrcAccessOrder {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmemcpySrcAccessOrder_enum", self.0),
+            None => write!(f, "{}({})", "CUmemcpySrcAccessOrder", self.0),
         }
     }
 }
@@ -5601,8 +5389,8 @@ impl ::core::fmt::Debug for CUmemcpySrcAccessOrder_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUmemcpy3DOperandType_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUmemcpy3DOperandType_enum(pub u32);
-impl CUmemcpy3DOperandType_enum {
+pub struct CUmemcpy3DOperandType(pub u32);
+impl CUmemcpy3DOperandType {
     /// `CU_MEMCPY_OPERAND_TYPE_POINTER` = 1.
     pub const CU_MEMCPY_OPERAND_TYPE_POINTER: Self = Self(1);
     /// `CU_MEMCPY_OPERAND_TYPE_ARRAY` = 2.
@@ -5619,11 +5407,11 @@ impl CUmemcpy3DOperandType_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUmemcpy3DOperandType_enum {
+impl ::core::fmt::Debug for CUmemcpy3DOperandType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmemcpy3DOperandType_enum", self.0),
+            None => write!(f, "{}({})", "CUmemcpy3DOperandType", self.0),
         }
     }
 }
@@ -5632,8 +5420,8 @@ impl ::core::fmt::Debug for CUmemcpy3DOperandType_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUgraphMem_attribute_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUgraphMem_attribute_enum(pub u32);
-impl CUgraphMem_attribute_enum {
+pub struct CUgraphMem_attribute(pub u32);
+impl CUgraphMem_attribute {
     /// `CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT` = 0.
     pub const CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT: Self = Self(0);
     /// `CU_GRAPH_MEM_ATTR_USED_MEM_HIGH` = 1.
@@ -5653,11 +5441,11 @@ impl CUgraphMem_attribute_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUgraphMem_attribute_enum {
+impl ::core::fmt::Debug for CUgraphMem_attribute {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUgraphMem_attribute_enum", self.0),
+            None => write!(f, "{}({})", "CUgraphMem_attribute", self.0),
         }
     }
 }
@@ -5666,8 +5454,8 @@ impl ::core::fmt::Debug for CUgraphMem_attribute_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUgraphChildGraphNodeOwnership_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUgraphChildGraphNodeOwnership_enum(pub u32);
-impl CUgraphChildGraphNodeOwnership_enum {
+pub struct CUgraphChildGraphNodeOwnership(pub u32);
+impl CUgraphChildGraphNodeOwnership {
     /// `CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE` = 0.
     pub const CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE: Self = Self(0);
     /// `CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE` = 1.
@@ -5681,11 +5469,11 @@ impl CUgraphChildGraphNodeOwnership_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUgraphChildGraphNodeOwnership_enum {
+impl ::core::fmt::Debug for CUgraphChildGraphNodeOwnership {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUgraphChildGraphNodeOwnership_enum", self.0),
+            None => write!(f, "{}({})", "CUgraphChildGraphNodeOwnership", self.0),
         }
     }
 }
@@ -5694,8 +5482,8 @@ impl ::core::fmt::Debug for CUgraphChildGraphNodeOwnership_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUflushGPUDirectRDMAWritesOptions_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUflushGPUDirectRDMAWritesOptions_enum(pub u32);
-impl CUflushGPUDirectRDMAWritesOptions_enum {
+pub struct CUflushGPUDirectRDMAWritesOptions(pub u32);
+impl CUflushGPUDirectRDMAWritesOptions {
     /// `CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_HOST` = 1.
     pub const CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_HOST: Self = Self(1);
     /// `CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_MEMOPS` = 2.
@@ -5709,11 +5497,11 @@ impl CUflushGPUDirectRDMAWritesOptions_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUflushGPUDirectRDMAWritesOptions_enum {
+impl ::core::fmt::Debug for CUflushGPUDirectRDMAWritesOptions {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUflushGPUDirectRDMAWritesOptions_enum", self.0),
+            None => write!(f, "{}({})", "CUflushGPUDirectRDMAWritesOptions", self.0),
         }
     }
 }
@@ -5722,8 +5510,8 @@ impl ::core::fmt::Debug for CUflushGPUDirectRDMAWritesOptions_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUGPUDirectRDMAWritesOrdering_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUGPUDirectRDMAWritesOrdering_enum(pub u32);
-impl CUGPUDirectRDMAWritesOrdering_enum {
+pub struct CUGPUDirectRDMAWritesOrdering(pub u32);
+impl CUGPUDirectRDMAWritesOrdering {
     /// `CU_GPU_DIRECT_RDMA_WRITES_ORDERING_NONE` = 0.
     pub const CU_GPU_DIRECT_RDMA_WRITES_ORDERING_NONE: Self = Self(0);
     /// `CU_GPU_DIRECT_RDMA_WRITES_ORDERING_OWNER` = 100.
@@ -5740,11 +5528,11 @@ impl CUGPUDirectRDMAWritesOrdering_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUGPUDirectRDMAWritesOrdering_enum {
+impl ::core::fmt::Debug for CUGPUDirectRDMAWritesOrdering {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUGPUDirectRDMAWritesOrdering_enum", self.0),
+            None => write!(f, "{}({})", "CUGPUDirectRDMAWritesOrdering", self.0),
         }
     }
 }
@@ -5753,8 +5541,8 @@ impl ::core::fmt::Debug for CUGPUDirectRDMAWritesOrdering_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUflushGPUDirectRDMAWritesScope_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUflushGPUDirectRDMAWritesScope_enum(pub u32);
-impl CUflushGPUDirectRDMAWritesScope_enum {
+pub struct CUflushGPUDirectRDMAWritesScope(pub u32);
+impl CUflushGPUDirectRDMAWritesScope {
     /// `CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER` = 100.
     pub const CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER: Self = Self(100);
     /// `CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_ALL_DEVICES` = 200.
@@ -5768,11 +5556,11 @@ impl CUflushGPUDirectRDMAWritesScope_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUflushGPUDirectRDMAWritesScope_enum {
+impl ::core::fmt::Debug for CUflushGPUDirectRDMAWritesScope {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUflushGPUDirectRDMAWritesScope_enum", self.0),
+            None => write!(f, "{}({})", "CUflushGPUDirectRDMAWritesScope", self.0),
         }
     }
 }
@@ -5781,8 +5569,8 @@ impl ::core::fmt::Debug for CUflushGPUDirectRDMAWritesScope_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUflushGPUDirectRDMAWritesTarget_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUflushGPUDirectRDMAWritesTarget_enum(pub u32);
-impl CUflushGPUDirectRDMAWritesTarget_enum {
+pub struct CUflushGPUDirectRDMAWritesTarget(pub u32);
+impl CUflushGPUDirectRDMAWritesTarget {
     /// `CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX` = 0.
     pub const CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX: Self = Self(0);
     /// The enumerator's name, or `None` for a value this crate does not know.
@@ -5793,11 +5581,11 @@ impl CUflushGPUDirectRDMAWritesTarget_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUflushGPUDirectRDMAWritesTarget_enum {
+impl ::core::fmt::Debug for CUflushGPUDirectRDMAWritesTarget {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUflushGPUDirectRDMAWritesTarget_enum", self.0),
+            None => write!(f, "{}({})", "CUflushGPUDirectRDMAWritesTarget", self.0),
         }
     }
 }
@@ -5806,8 +5594,8 @@ impl ::core::fmt::Debug for CUflushGPUDirectRDMAWritesTarget_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUgraphDebugDot_flags_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUgraphDebugDot_flags_enum(pub u32);
-impl CUgraphDebugDot_flags_enum {
+pub struct CUgraphDebugDot_flags(pub u32);
+impl CUgraphDebugDot_flags {
     /// `CU_GRAPH_DEBUG_DOT_FLAGS_VERBOSE` = 1.
     pub const CU_GRAPH_DEBUG_DOT_FLAGS_VERBOSE: Self = Self(1);
     /// `CU_GRAPH_DEBUG_DOT_FLAGS_RUNTIME_TYPES` = 2.
@@ -5863,11 +5651,11 @@ impl CUgraphDebugDot_flags_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUgraphDebugDot_flags_enum {
+impl ::core::fmt::Debug for CUgraphDebugDot_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUgraphDebugDot_flags_enum", self.0),
+            None => write!(f, "{}({})", "CUgraphDebugDot_flags", self.0),
         }
     }
 }
@@ -5876,8 +5664,8 @@ impl ::core::fmt::Debug for CUgraphDebugDot_flags_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUuserObject_flags_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUuserObject_flags_enum(pub u32);
-impl CUuserObject_flags_enum {
+pub struct CUuserObject_flags(pub u32);
+impl CUuserObject_flags {
     /// `CU_USER_OBJECT_NO_DESTRUCTOR_SYNC` = 1.
     pub const CU_USER_OBJECT_NO_DESTRUCTOR_SYNC: Self = Self(1);
     /// The enumerator's name, or `None` for a value this crate does not know.
@@ -5888,11 +5676,11 @@ impl CUuserObject_flags_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUuserObject_flags_enum {
+impl ::core::fmt::Debug for CUuserObject_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUuserObject_flags_enum", self.0),
+            None => write!(f, "{}({})", "CUuserObject_flags", self.0),
         }
     }
 }
@@ -5901,8 +5689,8 @@ impl ::core::fmt::Debug for CUuserObject_flags_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUuserObjectRetain_flags_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUuserObjectRetain_flags_enum(pub u32);
-impl CUuserObjectRetain_flags_enum {
+pub struct CUuserObjectRetain_flags(pub u32);
+impl CUuserObjectRetain_flags {
     /// `CU_GRAPH_USER_OBJECT_MOVE` = 1.
     pub const CU_GRAPH_USER_OBJECT_MOVE: Self = Self(1);
     /// The enumerator's name, or `None` for a value this crate does not know.
@@ -5913,11 +5701,11 @@ impl CUuserObjectRetain_flags_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUuserObjectRetain_flags_enum {
+impl ::core::fmt::Debug for CUuserObjectRetain_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUuserObjectRetain_flags_enum", self.0),
+            None => write!(f, "{}({})", "CUuserObjectRetain_flags", self.0),
         }
     }
 }
@@ -5926,8 +5714,8 @@ impl ::core::fmt::Debug for CUuserObjectRetain_flags_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUgraphInstantiate_flags_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUgraphInstantiate_flags_enum(pub u32);
-impl CUgraphInstantiate_flags_enum {
+pub struct CUgraphInstantiate_flags(pub u32);
+impl CUgraphInstantiate_flags {
     /// `CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH` = 1.
     pub const CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH: Self = Self(1);
     /// `CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD` = 2.
@@ -5947,11 +5735,11 @@ impl CUgraphInstantiate_flags_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUgraphInstantiate_flags_enum {
+impl ::core::fmt::Debug for CUgraphInstantiate_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUgraphInstantiate_flags_enum", self.0),
+            None => write!(f, "{}({})", "CUgraphInstantiate_flags", self.0),
         }
     }
 }
@@ -5960,8 +5748,8 @@ impl ::core::fmt::Debug for CUgraphInstantiate_flags_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUdeviceNumaConfig_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUdeviceNumaConfig_enum(pub u32);
-impl CUdeviceNumaConfig_enum {
+pub struct CUdeviceNumaConfig(pub u32);
+impl CUdeviceNumaConfig {
     /// `CU_DEVICE_NUMA_CONFIG_NONE` = 0.
     pub const CU_DEVICE_NUMA_CONFIG_NONE: Self = Self(0);
     /// `CU_DEVICE_NUMA_CONFIG_NUMA_NODE` = 1.
@@ -5975,11 +5763,11 @@ impl CUdeviceNumaConfig_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUdeviceNumaConfig_enum {
+impl ::core::fmt::Debug for CUdeviceNumaConfig {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUdeviceNumaConfig_enum", self.0),
+            None => write!(f, "{}({})", "CUdeviceNumaConfig", self.0),
         }
     }
 }
@@ -5988,8 +5776,8 @@ impl ::core::fmt::Debug for CUdeviceNumaConfig_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUprocessState_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUprocessState_enum(pub u32);
-impl CUprocessState_enum {
+pub struct CUprocessState(pub u32);
+impl CUprocessState {
     /// `CU_PROCESS_STATE_RUNNING` = 0.
     pub const CU_PROCESS_STATE_RUNNING: Self = Self(0);
     /// `CU_PROCESS_STATE_LOCKED` = 1.
@@ -6009,11 +5797,11 @@ impl CUprocessState_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUprocessState_enum {
+impl ::core::fmt::Debug for CUprocessState {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUprocessState_enum", self.0),
+            None => write!(f, "{}({})", "CUprocessState", self.0),
         }
     }
 }
@@ -6022,8 +5810,8 @@ impl ::core::fmt::Debug for CUprocessState_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUmoduleLoadingMode_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUmoduleLoadingMode_enum(pub u32);
-impl CUmoduleLoadingMode_enum {
+pub struct CUmoduleLoadingMode(pub u32);
+impl CUmoduleLoadingMode {
     /// `CU_MODULE_EAGER_LOADING` = 1.
     pub const CU_MODULE_EAGER_LOADING: Self = Self(1);
     /// `CU_MODULE_LAZY_LOADING` = 2.
@@ -6037,11 +5825,11 @@ impl CUmoduleLoadingMode_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUmoduleLoadingMode_enum {
+impl ::core::fmt::Debug for CUmoduleLoadingMode {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmoduleLoadingMode_enum", self.0),
+            None => write!(f, "{}({})", "CUmoduleLoadingMode", self.0),
         }
     }
 }
@@ -6050,8 +5838,8 @@ impl ::core::fmt::Debug for CUmoduleLoadingMode_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUmemDecompressAlgorithm_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUmemDecompressAlgorithm_enum(pub u32);
-impl CUmemDecompressAlgorithm_enum {
+pub struct CUmemDecompressAlgorithm(pub u32);
+impl CUmemDecompressAlgorithm {
     /// `CU_MEM_DECOMPRESS_UNSUPPORTED` = 0.
     pub const CU_MEM_DECOMPRESS_UNSUPPORTED: Self = Self(0);
     /// `CU_MEM_DECOMPRESS_ALGORITHM_DEFLATE` = 1.
@@ -6071,11 +5859,11 @@ impl CUmemDecompressAlgorithm_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUmemDecompressAlgorithm_enum {
+impl ::core::fmt::Debug for CUmemDecompressAlgorithm {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmemDecompressAlgorithm_enum", self.0),
+            None => write!(f, "{}({})", "CUmemDecompressAlgorithm", self.0),
         }
     }
 }
@@ -6084,8 +5872,8 @@ impl ::core::fmt::Debug for CUmemDecompressAlgorithm_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUfunctionLoadingState_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUfunctionLoadingState_enum(pub u32);
-impl CUfunctionLoadingState_enum {
+pub struct CUfunctionLoadingState(pub u32);
+impl CUfunctionLoadingState {
     /// `CU_FUNCTION_LOADING_STATE_UNLOADED` = 0.
     pub const CU_FUNCTION_LOADING_STATE_UNLOADED: Self = Self(0);
     /// `CU_FUNCTION_LOADING_STATE_LOADED` = 1.
@@ -6102,11 +5890,11 @@ impl CUfunctionLoadingState_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUfunctionLoadingState_enum {
+impl ::core::fmt::Debug for CUfunctionLoadingState {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUfunctionLoadingState_enum", self.0),
+            None => write!(f, "{}({})", "CUfunctionLoadingState", self.0),
         }
     }
 }
@@ -6115,8 +5903,8 @@ impl ::core::fmt::Debug for CUfunctionLoadingState_enum {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUcoredumpSettings_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUcoredumpSettings_enum(pub u32);
-impl CUcoredumpSettings_enum {
+pub struct CUcoredumpSettings(pub u32);
+impl CUcoredumpSettings {
     /// `CU_COREDUMP_ENABLE_ON_EXCEPTION` = 1.
     pub const CU_COREDUMP_ENABLE_ON_EXCEPTION: Self = Self(1);
     /// `CU_COREDUMP_TRIGGER_HOST` = 2.
@@ -6148,11 +5936,11 @@ impl CUcoredumpSettings_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUcoredumpSettings_enum {
+impl ::core::fmt::Debug for CUcoredumpSettings {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUcoredumpSettings_enum", self.0),
+            None => write!(f, "{}({})", "CUcoredumpSettings", self.0),
         }
     }
 }
@@ -6288,8 +6076,8 @@ impl ::core::fmt::Debug for CUdevResourceType {
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUlogLevel_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUlogLevel_enum(pub u32);
-impl CUlogLevel_enum {
+pub struct CUlogLevel(pub u32);
+impl CUlogLevel {
     /// `CU_LOG_LEVEL_ERROR` = 0.
     pub const CU_LOG_LEVEL_ERROR: Self = Self(0);
     /// `CU_LOG_LEVEL_WARNING` = 1.
@@ -6303,11 +6091,11 @@ impl CUlogLevel_enum {
         }
     }
 }
-impl ::core::fmt::Debug for CUlogLevel_enum {
+impl ::core::fmt::Debug for CUlogLevel {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUlogLevel_enum", self.0),
+            None => write!(f, "{}({})", "CUlogLevel", self.0),
         }
     }
 }

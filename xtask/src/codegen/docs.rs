@@ -88,14 +88,14 @@ pub fn raw_function(f: &Function, g: &GroupFile) -> String {
         let links: Vec<String> = f
             .errors
             .iter()
-            .map(|e| format!("[`{0}`](crate::cudaError_enum::{0})", e.value))
+            .map(|e| format!("[`{0}`](crate::CUresult::{0})", e.value))
             .collect();
         s.push_str(&links.join(", "));
         s.push('.');
     }
     s.push_str(
         " When the driver library or this entry point cannot be loaded, returns \
-         [`CUDA_ERROR_NOT_FOUND`](crate::cudaError_enum::CUDA_ERROR_NOT_FOUND) without calling anything; \
+         [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; \
          [`crate::loader::resolve`] says why.\n\n",
     );
     s.push_str("# Safety\n\n");

@@ -27,9 +27,30 @@ fn ident(name: &str) -> proc_macro2::Ident {
     format_ident!("{}", escape(name))
 }
 
+/// The Rust name of each C enum: its plain typedef (`cudaError_enum` →
+/// `CUresult`), so `CUresult(500)` and `CUresult::CUDA_SUCCESS` both work;
+/// the tag becomes the alias.
+pub fn enum_names(specs: &Specs) -> BTreeMap<String, String> {
+    let tags: BTreeSet<&str> = specs.enums().map(|e| e.name.value.as_str()).collect();
+    let mut out: BTreeMap<String, String> = BTreeMap::new();
+    for t in specs.typedefs() {
+        let name = &t.name.value;
+        let versioned = name.rsplit_once("_v").is_some_and(|(_, v)| !v.is_empty() && v.chars().all(|c| c.is_ascii_digit()));
+        if tags.contains(t.ty.value.as_str()) && !versioned {
+            let e = out.entry(t.ty.value.clone()).or_insert_with(|| name.clone());
+            if name.len() < e.len() {
+                *e = name.clone();
+            }
+        }
+    }
+    out
+}
+
 /// `generated/types.rs`.
 pub fn types(specs: &Specs) -> Result<TokenStream> {
     let mut out = TokenStream::new();
+    let enum_names = enum_names(specs);
+    let renamed: BTreeSet<&str> = enum_names.values().map(String::as_str).collect();
     let types_url = docs::types_url();
 
     let opaque: BTreeSet<&str> = specs.handles().map(|h| h.opaque.as_str()).collect();
@@ -54,6 +75,14 @@ pub fn types(specs: &Specs) -> Result<TokenStream> {
         out.extend(quote! { #doc pub type #name = *mut #opaque; });
     }
     for t in specs.typedefs() {
+        if renamed.contains(t.name.value.as_str()) && enum_names.get(&t.ty.value) == Some(&t.name.value) {
+            // This typedef names the enum's newtype itself; the tag is the alias.
+            let alias = ident(&t.ty.value);
+            let target = ident(&t.name.value);
+            let doc = docs::attrs(&format!("The C enum tag `{}`; the same type as [`{}`].", t.ty.value, t.name.value));
+            out.extend(quote! { #doc pub type #alias = #target; });
+            continue;
+        }
         let name = ident(&t.name.value);
         let target = ty(&t.ty.value)?;
         let doc = docs::attrs(&format!(
@@ -63,7 +92,8 @@ pub fn types(specs: &Specs) -> Result<TokenStream> {
         out.extend(quote! { #doc pub type #name = #target; });
     }
     for e in specs.enums() {
-        out.extend(enum_item(e)?);
+        let rust = enum_names.get(&e.name.value).cloned().unwrap_or_else(|| e.name.value.clone());
+        out.extend(enum_item(e, &rust)?);
     }
     for r in specs.records() {
         out.extend(record_item(r)?);
@@ -108,8 +138,8 @@ pub fn types(specs: &Specs) -> Result<TokenStream> {
     Ok(out)
 }
 
-fn enum_item(e: &Enum) -> Result<TokenStream> {
-    let name = ident(&e.name.value);
+fn enum_item(e: &Enum, rust_name: &str) -> Result<TokenStream> {
+    let name = ident(rust_name);
     let repr = format_ident!("{}", e.repr);
     let summary = e
         .summary
@@ -134,7 +164,7 @@ fn enum_item(e: &Enum) -> Result<TokenStream> {
             arms.push(quote! { #lit => Some(#s), });
         }
     }
-    let en = &e.name.value;
+    let en = rust_name;
     Ok(quote! {
         #doc
         #[repr(transparent)]
@@ -263,7 +293,7 @@ pub fn functions(specs: &Specs) -> Result<TokenStream> {
             #deprecated
             #[inline]
             pub unsafe fn #fname(#(#params: #ptypes),*) -> CUresult {
-                let Some(__entry) = SYMBOLS[#idx].get() else { return cudaError_enum::CUDA_ERROR_NOT_FOUND };
+                let Some(__entry) = SYMBOLS[#idx].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
                 // SAFETY: `__entry` was resolved for this function at the ABI version
                 // whose signature this declaration copies from cuda.h.
                 let __driver_fn = unsafe { ::core::mem::transmute::<*mut ::core::ffi::c_void, unsafe extern "C" fn(#(#ptypes),*) -> CUresult>(__entry) };
@@ -327,7 +357,7 @@ pub fn errors(specs: &Specs) -> Result<TokenStream> {
     Ok(quote! {
         use super::types::*;
 
-        impl cudaError_enum {
+        impl CUresult {
             /// The code's name (`CUDA_ERROR_INVALID_VALUE`), or `None` for a code
             /// this crate does not know (from a newer driver).
             pub const fn name(self) -> ::core::option::Option<&'static str> {
@@ -349,7 +379,7 @@ pub fn errors(specs: &Specs) -> Result<TokenStream> {
             }
         }
 
-        impl ::core::fmt::Display for cudaError_enum {
+        impl ::core::fmt::Display for CUresult {
             fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
                 match (self.name(), self.description()) {
                     (Some(n), Some(d)) => write!(f, "{n} ({}): {d}", self.0),
@@ -359,6 +389,6 @@ pub fn errors(specs: &Specs) -> Result<TokenStream> {
             }
         }
 
-        impl ::std::error::Error for cudaError_enum {}
+        impl ::std::error::Error for CUresult {}
     })
 }
