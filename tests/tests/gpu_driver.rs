@@ -1,13 +1,20 @@
 //! End-to-end: the loader finds the real driver and answers through it.
 
-use cuda_sys::{CUresult, cuDeviceGet, cuDeviceGetCount, cuDeviceGetName, cuDriverGetVersion, cuInit, loader};
+use cuda_sys::{
+    CUresult, cuDeviceGet, cuDeviceGetCount, cuDeviceGetName, cuDriverGetVersion, cuInit, loader,
+};
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn driver_loads_and_reports_devices() {
     // SAFETY: plain values and valid out-pointers throughout.
     let r = unsafe { cuInit(0) };
-    assert_eq!(r, CUresult::CUDA_SUCCESS, "cuInit: {r}; loader: {:?}", loader::resolve("cuInit").err());
+    assert_eq!(
+        r,
+        CUresult::CUDA_SUCCESS,
+        "cuInit: {r}; loader: {:?}",
+        loader::resolve("cuInit").err()
+    );
     let mut version = 0;
     assert!(unsafe { cuDriverGetVersion(&mut version) }.is_success());
     assert!(version >= 13000, "driver supports CUDA {version}");
@@ -18,7 +25,9 @@ fn driver_loads_and_reports_devices() {
     assert!(unsafe { cuDeviceGet(&mut dev, 0) }.is_success());
     let mut name = [0 as std::ffi::c_char; 128];
     assert!(unsafe { cuDeviceGetName(name.as_mut_ptr(), 128, dev) }.is_success());
-    let name = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }.to_string_lossy().into_owned();
+    let name = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }
+        .to_string_lossy()
+        .into_owned();
     assert!(name.starts_with("NVIDIA"), "{name}");
     eprintln!("driver {version}, {count} device(s), device 0: {name}");
     // Every entry point of the specs the driver has resolves through cuGetProcAddress or dlsym.

@@ -12,7 +12,10 @@ fn missing_driver_is_an_error_value_naming_the_paths_tried() {
     // SAFETY: plain value / valid out-pointer.
     assert_eq!(unsafe { cuInit(0) }, CUresult::CUDA_ERROR_NOT_FOUND);
     let mut n = -1;
-    assert_eq!(unsafe { cuDeviceGetCount(&mut n) }, CUresult::CUDA_ERROR_NOT_FOUND);
+    assert_eq!(
+        unsafe { cuDeviceGetCount(&mut n) },
+        CUresult::CUDA_ERROR_NOT_FOUND
+    );
     assert_eq!(n, -1, "nothing was called");
     match loader::resolve("cuInit") {
         Err(e @ loader::LoaderError::LibraryNotFound { .. }) => {
@@ -22,7 +25,11 @@ fn missing_driver_is_an_error_value_naming_the_paths_tried() {
         }
         other => panic!("expected LibraryNotFound, got {other:?}"),
     }
-    assert!(CUresult::CUDA_ERROR_NOT_FOUND.to_string().starts_with("CUDA_ERROR_NOT_FOUND (500): "));
+    assert!(
+        CUresult::CUDA_ERROR_NOT_FOUND
+            .to_string()
+            .starts_with("CUDA_ERROR_NOT_FOUND (500): ")
+    );
     assert!(CUresult::CUDA_ERROR_ILLEGAL_ADDRESS.is_sticky());
     assert!(!CUresult::CUDA_ERROR_INVALID_VALUE.is_sticky());
     assert_eq!(CUresult(123456).name(), None);

@@ -35,9 +35,13 @@ pub fn enum_names(specs: &Specs) -> BTreeMap<String, String> {
     let mut out: BTreeMap<String, String> = BTreeMap::new();
     for t in specs.typedefs() {
         let name = &t.name.value;
-        let versioned = name.rsplit_once("_v").is_some_and(|(_, v)| !v.is_empty() && v.chars().all(|c| c.is_ascii_digit()));
+        let versioned = name
+            .rsplit_once("_v")
+            .is_some_and(|(_, v)| !v.is_empty() && v.chars().all(|c| c.is_ascii_digit()));
         if tags.contains(t.ty.value.as_str()) && !versioned {
-            let e = out.entry(t.ty.value.clone()).or_insert_with(|| name.clone());
+            let e = out
+                .entry(t.ty.value.clone())
+                .or_insert_with(|| name.clone());
             if name.len() < e.len() {
                 *e = name.clone();
             }
@@ -75,11 +79,16 @@ pub fn types(specs: &Specs) -> Result<TokenStream> {
         out.extend(quote! { #doc pub type #name = *mut #opaque; });
     }
     for t in specs.typedefs() {
-        if renamed.contains(t.name.value.as_str()) && enum_names.get(&t.ty.value) == Some(&t.name.value) {
+        if renamed.contains(t.name.value.as_str())
+            && enum_names.get(&t.ty.value) == Some(&t.name.value)
+        {
             // This typedef names the enum's newtype itself; the tag is the alias.
             let alias = ident(&t.ty.value);
             let target = ident(&t.name.value);
-            let doc = docs::attrs(&format!("The C enum tag `{}`; the same type as [`{}`].", t.ty.value, t.name.value));
+            let doc = docs::attrs(&format!(
+                "The C enum tag `{}`; the same type as [`{}`].",
+                t.ty.value, t.name.value
+            ));
             out.extend(quote! { #doc pub type #alias = #target; });
             continue;
         }
@@ -92,7 +101,10 @@ pub fn types(specs: &Specs) -> Result<TokenStream> {
         out.extend(quote! { #doc pub type #name = #target; });
     }
     for e in specs.enums() {
-        let rust = enum_names.get(&e.name.value).cloned().unwrap_or_else(|| e.name.value.clone());
+        let rust = enum_names
+            .get(&e.name.value)
+            .cloned()
+            .unwrap_or_else(|| e.name.value.clone());
         out.extend(enum_item(e, &rust)?);
     }
     for r in specs.records() {
