@@ -25,3 +25,13 @@ pub fn cuda_include_dir() -> Result<PathBuf, String> {
     }
     Err("no cuda.h found: run the tests through `cargo xtask test`, which fetches the pinned CUDA 13.0 header, or set CUDA_INCLUDE_DIR".into())
 }
+
+/// The directory with the compiled test kernels (`kernels.ptx`, `kernels.cubin`):
+/// `SDK_TEST_KERNELS` (set by the GPU bundle's run.sh), else `target/kernels`
+/// (written by `cargo xtask gpu-bundle`).
+pub fn kernels_dir() -> PathBuf {
+    match std::env::var_os("SDK_TEST_KERNELS") {
+        Some(d) => PathBuf::from(d),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/kernels"),
+    }
+}

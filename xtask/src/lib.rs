@@ -4,6 +4,7 @@
 //! → `cargo xtask codegen` → `cuda-sys/src/generated/` (and the ABI probe in
 //! `tests/`). xtask never depends on the crates it generates.
 
+pub mod bundle;
 pub mod codegen;
 pub mod ctype;
 pub mod import;

@@ -2,7 +2,7 @@
 
 use std::process::{Command, ExitCode};
 
-use xtask::{Result, codegen, import, provision};
+use xtask::{Result, bundle, codegen, import, provision};
 
 const HELP: &str = "\
 usage: cargo xtask <task>
@@ -10,6 +10,7 @@ usage: cargo xtask <task>
 tasks:
   codegen [--check]   generate cuda-sys (and the ABI probe) from specs/; --check compares only
   import [--check]    refresh specs/ from the real cuda.h (pinned CUDA 13.0); --check compares only
+  gpu-bundle          build gpu-bundle/: release test binaries, nvcc 13.0 kernels, run.sh
   test [ARGS..]       provision the pinned cuda.h and libclang, then run `cargo test --workspace ARGS..`
   help                this text
 ";
@@ -33,6 +34,7 @@ fn run(args: &[String]) -> Result<()> {
         Some("codegen") => codegen::run(&root, &specs, check),
         Some("import") => import::run(&specs, check),
         Some("test") => test(&args[1..]),
+        Some("gpu-bundle") => bundle::build(&root),
         Some("help") | Some("--help") | None => {
             print!("{HELP}");
             Ok(())

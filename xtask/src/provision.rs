@@ -180,3 +180,43 @@ fn fetch_wheel(requirement: &str, dest: &Path) -> Result<()> {
     }
     Ok(())
 }
+
+/// The pinned nvcc 13.0 set (every part pinned: an unpinned `nvidia-nvvm`
+/// pulls 13.5, whose PTX ISA 9.5 a CUDA 13.0 driver refuses).
+pub const NVCC_WHEELS: &[&str] = &[
+    "nvidia-cuda-nvcc==13.0.88",
+    "nvidia-nvvm==13.0.88",
+    "nvidia-cuda-crt==13.0.88",
+    "nvidia-cuda-cccl==13.0.85",
+    "nvidia-cuda-runtime==13.0.96",
+];
+
+/// nvcc: `$NVCC` when set, otherwise the pinned PyPI set installed under
+/// `target/cuda-cache/nvcc` on first use.
+pub fn nvcc() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("NVCC") {
+        return Ok(PathBuf::from(p));
+    }
+    let dir = cache_dir().join("nvcc");
+    let bin = dir.join("nvidia").join("cu13").join("bin").join("nvcc");
+    if !bin.is_file() {
+        eprintln!(
+            "xtask: installing nvcc 13.0 ({}) with pip into {}",
+            NVCC_WHEELS.join(" "),
+            dir.display()
+        );
+        let status = Command::new("python3")
+            .args(["-m", "pip", "install", "--quiet", "--no-deps", "--target"])
+            .arg(&dir)
+            .args(NVCC_WHEELS)
+            .status()
+            .map_err(|e| format!("could not run python3 -m pip to install nvcc: {e}"))?;
+        if !status.success() || !bin.is_file() {
+            return Err(format!(
+                "installing nvcc with pip failed ({status}); set NVCC to an nvcc 13.0"
+            )
+            .into());
+        }
+    }
+    Ok(bin)
+}

@@ -34,6 +34,18 @@ pub fn escape(text: &str) -> String {
     out
 }
 
+/// One inner `#![doc]` attribute per line (module docs).
+pub fn inner_attrs(text: &str) -> TokenStream {
+    let lines = text.lines().map(|l| {
+        if l.is_empty() {
+            String::new()
+        } else {
+            format!(" {l}")
+        }
+    });
+    quote! { #( #![doc = #lines] )* }
+}
+
 /// One `#[doc]` attribute per line, so the output reads as `///` comments.
 pub fn attrs(text: &str) -> TokenStream {
     let lines = text.lines().map(|l| {

@@ -1,6 +1,7 @@
 //! `cargo xtask codegen [--check]`: load → validate → render with `quote!` →
 //! format with `prettyplease` → banner → write (or compare).
 
+pub mod api;
 pub mod docs;
 pub mod names;
 pub mod probe;
@@ -36,7 +37,16 @@ pub fn generate(specs: &Specs) -> Result<Vec<(String, String)>> {
         //! Facts generated from the specs for the ABI test.
         pub mod abi;
     };
+    let api_mod = quote::quote! {
+        //! Items generated from the specs.
+        pub mod driver;
+    };
     Ok(vec![
+        ("cuda-api/src/generated/mod.rs".into(), format(api_mod)?),
+        (
+            "cuda-api/src/generated/driver.rs".into(),
+            format(api::driver(specs)?)?,
+        ),
         ("cuda-sys/src/generated/mod.rs".into(), format(sys_mod)?),
         (
             "cuda-sys/src/generated/types.rs".into(),

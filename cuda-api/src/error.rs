@@ -1,0 +1,334 @@
+//! Errors: every failure is a value naming the call, the kernel, the
+//! parameter, the limit and the value, and saying what to do.
+
+use std::fmt;
+
+use cuda_sys::CUresult;
+use cuda_sys::loader::LoaderError;
+
+use crate::launch::LaunchError;
+
+/// A `CUresult` other than success, with the call it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriverError {
+    /// The driver function, e.g. `cuLaunchCooperativeKernel`.
+    pub call: &'static str,
+    /// The code it returned.
+    pub code: CUresult,
+    /// What was being done, where known: `kernel 'saxpy' on NVIDIA H200`.
+    pub context: Option<String>,
+}
+
+impl DriverError {
+    /// An error from `call`.
+    pub fn new(call: &'static str, code: CUresult) -> Self {
+        DriverError {
+            call,
+            code,
+            context: None,
+        }
+    }
+    /// The code's name, e.g. `CUDA_ERROR_ILLEGAL_ADDRESS` (`None` if unknown to this crate).
+    pub fn name(&self) -> Option<&'static str> {
+        self.code.name()
+    }
+    /// The code's number.
+    pub fn number(&self) -> u32 {
+        self.code.0
+    }
+    /// One line on what the code means, from our catalogue.
+    pub fn description(&self) -> Option<&'static str> {
+        self.code.description()
+    }
+    /// Whether the context is unusable after this error (every later call on it fails).
+    pub fn is_sticky(&self) -> bool {
+        self.code.is_sticky()
+    }
+}
+
+impl fmt::Display for DriverError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} failed", self.call)?;
+        if let Some(c) = &self.context {
+            write!(f, " ({c})")?;
+        }
+        match self.code.name() {
+            Some(n) => write!(f, " with {n} ({})", self.code.0)?,
+            None => write!(
+                f,
+                " with CUresult {} (unknown to cuda-api; the driver may be newer than CUDA 13.0)",
+                self.code.0
+            )?,
+        }
+        if let Some(d) = self.code.description() {
+            write!(f, ": {}", d.trim_end_matches('.'))?;
+        }
+        if self.is_sticky() {
+            f.write_str("; this error is sticky: the context is unusable and every later call on it fails, so restart the process")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for DriverError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.code)
+    }
+}
+
+/// A kernel declaration that does not match the kernel's parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SignatureError {
+    /// The kernel has a different number of parameters.
+    Count {
+        /// Kernel name.
+        kernel: String,
+        /// Parameters the driver reports.
+        expected: usize,
+        /// Parameters declared.
+        declared: usize,
+    },
+    /// One parameter has a different size.
+    Size {
+        /// Kernel name.
+        kernel: String,
+        /// Zero-based parameter index.
+        index: usize,
+        /// Size in bytes the driver reports.
+        expected: usize,
+        /// Size in bytes of the declared Rust type.
+        declared: usize,
+        /// The declared Rust type.
+        declared_type: &'static str,
+    },
+}
+
+impl fmt::Display for SignatureError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SignatureError::Count {
+                kernel,
+                expected,
+                declared,
+            } => write!(
+                f,
+                "kernel '{kernel}' takes {expected} parameter(s) but was declared with {declared}; declare one Rust type per kernel parameter, in order"
+            ),
+            SignatureError::Size {
+                kernel,
+                index,
+                expected,
+                declared,
+                declared_type,
+            } => write!(
+                f,
+                "kernel '{kernel}' parameter {index} is {expected} bytes but was declared as {declared_type} ({declared} bytes); declare a type of {expected} bytes for it"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for SignatureError {}
+
+/// Every error of cuda-api.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// A driver call failed.
+    Driver(DriverError),
+    /// No driver library could be loaded.
+    DriverNotFound {
+        /// Each library path tried, with why it failed.
+        tried: Vec<(String, String)>,
+    },
+    /// The installed driver lacks a function this call needs.
+    NotSupported {
+        /// The C function, e.g. `cuKernelGetParamInfo`.
+        function: String,
+        /// The CUDA version whose ABI is needed, e.g. 12040.
+        needs_version: u32,
+        /// The installed driver's CUDA version, if known.
+        driver_version: Option<i32>,
+    },
+    /// A launch was refused before reaching the driver.
+    Launch(LaunchError),
+    /// A kernel declaration does not match the kernel.
+    Signature(SignatureError),
+    /// A PTX module targets a newer PTX ISA than the driver accepts.
+    PtxTooNew {
+        /// The module's `.version`, e.g. `9.5`.
+        ptx_isa: String,
+        /// The newest PTX ISA the driver accepts, where known, e.g. `9.0`.
+        driver_max_isa: Option<String>,
+        /// The driver's CUDA version, e.g. 13000.
+        driver_version: Option<i32>,
+    },
+    /// An argument cannot be passed as given.
+    InvalidArgument {
+        /// The call or operation.
+        call: &'static str,
+        /// The parameter.
+        parameter: &'static str,
+        /// What is wrong and what to do.
+        message: String,
+    },
+}
+
+impl Error {
+    /// An [`Error::InvalidArgument`].
+    pub fn invalid_argument(call: &'static str, parameter: &'static str, message: String) -> Self {
+        Error::InvalidArgument {
+            call,
+            parameter,
+            message,
+        }
+    }
+    /// The driver error inside, if this is one.
+    pub fn driver(&self) -> Option<&DriverError> {
+        match self {
+            Error::Driver(d) => Some(d),
+            _ => None,
+        }
+    }
+    /// Whether the context is unusable after this error.
+    pub fn is_sticky(&self) -> bool {
+        self.driver().is_some_and(DriverError::is_sticky)
+    }
+    /// Adds what was being done (kernel, device) to a driver error.
+    pub fn with_context(mut self, context: impl FnOnce() -> String) -> Self {
+        if let Error::Driver(d) = &mut self {
+            d.context = Some(context());
+        }
+        self
+    }
+}
+
+fn version(v: i64) -> String {
+    format!("{}.{}", v / 1000, (v % 1000) / 10)
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Driver(d) => d.fmt(f),
+            Error::DriverNotFound { tried } => LoaderError::LibraryNotFound {
+                tried: tried.clone(),
+            }
+            .fmt(f),
+            Error::NotSupported {
+                function,
+                needs_version,
+                driver_version,
+            } => {
+                write!(
+                    f,
+                    "{function} needs a driver supporting CUDA {} or later",
+                    version(*needs_version as i64)
+                )?;
+                match driver_version {
+                    Some(d) => write!(
+                        f,
+                        ", but the installed driver supports CUDA {}; update the NVIDIA driver",
+                        version(*d as i64)
+                    ),
+                    None => f.write_str("; update the NVIDIA driver"),
+                }
+            }
+            Error::Launch(e) => e.fmt(f),
+            Error::Signature(e) => e.fmt(f),
+            Error::PtxTooNew {
+                ptx_isa,
+                driver_max_isa,
+                driver_version,
+            } => {
+                write!(
+                    f,
+                    "the module's PTX is ISA {ptx_isa}, newer than this driver accepts"
+                )?;
+                match (driver_max_isa, driver_version) {
+                    (Some(m), Some(d)) => write!(
+                        f,
+                        " (the CUDA {} driver takes PTX ISA up to {m})",
+                        version(*d as i64)
+                    )?,
+                    (None, Some(d)) => write!(f, " (driver CUDA {})", version(*d as i64))?,
+                    _ => {}
+                }
+                f.write_str("; compile with an nvcc no newer than the driver, update the driver, or load cubin/fatbin instead")
+            }
+            Error::InvalidArgument {
+                call,
+                parameter,
+                message,
+            } => write!(f, "{call}: argument `{parameter}`: {message}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Driver(d) => Some(d),
+            Error::Launch(e) => Some(e),
+            Error::Signature(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<LoaderError> for Error {
+    fn from(e: LoaderError) -> Self {
+        match e {
+            LoaderError::LibraryNotFound { tried } => Error::DriverNotFound { tried },
+            LoaderError::SymbolNotFound {
+                function,
+                needs_version,
+                driver_version,
+                ..
+            } => Error::NotSupported {
+                function,
+                needs_version,
+                driver_version,
+            },
+            LoaderError::UnknownFunction(function) => Error::NotSupported {
+                function,
+                needs_version: 0,
+                driver_version: None,
+            },
+        }
+    }
+}
+
+impl From<LaunchError> for Error {
+    fn from(e: LaunchError) -> Self {
+        Error::Launch(e)
+    }
+}
+
+impl From<SignatureError> for Error {
+    fn from(e: SignatureError) -> Self {
+        Error::Signature(e)
+    }
+}
+
+/// cuda-api's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Turns a `CUresult` from `call` into a `Result`; a `CUDA_ERROR_NOT_FOUND`
+/// caused by the loader becomes [`Error::DriverNotFound`] or [`Error::NotSupported`].
+#[inline]
+pub fn check(code: CUresult, call: &'static str) -> Result<()> {
+    if code.is_success() {
+        return Ok(());
+    }
+    Err(fail(code, call))
+}
+
+#[cold]
+fn fail(code: CUresult, call: &'static str) -> Error {
+    if code == CUresult::CUDA_ERROR_NOT_FOUND
+        && let Err(e) = cuda_sys::loader::resolve(call)
+    {
+        return e.into();
+    }
+    Error::Driver(DriverError::new(call, code))
+}

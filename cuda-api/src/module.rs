@@ -1,0 +1,300 @@
+//! Modules (PTX, cubin or fatbin loaded into a context) and libraries
+//! (context-less images whose kernels are `CUkernel`s).
+
+use std::ffi::{CString, c_void};
+use std::path::Path;
+use std::sync::Arc;
+
+use cuda_sys::{CUlibrary, CUmodule, CUresult};
+
+use crate::context::Context;
+use crate::device::{driver_version, init};
+use crate::driver;
+use crate::error::{Error, Result};
+use crate::kernel::{Function, Kernel, KernelSignature, Owner};
+
+/// The newest PTX ISA each driver release accepts (from NVIDIA's PTX ISA release notes).
+const PTX_ISA_BY_DRIVER: &[(i32, &str)] = &[
+    (12000, "8.0"),
+    (12010, "8.1"),
+    (12020, "8.2"),
+    (12030, "8.3"),
+    (12040, "8.4"),
+    (12050, "8.5"),
+    (12060, "8.5"),
+    (12080, "8.7"),
+    (12090, "8.8"),
+    (13000, "9.0"),
+    (13010, "9.1"),
+];
+
+/// The newest PTX ISA a driver of CUDA version `driver` accepts, where known.
+pub fn max_ptx_isa(driver: i32) -> Option<&'static str> {
+    PTX_ISA_BY_DRIVER
+        .iter()
+        .rev()
+        .find(|(v, _)| *v <= driver)
+        .filter(|(v, _)| driver - v < 100)
+        .map(|(_, isa)| *isa)
+}
+
+/// The `.version X.Y` of a PTX text.
+pub fn ptx_isa_version(ptx: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(&ptx[..ptx.len().min(4096)]).ok()?;
+    text.lines()
+        .map(str::trim)
+        .find_map(|l| l.strip_prefix(".version").map(|v| v.trim().to_string()))
+}
+
+fn is_binary(image: &[u8]) -> bool {
+    image.starts_with(b"\x7fELF") || image.starts_with(&[0x50, 0xed, 0x55, 0xba])
+}
+
+/// An image ready for the driver: binaries as they are, PTX with a trailing NUL.
+fn prepare(image: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if is_binary(image) || image.last() == Some(&0) {
+        std::borrow::Cow::Borrowed(image)
+    } else {
+        let mut v = image.to_vec();
+        v.push(0);
+        std::borrow::Cow::Owned(v)
+    }
+}
+
+/// Turns a load failure into [`Error::PtxTooNew`] when the PTX is too new.
+fn load_error(e: Error, image: &[u8]) -> Error {
+    match e.driver().map(|d| d.code) {
+        Some(CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION) if !is_binary(image) => {
+            let dv = driver_version().ok();
+            Error::PtxTooNew {
+                ptx_isa: ptx_isa_version(image).unwrap_or_else(|| "unknown".into()),
+                driver_max_isa: dv.and_then(max_ptx_isa).map(str::to_string),
+                driver_version: dv,
+            }
+        }
+        _ => e,
+    }
+}
+
+pub(crate) struct ModuleInner {
+    pub(crate) raw: CUmodule,
+    pub(crate) ctx: Context,
+}
+
+// SAFETY: modules may be used from any thread.
+unsafe impl Send for ModuleInner {}
+// SAFETY: as above.
+unsafe impl Sync for ModuleInner {}
+
+impl Drop for ModuleInner {
+    fn drop(&mut self) {
+        let r = self.ctx.bind().and_then(|_| {
+            // SAFETY: we own the module and unload it once; kernels hold an Arc to it.
+            unsafe { driver::module_unload(self.raw) }
+        });
+        if let Err(e) = r {
+            crate::report_drop_error("module", &e);
+        }
+    }
+}
+
+/// Code loaded into a context: PTX, cubin or fatbin.
+#[derive(Clone)]
+pub struct Module {
+    inner: Arc<ModuleInner>,
+}
+
+impl Module {
+    /// Loads an image: cubin or fatbin bytes, or PTX text.
+    pub fn from_image(ctx: &Context, image: &[u8]) -> Result<Module> {
+        let data = prepare(image);
+        ctx.bind()?;
+        // SAFETY: `data` is a complete image (PTX NUL-terminated) that outlives the call.
+        let raw = unsafe { driver::module_load_data(data.as_ptr().cast::<c_void>()) }
+            .map_err(|e| load_error(e, image))?;
+        Ok(Module {
+            inner: Arc::new(ModuleInner {
+                raw,
+                ctx: ctx.clone(),
+            }),
+        })
+    }
+
+    /// Loads PTX text.
+    pub fn from_ptx(ctx: &Context, ptx: &str) -> Result<Module> {
+        Self::from_image(ctx, ptx.as_bytes())
+    }
+
+    /// Loads an image from a file (`.ptx`, `.cubin`, `.fatbin`).
+    pub fn from_file(ctx: &Context, path: impl AsRef<Path>) -> Result<Module> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|e| {
+            Error::invalid_argument(
+                "Module::from_file",
+                "path",
+                format!("cannot read {}: {e}", path.display()),
+            )
+        })?;
+        Self::from_image(ctx, &bytes)
+    }
+
+    /// The context it is loaded in.
+    pub fn context(&self) -> &Context {
+        &self.inner.ctx
+    }
+
+    /// The raw handle.
+    pub fn raw(&self) -> CUmodule {
+        self.inner.raw
+    }
+
+    /// An untyped handle to kernel `name` (for attributes, occupancy and parameter info).
+    pub fn function(&self, name: &str) -> Result<Function> {
+        let cname = c_name(name, "Module::function")?;
+        self.inner.ctx.bind()?;
+        // SAFETY: live module, NUL-terminated name.
+        let raw = unsafe { driver::module_get_function(self.inner.raw, &cname) }
+            .map_err(|e| e.with_context(|| format!("kernel '{name}'")))?;
+        Ok(Function::from_function(
+            raw,
+            name,
+            Owner::Module(self.inner.clone()),
+        ))
+    }
+
+    /// Declares kernel `name` with the Rust parameter types `S` (a tuple), and
+    /// checks them against the parameter sizes the driver reports.
+    ///
+    /// # Safety
+    ///
+    /// This is the one promise cuda-api cannot check: each type in `S` must be
+    /// what the kernel's parameter at that position really is (a `DevicePtr<f32>`
+    /// for a `float*`, a `u32` for an `unsigned int`). Count and sizes are checked.
+    pub unsafe fn kernel<S: KernelSignature>(&self, name: &str) -> Result<Kernel<S>> {
+        // SAFETY: the caller's promise is passed on.
+        unsafe { Kernel::declare(self.function(name)?) }
+    }
+}
+
+fn c_name(name: &str, call: &'static str) -> Result<CString> {
+    CString::new(name)
+        .map_err(|_| Error::invalid_argument(call, "name", format!("'{name}' contains a NUL byte")))
+}
+
+pub(crate) struct LibraryInner {
+    pub(crate) raw: CUlibrary,
+}
+
+// SAFETY: libraries may be used from any thread.
+unsafe impl Send for LibraryInner {}
+// SAFETY: as above.
+unsafe impl Sync for LibraryInner {}
+
+impl Drop for LibraryInner {
+    fn drop(&mut self) {
+        // SAFETY: we own the library and unload it once; kernels hold an Arc to it.
+        if let Err(e) = unsafe { driver::library_unload(self.raw) } {
+            crate::report_drop_error("library", &e);
+        }
+    }
+}
+
+/// A context-less image (`cuLibraryLoadData`); its kernels are `CUkernel`s that
+/// launch in whichever context their stream belongs to.
+#[derive(Clone)]
+pub struct Library {
+    inner: Arc<LibraryInner>,
+}
+
+impl Library {
+    /// Loads an image: cubin or fatbin bytes, or PTX text.
+    pub fn from_image(image: &[u8]) -> Result<Library> {
+        init()?;
+        let data = prepare(image);
+        // SAFETY: `data` is a complete image that outlives the call; no options.
+        let raw = unsafe {
+            driver::library_load_data(
+                data.as_ptr().cast(),
+                None,
+                std::ptr::null_mut(),
+                None,
+                std::ptr::null_mut(),
+            )
+        }
+        .map_err(|e| load_error(e, image))?;
+        Ok(Library {
+            inner: Arc::new(LibraryInner { raw }),
+        })
+    }
+
+    /// Loads an image from a file.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Library> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|e| {
+            Error::invalid_argument(
+                "Library::from_file",
+                "path",
+                format!("cannot read {}: {e}", path.display()),
+            )
+        })?;
+        Self::from_image(&bytes)
+    }
+
+    /// The raw handle.
+    pub fn raw(&self) -> CUlibrary {
+        self.inner.raw
+    }
+
+    /// An untyped handle to kernel `name`.
+    pub fn function(&self, name: &str) -> Result<Function> {
+        let cname = c_name(name, "Library::function")?;
+        // SAFETY: live library, NUL-terminated name.
+        let raw = unsafe { driver::library_get_kernel(self.inner.raw, &cname) }
+            .map_err(|e| e.with_context(|| format!("kernel '{name}'")))?;
+        Ok(Function::from_kernel(
+            raw,
+            name,
+            Owner::Library(self.inner.clone()),
+        ))
+    }
+
+    /// Declares kernel `name` with parameter types `S`; see [`Module::kernel`].
+    ///
+    /// # Safety
+    ///
+    /// As for [`Module::kernel`].
+    pub unsafe fn kernel<S: KernelSignature>(&self, name: &str) -> Result<Kernel<S>> {
+        // SAFETY: the caller's promise is passed on.
+        unsafe { Kernel::declare(self.function(name)?) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ptx_versions_are_read_and_matched_to_drivers() {
+        let ptx = b"//\n// Generated by NVIDIA NVVM Compiler\n.version 9.5\n.target sm_90\n";
+        assert_eq!(ptx_isa_version(ptx).as_deref(), Some("9.5"));
+        assert_eq!(max_ptx_isa(13000), Some("9.0"));
+        assert_eq!(max_ptx_isa(12040), Some("8.4"));
+        assert_eq!(max_ptx_isa(11080), None);
+    }
+
+    #[test]
+    fn ptx_gets_a_nul_and_binaries_stay_as_they_are() {
+        assert_eq!(&*prepare(b".version 9.0"), b".version 9.0\0");
+        assert_eq!(&*prepare(b"\x7fELF\x02"), b"\x7fELF\x02");
+    }
+
+    #[test]
+    fn ptx_too_new_message_names_both_versions() {
+        let e = Error::PtxTooNew {
+            ptx_isa: "9.5".into(),
+            driver_max_isa: Some("9.0".into()),
+            driver_version: Some(13000),
+        };
+        insta::assert_snapshot!(e.to_string());
+    }
+}

@@ -1,0 +1,321 @@
+//! End-to-end tests of cuda-api on a real GPU, with kernels compiled by nvcc
+//! 13.0 (`cargo xtask gpu-bundle`). Run with `--include-ignored` on a GPU machine.
+
+use cuda_api::{
+    Context, Device, DeviceBuffer, DevicePtr, Error, LaunchConfig, LaunchError, Library, Module,
+    SignatureError, Stream, driver,
+};
+
+fn setup() -> (Context, Stream) {
+    let dev = Device::get(0).expect("device 0");
+    let ctx = Context::primary(&dev).expect("primary context");
+    let stream = Stream::new(&ctx).expect("stream");
+    (ctx, stream)
+}
+
+fn ptx() -> String {
+    std::fs::read_to_string(sdk_tests::kernels_dir().join("kernels.ptx"))
+        .expect("kernels.ptx (run cargo xtask gpu-bundle)")
+}
+
+fn module(ctx: &Context) -> Module {
+    Module::from_ptx(ctx, &ptx()).expect("PTX loads")
+}
+
+type CoopSum = (DevicePtr<u32>, DevicePtr<u64>, DevicePtr<u64>, u32);
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn device_facts() {
+    let (ctx, _s) = setup();
+    let d = ctx.device();
+    let (major, minor) = d.compute_capability().unwrap();
+    eprintln!(
+        "{}: sm_{major}{minor}, {} SMs, cooperative {}",
+        d.name(),
+        d.sm_count().unwrap(),
+        d.supports_cooperative_launch().unwrap()
+    );
+    assert!(d.sm_count().unwrap() > 0);
+    assert!(d.supports_cooperative_launch().unwrap());
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn copies_round_trip() {
+    let (ctx, stream) = setup();
+    let host: Vec<u32> = (0..10_000).collect();
+    let mut buf = DeviceBuffer::from_slice(&ctx, &host).unwrap();
+    assert_eq!(buf.to_vec().unwrap(), host);
+    assert_eq!(
+        buf.slice(10..20).unwrap().to_vec().unwrap(),
+        (10..20).collect::<Vec<u32>>()
+    );
+    let back: Vec<u32> = host.iter().map(|x| x * 3).collect();
+    buf.copy_from_async(&back, &stream).unwrap().wait().unwrap();
+    let mut out = vec![0u32; host.len()];
+    buf.copy_to_async(&mut out, &stream)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(out, back);
+    buf.fill_async(7, &stream).unwrap();
+    stream.synchronize().unwrap();
+    assert!(buf.to_vec().unwrap().iter().all(|v| *v == 7));
+    let e = buf.copy_from(&[1, 2, 3]).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+    assert_eq!(
+        DeviceBuffer::<f64>::zeroed(&ctx, 0)
+            .unwrap()
+            .to_vec()
+            .unwrap(),
+        Vec::<f64>::new()
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn saxpy_computes() {
+    let (ctx, stream) = setup();
+    let m = module(&ctx);
+    // SAFETY: saxpy(float a, const float *x, float *y, unsigned int n)
+    let saxpy = unsafe {
+        m.kernel::<(f32, DevicePtr<f32>, DevicePtr<f32>, u32)>("saxpy")
+            .unwrap()
+    };
+    let n = 100_000u32;
+    let x = DeviceBuffer::from_slice(&ctx, &vec![1.5f32; n as usize]).unwrap();
+    let mut y = DeviceBuffer::from_slice(&ctx, &vec![1.0f32; n as usize]).unwrap();
+    saxpy
+        .launch(
+            &stream,
+            LaunchConfig::for_elements(n, 256),
+            (2.0f32, &x, &mut y, n),
+        )
+        .unwrap();
+    stream.synchronize().unwrap();
+    assert!(y.to_vec().unwrap().iter().all(|v| *v == 4.0));
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn grid_sync_at_the_largest_cooperative_grid() {
+    let (ctx, stream) = setup();
+    let m = module(&ctx);
+    // SAFETY: coop_sum(const unsigned *in, unsigned long long *partial, unsigned long long *out, unsigned n)
+    let k = unsafe { m.kernel::<CoopSum>("coop_sum").unwrap() };
+    let max = k.max_cooperative_grid(&stream, 256, 0).unwrap();
+    let per_sm = k.function().occupancy(256, 0).unwrap();
+    eprintln!(
+        "coop_sum: {per_sm} blocks per SM x {} SMs = {max} blocks",
+        ctx.device().sm_count().unwrap()
+    );
+    assert_eq!(max, per_sm * ctx.device().sm_count().unwrap());
+    let n = 3_000_000u32;
+    let input: Vec<u32> = (0..n).map(|i| i % 1000).collect();
+    let expected: u64 = input.iter().map(|v| *v as u64).sum();
+    let inp = DeviceBuffer::from_slice(&ctx, &input).unwrap();
+    let partial = DeviceBuffer::<u64>::zeroed(&ctx, max as usize).unwrap();
+    let out = DeviceBuffer::<u64>::zeroed(&ctx, 1).unwrap();
+    k.launch_cooperative(
+        &stream,
+        LaunchConfig::new(max, 256),
+        (&inp, &partial, &out, n),
+    )
+    .unwrap();
+    stream.synchronize().unwrap();
+    assert_eq!(out.to_vec().unwrap(), vec![expected]);
+
+    // One block more is refused before the driver sees it.
+    let e = k
+        .launch_cooperative(
+            &stream,
+            LaunchConfig::new(max + 1, 256),
+            (&inp, &partial, &out, n),
+        )
+        .unwrap_err();
+    eprintln!("{e}");
+    match &e {
+        Error::Launch(LaunchError::CooperativeLaunchTooLarge {
+            blocks,
+            max_blocks,
+            per_sm: p,
+            ..
+        }) => {
+            assert_eq!(
+                (*blocks, *max_blocks, *p),
+                (max as u64 + 1, max as u64, per_sm)
+            );
+        }
+        other => panic!("expected CooperativeLaunchTooLarge, got {other}"),
+    }
+    let msg = e.to_string();
+    assert!(msg.starts_with(&format!("cooperative launch of 'coop_sum' asks for {} blocks but at most {max} can be resident on {}", max + 1, ctx.device().name())), "{msg}");
+
+    // The same grid through the raw thin layer: the driver refuses with 720.
+    let mut args = [
+        inp.as_ptr().raw(),
+        partial.as_ptr().raw(),
+        out.as_ptr().raw(),
+    ];
+    let mut n_arg = n;
+    let mut params: [*mut std::ffi::c_void; 4] = [
+        (&mut args[0] as *mut u64).cast(),
+        (&mut args[1] as *mut u64).cast(),
+        (&mut args[2] as *mut u64).cast(),
+        (&mut n_arg as *mut u32).cast(),
+    ];
+    let f = k.function().launch_handle();
+    // SAFETY: four valid parameter pointers for coop_sum.
+    let raw = unsafe {
+        driver::launch_cooperative_kernel(
+            f,
+            max + 1,
+            1,
+            1,
+            256,
+            1,
+            1,
+            0,
+            stream.raw(),
+            params.as_mut_ptr(),
+        )
+    };
+    let raw_err = raw.unwrap_err();
+    assert_eq!(raw_err.driver().map(|d| d.number()), Some(720), "{raw_err}");
+    // And at the maximum the raw call works too.
+    // SAFETY: as above.
+    unsafe {
+        driver::launch_cooperative_kernel(
+            f,
+            max,
+            1,
+            1,
+            256,
+            1,
+            1,
+            0,
+            stream.raw(),
+            params.as_mut_ptr(),
+        )
+    }
+    .unwrap();
+    stream.synchronize().unwrap();
+    assert_eq!(out.to_vec().unwrap(), vec![expected]);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn too_much_dynamic_shared_memory_is_refused() {
+    let (ctx, stream) = setup();
+    let m = module(&ctx);
+    // SAFETY: smem_user(unsigned int *out)
+    let k = unsafe { m.kernel::<(DevicePtr<u32>,)>("smem_user").unwrap() };
+    let out = DeviceBuffer::<u32>::zeroed(&ctx, 4).unwrap();
+    let max = k.function().limits().unwrap().max_dynamic_shared_bytes;
+    k.launch(
+        &stream,
+        LaunchConfig::new(4, 128).with_shared_mem(max),
+        (&out,),
+    )
+    .unwrap();
+    stream.synchronize().unwrap();
+    assert_eq!(out.to_vec().unwrap(), vec![1; 4]);
+    for coop in [false, true] {
+        let cfg = LaunchConfig::new(1, 128).with_shared_mem(max + 1);
+        let e = if coop {
+            k.launch_cooperative(&stream, cfg, (&out,))
+        } else {
+            k.launch(&stream, cfg, (&out,))
+        }
+        .unwrap_err();
+        assert!(
+            matches!(e, Error::Launch(LaunchError::SharedMemoryTooLarge { requested, .. }) if requested == max + 1),
+            "{e}"
+        );
+    }
+    // Raising the limit lets a larger request through.
+    k.function()
+        .set_max_dynamic_shared_memory(100 * 1024)
+        .unwrap();
+    k.launch(
+        &stream,
+        LaunchConfig::new(1, 128).with_shared_mem(max + 1),
+        (&out,),
+    )
+    .unwrap();
+    stream.synchronize().unwrap();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn wrong_declarations_are_refused() {
+    let (ctx, _s) = setup();
+    let m = module(&ctx);
+    // SAFETY: deliberately wrong; refused before any launch.
+    let e = unsafe { m.kernel::<(f32, DevicePtr<f32>, DevicePtr<f32>)>("saxpy") }.unwrap_err();
+    assert_eq!(
+        e,
+        Error::Signature(SignatureError::Count {
+            kernel: "saxpy".into(),
+            expected: 4,
+            declared: 3
+        })
+    );
+    // SAFETY: as above.
+    let e = unsafe { m.kernel::<(f64, DevicePtr<f32>, DevicePtr<f32>, u32)>("saxpy") }.unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            Error::Signature(SignatureError::Size {
+                index: 0,
+                expected: 4,
+                declared: 8,
+                ..
+            })
+        ),
+        "{e}"
+    );
+    eprintln!("{e}");
+    let e = m.function("no_such_kernel").unwrap_err();
+    assert!(e.to_string().contains("no_such_kernel"), "{e}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn library_kernel_launches_on_a_stream() {
+    let (ctx, stream) = setup();
+    let cubin = std::fs::read(sdk_tests::kernels_dir().join("kernels.cubin")).unwrap();
+    let lib = Library::from_image(&cubin).unwrap();
+    // SAFETY: add_one(int *data, unsigned int n)
+    let k = unsafe { lib.kernel::<(DevicePtr<i32>, u32)>("add_one").unwrap() };
+    let mut data = DeviceBuffer::from_slice(&ctx, &[1i32, 2, 3, 4, 5]).unwrap();
+    k.launch(&stream, LaunchConfig::new(1, 32), (&mut data, 5u32))
+        .unwrap();
+    k.launch_cooperative(&stream, LaunchConfig::new(1, 32), (&mut data, 5u32))
+        .unwrap();
+    stream.synchronize().unwrap();
+    assert_eq!(data.to_vec().unwrap(), vec![3, 4, 5, 6, 7]);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn ptx_newer_than_the_driver_is_named() {
+    let (ctx, _s) = setup();
+    let text = ptx().replacen(".version 9.0", ".version 9.5", 1);
+    let e = Module::from_ptx(&ctx, &text)
+        .err()
+        .expect("PTX 9.5 must not load on this driver");
+    eprintln!("{e}");
+    match &e {
+        Error::PtxTooNew {
+            ptx_isa,
+            driver_max_isa,
+            ..
+        } => {
+            assert_eq!(ptx_isa, "9.5");
+            assert_eq!(driver_max_isa.as_deref(), Some("9.0"));
+        }
+        other => panic!("expected PtxTooNew, got {other:?}"),
+    }
+}
