@@ -44,6 +44,17 @@ fn renders_the_abi_probe() {
 }
 
 #[test]
+fn renders_thin_layer_signatures() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/good/specs");
+    let specs = load_dir(&dir).unwrap();
+    insta::assert_snapshot!(codegen::api::signatures(&specs).unwrap());
+    insta::assert_snapshot!(
+        "thin_layer_driver_rs",
+        file(&good(), "cuda-api/src/generated/driver.rs")
+    );
+}
+
+#[test]
 fn output_is_byte_stable() {
     assert_eq!(
         good(),

@@ -12,7 +12,7 @@ use crate::error::{check, Error, Result};
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuArray3DCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuArray3DCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -36,7 +36,7 @@ pub unsafe fn array_3d_create(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuArray3DGetDescriptor`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuArray3DGetDescriptor`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
 ///
 /// NVIDIA reference: [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 pub fn array_3d_get_descriptor(hArray: CUarray) -> Result<CUDA_ARRAY3D_DESCRIPTOR> {
@@ -54,7 +54,7 @@ pub fn array_3d_get_descriptor(hArray: CUarray) -> Result<CUDA_ARRAY3D_DESCRIPTO
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuArrayCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuArrayCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -75,7 +75,7 @@ pub unsafe fn array_create(pAllocateArray: &CUDA_ARRAY_DESCRIPTOR) -> Result<CUa
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuArrayDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuArrayDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_ARRAY_IS_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_ARRAY_IS_MAPPED), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
 ///
 /// # Safety
 ///
@@ -96,7 +96,7 @@ pub unsafe fn array_destroy(hArray: CUarray) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuArrayGetDescriptor`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuArrayGetDescriptor`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// NVIDIA reference: [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 pub fn array_get_descriptor(hArray: CUarray) -> Result<CUDA_ARRAY_DESCRIPTOR> {
@@ -115,7 +115,7 @@ pub fn array_get_descriptor(hArray: CUarray) -> Result<CUDA_ARRAY_DESCRIPTOR> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuArrayGetMemoryRequirements`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuArrayGetMemoryRequirements`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 pub fn array_get_memory_requirements(
@@ -141,7 +141,7 @@ pub fn array_get_memory_requirements(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuArrayGetPlane`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuArrayGetPlane`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// NVIDIA reference: [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 pub fn array_get_plane(
@@ -162,7 +162,7 @@ pub fn array_get_plane(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuArrayGetSparseProperties`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuArrayGetSparseProperties`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 pub fn array_get_sparse_properties(
@@ -180,11 +180,11 @@ pub fn array_get_sparse_properties(
 /// Thin wrapper over [`cuda_sys::cuCheckpointProcessCheckpoint`]:
 ///
 /// - `pid`: `int` (in)
-/// - `args`: `CUcheckpointCheckpointArgs *` (in)
+/// - `args`: `CUcheckpointCheckpointArgs *` (in, may be null)
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCheckpointProcessCheckpoint`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCheckpointProcessCheckpoint`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -208,7 +208,7 @@ pub unsafe fn checkpoint_process_checkpoint(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCheckpointProcessGetRestoreThreadId`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCheckpointProcessGetRestoreThreadId`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// NVIDIA reference: [CUDA Checkpointing](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CHECKPOINT.html).
 pub fn checkpoint_process_get_restore_thread_id(
@@ -228,7 +228,7 @@ pub fn checkpoint_process_get_restore_thread_id(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCheckpointProcessGetState`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCheckpointProcessGetState`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// NVIDIA reference: [CUDA Checkpointing](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CHECKPOINT.html).
 pub fn checkpoint_process_get_state(pid: ::core::ffi::c_int) -> Result<CUprocessState> {
@@ -242,11 +242,11 @@ pub fn checkpoint_process_get_state(pid: ::core::ffi::c_int) -> Result<CUprocess
 /// Thin wrapper over [`cuda_sys::cuCheckpointProcessLock`]:
 ///
 /// - `pid`: `int` (in)
-/// - `args`: `CUcheckpointLockArgs *` (in)
+/// - `args`: `CUcheckpointLockArgs *` (in, may be null)
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCheckpointProcessLock`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCheckpointProcessLock`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_NOT_READY`](cuda_sys::CUresult::CUDA_ERROR_NOT_READY).
 ///
 /// # Safety
 ///
@@ -266,11 +266,11 @@ pub unsafe fn checkpoint_process_lock(
 /// Thin wrapper over [`cuda_sys::cuCheckpointProcessRestore`]:
 ///
 /// - `pid`: `int` (in)
-/// - `args`: `CUcheckpointRestoreArgs *` (in)
+/// - `args`: `CUcheckpointRestoreArgs *` (in, may be null)
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCheckpointProcessRestore`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCheckpointProcessRestore`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -290,11 +290,11 @@ pub unsafe fn checkpoint_process_restore(
 /// Thin wrapper over [`cuda_sys::cuCheckpointProcessUnlock`]:
 ///
 /// - `pid`: `int` (in)
-/// - `args`: `CUcheckpointUnlockArgs *` (in)
+/// - `args`: `CUcheckpointUnlockArgs *` (in, may be null)
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCheckpointProcessUnlock`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCheckpointProcessUnlock`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -319,7 +319,7 @@ pub unsafe fn checkpoint_process_unlock(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCoredumpGetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCoredumpGetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
 ///
 /// # Safety
 ///
@@ -345,7 +345,7 @@ pub unsafe fn coredump_get_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCoredumpGetAttributeGlobal`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCoredumpGetAttributeGlobal`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -371,7 +371,7 @@ pub unsafe fn coredump_get_attribute_global(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCoredumpSetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCoredumpSetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -397,7 +397,7 @@ pub unsafe fn coredump_set_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCoredumpSetAttributeGlobal`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCoredumpSetAttributeGlobal`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED).
 ///
 /// # Safety
 ///
@@ -422,7 +422,7 @@ pub unsafe fn coredump_set_attribute_global(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxAttach`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxAttach`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Context Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -439,13 +439,13 @@ pub fn ctx_attach(flags: ::core::ffi::c_uint) -> Result<CUcontext> {
 /// Thin wrapper over [`cuda_sys::cuCtxCreate`]:
 ///
 /// - `pctx`: returned in `Ok`
-/// - `ctxCreateParams`: `CUctxCreateParams *` (in)
+/// - `ctxCreateParams`: `CUctxCreateParams *` (in, may be null)
 /// - `flags`: `unsigned int` (in)
 /// - `dev`: `CUdevice` (in)
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -470,7 +470,7 @@ pub unsafe fn ctx_create(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -490,7 +490,7 @@ pub unsafe fn ctx_destroy(ctx: CUcontext) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxDetach`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxDetach`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
 ///
 /// # Safety
 ///
@@ -513,7 +513,7 @@ pub unsafe fn ctx_detach(ctx: CUcontext) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxDisablePeerAccess`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxDisablePeerAccess`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_PEER_ACCESS_NOT_ENABLED`](cuda_sys::CUresult::CUDA_ERROR_PEER_ACCESS_NOT_ENABLED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
 ///
 /// NVIDIA reference: [Peer Context Memory Access](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__PEER__ACCESS.html).
 pub fn ctx_disable_peer_access(peerContext: CUcontext) -> Result<()> {
@@ -530,7 +530,7 @@ pub fn ctx_disable_peer_access(peerContext: CUcontext) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxEnablePeerAccess`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxEnablePeerAccess`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED`](cuda_sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED), [`CUDA_ERROR_TOO_MANY_PEERS`](cuda_sys::CUresult::CUDA_ERROR_TOO_MANY_PEERS), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_PEER_ACCESS_UNSUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_PEER_ACCESS_UNSUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Peer Context Memory Access](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__PEER__ACCESS.html).
 pub fn ctx_enable_peer_access(
@@ -550,7 +550,7 @@ pub fn ctx_enable_peer_access(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxFromGreenCtx`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxFromGreenCtx`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Green Contexts](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GREEN__CONTEXTS.html).
 pub fn ctx_from_green_ctx(hCtx: CUgreenCtx) -> Result<CUcontext> {
@@ -568,7 +568,7 @@ pub fn ctx_from_green_ctx(hCtx: CUgreenCtx) -> Result<CUcontext> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxGetApiVersion`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxGetApiVersion`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 pub fn ctx_get_api_version(ctx: CUcontext) -> Result<::core::ffi::c_uint> {
@@ -585,7 +585,7 @@ pub fn ctx_get_api_version(ctx: CUcontext) -> Result<::core::ffi::c_uint> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxGetCacheConfig`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxGetCacheConfig`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 pub fn ctx_get_cache_config() -> Result<CUfunc_cache> {
@@ -602,7 +602,7 @@ pub fn ctx_get_cache_config() -> Result<CUfunc_cache> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxGetCurrent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxGetCurrent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED).
 ///
 /// NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 pub fn ctx_get_current() -> Result<CUcontext> {
@@ -621,7 +621,7 @@ pub fn ctx_get_current() -> Result<CUcontext> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxGetDevResource`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxGetDevResource`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_RESOURCE_TYPE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_RESOURCE_TYPE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
 ///
 /// # Safety
 ///
@@ -645,7 +645,7 @@ pub unsafe fn ctx_get_dev_resource(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxGetDevice`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxGetDevice`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 pub fn ctx_get_device() -> Result<CUdevice> {
@@ -663,7 +663,7 @@ pub fn ctx_get_device() -> Result<CUdevice> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxGetDevice_v2`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxGetDevice_v2`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 pub fn ctx_get_device_v2(ctx: CUcontext) -> Result<CUdevice> {
@@ -681,7 +681,7 @@ pub fn ctx_get_device_v2(ctx: CUcontext) -> Result<CUdevice> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxGetExecAffinity`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxGetExecAffinity`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY).
 ///
 /// NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 pub fn ctx_get_exec_affinity(type_: CUexecAffinityType) -> Result<CUexecAffinityParam> {
@@ -698,7 +698,7 @@ pub fn ctx_get_exec_affinity(type_: CUexecAffinityType) -> Result<CUexecAffinity
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxGetFlags`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxGetFlags`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 pub fn ctx_get_flags() -> Result<::core::ffi::c_uint> {
@@ -716,7 +716,7 @@ pub fn ctx_get_flags() -> Result<::core::ffi::c_uint> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxGetId`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxGetId`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 pub fn ctx_get_id(ctx: CUcontext) -> Result<::core::ffi::c_ulonglong> {
@@ -734,7 +734,7 @@ pub fn ctx_get_id(ctx: CUcontext) -> Result<::core::ffi::c_ulonglong> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxGetLimit`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxGetLimit`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNSUPPORTED_LIMIT`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_LIMIT).
 ///
 /// NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 pub fn ctx_get_limit(limit: CUlimit) -> Result<usize> {
@@ -751,7 +751,7 @@ pub fn ctx_get_limit(limit: CUlimit) -> Result<usize> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxGetSharedMemConfig`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxGetSharedMemConfig`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Context Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -772,7 +772,7 @@ pub fn ctx_get_shared_mem_config() -> Result<CUsharedconfig> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxGetStreamPriorityRange`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxGetStreamPriorityRange`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 pub fn ctx_get_stream_priority_range() -> Result<
@@ -794,7 +794,7 @@ pub fn ctx_get_stream_priority_range() -> Result<
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxPopCurrent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxPopCurrent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
 ///
 /// NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 pub fn ctx_pop_current() -> Result<CUcontext> {
@@ -811,7 +811,7 @@ pub fn ctx_pop_current() -> Result<CUcontext> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxPushCurrent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxPushCurrent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 pub fn ctx_push_current(ctx: CUcontext) -> Result<()> {
@@ -828,7 +828,7 @@ pub fn ctx_push_current(ctx: CUcontext) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxRecordEvent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxRecordEvent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED).
 ///
 /// NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 pub fn ctx_record_event(hCtx: CUcontext, hEvent: CUevent) -> Result<()> {
@@ -842,7 +842,7 @@ pub fn ctx_record_event(hCtx: CUcontext, hEvent: CUevent) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxResetPersistingL2Cache`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxResetPersistingL2Cache`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 pub fn ctx_reset_persisting_l2_cache() -> Result<()> {
@@ -858,7 +858,7 @@ pub fn ctx_reset_persisting_l2_cache() -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxSetCacheConfig`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxSetCacheConfig`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 pub fn ctx_set_cache_config(config: CUfunc_cache) -> Result<()> {
@@ -874,7 +874,7 @@ pub fn ctx_set_cache_config(config: CUfunc_cache) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxSetCurrent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxSetCurrent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
 ///
 /// NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 pub fn ctx_set_current(ctx: CUcontext) -> Result<()> {
@@ -890,7 +890,7 @@ pub fn ctx_set_current(ctx: CUcontext) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxSetFlags`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxSetFlags`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 pub fn ctx_set_flags(flags: ::core::ffi::c_uint) -> Result<()> {
@@ -907,7 +907,7 @@ pub fn ctx_set_flags(flags: ::core::ffi::c_uint) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxSetLimit`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxSetLimit`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNSUPPORTED_LIMIT`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_LIMIT), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
 ///
 /// NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 pub fn ctx_set_limit(limit: CUlimit, value: usize) -> Result<()> {
@@ -923,7 +923,7 @@ pub fn ctx_set_limit(limit: CUlimit, value: usize) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxSetSharedMemConfig`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxSetSharedMemConfig`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Context Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -940,7 +940,7 @@ pub fn ctx_set_shared_mem_config(config: CUsharedconfig) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxSynchronize`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxSynchronize`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
 ///
 /// NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 pub fn ctx_synchronize() -> Result<()> {
@@ -956,7 +956,7 @@ pub fn ctx_synchronize() -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxSynchronize_v2`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxSynchronize_v2`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 pub fn ctx_synchronize_v2(ctx: CUcontext) -> Result<()> {
@@ -973,7 +973,7 @@ pub fn ctx_synchronize_v2(ctx: CUcontext) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxWaitEvent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxWaitEvent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED).
 ///
 /// NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 pub fn ctx_wait_event(hCtx: CUcontext, hEvent: CUevent) -> Result<()> {
@@ -989,7 +989,7 @@ pub fn ctx_wait_event(hCtx: CUcontext, hEvent: CUevent) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDestroyExternalMemory`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuDestroyExternalMemory`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -1009,7 +1009,7 @@ pub unsafe fn destroy_external_memory(extMem: CUexternalMemory) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDestroyExternalSemaphore`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuDestroyExternalSemaphore`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -1031,7 +1031,7 @@ pub unsafe fn destroy_external_semaphore(extSem: CUexternalSemaphore) -> Result<
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDevResourceGenerateDesc`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuDevResourceGenerateDesc`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_RESOURCE_TYPE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_RESOURCE_TYPE), [`CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION`](cuda_sys::CUresult::CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION).
 ///
 /// # Safety
 ///
@@ -1051,7 +1051,7 @@ pub unsafe fn dev_resource_generate_desc(
 ///
 /// Thin wrapper over [`cuda_sys::cuDevSmResourceSplitByCount`]:
 ///
-/// - `result`: `CUdevResource *` (in)
+/// - `result`: `CUdevResource *` (in, may be null)
 /// - `nbGroups`: `unsigned int *` (in)
 /// - `input`: `const CUdevResource *` by reference
 /// - `remaining`: `CUdevResource *` (in)
@@ -1060,7 +1060,7 @@ pub unsafe fn dev_resource_generate_desc(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDevSmResourceSplitByCount`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuDevSmResourceSplitByCount`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_RESOURCE_TYPE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_RESOURCE_TYPE), [`CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION`](cuda_sys::CUresult::CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION).
 ///
 /// # Safety
 ///
@@ -1098,7 +1098,7 @@ pub unsafe fn dev_sm_resource_split_by_count(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceCanAccessPeer`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceCanAccessPeer`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: [Peer Context Memory Access](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__PEER__ACCESS.html).
 pub fn device_can_access_peer(
@@ -1120,7 +1120,7 @@ pub fn device_can_access_peer(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceComputeCapability`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceComputeCapability`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// # Safety
 ///
@@ -1148,7 +1148,7 @@ pub unsafe fn device_compute_capability(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGet`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGet`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html).
 pub fn device_get(ordinal: ::core::ffi::c_int) -> Result<CUdevice> {
@@ -1167,7 +1167,7 @@ pub fn device_get(ordinal: ::core::ffi::c_int) -> Result<CUdevice> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html).
 pub fn device_get_attribute(
@@ -1188,7 +1188,7 @@ pub fn device_get_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetByPCIBusId`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetByPCIBusId`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// # Safety
 ///
@@ -1211,7 +1211,7 @@ pub unsafe fn device_get_by_pci_bus_id(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetCount`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetCount`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html).
 pub fn device_get_count() -> Result<::core::ffi::c_int> {
@@ -1229,7 +1229,7 @@ pub fn device_get_count() -> Result<::core::ffi::c_int> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetDefaultMemPool`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetDefaultMemPool`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// NVIDIA reference: [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html).
 pub fn device_get_default_mem_pool(dev: CUdevice) -> Result<CUmemoryPool> {
@@ -1248,7 +1248,7 @@ pub fn device_get_default_mem_pool(dev: CUdevice) -> Result<CUmemoryPool> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetDevResource`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetDevResource`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_RESOURCE_TYPE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_RESOURCE_TYPE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// # Safety
 ///
@@ -1274,7 +1274,7 @@ pub unsafe fn device_get_dev_resource(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetExecAffinitySupport`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetExecAffinitySupport`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html).
 pub fn device_get_exec_affinity_support(
@@ -1296,7 +1296,7 @@ pub fn device_get_exec_affinity_support(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetGraphMemAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetGraphMemAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// # Safety
 ///
@@ -1322,7 +1322,7 @@ pub unsafe fn device_get_graph_mem_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetHostAtomicCapabilities`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetHostAtomicCapabilities`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -1372,7 +1372,7 @@ pub unsafe fn device_get_host_atomic_capabilities(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetLuid`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetLuid`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// # Safety
 ///
@@ -1397,7 +1397,7 @@ pub unsafe fn device_get_luid(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetMemPool`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetMemPool`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html).
 pub fn device_get_mem_pool(dev: CUdevice) -> Result<CUmemoryPool> {
@@ -1415,7 +1415,7 @@ pub fn device_get_mem_pool(dev: CUdevice) -> Result<CUmemoryPool> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetName`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetName`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// # Safety
 ///
@@ -1447,7 +1447,7 @@ pub unsafe fn device_get_name(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetNvSciSyncAttributes`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetNvSciSyncAttributes`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -1474,7 +1474,7 @@ pub unsafe fn device_get_nvsci_sync_attributes(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetP2PAtomicCapabilities`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetP2PAtomicCapabilities`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -1517,7 +1517,7 @@ pub unsafe fn device_get_p2p_atomic_capabilities(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetP2PAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetP2PAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Peer Context Memory Access](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__PEER__ACCESS.html).
 pub fn device_get_p2p_attribute(
@@ -1541,7 +1541,7 @@ pub fn device_get_p2p_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetPCIBusId`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetPCIBusId`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// # Safety
 ///
@@ -1572,7 +1572,7 @@ pub unsafe fn device_get_pci_bus_id(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetProperties`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetProperties`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: [Device Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -1595,7 +1595,7 @@ pub fn device_get_properties(dev: CUdevice) -> Result<CUdevprop> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetTexture1DLinearMaxWidth`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetTexture1DLinearMaxWidth`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html).
 pub fn device_get_texture_1d_linear_max_width(
@@ -1624,7 +1624,7 @@ pub fn device_get_texture_1d_linear_max_width(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetUuid`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetUuid`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html).
 pub fn device_get_uuid(dev: CUdevice) -> Result<CUuuid> {
@@ -1641,7 +1641,7 @@ pub fn device_get_uuid(dev: CUdevice) -> Result<CUuuid> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGraphMemTrim`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGraphMemTrim`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub fn device_graph_mem_trim(device: CUdevice) -> Result<()> {
@@ -1659,7 +1659,7 @@ pub fn device_graph_mem_trim(device: CUdevice) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDevicePrimaryCtxGetState`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuDevicePrimaryCtxGetState`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Primary Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__PRIMARY__CTX.html).
 pub fn device_primary_ctx_get_state(
@@ -1679,7 +1679,7 @@ pub fn device_primary_ctx_get_state(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDevicePrimaryCtxRelease`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuDevicePrimaryCtxRelease`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
 ///
 /// # Safety
 ///
@@ -1699,7 +1699,7 @@ pub unsafe fn device_primary_ctx_release(dev: CUdevice) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDevicePrimaryCtxReset`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuDevicePrimaryCtxReset`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE`](cuda_sys::CUresult::CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE).
 ///
 /// # Safety
 ///
@@ -1720,7 +1720,7 @@ pub unsafe fn device_primary_ctx_reset(dev: CUdevice) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDevicePrimaryCtxRetain`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuDevicePrimaryCtxRetain`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// NVIDIA reference: [Primary Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__PRIMARY__CTX.html).
 pub fn device_primary_ctx_retain(dev: CUdevice) -> Result<CUcontext> {
@@ -1738,7 +1738,7 @@ pub fn device_primary_ctx_retain(dev: CUdevice) -> Result<CUcontext> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDevicePrimaryCtxSetFlags`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuDevicePrimaryCtxSetFlags`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Primary Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__PRIMARY__CTX.html).
 pub fn device_primary_ctx_set_flags(
@@ -1755,12 +1755,12 @@ pub fn device_primary_ctx_set_flags(
 ///
 /// - `device`: `CUdevice` (in)
 /// - `callbackFunc`: `CUasyncCallback` (in)
-/// - `userData`: `void *` (in)
+/// - `userData`: `void *` (in, may be null)
 /// - `callback`: returned in `Ok`
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceRegisterAsyncNotification`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceRegisterAsyncNotification`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -1789,7 +1789,7 @@ pub unsafe fn device_register_async_notification(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceSetGraphMemAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceSetGraphMemAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// # Safety
 ///
@@ -1814,7 +1814,7 @@ pub unsafe fn device_set_graph_mem_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceSetMemPool`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceSetMemPool`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html).
 pub fn device_set_mem_pool(dev: CUdevice, pool: CUmemoryPool) -> Result<()> {
@@ -1831,7 +1831,7 @@ pub fn device_set_mem_pool(dev: CUdevice, pool: CUmemoryPool) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceTotalMem`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceTotalMem`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html).
 pub fn device_total_mem(dev: CUdevice) -> Result<usize> {
@@ -1849,7 +1849,7 @@ pub fn device_total_mem(dev: CUdevice) -> Result<usize> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceUnregisterAsyncNotification`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceUnregisterAsyncNotification`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -1872,7 +1872,7 @@ pub unsafe fn device_unregister_async_notification(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDriverGetVersion`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuDriverGetVersion`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Version Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__VERSION.html).
 pub fn driver_get_version() -> Result<::core::ffi::c_int> {
@@ -1890,7 +1890,7 @@ pub fn driver_get_version() -> Result<::core::ffi::c_int> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuEventCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuEventCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// NVIDIA reference: [Event Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EVENT.html).
 pub fn event_create(Flags: ::core::ffi::c_uint) -> Result<CUevent> {
@@ -1907,7 +1907,7 @@ pub fn event_create(Flags: ::core::ffi::c_uint) -> Result<CUevent> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuEventDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuEventDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -1929,7 +1929,7 @@ pub unsafe fn event_destroy(hEvent: CUevent) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuEventElapsedTime`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuEventElapsedTime`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_READY`](cuda_sys::CUresult::CUDA_ERROR_NOT_READY), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// NVIDIA reference: [Event Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EVENT.html).
 pub fn event_elapsed_time(hStart: CUevent, hEnd: CUevent) -> Result<f32> {
@@ -1946,7 +1946,7 @@ pub fn event_elapsed_time(hStart: CUevent, hEnd: CUevent) -> Result<f32> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuEventQuery`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuEventQuery`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_READY`](cuda_sys::CUresult::CUDA_ERROR_NOT_READY).
 ///
 /// NVIDIA reference: [Event Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EVENT.html).
 pub fn event_query(hEvent: CUevent) -> Result<()> {
@@ -1963,7 +1963,7 @@ pub fn event_query(hEvent: CUevent) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuEventRecord`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuEventRecord`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Event Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EVENT.html).
 pub fn event_record(hEvent: CUevent, hStream: CUstream) -> Result<()> {
@@ -1981,7 +1981,7 @@ pub fn event_record(hEvent: CUevent, hStream: CUstream) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuEventRecordWithFlags`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuEventRecordWithFlags`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Event Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EVENT.html).
 pub fn event_record_with_flags(
@@ -2001,7 +2001,7 @@ pub fn event_record_with_flags(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuEventSynchronize`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuEventSynchronize`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// NVIDIA reference: [Event Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EVENT.html).
 pub fn event_synchronize(hEvent: CUevent) -> Result<()> {
@@ -2019,7 +2019,7 @@ pub fn event_synchronize(hEvent: CUevent) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuExternalMemoryGetMappedBuffer`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuExternalMemoryGetMappedBuffer`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -2047,7 +2047,7 @@ pub unsafe fn external_memory_get_mapped_buffer(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuExternalMemoryGetMappedMipmappedArray`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuExternalMemoryGetMappedMipmappedArray`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -2074,7 +2074,7 @@ pub unsafe fn external_memory_get_mapped_mipmapped_array(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuFlushGPUDirectRDMAWrites`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuFlushGPUDirectRDMAWrites`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html).
 pub fn flush_gpu_direct_rdma_writes(
@@ -2095,7 +2095,7 @@ pub fn flush_gpu_direct_rdma_writes(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuFuncGetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuFuncGetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_FUNCTION_NOT_LOADED`](cuda_sys::CUresult::CUDA_ERROR_FUNCTION_NOT_LOADED).
 ///
 /// NVIDIA reference: [Execution Control](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC.html).
 pub fn func_get_attribute(
@@ -2116,7 +2116,7 @@ pub fn func_get_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuFuncGetModule`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuFuncGetModule`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
 ///
 /// NVIDIA reference: [Execution Control](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC.html).
 pub fn func_get_module(hfunc: CUfunction) -> Result<CUmodule> {
@@ -2134,7 +2134,7 @@ pub fn func_get_module(hfunc: CUfunction) -> Result<CUmodule> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuFuncGetName`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuFuncGetName`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -2160,7 +2160,7 @@ pub unsafe fn func_get_name(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuFuncGetParamInfo`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuFuncGetParamInfo`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Execution Control](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC.html).
 pub fn func_get_param_info(
@@ -2184,7 +2184,7 @@ pub fn func_get_param_info(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuFuncIsLoaded`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuFuncIsLoaded`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Execution Control](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC.html).
 pub fn func_is_loaded(function: CUfunction) -> Result<CUfunctionLoadingState> {
@@ -2201,7 +2201,7 @@ pub fn func_is_loaded(function: CUfunction) -> Result<CUfunctionLoadingState> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuFuncLoad`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuFuncLoad`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Execution Control](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC.html).
 pub fn func_load(function: CUfunction) -> Result<()> {
@@ -2219,7 +2219,7 @@ pub fn func_load(function: CUfunction) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuFuncSetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuFuncSetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Execution Control](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC.html).
 pub fn func_set_attribute(
@@ -2242,7 +2242,7 @@ pub fn func_set_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuFuncSetBlockShape`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuFuncSetBlockShape`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Execution Control \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -2267,7 +2267,7 @@ pub fn func_set_block_shape(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuFuncSetCacheConfig`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuFuncSetCacheConfig`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
 ///
 /// NVIDIA reference: [Execution Control](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC.html).
 pub fn func_set_cache_config(hfunc: CUfunction, config: CUfunc_cache) -> Result<()> {
@@ -2284,7 +2284,7 @@ pub fn func_set_cache_config(hfunc: CUfunction, config: CUfunc_cache) -> Result<
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuFuncSetSharedMemConfig`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuFuncSetSharedMemConfig`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
 ///
 /// NVIDIA reference: [Execution Control \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -2307,7 +2307,7 @@ pub fn func_set_shared_mem_config(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuFuncSetSharedSize`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuFuncSetSharedSize`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Execution Control \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -2330,7 +2330,7 @@ pub fn func_set_shared_size(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGetErrorName`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGetErrorName`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -2354,7 +2354,7 @@ pub unsafe fn get_error_name(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGetErrorString`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGetErrorString`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -2401,11 +2401,11 @@ pub unsafe fn get_export_table(
 /// - `pfn`: `void **` (in)
 /// - `cudaVersion`: `int` (in)
 /// - `flags`: `cuuint64_t` (in)
-/// - `symbolStatus`: `CUdriverProcAddressQueryResult *` (in)
+/// - `symbolStatus`: `CUdriverProcAddressQueryResult *` (in, may be null)
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGetProcAddress`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGetProcAddress`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -2436,7 +2436,7 @@ pub unsafe fn get_proc_address(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddBatchMemOpNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddBatchMemOpNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -2479,7 +2479,7 @@ pub unsafe fn graph_add_batch_mem_op_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddChildGraphNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddChildGraphNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -2522,7 +2522,7 @@ pub unsafe fn graph_add_child_graph_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddDependencies`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddDependencies`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -2585,7 +2585,7 @@ pub unsafe fn graph_add_dependencies(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddEmptyNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddEmptyNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -2626,7 +2626,7 @@ pub unsafe fn graph_add_empty_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddEventRecordNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddEventRecordNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -2669,7 +2669,7 @@ pub unsafe fn graph_add_event_record_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddEventWaitNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddEventWaitNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -2712,7 +2712,7 @@ pub unsafe fn graph_add_event_wait_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddExternalSemaphoresSignalNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddExternalSemaphoresSignalNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -2755,7 +2755,7 @@ pub unsafe fn graph_add_external_semaphores_signal_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddExternalSemaphoresWaitNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddExternalSemaphoresWaitNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -2798,7 +2798,7 @@ pub unsafe fn graph_add_external_semaphores_wait_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddHostNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddHostNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -2841,7 +2841,7 @@ pub unsafe fn graph_add_host_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddKernelNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddKernelNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -2884,7 +2884,7 @@ pub unsafe fn graph_add_kernel_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddMemAllocNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddMemAllocNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -2927,7 +2927,7 @@ pub unsafe fn graph_add_mem_alloc_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddMemFreeNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddMemFreeNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -2971,7 +2971,7 @@ pub unsafe fn graph_add_mem_free_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddMemcpyNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddMemcpyNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3017,7 +3017,7 @@ pub unsafe fn graph_add_memcpy_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddMemsetNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddMemsetNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
 ///
 /// # Safety
 ///
@@ -3063,7 +3063,7 @@ pub unsafe fn graph_add_memset_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -3119,7 +3119,7 @@ pub unsafe fn graph_add_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphBatchMemOpNodeGetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphBatchMemOpNodeGetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub fn graph_batch_mem_op_node_get_params(
@@ -3141,7 +3141,7 @@ pub fn graph_batch_mem_op_node_get_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphBatchMemOpNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphBatchMemOpNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -3165,7 +3165,7 @@ pub unsafe fn graph_batch_mem_op_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphChildGraphNodeGetGraph`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphChildGraphNodeGetGraph`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub fn graph_child_graph_node_get_graph(hNode: CUgraphNode) -> Result<CUgraph> {
@@ -3183,7 +3183,7 @@ pub fn graph_child_graph_node_get_graph(hNode: CUgraphNode) -> Result<CUgraph> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphClone`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphClone`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub fn graph_clone(originalGraph: CUgraph) -> Result<CUgraph> {
@@ -3204,7 +3204,7 @@ pub fn graph_clone(originalGraph: CUgraph) -> Result<CUgraph> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphConditionalHandleCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphConditionalHandleCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub fn graph_conditional_handle_create(
@@ -3235,7 +3235,7 @@ pub fn graph_conditional_handle_create(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub fn graph_create(flags: ::core::ffi::c_uint) -> Result<CUgraph> {
@@ -3254,7 +3254,7 @@ pub fn graph_create(flags: ::core::ffi::c_uint) -> Result<CUgraph> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphDebugDotPrint`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphDebugDotPrint`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OPERATING_SYSTEM`](cuda_sys::CUresult::CUDA_ERROR_OPERATING_SYSTEM).
 ///
 /// # Safety
 ///
@@ -3278,7 +3278,7 @@ pub unsafe fn graph_debug_dot_print(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3298,7 +3298,7 @@ pub unsafe fn graph_destroy(hGraph: CUgraph) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphDestroyNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphDestroyNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3319,7 +3319,7 @@ pub unsafe fn graph_destroy_node(hNode: CUgraphNode) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphEventRecordNodeGetEvent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphEventRecordNodeGetEvent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub fn graph_event_record_node_get_event(hNode: CUgraphNode) -> Result<CUevent> {
@@ -3337,7 +3337,7 @@ pub fn graph_event_record_node_get_event(hNode: CUgraphNode) -> Result<CUevent> 
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphEventRecordNodeSetEvent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphEventRecordNodeSetEvent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub fn graph_event_record_node_set_event(
@@ -3357,7 +3357,7 @@ pub fn graph_event_record_node_set_event(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphEventWaitNodeGetEvent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphEventWaitNodeGetEvent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub fn graph_event_wait_node_get_event(hNode: CUgraphNode) -> Result<CUevent> {
@@ -3375,7 +3375,7 @@ pub fn graph_event_wait_node_get_event(hNode: CUgraphNode) -> Result<CUevent> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphEventWaitNodeSetEvent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphEventWaitNodeSetEvent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub fn graph_event_wait_node_set_event(
@@ -3396,7 +3396,7 @@ pub fn graph_event_wait_node_set_event(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecBatchMemOpNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecBatchMemOpNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3424,7 +3424,7 @@ pub unsafe fn graph_exec_batch_mem_op_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecChildGraphNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecChildGraphNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub fn graph_exec_child_graph_node_set_params(
@@ -3446,7 +3446,7 @@ pub fn graph_exec_child_graph_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3468,7 +3468,7 @@ pub unsafe fn graph_exec_destroy(hGraphExec: CUgraphExec) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecEventRecordNodeSetEvent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecEventRecordNodeSetEvent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub fn graph_exec_event_record_node_set_event(
@@ -3490,7 +3490,7 @@ pub fn graph_exec_event_record_node_set_event(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecEventWaitNodeSetEvent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecEventWaitNodeSetEvent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub fn graph_exec_event_wait_node_set_event(
@@ -3512,7 +3512,7 @@ pub fn graph_exec_event_wait_node_set_event(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecExternalSemaphoresSignalNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecExternalSemaphoresSignalNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3540,7 +3540,7 @@ pub unsafe fn graph_exec_external_semaphores_signal_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecExternalSemaphoresWaitNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecExternalSemaphoresWaitNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3567,7 +3567,7 @@ pub unsafe fn graph_exec_external_semaphores_wait_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecGetFlags`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecGetFlags`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub fn graph_exec_get_flags(hGraphExec: CUgraphExec) -> Result<cuuint64_t> {
@@ -3586,7 +3586,7 @@ pub fn graph_exec_get_flags(hGraphExec: CUgraphExec) -> Result<cuuint64_t> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecHostNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecHostNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3612,7 +3612,7 @@ pub unsafe fn graph_exec_host_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecKernelNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecKernelNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3639,7 +3639,7 @@ pub unsafe fn graph_exec_kernel_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecMemcpyNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecMemcpyNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3669,7 +3669,7 @@ pub unsafe fn graph_exec_memcpy_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecMemsetNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecMemsetNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3698,7 +3698,7 @@ pub unsafe fn graph_exec_memset_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -3724,7 +3724,7 @@ pub unsafe fn graph_exec_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecUpdate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecUpdate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE`](cuda_sys::CUresult::CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE).
 ///
 /// NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub fn graph_exec_update(
@@ -3745,7 +3745,7 @@ pub fn graph_exec_update(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExternalSemaphoresSignalNodeGetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExternalSemaphoresSignalNodeGetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub fn graph_external_semaphores_signal_node_get_params(
@@ -3769,7 +3769,7 @@ pub fn graph_external_semaphores_signal_node_get_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExternalSemaphoresSignalNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExternalSemaphoresSignalNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -3793,7 +3793,7 @@ pub unsafe fn graph_external_semaphores_signal_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExternalSemaphoresWaitNodeGetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExternalSemaphoresWaitNodeGetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub fn graph_external_semaphores_wait_node_get_params(
@@ -3815,7 +3815,7 @@ pub fn graph_external_semaphores_wait_node_get_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExternalSemaphoresWaitNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExternalSemaphoresWaitNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -3835,14 +3835,14 @@ pub unsafe fn graph_external_semaphores_wait_node_set_params(
 /// Thin wrapper over [`cuda_sys::cuGraphGetEdges`]:
 ///
 /// - `hGraph`: `CUgraph` (in)
-/// - `from`: returned in `Ok`
-/// - `to`: returned in `Ok`
-/// - `edgeData`: returned in `Ok`
+/// - `from`: `CUgraphNode *` (out, may be null)
+/// - `to`: `CUgraphNode *` (out, may be null)
+/// - `edgeData`: `CUgraphEdgeData *` (out, may be null)
 /// - `numEdges`: `&mut` (read and written)
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphGetEdges`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphGetEdges`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_LOSSY_QUERY`](cuda_sys::CUresult::CUDA_ERROR_LOSSY_QUERY), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3851,28 +3851,26 @@ pub unsafe fn graph_external_semaphores_wait_node_set_params(
 /// NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub unsafe fn graph_get_edges(
     hGraph: CUgraph,
+    from: *mut CUgraphNode,
+    to: *mut CUgraphNode,
+    edgeData: *mut CUgraphEdgeData,
     numEdges: &mut usize,
-) -> Result<(CUgraphNode, CUgraphNode, CUgraphEdgeData)> {
-    let mut from: CUgraphNode = unsafe { ::core::mem::zeroed() };
-    let mut to: CUgraphNode = unsafe { ::core::mem::zeroed() };
-    let mut edgeData: CUgraphEdgeData = unsafe { ::core::mem::zeroed() };
-    let __r = unsafe {
-        cuGraphGetEdges(hGraph, &mut from, &mut to, &mut edgeData, numEdges)
-    };
+) -> Result<()> {
+    let __r = unsafe { cuGraphGetEdges(hGraph, from, to, edgeData, numEdges) };
     check(__r, "cuGraphGetEdges")?;
-    Ok((from, to, edgeData))
+    Ok(())
 }
 /// Lists the nodes of a graph. Pass NULL for nodes to learn the count; otherwise set numNodes to the array capacity and the driver fills it, writes the number returned and sets unused entries to NULL.
 ///
 /// Thin wrapper over [`cuda_sys::cuGraphGetNodes`]:
 ///
 /// - `hGraph`: `CUgraph` (in)
-/// - `nodes`: returned in `Ok`
+/// - `nodes`: `CUgraphNode *` (out, may be null)
 /// - `numNodes`: `&mut` (read and written)
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphGetNodes`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphGetNodes`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3881,24 +3879,24 @@ pub unsafe fn graph_get_edges(
 /// NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub unsafe fn graph_get_nodes(
     hGraph: CUgraph,
+    nodes: *mut CUgraphNode,
     numNodes: &mut usize,
-) -> Result<CUgraphNode> {
-    let mut nodes: CUgraphNode = unsafe { ::core::mem::zeroed() };
-    let __r = unsafe { cuGraphGetNodes(hGraph, &mut nodes, numNodes) };
+) -> Result<()> {
+    let __r = unsafe { cuGraphGetNodes(hGraph, nodes, numNodes) };
     check(__r, "cuGraphGetNodes")?;
-    Ok(nodes)
+    Ok(())
 }
 /// Lists the nodes of a graph that have no dependencies. Pass NULL for rootNodes to learn the count; otherwise set numRootNodes to the capacity and the driver fills the array and writes back the number returned.
 ///
 /// Thin wrapper over [`cuda_sys::cuGraphGetRootNodes`]:
 ///
 /// - `hGraph`: `CUgraph` (in)
-/// - `rootNodes`: returned in `Ok`
+/// - `rootNodes`: `CUgraphNode *` (out, may be null)
 /// - `numRootNodes`: `&mut` (read and written)
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphGetRootNodes`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphGetRootNodes`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3907,12 +3905,12 @@ pub unsafe fn graph_get_nodes(
 /// NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub unsafe fn graph_get_root_nodes(
     hGraph: CUgraph,
+    rootNodes: *mut CUgraphNode,
     numRootNodes: &mut usize,
-) -> Result<CUgraphNode> {
-    let mut rootNodes: CUgraphNode = unsafe { ::core::mem::zeroed() };
-    let __r = unsafe { cuGraphGetRootNodes(hGraph, &mut rootNodes, numRootNodes) };
+) -> Result<()> {
+    let __r = unsafe { cuGraphGetRootNodes(hGraph, rootNodes, numRootNodes) };
     check(__r, "cuGraphGetRootNodes")?;
-    Ok(rootNodes)
+    Ok(())
 }
 /// Returns the host function and user-data pointer that a host node will invoke.
 ///
@@ -3923,7 +3921,7 @@ pub unsafe fn graph_get_root_nodes(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphHostNodeGetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphHostNodeGetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub fn graph_host_node_get_params(hNode: CUgraphNode) -> Result<CUDA_HOST_NODE_PARAMS> {
@@ -3941,7 +3939,7 @@ pub fn graph_host_node_get_params(hNode: CUgraphNode) -> Result<CUDA_HOST_NODE_P
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphHostNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphHostNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3966,7 +3964,7 @@ pub unsafe fn graph_host_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphInstantiate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphInstantiate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub fn graph_instantiate(
@@ -3988,7 +3986,7 @@ pub fn graph_instantiate(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphInstantiateWithParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphInstantiateWithParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4015,7 +4013,7 @@ pub unsafe fn graph_instantiate_with_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphKernelNodeCopyAttributes`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphKernelNodeCopyAttributes`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub fn graph_kernel_node_copy_attributes(
@@ -4036,7 +4034,7 @@ pub fn graph_kernel_node_copy_attributes(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphKernelNodeGetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphKernelNodeGetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub fn graph_kernel_node_get_attribute(
@@ -4057,7 +4055,7 @@ pub fn graph_kernel_node_get_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphKernelNodeGetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphKernelNodeGetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub fn graph_kernel_node_get_params(
@@ -4078,7 +4076,7 @@ pub fn graph_kernel_node_get_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphKernelNodeSetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphKernelNodeSetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -4103,7 +4101,7 @@ pub unsafe fn graph_kernel_node_set_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphKernelNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphKernelNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -4127,7 +4125,7 @@ pub unsafe fn graph_kernel_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphLaunch`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphLaunch`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub fn graph_launch(hGraphExec: CUgraphExec, hStream: CUstream) -> Result<()> {
@@ -4144,7 +4142,7 @@ pub fn graph_launch(hGraphExec: CUgraphExec, hStream: CUstream) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphMemAllocNodeGetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphMemAllocNodeGetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub fn graph_mem_alloc_node_get_params(
@@ -4164,7 +4162,7 @@ pub fn graph_mem_alloc_node_get_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphMemFreeNodeGetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphMemFreeNodeGetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub fn graph_mem_free_node_get_params(hNode: CUgraphNode) -> Result<CUdeviceptr> {
@@ -4182,7 +4180,7 @@ pub fn graph_mem_free_node_get_params(hNode: CUgraphNode) -> Result<CUdeviceptr>
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphMemcpyNodeGetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphMemcpyNodeGetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub fn graph_memcpy_node_get_params(hNode: CUgraphNode) -> Result<CUDA_MEMCPY3D> {
@@ -4200,7 +4198,7 @@ pub fn graph_memcpy_node_get_params(hNode: CUgraphNode) -> Result<CUDA_MEMCPY3D>
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphMemcpyNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphMemcpyNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4224,7 +4222,7 @@ pub unsafe fn graph_memcpy_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphMemsetNodeGetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphMemsetNodeGetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub fn graph_memset_node_get_params(
@@ -4244,7 +4242,7 @@ pub fn graph_memset_node_get_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphMemsetNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphMemsetNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4269,7 +4267,7 @@ pub unsafe fn graph_memset_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphNodeFindInClone`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphNodeFindInClone`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub fn graph_node_find_in_clone(
@@ -4288,13 +4286,13 @@ pub fn graph_node_find_in_clone(
 /// Thin wrapper over [`cuda_sys::cuGraphNodeGetDependencies`]:
 ///
 /// - `hNode`: `CUgraphNode` (in)
-/// - `dependencies`: returned in `Ok`
-/// - `edgeData`: returned in `Ok`
+/// - `dependencies`: `CUgraphNode *` (out, may be null)
+/// - `edgeData`: `CUgraphEdgeData *` (out, may be null)
 /// - `numDependencies`: `&mut` (read and written)
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphNodeGetDependencies`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphNodeGetDependencies`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_LOSSY_QUERY`](cuda_sys::CUresult::CUDA_ERROR_LOSSY_QUERY), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4303,33 +4301,28 @@ pub fn graph_node_find_in_clone(
 /// NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub unsafe fn graph_node_get_dependencies(
     hNode: CUgraphNode,
+    dependencies: *mut CUgraphNode,
+    edgeData: *mut CUgraphEdgeData,
     numDependencies: &mut usize,
-) -> Result<(CUgraphNode, CUgraphEdgeData)> {
-    let mut dependencies: CUgraphNode = unsafe { ::core::mem::zeroed() };
-    let mut edgeData: CUgraphEdgeData = unsafe { ::core::mem::zeroed() };
+) -> Result<()> {
     let __r = unsafe {
-        cuGraphNodeGetDependencies(
-            hNode,
-            &mut dependencies,
-            &mut edgeData,
-            numDependencies,
-        )
+        cuGraphNodeGetDependencies(hNode, dependencies, edgeData, numDependencies)
     };
     check(__r, "cuGraphNodeGetDependencies")?;
-    Ok((dependencies, edgeData))
+    Ok(())
 }
 /// Lists the nodes that depend on a node, optionally with edge data. Pass NULL for dependentNodes to get only the count; omitting edgeData when an edge has non-default data fails with CUDA_ERROR_LOSSY_QUERY.
 ///
 /// Thin wrapper over [`cuda_sys::cuGraphNodeGetDependentNodes`]:
 ///
 /// - `hNode`: `CUgraphNode` (in)
-/// - `dependentNodes`: returned in `Ok`
-/// - `edgeData`: returned in `Ok`
+/// - `dependentNodes`: `CUgraphNode *` (out, may be null)
+/// - `edgeData`: `CUgraphEdgeData *` (out, may be null)
 /// - `numDependentNodes`: `&mut` (read and written)
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphNodeGetDependentNodes`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphNodeGetDependentNodes`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_LOSSY_QUERY`](cuda_sys::CUresult::CUDA_ERROR_LOSSY_QUERY), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4338,20 +4331,15 @@ pub unsafe fn graph_node_get_dependencies(
 /// NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub unsafe fn graph_node_get_dependent_nodes(
     hNode: CUgraphNode,
+    dependentNodes: *mut CUgraphNode,
+    edgeData: *mut CUgraphEdgeData,
     numDependentNodes: &mut usize,
-) -> Result<(CUgraphNode, CUgraphEdgeData)> {
-    let mut dependentNodes: CUgraphNode = unsafe { ::core::mem::zeroed() };
-    let mut edgeData: CUgraphEdgeData = unsafe { ::core::mem::zeroed() };
+) -> Result<()> {
     let __r = unsafe {
-        cuGraphNodeGetDependentNodes(
-            hNode,
-            &mut dependentNodes,
-            &mut edgeData,
-            numDependentNodes,
-        )
+        cuGraphNodeGetDependentNodes(hNode, dependentNodes, edgeData, numDependentNodes)
     };
     check(__r, "cuGraphNodeGetDependentNodes")?;
-    Ok((dependentNodes, edgeData))
+    Ok(())
 }
 /// Reports whether a node of an instantiated graph is currently enabled (1) or disabled (0). Only kernel, memset and memcpy nodes are supported, and device-side updates are not reflected.
 ///
@@ -4363,7 +4351,7 @@ pub unsafe fn graph_node_get_dependent_nodes(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphNodeGetEnabled`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphNodeGetEnabled`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub fn graph_node_get_enabled(
@@ -4384,7 +4372,7 @@ pub fn graph_node_get_enabled(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphNodeGetType`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphNodeGetType`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub fn graph_node_get_type(hNode: CUgraphNode) -> Result<CUgraphNodeType> {
@@ -4403,7 +4391,7 @@ pub fn graph_node_get_type(hNode: CUgraphNode) -> Result<CUgraphNodeType> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphNodeSetEnabled`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphNodeSetEnabled`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub fn graph_node_set_enabled(
@@ -4424,7 +4412,7 @@ pub fn graph_node_set_enabled(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -4449,7 +4437,7 @@ pub unsafe fn graph_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphReleaseUserObject`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphReleaseUserObject`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4476,7 +4464,7 @@ pub unsafe fn graph_release_user_object(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphRemoveDependencies`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphRemoveDependencies`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4540,7 +4528,7 @@ pub unsafe fn graph_remove_dependencies(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphRetainUserObject`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphRetainUserObject`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub fn graph_retain_user_object(
@@ -4562,7 +4550,7 @@ pub fn graph_retain_user_object(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphUpload`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphUpload`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub fn graph_upload(hGraphExec: CUgraphExec, hStream: CUstream) -> Result<()> {
@@ -4580,7 +4568,7 @@ pub fn graph_upload(hGraphExec: CUgraphExec, hStream: CUstream) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphicsMapResources`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphicsMapResources`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_ALREADY_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_ALREADY_MAPPED), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -4605,7 +4593,7 @@ pub unsafe fn graphics_map_resources(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphicsResourceGetMappedMipmappedArray`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphicsResourceGetMappedMipmappedArray`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_NOT_MAPPED), [`CUDA_ERROR_NOT_MAPPED_AS_ARRAY`](cuda_sys::CUresult::CUDA_ERROR_NOT_MAPPED_AS_ARRAY).
 ///
 /// NVIDIA reference: [Graphics Interoperability](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPHICS.html).
 pub fn graphics_resource_get_mapped_mipmapped_array(
@@ -4628,7 +4616,7 @@ pub fn graphics_resource_get_mapped_mipmapped_array(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphicsResourceGetMappedPointer`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphicsResourceGetMappedPointer`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_NOT_MAPPED), [`CUDA_ERROR_NOT_MAPPED_AS_POINTER`](cuda_sys::CUresult::CUDA_ERROR_NOT_MAPPED_AS_POINTER).
 ///
 /// NVIDIA reference: [Graphics Interoperability](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPHICS.html).
 pub fn graphics_resource_get_mapped_pointer(
@@ -4651,7 +4639,7 @@ pub fn graphics_resource_get_mapped_pointer(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphicsResourceSetMapFlags`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphicsResourceSetMapFlags`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_ALREADY_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_ALREADY_MAPPED).
 ///
 /// NVIDIA reference: [Graphics Interoperability](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPHICS.html).
 pub fn graphics_resource_set_map_flags(
@@ -4673,7 +4661,7 @@ pub fn graphics_resource_set_map_flags(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphicsSubResourceGetMappedArray`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphicsSubResourceGetMappedArray`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_NOT_MAPPED), [`CUDA_ERROR_NOT_MAPPED_AS_ARRAY`](cuda_sys::CUresult::CUDA_ERROR_NOT_MAPPED_AS_ARRAY).
 ///
 /// NVIDIA reference: [Graphics Interoperability](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPHICS.html).
 pub fn graphics_sub_resource_get_mapped_array(
@@ -4698,7 +4686,7 @@ pub fn graphics_sub_resource_get_mapped_array(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphicsUnmapResources`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphicsUnmapResources`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_NOT_MAPPED), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -4722,7 +4710,7 @@ pub unsafe fn graphics_unmap_resources(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphicsUnregisterResource`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphicsUnregisterResource`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -4745,7 +4733,7 @@ pub unsafe fn graphics_unregister_resource(resource: CUgraphicsResource) -> Resu
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGreenCtxCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGreenCtxCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -4770,7 +4758,7 @@ pub unsafe fn green_ctx_create(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGreenCtxDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGreenCtxDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
 ///
 /// # Safety
 ///
@@ -4792,7 +4780,7 @@ pub unsafe fn green_ctx_destroy(hCtx: CUgreenCtx) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGreenCtxGetDevResource`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGreenCtxGetDevResource`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_RESOURCE_TYPE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_RESOURCE_TYPE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4817,7 +4805,7 @@ pub unsafe fn green_ctx_get_dev_resource(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGreenCtxGetId`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGreenCtxGetId`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4841,7 +4829,7 @@ pub unsafe fn green_ctx_get_id(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGreenCtxRecordEvent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGreenCtxRecordEvent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED).
 ///
 /// NVIDIA reference: [Green Contexts](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GREEN__CONTEXTS.html).
 pub fn green_ctx_record_event(hCtx: CUgreenCtx, hEvent: CUevent) -> Result<()> {
@@ -4860,7 +4848,7 @@ pub fn green_ctx_record_event(hCtx: CUgreenCtx, hEvent: CUevent) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGreenCtxStreamCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGreenCtxStreamCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// NVIDIA reference: [Green Contexts](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GREEN__CONTEXTS.html).
 pub fn green_ctx_stream_create(
@@ -4884,7 +4872,7 @@ pub fn green_ctx_stream_create(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGreenCtxWaitEvent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuGreenCtxWaitEvent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED).
 ///
 /// NVIDIA reference: [Green Contexts](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GREEN__CONTEXTS.html).
 pub fn green_ctx_wait_event(hCtx: CUgreenCtx, hEvent: CUevent) -> Result<()> {
@@ -4901,7 +4889,7 @@ pub fn green_ctx_wait_event(hCtx: CUgreenCtx, hEvent: CUevent) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuImportExternalMemory`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuImportExternalMemory`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OPERATING_SYSTEM`](cuda_sys::CUresult::CUDA_ERROR_OPERATING_SYSTEM).
 ///
 /// # Safety
 ///
@@ -4925,7 +4913,7 @@ pub unsafe fn import_external_memory(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuImportExternalSemaphore`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuImportExternalSemaphore`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OPERATING_SYSTEM`](cuda_sys::CUresult::CUDA_ERROR_OPERATING_SYSTEM).
 ///
 /// # Safety
 ///
@@ -4948,7 +4936,7 @@ pub unsafe fn import_external_semaphore(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuInit`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuInit`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_SYSTEM_DRIVER_MISMATCH`](cuda_sys::CUresult::CUDA_ERROR_SYSTEM_DRIVER_MISMATCH), [`CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE).
 ///
 /// NVIDIA reference: [Initialization](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__INITIALIZE.html).
 pub fn init(Flags: ::core::ffi::c_uint) -> Result<()> {
@@ -4964,7 +4952,7 @@ pub fn init(Flags: ::core::ffi::c_uint) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuIpcCloseMemHandle`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuIpcCloseMemHandle`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_MAP_FAILED`](cuda_sys::CUresult::CUDA_ERROR_MAP_FAILED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4985,7 +4973,7 @@ pub unsafe fn ipc_close_mem_handle(dptr: CUdeviceptr) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuIpcGetEventHandle`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuIpcGetEventHandle`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_MAP_FAILED`](cuda_sys::CUresult::CUDA_ERROR_MAP_FAILED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 pub fn ipc_get_event_handle(event: CUevent) -> Result<CUipcEventHandle> {
@@ -5003,7 +4991,7 @@ pub fn ipc_get_event_handle(event: CUevent) -> Result<CUipcEventHandle> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuIpcGetMemHandle`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuIpcGetMemHandle`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_MAP_FAILED`](cuda_sys::CUresult::CUDA_ERROR_MAP_FAILED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 pub fn ipc_get_mem_handle(dptr: CUdeviceptr) -> Result<CUipcMemHandle> {
@@ -5021,7 +5009,7 @@ pub fn ipc_get_mem_handle(dptr: CUdeviceptr) -> Result<CUipcMemHandle> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuIpcOpenEventHandle`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuIpcOpenEventHandle`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_MAP_FAILED`](cuda_sys::CUresult::CUDA_ERROR_MAP_FAILED), [`CUDA_ERROR_PEER_ACCESS_UNSUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_PEER_ACCESS_UNSUPPORTED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 pub fn ipc_open_event_handle(handle: CUipcEventHandle) -> Result<CUevent> {
@@ -5040,7 +5028,7 @@ pub fn ipc_open_event_handle(handle: CUipcEventHandle) -> Result<CUevent> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuIpcOpenMemHandle`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuIpcOpenMemHandle`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_MAP_FAILED`](cuda_sys::CUresult::CUDA_ERROR_MAP_FAILED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_TOO_MANY_PEERS`](cuda_sys::CUresult::CUDA_ERROR_TOO_MANY_PEERS), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 pub fn ipc_open_mem_handle(
@@ -5063,7 +5051,7 @@ pub fn ipc_open_mem_handle(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuKernelGetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuKernelGetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: [Library Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__LIBRARY.html).
 pub fn kernel_get_attribute(
@@ -5085,7 +5073,7 @@ pub fn kernel_get_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuKernelGetFunction`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuKernelGetFunction`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
 ///
 /// NVIDIA reference: [Library Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__LIBRARY.html).
 pub fn kernel_get_function(kernel: CUkernel) -> Result<CUfunction> {
@@ -5103,7 +5091,7 @@ pub fn kernel_get_function(kernel: CUkernel) -> Result<CUfunction> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuKernelGetLibrary`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuKernelGetLibrary`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
 ///
 /// NVIDIA reference: [Library Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__LIBRARY.html).
 pub fn kernel_get_library(kernel: CUkernel) -> Result<CUlibrary> {
@@ -5121,7 +5109,7 @@ pub fn kernel_get_library(kernel: CUkernel) -> Result<CUlibrary> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuKernelGetName`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuKernelGetName`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5147,7 +5135,7 @@ pub unsafe fn kernel_get_name(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuKernelGetParamInfo`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuKernelGetParamInfo`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Library Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__LIBRARY.html).
 pub fn kernel_get_param_info(
@@ -5173,7 +5161,7 @@ pub fn kernel_get_param_info(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuKernelSetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuKernelSetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// NVIDIA reference: [Library Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__LIBRARY.html).
 pub fn kernel_set_attribute(
@@ -5196,7 +5184,7 @@ pub fn kernel_set_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuKernelSetCacheConfig`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuKernelSetCacheConfig`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// NVIDIA reference: [Library Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__LIBRARY.html).
 pub fn kernel_set_cache_config(
@@ -5216,7 +5204,7 @@ pub fn kernel_set_cache_config(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLaunch`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuLaunch`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED).
 ///
 /// NVIDIA reference: [Execution Control \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -5240,11 +5228,11 @@ pub fn launch(f: CUfunction) -> Result<()> {
 /// - `blockDimZ`: `unsigned int` (in)
 /// - `sharedMemBytes`: `unsigned int` (in)
 /// - `hStream`: `CUstream` (in)
-/// - `kernelParams`: `void **` (in)
+/// - `kernelParams`: `void **` (in, may be null)
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLaunchCooperativeKernel`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuLaunchCooperativeKernel`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_IMAGE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE`](cuda_sys::CUresult::CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -5290,7 +5278,7 @@ pub unsafe fn launch_cooperative_kernel(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLaunchCooperativeKernelMultiDevice`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuLaunchCooperativeKernelMultiDevice`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_IMAGE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE`](cuda_sys::CUresult::CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED).
 ///
 /// # Safety
 ///
@@ -5331,7 +5319,7 @@ pub unsafe fn launch_cooperative_kernel_multi_device(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLaunchGrid`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuLaunchGrid`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED).
 ///
 /// NVIDIA reference: [Execution Control \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -5357,7 +5345,7 @@ pub fn launch_grid(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLaunchGridAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuLaunchGridAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED).
 ///
 /// NVIDIA reference: [Execution Control \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -5379,11 +5367,11 @@ pub fn launch_grid_async(
 ///
 /// - `hStream`: `CUstream` (in)
 /// - `fn`: `CUhostFn` (in)
-/// - `userData`: `void *` (in)
+/// - `userData`: `void *` (in, may be null)
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLaunchHostFunc`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuLaunchHostFunc`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -5412,12 +5400,12 @@ pub unsafe fn launch_host_func(
 /// - `blockDimZ`: `unsigned int` (in)
 /// - `sharedMemBytes`: `unsigned int` (in)
 /// - `hStream`: `CUstream` (in)
-/// - `kernelParams`: `void **` (in)
-/// - `extra`: `void **` (in)
+/// - `kernelParams`: `void **` (in, may be null)
+/// - `extra`: `void **` (in, may be null)
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLaunchKernel`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuLaunchKernel`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_IMAGE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -5462,12 +5450,12 @@ pub unsafe fn launch_kernel(
 ///
 /// - `config`: `const CUlaunchConfig *` by reference
 /// - `f`: `CUfunction` (in)
-/// - `kernelParams`: `void **` (in)
-/// - `extra`: `void **` (in)
+/// - `kernelParams`: `void **` (in, may be null)
+/// - `extra`: `void **` (in, may be null)
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLaunchKernelEx`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuLaunchKernelEx`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_IMAGE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE`](cuda_sys::CUresult::CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -5493,7 +5481,7 @@ pub unsafe fn launch_kernel_ex(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLibraryEnumerateKernels`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuLibraryEnumerateKernels`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5528,7 +5516,7 @@ pub unsafe fn library_enumerate_kernels(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLibraryGetGlobal`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuLibraryGetGlobal`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
 ///
 /// # Safety
 ///
@@ -5557,7 +5545,7 @@ pub unsafe fn library_get_global(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLibraryGetKernel`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuLibraryGetKernel`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -5582,7 +5570,7 @@ pub unsafe fn library_get_kernel(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLibraryGetKernelCount`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuLibraryGetKernelCount`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Library Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__LIBRARY.html).
 pub fn library_get_kernel_count(lib: CUlibrary) -> Result<::core::ffi::c_uint> {
@@ -5602,7 +5590,7 @@ pub fn library_get_kernel_count(lib: CUlibrary) -> Result<::core::ffi::c_uint> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLibraryGetManaged`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuLibraryGetManaged`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -5630,7 +5618,7 @@ pub unsafe fn library_get_managed(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLibraryGetModule`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuLibraryGetModule`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
 ///
 /// NVIDIA reference: [Library Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__LIBRARY.html).
 pub fn library_get_module(library: CUlibrary) -> Result<CUmodule> {
@@ -5649,7 +5637,7 @@ pub fn library_get_module(library: CUlibrary) -> Result<CUmodule> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLibraryGetUnifiedFunction`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuLibraryGetUnifiedFunction`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -5672,13 +5660,13 @@ pub unsafe fn library_get_unified_function(
 /// - `library`: returned in `Ok`
 /// - `code`: `const void *` (in)
 /// - `jitOptions`: slice; its length is passed as `numJitOptions` (`None` passes null and 0)
-/// - `jitOptionsValues`: `void **` (in-out)
+/// - `jitOptionsValues`: `void **` (in-out, may be null)
 /// - `libraryOptions`: slice; its length is passed as `numLibraryOptions` (`None` passes null and 0)
-/// - `libraryOptionValues`: `void **` (in)
+/// - `libraryOptionValues`: `void **` (in, may be null)
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLibraryLoadData`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuLibraryLoadData`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -5737,13 +5725,13 @@ pub unsafe fn library_load_data(
 /// - `library`: returned in `Ok`
 /// - `fileName`: C string
 /// - `jitOptions`: slice; its length is passed as `numJitOptions` (`None` passes null and 0)
-/// - `jitOptionsValues`: `void **` (in-out)
+/// - `jitOptionsValues`: `void **` (in-out, may be null)
 /// - `libraryOptions`: slice; its length is passed as `numLibraryOptions` (`None` passes null and 0)
-/// - `libraryOptionValues`: `void **` (in)
+/// - `libraryOptionValues`: `void **` (in, may be null)
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLibraryLoadFromFile`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuLibraryLoadFromFile`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -5803,7 +5791,7 @@ pub unsafe fn library_load_from_file(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLibraryUnload`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuLibraryUnload`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5825,11 +5813,11 @@ pub unsafe fn library_unload(library: CUlibrary) -> Result<()> {
 /// - `size`: `size_t` (in)
 /// - `name`: C string, optional
 /// - `options`: slice; its length is passed as `numOptions` (`None` passes null and 0)
-/// - `optionValues`: `void **` (in)
+/// - `optionValues`: `void **` (in, may be null)
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLinkAddData`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuLinkAddData`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_IMAGE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU).
 ///
 /// # Safety
 ///
@@ -5878,11 +5866,11 @@ pub unsafe fn link_add_data(
 /// - `type`: `CUjitInputType` (in)
 /// - `path`: C string
 /// - `options`: slice; its length is passed as `numOptions` (`None` passes null and 0)
-/// - `optionValues`: `void **` (in)
+/// - `optionValues`: `void **` (in, may be null)
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLinkAddFile`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuLinkAddFile`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_FILE_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_FILE_NOT_FOUND), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_IMAGE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU).
 ///
 /// # Safety
 ///
@@ -5929,7 +5917,7 @@ pub unsafe fn link_add_file(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLinkComplete`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuLinkComplete`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -5950,12 +5938,12 @@ pub unsafe fn link_complete(
 /// Thin wrapper over [`cuda_sys::cuLinkCreate`]:
 ///
 /// - `options`: slice; its length is passed as `numOptions` (`None` passes null and 0)
-/// - `optionValues`: `void **` (in-out)
+/// - `optionValues`: `void **` (in-out, may be null)
 /// - `stateOut`: returned in `Ok`
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLinkCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuLinkCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -5996,7 +5984,7 @@ pub unsafe fn link_create(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLinkDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuLinkDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -6017,7 +6005,7 @@ pub unsafe fn link_destroy(state: CUlinkState) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLogsCurrent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuLogsCurrent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -6036,13 +6024,13 @@ pub unsafe fn logs_current(
 ///
 /// Thin wrapper over [`cuda_sys::cuLogsDumpToFile`]:
 ///
-/// - `iterator`: `CUlogIterator *` (in)
+/// - `iterator`: `CUlogIterator *` (in, may be null)
 /// - `pathToFile`: C string
 /// - `flags`: `unsigned int` (in)
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLogsDumpToFile`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuLogsDumpToFile`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -6062,14 +6050,14 @@ pub unsafe fn logs_dump_to_file(
 ///
 /// Thin wrapper over [`cuda_sys::cuLogsDumpToMemory`]:
 ///
-/// - `iterator`: `CUlogIterator *` (in)
+/// - `iterator`: `CUlogIterator *` (in, may be null)
 /// - `buffer`: `char *` (in)
 /// - `size`: `size_t *` (in)
 /// - `flags`: `unsigned int` (in)
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLogsDumpToMemory`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuLogsDumpToMemory`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -6092,11 +6080,11 @@ pub unsafe fn logs_dump_to_memory(
 ///
 /// - `callbackFunc`: `CUlogsCallback` (in)
 /// - `userData`: `void *` (in)
-/// - `callback_out`: `CUlogsCallbackHandle *` (in)
+/// - `callback_out`: `CUlogsCallbackHandle *` (in, may be null)
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLogsRegisterCallback`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuLogsRegisterCallback`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -6120,7 +6108,7 @@ pub unsafe fn logs_register_callback(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLogsUnregisterCallback`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuLogsUnregisterCallback`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -6141,7 +6129,7 @@ pub unsafe fn logs_unregister_callback(callback: CUlogsCallbackHandle) -> Result
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemAddressFree`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemAddressFree`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -6165,7 +6153,7 @@ pub unsafe fn mem_address_free(ptr: CUdeviceptr, size: usize) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemAddressReserve`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemAddressReserve`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -6194,7 +6182,7 @@ pub unsafe fn mem_address_reserve(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemAdvise`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemAdvise`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: [Unified Addressing](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__UNIFIED.html).
 pub fn mem_advise(
@@ -6216,7 +6204,7 @@ pub fn mem_advise(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemAlloc`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemAlloc`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// NVIDIA reference: [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 pub fn mem_alloc(bytesize: usize) -> Result<CUdeviceptr> {
@@ -6235,7 +6223,7 @@ pub fn mem_alloc(bytesize: usize) -> Result<CUdeviceptr> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemAllocAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemAllocAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -6262,7 +6250,7 @@ pub unsafe fn mem_alloc_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemAllocFromPoolAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemAllocFromPoolAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -6288,7 +6276,7 @@ pub unsafe fn mem_alloc_from_pool_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemAllocHost`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemAllocHost`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -6313,7 +6301,7 @@ pub unsafe fn mem_alloc_host(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemAllocManaged`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemAllocManaged`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// NVIDIA reference: [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 pub fn mem_alloc_managed(
@@ -6337,7 +6325,7 @@ pub fn mem_alloc_managed(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemAllocPitch`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemAllocPitch`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// NVIDIA reference: [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 pub fn mem_alloc_pitch(
@@ -6364,7 +6352,7 @@ pub fn mem_alloc_pitch(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemBatchDecompressAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemBatchDecompressAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -6407,7 +6395,7 @@ pub unsafe fn mem_batch_decompress_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -6529,7 +6517,7 @@ pub unsafe fn mem_discard_batch_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemExportToShareableHandle`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemExportToShareableHandle`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -6556,7 +6544,7 @@ pub unsafe fn mem_export_to_shareable_handle(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemFree`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemFree`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -6577,7 +6565,7 @@ pub unsafe fn mem_free(dptr: CUdeviceptr) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemFreeAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemFreeAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -6597,7 +6585,7 @@ pub unsafe fn mem_free_async(dptr: CUdeviceptr, hStream: CUstream) -> Result<()>
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemFreeHost`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemFreeHost`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -6619,7 +6607,7 @@ pub unsafe fn mem_free_host(p: *mut ::core::ffi::c_void) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemGetAccess`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemGetAccess`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -6645,7 +6633,7 @@ pub unsafe fn mem_get_access(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemGetAddressRange`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemGetAddressRange`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 pub fn mem_get_address_range(dptr: CUdeviceptr) -> Result<(CUdeviceptr, usize)> {
@@ -6665,7 +6653,7 @@ pub fn mem_get_address_range(dptr: CUdeviceptr) -> Result<(CUdeviceptr, usize)> 
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemGetAllocationGranularity`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemGetAllocationGranularity`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -6690,7 +6678,7 @@ pub unsafe fn mem_get_allocation_granularity(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemGetAllocationPropertiesFromHandle`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemGetAllocationPropertiesFromHandle`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -6715,7 +6703,7 @@ pub unsafe fn mem_get_allocation_properties_from_handle(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemGetDefaultMemPool`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemGetDefaultMemPool`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -6743,7 +6731,7 @@ pub unsafe fn mem_get_default_mem_pool(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemGetHandleForAddressRange`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemGetHandleForAddressRange`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -6772,7 +6760,7 @@ pub unsafe fn mem_get_handle_for_address_range(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemGetInfo`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemGetInfo`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 pub fn mem_get_info() -> Result<(usize, usize)> {
@@ -6792,7 +6780,7 @@ pub fn mem_get_info() -> Result<(usize, usize)> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemGetMemPool`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemGetMemPool`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -6818,7 +6806,7 @@ pub unsafe fn mem_get_mem_pool(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemHostAlloc`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemHostAlloc`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -6844,7 +6832,7 @@ pub unsafe fn mem_host_alloc(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemHostGetDevicePointer`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemHostGetDevicePointer`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -6869,7 +6857,7 @@ pub unsafe fn mem_host_get_device_pointer(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemHostGetFlags`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemHostGetFlags`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -6894,7 +6882,7 @@ pub unsafe fn mem_host_get_flags(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemHostRegister`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemHostRegister`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED`](cuda_sys::CUresult::CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -6918,7 +6906,7 @@ pub unsafe fn mem_host_register(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemHostUnregister`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemHostUnregister`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED`](cuda_sys::CUresult::CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED).
 ///
 /// # Safety
 ///
@@ -6940,7 +6928,7 @@ pub unsafe fn mem_host_unregister(p: *mut ::core::ffi::c_void) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemImportFromShareableHandle`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemImportFromShareableHandle`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -6968,7 +6956,7 @@ pub unsafe fn mem_import_from_shareable_handle(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemMap`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemMap`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE).
 ///
 /// NVIDIA reference: [Virtual Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__VA.html).
 pub fn mem_map(
@@ -6991,7 +6979,7 @@ pub fn mem_map(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemMapArrayAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemMapArrayAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -7022,7 +7010,7 @@ pub unsafe fn mem_map_array_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemPoolCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemPoolCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -7045,7 +7033,7 @@ pub unsafe fn mem_pool_create(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemPoolDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemPoolDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -7066,7 +7054,7 @@ pub unsafe fn mem_pool_destroy(pool: CUmemoryPool) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemPoolExportPointer`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemPoolExportPointer`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -7092,7 +7080,7 @@ pub unsafe fn mem_pool_export_pointer(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemPoolExportToShareableHandle`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemPoolExportToShareableHandle`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -7147,7 +7135,7 @@ pub unsafe fn mem_pool_get_access(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemPoolGetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemPoolGetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -7174,7 +7162,7 @@ pub unsafe fn mem_pool_get_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemPoolImportFromShareableHandle`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemPoolImportFromShareableHandle`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -7203,7 +7191,7 @@ pub unsafe fn mem_pool_import_from_shareable_handle(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemPoolImportPointer`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemPoolImportPointer`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -7228,7 +7216,7 @@ pub unsafe fn mem_pool_import_pointer(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemPoolSetAccess`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemPoolSetAccess`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -7260,7 +7248,7 @@ pub unsafe fn mem_pool_set_access(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemPoolSetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemPoolSetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -7285,7 +7273,7 @@ pub unsafe fn mem_pool_set_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemPoolTrimTo`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemPoolTrimTo`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Stream Ordered Memory Allocator](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MALLOC__ASYNC.html).
 pub fn mem_pool_trim_to(pool: CUmemoryPool, minBytesToKeep: usize) -> Result<()> {
@@ -7305,7 +7293,7 @@ pub fn mem_pool_trim_to(pool: CUmemoryPool, minBytesToKeep: usize) -> Result<()>
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemPrefetchAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemPrefetchAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: [Unified Addressing](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__UNIFIED.html).
 pub fn mem_prefetch_async(
@@ -7388,7 +7376,7 @@ pub unsafe fn mem_prefetch_batch_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemRangeGetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemRangeGetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// # Safety
 ///
@@ -7420,7 +7408,7 @@ pub unsafe fn mem_range_get_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemRangeGetAttributes`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemRangeGetAttributes`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// # Safety
 ///
@@ -7462,7 +7450,7 @@ pub unsafe fn mem_range_get_attributes(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemRelease`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemRelease`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -7483,7 +7471,7 @@ pub unsafe fn mem_release(handle: CUmemGenericAllocationHandle) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemRetainAllocationHandle`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemRetainAllocationHandle`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -7508,7 +7496,7 @@ pub unsafe fn mem_retain_allocation_handle(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemSetAccess`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemSetAccess`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -7541,7 +7529,7 @@ pub unsafe fn mem_set_access(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemSetMemPool`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemSetMemPool`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -7566,7 +7554,7 @@ pub unsafe fn mem_set_mem_pool(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemUnmap`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemUnmap`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -7588,7 +7576,7 @@ pub unsafe fn mem_unmap(ptr: CUdeviceptr, size: usize) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -7612,7 +7600,7 @@ pub unsafe fn memcpy(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpy2D`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpy2D`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -7633,7 +7621,7 @@ pub unsafe fn memcpy_2d(pCopy: &CUDA_MEMCPY2D) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpy2DAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpy2DAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -7653,7 +7641,7 @@ pub unsafe fn memcpy_2d_async(pCopy: &CUDA_MEMCPY2D, hStream: CUstream) -> Resul
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpy2DUnaligned`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpy2DUnaligned`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -7673,7 +7661,7 @@ pub unsafe fn memcpy_2d_unaligned(pCopy: &CUDA_MEMCPY2D) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpy3D`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpy3D`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -7694,7 +7682,7 @@ pub unsafe fn memcpy_3d(pCopy: &CUDA_MEMCPY3D) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpy3DAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpy3DAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -7716,7 +7704,7 @@ pub unsafe fn memcpy_3d_async(pCopy: &CUDA_MEMCPY3D, hStream: CUstream) -> Resul
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpy3DBatchAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpy3DBatchAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -7749,7 +7737,7 @@ pub unsafe fn memcpy_3d_batch_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpy3DPeer`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpy3DPeer`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -7770,7 +7758,7 @@ pub unsafe fn memcpy_3d_peer(pCopy: &CUDA_MEMCPY3D_PEER) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpy3DPeerAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpy3DPeerAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -7796,7 +7784,7 @@ pub unsafe fn memcpy_3d_peer_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -7825,7 +7813,7 @@ pub unsafe fn memcpy_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyAtoA`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyAtoA`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 pub fn memcpy_atoa(
@@ -7852,7 +7840,7 @@ pub fn memcpy_atoa(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyAtoD`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyAtoD`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -7880,7 +7868,7 @@ pub unsafe fn memcpy_atod(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyAtoH`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyAtoH`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -7909,7 +7897,7 @@ pub unsafe fn memcpy_atoh(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyAtoHAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyAtoHAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -7942,7 +7930,7 @@ pub unsafe fn memcpy_atoh_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyBatchAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyBatchAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -8024,7 +8012,7 @@ pub unsafe fn memcpy_batch_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyDtoA`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyDtoA`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -8051,7 +8039,7 @@ pub unsafe fn memcpy_dtoa(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyDtoD`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyDtoD`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -8078,7 +8066,7 @@ pub unsafe fn memcpy_dtod(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyDtoDAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyDtoDAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -8105,7 +8093,7 @@ pub unsafe fn memcpy_dtod_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyDtoH`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyDtoH`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -8132,7 +8120,7 @@ pub unsafe fn memcpy_dtoh(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyDtoHAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyDtoHAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -8160,7 +8148,7 @@ pub unsafe fn memcpy_dtoh_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyHtoA`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyHtoA`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -8189,7 +8177,7 @@ pub unsafe fn memcpy_htoa(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyHtoAAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyHtoAAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -8219,7 +8207,7 @@ pub unsafe fn memcpy_htoa_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyHtoD`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyHtoD`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -8246,7 +8234,7 @@ pub unsafe fn memcpy_htod(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyHtoDAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyHtoDAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -8275,7 +8263,7 @@ pub unsafe fn memcpy_htod_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyPeer`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyPeer`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -8308,7 +8296,7 @@ pub unsafe fn memcpy_peer(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyPeerAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyPeerAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -8346,7 +8334,7 @@ pub unsafe fn memcpy_peer_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemsetD16`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemsetD16`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -8373,7 +8361,7 @@ pub unsafe fn memset_d16(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemsetD16Async`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemsetD16Async`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -8402,7 +8390,7 @@ pub unsafe fn memset_d16_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemsetD2D16`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemsetD2D16`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -8433,7 +8421,7 @@ pub unsafe fn memset_d2d16(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemsetD2D16Async`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemsetD2D16Async`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -8466,7 +8454,7 @@ pub unsafe fn memset_d2d16_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemsetD2D32`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemsetD2D32`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -8497,7 +8485,7 @@ pub unsafe fn memset_d2d32(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemsetD2D32Async`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemsetD2D32Async`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -8530,7 +8518,7 @@ pub unsafe fn memset_d2d32_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemsetD2D8`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemsetD2D8`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -8561,7 +8549,7 @@ pub unsafe fn memset_d2d8(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemsetD2D8Async`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemsetD2D8Async`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -8592,7 +8580,7 @@ pub unsafe fn memset_d2d8_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemsetD32`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemsetD32`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -8619,7 +8607,7 @@ pub unsafe fn memset_d32(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemsetD32Async`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemsetD32Async`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -8646,7 +8634,7 @@ pub unsafe fn memset_d32_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemsetD8`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemsetD8`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -8673,7 +8661,7 @@ pub unsafe fn memset_d8(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemsetD8Async`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMemsetD8Async`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -8700,7 +8688,7 @@ pub unsafe fn memset_d8_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMipmappedArrayCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMipmappedArrayCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -8726,7 +8714,7 @@ pub unsafe fn mipmapped_array_create(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMipmappedArrayDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMipmappedArrayDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_ARRAY_IS_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_ARRAY_IS_MAPPED), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
 ///
 /// # Safety
 ///
@@ -8748,7 +8736,7 @@ pub unsafe fn mipmapped_array_destroy(hMipmappedArray: CUmipmappedArray) -> Resu
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMipmappedArrayGetLevel`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMipmappedArrayGetLevel`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// NVIDIA reference: [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 pub fn mipmapped_array_get_level(
@@ -8772,7 +8760,7 @@ pub fn mipmapped_array_get_level(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMipmappedArrayGetMemoryRequirements`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMipmappedArrayGetMemoryRequirements`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 pub fn mipmapped_array_get_memory_requirements(
@@ -8797,7 +8785,7 @@ pub fn mipmapped_array_get_memory_requirements(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMipmappedArrayGetSparseProperties`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMipmappedArrayGetSparseProperties`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 pub fn mipmapped_array_get_sparse_properties(
@@ -8821,7 +8809,7 @@ pub fn mipmapped_array_get_sparse_properties(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuModuleEnumerateFunctions`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuModuleEnumerateFunctions`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -8855,7 +8843,7 @@ pub unsafe fn module_enumerate_functions(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuModuleGetFunction`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuModuleGetFunction`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -8880,7 +8868,7 @@ pub unsafe fn module_get_function(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuModuleGetFunctionCount`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuModuleGetFunctionCount`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Module Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MODULE.html).
 pub fn module_get_function_count(mod_: CUmodule) -> Result<::core::ffi::c_uint> {
@@ -8900,7 +8888,7 @@ pub fn module_get_function_count(mod_: CUmodule) -> Result<::core::ffi::c_uint> 
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuModuleGetGlobal`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuModuleGetGlobal`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -8925,7 +8913,7 @@ pub unsafe fn module_get_global(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuModuleGetLoadingMode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuModuleGetLoadingMode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Module Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MODULE.html).
 pub fn module_get_loading_mode() -> Result<CUmoduleLoadingMode> {
@@ -8944,7 +8932,7 @@ pub fn module_get_loading_mode() -> Result<CUmoduleLoadingMode> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuModuleGetSurfRef`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuModuleGetSurfRef`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -8973,7 +8961,7 @@ pub unsafe fn module_get_surf_ref(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuModuleGetTexRef`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuModuleGetTexRef`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -9001,7 +8989,7 @@ pub unsafe fn module_get_tex_ref(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuModuleLoad`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuModuleLoad`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_FILE_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_FILE_NOT_FOUND), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -9023,7 +9011,7 @@ pub unsafe fn module_load(fname: &::core::ffi::CStr) -> Result<CUmodule> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuModuleLoadData`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuModuleLoadData`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -9043,11 +9031,11 @@ pub unsafe fn module_load_data(image: *const ::core::ffi::c_void) -> Result<CUmo
 /// - `module`: returned in `Ok`
 /// - `image`: `const void *` (in)
 /// - `options`: slice; its length is passed as `numOptions` (`None` passes null and 0)
-/// - `optionValues`: `void **` (in-out)
+/// - `optionValues`: `void **` (in-out, may be null)
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuModuleLoadDataEx`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuModuleLoadDataEx`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -9091,7 +9079,7 @@ pub unsafe fn module_load_data_ex(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuModuleLoadFatBinary`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuModuleLoadFatBinary`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -9114,7 +9102,7 @@ pub unsafe fn module_load_fat_binary(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuModuleUnload`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuModuleUnload`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED).
 ///
 /// # Safety
 ///
@@ -9135,7 +9123,7 @@ pub unsafe fn module_unload(hmod: CUmodule) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMulticastAddDevice`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMulticastAddDevice`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// NVIDIA reference: [Multicast Object Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MULTICAST.html).
 pub fn multicast_add_device(
@@ -9158,7 +9146,7 @@ pub fn multicast_add_device(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMulticastBindAddr`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMulticastBindAddr`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_SYSTEM_NOT_READY`](cuda_sys::CUresult::CUDA_ERROR_SYSTEM_NOT_READY), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE).
 ///
 /// NVIDIA reference: [Multicast Object Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MULTICAST.html).
 pub fn multicast_bind_addr(
@@ -9185,7 +9173,7 @@ pub fn multicast_bind_addr(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMulticastBindMem`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMulticastBindMem`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_SYSTEM_NOT_READY`](cuda_sys::CUresult::CUDA_ERROR_SYSTEM_NOT_READY), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE).
 ///
 /// NVIDIA reference: [Multicast Object Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MULTICAST.html).
 pub fn multicast_bind_mem(
@@ -9211,7 +9199,7 @@ pub fn multicast_bind_mem(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMulticastCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMulticastCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -9236,7 +9224,7 @@ pub unsafe fn multicast_create(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMulticastGetGranularity`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMulticastGetGranularity`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -9263,7 +9251,7 @@ pub unsafe fn multicast_get_granularity(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMulticastUnbind`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuMulticastUnbind`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// NVIDIA reference: [Multicast Object Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MULTICAST.html).
 pub fn multicast_unbind(
@@ -9287,7 +9275,7 @@ pub fn multicast_unbind(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuOccupancyAvailableDynamicSMemPerBlock`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuOccupancyAvailableDynamicSMemPerBlock`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// NVIDIA reference: [Occupancy](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__OCCUPANCY.html).
 pub fn occupancy_available_dynamic_smem_per_block(
@@ -9318,7 +9306,7 @@ pub fn occupancy_available_dynamic_smem_per_block(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuOccupancyMaxActiveBlocksPerMultiprocessor`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuOccupancyMaxActiveBlocksPerMultiprocessor`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// NVIDIA reference: [Occupancy](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__OCCUPANCY.html).
 pub fn occupancy_max_active_blocks_per_multiprocessor(
@@ -9350,7 +9338,7 @@ pub fn occupancy_max_active_blocks_per_multiprocessor(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// NVIDIA reference: [Occupancy](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__OCCUPANCY.html).
 pub fn occupancy_max_active_blocks_per_multiprocessor_with_flags(
@@ -9382,7 +9370,7 @@ pub fn occupancy_max_active_blocks_per_multiprocessor_with_flags(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuOccupancyMaxActiveClusters`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuOccupancyMaxActiveClusters`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_CLUSTER_SIZE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CLUSTER_SIZE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -9405,13 +9393,13 @@ pub unsafe fn occupancy_max_active_clusters(
 /// - `minGridSize`: returned in `Ok`
 /// - `blockSize`: returned in `Ok`
 /// - `func`: `CUfunction` (in)
-/// - `blockSizeToDynamicSMemSize`: `CUoccupancyB2DSize` (in)
+/// - `blockSizeToDynamicSMemSize`: `CUoccupancyB2DSize` (in, may be null)
 /// - `dynamicSMemSize`: `size_t` (in)
 /// - `blockSizeLimit`: `int` (in)
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuOccupancyMaxPotentialBlockSize`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuOccupancyMaxPotentialBlockSize`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -9446,14 +9434,14 @@ pub unsafe fn occupancy_max_potential_block_size(
 /// - `minGridSize`: returned in `Ok`
 /// - `blockSize`: returned in `Ok`
 /// - `func`: `CUfunction` (in)
-/// - `blockSizeToDynamicSMemSize`: `CUoccupancyB2DSize` (in)
+/// - `blockSizeToDynamicSMemSize`: `CUoccupancyB2DSize` (in, may be null)
 /// - `dynamicSMemSize`: `size_t` (in)
 /// - `blockSizeLimit`: `int` (in)
 /// - `flags`: `unsigned int` (in)
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuOccupancyMaxPotentialBlockSizeWithFlags`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuOccupancyMaxPotentialBlockSizeWithFlags`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -9493,7 +9481,7 @@ pub unsafe fn occupancy_max_potential_block_size_with_flags(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuOccupancyMaxPotentialClusterSize`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuOccupancyMaxPotentialClusterSize`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -9520,7 +9508,7 @@ pub unsafe fn occupancy_max_potential_cluster_size(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuParamSetSize`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuParamSetSize`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Execution Control \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -9541,7 +9529,7 @@ pub fn param_set_size(hfunc: CUfunction, numbytes: ::core::ffi::c_uint) -> Resul
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuParamSetTexRef`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuParamSetTexRef`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Execution Control \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -9566,7 +9554,7 @@ pub fn param_set_tex_ref(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuParamSetf`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuParamSetf`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Execution Control \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -9591,7 +9579,7 @@ pub fn param_setf(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuParamSeti`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuParamSeti`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Execution Control \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -9617,7 +9605,7 @@ pub fn param_seti(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuParamSetv`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuParamSetv`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -9647,7 +9635,7 @@ pub unsafe fn param_setv(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuPointerGetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuPointerGetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// # Safety
 ///
@@ -9674,7 +9662,7 @@ pub unsafe fn pointer_get_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuPointerGetAttributes`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuPointerGetAttributes`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// # Safety
 ///
@@ -9701,7 +9689,7 @@ pub unsafe fn pointer_get_attributes(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuPointerSetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuPointerSetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// # Safety
 ///
@@ -9727,7 +9715,7 @@ pub unsafe fn pointer_set_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuSignalExternalSemaphoresAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuSignalExternalSemaphoresAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -9768,7 +9756,7 @@ pub unsafe fn signal_external_semaphores_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamAddCallback`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamAddCallback`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -9796,7 +9784,7 @@ pub unsafe fn stream_add_callback(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamAttachMemAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamAttachMemAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -9824,7 +9812,7 @@ pub unsafe fn stream_attach_mem_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamBatchMemOp`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamBatchMemOp`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -9850,7 +9838,7 @@ pub unsafe fn stream_batch_mem_op(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamBeginCapture`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamBeginCapture`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Stream Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html).
 pub fn stream_begin_capture(hStream: CUstream, mode: CUstreamCaptureMode) -> Result<()> {
@@ -9870,7 +9858,7 @@ pub fn stream_begin_capture(hStream: CUstream, mode: CUstreamCaptureMode) -> Res
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamBeginCaptureToGraph`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamBeginCaptureToGraph`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -9929,7 +9917,7 @@ pub unsafe fn stream_begin_capture_to_graph(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamCopyAttributes`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamCopyAttributes`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Stream Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html).
 pub fn stream_copy_attributes(dst: CUstream, src: CUstream) -> Result<()> {
@@ -9946,7 +9934,7 @@ pub fn stream_copy_attributes(dst: CUstream, src: CUstream) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// NVIDIA reference: [Stream Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html).
 pub fn stream_create(Flags: ::core::ffi::c_uint) -> Result<CUstream> {
@@ -9965,7 +9953,7 @@ pub fn stream_create(Flags: ::core::ffi::c_uint) -> Result<CUstream> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamCreateWithPriority`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamCreateWithPriority`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// NVIDIA reference: [Stream Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html).
 pub fn stream_create_with_priority(
@@ -9985,7 +9973,7 @@ pub fn stream_create_with_priority(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -10006,7 +9994,7 @@ pub unsafe fn stream_destroy(hStream: CUstream) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamEndCapture`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamEndCapture`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD`](cuda_sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD).
 ///
 /// NVIDIA reference: [Stream Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html).
 pub fn stream_end_capture(hStream: CUstream) -> Result<CUgraph> {
@@ -10025,7 +10013,7 @@ pub fn stream_end_capture(hStream: CUstream) -> Result<CUgraph> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamGetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamGetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// NVIDIA reference: [Stream Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html).
 pub fn stream_get_attribute(
@@ -10045,13 +10033,13 @@ pub fn stream_get_attribute(
 /// - `captureStatus_out`: returned in `Ok`
 /// - `id_out`: returned in `Ok`
 /// - `graph_out`: returned in `Ok`
-/// - `dependencies_out`: `const CUgraphNode **` (out)
-/// - `edgeData_out`: `const CUgraphEdgeData **` (out)
+/// - `dependencies_out`: `const CUgraphNode **` (out, may be null)
+/// - `edgeData_out`: `const CUgraphEdgeData **` (out, may be null)
 /// - `numDependencies_out`: returned in `Ok`
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamGetCaptureInfo`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamGetCaptureInfo`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_STREAM_CAPTURE_IMPLICIT`](cuda_sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_IMPLICIT), [`CUDA_ERROR_LOSSY_QUERY`](cuda_sys::CUresult::CUDA_ERROR_LOSSY_QUERY).
 ///
 /// # Safety
 ///
@@ -10090,7 +10078,7 @@ pub unsafe fn stream_get_capture_info(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamGetCtx`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamGetCtx`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// NVIDIA reference: [Stream Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html).
 pub fn stream_get_ctx(hStream: CUstream) -> Result<CUcontext> {
@@ -10109,7 +10097,7 @@ pub fn stream_get_ctx(hStream: CUstream) -> Result<CUcontext> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamGetCtx_v2`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamGetCtx_v2`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// NVIDIA reference: [Stream Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html).
 pub fn stream_get_ctx_v2(hStream: CUstream) -> Result<(CUcontext, CUgreenCtx)> {
@@ -10128,7 +10116,7 @@ pub fn stream_get_ctx_v2(hStream: CUstream) -> Result<(CUcontext, CUgreenCtx)> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamGetDevice`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamGetDevice`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// NVIDIA reference: [Stream Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html).
 pub fn stream_get_device(hStream: CUstream) -> Result<CUdevice> {
@@ -10146,7 +10134,7 @@ pub fn stream_get_device(hStream: CUstream) -> Result<CUdevice> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamGetFlags`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamGetFlags`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// NVIDIA reference: [Stream Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html).
 pub fn stream_get_flags(hStream: CUstream) -> Result<::core::ffi::c_uint> {
@@ -10164,7 +10152,7 @@ pub fn stream_get_flags(hStream: CUstream) -> Result<::core::ffi::c_uint> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamGetGreenCtx`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamGetGreenCtx`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// NVIDIA reference: [Green Contexts](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GREEN__CONTEXTS.html).
 pub fn stream_get_green_ctx(hStream: CUstream) -> Result<CUgreenCtx> {
@@ -10182,7 +10170,7 @@ pub fn stream_get_green_ctx(hStream: CUstream) -> Result<CUgreenCtx> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamGetId`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamGetId`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// NVIDIA reference: [Stream Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html).
 pub fn stream_get_id(hStream: CUstream) -> Result<::core::ffi::c_ulonglong> {
@@ -10200,7 +10188,7 @@ pub fn stream_get_id(hStream: CUstream) -> Result<::core::ffi::c_ulonglong> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamGetPriority`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamGetPriority`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// NVIDIA reference: [Stream Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html).
 pub fn stream_get_priority(hStream: CUstream) -> Result<::core::ffi::c_int> {
@@ -10218,7 +10206,7 @@ pub fn stream_get_priority(hStream: CUstream) -> Result<::core::ffi::c_int> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamIsCapturing`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamIsCapturing`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_STREAM_CAPTURE_IMPLICIT`](cuda_sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_IMPLICIT).
 ///
 /// NVIDIA reference: [Stream Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html).
 pub fn stream_is_capturing(hStream: CUstream) -> Result<CUstreamCaptureStatus> {
@@ -10235,7 +10223,7 @@ pub fn stream_is_capturing(hStream: CUstream) -> Result<CUstreamCaptureStatus> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamQuery`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamQuery`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_READY`](cuda_sys::CUresult::CUDA_ERROR_NOT_READY).
 ///
 /// NVIDIA reference: [Stream Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html).
 pub fn stream_query(hStream: CUstream) -> Result<()> {
@@ -10253,7 +10241,7 @@ pub fn stream_query(hStream: CUstream) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamSetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamSetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -10277,7 +10265,7 @@ pub unsafe fn stream_set_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamSynchronize`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamSynchronize`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// NVIDIA reference: [Stream Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html).
 pub fn stream_synchronize(hStream: CUstream) -> Result<()> {
@@ -10296,7 +10284,7 @@ pub fn stream_synchronize(hStream: CUstream) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamUpdateCaptureDependencies`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamUpdateCaptureDependencies`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE).
 ///
 /// # Safety
 ///
@@ -10351,7 +10339,7 @@ pub unsafe fn stream_update_capture_dependencies(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamWaitEvent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamWaitEvent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// NVIDIA reference: [Stream Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html).
 pub fn stream_wait_event(
@@ -10374,7 +10362,7 @@ pub fn stream_wait_event(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamWaitValue32`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamWaitValue32`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// NVIDIA reference: [Stream Memory Operations](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEMOP.html).
 pub fn stream_wait_value32(
@@ -10398,7 +10386,7 @@ pub fn stream_wait_value32(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamWaitValue64`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamWaitValue64`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// NVIDIA reference: [Stream Memory Operations](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEMOP.html).
 pub fn stream_wait_value64(
@@ -10422,7 +10410,7 @@ pub fn stream_wait_value64(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamWriteValue32`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamWriteValue32`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// NVIDIA reference: [Stream Memory Operations](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEMOP.html).
 pub fn stream_write_value32(
@@ -10446,7 +10434,7 @@ pub fn stream_write_value32(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamWriteValue64`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamWriteValue64`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// NVIDIA reference: [Stream Memory Operations](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEMOP.html).
 pub fn stream_write_value64(
@@ -10468,7 +10456,7 @@ pub fn stream_write_value64(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuSurfObjectCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuSurfObjectCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10491,7 +10479,7 @@ pub unsafe fn surf_object_create(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuSurfObjectDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuSurfObjectDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10512,7 +10500,7 @@ pub unsafe fn surf_object_destroy(surfObject: CUsurfObject) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuSurfObjectGetResourceDesc`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuSurfObjectGetResourceDesc`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10536,7 +10524,7 @@ pub unsafe fn surf_object_get_resource_desc(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuSurfRefGetArray`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuSurfRefGetArray`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10564,7 +10552,7 @@ pub unsafe fn surf_ref_get_array(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuSurfRefSetArray`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuSurfRefSetArray`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Surface Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__SURFREF__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -10601,7 +10589,7 @@ pub fn surf_ref_set_array(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTensorMapEncodeIm2col`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuTensorMapEncodeIm2col`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10671,7 +10659,7 @@ pub unsafe fn tensor_map_encode_im2col(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTensorMapEncodeIm2colWide`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuTensorMapEncodeIm2colWide`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10739,7 +10727,7 @@ pub unsafe fn tensor_map_encode_im2col_wide(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTensorMapEncodeTiled`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuTensorMapEncodeTiled`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10789,7 +10777,7 @@ pub unsafe fn tensor_map_encode_tiled(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTensorMapReplaceAddress`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuTensorMapReplaceAddress`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10815,7 +10803,7 @@ pub unsafe fn tensor_map_replace_address(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexObjectCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuTexObjectCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10840,7 +10828,7 @@ pub unsafe fn tex_object_create(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexObjectDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuTexObjectDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10861,7 +10849,7 @@ pub unsafe fn tex_object_destroy(texObject: CUtexObject) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexObjectGetResourceDesc`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuTexObjectGetResourceDesc`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10885,7 +10873,7 @@ pub unsafe fn tex_object_get_resource_desc(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexObjectGetResourceViewDesc`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuTexObjectGetResourceViewDesc`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10909,7 +10897,7 @@ pub unsafe fn tex_object_get_resource_view_desc(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexObjectGetTextureDesc`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuTexObjectGetTextureDesc`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10932,7 +10920,7 @@ pub unsafe fn tex_object_get_texture_desc(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -10952,7 +10940,7 @@ pub fn tex_ref_create() -> Result<CUtexref> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10976,7 +10964,7 @@ pub unsafe fn tex_ref_destroy(hTexRef: CUtexref) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefGetAddress`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefGetAddress`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -10998,7 +10986,7 @@ pub fn tex_ref_get_address(hTexRef: CUtexref) -> Result<CUdeviceptr> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefGetAddressMode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefGetAddressMode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -11022,7 +11010,7 @@ pub fn tex_ref_get_address_mode(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefGetArray`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefGetArray`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -11043,7 +11031,7 @@ pub fn tex_ref_get_array(hTexRef: CUtexref) -> Result<CUarray> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefGetBorderColor`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefGetBorderColor`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -11064,7 +11052,7 @@ pub fn tex_ref_get_border_color(hTexRef: CUtexref) -> Result<f32> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefGetFilterMode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefGetFilterMode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -11085,7 +11073,7 @@ pub fn tex_ref_get_filter_mode(hTexRef: CUtexref) -> Result<CUfilter_mode> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefGetFlags`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefGetFlags`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -11107,7 +11095,7 @@ pub fn tex_ref_get_flags(hTexRef: CUtexref) -> Result<::core::ffi::c_uint> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefGetFormat`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefGetFormat`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -11131,7 +11119,7 @@ pub fn tex_ref_get_format(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefGetMaxAnisotropy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefGetMaxAnisotropy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -11152,7 +11140,7 @@ pub fn tex_ref_get_max_anisotropy(hTexRef: CUtexref) -> Result<::core::ffi::c_in
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefGetMipmapFilterMode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefGetMipmapFilterMode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -11173,7 +11161,7 @@ pub fn tex_ref_get_mipmap_filter_mode(hTexRef: CUtexref) -> Result<CUfilter_mode
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefGetMipmapLevelBias`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefGetMipmapLevelBias`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -11195,7 +11183,7 @@ pub fn tex_ref_get_mipmap_level_bias(hTexRef: CUtexref) -> Result<f32> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefGetMipmapLevelClamp`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefGetMipmapLevelClamp`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -11223,7 +11211,7 @@ pub fn tex_ref_get_mipmap_level_clamp(hTexRef: CUtexref) -> Result<(f32, f32)> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefGetMipmappedArray`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefGetMipmappedArray`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -11246,7 +11234,7 @@ pub fn tex_ref_get_mipmapped_array(hTexRef: CUtexref) -> Result<CUmipmappedArray
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefSetAddress`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefSetAddress`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -11273,7 +11261,7 @@ pub fn tex_ref_set_address(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefSetAddress2D`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefSetAddress2D`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -11303,7 +11291,7 @@ pub unsafe fn tex_ref_set_address_2d(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefSetAddressMode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefSetAddressMode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -11328,7 +11316,7 @@ pub fn tex_ref_set_address_mode(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefSetArray`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefSetArray`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -11352,7 +11340,7 @@ pub fn tex_ref_set_array(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefSetBorderColor`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefSetBorderColor`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -11379,7 +11367,7 @@ pub unsafe fn tex_ref_set_border_color(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefSetFilterMode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefSetFilterMode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -11399,7 +11387,7 @@ pub fn tex_ref_set_filter_mode(hTexRef: CUtexref, fm: CUfilter_mode) -> Result<(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefSetFlags`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefSetFlags`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -11420,7 +11408,7 @@ pub fn tex_ref_set_flags(hTexRef: CUtexref, Flags: ::core::ffi::c_uint) -> Resul
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefSetFormat`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefSetFormat`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -11444,7 +11432,7 @@ pub fn tex_ref_set_format(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefSetMaxAnisotropy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefSetMaxAnisotropy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -11467,7 +11455,7 @@ pub fn tex_ref_set_max_anisotropy(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefSetMipmapFilterMode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefSetMipmapFilterMode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -11490,7 +11478,7 @@ pub fn tex_ref_set_mipmap_filter_mode(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefSetMipmapLevelBias`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefSetMipmapLevelBias`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -11511,7 +11499,7 @@ pub fn tex_ref_set_mipmap_level_bias(hTexRef: CUtexref, bias: f32) -> Result<()>
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefSetMipmapLevelClamp`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefSetMipmapLevelClamp`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -11538,7 +11526,7 @@ pub fn tex_ref_set_mipmap_level_clamp(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefSetMipmappedArray`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefSetMipmappedArray`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -11561,7 +11549,7 @@ pub fn tex_ref_set_mipmapped_array(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuThreadExchangeStreamCaptureMode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuThreadExchangeStreamCaptureMode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -11587,7 +11575,7 @@ pub unsafe fn thread_exchange_stream_capture_mode(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuUserObjectCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuUserObjectCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -11616,7 +11604,7 @@ pub unsafe fn user_object_create(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuUserObjectRelease`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuUserObjectRelease`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -11640,7 +11628,7 @@ pub unsafe fn user_object_release(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuUserObjectRetain`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuUserObjectRetain`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub fn user_object_retain(
@@ -11661,7 +11649,7 @@ pub fn user_object_retain(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuWaitExternalSemaphoresAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`] naming `cuWaitExternalSemaphoresAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_TIMEOUT).
 ///
 /// # Safety
 ///

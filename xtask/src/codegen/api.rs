@@ -95,6 +95,12 @@ pub fn classify(f: &Function) -> Vec<Shape> {
         if !t.is_pointer() {
             continue;
         }
+        // An array whose length is not a plain `in` value (e.g. an in-out count)
+        // stays a raw pointer: it is never a single value.
+        if p.len.is_some() {
+            shapes[i] = Shape::Raw;
+            continue;
+        }
         shapes[i] = match p.role.value {
             Role::Out if is_plain(t) && !t.pointee_is_const() => Shape::OutValue,
             Role::Inout if is_plain(t) && !t.pointee_is_const() && !p.optional => Shape::InOutRef,
@@ -205,8 +211,9 @@ fn wrapper(g: &GroupFile, f: &Function) -> Result<TokenStream> {
                 let t = rust_ty(cty)?;
                 args.push(quote!(#id: #t));
                 call.push(quote!(#id));
+                let null = if p.optional { ", may be null" } else { "" };
                 param_docs.push(format!(
-                    "- `{}`: `{}` ({})",
+                    "- `{}`: `{}` ({}{null})",
                     p.name,
                     cty,
                     p.role.value.word()
@@ -347,6 +354,18 @@ fn wrapper(g: &GroupFile, f: &Function) -> Result<TokenStream> {
         "\n\n# Errors\n\nA failing `CUresult` is [`Error::Driver`] naming `{c_name}`; a driver without it gives \
          [`Error::DriverNotFound`] or [`Error::NotSupported`]."
     ));
+    let codes: Vec<String> = f
+        .errors
+        .iter()
+        .filter(|e| e.value != "CUDA_SUCCESS")
+        .map(|e| format!("[`{0}`](cuda_sys::CUresult::{0})", e.value))
+        .collect();
+    if !codes.is_empty() {
+        doc.push_str(&format!(
+            " The header documents these codes for it: {}.",
+            codes.join(", ")
+        ));
+    }
     if !safe {
         doc.push_str("\n\n# Safety\n\nThe contract of [`cuda_sys::");
         doc.push_str(c_name);
