@@ -26,6 +26,7 @@ pub const MAX_PARAMS: usize = 16;
 pub(crate) enum Owner {
     Module(Arc<ModuleInner>),
     Library(Arc<LibraryInner>),
+    Foreign(Arc<dyn std::any::Any + Send + Sync>),
 }
 
 #[derive(Clone, Copy)]
@@ -89,6 +90,20 @@ impl std::fmt::Debug for Function {
 }
 
 impl Function {
+    /// Wraps a `CUfunction` loaded elsewhere (for example by cudarc), keeping
+    /// `owner` (whatever keeps its module loaded) alive.
+    ///
+    /// # Safety
+    ///
+    /// `raw` must be a live function named `name` that `owner` keeps loaded.
+    pub unsafe fn from_raw(
+        raw: CUfunction,
+        name: &str,
+        owner: Arc<dyn std::any::Any + Send + Sync>,
+    ) -> Self {
+        Self::from_function(raw, name, Owner::Foreign(owner))
+    }
+
     pub(crate) fn from_function(raw: CUfunction, name: &str, owner: Owner) -> Self {
         Self::new(Handle::Function(raw), name, owner)
     }

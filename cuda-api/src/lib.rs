@@ -39,6 +39,8 @@
 mod generated;
 
 pub mod context;
+#[cfg(feature = "cudarc")]
+pub mod cudarc_interop;
 pub mod device;
 pub mod error;
 pub mod kernel;

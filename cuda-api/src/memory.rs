@@ -361,7 +361,21 @@ pub struct DeviceView<'a, T: DeviceRepr> {
     _t: PhantomData<&'a T>,
 }
 
-impl<T: DeviceRepr> DeviceView<'_, T> {
+impl<'a, T: DeviceRepr> DeviceView<'a, T> {
+    /// A view of `len` elements at `ptr`, in `ctx`.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must address `len` initialised values of `T` in `ctx`, valid for `'a`.
+    pub unsafe fn from_raw_parts(ctx: &'a Context, ptr: CUdeviceptr, len: usize) -> Self {
+        DeviceView {
+            ptr,
+            len,
+            ctx,
+            _t: PhantomData,
+        }
+    }
+
     /// Number of elements.
     pub fn len(&self) -> usize {
         self.len

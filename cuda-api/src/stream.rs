@@ -13,6 +13,8 @@ pub struct Stream {
     raw: CUstream,
     ctx: Context,
     owned: bool,
+    /// Keeps a borrowed stream's owner (e.g. a cudarc stream) alive.
+    _keep: Option<std::sync::Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 // SAFETY: streams may be used from any thread.
@@ -38,6 +40,7 @@ impl Stream {
             raw,
             ctx: ctx.clone(),
             owned: true,
+            _keep: None,
         })
     }
 
@@ -46,6 +49,7 @@ impl Stream {
             raw: std::ptr::null_mut(),
             ctx,
             owned: false,
+            _keep: None,
         }
     }
 
@@ -60,6 +64,25 @@ impl Stream {
             raw,
             ctx: ctx.clone(),
             owned: false,
+            _keep: None,
+        }
+    }
+
+    /// Like [`Stream::borrow_raw`], keeping `owner` alive as long as the stream.
+    ///
+    /// # Safety
+    ///
+    /// `raw` must be a live stream of `ctx` that `owner` keeps alive.
+    pub unsafe fn borrow_raw_with_owner(
+        ctx: &Context,
+        raw: CUstream,
+        owner: std::sync::Arc<dyn std::any::Any + Send + Sync>,
+    ) -> Stream {
+        Stream {
+            raw,
+            ctx: ctx.clone(),
+            owned: false,
+            _keep: Some(owner),
         }
     }
 

@@ -115,12 +115,11 @@ pub fn build(root: &Path) -> Result<()> {
         "sdk-tests",
         "--examples",
     ]))?;
-    for ex in ["device_count"] {
-        std::fs::copy(
-            root.join("target/release/examples").join(ex),
-            out.join("examples").join(ex),
-        )?;
-    }
+    let example = "device_count";
+    std::fs::copy(
+        root.join("target/release/examples").join(example),
+        out.join("examples").join(example),
+    )?;
     let bench_json = run(Command::new(&cargo).current_dir(root).args([
         "bench",
         "--no-run",

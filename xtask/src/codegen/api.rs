@@ -139,7 +139,7 @@ fn is_integer(base: &str) -> bool {
 
 /// Whether the wrapper for `f` is a safe `fn`.
 pub fn is_safe(f: &Function, shapes: &[Shape]) -> bool {
-    f.safety == Safety::Safe && !shapes.iter().any(|s| *s == Shape::Raw)
+    f.safety == Safety::Safe && !shapes.contains(&Shape::Raw)
 }
 
 fn rust_ty(c: &str) -> Result<TokenStream> {
@@ -171,7 +171,7 @@ pub fn coverage(specs: &Specs) -> (usize, usize, usize) {
 /// `generated/driver.rs`.
 pub fn driver(specs: &Specs) -> Result<TokenStream> {
     let mut all: Vec<(&GroupFile, &Function)> = specs.functions().map(|(_, g, f)| (g, f)).collect();
-    all.sort_by(|a, b| rust_fn_name(a.1).cmp(&rust_fn_name(b.1)));
+    all.sort_by_key(|a| rust_fn_name(a.1));
     let mut fns = Vec::new();
     for (g, f) in all {
         fns.push(wrapper(g, f)?);

@@ -1,0 +1,65 @@
+//! Interop with cudarc (feature `cudarc`): its context, stream, slices and
+//! functions become cuda-api values without copying, so a program that already
+//! holds cudarc objects can launch validated, typed kernels on them.
+
+use std::sync::Arc;
+
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr as _, SyncOnDrop,
+};
+
+use crate::context::Context;
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::kernel::Function;
+use crate::memory::{DeviceRepr, DeviceView};
+use crate::stream::Stream;
+
+impl Context {
+    /// The cuda-api context for a cudarc context: both are the device's primary context.
+    pub fn from_cudarc(ctx: &Arc<CudaContext>) -> Result<Context> {
+        let ours = Context::primary(&Device::get(ctx.ordinal() as i32)?)?;
+        if ours.raw().cast::<std::ffi::c_void>() != ctx.cu_ctx().cast::<std::ffi::c_void>() {
+            return Err(Error::invalid_argument(
+                "Context::from_cudarc",
+                "ctx",
+                "the cudarc context is not the device's primary context; create it with CudaContext::new".into(),
+            ));
+        }
+        Ok(ours)
+    }
+}
+
+impl Stream {
+    /// Uses a cudarc stream (kept alive, not destroyed by cuda-api).
+    pub fn from_cudarc(ctx: &Context, stream: Arc<CudaStream>) -> Stream {
+        let raw = stream.cu_stream().cast();
+        // SAFETY: the Arc keeps the cudarc stream, a live stream of the primary context, alive.
+        unsafe { Stream::borrow_raw_with_owner(ctx, raw, stream) }
+    }
+}
+
+impl Function {
+    /// Uses a cudarc function (its module stays loaded while this lives).
+    pub fn from_cudarc(func: &CudaFunction, name: &str) -> Function {
+        let raw = func.cu_function().cast();
+        // SAFETY: the clone holds cudarc's module, which keeps `raw` loaded.
+        unsafe { Function::from_raw(raw, name, Arc::new(func.clone())) }
+    }
+}
+
+/// Borrows a cudarc slice as a cuda-api view for work on `stream`, without
+/// copying. The returned cudarc guard records the use on `stream` for
+/// cudarc's own ordering when dropped; keep it until the work is queued.
+pub fn view<'a, T: DeviceRepr + cudarc::driver::DeviceRepr>(
+    ctx: &'a Context,
+    slice: &'a CudaSlice<T>,
+    stream: &'a CudaStream,
+) -> (DeviceView<'a, T>, SyncOnDrop<'a>) {
+    let (ptr, guard) = slice.device_ptr(stream);
+    // SAFETY: the slice holds `len` values of T in the primary context for 'a.
+    (
+        unsafe { DeviceView::from_raw_parts(ctx, ptr, slice.len()) },
+        guard,
+    )
+}

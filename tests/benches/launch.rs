@@ -1,0 +1,130 @@
+//! Host cost of enqueueing one small launch: cuda-api's validated launches
+//! against the raw driver calls with the same arguments, measured in the same
+//! run (only ratios within one run are comparable). Also counts heap
+//! allocations during validated launches (there must be none).
+//!
+//! Build with `cargo xtask gpu-bundle`; run on a GPU machine.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use cuda_api::{Context, Device, DeviceBuffer, DevicePtr, LaunchConfig, Module, Stream};
+
+struct Counting;
+static ALLOCS: AtomicUsize = AtomicUsize::new(0);
+// SAFETY: forwards to the system allocator, counting calls.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        unsafe { System.dealloc(p, l) }
+    }
+}
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+const BATCH: usize = 500;
+const ROUNDS: usize = 41;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn main() {
+    let ctx = Context::primary(&Device::get(0).expect("a GPU")).unwrap();
+    let stream = Stream::new(&ctx).unwrap();
+    let dir = std::env::var("SDK_TEST_KERNELS").unwrap_or_else(|_| "target/kernels".into());
+    let m = Module::from_file(&ctx, format!("{dir}/kernels.ptx")).unwrap();
+    // SAFETY: saxpy(float a, const float *x, float *y, unsigned int n)
+    let k = unsafe {
+        m.kernel::<(f32, DevicePtr<f32>, DevicePtr<f32>, u32)>("saxpy")
+            .unwrap()
+    };
+    let x = DeviceBuffer::<f32>::zeroed(&ctx, 256).unwrap();
+    let y = DeviceBuffer::<f32>::zeroed(&ctx, 256).unwrap();
+    let cfg = LaunchConfig::new(1, 256);
+    let f = k.function().launch_handle();
+    let (mut a, mut xp, mut yp, mut n) = (2.0f32, x.as_ptr().raw(), y.as_ptr().raw(), 0u32);
+    let mut params: [*mut c_void; 4] = [
+        (&mut a as *mut f32).cast(),
+        (&mut xp as *mut u64).cast(),
+        (&mut yp as *mut u64).cast(),
+        (&mut n as *mut u32).cast(),
+    ];
+    let s = stream.raw();
+    let pp = params.as_mut_ptr();
+
+    type Variant<'a> = (&'a str, Box<dyn FnMut() + 'a>);
+    let mut variants: Vec<Variant> = vec![
+        (
+            "raw cuLaunchKernel",
+            Box::new(|| unsafe {
+                let r =
+                    cuda_sys::cuLaunchKernel(f, 1, 1, 1, 256, 1, 1, 0, s, pp, std::ptr::null_mut());
+                assert!(r.is_success());
+            }),
+        ),
+        (
+            "cuda-api Kernel::launch",
+            Box::new(|| k.launch(&stream, cfg, (2.0f32, &x, &y, 0u32)).unwrap()),
+        ),
+        (
+            "raw cuLaunchCooperativeKernel",
+            Box::new(|| unsafe {
+                let r = cuda_sys::cuLaunchCooperativeKernel(f, 1, 1, 1, 256, 1, 1, 0, s, pp);
+                assert!(r.is_success());
+            }),
+        ),
+        (
+            "cuda-api Kernel::launch_cooperative",
+            Box::new(|| {
+                k.launch_cooperative(&stream, cfg, (2.0f32, &x, &y, 0u32))
+                    .unwrap()
+            }),
+        ),
+    ];
+    // Warm up: caches filled, code paged in.
+    for (_, run) in variants.iter_mut() {
+        for _ in 0..BATCH {
+            run();
+        }
+        stream.synchronize().unwrap();
+    }
+    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
+    let mut allocs = vec![0usize; variants.len()];
+    for _ in 0..ROUNDS {
+        for (i, (_, run)) in variants.iter_mut().enumerate() {
+            let before = ALLOCS.load(Ordering::Relaxed);
+            let t = Instant::now();
+            for _ in 0..BATCH {
+                run();
+            }
+            let dt = t.elapsed().as_secs_f64() * 1e6 / BATCH as f64;
+            allocs[i] += ALLOCS.load(Ordering::Relaxed) - before;
+            stream.synchronize().unwrap();
+            samples[i].push(dt);
+        }
+    }
+    let med: Vec<f64> = samples.into_iter().map(median).collect();
+    for (i, (name, _)) in variants.iter().enumerate() {
+        let base = med[i & !1];
+        println!(
+            "bench launch: {name:<38} median {:.3} us/launch ({:.3}x raw), heap allocations {}",
+            med[i],
+            med[i] / base,
+            allocs[i]
+        );
+    }
+    println!(
+        "bench summary: validated cooperative launch {:.3}x raw cuLaunchCooperativeKernel, validated plain launch {:.3}x raw cuLaunchKernel ({} rounds x {} launches, medians)",
+        med[3] / med[2],
+        med[1] / med[0],
+        ROUNDS,
+        BATCH
+    );
+}
