@@ -332,3 +332,59 @@ fn fail(code: CUresult, call: &'static str) -> Error {
     }
     Error::Driver(DriverError::new(call, code))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn driver_errors_name_the_call_code_and_stickiness() {
+        let e = Error::Driver(DriverError::new(
+            "cuLaunchCooperativeKernel",
+            CUresult::CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE,
+        ))
+        .with_context(|| "kernel 'coop_sum' on NVIDIA H200".into());
+        insta::assert_snapshot!("plain", e.to_string());
+        assert!(!e.is_sticky());
+        let e = Error::Driver(DriverError::new(
+            "cuStreamSynchronize",
+            CUresult::CUDA_ERROR_ILLEGAL_ADDRESS,
+        ));
+        insta::assert_snapshot!("sticky", e.to_string());
+        assert!(e.is_sticky());
+        assert!(std::error::Error::source(&e).is_some());
+        let e = Error::Driver(DriverError::new("cuInit", CUresult(9999)));
+        insta::assert_snapshot!("unknown", e.to_string());
+    }
+
+    #[test]
+    fn loader_errors_become_typed_errors() {
+        let e: Error = LoaderError::SymbolNotFound {
+            function: "cuKernelGetParamInfo".into(),
+            symbol: "cuKernelGetParamInfo".into(),
+            needs_version: 12040,
+            driver_version: Some(12020),
+        }
+        .into();
+        insta::assert_snapshot!(e.to_string());
+        assert!(matches!(
+            e,
+            Error::NotSupported {
+                needs_version: 12040,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn success_is_ok() {
+        assert_eq!(check(CUresult::CUDA_SUCCESS, "cuInit"), Ok(()));
+        assert!(matches!(
+            check(CUresult::CUDA_ERROR_INVALID_VALUE, "cuMemAlloc"),
+            Err(Error::Driver(DriverError {
+                call: "cuMemAlloc",
+                ..
+            }))
+        ));
+    }
+}
