@@ -221,7 +221,8 @@ impl Function {
     /// `(offset, size)` in bytes of each parameter, from the driver.
     pub fn param_layout(&self) -> Result<Vec<(usize, usize)>> {
         let mut out = Vec::new();
-        for i in 0..=MAX_PARAMS * 16 {
+        // The driver allows up to 32 KiB of parameters; stop well past any real count.
+        for i in 0..=8192 {
             let r = match self.handle {
                 Handle::Function(f) => driver::func_get_param_info(f, i),
                 Handle::Kernel(k) => driver::kernel_get_param_info(k, i),

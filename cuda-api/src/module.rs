@@ -127,14 +127,7 @@ impl Module {
 
     /// Loads an image from a file (`.ptx`, `.cubin`, `.fatbin`).
     pub fn from_file(ctx: &Context, path: impl AsRef<Path>) -> Result<Module> {
-        let path = path.as_ref();
-        let bytes = std::fs::read(path).map_err(|e| {
-            Error::invalid_argument(
-                "Module::from_file",
-                "path",
-                format!("cannot read {}: {e}", path.display()),
-            )
-        })?;
+        let bytes = read_image(path.as_ref(), "Module::from_file")?;
         Self::from_image(ctx, &bytes)
     }
 
@@ -174,6 +167,12 @@ impl Module {
         // SAFETY: the caller's promise is passed on.
         unsafe { Kernel::declare(self.function(name)?) }
     }
+}
+
+fn read_image(path: &Path, call: &'static str) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| {
+        Error::invalid_argument(call, "path", format!("cannot read {}: {e}", path.display()))
+    })
 }
 
 fn c_name(name: &str, call: &'static str) -> Result<CString> {
@@ -229,14 +228,7 @@ impl Library {
 
     /// Loads an image from a file.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Library> {
-        let path = path.as_ref();
-        let bytes = std::fs::read(path).map_err(|e| {
-            Error::invalid_argument(
-                "Library::from_file",
-                "path",
-                format!("cannot read {}: {e}", path.display()),
-            )
-        })?;
+        let bytes = read_image(path.as_ref(), "Library::from_file")?;
         Self::from_image(&bytes)
     }
 

@@ -59,6 +59,25 @@ fn main() {
     let s = stream.raw();
     let pp = params.as_mut_ptr();
 
+    // cuLaunchKernelEx with the cooperative attribute: the alternative single
+    // entry point for both kinds of launch, measured to choose between them.
+    let mut attr = cuda_sys::CUlaunchAttribute {
+        id: cuda_sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_COOPERATIVE,
+        ..Default::default()
+    };
+    attr.value.cooperative = 1;
+    let ex_cfg = cuda_sys::CUlaunchConfig {
+        gridDimX: 1,
+        gridDimY: 1,
+        gridDimZ: 1,
+        blockDimX: 256,
+        blockDimY: 1,
+        blockDimZ: 1,
+        sharedMemBytes: 0,
+        hStream: s,
+        attrs: &mut attr,
+        numAttrs: 1,
+    };
     type Variant<'a> = (&'a str, Box<dyn FnMut() + 'a>);
     let mut variants: Vec<Variant> = vec![
         (
@@ -87,6 +106,13 @@ fn main() {
                     .unwrap()
             }),
         ),
+        (
+            "raw cuLaunchKernelEx (cooperative attr)",
+            Box::new(|| unsafe {
+                let r = cuda_sys::cuLaunchKernelEx(&ex_cfg, f, pp, std::ptr::null_mut());
+                assert!(r.is_success());
+            }),
+        ),
     ];
     // Warm up: caches filled, code paged in.
     for (_, run) in variants.iter_mut() {
@@ -112,7 +138,9 @@ fn main() {
     }
     let med: Vec<f64> = samples.into_iter().map(median).collect();
     for (i, (name, _)) in variants.iter().enumerate() {
-        let base = med[i & !1];
+        // Each cuda-api variant is compared with the raw call before it; the
+        // cuLaunchKernelEx variant with raw cuLaunchCooperativeKernel.
+        let base = if i == 4 { med[2] } else { med[i & !1] };
         println!(
             "bench launch: {name:<38} median {:.3} us/launch ({:.3}x raw), heap allocations {}",
             med[i],
@@ -121,9 +149,10 @@ fn main() {
         );
     }
     println!(
-        "bench summary: validated cooperative launch {:.3}x raw cuLaunchCooperativeKernel, validated plain launch {:.3}x raw cuLaunchKernel ({} rounds x {} launches, medians)",
+        "bench summary: validated cooperative launch {:.3}x raw cuLaunchCooperativeKernel, validated plain launch {:.3}x raw cuLaunchKernel, raw cuLaunchKernelEx(cooperative) {:.3}x raw cuLaunchCooperativeKernel ({} rounds x {} launches, medians)",
         med[3] / med[2],
         med[1] / med[0],
+        med[4] / med[2],
         ROUNDS,
         BATCH
     );
