@@ -3741,7 +3741,7 @@ pub unsafe fn cuArrayGetSparseProperties(
     };
     unsafe { __driver_fn(sparseProperties, array) }
 }
-/// Raw binding to `cuCheckpointProcessCheckpoint` from the driver's CUDA Checkpointing API.
+/// Copies the GPU memory of a locked CUDA process into host memory and drops its GPU resources, leaving the process checkpointed. args may be NULL.
 ///
 /// # Parameters
 ///
@@ -3774,7 +3774,7 @@ pub unsafe fn cuCheckpointProcessCheckpoint(
     };
     unsafe { __driver_fn(pid, args) }
 }
-/// Raw binding to `cuCheckpointProcessGetRestoreThreadId` from the driver's CUDA Checkpointing API.
+/// Writes the id of the thread the driver uses for restore work in the CUDA process pid.
 ///
 /// # Parameters
 ///
@@ -3804,7 +3804,7 @@ pub unsafe fn cuCheckpointProcessGetRestoreThreadId(
     };
     unsafe { __driver_fn(pid, tid) }
 }
-/// Raw binding to `cuCheckpointProcessGetState` from the driver's CUDA Checkpointing API.
+/// Writes the checkpoint state (running, locked, checkpointed or failed) of the CUDA process pid.
 ///
 /// # Parameters
 ///
@@ -3834,7 +3834,7 @@ pub unsafe fn cuCheckpointProcessGetState(
     };
     unsafe { __driver_fn(pid, state) }
 }
-/// Raw binding to `cuCheckpointProcessLock` from the driver's CUDA Checkpointing API.
+/// Moves a running CUDA process into the locked state, where its further CUDA calls block. If the optional args set a timeout and it expires, the process stays running.
 ///
 /// # Parameters
 ///
@@ -3867,7 +3867,7 @@ pub unsafe fn cuCheckpointProcessLock(
     };
     unsafe { __driver_fn(pid, args) }
 }
-/// Raw binding to `cuCheckpointProcessRestore` from the driver's CUDA Checkpointing API.
+/// Brings a checkpointed CUDA process back onto GPUs, leaving it locked; args may remap every old GPU to a new one of the same chip type with enough memory. Needs persistence mode or an earlier cuInit.
 ///
 /// # Parameters
 ///
@@ -3900,7 +3900,7 @@ pub unsafe fn cuCheckpointProcessRestore(
     };
     unsafe { __driver_fn(pid, args) }
 }
-/// Raw binding to `cuCheckpointProcessUnlock` from the driver's CUDA Checkpointing API.
+/// Takes a locked CUDA process back to the running state so its CUDA calls proceed. args may be NULL.
 ///
 /// # Parameters
 ///
@@ -3933,13 +3933,13 @@ pub unsafe fn cuCheckpointProcessUnlock(
     };
     unsafe { __driver_fn(pid, args) }
 }
-/// Raw binding to `cuCoredumpGetAttribute` from the driver's Coredump Attributes Control API API.
+/// Reads one core dump setting of the current context into value, whose type and size the caller must match to the attribute. With value NULL it only writes the needed byte count to size.
 ///
 /// # Parameters
 ///
 /// - `attrib`: in, `CUcoredumpSettings`
-/// - `value`: in, `void *`
-/// - `size`: in, `size_t *`
+/// - `value`: out, `void *`, may be null
+/// - `size`: in-out, `size_t *`
 ///
 /// # Errors
 ///
@@ -3969,13 +3969,13 @@ pub unsafe fn cuCoredumpGetAttribute(
     };
     unsafe { __driver_fn(attrib, value, size) }
 }
-/// Raw binding to `cuCoredumpGetAttributeGlobal` from the driver's Coredump Attributes Control API API.
+/// Reads one process-wide core dump setting into value; the caller must size and type value for the attribute, or pass NULL to learn the size through size.
 ///
 /// # Parameters
 ///
 /// - `attrib`: in, `CUcoredumpSettings`
-/// - `value`: in, `void *`
-/// - `size`: in, `size_t *`
+/// - `value`: out, `void *`, may be null
+/// - `size`: in-out, `size_t *`
 ///
 /// # Errors
 ///
@@ -4005,13 +4005,13 @@ pub unsafe fn cuCoredumpGetAttributeGlobal(
     };
     unsafe { __driver_fn(attrib, value, size) }
 }
-/// Raw binding to `cuCoredumpSetAttribute` from the driver's Coredump Attributes Control API API.
+/// Changes one core dump setting for the current context from the data at value; pipe and user-trigger settings cannot be set per context, and environment variables set before CUDA starts take precedence. With value NULL it only reports the expected size.
 ///
 /// # Parameters
 ///
 /// - `attrib`: in, `CUcoredumpSettings`
-/// - `value`: in, `void *`
-/// - `size`: in, `size_t *`
+/// - `value`: in, `void *`, may be null
+/// - `size`: in-out, `size_t *`
 ///
 /// # Errors
 ///
@@ -4041,13 +4041,13 @@ pub unsafe fn cuCoredumpSetAttribute(
     };
     unsafe { __driver_fn(attrib, value, size) }
 }
-/// Raw binding to `cuCoredumpSetAttributeGlobal` from the driver's Coredump Attributes Control API API.
+/// Changes one process-wide core dump setting from the data at value; environment variables set before CUDA starts take precedence, and the pipe name is fixed once user triggering is on. With value NULL it only reports the expected size.
 ///
 /// # Parameters
 ///
 /// - `attrib`: in, `CUcoredumpSettings`
-/// - `value`: in, `void *`
-/// - `size`: in, `size_t *`
+/// - `value`: in, `void *`, may be null
+/// - `size`: in-out, `size_t *`
 ///
 /// # Errors
 ///
@@ -4077,7 +4077,7 @@ pub unsafe fn cuCoredumpSetAttributeGlobal(
     };
     unsafe { __driver_fn(attrib, value, size) }
 }
-/// Raw binding to `cuCtxAttach` from the driver's Context Management \[DEPRECATED\] API.
+/// Deprecated: bumps the usage count of the current context and writes its handle, which must later be handed to cuCtxDetach. flags must be 0 and a context must be current.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -4174,7 +4174,7 @@ pub unsafe fn cuCtxDestroy(ctx: CUcontext) -> CUresult {
     };
     unsafe { __driver_fn(ctx) }
 }
-/// Raw binding to `cuCtxDetach` from the driver's Context Management \[DEPRECATED\] API.
+/// Deprecated: drops one usage count of a context that is current to the thread, destroying it when the count reaches zero.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -4205,7 +4205,7 @@ pub unsafe fn cuCtxDetach(ctx: CUcontext) -> CUresult {
     };
     unsafe { __driver_fn(ctx) }
 }
-/// Raw binding to `cuCtxDisablePeerAccess` from the driver's Peer Context Memory Access API.
+/// Revokes the current context's direct access to peerContext's memory and unregisters the peer allocations it had mapped; pointers into that memory stop working from this context.
 ///
 /// # Parameters
 ///
@@ -4231,7 +4231,7 @@ pub unsafe fn cuCtxDisablePeerAccess(peerContext: CUcontext) -> CUresult {
     };
     unsafe { __driver_fn(peerContext) }
 }
-/// Raw binding to `cuCtxEnablePeerAccess` from the driver's Peer Context Memory Access API.
+/// Lets the current context access all allocations of peerContext directly. Access is one-way (call it again from the other side for both directions), Flags must be 0, and hardware limits the number of peers.
 ///
 /// # Parameters
 ///
@@ -4261,7 +4261,7 @@ pub unsafe fn cuCtxEnablePeerAccess(
     };
     unsafe { __driver_fn(peerContext, Flags) }
 }
-/// Raw binding to `cuCtxFromGreenCtx` from the driver's Green Contexts API.
+/// Returns a CUcontext that carries the green context's resources, needed before using it with cuCtxSetCurrent or any other call that takes a CUcontext.
 ///
 /// # Parameters
 ///
@@ -4370,12 +4370,12 @@ pub unsafe fn cuCtxGetCurrent(pctx: *mut CUcontext) -> CUresult {
     };
     unsafe { __driver_fn(pctx) }
 }
-/// Raw binding to `cuCtxGetDevResource` from the driver's Green Contexts API.
+/// Fills resource with what the context has available of the given resource type.
 ///
 /// # Parameters
 ///
 /// - `hCtx`: in, `CUcontext`
-/// - `resource`: in, `CUdevResource *`
+/// - `resource`: out, `CUdevResource *`
 /// - `type`: in, `CUdevResourceType`
 ///
 /// # Errors
@@ -4575,7 +4575,7 @@ pub unsafe fn cuCtxGetLimit(pvalue: *mut usize, limit: CUlimit) -> CUresult {
     };
     unsafe { __driver_fn(pvalue, limit) }
 }
-/// Raw binding to `cuCtxGetSharedMemConfig` from the driver's Context Management \[DEPRECATED\] API.
+/// Deprecated: writes the shared memory bank width the current context uses for launches, or the hardware's fixed width on devices that cannot change it.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -4845,7 +4845,7 @@ pub unsafe fn cuCtxSetLimit(limit: CUlimit, value: usize) -> CUresult {
     };
     unsafe { __driver_fn(limit, value) }
 }
-/// Raw binding to `cuCtxSetSharedMemConfig` from the driver's Context Management \[DEPRECATED\] API.
+/// Deprecated: sets the shared memory bank width used by later launches in the current context; a change can add a device-side sync between launches and is ignored on devices with fixed banks.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -4951,7 +4951,7 @@ pub unsafe fn cuCtxWaitEvent(hCtx: CUcontext, hEvent: CUevent) -> CUresult {
     };
     unsafe { __driver_fn(hCtx, hEvent) }
 }
-/// Raw binding to `cuDestroyExternalMemory` from the driver's External Resource Interoperability API.
+/// Destroys an imported external memory object. Buffers and mipmapped arrays mapped from it must no longer be used, and still have to be freed with cuMemFree and cuMipmappedArrayDestroy.
 ///
 /// # Parameters
 ///
@@ -4977,7 +4977,7 @@ pub unsafe fn cuDestroyExternalMemory(extMem: CUexternalMemory) -> CUresult {
     };
     unsafe { __driver_fn(extMem) }
 }
-/// Raw binding to `cuDestroyExternalSemaphore` from the driver's External Resource Interoperability API.
+/// Destroys an imported external semaphore and drops its reference to the underlying object; every signal and wait on it must have completed first.
 ///
 /// # Parameters
 ///
@@ -5003,12 +5003,12 @@ pub unsafe fn cuDestroyExternalSemaphore(extSem: CUexternalSemaphore) -> CUresul
     };
     unsafe { __driver_fn(extSem) }
 }
-/// Raw binding to `cuDevResourceGenerateDesc` from the driver's Green Contexts API.
+/// Builds a resource descriptor for cuGreenCtxCreate from the nbResources entries of resources, which must come from one device and, for SM resources, from a single split call.
 ///
 /// # Parameters
 ///
-/// - `phDesc`: in, `CUdevResourceDesc *`
-/// - `resources`: in, `CUdevResource *`
+/// - `phDesc`: out, `CUdevResourceDesc *`
+/// - `resources`: in, `CUdevResource *`, array of `nbResources` elements
 /// - `nbResources`: in, `unsigned int`
 ///
 /// # Errors
@@ -5039,14 +5039,14 @@ pub unsafe fn cuDevResourceGenerateDesc(
     };
     unsafe { __driver_fn(phDesc, resources, nbResources) }
 }
-/// Raw binding to `cuDevSmResourceSplitByCount` from the driver's Green Contexts API.
+/// Splits an SM resource into groups of at least minCount SMs, writing them to result and any leftover SMs to remaining (which may be NULL). With result NULL it only reports in nbGroups how many groups it would make; otherwise nbGroups holds the array size on entry and the number of groups written on return.
 ///
 /// # Parameters
 ///
-/// - `result`: in, `CUdevResource *`, may be null
-/// - `nbGroups`: in, `unsigned int *`
+/// - `result`: out, `CUdevResource *`, array of `nbGroups` elements, may be null
+/// - `nbGroups`: in-out, `unsigned int *`
 /// - `input`: in, `const CUdevResource *`
-/// - `remaining`: in, `CUdevResource *`
+/// - `remaining`: out, `CUdevResource *`, may be null
 /// - `useFlags`: in, `unsigned int`
 /// - `minCount`: in, `unsigned int`
 ///
@@ -5084,7 +5084,7 @@ pub unsafe fn cuDevSmResourceSplitByCount(
     };
     unsafe { __driver_fn(result, nbGroups, input, remaining, useFlags, minCount) }
 }
-/// Raw binding to `cuDeviceCanAccessPeer` from the driver's Peer Context Memory Access API.
+/// Writes 1 if contexts on dev can map and access memory that lives on peerDev, else 0. A 1 means cuCtxEnablePeerAccess may succeed.
 ///
 /// # Parameters
 ///
@@ -5116,14 +5116,14 @@ pub unsafe fn cuDeviceCanAccessPeer(
     };
     unsafe { __driver_fn(canAccessPeer, dev, peerDev) }
 }
-/// Raw binding to `cuDeviceComputeCapability` from the driver's Device Management \[DEPRECATED\] API.
+/// Deprecated since CUDA 5.0: writes the major and minor compute capability numbers of a device. Use cuDeviceGetAttribute with the compute capability attributes.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
 /// # Parameters
 ///
-/// - `major`: in, `int *`
-/// - `minor`: in, `int *`
+/// - `major`: out, `int *`
+/// - `minor`: out, `int *`
 /// - `dev`: in, `CUdevice`
 ///
 /// # Errors
@@ -5309,12 +5309,12 @@ pub unsafe fn cuDeviceGetDefaultMemPool(
     };
     unsafe { __driver_fn(pool_out, dev) }
 }
-/// Raw binding to `cuDeviceGetDevResource` from the driver's Green Contexts API.
+/// Fills resource with what the device offers of the given resource type (such as its SMs), typically the starting point for partitioning.
 ///
 /// # Parameters
 ///
 /// - `device`: in, `CUdevice`
-/// - `resource`: in, `CUdevResource *`
+/// - `resource`: out, `CUdevResource *`
 /// - `type`: in, `CUdevResourceType`
 ///
 /// # Errors
@@ -5591,11 +5591,11 @@ pub unsafe fn cuDeviceGetNvSciSyncAttributes(
     };
     unsafe { __driver_fn(nvSciSyncAttrList, dev, flags) }
 }
-/// Raw binding to `cuDeviceGetP2PAtomicCapabilities` from the driver's Peer Context Memory Access API.
+/// For each of count atomic operations, writes a bitmask of the CUatomicOperationCapability flags that the link from srcDevice to dstDevice supports natively. Both arrays hold count entries and the devices must differ.
 ///
 /// # Parameters
 ///
-/// - `capabilities`: out, `unsigned int *`
+/// - `capabilities`: out, `unsigned int *`, array of `count` elements
 /// - `operations`: in, `const CUatomicOperation *`, array of `count` elements
 /// - `count`: in, `unsigned int`
 /// - `srcDevice`: in, `CUdevice`
@@ -5633,7 +5633,7 @@ pub unsafe fn cuDeviceGetP2PAtomicCapabilities(
     };
     unsafe { __driver_fn(capabilities, operations, count, srcDevice, dstDevice) }
 }
-/// Raw binding to `cuDeviceGetP2PAttribute` from the driver's Peer Context Memory Access API.
+/// Writes one attribute of the link from srcDevice to dstDevice, such as its relative performance rank or whether peer access, native atomics or array access work over it. The two devices must differ.
 ///
 /// # Parameters
 ///
@@ -5708,7 +5708,7 @@ pub unsafe fn cuDeviceGetPCIBusId(
     };
     unsafe { __driver_fn(pciBusId, len, dev) }
 }
-/// Raw binding to `cuDeviceGetProperties` from the driver's Device Management \[DEPRECATED\] API.
+/// Deprecated since CUDA 5.0: fills a CUdevprop with a few basic limits of a device (block and grid sizes, shared and constant memory, warp size, clock rate, texture alignment). Use cuDeviceGetAttribute.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -6361,7 +6361,7 @@ pub unsafe fn cuEventSynchronize(hEvent: CUevent) -> CUresult {
     };
     unsafe { __driver_fn(hEvent) }
 }
-/// Raw binding to `cuExternalMemoryGetMappedBuffer` from the driver's External Resource Interoperability API.
+/// Maps the byte range of imported external memory given by offset and size in bufferDesc into the device address space and returns its address, to be freed with cuMemFree. Overlapping mappings may need volatile accesses to stay coherent.
 ///
 /// # Parameters
 ///
@@ -6397,7 +6397,7 @@ pub unsafe fn cuExternalMemoryGetMappedBuffer(
     };
     unsafe { __driver_fn(devPtr, extMem, bufferDesc) }
 }
-/// Raw binding to `cuExternalMemoryGetMappedMipmappedArray` from the driver's External Resource Interoperability API.
+/// Creates a CUDA mipmapped array over imported external memory, using the offset, array descriptor and level count in mipmapDesc; free it with cuMipmappedArrayDestroy. dma-buf imports cannot be mapped this way.
 ///
 /// # Parameters
 ///
@@ -6691,7 +6691,7 @@ pub unsafe fn cuFuncSetAttribute(
     };
     unsafe { __driver_fn(hfunc, attrib, value) }
 }
-/// Raw binding to `cuFuncSetBlockShape` from the driver's Execution Control \[DEPRECATED\] API.
+/// Deprecated: records the x, y and z thread-block dimensions that later cuLaunch, cuLaunchGrid and cuLaunchGridAsync calls use for this kernel.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -6766,7 +6766,7 @@ pub unsafe fn cuFuncSetCacheConfig(hfunc: CUfunction, config: CUfunc_cache) -> C
     };
     unsafe { __driver_fn(hfunc, config) }
 }
-/// Raw binding to `cuFuncSetSharedMemConfig` from the driver's Execution Control \[DEPRECATED\] API.
+/// Deprecated: asks for a shared memory bank width (default, 4 or 8 bytes) for later launches of this kernel, overriding the context setting. Devices with a fixed bank size ignore it.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -6803,7 +6803,7 @@ pub unsafe fn cuFuncSetSharedMemConfig(
     };
     unsafe { __driver_fn(hfunc, config) }
 }
-/// Raw binding to `cuFuncSetSharedSize` from the driver's Execution Control \[DEPRECATED\] API.
+/// Deprecated: records how many bytes of dynamic shared memory each block gets when the kernel is next launched through the legacy launch calls.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -6840,12 +6840,12 @@ pub unsafe fn cuFuncSetSharedSize(
     };
     unsafe { __driver_fn(hfunc, bytes) }
 }
-/// Raw binding to `cuGetErrorName` from the driver's Error Handling API.
+/// Points pStr at a static, NUL-terminated string holding the enum name of a CUresult, such as CUDA_ERROR_INVALID_VALUE. For an unknown code it sets pStr to NULL and fails.
 ///
 /// # Parameters
 ///
 /// - `error`: in, `CUresult`
-/// - `pStr`: in, `const char **`
+/// - `pStr`: out, `const char **`
 ///
 /// # Errors
 ///
@@ -6872,12 +6872,12 @@ pub unsafe fn cuGetErrorName(
     };
     unsafe { __driver_fn(error, pStr) }
 }
-/// Raw binding to `cuGetErrorString` from the driver's Error Handling API.
+/// Points pStr at a static, NUL-terminated English description of a CUresult. For an unknown code it sets pStr to NULL and returns CUDA_ERROR_INVALID_VALUE.
 ///
 /// # Parameters
 ///
 /// - `error`: in, `CUresult`
-/// - `pStr`: in, `const char **`
+/// - `pStr`: out, `const char **`
 ///
 /// # Errors
 ///
@@ -6904,11 +6904,11 @@ pub unsafe fn cuGetErrorString(
     };
     unsafe { __driver_fn(error, pStr) }
 }
-/// Raw binding to `cuGetExportTable` from the driver's Coredump Attributes Control API API.
+/// Undocumented: writes a pointer to the driver's internal function table identified by a UUID. Meant for NVIDIA's own libraries; the table layout is private.
 ///
 /// # Parameters
 ///
-/// - `ppExportTable`: in, `const void **`
+/// - `ppExportTable`: out, `const void **`
 /// - `pExportTableId`: in, `const CUuuid *`
 ///
 /// # Errors
@@ -6939,15 +6939,15 @@ pub unsafe fn cuGetExportTable(
     };
     unsafe { __driver_fn(ppExportTable, pExportTableId) }
 }
-/// Raw binding to `cuGetProcAddress` from the driver's Driver Entry Point Access API.
+/// Looks up a driver function by base name (for example cuMemAlloc) for a CUDA version written as 1000*major+10*minor, and writes its address, which must be cast to the matching PFN type. If no compatible entry exists it still succeeds but writes NULL; the optional symbolStatus says why.
 ///
 /// # Parameters
 ///
 /// - `symbol`: in, `const char *`
-/// - `pfn`: in, `void **`
+/// - `pfn`: out, `void **`
 /// - `cudaVersion`: in, `int`
 /// - `flags`: in, `cuuint64_t`
-/// - `symbolStatus`: in, `CUdriverProcAddressQueryResult *`, may be null
+/// - `symbolStatus`: out, `CUdriverProcAddressQueryResult *`, may be null
 ///
 /// # Errors
 ///
@@ -9817,12 +9817,12 @@ pub unsafe fn cuGraphUpload(hGraphExec: CUgraphExec, hStream: CUstream) -> CUres
     };
     unsafe { __driver_fn(hGraphExec, hStream) }
 }
-/// Raw binding to `cuGraphicsMapResources` from the driver's Graphics Interoperability API.
+/// Maps the count registered graphics resources for use by CUDA, ordering earlier graphics work before later work in hStream. The graphics API must not touch them until they are unmapped, and none may already be mapped or appear twice.
 ///
 /// # Parameters
 ///
 /// - `count`: in, `unsigned int`
-/// - `resources`: in, `CUgraphicsResource *`
+/// - `resources`: in, `CUgraphicsResource *`, array of `count` elements
 /// - `hStream`: in, `CUstream`
 ///
 /// # Errors
@@ -9855,7 +9855,7 @@ pub unsafe fn cuGraphicsMapResources(
     };
     unsafe { __driver_fn(count, resources, hStream) }
 }
-/// Raw binding to `cuGraphicsResourceGetMappedMipmappedArray` from the driver's Graphics Interoperability API.
+/// Returns the mipmapped array through which a mapped texture resource can be read and written; it may be different after every map.
 ///
 /// # Parameters
 ///
@@ -9887,7 +9887,7 @@ pub unsafe fn cuGraphicsResourceGetMappedMipmappedArray(
     };
     unsafe { __driver_fn(pMipmappedArray, resource) }
 }
-/// Raw binding to `cuGraphicsResourceGetMappedPointer` from the driver's Graphics Interoperability API.
+/// Returns the device address and the accessible size in bytes of a mapped buffer resource; the address may be different after every map.
 ///
 /// # Parameters
 ///
@@ -9925,7 +9925,7 @@ pub unsafe fn cuGraphicsResourceGetMappedPointer(
     };
     unsafe { __driver_fn(pDevPtr, pSize, resource) }
 }
-/// Raw binding to `cuGraphicsResourceSetMapFlags` from the driver's Graphics Interoperability API.
+/// Sets the usage hint (none, read-only or write-discard) for a registered resource, taking effect the next time it is mapped; the resource must not be mapped now.
 ///
 /// # Parameters
 ///
@@ -9957,7 +9957,7 @@ pub unsafe fn cuGraphicsResourceSetMapFlags(
     };
     unsafe { __driver_fn(resource, flags) }
 }
-/// Raw binding to `cuGraphicsSubResourceGetMappedArray` from the driver's Graphics Interoperability API.
+/// Returns the CUDA array for one array index (or cubemap face) and mip level of a mapped texture resource; the array may be different after every map.
 ///
 /// # Parameters
 ///
@@ -9998,12 +9998,12 @@ pub unsafe fn cuGraphicsSubResourceGetMappedArray(
     };
     unsafe { __driver_fn(pArray, resource, arrayIndex, mipLevel) }
 }
-/// Raw binding to `cuGraphicsUnmapResources` from the driver's Graphics Interoperability API.
+/// Unmaps the count graphics resources so the graphics API may use them again, ordering earlier work in hStream before later graphics work; CUDA must not access them afterwards.
 ///
 /// # Parameters
 ///
 /// - `count`: in, `unsigned int`
-/// - `resources`: in, `CUgraphicsResource *`
+/// - `resources`: in, `CUgraphicsResource *`, array of `count` elements
 /// - `hStream`: in, `CUstream`
 ///
 /// # Errors
@@ -10036,7 +10036,7 @@ pub unsafe fn cuGraphicsUnmapResources(
     };
     unsafe { __driver_fn(count, resources, hStream) }
 }
-/// Raw binding to `cuGraphicsUnregisterResource` from the driver's Graphics Interoperability API.
+/// Unregisters a graphics resource so CUDA can no longer access it unless it is registered again; the handle is invalid afterwards.
 ///
 /// # Parameters
 ///
@@ -10064,11 +10064,11 @@ pub unsafe fn cuGraphicsUnregisterResource(resource: CUgraphicsResource) -> CUre
     };
     unsafe { __driver_fn(resource) }
 }
-/// Raw binding to `cuGreenCtxCreate` from the driver's Green Contexts API.
+/// Creates a green context on device dev that owns only the resources in desc (built by cuDevResourceGenerateDesc), holding a reference to the device's primary context until it is destroyed. It is not made current, flags must include CU_GREEN_CTX_DEFAULT_STREAM, and it may be current on only one thread at a time.
 ///
 /// # Parameters
 ///
-/// - `phCtx`: in, `CUgreenCtx *`
+/// - `phCtx`: out, `CUgreenCtx *`
 /// - `desc`: in, `CUdevResourceDesc`
 /// - `dev`: in, `CUdevice`
 /// - `flags`: in, `unsigned int`
@@ -10105,7 +10105,7 @@ pub unsafe fn cuGreenCtxCreate(
     };
     unsafe { __driver_fn(phCtx, desc, dev, flags) }
 }
-/// Raw binding to `cuGreenCtxDestroy` from the driver's Green Contexts API.
+/// Destroys a green context, freeing its provisioned resources and its reference to the primary context. Streams created in it are not destroyed and should be destroyed beforehand, since every later call on them fails.
 ///
 /// # Parameters
 ///
@@ -10133,12 +10133,12 @@ pub unsafe fn cuGreenCtxDestroy(hCtx: CUgreenCtx) -> CUresult {
     };
     unsafe { __driver_fn(hCtx) }
 }
-/// Raw binding to `cuGreenCtxGetDevResource` from the driver's Green Contexts API.
+/// Fills resource with what the green context was provisioned with of the given resource type.
 ///
 /// # Parameters
 ///
 /// - `hCtx`: in, `CUgreenCtx`
-/// - `resource`: in, `CUdevResource *`
+/// - `resource`: out, `CUdevResource *`
 /// - `type`: in, `CUdevResourceType`
 ///
 /// # Errors
@@ -10171,12 +10171,12 @@ pub unsafe fn cuGreenCtxGetDevResource(
     };
     unsafe { __driver_fn(hCtx, resource, type_) }
 }
-/// Raw binding to `cuGreenCtxGetId` from the driver's Green Contexts API.
+/// Returns the ID of a green context, unique for the life of the process, or of the current green context when greenCtx is NULL.
 ///
 /// # Parameters
 ///
 /// - `greenCtx`: in, `CUgreenCtx`
-/// - `greenCtxId`: in, `unsigned long long *`
+/// - `greenCtxId`: out, `unsigned long long *`
 ///
 /// # Errors
 ///
@@ -10203,7 +10203,7 @@ pub unsafe fn cuGreenCtxGetId(
     };
     unsafe { __driver_fn(greenCtx, greenCtxId) }
 }
-/// Raw binding to `cuGreenCtxRecordEvent` from the driver's Green Contexts API.
+/// Records into hEvent all work submitted to the green context so far, so it can be queried or waited on; the event and the green context must belong to the same primary context.
 ///
 /// # Parameters
 ///
@@ -10232,7 +10232,7 @@ pub unsafe fn cuGreenCtxRecordEvent(hCtx: CUgreenCtx, hEvent: CUevent) -> CUresu
     };
     unsafe { __driver_fn(hCtx, hEvent) }
 }
-/// Raw binding to `cuGreenCtxStreamCreate` from the driver's Green Contexts API.
+/// Creates a stream that runs its work in the given green context, whatever context is current on the thread. flags must include CU_STREAM_NON_BLOCKING, priority follows cuCtxGetStreamPriorityRange (lower is more urgent, out-of-range values are clamped), and the stream is destroyed with cuStreamDestroy.
 ///
 /// # Parameters
 ///
@@ -10273,7 +10273,7 @@ pub unsafe fn cuGreenCtxStreamCreate(
     };
     unsafe { __driver_fn(phStream, greenCtx, flags, priority) }
 }
-/// Raw binding to `cuGreenCtxWaitEvent` from the driver's Green Contexts API.
+/// Makes all work submitted later to the green context wait, on the device, for the work captured in hEvent, which may come from another context or device; the calling thread is not blocked.
 ///
 /// # Parameters
 ///
@@ -10302,7 +10302,7 @@ pub unsafe fn cuGreenCtxWaitEvent(hCtx: CUgreenCtx, hEvent: CUevent) -> CUresult
     };
     unsafe { __driver_fn(hCtx, hEvent) }
 }
-/// Raw binding to `cuImportExternalMemory` from the driver's External Resource Interoperability API.
+/// Imports memory allocated by another API (an opaque or dma-buf file descriptor, a Win32 or D3D handle, or an NvSciBuf object) as described by memHandleDesc, and returns an external memory handle. On success CUDA owns an imported file descriptor, which the caller must no longer use, while Win32 handles stay the caller's to close.
 ///
 /// # Parameters
 ///
@@ -10337,7 +10337,7 @@ pub unsafe fn cuImportExternalMemory(
     };
     unsafe { __driver_fn(extMem_out, memHandleDesc) }
 }
-/// Raw binding to `cuImportExternalSemaphore` from the driver's External Resource Interoperability API.
+/// Imports a synchronization object from another API (a file descriptor, a Win32 or D3D fence or keyed mutex, an NvSciSync object or a timeline semaphore) as described by semHandleDesc, and returns an external semaphore handle. On success CUDA owns an imported file descriptor, which the caller must no longer use.
 ///
 /// # Parameters
 ///
@@ -10804,7 +10804,7 @@ pub unsafe fn cuKernelSetCacheConfig(
     };
     unsafe { __driver_fn(kernel, config, dev) }
 }
-/// Raw binding to `cuLaunch` from the driver's Execution Control \[DEPRECATED\] API.
+/// Deprecated: runs the kernel as a single block, using the shape, shared memory and arguments set earlier with cuFuncSetBlockShape, cuFuncSetSharedSize and the cuParamSet calls. A cuLaunchKernel call on the same function clears that state, and launching without setting it again is undefined behaviour.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -10952,7 +10952,7 @@ pub unsafe fn cuLaunchCooperativeKernelMultiDevice(
     };
     unsafe { __driver_fn(launchParamsList, numDevices, flags) }
 }
-/// Raw binding to `cuLaunchGrid` from the driver's Execution Control \[DEPRECATED\] API.
+/// Deprecated: runs the kernel on a grid_width by grid_height grid of blocks using the state set by the cuFuncSet and cuParamSet calls; that state must be set again after any cuLaunchKernel of the same function.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -10995,7 +10995,7 @@ pub unsafe fn cuLaunchGrid(
     };
     unsafe { __driver_fn(f, grid_width, grid_height) }
 }
-/// Raw binding to `cuLaunchGridAsync` from the driver's Execution Control \[DEPRECATED\] API.
+/// Deprecated: the stream-ordered form of cuLaunchGrid, queuing the kernel on hStream with the state set by the cuFuncSet and cuParamSet calls. Use cuLaunchKernel instead.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -11818,11 +11818,11 @@ pub unsafe fn cuLinkDestroy(state: CUlinkState) -> CUresult {
     };
     unsafe { __driver_fn(state) }
 }
-/// Raw binding to `cuLogsCurrent` from the driver's Error Log Management Functions API.
+/// Writes an iterator positioned at the end of the driver's log buffer, so that a later dump covers only messages logged after this call. flags must be 0.
 ///
 /// # Parameters
 ///
-/// - `iterator_out`: in, `CUlogIterator *`
+/// - `iterator_out`: out, `CUlogIterator *`
 /// - `flags`: in, `unsigned int`
 ///
 /// # Errors
@@ -11850,11 +11850,11 @@ pub unsafe fn cuLogsCurrent(
     };
     unsafe { __driver_fn(iterator_out, flags) }
 }
-/// Raw binding to `cuLogsDumpToFile` from the driver's Error Log Management Functions API.
+/// Writes the buffered driver log messages to the file at pathToFile, starting at iterator (or from the oldest kept message when it is NULL) and advancing the iterator. Old messages may already have been overwritten.
 ///
 /// # Parameters
 ///
-/// - `iterator`: in, `CUlogIterator *`, may be null
+/// - `iterator`: in-out, `CUlogIterator *`, may be null
 /// - `pathToFile`: in, `const char *`
 /// - `flags`: in, `unsigned int`
 ///
@@ -11888,13 +11888,13 @@ pub unsafe fn cuLogsDumpToFile(
     };
     unsafe { __driver_fn(iterator, pathToFile, flags) }
 }
-/// Raw binding to `cuLogsDumpToMemory` from the driver's Error Log Management Functions API.
+/// Copies buffered driver log messages, newline-separated and NUL-terminated, into buffer, starting at the optional iterator and advancing it. size gives the buffer capacity on entry and the bytes written (without the NUL) on return; a buffer too small for any message gives CUDA_ERROR_INVALID_VALUE.
 ///
 /// # Parameters
 ///
-/// - `iterator`: in, `CUlogIterator *`, may be null
-/// - `buffer`: in, `char *`
-/// - `size`: in, `size_t *`
+/// - `iterator`: in-out, `CUlogIterator *`, may be null
+/// - `buffer`: out, `char *`, array of `size` elements
+/// - `size`: in-out, `size_t *`
 /// - `flags`: in, `unsigned int`
 ///
 /// # Errors
@@ -11929,13 +11929,13 @@ pub unsafe fn cuLogsDumpToMemory(
     };
     unsafe { __driver_fn(iterator, buffer, size, flags) }
 }
-/// Raw binding to `cuLogsRegisterCallback` from the driver's Error Log Management Functions API.
+/// Installs a function that the driver calls with each error log message, passing userData through; the optional callback_out receives a handle for cuLogsUnregisterCallback.
 ///
 /// # Parameters
 ///
 /// - `callbackFunc`: in, `CUlogsCallback`
-/// - `userData`: in, `void *`
-/// - `callback_out`: in, `CUlogsCallbackHandle *`, may be null
+/// - `userData`: in, `void *`, may be null
+/// - `callback_out`: out, `CUlogsCallbackHandle *`, may be null
 ///
 /// # Errors
 ///
@@ -11967,7 +11967,7 @@ pub unsafe fn cuLogsRegisterCallback(
     };
     unsafe { __driver_fn(callbackFunc, userData, callback_out) }
 }
-/// Raw binding to `cuLogsUnregisterCallback` from the driver's Error Log Management Functions API.
+/// Removes a log callback installed with cuLogsRegisterCallback so it receives no more messages.
 ///
 /// # Parameters
 ///
@@ -11995,7 +11995,7 @@ pub unsafe fn cuLogsUnregisterCallback(callback: CUlogsCallbackHandle) -> CUresu
     };
     unsafe { __driver_fn(callback) }
 }
-/// Raw binding to `cuMemAddressFree` from the driver's Virtual Memory Management API.
+/// Gives back a virtual address range obtained from cuMemAddressReserve; ptr and size must be exactly those of the reservation, and the addresses must not be used afterwards.
 ///
 /// # Parameters
 ///
@@ -12024,11 +12024,11 @@ pub unsafe fn cuMemAddressFree(ptr: CUdeviceptr, size: usize) -> CUresult {
     };
     unsafe { __driver_fn(ptr, size) }
 }
-/// Raw binding to `cuMemAddressReserve` from the driver's Virtual Memory Management API.
+/// Reserves a range of size bytes of virtual address space, with no memory behind it, and returns its start; the system must support unified addressing. size and addr must be multiples of the host page size, alignment a power of two (or 0 for the default), addr is only a placement hint (0 lets the driver choose), and flags must be 0.
 ///
 /// # Parameters
 ///
-/// - `ptr`: in, `CUdeviceptr *`
+/// - `ptr`: out, `CUdeviceptr *`
 /// - `size`: in, `size_t`
 /// - `alignment`: in, `size_t`
 /// - `addr`: in, `CUdeviceptr`
@@ -12068,7 +12068,7 @@ pub unsafe fn cuMemAddressReserve(
     };
     unsafe { __driver_fn(ptr, size, alignment, addr, flags) }
 }
-/// Raw binding to `cuMemAdvise` from the driver's Unified Addressing API.
+/// Gives the unified memory system a usage hint for count bytes of managed (or supported pageable) memory at devPtr, such as read-mostly, a preferred location, or that location will access it. It changes placement and mapping policy, never the contents.
 ///
 /// # Parameters
 ///
@@ -12138,11 +12138,11 @@ pub unsafe fn cuMemAlloc(dptr: *mut CUdeviceptr, bytesize: usize) -> CUresult {
     };
     unsafe { __driver_fn(dptr, bytesize) }
 }
-/// Raw binding to `cuMemAllocAsync` from the driver's Stream Ordered Memory Allocator API.
+/// Enqueues on hStream an allocation of bytesize bytes from the current memory pool of the stream's device and hands back the address at once. Only work ordered after the allocation (by the same stream, an event or a synchronization) may use it; under stream capture a graph allocation node is created instead.
 ///
 /// # Parameters
 ///
-/// - `dptr`: in, `CUdeviceptr *`
+/// - `dptr`: out, `CUdeviceptr *`
 /// - `bytesize`: in, `size_t`
 /// - `hStream`: in, `CUstream`
 ///
@@ -12172,11 +12172,11 @@ pub unsafe fn cuMemAllocAsync(
     };
     unsafe { __driver_fn(dptr, bytesize, hStream) }
 }
-/// Raw binding to `cuMemAllocFromPoolAsync` from the driver's Stream Ordered Memory Allocator API.
+/// Enqueues on hStream an allocation of bytesize bytes from the given pool, which may live on another device than the stream, and hands back the address at once. Only work ordered after the allocation may use it; under stream capture a graph allocation node is created instead.
 ///
 /// # Parameters
 ///
-/// - `dptr`: in, `CUdeviceptr *`
+/// - `dptr`: out, `CUdeviceptr *`
 /// - `bytesize`: in, `size_t`
 /// - `pool`: in, `CUmemoryPool`
 /// - `hStream`: in, `CUstream`
@@ -12371,11 +12371,11 @@ pub unsafe fn cuMemBatchDecompressAsync(
     };
     unsafe { __driver_fn(paramsArray, count, flags, errorIndex, stream) }
 }
-/// Raw binding to `cuMemCreate` from the driver's Virtual Memory Management API.
+/// Creates a physical allocation of size bytes on the location and with the shareable handle types described by prop, and returns a generic handle to it without mapping it anywhere. size must be a multiple of the minimum granularity from cuMemGetAllocationGranularity; map it with cuMemMap and drop the handle with cuMemRelease.
 ///
 /// # Parameters
 ///
-/// - `handle`: in, `CUmemGenericAllocationHandle *`
+/// - `handle`: out, `CUmemGenericAllocationHandle *`
 /// - `size`: in, `size_t`
 /// - `prop`: in, `const CUmemAllocationProp *`
 /// - `flags`: in, `unsigned long long`
@@ -12412,14 +12412,14 @@ pub unsafe fn cuMemCreate(
     };
     unsafe { __driver_fn(handle, size, prop, flags) }
 }
-/// Raw binding to `cuMemDiscardAndPrefetchBatchAsync` from the driver's Unified Addressing API.
+/// Enqueues on hStream a discard followed by a prefetch for each of the count ranges given by dptrs and sizes, with destinations chosen as in cuMemPrefetchBatchAsync, more cheaply than the two separate calls. Accessing the ranges while it runs is undefined behaviour.
 ///
 /// # Parameters
 ///
-/// - `dptrs`: in, `CUdeviceptr *`
+/// - `dptrs`: in, `CUdeviceptr *`, array of `count` elements
 /// - `sizes`: in, `size_t *`, array of `count` elements
 /// - `count`: in, `size_t`
-/// - `prefetchLocs`: in, `CUmemLocation *`
+/// - `prefetchLocs`: in, `CUmemLocation *`, array of `numPrefetchLocs` elements
 /// - `prefetchLocIdxs`: in, `size_t *`, array of `numPrefetchLocs` elements
 /// - `numPrefetchLocs`: in, `size_t`
 /// - `flags`: in, `unsigned long long`
@@ -12476,11 +12476,11 @@ pub unsafe fn cuMemDiscardAndPrefetchBatchAsync(
         )
     }
 }
-/// Raw binding to `cuMemDiscardBatchAsync` from the driver's Unified Addressing API.
+/// Enqueues on hStream discards of the count ranges given by dptrs and sizes, telling the driver their contents are no longer needed. Reads of a discarded range give indeterminate values until it is written or prefetched, and touching a range while the discard runs is undefined behaviour.
 ///
 /// # Parameters
 ///
-/// - `dptrs`: in, `CUdeviceptr *`
+/// - `dptrs`: in, `CUdeviceptr *`, array of `count` elements
 /// - `sizes`: in, `size_t *`, array of `count` elements
 /// - `count`: in, `size_t`
 /// - `flags`: in, `unsigned long long`
@@ -12520,11 +12520,11 @@ pub unsafe fn cuMemDiscardBatchAsync(
     };
     unsafe { __driver_fn(dptrs, sizes, count, flags, hStream) }
 }
-/// Raw binding to `cuMemExportToShareableHandle` from the driver's Virtual Memory Management API.
+/// Produces an OS shareable handle for an allocation, of the kind named by handleType (for example a POSIX file descriptor, a Win32 handle or a fabric handle), so another process or graphics API can import it. shareableHandle must point to storage for that kind of handle, and flags must be 0.
 ///
 /// # Parameters
 ///
-/// - `shareableHandle`: in, `void *`
+/// - `shareableHandle`: out, `void *`
 /// - `handle`: in, `CUmemGenericAllocationHandle`
 /// - `handleType`: in, `CUmemAllocationHandleType`
 /// - `flags`: in, `unsigned long long`
@@ -12589,7 +12589,7 @@ pub unsafe fn cuMemFree(dptr: CUdeviceptr) -> CUresult {
     };
     unsafe { __driver_fn(dptr) }
 }
-/// Raw binding to `cuMemFreeAsync` from the driver's Stream Ordered Memory Allocator API.
+/// Enqueues on hStream the release of an allocation, so the memory becomes free in stream order. Work that runs after that point, and later pointer-attribute queries, must not touch the address; during stream capture it must be a graph allocation.
 ///
 /// # Parameters
 ///
@@ -12646,11 +12646,11 @@ pub unsafe fn cuMemFreeHost(p: *mut ::core::ffi::c_void) -> CUresult {
     };
     unsafe { __driver_fn(p) }
 }
-/// Raw binding to `cuMemGetAccess` from the driver's Virtual Memory Management API.
+/// Reports the access flags that the given location holds for the mapped virtual address ptr.
 ///
 /// # Parameters
 ///
-/// - `flags`: in, `unsigned long long *`
+/// - `flags`: out, `unsigned long long *`
 /// - `location`: in, `const CUmemLocation *`
 /// - `ptr`: in, `CUdeviceptr`
 ///
@@ -12718,11 +12718,11 @@ pub unsafe fn cuMemGetAddressRange(
     };
     unsafe { __driver_fn(pbase, psize, dptr) }
 }
-/// Raw binding to `cuMemGetAllocationGranularity` from the driver's Virtual Memory Management API.
+/// Reports the minimum or the recommended granularity, as chosen by option, for allocations with the properties in prop; sizes, alignments and mapping addresses should be multiples of it.
 ///
 /// # Parameters
 ///
-/// - `granularity`: in, `size_t *`
+/// - `granularity`: out, `size_t *`
 /// - `prop`: in, `const CUmemAllocationProp *`
 /// - `option`: in, `CUmemAllocationGranularity_flags`
 ///
@@ -12756,11 +12756,11 @@ pub unsafe fn cuMemGetAllocationGranularity(
     };
     unsafe { __driver_fn(granularity, prop, option) }
 }
-/// Raw binding to `cuMemGetAllocationPropertiesFromHandle` from the driver's Virtual Memory Management API.
+/// Fills prop with the properties that a generic allocation handle was created with.
 ///
 /// # Parameters
 ///
-/// - `prop`: in, `CUmemAllocationProp *`
+/// - `prop`: out, `CUmemAllocationProp *`
 /// - `handle`: in, `CUmemGenericAllocationHandle`
 ///
 /// # Errors
@@ -12791,11 +12791,11 @@ pub unsafe fn cuMemGetAllocationPropertiesFromHandle(
     };
     unsafe { __driver_fn(prop, handle) }
 }
-/// Raw binding to `cuMemGetDefaultMemPool` from the driver's Stream Ordered Memory Allocator API.
+/// Returns the default memory pool for a location (a device, the host or a host NUMA node) and an allocation type, pinned or managed; for managed memory the location may also be of type none.
 ///
 /// # Parameters
 ///
-/// - `pool_out`: in, `CUmemoryPool *`
+/// - `pool_out`: out, `CUmemoryPool *`
 /// - `location`: in, `CUmemLocation *`
 /// - `type`: in, `CUmemAllocationType`
 ///
@@ -12902,11 +12902,11 @@ pub unsafe fn cuMemGetInfo(free: *mut usize, total: *mut usize) -> CUresult {
     };
     unsafe { __driver_fn(free, total) }
 }
-/// Raw binding to `cuMemGetMemPool` from the driver's Stream Ordered Memory Allocator API.
+/// Returns the memory pool currently used for a location and allocation type, which is the last one set with cuMemSetMemPool or cuDeviceSetMemPool, or otherwise the location's default pool.
 ///
 /// # Parameters
 ///
-/// - `pool`: in, `CUmemoryPool *`
+/// - `pool`: out, `CUmemoryPool *`
 /// - `location`: in, `CUmemLocation *`
 /// - `type`: in, `CUmemAllocationType`
 ///
@@ -13117,11 +13117,11 @@ pub unsafe fn cuMemHostUnregister(p: *mut ::core::ffi::c_void) -> CUresult {
     };
     unsafe { __driver_fn(p) }
 }
-/// Raw binding to `cuMemImportFromShareableHandle` from the driver's Virtual Memory Management API.
+/// Turns an OS shareable handle received from another process or API into a generic allocation handle, which is then mapped with cuMemMap and eventually dropped with cuMemRelease. osHandle carries the handle itself (a file descriptor or Win32 handle cast to a pointer) or points to it for fabric handles; importing the same OS handle twice may give different CUDA handles.
 ///
 /// # Parameters
 ///
-/// - `handle`: in, `CUmemGenericAllocationHandle *`
+/// - `handle`: out, `CUmemGenericAllocationHandle *`
 /// - `osHandle`: in, `void *`
 /// - `shHandleType`: in, `CUmemAllocationHandleType`
 ///
@@ -13155,7 +13155,7 @@ pub unsafe fn cuMemImportFromShareableHandle(
     };
     unsafe { __driver_fn(handle, osHandle, shHandleType) }
 }
-/// Raw binding to `cuMemMap` from the driver's Virtual Memory Management API.
+/// Maps size bytes of the physical allocation behind handle, starting at offset (currently 0), onto the reserved and not yet mapped virtual range at ptr. ptr, size and offset must be multiples of the allocation (or multicast) granularity, and the range stays inaccessible until cuMemSetAccess grants access.
 ///
 /// # Parameters
 ///
@@ -13199,7 +13199,7 @@ pub unsafe fn cuMemMap(
     };
     unsafe { __driver_fn(ptr, size, offset, handle, flags) }
 }
-/// Raw binding to `cuMemMapArrayAsync` from the driver's Virtual Memory Management API.
+/// Queues on hStream count map or unmap operations, each a CUarrayMapInfo, that bind tiles of a tile-pool allocation to regions or mip tails of sparse (or deferred-mapping) CUDA arrays and mipmapped arrays, or unbind them. Offsets and extents must be tile-aligned and the device in each entry must match the stream's.
 ///
 /// # Parameters
 ///
@@ -13237,11 +13237,11 @@ pub unsafe fn cuMemMapArrayAsync(
     };
     unsafe { __driver_fn(mapInfoList, count, hStream) }
 }
-/// Raw binding to `cuMemPoolCreate` from the driver's Stream Ordered Memory Allocator API.
+/// Creates a memory pool with the backing location, IPC handle types, maximum size and other settings in poolProps and returns it; pools of host memory cannot be shared between processes. Destroy it with cuMemPoolDestroy.
 ///
 /// # Parameters
 ///
-/// - `pool`: in, `CUmemoryPool *`
+/// - `pool`: out, `CUmemoryPool *`
 /// - `poolProps`: in, `const CUmemPoolProps *`
 ///
 /// # Errors
@@ -13269,7 +13269,7 @@ pub unsafe fn cuMemPoolCreate(
     };
     unsafe { __driver_fn(pool, poolProps) }
 }
-/// Raw binding to `cuMemPoolDestroy` from the driver's Stream Ordered Memory Allocator API.
+/// Destroys a memory pool; if allocations from it or frees into it are still outstanding, its resources are released later once they are gone. A device's default pool cannot be destroyed, and destroying a device's current pool makes its default pool current again.
 ///
 /// # Parameters
 ///
@@ -13297,11 +13297,11 @@ pub unsafe fn cuMemPoolDestroy(pool: CUmemoryPool) -> CUresult {
     };
     unsafe { __driver_fn(pool) }
 }
-/// Raw binding to `cuMemPoolExportPointer` from the driver's Stream Ordered Memory Allocator API.
+/// Fills shareData_out with opaque data naming one allocation of a shared pool; the data can be passed to another process by any means and opened there with cuMemPoolImportPointer.
 ///
 /// # Parameters
 ///
-/// - `shareData_out`: in, `CUmemPoolPtrExportData *`
+/// - `shareData_out`: out, `CUmemPoolPtrExportData *`
 /// - `ptr`: in, `CUdeviceptr`
 ///
 /// # Errors
@@ -13329,11 +13329,11 @@ pub unsafe fn cuMemPoolExportPointer(
     };
     unsafe { __driver_fn(shareData_out, ptr) }
 }
-/// Raw binding to `cuMemPoolExportToShareableHandle` from the driver's Stream Ordered Memory Allocator API.
+/// Creates an OS handle of kind handleType for an IPC-capable pool so another process can open it with cuMemPoolImportFromShareableHandle. handle_out must point to storage for that kind of handle, and flags must be 0.
 ///
 /// # Parameters
 ///
-/// - `handle_out`: in, `void *`
+/// - `handle_out`: out, `void *`
 /// - `pool`: in, `CUmemoryPool`
 /// - `handleType`: in, `CUmemAllocationHandleType`
 /// - `flags`: in, `unsigned long long`
@@ -13370,11 +13370,11 @@ pub unsafe fn cuMemPoolExportToShareableHandle(
     };
     unsafe { __driver_fn(handle_out, pool, handleType, flags) }
 }
-/// Raw binding to `cuMemPoolGetAccess` from the driver's Stream Ordered Memory Allocator API.
+/// Reports the access flags that a location has to the memory of a pool.
 ///
 /// # Parameters
 ///
-/// - `flags`: in, `CUmemAccess_flags *`
+/// - `flags`: out, `CUmemAccess_flags *`
 /// - `memPool`: in, `CUmemoryPool`
 /// - `location`: in, `CUmemLocation *`
 ///
@@ -13408,13 +13408,13 @@ pub unsafe fn cuMemPoolGetAccess(
     };
     unsafe { __driver_fn(flags, memPool, location) }
 }
-/// Raw binding to `cuMemPoolGetAttribute` from the driver's Stream Ordered Memory Allocator API.
+/// Reads a pool attribute, such as the release threshold, a reuse policy or the current and peak reserved or used memory, into value, which must point to a cuuint64_t or an int as attr requires.
 ///
 /// # Parameters
 ///
 /// - `pool`: in, `CUmemoryPool`
 /// - `attr`: in, `CUmemPool_attribute`
-/// - `value`: in, `void *`
+/// - `value`: out, `void *`
 ///
 /// # Errors
 ///
@@ -13446,11 +13446,11 @@ pub unsafe fn cuMemPoolGetAttribute(
     };
     unsafe { __driver_fn(pool, attr, value) }
 }
-/// Raw binding to `cuMemPoolImportFromShareableHandle` from the driver's Stream Ordered Memory Allocator API.
+/// Opens, from its OS handle, a memory pool shared by another process. Imported pools cannot allocate; individual allocations are brought in with cuMemPoolImportPointer, and flags must be 0.
 ///
 /// # Parameters
 ///
-/// - `pool_out`: in, `CUmemoryPool *`
+/// - `pool_out`: out, `CUmemoryPool *`
 /// - `handle`: in, `void *`
 /// - `handleType`: in, `CUmemAllocationHandleType`
 /// - `flags`: in, `unsigned long long`
@@ -13487,11 +13487,11 @@ pub unsafe fn cuMemPoolImportFromShareableHandle(
     };
     unsafe { __driver_fn(pool_out, handle, handleType, flags) }
 }
-/// Raw binding to `cuMemPoolImportPointer` from the driver's Stream Ordered Memory Allocator API.
+/// Maps into this process an allocation described by export data from another process, through a pool imported from that process, and returns its address. It must not be used before the exporter's allocation has completed, and every importer must free it (cuMemFree or cuMemFreeAsync) before the exporter does.
 ///
 /// # Parameters
 ///
-/// - `ptr_out`: in, `CUdeviceptr *`
+/// - `ptr_out`: out, `CUdeviceptr *`
 /// - `pool`: in, `CUmemoryPool`
 /// - `shareData`: in, `CUmemPoolPtrExportData *`
 ///
@@ -13525,7 +13525,7 @@ pub unsafe fn cuMemPoolImportPointer(
     };
     unsafe { __driver_fn(ptr_out, pool, shareData) }
 }
-/// Raw binding to `cuMemPoolSetAccess` from the driver's Stream Ordered Memory Allocator API.
+/// Sets the access that each location named in the count descriptors of map has to memory allocated from the pool.
 ///
 /// # Parameters
 ///
@@ -13559,7 +13559,7 @@ pub unsafe fn cuMemPoolSetAccess(
     };
     unsafe { __driver_fn(pool, map, count) }
 }
-/// Raw binding to `cuMemPoolSetAttribute` from the driver's Stream Ordered Memory Allocator API.
+/// Changes a pool attribute such as the release threshold, one of the reuse policies, or a reset of a high-water mark; value points to a cuuint64_t or an int, depending on attr.
 ///
 /// # Parameters
 ///
@@ -13597,7 +13597,7 @@ pub unsafe fn cuMemPoolSetAttribute(
     };
     unsafe { __driver_fn(pool, attr, value) }
 }
-/// Raw binding to `cuMemPoolTrimTo` from the driver's Stream Ordered Memory Allocator API.
+/// Returns unused memory held by the pool to the OS until no more than minBytesToKeep bytes remain reserved, as far as that is possible. Memory behind live allocations, or behind frees the host has not yet observed, is kept.
 ///
 /// # Parameters
 ///
@@ -13626,7 +13626,7 @@ pub unsafe fn cuMemPoolTrimTo(pool: CUmemoryPool, minBytesToKeep: usize) -> CUre
     };
     unsafe { __driver_fn(pool, minBytesToKeep) }
 }
-/// Raw binding to `cuMemPrefetchAsync` from the driver's Unified Addressing API.
+/// Enqueues on hStream a migration of count bytes of managed memory at devPtr to location (a device, the host or a host NUMA node), widened to whole pages; it is only a performance hint and the memory stays coherent while it moves. flags must be 0.
 ///
 /// # Parameters
 ///
@@ -13670,14 +13670,14 @@ pub unsafe fn cuMemPrefetchAsync(
     };
     unsafe { __driver_fn(devPtr, count, location, flags, hStream) }
 }
-/// Raw binding to `cuMemPrefetchBatchAsync` from the driver's Unified Addressing API.
+/// Enqueues on hStream count prefetches of the ranges given by dptrs and sizes, in no fixed order within the batch. prefetchLocs and prefetchLocIdxs (numPrefetchLocs entries each) say which destination applies from which operation onwards; flags must be 0 and the legacy NULL stream is refused.
 ///
 /// # Parameters
 ///
-/// - `dptrs`: in, `CUdeviceptr *`
+/// - `dptrs`: in, `CUdeviceptr *`, array of `count` elements
 /// - `sizes`: in, `size_t *`, array of `count` elements
 /// - `count`: in, `size_t`
-/// - `prefetchLocs`: in, `CUmemLocation *`
+/// - `prefetchLocs`: in, `CUmemLocation *`, array of `numPrefetchLocs` elements
 /// - `prefetchLocIdxs`: in, `size_t *`, array of `numPrefetchLocs` elements
 /// - `numPrefetchLocs`: in, `size_t`
 /// - `flags`: in, `unsigned long long`
@@ -13734,11 +13734,11 @@ pub unsafe fn cuMemPrefetchBatchAsync(
         )
     }
 }
-/// Raw binding to `cuMemRangeGetAttribute` from the driver's Unified Addressing API.
+/// Queries one attribute of a managed memory range, such as read-mostly, preferred location, accessed-by devices or last prefetch location, writing a result of dataSize bytes to data.
 ///
 /// # Parameters
 ///
-/// - `data`: in, `void *`
+/// - `data`: out, `void *`
 /// - `dataSize`: in, `size_t`
 /// - `attribute`: in, `CUmem_range_attribute`
 /// - `devPtr`: in, `CUdeviceptr`
@@ -13778,12 +13778,12 @@ pub unsafe fn cuMemRangeGetAttribute(
     };
     unsafe { __driver_fn(data, dataSize, attribute, devPtr, count) }
 }
-/// Raw binding to `cuMemRangeGetAttributes` from the driver's Unified Addressing API.
+/// Queries numAttributes attributes of a managed memory range at once, writing result i to the buffer data\[i\] of dataSizes\[i\] bytes under the same rules as cuMemRangeGetAttribute.
 ///
 /// # Parameters
 ///
-/// - `data`: in, `void **`
-/// - `dataSizes`: in, `size_t *`
+/// - `data`: out, `void **`, array of `numAttributes` elements
+/// - `dataSizes`: in, `size_t *`, array of `numAttributes` elements
 /// - `attributes`: in, `CUmem_range_attribute *`, array of `numAttributes` elements
 /// - `numAttributes`: in, `size_t`
 /// - `devPtr`: in, `CUdeviceptr`
@@ -13825,7 +13825,7 @@ pub unsafe fn cuMemRangeGetAttributes(
     };
     unsafe { __driver_fn(data, dataSizes, attributes, numAttributes, devPtr, count) }
 }
-/// Raw binding to `cuMemRelease` from the driver's Virtual Memory Management API.
+/// Drops a reference to a generic allocation handle from cuMemCreate, cuMemImportFromShareableHandle or cuMemRetainAllocationHandle. The physical memory goes away only when every mapping of it is unmapped and every handle is released; passing an invalid handle is undefined behaviour.
 ///
 /// # Parameters
 ///
@@ -13853,11 +13853,11 @@ pub unsafe fn cuMemRelease(handle: CUmemGenericAllocationHandle) -> CUresult {
     };
     unsafe { __driver_fn(handle) }
 }
-/// Raw binding to `cuMemRetainAllocationHandle` from the driver's Virtual Memory Management API.
+/// Returns the generic allocation handle behind a mapped address, which may lie anywhere inside a range mapped with cuMemMap; unmapped addresses fail. Every successful call adds a reference that must be dropped with cuMemRelease.
 ///
 /// # Parameters
 ///
-/// - `handle`: in, `CUmemGenericAllocationHandle *`
+/// - `handle`: out, `CUmemGenericAllocationHandle *`
 /// - `addr`: in, `void *`
 ///
 /// # Errors
@@ -13888,7 +13888,7 @@ pub unsafe fn cuMemRetainAllocationHandle(
     };
     unsafe { __driver_fn(handle, addr) }
 }
-/// Raw binding to `cuMemSetAccess` from the driver's Virtual Memory Management API.
+/// Sets the access rights that each location listed in the count descriptors of desc has to a fully mapped virtual range. Freshly mapped memory cannot be accessed by anyone until this is called.
 ///
 /// # Parameters
 ///
@@ -13929,7 +13929,7 @@ pub unsafe fn cuMemSetAccess(
     };
     unsafe { __driver_fn(ptr, size, desc, count) }
 }
-/// Raw binding to `cuMemSetMemPool` from the driver's Stream Ordered Memory Allocator API.
+/// Makes pool the current memory pool for a location and allocation type; the pool's own location and type must match them. For pinned memory on a device this is equivalent to cuDeviceSetMemPool.
 ///
 /// # Parameters
 ///
@@ -13967,7 +13967,7 @@ pub unsafe fn cuMemSetMemPool(
     };
     unsafe { __driver_fn(location, type_, pool) }
 }
-/// Raw binding to `cuMemUnmap` from the driver's Virtual Memory Management API.
+/// Removes the mapping of an entire range previously mapped with cuMemMap (sub-ranges cannot be unmapped), leaving a bare reservation. Backing memory is freed once no mapping or handle refers to it, so nothing may access those addresses any more.
 ///
 /// # Parameters
 ///
@@ -15821,7 +15821,7 @@ pub unsafe fn cuModuleGetLoadingMode(mode: *mut CUmoduleLoadingMode) -> CUresult
     };
     unsafe { __driver_fn(mode) }
 }
-/// Raw binding to `cuModuleGetSurfRef` from the driver's Module Management \[DEPRECATED\] API.
+/// Deprecated: looks up a surface reference by name in a module and writes its handle, or returns CUDA_ERROR_NOT_FOUND; it stays valid until the module is unloaded.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -15864,7 +15864,7 @@ pub unsafe fn cuModuleGetSurfRef(
     };
     unsafe { __driver_fn(pSurfRef, hmod, name) }
 }
-/// Raw binding to `cuModuleGetTexRef` from the driver's Module Management \[DEPRECATED\] API.
+/// Deprecated: looks up a texture reference by name in a module and writes its handle, or returns CUDA_ERROR_NOT_FOUND. The handle belongs to the module and goes away when it is unloaded; do not destroy it.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -16075,7 +16075,7 @@ pub unsafe fn cuModuleUnload(hmod: CUmodule) -> CUresult {
     };
     unsafe { __driver_fn(hmod) }
 }
-/// Raw binding to `cuMulticastAddDevice` from the driver's Multicast Object Management API.
+/// Adds a device to the team of a multicast object; membership lasts for the object's lifetime. Binding or mapping memory blocks until the whole team has been added.
 ///
 /// # Parameters
 ///
@@ -16107,7 +16107,7 @@ pub unsafe fn cuMulticastAddDevice(
     };
     unsafe { __driver_fn(mcHandle, dev) }
 }
-/// Raw binding to `cuMulticastBindAddr` from the driver's Multicast Object Management API.
+/// Like cuMulticastBindMem, but names the backing memory by a mapped virtual address (from cuMemCreate or a stream-ordered pool) instead of a handle. The address, mcOffset and size must be multiples of the minimum multicast granularity, and flags must be 0.
 ///
 /// # Parameters
 ///
@@ -16151,7 +16151,7 @@ pub unsafe fn cuMulticastBindAddr(
     };
     unsafe { __driver_fn(mcHandle, mcOffset, memptr, size, flags) }
 }
-/// Raw binding to `cuMulticastBindMem` from the driver's Multicast Object Management API.
+/// Attaches a range of a cuMemCreate allocation, given by handle and offset, to a multicast object at mcOffset. Offsets and size must be multiples of the minimum multicast granularity, the allocation must live on a team device, and flags must be 0.
 ///
 /// # Parameters
 ///
@@ -16198,11 +16198,11 @@ pub unsafe fn cuMulticastBindMem(
     };
     unsafe { __driver_fn(mcHandle, mcOffset, memHandle, memOffset, size, flags) }
 }
-/// Raw binding to `cuMulticastCreate` from the driver's Multicast Object Management API.
+/// Makes a new multicast object from the properties in prop and writes its generic allocation handle. Every device counted in numDevices must then be added with cuMulticastAddDevice before memory can be bound, and the handle is released with cuMemRelease.
 ///
 /// # Parameters
 ///
-/// - `mcHandle`: in, `CUmemGenericAllocationHandle *`
+/// - `mcHandle`: out, `CUmemGenericAllocationHandle *`
 /// - `prop`: in, `const CUmulticastObjectProp *`
 ///
 /// # Errors
@@ -16233,11 +16233,11 @@ pub unsafe fn cuMulticastCreate(
     };
     unsafe { __driver_fn(mcHandle, prop) }
 }
-/// Raw binding to `cuMulticastGetGranularity` from the driver's Multicast Object Management API.
+/// Writes the minimum or the recommended granularity, chosen by option, for a multicast object with the given properties; sizes, bind offsets and mappings must be multiples of it.
 ///
 /// # Parameters
 ///
-/// - `granularity`: in, `size_t *`
+/// - `granularity`: out, `size_t *`
 /// - `prop`: in, `const CUmulticastObjectProp *`
 /// - `option`: in, `CUmulticastGranularity_flags`
 ///
@@ -16271,7 +16271,7 @@ pub unsafe fn cuMulticastGetGranularity(
     };
     unsafe { __driver_fn(granularity, prop, option) }
 }
-/// Raw binding to `cuMulticastUnbind` from the driver's Multicast Object Management API.
+/// Detaches the memory that device dev had bound to a multicast object over the given range. The offset and size must be exactly those used when binding; other values give undefined behaviour.
 ///
 /// # Parameters
 ///
@@ -16630,7 +16630,7 @@ pub unsafe fn cuOccupancyMaxPotentialClusterSize(
     };
     unsafe { __driver_fn(clusterSize, func, config) }
 }
-/// Raw binding to `cuParamSetSize` from the driver's Execution Control \[DEPRECATED\] API.
+/// Deprecated: declares the total size in bytes of the kernel's argument block for the legacy launch calls.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -16667,7 +16667,7 @@ pub unsafe fn cuParamSetSize(
     };
     unsafe { __driver_fn(hfunc, numbytes) }
 }
-/// Raw binding to `cuParamSetTexRef` from the driver's Execution Control \[DEPRECATED\] API.
+/// Deprecated: makes the memory bound to a texture reference available to the kernel as a texture; texunit must be CU_PARAM_TR_DEFAULT and the reference must come from cuModuleGetTexRef.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -16706,7 +16706,7 @@ pub unsafe fn cuParamSetTexRef(
     };
     unsafe { __driver_fn(hfunc, texunit, hTexRef) }
 }
-/// Raw binding to `cuParamSetf` from the driver's Execution Control \[DEPRECATED\] API.
+/// Deprecated: stores a float at a byte offset in the kernel's pending argument block for its next legacy launch.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -16745,7 +16745,7 @@ pub unsafe fn cuParamSetf(
     };
     unsafe { __driver_fn(hfunc, offset, value) }
 }
-/// Raw binding to `cuParamSeti` from the driver's Execution Control \[DEPRECATED\] API.
+/// Deprecated: stores a 32-bit integer at a byte offset in the kernel's pending argument block for its next legacy launch.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -16788,7 +16788,7 @@ pub unsafe fn cuParamSeti(
     };
     unsafe { __driver_fn(hfunc, offset, value) }
 }
-/// Raw binding to `cuParamSetv` from the driver's Execution Control \[DEPRECATED\] API.
+/// Deprecated: copies numbytes bytes from host memory at ptr into the kernel's pending argument block at the given byte offset.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -16834,7 +16834,7 @@ pub unsafe fn cuParamSetv(
     };
     unsafe { __driver_fn(hfunc, offset, ptr, numbytes) }
 }
-/// Raw binding to `cuPointerGetAttribute` from the driver's Unified Addressing API.
+/// Queries one property of the memory at ptr, such as its context, memory type, device or host alias, buffer ID, address range or pool, and writes it to data, whose type depends on attribute.
 ///
 /// # Parameters
 ///
@@ -16872,13 +16872,13 @@ pub unsafe fn cuPointerGetAttribute(
     };
     unsafe { __driver_fn(data, attribute, ptr) }
 }
-/// Raw binding to `cuPointerGetAttributes` from the driver's Unified Addressing API.
+/// Queries numAttributes attributes of the memory at ptr in one call, writing result i to data\[i\]. Unlike cuPointerGetAttribute, an address CUDA does not know is not an error: the results get default values.
 ///
 /// # Parameters
 ///
 /// - `numAttributes`: in, `unsigned int`
-/// - `attributes`: in, `CUpointer_attribute *`
-/// - `data`: in, `void **`
+/// - `attributes`: in, `CUpointer_attribute *`, array of `numAttributes` elements
+/// - `data`: out, `void **`, array of `numAttributes` elements
 /// - `ptr`: in, `CUdeviceptr`
 ///
 /// # Errors
@@ -16913,7 +16913,7 @@ pub unsafe fn cuPointerGetAttributes(
     };
     unsafe { __driver_fn(numAttributes, attributes, data, ptr) }
 }
-/// Raw binding to `cuPointerSetAttribute` from the driver's Unified Addressing API.
+/// Sets an attribute, currently only the synchronous-memops flag, on memory allocated through CUDA, reading the new value from value.
 ///
 /// # Parameters
 ///
@@ -16951,11 +16951,11 @@ pub unsafe fn cuPointerSetAttribute(
     };
     unsafe { __driver_fn(value, attribute, ptr) }
 }
-/// Raw binding to `cuSignalExternalSemaphoresAsync` from the driver's External Resource Interoperability API.
+/// Enqueues on stream, after all earlier work there, a signal of each of the numExtSems external semaphores in extSemArray, using the matching entry of paramsArray (fence value, keyed-mutex key or NvSciSync fence).
 ///
 /// # Parameters
 ///
-/// - `extSemArray`: in, `const CUexternalSemaphore *`
+/// - `extSemArray`: in, `const CUexternalSemaphore *`, array of `numExtSems` elements
 /// - `paramsArray`: in, `const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *`, array of `numExtSems` elements
 /// - `numExtSems`: in, `unsigned int`
 /// - `stream`: in, `CUstream`
@@ -17074,13 +17074,13 @@ pub unsafe fn cuStreamAttachMemAsync(
     };
     unsafe { __driver_fn(hStream, dptr, length, flags) }
 }
-/// Raw binding to `cuStreamBatchMemOp` from the driver's Stream Memory Operations API.
+/// Queues count (fewer than 256) wait, write and flush memory operations on a stream in one call, in array order. flags must be 0, and the same deadlock caveats as the single-operation calls apply.
 ///
 /// # Parameters
 ///
 /// - `stream`: in, `CUstream`
 /// - `count`: in, `unsigned int`
-/// - `paramArray`: in, `CUstreamBatchMemOpParams *`
+/// - `paramArray`: in, `CUstreamBatchMemOpParams *`, array of `count` elements
 /// - `flags`: in, `unsigned int`
 ///
 /// # Errors
@@ -17574,7 +17574,7 @@ pub unsafe fn cuStreamGetFlags(
     };
     unsafe { __driver_fn(hStream, flags) }
 }
-/// Raw binding to `cuStreamGetGreenCtx` from the driver's Green Contexts API.
+/// Returns the green context that a stream was created under, or NULL when the stream is not tied to one; an invalid stream handle is undefined behaviour.
 ///
 /// # Parameters
 ///
@@ -17874,7 +17874,7 @@ pub unsafe fn cuStreamWaitEvent(
     };
     unsafe { __driver_fn(hStream, hEvent, Flags) }
 }
-/// Raw binding to `cuStreamWaitValue32` from the driver's Stream Memory Operations API.
+/// Queues a wait on the stream: work after it does not start until the 32-bit word at addr meets the condition chosen by flags (by default a wrapping greater-or-equal against value). Not for managed memory; the driver does not see this ordering, so misuse can deadlock.
 ///
 /// # Parameters
 ///
@@ -17915,7 +17915,7 @@ pub unsafe fn cuStreamWaitValue32(
     };
     unsafe { __driver_fn(stream, addr, value, flags) }
 }
-/// Raw binding to `cuStreamWaitValue64` from the driver's Stream Memory Operations API.
+/// The 64-bit form of cuStreamWaitValue32; the device must report CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS. Misuse can deadlock, since the driver does not track the ordering.
 ///
 /// # Parameters
 ///
@@ -17956,7 +17956,7 @@ pub unsafe fn cuStreamWaitValue64(
     };
     unsafe { __driver_fn(stream, addr, value, flags) }
 }
-/// Raw binding to `cuStreamWriteValue32` from the driver's Stream Memory Operations API.
+/// Queues a write of a 32-bit value to the device address addr in stream order, with flags controlling memory ordering. Registered host memory must be passed by its device pointer; managed memory is not allowed.
 ///
 /// # Parameters
 ///
@@ -17997,7 +17997,7 @@ pub unsafe fn cuStreamWriteValue32(
     };
     unsafe { __driver_fn(stream, addr, value, flags) }
 }
-/// Raw binding to `cuStreamWriteValue64` from the driver's Stream Memory Operations API.
+/// Queues a write of a 64-bit value to the device address addr in stream order; needs CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS.
 ///
 /// # Parameters
 ///
@@ -18038,11 +18038,11 @@ pub unsafe fn cuStreamWriteValue64(
     };
     unsafe { __driver_fn(stream, addr, value, flags) }
 }
-/// Raw binding to `cuSurfObjectCreate` from the driver's Surface Object Management API.
+/// Builds a surface object for load/store access to a CUDA array and writes its handle. The resource descriptor must be of array type with flags 0, and the array must have been created for surface access.
 ///
 /// # Parameters
 ///
-/// - `pSurfObject`: in, `CUsurfObject *`
+/// - `pSurfObject`: out, `CUsurfObject *`
 /// - `pResDesc`: in, `const CUDA_RESOURCE_DESC *`
 ///
 /// # Errors
@@ -18073,7 +18073,7 @@ pub unsafe fn cuSurfObjectCreate(
     };
     unsafe { __driver_fn(pSurfObject, pResDesc) }
 }
-/// Raw binding to `cuSurfObjectDestroy` from the driver's Surface Object Management API.
+/// Destroys a surface object; it must not be used afterwards, including by kernels still running.
 ///
 /// # Parameters
 ///
@@ -18101,11 +18101,11 @@ pub unsafe fn cuSurfObjectDestroy(surfObject: CUsurfObject) -> CUresult {
     };
     unsafe { __driver_fn(surfObject) }
 }
-/// Raw binding to `cuSurfObjectGetResourceDesc` from the driver's Surface Object Management API.
+/// Writes the resource descriptor that a surface object was created with.
 ///
 /// # Parameters
 ///
-/// - `pResDesc`: in, `CUDA_RESOURCE_DESC *`
+/// - `pResDesc`: out, `CUDA_RESOURCE_DESC *`
 /// - `surfObject`: in, `CUsurfObject`
 ///
 /// # Errors
@@ -18133,13 +18133,13 @@ pub unsafe fn cuSurfObjectGetResourceDesc(
     };
     unsafe { __driver_fn(pResDesc, surfObject) }
 }
-/// Raw binding to `cuSurfRefGetArray` from the driver's Surface Reference Management \[DEPRECATED\] API.
+/// Deprecated: writes the CUDA array currently bound to a surface reference, or fails with CUDA_ERROR_INVALID_VALUE if none is bound.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
 /// # Parameters
 ///
-/// - `phArray`: in, `CUarray *`
+/// - `phArray`: out, `CUarray *`
 /// - `hSurfRef`: in, `CUsurfref`
 ///
 /// # Errors
@@ -18167,7 +18167,7 @@ pub unsafe fn cuSurfRefGetArray(phArray: *mut CUarray, hSurfRef: CUsurfref) -> C
     };
     unsafe { __driver_fn(phArray, hSurfRef) }
 }
-/// Raw binding to `cuSurfRefSetArray` from the driver's Surface Reference Management \[DEPRECATED\] API.
+/// Deprecated: binds a CUDA array, created with CUDA_ARRAY3D_SURFACE_LDST, to a module's surface reference, replacing any earlier binding. Flags must be 0.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -18206,21 +18206,21 @@ pub unsafe fn cuSurfRefSetArray(
     };
     unsafe { __driver_fn(hSurfRef, hArray, Flags) }
 }
-/// Raw binding to `cuTensorMapEncodeIm2col` from the driver's Tensor Map Object Managment API.
+/// Fills a CUtensorMap describing im2col-style TMA loads from a tensor of rank 3 to 5, with the box given by lower and upper pixel-corner offsets for the spatial dimensions plus channelsPerPixel and pixelsPerColumn. Needs compute capability 9.0 or later.
 ///
 /// # Parameters
 ///
-/// - `tensorMap`: in, `CUtensorMap *`
+/// - `tensorMap`: out, `CUtensorMap *`
 /// - `tensorDataType`: in, `CUtensorMapDataType`
 /// - `tensorRank`: in, `cuuint32_t`
 /// - `globalAddress`: in, `void *`
-/// - `globalDim`: in, `const cuuint64_t *`
+/// - `globalDim`: in, `const cuuint64_t *`, array of `tensorRank` elements
 /// - `globalStrides`: in, `const cuuint64_t *`
 /// - `pixelBoxLowerCorner`: in, `const int *`
 /// - `pixelBoxUpperCorner`: in, `const int *`
 /// - `channelsPerPixel`: in, `cuuint32_t`
 /// - `pixelsPerColumn`: in, `cuuint32_t`
-/// - `elementStrides`: in, `const cuuint32_t *`
+/// - `elementStrides`: in, `const cuuint32_t *`, array of `tensorRank` elements
 /// - `interleave`: in, `CUtensorMapInterleave`
 /// - `swizzle`: in, `CUtensorMapSwizzle`
 /// - `l2Promotion`: in, `CUtensorMapL2promotion`
@@ -18298,21 +18298,21 @@ pub unsafe fn cuTensorMapEncodeIm2col(
         )
     }
 }
-/// Raw binding to `cuTensorMapEncodeIm2colWide` from the driver's Tensor Map Object Managment API.
+/// Fills a CUtensorMap for im2col TMA loads that always walk along the W dimension of an NWC, NHWC or NDHWC tensor, with the box set by W-corner offsets and mode. Needs compute capability 10.0 or later and supports only the 64B and 128B swizzles.
 ///
 /// # Parameters
 ///
-/// - `tensorMap`: in, `CUtensorMap *`
+/// - `tensorMap`: out, `CUtensorMap *`
 /// - `tensorDataType`: in, `CUtensorMapDataType`
 /// - `tensorRank`: in, `cuuint32_t`
 /// - `globalAddress`: in, `void *`
-/// - `globalDim`: in, `const cuuint64_t *`
+/// - `globalDim`: in, `const cuuint64_t *`, array of `tensorRank` elements
 /// - `globalStrides`: in, `const cuuint64_t *`
 /// - `pixelBoxLowerCornerWidth`: in, `int`
 /// - `pixelBoxUpperCornerWidth`: in, `int`
 /// - `channelsPerPixel`: in, `cuuint32_t`
 /// - `pixelsPerColumn`: in, `cuuint32_t`
-/// - `elementStrides`: in, `const cuuint32_t *`
+/// - `elementStrides`: in, `const cuuint32_t *`, array of `tensorRank` elements
 /// - `interleave`: in, `CUtensorMapInterleave`
 /// - `mode`: in, `CUtensorMapIm2ColWideMode`
 /// - `swizzle`: in, `CUtensorMapSwizzle`
@@ -18394,18 +18394,18 @@ pub unsafe fn cuTensorMapEncodeIm2colWide(
         )
     }
 }
-/// Raw binding to `cuTensorMapEncodeTiled` from the driver's Tensor Map Object Managment API.
+/// Fills a 64-byte-aligned CUtensorMap describing a tiled box copy of a tensor of rank 1 to 5 at a 16-byte-aligned global address, for use by TMA instructions. The dimension, box and element-stride arrays hold tensorRank entries and globalStrides one fewer; the many alignment and size rules depend on data type, interleave and swizzle.
 ///
 /// # Parameters
 ///
-/// - `tensorMap`: in, `CUtensorMap *`
+/// - `tensorMap`: out, `CUtensorMap *`
 /// - `tensorDataType`: in, `CUtensorMapDataType`
 /// - `tensorRank`: in, `cuuint32_t`
 /// - `globalAddress`: in, `void *`
-/// - `globalDim`: in, `const cuuint64_t *`
+/// - `globalDim`: in, `const cuuint64_t *`, array of `tensorRank` elements
 /// - `globalStrides`: in, `const cuuint64_t *`
-/// - `boxDim`: in, `const cuuint32_t *`
-/// - `elementStrides`: in, `const cuuint32_t *`
+/// - `boxDim`: in, `const cuuint32_t *`, array of `tensorRank` elements
+/// - `elementStrides`: in, `const cuuint32_t *`, array of `tensorRank` elements
 /// - `interleave`: in, `CUtensorMapInterleave`
 /// - `swizzle`: in, `CUtensorMapSwizzle`
 /// - `l2Promotion`: in, `CUtensorMapL2promotion`
@@ -18474,11 +18474,11 @@ pub unsafe fn cuTensorMapEncodeTiled(
         )
     }
 }
-/// Raw binding to `cuTensorMapReplaceAddress` from the driver's Tensor Map Object Managment API.
+/// Updates an existing tensor map in place to describe a new global address, keeping all its other settings; the address must satisfy the original alignment rules.
 ///
 /// # Parameters
 ///
-/// - `tensorMap`: in, `CUtensorMap *`
+/// - `tensorMap`: in-out, `CUtensorMap *`
 /// - `globalAddress`: in, `void *`
 ///
 /// # Errors
@@ -18506,14 +18506,14 @@ pub unsafe fn cuTensorMapReplaceAddress(
     };
     unsafe { __driver_fn(tensorMap, globalAddress) }
 }
-/// Raw binding to `cuTexObjectCreate` from the driver's Texture Object Management API.
+/// Builds a texture object from a resource descriptor (array, mipmapped array, linear or pitched memory) and a sampling descriptor, and writes its handle. The optional view descriptor reinterprets or narrows an array resource; linear and pitched device memory must meet the device's texture alignment.
 ///
 /// # Parameters
 ///
-/// - `pTexObject`: in, `CUtexObject *`
+/// - `pTexObject`: out, `CUtexObject *`
 /// - `pResDesc`: in, `const CUDA_RESOURCE_DESC *`
 /// - `pTexDesc`: in, `const CUDA_TEXTURE_DESC *`
-/// - `pResViewDesc`: in, `const CUDA_RESOURCE_VIEW_DESC *`
+/// - `pResViewDesc`: in, `const CUDA_RESOURCE_VIEW_DESC *`, may be null
 ///
 /// # Errors
 ///
@@ -18547,7 +18547,7 @@ pub unsafe fn cuTexObjectCreate(
     };
     unsafe { __driver_fn(pTexObject, pResDesc, pTexDesc, pResViewDesc) }
 }
-/// Raw binding to `cuTexObjectDestroy` from the driver's Texture Object Management API.
+/// Destroys a texture object; it must not be used afterwards, including by kernels still running.
 ///
 /// # Parameters
 ///
@@ -18575,11 +18575,11 @@ pub unsafe fn cuTexObjectDestroy(texObject: CUtexObject) -> CUresult {
     };
     unsafe { __driver_fn(texObject) }
 }
-/// Raw binding to `cuTexObjectGetResourceDesc` from the driver's Texture Object Management API.
+/// Writes the resource descriptor that a texture object was created with.
 ///
 /// # Parameters
 ///
-/// - `pResDesc`: in, `CUDA_RESOURCE_DESC *`
+/// - `pResDesc`: out, `CUDA_RESOURCE_DESC *`
 /// - `texObject`: in, `CUtexObject`
 ///
 /// # Errors
@@ -18607,11 +18607,11 @@ pub unsafe fn cuTexObjectGetResourceDesc(
     };
     unsafe { __driver_fn(pResDesc, texObject) }
 }
-/// Raw binding to `cuTexObjectGetResourceViewDesc` from the driver's Texture Object Management API.
+/// Writes the resource view descriptor of a texture object; fails with CUDA_ERROR_INVALID_VALUE if it was created without one.
 ///
 /// # Parameters
 ///
-/// - `pResViewDesc`: in, `CUDA_RESOURCE_VIEW_DESC *`
+/// - `pResViewDesc`: out, `CUDA_RESOURCE_VIEW_DESC *`
 /// - `texObject`: in, `CUtexObject`
 ///
 /// # Errors
@@ -18639,11 +18639,11 @@ pub unsafe fn cuTexObjectGetResourceViewDesc(
     };
     unsafe { __driver_fn(pResViewDesc, texObject) }
 }
-/// Raw binding to `cuTexObjectGetTextureDesc` from the driver's Texture Object Management API.
+/// Writes the sampling (texture) descriptor of a texture object.
 ///
 /// # Parameters
 ///
-/// - `pTexDesc`: in, `CUDA_TEXTURE_DESC *`
+/// - `pTexDesc`: out, `CUDA_TEXTURE_DESC *`
 /// - `texObject`: in, `CUtexObject`
 ///
 /// # Errors
@@ -18671,7 +18671,7 @@ pub unsafe fn cuTexObjectGetTextureDesc(
     };
     unsafe { __driver_fn(pTexDesc, texObject) }
 }
-/// Raw binding to `cuTexRefCreate` from the driver's Texture Reference Management \[DEPRECATED\] API.
+/// Deprecated: creates an unbound texture reference, which must be bound with cuTexRefSetArray or cuTexRefSetAddress and configured with the other cuTexRefSet* calls before kernels read through it. Texture objects replace this mechanism.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -18704,7 +18704,7 @@ pub unsafe fn cuTexRefCreate(pTexRef: *mut CUtexref) -> CUresult {
     };
     unsafe { __driver_fn(pTexRef) }
 }
-/// Raw binding to `cuTexRefDestroy` from the driver's Texture Reference Management \[DEPRECATED\] API.
+/// Deprecated: destroys a texture reference made by cuTexRefCreate; the handle must not be used again.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -18737,7 +18737,7 @@ pub unsafe fn cuTexRefDestroy(hTexRef: CUtexref) -> CUresult {
     };
     unsafe { __driver_fn(hTexRef) }
 }
-/// Raw binding to `cuTexRefGetAddress` from the driver's Texture Reference Management \[DEPRECATED\] API.
+/// Deprecated: reports the device address the texture reference is bound to, or fails with CUDA_ERROR_INVALID_VALUE when it is not bound to linear memory.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -18774,7 +18774,7 @@ pub unsafe fn cuTexRefGetAddress(
     };
     unsafe { __driver_fn(pdptr, hTexRef) }
 }
-/// Raw binding to `cuTexRefGetAddressMode` from the driver's Texture Reference Management \[DEPRECATED\] API.
+/// Deprecated: reports the address mode the texture reference applies along dimension dim; only dimensions 0 and 1 are accepted.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -18817,7 +18817,7 @@ pub unsafe fn cuTexRefGetAddressMode(
     };
     unsafe { __driver_fn(pam, hTexRef, dim) }
 }
-/// Raw binding to `cuTexRefGetArray` from the driver's Texture Reference Management \[DEPRECATED\] API.
+/// Deprecated: reports the CUDA array bound to the texture reference, or fails with CUDA_ERROR_INVALID_VALUE when no array is bound.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -18851,7 +18851,7 @@ pub unsafe fn cuTexRefGetArray(phArray: *mut CUarray, hTexRef: CUtexref) -> CUre
     };
     unsafe { __driver_fn(phArray, hTexRef) }
 }
-/// Raw binding to `cuTexRefGetBorderColor` from the driver's Texture Reference Management \[DEPRECATED\] API.
+/// Deprecated: writes the texture reference's border color into a caller-provided array of four floats, in R, G, B, A order.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -18888,7 +18888,7 @@ pub unsafe fn cuTexRefGetBorderColor(
     };
     unsafe { __driver_fn(pBorderColor, hTexRef) }
 }
-/// Raw binding to `cuTexRefGetFilterMode` from the driver's Texture Reference Management \[DEPRECATED\] API.
+/// Deprecated: reports whether the texture reference samples with point or linear filtering.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -18925,7 +18925,7 @@ pub unsafe fn cuTexRefGetFilterMode(
     };
     unsafe { __driver_fn(pfm, hTexRef) }
 }
-/// Raw binding to `cuTexRefGetFlags` from the driver's Texture Reference Management \[DEPRECATED\] API.
+/// Deprecated: reports the CU_TRSF_* flags currently set on the texture reference.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -18962,14 +18962,14 @@ pub unsafe fn cuTexRefGetFlags(
     };
     unsafe { __driver_fn(pFlags, hTexRef) }
 }
-/// Raw binding to `cuTexRefGetFormat` from the driver's Texture Reference Management \[DEPRECATED\] API.
+/// Deprecated: reports the component type and the number of components per element of the texture reference. Either output pointer may be NULL to skip that value.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
 /// # Parameters
 ///
-/// - `pFormat`: out, `CUarray_format *`
-/// - `pNumChannels`: out, `int *`
+/// - `pFormat`: out, `CUarray_format *`, may be null
+/// - `pNumChannels`: out, `int *`, may be null
 /// - `hTexRef`: in, `CUtexref`
 ///
 /// # Errors
@@ -19005,7 +19005,7 @@ pub unsafe fn cuTexRefGetFormat(
     };
     unsafe { __driver_fn(pFormat, pNumChannels, hTexRef) }
 }
-/// Raw binding to `cuTexRefGetMaxAnisotropy` from the driver's Texture Reference Management \[DEPRECATED\] API.
+/// Deprecated: reports the maximum anisotropic filtering ratio configured on the texture reference.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19042,7 +19042,7 @@ pub unsafe fn cuTexRefGetMaxAnisotropy(
     };
     unsafe { __driver_fn(pmaxAniso, hTexRef) }
 }
-/// Raw binding to `cuTexRefGetMipmapFilterMode` from the driver's Texture Reference Management \[DEPRECATED\] API.
+/// Deprecated: reports the filtering mode the texture reference uses between mipmap levels.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19079,7 +19079,7 @@ pub unsafe fn cuTexRefGetMipmapFilterMode(
     };
     unsafe { __driver_fn(pfm, hTexRef) }
 }
-/// Raw binding to `cuTexRefGetMipmapLevelBias` from the driver's Texture Reference Management \[DEPRECATED\] API.
+/// Deprecated: reports the bias added to the mipmap level when sampling through the texture reference.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19116,7 +19116,7 @@ pub unsafe fn cuTexRefGetMipmapLevelBias(
     };
     unsafe { __driver_fn(pbias, hTexRef) }
 }
-/// Raw binding to `cuTexRefGetMipmapLevelClamp` from the driver's Texture Reference Management \[DEPRECATED\] API.
+/// Deprecated: reports the lowest and highest mipmap levels the texture reference is clamped to.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19155,7 +19155,7 @@ pub unsafe fn cuTexRefGetMipmapLevelClamp(
     };
     unsafe { __driver_fn(pminMipmapLevelClamp, pmaxMipmapLevelClamp, hTexRef) }
 }
-/// Raw binding to `cuTexRefGetMipmappedArray` from the driver's Texture Reference Management \[DEPRECATED\] API.
+/// Deprecated: reports the mipmapped array bound to the texture reference, or fails with CUDA_ERROR_INVALID_VALUE when none is bound.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19192,13 +19192,13 @@ pub unsafe fn cuTexRefGetMipmappedArray(
     };
     unsafe { __driver_fn(phMipmappedArray, hTexRef) }
 }
-/// Raw binding to `cuTexRefSetAddress` from the driver's Texture Reference Management \[DEPRECATED\] API.
+/// Deprecated: binds bytes bytes of linear device memory starting at dptr to the texture reference, replacing any previous binding. Because texture base addresses have a hardware alignment, the driver reports a byte offset that kernel fetches must add; it is zero for memory from cuMemAlloc, and ByteOffset may then be NULL.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
 /// # Parameters
 ///
-/// - `ByteOffset`: out, `size_t *`
+/// - `ByteOffset`: out, `size_t *`, may be null
 /// - `hTexRef`: in, `CUtexref`
 /// - `dptr`: in, `CUdeviceptr`
 /// - `bytes`: in, `size_t`
@@ -19233,7 +19233,7 @@ pub unsafe fn cuTexRefSetAddress(
     };
     unsafe { __driver_fn(ByteOffset, hTexRef, dptr, bytes) }
 }
-/// Raw binding to `cuTexRefSetAddress2D` from the driver's Texture Reference Management \[DEPRECATED\] API.
+/// Deprecated: binds a pitched 2D region of linear device memory at dptr, shaped by desc, to the texture reference. dptr and Pitch must satisfy the device's texture and pitch alignment, and cuTexRefSetFormat may not be called on this reference afterwards.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19279,7 +19279,7 @@ pub unsafe fn cuTexRefSetAddress2D(
     };
     unsafe { __driver_fn(hTexRef, desc, dptr, Pitch) }
 }
-/// Raw binding to `cuTexRefSetAddressMode` from the driver's Texture Reference Management \[DEPRECATED\] API.
+/// Deprecated: chooses how out-of-range coordinates are handled along dimension dim (0 for the first fetch coordinate, 1 for the second, and so on). Ignored for references bound to linear memory; without normalized coordinates only clamping is supported.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19322,7 +19322,7 @@ pub unsafe fn cuTexRefSetAddressMode(
     };
     unsafe { __driver_fn(hTexRef, dim, am) }
 }
-/// Raw binding to `cuTexRefSetArray` from the driver's Texture Reference Management \[DEPRECATED\] API.
+/// Deprecated: attaches the CUDA array hArray to the legacy texture reference hTexRef, replacing whatever memory or array it was bound to before. Flags must be CU_TRSA_OVERRIDE_FORMAT.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19361,7 +19361,7 @@ pub unsafe fn cuTexRefSetArray(
     };
     unsafe { __driver_fn(hTexRef, hArray, Flags) }
 }
-/// Raw binding to `cuTexRefSetBorderColor` from the driver's Texture Reference Management \[DEPRECATED\] API.
+/// Deprecated: sets the RGBA border color, read from an array of four floats, that fetches outside the texture return when the border address mode is selected. Integer colors must be passed with their bits reinterpreted as float.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19398,7 +19398,7 @@ pub unsafe fn cuTexRefSetBorderColor(
     };
     unsafe { __driver_fn(hTexRef, pBorderColor) }
 }
-/// Raw binding to `cuTexRefSetFilterMode` from the driver's Texture Reference Management \[DEPRECATED\] API.
+/// Deprecated: selects point or linear filtering for reads through the texture reference. It has no effect while the reference is bound to linear memory.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19432,7 +19432,7 @@ pub unsafe fn cuTexRefSetFilterMode(hTexRef: CUtexref, fm: CUfilter_mode) -> CUr
     };
     unsafe { __driver_fn(hTexRef, fm) }
 }
-/// Raw binding to `cuTexRefSetFlags` from the driver's Texture Reference Management \[DEPRECATED\] API.
+/// Deprecated: sets the CU_TRSF_* behaviour flags of the texture reference, for example reading integer data without promotion to \[0, 1\], using normalized coordinates, or disabling the trilinear filtering shortcut.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19469,7 +19469,7 @@ pub unsafe fn cuTexRefSetFlags(
     };
     unsafe { __driver_fn(hTexRef, Flags) }
 }
-/// Raw binding to `cuTexRefSetFormat` from the driver's Texture Reference Management \[DEPRECATED\] API.
+/// Deprecated: sets the element layout read through the texture reference, that is the component type fmt and how many components (NumPackedComponents) form one element, just like the matching fields of a CUDA array descriptor.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19512,7 +19512,7 @@ pub unsafe fn cuTexRefSetFormat(
     };
     unsafe { __driver_fn(hTexRef, fmt, NumPackedComponents) }
 }
-/// Raw binding to `cuTexRefSetMaxAnisotropy` from the driver's Texture Reference Management \[DEPRECATED\] API.
+/// Deprecated: sets the highest anisotropic filtering ratio used when sampling through the texture reference. Ignored while the reference is bound to linear memory.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19549,7 +19549,7 @@ pub unsafe fn cuTexRefSetMaxAnisotropy(
     };
     unsafe { __driver_fn(hTexRef, maxAniso) }
 }
-/// Raw binding to `cuTexRefSetMipmapFilterMode` from the driver's Texture Reference Management \[DEPRECATED\] API.
+/// Deprecated: selects point or linear filtering between mipmap levels for the texture reference; it only matters when a mipmapped array is bound.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19586,7 +19586,7 @@ pub unsafe fn cuTexRefSetMipmapFilterMode(
     };
     unsafe { __driver_fn(hTexRef, fm) }
 }
-/// Raw binding to `cuTexRefSetMipmapLevelBias` from the driver's Texture Reference Management \[DEPRECATED\] API.
+/// Deprecated: sets a bias added to the computed mipmap level on every fetch through the texture reference; it only matters when a mipmapped array is bound.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19620,7 +19620,7 @@ pub unsafe fn cuTexRefSetMipmapLevelBias(hTexRef: CUtexref, bias: f32) -> CUresu
     };
     unsafe { __driver_fn(hTexRef, bias) }
 }
-/// Raw binding to `cuTexRefSetMipmapLevelClamp` from the driver's Texture Reference Management \[DEPRECATED\] API.
+/// Deprecated: restricts the mipmap levels sampled through the texture reference to the range from minMipmapLevelClamp to maxMipmapLevelClamp; it only matters when a mipmapped array is bound.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19659,7 +19659,7 @@ pub unsafe fn cuTexRefSetMipmapLevelClamp(
     };
     unsafe { __driver_fn(hTexRef, minMipmapLevelClamp, maxMipmapLevelClamp) }
 }
-/// Raw binding to `cuTexRefSetMipmappedArray` from the driver's Texture Reference Management \[DEPRECATED\] API.
+/// Deprecated: attaches the mipmapped array hMipmappedArray to the texture reference hTexRef, dropping any earlier binding to linear memory or an array. Flags must be CU_TRSA_OVERRIDE_FORMAT.
 ///
 /// Deprecated by NVIDIA; kept so existing programs still link.
 ///
@@ -19840,11 +19840,11 @@ pub unsafe fn cuUserObjectRetain(
     };
     unsafe { __driver_fn(object, count) }
 }
-/// Raw binding to `cuWaitExternalSemaphoresAsync` from the driver's External Resource Interoperability API.
+/// Makes later work in stream wait until each of the numExtSems external semaphores in extSemArray is signaled, reaches its fence value, or yields its keyed mutex within the timeout, as the matching entry of paramsArray specifies.
 ///
 /// # Parameters
 ///
-/// - `extSemArray`: in, `const CUexternalSemaphore *`
+/// - `extSemArray`: in, `const CUexternalSemaphore *`, array of `numExtSems` elements
 /// - `paramsArray`: in, `const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *`, array of `numExtSems` elements
 /// - `numExtSems`: in, `unsigned int`
 /// - `stream`: in, `CUstream`
