@@ -78,6 +78,10 @@ fn main() {
         attrs: &mut attr,
         numAttrs: 1,
     };
+    let plain_cfg = cuda_sys::CUlaunchConfig {
+        numAttrs: 0,
+        ..ex_cfg
+    };
     type Variant<'a> = (&'a str, Box<dyn FnMut() + 'a>);
     let mut variants: Vec<Variant> = vec![
         (
@@ -113,6 +117,13 @@ fn main() {
                 assert!(r.is_success());
             }),
         ),
+        (
+            "raw cuLaunchKernelEx (no attributes)",
+            Box::new(|| unsafe {
+                let r = cuda_sys::cuLaunchKernelEx(&plain_cfg, f, pp, std::ptr::null_mut());
+                assert!(r.is_success());
+            }),
+        ),
     ];
     // Warm up: caches filled, code paged in.
     for (_, run) in variants.iter_mut() {
@@ -139,8 +150,12 @@ fn main() {
     let med: Vec<f64> = samples.into_iter().map(median).collect();
     for (i, (name, _)) in variants.iter().enumerate() {
         // Each cuda-api variant is compared with the raw call before it; the
-        // cuLaunchKernelEx variant with raw cuLaunchCooperativeKernel.
-        let base = if i == 4 { med[2] } else { med[i & !1] };
+        // cuLaunchKernelEx variants with the classic raw call of the same kind.
+        let base = match i {
+            4 => med[2],
+            5 => med[0],
+            _ => med[i & !1],
+        };
         println!(
             "bench launch: {name:<38} median {:.3} us/launch ({:.3}x raw), heap allocations {}",
             med[i],
@@ -149,10 +164,11 @@ fn main() {
         );
     }
     println!(
-        "bench summary: validated cooperative launch {:.3}x raw cuLaunchCooperativeKernel, validated plain launch {:.3}x raw cuLaunchKernel, raw cuLaunchKernelEx(cooperative) {:.3}x raw cuLaunchCooperativeKernel ({} rounds x {} launches, medians)",
+        "bench summary: validated cooperative launch {:.3}x raw cuLaunchCooperativeKernel, validated plain launch {:.3}x raw cuLaunchKernel, raw cuLaunchKernelEx(cooperative) {:.3}x raw cuLaunchCooperativeKernel, raw cuLaunchKernelEx(plain) {:.3}x raw cuLaunchKernel ({} rounds x {} launches, medians)",
         med[3] / med[2],
         med[1] / med[0],
         med[4] / med[2],
+        med[5] / med[0],
         ROUNDS,
         BATCH
     );
