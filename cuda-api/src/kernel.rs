@@ -45,6 +45,14 @@ struct Facts {
     limits: FunctionLimits,
 }
 
+/// What is resolved once per function; the dynamic shared memory limit lives
+/// in `Function::dynamic_smem` alone, since `set_max_dynamic_shared_memory` changes it.
+#[derive(Debug, Clone, Copy)]
+struct Resolved {
+    func: CUfunction,
+    max_threads_per_block: u32,
+}
+
 /// Occupancy answers for a few (block size, shared memory) pairs, without heap use.
 #[derive(Default)]
 struct OccupancyCache {
@@ -74,7 +82,7 @@ pub struct Function {
     handle: Handle,
     name: String,
     _owner: Owner,
-    facts: OnceLock<Facts>,
+    facts: OnceLock<Resolved>,
     dynamic_smem: AtomicU32,
     occupancy: Mutex<OccupancyCache>,
 }
@@ -144,11 +152,21 @@ impl Function {
     /// `cuKernelGetFunction`), cached with the launch limits.
     #[inline]
     fn facts(&self) -> Result<Facts> {
-        if let Some(f) = self.facts.get() {
-            let mut f = *f;
-            f.limits.max_dynamic_shared_bytes = self.dynamic_smem.load(Ordering::Relaxed);
-            return Ok(f);
-        }
+        let r = match self.facts.get() {
+            Some(r) => *r,
+            None => self.resolve()?,
+        };
+        Ok(Facts {
+            func: r.func,
+            limits: FunctionLimits {
+                max_threads_per_block: r.max_threads_per_block,
+                max_dynamic_shared_bytes: self.dynamic_smem.load(Ordering::Relaxed),
+            },
+        })
+    }
+
+    #[cold]
+    fn resolve(&self) -> Result<Resolved> {
         let func = match self.handle {
             Handle::Function(f) => f,
             Handle::Kernel(k) => driver::kernel_get_function(k).map_err(|e| self.context(e))?,
@@ -158,18 +176,18 @@ impl Function {
                 .map(|v| v as u32)
                 .map_err(|e| self.context(e))
         };
-        let limits = FunctionLimits {
-            max_threads_per_block: attr(
-                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
-            )?,
-            max_dynamic_shared_bytes: attr(
-                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            )?,
-        };
-        let facts = *self.facts.get_or_init(|| Facts { func, limits });
-        self.dynamic_smem
-            .store(facts.limits.max_dynamic_shared_bytes, Ordering::Relaxed);
-        Ok(facts)
+        let max_threads_per_block =
+            attr(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?;
+        let dynamic = attr(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)?;
+        // Only the thread that fills the cell records the limit, so a later
+        // set_max_dynamic_shared_memory is never overwritten by a racing first use.
+        Ok(*self.facts.get_or_init(|| {
+            self.dynamic_smem.store(dynamic, Ordering::Relaxed);
+            Resolved {
+                func,
+                max_threads_per_block,
+            }
+        }))
     }
 
     fn context(&self, e: Error) -> Error {

@@ -71,8 +71,11 @@ pub fn build(root: &Path) -> Result<()> {
     for d in ["bin", "examples", "benches", "kernels"] {
         std::fs::create_dir_all(out.join(d))?;
     }
-    compile_kernels(root, &out.join("kernels"))?;
-    compile_kernels(root, &root.join("target/kernels"))?;
+    let kernels = root.join("target/kernels");
+    compile_kernels(root, &kernels)?;
+    for name in ["kernels.ptx", "kernels.cubin"] {
+        std::fs::copy(kernels.join(name), out.join("kernels").join(name))?;
+    }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let json = run(Command::new(&cargo).current_dir(root).args([
         "test",
