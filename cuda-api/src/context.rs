@@ -1,19 +1,26 @@
-//! Primary contexts, and making one current on the calling thread.
+//! Contexts (a device's primary context, or a separate one), making one
+//! current on the calling thread, and the first sticky error each one saw.
 
 use std::cell::Cell;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use cuda_sys::CUcontext;
 
 use crate::device::Device;
 use crate::driver;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::stream::Stream;
 
 struct ContextInner {
     raw: CUcontext,
     device: Device,
+    primary: bool,
+    /// The first sticky error seen in this context (the context is unusable after it).
+    sticky: OnceLock<Error>,
+    /// Releases that failed after the sticky error and were not printed.
+    silenced: AtomicUsize,
 }
 
 // SAFETY: a CUcontext may be used from any thread; the driver serialises access.
@@ -23,14 +30,31 @@ unsafe impl Sync for ContextInner {}
 
 impl Drop for ContextInner {
     fn drop(&mut self) {
-        // SAFETY: this retain is released once.
-        if let Err(e) = unsafe { driver::device_primary_ctx_release(self.device.raw()) } {
-            crate::report_drop_error("primary context", &e);
+        let r = if self.primary {
+            // SAFETY: this retain is released once.
+            unsafe { driver::device_primary_ctx_release(self.device.raw()) }
+        } else {
+            CURRENT.with(|c| {
+                if c.get() == self.raw {
+                    c.set(std::ptr::null_mut())
+                }
+            });
+            // SAFETY: we created this context and destroy it once; every
+            // resource of it holds a Context clone, so none is left.
+            unsafe { driver::ctx_destroy(self.raw) }
+        };
+        if let Err(e) = r {
+            if e.is_sticky() || self.sticky.get().is_some() {
+                return;
+            }
+            eprintln!("cuda-api: releasing a context failed: {e}");
         }
     }
 }
 
-/// A device's primary context (retained while any clone lives).
+/// A CUDA context: a device's primary context (shared with the runtime API
+/// and other libraries) or a separate one. Cheap to clone; released when the
+/// last clone (and every resource made in it) is dropped.
 #[derive(Clone)]
 pub struct Context {
     inner: Arc<ContextInner>,
@@ -40,9 +64,35 @@ impl fmt::Debug for Context {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Context")
             .field("device", &self.inner.device)
+            .field("primary", &self.inner.primary)
             .finish()
     }
 }
+
+impl fmt::Display for Context {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let d = &self.inner.device;
+        let kind = if self.inner.primary {
+            "primary context"
+        } else {
+            "context"
+        };
+        write!(
+            f,
+            "{kind} {:p} of cuda:{} ({})",
+            self.inner.raw,
+            d.ordinal(),
+            d.name()
+        )
+    }
+}
+
+impl PartialEq for Context {
+    fn eq(&self, other: &Self) -> bool {
+        self.inner.raw == other.inner.raw
+    }
+}
+impl Eq for Context {}
 
 thread_local! {
     static CURRENT: Cell<CUcontext> = const { Cell::new(std::ptr::null_mut()) };
@@ -52,10 +102,28 @@ impl Context {
     /// Retains `device`'s primary context and makes it current on this thread.
     pub fn primary(device: &Device) -> Result<Context> {
         let raw = driver::device_primary_ctx_retain(device.raw())?;
+        Self::wrap(raw, device, true)
+    }
+
+    /// Creates a separate context on `device` (`cuCtxCreate`), destroyed when
+    /// the last clone is dropped, and makes it current on this thread. Most
+    /// programs want [`Context::primary`]; a separate context isolates its
+    /// modules, memory and faults from the primary one.
+    pub fn new(device: &Device) -> Result<Context> {
+        // SAFETY: no creation parameters (null), no flags, a valid device.
+        let raw = unsafe { driver::ctx_create(std::ptr::null_mut(), 0, device.raw()) }?;
+        CURRENT.with(|c| c.set(raw));
+        Self::wrap(raw, device, false)
+    }
+
+    fn wrap(raw: CUcontext, device: &Device, primary: bool) -> Result<Context> {
         let ctx = Context {
             inner: Arc::new(ContextInner {
                 raw,
                 device: device.clone(),
+                primary,
+                sticky: OnceLock::new(),
+                silenced: AtomicUsize::new(0),
             }),
         };
         ctx.bind()?;
@@ -85,14 +153,54 @@ impl Context {
         &self.inner.device
     }
 
+    /// Whether this is the device's primary context.
+    pub fn is_primary(&self) -> bool {
+        self.inner.primary
+    }
+
     /// Waits for all work in the context.
     pub fn synchronize(&self) -> Result<()> {
         self.bind()?;
-        driver::ctx_synchronize()
+        driver::ctx_synchronize().map_err(|e| self.note(e))
     }
 
     /// The context's legacy default stream (the null stream).
     pub fn default_stream(&self) -> Stream {
         Stream::null(self.clone())
+    }
+
+    /// The first sticky error this context saw (from a synchronisation, or
+    /// from releasing a resource), if any. After one, every call on the
+    /// context fails; the process must be restarted to use the device again.
+    pub fn sticky_error(&self) -> Option<&Error> {
+        self.inner.sticky.get()
+    }
+
+    /// Records `e` as the context's sticky error when it is the first one;
+    /// returns it unchanged.
+    pub(crate) fn note(&self, e: Error) -> Error {
+        if e.is_sticky() {
+            let _ = self.inner.sticky.set(e.clone());
+        }
+        e
+    }
+
+    /// Reports a failure to release `what` in `Drop` (where it cannot be
+    /// returned), never panicking. After a sticky error, the first failure
+    /// prints one line for the whole context and later ones are counted
+    /// silently: one fault, one line.
+    pub(crate) fn report_release_error(&self, what: &str, e: &Error) {
+        if e.is_sticky() || self.inner.sticky.get().is_some() {
+            let first = self.inner.sticky.set(e.clone()).is_ok();
+            let n = self.inner.silenced.fetch_add(1, Ordering::Relaxed);
+            if first || n == 0 {
+                eprintln!(
+                    "cuda-api: {self} is unusable after a sticky error ({}); releasing its resources fails from here on and is not reported again (Context::sticky_error holds the error)",
+                    self.inner.sticky.get().unwrap_or(e)
+                );
+            }
+            return;
+        }
+        eprintln!("cuda-api: releasing a {what} in {self} failed: {e}");
     }
 }

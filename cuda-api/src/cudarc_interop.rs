@@ -5,14 +5,14 @@
 use std::sync::Arc;
 
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr as _, SyncOnDrop,
+    CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr as _, DevicePtrMut as _, SyncOnDrop,
 };
 
 use crate::context::Context;
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::kernel::Function;
-use crate::memory::{DeviceRepr, DeviceView};
+use crate::function::Function;
+use crate::memory::{DeviceRepr, DeviceView, DeviceViewMut};
 use crate::stream::Stream;
 
 impl Context {
@@ -41,10 +41,10 @@ impl Stream {
 
 impl Function {
     /// Uses a cudarc function (its module stays loaded while this lives).
-    pub fn from_cudarc(func: &CudaFunction, name: &str) -> Function {
+    pub fn from_cudarc(ctx: &Context, func: &CudaFunction, name: &str) -> Function {
         let raw = func.cu_function().cast();
-        // SAFETY: the clone holds cudarc's module, which keeps `raw` loaded.
-        unsafe { Function::from_raw(raw, name, Arc::new(func.clone())) }
+        // SAFETY: the clone holds cudarc's module, loaded in the primary context `ctx`, which keeps `raw` loaded.
+        unsafe { Function::from_raw(raw, name, ctx, Arc::new(func.clone())) }
     }
 }
 
@@ -62,4 +62,16 @@ pub fn view<'a, T: DeviceRepr + cudarc::driver::DeviceRepr>(
         unsafe { DeviceView::from_raw_parts(ctx, ptr, slice.len()) },
         guard,
     )
+}
+
+/// Borrows a cudarc slice mutably as a writable cuda-api view for work on
+/// `stream`; see [`view`].
+pub fn view_mut<'a, T: DeviceRepr + cudarc::driver::DeviceRepr>(
+    slice: &'a mut CudaSlice<T>,
+    stream: &'a CudaStream,
+) -> (DeviceViewMut<'a, T>, SyncOnDrop<'a>) {
+    let len = slice.len();
+    let (ptr, guard) = slice.device_ptr_mut(stream);
+    // SAFETY: the slice holds `len` values of T, borrowed mutably for 'a.
+    (unsafe { DeviceViewMut::from_raw_parts(ptr, len) }, guard)
 }

@@ -3,7 +3,7 @@
 use std::ffi::c_char;
 use std::fmt;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use cuda_sys::{CUdevice, CUdevice_attribute};
 
@@ -64,9 +64,21 @@ impl Device {
         driver::device_get_count()
     }
 
-    /// The device with this ordinal.
+    /// The device with this ordinal: one shared instance per ordinal for the
+    /// whole process, so its attribute cache is filled once.
     pub fn get(ordinal: i32) -> Result<Device> {
+        static DEVICES: Mutex<Vec<Device>> = Mutex::new(Vec::new());
         init()?;
+        let mut known = DEVICES.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(d) = known.iter().find(|d| d.inner.ordinal == ordinal) {
+            return Ok(d.clone());
+        }
+        let d = Self::open(ordinal)?;
+        known.push(d.clone());
+        Ok(d)
+    }
+
+    fn open(ordinal: i32) -> Result<Device> {
         let raw = driver::device_get(ordinal)?;
         let mut buf = [0 as c_char; 256];
         // SAFETY: the slice is a valid buffer of its length; the driver NUL-terminates.
@@ -165,5 +177,12 @@ impl Device {
 impl PartialEq for Device {
     fn eq(&self, other: &Self) -> bool {
         self.inner.raw == other.inner.raw
+    }
+}
+impl Eq for Device {}
+
+impl fmt::Display for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "cuda:{} ({})", self.inner.ordinal, self.inner.name)
     }
 }

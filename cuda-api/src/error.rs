@@ -6,6 +6,7 @@ use std::fmt;
 use cuda_sys::CUresult;
 use cuda_sys::loader::LoaderError;
 
+use crate::args::ArgError;
 use crate::launch::LaunchError;
 
 /// A `CUresult` other than success, with the call it came from.
@@ -78,6 +79,7 @@ impl std::error::Error for DriverError {
 
 /// A kernel declaration that does not match the kernel's parameters.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SignatureError {
     /// The kernel has a different number of parameters.
     Count {
@@ -98,9 +100,38 @@ pub enum SignatureError {
         expected: usize,
         /// Size in bytes of the declared Rust type.
         declared: usize,
-        /// The declared Rust type.
-        declared_type: &'static str,
+        /// The declared type.
+        declared_type: String,
+        /// The declared parameter name (the index when none was given).
+        name: String,
     },
+    /// One parameter sits at a different offset than the declared types imply:
+    /// the declared type has a different alignment than the kernel's.
+    Offset {
+        /// Kernel name.
+        kernel: String,
+        /// Zero-based parameter index.
+        index: usize,
+        /// The declared parameter name (the index when none was given).
+        name: String,
+        /// Byte offset the driver reports.
+        expected: usize,
+        /// Byte offset the declared types imply.
+        declared: usize,
+        /// The declared type.
+        declared_type: String,
+        /// Its alignment in bytes.
+        declared_align: usize,
+    },
+}
+
+/// `3 ('n')`, or `3` for an unnamed parameter.
+fn param_desc(index: usize, name: &str) -> String {
+    if name.is_empty() || name.starts_with('#') {
+        index.to_string()
+    } else {
+        format!("{index} ('{name}')")
+    }
 }
 
 impl fmt::Display for SignatureError {
@@ -120,9 +151,24 @@ impl fmt::Display for SignatureError {
                 expected,
                 declared,
                 declared_type,
+                name,
             } => write!(
                 f,
-                "kernel '{kernel}' parameter {index} is {expected} bytes but was declared as {declared_type} ({declared} bytes); declare a type of {expected} bytes for it"
+                "kernel '{kernel}' parameter {} is {expected} bytes but was declared as {declared_type} ({declared} bytes); declare a type of {expected} bytes for it",
+                param_desc(*index, name)
+            ),
+            SignatureError::Offset {
+                kernel,
+                index,
+                name,
+                expected,
+                declared,
+                declared_type,
+                declared_align,
+            } => write!(
+                f,
+                "kernel '{kernel}' parameter {} is at byte offset {expected} but the declared types put it at {declared} ({declared_type}, aligned to {declared_align} B); the kernel's type has another alignment: give the Rust type the C type's alignment (for example #[repr(C, align(16))]) and check the parameters before it",
+                param_desc(*index, name)
             ),
         }
     }
@@ -132,6 +178,7 @@ impl std::error::Error for SignatureError {}
 
 /// Every error of cuda-api.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Error {
     /// A driver call failed.
     Driver(DriverError),
@@ -149,8 +196,16 @@ pub enum Error {
         /// The installed driver's CUDA version, if known.
         driver_version: Option<i32>,
     },
+    /// The call needs a driver function that this build of cuda-sys has no
+    /// entry for (its specs do not know it).
+    UnknownFunction {
+        /// The C function asked for.
+        function: String,
+    },
     /// A launch was refused before reaching the driver.
     Launch(LaunchError),
+    /// A run-time argument does not fit the kernel's declared parameter.
+    Argument(Box<ArgError>),
     /// A kernel declaration does not match the kernel.
     Signature(SignatureError),
     /// A PTX module targets a newer PTX ISA than the driver accepts.
@@ -165,9 +220,9 @@ pub enum Error {
     /// An argument cannot be passed as given.
     InvalidArgument {
         /// The call or operation.
-        call: &'static str,
+        call: String,
         /// The parameter.
-        parameter: &'static str,
+        parameter: String,
         /// What is wrong and what to do.
         message: String,
     },
@@ -175,10 +230,14 @@ pub enum Error {
 
 impl Error {
     /// An [`Error::InvalidArgument`].
-    pub fn invalid_argument(call: &'static str, parameter: &'static str, message: String) -> Self {
+    pub fn invalid_argument(
+        call: impl Into<String>,
+        parameter: impl Into<String>,
+        message: String,
+    ) -> Self {
         Error::InvalidArgument {
-            call,
-            parameter,
+            call: call.into(),
+            parameter: parameter.into(),
             message,
         }
     }
@@ -233,7 +292,12 @@ impl fmt::Display for Error {
                     None => f.write_str("; update the NVIDIA driver"),
                 }
             }
+            Error::UnknownFunction { function } => write!(
+                f,
+                "{function} is not a driver function this build of cuda-sys knows (not in its specs); check the name, or add it to specs/ and run `cargo xtask codegen`"
+            ),
             Error::Launch(e) => e.fmt(f),
+            Error::Argument(e) => e.fmt(f),
             Error::Signature(e) => e.fmt(f),
             Error::PtxTooNew {
                 ptx_isa,
@@ -269,6 +333,7 @@ impl std::error::Error for Error {
         match self {
             Error::Driver(d) => Some(d),
             Error::Launch(e) => Some(e),
+            Error::Argument(e) => Some(&**e),
             Error::Signature(e) => Some(e),
             _ => None,
         }
@@ -289,11 +354,7 @@ impl From<LoaderError> for Error {
                 needs_version,
                 driver_version,
             },
-            LoaderError::UnknownFunction(function) => Error::NotSupported {
-                function,
-                needs_version: 0,
-                driver_version: None,
-            },
+            LoaderError::UnknownFunction(function) => Error::UnknownFunction { function },
         }
     }
 }
@@ -301,6 +362,12 @@ impl From<LoaderError> for Error {
 impl From<LaunchError> for Error {
     fn from(e: LaunchError) -> Self {
         Error::Launch(e)
+    }
+}
+
+impl From<ArgError> for Error {
+    fn from(e: ArgError) -> Self {
+        Error::Argument(Box::new(e))
     }
 }
 
@@ -374,6 +441,9 @@ mod tests {
                 ..
             }
         ));
+        let e: Error = LoaderError::UnknownFunction("cuMadeUp".into()).into();
+        insta::assert_snapshot!("unknown_function", e.to_string());
+        assert!(!e.to_string().contains("0.0"));
     }
 
     #[test]

@@ -109,7 +109,17 @@ pub struct FunctionLimits {
 
 /// A launch refused before it reached the driver.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum LaunchError {
+    /// A module's function launched on a stream of another context.
+    ContextMismatch {
+        /// Kernel name.
+        kernel: String,
+        /// The context the function was loaded in (its device).
+        function_context: String,
+        /// The stream's context (its device).
+        stream_context: String,
+    },
     /// A grid or block extent is zero.
     ZeroDimension {
         /// Kernel name.
@@ -186,6 +196,14 @@ pub enum LaunchError {
 impl fmt::Display for LaunchError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            LaunchError::ContextMismatch {
+                kernel,
+                function_context,
+                stream_context,
+            } => write!(
+                f,
+                "launch of '{kernel}' refused: the kernel was loaded in the context of {function_context} but the stream belongs to the context of {stream_context}; launch on a stream of the module's context, or load the image as a Library, whose kernels run in any context"
+            ),
             LaunchError::ZeroDimension { kernel, axis } => {
                 write!(
                     f,
@@ -249,16 +267,68 @@ impl fmt::Display for LaunchError {
 
 impl std::error::Error for LaunchError {}
 
-/// Checks a launch against the device and function limits. `per_sm` is the
-/// occupancy (resident blocks per SM) for this block size and shared memory,
-/// needed only for a cooperative launch (`cooperative = true`).
-pub fn check_launch(
+/// Checks that no grid or block extent is zero; needs no facts, so it runs
+/// before any driver query.
+pub fn check_nonzero(kernel: &str, cfg: &LaunchConfig) -> Result<(), LaunchError> {
+    let axes = [
+        ("grid.x", cfg.grid.x),
+        ("grid.y", cfg.grid.y),
+        ("grid.z", cfg.grid.z),
+        ("block.x", cfg.block.x),
+        ("block.y", cfg.block.y),
+        ("block.z", cfg.block.z),
+    ];
+    match axes.iter().find(|(_, v)| *v == 0) {
+        Some((axis, _)) => Err(LaunchError::ZeroDimension {
+            kernel: kernel.to_string(),
+            axis,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Checks a block size and dynamic shared memory against the function's own
+/// limits (no device facts, no occupancy): what must hold before occupancy
+/// can even be asked.
+pub fn check_block(
+    kernel: &str,
+    func: &FunctionLimits,
+    block_threads: u64,
+    shared_mem_bytes: u32,
+) -> Result<(), LaunchError> {
+    if block_threads == 0 {
+        return Err(LaunchError::ZeroDimension {
+            kernel: kernel.to_string(),
+            axis: "block",
+        });
+    }
+    if block_threads > func.max_threads_per_block as u64 {
+        return Err(LaunchError::BlockTooLarge {
+            kernel: kernel.to_string(),
+            threads: block_threads,
+            max: func.max_threads_per_block,
+        });
+    }
+    if shared_mem_bytes > func.max_dynamic_shared_bytes {
+        return Err(LaunchError::SharedMemoryTooLarge {
+            kernel: kernel.to_string(),
+            requested: shared_mem_bytes,
+            max: func.max_dynamic_shared_bytes,
+        });
+    }
+    Ok(())
+}
+
+/// Checks a launch against the device and function limits, without
+/// occupancy; returns the grid's block count. Zero extents come first, then
+/// the device's per-axis limits, then the function's own limits.
+pub fn check_shape(
     kernel: &str,
     device: &DeviceLimits,
     func: &FunctionLimits,
     cfg: &LaunchConfig,
-    cooperative: Option<u32>,
-) -> Result<(), LaunchError> {
+) -> Result<u64, LaunchError> {
+    check_nonzero(kernel, cfg)?;
     let axes = [
         ("grid.x", cfg.grid.x, device.max_grid.x),
         ("grid.y", cfg.grid.y, device.max_grid.y),
@@ -268,12 +338,6 @@ pub fn check_launch(
         ("block.z", cfg.block.z, device.max_block.z),
     ];
     for (axis, value, max) in axes {
-        if value == 0 {
-            return Err(LaunchError::ZeroDimension {
-                kernel: kernel.to_string(),
-                axis,
-            });
-        }
         if value > max {
             return Err(LaunchError::DimensionTooLarge {
                 kernel: kernel.to_string(),
@@ -285,46 +349,58 @@ pub fn check_launch(
         }
     }
     let threads = cfg.block.product().unwrap_or(u64::MAX);
-    if threads > func.max_threads_per_block as u64 {
-        return Err(LaunchError::BlockTooLarge {
+    check_block(kernel, func, threads, cfg.shared_mem_bytes)?;
+    cfg.grid.product().ok_or_else(|| LaunchError::GridTooLarge {
+        kernel: kernel.to_string(),
+        grid: cfg.grid,
+    })
+}
+
+/// Checks a cooperative grid of `blocks` blocks against device support and
+/// `per_sm` resident blocks per SM (the occupancy at this block size and
+/// shared memory) times the SM count.
+pub fn check_cooperative(
+    kernel: &str,
+    device: &DeviceLimits,
+    cfg: &LaunchConfig,
+    blocks: u64,
+    per_sm: u32,
+) -> Result<(), LaunchError> {
+    if !device.cooperative_launch {
+        return Err(LaunchError::CooperativeNotSupported {
             kernel: kernel.to_string(),
-            threads,
-            max: func.max_threads_per_block,
+            device: device.name.clone(),
         });
     }
-    if cfg.shared_mem_bytes > func.max_dynamic_shared_bytes {
-        return Err(LaunchError::SharedMemoryTooLarge {
+    let max_blocks = per_sm as u64 * device.sm_count as u64;
+    if blocks > max_blocks {
+        return Err(LaunchError::CooperativeLaunchTooLarge {
             kernel: kernel.to_string(),
-            requested: cfg.shared_mem_bytes,
-            max: func.max_dynamic_shared_bytes,
+            blocks,
+            max_blocks,
+            per_sm,
+            sm_count: device.sm_count,
+            device: device.name.clone(),
+            threads: cfg.block.product().unwrap_or(u64::MAX),
+            shared_mem_bytes: cfg.shared_mem_bytes,
         });
     }
-    let Some(blocks) = cfg.grid.product() else {
-        return Err(LaunchError::GridTooLarge {
-            kernel: kernel.to_string(),
-            grid: cfg.grid,
-        });
-    };
+    Ok(())
+}
+
+/// Checks a launch against the device and function limits: [`check_shape`],
+/// then, when `cooperative` holds the occupancy (resident blocks per SM),
+/// [`check_cooperative`].
+pub fn check_launch(
+    kernel: &str,
+    device: &DeviceLimits,
+    func: &FunctionLimits,
+    cfg: &LaunchConfig,
+    cooperative: Option<u32>,
+) -> Result<(), LaunchError> {
+    let blocks = check_shape(kernel, device, func, cfg)?;
     if let Some(per_sm) = cooperative {
-        if !device.cooperative_launch {
-            return Err(LaunchError::CooperativeNotSupported {
-                kernel: kernel.to_string(),
-                device: device.name.clone(),
-            });
-        }
-        let max_blocks = per_sm as u64 * device.sm_count as u64;
-        if blocks > max_blocks {
-            return Err(LaunchError::CooperativeLaunchTooLarge {
-                kernel: kernel.to_string(),
-                blocks,
-                max_blocks,
-                per_sm,
-                sm_count: device.sm_count,
-                device: device.name.clone(),
-                threads,
-                shared_mem_bytes: cfg.shared_mem_bytes,
-            });
-        }
+        check_cooperative(kernel, device, cfg, blocks, per_sm)?;
     }
     Ok(())
 }
@@ -476,6 +552,31 @@ mod tests {
     fn too_much_dynamic_shared_memory_is_refused() {
         let cfg = LaunchConfig::new(1, 256).with_shared_mem(48 * 1024 + 1);
         let e = check_launch("coop_sum", &h200(), &COOP_SUM, &cfg, Some(8)).unwrap_err();
+        insta::assert_snapshot!(e.to_string());
+    }
+
+    #[test]
+    fn zero_blocks_come_before_any_limit() {
+        // A zero block with an oversized grid: the zero is named first.
+        let cfg = LaunchConfig::new((1, 70000), (0, 1, 1));
+        let e = check_launch("k", &h200(), &COOP_SUM, &cfg, Some(8)).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                LaunchError::ZeroDimension {
+                    axis: "block.x",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(check_block("k", &COOP_SUM, 0, 0).is_err());
+        // __launch_bounds__(128) at 256 threads is refused by the function's own limit.
+        let lb128 = FunctionLimits {
+            max_threads_per_block: 128,
+            ..COOP_SUM
+        };
+        let e = check_block("lb128", &lb128, 256, 0).unwrap_err();
         insta::assert_snapshot!(e.to_string());
     }
 

@@ -1,6 +1,14 @@
-//! Device memory: owned buffers, borrowed views, typed device pointers, and
-//! host↔device copies (blocking, or asynchronous with a guard that waits).
+//! Memory: untyped [`Allocation`]s (device, page-locked host or managed
+//! memory, shareable through `Arc`), typed [`DeviceBuffer`]s and views over
+//! them, the device pointers kernels receive (read-only [`ConstDevicePtr`]
+//! from `&`, writable [`DevicePtr`] from `&mut`), blocking copies, and
+//! asynchronous copies inside a [`Scope`] that waits before host memory can go.
+//!
+//! Host code never holds a Rust reference into GPU-visible memory: every read
+//! and write goes through a driver copy, so a kernel running at the same time
+//! cannot race with a Rust reference.
 
+use std::cell::Cell;
 use std::ffi::c_void;
 use std::fmt;
 use std::marker::PhantomData;
@@ -30,46 +38,75 @@ device_repr!(u8, u16, u32, u64, usize, i8, i16, i32, i64, isize, f32, f64);
 // SAFETY: arrays of plain data are plain data.
 unsafe impl<T: DeviceRepr, const N: usize> DeviceRepr for [T; N] {}
 
-/// A typed device address, as a kernel receives it (8 bytes).
-#[repr(transparent)]
-pub struct DevicePtr<T> {
-    raw: CUdeviceptr,
-    _t: PhantomData<*mut T>,
-}
-
-impl<T> DevicePtr<T> {
-    /// Wraps a raw device address.
-    pub const fn from_raw(raw: CUdeviceptr) -> Self {
-        DevicePtr {
-            raw,
-            _t: PhantomData,
+macro_rules! device_pointer {
+    ($(#[$doc:meta])* $name:ident, $what:literal) => {
+        $(#[$doc])*
+        #[repr(transparent)]
+        pub struct $name<T> {
+            raw: CUdeviceptr,
+            _t: PhantomData<*mut T>,
         }
-    }
-    /// The raw address.
-    pub const fn raw(self) -> CUdeviceptr {
-        self.raw
-    }
-    /// The null device pointer.
-    pub const fn null() -> Self {
-        DevicePtr::from_raw(0)
-    }
+
+        impl<T> $name<T> {
+            #[doc = concat!("Wraps a raw device address as a ", $what, " pointer. The address is")]
+            /// only a number: a kernel given an address that is not live faults
+            /// on the device (a sticky error), so prefer the buffers' own
+            /// conversions, which tie the pointer to a borrow.
+            pub const fn from_raw(raw: CUdeviceptr) -> Self {
+                $name { raw, _t: PhantomData }
+            }
+            /// The raw address.
+            pub const fn raw(self) -> CUdeviceptr {
+                self.raw
+            }
+            /// The null device pointer.
+            pub const fn null() -> Self {
+                Self::from_raw(0)
+            }
+        }
+
+        impl<T> Clone for $name<T> {
+            fn clone(&self) -> Self {
+                *self
+            }
+        }
+        impl<T> Copy for $name<T> {}
+        impl<T> PartialEq for $name<T> {
+            fn eq(&self, other: &Self) -> bool {
+                self.raw == other.raw
+            }
+        }
+        impl<T> Eq for $name<T> {}
+        impl<T> fmt::Debug for $name<T> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, concat!(stringify!($name), "({:#x})"), self.raw)
+            }
+        }
+        // SAFETY: a device address is plain data.
+        unsafe impl<T> Send for $name<T> {}
+        // SAFETY: as above.
+        unsafe impl<T> Sync for $name<T> {}
+    };
 }
 
-impl<T> Clone for DevicePtr<T> {
-    fn clone(&self) -> Self {
-        *self
+device_pointer!(
+    /// A device address a kernel may write through (`T*` in C), 8 bytes. A
+    /// buffer gives one only through `&mut` ([`DeviceBuffer::as_mut_ptr`]).
+    DevicePtr,
+    "writable"
+);
+device_pointer!(
+    /// A device address a kernel only reads through (`const T*` in C), 8
+    /// bytes. A buffer gives one through `&` ([`DeviceBuffer::as_ptr`]).
+    ConstDevicePtr,
+    "read-only"
+);
+
+impl<T> From<DevicePtr<T>> for ConstDevicePtr<T> {
+    fn from(p: DevicePtr<T>) -> Self {
+        ConstDevicePtr::from_raw(p.raw())
     }
 }
-impl<T> Copy for DevicePtr<T> {}
-impl<T> fmt::Debug for DevicePtr<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "DevicePtr({:#x})", self.raw)
-    }
-}
-// SAFETY: a device address is plain data.
-unsafe impl<T> Send for DevicePtr<T> {}
-// SAFETY: as above.
-unsafe impl<T> Sync for DevicePtr<T> {}
 
 fn bytes_of<T>(len: usize, call: &'static str) -> Result<usize> {
     len.checked_mul(size_of::<T>()).ok_or_else(|| {
@@ -100,11 +137,210 @@ fn same_len(
     }
 }
 
-/// An owned allocation of `len` values of `T` in device memory, freed on drop.
-pub struct DeviceBuffer<T: DeviceRepr> {
+fn in_bounds(call: &'static str, offset: usize, len: usize, bytes: usize) -> Result<()> {
+    match offset.checked_add(len) {
+        Some(end) if end <= bytes => Ok(()),
+        _ => Err(Error::invalid_argument(
+            call,
+            "offset",
+            format!(
+                "{len} bytes at offset {offset} run past the allocation's {bytes} bytes; copy at most {} bytes there",
+                bytes.saturating_sub(offset)
+            ),
+        )),
+    }
+}
+
+/// Where an allocation lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum MemoryKind {
+    /// Device memory (`cuMemAlloc`): only the context's device reaches it
+    /// (and its peers, once peer access is enabled).
+    Device,
+    /// Page-locked host memory mapped into the device address space
+    /// (`cuMemHostAlloc` with `CU_MEMHOSTALLOC_DEVICEMAP | PORTABLE`): every
+    /// device reaches it over the bus.
+    PinnedHost,
+    /// Managed (unified) memory (`cuMemAllocManaged`, attached globally):
+    /// migrated by the driver to whichever device or host touches it.
+    Managed,
+}
+
+impl fmt::Display for MemoryKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            MemoryKind::Device => "device memory",
+            MemoryKind::PinnedHost => "page-locked host memory",
+            MemoryKind::Managed => "managed memory",
+        })
+    }
+}
+
+/// An untyped allocation of `bytes` bytes in one context, zeroed when made
+/// and freed on drop. Put it in an `Arc` to share it, for example between
+/// arrays whose element type is known only at run time and the recorded
+/// launches that use them. All access goes through driver copies, so `&self`
+/// suffices for them.
+pub struct Allocation {
     ptr: CUdeviceptr,
-    len: usize,
+    host: *mut c_void,
+    bytes: usize,
+    kind: MemoryKind,
     ctx: Context,
+}
+
+// SAFETY: the allocation is only reached through the driver; the handle may move between threads.
+unsafe impl Send for Allocation {}
+// SAFETY: as above; no method hands out references into the memory.
+unsafe impl Sync for Allocation {}
+
+impl fmt::Debug for Allocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Allocation")
+            .field("ptr", &format_args!("{:#x}", self.ptr))
+            .field("bytes", &self.bytes)
+            .field("kind", &self.kind)
+            .finish()
+    }
+}
+
+impl Allocation {
+    /// `bytes` zeroed bytes of `kind` memory in `ctx`. Zero bytes allocate
+    /// nothing (the address is 0).
+    pub fn zeroed(ctx: &Context, bytes: usize, kind: MemoryKind) -> Result<Allocation> {
+        ctx.bind()?;
+        let mut a = Allocation {
+            ptr: 0,
+            host: std::ptr::null_mut(),
+            bytes,
+            kind,
+            ctx: ctx.clone(),
+        };
+        if bytes == 0 {
+            return Ok(a);
+        }
+        match kind {
+            MemoryKind::Device => a.ptr = driver::mem_alloc(bytes)?,
+            MemoryKind::Managed => {
+                a.ptr = driver::mem_alloc_managed(
+                    bytes,
+                    cuda_sys::CUmemAttach_flags::CU_MEM_ATTACH_GLOBAL.0,
+                )?
+            }
+            MemoryKind::PinnedHost => {
+                let flags =
+                    cuda_sys::CU_MEMHOSTALLOC_DEVICEMAP | cuda_sys::CU_MEMHOSTALLOC_PORTABLE;
+                // SAFETY: `a.host` is a valid out-pointer; the driver allocates `bytes` bytes.
+                unsafe { driver::mem_host_alloc(&mut a.host, bytes, flags)? };
+                // SAFETY: `a.host` was just allocated with the device-map flag.
+                a.ptr = unsafe { driver::mem_host_get_device_pointer(a.host, 0)? };
+            }
+        }
+        // SAFETY: `a.ptr` addresses `bytes` bytes just allocated.
+        unsafe { driver::memset_d8(a.ptr, 0, bytes)? };
+        Ok(a)
+    }
+
+    /// Size in bytes.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Where it lives.
+    pub fn kind(&self) -> MemoryKind {
+        self.kind
+    }
+
+    /// The context it was allocated in.
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+
+    /// The device address of its first byte (0 when empty): the address
+    /// kernels use, for every kind (mapped page-locked memory included).
+    pub fn device_address(&self) -> CUdeviceptr {
+        self.ptr
+    }
+
+    /// Copies `src` to byte `offset` (blocking).
+    pub fn copy_from_host(&self, offset: usize, src: &[u8]) -> Result<()> {
+        in_bounds("Allocation::copy_from_host", offset, src.len(), self.bytes)?;
+        if src.is_empty() {
+            return Ok(());
+        }
+        self.ctx.bind()?;
+        // SAFETY: the range lies inside the allocation; `src` holds its length.
+        unsafe { driver::memcpy_htod(self.ptr + offset as u64, src.as_ptr().cast(), src.len()) }
+    }
+
+    /// Copies from byte `offset` into `dst` (blocking).
+    pub fn copy_to_host(&self, offset: usize, dst: &mut [u8]) -> Result<()> {
+        in_bounds("Allocation::copy_to_host", offset, dst.len(), self.bytes)?;
+        if dst.is_empty() {
+            return Ok(());
+        }
+        self.ctx.bind()?;
+        // SAFETY: the range lies inside the allocation; `dst` holds its length.
+        unsafe { driver::memcpy_dtoh(dst.as_mut_ptr().cast(), self.ptr + offset as u64, dst.len()) }
+    }
+
+    /// Copies `len` bytes from `src` at `src_offset` to `self` at `offset`
+    /// (blocking; any kinds, any contexts of one process).
+    pub fn copy_from(
+        &self,
+        offset: usize,
+        src: &Allocation,
+        src_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        in_bounds("Allocation::copy_from", offset, len, self.bytes)?;
+        in_bounds("Allocation::copy_from", src_offset, len, src.bytes)?;
+        if len == 0 {
+            return Ok(());
+        }
+        self.ctx.bind()?;
+        // SAFETY: both ranges lie inside live allocations.
+        unsafe { driver::memcpy(self.ptr + offset as u64, src.ptr + src_offset as u64, len) }
+    }
+
+    /// Sets every byte to `byte` (blocking).
+    pub fn fill_bytes(&self, byte: u8) -> Result<()> {
+        if self.bytes == 0 {
+            return Ok(());
+        }
+        self.ctx.bind()?;
+        // SAFETY: the allocation holds `bytes` bytes.
+        unsafe { driver::memset_d8(self.ptr, byte, self.bytes) }
+    }
+}
+
+impl Drop for Allocation {
+    fn drop(&mut self) {
+        if self.bytes == 0 {
+            return;
+        }
+        // cuMemFree / cuMemFreeHost wait for work using the memory, so
+        // in-flight kernels are safe.
+        let r = self.ctx.bind().and_then(|_| match self.kind {
+            // SAFETY: we own the allocation and free it once.
+            MemoryKind::PinnedHost => unsafe { driver::mem_free_host(self.host) },
+            // SAFETY: as above.
+            _ => unsafe { driver::mem_free(self.ptr) },
+        });
+        if let Err(e) = r {
+            self.ctx.report_release_error("memory allocation", &e);
+        }
+    }
+}
+
+/// An owned allocation of `len` values of `T` (device memory by default;
+/// page-locked host or managed memory through the `_in` constructors), freed
+/// on drop. `&buffer` gives kernels a read-only pointer, `&mut buffer` a
+/// writable one.
+pub struct DeviceBuffer<T: DeviceRepr> {
+    alloc: Allocation,
+    len: usize,
     _t: PhantomData<T>,
 }
 
@@ -112,56 +348,40 @@ impl<T: DeviceRepr> fmt::Debug for DeviceBuffer<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "DeviceBuffer<{}>({:#x}, len {})",
+            "DeviceBuffer<{}>({:#x}, len {}, {})",
             std::any::type_name::<T>(),
-            self.ptr,
-            self.len
+            self.alloc.ptr,
+            self.len,
+            self.alloc.kind
         )
     }
 }
 
 impl<T: DeviceRepr> DeviceBuffer<T> {
-    /// `len` zeroed values.
+    /// `len` zeroed values in device memory.
     pub fn zeroed(ctx: &Context, len: usize) -> Result<Self> {
-        let bytes = bytes_of::<T>(len, "DeviceBuffer::zeroed")?;
-        ctx.bind()?;
-        let ptr = if bytes == 0 {
-            0
-        } else {
-            driver::mem_alloc(bytes)?
-        };
-        let buf = DeviceBuffer {
-            ptr,
-            len,
-            ctx: ctx.clone(),
-            _t: PhantomData,
-        };
-        if bytes > 0 {
-            // SAFETY: `ptr` is a fresh allocation of `bytes` bytes.
-            unsafe { driver::memset_d8(ptr, 0, bytes)? };
-        }
-        Ok(buf)
+        Self::zeroed_in(ctx, len, MemoryKind::Device)
     }
 
-    /// A copy of `data` (blocking).
-    pub fn from_slice(ctx: &Context, data: &[T]) -> Result<Self> {
-        let bytes = bytes_of::<T>(data.len(), "DeviceBuffer::from_slice")?;
-        ctx.bind()?;
-        let ptr = if bytes == 0 {
-            0
-        } else {
-            driver::mem_alloc(bytes)?
-        };
-        let buf = DeviceBuffer {
-            ptr,
-            len: data.len(),
-            ctx: ctx.clone(),
+    /// `len` zeroed values in `kind` memory.
+    pub fn zeroed_in(ctx: &Context, len: usize, kind: MemoryKind) -> Result<Self> {
+        let bytes = bytes_of::<T>(len, "DeviceBuffer::zeroed")?;
+        Ok(DeviceBuffer {
+            alloc: Allocation::zeroed(ctx, bytes, kind)?,
+            len,
             _t: PhantomData,
-        };
-        if bytes > 0 {
-            // SAFETY: both sides hold `bytes` bytes.
-            unsafe { driver::memcpy_htod(ptr, data.as_ptr().cast::<c_void>(), bytes)? };
-        }
+        })
+    }
+
+    /// A copy of `data` in device memory (blocking).
+    pub fn from_slice(ctx: &Context, data: &[T]) -> Result<Self> {
+        Self::from_slice_in(ctx, data, MemoryKind::Device)
+    }
+
+    /// A copy of `data` in `kind` memory (blocking).
+    pub fn from_slice_in(ctx: &Context, data: &[T], kind: MemoryKind) -> Result<Self> {
+        let mut buf = Self::zeroed_in(ctx, data.len(), kind)?;
+        buf.copy_from(data)?;
         Ok(buf)
     }
 
@@ -175,39 +395,77 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
         self.len == 0
     }
 
-    /// The device address of the first element.
-    pub fn as_ptr(&self) -> DevicePtr<T> {
-        DevicePtr::from_raw(self.ptr)
+    /// Where the memory lives.
+    pub fn kind(&self) -> MemoryKind {
+        self.alloc.kind
+    }
+
+    /// The untyped allocation underneath.
+    pub fn allocation(&self) -> &Allocation {
+        &self.alloc
+    }
+
+    /// The untyped allocation, giving up the element type (to share it in an `Arc`).
+    pub fn into_allocation(self) -> Allocation {
+        self.alloc
+    }
+
+    /// A read-only device pointer to the first element.
+    pub fn as_ptr(&self) -> ConstDevicePtr<T> {
+        ConstDevicePtr::from_raw(self.alloc.ptr)
+    }
+
+    /// A writable device pointer to the first element.
+    pub fn as_mut_ptr(&mut self) -> DevicePtr<T> {
+        DevicePtr::from_raw(self.alloc.ptr)
     }
 
     /// The context that owns the memory.
     pub fn context(&self) -> &Context {
-        &self.ctx
+        &self.alloc.ctx
     }
 
-    /// A view of `range` (element indices).
-    pub fn slice(&self, range: Range<usize>) -> Result<DeviceView<'_, T>> {
+    fn check_range(&self, range: &Range<usize>, call: &'static str) -> Result<()> {
         if range.start > range.end || range.end > self.len {
             return Err(Error::invalid_argument(
-                "DeviceBuffer::slice",
+                call,
                 "range",
-                format!("{range:?} is outside 0..{}", self.len),
+                format!(
+                    "{range:?} is outside 0..{}; use a range inside the buffer",
+                    self.len
+                ),
             ));
         }
+        Ok(())
+    }
+
+    /// A read-only view of `range` (element indices).
+    pub fn slice(&self, range: Range<usize>) -> Result<DeviceView<'_, T>> {
+        self.check_range(&range, "DeviceBuffer::slice")?;
         Ok(DeviceView {
-            ptr: self.ptr + (range.start * size_of::<T>()) as u64,
+            ptr: self.alloc.ptr + (range.start * size_of::<T>()) as u64,
             len: range.len(),
-            ctx: &self.ctx,
+            ctx: &self.alloc.ctx,
             _t: PhantomData,
         })
     }
 
-    /// A view of the whole buffer.
+    /// A writable view of `range` (element indices).
+    pub fn slice_mut(&mut self, range: Range<usize>) -> Result<DeviceViewMut<'_, T>> {
+        self.check_range(&range, "DeviceBuffer::slice_mut")?;
+        Ok(DeviceViewMut {
+            ptr: self.alloc.ptr + (range.start * size_of::<T>()) as u64,
+            len: range.len(),
+            _t: PhantomData,
+        })
+    }
+
+    /// A read-only view of the whole buffer.
     pub fn view(&self) -> DeviceView<'_, T> {
         DeviceView {
-            ptr: self.ptr,
+            ptr: self.alloc.ptr,
             len: self.len,
-            ctx: &self.ctx,
+            ctx: &self.alloc.ctx,
             _t: PhantomData,
         }
     }
@@ -215,12 +473,10 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
     /// Copies `src` into the buffer (blocking); lengths must match.
     pub fn copy_from(&mut self, src: &[T]) -> Result<()> {
         same_len("DeviceBuffer::copy_from", "src", self.len, src.len())?;
-        if self.len == 0 {
-            return Ok(());
-        }
-        self.ctx.bind()?;
-        // SAFETY: both sides hold len * size_of::<T>() bytes.
-        unsafe { driver::memcpy_htod(self.ptr, src.as_ptr().cast(), self.len * size_of::<T>()) }
+        // SAFETY: T is plain data; the byte view covers exactly `src`.
+        let bytes =
+            unsafe { std::slice::from_raw_parts(src.as_ptr().cast::<u8>(), size_of_val(src)) };
+        self.alloc.copy_from_host(0, bytes)
     }
 
     /// Copies the buffer into `dst` (blocking); lengths must match.
@@ -233,68 +489,9 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
         self.view().to_vec()
     }
 
-    /// Queues a copy of `src` into the buffer on `stream`. The returned guard
-    /// keeps `src` and the buffer borrowed and waits for the stream when
-    /// dropped (or at [`PendingCopy::wait`]).
-    pub fn copy_from_async<'a>(
-        &'a mut self,
-        src: &'a [T],
-        stream: &'a Stream,
-    ) -> Result<PendingCopy<'a>> {
-        same_len("DeviceBuffer::copy_from_async", "src", self.len, src.len())?;
-        self.ctx.bind()?;
-        if self.len > 0 {
-            // SAFETY: sizes match; the guard keeps both sides alive until the stream passes the copy.
-            unsafe {
-                driver::memcpy_htod_async(
-                    self.ptr,
-                    src.as_ptr().cast(),
-                    self.len * size_of::<T>(),
-                    stream.raw(),
-                )?
-            };
-        }
-        Ok(PendingCopy {
-            stream,
-            done: false,
-            _borrow: PhantomData,
-        })
-    }
-
-    /// Queues a copy of the buffer into `dst` on `stream`; see [`Self::copy_from_async`].
-    pub fn copy_to_async<'a>(
-        &'a self,
-        dst: &'a mut [T],
-        stream: &'a Stream,
-    ) -> Result<PendingCopy<'a>> {
-        same_len("DeviceBuffer::copy_to_async", "dst", self.len, dst.len())?;
-        self.ctx.bind()?;
-        if self.len > 0 {
-            // SAFETY: sizes match; the guard keeps both sides alive until the stream passes the copy.
-            unsafe {
-                driver::memcpy_dtoh_async(
-                    dst.as_mut_ptr().cast(),
-                    self.ptr,
-                    self.len * size_of::<T>(),
-                    stream.raw(),
-                )?
-            };
-        }
-        Ok(PendingCopy {
-            stream,
-            done: false,
-            _borrow: PhantomData,
-        })
-    }
-
     /// Sets every byte to `byte` (blocking).
     pub fn fill_bytes(&mut self, byte: u8) -> Result<()> {
-        if self.len == 0 {
-            return Ok(());
-        }
-        self.ctx.bind()?;
-        // SAFETY: the allocation holds len * size_of::<T>() bytes.
-        unsafe { driver::memset_d8(self.ptr, byte, self.len * size_of::<T>()) }
+        self.alloc.fill_bytes(byte)
     }
 
     /// Sets every element to `value` on `stream`, for 1-, 2- and 4-byte `T`.
@@ -302,29 +499,14 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
         if self.len == 0 {
             return Ok(());
         }
-        self.ctx.bind()?;
-        let s = stream.raw();
+        self.alloc.ctx.bind()?;
+        let (p, n, s) = (self.alloc.ptr, self.len, stream.raw());
         // SAFETY: `value` is plain data of the matching width; the allocation holds len elements.
         unsafe {
             match size_of::<T>() {
-                1 => driver::memset_d8_async(
-                    self.ptr,
-                    std::mem::transmute_copy::<T, u8>(&value),
-                    self.len,
-                    s,
-                ),
-                2 => driver::memset_d16_async(
-                    self.ptr,
-                    std::mem::transmute_copy::<T, u16>(&value),
-                    self.len,
-                    s,
-                ),
-                4 => driver::memset_d32_async(
-                    self.ptr,
-                    std::mem::transmute_copy::<T, u32>(&value),
-                    self.len,
-                    s,
-                ),
+                1 => driver::memset_d8_async(p, std::mem::transmute_copy::<T, u8>(&value), n, s),
+                2 => driver::memset_d16_async(p, std::mem::transmute_copy::<T, u16>(&value), n, s),
+                4 => driver::memset_d32_async(p, std::mem::transmute_copy::<T, u32>(&value), n, s),
                 n => Err(Error::invalid_argument(
                     "DeviceBuffer::fill_async",
                     "value",
@@ -337,23 +519,7 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
     }
 }
 
-impl<T: DeviceRepr> Drop for DeviceBuffer<T> {
-    fn drop(&mut self) {
-        if self.ptr == 0 {
-            return;
-        }
-        // cuMemFree waits for work using the memory, so in-flight kernels are safe.
-        let r = self.ctx.bind().and_then(|_| {
-            // SAFETY: we own the allocation and free it once.
-            unsafe { driver::mem_free(self.ptr) }
-        });
-        if let Err(e) = r {
-            crate::report_drop_error("device buffer", &e);
-        }
-    }
-}
-
-/// A borrowed range of a [`DeviceBuffer`].
+/// A read-only borrowed range of a [`DeviceBuffer`].
 pub struct DeviceView<'a, T: DeviceRepr> {
     ptr: CUdeviceptr,
     len: usize,
@@ -384,9 +550,9 @@ impl<'a, T: DeviceRepr> DeviceView<'a, T> {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
-    /// The device address of the first element.
-    pub fn as_ptr(&self) -> DevicePtr<T> {
-        DevicePtr::from_raw(self.ptr)
+    /// A read-only device pointer to the first element.
+    pub fn as_ptr(&self) -> ConstDevicePtr<T> {
+        ConstDevicePtr::from_raw(self.ptr)
     }
     /// Copies the view into `dst` (blocking); lengths must match.
     pub fn copy_to(&self, dst: &mut [T]) -> Result<()> {
@@ -413,28 +579,130 @@ impl<'a, T: DeviceRepr> DeviceView<'a, T> {
     }
 }
 
-/// An asynchronous copy in flight; waits for its stream when dropped.
-#[must_use = "dropping the guard waits for the copy at once"]
-pub struct PendingCopy<'a> {
-    stream: &'a Stream,
-    done: bool,
-    _borrow: PhantomData<&'a mut [u8]>,
+/// A writable borrowed range of a [`DeviceBuffer`].
+pub struct DeviceViewMut<'a, T: DeviceRepr> {
+    ptr: CUdeviceptr,
+    len: usize,
+    _t: PhantomData<&'a mut T>,
 }
 
-impl PendingCopy<'_> {
-    /// Waits for the stream and reports its outcome.
-    pub fn wait(mut self) -> Result<()> {
-        self.done = true;
-        self.stream.synchronize()
+impl<T: DeviceRepr> DeviceViewMut<'_, T> {
+    /// A writable view of `len` elements at `ptr`.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must address `len` values of `T`, valid and not otherwise used
+    /// for the view's lifetime.
+    pub unsafe fn from_raw_parts(ptr: CUdeviceptr, len: usize) -> Self {
+        DeviceViewMut {
+            ptr,
+            len,
+            _t: PhantomData,
+        }
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Whether it holds no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// A writable device pointer to the first element.
+    pub fn as_mut_ptr(&mut self) -> DevicePtr<T> {
+        DevicePtr::from_raw(self.ptr)
+    }
+    pub(crate) fn addr(&self) -> CUdeviceptr {
+        self.ptr
     }
 }
 
-impl Drop for PendingCopy<'_> {
+/// Asynchronous copies queued on one stream, made through
+/// [`Stream::scope`], which waits for the stream before it returns. The
+/// host slices are borrowed for the whole scope (`'env`), so no copy can
+/// outlive the memory it reads or writes, whatever safe code does.
+pub struct Scope<'s, 'env> {
+    stream: &'s Stream,
+    finished: Cell<bool>,
+    /// Invariant in 'env, so borrows cannot be shortened to end inside the scope.
+    _env: PhantomData<&'env mut &'env ()>,
+}
+
+impl<'s, 'env> Scope<'s, 'env> {
+    pub(crate) fn new(stream: &'s Stream) -> Self {
+        Scope {
+            stream,
+            finished: Cell::new(false),
+            _env: PhantomData,
+        }
+    }
+
+    pub(crate) fn finish(self) -> Result<()> {
+        self.finished.set(true);
+        self.stream.synchronize()
+    }
+
+    /// The stream the copies are queued on.
+    pub fn stream(&self) -> &Stream {
+        self.stream
+    }
+
+    /// Queues a copy of `src` into `dst`; lengths must match.
+    pub fn copy_to_device<T: DeviceRepr>(
+        &self,
+        dst: &'env mut DeviceBuffer<T>,
+        src: &'env [T],
+    ) -> Result<()> {
+        same_len("Scope::copy_to_device", "src", dst.len, src.len())?;
+        if src.is_empty() {
+            return Ok(());
+        }
+        dst.alloc.ctx.bind()?;
+        // SAFETY: sizes match; `src` and `dst` stay borrowed until the scope has synchronised.
+        unsafe {
+            driver::memcpy_htod_async(
+                dst.alloc.ptr,
+                src.as_ptr().cast(),
+                size_of_val(src),
+                self.stream.raw(),
+            )
+        }
+    }
+
+    /// Queues a copy of `src` into `dst`; lengths must match.
+    pub fn copy_to_host<T: DeviceRepr>(
+        &self,
+        src: &'env DeviceBuffer<T>,
+        dst: &'env mut [T],
+    ) -> Result<()> {
+        same_len("Scope::copy_to_host", "dst", src.len, dst.len())?;
+        if dst.is_empty() {
+            return Ok(());
+        }
+        src.alloc.ctx.bind()?;
+        // SAFETY: sizes match; `src` and `dst` stay borrowed until the scope has synchronised.
+        unsafe {
+            driver::memcpy_dtoh_async(
+                dst.as_mut_ptr().cast(),
+                src.alloc.ptr,
+                size_of_val(dst),
+                self.stream.raw(),
+            )
+        }
+    }
+}
+
+impl Drop for Scope<'_, '_> {
     fn drop(&mut self) {
-        if !self.done
+        // Reached without `finish` only while unwinding from a panic in the
+        // scope's closure: still wait, so no copy outlives its host memory.
+        if !self.finished.get()
             && let Err(e) = self.stream.synchronize()
         {
-            crate::report_drop_error("asynchronous copy", &e);
+            self.stream
+                .context()
+                .report_release_error("scope of asynchronous copies", &e);
         }
     }
 }

@@ -7,11 +7,14 @@ use std::sync::Arc;
 
 use cuda_sys::{CUlibrary, CUmodule, CUresult};
 
+use crate::args::DynKernel;
 use crate::context::Context;
 use crate::device::{driver_version, init};
 use crate::driver;
 use crate::error::{Error, Result};
-use crate::kernel::{Function, Kernel, KernelSignature, Owner};
+use crate::function::{Function, Owner};
+use crate::kernel::{Kernel, KernelSignature};
+use crate::params::Param;
 
 /// The newest PTX ISA each driver release accepts (from NVIDIA's PTX ISA release notes).
 const PTX_ISA_BY_DRIVER: &[(i32, &str)] = &[
@@ -93,7 +96,7 @@ impl Drop for ModuleInner {
             unsafe { driver::module_unload(self.raw) }
         });
         if let Err(e) = r {
-            crate::report_drop_error("module", &e);
+            self.ctx.report_release_error("module", &e);
         }
     }
 }
@@ -148,9 +151,10 @@ impl Module {
         // SAFETY: live module, NUL-terminated name.
         let raw = unsafe { driver::module_get_function(self.inner.raw, &cname) }
             .map_err(|e| e.with_context(|| format!("kernel '{name}'")))?;
-        Ok(Function::from_function(
+        Ok(Function::from_module(
             raw,
             name,
+            &self.inner.ctx,
             Owner::Module(self.inner.clone()),
         ))
     }
@@ -166,6 +170,18 @@ impl Module {
     pub unsafe fn kernel<S: KernelSignature>(&self, name: &str) -> Result<Kernel<S>> {
         // SAFETY: the caller's promise is passed on.
         unsafe { Kernel::declare(self.function(name)?) }
+    }
+
+    /// Declares kernel `name` with parameters known at run time (names and
+    /// types), checked against the driver's layout; launches take an
+    /// [`ArgBlock`](crate::ArgBlock).
+    ///
+    /// # Safety
+    ///
+    /// As for [`DynKernel::declare`].
+    pub unsafe fn dyn_kernel(&self, name: &str, params: Vec<Param>) -> Result<DynKernel> {
+        // SAFETY: the caller's promise is passed on.
+        unsafe { DynKernel::declare(self.function(name)?, params) }
     }
 }
 
@@ -193,7 +209,7 @@ impl Drop for LibraryInner {
     fn drop(&mut self) {
         // SAFETY: we own the library and unload it once; kernels hold an Arc to it.
         if let Err(e) = unsafe { driver::library_unload(self.raw) } {
-            crate::report_drop_error("library", &e);
+            crate::report_library_release_error(&e);
         }
     }
 }
@@ -258,6 +274,16 @@ impl Library {
     pub unsafe fn kernel<S: KernelSignature>(&self, name: &str) -> Result<Kernel<S>> {
         // SAFETY: the caller's promise is passed on.
         unsafe { Kernel::declare(self.function(name)?) }
+    }
+
+    /// Declares kernel `name` with parameters known at run time; see [`Module::dyn_kernel`].
+    ///
+    /// # Safety
+    ///
+    /// As for [`DynKernel::declare`].
+    pub unsafe fn dyn_kernel(&self, name: &str, params: Vec<Param>) -> Result<DynKernel> {
+        // SAFETY: the caller's promise is passed on.
+        unsafe { DynKernel::declare(self.function(name)?, params) }
     }
 }
 

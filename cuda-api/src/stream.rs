@@ -1,56 +1,85 @@
 //! Streams and events.
 
 use std::fmt;
+use std::sync::Arc;
 
 use cuda_sys::{CUevent, CUevent_flags, CUstream, CUstream_flags};
 
 use crate::context::Context;
 use crate::driver;
 use crate::error::Result;
+use crate::memory::Scope;
 
-/// A stream of work on one context.
-pub struct Stream {
+struct StreamInner {
     raw: CUstream,
     ctx: Context,
     owned: bool,
     /// Keeps a borrowed stream's owner (e.g. a cudarc stream) alive.
-    _keep: Option<std::sync::Arc<dyn std::any::Any + Send + Sync>>,
+    _keep: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 // SAFETY: streams may be used from any thread.
-unsafe impl Send for Stream {}
+unsafe impl Send for StreamInner {}
 // SAFETY: as above; the driver serialises enqueues.
-unsafe impl Sync for Stream {}
+unsafe impl Sync for StreamInner {}
+
+impl Drop for StreamInner {
+    fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
+        let r = self.ctx.bind().and_then(|_| {
+            // SAFETY: we own the stream and destroy it once, when the last clone goes.
+            unsafe { driver::stream_destroy(self.raw) }
+        });
+        if let Err(e) = r {
+            self.ctx.report_release_error("stream", &e);
+        }
+    }
+}
+
+/// A stream of work on one context. Cheap to clone: clones share the stream,
+/// which is destroyed when the last one is dropped.
+#[derive(Clone)]
+pub struct Stream {
+    inner: Arc<StreamInner>,
+}
 
 impl fmt::Debug for Stream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Stream")
-            .field("raw", &self.raw)
-            .field("owned", &self.owned)
+            .field("raw", &self.inner.raw)
+            .field("owned", &self.inner.owned)
             .finish()
     }
 }
 
 impl Stream {
+    fn wrap(
+        raw: CUstream,
+        ctx: &Context,
+        owned: bool,
+        keep: Option<Arc<dyn std::any::Any + Send + Sync>>,
+    ) -> Stream {
+        Stream {
+            inner: Arc::new(StreamInner {
+                raw,
+                ctx: ctx.clone(),
+                owned,
+                _keep: keep,
+            }),
+        }
+    }
+
     /// A new non-blocking stream (it does not synchronise with the null stream).
     pub fn new(ctx: &Context) -> Result<Stream> {
         ctx.bind()?;
         let raw = driver::stream_create(CUstream_flags::CU_STREAM_NON_BLOCKING.0)?;
-        Ok(Stream {
-            raw,
-            ctx: ctx.clone(),
-            owned: true,
-            _keep: None,
-        })
+        Ok(Self::wrap(raw, ctx, true, None))
     }
 
     pub(crate) fn null(ctx: Context) -> Stream {
-        Stream {
-            raw: std::ptr::null_mut(),
-            ctx,
-            owned: false,
-            _keep: None,
-        }
+        Self::wrap(std::ptr::null_mut(), &ctx, false, None)
     }
 
     /// Wraps a stream created elsewhere (for example by cudarc) without taking
@@ -60,12 +89,7 @@ impl Stream {
     ///
     /// `raw` must be a live stream of `ctx` (or null) and outlive this value.
     pub unsafe fn borrow_raw(ctx: &Context, raw: CUstream) -> Stream {
-        Stream {
-            raw,
-            ctx: ctx.clone(),
-            owned: false,
-            _keep: None,
-        }
+        Self::wrap(raw, ctx, false, None)
     }
 
     /// Like [`Stream::borrow_raw`], keeping `owner` alive as long as the stream.
@@ -76,51 +100,48 @@ impl Stream {
     pub unsafe fn borrow_raw_with_owner(
         ctx: &Context,
         raw: CUstream,
-        owner: std::sync::Arc<dyn std::any::Any + Send + Sync>,
+        owner: Arc<dyn std::any::Any + Send + Sync>,
     ) -> Stream {
-        Stream {
-            raw,
-            ctx: ctx.clone(),
-            owned: false,
-            _keep: Some(owner),
-        }
+        Self::wrap(raw, ctx, false, Some(owner))
     }
 
     /// The raw handle.
+    #[inline]
     pub fn raw(&self) -> CUstream {
-        self.raw
+        self.inner.raw
     }
 
     /// The context the stream belongs to.
+    #[inline]
     pub fn context(&self) -> &Context {
-        &self.ctx
+        &self.inner.ctx
     }
 
-    /// Waits until all work queued so far has finished.
+    /// Waits until all work queued so far has finished. A sticky error is
+    /// also kept by the context ([`Context::sticky_error`]).
     pub fn synchronize(&self) -> Result<()> {
-        self.ctx.bind()?;
-        driver::stream_synchronize(self.raw)
+        self.inner.ctx.bind()?;
+        driver::stream_synchronize(self.inner.raw).map_err(|e| self.inner.ctx.note(e))
     }
 
     /// Makes later work on this stream wait for `event`.
     pub fn wait(&self, event: &Event) -> Result<()> {
-        self.ctx.bind()?;
-        driver::stream_wait_event(self.raw, event.raw, 0)
+        self.inner.ctx.bind()?;
+        driver::stream_wait_event(self.inner.raw, event.raw, 0)
     }
-}
 
-impl Drop for Stream {
-    fn drop(&mut self) {
-        if !self.owned {
-            return;
-        }
-        let r = self.ctx.bind().and_then(|_| {
-            // SAFETY: we own the stream and destroy it once.
-            unsafe { driver::stream_destroy(self.raw) }
-        });
-        if let Err(e) = r {
-            crate::report_drop_error("stream", &e);
-        }
+    /// Runs `f` with a [`Scope`] in which asynchronous copies between host
+    /// slices and device memory are queued on this stream, then waits for
+    /// the stream before returning (also when `f` fails or panics), so no
+    /// copy can outlive the host memory it reads or writes. The result is
+    /// `f`'s, or the synchronisation's error.
+    pub fn scope<'env, R>(&self, f: impl FnOnce(&Scope<'_, 'env>) -> Result<R>) -> Result<R> {
+        let scope = Scope::new(self);
+        let r = f(&scope);
+        let synced = scope.finish();
+        let value = r?;
+        synced?;
+        Ok(value)
     }
 }
 
@@ -155,7 +176,7 @@ impl Event {
     /// Waits until the event has completed.
     pub fn synchronize(&self) -> Result<()> {
         self.ctx.bind()?;
-        driver::event_synchronize(self.raw)
+        driver::event_synchronize(self.raw).map_err(|e| self.ctx.note(e))
     }
 
     /// Milliseconds from `self` to `end` (both recorded and completed).
@@ -177,7 +198,7 @@ impl Drop for Event {
             unsafe { driver::event_destroy(self.raw) }
         });
         if let Err(e) = r {
-            crate::report_drop_error("event", &e);
+            self.ctx.report_release_error("event", &e);
         }
     }
 }

@@ -10,7 +10,9 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use cuda_api::{Context, Device, DeviceBuffer, DevicePtr, LaunchConfig, Module, Stream};
+use cuda_api::{
+    ConstDevicePtr, Context, Device, DeviceBuffer, DevicePtr, LaunchConfig, Module, Stream,
+};
 
 struct Counting;
 static ALLOCS: AtomicUsize = AtomicUsize::new(0);
@@ -42,11 +44,24 @@ fn main() {
     let m = Module::from_file(&ctx, format!("{dir}/kernels.ptx")).unwrap();
     // SAFETY: saxpy(float a, const float *x, float *y, unsigned int n)
     let k = unsafe {
-        m.kernel::<(f32, DevicePtr<f32>, DevicePtr<f32>, u32)>("saxpy")
+        m.kernel::<(f32, ConstDevicePtr<f32>, DevicePtr<f32>, u32)>("saxpy")
             .unwrap()
     };
     let x = DeviceBuffer::<f32>::zeroed(&ctx, 256).unwrap();
-    let y = DeviceBuffer::<f32>::zeroed(&ctx, 256).unwrap();
+    let mut y = DeviceBuffer::<f32>::zeroed(&ctx, 256).unwrap();
+    let yw = y.as_mut_ptr();
+    // A reused run-time argument block with the same values.
+    let dk = k.as_dyn();
+    let mut block = dk.args();
+    block
+        .push(2.0f32)
+        .unwrap()
+        .push(&x)
+        .unwrap()
+        .push(yw)
+        .unwrap()
+        .push(0u32)
+        .unwrap();
     let cfg = LaunchConfig::new(1, 256);
     let f = k.function().launch_handle();
     let (mut a, mut xp, mut yp, mut n) = (2.0f32, x.as_ptr().raw(), y.as_ptr().raw(), 0u32);
@@ -82,10 +97,12 @@ fn main() {
         numAttrs: 0,
         ..ex_cfg
     };
-    type Variant<'a> = (&'a str, Box<dyn FnMut() + 'a>);
+    // (name, index of the raw variant it is compared with, the launch)
+    type Variant<'a> = (&'a str, usize, Box<dyn FnMut() + 'a>);
     let mut variants: Vec<Variant> = vec![
         (
             "raw cuLaunchKernel",
+            0,
             Box::new(|| unsafe {
                 let r =
                     cuda_sys::cuLaunchKernel(f, 1, 1, 1, 256, 1, 1, 0, s, pp, std::ptr::null_mut());
@@ -94,10 +111,12 @@ fn main() {
         ),
         (
             "cuda-api Kernel::launch",
-            Box::new(|| k.launch(&stream, cfg, (2.0f32, &x, &y, 0u32)).unwrap()),
+            0,
+            Box::new(|| k.launch(&stream, cfg, (2.0f32, &x, yw, 0u32)).unwrap()),
         ),
         (
             "raw cuLaunchCooperativeKernel",
+            2,
             Box::new(|| unsafe {
                 let r = cuda_sys::cuLaunchCooperativeKernel(f, 1, 1, 1, 256, 1, 1, 0, s, pp);
                 assert!(r.is_success());
@@ -105,13 +124,15 @@ fn main() {
         ),
         (
             "cuda-api Kernel::launch_cooperative",
+            2,
             Box::new(|| {
-                k.launch_cooperative(&stream, cfg, (2.0f32, &x, &y, 0u32))
+                k.launch_cooperative(&stream, cfg, (2.0f32, &x, yw, 0u32))
                     .unwrap()
             }),
         ),
         (
             "raw cuLaunchKernelEx (cooperative attr)",
+            2,
             Box::new(|| unsafe {
                 let r = cuda_sys::cuLaunchKernelEx(&ex_cfg, f, pp, std::ptr::null_mut());
                 assert!(r.is_success());
@@ -119,14 +140,23 @@ fn main() {
         ),
         (
             "raw cuLaunchKernelEx (no attributes)",
+            0,
             Box::new(|| unsafe {
                 let r = cuda_sys::cuLaunchKernelEx(&plain_cfg, f, pp, std::ptr::null_mut());
                 assert!(r.is_success());
             }),
         ),
+        (
+            "cuda-api DynKernel::launch (reused ArgBlock)",
+            0,
+            Box::new(|| {
+                block.set(3, 0u32).unwrap();
+                dk.launch(&stream, cfg, &block).unwrap()
+            }),
+        ),
     ];
     // Warm up: caches filled, code paged in.
-    for (_, run) in variants.iter_mut() {
+    for (_, _, run) in variants.iter_mut() {
         for _ in 0..BATCH {
             run();
         }
@@ -135,7 +165,7 @@ fn main() {
     let mut samples: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
     let mut allocs = vec![0usize; variants.len()];
     for _ in 0..ROUNDS {
-        for (i, (_, run)) in variants.iter_mut().enumerate() {
+        for (i, (_, _, run)) in variants.iter_mut().enumerate() {
             let before = ALLOCS.load(Ordering::Relaxed);
             let t = Instant::now();
             for _ in 0..BATCH {
@@ -148,25 +178,20 @@ fn main() {
         }
     }
     let med: Vec<f64> = samples.into_iter().map(median).collect();
-    for (i, (name, _)) in variants.iter().enumerate() {
-        // Each cuda-api variant is compared with the raw call before it; the
-        // cuLaunchKernelEx variants with the classic raw call of the same kind.
-        let base = match i {
-            4 => med[2],
-            5 => med[0],
-            _ => med[i & !1],
-        };
+    for (i, (name, base, _)) in variants.iter().enumerate() {
+        let base = med[*base];
         println!(
-            "bench launch: {name:<38} median {:.3} us/launch ({:.3}x raw), heap allocations {}",
+            "bench launch: {name:<44} median {:.3} us/launch ({:.3}x raw), heap allocations {}",
             med[i],
             med[i] / base,
             allocs[i]
         );
     }
     println!(
-        "bench summary: validated cooperative launch {:.3}x raw cuLaunchCooperativeKernel, validated plain launch {:.3}x raw cuLaunchKernel, raw cuLaunchKernelEx(cooperative) {:.3}x raw cuLaunchCooperativeKernel, raw cuLaunchKernelEx(plain) {:.3}x raw cuLaunchKernel ({} rounds x {} launches, medians)",
+        "bench summary: validated cooperative launch {:.3}x raw cuLaunchCooperativeKernel, validated plain launch {:.3}x raw cuLaunchKernel, reused ArgBlock launch {:.3}x raw cuLaunchKernel, raw cuLaunchKernelEx(cooperative) {:.3}x raw cuLaunchCooperativeKernel, raw cuLaunchKernelEx(plain) {:.3}x raw cuLaunchKernel ({} rounds x {} launches, medians)",
         med[3] / med[2],
         med[1] / med[0],
+        med[6] / med[0],
         med[4] / med[2],
         med[5] / med[0],
         ROUNDS,

@@ -2,8 +2,8 @@
 //! 13.0 (`cargo xtask gpu-bundle`). Run with `--include-ignored` on a GPU machine.
 
 use cuda_api::{
-    Context, Device, DeviceBuffer, DevicePtr, Error, LaunchConfig, LaunchError, Library, Module,
-    SignatureError, Stream, driver,
+    ConstDevicePtr, Context, Device, DeviceBuffer, DevicePtr, Error, LaunchConfig, LaunchError,
+    Library, Module, SignatureError, Stream, driver,
 };
 
 fn setup() -> (Context, Stream) {
@@ -22,7 +22,7 @@ fn module(ctx: &Context) -> Module {
     Module::from_ptx(ctx, &ptx()).expect("PTX loads")
 }
 
-type CoopSum = (DevicePtr<u32>, DevicePtr<u64>, DevicePtr<u64>, u32);
+type CoopSum = (ConstDevicePtr<u32>, DevicePtr<u64>, DevicePtr<u64>, u32);
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -52,13 +52,16 @@ fn copies_round_trip() {
         (10..20).collect::<Vec<u32>>()
     );
     let back: Vec<u32> = host.iter().map(|x| x * 3).collect();
-    buf.copy_from_async(&back, &stream).unwrap().wait().unwrap();
     let mut out = vec![0u32; host.len()];
-    buf.copy_to_async(&mut out, &stream)
-        .unwrap()
-        .wait()
+    let other = DeviceBuffer::from_slice(&ctx, &back).unwrap();
+    stream
+        .scope(|s| {
+            s.copy_to_device(&mut buf, &back)?;
+            s.copy_to_host(&other, &mut out)
+        })
         .unwrap();
     assert_eq!(out, back);
+    assert_eq!(buf.to_vec().unwrap(), back);
     buf.fill_async(7, &stream).unwrap();
     stream.synchronize().unwrap();
     assert!(buf.to_vec().unwrap().iter().all(|v| *v == 7));
@@ -80,7 +83,7 @@ fn saxpy_computes() {
     let m = module(&ctx);
     // SAFETY: saxpy(float a, const float *x, float *y, unsigned int n)
     let saxpy = unsafe {
-        m.kernel::<(f32, DevicePtr<f32>, DevicePtr<f32>, u32)>("saxpy")
+        m.kernel::<(f32, ConstDevicePtr<f32>, DevicePtr<f32>, u32)>("saxpy")
             .unwrap()
     };
     let n = 100_000u32;
@@ -105,7 +108,7 @@ fn grid_sync_at_the_largest_cooperative_grid() {
     // SAFETY: coop_sum(const unsigned *in, unsigned long long *partial, unsigned long long *out, unsigned n)
     let k = unsafe { m.kernel::<CoopSum>("coop_sum").unwrap() };
     let max = k.max_cooperative_grid(&stream, 256, 0).unwrap();
-    let per_sm = k.function().occupancy(256, 0).unwrap();
+    let per_sm = k.function().occupancy(&ctx, 256, 0).unwrap();
     eprintln!(
         "coop_sum: {per_sm} blocks per SM x {} SMs = {max} blocks",
         ctx.device().sm_count().unwrap()
@@ -115,12 +118,12 @@ fn grid_sync_at_the_largest_cooperative_grid() {
     let input: Vec<u32> = (0..n).map(|i| i % 1000).collect();
     let expected: u64 = input.iter().map(|v| *v as u64).sum();
     let inp = DeviceBuffer::from_slice(&ctx, &input).unwrap();
-    let partial = DeviceBuffer::<u64>::zeroed(&ctx, max as usize).unwrap();
-    let out = DeviceBuffer::<u64>::zeroed(&ctx, 1).unwrap();
+    let mut partial = DeviceBuffer::<u64>::zeroed(&ctx, max as usize).unwrap();
+    let mut out = DeviceBuffer::<u64>::zeroed(&ctx, 1).unwrap();
     k.launch_cooperative(
         &stream,
         LaunchConfig::new(max, 256),
-        (&inp, &partial, &out, n),
+        (&inp, &mut partial, &mut out, n),
     )
     .unwrap();
     stream.synchronize().unwrap();
@@ -131,7 +134,7 @@ fn grid_sync_at_the_largest_cooperative_grid() {
         .launch_cooperative(
             &stream,
             LaunchConfig::new(max + 1, 256),
-            (&inp, &partial, &out, n),
+            (&inp, &mut partial, &mut out, n),
         )
         .unwrap_err();
     eprintln!("{e}");
@@ -211,12 +214,12 @@ fn too_much_dynamic_shared_memory_is_refused() {
     let m = module(&ctx);
     // SAFETY: smem_user(unsigned int *out)
     let k = unsafe { m.kernel::<(DevicePtr<u32>,)>("smem_user").unwrap() };
-    let out = DeviceBuffer::<u32>::zeroed(&ctx, 4).unwrap();
-    let max = k.function().limits().unwrap().max_dynamic_shared_bytes;
+    let mut out = DeviceBuffer::<u32>::zeroed(&ctx, 4).unwrap();
+    let max = k.function().limits(&ctx).unwrap().max_dynamic_shared_bytes;
     k.launch(
         &stream,
         LaunchConfig::new(4, 128).with_shared_mem(max),
-        (&out,),
+        (&mut out,),
     )
     .unwrap();
     stream.synchronize().unwrap();
@@ -224,9 +227,9 @@ fn too_much_dynamic_shared_memory_is_refused() {
     for coop in [false, true] {
         let cfg = LaunchConfig::new(1, 128).with_shared_mem(max + 1);
         let e = if coop {
-            k.launch_cooperative(&stream, cfg, (&out,))
+            k.launch_cooperative(&stream, cfg, (&mut out,))
         } else {
-            k.launch(&stream, cfg, (&out,))
+            k.launch(&stream, cfg, (&mut out,))
         }
         .unwrap_err();
         assert!(
@@ -236,12 +239,12 @@ fn too_much_dynamic_shared_memory_is_refused() {
     }
     // Raising the limit lets a larger request through.
     k.function()
-        .set_max_dynamic_shared_memory(100 * 1024)
+        .set_max_dynamic_shared_memory(&ctx, 100 * 1024)
         .unwrap();
     k.launch(
         &stream,
         LaunchConfig::new(1, 128).with_shared_mem(max + 1),
-        (&out,),
+        (&mut out,),
     )
     .unwrap();
     stream.synchronize().unwrap();
@@ -253,7 +256,7 @@ fn wrong_declarations_are_refused() {
     let (ctx, _s) = setup();
     let m = module(&ctx);
     // SAFETY: deliberately wrong; refused before any launch.
-    let e = unsafe { m.kernel::<(f32, DevicePtr<f32>, DevicePtr<f32>)>("saxpy") }.unwrap_err();
+    let e = unsafe { m.kernel::<(f32, ConstDevicePtr<f32>, DevicePtr<f32>)>("saxpy") }.unwrap_err();
     assert_eq!(
         e,
         Error::Signature(SignatureError::Count {
@@ -263,7 +266,8 @@ fn wrong_declarations_are_refused() {
         })
     );
     // SAFETY: as above.
-    let e = unsafe { m.kernel::<(f64, DevicePtr<f32>, DevicePtr<f32>, u32)>("saxpy") }.unwrap_err();
+    let e = unsafe { m.kernel::<(f64, ConstDevicePtr<f32>, DevicePtr<f32>, u32)>("saxpy") }
+        .unwrap_err();
     assert!(
         matches!(
             &e,

@@ -13,7 +13,7 @@ fn cudarc_values_launch_through_cuda_api() {
     let cstream = cctx.new_stream().unwrap();
     let ctx = Context::from_cudarc(&cctx).unwrap();
     let stream = Stream::from_cudarc(&ctx, cstream.clone());
-    let data = cstream.clone_htod(&[10i32, 20, 30]).unwrap();
+    let mut data = cstream.clone_htod(&[10i32, 20, 30]).unwrap();
 
     // A kernel loaded by cuda-api, launched on cudarc's stream and memory.
     let ptx = std::fs::read_to_string(sdk_tests::kernels_dir().join("kernels.ptx")).unwrap();
@@ -21,8 +21,8 @@ fn cudarc_values_launch_through_cuda_api() {
     // SAFETY: add_one(int *data, unsigned int n)
     let k = unsafe { m.kernel::<(DevicePtr<i32>, u32)>("add_one").unwrap() };
     {
-        let (view, _guard) = cudarc_interop::view(&ctx, &data, &cstream);
-        k.launch(&stream, LaunchConfig::new(1, 32), (&view, 3u32))
+        let (mut view, _guard) = cudarc_interop::view_mut(&mut data, &cstream);
+        k.launch(&stream, LaunchConfig::new(1, 32), (&mut view, 3u32))
             .unwrap();
     }
     // A kernel loaded by cudarc, declared and launched through cuda-api.
@@ -32,11 +32,17 @@ fn cudarc_values_launch_through_cuda_api() {
     let cfunc = cmodule.load_function("add_one").unwrap();
     // SAFETY: add_one(int *data, unsigned int n)
     let k2: Kernel<(DevicePtr<i32>, u32)> =
-        unsafe { Kernel::declare(Function::from_cudarc(&cfunc, "add_one")).unwrap() };
+        unsafe { Kernel::declare(Function::from_cudarc(&ctx, &cfunc, "add_one")).unwrap() };
     {
-        let (view, _guard) = cudarc_interop::view(&ctx, &data, &cstream);
-        k2.launch_cooperative(&stream, LaunchConfig::new(1, 32), (&view, 3u32))
+        let (mut view, _guard) = cudarc_interop::view_mut(&mut data, &cstream);
+        k2.launch_cooperative(&stream, LaunchConfig::new(1, 32), (&mut view, 3u32))
             .unwrap();
+    }
+    {
+        // A read-only view cannot be passed for the writable parameter (a
+        // compile error); it can be read back.
+        let (view, _guard) = cudarc_interop::view(&ctx, &data, &cstream);
+        assert_eq!(view.len(), 3);
     }
     assert_eq!(cstream.clone_dtoh(&data).unwrap(), vec![12, 22, 32]);
 }

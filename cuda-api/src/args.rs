@@ -1,0 +1,718 @@
+//! Kernels declared at run time ([`DynKernel`]) and their owned argument
+//! blocks ([`ArgBlock`]): values pushed one by one (scalars, `#[repr(C)]`
+//! structs, device pointers, buffers), each checked against the declared
+//! parameter type, laid out at the offsets the driver reports, and launched
+//! safely. A block is allocated once; setting values and relaunching it
+//! allocate nothing.
+
+use std::any::type_name;
+use std::ffi::c_void;
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::error::{Error, Result};
+use crate::function::Function;
+use crate::launch::LaunchConfig;
+use crate::memory::{
+    ConstDevicePtr, DeviceBuffer, DevicePtr, DeviceRepr, DeviceView, DeviceViewMut,
+};
+use crate::params::{
+    KernelParam, Param, ParamSlot, ParamType, check_params, label, short_type_name,
+};
+use crate::stream::Stream;
+
+/// An argument that does not fit the kernel's declared parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ArgError {
+    /// A value of another type than the parameter's.
+    Type {
+        /// Kernel name.
+        kernel: String,
+        /// Zero-based parameter index.
+        index: usize,
+        /// Parameter name (or `#index`).
+        name: String,
+        /// The declared type.
+        expected: String,
+        /// What was given.
+        given: String,
+        /// What to do.
+        hint: String,
+    },
+    /// Raw bytes of another size than the parameter's.
+    Size {
+        /// Kernel name.
+        kernel: String,
+        /// Zero-based parameter index.
+        index: usize,
+        /// Parameter name (or `#index`).
+        name: String,
+        /// The parameter's size in bytes.
+        expected: usize,
+        /// Bytes given.
+        given: usize,
+    },
+    /// More values pushed than the kernel has parameters.
+    TooMany {
+        /// Kernel name.
+        kernel: String,
+        /// The kernel's parameter count.
+        count: usize,
+    },
+    /// A parameter index past the last one.
+    NoSuchIndex {
+        /// Kernel name.
+        kernel: String,
+        /// Index given.
+        index: usize,
+        /// The kernel's parameter count.
+        count: usize,
+    },
+    /// A parameter name the declaration does not have.
+    NoSuchName {
+        /// Kernel name.
+        kernel: String,
+        /// Name given.
+        name: String,
+        /// The declared names.
+        known: Vec<String>,
+    },
+    /// A launch with parameters not yet set.
+    Missing {
+        /// Kernel name.
+        kernel: String,
+        /// The first parameter not set.
+        index: usize,
+        /// Its name (or `#index`).
+        name: String,
+        /// How many are not set.
+        missing: usize,
+    },
+    /// A block made for another kernel.
+    WrongKernel {
+        /// The kernel launched.
+        kernel: String,
+        /// The kernel the block was made for.
+        block_kernel: String,
+    },
+}
+
+impl fmt::Display for ArgError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ArgError::Type {
+                kernel,
+                index,
+                name,
+                expected,
+                given,
+                hint,
+            } => write!(
+                f,
+                "kernel '{kernel}' argument {index} ('{name}') expects {expected} but was given {given}; {hint}"
+            ),
+            ArgError::Size {
+                kernel,
+                index,
+                name,
+                expected,
+                given,
+            } => write!(
+                f,
+                "kernel '{kernel}' argument {index} ('{name}') is {expected} bytes but {given} bytes were given; pass exactly {expected} bytes"
+            ),
+            ArgError::TooMany { kernel, count } => write!(
+                f,
+                "kernel '{kernel}' takes {count} argument(s) and all are pushed; set one by index or name to change it"
+            ),
+            ArgError::NoSuchIndex {
+                kernel,
+                index,
+                count,
+            } => write!(
+                f,
+                "kernel '{kernel}' has no argument {index}: it takes {count} (indices 0 to {})",
+                count.saturating_sub(1)
+            ),
+            ArgError::NoSuchName {
+                kernel,
+                name,
+                known,
+            } => write!(
+                f,
+                "kernel '{kernel}' has no parameter named '{name}'; its parameters are: {}",
+                known.join(", ")
+            ),
+            ArgError::Missing {
+                kernel,
+                index,
+                name,
+                missing,
+            } => write!(
+                f,
+                "kernel '{kernel}' launched with {missing} argument(s) not set, the first being {index} ('{name}'); set every argument before launching"
+            ),
+            ArgError::WrongKernel {
+                kernel,
+                block_kernel,
+            } => write!(
+                f,
+                "an argument block made for kernel '{block_kernel}' was given to kernel '{kernel}'; make the block with that kernel's args()"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ArgError {}
+
+/// Why a value cannot be passed for a parameter: the hint of [`ArgError::Type`].
+#[derive(Debug)]
+pub struct Mismatch(pub String);
+
+/// A value that can be passed as one run-time kernel argument for as long
+/// as `'a`: a [`KernelParam`] by value, or a buffer or view by reference
+/// (`&` for a read-only pointer parameter, `&mut` for a writable one).
+pub trait Arg<'a> {
+    /// Writes the value for a parameter of type `ty` into `dst` (exactly
+    /// `ty.size()` bytes), or says why it does not fit.
+    fn write(&self, ty: &ParamType, dst: &mut [u8]) -> Result<(), Mismatch>;
+    /// What the value is, for messages.
+    fn describe(&self) -> String;
+}
+
+fn write_value<T: Copy>(v: &T, dst: &mut [u8]) {
+    debug_assert_eq!(dst.len(), size_of::<T>());
+    // SAFETY: `dst` holds size_of::<T>() bytes (the declared size, checked
+    // equal to T's by `accepts`); the copy is bytewise, so alignment is moot.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            (v as *const T).cast::<u8>(),
+            dst.as_mut_ptr(),
+            size_of::<T>(),
+        )
+    }
+}
+
+fn type_hint(ty: &ParamType) -> String {
+    if ty.is_opaque() {
+        format!(
+            "the parameter is an opaque {} B type: set its bytes with ArgBlock::set_bytes",
+            ty.size()
+        )
+    } else {
+        format!("pass a {}", ty.name())
+    }
+}
+
+impl<'a, T: KernelParam> Arg<'a> for T {
+    fn write(&self, ty: &ParamType, dst: &mut [u8]) -> Result<(), Mismatch> {
+        if ty.accepts::<T>() {
+            write_value(self, dst);
+            Ok(())
+        } else {
+            Err(Mismatch(type_hint(ty)))
+        }
+    }
+    fn describe(&self) -> String {
+        short_type_name(type_name::<T>())
+    }
+}
+
+fn write_pointer<T: 'static>(
+    raw: u64,
+    writable: bool,
+    ty: &ParamType,
+    dst: &mut [u8],
+) -> Result<(), Mismatch> {
+    if ty.accepts::<ConstDevicePtr<T>>() || (writable && ty.accepts::<DevicePtr<T>>()) {
+        write_value(&raw, dst);
+        Ok(())
+    } else if ty.accepts::<DevicePtr<T>>() {
+        Err(Mismatch(
+            "the kernel may write through this parameter: pass the buffer as `&mut`".into(),
+        ))
+    } else {
+        Err(Mismatch(type_hint(ty)))
+    }
+}
+
+impl<'a, T: DeviceRepr> Arg<'a> for &'a DeviceBuffer<T> {
+    fn write(&self, ty: &ParamType, dst: &mut [u8]) -> Result<(), Mismatch> {
+        write_pointer::<T>(self.as_ptr().raw(), false, ty, dst)
+    }
+    fn describe(&self) -> String {
+        format!("&DeviceBuffer<{}>", short_type_name(type_name::<T>()))
+    }
+}
+
+impl<'a, T: DeviceRepr> Arg<'a> for &'a mut DeviceBuffer<T> {
+    fn write(&self, ty: &ParamType, dst: &mut [u8]) -> Result<(), Mismatch> {
+        write_pointer::<T>(self.as_ptr().raw(), true, ty, dst)
+    }
+    fn describe(&self) -> String {
+        format!("&mut DeviceBuffer<{}>", short_type_name(type_name::<T>()))
+    }
+}
+
+impl<'a, T: DeviceRepr> Arg<'a> for &'a DeviceView<'_, T> {
+    fn write(&self, ty: &ParamType, dst: &mut [u8]) -> Result<(), Mismatch> {
+        write_pointer::<T>(self.as_ptr().raw(), false, ty, dst)
+    }
+    fn describe(&self) -> String {
+        format!("&DeviceView<{}>", type_name::<T>())
+    }
+}
+
+impl<'a, T: DeviceRepr> Arg<'a> for &'a mut DeviceViewMut<'_, T> {
+    fn write(&self, ty: &ParamType, dst: &mut [u8]) -> Result<(), Mismatch> {
+        write_pointer::<T>(self.addr(), true, ty, dst)
+    }
+    fn describe(&self) -> String {
+        format!("&mut DeviceViewMut<{}>", type_name::<T>())
+    }
+}
+
+static NEXT_KERNEL_ID: AtomicU64 = AtomicU64::new(1);
+
+struct Decl {
+    id: u64,
+    name: String,
+    params: Arc<[Param]>,
+    layout: Arc<[ParamSlot]>,
+    /// Bytes of the parameter space (end of the last parameter).
+    space: usize,
+}
+
+/// A kernel whose parameters were declared at run time (names and types)
+/// and checked against the driver's layout (count, size, offset). Launches
+/// take an [`ArgBlock`] and are safe.
+pub struct DynKernel {
+    func: Function,
+    decl: Arc<Decl>,
+}
+
+impl fmt::Debug for DynKernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DynKernel")
+            .field("name", &self.decl.name)
+            .field("params", &self.decl.params.len())
+            .finish()
+    }
+}
+
+impl DynKernel {
+    /// Declares `func` to take `params`, checking count, sizes and offsets
+    /// against the parameter layout the driver reports.
+    ///
+    /// # Safety
+    ///
+    /// Each declared type must be the kernel's real parameter type at that
+    /// position (a pointer where the kernel takes a pointer, of the element
+    /// type it reads or writes; `ConstDevicePtr` only where the kernel never
+    /// writes through it). Count, size and offset are checked; meaning is not.
+    pub unsafe fn declare(func: Function, params: Vec<Param>) -> Result<DynKernel> {
+        let layout = func.param_layout()?;
+        check_params(func.name(), &params, &layout)?;
+        let space = layout.iter().map(|s| s.offset + s.size).max().unwrap_or(0);
+        Ok(DynKernel {
+            decl: Arc::new(Decl {
+                id: NEXT_KERNEL_ID.fetch_add(1, Ordering::Relaxed),
+                name: func.name().to_string(),
+                params: params.into(),
+                layout,
+                space,
+            }),
+            func,
+        })
+    }
+
+    /// The kernel's name.
+    pub fn name(&self) -> &str {
+        &self.decl.name
+    }
+
+    /// The declared parameters.
+    pub fn params(&self) -> &[Param] {
+        &self.decl.params
+    }
+
+    /// The driver's layout of the parameters.
+    pub fn layout(&self) -> &[ParamSlot] {
+        &self.decl.layout
+    }
+
+    /// The untyped function (attributes, occupancy, limits).
+    pub fn function(&self) -> &Function {
+        &self.func
+    }
+
+    /// A new, empty argument block for this kernel: the one allocation;
+    /// values set later and launches of it allocate nothing.
+    pub fn args<'a>(&self) -> ArgBlock<'a> {
+        ArgBlock::new(self.decl.clone())
+    }
+
+    /// Launches on `stream` with the arguments in `args`, after checking that
+    /// the block is this kernel's and complete, and the configuration.
+    pub fn launch(&self, stream: &Stream, cfg: LaunchConfig, args: &ArgBlock<'_>) -> Result<()> {
+        self.launch_impl(stream, &cfg, args, false)
+    }
+
+    /// Launches a cooperative grid (see [`crate::Kernel::launch_cooperative`]).
+    pub fn launch_cooperative(
+        &self,
+        stream: &Stream,
+        cfg: LaunchConfig,
+        args: &ArgBlock<'_>,
+    ) -> Result<()> {
+        self.launch_impl(stream, &cfg, args, true)
+    }
+
+    #[inline]
+    fn launch_impl(
+        &self,
+        stream: &Stream,
+        cfg: &LaunchConfig,
+        args: &ArgBlock<'_>,
+        cooperative: bool,
+    ) -> Result<()> {
+        args.ready_for(&self.decl)?;
+        // SAFETY: the declaration (the caller's promise, checked against the
+        // layout) fixed each parameter's type; every value in the block was
+        // checked against it (or set through the unsafe set_bytes); the
+        // pointers address the block's storage, alive for the call, and the
+        // driver only reads through them.
+        unsafe {
+            self.func
+                .launch_raw(stream, cfg, args.ptrs.as_ptr().cast_mut(), cooperative)
+        }
+    }
+}
+
+/// The arguments of one kernel, laid out as its parameter space, owned and
+/// reusable. Values borrowed by reference (buffers) must live for `'a`;
+/// values pushed by copy (numbers, structs, device pointers) make a
+/// `ArgBlock<'static>` that can be stored and relaunched.
+pub struct ArgBlock<'a> {
+    decl: Arc<Decl>,
+    storage: Box<[u128]>,
+    ptrs: Box<[*mut c_void]>,
+    set: Box<[bool]>,
+    unset: usize,
+    next: usize,
+    _borrow: PhantomData<&'a ()>,
+}
+
+// SAFETY: the pointers address the block's own heap storage, which moves with it.
+unsafe impl Send for ArgBlock<'_> {}
+// SAFETY: shared access only reads the storage.
+unsafe impl Sync for ArgBlock<'_> {}
+
+impl fmt::Debug for ArgBlock<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ArgBlock")
+            .field("kernel", &self.decl.name)
+            .field("params", &self.set.len())
+            .field("unset", &self.unset)
+            .finish()
+    }
+}
+
+impl<'a> ArgBlock<'a> {
+    fn new(decl: Arc<Decl>) -> Self {
+        let words = decl.space.div_ceil(16).max(1);
+        let mut storage = vec![0u128; words].into_boxed_slice();
+        let base = storage.as_mut_ptr().cast::<u8>();
+        let ptrs = decl
+            .layout
+            .iter()
+            // SAFETY: every slot lies inside the storage (offset + size <= space).
+            .map(|s| unsafe { base.add(s.offset) }.cast::<c_void>())
+            .collect();
+        ArgBlock {
+            storage,
+            ptrs,
+            set: vec![false; decl.params.len()].into_boxed_slice(),
+            unset: decl.params.len(),
+            next: 0,
+            decl,
+            _borrow: PhantomData,
+        }
+    }
+
+    /// The kernel's name.
+    pub fn kernel(&self) -> &str {
+        &self.decl.name
+    }
+
+    /// Number of parameters.
+    pub fn len(&self) -> usize {
+        self.set.len()
+    }
+
+    /// Whether the kernel takes no parameters.
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty()
+    }
+
+    /// Whether every parameter has a value.
+    pub fn is_complete(&self) -> bool {
+        self.unset == 0
+    }
+
+    fn slot_bytes(&mut self, index: usize) -> &mut [u8] {
+        let slot = self.decl.layout[index];
+        // SAFETY: the slot lies inside the storage (checked when the block was made).
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                self.storage.as_mut_ptr().cast::<u8>().add(slot.offset),
+                slot.size,
+            )
+        }
+    }
+
+    fn mark(&mut self, index: usize) {
+        if !self.set[index] {
+            self.set[index] = true;
+            self.unset -= 1;
+        }
+    }
+
+    fn check_index(&self, index: usize) -> Result<()> {
+        if index < self.set.len() {
+            Ok(())
+        } else {
+            Err(ArgError::NoSuchIndex {
+                kernel: self.decl.name.clone(),
+                index,
+                count: self.set.len(),
+            }
+            .into())
+        }
+    }
+
+    /// Sets the next parameter (after the last one pushed or set by index).
+    pub fn push(&mut self, value: impl Arg<'a>) -> Result<&mut Self> {
+        if self.next >= self.set.len() {
+            return Err(ArgError::TooMany {
+                kernel: self.decl.name.clone(),
+                count: self.set.len(),
+            }
+            .into());
+        }
+        self.set(self.next, value)
+    }
+
+    /// Sets parameter `index`.
+    pub fn set(&mut self, index: usize, value: impl Arg<'a>) -> Result<&mut Self> {
+        self.check_index(index)?;
+        let decl = self.decl.clone();
+        let p = &decl.params[index];
+        if let Err(Mismatch(hint)) = value.write(&p.ty, self.slot_bytes(index)) {
+            return Err(Error::from(ArgError::Type {
+                kernel: decl.name.clone(),
+                index,
+                name: label(index, &p.name),
+                expected: p.ty.name().to_string(),
+                given: value.describe(),
+                hint,
+            }));
+        }
+        self.mark(index);
+        self.next = index + 1;
+        Ok(self)
+    }
+
+    /// The index of the parameter called `name`.
+    pub fn index_of(&self, name: &str) -> Result<usize> {
+        self.decl
+            .params
+            .iter()
+            .position(|p| p.name == name)
+            .ok_or_else(|| {
+                ArgError::NoSuchName {
+                    kernel: self.decl.name.clone(),
+                    name: name.to_string(),
+                    known: self
+                        .decl
+                        .params
+                        .iter()
+                        .enumerate()
+                        .map(|(i, p)| label(i, &p.name))
+                        .collect(),
+                }
+                .into()
+            })
+    }
+
+    /// Sets the parameter called `name`.
+    pub fn set_by_name(&mut self, name: &str, value: impl Arg<'a>) -> Result<&mut Self> {
+        let index = self.index_of(name)?;
+        self.set(index, value)
+    }
+
+    /// Sets parameter `index` to raw bytes (for opaque struct parameters
+    /// known only at run time); only the size is checked.
+    ///
+    /// # Safety
+    ///
+    /// The bytes must be a valid value of the parameter's C type, and any
+    /// device addresses inside must stay valid for every launch of the block.
+    pub unsafe fn set_bytes(&mut self, index: usize, bytes: &[u8]) -> Result<&mut Self> {
+        self.check_index(index)?;
+        let slot = self.decl.layout[index];
+        if bytes.len() != slot.size {
+            return Err(ArgError::Size {
+                kernel: self.decl.name.clone(),
+                index,
+                name: label(index, &self.decl.params[index].name),
+                expected: slot.size,
+                given: bytes.len(),
+            }
+            .into());
+        }
+        self.slot_bytes(index).copy_from_slice(bytes);
+        self.mark(index);
+        self.next = index + 1;
+        Ok(self)
+    }
+
+    /// The bytes of parameter `index` as set so far.
+    pub fn bytes(&self, index: usize) -> Result<&[u8]> {
+        self.check_index(index)?;
+        let slot = self.decl.layout[index];
+        // SAFETY: the slot lies inside the storage.
+        Ok(unsafe {
+            std::slice::from_raw_parts(
+                self.storage.as_ptr().cast::<u8>().add(slot.offset),
+                slot.size,
+            )
+        })
+    }
+
+    fn ready_for(&self, decl: &Arc<Decl>) -> Result<()> {
+        if self.decl.id != decl.id {
+            return Err(ArgError::WrongKernel {
+                kernel: decl.name.clone(),
+                block_kernel: self.decl.name.clone(),
+            }
+            .into());
+        }
+        if self.unset > 0 {
+            let index = self.set.iter().position(|s| !s).unwrap_or(0);
+            return Err(ArgError::Missing {
+                kernel: decl.name.clone(),
+                index,
+                name: label(index, &decl.params[index].name),
+                missing: self.unset,
+            }
+            .into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// saxpy(float a, const float* x, float* y, unsigned n) as the driver lays it out.
+    fn saxpy() -> ArgBlock<'static> {
+        let params: Vec<Param> = vec![
+            Param::of::<f32>("a"),
+            Param::of::<ConstDevicePtr<f32>>("x"),
+            Param::of::<DevicePtr<f32>>("y"),
+            Param::of::<u32>("n"),
+        ];
+        let layout: Vec<ParamSlot> = [(0, 4), (8, 8), (16, 8), (24, 4)]
+            .iter()
+            .map(|&(offset, size)| ParamSlot { offset, size })
+            .collect();
+        check_params("saxpy", &params, &layout).unwrap();
+        ArgBlock::new(Arc::new(Decl {
+            id: 7,
+            name: "saxpy".into(),
+            params: params.into(),
+            layout: layout.into(),
+            space: 28,
+        }))
+    }
+
+    #[test]
+    fn values_land_at_the_driver_offsets() {
+        let mut b = saxpy();
+        assert!(!b.is_complete());
+        b.push(2.5f32)
+            .unwrap()
+            .push(DevicePtr::<f32>::from_raw(0x1000))
+            .unwrap()
+            .push(DevicePtr::<f32>::from_raw(0x2000))
+            .unwrap()
+            .push(9u32)
+            .unwrap();
+        assert!(b.is_complete());
+        assert_eq!(b.bytes(0).unwrap(), 2.5f32.to_ne_bytes());
+        assert_eq!(b.bytes(1).unwrap(), 0x1000u64.to_ne_bytes());
+        assert_eq!(b.bytes(2).unwrap(), 0x2000u64.to_ne_bytes());
+        assert_eq!(b.bytes(3).unwrap(), 9u32.to_ne_bytes());
+        // The pointer array the driver reads points at those offsets.
+        let base = b.storage.as_ptr() as usize;
+        let offsets: Vec<usize> = b.ptrs.iter().map(|p| *p as usize - base).collect();
+        assert_eq!(offsets, [0, 8, 16, 24]);
+        b.set_by_name("n", 11u32).unwrap();
+        assert_eq!(b.bytes(3).unwrap(), 11u32.to_ne_bytes());
+        assert_eq!(b.ready_for(&b.decl.clone()), Ok(()));
+    }
+
+    #[test]
+    fn every_argument_error_names_kernel_parameter_and_remedy() {
+        let mut b = saxpy();
+        let e = b.push(2.5f64).unwrap_err();
+        insta::assert_snapshot!("wrong_type", e.to_string());
+        let e = b.set(1, ConstDevicePtr::<u32>::from_raw(8)).unwrap_err();
+        insta::assert_snapshot!("wrong_element", e.to_string());
+        let e = b.set(2, ConstDevicePtr::<f32>::from_raw(8)).unwrap_err();
+        insta::assert_snapshot!("read_only_for_writable", e.to_string());
+        let e = b.set(4, 1u32).unwrap_err();
+        insta::assert_snapshot!("no_such_index", e.to_string());
+        let e = b.set_by_name("z", 1u32).unwrap_err();
+        insta::assert_snapshot!("no_such_name", e.to_string());
+        // SAFETY: the size is checked and refused before anything is written.
+        let e = unsafe { b.set_bytes(3, &[0u8; 8]) }.unwrap_err();
+        insta::assert_snapshot!("raw_size", e.to_string());
+        b.set(0, 1.0f32).unwrap();
+        let e = b.ready_for(&b.decl.clone()).unwrap_err();
+        insta::assert_snapshot!("missing", e.to_string());
+        let other = saxpy();
+        let mut foreign = Decl {
+            id: 8,
+            name: "other".into(),
+            params: other.decl.params.clone(),
+            layout: other.decl.layout.clone(),
+            space: 28,
+        };
+        foreign.name = "scale".into();
+        let e = b.ready_for(&Arc::new(foreign)).unwrap_err();
+        insta::assert_snapshot!("wrong_kernel", e.to_string());
+        let mut full = saxpy();
+        for i in 0..4 {
+            // SAFETY: plain numbers for every slot of a test block that is never launched.
+            unsafe {
+                full.set_bytes(i, &vec![0u8; full.decl.layout[i].size])
+                    .unwrap()
+            };
+        }
+        let e = full.push(1u32).unwrap_err();
+        insta::assert_snapshot!("too_many", e.to_string());
+    }
+
+    #[test]
+    fn read_only_pointer_parameters_take_writable_ones() {
+        let mut b = saxpy();
+        b.set(1, DevicePtr::<f32>::from_raw(0x40)).unwrap();
+        assert_eq!(b.bytes(1).unwrap(), 0x40u64.to_ne_bytes());
+    }
+}

@@ -1,0 +1,441 @@
+//! Untyped kernel handles ([`Function`]) with their facts cached per context:
+//! the `CUfunction` in that context, its block-size and shared-memory limits,
+//! occupancy answers, and the parameter layout. The one launch path of the
+//! crate lives here.
+
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cuda_sys::{
+    CUcontext, CUfunction, CUfunction_attribute, CUkernel, CUlaunchAttribute, CUlaunchAttributeID,
+    CUlaunchConfig, CUresult,
+};
+
+use crate::context::Context;
+use crate::driver;
+use crate::error::{Error, Result};
+use crate::launch::{
+    FunctionLimits, LaunchConfig, LaunchError, check_block, check_cooperative, check_nonzero,
+    check_shape,
+};
+use crate::module::{LibraryInner, ModuleInner};
+use crate::params::ParamSlot;
+use crate::stream::Stream;
+
+/// Keeps the image a function lives in loaded (held, never read).
+#[derive(Clone)]
+#[allow(dead_code)]
+pub(crate) enum Owner {
+    Module(Arc<ModuleInner>),
+    Library(Arc<LibraryInner>),
+    Foreign(Arc<dyn std::any::Any + Send + Sync>),
+}
+
+#[derive(Clone, Copy)]
+enum Handle {
+    /// A function of a module, usable only in `home`.
+    Function(CUfunction),
+    /// A context-less kernel of a library, resolved per context.
+    Kernel(CUkernel),
+}
+
+/// Occupancy answers for a few (block size, shared memory) pairs, without heap use.
+#[derive(Default)]
+struct OccupancyCache {
+    entries: [(u32, u32, u32); 8],
+    used: usize,
+    next: usize,
+}
+
+impl OccupancyCache {
+    fn get(&self, block: u32, smem: u32) -> Option<u32> {
+        self.entries[..self.used]
+            .iter()
+            .find(|(b, s, _)| *b == block && *s == smem)
+            .map(|e| e.2)
+    }
+    fn put(&mut self, block: u32, smem: u32, per_sm: u32) {
+        self.entries[self.next] = (block, smem, per_sm);
+        self.next = (self.next + 1) % self.entries.len();
+        self.used = (self.used + 1).min(self.entries.len());
+    }
+}
+
+/// What is known of a function in one context, queried once.
+struct Facts {
+    ctx: CUcontext,
+    func: CUfunction,
+    max_threads_per_block: u32,
+    /// Changed by `set_max_dynamic_shared_memory`.
+    dynamic_smem: AtomicU32,
+    occupancy: Mutex<OccupancyCache>,
+}
+
+// SAFETY: the handles are plain driver handles usable from any thread; the rest is synchronised.
+unsafe impl Send for Facts {}
+// SAFETY: as above.
+unsafe impl Sync for Facts {}
+
+impl Facts {
+    fn limits(&self) -> FunctionLimits {
+        FunctionLimits {
+            max_threads_per_block: self.max_threads_per_block,
+            max_dynamic_shared_bytes: self.dynamic_smem.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A kernel handle (`CUfunction` from a module, or `CUkernel` from a library)
+/// with its name and cached facts. A library's kernel is validated in each
+/// context with that context's device limits; a module's function belongs to
+/// the module's context and is refused on a stream of another.
+pub struct Function {
+    handle: Handle,
+    name: String,
+    home: Option<Context>,
+    _owner: Owner,
+    /// Facts in the first context used (the common case: one lookup, no lock).
+    first: OnceLock<Arc<Facts>>,
+    /// Facts in further contexts.
+    others: Mutex<Vec<Arc<Facts>>>,
+    layout: OnceLock<Arc<[ParamSlot]>>,
+}
+
+// SAFETY: function handles may be used from any thread; the caches are synchronised.
+unsafe impl Send for Function {}
+// SAFETY: as above.
+unsafe impl Sync for Function {}
+
+impl std::fmt::Debug for Function {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Function")
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+impl Function {
+    /// Wraps a `CUfunction` loaded elsewhere (for example by cudarc) in
+    /// `ctx`, keeping `owner` (whatever keeps its module loaded) alive.
+    ///
+    /// # Safety
+    ///
+    /// `raw` must be a live function named `name`, loaded in `ctx`, that
+    /// `owner` keeps loaded.
+    pub unsafe fn from_raw(
+        raw: CUfunction,
+        name: &str,
+        ctx: &Context,
+        owner: Arc<dyn std::any::Any + Send + Sync>,
+    ) -> Self {
+        Self::new(
+            Handle::Function(raw),
+            name,
+            Some(ctx.clone()),
+            Owner::Foreign(owner),
+        )
+    }
+
+    pub(crate) fn from_module(raw: CUfunction, name: &str, ctx: &Context, owner: Owner) -> Self {
+        Self::new(Handle::Function(raw), name, Some(ctx.clone()), owner)
+    }
+
+    pub(crate) fn from_kernel(raw: CUkernel, name: &str, owner: Owner) -> Self {
+        Self::new(Handle::Kernel(raw), name, None, owner)
+    }
+
+    fn new(handle: Handle, name: &str, home: Option<Context>, owner: Owner) -> Self {
+        Function {
+            handle,
+            name: name.to_string(),
+            home,
+            _owner: owner,
+            first: OnceLock::new(),
+            others: Mutex::new(Vec::new()),
+            layout: OnceLock::new(),
+        }
+    }
+
+    /// The kernel's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The context a module's function was loaded in (`None` for a
+    /// library's kernel, which runs in any context).
+    pub fn home_context(&self) -> Option<&Context> {
+        self.home.as_ref()
+    }
+
+    /// The handle to pass as `f` to the launch functions: the `CUfunction`, or
+    /// the `CUkernel` cast to one (the driver accepts both).
+    pub fn launch_handle(&self) -> CUfunction {
+        match self.handle {
+            Handle::Function(f) => f,
+            Handle::Kernel(k) => k.cast(),
+        }
+    }
+
+    fn err(&self, e: Error) -> Error {
+        e.with_context(|| format!("kernel '{}'", self.name))
+    }
+
+    /// Refuses a context other than a module function's own, before any driver call.
+    fn check_context(&self, ctx: &Context) -> Result<()> {
+        match &self.home {
+            Some(home) if home != ctx => Err(LaunchError::ContextMismatch {
+                kernel: self.name.clone(),
+                function_context: home.to_string(),
+                stream_context: ctx.to_string(),
+            }
+            .into()),
+            _ => Ok(()),
+        }
+    }
+
+    /// Runs `f` with the facts of this function in `ctx` (bound by the caller).
+    #[inline]
+    fn with_facts<R>(&self, ctx: &Context, f: impl FnOnce(&Facts) -> Result<R>) -> Result<R> {
+        if let Some(facts) = self.first.get()
+            && facts.ctx == ctx.raw()
+        {
+            return f(facts);
+        }
+        let facts = self.facts_slow(ctx)?;
+        f(&facts)
+    }
+
+    #[cold]
+    fn facts_slow(&self, ctx: &Context) -> Result<Arc<Facts>> {
+        let mut others = self.others.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(f) = others.iter().find(|f| f.ctx == ctx.raw()) {
+            return Ok(f.clone());
+        }
+        let facts = Arc::new(self.resolve(ctx)?);
+        match self.first.set(facts.clone()) {
+            Ok(()) => {}
+            Err(_) if self.first.get().is_some_and(|f| f.ctx == ctx.raw()) => {
+                return Ok(self.first.get().cloned().unwrap_or(facts));
+            }
+            Err(_) => others.push(facts.clone()),
+        }
+        Ok(facts)
+    }
+
+    fn resolve(&self, ctx: &Context) -> Result<Facts> {
+        self.check_context(ctx)?;
+        ctx.bind()?;
+        let func = match self.handle {
+            Handle::Function(f) => f,
+            Handle::Kernel(k) => driver::kernel_get_function(k).map_err(|e| self.err(e))?,
+        };
+        let attr = |a| {
+            driver::func_get_attribute(a, func)
+                .map(|v| v as u32)
+                .map_err(|e| self.err(e))
+        };
+        Ok(Facts {
+            ctx: ctx.raw(),
+            func,
+            max_threads_per_block: attr(
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+            )?,
+            dynamic_smem: AtomicU32::new(attr(
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            )?),
+            occupancy: Mutex::new(OccupancyCache::default()),
+        })
+    }
+
+    /// An attribute of the function in `ctx` (uncached).
+    pub fn attribute(&self, ctx: &Context, attr: CUfunction_attribute) -> Result<i32> {
+        self.with_facts(ctx, |f| {
+            ctx.bind()?;
+            driver::func_get_attribute(attr, f.func).map_err(|e| self.err(e))
+        })
+    }
+
+    /// The limits launches in `ctx` are checked against.
+    pub fn limits(&self, ctx: &Context) -> Result<FunctionLimits> {
+        self.with_facts(ctx, |f| Ok(f.limits()))
+    }
+
+    /// Allows up to `bytes` of dynamic shared memory per block in `ctx`
+    /// (above the 48 KiB default).
+    pub fn set_max_dynamic_shared_memory(&self, ctx: &Context, bytes: u32) -> Result<()> {
+        self.with_facts(ctx, |f| {
+            ctx.bind()?;
+            let attr = CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+            driver::func_set_attribute(f.func, attr, bytes as i32).map_err(|e| self.err(e))?;
+            let max = driver::func_get_attribute(attr, f.func).map_err(|e| self.err(e))? as u32;
+            f.dynamic_smem.store(max, Ordering::Relaxed);
+            Ok(())
+        })
+    }
+
+    fn occupancy_of(
+        &self,
+        facts: &Facts,
+        block_threads: u32,
+        shared_mem_bytes: u32,
+    ) -> Result<u32> {
+        check_block(
+            &self.name,
+            &facts.limits(),
+            block_threads as u64,
+            shared_mem_bytes,
+        )?;
+        let cache = |c: &Mutex<OccupancyCache>| {
+            c.lock()
+                .ok()
+                .and_then(|c| c.get(block_threads, shared_mem_bytes))
+        };
+        if let Some(v) = cache(&facts.occupancy) {
+            return Ok(v);
+        }
+        let v = driver::occupancy_max_active_blocks_per_multiprocessor(
+            facts.func,
+            block_threads as i32,
+            shared_mem_bytes as usize,
+        )
+        .map_err(|e| self.err(e))? as u32;
+        if let Ok(mut c) = facts.occupancy.lock() {
+            c.put(block_threads, shared_mem_bytes, v);
+        }
+        Ok(v)
+    }
+
+    /// Resident blocks per SM in `ctx` at `block_threads` threads and
+    /// `shared_mem_bytes` of dynamic shared memory (cached per pair). A
+    /// configuration the function cannot launch at all (a block of 0 threads,
+    /// more threads than its `__launch_bounds__` or registers allow, more
+    /// shared memory than it may get) is a [`LaunchError`] saying which,
+    /// checked before the driver is asked.
+    pub fn occupancy(
+        &self,
+        ctx: &Context,
+        block_threads: u32,
+        shared_mem_bytes: u32,
+    ) -> Result<u32> {
+        self.with_facts(ctx, |f| {
+            ctx.bind()?;
+            self.occupancy_of(f, block_threads, shared_mem_bytes)
+        })
+    }
+
+    /// The largest cooperative grid (blocks) in `ctx` for this block size and
+    /// dynamic shared memory: resident blocks per SM times the SMs of the
+    /// context's device. Refuses impossible configurations as
+    /// [`Function::occupancy`] does.
+    pub fn max_cooperative_grid(
+        &self,
+        ctx: &Context,
+        block_threads: u32,
+        shared_mem_bytes: u32,
+    ) -> Result<u32> {
+        Ok(self.occupancy(ctx, block_threads, shared_mem_bytes)? * ctx.device().sm_count()?)
+    }
+
+    /// `(offset, size)` in bytes of each parameter, from the driver, queried once.
+    pub fn param_layout(&self) -> Result<Arc<[ParamSlot]>> {
+        if let Some(l) = self.layout.get() {
+            return Ok(l.clone());
+        }
+        if let Some(home) = &self.home {
+            home.bind()?;
+        }
+        let mut out = Vec::new();
+        // The driver allows up to 32 KiB of parameters: at most 32764 one-byte ones.
+        for i in 0..=32768 {
+            let r = match self.handle {
+                Handle::Function(f) => driver::func_get_param_info(f, i),
+                Handle::Kernel(k) => driver::kernel_get_param_info(k, i),
+            };
+            match r {
+                Ok((offset, size)) => out.push(ParamSlot { offset, size }),
+                // Past the last parameter the driver answers CUDA_ERROR_INVALID_VALUE.
+                Err(Error::Driver(d)) if d.code == CUresult::CUDA_ERROR_INVALID_VALUE => break,
+                Err(e) => return Err(self.err(e)),
+            }
+        }
+        Ok(self.layout.get_or_init(|| out.into()).clone())
+    }
+
+    /// Validates and launches with raw parameter pointers: the one launch path
+    /// of the crate, plain or cooperative. Checks run cheapest first: zero
+    /// extents and the function's context before any driver query, then the
+    /// device's and the function's limits (cached), then, for a cooperative
+    /// launch, occupancy times SMs (cached).
+    ///
+    /// # Safety
+    ///
+    /// `params` must hold one valid pointer per kernel parameter, each to a
+    /// value of that parameter's type.
+    #[inline]
+    pub unsafe fn launch_raw(
+        &self,
+        stream: &Stream,
+        cfg: &LaunchConfig,
+        params: *mut *mut c_void,
+        cooperative: bool,
+    ) -> Result<()> {
+        check_nonzero(&self.name, cfg)?;
+        let ctx = stream.context();
+        self.check_context(ctx)?;
+        ctx.bind()?;
+        let device = ctx.device();
+        let limits = device.limits()?;
+        self.with_facts(ctx, |facts| {
+            let blocks = check_shape(&self.name, limits, &facts.limits(), cfg)?;
+            if cooperative {
+                let threads = cfg.block.product().unwrap_or(u64::MAX) as u32;
+                let per_sm = self.occupancy_of(facts, threads, cfg.shared_mem_bytes)?;
+                check_cooperative(&self.name, limits, cfg, blocks, per_sm)?;
+            }
+            // One entry point for both kinds: cuLaunchKernelEx, with the
+            // cooperative attribute when asked. On the H200 its raw cost was
+            // 0.977x to 0.995x that of cuLaunchCooperativeKernel across runs.
+            let mut attr = CUlaunchAttribute {
+                id: CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_COOPERATIVE,
+                ..Default::default()
+            };
+            attr.value.cooperative = 1;
+            let config = CUlaunchConfig {
+                gridDimX: cfg.grid.x,
+                gridDimY: cfg.grid.y,
+                gridDimZ: cfg.grid.z,
+                blockDimX: cfg.block.x,
+                blockDimY: cfg.block.y,
+                blockDimZ: cfg.block.z,
+                sharedMemBytes: cfg.shared_mem_bytes,
+                hStream: stream.raw(),
+                attrs: &mut attr,
+                numAttrs: u32::from(cooperative),
+            };
+            // SAFETY: validated configuration; `attr` outlives the call; the
+            // function is this context's; the caller vouches for `params`.
+            let r = unsafe {
+                driver::launch_kernel_ex(&config, facts.func, params, std::ptr::null_mut())
+            };
+            r.map_err(|e| {
+                ctx.note(e.with_context(|| format!("kernel '{}' on {}", self.name, device.name())))
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn occupancy_cache_is_bounded() {
+        let mut c = OccupancyCache::default();
+        for b in 0..20 {
+            c.put(b, 0, b * 2);
+        }
+        assert_eq!(c.get(19, 0), Some(38));
+        assert_eq!(c.get(0, 0), None);
+    }
+}
