@@ -55,3 +55,83 @@ extern "C" __global__ void add_one(int *data, unsigned int n) {
     unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) data[i] += 1;
 }
+
+// Writes each of its 15 scalar parameters (mixed sizes, so offsets need
+// padding) into out[0..15] as doubles: a 16-parameter kernel.
+extern "C" __global__ void params16(double *out, signed char a1, short a2, int a3, long long a4, float a5, double a6, unsigned char a7, unsigned short a8, unsigned int a9, unsigned long long a10, signed char a11, short a12, int a13, long long a14, float a15) {
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    out[0] = (double)a1;
+    out[1] = (double)a2;
+    out[2] = (double)a3;
+    out[3] = (double)a4;
+    out[4] = (double)a5;
+    out[5] = (double)a6;
+    out[6] = (double)a7;
+    out[7] = (double)a8;
+    out[8] = (double)a9;
+    out[9] = (double)a10;
+    out[10] = (double)a11;
+    out[11] = (double)a12;
+    out[12] = (double)a13;
+    out[13] = (double)a14;
+    out[14] = (double)a15;
+}
+
+// Writes each of its 39 scalar parameters (mixed sizes, so offsets need
+// padding) into out[0..39] as doubles: a 40-parameter kernel.
+extern "C" __global__ void params40(double *out, signed char a1, short a2, int a3, long long a4, float a5, double a6, unsigned char a7, unsigned short a8, unsigned int a9, unsigned long long a10, signed char a11, short a12, int a13, long long a14, float a15, double a16, unsigned char a17, unsigned short a18, unsigned int a19, unsigned long long a20, signed char a21, short a22, int a23, long long a24, float a25, double a26, unsigned char a27, unsigned short a28, unsigned int a29, unsigned long long a30, signed char a31, short a32, int a33, long long a34, float a35, double a36, unsigned char a37, unsigned short a38, unsigned int a39) {
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    out[0] = (double)a1;
+    out[1] = (double)a2;
+    out[2] = (double)a3;
+    out[3] = (double)a4;
+    out[4] = (double)a5;
+    out[5] = (double)a6;
+    out[6] = (double)a7;
+    out[7] = (double)a8;
+    out[8] = (double)a9;
+    out[9] = (double)a10;
+    out[10] = (double)a11;
+    out[11] = (double)a12;
+    out[12] = (double)a13;
+    out[13] = (double)a14;
+    out[14] = (double)a15;
+    out[15] = (double)a16;
+    out[16] = (double)a17;
+    out[17] = (double)a18;
+    out[18] = (double)a19;
+    out[19] = (double)a20;
+    out[20] = (double)a21;
+    out[21] = (double)a22;
+    out[22] = (double)a23;
+    out[23] = (double)a24;
+    out[24] = (double)a25;
+    out[25] = (double)a26;
+    out[26] = (double)a27;
+    out[27] = (double)a28;
+    out[28] = (double)a29;
+    out[29] = (double)a30;
+    out[30] = (double)a31;
+    out[31] = (double)a32;
+    out[32] = (double)a33;
+    out[33] = (double)a34;
+    out[34] = (double)a35;
+    out[35] = (double)a36;
+    out[36] = (double)a37;
+    out[37] = (double)a38;
+    out[38] = (double)a39;
+}
+
+// A 16-byte-aligned struct parameter after an int: the driver puts it at
+// offset 16, so a Rust declaration with 4-byte alignment is refused.
+struct __align__(16) vec4_t { float x, y, z, w; };
+extern "C" __global__ void aligned_struct(int n, vec4_t v, float *out) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) {
+        out[0] = v.x * n; out[1] = v.y * n; out[2] = v.z * n; out[3] = v.w * n;
+    }
+}
+
+// At most 128 threads per block: 256 is impossible at any grid size.
+extern "C" __global__ void __launch_bounds__(128) bounded128(unsigned int *out) {
+    out[blockIdx.x * blockDim.x + threadIdx.x] = 1;
+}

@@ -34,3 +34,38 @@ fn driver_loads_and_reports_devices() {
     let d = loader::driver().expect("driver loaded");
     assert!(d.version.is_some());
 }
+
+/// Every entry of the generated function table resolves on this driver,
+/// except functions newer than the driver (named, with the version they need).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn every_symbol_of_the_table_resolves() {
+    let d = loader::driver().expect("driver loaded");
+    let version = d.version.expect("driver version") as u32;
+    let (mut ok, mut newer) = (0, Vec::new());
+    let mut failed = Vec::new();
+    for s in cuda_sys::SYMBOLS.iter() {
+        match s.resolve() {
+            Ok(p) => {
+                assert!(!p.is_null());
+                ok += 1;
+            }
+            Err(loader::LoaderError::SymbolNotFound { needs_version, .. })
+                if needs_version > version =>
+            {
+                newer.push(format!("{} (needs {needs_version})", s.name()))
+            }
+            Err(e) => failed.push(format!("{}: {e}", s.name())),
+        }
+    }
+    eprintln!(
+        "{ok} of {} symbols resolve on driver {version}; {} are newer than it: {newer:?}",
+        cuda_sys::SYMBOLS.len(),
+        newer.len()
+    );
+    assert!(
+        failed.is_empty(),
+        "symbols that should resolve but do not: {failed:#?}"
+    );
+    assert!(ok > 400, "only {ok} symbols resolved");
+}

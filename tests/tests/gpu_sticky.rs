@@ -34,3 +34,62 @@ fn a_faulting_kernel_is_sticky() {
         "{later}"
     );
 }
+
+/// Run in a child process by `one_fault_one_line`: faults, then drops a
+/// buffer, a stream, an event and a module in the broken context.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn child_faults_and_drops_resources() {
+    if std::env::var_os("SDK_STICKY_CHILD").is_none() {
+        return; // only meaningful as the child of one_fault_one_line
+    }
+    let ctx = Context::primary(&Device::get(0).unwrap()).unwrap();
+    let stream = Stream::new(&ctx).unwrap();
+    let event = cuda_api::Event::new(&ctx).unwrap();
+    let buf = DeviceBuffer::<u32>::zeroed(&ctx, 16).unwrap();
+    let ptx = std::fs::read_to_string(sdk_tests::kernels_dir().join("kernels.ptx")).unwrap();
+    let m = Module::from_ptx(&ctx, &ptx).unwrap();
+    // SAFETY: fault(int *p)
+    let k = unsafe { m.kernel::<(DevicePtr<i32>,)>("fault").unwrap() };
+    k.launch(
+        &stream,
+        LaunchConfig::new(1, 32),
+        (DevicePtr::<i32>::null(),),
+    )
+    .unwrap();
+    let e = stream.synchronize().unwrap_err();
+    assert!(e.is_sticky());
+    assert_eq!(ctx.sticky_error(), Some(&e));
+    drop((buf, event, stream, k, m));
+    eprintln!("child: dropped");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn one_fault_one_line() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_faults_and_drops_resources",
+            "--include-ignored",
+            "--nocapture",
+        ])
+        .env("SDK_STICKY_CHILD", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    eprintln!("child stderr:\n{stderr}\nchild stdout:\n{stdout}");
+    assert!(out.status.success(), "the child test failed");
+    assert!(stderr.contains("child: dropped"));
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("cuda-api:"))
+        .collect();
+    assert_eq!(lines.len(), 1, "one fault, one line: {lines:#?}");
+    assert!(
+        lines[0].contains("unusable after a sticky error"),
+        "{}",
+        lines[0]
+    );
+}

@@ -1,0 +1,9 @@
+//! The typed launch API refuses, at compile time, arguments that do not fit
+//! the declared parameter types: a value of another type, and `&buffer`
+//! where the kernel may write (`DevicePtr<T>` needs `&mut buffer`).
+
+#[test]
+fn typed_launches_refuse_wrong_arguments_at_compile_time() {
+    let t = trybuild::TestCases::new();
+    t.compile_fail("tests/ui/*.rs");
+}
