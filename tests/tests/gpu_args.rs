@@ -266,7 +266,7 @@ fn sixteen_and_forty_parameters_through_both_paths() {
     assert_eq!(out40.to_vec().unwrap(), V40_EXPECTED);
 
     // A reused block with one value changed by name.
-    b40.set_by_name("a39", 1234u64).unwrap();
+    b40.set_by_name("a39", 1234u32).unwrap();
     d40.launch(&stream, one, &b40).unwrap();
     stream.synchronize().unwrap();
     let got = out40.to_vec().unwrap();
