@@ -1,0 +1,472 @@
+"""Build Warp 1.19.0 reference data for the warp-launch tests.
+
+Usage (no GPU needed; Warp's CPU device computes the references and NVRTC
+compiles the CUDA module ahead of time):
+
+    python3 -m pip install --target target/cuda-cache/warp-py warp-lang==1.19.0 numpy==2.2.6
+    PYTHONPATH=target/cuda-cache/warp-py python3 tests/warp/build.py OUT_DIR
+
+Writes:
+
+    OUT_DIR/aot/wp_kernels.cu           CUDA source Warp generated for kernels.py
+    OUT_DIR/aot/wp_kernels.meta         JSON: "<kernel>_cuda_kernel_{forward,backward}_smem_bytes" -> int
+    OUT_DIR/aot/wp_kernels.sm90.cubin   sm_90 cubin (strip_hash=True, so names carry no hash)
+    OUT_DIR/cases/<case>/<arg>.bin      raw little-endian inputs (the whole backing storage)
+    OUT_DIR/cases/<case>/<arg>.expected.bin (and <arg>.grad.expected.bin for tape cases)
+    OUT_DIR/manifest.json               what every case launches; schema in the module docstring below
+
+Manifest schema (all paths relative to OUT_DIR):
+
+    {
+      "warp_version": "1.19.0", "numpy_version": str, "module": "kernels",
+      "aot": {"cu": str, "meta": str, "cubin": str, "arch": 90},
+      "structs": {PY_NAME: {"native_name": str, "size": int,
+                             "fields": [{"name", "dtype", "offset", "size"}]}},
+      "kernels": {KEY: {"forward": str, "backward": str, "launch_ndim": int,
+                        "grid_stride": bool,
+                        "params": [{"name", "kind", "dtype", "ndim"?}]}},
+      "cases": [CASE], "tape_cases": [TAPE_CASE]
+    }
+    CASE = {"name": str, "kernel": KEY, "dim": [int], "block_dim": int, "max_blocks": int,
+            "adjoint": false, "note": str, "args": [ARG, ...]}   # args in kernel order
+    ARG (array)  = {"name", "kind": "array", "dtype", "shape": [int], "strides": [int bytes],
+                    "offset": int bytes into the file's storage, "file": str,
+                    "contiguous": bool, "is_output": bool, "expected_file": str | null}
+                   file holds the whole backing allocation (for a strided view, the base
+                   array); expected_file holds the same allocation after the launch.
+    ARG (scalar) = {"name", "kind": "scalar", "dtype", "value": number | [numbers, row-major],
+                    "bytes_hex": str, "is_output": false, "expected_file": null}
+    ARG (struct) = {"name", "kind": "struct", "dtype": PY_NAME, "native_name": str,
+                    "value": {field: number | [numbers]}, "bytes_hex": str (packed C layout),
+                    "is_output": false, "expected_file": null}
+    TAPE_CASE = {"name", "arrays": {ID: {"dtype", "shape", "strides", "file", "requires_grad",
+                                         "expected_file", "grad_expected_file" | null}},
+                 "launches": [{"kernel", "dim", "block_dim", "max_blocks",
+                               "args": [ARG with "array": ID instead of file fields for arrays]}],
+                 "loss": ID, "loss_grad_seed": 1.0}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+
+
+def main() -> int:
+    if len(sys.argv) != 2:
+        print(__doc__.split("\n\n")[1], file=sys.stderr)
+        print("usage: build.py OUT_DIR", file=sys.stderr)
+        return 2
+    out = Path(sys.argv[1]).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+
+    import warp as wp
+
+    # Keep Warp's kernel cache next to the output, not in the home directory.
+    wp.config.kernel_cache_dir = str(out / ".warp-cache")
+    wp.config.quiet = True
+    wp.init()
+    if wp.__version__ != "1.19.0":
+        print(f"build.py: expected warp-lang 1.19.0, found {wp.__version__}", file=sys.stderr)
+        return 1
+
+    sys.dont_write_bytecode = True  # no __pycache__ beside kernels.py in the work tree
+    sys.path.insert(0, str(HERE))
+    import kernels  # noqa: E402
+
+    aot = out / "aot"
+    if aot.exists():
+        shutil.rmtree(aot)
+    artifacts = wp.compile_aot_module(kernels, arch=90, module_dir=str(aot), use_ptx=False, strip_hash=True)
+    names = sorted(p.name for p in aot.iterdir())
+    print("compile_aot_module returned", [str(Path(p).name) for p in artifacts], "; aot/ holds", names)
+
+    cases_dir = out / "cases"
+    if cases_dir.exists():
+        shutil.rmtree(cases_dir)
+
+    builder = Builder(wp, kernels, out)
+    builder.build_all()
+
+    manifest = {
+        "warp_version": wp.__version__,
+        "numpy_version": np.__version__,
+        "module": "kernels",
+        "aot": {
+            "cu": "aot/wp_kernels.cu",
+            "meta": "aot/wp_kernels.meta",
+            "cubin": "aot/wp_kernels.sm90.cubin",
+            "arch": 90,
+        },
+        "structs": builder.struct_info(),
+        "kernels": builder.kernel_info(),
+        "cases": builder.cases,
+        "tape_cases": builder.tape_cases,
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=False) + "\n")
+    print(f"wrote {len(builder.cases)} cases and {len(builder.tape_cases)} tape cases to {out / 'manifest.json'}")
+    return 0
+
+
+def _flat(value) -> float | int | list:
+    """A Warp scalar / vector / matrix value as a JSON number or flat row-major list."""
+    arr = np.asarray(value)
+    if arr.ndim == 0:
+        return arr.item()
+    return arr.reshape(-1).tolist()
+
+
+class Builder:
+    def __init__(self, wp, kernels, out: Path):
+        self.wp = wp
+        self.k = kernels
+        self.out = out
+        self.cases: list[dict] = []
+        self.tape_cases: list[dict] = []
+        self.rng = np.random.default_rng(20240611)
+        self.bases: dict[int, object] = {}
+
+    # -- descriptions -------------------------------------------------------------------
+
+    def dtype_name(self, t) -> str:
+        from warp._src import types as wt
+
+        if isinstance(t, self.wp._src.codegen.Struct):
+            return t.key.split(".")[-1]
+        return wt.type_repr(t)
+
+    def struct_info(self) -> dict:
+        s = self.k.Params
+        ctype = s.ctype
+        fields = []
+        for name, _ in ctype._fields_:
+            f = getattr(ctype, name)
+            fields.append(
+                {
+                    "name": name,
+                    "dtype": self.dtype_name(s.vars[name].type),
+                    "offset": f.offset,
+                    "size": f.size,
+                }
+            )
+        return {"Params": {"native_name": s.native_name, "size": self._sizeof(ctype), "fields": fields}}
+
+    @staticmethod
+    def _sizeof(ctype) -> int:
+        import ctypes
+
+        return ctypes.sizeof(ctype)
+
+    def kernel_info(self) -> dict:
+        from warp._src import codegen, types as wt
+
+        info = {}
+        for key, kernel in sorted(self.k.__dict__.items()):
+            if not isinstance(kernel, self.wp._src.context.Kernel):
+                continue
+            kernel.module.get_module_hash()  # resolves kernel.grid_stride and adj.kernel_dim
+            params = []
+            for a in kernel.adj.args:
+                if wt.is_array(a.type):
+                    params.append(
+                        {"name": a.label, "kind": "array", "dtype": self.dtype_name(a.type.dtype), "ndim": a.type.ndim}
+                    )
+                elif isinstance(a.type, codegen.Struct):
+                    params.append({"name": a.label, "kind": "struct", "dtype": self.dtype_name(a.type)})
+                else:
+                    params.append({"name": a.label, "kind": "scalar", "dtype": self.dtype_name(a.type)})
+            info[kernel.key] = {
+                "forward": codegen.cuda_kernel_forward_name(kernel),
+                "backward": codegen.cuda_kernel_backward_name(kernel),
+                "launch_ndim": kernel.adj.kernel_dim,
+                "grid_stride": bool(kernel.grid_stride),
+                "params": params,
+            }
+        return info
+
+    # -- arrays -------------------------------------------------------------------------
+
+    def write(self, rel: str, data: bytes) -> str:
+        path = self.out / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        return rel
+
+    def view(self, base, view):
+        """Register ``view`` as a strided view into ``base`` (the allocation written to the .bin file)."""
+        self.bases[id(view)] = base
+        return view
+
+    def storage_of(self, arr):
+        """The backing allocation of ``arr`` and the view's byte offset into it."""
+        base = self.bases.get(id(arr), arr)
+        return base, arr.ptr - base.ptr
+
+    def array_arg(self, case: str, name: str, arr, before: bytes, base, offset: int, is_output: bool) -> dict:
+        d = {
+            "name": name,
+            "kind": "array",
+            "dtype": self.dtype_name(arr.dtype),
+            "shape": list(arr.shape),
+            "strides": list(arr.strides),
+            "offset": offset,
+            "file": self.write(f"cases/{case}/{name}.bin", before),
+            "contiguous": bool(arr.is_contiguous),
+            "is_output": is_output,
+            "expected_file": None,
+        }
+        if is_output:
+            after = base.numpy().tobytes()
+            d["expected_file"] = self.write(f"cases/{case}/{name}.expected.bin", after)
+        return d
+
+    def scalar_arg(self, name: str, dtype, value) -> dict:
+        from warp._src import types as wt
+
+        if wt.type_is_value(dtype) and not wt.type_is_vector(dtype) and not wt.type_is_matrix(dtype):
+            c = dtype._type_(value)
+            py = value
+        else:
+            c = dtype(value) if not isinstance(value, dtype) else value
+            py = _flat(c)
+        return {
+            "name": name,
+            "kind": "scalar",
+            "dtype": self.dtype_name(dtype),
+            "value": py,
+            "bytes_hex": bytes(c).hex(),
+            "is_output": False,
+            "expected_file": None,
+        }
+
+    def struct_arg(self, name: str, value) -> dict:
+        cls = value._cls
+        fields = {}
+        for fname in cls.vars:
+            fields[fname] = _flat(getattr(value, fname))
+        return {
+            "name": name,
+            "kind": "struct",
+            "dtype": self.dtype_name(cls),
+            "native_name": cls.native_name,
+            "value": fields,
+            "bytes_hex": bytes(value.__ctype__()).hex(),
+            "is_output": False,
+            "expected_file": None,
+        }
+
+    # -- running one case -----------------------------------------------------------------
+
+    def run(self, name: str, kernel, dim, args: list, outputs: set[str], max_blocks=0, block_dim=256, note=""):
+        """args: list of (param_name, value); a value that is a Warp array is described as an array arg."""
+        wp = self.wp
+        before = {}
+        for pname, v in args:
+            if isinstance(v, wp.array):
+                base, offset = self.storage_of(v)
+                before[pname] = (base, offset, base.numpy().tobytes())
+        # Warp's CPU device runs with block_dim 1 and ignores max_blocks: it computes the reference.
+        wp.launch(kernel, dim=dim, inputs=[v for _, v in args], device="cpu", max_blocks=max_blocks)
+        wp.synchronize()
+        described = []
+        for pname, v in args:
+            if isinstance(v, wp.array):
+                base, offset, raw = before[pname]
+                described.append(self.array_arg(name, pname, v, raw, base, offset, pname in outputs))
+            elif isinstance(getattr(v, "_cls", None), wp._src.codegen.Struct):
+                described.append(self.struct_arg(pname, v))
+            else:
+                ptype = next(a.type for a in kernel.adj.args if a.label == pname)
+                described.append(self.scalar_arg(pname, ptype, v))
+        self.cases.append(
+            {
+                "name": name,
+                "kernel": kernel.key,
+                "dim": list(dim) if isinstance(dim, (list, tuple)) else [dim],
+                "block_dim": block_dim,
+                "max_blocks": max_blocks,
+                "adjoint": False,
+                "note": note,
+                "args": described,
+            }
+        )
+
+    def f32(self, *shape):
+        return self.rng.uniform(-2.0, 2.0, size=shape).astype(np.float32)
+
+    # -- the cases ------------------------------------------------------------------------
+
+    def build_all(self):
+        wp, k = self.wp, self.k
+        cpu = "cpu"
+
+        # (1) saxpy: 37 elements (not a multiple of any block size); and dim 0 launches nothing.
+        x = wp.array(self.f32(37), dtype=wp.float32, device=cpu)
+        y = wp.array(self.f32(37), dtype=wp.float32, device=cpu)
+        self.run("saxpy", k.saxpy, (37,), [("a", 2.5), ("x", x), ("y", y)], {"y"})
+        x = wp.array(self.f32(5), dtype=wp.float32, device=cpu)
+        y = wp.array(self.f32(5), dtype=wp.float32, device=cpu)
+        self.run("saxpy_dim0", k.saxpy, (0,), [("a", 2.5), ("x", x), ("y", y)], {"y"}, note="dim 0: y unchanged")
+
+        # (2) 2-D, contiguous; then strided views (a transposed input, a sliced input with an offset).
+        a = wp.array(self.f32(4, 5), dtype=wp.float32, device=cpu)
+        b = wp.array(self.f32(4, 5), dtype=wp.float32, device=cpu)
+        o = wp.zeros((4, 5), dtype=wp.float32, device=cpu)
+        self.run("add2d", k.add2d, (4, 5), [("a", a), ("b", b), ("out", o)], {"out"})
+        a_base = wp.array(self.f32(5, 4), dtype=wp.float32, device=cpu)
+        b_base = wp.array(self.f32(6, 10), dtype=wp.float32, device=cpu)
+        a_t = self.view(a_base, a_base.transpose())  # shape (4, 5), strides (4, 16)
+        b_s = self.view(b_base, b_base[1:5, ::2])  # shape (4, 5), strides (40, 8), offset 40 bytes
+        o = wp.zeros((4, 5), dtype=wp.float32, device=cpu)
+        self.run(
+            "add2d_strided",
+            k.add2d,
+            (4, 5),
+            [("a", a_t), ("b", b_s), ("out", o)],
+            {"out"},
+            note="a is a transposed view, b a sliced view with offset and step",
+        )
+
+        # (3) 4-D: each thread writes its linear index; then a 2-D dim padded to the kernel's 4.
+        o = wp.zeros((2, 3, 4, 5), dtype=wp.int32, device=cpu)
+        self.run("index4d", k.index4d, (2, 3, 4, 5), [("out", o)], {"out"})
+        o = wp.zeros((3, 4, 1, 1), dtype=wp.int32, device=cpu)
+        self.run("index4d_padded", k.index4d, (3, 4), [("out", o)], {"out"}, note="dim (3,4) padded to (3,4,1,1)")
+
+        # (4) struct by value.
+        p = k.Params()
+        p.scale = 2.0
+        p.offset = wp.vec3(1.0, -2.0, 0.5)
+        p.count = 3
+        xv = wp.array(self.f32(8, 3), dtype=wp.vec3, device=cpu)
+        ov = wp.zeros(8, dtype=wp.vec3, device=cpu)
+        self.run("use_struct", k.use_struct, (8,), [("p", p), ("x", xv), ("out", ov)], {"out"})
+
+        # (5) vectors and matrices.
+        v = wp.array(self.f32(10, 3) + 3.0, dtype=wp.vec3, device=cpu)
+        ov = wp.zeros(10, dtype=wp.vec3, device=cpu)
+        self.run("normalize_scale", k.normalize_scale, (10,), [("v", v), ("s", 3.0), ("out", ov)], {"out"})
+        m = wp.mat33(0.0, -1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 2.0)
+        t = wp.array(self.f32(6, 3, 3), dtype=wp.mat33, device=cpu)
+        v = wp.array(self.f32(6, 3), dtype=wp.vec3, device=cpu)
+        ov = wp.zeros(6, dtype=wp.vec3, device=cpu)
+        self.run("transform", k.transform, (6,), [("m", m), ("t", t), ("v", v), ("out", ov)], {"out"})
+
+        # (6) lean kernel (grid_stride=False).
+        o = wp.zeros((7, 9), dtype=wp.int32, device=cpu)
+        self.run("lean_fill", k.lean_fill, (7, 9), [("value", 5), ("out", o)], {"out"})
+
+        # (8) visit counting for max_blocks: every index exactly once whatever the cap.
+        n = 100_000
+        for mb in (0, 1, 7, -1):
+            c = wp.zeros(n, dtype=wp.int32, device=cpu)
+            self.run(
+                f"count_visits_max_blocks_{mb}".replace("-", "neg"),
+                k.count_visits,
+                (n,),
+                [("count", c)],
+                {"count"},
+                max_blocks=mb,
+                block_dim=128,
+                note="every count must be 1",
+            )
+        # Folded dims: a 1-D kernel launched with dim (10, 3): coord_mult 3, each i visited 3 times.
+        c = wp.zeros(10, dtype=wp.int32, device=cpu)
+        self.run(
+            "count_visits_folded",
+            k.count_visits,
+            (10, 3),
+            [("count", c)],
+            {"count"},
+            note="dim (10,3) on a 1-D kernel: shape [10], coord_mult 3, size 30; every count 3",
+        )
+
+        self.build_tape()
+
+    def build_tape(self):
+        """(7) y = sin(x) * a ; loss += sum(y*y); backward with loss.grad = 1."""
+        wp, k = self.wp, self.k
+        cpu = "cpu"
+        n = 16
+        a = 1.5
+        xs = self.f32(n)
+        x = wp.array(xs, dtype=wp.float32, device=cpu, requires_grad=True)
+        y = wp.zeros(n, dtype=wp.float32, device=cpu, requires_grad=True)
+        loss = wp.zeros(1, dtype=wp.float32, device=cpu, requires_grad=True)
+        raw = {"x": x.numpy().tobytes(), "y": y.numpy().tobytes(), "loss": loss.numpy().tobytes()}
+
+        tape = wp.Tape()
+        with tape:
+            wp.launch(k.chain_sin, dim=n, inputs=[x, a], outputs=[y], device=cpu)
+            wp.launch(k.chain_loss, dim=n, inputs=[y], outputs=[loss], device=cpu)
+        tape.backward(loss=loss)
+        wp.synchronize()
+
+        # Check the reference against the closed form before writing it.
+        y_ref = np.sin(xs.astype(np.float64)) * a
+        assert np.allclose(y.numpy(), y_ref, rtol=1e-5, atol=1e-6)
+        assert np.allclose(loss.numpy()[0], (y_ref * y_ref).sum(), rtol=1e-5)
+        # y.grad held 2*y after chain_loss's backward, then chain_sin's backward consumed it: the
+        # adjoint of the overwrite `y[i] = ...` zeroes y.grad when the adjoint array is y's own
+        # .grad (array.h adj_array_store) and ARRAY_FLAG_RETAIN_GRAD is not set.
+        assert not np.any(y.grad.numpy())
+        assert np.allclose(x.grad.numpy(), 2.0 * y_ref * a * np.cos(xs), rtol=1e-4, atol=1e-5)
+
+        case = "chain_tape"
+        arrays = {}
+        for ident, arr in (("x", x), ("y", y), ("loss", loss)):
+            arrays[ident] = {
+                "dtype": self.dtype_name(arr.dtype),
+                "shape": list(arr.shape),
+                "strides": list(arr.strides),
+                "file": self.write(f"cases/{case}/{ident}.bin", raw[ident]),
+                "requires_grad": True,
+                "expected_file": self.write(f"cases/{case}/{ident}.expected.bin", arr.numpy().tobytes()),
+                "grad_expected_file": self.write(f"cases/{case}/{ident}.grad.expected.bin", arr.grad.numpy().tobytes()),
+            }
+
+        def aref(name, ident, is_output):
+            return {"name": name, "kind": "array", "array": ident, "is_output": is_output}
+
+        self.tape_cases.append(
+            {
+                "name": case,
+                "note": "forward both launches, then backward in reverse order with loss.grad = 1. "
+                "Each array's array_t.grad points at its grad buffer and the adjoint argument is that same "
+                "buffer; y.grad ends all zeros (chain_sin's backward consumes it), loss.grad stays 1",
+                "arrays": arrays,
+                "launches": [
+                    {
+                        "kernel": k.chain_sin.key,
+                        "dim": [n],
+                        "block_dim": 256,
+                        "max_blocks": 0,
+                        "args": [
+                            aref("x", "x", False),
+                            self.scalar_arg("a", wp.float32, a),
+                            aref("y", "y", True),
+                        ],
+                    },
+                    {
+                        "kernel": k.chain_loss.key,
+                        "dim": [n],
+                        "block_dim": 256,
+                        "max_blocks": 0,
+                        "args": [aref("y", "y", False), aref("loss", "loss", True)],
+                    },
+                ],
+                "loss": "loss",
+                "loss_grad_seed": 1.0,
+            }
+        )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
