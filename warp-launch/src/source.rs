@@ -1,0 +1,1557 @@
+//! Reading what Warp's ahead-of-time compile writes: the CUDA source
+//! (`wp_<module>.cu`) and the module metadata (`wp_<module>.meta`).
+//!
+//! The driver reports only the sizes and offsets of a kernel's parameters, so
+//! the parameter *types* come from the source Warp generated. Warp 1.19.0 emits
+//! every CUDA kernel as
+//!
+//! ```text
+//! extern "C" __global__ void saxpy_cuda_kernel_forward(
+//!     wp::launch_bounds_t<1> dim,
+//!     wp::float32 var_a,
+//!     wp::array_t<wp::float32> var_x,
+//!     wp::array_t<wp::float32> var_y)
+//! {
+//! ```
+//!
+//! optionally with `__launch_bounds__(..)`, `WP_CLUSTER_DIMS(..)` before
+//! `__global__` and `WP_MAXNREG(..)` before the name, and every `wp.struct` as
+//! a C++ `struct <Key>_<8 hex> { <type> <field>; ... }` followed by member
+//! functions. [`parse_cu`] returns the kernels with their parameters in order
+//! and the structs with their fields in order; [`parse_meta`] returns the
+//! per-kernel dynamic shared memory sizes.
+//!
+//! The reader is a small C++ tokenizer, not a compiler: it skips comments,
+//! string literals and preprocessor lines, and understands exactly the forms
+//! Warp emits. Only `extern "C" ... __global__` functions are kernels; Warp's
+//! CPU entry points (`extern "C" { WP_API void <key>_cpu_forward(...) }`) are
+//! not. Nothing here panics on malformed input: every problem is a
+//! [`SourceError`] naming the file and line.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// Everything [`parse_cu`] found in one Warp-generated CUDA source file.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Source {
+    /// Every `extern "C" __global__` function, in file order.
+    pub kernels: Vec<SourceKernel>,
+    /// Every top-level `struct NAME { ... }` definition, in file order.
+    pub structs: Vec<SourceStruct>,
+}
+
+impl Source {
+    /// The kernel with this exact (mangled) name, e.g. `saxpy_cuda_kernel_forward`.
+    pub fn kernel(&self, name: &str) -> Option<&SourceKernel> {
+        self.kernels.iter().find(|k| k.name == name)
+    }
+
+    /// The struct with this exact C++ name, e.g. `Params_acca3b2c` (the
+    /// spelling kernel parameters use).
+    pub fn struct_named(&self, name: &str) -> Option<&SourceStruct> {
+        self.structs.iter().find(|s| s.name == name)
+    }
+}
+
+/// One CUDA kernel (`extern "C" __global__ void NAME(...)`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceKernel {
+    /// The symbol name, e.g. `saxpy_cuda_kernel_forward`.
+    pub name: String,
+    /// The parameters in declaration order, the launch bounds first.
+    pub params: Vec<SourceParam>,
+    /// 1-based line of the kernel's name.
+    pub line: usize,
+    /// Which loop shape the body has (decides the grid Warp launches).
+    pub body: KernelBody,
+}
+
+/// The loop shape of a kernel body, as Warp's code generator writes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KernelBody {
+    /// `for (size_t _idx = ...; _idx < dim.size; _idx += ...)`: the default;
+    /// launched on a 1-D grid that `max_blocks` may cap.
+    GridStride,
+    /// `const size_t _idx = ...; if (_idx >= dim.size) return;`: a kernel
+    /// built with `grid_stride=False`; launched on a 3-D grid, one thread per
+    /// index, and `max_blocks > 0` is refused.
+    Lean,
+    /// A body with neither form (not a Warp-generated launch kernel).
+    Other,
+    /// A declaration without a body (`...);`).
+    Declaration,
+}
+
+/// Forward or backward half of a Warp kernel, from the name suffix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// `<key>_cuda_kernel_forward`.
+    Forward,
+    /// `<key>_cuda_kernel_backward`: forward parameters, then one adjoint per
+    /// parameter.
+    Backward,
+}
+
+const FORWARD_SUFFIX: &str = "_cuda_kernel_forward";
+const BACKWARD_SUFFIX: &str = "_cuda_kernel_backward";
+
+impl SourceKernel {
+    /// Whether this is the forward or backward kernel, from Warp's name
+    /// suffix; `None` for any other name.
+    pub fn direction(&self) -> Option<Direction> {
+        if self.name.ends_with(FORWARD_SUFFIX) {
+            Some(Direction::Forward)
+        } else if self.name.ends_with(BACKWARD_SUFFIX) {
+            Some(Direction::Backward)
+        } else {
+            None
+        }
+    }
+
+    /// The Warp kernel key: the name without `_cuda_kernel_forward` /
+    /// `_cuda_kernel_backward` (the whole name when neither suffix is there).
+    pub fn key(&self) -> &str {
+        self.name
+            .strip_suffix(FORWARD_SUFFIX)
+            .or_else(|| self.name.strip_suffix(BACKWARD_SUFFIX))
+            .unwrap_or(&self.name)
+    }
+
+    /// `N` of the first parameter when it is `wp::launch_bounds_t<N>`.
+    pub fn launch_ndim(&self) -> Option<usize> {
+        let first = self.params.first()?;
+        let n = first
+            .cpp_type
+            .strip_prefix("wp::launch_bounds_t<")?
+            .strip_suffix('>')?;
+        n.parse().ok()
+    }
+}
+
+/// One kernel parameter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceParam {
+    /// The spelled name: `dim`, `var_<label>` or `adj_<label>` in Warp's output.
+    pub name: String,
+    /// The type with whitespace removed except between two words, e.g.
+    /// `wp::array_t<wp::float32>`, `wp::vec_t<3,wp::float32>`,
+    /// `wp::launch_bounds_t<1>`, `Params_acca3b2c`, `const float*`.
+    pub cpp_type: String,
+    /// 1-based line where the parameter starts.
+    pub line: usize,
+}
+
+impl SourceParam {
+    /// The Warp argument label: the name without its `var_` / `adj_` prefix.
+    pub fn label(&self) -> &str {
+        self.name
+            .strip_prefix("var_")
+            .or_else(|| self.name.strip_prefix("adj_"))
+            .unwrap_or(&self.name)
+    }
+
+    /// Whether the name marks an adjoint (`adj_<label>`).
+    pub fn is_adjoint(&self) -> bool {
+        self.name.starts_with("adj_")
+    }
+}
+
+/// One `struct NAME { ... };` definition (how Warp emits a `wp.struct`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceStruct {
+    /// The C++ name, e.g. `Params_acca3b2c` (Warp's key plus 8 hex digits
+    /// of the struct's hash; kept even with `strip_hash=True`).
+    pub name: String,
+    /// The data members in declaration order (C layout order).
+    pub fields: Vec<SourceField>,
+    /// 1-based line of the struct's name.
+    pub line: usize,
+}
+
+impl SourceStruct {
+    /// The Warp struct key: the name without a trailing `_` plus 8 hex digits
+    /// (the whole name when it has no such suffix).
+    pub fn warp_key(&self) -> &str {
+        match self.name.rsplit_once('_') {
+            Some((key, hash))
+                if !key.is_empty()
+                    && hash.len() == 8
+                    && hash.bytes().all(|b| b.is_ascii_hexdigit()) =>
+            {
+                key
+            }
+            _ => &self.name,
+        }
+    }
+}
+
+/// One data member of a [`SourceStruct`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceField {
+    /// The member name. An empty `wp.struct` has a single `char _dummy_`.
+    pub name: String,
+    /// The type, spelled as in [`SourceParam::cpp_type`].
+    pub cpp_type: String,
+    /// 1-based line of the member.
+    pub line: usize,
+}
+
+/// A problem reading a `.cu` or `.meta` file: where, and what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceError {
+    file: String,
+    line: usize,
+    message: String,
+}
+
+impl SourceError {
+    fn new(file: &str, line: usize, message: impl Into<String>) -> Self {
+        SourceError {
+            file: file.to_owned(),
+            line,
+            message: message.into(),
+        }
+    }
+
+    /// The file name given to the parser.
+    pub fn file(&self) -> &str {
+        &self.file
+    }
+
+    /// The 1-based line of the problem.
+    pub fn line(&self) -> usize {
+        self.line
+    }
+
+    /// What is wrong, without the location.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for SourceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}: {}", self.file, self.line, self.message)
+    }
+}
+
+impl std::error::Error for SourceError {}
+
+// ---------------------------------------------------------------------------
+// Tokenizer
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TokKind {
+    Word,
+    Number,
+    Str,
+    Punct,
+}
+
+#[derive(Debug, Clone)]
+struct Tok<'a> {
+    kind: TokKind,
+    text: &'a str,
+    line: usize,
+}
+
+fn is_word_start(b: u8) -> bool {
+    b.is_ascii_alphabetic() || b == b'_'
+}
+
+fn is_word_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+/// Splits C++ text into tokens, dropping whitespace, comments and
+/// preprocessor lines. Every slice boundary is next to an ASCII byte or at a
+/// whole `char`, so slicing never splits a UTF-8 sequence.
+fn tokenize<'a>(text: &'a str, file: &str) -> Result<Vec<Tok<'a>>, SourceError> {
+    let bytes = text.as_bytes();
+    let mut toks = Vec::new();
+    let mut i = 0;
+    let mut line = 1;
+    let mut at_line_start = true;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b == b'\n' {
+            line += 1;
+            i += 1;
+            at_line_start = true;
+            continue;
+        }
+        if b.is_ascii_whitespace() {
+            i += 1;
+            continue;
+        }
+        if b == b'#' && at_line_start {
+            // Preprocessor line, with backslash continuations.
+            while i < bytes.len() && bytes[i] != b'\n' {
+                if bytes[i] == b'\\' && bytes.get(i + 1) == Some(&b'\n') {
+                    line += 1;
+                    i += 1;
+                }
+                i += 1;
+            }
+            continue;
+        }
+        at_line_start = false;
+        if b == b'/' && bytes.get(i + 1) == Some(&b'/') {
+            while i < bytes.len() && bytes[i] != b'\n' {
+                i += 1;
+            }
+            continue;
+        }
+        if b == b'/' && bytes.get(i + 1) == Some(&b'*') {
+            let start_line = line;
+            i += 2;
+            loop {
+                if i + 1 >= bytes.len() {
+                    return Err(SourceError::new(
+                        file,
+                        start_line,
+                        "unterminated /* comment",
+                    ));
+                }
+                if bytes[i] == b'*' && bytes[i + 1] == b'/' {
+                    i += 2;
+                    break;
+                }
+                if bytes[i] == b'\n' {
+                    line += 1;
+                }
+                i += 1;
+            }
+            continue;
+        }
+        if b == b'"' || b == b'\'' {
+            let start = i;
+            let start_line = line;
+            i += 1;
+            loop {
+                match bytes.get(i) {
+                    None | Some(b'\n') => {
+                        return Err(SourceError::new(
+                            file,
+                            start_line,
+                            "unterminated string or character literal",
+                        ));
+                    }
+                    Some(b'\\') => i += 2,
+                    Some(&c) if c == b => {
+                        i += 1;
+                        break;
+                    }
+                    Some(_) => i += 1,
+                }
+            }
+            let end = i.min(bytes.len());
+            toks.push(Tok {
+                kind: TokKind::Str,
+                text: &text[start..end],
+                line: start_line,
+            });
+            continue;
+        }
+        if is_word_start(b) {
+            let start = i;
+            while i < bytes.len() && is_word_byte(bytes[i]) {
+                i += 1;
+            }
+            toks.push(Tok {
+                kind: TokKind::Word,
+                text: &text[start..i],
+                line,
+            });
+            continue;
+        }
+        if b.is_ascii_digit() {
+            let start = i;
+            while i < bytes.len() && (is_word_byte(bytes[i]) || bytes[i] == b'.') {
+                i += 1;
+            }
+            toks.push(Tok {
+                kind: TokKind::Number,
+                text: &text[start..i],
+                line,
+            });
+            continue;
+        }
+        if b == b':' && bytes.get(i + 1) == Some(&b':') {
+            toks.push(Tok {
+                kind: TokKind::Punct,
+                text: &text[i..i + 2],
+                line,
+            });
+            i += 2;
+            continue;
+        }
+        // Any other character (ASCII punctuation or a whole non-ASCII char).
+        let len = text[i..].chars().next().map_or(1, char::len_utf8);
+        toks.push(Tok {
+            kind: TokKind::Punct,
+            text: &text[i..i + len],
+            line,
+        });
+        i += len;
+    }
+    Ok(toks)
+}
+
+/// Joins type tokens: a single space only between two words/numbers.
+fn spell(toks: &[Tok<'_>]) -> String {
+    let mut out = String::new();
+    let mut prev_word = false;
+    for t in toks {
+        let word = matches!(t.kind, TokKind::Word | TokKind::Number);
+        if word && prev_word {
+            out.push(' ');
+        }
+        out.push_str(t.text);
+        prev_word = word;
+    }
+    out
+}
+
+/// Attribute-like macros Warp (or CUDA) writes between `extern "C"` and the
+/// parameter list; their parenthesised arguments are not the parameter list.
+const ATTRIBUTE_MACROS: &[&str] = &[
+    "__launch_bounds__",
+    "__cluster_dims__",
+    "__maxnreg__",
+    "WP_CLUSTER_DIMS",
+    "WP_MAXNREG",
+];
+
+/// Index just past the bracket that closes the one at `open`, counting only
+/// `open_ch`/`close_ch`; `None` when unbalanced.
+fn skip_balanced(toks: &[Tok<'_>], open: usize, open_ch: &str, close_ch: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut i = open;
+    while i < toks.len() {
+        let t = &toks[i];
+        if t.kind == TokKind::Punct {
+            if t.text == open_ch {
+                depth += 1;
+            } else if t.text == close_ch {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(i + 1);
+                }
+            }
+        }
+        i += 1;
+    }
+    None
+}
+
+fn is_punct(t: Option<&Tok<'_>>, s: &str) -> bool {
+    matches!(t, Some(t) if t.kind == TokKind::Punct && t.text == s)
+}
+
+fn is_word(t: Option<&Tok<'_>>, s: &str) -> bool {
+    matches!(t, Some(t) if t.kind == TokKind::Word && t.text == s)
+}
+
+/// Splits `toks` at commas outside `<>`, `()`, `[]`, `{}`.
+fn split_top_level_commas<'t, 'a>(toks: &'t [Tok<'a>]) -> Vec<&'t [Tok<'a>]> {
+    let mut parts = Vec::new();
+    let mut depth = 0i64;
+    let mut start = 0;
+    for (i, t) in toks.iter().enumerate() {
+        if t.kind != TokKind::Punct {
+            continue;
+        }
+        match t.text {
+            "<" | "(" | "[" | "{" => depth += 1,
+            ">" | ")" | "]" | "}" => depth -= 1,
+            "," if depth == 0 => {
+                parts.push(&toks[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&toks[start..]);
+    parts
+}
+
+/// Parses `TYPE NAME` (a parameter or a data member).
+fn parse_declaration(
+    toks: &[Tok<'_>],
+    file: &str,
+    fallback_line: usize,
+    what: &str,
+) -> Result<(String, String, usize), SourceError> {
+    let Some(first) = toks.first() else {
+        return Err(SourceError::new(
+            file,
+            fallback_line,
+            format!("empty {what} (two commas in a row, or a trailing comma)"),
+        ));
+    };
+    let line = first.line;
+    let mut depth = 0i64;
+    for t in toks {
+        if t.kind == TokKind::Str {
+            return Err(SourceError::new(
+                file,
+                t.line,
+                format!("cannot parse {what}: unexpected literal {}", t.text),
+            ));
+        }
+        if t.kind == TokKind::Punct {
+            match t.text {
+                "<" => depth += 1,
+                ">" => depth -= 1,
+                "::" | "*" | "&" => {}
+                "," if depth > 0 => {}
+                other => {
+                    return Err(SourceError::new(
+                        file,
+                        t.line,
+                        format!(
+                            "cannot parse {what} `{}`: unexpected `{other}` (Warp writes `TYPE NAME`)",
+                            spell(toks)
+                        ),
+                    ));
+                }
+            }
+        }
+        if depth < 0 {
+            return Err(SourceError::new(
+                file,
+                t.line,
+                format!("cannot parse {what} `{}`: unbalanced `>`", spell(toks)),
+            ));
+        }
+    }
+    if depth != 0 {
+        return Err(SourceError::new(
+            file,
+            line,
+            format!("cannot parse {what} `{}`: unbalanced `<`", spell(toks)),
+        ));
+    }
+    let (name_tok, ty) = match toks.split_last() {
+        Some((last, rest)) if last.kind == TokKind::Word && !rest.is_empty() => (last, rest),
+        _ => {
+            return Err(SourceError::new(
+                file,
+                line,
+                format!(
+                    "cannot parse {what} `{}`: expected a type followed by a name",
+                    spell(toks)
+                ),
+            ));
+        }
+    };
+    // The type must not end in a scope operator, and must hold a word.
+    let ends_badly = matches!(ty.last(), Some(t) if t.kind == TokKind::Punct && (t.text == "::" || t.text == "<" || t.text == ","));
+    if ends_badly || !ty.iter().any(|t| t.kind == TokKind::Word) {
+        return Err(SourceError::new(
+            file,
+            line,
+            format!(
+                "cannot parse {what} `{}`: expected a type followed by a name",
+                spell(toks)
+            ),
+        ));
+    }
+    Ok((name_tok.text.to_owned(), spell(ty), line))
+}
+
+/// Parses the C++ source Warp generated for a module (`wp_<module>.cu`).
+///
+/// Returns every `extern "C" ... __global__ void NAME(...)` kernel with its
+/// parameters in order, and every top-level `struct NAME { ... }` with its data
+/// members in order. `file` is used only in error messages.
+///
+/// # Errors
+///
+/// A [`SourceError`] naming `file` and the line when a kernel's head or
+/// parameter list is not in a form Warp writes (a parameter that is not
+/// `TYPE NAME`, an empty parameter, unbalanced brackets, a missing `void` or
+/// name), when a struct body is unterminated, or when a comment or literal is
+/// unterminated.
+pub fn parse_cu(text: &str, file: &str) -> Result<Source, SourceError> {
+    let toks = tokenize(text, file)?;
+    let mut source = Source::default();
+    // Stack of open braces: true for an `extern "C" {` linkage block, whose
+    // contents are still top level.
+    let mut braces: Vec<bool> = Vec::new();
+    // Index where the current top-level statement began.
+    let mut stmt_start = 0usize;
+    let mut i = 0usize;
+    while i < toks.len() {
+        let top = braces.iter().all(|&linkage| linkage);
+        let t = &toks[i];
+        if t.kind == TokKind::Punct {
+            match t.text {
+                "{" => {
+                    braces.push(false);
+                    i += 1;
+                    continue;
+                }
+                "}" => {
+                    if braces.pop().is_none() {
+                        return Err(SourceError::new(file, t.line, "unbalanced `}`"));
+                    }
+                    i += 1;
+                    if braces.iter().all(|&l| l) {
+                        stmt_start = i;
+                    }
+                    continue;
+                }
+                ";" if top => {
+                    i += 1;
+                    stmt_start = i;
+                    continue;
+                }
+                _ => {}
+            }
+        }
+        if !top || t.kind != TokKind::Word {
+            i += 1;
+            continue;
+        }
+        if t.text == "extern" && toks.get(i + 1).is_some_and(|n| n.text == "\"C\"") {
+            if is_punct(toks.get(i + 2), "{") {
+                braces.push(true);
+                i += 3;
+                stmt_start = i;
+                continue;
+            }
+            match parse_extern_function(&toks, i + 2, file)? {
+                Some((kernel, next)) => {
+                    source.kernels.push(kernel);
+                    i = next;
+                }
+                None => i += 2,
+            }
+            stmt_start = i;
+            continue;
+        }
+        if t.text == "struct" {
+            let templated = toks[stmt_start..i]
+                .iter()
+                .any(|t| t.kind == TokKind::Word && t.text == "template");
+            let named = toks.get(i + 1).is_some_and(|n| n.kind == TokKind::Word);
+            if named && is_punct(toks.get(i + 2), "{") && !templated {
+                let (st, next) = parse_struct(&toks, i + 1, file)?;
+                source.structs.push(st);
+                i = next;
+                continue;
+            }
+        }
+        i += 1;
+    }
+    if !braces.is_empty() {
+        let line = toks.last().map_or(1, |t| t.line);
+        return Err(SourceError::new(
+            file,
+            line,
+            "unbalanced `{` at end of file",
+        ));
+    }
+    Ok(source)
+}
+
+/// Parses what follows `extern "C"` at `start`. Returns `None` when it is not
+/// a `__global__` function (so not a CUDA kernel), else the kernel and the
+/// index after its body or `;`.
+fn parse_extern_function(
+    toks: &[Tok<'_>],
+    start: usize,
+    file: &str,
+) -> Result<Option<(SourceKernel, usize)>, SourceError> {
+    // Head: words and attribute macros up to the name followed by `(`.
+    let mut i = start;
+    let mut global = false;
+    let mut void = false;
+    let head_line = toks.get(start).map_or(0, |t| t.line);
+    let name_idx = loop {
+        let Some(t) = toks.get(i) else {
+            return Ok(None);
+        };
+        if t.kind != TokKind::Word {
+            // `extern "C" int x;`, `extern "C" T* f(...)` etc.: not a kernel.
+            if global {
+                return Err(SourceError::new(
+                    file,
+                    t.line,
+                    format!(
+                        "cannot parse __global__ function head: unexpected `{}` (expected `void NAME(`)",
+                        t.text
+                    ),
+                ));
+            }
+            return Ok(None);
+        }
+        if is_punct(toks.get(i + 1), "(") {
+            if ATTRIBUTE_MACROS.contains(&t.text) {
+                match skip_balanced(toks, i + 1, "(", ")") {
+                    Some(next) => {
+                        i = next;
+                        continue;
+                    }
+                    None => {
+                        return Err(SourceError::new(
+                            file,
+                            t.line,
+                            format!("unbalanced `(` after {}", t.text),
+                        ));
+                    }
+                }
+            }
+            break i;
+        }
+        match t.text {
+            "__global__" => global = true,
+            "void" => void = true,
+            _ => {}
+        }
+        i += 1;
+    };
+    if !global {
+        return Ok(None);
+    }
+    let name_tok = &toks[name_idx];
+    if !void {
+        return Err(SourceError::new(
+            file,
+            name_tok.line.max(head_line),
+            format!(
+                "__global__ function `{}` does not return void; Warp kernels are `void`",
+                name_tok.text
+            ),
+        ));
+    }
+    let open = name_idx + 1;
+    let Some(close_end) = skip_balanced(toks, open, "(", ")") else {
+        return Err(SourceError::new(
+            file,
+            name_tok.line,
+            format!(
+                "parameter list of kernel `{}` is not closed by `)`",
+                name_tok.text
+            ),
+        ));
+    };
+    let inner = &toks[open + 1..close_end - 1];
+    let kernel_ctx = format!("parameter of kernel `{}`", name_tok.text);
+    let mut params = Vec::new();
+    let empty = inner.is_empty() || (inner.len() == 1 && is_word(inner.first(), "void"));
+    if !empty {
+        for part in split_top_level_commas(inner) {
+            let fallback = part.first().map_or(toks[close_end - 1].line, |t| t.line);
+            let (name, cpp_type, line) = parse_declaration(part, file, fallback, &kernel_ctx)?;
+            params.push(SourceParam {
+                name,
+                cpp_type,
+                line,
+            });
+        }
+    }
+    // Body or declaration.
+    let (body, next) = match toks.get(close_end) {
+        Some(t) if t.kind == TokKind::Punct && t.text == ";" => {
+            (KernelBody::Declaration, close_end + 1)
+        }
+        Some(t) if t.kind == TokKind::Punct && t.text == "{" => {
+            let Some(end) = skip_balanced(toks, close_end, "{", "}") else {
+                return Err(SourceError::new(
+                    file,
+                    t.line,
+                    format!("body of kernel `{}` is not closed by `}}`", name_tok.text),
+                ));
+            };
+            (classify_body(&toks[close_end..end]), end)
+        }
+        other => {
+            let line = other.map_or(toks[close_end - 1].line, |t| t.line);
+            return Err(SourceError::new(
+                file,
+                line,
+                format!(
+                    "expected `{{` or `;` after the parameter list of kernel `{}`",
+                    name_tok.text
+                ),
+            ));
+        }
+    };
+    Ok(Some((
+        SourceKernel {
+            name: name_tok.text.to_owned(),
+            params,
+            line: name_tok.line,
+            body,
+        },
+        next,
+    )))
+}
+
+/// Finds Warp's `_idx` declaration: `for (size_t _idx` or `const size_t _idx`.
+fn classify_body(body: &[Tok<'_>]) -> KernelBody {
+    for w in body.windows(4) {
+        let texts = [w[0].text, w[1].text, w[2].text, w[3].text];
+        if texts == ["for", "(", "size_t", "_idx"] {
+            return KernelBody::GridStride;
+        }
+        if texts[1..] == ["const", "size_t", "_idx"] {
+            return KernelBody::Lean;
+        }
+    }
+    KernelBody::Other
+}
+
+/// Parses `NAME { members }` starting at the name; returns the struct and the
+/// index after its closing brace.
+fn parse_struct(
+    toks: &[Tok<'_>],
+    name_idx: usize,
+    file: &str,
+) -> Result<(SourceStruct, usize), SourceError> {
+    let name_tok = &toks[name_idx];
+    let open = name_idx + 1;
+    let Some(end) = skip_balanced(toks, open, "{", "}") else {
+        return Err(SourceError::new(
+            file,
+            name_tok.line,
+            format!("struct `{}` is not closed by `}}`", name_tok.text),
+        ));
+    };
+    let body = &toks[open + 1..end - 1];
+    let what = format!("member of struct `{}`", name_tok.text);
+    let mut fields = Vec::new();
+    let mut j = 0;
+    let mut member_start = 0;
+    while j < body.len() {
+        let t = &body[j];
+        if t.kind == TokKind::Punct && t.text == "{" {
+            // A member function body (or nested aggregate): skip it; the
+            // member ends here.
+            j = skip_balanced(body, j, "{", "}").unwrap_or(body.len());
+            member_start = j;
+            continue;
+        }
+        if t.kind == TokKind::Punct && t.text == ";" {
+            let member = &body[member_start..j];
+            if is_data_member(member) {
+                let (fname, cpp_type, line) = parse_declaration(member, file, t.line, &what)?;
+                fields.push(SourceField {
+                    name: fname,
+                    cpp_type,
+                    line,
+                });
+            }
+            j += 1;
+            member_start = j;
+            continue;
+        }
+        j += 1;
+    }
+    Ok((
+        SourceStruct {
+            name: name_tok.text.to_owned(),
+            fields,
+            line: name_tok.line,
+        },
+        end,
+    ))
+}
+
+/// A member that is a plain data declaration: no parentheses, no initializer,
+/// no storage keywords or access labels.
+fn is_data_member(member: &[Tok<'_>]) -> bool {
+    if member.is_empty() {
+        return false;
+    }
+    !member.iter().any(|t| {
+        (t.kind == TokKind::Punct && matches!(t.text, "(" | ")" | "=" | ":" | "{" | "}"))
+            || (t.kind == TokKind::Word
+                && matches!(
+                    t.text,
+                    "static" | "typedef" | "using" | "friend" | "template" | "constexpr"
+                ))
+    })
+}
+
+// ---------------------------------------------------------------------------
+// .meta
+
+/// Module metadata Warp writes beside the compiled module (`wp_<module>.meta`).
+///
+/// Warp 1.19.0 writes one JSON object, keys sorted, with
+/// `"<kernel name>_smem_bytes": <int>` for every forward and backward kernel:
+/// the dynamic shared memory the kernel needs, which Warp sets as the
+/// kernel's `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES` at load and
+/// passes as `sharedMemBytes` on every launch.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Meta {
+    /// Dynamic shared memory bytes by kernel name (e.g.
+    /// `saxpy_cuda_kernel_forward`), from the `*_smem_bytes` keys.
+    pub smem_bytes: BTreeMap<String, u32>,
+    /// Every other key, kept as parsed (none in Warp 1.19.0's output).
+    pub other: BTreeMap<String, MetaValue>,
+}
+
+impl Meta {
+    /// Dynamic shared memory bytes for the kernel with this exact name.
+    pub fn shared_memory_bytes(&self, kernel: &str) -> Option<u32> {
+        self.smem_bytes.get(kernel).copied()
+    }
+}
+
+/// A JSON value from a `.meta` file other than a shared memory size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MetaValue {
+    /// `null`.
+    Null,
+    /// `true` / `false`.
+    Bool(bool),
+    /// A number, as written.
+    Number(String),
+    /// A string, unescaped.
+    String(String),
+    /// An array.
+    Array(Vec<MetaValue>),
+    /// An object, keys in file order.
+    Object(Vec<(String, MetaValue)>),
+}
+
+const SMEM_SUFFIX: &str = "_smem_bytes";
+const MAX_JSON_DEPTH: usize = 64;
+
+/// Parses a Warp `.meta` file (JSON). `file` is used only in error messages.
+///
+/// # Errors
+///
+/// A [`SourceError`] naming `file` and the line when the text is not one JSON
+/// object, a key repeats, or a `*_smem_bytes` value is not an integer from 0
+/// to `u32::MAX`.
+pub fn parse_meta(text: &str, file: &str) -> Result<Meta, SourceError> {
+    let mut p = JsonParser {
+        bytes: text.as_bytes(),
+        text,
+        pos: 0,
+        line: 1,
+        file,
+        entry_lines: Vec::new(),
+    };
+    p.skip_ws();
+    let start_line = p.line;
+    if p.peek() != Some(b'{') {
+        return Err(p.error("expected a JSON object (`{`) at the start of the .meta file"));
+    }
+    let value = p.value(0)?;
+    p.skip_ws();
+    if p.pos < p.bytes.len() {
+        return Err(p.error("unexpected text after the JSON object"));
+    }
+    let MetaValue::Object(entries) = value else {
+        return Err(SourceError::new(file, start_line, "expected a JSON object"));
+    };
+    let mut meta = Meta::default();
+    for (key, value, line) in p
+        .entry_lines
+        .drain(..)
+        .zip(entries)
+        .map(|(l, (k, v))| (k, v, l))
+    {
+        if meta.other.contains_key(&key)
+            || key
+                .strip_suffix(SMEM_SUFFIX)
+                .is_some_and(|k| meta.smem_bytes.contains_key(k))
+        {
+            return Err(SourceError::new(
+                file,
+                line,
+                format!("key \"{key}\" appears twice"),
+            ));
+        }
+        match key.strip_suffix(SMEM_SUFFIX) {
+            Some(kernel) => {
+                let bytes = match &value {
+                    MetaValue::Number(n) => n.parse::<u32>().ok(),
+                    _ => None,
+                };
+                let Some(bytes) = bytes else {
+                    return Err(SourceError::new(
+                        file,
+                        line,
+                        format!(
+                            "\"{key}\" must be a whole number of bytes from 0 to {}, found {}",
+                            u32::MAX,
+                            describe(&value)
+                        ),
+                    ));
+                };
+                meta.smem_bytes.insert(kernel.to_owned(), bytes);
+            }
+            None => {
+                meta.other.insert(key, value);
+            }
+        }
+    }
+    Ok(meta)
+}
+
+fn describe(v: &MetaValue) -> String {
+    match v {
+        MetaValue::Null => "null".into(),
+        MetaValue::Bool(b) => b.to_string(),
+        MetaValue::Number(n) => n.clone(),
+        MetaValue::String(s) => format!("the string {s:?}"),
+        MetaValue::Array(_) => "an array".into(),
+        MetaValue::Object(_) => "an object".into(),
+    }
+}
+
+struct JsonParser<'a> {
+    bytes: &'a [u8],
+    text: &'a str,
+    pos: usize,
+    line: usize,
+    file: &'a str,
+    /// Line of each key of the outermost object, in order.
+    entry_lines: Vec<usize>,
+}
+
+impl JsonParser<'_> {
+    fn error(&self, message: impl Into<String>) -> SourceError {
+        SourceError::new(self.file, self.line, message)
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    fn skip_ws(&mut self) {
+        while let Some(b) = self.peek() {
+            match b {
+                b'\n' => self.line += 1,
+                b' ' | b'\t' | b'\r' => {}
+                _ => return,
+            }
+            self.pos += 1;
+        }
+    }
+
+    fn value(&mut self, depth: usize) -> Result<MetaValue, SourceError> {
+        if depth > MAX_JSON_DEPTH {
+            return Err(self.error(format!("JSON nested deeper than {MAX_JSON_DEPTH} levels")));
+        }
+        self.skip_ws();
+        match self.peek() {
+            Some(b'{') => {
+                self.pos += 1;
+                let mut entries = Vec::new();
+                self.skip_ws();
+                if self.peek() == Some(b'}') {
+                    self.pos += 1;
+                    return Ok(MetaValue::Object(entries));
+                }
+                loop {
+                    self.skip_ws();
+                    let line = self.line;
+                    if self.peek() != Some(b'"') {
+                        return Err(self.error("expected a string key in the JSON object"));
+                    }
+                    let key = self.string()?;
+                    self.skip_ws();
+                    if self.peek() != Some(b':') {
+                        return Err(self.error(format!("expected `:` after key \"{key}\"")));
+                    }
+                    self.pos += 1;
+                    let v = self.value(depth + 1)?;
+                    if depth == 0 {
+                        self.entry_lines.push(line);
+                    }
+                    entries.push((key, v));
+                    self.skip_ws();
+                    match self.peek() {
+                        Some(b',') => self.pos += 1,
+                        Some(b'}') => {
+                            self.pos += 1;
+                            return Ok(MetaValue::Object(entries));
+                        }
+                        _ => return Err(self.error("expected `,` or `}` in the JSON object")),
+                    }
+                }
+            }
+            Some(b'[') => {
+                self.pos += 1;
+                let mut items = Vec::new();
+                self.skip_ws();
+                if self.peek() == Some(b']') {
+                    self.pos += 1;
+                    return Ok(MetaValue::Array(items));
+                }
+                loop {
+                    items.push(self.value(depth + 1)?);
+                    self.skip_ws();
+                    match self.peek() {
+                        Some(b',') => self.pos += 1,
+                        Some(b']') => {
+                            self.pos += 1;
+                            return Ok(MetaValue::Array(items));
+                        }
+                        _ => return Err(self.error("expected `,` or `]` in the JSON array")),
+                    }
+                }
+            }
+            Some(b'"') => Ok(MetaValue::String(self.string()?)),
+            Some(b'-' | b'0'..=b'9') => {
+                let start = self.pos;
+                while let Some(b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9') = self.peek() {
+                    self.pos += 1;
+                }
+                Ok(MetaValue::Number(self.text[start..self.pos].to_owned()))
+            }
+            Some(b't') if self.bytes[self.pos..].starts_with(b"true") => {
+                self.pos += 4;
+                Ok(MetaValue::Bool(true))
+            }
+            Some(b'f') if self.bytes[self.pos..].starts_with(b"false") => {
+                self.pos += 5;
+                Ok(MetaValue::Bool(false))
+            }
+            Some(b'n') if self.bytes[self.pos..].starts_with(b"null") => {
+                self.pos += 4;
+                Ok(MetaValue::Null)
+            }
+            Some(_) => Err(self.error("expected a JSON value")),
+            None => Err(self.error("unexpected end of the .meta file")),
+        }
+    }
+
+    /// A string at `pos` (which is `"`), unescaped.
+    fn string(&mut self) -> Result<String, SourceError> {
+        self.pos += 1;
+        let mut out = String::new();
+        loop {
+            let start = self.pos;
+            while let Some(b) = self.peek() {
+                if b == b'"' || b == b'\\' || b == b'\n' {
+                    break;
+                }
+                self.pos += 1;
+            }
+            out.push_str(&self.text[start..self.pos]);
+            match self.peek() {
+                Some(b'"') => {
+                    self.pos += 1;
+                    return Ok(out);
+                }
+                Some(b'\\') => {
+                    let esc = self.bytes.get(self.pos + 1).copied();
+                    self.pos += 2;
+                    match esc {
+                        Some(b'"') => out.push('"'),
+                        Some(b'\\') => out.push('\\'),
+                        Some(b'/') => out.push('/'),
+                        Some(b'n') => out.push('\n'),
+                        Some(b't') => out.push('\t'),
+                        Some(b'r') => out.push('\r'),
+                        Some(b'b') => out.push('\u{8}'),
+                        Some(b'f') => out.push('\u{c}'),
+                        Some(b'u') => {
+                            let hex = self
+                                .text
+                                .get(self.pos..self.pos + 4)
+                                .and_then(|h| u32::from_str_radix(h, 16).ok());
+                            let Some(code) = hex else {
+                                return Err(self.error("bad \\u escape in a JSON string"));
+                            };
+                            self.pos += 4;
+                            out.push(char::from_u32(code).unwrap_or('\u{fffd}'));
+                        }
+                        _ => return Err(self.error("bad escape in a JSON string")),
+                    }
+                }
+                _ => return Err(self.error("unterminated JSON string")),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FIXTURE_CU: &str = include_str!("../tests/fixtures/wp_kernels.cu");
+    const FIXTURE_META: &str = include_str!("../tests/fixtures/wp_kernels.meta");
+    const CU: &str = "wp_kernels.cu";
+
+    fn params(k: &SourceKernel) -> Vec<(&str, &str)> {
+        k.params
+            .iter()
+            .map(|p| (p.name.as_str(), p.cpp_type.as_str()))
+            .collect()
+    }
+
+    #[test]
+    fn fixture_kernel_names() {
+        let src = parse_cu(FIXTURE_CU, CU).unwrap();
+        let mut names: Vec<&str> = src.kernels.iter().map(|k| k.name.as_str()).collect();
+        names.sort_unstable();
+        let mut expected = Vec::new();
+        for key in [
+            "add2d",
+            "chain_loss",
+            "chain_sin",
+            "count_visits",
+            "index4d",
+            "lean_fill",
+            "normalize_scale",
+            "saxpy",
+            "transform",
+            "use_struct",
+        ] {
+            expected.push(format!("{key}_cuda_kernel_backward"));
+            expected.push(format!("{key}_cuda_kernel_forward"));
+        }
+        expected.sort_unstable();
+        assert_eq!(names, expected);
+        // No CPU entry points, and file order as Warp wrote it.
+        assert_eq!(src.kernels[0].name, "count_visits_cuda_kernel_forward");
+        assert_eq!(src.kernels[0].line, 111);
+    }
+
+    #[test]
+    fn fixture_saxpy() {
+        let src = parse_cu(FIXTURE_CU, CU).unwrap();
+        let fwd = src.kernel("saxpy_cuda_kernel_forward").unwrap();
+        assert_eq!(
+            params(fwd),
+            [
+                ("dim", "wp::launch_bounds_t<1>"),
+                ("var_a", "wp::float32"),
+                ("var_x", "wp::array_t<wp::float32>"),
+                ("var_y", "wp::array_t<wp::float32>"),
+            ]
+        );
+        assert_eq!(fwd.line, 997);
+        assert_eq!(fwd.params[1].line, 999);
+        assert_eq!(fwd.direction(), Some(Direction::Forward));
+        assert_eq!(fwd.key(), "saxpy");
+        assert_eq!(fwd.launch_ndim(), Some(1));
+        assert_eq!(fwd.body, KernelBody::GridStride);
+
+        let bwd = src.kernel("saxpy_cuda_kernel_backward").unwrap();
+        assert_eq!(
+            params(bwd),
+            [
+                ("dim", "wp::launch_bounds_t<1>"),
+                ("var_a", "wp::float32"),
+                ("var_x", "wp::array_t<wp::float32>"),
+                ("var_y", "wp::array_t<wp::float32>"),
+                ("adj_a", "wp::float32"),
+                ("adj_x", "wp::array_t<wp::float32>"),
+                ("adj_y", "wp::array_t<wp::float32>"),
+            ]
+        );
+        assert_eq!(bwd.direction(), Some(Direction::Backward));
+        assert!(bwd.params[4].is_adjoint());
+        assert_eq!(bwd.params[4].label(), "a");
+        assert_eq!(bwd.params[1].label(), "a");
+    }
+
+    #[test]
+    fn fixture_dims_vectors_matrices() {
+        let src = parse_cu(FIXTURE_CU, CU).unwrap();
+        let ndim = |n: &str| src.kernel(n).unwrap().launch_ndim();
+        assert_eq!(ndim("add2d_cuda_kernel_forward"), Some(2));
+        assert_eq!(ndim("index4d_cuda_kernel_forward"), Some(4));
+        assert_eq!(ndim("lean_fill_cuda_kernel_backward"), Some(2));
+        assert_eq!(
+            params(src.kernel("index4d_cuda_kernel_forward").unwrap()),
+            [
+                ("dim", "wp::launch_bounds_t<4>"),
+                ("var_out", "wp::array_t<wp::int32>")
+            ]
+        );
+        assert_eq!(
+            params(src.kernel("transform_cuda_kernel_forward").unwrap()),
+            [
+                ("dim", "wp::launch_bounds_t<1>"),
+                ("var_m", "wp::mat_t<3,3,wp::float32>"),
+                ("var_t", "wp::array_t<wp::mat_t<3,3,wp::float32>>"),
+                ("var_v", "wp::array_t<wp::vec_t<3,wp::float32>>"),
+                ("var_out", "wp::array_t<wp::vec_t<3,wp::float32>>"),
+            ]
+        );
+        assert_eq!(
+            params(src.kernel("normalize_scale_cuda_kernel_forward").unwrap()),
+            [
+                ("dim", "wp::launch_bounds_t<1>"),
+                ("var_v", "wp::array_t<wp::vec_t<3,wp::float32>>"),
+                ("var_s", "wp::float32"),
+                ("var_out", "wp::array_t<wp::vec_t<3,wp::float32>>"),
+            ]
+        );
+    }
+
+    #[test]
+    fn fixture_lean_and_grid_stride_bodies() {
+        let src = parse_cu(FIXTURE_CU, CU).unwrap();
+        for k in &src.kernels {
+            let expected = if k.key() == "lean_fill" {
+                KernelBody::Lean
+            } else {
+                KernelBody::GridStride
+            };
+            assert_eq!(k.body, expected, "{}", k.name);
+        }
+    }
+
+    #[test]
+    fn fixture_struct() {
+        let src = parse_cu(FIXTURE_CU, CU).unwrap();
+        assert_eq!(src.structs.len(), 1);
+        let s = &src.structs[0];
+        assert_eq!(s.name, "Params_acca3b2c");
+        assert_eq!(s.warp_key(), "Params");
+        assert_eq!(s.line, 54);
+        let fields: Vec<(&str, &str)> = s
+            .fields
+            .iter()
+            .map(|f| (f.name.as_str(), f.cpp_type.as_str()))
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                ("scale", "wp::float32"),
+                ("offset", "wp::vec_t<3,wp::float32>"),
+                ("count", "wp::int32"),
+            ]
+        );
+        let k = src.kernel("use_struct_cuda_kernel_backward").unwrap();
+        assert_eq!(
+            params(k),
+            [
+                ("dim", "wp::launch_bounds_t<1>"),
+                ("var_p", "Params_acca3b2c"),
+                ("var_x", "wp::array_t<wp::vec_t<3,wp::float32>>"),
+                ("var_out", "wp::array_t<wp::vec_t<3,wp::float32>>"),
+                ("adj_p", "Params_acca3b2c"),
+                ("adj_x", "wp::array_t<wp::vec_t<3,wp::float32>>"),
+                ("adj_out", "wp::array_t<wp::vec_t<3,wp::float32>>"),
+            ]
+        );
+        assert!(src.struct_named(&k.params[1].cpp_type).is_some());
+    }
+
+    #[test]
+    fn fixture_meta() {
+        let meta = parse_meta(FIXTURE_META, "wp_kernels.meta").unwrap();
+        assert_eq!(meta.smem_bytes.len(), 20);
+        assert!(meta.other.is_empty());
+        assert_eq!(
+            meta.shared_memory_bytes("saxpy_cuda_kernel_forward"),
+            Some(0)
+        );
+        assert_eq!(
+            meta.shared_memory_bytes("lean_fill_cuda_kernel_backward"),
+            Some(0)
+        );
+        assert_eq!(meta.shared_memory_bytes("nope"), None);
+        // Every kernel in the source has an entry.
+        let src = parse_cu(FIXTURE_CU, CU).unwrap();
+        for k in &src.kernels {
+            assert!(meta.smem_bytes.contains_key(&k.name), "{}", k.name);
+        }
+    }
+
+    #[test]
+    fn attributes_cpu_entry_points_comments_and_line_directives() {
+        let text = r#"// header { not a brace
+#define X(a) a
+struct Empty_0123abcd
+{
+    char _dummy_;
+
+    Empty_0123abcd() = default;
+};
+template <typename T> struct Tmpl { T t; };
+extern "C" {
+WP_API void k_cpu_forward(wp::launch_bounds_t<1> *dim, wp_args_k *_wp_args) { }
+}
+#line 12 "x.py"
+extern "C" __launch_bounds__(256, 1) WP_CLUSTER_DIMS(2, 1, 1) __global__ void WP_MAXNREG(64) k_cuda_kernel_forward(
+#line 12 "x.py"
+    wp::launch_bounds_t<3> dim,
+    /* a comment, with a comma */ const wp::float32 * var_p,
+    unsigned int var_u,
+    wp::indexedarray_t<wp::vec_t<2, wp::float64>> var_i)
+{
+    const char* s = "} {";
+    const size_t _idx = 0;
+}
+extern "C" __global__ void decl_only(void);
+extern "C" __global__ void noparams() { }
+extern "C" __device__ int helper(int x) { return x; }
+"#;
+        let src = parse_cu(text, "t.cu").unwrap();
+        let names: Vec<&str> = src.kernels.iter().map(|k| k.name.as_str()).collect();
+        assert_eq!(names, ["k_cuda_kernel_forward", "decl_only", "noparams"]);
+        let k = &src.kernels[0];
+        assert_eq!(k.line, 14);
+        assert_eq!(k.body, KernelBody::Lean);
+        assert_eq!(
+            params(k),
+            [
+                ("dim", "wp::launch_bounds_t<3>"),
+                ("var_p", "const wp::float32*"),
+                ("var_u", "unsigned int"),
+                ("var_i", "wp::indexedarray_t<wp::vec_t<2,wp::float64>>"),
+            ]
+        );
+        assert_eq!(k.params[1].line, 17);
+        assert_eq!(src.kernels[1].body, KernelBody::Declaration);
+        assert!(src.kernels[1].params.is_empty());
+        assert_eq!(src.kernels[2].body, KernelBody::Other);
+        assert_eq!(src.structs.len(), 1);
+        assert_eq!(src.structs[0].warp_key(), "Empty");
+        assert_eq!(src.structs[0].fields[0].name, "_dummy_");
+        assert_eq!(src.structs[0].fields[0].cpp_type, "char");
+    }
+
+    fn err(text: &str) -> SourceError {
+        parse_cu(text, "bad.cu").unwrap_err()
+    }
+
+    #[test]
+    fn bad_parameter_names_file_and_line() {
+        let e = err(
+            "extern \"C\" __global__ void k(\n    wp::launch_bounds_t<1> dim,\n    wp::float32)\n{ }\n",
+        );
+        assert_eq!((e.file(), e.line()), ("bad.cu", 3));
+        let shown = e.to_string();
+        assert!(shown.starts_with("bad.cu:3: "), "{shown}");
+        assert!(shown.contains("kernel `k`"), "{shown}");
+        assert!(
+            shown.contains("expected a type followed by a name"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn bad_parameter_forms() {
+        // empty parameter
+        let e = err("extern \"C\" __global__ void k(int a,\n , int b) {}");
+        assert_eq!(e.line(), 2);
+        assert!(e.message().contains("empty parameter"), "{e}");
+        // trailing comma
+        let e = err("extern \"C\" __global__ void k(int a,\n) {}");
+        assert!(e.message().contains("empty parameter"), "{e}");
+        // default value
+        let e = err("extern \"C\" __global__ void k(\nint a = 3) {}");
+        assert_eq!(e.line(), 2);
+        assert!(e.message().contains("unexpected `=`"), "{e}");
+        // array declarator
+        let e = err("extern \"C\" __global__ void k(int a[4]) {}");
+        assert!(e.message().contains("unexpected `[`"), "{e}");
+        // unbalanced template
+        let e = err("extern \"C\" __global__ void k(wp::array_t<int a) {}");
+        assert!(e.message().contains("unbalanced"), "{e}");
+        // unclosed list
+        let e = err("extern \"C\" __global__ void k(int a\n");
+        assert!(e.message().contains("not closed"), "{e}");
+        // not void
+        let e = err("\n\nextern \"C\" __global__ int k(int a) {}");
+        assert_eq!(e.line(), 3);
+        assert!(e.message().contains("does not return void"), "{e}");
+        // missing body or ;
+        let e = err("extern \"C\" __global__ void k(int a) extern");
+        assert!(e.message().contains("expected `{` or `;`"), "{e}");
+        // literal in a parameter
+        let e = err("extern \"C\" __global__ void k(int \"a\") {}");
+        assert!(e.message().contains("literal"), "{e}");
+    }
+
+    #[test]
+    fn bad_text_never_panics() {
+        for text in [
+            "",
+            "extern",
+            "extern \"C\"",
+            "extern \"C\" __global__",
+            "extern \"C\" __global__ void",
+            "extern \"C\" __global__ void k",
+            "extern \"C\" __global__ void k(",
+            "extern \"C\" __global__ void __launch_bounds__(",
+            "struct S {",
+            "struct S { int a; ",
+            "}",
+            "/* open",
+            "\"open",
+            "é extern \"C\" __global__ void k(int é) {}",
+            "extern \"C\" __global__ void k(::) {}",
+            "extern \"C\" __global__ void k(wp:: a) {}",
+            "extern \"C\" __global__ void k(int a>) {}",
+        ] {
+            let _ = parse_cu(text, "x.cu");
+            let _ = parse_meta(text, "x.meta");
+        }
+        // Every prefix of the real fixture parses or fails cleanly.
+        for cut in (0..FIXTURE_CU.len()).step_by(61) {
+            if FIXTURE_CU.is_char_boundary(cut) {
+                let _ = parse_cu(&FIXTURE_CU[..cut], "x.cu");
+            }
+        }
+        for cut in 0..FIXTURE_META.len() {
+            let _ = parse_meta(&FIXTURE_META[..cut], "x.meta");
+        }
+        let e = err("/* open\n\n");
+        assert_eq!(e.line(), 1);
+        assert!(e.message().contains("unterminated"));
+        let e = err("struct S {\n int a;\n");
+        assert!(e.message().contains("not closed"), "{e}");
+    }
+
+    #[test]
+    fn meta_errors_and_other_keys() {
+        let m = parse_meta(
+            "{\"a_smem_bytes\": 48,\n \"note\": {\"x\": [1, \"\\u0041\", null, true]}}",
+            "m.meta",
+        )
+        .unwrap();
+        assert_eq!(m.shared_memory_bytes("a"), Some(48));
+        assert_eq!(
+            m.other.get("note"),
+            Some(&MetaValue::Object(vec![(
+                "x".into(),
+                MetaValue::Array(vec![
+                    MetaValue::Number("1".into()),
+                    MetaValue::String("A".into()),
+                    MetaValue::Null,
+                    MetaValue::Bool(true),
+                ])
+            )]))
+        );
+
+        let e = parse_meta("{\"a_smem_bytes\": 1,\n\"b_smem_bytes\": -4}", "m.meta").unwrap_err();
+        assert_eq!(e.to_string().split(": ").next(), Some("m.meta:2"));
+        assert!(e.message().contains("\"b_smem_bytes\""), "{e}");
+        assert!(e.message().contains("-4"), "{e}");
+        let e = parse_meta("{\"a_smem_bytes\": 1.5}", "m.meta").unwrap_err();
+        assert!(e.message().contains("whole number"), "{e}");
+        let e = parse_meta("{\"a_smem_bytes\": 4294967296}", "m.meta").unwrap_err();
+        assert!(e.message().contains("4294967295"), "{e}");
+        let e = parse_meta("{\"a_smem_bytes\": 1,\n\n\"a_smem_bytes\": 2}", "m.meta").unwrap_err();
+        assert_eq!(e.line(), 3);
+        assert!(e.message().contains("twice"), "{e}");
+        let e = parse_meta("[1]", "m.meta").unwrap_err();
+        assert!(e.message().contains("JSON object"), "{e}");
+        let e = parse_meta("{\"a\": 1} x", "m.meta").unwrap_err();
+        assert!(e.message().contains("after the JSON object"), "{e}");
+        let e = parse_meta("{\"a\" 1}", "m.meta").unwrap_err();
+        assert!(e.message().contains("`:`"), "{e}");
+        let deep = format!("{{\"a\": {}{}}}", "[".repeat(100), "]".repeat(100));
+        let e = parse_meta(&deep, "m.meta").unwrap_err();
+        assert!(e.message().contains("nested deeper"), "{e}");
+    }
+}
