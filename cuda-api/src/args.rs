@@ -14,7 +14,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Error, Result};
 use crate::function::Function;
-use crate::launch::LaunchConfig;
+use crate::context::Context;
+use crate::launch::{LaunchConfig, check_nonzero, check_shape};
 use crate::memory::{
     ConstDevicePtr, DeviceBuffer, DevicePtr, DeviceRepr, DeviceView, DeviceViewMut,
 };
@@ -289,8 +290,9 @@ struct Decl {
 /// A kernel whose parameters were declared at run time (names and types)
 /// and checked against the driver's layout (count, size, offset). Launches
 /// take an [`ArgBlock`] and are safe.
+#[derive(Clone)]
 pub struct DynKernel {
-    func: Function,
+    func: Arc<Function>,
     decl: Arc<Decl>,
 }
 
@@ -325,7 +327,7 @@ impl DynKernel {
                 layout,
                 space,
             }),
-            func,
+            func: Arc::new(func),
         })
     }
 
@@ -369,6 +371,42 @@ impl DynKernel {
         args: &ArgBlock<'_>,
     ) -> Result<()> {
         self.launch_impl(stream, &cfg, args, true)
+    }
+
+    /// The parameters of a CUDA graph kernel node that runs this kernel in
+    /// `ctx` with `cfg` and `args`, checked as a launch is (the block is this
+    /// kernel's and complete; no zero dimension; the block and shared memory
+    /// within the function's and the device's limits). For
+    /// `cuGraphAddKernelNode` or `cuGraphExecKernelNodeSetParams`: the
+    /// result points into `args`' storage, so `args` must outlive its use
+    /// and not be changed in between.
+    pub fn kernel_node_params(
+        &self,
+        ctx: &Context,
+        cfg: &LaunchConfig,
+        args: &ArgBlock<'_>,
+    ) -> Result<cuda_sys::CUDA_KERNEL_NODE_PARAMS> {
+        args.ready_for(&self.decl)?;
+        check_nonzero(&self.decl.name, cfg)?;
+        let device = ctx.device().limits()?;
+        let limits = self.func.limits(ctx)?;
+        check_shape(&self.decl.name, device, &limits, cfg)?;
+        let handle = self.func.launch_handle();
+        let library = self.func.home_context().is_none();
+        Ok(cuda_sys::CUDA_KERNEL_NODE_PARAMS {
+            func: if library { std::ptr::null_mut() } else { handle },
+            gridDimX: cfg.grid.x,
+            gridDimY: cfg.grid.y,
+            gridDimZ: cfg.grid.z,
+            blockDimX: cfg.block.x,
+            blockDimY: cfg.block.y,
+            blockDimZ: cfg.block.z,
+            sharedMemBytes: cfg.shared_mem_bytes,
+            kernelParams: args.ptrs.as_ptr().cast_mut(),
+            extra: std::ptr::null_mut(),
+            kern: if library { handle.cast() } else { std::ptr::null_mut() },
+            ctx: if library { ctx.raw() } else { std::ptr::null_mut() },
+        })
     }
 
     #[inline]

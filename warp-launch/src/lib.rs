@@ -1,3 +1,91 @@
-//! A launch layer modelled on NVIDIA Warp's `warp.launch`, built on `cuda-api`.
+//! NVIDIA Warp's `warp.launch` for Rust, built on `cuda-api`.
 //!
-//! This crate is being built; it has no items yet.
+//! Kernels come from two sources that share Warp's kernel ABI
+//! (`launch_bounds_t<N>` first, arrays as `array_t<T>` by value; see
+//! [`generated::abi`]):
+//! - kernels written in Warp and compiled ahead of time by Warp
+//!   (`wp.compile_aot_module(module, arch=90, module_dir=DIR, use_ptx=False,
+//!   strip_hash=True)`), loaded with [`AotModule::load`]; their parameters
+//!   are read from the generated `.cu`, no Python at run time;
+//! - CUDA C kernels written against `include/warp_launch.h` (or any image),
+//!   declared in Rust with [`KernelSpec`].
+//!
+//! A launch covers a domain of 1 to 4 dimensions with Warp's semantics
+//! (padding, extra dimensions folded into `coord_mult`, grid-stride or lean
+//! grids, `max_blocks`, `block_dim` 256 by default), and checks every
+//! argument before the driver sees it: count, kind, dtype, dimensions and
+//! where each array lives ([`AccessMode`]). [`Launch`] is the reusable,
+//! allocation-free form (Warp's `record_cmd`); [`Tape`] records launches and
+//! runs their backward kernels; [`Graph`] captures launches into a CUDA graph
+//! whose kernel nodes can be updated in place; the `"cpu"` device runs
+//! kernels that have a Rust implementation.
+//!
+//! ```no_run
+//! use warp_launch::{AotModule, Array, DType, Device, Tape};
+//!
+//! fn main() -> warp_launch::Result<()> {
+//!     // A directory written by wp.compile_aot_module for a module holding
+//!     //   @wp.kernel
+//!     //   def saxpy(a: float, x: wp.array(dtype=float), y: wp.array(dtype=float)):
+//!     //       i = wp.tid()
+//!     //       y[i] = a * x[i] + y[i]
+//!     let module = AotModule::load("target/warp-aot/aot")?;
+//!     let saxpy = module.kernel("saxpy")?;
+//!
+//!     let dev = Device::Cuda(0);
+//!     let x = Array::from_slice(dev, &[1.0f32, 2.0, 3.0, 4.0], &[4])?.with_grad()?;
+//!     let y = Array::zeros(dev, DType::by_name("float32").unwrap(), &[4])?.with_grad()?;
+//!
+//!     // wp.launch(saxpy, dim=4, inputs=[2.0, x], outputs=[y]), recorded by the tape.
+//!     let mut tape = Tape::new();
+//!     tape.record(|| saxpy.launch(4).inputs((2.0f32, &x)).outputs(&y).run())?;
+//!     println!("y = {:?}", y.to_vec::<f32>()?);
+//!
+//!     // Gradients: dy/dx = a for each element.
+//!     tape.backward(&y)?;
+//!     println!("dy/dx = {:?}", x.grad().unwrap().to_vec::<f32>()?);
+//!
+//!     // A reusable launch: checked once, replayed without allocating.
+//!     let stream = cuda_api::Stream::new(&dev.context()?)?;
+//!     let mut launch = saxpy.launch(4).inputs((0.0f32, &x, &y)).stream(&stream).record()?;
+//!     for i in 0..10 {
+//!         launch.set_param_by_name("a", i as f32)?;
+//!         launch.launch(&stream)?;
+//!     }
+//!     stream.synchronize()?;
+//!     Ok(())
+//! }
+//! ```
+
+#![deny(missing_docs)]
+
+pub mod access;
+pub mod aot;
+pub mod array;
+pub mod bind;
+pub mod command;
+pub mod cpu;
+pub mod device;
+pub mod domain;
+pub mod dtype;
+pub mod error;
+pub mod generated;
+pub mod graph;
+pub mod kernel;
+pub mod source;
+pub mod storage;
+pub mod tape;
+
+pub use access::enable_peer_access;
+pub use aot::AotModule;
+pub use array::{Array, TypedArray};
+pub use bind::{Arg, IntoArg, IntoArgs, StructValue, WarpStruct};
+pub use command::{Dim, Launch, LaunchBuilder, MaxBlocks};
+pub use cpu::{CpuArgs, CpuArray, CpuFn, Thread, cpu_fn};
+pub use device::{AccessMode, Device, IntoDevice, default_access_mode, set_default_access_mode};
+pub use dtype::{DType, Element, Value};
+pub use error::{AccessError, ArgumentError, Error, Result};
+pub use graph::Graph;
+pub use kernel::{Kernel, KernelParam, KernelSpec, ParamKind, StructType};
+pub use storage::Memory;
+pub use tape::{GradientCheck, Tape, check_gradients};

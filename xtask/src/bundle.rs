@@ -16,6 +16,7 @@ const RUN_SH: &str = r#"#!/usr/bin/env bash
 # line is the summary: `N passed, M failed`.
 cd "$(dirname "$0")"
 export SDK_TEST_KERNELS="$PWD/kernels"
+export SDK_WARP_DATA="$PWD/warp"
 passed=0; failed=0
 for t in bin/*; do
   echo "== $t"
@@ -47,17 +48,74 @@ fn run(cmd: &mut Command) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// Compiles `tests/kernels/kernels.cu` into `dir` as PTX and sm_90 cubin.
+/// The kernel sources the bundle compiles (`tests/kernels/NAME.cu`), each
+/// to PTX and sm_90 cubin; `warp_header` uses `warp-launch/include`.
+pub const KERNEL_SOURCES: &[&str] = &["kernels", "warp_header"];
+
+/// Compiles every `tests/kernels/NAME.cu` of [`KERNEL_SOURCES`] into `dir`
+/// as `NAME.ptx` and `NAME.cubin`.
 pub fn compile_kernels(root: &Path, dir: &Path) -> Result<()> {
     let nvcc = provision::nvcc()?;
     std::fs::create_dir_all(dir)?;
-    let src = root.join("tests/kernels/kernels.cu");
-    for (flag, name) in [("-ptx", "kernels.ptx"), ("-cubin", "kernels.cubin")] {
-        run(Command::new(&nvcc)
-            .args(["-arch=sm_90", "-O3", flag])
-            .arg(&src)
-            .arg("-o")
-            .arg(dir.join(name)))?;
+    for name in KERNEL_SOURCES {
+        let src = root.join("tests/kernels").join(format!("{name}.cu"));
+        for ext in ["ptx", "cubin"] {
+            run(Command::new(&nvcc)
+                .args(["-arch=sm_90", "-O3", "-std=c++17", &format!("-{ext}")])
+                .arg("-I")
+                .arg(root.join("warp-launch/include"))
+                .arg(&src)
+                .arg("-o")
+                .arg(dir.join(format!("{name}.{ext}"))))?;
+        }
+    }
+    Ok(())
+}
+
+/// Warp and numpy for `tests/warp/build.py`, pinned.
+pub const WARP_PYTHON: &[&str] = &["warp-lang==1.19.0", "numpy==2.2.6"];
+
+/// Runs `tests/warp/build.py` (Warp compiles the test module ahead of time
+/// and computes reference results on its CPU device) into `out`, installing
+/// the pinned Warp and numpy with pip under `target/cuda-cache/warp-py` on
+/// first use.
+pub fn build_warp_data(root: &Path, out: &Path) -> Result<()> {
+    let py = root.join("target/cuda-cache/warp-py");
+    if !py.join("warp/__init__.py").is_file() || !py.join("numpy/__init__.py").is_file() {
+        eprintln!(
+            "xtask: installing {} with pip into {}",
+            WARP_PYTHON.join(" "),
+            py.display()
+        );
+        run(Command::new("python3")
+            .args(["-m", "pip", "install", "--quiet", "--no-deps", "--target"])
+            .arg(&py)
+            .args(WARP_PYTHON))?;
+    }
+    if out.exists() {
+        std::fs::remove_dir_all(out)?;
+    }
+    run(Command::new("python3")
+        .env("PYTHONPATH", &py)
+        .arg(root.join("tests/warp/build.py"))
+        .arg(out))?;
+    // Warp's kernel cache is not needed on the GPU machine.
+    let cache = out.join(".warp-cache");
+    if cache.exists() {
+        std::fs::remove_dir_all(cache)?;
+    }
+    Ok(())
+}
+
+fn copy_dir(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to)?;
+    for e in std::fs::read_dir(from)?.flatten() {
+        let target = to.join(e.file_name());
+        if e.file_type()?.is_dir() {
+            copy_dir(&e.path(), &target)?;
+        } else {
+            std::fs::copy(e.path(), target)?;
+        }
     }
     Ok(())
 }
@@ -73,9 +131,14 @@ pub fn build(root: &Path) -> Result<()> {
     }
     let kernels = root.join("target/kernels");
     compile_kernels(root, &kernels)?;
-    for name in ["kernels.ptx", "kernels.cubin"] {
-        std::fs::copy(kernels.join(name), out.join("kernels").join(name))?;
+    for name in KERNEL_SOURCES {
+        for ext in ["ptx", "cubin"] {
+            let file = format!("{name}.{ext}");
+            std::fs::copy(kernels.join(&file), out.join("kernels").join(&file))?;
+        }
     }
+    build_warp_data(root, &root.join("target/warp-aot"))?;
+    copy_dir(&root.join("target/warp-aot"), &out.join("warp"))?;
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let json = run(Command::new(&cargo).current_dir(root).args([
         "test",
@@ -118,11 +181,12 @@ pub fn build(root: &Path) -> Result<()> {
         "sdk-tests",
         "--examples",
     ]))?;
-    let example = "device_count";
-    std::fs::copy(
-        root.join("target/release/examples").join(example),
-        out.join("examples").join(example),
-    )?;
+    for example in ["device_count", "warp_saxpy", "warp_aot"] {
+        std::fs::copy(
+            root.join("target/release/examples").join(example),
+            out.join("examples").join(example),
+        )?;
+    }
     let bench_json = run(Command::new(&cargo).current_dir(root).args([
         "bench",
         "--no-run",

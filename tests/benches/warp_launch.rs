@@ -1,0 +1,199 @@
+//! Host cost of `warp-launch` launches against the raw `cuLaunchKernel` with
+//! the same arguments, measured in the same run: an immediate `launch` of
+//! Warp's AOT `saxpy` (bounds + 3 arguments), a `Launch` replay, and the
+//! heap allocations of each. Writes the results as a Markdown table and an
+//! SVG chart to `$SDK_BENCH_OUT` (default `bench-results/`).
+//!
+//! Build with `cargo xtask gpu-bundle`; run on a GPU machine.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::ffi::c_void;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use warp_launch::generated::abi::LaunchBounds1;
+use warp_launch::{AotModule, Array, DType, Device};
+
+struct Counting;
+static ALLOCS: AtomicUsize = AtomicUsize::new(0);
+// SAFETY: forwards to the system allocator, counting calls.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        unsafe { System.dealloc(p, l) }
+    }
+}
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+const BATCH: usize = 500;
+const ROUNDS: usize = 41;
+const N: usize = 256;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// Median microseconds per call of `f` over ROUNDS batches, and heap
+/// allocations per call.
+fn measure(stream: &cuda_api::Stream, f: impl FnMut()) -> (f64, f64) {
+    measure_batch(stream, BATCH, f)
+}
+
+/// As [`measure`] with `batch` calls per round (few, for calls that queue
+/// much GPU work, so the host never waits for a full queue while timed).
+fn measure_batch(stream: &cuda_api::Stream, batch: usize, mut f: impl FnMut()) -> (f64, f64) {
+    for _ in 0..batch {
+        f();
+    }
+    stream.synchronize().unwrap();
+    let mut times = Vec::with_capacity(ROUNDS);
+    let mut allocs = 0usize;
+    for _ in 0..ROUNDS {
+        let a0 = ALLOCS.load(Ordering::Relaxed);
+        let t = Instant::now();
+        for _ in 0..batch {
+            f();
+        }
+        let dt = t.elapsed().as_secs_f64();
+        allocs += ALLOCS.load(Ordering::Relaxed) - a0;
+        stream.synchronize().unwrap();
+        times.push(dt * 1e6 / batch as f64);
+    }
+    (median(times), allocs as f64 / (ROUNDS * batch) as f64)
+}
+
+fn main() {
+    let dir = sdk_tests::warp::data_dir().join("aot");
+    let module = AotModule::load(&dir).expect("Warp AOT module (cargo xtask gpu-bundle)");
+    let saxpy = module.kernel("saxpy").unwrap();
+    let dev = Device::Cuda(0);
+    let stream = cuda_api::Stream::new(&dev.context().unwrap()).unwrap();
+    let f32t = DType::by_name("float32").unwrap();
+    let x = Array::zeros(dev, f32t, &[N]).unwrap();
+    let y = Array::zeros(dev, f32t, &[N]).unwrap();
+
+    // Raw: the same kernel and argument bytes through cuLaunchKernel.
+    let func = saxpy.cuda_function(false).unwrap();
+    let recorded = saxpy.launch(N).inputs((2.0f32, &x, &y)).stream(&stream).record().unwrap();
+    recorded.launch(&stream).unwrap();
+    let grid = recorded.plan().grid;
+    let mut bounds = LaunchBounds1 {
+        shape: [N as u32],
+        size: N,
+        coord_mult: 1,
+    };
+    let mut a = 2.0f32;
+    let mut xa = x.abi();
+    let mut ya = y.abi();
+    let mut params: [*mut c_void; 4] = [
+        (&mut bounds as *mut LaunchBounds1).cast(),
+        (&mut a as *mut f32).cast(),
+        (&mut xa as *mut _ as *mut c_void),
+        (&mut ya as *mut _ as *mut c_void),
+    ];
+    let handle = func.launch_handle();
+    let raw_stream = stream.raw();
+    let pp = params.as_mut_ptr();
+    let raw = || {
+        // SAFETY: the saxpy forward kernel's parameters (bounds, float,
+        // array_t, array_t) at the addresses above, alive for the calls.
+        let r = unsafe {
+            cuda_sys::cuLaunchKernel(handle, grid[0], 1, 1, 256, 1, 1, 0, raw_stream, pp, std::ptr::null_mut())
+        };
+        assert_eq!(r, cuda_sys::CUresult::CUDA_SUCCESS);
+    };
+
+    let (t_raw, al_raw) = measure(&stream, raw);
+    let (t_launch, al_launch) = measure(&stream, || {
+        saxpy.launch(N).inputs((2.0f32, &x, &y)).stream(&stream).run().unwrap();
+    });
+    let (t_replay, al_replay) = measure(&stream, || recorded.launch(&stream).unwrap());
+    let (t_raw2, _) = measure(&stream, raw);
+    let t_raw = t_raw.min(t_raw2);
+
+    // 100 kernels: one by one (replayed Launches) vs one captured graph.
+    const KERNELS: usize = 100;
+    let launches: Vec<_> = (0..KERNELS)
+        .map(|_| saxpy.launch(N).inputs((2.0f32, &x, &y)).stream(&stream).record().unwrap())
+        .collect();
+    let (t_one_by_one, _) = measure_batch(&stream, 5, || {
+        for l in &launches {
+            l.launch(&stream).unwrap();
+        }
+    });
+    let graph = warp_launch::Graph::capture(&stream, launches).unwrap();
+    let (t_graph, al_graph) = measure_batch(&stream, 5, || graph.launch(&stream).unwrap());
+    let (t_one, t_g) = (t_one_by_one / KERNELS as f64, t_graph / KERNELS as f64);
+    println!(
+        "bench warp: {KERNELS} kernels one by one (Launch::launch)       median {t_one:.3} us/kernel"
+    );
+    println!(
+        "bench warp: {KERNELS} kernels as one graph (Graph::launch)      median {t_g:.3} us/kernel ({:.3}x one by one, goal <= 0.5), heap allocations {al_graph:.1}",
+        t_g / t_one
+    );
+
+    let rows = [
+        ("raw cuLaunchKernel (Warp saxpy, 4 params)", t_raw, al_raw),
+        ("warp-launch kernel.launch(..).run()", t_launch, al_launch),
+        ("warp-launch Launch::launch (replay)", t_replay, al_replay),
+    ];
+    for (name, t, al) in rows {
+        println!(
+            "bench warp: {name:<44} median {t:.3} us/launch ({:.3}x raw), heap allocations {al:.1}",
+            t / t_raw
+        );
+    }
+    println!(
+        "bench warp summary: launch {:.3}x raw (goal <= 1.15), replay {:.3}x raw (goal <= 1.05), replay heap allocations {al_replay:.1} (goal 0); {ROUNDS} rounds x {BATCH} launches, medians",
+        t_launch / t_raw,
+        t_replay / t_raw
+    );
+    write_results(&rows, t_raw);
+}
+
+fn write_results(rows: &[(&str, f64, f64)], t_raw: f64) {
+    let out = std::env::var_os("SDK_BENCH_OUT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("bench-results"));
+    if std::fs::create_dir_all(&out).is_err() {
+        eprintln!("bench warp: cannot create {}", out.display());
+        return;
+    }
+    let mut md = String::from(
+        "| launch | median us/launch | x raw | heap allocations/launch |\n|---|---:|---:|---:|\n",
+    );
+    for (name, t, al) in rows {
+        md += &format!("| {name} | {t:.3} | {:.3} | {al:.1} |\n", t / t_raw);
+    }
+    let max = rows.iter().map(|r| r.1).fold(0.0, f64::max) * 1.1;
+    let (w, bar_h, gap, left) = (640.0, 28.0, 14.0, 300.0);
+    let h = rows.len() as f64 * (bar_h + gap) + 40.0;
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n<text x=\"4\" y=\"16\">Host cost per launch (us, median; lower is better)</text>\n"
+    );
+    for (i, (name, t, _)) in rows.iter().enumerate() {
+        let y = 28.0 + i as f64 * (bar_h + gap);
+        let bw = (w - left - 60.0) * t / max;
+        svg += &format!(
+            "<text x=\"4\" y=\"{:.1}\">{name}</text>\n<rect x=\"{left}\" y=\"{y:.1}\" width=\"{bw:.1}\" height=\"{bar_h}\" fill=\"#76b900\"/>\n<text x=\"{:.1}\" y=\"{:.1}\">{t:.2} ({:.2}x)</text>\n",
+            y + bar_h * 0.65,
+            left + bw + 4.0,
+            y + bar_h * 0.65,
+            t / t_raw
+        );
+    }
+    svg += "</svg>\n";
+    let ok = std::fs::write(out.join("warp_launch.md"), md).is_ok()
+        && std::fs::write(out.join("warp_launch.svg"), svg).is_ok();
+    println!(
+        "bench warp: results {} in {}",
+        if ok { "written" } else { "NOT written" },
+        out.display()
+    );
+}

@@ -1,0 +1,42 @@
+//! Loads a directory written by Warp's `wp.compile_aot_module` and lists
+//! its kernels with their parameters, as `warp-launch` read them from the
+//! generated source and checked them against the driver's layout.
+//!
+//! `cargo run --example warp_aot -- DIR` (default: `$SDK_WARP_DATA/aot`, or
+//! `target/warp-aot/aot` written by `cargo xtask gpu-bundle`). Without a GPU
+//! driver it prints the driver-not-found error.
+
+use std::process::ExitCode;
+
+use warp_launch::AotModule;
+
+fn main() -> ExitCode {
+    let dir = std::env::args()
+        .nth(1)
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| sdk_tests::warp::data_dir().join("aot"));
+    let module = match AotModule::load(&dir) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("warp_aot: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!("Warp module '{}' from {}:", module.name(), dir.display());
+    for key in module.keys() {
+        let Ok(k) = module.kernel(key) else { continue };
+        let params: Vec<String> = k
+            .params()
+            .iter()
+            .map(|p| format!("{}: {}", p.name, p.kind.describe()))
+            .collect();
+        println!(
+            "  {key} ({}-D, {}{}): {}",
+            k.kernel_dim(),
+            if k.is_grid_stride() { "grid-stride" } else { "lean" },
+            if k.has_backward() { ", with backward" } else { "" },
+            params.join("; ")
+        );
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,145 @@
+//! Helpers for the `warp-launch` tests: the reference data that
+//! `tests/warp/build.py` writes with Warp 1.19.0 (AOT module, inputs and
+//! Warp's CPU results, `manifest.json`), turned into arrays and arguments;
+//! and CPU implementations of the Warp test kernels.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::Value as Json;
+use warp_launch::{
+    Arg, Array, CpuFn, DType, Device, Kernel, StructValue, Value, cpu_fn,
+    storage::Storage,
+};
+
+/// The directory `tests/warp/build.py` wrote: `SDK_WARP_DATA` (set by the
+/// GPU bundle's run.sh), else `target/warp-aot` (written by
+/// `cargo xtask gpu-bundle`).
+pub fn data_dir() -> PathBuf {
+    match std::env::var_os("SDK_WARP_DATA") {
+        Some(d) => PathBuf::from(d),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/warp-aot"),
+    }
+}
+
+/// The parsed `manifest.json`.
+pub fn manifest(dir: &Path) -> Json {
+    let text = std::fs::read_to_string(dir.join("manifest.json"))
+        .unwrap_or_else(|e| panic!("{}/manifest.json: {e} (run cargo xtask gpu-bundle)", dir.display()));
+    serde_json::from_str(&text).expect("manifest.json parses")
+}
+
+fn hex(s: &str) -> Vec<u8> {
+    (0..s.len() / 2)
+        .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).expect("hex"))
+        .collect()
+}
+
+fn usizes(v: &Json) -> Vec<usize> {
+    v.as_array().expect("list").iter().map(|e| e.as_u64().expect("int") as usize).collect()
+}
+
+/// An array on `device` holding the bytes of `file` (the whole backing
+/// storage) viewed with the manifest's dtype, shape, byte strides and offset.
+pub fn array_from(dir: &Path, device: Device, a: &Json, file_key: &str) -> Array {
+    let dtype = DType::by_name(a["dtype"].as_str().expect("dtype")).expect("known dtype");
+    let bytes = std::fs::read(dir.join(a[file_key].as_str().expect("file"))).expect("array file");
+    let base = Array::zeros(device, DType::by_name("uint8").unwrap(), &[bytes.len().max(1)]).unwrap();
+    base.copy_from_slice(&bytes).unwrap();
+    let shape = usizes(&a["shape"]);
+    let strides: Vec<isize> = usizes(&a["strides"]).into_iter().map(|s| s as isize).collect();
+    let offset = a.get("offset").and_then(Json::as_u64).unwrap_or(0) as usize;
+    Array::from_parts(Arc::clone(base.storage()), device, offset, dtype, &shape, &strides).unwrap()
+}
+
+/// The whole storage of `a` as bytes.
+pub fn storage_bytes(a: &Array) -> Vec<u8> {
+    let s: &Storage = a.storage();
+    let mut out = vec![0u8; s.bytes()];
+    s.copy_to_host(0, &mut out).unwrap();
+    out
+}
+
+/// The argument a manifest entry describes (arrays from their files).
+pub fn arg_from(dir: &Path, device: Device, a: &Json) -> Arg {
+    match a["kind"].as_str().expect("kind") {
+        "array" => Arg::Array(array_from(dir, device, a, "file")),
+        "scalar" => {
+            let dtype = DType::by_name(a["dtype"].as_str().unwrap()).unwrap();
+            Arg::Value(Value::from_bytes(dtype, &hex(a["bytes_hex"].as_str().unwrap())).unwrap())
+        }
+        "struct" => Arg::Struct(StructValue::from_bytes(
+            a["native_name"].as_str().unwrap(),
+            &hex(a["bytes_hex"].as_str().unwrap()),
+        )),
+        k => panic!("unknown kind {k}"),
+    }
+}
+
+/// Compares bytes of dtype `dtype` as numbers: floats within `rel`
+/// relative (or 1e-6 absolute), everything else exactly. Returns the first
+/// mismatch.
+pub fn compare(dtype: &DType, got: &[u8], want: &[u8], rel: f64) -> Result<(), String> {
+    if got.len() != want.len() {
+        return Err(format!("{} bytes vs {} expected", got.len(), want.len()));
+    }
+    let scalar = dtype.scalar.size();
+    for (i, (g, w)) in got.chunks(scalar).zip(want.chunks(scalar)).enumerate() {
+        let (gv, wv) = match (dtype.scalar.name(), scalar) {
+            ("float32", 4) => (
+                f32::from_le_bytes(g.try_into().unwrap()) as f64,
+                f32::from_le_bytes(w.try_into().unwrap()) as f64,
+            ),
+            ("float64", 8) => (
+                f64::from_le_bytes(g.try_into().unwrap()),
+                f64::from_le_bytes(w.try_into().unwrap()),
+            ),
+            _ => {
+                if g != w {
+                    return Err(format!("scalar {i}: {g:?} vs {w:?}"));
+                }
+                continue;
+            }
+        };
+        if (gv - wv).abs() > rel * wv.abs().max(1e-6 / rel.max(1e-12)).min(f64::MAX) && (gv - wv).abs() > 1e-6 {
+            return Err(format!("scalar {i}: {gv} vs {wv}"));
+        }
+    }
+    Ok(())
+}
+
+/// CPU implementations of the Warp test kernels `chain_sin` (y = sin(x) * a)
+/// and `chain_loss` (loss += y * y), forward and backward, with the
+/// parameter order of `tests/warp/kernels.py`.
+pub fn chain_cpu() -> [(CpuFn, CpuFn); 2] {
+    let sin_fwd = cpu_fn(|t, args| {
+        let i = t.tid();
+        let a: f32 = args.value(1)?;
+        args.array::<f32>(2)?.set(i, args.array::<f32>(0)?.get(i)?.sin() * a)
+    });
+    let sin_bwd = cpu_fn(|t, args| {
+        // adjoints follow the forward parameters: adj_x (3), adj_a (4), adj_y (5)
+        let i = t.tid();
+        let a: f32 = args.value(1)?;
+        let x = args.array::<f32>(0)?.get(i)?;
+        let gy = args.array::<f32>(5)?.get(i)?;
+        args.array::<f32>(3)?.add(i, gy * a * x.cos())
+    });
+    let loss_fwd = cpu_fn(|t, args| {
+        let y = args.array::<f32>(0)?.get(t.tid())?;
+        args.array::<f32>(1)?.add(0, y * y)
+    });
+    let loss_bwd = cpu_fn(|t, args| {
+        // adj_y (2), adj_loss (3)
+        let i = t.tid();
+        let y = args.array::<f32>(0)?.get(i)?;
+        let gl = args.array::<f32>(3)?.get(0)?;
+        args.array::<f32>(2)?.add(i, 2.0 * y * gl)
+    });
+    [(sin_fwd, sin_bwd), (loss_fwd, loss_bwd)]
+}
+
+/// `kernel` with the CPU implementation `imp` added.
+pub fn with_cpu(kernel: &Kernel, imp: &(CpuFn, CpuFn)) -> Kernel {
+    kernel.with_cpu(imp.0.clone(), Some(imp.1.clone()))
+}

@@ -1,0 +1,270 @@
+//! `warp-launch` end to end on a GPU: kernels written in Warp, compiled
+//! ahead of time by Warp 1.19.0 (`tests/warp/kernels.py`, built by
+//! `cargo xtask gpu-bundle`), launched from Rust and compared with Warp's
+//! own CPU results; the tape against Warp's tape; the same program on our
+//! CPU device; max_blocks caps; access modes with page-locked and managed
+//! memory; a `Launch` replayed 10,000 times.
+
+use std::path::Path;
+
+use cuda_api::MemoryKind;
+use serde_json::Value as Json;
+use sdk_tests::warp::{arg_from, array_from, chain_cpu, compare, data_dir, manifest, storage_bytes, with_cpu};
+use warp_launch::{AccessMode, AotModule, Arg, Array, DType, Device, Error, Tape};
+
+fn module(dir: &Path) -> AotModule {
+    AotModule::load(dir.join("aot")).expect("Warp AOT module loads")
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn warp_kernels_give_warps_results() {
+    let dir = data_dir();
+    let m = manifest(&dir);
+    let module = module(&dir);
+    let dev = Device::Cuda(0);
+    let mut checked = 0;
+    for case in m["cases"].as_array().unwrap() {
+        let name = case["name"].as_str().unwrap();
+        let kernel = module.kernel(case["kernel"].as_str().unwrap()).unwrap();
+        let specs = case["args"].as_array().unwrap();
+        let args: Vec<Arg> = specs.iter().map(|a| arg_from(&dir, dev, a)).collect();
+        let dim: Vec<i64> = case["dim"].as_array().unwrap().iter().map(|e| e.as_i64().unwrap()).collect();
+        kernel
+            .launch(dim)
+            .inputs(args.clone())
+            .device(dev)
+            .block_dim(case["block_dim"].as_u64().unwrap() as u32)
+            .max_blocks(case["max_blocks"].as_i64().unwrap())
+            .run()
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        for (spec, arg) in specs.iter().zip(&args) {
+            let Some(file) = spec["expected_file"].as_str() else { continue };
+            let want = std::fs::read(dir.join(file)).unwrap();
+            let a = arg.as_array().unwrap();
+            compare(a.dtype(), &storage_bytes(a), &want, 1e-5)
+                .unwrap_or_else(|e| panic!("{name}: argument '{}': {e}", spec["name"]));
+            checked += 1;
+        }
+        println!("{name}: {} over {:?}: matches Warp", kernel.name(), case["dim"]);
+    }
+    assert!(checked >= 15, "only {checked} outputs compared");
+}
+
+fn tape_case(dir: &Path, m: &Json, device: Device, cpu: bool) -> (Json, Vec<(String, Array)>) {
+    let case = m["tape_cases"][0].clone();
+    let module = module(dir);
+    let imps = chain_cpu();
+    let arrays: Vec<(String, Array)> = case["arrays"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(id, a)| {
+            let arr = array_from(dir, device, a, "file");
+            let arr = if a["requires_grad"].as_bool().unwrap() { arr.with_grad().unwrap() } else { arr };
+            (id.clone(), arr)
+        })
+        .collect();
+    let find = |id: &str| arrays.iter().find(|(i, _)| i == id).unwrap().1.clone();
+    let mut tape = Tape::new();
+    {
+        let _rec = tape.recording();
+        for l in case["launches"].as_array().unwrap() {
+            let key = l["kernel"].as_str().unwrap();
+            let mut kernel = module.kernel(key).unwrap();
+            if cpu {
+                kernel = with_cpu(&kernel, &imps[if key == "chain_sin" { 0 } else { 1 }]);
+            }
+            let args: Vec<Arg> = l["args"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| match a.get("array").and_then(Json::as_str) {
+                    Some(id) => Arg::Array(find(id)),
+                    None => arg_from(dir, device, a),
+                })
+                .collect();
+            let dim: Vec<i64> = l["dim"].as_array().unwrap().iter().map(|e| e.as_i64().unwrap()).collect();
+            kernel.launch(dim).inputs(args).device(device).run().unwrap();
+        }
+    }
+    assert_eq!(tape.launches().len(), 2);
+    tape.backward(&find(case["loss"].as_str().unwrap())).unwrap();
+    (case, arrays)
+}
+
+fn check_tape(dir: &Path, case: &Json, arrays: &[(String, Array)], grads_of: &[&str]) {
+    for (id, a) in arrays {
+        let spec = &case["arrays"][id];
+        let want = std::fs::read(dir.join(spec["expected_file"].as_str().unwrap())).unwrap();
+        compare(a.dtype(), &storage_bytes(a), &want, 1e-5).unwrap_or_else(|e| panic!("{id}: {e}"));
+        if grads_of.contains(&id.as_str())
+            && let Some(g) = spec["grad_expected_file"].as_str()
+        {
+            let want = std::fs::read(dir.join(g)).unwrap();
+            compare(a.dtype(), &storage_bytes(a.grad().unwrap()), &want, 1e-5)
+                .unwrap_or_else(|e| panic!("{id}.grad: {e}"));
+            println!("tape: {id}.grad matches Warp's tape");
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_tape_gives_warps_gradients_on_cuda_and_on_the_cpu() {
+    let dir = data_dir();
+    let m = manifest(&dir);
+    let (case, arrays) = tape_case(&dir, &m, Device::Cuda(0), false);
+    check_tape(&dir, &case, &arrays, &["x", "y", "loss"]);
+    // The same program on our CPU device (Rust implementations of the two
+    // kernels): the same values and input gradient. (y.grad differs by
+    // design: Warp's backward kernel zeroes an overwritten array's gradient.)
+    let (case, arrays) = tape_case(&dir, &m, Device::Cpu, true);
+    check_tape(&dir, &case, &arrays, &["x", "loss"]);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn capped_grids_visit_every_index_once() {
+    let dir = data_dir();
+    let k = module(&dir).kernel("count_visits").unwrap();
+    let int32 = DType::by_name("int32").unwrap();
+    for (n, max_blocks, block) in [(100_000usize, 1i64, 128u32), (100_000, 7, 128), (1 << 20, 3, 1024), (5, 0, 1)] {
+        let c = Array::zeros(Device::Cuda(0), int32, &[n]).unwrap();
+        k.launch(n).inputs(&c).max_blocks(max_blocks).block_dim(block).run().unwrap();
+        let v = c.to_vec::<i32>().unwrap();
+        assert!(v.iter().all(|&x| x == 1), "n {n} max_blocks {max_blocks}: not all 1");
+    }
+    let c = Array::zeros(Device::Cuda(0), int32, &[50_000]).unwrap();
+    let l = k
+        .launch(50_000)
+        .inputs(&c)
+        .max_blocks_as(warp_launch::MaxBlocks::Resident)
+        .cooperative(true)
+        .record()
+        .unwrap();
+    println!("resident grid for count_visits at 256 threads: {:?} blocks", l.plan().grid);
+    l.run().unwrap();
+    assert!(c.to_vec::<i32>().unwrap().iter().all(|&x| x == 1));
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn access_modes_with_page_locked_and_managed_memory() {
+    let dir = data_dir();
+    let k = module(&dir).kernel("saxpy").unwrap();
+    let f32t = DType::by_name("float32").unwrap();
+    let gpu = Device::Cuda(0);
+    let x = Array::from_slice(gpu, &[1.0f32; 8], &[8]).unwrap();
+    // Managed memory of cuda:0: fine under STRICT and CHECKED.
+    let managed = Array::zeros_in(gpu, f32t, &[8], MemoryKind::Managed).unwrap();
+    for mode in [AccessMode::Strict, AccessMode::Checked] {
+        k.launch(8).inputs((1.0f32, &x, &managed)).access_mode(mode).run().unwrap();
+    }
+    assert_eq!(managed.to_vec::<f32>().unwrap(), vec![2.0; 8]);
+    // A CPU array in page-locked memory: STRICT refuses (not on cuda:0);
+    // CHECKED asks the driver, which says it is page-locked memory of
+    // cuda:0's context, and launches.
+    let pinned = Array::zeros_in(Device::Cpu, f32t, &[8], MemoryKind::PinnedHost).unwrap();
+    let e = k.launch(8).inputs((3.0f32, &x, &pinned)).device(gpu).access_mode(AccessMode::Strict).run().unwrap_err();
+    assert!(matches!(e, Error::Access(_)), "{e}");
+    println!("STRICT: {e}");
+    k.launch(8).inputs((3.0f32, &x, &pinned)).device(gpu).access_mode(AccessMode::Checked).run().unwrap();
+    assert_eq!(pinned.to_vec::<f32>().unwrap(), vec![3.0; 8]);
+    // Ordinary host memory: CHECKED refuses it for a CUDA launch.
+    let host = Array::zeros(Device::Cpu, f32t, &[8]).unwrap();
+    let e = k.launch(8).inputs((3.0f32, &x, &host)).device(gpu).access_mode(AccessMode::Checked).run().unwrap_err();
+    assert!(matches!(e, Error::Access(_)), "{e}");
+    println!("CHECKED: {e}");
+    // Device memory for a CPU launch: refused whatever the mode.
+    let k_cpu = with_cpu(&k, &chain_cpu()[0]);
+    let e = k_cpu.launch(8).inputs((3.0f32, &x, &host)).device("cpu").access_mode(AccessMode::Relaxed).run().unwrap_err();
+    assert!(matches!(e, Error::Access(_)), "{e}");
+    println!("CPU launch: {e}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_launch_replayed_ten_thousand_times_with_changing_parameters() {
+    let dir = data_dir();
+    let k = module(&dir).kernel("saxpy").unwrap();
+    let gpu = Device::Cuda(0);
+    let stream = cuda_api::Stream::new(&gpu.context().unwrap()).unwrap();
+    let x = Array::from_slice(gpu, &[1.0f32; 64], &[64]).unwrap();
+    let y = Array::zeros(gpu, DType::by_name("float32").unwrap(), &[64]).unwrap();
+    let mut l = k.launch(64).inputs((0.0f32, &x, &y)).stream(&stream).record().unwrap();
+    let mut expected = vec![0.0f64; 64];
+    for i in 0..10_000 {
+        let a = (i % 7) as f32;
+        let n = 1 + (i % 64);
+        l.set_param_by_name("a", a).unwrap();
+        l.set_dim(&[n as i64]).unwrap();
+        l.launch(&stream).unwrap();
+        for e in expected.iter_mut().take(n) {
+            *e += a as f64;
+        }
+    }
+    stream.synchronize().unwrap();
+    let got = y.to_vec::<f32>().unwrap();
+    for (g, e) in got.iter().zip(&expected) {
+        assert_eq!(*g as f64, *e);
+    }
+    println!("replay: 10000 launches, y[0] = {}, y[63] = {}", got[0], got[63]);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn argument_errors_on_cuda_name_kernel_parameter_and_remedy() {
+    let dir = data_dir();
+    let k = module(&dir).kernel("add2d").unwrap();
+    let f32t = DType::by_name("float32").unwrap();
+    let a1 = Array::zeros(Device::Cuda(0), f32t, &[4]).unwrap();
+    let a2 = Array::zeros(Device::Cuda(0), f32t, &[4, 5]).unwrap();
+    let e = k.launch([4, 5]).inputs((&a2, &a2)).outputs(&a1).run().unwrap_err();
+    println!("{e}");
+    assert!(matches!(e, Error::Argument(_)), "{e}");
+    let lean = module(&dir).kernel("lean_fill").unwrap();
+    let i2 = Array::zeros(Device::Cuda(0), DType::by_name("int32").unwrap(), &[3, 3]).unwrap();
+    let e = lean.launch([3, 3]).inputs((1i32, &i2)).max_blocks(2).run().unwrap_err();
+    println!("{e}");
+    assert!(matches!(e, Error::Dim { .. }), "{e}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_captured_graph_of_100_launches_replays_and_updates_in_place() {
+    let dir = data_dir();
+    let k = module(&dir).kernel("saxpy").unwrap();
+    let gpu = Device::Cuda(0);
+    let stream = cuda_api::Stream::new(&gpu.context().unwrap()).unwrap();
+    let x = Array::from_slice(gpu, &[1.0f32; 32], &[32]).unwrap();
+    let y = Array::zeros(gpu, DType::by_name("float32").unwrap(), &[32]).unwrap();
+    let launches: Vec<_> = (0..100)
+        .map(|i| k.launch(32).inputs(((i % 3) as f32, &x, &y)).stream(&stream).record().unwrap())
+        .collect();
+    let per_replay: f32 = (0..100).map(|i| (i % 3) as f32).sum();
+    let mut graph = warp_launch::Graph::capture(&stream, launches).unwrap();
+    graph.launch(&stream).unwrap();
+    graph.launch(&stream).unwrap();
+    stream.synchronize().unwrap();
+    assert_eq!(y.to_vec::<f32>().unwrap(), vec![2.0 * per_replay; 32]);
+    // Launch 50 had a = 2; make it 100 and cover only 16 elements.
+    graph
+        .update(50, |l| {
+            l.set_param_by_name("a", 100.0f32)?;
+            l.set_dim(&[16])?;
+            Ok(())
+        })
+        .unwrap();
+    graph.launch(&stream).unwrap();
+    stream.synchronize().unwrap();
+    let got = y.to_vec::<f32>().unwrap();
+    let first = 3.0 * per_replay - 2.0 + 100.0;
+    let rest = 3.0 * per_replay - 2.0;
+    assert!(got[..16].iter().all(|&v| v == first), "{got:?}");
+    assert!(got[16..].iter().all(|&v| v == rest), "{got:?}");
+    // A refused change leaves the graph as it was.
+    let e = graph.update(50, |l| l.set_param_by_name("a", &x).map(|_| ())).unwrap_err();
+    println!("graph update refused: {e}");
+    println!("graph: 100 launches captured, replayed 3 times, launch 50 updated in place");
+}

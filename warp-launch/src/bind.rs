@@ -1,0 +1,339 @@
+//! Arguments ([`Arg`]) and their checks against a kernel's parameters:
+//! kind (array, value, struct), dtype, dimensions, device and access mode,
+//! with messages that name the kernel, the parameter, what it takes, what
+//! was given, and what to do.
+
+use std::sync::Arc;
+
+use crate::array::{Array, TypedArray};
+use crate::device::{AccessMode, Device};
+use crate::dtype::{Element, Value};
+use crate::error::{Error, Result};
+use crate::generated::abi::ArrayT;
+use crate::kernel::{ParamKind, StructType};
+
+/// A struct value for a `wp.struct` parameter: its bytes in the C layout of
+/// the struct, and the struct's name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StructValue {
+    name: Arc<str>,
+    bytes: Arc<[u8]>,
+}
+
+/// A `#[repr(C)]` Rust type that has the layout of a `wp.struct`.
+///
+/// # Safety
+///
+/// The type must have the size, alignment and field offsets of the Warp
+/// struct `NAME` as Warp generates it, with no padding bytes left
+/// uninitialised that the kernel reads. Device addresses inside it (arrays)
+/// are the caller's to keep alive.
+pub unsafe trait WarpStruct: Copy + 'static {
+    /// The struct's name in the Warp-generated source.
+    const NAME: &'static str;
+}
+
+impl StructValue {
+    /// The value of a Rust struct with the Warp struct's layout.
+    pub fn of<S: WarpStruct>(value: &S) -> StructValue {
+        // SAFETY: `S` is plain data (Copy, repr(C) by the trait's contract);
+        // its bytes are read once.
+        let bytes = unsafe {
+            std::slice::from_raw_parts((value as *const S).cast::<u8>(), size_of::<S>())
+        };
+        StructValue {
+            name: S::NAME.into(),
+            bytes: bytes.into(),
+        }
+    }
+
+    /// A value of struct `name` from its bytes (for structs known only at
+    /// run time; see [`StructType`] for the layout).
+    pub fn from_bytes(name: &str, bytes: &[u8]) -> StructValue {
+        StructValue {
+            name: name.into(),
+            bytes: bytes.into(),
+        }
+    }
+
+    /// The struct's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+/// One argument of a launch.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum Arg {
+    /// An array (any device; the launch checks where it lives).
+    Array(Array),
+    /// No array (Warp's `None`): the kernel sees a null array.
+    Null,
+    /// A scalar, vector or matrix by value.
+    Value(Value),
+    /// A `wp.struct` by value.
+    Struct(StructValue),
+}
+
+impl Arg {
+    /// What the argument is, for messages.
+    pub fn describe(&self) -> String {
+        match self {
+            Arg::Array(a) => format!(
+                "an array of {} with {} dimension(s) {:?} on {}",
+                a.dtype().name,
+                a.ndim(),
+                a.shape(),
+                a.device()
+            ),
+            Arg::Null => "None (a null array)".into(),
+            Arg::Value(v) => format!("a {} value", v.dtype().name),
+            Arg::Struct(s) => format!("a struct '{}' of {} B", s.name(), s.bytes().len()),
+        }
+    }
+
+    /// The array, if it is one.
+    pub fn as_array(&self) -> Option<&Array> {
+        match self {
+            Arg::Array(a) => Some(a),
+            _ => None,
+        }
+    }
+}
+
+/// Anything that can be passed as a kernel argument.
+pub trait IntoArg {
+    /// The argument.
+    fn into_arg(self) -> Arg;
+}
+
+impl IntoArg for Arg {
+    fn into_arg(self) -> Arg {
+        self
+    }
+}
+impl IntoArg for Array {
+    fn into_arg(self) -> Arg {
+        Arg::Array(self)
+    }
+}
+impl IntoArg for &Array {
+    fn into_arg(self) -> Arg {
+        Arg::Array(self.clone())
+    }
+}
+impl<T: Element> IntoArg for TypedArray<T> {
+    fn into_arg(self) -> Arg {
+        Arg::Array(self.untyped().clone())
+    }
+}
+impl<T: Element> IntoArg for &TypedArray<T> {
+    fn into_arg(self) -> Arg {
+        Arg::Array(self.untyped().clone())
+    }
+}
+impl IntoArg for Option<&Array> {
+    fn into_arg(self) -> Arg {
+        self.map_or(Arg::Null, |a| Arg::Array(a.clone()))
+    }
+}
+impl IntoArg for Value {
+    fn into_arg(self) -> Arg {
+        Arg::Value(self)
+    }
+}
+impl IntoArg for StructValue {
+    fn into_arg(self) -> Arg {
+        Arg::Struct(self)
+    }
+}
+impl<T: Element> IntoArg for T {
+    fn into_arg(self) -> Arg {
+        Arg::Value(Value::of(self))
+    }
+}
+
+/// A list of arguments: one [`IntoArg`] value, a tuple of them (up to 16),
+/// a `Vec<Arg>`, or `()`.
+pub trait IntoArgs {
+    /// Appends the arguments to `out`.
+    fn push_into(self, out: &mut Vec<Arg>);
+}
+
+impl<T: IntoArg> IntoArgs for T {
+    fn push_into(self, out: &mut Vec<Arg>) {
+        out.push(self.into_arg());
+    }
+}
+
+impl IntoArgs for Vec<Arg> {
+    fn push_into(self, out: &mut Vec<Arg>) {
+        out.extend(self);
+    }
+}
+
+impl IntoArgs for () {
+    fn push_into(self, _out: &mut Vec<Arg>) {}
+}
+
+macro_rules! tuple_args {
+    ($($n:ident)+) => {
+        impl<$($n: IntoArg),+> IntoArgs for ($($n,)+) {
+            #[allow(non_snake_case)]
+            fn push_into(self, out: &mut Vec<Arg>) {
+                let ($($n,)+) = self;
+                $( out.push($n.into_arg()); )+
+            }
+        }
+    };
+}
+tuple_args!(A);
+tuple_args!(A B);
+tuple_args!(A B C);
+tuple_args!(A B C D);
+tuple_args!(A B C D E);
+tuple_args!(A B C D E F);
+tuple_args!(A B C D E F G);
+tuple_args!(A B C D E F G H);
+tuple_args!(A B C D E F G H I);
+tuple_args!(A B C D E F G H I J);
+tuple_args!(A B C D E F G H I J K);
+tuple_args!(A B C D E F G H I J K L);
+tuple_args!(A B C D E F G H I J K L M);
+tuple_args!(A B C D E F G H I J K L M N);
+tuple_args!(A B C D E F G H I J K L M N O);
+tuple_args!(A B C D E F G H I J K L M N O P);
+
+/// The bytes one checked argument puts in the parameter space.
+// Transient: built on the stack and consumed at once; boxing the large
+// `Value` variant would allocate for every argument of every launch.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Copy)]
+pub(crate) enum Bound<'a> {
+    Array(ArrayT),
+    Bytes(&'a [u8]),
+    Value(Value),
+}
+
+impl Bound<'_> {
+    pub(crate) fn with_bytes<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
+        match self {
+            Bound::Array(a) => {
+                // SAFETY: ArrayT is a repr(C) plain struct; its bytes are read.
+                let b = unsafe {
+                    std::slice::from_raw_parts((a as *const ArrayT).cast::<u8>(), size_of::<ArrayT>())
+                };
+                f(b)
+            }
+            Bound::Bytes(b) => f(b),
+            Bound::Value(v) => f(v.bytes()),
+        }
+    }
+}
+
+/// Where a parameter is, for messages.
+pub(crate) struct Site<'a> {
+    pub kernel: &'a str,
+    pub index: usize,
+    pub name: &'a str,
+}
+
+impl Site<'_> {
+    fn error(&self, expected: String, given: String, hint: impl Into<String>) -> Error {
+        Error::Argument(Box::new(crate::error::ArgumentError {
+            kernel: self.kernel.to_string(),
+            index: self.index,
+            param: self.name.to_string(),
+            expected,
+            given,
+            hint: hint.into(),
+        }))
+    }
+}
+
+/// Checks `arg` against a parameter of kind `kind` for a launch on
+/// `device` under `mode`, and returns the bytes it passes.
+pub(crate) fn check<'a>(
+    site: &Site<'_>,
+    kind: &ParamKind,
+    arg: &'a Arg,
+    device: Device,
+    mode: AccessMode,
+) -> Result<Bound<'a>> {
+    let expected = kind.describe();
+    match (kind, arg) {
+        (ParamKind::Array { dtype, ndim }, Arg::Array(a)) => {
+            if a.dtype() != *dtype {
+                return Err(site.error(
+                    expected,
+                    arg.describe(),
+                    format!(
+                        "pass an array of {dtype} (Array::zeros(device, DType::by_name(\"{dtype}\"), shape) or a TypedArray of its Rust type)"
+                    ),
+                ));
+            }
+            if let Some(n) = ndim
+                && a.ndim() != *n as usize
+            {
+                return Err(site.error(
+                    expected,
+                    arg.describe(),
+                    format!("pass an array with {n} dimension(s) (reshape or slice it)"),
+                ));
+            }
+            crate::access::check(site.kernel, site.name, a, device, mode)?;
+            Ok(Bound::Array(a.abi()))
+        }
+        (ParamKind::Array { .. }, Arg::Null) => Ok(Bound::Array(ArrayT::default())),
+        (ParamKind::Value(dtype), Arg::Value(v)) => match v.convert(dtype) {
+            Some(c) => Ok(Bound::Value(c)),
+            None => Err(site.error(
+                expected,
+                arg.describe(),
+                format!(
+                    "pass a {dtype} value (integers convert to integer types when they fit, numbers to float types, as Warp converts Python numbers)"
+                ),
+            )),
+        },
+        (ParamKind::Struct(st), Arg::Struct(s)) => {
+            if (s.name() != st.name && s.name() != st.key()) || s.bytes().len() != st.size {
+                return Err(site.error(
+                    expected,
+                    arg.describe(),
+                    format!(
+                        "pass a value of struct '{}' ({} B): StructValue::of(&v) for a #[repr(C)] type implementing WarpStruct with that layout",
+                        st.name, st.size
+                    ),
+                ));
+            }
+            Ok(Bound::Bytes(s.bytes()))
+        }
+        (_, _) => Err(site.error(expected, arg.describe(), kind_hint(kind))),
+    }
+}
+
+fn kind_hint(kind: &ParamKind) -> String {
+    match kind {
+        ParamKind::Array { dtype, .. } => format!("pass an Array of {dtype}, or None for a null array"),
+        ParamKind::Value(d) => format!("pass a {d} value, not an array or struct"),
+        ParamKind::Struct(st) => describe_struct_hint(st),
+    }
+}
+
+fn describe_struct_hint(st: &StructType) -> String {
+    format!(
+        "pass a StructValue of '{}' (fields: {})",
+        st.name,
+        st.fields
+            .iter()
+            .map(|f| format!("{}: {}", f.name, f.kind.describe()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}

@@ -1,0 +1,652 @@
+//! [`Launch`]: the one executable unit. An immediate launch builds one and
+//! runs it; `record_cmd` returns it; the tape stores them. It owns its
+//! argument block and the arrays it uses (so their memory stays alive), is
+//! checked when built, and re-checks only what a setter changes.
+
+use std::fmt;
+
+use cuda_api::{ArgBlock, LaunchConfig, Stream};
+
+use crate::bind::{self, Arg, IntoArg, IntoArgs, Site};
+use crate::device::{AccessMode, Device, IntoDevice, default_access_mode};
+use crate::domain::{self, Plan};
+use crate::error::{Error, Result};
+use crate::kernel::Kernel;
+use crate::tape;
+
+/// Dynamic shared memory a kernel may use without opting in (48 KiB).
+const DEFAULT_SHARED_LIMIT: u32 = 48 * 1024;
+
+/// How many blocks a grid-stride launch may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum MaxBlocks {
+    /// As many as the domain needs (Warp's `max_blocks=0`).
+    #[default]
+    Unlimited,
+    /// At most this many (Warp's `max_blocks=N`); grid-stride loops cover
+    /// the rest.
+    Cap(u32),
+    /// The resident grid: blocks per SM at this block size times SMs, from
+    /// the occupancy query (cached per kernel and context).
+    Resident,
+}
+
+impl MaxBlocks {
+    /// Warp's integer: 0 or less is unlimited.
+    pub fn from_warp(n: i64) -> MaxBlocks {
+        if n <= 0 {
+            MaxBlocks::Unlimited
+        } else {
+            MaxBlocks::Cap(u32::try_from(n).unwrap_or(u32::MAX))
+        }
+    }
+}
+
+/// Everything that decides a launch besides its arguments.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Options {
+    pub device: Device,
+    pub adjoint: bool,
+    pub block_dim: u32,
+    pub max_blocks: MaxBlocks,
+    pub mode: AccessMode,
+    pub cooperative: bool,
+}
+
+/// A checked, reusable launch of one kernel (Warp's `Launch`, from
+/// `record_cmd=True`): dimension, arguments, device and stream are set;
+/// setters check like a fresh launch and re-check only what they change;
+/// [`Launch::launch`] allocates nothing.
+pub struct Launch {
+    kernel: Kernel,
+    opts: Options,
+    dim: Vec<i64>,
+    plan: Plan,
+    cfg: LaunchConfig,
+    args: Vec<Arg>,
+    block: Option<ArgBlock<'static>>,
+    stream: Option<Stream>,
+}
+
+impl fmt::Debug for Launch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Launch")
+            .field("kernel", &self.kernel.name())
+            .field("adjoint", &self.opts.adjoint)
+            .field("device", &self.opts.device)
+            .field("dim", &self.dim)
+            .field("grid", &self.cfg.grid)
+            .field("block", &self.cfg.block)
+            .finish()
+    }
+}
+
+fn bounds_bytes(plan: &Plan, kernel_dim: usize, out: &mut [u8; 48]) -> usize {
+    use crate::generated::abi::*;
+    let b = &plan.bounds;
+    macro_rules! put {
+        ($t:ident, $n:literal) => {{
+            let mut shape = [0u32; $n];
+            shape.copy_from_slice(&b.shape[..$n]);
+            let v = $t {
+                shape,
+                size: b.size,
+                coord_mult: b.coord_mult,
+            };
+            let n = size_of::<$t>();
+            // SAFETY: a repr(C) struct of plain integers; its bytes are read.
+            let bytes = unsafe { std::slice::from_raw_parts((&v as *const $t).cast::<u8>(), n) };
+            out[..n].copy_from_slice(bytes);
+            n
+        }};
+    }
+    match kernel_dim {
+        1 => put!(LaunchBounds1, 1),
+        2 => put!(LaunchBounds2, 2),
+        3 => put!(LaunchBounds3, 3),
+        _ => put!(LaunchBounds4, 4),
+    }
+}
+
+impl Launch {
+    pub(crate) fn build(
+        kernel: &Kernel,
+        dim: &[i64],
+        args: Vec<Arg>,
+        opts: Options,
+        stream: Option<Stream>,
+    ) -> Result<Launch> {
+        let n = kernel.params().len();
+        let expected = if opts.adjoint { 2 * n } else { n };
+        if args.len() != expected {
+            let mut names: Vec<String> = kernel.params().iter().map(|p| p.name.clone()).collect();
+            if opts.adjoint {
+                names.extend(kernel.params().iter().map(|p| format!("adj_{}", p.name)));
+            }
+            return Err(Error::ArgumentCount {
+                kernel: kernel.name().to_string(),
+                list: if opts.adjoint {
+                    "inputs + outputs + adj_inputs + adj_outputs"
+                } else {
+                    "inputs + outputs"
+                },
+                expected: names,
+                given: args.len(),
+            });
+        }
+        if let Some(s) = &stream
+            && opts.device != Device::from(s.context().device())
+        {
+            return Err(Error::Unsupported {
+                kernel: kernel.name().to_string(),
+                message: format!(
+                    "the stream belongs to {} but the launch is on {}; pass a stream of {} or launch on the stream's device",
+                    Device::from(s.context().device()),
+                    opts.device,
+                    opts.device
+                ),
+            });
+        }
+        let block = match opts.device {
+            Device::Cpu => {
+                if kernel.inner.cpu.is_none() {
+                    return Err(Error::Unsupported {
+                        kernel: kernel.name().to_string(),
+                        message: "it has no CPU implementation; add one with Kernel::with_cpu or launch on a cuda device".into(),
+                    });
+                }
+                if opts.adjoint && kernel.inner.cpu.as_ref().is_some_and(|c| c.backward.is_none()) {
+                    return Err(Error::Unsupported {
+                        kernel: kernel.name().to_string(),
+                        message: "its CPU implementation has no backward function; give one to Kernel::with_cpu".into(),
+                    });
+                }
+                None
+            }
+            Device::Cuda(_) => {
+                let k = kernel.cuda(opts.adjoint)?;
+                let smem = kernel.shared_mem(opts.adjoint);
+                if smem > DEFAULT_SHARED_LIMIT {
+                    // As Warp does when it loads a module: let the kernel use
+                    // the dynamic shared memory its .meta asks for.
+                    k.function().set_max_dynamic_shared_memory(&opts.device.context()?, smem)?;
+                }
+                Some(k.args())
+            }
+        };
+        let plan = Self::plan_for(kernel, dim, &opts)?;
+        let mut launch = Launch {
+            kernel: kernel.clone(),
+            cfg: Self::config(kernel, &plan, &opts),
+            opts,
+            dim: dim.to_vec(),
+            plan,
+            args: Vec::with_capacity(args.len()),
+            block,
+            stream,
+        };
+        launch.write_bounds()?;
+        for (i, a) in args.into_iter().enumerate() {
+            launch.write_arg(i, &a)?;
+            launch.args.push(a);
+        }
+        Ok(launch)
+    }
+
+    fn plan_for(kernel: &Kernel, dim: &[i64], opts: &Options) -> Result<Plan> {
+        let dim_err = |error| Error::Dim {
+            kernel: kernel.name().to_string(),
+            error,
+        };
+        let block_dim = if opts.device == Device::Cpu { 1 } else { opts.block_dim };
+        let max_blocks: i64 = match opts.max_blocks {
+            MaxBlocks::Unlimited => 0,
+            MaxBlocks::Cap(n) => n as i64,
+            MaxBlocks::Resident => {
+                if !kernel.is_grid_stride() {
+                    return Err(Error::Unsupported {
+                        kernel: kernel.name().to_string(),
+                        message: "MaxBlocks::Resident caps a grid-stride loop, but the kernel is lean (one thread per index, no loop); launch it without max_blocks".into(),
+                    });
+                }
+                if opts.device == Device::Cpu {
+                    0
+                } else {
+                    let ctx = opts.device.context()?;
+                    let f = kernel.cuda(opts.adjoint)?.function();
+                    f.max_cooperative_grid(&ctx, block_dim, kernel.shared_mem(opts.adjoint))? as i64
+                }
+            }
+        };
+        domain::plan(
+            dim,
+            domain::KernelShape {
+                ndim: kernel.kernel_dim(),
+                grid_stride: kernel.is_grid_stride(),
+            },
+            block_dim,
+            max_blocks,
+        )
+        .map_err(dim_err)
+    }
+
+    fn config(kernel: &Kernel, plan: &Plan, opts: &Options) -> LaunchConfig {
+        LaunchConfig::new(
+            (plan.grid[0], plan.grid[1], plan.grid[2]),
+            (plan.block[0], plan.block[1], plan.block[2]),
+        )
+        .with_shared_mem(kernel.shared_mem(opts.adjoint))
+    }
+
+    fn write_bounds(&mut self) -> Result<()> {
+        let Some(block) = &mut self.block else {
+            return Ok(());
+        };
+        let mut buf = [0u8; 48];
+        let n = bounds_bytes(&self.plan, self.kernel.kernel_dim(), &mut buf);
+        // SAFETY: parameter 0 is launch_bounds_t<N> with N the kernel's
+        // dimension (declared so, checked against the layout); these are
+        // its bytes.
+        unsafe { block.set_bytes(0, &buf[..n]) }?;
+        Ok(())
+    }
+
+    fn write_arg(&mut self, index: usize, arg: &Arg) -> Result<()> {
+        let Some((name, kind)) = self.kernel.param_at(index) else {
+            return Err(self.kernel.no_such_param(format!("index {index}")));
+        };
+        let site = Site {
+            kernel: self.kernel.name(),
+            index,
+            name: &name,
+        };
+        let bound = bind::check(&site, kind, arg, self.opts.device, self.opts.mode)?;
+        if let Some(block) = &mut self.block {
+            // SAFETY: `bind::check` matched the argument to the declared
+            // parameter type (dtype, kind, struct layout), and the
+            // declaration was checked against the driver's layout; array
+            // addresses stay valid because `self.args` keeps the arrays.
+            bound.with_bytes(|b| unsafe { block.set_bytes(index + 1, b) })?;
+        }
+        Ok(())
+    }
+
+    /// The kernel.
+    pub fn kernel(&self) -> &Kernel {
+        &self.kernel
+    }
+
+    /// Whether it runs the backward kernel.
+    pub fn is_adjoint(&self) -> bool {
+        self.opts.adjoint
+    }
+
+    /// The device it runs on.
+    pub fn device(&self) -> Device {
+        self.opts.device
+    }
+
+    /// The launch domain as given.
+    pub fn dim(&self) -> &[i64] {
+        &self.dim
+    }
+
+    /// The plan: bounds, grid and block.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// The arguments (forward, then adjoints for an adjoint launch).
+    pub fn args(&self) -> &[Arg] {
+        &self.args
+    }
+
+    /// Sets the domain (checked as a fresh launch).
+    pub fn set_dim(&mut self, dim: &[i64]) -> Result<&mut Self> {
+        let plan = Self::plan_for(&self.kernel, dim, &self.opts)?;
+        self.cfg = Self::config(&self.kernel, &plan, &self.opts);
+        self.plan = plan;
+        self.dim.clear();
+        self.dim.extend_from_slice(dim);
+        self.write_bounds()?;
+        Ok(self)
+    }
+
+    /// Sets parameter `index` (0 is the kernel's first parameter after the
+    /// bounds; adjoints follow the forward parameters), checked as in a
+    /// fresh launch. An index the kernel does not have is an error.
+    pub fn set_param_at_index(&mut self, index: usize, value: impl IntoArg) -> Result<&mut Self> {
+        if index >= self.args.len() {
+            return Err(self.kernel.no_such_param(format!("index {index}")));
+        }
+        let arg = value.into_arg();
+        self.write_arg(index, &arg)?;
+        self.args[index] = arg;
+        Ok(self)
+    }
+
+    /// Sets parameter `name` (`adj_<name>` for an adjoint), checked as in a
+    /// fresh launch. A name the kernel does not have is an error.
+    pub fn set_param_by_name(&mut self, name: &str, value: impl IntoArg) -> Result<&mut Self> {
+        let index = self.kernel.param_index(name)?;
+        self.set_param_at_index(index, value)
+    }
+
+    /// Sets every parameter from `values` (as many as the launch takes).
+    pub fn set_params(&mut self, values: impl IntoArgs) -> Result<&mut Self> {
+        let mut args = Vec::with_capacity(self.args.len());
+        values.push_into(&mut args);
+        if args.len() != self.args.len() {
+            return Err(Error::ArgumentCount {
+                kernel: self.kernel.name().to_string(),
+                list: "set_params",
+                expected: (0..self.args.len())
+                    .filter_map(|i| self.kernel.param_at(i).map(|p| p.0))
+                    .collect(),
+                given: args.len(),
+            });
+        }
+        for (i, a) in args.into_iter().enumerate() {
+            self.write_arg(i, &a)?;
+            self.args[i] = a;
+        }
+        Ok(self)
+    }
+
+    /// Launches on `stream` (which must belong to the launch device).
+    /// Allocates nothing; a domain of size 0 launches nothing.
+    pub fn launch(&self, stream: &Stream) -> Result<()> {
+        self.run_on(Some(stream))
+    }
+
+    /// Launches on the stream given when it was built, or the device's
+    /// default stream.
+    pub fn run(&self) -> Result<()> {
+        self.run_on(self.stream.as_ref())
+    }
+
+    fn run_on(&self, stream: Option<&Stream>) -> Result<()> {
+        if self.plan.size == 0 {
+            return Ok(());
+        }
+        let Some(block) = &self.block else {
+            return crate::cpu::run(self);
+        };
+        let default;
+        let stream = match stream {
+            Some(s) => s,
+            None => {
+                default = self.opts.device.default_stream()?;
+                &default
+            }
+        };
+        let k = self.kernel.cuda(self.opts.adjoint)?;
+        if self.opts.cooperative {
+            Ok(k.launch_cooperative(stream, self.cfg, block)?)
+        } else {
+            Ok(k.launch(stream, self.cfg, block)?)
+        }
+    }
+
+    /// The parameters of a graph kernel node running this launch in `ctx`.
+    pub(crate) fn kernel_node_params(
+        &self,
+        ctx: &cuda_api::Context,
+    ) -> Result<cuda_api::sys::CUDA_KERNEL_NODE_PARAMS> {
+        let Some(block) = &self.block else {
+            return Err(Error::Unsupported {
+                kernel: self.kernel.name().to_string(),
+                message: "a CPU launch cannot be a CUDA graph node; build it for a cuda device".into(),
+            });
+        };
+        Ok(self
+            .kernel
+            .cuda(self.opts.adjoint)?
+            .kernel_node_params(ctx, &self.cfg, block)?)
+    }
+
+    /// The same launch for the backward kernel, with `adjoints` (one per
+    /// parameter, in order: gradients of arrays, zeros of values).
+    pub(crate) fn adjoint_of(&self, adjoints: Vec<Arg>) -> Result<Launch> {
+        let mut args = self.args[..self.kernel.params().len()].to_vec();
+        args.extend(adjoints);
+        let mut opts = self.opts;
+        opts.adjoint = true;
+        Launch::build(&self.kernel, &self.dim, args, opts, self.stream.clone())
+    }
+}
+
+/// A launch being described: [`Kernel::launch`] starts one; `inputs`,
+/// `outputs` and the other settings follow; [`LaunchBuilder::run`] checks
+/// and launches, [`LaunchBuilder::record`] checks and returns the
+/// [`Launch`] for replay (Warp's `record_cmd=True`).
+#[must_use = "a launch does nothing until .run() or .record()"]
+pub struct LaunchBuilder<'k> {
+    kernel: &'k Kernel,
+    dim: Vec<i64>,
+    inputs: Vec<Arg>,
+    outputs: Vec<Arg>,
+    adj_inputs: Vec<Arg>,
+    adj_outputs: Vec<Arg>,
+    device: Option<Device>,
+    stream: Option<Stream>,
+    adjoint: bool,
+    record_tape: bool,
+    block_dim: u32,
+    max_blocks: MaxBlocks,
+    mode: Option<AccessMode>,
+    cooperative: bool,
+    bad_device: Option<Error>,
+}
+
+impl Kernel {
+    /// Starts a launch over `dim`: an integer, or 1 to 4 extents
+    /// (`[n]`, `[rows, cols]`, `vec![...]`).
+    pub fn launch(&self, dim: impl Into<Dim>) -> LaunchBuilder<'_> {
+        LaunchBuilder {
+            kernel: self,
+            dim: dim.into().0,
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+            adj_inputs: Vec::new(),
+            adj_outputs: Vec::new(),
+            device: None,
+            stream: None,
+            adjoint: false,
+            record_tape: true,
+            block_dim: 256,
+            max_blocks: MaxBlocks::Unlimited,
+            mode: None,
+            cooperative: false,
+            bad_device: None,
+        }
+    }
+}
+
+/// A launch domain: an integer or a list of extents (checked when the
+/// launch is built: at most 4, none negative).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dim(pub Vec<i64>);
+
+macro_rules! dim_from_int {
+    ($($t:ty),*) => { $(
+        impl From<$t> for Dim {
+            fn from(n: $t) -> Dim { Dim(vec![n as i64]) }
+        }
+        impl<const N: usize> From<[$t; N]> for Dim {
+            fn from(a: [$t; N]) -> Dim { Dim(a.iter().map(|&e| e as i64).collect()) }
+        }
+        impl From<&[$t]> for Dim {
+            fn from(a: &[$t]) -> Dim { Dim(a.iter().map(|&e| e as i64).collect()) }
+        }
+        impl From<Vec<$t>> for Dim {
+            fn from(a: Vec<$t>) -> Dim { Dim(a.iter().map(|&e| e as i64).collect()) }
+        }
+    )* };
+}
+dim_from_int!(i32, i64, u32, usize);
+
+impl<'k> LaunchBuilder<'k> {
+    /// Input arguments (a tuple of arrays and values, or a `Vec<Arg>`).
+    pub fn inputs(mut self, args: impl IntoArgs) -> Self {
+        args.push_into(&mut self.inputs);
+        self
+    }
+
+    /// Output arguments (after the inputs, in the kernel's order).
+    pub fn outputs(mut self, args: impl IntoArgs) -> Self {
+        args.push_into(&mut self.outputs);
+        self
+    }
+
+    /// Adjoints of the inputs, for an adjoint launch.
+    pub fn adj_inputs(mut self, args: impl IntoArgs) -> Self {
+        args.push_into(&mut self.adj_inputs);
+        self
+    }
+
+    /// Adjoints of the outputs, for an adjoint launch.
+    pub fn adj_outputs(mut self, args: impl IntoArgs) -> Self {
+        args.push_into(&mut self.adj_outputs);
+        self
+    }
+
+    /// The device (`Device`, or a string such as `"cuda:0"` or `"cpu"`).
+    /// Default: the stream's device if a stream is given, else the current
+    /// device.
+    pub fn device(mut self, device: impl IntoDevice) -> Self {
+        match device.into_device() {
+            Ok(d) => self.device = Some(d),
+            Err(e) => self.bad_device = Some(e),
+        }
+        self
+    }
+
+    /// The stream (default: the device's default stream).
+    pub fn stream(mut self, stream: &Stream) -> Self {
+        self.stream = Some(stream.clone());
+        self
+    }
+
+    /// Runs the backward kernel (default false).
+    pub fn adjoint(mut self, yes: bool) -> Self {
+        self.adjoint = yes;
+        self
+    }
+
+    /// Whether a recording tape records it (default true).
+    pub fn record_tape(mut self, yes: bool) -> Self {
+        self.record_tape = yes;
+        self
+    }
+
+    /// Threads per block (default 256; the CPU uses 1).
+    pub fn block_dim(mut self, n: u32) -> Self {
+        self.block_dim = n;
+        self
+    }
+
+    /// Caps the grid of a grid-stride kernel (Warp's integer: 0 or less is
+    /// unlimited); lean kernels refuse a cap.
+    pub fn max_blocks(mut self, n: i64) -> Self {
+        self.max_blocks = MaxBlocks::from_warp(n);
+        self
+    }
+
+    /// Caps the grid as [`MaxBlocks`] says (e.g. the resident grid).
+    pub fn max_blocks_as(mut self, m: MaxBlocks) -> Self {
+        self.max_blocks = m;
+        self
+    }
+
+    /// The access mode for this launch (default: the process default).
+    pub fn access_mode(mut self, mode: AccessMode) -> Self {
+        self.mode = Some(mode);
+        self
+    }
+
+    /// Launches cooperatively through `cuda-api`'s validated path (the grid
+    /// must be resident: combine with `max_blocks_as(MaxBlocks::Resident)`
+    /// for a grid-stride kernel).
+    pub fn cooperative(mut self, yes: bool) -> Self {
+        self.cooperative = yes;
+        self
+    }
+
+    fn into_launch(self) -> Result<(Launch, bool)> {
+        if let Some(e) = self.bad_device {
+            return Err(e);
+        }
+        let device = match (self.device, &self.stream) {
+            (Some(d), _) => d,
+            (None, Some(s)) => Device::from(s.context().device()),
+            (None, None) => Device::current()?,
+        };
+        let n_fwd = self.inputs.len() + self.outputs.len();
+        let mut args = self.inputs;
+        args.extend(self.outputs);
+        if self.adjoint {
+            let n_adj = self.adj_inputs.len() + self.adj_outputs.len();
+            if n_adj != n_fwd || n_fwd != self.kernel.params().len() {
+                let mut expected: Vec<String> = self.kernel.params().iter().map(|p| p.name.clone()).collect();
+                let list = if n_fwd != self.kernel.params().len() {
+                    "inputs + outputs"
+                } else {
+                    expected = expected.iter().map(|n| format!("adj_{n}")).collect();
+                    "adj_inputs + adj_outputs"
+                };
+                return Err(Error::ArgumentCount {
+                    kernel: self.kernel.name().to_string(),
+                    list,
+                    given: if list == "inputs + outputs" { n_fwd } else { n_adj },
+                    expected,
+                });
+            }
+            args.extend(self.adj_inputs);
+            args.extend(self.adj_outputs);
+        }
+        let opts = Options {
+            device,
+            adjoint: self.adjoint,
+            block_dim: self.block_dim,
+            max_blocks: self.max_blocks,
+            mode: self.mode.unwrap_or_else(default_access_mode),
+            cooperative: self.cooperative,
+        };
+        let launch = Launch::build(self.kernel, &self.dim, args, opts, self.stream)?;
+        Ok((launch, self.record_tape))
+    }
+
+    /// Checks everything and launches (Warp's `wp.launch`). Recorded by a
+    /// recording tape unless `record_tape(false)`.
+    pub fn run(self) -> Result<()> {
+        let (launch, record) = self.into_launch()?;
+        launch.run()?;
+        if record && !launch.is_adjoint() {
+            tape::record(launch);
+        }
+        Ok(())
+    }
+
+    /// Checks everything and returns the launch without running it (Warp's
+    /// `record_cmd=True`).
+    pub fn record(self) -> Result<Launch> {
+        Ok(self.into_launch()?.0)
+    }
+}
+
+impl Launch {
+    /// A copy of this launch (its argument block rebuilt and re-checked).
+    pub fn try_clone(&self) -> Result<Launch> {
+        let mut l = Launch::build(
+            &self.kernel,
+            &self.dim,
+            self.args.clone(),
+            self.opts,
+            self.stream.clone(),
+        )?;
+        l.cfg = self.cfg;
+        Ok(l)
+    }
+}

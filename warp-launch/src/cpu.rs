@@ -1,0 +1,308 @@
+//! The CPU device: a kernel with a Rust implementation runs over the domain
+//! with block_dim 1, serially, on host-reachable arrays, through the same
+//! checks, `Launch` commands and tape as CUDA launches.
+//!
+//! Serial on purpose: kernels write through shared arrays without
+//! synchronisation (Warp's model); running indices on several threads
+//! would make overlapping writes data races in Rust's sense.
+
+use std::ops::Add;
+use std::sync::Arc;
+
+use crate::bind::Arg;
+use crate::command::Launch;
+use crate::dtype::{Element, Value};
+use crate::error::{Error, Result};
+
+/// A CPU kernel body: called once per index of the domain with the thread's
+/// coordinates and the launch's arguments.
+pub type CpuFn = Arc<dyn Fn(&Thread, &CpuArgs<'_>) -> Result<()> + Send + Sync>;
+
+/// Wraps a closure as a [`CpuFn`].
+pub fn cpu_fn(f: impl Fn(&Thread, &CpuArgs<'_>) -> Result<()> + Send + Sync + 'static) -> CpuFn {
+    Arc::new(f)
+}
+
+pub(crate) struct CpuKernel {
+    pub forward: CpuFn,
+    pub backward: Option<CpuFn>,
+}
+
+impl CpuKernel {
+    pub fn new(forward: CpuFn, backward: Option<CpuFn>) -> CpuKernel {
+        CpuKernel { forward, backward }
+    }
+}
+
+/// One thread of a CPU launch: `wp.tid()`.
+#[derive(Debug, Clone, Copy)]
+pub struct Thread {
+    coords: [i32; 4],
+    ndim: usize,
+}
+
+impl Thread {
+    /// The first coordinate (`i = wp.tid()`).
+    pub fn tid(&self) -> i32 {
+        self.coords[0]
+    }
+    /// Two coordinates (`i, j = wp.tid()`).
+    pub fn tid2(&self) -> (i32, i32) {
+        (self.coords[0], self.coords[1])
+    }
+    /// Three coordinates.
+    pub fn tid3(&self) -> (i32, i32, i32) {
+        (self.coords[0], self.coords[1], self.coords[2])
+    }
+    /// Four coordinates.
+    pub fn tid4(&self) -> (i32, i32, i32, i32) {
+        (self.coords[0], self.coords[1], self.coords[2], self.coords[3])
+    }
+    /// The kernel's coordinates.
+    pub fn coords(&self) -> &[i32] {
+        &self.coords[..self.ndim]
+    }
+}
+
+/// Warp's `launch_coord`: a linear index to up to 4 coordinates, dividing
+/// by `coord_mult` first (folded extra dimensions share coordinates).
+pub fn launch_coord(linear: usize, shape: &[u32], coord_mult: usize) -> [i32; 4] {
+    let mut c = [0i32; 4];
+    let mut l = if coord_mult > 1 { linear / coord_mult } else { linear };
+    for d in (1..shape.len()).rev() {
+        let e = shape[d].max(1) as usize;
+        c[d] = (l % e) as i32;
+        l /= e;
+    }
+    if !shape.is_empty() {
+        c[0] = l as i32;
+    }
+    c
+}
+
+/// The arguments of a CPU launch, by parameter index (adjoints after the
+/// forward parameters) or name.
+pub struct CpuArgs<'a> {
+    launch: &'a Launch,
+}
+
+impl<'a> CpuArgs<'a> {
+    fn arg(&self, index: usize) -> Result<&'a Arg> {
+        self.launch
+            .args()
+            .get(index)
+            .ok_or_else(|| self.launch.kernel().no_such_param(format!("index {index}")))
+    }
+
+    fn wrong(&self, index: usize, want: String) -> Error {
+        let name = self
+            .launch
+            .kernel()
+            .param_at(index)
+            .map_or(format!("#{index}"), |p| p.0);
+        Error::Argument(Box::new(crate::error::ArgumentError {
+            kernel: self.launch.kernel().name().to_string(),
+            index,
+            param: name,
+            expected: want,
+            given: self
+                .launch
+                .args()
+                .get(index)
+                .map_or("nothing".into(), |a| a.describe()),
+            hint: "the CPU implementation reads the parameter as another type than declared; fix the closure".into(),
+        }))
+    }
+
+    /// Index of parameter `name`.
+    pub fn index(&self, name: &str) -> Result<usize> {
+        self.launch.kernel().param_index(name)
+    }
+
+    /// Array parameter `index` as elements of `T` (its dtype's Rust type).
+    /// A null array has no elements.
+    pub fn array<T: Element>(&self, index: usize) -> Result<CpuArray<T>> {
+        match self.arg(index)? {
+            Arg::Array(a) if a.dtype() == T::dtype() => {
+                let mut shape = [0usize; 4];
+                let mut strides = [0isize; 4];
+                shape[..a.ndim()].copy_from_slice(a.shape());
+                strides[..a.ndim()].copy_from_slice(a.strides());
+                Ok(CpuArray {
+                    base: a.data_address() as usize,
+                    shape,
+                    strides,
+                    ndim: a.ndim(),
+                    _t: std::marker::PhantomData,
+                })
+            }
+            Arg::Null => Ok(CpuArray {
+                base: 0,
+                shape: [0; 4],
+                strides: [0; 4],
+                ndim: 1,
+                _t: std::marker::PhantomData,
+            }),
+            _ => Err(self.wrong(index, format!("an array of {}", T::DTYPE))),
+        }
+    }
+
+    /// Array parameter `name`.
+    pub fn array_named<T: Element>(&self, name: &str) -> Result<CpuArray<T>> {
+        self.array(self.index(name)?)
+    }
+
+    /// Value parameter `index` as `T`.
+    pub fn value<T: Element>(&self, index: usize) -> Result<T> {
+        match self.arg(index)? {
+            Arg::Value(v) => {
+                let v: Value = v.convert(T::dtype()).ok_or_else(|| self.wrong(index, format!("a {} value", T::DTYPE)))?;
+                // SAFETY: the bytes are a value of T's dtype, which has T's
+                // size; T is plain data valid for any bytes.
+                Ok(unsafe { std::ptr::read_unaligned(v.bytes().as_ptr().cast::<T>()) })
+            }
+            _ => Err(self.wrong(index, format!("a {} value", T::DTYPE))),
+        }
+    }
+
+    /// Value parameter `name`.
+    pub fn value_named<T: Element>(&self, name: &str) -> Result<T> {
+        self.value(self.index(name)?)
+    }
+}
+
+/// An index into a [`CpuArray`]: `i32` or 1 to 4 coordinates.
+pub trait Index {
+    /// The coordinates.
+    fn coords(&self) -> ([i32; 4], usize);
+}
+impl Index for i32 {
+    fn coords(&self) -> ([i32; 4], usize) {
+        ([*self, 0, 0, 0], 1)
+    }
+}
+impl Index for (i32, i32) {
+    fn coords(&self) -> ([i32; 4], usize) {
+        ([self.0, self.1, 0, 0], 2)
+    }
+}
+impl Index for (i32, i32, i32) {
+    fn coords(&self) -> ([i32; 4], usize) {
+        ([self.0, self.1, self.2, 0], 3)
+    }
+}
+impl Index for (i32, i32, i32, i32) {
+    fn coords(&self) -> ([i32; 4], usize) {
+        ([self.0, self.1, self.2, self.3], 4)
+    }
+}
+
+/// An array seen by a CPU kernel: bounds-checked element reads and writes
+/// through its host address (elements are copied, never borrowed).
+pub struct CpuArray<T> {
+    base: usize,
+    shape: [usize; 4],
+    strides: [isize; 4],
+    ndim: usize,
+    _t: std::marker::PhantomData<T>,
+}
+
+impl<T: Element> CpuArray<T> {
+    /// Extents.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape[..self.ndim]
+    }
+
+    fn address(&self, idx: impl Index) -> Result<*mut T> {
+        let (c, n) = idx.coords();
+        if n != self.ndim
+            || self.base == 0
+            || (0..n).any(|d| c[d] < 0 || c[d] as usize >= self.shape[d])
+        {
+            return Err(Error::Shape {
+                call: "CpuArray index",
+                message: format!(
+                    "index {:?} is outside an array of shape {:?}; index with {} coordinate(s) inside the shape",
+                    &c[..n],
+                    self.shape(),
+                    self.ndim
+                ),
+            });
+        }
+        let off: isize = (0..n).map(|d| c[d] as isize * self.strides[d]).sum();
+        Ok((self.base as isize + off) as usize as *mut T)
+    }
+
+    /// The element at `idx`.
+    pub fn get(&self, idx: impl Index) -> Result<T> {
+        let p = self.address(idx)?;
+        // SAFETY: the index is inside the shape; the array's view was
+        // checked to lie inside its host-reachable storage, which the
+        // launch keeps alive; the read copies the element.
+        Ok(unsafe { p.read_unaligned() })
+    }
+
+    /// Writes `v` at `idx`.
+    pub fn set(&self, idx: impl Index, v: T) -> Result<()> {
+        let p = self.address(idx)?;
+        // SAFETY: as in `get`; CPU launches run serially, so no other
+        // thread writes the element.
+        unsafe { p.write_unaligned(v) };
+        Ok(())
+    }
+
+    /// Adds `v` at `idx` (Warp's `atomic_add`; serial, so a plain add).
+    pub fn add(&self, idx: impl Index + Copy, v: T) -> Result<()>
+    where
+        T: Add<Output = T>,
+    {
+        let old = self.get(idx)?;
+        self.set(idx, old + v)
+    }
+}
+
+/// Runs a CPU launch.
+pub(crate) fn run(launch: &Launch) -> Result<()> {
+    let kernel = launch.kernel();
+    let Some(cpu) = &kernel.inner.cpu else {
+        return Err(Error::Unsupported {
+            kernel: kernel.name().to_string(),
+            message: "it has no CPU implementation; add one with Kernel::with_cpu".into(),
+        });
+    };
+    let f = if launch.is_adjoint() {
+        cpu.backward.as_ref().ok_or_else(|| Error::Unsupported {
+            kernel: kernel.name().to_string(),
+            message: "its CPU implementation has no backward function".into(),
+        })?
+    } else {
+        &cpu.forward
+    };
+    let plan = launch.plan();
+    let nd = kernel.kernel_dim();
+    let shape = &plan.bounds.shape[..nd];
+    let args = CpuArgs { launch };
+    for idx in 0..plan.size {
+        let t = Thread {
+            coords: launch_coord(idx, shape, plan.bounds.coord_mult),
+            ndim: nd,
+        };
+        f(&t, &args)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn coordinates_unravel_row_major_and_fold_extra_dims() {
+        assert_eq!(launch_coord(7, &[10], 1), [7, 0, 0, 0]);
+        assert_eq!(launch_coord(7, &[3, 4], 1), [1, 3, 0, 0]);
+        assert_eq!(launch_coord(23, &[2, 3, 4], 1), [1, 2, 3, 0]);
+        // dim (4, 5) on a 1-D kernel: coord_mult 5, five threads per i.
+        assert_eq!(launch_coord(19, &[4], 5), [3, 0, 0, 0]);
+        assert_eq!(launch_coord(119, &[2, 3, 4, 5], 1), [1, 2, 3, 4]);
+    }
+}

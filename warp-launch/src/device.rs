@@ -1,0 +1,209 @@
+//! Devices (`"cpu"`, `"cuda:N"`, `"cuda"`) and array access modes.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use cuda_api::{Context, Stream};
+
+use crate::error::{Error, Result};
+
+/// Where a launch runs and arrays live: the CPU or a CUDA device by ordinal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Device {
+    /// The host (`"cpu"`): kernels with a Rust implementation, host memory.
+    Cpu,
+    /// CUDA device `N` (`"cuda:N"`).
+    Cuda(i32),
+}
+
+impl Device {
+    /// The current device: the device of the context current on this thread
+    /// if there is one, else `cuda:0` (as Warp's default device).
+    pub fn current() -> Result<Device> {
+        cuda_api::init()?;
+        if let Ok(raw) = cuda_api::driver::ctx_get_current()
+            && !raw.is_null()
+            && let Ok(d) = cuda_api::driver::ctx_get_device()
+        {
+            return Ok(Device::Cuda(d));
+        }
+        Ok(Device::Cuda(0))
+    }
+
+    /// The CUDA ordinal, `None` for the CPU.
+    pub fn ordinal(self) -> Option<i32> {
+        match self {
+            Device::Cpu => None,
+            Device::Cuda(n) => Some(n),
+        }
+    }
+
+    /// Whether this is a CUDA device.
+    pub fn is_cuda(self) -> bool {
+        matches!(self, Device::Cuda(_))
+    }
+
+    /// The device's primary context (retained once per process and shared).
+    /// The CPU has none: an error that says so.
+    pub fn context(self) -> Result<Context> {
+        use std::sync::Mutex;
+        static CONTEXTS: Mutex<Vec<(i32, Context)>> = Mutex::new(Vec::new());
+        let Some(n) = self.ordinal() else {
+            return Err(Error::Unsupported {
+                kernel: String::new(),
+                message: "the CPU device has no CUDA context or stream; use a cuda:N device for CUDA work".into(),
+            });
+        };
+        let mut known = CONTEXTS.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, c)) = known.iter().find(|(o, _)| *o == n) {
+            c.bind()?;
+            return Ok(c.clone());
+        }
+        let count = cuda_api::Device::count()?;
+        if n < 0 || n >= count {
+            return Err(Error::NoSuchDevice {
+                device: self.to_string(),
+                count,
+            });
+        }
+        let ctx = Context::primary(&cuda_api::Device::get(n)?)?;
+        known.push((n, ctx.clone()));
+        Ok(ctx)
+    }
+
+    /// The device's default stream: the legacy null stream of its primary
+    /// context, which Warp also launches on when no stream is given.
+    pub fn default_stream(self) -> Result<Stream> {
+        Ok(self.context()?.default_stream())
+    }
+}
+
+impl fmt::Display for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Device::Cpu => f.write_str("cpu"),
+            Device::Cuda(n) => write!(f, "cuda:{n}"),
+        }
+    }
+}
+
+impl FromStr for Device {
+    type Err = Error;
+    /// `"cpu"`, `"cuda:N"`, or `"cuda"` for `cuda:0`.
+    fn from_str(s: &str) -> Result<Device> {
+        let bad = || Error::BadDevice { given: s.to_string() };
+        match s.trim() {
+            "cpu" => Ok(Device::Cpu),
+            "cuda" => Ok(Device::Cuda(0)),
+            t => {
+                let n = t.strip_prefix("cuda:").ok_or_else(bad)?;
+                n.parse::<i32>().ok().filter(|n| *n >= 0).map(Device::Cuda).ok_or_else(bad)
+            }
+        }
+    }
+}
+
+/// A device given by value or by name (`"cpu"`, `"cuda:1"`).
+pub trait IntoDevice {
+    /// The device, or [`Error::BadDevice`] for a name that is none.
+    fn into_device(self) -> Result<Device>;
+}
+
+impl IntoDevice for Device {
+    fn into_device(self) -> Result<Device> {
+        Ok(self)
+    }
+}
+
+impl IntoDevice for &str {
+    fn into_device(self) -> Result<Device> {
+        self.parse()
+    }
+}
+
+impl IntoDevice for &String {
+    fn into_device(self) -> Result<Device> {
+        self.parse()
+    }
+}
+
+impl From<&cuda_api::Device> for Device {
+    fn from(d: &cuda_api::Device) -> Device {
+        Device::Cuda(d.ordinal())
+    }
+}
+
+/// How a launch checks that each array is reachable from the launch device
+/// (Warp's array access modes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum AccessMode {
+    /// Check nothing.
+    Relaxed,
+    /// Ask the driver where each allocation lives and refuse what the launch
+    /// device cannot reach; warn once per pattern where it cannot tell.
+    #[default]
+    Checked,
+    /// Every array must live on the launch device.
+    Strict,
+}
+
+impl fmt::Display for AccessMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            AccessMode::Relaxed => "RELAXED",
+            AccessMode::Checked => "CHECKED",
+            AccessMode::Strict => "STRICT",
+        })
+    }
+}
+
+static DEFAULT_MODE: AtomicU8 = AtomicU8::new(1);
+
+/// The process-wide default access mode (initially [`AccessMode::Checked`]).
+pub fn default_access_mode() -> AccessMode {
+    match DEFAULT_MODE.load(Ordering::Relaxed) {
+        0 => AccessMode::Relaxed,
+        2 => AccessMode::Strict,
+        _ => AccessMode::Checked,
+    }
+}
+
+/// Sets the process-wide default access mode; a launch may override it.
+pub fn set_default_access_mode(mode: AccessMode) {
+    let v = match mode {
+        AccessMode::Relaxed => 0,
+        AccessMode::Checked => 1,
+        AccessMode::Strict => 2,
+    };
+    DEFAULT_MODE.store(v, Ordering::Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_strings() {
+        assert_eq!("cuda:1".parse::<Device>().unwrap(), Device::Cuda(1));
+        assert_eq!("cuda".parse::<Device>().unwrap(), Device::Cuda(0));
+        assert_eq!("cpu".parse::<Device>().unwrap(), Device::Cpu);
+        assert_eq!(Device::Cpu.to_string(), "cpu");
+        assert_eq!(Device::Cuda(3).to_string(), "cuda:3");
+        for bad in ["gpu", "cuda:-1", "cuda:x", "cuda1", ""] {
+            let e = bad.parse::<Device>().unwrap_err();
+            assert!(matches!(e, Error::BadDevice { .. }), "{bad}: {e}");
+        }
+        insta::assert_snapshot!("bad_device", "cuda:x".parse::<Device>().unwrap_err().to_string());
+    }
+
+    #[test]
+    fn the_default_mode_can_be_changed() {
+        assert_eq!(AccessMode::default(), AccessMode::Checked);
+        set_default_access_mode(AccessMode::Strict);
+        assert_eq!(default_access_mode(), AccessMode::Strict);
+        set_default_access_mode(AccessMode::Checked);
+        assert_eq!(default_access_mode(), AccessMode::Checked);
+    }
+}

@@ -1,0 +1,304 @@
+//! Element types: Warp's dtype table (generated from `specs/warp/abi.yaml`),
+//! lookups by Warp name and by the C++ spelling in Warp-generated sources,
+//! the Rust types that stand for dtypes ([`Element`]), and scalar values
+//! passed by value ([`Value`]).
+
+use std::fmt;
+
+pub use crate::generated::dtypes::{DTYPES, DType, Kind, Scalar};
+
+impl DType {
+    /// The dtype Warp calls `name` (`"float32"`, `"vec3f"`, `"mat33d"`, ...).
+    pub fn by_name(name: &str) -> Option<&'static DType> {
+        DTYPES.iter().find(|d| d.name == name)
+    }
+
+    /// The dtype a Warp-generated source spells `cpp` (whitespace ignored),
+    /// e.g. `wp::float32` or `wp::vec_t<3,wp::float32>`.
+    pub fn by_cpp(cpp: &str) -> Option<&'static DType> {
+        let key = squeeze(cpp);
+        DTYPES
+            .iter()
+            .find(|d| squeeze(d.cpp) == key || d.aliases.iter().any(|a| squeeze(a) == key))
+    }
+
+    /// Number of scalars in one element (`rows * cols`).
+    pub fn components(&self) -> usize {
+        self.rows as usize * self.cols as usize
+    }
+
+    /// Whether the scalar type is a floating-point type.
+    pub fn is_float(&self) -> bool {
+        matches!(
+            self.scalar,
+            Scalar::Float16 | Scalar::Float32 | Scalar::Float64
+        )
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+fn squeeze(s: &str) -> String {
+    s.chars().filter(|c| !c.is_whitespace()).collect()
+}
+
+/// A Rust type that has the layout of a Warp dtype, for typed arrays and
+/// values passed by value.
+///
+/// # Safety
+///
+/// The type must have exactly the size and alignment of the Warp dtype it
+/// names, and every bit pattern of that size must be a valid value.
+pub unsafe trait Element: Copy + Send + Sync + 'static {
+    /// Warp's dtype name, e.g. `float32`, `vec3f`.
+    const DTYPE: &'static str;
+    /// The dtype.
+    fn dtype() -> &'static DType {
+        match DType::by_name(Self::DTYPE) {
+            Some(d) => d,
+            // The table test below checks that every implementation names a
+            // dtype of the table; this arm is unreachable for them.
+            None => &DTYPES[0],
+        }
+    }
+}
+
+macro_rules! element {
+    ($($t:ty => $n:literal),* $(,)?) => { $(
+        // SAFETY: the Rust type has the size and alignment of the Warp dtype
+        // (checked against the table by `every_element_names_its_dtype`),
+        // and plain numbers are valid for every bit pattern.
+        unsafe impl Element for $t { const DTYPE: &'static str = $n; }
+    )* };
+}
+element!(
+    i8 => "int8", u8 => "uint8", i16 => "int16", u16 => "uint16", i32 => "int32", u32 => "uint32",
+    i64 => "int64", u64 => "uint64", f32 => "float32", f64 => "float64",
+    [f32; 2] => "vec2f", [f32; 3] => "vec3f", [f32; 4] => "vec4f",
+    [f64; 2] => "vec2d", [f64; 3] => "vec3d", [f64; 4] => "vec4d",
+    [i32; 2] => "vec2i", [i32; 3] => "vec3i", [i32; 4] => "vec4i",
+    [[f32; 2]; 2] => "mat22f", [[f32; 3]; 3] => "mat33f", [[f32; 4]; 4] => "mat44f",
+    [[f64; 2]; 2] => "mat22d", [[f64; 3]; 3] => "mat33d", [[f64; 4]; 4] => "mat44d",
+);
+
+/// Largest dtype in bytes that a [`Value`] holds inline.
+pub const MAX_VALUE_BYTES: usize = 288;
+
+/// One value of a dtype, passed to a kernel by value (a scalar, vector or
+/// matrix parameter).
+#[derive(Clone, Copy)]
+pub struct Value {
+    dtype: &'static DType,
+    bytes: [u8; MAX_VALUE_BYTES],
+}
+
+impl fmt::Debug for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Value({}, {:?})", self.dtype.name, self.bytes())
+    }
+}
+
+impl Value {
+    /// The value of `v`.
+    pub fn of<T: Element>(v: T) -> Value {
+        let mut bytes = [0u8; MAX_VALUE_BYTES];
+        let n = size_of::<T>().min(MAX_VALUE_BYTES);
+        // SAFETY: `v` is plain data of `size_of::<T>()` bytes; at most that many are read.
+        unsafe { std::ptr::copy_nonoverlapping((&v as *const T).cast::<u8>(), bytes.as_mut_ptr(), n) };
+        Value {
+            dtype: T::dtype(),
+            bytes,
+        }
+    }
+
+    /// A value of `dtype` from its bytes (`dtype.size` of them).
+    pub fn from_bytes(dtype: &'static DType, raw: &[u8]) -> Option<Value> {
+        if raw.len() != dtype.size || raw.len() > MAX_VALUE_BYTES {
+            return None;
+        }
+        let mut bytes = [0u8; MAX_VALUE_BYTES];
+        bytes[..raw.len()].copy_from_slice(raw);
+        Some(Value { dtype, bytes })
+    }
+
+    /// Its dtype.
+    pub fn dtype(&self) -> &'static DType {
+        self.dtype
+    }
+
+    /// Its bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes[..self.dtype.size.min(MAX_VALUE_BYTES)]
+    }
+
+    /// The value converted to `to` the way Warp converts a Python number
+    /// passed for a scalar parameter: any integer to any integer type when it
+    /// fits, any number to a floating-point type. `None` when it cannot be.
+    pub fn convert(&self, to: &'static DType) -> Option<Value> {
+        if to == self.dtype {
+            return Some(*self);
+        }
+        if self.dtype.kind != Kind::Scalar || to.kind != Kind::Scalar {
+            return None;
+        }
+        let b = self.bytes();
+        let as_f64 = |s: Scalar| -> Option<f64> {
+            Some(match s {
+                Scalar::Float32 => f32::from_le_bytes(b.try_into().ok()?) as f64,
+                Scalar::Float64 => f64::from_le_bytes(b.try_into().ok()?),
+                _ => self.as_i128()? as f64,
+            })
+        };
+        let out: Vec<u8> = match to.scalar {
+            Scalar::Float32 => (as_f64(self.dtype.scalar)? as f32).to_le_bytes().to_vec(),
+            Scalar::Float64 => as_f64(self.dtype.scalar)?.to_le_bytes().to_vec(),
+            Scalar::Float16 => f32_to_f16(as_f64(self.dtype.scalar)? as f32)
+                .to_le_bytes()
+                .to_vec(),
+            s => {
+                let i = self.as_i128()?;
+                let fits = |lo: i128, hi: i128| (lo..=hi).contains(&i);
+                let ok = match s {
+                    Scalar::Int8 => fits(i8::MIN.into(), i8::MAX.into()),
+                    Scalar::UInt8 | Scalar::Bool => fits(0, u8::MAX.into()),
+                    Scalar::Int16 => fits(i16::MIN.into(), i16::MAX.into()),
+                    Scalar::UInt16 => fits(0, u16::MAX.into()),
+                    Scalar::Int32 => fits(i32::MIN.into(), i32::MAX.into()),
+                    Scalar::UInt32 => fits(0, u32::MAX.into()),
+                    Scalar::Int64 => fits(i64::MIN.into(), i64::MAX.into()),
+                    Scalar::UInt64 => fits(0, u64::MAX.into()),
+                    _ => false,
+                };
+                if !ok {
+                    return None;
+                }
+                i.to_le_bytes()[..to.size].to_vec()
+            }
+        };
+        Value::from_bytes(to, &out)
+    }
+
+    /// The value as an integer, if its dtype is an integer scalar.
+    fn as_i128(&self) -> Option<i128> {
+        if self.dtype.kind != Kind::Scalar {
+            return None;
+        }
+        let b = self.bytes();
+        Some(match self.dtype.scalar {
+            Scalar::Int8 => i8::from_le_bytes(b.try_into().ok()?).into(),
+            Scalar::UInt8 | Scalar::Bool => u8::from_le_bytes(b.try_into().ok()?).into(),
+            Scalar::Int16 => i16::from_le_bytes(b.try_into().ok()?).into(),
+            Scalar::UInt16 => u16::from_le_bytes(b.try_into().ok()?).into(),
+            Scalar::Int32 => i32::from_le_bytes(b.try_into().ok()?).into(),
+            Scalar::UInt32 => u32::from_le_bytes(b.try_into().ok()?).into(),
+            Scalar::Int64 => i64::from_le_bytes(b.try_into().ok()?).into(),
+            Scalar::UInt64 => u64::from_le_bytes(b.try_into().ok()?).into(),
+            _ => return None,
+        })
+    }
+}
+
+/// IEEE half precision from single precision (round to nearest even).
+fn f32_to_f16(x: f32) -> u16 {
+    let b = x.to_bits();
+    let sign = ((b >> 16) & 0x8000) as u16;
+    let exp = ((b >> 23) & 0xff) as i32;
+    let man = b & 0x7f_ffff;
+    if exp == 0xff {
+        return sign | 0x7c00 | if man != 0 { 0x200 } else { 0 };
+    }
+    let e = exp - 127 + 15;
+    if e >= 0x1f {
+        return sign | 0x7c00;
+    }
+    if e <= 0 {
+        if e < -10 {
+            return sign;
+        }
+        let m = man | 0x80_0000;
+        let shift = (14 - e) as u32;
+        let half = 1u32 << (shift - 1);
+        let r = m >> shift;
+        let rem = m & ((1 << shift) - 1);
+        let r = if rem > half || (rem == half && r & 1 == 1) { r + 1 } else { r };
+        return sign | r as u16;
+    }
+    let r = man >> 13;
+    let rem = man & 0x1fff;
+    let mut v = ((e as u32) << 10) | r;
+    if rem > 0x1000 || (rem == 0x1000 && v & 1 == 1) {
+        v += 1;
+    }
+    sign | v as u16
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_element_names_its_dtype() {
+        fn check<T: Element>() {
+            let d = DType::by_name(T::DTYPE).unwrap_or_else(|| panic!("{} not in the table", T::DTYPE));
+            assert_eq!(d.size, size_of::<T>(), "{}", d.name);
+            assert_eq!(d.align, align_of::<T>(), "{}", d.name);
+        }
+        check::<i8>();
+        check::<u8>();
+        check::<i16>();
+        check::<u16>();
+        check::<i32>();
+        check::<u32>();
+        check::<i64>();
+        check::<u64>();
+        check::<f32>();
+        check::<f64>();
+        check::<[f32; 2]>();
+        check::<[f32; 3]>();
+        check::<[f32; 4]>();
+        check::<[f64; 2]>();
+        check::<[f64; 3]>();
+        check::<[f64; 4]>();
+        check::<[i32; 2]>();
+        check::<[i32; 3]>();
+        check::<[i32; 4]>();
+        check::<[[f32; 2]; 2]>();
+        check::<[[f32; 3]; 3]>();
+        check::<[[f32; 4]; 4]>();
+        check::<[[f64; 2]; 2]>();
+        check::<[[f64; 3]; 3]>();
+        check::<[[f64; 4]; 4]>();
+    }
+
+    #[test]
+    fn every_dtype_fits_a_value_and_is_found_by_its_spellings() {
+        for d in DTYPES.iter() {
+            assert!(d.size <= MAX_VALUE_BYTES, "{}", d.name);
+            assert_eq!(DType::by_name(d.name), Some(d));
+            assert_eq!(DType::by_cpp(d.cpp), Some(d), "{}", d.cpp);
+            assert_eq!(d.size, d.components() * d.scalar.size(), "{}", d.name);
+        }
+    }
+
+    #[test]
+    fn numbers_convert_as_warp_converts_python_numbers() {
+        let f32t = DType::by_name("float32").unwrap();
+        let i32t = DType::by_name("int32").unwrap();
+        let u8t = DType::by_name("uint8").unwrap();
+        assert_eq!(Value::of(2.5f64).convert(f32t).unwrap().bytes(), 2.5f32.to_le_bytes());
+        assert_eq!(Value::of(7i64).convert(f32t).unwrap().bytes(), 7f32.to_le_bytes());
+        assert_eq!(Value::of(7i64).convert(i32t).unwrap().bytes(), 7i32.to_le_bytes());
+        assert!(Value::of(300i32).convert(u8t).is_none());
+        assert!(Value::of(-1i32).convert(u8t).is_none());
+        assert!(Value::of(1.5f64).convert(i32t).is_none());
+        assert!(Value::of([1f32, 2., 3.]).convert(f32t).is_none());
+        assert_eq!(f32_to_f16(1.0), 0x3c00);
+        assert_eq!(f32_to_f16(-2.0), 0xc000);
+        assert_eq!(f32_to_f16(65504.0), 0x7bff);
+        assert_eq!(f32_to_f16(1e9), 0x7c00);
+    }
+}

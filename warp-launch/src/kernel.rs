@@ -1,0 +1,475 @@
+//! Kernels: named, typed parameters (arrays, values, structs), the domain
+//! dimension of `wp.tid()`, grid-stride or lean, and the functions that run
+//! them (CUDA forward and backward, each declared against the driver's
+//! parameter layout).
+
+use std::fmt;
+use std::sync::Arc;
+
+use cuda_api::{DynKernel, Library, Param, ParamType};
+
+use crate::dtype::{DType, Element};
+use crate::error::{Error, Result};
+use crate::generated::abi::ArrayT;
+
+/// What a parameter takes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ParamKind {
+    /// An array of `dtype` (`wp::array_t<T>`); `ndim` when the declaration
+    /// knows it (Warp-generated sources do not spell it).
+    Array {
+        /// Element type.
+        dtype: &'static DType,
+        /// Number of dimensions, when known.
+        ndim: Option<u8>,
+    },
+    /// A scalar, vector or matrix by value.
+    Value(&'static DType),
+    /// A `wp.struct` by value.
+    Struct(Arc<StructType>),
+}
+
+impl ParamKind {
+    /// Bytes it takes in the parameter space.
+    pub fn size(&self) -> usize {
+        match self {
+            ParamKind::Array { .. } => size_of::<ArrayT>(),
+            ParamKind::Value(d) => d.size,
+            ParamKind::Struct(s) => s.size,
+        }
+    }
+
+    /// Its alignment.
+    pub fn align(&self) -> usize {
+        match self {
+            ParamKind::Array { .. } => align_of::<ArrayT>(),
+            ParamKind::Value(d) => d.align,
+            ParamKind::Struct(s) => s.align,
+        }
+    }
+
+    /// What it takes, for messages (`an array of float32 with 2 dimension(s)`).
+    pub fn describe(&self) -> String {
+        match self {
+            ParamKind::Array { dtype, ndim: Some(n) } => {
+                format!("an array of {} with {n} dimension(s)", dtype.name)
+            }
+            ParamKind::Array { dtype, ndim: None } => format!("an array of {}", dtype.name),
+            ParamKind::Value(d) => format!("a {} value", d.name),
+            ParamKind::Struct(s) => format!("a struct '{}'", s.name),
+        }
+    }
+
+    /// The type's name in declarations given to `cuda-api`.
+    fn type_name(&self) -> String {
+        match self {
+            ParamKind::Array { dtype, .. } => format!("array_t<{}>", dtype.name),
+            ParamKind::Value(d) => d.name.to_string(),
+            ParamKind::Struct(s) => s.name.clone(),
+        }
+    }
+}
+
+/// A field of a [`StructType`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StructField {
+    /// The field's name.
+    pub name: String,
+    /// Its type.
+    pub kind: ParamKind,
+    /// Byte offset in the struct.
+    pub offset: usize,
+}
+
+/// A `wp.struct` type: fields in order with their C layout.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StructType {
+    /// The struct's name.
+    pub name: String,
+    /// Fields in order.
+    pub fields: Vec<StructField>,
+    /// Size in bytes (padded to the alignment).
+    pub size: usize,
+    /// Alignment (the largest field alignment, at least 1).
+    pub align: usize,
+}
+
+impl StructType {
+    /// The name without the 8-hex-digit hash Warp appends (`Params` for
+    /// `Params_acca3b2c`).
+    pub fn key(&self) -> &str {
+        match self.name.rsplit_once('_') {
+            Some((key, hash))
+                if !key.is_empty() && hash.len() == 8 && hash.bytes().all(|b| b.is_ascii_hexdigit()) =>
+            {
+                key
+            }
+            _ => &self.name,
+        }
+    }
+
+    /// Lays out `fields` in order as a C compiler does.
+    pub fn new(name: impl Into<String>, fields: Vec<(String, ParamKind)>) -> StructType {
+        let mut offset = 0usize;
+        let mut align = 1usize;
+        let fields = fields
+            .into_iter()
+            .map(|(name, kind)| {
+                let a = kind.align().max(1);
+                offset = offset.next_multiple_of(a);
+                align = align.max(a);
+                let f = StructField { name, offset, kind };
+                offset += f.kind.size();
+                f
+            })
+            .collect();
+        StructType {
+            name: name.into(),
+            fields,
+            size: offset.next_multiple_of(align),
+            align,
+        }
+    }
+}
+
+/// A named parameter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelParam {
+    /// The name (as in the kernel's source, without Warp's `var_` prefix).
+    pub name: String,
+    /// What it takes.
+    pub kind: ParamKind,
+}
+
+/// Bytes and alignment of `launch_bounds_t<N>`.
+pub fn bounds_layout(kernel_dim: usize) -> (usize, usize) {
+    use crate::generated::abi::*;
+    match kernel_dim {
+        1 => (size_of::<LaunchBounds1>(), align_of::<LaunchBounds1>()),
+        2 => (size_of::<LaunchBounds2>(), align_of::<LaunchBounds2>()),
+        3 => (size_of::<LaunchBounds3>(), align_of::<LaunchBounds3>()),
+        _ => (size_of::<LaunchBounds4>(), align_of::<LaunchBounds4>()),
+    }
+}
+
+/// A kernel's declaration: its name, the number of coordinates `wp.tid()`
+/// returns (the `N` of `launch_bounds_t<N>`), its parameters, grid-stride
+/// or lean, and dynamic shared memory. Turned into a [`Kernel`] by loading
+/// its functions.
+#[derive(Clone, Debug)]
+pub struct KernelSpec {
+    name: String,
+    kernel_dim: usize,
+    params: Vec<KernelParam>,
+    grid_stride: bool,
+    shared_mem: (u32, u32),
+}
+
+impl KernelSpec {
+    /// A kernel `name` whose `wp.tid()` has `kernel_dim` coordinates (1 to 4).
+    pub fn new(name: impl Into<String>, kernel_dim: usize) -> KernelSpec {
+        KernelSpec {
+            name: name.into(),
+            kernel_dim,
+            params: Vec::new(),
+            grid_stride: true,
+            shared_mem: (0, 0),
+        }
+    }
+
+    /// Adds a parameter.
+    pub fn param(mut self, name: impl Into<String>, kind: ParamKind) -> Self {
+        self.params.push(KernelParam {
+            name: name.into(),
+            kind,
+        });
+        self
+    }
+
+    /// Adds an array parameter of `T` with `ndim` dimensions.
+    pub fn array<T: Element>(self, name: impl Into<String>, ndim: u8) -> Self {
+        self.param(
+            name,
+            ParamKind::Array {
+                dtype: T::dtype(),
+                ndim: Some(ndim),
+            },
+        )
+    }
+
+    /// Adds a by-value parameter of `T`.
+    pub fn value<T: Element>(self, name: impl Into<String>) -> Self {
+        self.param(name, ParamKind::Value(T::dtype()))
+    }
+
+    /// Marks the kernel lean: one thread per index, no grid-stride loop.
+    pub fn lean(mut self) -> Self {
+        self.grid_stride = false;
+        self
+    }
+
+    /// Sets grid-stride (true, the default) or lean (false).
+    pub fn grid_stride(mut self, yes: bool) -> Self {
+        self.grid_stride = yes;
+        self
+    }
+
+    /// Dynamic shared memory of the forward and backward kernels, in bytes.
+    pub fn shared_mem(mut self, forward: u32, backward: u32) -> Self {
+        self.shared_mem = (forward, backward);
+        self
+    }
+
+    /// The kernel's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> &[KernelParam] {
+        &self.params
+    }
+
+    /// Whether the kernel loops grid-stride (else it is lean).
+    pub fn is_grid_stride(&self) -> bool {
+        self.grid_stride
+    }
+
+    fn check(&self) -> Result<()> {
+        if !(1..=4).contains(&self.kernel_dim) {
+            return Err(Error::Unsupported {
+                kernel: self.name.clone(),
+                message: format!(
+                    "wp.tid() has 1 to 4 coordinates but the declaration says {}; declare 1 to 4",
+                    self.kernel_dim
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    fn declaration(&self, adjoint: bool) -> Vec<Param> {
+        let (size, align) = bounds_layout(self.kernel_dim);
+        let mut out = vec![Param::new(
+            "dim",
+            ParamType::opaque(format!("launch_bounds_t<{}>", self.kernel_dim), size, align),
+        )];
+        let mut push = |prefix: &str| {
+            for p in &self.params {
+                out.push(Param::new(
+                    format!("{prefix}{}", p.name),
+                    ParamType::opaque(p.kind.type_name(), p.kind.size(), p.kind.align()),
+                ));
+            }
+        };
+        push("");
+        if adjoint {
+            push("adj_");
+        }
+        out
+    }
+
+    /// Loads the kernel's CUDA functions from `library`: `forward` and, if
+    /// given, `backward` (which takes the forward parameters, then one
+    /// adjoint per parameter). Each declaration is checked against the
+    /// driver's parameter layout (count, size, offset).
+    ///
+    /// # Safety
+    ///
+    /// The declared parameter types must be the functions' real parameter
+    /// types (the layout check catches counts, sizes and offsets, not
+    /// meaning). Declarations read from a Warp-generated source, as
+    /// [`crate::AotModule`] makes them, meet this when the source and the
+    /// cubin come from the same compile.
+    pub unsafe fn load_cuda(
+        self,
+        library: &Library,
+        forward: &str,
+        backward: Option<&str>,
+    ) -> Result<Kernel> {
+        self.check()?;
+        // SAFETY: the caller's promise covers the declared types.
+        let fwd = unsafe { DynKernel::declare(library.function(forward)?, self.declaration(false)) }?;
+        let bwd = match backward {
+            // SAFETY: as above; the backward kernel takes forward params then adjoints.
+            Some(b) => Some(unsafe { DynKernel::declare(library.function(b)?, self.declaration(true)) }?),
+            None => None,
+        };
+        Ok(Kernel {
+            inner: Arc::new(KernelInner {
+                spec: self,
+                cuda: Some(CudaFunctions {
+                    forward: fwd,
+                    backward: bwd,
+                }),
+                cpu: None,
+            }),
+        })
+    }
+
+    /// A kernel with this declaration and a Rust implementation for the
+    /// CPU device (no CUDA functions): `forward`, and `backward` for adjoint
+    /// launches and the tape (it sees the forward arguments, then one
+    /// adjoint per parameter). See [`crate::cpu`].
+    pub fn cpu(self, forward: crate::cpu::CpuFn, backward: Option<crate::cpu::CpuFn>) -> Result<Kernel> {
+        self.check()?;
+        Ok(Kernel {
+            inner: Arc::new(KernelInner {
+                spec: self,
+                cuda: None,
+                cpu: Some(crate::cpu::CpuKernel::new(forward, backward)),
+            }),
+        })
+    }
+}
+
+pub(crate) struct CudaFunctions {
+    pub forward: DynKernel,
+    pub backward: Option<DynKernel>,
+}
+
+pub(crate) struct KernelInner {
+    pub spec: KernelSpec,
+    pub cuda: Option<CudaFunctions>,
+    pub cpu: Option<crate::cpu::CpuKernel>,
+}
+
+/// A loaded kernel, cheap to clone: its declaration plus the functions that
+/// run it (CUDA forward/backward, and/or a CPU implementation).
+#[derive(Clone)]
+pub struct Kernel {
+    pub(crate) inner: Arc<KernelInner>,
+}
+
+impl fmt::Debug for Kernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Kernel")
+            .field("name", &self.name())
+            .field("kernel_dim", &self.kernel_dim())
+            .field("params", &self.inner.spec.params.len())
+            .field("grid_stride", &self.is_grid_stride())
+            .field("cuda", &self.inner.cuda.is_some())
+            .field("cpu", &self.inner.cpu.is_some())
+            .finish()
+    }
+}
+
+impl Kernel {
+    /// The kernel's name (Warp's key).
+    pub fn name(&self) -> &str {
+        &self.inner.spec.name
+    }
+
+    /// Coordinates of `wp.tid()` (the `N` of `launch_bounds_t<N>`).
+    pub fn kernel_dim(&self) -> usize {
+        self.inner.spec.kernel_dim
+    }
+
+    /// The forward parameters (the backward kernel takes these, then one
+    /// adjoint each, named `adj_<name>`).
+    pub fn params(&self) -> &[KernelParam] {
+        &self.inner.spec.params
+    }
+
+    /// Whether the kernel loops grid-stride (else it is lean).
+    pub fn is_grid_stride(&self) -> bool {
+        self.inner.spec.grid_stride
+    }
+
+    /// Dynamic shared memory of the forward or backward kernel.
+    pub fn shared_mem(&self, adjoint: bool) -> u32 {
+        if adjoint {
+            self.inner.spec.shared_mem.1
+        } else {
+            self.inner.spec.shared_mem.0
+        }
+    }
+
+    /// Whether it has a backward CUDA function.
+    pub fn has_backward(&self) -> bool {
+        self.inner
+            .cuda
+            .as_ref()
+            .is_some_and(|c| c.backward.is_some())
+            || self.inner.cpu.as_ref().is_some_and(|c| c.backward.is_some())
+    }
+
+    /// The same kernel with a CPU implementation added (forward and, for
+    /// adjoint launches on the CPU, backward).
+    pub fn with_cpu(&self, forward: crate::cpu::CpuFn, backward: Option<crate::cpu::CpuFn>) -> Kernel {
+        let old = &self.inner;
+        let cuda = old.cuda.as_ref().map(|c| CudaFunctions {
+            forward: c.forward.clone(),
+            backward: c.backward.clone(),
+        });
+        Kernel {
+            inner: Arc::new(KernelInner {
+                spec: old.spec.clone(),
+                cuda,
+                cpu: Some(crate::cpu::CpuKernel::new(forward, backward)),
+            }),
+        }
+    }
+
+    /// Index of parameter `name` (forward names, or `adj_<name>` for
+    /// adjoints after them).
+    pub fn param_index(&self, name: &str) -> Result<usize> {
+        let n = self.params().len();
+        if let Some(i) = self.params().iter().position(|p| p.name == name) {
+            return Ok(i);
+        }
+        if let Some(base) = name.strip_prefix("adj_")
+            && let Some(i) = self.params().iter().position(|p| p.name == base)
+        {
+            return Ok(n + i);
+        }
+        Err(self.no_such_param(format!("'{name}'")))
+    }
+
+    pub(crate) fn no_such_param(&self, given: String) -> Error {
+        Error::NoSuchParam {
+            kernel: self.name().to_string(),
+            given,
+            known: self.params().iter().map(|p| p.name.clone()).collect(),
+        }
+    }
+
+    /// Parameter `index` of a launch (adjoints after the forward ones):
+    /// its name and kind.
+    pub(crate) fn param_at(&self, index: usize) -> Option<(String, &ParamKind)> {
+        let n = self.params().len();
+        if index < n {
+            let p = &self.params()[index];
+            Some((p.name.clone(), &p.kind))
+        } else if index < 2 * n {
+            let p = &self.params()[index - n];
+            Some((format!("adj_{}", p.name), &p.kind))
+        } else {
+            None
+        }
+    }
+
+    /// The CUDA function of the forward (or backward) kernel: attributes,
+    /// occupancy, limits, and its launch handle for raw driver calls.
+    pub fn cuda_function(&self, adjoint: bool) -> Result<&cuda_api::Function> {
+        Ok(self.cuda(adjoint)?.function())
+    }
+
+    pub(crate) fn cuda(&self, adjoint: bool) -> Result<&DynKernel> {
+        let Some(c) = &self.inner.cuda else {
+            return Err(Error::Unsupported {
+                kernel: self.name().to_string(),
+                message: "it has no CUDA functions (a CPU-only kernel); launch it on \"cpu\" or load its CUDA image".into(),
+            });
+        };
+        if adjoint {
+            c.backward.as_ref().ok_or_else(|| Error::Unsupported {
+                kernel: self.name().to_string(),
+                message: "it has no backward kernel, so adjoint launches are impossible; compile it with enable_backward or load its backward function".into(),
+            })
+        } else {
+            Ok(&c.forward)
+        }
+    }
+}

@@ -1,0 +1,242 @@
+//! The memory behind arrays: a `cuda-api` allocation (device, page-locked
+//! host or managed memory) or plain host memory for the CPU device. Shared
+//! through `Arc` by every array view and recorded launch that uses it.
+
+use std::fmt;
+use std::ptr::NonNull;
+use std::sync::OnceLock;
+
+use cuda_api::{Allocation, MemoryKind};
+
+use crate::access::Location;
+use crate::error::{Error, Result};
+
+/// Where an array's bytes live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Memory {
+    /// CUDA memory of a context: device, page-locked host or managed.
+    Cuda(MemoryKind),
+    /// Ordinary host memory, for the CPU device.
+    Host,
+}
+
+impl fmt::Display for Memory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Memory::Cuda(k) => write!(f, "{k}"),
+            Memory::Host => f.write_str("host memory"),
+        }
+    }
+}
+
+/// Host memory for the CPU device: 16-byte aligned, zeroed, written through
+/// raw addresses by CPU kernels.
+pub struct HostMemory {
+    ptr: NonNull<u128>,
+    words: usize,
+    bytes: usize,
+}
+
+// SAFETY: the memory is owned; concurrent writes through addresses are the
+// same contract as device memory (kernels write disjoint elements).
+unsafe impl Send for HostMemory {}
+// SAFETY: as above.
+unsafe impl Sync for HostMemory {}
+
+impl HostMemory {
+    fn zeroed(bytes: usize) -> HostMemory {
+        let words = bytes.div_ceil(16);
+        let mut v = std::mem::ManuallyDrop::new(vec![0u128; words.max(1)]);
+        let words = v.capacity();
+        HostMemory {
+            // SAFETY: a Vec's pointer is never null.
+            ptr: unsafe { NonNull::new_unchecked(v.as_mut_ptr()) },
+            words,
+            bytes,
+        }
+    }
+}
+
+impl Drop for HostMemory {
+    fn drop(&mut self) {
+        // SAFETY: rebuilt from the parts of the Vec made in `zeroed`.
+        drop(unsafe { Vec::from_raw_parts(self.ptr.as_ptr(), self.words, self.words) });
+    }
+}
+
+/// An array's storage: CUDA memory or host memory, and where the driver
+/// says it lives (asked once, for CHECKED launches).
+pub struct Storage {
+    backing: Backing,
+    located: OnceLock<Location>,
+}
+
+enum Backing {
+    Cuda(Allocation),
+    Host(HostMemory),
+}
+
+impl fmt::Debug for Storage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Storage({} B, {})", self.bytes(), self.memory())
+    }
+}
+
+impl Storage {
+    /// Zeroed host memory of `bytes` bytes.
+    pub fn host(bytes: usize) -> Storage {
+        Storage {
+            backing: Backing::Host(HostMemory::zeroed(bytes)),
+            located: OnceLock::new(),
+        }
+    }
+
+    /// CUDA memory.
+    pub fn cuda(allocation: Allocation) -> Storage {
+        Storage {
+            backing: Backing::Cuda(allocation),
+            located: OnceLock::new(),
+        }
+    }
+
+    /// The CUDA allocation, `None` for host memory.
+    pub fn allocation(&self) -> Option<&Allocation> {
+        match &self.backing {
+            Backing::Cuda(a) => Some(a),
+            Backing::Host(_) => None,
+        }
+    }
+
+    /// Where the driver says the memory lives (asked on first use, then
+    /// cached: an allocation does not move). `None` for host memory.
+    pub fn location(&self) -> Result<Option<Location>> {
+        let Backing::Cuda(a) = &self.backing else {
+            return Ok(None);
+        };
+        if let Some(l) = self.located.get() {
+            return Ok(Some(*l));
+        }
+        let l = crate::access::locate(a.device_address())?;
+        Ok(Some(*self.located.get_or_init(|| l)))
+    }
+
+    /// Size in bytes.
+    pub fn bytes(&self) -> usize {
+        match &self.backing {
+            Backing::Cuda(a) => a.bytes(),
+            Backing::Host(h) => h.bytes,
+        }
+    }
+
+    /// Where it lives.
+    pub fn memory(&self) -> Memory {
+        match &self.backing {
+            Backing::Cuda(a) => Memory::Cuda(a.kind()),
+            Backing::Host(_) => Memory::Host,
+        }
+    }
+
+    /// The address kernels use: a device address for CUDA memory, a host
+    /// address for host memory.
+    pub fn address(&self) -> u64 {
+        match &self.backing {
+            Backing::Cuda(a) => a.device_address(),
+            Backing::Host(h) => h.ptr.as_ptr() as u64,
+        }
+    }
+
+    fn check(&self, offset: usize, len: usize, call: &'static str) -> Result<()> {
+        if offset.checked_add(len).is_none_or(|end| end > self.bytes()) {
+            return Err(Error::Shape {
+                call,
+                message: format!(
+                    "bytes {offset}..{} are outside the storage of {} B; stay inside the array",
+                    offset.saturating_add(len),
+                    self.bytes()
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Copies `dst.len()` bytes from `offset` into host memory (waits).
+    pub fn copy_to_host(&self, offset: usize, dst: &mut [u8]) -> Result<()> {
+        self.check(offset, dst.len(), "Storage::copy_to_host")?;
+        match &self.backing {
+            Backing::Cuda(a) => Ok(a.copy_to_host(offset, dst)?),
+            Backing::Host(h) => {
+                // SAFETY: the range was checked to lie inside the memory.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        h.ptr.as_ptr().cast::<u8>().add(offset),
+                        dst.as_mut_ptr(),
+                        dst.len(),
+                    )
+                };
+                Ok(())
+            }
+        }
+    }
+
+    /// Copies `src` to `offset` (waits).
+    pub fn copy_from_host(&self, offset: usize, src: &[u8]) -> Result<()> {
+        self.check(offset, src.len(), "Storage::copy_from_host")?;
+        match &self.backing {
+            Backing::Cuda(a) => Ok(a.copy_from_host(offset, src)?),
+            Backing::Host(h) => {
+                // SAFETY: the range was checked to lie inside the memory.
+                unsafe {
+                    std::ptr::copy(
+                        src.as_ptr(),
+                        h.ptr.as_ptr().cast::<u8>().add(offset),
+                        src.len(),
+                    )
+                };
+                Ok(())
+            }
+        }
+    }
+
+    /// Copies `len` bytes from `src` at `src_offset` to `offset` (any pair
+    /// of memories; waits).
+    pub fn copy_from(
+        &self,
+        offset: usize,
+        src: &Storage,
+        src_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        self.check(offset, len, "Storage::copy_from")?;
+        src.check(src_offset, len, "Storage::copy_from")?;
+        match (&self.backing, &src.backing) {
+            (Backing::Cuda(d), Backing::Cuda(s)) => Ok(d.copy_from(offset, s, src_offset, len)?),
+            (_, Backing::Host(h)) => {
+                // SAFETY: the source range was checked.
+                let bytes = unsafe {
+                    std::slice::from_raw_parts(h.ptr.as_ptr().cast::<u8>().add(src_offset), len)
+                };
+                self.copy_from_host(offset, bytes)
+            }
+            (Backing::Host(h), Backing::Cuda(_)) => {
+                // SAFETY: the destination range was checked.
+                let bytes = unsafe {
+                    std::slice::from_raw_parts_mut(h.ptr.as_ptr().cast::<u8>().add(offset), len)
+                };
+                src.copy_to_host(src_offset, bytes)
+            }
+        }
+    }
+
+    /// Sets every byte to zero (waits).
+    pub fn zero(&self) -> Result<()> {
+        match &self.backing {
+            Backing::Cuda(a) => Ok(a.fill_bytes(0)?),
+            Backing::Host(h) => {
+                // SAFETY: the whole allocation is written.
+                unsafe { std::ptr::write_bytes(h.ptr.as_ptr(), 0, h.words) };
+                Ok(())
+            }
+        }
+    }
+}

@@ -1,0 +1,257 @@
+//! The tape: launches recorded while a [`Tape`] records on this thread,
+//! replayed backward (their backward kernels, in reverse order, with the
+//! arrays' gradients) by [`Tape::backward`]; and a finite-difference
+//! gradient check.
+
+use std::cell::RefCell;
+
+use crate::array::Array;
+use crate::bind::Arg;
+use crate::command::Launch;
+use crate::dtype::{Kind, Scalar, Value};
+use crate::error::{Error, Result};
+use crate::kernel::ParamKind;
+
+thread_local! {
+    /// Launches recorded by the innermost recording tape of this thread.
+    static RECORDING: RefCell<Vec<Vec<Launch>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Called by immediate launches: the innermost recording tape of this
+/// thread keeps the launch.
+pub(crate) fn record(launch: Launch) {
+    RECORDING.with(|r| {
+        if let Some(top) = r.borrow_mut().last_mut() {
+            top.push(launch);
+        }
+    });
+}
+
+/// Records launches and runs them backward (Warp's `wp.Tape`).
+#[derive(Debug, Default)]
+pub struct Tape {
+    launches: Vec<Launch>,
+}
+
+/// Recording in progress: launches made on this thread while it lives are
+/// added to the tape when it is dropped.
+#[must_use = "recording stops when this guard is dropped"]
+pub struct Recording<'t> {
+    tape: &'t mut Tape,
+}
+
+impl Drop for Recording<'_> {
+    fn drop(&mut self) {
+        let recorded = RECORDING.with(|r| r.borrow_mut().pop()).unwrap_or_default();
+        self.tape.launches.extend(recorded);
+    }
+}
+
+impl Tape {
+    /// An empty tape.
+    pub fn new() -> Tape {
+        Tape::default()
+    }
+
+    /// Starts recording on this thread until the guard is dropped.
+    pub fn recording(&mut self) -> Recording<'_> {
+        RECORDING.with(|r| r.borrow_mut().push(Vec::new()));
+        Recording { tape: self }
+    }
+
+    /// Records the launches `f` makes on this thread.
+    pub fn record<R>(&mut self, f: impl FnOnce() -> R) -> R {
+        let _rec = self.recording();
+        f()
+    }
+
+    /// The recorded launches, in order.
+    pub fn launches(&self) -> &[Launch] {
+        &self.launches
+    }
+
+    /// Seeds `loss`'s gradient with ones and runs the recorded launches'
+    /// backward kernels in reverse order, each with its forward arguments
+    /// followed by one adjoint per parameter: the array's gradient (a null
+    /// array when it has none), zero for values and structs.
+    pub fn backward(&self, loss: &Array) -> Result<()> {
+        let Some(grad) = loss.grad() else {
+            return Err(Error::Unsupported {
+                kernel: String::new(),
+                message: "Tape::backward: the loss array has no gradient; create it with .with_grad()".into(),
+            });
+        };
+        fill_ones(grad)?;
+        for launch in self.launches.iter().rev() {
+            let adjoints = launch.kernel().params().iter().zip(launch.args()).map(|(p, a)| adjoint_for(&p.kind, a)).collect();
+            launch.adjoint_of(adjoints)?.run()?;
+        }
+        Ok(())
+    }
+
+    /// Zeroes the gradient of every array the recorded launches use.
+    pub fn zero(&self) -> Result<()> {
+        for l in &self.launches {
+            for a in l.args() {
+                if let Some(g) = a.as_array().and_then(Array::grad) {
+                    g.zero()?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Zeroes the gradients and forgets the recording.
+    pub fn reset(&mut self) -> Result<()> {
+        self.zero()?;
+        self.launches.clear();
+        Ok(())
+    }
+}
+
+fn adjoint_for(kind: &ParamKind, arg: &Arg) -> Arg {
+    match (kind, arg) {
+        (ParamKind::Array { .. }, Arg::Array(a)) => a.grad().map_or(Arg::Null, |g| Arg::Array(g.clone())),
+        (ParamKind::Array { .. }, _) => Arg::Null,
+        (ParamKind::Value(d), _) => Value::from_bytes(d, &vec![0u8; d.size]).map_or(Arg::Null, Arg::Value),
+        (ParamKind::Struct(st), arg) => Arg::Struct(struct_adjoint(st, arg)),
+    }
+}
+
+/// Warp's adjoint of a struct argument: array fields become their
+/// gradients (the array with `data` set to its `grad`, or a null array),
+/// every other field zero.
+fn struct_adjoint(st: &crate::kernel::StructType, arg: &Arg) -> crate::bind::StructValue {
+    use crate::generated::abi::ArrayT;
+    let mut out = vec![0u8; st.size];
+    if let Arg::Struct(v) = arg
+        && v.bytes().len() == st.size
+    {
+        for f in &st.fields {
+            if let ParamKind::Array { .. } = f.kind {
+                let n = size_of::<ArrayT>();
+                let Some(src) = v.bytes().get(f.offset..f.offset + n) else {
+                    continue;
+                };
+                // SAFETY: ArrayT is plain data; the bytes are a whole ArrayT.
+                let mut a: ArrayT = unsafe { std::ptr::read_unaligned(src.as_ptr().cast()) };
+                if a.grad == 0 {
+                    a = ArrayT::default();
+                } else {
+                    a.data = a.grad;
+                    a.grad = 0;
+                }
+                // SAFETY: as above; its bytes are read.
+                let bytes = unsafe { std::slice::from_raw_parts((&a as *const ArrayT).cast::<u8>(), n) };
+                out[f.offset..f.offset + n].copy_from_slice(bytes);
+            }
+        }
+    }
+    crate::bind::StructValue::from_bytes(&st.name, &out)
+}
+
+fn fill_ones(a: &Array) -> Result<()> {
+    let d = a.dtype();
+    let one: Vec<u8> = match (d.kind, d.scalar) {
+        (Kind::Scalar, Scalar::Float32) => 1f32.to_le_bytes().to_vec(),
+        (Kind::Scalar, Scalar::Float64) => 1f64.to_le_bytes().to_vec(),
+        _ => {
+            return Err(Error::Unsupported {
+                kernel: String::new(),
+                message: format!("Tape::backward: the loss is {} but must be float32 or float64; reduce it to a float scalar array", d.name),
+            });
+        }
+    };
+    let bytes: Vec<u8> = one.iter().copied().cycle().take(one.len() * a.len()).collect();
+    if !a.is_contiguous() {
+        return Err(Error::Shape {
+            call: "Tape::backward",
+            message: "the loss gradient is not contiguous; use a contiguous loss array".into(),
+        });
+    }
+    a.storage().copy_from_host(a.offset(), &bytes)
+}
+
+/// The result of [`check_gradients`]: the largest differences between the
+/// tape's gradients and central finite differences.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GradientCheck {
+    /// Largest absolute difference.
+    pub max_abs: f64,
+    /// Largest difference relative to max(|fd|, |tape|, 1e-6)... reported
+    /// as |a-b| / max(|a|, |b|, 1e-6).
+    pub max_rel: f64,
+    /// Elements compared.
+    pub compared: usize,
+}
+
+/// Compares the gradients a tape computes for `inputs` (float32/float64
+/// arrays with gradients) with central finite differences of `loss`.
+/// `forward` runs the computation (it is called once under a tape, then
+/// twice per input element with the element perturbed by `eps`); `loss`
+/// must be a one-element float array with a gradient.
+pub fn check_gradients(
+    inputs: &[&Array],
+    loss: &Array,
+    eps: f64,
+    mut forward: impl FnMut() -> Result<()>,
+) -> Result<GradientCheck> {
+    let read = |a: &Array| -> Result<Vec<f64>> {
+        let b = a.to_bytes()?;
+        Ok(match a.dtype().scalar {
+            Scalar::Float64 => b.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap_or_default())).collect(),
+            _ => b.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap_or_default()) as f64).collect(),
+        })
+    };
+    let write = |a: &Array, v: &[f64]| -> Result<()> {
+        let b: Vec<u8> = match a.dtype().scalar {
+            Scalar::Float64 => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            _ => v.iter().flat_map(|x| (*x as f32).to_le_bytes()).collect(),
+        };
+        a.storage().copy_from_host(a.offset(), &b)
+    };
+    for a in inputs {
+        if !a.dtype().is_float() || a.dtype().kind != Kind::Scalar || a.grad().is_none() || !a.is_contiguous() {
+            return Err(Error::Unsupported {
+                kernel: String::new(),
+                message: format!("check_gradients: input {a:?} must be a contiguous float32/float64 scalar array with a gradient"),
+            });
+        }
+    }
+    let mut tape = Tape::new();
+    zero_loss(loss)?;
+    tape.record(&mut forward)?;
+    tape.backward(loss)?;
+    let mut report = GradientCheck { max_abs: 0.0, max_rel: 0.0, compared: 0 };
+    for a in inputs {
+        let analytic = read(a.grad().unwrap_or(a))?;
+        let mut x = read(a)?;
+        for i in 0..x.len() {
+            let x0 = x[i];
+            x[i] = x0 + eps;
+            write(a, &x)?;
+            zero_loss(loss)?;
+            forward()?;
+            let up = read(loss)?[0];
+            x[i] = x0 - eps;
+            write(a, &x)?;
+            zero_loss(loss)?;
+            forward()?;
+            let down = read(loss)?[0];
+            x[i] = x0;
+            write(a, &x)?;
+            let fd = (up - down) / (2.0 * eps);
+            let d = (fd - analytic[i]).abs();
+            report.max_abs = report.max_abs.max(d);
+            report.max_rel = report.max_rel.max(d / fd.abs().max(analytic[i].abs()).max(1e-6));
+            report.compared += 1;
+        }
+    }
+    zero_loss(loss)?;
+    forward()?;
+    Ok(report)
+}
+
+fn zero_loss(loss: &Array) -> Result<()> {
+    loss.zero()
+}
