@@ -69,6 +69,9 @@ pub mod device;
 pub mod domain;
 pub mod dtype;
 pub mod error;
+/// Warp's kernel ABI (launch bounds, arrays, constants, the dtype table),
+/// generated from `specs/warp/abi.yaml`; the C++ side is `include/warp_launch.h`.
+#[rustfmt::skip]
 pub mod generated;
 pub mod graph;
 pub mod kernel;

@@ -8,10 +8,10 @@ const HELP: &str = "\
 usage: cargo xtask <task>
 
 tasks:
-  codegen [--check]   generate cuda-sys (and the ABI probe) from specs/; --check compares only
+  codegen [--check]   generate cuda-sys, warp-launch's ABI (and the ABI probes) from specs/; --check compares only
   import [--check]    refresh specs/ from the real cuda.h (pinned CUDA 13.0); --check compares only
   gpu-bundle          build gpu-bundle/: release test binaries, nvcc 13.0 kernels, run.sh
-  test [ARGS..]       provision the pinned cuda.h and libclang, then run `cargo test --workspace ARGS..`
+  test [ARGS..]       provision the pinned cuda.h and Warp headers, then run `cargo test --workspace ARGS..`
   help                this text
 ";
 
@@ -43,14 +43,17 @@ fn run(args: &[String]) -> Result<()> {
     }
 }
 
-/// Provisions the pinned header, then runs the workspace tests with
-/// `CUDA_INCLUDE_DIR` pointing at it (the ABI test compiles against it).
+/// Provisions the pinned headers, then runs the workspace tests with
+/// `CUDA_INCLUDE_DIR` (cuda.h) and `WARP_NATIVE_INCLUDE_DIR` (Warp's
+/// `warp/native/*.h`) pointing at them (the ABI tests compile against them).
 fn test(extra: &[String]) -> Result<()> {
     let include = provision::cuda_include_dir()?;
+    let warp_include = provision::warp_native_include_dir()?;
     let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .args(["test", "--workspace"])
         .args(extra)
         .env("CUDA_INCLUDE_DIR", &include)
+        .env("WARP_NATIVE_INCLUDE_DIR", &warp_include)
         .current_dir(provision::workspace_root())
         .status()?;
     if status.success() {

@@ -10,6 +10,12 @@ use crate::Result;
 
 /// The wheel that carries the pinned `cuda.h` (CUDA 13.0).
 pub const CUDA_RUNTIME_WHEEL: &str = "nvidia-cuda-runtime==13.0.96";
+/// The wheel that carries Warp's native headers (`warp/native/*.h`).
+pub const WARP_WHEEL: &str = "warp-lang==1.19.0";
+/// The platform whose `WARP_WHEEL` build is fetched (the headers are the
+/// same in every build; pinning one keeps the download the same everywhere).
+pub const WARP_WHEEL_PLATFORM: &str = "manylinux_2_28_x86_64";
+
 /// The wheel that carries a libclang shared library for bindgen.
 pub const LIBCLANG_WHEEL: &str = "libclang==18.1.1";
 
@@ -96,6 +102,42 @@ pub fn libclang_dir() -> Result<PathBuf> {
     Ok(native)
 }
 
+/// The directory that holds `warp/native/builtin.h`, `array.h` and the other
+/// headers of Warp's kernels: `WARP_NATIVE_INCLUDE_DIR` when set, otherwise the
+/// pinned wheel `warp-lang==1.19.0`, of which only `warp/native/` is unpacked
+/// into `target/cuda-cache/warp-lang` (fetched on first use).
+pub fn warp_native_include_dir() -> Result<PathBuf> {
+    let has_headers = |dir: &Path| dir.join("warp/native/builtin.h").is_file();
+    if let Some(dir) = std::env::var_os("WARP_NATIVE_INCLUDE_DIR") {
+        let dir = PathBuf::from(dir);
+        if has_headers(&dir) {
+            return Ok(dir);
+        }
+        return Err(format!(
+            "WARP_NATIVE_INCLUDE_DIR is set but {} has no warp/native/builtin.h; unset it to use the pinned wheel {WARP_WHEEL}",
+            dir.display()
+        )
+        .into());
+    }
+    let dir = cache_dir().join("warp-lang");
+    if !has_headers(&dir) {
+        fetch_wheel_with(
+            WARP_WHEEL,
+            &dir,
+            Some(WARP_WHEEL_PLATFORM),
+            Some("warp/native/"),
+        )?;
+    }
+    if !has_headers(&dir) {
+        return Err(format!(
+            "{WARP_WHEEL} unpacked to {} but has no warp/native/builtin.h",
+            dir.display()
+        )
+        .into());
+    }
+    Ok(dir)
+}
+
 /// The C compiler's own include directory (for `stddef.h` and friends), which
 /// the wheel's libclang lacks.
 pub fn cc_builtin_include_dir() -> Option<PathBuf> {
@@ -110,22 +152,38 @@ pub fn cc_builtin_include_dir() -> Option<PathBuf> {
 
 /// Downloads one pinned wheel with pip and unpacks it into `dest`.
 fn fetch_wheel(requirement: &str, dest: &Path) -> Result<()> {
+    fetch_wheel_with(requirement, dest, None, None)
+}
+
+/// Downloads one pinned wheel with pip (for `platform` when given, else for
+/// this machine) and unpacks it into `dest`: only the members whose path
+/// starts with `only` when given, else all of it.
+fn fetch_wheel_with(
+    requirement: &str,
+    dest: &Path,
+    platform: Option<&str>,
+    only: Option<&str>,
+) -> Result<()> {
     let wheels = cache_dir().join("wheels");
     std::fs::create_dir_all(&wheels)?;
     eprintln!(
         "xtask: fetching {requirement} with pip into {}",
         wheels.display()
     );
-    let status = Command::new("python3")
-        .args([
-            "-m",
-            "pip",
-            "download",
-            "--quiet",
-            "--no-deps",
-            "--only-binary=:all:",
-            "-d",
-        ])
+    let mut pip = Command::new("python3");
+    pip.args([
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--no-deps",
+        "--only-binary=:all:",
+    ]);
+    if let Some(platform) = platform {
+        pip.args(["--platform", platform]);
+    }
+    let status = pip
+        .arg("-d")
         .arg(&wheels)
         .arg(requirement)
         .status()
@@ -156,11 +214,24 @@ fn fetch_wheel(requirement: &str, dest: &Path) -> Result<()> {
             )
         })?;
     std::fs::create_dir_all(dest)?;
-    let status = Command::new("python3")
-        .args(["-m", "zipfile", "-e"])
-        .arg(&wheel)
-        .arg(dest)
-        .status()?;
+    let status = match only {
+        None => Command::new("python3")
+            .args(["-m", "zipfile", "-e"])
+            .arg(&wheel)
+            .arg(dest)
+            .status()?,
+        Some(prefix) => Command::new("python3")
+            .args([
+                "-c",
+                "import sys, zipfile\n\
+                 z = zipfile.ZipFile(sys.argv[1])\n\
+                 z.extractall(sys.argv[2], [m for m in z.namelist() if m.startswith(sys.argv[3])])",
+            ])
+            .arg(&wheel)
+            .arg(dest)
+            .arg(prefix)
+            .status()?,
+    };
     if !status.success() {
         return Err(format!("could not unpack {}", wheel.display()).into());
     }

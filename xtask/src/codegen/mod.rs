@@ -6,6 +6,7 @@ pub mod docs;
 pub mod names;
 pub mod probe;
 pub mod sys;
+pub mod warp;
 
 use std::path::Path;
 
@@ -33,15 +34,23 @@ pub fn generate(specs: &Specs) -> Result<Vec<(String, String)>> {
         pub mod functions;
         pub mod types;
     };
-    let tests_mod = quote::quote! {
-        //! Facts generated from the specs for the ABI test.
-        pub mod abi;
+    let tests_mod = if specs.warp.is_some() {
+        quote::quote! {
+            //! Facts generated from the specs for the ABI tests.
+            pub mod abi;
+            pub mod warp_abi;
+        }
+    } else {
+        quote::quote! {
+            //! Facts generated from the specs for the ABI test.
+            pub mod abi;
+        }
     };
     let api_mod = quote::quote! {
         //! Items generated from the specs.
         pub mod driver;
     };
-    Ok(vec![
+    let mut files = vec![
         ("cuda-api/src/generated/mod.rs".into(), format(api_mod)?),
         (
             "cuda-api/src/generated/driver.rs".into(),
@@ -66,7 +75,33 @@ pub fn generate(specs: &Specs) -> Result<Vec<(String, String)>> {
             "tests/src/generated/abi.rs".into(),
             format(probe::rust_expectations(specs)?)?,
         ),
-    ])
+    ];
+    if let Some(abi) = &specs.warp {
+        files.extend([
+            (
+                "warp-launch/src/generated/mod.rs".to_string(),
+                format(warp::rust_mod(abi))?,
+            ),
+            (
+                "warp-launch/src/generated/abi.rs".into(),
+                format(warp::rust_abi(abi)?)?,
+            ),
+            (
+                "warp-launch/src/generated/dtypes.rs".into(),
+                format(warp::rust_dtypes(abi)?)?,
+            ),
+            (
+                "warp-launch/include/warp_launch.h".into(),
+                warp::header(abi),
+            ),
+            ("tests/abi/warp_probe.cpp".into(), warp::probe_cpp(abi)),
+            (
+                "tests/src/generated/warp_abi.rs".into(),
+                format(warp::rust_facts(abi)?)?,
+            ),
+        ]);
+    }
+    Ok(files)
 }
 
 /// Loads `specs_dir`, generates everything and writes it under `root`

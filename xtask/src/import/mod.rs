@@ -329,6 +329,8 @@ fn build(
         groups,
         types: split,
         errors,
+        // The importer reads cuda.h only; the Warp ABI spec is kept as it is.
+        warp: old.and_then(|o| o.warp.clone()),
     })
 }
 

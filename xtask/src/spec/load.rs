@@ -84,7 +84,8 @@ fn parse<T: DeserializeOwned>(file: &str, text: &str) -> Result<T, SpecError> {
 }
 
 /// Loads specs from `(display path, text)` pairs: `…/errors.yaml`,
-/// `…/types/*.yaml` and `…/functions/*.yaml`, then validates them.
+/// `…/types/*.yaml`, `…/functions/*.yaml` and `…/warp/abi.yaml` (Warp's
+/// kernel ABI), then validates them.
 pub fn load_sources(sources: &[(String, String)]) -> Result<Specs, SpecErrors> {
     let mut specs = Specs::default();
     let mut errors = Vec::new();
@@ -102,6 +103,14 @@ pub fn load_sources(sources: &[(String, String)]) -> Result<Specs, SpecErrors> {
                 Ok(t) => specs.types.push((name, t)),
                 Err(e) => errors.push(e),
             }
+        } else if file.ends_with("/warp/abi.yaml") || file == "warp/abi.yaml" {
+            match parse::<super::warp::WarpAbi>(file, text) {
+                Ok(w) => {
+                    errors.extend(super::warp::validate(&w, file));
+                    specs.warp = Some(w);
+                }
+                Err(e) => errors.push(e),
+            }
         } else if file.contains("/functions/") {
             match parse::<GroupFile>(file, text) {
                 Ok(g) => specs.groups.push((name, g)),
@@ -112,7 +121,7 @@ pub fn load_sources(sources: &[(String, String)]) -> Result<Specs, SpecErrors> {
                 file: file.clone(),
                 line: 0,
                 col: 0,
-                message: "not a spec location: put functions under functions/, types under types/, and the CUresult catalogue in errors.yaml".into(),
+                message: "not a spec location: put functions under functions/, types under types/, the CUresult catalogue in errors.yaml, and the Warp ABI in warp/abi.yaml".into(),
             });
         }
     }

@@ -3,4 +3,5 @@
 pub mod load;
 pub mod model;
 pub mod validate;
+pub mod warp;
 pub mod write;

@@ -313,6 +313,9 @@ pub struct Specs {
     pub types: Vec<(String, TypesFile)>,
     /// `specs/errors.yaml`.
     pub errors: ErrorCatalogue,
+    /// `specs/warp/abi.yaml`: NVIDIA Warp's kernel ABI (absent in specs
+    /// sets that describe only the driver API).
+    pub warp: Option<super::warp::WarpAbi>,
 }
 
 impl Specs {
