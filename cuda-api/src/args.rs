@@ -12,9 +12,9 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::function::Function;
-use crate::context::Context;
 use crate::launch::{LaunchConfig, check_nonzero, check_shape};
 use crate::memory::{
     ConstDevicePtr, DeviceBuffer, DevicePtr, DeviceRepr, DeviceView, DeviceViewMut,
@@ -394,7 +394,11 @@ impl DynKernel {
         let handle = self.func.launch_handle();
         let library = self.func.home_context().is_none();
         Ok(cuda_sys::CUDA_KERNEL_NODE_PARAMS {
-            func: if library { std::ptr::null_mut() } else { handle },
+            func: if library {
+                std::ptr::null_mut()
+            } else {
+                handle
+            },
             gridDimX: cfg.grid.x,
             gridDimY: cfg.grid.y,
             gridDimZ: cfg.grid.z,
@@ -404,8 +408,16 @@ impl DynKernel {
             sharedMemBytes: cfg.shared_mem_bytes,
             kernelParams: args.ptrs.as_ptr().cast_mut(),
             extra: std::ptr::null_mut(),
-            kern: if library { handle.cast() } else { std::ptr::null_mut() },
-            ctx: if library { ctx.raw() } else { std::ptr::null_mut() },
+            kern: if library {
+                handle.cast()
+            } else {
+                std::ptr::null_mut()
+            },
+            ctx: if library {
+                ctx.raw()
+            } else {
+                std::ptr::null_mut()
+            },
         })
     }
 

@@ -80,7 +80,12 @@ fn main() {
 
     // Raw: the same kernel and argument bytes through cuLaunchKernel.
     let func = saxpy.cuda_function(false).unwrap();
-    let recorded = saxpy.launch(N).inputs((2.0f32, &x, &y)).stream(&stream).record().unwrap();
+    let recorded = saxpy
+        .launch(N)
+        .inputs((2.0f32, &x, &y))
+        .stream(&stream)
+        .record()
+        .unwrap();
     recorded.launch(&stream).unwrap();
     let grid = recorded.plan().grid;
     let mut bounds = LaunchBounds1 {
@@ -104,14 +109,31 @@ fn main() {
         // SAFETY: the saxpy forward kernel's parameters (bounds, float,
         // array_t, array_t) at the addresses above, alive for the calls.
         let r = unsafe {
-            cuda_sys::cuLaunchKernel(handle, grid[0], 1, 1, 256, 1, 1, 0, raw_stream, pp, std::ptr::null_mut())
+            cuda_sys::cuLaunchKernel(
+                handle,
+                grid[0],
+                1,
+                1,
+                256,
+                1,
+                1,
+                0,
+                raw_stream,
+                pp,
+                std::ptr::null_mut(),
+            )
         };
         assert_eq!(r, cuda_sys::CUresult::CUDA_SUCCESS);
     };
 
     let (t_raw, al_raw) = measure(&stream, raw);
     let (t_launch, al_launch) = measure(&stream, || {
-        saxpy.launch(N).inputs((2.0f32, &x, &y)).stream(&stream).run().unwrap();
+        saxpy
+            .launch(N)
+            .inputs((2.0f32, &x, &y))
+            .stream(&stream)
+            .run()
+            .unwrap();
     });
     let (t_replay, al_replay) = measure(&stream, || recorded.launch(&stream).unwrap());
     let (t_raw2, _) = measure(&stream, raw);
@@ -120,7 +142,14 @@ fn main() {
     // 100 kernels: one by one (replayed Launches) vs one captured graph.
     const KERNELS: usize = 100;
     let launches: Vec<_> = (0..KERNELS)
-        .map(|_| saxpy.launch(N).inputs((2.0f32, &x, &y)).stream(&stream).record().unwrap())
+        .map(|_| {
+            saxpy
+                .launch(N)
+                .inputs((2.0f32, &x, &y))
+                .stream(&stream)
+                .record()
+                .unwrap()
+        })
         .collect();
     let (t_one_by_one, _) = measure_batch(&stream, 5, || {
         for l in &launches {

@@ -33,8 +33,16 @@ fn main() -> ExitCode {
         println!(
             "  {key} ({}-D, {}{}): {}",
             k.kernel_dim(),
-            if k.is_grid_stride() { "grid-stride" } else { "lean" },
-            if k.has_backward() { ", with backward" } else { "" },
+            if k.is_grid_stride() {
+                "grid-stride"
+            } else {
+                "lean"
+            },
+            if k.has_backward() {
+                ", with backward"
+            } else {
+                ""
+            },
             params.join("; ")
         );
     }

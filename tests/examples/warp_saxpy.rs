@@ -33,7 +33,10 @@ fn run(dir: &std::path::Path) -> warp_launch::Result<()> {
     })?;
     tape.backward(&loss)?;
     println!("loss = {:?}", loss.to_vec::<f32>()?);
-    println!("d loss / d x = {:?}", x.grad().expect("x has a gradient").to_vec::<f32>()?);
+    println!(
+        "d loss / d x = {:?}",
+        x.grad().expect("x has a gradient").to_vec::<f32>()?
+    );
     Ok(())
 }
 

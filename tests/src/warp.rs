@@ -8,8 +8,7 @@ use std::sync::Arc;
 
 use serde_json::Value as Json;
 use warp_launch::{
-    Arg, Array, CpuFn, DType, Device, Kernel, StructValue, Value, cpu_fn,
-    storage::Storage,
+    Arg, Array, CpuFn, DType, Device, Kernel, StructValue, Value, cpu_fn, storage::Storage,
 };
 
 /// The directory `tests/warp/build.py` wrote: `SDK_WARP_DATA` (set by the
@@ -24,8 +23,12 @@ pub fn data_dir() -> PathBuf {
 
 /// The parsed `manifest.json`.
 pub fn manifest(dir: &Path) -> Json {
-    let text = std::fs::read_to_string(dir.join("manifest.json"))
-        .unwrap_or_else(|e| panic!("{}/manifest.json: {e} (run cargo xtask gpu-bundle)", dir.display()));
+    let text = std::fs::read_to_string(dir.join("manifest.json")).unwrap_or_else(|e| {
+        panic!(
+            "{}/manifest.json: {e} (run cargo xtask gpu-bundle)",
+            dir.display()
+        )
+    });
     serde_json::from_str(&text).expect("manifest.json parses")
 }
 
@@ -36,7 +39,11 @@ fn hex(s: &str) -> Vec<u8> {
 }
 
 fn usizes(v: &Json) -> Vec<usize> {
-    v.as_array().expect("list").iter().map(|e| e.as_u64().expect("int") as usize).collect()
+    v.as_array()
+        .expect("list")
+        .iter()
+        .map(|e| e.as_u64().expect("int") as usize)
+        .collect()
 }
 
 /// An array on `device` holding the bytes of `file` (the whole backing
@@ -44,12 +51,28 @@ fn usizes(v: &Json) -> Vec<usize> {
 pub fn array_from(dir: &Path, device: Device, a: &Json, file_key: &str) -> Array {
     let dtype = DType::by_name(a["dtype"].as_str().expect("dtype")).expect("known dtype");
     let bytes = std::fs::read(dir.join(a[file_key].as_str().expect("file"))).expect("array file");
-    let base = Array::zeros(device, DType::by_name("uint8").unwrap(), &[bytes.len().max(1)]).unwrap();
+    let base = Array::zeros(
+        device,
+        DType::by_name("uint8").unwrap(),
+        &[bytes.len().max(1)],
+    )
+    .unwrap();
     base.copy_from_slice(&bytes).unwrap();
     let shape = usizes(&a["shape"]);
-    let strides: Vec<isize> = usizes(&a["strides"]).into_iter().map(|s| s as isize).collect();
+    let strides: Vec<isize> = usizes(&a["strides"])
+        .into_iter()
+        .map(|s| s as isize)
+        .collect();
     let offset = a.get("offset").and_then(Json::as_u64).unwrap_or(0) as usize;
-    Array::from_parts(Arc::clone(base.storage()), device, offset, dtype, &shape, &strides).unwrap()
+    Array::from_parts(
+        Arc::clone(base.storage()),
+        device,
+        offset,
+        dtype,
+        &shape,
+        &strides,
+    )
+    .unwrap()
 }
 
 /// The whole storage of `a` as bytes.
@@ -101,7 +124,9 @@ pub fn compare(dtype: &DType, got: &[u8], want: &[u8], rel: f64) -> Result<(), S
                 continue;
             }
         };
-        if (gv - wv).abs() > rel * wv.abs().max(1e-6 / rel.max(1e-12)).min(f64::MAX) && (gv - wv).abs() > 1e-6 {
+        if (gv - wv).abs() > rel * wv.abs().max(1e-6 / rel.max(1e-12)).min(f64::MAX)
+            && (gv - wv).abs() > 1e-6
+        {
             return Err(format!("scalar {i}: {gv} vs {wv}"));
         }
     }
@@ -115,7 +140,8 @@ pub fn chain_cpu() -> [(CpuFn, CpuFn); 2] {
     let sin_fwd = cpu_fn(|t, args| {
         let i = t.tid();
         let a: f32 = args.value(1)?;
-        args.array::<f32>(2)?.set(i, args.array::<f32>(0)?.get(i)?.sin() * a)
+        args.array::<f32>(2)?
+            .set(i, args.array::<f32>(0)?.get(i)?.sin() * a)
     });
     let sin_bwd = cpu_fn(|t, args| {
         // adjoints follow the forward parameters: adj_x (3), adj_a (4), adj_y (5)
@@ -142,4 +168,48 @@ pub fn chain_cpu() -> [(CpuFn, CpuFn); 2] {
 /// `kernel` with the CPU implementation `imp` added.
 pub fn with_cpu(kernel: &Kernel, imp: &(CpuFn, CpuFn)) -> Kernel {
     kernel.with_cpu(imp.0.clone(), Some(imp.1.clone()))
+}
+
+/// The CUDA C kernels of `tests/kernels/warp_header.cu` (written against
+/// `warp_launch.h`), declared: `wl_scale2d`, `wl_fill4d`, `wl_lean_add`
+/// (lean) and `wl_grid_sum` (cooperative).
+pub struct HeaderKernels {
+    /// `a[i, j] *= s`.
+    pub scale2d: Kernel,
+    /// `out[i, j, k, l] = linear index`.
+    pub fill4d: Kernel,
+    /// `v[i] += d` (lean).
+    pub lean_add: Kernel,
+    /// `out[0] = sum(x)` with a grid sync; `partial` has one element per block.
+    pub grid_sum: Kernel,
+}
+
+/// Loads `warp_header.cubin` from the kernels directory and declares its
+/// kernels.
+pub fn header_kernels() -> warp_launch::Result<HeaderKernels> {
+    use warp_launch::KernelSpec;
+    let lib = cuda_api::Library::from_file(crate::kernels_dir().join("warp_header.cubin"))?;
+    // SAFETY: the declarations are the kernels' parameter lists in
+    // tests/kernels/warp_header.cu (bounds first, then these, in order).
+    unsafe {
+        Ok(HeaderKernels {
+            scale2d: KernelSpec::new("wl_scale2d", 2)
+                .array::<f32>("a", 2)
+                .value::<f32>("s")
+                .load_cuda(&lib, "wl_scale2d", None)?,
+            fill4d: KernelSpec::new("wl_fill4d", 4)
+                .array::<i32>("out", 4)
+                .load_cuda(&lib, "wl_fill4d", None)?,
+            lean_add: KernelSpec::new("wl_lean_add", 1)
+                .array::<[f32; 3]>("v", 1)
+                .value::<[f32; 3]>("d")
+                .lean()
+                .load_cuda(&lib, "wl_lean_add", None)?,
+            grid_sum: KernelSpec::new("wl_grid_sum", 1)
+                .array::<f32>("x", 1)
+                .array::<f32>("partial", 1)
+                .array::<f32>("out", 1)
+                .load_cuda(&lib, "wl_grid_sum", None)?,
+        })
+    }
 }

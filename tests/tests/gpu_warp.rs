@@ -8,8 +8,10 @@
 use std::path::Path;
 
 use cuda_api::MemoryKind;
+use sdk_tests::warp::{
+    arg_from, array_from, chain_cpu, compare, data_dir, manifest, storage_bytes, with_cpu,
+};
 use serde_json::Value as Json;
-use sdk_tests::warp::{arg_from, array_from, chain_cpu, compare, data_dir, manifest, storage_bytes, with_cpu};
 use warp_launch::{AccessMode, AotModule, Arg, Array, DType, Device, Error, Tape};
 
 fn module(dir: &Path) -> AotModule {
@@ -29,7 +31,12 @@ fn warp_kernels_give_warps_results() {
         let kernel = module.kernel(case["kernel"].as_str().unwrap()).unwrap();
         let specs = case["args"].as_array().unwrap();
         let args: Vec<Arg> = specs.iter().map(|a| arg_from(&dir, dev, a)).collect();
-        let dim: Vec<i64> = case["dim"].as_array().unwrap().iter().map(|e| e.as_i64().unwrap()).collect();
+        let dim: Vec<i64> = case["dim"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e.as_i64().unwrap())
+            .collect();
         kernel
             .launch(dim)
             .inputs(args.clone())
@@ -39,14 +46,20 @@ fn warp_kernels_give_warps_results() {
             .run()
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         for (spec, arg) in specs.iter().zip(&args) {
-            let Some(file) = spec["expected_file"].as_str() else { continue };
+            let Some(file) = spec["expected_file"].as_str() else {
+                continue;
+            };
             let want = std::fs::read(dir.join(file)).unwrap();
             let a = arg.as_array().unwrap();
             compare(a.dtype(), &storage_bytes(a), &want, 1e-5)
                 .unwrap_or_else(|e| panic!("{name}: argument '{}': {e}", spec["name"]));
             checked += 1;
         }
-        println!("{name}: {} over {:?}: matches Warp", kernel.name(), case["dim"]);
+        println!(
+            "{name}: {} over {:?}: matches Warp",
+            kernel.name(),
+            case["dim"]
+        );
     }
     assert!(checked >= 15, "only {checked} outputs compared");
 }
@@ -61,7 +74,11 @@ fn tape_case(dir: &Path, m: &Json, device: Device, cpu: bool) -> (Json, Vec<(Str
         .iter()
         .map(|(id, a)| {
             let arr = array_from(dir, device, a, "file");
-            let arr = if a["requires_grad"].as_bool().unwrap() { arr.with_grad().unwrap() } else { arr };
+            let arr = if a["requires_grad"].as_bool().unwrap() {
+                arr.with_grad().unwrap()
+            } else {
+                arr
+            };
             (id.clone(), arr)
         })
         .collect();
@@ -84,12 +101,23 @@ fn tape_case(dir: &Path, m: &Json, device: Device, cpu: bool) -> (Json, Vec<(Str
                     None => arg_from(dir, device, a),
                 })
                 .collect();
-            let dim: Vec<i64> = l["dim"].as_array().unwrap().iter().map(|e| e.as_i64().unwrap()).collect();
-            kernel.launch(dim).inputs(args).device(device).run().unwrap();
+            let dim: Vec<i64> = l["dim"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e.as_i64().unwrap())
+                .collect();
+            kernel
+                .launch(dim)
+                .inputs(args)
+                .device(device)
+                .run()
+                .unwrap();
         }
     }
     assert_eq!(tape.launches().len(), 2);
-    tape.backward(&find(case["loss"].as_str().unwrap())).unwrap();
+    tape.backward(&find(case["loss"].as_str().unwrap()))
+        .unwrap();
     (case, arrays)
 }
 
@@ -129,11 +157,24 @@ fn capped_grids_visit_every_index_once() {
     let dir = data_dir();
     let k = module(&dir).kernel("count_visits").unwrap();
     let int32 = DType::by_name("int32").unwrap();
-    for (n, max_blocks, block) in [(100_000usize, 1i64, 128u32), (100_000, 7, 128), (1 << 20, 3, 1024), (5, 0, 1)] {
+    for (n, max_blocks, block) in [
+        (100_000usize, 1i64, 128u32),
+        (100_000, 7, 128),
+        (1 << 20, 3, 1024),
+        (5, 0, 1),
+    ] {
         let c = Array::zeros(Device::Cuda(0), int32, &[n]).unwrap();
-        k.launch(n).inputs(&c).max_blocks(max_blocks).block_dim(block).run().unwrap();
+        k.launch(n)
+            .inputs(&c)
+            .max_blocks(max_blocks)
+            .block_dim(block)
+            .run()
+            .unwrap();
         let v = c.to_vec::<i32>().unwrap();
-        assert!(v.iter().all(|&x| x == 1), "n {n} max_blocks {max_blocks}: not all 1");
+        assert!(
+            v.iter().all(|&x| x == 1),
+            "n {n} max_blocks {max_blocks}: not all 1"
+        );
     }
     let c = Array::zeros(Device::Cuda(0), int32, &[50_000]).unwrap();
     let l = k
@@ -143,7 +184,10 @@ fn capped_grids_visit_every_index_once() {
         .cooperative(true)
         .record()
         .unwrap();
-    println!("resident grid for count_visits at 256 threads: {:?} blocks", l.plan().grid);
+    println!(
+        "resident grid for count_visits at 256 threads: {:?} blocks",
+        l.plan().grid
+    );
     l.run().unwrap();
     assert!(c.to_vec::<i32>().unwrap().iter().all(|&x| x == 1));
 }
@@ -159,26 +203,53 @@ fn access_modes_with_page_locked_and_managed_memory() {
     // Managed memory of cuda:0: fine under STRICT and CHECKED.
     let managed = Array::zeros_in(gpu, f32t, &[8], MemoryKind::Managed).unwrap();
     for mode in [AccessMode::Strict, AccessMode::Checked] {
-        k.launch(8).inputs((1.0f32, &x, &managed)).access_mode(mode).run().unwrap();
+        k.launch(8)
+            .inputs((1.0f32, &x, &managed))
+            .access_mode(mode)
+            .run()
+            .unwrap();
     }
     assert_eq!(managed.to_vec::<f32>().unwrap(), vec![2.0; 8]);
     // A CPU array in page-locked memory: STRICT refuses (not on cuda:0);
     // CHECKED asks the driver, which says it is page-locked memory of
     // cuda:0's context, and launches.
     let pinned = Array::zeros_in(Device::Cpu, f32t, &[8], MemoryKind::PinnedHost).unwrap();
-    let e = k.launch(8).inputs((3.0f32, &x, &pinned)).device(gpu).access_mode(AccessMode::Strict).run().unwrap_err();
+    let e = k
+        .launch(8)
+        .inputs((3.0f32, &x, &pinned))
+        .device(gpu)
+        .access_mode(AccessMode::Strict)
+        .run()
+        .unwrap_err();
     assert!(matches!(e, Error::Access(_)), "{e}");
     println!("STRICT: {e}");
-    k.launch(8).inputs((3.0f32, &x, &pinned)).device(gpu).access_mode(AccessMode::Checked).run().unwrap();
+    k.launch(8)
+        .inputs((3.0f32, &x, &pinned))
+        .device(gpu)
+        .access_mode(AccessMode::Checked)
+        .run()
+        .unwrap();
     assert_eq!(pinned.to_vec::<f32>().unwrap(), vec![3.0; 8]);
     // Ordinary host memory: CHECKED refuses it for a CUDA launch.
     let host = Array::zeros(Device::Cpu, f32t, &[8]).unwrap();
-    let e = k.launch(8).inputs((3.0f32, &x, &host)).device(gpu).access_mode(AccessMode::Checked).run().unwrap_err();
+    let e = k
+        .launch(8)
+        .inputs((3.0f32, &x, &host))
+        .device(gpu)
+        .access_mode(AccessMode::Checked)
+        .run()
+        .unwrap_err();
     assert!(matches!(e, Error::Access(_)), "{e}");
     println!("CHECKED: {e}");
     // Device memory for a CPU launch: refused whatever the mode.
     let k_cpu = with_cpu(&k, &chain_cpu()[0]);
-    let e = k_cpu.launch(8).inputs((3.0f32, &x, &host)).device("cpu").access_mode(AccessMode::Relaxed).run().unwrap_err();
+    let e = k_cpu
+        .launch(8)
+        .inputs((3.0f32, &x, &host))
+        .device("cpu")
+        .access_mode(AccessMode::Relaxed)
+        .run()
+        .unwrap_err();
     assert!(matches!(e, Error::Access(_)), "{e}");
     println!("CPU launch: {e}");
 }
@@ -192,7 +263,12 @@ fn a_launch_replayed_ten_thousand_times_with_changing_parameters() {
     let stream = cuda_api::Stream::new(&gpu.context().unwrap()).unwrap();
     let x = Array::from_slice(gpu, &[1.0f32; 64], &[64]).unwrap();
     let y = Array::zeros(gpu, DType::by_name("float32").unwrap(), &[64]).unwrap();
-    let mut l = k.launch(64).inputs((0.0f32, &x, &y)).stream(&stream).record().unwrap();
+    let mut l = k
+        .launch(64)
+        .inputs((0.0f32, &x, &y))
+        .stream(&stream)
+        .record()
+        .unwrap();
     let mut expected = vec![0.0f64; 64];
     for i in 0..10_000 {
         let a = (i % 7) as f32;
@@ -209,7 +285,10 @@ fn a_launch_replayed_ten_thousand_times_with_changing_parameters() {
     for (g, e) in got.iter().zip(&expected) {
         assert_eq!(*g as f64, *e);
     }
-    println!("replay: 10000 launches, y[0] = {}, y[63] = {}", got[0], got[63]);
+    println!(
+        "replay: 10000 launches, y[0] = {}, y[63] = {}",
+        got[0], got[63]
+    );
 }
 
 #[test]
@@ -220,12 +299,22 @@ fn argument_errors_on_cuda_name_kernel_parameter_and_remedy() {
     let f32t = DType::by_name("float32").unwrap();
     let a1 = Array::zeros(Device::Cuda(0), f32t, &[4]).unwrap();
     let a2 = Array::zeros(Device::Cuda(0), f32t, &[4, 5]).unwrap();
-    let e = k.launch([4, 5]).inputs((&a2, &a2)).outputs(&a1).run().unwrap_err();
+    let e = k
+        .launch([4, 5])
+        .inputs((&a2, &a2))
+        .outputs(&a1)
+        .run()
+        .unwrap_err();
     println!("{e}");
     assert!(matches!(e, Error::Argument(_)), "{e}");
     let lean = module(&dir).kernel("lean_fill").unwrap();
     let i2 = Array::zeros(Device::Cuda(0), DType::by_name("int32").unwrap(), &[3, 3]).unwrap();
-    let e = lean.launch([3, 3]).inputs((1i32, &i2)).max_blocks(2).run().unwrap_err();
+    let e = lean
+        .launch([3, 3])
+        .inputs((1i32, &i2))
+        .max_blocks(2)
+        .run()
+        .unwrap_err();
     println!("{e}");
     assert!(matches!(e, Error::Dim { .. }), "{e}");
 }
@@ -240,7 +329,13 @@ fn a_captured_graph_of_100_launches_replays_and_updates_in_place() {
     let x = Array::from_slice(gpu, &[1.0f32; 32], &[32]).unwrap();
     let y = Array::zeros(gpu, DType::by_name("float32").unwrap(), &[32]).unwrap();
     let launches: Vec<_> = (0..100)
-        .map(|i| k.launch(32).inputs(((i % 3) as f32, &x, &y)).stream(&stream).record().unwrap())
+        .map(|i| {
+            k.launch(32)
+                .inputs(((i % 3) as f32, &x, &y))
+                .stream(&stream)
+                .record()
+                .unwrap()
+        })
         .collect();
     let per_replay: f32 = (0..100).map(|i| (i % 3) as f32).sum();
     let mut graph = warp_launch::Graph::capture(&stream, launches).unwrap();
@@ -264,7 +359,69 @@ fn a_captured_graph_of_100_launches_replays_and_updates_in_place() {
     assert!(got[..16].iter().all(|&v| v == first), "{got:?}");
     assert!(got[16..].iter().all(|&v| v == rest), "{got:?}");
     // A refused change leaves the graph as it was.
-    let e = graph.update(50, |l| l.set_param_by_name("a", &x).map(|_| ())).unwrap_err();
+    let e = graph
+        .update(50, |l| l.set_param_by_name("a", &x).map(|_| ()))
+        .unwrap_err();
     println!("graph update refused: {e}");
     println!("graph: 100 launches captured, replayed 3 times, launch 50 updated in place");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn cuda_c_kernels_written_against_our_header() {
+    let k = sdk_tests::warp::header_kernels().unwrap();
+    let gpu = Device::Cuda(0);
+    // 2-D grid-stride with a cap, on a transposed (non-contiguous) view.
+    let base: Vec<f32> = (0..12).map(|v| v as f32).collect();
+    let a = Array::from_slice(gpu, &base, &[3, 4]).unwrap();
+    let t = a.transpose(0, 1).unwrap();
+    k.scale2d
+        .launch([4, 3])
+        .inputs((&t, 2.0f32))
+        .max_blocks(1)
+        .block_dim(5)
+        .run()
+        .unwrap();
+    assert_eq!(
+        a.to_vec::<f32>().unwrap(),
+        base.iter().map(|v| v * 2.0).collect::<Vec<_>>()
+    );
+    // 4-D coordinates.
+    let out = Array::zeros(gpu, DType::by_name("int32").unwrap(), &[2, 3, 4, 5]).unwrap();
+    k.fill4d.launch([2, 3, 4, 5]).inputs(&out).run().unwrap();
+    assert_eq!(out.to_vec::<i32>().unwrap(), (0..120).collect::<Vec<i32>>());
+    // Lean over 1000 vec3f with a vec3f value.
+    let v = Array::from_slice(gpu, &vec![[1.0f32, 2.0, 3.0]; 1000], &[1000]).unwrap();
+    k.lean_add
+        .launch(1000)
+        .inputs((&v, [0.5f32, 0.5, 0.5]))
+        .block_dim(128)
+        .run()
+        .unwrap();
+    assert!(
+        v.to_vec::<[f32; 3]>()
+            .unwrap()
+            .iter()
+            .all(|e| *e == [1.5, 2.5, 3.5])
+    );
+    // Cooperative reduction on the resident grid.
+    let n = 1 << 20;
+    let x = Array::from_slice(gpu, &vec![1.0f32; n], &[n]).unwrap();
+    let grid = k
+        .grid_sum
+        .cuda_function(false)
+        .unwrap()
+        .max_cooperative_grid(&gpu.context().unwrap(), 256, 0)
+        .unwrap();
+    let partial = Array::zeros(gpu, DType::by_name("float32").unwrap(), &[grid as usize]).unwrap();
+    let total = Array::zeros(gpu, DType::by_name("float32").unwrap(), &[1]).unwrap();
+    k.grid_sum
+        .launch(n)
+        .inputs((&x, &partial, &total))
+        .max_blocks_as(warp_launch::MaxBlocks::Resident)
+        .cooperative(true)
+        .run()
+        .unwrap();
+    assert_eq!(total.to_vec::<f32>().unwrap(), vec![n as f32]);
+    println!("header kernels: scale2d, fill4d, lean_add, grid_sum over {grid} resident blocks");
 }

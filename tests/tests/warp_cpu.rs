@@ -4,8 +4,8 @@
 //! every argument error (snapshotted).
 
 use warp_launch::{
-    Array, DType, Device, Error, Kernel, KernelSpec, MaxBlocks, ParamKind, StructType,
-    StructValue, Tape, TypedArray, check_gradients, cpu_fn,
+    Array, DType, Device, Error, Kernel, KernelSpec, MaxBlocks, ParamKind, StructType, StructValue,
+    Tape, TypedArray, check_gradients, cpu_fn,
 };
 
 fn saxpy() -> Kernel {
@@ -13,29 +13,35 @@ fn saxpy() -> Kernel {
         .value::<f32>("a")
         .array::<f32>("x", 1)
         .array::<f32>("y", 1)
-        .cpu(cpu_fn(|t, args| {
-            let i = t.tid();
-            let a: f32 = args.value(0)?;
-            let x = args.array::<f32>(1)?;
-            let y = args.array::<f32>(2)?;
-            y.set(i, a * x.get(i)? + y.get(i)?)
-        }), None)
+        .cpu(
+            cpu_fn(|t, args| {
+                let i = t.tid();
+                let a: f32 = args.value(0)?;
+                let x = args.array::<f32>(1)?;
+                let y = args.array::<f32>(2)?;
+                y.set(i, a * x.get(i)? + y.get(i)?)
+            }),
+            None,
+        )
         .unwrap()
 }
 
 fn visits(kernel_dim: usize) -> Kernel {
     KernelSpec::new(format!("visits{kernel_dim}d"), kernel_dim)
         .array::<i32>("count", kernel_dim as u8)
-        .cpu(cpu_fn(move |t, args| {
-            let c = args.array::<i32>(0)?;
-            match t.coords() {
-                [i] => c.add(*i, 1),
-                [i, j] => c.add((*i, *j), 1),
-                [i, j, k] => c.add((*i, *j, *k), 1),
-                [i, j, k, l] => c.add((*i, *j, *k, *l), 1),
-                _ => unreachable!(),
-            }
-        }), None)
+        .cpu(
+            cpu_fn(move |t, args| {
+                let c = args.array::<i32>(0)?;
+                match t.coords() {
+                    [i] => c.add(*i, 1),
+                    [i, j] => c.add((*i, *j), 1),
+                    [i, j, k] => c.add((*i, *j, *k), 1),
+                    [i, j, k, l] => c.add((*i, *j, *k, *l), 1),
+                    _ => unreachable!(),
+                }
+            }),
+            None,
+        )
         .unwrap()
 }
 
@@ -44,19 +50,37 @@ fn saxpy_on_the_cpu_in_one_dimension() {
     let k = saxpy();
     let x = TypedArray::<f32>::from_slice(Device::Cpu, &[1.0, 2.0, 3.0, 4.0], &[4]).unwrap();
     let y = TypedArray::<f32>::from_slice(Device::Cpu, &[10.0, 20.0, 30.0, 40.0], &[4]).unwrap();
-    k.launch(4).inputs((2.0f32, &x)).outputs(&y).device("cpu").run().unwrap();
+    k.launch(4)
+        .inputs((2.0f32, &x))
+        .outputs(&y)
+        .device("cpu")
+        .run()
+        .unwrap();
     assert_eq!(y.to_vec().unwrap(), vec![12.0, 24.0, 36.0, 48.0]);
     // A Python-style float literal (f64) converts to float32 as in Warp.
-    k.launch(4).inputs((1.0, &x, &y)).device("cpu").run().unwrap();
+    k.launch(4)
+        .inputs((1.0, &x, &y))
+        .device("cpu")
+        .run()
+        .unwrap();
     assert_eq!(y.to_vec().unwrap(), vec![13.0, 26.0, 39.0, 52.0]);
 }
 
 #[test]
 fn every_index_is_visited_once_in_1_2_and_4_dimensions() {
-    for (dims, kd) in [(vec![37usize], 1usize), (vec![5, 7], 2), (vec![2, 3, 4, 5], 4)] {
+    for (dims, kd) in [
+        (vec![37usize], 1usize),
+        (vec![5, 7], 2),
+        (vec![2, 3, 4, 5], 4),
+    ] {
         let c = Array::zeros(Device::Cpu, DType::by_name("int32").unwrap(), &dims).unwrap();
         let dim: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
-        visits(kd).launch(dim).inputs(&c).device(Device::Cpu).run().unwrap();
+        visits(kd)
+            .launch(dim)
+            .inputs(&c)
+            .device(Device::Cpu)
+            .run()
+            .unwrap();
         let v = c.to_vec::<i32>().unwrap();
         assert_eq!(v.len(), dims.iter().product::<usize>());
         assert!(v.iter().all(|&n| n == 1), "{dims:?}: {v:?}");
@@ -68,7 +92,12 @@ fn extra_dimensions_fold_into_shared_coordinates() {
     // A 1-D kernel launched over (6, 3): Warp folds the 3 into coord_mult,
     // so each of the 6 indices is visited 3 times.
     let c = Array::zeros(Device::Cpu, DType::by_name("int32").unwrap(), &[6]).unwrap();
-    visits(1).launch([6, 3]).inputs(&c).device("cpu").run().unwrap();
+    visits(1)
+        .launch([6, 3])
+        .inputs(&c)
+        .device("cpu")
+        .run()
+        .unwrap();
     assert_eq!(c.to_vec::<i32>().unwrap(), vec![3; 6]);
 }
 
@@ -77,9 +106,18 @@ fn a_size_zero_domain_launches_nothing_but_checks_arguments() {
     let k = saxpy();
     let x = TypedArray::<f32>::from_slice(Device::Cpu, &[1.0], &[1]).unwrap();
     let y = TypedArray::<f32>::from_slice(Device::Cpu, &[5.0], &[1]).unwrap();
-    k.launch(0).inputs((2.0f32, &x, &y)).device("cpu").run().unwrap();
+    k.launch(0)
+        .inputs((2.0f32, &x, &y))
+        .device("cpu")
+        .run()
+        .unwrap();
     assert_eq!(y.to_vec().unwrap(), vec![5.0]);
-    let e = k.launch(0).inputs((2.0f32, &x)).device("cpu").run().unwrap_err();
+    let e = k
+        .launch(0)
+        .inputs((2.0f32, &x))
+        .device("cpu")
+        .run()
+        .unwrap_err();
     assert!(matches!(e, Error::ArgumentCount { .. }), "{e}");
 }
 
@@ -88,17 +126,31 @@ fn a_recorded_launch_replays_with_new_parameters() {
     let k = saxpy();
     let x = TypedArray::<f32>::from_slice(Device::Cpu, &[1.0, 1.0], &[2]).unwrap();
     let y = TypedArray::<f32>::zeros(Device::Cpu, &[2]).unwrap();
-    let mut l = k.launch(2).inputs((0.0f32, &x, &y)).device("cpu").record().unwrap();
+    let mut l = k
+        .launch(2)
+        .inputs((0.0f32, &x, &y))
+        .device("cpu")
+        .record()
+        .unwrap();
     for i in 0..100 {
         l.set_param_by_name("a", i as f32).unwrap();
         l.run().unwrap();
     }
     assert_eq!(y.to_vec().unwrap(), vec![4950.0, 4950.0]);
-    l.set_param_at_index(0, 1.0f32).unwrap().set_dim(&[1]).unwrap();
+    l.set_param_at_index(0, 1.0f32)
+        .unwrap()
+        .set_dim(&[1])
+        .unwrap();
     l.run().unwrap();
     assert_eq!(y.to_vec().unwrap(), vec![4951.0, 4950.0]);
-    assert!(matches!(l.set_param_by_name("z", 1.0f32).unwrap_err(), Error::NoSuchParam { .. }));
-    assert!(matches!(l.set_param_at_index(3, 1.0f32).unwrap_err(), Error::NoSuchParam { .. }));
+    assert!(matches!(
+        l.set_param_by_name("z", 1.0f32).unwrap_err(),
+        Error::NoSuchParam { .. }
+    ));
+    assert!(matches!(
+        l.set_param_at_index(3, 1.0f32).unwrap_err(),
+        Error::NoSuchParam { .. }
+    ));
 }
 
 /// y = sin(x) * a; loss += y * y (Warp's chain_sin and chain_loss), with
@@ -112,7 +164,8 @@ fn chain() -> (Kernel, Kernel) {
             cpu_fn(|t, args| {
                 let i = t.tid();
                 let a: f32 = args.value(1)?;
-                args.array::<f32>(2)?.set(i, args.array::<f32>(0)?.get(i)?.sin() * a)
+                args.array::<f32>(2)?
+                    .set(i, args.array::<f32>(0)?.get(i)?.sin() * a)
             }),
             Some(cpu_fn(|t, args| {
                 // adjoints follow the forward parameters: adj_x (3), adj_a (4), adj_y (5)
@@ -148,13 +201,31 @@ fn chain() -> (Kernel, Kernel) {
 fn tape_gradients_match_finite_differences() {
     let (sin, loss_k) = chain();
     let f32t = DType::by_name("float32").unwrap();
-    let x = Array::from_slice(Device::Cpu, &[0.1f32, 0.5, 1.0, -0.7], &[4]).unwrap().with_grad().unwrap();
-    let y = Array::zeros(Device::Cpu, f32t, &[4]).unwrap().with_grad().unwrap();
-    let loss = Array::zeros(Device::Cpu, f32t, &[1]).unwrap().with_grad().unwrap();
+    let x = Array::from_slice(Device::Cpu, &[0.1f32, 0.5, 1.0, -0.7], &[4])
+        .unwrap()
+        .with_grad()
+        .unwrap();
+    let y = Array::zeros(Device::Cpu, f32t, &[4])
+        .unwrap()
+        .with_grad()
+        .unwrap();
+    let loss = Array::zeros(Device::Cpu, f32t, &[1])
+        .unwrap()
+        .with_grad()
+        .unwrap();
     let mut tape = Tape::new();
     tape.record(|| -> warp_launch::Result<()> {
-        sin.launch(4).inputs((&x, 1.5f32)).outputs(&y).device("cpu").run()?;
-        loss_k.launch(4).inputs(&y).outputs(&loss).device("cpu").run()
+        sin.launch(4)
+            .inputs((&x, 1.5f32))
+            .outputs(&y)
+            .device("cpu")
+            .run()?;
+        loss_k
+            .launch(4)
+            .inputs(&y)
+            .outputs(&loss)
+            .device("cpu")
+            .run()
     })
     .unwrap();
     assert_eq!(tape.launches().len(), 2);
@@ -167,13 +238,29 @@ fn tape_gradients_match_finite_differences() {
         assert!((g - exact).abs() < 1e-5, "{g} vs {exact}");
     }
     tape.zero().unwrap();
-    assert!(x.grad().unwrap().to_vec::<f32>().unwrap().iter().all(|&g| g == 0.0));
+    assert!(
+        x.grad()
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap()
+            .iter()
+            .all(|&g| g == 0.0)
+    );
     tape.reset().unwrap();
     assert!(tape.launches().is_empty());
 
     let report = check_gradients(&[&x], &loss, 1e-2, || {
-        sin.launch(4).inputs((&x, 1.5f32)).outputs(&y).device("cpu").run()?;
-        loss_k.launch(4).inputs(&y).outputs(&loss).device("cpu").run()
+        sin.launch(4)
+            .inputs((&x, 1.5f32))
+            .outputs(&y)
+            .device("cpu")
+            .run()?;
+        loss_k
+            .launch(4)
+            .inputs(&y)
+            .outputs(&loss)
+            .device("cpu")
+            .run()
     })
     .unwrap();
     assert_eq!(report.compared, 4);
@@ -183,14 +270,26 @@ fn tape_gradients_match_finite_differences() {
 #[test]
 fn max_blocks_on_the_cpu_is_accepted_and_lean_kernels_refuse_it() {
     let c = Array::zeros(Device::Cpu, DType::by_name("int32").unwrap(), &[10]).unwrap();
-    visits(1).launch(10).inputs(&c).device("cpu").max_blocks(3).run().unwrap();
+    visits(1)
+        .launch(10)
+        .inputs(&c)
+        .device("cpu")
+        .max_blocks(3)
+        .run()
+        .unwrap();
     assert!(c.to_vec::<i32>().unwrap().iter().all(|&n| n == 1));
     let lean = KernelSpec::new("lean", 1)
         .array::<i32>("count", 1)
         .lean()
         .cpu(cpu_fn(|_, _| Ok(())), None)
         .unwrap();
-    let e = lean.launch(10).inputs(&c).device("cpu").max_blocks(3).run().unwrap_err();
+    let e = lean
+        .launch(10)
+        .inputs(&c)
+        .device("cpu")
+        .max_blocks(3)
+        .run()
+        .unwrap_err();
     assert!(matches!(e, Error::Dim { .. }), "{e}");
     let e = lean
         .launch(10)
@@ -214,7 +313,10 @@ fn argument_errors() {
         "Params_0123abcd",
         vec![
             ("scale".into(), ParamKind::Value(f32t)),
-            ("count".into(), ParamKind::Value(DType::by_name("int32").unwrap())),
+            (
+                "count".into(),
+                ParamKind::Value(DType::by_name("int32").unwrap()),
+            ),
         ],
     ));
     let sk = KernelSpec::new("use_struct", 1)
@@ -222,23 +324,122 @@ fn argument_errors() {
         .cpu(cpu_fn(|_, _| Ok(())), None)
         .unwrap();
     let cases: Vec<(&str, Error)> = vec![
-        ("count", k.launch(4).inputs((2.0f32, &x)).device("cpu").run().unwrap_err()),
-        ("array_for_value", k.launch(4).inputs((&x, &x, &x)).device("cpu").run().unwrap_err()),
-        ("value_for_array", k.launch(4).inputs((2.0f32, 3.0f32, &x)).device("cpu").run().unwrap_err()),
-        ("dtype", k.launch(4).inputs((2.0f32, &xi, &x)).device("cpu").run().unwrap_err()),
-        ("ndim", k.launch(4).inputs((2.0f32, &x2, &x)).device("cpu").run().unwrap_err()),
-        ("float_for_int", visits(1).launch(4).inputs(1.5f32).device("cpu").run().unwrap_err()),
+        (
+            "count",
+            k.launch(4)
+                .inputs((2.0f32, &x))
+                .device("cpu")
+                .run()
+                .unwrap_err(),
+        ),
+        (
+            "array_for_value",
+            k.launch(4)
+                .inputs((&x, &x, &x))
+                .device("cpu")
+                .run()
+                .unwrap_err(),
+        ),
+        (
+            "value_for_array",
+            k.launch(4)
+                .inputs((2.0f32, 3.0f32, &x))
+                .device("cpu")
+                .run()
+                .unwrap_err(),
+        ),
+        (
+            "dtype",
+            k.launch(4)
+                .inputs((2.0f32, &xi, &x))
+                .device("cpu")
+                .run()
+                .unwrap_err(),
+        ),
+        (
+            "ndim",
+            k.launch(4)
+                .inputs((2.0f32, &x2, &x))
+                .device("cpu")
+                .run()
+                .unwrap_err(),
+        ),
+        (
+            "float_for_int",
+            visits(1)
+                .launch(4)
+                .inputs(1.5f32)
+                .device("cpu")
+                .run()
+                .unwrap_err(),
+        ),
         ("int_out_of_range", {
-            let k8 = KernelSpec::new("k8", 1).value::<u8>("v").cpu(cpu_fn(|_, _| Ok(())), None).unwrap();
+            let k8 = KernelSpec::new("k8", 1)
+                .value::<u8>("v")
+                .cpu(cpu_fn(|_, _| Ok(())), None)
+                .unwrap();
             k8.launch(1).inputs(300i32).device("cpu").run().unwrap_err()
         }),
-        ("struct", sk.launch(1).inputs(StructValue::from_bytes("Other", &[0; 8])).device("cpu").run().unwrap_err()),
-        ("struct_size", sk.launch(1).inputs(StructValue::from_bytes("Params", &[0; 4])).device("cpu").run().unwrap_err()),
-        ("too_many_dims", k.launch([1, 1, 1, 1, 1]).inputs((2.0f32, &x, &x)).device("cpu").run().unwrap_err()),
-        ("negative_dim", k.launch(-3).inputs((2.0f32, &x, &x)).device("cpu").run().unwrap_err()),
-        ("bad_device", k.launch(4).inputs((2.0f32, &x, &x)).device("gpu:0").run().unwrap_err()),
-        ("adjoint_count", k.launch(4).inputs((2.0f32, &x, &x)).adj_inputs(&x).adjoint(true).device("cpu").run().unwrap_err()),
-        ("cpu_without_backward", k.launch(4).inputs((2.0f32, &x, &x)).adj_inputs((0.0f32, &x, &x)).adjoint(true).device("cpu").run().unwrap_err()),
+        (
+            "struct",
+            sk.launch(1)
+                .inputs(StructValue::from_bytes("Other", &[0; 8]))
+                .device("cpu")
+                .run()
+                .unwrap_err(),
+        ),
+        (
+            "struct_size",
+            sk.launch(1)
+                .inputs(StructValue::from_bytes("Params", &[0; 4]))
+                .device("cpu")
+                .run()
+                .unwrap_err(),
+        ),
+        (
+            "too_many_dims",
+            k.launch([1, 1, 1, 1, 1])
+                .inputs((2.0f32, &x, &x))
+                .device("cpu")
+                .run()
+                .unwrap_err(),
+        ),
+        (
+            "negative_dim",
+            k.launch(-3)
+                .inputs((2.0f32, &x, &x))
+                .device("cpu")
+                .run()
+                .unwrap_err(),
+        ),
+        (
+            "bad_device",
+            k.launch(4)
+                .inputs((2.0f32, &x, &x))
+                .device("gpu:0")
+                .run()
+                .unwrap_err(),
+        ),
+        (
+            "adjoint_count",
+            k.launch(4)
+                .inputs((2.0f32, &x, &x))
+                .adj_inputs(&x)
+                .adjoint(true)
+                .device("cpu")
+                .run()
+                .unwrap_err(),
+        ),
+        (
+            "cpu_without_backward",
+            k.launch(4)
+                .inputs((2.0f32, &x, &x))
+                .adj_inputs((0.0f32, &x, &x))
+                .adjoint(true)
+                .device("cpu")
+                .run()
+                .unwrap_err(),
+        ),
     ];
     for (name, e) in cases {
         insta::assert_snapshot!(name, e.to_string());

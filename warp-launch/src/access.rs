@@ -8,7 +8,7 @@
 use std::collections::HashSet;
 use std::sync::Mutex;
 
-use cuda_api::sys::{CUpointer_attribute, CUdeviceptr};
+use cuda_api::sys::{CUdeviceptr, CUpointer_attribute};
 
 use crate::array::Array;
 use crate::device::{AccessMode, Device};
@@ -56,7 +56,10 @@ pub fn locate(address: CUdeviceptr) -> Result<Location> {
 fn warn_once(pattern: String) {
     static SEEN: Mutex<Option<HashSet<String>>> = Mutex::new(None);
     let mut seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
-    if seen.get_or_insert_with(HashSet::new).insert(pattern.clone()) {
+    if seen
+        .get_or_insert_with(HashSet::new)
+        .insert(pattern.clone())
+    {
         eprintln!("warp-launch: warning: {pattern}");
     }
 }
@@ -85,7 +88,9 @@ pub fn enable_peer_access(from: Device, to: Device) -> Result<()> {
     from.context()?.bind()?;
     match cuda_api::driver::ctx_enable_peer_access(target.raw(), 0) {
         Ok(()) => {}
-        Err(e) if e.driver().is_some_and(|d| d.name() == Some("CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED")) => {}
+        Err(e)
+            if e.driver()
+                .is_some_and(|d| d.name() == Some("CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED")) => {}
         Err(e) => return Err(e.into()),
     }
     let mut peers = PEERS.lock().unwrap_or_else(|p| p.into_inner());
@@ -104,7 +109,13 @@ fn peer_enabled(from: i32, to: i32) -> bool {
 
 /// Checks that a launch on `launch` may use `array` (parameter `param` of
 /// `kernel`) under `mode`.
-pub fn check(kernel: &str, param: &str, array: &Array, launch: Device, mode: AccessMode) -> Result<()> {
+pub fn check(
+    kernel: &str,
+    param: &str,
+    array: &Array,
+    launch: Device,
+    mode: AccessMode,
+) -> Result<()> {
     let refuse = |reason: String| {
         Err(Error::Access(Box::new(crate::error::AccessError {
             kernel: kernel.to_string(),

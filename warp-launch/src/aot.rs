@@ -67,7 +67,11 @@ impl AotModule {
         let dir = dir.as_ref();
         let modules: Vec<String> = list(dir)?
             .into_iter()
-            .filter_map(|n| n.strip_prefix("wp_")?.strip_suffix(".cu").map(str::to_string))
+            .filter_map(|n| {
+                n.strip_prefix("wp_")?
+                    .strip_suffix(".cu")
+                    .map(str::to_string)
+            })
             .collect();
         match modules.as_slice() {
             [one] => Self::load_named(dir, one),
@@ -94,10 +98,13 @@ impl AotModule {
         let meta = source::parse_meta(&read_text(&meta_path)?, &meta_path.display().to_string())
             .map_err(src_err)?;
         let image = find_image(dir, name)?;
-        let library = Library::from_image(&read(&image)?)
-            .map_err(Error::from)?;
+        let library = Library::from_image(&read(&image)?).map_err(Error::from)?;
         let mut kernels = BTreeMap::new();
-        for k in src.kernels.iter().filter(|k| k.direction() == Some(Direction::Forward)) {
+        for k in src
+            .kernels
+            .iter()
+            .filter(|k| k.direction() == Some(Direction::Forward))
+        {
             let key = k.key().to_string();
             let backward = src
                 .kernels
@@ -112,9 +119,8 @@ impl AotModule {
             // SAFETY: the declaration was read from the source that Warp
             // compiled into this directory's image, kernel by kernel; the
             // driver's layout confirms counts, sizes and offsets.
-            let kernel = unsafe {
-                spec.load_cuda(&library, &k.name, backward.map(|b| b.name.as_str()))
-            }?;
+            let kernel =
+                unsafe { spec.load_cuda(&library, &k.name, backward.map(|b| b.name.as_str())) }?;
             kernels.insert(key, kernel);
         }
         Ok(AotModule {
@@ -131,11 +137,14 @@ impl AotModule {
 
     /// Kernel `key` (the Python function's name).
     pub fn kernel(&self, key: &str) -> Result<Kernel> {
-        self.kernels.get(key).cloned().ok_or_else(|| Error::NoSuchKernel {
-            module: format!("Warp module '{}' in {}", self.name, self.dir.display()),
-            kernel: key.to_string(),
-            known: self.kernels.keys().cloned().collect(),
-        })
+        self.kernels
+            .get(key)
+            .cloned()
+            .ok_or_else(|| Error::NoSuchKernel {
+                module: format!("Warp module '{}' in {}", self.name, self.dir.display()),
+                kernel: key.to_string(),
+                known: self.kernels.keys().cloned().collect(),
+            })
     }
 
     /// Every kernel's key.
@@ -190,7 +199,13 @@ fn spec_of(k: &SourceKernel, src: &Source, text: &str, file: &str) -> Result<Ker
     })?;
     let mut spec = KernelSpec::new(k.key(), ndim).grid_stride(k.body != KernelBody::Lean);
     let mut hints = ndim_hints(text, k.key());
-    let end = src.kernels.iter().map(|o| o.line).filter(|&l| l > k.line).min().unwrap_or(usize::MAX);
+    let end = src
+        .kernels
+        .iter()
+        .map(|o| o.line)
+        .filter(|&l| l > k.line)
+        .min()
+        .unwrap_or(usize::MAX);
     for p in &k.params[1..] {
         if !hints.contains_key(p.label())
             && let Some(n) = index_arity(text, k.line, end, &p.name)
@@ -199,8 +214,12 @@ fn spec_of(k: &SourceKernel, src: &Source, text: &str, file: &str) -> Result<Ker
         }
     }
     for p in &k.params[1..] {
-        let kind = resolve(&p.cpp_type, src, 0)
-            .map_err(|m| err(p.line, format!("parameter '{}' of kernel '{}': {m}", p.label(), k.key())))?;
+        let kind = resolve(&p.cpp_type, src, 0).map_err(|m| {
+            err(
+                p.line,
+                format!("parameter '{}' of kernel '{}': {m}", p.label(), k.key()),
+            )
+        })?;
         let kind = match kind {
             ParamKind::Array { dtype, .. } => ParamKind::Array {
                 dtype,
@@ -215,9 +234,13 @@ fn spec_of(k: &SourceKernel, src: &Source, text: &str, file: &str) -> Result<Ker
 
 /// A C++ type of a Warp-generated source as a parameter kind.
 fn resolve(cpp: &str, src: &Source, depth: usize) -> Result<ParamKind, String> {
-    if let Some(inner) = cpp.strip_prefix("wp::array_t<").and_then(|s| s.strip_suffix('>')) {
-        let dtype = DType::by_cpp(inner)
-            .ok_or_else(|| format!("array element type '{inner}' is not a Warp dtype this crate knows"))?;
+    if let Some(inner) = cpp
+        .strip_prefix("wp::array_t<")
+        .and_then(|s| s.strip_suffix('>'))
+    {
+        let dtype = DType::by_cpp(inner).ok_or_else(|| {
+            format!("array element type '{inner}' is not a Warp dtype this crate knows")
+        })?;
         return Ok(ParamKind::Array { dtype, ndim: None });
     }
     if let Some(d) = DType::by_cpp(cpp) {
@@ -233,7 +256,10 @@ fn resolve(cpp: &str, src: &Source, depth: usize) -> Result<ParamKind, String> {
             .map(|f| resolve(&f.cpp_type, src, depth + 1).map(|k| (f.name.clone(), k)))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|m| format!("in struct '{cpp}': {m}"))?;
-        return Ok(ParamKind::Struct(Arc::new(StructType::new(s.name.clone(), fields))));
+        return Ok(ParamKind::Struct(Arc::new(StructType::new(
+            s.name.clone(),
+            fields,
+        ))));
     }
     Err(format!(
         "type '{cpp}' is not one this crate reads (wp::array_t<T>, a Warp scalar, vector or matrix, or a struct defined in the file)"
@@ -249,7 +275,9 @@ fn ndim_hints(text: &str, key: &str) -> BTreeMap<String, u8> {
     let Some(line) = text.lines().find(|l| l.trim_start().starts_with(&needle)) else {
         return out;
     };
-    let sig = line.trim_start().trim_start_matches(&needle[..needle.len() - 1]);
+    let sig = line
+        .trim_start()
+        .trim_start_matches(&needle[..needle.len() - 1]);
     let Some(sig) = sig.split("):").next() else {
         return out;
     };
@@ -278,7 +306,11 @@ fn ndim_hints(text: &str, key: &str) -> BTreeMap<String, u8> {
                 Some(d as u8)
             } else if rest.starts_with('(') {
                 match rest.split("ndim=").nth(1) {
-                    Some(v) => v.chars().next().and_then(|c| c.to_digit(10)).map(|d| d as u8),
+                    Some(v) => v
+                        .chars()
+                        .next()
+                        .and_then(|c| c.to_digit(10))
+                        .map(|d| d as u8),
                     None => Some(1),
                 }
             } else {
@@ -342,7 +374,10 @@ mod tests {
     }
 
     fn describe(s: &KernelSpec) -> Vec<String> {
-        s.params().iter().map(|p| format!("{}: {}", p.name, p.kind.describe())).collect()
+        s.params()
+            .iter()
+            .map(|p| format!("{}: {}", p.name, p.kind.describe()))
+            .collect()
     }
 
     #[test]
@@ -376,7 +411,12 @@ mod tests {
         // add2d's signature spans lines, so the body's indexing decides.
         assert!(ndim_hints(CU, "add2d").is_empty());
         let add2d = spec("add2d");
-        assert!(add2d.params().iter().all(|p| matches!(p.kind, ParamKind::Array { ndim: Some(2), .. })));
+        assert!(
+            add2d
+                .params()
+                .iter()
+                .all(|p| matches!(p.kind, ParamKind::Array { ndim: Some(2), .. }))
+        );
     }
 
     #[test]

@@ -46,7 +46,11 @@ impl fmt::Debug for Array {
             self.strides(),
             self.device,
             self.storage.memory(),
-            if self.grad.is_some() { ", with grad" } else { "" }
+            if self.grad.is_some() {
+                ", with grad"
+            } else {
+                ""
+            }
         )
     }
 }
@@ -99,16 +103,33 @@ impl Array {
     /// memory and page-locked or managed memory comes from `cuda:0`'s
     /// context (reachable from the host and from CUDA kernels, as Warp's
     /// pinned CPU arrays).
-    pub fn zeros_in(device: Device, dtype: &'static DType, shape: &[usize], kind: MemoryKind) -> Result<Array> {
+    pub fn zeros_in(
+        device: Device,
+        dtype: &'static DType,
+        shape: &[usize],
+        kind: MemoryKind,
+    ) -> Result<Array> {
         let (ndim, shape) = check_shape(shape, "Array::zeros")?;
-        let count = shape[..ndim].iter().try_fold(1usize, |a, &e| a.checked_mul(e));
-        let bytes = count.and_then(|c| c.checked_mul(dtype.size)).ok_or_else(|| Error::Shape {
-            call: "Array::zeros",
-            message: format!("{:?} elements of {} B overflow the address space", &shape[..ndim], dtype.size),
-        })?;
+        let count = shape[..ndim]
+            .iter()
+            .try_fold(1usize, |a, &e| a.checked_mul(e));
+        let bytes = count
+            .and_then(|c| c.checked_mul(dtype.size))
+            .ok_or_else(|| Error::Shape {
+                call: "Array::zeros",
+                message: format!(
+                    "{:?} elements of {} B overflow the address space",
+                    &shape[..ndim],
+                    dtype.size
+                ),
+            })?;
         let storage = match (device, kind) {
             (Device::Cpu, MemoryKind::Device) => Storage::host(bytes),
-            (Device::Cpu, _) => Storage::cuda(Allocation::zeroed(&Device::Cuda(0).context()?, bytes, kind)?),
+            (Device::Cpu, _) => Storage::cuda(Allocation::zeroed(
+                &Device::Cuda(0).context()?,
+                bytes,
+                kind,
+            )?),
             (_, _) => Storage::cuda(Allocation::zeroed(&device.context()?, bytes, kind)?),
         };
         let storage = Arc::new(storage);
@@ -130,7 +151,12 @@ impl Array {
     }
 
     /// An array of `shape` holding `data` (row-major), in `kind` memory.
-    pub fn from_slice_in<T: Element>(device: Device, data: &[T], shape: &[usize], kind: MemoryKind) -> Result<Array> {
+    pub fn from_slice_in<T: Element>(
+        device: Device,
+        data: &[T],
+        shape: &[usize],
+        kind: MemoryKind,
+    ) -> Result<Array> {
         let a = Self::zeros_in(device, T::dtype(), shape, kind)?;
         if a.len() != data.len() {
             return Err(Error::Shape {
@@ -170,7 +196,16 @@ impl Array {
         }
         let mut st = [0isize; MAX_DIMS];
         st[..ndim].copy_from_slice(strides);
-        let a = Array { storage, offset, dtype, ndim, shape, strides: st, device, grad: None };
+        let a = Array {
+            storage,
+            offset,
+            dtype,
+            ndim,
+            shape,
+            strides: st,
+            device,
+            grad: None,
+        };
         let (lo, hi) = a.span();
         if !a.is_empty() && (lo < 0 || hi > a.storage.bytes() as isize) {
             return Err(Error::Shape {
@@ -263,7 +298,8 @@ impl Array {
 
     /// Whether the elements are packed row-major with no gaps.
     pub fn is_contiguous(&self) -> bool {
-        contiguous_strides(self.ndim, &self.shape, self.dtype.size)[..self.ndim] == self.strides[..self.ndim]
+        contiguous_strides(self.ndim, &self.shape, self.dtype.size)[..self.ndim]
+            == self.strides[..self.ndim]
             || self.len() <= 1
     }
 
@@ -274,7 +310,8 @@ impl Array {
 
     /// Every `step`-th index of `range` along `axis`: a non-contiguous view.
     pub fn slice_step(&self, axis: usize, range: Range<usize>, step: usize) -> Result<Array> {
-        if axis >= self.ndim || range.start > range.end || range.end > self.shape[axis] || step == 0 {
+        if axis >= self.ndim || range.start > range.end || range.end > self.shape[axis] || step == 0
+        {
             return Err(Error::Shape {
                 call: "Array::slice",
                 message: format!(
@@ -300,7 +337,10 @@ impl Array {
         if a >= self.ndim || b >= self.ndim {
             return Err(Error::Shape {
                 call: "Array::transpose",
-                message: format!("axes {a} and {b} do not exist in an array of {} dimensions", self.ndim),
+                message: format!(
+                    "axes {a} and {b} do not exist in an array of {} dimensions",
+                    self.ndim
+                ),
             });
         }
         let mut v = self.clone();
@@ -324,7 +364,11 @@ impl Array {
                     "cannot view {} elements of shape {:?}{} as shape {shape:?} ({n} elements); reshape a contiguous array to the same element count",
                     self.len(),
                     self.shape(),
-                    if self.is_contiguous() { "" } else { " (not contiguous)" }
+                    if self.is_contiguous() {
+                        ""
+                    } else {
+                        " (not contiguous)"
+                    }
                 ),
             });
         }
@@ -347,11 +391,7 @@ impl Array {
         }
         for i in 0..self.ndim {
             let ext = (self.shape[i] as isize - 1) * self.strides[i];
-            if ext < 0 {
-                lo += ext
-            } else {
-                hi += ext
-            }
+            if ext < 0 { lo += ext } else { hi += ext }
         }
         (lo, hi + self.dtype.size as isize)
     }
@@ -421,7 +461,11 @@ impl Array {
                 message: format!(
                     "the array has {} elements{} but the slice {}; copy into a contiguous array of the slice's length",
                     self.len(),
-                    if self.is_contiguous() { "" } else { " and is not contiguous" },
+                    if self.is_contiguous() {
+                        ""
+                    } else {
+                        " and is not contiguous"
+                    },
                     data.len()
                 ),
             });
@@ -431,7 +475,10 @@ impl Array {
 
     /// Sets every byte of the array's storage range to zero (contiguous arrays).
     pub fn zero(&self) -> Result<()> {
-        if self.is_contiguous() && self.offset == 0 && self.storage.bytes() == self.len() * self.dtype.size {
+        if self.is_contiguous()
+            && self.offset == 0
+            && self.storage.bytes() == self.len() * self.dtype.size
+        {
             return self.storage.zero();
         }
         let zeros = vec![0u8; self.len() * self.dtype.size];
@@ -440,14 +487,19 @@ impl Array {
         }
         Err(Error::Shape {
             call: "Array::zero",
-            message: "zeroing a non-contiguous view is not supported; zero the array it views".into(),
+            message: "zeroing a non-contiguous view is not supported; zero the array it views"
+                .into(),
         })
     }
 
     /// Copies all of `src` into `self` (same dtype, shape, contiguous both;
     /// any devices or memory kinds).
     pub fn copy_from(&self, src: &Array) -> Result<()> {
-        if src.dtype != self.dtype || src.shape() != self.shape() || !src.is_contiguous() || !self.is_contiguous() {
+        if src.dtype != self.dtype
+            || src.shape() != self.shape()
+            || !src.is_contiguous()
+            || !self.is_contiguous()
+        {
             return Err(Error::Shape {
                 call: "Array::copy_from",
                 message: format!(
@@ -459,7 +511,12 @@ impl Array {
                 ),
             });
         }
-        self.storage.copy_from(self.offset, &src.storage, src.offset, self.len() * self.dtype.size)
+        self.storage.copy_from(
+            self.offset,
+            &src.storage,
+            src.offset,
+            self.len() * self.dtype.size,
+        )
     }
 
     /// The array as the kernel receives it (`wp::array_t<T>`).

@@ -38,9 +38,8 @@ impl StructValue {
     pub fn of<S: WarpStruct>(value: &S) -> StructValue {
         // SAFETY: `S` is plain data (Copy, repr(C) by the trait's contract);
         // its bytes are read once.
-        let bytes = unsafe {
-            std::slice::from_raw_parts((value as *const S).cast::<u8>(), size_of::<S>())
-        };
+        let bytes =
+            unsafe { std::slice::from_raw_parts((value as *const S).cast::<u8>(), size_of::<S>()) };
         StructValue {
             name: S::NAME.into(),
             bytes: bytes.into(),
@@ -93,7 +92,7 @@ impl Arg {
                 a.device()
             ),
             Arg::Null => "None (a null array)".into(),
-            Arg::Value(v) => format!("a {} value", v.dtype().name),
+            Arg::Value(v) => format!("the {} value {}", v.dtype().name, v.show()),
             Arg::Struct(s) => format!("a struct '{}' of {} B", s.name(), s.bytes().len()),
         }
     }
@@ -227,7 +226,10 @@ impl Bound<'_> {
             Bound::Array(a) => {
                 // SAFETY: ArrayT is a repr(C) plain struct; its bytes are read.
                 let b = unsafe {
-                    std::slice::from_raw_parts((a as *const ArrayT).cast::<u8>(), size_of::<ArrayT>())
+                    std::slice::from_raw_parts(
+                        (a as *const ArrayT).cast::<u8>(),
+                        size_of::<ArrayT>(),
+                    )
                 };
                 f(b)
             }
@@ -320,7 +322,9 @@ pub(crate) fn check<'a>(
 
 fn kind_hint(kind: &ParamKind) -> String {
     match kind {
-        ParamKind::Array { dtype, .. } => format!("pass an Array of {dtype}, or None for a null array"),
+        ParamKind::Array { dtype, .. } => {
+            format!("pass an Array of {dtype}, or None for a null array")
+        }
         ParamKind::Value(d) => format!("pass a {d} value, not an array or struct"),
         ParamKind::Struct(st) => describe_struct_hint(st),
     }

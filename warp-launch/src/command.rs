@@ -156,7 +156,13 @@ impl Launch {
                         message: "it has no CPU implementation; add one with Kernel::with_cpu or launch on a cuda device".into(),
                     });
                 }
-                if opts.adjoint && kernel.inner.cpu.as_ref().is_some_and(|c| c.backward.is_none()) {
+                if opts.adjoint
+                    && kernel
+                        .inner
+                        .cpu
+                        .as_ref()
+                        .is_some_and(|c| c.backward.is_none())
+                {
                     return Err(Error::Unsupported {
                         kernel: kernel.name().to_string(),
                         message: "its CPU implementation has no backward function; give one to Kernel::with_cpu".into(),
@@ -170,7 +176,8 @@ impl Launch {
                 if smem > DEFAULT_SHARED_LIMIT {
                     // As Warp does when it loads a module: let the kernel use
                     // the dynamic shared memory its .meta asks for.
-                    k.function().set_max_dynamic_shared_memory(&opts.device.context()?, smem)?;
+                    k.function()
+                        .set_max_dynamic_shared_memory(&opts.device.context()?, smem)?;
                 }
                 Some(k.args())
             }
@@ -199,7 +206,11 @@ impl Launch {
             kernel: kernel.name().to_string(),
             error,
         };
-        let block_dim = if opts.device == Device::Cpu { 1 } else { opts.block_dim };
+        let block_dim = if opts.device == Device::Cpu {
+            1
+        } else {
+            opts.block_dim
+        };
         let max_blocks: i64 = match opts.max_blocks {
             MaxBlocks::Unlimited => 0,
             MaxBlocks::Cap(n) => n as i64,
@@ -397,7 +408,8 @@ impl Launch {
         let Some(block) = &self.block else {
             return Err(Error::Unsupported {
                 kernel: self.kernel.name().to_string(),
-                message: "a CPU launch cannot be a CUDA graph node; build it for a cuda device".into(),
+                message: "a CPU launch cannot be a CUDA graph node; build it for a cuda device"
+                    .into(),
             });
         };
         Ok(self
@@ -589,7 +601,12 @@ impl<'k> LaunchBuilder<'k> {
         if self.adjoint {
             let n_adj = self.adj_inputs.len() + self.adj_outputs.len();
             if n_adj != n_fwd || n_fwd != self.kernel.params().len() {
-                let mut expected: Vec<String> = self.kernel.params().iter().map(|p| p.name.clone()).collect();
+                let mut expected: Vec<String> = self
+                    .kernel
+                    .params()
+                    .iter()
+                    .map(|p| p.name.clone())
+                    .collect();
                 let list = if n_fwd != self.kernel.params().len() {
                     "inputs + outputs"
                 } else {
@@ -599,7 +616,11 @@ impl<'k> LaunchBuilder<'k> {
                 return Err(Error::ArgumentCount {
                     kernel: self.kernel.name().to_string(),
                     list,
-                    given: if list == "inputs + outputs" { n_fwd } else { n_adj },
+                    given: if list == "inputs + outputs" {
+                        n_fwd
+                    } else {
+                        n_adj
+                    },
                     expected,
                 });
             }

@@ -56,7 +56,12 @@ impl Thread {
     }
     /// Four coordinates.
     pub fn tid4(&self) -> (i32, i32, i32, i32) {
-        (self.coords[0], self.coords[1], self.coords[2], self.coords[3])
+        (
+            self.coords[0],
+            self.coords[1],
+            self.coords[2],
+            self.coords[3],
+        )
     }
     /// The kernel's coordinates.
     pub fn coords(&self) -> &[i32] {
@@ -68,7 +73,11 @@ impl Thread {
 /// by `coord_mult` first (folded extra dimensions share coordinates).
 pub fn launch_coord(linear: usize, shape: &[u32], coord_mult: usize) -> [i32; 4] {
     let mut c = [0i32; 4];
-    let mut l = if coord_mult > 1 { linear / coord_mult } else { linear };
+    let mut l = if coord_mult > 1 {
+        linear / coord_mult
+    } else {
+        linear
+    };
     for d in (1..shape.len()).rev() {
         let e = shape[d].max(1) as usize;
         c[d] = (l % e) as i32;
@@ -156,7 +165,9 @@ impl<'a> CpuArgs<'a> {
     pub fn value<T: Element>(&self, index: usize) -> Result<T> {
         match self.arg(index)? {
             Arg::Value(v) => {
-                let v: Value = v.convert(T::dtype()).ok_or_else(|| self.wrong(index, format!("a {} value", T::DTYPE)))?;
+                let v: Value = v
+                    .convert(T::dtype())
+                    .ok_or_else(|| self.wrong(index, format!("a {} value", T::DTYPE)))?;
                 // SAFETY: the bytes are a value of T's dtype, which has T's
                 // size; T is plain data valid for any bytes.
                 Ok(unsafe { std::ptr::read_unaligned(v.bytes().as_ptr().cast::<T>()) })

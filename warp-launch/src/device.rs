@@ -93,13 +93,19 @@ impl FromStr for Device {
     type Err = Error;
     /// `"cpu"`, `"cuda:N"`, or `"cuda"` for `cuda:0`.
     fn from_str(s: &str) -> Result<Device> {
-        let bad = || Error::BadDevice { given: s.to_string() };
+        let bad = || Error::BadDevice {
+            given: s.to_string(),
+        };
         match s.trim() {
             "cpu" => Ok(Device::Cpu),
             "cuda" => Ok(Device::Cuda(0)),
             t => {
                 let n = t.strip_prefix("cuda:").ok_or_else(bad)?;
-                n.parse::<i32>().ok().filter(|n| *n >= 0).map(Device::Cuda).ok_or_else(bad)
+                n.parse::<i32>()
+                    .ok()
+                    .filter(|n| *n >= 0)
+                    .map(Device::Cuda)
+                    .ok_or_else(bad)
             }
         }
     }
@@ -195,7 +201,10 @@ mod tests {
             let e = bad.parse::<Device>().unwrap_err();
             assert!(matches!(e, Error::BadDevice { .. }), "{bad}: {e}");
         }
-        insta::assert_snapshot!("bad_device", "cuda:x".parse::<Device>().unwrap_err().to_string());
+        insta::assert_snapshot!(
+            "bad_device",
+            "cuda:x".parse::<Device>().unwrap_err().to_string()
+        );
     }
 
     #[test]

@@ -108,7 +108,9 @@ impl Value {
         let mut bytes = [0u8; MAX_VALUE_BYTES];
         let n = size_of::<T>().min(MAX_VALUE_BYTES);
         // SAFETY: `v` is plain data of `size_of::<T>()` bytes; at most that many are read.
-        unsafe { std::ptr::copy_nonoverlapping((&v as *const T).cast::<u8>(), bytes.as_mut_ptr(), n) };
+        unsafe {
+            std::ptr::copy_nonoverlapping((&v as *const T).cast::<u8>(), bytes.as_mut_ptr(), n)
+        };
         Value {
             dtype: T::dtype(),
             bytes,
@@ -182,6 +184,33 @@ impl Value {
         Value::from_bytes(to, &out)
     }
 
+    /// The value as text: its components, e.g. `300`, `2.5` or `[1, 0, 0]`.
+    pub fn show(&self) -> String {
+        let n = self.dtype.scalar.size();
+        let parts: Vec<String> = self
+            .bytes()
+            .chunks(n)
+            .map(|c| match self.dtype.scalar {
+                Scalar::Float32 => f32::from_le_bytes(c.try_into().unwrap_or_default()).to_string(),
+                Scalar::Float64 => f64::from_le_bytes(c.try_into().unwrap_or_default()).to_string(),
+                Scalar::Float16 => format!(
+                    "0x{:04x} (half)",
+                    u16::from_le_bytes(c.try_into().unwrap_or_default())
+                ),
+                s => {
+                    let one = Value::from_bytes(scalar_dtype(s), c);
+                    one.and_then(|v| v.as_i128())
+                        .map_or("?".into(), |i| i.to_string())
+                }
+            })
+            .collect();
+        if parts.len() == 1 {
+            parts[0].clone()
+        } else {
+            format!("[{}]", parts.join(", "))
+        }
+    }
+
     /// The value as an integer, if its dtype is an integer scalar.
     fn as_i128(&self) -> Option<i128> {
         if self.dtype.kind != Kind::Scalar {
@@ -200,6 +229,14 @@ impl Value {
             _ => return None,
         })
     }
+}
+
+/// The scalar dtype of `s`.
+fn scalar_dtype(s: Scalar) -> &'static DType {
+    DTYPES
+        .iter()
+        .find(|d| d.kind == Kind::Scalar && d.scalar == s)
+        .unwrap_or(&DTYPES[0])
 }
 
 /// IEEE half precision from single precision (round to nearest even).
@@ -224,7 +261,11 @@ fn f32_to_f16(x: f32) -> u16 {
         let half = 1u32 << (shift - 1);
         let r = m >> shift;
         let rem = m & ((1 << shift) - 1);
-        let r = if rem > half || (rem == half && r & 1 == 1) { r + 1 } else { r };
+        let r = if rem > half || (rem == half && r & 1 == 1) {
+            r + 1
+        } else {
+            r
+        };
         return sign | r as u16;
     }
     let r = man >> 13;
@@ -243,7 +284,8 @@ mod tests {
     #[test]
     fn every_element_names_its_dtype() {
         fn check<T: Element>() {
-            let d = DType::by_name(T::DTYPE).unwrap_or_else(|| panic!("{} not in the table", T::DTYPE));
+            let d =
+                DType::by_name(T::DTYPE).unwrap_or_else(|| panic!("{} not in the table", T::DTYPE));
             assert_eq!(d.size, size_of::<T>(), "{}", d.name);
             assert_eq!(d.align, align_of::<T>(), "{}", d.name);
         }
@@ -289,9 +331,18 @@ mod tests {
         let f32t = DType::by_name("float32").unwrap();
         let i32t = DType::by_name("int32").unwrap();
         let u8t = DType::by_name("uint8").unwrap();
-        assert_eq!(Value::of(2.5f64).convert(f32t).unwrap().bytes(), 2.5f32.to_le_bytes());
-        assert_eq!(Value::of(7i64).convert(f32t).unwrap().bytes(), 7f32.to_le_bytes());
-        assert_eq!(Value::of(7i64).convert(i32t).unwrap().bytes(), 7i32.to_le_bytes());
+        assert_eq!(
+            Value::of(2.5f64).convert(f32t).unwrap().bytes(),
+            2.5f32.to_le_bytes()
+        );
+        assert_eq!(
+            Value::of(7i64).convert(f32t).unwrap().bytes(),
+            7f32.to_le_bytes()
+        );
+        assert_eq!(
+            Value::of(7i64).convert(i32t).unwrap().bytes(),
+            7i32.to_le_bytes()
+        );
         assert!(Value::of(300i32).convert(u8t).is_none());
         assert!(Value::of(-1i32).convert(u8t).is_none());
         assert!(Value::of(1.5f64).convert(i32t).is_none());

@@ -58,7 +58,8 @@ impl Graph {
         let device = Device::from(ctx.device());
         if stream.raw().is_null() {
             return Err(unsupported(
-                "Graph::capture: the legacy default stream cannot be captured; use Stream::new".into(),
+                "Graph::capture: the legacy default stream cannot be captured; use Stream::new"
+                    .into(),
             ));
         }
         if let Some(l) = launches.iter().find(|l| l.device() != device) {
@@ -140,7 +141,11 @@ impl Graph {
     /// then updates its node in the instantiated graph. If the change fails
     /// its checks, or the driver refuses the update, the launch and the
     /// graph keep their previous parameters and the error says why.
-    pub fn update(&mut self, index: usize, change: impl FnOnce(&mut Launch) -> Result<()>) -> Result<()> {
+    pub fn update(
+        &mut self,
+        index: usize,
+        change: impl FnOnce(&mut Launch) -> Result<()>,
+    ) -> Result<()> {
         let count = self.launches.len();
         let Some(launch) = self.launches.get_mut(index) else {
             return Err(unsupported(format!(
@@ -187,7 +192,8 @@ fn last_node(stream: &Stream) -> Result<CUgraphNode> {
     // valid until the next capture call on the stream; we read one element.
     let (status, _, _, n) =
         unsafe { cuda_api::driver::stream_get_capture_info(stream.raw(), &mut deps, &mut edges) }?;
-    if status != CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE || n != 1 || deps.is_null() {
+    if status != CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE || n != 1 || deps.is_null()
+    {
         return Err(unsupported(format!(
             "Graph::capture: expected one new node on the capturing stream, the driver reports {n} (status {status:?})"
         )));

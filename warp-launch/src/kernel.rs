@@ -52,11 +52,14 @@ impl ParamKind {
     /// What it takes, for messages (`an array of float32 with 2 dimension(s)`).
     pub fn describe(&self) -> String {
         match self {
-            ParamKind::Array { dtype, ndim: Some(n) } => {
+            ParamKind::Array {
+                dtype,
+                ndim: Some(n),
+            } => {
                 format!("an array of {} with {n} dimension(s)", dtype.name)
             }
             ParamKind::Array { dtype, ndim: None } => format!("an array of {}", dtype.name),
-            ParamKind::Value(d) => format!("a {} value", d.name),
+            ParamKind::Value(d) => format!("{} {} value", article(d.name), d.name),
             ParamKind::Struct(s) => format!("a struct '{}'", s.name),
         }
     }
@@ -68,6 +71,14 @@ impl ParamKind {
             ParamKind::Value(d) => d.name.to_string(),
             ParamKind::Struct(s) => s.name.clone(),
         }
+    }
+}
+
+fn article(word: &str) -> &'static str {
+    if word.starts_with(['a', 'e', 'i', 'o']) {
+        "an"
+    } else {
+        "a"
     }
 }
 
@@ -101,7 +112,9 @@ impl StructType {
     pub fn key(&self) -> &str {
         match self.name.rsplit_once('_') {
             Some((key, hash))
-                if !key.is_empty() && hash.len() == 8 && hash.bytes().all(|b| b.is_ascii_hexdigit()) =>
+                if !key.is_empty()
+                    && hash.len() == 8
+                    && hash.bytes().all(|b| b.is_ascii_hexdigit()) =>
             {
                 key
             }
@@ -290,10 +303,13 @@ impl KernelSpec {
     ) -> Result<Kernel> {
         self.check()?;
         // SAFETY: the caller's promise covers the declared types.
-        let fwd = unsafe { DynKernel::declare(library.function(forward)?, self.declaration(false)) }?;
+        let fwd =
+            unsafe { DynKernel::declare(library.function(forward)?, self.declaration(false)) }?;
         let bwd = match backward {
             // SAFETY: as above; the backward kernel takes forward params then adjoints.
-            Some(b) => Some(unsafe { DynKernel::declare(library.function(b)?, self.declaration(true)) }?),
+            Some(b) => {
+                Some(unsafe { DynKernel::declare(library.function(b)?, self.declaration(true)) }?)
+            }
             None => None,
         };
         Ok(Kernel {
@@ -312,7 +328,11 @@ impl KernelSpec {
     /// CPU device (no CUDA functions): `forward`, and `backward` for adjoint
     /// launches and the tape (it sees the forward arguments, then one
     /// adjoint per parameter). See [`crate::cpu`].
-    pub fn cpu(self, forward: crate::cpu::CpuFn, backward: Option<crate::cpu::CpuFn>) -> Result<Kernel> {
+    pub fn cpu(
+        self,
+        forward: crate::cpu::CpuFn,
+        backward: Option<crate::cpu::CpuFn>,
+    ) -> Result<Kernel> {
         self.check()?;
         Ok(Kernel {
             inner: Arc::new(KernelInner {
@@ -392,12 +412,20 @@ impl Kernel {
             .cuda
             .as_ref()
             .is_some_and(|c| c.backward.is_some())
-            || self.inner.cpu.as_ref().is_some_and(|c| c.backward.is_some())
+            || self
+                .inner
+                .cpu
+                .as_ref()
+                .is_some_and(|c| c.backward.is_some())
     }
 
     /// The same kernel with a CPU implementation added (forward and, for
     /// adjoint launches on the CPU, backward).
-    pub fn with_cpu(&self, forward: crate::cpu::CpuFn, backward: Option<crate::cpu::CpuFn>) -> Kernel {
+    pub fn with_cpu(
+        &self,
+        forward: crate::cpu::CpuFn,
+        backward: Option<crate::cpu::CpuFn>,
+    ) -> Kernel {
         let old = &self.inner;
         let cuda = old.cuda.as_ref().map(|c| CudaFunctions {
             forward: c.forward.clone(),

@@ -78,12 +78,20 @@ impl Tape {
         let Some(grad) = loss.grad() else {
             return Err(Error::Unsupported {
                 kernel: String::new(),
-                message: "Tape::backward: the loss array has no gradient; create it with .with_grad()".into(),
+                message:
+                    "Tape::backward: the loss array has no gradient; create it with .with_grad()"
+                        .into(),
             });
         };
         fill_ones(grad)?;
         for launch in self.launches.iter().rev() {
-            let adjoints = launch.kernel().params().iter().zip(launch.args()).map(|(p, a)| adjoint_for(&p.kind, a)).collect();
+            let adjoints = launch
+                .kernel()
+                .params()
+                .iter()
+                .zip(launch.args())
+                .map(|(p, a)| adjoint_for(&p.kind, a))
+                .collect();
             launch.adjoint_of(adjoints)?.run()?;
         }
         Ok(())
@@ -111,9 +119,13 @@ impl Tape {
 
 fn adjoint_for(kind: &ParamKind, arg: &Arg) -> Arg {
     match (kind, arg) {
-        (ParamKind::Array { .. }, Arg::Array(a)) => a.grad().map_or(Arg::Null, |g| Arg::Array(g.clone())),
+        (ParamKind::Array { .. }, Arg::Array(a)) => {
+            a.grad().map_or(Arg::Null, |g| Arg::Array(g.clone()))
+        }
         (ParamKind::Array { .. }, _) => Arg::Null,
-        (ParamKind::Value(d), _) => Value::from_bytes(d, &vec![0u8; d.size]).map_or(Arg::Null, Arg::Value),
+        (ParamKind::Value(d), _) => {
+            Value::from_bytes(d, &vec![0u8; d.size]).map_or(Arg::Null, Arg::Value)
+        }
         (ParamKind::Struct(st), arg) => Arg::Struct(struct_adjoint(st, arg)),
     }
 }
@@ -142,7 +154,8 @@ fn struct_adjoint(st: &crate::kernel::StructType, arg: &Arg) -> crate::bind::Str
                     a.grad = 0;
                 }
                 // SAFETY: as above; its bytes are read.
-                let bytes = unsafe { std::slice::from_raw_parts((&a as *const ArrayT).cast::<u8>(), n) };
+                let bytes =
+                    unsafe { std::slice::from_raw_parts((&a as *const ArrayT).cast::<u8>(), n) };
                 out[f.offset..f.offset + n].copy_from_slice(bytes);
             }
         }
@@ -158,11 +171,19 @@ fn fill_ones(a: &Array) -> Result<()> {
         _ => {
             return Err(Error::Unsupported {
                 kernel: String::new(),
-                message: format!("Tape::backward: the loss is {} but must be float32 or float64; reduce it to a float scalar array", d.name),
+                message: format!(
+                    "Tape::backward: the loss is {} but must be float32 or float64; reduce it to a float scalar array",
+                    d.name
+                ),
             });
         }
     };
-    let bytes: Vec<u8> = one.iter().copied().cycle().take(one.len() * a.len()).collect();
+    let bytes: Vec<u8> = one
+        .iter()
+        .copied()
+        .cycle()
+        .take(one.len() * a.len())
+        .collect();
     if !a.is_contiguous() {
         return Err(Error::Shape {
             call: "Tape::backward",
@@ -199,8 +220,14 @@ pub fn check_gradients(
     let read = |a: &Array| -> Result<Vec<f64>> {
         let b = a.to_bytes()?;
         Ok(match a.dtype().scalar {
-            Scalar::Float64 => b.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap_or_default())).collect(),
-            _ => b.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap_or_default()) as f64).collect(),
+            Scalar::Float64 => b
+                .chunks_exact(8)
+                .map(|c| f64::from_le_bytes(c.try_into().unwrap_or_default()))
+                .collect(),
+            _ => b
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes(c.try_into().unwrap_or_default()) as f64)
+                .collect(),
         })
     };
     let write = |a: &Array, v: &[f64]| -> Result<()> {
@@ -211,10 +238,16 @@ pub fn check_gradients(
         a.storage().copy_from_host(a.offset(), &b)
     };
     for a in inputs {
-        if !a.dtype().is_float() || a.dtype().kind != Kind::Scalar || a.grad().is_none() || !a.is_contiguous() {
+        if !a.dtype().is_float()
+            || a.dtype().kind != Kind::Scalar
+            || a.grad().is_none()
+            || !a.is_contiguous()
+        {
             return Err(Error::Unsupported {
                 kernel: String::new(),
-                message: format!("check_gradients: input {a:?} must be a contiguous float32/float64 scalar array with a gradient"),
+                message: format!(
+                    "check_gradients: input {a:?} must be a contiguous float32/float64 scalar array with a gradient"
+                ),
             });
         }
     }
@@ -222,7 +255,11 @@ pub fn check_gradients(
     zero_loss(loss)?;
     tape.record(&mut forward)?;
     tape.backward(loss)?;
-    let mut report = GradientCheck { max_abs: 0.0, max_rel: 0.0, compared: 0 };
+    let mut report = GradientCheck {
+        max_abs: 0.0,
+        max_rel: 0.0,
+        compared: 0,
+    };
     for a in inputs {
         let analytic = read(a.grad().unwrap_or(a))?;
         let mut x = read(a)?;
@@ -243,7 +280,9 @@ pub fn check_gradients(
             let fd = (up - down) / (2.0 * eps);
             let d = (fd - analytic[i]).abs();
             report.max_abs = report.max_abs.max(d);
-            report.max_rel = report.max_rel.max(d / fd.abs().max(analytic[i].abs()).max(1e-6));
+            report.max_rel = report
+                .max_rel
+                .max(d / fd.abs().max(analytic[i].abs()).max(1e-6));
             report.compared += 1;
         }
     }

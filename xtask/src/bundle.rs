@@ -181,7 +181,13 @@ pub fn build(root: &Path) -> Result<()> {
         "sdk-tests",
         "--examples",
     ]))?;
-    for example in ["device_count", "warp_saxpy", "warp_aot"] {
+    for example in [
+        "device_count",
+        "warp_saxpy",
+        "warp_aot",
+        "warp_reduce",
+        "warp_replay",
+    ] {
         std::fs::copy(
             root.join("target/release/examples").join(example),
             out.join("examples").join(example),
