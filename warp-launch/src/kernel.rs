@@ -302,6 +302,7 @@ impl KernelSpec {
         backward: Option<&str>,
     ) -> Result<Kernel> {
         self.check()?;
+        crate::device::Device::ensure_context()?;
         // SAFETY: the caller's promise covers the declared types.
         let fwd =
             unsafe { DynKernel::declare(library.function(forward)?, self.declaration(false)) }?;
