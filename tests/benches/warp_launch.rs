@@ -136,6 +136,17 @@ fn main() {
             .unwrap();
     });
     let (t_replay, al_replay) = measure(&stream, || recorded.launch(&stream).unwrap());
+    // The host work of an immediate launch without the driver call: build
+    // and check a Launch, then drop it.
+    let (t_build, al_build) = measure(&stream, || {
+        let l = saxpy
+            .launch(N)
+            .inputs((2.0f32, &x, &y))
+            .stream(&stream)
+            .record()
+            .unwrap();
+        std::hint::black_box(&l);
+    });
     let (t_raw2, _) = measure(&stream, raw);
     let t_raw = t_raw.min(t_raw2);
 
@@ -171,6 +182,11 @@ fn main() {
         ("raw cuLaunchKernel (Warp saxpy, 4 params)", t_raw, al_raw),
         ("warp-launch kernel.launch(..).run()", t_launch, al_launch),
         ("warp-launch Launch::launch (replay)", t_replay, al_replay),
+        (
+            "warp-launch build+check only (no driver call)",
+            t_build,
+            al_build,
+        ),
     ];
     for (name, t, al) in rows {
         println!(

@@ -374,7 +374,9 @@ class Builder:
                 [("count", c)],
                 {"count"},
                 max_blocks=mb,
-                block_dim=128,
+                # The AOT module is compiled for Warp's default block_dim
+                # (WP_TILE_BLOCK_DIM 256); its kernels run only at that size.
+                block_dim=256,
                 note="every count must be 1",
             )
         # Folded dims: a 1-D kernel launched with dim (10, 3): coord_mult 3, each i visited 3 times.

@@ -198,6 +198,9 @@ fn spec_of(k: &SourceKernel, src: &Source, text: &str, file: &str) -> Result<Ker
         )
     })?;
     let mut spec = KernelSpec::new(k.key(), ndim).grid_stride(k.body != KernelBody::Lean);
+    if let Some(n) = tile_block_dim(text) {
+        spec = spec.compiled_block_dim(n);
+    }
     let mut hints = ndim_hints(text, k.key());
     let end = src
         .kernels
@@ -230,6 +233,13 @@ fn spec_of(k: &SourceKernel, src: &Source, text: &str, file: &str) -> Result<Ker
         spec = spec.param(p.label(), kind);
     }
     Ok(spec)
+}
+
+/// The block size Warp compiled the module for (`#define WP_TILE_BLOCK_DIM N`).
+fn tile_block_dim(text: &str) -> Option<u32> {
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("#define WP_TILE_BLOCK_DIM "))
+        .and_then(|v| v.trim().parse().ok())
 }
 
 /// A C++ type of a Warp-generated source as a parameter kind.
@@ -398,6 +408,12 @@ mod tests {
             vec![0, 4, 16]
         );
         assert_eq!((st.size, st.align), (20, 4));
+    }
+
+    #[test]
+    fn warp_kernels_keep_the_block_size_they_were_compiled_for() {
+        assert_eq!(tile_block_dim(CU), Some(256));
+        assert_eq!(spec("saxpy").fixed_block_dim(), Some(256));
     }
 
     #[test]

@@ -428,7 +428,7 @@ impl Array {
     }
 
     fn check_element<T: Element>(&self, call: &'static str) -> Result<()> {
-        if T::dtype() != self.dtype {
+        if !std::ptr::eq(T::dtype(), self.dtype) {
             return Err(Error::ElementType {
                 call,
                 array: self.dtype.name,

@@ -270,7 +270,7 @@ pub(crate) fn check<'a>(
 ) -> Result<Bound<'a>> {
     match (kind, arg) {
         (ParamKind::Array { dtype, ndim }, Arg::Array(a)) => {
-            if a.dtype() != *dtype {
+            if !std::ptr::eq(a.dtype(), *dtype) {
                 return Err(site.error(
                     kind.describe(),
                     arg.describe(),

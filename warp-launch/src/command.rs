@@ -236,6 +236,17 @@ impl Launch {
         let block_dim = if opts.device == Device::Cpu {
             1
         } else {
+            if let Some(n) = kernel.fixed_block_dim()
+                && n != opts.block_dim
+            {
+                return Err(Error::Unsupported {
+                    kernel: kernel.name().to_string(),
+                    message: format!(
+                        "block_dim {} was asked, but the kernel was compiled for block_dim {n} (Warp's WP_TILE_BLOCK_DIM): its shared tile storage has one slot per thread of {n}, so other block sizes are unsafe; launch with block_dim {n}, or compile the module with block_dim={}",
+                        opts.block_dim, opts.block_dim
+                    ),
+                });
+            }
             opts.block_dim
         };
         let max_blocks: i64 = match opts.max_blocks {
@@ -463,7 +474,7 @@ pub struct LaunchBuilder<'k> {
     stream: Option<Stream>,
     adjoint: bool,
     record_tape: bool,
-    block_dim: u32,
+    block_dim: Option<u32>,
     max_blocks: MaxBlocks,
     mode: Option<AccessMode>,
     cooperative: bool,
@@ -485,7 +496,7 @@ impl Kernel {
             stream: None,
             adjoint: false,
             record_tape: true,
-            block_dim: 256,
+            block_dim: None,
             max_blocks: MaxBlocks::Unlimited,
             mode: None,
             cooperative: false,
@@ -636,9 +647,10 @@ impl<'k> LaunchBuilder<'k> {
         self
     }
 
-    /// Threads per block (default 256; the CPU uses 1).
+    /// Threads per block (default: the block size the kernel was compiled
+    /// for if fixed, else 256; the CPU uses 1).
     pub fn block_dim(mut self, n: u32) -> Self {
-        self.block_dim = n;
+        self.block_dim = Some(n);
         self
     }
 
@@ -711,7 +723,10 @@ impl<'k> LaunchBuilder<'k> {
         let opts = Options {
             device,
             adjoint: self.adjoint,
-            block_dim: self.block_dim,
+            block_dim: self
+                .block_dim
+                .or(self.kernel.fixed_block_dim())
+                .unwrap_or(domain::DEFAULT_BLOCK_DIM),
             max_blocks: self.max_blocks,
             mode: self.mode.unwrap_or_else(default_access_mode),
             cooperative: self.cooperative,

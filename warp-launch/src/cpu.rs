@@ -132,7 +132,7 @@ impl<'a> CpuArgs<'a> {
     /// A null array has no elements.
     pub fn array<T: Element>(&self, index: usize) -> Result<CpuArray<T>> {
         match self.arg(index)? {
-            Arg::Array(a) if a.dtype() == T::dtype() => {
+            Arg::Array(a) if std::ptr::eq(a.dtype(), T::dtype()) => {
                 let mut shape = [0usize; 4];
                 let mut strides = [0isize; 4];
                 shape[..a.ndim()].copy_from_slice(a.shape());

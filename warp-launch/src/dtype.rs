@@ -153,7 +153,7 @@ impl Value {
     /// passed for a scalar parameter: any integer to any integer type when it
     /// fits, any number to a floating-point type. `None` when it cannot be.
     pub fn convert(&self, to: &'static DType) -> Option<Value> {
-        if to == self.dtype {
+        if std::ptr::eq(to, self.dtype) {
             return Some(*self);
         }
         if self.dtype.kind != Kind::Scalar || to.kind != Kind::Scalar {

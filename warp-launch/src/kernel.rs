@@ -177,6 +177,7 @@ pub struct KernelSpec {
     params: Vec<KernelParam>,
     grid_stride: bool,
     shared_mem: (u32, u32),
+    block_dim: Option<u32>,
 }
 
 impl KernelSpec {
@@ -188,6 +189,7 @@ impl KernelSpec {
             params: Vec::new(),
             grid_stride: true,
             shared_mem: (0, 0),
+            block_dim: None,
         }
     }
 
@@ -234,6 +236,16 @@ impl KernelSpec {
         self
     }
 
+    /// Fixes the block size: the kernel was compiled for exactly `n`
+    /// threads per block (Warp compiles a module for one `block_dim`,
+    /// `WP_TILE_BLOCK_DIM`, and its kernels keep one shared-memory slot per
+    /// thread of that many; more threads write past it). Launches default to
+    /// it and refuse any other.
+    pub fn compiled_block_dim(mut self, n: u32) -> Self {
+        self.block_dim = Some(n);
+        self
+    }
+
     /// The kernel's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -247,6 +259,11 @@ impl KernelSpec {
     /// Whether the kernel loops grid-stride (else it is lean).
     pub fn is_grid_stride(&self) -> bool {
         self.grid_stride
+    }
+
+    /// The block size it was compiled for, if fixed.
+    pub fn fixed_block_dim(&self) -> Option<u32> {
+        self.block_dim
     }
 
     fn check(&self) -> Result<()> {
@@ -405,6 +422,12 @@ impl Kernel {
         } else {
             self.inner.spec.shared_mem.0
         }
+    }
+
+    /// The block size the kernel was compiled for, if fixed (Warp kernels:
+    /// their module's `block_dim`).
+    pub fn fixed_block_dim(&self) -> Option<u32> {
+        self.inner.spec.block_dim
     }
 
     /// Whether it has a backward CUDA function.
