@@ -157,25 +157,43 @@ fn capped_grids_visit_every_index_once() {
     let dir = data_dir();
     let k = module(&dir).kernel("count_visits").unwrap();
     let int32 = DType::by_name("int32").unwrap();
-    for (n, max_blocks, block) in [
-        (100_000usize, 1i64, 128u32),
-        (100_000, 7, 128),
-        (1 << 20, 3, 1024),
-        (5, 0, 1),
+    for (n, max_blocks) in [
+        (100_000usize, 1i64),
+        (100_000, 7),
+        (1 << 20, 3),
+        (5, 0),
+        (1 << 20, 1000),
     ] {
         let c = Array::zeros(Device::Cuda(0), int32, &[n]).unwrap();
-        k.launch(n)
-            .inputs(&c)
-            .max_blocks(max_blocks)
-            .block_dim(block)
-            .run()
-            .unwrap();
+        k.launch(n).inputs(&c).max_blocks(max_blocks).run().unwrap();
         let v = c.to_vec::<i32>().unwrap();
         assert!(
             v.iter().all(|&x| x == 1),
             "n {n} max_blocks {max_blocks}: not all 1"
         );
     }
+    // Warp compiled the module for block_dim 256 (WP_TILE_BLOCK_DIM): a
+    // bigger block would write past its shared tile storage (seen as an
+    // illegal address on the H200), so other sizes are refused.
+    assert_eq!(k.fixed_block_dim(), Some(256));
+    let small = Array::zeros(Device::Cuda(0), int32, &[8]).unwrap();
+    for block in [1024u32, 128, 1] {
+        let e = k
+            .launch(8)
+            .inputs(&small)
+            .block_dim(block)
+            .run()
+            .unwrap_err();
+        assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+    }
+    println!(
+        "{}",
+        k.launch(8)
+            .inputs(&small)
+            .block_dim(1024)
+            .run()
+            .unwrap_err()
+    );
     let c = Array::zeros(Device::Cuda(0), int32, &[50_000]).unwrap();
     let l = k
         .launch(50_000)

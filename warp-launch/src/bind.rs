@@ -210,10 +210,6 @@ tuple_args!(A B C D E F G H I J K L M N O);
 tuple_args!(A B C D E F G H I J K L M N O P);
 
 /// The bytes one checked argument puts in the parameter space.
-// Transient: built on the stack and consumed at once; boxing the large
-// `Value` variant would allocate for every argument of every launch.
-#[allow(clippy::large_enum_variant)]
-#[derive(Clone, Copy)]
 pub(crate) enum Bound<'a> {
     Array(ArrayT),
     Bytes(&'a [u8]),

@@ -206,7 +206,10 @@ impl Launch {
                     k.function()
                         .set_max_dynamic_shared_memory(&opts.device.context()?, smem)?;
                 }
-                Some(k.args())
+                Some(match &kernel.inner.cuda {
+                    Some(c) => c.take_block(opts.adjoint, k),
+                    None => k.args(),
+                })
             }
         };
         let plan = Self::plan_for(kernel, dim, &opts)?;
@@ -453,6 +456,14 @@ impl Launch {
             opts,
             self.stream.clone(),
         )
+    }
+}
+
+impl Drop for Launch {
+    fn drop(&mut self) {
+        if let (Some(block), Some(c)) = (self.block.take(), &self.kernel.inner.cuda) {
+            c.give_block(self.opts.adjoint, block);
+        }
     }
 }
 

@@ -97,15 +97,22 @@ element!(
     [[f64; 2]; 2] => "mat22d", [[f64; 3]; 3] => "mat33d", [[f64; 4]; 4] => "mat44d",
 );
 
-/// Largest dtype in bytes that a [`Value`] holds inline.
-pub const MAX_VALUE_BYTES: usize = 288;
+/// Largest value in bytes that a [`Value`] holds inline (a `mat44f`);
+/// larger dtypes (double matrices, spatial matrices) are shared on the heap.
+pub const INLINE_VALUE_BYTES: usize = 64;
+
+#[derive(Clone)]
+enum Bytes {
+    Inline([u8; INLINE_VALUE_BYTES]),
+    Heap(std::sync::Arc<[u8]>),
+}
 
 /// One value of a dtype, passed to a kernel by value (a scalar, vector or
-/// matrix parameter).
-#[derive(Clone, Copy)]
+/// matrix parameter). Cheap to clone.
+#[derive(Clone)]
 pub struct Value {
     dtype: &'static DType,
-    bytes: [u8; MAX_VALUE_BYTES],
+    bytes: Bytes,
 }
 
 impl fmt::Debug for Value {
@@ -116,27 +123,31 @@ impl fmt::Debug for Value {
 
 impl Value {
     /// The value of `v`.
+    #[inline]
     pub fn of<T: Element>(v: T) -> Value {
-        let mut bytes = [0u8; MAX_VALUE_BYTES];
-        let n = size_of::<T>().min(MAX_VALUE_BYTES);
-        // SAFETY: `v` is plain data of `size_of::<T>()` bytes; at most that many are read.
-        unsafe {
-            std::ptr::copy_nonoverlapping((&v as *const T).cast::<u8>(), bytes.as_mut_ptr(), n)
+        // SAFETY: `v` is plain data; its `size_of::<T>()` bytes are read.
+        let raw =
+            unsafe { std::slice::from_raw_parts((&v as *const T).cast::<u8>(), size_of::<T>()) };
+        Value::with(T::dtype(), raw)
+    }
+
+    fn with(dtype: &'static DType, raw: &[u8]) -> Value {
+        let bytes = if raw.len() <= INLINE_VALUE_BYTES {
+            let mut b = [0u8; INLINE_VALUE_BYTES];
+            b[..raw.len()].copy_from_slice(raw);
+            Bytes::Inline(b)
+        } else {
+            Bytes::Heap(raw.into())
         };
-        Value {
-            dtype: T::dtype(),
-            bytes,
-        }
+        Value { dtype, bytes }
     }
 
     /// A value of `dtype` from its bytes (`dtype.size` of them).
     pub fn from_bytes(dtype: &'static DType, raw: &[u8]) -> Option<Value> {
-        if raw.len() != dtype.size || raw.len() > MAX_VALUE_BYTES {
+        if raw.len() != dtype.size {
             return None;
         }
-        let mut bytes = [0u8; MAX_VALUE_BYTES];
-        bytes[..raw.len()].copy_from_slice(raw);
-        Some(Value { dtype, bytes })
+        Some(Value::with(dtype, raw))
     }
 
     /// Its dtype.
@@ -146,7 +157,10 @@ impl Value {
 
     /// Its bytes.
     pub fn bytes(&self) -> &[u8] {
-        &self.bytes[..self.dtype.size.min(MAX_VALUE_BYTES)]
+        match &self.bytes {
+            Bytes::Inline(b) => &b[..self.dtype.size.min(INLINE_VALUE_BYTES)],
+            Bytes::Heap(b) => b,
+        }
     }
 
     /// The value converted to `to` the way Warp converts a Python number
@@ -154,7 +168,7 @@ impl Value {
     /// fits, any number to a floating-point type. `None` when it cannot be.
     pub fn convert(&self, to: &'static DType) -> Option<Value> {
         if std::ptr::eq(to, self.dtype) {
-            return Some(*self);
+            return Some(self.clone());
         }
         if self.dtype.kind != Kind::Scalar || to.kind != Kind::Scalar {
             return None;
@@ -331,7 +345,8 @@ mod tests {
     #[test]
     fn every_dtype_fits_a_value_and_is_found_by_its_spellings() {
         for d in DTYPES.iter() {
-            assert!(d.size <= MAX_VALUE_BYTES, "{}", d.name);
+            let v = Value::from_bytes(d, &vec![7u8; d.size]).unwrap();
+            assert_eq!(v.bytes(), vec![7u8; d.size], "{}", d.name);
             assert_eq!(DType::by_name(d.name), Some(d));
             assert_eq!(DType::by_cpp(d.cpp), Some(d), "{}", d.cpp);
             assert_eq!(d.size, d.components() * d.scalar.size(), "{}", d.name);

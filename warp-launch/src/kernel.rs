@@ -6,7 +6,9 @@
 use std::fmt;
 use std::sync::Arc;
 
-use cuda_api::{DynKernel, Library, Param, ParamType};
+use std::sync::Mutex;
+
+use cuda_api::{ArgBlock, DynKernel, Library, Param, ParamType};
 
 use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
@@ -333,10 +335,7 @@ impl KernelSpec {
         Ok(Kernel {
             inner: Arc::new(KernelInner {
                 spec: self,
-                cuda: Some(CudaFunctions {
-                    forward: fwd,
-                    backward: bwd,
-                }),
+                cuda: Some(CudaFunctions::new(fwd, bwd)),
                 cpu: None,
             }),
         })
@@ -365,6 +364,42 @@ impl KernelSpec {
 pub(crate) struct CudaFunctions {
     pub forward: DynKernel,
     pub backward: Option<DynKernel>,
+    /// Argument blocks of finished launches, reused by new ones (forward,
+    /// backward): an immediate launch then allocates no block.
+    pools: [Mutex<Vec<ArgBlock<'static>>>; 2],
+}
+
+/// Blocks kept per kernel and direction for reuse.
+const POOL: usize = 8;
+
+impl CudaFunctions {
+    fn new(forward: DynKernel, backward: Option<DynKernel>) -> CudaFunctions {
+        CudaFunctions {
+            forward,
+            backward,
+            pools: [Mutex::new(Vec::new()), Mutex::new(Vec::new())],
+        }
+    }
+
+    /// An argument block for the forward or backward kernel: a reused one
+    /// (every parameter is written again by the launch that takes it) or a
+    /// new one.
+    pub(crate) fn take_block(&self, adjoint: bool, kernel: &DynKernel) -> ArgBlock<'static> {
+        let reused = self.pools[usize::from(adjoint)]
+            .lock()
+            .ok()
+            .and_then(|mut p| p.pop());
+        reused.unwrap_or_else(|| kernel.args())
+    }
+
+    /// Returns a block for reuse.
+    pub(crate) fn give_block(&self, adjoint: bool, block: ArgBlock<'static>) {
+        if let Ok(mut p) = self.pools[usize::from(adjoint)].lock()
+            && p.len() < POOL
+        {
+            p.push(block);
+        }
+    }
 }
 
 pub(crate) struct KernelInner {
@@ -451,10 +486,10 @@ impl Kernel {
         backward: Option<crate::cpu::CpuFn>,
     ) -> Kernel {
         let old = &self.inner;
-        let cuda = old.cuda.as_ref().map(|c| CudaFunctions {
-            forward: c.forward.clone(),
-            backward: c.backward.clone(),
-        });
+        let cuda = old
+            .cuda
+            .as_ref()
+            .map(|c| CudaFunctions::new(c.forward.clone(), c.backward.clone()));
         Kernel {
             inner: Arc::new(KernelInner {
                 spec: old.spec.clone(),
