@@ -231,9 +231,9 @@ impl Library {
             driver::library_load_data(
                 data.as_ptr().cast(),
                 None,
-                std::ptr::null_mut(),
                 None,
-                std::ptr::null_mut(),
+                None,
+                None,
             )
         }
         .map_err(|e| load_error(e, image))?;

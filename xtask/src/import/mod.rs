@@ -159,6 +159,7 @@ fn build(
             rust_name: None,
             safety: Safety::Unsafe,
             summary: None,
+            safety_doc: None,
             params: rf
                 .params
                 .iter()
@@ -172,6 +173,9 @@ fn build(
                     ),
                     len: None,
                     optional: false,
+                    rust_name: None,
+                    fixed: None,
+                    boolean: false,
                 })
                 .collect(),
             errors,
