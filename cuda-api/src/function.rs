@@ -230,7 +230,9 @@ impl Function {
             Handle::Function(f) => f,
             // SAFETY: `k` belongs to a library kept loaded by `self`, and `ctx`
             // (checked against it above) is current.
-            Handle::Kernel(k) => unsafe { driver::kernel_get_function(k) }.map_err(|e| self.err(e))?,
+            Handle::Kernel(k) => {
+                unsafe { driver::kernel_get_function(k) }.map_err(|e| self.err(e))?
+            }
         };
         let attr = |a| {
             // SAFETY: `func` is a function of a module or library kept loaded

@@ -71,7 +71,12 @@ fn no_safe_wrapper_takes_a_handle_or_raw_pointer() {
         let ty: syn::Type = syn::parse_str(caught).unwrap();
         assert!(unchecked(&ty, &types).is_some(), "{caught} must be caught");
     }
-    for plain in ["::core::ffi::c_uint", "CUdevice", "&[CUjit_option]", "&CUmemLocation"] {
+    for plain in [
+        "::core::ffi::c_uint",
+        "CUdevice",
+        "&[CUjit_option]",
+        "&CUmemLocation",
+    ] {
         let ty: syn::Type = syn::parse_str(plain).unwrap();
         assert!(unchecked(&ty, &types).is_none(), "{plain} is plain data");
     }
@@ -89,11 +94,7 @@ fn no_safe_wrapper_takes_a_handle_or_raw_pointer() {
                 && let Some(why) = unchecked(&pt.ty, &types)
             {
                 let pat = &pt.pat;
-                bad.push(format!(
-                    "{}({}): {why}",
-                    f.sig.ident,
-                    quote::quote!(#pat)
-                ));
+                bad.push(format!("{}({}): {why}", f.sig.ident, quote::quote!(#pat)));
             }
         }
     }
@@ -180,7 +181,11 @@ fn every_public_parameter_of_cuda_api_is_snake_case() {
     let mut checked = 0;
     for path in &files {
         let file = parse(path);
-        let at = path.strip_prefix(root()).unwrap_or(path).display().to_string();
+        let at = path
+            .strip_prefix(root())
+            .unwrap_or(path)
+            .display()
+            .to_string();
         check_items(&file.items, &at, &mut bad);
         checked += 1;
     }

@@ -18,8 +18,8 @@ use heck::ToSnakeCase;
 use proc_macro2::{Literal, TokenStream};
 use quote::{ToTokens, format_ident, quote};
 
-use super::{docs, safety_mark};
 use super::names::{escape, rust_fn_name};
+use super::{docs, safety_mark};
 use crate::Result;
 use crate::ctype::CType;
 use crate::spec::model::*;
@@ -270,9 +270,9 @@ pub fn classify(f: &Function) -> Vec<Shape> {
                     n: p.fixed.unwrap_or(1),
                 }
             }
-            Role::Out if is_plain(t) && !t.pointee_is_const() => Shape::OutValue {
-                boolean: p.boolean,
-            },
+            Role::Out if is_plain(t) && !t.pointee_is_const() => {
+                Shape::OutValue { boolean: p.boolean }
+            }
             Role::Inout if is_plain(t) && !t.pointee_is_const() && !p.optional => Shape::InOutRef,
             Role::In if t.ptrs.len() == 1 && t.base == "char" && t.base_const => Shape::CStr {
                 optional: p.optional,
@@ -433,7 +433,8 @@ pub fn split_summary(text: &str) -> (String, Vec<String>) {
         if !in_code && (c == b'.' || c == b';') && bytes.get(i + 1) == Some(&b' ') {
             // Not after an abbreviation such as `e.g.` / `i.e.`.
             let before = &text[start..i];
-            let abbrev = before.ends_with("e.g") || before.ends_with("i.e") || before.ends_with("etc");
+            let abbrev =
+                before.ends_with("e.g") || before.ends_with("i.e") || before.ends_with("etc");
             if !abbrev {
                 parts.push(text[start..i].trim().to_string());
                 start = i + 2;
@@ -491,8 +492,8 @@ fn handle_phrase(ty: &str) -> String {
 /// the function, then one item per unchecked parameter.
 fn safety_section(f: &Function, shapes: &[Shape], types: &TypeInfo) -> String {
     let unchecked = unchecked_params(f, shapes, types);
-    let is_async = f.name.value.ends_with("Async")
-        || f.params.iter().any(|p| p.ty.value.trim() == "CUstream");
+    let is_async =
+        f.name.value.ends_with("Async") || f.params.iter().any(|p| p.ty.value.trim() == "CUstream");
     let mut s = String::from("# Safety\n\n");
     if let Some(own) = &f.safety_doc {
         s.push_str(&docs::escape(own.trim()));
@@ -657,9 +658,7 @@ fn wrapper(g: &GroupFile, f: &Function, types: &TypeInfo) -> Result<TokenStream>
                 let t = pointee_ty(cty)?;
                 args.push(quote!(#id: &mut #t));
                 call.push(quote!(#id));
-                param_docs.push(format!(
-                    "- `{rname}`{c_note}: `&mut` (read and written)"
-                ));
+                param_docs.push(format!("- `{rname}`{c_note}: `&mut` (read and written)"));
             }
             Shape::InRef { optional } => {
                 let t = pointee_ty(cty)?;
@@ -723,12 +722,20 @@ fn wrapper(g: &GroupFile, f: &Function, types: &TypeInfo) -> Result<TokenStream>
                     "- `{rname}`{c_note}: {}slice; its length is checked and passed as `{}`{}",
                     if *mutable { "writable " } else { "" },
                     rust_of(len),
-                    if *optional { " (`None` passes null)" } else { "" }
+                    if *optional {
+                        " (`None` passes null)"
+                    } else {
+                        ""
+                    }
                 ));
             }
             Shape::LenOf(users) | Shape::FilledCount(users) => {
                 let filled = matches!(shape, Shape::FilledCount(_));
-                let t = if filled { pointee_ty(cty)? } else { rust_ty(cty)? };
+                let t = if filled {
+                    pointee_ty(cty)?
+                } else {
+                    rust_ty(cty)?
+                };
                 let mut entries = Vec::new();
                 for u in users {
                     let up = f.params.iter().find(|q| &q.name == u);
@@ -745,7 +752,11 @@ fn wrapper(g: &GroupFile, f: &Function, types: &TypeInfo) -> Result<TokenStream>
                 pre.push(quote! {
                     let #mutability #id: #t = shared_len(#c_name, #rname, &[#(#entries),*])?;
                 });
-                let list = users.iter().map(|u| rust_of(u)).collect::<Vec<_>>().join("`, `");
+                let list = users
+                    .iter()
+                    .map(|u| rust_of(u))
+                    .collect::<Vec<_>>()
+                    .join("`, `");
                 if filled {
                     call.push(quote!(&mut #id));
                     outs.push((quote!(#id), t));
