@@ -604,6 +604,8 @@ pub unsafe fn ctx_create(
 ///
 /// # Safety
 ///
+/// No handle of the context (streams, events, modules, memory) may be used afterwards, and the context must not be current on another thread.
+///
 /// The caller promises:
 ///
 /// - `ctx` is a context that has not been destroyed.
@@ -1117,6 +1119,8 @@ pub fn ctx_set_cache_config(config: CUfunc_cache) -> Result<()> {
 /// A failing `CUresult` is [`Error::Driver`] naming `cuCtxSetCurrent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
 ///
 /// # Safety
+///
+/// `ctx` must be null or a context that has not been destroyed; it stays current on this thread until replaced, so it must not be destroyed while this thread still uses it implicitly.
 ///
 /// The caller promises:
 ///
@@ -2308,6 +2312,8 @@ pub fn event_create(flags: ::core::ffi::c_uint) -> Result<CUevent> {
 /// A failing `CUresult` is [`Error::Driver`] naming `cuEventDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
+///
+/// `h_event` must not be used after this call, by this or any other thread.
 ///
 /// The caller promises:
 ///
@@ -4009,6 +4015,8 @@ pub unsafe fn graph_debug_dot_print(
 ///
 /// # Safety
 ///
+/// `h_graph` and its nodes must not be used afterwards; graphs instantiated from it are unaffected.
+///
 /// The caller promises:
 ///
 /// - `h_graph` is a graph that has not been destroyed.
@@ -4240,6 +4248,8 @@ pub unsafe fn graph_exec_child_graph_node_set_params(
 /// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
+///
+/// `h_graph_exec` must not be used afterwards; launches already queued still complete.
 ///
 /// The caller promises:
 ///
@@ -5189,6 +5199,8 @@ pub unsafe fn graph_kernel_node_set_params(
 /// A failing `CUresult` is [`Error::Driver`] naming `cuGraphLaunch`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
+///
+/// Every buffer the graph's nodes touch must stay allocated until the launch on `h_stream` has finished.
 ///
 /// The caller promises:
 ///
@@ -6712,6 +6724,8 @@ pub unsafe fn launch(f: CUfunction) -> Result<()> {
 ///
 /// # Safety
 ///
+/// `kernel_params` must hold one pointer per kernel parameter, each to a value of that parameter's size and type. Every device address the kernel touches must stay allocated until it has finished. The grid must fit on the device at once (at most occupancy times SM count blocks), else the launch fails; a kernel that synchronizes the grid without that guarantee hangs.
+///
 /// The caller promises:
 ///
 /// - `f` is a function of a module that is still loaded.
@@ -6883,6 +6897,8 @@ pub unsafe fn launch_grid_async(
 ///
 /// # Safety
 ///
+/// `fn_` runs on a driver thread once earlier work on `h_stream` has finished; it must not call the CUDA API, and `user_data` must stay valid until it has run.
+///
 /// The caller promises:
 ///
 /// - `h_stream` is a stream of a live context that has not been destroyed, or null (or `CU_STREAM_LEGACY` / `CU_STREAM_PER_THREAD`) for a default stream.
@@ -6926,6 +6942,8 @@ pub unsafe fn launch_host_func(
 /// A failing `CUresult` is [`Error::Driver`] naming `cuLaunchKernel`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_IMAGE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
 ///
 /// # Safety
+///
+/// `kernel_params` (or `extra`, never both) must describe exactly the kernel's parameters: one pointer per parameter, each to a value of that parameter's size and type. Every device address the kernel touches must stay allocated until the kernel has finished, and `f` must belong to the context of `h_stream` (or, for a `CUkernel`, be usable in it).
 ///
 /// The caller promises:
 ///
@@ -6987,6 +7005,8 @@ pub unsafe fn launch_kernel(
 /// A failing `CUresult` is [`Error::Driver`] naming `cuLaunchKernelEx`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_IMAGE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE`](cuda_sys::CUresult::CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
 ///
 /// # Safety
+///
+/// `config` must name a live stream and valid attributes; `kernel_params` (or `extra`) must describe exactly the kernel's parameters, one pointer per parameter to a value of its size and type. Device memory the kernel touches must stay allocated until it has finished.
 ///
 /// The caller promises:
 ///
@@ -7408,6 +7428,8 @@ pub unsafe fn library_load_from_file(
 /// A failing `CUresult` is [`Error::Driver`] naming `cuLibraryUnload`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
+///
+/// No kernel or global of `library` may be used afterwards, and no kernel of it may still be queued or running.
 ///
 /// The caller promises:
 ///
@@ -8346,6 +8368,8 @@ pub unsafe fn mem_export_to_shareable_handle(
 ///
 /// # Safety
 ///
+/// `dptr` must be the start of an allocation from `cuMemAlloc` or `cuMemAllocPitch` that is not freed yet, and no queued or running work may still use it; it must not be used afterwards.
+///
 /// The caller promises:
 ///
 /// - `dptr` is a device address inside an allocation that is still live, valid for every byte this call touches.
@@ -8398,6 +8422,8 @@ pub unsafe fn mem_free_async(dptr: CUdeviceptr, h_stream: CUstream) -> Result<()
 /// A failing `CUresult` is [`Error::Driver`] naming `cuMemFreeHost`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
+///
+/// `p` must come from `cuMemAllocHost` or `cuMemHostAlloc` and not be freed yet; no queued copy may still read or write it, and no reference to it may be used afterwards.
 ///
 /// The caller promises:
 ///
@@ -10225,6 +10251,8 @@ pub unsafe fn memcpy_dtod_async(
 ///
 /// # Safety
 ///
+/// `dst_host` must be writable for `byte_count` bytes with no Rust reference to that memory alive during the call, and `src_device` readable for as many inside one live allocation.
+///
 /// The caller promises:
 ///
 /// - `dst_host` (`void *`) is writable for everything the driver accesses through it for the duration of the call.
@@ -10257,6 +10285,8 @@ pub unsafe fn memcpy_dtoh(
 /// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyDtoHAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
+///
+/// `dst_host` must stay writable for `byte_count` bytes, with nothing else reading or writing it, until the copy on `h_stream` has finished; `src_device` must stay allocated until then.
 ///
 /// The caller promises:
 ///
@@ -10363,6 +10393,8 @@ pub unsafe fn memcpy_htoa_async(
 ///
 /// # Safety
 ///
+/// `src_host` must be readable for `byte_count` bytes and `dst_device` writable for as many, inside one live allocation; the ranges must not overlap memory another thread or stream writes meanwhile.
+///
 /// The caller promises:
 ///
 /// - `dst_device` is a device address inside an allocation that is still live, valid for every byte this call touches.
@@ -10396,6 +10428,8 @@ pub unsafe fn memcpy_htod(
 /// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyHtoDAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
+///
+/// `src_host` must stay readable, unchanged, for `byte_count` bytes until the copy on `h_stream` has finished (pinned memory makes it truly asynchronous), and `dst_device` must stay allocated until then.
 ///
 /// The caller promises:
 ///
@@ -11453,6 +11487,8 @@ pub unsafe fn module_load_fat_binary(
 /// A failing `CUresult` is [`Error::Driver`] naming `cuModuleUnload`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED).
 ///
 /// # Safety
+///
+/// No function or global of `hmod` may be used afterwards, and no kernel of it may still be queued or running.
 ///
 /// The caller promises:
 ///
@@ -12551,6 +12587,8 @@ pub fn stream_create_with_priority(
 ///
 /// # Safety
 ///
+/// `h_stream` must not be used after this call; work already queued still runs, but nothing may be queued on it afterwards, including by other threads.
+///
 /// The caller promises:
 ///
 /// - `h_stream` is a stream of a live context that has not been destroyed, or null (or `CU_STREAM_LEGACY` / `CU_STREAM_PER_THREAD`) for a default stream.
@@ -12962,6 +13000,8 @@ pub unsafe fn stream_set_attribute(
 /// A failing `CUresult` is [`Error::Driver`] naming `cuStreamSynchronize`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
+///
+/// `h_stream` must not be destroyed by another thread while this call waits.
 ///
 /// The caller promises:
 ///

@@ -496,7 +496,12 @@ fn safety_section(f: &Function, shapes: &[Shape], types: &TypeInfo) -> String {
         f.name.value.ends_with("Async") || f.params.iter().any(|p| p.ty.value.trim() == "CUstream");
     let mut s = String::from("# Safety\n\n");
     if let Some(own) = &f.safety_doc {
-        s.push_str(&docs::escape(own.trim()));
+        // The spec names parameters as C does; the docs use the Rust names.
+        let mut own = docs::escape(own.trim());
+        for p in &f.params {
+            own = own.replace(&format!("`{}`", p.name), &format!("`{}`", param_name(p)));
+        }
+        s.push_str(&own);
         s.push_str("\n\n");
     } else if unchecked.is_empty() {
         s.push_str(&format!(
