@@ -196,6 +196,16 @@ impl Function {
 
     /// Runs `f` with the facts of this function in `ctx` (bound by the caller).
     #[inline]
+    /// The `CUfunction` that runs this kernel in `ctx`: a module's own
+    /// function, or for a library kernel the context's function for it
+    /// (queried once per context and cached). For graph kernel nodes and
+    /// other driver calls that take a `CUfunction`.
+    pub fn function_in(&self, ctx: &Context) -> Result<CUfunction> {
+        self.check_context(ctx)?;
+        ctx.bind()?;
+        self.with_facts(ctx, |facts| Ok(facts.func))
+    }
+
     fn with_facts<R>(&self, ctx: &Context, f: impl FnOnce(&Facts) -> Result<R>) -> Result<R> {
         if let Some(facts) = self.first.get()
             && facts.ctx == ctx.raw()
@@ -228,9 +238,9 @@ impl Function {
         ctx.bind()?;
         let func = match self.handle {
             Handle::Function(f) => f,
-            // SAFETY: `k` belongs to a library kept loaded by `self`, and `ctx`
-            // (checked against it above) is current.
             Handle::Kernel(k) => {
+                // SAFETY: `k` belongs to a library kept loaded by `self`, and
+                // `ctx` (checked against it above) is current.
                 unsafe { driver::kernel_get_function(k) }.map_err(|e| self.err(e))?
             }
         };

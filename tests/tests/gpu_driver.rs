@@ -74,3 +74,27 @@ fn every_symbol_of_the_table_resolves() {
     );
     assert!(ok > 400, "only {ok} symbols resolved");
 }
+
+/// Names with ABIs of two arities (CUDA 13.0: `cuCtxGetDevice(device)` at
+/// 2000 and `(device, ctx)` at 13000, likewise `cuCtxSynchronize` and
+/// `cuStreamGetCtx`) must be resolved at the version of the declaration we
+/// call; the newest would read a missing argument (a crash, seen on the H200).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn functions_with_two_abis_are_called_with_their_own() {
+    let dev = cuda_api::Device::get(0).unwrap();
+    let ctx = cuda_api::Context::primary(&dev).unwrap();
+    ctx.bind().unwrap();
+    assert_eq!(cuda_api::driver::ctx_get_device().unwrap(), 0);
+    cuda_api::driver::ctx_synchronize().unwrap();
+    let stream = cuda_api::Stream::new(&ctx).unwrap();
+    assert_eq!(
+        // SAFETY: `stream` is alive for the whole call.
+        unsafe { cuda_api::driver::stream_get_ctx(stream.raw()) }.unwrap(),
+        ctx.raw()
+    );
+    for name in ["cuCtxGetDevice", "cuCtxSynchronize", "cuStreamGetCtx"] {
+        let s = cuda_sys::SYMBOLS.iter().find(|s| s.name() == name).unwrap();
+        println!("{name} resolves as {:?}", s.target());
+    }
+}

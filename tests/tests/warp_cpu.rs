@@ -66,6 +66,50 @@ fn saxpy_on_the_cpu_in_one_dimension() {
     assert_eq!(y.to_vec().unwrap(), vec![13.0, 26.0, 39.0, 52.0]);
 }
 
+/// saxpy over any domain of 1 to 4 dimensions: y[c] = a * x[c] + y[c].
+fn saxpy_nd(kernel_dim: usize) -> Kernel {
+    KernelSpec::new(format!("saxpy{kernel_dim}d"), kernel_dim)
+        .value::<f32>("a")
+        .array::<f32>("x", kernel_dim as u8)
+        .array::<f32>("y", kernel_dim as u8)
+        .cpu(
+            cpu_fn(|t, args| {
+                let a: f32 = args.value(0)?;
+                let (x, y) = (args.array::<f32>(1)?, args.array::<f32>(2)?);
+                match *t.coords() {
+                    [i] => y.set(i, a * x.get(i)? + y.get(i)?),
+                    [i, j] => y.set((i, j), a * x.get((i, j))? + y.get((i, j))?),
+                    [i, j, k, l] => {
+                        let c = (i, j, k, l);
+                        y.set(c, a * x.get(c)? + y.get(c)?)
+                    }
+                    _ => unreachable!(),
+                }
+            }),
+            None,
+        )
+        .unwrap()
+}
+
+#[test]
+fn saxpy_over_1_2_and_4_dimensional_domains() {
+    for dims in [vec![7usize], vec![3, 5], vec![2, 3, 2, 4]] {
+        let n: usize = dims.iter().product();
+        let xs: Vec<f32> = (0..n).map(|v| v as f32).collect();
+        let x = Array::from_slice(Device::Cpu, &xs, &dims).unwrap();
+        let y = Array::from_slice(Device::Cpu, &vec![1.0f32; n], &dims).unwrap();
+        let dim: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
+        saxpy_nd(dims.len())
+            .launch(dim)
+            .inputs((3.0f32, &x, &y))
+            .device("cpu")
+            .run()
+            .unwrap();
+        let want: Vec<f32> = xs.iter().map(|v| 3.0 * v + 1.0).collect();
+        assert_eq!(y.to_vec::<f32>().unwrap(), want, "{dims:?}");
+    }
+}
+
 #[test]
 fn every_index_is_visited_once_in_1_2_and_4_dimensions() {
     for (dims, kd) in [

@@ -268,12 +268,11 @@ pub(crate) fn check<'a>(
     device: Device,
     mode: AccessMode,
 ) -> Result<Bound<'a>> {
-    let expected = kind.describe();
     match (kind, arg) {
         (ParamKind::Array { dtype, ndim }, Arg::Array(a)) => {
             if a.dtype() != *dtype {
                 return Err(site.error(
-                    expected,
+                    kind.describe(),
                     arg.describe(),
                     format!(
                         "pass an array of {dtype} (Array::zeros(device, DType::by_name(\"{dtype}\"), shape) or a TypedArray of its Rust type)"
@@ -284,7 +283,7 @@ pub(crate) fn check<'a>(
                 && a.ndim() != *n as usize
             {
                 return Err(site.error(
-                    expected,
+                    kind.describe(),
                     arg.describe(),
                     format!("pass an array with {n} dimension(s) (reshape or slice it)"),
                 ));
@@ -296,7 +295,7 @@ pub(crate) fn check<'a>(
         (ParamKind::Value(dtype), Arg::Value(v)) => match v.convert(dtype) {
             Some(c) => Ok(Bound::Value(c)),
             None => Err(site.error(
-                expected,
+                kind.describe(),
                 arg.describe(),
                 format!(
                     "pass a {dtype} value (integers convert to integer types when they fit, numbers to float types, as Warp converts Python numbers)"
@@ -306,7 +305,7 @@ pub(crate) fn check<'a>(
         (ParamKind::Struct(st), Arg::Struct(s)) => {
             if (s.name() != st.name && s.name() != st.key()) || s.bytes().len() != st.size {
                 return Err(site.error(
-                    expected,
+                    kind.describe(),
                     arg.describe(),
                     format!(
                         "pass a value of struct '{}' ({} B): StructValue::of(&v) for a #[repr(C)] type implementing WarpStruct with that layout",
@@ -316,7 +315,7 @@ pub(crate) fn check<'a>(
             }
             Ok(Bound::Bytes(s.bytes()))
         }
-        (_, _) => Err(site.error(expected, arg.describe(), kind_hint(kind))),
+        (_, _) => Err(site.error(kind.describe(), arg.describe(), kind_hint(kind))),
     }
 }
 

@@ -61,7 +61,7 @@ pub(crate) struct Options {
 pub struct Launch {
     kernel: Kernel,
     opts: Options,
-    dim: Vec<i64>,
+    dim: Dim,
     plan: Plan,
     cfg: LaunchConfig,
     args: Vec<Arg>,
@@ -107,6 +107,33 @@ fn bounds_bytes(plan: &Plan, kernel_dim: usize, out: &mut [u8; 48]) -> usize {
         3 => put!(LaunchBounds3, 3),
         _ => put!(LaunchBounds4, 4),
     }
+}
+
+/// Checks `arg` for parameter `index` and writes its bytes into `block`.
+fn write_arg(
+    kernel: &Kernel,
+    opts: &Options,
+    block: Option<&mut ArgBlock<'static>>,
+    index: usize,
+    arg: &Arg,
+) -> Result<()> {
+    let Some((name, kind)) = kernel.param_at(index) else {
+        return Err(kernel.no_such_param(format!("index {index}")));
+    };
+    let site = Site {
+        kernel: kernel.name(),
+        index,
+        name: &name,
+    };
+    let bound = bind::check(&site, kind, arg, opts.device, opts.mode)?;
+    if let Some(block) = block {
+        // SAFETY: `bind::check` matched the argument to the declared
+        // parameter type (dtype, kind, struct layout), and the declaration
+        // was checked against the driver's layout; array addresses stay
+        // valid because the launch keeps the arrays in its arguments.
+        bound.with_bytes(|b| unsafe { block.set_bytes(index + 1, b) })?;
+    }
+    Ok(())
 }
 
 impl Launch {
@@ -187,17 +214,17 @@ impl Launch {
             kernel: kernel.clone(),
             cfg: Self::config(kernel, &plan, &opts),
             opts,
-            dim: dim.to_vec(),
+            dim: Dim::from(dim),
             plan,
-            args: Vec::with_capacity(args.len()),
+            args: Vec::new(),
             block,
             stream,
         };
         launch.write_bounds()?;
-        for (i, a) in args.into_iter().enumerate() {
-            launch.write_arg(i, &a)?;
-            launch.args.push(a);
+        for (i, a) in args.iter().enumerate() {
+            write_arg(&launch.kernel, &launch.opts, launch.block.as_mut(), i, a)?;
         }
+        launch.args = args;
         Ok(launch)
     }
 
@@ -264,23 +291,7 @@ impl Launch {
     }
 
     fn write_arg(&mut self, index: usize, arg: &Arg) -> Result<()> {
-        let Some((name, kind)) = self.kernel.param_at(index) else {
-            return Err(self.kernel.no_such_param(format!("index {index}")));
-        };
-        let site = Site {
-            kernel: self.kernel.name(),
-            index,
-            name: &name,
-        };
-        let bound = bind::check(&site, kind, arg, self.opts.device, self.opts.mode)?;
-        if let Some(block) = &mut self.block {
-            // SAFETY: `bind::check` matched the argument to the declared
-            // parameter type (dtype, kind, struct layout), and the
-            // declaration was checked against the driver's layout; array
-            // addresses stay valid because `self.args` keeps the arrays.
-            bound.with_bytes(|b| unsafe { block.set_bytes(index + 1, b) })?;
-        }
-        Ok(())
+        write_arg(&self.kernel, &self.opts, self.block.as_mut(), index, arg)
     }
 
     /// The kernel.
@@ -300,7 +311,7 @@ impl Launch {
 
     /// The launch domain as given.
     pub fn dim(&self) -> &[i64] {
-        &self.dim
+        self.dim.as_slice()
     }
 
     /// The plan: bounds, grid and block.
@@ -318,8 +329,7 @@ impl Launch {
         let plan = Self::plan_for(&self.kernel, dim, &self.opts)?;
         self.cfg = Self::config(&self.kernel, &plan, &self.opts);
         self.plan = plan;
-        self.dim.clear();
-        self.dim.extend_from_slice(dim);
+        self.dim = Dim::from(dim);
         self.write_bounds()?;
         Ok(self)
     }
@@ -353,7 +363,7 @@ impl Launch {
                 kernel: self.kernel.name().to_string(),
                 list: "set_params",
                 expected: (0..self.args.len())
-                    .filter_map(|i| self.kernel.param_at(i).map(|p| p.0))
+                    .filter_map(|i| self.kernel.param_at(i).map(|p| p.0.into_owned()))
                     .collect(),
                 given: args.len(),
             });
@@ -425,7 +435,13 @@ impl Launch {
         args.extend(adjoints);
         let mut opts = self.opts;
         opts.adjoint = true;
-        Launch::build(&self.kernel, &self.dim, args, opts, self.stream.clone())
+        Launch::build(
+            &self.kernel,
+            self.dim.as_slice(),
+            args,
+            opts,
+            self.stream.clone(),
+        )
     }
 }
 
@@ -436,11 +452,13 @@ impl Launch {
 #[must_use = "a launch does nothing until .run() or .record()"]
 pub struct LaunchBuilder<'k> {
     kernel: &'k Kernel,
-    dim: Vec<i64>,
-    inputs: Vec<Arg>,
-    outputs: Vec<Arg>,
-    adj_inputs: Vec<Arg>,
-    adj_outputs: Vec<Arg>,
+    dim: Dim,
+    /// Inputs, then outputs (`n_inputs` of the first).
+    args: Vec<Arg>,
+    n_inputs: usize,
+    /// Adjoints of the inputs, then of the outputs.
+    adj: Vec<Arg>,
+    n_adj_inputs: usize,
     device: Option<Device>,
     stream: Option<Stream>,
     adjoint: bool,
@@ -458,11 +476,11 @@ impl Kernel {
     pub fn launch(&self, dim: impl Into<Dim>) -> LaunchBuilder<'_> {
         LaunchBuilder {
             kernel: self,
-            dim: dim.into().0,
-            inputs: Vec::new(),
-            outputs: Vec::new(),
-            adj_inputs: Vec::new(),
-            adj_outputs: Vec::new(),
+            dim: dim.into(),
+            args: Vec::new(),
+            n_inputs: 0,
+            adj: Vec::new(),
+            n_adj_inputs: 0,
             device: None,
             stream: None,
             adjoint: false,
@@ -477,50 +495,115 @@ impl Kernel {
 }
 
 /// A launch domain: an integer or a list of extents (checked when the
-/// launch is built: at most 4, none negative).
+/// launch is built: at most 4, none negative). Up to 4 extents are held
+/// without allocating.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Dim(pub Vec<i64>);
+pub struct Dim {
+    inline: [i64; 4],
+    len: usize,
+    more: Vec<i64>,
+}
+
+impl Dim {
+    /// The extents.
+    pub fn as_slice(&self) -> &[i64] {
+        if self.len <= 4 {
+            &self.inline[..self.len]
+        } else {
+            &self.more
+        }
+    }
+}
+
+impl From<&[i64]> for Dim {
+    fn from(e: &[i64]) -> Dim {
+        let mut inline = [0i64; 4];
+        let more = if e.len() <= 4 {
+            inline[..e.len()].copy_from_slice(e);
+            Vec::new()
+        } else {
+            e.to_vec()
+        };
+        Dim {
+            inline,
+            len: e.len(),
+            more,
+        }
+    }
+}
 
 macro_rules! dim_from_int {
     ($($t:ty),*) => { $(
         impl From<$t> for Dim {
-            fn from(n: $t) -> Dim { Dim(vec![n as i64]) }
+            fn from(n: $t) -> Dim { Dim::from(&[n as i64][..]) }
         }
         impl<const N: usize> From<[$t; N]> for Dim {
-            fn from(a: [$t; N]) -> Dim { Dim(a.iter().map(|&e| e as i64).collect()) }
+            fn from(a: [$t; N]) -> Dim { a.as_slice().into() }
         }
         impl From<&[$t]> for Dim {
-            fn from(a: &[$t]) -> Dim { Dim(a.iter().map(|&e| e as i64).collect()) }
+            fn from(a: &[$t]) -> Dim {
+                if a.len() <= 4 {
+                    let mut e = [0i64; 4];
+                    for (d, &x) in e.iter_mut().zip(a) {
+                        *d = x as i64;
+                    }
+                    Dim::from(&e[..a.len()])
+                } else {
+                    Dim::from(&a.iter().map(|&x| x as i64).collect::<Vec<_>>()[..])
+                }
+            }
         }
         impl From<Vec<$t>> for Dim {
-            fn from(a: Vec<$t>) -> Dim { Dim(a.iter().map(|&e| e as i64).collect()) }
+            fn from(a: Vec<$t>) -> Dim { a.as_slice().into() }
         }
     )* };
 }
-dim_from_int!(i32, i64, u32, usize);
+dim_from_int!(i32, u32, usize);
+
+impl From<i64> for Dim {
+    fn from(n: i64) -> Dim {
+        Dim::from(&[n][..])
+    }
+}
+impl<const N: usize> From<[i64; N]> for Dim {
+    fn from(a: [i64; N]) -> Dim {
+        Dim::from(&a[..])
+    }
+}
+impl From<Vec<i64>> for Dim {
+    fn from(a: Vec<i64>) -> Dim {
+        Dim::from(&a[..])
+    }
+}
 
 impl<'k> LaunchBuilder<'k> {
     /// Input arguments (a tuple of arrays and values, or a `Vec<Arg>`).
     pub fn inputs(mut self, args: impl IntoArgs) -> Self {
-        args.push_into(&mut self.inputs);
+        let outputs = self.args.split_off(self.n_inputs);
+        args.push_into(&mut self.args);
+        self.n_inputs = self.args.len();
+        self.args.extend(outputs);
         self
     }
 
     /// Output arguments (after the inputs, in the kernel's order).
     pub fn outputs(mut self, args: impl IntoArgs) -> Self {
-        args.push_into(&mut self.outputs);
+        args.push_into(&mut self.args);
         self
     }
 
     /// Adjoints of the inputs, for an adjoint launch.
     pub fn adj_inputs(mut self, args: impl IntoArgs) -> Self {
-        args.push_into(&mut self.adj_inputs);
+        let outputs = self.adj.split_off(self.n_adj_inputs);
+        args.push_into(&mut self.adj);
+        self.n_adj_inputs = self.adj.len();
+        self.adj.extend(outputs);
         self
     }
 
     /// Adjoints of the outputs, for an adjoint launch.
     pub fn adj_outputs(mut self, args: impl IntoArgs) -> Self {
-        args.push_into(&mut self.adj_outputs);
+        args.push_into(&mut self.adj);
         self
     }
 
@@ -595,11 +678,10 @@ impl<'k> LaunchBuilder<'k> {
             (None, Some(s)) => Device::from(s.context().device()),
             (None, None) => Device::current()?,
         };
-        let n_fwd = self.inputs.len() + self.outputs.len();
-        let mut args = self.inputs;
-        args.extend(self.outputs);
+        let n_fwd = self.args.len();
+        let mut args = self.args;
         if self.adjoint {
-            let n_adj = self.adj_inputs.len() + self.adj_outputs.len();
+            let n_adj = self.adj.len();
             if n_adj != n_fwd || n_fwd != self.kernel.params().len() {
                 let mut expected: Vec<String> = self
                     .kernel
@@ -624,8 +706,7 @@ impl<'k> LaunchBuilder<'k> {
                     expected,
                 });
             }
-            args.extend(self.adj_inputs);
-            args.extend(self.adj_outputs);
+            args.extend(self.adj);
         }
         let opts = Options {
             device,
@@ -635,7 +716,7 @@ impl<'k> LaunchBuilder<'k> {
             mode: self.mode.unwrap_or_else(default_access_mode),
             cooperative: self.cooperative,
         };
-        let launch = Launch::build(self.kernel, &self.dim, args, opts, self.stream)?;
+        let launch = Launch::build(self.kernel, self.dim.as_slice(), args, opts, self.stream)?;
         Ok((launch, self.record_tape))
     }
 
@@ -662,7 +743,7 @@ impl Launch {
     pub fn try_clone(&self) -> Result<Launch> {
         let mut l = Launch::build(
             &self.kernel,
-            &self.dim,
+            self.dim.as_slice(),
             self.args.clone(),
             self.opts,
             self.stream.clone(),

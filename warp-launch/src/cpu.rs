@@ -108,7 +108,7 @@ impl<'a> CpuArgs<'a> {
             .launch
             .kernel()
             .param_at(index)
-            .map_or(format!("#{index}"), |p| p.0);
+            .map_or(format!("#{index}"), |p| p.0.into_owned());
         Error::Argument(Box::new(crate::error::ArgumentError {
             kernel: self.launch.kernel().name().to_string(),
             index,

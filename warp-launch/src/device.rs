@@ -32,6 +32,17 @@ impl Device {
         Ok(Device::Cuda(0))
     }
 
+    /// Makes sure a context is current on this thread (the driver needs one
+    /// to read a library kernel's parameters): the current one if any, else
+    /// `cuda:0`'s primary context.
+    pub(crate) fn ensure_context() -> Result<()> {
+        cuda_api::init()?;
+        match cuda_api::driver::ctx_get_current() {
+            Ok(raw) if !raw.is_null() => Ok(()),
+            _ => Device::Cuda(0).context().map(|_| ()),
+        }
+    }
+
     /// The CUDA ordinal, `None` for the CPU.
     pub fn ordinal(self) -> Option<i32> {
         match self {
@@ -69,6 +80,7 @@ impl Device {
             });
         }
         let ctx = Context::primary(&cuda_api::Device::get(n)?)?;
+        ctx.bind()?;
         known.push((n, ctx.clone()));
         Ok(ctx)
     }

@@ -56,14 +56,19 @@ fn squeeze(s: &str) -> String {
 pub unsafe trait Element: Copy + Send + Sync + 'static {
     /// Warp's dtype name, e.g. `float32`, `vec3f`.
     const DTYPE: &'static str;
-    /// The dtype.
+    /// The dtype (looked up by name; the implementations of this crate
+    /// cache it).
     fn dtype() -> &'static DType {
-        match DType::by_name(Self::DTYPE) {
-            Some(d) => d,
-            // The table test below checks that every implementation names a
-            // dtype of the table; this arm is unreachable for them.
-            None => &DTYPES[0],
-        }
+        lookup(Self::DTYPE)
+    }
+}
+
+fn lookup(name: &str) -> &'static DType {
+    match DType::by_name(name) {
+        Some(d) => d,
+        // The table test below checks that every implementation names a
+        // dtype of the table; this arm is unreachable for them.
+        None => &DTYPES[0],
     }
 }
 
@@ -72,7 +77,14 @@ macro_rules! element {
         // SAFETY: the Rust type has the size and alignment of the Warp dtype
         // (checked against the table by `every_element_names_its_dtype`),
         // and plain numbers are valid for every bit pattern.
-        unsafe impl Element for $t { const DTYPE: &'static str = $n; }
+        unsafe impl Element for $t {
+            const DTYPE: &'static str = $n;
+            #[inline]
+            fn dtype() -> &'static DType {
+                static D: std::sync::OnceLock<&'static DType> = std::sync::OnceLock::new();
+                D.get_or_init(|| lookup($n))
+            }
+        }
     )* };
 }
 element!(

@@ -302,6 +302,7 @@ impl KernelSpec {
         backward: Option<&str>,
     ) -> Result<Kernel> {
         self.check()?;
+        crate::device::Device::ensure_context()?;
         // SAFETY: the caller's promise covers the declared types.
         let fwd =
             unsafe { DynKernel::declare(library.function(forward)?, self.declaration(false)) }?;
@@ -465,14 +466,14 @@ impl Kernel {
 
     /// Parameter `index` of a launch (adjoints after the forward ones):
     /// its name and kind.
-    pub(crate) fn param_at(&self, index: usize) -> Option<(String, &ParamKind)> {
+    pub(crate) fn param_at(&self, index: usize) -> Option<(std::borrow::Cow<'_, str>, &ParamKind)> {
         let n = self.params().len();
         if index < n {
             let p = &self.params()[index];
-            Some((p.name.clone(), &p.kind))
+            Some((p.name.as_str().into(), &p.kind))
         } else if index < 2 * n {
             let p = &self.params()[index - n];
-            Some((format!("adj_{}", p.name), &p.kind))
+            Some((format!("adj_{}", p.name).into(), &p.kind))
         } else {
             None
         }

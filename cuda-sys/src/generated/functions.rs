@@ -228,9 +228,9 @@ pub static SYMBOLS: [Symbol; 449] = [
         "cuCtxGetDevice",
         c"cuCtxGetDevice",
         c"cuCtxGetDevice",
-        13000u32,
+        2000u32,
         None,
-        13000u32,
+        2000u32,
     ),
     Symbol::new(
         "cuCtxGetDevice_v2",
@@ -357,9 +357,9 @@ pub static SYMBOLS: [Symbol; 449] = [
         "cuCtxSynchronize",
         c"cuCtxSynchronize",
         c"cuCtxSynchronize",
-        13000u32,
+        2000u32,
         None,
-        13000u32,
+        2000u32,
     ),
     Symbol::new(
         "cuCtxSynchronize_v2",
@@ -2993,7 +2993,7 @@ pub static SYMBOLS: [Symbol; 449] = [
         "cuStreamGetCtx",
         c"cuStreamGetCtx",
         c"cuStreamGetCtx",
-        12050u32,
+        9020u32,
         Some(c"cuStreamGetCtx_ptsz"),
         12050u32,
     ),
@@ -4478,7 +4478,7 @@ pub unsafe fn cuCtxGetDevResource(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuCtxGetDevice` (ABI of CUDA 13.0); first in CUDA 2.0. NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html) (`cuCtxGetDevice`).
+/// Resolves symbol `cuCtxGetDevice` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html) (`cuCtxGetDevice`).
 #[inline]
 pub unsafe fn cuCtxGetDevice(device: *mut CUdevice) -> CUresult {
     let Some(__entry) = SYMBOLS[29].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
@@ -4978,7 +4978,7 @@ pub unsafe fn cuCtxSetSharedMemConfig(config: CUsharedconfig) -> CUresult {
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuCtxSynchronize` (ABI of CUDA 13.0); first in CUDA 2.0. NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html) (`cuCtxSynchronize`).
+/// Resolves symbol `cuCtxSynchronize` (ABI of CUDA 2.0); first in CUDA 2.0. NVIDIA reference: [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html) (`cuCtxSynchronize`).
 #[inline]
 pub unsafe fn cuCtxSynchronize() -> CUresult {
     let Some(__entry) = SYMBOLS[46].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
@@ -18237,7 +18237,7 @@ pub unsafe fn cuStreamGetCaptureInfo(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuStreamGetCtx` (ABI of CUDA 12.5); first in CUDA 9.2. NVIDIA reference: [Stream Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html) (`cuStreamGetCtx`).
+/// Resolves symbol `cuStreamGetCtx` (ABI of CUDA 9.2); first in CUDA 9.2. NVIDIA reference: [Stream Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html) (`cuStreamGetCtx`).
 #[inline]
 pub unsafe fn cuStreamGetCtx(hStream: CUstream, pctx: *mut CUcontext) -> CUresult {
     let Some(__entry) = SYMBOLS[386].get() else {

@@ -143,12 +143,33 @@ pub struct PfnVersions {
     pub per_thread: BTreeMap<String, BTreeSet<u32>>,
     /// API name → every version, legacy ones included.
     pub all: BTreeMap<String, BTreeSet<u32>>,
+    /// (API name, version) → number of parameters of that ABI, for the
+    /// current versions.
+    pub arity: BTreeMap<(String, u32), usize>,
+}
+
+impl PfnVersions {
+    /// The current ABI version to ask `cuGetProcAddress` for when calling
+    /// `proc` with `params` parameters: the newest current version of that
+    /// arity. A name can have ABIs of different arities (CUDA 13.0's
+    /// `cuCtxGetDevice` is `(device)` at 2000 and `(device, ctx)` at 13000,
+    /// the latter declared as `cuCtxGetDevice_v2`); asking for the newest
+    /// regardless would call a two-parameter function with one argument.
+    pub fn version_for(&self, proc: &str, params: usize) -> Option<u32> {
+        let versions = self.current.get(proc)?;
+        versions
+            .iter()
+            .rev()
+            .find(|v| self.arity.get(&(proc.to_string(), **v)) == Some(&params))
+            .or_else(|| versions.last())
+            .copied()
+    }
 }
 
 /// Reads the `PFN_` typedef names of `cudaTypedefs.h`.
 pub fn scan_typedefs_h(text: &str) -> PfnVersions {
     let pfn = Regex::new(
-        r"typedef\s+CUresult\s*\(\s*CUDAAPI\s*\*\s*PFN_(cu\w+?)_v(\d+)(_ptds|_ptsz)?\s*\)",
+        r"typedef\s+CUresult\s*\(\s*CUDAAPI\s*\*\s*PFN_(cu\w+?)_v(\d+)(_ptds|_ptsz)?\s*\)\s*\(([^;]*)\)\s*;",
     )
     .unwrap();
     let mut v = PfnVersions::default();
@@ -165,6 +186,13 @@ pub fn scan_typedefs_h(text: &str) -> PfnVersions {
             if c.get(3).is_some() {
                 v.per_thread.entry(name).or_default().insert(ver);
             } else {
+                let params = c[4].trim();
+                let arity = if params.is_empty() || params == "void" {
+                    0
+                } else {
+                    params.matches(',').count() + 1
+                };
+                v.arity.insert((name.clone(), ver), arity);
                 v.current.entry(name).or_default().insert(ver);
             }
         }
@@ -299,6 +327,15 @@ CUresult CUDAAPI cuOutsideAnyGroup(int x);
         );
         assert_eq!(v.all["cuMemAlloc"].first(), Some(&2000));
         assert_eq!(v.per_thread["cuMemcpyHtoD"].first(), Some(&7000));
+        // One name, two ABIs of different arity (CUDA 13.0's cuCtxGetDevice):
+        // each declaration is resolved at the version of its own arity.
+        let t = "typedef CUresult (CUDAAPI *PFN_cuCtxGetDevice_v2000)(CUdevice_v1 *device);\n\
+                 typedef CUresult (CUDAAPI *PFN_cuCtxGetDevice_v13000)(CUdevice *device, CUcontext ctx);\n\
+                 typedef CUresult (CUDAAPI *PFN_cuCtxSynchronize_v2000)(void);\n";
+        let v = scan_typedefs_h(t);
+        assert_eq!(v.version_for("cuCtxGetDevice", 1), Some(2000));
+        assert_eq!(v.version_for("cuCtxGetDevice", 2), Some(13000));
+        assert_eq!(v.version_for("cuCtxSynchronize", 0), Some(2000));
         assert_eq!(version_string(12050), "12.5");
     }
 }

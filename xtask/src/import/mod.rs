@@ -139,11 +139,7 @@ pub fn build(
         }
         let group_name = &facts.groups[group].name;
         let proc = header::proc_name(&rf.symbol).to_string();
-        let proc_version = pfn
-            .current
-            .get(&proc)
-            .and_then(|v| v.last().copied())
-            .unwrap_or(13000);
+        let proc_version = pfn.version_for(&proc, rf.params.len()).unwrap_or(13000);
         let since = pfn
             .all
             .get(&api)
