@@ -4,7 +4,7 @@
 //!
 //! A wrapper is safe only when no argument can make the driver touch memory or an object that safe Rust cannot vouch for: plain values, references and length-checked slices of plain data, and `&CStr`. A raw handle (`CUstream`, `CUgraph`, …), a device address or other integer handle, a callback or a raw pointer makes it `unsafe`, with a `# Safety` section naming what the caller promises; the owned types of this crate are the safe way to use handles.
 //!
-//! Out-parameters are returned in `Ok`, a pointer with its count is a slice (several slices sharing one count are each checked against it), an optional array is an `Option` (`None` passes null), a caller-sized output fills a `&mut` slice and returns the count, and a failing `CUresult` is an [`Error`] naming the call.
+//! Out-parameters are returned in `Ok`, a pointer with its count is a slice (several slices sharing one count are each checked against it), an optional array is an `Option` (`None` passes null), a caller-sized output fills a `&mut` slice and returns the count, and a failing `CUresult` is an [`Error`](crate::Error) naming the call.
 use cuda_sys::*;
 use crate::error::{check, shared_len, Result};
 /// Creates a CUDA array described by a CUDA_ARRAY3D_DESCRIPTOR and returns its handle.
@@ -19,7 +19,7 @@ use crate::error::{check, shared_len, Result};
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuArray3DCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuArray3DCreate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -47,7 +47,7 @@ pub unsafe fn array_3d_create(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuArray3DGetDescriptor`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuArray3DGetDescriptor`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
 ///
 /// # Safety
 ///
@@ -79,7 +79,7 @@ pub unsafe fn array_3d_get_descriptor(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuArrayCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuArrayCreate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -105,7 +105,7 @@ pub unsafe fn array_create(p_allocate_array: &CUDA_ARRAY_DESCRIPTOR) -> Result<C
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuArrayDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_ARRAY_IS_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_ARRAY_IS_MAPPED), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuArrayDestroy`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_ARRAY_IS_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_ARRAY_IS_MAPPED), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
 ///
 /// # Safety
 ///
@@ -129,7 +129,7 @@ pub unsafe fn array_destroy(h_array: CUarray) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuArrayGetDescriptor`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuArrayGetDescriptor`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -158,7 +158,7 @@ pub unsafe fn array_get_descriptor(h_array: CUarray) -> Result<CUDA_ARRAY_DESCRI
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuArrayGetMemoryRequirements`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuArrayGetMemoryRequirements`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -194,7 +194,7 @@ pub unsafe fn array_get_memory_requirements(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuArrayGetPlane`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuArrayGetPlane`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -226,7 +226,7 @@ pub unsafe fn array_get_plane(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuArrayGetSparseProperties`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuArrayGetSparseProperties`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -258,7 +258,7 @@ pub unsafe fn array_get_sparse_properties(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCheckpointProcessCheckpoint`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCheckpointProcessCheckpoint`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -285,7 +285,7 @@ pub unsafe fn checkpoint_process_checkpoint(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCheckpointProcessGetRestoreThreadId`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCheckpointProcessGetRestoreThreadId`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// NVIDIA reference: `cuCheckpointProcessGetRestoreThreadId` in [CUDA Checkpointing](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CHECKPOINT.html).
 pub fn checkpoint_process_get_restore_thread_id(
@@ -307,7 +307,7 @@ pub fn checkpoint_process_get_restore_thread_id(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCheckpointProcessGetState`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCheckpointProcessGetState`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// NVIDIA reference: `cuCheckpointProcessGetState` in [CUDA Checkpointing](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CHECKPOINT.html).
 pub fn checkpoint_process_get_state(pid: ::core::ffi::c_int) -> Result<CUprocessState> {
@@ -329,7 +329,7 @@ pub fn checkpoint_process_get_state(pid: ::core::ffi::c_int) -> Result<CUprocess
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCheckpointProcessLock`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_NOT_READY`](cuda_sys::CUresult::CUDA_ERROR_NOT_READY).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCheckpointProcessLock`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_NOT_READY`](cuda_sys::CUresult::CUDA_ERROR_NOT_READY).
 ///
 /// # Safety
 ///
@@ -359,7 +359,7 @@ pub unsafe fn checkpoint_process_lock(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCheckpointProcessRestore`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCheckpointProcessRestore`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -388,7 +388,7 @@ pub unsafe fn checkpoint_process_restore(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCheckpointProcessUnlock`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCheckpointProcessUnlock`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -418,7 +418,7 @@ pub unsafe fn checkpoint_process_unlock(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCoredumpGetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCoredumpGetAttribute`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
 ///
 /// # Safety
 ///
@@ -449,7 +449,7 @@ pub unsafe fn coredump_get_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCoredumpGetAttributeGlobal`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCoredumpGetAttributeGlobal`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -481,7 +481,7 @@ pub unsafe fn coredump_get_attribute_global(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCoredumpSetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCoredumpSetAttribute`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -513,7 +513,7 @@ pub unsafe fn coredump_set_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCoredumpSetAttributeGlobal`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCoredumpSetAttributeGlobal`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED).
 ///
 /// # Safety
 ///
@@ -543,7 +543,7 @@ pub unsafe fn coredump_set_attribute_global(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxAttach`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxAttach`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuCtxAttach` in [Context Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -569,7 +569,7 @@ pub fn ctx_attach(flags: ::core::ffi::c_uint) -> Result<CUcontext> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxCreate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -600,7 +600,7 @@ pub unsafe fn ctx_create(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxDestroy`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -625,7 +625,7 @@ pub unsafe fn ctx_destroy(ctx: CUcontext) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxDetach`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxDetach`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
 ///
 /// # Safety
 ///
@@ -652,7 +652,7 @@ pub unsafe fn ctx_detach(ctx: CUcontext) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxDisablePeerAccess`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_PEER_ACCESS_NOT_ENABLED`](cuda_sys::CUresult::CUDA_ERROR_PEER_ACCESS_NOT_ENABLED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxDisablePeerAccess`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_PEER_ACCESS_NOT_ENABLED`](cuda_sys::CUresult::CUDA_ERROR_PEER_ACCESS_NOT_ENABLED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
 ///
 /// # Safety
 ///
@@ -678,7 +678,7 @@ pub unsafe fn ctx_disable_peer_access(peer_context: CUcontext) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxEnablePeerAccess`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED`](cuda_sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED), [`CUDA_ERROR_TOO_MANY_PEERS`](cuda_sys::CUresult::CUDA_ERROR_TOO_MANY_PEERS), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_PEER_ACCESS_UNSUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_PEER_ACCESS_UNSUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxEnablePeerAccess`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED`](cuda_sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED), [`CUDA_ERROR_TOO_MANY_PEERS`](cuda_sys::CUresult::CUDA_ERROR_TOO_MANY_PEERS), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_PEER_ACCESS_UNSUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_PEER_ACCESS_UNSUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -705,7 +705,7 @@ pub unsafe fn ctx_enable_peer_access(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxFromGreenCtx`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxFromGreenCtx`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -733,7 +733,7 @@ pub unsafe fn ctx_from_green_ctx(h_ctx: CUgreenCtx) -> Result<CUcontext> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxGetApiVersion`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxGetApiVersion`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -758,7 +758,7 @@ pub unsafe fn ctx_get_api_version(ctx: CUcontext) -> Result<::core::ffi::c_uint>
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxGetCacheConfig`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxGetCacheConfig`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuCtxGetCacheConfig` in [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 pub fn ctx_get_cache_config() -> Result<CUfunc_cache> {
@@ -777,7 +777,7 @@ pub fn ctx_get_cache_config() -> Result<CUfunc_cache> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxGetCurrent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxGetCurrent`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED).
 ///
 /// NVIDIA reference: `cuCtxGetCurrent` in [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 pub fn ctx_get_current() -> Result<CUcontext> {
@@ -798,7 +798,7 @@ pub fn ctx_get_current() -> Result<CUcontext> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxGetDevResource`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_RESOURCE_TYPE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_RESOURCE_TYPE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxGetDevResource`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_RESOURCE_TYPE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_RESOURCE_TYPE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
 ///
 /// # Safety
 ///
@@ -826,7 +826,7 @@ pub unsafe fn ctx_get_dev_resource(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxGetDevice`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxGetDevice`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuCtxGetDevice` in [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 pub fn ctx_get_device() -> Result<CUdevice> {
@@ -848,7 +848,7 @@ pub fn ctx_get_device() -> Result<CUdevice> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxGetDevice_v2`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxGetDevice_v2`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -874,7 +874,7 @@ pub unsafe fn ctx_get_device_v2(ctx: CUcontext) -> Result<CUdevice> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxGetExecAffinity`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxGetExecAffinity`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY).
 ///
 /// NVIDIA reference: `cuCtxGetExecAffinity` in [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 pub fn ctx_get_exec_affinity(type_: CUexecAffinityType) -> Result<CUexecAffinityParam> {
@@ -893,7 +893,7 @@ pub fn ctx_get_exec_affinity(type_: CUexecAffinityType) -> Result<CUexecAffinity
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxGetFlags`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxGetFlags`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuCtxGetFlags` in [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 pub fn ctx_get_flags() -> Result<::core::ffi::c_uint> {
@@ -915,7 +915,7 @@ pub fn ctx_get_flags() -> Result<::core::ffi::c_uint> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxGetId`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxGetId`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -941,7 +941,7 @@ pub unsafe fn ctx_get_id(ctx: CUcontext) -> Result<::core::ffi::c_ulonglong> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxGetLimit`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNSUPPORTED_LIMIT`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_LIMIT).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxGetLimit`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNSUPPORTED_LIMIT`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_LIMIT).
 ///
 /// NVIDIA reference: `cuCtxGetLimit` in [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 pub fn ctx_get_limit(limit: CUlimit) -> Result<usize> {
@@ -960,7 +960,7 @@ pub fn ctx_get_limit(limit: CUlimit) -> Result<usize> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxGetSharedMemConfig`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxGetSharedMemConfig`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuCtxGetSharedMemConfig` in [Context Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -984,7 +984,7 @@ pub fn ctx_get_shared_mem_config() -> Result<CUsharedconfig> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxGetStreamPriorityRange`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxGetStreamPriorityRange`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuCtxGetStreamPriorityRange` in [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 pub fn ctx_get_stream_priority_range() -> Result<
@@ -1009,7 +1009,7 @@ pub fn ctx_get_stream_priority_range() -> Result<
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxPopCurrent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxPopCurrent`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
 ///
 /// NVIDIA reference: `cuCtxPopCurrent` in [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 pub fn ctx_pop_current() -> Result<CUcontext> {
@@ -1028,7 +1028,7 @@ pub fn ctx_pop_current() -> Result<CUcontext> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxPushCurrent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxPushCurrent`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -1054,7 +1054,7 @@ pub unsafe fn ctx_push_current(ctx: CUcontext) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxRecordEvent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxRecordEvent`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED).
 ///
 /// # Safety
 ///
@@ -1078,7 +1078,7 @@ pub unsafe fn ctx_record_event(h_ctx: CUcontext, h_event: CUevent) -> Result<()>
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxResetPersistingL2Cache`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxResetPersistingL2Cache`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// NVIDIA reference: `cuCtxResetPersistingL2Cache` in [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 pub fn ctx_reset_persisting_l2_cache() -> Result<()> {
@@ -1097,7 +1097,7 @@ pub fn ctx_reset_persisting_l2_cache() -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxSetCacheConfig`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxSetCacheConfig`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuCtxSetCacheConfig` in [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 pub fn ctx_set_cache_config(config: CUfunc_cache) -> Result<()> {
@@ -1116,7 +1116,7 @@ pub fn ctx_set_cache_config(config: CUfunc_cache) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxSetCurrent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxSetCurrent`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
 ///
 /// # Safety
 ///
@@ -1141,7 +1141,7 @@ pub unsafe fn ctx_set_current(ctx: CUcontext) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxSetFlags`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxSetFlags`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuCtxSetFlags` in [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 pub fn ctx_set_flags(flags: ::core::ffi::c_uint) -> Result<()> {
@@ -1161,7 +1161,7 @@ pub fn ctx_set_flags(flags: ::core::ffi::c_uint) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxSetLimit`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNSUPPORTED_LIMIT`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_LIMIT), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxSetLimit`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNSUPPORTED_LIMIT`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_LIMIT), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
 ///
 /// NVIDIA reference: `cuCtxSetLimit` in [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 pub fn ctx_set_limit(limit: CUlimit, value: usize) -> Result<()> {
@@ -1180,7 +1180,7 @@ pub fn ctx_set_limit(limit: CUlimit, value: usize) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxSetSharedMemConfig`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxSetSharedMemConfig`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuCtxSetSharedMemConfig` in [Context Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -1197,7 +1197,7 @@ pub fn ctx_set_shared_mem_config(config: CUsharedconfig) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxSynchronize`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxSynchronize`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
 ///
 /// NVIDIA reference: `cuCtxSynchronize` in [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 pub fn ctx_synchronize() -> Result<()> {
@@ -1214,7 +1214,7 @@ pub fn ctx_synchronize() -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxSynchronize_v2`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxSynchronize_v2`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -1238,7 +1238,7 @@ pub unsafe fn ctx_synchronize_v2(ctx: CUcontext) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuCtxWaitEvent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxWaitEvent`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED).
 ///
 /// # Safety
 ///
@@ -1264,7 +1264,7 @@ pub unsafe fn ctx_wait_event(h_ctx: CUcontext, h_event: CUevent) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDestroyExternalMemory`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDestroyExternalMemory`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -1289,7 +1289,7 @@ pub unsafe fn destroy_external_memory(ext_mem: CUexternalMemory) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDestroyExternalSemaphore`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDestroyExternalSemaphore`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -1314,7 +1314,7 @@ pub unsafe fn destroy_external_semaphore(ext_sem: CUexternalSemaphore) -> Result
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDevResourceGenerateDesc`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_RESOURCE_TYPE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_RESOURCE_TYPE), [`CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION`](cuda_sys::CUresult::CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDevResourceGenerateDesc`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_RESOURCE_TYPE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_RESOURCE_TYPE), [`CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION`](cuda_sys::CUresult::CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION).
 ///
 /// # Safety
 ///
@@ -1358,7 +1358,7 @@ pub unsafe fn dev_resource_generate_desc(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDevSmResourceSplitByCount`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_RESOURCE_TYPE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_RESOURCE_TYPE), [`CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION`](cuda_sys::CUresult::CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDevSmResourceSplitByCount`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_RESOURCE_TYPE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_RESOURCE_TYPE), [`CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION`](cuda_sys::CUresult::CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION).
 ///
 /// # Safety
 ///
@@ -1407,7 +1407,7 @@ pub unsafe fn dev_sm_resource_split_by_count(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceCanAccessPeer`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceCanAccessPeer`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: `cuDeviceCanAccessPeer` in [Peer Context Memory Access](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__PEER__ACCESS.html).
 pub fn device_can_access_peer(dev: CUdevice, peer_dev: CUdevice) -> Result<bool> {
@@ -1430,7 +1430,7 @@ pub fn device_can_access_peer(dev: CUdevice, peer_dev: CUdevice) -> Result<bool>
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceComputeCapability`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceComputeCapability`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: `cuDeviceComputeCapability` in [Device Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -1456,7 +1456,7 @@ pub fn device_compute_capability(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGet`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGet`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: `cuDeviceGet` in [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html).
 pub fn device_get(ordinal: ::core::ffi::c_int) -> Result<CUdevice> {
@@ -1477,7 +1477,7 @@ pub fn device_get(ordinal: ::core::ffi::c_int) -> Result<CUdevice> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGetAttribute`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: `cuDeviceGetAttribute` in [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html).
 pub fn device_get_attribute(
@@ -1500,7 +1500,7 @@ pub fn device_get_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetByPCIBusId`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGetByPCIBusId`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// # Safety
 ///
@@ -1527,7 +1527,7 @@ pub unsafe fn device_get_by_pci_bus_id(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetCount`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGetCount`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuDeviceGetCount` in [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html).
 pub fn device_get_count() -> Result<::core::ffi::c_int> {
@@ -1547,7 +1547,7 @@ pub fn device_get_count() -> Result<::core::ffi::c_int> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetDefaultMemPool`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGetDefaultMemPool`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// NVIDIA reference: `cuDeviceGetDefaultMemPool` in [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html).
 pub fn device_get_default_mem_pool(dev: CUdevice) -> Result<CUmemoryPool> {
@@ -1568,7 +1568,7 @@ pub fn device_get_default_mem_pool(dev: CUdevice) -> Result<CUmemoryPool> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetDevResource`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_RESOURCE_TYPE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_RESOURCE_TYPE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGetDevResource`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_RESOURCE_TYPE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_RESOURCE_TYPE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: `cuDeviceGetDevResource` in [Green Contexts](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GREEN__CONTEXTS.html).
 pub fn device_get_dev_resource(
@@ -1592,7 +1592,7 @@ pub fn device_get_dev_resource(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetExecAffinitySupport`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGetExecAffinitySupport`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: `cuDeviceGetExecAffinitySupport` in [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html).
 pub fn device_get_exec_affinity_support(
@@ -1616,7 +1616,7 @@ pub fn device_get_exec_affinity_support(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetGraphMemAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGetGraphMemAttribute`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// # Safety
 ///
@@ -1648,7 +1648,7 @@ pub unsafe fn device_get_graph_mem_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetHostAtomicCapabilities`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGetHostAtomicCapabilities`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -1692,7 +1692,7 @@ pub unsafe fn device_get_host_atomic_capabilities(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetLuid`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGetLuid`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: `cuDeviceGetLuid` in [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html).
 pub fn device_get_luid(
@@ -1716,7 +1716,7 @@ pub fn device_get_luid(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetMemPool`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGetMemPool`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuDeviceGetMemPool` in [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html).
 pub fn device_get_mem_pool(dev: CUdevice) -> Result<CUmemoryPool> {
@@ -1737,7 +1737,7 @@ pub fn device_get_mem_pool(dev: CUdevice) -> Result<CUmemoryPool> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetName`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGetName`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: `cuDeviceGetName` in [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html).
 pub fn device_get_name(dev: CUdevice) -> Result<::std::string::String> {
@@ -1765,7 +1765,7 @@ pub fn device_get_name(dev: CUdevice) -> Result<::std::string::String> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetNvSciSyncAttributes`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGetNvSciSyncAttributes`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -1800,7 +1800,7 @@ pub unsafe fn device_get_nvsci_sync_attributes(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetP2PAtomicCapabilities`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGetP2PAtomicCapabilities`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -1847,7 +1847,7 @@ pub unsafe fn device_get_p2p_atomic_capabilities(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetP2PAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGetP2PAttribute`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuDeviceGetP2PAttribute` in [Peer Context Memory Access](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__PEER__ACCESS.html).
 pub fn device_get_p2p_attribute(
@@ -1876,7 +1876,7 @@ pub fn device_get_p2p_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetPCIBusId`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGetPCIBusId`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: `cuDeviceGetPCIBusId` in [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 pub fn device_get_pci_bus_id(dev: CUdevice) -> Result<::std::string::String> {
@@ -1906,7 +1906,7 @@ pub fn device_get_pci_bus_id(dev: CUdevice) -> Result<::std::string::String> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetProperties`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGetProperties`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: `cuDeviceGetProperties` in [Device Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -1930,7 +1930,7 @@ pub fn device_get_properties(dev: CUdevice) -> Result<CUdevprop> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetTexture1DLinearMaxWidth`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGetTexture1DLinearMaxWidth`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: `cuDeviceGetTexture1DLinearMaxWidth` in [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html).
 pub fn device_get_texture_1d_linear_max_width(
@@ -1963,7 +1963,7 @@ pub fn device_get_texture_1d_linear_max_width(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGetUuid`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGetUuid`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: `cuDeviceGetUuid` in [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html).
 pub fn device_get_uuid(dev: CUdevice) -> Result<CUuuid> {
@@ -1982,7 +1982,7 @@ pub fn device_get_uuid(dev: CUdevice) -> Result<CUuuid> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceGraphMemTrim`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGraphMemTrim`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: `cuDeviceGraphMemTrim` in [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub fn device_graph_mem_trim(device: CUdevice) -> Result<()> {
@@ -2001,7 +2001,7 @@ pub fn device_graph_mem_trim(device: CUdevice) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDevicePrimaryCtxGetState`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDevicePrimaryCtxGetState`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuDevicePrimaryCtxGetState` in [Primary Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__PRIMARY__CTX.html).
 pub fn device_primary_ctx_get_state(
@@ -2027,7 +2027,7 @@ pub fn device_primary_ctx_get_state(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDevicePrimaryCtxRelease`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDevicePrimaryCtxRelease`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
 ///
 /// # Safety
 ///
@@ -2050,7 +2050,7 @@ pub unsafe fn device_primary_ctx_release(dev: CUdevice) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDevicePrimaryCtxReset`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE`](cuda_sys::CUresult::CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDevicePrimaryCtxReset`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE`](cuda_sys::CUresult::CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE).
 ///
 /// # Safety
 ///
@@ -2075,7 +2075,7 @@ pub unsafe fn device_primary_ctx_reset(dev: CUdevice) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDevicePrimaryCtxRetain`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDevicePrimaryCtxRetain`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// NVIDIA reference: `cuDevicePrimaryCtxRetain` in [Primary Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__PRIMARY__CTX.html).
 pub fn device_primary_ctx_retain(dev: CUdevice) -> Result<CUcontext> {
@@ -2095,7 +2095,7 @@ pub fn device_primary_ctx_retain(dev: CUdevice) -> Result<CUcontext> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDevicePrimaryCtxSetFlags`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDevicePrimaryCtxSetFlags`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuDevicePrimaryCtxSetFlags` in [Primary Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__PRIMARY__CTX.html).
 pub fn device_primary_ctx_set_flags(
@@ -2120,7 +2120,7 @@ pub fn device_primary_ctx_set_flags(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceRegisterAsyncNotification`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceRegisterAsyncNotification`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -2161,7 +2161,7 @@ pub unsafe fn device_register_async_notification(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceSetGraphMemAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceSetGraphMemAttribute`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// # Safety
 ///
@@ -2191,7 +2191,7 @@ pub unsafe fn device_set_graph_mem_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceSetMemPool`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceSetMemPool`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -2215,7 +2215,7 @@ pub unsafe fn device_set_mem_pool(dev: CUdevice, pool: CUmemoryPool) -> Result<(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceTotalMem`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceTotalMem`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: `cuDeviceTotalMem` in [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html).
 pub fn device_total_mem(dev: CUdevice) -> Result<usize> {
@@ -2237,7 +2237,7 @@ pub fn device_total_mem(dev: CUdevice) -> Result<usize> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDeviceUnregisterAsyncNotification`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceUnregisterAsyncNotification`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -2265,7 +2265,7 @@ pub unsafe fn device_unregister_async_notification(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuDriverGetVersion`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDriverGetVersion`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuDriverGetVersion` in [Version Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__VERSION.html).
 pub fn driver_get_version() -> Result<::core::ffi::c_int> {
@@ -2287,7 +2287,7 @@ pub fn driver_get_version() -> Result<::core::ffi::c_int> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuEventCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuEventCreate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// NVIDIA reference: `cuEventCreate` in [Event Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EVENT.html).
 pub fn event_create(flags: ::core::ffi::c_uint) -> Result<CUevent> {
@@ -2309,7 +2309,7 @@ pub fn event_create(flags: ::core::ffi::c_uint) -> Result<CUevent> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuEventDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuEventDestroy`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -2338,7 +2338,7 @@ pub unsafe fn event_destroy(h_event: CUevent) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuEventElapsedTime`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_READY`](cuda_sys::CUresult::CUDA_ERROR_NOT_READY), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuEventElapsedTime`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_READY`](cuda_sys::CUresult::CUDA_ERROR_NOT_READY), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -2366,7 +2366,7 @@ pub unsafe fn event_elapsed_time(h_start: CUevent, h_end: CUevent) -> Result<f32
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuEventQuery`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_READY`](cuda_sys::CUresult::CUDA_ERROR_NOT_READY).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuEventQuery`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_READY`](cuda_sys::CUresult::CUDA_ERROR_NOT_READY).
 ///
 /// # Safety
 ///
@@ -2392,7 +2392,7 @@ pub unsafe fn event_query(h_event: CUevent) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuEventRecord`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuEventRecord`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -2420,7 +2420,7 @@ pub unsafe fn event_record(h_event: CUevent, h_stream: CUstream) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuEventRecordWithFlags`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuEventRecordWithFlags`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -2448,7 +2448,7 @@ pub unsafe fn event_record_with_flags(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuEventSynchronize`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuEventSynchronize`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -2475,7 +2475,7 @@ pub unsafe fn event_synchronize(h_event: CUevent) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuExternalMemoryGetMappedBuffer`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuExternalMemoryGetMappedBuffer`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -2510,7 +2510,7 @@ pub unsafe fn external_memory_get_mapped_buffer(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuExternalMemoryGetMappedMipmappedArray`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuExternalMemoryGetMappedMipmappedArray`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -2543,7 +2543,7 @@ pub unsafe fn external_memory_get_mapped_mipmapped_array(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuFlushGPUDirectRDMAWrites`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuFlushGPUDirectRDMAWrites`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuFlushGPUDirectRDMAWrites` in [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html).
 pub fn flush_gpu_direct_rdma_writes(
@@ -2568,7 +2568,7 @@ pub fn flush_gpu_direct_rdma_writes(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuFuncGetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_FUNCTION_NOT_LOADED`](cuda_sys::CUresult::CUDA_ERROR_FUNCTION_NOT_LOADED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuFuncGetAttribute`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_FUNCTION_NOT_LOADED`](cuda_sys::CUresult::CUDA_ERROR_FUNCTION_NOT_LOADED).
 ///
 /// # Safety
 ///
@@ -2600,7 +2600,7 @@ pub unsafe fn func_get_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuFuncGetModule`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuFuncGetModule`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -2628,7 +2628,7 @@ pub unsafe fn func_get_module(hfunc: CUfunction) -> Result<CUmodule> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuFuncGetName`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuFuncGetName`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -2661,7 +2661,7 @@ pub unsafe fn func_get_name(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuFuncGetParamInfo`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuFuncGetParamInfo`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -2694,7 +2694,7 @@ pub unsafe fn func_get_param_info(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuFuncIsLoaded`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuFuncIsLoaded`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -2721,7 +2721,7 @@ pub unsafe fn func_is_loaded(function: CUfunction) -> Result<CUfunctionLoadingSt
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuFuncLoad`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuFuncLoad`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -2748,7 +2748,7 @@ pub unsafe fn func_load(function: CUfunction) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuFuncSetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuFuncSetAttribute`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -2778,7 +2778,7 @@ pub unsafe fn func_set_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuFuncSetBlockShape`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuFuncSetBlockShape`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -2811,7 +2811,7 @@ pub unsafe fn func_set_block_shape(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuFuncSetCacheConfig`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuFuncSetCacheConfig`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
 ///
 /// # Safety
 ///
@@ -2840,7 +2840,7 @@ pub unsafe fn func_set_cache_config(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuFuncSetSharedMemConfig`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuFuncSetSharedMemConfig`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
 ///
 /// # Safety
 ///
@@ -2869,7 +2869,7 @@ pub unsafe fn func_set_shared_mem_config(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuFuncSetSharedSize`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuFuncSetSharedSize`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -2900,7 +2900,7 @@ pub unsafe fn func_set_shared_size(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGetErrorName`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGetErrorName`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -2929,7 +2929,7 @@ pub unsafe fn get_error_name(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGetErrorString`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGetErrorString`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -2959,7 +2959,7 @@ pub unsafe fn get_error_string(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGetExportTable`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGetExportTable`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported).
 ///
 /// # Safety
 ///
@@ -2992,7 +2992,7 @@ pub unsafe fn get_export_table(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGetProcAddress`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGetProcAddress`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -3033,7 +3033,7 @@ pub unsafe fn get_proc_address(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddBatchMemOpNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphAddBatchMemOpNode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3083,7 +3083,7 @@ pub unsafe fn graph_add_batch_mem_op_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddChildGraphNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphAddChildGraphNode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3133,7 +3133,7 @@ pub unsafe fn graph_add_child_graph_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddDependencies`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphAddDependencies`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3188,7 +3188,7 @@ pub unsafe fn graph_add_dependencies(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddEmptyNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphAddEmptyNode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3233,7 +3233,7 @@ pub unsafe fn graph_add_empty_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddEventRecordNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphAddEventRecordNode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3283,7 +3283,7 @@ pub unsafe fn graph_add_event_record_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddEventWaitNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphAddEventWaitNode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3331,7 +3331,7 @@ pub unsafe fn graph_add_event_wait_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddExternalSemaphoresSignalNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphAddExternalSemaphoresSignalNode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3381,7 +3381,7 @@ pub unsafe fn graph_add_external_semaphores_signal_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddExternalSemaphoresWaitNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphAddExternalSemaphoresWaitNode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3432,7 +3432,7 @@ pub unsafe fn graph_add_external_semaphores_wait_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddHostNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphAddHostNode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3482,7 +3482,7 @@ pub unsafe fn graph_add_host_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddKernelNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphAddKernelNode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3532,7 +3532,7 @@ pub unsafe fn graph_add_kernel_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddMemAllocNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphAddMemAllocNode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3583,7 +3583,7 @@ pub unsafe fn graph_add_mem_alloc_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddMemFreeNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphAddMemFreeNode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3634,7 +3634,7 @@ pub unsafe fn graph_add_mem_free_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddMemcpyNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphAddMemcpyNode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3686,7 +3686,7 @@ pub unsafe fn graph_add_memcpy_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddMemsetNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphAddMemsetNode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
 ///
 /// # Safety
 ///
@@ -3740,7 +3740,7 @@ pub unsafe fn graph_add_memset_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphAddNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphAddNode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -3795,7 +3795,7 @@ pub unsafe fn graph_add_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphBatchMemOpNodeGetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphBatchMemOpNodeGetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3827,7 +3827,7 @@ pub unsafe fn graph_batch_mem_op_node_get_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphBatchMemOpNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphBatchMemOpNodeSetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -3857,7 +3857,7 @@ pub unsafe fn graph_batch_mem_op_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphChildGraphNodeGetGraph`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphChildGraphNodeGetGraph`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3885,7 +3885,7 @@ pub unsafe fn graph_child_graph_node_get_graph(h_node: CUgraphNode) -> Result<CU
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphClone`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphClone`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -3916,7 +3916,7 @@ pub unsafe fn graph_clone(original_graph: CUgraph) -> Result<CUgraph> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphConditionalHandleCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphConditionalHandleCreate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -3959,7 +3959,7 @@ pub unsafe fn graph_conditional_handle_create(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphCreate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// NVIDIA reference: `cuGraphCreate` in [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 pub fn graph_create(flags: ::core::ffi::c_uint) -> Result<CUgraph> {
@@ -3982,7 +3982,7 @@ pub fn graph_create(flags: ::core::ffi::c_uint) -> Result<CUgraph> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphDebugDotPrint`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OPERATING_SYSTEM`](cuda_sys::CUresult::CUDA_ERROR_OPERATING_SYSTEM).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphDebugDotPrint`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OPERATING_SYSTEM`](cuda_sys::CUresult::CUDA_ERROR_OPERATING_SYSTEM).
 ///
 /// # Safety
 ///
@@ -4011,7 +4011,7 @@ pub unsafe fn graph_debug_dot_print(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphDestroy`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4039,7 +4039,7 @@ pub unsafe fn graph_destroy(h_graph: CUgraph) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphDestroyNode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphDestroyNode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4063,7 +4063,7 @@ pub unsafe fn graph_destroy_node(h_node: CUgraphNode) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphEventRecordNodeGetEvent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphEventRecordNodeGetEvent`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4089,7 +4089,7 @@ pub unsafe fn graph_event_record_node_get_event(h_node: CUgraphNode) -> Result<C
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphEventRecordNodeSetEvent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphEventRecordNodeSetEvent`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -4117,7 +4117,7 @@ pub unsafe fn graph_event_record_node_set_event(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphEventWaitNodeGetEvent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphEventWaitNodeGetEvent`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4143,7 +4143,7 @@ pub unsafe fn graph_event_wait_node_get_event(h_node: CUgraphNode) -> Result<CUe
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphEventWaitNodeSetEvent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphEventWaitNodeSetEvent`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -4175,7 +4175,7 @@ pub unsafe fn graph_event_wait_node_set_event(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecBatchMemOpNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphExecBatchMemOpNodeSetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4211,7 +4211,7 @@ pub unsafe fn graph_exec_batch_mem_op_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecChildGraphNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphExecChildGraphNodeSetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4245,7 +4245,7 @@ pub unsafe fn graph_exec_child_graph_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphExecDestroy`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4274,7 +4274,7 @@ pub unsafe fn graph_exec_destroy(h_graph_exec: CUgraphExec) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecEventRecordNodeSetEvent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphExecEventRecordNodeSetEvent`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4307,7 +4307,7 @@ pub unsafe fn graph_exec_event_record_node_set_event(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecEventWaitNodeSetEvent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphExecEventWaitNodeSetEvent`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4340,7 +4340,7 @@ pub unsafe fn graph_exec_event_wait_node_set_event(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecExternalSemaphoresSignalNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphExecExternalSemaphoresSignalNodeSetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4379,7 +4379,7 @@ pub unsafe fn graph_exec_external_semaphores_signal_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecExternalSemaphoresWaitNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphExecExternalSemaphoresWaitNodeSetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4411,7 +4411,7 @@ pub unsafe fn graph_exec_external_semaphores_wait_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecGetFlags`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphExecGetFlags`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4440,7 +4440,7 @@ pub unsafe fn graph_exec_get_flags(h_graph_exec: CUgraphExec) -> Result<cuuint64
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecHostNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphExecHostNodeSetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4473,7 +4473,7 @@ pub unsafe fn graph_exec_host_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecKernelNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphExecKernelNodeSetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4509,7 +4509,7 @@ pub unsafe fn graph_exec_kernel_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecMemcpyNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphExecMemcpyNodeSetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4548,7 +4548,7 @@ pub unsafe fn graph_exec_memcpy_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecMemsetNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphExecMemsetNodeSetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4585,7 +4585,7 @@ pub unsafe fn graph_exec_memset_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphExecNodeSetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -4618,7 +4618,7 @@ pub unsafe fn graph_exec_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExecUpdate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE`](cuda_sys::CUresult::CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphExecUpdate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE`](cuda_sys::CUresult::CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE).
 ///
 /// # Safety
 ///
@@ -4650,7 +4650,7 @@ pub unsafe fn graph_exec_update(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExternalSemaphoresSignalNodeGetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphExternalSemaphoresSignalNodeGetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4682,7 +4682,7 @@ pub unsafe fn graph_external_semaphores_signal_node_get_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExternalSemaphoresSignalNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphExternalSemaphoresSignalNodeSetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -4714,7 +4714,7 @@ pub unsafe fn graph_external_semaphores_signal_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExternalSemaphoresWaitNodeGetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphExternalSemaphoresWaitNodeGetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4744,7 +4744,7 @@ pub unsafe fn graph_external_semaphores_wait_node_get_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphExternalSemaphoresWaitNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphExternalSemaphoresWaitNodeSetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -4778,7 +4778,7 @@ pub unsafe fn graph_external_semaphores_wait_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphGetEdges`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_LOSSY_QUERY`](cuda_sys::CUresult::CUDA_ERROR_LOSSY_QUERY), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphGetEdges`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_LOSSY_QUERY`](cuda_sys::CUresult::CUDA_ERROR_LOSSY_QUERY), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4837,7 +4837,7 @@ pub unsafe fn graph_get_edges(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphGetNodes`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphGetNodes`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4882,7 +4882,7 @@ pub unsafe fn graph_get_nodes(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphGetRootNodes`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphGetRootNodes`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4923,7 +4923,7 @@ pub unsafe fn graph_get_root_nodes(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphHostNodeGetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphHostNodeGetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4951,7 +4951,7 @@ pub unsafe fn graph_host_node_get_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphHostNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphHostNodeSetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4982,7 +4982,7 @@ pub unsafe fn graph_host_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphInstantiate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphInstantiate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5012,7 +5012,7 @@ pub unsafe fn graph_instantiate(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphInstantiateWithParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphInstantiateWithParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5046,7 +5046,7 @@ pub unsafe fn graph_instantiate_with_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphKernelNodeCopyAttributes`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphKernelNodeCopyAttributes`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5075,7 +5075,7 @@ pub unsafe fn graph_kernel_node_copy_attributes(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphKernelNodeGetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphKernelNodeGetAttribute`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -5106,7 +5106,7 @@ pub unsafe fn graph_kernel_node_get_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphKernelNodeGetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphKernelNodeGetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5135,7 +5135,7 @@ pub unsafe fn graph_kernel_node_get_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphKernelNodeSetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphKernelNodeSetAttribute`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -5166,7 +5166,7 @@ pub unsafe fn graph_kernel_node_set_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphKernelNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphKernelNodeSetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -5196,7 +5196,7 @@ pub unsafe fn graph_kernel_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphLaunch`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphLaunch`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5225,7 +5225,7 @@ pub unsafe fn graph_launch(h_graph_exec: CUgraphExec, h_stream: CUstream) -> Res
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphMemAllocNodeGetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphMemAllocNodeGetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5253,7 +5253,7 @@ pub unsafe fn graph_mem_alloc_node_get_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphMemFreeNodeGetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphMemFreeNodeGetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5281,7 +5281,7 @@ pub unsafe fn graph_mem_free_node_get_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphMemcpyNodeGetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphMemcpyNodeGetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5311,7 +5311,7 @@ pub unsafe fn graph_memcpy_node_get_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphMemcpyNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphMemcpyNodeSetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5339,7 +5339,7 @@ pub unsafe fn graph_memcpy_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphMemsetNodeGetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphMemsetNodeGetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5367,7 +5367,7 @@ pub unsafe fn graph_memset_node_get_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphMemsetNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphMemsetNodeSetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5398,7 +5398,7 @@ pub unsafe fn graph_memset_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphNodeFindInClone`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphNodeFindInClone`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5435,7 +5435,7 @@ pub unsafe fn graph_node_find_in_clone(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphNodeGetDependencies`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_LOSSY_QUERY`](cuda_sys::CUresult::CUDA_ERROR_LOSSY_QUERY), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphNodeGetDependencies`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_LOSSY_QUERY`](cuda_sys::CUresult::CUDA_ERROR_LOSSY_QUERY), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5489,7 +5489,7 @@ pub unsafe fn graph_node_get_dependencies(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphNodeGetDependentNodes`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_LOSSY_QUERY`](cuda_sys::CUresult::CUDA_ERROR_LOSSY_QUERY), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphNodeGetDependentNodes`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_LOSSY_QUERY`](cuda_sys::CUresult::CUDA_ERROR_LOSSY_QUERY), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5541,7 +5541,7 @@ pub unsafe fn graph_node_get_dependent_nodes(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphNodeGetEnabled`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphNodeGetEnabled`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5571,7 +5571,7 @@ pub unsafe fn graph_node_get_enabled(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphNodeGetType`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphNodeGetType`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5601,7 +5601,7 @@ pub unsafe fn graph_node_get_type(h_node: CUgraphNode) -> Result<CUgraphNodeType
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphNodeSetEnabled`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphNodeSetEnabled`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5632,7 +5632,7 @@ pub unsafe fn graph_node_set_enabled(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphNodeSetParams`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphNodeSetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -5661,7 +5661,7 @@ pub unsafe fn graph_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphReleaseUserObject`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphReleaseUserObject`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5695,7 +5695,7 @@ pub unsafe fn graph_release_user_object(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphRemoveDependencies`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphRemoveDependencies`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5748,7 +5748,7 @@ pub unsafe fn graph_remove_dependencies(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphRetainUserObject`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphRetainUserObject`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5780,7 +5780,7 @@ pub unsafe fn graph_retain_user_object(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphUpload`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphUpload`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5808,7 +5808,7 @@ pub unsafe fn graph_upload(h_graph_exec: CUgraphExec, h_stream: CUstream) -> Res
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphicsMapResources`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_ALREADY_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_ALREADY_MAPPED), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphicsMapResources`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_ALREADY_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_ALREADY_MAPPED), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -5845,7 +5845,7 @@ pub unsafe fn graphics_map_resources(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphicsResourceGetMappedMipmappedArray`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_NOT_MAPPED), [`CUDA_ERROR_NOT_MAPPED_AS_ARRAY`](cuda_sys::CUresult::CUDA_ERROR_NOT_MAPPED_AS_ARRAY).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphicsResourceGetMappedMipmappedArray`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_NOT_MAPPED), [`CUDA_ERROR_NOT_MAPPED_AS_ARRAY`](cuda_sys::CUresult::CUDA_ERROR_NOT_MAPPED_AS_ARRAY).
 ///
 /// # Safety
 ///
@@ -5878,7 +5878,7 @@ pub unsafe fn graphics_resource_get_mapped_mipmapped_array(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphicsResourceGetMappedPointer`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_NOT_MAPPED), [`CUDA_ERROR_NOT_MAPPED_AS_POINTER`](cuda_sys::CUresult::CUDA_ERROR_NOT_MAPPED_AS_POINTER).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphicsResourceGetMappedPointer`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_NOT_MAPPED), [`CUDA_ERROR_NOT_MAPPED_AS_POINTER`](cuda_sys::CUresult::CUDA_ERROR_NOT_MAPPED_AS_POINTER).
 ///
 /// # Safety
 ///
@@ -5912,7 +5912,7 @@ pub unsafe fn graphics_resource_get_mapped_pointer(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphicsResourceSetMapFlags`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_ALREADY_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_ALREADY_MAPPED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphicsResourceSetMapFlags`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_ALREADY_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_ALREADY_MAPPED).
 ///
 /// # Safety
 ///
@@ -5943,7 +5943,7 @@ pub unsafe fn graphics_resource_set_map_flags(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphicsSubResourceGetMappedArray`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_NOT_MAPPED), [`CUDA_ERROR_NOT_MAPPED_AS_ARRAY`](cuda_sys::CUresult::CUDA_ERROR_NOT_MAPPED_AS_ARRAY).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphicsSubResourceGetMappedArray`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_NOT_MAPPED), [`CUDA_ERROR_NOT_MAPPED_AS_ARRAY`](cuda_sys::CUresult::CUDA_ERROR_NOT_MAPPED_AS_ARRAY).
 ///
 /// # Safety
 ///
@@ -5983,7 +5983,7 @@ pub unsafe fn graphics_sub_resource_get_mapped_array(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphicsUnmapResources`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_NOT_MAPPED), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphicsUnmapResources`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_NOT_MAPPED), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -6019,7 +6019,7 @@ pub unsafe fn graphics_unmap_resources(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGraphicsUnregisterResource`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphicsUnregisterResource`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -6047,7 +6047,7 @@ pub unsafe fn graphics_unregister_resource(resource: CUgraphicsResource) -> Resu
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGreenCtxCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGreenCtxCreate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -6078,7 +6078,7 @@ pub unsafe fn green_ctx_create(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGreenCtxDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGreenCtxDestroy`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
 ///
 /// # Safety
 ///
@@ -6103,7 +6103,7 @@ pub unsafe fn green_ctx_destroy(h_ctx: CUgreenCtx) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGreenCtxGetDevResource`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_RESOURCE_TYPE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_RESOURCE_TYPE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGreenCtxGetDevResource`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_RESOURCE_TYPE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_RESOURCE_TYPE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -6132,7 +6132,7 @@ pub unsafe fn green_ctx_get_dev_resource(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGreenCtxGetId`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGreenCtxGetId`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -6162,7 +6162,7 @@ pub unsafe fn green_ctx_get_id(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGreenCtxRecordEvent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGreenCtxRecordEvent`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED).
 ///
 /// # Safety
 ///
@@ -6191,7 +6191,7 @@ pub unsafe fn green_ctx_record_event(h_ctx: CUgreenCtx, h_event: CUevent) -> Res
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGreenCtxStreamCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGreenCtxStreamCreate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -6225,7 +6225,7 @@ pub unsafe fn green_ctx_stream_create(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuGreenCtxWaitEvent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGreenCtxWaitEvent`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED).
 ///
 /// # Safety
 ///
@@ -6252,7 +6252,7 @@ pub unsafe fn green_ctx_wait_event(h_ctx: CUgreenCtx, h_event: CUevent) -> Resul
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuImportExternalMemory`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OPERATING_SYSTEM`](cuda_sys::CUresult::CUDA_ERROR_OPERATING_SYSTEM).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuImportExternalMemory`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OPERATING_SYSTEM`](cuda_sys::CUresult::CUDA_ERROR_OPERATING_SYSTEM).
 ///
 /// # Safety
 ///
@@ -6282,7 +6282,7 @@ pub unsafe fn import_external_memory(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuImportExternalSemaphore`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OPERATING_SYSTEM`](cuda_sys::CUresult::CUDA_ERROR_OPERATING_SYSTEM).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuImportExternalSemaphore`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OPERATING_SYSTEM`](cuda_sys::CUresult::CUDA_ERROR_OPERATING_SYSTEM).
 ///
 /// # Safety
 ///
@@ -6311,7 +6311,7 @@ pub unsafe fn import_external_semaphore(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuInit`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_SYSTEM_DRIVER_MISMATCH`](cuda_sys::CUresult::CUDA_ERROR_SYSTEM_DRIVER_MISMATCH), [`CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuInit`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_SYSTEM_DRIVER_MISMATCH`](cuda_sys::CUresult::CUDA_ERROR_SYSTEM_DRIVER_MISMATCH), [`CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE).
 ///
 /// NVIDIA reference: `cuInit` in [Initialization](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__INITIALIZE.html).
 pub fn init(flags: ::core::ffi::c_uint) -> Result<()> {
@@ -6330,7 +6330,7 @@ pub fn init(flags: ::core::ffi::c_uint) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuIpcCloseMemHandle`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_MAP_FAILED`](cuda_sys::CUresult::CUDA_ERROR_MAP_FAILED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuIpcCloseMemHandle`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_MAP_FAILED`](cuda_sys::CUresult::CUDA_ERROR_MAP_FAILED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -6356,7 +6356,7 @@ pub unsafe fn ipc_close_mem_handle(dptr: CUdeviceptr) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuIpcGetEventHandle`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_MAP_FAILED`](cuda_sys::CUresult::CUDA_ERROR_MAP_FAILED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuIpcGetEventHandle`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_MAP_FAILED`](cuda_sys::CUresult::CUDA_ERROR_MAP_FAILED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -6385,7 +6385,7 @@ pub unsafe fn ipc_get_event_handle(event: CUevent) -> Result<CUipcEventHandle> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuIpcGetMemHandle`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_MAP_FAILED`](cuda_sys::CUresult::CUDA_ERROR_MAP_FAILED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuIpcGetMemHandle`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_MAP_FAILED`](cuda_sys::CUresult::CUDA_ERROR_MAP_FAILED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -6414,7 +6414,7 @@ pub unsafe fn ipc_get_mem_handle(dptr: CUdeviceptr) -> Result<CUipcMemHandle> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuIpcOpenEventHandle`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_MAP_FAILED`](cuda_sys::CUresult::CUDA_ERROR_MAP_FAILED), [`CUDA_ERROR_PEER_ACCESS_UNSUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_PEER_ACCESS_UNSUPPORTED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuIpcOpenEventHandle`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_MAP_FAILED`](cuda_sys::CUresult::CUDA_ERROR_MAP_FAILED), [`CUDA_ERROR_PEER_ACCESS_UNSUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_PEER_ACCESS_UNSUPPORTED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuIpcOpenEventHandle` in [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 pub fn ipc_open_event_handle(handle: CUipcEventHandle) -> Result<CUevent> {
@@ -6438,7 +6438,7 @@ pub fn ipc_open_event_handle(handle: CUipcEventHandle) -> Result<CUevent> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuIpcOpenMemHandle`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_MAP_FAILED`](cuda_sys::CUresult::CUDA_ERROR_MAP_FAILED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_TOO_MANY_PEERS`](cuda_sys::CUresult::CUDA_ERROR_TOO_MANY_PEERS), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuIpcOpenMemHandle`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_MAP_FAILED`](cuda_sys::CUresult::CUDA_ERROR_MAP_FAILED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_TOO_MANY_PEERS`](cuda_sys::CUresult::CUDA_ERROR_TOO_MANY_PEERS), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuIpcOpenMemHandle` in [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 pub fn ipc_open_mem_handle(
@@ -6463,7 +6463,7 @@ pub fn ipc_open_mem_handle(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuKernelGetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuKernelGetAttribute`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// # Safety
 ///
@@ -6493,7 +6493,7 @@ pub unsafe fn kernel_get_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuKernelGetFunction`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuKernelGetFunction`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
 ///
 /// # Safety
 ///
@@ -6519,7 +6519,7 @@ pub unsafe fn kernel_get_function(kernel: CUkernel) -> Result<CUfunction> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuKernelGetLibrary`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuKernelGetLibrary`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -6547,7 +6547,7 @@ pub unsafe fn kernel_get_library(kernel: CUkernel) -> Result<CUlibrary> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuKernelGetName`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuKernelGetName`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -6579,7 +6579,7 @@ pub unsafe fn kernel_get_name(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuKernelGetParamInfo`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuKernelGetParamInfo`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -6616,7 +6616,7 @@ pub unsafe fn kernel_get_param_info(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuKernelSetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuKernelSetAttribute`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -6648,7 +6648,7 @@ pub unsafe fn kernel_set_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuKernelSetCacheConfig`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuKernelSetCacheConfig`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -6677,7 +6677,7 @@ pub unsafe fn kernel_set_cache_config(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLaunch`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLaunch`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED).
 ///
 /// # Safety
 ///
@@ -6720,7 +6720,7 @@ pub unsafe fn launch(f: CUfunction) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLaunchCooperativeKernel`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_IMAGE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE`](cuda_sys::CUresult::CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLaunchCooperativeKernel`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_IMAGE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE`](cuda_sys::CUresult::CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -6779,7 +6779,7 @@ pub unsafe fn launch_cooperative_kernel(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLaunchCooperativeKernelMultiDevice`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_IMAGE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE`](cuda_sys::CUresult::CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLaunchCooperativeKernelMultiDevice`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_IMAGE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE`](cuda_sys::CUresult::CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED).
 ///
 /// # Safety
 ///
@@ -6822,7 +6822,7 @@ pub unsafe fn launch_cooperative_kernel_multi_device(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLaunchGrid`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLaunchGrid`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED).
 ///
 /// # Safety
 ///
@@ -6856,7 +6856,7 @@ pub unsafe fn launch_grid(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLaunchGridAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLaunchGridAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED).
 ///
 /// # Safety
 ///
@@ -6893,7 +6893,7 @@ pub unsafe fn launch_grid_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLaunchHostFunc`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLaunchHostFunc`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -6939,7 +6939,7 @@ pub unsafe fn launch_host_func(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLaunchKernel`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_IMAGE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLaunchKernel`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_IMAGE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -7002,7 +7002,7 @@ pub unsafe fn launch_kernel(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLaunchKernelEx`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_IMAGE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE`](cuda_sys::CUresult::CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLaunchKernelEx`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_IMAGE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE`](cuda_sys::CUresult::CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -7039,7 +7039,7 @@ pub unsafe fn launch_kernel_ex(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLibraryEnumerateKernels`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLibraryEnumerateKernels`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -7077,7 +7077,7 @@ pub unsafe fn library_enumerate_kernels(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLibraryGetGlobal`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLibraryGetGlobal`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
 ///
 /// # Safety
 ///
@@ -7111,7 +7111,7 @@ pub unsafe fn library_get_global(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLibraryGetKernel`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLibraryGetKernel`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -7140,7 +7140,7 @@ pub unsafe fn library_get_kernel(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLibraryGetKernelCount`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLibraryGetKernelCount`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -7171,7 +7171,7 @@ pub unsafe fn library_get_kernel_count(lib: CUlibrary) -> Result<::core::ffi::c_
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLibraryGetManaged`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLibraryGetManaged`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -7206,7 +7206,7 @@ pub unsafe fn library_get_managed(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLibraryGetModule`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLibraryGetModule`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
 ///
 /// # Safety
 ///
@@ -7235,7 +7235,7 @@ pub unsafe fn library_get_module(library: CUlibrary) -> Result<CUmodule> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLibraryGetUnifiedFunction`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLibraryGetUnifiedFunction`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -7273,7 +7273,7 @@ pub unsafe fn library_get_unified_function(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLibraryLoadData`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLibraryLoadData`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -7352,7 +7352,7 @@ pub unsafe fn library_load_data(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLibraryLoadFromFile`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLibraryLoadFromFile`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -7425,7 +7425,7 @@ pub unsafe fn library_load_from_file(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLibraryUnload`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLibraryUnload`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -7460,7 +7460,7 @@ pub unsafe fn library_unload(library: CUlibrary) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLinkAddData`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_IMAGE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLinkAddData`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_IMAGE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU).
 ///
 /// # Safety
 ///
@@ -7525,7 +7525,7 @@ pub unsafe fn link_add_data(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLinkAddFile`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_FILE_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_FILE_NOT_FOUND), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_IMAGE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLinkAddFile`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_FILE_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_FILE_NOT_FOUND), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_IMAGE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU).
 ///
 /// # Safety
 ///
@@ -7582,7 +7582,7 @@ pub unsafe fn link_add_file(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLinkComplete`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLinkComplete`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -7616,7 +7616,7 @@ pub unsafe fn link_complete(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLinkCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLinkCreate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -7665,7 +7665,7 @@ pub unsafe fn link_create(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLinkDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLinkDestroy`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -7691,7 +7691,7 @@ pub unsafe fn link_destroy(state: CUlinkState) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLogsCurrent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLogsCurrent`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuLogsCurrent` in [Error Log Management Functions](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__LOGS.html).
 pub fn logs_current(flags: ::core::ffi::c_uint) -> Result<CUlogIterator> {
@@ -7714,7 +7714,7 @@ pub fn logs_current(flags: ::core::ffi::c_uint) -> Result<CUlogIterator> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLogsDumpToFile`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLogsDumpToFile`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -7747,7 +7747,7 @@ pub unsafe fn logs_dump_to_file(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLogsDumpToMemory`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLogsDumpToMemory`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -7785,7 +7785,7 @@ pub unsafe fn logs_dump_to_memory(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLogsRegisterCallback`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLogsRegisterCallback`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -7816,7 +7816,7 @@ pub unsafe fn logs_register_callback(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuLogsUnregisterCallback`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLogsUnregisterCallback`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -7842,7 +7842,7 @@ pub unsafe fn logs_unregister_callback(callback: CUlogsCallbackHandle) -> Result
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemAddressFree`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemAddressFree`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -7872,7 +7872,7 @@ pub unsafe fn mem_address_free(ptr: CUdeviceptr, size: usize) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemAddressReserve`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemAddressReserve`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -7907,7 +7907,7 @@ pub unsafe fn mem_address_reserve(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemAdvise`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemAdvise`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// # Safety
 ///
@@ -7939,7 +7939,7 @@ pub unsafe fn mem_advise(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemAlloc`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemAlloc`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// NVIDIA reference: `cuMemAlloc` in [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 pub fn mem_alloc(bytesize: usize) -> Result<CUdeviceptr> {
@@ -7963,7 +7963,7 @@ pub fn mem_alloc(bytesize: usize) -> Result<CUdeviceptr> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemAllocAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemAllocAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -7997,7 +7997,7 @@ pub unsafe fn mem_alloc_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemAllocFromPoolAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemAllocFromPoolAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -8031,7 +8031,7 @@ pub unsafe fn mem_alloc_from_pool_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemAllocHost`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemAllocHost`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -8062,7 +8062,7 @@ pub unsafe fn mem_alloc_host(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemAllocManaged`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemAllocManaged`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// NVIDIA reference: `cuMemAllocManaged` in [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 pub fn mem_alloc_managed(
@@ -8090,7 +8090,7 @@ pub fn mem_alloc_managed(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemAllocPitch`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemAllocPitch`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// NVIDIA reference: `cuMemAllocPitch` in [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 pub fn mem_alloc_pitch(
@@ -8129,7 +8129,7 @@ pub fn mem_alloc_pitch(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemBatchDecompressAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemBatchDecompressAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -8178,7 +8178,7 @@ pub unsafe fn mem_batch_decompress_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemCreate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -8216,7 +8216,7 @@ pub unsafe fn mem_create(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemDiscardAndPrefetchBatchAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called.
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemDiscardAndPrefetchBatchAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called.
 ///
 /// # Safety
 ///
@@ -8280,7 +8280,7 @@ pub unsafe fn mem_discard_and_prefetch_batch_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemDiscardBatchAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called.
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemDiscardBatchAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called.
 ///
 /// # Safety
 ///
@@ -8330,7 +8330,7 @@ pub unsafe fn mem_discard_batch_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemExportToShareableHandle`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemExportToShareableHandle`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -8364,7 +8364,7 @@ pub unsafe fn mem_export_to_shareable_handle(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemFree`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemFree`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -8393,7 +8393,7 @@ pub unsafe fn mem_free(dptr: CUdeviceptr) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemFreeAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemFreeAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -8419,7 +8419,7 @@ pub unsafe fn mem_free_async(dptr: CUdeviceptr, h_stream: CUstream) -> Result<()
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemFreeHost`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemFreeHost`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -8446,7 +8446,7 @@ pub unsafe fn mem_free_host(p: *mut ::core::ffi::c_void) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemGetAccess`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemGetAccess`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -8478,7 +8478,7 @@ pub unsafe fn mem_get_access(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemGetAddressRange`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemGetAddressRange`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -8509,7 +8509,7 @@ pub unsafe fn mem_get_address_range(dptr: CUdeviceptr) -> Result<(CUdeviceptr, u
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemGetAllocationGranularity`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemGetAllocationGranularity`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -8538,7 +8538,7 @@ pub unsafe fn mem_get_allocation_granularity(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemGetAllocationPropertiesFromHandle`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemGetAllocationPropertiesFromHandle`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -8569,7 +8569,7 @@ pub unsafe fn mem_get_allocation_properties_from_handle(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemGetDefaultMemPool`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemGetDefaultMemPool`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -8603,7 +8603,7 @@ pub unsafe fn mem_get_default_mem_pool(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemGetHandleForAddressRange`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemGetHandleForAddressRange`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -8638,7 +8638,7 @@ pub unsafe fn mem_get_handle_for_address_range(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemGetInfo`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemGetInfo`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuMemGetInfo` in [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 pub fn mem_get_info() -> Result<(usize, usize)> {
@@ -8661,7 +8661,7 @@ pub fn mem_get_info() -> Result<(usize, usize)> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemGetMemPool`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemGetMemPool`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -8694,7 +8694,7 @@ pub unsafe fn mem_get_mem_pool(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemHostAlloc`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemHostAlloc`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -8725,7 +8725,7 @@ pub unsafe fn mem_host_alloc(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemHostGetDevicePointer`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemHostGetDevicePointer`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -8756,7 +8756,7 @@ pub unsafe fn mem_host_get_device_pointer(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemHostGetFlags`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemHostGetFlags`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -8787,7 +8787,7 @@ pub unsafe fn mem_host_get_flags(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemHostRegister`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED`](cuda_sys::CUresult::CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemHostRegister`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED`](cuda_sys::CUresult::CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -8816,7 +8816,7 @@ pub unsafe fn mem_host_register(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemHostUnregister`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED`](cuda_sys::CUresult::CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemHostUnregister`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED`](cuda_sys::CUresult::CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED).
 ///
 /// # Safety
 ///
@@ -8844,7 +8844,7 @@ pub unsafe fn mem_host_unregister(p: *mut ::core::ffi::c_void) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemImportFromShareableHandle`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemImportFromShareableHandle`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -8880,7 +8880,7 @@ pub unsafe fn mem_import_from_shareable_handle(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemMap`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemMap`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE).
 ///
 /// # Safety
 ///
@@ -8914,7 +8914,7 @@ pub unsafe fn mem_map(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemMapArrayAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemMapArrayAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -8952,7 +8952,7 @@ pub unsafe fn mem_map_array_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemPoolCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemPoolCreate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -8980,7 +8980,7 @@ pub unsafe fn mem_pool_create(pool_props: &CUmemPoolProps) -> Result<CUmemoryPoo
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemPoolDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemPoolDestroy`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -9006,7 +9006,7 @@ pub unsafe fn mem_pool_destroy(pool: CUmemoryPool) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemPoolExportPointer`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemPoolExportPointer`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -9038,7 +9038,7 @@ pub unsafe fn mem_pool_export_pointer(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemPoolExportToShareableHandle`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemPoolExportToShareableHandle`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -9071,7 +9071,7 @@ pub unsafe fn mem_pool_export_to_shareable_handle(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemPoolGetAccess`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemPoolGetAccess`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported).
 ///
 /// # Safety
 ///
@@ -9102,7 +9102,7 @@ pub unsafe fn mem_pool_get_access(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemPoolGetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemPoolGetAttribute`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -9136,7 +9136,7 @@ pub unsafe fn mem_pool_get_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemPoolImportFromShareableHandle`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemPoolImportFromShareableHandle`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -9171,7 +9171,7 @@ pub unsafe fn mem_pool_import_from_shareable_handle(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemPoolImportPointer`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemPoolImportPointer`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -9202,7 +9202,7 @@ pub unsafe fn mem_pool_import_pointer(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemPoolSetAccess`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemPoolSetAccess`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -9237,7 +9237,7 @@ pub unsafe fn mem_pool_set_access(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemPoolSetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemPoolSetAttribute`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -9268,7 +9268,7 @@ pub unsafe fn mem_pool_set_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemPoolTrimTo`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemPoolTrimTo`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -9301,7 +9301,7 @@ pub unsafe fn mem_pool_trim_to(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemPrefetchAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemPrefetchAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// # Safety
 ///
@@ -9341,7 +9341,7 @@ pub unsafe fn mem_prefetch_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemPrefetchBatchAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called.
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemPrefetchBatchAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called.
 ///
 /// # Safety
 ///
@@ -9403,7 +9403,7 @@ pub unsafe fn mem_prefetch_batch_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemRangeGetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemRangeGetAttribute`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// # Safety
 ///
@@ -9440,7 +9440,7 @@ pub unsafe fn mem_range_get_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemRangeGetAttributes`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemRangeGetAttributes`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// # Safety
 ///
@@ -9491,7 +9491,7 @@ pub unsafe fn mem_range_get_attributes(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemRelease`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemRelease`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -9518,7 +9518,7 @@ pub unsafe fn mem_release(handle: CUmemGenericAllocationHandle) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemRetainAllocationHandle`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemRetainAllocationHandle`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -9550,7 +9550,7 @@ pub unsafe fn mem_retain_allocation_handle(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemSetAccess`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemSetAccess`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -9587,7 +9587,7 @@ pub unsafe fn mem_set_access(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemSetMemPool`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemSetMemPool`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -9618,7 +9618,7 @@ pub unsafe fn mem_set_mem_pool(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemUnmap`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemUnmap`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -9645,7 +9645,7 @@ pub unsafe fn mem_unmap(ptr: CUdeviceptr, size: usize) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpy`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -9675,7 +9675,7 @@ pub unsafe fn memcpy(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpy2D`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpy2D`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -9701,7 +9701,7 @@ pub unsafe fn memcpy_2d(p_copy: &CUDA_MEMCPY2D) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpy2DAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpy2DAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -9725,7 +9725,7 @@ pub unsafe fn memcpy_2d_async(p_copy: &CUDA_MEMCPY2D, h_stream: CUstream) -> Res
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpy2DUnaligned`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpy2DUnaligned`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -9750,7 +9750,7 @@ pub unsafe fn memcpy_2d_unaligned(p_copy: &CUDA_MEMCPY2D) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpy3D`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpy3D`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -9776,7 +9776,7 @@ pub unsafe fn memcpy_3d(p_copy: &CUDA_MEMCPY3D) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpy3DAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpy3DAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -9806,7 +9806,7 @@ pub unsafe fn memcpy_3d_async(p_copy: &CUDA_MEMCPY3D, h_stream: CUstream) -> Res
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpy3DBatchAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpy3DBatchAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -9841,7 +9841,7 @@ pub unsafe fn memcpy_3d_batch_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpy3DPeer`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpy3DPeer`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -9867,7 +9867,7 @@ pub unsafe fn memcpy_3d_peer(p_copy: &CUDA_MEMCPY3D_PEER) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpy3DPeerAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpy3DPeerAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -9899,7 +9899,7 @@ pub unsafe fn memcpy_3d_peer_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpyAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -9935,7 +9935,7 @@ pub unsafe fn memcpy_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyAtoA`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpyAtoA`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -9972,7 +9972,7 @@ pub unsafe fn memcpy_atoa(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyAtoD`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpyAtoD`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10006,7 +10006,7 @@ pub unsafe fn memcpy_atod(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyAtoH`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpyAtoH`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10041,7 +10041,7 @@ pub unsafe fn memcpy_atoh(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyAtoHAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpyAtoHAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -10084,7 +10084,7 @@ pub unsafe fn memcpy_atoh_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyBatchAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpyBatchAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10147,7 +10147,7 @@ pub unsafe fn memcpy_batch_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyDtoA`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpyDtoA`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10180,7 +10180,7 @@ pub unsafe fn memcpy_dtoa(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyDtoD`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpyDtoD`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10213,7 +10213,7 @@ pub unsafe fn memcpy_dtod(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyDtoDAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpyDtoDAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -10247,7 +10247,7 @@ pub unsafe fn memcpy_dtod_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyDtoH`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpyDtoH`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10282,7 +10282,7 @@ pub unsafe fn memcpy_dtoh(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyDtoHAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpyDtoHAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -10317,7 +10317,7 @@ pub unsafe fn memcpy_dtoh_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyHtoA`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpyHtoA`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10352,7 +10352,7 @@ pub unsafe fn memcpy_htoa(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyHtoAAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpyHtoAAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -10389,7 +10389,7 @@ pub unsafe fn memcpy_htoa_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyHtoD`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpyHtoD`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10425,7 +10425,7 @@ pub unsafe fn memcpy_htod(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyHtoDAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpyHtoDAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -10463,7 +10463,7 @@ pub unsafe fn memcpy_htod_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyPeer`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpyPeer`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10504,7 +10504,7 @@ pub unsafe fn memcpy_peer(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemcpyPeerAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpyPeerAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -10551,7 +10551,7 @@ pub unsafe fn memcpy_peer_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemsetD16`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemsetD16`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10583,7 +10583,7 @@ pub unsafe fn memset_d16(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemsetD16Async`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemsetD16Async`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10618,7 +10618,7 @@ pub unsafe fn memset_d16_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemsetD2D16`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemsetD2D16`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10654,7 +10654,7 @@ pub unsafe fn memset_d2d16(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemsetD2D16Async`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemsetD2D16Async`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10693,7 +10693,7 @@ pub unsafe fn memset_d2d16_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemsetD2D32`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemsetD2D32`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10729,7 +10729,7 @@ pub unsafe fn memset_d2d32(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemsetD2D32Async`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemsetD2D32Async`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10768,7 +10768,7 @@ pub unsafe fn memset_d2d32_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemsetD2D8`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemsetD2D8`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10802,7 +10802,7 @@ pub unsafe fn memset_d2d8(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemsetD2D8Async`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemsetD2D8Async`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10839,7 +10839,7 @@ pub unsafe fn memset_d2d8_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemsetD32`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemsetD32`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10871,7 +10871,7 @@ pub unsafe fn memset_d32(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemsetD32Async`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemsetD32Async`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10902,7 +10902,7 @@ pub unsafe fn memset_d32_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemsetD8`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemsetD8`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10932,7 +10932,7 @@ pub unsafe fn memset_d8(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMemsetD8Async`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemsetD8Async`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10965,7 +10965,7 @@ pub unsafe fn memset_d8_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMipmappedArrayCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMipmappedArrayCreate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -10996,7 +10996,7 @@ pub unsafe fn mipmapped_array_create(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMipmappedArrayDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_ARRAY_IS_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_ARRAY_IS_MAPPED), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMipmappedArrayDestroy`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_ARRAY_IS_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_ARRAY_IS_MAPPED), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
 ///
 /// # Safety
 ///
@@ -11025,7 +11025,7 @@ pub unsafe fn mipmapped_array_destroy(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMipmappedArrayGetLevel`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMipmappedArrayGetLevel`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -11059,7 +11059,7 @@ pub unsafe fn mipmapped_array_get_level(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMipmappedArrayGetMemoryRequirements`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMipmappedArrayGetMemoryRequirements`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -11094,7 +11094,7 @@ pub unsafe fn mipmapped_array_get_memory_requirements(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMipmappedArrayGetSparseProperties`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMipmappedArrayGetSparseProperties`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -11129,7 +11129,7 @@ pub unsafe fn mipmapped_array_get_sparse_properties(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuModuleEnumerateFunctions`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuModuleEnumerateFunctions`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -11164,7 +11164,7 @@ pub unsafe fn module_enumerate_functions(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuModuleGetFunction`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuModuleGetFunction`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -11193,7 +11193,7 @@ pub unsafe fn module_get_function(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuModuleGetFunctionCount`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuModuleGetFunctionCount`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -11223,7 +11223,7 @@ pub unsafe fn module_get_function_count(mod_: CUmodule) -> Result<::core::ffi::c
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuModuleGetGlobal`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuModuleGetGlobal`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -11253,7 +11253,7 @@ pub unsafe fn module_get_global(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuModuleGetLoadingMode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuModuleGetLoadingMode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuModuleGetLoadingMode` in [Module Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MODULE.html).
 pub fn module_get_loading_mode() -> Result<CUmoduleLoadingMode> {
@@ -11276,7 +11276,7 @@ pub fn module_get_loading_mode() -> Result<CUmoduleLoadingMode> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuModuleGetSurfRef`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuModuleGetSurfRef`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -11311,7 +11311,7 @@ pub unsafe fn module_get_surf_ref(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuModuleGetTexRef`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuModuleGetTexRef`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -11344,7 +11344,7 @@ pub unsafe fn module_get_tex_ref(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuModuleLoad`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_FILE_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_FILE_NOT_FOUND), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuModuleLoad`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_FILE_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_FILE_NOT_FOUND), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -11370,7 +11370,7 @@ pub unsafe fn module_load(fname: &::core::ffi::CStr) -> Result<CUmodule> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuModuleLoadData`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuModuleLoadData`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -11401,7 +11401,7 @@ pub unsafe fn module_load_data(image: *const ::core::ffi::c_void) -> Result<CUmo
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuModuleLoadDataEx`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuModuleLoadDataEx`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -11454,7 +11454,7 @@ pub unsafe fn module_load_data_ex(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuModuleLoadFatBinary`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuModuleLoadFatBinary`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -11484,7 +11484,7 @@ pub unsafe fn module_load_fat_binary(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuModuleUnload`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuModuleUnload`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED).
 ///
 /// # Safety
 ///
@@ -11513,7 +11513,7 @@ pub unsafe fn module_unload(hmod: CUmodule) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMulticastAddDevice`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMulticastAddDevice`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -11545,7 +11545,7 @@ pub unsafe fn multicast_add_device(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMulticastBindAddr`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_SYSTEM_NOT_READY`](cuda_sys::CUresult::CUDA_ERROR_SYSTEM_NOT_READY), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMulticastBindAddr`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_SYSTEM_NOT_READY`](cuda_sys::CUresult::CUDA_ERROR_SYSTEM_NOT_READY), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE).
 ///
 /// # Safety
 ///
@@ -11582,7 +11582,7 @@ pub unsafe fn multicast_bind_addr(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMulticastBindMem`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_SYSTEM_NOT_READY`](cuda_sys::CUresult::CUDA_ERROR_SYSTEM_NOT_READY), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMulticastBindMem`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_SYSTEM_NOT_READY`](cuda_sys::CUresult::CUDA_ERROR_SYSTEM_NOT_READY), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE).
 ///
 /// # Safety
 ///
@@ -11618,7 +11618,7 @@ pub unsafe fn multicast_bind_mem(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMulticastCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMulticastCreate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -11647,7 +11647,7 @@ pub unsafe fn multicast_create(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMulticastGetGranularity`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMulticastGetGranularity`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -11679,7 +11679,7 @@ pub unsafe fn multicast_get_granularity(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuMulticastUnbind`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMulticastUnbind`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -11710,7 +11710,7 @@ pub unsafe fn multicast_unbind(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuOccupancyAvailableDynamicSMemPerBlock`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuOccupancyAvailableDynamicSMemPerBlock`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -11749,7 +11749,7 @@ pub unsafe fn occupancy_available_dynamic_smem_per_block(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuOccupancyMaxActiveBlocksPerMultiprocessor`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuOccupancyMaxActiveBlocksPerMultiprocessor`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -11789,7 +11789,7 @@ pub unsafe fn occupancy_max_active_blocks_per_multiprocessor(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -11829,7 +11829,7 @@ pub unsafe fn occupancy_max_active_blocks_per_multiprocessor_with_flags(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuOccupancyMaxActiveClusters`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_CLUSTER_SIZE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CLUSTER_SIZE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuOccupancyMaxActiveClusters`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_CLUSTER_SIZE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CLUSTER_SIZE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -11865,7 +11865,7 @@ pub unsafe fn occupancy_max_active_clusters(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuOccupancyMaxPotentialBlockSize`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuOccupancyMaxPotentialBlockSize`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -11913,7 +11913,7 @@ pub unsafe fn occupancy_max_potential_block_size(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuOccupancyMaxPotentialBlockSizeWithFlags`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuOccupancyMaxPotentialBlockSizeWithFlags`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -11959,7 +11959,7 @@ pub unsafe fn occupancy_max_potential_block_size_with_flags(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuOccupancyMaxPotentialClusterSize`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuOccupancyMaxPotentialClusterSize`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -11991,7 +11991,7 @@ pub unsafe fn occupancy_max_potential_cluster_size(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuParamSetSize`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuParamSetSize`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -12023,7 +12023,7 @@ pub unsafe fn param_set_size(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuParamSetTexRef`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuParamSetTexRef`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -12055,7 +12055,7 @@ pub unsafe fn param_set_tex_ref(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuParamSetf`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuParamSetf`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -12086,7 +12086,7 @@ pub unsafe fn param_setf(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuParamSeti`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuParamSeti`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -12118,7 +12118,7 @@ pub unsafe fn param_seti(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuParamSetv`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuParamSetv`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -12151,7 +12151,7 @@ pub unsafe fn param_setv(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuPointerGetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuPointerGetAttribute`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// # Safety
 ///
@@ -12184,7 +12184,7 @@ pub unsafe fn pointer_get_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuPointerGetAttributes`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuPointerGetAttributes`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// # Safety
 ///
@@ -12229,7 +12229,7 @@ pub unsafe fn pointer_get_attributes(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuPointerSetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuPointerSetAttribute`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// # Safety
 ///
@@ -12260,7 +12260,7 @@ pub unsafe fn pointer_set_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuSignalExternalSemaphoresAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuSignalExternalSemaphoresAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -12310,7 +12310,7 @@ pub unsafe fn signal_external_semaphores_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamAddCallback`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamAddCallback`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -12346,7 +12346,7 @@ pub unsafe fn stream_add_callback(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamAttachMemAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamAttachMemAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -12380,7 +12380,7 @@ pub unsafe fn stream_attach_mem_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamBatchMemOp`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamBatchMemOp`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -12418,7 +12418,7 @@ pub unsafe fn stream_batch_mem_op(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamBeginCapture`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamBeginCapture`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -12451,7 +12451,7 @@ pub unsafe fn stream_begin_capture(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamBeginCaptureToGraph`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamBeginCaptureToGraph`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -12508,7 +12508,7 @@ pub unsafe fn stream_begin_capture_to_graph(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamCopyAttributes`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamCopyAttributes`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -12535,7 +12535,7 @@ pub unsafe fn stream_copy_attributes(dst: CUstream, src: CUstream) -> Result<()>
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamCreate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// NVIDIA reference: `cuStreamCreate` in [Stream Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html).
 pub fn stream_create(flags: ::core::ffi::c_uint) -> Result<CUstream> {
@@ -12558,7 +12558,7 @@ pub fn stream_create(flags: ::core::ffi::c_uint) -> Result<CUstream> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamCreateWithPriority`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamCreateWithPriority`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// NVIDIA reference: `cuStreamCreateWithPriority` in [Stream Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html).
 pub fn stream_create_with_priority(
@@ -12583,7 +12583,7 @@ pub fn stream_create_with_priority(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamDestroy`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -12612,7 +12612,7 @@ pub unsafe fn stream_destroy(h_stream: CUstream) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamEndCapture`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD`](cuda_sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamEndCapture`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD`](cuda_sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD).
 ///
 /// # Safety
 ///
@@ -12639,7 +12639,7 @@ pub unsafe fn stream_end_capture(h_stream: CUstream) -> Result<CUgraph> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamGetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamGetAttribute`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -12675,7 +12675,7 @@ pub unsafe fn stream_get_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamGetCaptureInfo`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_STREAM_CAPTURE_IMPLICIT`](cuda_sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_IMPLICIT), [`CUDA_ERROR_LOSSY_QUERY`](cuda_sys::CUresult::CUDA_ERROR_LOSSY_QUERY).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamGetCaptureInfo`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_STREAM_CAPTURE_IMPLICIT`](cuda_sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_IMPLICIT), [`CUDA_ERROR_LOSSY_QUERY`](cuda_sys::CUresult::CUDA_ERROR_LOSSY_QUERY).
 ///
 /// # Safety
 ///
@@ -12725,7 +12725,7 @@ pub unsafe fn stream_get_capture_info(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamGetCtx`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamGetCtx`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -12755,7 +12755,7 @@ pub unsafe fn stream_get_ctx(h_stream: CUstream) -> Result<CUcontext> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamGetCtx_v2`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamGetCtx_v2`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -12783,7 +12783,7 @@ pub unsafe fn stream_get_ctx_v2(h_stream: CUstream) -> Result<(CUcontext, CUgree
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamGetDevice`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamGetDevice`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -12809,7 +12809,7 @@ pub unsafe fn stream_get_device(h_stream: CUstream) -> Result<CUdevice> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamGetFlags`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamGetFlags`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -12837,7 +12837,7 @@ pub unsafe fn stream_get_flags(h_stream: CUstream) -> Result<::core::ffi::c_uint
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamGetGreenCtx`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamGetGreenCtx`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -12865,7 +12865,7 @@ pub unsafe fn stream_get_green_ctx(h_stream: CUstream) -> Result<CUgreenCtx> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamGetId`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamGetId`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -12891,7 +12891,7 @@ pub unsafe fn stream_get_id(h_stream: CUstream) -> Result<::core::ffi::c_ulonglo
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamGetPriority`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamGetPriority`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -12917,7 +12917,7 @@ pub unsafe fn stream_get_priority(h_stream: CUstream) -> Result<::core::ffi::c_i
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamIsCapturing`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_STREAM_CAPTURE_IMPLICIT`](cuda_sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_IMPLICIT).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamIsCapturing`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_STREAM_CAPTURE_IMPLICIT`](cuda_sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_IMPLICIT).
 ///
 /// # Safety
 ///
@@ -12942,7 +12942,7 @@ pub unsafe fn stream_is_capturing(h_stream: CUstream) -> Result<CUstreamCaptureS
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamQuery`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_READY`](cuda_sys::CUresult::CUDA_ERROR_NOT_READY).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamQuery`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_READY`](cuda_sys::CUresult::CUDA_ERROR_NOT_READY).
 ///
 /// # Safety
 ///
@@ -12969,7 +12969,7 @@ pub unsafe fn stream_query(h_stream: CUstream) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamSetAttribute`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamSetAttribute`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -12997,7 +12997,7 @@ pub unsafe fn stream_set_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamSynchronize`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamSynchronize`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -13028,7 +13028,7 @@ pub unsafe fn stream_synchronize(h_stream: CUstream) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamUpdateCaptureDependencies`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamUpdateCaptureDependencies`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE).
 ///
 /// # Safety
 ///
@@ -13080,7 +13080,7 @@ pub unsafe fn stream_update_capture_dependencies(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamWaitEvent`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamWaitEvent`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -13114,7 +13114,7 @@ pub unsafe fn stream_wait_event(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamWaitValue32`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamWaitValue32`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -13149,7 +13149,7 @@ pub unsafe fn stream_wait_value32(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamWaitValue64`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamWaitValue64`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -13184,7 +13184,7 @@ pub unsafe fn stream_wait_value64(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamWriteValue32`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamWriteValue32`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -13218,7 +13218,7 @@ pub unsafe fn stream_write_value32(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuStreamWriteValue64`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamWriteValue64`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -13250,7 +13250,7 @@ pub unsafe fn stream_write_value64(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuSurfObjectCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuSurfObjectCreate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -13279,7 +13279,7 @@ pub unsafe fn surf_object_create(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuSurfObjectDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuSurfObjectDestroy`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -13303,7 +13303,7 @@ pub unsafe fn surf_object_destroy(surf_object: CUsurfObject) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuSurfObjectGetResourceDesc`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuSurfObjectGetResourceDesc`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -13331,7 +13331,7 @@ pub unsafe fn surf_object_get_resource_desc(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuSurfRefGetArray`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuSurfRefGetArray`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -13362,7 +13362,7 @@ pub unsafe fn surf_ref_get_array(h_surf_ref: CUsurfref) -> Result<CUarray> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuSurfRefSetArray`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuSurfRefSetArray`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -13408,7 +13408,7 @@ pub unsafe fn surf_ref_set_array(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTensorMapEncodeIm2col`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTensorMapEncodeIm2col`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -13491,7 +13491,7 @@ pub unsafe fn tensor_map_encode_im2col(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTensorMapEncodeIm2colWide`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTensorMapEncodeIm2colWide`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -13573,7 +13573,7 @@ pub unsafe fn tensor_map_encode_im2col_wide(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTensorMapEncodeTiled`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTensorMapEncodeTiled`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -13637,7 +13637,7 @@ pub unsafe fn tensor_map_encode_tiled(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTensorMapReplaceAddress`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTensorMapReplaceAddress`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -13669,7 +13669,7 @@ pub unsafe fn tensor_map_replace_address(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexObjectCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexObjectCreate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -13708,7 +13708,7 @@ pub unsafe fn tex_object_create(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexObjectDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexObjectDestroy`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -13732,7 +13732,7 @@ pub unsafe fn tex_object_destroy(tex_object: CUtexObject) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexObjectGetResourceDesc`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexObjectGetResourceDesc`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -13762,7 +13762,7 @@ pub unsafe fn tex_object_get_resource_desc(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexObjectGetResourceViewDesc`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexObjectGetResourceViewDesc`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -13792,7 +13792,7 @@ pub unsafe fn tex_object_get_resource_view_desc(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexObjectGetTextureDesc`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexObjectGetTextureDesc`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -13821,7 +13821,7 @@ pub unsafe fn tex_object_get_texture_desc(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefCreate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuTexRefCreate` in [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html).
 #[deprecated(note = "deprecated in cuda.h")]
@@ -13844,7 +13844,7 @@ pub fn tex_ref_create() -> Result<CUtexref> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefDestroy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefDestroy`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -13870,7 +13870,7 @@ pub unsafe fn tex_ref_destroy(h_tex_ref: CUtexref) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefGetAddress`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefGetAddress`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -13901,7 +13901,7 @@ pub unsafe fn tex_ref_get_address(h_tex_ref: CUtexref) -> Result<CUdeviceptr> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefGetAddressMode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefGetAddressMode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -13932,7 +13932,7 @@ pub unsafe fn tex_ref_get_address_mode(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefGetArray`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefGetArray`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -13960,7 +13960,7 @@ pub unsafe fn tex_ref_get_array(h_tex_ref: CUtexref) -> Result<CUarray> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefGetBorderColor`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefGetBorderColor`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -13988,7 +13988,7 @@ pub unsafe fn tex_ref_get_border_color(h_tex_ref: CUtexref) -> Result<f32> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefGetFilterMode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefGetFilterMode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14016,7 +14016,7 @@ pub unsafe fn tex_ref_get_filter_mode(h_tex_ref: CUtexref) -> Result<CUfilter_mo
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefGetFlags`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefGetFlags`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14047,7 +14047,7 @@ pub unsafe fn tex_ref_get_flags(h_tex_ref: CUtexref) -> Result<::core::ffi::c_ui
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefGetFormat`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefGetFormat`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14081,7 +14081,7 @@ pub unsafe fn tex_ref_get_format(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefGetMaxAnisotropy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefGetMaxAnisotropy`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14111,7 +14111,7 @@ pub unsafe fn tex_ref_get_max_anisotropy(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefGetMipmapFilterMode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefGetMipmapFilterMode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14141,7 +14141,7 @@ pub unsafe fn tex_ref_get_mipmap_filter_mode(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefGetMipmapLevelBias`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefGetMipmapLevelBias`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14170,7 +14170,7 @@ pub unsafe fn tex_ref_get_mipmap_level_bias(h_tex_ref: CUtexref) -> Result<f32> 
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefGetMipmapLevelClamp`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefGetMipmapLevelClamp`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14206,7 +14206,7 @@ pub unsafe fn tex_ref_get_mipmap_level_clamp(h_tex_ref: CUtexref) -> Result<(f32
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefGetMipmappedArray`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefGetMipmappedArray`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14241,7 +14241,7 @@ pub unsafe fn tex_ref_get_mipmapped_array(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefSetAddress`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefSetAddress`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14278,7 +14278,7 @@ pub unsafe fn tex_ref_set_address(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefSetAddress2D`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefSetAddress2D`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14314,7 +14314,7 @@ pub unsafe fn tex_ref_set_address_2d(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefSetAddressMode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefSetAddressMode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14347,7 +14347,7 @@ pub unsafe fn tex_ref_set_address_mode(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefSetArray`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefSetArray`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14380,7 +14380,7 @@ pub unsafe fn tex_ref_set_array(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefSetBorderColor`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefSetBorderColor`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14412,7 +14412,7 @@ pub unsafe fn tex_ref_set_border_color(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefSetFilterMode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefSetFilterMode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14441,7 +14441,7 @@ pub unsafe fn tex_ref_set_filter_mode(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefSetFlags`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefSetFlags`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14471,7 +14471,7 @@ pub unsafe fn tex_ref_set_flags(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefSetFormat`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefSetFormat`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14503,7 +14503,7 @@ pub unsafe fn tex_ref_set_format(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefSetMaxAnisotropy`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefSetMaxAnisotropy`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14534,7 +14534,7 @@ pub unsafe fn tex_ref_set_max_anisotropy(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefSetMipmapFilterMode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefSetMipmapFilterMode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14565,7 +14565,7 @@ pub unsafe fn tex_ref_set_mipmap_filter_mode(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefSetMipmapLevelBias`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefSetMipmapLevelBias`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14597,7 +14597,7 @@ pub unsafe fn tex_ref_set_mipmap_level_bias(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefSetMipmapLevelClamp`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefSetMipmapLevelClamp`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14636,7 +14636,7 @@ pub unsafe fn tex_ref_set_mipmap_level_clamp(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuTexRefSetMipmappedArray`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefSetMipmappedArray`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14666,7 +14666,7 @@ pub unsafe fn tex_ref_set_mipmapped_array(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuThreadExchangeStreamCaptureMode`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuThreadExchangeStreamCaptureMode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14697,7 +14697,7 @@ pub unsafe fn thread_exchange_stream_capture_mode(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuUserObjectCreate`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuUserObjectCreate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14733,7 +14733,7 @@ pub unsafe fn user_object_create(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuUserObjectRelease`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuUserObjectRelease`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14762,7 +14762,7 @@ pub unsafe fn user_object_release(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuUserObjectRetain`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuUserObjectRetain`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14791,7 +14791,7 @@ pub unsafe fn user_object_retain(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`] naming `cuWaitExternalSemaphoresAsync`; a driver without it gives [`Error::DriverNotFound`] or [`Error::NotSupported`]. Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`] before the driver is called. The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_TIMEOUT).
+/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuWaitExternalSemaphoresAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_TIMEOUT).
 ///
 /// # Safety
 ///

@@ -405,7 +405,7 @@ pub fn driver(specs: &Specs) -> Result<TokenStream> {
          Out-parameters are returned in `Ok`, a pointer with its count is a slice (several slices sharing one \
          count are each checked against it), an optional array is an `Option` (`None` passes null), a \
          caller-sized output fills a `&mut` slice and returns the count, and a failing `CUresult` is an \
-         [`Error`] naming the call."
+         [`Error`](crate::Error) naming the call."
     );
     let doc = docs::inner_attrs(&doc);
     Ok(quote! {
@@ -834,8 +834,8 @@ fn wrapper(g: &GroupFile, f: &Function, types: &TypeInfo) -> Result<TokenStream>
         doc.push('.');
     }
     doc.push_str(&format!(
-        "\n\n# Errors\n\nA failing `CUresult` is [`Error::Driver`] naming `{c_name}`; a driver without it gives \
-         [`Error::DriverNotFound`] or [`Error::NotSupported`]."
+        "\n\n# Errors\n\nA failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `{c_name}`; a driver without it gives \
+         [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported)."
     ));
     if shapes
         .iter()
@@ -843,7 +843,7 @@ fn wrapper(g: &GroupFile, f: &Function, types: &TypeInfo) -> Result<TokenStream>
     {
         doc.push_str(
             " Slices whose lengths differ, or a length the C count cannot hold, give \
-             [`Error::InvalidArgument`] before the driver is called.",
+             [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called.",
         );
     }
     let codes: Vec<String> = f
