@@ -138,7 +138,8 @@ impl Context {
         if CURRENT.with(Cell::get) == self.inner.raw {
             return Ok(());
         }
-        driver::ctx_set_current(self.inner.raw)?;
+        // SAFETY: `self.inner.raw` is this context, alive while `self` is.
+        unsafe { driver::ctx_set_current(self.inner.raw)? };
         CURRENT.with(|c| c.set(self.inner.raw));
         Ok(())
     }

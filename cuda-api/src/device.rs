@@ -1,6 +1,5 @@
 //! Driver initialisation and devices, with attributes queried once and cached.
 
-use std::ffi::c_char;
 use std::fmt;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -80,19 +79,12 @@ impl Device {
 
     fn open(ordinal: i32) -> Result<Device> {
         let raw = driver::device_get(ordinal)?;
-        let mut buf = [0 as c_char; 256];
-        // SAFETY: the slice is a valid buffer of its length; the driver NUL-terminates.
-        unsafe { driver::device_get_name(&mut buf, raw)? };
-        let bytes: Vec<u8> = buf
-            .iter()
-            .take_while(|c| **c != 0)
-            .map(|c| *c as u8)
-            .collect();
+        let name = driver::device_get_name(raw)?;
         Ok(Device {
             inner: Arc::new(DeviceInner {
                 ordinal,
                 raw,
-                name: String::from_utf8_lossy(&bytes).into_owned(),
+                name,
                 attrs: [const { AtomicI64::new(UNKNOWN) }; ATTR_SLOTS],
                 limits: OnceLock::new(),
             }),

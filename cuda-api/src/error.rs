@@ -390,6 +390,52 @@ pub fn check(code: CUresult, call: &'static str) -> Result<()> {
     Err(fail(code, call))
 }
 
+/// The one length that several slices sharing a C count must have, converted
+/// to the count's C type (used by the generated thin layer).
+///
+/// `slices` lists each slice's Rust parameter name with its length, `None`
+/// for an optional slice passed as `None` (it is not counted). Every present
+/// slice must have the length of the first; with none present the count is
+/// 0.
+///
+/// # Errors
+///
+/// [`Error::InvalidArgument`] naming `call` and the slice whose length
+/// differs (the message names both slices and both lengths), or naming
+/// `count` when the length does not fit `T`.
+pub fn shared_len<T: TryFrom<usize>>(
+    call: &'static str,
+    count: &'static str,
+    slices: &[(&'static str, Option<usize>)],
+) -> Result<T> {
+    let mut first: Option<(&str, usize)> = None;
+    for &(name, len) in slices {
+        let Some(len) = len else { continue };
+        match first {
+            None => first = Some((name, len)),
+            Some((first_name, first_len)) if first_len != len => {
+                return Err(Error::invalid_argument(
+                    call,
+                    name,
+                    format!(
+                        "`{name}` has {len} elements but `{first_name}` has {first_len}; \
+                         both are counted by `{count}`, so they must have the same length"
+                    ),
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    let len = first.map_or(0, |(_, l)| l);
+    T::try_from(len).map_err(|_| {
+        Error::invalid_argument(
+            call,
+            count,
+            format!("the length {len} does not fit the C type of `{count}`"),
+        )
+    })
+}
+
 #[cold]
 fn fail(code: CUresult, call: &'static str) -> Error {
     if code == CUresult::CUDA_ERROR_NOT_FOUND

@@ -238,10 +238,16 @@ impl Function {
         ctx.bind()?;
         let func = match self.handle {
             Handle::Function(f) => f,
-            Handle::Kernel(k) => driver::kernel_get_function(k).map_err(|e| self.err(e))?,
+            Handle::Kernel(k) => {
+                // SAFETY: `k` belongs to a library kept loaded by `self`, and
+                // `ctx` (checked against it above) is current.
+                unsafe { driver::kernel_get_function(k) }.map_err(|e| self.err(e))?
+            }
         };
         let attr = |a| {
-            driver::func_get_attribute(a, func)
+            // SAFETY: `func` is a function of a module or library kept loaded
+            // by `self`, resolved in the current context.
+            unsafe { driver::func_get_attribute(a, func) }
                 .map(|v| v as u32)
                 .map_err(|e| self.err(e))
         };
@@ -262,7 +268,9 @@ impl Function {
     pub fn attribute(&self, ctx: &Context, attr: CUfunction_attribute) -> Result<i32> {
         self.with_facts(ctx, |f| {
             ctx.bind()?;
-            driver::func_get_attribute(attr, f.func).map_err(|e| self.err(e))
+            // SAFETY: `f.func` was resolved for `ctx`, which is current, and
+            // its module or library is kept loaded by `self`.
+            unsafe { driver::func_get_attribute(attr, f.func) }.map_err(|e| self.err(e))
         })
     }
 
@@ -277,8 +285,13 @@ impl Function {
         self.with_facts(ctx, |f| {
             ctx.bind()?;
             let attr = CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
-            driver::func_set_attribute(f.func, attr, bytes as i32).map_err(|e| self.err(e))?;
-            let max = driver::func_get_attribute(attr, f.func).map_err(|e| self.err(e))? as u32;
+            // SAFETY: `f.func` was resolved for `ctx`, which is current, and
+            // its module or library is kept loaded by `self`.
+            unsafe { driver::func_set_attribute(f.func, attr, bytes as i32) }
+                .map_err(|e| self.err(e))?;
+            // SAFETY: as above.
+            let max = unsafe { driver::func_get_attribute(attr, f.func) }
+                .map_err(|e| self.err(e))? as u32;
             f.dynamic_smem.store(max, Ordering::Relaxed);
             Ok(())
         })
@@ -304,11 +317,15 @@ impl Function {
         if let Some(v) = cache(&facts.occupancy) {
             return Ok(v);
         }
-        let v = driver::occupancy_max_active_blocks_per_multiprocessor(
-            facts.func,
-            block_threads as i32,
-            shared_mem_bytes as usize,
-        )
+        // SAFETY: `facts.func` was resolved for the current context and its
+        // module or library is kept loaded by `self`.
+        let v = unsafe {
+            driver::occupancy_max_active_blocks_per_multiprocessor(
+                facts.func,
+                block_threads as i32,
+                shared_mem_bytes as usize,
+            )
+        }
         .map_err(|e| self.err(e))? as u32;
         if let Ok(mut c) = facts.occupancy.lock() {
             c.put(block_threads, shared_mem_bytes, v);
@@ -358,9 +375,13 @@ impl Function {
         let mut out = Vec::new();
         // The driver allows up to 32 KiB of parameters: at most 32764 one-byte ones.
         for i in 0..=32768 {
-            let r = match self.handle {
-                Handle::Function(f) => driver::func_get_param_info(f, i),
-                Handle::Kernel(k) => driver::kernel_get_param_info(k, i),
+            // SAFETY: the function or kernel belongs to a module or library
+            // kept loaded by `self`; its home context (if any) is current.
+            let r = unsafe {
+                match self.handle {
+                    Handle::Function(f) => driver::func_get_param_info(f, i),
+                    Handle::Kernel(k) => driver::kernel_get_param_info(k, i),
+                }
             };
             match r {
                 Ok((offset, size)) => out.push(ParamSlot { offset, size }),

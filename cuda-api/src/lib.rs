@@ -49,7 +49,7 @@
 #![deny(missing_docs)]
 
 #[rustfmt::skip]
-#[allow(clippy::all, non_snake_case, deprecated)]
+#[allow(clippy::all, deprecated)]
 mod generated;
 
 pub mod args;

@@ -227,16 +227,9 @@ impl Library {
         init()?;
         let data = prepare(image);
         // SAFETY: `data` is a complete image that outlives the call; no options.
-        let raw = unsafe {
-            driver::library_load_data(
-                data.as_ptr().cast(),
-                None,
-                std::ptr::null_mut(),
-                None,
-                std::ptr::null_mut(),
-            )
-        }
-        .map_err(|e| load_error(e, image))?;
+        let raw =
+            unsafe { driver::library_load_data(data.as_ptr().cast(), None, None, None, None) }
+                .map_err(|e| load_error(e, image))?;
         Ok(Library {
             inner: Arc::new(LibraryInner { raw }),
         })

@@ -121,13 +121,16 @@ impl Stream {
     /// also kept by the context ([`Context::sticky_error`]).
     pub fn synchronize(&self) -> Result<()> {
         self.inner.ctx.bind()?;
-        driver::stream_synchronize(self.inner.raw).map_err(|e| self.inner.ctx.note(e))
+        // SAFETY: the stream is alive while `self` is; its context is current.
+        unsafe { driver::stream_synchronize(self.inner.raw) }.map_err(|e| self.inner.ctx.note(e))
     }
 
     /// Makes later work on this stream wait for `event`.
     pub fn wait(&self, event: &Event) -> Result<()> {
         self.inner.ctx.bind()?;
-        driver::stream_wait_event(self.inner.raw, event.raw, 0)
+        // SAFETY: the stream and the event are alive while `self` and `event`
+        // are borrowed; the stream's context is current.
+        unsafe { driver::stream_wait_event(self.inner.raw, event.raw, 0) }
     }
 
     /// Runs `f` with a [`Scope`] in which asynchronous copies between host
@@ -170,19 +173,23 @@ impl Event {
     /// Records the event at the current end of `stream`.
     pub fn record(&self, stream: &Stream) -> Result<()> {
         self.ctx.bind()?;
-        driver::event_record(self.raw, stream.raw())
+        // SAFETY: the event and the stream are alive while borrowed; the
+        // event's context is current.
+        unsafe { driver::event_record(self.raw, stream.raw()) }
     }
 
     /// Waits until the event has completed.
     pub fn synchronize(&self) -> Result<()> {
         self.ctx.bind()?;
-        driver::event_synchronize(self.raw).map_err(|e| self.ctx.note(e))
+        // SAFETY: the event is alive while `self` is.
+        unsafe { driver::event_synchronize(self.raw) }.map_err(|e| self.ctx.note(e))
     }
 
     /// Milliseconds from `self` to `end` (both recorded and completed).
     pub fn elapsed_ms(&self, end: &Event) -> Result<f32> {
         self.ctx.bind()?;
-        driver::event_elapsed_time(self.raw, end.raw)
+        // SAFETY: both events are alive while borrowed.
+        unsafe { driver::event_elapsed_time(self.raw, end.raw) }
     }
 
     /// The raw handle.

@@ -1,4 +1,5 @@
-//! The typed launch API refuses, at compile time, arguments that do not fit
+//! Safe code cannot call a thin-layer wrapper that takes a raw handle
+//! (`tests/ui/handle_wrapper_needs_unsafe.rs`). The typed launch API refuses, at compile time, arguments that do not fit
 //! the declared parameter types: a value of another type, and `&buffer`
 //! where the kernel may write (`DevicePtr<T>` needs `&mut buffer`).
 

@@ -137,6 +137,7 @@ fn open() -> Result<Driver, LoaderError> {
                     unsafe { lib.get::<GetProcAddress>(b"cuGetProcAddress_v2\0") }
                         .ok()
                         .map(|s| *s);
+                // SAFETY: as above: `cuDriverGetVersion(int *)` as in cuda.h.
                 let get_version = unsafe { lib.get::<DriverGetVersion>(b"cuDriverGetVersion\0") }
                     .ok()
                     .map(|s| *s);

@@ -20,9 +20,11 @@ static ALLOCS: AtomicUsize = AtomicUsize::new(0);
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         ALLOCS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's layout contract is passed on unchanged.
         unsafe { System.alloc(l) }
     }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: `p` came from `alloc` above with layout `l` (the caller's contract).
         unsafe { System.dealloc(p, l) }
     }
 }
@@ -103,6 +105,8 @@ fn main() {
         (
             "raw cuLaunchKernel",
             0,
+            // SAFETY: `f`, `s` and the parameter array `pp` (pointers to live
+            // locals matching the kernel's parameters) outlive the benchmark.
             Box::new(|| unsafe {
                 let r =
                     cuda_sys::cuLaunchKernel(f, 1, 1, 1, 256, 1, 1, 0, s, pp, std::ptr::null_mut());
@@ -117,6 +121,8 @@ fn main() {
         (
             "raw cuLaunchCooperativeKernel",
             2,
+            // SAFETY: `f`, `s` and the parameter array `pp` (pointers to live
+            // locals matching the kernel's parameters) outlive the benchmark.
             Box::new(|| unsafe {
                 let r = cuda_sys::cuLaunchCooperativeKernel(f, 1, 1, 1, 256, 1, 1, 0, s, pp);
                 assert!(r.is_success());
@@ -133,6 +139,8 @@ fn main() {
         (
             "raw cuLaunchKernelEx (cooperative attr)",
             2,
+            // SAFETY: `f`, `s` and the parameter array `pp` (pointers to live
+            // locals matching the kernel's parameters) outlive the benchmark.
             Box::new(|| unsafe {
                 let r = cuda_sys::cuLaunchKernelEx(&ex_cfg, f, pp, std::ptr::null_mut());
                 assert!(r.is_success());
@@ -141,6 +149,8 @@ fn main() {
         (
             "raw cuLaunchKernelEx (no attributes)",
             0,
+            // SAFETY: `f`, `s` and the parameter array `pp` (pointers to live
+            // locals matching the kernel's parameters) outlive the benchmark.
             Box::new(|| unsafe {
                 let r = cuda_sys::cuLaunchKernelEx(&plain_cfg, f, pp, std::ptr::null_mut());
                 assert!(r.is_success());

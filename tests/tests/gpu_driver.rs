@@ -16,15 +16,20 @@ fn driver_loads_and_reports_devices() {
         loader::resolve("cuInit").err()
     );
     let mut version = 0;
+    // SAFETY: a valid out-pointer to a local.
     assert!(unsafe { cuDriverGetVersion(&mut version) }.is_success());
     assert!(version >= 13000, "driver supports CUDA {version}");
     let mut count = 0;
+    // SAFETY: a valid out-pointer to a local.
     assert!(unsafe { cuDeviceGetCount(&mut count) }.is_success());
     assert!(count >= 1);
     let mut dev = 0;
+    // SAFETY: a valid out-pointer to a local and a plain ordinal.
     assert!(unsafe { cuDeviceGet(&mut dev, 0) }.is_success());
     let mut name = [0 as std::ffi::c_char; 128];
+    // SAFETY: the buffer holds the 128 bytes passed as its length.
     assert!(unsafe { cuDeviceGetName(name.as_mut_ptr(), 128, dev) }.is_success());
+    // SAFETY: the driver wrote a NUL-terminated name into the buffer.
     let name = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }
         .to_string_lossy()
         .into_owned();
@@ -84,7 +89,8 @@ fn functions_with_two_abis_are_called_with_their_own() {
     cuda_api::driver::ctx_synchronize().unwrap();
     let stream = cuda_api::Stream::new(&ctx).unwrap();
     assert_eq!(
-        cuda_api::driver::stream_get_ctx(stream.raw()).unwrap(),
+        // SAFETY: `stream` is alive for the whole call.
+        unsafe { cuda_api::driver::stream_get_ctx(stream.raw()) }.unwrap(),
         ctx.raw()
     );
     for name in ["cuCtxGetDevice", "cuCtxSynchronize", "cuStreamGetCtx"] {

@@ -13,6 +13,7 @@ fn missing_driver_is_an_error_value_naming_the_paths_tried() {
     assert_eq!(unsafe { cuInit(0) }, CUresult::CUDA_ERROR_NOT_FOUND);
     let mut n = -1;
     assert_eq!(
+        // SAFETY: a valid out-pointer to a local.
         unsafe { cuDeviceGetCount(&mut n) },
         CUresult::CUDA_ERROR_NOT_FOUND
     );

@@ -29,7 +29,7 @@ pub struct Location {
 
 /// Asks the driver where `address` lives.
 pub fn locate(address: CUdeviceptr) -> Result<Location> {
-    let mut attrs = [
+    let attrs = [
         CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
         CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
         CUpointer_attribute::CU_POINTER_ATTRIBUTE_IS_MANAGED,
@@ -45,7 +45,7 @@ pub fn locate(address: CUdeviceptr) -> Result<Location> {
     // SAFETY: three attributes, three pointers to values of at least the
     // size the driver writes for each (unsigned int, int, bool in a u32),
     // alive for the call. The driver accepts any address here.
-    unsafe { cuda_api::driver::pointer_get_attributes(&mut attrs, data.as_mut_ptr(), address) }?;
+    unsafe { cuda_api::driver::pointer_get_attributes(&attrs, &mut data, address) }?;
     Ok(Location {
         memory_type,
         device,
@@ -76,7 +76,7 @@ pub fn enable_peer_access(from: Device, to: Device) -> Result<()> {
             message: format!("peer access is between CUDA devices, not {from} and {to}"),
         });
     };
-    if cuda_api::driver::device_can_access_peer(a, b)? == 0 {
+    if !cuda_api::driver::device_can_access_peer(a, b)? {
         return Err(Error::Unsupported {
             kernel: String::new(),
             message: format!(
@@ -86,7 +86,9 @@ pub fn enable_peer_access(from: Device, to: Device) -> Result<()> {
     }
     let target = to.context()?;
     from.context()?.bind()?;
-    match cuda_api::driver::ctx_enable_peer_access(target.raw(), 0) {
+    // SAFETY: `target` is a primary context held by `to` for as long as the
+    // device exists; `from`'s context is current.
+    match unsafe { cuda_api::driver::ctx_enable_peer_access(target.raw(), 0) } {
         Ok(()) => {}
         Err(e)
             if e.driver()
@@ -172,7 +174,7 @@ fn checked(array: &Array, launch: Device, refuse: &dyn Fn(String) -> Result<()>)
         2 => {
             if peer_enabled(dev, loc.device) {
                 Ok(())
-            } else if cuda_api::driver::device_can_access_peer(dev, loc.device).unwrap_or(0) == 0 {
+            } else if !cuda_api::driver::device_can_access_peer(dev, loc.device).unwrap_or(false) {
                 refuse(format!(
                     "the array is in device memory of cuda:{}, and cuda:{dev} cannot access that device's memory; copy it to {launch}",
                     loc.device

@@ -70,10 +70,14 @@ impl Graph {
             )));
         }
         ctx.bind()?;
-        cuda_api::driver::stream_begin_capture(
-            stream.raw(),
-            CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
-        )?;
+        // SAFETY: `stream` is borrowed, so its handle is live, and it is a
+        // stream of `ctx`, which is current.
+        unsafe {
+            cuda_api::driver::stream_begin_capture(
+                stream.raw(),
+                CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+            )
+        }?;
         let mut nodes = Vec::with_capacity(launches.len());
         let mut failed = None;
         for l in &launches {
@@ -93,7 +97,8 @@ impl Graph {
                 }
             }
         }
-        let graph = cuda_api::driver::stream_end_capture(stream.raw());
+        // SAFETY: as above; the capture begun there ends here.
+        let graph = unsafe { cuda_api::driver::stream_end_capture(stream.raw()) };
         if let Some(e) = failed {
             if let Ok(g) = graph {
                 // SAFETY: the graph was just made by the capture and is not used again.
@@ -102,7 +107,9 @@ impl Graph {
             return Err(e);
         }
         let graph = graph?;
-        let exec = match cuda_api::driver::graph_instantiate(graph, 0) {
+        // SAFETY: `graph` was just made by the capture and is destroyed only
+        // with the returned `Graph` (or below).
+        let exec = match unsafe { cuda_api::driver::graph_instantiate(graph, 0) } {
             Ok(x) => x,
             Err(e) => {
                 // SAFETY: as above.
@@ -129,7 +136,9 @@ impl Graph {
             )));
         }
         self.ctx.bind()?;
-        Ok(cuda_api::driver::graph_launch(self.exec, stream.raw())?)
+        // SAFETY: `self.exec` lives as long as `self`; `stream` is borrowed and
+        // belongs to the graph's context (checked above), which is current.
+        Ok(unsafe { cuda_api::driver::graph_launch(self.exec, stream.raw()) }?)
     }
 
     /// The launches, in capture order.

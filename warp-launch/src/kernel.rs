@@ -326,8 +326,8 @@ impl KernelSpec {
         let fwd =
             unsafe { DynKernel::declare(library.function(forward)?, self.declaration(false)) }?;
         let bwd = match backward {
-            // SAFETY: as above; the backward kernel takes forward params then adjoints.
             Some(b) => {
+                // SAFETY: as above; the backward kernel takes forward params then adjoints.
                 Some(unsafe { DynKernel::declare(library.function(b)?, self.declaration(true)) }?)
             }
             None => None,

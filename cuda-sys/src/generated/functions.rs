@@ -3516,6 +3516,7 @@ pub unsafe fn cuArray3DCreate(
     pAllocateArray: *const CUDA_ARRAY3D_DESCRIPTOR,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[0].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -3525,6 +3526,7 @@ pub unsafe fn cuArray3DCreate(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pHandle, pAllocateArray) }
 }
 /// Returns the extents, element format, channel count and flags of a CUDA array as a CUDA_ARRAY3D_DESCRIPTOR; unused dimensions of 1D or 2D arrays read as 0.
@@ -3549,12 +3551,14 @@ pub unsafe fn cuArray3DGetDescriptor(
     hArray: CUarray,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[1].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUDA_ARRAY3D_DESCRIPTOR, CUarray) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pArrayDescriptor, hArray) }
 }
 /// Creates a 1D or 2D CUDA array with the width, height (0 for 1D), element format and channel count (1, 2 or 4) given in a CUDA_ARRAY_DESCRIPTOR and returns its handle. Destroy it with cuArrayDestroy.
@@ -3579,12 +3583,14 @@ pub unsafe fn cuArrayCreate(
     pAllocateArray: *const CUDA_ARRAY_DESCRIPTOR,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[2].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUarray, *const CUDA_ARRAY_DESCRIPTOR) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pHandle, pAllocateArray) }
 }
 /// Destroys a CUDA array and frees its storage; the handle must not be used afterwards. An array that is still mapped cannot be destroyed.
@@ -3605,12 +3611,14 @@ pub unsafe fn cuArrayCreate(
 #[inline]
 pub unsafe fn cuArrayDestroy(hArray: CUarray) -> CUresult {
     let Some(__entry) = SYMBOLS[3].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUarray) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hArray) }
 }
 /// Returns the width, height, element format and channel count of a CUDA array as a CUDA_ARRAY_DESCRIPTOR.
@@ -3635,12 +3643,14 @@ pub unsafe fn cuArrayGetDescriptor(
     hArray: CUarray,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[4].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUDA_ARRAY_DESCRIPTOR, CUarray) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pArrayDescriptor, hArray) }
 }
 /// Returns the size and alignment needed to map a CUDA array on the given device. Only arrays created with CUDA_ARRAY3D_DEFERRED_MAPPING are accepted.
@@ -3667,6 +3677,7 @@ pub unsafe fn cuArrayGetMemoryRequirements(
     device: CUdevice,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[5].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -3677,6 +3688,7 @@ pub unsafe fn cuArrayGetMemoryRequirements(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(memoryRequirements, array, device) }
 }
 /// Returns a CUDA array that views a single format plane, planeIdx, of a multi-planar array such as NV12. An out-of-range index or a single-plane format is rejected with CUDA_ERROR_INVALID_VALUE.
@@ -3703,12 +3715,14 @@ pub unsafe fn cuArrayGetPlane(
     planeIdx: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[6].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUarray, CUarray, ::core::ffi::c_uint) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pPlaneArray, hArray, planeIdx) }
 }
 /// Returns the tile extent and mip-tail layout of a sparse CUDA array. The array must have been created with CUDA_ARRAY3D_SPARSE by cuArrayCreate or cuArray3DCreate; for a level taken from a mipmapped array use cuMipmappedArrayGetSparseProperties instead.
@@ -3733,12 +3747,14 @@ pub unsafe fn cuArrayGetSparseProperties(
     array: CUarray,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[7].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUDA_ARRAY_SPARSE_PROPERTIES, CUarray) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(sparseProperties, array) }
 }
 /// Copies the GPU memory of a locked CUDA process into host memory and drops its GPU resources, leaving the process checkpointed. args may be NULL.
@@ -3763,6 +3779,7 @@ pub unsafe fn cuCheckpointProcessCheckpoint(
     args: *mut CUcheckpointCheckpointArgs,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[8].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -3772,6 +3789,7 @@ pub unsafe fn cuCheckpointProcessCheckpoint(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pid, args) }
 }
 /// Writes the id of the thread the driver uses for restore work in the CUDA process pid.
@@ -3796,12 +3814,14 @@ pub unsafe fn cuCheckpointProcessGetRestoreThreadId(
     tid: *mut ::core::ffi::c_int,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[9].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(::core::ffi::c_int, *mut ::core::ffi::c_int) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pid, tid) }
 }
 /// Writes the checkpoint state (running, locked, checkpointed or failed) of the CUDA process pid.
@@ -3826,12 +3846,14 @@ pub unsafe fn cuCheckpointProcessGetState(
     state: *mut CUprocessState,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[10].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(::core::ffi::c_int, *mut CUprocessState) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pid, state) }
 }
 /// Moves a running CUDA process into the locked state, where its further CUDA calls block. If the optional args set a timeout and it expires, the process stays running.
@@ -3856,6 +3878,7 @@ pub unsafe fn cuCheckpointProcessLock(
     args: *mut CUcheckpointLockArgs,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[11].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -3865,6 +3888,7 @@ pub unsafe fn cuCheckpointProcessLock(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pid, args) }
 }
 /// Brings a checkpointed CUDA process back onto GPUs, leaving it locked; args may remap every old GPU to a new one of the same chip type with enough memory. Needs persistence mode or an earlier cuInit.
@@ -3889,6 +3913,7 @@ pub unsafe fn cuCheckpointProcessRestore(
     args: *mut CUcheckpointRestoreArgs,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[12].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -3898,6 +3923,7 @@ pub unsafe fn cuCheckpointProcessRestore(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pid, args) }
 }
 /// Takes a locked CUDA process back to the running state so its CUDA calls proceed. args may be NULL.
@@ -3922,6 +3948,7 @@ pub unsafe fn cuCheckpointProcessUnlock(
     args: *mut CUcheckpointUnlockArgs,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[13].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -3931,6 +3958,7 @@ pub unsafe fn cuCheckpointProcessUnlock(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pid, args) }
 }
 /// Reads one core dump setting of the current context into value, whose type and size the caller must match to the attribute. With value NULL it only writes the needed byte count to size.
@@ -3957,6 +3985,7 @@ pub unsafe fn cuCoredumpGetAttribute(
     size: *mut usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[14].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -3967,6 +3996,7 @@ pub unsafe fn cuCoredumpGetAttribute(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(attrib, value, size) }
 }
 /// Reads one process-wide core dump setting into value; the caller must size and type value for the attribute, or pass NULL to learn the size through size.
@@ -3993,6 +4023,7 @@ pub unsafe fn cuCoredumpGetAttributeGlobal(
     size: *mut usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[15].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -4003,6 +4034,7 @@ pub unsafe fn cuCoredumpGetAttributeGlobal(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(attrib, value, size) }
 }
 /// Changes one core dump setting for the current context from the data at value; pipe and user-trigger settings cannot be set per context, and environment variables set before CUDA starts take precedence. With value NULL it only reports the expected size.
@@ -4029,6 +4061,7 @@ pub unsafe fn cuCoredumpSetAttribute(
     size: *mut usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[16].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -4039,6 +4072,7 @@ pub unsafe fn cuCoredumpSetAttribute(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(attrib, value, size) }
 }
 /// Changes one process-wide core dump setting from the data at value; environment variables set before CUDA starts take precedence, and the pipe name is fixed once user triggering is on. With value NULL it only reports the expected size.
@@ -4065,6 +4099,7 @@ pub unsafe fn cuCoredumpSetAttributeGlobal(
     size: *mut usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[17].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -4075,6 +4110,7 @@ pub unsafe fn cuCoredumpSetAttributeGlobal(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(attrib, value, size) }
 }
 /// Deprecated: bumps the usage count of the current context and writes its handle, which must later be handed to cuCtxDetach. flags must be 0 and a context must be current.
@@ -4101,12 +4137,14 @@ pub unsafe fn cuCoredumpSetAttributeGlobal(
 #[inline]
 pub unsafe fn cuCtxAttach(pctx: *mut CUcontext, flags: ::core::ffi::c_uint) -> CUresult {
     let Some(__entry) = SYMBOLS[18].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUcontext, ::core::ffi::c_uint) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pctx, flags) }
 }
 /// Creates a new context on a device with the given flags, optionally with execution-affinity or CUDA-in-graphics parameters, and makes it current on the calling thread. The caller owns it and must destroy it with cuCtxDestroy.
@@ -4135,6 +4173,7 @@ pub unsafe fn cuCtxCreate(
     dev: CUdevice,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[19].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -4146,6 +4185,7 @@ pub unsafe fn cuCtxCreate(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pctx, ctxCreateParams, flags, dev) }
 }
 /// Destroys a context and frees everything allocated in it, even if other threads still have it current. No handle or allocation from that context may be used afterwards.
@@ -4166,12 +4206,14 @@ pub unsafe fn cuCtxCreate(
 #[inline]
 pub unsafe fn cuCtxDestroy(ctx: CUcontext) -> CUresult {
     let Some(__entry) = SYMBOLS[20].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUcontext) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(ctx) }
 }
 /// Deprecated: drops one usage count of a context that is current to the thread, destroying it when the count reaches zero.
@@ -4197,12 +4239,14 @@ pub unsafe fn cuCtxDestroy(ctx: CUcontext) -> CUresult {
 #[inline]
 pub unsafe fn cuCtxDetach(ctx: CUcontext) -> CUresult {
     let Some(__entry) = SYMBOLS[21].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUcontext) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(ctx) }
 }
 /// Revokes the current context's direct access to peerContext's memory and unregisters the peer allocations it had mapped; pointers into that memory stop working from this context.
@@ -4223,12 +4267,14 @@ pub unsafe fn cuCtxDetach(ctx: CUcontext) -> CUresult {
 #[inline]
 pub unsafe fn cuCtxDisablePeerAccess(peerContext: CUcontext) -> CUresult {
     let Some(__entry) = SYMBOLS[22].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUcontext) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(peerContext) }
 }
 /// Lets the current context access all allocations of peerContext directly. Access is one-way (call it again from the other side for both directions), Flags must be 0, and hardware limits the number of peers.
@@ -4253,12 +4299,14 @@ pub unsafe fn cuCtxEnablePeerAccess(
     Flags: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[23].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUcontext, ::core::ffi::c_uint) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(peerContext, Flags) }
 }
 /// Returns a CUcontext that carries the green context's resources, needed before using it with cuCtxSetCurrent or any other call that takes a CUcontext.
@@ -4280,12 +4328,14 @@ pub unsafe fn cuCtxEnablePeerAccess(
 #[inline]
 pub unsafe fn cuCtxFromGreenCtx(pContext: *mut CUcontext, hCtx: CUgreenCtx) -> CUresult {
     let Some(__entry) = SYMBOLS[24].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUcontext, CUgreenCtx) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pContext, hCtx) }
 }
 /// Writes the API version number of a context (for example 3020); a null context means the current one.
@@ -4310,12 +4360,14 @@ pub unsafe fn cuCtxGetApiVersion(
     version: *mut ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[25].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUcontext, *mut ::core::ffi::c_uint) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(ctx, version) }
 }
 /// Writes the current context's preferred split between L1 cache and shared memory.
@@ -4336,12 +4388,14 @@ pub unsafe fn cuCtxGetApiVersion(
 #[inline]
 pub unsafe fn cuCtxGetCacheConfig(pconfig: *mut CUfunc_cache) -> CUresult {
     let Some(__entry) = SYMBOLS[26].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUfunc_cache) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pconfig) }
 }
 /// Writes the context bound to the calling thread, or null if there is none.
@@ -4362,12 +4416,14 @@ pub unsafe fn cuCtxGetCacheConfig(pconfig: *mut CUfunc_cache) -> CUresult {
 #[inline]
 pub unsafe fn cuCtxGetCurrent(pctx: *mut CUcontext) -> CUresult {
     let Some(__entry) = SYMBOLS[27].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUcontext) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pctx) }
 }
 /// Fills resource with what the context has available of the given resource type.
@@ -4394,6 +4450,7 @@ pub unsafe fn cuCtxGetDevResource(
     type_: CUdevResourceType,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[28].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -4404,6 +4461,7 @@ pub unsafe fn cuCtxGetDevResource(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hCtx, resource, type_) }
 }
 /// Writes the device that the calling thread's current context runs on.
@@ -4424,12 +4482,14 @@ pub unsafe fn cuCtxGetDevResource(
 #[inline]
 pub unsafe fn cuCtxGetDevice(device: *mut CUdevice) -> CUresult {
     let Some(__entry) = SYMBOLS[29].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUdevice) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(device) }
 }
 /// Writes the device that the given context runs on; a null context means the current one.
@@ -4451,12 +4511,14 @@ pub unsafe fn cuCtxGetDevice(device: *mut CUdevice) -> CUresult {
 #[inline]
 pub unsafe fn cuCtxGetDevice_v2(device: *mut CUdevice, ctx: CUcontext) -> CUresult {
     let Some(__entry) = SYMBOLS[30].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUdevice, CUcontext) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(device, ctx) }
 }
 /// Writes the current context's setting for one execution-affinity type, such as how many SMs it is limited to.
@@ -4481,6 +4543,7 @@ pub unsafe fn cuCtxGetExecAffinity(
     type_: CUexecAffinityType,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[31].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -4490,6 +4553,7 @@ pub unsafe fn cuCtxGetExecAffinity(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pExecAffinity, type_) }
 }
 /// Writes the flags of the calling thread's current context.
@@ -4510,12 +4574,14 @@ pub unsafe fn cuCtxGetExecAffinity(
 #[inline]
 pub unsafe fn cuCtxGetFlags(flags: *mut ::core::ffi::c_uint) -> CUresult {
     let Some(__entry) = SYMBOLS[32].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut ::core::ffi::c_uint) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(flags) }
 }
 /// Writes a numeric ID for the context that is unique for the lifetime of the process; a null context means the current one.
@@ -4540,12 +4606,14 @@ pub unsafe fn cuCtxGetId(
     ctxId: *mut ::core::ffi::c_ulonglong,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[33].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUcontext, *mut ::core::ffi::c_ulonglong) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(ctx, ctxId) }
 }
 /// Writes the current value of one resource limit of the current context.
@@ -4567,12 +4635,14 @@ pub unsafe fn cuCtxGetId(
 #[inline]
 pub unsafe fn cuCtxGetLimit(pvalue: *mut usize, limit: CUlimit) -> CUresult {
     let Some(__entry) = SYMBOLS[34].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut usize, CUlimit) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pvalue, limit) }
 }
 /// Deprecated: writes the shared memory bank width the current context uses for launches, or the hardware's fixed width on devices that cannot change it.
@@ -4598,12 +4668,14 @@ pub unsafe fn cuCtxGetLimit(pvalue: *mut usize, limit: CUlimit) -> CUresult {
 #[inline]
 pub unsafe fn cuCtxGetSharedMemConfig(pConfig: *mut CUsharedconfig) -> CUresult {
     let Some(__entry) = SYMBOLS[35].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUsharedconfig) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pConfig) }
 }
 /// Writes the numeric range of stream priorities for the current context's device, where lower numbers mean higher priority; either pointer may be null, and both get 0 when priorities are unsupported.
@@ -4628,6 +4700,7 @@ pub unsafe fn cuCtxGetStreamPriorityRange(
     greatestPriority: *mut ::core::ffi::c_int,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[36].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -4637,6 +4710,7 @@ pub unsafe fn cuCtxGetStreamPriorityRange(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(leastPriority, greatestPriority) }
 }
 /// Removes the current context from the calling thread's stack, writes its handle, and restores the context below it as current.
@@ -4657,12 +4731,14 @@ pub unsafe fn cuCtxGetStreamPriorityRange(
 #[inline]
 pub unsafe fn cuCtxPopCurrent(pctx: *mut CUcontext) -> CUresult {
     let Some(__entry) = SYMBOLS[37].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUcontext) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pctx) }
 }
 /// Pushes a context onto the calling thread's context stack, making it the current context until it is popped.
@@ -4683,12 +4759,14 @@ pub unsafe fn cuCtxPopCurrent(pctx: *mut CUcontext) -> CUresult {
 #[inline]
 pub unsafe fn cuCtxPushCurrent(ctx: CUcontext) -> CUresult {
     let Some(__entry) = SYMBOLS[38].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUcontext) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(ctx) }
 }
 /// Records into an event all work submitted to the context so far, so the event can later be queried or waited on; the event must belong to the same context.
@@ -4710,12 +4788,14 @@ pub unsafe fn cuCtxPushCurrent(ctx: CUcontext) -> CUresult {
 #[inline]
 pub unsafe fn cuCtxRecordEvent(hCtx: CUcontext, hEvent: CUevent) -> CUresult {
     let Some(__entry) = SYMBOLS[39].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUcontext, CUevent) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hCtx, hEvent) }
 }
 /// Turns every persisting line in the L2 cache back into an ordinary line for the current context; takes effect before the call returns.
@@ -4732,12 +4812,14 @@ pub unsafe fn cuCtxRecordEvent(hCtx: CUcontext, hEvent: CUevent) -> CUresult {
 #[inline]
 pub unsafe fn cuCtxResetPersistingL2Cache() -> CUresult {
     let Some(__entry) = SYMBOLS[40].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn() -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn() }
 }
 /// Sets the current context's preferred split between L1 cache and shared memory; it is only a hint and per-function settings take priority.
@@ -4758,12 +4840,14 @@ pub unsafe fn cuCtxResetPersistingL2Cache() -> CUresult {
 #[inline]
 pub unsafe fn cuCtxSetCacheConfig(config: CUfunc_cache) -> CUresult {
     let Some(__entry) = SYMBOLS[41].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUfunc_cache) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(config) }
 }
 /// Binds a context to the calling thread by replacing the top of its context stack; passing null unbinds the current one.
@@ -4784,12 +4868,14 @@ pub unsafe fn cuCtxSetCacheConfig(config: CUfunc_cache) -> CUresult {
 #[inline]
 pub unsafe fn cuCtxSetCurrent(ctx: CUcontext) -> CUresult {
     let Some(__entry) = SYMBOLS[42].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUcontext) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(ctx) }
 }
 /// Replaces the flags of the calling thread's current context.
@@ -4810,12 +4896,14 @@ pub unsafe fn cuCtxSetCurrent(ctx: CUcontext) -> CUresult {
 #[inline]
 pub unsafe fn cuCtxSetFlags(flags: ::core::ffi::c_uint) -> CUresult {
     let Some(__entry) = SYMBOLS[43].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(::core::ffi::c_uint) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(flags) }
 }
 /// Asks the current context to change a resource limit such as per-thread stack size, printf FIFO size or device heap size; the driver may round or clamp the value, so read it back with cuCtxGetLimit.
@@ -4837,12 +4925,14 @@ pub unsafe fn cuCtxSetFlags(flags: ::core::ffi::c_uint) -> CUresult {
 #[inline]
 pub unsafe fn cuCtxSetLimit(limit: CUlimit, value: usize) -> CUresult {
     let Some(__entry) = SYMBOLS[44].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUlimit, usize) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(limit, value) }
 }
 /// Deprecated: sets the shared memory bank width used by later launches in the current context; a change can add a device-side sync between launches and is ignored on devices with fixed banks.
@@ -4868,12 +4958,14 @@ pub unsafe fn cuCtxSetLimit(limit: CUlimit, value: usize) -> CUresult {
 #[inline]
 pub unsafe fn cuCtxSetSharedMemConfig(config: CUsharedconfig) -> CUresult {
     let Some(__entry) = SYMBOLS[45].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUsharedconfig) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(config) }
 }
 /// Blocks the calling thread until all work queued in its current context has finished, and reports an error if any of that work failed.
@@ -4890,12 +4982,14 @@ pub unsafe fn cuCtxSetSharedMemConfig(config: CUsharedconfig) -> CUresult {
 #[inline]
 pub unsafe fn cuCtxSynchronize() -> CUresult {
     let Some(__entry) = SYMBOLS[46].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn() -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn() }
 }
 /// Blocks until all work queued in the given context (null meaning the current one) has finished, reporting any failure from that work.
@@ -4916,12 +5010,14 @@ pub unsafe fn cuCtxSynchronize() -> CUresult {
 #[inline]
 pub unsafe fn cuCtxSynchronize_v2(ctx: CUcontext) -> CUresult {
     let Some(__entry) = SYMBOLS[47].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUcontext) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(ctx) }
 }
 /// Makes all later work submitted to the context wait on the device for the work captured in an event, without blocking the calling thread.
@@ -4943,12 +5039,14 @@ pub unsafe fn cuCtxSynchronize_v2(ctx: CUcontext) -> CUresult {
 #[inline]
 pub unsafe fn cuCtxWaitEvent(hCtx: CUcontext, hEvent: CUevent) -> CUresult {
     let Some(__entry) = SYMBOLS[48].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUcontext, CUevent) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hCtx, hEvent) }
 }
 /// Destroys an imported external memory object. Buffers and mipmapped arrays mapped from it must no longer be used, and still have to be freed with cuMemFree and cuMipmappedArrayDestroy.
@@ -4969,12 +5067,14 @@ pub unsafe fn cuCtxWaitEvent(hCtx: CUcontext, hEvent: CUevent) -> CUresult {
 #[inline]
 pub unsafe fn cuDestroyExternalMemory(extMem: CUexternalMemory) -> CUresult {
     let Some(__entry) = SYMBOLS[49].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUexternalMemory) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(extMem) }
 }
 /// Destroys an imported external semaphore and drops its reference to the underlying object; every signal and wait on it must have completed first.
@@ -4995,12 +5095,14 @@ pub unsafe fn cuDestroyExternalMemory(extMem: CUexternalMemory) -> CUresult {
 #[inline]
 pub unsafe fn cuDestroyExternalSemaphore(extSem: CUexternalSemaphore) -> CUresult {
     let Some(__entry) = SYMBOLS[50].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUexternalSemaphore) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(extSem) }
 }
 /// Builds a resource descriptor for cuGreenCtxCreate from the nbResources entries of resources, which must come from one device and, for SM resources, from a single split call.
@@ -5027,6 +5129,7 @@ pub unsafe fn cuDevResourceGenerateDesc(
     nbResources: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[51].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5037,6 +5140,7 @@ pub unsafe fn cuDevResourceGenerateDesc(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(phDesc, resources, nbResources) }
 }
 /// Splits an SM resource into groups of at least minCount SMs, writing them to result and any leftover SMs to remaining (which may be NULL). With result NULL it only reports in nbGroups how many groups it would make; otherwise nbGroups holds the array size on entry and the number of groups written on return.
@@ -5069,6 +5173,7 @@ pub unsafe fn cuDevSmResourceSplitByCount(
     minCount: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[52].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5082,6 +5187,7 @@ pub unsafe fn cuDevSmResourceSplitByCount(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(result, nbGroups, input, remaining, useFlags, minCount) }
 }
 /// Writes 1 if contexts on dev can map and access memory that lives on peerDev, else 0. A 1 means cuCtxEnablePeerAccess may succeed.
@@ -5108,12 +5214,14 @@ pub unsafe fn cuDeviceCanAccessPeer(
     peerDev: CUdevice,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[53].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut ::core::ffi::c_int, CUdevice, CUdevice) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(canAccessPeer, dev, peerDev) }
 }
 /// Deprecated since CUDA 5.0: writes the major and minor compute capability numbers of a device. Use cuDeviceGetAttribute with the compute capability attributes.
@@ -5145,6 +5253,7 @@ pub unsafe fn cuDeviceComputeCapability(
     dev: CUdevice,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[54].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5155,6 +5264,7 @@ pub unsafe fn cuDeviceComputeCapability(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(major, minor, dev) }
 }
 /// Looks up the device handle for an ordinal between 0 and the device count minus one.
@@ -5179,12 +5289,14 @@ pub unsafe fn cuDeviceGet(
     ordinal: ::core::ffi::c_int,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[55].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUdevice, ::core::ffi::c_int) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(device, ordinal) }
 }
 /// Reads one integer property of a device, such as its compute capability, SM count or a feature flag.
@@ -5211,6 +5323,7 @@ pub unsafe fn cuDeviceGetAttribute(
     dev: CUdevice,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[56].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5221,6 +5334,7 @@ pub unsafe fn cuDeviceGetAttribute(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pi, attrib, dev) }
 }
 /// Looks up the device whose PCI bus ID matches pciBusId, a NUL-terminated string of hexadecimal fields in one of the forms domain:bus:device.function, domain:bus:device or bus:device.function.
@@ -5245,12 +5359,14 @@ pub unsafe fn cuDeviceGetByPCIBusId(
     pciBusId: *const ::core::ffi::c_char,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[57].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUdevice, *const ::core::ffi::c_char) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dev, pciBusId) }
 }
 /// Writes how many CUDA-capable devices the driver can use; the count is 0 when there are none.
@@ -5271,12 +5387,14 @@ pub unsafe fn cuDeviceGetByPCIBusId(
 #[inline]
 pub unsafe fn cuDeviceGetCount(count: *mut ::core::ffi::c_int) -> CUresult {
     let Some(__entry) = SYMBOLS[58].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut ::core::ffi::c_int) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(count) }
 }
 /// Writes the device's built-in default memory pool, which hands out memory local to that device.
@@ -5301,12 +5419,14 @@ pub unsafe fn cuDeviceGetDefaultMemPool(
     dev: CUdevice,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[59].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUmemoryPool, CUdevice) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pool_out, dev) }
 }
 /// Fills resource with what the device offers of the given resource type (such as its SMs), typically the starting point for partitioning.
@@ -5333,6 +5453,7 @@ pub unsafe fn cuDeviceGetDevResource(
     type_: CUdevResourceType,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[60].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5343,6 +5464,7 @@ pub unsafe fn cuDeviceGetDevResource(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(device, resource, type_) }
 }
 /// Writes 1 if the device supports the given execution-affinity type (such as limiting a context to a number of SMs), or 0 if not.
@@ -5369,6 +5491,7 @@ pub unsafe fn cuDeviceGetExecAffinitySupport(
     dev: CUdevice,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[61].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5379,6 +5502,7 @@ pub unsafe fn cuDeviceGetExecAffinitySupport(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pi, type_, dev) }
 }
 /// Reads a 64-bit statistic about graph memory on a device, such as current or peak memory used by graphs or reserved by the graph allocator, into the buffer that value points to.
@@ -5405,6 +5529,7 @@ pub unsafe fn cuDeviceGetGraphMemAttribute(
     value: *mut ::core::ffi::c_void,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[62].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5415,6 +5540,7 @@ pub unsafe fn cuDeviceGetGraphMemAttribute(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(device, attr, value) }
 }
 /// For each atomic operation in operations, writes into the matching slot of capabilities a bitmask of how the device-host link supports it natively; both arrays must hold count entries.
@@ -5443,6 +5569,7 @@ pub unsafe fn cuDeviceGetHostAtomicCapabilities(
     dev: CUdevice,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[63].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5454,6 +5581,7 @@ pub unsafe fn cuDeviceGetHostAtomicCapabilities(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(capabilities, operations, count, dev) }
 }
 /// Writes the device's 8-byte locally unique identifier and node mask, used to match the GPU with Direct3D or Vulkan devices. The luid buffer must hold at least 8 bytes.
@@ -5480,6 +5608,7 @@ pub unsafe fn cuDeviceGetLuid(
     dev: CUdevice,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[64].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5490,6 +5619,7 @@ pub unsafe fn cuDeviceGetLuid(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(luid, deviceNodeMask, dev) }
 }
 /// Writes the device's current memory pool: the last one set with cuDeviceSetMemPool, or the default pool if none was set.
@@ -5511,12 +5641,14 @@ pub unsafe fn cuDeviceGetLuid(
 #[inline]
 pub unsafe fn cuDeviceGetMemPool(pool: *mut CUmemoryPool, dev: CUdevice) -> CUresult {
     let Some(__entry) = SYMBOLS[65].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUmemoryPool, CUdevice) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pool, dev) }
 }
 /// Copies the device's name as a NUL-terminated ASCII string into a caller buffer of len bytes, cutting it short if the buffer is too small.
@@ -5543,6 +5675,7 @@ pub unsafe fn cuDeviceGetName(
     dev: CUdevice,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[66].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5553,6 +5686,7 @@ pub unsafe fn cuDeviceGetName(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(name, len, dev) }
 }
 /// Fills a caller-created NvSciSyncAttrList with the NvSciSync attributes this device supports for signalling and/or waiting, as chosen by flags. The list must be valid and must not already have its required-permission key set.
@@ -5579,6 +5713,7 @@ pub unsafe fn cuDeviceGetNvSciSyncAttributes(
     flags: ::core::ffi::c_int,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[67].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5589,6 +5724,7 @@ pub unsafe fn cuDeviceGetNvSciSyncAttributes(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(nvSciSyncAttrList, dev, flags) }
 }
 /// For each of count atomic operations, writes a bitmask of the CUatomicOperationCapability flags that the link from srcDevice to dstDevice supports natively. Both arrays hold count entries and the devices must differ.
@@ -5619,6 +5755,7 @@ pub unsafe fn cuDeviceGetP2PAtomicCapabilities(
     dstDevice: CUdevice,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[68].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5631,6 +5768,7 @@ pub unsafe fn cuDeviceGetP2PAtomicCapabilities(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(capabilities, operations, count, srcDevice, dstDevice) }
 }
 /// Writes one attribute of the link from srcDevice to dstDevice, such as its relative performance rank or whether peer access, native atomics or array access work over it. The two devices must differ.
@@ -5659,6 +5797,7 @@ pub unsafe fn cuDeviceGetP2PAttribute(
     dstDevice: CUdevice,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[69].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5670,6 +5809,7 @@ pub unsafe fn cuDeviceGetP2PAttribute(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(value, attrib, srcDevice, dstDevice) }
 }
 /// Writes the device's PCI bus ID as a NUL-terminated string of hexadecimal fields (domain:bus:device.function) into pciBusId, storing at most len characters. A 13-byte buffer holds the full ID.
@@ -5696,6 +5836,7 @@ pub unsafe fn cuDeviceGetPCIBusId(
     dev: CUdevice,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[70].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5706,6 +5847,7 @@ pub unsafe fn cuDeviceGetPCIBusId(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pciBusId, len, dev) }
 }
 /// Deprecated since CUDA 5.0: fills a CUdevprop with a few basic limits of a device (block and grid sizes, shared and constant memory, warp size, clock rate, texture alignment). Use cuDeviceGetAttribute.
@@ -5732,12 +5874,14 @@ pub unsafe fn cuDeviceGetPCIBusId(
 #[inline]
 pub unsafe fn cuDeviceGetProperties(prop: *mut CUdevprop, dev: CUdevice) -> CUresult {
     let Some(__entry) = SYMBOLS[71].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUdevprop, CUdevice) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(prop, dev) }
 }
 /// Writes the largest number of elements a 1D linear texture may have on the device for the given element format and channel count.
@@ -5766,6 +5910,7 @@ pub unsafe fn cuDeviceGetTexture1DLinearMaxWidth(
     dev: CUdevice,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[72].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5777,6 +5922,7 @@ pub unsafe fn cuDeviceGetTexture1DLinearMaxWidth(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(maxWidthInElements, format, numChannels, dev) }
 }
 /// Writes the device's 16-byte UUID; on a MIG-partitioned GPU this is the UUID of the MIG compute instance in use.
@@ -5798,12 +5944,14 @@ pub unsafe fn cuDeviceGetTexture1DLinearMaxWidth(
 #[inline]
 pub unsafe fn cuDeviceGetUuid(uuid: *mut CUuuid, dev: CUdevice) -> CUresult {
     let Some(__entry) = SYMBOLS[73].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUuuid, CUdevice) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(uuid, dev) }
 }
 /// Returns to the operating system any memory the device has cached for graph allocations that is not needed by a graph currently running or queued to run.
@@ -5824,12 +5972,14 @@ pub unsafe fn cuDeviceGetUuid(uuid: *mut CUuuid, dev: CUdevice) -> CUresult {
 #[inline]
 pub unsafe fn cuDeviceGraphMemTrim(device: CUdevice) -> CUresult {
     let Some(__entry) = SYMBOLS[74].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUdevice) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(device) }
 }
 /// Writes the primary context's flags and whether it is currently active (1) or not (0).
@@ -5856,6 +6006,7 @@ pub unsafe fn cuDevicePrimaryCtxGetState(
     active: *mut ::core::ffi::c_int,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[75].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -5866,6 +6017,7 @@ pub unsafe fn cuDevicePrimaryCtxGetState(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dev, flags, active) }
 }
 /// Drops one reference to the device's primary context taken with cuDevicePrimaryCtxRetain; when the last one goes the context and everything in it is torn down. It never changes the current context.
@@ -5886,12 +6038,14 @@ pub unsafe fn cuDevicePrimaryCtxGetState(
 #[inline]
 pub unsafe fn cuDevicePrimaryCtxRelease(dev: CUdevice) -> CUresult {
     let Some(__entry) = SYMBOLS[76].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUdevice) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dev) }
 }
 /// Destroys every allocation and resource of the device's primary context in this process without dropping references to it; the caller must be sure nothing else in the process is still using the device.
@@ -5912,12 +6066,14 @@ pub unsafe fn cuDevicePrimaryCtxRelease(dev: CUdevice) -> CUresult {
 #[inline]
 pub unsafe fn cuDevicePrimaryCtxReset(dev: CUdevice) -> CUresult {
     let Some(__entry) = SYMBOLS[77].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUdevice) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dev) }
 }
 /// Takes a reference on the device's primary context, creating it if needed, and writes its handle; the context is not made current. Pair every retain with a release.
@@ -5939,12 +6095,14 @@ pub unsafe fn cuDevicePrimaryCtxReset(dev: CUdevice) -> CUresult {
 #[inline]
 pub unsafe fn cuDevicePrimaryCtxRetain(pctx: *mut CUcontext, dev: CUdevice) -> CUresult {
     let Some(__entry) = SYMBOLS[78].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUcontext, CUdevice) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pctx, dev) }
 }
 /// Replaces the flags (scheduling policy, coredump and sync-memops options) the device's primary context uses.
@@ -5969,12 +6127,14 @@ pub unsafe fn cuDevicePrimaryCtxSetFlags(
     flags: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[79].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUdevice, ::core::ffi::c_uint) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dev, flags) }
 }
 /// Registers callbackFunc to receive asynchronous notifications from a device and returns a handle naming this registration. The callback receives userData and that handle, should return within a few milliseconds, and must not itself register or unregister callbacks.
@@ -6003,6 +6163,7 @@ pub unsafe fn cuDeviceRegisterAsyncNotification(
     callback: *mut CUasyncCallbackHandle,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[80].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -6014,6 +6175,7 @@ pub unsafe fn cuDeviceRegisterAsyncNotification(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(device, callbackFunc, userData, callback) }
 }
 /// Sets a graph memory attribute on a device; currently only the used and reserved high-water marks can be set, and only reset to zero, through a 64-bit value read from value.
@@ -6040,6 +6202,7 @@ pub unsafe fn cuDeviceSetGraphMemAttribute(
     value: *mut ::core::ffi::c_void,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[81].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -6050,6 +6213,7 @@ pub unsafe fn cuDeviceSetGraphMemAttribute(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(device, attr, value) }
 }
 /// Makes pool the device's current memory pool, which stream-ordered allocations on that device then use; the pool must belong to the device.
@@ -6071,12 +6235,14 @@ pub unsafe fn cuDeviceSetGraphMemAttribute(
 #[inline]
 pub unsafe fn cuDeviceSetMemPool(dev: CUdevice, pool: CUmemoryPool) -> CUresult {
     let Some(__entry) = SYMBOLS[82].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUdevice, CUmemoryPool) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dev, pool) }
 }
 /// Writes the total amount of device memory on the GPU, in bytes.
@@ -6098,12 +6264,14 @@ pub unsafe fn cuDeviceSetMemPool(dev: CUdevice, pool: CUmemoryPool) -> CUresult 
 #[inline]
 pub unsafe fn cuDeviceTotalMem(bytes: *mut usize, dev: CUdevice) -> CUresult {
     let Some(__entry) = SYMBOLS[83].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut usize, CUdevice) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(bytes, dev) }
 }
 /// Removes a callback registered with cuDeviceRegisterAsyncNotification so it gets no further notifications, ending the life of its handle. It must not be called from inside a notification callback.
@@ -6128,12 +6296,14 @@ pub unsafe fn cuDeviceUnregisterAsyncNotification(
     callback: CUasyncCallbackHandle,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[84].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUdevice, CUasyncCallbackHandle) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(device, callback) }
 }
 /// Writes the newest CUDA version the installed driver supports, encoded as 1000*major + 10*minor (so 13.0 is 13000). It works before cuInit.
@@ -6154,12 +6324,14 @@ pub unsafe fn cuDeviceUnregisterAsyncNotification(
 #[inline]
 pub unsafe fn cuDriverGetVersion(driverVersion: *mut ::core::ffi::c_int) -> CUresult {
     let Some(__entry) = SYMBOLS[85].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut ::core::ffi::c_int) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(driverVersion) }
 }
 /// Creates an event in the current context with the given flags (blocking sync, timing disabled, interprocess) and writes its handle; destroy it with cuEventDestroy.
@@ -6184,12 +6356,14 @@ pub unsafe fn cuEventCreate(
     Flags: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[86].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUevent, ::core::ffi::c_uint) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(phEvent, Flags) }
 }
 /// Destroys an event; if its work is still pending, the call returns at once and the resources are freed when that work completes. The handle must not be used afterwards.
@@ -6210,12 +6384,14 @@ pub unsafe fn cuEventCreate(
 #[inline]
 pub unsafe fn cuEventDestroy(hEvent: CUevent) -> CUresult {
     let Some(__entry) = SYMBOLS[87].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUevent) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hEvent) }
 }
 /// Writes the time in milliseconds between two completed events (about half a microsecond resolution); both must have been recorded and created without timing disabled.
@@ -6242,12 +6418,14 @@ pub unsafe fn cuEventElapsedTime(
     hEnd: CUevent,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[88].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut f32, CUevent, CUevent) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pMilliseconds, hStart, hEnd) }
 }
 /// Reports whether the work captured by the event has finished, returning CUDA_ERROR_NOT_READY if it has not; it does not block.
@@ -6268,12 +6446,14 @@ pub unsafe fn cuEventElapsedTime(
 #[inline]
 pub unsafe fn cuEventQuery(hEvent: CUevent) -> CUresult {
     let Some(__entry) = SYMBOLS[89].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUevent) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hEvent) }
 }
 /// Captures in the event the work submitted to the stream so far, replacing whatever it captured before; event and stream must share a context.
@@ -6295,12 +6475,14 @@ pub unsafe fn cuEventQuery(hEvent: CUevent) -> CUresult {
 #[inline]
 pub unsafe fn cuEventRecord(hEvent: CUevent, hStream: CUstream) -> CUresult {
     let Some(__entry) = SYMBOLS[90].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUevent, CUstream) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hEvent, hStream) }
 }
 /// Like cuEventRecord, with flags; CU_EVENT_RECORD_EXTERNAL, valid only during stream capture, makes the event an external event node in the captured graph.
@@ -6327,12 +6509,14 @@ pub unsafe fn cuEventRecordWithFlags(
     flags: ::core::ffi::c_uint,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[91].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUevent, CUstream, ::core::ffi::c_uint) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hEvent, hStream, flags) }
 }
 /// Blocks the calling thread until the work captured by the event has finished, busy-waiting unless the event was created with blocking sync.
@@ -6353,12 +6537,14 @@ pub unsafe fn cuEventRecordWithFlags(
 #[inline]
 pub unsafe fn cuEventSynchronize(hEvent: CUevent) -> CUresult {
     let Some(__entry) = SYMBOLS[92].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUevent) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hEvent) }
 }
 /// Maps the byte range of imported external memory given by offset and size in bufferDesc into the device address space and returns its address, to be freed with cuMemFree. Overlapping mappings may need volatile accesses to stay coherent.
@@ -6385,6 +6571,7 @@ pub unsafe fn cuExternalMemoryGetMappedBuffer(
     bufferDesc: *const CUDA_EXTERNAL_MEMORY_BUFFER_DESC,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[93].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -6395,6 +6582,7 @@ pub unsafe fn cuExternalMemoryGetMappedBuffer(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(devPtr, extMem, bufferDesc) }
 }
 /// Creates a CUDA mipmapped array over imported external memory, using the offset, array descriptor and level count in mipmapDesc; free it with cuMipmappedArrayDestroy. dma-buf imports cannot be mapped this way.
@@ -6421,6 +6609,7 @@ pub unsafe fn cuExternalMemoryGetMappedMipmappedArray(
     mipmapDesc: *const CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[94].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -6431,6 +6620,7 @@ pub unsafe fn cuExternalMemoryGetMappedMipmappedArray(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(mipmap, extMem, mipmapDesc) }
 }
 /// Blocks until GPUDirect RDMA writes already made to the target become visible at the given scope; it is a no-op when the device already orders writes at that scope.
@@ -6455,6 +6645,7 @@ pub unsafe fn cuFlushGPUDirectRDMAWrites(
     scope: CUflushGPUDirectRDMAWritesScope,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[95].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -6464,6 +6655,7 @@ pub unsafe fn cuFlushGPUDirectRDMAWrites(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(target, scope) }
 }
 /// Reads one integer attribute of a kernel (registers per thread, static shared, constant or local memory size, maximum block size, PTX or binary version, cluster requirements and so on) into *pi. A few attributes need the function to be fully loaded and otherwise fail with CUDA_ERROR_FUNCTION_NOT_LOADED; call cuFuncLoad first for those.
@@ -6490,6 +6682,7 @@ pub unsafe fn cuFuncGetAttribute(
     hfunc: CUfunction,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[96].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -6500,6 +6693,7 @@ pub unsafe fn cuFuncGetAttribute(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pi, attrib, hfunc) }
 }
 /// Returns the module that contains the given function; the module lives until it is unloaded or its context is destroyed. Never unload a module obtained this way if it belongs to the CUDA runtime.
@@ -6521,12 +6715,14 @@ pub unsafe fn cuFuncGetAttribute(
 #[inline]
 pub unsafe fn cuFuncGetModule(hmod: *mut CUmodule, hfunc: CUfunction) -> CUresult {
     let Some(__entry) = SYMBOLS[97].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUmodule, CUfunction) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hmod, hfunc) }
 }
 /// Returns a pointer to the function's name (mangled unless it has C linkage) as a NUL-terminated string owned by the driver. The string stays valid only while the function handle does, so copy it before the module is unloaded or reloaded.
@@ -6551,12 +6747,14 @@ pub unsafe fn cuFuncGetName(
     hfunc: CUfunction,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[98].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut *const ::core::ffi::c_char, CUfunction) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(name, hfunc) }
 }
 /// Reports where the kernel parameter number paramIndex lives in the device-side parameter buffer, giving its byte offset and, when paramSize is non-null, its size. paramIndex must be below the kernel's parameter count; the layout is what device-side graph kernel node updates need.
@@ -6585,12 +6783,14 @@ pub unsafe fn cuFuncGetParamInfo(
     paramSize: *mut usize,
 ) -> CUresult {
     let Some(__entry) = SYMBOLS[99].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUfunction, usize, *mut usize, *mut usize) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(func, paramIndex, paramOffset, paramSize) }
 }
 /// Reports whether a function has been fully loaded onto the device or is still waiting for lazy loading.
@@ -6617,12 +6817,14 @@ pub unsafe fn cuFuncIsLoaded(
     let Some(__entry) = SYMBOLS[100].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUfunctionLoadingState, CUfunction) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(state, function) }
 }
 /// Forces a lazily loaded function to finish loading now; calling it on a function that is already loaded changes nothing.
@@ -6645,12 +6847,14 @@ pub unsafe fn cuFuncLoad(function: CUfunction) -> CUresult {
     let Some(__entry) = SYMBOLS[101].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUfunction) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(function) }
 }
 /// Changes a writable attribute of a kernel, such as its maximum dynamic shared memory, preferred shared-memory carveout, required cluster shape or cluster scheduling policy. Read-only attributes are refused with CUDA_ERROR_INVALID_VALUE, and cluster dimensions that were fixed at compile time cannot be overridden.
@@ -6679,6 +6883,7 @@ pub unsafe fn cuFuncSetAttribute(
     let Some(__entry) = SYMBOLS[102].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -6689,6 +6894,7 @@ pub unsafe fn cuFuncSetAttribute(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hfunc, attrib, value) }
 }
 /// Deprecated: records the x, y and z thread-block dimensions that later cuLaunch, cuLaunchGrid and cuLaunchGridAsync calls use for this kernel.
@@ -6724,6 +6930,7 @@ pub unsafe fn cuFuncSetBlockShape(
     let Some(__entry) = SYMBOLS[103].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -6735,6 +6942,7 @@ pub unsafe fn cuFuncSetBlockShape(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hfunc, x, y, z) }
 }
 /// Records a per-kernel preference for splitting on-chip memory between L1 cache and shared memory, which overrides the context-wide preference unless it is CU_FUNC_CACHE_PREFER_NONE. It is only a hint, does nothing on devices with a fixed split, and switching preferences between launches may add a device-side synchronisation.
@@ -6758,12 +6966,14 @@ pub unsafe fn cuFuncSetCacheConfig(hfunc: CUfunction, config: CUfunc_cache) -> C
     let Some(__entry) = SYMBOLS[104].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUfunction, CUfunc_cache) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hfunc, config) }
 }
 /// Deprecated: asks for a shared memory bank width (default, 4 or 8 bytes) for later launches of this kernel, overriding the context setting. Devices with a fixed bank size ignore it.
@@ -6795,12 +7005,14 @@ pub unsafe fn cuFuncSetSharedMemConfig(
     let Some(__entry) = SYMBOLS[105].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUfunction, CUsharedconfig) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hfunc, config) }
 }
 /// Deprecated: records how many bytes of dynamic shared memory each block gets when the kernel is next launched through the legacy launch calls.
@@ -6832,12 +7044,14 @@ pub unsafe fn cuFuncSetSharedSize(
     let Some(__entry) = SYMBOLS[106].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUfunction, ::core::ffi::c_uint) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hfunc, bytes) }
 }
 /// Points pStr at a static, NUL-terminated string holding the enum name of a CUresult, such as CUDA_ERROR_INVALID_VALUE. For an unknown code it sets pStr to NULL and fails.
@@ -6864,12 +7078,14 @@ pub unsafe fn cuGetErrorName(
     let Some(__entry) = SYMBOLS[107].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUresult, *mut *const ::core::ffi::c_char) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(error, pStr) }
 }
 /// Points pStr at a static, NUL-terminated English description of a CUresult. For an unknown code it sets pStr to NULL and returns CUDA_ERROR_INVALID_VALUE.
@@ -6896,12 +7112,14 @@ pub unsafe fn cuGetErrorString(
     let Some(__entry) = SYMBOLS[108].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUresult, *mut *const ::core::ffi::c_char) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(error, pStr) }
 }
 /// Undocumented: writes a pointer to the driver's internal function table identified by a UUID. Meant for NVIDIA's own libraries; the table layout is private.
@@ -6928,6 +7146,7 @@ pub unsafe fn cuGetExportTable(
     let Some(__entry) = SYMBOLS[109].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -6937,6 +7156,7 @@ pub unsafe fn cuGetExportTable(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(ppExportTable, pExportTableId) }
 }
 /// Looks up a driver function by base name (for example cuMemAlloc) for a CUDA version written as 1000*major+10*minor, and writes its address, which must be cast to the matching PFN type. If no compatible entry exists it still succeeds but writes NULL; the optional symbolStatus says why.
@@ -6969,6 +7189,7 @@ pub unsafe fn cuGetProcAddress(
     let Some(__entry) = SYMBOLS[110].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -6981,6 +7202,7 @@ pub unsafe fn cuGetProcAddress(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(symbol, pfn, cudaVersion, flags, symbolStatus) }
 }
 /// Adds a node that performs a batch of stream memory operations (waits, writes, barriers), ordered after the listed dependency nodes; the operation array is copied. Ordering expressed only through these memory operations is invisible to CUDA's scheduler and can deadlock unless also expressed with real dependencies.
@@ -7013,6 +7235,7 @@ pub unsafe fn cuGraphAddBatchMemOpNode(
     let Some(__entry) = SYMBOLS[111].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -7025,6 +7248,7 @@ pub unsafe fn cuGraphAddBatchMemOpNode(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe {
         __driver_fn(phGraphNode, hGraph, dependencies, numDependencies, nodeParams)
     }
@@ -7059,6 +7283,7 @@ pub unsafe fn cuGraphAddChildGraphNode(
     let Some(__entry) = SYMBOLS[112].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -7071,6 +7296,7 @@ pub unsafe fn cuGraphAddChildGraphNode(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe {
         __driver_fn(phGraphNode, hGraph, dependencies, numDependencies, childGraph)
     }
@@ -7105,6 +7331,7 @@ pub unsafe fn cuGraphAddDependencies(
     let Some(__entry) = SYMBOLS[113].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -7117,6 +7344,7 @@ pub unsafe fn cuGraphAddDependencies(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hGraph, from, to, edgeData, numDependencies) }
 }
 /// Adds a no-op node ordered after the listed dependency nodes; it is useful as a join or barrier point to cut down the number of edges between groups of nodes.
@@ -7147,6 +7375,7 @@ pub unsafe fn cuGraphAddEmptyNode(
     let Some(__entry) = SYMBOLS[114].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -7158,6 +7387,7 @@ pub unsafe fn cuGraphAddEmptyNode(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(phGraphNode, hGraph, dependencies, numDependencies) }
 }
 /// Adds a node that records the given event each time the graph runs, capturing completion of the node's dependencies.
@@ -7190,6 +7420,7 @@ pub unsafe fn cuGraphAddEventRecordNode(
     let Some(__entry) = SYMBOLS[115].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -7202,6 +7433,7 @@ pub unsafe fn cuGraphAddEventRecordNode(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(phGraphNode, hGraph, dependencies, numDependencies, event) }
 }
 /// Adds a node that makes the graph wait for the work captured by the given event before its dependents run; the event may belong to a different context or device than the launch stream.
@@ -7234,6 +7466,7 @@ pub unsafe fn cuGraphAddEventWaitNode(
     let Some(__entry) = SYMBOLS[116].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -7246,6 +7479,7 @@ pub unsafe fn cuGraphAddEventWaitNode(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(phGraphNode, hGraph, dependencies, numDependencies, event) }
 }
 /// Adds a node that signals a set of imported external semaphores once all of its dependencies have finished.
@@ -7278,6 +7512,7 @@ pub unsafe fn cuGraphAddExternalSemaphoresSignalNode(
     let Some(__entry) = SYMBOLS[117].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -7290,6 +7525,7 @@ pub unsafe fn cuGraphAddExternalSemaphoresSignalNode(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe {
         __driver_fn(phGraphNode, hGraph, dependencies, numDependencies, nodeParams)
     }
@@ -7324,6 +7560,7 @@ pub unsafe fn cuGraphAddExternalSemaphoresWaitNode(
     let Some(__entry) = SYMBOLS[118].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -7336,6 +7573,7 @@ pub unsafe fn cuGraphAddExternalSemaphoresWaitNode(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe {
         __driver_fn(phGraphNode, hGraph, dependencies, numDependencies, nodeParams)
     }
@@ -7370,6 +7608,7 @@ pub unsafe fn cuGraphAddHostNode(
     let Some(__entry) = SYMBOLS[119].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -7382,6 +7621,7 @@ pub unsafe fn cuGraphAddHostNode(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe {
         __driver_fn(phGraphNode, hGraph, dependencies, numDependencies, nodeParams)
     }
@@ -7416,6 +7656,7 @@ pub unsafe fn cuGraphAddKernelNode(
     let Some(__entry) = SYMBOLS[120].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -7428,6 +7669,7 @@ pub unsafe fn cuGraphAddKernelNode(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe {
         __driver_fn(phGraphNode, hGraph, dependencies, numDependencies, nodeParams)
     }
@@ -7462,6 +7704,7 @@ pub unsafe fn cuGraphAddMemAllocNode(
     let Some(__entry) = SYMBOLS[121].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -7474,6 +7717,7 @@ pub unsafe fn cuGraphAddMemAllocNode(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe {
         __driver_fn(phGraphNode, hGraph, dependencies, numDependencies, nodeParams)
     }
@@ -7508,6 +7752,7 @@ pub unsafe fn cuGraphAddMemFreeNode(
     let Some(__entry) = SYMBOLS[122].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -7520,6 +7765,7 @@ pub unsafe fn cuGraphAddMemFreeNode(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(phGraphNode, hGraph, dependencies, numDependencies, dptr) }
 }
 /// Adds a node that performs the 3D memory copy described by copyParams in context ctx, ordered after the listed dependency nodes. On systems where some device lacks concurrent managed access, managed-memory operands must use an explicit host or device memory type rather than unified.
@@ -7554,6 +7800,7 @@ pub unsafe fn cuGraphAddMemcpyNode(
     let Some(__entry) = SYMBOLS[123].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -7567,6 +7814,7 @@ pub unsafe fn cuGraphAddMemcpyNode(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe {
         __driver_fn(phGraphNode, hGraph, dependencies, numDependencies, copyParams, ctx)
     }
@@ -7603,6 +7851,7 @@ pub unsafe fn cuGraphAddMemsetNode(
     let Some(__entry) = SYMBOLS[124].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -7616,6 +7865,7 @@ pub unsafe fn cuGraphAddMemsetNode(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe {
         __driver_fn(
             phGraphNode,
@@ -7659,6 +7909,7 @@ pub unsafe fn cuGraphAddNode(
     let Some(__entry) = SYMBOLS[125].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -7672,6 +7923,7 @@ pub unsafe fn cuGraphAddNode(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe {
         __driver_fn(
             phGraphNode,
@@ -7707,6 +7959,7 @@ pub unsafe fn cuGraphBatchMemOpNodeGetParams(
     let Some(__entry) = SYMBOLS[126].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -7716,6 +7969,7 @@ pub unsafe fn cuGraphBatchMemOpNodeGetParams(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hNode, nodeParams_out) }
 }
 /// Replaces the operation list of a batch memory-operation node in a graph; the array is copied, so the caller may free it afterwards.
@@ -7742,6 +7996,7 @@ pub unsafe fn cuGraphBatchMemOpNodeSetParams(
     let Some(__entry) = SYMBOLS[127].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -7751,6 +8006,7 @@ pub unsafe fn cuGraphBatchMemOpNodeSetParams(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hNode, nodeParams) }
 }
 /// Returns a handle to the sub-graph embedded in a child graph node, without cloning it. The node keeps ownership, edits to the returned graph change the node, and allocation or free nodes cannot be added to it.
@@ -7777,12 +8033,14 @@ pub unsafe fn cuGraphChildGraphNodeGetGraph(
     let Some(__entry) = SYMBOLS[128].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUgraphNode, *mut CUgraph) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hNode, phGraph) }
 }
 /// Makes an independent deep copy of a graph, including its node parameters and, recursively, any child graphs. Graphs containing memory allocation, memory free or conditional nodes cannot be cloned.
@@ -7809,12 +8067,14 @@ pub unsafe fn cuGraphClone(
     let Some(__entry) = SYMBOLS[129].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUgraph, CUgraph) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(phGraphClone, originalGraph) }
 }
 /// Creates a handle for the condition variable of a conditional node in the given graph or its children, bound to context ctx. If flags has CU_GRAPH_COND_ASSIGN_DEFAULT, each graph launch resets the condition to defaultLaunchValue.
@@ -7847,6 +8107,7 @@ pub unsafe fn cuGraphConditionalHandleCreate(
     let Some(__entry) = SYMBOLS[130].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -7859,6 +8120,7 @@ pub unsafe fn cuGraphConditionalHandleCreate(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pHandle_out, hGraph, ctx, defaultLaunchValue, flags) }
 }
 /// Creates a new graph with no nodes and returns its handle. The flags argument is reserved and must be 0; release the graph with cuGraphDestroy when done.
@@ -7885,12 +8147,14 @@ pub unsafe fn cuGraphCreate(
     let Some(__entry) = SYMBOLS[131].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUgraph, ::core::ffi::c_uint) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(phGraph, flags) }
 }
 /// Writes a Graphviz DOT description of a graph's structure to the file at path (a NUL-terminated string); the flags select extra per-node detail such as parameters and handles.
@@ -7919,6 +8183,7 @@ pub unsafe fn cuGraphDebugDotPrint(
     let Some(__entry) = SYMBOLS[132].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -7929,6 +8194,7 @@ pub unsafe fn cuGraphDebugDotPrint(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hGraph, path, flags) }
 }
 /// Destroys a graph and all nodes in it; neither the graph handle nor its node handles may be used afterwards.
@@ -7951,12 +8217,14 @@ pub unsafe fn cuGraphDestroy(hGraph: CUgraph) -> CUresult {
     let Some(__entry) = SYMBOLS[133].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUgraph) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hGraph) }
 }
 /// Deletes a node from its graph together with every edge into or out of it; the node handle is invalid afterwards. Not allowed in graphs containing memory allocation or free nodes.
@@ -7979,12 +8247,14 @@ pub unsafe fn cuGraphDestroyNode(hNode: CUgraphNode) -> CUresult {
     let Some(__entry) = SYMBOLS[134].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUgraphNode) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hNode) }
 }
 /// Returns the event that an event-record node records.
@@ -8011,12 +8281,14 @@ pub unsafe fn cuGraphEventRecordNodeGetEvent(
     let Some(__entry) = SYMBOLS[135].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUgraphNode, *mut CUevent) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hNode, event_out) }
 }
 /// Changes which event an event-record node records.
@@ -8043,12 +8315,14 @@ pub unsafe fn cuGraphEventRecordNodeSetEvent(
     let Some(__entry) = SYMBOLS[136].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUgraphNode, CUevent) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hNode, event) }
 }
 /// Returns the event that an event-wait node waits on.
@@ -8075,12 +8349,14 @@ pub unsafe fn cuGraphEventWaitNodeGetEvent(
     let Some(__entry) = SYMBOLS[137].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUgraphNode, *mut CUevent) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hNode, event_out) }
 }
 /// Changes which event an event-wait node waits on.
@@ -8107,12 +8383,14 @@ pub unsafe fn cuGraphEventWaitNodeSetEvent(
     let Some(__entry) = SYMBOLS[138].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUgraphNode, CUevent) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hNode, event) }
 }
 /// Updates a batch memory-operation node inside an instantiated graph, affecting only future launches. Only wait/write addresses, values and wait-type flags may change; the operation count, types and context must stay the same.
@@ -8141,6 +8419,7 @@ pub unsafe fn cuGraphExecBatchMemOpNodeSetParams(
     let Some(__entry) = SYMBOLS[139].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -8151,6 +8430,7 @@ pub unsafe fn cuGraphExecBatchMemOpNodeSetParams(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hGraphExec, hNode, nodeParams) }
 }
 /// Updates the nodes of a child graph node inside an instantiated graph from the parameters of childGraph, recursively; only future launches see the change. childGraph must have the same topology and node insertion order as the embedded graph.
@@ -8179,12 +8459,14 @@ pub unsafe fn cuGraphExecChildGraphNodeSetParams(
     let Some(__entry) = SYMBOLS[140].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUgraphExec, CUgraphNode, CUgraph) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hGraphExec, hNode, childGraph) }
 }
 /// Destroys an executable graph and its executable nodes; if it is still running, the resources are released once the run finishes. The handle must not be used afterwards.
@@ -8207,12 +8489,14 @@ pub unsafe fn cuGraphExecDestroy(hGraphExec: CUgraphExec) -> CUresult {
     let Some(__entry) = SYMBOLS[141].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUgraphExec) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hGraphExec) }
 }
 /// Changes the event recorded by an event-record node inside an instantiated graph; only future launches see the change.
@@ -8241,12 +8525,14 @@ pub unsafe fn cuGraphExecEventRecordNodeSetEvent(
     let Some(__entry) = SYMBOLS[142].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUgraphExec, CUgraphNode, CUevent) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hGraphExec, hNode, event) }
 }
 /// Changes the event waited on by an event-wait node inside an instantiated graph; only future launches see the change.
@@ -8275,12 +8561,14 @@ pub unsafe fn cuGraphExecEventWaitNodeSetEvent(
     let Some(__entry) = SYMBOLS[143].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUgraphExec, CUgraphNode, CUevent) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hGraphExec, hNode, event) }
 }
 /// Changes the semaphores and signal parameters of an external-semaphore signal node inside an instantiated graph, for future launches only. The number of semaphores cannot change.
@@ -8309,6 +8597,7 @@ pub unsafe fn cuGraphExecExternalSemaphoresSignalNodeSetParams(
     let Some(__entry) = SYMBOLS[144].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -8319,6 +8608,7 @@ pub unsafe fn cuGraphExecExternalSemaphoresSignalNodeSetParams(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hGraphExec, hNode, nodeParams) }
 }
 /// Changes the semaphores and wait parameters of an external-semaphore wait node inside an instantiated graph, for future launches only. The number of semaphores cannot change.
@@ -8347,6 +8637,7 @@ pub unsafe fn cuGraphExecExternalSemaphoresWaitNodeSetParams(
     let Some(__entry) = SYMBOLS[145].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -8357,6 +8648,7 @@ pub unsafe fn cuGraphExecExternalSemaphoresWaitNodeSetParams(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hGraphExec, hNode, nodeParams) }
 }
 /// Returns the flags an executable graph was instantiated with (the upload flag is never reported).
@@ -8383,12 +8675,14 @@ pub unsafe fn cuGraphExecGetFlags(
     let Some(__entry) = SYMBOLS[146].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUgraphExec, *mut cuuint64_t) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hGraphExec, flags) }
 }
 /// Changes the host function and user data of a host node inside an instantiated graph; only future launches see the change.
@@ -8417,6 +8711,7 @@ pub unsafe fn cuGraphExecHostNodeSetParams(
     let Some(__entry) = SYMBOLS[147].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -8427,6 +8722,7 @@ pub unsafe fn cuGraphExecHostNodeSetParams(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hGraphExec, hNode, nodeParams) }
 }
 /// Changes the launch configuration and arguments of a kernel node inside an instantiated graph, affecting only future launches. The kernel's context and its use of dynamic parallelism or device-side graph calls cannot change, and updating a device-updatable node while the device is updating it is undefined behavior.
@@ -8455,6 +8751,7 @@ pub unsafe fn cuGraphExecKernelNodeSetParams(
     let Some(__entry) = SYMBOLS[148].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -8465,6 +8762,7 @@ pub unsafe fn cuGraphExecKernelNodeSetParams(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hGraphExec, hNode, nodeParams) }
 }
 /// Changes the copy performed by a memcpy node inside an instantiated graph, affecting only future launches. Both the old and new copies must be one-dimensional and non-empty, with operands allocated in the same contexts as before.
@@ -8495,6 +8793,7 @@ pub unsafe fn cuGraphExecMemcpyNodeSetParams(
     let Some(__entry) = SYMBOLS[149].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -8506,6 +8805,7 @@ pub unsafe fn cuGraphExecMemcpyNodeSetParams(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hGraphExec, hNode, copyParams, ctx) }
 }
 /// Changes the fill performed by a memset node inside an instantiated graph, affecting only future launches. The destination must be the same kind of allocation with the same context and device mapping; dimension changes may be rejected.
@@ -8536,6 +8836,7 @@ pub unsafe fn cuGraphExecMemsetNodeSetParams(
     let Some(__entry) = SYMBOLS[150].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -8547,6 +8848,7 @@ pub unsafe fn cuGraphExecMemsetNodeSetParams(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hGraphExec, hNode, memsetParams, ctx) }
 }
 /// Updates a node inside an instantiated graph from the generic tagged-union parameter structure, affecting only future launches. What may change depends on the node type, following the rules of the type-specific exec update functions.
@@ -8575,6 +8877,7 @@ pub unsafe fn cuGraphExecNodeSetParams(
     let Some(__entry) = SYMBOLS[151].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -8585,6 +8888,7 @@ pub unsafe fn cuGraphExecNodeSetParams(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hGraphExec, hNode, nodeParams) }
 }
 /// Tries to update an executable graph in place with the node parameters of a topologically identical graph. On failure it returns CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE and fills resultInfo with the reason and the offending nodes.
@@ -8613,6 +8917,7 @@ pub unsafe fn cuGraphExecUpdate(
     let Some(__entry) = SYMBOLS[152].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -8623,6 +8928,7 @@ pub unsafe fn cuGraphExecUpdate(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hGraphExec, hGraph, resultInfo) }
 }
 /// Returns the semaphore list and signal parameters of an external-semaphore signal node. The arrays in the result are owned by the node and remain valid only until the node is modified or destroyed.
@@ -8649,6 +8955,7 @@ pub unsafe fn cuGraphExternalSemaphoresSignalNodeGetParams(
     let Some(__entry) = SYMBOLS[153].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -8658,6 +8965,7 @@ pub unsafe fn cuGraphExternalSemaphoresSignalNodeGetParams(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hNode, params_out) }
 }
 /// Replaces the semaphores and signal parameters of an external-semaphore signal node in a graph.
@@ -8684,6 +8992,7 @@ pub unsafe fn cuGraphExternalSemaphoresSignalNodeSetParams(
     let Some(__entry) = SYMBOLS[154].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -8693,6 +9002,7 @@ pub unsafe fn cuGraphExternalSemaphoresSignalNodeSetParams(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hNode, nodeParams) }
 }
 /// Returns the semaphore list and wait parameters of an external-semaphore wait node. The arrays in the result are owned by the node and remain valid only until the node is modified or destroyed.
@@ -8719,6 +9029,7 @@ pub unsafe fn cuGraphExternalSemaphoresWaitNodeGetParams(
     let Some(__entry) = SYMBOLS[155].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -8728,6 +9039,7 @@ pub unsafe fn cuGraphExternalSemaphoresWaitNodeGetParams(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hNode, params_out) }
 }
 /// Replaces the semaphores and wait parameters of an external-semaphore wait node in a graph.
@@ -8754,6 +9066,7 @@ pub unsafe fn cuGraphExternalSemaphoresWaitNodeSetParams(
     let Some(__entry) = SYMBOLS[156].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -8763,6 +9076,7 @@ pub unsafe fn cuGraphExternalSemaphoresWaitNodeSetParams(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hNode, nodeParams) }
 }
 /// Lists a graph's dependency edges as parallel from/to arrays with optional per-edge data. Pass NULL arrays to get just the count in numEdges; omitting edgeData when some edge carries non-default data fails with CUDA_ERROR_LOSSY_QUERY.
@@ -8795,6 +9109,7 @@ pub unsafe fn cuGraphGetEdges(
     let Some(__entry) = SYMBOLS[157].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -8807,6 +9122,7 @@ pub unsafe fn cuGraphGetEdges(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hGraph, from, to, edgeData, numEdges) }
 }
 /// Lists the nodes of a graph. Pass NULL for nodes to learn the count; otherwise set numNodes to the array capacity and the driver fills it, writes the number returned and sets unused entries to NULL.
@@ -8835,12 +9151,14 @@ pub unsafe fn cuGraphGetNodes(
     let Some(__entry) = SYMBOLS[158].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUgraph, *mut CUgraphNode, *mut usize) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hGraph, nodes, numNodes) }
 }
 /// Lists the nodes of a graph that have no dependencies. Pass NULL for rootNodes to learn the count; otherwise set numRootNodes to the capacity and the driver fills the array and writes back the number returned.
@@ -8869,12 +9187,14 @@ pub unsafe fn cuGraphGetRootNodes(
     let Some(__entry) = SYMBOLS[159].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUgraph, *mut CUgraphNode, *mut usize) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hGraph, rootNodes, numRootNodes) }
 }
 /// Returns the host function and user-data pointer that a host node will invoke.
@@ -8901,12 +9221,14 @@ pub unsafe fn cuGraphHostNodeGetParams(
     let Some(__entry) = SYMBOLS[160].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUgraphNode, *mut CUDA_HOST_NODE_PARAMS) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hNode, nodeParams) }
 }
 /// Replaces the host function and user-data pointer of a host node in a graph.
@@ -8933,12 +9255,14 @@ pub unsafe fn cuGraphHostNodeSetParams(
     let Some(__entry) = SYMBOLS[161].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUgraphNode, *const CUDA_HOST_NODE_PARAMS) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hNode, nodeParams) }
 }
 /// Validates a graph and builds an executable graph from it that can be uploaded and launched, using instantiation flags such as auto-free-on-launch, device launch or node priority. A graph with allocation, free or device-updatable kernel nodes may have only one executable instance at a time.
@@ -8967,6 +9291,7 @@ pub unsafe fn cuGraphInstantiate(
     let Some(__entry) = SYMBOLS[162].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -8977,6 +9302,7 @@ pub unsafe fn cuGraphInstantiate(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(phGraphExec, hGraph, flags) }
 }
 /// Builds an executable graph like cuGraphInstantiate, but takes flags and an optional upload stream in a parameter structure and reports a detailed result code and the offending node back into that structure.
@@ -9005,6 +9331,7 @@ pub unsafe fn cuGraphInstantiateWithParams(
     let Some(__entry) = SYMBOLS[163].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -9015,6 +9342,7 @@ pub unsafe fn cuGraphInstantiateWithParams(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(phGraphExec, hGraph, instantiateParams) }
 }
 /// Copies all kernel launch attributes from one kernel node to another; both nodes must belong to the same context.
@@ -9041,12 +9369,14 @@ pub unsafe fn cuGraphKernelNodeCopyAttributes(
     let Some(__entry) = SYMBOLS[164].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUgraphNode, CUgraphNode) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dst, src) }
 }
 /// Reads one launch attribute of a kernel node (for example access policy window, cooperative flag or priority) into the matching member of the value union.
@@ -9075,6 +9405,7 @@ pub unsafe fn cuGraphKernelNodeGetAttribute(
     let Some(__entry) = SYMBOLS[165].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -9085,6 +9416,7 @@ pub unsafe fn cuGraphKernelNodeGetAttribute(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hNode, attr, value_out) }
 }
 /// Reads back the launch configuration and arguments of a kernel node. Any argument arrays in the result point into storage owned by the node, which stays valid only until the node is changed or destroyed and must not be written to.
@@ -9111,12 +9443,14 @@ pub unsafe fn cuGraphKernelNodeGetParams(
     let Some(__entry) = SYMBOLS[166].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUgraphNode, *mut CUDA_KERNEL_NODE_PARAMS) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hNode, nodeParams) }
 }
 /// Sets one launch attribute of a kernel node from the matching member of the value union.
@@ -9145,6 +9479,7 @@ pub unsafe fn cuGraphKernelNodeSetAttribute(
     let Some(__entry) = SYMBOLS[167].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -9155,6 +9490,7 @@ pub unsafe fn cuGraphKernelNodeSetAttribute(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hNode, attr, value) }
 }
 /// Replaces the launch configuration and arguments of a kernel node in a (non-instantiated) graph; the new settings are copied, so the caller's buffers may be reused afterwards.
@@ -9181,12 +9517,14 @@ pub unsafe fn cuGraphKernelNodeSetParams(
     let Some(__entry) = SYMBOLS[168].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUgraphNode, *const CUDA_KERNEL_NODE_PARAMS) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hNode, nodeParams) }
 }
 /// Enqueues one execution of an executable graph in a stream, after prior work in that stream and prior launches of the same graph. Fails if allocations from a previous launch are still unfreed and the graph was not instantiated with auto-free-on-launch.
@@ -9210,12 +9548,14 @@ pub unsafe fn cuGraphLaunch(hGraphExec: CUgraphExec, hStream: CUstream) -> CUres
     let Some(__entry) = SYMBOLS[169].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUgraphExec, CUstream) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hGraphExec, hStream) }
 }
 /// Returns the allocation parameters and address of a memory allocation node. Pool properties and access descriptors in the result are owned by the node and must not be modified.
@@ -9242,6 +9582,7 @@ pub unsafe fn cuGraphMemAllocNodeGetParams(
     let Some(__entry) = SYMBOLS[170].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -9251,6 +9592,7 @@ pub unsafe fn cuGraphMemAllocNodeGetParams(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hNode, params_out) }
 }
 /// Returns the device address that a memory free node releases.
@@ -9277,12 +9619,14 @@ pub unsafe fn cuGraphMemFreeNodeGetParams(
     let Some(__entry) = SYMBOLS[171].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUgraphNode, *mut CUdeviceptr) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hNode, dptr_out) }
 }
 /// Writes the copy description currently held by a memcpy node into the caller's CUDA_MEMCPY3D structure.
@@ -9309,12 +9653,14 @@ pub unsafe fn cuGraphMemcpyNodeGetParams(
     let Some(__entry) = SYMBOLS[172].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUgraphNode, *mut CUDA_MEMCPY3D) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hNode, nodeParams) }
 }
 /// Replaces the copy description of a memcpy node in a graph; the structure is copied and the pointers it contains must be valid whenever the graph runs.
@@ -9341,12 +9687,14 @@ pub unsafe fn cuGraphMemcpyNodeSetParams(
     let Some(__entry) = SYMBOLS[173].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUgraphNode, *const CUDA_MEMCPY3D) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hNode, nodeParams) }
 }
 /// Writes the fill description currently held by a memset node into the caller's structure.
@@ -9373,12 +9721,14 @@ pub unsafe fn cuGraphMemsetNodeGetParams(
     let Some(__entry) = SYMBOLS[174].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUgraphNode, *mut CUDA_MEMSET_NODE_PARAMS) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hNode, nodeParams) }
 }
 /// Replaces the fill description (destination, value, element size, extent) of a memset node in a graph.
@@ -9405,12 +9755,14 @@ pub unsafe fn cuGraphMemsetNodeSetParams(
     let Some(__entry) = SYMBOLS[175].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUgraphNode, *const CUDA_MEMSET_NODE_PARAMS) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hNode, nodeParams) }
 }
 /// Looks up the node in a cloned graph that corresponds to a node of the graph it was cloned from. The original node must have existed at clone time and its copy must not have been removed.
@@ -9439,12 +9791,14 @@ pub unsafe fn cuGraphNodeFindInClone(
     let Some(__entry) = SYMBOLS[176].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUgraphNode, CUgraphNode, CUgraph) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(phNode, hOriginalNode, hClonedGraph) }
 }
 /// Lists the nodes that a node depends on, optionally with edge data. Pass NULL for dependencies to get only the count; omitting edgeData when an edge has non-default data fails with CUDA_ERROR_LOSSY_QUERY.
@@ -9475,6 +9829,7 @@ pub unsafe fn cuGraphNodeGetDependencies(
     let Some(__entry) = SYMBOLS[177].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -9486,6 +9841,7 @@ pub unsafe fn cuGraphNodeGetDependencies(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hNode, dependencies, edgeData, numDependencies) }
 }
 /// Lists the nodes that depend on a node, optionally with edge data. Pass NULL for dependentNodes to get only the count; omitting edgeData when an edge has non-default data fails with CUDA_ERROR_LOSSY_QUERY.
@@ -9516,6 +9872,7 @@ pub unsafe fn cuGraphNodeGetDependentNodes(
     let Some(__entry) = SYMBOLS[178].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -9527,6 +9884,7 @@ pub unsafe fn cuGraphNodeGetDependentNodes(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hNode, dependentNodes, edgeData, numDependentNodes) }
 }
 /// Reports whether a node of an instantiated graph is currently enabled (1) or disabled (0). Only kernel, memset and memcpy nodes are supported, and device-side updates are not reflected.
@@ -9555,6 +9913,7 @@ pub unsafe fn cuGraphNodeGetEnabled(
     let Some(__entry) = SYMBOLS[179].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -9565,6 +9924,7 @@ pub unsafe fn cuGraphNodeGetEnabled(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hGraphExec, hNode, isEnabled) }
 }
 /// Returns the kind of operation (kernel, memcpy, host, child graph, and so on) that a graph node performs.
@@ -9591,12 +9951,14 @@ pub unsafe fn cuGraphNodeGetType(
     let Some(__entry) = SYMBOLS[180].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUgraphNode, *mut CUgraphNodeType) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hNode, type_) }
 }
 /// Turns a node of an instantiated graph on or off for future launches; a disabled node behaves like an empty node but keeps its parameters. Only kernel, memset and memcpy nodes are supported.
@@ -9625,6 +9987,7 @@ pub unsafe fn cuGraphNodeSetEnabled(
     let Some(__entry) = SYMBOLS[181].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -9635,6 +9998,7 @@ pub unsafe fn cuGraphNodeSetEnabled(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hGraphExec, hNode, isEnabled) }
 }
 /// Replaces the parameters of a graph node using the generic tagged-union structure, whose type must match the node's type and whose unused bytes must be zero. Memory allocation and free nodes cannot be changed this way.
@@ -9661,12 +10025,14 @@ pub unsafe fn cuGraphNodeSetParams(
     let Some(__entry) = SYMBOLS[182].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUgraphNode, *mut CUgraphNodeParams) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hNode, nodeParams) }
 }
 /// Drops count references to a user object that are held by a graph, possibly destroying the object.
@@ -9695,12 +10061,14 @@ pub unsafe fn cuGraphReleaseUserObject(
     let Some(__entry) = SYMBOLS[183].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUgraph, CUuserObject, ::core::ffi::c_uint) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(graph, object, count) }
 }
 /// Removes the edges from\[i\] -> to\[i\] whose edge data matches (NULL means default data) from a graph. Every listed edge must exist, and graphs holding memory allocation or free nodes do not allow removal.
@@ -9733,6 +10101,7 @@ pub unsafe fn cuGraphRemoveDependencies(
     let Some(__entry) = SYMBOLS[184].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -9745,6 +10114,7 @@ pub unsafe fn cuGraphRemoveDependencies(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hGraph, from, to, edgeData, numDependencies) }
 }
 /// Gives a graph count references to a user object, either new ones or, with CU_GRAPH_USER_OBJECT_MOVE, references moved from the caller, so the object lives as long as the graph needs it.
@@ -9775,6 +10145,7 @@ pub unsafe fn cuGraphRetainUserObject(
     let Some(__entry) = SYMBOLS[185].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -9786,6 +10157,7 @@ pub unsafe fn cuGraphRetainUserObject(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(graph, object, count, flags) }
 }
 /// Prepares an executable graph on the device in the given stream without running it, so a later launch starts faster. Uploads are ordered after earlier work in the stream and earlier launches of the same graph.
@@ -9809,12 +10181,14 @@ pub unsafe fn cuGraphUpload(hGraphExec: CUgraphExec, hStream: CUstream) -> CUres
     let Some(__entry) = SYMBOLS[186].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUgraphExec, CUstream) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hGraphExec, hStream) }
 }
 /// Maps the count registered graphics resources for use by CUDA, ordering earlier graphics work before later work in hStream. The graphics API must not touch them until they are unmapped, and none may already be mapped or appear twice.
@@ -9843,6 +10217,7 @@ pub unsafe fn cuGraphicsMapResources(
     let Some(__entry) = SYMBOLS[187].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -9853,6 +10228,7 @@ pub unsafe fn cuGraphicsMapResources(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(count, resources, hStream) }
 }
 /// Returns the mipmapped array through which a mapped texture resource can be read and written; it may be different after every map.
@@ -9879,12 +10255,14 @@ pub unsafe fn cuGraphicsResourceGetMappedMipmappedArray(
     let Some(__entry) = SYMBOLS[188].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUmipmappedArray, CUgraphicsResource) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pMipmappedArray, resource) }
 }
 /// Returns the device address and the accessible size in bytes of a mapped buffer resource; the address may be different after every map.
@@ -9913,6 +10291,7 @@ pub unsafe fn cuGraphicsResourceGetMappedPointer(
     let Some(__entry) = SYMBOLS[189].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -9923,6 +10302,7 @@ pub unsafe fn cuGraphicsResourceGetMappedPointer(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pDevPtr, pSize, resource) }
 }
 /// Sets the usage hint (none, read-only or write-discard) for a registered resource, taking effect the next time it is mapped; the resource must not be mapped now.
@@ -9949,12 +10329,14 @@ pub unsafe fn cuGraphicsResourceSetMapFlags(
     let Some(__entry) = SYMBOLS[190].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUgraphicsResource, ::core::ffi::c_uint) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(resource, flags) }
 }
 /// Returns the CUDA array for one array index (or cubemap face) and mip level of a mapped texture resource; the array may be different after every map.
@@ -9985,6 +10367,7 @@ pub unsafe fn cuGraphicsSubResourceGetMappedArray(
     let Some(__entry) = SYMBOLS[191].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -9996,6 +10379,7 @@ pub unsafe fn cuGraphicsSubResourceGetMappedArray(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pArray, resource, arrayIndex, mipLevel) }
 }
 /// Unmaps the count graphics resources so the graphics API may use them again, ordering earlier work in hStream before later graphics work; CUDA must not access them afterwards.
@@ -10024,6 +10408,7 @@ pub unsafe fn cuGraphicsUnmapResources(
     let Some(__entry) = SYMBOLS[192].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -10034,6 +10419,7 @@ pub unsafe fn cuGraphicsUnmapResources(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(count, resources, hStream) }
 }
 /// Unregisters a graphics resource so CUDA can no longer access it unless it is registered again; the handle is invalid afterwards.
@@ -10056,12 +10442,14 @@ pub unsafe fn cuGraphicsUnregisterResource(resource: CUgraphicsResource) -> CUre
     let Some(__entry) = SYMBOLS[193].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUgraphicsResource) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(resource) }
 }
 /// Creates a green context on device dev that owns only the resources in desc (built by cuDevResourceGenerateDesc), holding a reference to the device's primary context until it is destroyed. It is not made current, flags must include CU_GREEN_CTX_DEFAULT_STREAM, and it may be current on only one thread at a time.
@@ -10092,6 +10480,7 @@ pub unsafe fn cuGreenCtxCreate(
     let Some(__entry) = SYMBOLS[194].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -10103,6 +10492,7 @@ pub unsafe fn cuGreenCtxCreate(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(phCtx, desc, dev, flags) }
 }
 /// Destroys a green context, freeing its provisioned resources and its reference to the primary context. Streams created in it are not destroyed and should be destroyed beforehand, since every later call on them fails.
@@ -10125,12 +10515,14 @@ pub unsafe fn cuGreenCtxDestroy(hCtx: CUgreenCtx) -> CUresult {
     let Some(__entry) = SYMBOLS[195].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUgreenCtx) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hCtx) }
 }
 /// Fills resource with what the green context was provisioned with of the given resource type.
@@ -10159,6 +10551,7 @@ pub unsafe fn cuGreenCtxGetDevResource(
     let Some(__entry) = SYMBOLS[196].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -10169,6 +10562,7 @@ pub unsafe fn cuGreenCtxGetDevResource(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hCtx, resource, type_) }
 }
 /// Returns the ID of a green context, unique for the life of the process, or of the current green context when greenCtx is NULL.
@@ -10195,12 +10589,14 @@ pub unsafe fn cuGreenCtxGetId(
     let Some(__entry) = SYMBOLS[197].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUgreenCtx, *mut ::core::ffi::c_ulonglong) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(greenCtx, greenCtxId) }
 }
 /// Records into hEvent all work submitted to the green context so far, so it can be queried or waited on; the event and the green context must belong to the same primary context.
@@ -10224,12 +10620,14 @@ pub unsafe fn cuGreenCtxRecordEvent(hCtx: CUgreenCtx, hEvent: CUevent) -> CUresu
     let Some(__entry) = SYMBOLS[198].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUgreenCtx, CUevent) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hCtx, hEvent) }
 }
 /// Creates a stream that runs its work in the given green context, whatever context is current on the thread. flags must include CU_STREAM_NON_BLOCKING, priority follows cuCtxGetStreamPriorityRange (lower is more urgent, out-of-range values are clamped), and the stream is destroyed with cuStreamDestroy.
@@ -10260,6 +10658,7 @@ pub unsafe fn cuGreenCtxStreamCreate(
     let Some(__entry) = SYMBOLS[199].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -10271,6 +10670,7 @@ pub unsafe fn cuGreenCtxStreamCreate(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(phStream, greenCtx, flags, priority) }
 }
 /// Makes all work submitted later to the green context wait, on the device, for the work captured in hEvent, which may come from another context or device; the calling thread is not blocked.
@@ -10294,12 +10694,14 @@ pub unsafe fn cuGreenCtxWaitEvent(hCtx: CUgreenCtx, hEvent: CUevent) -> CUresult
     let Some(__entry) = SYMBOLS[200].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUgreenCtx, CUevent) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hCtx, hEvent) }
 }
 /// Imports memory allocated by another API (an opaque or dma-buf file descriptor, a Win32 or D3D handle, or an NvSciBuf object) as described by memHandleDesc, and returns an external memory handle. On success CUDA owns an imported file descriptor, which the caller must no longer use, while Win32 handles stay the caller's to close.
@@ -10326,6 +10728,7 @@ pub unsafe fn cuImportExternalMemory(
     let Some(__entry) = SYMBOLS[201].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -10335,6 +10738,7 @@ pub unsafe fn cuImportExternalMemory(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(extMem_out, memHandleDesc) }
 }
 /// Imports a synchronization object from another API (a file descriptor, a Win32 or D3D fence or keyed mutex, an NvSciSync object or a timeline semaphore) as described by semHandleDesc, and returns an external semaphore handle. On success CUDA owns an imported file descriptor, which the caller must no longer use.
@@ -10361,6 +10765,7 @@ pub unsafe fn cuImportExternalSemaphore(
     let Some(__entry) = SYMBOLS[202].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -10370,6 +10775,7 @@ pub unsafe fn cuImportExternalSemaphore(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(extSem_out, semHandleDesc) }
 }
 /// Starts up the driver API for this process; it must succeed before any other driver call, and Flags must currently be 0.
@@ -10392,12 +10798,14 @@ pub unsafe fn cuInit(Flags: ::core::ffi::c_uint) -> CUresult {
     let Some(__entry) = SYMBOLS[203].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(::core::ffi::c_uint) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(Flags) }
 }
 /// Drops one reference to memory mapped with cuIpcOpenMemHandle and unmaps it once the count reaches zero, leaving the exporter's allocation and other importers untouched. The local address must not be used after it has been unmapped.
@@ -10420,12 +10828,14 @@ pub unsafe fn cuIpcCloseMemHandle(dptr: CUdeviceptr) -> CUresult {
     let Some(__entry) = SYMBOLS[204].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUdeviceptr) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dptr) }
 }
 /// Exports an event created with CU_EVENT_INTERPROCESS and CU_EVENT_DISABLE_TIMING as an opaque handle that another process can open with cuIpcOpenEventHandle. IPC needs a device with unified addressing, and using the imported event after the original has been destroyed is undefined behaviour.
@@ -10452,12 +10862,14 @@ pub unsafe fn cuIpcGetEventHandle(
     let Some(__entry) = SYMBOLS[205].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUipcEventHandle, CUevent) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pHandle, event) }
 }
 /// Exports the device allocation whose base address is dptr (from cuMemAlloc) as an opaque handle that another process can map with cuIpcOpenMemHandle. The call is cheap and may be repeated; memory reallocated at the same address gets a different handle.
@@ -10484,12 +10896,14 @@ pub unsafe fn cuIpcGetMemHandle(
     let Some(__entry) = SYMBOLS[206].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUipcMemHandle, CUdeviceptr) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pHandle, dptr) }
 }
 /// Imports an event that another process exported with cuIpcGetEventHandle; it behaves like a local event created without timing and must be released with cuEventDestroy. Using it after the exporting process has destroyed the original event is undefined behaviour.
@@ -10516,12 +10930,14 @@ pub unsafe fn cuIpcOpenEventHandle(
     let Some(__entry) = SYMBOLS[207].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUevent, CUipcEventHandle) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(phEvent, handle) }
 }
 /// Maps device memory that another process exported with cuIpcGetMemHandle into this context and returns its local address; opening the same handle again in the same context only adds a reference. Flags must be CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS, each exporting device's handles may be opened by only one context per device in a process, and every open must be matched by cuIpcCloseMemHandle.
@@ -10550,6 +10966,7 @@ pub unsafe fn cuIpcOpenMemHandle(
     let Some(__entry) = SYMBOLS[208].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -10560,6 +10977,7 @@ pub unsafe fn cuIpcOpenMemHandle(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pdptr, handle, Flags) }
 }
 /// Reads an integer attribute of a kernel as it applies to one device, such as its register count, shared memory needs, maximum block size or cluster requirements.
@@ -10590,6 +11008,7 @@ pub unsafe fn cuKernelGetAttribute(
     let Some(__entry) = SYMBOLS[209].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -10601,6 +11020,7 @@ pub unsafe fn cuKernelGetAttribute(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pi, attrib, kernel, dev) }
 }
 /// Returns the function handle that stands for a library kernel in the current context.
@@ -10624,12 +11044,14 @@ pub unsafe fn cuKernelGetFunction(pFunc: *mut CUfunction, kernel: CUkernel) -> C
     let Some(__entry) = SYMBOLS[210].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUfunction, CUkernel) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pFunc, kernel) }
 }
 /// Returns the library that a kernel handle was obtained from.
@@ -10653,12 +11075,14 @@ pub unsafe fn cuKernelGetLibrary(pLib: *mut CUlibrary, kernel: CUkernel) -> CUre
     let Some(__entry) = SYMBOLS[211].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUlibrary, CUkernel) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pLib, kernel) }
 }
 /// Returns the NUL-terminated (possibly mangled) name of a kernel. The string belongs to the driver and stays valid only while the kernel handle does.
@@ -10685,12 +11109,14 @@ pub unsafe fn cuKernelGetName(
     let Some(__entry) = SYMBOLS[212].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut *const ::core::ffi::c_char, CUkernel) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(name, hfunc) }
 }
 /// Returns where a kernel parameter lives in the device-side parameter buffer, its offset and optionally its size, as needed to update kernel node parameters from the device. paramIndex must be below the kernel's parameter count.
@@ -10721,12 +11147,14 @@ pub unsafe fn cuKernelGetParamInfo(
     let Some(__entry) = SYMBOLS[213].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUkernel, usize, *mut usize, *mut usize) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(kernel, paramIndex, paramOffset, paramSize) }
 }
 /// Sets a writable attribute of a kernel for one device, such as its dynamic shared memory limit, shared memory carveout or required cluster shape. Values set with cuFuncSetAttribute on the function handle take precedence.
@@ -10757,6 +11185,7 @@ pub unsafe fn cuKernelSetAttribute(
     let Some(__entry) = SYMBOLS[214].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -10768,6 +11197,7 @@ pub unsafe fn cuKernelSetAttribute(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(attrib, val, kernel, dev) }
 }
 /// Sets the preferred L1 cache versus shared memory split for a kernel on one device. It is only a hint, overrides the context-wide preference, and is itself overridden by cuFuncSetCacheConfig.
@@ -10796,12 +11226,14 @@ pub unsafe fn cuKernelSetCacheConfig(
     let Some(__entry) = SYMBOLS[215].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUkernel, CUfunc_cache, CUdevice) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(kernel, config, dev) }
 }
 /// Deprecated: runs the kernel as a single block, using the shape, shared memory and arguments set earlier with cuFuncSetBlockShape, cuFuncSetSharedSize and the cuParamSet calls. A cuLaunchKernel call on the same function clears that state, and launching without setting it again is undefined behaviour.
@@ -10829,12 +11261,14 @@ pub unsafe fn cuLaunch(f: CUfunction) -> CUresult {
     let Some(__entry) = SYMBOLS[216].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUfunction) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(f) }
 }
 /// Launches a kernel whose thread blocks may synchronise with one another across the whole grid, with the same grid, block, shared-memory and stream arguments as cuLaunchKernel. Rules: the device must report CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH; the grid's total block count must not exceed the per-SM maximum from cuOccupancyMaxActiveBlocksPerMultiprocessor (or its WithFlags variant) times CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT; the kernel must not use dynamic parallelism; kernelParams is an array of N pointers, one per kernel parameter, each pointing to the value to copy (there is no extra buffer); a kernel with parameters whose image lacks parameter information (built before toolchain 3.2) gives CUDA_ERROR_INVALID_IMAGE; and f may be a CUkernel cast to CUfunction, whose context is taken from hStream, or the current context when hStream is NULL.
@@ -10877,6 +11311,7 @@ pub unsafe fn cuLaunchCooperativeKernel(
     let Some(__entry) = SYMBOLS[217].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -10894,6 +11329,7 @@ pub unsafe fn cuLaunchCooperativeKernel(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe {
         __driver_fn(
             f,
@@ -10940,6 +11376,7 @@ pub unsafe fn cuLaunchCooperativeKernelMultiDevice(
     let Some(__entry) = SYMBOLS[218].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -10950,6 +11387,7 @@ pub unsafe fn cuLaunchCooperativeKernelMultiDevice(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(launchParamsList, numDevices, flags) }
 }
 /// Deprecated: runs the kernel on a grid_width by grid_height grid of blocks using the state set by the cuFuncSet and cuParamSet calls; that state must be set again after any cuLaunchKernel of the same function.
@@ -10983,6 +11421,7 @@ pub unsafe fn cuLaunchGrid(
     let Some(__entry) = SYMBOLS[219].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -10993,6 +11432,7 @@ pub unsafe fn cuLaunchGrid(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(f, grid_width, grid_height) }
 }
 /// Deprecated: the stream-ordered form of cuLaunchGrid, queuing the kernel on hStream with the state set by the cuFuncSet and cuParamSet calls. Use cuLaunchKernel instead.
@@ -11028,6 +11468,7 @@ pub unsafe fn cuLaunchGridAsync(
     let Some(__entry) = SYMBOLS[220].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -11039,6 +11480,7 @@ pub unsafe fn cuLaunchGridAsync(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(f, grid_width, grid_height, hStream) }
 }
 /// Enqueues a call of fn(userData) on the host, run after all earlier work in hStream and holding back later work until it returns. The callback must not call CUDA APIs or wait on CUDA work not ordered before it, and unlike cuStreamAddCallback it is not run if the context has failed.
@@ -11067,6 +11509,7 @@ pub unsafe fn cuLaunchHostFunc(
     let Some(__entry) = SYMBOLS[221].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -11077,6 +11520,7 @@ pub unsafe fn cuLaunchHostFunc(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hStream, fn_, userData) }
 }
 /// Enqueues a kernel (a CUfunction, or a CUkernel cast to one) on hStream with a gridDimX x gridDimY x gridDimZ grid of blockDimX x blockDimY x blockDimZ blocks and sharedMemBytes of dynamic shared memory per block. Arguments go either through kernelParams (one pointer per kernel parameter, each to the value to copy) or as a packed buffer described by extra, never both at once; a CUkernel runs in the stream's context, or the current context for the NULL stream.
@@ -11121,6 +11565,7 @@ pub unsafe fn cuLaunchKernel(
     let Some(__entry) = SYMBOLS[222].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -11139,6 +11584,7 @@ pub unsafe fn cuLaunchKernel(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe {
         __driver_fn(
             f,
@@ -11183,6 +11629,7 @@ pub unsafe fn cuLaunchKernelEx(
     let Some(__entry) = SYMBOLS[223].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -11194,6 +11641,7 @@ pub unsafe fn cuLaunchKernelEx(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(config, f, kernelParams, extra) }
 }
 /// Fills the caller's array with up to numKernels kernel handles from a library; the handles stop being valid when the library is unloaded.
@@ -11222,6 +11670,7 @@ pub unsafe fn cuLibraryEnumerateKernels(
     let Some(__entry) = SYMBOLS[224].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -11232,6 +11681,7 @@ pub unsafe fn cuLibraryEnumerateKernels(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(kernels, numKernels, lib) }
 }
 /// Looks up a global variable by name in a library and returns its device address and size for the current context. Either output pointer, but not both, may be NULL.
@@ -11262,6 +11712,7 @@ pub unsafe fn cuLibraryGetGlobal(
     let Some(__entry) = SYMBOLS[225].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -11273,6 +11724,7 @@ pub unsafe fn cuLibraryGetGlobal(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dptr, bytes, library, name) }
 }
 /// Looks up a kernel by name in a library and returns a context-independent kernel handle, or CUDA_ERROR_NOT_FOUND if there is none.
@@ -11301,6 +11753,7 @@ pub unsafe fn cuLibraryGetKernel(
     let Some(__entry) = SYMBOLS[226].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -11311,6 +11764,7 @@ pub unsafe fn cuLibraryGetKernel(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pKernel, library, name) }
 }
 /// Writes the number of kernels contained in a library to count.
@@ -11337,12 +11791,14 @@ pub unsafe fn cuLibraryGetKernelCount(
     let Some(__entry) = SYMBOLS[227].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut ::core::ffi::c_uint, CUlibrary) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(count, lib) }
 }
 /// Looks up a managed variable by name in a library and returns its address and size; the memory is shared by all devices. Either output pointer, but not both, may be NULL.
@@ -11373,6 +11829,7 @@ pub unsafe fn cuLibraryGetManaged(
     let Some(__entry) = SYMBOLS[228].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -11384,6 +11841,7 @@ pub unsafe fn cuLibraryGetManaged(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dptr, bytes, library, name) }
 }
 /// Returns the module through which a library is loaded in the current context. The module is owned by the library and must not be passed to cuModuleUnload.
@@ -11407,12 +11865,14 @@ pub unsafe fn cuLibraryGetModule(pMod: *mut CUmodule, library: CUlibrary) -> CUr
     let Some(__entry) = SYMBOLS[229].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUmodule, CUlibrary) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pMod, library) }
 }
 /// Returns a unified function pointer for the named function in a library. Yields CUDA_ERROR_NOT_FOUND if there is no such function or no device in the system supports unified function pointers.
@@ -11441,6 +11901,7 @@ pub unsafe fn cuLibraryGetUnifiedFunction(
     let Some(__entry) = SYMBOLS[230].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -11451,6 +11912,7 @@ pub unsafe fn cuLibraryGetUnifiedFunction(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(fptr, library, symbol) }
 }
 /// Loads a context-independent library from an in-memory cubin, fatbin or NUL-terminated PTX image, with optional JIT and library-load options. Depending on the module loading mode it is loaded into every context at once or only when first needed; JIT output options are written back into jitOptionsValues.
@@ -11489,6 +11951,7 @@ pub unsafe fn cuLibraryLoadData(
     let Some(__entry) = SYMBOLS[231].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -11504,6 +11967,7 @@ pub unsafe fn cuLibraryLoadData(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe {
         __driver_fn(
             library,
@@ -11553,6 +12017,7 @@ pub unsafe fn cuLibraryLoadFromFile(
     let Some(__entry) = SYMBOLS[232].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -11568,6 +12033,7 @@ pub unsafe fn cuLibraryLoadFromFile(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe {
         __driver_fn(
             library,
@@ -11601,12 +12067,14 @@ pub unsafe fn cuLibraryUnload(library: CUlibrary) -> CUresult {
     let Some(__entry) = SYMBOLS[233].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUlibrary) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(library) }
 }
 /// Adds an in-memory input of the given type (PTX, cubin, fatbin, object, library, ...) to a pending link session, optionally with per-input compiler options. The driver keeps no reference to the buffer after returning; PTX input must be NUL-terminated.
@@ -11645,6 +12113,7 @@ pub unsafe fn cuLinkAddData(
     let Some(__entry) = SYMBOLS[234].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -11660,6 +12129,7 @@ pub unsafe fn cuLinkAddData(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe {
         __driver_fn(state, type_, data, size, name, numOptions, options, optionValues)
     }
@@ -11696,6 +12166,7 @@ pub unsafe fn cuLinkAddFile(
     let Some(__entry) = SYMBOLS[235].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -11709,6 +12180,7 @@ pub unsafe fn cuLinkAddFile(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(state, type_, path, numOptions, options, optionValues) }
 }
 /// Finishes a link session and returns a pointer to the linked cubin and, optionally, its size. The image belongs to the link state, so it must be loaded (e.g. with cuModuleLoadData) before cuLinkDestroy is called.
@@ -11737,6 +12209,7 @@ pub unsafe fn cuLinkComplete(
     let Some(__entry) = SYMBOLS[236].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -11747,6 +12220,7 @@ pub unsafe fn cuLinkComplete(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(state, cubinOut, sizeOut) }
 }
 /// Starts a JIT link session configured by linker and compiler options and returns its state, which the caller must free with cuLinkDestroy. When output options are used, optionValues must stay valid until the state is destroyed.
@@ -11777,6 +12251,7 @@ pub unsafe fn cuLinkCreate(
     let Some(__entry) = SYMBOLS[237].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -11788,6 +12263,7 @@ pub unsafe fn cuLinkCreate(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(numOptions, options, optionValues, stateOut) }
 }
 /// Frees a JIT link session together with any cubin image that cuLinkComplete returned for it.
@@ -11810,12 +12286,14 @@ pub unsafe fn cuLinkDestroy(state: CUlinkState) -> CUresult {
     let Some(__entry) = SYMBOLS[238].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUlinkState) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(state) }
 }
 /// Writes an iterator positioned at the end of the driver's log buffer, so that a later dump covers only messages logged after this call. flags must be 0.
@@ -11842,12 +12320,14 @@ pub unsafe fn cuLogsCurrent(
     let Some(__entry) = SYMBOLS[239].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUlogIterator, ::core::ffi::c_uint) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(iterator_out, flags) }
 }
 /// Writes the buffered driver log messages to the file at pathToFile, starting at iterator (or from the oldest kept message when it is NULL) and advancing the iterator. Old messages may already have been overwritten.
@@ -11876,6 +12356,7 @@ pub unsafe fn cuLogsDumpToFile(
     let Some(__entry) = SYMBOLS[240].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -11886,6 +12367,7 @@ pub unsafe fn cuLogsDumpToFile(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(iterator, pathToFile, flags) }
 }
 /// Copies buffered driver log messages, newline-separated and NUL-terminated, into buffer, starting at the optional iterator and advancing it. size gives the buffer capacity on entry and the bytes written (without the NUL) on return; a buffer too small for any message gives CUDA_ERROR_INVALID_VALUE.
@@ -11916,6 +12398,7 @@ pub unsafe fn cuLogsDumpToMemory(
     let Some(__entry) = SYMBOLS[241].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -11927,6 +12410,7 @@ pub unsafe fn cuLogsDumpToMemory(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(iterator, buffer, size, flags) }
 }
 /// Installs a function that the driver calls with each error log message, passing userData through; the optional callback_out receives a handle for cuLogsUnregisterCallback.
@@ -11955,6 +12439,7 @@ pub unsafe fn cuLogsRegisterCallback(
     let Some(__entry) = SYMBOLS[242].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -11965,6 +12450,7 @@ pub unsafe fn cuLogsRegisterCallback(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(callbackFunc, userData, callback_out) }
 }
 /// Removes a log callback installed with cuLogsRegisterCallback so it receives no more messages.
@@ -11987,12 +12473,14 @@ pub unsafe fn cuLogsUnregisterCallback(callback: CUlogsCallbackHandle) -> CUresu
     let Some(__entry) = SYMBOLS[243].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUlogsCallbackHandle) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(callback) }
 }
 /// Gives back a virtual address range obtained from cuMemAddressReserve; ptr and size must be exactly those of the reservation, and the addresses must not be used afterwards.
@@ -12016,12 +12504,14 @@ pub unsafe fn cuMemAddressFree(ptr: CUdeviceptr, size: usize) -> CUresult {
     let Some(__entry) = SYMBOLS[244].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUdeviceptr, usize) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(ptr, size) }
 }
 /// Reserves a range of size bytes of virtual address space, with no memory behind it, and returns its start; the system must support unified addressing. size and addr must be multiples of the host page size, alignment a power of two (or 0 for the default), addr is only a placement hint (0 lets the driver choose), and flags must be 0.
@@ -12054,6 +12544,7 @@ pub unsafe fn cuMemAddressReserve(
     let Some(__entry) = SYMBOLS[245].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -12066,6 +12557,7 @@ pub unsafe fn cuMemAddressReserve(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(ptr, size, alignment, addr, flags) }
 }
 /// Gives the unified memory system a usage hint for count bytes of managed (or supported pageable) memory at devPtr, such as read-mostly, a preferred location, or that location will access it. It changes placement and mapping policy, never the contents.
@@ -12096,6 +12588,7 @@ pub unsafe fn cuMemAdvise(
     let Some(__entry) = SYMBOLS[246].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -12107,6 +12600,7 @@ pub unsafe fn cuMemAdvise(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(devPtr, count, advice, location) }
 }
 /// Allocates bytesize bytes of uninitialised linear device memory, aligned for any data type, and returns its device address. A size of zero is rejected with CUDA_ERROR_INVALID_VALUE; release the memory with cuMemFree.
@@ -12130,12 +12624,14 @@ pub unsafe fn cuMemAlloc(dptr: *mut CUdeviceptr, bytesize: usize) -> CUresult {
     let Some(__entry) = SYMBOLS[247].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUdeviceptr, usize) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dptr, bytesize) }
 }
 /// Enqueues on hStream an allocation of bytesize bytes from the current memory pool of the stream's device and hands back the address at once. Only work ordered after the allocation (by the same stream, an event or a synchronization) may use it; under stream capture a graph allocation node is created instead.
@@ -12164,12 +12660,14 @@ pub unsafe fn cuMemAllocAsync(
     let Some(__entry) = SYMBOLS[248].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUdeviceptr, usize, CUstream) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dptr, bytesize, hStream) }
 }
 /// Enqueues on hStream an allocation of bytesize bytes from the given pool, which may live on another device than the stream, and hands back the address at once. Only work ordered after the allocation may use it; under stream capture a graph allocation node is created instead.
@@ -12200,6 +12698,7 @@ pub unsafe fn cuMemAllocFromPoolAsync(
     let Some(__entry) = SYMBOLS[249].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -12211,6 +12710,7 @@ pub unsafe fn cuMemAllocFromPoolAsync(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dptr, bytesize, pool, hStream) }
 }
 /// Allocates bytesize bytes of page-locked host memory that the device can access directly and that makes transfers faster; with unified addressing the same pointer is also valid on the device. Pin memory sparingly since it is taken away from the OS pager, and release it with cuMemFreeHost.
@@ -12237,12 +12737,14 @@ pub unsafe fn cuMemAllocHost(
     let Some(__entry) = SYMBOLS[250].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut *mut ::core::ffi::c_void, usize) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pp, bytesize) }
 }
 /// Allocates bytesize bytes of uninitialised Unified Memory, valid on the host and on every GPU that supports managed memory and migrated by the driver as needed; release it with cuMemFree. flags must be CU_MEM_ATTACH_GLOBAL (usable from any stream) or CU_MEM_ATTACH_HOST (devices without concurrent managed access need cuStreamAttachMemAsync before touching it), and a zero size or a device without managed memory is an error.
@@ -12271,6 +12773,7 @@ pub unsafe fn cuMemAllocManaged(
     let Some(__entry) = SYMBOLS[251].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -12281,6 +12784,7 @@ pub unsafe fn cuMemAllocManaged(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dptr, bytesize, flags) }
 }
 /// Allocates device memory for Height rows of at least WidthInBytes bytes, padding each row so every row start stays aligned for coalesced access, and returns the base address and the row pitch in bytes. ElementSizeBytes (4, 8 or 16) is the widest access kernels will make, and the returned pitch is always accepted by cuMemcpy2D.
@@ -12313,6 +12817,7 @@ pub unsafe fn cuMemAllocPitch(
     let Some(__entry) = SYMBOLS[252].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -12325,6 +12830,7 @@ pub unsafe fn cuMemAllocPitch(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes) }
 }
 /// Enqueues count independent hardware decompression operations, described by paramsArray, on stream as a single unit of work. Their source, destination and actual-size buffers must be decompression-capable and reachable from the stream's device, flags must be 0, and on failure errorIndex (when non-null) receives the index of the failing entry, or SIZE_MAX for a general error.
@@ -12357,6 +12863,7 @@ pub unsafe fn cuMemBatchDecompressAsync(
     let Some(__entry) = SYMBOLS[253].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -12369,6 +12876,7 @@ pub unsafe fn cuMemBatchDecompressAsync(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(paramsArray, count, flags, errorIndex, stream) }
 }
 /// Creates a physical allocation of size bytes on the location and with the shareable handle types described by prop, and returns a generic handle to it without mapping it anywhere. size must be a multiple of the minimum granularity from cuMemGetAllocationGranularity; map it with cuMemMap and drop the handle with cuMemRelease.
@@ -12399,6 +12907,7 @@ pub unsafe fn cuMemCreate(
     let Some(__entry) = SYMBOLS[254].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -12410,6 +12919,7 @@ pub unsafe fn cuMemCreate(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(handle, size, prop, flags) }
 }
 /// Enqueues on hStream a discard followed by a prefetch for each of the count ranges given by dptrs and sizes, with destinations chosen as in cuMemPrefetchBatchAsync, more cheaply than the two separate calls. Accessing the ranges while it runs is undefined behaviour.
@@ -12448,6 +12958,7 @@ pub unsafe fn cuMemDiscardAndPrefetchBatchAsync(
     let Some(__entry) = SYMBOLS[255].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -12463,6 +12974,7 @@ pub unsafe fn cuMemDiscardAndPrefetchBatchAsync(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe {
         __driver_fn(
             dptrs,
@@ -12506,6 +13018,7 @@ pub unsafe fn cuMemDiscardBatchAsync(
     let Some(__entry) = SYMBOLS[256].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -12518,6 +13031,7 @@ pub unsafe fn cuMemDiscardBatchAsync(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dptrs, sizes, count, flags, hStream) }
 }
 /// Produces an OS shareable handle for an allocation, of the kind named by handleType (for example a POSIX file descriptor, a Win32 handle or a fabric handle), so another process or graphics API can import it. shareableHandle must point to storage for that kind of handle, and flags must be 0.
@@ -12548,6 +13062,7 @@ pub unsafe fn cuMemExportToShareableHandle(
     let Some(__entry) = SYMBOLS[257].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -12559,6 +13074,7 @@ pub unsafe fn cuMemExportToShareableHandle(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(shareableHandle, handle, handleType, flags) }
 }
 /// Releases device memory that came from cuMemAlloc, cuMemAllocPitch, cuMemAllocManaged, cuMemAllocAsync or cuMemAllocFromPoolAsync; the address must not be used afterwards. Memory from the stream-ordered allocators is freed without any implicit synchronisation, so all work touching it must already have finished.
@@ -12581,12 +13097,14 @@ pub unsafe fn cuMemFree(dptr: CUdeviceptr) -> CUresult {
     let Some(__entry) = SYMBOLS[258].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUdeviceptr) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dptr) }
 }
 /// Enqueues on hStream the release of an allocation, so the memory becomes free in stream order. Work that runs after that point, and later pointer-attribute queries, must not touch the address; during stream capture it must be a graph allocation.
@@ -12610,12 +13128,14 @@ pub unsafe fn cuMemFreeAsync(dptr: CUdeviceptr, hStream: CUstream) -> CUresult {
     let Some(__entry) = SYMBOLS[259].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUdeviceptr, CUstream) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dptr, hStream) }
 }
 /// Releases page-locked host memory obtained from cuMemAllocHost or cuMemHostAlloc. The pointer must not be used by the host or the device afterwards.
@@ -12638,12 +13158,14 @@ pub unsafe fn cuMemFreeHost(p: *mut ::core::ffi::c_void) -> CUresult {
     let Some(__entry) = SYMBOLS[260].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut ::core::ffi::c_void) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(p) }
 }
 /// Reports the access flags that the given location holds for the mapped virtual address ptr.
@@ -12672,6 +13194,7 @@ pub unsafe fn cuMemGetAccess(
     let Some(__entry) = SYMBOLS[261].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -12682,6 +13205,7 @@ pub unsafe fn cuMemGetAccess(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(flags, location, ptr) }
 }
 /// Finds the device allocation that contains dptr and returns its base address and size. Either output may be NULL when that value is not wanted.
@@ -12710,12 +13234,14 @@ pub unsafe fn cuMemGetAddressRange(
     let Some(__entry) = SYMBOLS[262].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUdeviceptr, *mut usize, CUdeviceptr) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pbase, psize, dptr) }
 }
 /// Reports the minimum or the recommended granularity, as chosen by option, for allocations with the properties in prop; sizes, alignments and mapping addresses should be multiples of it.
@@ -12744,6 +13270,7 @@ pub unsafe fn cuMemGetAllocationGranularity(
     let Some(__entry) = SYMBOLS[263].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -12754,6 +13281,7 @@ pub unsafe fn cuMemGetAllocationGranularity(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(granularity, prop, option) }
 }
 /// Fills prop with the properties that a generic allocation handle was created with.
@@ -12780,6 +13308,7 @@ pub unsafe fn cuMemGetAllocationPropertiesFromHandle(
     let Some(__entry) = SYMBOLS[264].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -12789,6 +13318,7 @@ pub unsafe fn cuMemGetAllocationPropertiesFromHandle(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(prop, handle) }
 }
 /// Returns the default memory pool for a location (a device, the host or a host NUMA node) and an allocation type, pinned or managed; for managed memory the location may also be of type none.
@@ -12817,6 +13347,7 @@ pub unsafe fn cuMemGetDefaultMemPool(
     let Some(__entry) = SYMBOLS[265].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -12827,6 +13358,7 @@ pub unsafe fn cuMemGetDefaultMemPool(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pool_out, location, type_) }
 }
 /// Exports a range of device memory (or of pinned host memory where supported) as an OS handle of type handleType, today a dma_buf file descriptor written as an int through handle. dptr and size must be host-page aligned, the range must be fully backed by allocations on one device with identical properties, and flags may ask for a mapping through PCIe BAR1.
@@ -12859,6 +13391,7 @@ pub unsafe fn cuMemGetHandleForAddressRange(
     let Some(__entry) = SYMBOLS[266].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -12871,6 +13404,7 @@ pub unsafe fn cuMemGetHandleForAddressRange(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(handle, dptr, size, handleType, flags) }
 }
 /// Reports, in bytes, how much device memory the OS considers free and how much in total is available to the current context. The free figure is a racy estimate that other threads or processes can change at any moment, and CUDA may not be able to allocate all of it.
@@ -12894,12 +13428,14 @@ pub unsafe fn cuMemGetInfo(free: *mut usize, total: *mut usize) -> CUresult {
     let Some(__entry) = SYMBOLS[267].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut usize, *mut usize) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(free, total) }
 }
 /// Returns the memory pool currently used for a location and allocation type, which is the last one set with cuMemSetMemPool or cuDeviceSetMemPool, or otherwise the location's default pool.
@@ -12928,6 +13464,7 @@ pub unsafe fn cuMemGetMemPool(
     let Some(__entry) = SYMBOLS[268].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -12938,6 +13475,7 @@ pub unsafe fn cuMemGetMemPool(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pool, location, type_) }
 }
 /// Allocates page-locked host memory like cuMemAllocHost, with Flags choosing whether it counts as pinned in every context (CU_MEMHOSTALLOC_PORTABLE), is mapped into the device address space (CU_MEMHOSTALLOC_DEVICEMAP) and/or is write-combined (CU_MEMHOSTALLOC_WRITECOMBINED). Release it with cuMemFreeHost; for write-combined memory the device address must come from cuMemHostGetDevicePointer even under unified addressing.
@@ -12966,6 +13504,7 @@ pub unsafe fn cuMemHostAlloc(
     let Some(__entry) = SYMBOLS[269].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -12976,6 +13515,7 @@ pub unsafe fn cuMemHostAlloc(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pp, bytesize, Flags) }
 }
 /// Returns the device address through which kernels can reach the mapped page-locked host buffer p. The buffer must have been allocated or registered with the device-map flag on a device that supports mapped memory, and Flags must be 0.
@@ -13004,6 +13544,7 @@ pub unsafe fn cuMemHostGetDevicePointer(
     let Some(__entry) = SYMBOLS[270].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -13014,6 +13555,7 @@ pub unsafe fn cuMemHostGetDevicePointer(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pdptr, p, Flags) }
 }
 /// Returns the flags that were passed when the page-locked host allocation containing p was made. Fails if p does not lie inside memory from cuMemAllocHost or cuMemHostAlloc.
@@ -13040,6 +13582,7 @@ pub unsafe fn cuMemHostGetFlags(
     let Some(__entry) = SYMBOLS[271].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -13049,6 +13592,7 @@ pub unsafe fn cuMemHostGetFlags(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pFlags, p) }
 }
 /// Page-locks the existing host range of bytesize bytes at p and registers it with CUDA so that transfers from it run faster, optionally making it portable, mapping it for the device, or treating it as I/O or read-only memory according to Flags. The range must stay allocated until it is released with cuMemHostUnregister.
@@ -13077,6 +13621,7 @@ pub unsafe fn cuMemHostRegister(
     let Some(__entry) = SYMBOLS[272].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -13087,6 +13632,7 @@ pub unsafe fn cuMemHostRegister(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(p, bytesize, Flags) }
 }
 /// Undoes cuMemHostRegister for the range whose base address is p (the same address that was registered), unmapping it and making it pageable again. The device must no longer access it.
@@ -13109,12 +13655,14 @@ pub unsafe fn cuMemHostUnregister(p: *mut ::core::ffi::c_void) -> CUresult {
     let Some(__entry) = SYMBOLS[273].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut ::core::ffi::c_void) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(p) }
 }
 /// Turns an OS shareable handle received from another process or API into a generic allocation handle, which is then mapped with cuMemMap and eventually dropped with cuMemRelease. osHandle carries the handle itself (a file descriptor or Win32 handle cast to a pointer) or points to it for fabric handles; importing the same OS handle twice may give different CUDA handles.
@@ -13143,6 +13691,7 @@ pub unsafe fn cuMemImportFromShareableHandle(
     let Some(__entry) = SYMBOLS[274].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -13153,6 +13702,7 @@ pub unsafe fn cuMemImportFromShareableHandle(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(handle, osHandle, shHandleType) }
 }
 /// Maps size bytes of the physical allocation behind handle, starting at offset (currently 0), onto the reserved and not yet mapped virtual range at ptr. ptr, size and offset must be multiples of the allocation (or multicast) granularity, and the range stays inaccessible until cuMemSetAccess grants access.
@@ -13185,6 +13735,7 @@ pub unsafe fn cuMemMap(
     let Some(__entry) = SYMBOLS[275].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -13197,6 +13748,7 @@ pub unsafe fn cuMemMap(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(ptr, size, offset, handle, flags) }
 }
 /// Queues on hStream count map or unmap operations, each a CUarrayMapInfo, that bind tiles of a tile-pool allocation to regions or mip tails of sparse (or deferred-mapping) CUDA arrays and mipmapped arrays, or unbind them. Offsets and extents must be tile-aligned and the device in each entry must match the stream's.
@@ -13225,6 +13777,7 @@ pub unsafe fn cuMemMapArrayAsync(
     let Some(__entry) = SYMBOLS[276].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -13235,6 +13788,7 @@ pub unsafe fn cuMemMapArrayAsync(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(mapInfoList, count, hStream) }
 }
 /// Creates a memory pool with the backing location, IPC handle types, maximum size and other settings in poolProps and returns it; pools of host memory cannot be shared between processes. Destroy it with cuMemPoolDestroy.
@@ -13261,12 +13815,14 @@ pub unsafe fn cuMemPoolCreate(
     let Some(__entry) = SYMBOLS[277].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUmemoryPool, *const CUmemPoolProps) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pool, poolProps) }
 }
 /// Destroys a memory pool; if allocations from it or frees into it are still outstanding, its resources are released later once they are gone. A device's default pool cannot be destroyed, and destroying a device's current pool makes its default pool current again.
@@ -13289,12 +13845,14 @@ pub unsafe fn cuMemPoolDestroy(pool: CUmemoryPool) -> CUresult {
     let Some(__entry) = SYMBOLS[278].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUmemoryPool) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pool) }
 }
 /// Fills shareData_out with opaque data naming one allocation of a shared pool; the data can be passed to another process by any means and opened there with cuMemPoolImportPointer.
@@ -13321,12 +13879,14 @@ pub unsafe fn cuMemPoolExportPointer(
     let Some(__entry) = SYMBOLS[279].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUmemPoolPtrExportData, CUdeviceptr) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(shareData_out, ptr) }
 }
 /// Creates an OS handle of kind handleType for an IPC-capable pool so another process can open it with cuMemPoolImportFromShareableHandle. handle_out must point to storage for that kind of handle, and flags must be 0.
@@ -13357,6 +13917,7 @@ pub unsafe fn cuMemPoolExportToShareableHandle(
     let Some(__entry) = SYMBOLS[280].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -13368,6 +13929,7 @@ pub unsafe fn cuMemPoolExportToShareableHandle(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(handle_out, pool, handleType, flags) }
 }
 /// Reports the access flags that a location has to the memory of a pool.
@@ -13396,6 +13958,7 @@ pub unsafe fn cuMemPoolGetAccess(
     let Some(__entry) = SYMBOLS[281].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -13406,6 +13969,7 @@ pub unsafe fn cuMemPoolGetAccess(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(flags, memPool, location) }
 }
 /// Reads a pool attribute, such as the release threshold, a reuse policy or the current and peak reserved or used memory, into value, which must point to a cuuint64_t or an int as attr requires.
@@ -13434,6 +13998,7 @@ pub unsafe fn cuMemPoolGetAttribute(
     let Some(__entry) = SYMBOLS[282].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -13444,6 +14009,7 @@ pub unsafe fn cuMemPoolGetAttribute(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pool, attr, value) }
 }
 /// Opens, from its OS handle, a memory pool shared by another process. Imported pools cannot allocate; individual allocations are brought in with cuMemPoolImportPointer, and flags must be 0.
@@ -13474,6 +14040,7 @@ pub unsafe fn cuMemPoolImportFromShareableHandle(
     let Some(__entry) = SYMBOLS[283].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -13485,6 +14052,7 @@ pub unsafe fn cuMemPoolImportFromShareableHandle(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pool_out, handle, handleType, flags) }
 }
 /// Maps into this process an allocation described by export data from another process, through a pool imported from that process, and returns its address. It must not be used before the exporter's allocation has completed, and every importer must free it (cuMemFree or cuMemFreeAsync) before the exporter does.
@@ -13513,6 +14081,7 @@ pub unsafe fn cuMemPoolImportPointer(
     let Some(__entry) = SYMBOLS[284].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -13523,6 +14092,7 @@ pub unsafe fn cuMemPoolImportPointer(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(ptr_out, pool, shareData) }
 }
 /// Sets the access that each location named in the count descriptors of map has to memory allocated from the pool.
@@ -13551,12 +14121,14 @@ pub unsafe fn cuMemPoolSetAccess(
     let Some(__entry) = SYMBOLS[285].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUmemoryPool, *const CUmemAccessDesc, usize) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pool, map, count) }
 }
 /// Changes a pool attribute such as the release threshold, one of the reuse policies, or a reset of a high-water mark; value points to a cuuint64_t or an int, depending on attr.
@@ -13585,6 +14157,7 @@ pub unsafe fn cuMemPoolSetAttribute(
     let Some(__entry) = SYMBOLS[286].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -13595,6 +14168,7 @@ pub unsafe fn cuMemPoolSetAttribute(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pool, attr, value) }
 }
 /// Returns unused memory held by the pool to the OS until no more than minBytesToKeep bytes remain reserved, as far as that is possible. Memory behind live allocations, or behind frees the host has not yet observed, is kept.
@@ -13618,12 +14192,14 @@ pub unsafe fn cuMemPoolTrimTo(pool: CUmemoryPool, minBytesToKeep: usize) -> CUre
     let Some(__entry) = SYMBOLS[287].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUmemoryPool, usize) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pool, minBytesToKeep) }
 }
 /// Enqueues on hStream a migration of count bytes of managed memory at devPtr to location (a device, the host or a host NUMA node), widened to whole pages; it is only a performance hint and the memory stays coherent while it moves. flags must be 0.
@@ -13656,6 +14232,7 @@ pub unsafe fn cuMemPrefetchAsync(
     let Some(__entry) = SYMBOLS[288].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -13668,6 +14245,7 @@ pub unsafe fn cuMemPrefetchAsync(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(devPtr, count, location, flags, hStream) }
 }
 /// Enqueues on hStream count prefetches of the ranges given by dptrs and sizes, in no fixed order within the batch. prefetchLocs and prefetchLocIdxs (numPrefetchLocs entries each) say which destination applies from which operation onwards; flags must be 0 and the legacy NULL stream is refused.
@@ -13706,6 +14284,7 @@ pub unsafe fn cuMemPrefetchBatchAsync(
     let Some(__entry) = SYMBOLS[289].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -13721,6 +14300,7 @@ pub unsafe fn cuMemPrefetchBatchAsync(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe {
         __driver_fn(
             dptrs,
@@ -13764,6 +14344,7 @@ pub unsafe fn cuMemRangeGetAttribute(
     let Some(__entry) = SYMBOLS[290].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -13776,6 +14357,7 @@ pub unsafe fn cuMemRangeGetAttribute(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(data, dataSize, attribute, devPtr, count) }
 }
 /// Queries numAttributes attributes of a managed memory range at once, writing result i to the buffer data\[i\] of dataSizes\[i\] bytes under the same rules as cuMemRangeGetAttribute.
@@ -13810,6 +14392,7 @@ pub unsafe fn cuMemRangeGetAttributes(
     let Some(__entry) = SYMBOLS[291].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -13823,6 +14406,7 @@ pub unsafe fn cuMemRangeGetAttributes(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(data, dataSizes, attributes, numAttributes, devPtr, count) }
 }
 /// Drops a reference to a generic allocation handle from cuMemCreate, cuMemImportFromShareableHandle or cuMemRetainAllocationHandle. The physical memory goes away only when every mapping of it is unmapped and every handle is released; passing an invalid handle is undefined behaviour.
@@ -13845,12 +14429,14 @@ pub unsafe fn cuMemRelease(handle: CUmemGenericAllocationHandle) -> CUresult {
     let Some(__entry) = SYMBOLS[292].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUmemGenericAllocationHandle) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(handle) }
 }
 /// Returns the generic allocation handle behind a mapped address, which may lie anywhere inside a range mapped with cuMemMap; unmapped addresses fail. Every successful call adds a reference that must be dropped with cuMemRelease.
@@ -13877,6 +14463,7 @@ pub unsafe fn cuMemRetainAllocationHandle(
     let Some(__entry) = SYMBOLS[293].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -13886,6 +14473,7 @@ pub unsafe fn cuMemRetainAllocationHandle(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(handle, addr) }
 }
 /// Sets the access rights that each location listed in the count descriptors of desc has to a fully mapped virtual range. Freshly mapped memory cannot be accessed by anyone until this is called.
@@ -13916,6 +14504,7 @@ pub unsafe fn cuMemSetAccess(
     let Some(__entry) = SYMBOLS[294].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -13927,6 +14516,7 @@ pub unsafe fn cuMemSetAccess(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(ptr, size, desc, count) }
 }
 /// Makes pool the current memory pool for a location and allocation type; the pool's own location and type must match them. For pinned memory on a device this is equivalent to cuDeviceSetMemPool.
@@ -13955,6 +14545,7 @@ pub unsafe fn cuMemSetMemPool(
     let Some(__entry) = SYMBOLS[295].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -13965,6 +14556,7 @@ pub unsafe fn cuMemSetMemPool(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(location, type_, pool) }
 }
 /// Removes the mapping of an entire range previously mapped with cuMemMap (sub-ranges cannot be unmapped), leaving a bare reservation. Backing memory is freed once no mapping or handle refers to it, so nothing may access those addresses any more.
@@ -13988,12 +14580,14 @@ pub unsafe fn cuMemUnmap(ptr: CUdeviceptr, size: usize) -> CUresult {
     let Some(__entry) = SYMBOLS[296].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUdeviceptr, usize) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(ptr, size) }
 }
 /// Copies ByteCount bytes from src to dst, deciding from the addresses whether each side is host or device memory. It needs a context with unified addressing, and both ranges must be valid for the whole count.
@@ -14022,12 +14616,14 @@ pub unsafe fn cuMemcpy(
     let Some(__entry) = SYMBOLS[297].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUdeviceptr, CUdeviceptr, usize) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dst, src, ByteCount) }
 }
 /// Copies a 2D block of rows described by a CUDA_MEMCPY2D, where each side can be host, device, unified or CUDA-array memory with its own pitch and starting offset. Pitches above CU_DEVICE_ATTRIBUTE_MAX_PITCH are refused, and copies within the device may reject pitches that did not come from cuMemAllocPitch (cuMemcpy2DUnaligned accepts them).
@@ -14050,12 +14646,14 @@ pub unsafe fn cuMemcpy2D(pCopy: *const CUDA_MEMCPY2D) -> CUresult {
     let Some(__entry) = SYMBOLS[298].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*const CUDA_MEMCPY2D) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pCopy) }
 }
 /// Enqueues on hStream the 2D copy described by a CUDA_MEMCPY2D, following the same rules as cuMemcpy2D. Every buffer it names must stay valid until the stream has executed the copy.
@@ -14082,12 +14680,14 @@ pub unsafe fn cuMemcpy2DAsync(
     let Some(__entry) = SYMBOLS[299].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*const CUDA_MEMCPY2D, CUstream) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pCopy, hStream) }
 }
 /// Performs the same 2D copy as cuMemcpy2D but also accepts pitches that cuMemcpy2D would refuse for copies within the device, at the cost of possibly running much slower in those cases.
@@ -14110,12 +14710,14 @@ pub unsafe fn cuMemcpy2DUnaligned(pCopy: *const CUDA_MEMCPY2D) -> CUresult {
     let Some(__entry) = SYMBOLS[300].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*const CUDA_MEMCPY2D) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pCopy) }
 }
 /// Copies a 3D box described by a CUDA_MEMCPY3D, where each side can be host, device, unified or CUDA-array memory with its own pitch, layer height and offset. Pitches above CU_DEVICE_ATTRIBUTE_MAX_PITCH are refused, and the srcLOD and dstLOD fields must be 0.
@@ -14138,12 +14740,14 @@ pub unsafe fn cuMemcpy3D(pCopy: *const CUDA_MEMCPY3D) -> CUresult {
     let Some(__entry) = SYMBOLS[301].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*const CUDA_MEMCPY3D) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pCopy) }
 }
 /// Enqueues on hStream the 3D copy described by a CUDA_MEMCPY3D, following the same rules as cuMemcpy3D. Every buffer it names must stay valid until the stream has executed the copy.
@@ -14170,12 +14774,14 @@ pub unsafe fn cuMemcpy3DAsync(
     let Some(__entry) = SYMBOLS[302].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*const CUDA_MEMCPY3D, CUstream) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pCopy, hStream) }
 }
 /// Enqueues numOps independent 3D copies described by opList on hStream as one unit with no ordering among them; each operand may be a pointer or a CUDA array. Every operation needs a valid source access order, flags must be 0, and the legacy NULL stream is not allowed.
@@ -14206,6 +14812,7 @@ pub unsafe fn cuMemcpy3DBatchAsync(
     let Some(__entry) = SYMBOLS[303].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -14217,6 +14824,7 @@ pub unsafe fn cuMemcpy3DBatchAsync(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(numOps, opList, flags, hStream) }
 }
 /// Copies a 3D box between memory that may belong to different contexts, as described by a CUDA_MEMCPY3D_PEER that names the source and destination contexts alongside the usual 3D copy fields.
@@ -14239,12 +14847,14 @@ pub unsafe fn cuMemcpy3DPeer(pCopy: *const CUDA_MEMCPY3D_PEER) -> CUresult {
     let Some(__entry) = SYMBOLS[304].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*const CUDA_MEMCPY3D_PEER) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pCopy) }
 }
 /// Enqueues on hStream the cross-context 3D copy described by a CUDA_MEMCPY3D_PEER. Every buffer it names must stay valid until the stream has executed the copy.
@@ -14271,12 +14881,14 @@ pub unsafe fn cuMemcpy3DPeerAsync(
     let Some(__entry) = SYMBOLS[305].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*const CUDA_MEMCPY3D_PEER, CUstream) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pCopy, hStream) }
 }
 /// Enqueues on hStream a copy of ByteCount bytes from src to dst, deciding from the addresses whether each side is host or device memory (unified addressing required). The call may return before the copy runs, so both buffers must stay valid and untouched until the stream has executed it.
@@ -14307,12 +14919,14 @@ pub unsafe fn cuMemcpyAsync(
     let Some(__entry) = SYMBOLS[306].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUdeviceptr, CUdeviceptr, usize, CUstream) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dst, src, ByteCount, hStream) }
 }
 /// Copies ByteCount bytes between two 1D CUDA arrays at the given byte offsets. The arrays may use different element formats but their elements must be the same size, and ByteCount must be a multiple of that size.
@@ -14345,12 +14959,14 @@ pub unsafe fn cuMemcpyAtoA(
     let Some(__entry) = SYMBOLS[307].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUarray, usize, CUarray, usize, usize) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dstArray, dstOffset, srcArray, srcOffset, ByteCount) }
 }
 /// Copies ByteCount bytes out of a 1D CUDA array, starting srcOffset bytes in, to device memory at dstDevice. The destination must be aligned to the array's element size and ByteCount must be a multiple of it.
@@ -14381,12 +14997,14 @@ pub unsafe fn cuMemcpyAtoD(
     let Some(__entry) = SYMBOLS[308].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUdeviceptr, CUarray, usize, usize) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dstDevice, srcArray, srcOffset, ByteCount) }
 }
 /// Copies ByteCount bytes out of a 1D CUDA array, starting srcOffset bytes in, to host memory at dstHost. The host buffer must be writable for the whole count.
@@ -14417,6 +15035,7 @@ pub unsafe fn cuMemcpyAtoH(
     let Some(__entry) = SYMBOLS[309].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -14428,6 +15047,7 @@ pub unsafe fn cuMemcpyAtoH(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dstHost, srcArray, srcOffset, ByteCount) }
 }
 /// Enqueues on hStream a copy of ByteCount bytes out of a 1D CUDA array, starting srcOffset bytes in, to host memory at dstHost. The host buffer must stay valid, and should not be read, until the copy has run.
@@ -14460,6 +15080,7 @@ pub unsafe fn cuMemcpyAtoHAsync(
     let Some(__entry) = SYMBOLS[310].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -14472,6 +15093,7 @@ pub unsafe fn cuMemcpyAtoHAsync(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dstHost, srcArray, srcOffset, ByteCount, hStream) }
 }
 /// Enqueues count independent pointer-to-pointer copies (sizes\[i\] bytes from srcs\[i\] to dsts\[i\]) on hStream as one unit with no ordering among them, so no copy may depend on another. Copy i takes its attributes (source access order, location hints, flags) from the attrs entry whose attrsIdxs start index covers it; attrsIdxs must begin at 0 and strictly increase, numAttrs may not exceed count, and the legacy NULL stream is not allowed.
@@ -14510,6 +15132,7 @@ pub unsafe fn cuMemcpyBatchAsync(
     let Some(__entry) = SYMBOLS[311].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -14525,6 +15148,7 @@ pub unsafe fn cuMemcpyBatchAsync(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream) }
 }
 /// Copies ByteCount bytes from device memory at srcDevice into a 1D CUDA array, starting dstOffset bytes into the array.
@@ -14555,12 +15179,14 @@ pub unsafe fn cuMemcpyDtoA(
     let Some(__entry) = SYMBOLS[312].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUarray, usize, CUdeviceptr, usize) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dstArray, dstOffset, srcDevice, ByteCount) }
 }
 /// Copies ByteCount bytes from one device memory range to another. Both must be valid device allocations for the whole count.
@@ -14589,12 +15215,14 @@ pub unsafe fn cuMemcpyDtoD(
     let Some(__entry) = SYMBOLS[313].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUdeviceptr, CUdeviceptr, usize) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dstDevice, srcDevice, ByteCount) }
 }
 /// Enqueues on hStream a copy of ByteCount bytes from one device memory range to another. Both ranges must stay valid until the stream has executed the copy.
@@ -14625,12 +15253,14 @@ pub unsafe fn cuMemcpyDtoDAsync(
     let Some(__entry) = SYMBOLS[314].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUdeviceptr, CUdeviceptr, usize, CUstream) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dstDevice, srcDevice, ByteCount, hStream) }
 }
 /// Copies ByteCount bytes from device memory at srcDevice to host memory at dstHost. The host buffer must be writable for the whole count.
@@ -14659,6 +15289,7 @@ pub unsafe fn cuMemcpyDtoH(
     let Some(__entry) = SYMBOLS[315].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -14669,6 +15300,7 @@ pub unsafe fn cuMemcpyDtoH(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dstHost, srcDevice, ByteCount) }
 }
 /// Enqueues on hStream a copy of ByteCount bytes from device memory at srcDevice to host memory at dstHost. The host buffer must stay valid, and should not be read, until the stream has executed the copy.
@@ -14699,6 +15331,7 @@ pub unsafe fn cuMemcpyDtoHAsync(
     let Some(__entry) = SYMBOLS[316].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -14710,6 +15343,7 @@ pub unsafe fn cuMemcpyDtoHAsync(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dstHost, srcDevice, ByteCount, hStream) }
 }
 /// Copies ByteCount bytes from host memory at srcHost into a 1D CUDA array, starting dstOffset bytes into the array.
@@ -14740,6 +15374,7 @@ pub unsafe fn cuMemcpyHtoA(
     let Some(__entry) = SYMBOLS[317].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -14751,6 +15386,7 @@ pub unsafe fn cuMemcpyHtoA(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dstArray, dstOffset, srcHost, ByteCount) }
 }
 /// Enqueues on hStream a copy of ByteCount bytes from host memory at srcHost into a 1D CUDA array, starting dstOffset bytes into it. The host buffer must stay valid and unchanged until the copy has run.
@@ -14783,6 +15419,7 @@ pub unsafe fn cuMemcpyHtoAAsync(
     let Some(__entry) = SYMBOLS[318].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -14795,6 +15432,7 @@ pub unsafe fn cuMemcpyHtoAAsync(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dstArray, dstOffset, srcHost, ByteCount, hStream) }
 }
 /// Copies ByteCount bytes from host memory at srcHost to device memory at dstDevice. Both ranges must be valid for the whole count.
@@ -14823,6 +15461,7 @@ pub unsafe fn cuMemcpyHtoD(
     let Some(__entry) = SYMBOLS[319].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -14833,6 +15472,7 @@ pub unsafe fn cuMemcpyHtoD(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dstDevice, srcHost, ByteCount) }
 }
 /// Enqueues on hStream a copy of ByteCount bytes from host memory at srcHost to device memory at dstDevice. The host buffer must stay valid and unchanged until the copy has run; only page-locked host memory gives a truly asynchronous transfer.
@@ -14863,6 +15503,7 @@ pub unsafe fn cuMemcpyHtoDAsync(
     let Some(__entry) = SYMBOLS[320].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -14874,6 +15515,7 @@ pub unsafe fn cuMemcpyHtoDAsync(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dstDevice, srcHost, ByteCount, hStream) }
 }
 /// Copies ByteCount bytes from device memory srcDevice in srcContext to device memory dstDevice in dstContext, which may belong to different GPUs. Both ranges must be live allocations in their contexts for the whole count.
@@ -14906,6 +15548,7 @@ pub unsafe fn cuMemcpyPeer(
     let Some(__entry) = SYMBOLS[321].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -14918,6 +15561,7 @@ pub unsafe fn cuMemcpyPeer(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dstDevice, dstContext, srcDevice, srcContext, ByteCount) }
 }
 /// Enqueues on hStream a copy of ByteCount bytes from device memory in srcContext to device memory in dstContext. Both ranges must stay valid until the stream has executed the copy.
@@ -14952,6 +15596,7 @@ pub unsafe fn cuMemcpyPeerAsync(
     let Some(__entry) = SYMBOLS[322].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -14965,6 +15610,7 @@ pub unsafe fn cuMemcpyPeerAsync(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe {
         __driver_fn(dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream)
     }
@@ -14995,12 +15641,14 @@ pub unsafe fn cuMemsetD16(
     let Some(__entry) = SYMBOLS[323].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUdeviceptr, ::core::ffi::c_ushort, usize) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dstDevice, us, N) }
 }
 /// Enqueues on hStream a fill of N 16-bit words of device memory starting at dstDevice with the value us; dstDevice must be 2-byte aligned.
@@ -15031,6 +15679,7 @@ pub unsafe fn cuMemsetD16Async(
     let Some(__entry) = SYMBOLS[324].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -15042,6 +15691,7 @@ pub unsafe fn cuMemsetD16Async(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dstDevice, us, N, hStream) }
 }
 /// Fills Height rows of Width 16-bit words each with the value us, where consecutive rows start dstPitch bytes apart. dstDevice and dstPitch must both be 2-byte aligned.
@@ -15074,6 +15724,7 @@ pub unsafe fn cuMemsetD2D16(
     let Some(__entry) = SYMBOLS[325].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -15086,6 +15737,7 @@ pub unsafe fn cuMemsetD2D16(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dstDevice, dstPitch, us, Width, Height) }
 }
 /// Enqueues on hStream a fill of Height rows of Width 16-bit words each with the value us, rows dstPitch bytes apart. dstDevice and dstPitch must both be 2-byte aligned.
@@ -15120,6 +15772,7 @@ pub unsafe fn cuMemsetD2D16Async(
     let Some(__entry) = SYMBOLS[326].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -15133,6 +15786,7 @@ pub unsafe fn cuMemsetD2D16Async(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dstDevice, dstPitch, us, Width, Height, hStream) }
 }
 /// Fills Height rows of Width 32-bit words each with the value ui, where consecutive rows start dstPitch bytes apart. dstDevice and dstPitch must both be 4-byte aligned.
@@ -15165,6 +15819,7 @@ pub unsafe fn cuMemsetD2D32(
     let Some(__entry) = SYMBOLS[327].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -15177,6 +15832,7 @@ pub unsafe fn cuMemsetD2D32(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dstDevice, dstPitch, ui, Width, Height) }
 }
 /// Enqueues on hStream a fill of Height rows of Width 32-bit words each with the value ui, rows dstPitch bytes apart. dstDevice and dstPitch must both be 4-byte aligned.
@@ -15211,6 +15867,7 @@ pub unsafe fn cuMemsetD2D32Async(
     let Some(__entry) = SYMBOLS[328].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -15224,6 +15881,7 @@ pub unsafe fn cuMemsetD2D32Async(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dstDevice, dstPitch, ui, Width, Height, hStream) }
 }
 /// Fills Height rows of Width bytes each with the value uc, where consecutive rows start dstPitch bytes apart (the pitch is ignored for a single row). It is fastest with a pitch returned by cuMemAllocPitch.
@@ -15256,6 +15914,7 @@ pub unsafe fn cuMemsetD2D8(
     let Some(__entry) = SYMBOLS[329].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -15268,6 +15927,7 @@ pub unsafe fn cuMemsetD2D8(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dstDevice, dstPitch, uc, Width, Height) }
 }
 /// Enqueues on hStream a fill of Height rows of Width bytes each with the value uc, where consecutive rows start dstPitch bytes apart (the pitch is ignored for a single row).
@@ -15302,6 +15962,7 @@ pub unsafe fn cuMemsetD2D8Async(
     let Some(__entry) = SYMBOLS[330].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -15315,6 +15976,7 @@ pub unsafe fn cuMemsetD2D8Async(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dstDevice, dstPitch, uc, Width, Height, hStream) }
 }
 /// Fills N 32-bit words of device memory starting at dstDevice with the value ui; dstDevice must be 4-byte aligned.
@@ -15343,12 +16005,14 @@ pub unsafe fn cuMemsetD32(
     let Some(__entry) = SYMBOLS[331].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUdeviceptr, ::core::ffi::c_uint, usize) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dstDevice, ui, N) }
 }
 /// Enqueues on hStream a fill of N 32-bit words of device memory starting at dstDevice with the value ui; dstDevice must be 4-byte aligned.
@@ -15379,6 +16043,7 @@ pub unsafe fn cuMemsetD32Async(
     let Some(__entry) = SYMBOLS[332].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -15390,6 +16055,7 @@ pub unsafe fn cuMemsetD32Async(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dstDevice, ui, N, hStream) }
 }
 /// Fills N bytes of device memory starting at dstDevice with the value uc.
@@ -15418,12 +16084,14 @@ pub unsafe fn cuMemsetD8(
     let Some(__entry) = SYMBOLS[333].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUdeviceptr, ::core::ffi::c_uchar, usize) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dstDevice, uc, N) }
 }
 /// Enqueues on hStream a fill of N bytes of device memory starting at dstDevice with the value uc.
@@ -15454,6 +16122,7 @@ pub unsafe fn cuMemsetD8Async(
     let Some(__entry) = SYMBOLS[334].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -15465,6 +16134,7 @@ pub unsafe fn cuMemsetD8Async(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dstDevice, uc, N, hStream) }
 }
 /// Creates a mipmapped CUDA array whose base level is described by one CUDA_ARRAY3D_DESCRIPTOR, with numMipmapLevels levels (clamped to what the base extent allows), and returns its handle. Destroy it with cuMipmappedArrayDestroy.
@@ -15493,6 +16163,7 @@ pub unsafe fn cuMipmappedArrayCreate(
     let Some(__entry) = SYMBOLS[335].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -15503,6 +16174,7 @@ pub unsafe fn cuMipmappedArrayCreate(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pHandle, pMipmappedArrayDesc, numMipmapLevels) }
 }
 /// Destroys a mipmapped CUDA array and frees its storage; the handle, and the level arrays obtained from it, must not be used afterwards. A mipmapped array that is still mapped cannot be destroyed.
@@ -15525,12 +16197,14 @@ pub unsafe fn cuMipmappedArrayDestroy(hMipmappedArray: CUmipmappedArray) -> CUre
     let Some(__entry) = SYMBOLS[336].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUmipmappedArray) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hMipmappedArray) }
 }
 /// Returns a CUDA array that views one level of a mipmapped array. A level past the last one is rejected with CUDA_ERROR_INVALID_VALUE.
@@ -15559,6 +16233,7 @@ pub unsafe fn cuMipmappedArrayGetLevel(
     let Some(__entry) = SYMBOLS[337].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -15569,6 +16244,7 @@ pub unsafe fn cuMipmappedArrayGetLevel(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pLevelArray, hMipmappedArray, level) }
 }
 /// Returns the size and alignment needed to map a whole mipmapped array on the given device. Only mipmapped arrays created with CUDA_ARRAY3D_DEFERRED_MAPPING are accepted.
@@ -15597,6 +16273,7 @@ pub unsafe fn cuMipmappedArrayGetMemoryRequirements(
     let Some(__entry) = SYMBOLS[338].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -15607,6 +16284,7 @@ pub unsafe fn cuMipmappedArrayGetMemoryRequirements(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(memoryRequirements, mipmap, device) }
 }
 /// Returns the tile extent and mip-tail layout of a sparse mipmapped array, which must have been created with CUDA_ARRAY3D_SPARSE. For layered arrays the mip-tail size is per layer unless the single-mip-tail flag is reported.
@@ -15633,6 +16311,7 @@ pub unsafe fn cuMipmappedArrayGetSparseProperties(
     let Some(__entry) = SYMBOLS[339].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -15642,6 +16321,7 @@ pub unsafe fn cuMipmappedArrayGetSparseProperties(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(sparseProperties, mipmap) }
 }
 /// Fills the caller's array with up to numFunctions function handles from a module. Under lazy loading the handles may still be only partly loaded, and all of them become invalid when the module is unloaded.
@@ -15670,6 +16350,7 @@ pub unsafe fn cuModuleEnumerateFunctions(
     let Some(__entry) = SYMBOLS[340].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -15680,6 +16361,7 @@ pub unsafe fn cuModuleEnumerateFunctions(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(functions, numFunctions, mod_) }
 }
 /// Looks up a kernel by name in a loaded module and returns its function handle, or CUDA_ERROR_NOT_FOUND if the module has no such function.
@@ -15708,6 +16390,7 @@ pub unsafe fn cuModuleGetFunction(
     let Some(__entry) = SYMBOLS[341].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -15718,6 +16401,7 @@ pub unsafe fn cuModuleGetFunction(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hfunc, hmod, name) }
 }
 /// Writes the number of functions contained in a module to count.
@@ -15744,12 +16428,14 @@ pub unsafe fn cuModuleGetFunctionCount(
     let Some(__entry) = SYMBOLS[342].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut ::core::ffi::c_uint, CUmodule) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(count, mod_) }
 }
 /// Looks up a global variable by name in a module and returns its device address and its size in bytes. Either output pointer, but not both, may be NULL.
@@ -15780,6 +16466,7 @@ pub unsafe fn cuModuleGetGlobal(
     let Some(__entry) = SYMBOLS[343].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -15791,6 +16478,7 @@ pub unsafe fn cuModuleGetGlobal(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dptr, bytes, hmod, name) }
 }
 /// Reports whether modules are loaded eagerly or lazily, as selected by the CUDA_MODULE_LOADING environment variable.
@@ -15813,12 +16501,14 @@ pub unsafe fn cuModuleGetLoadingMode(mode: *mut CUmoduleLoadingMode) -> CUresult
     let Some(__entry) = SYMBOLS[344].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUmoduleLoadingMode) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(mode) }
 }
 /// Deprecated: looks up a surface reference by name in a module and writes its handle, or returns CUDA_ERROR_NOT_FOUND; it stays valid until the module is unloaded.
@@ -15852,6 +16542,7 @@ pub unsafe fn cuModuleGetSurfRef(
     let Some(__entry) = SYMBOLS[345].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -15862,6 +16553,7 @@ pub unsafe fn cuModuleGetSurfRef(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pSurfRef, hmod, name) }
 }
 /// Deprecated: looks up a texture reference by name in a module and writes its handle, or returns CUDA_ERROR_NOT_FOUND. The handle belongs to the module and goes away when it is unloaded; do not destroy it.
@@ -15895,6 +16587,7 @@ pub unsafe fn cuModuleGetTexRef(
     let Some(__entry) = SYMBOLS[346].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -15905,6 +16598,7 @@ pub unsafe fn cuModuleGetTexRef(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pTexRef, hmod, name) }
 }
 /// Loads a cubin, PTX or fatbin file from disk into the current context and returns the new module. Code and data memory for the module is reserved up front, so the call fails if it cannot all be allocated.
@@ -15931,12 +16625,14 @@ pub unsafe fn cuModuleLoad(
     let Some(__entry) = SYMBOLS[347].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUmodule, *const ::core::ffi::c_char) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(module, fname) }
 }
 /// Loads a module into the current context from an in-memory cubin, fatbin or NUL-terminated PTX image. The pointer must reference a complete, well-formed image of one of those kinds.
@@ -15963,12 +16659,14 @@ pub unsafe fn cuModuleLoadData(
     let Some(__entry) = SYMBOLS[348].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUmodule, *const ::core::ffi::c_void) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(module, image) }
 }
 /// Like cuModuleLoadData, but also takes numOptions JIT options with matching values. Output options (log sizes, wall time, ...) are written back into the optionValues slots.
@@ -16001,6 +16699,7 @@ pub unsafe fn cuModuleLoadDataEx(
     let Some(__entry) = SYMBOLS[349].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -16013,6 +16712,7 @@ pub unsafe fn cuModuleLoadDataEx(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(module, image, numOptions, options, optionValues) }
 }
 /// Loads a fat binary from memory, that is a bundle of cubin and/or PTX builds of the same device code for several architectures, into the current context and returns the module.
@@ -16039,12 +16739,14 @@ pub unsafe fn cuModuleLoadFatBinary(
     let Some(__entry) = SYMBOLS[350].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUmodule, *const ::core::ffi::c_void) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(module, fatCubin) }
 }
 /// Unloads a module from the current context; every function and global obtained from it becomes invalid. Modules obtained through cuLibraryGetModule cannot be unloaded this way.
@@ -16067,12 +16769,14 @@ pub unsafe fn cuModuleUnload(hmod: CUmodule) -> CUresult {
     let Some(__entry) = SYMBOLS[351].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUmodule) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hmod) }
 }
 /// Adds a device to the team of a multicast object; membership lasts for the object's lifetime. Binding or mapping memory blocks until the whole team has been added.
@@ -16099,12 +16803,14 @@ pub unsafe fn cuMulticastAddDevice(
     let Some(__entry) = SYMBOLS[352].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUmemGenericAllocationHandle, CUdevice) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(mcHandle, dev) }
 }
 /// Like cuMulticastBindMem, but names the backing memory by a mapped virtual address (from cuMemCreate or a stream-ordered pool) instead of a handle. The address, mcOffset and size must be multiples of the minimum multicast granularity, and flags must be 0.
@@ -16137,6 +16843,7 @@ pub unsafe fn cuMulticastBindAddr(
     let Some(__entry) = SYMBOLS[353].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -16149,6 +16856,7 @@ pub unsafe fn cuMulticastBindAddr(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(mcHandle, mcOffset, memptr, size, flags) }
 }
 /// Attaches a range of a cuMemCreate allocation, given by handle and offset, to a multicast object at mcOffset. Offsets and size must be multiples of the minimum multicast granularity, the allocation must live on a team device, and flags must be 0.
@@ -16183,6 +16891,7 @@ pub unsafe fn cuMulticastBindMem(
     let Some(__entry) = SYMBOLS[354].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -16196,6 +16905,7 @@ pub unsafe fn cuMulticastBindMem(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(mcHandle, mcOffset, memHandle, memOffset, size, flags) }
 }
 /// Makes a new multicast object from the properties in prop and writes its generic allocation handle. Every device counted in numDevices must then be added with cuMulticastAddDevice before memory can be bound, and the handle is released with cuMemRelease.
@@ -16222,6 +16932,7 @@ pub unsafe fn cuMulticastCreate(
     let Some(__entry) = SYMBOLS[355].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -16231,6 +16942,7 @@ pub unsafe fn cuMulticastCreate(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(mcHandle, prop) }
 }
 /// Writes the minimum or the recommended granularity, chosen by option, for a multicast object with the given properties; sizes, bind offsets and mappings must be multiples of it.
@@ -16259,6 +16971,7 @@ pub unsafe fn cuMulticastGetGranularity(
     let Some(__entry) = SYMBOLS[356].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -16269,6 +16982,7 @@ pub unsafe fn cuMulticastGetGranularity(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(granularity, prop, option) }
 }
 /// Detaches the memory that device dev had bound to a multicast object over the given range. The offset and size must be exactly those used when binding; other values give undefined behaviour.
@@ -16299,6 +17013,7 @@ pub unsafe fn cuMulticastUnbind(
     let Some(__entry) = SYMBOLS[357].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -16310,6 +17025,7 @@ pub unsafe fn cuMulticastUnbind(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(mcHandle, dev, mcOffset, size) }
 }
 /// Writes the most dynamic shared memory each block can use while still fitting numBlocks blocks of the given size on one SM.
@@ -16340,6 +17056,7 @@ pub unsafe fn cuOccupancyAvailableDynamicSMemPerBlock(
     let Some(__entry) = SYMBOLS[358].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -16351,6 +17068,7 @@ pub unsafe fn cuOccupancyAvailableDynamicSMemPerBlock(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dynamicSmemSize, func, numBlocks, blockSize) }
 }
 /// Writes how many blocks of the kernel can be resident on one SM at once for a given block size and dynamic shared memory per block.
@@ -16381,6 +17099,7 @@ pub unsafe fn cuOccupancyMaxActiveBlocksPerMultiprocessor(
     let Some(__entry) = SYMBOLS[359].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -16392,6 +17111,7 @@ pub unsafe fn cuOccupancyMaxActiveBlocksPerMultiprocessor(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(numBlocks, func, blockSize, dynamicSMemSize) }
 }
 /// Like cuOccupancyMaxActiveBlocksPerMultiprocessor, with flags that control how global caching is treated in the calculation.
@@ -16424,6 +17144,7 @@ pub unsafe fn cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
     let Some(__entry) = SYMBOLS[360].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -16436,6 +17157,7 @@ pub unsafe fn cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(numBlocks, func, blockSize, dynamicSMemSize, flags) }
 }
 /// Writes how many clusters of the configured size can be resident on the device at once for the kernel and launch configuration.
@@ -16464,6 +17186,7 @@ pub unsafe fn cuOccupancyMaxActiveClusters(
     let Some(__entry) = SYMBOLS[361].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -16474,6 +17197,7 @@ pub unsafe fn cuOccupancyMaxActiveClusters(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(numClusters, func, config) }
 }
 /// Suggests a block size that maximises occupancy for the kernel and the smallest grid size that reaches it; dynamic shared memory is given either as a fixed size or by an optional callback of block size.
@@ -16508,6 +17232,7 @@ pub unsafe fn cuOccupancyMaxPotentialBlockSize(
     let Some(__entry) = SYMBOLS[362].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -16521,6 +17246,7 @@ pub unsafe fn cuOccupancyMaxPotentialBlockSize(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe {
         __driver_fn(
             minGridSize,
@@ -16566,6 +17292,7 @@ pub unsafe fn cuOccupancyMaxPotentialBlockSizeWithFlags(
     let Some(__entry) = SYMBOLS[363].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -16580,6 +17307,7 @@ pub unsafe fn cuOccupancyMaxPotentialBlockSizeWithFlags(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe {
         __driver_fn(
             minGridSize,
@@ -16618,6 +17346,7 @@ pub unsafe fn cuOccupancyMaxPotentialClusterSize(
     let Some(__entry) = SYMBOLS[364].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -16628,6 +17357,7 @@ pub unsafe fn cuOccupancyMaxPotentialClusterSize(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(clusterSize, func, config) }
 }
 /// Deprecated: declares the total size in bytes of the kernel's argument block for the legacy launch calls.
@@ -16659,12 +17389,14 @@ pub unsafe fn cuParamSetSize(
     let Some(__entry) = SYMBOLS[365].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUfunction, ::core::ffi::c_uint) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hfunc, numbytes) }
 }
 /// Deprecated: makes the memory bound to a texture reference available to the kernel as a texture; texunit must be CU_PARAM_TR_DEFAULT and the reference must come from cuModuleGetTexRef.
@@ -16698,12 +17430,14 @@ pub unsafe fn cuParamSetTexRef(
     let Some(__entry) = SYMBOLS[366].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUfunction, ::core::ffi::c_int, CUtexref) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hfunc, texunit, hTexRef) }
 }
 /// Deprecated: stores a float at a byte offset in the kernel's pending argument block for its next legacy launch.
@@ -16737,12 +17471,14 @@ pub unsafe fn cuParamSetf(
     let Some(__entry) = SYMBOLS[367].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUfunction, ::core::ffi::c_int, f32) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hfunc, offset, value) }
 }
 /// Deprecated: stores a 32-bit integer at a byte offset in the kernel's pending argument block for its next legacy launch.
@@ -16776,6 +17512,7 @@ pub unsafe fn cuParamSeti(
     let Some(__entry) = SYMBOLS[368].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -16786,6 +17523,7 @@ pub unsafe fn cuParamSeti(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hfunc, offset, value) }
 }
 /// Deprecated: copies numbytes bytes from host memory at ptr into the kernel's pending argument block at the given byte offset.
@@ -16821,6 +17559,7 @@ pub unsafe fn cuParamSetv(
     let Some(__entry) = SYMBOLS[369].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -16832,6 +17571,7 @@ pub unsafe fn cuParamSetv(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hfunc, offset, ptr, numbytes) }
 }
 /// Queries one property of the memory at ptr, such as its context, memory type, device or host alias, buffer ID, address range or pool, and writes it to data, whose type depends on attribute.
@@ -16860,6 +17600,7 @@ pub unsafe fn cuPointerGetAttribute(
     let Some(__entry) = SYMBOLS[370].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -16870,6 +17611,7 @@ pub unsafe fn cuPointerGetAttribute(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(data, attribute, ptr) }
 }
 /// Queries numAttributes attributes of the memory at ptr in one call, writing result i to data\[i\]. Unlike cuPointerGetAttribute, an address CUDA does not know is not an error: the results get default values.
@@ -16900,6 +17642,7 @@ pub unsafe fn cuPointerGetAttributes(
     let Some(__entry) = SYMBOLS[371].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -16911,6 +17654,7 @@ pub unsafe fn cuPointerGetAttributes(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(numAttributes, attributes, data, ptr) }
 }
 /// Sets an attribute, currently only the synchronous-memops flag, on memory allocated through CUDA, reading the new value from value.
@@ -16939,6 +17683,7 @@ pub unsafe fn cuPointerSetAttribute(
     let Some(__entry) = SYMBOLS[372].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -16949,6 +17694,7 @@ pub unsafe fn cuPointerSetAttribute(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(value, attribute, ptr) }
 }
 /// Enqueues on stream, after all earlier work there, a signal of each of the numExtSems external semaphores in extSemArray, using the matching entry of paramsArray (fence value, keyed-mutex key or NvSciSync fence).
@@ -16979,6 +17725,7 @@ pub unsafe fn cuSignalExternalSemaphoresAsync(
     let Some(__entry) = SYMBOLS[373].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -16990,6 +17737,7 @@ pub unsafe fn cuSignalExternalSemaphoresAsync(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(extSemArray, paramsArray, numExtSems, stream) }
 }
 /// Queues a host callback that runs exactly once after all earlier work in the stream has finished, receiving the stream status and userData. The callback must not call CUDA and holds back later work in the stream; it cannot be used during stream capture (cuLaunchHostFunc can).
@@ -17020,6 +17768,7 @@ pub unsafe fn cuStreamAddCallback(
     let Some(__entry) = SYMBOLS[374].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -17031,6 +17780,7 @@ pub unsafe fn cuStreamAddCallback(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hStream, callback, userData, flags) }
 }
 /// Queues a change of which streams may access a managed (or pageable host) memory range, taking effect once earlier work in the stream completes. The caller must keep the access promise implied by the flags; device access from streams the memory is not attached to is undefined.
@@ -17061,6 +17811,7 @@ pub unsafe fn cuStreamAttachMemAsync(
     let Some(__entry) = SYMBOLS[375].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -17072,6 +17823,7 @@ pub unsafe fn cuStreamAttachMemAsync(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hStream, dptr, length, flags) }
 }
 /// Queues count (fewer than 256) wait, write and flush memory operations on a stream in one call, in array order. flags must be 0, and the same deadlock caveats as the single-operation calls apply.
@@ -17102,6 +17854,7 @@ pub unsafe fn cuStreamBatchMemOp(
     let Some(__entry) = SYMBOLS[376].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -17113,6 +17866,7 @@ pub unsafe fn cuStreamBatchMemOp(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(stream, count, paramArray, flags) }
 }
 /// Switches a stream into capture mode, so work submitted to it is recorded into a new graph instead of running, until cuStreamEndCapture. The legacy stream cannot be captured, and unless the mode is relaxed capture must be ended on the same thread.
@@ -17139,12 +17893,14 @@ pub unsafe fn cuStreamBeginCapture(
     let Some(__entry) = SYMBOLS[377].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUstream, CUstreamCaptureMode) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hStream, mode) }
 }
 /// Starts capturing a stream's work into an existing graph, with the first captured node depending on the given nodes and optional per-edge data. The graph cannot be instantiated until capture is ended with cuStreamEndCapture.
@@ -17179,6 +17935,7 @@ pub unsafe fn cuStreamBeginCaptureToGraph(
     let Some(__entry) = SYMBOLS[378].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -17192,6 +17949,7 @@ pub unsafe fn cuStreamBeginCaptureToGraph(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe {
         __driver_fn(hStream, hGraph, dependencies, dependencyData, numDependencies, mode)
     }
@@ -17217,12 +17975,14 @@ pub unsafe fn cuStreamCopyAttributes(dst: CUstream, src: CUstream) -> CUresult {
     let Some(__entry) = SYMBOLS[379].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUstream, CUstream) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dst, src) }
 }
 /// Creates a stream in the current context. The flags choose whether it synchronizes implicitly with the legacy NULL stream (CU_STREAM_DEFAULT) or runs independently of it (CU_STREAM_NON_BLOCKING).
@@ -17249,12 +18009,14 @@ pub unsafe fn cuStreamCreate(
     let Some(__entry) = SYMBOLS[380].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUstream, ::core::ffi::c_uint) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(phStream, Flags) }
 }
 /// Creates a stream with a scheduling priority, where lower numbers mean higher priority and values outside the device's range are clamped. Priority is only a hint for scheduling kernels and never preempts work already running.
@@ -17283,6 +18045,7 @@ pub unsafe fn cuStreamCreateWithPriority(
     let Some(__entry) = SYMBOLS[381].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -17293,6 +18056,7 @@ pub unsafe fn cuStreamCreateWithPriority(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(phStream, flags, priority) }
 }
 /// Destroys a stream. If work is still pending the call returns at once and the resources are released when that work finishes; the handle must not be used afterwards.
@@ -17315,12 +18079,14 @@ pub unsafe fn cuStreamDestroy(hStream: CUstream) -> CUresult {
     let Some(__entry) = SYMBOLS[382].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUstream) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hStream) }
 }
 /// Ends capture on a stream and returns the recorded graph, which the caller then owns; a NULL graph is returned if the capture was invalidated. Unless capture began in relaxed mode, this must run on the thread that started it.
@@ -17344,12 +18110,14 @@ pub unsafe fn cuStreamEndCapture(hStream: CUstream, phGraph: *mut CUgraph) -> CU
     let Some(__entry) = SYMBOLS[383].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUstream, *mut CUgraph) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hStream, phGraph) }
 }
 /// Reads one attribute of a stream, such as its access policy window or synchronization policy, into the matching field of value_out.
@@ -17378,6 +18146,7 @@ pub unsafe fn cuStreamGetAttribute(
     let Some(__entry) = SYMBOLS[384].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -17388,6 +18157,7 @@ pub unsafe fn cuStreamGetAttribute(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hStream, attr, value_out) }
 }
 /// Queries a stream's capture status and, while capture is active, optionally its sequence id, target graph and the current dependency nodes with their edge data. The returned arrays belong to the driver and stay valid only until the next call on the stream or the end of capture.
@@ -17424,6 +18194,7 @@ pub unsafe fn cuStreamGetCaptureInfo(
     let Some(__entry) = SYMBOLS[385].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -17438,6 +18209,7 @@ pub unsafe fn cuStreamGetCaptureInfo(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe {
         __driver_fn(
             hStream,
@@ -17471,12 +18243,14 @@ pub unsafe fn cuStreamGetCtx(hStream: CUstream, pctx: *mut CUcontext) -> CUresul
     let Some(__entry) = SYMBOLS[386].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUstream, *mut CUcontext) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hStream, pctx) }
 }
 /// Returns the contexts a stream is associated with. For a green-context stream the green context goes to pGreenCtx and the device's primary context to pCtx; otherwise pCtx gets the regular context and pGreenCtx is set to NULL.
@@ -17505,12 +18279,14 @@ pub unsafe fn cuStreamGetCtx_v2(
     let Some(__entry) = SYMBOLS[387].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUstream, *mut CUcontext, *mut CUgreenCtx) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hStream, pCtx, pGreenCtx) }
 }
 /// Returns the device that a stream belongs to.
@@ -17534,12 +18310,14 @@ pub unsafe fn cuStreamGetDevice(hStream: CUstream, device: *mut CUdevice) -> CUr
     let Some(__entry) = SYMBOLS[388].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUstream, *mut CUdevice) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hStream, device) }
 }
 /// Returns the flags a stream was created with.
@@ -17566,12 +18344,14 @@ pub unsafe fn cuStreamGetFlags(
     let Some(__entry) = SYMBOLS[389].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUstream, *mut ::core::ffi::c_uint) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hStream, flags) }
 }
 /// Returns the green context that a stream was created under, or NULL when the stream is not tied to one; an invalid stream handle is undefined behaviour.
@@ -17598,12 +18378,14 @@ pub unsafe fn cuStreamGetGreenCtx(
     let Some(__entry) = SYMBOLS[390].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUstream, *mut CUgreenCtx) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hStream, phCtx) }
 }
 /// Returns an identifier for a stream that is unique for the lifetime of the process; the special NULL, legacy and per-thread streams are accepted as well.
@@ -17630,12 +18412,14 @@ pub unsafe fn cuStreamGetId(
     let Some(__entry) = SYMBOLS[391].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUstream, *mut ::core::ffi::c_ulonglong) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hStream, streamId) }
 }
 /// Returns the priority of a stream, after any clamping applied when it was created.
@@ -17662,12 +18446,14 @@ pub unsafe fn cuStreamGetPriority(
     let Some(__entry) = SYMBOLS[392].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUstream, *mut ::core::ffi::c_int) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hStream, priority) }
 }
 /// Reports whether a stream is not capturing, is actively capturing, or holds an invalidated capture that still has to be ended.
@@ -17694,12 +18480,14 @@ pub unsafe fn cuStreamIsCapturing(
     let Some(__entry) = SYMBOLS[393].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUstream, *mut CUstreamCaptureStatus) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hStream, captureStatus) }
 }
 /// Returns CUDA_SUCCESS if all work in the stream has completed, or CUDA_ERROR_NOT_READY if some is still pending, without blocking.
@@ -17722,12 +18510,14 @@ pub unsafe fn cuStreamQuery(hStream: CUstream) -> CUresult {
     let Some(__entry) = SYMBOLS[394].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUstream) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hStream) }
 }
 /// Sets one attribute of a stream from the matching field of value; the new setting applies only to work submitted afterwards.
@@ -17756,6 +18546,7 @@ pub unsafe fn cuStreamSetAttribute(
     let Some(__entry) = SYMBOLS[395].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -17766,6 +18557,7 @@ pub unsafe fn cuStreamSetAttribute(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hStream, attr, value) }
 }
 /// Blocks the calling thread until all work queued in the stream has completed.
@@ -17788,12 +18580,14 @@ pub unsafe fn cuStreamSynchronize(hStream: CUstream) -> CUresult {
     let Some(__entry) = SYMBOLS[396].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUstream) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hStream) }
 }
 /// Adds to, or replaces, the set of nodes (with optional edge data) that the next node captured in a stream will depend on. Fails with CUDA_ERROR_ILLEGAL_STATE if the stream is not capturing.
@@ -17826,6 +18620,7 @@ pub unsafe fn cuStreamUpdateCaptureDependencies(
     let Some(__entry) = SYMBOLS[397].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -17838,6 +18633,7 @@ pub unsafe fn cuStreamUpdateCaptureDependencies(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hStream, dependencies, dependencyData, numDependencies, flags) }
 }
 /// Makes all work submitted to the stream from now on wait until the work captured by the event has completed; the event may come from another context or device.
@@ -17866,12 +18662,14 @@ pub unsafe fn cuStreamWaitEvent(
     let Some(__entry) = SYMBOLS[398].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUstream, CUevent, ::core::ffi::c_uint) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hStream, hEvent, Flags) }
 }
 /// Queues a wait on the stream: work after it does not start until the 32-bit word at addr meets the condition chosen by flags (by default a wrapping greater-or-equal against value). Not for managed memory; the driver does not see this ordering, so misuse can deadlock.
@@ -17902,6 +18700,7 @@ pub unsafe fn cuStreamWaitValue32(
     let Some(__entry) = SYMBOLS[399].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -17913,6 +18712,7 @@ pub unsafe fn cuStreamWaitValue32(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(stream, addr, value, flags) }
 }
 /// The 64-bit form of cuStreamWaitValue32; the device must report CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS. Misuse can deadlock, since the driver does not track the ordering.
@@ -17943,6 +18743,7 @@ pub unsafe fn cuStreamWaitValue64(
     let Some(__entry) = SYMBOLS[400].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -17954,6 +18755,7 @@ pub unsafe fn cuStreamWaitValue64(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(stream, addr, value, flags) }
 }
 /// Queues a write of a 32-bit value to the device address addr in stream order, with flags controlling memory ordering. Registered host memory must be passed by its device pointer; managed memory is not allowed.
@@ -17984,6 +18786,7 @@ pub unsafe fn cuStreamWriteValue32(
     let Some(__entry) = SYMBOLS[401].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -17995,6 +18798,7 @@ pub unsafe fn cuStreamWriteValue32(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(stream, addr, value, flags) }
 }
 /// Queues a write of a 64-bit value to the device address addr in stream order; needs CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS.
@@ -18025,6 +18829,7 @@ pub unsafe fn cuStreamWriteValue64(
     let Some(__entry) = SYMBOLS[402].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -18036,6 +18841,7 @@ pub unsafe fn cuStreamWriteValue64(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(stream, addr, value, flags) }
 }
 /// Builds a surface object for load/store access to a CUDA array and writes its handle. The resource descriptor must be of array type with flags 0, and the array must have been created for surface access.
@@ -18062,6 +18868,7 @@ pub unsafe fn cuSurfObjectCreate(
     let Some(__entry) = SYMBOLS[403].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -18071,6 +18878,7 @@ pub unsafe fn cuSurfObjectCreate(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pSurfObject, pResDesc) }
 }
 /// Destroys a surface object; it must not be used afterwards, including by kernels still running.
@@ -18093,12 +18901,14 @@ pub unsafe fn cuSurfObjectDestroy(surfObject: CUsurfObject) -> CUresult {
     let Some(__entry) = SYMBOLS[404].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUsurfObject) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(surfObject) }
 }
 /// Writes the resource descriptor that a surface object was created with.
@@ -18125,12 +18935,14 @@ pub unsafe fn cuSurfObjectGetResourceDesc(
     let Some(__entry) = SYMBOLS[405].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUDA_RESOURCE_DESC, CUsurfObject) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pResDesc, surfObject) }
 }
 /// Deprecated: writes the CUDA array currently bound to a surface reference, or fails with CUDA_ERROR_INVALID_VALUE if none is bound.
@@ -18159,12 +18971,14 @@ pub unsafe fn cuSurfRefGetArray(phArray: *mut CUarray, hSurfRef: CUsurfref) -> C
     let Some(__entry) = SYMBOLS[406].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUarray, CUsurfref) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(phArray, hSurfRef) }
 }
 /// Deprecated: binds a CUDA array, created with CUDA_ARRAY3D_SURFACE_LDST, to a module's surface reference, replacing any earlier binding. Flags must be 0.
@@ -18198,12 +19012,14 @@ pub unsafe fn cuSurfRefSetArray(
     let Some(__entry) = SYMBOLS[407].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUsurfref, CUarray, ::core::ffi::c_uint) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hSurfRef, hArray, Flags) }
 }
 /// Fills a CUtensorMap describing im2col-style TMA loads from a tensor of rank 3 to 5, with the box given by lower and upper pixel-corner offsets for the spatial dimensions plus channelsPerPixel and pixelsPerColumn. Needs compute capability 9.0 or later.
@@ -18256,6 +19072,7 @@ pub unsafe fn cuTensorMapEncodeIm2col(
     let Some(__entry) = SYMBOLS[408].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -18278,6 +19095,7 @@ pub unsafe fn cuTensorMapEncodeIm2col(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe {
         __driver_fn(
             tensorMap,
@@ -18350,6 +19168,7 @@ pub unsafe fn cuTensorMapEncodeIm2colWide(
     let Some(__entry) = SYMBOLS[409].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -18373,6 +19192,7 @@ pub unsafe fn cuTensorMapEncodeIm2colWide(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe {
         __driver_fn(
             tensorMap,
@@ -18438,6 +19258,7 @@ pub unsafe fn cuTensorMapEncodeTiled(
     let Some(__entry) = SYMBOLS[410].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -18457,6 +19278,7 @@ pub unsafe fn cuTensorMapEncodeTiled(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe {
         __driver_fn(
             tensorMap,
@@ -18498,12 +19320,14 @@ pub unsafe fn cuTensorMapReplaceAddress(
     let Some(__entry) = SYMBOLS[411].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUtensorMap, *mut ::core::ffi::c_void) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(tensorMap, globalAddress) }
 }
 /// Builds a texture object from a resource descriptor (array, mipmapped array, linear or pitched memory) and a sampling descriptor, and writes its handle. The optional view descriptor reinterprets or narrows an array resource; linear and pitched device memory must meet the device's texture alignment.
@@ -18534,6 +19358,7 @@ pub unsafe fn cuTexObjectCreate(
     let Some(__entry) = SYMBOLS[412].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -18545,6 +19370,7 @@ pub unsafe fn cuTexObjectCreate(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pTexObject, pResDesc, pTexDesc, pResViewDesc) }
 }
 /// Destroys a texture object; it must not be used afterwards, including by kernels still running.
@@ -18567,12 +19393,14 @@ pub unsafe fn cuTexObjectDestroy(texObject: CUtexObject) -> CUresult {
     let Some(__entry) = SYMBOLS[413].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUtexObject) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(texObject) }
 }
 /// Writes the resource descriptor that a texture object was created with.
@@ -18599,12 +19427,14 @@ pub unsafe fn cuTexObjectGetResourceDesc(
     let Some(__entry) = SYMBOLS[414].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUDA_RESOURCE_DESC, CUtexObject) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pResDesc, texObject) }
 }
 /// Writes the resource view descriptor of a texture object; fails with CUDA_ERROR_INVALID_VALUE if it was created without one.
@@ -18631,12 +19461,14 @@ pub unsafe fn cuTexObjectGetResourceViewDesc(
     let Some(__entry) = SYMBOLS[415].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUDA_RESOURCE_VIEW_DESC, CUtexObject) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pResViewDesc, texObject) }
 }
 /// Writes the sampling (texture) descriptor of a texture object.
@@ -18663,12 +19495,14 @@ pub unsafe fn cuTexObjectGetTextureDesc(
     let Some(__entry) = SYMBOLS[416].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUDA_TEXTURE_DESC, CUtexObject) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pTexDesc, texObject) }
 }
 /// Deprecated: creates an unbound texture reference, which must be bound with cuTexRefSetArray or cuTexRefSetAddress and configured with the other cuTexRefSet* calls before kernels read through it. Texture objects replace this mechanism.
@@ -18696,12 +19530,14 @@ pub unsafe fn cuTexRefCreate(pTexRef: *mut CUtexref) -> CUresult {
     let Some(__entry) = SYMBOLS[417].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUtexref) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pTexRef) }
 }
 /// Deprecated: destroys a texture reference made by cuTexRefCreate; the handle must not be used again.
@@ -18729,12 +19565,14 @@ pub unsafe fn cuTexRefDestroy(hTexRef: CUtexref) -> CUresult {
     let Some(__entry) = SYMBOLS[418].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUtexref) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hTexRef) }
 }
 /// Deprecated: reports the device address the texture reference is bound to, or fails with CUDA_ERROR_INVALID_VALUE when it is not bound to linear memory.
@@ -18766,12 +19604,14 @@ pub unsafe fn cuTexRefGetAddress(
     let Some(__entry) = SYMBOLS[419].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUdeviceptr, CUtexref) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pdptr, hTexRef) }
 }
 /// Deprecated: reports the address mode the texture reference applies along dimension dim; only dimensions 0 and 1 are accepted.
@@ -18805,6 +19645,7 @@ pub unsafe fn cuTexRefGetAddressMode(
     let Some(__entry) = SYMBOLS[420].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -18815,6 +19656,7 @@ pub unsafe fn cuTexRefGetAddressMode(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pam, hTexRef, dim) }
 }
 /// Deprecated: reports the CUDA array bound to the texture reference, or fails with CUDA_ERROR_INVALID_VALUE when no array is bound.
@@ -18843,12 +19685,14 @@ pub unsafe fn cuTexRefGetArray(phArray: *mut CUarray, hTexRef: CUtexref) -> CUre
     let Some(__entry) = SYMBOLS[421].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUarray, CUtexref) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(phArray, hTexRef) }
 }
 /// Deprecated: writes the texture reference's border color into a caller-provided array of four floats, in R, G, B, A order.
@@ -18880,12 +19724,14 @@ pub unsafe fn cuTexRefGetBorderColor(
     let Some(__entry) = SYMBOLS[422].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut f32, CUtexref) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pBorderColor, hTexRef) }
 }
 /// Deprecated: reports whether the texture reference samples with point or linear filtering.
@@ -18917,12 +19763,14 @@ pub unsafe fn cuTexRefGetFilterMode(
     let Some(__entry) = SYMBOLS[423].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUfilter_mode, CUtexref) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pfm, hTexRef) }
 }
 /// Deprecated: reports the CU_TRSF_* flags currently set on the texture reference.
@@ -18954,12 +19802,14 @@ pub unsafe fn cuTexRefGetFlags(
     let Some(__entry) = SYMBOLS[424].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut ::core::ffi::c_uint, CUtexref) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pFlags, hTexRef) }
 }
 /// Deprecated: reports the component type and the number of components per element of the texture reference. Either output pointer may be NULL to skip that value.
@@ -18993,6 +19843,7 @@ pub unsafe fn cuTexRefGetFormat(
     let Some(__entry) = SYMBOLS[425].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -19003,6 +19854,7 @@ pub unsafe fn cuTexRefGetFormat(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pFormat, pNumChannels, hTexRef) }
 }
 /// Deprecated: reports the maximum anisotropic filtering ratio configured on the texture reference.
@@ -19034,12 +19886,14 @@ pub unsafe fn cuTexRefGetMaxAnisotropy(
     let Some(__entry) = SYMBOLS[426].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut ::core::ffi::c_int, CUtexref) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pmaxAniso, hTexRef) }
 }
 /// Deprecated: reports the filtering mode the texture reference uses between mipmap levels.
@@ -19071,12 +19925,14 @@ pub unsafe fn cuTexRefGetMipmapFilterMode(
     let Some(__entry) = SYMBOLS[427].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUfilter_mode, CUtexref) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pfm, hTexRef) }
 }
 /// Deprecated: reports the bias added to the mipmap level when sampling through the texture reference.
@@ -19108,12 +19964,14 @@ pub unsafe fn cuTexRefGetMipmapLevelBias(
     let Some(__entry) = SYMBOLS[428].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut f32, CUtexref) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pbias, hTexRef) }
 }
 /// Deprecated: reports the lowest and highest mipmap levels the texture reference is clamped to.
@@ -19147,12 +20005,14 @@ pub unsafe fn cuTexRefGetMipmapLevelClamp(
     let Some(__entry) = SYMBOLS[429].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut f32, *mut f32, CUtexref) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pminMipmapLevelClamp, pmaxMipmapLevelClamp, hTexRef) }
 }
 /// Deprecated: reports the mipmapped array bound to the texture reference, or fails with CUDA_ERROR_INVALID_VALUE when none is bound.
@@ -19184,12 +20044,14 @@ pub unsafe fn cuTexRefGetMipmappedArray(
     let Some(__entry) = SYMBOLS[430].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUmipmappedArray, CUtexref) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(phMipmappedArray, hTexRef) }
 }
 /// Deprecated: binds bytes bytes of linear device memory starting at dptr to the texture reference, replacing any previous binding. Because texture base addresses have a hardware alignment, the driver reports a byte offset that kernel fetches must add; it is zero for memory from cuMemAlloc, and ByteOffset may then be NULL.
@@ -19225,12 +20087,14 @@ pub unsafe fn cuTexRefSetAddress(
     let Some(__entry) = SYMBOLS[431].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut usize, CUtexref, CUdeviceptr, usize) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(ByteOffset, hTexRef, dptr, bytes) }
 }
 /// Deprecated: binds a pitched 2D region of linear device memory at dptr, shaped by desc, to the texture reference. dptr and Pitch must satisfy the device's texture and pitch alignment, and cuTexRefSetFormat may not be called on this reference afterwards.
@@ -19266,6 +20130,7 @@ pub unsafe fn cuTexRefSetAddress2D(
     let Some(__entry) = SYMBOLS[432].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -19277,6 +20142,7 @@ pub unsafe fn cuTexRefSetAddress2D(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hTexRef, desc, dptr, Pitch) }
 }
 /// Deprecated: chooses how out-of-range coordinates are handled along dimension dim (0 for the first fetch coordinate, 1 for the second, and so on). Ignored for references bound to linear memory; without normalized coordinates only clamping is supported.
@@ -19310,6 +20176,7 @@ pub unsafe fn cuTexRefSetAddressMode(
     let Some(__entry) = SYMBOLS[433].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -19320,6 +20187,7 @@ pub unsafe fn cuTexRefSetAddressMode(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hTexRef, dim, am) }
 }
 /// Deprecated: attaches the CUDA array hArray to the legacy texture reference hTexRef, replacing whatever memory or array it was bound to before. Flags must be CU_TRSA_OVERRIDE_FORMAT.
@@ -19353,12 +20221,14 @@ pub unsafe fn cuTexRefSetArray(
     let Some(__entry) = SYMBOLS[434].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUtexref, CUarray, ::core::ffi::c_uint) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hTexRef, hArray, Flags) }
 }
 /// Deprecated: sets the RGBA border color, read from an array of four floats, that fetches outside the texture return when the border address mode is selected. Integer colors must be passed with their bits reinterpreted as float.
@@ -19390,12 +20260,14 @@ pub unsafe fn cuTexRefSetBorderColor(
     let Some(__entry) = SYMBOLS[435].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUtexref, *mut f32) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hTexRef, pBorderColor) }
 }
 /// Deprecated: selects point or linear filtering for reads through the texture reference. It has no effect while the reference is bound to linear memory.
@@ -19424,12 +20296,14 @@ pub unsafe fn cuTexRefSetFilterMode(hTexRef: CUtexref, fm: CUfilter_mode) -> CUr
     let Some(__entry) = SYMBOLS[436].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUtexref, CUfilter_mode) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hTexRef, fm) }
 }
 /// Deprecated: sets the CU_TRSF_* behaviour flags of the texture reference, for example reading integer data without promotion to \[0, 1\], using normalized coordinates, or disabling the trilinear filtering shortcut.
@@ -19461,12 +20335,14 @@ pub unsafe fn cuTexRefSetFlags(
     let Some(__entry) = SYMBOLS[437].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUtexref, ::core::ffi::c_uint) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hTexRef, Flags) }
 }
 /// Deprecated: sets the element layout read through the texture reference, that is the component type fmt and how many components (NumPackedComponents) form one element, just like the matching fields of a CUDA array descriptor.
@@ -19500,6 +20376,7 @@ pub unsafe fn cuTexRefSetFormat(
     let Some(__entry) = SYMBOLS[438].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -19510,6 +20387,7 @@ pub unsafe fn cuTexRefSetFormat(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hTexRef, fmt, NumPackedComponents) }
 }
 /// Deprecated: sets the highest anisotropic filtering ratio used when sampling through the texture reference. Ignored while the reference is bound to linear memory.
@@ -19541,12 +20419,14 @@ pub unsafe fn cuTexRefSetMaxAnisotropy(
     let Some(__entry) = SYMBOLS[439].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUtexref, ::core::ffi::c_uint) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hTexRef, maxAniso) }
 }
 /// Deprecated: selects point or linear filtering between mipmap levels for the texture reference; it only matters when a mipmapped array is bound.
@@ -19578,12 +20458,14 @@ pub unsafe fn cuTexRefSetMipmapFilterMode(
     let Some(__entry) = SYMBOLS[440].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUtexref, CUfilter_mode) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hTexRef, fm) }
 }
 /// Deprecated: sets a bias added to the computed mipmap level on every fetch through the texture reference; it only matters when a mipmapped array is bound.
@@ -19612,12 +20494,14 @@ pub unsafe fn cuTexRefSetMipmapLevelBias(hTexRef: CUtexref, bias: f32) -> CUresu
     let Some(__entry) = SYMBOLS[441].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUtexref, f32) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hTexRef, bias) }
 }
 /// Deprecated: restricts the mipmap levels sampled through the texture reference to the range from minMipmapLevelClamp to maxMipmapLevelClamp; it only matters when a mipmapped array is bound.
@@ -19651,12 +20535,14 @@ pub unsafe fn cuTexRefSetMipmapLevelClamp(
     let Some(__entry) = SYMBOLS[442].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUtexref, f32, f32) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hTexRef, minMipmapLevelClamp, maxMipmapLevelClamp) }
 }
 /// Deprecated: attaches the mipmapped array hMipmappedArray to the texture reference hTexRef, dropping any earlier binding to linear memory or an array. Flags must be CU_TRSA_OVERRIDE_FORMAT.
@@ -19690,6 +20576,7 @@ pub unsafe fn cuTexRefSetMipmappedArray(
     let Some(__entry) = SYMBOLS[443].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -19700,6 +20587,7 @@ pub unsafe fn cuTexRefSetMipmappedArray(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hTexRef, hMipmappedArray, Flags) }
 }
 /// Swaps the calling thread's stream capture interaction mode with the value in *mode, leaving the previous mode there so it can be restored later in push/pop fashion.
@@ -19724,12 +20612,14 @@ pub unsafe fn cuThreadExchangeStreamCaptureMode(
     let Some(__entry) = SYMBOLS[444].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(*mut CUstreamCaptureMode) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(mode) }
 }
 /// Creates a reference-counted user object whose destroy callback is called with ptr when the last reference goes away; the caller owns the initial references. The callback runs on an internal driver thread, must not call CUDA and should not block; flags must be CU_USER_OBJECT_NO_DESTRUCTOR_SYNC.
@@ -19762,6 +20652,7 @@ pub unsafe fn cuUserObjectCreate(
     let Some(__entry) = SYMBOLS[445].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -19774,6 +20665,7 @@ pub unsafe fn cuUserObjectCreate(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(object_out, ptr, destroy, initialRefcount, flags) }
 }
 /// Drops count caller-owned references to a user object, running its destructor when the count reaches zero. Releasing references the caller does not own, or using the handle after the last release, is undefined behavior.
@@ -19800,12 +20692,14 @@ pub unsafe fn cuUserObjectRelease(
     let Some(__entry) = SYMBOLS[446].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUuserObject, ::core::ffi::c_uint) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(object, count) }
 }
 /// Adds count references to a user object, owned by the caller; count must be between 1 and INT_MAX.
@@ -19832,12 +20726,14 @@ pub unsafe fn cuUserObjectRetain(
     let Some(__entry) = SYMBOLS[447].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
             unsafe extern "C" fn(CUuserObject, ::core::ffi::c_uint) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(object, count) }
 }
 /// Makes later work in stream wait until each of the numExtSems external semaphores in extSemArray is signaled, reaches its fence value, or yields its keyed mutex within the timeout, as the matching entry of paramsArray specifies.
@@ -19868,6 +20764,7 @@ pub unsafe fn cuWaitExternalSemaphoresAsync(
     let Some(__entry) = SYMBOLS[448].get() else {
         return CUresult::CUDA_ERROR_NOT_FOUND
     };
+    // SAFETY: `__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.
     let __driver_fn = unsafe {
         ::core::mem::transmute::<
             *mut ::core::ffi::c_void,
@@ -19879,5 +20776,6 @@ pub unsafe fn cuWaitExternalSemaphoresAsync(
             ) -> CUresult,
         >(__entry)
     };
+    // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(extSemArray, paramsArray, numExtSems, stream) }
 }

@@ -6110,6 +6110,7 @@ pub struct CUuuid_st {
 }
 impl ::core::default::Default for CUuuid_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6124,6 +6125,7 @@ pub struct CUmemFabricHandle_st {
 }
 impl ::core::default::Default for CUmemFabricHandle_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6138,6 +6140,7 @@ pub struct CUipcEventHandle_st {
 }
 impl ::core::default::Default for CUipcEventHandle_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6152,6 +6155,7 @@ pub struct CUipcMemHandle_st {
 }
 impl ::core::default::Default for CUipcMemHandle_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6176,6 +6180,7 @@ pub union CUstreamBatchMemOpParams_union {
 }
 impl ::core::default::Default for CUstreamBatchMemOpParams_union {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6199,6 +6204,7 @@ pub struct CUstreamBatchMemOpParams_union_CUstreamMemOpWaitValueParams_st {
 impl ::core::default::Default
 for CUstreamBatchMemOpParams_union_CUstreamMemOpWaitValueParams_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6216,6 +6222,7 @@ pub union CUstreamBatchMemOpParams_union_CUstreamMemOpWaitValueParams_st_anon1 {
 impl ::core::default::Default
 for CUstreamBatchMemOpParams_union_CUstreamMemOpWaitValueParams_st_anon1 {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6239,6 +6246,7 @@ pub struct CUstreamBatchMemOpParams_union_CUstreamMemOpWriteValueParams_st {
 impl ::core::default::Default
 for CUstreamBatchMemOpParams_union_CUstreamMemOpWriteValueParams_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6256,6 +6264,7 @@ pub union CUstreamBatchMemOpParams_union_CUstreamMemOpWriteValueParams_st_anon1 
 impl ::core::default::Default
 for CUstreamBatchMemOpParams_union_CUstreamMemOpWriteValueParams_st_anon1 {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6273,6 +6282,7 @@ pub struct CUstreamBatchMemOpParams_union_CUstreamMemOpFlushRemoteWritesParams_s
 impl ::core::default::Default
 for CUstreamBatchMemOpParams_union_CUstreamMemOpFlushRemoteWritesParams_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6290,6 +6300,7 @@ pub struct CUstreamBatchMemOpParams_union_CUstreamMemOpMemoryBarrierParams_st {
 impl ::core::default::Default
 for CUstreamBatchMemOpParams_union_CUstreamMemOpMemoryBarrierParams_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6310,6 +6321,7 @@ pub struct CUDA_BATCH_MEM_OP_NODE_PARAMS_v1_st {
 }
 impl ::core::default::Default for CUDA_BATCH_MEM_OP_NODE_PARAMS_v1_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6330,6 +6342,7 @@ pub struct CUDA_BATCH_MEM_OP_NODE_PARAMS_v2_st {
 }
 impl ::core::default::Default for CUDA_BATCH_MEM_OP_NODE_PARAMS_v2_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6346,6 +6359,7 @@ pub struct CUasyncNotificationInfo_st {
 }
 impl ::core::default::Default for CUasyncNotificationInfo_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6360,6 +6374,7 @@ pub union CUasyncNotificationInfo_st_info {
 }
 impl ::core::default::Default for CUasyncNotificationInfo_st_info {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6374,6 +6389,7 @@ pub struct CUasyncNotificationInfo_st_info_overBudget {
 }
 impl ::core::default::Default for CUasyncNotificationInfo_st_info_overBudget {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6406,6 +6422,7 @@ pub struct CUdevprop_st {
 }
 impl ::core::default::Default for CUdevprop_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6428,6 +6445,7 @@ pub struct CUaccessPolicyWindow_st {
 }
 impl ::core::default::Default for CUaccessPolicyWindow_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6460,6 +6478,7 @@ pub struct CUDA_KERNEL_NODE_PARAMS_st {
 }
 impl ::core::default::Default for CUDA_KERNEL_NODE_PARAMS_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6496,6 +6515,7 @@ pub struct CUDA_KERNEL_NODE_PARAMS_v2_st {
 }
 impl ::core::default::Default for CUDA_KERNEL_NODE_PARAMS_v2_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6532,6 +6552,7 @@ pub struct CUDA_KERNEL_NODE_PARAMS_v3_st {
 }
 impl ::core::default::Default for CUDA_KERNEL_NODE_PARAMS_v3_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6556,6 +6577,7 @@ pub struct CUDA_MEMSET_NODE_PARAMS_st {
 }
 impl ::core::default::Default for CUDA_MEMSET_NODE_PARAMS_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6582,6 +6604,7 @@ pub struct CUDA_MEMSET_NODE_PARAMS_v2_st {
 }
 impl ::core::default::Default for CUDA_MEMSET_NODE_PARAMS_v2_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6598,6 +6621,7 @@ pub struct CUDA_HOST_NODE_PARAMS_st {
 }
 impl ::core::default::Default for CUDA_HOST_NODE_PARAMS_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6614,6 +6638,7 @@ pub struct CUDA_HOST_NODE_PARAMS_v2_st {
 }
 impl ::core::default::Default for CUDA_HOST_NODE_PARAMS_v2_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6636,6 +6661,7 @@ pub struct CUDA_CONDITIONAL_NODE_PARAMS {
 }
 impl ::core::default::Default for CUDA_CONDITIONAL_NODE_PARAMS {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6656,6 +6682,7 @@ pub struct CUgraphEdgeData_st {
 }
 impl ::core::default::Default for CUgraphEdgeData_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6676,6 +6703,7 @@ pub struct CUDA_GRAPH_INSTANTIATE_PARAMS_st {
 }
 impl ::core::default::Default for CUDA_GRAPH_INSTANTIATE_PARAMS_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6692,6 +6720,7 @@ pub struct CUlaunchMemSyncDomainMap_st {
 }
 impl ::core::default::Default for CUlaunchMemSyncDomainMap_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6736,6 +6765,7 @@ pub union CUlaunchAttributeValue_union {
 }
 impl ::core::default::Default for CUlaunchAttributeValue_union {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6754,6 +6784,7 @@ pub struct CUlaunchAttributeValue_union_clusterDim {
 }
 impl ::core::default::Default for CUlaunchAttributeValue_union_clusterDim {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6772,6 +6803,7 @@ pub struct CUlaunchAttributeValue_union_programmaticEvent {
 }
 impl ::core::default::Default for CUlaunchAttributeValue_union_programmaticEvent {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6788,6 +6820,7 @@ pub struct CUlaunchAttributeValue_union_launchCompletionEvent {
 }
 impl ::core::default::Default for CUlaunchAttributeValue_union_launchCompletionEvent {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6806,6 +6839,7 @@ pub struct CUlaunchAttributeValue_union_preferredClusterDim {
 }
 impl ::core::default::Default for CUlaunchAttributeValue_union_preferredClusterDim {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6823,6 +6857,7 @@ pub struct CUlaunchAttributeValue_union_deviceUpdatableKernelNode {
 impl ::core::default::Default
 for CUlaunchAttributeValue_union_deviceUpdatableKernelNode {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6841,6 +6876,7 @@ pub struct CUlaunchAttribute_st {
 }
 impl ::core::default::Default for CUlaunchAttribute_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6873,6 +6909,7 @@ pub struct CUlaunchConfig_st {
 }
 impl ::core::default::Default for CUlaunchConfig_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6887,6 +6924,7 @@ pub struct CUexecAffinitySmCount_st {
 }
 impl ::core::default::Default for CUexecAffinitySmCount_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6903,6 +6941,7 @@ pub struct CUexecAffinityParam_st {
 }
 impl ::core::default::Default for CUexecAffinityParam_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6917,6 +6956,7 @@ pub union CUexecAffinityParam_st_param {
 }
 impl ::core::default::Default for CUexecAffinityParam_st_param {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6933,6 +6973,7 @@ pub struct CUctxCigParam_st {
 }
 impl ::core::default::Default for CUctxCigParam_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6951,6 +6992,7 @@ pub struct CUctxCreateParams_st {
 }
 impl ::core::default::Default for CUctxCreateParams_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -6971,6 +7013,7 @@ pub struct CUlibraryHostUniversalFunctionAndDataTable_st {
 }
 impl ::core::default::Default for CUlibraryHostUniversalFunctionAndDataTable_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7015,6 +7058,7 @@ pub struct CUDA_MEMCPY2D_st {
 }
 impl ::core::default::Default for CUDA_MEMCPY2D_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7077,6 +7121,7 @@ pub struct CUDA_MEMCPY3D_st {
 }
 impl ::core::default::Default for CUDA_MEMCPY3D_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7139,6 +7184,7 @@ pub struct CUDA_MEMCPY3D_PEER_st {
 }
 impl ::core::default::Default for CUDA_MEMCPY3D_PEER_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7159,6 +7205,7 @@ pub struct CUDA_MEMCPY_NODE_PARAMS_st {
 }
 impl ::core::default::Default for CUDA_MEMCPY_NODE_PARAMS_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7179,6 +7226,7 @@ pub struct CUDA_ARRAY_DESCRIPTOR_st {
 }
 impl ::core::default::Default for CUDA_ARRAY_DESCRIPTOR_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7203,6 +7251,7 @@ pub struct CUDA_ARRAY3D_DESCRIPTOR_st {
 }
 impl ::core::default::Default for CUDA_ARRAY3D_DESCRIPTOR_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7225,6 +7274,7 @@ pub struct CUDA_ARRAY_SPARSE_PROPERTIES_st {
 }
 impl ::core::default::Default for CUDA_ARRAY_SPARSE_PROPERTIES_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7243,6 +7293,7 @@ pub struct CUDA_ARRAY_SPARSE_PROPERTIES_st_tileExtent {
 }
 impl ::core::default::Default for CUDA_ARRAY_SPARSE_PROPERTIES_st_tileExtent {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7261,6 +7312,7 @@ pub struct CUDA_ARRAY_MEMORY_REQUIREMENTS_st {
 }
 impl ::core::default::Default for CUDA_ARRAY_MEMORY_REQUIREMENTS_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7279,6 +7331,7 @@ pub struct CUDA_RESOURCE_DESC_st {
 }
 impl ::core::default::Default for CUDA_RESOURCE_DESC_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7301,6 +7354,7 @@ pub union CUDA_RESOURCE_DESC_st_res {
 }
 impl ::core::default::Default for CUDA_RESOURCE_DESC_st_res {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7315,6 +7369,7 @@ pub struct CUDA_RESOURCE_DESC_st_res_array {
 }
 impl ::core::default::Default for CUDA_RESOURCE_DESC_st_res_array {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7329,6 +7384,7 @@ pub struct CUDA_RESOURCE_DESC_st_res_mipmap {
 }
 impl ::core::default::Default for CUDA_RESOURCE_DESC_st_res_mipmap {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7349,6 +7405,7 @@ pub struct CUDA_RESOURCE_DESC_st_res_linear {
 }
 impl ::core::default::Default for CUDA_RESOURCE_DESC_st_res_linear {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7373,6 +7430,7 @@ pub struct CUDA_RESOURCE_DESC_st_res_pitch2D {
 }
 impl ::core::default::Default for CUDA_RESOURCE_DESC_st_res_pitch2D {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7387,6 +7445,7 @@ pub struct CUDA_RESOURCE_DESC_st_res_reserved {
 }
 impl ::core::default::Default for CUDA_RESOURCE_DESC_st_res_reserved {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7419,6 +7478,7 @@ pub struct CUDA_TEXTURE_DESC_st {
 }
 impl ::core::default::Default for CUDA_TEXTURE_DESC_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7449,6 +7509,7 @@ pub struct CUDA_RESOURCE_VIEW_DESC_st {
 }
 impl ::core::default::Default for CUDA_RESOURCE_VIEW_DESC_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7463,6 +7524,7 @@ pub struct CUtensorMap_st {
 }
 impl ::core::default::Default for CUtensorMap_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7479,6 +7541,7 @@ pub struct CUDA_POINTER_ATTRIBUTE_P2P_TOKENS_st {
 }
 impl ::core::default::Default for CUDA_POINTER_ATTRIBUTE_P2P_TOKENS_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7511,6 +7574,7 @@ pub struct CUDA_LAUNCH_PARAMS_st {
 }
 impl ::core::default::Default for CUDA_LAUNCH_PARAMS_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7533,6 +7597,7 @@ pub struct CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st {
 }
 impl ::core::default::Default for CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7551,6 +7616,7 @@ pub union CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st_handle {
 }
 impl ::core::default::Default for CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st_handle {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7567,6 +7633,7 @@ pub struct CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st_handle_win32 {
 }
 impl ::core::default::Default for CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st_handle_win32 {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7587,6 +7654,7 @@ pub struct CUDA_EXTERNAL_MEMORY_BUFFER_DESC_st {
 }
 impl ::core::default::Default for CUDA_EXTERNAL_MEMORY_BUFFER_DESC_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7607,6 +7675,7 @@ pub struct CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC_st {
 }
 impl ::core::default::Default for CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7627,6 +7696,7 @@ pub struct CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC_st {
 }
 impl ::core::default::Default for CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7645,6 +7715,7 @@ pub union CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC_st_handle {
 }
 impl ::core::default::Default for CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC_st_handle {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7661,6 +7732,7 @@ pub struct CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC_st_handle_win32 {
 }
 impl ::core::default::Default for CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC_st_handle_win32 {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7679,6 +7751,7 @@ pub struct CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS_st {
 }
 impl ::core::default::Default for CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7699,6 +7772,7 @@ pub struct CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS_st_params {
 }
 impl ::core::default::Default for CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS_st_params {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7713,6 +7787,7 @@ pub struct CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS_st_params_fence {
 }
 impl ::core::default::Default for CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS_st_params_fence {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7730,6 +7805,7 @@ pub union CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS_st_params_nvSciSync {
 impl ::core::default::Default
 for CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS_st_params_nvSciSync {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7745,6 +7821,7 @@ pub struct CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS_st_params_keyedMutex {
 impl ::core::default::Default
 for CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS_st_params_keyedMutex {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7763,6 +7840,7 @@ pub struct CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_st {
 }
 impl ::core::default::Default for CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7783,6 +7861,7 @@ pub struct CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_st_params {
 }
 impl ::core::default::Default for CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_st_params {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7797,6 +7876,7 @@ pub struct CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_st_params_fence {
 }
 impl ::core::default::Default for CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_st_params_fence {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7814,6 +7894,7 @@ pub union CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_st_params_nvSciSync {
 impl ::core::default::Default
 for CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_st_params_nvSciSync {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7831,6 +7912,7 @@ pub struct CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_st_params_keyedMutex {
 impl ::core::default::Default
 for CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_st_params_keyedMutex {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7849,6 +7931,7 @@ pub struct CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_st {
 }
 impl ::core::default::Default for CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7867,6 +7950,7 @@ pub struct CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_v2_st {
 }
 impl ::core::default::Default for CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_v2_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7885,6 +7969,7 @@ pub struct CUDA_EXT_SEM_WAIT_NODE_PARAMS_st {
 }
 impl ::core::default::Default for CUDA_EXT_SEM_WAIT_NODE_PARAMS_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7903,6 +7988,7 @@ pub struct CUDA_EXT_SEM_WAIT_NODE_PARAMS_v2_st {
 }
 impl ::core::default::Default for CUDA_EXT_SEM_WAIT_NODE_PARAMS_v2_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7937,6 +8023,7 @@ pub struct CUarrayMapInfo_st {
 }
 impl ::core::default::Default for CUarrayMapInfo_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7953,6 +8040,7 @@ pub union CUarrayMapInfo_st_resource {
 }
 impl ::core::default::Default for CUarrayMapInfo_st_resource {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7969,6 +8057,7 @@ pub union CUarrayMapInfo_st_subresource {
 }
 impl ::core::default::Default for CUarrayMapInfo_st_subresource {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -7997,6 +8086,7 @@ pub struct CUarrayMapInfo_st_subresource_sparseLevel {
 }
 impl ::core::default::Default for CUarrayMapInfo_st_subresource_sparseLevel {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -8015,6 +8105,7 @@ pub struct CUarrayMapInfo_st_subresource_miptail {
 }
 impl ::core::default::Default for CUarrayMapInfo_st_subresource_miptail {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -8029,6 +8120,7 @@ pub union CUarrayMapInfo_st_memHandle {
 }
 impl ::core::default::Default for CUarrayMapInfo_st_memHandle {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -8045,6 +8137,7 @@ pub struct CUmemLocation_st {
 }
 impl ::core::default::Default for CUmemLocation_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -8067,6 +8160,7 @@ pub struct CUmemAllocationProp_st {
 }
 impl ::core::default::Default for CUmemAllocationProp_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -8087,6 +8181,7 @@ pub struct CUmemAllocationProp_st_allocFlags {
 }
 impl ::core::default::Default for CUmemAllocationProp_st_allocFlags {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -8107,6 +8202,7 @@ pub struct CUmulticastObjectProp_st {
 }
 impl ::core::default::Default for CUmulticastObjectProp_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -8123,6 +8219,7 @@ pub struct CUmemAccessDesc_st {
 }
 impl ::core::default::Default for CUmemAccessDesc_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -8141,6 +8238,7 @@ pub struct CUgraphExecUpdateResultInfo_st {
 }
 impl ::core::default::Default for CUgraphExecUpdateResultInfo_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -8167,6 +8265,7 @@ pub struct CUmemPoolProps_st {
 }
 impl ::core::default::Default for CUmemPoolProps_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -8181,6 +8280,7 @@ pub struct CUmemPoolPtrExportData_st {
 }
 impl ::core::default::Default for CUmemPoolPtrExportData_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -8201,6 +8301,7 @@ pub struct CUmemcpyAttributes_st {
 }
 impl ::core::default::Default for CUmemcpyAttributes_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -8219,6 +8320,7 @@ pub struct CUoffset3D_st {
 }
 impl ::core::default::Default for CUoffset3D_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -8237,6 +8339,7 @@ pub struct CUextent3D_st {
 }
 impl ::core::default::Default for CUextent3D_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -8253,6 +8356,7 @@ pub struct CUmemcpy3DOperand_st {
 }
 impl ::core::default::Default for CUmemcpy3DOperand_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -8269,6 +8373,7 @@ pub union CUmemcpy3DOperand_st_op {
 }
 impl ::core::default::Default for CUmemcpy3DOperand_st_op {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -8289,6 +8394,7 @@ pub struct CUmemcpy3DOperand_st_op_ptr {
 }
 impl ::core::default::Default for CUmemcpy3DOperand_st_op_ptr {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -8305,6 +8411,7 @@ pub struct CUmemcpy3DOperand_st_op_array {
 }
 impl ::core::default::Default for CUmemcpy3DOperand_st_op_array {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -8327,6 +8434,7 @@ pub struct CUDA_MEMCPY3D_BATCH_OP_st {
 }
 impl ::core::default::Default for CUDA_MEMCPY3D_BATCH_OP_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -8349,6 +8457,7 @@ pub struct CUDA_MEM_ALLOC_NODE_PARAMS_v1_st {
 }
 impl ::core::default::Default for CUDA_MEM_ALLOC_NODE_PARAMS_v1_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -8371,6 +8480,7 @@ pub struct CUDA_MEM_ALLOC_NODE_PARAMS_v2_st {
 }
 impl ::core::default::Default for CUDA_MEM_ALLOC_NODE_PARAMS_v2_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -8385,6 +8495,7 @@ pub struct CUDA_MEM_FREE_NODE_PARAMS_st {
 }
 impl ::core::default::Default for CUDA_MEM_FREE_NODE_PARAMS_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -8401,6 +8512,7 @@ pub struct CUDA_CHILD_GRAPH_NODE_PARAMS_st {
 }
 impl ::core::default::Default for CUDA_CHILD_GRAPH_NODE_PARAMS_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -8415,6 +8527,7 @@ pub struct CUDA_EVENT_RECORD_NODE_PARAMS_st {
 }
 impl ::core::default::Default for CUDA_EVENT_RECORD_NODE_PARAMS_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -8429,6 +8542,7 @@ pub struct CUDA_EVENT_WAIT_NODE_PARAMS_st {
 }
 impl ::core::default::Default for CUDA_EVENT_WAIT_NODE_PARAMS_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -8449,6 +8563,7 @@ pub struct CUgraphNodeParams_st {
 }
 impl ::core::default::Default for CUgraphNodeParams_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -8489,6 +8604,7 @@ pub union CUgraphNodeParams_st_anon1 {
 }
 impl ::core::default::Default for CUgraphNodeParams_st_anon1 {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -8507,6 +8623,7 @@ pub struct CUcheckpointLockArgs_st {
 }
 impl ::core::default::Default for CUcheckpointLockArgs_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -8521,6 +8638,7 @@ pub struct CUcheckpointCheckpointArgs_st {
 }
 impl ::core::default::Default for CUcheckpointCheckpointArgs_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -8537,6 +8655,7 @@ pub struct CUcheckpointGpuPair_st {
 }
 impl ::core::default::Default for CUcheckpointGpuPair_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -8557,6 +8676,7 @@ pub struct CUcheckpointRestoreArgs_st {
 }
 impl ::core::default::Default for CUcheckpointRestoreArgs_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -8571,6 +8691,7 @@ pub struct CUcheckpointUnlockArgs_st {
 }
 impl ::core::default::Default for CUcheckpointUnlockArgs_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -8597,6 +8718,7 @@ pub struct CUmemDecompressParams_st {
 }
 impl ::core::default::Default for CUmemDecompressParams_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -8615,6 +8737,7 @@ pub struct CUdevSmResource_st {
 }
 impl ::core::default::Default for CUdevSmResource_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -8633,6 +8756,7 @@ pub struct CUdevResource_st {
 }
 impl ::core::default::Default for CUdevResource_st {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }
@@ -8649,6 +8773,7 @@ pub union CUdevResource_st_anon1 {
 }
 impl ::core::default::Default for CUdevResource_st_anon1 {
     fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
     }
 }

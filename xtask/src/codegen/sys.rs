@@ -251,13 +251,15 @@ fn record_item(r: &Record) -> Result<TokenStream> {
             quote! { #repr #[derive(Clone, Copy)] pub union #name { #(#fields)* } }
         }
     };
+    let zero_mark = super::safety_mark(
+        "a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.",
+    );
     Ok(quote! {
         #doc
         #body
         impl ::core::default::Default for #name {
             fn default() -> Self {
-                // SAFETY: a C struct or union of integers, floats, raw pointers,
-                // nullable function pointers and such records is valid all-zero.
+                #zero_mark
                 unsafe { ::core::mem::zeroed() }
             }
         }
@@ -300,16 +302,20 @@ pub fn functions(specs: &Specs) -> Result<TokenStream> {
             quote!()
         };
         let idx = Literal::usize_unsuffixed(i);
+        let entry_mark = super::safety_mark(
+            "`__entry` was resolved for this function at the ABI version whose signature this declaration copies from cuda.h.",
+        );
+        let call_mark =
+            super::safety_mark("the caller upholds this function's contract (see # Safety).");
         fns.push(quote! {
             #doc
             #deprecated
             #[inline]
             pub unsafe fn #fname(#(#params: #ptypes),*) -> CUresult {
                 let Some(__entry) = SYMBOLS[#idx].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
-                // SAFETY: `__entry` was resolved for this function at the ABI version
-                // whose signature this declaration copies from cuda.h.
+                #entry_mark
                 let __driver_fn = unsafe { ::core::mem::transmute::<*mut ::core::ffi::c_void, unsafe extern "C" fn(#(#ptypes),*) -> CUresult>(__entry) };
-                // SAFETY: the caller upholds this function's contract (see # Safety).
+                #call_mark
                 unsafe { __driver_fn(#(#params),*) }
             }
         });

@@ -11,11 +11,15 @@ pub fn keep(new: &mut Function, old: &Function) {
     new.rust_name = old.rust_name.clone();
     new.safety = old.safety;
     new.summary = old.summary.clone();
+    new.safety_doc = old.safety_doc.clone();
     for p in &mut new.params {
         if let Some(op) = old.params.iter().find(|op| op.name == p.name) {
             p.role = op.role.clone();
             p.len = op.len.clone();
             p.optional = op.optional;
+            p.rust_name = op.rust_name.clone();
+            p.fixed = op.fixed;
+            p.boolean = op.boolean;
         }
     }
 }

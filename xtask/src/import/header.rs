@@ -116,6 +116,24 @@ pub fn scan_cuda_h(text: &str) -> HeaderFacts {
     facts
 }
 
+/// The API name of ABI symbol `symbol`: a name that `#define`s to it and is
+/// declared inside a `\defgroup` (the header's own spelling), else the
+/// symbol itself when it is declared in one; with the group's index. `None`
+/// when no such declaration exists (the caller notes and skips it).
+///
+/// CUDA 12.x defines both `cuStreamGetCaptureInfo` and
+/// `cuStreamGetCaptureInfo_v2` as `cuStreamGetCaptureInfo_v2` but declares
+/// only the first in a group; 13.0 has one name per symbol.
+pub fn api_name(facts: &HeaderFacts, symbol: &str) -> Option<(String, usize)> {
+    facts
+        .renames
+        .iter()
+        .filter(|(_, sym)| sym.as_str() == symbol)
+        .map(|(api, _)| api.as_str())
+        .chain(std::iter::once(symbol))
+        .find_map(|c| facts.decl_group.get(c).map(|g| (c.to_string(), *g)))
+}
+
 /// Versions named by `cudaTypedefs.h`'s `PFN_<name>_v<version>` typedefs.
 #[derive(Debug, Default)]
 pub struct PfnVersions {
@@ -200,6 +218,14 @@ pub fn proc_name(symbol: &str) -> &str {
     }
 }
 
+/// The header's `#define CUDA_VERSION` (12080 for CUDA 12.8), if present.
+pub fn cuda_version(cuda_h: &str) -> Option<u32> {
+    cuda_h.lines().find_map(|l| {
+        let rest = l.trim().strip_prefix("#define CUDA_VERSION")?;
+        rest.trim().parse().ok()
+    })
+}
+
 /// `3020` → `"3.2"`, `12050` → `"12.5"`.
 pub fn version_string(v: u32) -> String {
     format!("{}.{}", v / 1000, (v % 1000) / 10)
@@ -234,6 +260,35 @@ pub fn param_docs(doc: &str) -> BTreeMap<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The construct that stopped the import of CUDA 12.8's header: two API
+    /// names for one symbol, only one of them declared in a group.
+    const CUDA_12_CAPTURE_INFO: &str = r#"
+#define cuStreamGetCaptureInfo              __CUDA_API_PTSZ(cuStreamGetCaptureInfo_v2)
+#define cuStreamGetCaptureInfo_v2           __CUDA_API_PTSZ(cuStreamGetCaptureInfo_v2)
+/**
+ * \defgroup CUDA_STREAM Stream Management
+ * @{
+ */
+CUresult CUDAAPI cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out);
+CUresult CUDAAPI cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus *captureStatus_out);
+/** @} */
+CUresult CUDAAPI cuOutsideAnyGroup(int x);
+"#;
+
+    #[test]
+    fn a_symbol_with_two_api_names_takes_the_declared_one() {
+        let f = scan_cuda_h(CUDA_12_CAPTURE_INFO);
+        assert_eq!(
+            api_name(&f, "cuStreamGetCaptureInfo_v2"),
+            Some(("cuStreamGetCaptureInfo".to_string(), 0))
+        );
+        assert_eq!(
+            api_name(&f, "cuStreamGetCaptureInfo_v3"),
+            Some(("cuStreamGetCaptureInfo_v3".to_string(), 0))
+        );
+        assert_eq!(api_name(&f, "cuNotDeclared"), None);
+    }
 
     #[test]
     fn return_list_stops_at_next_command() {

@@ -35,7 +35,7 @@ pub fn run(specs_dir: &Path, check: bool) -> Result<()> {
     } else {
         None
     };
-    let new = build(&raw, &cuda_h, &facts, &pfn, old.as_ref())?;
+    let (new, notes) = build(&raw, &cuda_h, &facts, &pfn, old.as_ref())?;
 
     let header_count = facts
         .decl_group
@@ -50,11 +50,20 @@ pub fn run(specs_dir: &Path, check: bool) -> Result<()> {
         .collect::<std::collections::BTreeSet<_>>()
         .len();
     let spec_count: usize = new.groups.iter().map(|(_, g)| g.functions.len()).sum();
+    let source = match header::cuda_version(&cuda_h) {
+        Some(v) => format!("CUDA {}", header::version_string(v)),
+        None => "unknown CUDA version".to_string(),
+    };
+    let pinned =
+        if std::env::var_os("CUDA_HOME").is_some() || std::env::var_os("CUDA_PATH").is_some() {
+            "from CUDA_HOME/CUDA_PATH".to_string()
+        } else {
+            provision::CUDA_RUNTIME_WHEEL.to_string()
+        };
     println!(
-        "xtask import: {} ({}): {spec_count} `CUresult CUDAAPI` functions in specs, {header_count} declared in the header; \
+        "xtask import: {} ({source}, {pinned}): {spec_count} `CUresult CUDAAPI` functions in specs, {header_count} declared in the header; \
          {} enums, {} records, {} handles, {} typedefs, {} callbacks, {} constants, {} CUresult codes",
         include.join("cuda.h").display(),
-        provision::CUDA_RUNTIME_WHEEL,
         new.enums().count(),
         new.records().count(),
         new.handles().count(),
@@ -63,11 +72,16 @@ pub fn run(specs_dir: &Path, check: bool) -> Result<()> {
         new.constants().count(),
         new.errors.errors.len(),
     );
+    for n in &notes {
+        println!("  note: {n}");
+    }
     if spec_count != header_count {
-        return Err(format!(
-            "the header declares {header_count} functions but {spec_count} were imported"
-        )
-        .into());
+        let msg =
+            format!("the header declares {header_count} functions but {spec_count} were imported");
+        if !check {
+            return Err(format!("{msg}; nothing written").into());
+        }
+        println!("  note: {msg}");
     }
     if let Some(old) = &old {
         for line in diff_summary(old, &new) {
@@ -79,18 +93,18 @@ pub fn run(specs_dir: &Path, check: bool) -> Result<()> {
 }
 
 /// Builds the new specs from header facts, keeping annotations from `old`.
-fn build(
+/// Returns notes on what was skipped (a declaration outside any
+/// `\defgroup`, a second declaration of one API name), so that a header of
+/// another CUDA release is compared instead of refused at its first surprise.
+pub fn build(
     raw: &bindgen_ast::RawHeader,
     cuda_h: &str,
     facts: &header::HeaderFacts,
     pfn: &header::PfnVersions,
     old: Option<&Specs>,
-) -> Result<Specs> {
-    // Symbol → API name.
-    let mut api_of: BTreeMap<&str, &str> = BTreeMap::new();
-    for (api, sym) in &facts.renames {
-        api_of.insert(sym, api);
-    }
+) -> Result<(Specs, Vec<String>)> {
+    let mut notes = Vec::new();
+    let mut seen: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
     let old_fns: BTreeMap<&str, &Function> = old
         .map(|o| {
             o.functions()
@@ -109,17 +123,20 @@ fn build(
 
     let mut by_group: BTreeMap<usize, Vec<Function>> = BTreeMap::new();
     for rf in &raw.functions {
-        let api = api_of
-            .get(rf.symbol.as_str())
-            .copied()
-            .unwrap_or(rf.symbol.as_str())
-            .to_string();
-        let group = facts
-            .decl_group
-            .get(&api)
-            .or_else(|| facts.decl_group.get(&rf.symbol))
-            .copied()
-            .ok_or_else(|| format!("{api} ({}) is declared outside any \\defgroup", rf.symbol))?;
+        let Some((api, group)) = header::api_name(facts, &rf.symbol) else {
+            notes.push(format!(
+                "skipped {}: declared outside any \\defgroup",
+                rf.symbol
+            ));
+            continue;
+        };
+        if !seen.insert(api.clone()) {
+            notes.push(format!(
+                "skipped a second declaration of {api} (symbol {})",
+                rf.symbol
+            ));
+            continue;
+        }
         let group_name = &facts.groups[group].name;
         let proc = header::proc_name(&rf.symbol).to_string();
         let proc_version = pfn.version_for(&proc, rf.params.len()).unwrap_or(13000);
@@ -155,6 +172,7 @@ fn build(
             rust_name: None,
             safety: Safety::Unsafe,
             summary: None,
+            safety_doc: None,
             params: rf
                 .params
                 .iter()
@@ -168,6 +186,9 @@ fn build(
                     ),
                     len: None,
                     optional: false,
+                    rust_name: None,
+                    fixed: None,
+                    boolean: false,
                 })
                 .collect(),
             errors,
@@ -321,13 +342,145 @@ fn build(
             })
             .collect(),
     };
-    Ok(Specs {
-        groups,
-        types: split,
-        errors,
-        // The importer reads cuda.h only; the Warp ABI spec is kept as it is.
-        warp: old.and_then(|o| o.warp.clone()),
-    })
+    Ok((
+        Specs {
+            groups,
+            types: split,
+            errors,
+            // The importer reads cuda.h only; the Warp ABI spec is kept as it is.
+            warp: old.and_then(|o| o.warp.clone()),
+        },
+        notes,
+    ))
+}
+
+/// Added, removed and changed names between two keyed lists, as lines.
+fn keyed_diff<T>(
+    what: &str,
+    old: &BTreeMap<String, T>,
+    new: &BTreeMap<String, T>,
+    changed: impl Fn(&T, &T) -> Option<String>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for k in new.keys().filter(|k| !old.contains_key(*k)) {
+        out.push(format!("added {what} {k}"));
+    }
+    for k in old.keys().filter(|k| !new.contains_key(*k)) {
+        out.push(format!("removed {what} {k}"));
+    }
+    for (k, n) in new {
+        if let Some(o) = old.get(k)
+            && let Some(why) = changed(o, n)
+        {
+            out.push(format!("changed {what} {k}: {why}"));
+        }
+    }
+    out
+}
+
+/// What changed in enums (and their values), records (and their fields),
+/// handles, typedefs, callbacks and constants.
+pub fn type_diff(old: &Specs, new: &Specs) -> Vec<String> {
+    let mut out = Vec::new();
+    let values = |s: &Specs| -> BTreeMap<String, i64> {
+        s.enums()
+            .flat_map(|e| {
+                e.values
+                    .iter()
+                    .map(move |v| (format!("{}::{}", e.name.value, v.name.value), v.value))
+            })
+            .collect()
+    };
+    let enums = |s: &Specs| -> BTreeMap<String, ()> {
+        s.enums().map(|e| (e.name.value.clone(), ())).collect()
+    };
+    out.extend(keyed_diff("enum", &enums(old), &enums(new), |_, _| None));
+    // Values of enums present in both.
+    let (eo, en) = (enums(old), enums(new));
+    let in_both = |k: &String| {
+        let e = k.split("::").next().unwrap_or_default();
+        eo.contains_key(e) && en.contains_key(e)
+    };
+    let vo: BTreeMap<String, i64> = values(old)
+        .into_iter()
+        .filter(|(k, _)| in_both(k))
+        .collect();
+    let vn: BTreeMap<String, i64> = values(new)
+        .into_iter()
+        .filter(|(k, _)| in_both(k))
+        .collect();
+    out.extend(keyed_diff("enum value", &vo, &vn, |a, b| {
+        (a != b).then(|| format!("{a} -> {b}"))
+    }));
+    let records = |s: &Specs| -> BTreeMap<String, Vec<String>> {
+        s.records()
+            .map(|r| {
+                (
+                    r.name.value.clone(),
+                    r.fields
+                        .iter()
+                        .map(|f| format!("{} {}", f.ty.value, f.name))
+                        .collect(),
+                )
+            })
+            .collect()
+    };
+    out.extend(keyed_diff(
+        "record",
+        &records(old),
+        &records(new),
+        |a, b| {
+            if a == b {
+                return None;
+            }
+            let added: Vec<&String> = b.iter().filter(|f| !a.contains(f)).collect();
+            let removed: Vec<&String> = a.iter().filter(|f| !b.contains(f)).collect();
+            Some(format!(
+                "fields added [{}], removed [{}]",
+                added
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                removed
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        },
+    ));
+    let aliases = |s: &Specs| -> BTreeMap<String, String> {
+        s.typedefs()
+            .map(|t| (t.name.value.clone(), t.ty.value.clone()))
+            .chain(
+                s.handles()
+                    .map(|h| (h.name.value.clone(), format!("handle to {}", h.opaque))),
+            )
+            .chain(s.callbacks().map(|c| {
+                let ps: Vec<&str> = c.params.iter().map(|p| p.ty.value.as_str()).collect();
+                (
+                    c.name.value.clone(),
+                    format!("{} (*)({})", c.returns.value, ps.join(", ")),
+                )
+            }))
+            .collect()
+    };
+    out.extend(keyed_diff("type", &aliases(old), &aliases(new), |a, b| {
+        (a != b).then(|| format!("{a} -> {b}"))
+    }));
+    let constants = |s: &Specs| -> BTreeMap<String, i64> {
+        s.constants()
+            .map(|c| (c.name.value.clone(), c.value))
+            .collect()
+    };
+    out.extend(keyed_diff(
+        "constant",
+        &constants(old),
+        &constants(new),
+        |a, b| (a != b).then(|| format!("{a} -> {b}")),
+    ));
+    out
 }
 
 /// Lines describing what changed between two spec sets (facts only).
@@ -374,21 +527,7 @@ fn diff_summary(old: &Specs, new: &Specs) -> Vec<String> {
             ));
         }
     }
-    let count = |s: &Specs| {
-        (
-            s.enums().map(|e| e.values.len()).sum::<usize>(),
-            s.records().count(),
-            s.typedefs().count() + s.handles().count() + s.callbacks().count(),
-            s.constants().count(),
-        )
-    };
-    if count(old) != count(new) {
-        out.push(format!(
-            "type counts (enum values, records, aliases, constants): {:?} -> {:?}",
-            count(old),
-            count(new)
-        ));
-    }
+    out.extend(type_diff(old, new));
     if out.is_empty() {
         out.push("no change in the header's facts".into());
     }

@@ -78,6 +78,10 @@ pub struct Function {
     /// One or two sentences in our own words (ours).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
+    /// This function's own safety contract, in our words, added to the
+    /// `# Safety` section of its `unsafe` wrapper (ours).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub safety_doc: Option<String>,
     /// Parameters in declaration order.
     pub params: Vec<Param>,
     /// The `CUresult` codes the header documents for it (fact).
@@ -124,6 +128,17 @@ pub struct Param {
     /// A pointer that may be null (ours).
     #[serde(default, skip_serializing_if = "is_false")]
     pub optional: bool,
+    /// snake_case name in the thin layer, where `heck`'s is wrong (ours).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rust_name: Option<String>,
+    /// For an `out` pointer without `len`: the driver writes exactly this many
+    /// elements, returned as an array; for an `out` `char *` with `len`: the
+    /// buffer size passed, the text returned as a `String` (ours).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed: Option<u32>,
+    /// An `out` integer the header documents as 0 or 1, returned as `bool` (ours).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub boolean: bool,
 }
 
 /// The files under `specs/types/`; each file fills some of these lists.
