@@ -116,7 +116,7 @@ fn warp_launch_on_cuda_1_with_strict_checked_and_peer_access() {
     println!("CHECKED, peer access off: {e}");
     assert!(matches!(e, Error::Access(_)), "{e}");
     let can = cuda_api::driver::device_can_access_peer(1, 0).unwrap();
-    if can == 0 {
+    if !can {
         println!(
             "cuda:1 cannot access cuda:0 (cuDeviceCanAccessPeer 0): the peer-access half is not applicable here"
         );
