@@ -70,6 +70,53 @@ fn measure_batch(stream: &cuda_api::Stream, batch: usize, mut f: impl FnMut()) -
     (median(times), allocs as f64 / (ROUNDS * batch) as f64)
 }
 
+/// Interleaved rounds: each round times one batch of every variant in turn,
+/// so a slow phase of the machine slows all of them alike. Per variant:
+/// median microseconds per call, median over rounds of its ratio to
+/// variant 0 in the same round, heap allocations per call.
+fn interleaved(
+    stream: &cuda_api::Stream,
+    variants: &mut [&mut dyn FnMut()],
+) -> Vec<(f64, f64, f64)> {
+    for v in variants.iter_mut() {
+        for _ in 0..BATCH {
+            v();
+        }
+    }
+    stream.synchronize().unwrap();
+    let n = variants.len();
+    let mut times = vec![Vec::with_capacity(ROUNDS); n];
+    let mut ratios = vec![Vec::with_capacity(ROUNDS); n];
+    let mut allocs = vec![0usize; n];
+    for _ in 0..ROUNDS {
+        let mut round = vec![0.0; n];
+        for (i, v) in variants.iter_mut().enumerate() {
+            let a0 = ALLOCS.load(Ordering::Relaxed);
+            let t = Instant::now();
+            for _ in 0..BATCH {
+                v();
+            }
+            let dt = t.elapsed().as_secs_f64();
+            allocs[i] += ALLOCS.load(Ordering::Relaxed) - a0;
+            stream.synchronize().unwrap();
+            round[i] = dt * 1e6 / BATCH as f64;
+        }
+        for i in 0..n {
+            times[i].push(round[i]);
+            ratios[i].push(round[i] / round[0]);
+        }
+    }
+    (0..n)
+        .map(|i| {
+            (
+                median(times[i].clone()),
+                median(ratios[i].clone()),
+                allocs[i] as f64 / (ROUNDS * BATCH) as f64,
+            )
+        })
+        .collect()
+}
+
 fn main() {
     let dir = sdk_tests::warp::data_dir().join("aot");
     let module = AotModule::load(&dir).expect("Warp AOT module (cargo xtask gpu-bundle)");
@@ -128,16 +175,22 @@ fn main() {
         assert_eq!(r, cuda_sys::CUresult::CUDA_SUCCESS);
     };
 
-    let (t_raw, al_raw) = measure(&stream, raw);
-    let (t_launch, al_launch) = measure(&stream, || {
+    let mut raw = raw;
+    let mut immediate = || {
         saxpy
             .launch(N)
             .inputs((2.0f32, &x, &y))
             .stream(&stream)
             .run()
             .unwrap();
-    });
-    let (t_replay, al_replay) = measure(&stream, || recorded.launch(&stream).unwrap());
+    };
+    let mut replay = || recorded.launch(&stream).unwrap();
+    let m = interleaved(&stream, &mut [&mut raw, &mut immediate, &mut replay]);
+    let [
+        (t_raw, _, al_raw),
+        (t_launch, r_launch, al_launch),
+        (t_replay, r_replay, al_replay),
+    ] = [m[0], m[1], m[2]];
     // The host work of an immediate launch without the driver call: build
     // and check a Launch, then drop it.
     let (t_build, al_build) = measure(&stream, || {
@@ -168,8 +221,6 @@ fn main() {
     println!(
         "bench warp: host work breakdown: describe {t_describe:.3} us, build RELAXED {t_relaxed:.3} us, build CHECKED {t_build:.3} us"
     );
-    let (t_raw2, _) = measure(&stream, raw);
-    let t_raw = t_raw.min(t_raw2);
 
     // 100 kernels: one by one (replayed Launches) vs one captured graph.
     const KERNELS: usize = 100;
@@ -199,31 +250,46 @@ fn main() {
         t_g / t_one
     );
 
+    // Ratios of interleaved rounds (median of per-round ratios); the
+    // build-only line is its time over the raw median.
     let rows = [
-        ("raw cuLaunchKernel (Warp saxpy, 4 params)", t_raw, al_raw),
-        ("warp-launch kernel.launch(..).run()", t_launch, al_launch),
-        ("warp-launch Launch::launch (replay)", t_replay, al_replay),
+        (
+            "raw cuLaunchKernel (Warp saxpy, 4 params)",
+            t_raw,
+            1.0,
+            al_raw,
+        ),
+        (
+            "warp-launch kernel.launch(..).run()",
+            t_launch,
+            r_launch,
+            al_launch,
+        ),
+        (
+            "warp-launch Launch::launch (replay)",
+            t_replay,
+            r_replay,
+            al_replay,
+        ),
         (
             "warp-launch build+check only (no driver call)",
             t_build,
+            t_build / t_raw,
             al_build,
         ),
     ];
-    for (name, t, al) in rows {
+    for (name, t, r, al) in rows {
         println!(
-            "bench warp: {name:<44} median {t:.3} us/launch ({:.3}x raw), heap allocations {al:.1}",
-            t / t_raw
+            "bench warp: {name:<44} median {t:.3} us/launch ({r:.3}x raw), heap allocations {al:.1}"
         );
     }
     println!(
-        "bench warp summary: launch {:.3}x raw (goal <= 1.15), replay {:.3}x raw (goal <= 1.05), replay heap allocations {al_replay:.1} (goal 0); {ROUNDS} rounds x {BATCH} launches, medians",
-        t_launch / t_raw,
-        t_replay / t_raw
+        "bench warp summary: launch {r_launch:.3}x raw (goal <= 1.15), replay {r_replay:.3}x raw (goal <= 1.05), replay heap allocations {al_replay:.1} (goal 0); {ROUNDS} interleaved rounds x {BATCH} launches, medians of per-round ratios"
     );
-    write_results(&rows, t_raw);
+    write_results(&rows);
 }
 
-fn write_results(rows: &[(&str, f64, f64)], t_raw: f64) {
+fn write_results(rows: &[(&str, f64, f64, f64)]) {
     let out = std::env::var_os("SDK_BENCH_OUT")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("bench-results"));
@@ -234,8 +300,8 @@ fn write_results(rows: &[(&str, f64, f64)], t_raw: f64) {
     let mut md = String::from(
         "| launch | median us/launch | x raw | heap allocations/launch |\n|---|---:|---:|---:|\n",
     );
-    for (name, t, al) in rows {
-        md += &format!("| {name} | {t:.3} | {:.3} | {al:.1} |\n", t / t_raw);
+    for (name, t, r, al) in rows {
+        md += &format!("| {name} | {t:.3} | {r:.3} | {al:.1} |\n");
     }
     let max = rows.iter().map(|r| r.1).fold(0.0, f64::max) * 1.1;
     let (w, bar_h, gap, left) = (640.0, 28.0, 14.0, 300.0);
@@ -243,7 +309,7 @@ fn write_results(rows: &[(&str, f64, f64)], t_raw: f64) {
     let mut svg = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n<text x=\"4\" y=\"16\">Host cost per launch (us, median; lower is better)</text>\n"
     );
-    for (i, (name, t, _)) in rows.iter().enumerate() {
+    for (i, (name, t, r, _)) in rows.iter().enumerate() {
         let y = 28.0 + i as f64 * (bar_h + gap);
         let bw = (w - left - 60.0) * t / max;
         svg += &format!(
@@ -251,7 +317,7 @@ fn write_results(rows: &[(&str, f64, f64)], t_raw: f64) {
             y + bar_h * 0.65,
             left + bw + 4.0,
             y + bar_h * 0.65,
-            t / t_raw
+            r
         );
     }
     svg += "</svg>\n";
