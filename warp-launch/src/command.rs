@@ -65,7 +65,7 @@ pub struct Launch {
     plan: Plan,
     cfg: LaunchConfig,
     args: Vec<Arg>,
-    block: Option<ArgBlock<'static>>,
+    block: Option<Box<ArgBlock<'static>>>,
     stream: Option<Stream>,
 }
 
@@ -106,6 +106,16 @@ fn bounds_bytes(plan: &Plan, kernel_dim: usize, out: &mut [u8; 48]) -> usize {
         2 => put!(LaunchBounds2, 2),
         3 => put!(LaunchBounds3, 3),
         _ => put!(LaunchBounds4, 4),
+    }
+}
+
+fn stream_device_mismatch(kernel: &Kernel, s: &Stream, device: Device) -> Error {
+    Error::Unsupported {
+        kernel: kernel.name().to_string(),
+        message: format!(
+            "the stream belongs to {} but the launch is on {device}; pass a stream of {device} or launch on the stream's device",
+            Device::from(s.context().device()),
+        ),
     }
 }
 
@@ -165,15 +175,7 @@ impl Launch {
         if let Some(s) = &stream
             && opts.device != Device::from(s.context().device())
         {
-            return Err(Error::Unsupported {
-                kernel: kernel.name().to_string(),
-                message: format!(
-                    "the stream belongs to {} but the launch is on {}; pass a stream of {} or launch on the stream's device",
-                    Device::from(s.context().device()),
-                    opts.device,
-                    opts.device
-                ),
-            });
+            return Err(stream_device_mismatch(kernel, s, opts.device));
         }
         let block = match opts.device {
             Device::Cpu => {
@@ -208,7 +210,7 @@ impl Launch {
                 }
                 Some(match &kernel.inner.cuda {
                     Some(c) => c.take_block(opts.adjoint, k),
-                    None => k.args(),
+                    None => Box::new(k.args()),
                 })
             }
         };
@@ -225,7 +227,13 @@ impl Launch {
         };
         launch.write_bounds()?;
         for (i, a) in args.iter().enumerate() {
-            write_arg(&launch.kernel, &launch.opts, launch.block.as_mut(), i, a)?;
+            write_arg(
+                &launch.kernel,
+                &launch.opts,
+                launch.block.as_deref_mut(),
+                i,
+                a,
+            )?;
         }
         launch.args = args;
         Ok(launch)
@@ -305,7 +313,13 @@ impl Launch {
     }
 
     fn write_arg(&mut self, index: usize, arg: &Arg) -> Result<()> {
-        write_arg(&self.kernel, &self.opts, self.block.as_mut(), index, arg)
+        write_arg(
+            &self.kernel,
+            &self.opts,
+            self.block.as_deref_mut(),
+            index,
+            arg,
+        )
     }
 
     /// The kernel.
@@ -401,7 +415,7 @@ impl Launch {
         self.run_on(self.stream.as_ref())
     }
 
-    fn run_on(&self, stream: Option<&Stream>) -> Result<()> {
+    pub(crate) fn run_on(&self, stream: Option<&Stream>) -> Result<()> {
         if self.plan.size == 0 {
             return Ok(());
         }
@@ -482,7 +496,7 @@ pub struct LaunchBuilder<'k> {
     adj: Vec<Arg>,
     n_adj_inputs: usize,
     device: Option<Device>,
-    stream: Option<Stream>,
+    stream: Option<&'k Stream>,
     adjoint: bool,
     record_tape: bool,
     block_dim: Option<u32>,
@@ -641,8 +655,8 @@ impl<'k> LaunchBuilder<'k> {
     }
 
     /// The stream (default: the device's default stream).
-    pub fn stream(mut self, stream: &Stream) -> Self {
-        self.stream = Some(stream.clone());
+    pub fn stream(mut self, stream: &'k Stream) -> Self {
+        self.stream = Some(stream);
         self
     }
 
@@ -692,11 +706,13 @@ impl<'k> LaunchBuilder<'k> {
         self
     }
 
-    fn into_launch(self) -> Result<(Launch, bool)> {
+    /// The launch; it keeps a handle to the stream when `keep_stream` (a
+    /// recorded launch runs later on it).
+    fn into_launch(self, keep_stream: bool) -> Result<(Launch, bool)> {
         if let Some(e) = self.bad_device {
             return Err(e);
         }
-        let device = match (self.device, &self.stream) {
+        let device = match (self.device, self.stream) {
             (Some(d), _) => d,
             (None, Some(s)) => Device::from(s.context().device()),
             (None, None) => Device::current()?,
@@ -742,16 +758,28 @@ impl<'k> LaunchBuilder<'k> {
             mode: self.mode.unwrap_or_else(default_access_mode),
             cooperative: self.cooperative,
         };
-        let launch = Launch::build(self.kernel, self.dim.as_slice(), args, opts, self.stream)?;
+        let stream = if keep_stream {
+            self.stream.cloned()
+        } else {
+            None
+        };
+        if let Some(s) = self.stream
+            && device != Device::from(s.context().device())
+        {
+            return Err(stream_device_mismatch(self.kernel, s, device));
+        }
+        let launch = Launch::build(self.kernel, self.dim.as_slice(), args, opts, stream)?;
         Ok((launch, self.record_tape))
     }
 
     /// Checks everything and launches (Warp's `wp.launch`). Recorded by a
     /// recording tape unless `record_tape(false)`.
     pub fn run(self) -> Result<()> {
-        let (launch, record) = self.into_launch()?;
-        launch.run()?;
-        if record && !launch.is_adjoint() {
+        let stream = self.stream;
+        let recording = self.record_tape && !self.adjoint && tape::is_recording();
+        let (launch, _) = self.into_launch(recording)?;
+        launch.run_on(stream)?;
+        if recording {
             tape::record(launch);
         }
         Ok(())
@@ -760,7 +788,7 @@ impl<'k> LaunchBuilder<'k> {
     /// Checks everything and returns the launch without running it (Warp's
     /// `record_cmd=True`).
     pub fn record(self) -> Result<Launch> {
-        Ok(self.into_launch()?.0)
+        Ok(self.into_launch(true)?.0)
     }
 }
 

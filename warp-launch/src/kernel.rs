@@ -6,7 +6,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 use cuda_api::{ArgBlock, DynKernel, Library, Param, ParamType};
 
@@ -364,40 +364,60 @@ impl KernelSpec {
 pub(crate) struct CudaFunctions {
     pub forward: DynKernel,
     pub backward: Option<DynKernel>,
-    /// Argument blocks of finished launches, reused by new ones (forward,
-    /// backward): an immediate launch then allocates no block.
-    pools: [Mutex<Vec<ArgBlock<'static>>>; 2],
+    /// One argument block of a finished launch per direction (forward,
+    /// backward), reused by the next launch: an immediate launch then
+    /// allocates no block and takes no lock.
+    spare: [AtomicPtr<ArgBlock<'static>>; 2],
 }
-
-/// Blocks kept per kernel and direction for reuse.
-const POOL: usize = 8;
 
 impl CudaFunctions {
     fn new(forward: DynKernel, backward: Option<DynKernel>) -> CudaFunctions {
         CudaFunctions {
             forward,
             backward,
-            pools: [Mutex::new(Vec::new()), Mutex::new(Vec::new())],
+            spare: [
+                AtomicPtr::new(std::ptr::null_mut()),
+                AtomicPtr::new(std::ptr::null_mut()),
+            ],
         }
     }
 
-    /// An argument block for the forward or backward kernel: a reused one
+    /// An argument block for the forward or backward kernel: the spare one
     /// (every parameter is written again by the launch that takes it) or a
     /// new one.
-    pub(crate) fn take_block(&self, adjoint: bool, kernel: &DynKernel) -> ArgBlock<'static> {
-        let reused = self.pools[usize::from(adjoint)]
-            .lock()
-            .ok()
-            .and_then(|mut p| p.pop());
-        reused.unwrap_or_else(|| kernel.args())
+    pub(crate) fn take_block(&self, adjoint: bool, kernel: &DynKernel) -> Box<ArgBlock<'static>> {
+        let p = self.spare[usize::from(adjoint)].swap(std::ptr::null_mut(), Ordering::AcqRel);
+        if p.is_null() {
+            Box::new(kernel.args())
+        } else {
+            // SAFETY: the pointer came from `Box::into_raw` in `give_block`
+            // and the swap gave this thread its only copy.
+            unsafe { Box::from_raw(p) }
+        }
     }
 
-    /// Returns a block for reuse.
-    pub(crate) fn give_block(&self, adjoint: bool, block: ArgBlock<'static>) {
-        if let Ok(mut p) = self.pools[usize::from(adjoint)].lock()
-            && p.len() < POOL
+    /// Keeps `block` as the spare if there is none.
+    pub(crate) fn give_block(&self, adjoint: bool, block: Box<ArgBlock<'static>>) {
+        let p = Box::into_raw(block);
+        let slot = &self.spare[usize::from(adjoint)];
+        if slot
+            .compare_exchange(std::ptr::null_mut(), p, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
         {
-            p.push(block);
+            // SAFETY: `p` was not stored, so this is still its only owner.
+            drop(unsafe { Box::from_raw(p) });
+        }
+    }
+}
+
+impl Drop for CudaFunctions {
+    fn drop(&mut self) {
+        for slot in &self.spare {
+            let p = slot.swap(std::ptr::null_mut(), Ordering::AcqRel);
+            if !p.is_null() {
+                // SAFETY: a spare block, owned by the slot; taken out once.
+                drop(unsafe { Box::from_raw(p) });
+            }
         }
     }
 }

@@ -27,6 +27,11 @@ pub(crate) fn record(launch: Launch) {
     });
 }
 
+/// Whether a tape records launches on this thread.
+pub(crate) fn is_recording() -> bool {
+    RECORDING.with(|r| !r.borrow().is_empty())
+}
+
 /// Records launches and runs them backward (Warp's `wp.Tape`).
 #[derive(Debug, Default)]
 pub struct Tape {
