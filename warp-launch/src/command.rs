@@ -64,7 +64,7 @@ pub struct Launch {
     dim: Dim,
     plan: Plan,
     cfg: LaunchConfig,
-    args: Vec<Arg>,
+    args: std::mem::ManuallyDrop<Vec<Arg>>,
     block: Option<Box<ArgBlock<'static>>>,
     stream: Option<Stream>,
 }
@@ -221,12 +221,12 @@ impl Launch {
             opts,
             dim: Dim::from(dim),
             plan,
-            args: Vec::new(),
+            args: std::mem::ManuallyDrop::new(args),
             block,
             stream,
         };
         launch.write_bounds()?;
-        for (i, a) in args.iter().enumerate() {
+        for (i, a) in launch.args.iter().enumerate() {
             write_arg(
                 &launch.kernel,
                 &launch.opts,
@@ -235,7 +235,6 @@ impl Launch {
                 a,
             )?;
         }
-        launch.args = args;
         Ok(launch)
     }
 
@@ -478,6 +477,9 @@ impl Drop for Launch {
         if let (Some(block), Some(c)) = (self.block.take(), &self.kernel.inner.cuda) {
             c.give_block(self.opts.adjoint, block);
         }
+        // SAFETY: `drop` runs once and `args` is not used after this.
+        let args = unsafe { std::mem::ManuallyDrop::take(&mut self.args) };
+        self.kernel.inner.give_args(args);
     }
 }
 
@@ -513,7 +515,7 @@ impl Kernel {
         LaunchBuilder {
             kernel: self,
             dim: dim.into(),
-            args: Vec::new(),
+            args: self.inner.take_args(),
             n_inputs: 0,
             adj: Vec::new(),
             n_adj_inputs: 0,
@@ -798,7 +800,7 @@ impl Launch {
         let mut l = Launch::build(
             &self.kernel,
             self.dim.as_slice(),
-            self.args.clone(),
+            self.args.to_vec(),
             self.opts,
             self.stream.clone(),
         )?;

@@ -333,11 +333,11 @@ impl KernelSpec {
             None => None,
         };
         Ok(Kernel {
-            inner: Arc::new(KernelInner {
-                spec: self,
-                cuda: Some(CudaFunctions::new(fwd, bwd)),
-                cpu: None,
-            }),
+            inner: Arc::new(KernelInner::new(
+                self,
+                Some(CudaFunctions::new(fwd, bwd)),
+                None,
+            )),
         })
     }
 
@@ -352,11 +352,11 @@ impl KernelSpec {
     ) -> Result<Kernel> {
         self.check()?;
         Ok(Kernel {
-            inner: Arc::new(KernelInner {
-                spec: self,
-                cuda: None,
-                cpu: Some(crate::cpu::CpuKernel::new(forward, backward)),
-            }),
+            inner: Arc::new(KernelInner::new(
+                self,
+                None,
+                Some(crate::cpu::CpuKernel::new(forward, backward)),
+            )),
         })
     }
 }
@@ -426,6 +426,73 @@ pub(crate) struct KernelInner {
     pub spec: KernelSpec,
     pub cuda: Option<CudaFunctions>,
     pub cpu: Option<crate::cpu::CpuKernel>,
+    /// The argument vector of a finished launch, reused (emptied) by the
+    /// next one: immediate launches then allocate nothing.
+    spare_args: AtomicPtr<crate::bind::Arg>,
+}
+
+impl KernelInner {
+    fn new(
+        spec: KernelSpec,
+        cuda: Option<CudaFunctions>,
+        cpu: Option<crate::cpu::CpuKernel>,
+    ) -> KernelInner {
+        KernelInner {
+            spec,
+            cuda,
+            cpu,
+            spare_args: AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+
+    /// Capacity of reusable argument vectors: every parameter and its adjoint.
+    fn args_capacity(&self) -> usize {
+        (2 * self.spec.params.len()).max(4)
+    }
+
+    /// An empty argument vector: the spare one or a new one.
+    pub(crate) fn take_args(&self) -> Vec<crate::bind::Arg> {
+        let cap = self.args_capacity();
+        let p = self.spare_args.swap(std::ptr::null_mut(), Ordering::AcqRel);
+        if p.is_null() {
+            Vec::with_capacity(cap)
+        } else {
+            // SAFETY: `p` is the buffer of a vector whose capacity was `cap`
+            // (checked in `give_args`), given up empty; the swap gave this
+            // thread its only copy.
+            unsafe { Vec::from_raw_parts(p, 0, cap) }
+        }
+    }
+
+    /// Empties `args` and keeps its buffer as the spare if it has the
+    /// reusable capacity and there is no spare yet.
+    pub(crate) fn give_args(&self, mut args: Vec<crate::bind::Arg>) {
+        args.clear();
+        if args.capacity() != self.args_capacity() {
+            return;
+        }
+        let mut args = std::mem::ManuallyDrop::new(args);
+        let p = args.as_mut_ptr();
+        if self
+            .spare_args
+            .compare_exchange(std::ptr::null_mut(), p, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            // SAFETY: the buffer was not stored, so `args` still owns it.
+            drop(unsafe { std::mem::ManuallyDrop::take(&mut args) });
+        }
+    }
+}
+
+impl Drop for KernelInner {
+    fn drop(&mut self) {
+        let p = self.spare_args.swap(std::ptr::null_mut(), Ordering::AcqRel);
+        if !p.is_null() {
+            // SAFETY: the spare buffer (empty, capacity `args_capacity`),
+            // owned by the slot; taken out once.
+            drop(unsafe { Vec::from_raw_parts(p, 0, self.args_capacity()) });
+        }
+    }
 }
 
 /// A loaded kernel, cheap to clone: its declaration plus the functions that
@@ -511,11 +578,11 @@ impl Kernel {
             .as_ref()
             .map(|c| CudaFunctions::new(c.forward.clone(), c.backward.clone()));
         Kernel {
-            inner: Arc::new(KernelInner {
-                spec: old.spec.clone(),
+            inner: Arc::new(KernelInner::new(
+                old.spec.clone(),
                 cuda,
-                cpu: Some(crate::cpu::CpuKernel::new(forward, backward)),
-            }),
+                Some(crate::cpu::CpuKernel::new(forward, backward)),
+            )),
         }
     }
 
