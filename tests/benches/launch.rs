@@ -5,31 +5,15 @@
 //!
 //! Build with `cargo xtask gpu-bundle`; run on a GPU machine.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use cuda_api::{
     ConstDevicePtr, Context, Device, DeviceBuffer, DevicePtr, LaunchConfig, Module, Stream,
 };
 
-struct Counting;
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
-// SAFETY: forwards to the system allocator, counting calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the caller's layout contract is passed on unchanged.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: `p` came from `alloc` above with layout `l` (the caller's contract).
-        unsafe { System.dealloc(p, l) }
-    }
-}
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: sdk_tests::alloc::CountingAlloc = sdk_tests::alloc::CountingAlloc;
 
 const BATCH: usize = 500;
 const ROUNDS: usize = 41;
@@ -176,13 +160,13 @@ fn main() {
     let mut allocs = vec![0usize; variants.len()];
     for _ in 0..ROUNDS {
         for (i, (_, _, run)) in variants.iter_mut().enumerate() {
-            let before = ALLOCS.load(Ordering::Relaxed);
+            let before = sdk_tests::alloc::allocations();
             let t = Instant::now();
             for _ in 0..BATCH {
                 run();
             }
             let dt = t.elapsed().as_secs_f64() * 1e6 / BATCH as f64;
-            allocs[i] += ALLOCS.load(Ordering::Relaxed) - before;
+            allocs[i] += sdk_tests::alloc::allocations() - before;
             stream.synchronize().unwrap();
             samples[i].push(dt);
         }

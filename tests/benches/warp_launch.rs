@@ -6,31 +6,15 @@
 //!
 //! Build with `cargo xtask gpu-bundle`; run on a GPU machine.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::ffi::c_void;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use warp_launch::generated::abi::LaunchBounds1;
 use warp_launch::{AotModule, Array, DType, Device};
 
-struct Counting;
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
-// SAFETY: forwards to the system allocator, counting calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the caller's layout contract is passed on unchanged.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: `p` came from `alloc` above with layout `l` (the caller's contract).
-        unsafe { System.dealloc(p, l) }
-    }
-}
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: sdk_tests::alloc::CountingAlloc = sdk_tests::alloc::CountingAlloc;
 
 const BATCH: usize = 500;
 const ROUNDS: usize = 41;
@@ -57,13 +41,13 @@ fn measure_batch(stream: &cuda_api::Stream, batch: usize, mut f: impl FnMut()) -
     let mut times = Vec::with_capacity(ROUNDS);
     let mut allocs = 0usize;
     for _ in 0..ROUNDS {
-        let a0 = ALLOCS.load(Ordering::Relaxed);
+        let a0 = sdk_tests::alloc::allocations();
         let t = Instant::now();
         for _ in 0..batch {
             f();
         }
         let dt = t.elapsed().as_secs_f64();
-        allocs += ALLOCS.load(Ordering::Relaxed) - a0;
+        allocs += sdk_tests::alloc::allocations() - a0;
         stream.synchronize().unwrap();
         times.push(dt * 1e6 / batch as f64);
     }
@@ -91,13 +75,13 @@ fn interleaved(
     for _ in 0..ROUNDS {
         let mut round = vec![0.0; n];
         for (i, v) in variants.iter_mut().enumerate() {
-            let a0 = ALLOCS.load(Ordering::Relaxed);
+            let a0 = sdk_tests::alloc::allocations();
             let t = Instant::now();
             for _ in 0..BATCH {
                 v();
             }
             let dt = t.elapsed().as_secs_f64();
-            allocs[i] += ALLOCS.load(Ordering::Relaxed) - a0;
+            allocs[i] += sdk_tests::alloc::allocations() - a0;
             stream.synchronize().unwrap();
             round[i] = dt * 1e6 / BATCH as f64;
         }

@@ -5,6 +5,7 @@
 
 #[rustfmt::skip]
 pub mod generated;
+pub mod alloc;
 pub mod warp;
 
 use std::path::PathBuf;

@@ -112,16 +112,7 @@ impl StructType {
     /// The name without the 8-hex-digit hash Warp appends (`Params` for
     /// `Params_acca3b2c`).
     pub fn key(&self) -> &str {
-        match self.name.rsplit_once('_') {
-            Some((key, hash))
-                if !key.is_empty()
-                    && hash.len() == 8
-                    && hash.bytes().all(|b| b.is_ascii_hexdigit()) =>
-            {
-                key
-            }
-            _ => &self.name,
-        }
+        crate::source::struct_key(&self.name)
     }
 
     /// Lays out `fields` in order as a C compiler does.

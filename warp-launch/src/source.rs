@@ -173,16 +173,23 @@ impl SourceStruct {
     /// The Warp struct key: the name without a trailing `_` plus 8 hex digits
     /// (the whole name when it has no such suffix).
     pub fn warp_key(&self) -> &str {
-        match self.name.rsplit_once('_') {
-            Some((key, hash))
-                if !key.is_empty()
-                    && hash.len() == 8
-                    && hash.bytes().all(|b| b.is_ascii_hexdigit()) =>
-            {
-                key
-            }
-            _ => &self.name,
+        struct_key(&self.name)
+    }
+}
+
+/// A Warp struct's key from its generated name: the name without a
+/// trailing `_` plus 8 hex digits (the whole name when it has no such
+/// suffix).
+pub fn struct_key(name: &str) -> &str {
+    match name.rsplit_once('_') {
+        Some((key, hash))
+            if !key.is_empty()
+                && hash.len() == 8
+                && hash.bytes().all(|b| b.is_ascii_hexdigit()) =>
+        {
+            key
         }
+        _ => name,
     }
 }
 
