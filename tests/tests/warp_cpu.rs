@@ -489,3 +489,23 @@ fn argument_errors() {
         insta::assert_snapshot!(name, e.to_string());
     }
 }
+
+/// CPU launches on clones of one array from several threads are serialised
+/// (kernels write through addresses; concurrent launches would race): every
+/// read-modify-write lands.
+#[test]
+fn cpu_launches_from_several_threads_do_not_race() {
+    let c = Array::zeros(Device::Cpu, DType::by_name("int32").unwrap(), &[64]).unwrap();
+    let k = visits(1);
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            let (c, k) = (c.clone(), k.clone());
+            s.spawn(move || {
+                for _ in 0..50 {
+                    k.launch(64).inputs(&c).device("cpu").run().unwrap();
+                }
+            });
+        }
+    });
+    assert_eq!(c.to_vec::<i32>().unwrap(), vec![200; 64]);
+}

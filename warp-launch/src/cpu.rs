@@ -6,6 +6,7 @@
 //! synchronisation (Warp's model); running indices on several threads
 //! would make overlapping writes data races in Rust's sense.
 
+use std::marker::PhantomData;
 use std::ops::Add;
 use std::sync::Arc;
 
@@ -93,6 +94,9 @@ pub fn launch_coord(linear: usize, shape: &[u32], coord_mult: usize) -> [i32; 4]
 /// forward parameters) or name.
 pub struct CpuArgs<'a> {
     launch: &'a Launch,
+    /// Not `Sync`: the arguments stay on the launch's thread, so a kernel
+    /// body cannot hand them to other threads that would write concurrently.
+    _local: PhantomData<*const ()>,
 }
 
 impl<'a> CpuArgs<'a> {
@@ -130,7 +134,7 @@ impl<'a> CpuArgs<'a> {
 
     /// Array parameter `index` as elements of `T` (its dtype's Rust type).
     /// A null array has no elements.
-    pub fn array<T: Element>(&self, index: usize) -> Result<CpuArray<T>> {
+    pub fn array<T: Element>(&self, index: usize) -> Result<CpuArray<'a, T>> {
         match self.arg(index)? {
             Arg::Array(a) if std::ptr::eq(a.dtype(), T::dtype()) => {
                 let mut shape = [0usize; 4];
@@ -142,7 +146,7 @@ impl<'a> CpuArgs<'a> {
                     shape,
                     strides,
                     ndim: a.ndim(),
-                    _t: std::marker::PhantomData,
+                    _t: PhantomData,
                 })
             }
             Arg::Null => Ok(CpuArray {
@@ -150,14 +154,14 @@ impl<'a> CpuArgs<'a> {
                 shape: [0; 4],
                 strides: [0; 4],
                 ndim: 1,
-                _t: std::marker::PhantomData,
+                _t: PhantomData,
             }),
             _ => Err(self.wrong(index, format!("an array of {}", T::DTYPE))),
         }
     }
 
     /// Array parameter `name`.
-    pub fn array_named<T: Element>(&self, name: &str) -> Result<CpuArray<T>> {
+    pub fn array_named<T: Element>(&self, name: &str) -> Result<CpuArray<'a, T>> {
         self.array(self.index(name)?)
     }
 
@@ -209,16 +213,18 @@ impl Index for (i32, i32, i32, i32) {
 }
 
 /// An array seen by a CPU kernel: bounds-checked element reads and writes
-/// through its host address (elements are copied, never borrowed).
-pub struct CpuArray<T> {
+/// through its host address (elements are copied, never borrowed). It lives
+/// only for the kernel call that made it and stays on its thread (neither
+/// `Send` nor `Sync`), so its writes cannot race or outlive the launch.
+pub struct CpuArray<'a, T> {
     base: usize,
     shape: [usize; 4],
     strides: [isize; 4],
     ndim: usize,
-    _t: std::marker::PhantomData<T>,
+    _t: PhantomData<(&'a (), *const T)>,
 }
 
-impl<T: Element> CpuArray<T> {
+impl<T: Element> CpuArray<'_, T> {
     /// Extents.
     pub fn shape(&self) -> &[usize] {
         &self.shape[..self.ndim]
@@ -289,10 +295,17 @@ pub(crate) fn run(launch: &Launch) -> Result<()> {
     } else {
         &cpu.forward
     };
+    // One CPU launch at a time in the process (and host-memory copies
+    // wait for it): kernels write arrays through their addresses, so two
+    // launches on clones of one array on two threads would race.
+    let _serial = crate::storage::host_lock();
     let plan = launch.plan();
     let nd = kernel.kernel_dim();
     let shape = &plan.bounds.shape[..nd];
-    let args = CpuArgs { launch };
+    let args = CpuArgs {
+        launch,
+        _local: PhantomData,
+    };
     for idx in 0..plan.size {
         let t = Thread {
             coords: launch_coord(idx, shape, plan.bounds.coord_mult),

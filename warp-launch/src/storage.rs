@@ -65,6 +65,38 @@ impl Drop for HostMemory {
     }
 }
 
+thread_local! {
+    /// Whether this thread holds [`HOST_LOCK`] (CPU kernels may copy arrays
+    /// while their launch holds it).
+    static HOLDS_HOST_LOCK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Serialises CPU launches with each other and with host-side copies of
+/// plain host memory, so writes through array addresses never race.
+static HOST_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Held while a CPU launch runs or host memory is copied; re-entrant on the
+/// thread that holds it.
+pub(crate) struct HostLock(Option<std::sync::MutexGuard<'static, ()>>);
+
+impl Drop for HostLock {
+    fn drop(&mut self) {
+        if self.0.take().is_some() {
+            HOLDS_HOST_LOCK.with(|h| h.set(false));
+        }
+    }
+}
+
+/// Takes the host lock (or nothing, if this thread holds it already).
+pub(crate) fn host_lock() -> HostLock {
+    if HOLDS_HOST_LOCK.with(|h| h.get()) {
+        return HostLock(None);
+    }
+    let guard = HOST_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    HOLDS_HOST_LOCK.with(|h| h.set(true));
+    HostLock(Some(guard))
+}
+
 /// An array's storage: CUDA memory or host memory, and where the driver
 /// says it lives (asked once, for CHECKED launches).
 pub struct Storage {
@@ -166,6 +198,7 @@ impl Storage {
         match &self.backing {
             Backing::Cuda(a) => Ok(a.copy_to_host(offset, dst)?),
             Backing::Host(h) => {
+                let _serial = host_lock();
                 // SAFETY: the range was checked to lie inside the memory.
                 unsafe {
                     std::ptr::copy_nonoverlapping(
@@ -185,6 +218,7 @@ impl Storage {
         match &self.backing {
             Backing::Cuda(a) => Ok(a.copy_from_host(offset, src)?),
             Backing::Host(h) => {
+                let _serial = host_lock();
                 // SAFETY: the range was checked to lie inside the memory.
                 unsafe {
                     std::ptr::copy(
@@ -212,6 +246,7 @@ impl Storage {
         match (&self.backing, &src.backing) {
             (Backing::Cuda(d), Backing::Cuda(s)) => Ok(d.copy_from(offset, s, src_offset, len)?),
             (_, Backing::Host(h)) => {
+                let _serial = host_lock();
                 // SAFETY: the source range was checked.
                 let bytes = unsafe {
                     std::slice::from_raw_parts(h.ptr.as_ptr().cast::<u8>().add(src_offset), len)
@@ -219,6 +254,7 @@ impl Storage {
                 self.copy_from_host(offset, bytes)
             }
             (Backing::Host(h), Backing::Cuda(_)) => {
+                let _serial = host_lock();
                 // SAFETY: the destination range was checked.
                 let bytes = unsafe {
                     std::slice::from_raw_parts_mut(h.ptr.as_ptr().cast::<u8>().add(offset), len)
@@ -233,6 +269,7 @@ impl Storage {
         match &self.backing {
             Backing::Cuda(a) => Ok(a.fill_bytes(0)?),
             Backing::Host(h) => {
+                let _serial = host_lock();
                 // SAFETY: the whole allocation is written.
                 unsafe { std::ptr::write_bytes(h.ptr.as_ptr(), 0, h.words) };
                 Ok(())
