@@ -28,7 +28,7 @@ pub struct Location {
 }
 
 /// Asks the driver where `address` lives.
-pub fn locate(address: CUdeviceptr) -> Result<Location> {
+pub(crate) fn locate(address: CUdeviceptr) -> Result<Location> {
     let attrs = [
         CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
         CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,

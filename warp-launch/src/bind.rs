@@ -25,9 +25,9 @@ pub struct StructValue {
 /// # Safety
 ///
 /// The type must have the size, alignment and field offsets of the Warp
-/// struct `NAME` as Warp generates it, with no padding bytes left
-/// uninitialised that the kernel reads. Device addresses inside it (arrays)
-/// are the caller's to keep alive.
+/// struct `NAME` as Warp generates it, and no padding bytes (declare any
+/// padding as explicit fields): its bytes are read as they are. Device
+/// addresses inside it (arrays) are the caller's to keep alive.
 pub unsafe trait WarpStruct: Copy + 'static {
     /// The struct's name in the Warp-generated source.
     const NAME: &'static str;
@@ -219,20 +219,32 @@ pub(crate) enum Bound<'a> {
 impl Bound<'_> {
     pub(crate) fn with_bytes<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
         match self {
-            Bound::Array(a) => {
-                // SAFETY: ArrayT is a repr(C) plain struct; its bytes are read.
-                let b = unsafe {
-                    std::slice::from_raw_parts(
-                        (a as *const ArrayT).cast::<u8>(),
-                        size_of::<ArrayT>(),
-                    )
-                };
-                f(b)
-            }
+            Bound::Array(a) => f(&array_t_bytes(a)),
             Bound::Bytes(b) => f(b),
             Bound::Value(v) => f(v.bytes()),
         }
     }
+}
+
+/// `wp::array_t<T>` as bytes: each field at its offset in the generated
+/// type, padding zero (reading a struct's padding would read uninitialised
+/// memory).
+pub(crate) fn array_t_bytes(a: &ArrayT) -> [u8; size_of::<ArrayT>()] {
+    use std::mem::offset_of;
+    let mut out = [0u8; size_of::<ArrayT>()];
+    let mut put = |at: usize, b: &[u8]| out[at..at + b.len()].copy_from_slice(b);
+    put(offset_of!(ArrayT, data), &a.data.to_ne_bytes());
+    put(offset_of!(ArrayT, grad), &a.grad.to_ne_bytes());
+    for i in 0..4 {
+        put(offset_of!(ArrayT, shape) + 4 * i, &a.shape[i].to_ne_bytes());
+        put(
+            offset_of!(ArrayT, strides) + 4 * i,
+            &a.strides[i].to_ne_bytes(),
+        );
+    }
+    put(offset_of!(ArrayT, ndim), &a.ndim.to_ne_bytes());
+    put(offset_of!(ArrayT, flags), &a.flags.to_ne_bytes());
+    out
 }
 
 /// Where a parameter is, for messages.

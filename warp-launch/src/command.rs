@@ -82,33 +82,6 @@ impl fmt::Debug for Launch {
     }
 }
 
-fn bounds_bytes(plan: &Plan, kernel_dim: usize, out: &mut [u8; 48]) -> usize {
-    use crate::generated::abi::*;
-    let b = &plan.bounds;
-    macro_rules! put {
-        ($t:ident, $n:literal) => {{
-            let mut shape = [0u32; $n];
-            shape.copy_from_slice(&b.shape[..$n]);
-            let v = $t {
-                shape,
-                size: b.size,
-                coord_mult: b.coord_mult,
-            };
-            let n = size_of::<$t>();
-            // SAFETY: a repr(C) struct of plain integers; its bytes are read.
-            let bytes = unsafe { std::slice::from_raw_parts((&v as *const $t).cast::<u8>(), n) };
-            out[..n].copy_from_slice(bytes);
-            n
-        }};
-    }
-    match kernel_dim {
-        1 => put!(LaunchBounds1, 1),
-        2 => put!(LaunchBounds2, 2),
-        3 => put!(LaunchBounds3, 3),
-        _ => put!(LaunchBounds4, 4),
-    }
-}
-
 fn stream_device_mismatch(kernel: &Kernel, s: &Stream, device: Device) -> Error {
     Error::Unsupported {
         kernel: kernel.name().to_string(),
@@ -204,9 +177,12 @@ impl Launch {
                 let smem = kernel.shared_mem(opts.adjoint);
                 if smem > DEFAULT_SHARED_LIMIT {
                     // As Warp does when it loads a module: let the kernel use
-                    // the dynamic shared memory its .meta asks for.
-                    k.function()
-                        .set_max_dynamic_shared_memory(&opts.device.context()?, smem)?;
+                    // the dynamic shared memory its .meta asks for (once per
+                    // context; the limit is cached with the function).
+                    let ctx = opts.device.context()?;
+                    if k.function().limits(&ctx)?.max_dynamic_shared_bytes < smem {
+                        k.function().set_max_dynamic_shared_memory(&ctx, smem)?;
+                    }
                 }
                 Some(match &kernel.inner.cuda {
                     Some(c) => c.take_block(opts.adjoint, k),
@@ -302,8 +278,9 @@ impl Launch {
         let Some(block) = &mut self.block else {
             return Ok(());
         };
-        let mut buf = [0u8; 48];
-        let n = bounds_bytes(&self.plan, self.kernel.kernel_dim(), &mut buf);
+        let bounds = &self.plan.bounds;
+        let buf = bounds.to_ne_bytes();
+        let n = bounds.byte_len();
         // SAFETY: parameter 0 is launch_bounds_t<N> with N the kernel's
         // dimension (declared so, checked against the layout); these are
         // its bytes.

@@ -215,27 +215,49 @@ impl Bounds {
         })
     }
 
-    /// Byte size of `launch_bounds_t<ndim>` on a 64-bit target:
+    /// Byte size of `launch_bounds_t<ndim>` (the generated ABI type):
     /// 24 for N = 1 or 2, 32 for N = 3 or 4.
     pub fn byte_len(&self) -> usize {
-        let shape_bytes = 4 * self.ndim;
-        shape_bytes.div_ceil(8) * 8 + 16
+        bounds_layout(self.ndim).0
     }
 
-    /// The C struct `launch_bounds_t<ndim>` as native-endian bytes for a
-    /// 64-bit target (`uint32_t shape[N]`, padding to 8, `size_t size`,
-    /// `size_t coord_mult`); only the first [`Bounds::byte_len`] bytes are
-    /// meaningful, padding is zero.
+    /// The C struct `launch_bounds_t<ndim>` as native-endian bytes, each
+    /// field at its offset in the generated ABI type; padding is zero and
+    /// only the first [`Bounds::byte_len`] bytes are meaningful.
     pub fn to_ne_bytes(&self) -> [u8; 32] {
+        use crate::generated::abi::{LaunchBounds1, LaunchBounds2, LaunchBounds3, LaunchBounds4};
         let mut out = [0u8; 32];
-        let n = self.ndim.min(MAX_DIMS);
-        for (i, extent) in self.shape.iter().take(n).enumerate() {
-            out[4 * i..4 * i + 4].copy_from_slice(&extent.to_ne_bytes());
+        macro_rules! put {
+            ($t:ident, $n:literal) => {{
+                let shape = std::mem::offset_of!($t, shape);
+                for (i, e) in self.shape[..$n].iter().enumerate() {
+                    out[shape + 4 * i..shape + 4 * i + 4].copy_from_slice(&e.to_ne_bytes());
+                }
+                let size = std::mem::offset_of!($t, size);
+                out[size..size + 8].copy_from_slice(&(self.size as u64).to_ne_bytes());
+                let mult = std::mem::offset_of!($t, coord_mult);
+                out[mult..mult + 8].copy_from_slice(&(self.coord_mult as u64).to_ne_bytes());
+            }};
         }
-        let at = (4 * n).div_ceil(8) * 8;
-        out[at..at + 8].copy_from_slice(&(self.size as u64).to_ne_bytes());
-        out[at + 8..at + 16].copy_from_slice(&(self.coord_mult as u64).to_ne_bytes());
+        match self.ndim {
+            1 => put!(LaunchBounds1, 1),
+            2 => put!(LaunchBounds2, 2),
+            3 => put!(LaunchBounds3, 3),
+            _ => put!(LaunchBounds4, 4),
+        }
         out
+    }
+}
+
+/// Byte size and alignment of `launch_bounds_t<ndim>`, from the generated
+/// ABI types (`ndim` above 4 is read as 4).
+pub fn bounds_layout(ndim: usize) -> (usize, usize) {
+    use crate::generated::abi::{LaunchBounds1, LaunchBounds2, LaunchBounds3, LaunchBounds4};
+    match ndim {
+        1 => (size_of::<LaunchBounds1>(), align_of::<LaunchBounds1>()),
+        2 => (size_of::<LaunchBounds2>(), align_of::<LaunchBounds2>()),
+        3 => (size_of::<LaunchBounds3>(), align_of::<LaunchBounds3>()),
+        _ => (size_of::<LaunchBounds4>(), align_of::<LaunchBounds4>()),
     }
 }
 

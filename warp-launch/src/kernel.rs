@@ -148,17 +148,6 @@ pub struct KernelParam {
     pub kind: ParamKind,
 }
 
-/// Bytes and alignment of `launch_bounds_t<N>`.
-pub fn bounds_layout(kernel_dim: usize) -> (usize, usize) {
-    use crate::generated::abi::*;
-    match kernel_dim {
-        1 => (size_of::<LaunchBounds1>(), align_of::<LaunchBounds1>()),
-        2 => (size_of::<LaunchBounds2>(), align_of::<LaunchBounds2>()),
-        3 => (size_of::<LaunchBounds3>(), align_of::<LaunchBounds3>()),
-        _ => (size_of::<LaunchBounds4>(), align_of::<LaunchBounds4>()),
-    }
-}
-
 /// A kernel's declaration: its name, the number of coordinates `wp.tid()`
 /// returns (the `N` of `launch_bounds_t<N>`), its parameters, grid-stride
 /// or lean, and dynamic shared memory. Turned into a [`Kernel`] by loading
@@ -273,7 +262,7 @@ impl KernelSpec {
     }
 
     fn declaration(&self, adjoint: bool) -> Vec<Param> {
-        let (size, align) = bounds_layout(self.kernel_dim);
+        let (size, align) = crate::domain::bounds_layout(self.kernel_dim);
         let mut out = vec![Param::new(
             "dim",
             ParamType::opaque(format!("launch_bounds_t<{}>", self.kernel_dim), size, align),

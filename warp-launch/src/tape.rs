@@ -158,10 +158,7 @@ fn struct_adjoint(st: &crate::kernel::StructType, arg: &Arg) -> crate::bind::Str
                     a.data = a.grad;
                     a.grad = 0;
                 }
-                // SAFETY: as above; its bytes are read.
-                let bytes =
-                    unsafe { std::slice::from_raw_parts((&a as *const ArrayT).cast::<u8>(), n) };
-                out[f.offset..f.offset + n].copy_from_slice(bytes);
+                out[f.offset..f.offset + n].copy_from_slice(&crate::bind::array_t_bytes(&a));
             }
         }
     }
@@ -170,32 +167,46 @@ fn struct_adjoint(st: &crate::kernel::StructType, arg: &Arg) -> crate::bind::Str
 
 fn fill_ones(a: &Array) -> Result<()> {
     let d = a.dtype();
-    let one: Vec<u8> = match (d.kind, d.scalar) {
-        (Kind::Scalar, Scalar::Float32) => 1f32.to_le_bytes().to_vec(),
-        (Kind::Scalar, Scalar::Float64) => 1f64.to_le_bytes().to_vec(),
-        _ => {
-            return Err(Error::Unsupported {
-                kernel: String::new(),
-                message: format!(
-                    "Tape::backward: the loss is {} but must be float32 or float64; reduce it to a float scalar array",
-                    d.name
-                ),
-            });
-        }
-    };
-    let bytes: Vec<u8> = one
-        .iter()
-        .copied()
-        .cycle()
-        .take(one.len() * a.len())
-        .collect();
+    if d.kind != Kind::Scalar || !matches!(d.scalar, Scalar::Float32 | Scalar::Float64) {
+        return Err(Error::Unsupported {
+            kernel: String::new(),
+            message: format!(
+                "Tape::backward: the loss is {} but must be float32 or float64; reduce it to a float scalar array",
+                d.name
+            ),
+        });
+    }
     if !a.is_contiguous() {
         return Err(Error::Shape {
             call: "Tape::backward",
             message: "the loss gradient is not contiguous; use a contiguous loss array".into(),
         });
     }
-    a.storage().copy_from_host(a.offset(), &bytes)
+    write_floats(a, &vec![1.0; a.len()])
+}
+
+/// The elements of a float32/float64 array as `f64`.
+fn read_floats(a: &Array) -> Result<Vec<f64>> {
+    let b = a.to_bytes()?;
+    Ok(match a.dtype().scalar {
+        Scalar::Float64 => b
+            .chunks_exact(8)
+            .map(|c| f64::from_le_bytes(c.try_into().unwrap_or_default()))
+            .collect(),
+        _ => b
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap_or_default()) as f64)
+            .collect(),
+    })
+}
+
+/// Writes `v` into a contiguous float32/float64 array.
+fn write_floats(a: &Array, v: &[f64]) -> Result<()> {
+    let b: Vec<u8> = match a.dtype().scalar {
+        Scalar::Float64 => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        _ => v.iter().flat_map(|x| (*x as f32).to_le_bytes()).collect(),
+    };
+    a.storage().copy_from_host(a.offset(), &b)
 }
 
 /// The result of [`check_gradients`]: the largest differences between the
@@ -222,26 +233,6 @@ pub fn check_gradients(
     eps: f64,
     mut forward: impl FnMut() -> Result<()>,
 ) -> Result<GradientCheck> {
-    let read = |a: &Array| -> Result<Vec<f64>> {
-        let b = a.to_bytes()?;
-        Ok(match a.dtype().scalar {
-            Scalar::Float64 => b
-                .chunks_exact(8)
-                .map(|c| f64::from_le_bytes(c.try_into().unwrap_or_default()))
-                .collect(),
-            _ => b
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes(c.try_into().unwrap_or_default()) as f64)
-                .collect(),
-        })
-    };
-    let write = |a: &Array, v: &[f64]| -> Result<()> {
-        let b: Vec<u8> = match a.dtype().scalar {
-            Scalar::Float64 => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-            _ => v.iter().flat_map(|x| (*x as f32).to_le_bytes()).collect(),
-        };
-        a.storage().copy_from_host(a.offset(), &b)
-    };
     for a in inputs {
         if !a.dtype().is_float()
             || a.dtype().kind != Kind::Scalar
@@ -257,7 +248,7 @@ pub fn check_gradients(
         }
     }
     let mut tape = Tape::new();
-    zero_loss(loss)?;
+    loss.zero()?;
     tape.record(&mut forward)?;
     tape.backward(loss)?;
     let mut report = GradientCheck {
@@ -266,22 +257,22 @@ pub fn check_gradients(
         compared: 0,
     };
     for a in inputs {
-        let analytic = read(a.grad().unwrap_or(a))?;
-        let mut x = read(a)?;
+        let analytic = read_floats(a.grad().unwrap_or(a))?;
+        let mut x = read_floats(a)?;
         for i in 0..x.len() {
             let x0 = x[i];
             x[i] = x0 + eps;
-            write(a, &x)?;
-            zero_loss(loss)?;
+            write_floats(a, &x)?;
+            loss.zero()?;
             forward()?;
-            let up = read(loss)?[0];
+            let up = read_floats(loss)?[0];
             x[i] = x0 - eps;
-            write(a, &x)?;
-            zero_loss(loss)?;
+            write_floats(a, &x)?;
+            loss.zero()?;
             forward()?;
-            let down = read(loss)?[0];
+            let down = read_floats(loss)?[0];
             x[i] = x0;
-            write(a, &x)?;
+            write_floats(a, &x)?;
             let fd = (up - down) / (2.0 * eps);
             let d = (fd - analytic[i]).abs();
             report.max_abs = report.max_abs.max(d);
@@ -291,11 +282,7 @@ pub fn check_gradients(
             report.compared += 1;
         }
     }
-    zero_loss(loss)?;
+    loss.zero()?;
     forward()?;
     Ok(report)
-}
-
-fn zero_loss(loss: &Array) -> Result<()> {
-    loss.zero()
 }

@@ -57,6 +57,36 @@ pub fn rust_mod(abi: &WarpAbi) -> TokenStream {
     }
 }
 
+/// One `#[repr(C)]` ABI struct with compile-time checks of its size and
+/// alignment; `n` is the launch dimension for `launch_bounds_t<N>` fields
+/// (0 elsewhere).
+fn abi_struct(
+    name: &proc_macro2::Ident,
+    doc: &str,
+    spec_fields: &[FieldSpec],
+    n: u32,
+    size: usize,
+    align: usize,
+) -> Result<TokenStream> {
+    let mut fields = Vec::new();
+    for f in spec_fields {
+        let fname = format_ident!("{}", f.name.value);
+        let fdoc = format!(" {}", f.doc);
+        let t = field_type(f, n)?;
+        fields.push(quote! { #[doc = #fdoc] pub #fname: #t, });
+    }
+    let size = Literal::usize_unsuffixed(size);
+    let align = Literal::usize_unsuffixed(align);
+    Ok(quote! {
+        #[doc = #doc]
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        pub struct #name { #(#fields)* }
+        const _: [(); #size] = [(); ::core::mem::size_of::<#name>()];
+        const _: [(); #align] = [(); ::core::mem::align_of::<#name>()];
+    })
+}
+
 /// `warp-launch/src/generated/abi.rs`: constants, `LaunchBoundsN`, `ArrayT`,
 /// each with compile-time checks of its size and alignment.
 pub fn rust_abi(abi: &WarpAbi) -> Result<TokenStream> {
@@ -83,23 +113,7 @@ pub fn rust_abi(abi: &WarpAbi) -> Result<TokenStream> {
             lb.c_name,
             if *n == 1 { "" } else { "s" }
         );
-        let mut fields = Vec::new();
-        for f in &lb.fields {
-            let fname = format_ident!("{}", f.name.value);
-            let fdoc = format!(" {}", f.doc);
-            let t = field_type(f, *n)?;
-            fields.push(quote! { #[doc = #fdoc] pub #fname: #t, });
-        }
-        let size = Literal::usize_unsuffixed(*size);
-        let align = Literal::usize_unsuffixed(lb.align);
-        items.push(quote! {
-            #[doc = #doc]
-            #[repr(C)]
-            #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-            pub struct #name { #(#fields)* }
-            const _: [(); #size] = [(); ::core::mem::size_of::<#name>()];
-            const _: [(); #align] = [(); ::core::mem::align_of::<#name>()];
-        });
+        items.push(abi_struct(&name, &doc, &lb.fields, *n, *size, lb.align)?);
     }
     let a = &abi.array;
     let name = format_ident!("{}", a.rust_name);
@@ -107,23 +121,7 @@ pub fn rust_abi(abi: &WarpAbi) -> Result<TokenStream> {
         " {} C++: `{}<T>`; pointers are device addresses.",
         a.doc, a.c_name
     );
-    let mut fields = Vec::new();
-    for f in &a.fields {
-        let fname = format_ident!("{}", f.name.value);
-        let fdoc = format!(" {}", f.doc);
-        let t = field_type(f, 0)?;
-        fields.push(quote! { #[doc = #fdoc] pub #fname: #t, });
-    }
-    let size = Literal::usize_unsuffixed(a.size);
-    let align = Literal::usize_unsuffixed(a.align);
-    items.push(quote! {
-        #[doc = #doc]
-        #[repr(C)]
-        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-        pub struct #name { #(#fields)* }
-        const _: [(); #size] = [(); ::core::mem::size_of::<#name>()];
-        const _: [(); #align] = [(); ::core::mem::align_of::<#name>()];
-    });
+    items.push(abi_struct(&name, &doc, &a.fields, 0, a.size, a.align)?);
     let top = format!(
         " The structs a Warp {} kernel receives by value, and Warp's constants.",
         abi.warp_version
