@@ -12,9 +12,12 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::bounds::{self, Bound, Extent, Resolved};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::function::Function;
+use crate::kernel::BufferUse;
+use crate::kernel::sealed::Token;
 use crate::launch::{LaunchConfig, check_nonzero, check_shape};
 use crate::memory::{
     ConstDevicePtr, DeviceBuffer, DevicePtr, DeviceRepr, DeviceView, DeviceViewMut,
@@ -176,12 +179,25 @@ pub struct Mismatch(pub String);
 /// A value that can be passed as one run-time kernel argument for as long
 /// as `'a`: a [`KernelParam`] by value, or a buffer or view by reference
 /// (`&` for a read-only pointer parameter, `&mut` for a writable one).
+///
+/// Implemented by cuda-api only: its methods take a key no one else can
+/// make, so no other type can write bytes into a pointer parameter.
 pub trait Arg<'a> {
     /// Writes the value for a parameter of type `ty` into `dst` (exactly
     /// `ty.size()` bytes), or says why it does not fit.
-    fn write(&self, ty: &ParamType, dst: &mut [u8]) -> Result<(), Mismatch>;
+    #[doc(hidden)]
+    fn write(&self, token: Token, ty: &ParamType, dst: &mut [u8]) -> Result<(), Mismatch>;
     /// What the value is, for messages.
-    fn describe(&self) -> String;
+    #[doc(hidden)]
+    fn describe(&self, token: Token) -> String;
+    /// The buffer behind a pointer argument.
+    #[doc(hidden)]
+    fn into_buffer(self, _token: Token) -> Option<BufferUse<'a>>
+    where
+        Self: Sized,
+    {
+        None
+    }
 }
 
 fn write_value<T: Copy>(v: &T, dst: &mut [u8]) {
@@ -209,7 +225,7 @@ fn type_hint(ty: &ParamType) -> String {
 }
 
 impl<'a, T: KernelParam> Arg<'a> for T {
-    fn write(&self, ty: &ParamType, dst: &mut [u8]) -> Result<(), Mismatch> {
+    fn write(&self, _: Token, ty: &ParamType, dst: &mut [u8]) -> Result<(), Mismatch> {
         if ty.accepts::<T>() {
             write_value(self, dst);
             Ok(())
@@ -217,7 +233,7 @@ impl<'a, T: KernelParam> Arg<'a> for T {
             Err(Mismatch(type_hint(ty)))
         }
     }
-    fn describe(&self) -> String {
+    fn describe(&self, _: Token) -> String {
         short_type_name(type_name::<T>())
     }
 }
@@ -240,51 +256,68 @@ fn write_pointer<T: 'static>(
     }
 }
 
-impl<'a, T: DeviceRepr> Arg<'a> for &'a DeviceBuffer<T> {
-    fn write(&self, ty: &ParamType, dst: &mut [u8]) -> Result<(), Mismatch> {
-        write_pointer::<T>(self.as_ptr().raw(), false, ty, dst)
-    }
-    fn describe(&self) -> String {
-        format!("&DeviceBuffer<{}>", short_type_name(type_name::<T>()))
-    }
+macro_rules! buffer_arg {
+    ($([$a:lifetime $(, $lt:lifetime)?] $arg:ty, $what:literal, $writable:expr, $addr:ident;)*) => {$(
+        impl<$a, $($lt,)? T: DeviceRepr> Arg<$a> for $arg {
+            fn write(&self, _: Token, ty: &ParamType, dst: &mut [u8]) -> Result<(), Mismatch> {
+                write_pointer::<T>(self.$addr(), $writable, ty, dst)
+            }
+            fn describe(&self, _: Token) -> String {
+                format!(concat!($what, "<{}>"), short_type_name(type_name::<T>()))
+            }
+            fn into_buffer(self, _: Token) -> Option<BufferUse<$a>> {
+                Some(self.buffer_use())
+            }
+        }
+    )*};
 }
 
-impl<'a, T: DeviceRepr> Arg<'a> for &'a mut DeviceBuffer<T> {
-    fn write(&self, ty: &ParamType, dst: &mut [u8]) -> Result<(), Mismatch> {
-        write_pointer::<T>(self.as_ptr().raw(), true, ty, dst)
-    }
-    fn describe(&self) -> String {
-        format!("&mut DeviceBuffer<{}>", short_type_name(type_name::<T>()))
-    }
-}
-
-impl<'a, T: DeviceRepr> Arg<'a> for &'a DeviceView<'_, T> {
-    fn write(&self, ty: &ParamType, dst: &mut [u8]) -> Result<(), Mismatch> {
-        write_pointer::<T>(self.as_ptr().raw(), false, ty, dst)
-    }
-    fn describe(&self) -> String {
-        format!("&DeviceView<{}>", type_name::<T>())
-    }
-}
-
-impl<'a, T: DeviceRepr> Arg<'a> for &'a mut DeviceViewMut<'_, T> {
-    fn write(&self, ty: &ParamType, dst: &mut [u8]) -> Result<(), Mismatch> {
-        write_pointer::<T>(self.addr(), true, ty, dst)
-    }
-    fn describe(&self) -> String {
-        format!("&mut DeviceViewMut<{}>", type_name::<T>())
-    }
+buffer_arg! {
+    ['a] &'a DeviceBuffer<T>, "&DeviceBuffer", false, device_address;
+    ['a] &'a mut DeviceBuffer<T>, "&mut DeviceBuffer", true, device_address;
+    ['a, 'v] &'a DeviceView<'v, T>, "&DeviceView", false, addr;
+    ['a, 'v] &'a mut DeviceViewMut<'v, T>, "&mut DeviceViewMut", true, addr;
 }
 
 static NEXT_KERNEL_ID: AtomicU64 = AtomicU64::new(1);
 
-struct Decl {
+pub(crate) struct Decl {
     id: u64,
     name: String,
     params: Arc<[Param]>,
     layout: Arc<[ParamSlot]>,
     /// Bytes of the parameter space (end of the last parameter).
     space: usize,
+    /// The buffer bounds declared with the kernel.
+    bounds: Vec<Resolved>,
+}
+
+impl Decl {
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    #[inline]
+    pub(crate) fn has_bounds(&self) -> bool {
+        !self.bounds.is_empty()
+    }
+
+    /// Checks the declared bounds of a launch.
+    ///
+    /// # Safety
+    ///
+    /// `values[i]` must point to parameter `i`'s value for every parameter
+    /// a bound reads.
+    pub(crate) unsafe fn check_bounds(
+        &self,
+        cfg: &LaunchConfig,
+        lens: &[Option<usize>],
+        values: &[*mut c_void],
+    ) -> Result<()> {
+        // SAFETY: the caller's promise is passed on.
+        unsafe { bounds::check(&self.name, &self.params, &self.bounds, cfg, lens, values) }
+            .map_err(Error::from)
+    }
 }
 
 /// A kernel whose parameters were declared at run time (names and types)
@@ -326,9 +359,42 @@ impl DynKernel {
                 params: params.into(),
                 layout,
                 space,
+                bounds: Vec::new(),
             }),
             func: Arc::new(func),
         })
+    }
+
+    pub(crate) fn decl(&self) -> &Decl {
+        &self.decl
+    }
+
+    /// Adds a bound: the buffer passed for parameter `buffer` must hold at
+    /// least `at_least` elements, checked at every launch (see
+    /// [`crate::bounds`]). Refused when `buffer` is not a pointer parameter,
+    /// or an [`Extent::Param`] names no integer parameter. Argument blocks
+    /// made before the call belong to the old declaration and are refused.
+    pub fn bound(self, buffer: usize, at_least: Extent) -> Result<DynKernel> {
+        let mut list: Vec<Bound> = self.bounds();
+        list.push(Bound::new(buffer, at_least));
+        let resolved = bounds::resolve(&self.decl.name, &self.decl.params, &list)?;
+        let d = &self.decl;
+        Ok(DynKernel {
+            decl: Arc::new(Decl {
+                id: NEXT_KERNEL_ID.fetch_add(1, Ordering::Relaxed),
+                name: d.name.clone(),
+                params: d.params.clone(),
+                layout: d.layout.clone(),
+                space: d.space,
+                bounds: resolved,
+            }),
+            func: self.func,
+        })
+    }
+
+    /// The bounds declared with the kernel.
+    pub fn bounds(&self) -> Vec<Bound> {
+        self.decl.bounds.iter().map(Resolved::bound).collect()
     }
 
     /// The kernel's name.
@@ -430,6 +496,17 @@ impl DynKernel {
         cooperative: bool,
     ) -> Result<()> {
         args.ready_for(&self.decl)?;
+        if self.decl.has_bounds() {
+            // SAFETY: every parameter is set (checked above), so each pointer
+            // addresses a value of the declared type.
+            unsafe { self.decl.check_bounds(cfg, &args.lens, &args.ptrs) }?;
+        }
+        let ctx = stream.context();
+        for (i, b) in args.uses.iter().enumerate() {
+            if let Some(b) = b {
+                b.enter(&self.decl.name, i, ctx)?;
+            }
+        }
         // SAFETY: the declaration (the caller's promise, checked against the
         // layout) fixed each parameter's type; every value in the block was
         // checked against it (or set through the unsafe set_bytes); the
@@ -451,6 +528,10 @@ pub struct ArgBlock<'a> {
     storage: Box<[u128]>,
     ptrs: Box<[*mut c_void]>,
     set: Box<[bool]>,
+    /// The buffer behind each argument that has one.
+    uses: Box<[Option<BufferUse<'a>>]>,
+    /// Their lengths, for the bound checks.
+    lens: Box<[Option<usize>]>,
     unset: usize,
     next: usize,
     _borrow: PhantomData<&'a ()>,
@@ -486,6 +567,8 @@ impl<'a> ArgBlock<'a> {
             storage,
             ptrs,
             set: vec![false; decl.params.len()].into_boxed_slice(),
+            uses: vec![None; decl.params.len()].into_boxed_slice(),
+            lens: vec![None; decl.params.len()].into_boxed_slice(),
             unset: decl.params.len(),
             next: 0,
             decl,
@@ -561,16 +644,19 @@ impl<'a> ArgBlock<'a> {
         self.check_index(index)?;
         let decl = self.decl.clone();
         let p = &decl.params[index];
-        if let Err(Mismatch(hint)) = value.write(&p.ty, self.slot_bytes(index)) {
+        if let Err(Mismatch(hint)) = value.write(Token(()), &p.ty, self.slot_bytes(index)) {
             return Err(Error::from(ArgError::Type {
                 kernel: decl.name.clone(),
                 index,
                 name: label(index, &p.name),
                 expected: p.ty.name().to_string(),
-                given: value.describe(),
+                given: value.describe(Token(())),
                 hint,
             }));
         }
+        let used = value.into_buffer(Token(()));
+        self.lens[index] = used.map(|b| b.len);
+        self.uses[index] = used;
         self.mark(index);
         self.next = index + 1;
         Ok(self)
@@ -625,6 +711,8 @@ impl<'a> ArgBlock<'a> {
             .into());
         }
         self.slot_bytes(index).copy_from_slice(bytes);
+        self.uses[index] = None;
+        self.lens[index] = None;
         self.mark(index);
         self.next = index + 1;
         Ok(self)
@@ -688,6 +776,7 @@ mod tests {
             params: params.into(),
             layout: layout.into(),
             space: 28,
+            bounds: Vec::new(),
         }))
     }
 
@@ -695,11 +784,18 @@ mod tests {
     fn values_land_at_the_driver_offsets() {
         let mut b = saxpy();
         assert!(!b.is_complete());
+        // SAFETY: made-up addresses in a test block that is never launched.
+        let (x, y) = unsafe {
+            (
+                DevicePtr::<f32>::from_raw(0x1000),
+                DevicePtr::<f32>::from_raw(0x2000),
+            )
+        };
         b.push(2.5f32)
             .unwrap()
-            .push(DevicePtr::<f32>::from_raw(0x1000))
+            .push(x)
             .unwrap()
-            .push(DevicePtr::<f32>::from_raw(0x2000))
+            .push(y)
             .unwrap()
             .push(9u32)
             .unwrap();
@@ -722,9 +818,16 @@ mod tests {
         let mut b = saxpy();
         let e = b.push(2.5f64).unwrap_err();
         insta::assert_snapshot!("wrong_type", e.to_string());
-        let e = b.set(1, ConstDevicePtr::<u32>::from_raw(8)).unwrap_err();
+        // SAFETY: made-up addresses, refused before anything is written.
+        let (p8u, p8f) = unsafe {
+            (
+                ConstDevicePtr::<u32>::from_raw(8),
+                ConstDevicePtr::<f32>::from_raw(8),
+            )
+        };
+        let e = b.set(1, p8u).unwrap_err();
         insta::assert_snapshot!("wrong_element", e.to_string());
-        let e = b.set(2, ConstDevicePtr::<f32>::from_raw(8)).unwrap_err();
+        let e = b.set(2, p8f).unwrap_err();
         insta::assert_snapshot!("read_only_for_writable", e.to_string());
         let e = b.set(4, 1u32).unwrap_err();
         insta::assert_snapshot!("no_such_index", e.to_string());
@@ -743,6 +846,7 @@ mod tests {
             params: other.decl.params.clone(),
             layout: other.decl.layout.clone(),
             space: 28,
+            bounds: Vec::new(),
         };
         foreign.name = "scale".into();
         let e = b.ready_for(&Arc::new(foreign)).unwrap_err();
@@ -762,7 +866,9 @@ mod tests {
     #[test]
     fn read_only_pointer_parameters_take_writable_ones() {
         let mut b = saxpy();
-        b.set(1, DevicePtr::<f32>::from_raw(0x40)).unwrap();
+        // SAFETY: a made-up address in a test block that is never launched.
+        b.set(1, unsafe { DevicePtr::<f32>::from_raw(0x40) })
+            .unwrap();
         assert_eq!(b.bytes(1).unwrap(), 0x40u64.to_ne_bytes());
     }
 }

@@ -1,7 +1,6 @@
 //! Contexts (a device's primary context, or a separate one), making one
 //! current on the calling thread, and the first sticky error each one saw.
 
-use std::cell::Cell;
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -34,11 +33,6 @@ impl Drop for ContextInner {
             // SAFETY: this retain is released once.
             unsafe { driver::device_primary_ctx_release(self.device.raw()) }
         } else {
-            CURRENT.with(|c| {
-                if c.get() == self.raw {
-                    c.set(std::ptr::null_mut())
-                }
-            });
             // SAFETY: we created this context and destroy it once; every
             // resource of it holds a Context clone, so none is left.
             unsafe { driver::ctx_destroy(self.raw) }
@@ -94,10 +88,6 @@ impl PartialEq for Context {
 }
 impl Eq for Context {}
 
-thread_local! {
-    static CURRENT: Cell<CUcontext> = const { Cell::new(std::ptr::null_mut()) };
-}
-
 impl Context {
     /// Retains `device`'s primary context and makes it current on this thread.
     pub fn primary(device: &Device) -> Result<Context> {
@@ -112,7 +102,6 @@ impl Context {
     pub fn new(device: &Device) -> Result<Context> {
         // SAFETY: no creation parameters (null), no flags, a valid device.
         let raw = unsafe { driver::ctx_create(std::ptr::null_mut(), 0, device.raw()) }?;
-        CURRENT.with(|c| c.set(raw));
         Self::wrap(raw, device, false)
     }
 
@@ -130,18 +119,19 @@ impl Context {
         Ok(ctx)
     }
 
-    /// Makes this context current on the calling thread. Cheap when it already
-    /// is: the last context bound by cuda-api on each thread is remembered.
-    /// (Binding with `cuCtxSetCurrent` directly bypasses that memory.)
+    /// Makes this context current on the calling thread. Cheap when it
+    /// already is: the driver's own record is asked (`cuCtxGetCurrent`, a
+    /// thread-local read), never a copy of it, so a context changed behind
+    /// cuda-api's back (the thin layer's safe `driver::ctx_pop_current`,
+    /// cudarc's `bind_to_thread`, the runtime API) cannot leave work in the
+    /// wrong context.
     #[inline]
     pub fn bind(&self) -> Result<()> {
-        if CURRENT.with(Cell::get) == self.inner.raw {
+        if driver::ctx_get_current()? == self.inner.raw {
             return Ok(());
         }
         // SAFETY: `self.inner.raw` is this context, alive while `self` is.
-        unsafe { driver::ctx_set_current(self.inner.raw)? };
-        CURRENT.with(|c| c.set(self.inner.raw));
-        Ok(())
+        unsafe { driver::ctx_set_current(self.inner.raw) }
     }
 
     /// The raw handle.

@@ -67,11 +67,15 @@ pub fn view<'a, T: DeviceRepr + cudarc::driver::DeviceRepr>(
 /// Borrows a cudarc slice mutably as a writable cuda-api view for work on
 /// `stream`; see [`view`].
 pub fn view_mut<'a, T: DeviceRepr + cudarc::driver::DeviceRepr>(
+    ctx: &'a Context,
     slice: &'a mut CudaSlice<T>,
     stream: &'a CudaStream,
 ) -> (DeviceViewMut<'a, T>, SyncOnDrop<'a>) {
     let len = slice.len();
     let (ptr, guard) = slice.device_ptr_mut(stream);
     // SAFETY: the slice holds `len` values of T, borrowed mutably for 'a.
-    (unsafe { DeviceViewMut::from_raw_parts(ptr, len) }, guard)
+    (
+        unsafe { DeviceViewMut::from_raw_parts(ctx, ptr, len) },
+        guard,
+    )
 }

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cuda_sys::{
-    CUcontext, CUfunction, CUfunction_attribute, CUkernel, CUlaunchAttribute, CUlaunchAttributeID,
+    CUfunction, CUfunction_attribute, CUkernel, CUlaunchAttribute, CUlaunchAttributeID,
     CUlaunchConfig, CUresult,
 };
 
@@ -62,9 +62,12 @@ impl OccupancyCache {
     }
 }
 
-/// What is known of a function in one context, queried once.
+/// What is known of a function in one context, queried once. It holds the
+/// context itself, not only its handle: while the facts live the context
+/// (and a primary context's retain) does too, so the handle cannot be
+/// recycled for a context in which `func` means nothing.
 struct Facts {
-    ctx: CUcontext,
+    ctx: Context,
     func: CUfunction,
     max_threads_per_block: u32,
     /// Changed by `set_max_dynamic_shared_memory`.
@@ -208,7 +211,7 @@ impl Function {
 
     fn with_facts<R>(&self, ctx: &Context, f: impl FnOnce(&Facts) -> Result<R>) -> Result<R> {
         if let Some(facts) = self.first.get()
-            && facts.ctx == ctx.raw()
+            && facts.ctx == *ctx
         {
             return f(facts);
         }
@@ -219,13 +222,13 @@ impl Function {
     #[cold]
     fn facts_slow(&self, ctx: &Context) -> Result<Arc<Facts>> {
         let mut others = self.others.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(f) = others.iter().find(|f| f.ctx == ctx.raw()) {
+        if let Some(f) = others.iter().find(|f| f.ctx == *ctx) {
             return Ok(f.clone());
         }
         let facts = Arc::new(self.resolve(ctx)?);
         match self.first.set(facts.clone()) {
             Ok(()) => {}
-            Err(_) if self.first.get().is_some_and(|f| f.ctx == ctx.raw()) => {
+            Err(_) if self.first.get().is_some_and(|f| f.ctx == *ctx) => {
                 return Ok(self.first.get().cloned().unwrap_or(facts));
             }
             Err(_) => others.push(facts.clone()),
@@ -252,7 +255,7 @@ impl Function {
                 .map_err(|e| self.err(e))
         };
         Ok(Facts {
-            ctx: ctx.raw(),
+            ctx: ctx.clone(),
             func,
             max_threads_per_block: attr(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,

@@ -10,11 +10,14 @@ use std::ffi::c_void;
 use std::marker::PhantomData;
 
 use crate::args::DynKernel;
-use crate::error::Result;
+use crate::bounds::Extent;
+use crate::context::Context;
+use crate::error::{Error, Result};
 use crate::function::Function;
 use crate::launch::LaunchConfig;
 use crate::memory::{
-    ConstDevicePtr, DeviceBuffer, DevicePtr, DeviceRepr, DeviceView, DeviceViewMut,
+    Allocation, ConstDevicePtr, DeviceBuffer, DevicePtr, DeviceRepr, DeviceView, DeviceViewMut,
+    MemoryKind,
 };
 use crate::params::{KernelParam, Param, ParamType};
 use crate::stream::Stream;
@@ -23,9 +26,56 @@ use crate::stream::Stream;
 /// with 20 forward parameters takes 40).
 pub const MAX_TYPED_PARAMS: usize = 48;
 
+/// What a launch needs to know of a buffer argument: the allocation (so host
+/// reads and the free wait for the launch) and its length in elements (for
+/// the kernel's [`Bound`](crate::Bound)s). Made only by cuda-api.
+#[derive(Clone, Copy, Debug)]
+pub struct BufferUse<'a> {
+    /// `None` for memory owned elsewhere (a cudarc slice).
+    pub(crate) alloc: Option<&'a Allocation>,
+    pub(crate) ctx: &'a Context,
+    pub(crate) len: usize,
+}
+
+impl<'a> BufferUse<'a> {
+    pub(crate) fn of(alloc: Option<&'a Allocation>, ctx: &'a Context, len: usize) -> Self {
+        BufferUse { alloc, ctx, len }
+    }
+
+    /// Refuses device memory of another context than the launch's, and
+    /// notes that the launch uses the memory ([`Allocation::record_use`]).
+    pub(crate) fn enter(&self, kernel: &str, index: usize, ctx: &Context) -> Result<()> {
+        let device = self.alloc.is_none_or(|a| a.kind() == MemoryKind::Device);
+        if device && self.ctx != ctx {
+            return Err(Error::invalid_argument(
+                format!("launch of '{kernel}'"),
+                format!("argument {index}"),
+                format!(
+                    "the buffer is device memory of {} but the launch runs in {}; launch on a stream of the buffer's context, or copy the data there",
+                    self.ctx, ctx
+                ),
+            ));
+        }
+        if let Some(a) = self.alloc {
+            a.record_use();
+        }
+        Ok(())
+    }
+}
+
+pub(crate) mod sealed {
+    /// The key to the argument traits' methods: only cuda-api can make one,
+    /// so no one else can implement the traits or call their methods (which
+    /// would hand out device pointers detached from their borrows).
+    #[derive(Clone, Copy, Debug)]
+    pub struct Token(pub(crate) ());
+}
+use sealed::Token;
+
 /// A value that can be passed for a parameter of type `P`: the value itself;
 /// `&DeviceBuffer<T>` (or a view) for a read-only `ConstDevicePtr<T>`;
 /// `&mut DeviceBuffer<T>` (or a writable view) for a `DevicePtr<T>`.
+/// Implemented by cuda-api only.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be passed for a kernel parameter of type `{P}`",
     label = "not accepted for a `{P}` parameter",
@@ -33,41 +83,51 @@ pub const MAX_TYPED_PARAMS: usize = 48;
 )]
 pub trait KernelArg<P: KernelParam> {
     /// The parameter value.
-    fn to_param(&self) -> P;
+    #[doc(hidden)]
+    fn to_param(&self, token: Token) -> P;
+    /// The buffer behind a pointer argument.
+    #[doc(hidden)]
+    fn buffer(&self, _token: Token) -> Option<BufferUse<'_>> {
+        None
+    }
 }
 
 impl<P: KernelParam> KernelArg<P> for P {
-    fn to_param(&self) -> P {
+    #[inline]
+    fn to_param(&self, _: Token) -> P {
         *self
     }
 }
-impl<T: DeviceRepr> KernelArg<ConstDevicePtr<T>> for &DeviceBuffer<T> {
-    fn to_param(&self) -> ConstDevicePtr<T> {
-        self.as_ptr()
-    }
+
+macro_rules! buffer_arg {
+    ($([$($lt:lifetime)?] $arg:ty => $param:ident via $addr:ident;)*) => {$(
+        impl<$($lt,)? T: DeviceRepr> KernelArg<$param<T>> for $arg {
+            #[inline]
+            fn to_param(&self, _: Token) -> $param<T> {
+                // SAFETY: the address of a borrowed buffer or view, passed to
+                // a launch while the borrow lasts.
+                unsafe { $param::from_raw(self.$addr()) }
+            }
+            #[inline]
+            fn buffer(&self, _: Token) -> Option<BufferUse<'_>> {
+                Some(self.buffer_use())
+            }
+        }
+    )*};
 }
-impl<T: DeviceRepr> KernelArg<ConstDevicePtr<T>> for &mut DeviceBuffer<T> {
-    fn to_param(&self) -> ConstDevicePtr<T> {
-        self.as_ptr()
-    }
+
+buffer_arg! {
+    [] &DeviceBuffer<T> => ConstDevicePtr via device_address;
+    [] &mut DeviceBuffer<T> => ConstDevicePtr via device_address;
+    [] &mut DeviceBuffer<T> => DevicePtr via device_address;
+    ['v] &DeviceView<'v, T> => ConstDevicePtr via addr;
+    ['v] &mut DeviceViewMut<'v, T> => DevicePtr via addr;
+    ['v] &mut DeviceViewMut<'v, T> => ConstDevicePtr via addr;
 }
-impl<T: DeviceRepr> KernelArg<DevicePtr<T>> for &mut DeviceBuffer<T> {
-    fn to_param(&self) -> DevicePtr<T> {
-        DevicePtr::from_raw(self.as_ptr().raw())
-    }
-}
-impl<T: DeviceRepr> KernelArg<ConstDevicePtr<T>> for &DeviceView<'_, T> {
-    fn to_param(&self) -> ConstDevicePtr<T> {
-        self.as_ptr()
-    }
-}
-impl<T: DeviceRepr> KernelArg<DevicePtr<T>> for &mut DeviceViewMut<'_, T> {
-    fn to_param(&self) -> DevicePtr<T> {
-        DevicePtr::from_raw(self.addr())
-    }
-}
+
 impl<T: 'static> KernelArg<ConstDevicePtr<T>> for DevicePtr<T> {
-    fn to_param(&self) -> ConstDevicePtr<T> {
+    #[inline]
+    fn to_param(&self, _: Token) -> ConstDevicePtr<T> {
         (*self).into()
     }
 }
@@ -87,10 +147,19 @@ pub unsafe trait KernelSignature: Copy + 'static {
     fn pointers(&self, out: &mut [*mut c_void; MAX_TYPED_PARAMS]);
 }
 
-/// Arguments that can be passed for signature `S`.
+/// Arguments that can be passed for signature `S` (a tuple of
+/// [`KernelArg`]s). Implemented by cuda-api only.
 pub trait KernelArgs<S: KernelSignature> {
     /// The parameter values.
-    fn pack(&self) -> S;
+    #[doc(hidden)]
+    fn pack(&self, token: Token) -> S;
+    /// Visits the buffer behind each argument that has one.
+    #[doc(hidden)]
+    fn buffers<F: FnMut(usize, BufferUse<'_>) -> Result<()>>(
+        &self,
+        token: Token,
+        f: F,
+    ) -> Result<()>;
 }
 
 macro_rules! signature {
@@ -110,8 +179,15 @@ macro_rules! signature {
         impl<$($P: KernelParam, $A: KernelArg<$P>),*> KernelArgs<($($P,)*)> for ($($A,)*) {
             #[allow(clippy::unused_unit)]
             #[inline]
-            fn pack(&self) -> ($($P,)*) {
-                ($(self.$i.to_param(),)*)
+            fn pack(&self, token: Token) -> ($($P,)*) {
+                let _ = token;
+                ($(self.$i.to_param(token),)*)
+            }
+            #[allow(unused_variables, unused_mut)]
+            #[inline]
+            fn buffers<F: FnMut(usize, BufferUse<'_>) -> Result<()>>(&self, token: Token, mut f: F) -> Result<()> {
+                $( if let Some(b) = self.$i.buffer(token) { f($i, b)? } )*
+                Ok(())
             }
         }
     };
@@ -176,6 +252,15 @@ impl<S: KernelSignature> Kernel<S> {
         &self.dyn_kernel
     }
 
+    /// Adds a bound: the buffer passed for parameter `buffer` must hold at
+    /// least `at_least` elements, checked at every launch (see
+    /// [`crate::bounds`]). Refused when `buffer` is not a pointer parameter,
+    /// or an [`Extent::Param`] names no integer parameter.
+    pub fn bound(mut self, buffer: usize, at_least: Extent) -> Result<Self> {
+        self.dyn_kernel = self.dyn_kernel.bound(buffer, at_least)?;
+        Ok(self)
+    }
+
     /// Launches on `stream` after checking the configuration.
     #[inline]
     pub fn launch(
@@ -184,7 +269,7 @@ impl<S: KernelSignature> Kernel<S> {
         cfg: LaunchConfig,
         args: impl KernelArgs<S>,
     ) -> Result<()> {
-        self.launch_impl(stream, &cfg, &args.pack(), false)
+        self.launch_impl(stream, &cfg, &args, false)
     }
 
     /// Launches a cooperative grid on `stream` (its blocks may synchronise with
@@ -197,7 +282,7 @@ impl<S: KernelSignature> Kernel<S> {
         cfg: LaunchConfig,
         args: impl KernelArgs<S>,
     ) -> Result<()> {
-        self.launch_impl(stream, &cfg, &args.pack(), true)
+        self.launch_impl(stream, &cfg, &args, true)
     }
 
     #[inline]
@@ -205,11 +290,26 @@ impl<S: KernelSignature> Kernel<S> {
         &self,
         stream: &Stream,
         cfg: &LaunchConfig,
-        packed: &S,
+        args: &impl KernelArgs<S>,
         cooperative: bool,
     ) -> Result<()> {
+        let token = Token(());
+        let packed = args.pack(token);
         let mut ptrs = [std::ptr::null_mut::<c_void>(); MAX_TYPED_PARAMS];
         packed.pointers(&mut ptrs);
+        let decl = self.dyn_kernel.decl();
+        if decl.has_bounds() {
+            let mut lens = [None; MAX_TYPED_PARAMS];
+            args.buffers(token, |i, b| {
+                lens[i] = Some(b.len);
+                Ok(())
+            })?;
+            // SAFETY: `ptrs` point to the packed values, whose types the
+            // declaration fixed (integers where a bound reads a length).
+            unsafe { decl.check_bounds(cfg, &lens[..S::COUNT], &ptrs[..S::COUNT]) }?;
+        }
+        let ctx = stream.context();
+        args.buffers(token, |i, b| b.enter(decl.name(), i, ctx))?;
         // SAFETY: the declaration checked count, sizes and offsets and the
         // caller of `declare` vouched for the types; `ptrs` points into
         // `packed`, alive until the driver has copied the values in the call.
@@ -242,13 +342,14 @@ mod tests {
 
     #[test]
     fn packing_points_at_each_value() {
-        let packed: Saxpy = (
-            2.5f32,
-            DevicePtr::<f32>::from_raw(0x1000),
-            DevicePtr::<f32>::from_raw(0x2000),
-            7u32,
-        )
-            .pack();
+        // SAFETY: the pointers are only packed, never launched.
+        let (x, y) = unsafe {
+            (
+                DevicePtr::<f32>::from_raw(0x1000),
+                DevicePtr::<f32>::from_raw(0x2000),
+            )
+        };
+        let packed: Saxpy = (2.5f32, x, y, 7u32).pack(Token(()));
         let mut ptrs = [std::ptr::null_mut(); MAX_TYPED_PARAMS];
         packed.pointers(&mut ptrs);
         // SAFETY: the pointers point into `packed`.

@@ -191,6 +191,35 @@ pub enum LaunchError {
         /// Dynamic shared memory per block.
         shared_mem_bytes: u32,
     },
+    /// A buffer shorter than a bound declared with the kernel
+    /// ([`Bound`](crate::Bound)): the kernel would index past its end.
+    BufferTooShort {
+        /// Kernel name.
+        kernel: String,
+        /// Zero-based parameter index.
+        index: usize,
+        /// Parameter name (or `#index`).
+        name: String,
+        /// The buffer's length in elements.
+        len: u64,
+        /// What the bound measures, e.g. "the grid's blocks".
+        extent: String,
+        /// Its value for this launch.
+        needed: u64,
+        /// What to do.
+        hint: String,
+    },
+    /// A bounded parameter given a raw pointer, whose length is unknown.
+    BufferUnknown {
+        /// Kernel name.
+        kernel: String,
+        /// Zero-based parameter index.
+        index: usize,
+        /// Parameter name (or `#index`).
+        name: String,
+        /// What the bound measures.
+        extent: String,
+    },
 }
 
 impl fmt::Display for LaunchError {
@@ -260,6 +289,27 @@ impl fmt::Display for LaunchError {
             } => write!(
                 f,
                 "cooperative launch of '{kernel}' asks for {blocks} blocks but at most {max_blocks} can be resident on {device} ({per_sm} per SM x {sm_count} SMs at {threads} threads, {shared_mem_bytes} B dynamic shared memory); use at most {max_blocks} blocks or ask cuda_api for the largest cooperative grid (Kernel::max_cooperative_grid)"
+            ),
+            LaunchError::BufferTooShort {
+                kernel,
+                index,
+                name,
+                len,
+                extent,
+                needed,
+                hint,
+            } => write!(
+                f,
+                "launch of '{kernel}' refused: argument {index} ('{name}') has {len} element(s) but the kernel's declared bound needs at least {extent} = {needed}; {hint}"
+            ),
+            LaunchError::BufferUnknown {
+                kernel,
+                index,
+                name,
+                extent,
+            } => write!(
+                f,
+                "launch of '{kernel}' refused: argument {index} ('{name}') must hold at least {extent} (a declared bound) but was given a raw pointer, whose length is unknown; pass the buffer or a view (`&buffer`, `&mut buffer`)"
             ),
         }
     }

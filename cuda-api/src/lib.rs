@@ -14,35 +14,69 @@
 //!   [`Module`], [`Library`], [`Function`], typed [`Kernel`]s and run-time
 //!   [`DynKernel`]s with [`ArgBlock`]s.
 //!
-//! Declaring a kernel's parameter types is the one `unsafe` promise; it is
-//! checked against the parameter layout the driver reports (count, sizes,
-//! offsets), and every launch after that is safe and validated (cooperative
-//! launches against device support and occupancy times SM count) from facts
-//! cached per context. `&buffer` passes a read-only pointer, `&mut buffer` a
-//! writable one. Kernels whose parameters are known only at run time are
-//! declared as a [`DynKernel`] and launched with an owned, reusable
-//! [`ArgBlock`]:
+//! # The safety contract
+//!
+//! Safe code cannot corrupt memory, race on it, free it under a running
+//! kernel or read it stale, whatever values it passes. What cuda-api cannot
+//! check is stated once, where it is promised, in an `unsafe` call:
+//!
+//! - **Declaring a kernel** ([`Module::kernel`], [`Module::dyn_kernel`],
+//!   [`Kernel::declare`], [`DynKernel::declare`]) promises the parameter types
+//!   (count, sizes and offsets are checked against the driver's layout) *and*
+//!   where the kernel reads and writes: whenever every [`Bound`] declared on
+//!   the kernel holds, it touches only memory inside the buffers it is
+//!   given. Kernels index with the thread and block index and with length
+//!   arguments; the [`bounds`] module shows how to state that (`partial`
+//!   must hold one element per block, `x` at least `n` elements), and every
+//!   launch checks it against the lengths of the buffers passed.
+//! - **Device pointers detached from a borrow** ([`DevicePtr::from_raw`],
+//!   [`DeviceBuffer::as_mut_ptr`], views from raw parts) and **raw argument
+//!   bytes** ([`ArgBlock::set_bytes`]) promise that the memory is live and
+//!   unshared for every launch that receives them. Safe code passes
+//!   `&buffer` (read-only) and `&mut buffer` (written), which the borrow
+//!   checker ties to the launch; no one outside cuda-api can implement the
+//!   argument traits.
+//! - **The thin layer** ([`driver`]): every wrapper that takes a raw handle,
+//!   address or pointer is `unsafe`, with its own `# Safety` section.
+//!
+//! What the safe types guarantee in return: images are checked before the
+//! driver reads them; a launch refuses a stream of another context than the
+//! module's, and device memory of another context; every buffer a launch or
+//! asynchronous copy uses is noted ([`Allocation::record_use`]), so the next
+//! blocking host read or write and the free wait for the context's queued
+//! work (on any stream) first; the current context is read from the driver
+//! ([`Context::bind`]), never from a cache that other code could make stale;
+//! cached kernel facts hold the context they were queried in.
+//!
+//! Kernels whose parameters are known only at run time are declared as a
+//! [`DynKernel`] and launched with an owned, reusable [`ArgBlock`]:
 //!
 //! ```no_run
-//! use cuda_api::{ConstDevicePtr, Context, Device, DevicePtr, LaunchConfig, Module, Stream, DeviceBuffer};
+//! use cuda_api::{ConstDevicePtr, Context, Device, DevicePtr, Extent, LaunchConfig, Module, Stream, DeviceBuffer};
 //! # fn main() -> cuda_api::Result<()> {
 //! let ctx = Context::primary(&Device::get(0)?)?;
 //! let module = Module::from_file(&ctx, "saxpy.ptx")?;
-//! // SAFETY: saxpy(float a, const float* x, float* y, unsigned n)
-//! let saxpy = unsafe { module.kernel::<(f32, ConstDevicePtr<f32>, DevicePtr<f32>, u32)>("saxpy")? };
+//! // SAFETY: saxpy(float a, const float* x, float* y, unsigned n) touches
+//! // x[i] and y[i] only for i < n: in bounds when x and y hold n elements.
+//! let saxpy = unsafe { module.kernel::<(f32, ConstDevicePtr<f32>, DevicePtr<f32>, u32)>("saxpy")? }
+//!     .bound(1, Extent::Param(3))?
+//!     .bound(2, Extent::Param(3))?;
 //! let x = DeviceBuffer::from_slice(&ctx, &[1.0f32; 1024])?;
 //! let mut y = DeviceBuffer::<f32>::zeroed(&ctx, 1024)?;
 //! let stream = Stream::new(&ctx)?;
 //! saxpy.launch(&stream, LaunchConfig::for_elements(1024, 256), (2.0f32, &x, &mut y, 1024u32))?;
+//! // n = 2048 with 1024-element buffers is refused before the driver sees it.
+//! assert!(saxpy.launch(&stream, LaunchConfig::for_elements(2048, 256), (2.0f32, &x, &mut y, 2048u32)).is_err());
 //!
 //! // The same kernel with arguments chosen at run time, relaunched without allocating.
 //! let mut args = saxpy.as_dyn().args();
-//! args.push(3.0f32)?.push(&x)?.push(y.as_mut_ptr())?.push(1024u32)?;
+//! args.push(3.0f32)?.push(&x)?.push(&mut y)?.push(1024u32)?;
 //! for a in 0..10 {
 //!     args.set(0, a as f32)?;
 //!     saxpy.as_dyn().launch(&stream, LaunchConfig::for_elements(1024, 256), &args)?;
 //! }
-//! stream.synchronize()?;
+//! drop(args);
+//! println!("{:?}", &y.to_vec()?[..4]); // waits for the launches first
 //! # Ok(()) }
 //! ```
 
@@ -53,6 +87,7 @@
 mod generated;
 
 pub mod args;
+pub mod bounds;
 pub mod context;
 #[cfg(feature = "cudarc")]
 pub mod cudarc_interop;
@@ -67,13 +102,14 @@ pub mod params;
 pub mod stream;
 
 pub use args::{Arg, ArgBlock, ArgError, DynKernel};
+pub use bounds::{Bound, Extent};
 pub use context::Context;
 pub use cuda_sys as sys;
 pub use device::{Device, driver_version, init};
 pub use error::{DriverError, Error, Result, SignatureError};
 pub use function::Function;
 pub use generated::driver;
-pub use kernel::{Kernel, KernelArg, KernelArgs, KernelSignature, MAX_TYPED_PARAMS};
+pub use kernel::{BufferUse, Kernel, KernelArg, KernelArgs, KernelSignature, MAX_TYPED_PARAMS};
 pub use launch::{DeviceLimits, Dim3, FunctionLimits, LaunchConfig, LaunchError};
 pub use memory::{
     Allocation, ConstDevicePtr, DeviceBuffer, DevicePtr, DeviceRepr, DeviceView, DeviceViewMut,

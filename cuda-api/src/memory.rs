@@ -13,12 +13,14 @@ use std::ffi::c_void;
 use std::fmt;
 use std::marker::PhantomData;
 use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use cuda_sys::CUdeviceptr;
 
 use crate::context::Context;
 use crate::driver;
 use crate::error::{Error, Result};
+use crate::kernel::BufferUse;
 use crate::stream::Stream;
 
 /// Plain data that can live in device memory and be copied back: `Copy`, no
@@ -48,20 +50,31 @@ macro_rules! device_pointer {
         }
 
         impl<T> $name<T> {
-            #[doc = concat!("Wraps a raw device address as a ", $what, " pointer. The address is")]
-            /// only a number: a kernel given an address that is not live faults
-            /// on the device (a sticky error), so prefer the buffers' own
-            /// conversions, which tie the pointer to a borrow.
-            pub const fn from_raw(raw: CUdeviceptr) -> Self {
+            #[doc = concat!("Wraps a raw device address as a ", $what, " pointer.")]
+            ///
+            /// # Safety
+            ///
+            /// A pointer is what a kernel dereferences: every launch that
+            /// receives it must find live memory of the declared element type
+            /// there, in the launch's context, for as long as the kernel runs,
+            /// and (for a writable pointer) memory no one else reads or writes
+            /// meanwhile. Safe code passes buffers (`&buffer`, `&mut buffer`)
+            /// instead, which keep that promise through borrows.
+            pub const unsafe fn from_raw(raw: CUdeviceptr) -> Self {
                 $name { raw, _t: PhantomData }
             }
             /// The raw address.
             pub const fn raw(self) -> CUdeviceptr {
                 self.raw
             }
-            /// The null device pointer.
-            pub const fn null() -> Self {
-                Self::from_raw(0)
+            /// The null device pointer, for parameters the kernel documents
+            /// as optional.
+            ///
+            /// # Safety
+            ///
+            /// The kernel must not dereference the parameter when it is null.
+            pub const unsafe fn null() -> Self {
+                $name { raw: 0, _t: PhantomData }
             }
         }
 
@@ -104,7 +117,10 @@ device_pointer!(
 
 impl<T> From<DevicePtr<T>> for ConstDevicePtr<T> {
     fn from(p: DevicePtr<T>) -> Self {
-        ConstDevicePtr::from_raw(p.raw())
+        ConstDevicePtr {
+            raw: p.raw,
+            _t: PhantomData,
+        }
     }
 }
 
@@ -132,6 +148,24 @@ fn same_len(
             parameter,
             format!(
                 "the device side has {expected} elements but the host slice has {given}; pass a slice of {expected} elements"
+            ),
+        ))
+    }
+}
+
+/// Refuses a stream of another context than the memory's: asynchronous
+/// work on it would be ordered against the wrong context.
+fn check_stream(alloc: &Allocation, stream: &Stream, call: &'static str) -> Result<()> {
+    if stream.context() == &alloc.ctx {
+        Ok(())
+    } else {
+        Err(Error::invalid_argument(
+            call,
+            "stream",
+            format!(
+                "the memory belongs to {} but the stream to {}; use a stream of the memory's context",
+                alloc.ctx,
+                stream.context()
             ),
         ))
     }
@@ -188,6 +222,9 @@ pub struct Allocation {
     bytes: usize,
     kind: MemoryKind,
     ctx: Context,
+    /// Set when work queued on a stream may use the memory; the next
+    /// blocking host access, and the free, wait for the context first.
+    queued: AtomicBool,
 }
 
 // SAFETY: the allocation is only reached through the driver; the handle may move between threads.
@@ -216,6 +253,7 @@ impl Allocation {
             bytes,
             kind,
             ctx: ctx.clone(),
+            queued: AtomicBool::new(false),
         };
         if bytes == 0 {
             return Ok(a);
@@ -258,9 +296,37 @@ impl Allocation {
     }
 
     /// The device address of its first byte (0 when empty): the address
-    /// kernels use, for every kind (mapped page-locked memory included).
+    /// kernels use, for every kind (mapped page-locked memory included). A
+    /// number only: turning it into a kernel pointer is `unsafe`
+    /// ([`DevicePtr::from_raw`]).
     pub fn device_address(&self) -> CUdeviceptr {
         self.ptr
+    }
+
+    /// Notes that work queued on a stream (a launch, an asynchronous copy)
+    /// may read or write this memory. The next blocking host access
+    /// ([`copy_to_host`](Self::copy_to_host), [`copy_from_host`](Self::copy_from_host),
+    /// [`copy_from`](Self::copy_from), [`fill_bytes`](Self::fill_bytes)) and
+    /// the free on drop then wait for the allocation's context first, so host
+    /// reads never see stale data and memory is never freed under a running
+    /// kernel, on any stream. cuda-api's launches and asynchronous copies
+    /// call this for every buffer they are given; a layer that launches
+    /// through [`Function::launch_raw`](crate::Function::launch_raw) calls it
+    /// for the memory it passes. One relaxed atomic store.
+    #[inline]
+    pub fn record_use(&self) {
+        self.queued.store(true, Ordering::Relaxed);
+    }
+
+    /// Waits for the context when queued work may use the memory.
+    fn settle(&self) -> Result<()> {
+        if self.queued.swap(false, Ordering::AcqRel)
+            && let Err(e) = self.ctx.synchronize()
+        {
+            self.queued.store(true, Ordering::Relaxed);
+            return Err(e);
+        }
+        Ok(())
     }
 
     /// Copies `src` to byte `offset` (blocking).
@@ -269,6 +335,7 @@ impl Allocation {
         if src.is_empty() {
             return Ok(());
         }
+        self.settle()?;
         self.ctx.bind()?;
         // SAFETY: the range lies inside the allocation; `src` holds its length.
         unsafe { driver::memcpy_htod(self.ptr + offset as u64, src.as_ptr().cast(), src.len()) }
@@ -280,6 +347,7 @@ impl Allocation {
         if dst.is_empty() {
             return Ok(());
         }
+        self.settle()?;
         self.ctx.bind()?;
         // SAFETY: the range lies inside the allocation; `dst` holds its length.
         unsafe { driver::memcpy_dtoh(dst.as_mut_ptr().cast(), self.ptr + offset as u64, dst.len()) }
@@ -299,6 +367,8 @@ impl Allocation {
         if len == 0 {
             return Ok(());
         }
+        self.settle()?;
+        src.settle()?;
         self.ctx.bind()?;
         // SAFETY: both ranges lie inside live allocations.
         unsafe { driver::memcpy(self.ptr + offset as u64, src.ptr + src_offset as u64, len) }
@@ -309,6 +379,7 @@ impl Allocation {
         if self.bytes == 0 {
             return Ok(());
         }
+        self.settle()?;
         self.ctx.bind()?;
         // SAFETY: the allocation holds `bytes` bytes.
         unsafe { driver::memset_d8(self.ptr, byte, self.bytes) }
@@ -320,14 +391,18 @@ impl Drop for Allocation {
         if self.bytes == 0 {
             return;
         }
-        // cuMemFree / cuMemFreeHost wait for work using the memory, so
-        // in-flight kernels are safe.
-        let r = self.ctx.bind().and_then(|_| match self.kind {
-            // SAFETY: we own the allocation and free it once.
-            MemoryKind::PinnedHost => unsafe { driver::mem_free_host(self.host) },
-            // SAFETY: as above.
-            _ => unsafe { driver::mem_free(self.ptr) },
-        });
+        // NVIDIA documents only that cuMemFree *may* wait for work using the
+        // memory (a managed free was measured not to): memory that queued
+        // work may use is freed after the context has finished it.
+        let r = self
+            .settle()
+            .and_then(|_| self.ctx.bind())
+            .and_then(|_| match self.kind {
+                // SAFETY: we own the allocation and free it once.
+                MemoryKind::PinnedHost => unsafe { driver::mem_free_host(self.host) },
+                // SAFETY: as above.
+                _ => unsafe { driver::mem_free(self.ptr) },
+            });
         if let Err(e) = r {
             self.ctx.report_release_error("memory allocation", &e);
         }
@@ -410,14 +485,35 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
         self.alloc
     }
 
-    /// A read-only device pointer to the first element.
-    pub fn as_ptr(&self) -> ConstDevicePtr<T> {
-        ConstDevicePtr::from_raw(self.alloc.ptr)
+    /// A read-only device pointer to the first element, detached from the
+    /// borrow. Launches take `&buffer` instead, which keeps the buffer alive
+    /// and lets bounds be checked.
+    ///
+    /// # Safety
+    ///
+    /// As for [`ConstDevicePtr::from_raw`]: no launch may receive the
+    /// pointer after the buffer is dropped or while it is written elsewhere.
+    pub unsafe fn as_ptr(&self) -> ConstDevicePtr<T> {
+        // SAFETY: the caller's promise is passed on.
+        unsafe { ConstDevicePtr::from_raw(self.alloc.ptr) }
     }
 
-    /// A writable device pointer to the first element.
-    pub fn as_mut_ptr(&mut self) -> DevicePtr<T> {
-        DevicePtr::from_raw(self.alloc.ptr)
+    /// A writable device pointer to the first element, detached from the
+    /// borrow. Launches take `&mut buffer` instead.
+    ///
+    /// # Safety
+    ///
+    /// As for [`DevicePtr::from_raw`]: no launch may receive the pointer
+    /// after the buffer is dropped or while it is read or written elsewhere.
+    pub unsafe fn as_mut_ptr(&mut self) -> DevicePtr<T> {
+        // SAFETY: the caller's promise is passed on.
+        unsafe { DevicePtr::from_raw(self.alloc.ptr) }
+    }
+
+    /// The device address of the first element (a number; see
+    /// [`Allocation::device_address`]).
+    pub fn device_address(&self) -> CUdeviceptr {
+        self.alloc.ptr
     }
 
     /// The context that owns the memory.
@@ -446,6 +542,7 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
             ptr: self.alloc.ptr + (range.start * size_of::<T>()) as u64,
             len: range.len(),
             ctx: &self.alloc.ctx,
+            alloc: Some(&self.alloc),
             _t: PhantomData,
         })
     }
@@ -456,6 +553,8 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
         Ok(DeviceViewMut {
             ptr: self.alloc.ptr + (range.start * size_of::<T>()) as u64,
             len: range.len(),
+            ctx: &self.alloc.ctx,
+            alloc: Some(&self.alloc),
             _t: PhantomData,
         })
     }
@@ -466,6 +565,7 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
             ptr: self.alloc.ptr,
             len: self.len,
             ctx: &self.alloc.ctx,
+            alloc: Some(&self.alloc),
             _t: PhantomData,
         }
     }
@@ -499,7 +599,9 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
         if self.len == 0 {
             return Ok(());
         }
+        check_stream(&self.alloc, stream, "DeviceBuffer::fill_async")?;
         self.alloc.ctx.bind()?;
+        self.alloc.record_use();
         let (p, n, s) = (self.alloc.ptr, self.len, stream.raw());
         // SAFETY: `value` is plain data of the matching width; the allocation holds len elements.
         unsafe {
@@ -524,22 +626,38 @@ pub struct DeviceView<'a, T: DeviceRepr> {
     ptr: CUdeviceptr,
     len: usize,
     ctx: &'a Context,
+    /// The cuda-api allocation it lies in; `None` for memory owned elsewhere.
+    alloc: Option<&'a Allocation>,
     _t: PhantomData<&'a T>,
 }
 
 impl<'a, T: DeviceRepr> DeviceView<'a, T> {
-    /// A view of `len` elements at `ptr`, in `ctx`.
+    /// A view of `len` elements at `ptr` in memory owned elsewhere (for
+    /// example by cudarc), in `ctx`.
     ///
     /// # Safety
     ///
-    /// `ptr` must address `len` initialised values of `T` in `ctx`, valid for `'a`.
+    /// `ptr` must address `len` initialised values of `T` in `ctx`, valid
+    /// and not written by anyone for `'a`, with any work that writes them
+    /// ordered before the work this view is used for.
     pub unsafe fn from_raw_parts(ctx: &'a Context, ptr: CUdeviceptr, len: usize) -> Self {
         DeviceView {
             ptr,
             len,
             ctx,
+            alloc: None,
             _t: PhantomData,
         }
+    }
+
+    /// The cuda-api allocation the view lies in (`None` for memory owned elsewhere).
+    pub fn allocation(&self) -> Option<&'a Allocation> {
+        self.alloc
+    }
+
+    /// The context the memory belongs to.
+    pub fn context(&self) -> &'a Context {
+        self.ctx
     }
 
     /// Number of elements.
@@ -550,9 +668,17 @@ impl<'a, T: DeviceRepr> DeviceView<'a, T> {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
-    /// A read-only device pointer to the first element.
-    pub fn as_ptr(&self) -> ConstDevicePtr<T> {
-        ConstDevicePtr::from_raw(self.ptr)
+    /// A read-only device pointer to the first element, detached from the borrow.
+    ///
+    /// # Safety
+    ///
+    /// As for [`DeviceBuffer::as_ptr`].
+    pub unsafe fn as_ptr(&self) -> ConstDevicePtr<T> {
+        // SAFETY: the caller's promise is passed on.
+        unsafe { ConstDevicePtr::from_raw(self.ptr) }
+    }
+    pub(crate) fn addr(&self) -> CUdeviceptr {
+        self.ptr
     }
     /// Copies the view into `dst` (blocking); lengths must match.
     pub fn copy_to(&self, dst: &mut [T]) -> Result<()> {
@@ -560,14 +686,31 @@ impl<'a, T: DeviceRepr> DeviceView<'a, T> {
         if self.len == 0 {
             return Ok(());
         }
+        if let Some(a) = self.alloc {
+            a.settle()?;
+        }
         self.ctx.bind()?;
         // SAFETY: both sides hold len * size_of::<T>() bytes.
         unsafe { driver::memcpy_dtoh(dst.as_mut_ptr().cast(), self.ptr, self.len * size_of::<T>()) }
     }
     /// The contents as a `Vec` (blocking).
     pub fn to_vec(&self) -> Result<Vec<T>> {
-        let mut v: Vec<T> = Vec::with_capacity(self.len);
+        let mut v: Vec<T> = Vec::new();
+        v.try_reserve_exact(self.len).map_err(|_| {
+            Error::invalid_argument(
+                "DeviceView::to_vec",
+                "len",
+                format!(
+                    "cannot allocate {} bytes of host memory for {} elements; copy a smaller range",
+                    self.len.saturating_mul(size_of::<T>()),
+                    self.len
+                ),
+            )
+        })?;
         if self.len > 0 {
+            if let Some(a) = self.alloc {
+                a.settle()?;
+            }
             self.ctx.bind()?;
             // SAFETY: the Vec has capacity for len elements; every bit pattern is a valid T (DeviceRepr).
             unsafe {
@@ -583,22 +726,39 @@ impl<'a, T: DeviceRepr> DeviceView<'a, T> {
 pub struct DeviceViewMut<'a, T: DeviceRepr> {
     ptr: CUdeviceptr,
     len: usize,
+    ctx: &'a Context,
+    /// The cuda-api allocation it lies in; `None` for memory owned elsewhere.
+    alloc: Option<&'a Allocation>,
     _t: PhantomData<&'a mut T>,
 }
 
-impl<T: DeviceRepr> DeviceViewMut<'_, T> {
-    /// A writable view of `len` elements at `ptr`.
+impl<'a, T: DeviceRepr> DeviceViewMut<'a, T> {
+    /// A writable view of `len` elements at `ptr` in memory owned elsewhere
+    /// (for example by cudarc), in `ctx`.
     ///
     /// # Safety
     ///
-    /// `ptr` must address `len` values of `T`, valid and not otherwise used
-    /// for the view's lifetime.
-    pub unsafe fn from_raw_parts(ptr: CUdeviceptr, len: usize) -> Self {
+    /// `ptr` must address `len` values of `T` in `ctx`, valid and not
+    /// otherwise read or written for the view's lifetime, with other work
+    /// on them ordered around the work this view is used for.
+    pub unsafe fn from_raw_parts(ctx: &'a Context, ptr: CUdeviceptr, len: usize) -> Self {
         DeviceViewMut {
             ptr,
             len,
+            ctx,
+            alloc: None,
             _t: PhantomData,
         }
+    }
+
+    /// The cuda-api allocation the view lies in (`None` for memory owned elsewhere).
+    pub fn allocation(&self) -> Option<&'a Allocation> {
+        self.alloc
+    }
+
+    /// The context the memory belongs to.
+    pub fn context(&self) -> &'a Context {
+        self.ctx
     }
 
     /// Number of elements.
@@ -609,9 +769,14 @@ impl<T: DeviceRepr> DeviceViewMut<'_, T> {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
-    /// A writable device pointer to the first element.
-    pub fn as_mut_ptr(&mut self) -> DevicePtr<T> {
-        DevicePtr::from_raw(self.ptr)
+    /// A writable device pointer to the first element, detached from the borrow.
+    ///
+    /// # Safety
+    ///
+    /// As for [`DeviceBuffer::as_mut_ptr`].
+    pub unsafe fn as_mut_ptr(&mut self) -> DevicePtr<T> {
+        // SAFETY: the caller's promise is passed on.
+        unsafe { DevicePtr::from_raw(self.ptr) }
     }
     pub(crate) fn addr(&self) -> CUdeviceptr {
         self.ptr
@@ -659,6 +824,7 @@ impl<'s, 'env> Scope<'s, 'env> {
             return Ok(());
         }
         dst.alloc.ctx.bind()?;
+        dst.alloc.record_use();
         // SAFETY: sizes match; `src` and `dst` stay borrowed until the scope has synchronised.
         unsafe {
             driver::memcpy_htod_async(
@@ -681,6 +847,7 @@ impl<'s, 'env> Scope<'s, 'env> {
             return Ok(());
         }
         src.alloc.ctx.bind()?;
+        src.alloc.record_use();
         // SAFETY: sizes match; `src` and `dst` stay borrowed until the scope has synchronised.
         unsafe {
             driver::memcpy_dtoh_async(
@@ -704,5 +871,23 @@ impl Drop for Scope<'_, '_> {
                 .context()
                 .report_release_error("scope of asynchronous copies", &e);
         }
+    }
+}
+
+impl<T: DeviceRepr> DeviceBuffer<T> {
+    pub(crate) fn buffer_use(&self) -> BufferUse<'_> {
+        BufferUse::of(Some(&self.alloc), &self.alloc.ctx, self.len)
+    }
+}
+
+impl<'a, T: DeviceRepr> DeviceView<'a, T> {
+    pub(crate) fn buffer_use(&self) -> BufferUse<'a> {
+        BufferUse::of(self.alloc, self.ctx, self.len)
+    }
+}
+
+impl<'a, T: DeviceRepr> DeviceViewMut<'a, T> {
+    pub(crate) fn buffer_use(&self) -> BufferUse<'a> {
+        BufferUse::of(self.alloc, self.ctx, self.len)
     }
 }

@@ -1,7 +1,9 @@
 //! Safe code cannot call a thin-layer wrapper that takes a raw handle
 //! (`tests/ui/handle_wrapper_needs_unsafe.rs`). The typed launch API refuses, at compile time, arguments that do not fit
 //! the declared parameter types: a value of another type, and `&buffer`
-//! where the kernel may write (`DevicePtr<T>` needs `&mut buffer`).
+//! where the kernel may write (`DevicePtr<T>` needs `&mut buffer`). Device
+//! pointers detached from a buffer's borrow are made only in `unsafe` code
+//! (`tests/ui/detached_device_pointers_need_unsafe.rs`).
 
 #[test]
 fn typed_launches_refuse_wrong_arguments_at_compile_time() {

@@ -9,7 +9,7 @@ use std::ffi::c_void;
 use std::time::Instant;
 
 use cuda_api::{
-    ConstDevicePtr, Context, Device, DeviceBuffer, DevicePtr, LaunchConfig, Module, Stream,
+    ConstDevicePtr, Context, Device, DeviceBuffer, DevicePtr, Extent, LaunchConfig, Module, Stream,
 };
 
 #[global_allocator]
@@ -33,9 +33,24 @@ fn main() {
         m.kernel::<(f32, ConstDevicePtr<f32>, DevicePtr<f32>, u32)>("saxpy")
             .unwrap()
     };
+    // The same kernel with its bounds declared: x and y hold at least n elements.
+    // SAFETY: as above; saxpy touches x[i] and y[i] only for i < n.
+    let kb = unsafe {
+        m.kernel::<(f32, ConstDevicePtr<f32>, DevicePtr<f32>, u32)>("saxpy")
+            .unwrap()
+    }
+    .bound(1, Extent::Param(3))
+    .unwrap()
+    .bound(2, Extent::Param(3))
+    .unwrap();
     let x = DeviceBuffer::<f32>::zeroed(&ctx, 256).unwrap();
     let mut y = DeviceBuffer::<f32>::zeroed(&ctx, 256).unwrap();
-    let yw = y.as_mut_ptr();
+    let (mut y1, mut y2, mut y3) = (
+        DeviceBuffer::<f32>::zeroed(&ctx, 256).unwrap(),
+        DeviceBuffer::<f32>::zeroed(&ctx, 256).unwrap(),
+        DeviceBuffer::<f32>::zeroed(&ctx, 256).unwrap(),
+    );
+    let (mut a, mut xp, mut yp, mut n) = (2.0f32, x.device_address(), y.device_address(), 0u32);
     // A reused run-time argument block with the same values.
     let dk = k.as_dyn();
     let mut block = dk.args();
@@ -44,13 +59,12 @@ fn main() {
         .unwrap()
         .push(&x)
         .unwrap()
-        .push(yw)
+        .push(&mut y)
         .unwrap()
         .push(0u32)
         .unwrap();
     let cfg = LaunchConfig::new(1, 256);
     let f = k.function().launch_handle();
-    let (mut a, mut xp, mut yp, mut n) = (2.0f32, x.as_ptr().raw(), y.as_ptr().raw(), 0u32);
     let mut params: [*mut c_void; 4] = [
         (&mut a as *mut f32).cast(),
         (&mut xp as *mut u64).cast(),
@@ -100,7 +114,7 @@ fn main() {
         (
             "cuda-api Kernel::launch",
             0,
-            Box::new(|| k.launch(&stream, cfg, (2.0f32, &x, yw, 0u32)).unwrap()),
+            Box::new(|| k.launch(&stream, cfg, (2.0f32, &x, &mut y1, 0u32)).unwrap()),
         ),
         (
             "raw cuLaunchCooperativeKernel",
@@ -116,7 +130,7 @@ fn main() {
             "cuda-api Kernel::launch_cooperative",
             2,
             Box::new(|| {
-                k.launch_cooperative(&stream, cfg, (2.0f32, &x, yw, 0u32))
+                k.launch_cooperative(&stream, cfg, (2.0f32, &x, &mut y2, 0u32))
                     .unwrap()
             }),
         ),
@@ -146,6 +160,14 @@ fn main() {
             Box::new(|| {
                 block.set(3, 0u32).unwrap();
                 dk.launch(&stream, cfg, &block).unwrap()
+            }),
+        ),
+        (
+            "cuda-api Kernel::launch (2 bounds checked)",
+            0,
+            Box::new(|| {
+                kb.launch(&stream, cfg, (2.0f32, &x, &mut y3, 0u32))
+                    .unwrap()
             }),
         ),
     ];
@@ -182,9 +204,10 @@ fn main() {
         );
     }
     println!(
-        "bench summary: validated cooperative launch {:.3}x raw cuLaunchCooperativeKernel, validated plain launch {:.3}x raw cuLaunchKernel, reused ArgBlock launch {:.3}x raw cuLaunchKernel, raw cuLaunchKernelEx(cooperative) {:.3}x raw cuLaunchCooperativeKernel, raw cuLaunchKernelEx(plain) {:.3}x raw cuLaunchKernel ({} rounds x {} launches, medians)",
+        "bench summary: validated cooperative launch {:.3}x raw cuLaunchCooperativeKernel, validated plain launch {:.3}x raw cuLaunchKernel, with 2 bounds {:.3}x, reused ArgBlock launch {:.3}x raw cuLaunchKernel, raw cuLaunchKernelEx(cooperative) {:.3}x raw cuLaunchCooperativeKernel, raw cuLaunchKernelEx(plain) {:.3}x raw cuLaunchKernel ({} rounds x {} launches, medians)",
         med[3] / med[2],
         med[1] / med[0],
+        med[7] / med[0],
         med[6] / med[0],
         med[4] / med[2],
         med[5] / med[0],

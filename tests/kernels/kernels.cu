@@ -14,7 +14,7 @@ extern "C" __global__ void saxpy(float a, const float *x, float *y, unsigned int
 // Sums `in` with a grid-wide barrier: each block writes a partial sum, the
 // whole grid synchronises, then block 0 adds the partials into out[0].
 // Launch cooperatively with 256 threads per block.
-extern "C" __global__ void coop_sum(const unsigned int *in, unsigned long long *partial,
+extern "C" __global__ void __launch_bounds__(256) coop_sum(const unsigned int *in, unsigned long long *partial,
                                     unsigned long long *out, unsigned int n) {
     cg::grid_group grid = cg::this_grid();
     __shared__ unsigned long long acc[256];

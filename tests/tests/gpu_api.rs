@@ -157,9 +157,9 @@ fn grid_sync_at_the_largest_cooperative_grid() {
 
     // The same grid through the raw thin layer: the driver refuses with 720.
     let mut args = [
-        inp.as_ptr().raw(),
-        partial.as_ptr().raw(),
-        out.as_ptr().raw(),
+        inp.device_address(),
+        partial.device_address(),
+        out.device_address(),
     ];
     let mut n_arg = n;
     let mut params: [*mut std::ffi::c_void; 4] = [

@@ -242,8 +242,24 @@ fn sixteen_and_forty_parameters_through_both_paths() {
     let k40 = unsafe { m.kernel::<P40>("params40").unwrap() };
     let mut out16 = DeviceBuffer::<f64>::zeroed(&ctx, 15).unwrap();
     let mut out40 = DeviceBuffer::<f64>::zeroed(&ctx, 39).unwrap();
-    k16.launch(&stream, one, v16(out16.as_mut_ptr())).unwrap();
-    k40.launch(&stream, one, v40(out40.as_mut_ptr())).unwrap();
+    k16.launch(
+        &stream,
+        one,
+        v16(
+            // SAFETY: out16 outlives the launch and is read back only after a synchronize.
+            unsafe { out16.as_mut_ptr() },
+        ),
+    )
+    .unwrap();
+    k40.launch(
+        &stream,
+        one,
+        v40(
+            // SAFETY: out40 outlives the launch and is read back only after a synchronize.
+            unsafe { out40.as_mut_ptr() },
+        ),
+    )
+    .unwrap();
     stream.synchronize().unwrap();
     assert_eq!(out16.to_vec().unwrap(), V16_EXPECTED);
     assert_eq!(out40.to_vec().unwrap(), V40_EXPECTED);
@@ -257,8 +273,18 @@ fn sixteen_and_forty_parameters_through_both_paths() {
     let mut b40 = d40.args();
     out16.fill_bytes(0).unwrap();
     out40.fill_bytes(0).unwrap();
-    push16(&mut b16, out16.as_mut_ptr()).unwrap();
-    push40(&mut b40, out40.as_mut_ptr()).unwrap();
+    push16(
+        &mut b16,
+        // SAFETY: out16 outlives the launch and is read back only after a synchronize.
+        unsafe { out16.as_mut_ptr() },
+    )
+    .unwrap();
+    push40(
+        &mut b40,
+        // SAFETY: out40 outlives the launch and is read back only after a synchronize.
+        unsafe { out40.as_mut_ptr() },
+    )
+    .unwrap();
     d16.launch(&stream, one, &b16).unwrap();
     d40.launch(&stream, one, &b40).unwrap();
     stream.synchronize().unwrap();

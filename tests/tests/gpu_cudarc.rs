@@ -21,7 +21,7 @@ fn cudarc_values_launch_through_cuda_api() {
     // SAFETY: add_one(int *data, unsigned int n)
     let k = unsafe { m.kernel::<(DevicePtr<i32>, u32)>("add_one").unwrap() };
     {
-        let (mut view, _guard) = cudarc_interop::view_mut(&mut data, &cstream);
+        let (mut view, _guard) = cudarc_interop::view_mut(&ctx, &mut data, &cstream);
         k.launch(&stream, LaunchConfig::new(1, 32), (&mut view, 3u32))
             .unwrap();
     }
@@ -34,7 +34,7 @@ fn cudarc_values_launch_through_cuda_api() {
     let k2: Kernel<(DevicePtr<i32>, u32)> =
         unsafe { Kernel::declare(Function::from_cudarc(&ctx, &cfunc, "add_one")).unwrap() };
     {
-        let (mut view, _guard) = cudarc_interop::view_mut(&mut data, &cstream);
+        let (mut view, _guard) = cudarc_interop::view_mut(&ctx, &mut data, &cstream);
         k2.launch_cooperative(&stream, LaunchConfig::new(1, 32), (&mut view, 3u32))
             .unwrap();
     }

@@ -16,7 +16,9 @@ fn a_faulting_kernel_is_sticky() {
     k.launch(
         &stream,
         LaunchConfig::new(1, 32),
-        (DevicePtr::<i32>::null(),),
+        // SAFETY: deliberately broken: the kernel writes through null, which
+        // faults on the device; the test checks the sticky error that follows.
+        (unsafe { DevicePtr::<i32>::null() },),
     )
     .unwrap();
     let e = stream.synchronize().unwrap_err();
@@ -54,7 +56,9 @@ fn child_faults_and_drops_resources() {
     k.launch(
         &stream,
         LaunchConfig::new(1, 32),
-        (DevicePtr::<i32>::null(),),
+        // SAFETY: deliberately broken: the kernel writes through null, which
+        // faults on the device; the test checks the sticky error that follows.
+        (unsafe { DevicePtr::<i32>::null() },),
     )
     .unwrap();
     let e = stream.synchronize().unwrap_err();
