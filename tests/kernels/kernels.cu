@@ -135,3 +135,14 @@ extern "C" __global__ void aligned_struct(int n, vec4_t v, float *out) {
 extern "C" __global__ void __launch_bounds__(128) bounded128(unsigned int *out) {
     out[blockIdx.x * blockDim.x + threadIdx.x] = 1;
 }
+
+// Waits about `cycles` clock cycles, then writes out[i] = i + 1 for i < n
+// (grid-stride): a kernel that is still running when the host moves on.
+extern "C" __global__ void spin_write(unsigned int *out, unsigned int n, long long cycles) {
+    long long start = clock64();
+    while (clock64() - start < cycles) {
+    }
+    for (unsigned int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        out[i] = i + 1;
+    }
+}

@@ -427,7 +427,10 @@ fn argument_errors() {
         (
             "struct",
             sk.launch(1)
-                .inputs(StructValue::from_bytes("Other", &[0; 8]))
+                .inputs(
+                    // SAFETY: zero bytes hold no device address; the value is refused anyway.
+                    unsafe { StructValue::from_bytes("Other", &[0; 8]) },
+                )
                 .device("cpu")
                 .run()
                 .unwrap_err(),
@@ -435,7 +438,10 @@ fn argument_errors() {
         (
             "struct_size",
             sk.launch(1)
-                .inputs(StructValue::from_bytes("Params", &[0; 4]))
+                .inputs(
+                    // SAFETY: zero bytes hold no device address; the value is refused anyway.
+                    unsafe { StructValue::from_bytes("Params", &[0; 4]) },
+                )
                 .device("cpu")
                 .run()
                 .unwrap_err(),

@@ -26,8 +26,10 @@ pub struct StructValue {
 ///
 /// The type must have the size, alignment and field offsets of the Warp
 /// struct `NAME` as Warp generates it, and no padding bytes (declare any
-/// padding as explicit fields): its bytes are read as they are. Device
-/// addresses inside it (arrays) are the caller's to keep alive.
+/// padding as explicit fields): its bytes are read as they are. It must
+/// hold no device addresses (no `ArrayT` fields, which [`StructValue::of`]
+/// could not keep alive or check): a struct with arrays goes through the
+/// `unsafe` [`StructValue::from_bytes`].
 pub unsafe trait WarpStruct: Copy + 'static {
     /// The struct's name in the Warp-generated source.
     const NAME: &'static str;
@@ -47,8 +49,19 @@ impl StructValue {
     }
 
     /// A value of struct `name` from its bytes (for structs known only at
-    /// run time; see [`StructType`] for the layout).
-    pub fn from_bytes(name: &str, bytes: &[u8]) -> StructValue {
+    /// run time, or holding arrays; see [`StructType`] for the layout). The
+    /// size is checked against the kernel's struct when it is passed.
+    ///
+    /// # Safety
+    ///
+    /// The bytes are handed to the kernel as they are: any device address
+    /// inside (an `array_t`'s `data` or `grad`) must address live memory of
+    /// the launch's device that holds what the `array_t` says (shape,
+    /// strides, dtype), for every launch that receives the value and until
+    /// those launches finish, and no one else may use that memory meanwhile
+    /// where the kernel writes it; the same holds for each `grad` address
+    /// when a [`Tape`](crate::Tape) runs the backward kernel with it.
+    pub unsafe fn from_bytes(name: &str, bytes: &[u8]) -> StructValue {
         StructValue {
             name: name.into(),
             bytes: bytes.into(),

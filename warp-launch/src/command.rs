@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use cuda_api::{ArgBlock, LaunchConfig, Stream};
+use cuda_api::{ArgBlock, Context, LaunchConfig, Stream};
 
 use crate::bind::{self, Arg, IntoArg, IntoArgs, Site};
 use crate::device::{AccessMode, Device, IntoDevice, default_access_mode};
@@ -67,6 +67,9 @@ pub struct Launch {
     args: std::mem::ManuallyDrop<Vec<Arg>>,
     block: Option<Box<ArgBlock<'static>>>,
     stream: Option<Stream>,
+    /// The context a CUDA launch was checked for (the device's primary
+    /// context); every stream it runs on must belong to it.
+    ctx: Option<Context>,
 }
 
 impl fmt::Debug for Launch {
@@ -90,6 +93,21 @@ fn stream_device_mismatch(kernel: &Kernel, s: &Stream, device: Device) -> Error 
             Device::from(s.context().device()),
         ),
     }
+}
+
+/// Refuses a stream of another context than `ctx`, the one the launch's
+/// arrays and checks belong to (a device's primary context).
+fn check_stream_context(kernel: &Kernel, s: &Stream, ctx: &Context) -> Result<()> {
+    if s.context() == ctx {
+        return Ok(());
+    }
+    Err(Error::Unsupported {
+        kernel: kernel.name().to_string(),
+        message: format!(
+            "the stream belongs to {} but the launch was checked for {ctx}, where its arrays live; pass a stream of that context (Device::context)",
+            s.context()
+        ),
+    })
 }
 
 /// Checks `arg` for parameter `index` and writes its bytes into `block`.
@@ -173,6 +191,9 @@ impl Launch {
                 None
             }
             Device::Cuda(_) => {
+                if let Some(s) = &stream {
+                    check_stream_context(kernel, s, &opts.device.context()?)?;
+                }
                 let k = kernel.cuda(opts.adjoint)?;
                 let smem = kernel.shared_mem(opts.adjoint);
                 if smem > DEFAULT_SHARED_LIMIT {
@@ -191,7 +212,12 @@ impl Launch {
             }
         };
         let plan = Self::plan_for(kernel, dim, &opts)?;
+        let ctx = match opts.device {
+            Device::Cuda(_) => Some(opts.device.context()?),
+            Device::Cpu => None,
+        };
         let mut launch = Launch {
+            ctx,
             kernel: kernel.clone(),
             cfg: Self::config(kernel, &plan, &opts),
             opts,
@@ -406,6 +432,17 @@ impl Launch {
                 &default
             }
         };
+        if let Some(ctx) = &self.ctx {
+            check_stream_context(&self.kernel, stream, ctx)?;
+        }
+        // Host reads of these arrays and their frees wait for this launch.
+        for a in self.args.iter().filter_map(Arg::as_array) {
+            for a in std::iter::once(a).chain(a.grad()) {
+                if let Some(alloc) = a.storage().allocation() {
+                    alloc.record_use();
+                }
+            }
+        }
         let k = self.kernel.cuda(self.opts.adjoint)?;
         if self.opts.cooperative {
             Ok(k.launch_cooperative(stream, self.cfg, block)?)

@@ -162,7 +162,10 @@ fn struct_adjoint(st: &crate::kernel::StructType, arg: &Arg) -> crate::bind::Str
             }
         }
     }
-    crate::bind::StructValue::from_bytes(&st.name, &out)
+    // SAFETY: the addresses are the gradients the forward value's array_t's
+    // name; whoever made that value (`StructValue::from_bytes`) promised
+    // them live for the backward launches too.
+    unsafe { crate::bind::StructValue::from_bytes(&st.name, &out) }
 }
 
 fn fill_ones(a: &Array) -> Result<()> {
