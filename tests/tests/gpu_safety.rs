@@ -278,11 +278,17 @@ fn a_recorded_warp_launch_refuses_a_stream_of_another_context() {
         .stream(&foreign)
         .record()
         .unwrap_err();
-    assert!(e.to_string().contains("pass a stream of that context"), "{e}");
+    assert!(
+        e.to_string().contains("pass a stream of that context"),
+        "{e}"
+    );
     // A launch recorded for the primary context, replayed on the other one (38e7deb ran it).
     let l = saxpy.launch(256).inputs((1.0f32, &x, &y)).record().unwrap();
     let e = l.launch(&foreign).unwrap_err();
-    assert!(e.to_string().contains("pass a stream of that context"), "{e}");
+    assert!(
+        e.to_string().contains("pass a stream of that context"),
+        "{e}"
+    );
     l.launch(&Stream::new(&primary).unwrap()).unwrap();
 }
 
@@ -309,4 +315,52 @@ fn a_warp_array_read_right_after_a_launch_on_a_non_blocking_stream_is_current() 
     // No synchronize: the read waits for the 20 launches.
     let v = y.to_vec::<f32>().unwrap();
     assert!(v.iter().all(|&e| e == 20.0), "{:?}", &v[..4]);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn many_threads_share_one_warp_kernel_and_its_spare_argument_blocks() {
+    use warp_launch::{Array, Device};
+    let module = warp_module();
+    let saxpy = module.kernel("saxpy").unwrap();
+    let dev = Device::Cuda(0);
+    std::thread::scope(|s| {
+        for t in 0..8usize {
+            let saxpy = &saxpy;
+            s.spawn(move || {
+                let n = 1000 + 17 * t;
+                let x = Array::from_slice(dev, &vec![1.0f32; n], &[n]).unwrap();
+                let y = Array::from_slice(dev, &vec![t as f32; n], &[n]).unwrap();
+                let stream = Stream::new(&dev.context().unwrap()).unwrap();
+                let mut replay = saxpy
+                    .launch(n)
+                    .inputs((1.0f32, &x, &y))
+                    .stream(&stream)
+                    .record()
+                    .unwrap();
+                for i in 0..200 {
+                    // Immediate launches take and give back the kernel's spare
+                    // argument blocks from every thread at once.
+                    saxpy
+                        .launch(n)
+                        .inputs((1.0f32, &x, &y))
+                        .stream(&stream)
+                        .run()
+                        .unwrap();
+                    if i % 2 == 0 {
+                        replay.set_param_by_name("a", 2.0f32).unwrap();
+                        replay.launch(&stream).unwrap();
+                    }
+                }
+                // y = t + 200 * 1 + 100 * 2
+                let v = y.to_vec::<f32>().unwrap();
+                let want = t as f32 + 400.0;
+                assert!(
+                    v.iter().all(|&e| e == want),
+                    "thread {t}: {:?} != {want}",
+                    &v[..4]
+                );
+            });
+        }
+    });
 }

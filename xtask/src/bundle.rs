@@ -14,9 +14,34 @@ use crate::{Result, provision};
 const RUN_SH: &str = r#"#!/usr/bin/env bash
 # Runs every test binary of the bundle with the GPU tests included; the last
 # line is the summary: `N passed, M failed`.
+# `run.sh --sanitize` runs the GPU tests of cuda-api and warp-launch (not the
+# sticky-fault and image-corruption ones, which fail on purpose) under the
+# toolkit's compute-sanitizer (memcheck with leak check, racecheck,
+# synccheck, initcheck); the last line is `gpu-bundle sanitize: N errors`.
 cd "$(dirname "$0")"
 export SDK_TEST_KERNELS="$PWD/kernels"
 export SDK_WARP_DATA="$PWD/warp"
+if [ "${1:-}" = "--sanitize" ]; then
+  san=${COMPUTE_SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}
+  errors=0
+  for tool in memcheck racecheck synccheck initcheck; do
+    opts="--tool $tool --report-api-errors no"
+    [ "$tool" = memcheck ] && opts="$opts --leak-check full"
+    for t in bin/gpu_api-* bin/gpu_args-* bin/gpu_safety-* bin/gpu_warp-*; do
+      [ -e "$t" ] || continue
+      out=$("$san" $opts "./$t" --include-ignored --test-threads=1 2>&1)
+      line=$(echo "$out" | grep 'ERROR SUMMARY' | tail -1)
+      n=$(echo "$line" | sed -n 's/.*ERROR SUMMARY: \([0-9]*\) error.*/\1/p')
+      res=$(echo "$out" | grep '^test result:' | tail -1)
+      echo "sanitize $tool ${t#bin/}: ${line:-no summary} | ${res:-no test result}"
+      echo "$out" | grep -E '^(=========|test .* FAILED)' | grep -v 'ERROR SUMMARY\|COMPUTE-SANITIZER' | head -20
+      errors=$((errors + ${n:-1}))
+      echo "$res" | grep -q ' 0 failed' || errors=$((errors + 1))
+    done
+  done
+  echo "gpu-bundle sanitize: $errors errors"
+  exit 0
+fi
 passed=0; failed=0
 for t in bin/*; do
   echo "== $t"
