@@ -133,10 +133,10 @@ pub(crate) fn known_unreachable(
     peer: impl Fn(i32, i32) -> bool,
 ) -> Option<String> {
     use cuda_api::MemoryKind;
-    let owner_name = owner.map_or("a CUDA device".to_string(), |o| format!("cuda:{o}"));
     match (launch, memory) {
         (Device::Cpu, Memory::Cuda(MemoryKind::Device)) => Some(format!(
-            "the array is in device memory of {owner_name}, which host threads cannot read; copy it to a \"cpu\" array or allocate it page-locked or managed"
+            "the array is in device memory of {}, which host threads cannot read; copy it to a \"cpu\" array or allocate it page-locked or managed",
+            owner.map_or("a CUDA device".to_string(), |o| format!("cuda:{o}"))
         )),
         (Device::Cpu, _) => None,
         (Device::Cuda(_), Memory::Host) => Some(
