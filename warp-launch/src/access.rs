@@ -1,9 +1,21 @@
 //! Array access checks under the access modes: STRICT (same device only),
 //! CHECKED (ask the driver where the allocation lives, refuse what the
 //! launch device cannot reach, warn once per pattern where it cannot tell)
-//! and RELAXED (nothing). CPU launches always require host-reachable memory:
-//! a host thread dereferencing a device address would be undefined
-//! behaviour, not a device fault, so no mode relaxes that.
+//! and RELAXED (no driver query).
+//!
+//! Every mode, RELAXED included, first refuses memory the launch device is
+//! known not to reach from what the crate itself knows (the memory kind and
+//! the device whose context allocated it), with no driver call:
+//! - device memory for a CPU launch (a host thread would dereference a
+//!   device address: undefined behaviour, not a device fault);
+//! - ordinary host memory for a CUDA launch;
+//! - device memory of another CUDA device, unless peer access from the
+//!   launch device to it was enabled with [`enable_peer_access`].
+//!
+//! Page-locked memory (allocated portable and mapped) and managed memory
+//! are reachable from every device and the host. What RELAXED gives up is
+//! the driver's opinion: CHECKED's query of where the address lives, and
+//! its warnings where the driver cannot tell.
 
 use std::collections::HashSet;
 use std::sync::Mutex;
@@ -109,8 +121,40 @@ fn peer_enabled(from: i32, to: i32) -> bool {
         .contains(&(from, to))
 }
 
+/// Why a launch on `launch` cannot reach memory of kind `memory` allocated
+/// by a context of CUDA device `owner` (`None` for host memory), from these
+/// facts alone: `None` when it is not known to be unreachable. `peer(a, b)`
+/// says whether kernels on `cuda:a` were given access to `cuda:b`'s memory.
+/// Pure logic: no driver call.
+pub(crate) fn known_unreachable(
+    memory: Memory,
+    owner: Option<i32>,
+    launch: Device,
+    peer: impl Fn(i32, i32) -> bool,
+) -> Option<String> {
+    use cuda_api::MemoryKind;
+    match (launch, memory) {
+        (Device::Cpu, Memory::Cuda(MemoryKind::Device)) => Some(format!(
+            "the array is in device memory of {}, which host threads cannot read; copy it to a \"cpu\" array or allocate it page-locked or managed",
+            owner.map_or("a CUDA device".to_string(), |o| format!("cuda:{o}"))
+        )),
+        (Device::Cpu, _) => None,
+        (Device::Cuda(_), Memory::Host) => Some(
+            "the array is in ordinary host memory, which CUDA kernels cannot reach; allocate it page-locked (MemoryKind::PinnedHost) or managed, or copy it to the device".into(),
+        ),
+        (Device::Cuda(n), Memory::Cuda(MemoryKind::Device)) => match owner {
+            Some(o) if o != n && !peer(n, o) => Some(format!(
+                "the array is in device memory of cuda:{o}, which kernels on cuda:{n} reach only through peer access, and warp_launch::enable_peer_access(cuda:{n}, cuda:{o}) was not called; call it or copy the array to cuda:{n}"
+            )),
+            _ => None,
+        },
+        (Device::Cuda(_), _) => None,
+    }
+}
+
 /// Checks that a launch on `launch` may use `array` (parameter `param` of
-/// `kernel`) under `mode`.
+/// `kernel`) under `mode`: what is known unreachable is refused in every
+/// mode (see the module documentation), then the mode's own rule applies.
 pub fn check(
     kernel: &str,
     param: &str,
@@ -127,16 +171,15 @@ pub fn check(
             reason,
         })))
     };
-    let memory = array.memory();
+    let storage = array.storage();
+    let owner = storage.allocation().map(|a| a.context().device().ordinal());
+    if storage.bytes() > 0
+        && let Some(reason) = known_unreachable(storage.memory(), owner, launch, peer_enabled)
+    {
+        return refuse(reason);
+    }
     if launch == Device::Cpu {
-        // Not a mode question: the host would dereference the address.
-        return match memory {
-            Memory::Cuda(cuda_api::MemoryKind::Device) => refuse(format!(
-                "the array is in device memory of {}, which host threads cannot read; copy it to a \"cpu\" array or allocate it page-locked or managed",
-                array.device()
-            )),
-            _ => Ok(()),
-        };
+        return Ok(());
     }
     match mode {
         AccessMode::Relaxed => Ok(()),
@@ -200,5 +243,85 @@ fn checked(array: &Array, launch: Device, refuse: &dyn Fn(String) -> Result<()>)
             ));
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use cuda_api::MemoryKind;
+
+    use super::*;
+
+    fn no_peers(_: i32, _: i32) -> bool {
+        false
+    }
+
+    #[test]
+    fn what_is_known_unreachable_without_asking_the_driver() {
+        let cuda = |k| Memory::Cuda(k);
+        // Ordinary host memory: only the CPU reaches it.
+        assert!(known_unreachable(Memory::Host, None, Device::Cuda(0), no_peers).is_some());
+        assert!(known_unreachable(Memory::Host, None, Device::Cuda(3), no_peers).is_some());
+        assert!(known_unreachable(Memory::Host, None, Device::Cpu, no_peers).is_none());
+        // Device memory: its device, a peer with access enabled, never the CPU.
+        let dev = cuda(MemoryKind::Device);
+        assert!(known_unreachable(dev, Some(0), Device::Cuda(0), no_peers).is_none());
+        assert!(known_unreachable(dev, Some(1), Device::Cuda(0), no_peers).is_some());
+        assert!(
+            known_unreachable(dev, Some(1), Device::Cuda(0), |a, b| (a, b) == (0, 1)).is_none()
+        );
+        // Peer access is one way: 1 -> 0 does not give 0 access to 1.
+        assert!(
+            known_unreachable(dev, Some(1), Device::Cuda(0), |a, b| (a, b) == (1, 0)).is_some()
+        );
+        assert!(known_unreachable(dev, Some(0), Device::Cpu, no_peers).is_some());
+        // Page-locked (portable, mapped) and managed memory: everyone.
+        for k in [MemoryKind::PinnedHost, MemoryKind::Managed] {
+            for launch in [Device::Cpu, Device::Cuda(0), Device::Cuda(1)] {
+                assert!(
+                    known_unreachable(cuda(k), Some(0), launch, no_peers).is_none(),
+                    "{k} on {launch}"
+                );
+            }
+        }
+    }
+
+    /// RELAXED (and STRICT, which looks at the array's device label) still
+    /// refuse ordinary host memory for a CUDA launch: 38e7deb let RELAXED
+    /// pass it, and the kernel killed the context. No driver is needed:
+    /// the refusal comes before any query.
+    #[test]
+    fn every_mode_refuses_host_memory_for_a_cuda_launch() {
+        let f32t = crate::DType::by_name("float32").unwrap();
+        let host = Array::zeros(Device::Cpu, f32t, &[8]).unwrap();
+        // The same host storage labelled as a cuda:0 array.
+        let labelled = Array::from_parts(
+            Arc::clone(host.storage()),
+            Device::Cuda(0),
+            0,
+            f32t,
+            &[8],
+            &[4],
+        )
+        .unwrap();
+        for a in [&host, &labelled] {
+            for mode in [AccessMode::Relaxed, AccessMode::Strict, AccessMode::Checked] {
+                let e = check("k", "x", a, Device::Cuda(0), mode).unwrap_err();
+                assert!(
+                    matches!(&e, Error::Access(x) if x.reason.contains("ordinary host memory")),
+                    "{mode}: {e}"
+                );
+            }
+        }
+        // On the CPU it is fine in every mode.
+        for mode in [AccessMode::Relaxed, AccessMode::Strict, AccessMode::Checked] {
+            check("k", "x", &host, Device::Cpu, mode).unwrap();
+        }
+        // An empty storage has no address to reach (the kernel gets null).
+        let empty = Array::zeros(Device::Cpu, f32t, &[0]).unwrap();
+        assert_eq!(empty.data_address(), 0);
+        check("k", "x", &empty, Device::Cuda(0), AccessMode::Relaxed).unwrap();
     }
 }

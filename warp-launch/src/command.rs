@@ -8,7 +8,7 @@ use std::fmt;
 use cuda_api::{ArgBlock, Context, LaunchConfig, Stream};
 
 use crate::bind::{self, Arg, IntoArg, IntoArgs, Site};
-use crate::device::{AccessMode, Device, IntoDevice, default_access_mode};
+use crate::device::{AccessMode, Device, IntoDevice, thread_access_mode};
 use crate::domain::{self, Plan};
 use crate::error::{Error, Result};
 use crate::kernel::Kernel;
@@ -708,7 +708,10 @@ impl<'k> LaunchBuilder<'k> {
         self
     }
 
-    /// The access mode for this launch (default: the process default).
+    /// The access mode for this launch (default: this thread's, see
+    /// [`crate::set_thread_access_mode`]). Every mode refuses memory the
+    /// launch device is known not to reach; [`AccessMode::Relaxed`] only
+    /// skips the driver query.
     pub fn access_mode(mut self, mode: AccessMode) -> Self {
         self.mode = Some(mode);
         self
@@ -771,7 +774,7 @@ impl<'k> LaunchBuilder<'k> {
                 .or(self.kernel.fixed_block_dim())
                 .unwrap_or(domain::DEFAULT_BLOCK_DIM),
             max_blocks: self.max_blocks,
-            mode: self.mode.unwrap_or_else(default_access_mode),
+            mode: self.mode.unwrap_or_else(thread_access_mode),
             cooperative: self.cooperative,
         };
         let stream = if keep_stream {

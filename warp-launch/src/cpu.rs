@@ -4,7 +4,14 @@
 //!
 //! Serial on purpose: kernels write through shared arrays without
 //! synchronisation (Warp's model); running indices on several threads
-//! would make overlapping writes data races in Rust's sense.
+//! would make overlapping writes data races in Rust's sense. For the same
+//! reason a launch holds the locks of the storages it uses while it runs
+//! (see [`crate::storage`]): a launch or copy on another thread that uses
+//! one of them waits; launches on unrelated arrays do not.
+//!
+//! A kernel body must not wait for another thread (join, channel, a mutex)
+//! that uses one of the launch's own arrays: that thread waits for the
+//! launch, and the launch for it.
 
 use std::marker::PhantomData;
 use std::ops::Add;
@@ -262,8 +269,9 @@ impl<T: Element> CpuArray<'_, T> {
     /// Writes `v` at `idx`.
     pub fn set(&self, idx: impl Index, v: T) -> Result<()> {
         let p = self.address(idx)?;
-        // SAFETY: as in `get`; CPU launches run serially, so no other
-        // thread writes the element.
+        // SAFETY: as in `get`; the launch holds the storage's lock and
+        // `CpuArray` stays on its thread, so no other thread touches the
+        // element.
         unsafe { p.write_unaligned(v) };
         Ok(())
     }
@@ -295,10 +303,19 @@ pub(crate) fn run(launch: &Launch) -> Result<()> {
     } else {
         &cpu.forward
     };
-    // One CPU launch at a time in the process (and host-memory copies
-    // wait for it): kernels write arrays through their addresses, so two
-    // launches on clones of one array on two threads would race.
-    let _serial = crate::storage::host_lock();
+    // The locks of every storage the launch uses (arrays and gradients),
+    // held while the kernel runs: kernels write arrays through their
+    // addresses, so a launch or copy on another thread using one of them
+    // waits. Launches on unrelated arrays run side by side.
+    let _locks = crate::storage::lock_storages(
+        launch
+            .args()
+            .iter()
+            .filter_map(Arg::as_array)
+            .flat_map(|a| std::iter::successors(Some(a), |a| a.grad()))
+            .map(|a| &**a.storage()),
+        "CPU launch",
+    )?;
     let plan = launch.plan();
     let nd = kernel.kernel_dim();
     let shape = &plan.bounds.shape[..nd];

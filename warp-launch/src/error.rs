@@ -109,6 +109,15 @@ pub enum Error {
     },
     /// An error from `cuda-api` (driver calls, declarations, launches).
     Cuda(cuda_api::Error),
+    /// A CPU launch or host copy that would wait forever for an array held
+    /// by another thread that waits, in turn, for an array this thread
+    /// holds (see [`crate::storage`]).
+    WouldDeadlock {
+        /// The call.
+        call: &'static str,
+        /// Which wait, and what to do.
+        message: String,
+    },
 }
 
 /// An argument that does not match its parameter ([`Error::Argument`]).
@@ -225,6 +234,9 @@ impl fmt::Display for Error {
             }
             Error::Io { path, error } => write!(f, "cannot read {}: {error}", path.display()),
             Error::Cuda(e) => write!(f, "{e}"),
+            Error::WouldDeadlock { call, message } => {
+                write!(f, "{call}: refused, it would deadlock: {message}")
+            }
         }
     }
 }

@@ -85,7 +85,7 @@ pub use array::{Array, TypedArray};
 pub use bind::{Arg, IntoArg, IntoArgs, StructValue, WarpStruct};
 pub use command::{Dim, Launch, LaunchBuilder, MaxBlocks};
 pub use cpu::{CpuArgs, CpuArray, CpuFn, Thread, cpu_fn};
-pub use device::{AccessMode, Device, IntoDevice, default_access_mode, set_default_access_mode};
+pub use device::{AccessMode, Device, IntoDevice, set_thread_access_mode, thread_access_mode};
 pub use dtype::{DType, Element, Value};
 pub use error::{AccessError, ArgumentError, Error, Result};
 pub use graph::Graph;

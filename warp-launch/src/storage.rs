@@ -1,6 +1,33 @@
 //! The memory behind arrays: a `cuda-api` allocation (device, page-locked
 //! host or managed memory) or plain host memory for the CPU device. Shared
 //! through `Arc` by every array view and recorded launch that uses it.
+//!
+//! # Storage locks
+//!
+//! Host code writes host-reachable memory (plain host, page-locked, managed)
+//! in two ways: CPU kernels through array addresses, and copies. Two writers
+//! on one storage from two threads would be a data race, so each such
+//! storage has a lock, re-entrant on the thread that holds it: a CPU launch
+//! holds the locks of every storage its arguments use (arrays and their
+//! gradients) for the whole launch; a copy, zeroing or read holds those of
+//! its source and destination. Device memory is not locked: host code never
+//! dereferences it.
+//!
+//! There is no process-wide lock: launches and copies on different storages
+//! never wait for each other. A set of locks is taken all at once (none is
+//! held while waiting for the others), so two acquisitions cannot deadlock
+//! on each other whatever the order of their arrays. A thread that already
+//! holds locks (a CPU kernel body copying an array) and must wait for more
+//! would deadlock if the holder in turn waits, through other holders, for a
+//! lock it holds: that cycle is detected and refused with
+//! [`Error::WouldDeadlock`] instead of waiting.
+//!
+//! What remains is what any lock has, and is the caller's to avoid: a CPU
+//! kernel body that waits for another thread (a join, a channel, a user
+//! mutex) which needs one of the launch's own storages waits forever, as
+//! does a thread that holds a user mutex while copying into a storage whose
+//! running CPU kernel takes that mutex. Unrelated arrays never block each
+//! other, whatever user locks are held.
 
 use std::fmt;
 use std::ptr::NonNull;
@@ -38,8 +65,9 @@ pub struct HostMemory {
     bytes: usize,
 }
 
-// SAFETY: the memory is owned; concurrent writes through addresses are the
-// same contract as device memory (kernels write disjoint elements).
+// SAFETY: the memory is owned and reached only through raw pointers, by
+// copies and CPU kernels, each holding the storage's lock (see
+// `lock_storages`), so no two threads write it at once.
 unsafe impl Send for HostMemory {}
 // SAFETY: as above.
 unsafe impl Sync for HostMemory {}
@@ -65,36 +93,201 @@ impl Drop for HostMemory {
     }
 }
 
-thread_local! {
-    /// Whether this thread holds [`HOST_LOCK`] (CPU kernels may copy arrays
-    /// while their launch holds it).
-    static HOLDS_HOST_LOCK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+/// The lock table: which thread holds which storage (and how many times),
+/// and which storages each waiting thread waits for. Only ever held for
+/// bookkeeping, never while user code runs or while waiting.
+struct LockTable {
+    /// (storage key, owner thread, depth).
+    held: Vec<(usize, u64, usize)>,
+    /// (waiting thread, the storage keys it waits for).
+    waiting: Vec<(u64, Vec<usize>)>,
 }
 
-/// Serialises CPU launches with each other and with host-side copies of
-/// plain host memory, so writes through array addresses never race.
-static HOST_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+static LOCKS: std::sync::Mutex<LockTable> = std::sync::Mutex::new(LockTable {
+    held: Vec::new(),
+    waiting: Vec::new(),
+});
+static LOCK_FREED: std::sync::Condvar = std::sync::Condvar::new();
 
-/// Held while a CPU launch runs or host memory is copied; re-entrant on the
-/// thread that holds it.
-pub(crate) struct HostLock(Option<std::sync::MutexGuard<'static, ()>>);
+/// A number for the calling thread, unique in the process.
+fn thread_token() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    thread_local! {
+        static TOKEN: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    TOKEN.with(|t| *t)
+}
 
-impl Drop for HostLock {
-    fn drop(&mut self) {
-        if self.0.take().is_some() {
-            HOLDS_HOST_LOCK.with(|h| h.set(false));
+impl LockTable {
+    fn owner(&self, key: usize) -> Option<u64> {
+        self.held.iter().find(|h| h.0 == key).map(|h| h.1)
+    }
+
+    /// Whether waiting for `keys` would close a cycle back to `me`: some
+    /// owner of a key waits, directly or through other waiters, for a key
+    /// `me` holds.
+    fn would_deadlock(&self, me: u64, keys: &[usize]) -> bool {
+        let mut todo: Vec<u64> = keys
+            .iter()
+            .filter_map(|&k| self.owner(k))
+            .filter(|&o| o != me)
+            .collect();
+        let mut seen: Vec<u64> = Vec::new();
+        while let Some(t) = todo.pop() {
+            if t == me {
+                return true;
+            }
+            if seen.contains(&t) {
+                continue;
+            }
+            seen.push(t);
+            if let Some((_, wants)) = self.waiting.iter().find(|w| w.0 == t) {
+                todo.extend(
+                    wants
+                        .iter()
+                        .filter_map(|&k| self.owner(k))
+                        .filter(|&o| o != t),
+                );
+            }
+        }
+        false
+    }
+
+    fn stop_waiting(&mut self, me: u64) {
+        self.waiting.retain(|w| w.0 != me);
+    }
+}
+
+fn lock_table() -> std::sync::MutexGuard<'static, LockTable> {
+    // Poisoning cannot leave the table half-updated: no code that can panic
+    // runs while it is held, except allocation, which aborts.
+    LOCKS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The locks of a set of storages, held until dropped (see the section
+/// comment above).
+pub(crate) struct StorageLocks {
+    keys: Keys,
+}
+
+/// Storage keys, sorted and deduplicated; up to 8 without allocating (a
+/// CPU launch takes its locks on every run).
+enum Keys {
+    Inline([usize; 8], usize),
+    Heap(Vec<usize>),
+}
+
+impl Keys {
+    fn new(it: impl Iterator<Item = usize>) -> Keys {
+        let mut keys = Keys::Inline([0; 8], 0);
+        for k in it {
+            match &mut keys {
+                Keys::Inline(buf, n) if *n < buf.len() => {
+                    buf[*n] = k;
+                    *n += 1;
+                }
+                Keys::Inline(buf, n) => {
+                    let mut v = buf[..*n].to_vec();
+                    v.push(k);
+                    keys = Keys::Heap(v);
+                }
+                Keys::Heap(v) => v.push(k),
+            }
+        }
+        match &mut keys {
+            Keys::Inline(buf, n) => {
+                let s = &mut buf[..*n];
+                s.sort_unstable();
+                let mut w = 0;
+                for r in 0..s.len() {
+                    if w == 0 || s[r] != s[w - 1] {
+                        s[w] = s[r];
+                        w += 1;
+                    }
+                }
+                *n = w;
+            }
+            Keys::Heap(v) => {
+                v.sort_unstable();
+                v.dedup();
+            }
+        }
+        keys
+    }
+
+    fn as_slice(&self) -> &[usize] {
+        match self {
+            Keys::Inline(buf, n) => &buf[..*n],
+            Keys::Heap(v) => v,
         }
     }
 }
 
-/// Takes the host lock (or nothing, if this thread holds it already).
-pub(crate) fn host_lock() -> HostLock {
-    if HOLDS_HOST_LOCK.with(|h| h.get()) {
-        return HostLock(None);
+impl Drop for StorageLocks {
+    fn drop(&mut self) {
+        if self.keys.as_slice().is_empty() {
+            return;
+        }
+        let me = thread_token();
+        let mut t = lock_table();
+        for &k in self.keys.as_slice() {
+            if let Some(i) = t.held.iter().position(|h| h.0 == k && h.1 == me) {
+                t.held[i].2 -= 1;
+                if t.held[i].2 == 0 {
+                    t.held.swap_remove(i);
+                }
+            }
+        }
+        drop(t);
+        LOCK_FREED.notify_all();
     }
-    let guard = HOST_LOCK.lock().unwrap_or_else(|p| p.into_inner());
-    HOLDS_HOST_LOCK.with(|h| h.set(true));
-    HostLock(Some(guard))
+}
+
+/// Takes the locks of the host-reachable storages among `storages` (all at
+/// once; duplicates and storages already held by this thread are fine).
+/// Waits while another thread holds one; refuses with
+/// [`Error::WouldDeadlock`] when that thread waits for one this thread holds.
+pub(crate) fn lock_storages<'a>(
+    storages: impl IntoIterator<Item = &'a Storage>,
+    call: &'static str,
+) -> Result<StorageLocks> {
+    let keys = Keys::new(
+        storages
+            .into_iter()
+            .filter(|s| s.host_reachable())
+            .map(Storage::key),
+    );
+    if keys.as_slice().is_empty() {
+        return Ok(StorageLocks { keys });
+    }
+    let me = thread_token();
+    let mut t = lock_table();
+    loop {
+        let wanted = keys.as_slice();
+        let busy = wanted.iter().any(|&k| t.owner(k).is_some_and(|o| o != me));
+        if !busy {
+            for &k in wanted {
+                match t.held.iter_mut().find(|h| h.0 == k) {
+                    Some(h) => h.2 += 1,
+                    None => t.held.push((k, me, 1)),
+                }
+            }
+            t.stop_waiting(me);
+            return Ok(StorageLocks { keys });
+        }
+        if t.would_deadlock(me, wanted) {
+            t.stop_waiting(me);
+            return Err(Error::WouldDeadlock {
+                call,
+                message: "an array it uses is held by a CPU launch or copy on another thread that waits for an array this thread holds (a CPU kernel copying into another kernel's array while that kernel copies into its own); do such copies outside the kernel bodies".into(),
+            });
+        }
+        if !t.waiting.iter().any(|w| w.0 == me) {
+            t.waiting.push((me, wanted.to_vec()));
+        }
+        t = LOCK_FREED.wait(t).unwrap_or_else(|p| p.into_inner());
+    }
 }
 
 /// An array's storage: CUDA memory or host memory, and where the driver
@@ -192,14 +385,32 @@ impl Storage {
         Ok(())
     }
 
-    /// Copies `dst.len()` bytes from `offset` into host memory (waits).
+    /// Whether host code may touch the memory (plain host, page-locked or
+    /// managed): such storages are locked while CPU kernels or copies
+    /// write them.
+    fn host_reachable(&self) -> bool {
+        !matches!(self.memory(), Memory::Cuda(MemoryKind::Device)) && self.bytes() > 0
+    }
+
+    /// The storage's identity for its lock: its address (stable while it
+    /// is borrowed; an `Arc`'s for shared storages).
+    fn key(&self) -> usize {
+        std::ptr::from_ref(self) as usize
+    }
+
+    /// Copies `dst.len()` bytes from `offset` into host memory (waits; and
+    /// waits for a CPU launch or copy on another thread that holds the
+    /// storage).
     pub fn copy_to_host(&self, offset: usize, dst: &mut [u8]) -> Result<()> {
         self.check(offset, dst.len(), "Storage::copy_to_host")?;
+        let _lock = lock_storages([self], "Storage::copy_to_host")?;
         match &self.backing {
             Backing::Cuda(a) => Ok(a.copy_to_host(offset, dst)?),
             Backing::Host(h) => {
-                let _serial = host_lock();
-                // SAFETY: the range was checked to lie inside the memory.
+                // SAFETY: the range was checked to lie inside the memory;
+                // `dst` is caller memory, which no reference into this
+                // storage can be (none is ever handed out); the lock keeps
+                // CPU kernels and other copies off these bytes.
                 unsafe {
                     std::ptr::copy_nonoverlapping(
                         h.ptr.as_ptr().cast::<u8>().add(offset),
@@ -212,16 +423,18 @@ impl Storage {
         }
     }
 
-    /// Copies `src` to `offset` (waits).
+    /// Copies `src` to `offset` (waits, as [`Storage::copy_to_host`]).
     pub fn copy_from_host(&self, offset: usize, src: &[u8]) -> Result<()> {
         self.check(offset, src.len(), "Storage::copy_from_host")?;
+        let _lock = lock_storages([self], "Storage::copy_from_host")?;
         match &self.backing {
             Backing::Cuda(a) => Ok(a.copy_from_host(offset, src)?),
             Backing::Host(h) => {
-                let _serial = host_lock();
-                // SAFETY: the range was checked to lie inside the memory.
+                // SAFETY: the range was checked to lie inside the memory;
+                // `src` is caller memory, never inside this storage; the
+                // lock keeps CPU kernels and other copies off these bytes.
                 unsafe {
-                    std::ptr::copy(
+                    std::ptr::copy_nonoverlapping(
                         src.as_ptr(),
                         h.ptr.as_ptr().cast::<u8>().add(offset),
                         src.len(),
@@ -233,7 +446,9 @@ impl Storage {
     }
 
     /// Copies `len` bytes from `src` at `src_offset` to `offset` (any pair
-    /// of memories; waits).
+    /// of memories; waits, as [`Storage::copy_to_host`]). Overlapping
+    /// ranges of one storage are copied as `memmove` does: as if through a
+    /// temporary buffer.
     pub fn copy_from(
         &self,
         offset: usize,
@@ -243,34 +458,75 @@ impl Storage {
     ) -> Result<()> {
         self.check(offset, len, "Storage::copy_from")?;
         src.check(src_offset, len, "Storage::copy_from")?;
+        if len == 0 {
+            return Ok(());
+        }
+        let _lock = lock_storages([self, src], "Storage::copy_from")?;
+        let same = std::ptr::eq(self, src);
         match (&self.backing, &src.backing) {
-            (Backing::Cuda(d), Backing::Cuda(s)) => Ok(d.copy_from(offset, s, src_offset, len)?),
-            (_, Backing::Host(h)) => {
-                let _serial = host_lock();
-                // SAFETY: the source range was checked.
-                let bytes = unsafe {
-                    std::slice::from_raw_parts(h.ptr.as_ptr().cast::<u8>().add(src_offset), len)
+            (Backing::Host(d), Backing::Host(s)) => {
+                // SAFETY: both ranges were checked to lie inside their
+                // memories; raw pointers only (no reference over either
+                // range, which may overlap when `same`), and `ptr::copy`
+                // allows overlap; the locks keep other writers off both.
+                unsafe {
+                    std::ptr::copy(
+                        s.ptr.as_ptr().cast::<u8>().add(src_offset),
+                        d.ptr.as_ptr().cast::<u8>().add(offset),
+                        len,
+                    )
                 };
-                self.copy_from_host(offset, bytes)
+                Ok(())
             }
-            (Backing::Host(h), Backing::Cuda(_)) => {
-                let _serial = host_lock();
-                // SAFETY: the destination range was checked.
+            (Backing::Cuda(d), Backing::Host(s)) => {
+                // SAFETY: the source range was checked; the destination is
+                // CUDA memory, a different allocation, so nothing writes
+                // these bytes while the shared slice lives (the lock keeps
+                // CPU kernels and copies off them).
                 let bytes = unsafe {
-                    std::slice::from_raw_parts_mut(h.ptr.as_ptr().cast::<u8>().add(offset), len)
+                    std::slice::from_raw_parts(s.ptr.as_ptr().cast::<u8>().add(src_offset), len)
                 };
-                src.copy_to_host(src_offset, bytes)
+                Ok(d.copy_from_host(offset, bytes)?)
+            }
+            (Backing::Host(d), Backing::Cuda(s)) => {
+                // SAFETY: the destination range was checked; the source is
+                // CUDA memory, a different allocation, so this is the only
+                // access to these bytes while the slice lives (the lock
+                // keeps CPU kernels and copies off them).
+                let bytes = unsafe {
+                    std::slice::from_raw_parts_mut(d.ptr.as_ptr().cast::<u8>().add(offset), len)
+                };
+                Ok(s.copy_to_host(src_offset, bytes)?)
+            }
+            (Backing::Cuda(d), Backing::Cuda(s)) => {
+                let overlap = same && offset < src_offset + len && src_offset < offset + len;
+                if !overlap {
+                    return Ok(d.copy_from(offset, s, src_offset, len)?);
+                }
+                // The driver's copies do not promise memmove semantics:
+                // go through host memory.
+                let mut tmp = Vec::new();
+                tmp.try_reserve_exact(len).map_err(|_| Error::Shape {
+                    call: "Storage::copy_from",
+                    message: format!(
+                        "overlapping ranges of one CUDA allocation are copied through a host buffer of {len} B, which cannot be allocated; copy through a separate array"
+                    ),
+                })?;
+                tmp.resize(len, 0u8);
+                s.copy_to_host(src_offset, &mut tmp)?;
+                Ok(d.copy_from_host(offset, &tmp)?)
             }
         }
     }
 
-    /// Sets every byte to zero (waits).
+    /// Sets every byte to zero (waits, as [`Storage::copy_to_host`]).
     pub fn zero(&self) -> Result<()> {
+        let _lock = lock_storages([self], "Storage::zero")?;
         match &self.backing {
             Backing::Cuda(a) => Ok(a.fill_bytes(0)?),
             Backing::Host(h) => {
-                let _serial = host_lock();
-                // SAFETY: the whole allocation is written.
+                // SAFETY: the whole allocation is written, through its
+                // pointer; the lock keeps CPU kernels and copies off it.
                 unsafe { std::ptr::write_bytes(h.ptr.as_ptr(), 0, h.words) };
                 Ok(())
             }

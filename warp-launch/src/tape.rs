@@ -3,7 +3,8 @@
 //! arrays' gradients) by [`Tape::backward`]; and a finite-difference
 //! gradient check.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use std::marker::PhantomData;
 
 use crate::array::Array;
 use crate::bind::Arg;
@@ -13,15 +14,18 @@ use crate::error::{Error, Result};
 use crate::kernel::ParamKind;
 
 thread_local! {
-    /// Launches recorded by the innermost recording tape of this thread.
-    static RECORDING: RefCell<Vec<Vec<Launch>>> = const { RefCell::new(Vec::new()) };
+    /// The recordings in progress on this thread, innermost last: each
+    /// guard's id and the launches recorded for it.
+    static RECORDING: RefCell<Vec<(u64, Vec<Launch>)>> = const { RefCell::new(Vec::new()) };
+    /// The next guard id on this thread.
+    static NEXT_ID: Cell<u64> = const { Cell::new(0) };
 }
 
-/// Called by immediate launches: the innermost recording tape of this
-/// thread keeps the launch.
+/// Called by immediate launches: the innermost recording of this thread
+/// (the most recent guard still alive) keeps the launch.
 pub(crate) fn record(launch: Launch) {
     RECORDING.with(|r| {
-        if let Some(top) = r.borrow_mut().last_mut() {
+        if let Some((_, top)) = r.borrow_mut().last_mut() {
             top.push(launch);
         }
     });
@@ -38,17 +42,43 @@ pub struct Tape {
     launches: Vec<Launch>,
 }
 
-/// Recording in progress: launches made on this thread while it lives are
-/// added to the tape when it is dropped.
+/// Recording in progress: launches made on this thread while it is the
+/// innermost live guard are added to its tape when it is dropped.
+///
+/// Each guard has an id and removes its own entry when dropped, so guards
+/// may be dropped in any order: a launch goes to the most recent guard
+/// still alive. The guard stays on the thread that made it (it is neither
+/// `Send` nor `Sync`): recording is per thread. Forgetting a guard
+/// (`std::mem::forget`) leaks its recording, and later launches on the
+/// thread go to it while it is the innermost.
 #[must_use = "recording stops when this guard is dropped"]
 pub struct Recording<'t> {
     tape: &'t mut Tape,
+    id: u64,
+    /// Not `Send` or `Sync`: the entry lives in this thread's state.
+    _thread: PhantomData<*const ()>,
+}
+
+impl Recording<'_> {
+    /// The guard's id, unique among this thread's guards.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
 }
 
 impl Drop for Recording<'_> {
     fn drop(&mut self) {
-        let recorded = RECORDING.with(|r| r.borrow_mut().pop()).unwrap_or_default();
-        self.tape.launches.extend(recorded);
+        // `try_with`: a guard dropped while the thread's state is torn
+        // down has nothing left to collect.
+        let recorded = RECORDING
+            .try_with(|r| {
+                let mut r = r.borrow_mut();
+                let at = r.iter().rposition(|(id, _)| *id == self.id);
+                at.map(|i| r.remove(i).1)
+            })
+            .ok()
+            .flatten();
+        self.tape.launches.extend(recorded.unwrap_or_default());
     }
 }
 
@@ -60,8 +90,17 @@ impl Tape {
 
     /// Starts recording on this thread until the guard is dropped.
     pub fn recording(&mut self) -> Recording<'_> {
-        RECORDING.with(|r| r.borrow_mut().push(Vec::new()));
-        Recording { tape: self }
+        let id = NEXT_ID.with(|n| {
+            let id = n.get();
+            n.set(id.wrapping_add(1));
+            id
+        });
+        RECORDING.with(|r| r.borrow_mut().push((id, Vec::new())));
+        Recording {
+            tape: self,
+            id,
+            _thread: PhantomData,
+        }
     }
 
     /// Records the launches `f` makes on this thread.
