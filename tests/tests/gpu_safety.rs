@@ -175,10 +175,13 @@ fn a_context_popped_behind_cuda_apis_back_is_bound_again() {
 #[ignore = "needs a CUDA GPU"]
 fn a_library_kernel_survives_its_primary_context_being_released_and_retained() {
     let lib = Library::from_image(ptx().as_bytes()).unwrap();
+    // The driver answers a CUkernel's parameter query only with a context current.
+    let declaring = primary();
     // SAFETY: add_one(int *data, unsigned n) touches data[i] for i < n.
     let k = unsafe { lib.kernel::<(DevicePtr<i32>, u32)>("add_one").unwrap() }
         .bound(0, Extent::Param(1))
         .unwrap();
+    drop(declaring); // the last retain of the primary context goes
     for round in 0..2 {
         let ctx = primary();
         let stream = Stream::new(&ctx).unwrap();
@@ -220,6 +223,7 @@ fn many_threads_launch_in_their_own_contexts_and_streams() {
     let dev = Device::get(0).unwrap();
     let image = ptx();
     let lib = Library::from_image(image.as_bytes()).unwrap();
+    let _declaring = Context::primary(&dev).unwrap();
     // SAFETY: add_one(int *data, unsigned n) touches data[i] for i < n.
     let shared = unsafe { lib.kernel::<(DevicePtr<i32>, u32)>("add_one").unwrap() }
         .bound(0, Extent::Param(1))
