@@ -10,8 +10,8 @@ use cuda_api::{ArgBlock, LaunchConfig, Stream};
 use crate::bind::{self, Arg, IntoArg, IntoArgs, Site};
 use crate::device::{AccessMode, Device, IntoDevice, default_access_mode};
 use crate::domain::{self, Plan};
-use crate::error::{Error, Result};
-use crate::kernel::Kernel;
+use crate::error::{BoundsError, Error, Result, UnprovenError};
+use crate::kernel::{AxisIndex, Kernel, Rules};
 use crate::tape;
 
 /// Dynamic shared memory a kernel may use without opting in (48 KiB).
@@ -52,6 +52,9 @@ pub(crate) struct Options {
     pub max_blocks: MaxBlocks,
     pub mode: AccessMode,
     pub cooperative: bool,
+    /// Built through `unsafe` [`LaunchBuilder::unchecked`]: the kernel's
+    /// access rules are not checked.
+    pub unchecked: bool,
 }
 
 /// A checked, reusable launch of one kernel (Warp's `Launch`, from
@@ -67,6 +70,9 @@ pub struct Launch {
     args: std::mem::ManuallyDrop<Vec<Arg>>,
     block: Option<Box<ArgBlock<'static>>>,
     stream: Option<Stream>,
+    /// Inside [`Launch::edit_unchecked`]: setters of an unchecked launch
+    /// are allowed.
+    editing: bool,
 }
 
 impl fmt::Debug for Launch {
@@ -117,6 +123,113 @@ fn write_arg(
         bound.with_bytes(|b| unsafe { block.set_bytes(index + 1, b) })?;
     }
     Ok(())
+}
+
+/// Checks the kernel's array access rules for a launch with `plan` and the
+/// arguments `arg(i)` (forward parameters, then adjoints), refusing a
+/// launch that could leave an array. `only`: check just the rules of that
+/// argument. Nothing is checked for unchecked launches, CPU launches (their
+/// implementation is safe Rust) and launches of size 0.
+pub(crate) fn check_accesses<'a>(
+    kernel: &Kernel,
+    opts: &Options,
+    dim: &[i64],
+    plan: &Plan,
+    arg: impl Fn(usize) -> Option<&'a Arg>,
+    only: Option<usize>,
+) -> Result<()> {
+    if opts.unchecked || opts.device == Device::Cpu || plan.size == 0 {
+        return Ok(());
+    }
+    let rules = match &kernel.inner.rules[usize::from(opts.adjoint)] {
+        Rules::Checked(rules) => rules,
+        Rules::Unproven(u) => {
+            return Err(Error::Unproven(Box::new(UnprovenError {
+                kernel: kernel.name().to_string(),
+                adjoint: opts.adjoint,
+                unproven: u.clone(),
+            })));
+        }
+    };
+    let n = kernel.params().len();
+    for r in rules {
+        let slot = match (r.adjoint, opts.adjoint) {
+            (false, _) => r.index,
+            (true, true) => n + r.index,
+            (true, false) => continue,
+        };
+        if only.is_some_and(|o| o != slot) {
+            continue;
+        }
+        let shape: &[usize] = match arg(slot) {
+            Some(Arg::Array(a)) => a.shape(),
+            Some(Arg::Null) if r.null_ok => continue,
+            Some(Arg::Null) => &[],
+            // Not an array: the argument check reports it.
+            _ => continue,
+        };
+        let refuse = |axis: usize, index: Option<AxisIndex>, needed: u64| {
+            let param = match kernel.param_at(slot) {
+                Some((name, _)) => name.into_owned(),
+                None => String::new(),
+            };
+            Err(Error::OutOfBounds(Box::new(BoundsError {
+                kernel: kernel.name().to_string(),
+                param,
+                axis,
+                index,
+                dim: dim.to_vec(),
+                needed,
+                shape: shape.to_vec(),
+                line: r.line,
+            })))
+        };
+        for axis in 0..r.indices.len().max(shape.len()) {
+            let extent = shape.get(axis).map_or(0, |&e| e as u64);
+            let Some(&index) = r.indices.get(axis) else {
+                if extent == 0 {
+                    return refuse(axis, None, 1);
+                }
+                continue;
+            };
+            let (ok, needed) = match index {
+                AxisIndex::Thread(k) => {
+                    let runs = plan.bounds.shape.get(k).map_or(u64::MAX, |&e| u64::from(e));
+                    (runs <= extent, runs)
+                }
+                AxisIndex::WorkItem => {
+                    let runs = plan.size as u64;
+                    (runs <= extent, runs)
+                }
+                AxisIndex::Block => {
+                    let runs = plan.blocks();
+                    (runs <= extent, runs)
+                }
+                AxisIndex::Constant(c) => {
+                    // c in [-extent, extent): c + 1 elements, or |c| from the end.
+                    let needed = if c >= 0 {
+                        c.unsigned_abs().saturating_add(1)
+                    } else {
+                        c.unsigned_abs()
+                    };
+                    (needed <= extent, needed)
+                }
+            };
+            if !ok {
+                return refuse(axis, Some(index), needed);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn unchecked_setter(kernel: &Kernel, setter: &str) -> Error {
+    Error::Unsupported {
+        kernel: kernel.name().to_string(),
+        message: format!(
+            "Launch::{setter}: this launch was built with the unsafe LaunchBuilder::unchecked, so a safe setter cannot keep its promise; change it inside `unsafe {{ launch.edit_unchecked(|l| ...) }}`, or record a new launch"
+        ),
+    }
 }
 
 impl Launch {
@@ -191,6 +304,7 @@ impl Launch {
             }
         };
         let plan = Self::plan_for(kernel, dim, &opts)?;
+        check_accesses(kernel, &opts, dim, &plan, |i| args.get(i), None)?;
         let mut launch = Launch {
             kernel: kernel.clone(),
             cfg: Self::config(kernel, &plan, &opts),
@@ -200,6 +314,7 @@ impl Launch {
             args: std::mem::ManuallyDrop::new(args),
             block,
             stream,
+            editing: false,
         };
         launch.write_bounds()?;
         for (i, a) in launch.args.iter().enumerate() {
@@ -328,9 +443,21 @@ impl Launch {
         &self.args
     }
 
-    /// Sets the domain (checked as a fresh launch).
+    /// Sets the domain (checked as a fresh launch, the kernel's array
+    /// access rules included).
     pub fn set_dim(&mut self, dim: &[i64]) -> Result<&mut Self> {
+        if self.opts.unchecked && !self.editing {
+            return Err(unchecked_setter(&self.kernel, "set_dim"));
+        }
         let plan = Self::plan_for(&self.kernel, dim, &self.opts)?;
+        check_accesses(
+            &self.kernel,
+            &self.opts,
+            dim,
+            &plan,
+            |i| self.args.get(i),
+            None,
+        )?;
         self.cfg = Self::config(&self.kernel, &plan, &self.opts);
         self.plan = plan;
         self.dim = Dim::from(dim);
@@ -345,7 +472,18 @@ impl Launch {
         if index >= self.args.len() {
             return Err(self.kernel.no_such_param(format!("index {index}")));
         }
+        if self.opts.unchecked && !self.editing {
+            return Err(unchecked_setter(&self.kernel, "set_param_at_index"));
+        }
         let arg = value.into_arg();
+        check_accesses(
+            &self.kernel,
+            &self.opts,
+            self.dim.as_slice(),
+            &self.plan,
+            |i| if i == index { Some(&arg) } else { self.args.get(i) },
+            Some(index),
+        )?;
         self.write_arg(index, &arg)?;
         self.args[index] = arg;
         Ok(self)
@@ -360,6 +498,9 @@ impl Launch {
 
     /// Sets every parameter from `values` (as many as the launch takes).
     pub fn set_params(&mut self, values: impl IntoArgs) -> Result<&mut Self> {
+        if self.opts.unchecked && !self.editing {
+            return Err(unchecked_setter(&self.kernel, "set_params"));
+        }
         let mut args = Vec::with_capacity(self.args.len());
         values.push_into(&mut args);
         if args.len() != self.args.len() {
@@ -372,6 +513,14 @@ impl Launch {
                 given: args.len(),
             });
         }
+        check_accesses(
+            &self.kernel,
+            &self.opts,
+            self.dim.as_slice(),
+            &self.plan,
+            |i| args.get(i),
+            None,
+        )?;
         for (i, a) in args.into_iter().enumerate() {
             self.write_arg(i, &a)?;
             self.args[i] = a;
@@ -482,6 +631,7 @@ pub struct LaunchBuilder<'k> {
     max_blocks: MaxBlocks,
     mode: Option<AccessMode>,
     cooperative: bool,
+    unchecked: bool,
     bad_device: Option<Error>,
 }
 
@@ -504,6 +654,7 @@ impl Kernel {
             max_blocks: MaxBlocks::Unlimited,
             mode: None,
             cooperative: false,
+            unchecked: false,
             bad_device: None,
         }
     }
@@ -685,6 +836,34 @@ impl<'k> LaunchBuilder<'k> {
         self
     }
 
+    /// Skips the kernel's array access rules for this launch: the launch no
+    /// longer refuses a domain larger than the arrays the kernel indexes
+    /// with it, nor a kernel whose accesses no launch can check (an index
+    /// read from data, arithmetic on indices, loops, views, arrays passed to
+    /// functions; see [`Error::Unproven`]). Everything else is still checked
+    /// (argument kinds, dtypes, dimensions, devices, grid and block).
+    ///
+    /// # Safety
+    ///
+    /// The caller promises that the kernel, run over this launch's domain
+    /// with these arguments, reads and writes only elements inside the
+    /// arrays it is given (for every thread the grid runs, whatever the
+    /// block size), and no other memory. The promise covers every later run
+    /// of the launch: its replays ([`Launch::launch`], [`Launch::run`],
+    /// graphs captured from it), and, when a recording tape records it, the
+    /// backward kernel that [`crate::Tape::backward`] runs with the same
+    /// domain, the same arguments and their gradients (a null array for an
+    /// array without one). A [`Launch`] built this way refuses its safe
+    /// setters; change it with [`Launch::edit_unchecked`].
+    ///
+    /// A module compiled with Warp's bounds checks (`wp.config.mode =
+    /// "debug"`) turns a broken promise into a device assert, which ends
+    /// the CUDA context (a sticky error), rather than silent corruption.
+    pub unsafe fn unchecked(mut self) -> Self {
+        self.unchecked = true;
+        self
+    }
+
     /// The launch; it keeps a handle to the stream when `keep_stream` (a
     /// recorded launch runs later on it).
     fn into_launch(self, keep_stream: bool) -> Result<(Launch, bool)> {
@@ -736,6 +915,7 @@ impl<'k> LaunchBuilder<'k> {
             max_blocks: self.max_blocks,
             mode: self.mode.unwrap_or_else(default_access_mode),
             cooperative: self.cooperative,
+            unchecked: self.unchecked,
         };
         let stream = if keep_stream {
             self.stream.cloned()
@@ -772,6 +952,34 @@ impl<'k> LaunchBuilder<'k> {
 }
 
 impl Launch {
+    /// Changes a launch built with the `unsafe`
+    /// [`LaunchBuilder::unchecked`]: inside `change`, its setters work as
+    /// on any launch but skip the kernel's access rules.
+    ///
+    /// # Safety
+    ///
+    /// The launch after `change` must meet the contract of
+    /// [`LaunchBuilder::unchecked`] (the kernel stays inside its arrays over
+    /// the new domain with the new arguments, in every later run).
+    pub unsafe fn edit_unchecked(
+        &mut self,
+        change: impl FnOnce(&mut Launch) -> Result<()>,
+    ) -> Result<()> {
+        self.editing = true;
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| change(&mut *self)));
+        self.editing = false;
+        match result {
+            Ok(r) => r,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+
+    /// Whether the launch was built with the `unsafe`
+    /// [`LaunchBuilder::unchecked`] (its access rules are not checked).
+    pub fn is_unchecked(&self) -> bool {
+        self.opts.unchecked
+    }
+
     /// A copy of this launch (its argument block rebuilt and re-checked).
     pub fn try_clone(&self) -> Result<Launch> {
         let mut l = Launch::build(

@@ -87,8 +87,11 @@ pub use command::{Dim, Launch, LaunchBuilder, MaxBlocks};
 pub use cpu::{CpuArgs, CpuArray, CpuFn, Thread, cpu_fn};
 pub use device::{AccessMode, Device, IntoDevice, default_access_mode, set_default_access_mode};
 pub use dtype::{DType, Element, Value};
-pub use error::{AccessError, ArgumentError, Error, Result};
+pub use error::{AccessError, ArgumentError, BoundsError, Error, Result, UnprovenError};
 pub use graph::Graph;
-pub use kernel::{Kernel, KernelParam, KernelSpec, ParamKind, StructType};
+pub use kernel::{
+    Accesses, ArrayAccess, AxisIndex, Kernel, KernelParam, KernelSpec, ParamKind, StructType,
+    Unproven,
+};
 pub use storage::Memory;
 pub use tape::{GradientCheck, Tape, check_gradients};
