@@ -754,4 +754,155 @@ mod tests {
         let e = spec_of(&src.kernels[0], None, &ModuleContext::new(text, &src), "x.cu").unwrap_err();
         insta::assert_snapshot!("unknown_type", e.to_string());
     }
+
+    use crate::source::tests::{is_child, run_in_child, timed};
+    use std::time::Duration;
+
+    /// The fixture's header and its `Params` struct: what a Warp 1.19.0
+    /// source starts with.
+    fn header() -> &'static str {
+        &CU[..CU.find("extern \"C\" __global__").unwrap()]
+    }
+
+    /// A module whose kernel takes a struct nested `depth` deep, each level
+    /// holding two of the level below (2^depth paths to the leaf).
+    fn struct_nest(depth: usize) -> String {
+        let mut text = header().to_string();
+        text.push_str("struct S0_00000000\n{\n    wp::float32 a;\n    wp::float32 b;\n};\n");
+        for d in 1..depth {
+            text.push_str(&format!(
+                "struct S{d}_00000000\n{{\n    S{p}_00000000 a;\n    S{p}_00000000 b;\n}};\n",
+                p = d - 1
+            ));
+        }
+        text.push_str(&format!(
+            "extern \"C\" __global__ void nest_cuda_kernel_forward(\n    wp::launch_bounds_t<1> dim,\n    S{}_00000000 var_p,\n    wp::array_t<wp::float32> var_x)\n{{\n}}\n",
+            depth - 1
+        ));
+        text
+    }
+
+    #[test]
+    fn big_modules_child() {
+        if !is_child() {
+            return;
+        }
+        let nest = struct_nest(17);
+        let d = timed("depth-17 struct nest (16 below the parameter)", || {
+            declarations(&nest, "n.cu", "{}", "n.meta").unwrap()
+        });
+        let ParamKind::Struct(st) = &d[0].spec.params()[0].kind else {
+            panic!("a struct parameter");
+        };
+        // 2 floats at the bottom, doubled 16 times.
+        assert_eq!(st.size, 8 << 16);
+        let e = declarations(&struct_nest(18), "n.cu", "{}", "n.meta").unwrap_err();
+        assert!(e.to_string().contains("nests too deeply"), "{e}");
+
+        let start = CU.find("extern \"C\" __global__ void saxpy_cuda_kernel_forward").unwrap();
+        let end = CU.find("extern \"C\" __global__ void add2d_cuda_kernel_forward").unwrap();
+        let saxpy = &CU[start..end];
+        let mut text = CU[..start].to_string();
+        let mut meta = String::from("{");
+        let mut i = 0;
+        while text.len() < 1 << 20 {
+            text.push_str(&saxpy.replace("saxpy", &format!("saxpy{i}")));
+            meta.push_str(&format!(
+                "\"saxpy{i}_cuda_kernel_backward_smem_bytes\": 0, \"saxpy{i}_cuda_kernel_forward_smem_bytes\": 0, "
+            ));
+            i += 1;
+        }
+        meta.push_str("\"x_smem_bytes\": 0}");
+        let d = timed("1 MB of kernels", || {
+            declarations(&text, "big.cu", &meta, "big.meta").unwrap()
+        });
+        // The 8 kernels before saxpy in the fixture, then the copies.
+        assert_eq!(d.len(), i + 8);
+        assert!(d.iter().filter(|d| d.key.starts_with("saxpy")).all(|d| d.backward.is_some()
+            && matches!(d.spec.accesses(false), Accesses::Checked(l) if l.len() == 2)));
+    }
+
+    #[test]
+    fn nested_structs_and_one_megabyte_modules_declare_in_under_a_second() {
+        run_in_child("aot::tests::big_modules_child", Duration::from_secs(60));
+    }
+
+    #[test]
+    fn access_rules_reach_the_declarations() {
+        let text = include_str!("../tests/fixtures/wp_access.cu");
+        let meta = include_str!("../tests/fixtures/wp_access.meta");
+        let d = declarations(text, "wp_access.cu", meta, "wp_access.meta").unwrap();
+        let get = |k: &str| &d.iter().find(|d| d.key == k).unwrap().spec;
+        assert!(matches!(get("fill").accesses(false), Accesses::Checked(l) if l.len() == 1));
+        assert!(matches!(get("fill").accesses(true), Accesses::Checked(l) if l.len() == 2));
+        for k in ["gather", "shifted", "row_sum", "call_func", "row_view"] {
+            assert!(matches!(get(k).accesses(false), Accesses::Unproven(_)), "{k}");
+        }
+        // A struct holding an array: refused at the parameter.
+        let Accesses::Unproven(u) = get("through_struct").accesses(false) else {
+            panic!("through_struct is unproven");
+        };
+        assert_eq!(u.param, "h");
+        assert!(u.reason.contains("holding an array"), "{}", u.reason);
+        // Every kernel of kernels.py is checkable.
+        for d in declarations(CU, "wp_kernels.cu", META, "wp_kernels.meta").unwrap() {
+            assert!(matches!(d.spec.accesses(false), Accesses::Checked(_)), "{}", d.key);
+            assert!(matches!(d.spec.accesses(true), Accesses::Checked(_)), "{}", d.key);
+        }
+        // A module that builds arrays from raw addresses: every kernel.
+        let raw = CU.replacen(
+            "var_0 = builtin_tid1d();",
+            "var_0 = builtin_tid1d(); var_9 = wp::array_t<wp::float32>(var_p, var_n);",
+            1,
+        );
+        for d in declarations(&raw, "raw.cu", META, "wp_kernels.meta").unwrap() {
+            assert!(matches!(d.spec.accesses(false), Accesses::Unproven(_)), "{}", d.key);
+        }
+    }
+
+    #[test]
+    fn modules_of_other_warp_versions_are_refused() {
+        assert!(check_warp_version(CU, "wp_kernels.cu").is_ok());
+        // Without the bfloat16 define, and with another block size.
+        let plain = CU
+            .strip_prefix("#define WP_NO_BFLOAT16\n")
+            .unwrap()
+            .replace("WP_TILE_BLOCK_DIM 256", "WP_TILE_BLOCK_DIM 64");
+        assert!(check_warp_version(&plain, "x.cu").is_ok());
+        // Warp before 1.19.0 had no WP_ENABLE_SMEM_SPILLING block.
+        let older = CU.replace(
+            "// Allow PTXAS to spill registers into shared memory.",
+            "// (an older header)",
+        );
+        let e = check_warp_version(&older, "old.cu").unwrap_err().to_string();
+        assert!(e.starts_with("old.cu:37: not written by Warp 1.19.0"), "{e}");
+        assert!(e.contains("is `// (an older header) CUDA Toolkit 13.0`"), "{e}");
+        assert!(e.contains("warp-lang==1.19.0"), "{e}");
+        let e = check_warp_version("extern \"C\" __global__ void k() {}", "bare.cu").unwrap_err();
+        assert!(e.to_string().contains("not written by Warp 1.19.0"), "{e}");
+        // .meta keys Warp 1.19.0 does not write; a version key, if present.
+        let meta = |t: &str| source::parse_meta(t, "m.meta").unwrap();
+        assert!(check_meta_version(&meta(META), "m.meta").is_ok());
+        assert!(check_meta_version(&meta("{\"warp_version\": \"1.19.0\"}"), "m.meta").is_ok());
+        let e = check_meta_version(&meta("{\"warp_version\": \"1.20.0\"}"), "m.meta").unwrap_err();
+        assert!(
+            e.to_string().contains("Warp 1.20.0") && e.to_string().contains("Warp 1.19.0"),
+            "{e}"
+        );
+        let e = check_meta_version(&meta("{\"k_block_dim\": 256}"), "m.meta").unwrap_err();
+        assert!(e.to_string().contains("\"k_block_dim\""), "{e}");
+    }
+
+    #[test]
+    fn load_refuses_another_warp_version_before_the_image() {
+        let dir = std::env::temp_dir().join(format!("wl-version-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let older = CU.replace("// Allow PTXAS to spill", "// Let PTXAS spill");
+        std::fs::write(dir.join("wp_m.cu"), older).unwrap();
+        std::fs::write(dir.join("wp_m.meta"), META).unwrap();
+        // No image: the version check must come first.
+        let e = AotModule::load(&dir).unwrap_err().to_string();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(e.contains("not written by Warp 1.19.0"), "{e}");
+    }
 }

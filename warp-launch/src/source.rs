@@ -1161,13 +1161,14 @@ fn analyse_body(
                 .map(|v| AxisIndex::Constant(-v))
                 .map_err(|_| format!("the index -{} is not a decimal integer", n.text)),
             [w] if w.kind == TokKind::Word => {
-                if written.contains(w.text) {
+                let fact = facts.get(w.text);
+                if fact.is_some() && written.contains(w.text) {
                     return Err(format!(
-                        "the index `{}` is assigned in the kernel (a loop variable or a changed value)",
+                        "the index `{}` is assigned again in the kernel (a loop variable or a changed value)",
                         w.text
                     ));
                 }
-                match facts.get(w.text) {
+                match fact {
                     Some(Fact::Tid(k)) if *k < kernel_dim => Ok(AxisIndex::Thread(*k)),
                     Some(Fact::Tid(k)) => Err(format!(
                         "the index `{}` is thread coordinate {k} of a kernel with {kernel_dim}",
@@ -1732,8 +1733,64 @@ impl JsonParser<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use std::time::{Duration, Instant};
+
+    /// Set in a child test process started by [`run_in_child`].
+    pub(crate) const CHILD_ENV: &str = "WARP_LAUNCH_TEST_CHILD";
+
+    /// Whether this process is a child started by [`run_in_child`].
+    pub(crate) fn is_child() -> bool {
+        std::env::var_os(CHILD_ENV).is_some()
+    }
+
+    /// Runs test `name` of this test binary in a child process and fails
+    /// if it fails or runs longer than `limit` (then it is killed): a
+    /// regression to super-linear time fails instead of hanging the run.
+    pub(crate) fn run_in_child(name: &str, limit: Duration) {
+        let exe = std::env::current_exe().unwrap();
+        let mut child = std::process::Command::new(exe)
+            .args([name, "--exact", "--nocapture", "--test-threads=1"])
+            .env(CHILD_ENV, "1")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                let out = child.wait_with_output().unwrap();
+                let text = format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                assert!(status.success(), "child test {name} failed:\n{text}");
+                assert!(
+                    text.contains("1 passed"),
+                    "child test {name} did not run:\n{text}"
+                );
+                return;
+            }
+            if start.elapsed() > limit {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("child test {name} ran longer than {limit:?}: super-linear time?");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Parses `text` and fails if it takes a second or more.
+    pub(crate) fn timed<T>(what: &str, f: impl FnOnce() -> T) -> T {
+        let start = Instant::now();
+        let out = f();
+        let took = start.elapsed();
+        println!("{what}: {took:?}");
+        assert!(took < Duration::from_secs(1), "{what} took {took:?}");
+        out
+    }
 
     const FIXTURE_CU: &str = include_str!("../tests/fixtures/wp_kernels.cu");
     const FIXTURE_META: &str = include_str!("../tests/fixtures/wp_kernels.meta");
@@ -2107,5 +2164,276 @@ extern "C" __device__ int helper(int x) { return x; }
         let deep = format!("{{\"a\": {}{}}}", "[".repeat(100), "]".repeat(100));
         let e = parse_meta(&deep, "m.meta").unwrap_err();
         assert!(e.message().contains("nested deeper"), "{e}");
+    }
+
+    const ACCESS_CU: &str = include_str!("../tests/fixtures/wp_access.cu");
+
+    fn accesses<'s>(src: &'s Source, name: &str) -> &'s Accesses {
+        &src.kernel(name).unwrap().accesses
+    }
+
+    fn checked(a: &Accesses) -> Vec<(&str, bool, &[AxisIndex], bool)> {
+        let Accesses::Checked(list) = a else {
+            panic!("expected checked accesses, got {a:?}");
+        };
+        list.iter()
+            .map(|a| (a.param.as_str(), a.adjoint, a.indices.as_slice(), a.null_ok))
+            .collect()
+    }
+
+    use AxisIndex::{Constant as C, Thread as T};
+
+    #[test]
+    fn every_kernel_of_kernels_py_has_checkable_accesses() {
+        let src = parse_cu(FIXTURE_CU, CU).unwrap();
+        assert_eq!(src.raw_addresses, None);
+        for k in &src.kernels {
+            assert!(
+                matches!(k.accesses, Accesses::Checked(ref l) if !l.is_empty()),
+                "{}: {:?}",
+                k.name,
+                k.accesses
+            );
+        }
+        let f = |n: &str| checked(accesses(&src, n));
+        assert_eq!(
+            f("saxpy_cuda_kernel_forward"),
+            [("x", false, &[T(0)][..], false), ("y", false, &[T(0)][..], false)]
+        );
+        assert_eq!(
+            f("add2d_cuda_kernel_forward"),
+            [
+                ("a", false, &[T(0), T(1)][..], false),
+                ("b", false, &[T(0), T(1)][..], false),
+                ("out", false, &[T(0), T(1)][..], false)
+            ]
+        );
+        // index4d reads out.shape: harmless.
+        assert_eq!(
+            f("index4d_cuda_kernel_forward"),
+            [("out", false, &[T(0), T(1), T(2), T(3)][..], false)]
+        );
+        // atomic_add(loss, 0, ...): a constant index.
+        assert_eq!(
+            f("chain_loss_cuda_kernel_forward"),
+            [("y", false, &[T(0)][..], false), ("loss", false, &[C(0)][..], false)]
+        );
+        assert_eq!(
+            f("count_visits_cuda_kernel_forward"),
+            [("count", false, &[T(0)][..], false)]
+        );
+        // The struct parameter is not an array; its x and out are.
+        assert_eq!(
+            f("use_struct_cuda_kernel_forward"),
+            [("x", false, &[T(0)][..], false), ("out", false, &[T(0)][..], false)]
+        );
+        assert_eq!(
+            f("lean_fill_cuda_kernel_forward"),
+            [("out", false, &[T(0), T(1)][..], false)]
+        );
+        // Backward: the adjoint forms reach the primal (its grad) and the
+        // adjoint array, both guarded by a null test; the replayed forward
+        // reads are not guarded.
+        assert_eq!(
+            f("count_visits_cuda_kernel_backward"),
+            [
+                ("count", false, &[T(0)][..], true),
+                ("count", true, &[T(0)][..], true)
+            ]
+        );
+        assert_eq!(
+            f("chain_loss_cuda_kernel_backward"),
+            [
+                ("y", false, &[T(0)][..], false),
+                ("loss", false, &[C(0)][..], true),
+                ("loss", true, &[C(0)][..], true),
+                ("y", false, &[T(0)][..], true),
+                ("y", true, &[T(0)][..], true)
+            ]
+        );
+        let Accesses::Checked(l) = accesses(&src, "saxpy_cuda_kernel_forward") else {
+            unreachable!()
+        };
+        assert_eq!((l[0].line, l[1].line), (1027, 1030));
+    }
+
+    #[test]
+    fn access_fixture_checkable_kernels() {
+        let src = parse_cu(ACCESS_CU, "wp_access.cu").unwrap();
+        let f = |n: &str| checked(accesses(&src, n));
+        assert_eq!(f("fill_cuda_kernel_forward"), [("x", false, &[T(0)][..], false)]);
+        // x[0], x[-1] and x.shape[0].
+        assert_eq!(
+            f("ends_cuda_kernel_forward"),
+            [
+                ("x", false, &[C(0)][..], false),
+                ("x", false, &[C(-1)][..], false),
+                ("out", false, &[T(0)][..], false)
+            ]
+        );
+        // out[j, i]: the second coordinate indexes axis 0.
+        assert_eq!(
+            f("transpose_cuda_kernel_forward"),
+            [
+                ("a", false, &[T(0), T(1)][..], false),
+                ("out", false, &[T(1), T(0)][..], false)
+            ]
+        );
+        assert_eq!(f("guarded_cuda_kernel_forward"), [("x", false, &[T(0)][..], false)]);
+    }
+
+    #[test]
+    fn access_fixture_unproven_kernels_name_parameter_and_line() {
+        let src = parse_cu(ACCESS_CU, "wp_access.cu").unwrap();
+        for (kernel, param, line, says) in [
+            ("gather", "x", 192, "`var_2` is computed"),
+            ("shifted", "x", 595, "`var_2` is computed"),
+            ("row_sum", "a", 706, "`var_8` is computed"),
+            ("call_func", "x", 1028, "first_0(var_x)"),
+            ("row_view", "a", 290, "wp::view(var_a,var_0)"),
+            ("through_struct", "", 1112, "not an array parameter"),
+        ] {
+            for dir in ["forward", "backward"] {
+                let name = format!("{kernel}_cuda_kernel_{dir}");
+                let Accesses::Unproven(u) = accesses(&src, &name) else {
+                    panic!("{name} should be unproven: {:?}", accesses(&src, &name));
+                };
+                assert_eq!(u.param, param, "{name}");
+                assert!(u.reason.contains(says), "{name}: {}", u.reason);
+                if dir == "forward" {
+                    assert_eq!(u.location, format!("wp_access.cu:{line}"), "{name}");
+                }
+            }
+        }
+    }
+
+    fn one_kernel(body: &str) -> Accesses {
+        let text = format!(
+            "extern \"C\" __global__ void k(wp::launch_bounds_t<2> dim, wp::array_t<wp::float32> var_x, wp::uint64 var_p)\n{{\n{body}\n}}\n"
+        );
+        let src = parse_cu(&text, "k.cu").unwrap();
+        src.kernels[0].accesses.clone()
+    }
+
+    #[test]
+    fn indices_that_change_or_escape_are_unproven() {
+        let ok = "wp::int32 var_0; var_0 = builtin_tid1d(); wp::array_store(var_x, var_0, var_v);";
+        assert!(matches!(one_kernel(ok), Accesses::Checked(ref l) if l.len() == 1));
+        for (body, says) in [
+            // a loop writes the coordinate back
+            ("var_0 = builtin_tid1d(); wp::assign(var_0, var_3); wp::array_store(var_x, var_0, var_v);", "assigned again"),
+            ("var_0 = builtin_tid1d(); var_0 += 1; wp::address(var_x, var_0);", "assigned again"),
+            ("var_0 = builtin_tid1d(); var_0++; wp::address(var_x, var_0);", "assigned again"),
+            ("var_0 = builtin_tid1d(); f(&var_0); wp::address(var_x, var_0);", "assigned again"),
+            // a tid and a constant under one name
+            ("var_0 = builtin_tid1d(); const wp::int32 var_0 = 3; wp::address(var_x, var_0);", "computed"),
+            // a coordinate the kernel does not have
+            ("builtin_tid4d(var_0, var_1, var_2, var_3); wp::address(var_x, var_3);", "thread coordinate 3"),
+            // expressions
+            ("var_0 = builtin_tid1d(); wp::address(var_x, var_0 + 1);", "expression"),
+            // a copy, a field, a raw address
+            ("var_5 = var_x;", "cannot check"),
+            ("var_5 = var_x.data;", "cannot check"),
+            ("var_2 = wp::array_t<wp::float32>(var_p, var_n); wp::address(var_2, var_0);", "builds an array"),
+            // an array the kernel did not get as a parameter
+            ("var_0 = builtin_tid1d(); wp::array_store(var_9, var_0, var_v);", "not an array parameter"),
+        ] {
+            match one_kernel(body) {
+                Accesses::Unproven(u) => assert!(u.reason.contains(says), "{body}: {}", u.reason),
+                other => panic!("{body}: expected unproven, got {other:?}"),
+            }
+        }
+        // Shape reads, len, comparisons and untouched constants are fine.
+        let fine = "builtin_tid2d(var_0, var_1); const wp::int32 var_2 = 7; var_3 = (var_0 <= var_2); var_4 = &(var_x.shape); var_5 = wp::len(var_x); wp::atomic_cas(var_x, var_1, var_0, var_2, var_9); wp::atomic_add(var_x, var_2, var_9);";
+        assert_eq!(
+            checked(&one_kernel(fine)),
+            [("x", false, &[T(1), T(0)][..], false), ("x", false, &[C(7)][..], false)]
+        );
+    }
+
+    #[test]
+    fn raw_addresses_are_found_anywhere() {
+        let f = |t: &str| parse_cu(t, "r.cu").unwrap().raw_addresses;
+        assert_eq!(f("static void g(wp::uint64 p) {\n var_1 = wp::mesh_get_point(p, 0); }"), Some(2));
+        assert_eq!(f("void g() {\n\n var_2 = wp::array_t<wp::float32>(var_p, var_n); }"), Some(3));
+        assert_eq!(f("struct S { wp::array_t<wp::float32> data; };"), None);
+        assert_eq!(f(FIXTURE_CU), None);
+    }
+
+    /// Texts of about 1 MB that were slow on 38e7deb, and depth floods.
+    fn big_inputs() -> Vec<(&'static str, String)> {
+        const MB: usize = 1 << 20;
+        let fill = |unit: &str| unit.repeat(MB / unit.len() + 1);
+        let start = FIXTURE_CU.find("extern \"C\" __global__ void saxpy_cuda_kernel_forward").unwrap();
+        let end = FIXTURE_CU.find("extern \"C\" __global__ void add2d_cuda_kernel_forward").unwrap();
+        let saxpy = &FIXTURE_CU[start..end];
+        let mut kernels = FIXTURE_CU[..start].to_string();
+        let mut i = 0;
+        while kernels.len() < MB {
+            kernels.push_str(&saxpy.replace("saxpy", &format!("saxpy{i}")));
+            i += 1;
+        }
+        let n = MB / 16;
+        vec![
+            ("repeated kernels", kernels),
+            ("extern \"C\" { flood", fill("extern \"C\" {\n")),
+            (
+                "balanced extern \"C\" { }",
+                format!("{}{}", "extern \"C\" {\n".repeat(n), "}\n".repeat(n)),
+            ),
+            ("struct flood", fill("struct ")),
+            ("template struct flood", format!("template <typename T> {}", fill("struct "))),
+            ("struct S { flood", fill("struct S {\n")),
+            (
+                "nested attribute macros",
+                format!("{}{}", "extern \"C\" WP_MAXNREG(".repeat(n), ")".repeat(n)),
+            ),
+            (
+                "parenthesised parameters",
+                format!("extern \"C\" __global__ void k({}", "(".repeat(MB)),
+            ),
+            (
+                "kernel body floods",
+                format!(
+                    "extern \"C\" __global__ void k(wp::launch_bounds_t<1> dim, wp::array_t<wp::float32> var_x) {{ {} {} {} {} }}",
+                    "wp::address(".repeat(n / 4),
+                    "builtin_tid2d(var_0, ".repeat(n / 4),
+                    "wp::array_t<".repeat(n / 4),
+                    "const wp::int32 ".repeat(n / 4),
+                ),
+            ),
+            (
+                "kernel body of accesses",
+                format!(
+                    "extern \"C\" __global__ void k(wp::launch_bounds_t<1> dim, wp::array_t<wp::float32> var_x) {{ var_0 = builtin_tid1d(); {} }}",
+                    "wp::array_store(var_x, var_0, var_v); var_x.shape = var_1; ".repeat(n / 4),
+                ),
+            ),
+            ("meta", format!("{{{}\"a_smem_bytes\": 1}}", "\"k\": [1, 2, {\"x\": null}],\n".repeat(n / 2))),
+        ]
+    }
+
+    #[test]
+    fn big_inputs_child() {
+        if !is_child() {
+            return;
+        }
+        for (what, text) in big_inputs() {
+            println!("{what}: {} bytes", text.len());
+            timed(what, || {
+                let _ = parse_cu(&text, "big.cu");
+                let _ = parse_meta(&text, "big.meta");
+            });
+        }
+        let src = parse_cu(&big_inputs()[0].1, "big.cu").unwrap();
+        assert!(src.kernels.len() > 400, "{}", src.kernels.len());
+    }
+
+    #[test]
+    fn one_megabyte_inputs_parse_in_under_a_second_each() {
+        run_in_child(
+            "source::tests::big_inputs_child",
+            Duration::from_secs(60),
+        );
     }
 }
