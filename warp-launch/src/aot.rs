@@ -174,8 +174,10 @@ impl AotModule {
             // read from the source that Warp 1.19.0 (checked above) compiled
             // into this directory's image, kernel by kernel; the driver's
             // layout confirms counts, sizes and offsets.
-            let kernel =
-                unsafe { d.spec.load_cuda(&library, &d.forward, d.backward.as_deref()) }?;
+            let kernel = unsafe {
+                d.spec
+                    .load_cuda(&library, &d.forward, d.backward.as_deref())
+            }?;
             kernels.insert(d.key, kernel);
         }
         Ok(AotModule {
@@ -210,17 +212,17 @@ impl AotModule {
 
 /// One forward kernel of a module, declared from the source.
 #[derive(Debug)]
-struct Declared {
-    key: String,
-    forward: String,
-    backward: Option<String>,
-    spec: KernelSpec,
+pub(crate) struct Declared {
+    pub key: String,
+    pub forward: String,
+    pub backward: Option<String>,
+    pub spec: KernelSpec,
 }
 
 /// Everything `load_named` needs before the image: the Warp version check,
 /// the parsed source and metadata, and every forward kernel's declaration.
 /// Linear in the size of the files.
-fn declarations(
+pub(crate) fn declarations(
     text: &str,
     cu_file: &str,
     meta_text: &str,
@@ -378,7 +380,11 @@ impl<'a> ModuleContext<'a> {
     /// The text of lines `from + 1 .. to` (1-based `from` is the kernel's
     /// line; `to` the next kernel's), as `index_arity` reads them.
     fn lines_after(&self, from: usize, to: usize) -> &'a str {
-        let start = self.line_starts.get(from).copied().unwrap_or(self.text.len());
+        let start = self
+            .line_starts
+            .get(from)
+            .copied()
+            .unwrap_or(self.text.len());
         let end = to
             .checked_sub(1)
             .and_then(|l| self.line_starts.get(l).copied())
@@ -545,7 +551,8 @@ fn resolve(cpp: &str, ctx: &ModuleContext<'_>, depth: usize) -> Result<ParamKind
         return Ok(ParamKind::Value(d));
     }
     if let Some(s) = ctx.structs.get(cpp) {
-        let too_deep = || format!("struct '{cpp}' nests too deeply (more than {MAX_STRUCT_DEPTH} levels)");
+        let too_deep =
+            || format!("struct '{cpp}' nests too deeply (more than {MAX_STRUCT_DEPTH} levels)");
         if let Some((st, height)) = ctx.resolved.borrow().get(cpp) {
             // `height` levels of structs from this one down.
             if depth + height > MAX_STRUCT_DEPTH + 1 {
@@ -559,7 +566,8 @@ fn resolve(cpp: &str, ctx: &ModuleContext<'_>, depth: usize) -> Result<ParamKind
         let mut height = 1;
         let mut fields = Vec::with_capacity(s.fields.len());
         for f in &s.fields {
-            let kind = resolve(&f.cpp_type, ctx, depth + 1).map_err(|m| format!("in struct '{cpp}': {m}"))?;
+            let kind = resolve(&f.cpp_type, ctx, depth + 1)
+                .map_err(|m| format!("in struct '{cpp}': {m}"))?;
             if let ParamKind::Struct(inner) = &kind
                 && let Some((_, h)) = ctx.resolved.borrow().get(inner.name.as_str())
             {
@@ -751,7 +759,13 @@ mod tests {
     fn unknown_types_are_errors_naming_file_and_line() {
         let text = "extern \"C\" __global__ void k_cuda_kernel_forward(\n    wp::launch_bounds_t<1> dim,\n    wp::indexedarray_t<wp::float32> var_x)\n{\n}\n";
         let src = source::parse_cu(text, "x.cu").unwrap();
-        let e = spec_of(&src.kernels[0], None, &ModuleContext::new(text, &src), "x.cu").unwrap_err();
+        let e = spec_of(
+            &src.kernels[0],
+            None,
+            &ModuleContext::new(text, &src),
+            "x.cu",
+        )
+        .unwrap_err();
         insta::assert_snapshot!("unknown_type", e.to_string());
     }
 
@@ -799,8 +813,12 @@ mod tests {
         let e = declarations(&struct_nest(18), "n.cu", "{}", "n.meta").unwrap_err();
         assert!(e.to_string().contains("nests too deeply"), "{e}");
 
-        let start = CU.find("extern \"C\" __global__ void saxpy_cuda_kernel_forward").unwrap();
-        let end = CU.find("extern \"C\" __global__ void add2d_cuda_kernel_forward").unwrap();
+        let start = CU
+            .find("extern \"C\" __global__ void saxpy_cuda_kernel_forward")
+            .unwrap();
+        let end = CU
+            .find("extern \"C\" __global__ void add2d_cuda_kernel_forward")
+            .unwrap();
         let saxpy = &CU[start..end];
         let mut text = CU[..start].to_string();
         let mut meta = String::from("{");
@@ -818,8 +836,12 @@ mod tests {
         });
         // The 8 kernels before saxpy in the fixture, then the copies.
         assert_eq!(d.len(), i + 8);
-        assert!(d.iter().filter(|d| d.key.starts_with("saxpy")).all(|d| d.backward.is_some()
-            && matches!(d.spec.accesses(false), Accesses::Checked(l) if l.len() == 2)));
+        assert!(
+            d.iter()
+                .filter(|d| d.key.starts_with("saxpy"))
+                .all(|d| d.backward.is_some()
+                    && matches!(d.spec.accesses(false), Accesses::Checked(l) if l.len() == 2))
+        );
     }
 
     #[test]
@@ -836,7 +858,10 @@ mod tests {
         assert!(matches!(get("fill").accesses(false), Accesses::Checked(l) if l.len() == 1));
         assert!(matches!(get("fill").accesses(true), Accesses::Checked(l) if l.len() == 2));
         for k in ["gather", "shifted", "row_sum", "call_func", "row_view"] {
-            assert!(matches!(get(k).accesses(false), Accesses::Unproven(_)), "{k}");
+            assert!(
+                matches!(get(k).accesses(false), Accesses::Unproven(_)),
+                "{k}"
+            );
         }
         // A struct holding an array: refused at the parameter.
         let Accesses::Unproven(u) = get("through_struct").accesses(false) else {
@@ -846,8 +871,16 @@ mod tests {
         assert!(u.reason.contains("holding an array"), "{}", u.reason);
         // Every kernel of kernels.py is checkable.
         for d in declarations(CU, "wp_kernels.cu", META, "wp_kernels.meta").unwrap() {
-            assert!(matches!(d.spec.accesses(false), Accesses::Checked(_)), "{}", d.key);
-            assert!(matches!(d.spec.accesses(true), Accesses::Checked(_)), "{}", d.key);
+            assert!(
+                matches!(d.spec.accesses(false), Accesses::Checked(_)),
+                "{}",
+                d.key
+            );
+            assert!(
+                matches!(d.spec.accesses(true), Accesses::Checked(_)),
+                "{}",
+                d.key
+            );
         }
         // A module that builds arrays from raw addresses: every kernel.
         let raw = CU.replacen(
@@ -856,7 +889,11 @@ mod tests {
             1,
         );
         for d in declarations(&raw, "raw.cu", META, "wp_kernels.meta").unwrap() {
-            assert!(matches!(d.spec.accesses(false), Accesses::Unproven(_)), "{}", d.key);
+            assert!(
+                matches!(d.spec.accesses(false), Accesses::Unproven(_)),
+                "{}",
+                d.key
+            );
         }
     }
 
@@ -874,9 +911,17 @@ mod tests {
             "// Allow PTXAS to spill registers into shared memory.",
             "// (an older header)",
         );
-        let e = check_warp_version(&older, "old.cu").unwrap_err().to_string();
-        assert!(e.starts_with("old.cu:37: not written by Warp 1.19.0"), "{e}");
-        assert!(e.contains("is `// (an older header) CUDA Toolkit 13.0`"), "{e}");
+        let e = check_warp_version(&older, "old.cu")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("old.cu:37: not written by Warp 1.19.0"),
+            "{e}"
+        );
+        assert!(
+            e.contains("is `// (an older header) CUDA Toolkit 13.0`"),
+            "{e}"
+        );
         assert!(e.contains("warp-lang==1.19.0"), "{e}");
         let e = check_warp_version("extern \"C\" __global__ void k() {}", "bare.cu").unwrap_err();
         assert!(e.to_string().contains("not written by Warp 1.19.0"), "{e}");

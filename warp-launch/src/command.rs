@@ -481,7 +481,13 @@ impl Launch {
             &self.opts,
             self.dim.as_slice(),
             &self.plan,
-            |i| if i == index { Some(&arg) } else { self.args.get(i) },
+            |i| {
+                if i == index {
+                    Some(&arg)
+                } else {
+                    self.args.get(i)
+                }
+            },
             Some(index),
         )?;
         self.write_arg(index, &arg)?;
@@ -991,5 +997,348 @@ impl Launch {
         )?;
         l.cfg = self.cfg;
         Ok(l)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::array::Array;
+    use crate::dtype::DType;
+    use crate::kernel::{AxisIndex, KernelSpec};
+
+    const ACCESS_CU: &str = include_str!("../tests/fixtures/wp_access.cu");
+    const ACCESS_META: &str = include_str!("../tests/fixtures/wp_access.meta");
+    const KERNELS_CU: &str = include_str!("../tests/fixtures/wp_kernels.cu");
+    const KERNELS_META: &str = include_str!("../tests/fixtures/wp_kernels.meta");
+
+    /// Kernel `key` of a fixture module as AotModule declares it, with a
+    /// do-nothing CPU body (no GPU here: only its rules are used).
+    fn warp_kernel(cu: &str, meta: &str, key: &str) -> Kernel {
+        crate::aot::declarations(cu, "wp_access.cu", meta, "m.meta")
+            .unwrap()
+            .into_iter()
+            .find(|d| d.key == key)
+            .unwrap()
+            .spec
+            .cpu(crate::cpu::cpu_fn(|_, _| Ok(())), None)
+            .unwrap()
+    }
+
+    fn opts(adjoint: bool, unchecked: bool) -> Options {
+        Options {
+            device: Device::Cuda(0),
+            adjoint,
+            block_dim: 256,
+            max_blocks: MaxBlocks::Unlimited,
+            mode: AccessMode::Checked,
+            cooperative: false,
+            unchecked,
+        }
+    }
+
+    fn check(k: &Kernel, dim: &[i64], args: &[Arg], o: Options) -> Result<()> {
+        let plan = Launch::plan_for(k, dim, &o).unwrap();
+        check_accesses(k, &o, dim, &plan, |i| args.get(i), None)
+    }
+
+    fn f32s(shape: &[usize]) -> Arg {
+        Arg::Array(Array::zeros(Device::Cpu, DType::by_name("float32").unwrap(), shape).unwrap())
+    }
+
+    fn bounds(e: Error) -> BoundsError {
+        match e {
+            Error::OutOfBounds(b) => *b,
+            other => panic!("expected OutOfBounds, got {other}"),
+        }
+    }
+
+    #[test]
+    fn fill_over_65536_on_4_elements_is_refused() {
+        let fill = warp_kernel(ACCESS_CU, ACCESS_META, "fill");
+        let args = [f32s(&[4]), Arg::Value(crate::dtype::Value::of(1.0f32))];
+        let e = check(&fill, &[65_536], &args, opts(false, false)).unwrap_err();
+        let shown = e.to_string();
+        let b = bounds(e);
+        assert_eq!(
+            (
+                b.kernel.as_str(),
+                b.param.as_str(),
+                b.axis,
+                b.needed,
+                b.shape.as_slice()
+            ),
+            ("fill", "x", 0, 65_536, &[4][..])
+        );
+        assert_eq!(b.index, Some(AxisIndex::Thread(0)));
+        assert_eq!(b.line, 384);
+        for part in [
+            "kernel 'fill'",
+            "[65536]",
+            "array 'x'",
+            "axis 0",
+            "extent 4",
+            "at most 4",
+        ] {
+            assert!(shown.contains(part), "{part}: {shown}");
+        }
+        // In bounds: dim 4, dim 3, and extra dimensions folded into one coordinate.
+        for dim in [&[4][..], &[3], &[4, 1000], &[0], &[65_536, 0]] {
+            check(&fill, dim, &args, opts(false, false)).unwrap();
+        }
+        check(&fill, &[5], &args, opts(false, false)).unwrap_err();
+        // A null array has no elements.
+        let null = [Arg::Null, args[1].clone()];
+        assert!(
+            bounds(check(&fill, &[1], &null, opts(false, false)).unwrap_err())
+                .shape
+                .is_empty()
+        );
+        // The backward kernel: x and adj_x (a null adjoint is skipped by Warp's adjoint code).
+        let bwd = [
+            args[0].clone(),
+            args[1].clone(),
+            Arg::Null,
+            Arg::Value(crate::dtype::Value::of(0.0f32)),
+        ];
+        check(&fill, &[4], &bwd, opts(true, false)).unwrap();
+        check(&fill, &[5], &bwd, opts(true, false)).unwrap_err();
+        let bwd_big_adj = [f32s(&[8]), args[1].clone(), f32s(&[4]), bwd[3].clone()];
+        let b = bounds(check(&fill, &[6], &bwd_big_adj, opts(true, false)).unwrap_err());
+        assert_eq!((b.param.as_str(), b.shape.as_slice()), ("adj_x", &[4][..]));
+        // Unchecked launches and CPU launches check nothing here.
+        check(&fill, &[65_536], &args, opts(false, true)).unwrap();
+        let mut cpu = opts(false, false);
+        cpu.device = Device::Cpu;
+        check(&fill, &[65_536], &args, cpu).unwrap();
+    }
+
+    #[test]
+    fn every_kernels_py_kernel_checks_its_shapes() {
+        let v = |x: f32| Arg::Value(crate::dtype::Value::of(x));
+        let k = |key| warp_kernel(KERNELS_CU, KERNELS_META, key);
+        // add2d over [3, 5]: arrays of [3, 5] fit, [5, 3] does not.
+        let add2d = k("add2d");
+        check(
+            &add2d,
+            &[3, 5],
+            &[f32s(&[3, 5]), f32s(&[3, 5]), f32s(&[3, 5])],
+            opts(false, false),
+        )
+        .unwrap();
+        let b = bounds(
+            check(
+                &add2d,
+                &[3, 5],
+                &[f32s(&[3, 5]), f32s(&[3, 5]), f32s(&[5, 3])],
+                opts(false, false),
+            )
+            .unwrap_err(),
+        );
+        assert_eq!((b.param.as_str(), b.axis, b.needed), ("out", 1, 5));
+        // chain_loss: loss[0] needs one element whatever the domain.
+        let loss = k("chain_loss");
+        check(
+            &loss,
+            &[100],
+            &[f32s(&[100]), f32s(&[1])],
+            opts(false, false),
+        )
+        .unwrap();
+        let b = bounds(
+            check(&loss, &[1], &[f32s(&[100]), f32s(&[0])], opts(false, false)).unwrap_err(),
+        );
+        assert_eq!(
+            (b.param.as_str(), b.index, b.needed),
+            ("loss", Some(AxisIndex::Constant(0)), 1)
+        );
+        assert!(
+            bounds(
+                check(
+                    &loss,
+                    &[101],
+                    &[f32s(&[100]), f32s(&[1])],
+                    opts(false, false)
+                )
+                .unwrap_err()
+            )
+            .param
+                == "y"
+        );
+        // saxpy: both arrays.
+        let saxpy = k("saxpy");
+        let b = bounds(
+            check(
+                &saxpy,
+                &[10],
+                &[v(2.0), f32s(&[10]), f32s(&[9])],
+                opts(false, false),
+            )
+            .unwrap_err(),
+        );
+        assert_eq!(b.param, "y");
+        let _ = v;
+    }
+
+    #[test]
+    fn access_fixture_rules_at_launch() {
+        let ends = warp_kernel(ACCESS_CU, ACCESS_META, "ends");
+        // x[0] and x[-1] need one element; out[i] needs the domain.
+        check(&ends, &[3], &[f32s(&[1]), f32s(&[3])], opts(false, false)).unwrap();
+        let b =
+            bounds(check(&ends, &[3], &[f32s(&[0]), f32s(&[3])], opts(false, false)).unwrap_err());
+        assert_eq!(
+            (b.param.as_str(), b.index),
+            ("x", Some(AxisIndex::Constant(0)))
+        );
+        // out[j, i] = a[i, j]: out's axis 0 follows the launch's dimension 1.
+        let t = warp_kernel(ACCESS_CU, ACCESS_META, "transpose");
+        check(
+            &t,
+            &[2, 3],
+            &[f32s(&[2, 3]), f32s(&[3, 2])],
+            opts(false, false),
+        )
+        .unwrap();
+        let b = bounds(
+            check(
+                &t,
+                &[2, 3],
+                &[f32s(&[2, 3]), f32s(&[2, 3])],
+                opts(false, false),
+            )
+            .unwrap_err(),
+        );
+        assert_eq!(
+            (b.param.as_str(), b.axis, b.index, b.needed),
+            ("out", 0, Some(AxisIndex::Thread(1)), 3)
+        );
+        // Unproven kernels: refused, naming kernel, parameter, line and the way out.
+        let gather = warp_kernel(ACCESS_CU, ACCESS_META, "gather");
+        let args = [f32s(&[4]), f32s(&[4]), f32s(&[4])];
+        let e = check(&gather, &[4], &args, opts(false, false)).unwrap_err();
+        let shown = e.to_string();
+        assert!(
+            matches!(e, Error::Unproven(ref u) if u.kernel == "gather" && u.unproven.param == "x")
+        );
+        for part in [
+            "kernel 'gather'",
+            "wp_access.cu:192",
+            "parameter 'x'",
+            "`var_2` is computed",
+            "unchecked()",
+            "Safety",
+            "mode = \"debug\"",
+        ] {
+            assert!(shown.contains(part), "{part}: {shown}");
+        }
+        check(&gather, &[4], &args, opts(false, true)).unwrap();
+        // Size 0 runs nothing.
+        check(&gather, &[0], &args, opts(false, false)).unwrap();
+    }
+
+    #[test]
+    fn declared_rules_of_cuda_c_kernels() {
+        let body = || crate::cpu::cpu_fn(|_, _| Ok(()));
+        // grid_sum: x[idx] (work items), partial[blockIdx.x], out[0].
+        let k = KernelSpec::new("grid_sum", 1)
+            .array::<f32>("x", 1)
+            .array::<f32>("partial", 1)
+            .array::<f32>("out", 1)
+            .access("x", &[AxisIndex::WorkItem])
+            .access("partial", &[AxisIndex::Block])
+            .access("out", &[AxisIndex::Constant(0)])
+            .cpu(body(), None)
+            .unwrap();
+        // 1000 items at 256 per block: 4 blocks.
+        check(
+            &k,
+            &[1000],
+            &[f32s(&[1000]), f32s(&[4]), f32s(&[1])],
+            opts(false, false),
+        )
+        .unwrap();
+        let b = bounds(
+            check(
+                &k,
+                &[1000],
+                &[f32s(&[1000]), f32s(&[3]), f32s(&[1])],
+                opts(false, false),
+            )
+            .unwrap_err(),
+        );
+        assert_eq!((b.param.as_str(), b.needed), ("partial", 4));
+        let b = bounds(
+            check(
+                &k,
+                &[10, 100],
+                &[f32s(&[999]), f32s(&[4]), f32s(&[1])],
+                opts(false, false),
+            )
+            .unwrap_err(),
+        );
+        assert_eq!((b.param.as_str(), b.needed), ("x", 1000));
+        // indexed_by_thread: every axis; an empty axis the kernel does not index is refused too.
+        let k = KernelSpec::new("scale2d", 2)
+            .array::<f32>("a", 2)
+            .indexed_by_thread("a")
+            .cpu(body(), None)
+            .unwrap();
+        check(&k, &[2, 3], &[f32s(&[2, 3])], opts(false, false)).unwrap();
+        check(&k, &[2, 4], &[f32s(&[2, 3])], opts(false, false)).unwrap_err();
+        let k = KernelSpec::new("rows", 1)
+            .param(
+                "a",
+                crate::kernel::ParamKind::Array {
+                    dtype: DType::by_name("float32").unwrap(),
+                    ndim: None,
+                },
+            )
+            .access("a", &[AxisIndex::Thread(0)])
+            .cpu(body(), None)
+            .unwrap();
+        let b = bounds(check(&k, &[2], &[f32s(&[2, 0])], opts(false, false)).unwrap_err());
+        assert_eq!((b.axis, b.index), (1, None));
+        // Declaration mistakes are errors at load, naming the rule.
+        for (spec, says) in [
+            (
+                KernelSpec::new("k", 1).indexed_by_thread("x"),
+                "no parameter 'x'",
+            ),
+            (
+                KernelSpec::new("k", 1)
+                    .value::<f32>("x")
+                    .access("x", &[AxisIndex::Thread(0)]),
+                "not an array",
+            ),
+            (
+                KernelSpec::new("k", 1)
+                    .array::<f32>("x", 1)
+                    .access("x", &[AxisIndex::Thread(1)]),
+                "thread coordinate 1",
+            ),
+            (
+                KernelSpec::new("k", 1)
+                    .array::<f32>("x", 1)
+                    .access("x", &[]),
+                "0 index(es)",
+            ),
+        ] {
+            let e = spec.cpu(body(), None).unwrap_err().to_string();
+            assert!(e.contains(says), "{says}: {e}");
+        }
+        // unproven(): safe launches refused.
+        let k = KernelSpec::new("k", 1)
+            .array::<f32>("x", 1)
+            .unproven("x", "x[idx[i]]")
+            .cpu(body(), None)
+            .unwrap();
+        let e = check(&k, &[1], &[f32s(&[4])], opts(false, false))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("the declaration") && e.contains("x[idx[i]]"),
+            "{e}"
+        );
     }
 }

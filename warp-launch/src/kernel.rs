@@ -458,7 +458,11 @@ impl KernelSpec {
                     return Err(bad(format!(
                         "the kernel has no parameter '{}' (it has: {}); declare the parameter before its rule",
                         a.param,
-                        self.params.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ")
+                        self.params
+                            .iter()
+                            .map(|p| p.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     )));
                 };
                 let ParamKind::Array { ndim, .. } = self.params[index].kind else {

@@ -806,11 +806,9 @@ fn parse_extern_function(
     }
     // Body or declaration.
     let (body, accesses, next) = match toks.get(close_end) {
-        Some(t) if t.kind == TokKind::Punct && t.text == ";" => (
-            KernelBody::Declaration,
-            Accesses::default(),
-            close_end + 1,
-        ),
+        Some(t) if t.kind == TokKind::Punct && t.text == ";" => {
+            (KernelBody::Declaration, Accesses::default(), close_end + 1)
+        }
         Some(t) if t.kind == TokKind::Punct && t.text == "{" => {
             let Some(end) = skip_balanced(close, close_end) else {
                 return Err(SourceError::new(
@@ -1108,7 +1106,8 @@ fn analyse_body(
                 }
                 k += 1;
             }
-            let name_ok = at(k).is_some_and(|n| n.kind == TokKind::Word) && is_punct(at(k + 1), "=");
+            let name_ok =
+                at(k).is_some_and(|n| n.kind == TokKind::Word) && is_punct(at(k + 1), "=");
             if !name_ok || !INT_TYPES.contains(&last_type_word) {
                 continue;
             }
@@ -1122,7 +1121,11 @@ fn analyse_body(
                 .and_then(|n| n.text.parse::<i64>().ok())
                 .filter(|_| is_punct(at(num + 1), ";"));
             if let Some(v) = value {
-                note(&mut facts, body[k].text, Fact::Const(if neg { -v } else { v }));
+                note(
+                    &mut facts,
+                    body[k].text,
+                    Fact::Const(if neg { -v } else { v }),
+                );
                 defining.insert(k);
             }
         }
@@ -1210,10 +1213,8 @@ fn analyse_body(
             );
             continue;
         }
-        let is_call = j >= 2
-            && text_at(j - 1) == "::"
-            && text_at(j - 2) == "wp"
-            && is_punct(at(j + 1), "(");
+        let is_call =
+            j >= 2 && text_at(j - 1) == "::" && text_at(j - 2) == "wp" && is_punct(at(j + 1), "(");
         if !is_call {
             continue;
         }
@@ -2198,7 +2199,10 @@ extern "C" __device__ int helper(int x) { return x; }
         let f = |n: &str| checked(accesses(&src, n));
         assert_eq!(
             f("saxpy_cuda_kernel_forward"),
-            [("x", false, &[T(0)][..], false), ("y", false, &[T(0)][..], false)]
+            [
+                ("x", false, &[T(0)][..], false),
+                ("y", false, &[T(0)][..], false)
+            ]
         );
         assert_eq!(
             f("add2d_cuda_kernel_forward"),
@@ -2216,7 +2220,10 @@ extern "C" __device__ int helper(int x) { return x; }
         // atomic_add(loss, 0, ...): a constant index.
         assert_eq!(
             f("chain_loss_cuda_kernel_forward"),
-            [("y", false, &[T(0)][..], false), ("loss", false, &[C(0)][..], false)]
+            [
+                ("y", false, &[T(0)][..], false),
+                ("loss", false, &[C(0)][..], false)
+            ]
         );
         assert_eq!(
             f("count_visits_cuda_kernel_forward"),
@@ -2225,7 +2232,10 @@ extern "C" __device__ int helper(int x) { return x; }
         // The struct parameter is not an array; its x and out are.
         assert_eq!(
             f("use_struct_cuda_kernel_forward"),
-            [("x", false, &[T(0)][..], false), ("out", false, &[T(0)][..], false)]
+            [
+                ("x", false, &[T(0)][..], false),
+                ("out", false, &[T(0)][..], false)
+            ]
         );
         assert_eq!(
             f("lean_fill_cuda_kernel_forward"),
@@ -2261,7 +2271,10 @@ extern "C" __device__ int helper(int x) { return x; }
     fn access_fixture_checkable_kernels() {
         let src = parse_cu(ACCESS_CU, "wp_access.cu").unwrap();
         let f = |n: &str| checked(accesses(&src, n));
-        assert_eq!(f("fill_cuda_kernel_forward"), [("x", false, &[T(0)][..], false)]);
+        assert_eq!(
+            f("fill_cuda_kernel_forward"),
+            [("x", false, &[T(0)][..], false)]
+        );
         // x[0], x[-1] and x.shape[0].
         assert_eq!(
             f("ends_cuda_kernel_forward"),
@@ -2279,7 +2292,10 @@ extern "C" __device__ int helper(int x) { return x; }
                 ("out", false, &[T(1), T(0)][..], false)
             ]
         );
-        assert_eq!(f("guarded_cuda_kernel_forward"), [("x", false, &[T(0)][..], false)]);
+        assert_eq!(
+            f("guarded_cuda_kernel_forward"),
+            [("x", false, &[T(0)][..], false)]
+        );
     }
 
     #[test]
@@ -2321,22 +2337,49 @@ extern "C" __device__ int helper(int x) { return x; }
         assert!(matches!(one_kernel(ok), Accesses::Checked(ref l) if l.len() == 1));
         for (body, says) in [
             // a loop writes the coordinate back
-            ("var_0 = builtin_tid1d(); wp::assign(var_0, var_3); wp::array_store(var_x, var_0, var_v);", "assigned again"),
-            ("var_0 = builtin_tid1d(); var_0 += 1; wp::address(var_x, var_0);", "assigned again"),
-            ("var_0 = builtin_tid1d(); var_0++; wp::address(var_x, var_0);", "assigned again"),
-            ("var_0 = builtin_tid1d(); f(&var_0); wp::address(var_x, var_0);", "assigned again"),
+            (
+                "var_0 = builtin_tid1d(); wp::assign(var_0, var_3); wp::array_store(var_x, var_0, var_v);",
+                "assigned again",
+            ),
+            (
+                "var_0 = builtin_tid1d(); var_0 += 1; wp::address(var_x, var_0);",
+                "assigned again",
+            ),
+            (
+                "var_0 = builtin_tid1d(); var_0++; wp::address(var_x, var_0);",
+                "assigned again",
+            ),
+            (
+                "var_0 = builtin_tid1d(); f(&var_0); wp::address(var_x, var_0);",
+                "assigned again",
+            ),
             // a tid and a constant under one name
-            ("var_0 = builtin_tid1d(); const wp::int32 var_0 = 3; wp::address(var_x, var_0);", "computed"),
+            (
+                "var_0 = builtin_tid1d(); const wp::int32 var_0 = 3; wp::address(var_x, var_0);",
+                "computed",
+            ),
             // a coordinate the kernel does not have
-            ("builtin_tid4d(var_0, var_1, var_2, var_3); wp::address(var_x, var_3);", "thread coordinate 3"),
+            (
+                "builtin_tid4d(var_0, var_1, var_2, var_3); wp::address(var_x, var_3);",
+                "thread coordinate 3",
+            ),
             // expressions
-            ("var_0 = builtin_tid1d(); wp::address(var_x, var_0 + 1);", "expression"),
+            (
+                "var_0 = builtin_tid1d(); wp::address(var_x, var_0 + 1);",
+                "expression",
+            ),
             // a copy, a field, a raw address
             ("var_5 = var_x;", "cannot check"),
             ("var_5 = var_x.data;", "cannot check"),
-            ("var_2 = wp::array_t<wp::float32>(var_p, var_n); wp::address(var_2, var_0);", "builds an array"),
+            (
+                "var_2 = wp::array_t<wp::float32>(var_p, var_n); wp::address(var_2, var_0);",
+                "builds an array",
+            ),
             // an array the kernel did not get as a parameter
-            ("var_0 = builtin_tid1d(); wp::array_store(var_9, var_0, var_v);", "not an array parameter"),
+            (
+                "var_0 = builtin_tid1d(); wp::array_store(var_9, var_0, var_v);",
+                "not an array parameter",
+            ),
         ] {
             match one_kernel(body) {
                 Accesses::Unproven(u) => assert!(u.reason.contains(says), "{body}: {}", u.reason),
@@ -2347,15 +2390,24 @@ extern "C" __device__ int helper(int x) { return x; }
         let fine = "builtin_tid2d(var_0, var_1); const wp::int32 var_2 = 7; var_3 = (var_0 <= var_2); var_4 = &(var_x.shape); var_5 = wp::len(var_x); wp::atomic_cas(var_x, var_1, var_0, var_2, var_9); wp::atomic_add(var_x, var_2, var_9);";
         assert_eq!(
             checked(&one_kernel(fine)),
-            [("x", false, &[T(1), T(0)][..], false), ("x", false, &[C(7)][..], false)]
+            [
+                ("x", false, &[T(1), T(0)][..], false),
+                ("x", false, &[C(7)][..], false)
+            ]
         );
     }
 
     #[test]
     fn raw_addresses_are_found_anywhere() {
         let f = |t: &str| parse_cu(t, "r.cu").unwrap().raw_addresses;
-        assert_eq!(f("static void g(wp::uint64 p) {\n var_1 = wp::mesh_get_point(p, 0); }"), Some(2));
-        assert_eq!(f("void g() {\n\n var_2 = wp::array_t<wp::float32>(var_p, var_n); }"), Some(3));
+        assert_eq!(
+            f("static void g(wp::uint64 p) {\n var_1 = wp::mesh_get_point(p, 0); }"),
+            Some(2)
+        );
+        assert_eq!(
+            f("void g() {\n\n var_2 = wp::array_t<wp::float32>(var_p, var_n); }"),
+            Some(3)
+        );
         assert_eq!(f("struct S { wp::array_t<wp::float32> data; };"), None);
         assert_eq!(f(FIXTURE_CU), None);
     }
@@ -2364,8 +2416,12 @@ extern "C" __device__ int helper(int x) { return x; }
     fn big_inputs() -> Vec<(&'static str, String)> {
         const MB: usize = 1 << 20;
         let fill = |unit: &str| unit.repeat(MB / unit.len() + 1);
-        let start = FIXTURE_CU.find("extern \"C\" __global__ void saxpy_cuda_kernel_forward").unwrap();
-        let end = FIXTURE_CU.find("extern \"C\" __global__ void add2d_cuda_kernel_forward").unwrap();
+        let start = FIXTURE_CU
+            .find("extern \"C\" __global__ void saxpy_cuda_kernel_forward")
+            .unwrap();
+        let end = FIXTURE_CU
+            .find("extern \"C\" __global__ void add2d_cuda_kernel_forward")
+            .unwrap();
         let saxpy = &FIXTURE_CU[start..end];
         let mut kernels = FIXTURE_CU[..start].to_string();
         let mut i = 0;
@@ -2382,7 +2438,10 @@ extern "C" __device__ int helper(int x) { return x; }
                 format!("{}{}", "extern \"C\" {\n".repeat(n), "}\n".repeat(n)),
             ),
             ("struct flood", fill("struct ")),
-            ("template struct flood", format!("template <typename T> {}", fill("struct "))),
+            (
+                "template struct flood",
+                format!("template <typename T> {}", fill("struct ")),
+            ),
             ("struct S { flood", fill("struct S {\n")),
             (
                 "nested attribute macros",
@@ -2409,7 +2468,13 @@ extern "C" __device__ int helper(int x) { return x; }
                     "wp::array_store(var_x, var_0, var_v); var_x.shape = var_1; ".repeat(n / 4),
                 ),
             ),
-            ("meta", format!("{{{}\"a_smem_bytes\": 1}}", "\"k\": [1, 2, {\"x\": null}],\n".repeat(n / 2))),
+            (
+                "meta",
+                format!(
+                    "{{{}\"a_smem_bytes\": 1}}",
+                    "\"k\": [1, 2, {\"x\": null}],\n".repeat(n / 2)
+                ),
+            ),
         ]
     }
 
@@ -2431,9 +2496,6 @@ extern "C" __device__ int helper(int x) { return x; }
 
     #[test]
     fn one_megabyte_inputs_parse_in_under_a_second_each() {
-        run_in_child(
-            "source::tests::big_inputs_child",
-            Duration::from_secs(60),
-        );
+        run_in_child("source::tests::big_inputs_child", Duration::from_secs(60));
     }
 }
