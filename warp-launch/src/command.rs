@@ -304,7 +304,6 @@ impl Launch {
             }
         };
         let plan = Self::plan_for(kernel, dim, &opts)?;
-        check_accesses(kernel, &opts, dim, &plan, |i| args.get(i), None)?;
         let mut launch = Launch {
             kernel: kernel.clone(),
             cfg: Self::config(kernel, &plan, &opts),
@@ -326,6 +325,16 @@ impl Launch {
                 a,
             )?;
         }
+        // After the argument checks, so that a wrong argument is named as
+        // such; a refused launch is dropped unrun.
+        check_accesses(
+            &launch.kernel,
+            &launch.opts,
+            dim,
+            &launch.plan,
+            |i| launch.args.get(i),
+            None,
+        )?;
         Ok(launch)
     }
 
@@ -476,6 +485,9 @@ impl Launch {
             return Err(unchecked_setter(&self.kernel, "set_param_at_index"));
         }
         let arg = value.into_arg();
+        // The argument's own checks first (nothing written), then the
+        // access rules, then the write: a refused value changes nothing.
+        write_arg(&self.kernel, &self.opts, None, index, &arg)?;
         check_accesses(
             &self.kernel,
             &self.opts,
@@ -518,6 +530,9 @@ impl Launch {
                     .collect(),
                 given: args.len(),
             });
+        }
+        for (i, a) in args.iter().enumerate() {
+            write_arg(&self.kernel, &self.opts, None, i, a)?;
         }
         check_accesses(
             &self.kernel,
