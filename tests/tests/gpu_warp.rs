@@ -457,24 +457,26 @@ fn a_launch_larger_than_its_array_is_refused_and_the_neighbour_is_untouched() {
     let f32t = DType::by_name("float32").unwrap();
     let x = Array::zeros(gpu, f32t, &[4]).unwrap();
     let neighbour = Array::zeros(gpu, f32t, &[65_536]).unwrap();
-    let e = fill
-        .launch(65_536)
-        .inputs((&x, 7.0f32))
-        .run()
-        .unwrap_err();
+    let e = fill.launch(65_536).inputs((&x, 7.0f32)).run().unwrap_err();
     println!("refused: {e}");
     let Error::OutOfBounds(b) = &e else {
         panic!("expected OutOfBounds, got {e}");
     };
     assert_eq!(
-        (b.kernel.as_str(), b.param.as_str(), b.axis, b.needed, b.shape.as_slice()),
+        (
+            b.kernel.as_str(),
+            b.param.as_str(),
+            b.axis,
+            b.needed,
+            b.shape.as_slice()
+        ),
         ("fill", "x", 0, 65_536, &[4][..])
     );
     fill.launch(4).inputs((&x, 7.0f32)).run().unwrap();
     let mut l = fill.launch(4).inputs((&x, 8.0f32)).record().unwrap();
     assert!(matches!(l.set_dim(&[65_536]), Err(Error::OutOfBounds(_))));
     assert!(matches!(
-        l.set_param_by_name("x", &Array::zeros(gpu, f32t, &[3]).unwrap()),
+        l.set_param_by_name("x", Array::zeros(gpu, f32t, &[3]).unwrap()),
         Err(Error::OutOfBounds(_))
     ));
     l.run().unwrap();
@@ -509,14 +511,29 @@ fn unproven_kernels_need_the_unchecked_launch() {
     assert!(matches!(e, Error::Unproven(_)), "{e}");
     assert!(e.to_string().contains("wp_access.cu:192"), "{e}");
     // SAFETY: every idx is in 0..4, x and out have 4 elements, the domain is 4.
-    let builder = unsafe { gather.launch(4).inputs((&idx, &x)).outputs(&out).unchecked() };
+    let builder = unsafe {
+        gather
+            .launch(4)
+            .inputs((&idx, &x))
+            .outputs(&out)
+            .unchecked()
+    };
     builder.run().unwrap();
     assert_eq!(out.to_vec::<f32>().unwrap(), vec![13.0, 12.0, 11.0, 10.0]);
     // SAFETY: as above.
-    let mut l = unsafe { gather.launch(4).inputs((&idx, &x)).outputs(&out).unchecked() }
-        .record()
-        .unwrap();
-    assert!(l.set_dim(&[2]).is_err(), "safe setters of an unchecked launch are refused");
+    let mut l = unsafe {
+        gather
+            .launch(4)
+            .inputs((&idx, &x))
+            .outputs(&out)
+            .unchecked()
+    }
+    .record()
+    .unwrap();
+    assert!(
+        l.set_dim(&[2]).is_err(),
+        "safe setters of an unchecked launch are refused"
+    );
     // SAFETY: a smaller domain reads and writes fewer of the same elements.
     unsafe { l.edit_unchecked(|l| l.set_dim(&[2]).map(|_| ())) }.unwrap();
     l.run().unwrap();

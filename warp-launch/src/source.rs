@@ -72,9 +72,15 @@ pub struct SourceKernel {
     pub line: usize,
     /// Which loop shape the body has (decides the grid Warp launches).
     pub body: KernelBody,
-    /// How the body indexes its array parameters (see [`analyse_body`]'s
-    /// rules in the module docs): the facts a launch checks, or the first
-    /// access no launch can check.
+    /// How the body indexes its array parameters: the facts a launch
+    /// checks, or the first access no launch can check. An access is
+    /// checkable when it is one of Warp's array builtins (`wp::address`,
+    /// `wp::array_store`, `wp::atomic_*`, their `wp::adj_*` forms) on an
+    /// array parameter, every index a `wp.tid()` coordinate (a variable
+    /// assigned only by `builtin_tid*d`) or an integer constant; reading
+    /// `.shape`/`.ndim` and `wp::len` is harmless; anything else (views,
+    /// copies, calls, computed indices, arrays not passed as parameters)
+    /// makes the body [`Accesses::Unproven`].
     pub accesses: Accesses,
 }
 
