@@ -1270,7 +1270,7 @@ fn analyse_body(
                 }
             }
         }
-        for (slot, &(a, b)) in slots.iter().enumerate() {
+        for &(a, b) in &slots {
             let single = b == a + 1 && body[a].kind == TokKind::Word;
             let target = if single {
                 arrays.get(body[a].text).copied()
@@ -1300,7 +1300,6 @@ fn analyse_body(
             }
             let null_ok = adjoint_form;
             let key = (label.to_owned(), adjoint, indices.clone(), null_ok);
-            let _ = slot;
             if seen.insert(key) {
                 accesses.push(ArrayAccess {
                     param: label.to_owned(),
