@@ -191,28 +191,38 @@ pub struct HeaderKernels {
 /// Loads `warp_header.cubin` from the kernels directory and declares its
 /// kernels.
 pub fn header_kernels() -> warp_launch::Result<HeaderKernels> {
-    use warp_launch::KernelSpec;
+    use warp_launch::{AxisIndex, KernelSpec};
     let lib = cuda_api::Library::from_file(crate::kernels_dir().join("warp_header.cubin"))?;
     // SAFETY: the declarations are the kernels' parameter lists in
-    // tests/kernels/warp_header.cu (bounds first, then these, in order).
+    // tests/kernels/warp_header.cu (bounds first, then these, in order),
+    // and their access rules are the kernels' indexing there: scale2d
+    // a[c.i, c.j], fill4d out[c.i, c.j, c.k, c.l], lean_add v[c.i] (after
+    // `idx < dim.size`), grid_sum x[idx] (idx < size), partial[blockIdx.x]
+    // (1-D grid) and out[0].
     unsafe {
         Ok(HeaderKernels {
             scale2d: KernelSpec::new("wl_scale2d", 2)
                 .array::<f32>("a", 2)
                 .value::<f32>("s")
+                .indexed_by_thread("a")
                 .load_cuda(&lib, "wl_scale2d", None)?,
             fill4d: KernelSpec::new("wl_fill4d", 4)
                 .array::<i32>("out", 4)
+                .indexed_by_thread("out")
                 .load_cuda(&lib, "wl_fill4d", None)?,
             lean_add: KernelSpec::new("wl_lean_add", 1)
                 .array::<[f32; 3]>("v", 1)
                 .value::<[f32; 3]>("d")
                 .lean()
+                .indexed_by_thread("v")
                 .load_cuda(&lib, "wl_lean_add", None)?,
             grid_sum: KernelSpec::new("wl_grid_sum", 1)
                 .array::<f32>("x", 1)
                 .array::<f32>("partial", 1)
                 .array::<f32>("out", 1)
+                .access("x", &[AxisIndex::WorkItem])
+                .access("partial", &[AxisIndex::Block])
+                .access("out", &[AxisIndex::Constant(0)])
                 .load_cuda(&lib, "wl_grid_sum", None)?,
         })
     }

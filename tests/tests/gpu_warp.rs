@@ -443,3 +443,98 @@ fn cuda_c_kernels_written_against_our_header() {
     assert_eq!(total.to_vec::<f32>().unwrap(), vec![n as f32]);
     println!("header kernels: scale2d, fill4d, lean_add, grid_sum over {grid} resident blocks");
 }
+
+/// The audit's finding: `fill` (`x[i] = v`) over 65,536 on a 4-element
+/// array wrote 65,408 elements of the next allocation. Now the launch is
+/// refused (kernel, parameter, axis, dim and extent named) and the
+/// neighbour keeps its zeros; the same on replay (`set_dim`).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_launch_larger_than_its_array_is_refused_and_the_neighbour_is_untouched() {
+    let access = AotModule::load(data_dir().join("access")).expect("access module loads");
+    let fill = access.kernel("fill").unwrap();
+    let gpu = Device::Cuda(0);
+    let f32t = DType::by_name("float32").unwrap();
+    let x = Array::zeros(gpu, f32t, &[4]).unwrap();
+    let neighbour = Array::zeros(gpu, f32t, &[65_536]).unwrap();
+    let e = fill.launch(65_536).inputs((&x, 7.0f32)).run().unwrap_err();
+    println!("refused: {e}");
+    let Error::OutOfBounds(b) = &e else {
+        panic!("expected OutOfBounds, got {e}");
+    };
+    assert_eq!(
+        (
+            b.kernel.as_str(),
+            b.param.as_str(),
+            b.axis,
+            b.needed,
+            b.shape.as_slice()
+        ),
+        ("fill", "x", 0, 65_536, &[4][..])
+    );
+    fill.launch(4).inputs((&x, 7.0f32)).run().unwrap();
+    let mut l = fill.launch(4).inputs((&x, 8.0f32)).record().unwrap();
+    assert!(matches!(l.set_dim(&[65_536]), Err(Error::OutOfBounds(_))));
+    assert!(matches!(
+        l.set_param_by_name("x", Array::zeros(gpu, f32t, &[3]).unwrap()),
+        Err(Error::OutOfBounds(_))
+    ));
+    l.run().unwrap();
+    assert_eq!(x.to_vec::<f32>().unwrap(), vec![8.0; 4]);
+    let n = neighbour.to_vec::<f32>().unwrap();
+    assert!(
+        n.iter().all(|&v| v == 0.0),
+        "{} neighbour elements overwritten",
+        n.iter().filter(|&&v| v != 0.0).count()
+    );
+}
+
+/// A kernel whose index comes from data is refused by the safe launch
+/// (naming kernel, parameter and line) and runs through the unsafe
+/// unchecked launch.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn unproven_kernels_need_the_unchecked_launch() {
+    let access = AotModule::load(data_dir().join("access")).expect("access module loads");
+    let gather = access.kernel("gather").unwrap();
+    let gpu = Device::Cuda(0);
+    let idx = Array::from_slice(gpu, &[3i32, 2, 1, 0], &[4]).unwrap();
+    let x = Array::from_slice(gpu, &[10.0f32, 11.0, 12.0, 13.0], &[4]).unwrap();
+    let out = Array::zeros(gpu, DType::by_name("float32").unwrap(), &[4]).unwrap();
+    let e = gather
+        .launch(4)
+        .inputs((&idx, &x))
+        .outputs(&out)
+        .run()
+        .unwrap_err();
+    println!("refused: {e}");
+    assert!(matches!(e, Error::Unproven(_)), "{e}");
+    assert!(e.to_string().contains("wp_access.cu:192"), "{e}");
+    // SAFETY: every idx is in 0..4, x and out have 4 elements, the domain is 4.
+    let builder = unsafe {
+        gather
+            .launch(4)
+            .inputs((&idx, &x))
+            .outputs(&out)
+            .unchecked()
+    };
+    builder.run().unwrap();
+    assert_eq!(out.to_vec::<f32>().unwrap(), vec![13.0, 12.0, 11.0, 10.0]);
+    // SAFETY: as above.
+    let mut l = unsafe {
+        gather
+            .launch(4)
+            .inputs((&idx, &x))
+            .outputs(&out)
+            .unchecked()
+    }
+    .record()
+    .unwrap();
+    assert!(
+        l.set_dim(&[2]).is_err(),
+        "safe setters of an unchecked launch are refused"
+    );
+    // SAFETY: a smaller domain reads and writes fewer of the same elements.
+    unsafe { l.edit_unchecked(|l| l.set_dim(&[2]).map(|_| ())) }.unwrap();
+    l.run().unwrap();
+}

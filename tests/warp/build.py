@@ -11,6 +11,7 @@ Writes:
     OUT_DIR/aot/wp_kernels.cu           CUDA source Warp generated for kernels.py
     OUT_DIR/aot/wp_kernels.meta         JSON: "<kernel>_cuda_kernel_{forward,backward}_smem_bytes" -> int
     OUT_DIR/aot/wp_kernels.sm90.cubin   sm_90 cubin (strip_hash=True, so names carry no hash)
+    OUT_DIR/access/wp_access.{cu,meta,sm90.cubin}  access.py, for the launch-shape checks
     OUT_DIR/cases/<case>/<arg>.bin      raw little-endian inputs (the whole backing storage)
     OUT_DIR/cases/<case>/<arg>.expected.bin (and <arg>.grad.expected.bin for tape cases)
     OUT_DIR/manifest.json               what every case launches; schema in the module docstring below
@@ -87,6 +88,14 @@ def main() -> int:
     artifacts = wp.compile_aot_module(kernels, arch=90, module_dir=str(aot), use_ptx=False, strip_hash=True)
     names = sorted(p.name for p in aot.iterdir())
     print("compile_aot_module returned", [str(Path(p).name) for p in artifacts], "; aot/ holds", names)
+
+    # The launch-shape analysis module (warp-launch's access rules): compiled only.
+    import access  # noqa: E402
+
+    access_dir = out / "access"
+    if access_dir.exists():
+        shutil.rmtree(access_dir)
+    wp.compile_aot_module(access, arch=90, module_dir=str(access_dir), use_ptx=False, strip_hash=True)
 
     cases_dir = out / "cases"
     if cases_dir.exists():

@@ -4,7 +4,7 @@
 //! memory from `wp_<module>.meta`, the code from `wp_<module>.sm<arch>.cubin`
 //! (or `.ptx`). No Python at run time.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,8 +13,63 @@ use cuda_api::Library;
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::kernel::{Kernel, KernelSpec, ParamKind, StructType};
-use crate::source::{self, Direction, KernelBody, Source, SourceKernel};
+use crate::kernel::{Accesses, Kernel, KernelSpec, ParamKind, StructType, Unproven};
+use crate::source::{self, Direction, KernelBody, Meta, Source, SourceKernel, SourceStruct};
+
+/// The Warp release whose output this crate reads: its kernel ABI
+/// (`launch_bounds_t`, `array_t`), the forms of its generated code that the
+/// access analysis reads, and the module header below are Warp 1.19.0's.
+pub const WARP_VERSION: &str = "1.19.0";
+
+/// The module header Warp 1.19.0 writes at the top of every CUDA source
+/// (`warp/_src/codegen.py`'s `cuda_module_header`, after an optional
+/// `#define WP_NO_BFLOAT16` and an empty line), `{block_dim}` standing for
+/// the module's block size. Warp records its version nowhere in its AOT
+/// output (not in the `.cu`, the `.meta`, nor the cubin), so this header is
+/// the best evidence of which Warp wrote a module: it changes between
+/// releases (1.19.0 added the `WP_ENABLE_SMEM_SPILLING` block, for one).
+const WARP_CUDA_HEADER: &str = r#"#define WP_TILE_BLOCK_DIM {block_dim}
+#define WP_NO_CRT
+#include "builtin.h"
+#include "deterministic.h"
+
+// Map wp.breakpoint() to a device brkpt at the call site so cuda-gdb attributes the stop to the generated .cu line
+#if defined(__CUDACC__) && !defined(_MSC_VER)
+#define __debugbreak() __brkpt()
+#endif
+
+#define builtin_tid1d() wp::tid(_idx, dim)
+#define builtin_tid2d(x, y) wp::tid(x, y, _idx, dim)
+#define builtin_tid3d(x, y, z) wp::tid(x, y, z, _idx, dim)
+#define builtin_tid4d(x, y, z, w) wp::tid(x, y, z, w, _idx, dim)
+
+#define builtin_block_dim() wp::block_dim()
+
+// CUDA Thread Block Cluster shape declaration. Expands to __cluster_dims__
+// only on devices that support clusters (compute capability 9.0+); otherwise
+// expands to nothing so the same source compiles cleanly for any target arch.
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
+#define WP_CLUSTER_DIMS(x, y, z) __cluster_dims__(x, y, z)
+#else
+#define WP_CLUSTER_DIMS(x, y, z)
+#endif
+
+// Maximum registers per thread. __maxnreg__ was added in CUDA Toolkit 12.4;
+// older toolkits ignore the opt-in so the same source remains compilable.
+#if defined(__CUDACC_VER_MAJOR__) && (__CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 4))
+#define WP_MAXNREG(n) __maxnreg__(n)
+#else
+#define WP_MAXNREG(n)
+#endif
+
+// Allow PTXAS to spill registers into shared memory. CUDA Toolkit 13.0
+// introduced the pragma, which is unavailable in device-debug compilation.
+#if defined(__CUDACC_VER_MAJOR__) && (__CUDACC_VER_MAJOR__ >= 13) && !defined(_DEBUG)
+#define WP_ENABLE_SMEM_SPILLING() asm volatile(".pragma \"enable_smem_spilling\";");
+#else
+#define WP_ENABLE_SMEM_SPILLING()
+#endif
+"#;
 
 /// A loaded Warp AOT module: its kernels by key.
 pub struct AotModule {
@@ -88,40 +143,42 @@ impl AotModule {
 
     /// Loads module `name` from `dir` (`wp_<name>.cu`, `.meta`, and the
     /// image: `wp_<name>.sm<arch>.cubin`, else `.ptx`).
+    ///
+    /// Each kernel's parameters and array access rules come from the
+    /// generated source (see [`KernelSpec::accesses`]): a kernel whose every
+    /// array access is indexed by thread coordinates or constants launches
+    /// safely with those checks; any other is refused by safe launches and
+    /// runs only through the `unsafe`
+    /// [`LaunchBuilder::unchecked`](crate::LaunchBuilder::unchecked).
+    ///
+    /// # Errors
+    ///
+    /// Besides unreadable or malformed files: a module not written by Warp
+    /// [`WARP_VERSION`] (its generated header or `.meta` keys differ from
+    /// 1.19.0's) is refused before its image is loaded, naming both
+    /// versions as far as they are known.
     pub fn load_named(dir: impl AsRef<Path>, name: &str) -> Result<AotModule> {
         let dir = dir.as_ref();
         let cu_path = dir.join(format!("wp_{name}.cu"));
         let meta_path = dir.join(format!("wp_{name}.meta"));
         let cu_file = cu_path.display().to_string();
+        let meta_file = meta_path.display().to_string();
         let text = read_text(&cu_path)?;
-        let src = source::parse_cu(&text, &cu_file).map_err(src_err)?;
-        let meta = source::parse_meta(&read_text(&meta_path)?, &meta_path.display().to_string())
-            .map_err(src_err)?;
+        let meta_text = read_text(&meta_path)?;
+        let decls = declarations(&text, &cu_file, &meta_text, &meta_file)?;
         let image = find_image(dir, name)?;
         let library = Library::from_image(&read(&image)?).map_err(Error::from)?;
         let mut kernels = BTreeMap::new();
-        for k in src
-            .kernels
-            .iter()
-            .filter(|k| k.direction() == Some(Direction::Forward))
-        {
-            let key = k.key().to_string();
-            let backward = src
-                .kernels
-                .iter()
-                .find(|b| b.direction() == Some(Direction::Backward) && b.key() == key);
-            let spec = spec_of(k, &src, &text, &cu_file)?.shared_mem(
-                meta.shared_memory_bytes(&k.name).unwrap_or(0),
-                backward
-                    .and_then(|b| meta.shared_memory_bytes(&b.name))
-                    .unwrap_or(0),
-            );
-            // SAFETY: the declaration was read from the source that Warp
-            // compiled into this directory's image, kernel by kernel; the
-            // driver's layout confirms counts, sizes and offsets.
-            let kernel =
-                unsafe { spec.load_cuda(&library, &k.name, backward.map(|b| b.name.as_str())) }?;
-            kernels.insert(key, kernel);
+        for d in decls {
+            // SAFETY: the declaration (parameter types and access rules) was
+            // read from the source that Warp 1.19.0 (checked above) compiled
+            // into this directory's image, kernel by kernel; the driver's
+            // layout confirms counts, sizes and offsets.
+            let kernel = unsafe {
+                d.spec
+                    .load_cuda(&library, &d.forward, d.backward.as_deref())
+            }?;
+            kernels.insert(d.key, kernel);
         }
         Ok(AotModule {
             name: name.to_string(),
@@ -153,6 +210,190 @@ impl AotModule {
     }
 }
 
+/// One forward kernel of a module, declared from the source.
+#[derive(Debug)]
+pub(crate) struct Declared {
+    pub key: String,
+    pub forward: String,
+    pub backward: Option<String>,
+    pub spec: KernelSpec,
+}
+
+/// Everything `load_named` needs before the image: the Warp version check,
+/// the parsed source and metadata, and every forward kernel's declaration.
+/// Linear in the size of the files.
+pub(crate) fn declarations(
+    text: &str,
+    cu_file: &str,
+    meta_text: &str,
+    meta_file: &str,
+) -> Result<Vec<Declared>> {
+    check_warp_version(text, cu_file)?;
+    let src = source::parse_cu(text, cu_file).map_err(src_err)?;
+    let meta = source::parse_meta(meta_text, meta_file).map_err(src_err)?;
+    check_meta_version(&meta, meta_file)?;
+    let ctx = ModuleContext::new(text, &src);
+    let backwards: HashMap<&str, &SourceKernel> = src
+        .kernels
+        .iter()
+        .filter(|b| b.direction() == Some(Direction::Backward))
+        .map(|b| (b.key(), b))
+        .collect();
+    let mut out = Vec::new();
+    for k in src
+        .kernels
+        .iter()
+        .filter(|k| k.direction() == Some(Direction::Forward))
+    {
+        let backward = backwards.get(k.key()).copied();
+        let spec = spec_of(k, backward, &ctx, cu_file)?.shared_mem(
+            meta.shared_memory_bytes(&k.name).unwrap_or(0),
+            backward
+                .and_then(|b| meta.shared_memory_bytes(&b.name))
+                .unwrap_or(0),
+        );
+        out.push(Declared {
+            key: k.key().to_string(),
+            forward: k.name.clone(),
+            backward: backward.map(|b| b.name.clone()),
+            spec,
+        });
+    }
+    Ok(out)
+}
+
+/// Refuses a source not written by Warp [`WARP_VERSION`]: its module
+/// header must be 1.19.0's, line for line.
+fn check_warp_version(text: &str, file: &str) -> Result<()> {
+    let mut lines = text.lines().map(|l| l.strip_suffix('\r').unwrap_or(l));
+    let mut line_no = 1;
+    let mut first = lines.next();
+    if first == Some("#define WP_NO_BFLOAT16") {
+        first = lines.next();
+        line_no += 1;
+    }
+    let refuse = |line: usize, expected: &str, found: Option<&str>| Error::Source {
+        file: file.to_string(),
+        line,
+        message: format!(
+            "not written by Warp {WARP_VERSION}, the version this crate's kernel ABI is pinned to: line {line} of the module header is {} where Warp {WARP_VERSION} writes `{expected}`. Warp records no version in its AOT output, so the other version is known only as \"not {WARP_VERSION}\"; recompile the module with warp-lang=={WARP_VERSION} (wp.compile_aot_module(..., arch=90, use_ptx=False, strip_hash=True))",
+            found.map_or("missing (the file ends)".to_string(), |f| format!("`{f}`")),
+        ),
+    };
+    if first != Some("") {
+        return Err(refuse(line_no, "", first));
+    }
+    for expected in WARP_CUDA_HEADER.lines() {
+        line_no += 1;
+        let found = lines.next();
+        let ok = match expected.strip_suffix("{block_dim}") {
+            Some(prefix) => found
+                .and_then(|f| f.strip_prefix(prefix))
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())),
+            None => found == Some(expected),
+        };
+        if !ok {
+            return Err(refuse(line_no, expected, found));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses `.meta` keys Warp 1.19.0 does not write (it writes only
+/// `<kernel>_smem_bytes`); a `warp_version` key, if some tool adds one,
+/// must say 1.19.0.
+fn check_meta_version(meta: &Meta, file: &str) -> Result<()> {
+    let Some((key, value)) = meta.other.iter().next() else {
+        return Ok(());
+    };
+    let found = match (key.as_str(), value) {
+        ("warp_version" | "version", source::MetaValue::String(v)) if v == WARP_VERSION => {
+            return Ok(());
+        }
+        ("warp_version" | "version", source::MetaValue::String(v)) => {
+            format!("it says it was written by Warp {v}")
+        }
+        _ => format!(
+            "it has the key \"{key}\", which Warp {WARP_VERSION} does not write (it writes only \"<kernel>_smem_bytes\")"
+        ),
+    };
+    Err(Error::Source {
+        file: file.to_string(),
+        line: 0,
+        message: format!(
+            "not written by Warp {WARP_VERSION}, the version this crate's kernel ABI is pinned to: {found}; recompile the module with warp-lang=={WARP_VERSION}"
+        ),
+    })
+}
+
+/// What every kernel of one module shares: the structs by name (resolved
+/// once each), Python signatures by kernel key, kernel lines, the compiled
+/// block size. Built in one pass over the source.
+struct ModuleContext<'a> {
+    text: &'a str,
+    src: &'a Source,
+    structs: HashMap<&'a str, &'a SourceStruct>,
+    resolved: std::cell::RefCell<HashMap<String, (Arc<StructType>, usize)>>,
+    signatures: HashMap<&'a str, &'a str>,
+    /// Byte offset of the start of every line (index = line - 1).
+    line_starts: Vec<usize>,
+    /// Every kernel's line, sorted.
+    kernel_lines: Vec<usize>,
+    block_dim: Option<u32>,
+}
+
+impl<'a> ModuleContext<'a> {
+    fn new(text: &'a str, src: &'a Source) -> ModuleContext<'a> {
+        let mut structs = HashMap::new();
+        for s in &src.structs {
+            structs.entry(s.name.as_str()).or_insert(s);
+        }
+        let mut signatures = HashMap::new();
+        let mut line_starts = vec![0];
+        for (i, b) in text.bytes().enumerate() {
+            if b == b'\n' {
+                line_starts.push(i + 1);
+            }
+        }
+        for line in text.lines() {
+            let code = line.trim_start();
+            if let Some(rest) = code.strip_prefix("// def ")
+                && let Some((key, _)) = rest.split_once('(')
+            {
+                signatures.entry(key).or_insert(code);
+            }
+        }
+        let mut kernel_lines: Vec<usize> = src.kernels.iter().map(|k| k.line).collect();
+        kernel_lines.sort_unstable();
+        ModuleContext {
+            text,
+            src,
+            structs,
+            resolved: Default::default(),
+            signatures,
+            line_starts,
+            kernel_lines,
+            block_dim: tile_block_dim(text),
+        }
+    }
+
+    /// The text of lines `from + 1 .. to` (1-based `from` is the kernel's
+    /// line; `to` the next kernel's), as `index_arity` reads them.
+    fn lines_after(&self, from: usize, to: usize) -> &'a str {
+        let start = self
+            .line_starts
+            .get(from)
+            .copied()
+            .unwrap_or(self.text.len());
+        let end = to
+            .checked_sub(1)
+            .and_then(|l| self.line_starts.get(l).copied())
+            .unwrap_or(self.text.len())
+            .max(start);
+        self.text.get(start..end).unwrap_or("")
+    }
+}
+
 fn src_err(e: source::SourceError) -> Error {
     Error::Source {
         file: e.file().to_string(),
@@ -181,8 +422,14 @@ fn find_image(dir: &Path, name: &str) -> Result<PathBuf> {
 }
 
 /// The declaration of forward kernel `k`: `launch_bounds_t<N>` first, then
-/// each parameter resolved to an array, value or struct type.
-fn spec_of(k: &SourceKernel, src: &Source, text: &str, file: &str) -> Result<KernelSpec> {
+/// each parameter resolved to an array, value or struct type, and the
+/// access rules of the forward and backward bodies.
+fn spec_of(
+    k: &SourceKernel,
+    backward: Option<&SourceKernel>,
+    ctx: &ModuleContext<'_>,
+    file: &str,
+) -> Result<KernelSpec> {
     let err = |line: usize, message: String| Error::Source {
         file: file.to_string(),
         line,
@@ -198,31 +445,58 @@ fn spec_of(k: &SourceKernel, src: &Source, text: &str, file: &str) -> Result<Ker
         )
     })?;
     let mut spec = KernelSpec::new(k.key(), ndim).grid_stride(k.body != KernelBody::Lean);
-    if let Some(n) = tile_block_dim(text) {
+    if let Some(n) = ctx.block_dim {
         spec = spec.compiled_block_dim(n);
     }
-    let mut hints = ndim_hints(text, k.key());
-    let end = src
-        .kernels
-        .iter()
-        .map(|o| o.line)
-        .filter(|&l| l > k.line)
-        .min()
-        .unwrap_or(usize::MAX);
-    for p in &k.params[1..] {
+    let mut hints = ctx
+        .signatures
+        .get(k.key())
+        .map(|line| ndim_hints(line, k.key()))
+        .unwrap_or_default();
+    let end = match ctx.kernel_lines.binary_search(&k.line) {
+        Ok(i) => ctx.kernel_lines[i..]
+            .iter()
+            .copied()
+            .find(|&l| l > k.line)
+            .unwrap_or(usize::MAX),
+        Err(_) => usize::MAX,
+    };
+    let body = ctx.lines_after(k.line, end);
+    let params = k.params.get(1..).unwrap_or(&[]);
+    for p in params {
         if !hints.contains_key(p.label())
-            && let Some(n) = index_arity(text, k.line, end, &p.name)
+            && let Some(n) = index_arity(body, &p.name)
         {
             hints.insert(p.label().to_string(), n);
         }
     }
-    for p in &k.params[1..] {
-        let kind = resolve(&p.cpp_type, src, 0).map_err(|m| {
+    // Memory no rule covers: arrays inside structs, raw addresses.
+    let mut hidden: Option<Unproven> = ctx.src.raw_addresses.map(|line| Unproven {
+        param: String::new(),
+        location: format!("{file}:{line}"),
+        reason: "the module builds an array from a raw address (wp.array(ptr=...)) or calls a builtin that dereferences a uint64 handle (meshes, BVHs, hash grids, volumes)".into(),
+    });
+    for p in params {
+        let kind = resolve(&p.cpp_type, ctx, 0).map_err(|m| {
             err(
                 p.line,
                 format!("parameter '{}' of kernel '{}': {m}", p.label(), k.key()),
             )
         })?;
+        if hidden.is_none()
+            && let ParamKind::Struct(st) = &kind
+            && holds_array(st)
+        {
+            hidden = Some(Unproven {
+                param: p.label().to_string(),
+                location: format!("{file}:{}", p.line),
+                reason: format!(
+                    "parameter '{}' is a struct '{}' holding an array: accesses through struct fields are not analysed",
+                    p.label(),
+                    st.name
+                ),
+            });
+        }
         let kind = match kind {
             ParamKind::Array { dtype, .. } => ParamKind::Array {
                 dtype,
@@ -232,7 +506,22 @@ fn spec_of(k: &SourceKernel, src: &Source, text: &str, file: &str) -> Result<Ker
         };
         spec = spec.param(p.label(), kind);
     }
-    Ok(spec)
+    let (forward, backward) = match hidden {
+        Some(u) => (Accesses::Unproven(u.clone()), Accesses::Unproven(u)),
+        None => (
+            k.accesses.clone(),
+            backward.map_or_else(Accesses::default, |b| b.accesses.clone()),
+        ),
+    };
+    Ok(spec.with_accesses(forward, backward))
+}
+
+fn holds_array(st: &StructType) -> bool {
+    st.fields.iter().any(|f| match &f.kind {
+        ParamKind::Array { .. } => true,
+        ParamKind::Struct(inner) => holds_array(inner),
+        ParamKind::Value(_) => false,
+    })
 }
 
 /// The block size Warp compiled the module for (`#define WP_TILE_BLOCK_DIM N`).
@@ -242,8 +531,13 @@ fn tile_block_dim(text: &str) -> Option<u32> {
         .and_then(|v| v.trim().parse().ok())
 }
 
-/// A C++ type of a Warp-generated source as a parameter kind.
-fn resolve(cpp: &str, src: &Source, depth: usize) -> Result<ParamKind, String> {
+/// Deepest struct nesting accepted (a parameter's struct is level 0).
+const MAX_STRUCT_DEPTH: usize = 16;
+
+/// A C++ type of a Warp-generated source as a parameter kind. Each struct
+/// is resolved once per module (an `Arc` shared by every use), so nested
+/// structs cost their size, not the number of paths to them.
+fn resolve(cpp: &str, ctx: &ModuleContext<'_>, depth: usize) -> Result<ParamKind, String> {
     if let Some(inner) = cpp
         .strip_prefix("wp::array_t<")
         .and_then(|s| s.strip_suffix('>'))
@@ -256,20 +550,36 @@ fn resolve(cpp: &str, src: &Source, depth: usize) -> Result<ParamKind, String> {
     if let Some(d) = DType::by_cpp(cpp) {
         return Ok(ParamKind::Value(d));
     }
-    if let Some(s) = src.struct_named(cpp) {
-        if depth > 16 {
-            return Err(format!("struct '{cpp}' nests too deeply"));
+    if let Some(s) = ctx.structs.get(cpp) {
+        let too_deep =
+            || format!("struct '{cpp}' nests too deeply (more than {MAX_STRUCT_DEPTH} levels)");
+        if let Some((st, height)) = ctx.resolved.borrow().get(cpp) {
+            // `height` levels of structs from this one down.
+            if depth + height > MAX_STRUCT_DEPTH + 1 {
+                return Err(too_deep());
+            }
+            return Ok(ParamKind::Struct(st.clone()));
         }
-        let fields = s
-            .fields
-            .iter()
-            .map(|f| resolve(&f.cpp_type, src, depth + 1).map(|k| (f.name.clone(), k)))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|m| format!("in struct '{cpp}': {m}"))?;
-        return Ok(ParamKind::Struct(Arc::new(StructType::new(
-            s.name.clone(),
-            fields,
-        ))));
+        if depth > MAX_STRUCT_DEPTH {
+            return Err(too_deep());
+        }
+        let mut height = 1;
+        let mut fields = Vec::with_capacity(s.fields.len());
+        for f in &s.fields {
+            let kind = resolve(&f.cpp_type, ctx, depth + 1)
+                .map_err(|m| format!("in struct '{cpp}': {m}"))?;
+            if let ParamKind::Struct(inner) = &kind
+                && let Some((_, h)) = ctx.resolved.borrow().get(inner.name.as_str())
+            {
+                height = height.max(h + 1);
+            }
+            fields.push((f.name.clone(), kind));
+        }
+        let st = Arc::new(StructType::new(s.name.clone(), fields));
+        ctx.resolved
+            .borrow_mut()
+            .insert(cpp.to_string(), (st.clone(), height));
+        return Ok(ParamKind::Struct(st));
     }
     Err(format!(
         "type '{cpp}' is not one this crate reads (wp::array_t<T>, a Warp scalar, vector or matrix, or a struct defined in the file)"
@@ -277,14 +587,14 @@ fn resolve(cpp: &str, src: &Source, depth: usize) -> Result<ParamKind, String> {
 }
 
 /// Array dimensions from the Python signature Warp copies into the source
-/// as a comment (`// def key(a: wp.array2d(dtype=...), ...):`), when it is
-/// on one line; arrays it cannot read stay unknown.
-fn ndim_hints(text: &str, key: &str) -> BTreeMap<String, u8> {
+/// as a comment (`// def key(a: wp.array2d(dtype=...), ...):`, `line`),
+/// when it is on one line; arrays it cannot read stay unknown.
+fn ndim_hints(line: &str, key: &str) -> BTreeMap<String, u8> {
     let mut out = BTreeMap::new();
     let needle = format!("// def {key}(");
-    let Some(line) = text.lines().find(|l| l.trim_start().starts_with(&needle)) else {
+    if !line.trim_start().starts_with(&needle) {
         return out;
-    };
+    }
     let sig = line
         .trim_start()
         .trim_start_matches(&needle[..needle.len() - 1]);
@@ -336,13 +646,14 @@ fn ndim_hints(text: &str, key: &str) -> BTreeMap<String, u8> {
     out
 }
 
-/// Array dimensions from how the kernel body (lines `from..to`) indexes
-/// parameter `var`: `wp::address(var, i, j)` takes one index per dimension,
+/// Array dimensions from how the kernel body (`body`, the lines after the
+/// kernel's name up to the next kernel) indexes parameter `var`:
+/// `wp::address(var, i, j)` takes one index per dimension,
 /// `wp::array_store(var, i, j, value)` one per dimension and a value. Only
 /// when every such call agrees.
-fn index_arity(text: &str, from: usize, to: usize, var: &str) -> Option<u8> {
+fn index_arity(body: &str, var: &str) -> Option<u8> {
     let mut found: Option<usize> = None;
-    for line in text.lines().skip(from).take(to.saturating_sub(from + 1)) {
+    for line in body.lines() {
         let code = line.trim_start();
         if code.starts_with("//") {
             continue;
@@ -372,15 +683,24 @@ mod tests {
     use super::*;
 
     const CU: &str = include_str!("../tests/fixtures/wp_kernels.cu");
+    const META: &str = include_str!("../tests/fixtures/wp_kernels.meta");
 
     fn spec(key: &str) -> KernelSpec {
-        let src = source::parse_cu(CU, "wp_kernels.cu").unwrap();
-        let k = src
-            .kernels
-            .iter()
-            .find(|k| k.key() == key && k.direction() == Some(Direction::Forward))
-            .unwrap();
-        spec_of(k, &src, CU, "wp_kernels.cu").unwrap()
+        declarations(CU, "wp_kernels.cu", META, "wp_kernels.meta")
+            .unwrap()
+            .into_iter()
+            .find(|d| d.key == key)
+            .unwrap()
+            .spec
+    }
+
+    fn ndim_hints_of(text: &str, key: &str) -> BTreeMap<String, u8> {
+        let src = source::parse_cu(text, "x.cu").unwrap();
+        let ctx = ModuleContext::new(text, &src);
+        ctx.signatures
+            .get(key)
+            .map(|l| ndim_hints(l, key))
+            .unwrap_or_default()
     }
 
     fn describe(s: &KernelSpec) -> Vec<String> {
@@ -418,14 +738,14 @@ mod tests {
 
     #[test]
     fn ndim_comes_from_the_python_signature() {
-        let h = ndim_hints(CU, "lean_fill");
+        let h = ndim_hints_of(CU, "lean_fill");
         assert_eq!(h.get("out"), Some(&2));
-        let h = ndim_hints(CU, "index4d");
+        let h = ndim_hints_of(CU, "index4d");
         assert_eq!(h.get("out"), Some(&4));
-        let h = ndim_hints(CU, "saxpy");
+        let h = ndim_hints_of(CU, "saxpy");
         assert_eq!((h.get("x"), h.get("y")), (Some(&1), Some(&1)));
         // add2d's signature spans lines, so the body's indexing decides.
-        assert!(ndim_hints(CU, "add2d").is_empty());
+        assert!(ndim_hints_of(CU, "add2d").is_empty());
         let add2d = spec("add2d");
         assert!(
             add2d
@@ -439,7 +759,195 @@ mod tests {
     fn unknown_types_are_errors_naming_file_and_line() {
         let text = "extern \"C\" __global__ void k_cuda_kernel_forward(\n    wp::launch_bounds_t<1> dim,\n    wp::indexedarray_t<wp::float32> var_x)\n{\n}\n";
         let src = source::parse_cu(text, "x.cu").unwrap();
-        let e = spec_of(&src.kernels[0], &src, text, "x.cu").unwrap_err();
+        let e = spec_of(
+            &src.kernels[0],
+            None,
+            &ModuleContext::new(text, &src),
+            "x.cu",
+        )
+        .unwrap_err();
         insta::assert_snapshot!("unknown_type", e.to_string());
+    }
+
+    use crate::source::tests::{is_child, run_in_child, timed};
+    use std::time::Duration;
+
+    /// The fixture's header and its `Params` struct: what a Warp 1.19.0
+    /// source starts with.
+    fn header() -> &'static str {
+        &CU[..CU.find("extern \"C\" __global__").unwrap()]
+    }
+
+    /// A module whose kernel takes a struct nested `depth` deep, each level
+    /// holding two of the level below (2^depth paths to the leaf).
+    fn struct_nest(depth: usize) -> String {
+        let mut text = header().to_string();
+        text.push_str("struct S0_00000000\n{\n    wp::float32 a;\n    wp::float32 b;\n};\n");
+        for d in 1..depth {
+            text.push_str(&format!(
+                "struct S{d}_00000000\n{{\n    S{p}_00000000 a;\n    S{p}_00000000 b;\n}};\n",
+                p = d - 1
+            ));
+        }
+        text.push_str(&format!(
+            "extern \"C\" __global__ void nest_cuda_kernel_forward(\n    wp::launch_bounds_t<1> dim,\n    S{}_00000000 var_p,\n    wp::array_t<wp::float32> var_x)\n{{\n}}\n",
+            depth - 1
+        ));
+        text
+    }
+
+    #[test]
+    fn big_modules_child() {
+        if !is_child() {
+            return;
+        }
+        let nest = struct_nest(17);
+        let d = timed("depth-17 struct nest (16 below the parameter)", || {
+            declarations(&nest, "n.cu", "{}", "n.meta").unwrap()
+        });
+        let ParamKind::Struct(st) = &d[0].spec.params()[0].kind else {
+            panic!("a struct parameter");
+        };
+        // 2 floats at the bottom, doubled 16 times.
+        assert_eq!(st.size, 8 << 16);
+        let e = declarations(&struct_nest(18), "n.cu", "{}", "n.meta").unwrap_err();
+        assert!(e.to_string().contains("nests too deeply"), "{e}");
+
+        let start = CU
+            .find("extern \"C\" __global__ void saxpy_cuda_kernel_forward")
+            .unwrap();
+        let end = CU
+            .find("extern \"C\" __global__ void add2d_cuda_kernel_forward")
+            .unwrap();
+        let saxpy = &CU[start..end];
+        let mut text = CU[..start].to_string();
+        let mut meta = String::from("{");
+        let mut i = 0;
+        while text.len() < 1 << 20 {
+            text.push_str(&saxpy.replace("saxpy", &format!("saxpy{i}")));
+            meta.push_str(&format!(
+                "\"saxpy{i}_cuda_kernel_backward_smem_bytes\": 0, \"saxpy{i}_cuda_kernel_forward_smem_bytes\": 0, "
+            ));
+            i += 1;
+        }
+        meta.push_str("\"x_smem_bytes\": 0}");
+        let d = timed("1 MB of kernels", || {
+            declarations(&text, "big.cu", &meta, "big.meta").unwrap()
+        });
+        // The 8 kernels before saxpy in the fixture, then the copies.
+        assert_eq!(d.len(), i + 8);
+        assert!(
+            d.iter()
+                .filter(|d| d.key.starts_with("saxpy"))
+                .all(|d| d.backward.is_some()
+                    && matches!(d.spec.accesses(false), Accesses::Checked(l) if l.len() == 2))
+        );
+    }
+
+    #[test]
+    fn nested_structs_and_one_megabyte_modules_declare_in_under_a_second() {
+        run_in_child("aot::tests::big_modules_child", Duration::from_secs(60));
+    }
+
+    #[test]
+    fn access_rules_reach_the_declarations() {
+        let text = include_str!("../tests/fixtures/wp_access.cu");
+        let meta = include_str!("../tests/fixtures/wp_access.meta");
+        let d = declarations(text, "wp_access.cu", meta, "wp_access.meta").unwrap();
+        let get = |k: &str| &d.iter().find(|d| d.key == k).unwrap().spec;
+        assert!(matches!(get("fill").accesses(false), Accesses::Checked(l) if l.len() == 1));
+        assert!(matches!(get("fill").accesses(true), Accesses::Checked(l) if l.len() == 2));
+        for k in ["gather", "shifted", "row_sum", "call_func", "row_view"] {
+            assert!(
+                matches!(get(k).accesses(false), Accesses::Unproven(_)),
+                "{k}"
+            );
+        }
+        // A struct holding an array: refused at the parameter.
+        let Accesses::Unproven(u) = get("through_struct").accesses(false) else {
+            panic!("through_struct is unproven");
+        };
+        assert_eq!(u.param, "h");
+        assert!(u.reason.contains("holding an array"), "{}", u.reason);
+        // Every kernel of kernels.py is checkable.
+        for d in declarations(CU, "wp_kernels.cu", META, "wp_kernels.meta").unwrap() {
+            assert!(
+                matches!(d.spec.accesses(false), Accesses::Checked(_)),
+                "{}",
+                d.key
+            );
+            assert!(
+                matches!(d.spec.accesses(true), Accesses::Checked(_)),
+                "{}",
+                d.key
+            );
+        }
+        // A module that builds arrays from raw addresses: every kernel.
+        let raw = CU.replacen(
+            "var_0 = builtin_tid1d();",
+            "var_0 = builtin_tid1d(); var_9 = wp::array_t<wp::float32>(var_p, var_n);",
+            1,
+        );
+        for d in declarations(&raw, "raw.cu", META, "wp_kernels.meta").unwrap() {
+            assert!(
+                matches!(d.spec.accesses(false), Accesses::Unproven(_)),
+                "{}",
+                d.key
+            );
+        }
+    }
+
+    #[test]
+    fn modules_of_other_warp_versions_are_refused() {
+        assert!(check_warp_version(CU, "wp_kernels.cu").is_ok());
+        // Without the bfloat16 define, and with another block size.
+        let plain = CU
+            .strip_prefix("#define WP_NO_BFLOAT16\n")
+            .unwrap()
+            .replace("WP_TILE_BLOCK_DIM 256", "WP_TILE_BLOCK_DIM 64");
+        assert!(check_warp_version(&plain, "x.cu").is_ok());
+        // Warp before 1.19.0 had no WP_ENABLE_SMEM_SPILLING block.
+        let older = CU.replace(
+            "// Allow PTXAS to spill registers into shared memory.",
+            "// (an older header)",
+        );
+        let e = check_warp_version(&older, "old.cu")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("old.cu:37: not written by Warp 1.19.0"),
+            "{e}"
+        );
+        assert!(
+            e.contains("is `// (an older header) CUDA Toolkit 13.0`"),
+            "{e}"
+        );
+        assert!(e.contains("warp-lang==1.19.0"), "{e}");
+        let e = check_warp_version("extern \"C\" __global__ void k() {}", "bare.cu").unwrap_err();
+        assert!(e.to_string().contains("not written by Warp 1.19.0"), "{e}");
+        // .meta keys Warp 1.19.0 does not write; a version key, if present.
+        let meta = |t: &str| source::parse_meta(t, "m.meta").unwrap();
+        assert!(check_meta_version(&meta(META), "m.meta").is_ok());
+        assert!(check_meta_version(&meta("{\"warp_version\": \"1.19.0\"}"), "m.meta").is_ok());
+        let e = check_meta_version(&meta("{\"warp_version\": \"1.20.0\"}"), "m.meta").unwrap_err();
+        assert!(
+            e.to_string().contains("Warp 1.20.0") && e.to_string().contains("Warp 1.19.0"),
+            "{e}"
+        );
+        let e = check_meta_version(&meta("{\"k_block_dim\": 256}"), "m.meta").unwrap_err();
+        assert!(e.to_string().contains("\"k_block_dim\""), "{e}");
+    }
+
+    #[test]
+    fn load_refuses_another_warp_version_before_the_image() {
+        let dir = std::env::temp_dir().join(format!("wl-version-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let older = CU.replace("// Allow PTXAS to spill", "// Let PTXAS spill");
+        std::fs::write(dir.join("wp_m.cu"), older).unwrap();
+        std::fs::write(dir.join("wp_m.meta"), META).unwrap();
+        // No image: the version check must come first.
+        let e = AotModule::load(&dir).unwrap_err().to_string();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(e.contains("not written by Warp 1.19.0"), "{e}");
     }
 }

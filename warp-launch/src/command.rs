@@ -10,8 +10,8 @@ use cuda_api::{ArgBlock, Context, LaunchConfig, Stream};
 use crate::bind::{self, Arg, IntoArg, IntoArgs, Site};
 use crate::device::{AccessMode, Device, IntoDevice, thread_access_mode};
 use crate::domain::{self, Plan};
-use crate::error::{Error, Result};
-use crate::kernel::Kernel;
+use crate::error::{BoundsError, Error, Result, UnprovenError};
+use crate::kernel::{AxisIndex, Kernel, Rules};
 use crate::tape;
 
 /// Dynamic shared memory a kernel may use without opting in (48 KiB).
@@ -52,6 +52,9 @@ pub(crate) struct Options {
     pub max_blocks: MaxBlocks,
     pub mode: AccessMode,
     pub cooperative: bool,
+    /// Built through `unsafe` [`LaunchBuilder::unchecked`]: the kernel's
+    /// access rules are not checked.
+    pub unchecked: bool,
 }
 
 /// A checked, reusable launch of one kernel (Warp's `Launch`, from
@@ -70,6 +73,9 @@ pub struct Launch {
     /// The context a CUDA launch was checked for (the device's primary
     /// context); every stream it runs on must belong to it.
     ctx: Option<Context>,
+    /// Inside [`Launch::edit_unchecked`]: setters of an unchecked launch
+    /// are allowed.
+    editing: bool,
 }
 
 impl fmt::Debug for Launch {
@@ -135,6 +141,113 @@ fn write_arg(
         bound.with_bytes(|b| unsafe { block.set_bytes(index + 1, b) })?;
     }
     Ok(())
+}
+
+/// Checks the kernel's array access rules for a launch with `plan` and the
+/// arguments `arg(i)` (forward parameters, then adjoints), refusing a
+/// launch that could leave an array. `only`: check just the rules of that
+/// argument. Nothing is checked for unchecked launches, CPU launches (their
+/// implementation is safe Rust) and launches of size 0.
+pub(crate) fn check_accesses<'a>(
+    kernel: &Kernel,
+    opts: &Options,
+    dim: &[i64],
+    plan: &Plan,
+    arg: impl Fn(usize) -> Option<&'a Arg>,
+    only: Option<usize>,
+) -> Result<()> {
+    if opts.unchecked || opts.device == Device::Cpu || plan.size == 0 {
+        return Ok(());
+    }
+    let rules = match &kernel.inner.rules[usize::from(opts.adjoint)] {
+        Rules::Checked(rules) => rules,
+        Rules::Unproven(u) => {
+            return Err(Error::Unproven(Box::new(UnprovenError {
+                kernel: kernel.name().to_string(),
+                adjoint: opts.adjoint,
+                unproven: u.clone(),
+            })));
+        }
+    };
+    let n = kernel.params().len();
+    for r in rules {
+        let slot = match (r.adjoint, opts.adjoint) {
+            (false, _) => r.index,
+            (true, true) => n + r.index,
+            (true, false) => continue,
+        };
+        if only.is_some_and(|o| o != slot) {
+            continue;
+        }
+        let shape: &[usize] = match arg(slot) {
+            Some(Arg::Array(a)) => a.shape(),
+            Some(Arg::Null) if r.null_ok => continue,
+            Some(Arg::Null) => &[],
+            // Not an array: the argument check reports it.
+            _ => continue,
+        };
+        let refuse = |axis: usize, index: Option<AxisIndex>, needed: u64| {
+            let param = match kernel.param_at(slot) {
+                Some((name, _)) => name.into_owned(),
+                None => String::new(),
+            };
+            Err(Error::OutOfBounds(Box::new(BoundsError {
+                kernel: kernel.name().to_string(),
+                param,
+                axis,
+                index,
+                dim: dim.to_vec(),
+                needed,
+                shape: shape.to_vec(),
+                line: r.line,
+            })))
+        };
+        for axis in 0..r.indices.len().max(shape.len()) {
+            let extent = shape.get(axis).map_or(0, |&e| e as u64);
+            let Some(&index) = r.indices.get(axis) else {
+                if extent == 0 {
+                    return refuse(axis, None, 1);
+                }
+                continue;
+            };
+            let (ok, needed) = match index {
+                AxisIndex::Thread(k) => {
+                    let runs = plan.bounds.shape.get(k).map_or(u64::MAX, |&e| u64::from(e));
+                    (runs <= extent, runs)
+                }
+                AxisIndex::WorkItem => {
+                    let runs = plan.size as u64;
+                    (runs <= extent, runs)
+                }
+                AxisIndex::Block => {
+                    let runs = plan.blocks();
+                    (runs <= extent, runs)
+                }
+                AxisIndex::Constant(c) => {
+                    // c in [-extent, extent): c + 1 elements, or |c| from the end.
+                    let needed = if c >= 0 {
+                        c.unsigned_abs().saturating_add(1)
+                    } else {
+                        c.unsigned_abs()
+                    };
+                    (needed <= extent, needed)
+                }
+            };
+            if !ok {
+                return refuse(axis, Some(index), needed);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn unchecked_setter(kernel: &Kernel, setter: &str) -> Error {
+    Error::Unsupported {
+        kernel: kernel.name().to_string(),
+        message: format!(
+            "Launch::{setter}: this launch was built with the unsafe LaunchBuilder::unchecked, so a safe setter cannot keep its promise; change it inside `unsafe {{ launch.edit_unchecked(|l| ...) }}`, or record a new launch"
+        ),
+    }
 }
 
 impl Launch {
@@ -226,6 +339,7 @@ impl Launch {
             args: std::mem::ManuallyDrop::new(args),
             block,
             stream,
+            editing: false,
         };
         launch.write_bounds()?;
         for (i, a) in launch.args.iter().enumerate() {
@@ -237,6 +351,16 @@ impl Launch {
                 a,
             )?;
         }
+        // After the argument checks, so that a wrong argument is named as
+        // such; a refused launch is dropped unrun.
+        check_accesses(
+            &launch.kernel,
+            &launch.opts,
+            dim,
+            &launch.plan,
+            |i| launch.args.get(i),
+            None,
+        )?;
         Ok(launch)
     }
 
@@ -354,9 +478,21 @@ impl Launch {
         &self.args
     }
 
-    /// Sets the domain (checked as a fresh launch).
+    /// Sets the domain (checked as a fresh launch, the kernel's array
+    /// access rules included).
     pub fn set_dim(&mut self, dim: &[i64]) -> Result<&mut Self> {
+        if self.opts.unchecked && !self.editing {
+            return Err(unchecked_setter(&self.kernel, "set_dim"));
+        }
         let plan = Self::plan_for(&self.kernel, dim, &self.opts)?;
+        check_accesses(
+            &self.kernel,
+            &self.opts,
+            dim,
+            &plan,
+            |i| self.args.get(i),
+            None,
+        )?;
         self.cfg = Self::config(&self.kernel, &plan, &self.opts);
         self.plan = plan;
         self.dim = Dim::from(dim);
@@ -371,7 +507,27 @@ impl Launch {
         if index >= self.args.len() {
             return Err(self.kernel.no_such_param(format!("index {index}")));
         }
+        if self.opts.unchecked && !self.editing {
+            return Err(unchecked_setter(&self.kernel, "set_param_at_index"));
+        }
         let arg = value.into_arg();
+        // The argument's own checks first (nothing written), then the
+        // access rules, then the write: a refused value changes nothing.
+        write_arg(&self.kernel, &self.opts, None, index, &arg)?;
+        check_accesses(
+            &self.kernel,
+            &self.opts,
+            self.dim.as_slice(),
+            &self.plan,
+            |i| {
+                if i == index {
+                    Some(&arg)
+                } else {
+                    self.args.get(i)
+                }
+            },
+            Some(index),
+        )?;
         self.write_arg(index, &arg)?;
         self.args[index] = arg;
         Ok(self)
@@ -386,6 +542,9 @@ impl Launch {
 
     /// Sets every parameter from `values` (as many as the launch takes).
     pub fn set_params(&mut self, values: impl IntoArgs) -> Result<&mut Self> {
+        if self.opts.unchecked && !self.editing {
+            return Err(unchecked_setter(&self.kernel, "set_params"));
+        }
         let mut args = Vec::with_capacity(self.args.len());
         values.push_into(&mut args);
         if args.len() != self.args.len() {
@@ -398,6 +557,17 @@ impl Launch {
                 given: args.len(),
             });
         }
+        for (i, a) in args.iter().enumerate() {
+            write_arg(&self.kernel, &self.opts, None, i, a)?;
+        }
+        check_accesses(
+            &self.kernel,
+            &self.opts,
+            self.dim.as_slice(),
+            &self.plan,
+            |i| args.get(i),
+            None,
+        )?;
         for (i, a) in args.into_iter().enumerate() {
             self.write_arg(i, &a)?;
             self.args[i] = a;
@@ -519,6 +689,7 @@ pub struct LaunchBuilder<'k> {
     max_blocks: MaxBlocks,
     mode: Option<AccessMode>,
     cooperative: bool,
+    unchecked: bool,
     bad_device: Option<Error>,
 }
 
@@ -541,6 +712,7 @@ impl Kernel {
             max_blocks: MaxBlocks::Unlimited,
             mode: None,
             cooperative: false,
+            unchecked: false,
             bad_device: None,
         }
     }
@@ -725,6 +897,34 @@ impl<'k> LaunchBuilder<'k> {
         self
     }
 
+    /// Skips the kernel's array access rules for this launch: the launch no
+    /// longer refuses a domain larger than the arrays the kernel indexes
+    /// with it, nor a kernel whose accesses no launch can check (an index
+    /// read from data, arithmetic on indices, loops, views, arrays passed to
+    /// functions; see [`Error::Unproven`]). Everything else is still checked
+    /// (argument kinds, dtypes, dimensions, devices, grid and block).
+    ///
+    /// # Safety
+    ///
+    /// The caller promises that the kernel, run over this launch's domain
+    /// with these arguments, reads and writes only elements inside the
+    /// arrays it is given (for every thread the grid runs, whatever the
+    /// block size), and no other memory. The promise covers every later run
+    /// of the launch: its replays ([`Launch::launch`], [`Launch::run`],
+    /// graphs captured from it), and, when a recording tape records it, the
+    /// backward kernel that [`crate::Tape::backward`] runs with the same
+    /// domain, the same arguments and their gradients (a null array for an
+    /// array without one). A [`Launch`] built this way refuses its safe
+    /// setters; change it with [`Launch::edit_unchecked`].
+    ///
+    /// A module compiled with Warp's bounds checks (`wp.config.mode =
+    /// "debug"`) turns a broken promise into a device assert, which ends
+    /// the CUDA context (a sticky error), rather than silent corruption.
+    pub unsafe fn unchecked(mut self) -> Self {
+        self.unchecked = true;
+        self
+    }
+
     /// The launch; it keeps a handle to the stream when `keep_stream` (a
     /// recorded launch runs later on it).
     fn into_launch(self, keep_stream: bool) -> Result<(Launch, bool)> {
@@ -776,6 +976,7 @@ impl<'k> LaunchBuilder<'k> {
             max_blocks: self.max_blocks,
             mode: self.mode.unwrap_or_else(thread_access_mode),
             cooperative: self.cooperative,
+            unchecked: self.unchecked,
         };
         let stream = if keep_stream {
             self.stream.cloned()
@@ -812,6 +1013,34 @@ impl<'k> LaunchBuilder<'k> {
 }
 
 impl Launch {
+    /// Changes a launch built with the `unsafe`
+    /// [`LaunchBuilder::unchecked`]: inside `change`, its setters work as
+    /// on any launch but skip the kernel's access rules.
+    ///
+    /// # Safety
+    ///
+    /// The launch after `change` must meet the contract of
+    /// [`LaunchBuilder::unchecked`] (the kernel stays inside its arrays over
+    /// the new domain with the new arguments, in every later run).
+    pub unsafe fn edit_unchecked(
+        &mut self,
+        change: impl FnOnce(&mut Launch) -> Result<()>,
+    ) -> Result<()> {
+        self.editing = true;
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| change(&mut *self)));
+        self.editing = false;
+        match result {
+            Ok(r) => r,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+
+    /// Whether the launch was built with the `unsafe`
+    /// [`LaunchBuilder::unchecked`] (its access rules are not checked).
+    pub fn is_unchecked(&self) -> bool {
+        self.opts.unchecked
+    }
+
     /// A copy of this launch (its argument block rebuilt and re-checked).
     pub fn try_clone(&self) -> Result<Launch> {
         let mut l = Launch::build(
@@ -823,5 +1052,348 @@ impl Launch {
         )?;
         l.cfg = self.cfg;
         Ok(l)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::array::Array;
+    use crate::dtype::DType;
+    use crate::kernel::{AxisIndex, KernelSpec};
+
+    const ACCESS_CU: &str = include_str!("../tests/fixtures/wp_access.cu");
+    const ACCESS_META: &str = include_str!("../tests/fixtures/wp_access.meta");
+    const KERNELS_CU: &str = include_str!("../tests/fixtures/wp_kernels.cu");
+    const KERNELS_META: &str = include_str!("../tests/fixtures/wp_kernels.meta");
+
+    /// Kernel `key` of a fixture module as AotModule declares it, with a
+    /// do-nothing CPU body (no GPU here: only its rules are used).
+    fn warp_kernel(cu: &str, meta: &str, key: &str) -> Kernel {
+        crate::aot::declarations(cu, "wp_access.cu", meta, "m.meta")
+            .unwrap()
+            .into_iter()
+            .find(|d| d.key == key)
+            .unwrap()
+            .spec
+            .cpu(crate::cpu::cpu_fn(|_, _| Ok(())), None)
+            .unwrap()
+    }
+
+    fn opts(adjoint: bool, unchecked: bool) -> Options {
+        Options {
+            device: Device::Cuda(0),
+            adjoint,
+            block_dim: 256,
+            max_blocks: MaxBlocks::Unlimited,
+            mode: AccessMode::Checked,
+            cooperative: false,
+            unchecked,
+        }
+    }
+
+    fn check(k: &Kernel, dim: &[i64], args: &[Arg], o: Options) -> Result<()> {
+        let plan = Launch::plan_for(k, dim, &o).unwrap();
+        check_accesses(k, &o, dim, &plan, |i| args.get(i), None)
+    }
+
+    fn f32s(shape: &[usize]) -> Arg {
+        Arg::Array(Array::zeros(Device::Cpu, DType::by_name("float32").unwrap(), shape).unwrap())
+    }
+
+    fn bounds(e: Error) -> BoundsError {
+        match e {
+            Error::OutOfBounds(b) => *b,
+            other => panic!("expected OutOfBounds, got {other}"),
+        }
+    }
+
+    #[test]
+    fn fill_over_65536_on_4_elements_is_refused() {
+        let fill = warp_kernel(ACCESS_CU, ACCESS_META, "fill");
+        let args = [f32s(&[4]), Arg::Value(crate::dtype::Value::of(1.0f32))];
+        let e = check(&fill, &[65_536], &args, opts(false, false)).unwrap_err();
+        let shown = e.to_string();
+        let b = bounds(e);
+        assert_eq!(
+            (
+                b.kernel.as_str(),
+                b.param.as_str(),
+                b.axis,
+                b.needed,
+                b.shape.as_slice()
+            ),
+            ("fill", "x", 0, 65_536, &[4][..])
+        );
+        assert_eq!(b.index, Some(AxisIndex::Thread(0)));
+        assert_eq!(b.line, 384);
+        for part in [
+            "kernel 'fill'",
+            "[65536]",
+            "array 'x'",
+            "axis 0",
+            "extent 4",
+            "at most 4",
+        ] {
+            assert!(shown.contains(part), "{part}: {shown}");
+        }
+        // In bounds: dim 4, dim 3, and extra dimensions folded into one coordinate.
+        for dim in [&[4][..], &[3], &[4, 1000], &[0], &[65_536, 0]] {
+            check(&fill, dim, &args, opts(false, false)).unwrap();
+        }
+        check(&fill, &[5], &args, opts(false, false)).unwrap_err();
+        // A null array has no elements.
+        let null = [Arg::Null, args[1].clone()];
+        assert!(
+            bounds(check(&fill, &[1], &null, opts(false, false)).unwrap_err())
+                .shape
+                .is_empty()
+        );
+        // The backward kernel: x and adj_x (a null adjoint is skipped by Warp's adjoint code).
+        let bwd = [
+            args[0].clone(),
+            args[1].clone(),
+            Arg::Null,
+            Arg::Value(crate::dtype::Value::of(0.0f32)),
+        ];
+        check(&fill, &[4], &bwd, opts(true, false)).unwrap();
+        check(&fill, &[5], &bwd, opts(true, false)).unwrap_err();
+        let bwd_big_adj = [f32s(&[8]), args[1].clone(), f32s(&[4]), bwd[3].clone()];
+        let b = bounds(check(&fill, &[6], &bwd_big_adj, opts(true, false)).unwrap_err());
+        assert_eq!((b.param.as_str(), b.shape.as_slice()), ("adj_x", &[4][..]));
+        // Unchecked launches and CPU launches check nothing here.
+        check(&fill, &[65_536], &args, opts(false, true)).unwrap();
+        let mut cpu = opts(false, false);
+        cpu.device = Device::Cpu;
+        check(&fill, &[65_536], &args, cpu).unwrap();
+    }
+
+    #[test]
+    fn every_kernels_py_kernel_checks_its_shapes() {
+        let v = |x: f32| Arg::Value(crate::dtype::Value::of(x));
+        let k = |key| warp_kernel(KERNELS_CU, KERNELS_META, key);
+        // add2d over [3, 5]: arrays of [3, 5] fit, [5, 3] does not.
+        let add2d = k("add2d");
+        check(
+            &add2d,
+            &[3, 5],
+            &[f32s(&[3, 5]), f32s(&[3, 5]), f32s(&[3, 5])],
+            opts(false, false),
+        )
+        .unwrap();
+        let b = bounds(
+            check(
+                &add2d,
+                &[3, 5],
+                &[f32s(&[3, 5]), f32s(&[3, 5]), f32s(&[5, 3])],
+                opts(false, false),
+            )
+            .unwrap_err(),
+        );
+        assert_eq!((b.param.as_str(), b.axis, b.needed), ("out", 1, 5));
+        // chain_loss: loss[0] needs one element whatever the domain.
+        let loss = k("chain_loss");
+        check(
+            &loss,
+            &[100],
+            &[f32s(&[100]), f32s(&[1])],
+            opts(false, false),
+        )
+        .unwrap();
+        let b = bounds(
+            check(&loss, &[1], &[f32s(&[100]), f32s(&[0])], opts(false, false)).unwrap_err(),
+        );
+        assert_eq!(
+            (b.param.as_str(), b.index, b.needed),
+            ("loss", Some(AxisIndex::Constant(0)), 1)
+        );
+        assert!(
+            bounds(
+                check(
+                    &loss,
+                    &[101],
+                    &[f32s(&[100]), f32s(&[1])],
+                    opts(false, false)
+                )
+                .unwrap_err()
+            )
+            .param
+                == "y"
+        );
+        // saxpy: both arrays.
+        let saxpy = k("saxpy");
+        let b = bounds(
+            check(
+                &saxpy,
+                &[10],
+                &[v(2.0), f32s(&[10]), f32s(&[9])],
+                opts(false, false),
+            )
+            .unwrap_err(),
+        );
+        assert_eq!(b.param, "y");
+        let _ = v;
+    }
+
+    #[test]
+    fn access_fixture_rules_at_launch() {
+        let ends = warp_kernel(ACCESS_CU, ACCESS_META, "ends");
+        // x[0] and x[-1] need one element; out[i] needs the domain.
+        check(&ends, &[3], &[f32s(&[1]), f32s(&[3])], opts(false, false)).unwrap();
+        let b =
+            bounds(check(&ends, &[3], &[f32s(&[0]), f32s(&[3])], opts(false, false)).unwrap_err());
+        assert_eq!(
+            (b.param.as_str(), b.index),
+            ("x", Some(AxisIndex::Constant(0)))
+        );
+        // out[j, i] = a[i, j]: out's axis 0 follows the launch's dimension 1.
+        let t = warp_kernel(ACCESS_CU, ACCESS_META, "transpose");
+        check(
+            &t,
+            &[2, 3],
+            &[f32s(&[2, 3]), f32s(&[3, 2])],
+            opts(false, false),
+        )
+        .unwrap();
+        let b = bounds(
+            check(
+                &t,
+                &[2, 3],
+                &[f32s(&[2, 3]), f32s(&[2, 3])],
+                opts(false, false),
+            )
+            .unwrap_err(),
+        );
+        assert_eq!(
+            (b.param.as_str(), b.axis, b.index, b.needed),
+            ("out", 0, Some(AxisIndex::Thread(1)), 3)
+        );
+        // Unproven kernels: refused, naming kernel, parameter, line and the way out.
+        let gather = warp_kernel(ACCESS_CU, ACCESS_META, "gather");
+        let args = [f32s(&[4]), f32s(&[4]), f32s(&[4])];
+        let e = check(&gather, &[4], &args, opts(false, false)).unwrap_err();
+        let shown = e.to_string();
+        assert!(
+            matches!(e, Error::Unproven(ref u) if u.kernel == "gather" && u.unproven.param == "x")
+        );
+        for part in [
+            "kernel 'gather'",
+            "wp_access.cu:192",
+            "parameter 'x'",
+            "`var_2` is computed",
+            "unchecked()",
+            "Safety",
+            "mode = \"debug\"",
+        ] {
+            assert!(shown.contains(part), "{part}: {shown}");
+        }
+        check(&gather, &[4], &args, opts(false, true)).unwrap();
+        // Size 0 runs nothing.
+        check(&gather, &[0], &args, opts(false, false)).unwrap();
+    }
+
+    #[test]
+    fn declared_rules_of_cuda_c_kernels() {
+        let body = || crate::cpu::cpu_fn(|_, _| Ok(()));
+        // grid_sum: x[idx] (work items), partial[blockIdx.x], out[0].
+        let k = KernelSpec::new("grid_sum", 1)
+            .array::<f32>("x", 1)
+            .array::<f32>("partial", 1)
+            .array::<f32>("out", 1)
+            .access("x", &[AxisIndex::WorkItem])
+            .access("partial", &[AxisIndex::Block])
+            .access("out", &[AxisIndex::Constant(0)])
+            .cpu(body(), None)
+            .unwrap();
+        // 1000 items at 256 per block: 4 blocks.
+        check(
+            &k,
+            &[1000],
+            &[f32s(&[1000]), f32s(&[4]), f32s(&[1])],
+            opts(false, false),
+        )
+        .unwrap();
+        let b = bounds(
+            check(
+                &k,
+                &[1000],
+                &[f32s(&[1000]), f32s(&[3]), f32s(&[1])],
+                opts(false, false),
+            )
+            .unwrap_err(),
+        );
+        assert_eq!((b.param.as_str(), b.needed), ("partial", 4));
+        let b = bounds(
+            check(
+                &k,
+                &[10, 100],
+                &[f32s(&[999]), f32s(&[4]), f32s(&[1])],
+                opts(false, false),
+            )
+            .unwrap_err(),
+        );
+        assert_eq!((b.param.as_str(), b.needed), ("x", 1000));
+        // indexed_by_thread: every axis; an empty axis the kernel does not index is refused too.
+        let k = KernelSpec::new("scale2d", 2)
+            .array::<f32>("a", 2)
+            .indexed_by_thread("a")
+            .cpu(body(), None)
+            .unwrap();
+        check(&k, &[2, 3], &[f32s(&[2, 3])], opts(false, false)).unwrap();
+        check(&k, &[2, 4], &[f32s(&[2, 3])], opts(false, false)).unwrap_err();
+        let k = KernelSpec::new("rows", 1)
+            .param(
+                "a",
+                crate::kernel::ParamKind::Array {
+                    dtype: DType::by_name("float32").unwrap(),
+                    ndim: None,
+                },
+            )
+            .access("a", &[AxisIndex::Thread(0)])
+            .cpu(body(), None)
+            .unwrap();
+        let b = bounds(check(&k, &[2], &[f32s(&[2, 0])], opts(false, false)).unwrap_err());
+        assert_eq!((b.axis, b.index), (1, None));
+        // Declaration mistakes are errors at load, naming the rule.
+        for (spec, says) in [
+            (
+                KernelSpec::new("k", 1).indexed_by_thread("x"),
+                "no parameter 'x'",
+            ),
+            (
+                KernelSpec::new("k", 1)
+                    .value::<f32>("x")
+                    .access("x", &[AxisIndex::Thread(0)]),
+                "not an array",
+            ),
+            (
+                KernelSpec::new("k", 1)
+                    .array::<f32>("x", 1)
+                    .access("x", &[AxisIndex::Thread(1)]),
+                "thread coordinate 1",
+            ),
+            (
+                KernelSpec::new("k", 1)
+                    .array::<f32>("x", 1)
+                    .access("x", &[]),
+                "0 index(es)",
+            ),
+        ] {
+            let e = spec.cpu(body(), None).unwrap_err().to_string();
+            assert!(e.contains(says), "{says}: {e}");
+        }
+        // unproven(): safe launches refused.
+        let k = KernelSpec::new("k", 1)
+            .array::<f32>("x", 1)
+            .unproven("x", "x[idx[i]]")
+            .cpu(body(), None)
+            .unwrap();
+        let e = check(&k, &[1], &[f32s(&[4])], opts(false, false))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("the declaration") && e.contains("x[idx[i]]"),
+            "{e}"
+        );
     }
 }

@@ -118,6 +118,48 @@ pub enum Error {
         /// Which wait, and what to do.
         message: String,
     },
+    /// A launch whose domain (or arguments) would take the kernel outside
+    /// an array it indexes: refused before the driver sees it.
+    OutOfBounds(Box<BoundsError>),
+    /// A kernel whose array accesses no launch can check: safe launches are
+    /// refused; `unsafe` [`LaunchBuilder::unchecked`](crate::LaunchBuilder::unchecked)
+    /// runs it.
+    Unproven(Box<UnprovenError>),
+}
+
+/// A launch refused by an array access rule ([`Error::OutOfBounds`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BoundsError {
+    /// The kernel.
+    pub kernel: String,
+    /// The array parameter (`adj_` prefixed for an adjoint).
+    pub param: String,
+    /// The array's axis.
+    pub axis: usize,
+    /// How the kernel indexes that axis (`None`: it does not index it, but
+    /// reads elements, so the axis must not be empty).
+    pub index: Option<crate::kernel::AxisIndex>,
+    /// The launch domain as given.
+    pub dim: Vec<i64>,
+    /// How many positions the index covers on the axis (the launch
+    /// extent, size or block count; for a constant, the extent it needs).
+    pub needed: u64,
+    /// The array's shape (empty for a null array).
+    pub shape: Vec<usize>,
+    /// 1-based line of the access in the generated source (0 if declared
+    /// in Rust).
+    pub line: usize,
+}
+
+/// A kernel whose accesses cannot be checked ([`Error::Unproven`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnprovenError {
+    /// The kernel.
+    pub kernel: String,
+    /// Whether the backward kernel is the one refused.
+    pub adjoint: bool,
+    /// Where and why.
+    pub unproven: crate::kernel::Unproven,
 }
 
 /// An argument that does not match its parameter ([`Error::Argument`]).
@@ -236,6 +278,67 @@ impl fmt::Display for Error {
             Error::Cuda(e) => write!(f, "{e}"),
             Error::WouldDeadlock { call, message } => {
                 write!(f, "{call}: refused, it would deadlock: {message}")
+            }
+            Error::OutOfBounds(b) => {
+                let extent = b.shape.get(b.axis).copied().unwrap_or(0);
+                let what = if b.shape.is_empty() {
+                    "a null array (no elements)".to_string()
+                } else {
+                    format!("shape {:?}, extent {extent} on axis {}", b.shape, b.axis)
+                };
+                write!(
+                    f,
+                    "launch of kernel '{}' over dim {:?} refused: it would index array '{}' out of bounds on axis {}: ",
+                    b.kernel, b.dim, b.param, b.axis
+                )?;
+                match b.index {
+                    Some(crate::kernel::AxisIndex::Thread(k)) => write!(
+                        f,
+                        "the kernel indexes that axis with thread coordinate {k} (wp.tid()), which runs to {} (launch extent {}), but the array has {what}; launch over at most {extent} on dimension {k}, or pass a larger array",
+                        b.needed.saturating_sub(1),
+                        b.needed
+                    ),
+                    Some(crate::kernel::AxisIndex::WorkItem) => write!(
+                        f,
+                        "the kernel indexes that axis with the linear work-item index, which runs to {} (launch size {}), but the array has {what}; launch at most {extent} work items, or pass a larger array",
+                        b.needed.saturating_sub(1),
+                        b.needed
+                    ),
+                    Some(crate::kernel::AxisIndex::Block) => write!(
+                        f,
+                        "the kernel indexes that axis with the block index, which runs to {} ({} blocks), but the array has {what}; launch fewer blocks (max_blocks, block_dim) or pass a larger array",
+                        b.needed.saturating_sub(1),
+                        b.needed
+                    ),
+                    Some(crate::kernel::AxisIndex::Constant(c)) => write!(
+                        f,
+                        "the kernel indexes that axis with the constant {c}, but the array has {what}; pass an array with at least {} element(s) on axis {}",
+                        b.needed, b.axis
+                    ),
+                    None => write!(
+                        f,
+                        "the kernel reads elements of the array but it has {what}; pass an array with no empty axis"
+                    ),
+                }?;
+                if b.line > 0 {
+                    write!(f, " (access at line {} of the generated source)", b.line)?;
+                }
+                Ok(())
+            }
+            Error::Unproven(u) => {
+                let who = if u.unproven.param.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (parameter '{}')", u.unproven.param)
+                };
+                write!(
+                    f,
+                    "kernel '{}'{}: no safe launch: at {}{who}: {}; no launch can check that it stays inside its arrays. If it does for your arguments, launch with `unsafe {{ kernel.launch(dim).inputs(..).unchecked() }}` (read LaunchBuilder::unchecked's Safety section); a module compiled with Warp's bounds checks (wp.config.mode = \"debug\") stops an out-of-bounds access with a device assert (which ends the CUDA context) instead of corrupting memory",
+                    u.kernel,
+                    if u.adjoint { " (backward)" } else { "" },
+                    u.unproven.location,
+                    u.unproven.reason
+                )
             }
         }
     }

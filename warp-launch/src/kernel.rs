@@ -139,6 +139,107 @@ impl StructType {
     }
 }
 
+/// How a kernel indexes one axis of an array parameter: the facts a launch
+/// checks against the launch shape and the array's extents.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AxisIndex {
+    /// Component `k` of the thread coordinate (`wp.tid()`; `i, j = wp.tid()`
+    /// gives components 0 and 1). It runs below the launch's extent `k`, so
+    /// the launch checks `dim[k] <= extent`.
+    Thread(usize),
+    /// The linear work-item index (below the launch's `size`, every extent
+    /// folded): the launch checks `size <= extent`.
+    WorkItem,
+    /// The linear block index of the grid (`blockIdx.x` of a 1-D grid): the
+    /// launch checks `blocks <= extent`.
+    Block,
+    /// A constant; a negative one counts from the end, as Warp's `index()`
+    /// does. The launch checks `-extent <= c < extent`.
+    Constant(i64),
+}
+
+impl fmt::Display for AxisIndex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AxisIndex::Thread(k) => write!(f, "thread coordinate {k} (wp.tid())"),
+            AxisIndex::WorkItem => f.write_str("the linear work-item index"),
+            AxisIndex::Block => f.write_str("the block index"),
+            AxisIndex::Constant(c) => write!(f, "the constant {c}"),
+        }
+    }
+}
+
+/// One array access of a kernel, in a form a launch can check: the array
+/// parameter, and how each of its axes is indexed.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ArrayAccess {
+    /// The parameter (its forward name, without Warp's `var_`/`adj_`).
+    pub param: String,
+    /// Whether the access is to the parameter's adjoint (`adj_<param>`, in
+    /// the backward kernel) rather than to the parameter itself.
+    pub adjoint: bool,
+    /// One entry per indexed axis, axis 0 first (1 to 4 entries). Axes of
+    /// the array beyond these must not be empty.
+    pub indices: Vec<AxisIndex>,
+    /// Whether a null array is skipped by the kernel (Warp's adjoint
+    /// functions test `data` before touching an array); otherwise a null
+    /// array counts as extent 0 on every axis.
+    pub null_ok: bool,
+    /// 1-based line of the access in the generated source (0 when declared
+    /// in Rust).
+    pub line: usize,
+}
+
+/// What a launch may assume about the array accesses of one kernel function
+/// (forward or backward).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Accesses {
+    /// Every array access is one of these; a launch checks each against its
+    /// shape and arguments and refuses a launch that could leave an array.
+    Checked(Vec<ArrayAccess>),
+    /// An access no launch can check (an index read from data, computed,
+    /// looped over, or an array passed on): safe launches are refused; the
+    /// `unsafe` [`LaunchBuilder::unchecked`](crate::LaunchBuilder::unchecked)
+    /// runs it.
+    Unproven(Unproven),
+}
+
+impl Default for Accesses {
+    fn default() -> Self {
+        Accesses::Checked(Vec::new())
+    }
+}
+
+/// Why an access cannot be checked ([`Accesses::Unproven`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unproven {
+    /// The parameter (forward name), or empty when the reason is not one
+    /// parameter's.
+    pub param: String,
+    /// Where: `file:line` of the generated source, or `the declaration`.
+    pub location: String,
+    /// What the kernel does there.
+    pub reason: String,
+}
+
+/// A resolved access: the parameter's position instead of its name.
+#[derive(Clone, Debug)]
+pub(crate) struct Rule {
+    pub index: usize,
+    pub adjoint: bool,
+    pub indices: Vec<AxisIndex>,
+    pub null_ok: bool,
+    pub line: usize,
+}
+
+/// The rules of one kernel function: checked ones, or why there are none.
+#[derive(Clone, Debug)]
+pub(crate) enum Rules {
+    Checked(Vec<Rule>),
+    Unproven(Unproven),
+}
+
 /// A named parameter.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelParam {
@@ -150,8 +251,16 @@ pub struct KernelParam {
 
 /// A kernel's declaration: its name, the number of coordinates `wp.tid()`
 /// returns (the `N` of `launch_bounds_t<N>`), its parameters, grid-stride
-/// or lean, and dynamic shared memory. Turned into a [`Kernel`] by loading
+/// or lean, dynamic shared memory, and how it indexes its arrays (the
+/// [`Accesses`] every launch checks). Turned into a [`Kernel`] by loading
 /// its functions.
+///
+/// A CUDA C kernel states its indexing with [`KernelSpec::indexed_by_thread`]
+/// and [`KernelSpec::access`] (e.g. `x[i]` with `i` the thread coordinate);
+/// the launch then refuses a domain larger than the arrays. A kernel that
+/// indexes in a way no rule expresses is marked with
+/// [`KernelSpec::unproven`], and only the `unsafe`
+/// [`LaunchBuilder::unchecked`](crate::LaunchBuilder::unchecked) launches it.
 #[derive(Clone, Debug)]
 pub struct KernelSpec {
     name: String,
@@ -160,6 +269,8 @@ pub struct KernelSpec {
     grid_stride: bool,
     shared_mem: (u32, u32),
     block_dim: Option<u32>,
+    /// Forward, backward.
+    accesses: [Accesses; 2],
 }
 
 impl KernelSpec {
@@ -172,6 +283,7 @@ impl KernelSpec {
             grid_stride: true,
             shared_mem: (0, 0),
             block_dim: None,
+            accesses: [Accesses::default(), Accesses::default()],
         }
     }
 
@@ -228,6 +340,79 @@ impl KernelSpec {
         self
     }
 
+    /// Declares that the kernel indexes array `name` with the thread
+    /// coordinate, axis by axis (`x[i]`, `a[i, j]` with `i, j = wp.tid()`):
+    /// axis `k` of the array with coordinate `k`, for every axis of the
+    /// array (declare the array, with its dimensions, first). In adjoint
+    /// launches the rule covers `adj_<name>` too (a null adjoint is allowed).
+    /// Launches then refuse a domain whose extent `k` exceeds the array's.
+    pub fn indexed_by_thread(self, name: impl Into<String>) -> Self {
+        let name = name.into();
+        let ndim = self.params.iter().find_map(|p| match p.kind {
+            ParamKind::Array { ndim, .. } if p.name == name => Some(ndim),
+            _ => None,
+        });
+        let indices = match ndim {
+            Some(Some(n)) => (0..usize::from(n)).map(AxisIndex::Thread).collect(),
+            // Checked (and reported) when the kernel is loaded.
+            _ => Vec::new(),
+        };
+        self.access(name, &indices)
+    }
+
+    /// Declares one way the kernel indexes array `name`: `indices[a]` for
+    /// axis `a` (e.g. `[AxisIndex::Constant(0)]` for `out[0]`,
+    /// `[AxisIndex::Block]` for `partial[blockIdx.x]`). In adjoint launches
+    /// the rule covers `adj_<name>` too (a null adjoint is allowed). Every
+    /// launch checks every declared access.
+    pub fn access(mut self, name: impl Into<String>, indices: &[AxisIndex]) -> Self {
+        let name = name.into();
+        let access = |adjoint| ArrayAccess {
+            param: name.clone(),
+            adjoint,
+            indices: indices.to_vec(),
+            null_ok: adjoint,
+            line: 0,
+        };
+        let (fwd, bwd) = (access(false), access(false));
+        let adj = access(true);
+        let [f, b] = &mut self.accesses;
+        if let Accesses::Checked(list) = f {
+            list.push(fwd);
+        }
+        if let Accesses::Checked(list) = b {
+            list.push(bwd);
+            list.push(adj);
+        }
+        self
+    }
+
+    /// Declares that the kernel accesses memory in a way no
+    /// [`AxisIndex`] rule states (`x[idx[i]]`, loops, pointers): safe
+    /// launches are refused with `reason`, and only the `unsafe`
+    /// [`LaunchBuilder::unchecked`](crate::LaunchBuilder::unchecked) runs it.
+    pub fn unproven(mut self, param: impl Into<String>, reason: impl Into<String>) -> Self {
+        let u = Unproven {
+            param: param.into(),
+            location: "the declaration".into(),
+            reason: reason.into(),
+        };
+        self.accesses = [Accesses::Unproven(u.clone()), Accesses::Unproven(u)];
+        self
+    }
+
+    /// Replaces the access facts of the forward and backward functions (as
+    /// read from Warp's generated code by [`crate::AotModule`]).
+    pub fn with_accesses(mut self, forward: Accesses, backward: Accesses) -> Self {
+        self.accesses = [forward, backward];
+        self
+    }
+
+    /// The access facts of the forward (or backward) function.
+    pub fn accesses(&self, adjoint: bool) -> &Accesses {
+        &self.accesses[usize::from(adjoint)]
+    }
+
     /// The kernel's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -248,7 +433,7 @@ impl KernelSpec {
         self.block_dim
     }
 
-    fn check(&self) -> Result<()> {
+    fn check(&self) -> Result<[Rules; 2]> {
         if !(1..=4).contains(&self.kernel_dim) {
             return Err(Error::Unsupported {
                 kernel: self.name.clone(),
@@ -258,7 +443,66 @@ impl KernelSpec {
                 ),
             });
         }
-        Ok(())
+        let resolve = |accesses: &Accesses| -> Result<Rules> {
+            let list = match accesses {
+                Accesses::Unproven(u) => return Ok(Rules::Unproven(u.clone())),
+                Accesses::Checked(list) => list,
+            };
+            let mut rules = Vec::with_capacity(list.len());
+            for a in list {
+                let bad = |what: String| Error::Unsupported {
+                    kernel: self.name.clone(),
+                    message: format!("access rule for '{}': {what}", a.param),
+                };
+                let Some(index) = self.params.iter().position(|p| p.name == a.param) else {
+                    return Err(bad(format!(
+                        "the kernel has no parameter '{}' (it has: {}); declare the parameter before its rule",
+                        a.param,
+                        self.params
+                            .iter()
+                            .map(|p| p.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )));
+                };
+                let ParamKind::Array { ndim, .. } = self.params[index].kind else {
+                    return Err(bad(format!(
+                        "'{}' is {}, not an array",
+                        a.param,
+                        self.params[index].kind.describe()
+                    )));
+                };
+                if !(1..=4).contains(&a.indices.len()) {
+                    return Err(bad(format!(
+                        "{} index(es) given; give 1 to 4 (one per indexed axis{})",
+                        a.indices.len(),
+                        if ndim.is_none() {
+                            "; indexed_by_thread needs the array's dimensions: declare it with KernelSpec::array"
+                        } else {
+                            ""
+                        }
+                    )));
+                }
+                if let Some(k) = a.indices.iter().find_map(|i| match i {
+                    AxisIndex::Thread(k) if *k >= self.kernel_dim => Some(*k),
+                    _ => None,
+                }) {
+                    return Err(bad(format!(
+                        "thread coordinate {k} does not exist: the kernel's wp.tid() has {} coordinate(s)",
+                        self.kernel_dim
+                    )));
+                }
+                rules.push(Rule {
+                    index,
+                    adjoint: a.adjoint,
+                    indices: a.indices.clone(),
+                    null_ok: a.null_ok,
+                    line: a.line,
+                });
+            }
+            Ok(Rules::Checked(rules))
+        };
+        Ok([resolve(&self.accesses[0])?, resolve(&self.accesses[1])?])
     }
 
     fn declaration(&self, adjoint: bool) -> Vec<Param> {
@@ -289,18 +533,30 @@ impl KernelSpec {
     ///
     /// # Safety
     ///
-    /// The declared parameter types must be the functions' real parameter
-    /// types (the layout check catches counts, sizes and offsets, not
-    /// meaning). Declarations read from a Warp-generated source, as
-    /// [`crate::AotModule`] makes them, meet this when the source and the
-    /// cubin come from the same compile.
+    /// - The declared parameter types must be the functions' real parameter
+    ///   types (the layout check catches counts, sizes and offsets, not
+    ///   meaning).
+    /// - The functions must stay inside every array argument, and touch no
+    ///   other memory, whenever the declared access rules hold, for any
+    ///   launch domain, block size and grid a launch may choose: every
+    ///   access to an array parameter is one that a rule of
+    ///   [`KernelSpec::indexed_by_thread`] / [`KernelSpec::access`] states
+    ///   (a launch checks exactly those against the domain and the arrays'
+    ///   extents), or the declaration says [`KernelSpec::unproven`] (then
+    ///   safe launches are refused). A null array (extent 0) is passed for
+    ///   an adjoint that has no gradient, and must then not be touched.
+    ///
+    /// Declarations read from a Warp-generated source, as
+    /// [`crate::AotModule`] makes them (types and access rules both come
+    /// from the source), meet this when the source and the cubin come from
+    /// the same compile by Warp 1.19.0.
     pub unsafe fn load_cuda(
         self,
         library: &Library,
         forward: &str,
         backward: Option<&str>,
     ) -> Result<Kernel> {
-        self.check()?;
+        let rules = self.check()?;
         crate::device::Device::ensure_context()?;
         // SAFETY: the caller's promise covers the declared types.
         let fwd =
@@ -315,6 +571,7 @@ impl KernelSpec {
         Ok(Kernel {
             inner: Arc::new(KernelInner::new(
                 self,
+                rules,
                 Some(CudaFunctions::new(fwd, bwd)),
                 None,
             )),
@@ -330,10 +587,11 @@ impl KernelSpec {
         forward: crate::cpu::CpuFn,
         backward: Option<crate::cpu::CpuFn>,
     ) -> Result<Kernel> {
-        self.check()?;
+        let rules = self.check()?;
         Ok(Kernel {
             inner: Arc::new(KernelInner::new(
                 self,
+                rules,
                 None,
                 Some(crate::cpu::CpuKernel::new(forward, backward)),
             )),
@@ -404,6 +662,8 @@ impl Drop for CudaFunctions {
 
 pub(crate) struct KernelInner {
     pub spec: KernelSpec,
+    /// The access rules of the forward and backward functions, resolved.
+    pub rules: [Rules; 2],
     pub cuda: Option<CudaFunctions>,
     pub cpu: Option<crate::cpu::CpuKernel>,
     /// The argument vector of a finished launch, reused (emptied) by the
@@ -414,11 +674,13 @@ pub(crate) struct KernelInner {
 impl KernelInner {
     fn new(
         spec: KernelSpec,
+        rules: [Rules; 2],
         cuda: Option<CudaFunctions>,
         cpu: Option<crate::cpu::CpuKernel>,
     ) -> KernelInner {
         KernelInner {
             spec,
+            rules,
             cuda,
             cpu,
             spare_args: AtomicPtr::new(std::ptr::null_mut()),
@@ -560,6 +822,7 @@ impl Kernel {
         Kernel {
             inner: Arc::new(KernelInner::new(
                 old.spec.clone(),
+                old.rules.clone(),
                 cuda,
                 Some(crate::cpu::CpuKernel::new(forward, backward)),
             )),

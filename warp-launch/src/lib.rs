@@ -20,6 +20,23 @@
 //! whose kernel nodes can be updated in place; the `"cpu"` device runs
 //! kernels that have a Rust implementation.
 //!
+//! # Safety contract
+//!
+//! Safe code cannot make a launch read or write outside the arrays it is
+//! given. Besides the arguments' types and where they live, a kernel trusts
+//! the launch shape, so every launch also checks the kernel's array access
+//! rules ([`Accesses`]): for a Warp kernel they are read from the generated
+//! code (an access indexed by `wp.tid()` coordinates and integer constants
+//! becomes a rule; the launch refuses a domain larger than the array with
+//! [`Error::OutOfBounds`]); a kernel with any access no rule expresses is
+//! refused with [`Error::Unproven`] and runs only through the `unsafe`
+//! [`LaunchBuilder::unchecked`]. The `unsafe` promise of
+//! [`KernelSpec::load_cuda`] covers the declared parameter types and that
+//! the kernel stays in bounds whenever its declared rules hold (modules
+//! loaded by [`AotModule`] meet it when written by Warp
+//! [`aot::WARP_VERSION`], which `AotModule` checks). The CPU device runs
+//! Rust implementations, whose array accesses are bounds-checked.
+//!
 //! ```no_run
 //! use warp_launch::{AotModule, Array, DType, Device, Tape};
 //!
@@ -87,8 +104,11 @@ pub use command::{Dim, Launch, LaunchBuilder, MaxBlocks};
 pub use cpu::{CpuArgs, CpuArray, CpuFn, Thread, cpu_fn};
 pub use device::{AccessMode, Device, IntoDevice, set_thread_access_mode, thread_access_mode};
 pub use dtype::{DType, Element, Value};
-pub use error::{AccessError, ArgumentError, Error, Result};
+pub use error::{AccessError, ArgumentError, BoundsError, Error, Result, UnprovenError};
 pub use graph::Graph;
-pub use kernel::{Kernel, KernelParam, KernelSpec, ParamKind, StructType};
+pub use kernel::{
+    Accesses, ArrayAccess, AxisIndex, Kernel, KernelParam, KernelSpec, ParamKind, StructType,
+    Unproven,
+};
 pub use storage::Memory;
 pub use tape::{GradientCheck, Tape, check_gradients};

@@ -28,8 +28,10 @@
 //! not. Nothing here panics on malformed input: every problem is a
 //! [`SourceError`] naming the file and line.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
+
+use crate::kernel::{Accesses, ArrayAccess, AxisIndex, Unproven};
 
 /// Everything [`parse_cu`] found in one Warp-generated CUDA source file.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -38,6 +40,12 @@ pub struct Source {
     pub kernels: Vec<SourceKernel>,
     /// Every top-level `struct NAME { ... }` definition, in file order.
     pub structs: Vec<SourceStruct>,
+    /// 1-based line of the first place the file builds an array (Warp's
+    /// `wp.array(ptr=...)`: `wp::array_t<T>(ptr, ...)`) or calls a builtin
+    /// that dereferences a `uint64` handle (`wp::mesh_*`, `wp::bvh_*`,
+    /// `wp::hash_grid_*`, `wp::volume_*`): memory no launch can check, in
+    /// any function of the file.
+    pub raw_addresses: Option<usize>,
 }
 
 impl Source {
@@ -64,6 +72,16 @@ pub struct SourceKernel {
     pub line: usize,
     /// Which loop shape the body has (decides the grid Warp launches).
     pub body: KernelBody,
+    /// How the body indexes its array parameters: the facts a launch
+    /// checks, or the first access no launch can check. An access is
+    /// checkable when it is one of Warp's array builtins (`wp::address`,
+    /// `wp::array_store`, `wp::atomic_*`, their `wp::adj_*` forms) on an
+    /// array parameter, every index a `wp.tid()` coordinate (a variable
+    /// assigned only by `builtin_tid*d`) or an integer constant; reading
+    /// `.shape`/`.ndim` and `wp::len` is harmless; anything else (views,
+    /// copies, calls, computed indices, arrays not passed as parameters)
+    /// makes the body [`Accesses::Unproven`].
+    pub accesses: Accesses,
 }
 
 /// The loop shape of a kernel body, as Warp's code generator writes it.
@@ -431,26 +449,47 @@ const ATTRIBUTE_MACROS: &[&str] = &[
     "WP_MAXNREG",
 ];
 
-/// Index just past the bracket that closes the one at `open`, counting only
-/// `open_ch`/`close_ch`; `None` when unbalanced.
-fn skip_balanced(toks: &[Tok<'_>], open: usize, open_ch: &str, close_ch: &str) -> Option<usize> {
-    let mut depth = 0usize;
-    let mut i = open;
-    while i < toks.len() {
-        let t = &toks[i];
-        if t.kind == TokKind::Punct {
-            if t.text == open_ch {
-                depth += 1;
-            } else if t.text == close_ch {
-                depth = depth.checked_sub(1)?;
-                if depth == 0 {
-                    return Some(i + 1);
+/// No matching bracket.
+const UNMATCHED: usize = usize::MAX;
+
+/// For every `(`, `[` and `{`, the index of the bracket of the same kind
+/// that closes it (`UNMATCHED` when none does, and for every other token):
+/// one pass, so that skipping a bracketed span costs nothing however often
+/// it is asked for.
+fn match_brackets(toks: &[Tok<'_>]) -> Vec<usize> {
+    let mut close = vec![UNMATCHED; toks.len()];
+    let mut stacks: [Vec<usize>; 3] = [Vec::new(), Vec::new(), Vec::new()];
+    for (i, t) in toks.iter().enumerate() {
+        if t.kind != TokKind::Punct {
+            continue;
+        }
+        match t.text {
+            "(" => stacks[0].push(i),
+            "[" => stacks[1].push(i),
+            "{" => stacks[2].push(i),
+            ")" | "]" | "}" => {
+                let k = match t.text {
+                    ")" => 0,
+                    "]" => 1,
+                    _ => 2,
+                };
+                if let Some(open) = stacks[k].pop() {
+                    close[open] = i;
                 }
             }
+            _ => {}
         }
-        i += 1;
     }
-    None
+    close
+}
+
+/// Index just past the bracket that closes the one at `open` (same kind,
+/// other kinds ignored); `None` when unbalanced. Constant time.
+fn skip_balanced(close: &[usize], open: usize) -> Option<usize> {
+    match close.get(open) {
+        Some(&c) if c != UNMATCHED => Some(c + 1),
+        _ => None,
+    }
 }
 
 fn is_punct(t: Option<&Tok<'_>>, s: &str) -> bool {
@@ -584,40 +623,52 @@ fn parse_declaration(
 /// unterminated.
 pub fn parse_cu(text: &str, file: &str) -> Result<Source, SourceError> {
     let toks = tokenize(text, file)?;
-    let mut source = Source::default();
+    let close = match_brackets(&toks);
+    let mut source = Source {
+        raw_addresses: raw_address_line(&toks),
+        ..Source::default()
+    };
     // Stack of open braces: true for an `extern "C" {` linkage block, whose
-    // contents are still top level.
+    // contents are still top level; `inner` counts the other (non-linkage)
+    // braces on it, so "at top level" is `inner == 0` (constant time).
     let mut braces: Vec<bool> = Vec::new();
-    // Index where the current top-level statement began.
-    let mut stmt_start = 0usize;
+    let mut inner = 0usize;
+    // Whether the current top-level statement has a `template` word.
+    let mut templated = false;
     let mut i = 0usize;
     while i < toks.len() {
-        let top = braces.iter().all(|&linkage| linkage);
+        let top = inner == 0;
         let t = &toks[i];
         if t.kind == TokKind::Punct {
             match t.text {
                 "{" => {
                     braces.push(false);
+                    inner += 1;
                     i += 1;
                     continue;
                 }
                 "}" => {
-                    if braces.pop().is_none() {
-                        return Err(SourceError::new(file, t.line, "unbalanced `}`"));
+                    match braces.pop() {
+                        None => return Err(SourceError::new(file, t.line, "unbalanced `}`")),
+                        Some(false) => inner -= 1,
+                        Some(true) => {}
                     }
                     i += 1;
-                    if braces.iter().all(|&l| l) {
-                        stmt_start = i;
+                    if inner == 0 {
+                        templated = false;
                     }
                     continue;
                 }
                 ";" if top => {
                     i += 1;
-                    stmt_start = i;
+                    templated = false;
                     continue;
                 }
                 _ => {}
             }
+        }
+        if t.kind == TokKind::Word && t.text == "template" {
+            templated = true;
         }
         if !top || t.kind != TokKind::Word {
             i += 1;
@@ -627,26 +678,23 @@ pub fn parse_cu(text: &str, file: &str) -> Result<Source, SourceError> {
             if is_punct(toks.get(i + 2), "{") {
                 braces.push(true);
                 i += 3;
-                stmt_start = i;
+                templated = false;
                 continue;
             }
-            match parse_extern_function(&toks, i + 2, file)? {
+            match parse_extern_function(&toks, &close, i + 2, file)? {
                 Some((kernel, next)) => {
                     source.kernels.push(kernel);
                     i = next;
                 }
                 None => i += 2,
             }
-            stmt_start = i;
+            templated = false;
             continue;
         }
         if t.text == "struct" {
-            let templated = toks[stmt_start..i]
-                .iter()
-                .any(|t| t.kind == TokKind::Word && t.text == "template");
             let named = toks.get(i + 1).is_some_and(|n| n.kind == TokKind::Word);
             if named && is_punct(toks.get(i + 2), "{") && !templated {
-                let (st, next) = parse_struct(&toks, i + 1, file)?;
+                let (st, next) = parse_struct(&toks, &close, i + 1, file)?;
                 source.structs.push(st);
                 i = next;
                 continue;
@@ -670,6 +718,7 @@ pub fn parse_cu(text: &str, file: &str) -> Result<Source, SourceError> {
 /// index after its body or `;`.
 fn parse_extern_function(
     toks: &[Tok<'_>],
+    close: &[usize],
     start: usize,
     file: &str,
 ) -> Result<Option<(SourceKernel, usize)>, SourceError> {
@@ -698,7 +747,7 @@ fn parse_extern_function(
         }
         if is_punct(toks.get(i + 1), "(") {
             if ATTRIBUTE_MACROS.contains(&t.text) {
-                match skip_balanced(toks, i + 1, "(", ")") {
+                match skip_balanced(close, i + 1) {
                     Some(next) => {
                         i = next;
                         continue;
@@ -736,7 +785,7 @@ fn parse_extern_function(
         ));
     }
     let open = name_idx + 1;
-    let Some(close_end) = skip_balanced(toks, open, "(", ")") else {
+    let Some(close_end) = skip_balanced(close, open) else {
         return Err(SourceError::new(
             file,
             name_tok.line,
@@ -762,19 +811,20 @@ fn parse_extern_function(
         }
     }
     // Body or declaration.
-    let (body, next) = match toks.get(close_end) {
+    let (body, accesses, next) = match toks.get(close_end) {
         Some(t) if t.kind == TokKind::Punct && t.text == ";" => {
-            (KernelBody::Declaration, close_end + 1)
+            (KernelBody::Declaration, Accesses::default(), close_end + 1)
         }
         Some(t) if t.kind == TokKind::Punct && t.text == "{" => {
-            let Some(end) = skip_balanced(toks, close_end, "{", "}") else {
+            let Some(end) = skip_balanced(close, close_end) else {
                 return Err(SourceError::new(
                     file,
                     t.line,
                     format!("body of kernel `{}` is not closed by `}}`", name_tok.text),
                 ));
             };
-            (classify_body(&toks[close_end..end]), end)
+            let accesses = analyse_body(toks, close, close_end + 1, end - 1, &params, file);
+            (classify_body(&toks[close_end..end]), accesses, end)
         }
         other => {
             let line = other.map_or(toks[close_end - 1].line, |t| t.line);
@@ -794,9 +844,512 @@ fn parse_extern_function(
             params,
             line: name_tok.line,
             body,
+            accesses,
         },
         next,
     )))
+}
+
+// ---------------------------------------------------------------------------
+// Array accesses
+
+/// Warp builtins that index an array: the name, how many value arguments
+/// follow the indices, and whether the adjoint form (`adj_<name>`) ends
+/// with an `adj_ret` argument. The forward form is `(array, indices...,
+/// values...)`; the adjoint form is the forward arguments, then one adjoint
+/// per forward argument (the array's adjoint at the same place), then
+/// `adj_ret` if the function returns a value.
+const ACCESS_CALLS: &[(&str, usize, bool)] = &[
+    ("address", 0, true),
+    ("array_store", 1, false),
+    ("atomic_add", 1, true),
+    ("atomic_sub", 1, true),
+    ("atomic_min", 1, true),
+    ("atomic_max", 1, true),
+    ("atomic_and", 1, true),
+    ("atomic_or", 1, true),
+    ("atomic_xor", 1, true),
+    ("atomic_exch", 1, true),
+    ("atomic_cas", 2, true),
+];
+
+/// Warp's array types; one followed by `(` or `{` after its template
+/// arguments builds an array (possibly from a raw address).
+const ARRAY_TYPES: &[&str] = &[
+    "array_t",
+    "indexedarray_t",
+    "fabricarray_t",
+    "indexedfabricarray_t",
+];
+
+/// Prefixes of Warp builtins that dereference a `uint64` handle (meshes,
+/// BVHs, hash grids, volumes).
+const HANDLE_PREFIXES: &[&str] = &[
+    "mesh_",
+    "bvh_",
+    "hash_grid_",
+    "volume_",
+    "tile_bvh_",
+    "tile_mesh_",
+];
+
+/// Integer types a constant index may have.
+const INT_TYPES: &[&str] = &[
+    "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "int", "long",
+    "short", "size_t", "unsigned",
+];
+
+/// Whether `toks[i]` is an array type followed by template arguments and
+/// then `(` or `{`: an array built in the code. Looks at most 64 tokens
+/// ahead (longer template arguments count as a construction).
+fn builds_array(toks: &[Tok<'_>], i: usize) -> bool {
+    let t = &toks[i];
+    if t.kind != TokKind::Word || !ARRAY_TYPES.contains(&t.text) || !is_punct(toks.get(i + 1), "<")
+    {
+        return false;
+    }
+    let mut depth = 0usize;
+    for j in i + 1..toks.len().min(i + 65) {
+        match toks[j].text {
+            "<" => depth += 1,
+            ">" => {
+                depth -= 1;
+                if depth == 0 {
+                    return is_punct(toks.get(j + 1), "(") || is_punct(toks.get(j + 1), "{");
+                }
+            }
+            _ => {}
+        }
+    }
+    true
+}
+
+/// Line of the first place the token stream builds an array (e.g. Warp's
+/// `wp.array(ptr=...)`) or calls a builtin that dereferences a handle.
+fn raw_address_line(toks: &[Tok<'_>]) -> Option<usize> {
+    (0..toks.len()).find_map(|i| {
+        let t = &toks[i];
+        if t.kind != TokKind::Word {
+            return None;
+        }
+        let handle = i >= 2
+            && toks[i - 1].text == "::"
+            && toks[i - 2].text == "wp"
+            && HANDLE_PREFIXES
+                .iter()
+                .any(|p| t.text.strip_prefix("adj_").unwrap_or(t.text).starts_with(p));
+        (handle || builds_array(toks, i)).then_some(t.line)
+    })
+}
+
+/// What one name in a kernel body is known to hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fact {
+    /// Component `k` of `wp.tid()` (assigned only by `builtin_tid*`).
+    Tid(usize),
+    /// A `const` integer.
+    Const(i64),
+    /// Assigned in more than one way.
+    Conflict,
+}
+
+fn note(facts: &mut HashMap<String, Fact>, name: &str, fact: Fact) {
+    facts
+        .entry(name.to_owned())
+        .and_modify(|f| {
+            if *f != fact {
+                *f = Fact::Conflict;
+            }
+        })
+        .or_insert(fact);
+}
+
+/// The arguments of the call whose `(` is at `open` (its `)` at
+/// `close[open]`), split at top-level commas; nested brackets are skipped
+/// in constant time, so every token is looked at by one call only.
+fn call_args(toks: &[Tok<'_>], close: &[usize], open: usize) -> Option<Vec<(usize, usize)>> {
+    let end = *close.get(open)?;
+    if end == UNMATCHED {
+        return None;
+    }
+    let mut args = Vec::new();
+    let mut start = open + 1;
+    let mut j = open + 1;
+    while j < end {
+        let t = &toks[j];
+        if t.kind == TokKind::Punct {
+            match t.text {
+                "(" | "[" | "{" => {
+                    j = skip_balanced(close, j)?;
+                    continue;
+                }
+                "," => {
+                    args.push((start, j));
+                    start = j + 1;
+                }
+                _ => {}
+            }
+        }
+        j += 1;
+    }
+    if start < end || !args.is_empty() {
+        args.push((start, end));
+    }
+    Some(args)
+}
+
+/// A short text of the code around token `at` (its line, at most 24
+/// tokens either side), for messages.
+fn code_around(toks: &[Tok<'_>], at: usize) -> String {
+    let line = toks[at].line;
+    let mut from = at;
+    while from > 0 && at - from < 24 && toks[from - 1].line == line {
+        from -= 1;
+    }
+    let mut to = at + 1;
+    while to < toks.len() && to - at < 24 && toks[to].line == line {
+        to += 1;
+    }
+    spell(&toks[from..to])
+}
+
+/// Reads how a kernel body (tokens `start..end`) indexes its array
+/// parameters.
+///
+/// An access is checkable when it is one of Warp's array builtins
+/// (`wp::address`, `wp::array_store`, `wp::atomic_*`, or their `wp::adj_*`
+/// forms in the backward kernel) applied to an array parameter, with every
+/// index either a thread coordinate (a variable assigned only by
+/// `builtin_tid*d`, never assigned again, never address-taken) or an
+/// integer constant (`const` integer variable or literal). Reading an
+/// array's `.shape` / `.ndim`, and `wp::len`, is harmless. Any other use of
+/// an array parameter (a view, a copy, another function, a field other than
+/// `shape`/`ndim`), any index built otherwise (from data, arithmetic, a
+/// loop), and any array access to something that is not an array parameter
+/// (a view, a struct's array, an array built from an address) makes the
+/// body [`Accesses::Unproven`], naming the first such place.
+fn analyse_body(
+    toks: &[Tok<'_>],
+    close: &[usize],
+    start: usize,
+    end: usize,
+    params: &[SourceParam],
+    file: &str,
+) -> Accesses {
+    let unproven = |param: &str, line: usize, reason: String| {
+        Accesses::Unproven(Unproven {
+            param: param.to_owned(),
+            location: format!("{file}:{line}"),
+            reason,
+        })
+    };
+    let kernel_dim = params
+        .first()
+        .and_then(|p| p.cpp_type.strip_prefix("wp::launch_bounds_t<"))
+        .and_then(|n| n.strip_suffix('>'))
+        .and_then(|n| n.parse::<usize>().ok())
+        .unwrap_or(1);
+    let mut arrays: HashMap<&str, (&str, bool)> = HashMap::new();
+    for p in params {
+        if p.cpp_type.starts_with("wp::array_t<") {
+            arrays.insert(p.name.as_str(), (p.label(), p.is_adjoint()));
+        } else if p.cpp_type.contains("array") {
+            return unproven(
+                p.label(),
+                p.line,
+                format!(
+                    "parameter '{}' is a {}; only wp::array_t accesses are analysed",
+                    p.label(),
+                    p.cpp_type
+                ),
+            );
+        }
+    }
+    let body = &toks[start.min(toks.len())..end.min(toks.len())];
+    let at = |j: usize| body.get(j);
+    let text_at = |j: usize| body.get(j).map_or("", |t| t.text);
+
+    let local_close = close_local(close, start, body.len());
+    // Pass 1: what each name holds, and which names are written.
+    let mut facts: HashMap<String, Fact> = HashMap::new();
+    // Positions of names whose `=` is their tid or const definition.
+    let mut defining: HashSet<usize> = HashSet::new();
+    for (j, t) in body.iter().enumerate() {
+        if t.kind != TokKind::Word {
+            continue;
+        }
+        if t.text == "builtin_tid1d" {
+            if j >= 2 && text_at(j - 1) == "=" && at(j - 2).is_some_and(|n| n.kind == TokKind::Word)
+            {
+                note(&mut facts, body[j - 2].text, Fact::Tid(0));
+                defining.insert(j - 2);
+            }
+            continue;
+        }
+        if let Some(n) = t
+            .text
+            .strip_prefix("builtin_tid")
+            .and_then(|r| r.strip_suffix('d'))
+            .and_then(|n| n.parse::<usize>().ok())
+        {
+            // builtin_tidNd(a, b, ...): the names receive the coordinates.
+            if let Some(args) = call_args(body, &local_close, j + 1) {
+                for (c, &(a, b)) in args.iter().enumerate().take(n) {
+                    if b == a + 1 && body[a].kind == TokKind::Word {
+                        note(&mut facts, body[a].text, Fact::Tid(c));
+                    }
+                }
+            }
+            continue;
+        }
+        if t.text == "const" {
+            // const TYPE NAME = [-]NUMBER ;
+            let mut k = j + 1;
+            let mut last_type_word = "";
+            while k < body.len().min(j + 16) && !is_punct(at(k + 1), "=") {
+                if body[k].kind == TokKind::Word {
+                    last_type_word = body[k].text;
+                }
+                k += 1;
+            }
+            let name_ok =
+                at(k).is_some_and(|n| n.kind == TokKind::Word) && is_punct(at(k + 1), "=");
+            if !name_ok || !INT_TYPES.contains(&last_type_word) {
+                continue;
+            }
+            let (neg, num) = if text_at(k + 2) == "-" {
+                (true, k + 3)
+            } else {
+                (false, k + 2)
+            };
+            let value = at(num)
+                .filter(|n| n.kind == TokKind::Number)
+                .and_then(|n| n.text.parse::<i64>().ok())
+                .filter(|_| is_punct(at(num + 1), ";"));
+            if let Some(v) = value {
+                note(
+                    &mut facts,
+                    body[k].text,
+                    Fact::Const(if neg { -v } else { v }),
+                );
+                defining.insert(k);
+            }
+        }
+    }
+    let mut written: HashSet<&str> = HashSet::new();
+    for (j, t) in body.iter().enumerate() {
+        if t.kind != TokKind::Word || defining.contains(&j) {
+            continue;
+        }
+        let (n1, n2, n3) = (text_at(j + 1), text_at(j + 2), text_at(j + 3));
+        let prev = |k: usize| if j >= k { text_at(j - k) } else { "" };
+        let assigned = (n1 == "=" && n2 != "=")
+            || (matches!(n1, "+" | "-" | "*" | "/" | "%" | "&" | "|" | "^") && n2 == "=")
+            || (matches!(n1, "<" | ">") && n2 == n1 && n3 == "=")
+            || (n1 == "+" && n2 == "+")
+            || (n1 == "-" && n2 == "-");
+        let touched = prev(1) == "&"
+            || (prev(1) == "+" && prev(2) == "+")
+            || (prev(1) == "-" && prev(2) == "-")
+            || (prev(1) == "(" && prev(2).contains("assign"));
+        if assigned || touched {
+            written.insert(t.text);
+        }
+    }
+    let index_of = |a: usize, b: usize| -> std::result::Result<AxisIndex, String> {
+        let arg = &body[a..b];
+        match arg {
+            [n] if n.kind == TokKind::Number => n
+                .text
+                .parse::<i64>()
+                .map(AxisIndex::Constant)
+                .map_err(|_| format!("the index {} is not a decimal integer", n.text)),
+            [m, n] if m.text == "-" && n.kind == TokKind::Number => n
+                .text
+                .parse::<i64>()
+                .map(|v| AxisIndex::Constant(-v))
+                .map_err(|_| format!("the index -{} is not a decimal integer", n.text)),
+            [w] if w.kind == TokKind::Word => {
+                let fact = facts.get(w.text);
+                if fact.is_some() && written.contains(w.text) {
+                    return Err(format!(
+                        "the index `{}` is assigned again in the kernel (a loop variable or a changed value)",
+                        w.text
+                    ));
+                }
+                match fact {
+                    Some(Fact::Tid(k)) if *k < kernel_dim => Ok(AxisIndex::Thread(*k)),
+                    Some(Fact::Tid(k)) => Err(format!(
+                        "the index `{}` is thread coordinate {k} of a kernel with {kernel_dim}",
+                        w.text
+                    )),
+                    Some(Fact::Const(c)) => Ok(AxisIndex::Constant(*c)),
+                    _ => Err(format!(
+                        "the index `{}` is computed (from data or arithmetic), not a thread coordinate or a constant",
+                        w.text
+                    )),
+                }
+            }
+            _ => Err(format!("the index `{}` is an expression", spell(arg))),
+        }
+    };
+
+    // Pass 2: Warp's array builtins.
+    let mut accesses: Vec<ArrayAccess> = Vec::new();
+    let mut seen: HashSet<(String, bool, Vec<AxisIndex>, bool)> = HashSet::new();
+    let mut handled: HashSet<usize> = HashSet::new();
+    let mut first_bad: Option<(usize, String, String)> = None;
+    let mut bad = |pos: usize, param: &str, reason: String| {
+        if first_bad.as_ref().is_none_or(|(p, _, _)| pos < *p) {
+            first_bad = Some((pos, param.to_owned(), reason));
+        }
+    };
+    for (j, t) in body.iter().enumerate() {
+        if t.kind != TokKind::Word {
+            continue;
+        }
+        if builds_array(body, j) {
+            bad(
+                j,
+                "",
+                format!(
+                    "`{}` builds an array in the kernel (from a raw address or another array)",
+                    code_around(body, j)
+                ),
+            );
+            continue;
+        }
+        let is_call =
+            j >= 2 && text_at(j - 1) == "::" && text_at(j - 2) == "wp" && is_punct(at(j + 1), "(");
+        if !is_call {
+            continue;
+        }
+        if t.text == "len" {
+            if let Some(args) = call_args(body, &local_close, j + 1)
+                && let [(a, b)] = args[..]
+                && b == a + 1
+                && arrays.contains_key(body[a].text)
+            {
+                handled.insert(a);
+            }
+            continue;
+        }
+        let (name, adjoint_form) = match t.text.strip_prefix("adj_") {
+            Some(n) => (n, true),
+            None => (t.text, false),
+        };
+        let Some(&(_, values, ret)) = ACCESS_CALLS.iter().find(|c| c.0 == name) else {
+            continue;
+        };
+        let Some(args) = call_args(body, &local_close, j + 1) else {
+            continue;
+        };
+        let n = args.len();
+        let k = if adjoint_form {
+            let primal = n.checked_sub(usize::from(ret)).filter(|p| p % 2 == 0);
+            primal.and_then(|p| (p / 2).checked_sub(1 + values))
+        } else {
+            n.checked_sub(1 + values)
+        };
+        // k == 0 is the pointer form (`atomic_add(T* p, v)`): not an array.
+        let Some(k) = k.filter(|k| (1..=4).contains(k)) else {
+            continue;
+        };
+        let mut slots = vec![args[0]];
+        if adjoint_form {
+            slots.push(args[1 + k + values]);
+        }
+        let mut indices = Vec::with_capacity(k);
+        let mut index_error = None;
+        for &(a, b) in &args[1..=k] {
+            match index_of(a, b) {
+                Ok(i) => indices.push(i),
+                Err(e) => {
+                    index_error = Some(e);
+                    break;
+                }
+            }
+        }
+        for &(a, b) in &slots {
+            let single = b == a + 1 && body[a].kind == TokKind::Word;
+            let target = if single {
+                arrays.get(body[a].text).copied()
+            } else {
+                None
+            };
+            let Some((label, adjoint)) = target else {
+                bad(
+                    a,
+                    "",
+                    format!(
+                        "`{}` indexes `{}`, which is not an array parameter (a view, an array field of a struct, or an array built in the kernel)",
+                        code_around(body, j),
+                        spell(&body[a..b])
+                    ),
+                );
+                continue;
+            };
+            handled.insert(a);
+            if let Some(e) = &index_error {
+                bad(
+                    a,
+                    label,
+                    format!("`{}` indexes '{label}': {e}", code_around(body, j)),
+                );
+                continue;
+            }
+            let null_ok = adjoint_form;
+            let key = (label.to_owned(), adjoint, indices.clone(), null_ok);
+            if seen.insert(key) {
+                accesses.push(ArrayAccess {
+                    param: label.to_owned(),
+                    adjoint,
+                    indices: indices.clone(),
+                    null_ok,
+                    line: body[a].line,
+                });
+            }
+        }
+    }
+    // Pass 3: every other use of an array parameter.
+    for (j, t) in body.iter().enumerate() {
+        if t.kind != TokKind::Word || handled.contains(&j) {
+            continue;
+        }
+        let Some(&(label, _)) = arrays.get(t.text) else {
+            continue;
+        };
+        if text_at(j + 1) == "." && matches!(text_at(j + 2), "shape" | "ndim") {
+            continue;
+        }
+        bad(
+            j,
+            label,
+            format!(
+                "`{}` uses array '{label}' in a way a launch cannot check (a view, a copy, a call of another function, or a field other than shape)",
+                code_around(body, j)
+            ),
+        );
+    }
+    match first_bad {
+        Some((pos, param, reason)) => unproven(&param, body[pos].line, reason),
+        None => Accesses::Checked(accesses),
+    }
+}
+
+/// The bracket table of `toks[start..start + len]`, indices relative to
+/// `start` (a bracket closed outside the span counts as unmatched).
+fn close_local(close: &[usize], start: usize, len: usize) -> Vec<usize> {
+    close[start..start + len]
+        .iter()
+        .map(|&c| {
+            if c == UNMATCHED || c < start || c - start >= len {
+                UNMATCHED
+            } else {
+                c - start
+            }
+        })
+        .collect()
 }
 
 /// Finds Warp's `_idx` declaration: `for (size_t _idx` or `const size_t _idx`.
@@ -817,12 +1370,13 @@ fn classify_body(body: &[Tok<'_>]) -> KernelBody {
 /// index after its closing brace.
 fn parse_struct(
     toks: &[Tok<'_>],
+    close: &[usize],
     name_idx: usize,
     file: &str,
 ) -> Result<(SourceStruct, usize), SourceError> {
     let name_tok = &toks[name_idx];
     let open = name_idx + 1;
-    let Some(end) = skip_balanced(toks, open, "{", "}") else {
+    let Some(end) = skip_balanced(close, open) else {
         return Err(SourceError::new(
             file,
             name_tok.line,
@@ -839,7 +1393,7 @@ fn parse_struct(
         if t.kind == TokKind::Punct && t.text == "{" {
             // A member function body (or nested aggregate): skip it; the
             // member ends here.
-            j = skip_balanced(body, j, "{", "}").unwrap_or(body.len());
+            j = skip_balanced(close, open + 1 + j).map_or(body.len(), |e| e - open - 1);
             member_start = j;
             continue;
         }
@@ -1185,8 +1739,64 @@ impl JsonParser<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use std::time::{Duration, Instant};
+
+    /// Set in a child test process started by [`run_in_child`].
+    pub(crate) const CHILD_ENV: &str = "WARP_LAUNCH_TEST_CHILD";
+
+    /// Whether this process is a child started by [`run_in_child`].
+    pub(crate) fn is_child() -> bool {
+        std::env::var_os(CHILD_ENV).is_some()
+    }
+
+    /// Runs test `name` of this test binary in a child process and fails
+    /// if it fails or runs longer than `limit` (then it is killed): a
+    /// regression to super-linear time fails instead of hanging the run.
+    pub(crate) fn run_in_child(name: &str, limit: Duration) {
+        let exe = std::env::current_exe().unwrap();
+        let mut child = std::process::Command::new(exe)
+            .args([name, "--exact", "--nocapture", "--test-threads=1"])
+            .env(CHILD_ENV, "1")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                let out = child.wait_with_output().unwrap();
+                let text = format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                assert!(status.success(), "child test {name} failed:\n{text}");
+                assert!(
+                    text.contains("1 passed"),
+                    "child test {name} did not run:\n{text}"
+                );
+                return;
+            }
+            if start.elapsed() > limit {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("child test {name} ran longer than {limit:?}: super-linear time?");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Parses `text` and fails if it takes a second or more.
+    pub(crate) fn timed<T>(what: &str, f: impl FnOnce() -> T) -> T {
+        let start = Instant::now();
+        let out = f();
+        let took = start.elapsed();
+        println!("{what}: {took:?}");
+        assert!(took < Duration::from_secs(1), "{what} took {took:?}");
+        out
+    }
 
     const FIXTURE_CU: &str = include_str!("../tests/fixtures/wp_kernels.cu");
     const FIXTURE_META: &str = include_str!("../tests/fixtures/wp_kernels.meta");
@@ -1560,5 +2170,337 @@ extern "C" __device__ int helper(int x) { return x; }
         let deep = format!("{{\"a\": {}{}}}", "[".repeat(100), "]".repeat(100));
         let e = parse_meta(&deep, "m.meta").unwrap_err();
         assert!(e.message().contains("nested deeper"), "{e}");
+    }
+
+    const ACCESS_CU: &str = include_str!("../tests/fixtures/wp_access.cu");
+
+    fn accesses<'s>(src: &'s Source, name: &str) -> &'s Accesses {
+        &src.kernel(name).unwrap().accesses
+    }
+
+    fn checked(a: &Accesses) -> Vec<(&str, bool, &[AxisIndex], bool)> {
+        let Accesses::Checked(list) = a else {
+            panic!("expected checked accesses, got {a:?}");
+        };
+        list.iter()
+            .map(|a| (a.param.as_str(), a.adjoint, a.indices.as_slice(), a.null_ok))
+            .collect()
+    }
+
+    use AxisIndex::{Constant as C, Thread as T};
+
+    #[test]
+    fn every_kernel_of_kernels_py_has_checkable_accesses() {
+        let src = parse_cu(FIXTURE_CU, CU).unwrap();
+        assert_eq!(src.raw_addresses, None);
+        for k in &src.kernels {
+            assert!(
+                matches!(k.accesses, Accesses::Checked(ref l) if !l.is_empty()),
+                "{}: {:?}",
+                k.name,
+                k.accesses
+            );
+        }
+        let f = |n: &str| checked(accesses(&src, n));
+        assert_eq!(
+            f("saxpy_cuda_kernel_forward"),
+            [
+                ("x", false, &[T(0)][..], false),
+                ("y", false, &[T(0)][..], false)
+            ]
+        );
+        assert_eq!(
+            f("add2d_cuda_kernel_forward"),
+            [
+                ("a", false, &[T(0), T(1)][..], false),
+                ("b", false, &[T(0), T(1)][..], false),
+                ("out", false, &[T(0), T(1)][..], false)
+            ]
+        );
+        // index4d reads out.shape: harmless.
+        assert_eq!(
+            f("index4d_cuda_kernel_forward"),
+            [("out", false, &[T(0), T(1), T(2), T(3)][..], false)]
+        );
+        // atomic_add(loss, 0, ...): a constant index.
+        assert_eq!(
+            f("chain_loss_cuda_kernel_forward"),
+            [
+                ("y", false, &[T(0)][..], false),
+                ("loss", false, &[C(0)][..], false)
+            ]
+        );
+        assert_eq!(
+            f("count_visits_cuda_kernel_forward"),
+            [("count", false, &[T(0)][..], false)]
+        );
+        // The struct parameter is not an array; its x and out are.
+        assert_eq!(
+            f("use_struct_cuda_kernel_forward"),
+            [
+                ("x", false, &[T(0)][..], false),
+                ("out", false, &[T(0)][..], false)
+            ]
+        );
+        assert_eq!(
+            f("lean_fill_cuda_kernel_forward"),
+            [("out", false, &[T(0), T(1)][..], false)]
+        );
+        // Backward: the adjoint forms reach the primal (its grad) and the
+        // adjoint array, both guarded by a null test; the replayed forward
+        // reads are not guarded.
+        assert_eq!(
+            f("count_visits_cuda_kernel_backward"),
+            [
+                ("count", false, &[T(0)][..], true),
+                ("count", true, &[T(0)][..], true)
+            ]
+        );
+        assert_eq!(
+            f("chain_loss_cuda_kernel_backward"),
+            [
+                ("y", false, &[T(0)][..], false),
+                ("loss", false, &[C(0)][..], true),
+                ("loss", true, &[C(0)][..], true),
+                ("y", false, &[T(0)][..], true),
+                ("y", true, &[T(0)][..], true)
+            ]
+        );
+        let Accesses::Checked(l) = accesses(&src, "saxpy_cuda_kernel_forward") else {
+            unreachable!()
+        };
+        assert_eq!((l[0].line, l[1].line), (1027, 1030));
+    }
+
+    #[test]
+    fn access_fixture_checkable_kernels() {
+        let src = parse_cu(ACCESS_CU, "wp_access.cu").unwrap();
+        let f = |n: &str| checked(accesses(&src, n));
+        assert_eq!(
+            f("fill_cuda_kernel_forward"),
+            [("x", false, &[T(0)][..], false)]
+        );
+        // x[0], x[-1] and x.shape[0].
+        assert_eq!(
+            f("ends_cuda_kernel_forward"),
+            [
+                ("x", false, &[C(0)][..], false),
+                ("x", false, &[C(-1)][..], false),
+                ("out", false, &[T(0)][..], false)
+            ]
+        );
+        // out[j, i]: the second coordinate indexes axis 0.
+        assert_eq!(
+            f("transpose_cuda_kernel_forward"),
+            [
+                ("a", false, &[T(0), T(1)][..], false),
+                ("out", false, &[T(1), T(0)][..], false)
+            ]
+        );
+        assert_eq!(
+            f("guarded_cuda_kernel_forward"),
+            [("x", false, &[T(0)][..], false)]
+        );
+    }
+
+    #[test]
+    fn access_fixture_unproven_kernels_name_parameter_and_line() {
+        let src = parse_cu(ACCESS_CU, "wp_access.cu").unwrap();
+        for (kernel, param, line, says) in [
+            ("gather", "x", 192, "`var_2` is computed"),
+            ("shifted", "x", 595, "`var_2` is computed"),
+            ("row_sum", "a", 706, "`var_8` is computed"),
+            ("call_func", "x", 1028, "first_0(var_x)"),
+            ("row_view", "a", 290, "wp::view(var_a,var_0)"),
+            ("through_struct", "", 1112, "not an array parameter"),
+        ] {
+            for dir in ["forward", "backward"] {
+                let name = format!("{kernel}_cuda_kernel_{dir}");
+                let Accesses::Unproven(u) = accesses(&src, &name) else {
+                    panic!("{name} should be unproven: {:?}", accesses(&src, &name));
+                };
+                assert_eq!(u.param, param, "{name}");
+                assert!(u.reason.contains(says), "{name}: {}", u.reason);
+                if dir == "forward" {
+                    assert_eq!(u.location, format!("wp_access.cu:{line}"), "{name}");
+                }
+            }
+        }
+    }
+
+    fn one_kernel(body: &str) -> Accesses {
+        let text = format!(
+            "extern \"C\" __global__ void k(wp::launch_bounds_t<2> dim, wp::array_t<wp::float32> var_x, wp::uint64 var_p)\n{{\n{body}\n}}\n"
+        );
+        let src = parse_cu(&text, "k.cu").unwrap();
+        src.kernels[0].accesses.clone()
+    }
+
+    #[test]
+    fn indices_that_change_or_escape_are_unproven() {
+        let ok = "wp::int32 var_0; var_0 = builtin_tid1d(); wp::array_store(var_x, var_0, var_v);";
+        assert!(matches!(one_kernel(ok), Accesses::Checked(ref l) if l.len() == 1));
+        for (body, says) in [
+            // a loop writes the coordinate back
+            (
+                "var_0 = builtin_tid1d(); wp::assign(var_0, var_3); wp::array_store(var_x, var_0, var_v);",
+                "assigned again",
+            ),
+            (
+                "var_0 = builtin_tid1d(); var_0 += 1; wp::address(var_x, var_0);",
+                "assigned again",
+            ),
+            (
+                "var_0 = builtin_tid1d(); var_0++; wp::address(var_x, var_0);",
+                "assigned again",
+            ),
+            (
+                "var_0 = builtin_tid1d(); f(&var_0); wp::address(var_x, var_0);",
+                "assigned again",
+            ),
+            // a tid and a constant under one name
+            (
+                "var_0 = builtin_tid1d(); const wp::int32 var_0 = 3; wp::address(var_x, var_0);",
+                "computed",
+            ),
+            // a coordinate the kernel does not have
+            (
+                "builtin_tid4d(var_0, var_1, var_2, var_3); wp::address(var_x, var_3);",
+                "thread coordinate 3",
+            ),
+            // expressions
+            (
+                "var_0 = builtin_tid1d(); wp::address(var_x, var_0 + 1);",
+                "expression",
+            ),
+            // a copy, a field, a raw address
+            ("var_5 = var_x;", "cannot check"),
+            ("var_5 = var_x.data;", "cannot check"),
+            (
+                "var_2 = wp::array_t<wp::float32>(var_p, var_n); wp::address(var_2, var_0);",
+                "builds an array",
+            ),
+            // an array the kernel did not get as a parameter
+            (
+                "var_0 = builtin_tid1d(); wp::array_store(var_9, var_0, var_v);",
+                "not an array parameter",
+            ),
+        ] {
+            match one_kernel(body) {
+                Accesses::Unproven(u) => assert!(u.reason.contains(says), "{body}: {}", u.reason),
+                other => panic!("{body}: expected unproven, got {other:?}"),
+            }
+        }
+        // Shape reads, len, comparisons and untouched constants are fine.
+        let fine = "builtin_tid2d(var_0, var_1); const wp::int32 var_2 = 7; var_3 = (var_0 <= var_2); var_4 = &(var_x.shape); var_5 = wp::len(var_x); wp::atomic_cas(var_x, var_1, var_0, var_2, var_9); wp::atomic_add(var_x, var_2, var_9);";
+        assert_eq!(
+            checked(&one_kernel(fine)),
+            [
+                ("x", false, &[T(1), T(0)][..], false),
+                ("x", false, &[C(7)][..], false)
+            ]
+        );
+    }
+
+    #[test]
+    fn raw_addresses_are_found_anywhere() {
+        let f = |t: &str| parse_cu(t, "r.cu").unwrap().raw_addresses;
+        assert_eq!(
+            f("static void g(wp::uint64 p) {\n var_1 = wp::mesh_get_point(p, 0); }"),
+            Some(2)
+        );
+        assert_eq!(
+            f("void g() {\n\n var_2 = wp::array_t<wp::float32>(var_p, var_n); }"),
+            Some(3)
+        );
+        assert_eq!(f("struct S { wp::array_t<wp::float32> data; };"), None);
+        assert_eq!(f(FIXTURE_CU), None);
+    }
+
+    /// Texts of about 1 MB that were slow on 38e7deb, and depth floods.
+    fn big_inputs() -> Vec<(&'static str, String)> {
+        const MB: usize = 1 << 20;
+        let fill = |unit: &str| unit.repeat(MB / unit.len() + 1);
+        let start = FIXTURE_CU
+            .find("extern \"C\" __global__ void saxpy_cuda_kernel_forward")
+            .unwrap();
+        let end = FIXTURE_CU
+            .find("extern \"C\" __global__ void add2d_cuda_kernel_forward")
+            .unwrap();
+        let saxpy = &FIXTURE_CU[start..end];
+        let mut kernels = FIXTURE_CU[..start].to_string();
+        let mut i = 0;
+        while kernels.len() < MB {
+            kernels.push_str(&saxpy.replace("saxpy", &format!("saxpy{i}")));
+            i += 1;
+        }
+        let n = MB / 16;
+        vec![
+            ("repeated kernels", kernels),
+            ("extern \"C\" { flood", fill("extern \"C\" {\n")),
+            (
+                "balanced extern \"C\" { }",
+                format!("{}{}", "extern \"C\" {\n".repeat(n), "}\n".repeat(n)),
+            ),
+            ("struct flood", fill("struct ")),
+            (
+                "template struct flood",
+                format!("template <typename T> {}", fill("struct ")),
+            ),
+            ("struct S { flood", fill("struct S {\n")),
+            (
+                "nested attribute macros",
+                format!("{}{}", "extern \"C\" WP_MAXNREG(".repeat(n), ")".repeat(n)),
+            ),
+            (
+                "parenthesised parameters",
+                format!("extern \"C\" __global__ void k({}", "(".repeat(MB)),
+            ),
+            (
+                "kernel body floods",
+                format!(
+                    "extern \"C\" __global__ void k(wp::launch_bounds_t<1> dim, wp::array_t<wp::float32> var_x) {{ {} {} {} {} }}",
+                    "wp::address(".repeat(n / 4),
+                    "builtin_tid2d(var_0, ".repeat(n / 4),
+                    "wp::array_t<".repeat(n / 4),
+                    "const wp::int32 ".repeat(n / 4),
+                ),
+            ),
+            (
+                "kernel body of accesses",
+                format!(
+                    "extern \"C\" __global__ void k(wp::launch_bounds_t<1> dim, wp::array_t<wp::float32> var_x) {{ var_0 = builtin_tid1d(); {} }}",
+                    "wp::array_store(var_x, var_0, var_v); var_x.shape = var_1; ".repeat(n / 4),
+                ),
+            ),
+            (
+                "meta",
+                format!(
+                    "{{{}\"a_smem_bytes\": 1}}",
+                    "\"k\": [1, 2, {\"x\": null}],\n".repeat(n / 2)
+                ),
+            ),
+        ]
+    }
+
+    #[test]
+    fn big_inputs_child() {
+        if !is_child() {
+            return;
+        }
+        for (what, text) in big_inputs() {
+            println!("{what}: {} bytes", text.len());
+            timed(what, || {
+                let _ = parse_cu(&text, "big.cu");
+                let _ = parse_meta(&text, "big.meta");
+            });
+        }
+        let src = parse_cu(&big_inputs()[0].1, "big.cu").unwrap();
+        assert!(src.kernels.len() > 400, "{}", src.kernels.len());
+    }
+
+    #[test]
+    fn one_megabyte_inputs_parse_in_under_a_second_each() {
+        run_in_child("source::tests::big_inputs_child", Duration::from_secs(60));
     }
 }
