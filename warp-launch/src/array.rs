@@ -3,6 +3,18 @@
 //! array, and typed views ([`TypedArray`]). Storage is shared through an
 //! `Arc` ([`Storage`]: device, page-locked host, managed or plain host
 //! memory), so a recorded launch that holds an array keeps it alive.
+//!
+//! What every [`Array`] holds, checked when it is made (`zeros`,
+//! `from_slice`, `from_parts`, `slice`, `slice_step`, `transpose`,
+//! `reshape`, `with_grad`), with exact arithmetic (no wrap, no overflow
+//! panic): each extent and byte stride fits Warp's `array_t` (`int32`;
+//! never truncated), so a kernel indexes what the view describes; the
+//! offset and strides are multiples of the dtype's alignment; the element
+//! count's bytes fit `isize`; every byte the view reaches lies inside its
+//! storage (negative and zero strides included; an empty view's offset
+//! too); and a gradient has the array's shape and strides, because Warp
+//! indexes a gradient with the array's own strides. Host memory is
+//! allocated fallibly: a refusal is [`Error::Alloc`], never an abort.
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -55,6 +67,12 @@ impl fmt::Debug for Array {
     }
 }
 
+/// Largest shape entry and largest byte stride Warp's `array_t` holds
+/// (`int shape[4]; int strides[4]`).
+const INT32_MAX: i128 = i32::MAX as i128;
+/// Smallest byte stride `array_t` holds.
+const INT32_MIN: i128 = i32::MIN as i128;
+
 fn check_shape(shape: &[usize], call: &'static str) -> Result<(usize, [usize; MAX_DIMS])> {
     if shape.is_empty() || shape.len() > MAX_DIMS {
         return Err(Error::Shape {
@@ -67,11 +85,11 @@ fn check_shape(shape: &[usize], call: &'static str) -> Result<(usize, [usize; MA
     }
     let mut s = [0usize; MAX_DIMS];
     for (i, &e) in shape.iter().enumerate() {
-        if e > i32::MAX as usize {
+        if e as u128 > INT32_MAX as u128 {
             return Err(Error::Shape {
                 call,
                 message: format!(
-                    "extent {i} is {e}, more than Warp's int32 shape can hold ({}); split the array",
+                    "axis {i} has extent {e}, above the limit {} of Warp's array_t (int32 shape); split the array",
                     i32::MAX
                 ),
             });
@@ -81,19 +99,104 @@ fn check_shape(shape: &[usize], call: &'static str) -> Result<(usize, [usize; MA
     Ok((shape.len(), s))
 }
 
-fn contiguous_strides(ndim: usize, shape: &[usize; MAX_DIMS], elem: usize) -> [isize; MAX_DIMS] {
-    let mut st = [0isize; MAX_DIMS];
-    let mut acc = elem as isize;
+/// Row-major byte strides for `shape` (exact: at most 2^8 * (2^31)^3).
+fn contiguous_strides(ndim: usize, shape: &[usize; MAX_DIMS], elem: usize) -> [i128; MAX_DIMS] {
+    let mut st = [0i128; MAX_DIMS];
+    let mut acc = elem as i128;
     for i in (0..ndim).rev() {
         st[i] = acc;
-        acc *= shape[i].max(1) as isize;
+        acc = acc.saturating_mul(shape[i].max(1) as i128);
     }
     st
+}
+
+/// `strides` as Warp's `array_t` holds them: each within int32, or an
+/// error naming the call, the axis, the stride and the limit.
+fn fit_strides(strides: &[i128], call: &'static str) -> Result<[isize; MAX_DIMS]> {
+    let mut out = [0isize; MAX_DIMS];
+    for (i, &st) in strides.iter().enumerate().take(MAX_DIMS) {
+        if !(INT32_MIN..=INT32_MAX).contains(&st) {
+            return Err(Error::Shape {
+                call,
+                message: format!(
+                    "axis {i} would have a byte stride of {st}, outside {}..={} that Warp's array_t (int32 strides) holds, so a kernel would index the wrong memory; use smaller extents after axis {i}, a smaller step, or split the array",
+                    i32::MIN,
+                    i32::MAX
+                ),
+            });
+        }
+        out[i] = st as isize;
+    }
+    Ok(out)
+}
+
+/// `n` copies of `v` in a vector, or [`Error::Alloc`] naming the bytes
+/// when the allocator refuses (never an abort).
+fn try_vec<T: Clone>(n: usize, v: T, call: &'static str) -> Result<Vec<T>> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(n).map_err(|_| Error::Alloc {
+        call,
+        bytes: n.saturating_mul(size_of::<T>()),
+        memory: Memory::Host.to_string(),
+    })?;
+    out.resize(n, v);
+    Ok(out)
+}
+
+/// Number of elements of `shape`, refused unless their bytes fit `isize`.
+fn element_count(shape: &[usize], dtype: &DType, call: &'static str) -> Result<usize> {
+    shape
+        .iter()
+        .try_fold(1usize, |a, &e| a.checked_mul(e))
+        .filter(|n| {
+            n.checked_mul(dtype.size)
+                .is_some_and(|b| b <= isize::MAX as usize)
+        })
+        .ok_or_else(|| Error::Shape {
+            call,
+            message: format!(
+                "shape {shape:?} of {} ({} B elements) holds more bytes than the address space ({} B); use a smaller shape",
+                dtype.name,
+                dtype.size,
+                isize::MAX
+            ),
+        })
+}
+
+/// Zeroed storage of `bytes` bytes for an array on `device` in `kind` memory.
+fn allocate(
+    device: Device,
+    bytes: usize,
+    kind: MemoryKind,
+    call: &'static str,
+) -> Result<Arc<Storage>> {
+    let storage = match (device, kind) {
+        (Device::Cpu, MemoryKind::Device) => Storage::host(bytes).map_err(|e| match e {
+            Error::Alloc { bytes, memory, .. } => Error::Alloc {
+                call,
+                bytes,
+                memory,
+            },
+            e => e,
+        })?,
+        (Device::Cpu, _) => Storage::cuda(Allocation::zeroed(
+            &Device::Cuda(0).context()?,
+            bytes,
+            kind,
+        )?),
+        (_, _) => Storage::cuda(Allocation::zeroed(&device.context()?, bytes, kind)?),
+    };
+    Ok(Arc::new(storage))
 }
 
 impl Array {
     /// A zeroed array of `dtype` with `shape` in `device`'s memory (device
     /// memory for CUDA, host memory for the CPU).
+    ///
+    /// Refused, before anything is allocated, when an extent or a byte
+    /// stride does not fit Warp's `array_t` (`int32`), or the size does not
+    /// fit the address space; an allocation the allocator refuses is
+    /// [`Error::Alloc`] (host memory) or a CUDA error, never an abort.
     pub fn zeros(device: Device, dtype: &'static DType, shape: &[usize]) -> Result<Array> {
         Self::zeros_in(device, dtype, shape, MemoryKind::Device)
     }
@@ -102,47 +205,38 @@ impl Array {
     /// device, of its primary context; for the CPU, `Device` means plain host
     /// memory and page-locked or managed memory comes from `cuda:0`'s
     /// context (reachable from the host and from CUDA kernels, as Warp's
-    /// pinned CPU arrays).
+    /// pinned CPU arrays). Refused as [`Array::zeros`] says.
     pub fn zeros_in(
         device: Device,
         dtype: &'static DType,
         shape: &[usize],
         kind: MemoryKind,
     ) -> Result<Array> {
-        let (ndim, shape) = check_shape(shape, "Array::zeros")?;
-        let count = shape[..ndim]
-            .iter()
-            .try_fold(1usize, |a, &e| a.checked_mul(e));
-        let bytes = count
-            .and_then(|c| c.checked_mul(dtype.size))
-            .ok_or_else(|| Error::Shape {
-                call: "Array::zeros",
-                message: format!(
-                    "{:?} elements of {} B overflow the address space",
-                    &shape[..ndim],
-                    dtype.size
-                ),
-            })?;
-        let storage = match (device, kind) {
-            (Device::Cpu, MemoryKind::Device) => Storage::host(bytes),
-            (Device::Cpu, _) => Storage::cuda(Allocation::zeroed(
-                &Device::Cuda(0).context()?,
-                bytes,
-                kind,
-            )?),
-            (_, _) => Storage::cuda(Allocation::zeroed(&device.context()?, bytes, kind)?),
-        };
-        let storage = Arc::new(storage);
-        Ok(Array {
+        Self::zeros_for(device, dtype, shape, kind, "Array::zeros")
+    }
+
+    fn zeros_for(
+        device: Device,
+        dtype: &'static DType,
+        shape: &[usize],
+        kind: MemoryKind,
+        call: &'static str,
+    ) -> Result<Array> {
+        let (ndim, shape) = check_shape(shape, call)?;
+        let strides = fit_strides(&contiguous_strides(ndim, &shape, dtype.size)[..ndim], call)?;
+        let bytes = element_count(&shape[..ndim], dtype, call)? * dtype.size;
+        let storage = allocate(device, bytes, kind, call)?;
+        Array {
             storage,
             offset: 0,
             dtype,
             ndim,
-            strides: contiguous_strides(ndim, &shape, dtype.size),
+            strides,
             shape,
             device,
             grad: None,
-        })
+        }
+        .checked(call)
     }
 
     /// An array of `shape` holding `data` (row-major), in device memory.
@@ -157,25 +251,32 @@ impl Array {
         shape: &[usize],
         kind: MemoryKind,
     ) -> Result<Array> {
-        let a = Self::zeros_in(device, T::dtype(), shape, kind)?;
-        if a.len() != data.len() {
+        let call = "Array::from_slice";
+        let (ndim, s) = check_shape(shape, call)?;
+        let n = element_count(&s[..ndim], T::dtype(), call)?;
+        if n != data.len() {
             return Err(Error::Shape {
-                call: "Array::from_slice",
+                call,
                 message: format!(
-                    "shape {shape:?} holds {} elements but the slice has {}; pass a slice of {} elements",
-                    a.len(),
+                    "shape {shape:?} holds {n} elements but the slice has {}; pass a slice of {n} elements",
                     data.len(),
-                    a.len()
                 ),
             });
         }
+        let a = Self::zeros_for(device, T::dtype(), shape, kind, call)?;
         a.storage.copy_from_host(0, as_bytes(data))?;
         Ok(a)
     }
 
     /// A view of `storage` on `device`: `dtype` elements of `shape` with
-    /// byte `strides`, starting `offset` bytes in. Every element it reaches
-    /// must lie inside the storage, and each stride must fit Warp's `int`.
+    /// byte `strides` (negative and zero strides allowed), starting
+    /// `offset` bytes in.
+    ///
+    /// Refused unless every extent and stride fits Warp's `array_t`
+    /// (`int32`), the offset and strides are multiples of the dtype's
+    /// alignment, the element count fits the address space, and every byte
+    /// the view reaches (computed exactly, without overflow) lies inside the
+    /// storage; an empty view's offset must lie inside it too.
     pub fn from_parts(
         storage: Arc<Storage>,
         device: Device,
@@ -184,19 +285,23 @@ impl Array {
         shape: &[usize],
         strides: &[isize],
     ) -> Result<Array> {
-        let (ndim, shape) = check_shape(shape, "Array::from_parts")?;
-        if strides.len() != ndim || strides.iter().any(|s| i32::try_from(*s).is_err()) {
+        let call = "Array::from_parts";
+        let (ndim, shape) = check_shape(shape, call)?;
+        if strides.len() != ndim {
             return Err(Error::Shape {
-                call: "Array::from_parts",
+                call,
                 message: format!(
-                    "{} strides {strides:?} for a shape of {ndim} dimensions; give one byte stride per dimension, each within int32",
+                    "{} strides {strides:?} for a shape of {ndim} dimensions; give one byte stride per dimension",
                     strides.len()
                 ),
             });
         }
-        let mut st = [0isize; MAX_DIMS];
-        st[..ndim].copy_from_slice(strides);
-        let a = Array {
+        let mut wide = [0i128; MAX_DIMS];
+        for (w, &s) in wide.iter_mut().zip(strides) {
+            *w = s as i128;
+        }
+        let st = fit_strides(&wide[..ndim], call)?;
+        Array {
             storage,
             offset,
             dtype,
@@ -205,32 +310,83 @@ impl Array {
             strides: st,
             device,
             grad: None,
-        };
-        let (lo, hi) = a.span();
-        if !a.is_empty() && (lo < 0 || hi > a.storage.bytes() as isize) {
-            return Err(Error::Shape {
-                call: "Array::from_parts",
-                message: format!(
-                    "the view reaches bytes {lo}..{hi} but the storage holds {} B; keep every element inside it",
-                    a.storage.bytes()
-                ),
-            });
         }
-        Ok(a)
+        .checked(call)
     }
 
-    /// The same array with a zeroed gradient array of the same shape and
-    /// dtype (contiguous, same device and memory kind).
+    /// Checks what every array holds (the shape and strides were fitted to
+    /// `int32` by the caller): aligned offset and strides, an element count
+    /// whose bytes fit `isize`, a byte range inside the storage, and a
+    /// gradient of the same layout.
+    fn checked(self, call: &'static str) -> Result<Array> {
+        let fail = |message: String| Err(Error::Shape { call, message });
+        let align = self.dtype.align.max(1);
+        if !self.offset.is_multiple_of(align) {
+            return fail(format!(
+                "offset {} B is not a multiple of {}'s alignment ({align} B); kernels would read misaligned elements, so use an aligned offset",
+                self.offset, self.dtype.name
+            ));
+        }
+        if let Some(i) = (0..self.ndim).find(|&i| self.strides[i] % align as isize != 0) {
+            return fail(format!(
+                "axis {i} has a byte stride of {}, not a multiple of {}'s alignment ({align} B); use aligned strides",
+                self.strides[i], self.dtype.name
+            ));
+        }
+        element_count(self.shape(), self.dtype, call)?;
+        let (lo, hi) = self.span_exact();
+        let bytes = self.storage.bytes() as i128;
+        if lo < 0 || hi > bytes {
+            return fail(format!(
+                "the view (offset {}, shape {:?}, strides {:?}, {} B elements) reaches bytes {lo}..{hi} but the storage holds 0..{bytes}; keep every element inside it",
+                self.offset,
+                self.shape(),
+                self.strides(),
+                self.dtype.size
+            ));
+        }
+        if let Some(g) = &self.grad
+            && (g.shape() != self.shape()
+                || g.strides() != self.strides()
+                || !std::ptr::eq(g.dtype, self.dtype))
+        {
+            return fail(
+                "the gradient's shape or strides differ from the array's; Warp indexes a gradient with the array's strides".into(),
+            );
+        }
+        Ok(self)
+    }
+
+    /// The same array with a zeroed gradient: an array of the same dtype,
+    /// shape and byte strides, in fresh memory of the same kind and device
+    /// that covers exactly the bytes this view reaches (at the same relative
+    /// offset). Warp kernels index a gradient with the array's own strides,
+    /// so the gradient of a strided view is strided the same way, as Warp
+    /// does. Views of an array with a gradient ([`Array::slice`],
+    /// [`Array::transpose`], [`Array::reshape`], [`Array::typed`]) view its
+    /// gradient the same way; a gradient already present is replaced.
     pub fn with_grad(mut self) -> Result<Array> {
+        let call = "Array::with_grad";
         let kind = match self.storage.memory() {
             Memory::Cuda(k) => k,
             _ => MemoryKind::Device,
         };
-        let g = Array::zeros_in(self.device, self.dtype, self.shape(), kind)?;
+        let (lo, hi) = self.span();
+        let storage = allocate(self.device, hi - lo, kind, call)?;
+        let g = Array {
+            storage,
+            offset: self.offset - lo,
+            dtype: self.dtype,
+            ndim: self.ndim,
+            shape: self.shape,
+            strides: self.strides,
+            device: self.device,
+            grad: None,
+        }
+        .checked(call)?;
         self.grad = Some(Box::new(g));
         Ok(self)
     }
-
     /// The gradient array, if any.
     pub fn grad(&self) -> Option<&Array> {
         self.grad.as_deref()
@@ -256,9 +412,12 @@ impl Array {
         &self.strides[..self.ndim]
     }
 
-    /// Number of elements.
+    /// Number of elements (its bytes fit `isize`: checked when the array
+    /// was made).
     pub fn len(&self) -> usize {
-        self.shape().iter().product()
+        self.shape()
+            .iter()
+            .fold(1usize, |n, &e| n.saturating_mul(e))
     }
 
     /// Whether it has no elements.
@@ -292,28 +451,45 @@ impl Array {
         if self.storage.bytes() == 0 {
             0
         } else {
-            self.storage.address() + self.offset as u64
+            // The offset lies inside the storage (checked when the view was made).
+            self.storage.address().saturating_add(self.offset as u64)
         }
     }
 
     /// Whether the elements are packed row-major with no gaps.
     pub fn is_contiguous(&self) -> bool {
-        contiguous_strides(self.ndim, &self.shape, self.dtype.size)[..self.ndim]
-            == self.strides[..self.ndim]
+        let want = contiguous_strides(self.ndim, &self.shape, self.dtype.size);
+        want[..self.ndim]
+            .iter()
+            .zip(self.strides())
+            .all(|(&w, &s)| w == s as i128)
             || self.len() <= 1
     }
 
     /// The view of indices `range` along `axis` (same number of dimensions).
     pub fn slice(&self, axis: usize, range: Range<usize>) -> Result<Array> {
-        self.slice_step(axis, range, 1)
+        self.slice_for(axis, range, 1, "Array::slice")
     }
 
-    /// Every `step`-th index of `range` along `axis`: a non-contiguous view.
+    /// Every `step`-th index of `range` along `axis`: a non-contiguous view
+    /// whose stride along `axis` is `step` times the array's. Refused when
+    /// that stride does not fit Warp's `int32` (for a result of at most one
+    /// index along `axis` the stride is never used and stays the array's).
     pub fn slice_step(&self, axis: usize, range: Range<usize>, step: usize) -> Result<Array> {
+        self.slice_for(axis, range, step, "Array::slice_step")
+    }
+
+    fn slice_for(
+        &self,
+        axis: usize,
+        range: Range<usize>,
+        step: usize,
+        call: &'static str,
+    ) -> Result<Array> {
         if axis >= self.ndim || range.start > range.end || range.end > self.shape[axis] || step == 0
         {
             return Err(Error::Shape {
-                call: "Array::slice",
+                call,
                 message: format!(
                     "axis {axis}, range {range:?}, step {step} do not fit shape {:?}; use an axis below {}, a range inside 0..extent and a step of at least 1",
                     self.shape(),
@@ -321,15 +497,30 @@ impl Array {
                 ),
             });
         }
+        let extent = range.len().div_ceil(step);
+        let stride = self.strides[axis] as i128;
         let mut v = self.clone();
-        v.offset = (self.offset as isize + range.start as isize * self.strides[axis]) as usize;
-        v.shape[axis] = range.len().div_ceil(step);
-        v.strides[axis] = self.strides[axis] * step as isize;
+        if extent > 0 {
+            // Exact: start <= 2^31 and |stride| <= 2^31.
+            let offset = self.offset as i128 + range.start as i128 * stride;
+            v.offset = usize::try_from(offset).map_err(|_| Error::Shape {
+                call,
+                message: format!(
+                    "the view would start at byte {offset}, outside the storage; slice inside the array"
+                ),
+            })?;
+        }
+        v.shape[axis] = extent;
+        if extent > 1 {
+            let mut wide = [0i128; MAX_DIMS];
+            wide[axis] = stride.saturating_mul(step as i128);
+            v.strides[axis] = fit_strides(&wide, call)?[axis];
+        }
         v.grad = match &self.grad {
-            Some(g) => Some(Box::new(g.slice_step(axis, range, step)?)),
+            Some(g) => Some(Box::new(g.slice_for(axis, range, step, call)?)),
             None => None,
         };
-        Ok(v)
+        v.checked(call)
     }
 
     /// The view with axes `a` and `b` swapped (non-contiguous).
@@ -338,8 +529,8 @@ impl Array {
             return Err(Error::Shape {
                 call: "Array::transpose",
                 message: format!(
-                    "axes {a} and {b} do not exist in an array of {} dimensions",
-                    self.ndim
+                    "axes {a} and {b} do not exist in an array of {} dimensions; use axes below {}",
+                    self.ndim, self.ndim
                 ),
             });
         }
@@ -350,72 +541,79 @@ impl Array {
             Some(g) => Some(Box::new(g.transpose(a, b)?)),
             None => None,
         };
-        Ok(v)
+        v.checked("Array::transpose")
     }
 
     /// The same elements with another shape (contiguous arrays only).
+    /// Refused when a new byte stride does not fit Warp's `int32`.
     pub fn reshape(&self, shape: &[usize]) -> Result<Array> {
-        let (ndim, s) = check_shape(shape, "Array::reshape")?;
-        let n: usize = s[..ndim].iter().product();
-        if n != self.len() || !self.is_contiguous() {
+        let call = "Array::reshape";
+        let (ndim, s) = check_shape(shape, call)?;
+        let n = s[..ndim].iter().try_fold(1usize, |a, &e| a.checked_mul(e));
+        if n != Some(self.len()) || !self.is_contiguous() {
             return Err(Error::Shape {
-                call: "Array::reshape",
+                call,
                 message: format!(
-                    "cannot view {} elements of shape {:?}{} as shape {shape:?} ({n} elements); reshape a contiguous array to the same element count",
+                    "cannot view {} elements of shape {:?}{} as shape {shape:?} ({}); reshape a contiguous array to the same element count",
                     self.len(),
                     self.shape(),
                     if self.is_contiguous() {
                         ""
                     } else {
                         " (not contiguous)"
-                    }
+                    },
+                    n.map_or("more elements than fit usize".to_string(), |n| format!(
+                        "{n} elements"
+                    ))
                 ),
             });
         }
         let mut v = self.clone();
         v.ndim = ndim;
         v.shape = s;
-        v.strides = contiguous_strides(ndim, &s, self.dtype.size);
+        v.strides = fit_strides(&contiguous_strides(ndim, &s, self.dtype.size)[..ndim], call)?;
         v.grad = match &self.grad {
             Some(g) => Some(Box::new(g.reshape(shape)?)),
             None => None,
         };
-        Ok(v)
+        v.checked(call)
     }
 
-    /// The byte range of the storage the view reaches: (first byte, end).
-    fn span(&self) -> (isize, isize) {
-        let (mut lo, mut hi) = (self.offset as isize, self.offset as isize);
+    /// The byte range of the storage the view reaches, exactly: (first
+    /// byte, end); (offset, offset) for an empty view.
+    fn span_exact(&self) -> (i128, i128) {
+        let (mut lo, mut hi) = (self.offset as i128, self.offset as i128);
         if self.is_empty() {
             return (lo, hi);
         }
         for i in 0..self.ndim {
-            let ext = (self.shape[i] as isize - 1) * self.strides[i];
+            // Exact: extents and strides fit int32.
+            let ext = (self.shape[i] as i128 - 1) * self.strides[i] as i128;
             if ext < 0 { lo += ext } else { hi += ext }
         }
-        (lo, hi + self.dtype.size as isize)
+        (lo, hi + self.dtype.size as i128)
     }
 
-    /// The elements as bytes, row-major (gathering a non-contiguous view).
-    pub fn to_bytes(&self) -> Result<Vec<u8>> {
-        let (lo, hi) = self.span();
-        let (lo, hi) = (lo as usize, hi as usize);
-        let mut raw = vec![0u8; hi - lo];
-        self.storage.copy_to_host(lo, &mut raw)?;
-        if self.is_contiguous() {
-            return Ok(raw);
-        }
-        let es = self.dtype.size;
-        let mut out = Vec::with_capacity(self.len() * es);
+    /// [`Array::span_exact`] as storage offsets (inside the storage: checked
+    /// when the view was made).
+    fn span(&self) -> (usize, usize) {
+        let (lo, hi) = self.span_exact();
+        let clamp = |v: i128| usize::try_from(v.max(0)).unwrap_or(usize::MAX);
+        let (lo, hi) = (clamp(lo), clamp(hi));
+        (lo, hi.max(lo))
+    }
+
+    /// Storage offsets of the elements, row-major (inside the storage:
+    /// checked when the view was made).
+    fn element_offsets(&self) -> impl Iterator<Item = usize> + '_ {
         let mut idx = [0usize; MAX_DIMS];
-        for _ in 0..self.len() {
-            let mut at = self.offset as isize - lo as isize;
-            at += idx[..self.ndim]
-                .iter()
-                .zip(&self.strides)
-                .map(|(&i, &s)| i as isize * s)
-                .sum::<isize>();
-            out.extend_from_slice(&raw[at as usize..at as usize + es]);
+        (0..self.len()).map(move |_| {
+            let at = self.offset as i128
+                + idx[..self.ndim]
+                    .iter()
+                    .zip(&self.strides)
+                    .map(|(&i, &s)| i as i128 * s as i128)
+                    .sum::<i128>();
             for d in (0..self.ndim).rev() {
                 idx[d] += 1;
                 if idx[d] < self.shape[d] {
@@ -423,6 +621,38 @@ impl Array {
                 }
                 idx[d] = 0;
             }
+            usize::try_from(at).unwrap_or(usize::MAX)
+        })
+    }
+
+    /// The elements as bytes, row-major (gathering a non-contiguous view).
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        let call = "Array::to_bytes";
+        let (lo, hi) = self.span();
+        let mut raw = try_vec(hi - lo, 0u8, call)?;
+        self.storage.copy_to_host(lo, &mut raw)?;
+        if self.is_contiguous() {
+            return Ok(raw);
+        }
+        let es = self.dtype.size;
+        let mut out = try_vec(0, 0u8, call)?;
+        let want = self.len().saturating_mul(es);
+        out.try_reserve_exact(want).map_err(|_| Error::Alloc {
+            call,
+            bytes: want,
+            memory: Memory::Host.to_string(),
+        })?;
+        for at in self.element_offsets() {
+            let part = at
+                .checked_sub(lo)
+                .and_then(|a| raw.get(a..a.checked_add(es)?))
+                .ok_or_else(|| Error::Shape {
+                    call,
+                    message: format!(
+                        "element at byte {at} lies outside the view's bytes {lo}..{hi}"
+                    ),
+                })?;
+            out.extend_from_slice(part);
         }
         Ok(out)
     }
@@ -443,11 +673,28 @@ impl Array {
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         self.check_element::<T>("Array::to_vec")?;
         let bytes = self.to_bytes()?;
-        let mut v = Vec::<T>::with_capacity(self.len());
-        // SAFETY: `bytes` holds len() elements of T's size; T is plain data valid for any bytes.
+        let n = self.len();
+        if bytes.len() != n.saturating_mul(size_of::<T>()) {
+            return Err(Error::Shape {
+                call: "Array::to_vec",
+                message: format!(
+                    "{} B read for {n} elements of {} B; the view is inconsistent",
+                    bytes.len(),
+                    size_of::<T>()
+                ),
+            });
+        }
+        let mut v = Vec::<T>::new();
+        v.try_reserve_exact(n).map_err(|_| Error::Alloc {
+            call: "Array::to_vec",
+            bytes: bytes.len(),
+            memory: Memory::Host.to_string(),
+        })?;
+        // SAFETY: `bytes` holds exactly n elements of T's size (checked
+        // above) and `v` has room for n; T is plain data valid for any bytes.
         unsafe {
             std::ptr::copy_nonoverlapping(bytes.as_ptr(), v.as_mut_ptr().cast::<u8>(), bytes.len());
-            v.set_len(self.len());
+            v.set_len(n);
         }
         Ok(v)
     }
@@ -473,23 +720,44 @@ impl Array {
         self.storage.copy_from_host(self.offset, as_bytes(data))
     }
 
-    /// Sets every byte of the array's storage range to zero (contiguous arrays).
+    /// Sets every element to zero (bytes 0); for a non-contiguous view,
+    /// only its elements (runs of adjacent elements are written at once).
     pub fn zero(&self) -> Result<()> {
-        if self.is_contiguous()
-            && self.offset == 0
-            && self.storage.bytes() == self.len() * self.dtype.size
-        {
+        let es = self.dtype.size;
+        let bytes = self.len().saturating_mul(es);
+        if self.is_contiguous() && self.offset == 0 && self.storage.bytes() == bytes {
             return self.storage.zero();
         }
-        let zeros = vec![0u8; self.len() * self.dtype.size];
+        // Zeroes bytes `from..to` of the storage from a bounded buffer.
+        const CHUNK: usize = 1 << 20;
+        let zeros = try_vec(bytes.clamp(1, CHUNK), 0u8, "Array::zero")?;
+        let write = |from: usize, to: usize| -> Result<()> {
+            let mut at = from;
+            while at < to {
+                let n = (to - at).min(zeros.len());
+                self.storage.copy_from_host(at, &zeros[..n])?;
+                at += n;
+            }
+            Ok(())
+        };
         if self.is_contiguous() {
-            return self.storage.copy_from_host(self.offset, &zeros);
+            return write(self.offset, self.offset + bytes);
         }
-        Err(Error::Shape {
-            call: "Array::zero",
-            message: "zeroing a non-contiguous view is not supported; zero the array it views"
-                .into(),
-        })
+        let mut run: Option<(usize, usize)> = None;
+        for at in self.element_offsets() {
+            run = match run {
+                Some((from, to)) if to == at => Some((from, at + es)),
+                Some((from, to)) => {
+                    write(from, to)?;
+                    Some((at, at + es))
+                }
+                None => Some((at, at + es)),
+            };
+        }
+        match run {
+            Some((from, to)) => write(from, to),
+            None => Ok(()),
+        }
     }
 
     /// Copies all of `src` into `self` (same dtype, shape, contiguous both;
@@ -524,8 +792,9 @@ impl Array {
         let mut shape = [0i32; MAX_DIMS];
         let mut strides = [0i32; MAX_DIMS];
         for i in 0..self.ndim {
-            shape[i] = self.shape[i] as i32;
-            strides[i] = self.strides[i] as i32;
+            // Both fit int32: checked when the view was made (never truncated).
+            shape[i] = i32::try_from(self.shape[i]).unwrap_or(0);
+            strides[i] = i32::try_from(self.strides[i]).unwrap_or(0);
         }
         ArrayT {
             data: self.data_address(),
@@ -586,5 +855,369 @@ impl<T: Element> Deref for TypedArray<T> {
     type Target = Array;
     fn deref(&self) -> &Array {
         &self.array
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    const CHILD: &str = "WARP_LAUNCH_ARRAY_TEST_CHILD";
+
+    /// Runs `body` in a child process (this test binary, running only the
+    /// test `name` of this module), so that an abort or a crash fails the
+    /// test instead of killing the runner; in the parent, returns the
+    /// child's output after checking it exited successfully within 60 s.
+    fn in_child(name: &str, body: impl FnOnce()) -> String {
+        let test = format!("array::tests::{name}");
+        if std::env::var(CHILD).as_deref() == Ok(test.as_str()) {
+            body();
+            return String::new();
+        }
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([test.as_str(), "--exact", "--nocapture", "--test-threads=1"])
+            .env(CHILD, &test)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            if start.elapsed() > Duration::from_secs(60) {
+                child.kill().unwrap();
+                child.wait().unwrap();
+                panic!("{test}: the child process ran over 60 s");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let out = child.wait_with_output().unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            status.success(),
+            "{test}: the child process failed ({status}):\n{text}"
+        );
+        text
+    }
+
+    fn dt(name: &str) -> &'static DType {
+        DType::by_name(name).unwrap()
+    }
+
+    fn host(bytes: usize) -> Arc<Storage> {
+        Arc::new(Storage::host(bytes).unwrap())
+    }
+
+    fn message(r: Result<Array>) -> String {
+        match r {
+            Ok(a) => panic!("accepted: {a:?}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    /// Finding: huge extents x strides wrapped in `from_parts`' span (a CPU
+    /// kernel then wrote into another array), `offset = isize::MAX` was
+    /// accepted (SIGSEGV), and the span panicked on overflow in debug.
+    #[test]
+    fn from_parts_spans_are_exact_and_offsets_inside_the_storage() {
+        let u8t = dt("uint8");
+        let big = i32::MAX as usize;
+        let bigs = i32::MAX as isize;
+        // Element counts beyond the address space (their spans wrapped isize too).
+        for (shape, strides) in [
+            (vec![big; 4], vec![bigs; 4]),
+            (vec![big; 3], vec![bigs; 3]),
+            (vec![big; 4], vec![-bigs - 1; 4]),
+        ] {
+            let m = message(Array::from_parts(
+                host(16),
+                Device::Cpu,
+                0,
+                u8t,
+                &shape,
+                &strides,
+            ));
+            assert!(m.starts_with("Array::from_parts: shape ["), "{m}");
+            assert!(m.contains("holds more bytes than the address space"), "{m}");
+        }
+        let cases: Vec<(usize, Vec<usize>, Vec<isize>)> = vec![
+            // offset + sum of (extent - 1) * stride: about 2^63 + 2^62, wraps isize.
+            (1 << 62, vec![big, big], vec![bigs, bigs]),
+            (1 << 62, vec![big, big, 2], vec![bigs, bigs, bigs]),
+            (0, vec![big, big], vec![bigs, -bigs]),
+            // Offsets past the storage, for empty and non-empty views.
+            (isize::MAX as usize, vec![1], vec![1]),
+            (isize::MAX as usize, vec![0], vec![1]),
+            (usize::MAX, vec![1], vec![1]),
+            (usize::MAX, vec![0], vec![1]),
+            (17, vec![0], vec![1]),
+            (16, vec![1], vec![1]),
+            // One byte past either end.
+            (0, vec![17], vec![1]),
+            (15, vec![17], vec![-1]),
+            (0, vec![2, 2], vec![8, 9]),
+        ];
+        for (offset, shape, strides) in cases {
+            let m = message(Array::from_parts(
+                host(16),
+                Device::Cpu,
+                offset,
+                u8t,
+                &shape,
+                &strides,
+            ));
+            assert!(m.starts_with("Array::from_parts: "), "{m}");
+            assert!(m.contains("storage holds 0..16"), "{m}");
+        }
+        // The exact limits are accepted: a reversed view over all 16 bytes,
+        // a broadcast one, an empty one at the end.
+        let s = host(16);
+        s.copy_from_host(0, &(0u8..16).collect::<Vec<_>>()).unwrap();
+        let rev = Array::from_parts(s.clone(), Device::Cpu, 15, u8t, &[16], &[-1]).unwrap();
+        assert_eq!(
+            rev.to_vec::<u8>().unwrap(),
+            (0u8..16).rev().collect::<Vec<_>>()
+        );
+        let bc = Array::from_parts(s.clone(), Device::Cpu, 3, u8t, &[big, 2], &[0, 1]).unwrap();
+        assert_eq!(bc.len(), big * 2);
+        let end = Array::from_parts(s, Device::Cpu, 16, u8t, &[0], &[1]).unwrap();
+        assert_eq!(end.to_vec::<u8>().unwrap(), Vec::<u8>::new());
+    }
+
+    /// Offsets and strides that are not multiples of the dtype's alignment
+    /// would make kernels read misaligned elements.
+    #[test]
+    fn misaligned_views_are_refused() {
+        let f32t = dt("float32");
+        let m = message(Array::from_parts(
+            host(64),
+            Device::Cpu,
+            2,
+            f32t,
+            &[2],
+            &[4],
+        ));
+        assert!(
+            m.contains("offset 2 B is not a multiple of float32's alignment (4 B)"),
+            "{m}"
+        );
+        let m = message(Array::from_parts(
+            host(64),
+            Device::Cpu,
+            0,
+            f32t,
+            &[2],
+            &[6],
+        ));
+        assert!(m.contains("axis 0 has a byte stride of 6"), "{m}");
+    }
+
+    /// A broadcast view whose element count overflows (old: `len()` wrapped
+    /// or panicked).
+    #[test]
+    fn element_counts_beyond_the_address_space_are_refused() {
+        let big = i32::MAX as usize;
+        let m = message(Array::from_parts(
+            host(16),
+            Device::Cpu,
+            0,
+            dt("float32"),
+            &[big; 4],
+            &[0; 4],
+        ));
+        assert!(m.contains("holds more bytes than the address space"), "{m}");
+    }
+
+    /// Finding: byte strides above `i32::MAX` were accepted by `zeros`,
+    /// `reshape` and `slice_step` and truncated in `array_t` (on the H200 a
+    /// write went 4 GiB away).
+    #[test]
+    fn strides_beyond_int32_are_refused_by_zeros_and_reshape() {
+        let f32t = dt("float32");
+        // Row stride 2^30 * 4 B = 4 GiB (the array is empty: nothing allocated).
+        let m = message(Array::zeros(Device::Cpu, f32t, &[0, 1 << 30]));
+        assert!(
+            m.starts_with("Array::zeros: axis 0 would have a byte stride of 4294967296, outside -2147483648..=2147483647"),
+            "{m}"
+        );
+        let e = Array::zeros(Device::Cpu, f32t, &[0]).unwrap();
+        let m = message(e.reshape(&[0, 1 << 29]));
+        assert!(
+            m.starts_with("Array::reshape: axis 0 would have a byte stride of 2147483648"),
+            "{m}"
+        );
+        // The largest stride that fits is accepted.
+        let ok = Array::zeros(Device::Cpu, f32t, &[0, (1 << 29) - 1, 1]).unwrap();
+        assert_eq!(ok.strides(), &[(1 << 31) - 4, 4, 4]);
+        let m = message(Array::zeros(Device::Cpu, f32t, &[1 << 31]));
+        assert!(
+            m.contains("axis 0 has extent 2147483648, above the limit 2147483647"),
+            "{m}"
+        );
+    }
+
+    /// The audit's `zeros(cpu, f32, [2, 2^30])` (8 GiB, row stride 4 GiB),
+    /// in a child: the old code allocated it (or aborted).
+    #[test]
+    fn zeros_with_a_4_gib_row_is_refused_before_allocating() {
+        let out = in_child(
+            "zeros_with_a_4_gib_row_is_refused_before_allocating",
+            || {
+                let m = message(Array::zeros(Device::Cpu, dt("float32"), &[2, 1 << 30]));
+                println!("CHILD: {m}");
+            },
+        );
+        if !out.is_empty() {
+            assert!(
+                out.contains("CHILD: Array::zeros: axis 0 would have a byte stride of 4294967296"),
+                "{out}"
+            );
+        }
+    }
+
+    /// `slice_step` with a step whose stride leaves int32: refused for two
+    /// or more indices (a 2 GiB array, in a child); for one index the stride
+    /// is never used and stays; no overflow panic for any step (the old
+    /// code panicked in debug for `step = 2^62`).
+    #[test]
+    fn slice_step_strides_are_checked_and_never_overflow() {
+        let f32t = dt("float32");
+        let a = Array::from_slice(Device::Cpu, &[1f32, 2., 3., 4., 5., 6., 7., 8.], &[8]).unwrap();
+        for step in [1 << 29, 1 << 62, usize::MAX] {
+            let v = a.slice_step(0, 1..8, step).unwrap();
+            assert_eq!(
+                (v.shape(), v.strides(), v.offset()),
+                (&[1][..], &[4][..], 4)
+            );
+            assert_eq!(v.to_vec::<f32>().unwrap(), vec![2.0]);
+        }
+        let v = a.slice_step(0, 8..8, usize::MAX).unwrap();
+        assert!(v.is_empty() && v.offset() == 0);
+        let v = a.slice_step(0, 1..8, 3).unwrap();
+        assert_eq!(v.strides(), &[12]);
+        assert_eq!(v.to_vec::<f32>().unwrap(), vec![2.0, 5.0, 8.0]);
+        // A negative-stride view sliced again stays exact.
+        let rev =
+            Array::from_parts(a.storage().clone(), Device::Cpu, 28, f32t, &[8], &[-4]).unwrap();
+        let r2 = rev.slice_step(0, 1..8, 2).unwrap();
+        assert_eq!(r2.to_vec::<f32>().unwrap(), vec![7.0, 5.0, 3.0, 1.0]);
+        assert_eq!(r2.abi().strides[0], -8);
+    }
+
+    #[test]
+    fn slice_step_of_a_2_gib_array_refuses_a_2_gib_stride() {
+        let out = in_child("slice_step_of_a_2_gib_array_refuses_a_2_gib_stride", || {
+            let n = (1usize << 29) + 1;
+            let a = Array::zeros(Device::Cpu, dt("float32"), &[n]).unwrap();
+            let m = message(a.slice_step(0, 0..n, 1 << 29));
+            println!("CHILD: {m}");
+        });
+        if !out.is_empty() {
+            assert!(
+                out.contains(
+                    "CHILD: Array::slice_step: axis 0 would have a byte stride of 2147483648"
+                ),
+                "{out}"
+            );
+        }
+    }
+
+    /// Finding: `zeros(cpu, f32, [2^20, 2^20])` aborted on allocation
+    /// failure. A size no machine can map (about 2^62 B) must be an error
+    /// naming the bytes, in a child so that an abort fails the test.
+    #[test]
+    fn host_allocation_failure_is_an_error() {
+        let out = in_child("host_allocation_failure_is_an_error", || {
+            let n = i32::MAX as usize;
+            let m = message(Array::zeros(Device::Cpu, dt("uint8"), &[n, n]));
+            println!("CHILD: {m}");
+            let m = Storage::host(isize::MAX as usize).unwrap_err().to_string();
+            println!("CHILD: {m}");
+        });
+        if !out.is_empty() {
+            let n = (i32::MAX as usize).pow(2);
+            assert!(
+                out.contains(&format!(
+                    "CHILD: Array::zeros: cannot allocate {n} B of host memory"
+                )),
+                "{out}"
+            );
+            assert!(
+                out.contains(&format!(
+                    "CHILD: Storage::host: cannot allocate {} B of host memory",
+                    isize::MAX
+                )),
+                "{out}"
+            );
+        }
+    }
+
+    /// Finding: `with_grad()` on a strided view gave a contiguous gradient,
+    /// while Warp indexes a gradient with the array's strides: the adjoint
+    /// of the last element landed past the gradient's memory.
+    #[test]
+    fn gradients_of_views_have_the_views_strides() {
+        let f32t = dt("float32");
+        let a = Array::zeros(Device::Cpu, f32t, &[8]).unwrap();
+        let views = [
+            a.slice_step(0, 1..8, 2).unwrap(),
+            a.reshape(&[2, 4]).unwrap().transpose(0, 1).unwrap(),
+            Array::from_parts(a.storage().clone(), Device::Cpu, 28, f32t, &[4], &[-8]).unwrap(),
+        ];
+        for v in views {
+            let v = v.with_grad().unwrap();
+            let g = v.grad().unwrap();
+            assert_eq!((g.shape(), g.strides()), (v.shape(), v.strides()));
+            // Every element Warp's index_grad reaches lies in the gradient's memory.
+            let abi = v.abi();
+            let (lo, hi) = (
+                g.storage().address(),
+                g.storage().address() + g.storage().bytes() as u64,
+            );
+            for at in v.element_offsets() {
+                let rel = at as i64 - v.offset() as i64;
+                let addr = (abi.grad as i64 + rel) as u64;
+                assert!(
+                    addr >= lo && addr + 4 <= hi,
+                    "{v:?}: {addr:#x} outside {lo:#x}..{hi:#x}"
+                );
+            }
+            // The gradient covers exactly the bytes the view reaches.
+            let (vlo, vhi) = v.span();
+            assert_eq!(g.storage().bytes(), vhi - vlo);
+        }
+    }
+
+    /// Views of an array that has a gradient view its gradient the same
+    /// way, and zeroing a strided gradient zeroes only its elements (the
+    /// old `zero` refused non-contiguous views, so `Tape::zero` failed).
+    #[test]
+    fn views_keep_the_gradient_and_zero_only_their_elements() {
+        let a = Array::from_slice(Device::Cpu, &[0f32; 8], &[2, 4])
+            .unwrap()
+            .with_grad()
+            .unwrap();
+        a.grad().unwrap().copy_from_slice(&[1f32; 8]).unwrap();
+        let v = a.slice_step(1, 1..4, 2).unwrap();
+        let g = v.grad().unwrap();
+        assert_eq!((g.offset(), g.strides()), (v.offset(), v.strides()));
+        assert!(Arc::ptr_eq(g.storage(), a.grad().unwrap().storage()));
+        g.zero().unwrap();
+        assert_eq!(
+            a.grad().unwrap().to_vec::<f32>().unwrap(),
+            vec![1., 0., 1., 0., 1., 0., 1., 0.]
+        );
+        let t = a.transpose(0, 1).unwrap();
+        assert_eq!(t.grad().unwrap().strides(), t.strides());
+        let r = a.reshape(&[8]).unwrap();
+        assert_eq!(r.grad().unwrap().strides(), &[4]);
     }
 }

@@ -32,6 +32,16 @@ pub enum Error {
         /// What does not fit, and what to do.
         message: String,
     },
+    /// Memory that could not be allocated (the allocator refused, or the
+    /// size cannot be laid out).
+    Alloc {
+        /// The call.
+        call: &'static str,
+        /// Bytes requested.
+        bytes: usize,
+        /// Where they were asked for (`"host memory"`, ...).
+        memory: String,
+    },
     /// A typed access with a Rust type that is not the array's dtype.
     ElementType {
         /// The call.
@@ -208,6 +218,14 @@ impl fmt::Display for Error {
                 count - 1
             ),
             Error::Shape { call, message } => write!(f, "{call}: {message}"),
+            Error::Alloc {
+                call,
+                bytes,
+                memory,
+            } => write!(
+                f,
+                "{call}: cannot allocate {bytes} B of {memory}: the allocator refused; use a smaller array or free memory first"
+            ),
             Error::ElementType {
                 call,
                 array,

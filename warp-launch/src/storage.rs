@@ -73,22 +73,28 @@ unsafe impl Send for HostMemory {}
 unsafe impl Sync for HostMemory {}
 
 impl HostMemory {
-    fn zeroed(bytes: usize) -> HostMemory {
-        let words = bytes.div_ceil(16);
-        let mut v = std::mem::ManuallyDrop::new(vec![0u128; words.max(1)]);
-        let words = v.capacity();
-        HostMemory {
-            // SAFETY: a Vec's pointer is never null.
-            ptr: unsafe { NonNull::new_unchecked(v.as_mut_ptr()) },
+    /// `bytes` zeroed bytes (at least one 16-byte word), or `None` when the
+    /// size cannot be laid out or the allocator refuses: never an abort.
+    fn zeroed(bytes: usize) -> Option<HostMemory> {
+        let words = bytes.div_ceil(16).max(1);
+        // `Layout::array` refuses sizes above `isize::MAX`.
+        let layout = std::alloc::Layout::array::<u128>(words).ok()?;
+        // SAFETY: the layout has a non-zero size (at least one word).
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        Some(HostMemory {
+            // A null pointer is the allocator's refusal.
+            ptr: NonNull::new(ptr.cast::<u128>())?,
             words,
             bytes,
-        }
+        })
     }
 }
 
 impl Drop for HostMemory {
     fn drop(&mut self) {
-        // SAFETY: rebuilt from the parts of the Vec made in `zeroed`.
+        // SAFETY: `zeroed` allocated `words` u128s with the global
+        // allocator and the layout of `[u128; words]`, as a Vec of that
+        // capacity does; the Vec frees it with the same layout.
         drop(unsafe { Vec::from_raw_parts(self.ptr.as_ptr(), self.words, self.words) });
     }
 }
@@ -309,12 +315,18 @@ impl fmt::Debug for Storage {
 }
 
 impl Storage {
-    /// Zeroed host memory of `bytes` bytes.
-    pub fn host(bytes: usize) -> Storage {
-        Storage {
-            backing: Backing::Host(HostMemory::zeroed(bytes)),
+    /// Zeroed host memory of `bytes` bytes; [`Error::Alloc`] naming the
+    /// bytes when the allocator refuses or the size exceeds `isize::MAX`.
+    pub fn host(bytes: usize) -> Result<Storage> {
+        let memory = HostMemory::zeroed(bytes).ok_or_else(|| Error::Alloc {
+            call: "Storage::host",
+            bytes,
+            memory: Memory::Host.to_string(),
+        })?;
+        Ok(Storage {
+            backing: Backing::Host(memory),
             located: OnceLock::new(),
-        }
+        })
     }
 
     /// CUDA memory.

@@ -87,8 +87,12 @@ pub enum Kind {
     /// `transform_t<T>`: position (3), then rotation quaternion (4); 7 x 1.
     Transform,
 }
-/// One Warp dtype and its layout.
+/// One Warp dtype and its layout. Closed: the only dtypes are the
+/// entries of [`DTYPES`] (found with `DType::by_name` or
+/// `DType::by_cpp`); code outside this crate reads the fields but
+/// cannot build one, so every dtype's layout is Warp's.
 #[derive(Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct DType {
     /// Warp's name, e.g. `"vec3f"`.
     pub name: &'static str,

@@ -224,8 +224,12 @@ pub fn rust_dtypes(abi: &WarpAbi) -> Result<TokenStream> {
             Transform,
         }
 
-        /// One Warp dtype and its layout.
+        /// One Warp dtype and its layout. Closed: the only dtypes are the
+        /// entries of [`DTYPES`] (found with `DType::by_name` or
+        /// `DType::by_cpp`); code outside this crate reads the fields but
+        /// cannot build one, so every dtype's layout is Warp's.
         #[derive(Debug, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
         pub struct DType {
             /// Warp's name, e.g. `"vec3f"`.
             pub name: &'static str,
