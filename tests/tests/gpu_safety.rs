@@ -368,3 +368,38 @@ fn many_threads_share_one_warp_kernel_and_its_spare_argument_blocks() {
         }
     });
 }
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_warp_array_in_device_memory_of_a_separate_context_is_refused_in_every_mode() {
+    use warp_launch::storage::Storage;
+    use warp_launch::{AccessMode, Array, DType, Device};
+    let module = warp_module();
+    let saxpy = module.kernel("saxpy").unwrap();
+    let dev = Device::Cuda(0);
+    let f32t = DType::by_name("float32").unwrap();
+    let separate = Context::new(&cuda_api::Device::get(0).unwrap()).unwrap();
+    let alloc = cuda_api::Allocation::zeroed(&separate, 1024, MemoryKind::Device).unwrap();
+    let foreign = Array::from_parts(
+        std::sync::Arc::new(Storage::cuda(alloc)),
+        dev,
+        0,
+        f32t,
+        &[256],
+        &[4],
+    )
+    .unwrap();
+    let x = Array::zeros(dev, f32t, &[256]).unwrap();
+    for mode in [AccessMode::Relaxed, AccessMode::Checked, AccessMode::Strict] {
+        let e = saxpy
+            .launch(256)
+            .inputs((1.0f32, &x, &foreign))
+            .access_mode(mode)
+            .run()
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("a context of its own"),
+            "{mode:?}: {e}"
+        );
+    }
+}

@@ -181,6 +181,17 @@ pub fn check(
     if launch == Device::Cpu {
         return Ok(());
     }
+    // CUDA launches run in the devices' primary contexts; device memory of
+    // a separate context is not reachable from there.
+    if let Some(a) = storage.allocation()
+        && a.kind() == cuda_api::MemoryKind::Device
+        && !a.context().is_primary()
+    {
+        return refuse(format!(
+            "the array is device memory of {}, a context of its own, but warp-launch runs CUDA kernels in the device's primary context, which cannot reach it; allocate the array with Array::zeros or copy it there",
+            a.context()
+        ));
+    }
     match mode {
         AccessMode::Relaxed => Ok(()),
         AccessMode::Strict => {
