@@ -318,8 +318,12 @@ impl Allocation {
         self.queued.store(true, Ordering::Relaxed);
     }
 
-    /// Waits for the context when queued work may use the memory.
-    fn settle(&self) -> Result<()> {
+    /// Waits until no queued work may use the memory: when a launch or an
+    /// asynchronous copy was noted ([`record_use`](Self::record_use)) since
+    /// the last wait, synchronises the allocation's context; otherwise does
+    /// nothing. For code that reads or writes page-locked or managed memory
+    /// directly from the host. The blocking copies and the free call it.
+    pub fn wait_idle(&self) -> Result<()> {
         if self.queued.swap(false, Ordering::AcqRel)
             && let Err(e) = self.ctx.synchronize()
         {
@@ -335,7 +339,7 @@ impl Allocation {
         if src.is_empty() {
             return Ok(());
         }
-        self.settle()?;
+        self.wait_idle()?;
         self.ctx.bind()?;
         // SAFETY: the range lies inside the allocation; `src` holds its length.
         unsafe { driver::memcpy_htod(self.ptr + offset as u64, src.as_ptr().cast(), src.len()) }
@@ -347,7 +351,7 @@ impl Allocation {
         if dst.is_empty() {
             return Ok(());
         }
-        self.settle()?;
+        self.wait_idle()?;
         self.ctx.bind()?;
         // SAFETY: the range lies inside the allocation; `dst` holds its length.
         unsafe { driver::memcpy_dtoh(dst.as_mut_ptr().cast(), self.ptr + offset as u64, dst.len()) }
@@ -367,8 +371,8 @@ impl Allocation {
         if len == 0 {
             return Ok(());
         }
-        self.settle()?;
-        src.settle()?;
+        self.wait_idle()?;
+        src.wait_idle()?;
         self.ctx.bind()?;
         // SAFETY: both ranges lie inside live allocations.
         unsafe { driver::memcpy(self.ptr + offset as u64, src.ptr + src_offset as u64, len) }
@@ -379,7 +383,7 @@ impl Allocation {
         if self.bytes == 0 {
             return Ok(());
         }
-        self.settle()?;
+        self.wait_idle()?;
         self.ctx.bind()?;
         // SAFETY: the allocation holds `bytes` bytes.
         unsafe { driver::memset_d8(self.ptr, byte, self.bytes) }
@@ -395,7 +399,7 @@ impl Drop for Allocation {
         // memory (a managed free was measured not to): memory that queued
         // work may use is freed after the context has finished it.
         let r = self
-            .settle()
+            .wait_idle()
             .and_then(|_| self.ctx.bind())
             .and_then(|_| match self.kind {
                 // SAFETY: we own the allocation and free it once.
@@ -687,7 +691,7 @@ impl<'a, T: DeviceRepr> DeviceView<'a, T> {
             return Ok(());
         }
         if let Some(a) = self.alloc {
-            a.settle()?;
+            a.wait_idle()?;
         }
         self.ctx.bind()?;
         // SAFETY: both sides hold len * size_of::<T>() bytes.
@@ -709,7 +713,7 @@ impl<'a, T: DeviceRepr> DeviceView<'a, T> {
         })?;
         if self.len > 0 {
             if let Some(a) = self.alloc {
-                a.settle()?;
+                a.wait_idle()?;
             }
             self.ctx.bind()?;
             // SAFETY: the Vec has capacity for len elements; every bit pattern is a valid T (DeviceRepr).

@@ -605,19 +605,25 @@ impl Launch {
         if let Some(ctx) = &self.ctx {
             check_stream_context(&self.kernel, stream, ctx)?;
         }
-        // Host reads of these arrays and their frees wait for this launch.
+        self.note_uses();
+        let k = self.kernel.cuda(self.opts.adjoint)?;
+        if self.opts.cooperative {
+            Ok(k.launch_cooperative(stream, self.cfg, block)?)
+        } else {
+            Ok(k.launch(stream, self.cfg, block)?)
+        }
+    }
+
+    /// Notes that queued work uses this launch's arrays (and their
+    /// gradients), so host reads of them and their frees wait for it
+    /// ([`cuda_api::Allocation::record_use`]).
+    pub(crate) fn note_uses(&self) {
         for a in self.args.iter().filter_map(Arg::as_array) {
             for a in std::iter::once(a).chain(a.grad()) {
                 if let Some(alloc) = a.storage().allocation() {
                     alloc.record_use();
                 }
             }
-        }
-        let k = self.kernel.cuda(self.opts.adjoint)?;
-        if self.opts.cooperative {
-            Ok(k.launch_cooperative(stream, self.cfg, block)?)
-        } else {
-            Ok(k.launch(stream, self.cfg, block)?)
         }
     }
 

@@ -316,6 +316,18 @@ pub(crate) fn run(launch: &Launch) -> Result<()> {
             .map(|a| &**a.storage()),
         "CPU launch",
     )?;
+    // Page-locked and managed arrays may still be used by CUDA work queued
+    // on a stream: the kernel reads and writes them after it is done.
+    for a in launch
+        .args()
+        .iter()
+        .filter_map(Arg::as_array)
+        .flat_map(|a| std::iter::successors(Some(a), |a| a.grad()))
+    {
+        if let Some(alloc) = a.storage().allocation() {
+            alloc.wait_idle()?;
+        }
+    }
     let plan = launch.plan();
     let nd = kernel.kernel_dim();
     let shape = &plan.bounds.shape[..nd];

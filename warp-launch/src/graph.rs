@@ -136,6 +136,9 @@ impl Graph {
             )));
         }
         self.ctx.bind()?;
+        for l in &self.launches {
+            l.note_uses();
+        }
         // SAFETY: `self.exec` lives as long as `self`; `stream` is borrowed and
         // belongs to the graph's context (checked above), which is current.
         Ok(unsafe { cuda_api::driver::graph_launch(self.exec, stream.raw()) }?)
