@@ -4,7 +4,7 @@
 //! crate lives here.
 
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cuda_sys::{
@@ -72,6 +72,9 @@ struct Facts {
     max_threads_per_block: u32,
     /// Changed by `set_max_dynamic_shared_memory`.
     dynamic_smem: AtomicU32,
+    /// The last occupancy answer, packed (threads << 48 | shared memory <<
+    /// 16 | blocks per SM; 0 when none): read without a lock.
+    last_occupancy: AtomicU64,
     occupancy: Mutex<OccupancyCache>,
 }
 
@@ -263,6 +266,7 @@ impl Function {
             dynamic_smem: AtomicU32::new(attr(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
             )?),
+            last_occupancy: AtomicU64::new(0),
             occupancy: Mutex::new(OccupancyCache::default()),
         })
     }
@@ -312,13 +316,27 @@ impl Function {
             block_threads as u64,
             shared_mem_bytes,
         )?;
+        let key = (u64::from(block_threads) << 48) | (u64::from(shared_mem_bytes) << 16);
+        let packable = block_threads < 1 << 16;
+        let last = facts.last_occupancy.load(Ordering::Relaxed);
+        if packable && last != 0 && last & !0xffff == key {
+            return Ok((last & 0xffff) as u32);
+        }
         let cache = |c: &Mutex<OccupancyCache>| {
             c.lock()
                 .ok()
                 .and_then(|c| c.get(block_threads, shared_mem_bytes))
         };
+        let remember = |v: u32| {
+            if packable && v <= 0xffff {
+                facts
+                    .last_occupancy
+                    .store(key | u64::from(v), Ordering::Relaxed);
+            }
+            v
+        };
         if let Some(v) = cache(&facts.occupancy) {
-            return Ok(v);
+            return Ok(remember(v));
         }
         // SAFETY: `facts.func` was resolved for the current context and its
         // module or library is kept loaded by `self`.
@@ -333,7 +351,7 @@ impl Function {
         if let Ok(mut c) = facts.occupancy.lock() {
             c.put(block_threads, shared_mem_bytes, v);
         }
-        Ok(v)
+        Ok(remember(v))
     }
 
     /// Resident blocks per SM in `ctx` at `block_threads` threads and

@@ -281,6 +281,10 @@ impl Launch {
         {
             return Err(stream_device_mismatch(kernel, s, opts.device));
         }
+        let ctx = match opts.device {
+            Device::Cuda(_) => Some(opts.device.context()?),
+            Device::Cpu => None,
+        };
         let block = match opts.device {
             Device::Cpu => {
                 if kernel.inner.cpu.is_none() {
@@ -304,8 +308,8 @@ impl Launch {
                 None
             }
             Device::Cuda(_) => {
-                if let Some(s) = &stream {
-                    check_stream_context(kernel, s, &opts.device.context()?)?;
+                if let (Some(s), Some(ctx)) = (&stream, &ctx) {
+                    check_stream_context(kernel, s, ctx)?;
                 }
                 let k = kernel.cuda(opts.adjoint)?;
                 let smem = kernel.shared_mem(opts.adjoint);
@@ -313,9 +317,10 @@ impl Launch {
                     // As Warp does when it loads a module: let the kernel use
                     // the dynamic shared memory its .meta asks for (once per
                     // context; the limit is cached with the function).
-                    let ctx = opts.device.context()?;
-                    if k.function().limits(&ctx)?.max_dynamic_shared_bytes < smem {
-                        k.function().set_max_dynamic_shared_memory(&ctx, smem)?;
+                    if let Some(ctx) = &ctx
+                        && k.function().limits(ctx)?.max_dynamic_shared_bytes < smem
+                    {
+                        k.function().set_max_dynamic_shared_memory(ctx, smem)?;
                     }
                 }
                 Some(match &kernel.inner.cuda {
@@ -325,10 +330,6 @@ impl Launch {
             }
         };
         let plan = Self::plan_for(kernel, dim, &opts)?;
-        let ctx = match opts.device {
-            Device::Cuda(_) => Some(opts.device.context()?),
-            Device::Cpu => None,
-        };
         let mut launch = Launch {
             ctx,
             kernel: kernel.clone(),

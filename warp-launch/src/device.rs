@@ -59,30 +59,32 @@ impl Device {
     /// The device's primary context (retained once per process and shared).
     /// The CPU has none: an error that says so.
     pub fn context(self) -> Result<Context> {
-        use std::sync::Mutex;
-        static CONTEXTS: Mutex<Vec<(i32, Context)>> = Mutex::new(Vec::new());
+        use std::sync::OnceLock;
+        /// Primary contexts by ordinal, filled once each: launches read
+        /// them without a lock.
+        static PRIMARY: [OnceLock<Context>; 64] = [const { OnceLock::new() }; 64];
         let Some(n) = self.ordinal() else {
             return Err(Error::Unsupported {
                 kernel: String::new(),
                 message: "the CPU device has no CUDA context or stream; use a cuda:N device for CUDA work".into(),
             });
         };
-        let mut known = CONTEXTS.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((_, c)) = known.iter().find(|(o, _)| *o == n) {
+        if let Some(c) = usize::try_from(n).ok().and_then(|i| PRIMARY.get(i)?.get()) {
             c.bind()?;
             return Ok(c.clone());
         }
         let count = cuda_api::Device::count()?;
-        if n < 0 || n >= count {
+        let slot = usize::try_from(n).ok().and_then(|i| PRIMARY.get(i));
+        let Some(slot) = slot.filter(|_| n < count) else {
             return Err(Error::NoSuchDevice {
                 device: self.to_string(),
                 count,
             });
-        }
+        };
         let ctx = Context::primary(&cuda_api::Device::get(n)?)?;
+        let ctx = slot.get_or_init(|| ctx);
         ctx.bind()?;
-        known.push((n, ctx.clone()));
-        Ok(ctx)
+        Ok(ctx.clone())
     }
 
     /// The device's default stream: the legacy null stream of its primary
