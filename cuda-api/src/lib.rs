@@ -59,6 +59,9 @@ pub mod cudarc_interop;
 pub mod device;
 pub mod error;
 pub mod function;
+#[doc(hidden)]
+pub mod fuzzing;
+pub mod image;
 pub mod kernel;
 pub mod launch;
 pub mod memory;
@@ -73,6 +76,7 @@ pub use device::{Device, driver_version, init};
 pub use error::{DriverError, Error, Result, SignatureError};
 pub use function::Function;
 pub use generated::driver;
+pub use image::{ImageError, ImageKind};
 pub use kernel::{Kernel, KernelArg, KernelArgs, KernelSignature, MAX_TYPED_PARAMS};
 pub use launch::{DeviceLimits, Dim3, FunctionLimits, LaunchConfig, LaunchError};
 pub use memory::{
