@@ -182,7 +182,12 @@ fn find_image(dir: &Path, name: &str) -> Result<PathBuf> {
 
 /// The declaration of forward kernel `k`: `launch_bounds_t<N>` first, then
 /// each parameter resolved to an array, value or struct type.
-fn spec_of(k: &SourceKernel, src: &Source, text: &str, file: &str) -> Result<KernelSpec> {
+pub(crate) fn spec_of(
+    k: &SourceKernel,
+    src: &Source,
+    text: &str,
+    file: &str,
+) -> Result<KernelSpec> {
     let err = |line: usize, message: String| Error::Source {
         file: file.to_string(),
         line,

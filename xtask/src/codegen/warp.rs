@@ -121,7 +121,14 @@ pub fn rust_abi(abi: &WarpAbi) -> Result<TokenStream> {
         " {} C++: `{}<T>`; pointers are device addresses.",
         a.doc, a.c_name.value
     );
-    items.push(abi_struct(&name, &doc, &a.fields, 0, a.size.value, a.align)?);
+    items.push(abi_struct(
+        &name,
+        &doc,
+        &a.fields,
+        0,
+        a.size.value,
+        a.align,
+    )?);
     let top = format!(
         " The structs a Warp {} kernel receives by value, and Warp's constants.",
         abi.warp_version
@@ -409,7 +416,8 @@ template <typename T> using spatial_matrix_t = mat_t<6, 6, T>;
         h,
         "\n// {}\n// Exists for N = {}.\ntemplate <int N> struct {} {{\n",
         lb.doc,
-        lb.dims.value
+        lb.dims
+            .value
             .iter()
             .map(|d| d.to_string())
             .collect::<Vec<_>>()

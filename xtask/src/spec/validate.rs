@@ -105,13 +105,7 @@ fn identifiers(specs: &Specs, prefix: &str, errs: &mut Vec<SpecError>) {
             let name = &func.name.value;
             rust_ident(errs, &file, &func.name, "function name", name);
             for p in &func.params {
-                c_ident(
-                    errs,
-                    &file,
-                    &p.ty,
-                    &format!("`{name}` parameter"),
-                    &p.name,
-                );
+                c_ident(errs, &file, &p.ty, &format!("`{name}` parameter"), &p.name);
                 if let Some(r) = &p.rust_name {
                     rust_ident(
                         errs,
