@@ -211,6 +211,9 @@ pub fn mutate(
     v
 }
 
+/// The input under test and when it started (read by the watchdog).
+type Current = Arc<Mutex<Option<(Instant, Vec<u8>)>>>;
+
 /// The message of the last panic on this process (set by our hook).
 static LAST_PANIC: Mutex<String> = Mutex::new(String::new());
 
@@ -225,7 +228,7 @@ pub fn run(target: &Target<'_>, config: &Config) -> Report {
     let max_len = target.seeds.iter().map(Vec::len).max().unwrap_or(0) * 2 + 4096;
 
     // Watchdog: the input under test and when it started.
-    let current: Arc<Mutex<Option<(Instant, Vec<u8>)>>> = Arc::new(Mutex::new(None));
+    let current: Current = Arc::new(Mutex::new(None));
     let done = Arc::new(AtomicBool::new(false));
     let watchdog = {
         let current = Arc::clone(&current);
