@@ -178,3 +178,22 @@ fn nested_cubin_corruption_in_a_fatbin_is_refused() {
     assert!(e.offset >= 80, "{e}");
     assert!(e.problem.contains("section header table"), "{e}");
 }
+
+/// Through the public loader, with no GPU or driver: the check runs before
+/// the driver is loaded, so a truncated image is refused here too (at
+/// 38e7deb it went to the driver, here "driver not found", on a GPU a crash).
+#[test]
+fn library_from_image_refuses_truncations_before_loading_the_driver() {
+    for (name, bytes, _) in &FIXTURES[..4] {
+        for len in [0, 3, 16, 63, 64, bytes.len() / 2, bytes.len() - 1] {
+            let e = match cuda_api::Library::from_image(&bytes[..len]) {
+                Err(e) => e.to_string(),
+                Ok(_) => panic!("{name} cut to {len} bytes loaded"),
+            };
+            assert!(
+                e.starts_with("Library::from_image: refused the image"),
+                "{name}[..{len}]: {e}"
+            );
+        }
+    }
+}

@@ -8,6 +8,7 @@
 //! (nvcc 13.0, sm_90 cubin, fatbins, PTX).
 
 use cuda_api::{Context, Device, Error, Library, Module};
+use warp_launch::AotModule;
 
 const FIXTURES: &[(&str, &[u8])] = &[
     (
@@ -200,4 +201,49 @@ fn child_loads_random_corruptions() {
     eprintln!(
         "child: done: {ok} loaded, {refused} refused by the validator, {driver} refused by the driver"
     );
+}
+
+/// `AotModule::load` on the bundle's Warp module with its cubin truncated or
+/// its section table corrupted: an error each time; the untouched module
+/// loads afterwards.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn warp_aot_module_with_a_bad_cubin_is_an_error() {
+    let src = sdk_tests::warp::data_dir().join("aot");
+    let names: Vec<String> = std::fs::read_dir(&src)
+        .unwrap_or_else(|e| panic!("{}: {e} (run cargo xtask gpu-bundle)", src.display()))
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let cubin_name = names
+        .iter()
+        .find(|n| n.ends_with(".cubin"))
+        .expect("the Warp module has a cubin")
+        .clone();
+    let cubin = std::fs::read(src.join(&cubin_name)).unwrap();
+    let mut corrupted = cubin.clone();
+    corrupted[40..48].copy_from_slice(&(1u64 << 40).to_le_bytes());
+    let dir = std::env::temp_dir().join(format!("gpu-images-aot-{}", std::process::id()));
+    for (what, image) in [
+        ("empty", Vec::new()),
+        ("64 bytes", cubin[..64].to_vec()),
+        ("half", cubin[..cubin.len() / 2].to_vec()),
+        ("one byte short", cubin[..cubin.len() - 1].to_vec()),
+        ("e_shoff past the end", corrupted),
+    ] {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for n in &names {
+            let from = src.join(n);
+            if from.is_file() {
+                std::fs::copy(&from, dir.join(n)).unwrap();
+            }
+        }
+        std::fs::write(dir.join(&cubin_name), &image).unwrap();
+        let e = AotModule::load(&dir).expect_err(what);
+        eprintln!("{what}: {e}");
+        assert!(e.to_string().contains("refused the image"), "{what}: {e}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+    AotModule::load(&src).expect("the untouched Warp module still loads");
 }
