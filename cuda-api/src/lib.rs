@@ -14,6 +14,12 @@
 //!   [`Module`], [`Library`], [`Function`], typed [`Kernel`]s and run-time
 //!   [`DynKernel`]s with [`ArgBlock`]s.
 //!
+//! Images (cubin, fatbin, PTX) are checked in Rust against their length
+//! before the driver reads them ([`image::check`], used by
+//! [`Module::from_image`] and [`Library::from_image`]): the driver takes a
+//! pointer with no length and trusts every offset inside, so a truncated or
+//! corrupted file is refused with [`Error::InvalidImage`] instead.
+//!
 //! Declaring a kernel's parameter types is the one `unsafe` promise; it is
 //! checked against the parameter layout the driver reports (count, sizes,
 //! offsets), and every launch after that is safe and validated (cooperative
