@@ -7,6 +7,7 @@ use cuda_sys::CUresult;
 use cuda_sys::loader::LoaderError;
 
 use crate::args::ArgError;
+use crate::image::ImageError;
 use crate::launch::LaunchError;
 
 /// A `CUresult` other than success, with the call it came from.
@@ -217,6 +218,10 @@ pub enum Error {
         /// The driver's CUDA version, e.g. 13000.
         driver_version: Option<i32>,
     },
+    /// An image (cubin, fatbin or PTX) was refused before the driver read
+    /// it: truncated, corrupted, or not an image (see [`crate::image`]).
+    /// The error names the call, the byte offset and what is wrong.
+    InvalidImage(ImageError),
     /// An argument cannot be passed as given.
     InvalidArgument {
         /// The call or operation.
@@ -299,6 +304,7 @@ impl fmt::Display for Error {
             Error::Launch(e) => e.fmt(f),
             Error::Argument(e) => e.fmt(f),
             Error::Signature(e) => e.fmt(f),
+            Error::InvalidImage(e) => e.fmt(f),
             Error::PtxTooNew {
                 ptx_isa,
                 driver_max_isa,
@@ -335,6 +341,7 @@ impl std::error::Error for Error {
             Error::Launch(e) => Some(e),
             Error::Argument(e) => Some(&**e),
             Error::Signature(e) => Some(e),
+            Error::InvalidImage(e) => Some(e),
             _ => None,
         }
     }
@@ -368,6 +375,12 @@ impl From<LaunchError> for Error {
 impl From<ArgError> for Error {
     fn from(e: ArgError) -> Self {
         Error::Argument(Box::new(e))
+    }
+}
+
+impl From<ImageError> for Error {
+    fn from(e: ImageError) -> Self {
+        Error::InvalidImage(e)
     }
 }
 

@@ -39,8 +39,9 @@
 //! - **The thin layer** ([`driver`]): every wrapper that takes a raw handle,
 //!   address or pointer is `unsafe`, with its own `# Safety` section.
 //!
-//! What the safe types guarantee in return: images are checked before the
-//! driver reads them; a launch refuses a stream of another context than the
+//! What the safe types guarantee in return: images are checked against their
+//! length before the driver reads them ([`image::check`], refusing with
+//! [`Error::InvalidImage`]); a launch refuses a stream of another context than the
 //! module's, and device memory of another context; every buffer a launch or
 //! asynchronous copy uses is noted ([`Allocation::record_use`]), so the next
 //! blocking host read or write and the free wait for the context's queued
@@ -94,6 +95,9 @@ pub mod cudarc_interop;
 pub mod device;
 pub mod error;
 pub mod function;
+#[doc(hidden)]
+pub mod fuzzing;
+pub mod image;
 pub mod kernel;
 pub mod launch;
 pub mod memory;
@@ -109,6 +113,7 @@ pub use device::{Device, driver_version, init};
 pub use error::{DriverError, Error, Result, SignatureError};
 pub use function::Function;
 pub use generated::driver;
+pub use image::{ImageError, ImageKind};
 pub use kernel::{BufferUse, Kernel, KernelArg, KernelArgs, KernelSignature, MAX_TYPED_PARAMS};
 pub use launch::{DeviceLimits, Dim3, FunctionLimits, LaunchConfig, LaunchError};
 pub use memory::{

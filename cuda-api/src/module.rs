@@ -13,6 +13,7 @@ use crate::device::{driver_version, init};
 use crate::driver;
 use crate::error::{Error, Result};
 use crate::function::{Function, Owner};
+use crate::image::{self, ImageKind};
 use crate::kernel::{Kernel, KernelSignature};
 use crate::params::Param;
 
@@ -53,15 +54,48 @@ fn is_binary(image: &[u8]) -> bool {
     image.starts_with(b"\x7fELF") || image.starts_with(&[0x50, 0xed, 0x55, 0xba])
 }
 
-/// An image ready for the driver: binaries as they are, PTX with a trailing NUL.
-fn prepare(image: &[u8]) -> std::borrow::Cow<'_, [u8]> {
-    if is_binary(image) || image.last() == Some(&0) {
-        std::borrow::Cow::Borrowed(image)
-    } else {
-        let mut v = image.to_vec();
-        v.push(0);
-        std::borrow::Cow::Owned(v)
+/// An image ready for the driver: checked by [`image::check`], PTX
+/// NUL-terminated, and 8-byte aligned (the driver reads its headers as
+/// 8-byte words).
+enum Prepared<'a> {
+    /// The caller's bytes, already aligned and terminated.
+    Borrowed(&'a [u8]),
+    /// A copy in 8-byte words; the zero padding ends PTX text with a NUL.
+    Aligned(Vec<u64>),
+}
+
+impl Prepared<'_> {
+    fn as_ptr(&self) -> *const c_void {
+        match self {
+            Prepared::Borrowed(b) => b.as_ptr().cast(),
+            Prepared::Aligned(w) => w.as_ptr().cast(),
+        }
     }
+
+    #[cfg(test)]
+    fn bytes(&self) -> Vec<u8> {
+        match self {
+            Prepared::Borrowed(b) => b.to_vec(),
+            Prepared::Aligned(w) => w.iter().flat_map(|x| x.to_ne_bytes()).collect(),
+        }
+    }
+}
+
+/// Checks `image` (the error names `call`) and prepares it for the driver.
+fn prepare<'a>(image: &'a [u8], call: &'static str) -> Result<Prepared<'a>> {
+    let kind = image::check(image).map_err(|e| Error::InvalidImage(e.in_call(call)))?;
+    let needs_nul = kind == ImageKind::Ptx && image.last() != Some(&0);
+    if !needs_nul && (image.as_ptr() as usize).is_multiple_of(8) {
+        return Ok(Prepared::Borrowed(image));
+    }
+    let len = image.len() + usize::from(needs_nul);
+    let mut words = vec![0u64; len.div_ceil(8)];
+    for (w, chunk) in words.iter_mut().zip(image.chunks(8)) {
+        let mut b = [0u8; 8];
+        b[..chunk.len()].copy_from_slice(chunk);
+        *w = u64::from_ne_bytes(b);
+    }
+    Ok(Prepared::Aligned(words))
 }
 
 /// Turns a load failure into [`Error::PtxTooNew`] when the PTX is too new.
@@ -109,12 +143,22 @@ pub struct Module {
 
 impl Module {
     /// Loads an image: cubin or fatbin bytes, or PTX text.
+    ///
+    /// The image is checked first ([`image::check`]): every offset and size
+    /// the driver would follow must lie inside the slice.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidImage`] for a truncated, corrupted or unknown image
+    /// (before the driver sees it); a driver error when the driver refuses
+    /// it; [`Error::PtxTooNew`] for PTX newer than the driver.
     pub fn from_image(ctx: &Context, image: &[u8]) -> Result<Module> {
-        let data = prepare(image);
+        let data = prepare(image, "Module::from_image")?;
         ctx.bind()?;
-        // SAFETY: `data` is a complete image (PTX NUL-terminated) that outlives the call.
-        let raw = unsafe { driver::module_load_data(data.as_ptr().cast::<c_void>()) }
-            .map_err(|e| load_error(e, image))?;
+        // SAFETY: `data` is a checked image (every offset and size it holds
+        // lies inside it; PTX NUL-terminated) that outlives the call.
+        let raw =
+            unsafe { driver::module_load_data(data.as_ptr()) }.map_err(|e| load_error(e, image))?;
         Ok(Module {
             inner: Arc::new(ModuleInner {
                 raw,
@@ -223,13 +267,19 @@ pub struct Library {
 
 impl Library {
     /// Loads an image: cubin or fatbin bytes, or PTX text.
+    ///
+    /// The image is checked first, as for [`Module::from_image`].
+    ///
+    /// # Errors
+    ///
+    /// As for [`Module::from_image`].
     pub fn from_image(image: &[u8]) -> Result<Library> {
+        let data = prepare(image, "Library::from_image")?;
         init()?;
-        let data = prepare(image);
-        // SAFETY: `data` is a complete image that outlives the call; no options.
-        let raw =
-            unsafe { driver::library_load_data(data.as_ptr().cast(), None, None, None, None) }
-                .map_err(|e| load_error(e, image))?;
+        // SAFETY: `data` is a checked image (every offset and size it holds
+        // lies inside it; PTX NUL-terminated) that outlives the call; no options.
+        let raw = unsafe { driver::library_load_data(data.as_ptr(), None, None, None, None) }
+            .map_err(|e| load_error(e, image))?;
         Ok(Library {
             inner: Arc::new(LibraryInner { raw }),
         })
@@ -294,9 +344,17 @@ mod tests {
     }
 
     #[test]
-    fn ptx_gets_a_nul_and_binaries_stay_as_they_are() {
-        assert_eq!(&*prepare(b".version 9.0"), b".version 9.0\0");
-        assert_eq!(&*prepare(b"\x7fELF\x02"), b"\x7fELF\x02");
+    fn ptx_gets_a_nul_and_bad_images_are_refused_naming_the_call() {
+        let p = prepare(b".version 9.0\n", "Module::from_image").unwrap();
+        assert!(p.bytes().starts_with(b".version 9.0\n\0"));
+        match prepare(b"\x7fELF\x02", "Library::from_image") {
+            Err(Error::InvalidImage(e)) => {
+                assert_eq!(e.call, "Library::from_image");
+                assert!(e.to_string().contains("Library::from_image"));
+            }
+            Err(e) => panic!("unexpected error {e}"),
+            Ok(_) => panic!("a 5-byte ELF was accepted"),
+        }
     }
 
     #[test]

@@ -329,7 +329,7 @@ fn check_meta_version(meta: &Meta, file: &str) -> Result<()> {
 /// What every kernel of one module shares: the structs by name (resolved
 /// once each), Python signatures by kernel key, kernel lines, the compiled
 /// block size. Built in one pass over the source.
-struct ModuleContext<'a> {
+pub(crate) struct ModuleContext<'a> {
     text: &'a str,
     src: &'a Source,
     structs: HashMap<&'a str, &'a SourceStruct>,
@@ -343,7 +343,7 @@ struct ModuleContext<'a> {
 }
 
 impl<'a> ModuleContext<'a> {
-    fn new(text: &'a str, src: &'a Source) -> ModuleContext<'a> {
+    pub(crate) fn new(text: &'a str, src: &'a Source) -> ModuleContext<'a> {
         let mut structs = HashMap::new();
         for s in &src.structs {
             structs.entry(s.name.as_str()).or_insert(s);
@@ -424,7 +424,7 @@ fn find_image(dir: &Path, name: &str) -> Result<PathBuf> {
 /// The declaration of forward kernel `k`: `launch_bounds_t<N>` first, then
 /// each parameter resolved to an array, value or struct type, and the
 /// access rules of the forward and backward bodies.
-fn spec_of(
+pub(crate) fn spec_of(
     k: &SourceKernel,
     backward: Option<&SourceKernel>,
     ctx: &ModuleContext<'_>,

@@ -86,6 +86,8 @@ pub mod device;
 pub mod domain;
 pub mod dtype;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 /// Warp's kernel ABI (launch bounds, arrays, constants, the dtype table),
 /// generated from `specs/warp/abi.yaml`; the C++ side is `include/warp_launch.h`.
 #[rustfmt::skip]

@@ -7,6 +7,7 @@
 pub mod bundle;
 pub mod codegen;
 pub mod ctype;
+pub mod fuzz;
 pub mod import;
 pub mod provision;
 pub mod spec;

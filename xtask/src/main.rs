@@ -2,7 +2,7 @@
 
 use std::process::{Command, ExitCode};
 
-use xtask::{Result, bundle, codegen, import, provision};
+use xtask::{Result, bundle, codegen, fuzz, import, provision};
 
 const HELP: &str = "\
 usage: cargo xtask <task>
@@ -12,6 +12,9 @@ tasks:
   import [--check]    refresh specs/ from the real cuda.h (pinned CUDA 13.0); --check compares only
   gpu-bundle          build gpu-bundle/: release test binaries, nvcc 13.0 kernels, run.sh
   test [ARGS..]       provision the pinned cuda.h and Warp headers, then run `cargo test --workspace ARGS..`
+  fuzz [--seconds N] [--target NAME] [--seed N]
+                      bounded mutation fuzzing (stable Rust) of the spec loader, the image validator and
+                      Warp's .cu/.meta readers, N seconds per target (default 10); findings go to target/fuzz/
   help                this text
 ";
 
@@ -35,6 +38,7 @@ fn run(args: &[String]) -> Result<()> {
         Some("import") => import::run(&specs, check),
         Some("test") => test(&args[1..]),
         Some("gpu-bundle") => bundle::build(&root),
+        Some("fuzz") => fuzz::run(&root, &args[1..]),
         Some("help") | Some("--help") | None => {
             print!("{HELP}");
             Ok(())

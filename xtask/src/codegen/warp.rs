@@ -91,7 +91,7 @@ fn abi_struct(
 /// each with compile-time checks of its size and alignment.
 pub fn rust_abi(abi: &WarpAbi) -> Result<TokenStream> {
     let mut items = Vec::new();
-    for c in &abi.constants {
+    for c in &abi.constants.value {
         let name = format_ident!("{}", c.name.value);
         let t = ty(&c.rust_type)?;
         let v = Literal::u64_unsuffixed(c.value);
@@ -105,23 +105,30 @@ pub fn rust_abi(abi: &WarpAbi) -> Result<TokenStream> {
         });
     }
     let lb = &abi.launch_bounds;
-    for (n, size) in lb.dims.iter().zip(&lb.sizes) {
-        let name = format_ident!("{}{}", lb.rust_prefix, n);
+    for (n, size) in lb.dims.value.iter().zip(&lb.sizes.value) {
+        let name = format_ident!("{}{}", lb.rust_prefix.value, n);
         let doc = format!(
             " {} C++: `{}<{n}>` ({n} launch dimension{}).",
             lb.doc,
-            lb.c_name,
+            lb.c_name.value,
             if *n == 1 { "" } else { "s" }
         );
         items.push(abi_struct(&name, &doc, &lb.fields, *n, *size, lb.align)?);
     }
     let a = &abi.array;
-    let name = format_ident!("{}", a.rust_name);
+    let name = format_ident!("{}", a.rust_name.value);
     let doc = format!(
         " {} C++: `{}<T>`; pointers are device addresses.",
-        a.doc, a.c_name
+        a.doc, a.c_name.value
     );
-    items.push(abi_struct(&name, &doc, &a.fields, 0, a.size, a.align)?);
+    items.push(abi_struct(
+        &name,
+        &doc,
+        &a.fields,
+        0,
+        a.size.value,
+        a.align,
+    )?);
     let top = format!(
         " The structs a Warp {} kernel receives by value, and Warp's constants.",
         abi.warp_version
@@ -145,11 +152,11 @@ pub fn rust_dtypes(abi: &WarpAbi) -> Result<TokenStream> {
         abi.scalars
             .iter()
             .find(|s| s.name.value == scalar)
-            .map(|s| format_ident!("{}", s.variant))
+            .map(|s| format_ident!("{}", s.variant.value))
             .ok_or_else(|| format!("unknown scalar `{scalar}`"))
     };
     for s in &abi.scalars {
-        let v = format_ident!("{}", s.variant);
+        let v = format_ident!("{}", s.variant.value);
         let doc = format!(
             " Warp's `{}`: `{}` in generated code, {} byte{}.",
             s.name.value,
@@ -348,7 +355,7 @@ namespace wl {{
 // Constants.
 "#
     );
-    for c in &abi.constants {
+    for c in &abi.constants.value {
         let _ = writeln!(
             h,
             "constexpr {} {} = {};  // {}",
@@ -414,11 +421,12 @@ template <typename T> using spatial_matrix_t = mat_t<6, 6, T>;
         "\n// {}\n// Exists for N = {}.\ntemplate <int N> struct {} {{\n",
         lb.doc,
         lb.dims
+            .value
             .iter()
             .map(|d| d.to_string())
             .collect::<Vec<_>>()
             .join(", "),
-        lb.c_name
+        lb.c_name.value
     );
     for f in &lb.fields {
         h.push_str(&c_field(f, "N"));
@@ -428,7 +436,7 @@ template <typename T> using spatial_matrix_t = mat_t<6, 6, T>;
     let _ = write!(
         h,
         "\n// {}\ntemplate <typename T> struct {} {{\n",
-        a.doc, a.c_name
+        a.doc, a.c_name.value
     );
     for f in &a.fields {
         h.push_str(&c_field(f, ""));
@@ -573,13 +581,13 @@ template <int N> static void coords(const char* name, const NS::launch_bounds_t<
 int main() {
 "#,
     );
-    for c in &abi.constants {
+    for c in &abi.constants.value {
         let _ = writeln!(p, "    FACT(\"value\", \"{0}\", NS::{0});", c.name.value);
     }
     let lb = &abi.launch_bounds;
-    for n in &lb.dims {
-        let t = format!("NS::{}<{n}>", lb.c_name);
-        let key = format!("{}<{n}>", lb.c_name);
+    for n in &lb.dims.value {
+        let t = format!("NS::{}<{n}>", lb.c_name.value);
+        let key = format!("{}<{n}>", lb.c_name.value);
         let _ = writeln!(p, "    LAYOUT(\"{key}\", {t});");
         for f in &lb.fields {
             let _ = writeln!(
@@ -590,13 +598,13 @@ int main() {
         }
     }
     let a = &abi.array;
-    let t = format!("NS::{}<float>", a.c_name);
-    let _ = writeln!(p, "    LAYOUT(\"{}\", {t});", a.c_name);
+    let t = format!("NS::{}<float>", a.c_name.value);
+    let _ = writeln!(p, "    LAYOUT(\"{}\", {t});", a.c_name.value);
     for f in &a.fields {
         let _ = writeln!(
             p,
             "    FACT(\"offset\", \"{}.{1}\", offsetof({t}, {1}));",
-            a.c_name, f.name.value
+            a.c_name.value, f.name.value
         );
     }
     let dtype = |p: &mut String, name: &str, cpp: &str, aliases: &[String]| {
@@ -618,7 +626,7 @@ int main() {
     }
 
     // Coordinates: every flat index of small domains, with and without coord_mult.
-    for n in &lb.dims {
+    for n in &lb.dims.value {
         for mult in [1usize, 2] {
             let shape: Vec<String> = COORD_SHAPES[..*n as usize]
                 .iter()
@@ -679,20 +687,20 @@ int main() {
 /// `warp-launch`'s generated Rust items, in the probe's keys.
 pub fn rust_facts(abi: &WarpAbi) -> Result<TokenStream> {
     let mut pushes = Vec::new();
-    for c in &abi.constants {
+    for c in &abi.constants.value {
         let name = &c.name.value;
         let id = format_ident!("{}", c.name.value);
         pushes.push(quote! { f.push(("value", #name.to_string(), abi::#id as i64)); });
     }
     let lb = &abi.launch_bounds;
-    for n in &lb.dims {
-        let key = format!("{}<{n}>", lb.c_name);
-        let id = format_ident!("{}{}", lb.rust_prefix, n);
+    for n in &lb.dims.value {
+        let key = format!("{}<{n}>", lb.c_name.value);
+        let id = format_ident!("{}{}", lb.rust_prefix.value, n);
         pushes.push(layout_pushes(&key, &id, &lb.fields));
     }
     let a = &abi.array;
-    let id = format_ident!("{}", a.rust_name);
-    pushes.push(layout_pushes(&a.c_name, &id, &a.fields));
+    let id = format_ident!("{}", a.rust_name.value);
+    pushes.push(layout_pushes(&a.c_name.value, &id, &a.fields));
     Ok(quote! {
         //! Warp ABI facts of `warp-launch`'s generated items, keyed as
         //! `tests/abi/warp_probe.cpp` prints them.

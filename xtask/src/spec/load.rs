@@ -173,16 +173,35 @@ pub fn load_dir(dir: &Path) -> Result<Specs, SpecErrors> {
                 continue;
             }
         };
-        for e in entries.flatten() {
+        let mut entries: Vec<std::fs::DirEntry> = entries.flatten().collect();
+        entries.sort_by_key(|e| e.file_name());
+        for e in entries {
             let p = e.path();
-            if p.is_dir() {
+            let rel = p
+                .strip_prefix(dir)
+                .unwrap_or(&p)
+                .to_string_lossy()
+                .replace('\\', "/");
+            // `DirEntry::file_type` does not follow symbolic links.
+            let Ok(ft) = e.file_type() else {
+                io_errors.push(SpecError {
+                    file: format!("{label}/{rel}"),
+                    line: 0,
+                    col: 0,
+                    message: "cannot read its file type".into(),
+                });
+                continue;
+            };
+            if ft.is_symlink() {
+                io_errors.push(SpecError {
+                    file: format!("{label}/{rel}"),
+                    line: 0,
+                    col: 0,
+                    message: "is a symbolic link, which is not followed (a link to a directory above it would loop forever); put the real file or directory under specs/".into(),
+                });
+            } else if ft.is_dir() {
                 visit.push(p);
             } else if p.extension().is_some_and(|x| x == "yaml") {
-                let rel = p
-                    .strip_prefix(dir)
-                    .unwrap_or(&p)
-                    .to_string_lossy()
-                    .replace('\\', "/");
                 match std::fs::read_to_string(&p) {
                     Ok(text) => sources.push((format!("{label}/{rel}"), text)),
                     Err(e) => io_errors.push(SpecError {

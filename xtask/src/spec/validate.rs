@@ -10,9 +10,124 @@ use crate::ctype::{CType, builtin_rust};
 /// The enum whose values are the driver's result codes.
 pub const RESULT_ENUM: &str = "cudaError_enum";
 
+/// Whether `s` is a C identifier (ASCII letters, digits and `_`, not
+/// starting with a digit): the generator escapes Rust keywords among these
+/// (`type` → `type_`), so every such name makes a valid Rust identifier.
+pub fn is_c_ident(s: &str) -> bool {
+    let mut c = s.chars();
+    matches!(c.next(), Some(ch) if ch.is_ascii_alphabetic() || ch == '_')
+        && c.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+}
+
+/// Every name that becomes a Rust identifier, checked with its position
+/// (`at`: the name itself, or the nearest positioned value of its entry).
+fn identifiers(specs: &Specs, prefix: &str, errs: &mut Vec<SpecError>) {
+    let c_ident = |errs: &mut Vec<SpecError>, file: &str, at: &Str, what: &str, name: &str| {
+        if !is_c_ident(name) {
+            errs.push(SpecError::at(
+                file,
+                at,
+                format!(
+                    "{what} `{name}` is not a C identifier (ASCII letters, digits and _, not starting with a digit); it becomes a Rust name, so fix the spelling"
+                ),
+            ));
+        }
+    };
+    let rust_ident = |errs: &mut Vec<SpecError>, file: &str, at: &Str, what: &str, name: &str| {
+        if !crate::codegen::names::is_ident(name) {
+            errs.push(SpecError::at(
+                file,
+                at,
+                format!(
+                    "{what} `{name}` is not a Rust identifier (ASCII letters, digits and _, not starting with a digit, not a keyword)"
+                ),
+            ));
+        }
+    };
+    for (f, t) in &specs.types {
+        let file = format!("{prefix}types/{f}");
+        for h in &t.handles {
+            c_ident(errs, &file, &h.name, "handle", &h.name.value);
+            c_ident(
+                errs,
+                &file,
+                &h.name,
+                &format!("handle `{}`: opaque struct", h.name.value),
+                &h.opaque,
+            );
+        }
+        for x in &t.typedefs {
+            c_ident(errs, &file, &x.name, "typedef", &x.name.value);
+        }
+        for e in &t.enums {
+            c_ident(errs, &file, &e.name, "enum", &e.name.value);
+            for v in &e.values {
+                c_ident(
+                    errs,
+                    &file,
+                    &v.name,
+                    &format!("enum `{}` value", e.name.value),
+                    &v.name.value,
+                );
+            }
+        }
+        for r in &t.records {
+            c_ident(errs, &file, &r.name, "record", &r.name.value);
+            for fl in &r.fields {
+                c_ident(
+                    errs,
+                    &file,
+                    &fl.ty,
+                    &format!("record `{}` field", r.name.value),
+                    &fl.name,
+                );
+            }
+        }
+        for c in &t.callbacks {
+            c_ident(errs, &file, &c.name, "callback", &c.name.value);
+            for p in c.params.iter().filter(|p| !p.name.is_empty()) {
+                c_ident(
+                    errs,
+                    &file,
+                    &p.ty,
+                    &format!("callback `{}` parameter", c.name.value),
+                    &p.name,
+                );
+            }
+        }
+        for c in &t.constants {
+            c_ident(errs, &file, &c.name, "constant", &c.name.value);
+        }
+    }
+    for (f, g) in &specs.groups {
+        let file = format!("{prefix}functions/{f}");
+        for func in &g.functions {
+            let name = &func.name.value;
+            rust_ident(errs, &file, &func.name, "function name", name);
+            for p in &func.params {
+                c_ident(errs, &file, &p.ty, &format!("`{name}` parameter"), &p.name);
+                if let Some(r) = &p.rust_name {
+                    rust_ident(
+                        errs,
+                        &file,
+                        &p.ty,
+                        &format!("`{name}` parameter `{}`: rust_name", p.name),
+                        r,
+                    );
+                }
+            }
+        }
+    }
+    let errors_file = format!("{prefix}errors.yaml");
+    for e in &specs.errors.errors {
+        c_ident(errs, &errors_file, &e.name, "error", &e.name.value);
+    }
+}
+
 /// Returns every problem found; `prefix` is the display path of the specs directory (`specs/`).
 pub fn validate(specs: &Specs, prefix: &str) -> Vec<SpecError> {
     let mut errs = Vec::new();
+    identifiers(specs, prefix, &mut errs);
     let types_file = |n: &str| format!("{prefix}types/{n}");
     let fn_file = |n: &str| format!("{prefix}functions/{n}");
     let errors_file = format!("{prefix}errors.yaml");

@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 
 use serde::Deserialize;
+use serde_saphyr::Spanned;
 
 use super::load::SpecError;
 use super::model::Str;
@@ -16,7 +17,7 @@ pub struct WarpAbi {
     /// The Warp release the facts describe, e.g. `1.19.0`.
     pub warp_version: String,
     /// Integer constants of Warp's headers.
-    pub constants: Vec<WarpConstant>,
+    pub constants: Spanned<Vec<WarpConstant>>,
     /// `launch_bounds_t<N>`, the first kernel parameter.
     pub launch_bounds: LaunchBoundsSpec,
     /// `array_t<T>`, an array parameter.
@@ -100,17 +101,17 @@ impl<'de> Deserialize<'de> for FieldLen {
 #[serde(deny_unknown_fields)]
 pub struct LaunchBoundsSpec {
     /// C++ template name.
-    pub c_name: String,
+    pub c_name: Str,
     /// Rust struct name prefix; `N` is appended.
-    pub rust_prefix: String,
+    pub rust_prefix: Str,
     /// The dimension counts that exist.
-    pub dims: Vec<u32>,
+    pub dims: Spanned<Vec<u32>>,
     /// Rustdoc and header comment.
     pub doc: String,
     /// Fields in order.
     pub fields: Vec<FieldSpec>,
     /// `sizeof` for each entry of `dims`.
-    pub sizes: Vec<usize>,
+    pub sizes: Spanned<Vec<usize>>,
     /// `alignof` (the same for every N).
     pub align: usize,
 }
@@ -120,15 +121,15 @@ pub struct LaunchBoundsSpec {
 #[serde(deny_unknown_fields)]
 pub struct ArraySpec {
     /// C++ template name.
-    pub c_name: String,
+    pub c_name: Str,
     /// Rust struct name.
-    pub rust_name: String,
+    pub rust_name: Str,
     /// Rustdoc and header comment.
     pub doc: String,
     /// Fields in order.
     pub fields: Vec<FieldSpec>,
     /// `sizeof`.
-    pub size: usize,
+    pub size: Spanned<usize>,
     /// `alignof`.
     pub align: usize,
 }
@@ -140,7 +141,7 @@ pub struct ScalarSpec {
     /// Warp's name (`float32`).
     pub name: Str,
     /// The Rust enum variant (`Float32`).
-    pub variant: String,
+    pub variant: Str,
     /// The spelling in Warp-generated code (`wp::float32`).
     pub cpp: String,
     /// The type Warp's typedef names (`float`), or `cpp` itself.
@@ -248,37 +249,43 @@ pub fn c_layout(fields: &[FieldSpec], n: u32) -> Option<(usize, usize, Vec<usize
     Some((offset.next_multiple_of(align), align, offsets))
 }
 
+/// An error at any spanned value's position.
+fn at<T>(file: &str, v: &Spanned<T>, message: impl Into<String>) -> SpecError {
+    SpecError {
+        file: file.to_string(),
+        line: v.referenced.line(),
+        col: v.referenced.column(),
+        message: message.into(),
+    }
+}
+
+/// A name that becomes a Rust identifier: ASCII letters, digits and `_`,
+/// not starting with a digit, not a Rust keyword.
 fn is_ident(s: &str) -> bool {
-    let mut chars = s.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    crate::codegen::names::is_ident(s)
 }
 
 /// Every problem in the Warp spec; `file` is its display path.
 pub fn validate(abi: &WarpAbi, file: &str) -> Vec<SpecError> {
     let mut errs = Vec::new();
-    let plain = |message: String| SpecError {
-        file: file.to_string(),
-        line: 0,
-        col: 0,
-        message,
-    };
 
     let constant = |name: &str| {
         abi.constants
+            .value
             .iter()
             .find(|c| c.name.value == name)
             .map(|c| c.value)
     };
     let mut names = BTreeSet::new();
-    for c in &abi.constants {
+    for c in &abi.constants.value {
         if !is_ident(&c.name.value) || !names.insert(c.name.value.clone()) {
             errs.push(SpecError::at(
                 file,
                 &c.name,
-                format!("constant `{}` is not a unique identifier", c.name.value),
+                format!(
+                    "constant `{}` is not a unique Rust identifier (ASCII letters, digits and _, not a keyword)",
+                    c.name.value
+                ),
             ));
         }
         let fits = match c.rust_type.as_str() {
@@ -307,7 +314,10 @@ pub fn validate(abi: &WarpAbi, file: &str) -> Vec<SpecError> {
                 errs.push(SpecError::at(
                     file,
                     &f.name,
-                    "field name is not an identifier",
+                    format!(
+                        "field name `{}` is not a Rust identifier (ASCII letters, digits and _, not a keyword)",
+                        f.name.value
+                    ),
                 ));
             }
             if rust_scalar_layout(&f.rust_type).is_none() {
@@ -335,47 +345,95 @@ pub fn validate(abi: &WarpAbi, file: &str) -> Vec<SpecError> {
         }
     };
     let lb = &abi.launch_bounds;
+    let a = &abi.array;
     check_fields(&mut errs, &lb.fields);
-    check_fields(&mut errs, &abi.array.fields);
+    check_fields(&mut errs, &a.fields);
+    for (what, name) in [
+        ("launch_bounds.rust_prefix", &lb.rust_prefix),
+        ("array.rust_name", &a.rust_name),
+    ] {
+        if !is_ident(&name.value) {
+            errs.push(SpecError::at(
+                file,
+                name,
+                format!(
+                    "{what} `{}` is not a Rust identifier (ASCII letters, digits and _, not a keyword)",
+                    name.value
+                ),
+            ));
+        }
+    }
+    for (what, name) in [
+        ("launch_bounds.c_name", &lb.c_name),
+        ("array.c_name", &a.c_name),
+    ] {
+        if !is_ident(&name.value) {
+            errs.push(SpecError::at(
+                file,
+                name,
+                format!("{what} `{}` is not a C++ identifier", name.value),
+            ));
+        }
+    }
     if let Some(max) = constant("LAUNCH_MAX_DIMS") {
-        let want: Vec<u32> = (1..=max as u32).collect();
-        if lb.dims != want {
-            errs.push(plain(format!(
-                "launch_bounds.dims is {:?} but LAUNCH_MAX_DIMS = {max} asks for {want:?}",
-                lb.dims
-            )));
+        let want: Vec<u32> = (1..=max.min(64) as u32).collect();
+        if lb.dims.value != want {
+            errs.push(at(
+                file,
+                &lb.dims,
+                format!(
+                    "launch_bounds.dims is {:?} but LAUNCH_MAX_DIMS = {max} asks for {want:?}",
+                    lb.dims.value
+                ),
+            ));
         }
     } else {
-        errs.push(plain("constant LAUNCH_MAX_DIMS is missing".into()));
+        errs.push(at(
+            file,
+            &abi.constants,
+            "constant LAUNCH_MAX_DIMS is missing; add it to constants",
+        ));
     }
-    if lb.sizes.len() != lb.dims.len() {
-        errs.push(plain(format!(
-            "launch_bounds.sizes has {} entries for {} dims",
-            lb.sizes.len(),
-            lb.dims.len()
-        )));
+    if lb.sizes.value.len() != lb.dims.value.len() {
+        errs.push(at(
+            file,
+            &lb.sizes,
+            format!(
+                "launch_bounds.sizes has {} entries for {} dims",
+                lb.sizes.value.len(),
+                lb.dims.value.len()
+            ),
+        ));
     }
-    for (n, want) in lb.dims.iter().zip(&lb.sizes) {
+    for (n, want) in lb.dims.value.iter().zip(&lb.sizes.value) {
         if let Some((size, align, _)) = c_layout(&lb.fields, *n)
             && (size != *want || align != lb.align)
         {
-            errs.push(plain(format!(
+            errs.push(at(
+                file,
+                &lb.sizes,
+                format!(
                     "{}<{n}>: the fields lay out to size {size}, align {align}, but the spec says size {want}, align {}",
-                    lb.c_name, lb.align
-                )));
+                    lb.c_name.value, lb.align
+                ),
+            ));
         }
     }
-    if let Some((size, align, _)) = c_layout(&abi.array.fields, 0)
-        && (size != abi.array.size || align != abi.array.align)
+    if let Some((size, align, _)) = c_layout(&a.fields, 0)
+        && (size != a.size.value || align != a.align)
     {
-        errs.push(plain(format!(
+        errs.push(at(
+            file,
+            &a.size,
+            format!(
                 "{}: the fields lay out to size {size}, align {align}, but the spec says size {}, align {}",
-                abi.array.c_name, abi.array.size, abi.array.align
-            )));
+                a.c_name.value, a.size.value, a.align
+            ),
+        ));
     }
     match constant("ARRAY_MAX_DIMS") {
         Some(max) => {
-            for f in &abi.array.fields {
+            for f in &a.fields {
                 if let Some(FieldLen::Fixed(k)) = f.len
                     && k as u64 != max
                 {
@@ -390,7 +448,11 @@ pub fn validate(abi: &WarpAbi, file: &str) -> Vec<SpecError> {
                 }
             }
         }
-        None => errs.push(plain("constant ARRAY_MAX_DIMS is missing".into())),
+        None => errs.push(at(
+            file,
+            &abi.constants,
+            "constant ARRAY_MAX_DIMS is missing; add it to constants",
+        )),
     }
 
     // Dtypes: unique names, scalar sizes, composite sizes from their shape.
@@ -404,13 +466,13 @@ pub fn validate(abi: &WarpAbi, file: &str) -> Vec<SpecError> {
                 format!("duplicate dtype `{}`", s.name.value),
             ));
         }
-        if !is_ident(&s.variant) || !variants.insert(s.variant.clone()) {
+        if !is_ident(&s.variant.value) || !variants.insert(s.variant.value.clone()) {
             errs.push(SpecError::at(
                 file,
-                &s.name,
+                &s.variant,
                 format!(
-                    "scalar `{}`: variant `{}` is not a unique identifier",
-                    s.name.value, s.variant
+                    "scalar `{}`: variant `{}` is not a unique Rust identifier",
+                    s.name.value, s.variant.value
                 ),
             ));
         }

@@ -1,0 +1,1059 @@
+//! Checking an image (cubin, fatbin or PTX text) against its own length
+//! before the driver reads it.
+//!
+//! `cuModuleLoadData` and `cuLibraryLoadData` take a pointer and no length:
+//! the driver trusts every offset and size written inside the image. A
+//! truncated or corrupted file therefore made it read past the end of the
+//! buffer (on an H200, 4 of 5 such images killed the process). [`check`]
+//! reads everything the driver would follow, in Rust, against the slice:
+//!
+//! - **cubin** (ELF): an ELF64 little-endian header for `EM_CUDA` (190); the
+//!   program and section header tables (offset + count × entry size inside
+//!   the image, entry sizes 56 and 64); every section's bytes (except
+//!   `SHT_NOBITS`); the section-name table and every name offset in it;
+//!   string tables NUL-terminated; symbol tables (entry size, string offsets,
+//!   section indices, a function's code inside its section); relocation
+//!   tables (symbol indices, target offsets); note sections and NVIDIA's
+//!   `.nv.info` attribute records (each record's size inside its section).
+//! - **fatbin**: the header (magic `0xBA55ED50`, version 1, header size, the
+//!   payload size inside the image) and every entry's header (kind PTX or
+//!   ELF, header size, payload, the options and name fields inside the
+//!   header, entries tiling the payload exactly); an uncompressed ELF entry
+//!   is checked as a cubin and an uncompressed PTX entry as PTX text; a
+//!   compressed entry's sizes are checked and its stream walked (the LZ
+//!   format of flag `0x2000` is decompressed and its content checked; for
+//!   zstd, flag `0x8000`, the frame and block headers are walked and the
+//!   stated sizes compared, and the content is not decompressed here).
+//! - **PTX text**: UTF-8, a `.version` directive, and no NUL before the one
+//!   the loader appends (one trailing NUL is allowed).
+//!
+//! Anything else (an unknown magic number, the `__fatBinC_Wrapper_t` form
+//! that holds a raw pointer to a fatbin elsewhere in memory, an empty
+//! slice) is refused. What this cannot check is the meaning of the code
+//! itself: an image that passes may still be refused by the driver (with an
+//! error, not a crash).
+
+use std::fmt;
+
+/// What an image was recognised as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ImageKind {
+    /// An ELF cubin.
+    Cubin,
+    /// A fat binary (one or more cubin and PTX entries).
+    Fatbin,
+    /// PTX text.
+    Ptx,
+}
+
+impl fmt::Display for ImageKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ImageKind::Cubin => "cubin",
+            ImageKind::Fatbin => "fatbin",
+            ImageKind::Ptx => "PTX",
+        })
+    }
+}
+
+/// An image refused before the driver saw it: where (byte offset from the
+/// start of the slice) and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ImageError {
+    /// The call that refused it, e.g. `Module::from_image`.
+    pub call: &'static str,
+    /// Byte offset of the problem from the start of the image.
+    pub offset: usize,
+    /// The image's length in bytes.
+    pub len: usize,
+    /// What is wrong.
+    pub problem: String,
+}
+
+impl ImageError {
+    fn new(offset: usize, problem: impl Into<String>) -> Self {
+        ImageError {
+            call: "cuda_api::image::check",
+            offset,
+            len: 0,
+            problem: problem.into(),
+        }
+    }
+
+    /// The same error, reported for `call`.
+    pub fn in_call(mut self, call: &'static str) -> Self {
+        self.call = call;
+        self
+    }
+}
+
+impl fmt::Display for ImageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: refused the image ({} bytes) before the driver read it: at byte {}: {}; \
+             load a .cubin, .fatbin or .ptx file exactly as nvcc (or Warp) wrote it: \
+             a truncated or corrupted file must be rebuilt",
+            self.call, self.len, self.offset, self.problem
+        )
+    }
+}
+
+impl std::error::Error for ImageError {}
+
+type Result<T> = std::result::Result<T, ImageError>;
+
+/// The fatbin header's magic number (`0xBA55ED50`, little-endian in the file).
+pub const FATBIN_MAGIC: u32 = 0xBA55_ED50;
+/// `__fatBinC_Wrapper_t`'s magic number: a struct holding a raw pointer.
+const FATBINC_WRAPPER_MAGIC: u32 = 0x4662_43B1;
+/// The magic of the pre-CUDA-4 fat binary format.
+const OLD_FATBIN_MAGIC: u32 = 0x1EE5_5A01;
+/// `EM_CUDA`.
+pub const EM_CUDA: u16 = 190;
+
+/// Largest decompressed size accepted for one compressed fatbin entry
+/// (the driver allocates it before decompressing).
+const MAX_DECOMPRESSED: u64 = 1 << 32;
+
+/// Checks `image` and says what it is.
+///
+/// # Errors
+///
+/// An [`ImageError`] (its `call` is `cuda_api::image::check`) naming the
+/// first problem found and its byte offset.
+pub fn check(image: &[u8]) -> std::result::Result<ImageKind, ImageError> {
+    check_inner(image).map_err(|mut e| {
+        e.len = image.len();
+        e
+    })
+}
+
+fn check_inner(image: &[u8]) -> Result<ImageKind> {
+    if image.is_empty() {
+        return Err(ImageError::new(
+            0,
+            "the image is empty (0 bytes); expected a cubin, a fatbin or PTX text",
+        ));
+    }
+    if image.starts_with(b"\x7fELF") {
+        elf(&Region::whole(image), "cubin")?;
+        return Ok(ImageKind::Cubin);
+    }
+    let magic = Region::whole(image).u32(0, "the magic number").ok();
+    match magic {
+        Some(FATBIN_MAGIC) => {
+            fatbin(image)?;
+            Ok(ImageKind::Fatbin)
+        }
+        Some(FATBINC_WRAPPER_MAGIC) => Err(ImageError::new(
+            0,
+            "this is a __fatBinC_Wrapper_t (magic 0x466243B1), which holds a raw pointer to \
+             a fatbin elsewhere in memory; pass the fatbin bytes themselves",
+        )),
+        Some(OLD_FATBIN_MAGIC) => Err(ImageError::new(
+            0,
+            "this is a pre-CUDA-4 fat binary (magic 0x1EE55A01), which is not supported; \
+             rebuild it with a current nvcc",
+        )),
+        _ => {
+            ptx(&Region::whole(image), true)?;
+            Ok(ImageKind::Ptx)
+        }
+    }
+}
+
+/// A part of the image, with its offset from the image's start (for errors).
+#[derive(Clone, Copy)]
+struct Region<'a> {
+    bytes: &'a [u8],
+    base: usize,
+}
+
+impl<'a> Region<'a> {
+    fn whole(bytes: &'a [u8]) -> Self {
+        Region { bytes, base: 0 }
+    }
+
+    fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// An error at `off` within this region.
+    fn err(&self, off: u64, problem: impl Into<String>) -> ImageError {
+        let off = usize::try_from(off).unwrap_or(usize::MAX);
+        ImageError::new(self.base.saturating_add(off), problem)
+    }
+
+    /// `len` bytes at `off`, which must lie inside the region.
+    fn range(&self, off: u64, len: u64, what: &str) -> Result<Region<'a>> {
+        let end = off.checked_add(len).ok_or_else(|| {
+            self.err(
+                off,
+                format!("{what}: offset {off} + size {len} overflows 64 bits"),
+            )
+        })?;
+        if end > self.len() as u64 {
+            return Err(self.err(
+                off,
+                format!(
+                    "{what} (bytes {off}..{end}) runs past the end of its {} bytes",
+                    self.len()
+                ),
+            ));
+        }
+        let (s, e) = (off as usize, end as usize);
+        Ok(Region {
+            bytes: &self.bytes[s..e],
+            base: self.base + s,
+        })
+    }
+
+    fn array<const N: usize>(&self, off: u64, what: &str) -> Result<[u8; N]> {
+        let r = self.range(off, N as u64, what)?;
+        let mut a = [0u8; N];
+        a.copy_from_slice(r.bytes);
+        Ok(a)
+    }
+
+    fn u8(&self, off: u64, what: &str) -> Result<u8> {
+        Ok(self.array::<1>(off, what)?[0])
+    }
+    fn u16(&self, off: u64, what: &str) -> Result<u16> {
+        Ok(u16::from_le_bytes(self.array(off, what)?))
+    }
+    fn u32(&self, off: u64, what: &str) -> Result<u32> {
+        Ok(u32::from_le_bytes(self.array(off, what)?))
+    }
+    fn u64(&self, off: u64, what: &str) -> Result<u64> {
+        Ok(u64::from_le_bytes(self.array(off, what)?))
+    }
+}
+
+// ---------------------------------------------------------------- ELF
+
+const SHT_NULL: u32 = 0;
+const SHT_SYMTAB: u32 = 2;
+const SHT_STRTAB: u32 = 3;
+const SHT_RELA: u32 = 4;
+const SHT_NOTE: u32 = 7;
+const SHT_NOBITS: u32 = 8;
+const SHT_REL: u32 = 9;
+const SHT_DYNSYM: u32 = 11;
+/// `SHT_CUDA_INFO` (`SHT_LOPROC`): NVIDIA's `.nv.info` attribute records.
+const SHT_CUDA_INFO: u32 = 0x7000_0000;
+const SHN_LORESERVE: u16 = 0xff00;
+const STT_FUNC: u8 = 2;
+
+#[derive(Clone, Copy)]
+struct Section {
+    index: usize,
+    header: u64,
+    name: u32,
+    kind: u32,
+    offset: u64,
+    size: u64,
+    link: u32,
+    info: u32,
+    entsize: u64,
+}
+
+/// Checks an ELF cubin occupying all of `r`.
+fn elf(r: &Region<'_>, what: &str) -> Result<()> {
+    let h = r.range(0, 64, &format!("the 64-byte ELF header of the {what}"))?;
+    if h.bytes[4] != 2 {
+        return Err(r.err(
+            4,
+            format!(
+                "ELF class {} is not ELF64 (2); the driver loads 64-bit cubins",
+                h.bytes[4]
+            ),
+        ));
+    }
+    if h.bytes[5] != 1 {
+        return Err(r.err(
+            5,
+            format!("ELF data encoding {} is not little-endian (1)", h.bytes[5]),
+        ));
+    }
+    if h.bytes[6] != 1 {
+        return Err(r.err(
+            6,
+            format!("ELF identification version {} is not 1", h.bytes[6]),
+        ));
+    }
+    let machine = r.u16(18, "e_machine")?;
+    if machine != EM_CUDA {
+        return Err(r.err(
+            18,
+            format!("e_machine is {machine}, not EM_CUDA ({EM_CUDA}): this ELF is not a cubin"),
+        ));
+    }
+    let ehsize = r.u16(52, "e_ehsize")?;
+    if ehsize < 64 {
+        return Err(r.err(
+            52,
+            format!("e_ehsize is {ehsize}, smaller than the 64-byte ELF64 header"),
+        ));
+    }
+    let phoff = r.u64(32, "e_phoff")?;
+    let phentsize = r.u16(54, "e_phentsize")?;
+    let phnum = r.u16(56, "e_phnum")?;
+    let shoff = r.u64(40, "e_shoff")?;
+    let shentsize = r.u16(58, "e_shentsize")?;
+    let shnum = r.u16(60, "e_shnum")?;
+    let shstrndx = r.u16(62, "e_shstrndx")?;
+
+    // Program headers.
+    if phnum > 0 {
+        if phentsize != 56 {
+            return Err(r.err(
+                54,
+                format!("e_phentsize is {phentsize}, not 56 (an ELF64 program header)"),
+            ));
+        }
+        let table = r.range(
+            phoff,
+            u64::from(phnum) * 56,
+            &format!("the program header table ({phnum} entries at e_phoff {phoff})"),
+        )?;
+        for i in 0..u64::from(phnum) {
+            let at = i * 56;
+            let p_offset = table.u64(at + 8, "p_offset")?;
+            let p_filesz = table.u64(at + 32, "p_filesz")?;
+            if p_filesz > 0 {
+                r.range(
+                    p_offset,
+                    p_filesz,
+                    &format!("program header {i}'s segment"),
+                )
+                .map_err(|_| {
+                    table.err(
+                        at + 8,
+                        format!(
+                            "program header {i}: segment at offset {p_offset} of {p_filesz} bytes runs past the end of the {} bytes",
+                            r.len()
+                        ),
+                    )
+                })?;
+            }
+        }
+    }
+
+    // Section headers.
+    if shnum == 0 {
+        return Err(r.err(
+            60,
+            if shoff != 0 {
+                "e_shnum is 0 with a section header table: extended section numbering (65,280 or more sections) is not supported".to_string()
+            } else {
+                "the cubin has no section headers; a cubin holds its kernels in sections".to_string()
+            },
+        ));
+    }
+    if shentsize != 64 {
+        return Err(r.err(
+            58,
+            format!("e_shentsize is {shentsize}, not 64 (an ELF64 section header)"),
+        ));
+    }
+    let table = r.range(
+        shoff,
+        u64::from(shnum) * 64,
+        &format!("the section header table ({shnum} entries at e_shoff {shoff})"),
+    )?;
+    let mut sections = Vec::with_capacity(usize::from(shnum));
+    for i in 0..usize::from(shnum) {
+        let at = i as u64 * 64;
+        let s = Section {
+            index: i,
+            header: at,
+            name: table.u32(at, "sh_name")?,
+            kind: table.u32(at + 4, "sh_type")?,
+            offset: table.u64(at + 24, "sh_offset")?,
+            size: table.u64(at + 32, "sh_size")?,
+            link: table.u32(at + 40, "sh_link")?,
+            info: table.u32(at + 44, "sh_info")?,
+            entsize: table.u64(at + 56, "sh_entsize")?,
+        };
+        if s.kind != SHT_NOBITS && s.kind != SHT_NULL && s.size > 0 {
+            r.range(s.offset, s.size, "").map_err(|_| {
+                table.err(
+                    at + 24,
+                    format!(
+                        "section {i}: its {} bytes at offset {} run past the end of the {} bytes",
+                        s.size,
+                        s.offset,
+                        r.len()
+                    ),
+                )
+            })?;
+        }
+        if s.link >= u32::from(shnum) {
+            return Err(table.err(
+                at + 40,
+                format!(
+                    "section {i}: sh_link {} is not a section index (there are {shnum})",
+                    s.link
+                ),
+            ));
+        }
+        if s.entsize > u64::from(u16::MAX) {
+            return Err(table.err(
+                at + 56,
+                format!(
+                    "section {i}: sh_entsize {} is not a sane entry size",
+                    s.entsize
+                ),
+            ));
+        }
+        sections.push(s);
+    }
+    let bytes_of = |s: &Section| -> Result<Region<'_>> {
+        if s.kind == SHT_NOBITS || s.kind == SHT_NULL {
+            Ok(Region {
+                bytes: &[],
+                base: r.base,
+            })
+        } else {
+            r.range(s.offset, s.size, "section")
+        }
+    };
+
+    // Names.
+    if shstrndx >= shnum {
+        return Err(r.err(
+            62,
+            format!("e_shstrndx {shstrndx} is not a section index (there are {shnum})"),
+        ));
+    }
+    let shstr = &sections[usize::from(shstrndx)];
+    if shstr.kind != SHT_STRTAB {
+        return Err(table.err(
+            shstr.header + 4,
+            format!(
+                "the section-name table (section {shstrndx}) has type {:#x}, not SHT_STRTAB",
+                shstr.kind
+            ),
+        ));
+    }
+    // Every string table ends with a NUL, so a string starting inside it ends inside it.
+    for s in &sections {
+        if s.kind == SHT_STRTAB && s.size > 0 {
+            let b = bytes_of(s)?;
+            if b.bytes.last() != Some(&0) {
+                return Err(b.err(
+                    s.size - 1,
+                    format!("string table (section {}) does not end with a NUL", s.index),
+                ));
+            }
+        }
+    }
+    for s in &sections {
+        if u64::from(s.name) >= shstr.size {
+            return Err(table.err(
+                s.header,
+                format!(
+                    "section {}: name offset {} is outside the {}-byte section-name table",
+                    s.index, s.name, shstr.size
+                ),
+            ));
+        }
+    }
+
+    // Symbol tables.
+    let mut symbols: Vec<(usize, u64)> = Vec::new();
+    for s in sections
+        .iter()
+        .filter(|s| s.kind == SHT_SYMTAB || s.kind == SHT_DYNSYM)
+    {
+        if s.entsize != 24 {
+            return Err(table.err(
+                s.header + 56,
+                format!(
+                    "symbol table (section {}): sh_entsize {} is not 24",
+                    s.index, s.entsize
+                ),
+            ));
+        }
+        if s.size % 24 != 0 {
+            return Err(table.err(
+                s.header + 32,
+                format!(
+                    "symbol table (section {}): size {} is not a multiple of 24",
+                    s.index, s.size
+                ),
+            ));
+        }
+        let strtab = &sections[s.link as usize];
+        if strtab.kind != SHT_STRTAB {
+            return Err(table.err(
+                s.header + 40,
+                format!(
+                    "symbol table (section {}): sh_link {} is not a string table",
+                    s.index, s.link
+                ),
+            ));
+        }
+        let b = bytes_of(s)?;
+        for k in 0..s.size / 24 {
+            let at = k * 24;
+            let name = b.u32(at, "st_name")?;
+            if name != 0 && u64::from(name) >= strtab.size {
+                return Err(b.err(
+                    at,
+                    format!(
+                        "symbol {k}: name offset {name} is outside its {}-byte string table",
+                        strtab.size
+                    ),
+                ));
+            }
+            let info = b.u8(at + 4, "st_info")?;
+            let shndx = b.u16(at + 6, "st_shndx")?;
+            if shndx < SHN_LORESERVE && shndx >= shnum {
+                return Err(b.err(
+                    at + 6,
+                    format!("symbol {k}: section index {shndx} does not exist (there are {shnum})"),
+                ));
+            }
+            let value = b.u64(at + 8, "st_value")?;
+            let size = b.u64(at + 16, "st_size")?;
+            if info & 0xf == STT_FUNC && shndx != 0 && shndx < SHN_LORESERVE {
+                let code = &sections[usize::from(shndx)];
+                let end = value.checked_add(size);
+                if code.kind != SHT_NOBITS && end.is_none_or(|e| e > code.size) {
+                    return Err(b.err(
+                        at + 8,
+                        format!(
+                            "function symbol {k}: bytes {value}..+{size} lie outside its {}-byte section {shndx}",
+                            code.size
+                        ),
+                    ));
+                }
+            }
+        }
+        symbols.push((s.index, s.size / 24));
+    }
+
+    // Relocations.
+    for s in sections
+        .iter()
+        .filter(|s| s.kind == SHT_REL || s.kind == SHT_RELA)
+    {
+        let want = if s.kind == SHT_RELA { 24 } else { 16 };
+        if s.entsize != want || s.size % want != 0 {
+            return Err(table.err(
+                s.header + 56,
+                format!(
+                    "relocation table (section {}): entry size {} and size {} do not fit entries of {want} bytes",
+                    s.index, s.entsize, s.size
+                ),
+            ));
+        }
+        let Some(&(_, nsyms)) = symbols.iter().find(|(i, _)| *i == s.link as usize) else {
+            return Err(table.err(
+                s.header + 40,
+                format!(
+                    "relocation table (section {}): sh_link {} is not a symbol table",
+                    s.index, s.link
+                ),
+            ));
+        };
+        let target = sections.get(s.info as usize).ok_or_else(|| {
+            table.err(
+                s.header + 44,
+                format!(
+                    "relocation table (section {}): sh_info {} is not a section index (there are {shnum})",
+                    s.index, s.info
+                ),
+            )
+        })?;
+        let b = bytes_of(s)?;
+        for k in 0..s.size / want {
+            let at = k * want;
+            let offset = b.u64(at, "r_offset")?;
+            let info = b.u64(at + 8, "r_info")?;
+            if info >> 32 >= nsyms {
+                return Err(b.err(
+                    at + 8,
+                    format!(
+                        "relocation {k}: symbol {} does not exist (the table has {nsyms})",
+                        info >> 32
+                    ),
+                ));
+            }
+            if target.kind != SHT_NOBITS && offset >= target.size {
+                return Err(b.err(
+                    at,
+                    format!(
+                        "relocation {k}: offset {offset} is outside its {}-byte target section {}",
+                        target.size, target.index
+                    ),
+                ));
+            }
+        }
+    }
+
+    // Notes and `.nv.info` records.
+    for s in &sections {
+        match s.kind {
+            SHT_NOTE => notes(&bytes_of(s)?, s.index)?,
+            SHT_CUDA_INFO => nv_info(&bytes_of(s)?, s.index)?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// ELF notes: `namesz`, `descsz`, `type`, then name and descriptor, each
+/// padded to 4 bytes; the notes tile the section.
+fn notes(b: &Region<'_>, index: usize) -> Result<()> {
+    let mut at = 0u64;
+    let len = b.len() as u64;
+    while at < len {
+        let what = format!("note in section {index}");
+        let namesz = u64::from(b.u32(at, &what)?);
+        let descsz = u64::from(b.u32(at + 4, &what)?);
+        b.u32(at + 8, &what)?;
+        let body = namesz.next_multiple_of(4) + descsz.next_multiple_of(4);
+        b.range(at + 12, body, &format!("{what}: name and descriptor"))?;
+        at += 12 + body;
+    }
+    Ok(())
+}
+
+/// `.nv.info` attribute records: a format byte, an attribute byte, then a
+/// 2-byte value (formats 1 to 3) or a 2-byte size and that many bytes
+/// (format 4); the records tile the section.
+fn nv_info(b: &Region<'_>, index: usize) -> Result<()> {
+    let mut at = 0u64;
+    let len = b.len() as u64;
+    while at < len {
+        let what = format!("attribute record in .nv.info section {index}");
+        let format = b.u8(at, &what)?;
+        let size = match format {
+            1..=3 => 0,
+            4 => u64::from(b.u16(at + 2, &what)?),
+            other => {
+                return Err(b.err(
+                    at,
+                    format!("{what}: unknown record format {other} (expected 1 to 4)"),
+                ));
+            }
+        };
+        b.range(at, 4 + size, &what)?;
+        at += 4 + size;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------- fatbin
+
+const FATBIN_KIND_PTX: u16 = 1;
+const FATBIN_KIND_ELF: u16 = 2;
+const FLAG_COMPRESSED_LZ: u64 = 0x2000;
+const FLAG_COMPRESSED_ZSTD: u64 = 0x8000;
+
+fn fatbin(image: &[u8]) -> Result<()> {
+    let r = Region::whole(image);
+    let version = r.u16(4, "the fatbin header's version")?;
+    if version != 1 {
+        return Err(r.err(4, format!("fatbin version {version} is not 1")));
+    }
+    let header_size = r.u16(6, "the fatbin header's size")?;
+    if header_size < 16 {
+        return Err(r.err(
+            6,
+            format!("fatbin header size {header_size} is smaller than the 16-byte header"),
+        ));
+    }
+    let fat_size = r.u64(8, "the fatbin header's payload size")?;
+    if fat_size == 0 {
+        return Err(r.err(8, "the fatbin has no entries (payload size 0)"));
+    }
+    let payload = r.range(
+        u64::from(header_size),
+        fat_size,
+        &format!("the fatbin payload ({fat_size} bytes after the {header_size}-byte header)"),
+    )?;
+    let mut at = 0u64;
+    let mut n = 0usize;
+    while at < payload.len() as u64 {
+        at = entry(&payload, at, n)?;
+        n += 1;
+    }
+    Ok(())
+}
+
+/// Checks the entry at `at` of the fatbin payload; returns where the next begins.
+fn entry(payload: &Region<'_>, at: u64, n: usize) -> Result<u64> {
+    let what = format!("fatbin entry {n}");
+    let h = payload.range(at, 64, &format!("the 64-byte header of {what}"))?;
+    let kind = h.u16(0, &what)?;
+    let header_size = u64::from(h.u32(4, &what)?);
+    let size = h.u64(8, &what)?;
+    let compressed_size = u64::from(h.u32(16, &what)?);
+    let options_offset = u64::from(h.u32(20, &what)?);
+    let name_offset = u64::from(h.u32(32, &what)?);
+    let name_len = u64::from(h.u32(36, &what)?);
+    let flags = h.u64(40, &what)?;
+    let decompressed_size = h.u64(56, &what)?;
+    if kind != FATBIN_KIND_PTX && kind != FATBIN_KIND_ELF {
+        return Err(h.err(
+            0,
+            format!("{what}: kind {kind} is neither PTX (1) nor cubin (2)"),
+        ));
+    }
+    if header_size < 64 {
+        return Err(h.err(
+            4,
+            format!("{what}: header size {header_size} is smaller than 64 bytes"),
+        ));
+    }
+    let header = payload.range(
+        at,
+        header_size,
+        &format!("{what}'s {header_size}-byte header"),
+    )?;
+    if options_offset != 0 {
+        let opt_at = header.u32(options_offset, &format!("{what}'s options field"))?;
+        let opt_len = header.u32(options_offset + 4, &format!("{what}'s options field"))?;
+        if opt_at != 0 {
+            header.range(
+                u64::from(opt_at),
+                u64::from(opt_len),
+                &format!("{what}'s ptxas options"),
+            )?;
+        }
+    }
+    if name_offset != 0 {
+        header.range(name_offset, name_len, &format!("{what}'s object name"))?;
+    }
+    let body_at = at.saturating_add(header_size);
+    let body = payload.range(body_at, size, &format!("{what}'s {size}-byte payload"))?;
+    let compression = flags & (FLAG_COMPRESSED_LZ | FLAG_COMPRESSED_ZSTD);
+    if compression == 0 {
+        match kind {
+            FATBIN_KIND_ELF => elf(&body, &what)?,
+            _ => ptx(&body, false)?,
+        }
+    } else {
+        if compression == FLAG_COMPRESSED_LZ | FLAG_COMPRESSED_ZSTD {
+            return Err(h.err(
+                40,
+                format!("{what}: flags {flags:#x} mark two compressions at once"),
+            ));
+        }
+        if compressed_size == 0 || compressed_size > size {
+            return Err(h.err(
+                16,
+                format!(
+                    "{what}: compressed size {compressed_size} is 0 or larger than the {size}-byte payload"
+                ),
+            ));
+        }
+        if decompressed_size == 0 || decompressed_size > MAX_DECOMPRESSED {
+            return Err(h.err(
+                56,
+                format!(
+                    "{what}: decompressed size {decompressed_size} is 0 or larger than {MAX_DECOMPRESSED}"
+                ),
+            ));
+        }
+        let stream = body.range(0, compressed_size, &what)?;
+        if compression == FLAG_COMPRESSED_LZ {
+            let out = lz_decompress(&stream, decompressed_size, &what)?;
+            let inner = Region {
+                bytes: &out,
+                base: stream.base,
+            };
+            // Offsets inside decompressed data are reported at the stream's start.
+            let res = match kind {
+                FATBIN_KIND_ELF => elf(&inner, &what),
+                _ => ptx(&inner, false),
+            };
+            res.map_err(|e| {
+                stream.err(
+                    0,
+                    format!(
+                        "{what} (decompressed, at byte {} of its content): {}",
+                        e.offset.saturating_sub(stream.base),
+                        e.problem
+                    ),
+                )
+            })?;
+        } else {
+            zstd_frame(&stream, decompressed_size, &what)?;
+        }
+    }
+    Ok(body_at + size)
+}
+
+/// Decompresses the LZ format of fatbin flag `0x2000` with every offset
+/// checked: tokens of (literal count, match length), literals, a 2-byte
+/// back offset.
+fn lz_decompress(s: &Region<'_>, expected: u64, what: &str) -> Result<Vec<u8>> {
+    let input = s.bytes;
+    let limit = usize::try_from(expected).unwrap_or(usize::MAX);
+    let mut out: Vec<u8> = Vec::new();
+    let mut pos = 0usize;
+    let too_big = |pos: usize| {
+        s.err(
+            pos as u64,
+            format!("{what}: the compressed stream decompresses to more than the stated {expected} bytes"),
+        )
+    };
+    let truncated = |pos: usize| {
+        s.err(
+            pos as u64,
+            format!("{what}: the compressed stream ends inside a token"),
+        )
+    };
+    while pos < input.len() {
+        let token = input[pos];
+        let mut literals = usize::from(token >> 4);
+        let mut matched = 4 + usize::from(token & 0xf);
+        pos += 1;
+        if literals == 0xf {
+            loop {
+                let b = *input.get(pos).ok_or_else(|| truncated(pos))?;
+                pos += 1;
+                literals = literals.saturating_add(usize::from(b));
+                if b != 0xff {
+                    break;
+                }
+            }
+        }
+        let lit = input
+            .get(pos..pos.saturating_add(literals))
+            .ok_or_else(|| truncated(pos))?;
+        if out.len() + lit.len() > limit {
+            return Err(too_big(pos));
+        }
+        out.extend_from_slice(lit);
+        pos += literals;
+        if pos >= input.len() {
+            break;
+        }
+        let lo = *input.get(pos).ok_or_else(|| truncated(pos))?;
+        let hi = *input.get(pos + 1).ok_or_else(|| truncated(pos))?;
+        let back = usize::from(lo) | usize::from(hi) << 8;
+        pos += 2;
+        if matched == 0xf + 4 {
+            loop {
+                let b = *input.get(pos).ok_or_else(|| truncated(pos))?;
+                pos += 1;
+                matched = matched.saturating_add(usize::from(b));
+                if b != 0xff {
+                    break;
+                }
+            }
+        }
+        if back == 0 || back > out.len() {
+            return Err(s.err(
+                pos as u64,
+                format!(
+                    "{what}: a back reference of {back} bytes points before the start of the {} bytes decompressed so far",
+                    out.len()
+                ),
+            ));
+        }
+        if out.len().saturating_add(matched) > limit {
+            return Err(too_big(pos));
+        }
+        let start = out.len() - back;
+        for i in 0..matched {
+            let b = out[start + i];
+            out.push(b);
+        }
+    }
+    if out.len() != limit {
+        return Err(s.err(
+            input.len() as u64,
+            format!(
+                "{what}: the compressed stream decompresses to {} bytes, not the stated {expected}",
+                out.len()
+            ),
+        ));
+    }
+    Ok(out)
+}
+
+/// Walks a zstd frame (flag `0x8000`): the frame header, then block headers
+/// whose sizes must lie inside the stream, up to the last block and the
+/// optional checksum; the frame's content size, where stated, must be the
+/// entry's decompressed size.
+fn zstd_frame(s: &Region<'_>, expected: u64, what: &str) -> Result<()> {
+    let magic = s.u32(0, &format!("{what}: the zstd frame's magic"))?;
+    if magic != 0xFD2F_B528 {
+        return Err(s.err(
+            0,
+            format!("{what}: a zstd-compressed entry does not start with a zstd frame (magic {magic:#x})"),
+        ));
+    }
+    let fhd = s.u8(4, &format!("{what}: the zstd frame header"))?;
+    if fhd & 0x08 != 0 {
+        return Err(s.err(
+            4,
+            format!("{what}: the zstd frame header sets a reserved bit"),
+        ));
+    }
+    let fcs_flag = fhd >> 6;
+    let single_segment = fhd & 0x20 != 0;
+    let checksum = fhd & 0x04 != 0;
+    let dict_len = [0u64, 1, 2, 4][usize::from(fhd & 3)];
+    let fcs_len = match (fcs_flag, single_segment) {
+        (0, false) => 0u64,
+        (0, true) => 1,
+        (1, _) => 2,
+        (2, _) => 4,
+        _ => 8,
+    };
+    let mut at = 5 + u64::from(!single_segment) + dict_len;
+    let fcs = s.range(at, fcs_len, &format!("{what}: the zstd frame header"))?;
+    let content = match fcs_len {
+        0 => None,
+        1 => Some(u64::from(fcs.bytes[0])),
+        2 => Some(u64::from(u16::from_le_bytes([fcs.bytes[0], fcs.bytes[1]])) + 256),
+        4 => Some(u64::from(fcs.u32(0, what)?)),
+        _ => Some(fcs.u64(0, what)?),
+    };
+    if let Some(c) = content
+        && c != expected
+    {
+        return Err(s.err(
+            at,
+            format!("{what}: the zstd frame holds {c} bytes but the entry states {expected}"),
+        ));
+    }
+    at += fcs_len;
+    loop {
+        let hdr = s.array::<3>(at, &format!("{what}: a zstd block header"))?;
+        let h = u32::from(hdr[0]) | u32::from(hdr[1]) << 8 | u32::from(hdr[2]) << 16;
+        let last = h & 1 != 0;
+        let block_type = (h >> 1) & 3;
+        let block_size = u64::from(h >> 3);
+        if block_size > 128 * 1024 {
+            return Err(s.err(
+                at,
+                format!("{what}: a zstd block of {block_size} bytes exceeds the 128 KiB limit"),
+            ));
+        }
+        let stored = match block_type {
+            0 | 2 => block_size,
+            1 => 1,
+            _ => {
+                return Err(s.err(at, format!("{what}: a zstd block has the reserved type 3")));
+            }
+        };
+        s.range(at + 3, stored, &format!("{what}: a zstd block"))?;
+        at += 3 + stored;
+        if last {
+            break;
+        }
+    }
+    if checksum {
+        s.range(at, 4, &format!("{what}: the zstd frame checksum"))?;
+        at += 4;
+    }
+    if at != s.len() as u64 {
+        return Err(s.err(
+            at,
+            format!(
+                "{what}: the zstd frame ends at byte {at} but the entry states {} compressed bytes",
+                s.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------- PTX
+
+/// PTX text: UTF-8 up to its NUL (or the end), with a `.version` directive.
+/// `whole` says the text is the whole image: then only one trailing NUL is
+/// allowed; inside a fatbin the payload is padded with NULs after the text.
+fn ptx(r: &Region<'_>, whole: bool) -> Result<()> {
+    let bytes = r.bytes;
+    let text_len = match bytes.iter().position(|&b| b == 0) {
+        Some(nul) => {
+            if whole && nul + 1 != bytes.len() {
+                return Err(r.err(
+                    nul as u64,
+                    "the PTX text holds a NUL byte before its end (the driver would stop reading there); is this a binary file?",
+                ));
+            }
+            if !whole && bytes[nul..].iter().any(|&b| b != 0) {
+                return Err(r.err(
+                    nul as u64,
+                    "the PTX entry holds a NUL byte followed by more text",
+                ));
+            }
+            nul
+        }
+        None if whole => bytes.len(),
+        None => {
+            return Err(r.err(
+                bytes.len() as u64,
+                "the PTX entry's text is not NUL-terminated inside its payload",
+            ));
+        }
+    };
+    let text = std::str::from_utf8(&bytes[..text_len]).map_err(|e| {
+        r.err(
+            e.valid_up_to() as u64,
+            if whole {
+                "not a cubin (ELF), a fatbin (magic 0xBA55ED50) or PTX text: the bytes are not UTF-8 text; is this the right file?"
+            } else {
+                "the PTX entry's text is not UTF-8"
+            },
+        )
+    })?;
+    let has_version = text.lines().any(|l| {
+        l.trim_start()
+            .strip_prefix(".version")
+            .is_some_and(|rest| rest.starts_with([' ', '\t']))
+    });
+    if !has_version {
+        return Err(r.err(
+            0,
+            if whole {
+                "not a cubin (ELF), a fatbin (magic 0xBA55ED50) or PTX text: no `.version` directive found; is this the right file?"
+            } else {
+                "the PTX entry has no `.version` directive"
+            },
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_unknown_and_wrapper_images_are_refused() {
+        assert_eq!(check(b"").unwrap_err().offset, 0);
+        assert!(check(b"hello").is_err());
+        let wrapper = 0x4662_43B1u32.to_le_bytes();
+        let e = check(&[&wrapper[..], &[0; 20]].concat()).unwrap_err();
+        assert!(e.problem.contains("__fatBinC_Wrapper_t"), "{e}");
+        assert!(check(b".version 9.0\n.target sm_90\n").is_ok());
+        assert!(check(b".version 9.0\n.target sm_90\n\0").is_ok());
+        let e = check(b".version 9.0\n\0.target sm_90\n").unwrap_err();
+        assert_eq!(e.offset, 13);
+    }
+
+    #[test]
+    fn lz_streams_are_checked() {
+        // Literal "abcd", then a 4-byte match 4 back: "abcdabcd".
+        let s = [0x40, b'a', b'b', b'c', b'd', 4, 0];
+        let r = Region::whole(&s);
+        assert_eq!(lz_decompress(&r, 8, "t").unwrap(), b"abcdabcd");
+        assert!(lz_decompress(&r, 7, "t").is_err());
+        let bad = [0x40, b'a', b'b', b'c', b'd', 5, 0];
+        assert!(lz_decompress(&Region::whole(&bad), 8, "t").is_err());
+    }
+}

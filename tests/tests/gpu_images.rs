@@ -1,0 +1,249 @@
+//! Truncated and corrupted images through `Module::from_image` and
+//! `Library::from_image`: each is an `Err` (the validator refuses it before
+//! the driver reads it, or the driver refuses it), the process lives, and a
+//! valid image still loads afterwards. At 38e7deb 4 of 5 such images killed
+//! the process with SIGSEGV.
+//!
+//! The images are the checked-in fixtures of `cuda-api/tests/fixtures/images`
+//! (nvcc 13.0, sm_90 cubin, fatbins, PTX).
+
+use cuda_api::{Context, Device, Error, Library, Module};
+use warp_launch::AotModule;
+
+const FIXTURES: &[(&str, &[u8])] = &[
+    (
+        "add_one.sm_90.cubin",
+        include_bytes!("../../cuda-api/tests/fixtures/images/add_one.sm_90.cubin"),
+    ),
+    (
+        "add_one.fatbin",
+        include_bytes!("../../cuda-api/tests/fixtures/images/add_one.fatbin"),
+    ),
+    (
+        "add_one.zstd.fatbin",
+        include_bytes!("../../cuda-api/tests/fixtures/images/add_one.zstd.fatbin"),
+    ),
+    (
+        "add_one.lz4.fatbin",
+        include_bytes!("../../cuda-api/tests/fixtures/images/add_one.lz4.fatbin"),
+    ),
+    (
+        "add_one.ptx",
+        include_bytes!("../../cuda-api/tests/fixtures/images/add_one.ptx"),
+    ),
+];
+
+/// SplitMix64.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+fn ctx() -> Context {
+    Context::primary(&Device::get(0).expect("device 0")).expect("primary context")
+}
+
+/// Loads `image` both ways; returns how many of the two loads succeeded.
+fn load_both(ctx: &Context, image: &[u8]) -> (Result<Module, Error>, Result<Library, Error>) {
+    (Module::from_image(ctx, image), Library::from_image(image))
+}
+
+fn valid_images_still_load(ctx: &Context) {
+    for (name, bytes) in FIXTURES {
+        let m = Module::from_image(ctx, bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+        m.function("add_one")
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let l = Library::from_image(bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+        l.function("add_one")
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+}
+
+fn set(v: &mut [u8], at: usize, width: usize, value: u64) {
+    v[at..at + width].copy_from_slice(&value.to_le_bytes()[..width]);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn truncated_and_corrupted_images_are_errors_and_valid_ones_still_load() {
+    let ctx = ctx();
+    valid_images_still_load(&ctx);
+    let mut refused = 0;
+    for (name, bytes) in FIXTURES.iter().filter(|(n, _)| !n.ends_with(".ptx")) {
+        for len in 0..bytes.len() {
+            let (m, l) = load_both(&ctx, &bytes[..len]);
+            for (what, r) in [("Module", m.err()), ("Library", l.err())] {
+                match r {
+                    Some(Error::InvalidImage(_)) => refused += 1,
+                    Some(e) => panic!("{what} {name}[..{len}]: not InvalidImage: {e}"),
+                    None => panic!("{what}::from_image loaded {name} cut to {len} bytes"),
+                }
+            }
+        }
+    }
+    eprintln!("{refused} truncated loads refused");
+    // Header fields the driver follows, set past the end of the image.
+    let (_, cubin) = FIXTURES[0];
+    let shoff = u64::from_le_bytes(cubin[40..48].try_into().unwrap()) as usize;
+    let (_, fatbin) = FIXTURES[1];
+    let cases: Vec<(&str, &[u8], usize, usize, u64)> = vec![
+        ("cubin e_shoff", cubin, 40, 8, 1 << 40),
+        ("cubin e_phoff", cubin, 32, 8, 1 << 40),
+        ("cubin e_shnum", cubin, 60, 2, 0xffff),
+        ("cubin e_shstrndx", cubin, 62, 2, 0x7fff),
+        ("cubin .symtab size", cubin, shoff + 3 * 64 + 32, 8, 1 << 32),
+        (
+            "cubin .symtab offset",
+            cubin,
+            shoff + 3 * 64 + 24,
+            8,
+            1 << 32,
+        ),
+        ("cubin .strtab size", cubin, shoff + 2 * 64 + 32, 8, 1 << 32),
+        ("fatbin payload size", fatbin, 8, 8, 1 << 32),
+        ("fatbin entry header size", fatbin, 20, 4, 0xffff_0000),
+        ("fatbin entry payload size", fatbin, 24, 8, 1 << 40),
+        ("fatbin nested e_shoff", fatbin, 80 + 40, 8, 1 << 40),
+    ];
+    for (what, image, at, width, value) in cases {
+        let mut v = image.to_vec();
+        set(&mut v, at, width, value);
+        let (m, l) = load_both(&ctx, &v);
+        let m = m.err().unwrap_or_else(|| panic!("Module loaded: {what}"));
+        let l = l.err().unwrap_or_else(|| panic!("Library loaded: {what}"));
+        eprintln!("{what}: {m}");
+        assert!(matches!(m, Error::InvalidImage(_)), "{what}: {m}");
+        assert!(matches!(l, Error::InvalidImage(_)), "{what}: {l}");
+    }
+    valid_images_still_load(&ctx);
+}
+
+/// Seeded random corruptions of every fixture, loaded both ways in a child
+/// process (so a crash is reported with the seed, not as a dead runner):
+/// each load is `Ok` (the corruption hit bytes the driver does not follow,
+/// e.g. code) or `Err`; the child must finish.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn random_corruptions_never_crash_the_process() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_loads_random_corruptions",
+            "--include-ignored",
+            "--nocapture",
+        ])
+        .env("SDK_IMAGES_CHILD", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let tail: Vec<&str> = stderr.lines().rev().take(20).collect();
+    eprintln!(
+        "child stderr (last lines):\n{}",
+        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+    );
+    assert!(
+        out.status.success(),
+        "the child died or failed ({}); the last 'loading' line names the image",
+        out.status
+    );
+    assert!(stderr.contains("child: done"), "the child did not finish");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn child_loads_random_corruptions() {
+    if std::env::var_os("SDK_IMAGES_CHILD").is_none() {
+        return; // only meaningful as the child of random_corruptions_never_crash_the_process
+    }
+    let ctx = ctx();
+    let rounds: usize = std::env::var("SDK_IMAGES_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(300);
+    let (mut ok, mut refused, mut driver) = (0, 0, 0);
+    for (fi, (name, bytes)) in FIXTURES.iter().enumerate() {
+        for round in 0..rounds {
+            let seed = (fi as u64) << 32 | round as u64;
+            let mut rng = Rng(seed);
+            let mut v = bytes.to_vec();
+            for _ in 0..1 + rng.below(4) {
+                let i = rng.below(v.len());
+                match rng.below(3) {
+                    0 => v[i] ^= 1 << rng.below(8),
+                    1 => v[i] = rng.next() as u8,
+                    _ => {
+                        let end = (i + 4).min(v.len());
+                        v[i..end].fill(0xff);
+                    }
+                }
+            }
+            eprintln!("loading {name} corruption seed {seed:#x}");
+            let (m, l) = load_both(&ctx, &v);
+            for r in [m.map(|_| ()), l.map(|_| ())] {
+                match r {
+                    Ok(()) => ok += 1,
+                    Err(Error::InvalidImage(_)) => refused += 1,
+                    Err(_) => driver += 1,
+                }
+            }
+        }
+    }
+    valid_images_still_load(&ctx);
+    eprintln!(
+        "child: done: {ok} loaded, {refused} refused by the validator, {driver} refused by the driver"
+    );
+}
+
+/// `AotModule::load` on the bundle's Warp module with its cubin truncated or
+/// its section table corrupted: an error each time; the untouched module
+/// loads afterwards.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn warp_aot_module_with_a_bad_cubin_is_an_error() {
+    let src = sdk_tests::warp::data_dir().join("aot");
+    let names: Vec<String> = std::fs::read_dir(&src)
+        .unwrap_or_else(|e| panic!("{}: {e} (run cargo xtask gpu-bundle)", src.display()))
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let cubin_name = names
+        .iter()
+        .find(|n| n.ends_with(".cubin"))
+        .expect("the Warp module has a cubin")
+        .clone();
+    let cubin = std::fs::read(src.join(&cubin_name)).unwrap();
+    let mut corrupted = cubin.clone();
+    corrupted[40..48].copy_from_slice(&(1u64 << 40).to_le_bytes());
+    let dir = std::env::temp_dir().join(format!("gpu-images-aot-{}", std::process::id()));
+    for (what, image) in [
+        ("empty", Vec::new()),
+        ("64 bytes", cubin[..64].to_vec()),
+        ("half", cubin[..cubin.len() / 2].to_vec()),
+        ("one byte short", cubin[..cubin.len() - 1].to_vec()),
+        ("e_shoff past the end", corrupted),
+    ] {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for n in &names {
+            let from = src.join(n);
+            if from.is_file() {
+                std::fs::copy(&from, dir.join(n)).unwrap();
+            }
+        }
+        std::fs::write(dir.join(&cubin_name), &image).unwrap();
+        let e = AotModule::load(&dir).expect_err(what);
+        eprintln!("{what}: {e}");
+        assert!(e.to_string().contains("refused the image"), "{what}: {e}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+    AotModule::load(&src).expect("the untouched Warp module still loads");
+}

@@ -1,0 +1,215 @@
+//! `cargo xtask fuzz [--seconds N] [--target NAME] [--seed N]`: a bounded
+//! mutation fuzzer on stable Rust (see [`engine`]).
+//!
+//! Targets: `spec` (xtask's own spec loader and generator, in this
+//! process), and, run by `cargo test --release -p sdk-tests --test fuzz`
+//! through the crates' `#[doc(hidden)] fuzzing` entry points (xtask does not
+//! depend on those crates): `image` (cuda-api's cubin/fatbin/PTX
+//! validator), `warp-cu` and `warp-meta` (warp-launch's readers of Warp's
+//! generated `.cu` and `.meta`). Crashing and hanging inputs are saved under
+//! `target/fuzz/<target>/` and reported; the task fails when there is one.
+
+pub mod engine;
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::Result;
+use crate::codegen;
+use crate::spec::load::load_sources;
+
+/// The targets, in run order.
+pub const TARGETS: &[&str] = &["spec", "image", "warp-cu", "warp-meta"];
+
+/// The separator between files of one `spec` input.
+const FILE_MARK: &str = "#@@ file ";
+
+/// The `spec` target's function: an input is a set of spec files
+/// (`#@@ file PATH` lines start each), loaded, validated and, when they
+/// load, generated. Errors are fine; a panic or a hang is a finding.
+pub fn spec_target(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let mut sources: Vec<(String, String)> = Vec::new();
+    for part in text.split(FILE_MARK).skip(1) {
+        let (path, body) = part.split_once('\n').unwrap_or((part, ""));
+        sources.push((path.trim().to_string(), body.to_string()));
+    }
+    if let Ok(specs) = load_sources(&sources) {
+        let _ = codegen::generate(&specs);
+    }
+}
+
+/// The `spec` target's seeds: the generator's good fixture (three files)
+/// and the Warp ABI spec.
+pub fn spec_seeds(root: &Path) -> Vec<Vec<u8>> {
+    let fixture = root.join("xtask/tests/fixtures/good/specs");
+    let mut set = String::new();
+    for rel in ["errors.yaml", "types/types.yaml", "functions/demo.yaml"] {
+        if let Ok(t) = std::fs::read_to_string(fixture.join(rel)) {
+            set.push_str(&format!("{FILE_MARK}specs/{rel}\n{t}"));
+        }
+    }
+    let mut seeds = vec![set.into_bytes()];
+    if let Ok(t) = std::fs::read_to_string(root.join("specs/warp/abi.yaml")) {
+        seeds.push(format!("{FILE_MARK}specs/warp/abi.yaml\n{t}").into_bytes());
+    }
+    seeds
+}
+
+/// Tokens of spec YAML.
+pub const SPEC_TOKENS: &[&[u8]] = &[
+    b"\n",
+    b"\n- ",
+    b": ",
+    b"  ",
+    b"- name: ",
+    b"name: a b\n",
+    b"type: ",
+    b"role: out\n",
+    b"len: ",
+    b"rust_name: ",
+    b"[",
+    b"]",
+    b"{",
+    b"}",
+    b"&a ",
+    b"*a",
+    b"<<: *a\n",
+    b"!!str ",
+    b"'",
+    b"\"",
+    b"#",
+    b"|\n",
+    b"18446744073709551615",
+    b"-1",
+    b"99999999999999999999999",
+    b"unsigned int *",
+    b"const void *",
+    b"char[16]",
+    b"void",
+    b"type",
+    b"fn",
+    b"self",
+    b"1x",
+    b"\xc3\xa9",
+    FILE_MARK.as_bytes(),
+];
+
+/// The task: parses its arguments, runs the `spec` target here and the
+/// others in `cargo test --release -p sdk-tests --test fuzz`.
+pub fn run(root: &Path, args: &[String]) -> Result<()> {
+    let mut seconds = 10.0f64;
+    let mut target: Option<String> = None;
+    let mut seed: u64 = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(1);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut value = |flag: &str| {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("`{flag}` needs a value; see `cargo xtask help`"))
+        };
+        match a.as_str() {
+            "--seconds" => {
+                let v = value("--seconds")?;
+                seconds = v
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|s| s.is_finite() && *s >= 0.0 && *s <= 86_400.0)
+                    .ok_or_else(|| {
+                        format!(
+                            "--seconds {v}: give a number of seconds per target from 0 to 86400"
+                        )
+                    })?;
+            }
+            "--target" => {
+                let v = value("--target")?;
+                if !TARGETS.contains(&v.as_str()) {
+                    return Err(format!(
+                        "--target {v}: unknown target; the targets are {}",
+                        TARGETS.join(", ")
+                    )
+                    .into());
+                }
+                target = Some(v);
+            }
+            "--seed" => {
+                let v = value("--seed")?;
+                seed = v
+                    .parse()
+                    .map_err(|_| format!("--seed {v}: give a non-negative integer"))?;
+            }
+            other => {
+                return Err(format!(
+                    "cargo xtask fuzz: unknown argument `{other}`; usage: cargo xtask fuzz [--seconds N] [--target {}] [--seed N]",
+                    TARGETS.join("|")
+                )
+                .into());
+            }
+        }
+    }
+    let out_dir = root.join("target/fuzz");
+    let wants = |t: &str| target.as_deref().is_none_or(|x| x == t);
+    let mut failures = Vec::new();
+    if wants("spec") {
+        let config = engine::Config {
+            time: std::time::Duration::from_secs_f64(seconds),
+            iterations: u64::MAX,
+            input_limit: std::time::Duration::from_secs(5),
+            seed,
+            out_dir: out_dir.clone(),
+        };
+        let t = engine::Target {
+            name: "spec",
+            seeds: spec_seeds(root),
+            tokens: SPEC_TOKENS,
+            run: &spec_target,
+        };
+        let report = engine::run(&t, &config);
+        println!("{}", report.summary());
+        if !report.crashes.is_empty() {
+            failures.push("spec".to_string());
+        }
+    }
+    let others: Vec<&str> = TARGETS[1..].iter().copied().filter(|t| wants(t)).collect();
+    if !others.is_empty() {
+        println!(
+            "fuzz: cargo test --release -p sdk-tests --test fuzz ({}; seed {seed})",
+            others.join(", ")
+        );
+        let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .args([
+                "test",
+                "--release",
+                "-p",
+                "sdk-tests",
+                "--test",
+                "fuzz",
+                "--",
+                "--nocapture",
+            ])
+            .env("FUZZ_SECONDS", seconds.to_string())
+            .env("FUZZ_ITERATIONS", u64::MAX.to_string())
+            .env("FUZZ_SEED", seed.to_string())
+            .env("FUZZ_TARGET", others.join(","))
+            .env("FUZZ_OUT", &out_dir)
+            .current_dir(root)
+            .status()
+            .map_err(|e| format!("cannot run cargo test for the fuzz targets: {e}"))?;
+        if !status.success() {
+            failures.push(format!("{} ({status})", others.join(", ")));
+        }
+    }
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "fuzzing found problems in: {}; the inputs are under {} (crash-*, hang-*; `current` is the input a dead process was running)",
+            failures.join("; "),
+            out_dir.display()
+        )
+        .into())
+    }
+}
