@@ -125,6 +125,7 @@ fn main() {
         shape: [N as u32],
         size: N,
         coord_mult: 1,
+        ..LaunchBounds1::default()
     };
     let mut a = 2.0f32;
     let mut xa = x.abi();

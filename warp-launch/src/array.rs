@@ -803,6 +803,7 @@ impl Array {
             strides,
             ndim: self.ndim as _,
             flags: 0,
+            ..ArrayT::default()
         }
     }
 

@@ -361,3 +361,36 @@ fn describe_struct_hint(st: &StructType) -> String {
             .join(", ")
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::generated::abi::{
+        ArrayT, LaunchBounds1, LaunchBounds2, LaunchBounds3, LaunchBounds4,
+    };
+
+    /// The ABI types have no implicit padding: every byte is a field (the
+    /// C layout's gaps are explicit `_pad` fields), so a struct embedding
+    /// them can be read byte by byte.
+    #[test]
+    fn abi_types_have_no_implicit_padding() {
+        let a = ArrayT::default();
+        let fields = size_of_val(&a.data)
+            + size_of_val(&a.grad)
+            + size_of_val(&a.shape)
+            + size_of_val(&a.strides)
+            + size_of_val(&a.ndim)
+            + size_of_val(&a.flags)
+            + size_of_val(&a._pad0);
+        assert_eq!(fields, size_of::<ArrayT>());
+        macro_rules! bounds {
+            ($($t:ty),*) => {$({
+                let b = <$t>::default();
+                let pads = size_of::<$t>() - size_of_val(&b.shape) - size_of_val(&b.size) - size_of_val(&b.coord_mult);
+                assert_eq!(pads, 0, "{}", stringify!($t));
+            })*};
+        }
+        bounds!(LaunchBounds2, LaunchBounds4);
+        assert_eq!(size_of_val(&LaunchBounds1::default()._pad0), 4);
+        assert_eq!(size_of_val(&LaunchBounds3::default()._pad0), 4);
+    }
+}

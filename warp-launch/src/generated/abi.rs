@@ -22,6 +22,8 @@ pub const ARRAY_FLAG_RETAIN_GRAD: u16 = 1;
 pub struct LaunchBounds1 {
     /// Extent of each launch dimension.
     pub shape: [u32; 1],
+    /// Explicit padding (zero): the C layout leaves these bytes unused.
+    pub _pad0: [u8; 4],
     /// Number of threads the kernel runs its body for (the product of `shape`, times `coord_mult`).
     pub size: usize,
     /// Threads sharing one coordinate tuple; a flat index is divided by it before it is unravelled into coordinates (1 when no launch dimensions were folded away).
@@ -48,6 +50,8 @@ const _: [(); 8] = [(); ::core::mem::align_of::<LaunchBounds2>()];
 pub struct LaunchBounds3 {
     /// Extent of each launch dimension.
     pub shape: [u32; 3],
+    /// Explicit padding (zero): the C layout leaves these bytes unused.
+    pub _pad0: [u8; 4],
     /// Number of threads the kernel runs its body for (the product of `shape`, times `coord_mult`).
     pub size: usize,
     /// Threads sharing one coordinate tuple; a flat index is divided by it before it is unravelled into coordinates (1 when no launch dimensions were folded away).
@@ -84,6 +88,8 @@ pub struct ArrayT {
     pub ndim: u16,
     /// `ARRAY_FLAG_*` bits.
     pub flags: u16,
+    /// Explicit padding (zero): the C layout leaves these bytes unused.
+    pub _pad0: [u8; 4],
 }
 const _: [(); 56] = [(); ::core::mem::size_of::<ArrayT>()];
 const _: [(); 8] = [(); ::core::mem::align_of::<ArrayT>()];

@@ -34,6 +34,18 @@ fn field_type(f: &FieldSpec, n: u32) -> Result<TokenStream> {
     })
 }
 
+/// Bytes of field `f` (with `n` for `len: N`).
+fn field_bytes(f: &FieldSpec, n: u32) -> Result<usize> {
+    let (size, _) = crate::spec::warp::rust_scalar_layout(&f.rust_type)
+        .ok_or_else(|| format!("field {}: no layout for {}", f.name.value, f.rust_type))?;
+    Ok(size
+        * match &f.len {
+            None => 1,
+            Some(FieldLen::Fixed(k)) => *k as usize,
+            Some(FieldLen::Param(_)) => n as usize,
+        })
+}
+
 fn c_field(f: &FieldSpec, n_name: &str) -> String {
     let len = match &f.len {
         None => String::new(),
@@ -68,13 +80,34 @@ fn abi_struct(
     size: usize,
     align: usize,
 ) -> Result<TokenStream> {
+    let (_, _, offsets) = crate::spec::warp::c_layout(spec_fields, n)
+        .ok_or_else(|| format!("{name}: the fields have no C layout"))?;
     let mut fields = Vec::new();
-    for f in spec_fields {
+    let mut end = 0usize;
+    let mut pads = 0usize;
+    // Padding the C layout leaves between fields and at the end becomes an
+    // explicit zero field, so the Rust type has no padding bytes: every byte
+    // of a value is initialised and may be read as it is.
+    let mut pad = |fields: &mut Vec<TokenStream>, gap: usize| {
+        if gap > 0 {
+            let pname = format_ident!("_pad{}", pads);
+            pads += 1;
+            let gap = Literal::usize_unsuffixed(gap);
+            fields.push(quote! {
+                #[doc = " Explicit padding (zero): the C layout leaves these bytes unused."]
+                pub #pname: [u8; #gap],
+            });
+        }
+    };
+    for (f, &offset) in spec_fields.iter().zip(&offsets) {
+        pad(&mut fields, offset - end);
         let fname = format_ident!("{}", f.name.value);
         let fdoc = format!(" {}", f.doc);
         let t = field_type(f, n)?;
         fields.push(quote! { #[doc = #fdoc] pub #fname: #t, });
+        end = offset + field_bytes(f, n)?;
     }
+    pad(&mut fields, size.saturating_sub(end));
     let size = Literal::usize_unsuffixed(size);
     let align = Literal::usize_unsuffixed(align);
     Ok(quote! {
