@@ -20,10 +20,16 @@
 //!   ELF, header size, payload, the options and name fields inside the
 //!   header, entries tiling the payload exactly); an uncompressed ELF entry
 //!   is checked as a cubin and an uncompressed PTX entry as PTX text; a
-//!   compressed entry's sizes are checked and its stream walked (the LZ
-//!   format of flag `0x2000` is decompressed and its content checked; for
-//!   zstd, flag `0x8000`, the frame and block headers are walked and the
-//!   stated sizes compared, and the content is not decompressed here).
+//!   compressed entry (the LZ format of flag `0x2000`, or zstd, flag
+//!   `0x8000`, which nvcc 13 uses by default for PTX entries and with
+//!   `-Xfatbin -compress-all`) is decompressed and its content checked
+//!   exactly as an uncompressed entry. Decompression is capped at the
+//!   entry's stated decompressed size: a stream that would produce more, or
+//!   less, is refused, and no more than that size is ever collected (for
+//!   zstd, [ruzstd](https://docs.rs/ruzstd) decodes one block at a time; the
+//!   frame and block headers are walked first, so that a stated size the
+//!   blocks cannot reach, or a window far larger than the content, is
+//!   refused before anything is allocated).
 //! - **PTX text**: UTF-8, a `.version` directive, and no NUL before the one
 //!   the loader appends (one trailing NUL is allowed).
 //!
@@ -763,30 +769,31 @@ fn entry(payload: &Region<'_>, at: u64, n: usize) -> Result<u64> {
             ));
         }
         let stream = body.range(0, compressed_size, &what)?;
-        if compression == FLAG_COMPRESSED_LZ {
-            let out = lz_decompress(&stream, decompressed_size, &what)?;
-            let inner = Region {
-                bytes: &out,
-                base: stream.base,
-            };
-            // Offsets inside decompressed data are reported at the stream's start.
-            let res = match kind {
-                FATBIN_KIND_ELF => elf(&inner, &what),
-                _ => ptx(&inner, false),
-            };
-            res.map_err(|e| {
-                stream.err(
-                    0,
-                    format!(
-                        "{what} (decompressed, at byte {} of its content): {}",
-                        e.offset.saturating_sub(stream.base),
-                        e.problem
-                    ),
-                )
-            })?;
+        let out = if compression == FLAG_COMPRESSED_LZ {
+            lz_decompress(&stream, decompressed_size, &what)?
         } else {
-            zstd_frame(&stream, decompressed_size, &what)?;
-        }
+            let window = zstd_frame(&stream, decompressed_size, &what)?;
+            zstd_decompress(&stream, decompressed_size, window, &what)?
+        };
+        let inner = Region {
+            bytes: &out,
+            base: stream.base,
+        };
+        // Offsets inside decompressed data are reported at the stream's start.
+        let res = match kind {
+            FATBIN_KIND_ELF => elf(&inner, &what),
+            _ => ptx(&inner, false),
+        };
+        res.map_err(|e| {
+            stream.err(
+                0,
+                format!(
+                    "{what} (decompressed, at byte {} of its content): {}",
+                    e.offset.saturating_sub(stream.base),
+                    e.problem
+                ),
+            )
+        })?;
     }
     Ok(body_at + size)
 }
@@ -881,11 +888,21 @@ fn lz_decompress(s: &Region<'_>, expected: u64, what: &str) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// zstd's largest block (`Block_Maximum_Size` is the smaller of this and
+/// the window).
+const ZSTD_MAX_BLOCK: u64 = 128 * 1024;
+/// The window a zstd entry may ask for when its content is small: encoders
+/// without the content size at hand use their level's default (up to 8 MiB
+/// below level 20). Larger windows must be no larger than the content's
+/// size rounded up to a power of two (what an encoder that knew it chose).
+const ZSTD_WINDOW_FLOOR: u64 = 8 << 20;
+
 /// Walks a zstd frame (flag `0x8000`): the frame header, then block headers
 /// whose sizes must lie inside the stream, up to the last block and the
 /// optional checksum; the frame's content size, where stated, must be the
-/// entry's decompressed size.
-fn zstd_frame(s: &Region<'_>, expected: u64, what: &str) -> Result<()> {
+/// entry's decompressed size, and the blocks must be able to produce that
+/// many bytes. Returns the frame's window size (the decoder's buffer).
+fn zstd_frame(s: &Region<'_>, expected: u64, what: &str) -> Result<u64> {
     let magic = s.u32(0, &format!("{what}: the zstd frame's magic"))?;
     if magic != 0xFD2F_B528 {
         return Err(s.err(
@@ -904,12 +921,23 @@ fn zstd_frame(s: &Region<'_>, expected: u64, what: &str) -> Result<()> {
     let single_segment = fhd & 0x20 != 0;
     let checksum = fhd & 0x04 != 0;
     let dict_len = [0u64, 1, 2, 4][usize::from(fhd & 3)];
+    if dict_len != 0 {
+        return Err(s.err(
+            4,
+            format!("{what}: the zstd frame names a dictionary, which a fatbin entry cannot carry"),
+        ));
+    }
     let fcs_len = match (fcs_flag, single_segment) {
         (0, false) => 0u64,
         (0, true) => 1,
         (1, _) => 2,
         (2, _) => 4,
         _ => 8,
+    };
+    let window_descriptor = if single_segment {
+        None
+    } else {
+        Some(s.u8(5, &format!("{what}: the zstd frame header"))?)
     };
     let mut at = 5 + u64::from(!single_segment) + dict_len;
     let fcs = s.range(at, fcs_len, &format!("{what}: the zstd frame header"))?;
@@ -928,26 +956,59 @@ fn zstd_frame(s: &Region<'_>, expected: u64, what: &str) -> Result<()> {
             format!("{what}: the zstd frame holds {c} bytes but the entry states {expected}"),
         ));
     }
+    // A single-segment frame's window is its content size (stated, as
+    // `fcs_len` is at least 1 there, and equal to `expected`).
+    let window = match window_descriptor {
+        None => expected,
+        Some(d) => {
+            let base = 1u64 << (10 + u32::from(d >> 3));
+            base + (base / 8) * u64::from(d & 7)
+        }
+    };
+    let window_cap = expected.next_power_of_two().max(ZSTD_WINDOW_FLOOR);
+    if window > window_cap {
+        return Err(s.err(
+            5,
+            format!(
+                "{what}: the zstd frame asks for a {window}-byte window, more than the {window_cap} \
+                 bytes that its {expected} bytes of content can need"
+            ),
+        ));
+    }
+    let block_max = window.min(ZSTD_MAX_BLOCK);
     at += fcs_len;
+    // The most the blocks can produce: a raw or RLE block states its size, a
+    // compressed one makes at most `block_max` bytes.
+    let mut most = 0u64;
     loop {
         let hdr = s.array::<3>(at, &format!("{what}: a zstd block header"))?;
         let h = u32::from(hdr[0]) | u32::from(hdr[1]) << 8 | u32::from(hdr[2]) << 16;
         let last = h & 1 != 0;
         let block_type = (h >> 1) & 3;
         let block_size = u64::from(h >> 3);
-        if block_size > 128 * 1024 {
+        if block_size > ZSTD_MAX_BLOCK {
             return Err(s.err(
                 at,
                 format!("{what}: a zstd block of {block_size} bytes exceeds the 128 KiB limit"),
             ));
         }
-        let stored = match block_type {
-            0 | 2 => block_size,
-            1 => 1,
+        let (stored, produces) = match block_type {
+            0 => (block_size, block_size),
+            1 => (1, block_size),
+            2 => (block_size, block_max),
             _ => {
                 return Err(s.err(at, format!("{what}: a zstd block has the reserved type 3")));
             }
         };
+        if block_type != 2 && block_size > block_max {
+            return Err(s.err(
+                at,
+                format!(
+                    "{what}: a zstd block of {block_size} bytes exceeds the frame's {block_max}-byte block limit"
+                ),
+            ));
+        }
+        most = most.saturating_add(produces);
         s.range(at + 3, stored, &format!("{what}: a zstd block"))?;
         at += 3 + stored;
         if last {
@@ -967,7 +1028,146 @@ fn zstd_frame(s: &Region<'_>, expected: u64, what: &str) -> Result<()> {
             ),
         ));
     }
-    Ok(())
+    if most < expected {
+        return Err(s.err(
+            0,
+            format!(
+                "{what}: the zstd frame's blocks can make at most {most} bytes, not the stated {expected}"
+            ),
+        ));
+    }
+    Ok(window)
+}
+
+/// Decompresses a zstd frame already walked by [`zstd_frame`] (which
+/// returned its `window`), one block at a time, collecting at most
+/// `expected` bytes: a frame that makes more is refused as soon as that is
+/// seen (ruzstd keeps at most the window plus one block besides), one that
+/// makes fewer, or is corrupt, is refused with the offset of the block the
+/// decoder was reading.
+fn zstd_decompress(s: &Region<'_>, expected: u64, window: u64, what: &str) -> Result<Vec<u8>> {
+    use ruzstd::decoding::{BlockDecodingStrategy, FrameDecoder};
+    use ruzstd::io::Read;
+
+    let limit = usize::try_from(expected).map_err(|_| {
+        s.err(
+            0,
+            format!("{what}: the decompressed size {expected} does not fit this machine's memory"),
+        )
+    })?;
+    let decode = || -> std::result::Result<Vec<u8>, (u64, String)> {
+        let mut src: &[u8] = s.bytes;
+        let mut decoder = FrameDecoder::new();
+        decoder.set_max_window_size(window);
+        decoder
+            .reset(&mut src)
+            .map_err(|e| (0, format!("the zstd frame header: {e}")))?;
+        let mut out: Vec<u8> = Vec::new();
+        let mut block = 0usize;
+        loop {
+            let block_at = (s.len() - src.len()) as u64;
+            let finished = decoder
+                .decode_blocks(&mut src, BlockDecodingStrategy::UptoBlocks(1))
+                .map_err(|e| (block_at, zstd_block_error(block, block_at, &e)))?;
+            block += 1;
+            // Collect what the decoder can give (all of it once finished).
+            loop {
+                let ready = decoder.can_collect();
+                if ready == 0 {
+                    break;
+                }
+                if ready > limit - out.len() {
+                    return Err((
+                        block_at,
+                        format!(
+                            "the zstd frame decompresses to more than the stated {expected} bytes \
+                             (at least {} by block {block})",
+                            out.len().saturating_add(ready)
+                        ),
+                    ));
+                }
+                let start = out.len();
+                if out.capacity() < start + ready {
+                    // Grow by doubling, never past the stated size.
+                    let want = out.capacity().saturating_mul(2).clamp(start + ready, limit);
+                    out.try_reserve_exact(want - start).map_err(|_| {
+                        (
+                            block_at,
+                            format!("cannot allocate {want} bytes for the decompressed entry"),
+                        )
+                    })?;
+                }
+                out.resize(start + ready, 0);
+                let got = decoder.read(&mut out[start..]).map_err(|e| {
+                    (
+                        block_at,
+                        format!("collecting zstd block {block}'s bytes: {e}"),
+                    )
+                })?;
+                out.truncate(start + got);
+                if got == 0 {
+                    break;
+                }
+            }
+            if finished {
+                break;
+            }
+        }
+        if !src.is_empty() {
+            return Err((
+                (s.len() - src.len()) as u64,
+                format!(
+                    "the zstd frame ends {} bytes before the stated compressed size",
+                    src.len()
+                ),
+            ));
+        }
+        if out.len() != limit {
+            return Err((
+                s.len() as u64,
+                format!(
+                    "the zstd frame decompresses to {} bytes, not the stated {expected}",
+                    out.len()
+                ),
+            ));
+        }
+        Ok(out)
+    };
+    // ruzstd returns errors for corrupt input; a panic there (a bug) is
+    // still reported as a refusal rather than unwinding into the caller.
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(decode)) {
+        Ok(Ok(out)) => Ok(out),
+        Ok(Err((at, problem))) => Err(s.err(at, format!("{what}: {problem}"))),
+        Err(_) => Err(s.err(
+            0,
+            format!("{what}: the zstd decoder failed on this stream (an internal error in ruzstd)"),
+        )),
+    }
+}
+
+/// ruzstd's error for block `block` (its header at `at` in the stream), in
+/// words (its own `Display` swaps "header" and "body").
+fn zstd_block_error(
+    block: usize,
+    at: u64,
+    e: &ruzstd::decoding::errors::FrameDecoderError,
+) -> String {
+    use ruzstd::decoding::errors::FrameDecoderError as E;
+    match e {
+        E::FailedToReadBlockBody(inner) => {
+            format!(
+                "the content of zstd block {block} (header at byte {at} of the stream) does not decode: {inner}"
+            )
+        }
+        E::FailedToReadBlockHeader(inner) => {
+            format!(
+                "the header of zstd block {block} (at byte {at} of the stream) does not decode: {inner}"
+            )
+        }
+        other => format!(
+            "zstd block {block} (header at byte {at} of the stream) does not decode: {other}"
+        ),
+    }
 }
 
 // ---------------------------------------------------------------- PTX

@@ -31,7 +31,17 @@ const FIXTURES: &[(&str, &[u8], ImageKind)] = &[
         include_bytes!("fixtures/images/add_one.ptx"),
         ImageKind::Ptx,
     ),
+    (
+        "add_one.G.fatbin",
+        include_bytes!("fixtures/images/add_one.G.fatbin"),
+        ImageKind::Fatbin,
+    ),
 ];
+
+/// `add_one.zstd.fatbin` with its zstd-compressed cubin's e_shoff set far
+/// past the end, recompressed (`fixtures/images/corrupt_zstd.py`): the
+/// compressed stream is valid, its content is not.
+const ZSTD_BAD_SHOFF: &[u8] = include_bytes!("fixtures/images/add_one.zstd.bad_shoff.fatbin");
 
 /// A small deterministic generator (SplitMix64).
 struct Rng(u64);
@@ -196,4 +206,178 @@ fn library_from_image_refuses_truncations_before_loading_the_driver() {
             );
         }
     }
+}
+
+/// The fatbin's entries as (offset of the entry header in the image, header
+/// size, kind, flags, compressed size, decompressed size).
+fn entries(fatbin: &[u8]) -> Vec<(usize, usize, u16, u64, usize, u64)> {
+    let le = |at: usize, n: usize| {
+        let mut b = [0u8; 8];
+        b[..n].copy_from_slice(&fatbin[at..at + n]);
+        u64::from_le_bytes(b)
+    };
+    let header = le(6, 2) as usize;
+    let end = header + le(8, 8) as usize;
+    let mut at = header;
+    let mut out = Vec::new();
+    while at < end {
+        let hs = le(at + 4, 4) as usize;
+        out.push((
+            at,
+            hs,
+            le(at, 2) as u16,
+            le(at + 40, 8),
+            le(at + 16, 4) as usize,
+            le(at + 56, 8),
+        ));
+        at += hs + le(at + 8, 8) as usize;
+    }
+    out
+}
+
+const ZSTD: u64 = 0x8000;
+
+/// The fixtures hold what their names say: nvcc 13's zstd-compressed cubin
+/// (kind 2) and PTX (kind 1) entries, in the `-Xfatbin -compress-all` and
+/// the `-G` fixtures.
+#[test]
+fn the_zstd_fixtures_hold_zstd_compressed_cubin_and_ptx_entries() {
+    for (name, bytes, _) in FIXTURES {
+        if !(name.contains("zstd") || name.contains(".G.")) {
+            continue;
+        }
+        let e = entries(bytes);
+        let kinds: Vec<u16> = e.iter().map(|e| e.2).collect();
+        assert_eq!(kinds, [2, 1], "{name}");
+        for (at, _, kind, flags, ..) in e {
+            assert_eq!(flags & 0xa000, ZSTD, "{name}: entry at {at} (kind {kind})");
+        }
+    }
+}
+
+/// A zstd-compressed cubin whose compressed stream is valid but whose ELF
+/// is broken is refused, naming the entry and the ELF problem (at 38e7deb,
+/// and before this change, only the zstd frame and block headers were
+/// walked, so this image went to the driver).
+#[test]
+fn a_broken_cubin_inside_a_zstd_entry_is_refused() {
+    let e = entries(ZSTD_BAD_SHOFF);
+    let (at, hs, kind, flags, ..) = e[0];
+    assert_eq!((kind, flags & ZSTD), (2, ZSTD));
+    let err = check(ZSTD_BAD_SHOFF).expect_err("the broken zstd-compressed cubin was accepted");
+    assert_eq!(err.offset, at + hs, "{err}");
+    assert!(
+        err.problem.contains("fatbin entry 0 (decompressed"),
+        "{err}"
+    );
+    assert!(err.problem.contains("section header table"), "{err}");
+    assert!(err.to_string().contains("refused the image"), "{err}");
+    // The same through the public loader, before any driver is loaded.
+    let msg = match cuda_api::Library::from_image(ZSTD_BAD_SHOFF) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("loaded"),
+    };
+    assert!(
+        msg.starts_with("Library::from_image: refused the image"),
+        "{msg}"
+    );
+}
+
+/// Bytes changed inside the compressed blocks (block headers kept) are
+/// decompressed: the decoder's errors are refusals naming the entry, never
+/// panics; at 38e7deb every one of these was accepted.
+#[test]
+fn corruptions_inside_zstd_blocks_are_decompressed_and_refused() {
+    let (_, fatbin, _) = FIXTURES[2];
+    let (at, hs, _, _, csz, _) = entries(fatbin)[0];
+    let stream = at + hs;
+    // The frame header (magic, descriptor, 2-byte content size) and the first
+    // block header take 10 bytes; corrupt the block bodies after them.
+    let mut refused = 0;
+    let mut decoder_errors = 0;
+    for i in stream + 10..stream + csz {
+        for value in [0x00, 0xff] {
+            let mut v = fatbin.to_vec();
+            if v[i] == value {
+                continue;
+            }
+            v[i] = value;
+            if let Err(e) = check(&v) {
+                refused += 1;
+                assert!(e.problem.starts_with("fatbin entry 0"), "{e}");
+                assert!(e.offset >= stream && e.offset <= stream + csz, "{e}");
+                decoder_errors += usize::from(e.problem.contains("zstd block"));
+            }
+        }
+    }
+    assert!(refused > csz / 2, "{refused} refused");
+    assert!(decoder_errors > 0, "no decoder error among {refused}");
+}
+
+/// A fatbin with one zstd-compressed PTX entry made of `frame`, stating
+/// `decompressed` bytes.
+fn fatbin_with_zstd_ptx(frame: &[u8], decompressed: u64) -> Vec<u8> {
+    let padded = frame.len().div_ceil(8) * 8;
+    let mut v = Vec::new();
+    v.extend_from_slice(&0xBA55_ED50u32.to_le_bytes());
+    v.extend_from_slice(&1u16.to_le_bytes());
+    v.extend_from_slice(&16u16.to_le_bytes());
+    v.extend_from_slice(&(64 + padded as u64).to_le_bytes());
+    let mut h = [0u8; 64];
+    h[0..2].copy_from_slice(&1u16.to_le_bytes());
+    h[2..4].copy_from_slice(&0x0101u16.to_le_bytes());
+    h[4..8].copy_from_slice(&64u32.to_le_bytes());
+    h[8..16].copy_from_slice(&(padded as u64).to_le_bytes());
+    h[16..20].copy_from_slice(&(frame.len() as u32).to_le_bytes());
+    h[40..48].copy_from_slice(&(ZSTD | 0x11).to_le_bytes());
+    h[56..64].copy_from_slice(&decompressed.to_le_bytes());
+    v.extend_from_slice(&h);
+    v.extend_from_slice(frame);
+    v.resize(16 + 64 + padded, 0);
+    v
+}
+
+/// A zstd frame without a content size (window 1 KiB) of `blocks` RLE
+/// blocks of 1024 bytes of `.`, the last one marked last.
+fn rle_frame(blocks: usize) -> Vec<u8> {
+    let mut f = vec![0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x00];
+    for i in 0..blocks {
+        let last = u32::from(i + 1 == blocks);
+        let h = last | 1 << 1 | 1024 << 3;
+        f.extend_from_slice(&h.to_le_bytes()[..3]);
+        f.push(b'.');
+    }
+    f
+}
+
+/// The decompressed size stated in the entry caps decompression: a frame
+/// that makes more is refused once it passes the cap (a zip bomb), one that
+/// states more than its blocks can make is refused before decoding, and a
+/// window far larger than the content is refused (at 38e7deb all three were
+/// accepted: only the headers were walked).
+#[test]
+fn zstd_output_is_capped_at_the_stated_size() {
+    // 64 blocks make 64 KiB; the entry says 4 KiB.
+    let e = check(&fatbin_with_zstd_ptx(&rle_frame(64), 4096)).unwrap_err();
+    assert!(
+        e.problem
+            .contains("decompresses to more than the stated 4096 bytes"),
+        "{e}"
+    );
+    // One block can make 1 KiB, not the stated 4 GiB.
+    let e = check(&fatbin_with_zstd_ptx(&rle_frame(1), 1 << 32)).unwrap_err();
+    assert!(
+        e.problem
+            .contains("can make at most 1024 bytes, not the stated 4294967296"),
+        "{e}"
+    );
+    // Exactly the stated size, all dots: decompressed, then refused as PTX
+    // (no NUL, no .version), which shows the content was checked.
+    let e = check(&fatbin_with_zstd_ptx(&rle_frame(4), 4096)).unwrap_err();
+    assert!(e.problem.contains("(decompressed, at byte"), "{e}");
+    // A 2 TiB window for 4 KiB of content.
+    let mut f = rle_frame(4);
+    f[5] = 31 << 3;
+    let e = check(&fatbin_with_zstd_ptx(&f, 4096)).unwrap_err();
+    assert!(e.problem.contains("window"), "{e}");
 }

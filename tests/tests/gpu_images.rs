@@ -31,6 +31,10 @@ const FIXTURES: &[(&str, &[u8])] = &[
         "add_one.ptx",
         include_bytes!("../../cuda-api/tests/fixtures/images/add_one.ptx"),
     ),
+    (
+        "add_one.G.fatbin",
+        include_bytes!("../../cuda-api/tests/fixtures/images/add_one.G.fatbin"),
+    ),
 ];
 
 /// SplitMix64.
@@ -123,6 +127,17 @@ fn truncated_and_corrupted_images_are_errors_and_valid_ones_still_load() {
         eprintln!("{what}: {m}");
         assert!(matches!(m, Error::InvalidImage(_)), "{what}: {m}");
         assert!(matches!(l, Error::InvalidImage(_)), "{what}: {l}");
+    }
+    // A valid zstd stream whose cubin has e_shoff far past its end
+    // (`corrupt_zstd.py` beside the fixtures).
+    let bad = include_bytes!("../../cuda-api/tests/fixtures/images/add_one.zstd.bad_shoff.fatbin");
+    let (m, l) = load_both(&ctx, bad);
+    for (what, r) in [("Module", m.err()), ("Library", l.err())] {
+        match r {
+            Some(Error::InvalidImage(e)) => eprintln!("zstd nested e_shoff: {e}"),
+            Some(e) => panic!("{what}: zstd nested e_shoff: not InvalidImage: {e}"),
+            None => panic!("{what}::from_image loaded the zstd nested e_shoff corruption"),
+        }
     }
     valid_images_still_load(&ctx);
 }
