@@ -384,6 +384,36 @@ fn elf(r: &Region<'_>, what: &str) -> Result<()> {
             info: table.u32(at + 44, "sh_info")?,
             entsize: table.u64(at + 56, "sh_entsize")?,
         };
+        if i == 0 {
+            // SHN_UNDEF: the ELF specification's all-zero entry. The driver
+            // reads it like any other (a corrupted sh_offset here crashed
+            // cuModuleLoadData on the H200).
+            let entry = table.range(0, 64, "section header 0")?;
+            if let Some(k) = entry.bytes.iter().position(|&b| b != 0) {
+                return Err(table.err(
+                    k as u64,
+                    "section header 0 (SHN_UNDEF) is not all zero bytes, as ELF requires"
+                        .to_string(),
+                ));
+            }
+        }
+        if s.offset > r.len() as u64 {
+            return Err(table.err(
+                at + 24,
+                format!(
+                    "section {i}: sh_offset {} lies past the end of the {} bytes",
+                    s.offset,
+                    r.len()
+                ),
+            ));
+        }
+        let align = table.u64(at + 48, "sh_addralign")?;
+        if align > 1 << 16 || (align > 1 && !align.is_power_of_two()) {
+            return Err(table.err(
+                at + 48,
+                format!("section {i}: sh_addralign {align} is not 0 or a power of two up to 65536"),
+            ));
+        }
         if s.kind != SHT_NOBITS && s.kind != SHT_NULL && s.size > 0 {
             r.range(s.offset, s.size, "").map_err(|_| {
                 table.err(

@@ -381,3 +381,32 @@ fn zstd_output_is_capped_at_the_stated_size() {
     let e = check(&fatbin_with_zstd_ptx(&f, 4096)).unwrap_err();
     assert!(e.problem.contains("window"), "{e}");
 }
+
+/// Seed 0x17 of `gpu_images`' random corruptions set section header 0's
+/// `sh_offset` to 0xffffffff (with code and constant bytes changed too):
+/// the image passed the check and crashed `cuModuleLoadData` on the H200
+/// with SIGSEGV. ELF requires header 0 to be all zero; every section's
+/// offset lies inside the file; alignments are sane.
+#[test]
+fn section_headers_the_driver_follows_without_a_size_are_checked_too() {
+    let (_, cubin, _) = FIXTURES[0];
+    let shoff = u64::from_le_bytes(cubin[40..48].try_into().unwrap()) as usize;
+    check(cubin).unwrap();
+    let mut v = cubin.to_vec();
+    set(&mut v, shoff + 24, 4, 0xffff_ffff);
+    let e = check(&v).unwrap_err();
+    assert!(
+        e.to_string().contains("section header 0 (SHN_UNDEF)"),
+        "{e}"
+    );
+    assert_eq!(e.offset, shoff + 24, "{e}");
+    // The NOBITS section (13 in this cubin) has no bytes, but its offset still must lie in the file.
+    let mut v = cubin.to_vec();
+    set(&mut v, shoff + 13 * 64 + 24, 8, 1 << 40);
+    let e = check(&v).unwrap_err();
+    assert!(e.to_string().contains("lies past the end"), "{e}");
+    let mut v = cubin.to_vec();
+    set(&mut v, shoff + 12 * 64 + 48, 8, 1 << 40);
+    let e = check(&v).unwrap_err();
+    assert!(e.to_string().contains("sh_addralign"), "{e}");
+}
