@@ -632,16 +632,64 @@ fn elf(r: &Region<'_>, what: &str) -> Result<()> {
         }
     }
 
+    // sh_info: the driver uses it as a section index (the function a
+    // `.nv.info.<fn>`, relocation table or constant bank belongs to), as the
+    // function's symbol in a code section, and as the count of local
+    // symbols in the symbol table. Out-of-range values crashed
+    // cuModuleLoadData on the H200 (gpu_images seeds 0x36, 0x4c).
+    const SHF_EXECINSTR: u64 = 0x4;
+    let nsyms_of = |index: usize| {
+        symbols
+            .iter()
+            .find(|(i, _)| *i == index)
+            .map_or(0, |&(_, n)| n)
+    };
+    for s in &sections {
+        let flags = table.u64(s.header + 8, "sh_flags")?;
+        let bad = if s.kind == SHT_SYMTAB {
+            let n = nsyms_of(s.index);
+            (u64::from(s.info) > n).then(|| format!("{n} symbols"))
+        } else if flags & SHF_EXECINSTR != 0 {
+            let n = nsyms_of(s.link as usize);
+            (u64::from(s.info) >= n).then(|| format!("{n} symbols in its symbol table"))
+        } else {
+            (s.info >= u32::from(shnum)).then(|| format!("{shnum} sections"))
+        };
+        if let Some(limit) = bad {
+            return Err(table.err(
+                s.header + 44,
+                format!(
+                    "section {}: sh_info {} is out of range (there are {limit})",
+                    s.index, s.info
+                ),
+            ));
+        }
+    }
+
     // Notes and `.nv.info` records.
     for s in &sections {
         match s.kind {
             SHT_NOTE => notes(&bytes_of(s)?, s.index)?,
-            SHT_CUDA_INFO => nv_info(&bytes_of(s)?, s.index)?,
+            SHT_CUDA_INFO => {
+                // Records that name a symbol index in their first four
+                // bytes, checked against the section's symbol table.
+                let nsyms = symbols
+                    .iter()
+                    .find(|(i, _)| *i == s.link as usize)
+                    .map_or(0, |&(_, n)| n);
+                nv_info(&bytes_of(s)?, s.index, nsyms)?
+            }
             _ => {}
         }
     }
     Ok(())
 }
+
+/// `.nv.info` attributes (format 4, sized) whose value starts with a
+/// symbol index: PARAM_CBANK (0x0a), FRAME_SIZE (0x11), MIN_STACK_SIZE
+/// (0x12), MAX_STACK_SIZE (0x23), REGCOUNT (0x2f). A corrupted index here
+/// crashed cuModuleLoadData on the H200 (gpu_images seed 0x2c).
+const NV_INFO_SYMBOL_ATTRS: [u8; 5] = [0x0a, 0x11, 0x12, 0x23, 0x2f];
 
 /// ELF notes: `namesz`, `descsz`, `type`, then name and descriptor, each
 /// padded to 4 bytes; the notes tile the section.
@@ -663,12 +711,13 @@ fn notes(b: &Region<'_>, index: usize) -> Result<()> {
 /// `.nv.info` attribute records: a format byte, an attribute byte, then a
 /// 2-byte value (formats 1 to 3) or a 2-byte size and that many bytes
 /// (format 4); the records tile the section.
-fn nv_info(b: &Region<'_>, index: usize) -> Result<()> {
+fn nv_info(b: &Region<'_>, index: usize, nsyms: u64) -> Result<()> {
     let mut at = 0u64;
     let len = b.len() as u64;
     while at < len {
         let what = format!("attribute record in .nv.info section {index}");
         let format = b.u8(at, &what)?;
+        let attr = b.u8(at + 1, &what)?;
         let size = match format {
             1..=3 => 0,
             4 => u64::from(b.u16(at + 2, &what)?),
@@ -680,6 +729,17 @@ fn nv_info(b: &Region<'_>, index: usize) -> Result<()> {
             }
         };
         b.range(at, 4 + size, &what)?;
+        if format == 4 && size >= 4 && NV_INFO_SYMBOL_ATTRS.contains(&attr) {
+            let sym = u64::from(b.u32(at + 4, &what)?);
+            if sym >= nsyms {
+                return Err(b.err(
+                    at + 4,
+                    format!(
+                        "{what}: attribute {attr:#04x} names symbol {sym}, but the symbol table has {nsyms}"
+                    ),
+                ));
+            }
+        }
         at += 4 + size;
     }
     Ok(())

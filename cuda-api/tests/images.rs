@@ -410,3 +410,44 @@ fn section_headers_the_driver_follows_without_a_size_are_checked_too() {
     let e = check(&v).unwrap_err();
     assert!(e.to_string().contains("sh_addralign"), "{e}");
 }
+
+/// The seeded corruptions of `gpu_images::child_loads_random_corruptions`
+/// (same generator) that passed the check and then crashed
+/// `cuModuleLoadData` with SIGSEGV on the H200 (found by the GPU test and a
+/// probe over 600 seeds): header 0's sh_offset (0x17), a symbol index in a
+/// `.nv.info` record (0x2c), sh_info of the NOBITS section (0x36) and of a
+/// `.nv.info.<fn>` section (0x4c). Each is refused now.
+#[test]
+fn the_corruptions_that_crashed_the_driver_are_refused() {
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        }
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+    }
+    let (_, cubin, _) = FIXTURES[0];
+    for seed in [0x17u64, 0x2c, 0x36, 0x4c] {
+        let mut rng = Rng(seed);
+        let mut v = cubin.to_vec();
+        for _ in 0..1 + rng.below(4) {
+            let i = rng.below(v.len());
+            match rng.below(3) {
+                0 => v[i] ^= 1 << rng.below(8),
+                1 => v[i] = rng.next() as u8,
+                _ => {
+                    let end = (i + 4).min(v.len());
+                    v[i..end].fill(0xff);
+                }
+            }
+        }
+        let e = check(&v).expect_err(&format!("seed {seed:#x}"));
+        eprintln!("seed {seed:#x}: {e}");
+    }
+}

@@ -30,8 +30,9 @@ if [ "${1:-}" = "--sanitize" ]; then
     for t in bin/gpu_api-* bin/gpu_args-* bin/gpu_safety-* bin/gpu_warp-*; do
       [ -e "$t" ] || continue
       out=$("$san" $opts "./$t" --include-ignored --test-threads=1 2>&1)
-      line=$(echo "$out" | grep 'ERROR SUMMARY' | tail -1)
-      n=$(echo "$line" | sed -n 's/.*ERROR SUMMARY: \([0-9]*\) error.*/\1/p')
+      # racecheck ends with `RACECHECK SUMMARY: H hazards displayed (E errors, W warnings)`.
+      line=$(echo "$out" | grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' | tail -1)
+      n=$(echo "$line" | sed -n -e 's/.*ERROR SUMMARY: \([0-9]*\) error.*/\1/p' -e 's/.*RACECHECK SUMMARY: \([0-9]*\) hazard.*/\1/p')
       res=$(echo "$out" | grep '^test result:' | tail -1)
       echo "sanitize $tool ${t#bin/}: ${line:-no summary} | ${res:-no test result}"
       echo "$out" | grep -E '^(=========|test .* FAILED)' | grep -v 'ERROR SUMMARY\|COMPUTE-SANITIZER' | head -20
