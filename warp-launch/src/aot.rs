@@ -307,10 +307,10 @@ fn check_meta_version(meta: &Meta, file: &str) -> Result<()> {
         return Ok(());
     };
     let found = match (key.as_str(), value) {
-        ("warp_version" | "version", source::MetaValue::String(v)) if v == WARP_VERSION => {
+        ("warp_version" | "version", serde_json::Value::String(v)) if v == WARP_VERSION => {
             return Ok(());
         }
-        ("warp_version" | "version", source::MetaValue::String(v)) => {
+        ("warp_version" | "version", serde_json::Value::String(v)) => {
             format!("it says it was written by Warp {v}")
         }
         _ => format!(

@@ -1,0 +1,251 @@
+//! A small C++ tokenizer and the bracket helpers the readers share: enough
+//! for the forms Warp writes, not a compiler front end.
+
+use super::SourceError;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum TokKind {
+    Word,
+    Number,
+    Str,
+    Punct,
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct Tok<'a> {
+    pub(super) kind: TokKind,
+    pub(super) text: &'a str,
+    pub(super) line: usize,
+}
+
+pub(super) fn is_word_start(b: u8) -> bool {
+    b.is_ascii_alphabetic() || b == b'_'
+}
+
+pub(super) fn is_word_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+/// Splits C++ text into tokens, dropping whitespace, comments and
+/// preprocessor lines. Every slice boundary is next to an ASCII byte or at a
+/// whole `char`, so slicing never splits a UTF-8 sequence.
+pub(super) fn tokenize<'a>(text: &'a str, file: &str) -> Result<Vec<Tok<'a>>, SourceError> {
+    let bytes = text.as_bytes();
+    let mut toks = Vec::new();
+    let mut i = 0;
+    let mut line = 1;
+    let mut at_line_start = true;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b == b'\n' {
+            line += 1;
+            i += 1;
+            at_line_start = true;
+            continue;
+        }
+        if b.is_ascii_whitespace() {
+            i += 1;
+            continue;
+        }
+        if b == b'#' && at_line_start {
+            // Preprocessor line, with backslash continuations.
+            while i < bytes.len() && bytes[i] != b'\n' {
+                if bytes[i] == b'\\' && bytes.get(i + 1) == Some(&b'\n') {
+                    line += 1;
+                    i += 1;
+                }
+                i += 1;
+            }
+            continue;
+        }
+        at_line_start = false;
+        if b == b'/' && bytes.get(i + 1) == Some(&b'/') {
+            while i < bytes.len() && bytes[i] != b'\n' {
+                i += 1;
+            }
+            continue;
+        }
+        if b == b'/' && bytes.get(i + 1) == Some(&b'*') {
+            let start_line = line;
+            i += 2;
+            loop {
+                if i + 1 >= bytes.len() {
+                    return Err(SourceError::new(
+                        file,
+                        start_line,
+                        "unterminated /* comment",
+                    ));
+                }
+                if bytes[i] == b'*' && bytes[i + 1] == b'/' {
+                    i += 2;
+                    break;
+                }
+                if bytes[i] == b'\n' {
+                    line += 1;
+                }
+                i += 1;
+            }
+            continue;
+        }
+        if b == b'"' || b == b'\'' {
+            let start = i;
+            let start_line = line;
+            i += 1;
+            loop {
+                match bytes.get(i) {
+                    None | Some(b'\n') => {
+                        return Err(SourceError::new(
+                            file,
+                            start_line,
+                            "unterminated string or character literal",
+                        ));
+                    }
+                    Some(b'\\') => i += 2,
+                    Some(&c) if c == b => {
+                        i += 1;
+                        break;
+                    }
+                    Some(_) => i += 1,
+                }
+            }
+            let end = i.min(bytes.len());
+            toks.push(Tok {
+                kind: TokKind::Str,
+                text: &text[start..end],
+                line: start_line,
+            });
+            continue;
+        }
+        if is_word_start(b) {
+            let start = i;
+            while i < bytes.len() && is_word_byte(bytes[i]) {
+                i += 1;
+            }
+            toks.push(Tok {
+                kind: TokKind::Word,
+                text: &text[start..i],
+                line,
+            });
+            continue;
+        }
+        if b.is_ascii_digit() {
+            let start = i;
+            while i < bytes.len() && (is_word_byte(bytes[i]) || bytes[i] == b'.') {
+                i += 1;
+            }
+            toks.push(Tok {
+                kind: TokKind::Number,
+                text: &text[start..i],
+                line,
+            });
+            continue;
+        }
+        if b == b':' && bytes.get(i + 1) == Some(&b':') {
+            toks.push(Tok {
+                kind: TokKind::Punct,
+                text: &text[i..i + 2],
+                line,
+            });
+            i += 2;
+            continue;
+        }
+        // Any other character (ASCII punctuation or a whole non-ASCII char).
+        let len = text[i..].chars().next().map_or(1, char::len_utf8);
+        toks.push(Tok {
+            kind: TokKind::Punct,
+            text: &text[i..i + len],
+            line,
+        });
+        i += len;
+    }
+    Ok(toks)
+}
+
+/// Joins type tokens: a single space only between two words/numbers.
+pub(super) fn spell(toks: &[Tok<'_>]) -> String {
+    let mut out = String::new();
+    let mut prev_word = false;
+    for t in toks {
+        let word = matches!(t.kind, TokKind::Word | TokKind::Number);
+        if word && prev_word {
+            out.push(' ');
+        }
+        out.push_str(t.text);
+        prev_word = word;
+    }
+    out
+}
+
+/// No matching bracket.
+pub(super) const UNMATCHED: usize = usize::MAX;
+
+/// For every `(`, `[` and `{`, the index of the bracket of the same kind
+/// that closes it (`UNMATCHED` when none does, and for every other token):
+/// one pass, so that skipping a bracketed span costs nothing however often
+/// it is asked for.
+pub(super) fn match_brackets(toks: &[Tok<'_>]) -> Vec<usize> {
+    let mut close = vec![UNMATCHED; toks.len()];
+    let mut stacks: [Vec<usize>; 3] = [Vec::new(), Vec::new(), Vec::new()];
+    for (i, t) in toks.iter().enumerate() {
+        if t.kind != TokKind::Punct {
+            continue;
+        }
+        match t.text {
+            "(" => stacks[0].push(i),
+            "[" => stacks[1].push(i),
+            "{" => stacks[2].push(i),
+            ")" | "]" | "}" => {
+                let k = match t.text {
+                    ")" => 0,
+                    "]" => 1,
+                    _ => 2,
+                };
+                if let Some(open) = stacks[k].pop() {
+                    close[open] = i;
+                }
+            }
+            _ => {}
+        }
+    }
+    close
+}
+
+/// Index just past the bracket that closes the one at `open` (same kind,
+/// other kinds ignored); `None` when unbalanced. Constant time.
+pub(super) fn skip_balanced(close: &[usize], open: usize) -> Option<usize> {
+    match close.get(open) {
+        Some(&c) if c != UNMATCHED => Some(c + 1),
+        _ => None,
+    }
+}
+
+pub(super) fn is_punct(t: Option<&Tok<'_>>, s: &str) -> bool {
+    matches!(t, Some(t) if t.kind == TokKind::Punct && t.text == s)
+}
+
+pub(super) fn is_word(t: Option<&Tok<'_>>, s: &str) -> bool {
+    matches!(t, Some(t) if t.kind == TokKind::Word && t.text == s)
+}
+
+/// Splits `toks` at commas outside `<>`, `()`, `[]`, `{}`.
+pub(super) fn split_top_level_commas<'t, 'a>(toks: &'t [Tok<'a>]) -> Vec<&'t [Tok<'a>]> {
+    let mut parts = Vec::new();
+    let mut depth = 0i64;
+    let mut start = 0;
+    for (i, t) in toks.iter().enumerate() {
+        if t.kind != TokKind::Punct {
+            continue;
+        }
+        match t.text {
+            "<" | "(" | "[" | "{" => depth += 1,
+            ">" | ")" | "]" | "}" => depth -= 1,
+            "," if depth == 0 => {
+                parts.push(&toks[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&toks[start..]);
+    parts
+}
