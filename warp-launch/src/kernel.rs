@@ -6,13 +6,12 @@
 use std::fmt;
 use std::sync::Arc;
 
-use std::sync::atomic::{AtomicPtr, Ordering};
-
 use cuda_api::{ArgBlock, DynKernel, Library, Param, ParamType};
 
 use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
 use crate::generated::abi::ArrayT;
+use crate::spare::Spare;
 
 /// What a parameter takes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -605,7 +604,7 @@ pub(crate) struct CudaFunctions {
     /// One argument block of a finished launch per direction (forward,
     /// backward), reused by the next launch: an immediate launch then
     /// allocates no block and takes no lock.
-    spare: [AtomicPtr<ArgBlock<'static>>; 2],
+    spare: [Spare<Box<ArgBlock<'static>>>; 2],
 }
 
 impl CudaFunctions {
@@ -613,10 +612,7 @@ impl CudaFunctions {
         CudaFunctions {
             forward,
             backward,
-            spare: [
-                AtomicPtr::new(std::ptr::null_mut()),
-                AtomicPtr::new(std::ptr::null_mut()),
-            ],
+            spare: [Spare::new(()), Spare::new(())],
         }
     }
 
@@ -624,39 +620,14 @@ impl CudaFunctions {
     /// (every parameter is written again by the launch that takes it) or a
     /// new one.
     pub(crate) fn take_block(&self, adjoint: bool, kernel: &DynKernel) -> Box<ArgBlock<'static>> {
-        let p = self.spare[usize::from(adjoint)].swap(std::ptr::null_mut(), Ordering::AcqRel);
-        if p.is_null() {
-            Box::new(kernel.args())
-        } else {
-            // SAFETY: the pointer came from `Box::into_raw` in `give_block`
-            // and the swap gave this thread its only copy.
-            unsafe { Box::from_raw(p) }
-        }
+        self.spare[usize::from(adjoint)]
+            .take()
+            .unwrap_or_else(|| Box::new(kernel.args()))
     }
 
     /// Keeps `block` as the spare if there is none.
     pub(crate) fn give_block(&self, adjoint: bool, block: Box<ArgBlock<'static>>) {
-        let p = Box::into_raw(block);
-        let slot = &self.spare[usize::from(adjoint)];
-        if slot
-            .compare_exchange(std::ptr::null_mut(), p, Ordering::AcqRel, Ordering::Acquire)
-            .is_err()
-        {
-            // SAFETY: `p` was not stored, so this is still its only owner.
-            drop(unsafe { Box::from_raw(p) });
-        }
-    }
-}
-
-impl Drop for CudaFunctions {
-    fn drop(&mut self) {
-        for slot in &self.spare {
-            let p = slot.swap(std::ptr::null_mut(), Ordering::AcqRel);
-            if !p.is_null() {
-                // SAFETY: a spare block, owned by the slot; taken out once.
-                drop(unsafe { Box::from_raw(p) });
-            }
-        }
+        self.spare[usize::from(adjoint)].put(block);
     }
 }
 
@@ -668,7 +639,7 @@ pub(crate) struct KernelInner {
     pub cpu: Option<crate::cpu::CpuKernel>,
     /// The argument vector of a finished launch, reused (emptied) by the
     /// next one: immediate launches then allocate nothing.
-    spare_args: AtomicPtr<crate::bind::Arg>,
+    spare_args: Spare<Vec<crate::bind::Arg>>,
 }
 
 impl KernelInner {
@@ -678,62 +649,29 @@ impl KernelInner {
         cuda: Option<CudaFunctions>,
         cpu: Option<crate::cpu::CpuKernel>,
     ) -> KernelInner {
+        // Capacity of reusable argument vectors: every parameter and its
+        // adjoint.
+        let capacity = (2 * spec.params.len()).max(4);
         KernelInner {
             spec,
             rules,
             cuda,
             cpu,
-            spare_args: AtomicPtr::new(std::ptr::null_mut()),
+            spare_args: Spare::new(capacity),
         }
-    }
-
-    /// Capacity of reusable argument vectors: every parameter and its adjoint.
-    fn args_capacity(&self) -> usize {
-        (2 * self.spec.params.len()).max(4)
     }
 
     /// An empty argument vector: the spare one or a new one.
     pub(crate) fn take_args(&self) -> Vec<crate::bind::Arg> {
-        let cap = self.args_capacity();
-        let p = self.spare_args.swap(std::ptr::null_mut(), Ordering::AcqRel);
-        if p.is_null() {
-            Vec::with_capacity(cap)
-        } else {
-            // SAFETY: `p` is the buffer of a vector whose capacity was `cap`
-            // (checked in `give_args`), given up empty; the swap gave this
-            // thread its only copy.
-            unsafe { Vec::from_raw_parts(p, 0, cap) }
-        }
+        self.spare_args
+            .take()
+            .unwrap_or_else(|| Vec::with_capacity(self.spare_args.shape()))
     }
 
     /// Empties `args` and keeps its buffer as the spare if it has the
     /// reusable capacity and there is no spare yet.
-    pub(crate) fn give_args(&self, mut args: Vec<crate::bind::Arg>) {
-        args.clear();
-        if args.capacity() != self.args_capacity() {
-            return;
-        }
-        let mut args = std::mem::ManuallyDrop::new(args);
-        let p = args.as_mut_ptr();
-        if self
-            .spare_args
-            .compare_exchange(std::ptr::null_mut(), p, Ordering::AcqRel, Ordering::Acquire)
-            .is_err()
-        {
-            // SAFETY: the buffer was not stored, so `args` still owns it.
-            drop(unsafe { std::mem::ManuallyDrop::take(&mut args) });
-        }
-    }
-}
-
-impl Drop for KernelInner {
-    fn drop(&mut self) {
-        let p = self.spare_args.swap(std::ptr::null_mut(), Ordering::AcqRel);
-        if !p.is_null() {
-            // SAFETY: the spare buffer (empty, capacity `args_capacity`),
-            // owned by the slot; taken out once.
-            drop(unsafe { Vec::from_raw_parts(p, 0, self.args_capacity()) });
-        }
+    pub(crate) fn give_args(&self, args: Vec<crate::bind::Arg>) {
+        self.spare_args.put(args);
     }
 }
 

@@ -95,6 +95,7 @@ pub mod generated;
 pub mod graph;
 pub mod kernel;
 pub mod source;
+mod spare;
 pub mod storage;
 pub mod tape;
 
