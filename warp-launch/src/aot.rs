@@ -13,7 +13,8 @@ use cuda_api::Library;
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::kernel::{Accesses, Kernel, KernelSpec, ParamKind, StructType, Unproven};
+use crate::kernel::{Kernel, KernelSpec};
+use crate::signature::{Accesses, ParamKind, StructType, Unproven};
 use crate::source::{self, Direction, KernelBody, Meta, Source, SourceKernel, SourceStruct};
 
 /// The Warp release whose output this crate reads: its kernel ABI

@@ -10,7 +10,7 @@ use crate::device::{AccessMode, Device};
 use crate::dtype::{Element, Value};
 use crate::error::{Error, Result};
 use crate::generated::abi::ArrayT;
-use crate::kernel::{ParamKind, StructType};
+use crate::signature::{ParamKind, StructType};
 
 /// A struct value for a `wp.struct` parameter: its bytes in the C layout of
 /// the struct, and the struct's name.

@@ -94,6 +94,7 @@ pub mod fuzzing;
 pub mod generated;
 pub mod graph;
 pub mod kernel;
+mod signature;
 pub mod source;
 mod spare;
 pub mod storage;

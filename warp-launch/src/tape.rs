@@ -11,7 +11,7 @@ use crate::bind::Arg;
 use crate::command::Launch;
 use crate::dtype::{Kind, Scalar, Value};
 use crate::error::{Error, Result};
-use crate::kernel::ParamKind;
+use crate::signature::{ParamKind, StructType};
 
 thread_local! {
     /// The recordings in progress on this thread, innermost last: each
@@ -177,7 +177,7 @@ fn adjoint_for(kind: &ParamKind, arg: &Arg) -> Arg {
 /// Warp's adjoint of a struct argument: array fields become their
 /// gradients (the array with `data` set to its `grad`, or a null array),
 /// every other field zero.
-fn struct_adjoint(st: &crate::kernel::StructType, arg: &Arg) -> crate::bind::StructValue {
+fn struct_adjoint(st: &StructType, arg: &Arg) -> crate::bind::StructValue {
     use crate::generated::abi::ArrayT;
     let mut out = vec![0u8; st.size];
     if let Arg::Struct(v) = arg

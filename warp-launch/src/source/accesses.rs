@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::SourceParam;
 use super::tokens::{Tok, TokKind, UNMATCHED, is_punct, skip_balanced, spell};
-use crate::kernel::{Accesses, ArrayAccess, AxisIndex, Unproven};
+use crate::signature::{Accesses, ArrayAccess, AxisIndex, Unproven};
 
 /// Warp builtins that index an array: the name, how many value arguments
 /// follow the indices, and whether the adjoint form (`adj_<name>`) ends
@@ -508,7 +508,7 @@ fn close_local(close: &[usize], start: usize, len: usize) -> Vec<usize> {
 
 #[cfg(test)]
 mod tests {
-    use crate::kernel::{Accesses, AxisIndex};
+    use crate::signature::{Accesses, AxisIndex};
     use crate::source::{Source, parse_cu};
 
     const FIXTURE_CU: &str = include_str!("../../tests/fixtures/wp_kernels.cu");

@@ -10,7 +10,7 @@ use super::tokens::{
 use super::{
     KernelBody, Source, SourceError, SourceField, SourceKernel, SourceParam, SourceStruct,
 };
-use crate::kernel::Accesses;
+use crate::signature::Accesses;
 
 /// Attribute-like macros Warp (or CUDA) writes between `extern "C"` and the
 /// parameter list; their parenthesised arguments are not the parameter list.

@@ -28,20 +28,22 @@
 //! not. Nothing here panics on malformed input: every problem is a
 //! [`SourceError`] naming the file and line.
 //!
-//! The reader is split by what it reads: [`tokens`] (a C++ tokenizer), `cu`
+//! The reader is split by what it reads: `tokens` (a C++ tokenizer), `cu`
 //! (the kernel and struct declarations), `accesses` (how a kernel body
 //! indexes its arrays) and `meta` (the `.meta` JSON, read with
 //! `serde_json`).
 
 use std::fmt;
 
-use crate::kernel::Accesses;
+use crate::signature::Accesses;
 
 mod accesses;
 mod cu;
 mod meta;
 mod tokens;
 
+/// Kept here too: the readers name structs by it.
+pub use crate::signature::struct_key;
 pub use cu::parse_cu;
 pub use meta::{Meta, parse_meta};
 
@@ -204,22 +206,6 @@ impl SourceStruct {
     /// (the whole name when it has no such suffix).
     pub fn warp_key(&self) -> &str {
         struct_key(&self.name)
-    }
-}
-
-/// A Warp struct's key from its generated name: the name without a
-/// trailing `_` plus 8 hex digits (the whole name when it has no such
-/// suffix).
-pub fn struct_key(name: &str) -> &str {
-    match name.rsplit_once('_') {
-        Some((key, hash))
-            if !key.is_empty()
-                && hash.len() == 8
-                && hash.bytes().all(|b| b.is_ascii_hexdigit()) =>
-        {
-            key
-        }
-        _ => name,
     }
 }
 

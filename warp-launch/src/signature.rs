@@ -1,0 +1,245 @@
+//! Kernel signatures: what each parameter takes (arrays, values, structs
+//! with their C layout) and how a kernel indexes its arrays (the access
+//! rules a launch checks). A leaf: it names only dtypes and the generated
+//! ABI types, and the readers (`source`, `aot`), the checks (`bind`), the
+//! kernels and the tape build on it.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::dtype::DType;
+use crate::generated::abi::ArrayT;
+
+/// What a parameter takes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ParamKind {
+    /// An array of `dtype` (`wp::array_t<T>`); `ndim` when the declaration
+    /// knows it (Warp-generated sources do not spell it).
+    Array {
+        /// Element type.
+        dtype: &'static DType,
+        /// Number of dimensions, when known.
+        ndim: Option<u8>,
+    },
+    /// A scalar, vector or matrix by value.
+    Value(&'static DType),
+    /// A `wp.struct` by value.
+    Struct(Arc<StructType>),
+}
+
+impl ParamKind {
+    /// Bytes it takes in the parameter space.
+    pub fn size(&self) -> usize {
+        match self {
+            ParamKind::Array { .. } => size_of::<ArrayT>(),
+            ParamKind::Value(d) => d.size,
+            ParamKind::Struct(s) => s.size,
+        }
+    }
+
+    /// Its alignment.
+    pub fn align(&self) -> usize {
+        match self {
+            ParamKind::Array { .. } => align_of::<ArrayT>(),
+            ParamKind::Value(d) => d.align,
+            ParamKind::Struct(s) => s.align,
+        }
+    }
+
+    /// What it takes, for messages (`an array of float32 with 2 dimension(s)`).
+    pub fn describe(&self) -> String {
+        match self {
+            ParamKind::Array {
+                dtype,
+                ndim: Some(n),
+            } => {
+                format!("an array of {} with {n} dimension(s)", dtype.name)
+            }
+            ParamKind::Array { dtype, ndim: None } => format!("an array of {}", dtype.name),
+            ParamKind::Value(d) => format!("{} {} value", article(d.name), d.name),
+            ParamKind::Struct(s) => format!("a struct '{}'", s.name),
+        }
+    }
+
+    /// The type's name in declarations given to `cuda-api`.
+    pub(crate) fn type_name(&self) -> String {
+        match self {
+            ParamKind::Array { dtype, .. } => format!("array_t<{}>", dtype.name),
+            ParamKind::Value(d) => d.name.to_string(),
+            ParamKind::Struct(s) => s.name.clone(),
+        }
+    }
+}
+
+fn article(word: &str) -> &'static str {
+    if word.starts_with(['a', 'e', 'i', 'o']) {
+        "an"
+    } else {
+        "a"
+    }
+}
+
+/// A field of a [`StructType`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StructField {
+    /// The field's name.
+    pub name: String,
+    /// Its type.
+    pub kind: ParamKind,
+    /// Byte offset in the struct.
+    pub offset: usize,
+}
+
+/// A `wp.struct` type: fields in order with their C layout.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StructType {
+    /// The struct's name.
+    pub name: String,
+    /// Fields in order.
+    pub fields: Vec<StructField>,
+    /// Size in bytes (padded to the alignment).
+    pub size: usize,
+    /// Alignment (the largest field alignment, at least 1).
+    pub align: usize,
+}
+
+impl StructType {
+    /// The name without the 8-hex-digit hash Warp appends (`Params` for
+    /// `Params_acca3b2c`).
+    pub fn key(&self) -> &str {
+        struct_key(&self.name)
+    }
+
+    /// Lays out `fields` in order as a C compiler does.
+    pub fn new(name: impl Into<String>, fields: Vec<(String, ParamKind)>) -> StructType {
+        let mut offset = 0usize;
+        let mut align = 1usize;
+        let fields = fields
+            .into_iter()
+            .map(|(name, kind)| {
+                let a = kind.align().max(1);
+                offset = offset.next_multiple_of(a);
+                align = align.max(a);
+                let f = StructField { name, offset, kind };
+                offset += f.kind.size();
+                f
+            })
+            .collect();
+        StructType {
+            name: name.into(),
+            fields,
+            size: offset.next_multiple_of(align),
+            align,
+        }
+    }
+}
+
+/// How a kernel indexes one axis of an array parameter: the facts a launch
+/// checks against the launch shape and the array's extents.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AxisIndex {
+    /// Component `k` of the thread coordinate (`wp.tid()`; `i, j = wp.tid()`
+    /// gives components 0 and 1). It runs below the launch's extent `k`, so
+    /// the launch checks `dim[k] <= extent`.
+    Thread(usize),
+    /// The linear work-item index (below the launch's `size`, every extent
+    /// folded): the launch checks `size <= extent`.
+    WorkItem,
+    /// The linear block index of the grid (`blockIdx.x` of a 1-D grid): the
+    /// launch checks `blocks <= extent`.
+    Block,
+    /// A constant; a negative one counts from the end, as Warp's `index()`
+    /// does. The launch checks `-extent <= c < extent`.
+    Constant(i64),
+}
+
+impl fmt::Display for AxisIndex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AxisIndex::Thread(k) => write!(f, "thread coordinate {k} (wp.tid())"),
+            AxisIndex::WorkItem => f.write_str("the linear work-item index"),
+            AxisIndex::Block => f.write_str("the block index"),
+            AxisIndex::Constant(c) => write!(f, "the constant {c}"),
+        }
+    }
+}
+
+/// One array access of a kernel, in a form a launch can check: the array
+/// parameter, and how each of its axes is indexed.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ArrayAccess {
+    /// The parameter (its forward name, without Warp's `var_`/`adj_`).
+    pub param: String,
+    /// Whether the access is to the parameter's adjoint (`adj_<param>`, in
+    /// the backward kernel) rather than to the parameter itself.
+    pub adjoint: bool,
+    /// One entry per indexed axis, axis 0 first (1 to 4 entries). Axes of
+    /// the array beyond these must not be empty.
+    pub indices: Vec<AxisIndex>,
+    /// Whether a null array is skipped by the kernel (Warp's adjoint
+    /// functions test `data` before touching an array); otherwise a null
+    /// array counts as extent 0 on every axis.
+    pub null_ok: bool,
+    /// 1-based line of the access in the generated source (0 when declared
+    /// in Rust).
+    pub line: usize,
+}
+
+/// What a launch may assume about the array accesses of one kernel function
+/// (forward or backward).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Accesses {
+    /// Every array access is one of these; a launch checks each against its
+    /// shape and arguments and refuses a launch that could leave an array.
+    Checked(Vec<ArrayAccess>),
+    /// An access no launch can check (an index read from data, computed,
+    /// looped over, or an array passed on): safe launches are refused; the
+    /// `unsafe` [`LaunchBuilder::unchecked`](crate::LaunchBuilder::unchecked)
+    /// runs it.
+    Unproven(Unproven),
+}
+
+impl Default for Accesses {
+    fn default() -> Self {
+        Accesses::Checked(Vec::new())
+    }
+}
+
+/// Why an access cannot be checked ([`Accesses::Unproven`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unproven {
+    /// The parameter (forward name), or empty when the reason is not one
+    /// parameter's.
+    pub param: String,
+    /// Where: `file:line` of the generated source, or `the declaration`.
+    pub location: String,
+    /// What the kernel does there.
+    pub reason: String,
+}
+
+/// A named parameter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelParam {
+    /// The name (as in the kernel's source, without Warp's `var_` prefix).
+    pub name: String,
+    /// What it takes.
+    pub kind: ParamKind,
+}
+
+/// A Warp struct's key from its generated name: the name without a
+/// trailing `_` plus 8 hex digits (the whole name when it has no such
+/// suffix).
+pub fn struct_key(name: &str) -> &str {
+    match name.rsplit_once('_') {
+        Some((key, hash))
+            if !key.is_empty()
+                && hash.len() == 8
+                && hash.bytes().all(|b| b.is_ascii_hexdigit()) =>
+        {
+            key
+        }
+        _ => name,
+    }
+}
