@@ -593,7 +593,8 @@ impl Launch {
             return Ok(());
         }
         let Some(block) = &self.block else {
-            return crate::cpu::run(self);
+            let f = crate::cpu::function(&self.kernel, self.opts.adjoint)?;
+            return crate::cpu::run(&self.kernel, f, &self.plan.bounds, &self.args);
         };
         let default;
         let stream = match stream {

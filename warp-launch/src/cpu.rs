@@ -18,9 +18,10 @@ use std::ops::Add;
 use std::sync::Arc;
 
 use crate::bind::Arg;
-use crate::command::Launch;
+use crate::domain::Bounds;
 use crate::dtype::{Element, Value};
 use crate::error::{Error, Result};
+use crate::kernel::Kernel;
 
 /// A CPU kernel body: called once per index of the domain with the thread's
 /// coordinates and the launch's arguments.
@@ -100,7 +101,10 @@ pub fn launch_coord(linear: usize, shape: &[u32], coord_mult: usize) -> [i32; 4]
 /// The arguments of a CPU launch, by parameter index (adjoints after the
 /// forward parameters) or name.
 pub struct CpuArgs<'a> {
-    launch: &'a Launch,
+    /// The kernel, for parameter names and messages.
+    kernel: &'a Kernel,
+    /// The arguments: forward, then adjoints for an adjoint launch.
+    args: &'a [Arg],
     /// Not `Sync`: the arguments stay on the launch's thread, so a kernel
     /// body cannot hand them to other threads that would write concurrently.
     _local: PhantomData<*const ()>,
@@ -108,26 +112,23 @@ pub struct CpuArgs<'a> {
 
 impl<'a> CpuArgs<'a> {
     fn arg(&self, index: usize) -> Result<&'a Arg> {
-        self.launch
-            .args()
+        self.args
             .get(index)
-            .ok_or_else(|| self.launch.kernel().no_such_param(format!("index {index}")))
+            .ok_or_else(|| self.kernel.no_such_param(format!("index {index}")))
     }
 
     fn wrong(&self, index: usize, want: String) -> Error {
         let name = self
-            .launch
-            .kernel()
+            .kernel
             .param_at(index)
             .map_or(format!("#{index}"), |p| p.0.into_owned());
         Error::Argument(Box::new(crate::error::ArgumentError {
-            kernel: self.launch.kernel().name().to_string(),
+            kernel: self.kernel.name().to_string(),
             index,
             param: name,
             expected: want,
             given: self
-                .launch
-                .args()
+                .args
                 .get(index)
                 .map_or("nothing".into(), |a| a.describe()),
             hint: "the CPU implementation reads the parameter as another type than declared; fix the closure".into(),
@@ -136,7 +137,7 @@ impl<'a> CpuArgs<'a> {
 
     /// Index of parameter `name`.
     pub fn index(&self, name: &str) -> Result<usize> {
-        self.launch.kernel().param_index(name)
+        self.kernel.param_index(name)
     }
 
     /// Array parameter `index` as elements of `T` (its dtype's Rust type).
@@ -286,61 +287,57 @@ impl<T: Element> CpuArray<'_, T> {
     }
 }
 
-/// Runs a CPU launch.
-pub(crate) fn run(launch: &Launch) -> Result<()> {
-    let kernel = launch.kernel();
+/// The kernel's CPU body for the forward or backward (`adjoint`) launch.
+pub(crate) fn function(kernel: &Kernel, adjoint: bool) -> Result<&CpuFn> {
     let Some(cpu) = &kernel.inner.cpu else {
         return Err(Error::Unsupported {
             kernel: kernel.name().to_string(),
             message: "it has no CPU implementation; add one with Kernel::with_cpu".into(),
         });
     };
-    let f = if launch.is_adjoint() {
+    if adjoint {
         cpu.backward.as_ref().ok_or_else(|| Error::Unsupported {
             kernel: kernel.name().to_string(),
             message: "its CPU implementation has no backward function".into(),
-        })?
+        })
     } else {
-        &cpu.forward
-    };
+        Ok(&cpu.forward)
+    }
+}
+
+/// Runs body `f` of `kernel` once per work item of `bounds` (block_dim 1,
+/// in order) on `args`. `kernel` names the parameters in messages.
+pub(crate) fn run(kernel: &Kernel, f: &CpuFn, bounds: &Bounds, args: &[Arg]) -> Result<()> {
     // The locks of every storage the launch uses (arrays and gradients),
     // held while the kernel runs: kernels write arrays through their
     // addresses, so a launch or copy on another thread using one of them
     // waits. Launches on unrelated arrays run side by side.
-    let _locks = crate::storage::lock_storages(
-        launch
-            .args()
-            .iter()
+    let arrays = || {
+        args.iter()
             .filter_map(Arg::as_array)
             .flat_map(|a| std::iter::successors(Some(a), |a| a.grad()))
-            .map(|a| &**a.storage()),
-        "CPU launch",
-    )?;
+    };
+    let _locks = crate::storage::lock_storages(arrays().map(|a| &**a.storage()), "CPU launch")?;
     // Page-locked and managed arrays may still be used by CUDA work queued
     // on a stream: the kernel reads and writes them after it is done.
-    for a in launch
-        .args()
-        .iter()
-        .filter_map(Arg::as_array)
-        .flat_map(|a| std::iter::successors(Some(a), |a| a.grad()))
-    {
+    for a in arrays() {
         if let Some(alloc) = a.storage().allocation() {
             alloc.wait_idle()?;
         }
     }
-    let plan = launch.plan();
-    let nd = kernel.kernel_dim();
-    let shape = &plan.bounds.shape[..nd];
-    let args = CpuArgs {
-        launch,
+    let nd = bounds.ndim;
+    let shape = &bounds.shape[..nd];
+    let cpu_args = CpuArgs {
+        kernel,
+        args,
         _local: PhantomData,
     };
-    for idx in 0..plan.size {
+    for idx in 0..bounds.size {
         let t = Thread {
-            coords: launch_coord(idx, shape, plan.bounds.coord_mult),
+            coords: launch_coord(idx, shape, bounds.coord_mult),
             ndim: nd,
         };
-        f(&t, &args)?;
+        f(&t, &cpu_args)?;
     }
     Ok(())
 }
