@@ -818,8 +818,7 @@ impl Array {
 }
 
 fn as_bytes<T: Element>(data: &[T]) -> &[u8] {
-    // SAFETY: T is plain data; the byte view covers exactly `data`.
-    unsafe { std::slice::from_raw_parts(data.as_ptr().cast::<u8>(), size_of_val(data)) }
+    crate::encode::element_bytes(data)
 }
 
 /// An [`Array`] whose element type is known at compile time.

@@ -38,13 +38,9 @@ pub unsafe trait WarpStruct: Copy + 'static {
 impl StructValue {
     /// The value of a Rust struct with the Warp struct's layout.
     pub fn of<S: WarpStruct>(value: &S) -> StructValue {
-        // SAFETY: `S` is plain data (Copy, repr(C) by the trait's contract);
-        // its bytes are read once.
-        let bytes =
-            unsafe { std::slice::from_raw_parts((value as *const S).cast::<u8>(), size_of::<S>()) };
         StructValue {
             name: S::NAME.into(),
-            bytes: bytes.into(),
+            bytes: crate::encode::struct_bytes(value).into(),
         }
     }
 
@@ -232,32 +228,11 @@ pub(crate) enum Bound<'a> {
 impl Bound<'_> {
     pub(crate) fn with_bytes<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
         match self {
-            Bound::Array(a) => f(&array_t_bytes(a)),
+            Bound::Array(a) => f(&crate::encode::array_t(a)),
             Bound::Bytes(b) => f(b),
             Bound::Value(v) => f(v.bytes()),
         }
     }
-}
-
-/// `wp::array_t<T>` as bytes: each field at its offset in the generated
-/// type, padding zero (reading a struct's padding would read uninitialised
-/// memory).
-pub(crate) fn array_t_bytes(a: &ArrayT) -> [u8; size_of::<ArrayT>()] {
-    use std::mem::offset_of;
-    let mut out = [0u8; size_of::<ArrayT>()];
-    let mut put = |at: usize, b: &[u8]| out[at..at + b.len()].copy_from_slice(b);
-    put(offset_of!(ArrayT, data), &a.data.to_ne_bytes());
-    put(offset_of!(ArrayT, grad), &a.grad.to_ne_bytes());
-    for i in 0..4 {
-        put(offset_of!(ArrayT, shape) + 4 * i, &a.shape[i].to_ne_bytes());
-        put(
-            offset_of!(ArrayT, strides) + 4 * i,
-            &a.strides[i].to_ne_bytes(),
-        );
-    }
-    put(offset_of!(ArrayT, ndim), &a.ndim.to_ne_bytes());
-    put(offset_of!(ArrayT, flags), &a.flags.to_ne_bytes());
-    out
 }
 
 /// Where a parameter is, for messages.

@@ -430,7 +430,7 @@ impl Launch {
             return Ok(());
         };
         let bounds = &self.plan.bounds;
-        let buf = bounds.to_ne_bytes();
+        let buf = crate::encode::launch_bounds(bounds);
         let n = bounds.byte_len();
         // SAFETY: parameter 0 is launch_bounds_t<N> with N the kernel's
         // dimension (declared so, checked against the layout); these are

@@ -180,9 +180,8 @@ impl<'a> CpuArgs<'a> {
                 let v: Value = v
                     .convert(T::dtype())
                     .ok_or_else(|| self.wrong(index, format!("a {} value", T::DTYPE)))?;
-                // SAFETY: the bytes are a value of T's dtype, which has T's
-                // size; T is plain data valid for any bytes.
-                Ok(unsafe { std::ptr::read_unaligned(v.bytes().as_ptr().cast::<T>()) })
+                crate::encode::element_from(v.bytes())
+                    .ok_or_else(|| self.wrong(index, format!("a {} value", T::DTYPE)))
             }
             _ => Err(self.wrong(index, format!("a {} value", T::DTYPE))),
         }

@@ -220,33 +220,6 @@ impl Bounds {
     pub fn byte_len(&self) -> usize {
         bounds_layout(self.ndim).0
     }
-
-    /// The C struct `launch_bounds_t<ndim>` as native-endian bytes, each
-    /// field at its offset in the generated ABI type; padding is zero and
-    /// only the first [`Bounds::byte_len`] bytes are meaningful.
-    pub fn to_ne_bytes(&self) -> [u8; 32] {
-        use crate::generated::abi::{LaunchBounds1, LaunchBounds2, LaunchBounds3, LaunchBounds4};
-        let mut out = [0u8; 32];
-        macro_rules! put {
-            ($t:ident, $n:literal) => {{
-                let shape = std::mem::offset_of!($t, shape);
-                for (i, e) in self.shape[..$n].iter().enumerate() {
-                    out[shape + 4 * i..shape + 4 * i + 4].copy_from_slice(&e.to_ne_bytes());
-                }
-                let size = std::mem::offset_of!($t, size);
-                out[size..size + 8].copy_from_slice(&(self.size as u64).to_ne_bytes());
-                let mult = std::mem::offset_of!($t, coord_mult);
-                out[mult..mult + 8].copy_from_slice(&(self.coord_mult as u64).to_ne_bytes());
-            }};
-        }
-        match self.ndim {
-            1 => put!(LaunchBounds1, 1),
-            2 => put!(LaunchBounds2, 2),
-            3 => put!(LaunchBounds3, 3),
-            _ => put!(LaunchBounds4, 4),
-        }
-        out
-    }
 }
 
 /// Byte size and alignment of `launch_bounds_t<ndim>`, from the generated
@@ -818,32 +791,5 @@ mod tests {
         assert_eq!(cap.to_warp(), i64::from(i32::MAX));
         assert_eq!(MaxBlocks::Unlimited.to_warp(), 0);
         assert!(MaxBlocks::from_warp(i64::MAX).is_err());
-    }
-
-    #[test]
-    fn bounds_bytes_match_the_c_layout() {
-        // launch_bounds_t<1>: shape[0] @0, 4 bytes padding, size @8, coord_mult @16: 24 bytes.
-        let b = Bounds::from_dim(&[10, 3], 1).unwrap();
-        assert_eq!(b.byte_len(), 24);
-        let bytes = b.to_ne_bytes();
-        assert_eq!(bytes[0..4], 10u32.to_ne_bytes());
-        assert_eq!(bytes[4..8], [0; 4]);
-        assert_eq!(bytes[8..16], 30u64.to_ne_bytes());
-        assert_eq!(bytes[16..24], 3u64.to_ne_bytes());
-        // launch_bounds_t<2>: shape 8 bytes, size @8, coord_mult @16: 24 bytes.
-        assert_eq!(Bounds::from_dim(&[4, 5], 2).unwrap().byte_len(), 24);
-        // launch_bounds_t<3>: shape 12 bytes + 4 padding, size @16, coord_mult @24: 32 bytes.
-        let b = Bounds::from_dim(&[2, 3], 3).unwrap();
-        assert_eq!(b.byte_len(), 32);
-        let bytes = b.to_ne_bytes();
-        assert_eq!(bytes[8..12], 1u32.to_ne_bytes());
-        assert_eq!(bytes[12..16], [0; 4]);
-        assert_eq!(bytes[16..24], 6u64.to_ne_bytes());
-        assert_eq!(bytes[24..32], 1u64.to_ne_bytes());
-        // launch_bounds_t<4>: shape 16 bytes, size @16, coord_mult @24: 32 bytes.
-        let b = Bounds::from_dim(&[2, 3, 4, 5], 4).unwrap();
-        assert_eq!(b.byte_len(), 32);
-        assert_eq!(b.to_ne_bytes()[12..16], 5u32.to_ne_bytes());
-        assert_eq!(b.to_ne_bytes()[16..24], 120u64.to_ne_bytes());
     }
 }

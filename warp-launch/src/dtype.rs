@@ -5,6 +5,8 @@
 
 use std::fmt;
 
+use crate::encode;
+
 pub use crate::generated::dtypes::{DTYPES, DType, Kind, Scalar};
 
 impl DType {
@@ -125,10 +127,10 @@ impl Value {
     /// The value of `v`.
     #[inline]
     pub fn of<T: Element>(v: T) -> Value {
-        // SAFETY: `v` is plain data; its `size_of::<T>()` bytes are read.
-        let raw =
-            unsafe { std::slice::from_raw_parts((&v as *const T).cast::<u8>(), size_of::<T>()) };
-        Value::with(T::dtype(), raw)
+        Value::with(
+            T::dtype(),
+            crate::encode::element_bytes(std::slice::from_ref(&v)),
+        )
     }
 
     fn with(dtype: &'static DType, raw: &[u8]) -> Value {
@@ -175,20 +177,11 @@ impl Value {
         if self.dtype.kind != Kind::Scalar || to.kind != Kind::Scalar {
             return None;
         }
-        let b = self.bytes();
-        let as_f64 = |s: Scalar| -> Option<f64> {
-            Some(match s {
-                Scalar::Float32 => f32::from_le_bytes(b.try_into().ok()?) as f64,
-                Scalar::Float64 => f64::from_le_bytes(b.try_into().ok()?),
-                _ => self.as_i128()? as f64,
-            })
-        };
         let out: Vec<u8> = match to.scalar {
-            Scalar::Float32 => (as_f64(self.dtype.scalar)? as f32).to_le_bytes().to_vec(),
-            Scalar::Float64 => as_f64(self.dtype.scalar)?.to_le_bytes().to_vec(),
-            Scalar::Float16 => f32_to_f16(as_f64(self.dtype.scalar)? as f32)
-                .to_le_bytes()
-                .to_vec(),
+            Scalar::Float32 | Scalar::Float64 | Scalar::Float16 => {
+                let x = encode::float_of(self.dtype.scalar, self.bytes())?;
+                encode::float_bytes(to.scalar, x, f32_to_f16)?
+            }
             s => {
                 let i = self.as_i128()?;
                 let fits = |lo: i128, hi: i128| (lo..=hi).contains(&i);
@@ -206,7 +199,7 @@ impl Value {
                 if !ok {
                     return None;
                 }
-                i.to_le_bytes().get(..to.size)?.to_vec()
+                encode::int_bytes(i, to.size)?
             }
         };
         Value::from_bytes(to, &out)
@@ -219,12 +212,15 @@ impl Value {
             .bytes()
             .chunks(n)
             .map(|c| match self.dtype.scalar {
-                Scalar::Float32 => f32::from_le_bytes(c.try_into().unwrap_or_default()).to_string(),
-                Scalar::Float64 => f64::from_le_bytes(c.try_into().unwrap_or_default()).to_string(),
-                Scalar::Float16 => format!(
-                    "0x{:04x} (half)",
-                    u16::from_le_bytes(c.try_into().unwrap_or_default())
-                ),
+                // Shown at the precision it has: 0.1f32 as `0.1`.
+                Scalar::Float32 => encode::float_of(Scalar::Float32, c)
+                    .map_or("?".into(), |x| (x as f32).to_string()),
+                Scalar::Float64 => {
+                    encode::float_of(Scalar::Float64, c).map_or("?".into(), |x| x.to_string())
+                }
+                Scalar::Float16 => {
+                    encode::half_bits(c).map_or("?".into(), |h| format!("0x{h:04x} (half)"))
+                }
                 s => {
                     let one = Value::from_bytes(scalar_dtype(s), c);
                     one.and_then(|v| v.as_i128())
@@ -244,18 +240,7 @@ impl Value {
         if self.dtype.kind != Kind::Scalar {
             return None;
         }
-        let b = self.bytes();
-        Some(match self.dtype.scalar {
-            Scalar::Int8 => i8::from_le_bytes(b.try_into().ok()?).into(),
-            Scalar::UInt8 | Scalar::Bool => u8::from_le_bytes(b.try_into().ok()?).into(),
-            Scalar::Int16 => i16::from_le_bytes(b.try_into().ok()?).into(),
-            Scalar::UInt16 => u16::from_le_bytes(b.try_into().ok()?).into(),
-            Scalar::Int32 => i32::from_le_bytes(b.try_into().ok()?).into(),
-            Scalar::UInt32 => u32::from_le_bytes(b.try_into().ok()?).into(),
-            Scalar::Int64 => i64::from_le_bytes(b.try_into().ok()?).into(),
-            Scalar::UInt64 => u64::from_le_bytes(b.try_into().ok()?).into(),
-            _ => return None,
-        })
+        encode::int_of(self.dtype.scalar, self.bytes())
     }
 }
 

@@ -85,6 +85,7 @@ pub mod cpu;
 pub mod device;
 pub mod domain;
 pub mod dtype;
+mod encode;
 pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;

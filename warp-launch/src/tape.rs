@@ -10,6 +10,7 @@ use crate::array::Array;
 use crate::bind::Arg;
 use crate::command::Launch;
 use crate::dtype::{Kind, Scalar, Value};
+use crate::encode;
 use crate::error::{Error, Result};
 use crate::signature::{ParamKind, StructType};
 
@@ -189,15 +190,16 @@ fn struct_adjoint(st: &StructType, arg: &Arg) -> crate::bind::StructValue {
                 let Some(src) = v.bytes().get(f.offset..f.offset + n) else {
                     continue;
                 };
-                // SAFETY: ArrayT is plain data; the bytes are a whole ArrayT.
-                let mut a: ArrayT = unsafe { std::ptr::read_unaligned(src.as_ptr().cast()) };
+                let Some(mut a) = encode::array_t_from(src) else {
+                    continue;
+                };
                 if a.grad == 0 {
                     a = ArrayT::default();
                 } else {
                     a.data = a.grad;
                     a.grad = 0;
                 }
-                out[f.offset..f.offset + n].copy_from_slice(&crate::bind::array_t_bytes(&a));
+                out[f.offset..f.offset + n].copy_from_slice(&encode::array_t(&a));
             }
         }
     }
@@ -229,25 +231,12 @@ fn fill_ones(a: &Array) -> Result<()> {
 
 /// The elements of a float32/float64 array as `f64`.
 fn read_floats(a: &Array) -> Result<Vec<f64>> {
-    let b = a.to_bytes()?;
-    Ok(match a.dtype().scalar {
-        Scalar::Float64 => b
-            .chunks_exact(8)
-            .map(|c| f64::from_le_bytes(c.try_into().unwrap_or_default()))
-            .collect(),
-        _ => b
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap_or_default()) as f64)
-            .collect(),
-    })
+    Ok(encode::floats_of(a.dtype().scalar, &a.to_bytes()?))
 }
 
 /// Writes `v` into a contiguous float32/float64 array.
 fn write_floats(a: &Array, v: &[f64]) -> Result<()> {
-    let b: Vec<u8> = match a.dtype().scalar {
-        Scalar::Float64 => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        _ => v.iter().flat_map(|x| (*x as f32).to_le_bytes()).collect(),
-    };
+    let b = encode::floats_bytes(a.dtype().scalar, v);
     a.storage().copy_from_host(a.offset(), &b)
 }
 
