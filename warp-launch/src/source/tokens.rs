@@ -18,11 +18,11 @@ pub(super) struct Tok<'a> {
     pub(super) line: usize,
 }
 
-pub(super) fn is_word_start(b: u8) -> bool {
+fn is_word_start(b: u8) -> bool {
     b.is_ascii_alphabetic() || b == b'_'
 }
 
-pub(super) fn is_word_byte(b: u8) -> bool {
+fn is_word_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_'
 }
 
