@@ -7,9 +7,9 @@ use proc_macro2::{Literal, TokenStream};
 use quote::{format_ident, quote};
 
 use super::docs;
-use super::names::escape;
 use crate::Result;
 use crate::ctype::CType;
+use crate::names::escape;
 use crate::spec::model::*;
 use crate::spec::validate::RESULT_ENUM;
 
