@@ -398,7 +398,8 @@ pub fn driver(specs: &Specs) -> Result<TokenStream> {
     let (total, safe, unsafe_) = coverage(specs);
     let doc = format!(
         "The thin layer: one function per driver function ({total} in all: {safe} safe, {unsafe_} `unsafe`), \
-         named in snake_case after the C name, with snake_case parameters.\n\n\
+         named in snake_case after the C name (which rustdoc search also finds: each carries it as a `doc(alias)`), \
+         with snake_case parameters.\n\n\
          A wrapper is safe only when no argument can make the driver touch memory or an object that safe Rust \
          cannot vouch for: plain values, references and length-checked slices of plain data, and `&CStr`. A raw \
          handle (`CUstream`, `CUgraph`, …), a device address or other integer handle, a callback or a raw \
@@ -899,6 +900,7 @@ fn wrapper(g: &GroupFile, f: &Function, types: &TypeInfo) -> Result<TokenStream>
     };
     Ok(quote! {
         #doc
+        #[doc(alias = #lit)]
         #deprecated
         #clippy
         pub #unsafety fn #name(#(#args),*) -> Result<#ret_ty> {
