@@ -9,6 +9,7 @@ pub mod codegen;
 pub mod ctype;
 pub mod fuzz;
 pub mod import;
+pub mod layers;
 pub mod names;
 pub mod provision;
 pub mod spec;
