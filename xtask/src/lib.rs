@@ -12,6 +12,7 @@ pub mod import;
 pub mod layers;
 pub mod names;
 pub mod provision;
+pub mod public_api;
 pub mod spec;
 
 /// xtask's result type: any error, reported by `main` as one message.
