@@ -84,7 +84,6 @@
 #![deny(missing_docs)]
 
 #[rustfmt::skip]
-#[allow(clippy::all, deprecated)]
 mod generated;
 
 pub mod args;

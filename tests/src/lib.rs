@@ -1,8 +1,6 @@
 //! Cross-crate tests of the CUDA launch SDK. The library part holds facts
 //! generated from the specs (`generated/`) and helpers the tests share.
 
-#![allow(clippy::all)]
-
 #[rustfmt::skip]
 pub mod generated;
 pub mod alloc;

@@ -9,7 +9,10 @@ pub mod codegen;
 pub mod ctype;
 pub mod fuzz;
 pub mod import;
+pub mod layers;
+pub mod names;
 pub mod provision;
+pub mod public_api;
 pub mod spec;
 
 /// xtask's result type: any error, reported by `main` as one message.

@@ -2,7 +2,7 @@
 
 use std::process::{Command, ExitCode};
 
-use xtask::{Result, bundle, codegen, fuzz, import, provision};
+use xtask::{Result, bundle, codegen, fuzz, import, provision, public_api};
 
 const HELP: &str = "\
 usage: cargo xtask <task>
@@ -15,6 +15,10 @@ tasks:
   fuzz [--seconds N] [--target NAME] [--seed N]
                       bounded mutation fuzzing (stable Rust) of the spec loader, the image validator and
                       Warp's .cu/.meta readers, N seconds per target (default 10); findings go to target/fuzz/
+  public-api [--all] [CRATE_DIR..]
+                      list each library crate's public items with every path that reaches them (default
+                      cuda-api and warp-launch): one line of counts, then the items reachable by two or more
+                      paths (--all: every item and module)
   help                this text
 ";
 
@@ -39,6 +43,7 @@ fn run(args: &[String]) -> Result<()> {
         Some("test") => test(&args[1..]),
         Some("gpu-bundle") => bundle::build(&root),
         Some("fuzz") => fuzz::run(&root, &args[1..]),
+        Some("public-api") => public_api::run(&root, &args[1..]),
         Some("help") | Some("--help") | None => {
             print!("{HELP}");
             Ok(())

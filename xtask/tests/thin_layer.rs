@@ -3,7 +3,9 @@
 //!
 //! - no safe wrapper takes a raw handle, a device address or other integer
 //!   handle, a callback, a raw pointer, or a record holding one of those;
-//! - every parameter of every public function of `cuda-api` is snake_case.
+//! - every parameter of every public function of `cuda-api` is snake_case;
+//! - every wrapper carries its C name as `#[doc(alias)]` and, returning
+//!   `Result`, has an `# Errors` section.
 
 use std::path::{Path, PathBuf};
 
@@ -195,4 +197,93 @@ fn every_public_parameter_of_cuda_api_is_snake_case() {
         "parameters that are not snake_case:\n{}",
         bad.join("\n")
     );
+}
+
+/// The doc text of an item: its `///` lines joined, each without the one
+/// space after `///`.
+fn doc_text(attrs: &[syn::Attribute]) -> String {
+    let mut out = String::new();
+    for a in attrs {
+        if a.path().is_ident("doc")
+            && let syn::Meta::NameValue(nv) = &a.meta
+            && let syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Str(s),
+                ..
+            }) = &nv.value
+        {
+            let line = s.value();
+            out.push_str(line.strip_prefix(' ').unwrap_or(&line));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// The value of `#[doc(alias = "...")]`, if the item has one.
+fn doc_alias(attrs: &[syn::Attribute]) -> Option<String> {
+    attrs.iter().find_map(|a| {
+        let syn::Meta::List(list) = &a.meta else {
+            return None;
+        };
+        if !list.path.is_ident("doc") {
+            return None;
+        }
+        let nv: syn::MetaNameValue = list.parse_args().ok()?;
+        if !nv.path.is_ident("alias") {
+            return None;
+        }
+        match nv.value {
+            syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Str(s),
+                ..
+            }) => Some(s.value()),
+            _ => None,
+        }
+    })
+}
+
+fn returns_result(sig: &syn::Signature) -> bool {
+    match &sig.output {
+        syn::ReturnType::Type(_, ty) => match &**ty {
+            syn::Type::Path(p) => p.path.segments.last().is_some_and(|s| s.ident == "Result"),
+            _ => false,
+        },
+        syn::ReturnType::Default => false,
+    }
+}
+
+#[test]
+fn every_thin_wrapper_has_its_c_name_as_doc_alias_and_an_errors_section() {
+    let file = parse(&root().join("cuda-api/src/generated/driver.rs"));
+    let call = regex::Regex::new(r"\b(cu[A-Z][A-Za-z0-9_]*)\s*\(").unwrap();
+    let (mut checked, mut bad) = (0, Vec::new());
+    for item in &file.items {
+        let syn::Item::Fn(f) = item else { continue };
+        let name = f.sig.ident.to_string();
+        let block = &f.block;
+        let body = quote::quote!(#block).to_string();
+        let called: Vec<&str> = call
+            .captures_iter(&body)
+            .filter_map(|c| c.get(1))
+            .map(|m| m.as_str())
+            .collect();
+        let [c_name] = called.as_slice() else {
+            bad.push(format!(
+                "{name}: calls {called:?}, expected one driver function"
+            ));
+            continue;
+        };
+        match doc_alias(&f.attrs) {
+            Some(a) if a == *c_name => {}
+            other => bad.push(format!("{name}: doc alias {other:?}, expected {c_name:?}")),
+        }
+        if returns_result(&f.sig) && !doc_text(&f.attrs).contains("\n# Errors\n") {
+            bad.push(format!(
+                "{name}: returns Result but has no `# Errors` section"
+            ));
+        }
+        checked += 1;
+    }
+    assert!(checked > 400, "driver.rs has its {checked} wrappers");
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
 }

@@ -1092,7 +1092,7 @@ impl ::core::fmt::Debug for CUipcMem_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUipcMem_flags", self.0),
+            None => write!(f, "CUipcMem_flags({})", self.0),
         }
     }
 }
@@ -1123,7 +1123,7 @@ impl ::core::fmt::Debug for CUmemAttach_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmemAttach_flags", self.0),
+            None => write!(f, "CUmemAttach_flags({})", self.0),
         }
     }
 }
@@ -1180,7 +1180,7 @@ impl ::core::fmt::Debug for CUctx_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUctx_flags", self.0),
+            None => write!(f, "CUctx_flags({})", self.0),
         }
     }
 }
@@ -1214,7 +1214,7 @@ impl ::core::fmt::Debug for CUevent_sched_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUevent_sched_flags", self.0),
+            None => write!(f, "CUevent_sched_flags({})", self.0),
         }
     }
 }
@@ -1248,7 +1248,7 @@ impl ::core::fmt::Debug for cl_event_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "cl_event_flags", self.0),
+            None => write!(f, "cl_event_flags({})", self.0),
         }
     }
 }
@@ -1282,7 +1282,7 @@ impl ::core::fmt::Debug for cl_context_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "cl_context_flags", self.0),
+            None => write!(f, "cl_context_flags({})", self.0),
         }
     }
 }
@@ -1310,7 +1310,7 @@ impl ::core::fmt::Debug for CUstream_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUstream_flags", self.0),
+            None => write!(f, "CUstream_flags({})", self.0),
         }
     }
 }
@@ -1344,7 +1344,7 @@ impl ::core::fmt::Debug for CUevent_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUevent_flags", self.0),
+            None => write!(f, "CUevent_flags({})", self.0),
         }
     }
 }
@@ -1372,7 +1372,7 @@ impl ::core::fmt::Debug for CUevent_record_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUevent_record_flags", self.0),
+            None => write!(f, "CUevent_record_flags({})", self.0),
         }
     }
 }
@@ -1400,7 +1400,7 @@ impl ::core::fmt::Debug for CUevent_wait_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUevent_wait_flags", self.0),
+            None => write!(f, "CUevent_wait_flags({})", self.0),
         }
     }
 }
@@ -1437,7 +1437,7 @@ impl ::core::fmt::Debug for CUstreamWaitValue_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUstreamWaitValue_flags", self.0),
+            None => write!(f, "CUstreamWaitValue_flags({})", self.0),
         }
     }
 }
@@ -1465,7 +1465,7 @@ impl ::core::fmt::Debug for CUstreamWriteValue_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUstreamWriteValue_flags", self.0),
+            None => write!(f, "CUstreamWriteValue_flags({})", self.0),
         }
     }
 }
@@ -1505,7 +1505,7 @@ impl ::core::fmt::Debug for CUstreamBatchMemOpType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUstreamBatchMemOpType", self.0),
+            None => write!(f, "CUstreamBatchMemOpType({})", self.0),
         }
     }
 }
@@ -1533,7 +1533,7 @@ impl ::core::fmt::Debug for CUstreamMemoryBarrier_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUstreamMemoryBarrier_flags", self.0),
+            None => write!(f, "CUstreamMemoryBarrier_flags({})", self.0),
         }
     }
 }
@@ -1561,7 +1561,7 @@ impl ::core::fmt::Debug for CUoccupancy_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUoccupancy_flags", self.0),
+            None => write!(f, "CUoccupancy_flags({})", self.0),
         }
     }
 }
@@ -1589,9 +1589,7 @@ impl ::core::fmt::Debug for CUstreamUpdateCaptureDependencies_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => {
-                write!(f, "{}({})", "CUstreamUpdateCaptureDependencies_flags", self.0)
-            }
+            None => write!(f, "CUstreamUpdateCaptureDependencies_flags({})", self.0),
         }
     }
 }
@@ -1616,7 +1614,7 @@ impl ::core::fmt::Debug for CUasyncNotificationType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUasyncNotificationType", self.0),
+            None => write!(f, "CUasyncNotificationType({})", self.0),
         }
     }
 }
@@ -1794,7 +1792,7 @@ impl ::core::fmt::Debug for CUarray_format {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUarray_format", self.0),
+            None => write!(f, "CUarray_format({})", self.0),
         }
     }
 }
@@ -1828,7 +1826,7 @@ impl ::core::fmt::Debug for CUaddress_mode {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUaddress_mode", self.0),
+            None => write!(f, "CUaddress_mode({})", self.0),
         }
     }
 }
@@ -1856,7 +1854,7 @@ impl ::core::fmt::Debug for CUfilter_mode {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUfilter_mode", self.0),
+            None => write!(f, "CUfilter_mode({})", self.0),
         }
     }
 }
@@ -2358,7 +2356,7 @@ impl ::core::fmt::Debug for CUdevice_attribute {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUdevice_attribute", self.0),
+            None => write!(f, "CUdevice_attribute({})", self.0),
         }
     }
 }
@@ -2443,7 +2441,7 @@ impl ::core::fmt::Debug for CUpointer_attribute {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUpointer_attribute", self.0),
+            None => write!(f, "CUpointer_attribute({})", self.0),
         }
     }
 }
@@ -2516,7 +2514,7 @@ impl ::core::fmt::Debug for CUfunction_attribute {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUfunction_attribute", self.0),
+            None => write!(f, "CUfunction_attribute({})", self.0),
         }
     }
 }
@@ -2550,7 +2548,7 @@ impl ::core::fmt::Debug for CUfunc_cache {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUfunc_cache", self.0),
+            None => write!(f, "CUfunc_cache({})", self.0),
         }
     }
 }
@@ -2581,7 +2579,7 @@ impl ::core::fmt::Debug for CUsharedconfig {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUsharedconfig", self.0),
+            None => write!(f, "CUsharedconfig({})", self.0),
         }
     }
 }
@@ -2612,7 +2610,7 @@ impl ::core::fmt::Debug for CUshared_carveout {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUshared_carveout", self.0),
+            None => write!(f, "CUshared_carveout({})", self.0),
         }
     }
 }
@@ -2646,7 +2644,7 @@ impl ::core::fmt::Debug for CUmemorytype {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmemorytype", self.0),
+            None => write!(f, "CUmemorytype({})", self.0),
         }
     }
 }
@@ -2677,7 +2675,7 @@ impl ::core::fmt::Debug for CUcomputemode {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUcomputemode", self.0),
+            None => write!(f, "CUcomputemode({})", self.0),
         }
     }
 }
@@ -2717,7 +2715,7 @@ impl ::core::fmt::Debug for CUmem_advise {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmem_advise", self.0),
+            None => write!(f, "CUmem_advise({})", self.0),
         }
     }
 }
@@ -2763,7 +2761,7 @@ impl ::core::fmt::Debug for CUmem_range_attribute {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmem_range_attribute", self.0),
+            None => write!(f, "CUmem_range_attribute({})", self.0),
         }
     }
 }
@@ -2893,7 +2891,7 @@ impl ::core::fmt::Debug for CUjit_option {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUjit_option", self.0),
+            None => write!(f, "CUjit_option({})", self.0),
         }
     }
 }
@@ -3017,7 +3015,7 @@ impl ::core::fmt::Debug for CUjit_target {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUjit_target", self.0),
+            None => write!(f, "CUjit_target({})", self.0),
         }
     }
 }
@@ -3045,7 +3043,7 @@ impl ::core::fmt::Debug for CUjit_fallback {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUjit_fallback", self.0),
+            None => write!(f, "CUjit_fallback({})", self.0),
         }
     }
 }
@@ -3076,7 +3074,7 @@ impl ::core::fmt::Debug for CUjit_cacheMode {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUjit_cacheMode", self.0),
+            None => write!(f, "CUjit_cacheMode({})", self.0),
         }
     }
 }
@@ -3119,7 +3117,7 @@ impl ::core::fmt::Debug for CUjitInputType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUjitInputType", self.0),
+            None => write!(f, "CUjitInputType({})", self.0),
         }
     }
 }
@@ -3156,7 +3154,7 @@ impl ::core::fmt::Debug for CUgraphicsRegisterFlags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUgraphicsRegisterFlags", self.0),
+            None => write!(f, "CUgraphicsRegisterFlags({})", self.0),
         }
     }
 }
@@ -3187,7 +3185,7 @@ impl ::core::fmt::Debug for CUgraphicsMapResourceFlags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUgraphicsMapResourceFlags", self.0),
+            None => write!(f, "CUgraphicsMapResourceFlags({})", self.0),
         }
     }
 }
@@ -3227,7 +3225,7 @@ impl ::core::fmt::Debug for CUarray_cubemap_face {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUarray_cubemap_face", self.0),
+            None => write!(f, "CUarray_cubemap_face({})", self.0),
         }
     }
 }
@@ -3282,7 +3280,7 @@ impl ::core::fmt::Debug for CUlimit {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUlimit", self.0),
+            None => write!(f, "CUlimit({})", self.0),
         }
     }
 }
@@ -3316,7 +3314,7 @@ impl ::core::fmt::Debug for CUresourcetype {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUresourcetype", self.0),
+            None => write!(f, "CUresourcetype({})", self.0),
         }
     }
 }
@@ -3347,7 +3345,7 @@ impl ::core::fmt::Debug for CUaccessProperty {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUaccessProperty", self.0),
+            None => write!(f, "CUaccessProperty({})", self.0),
         }
     }
 }
@@ -3378,7 +3376,7 @@ impl ::core::fmt::Debug for CUgraphConditionalNodeType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUgraphConditionalNodeType", self.0),
+            None => write!(f, "CUgraphConditionalNodeType({})", self.0),
         }
     }
 }
@@ -3442,7 +3440,7 @@ impl ::core::fmt::Debug for CUgraphNodeType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUgraphNodeType", self.0),
+            None => write!(f, "CUgraphNodeType({})", self.0),
         }
     }
 }
@@ -3470,7 +3468,7 @@ impl ::core::fmt::Debug for CUgraphDependencyType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUgraphDependencyType", self.0),
+            None => write!(f, "CUgraphDependencyType({})", self.0),
         }
     }
 }
@@ -3510,7 +3508,7 @@ impl ::core::fmt::Debug for CUgraphInstantiateResult {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUgraphInstantiateResult", self.0),
+            None => write!(f, "CUgraphInstantiateResult({})", self.0),
         }
     }
 }
@@ -3544,7 +3542,7 @@ impl ::core::fmt::Debug for CUsynchronizationPolicy {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUsynchronizationPolicy", self.0),
+            None => write!(f, "CUsynchronizationPolicy({})", self.0),
         }
     }
 }
@@ -3575,7 +3573,7 @@ impl ::core::fmt::Debug for CUclusterSchedulingPolicy {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUclusterSchedulingPolicy", self.0),
+            None => write!(f, "CUclusterSchedulingPolicy({})", self.0),
         }
     }
 }
@@ -3603,7 +3601,7 @@ impl ::core::fmt::Debug for CUlaunchMemSyncDomain {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUlaunchMemSyncDomain", self.0),
+            None => write!(f, "CUlaunchMemSyncDomain({})", self.0),
         }
     }
 }
@@ -3673,7 +3671,7 @@ impl ::core::fmt::Debug for CUlaunchAttributeID {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUlaunchAttributeID", self.0),
+            None => write!(f, "CUlaunchAttributeID({})", self.0),
         }
     }
 }
@@ -3704,7 +3702,7 @@ impl ::core::fmt::Debug for CUstreamCaptureStatus {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUstreamCaptureStatus", self.0),
+            None => write!(f, "CUstreamCaptureStatus({})", self.0),
         }
     }
 }
@@ -3735,7 +3733,7 @@ impl ::core::fmt::Debug for CUstreamCaptureMode {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUstreamCaptureMode", self.0),
+            None => write!(f, "CUstreamCaptureMode({})", self.0),
         }
     }
 }
@@ -3766,7 +3764,7 @@ impl ::core::fmt::Debug for CUdriverProcAddress_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUdriverProcAddress_flags", self.0),
+            None => write!(f, "CUdriverProcAddress_flags({})", self.0),
         }
     }
 }
@@ -3797,7 +3795,7 @@ impl ::core::fmt::Debug for CUdriverProcAddressQueryResult {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUdriverProcAddressQueryResult", self.0),
+            None => write!(f, "CUdriverProcAddressQueryResult({})", self.0),
         }
     }
 }
@@ -3825,7 +3823,7 @@ impl ::core::fmt::Debug for CUexecAffinityType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUexecAffinityType", self.0),
+            None => write!(f, "CUexecAffinityType({})", self.0),
         }
     }
 }
@@ -3853,7 +3851,7 @@ impl ::core::fmt::Debug for CUcigDataType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUcigDataType", self.0),
+            None => write!(f, "CUcigDataType({})", self.0),
         }
     }
 }
@@ -3884,7 +3882,7 @@ impl ::core::fmt::Debug for CUlibraryOption {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUlibraryOption", self.0),
+            None => write!(f, "CUlibraryOption({})", self.0),
         }
     }
 }
@@ -4209,7 +4207,7 @@ impl ::core::fmt::Debug for CUresult {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUresult", self.0),
+            None => write!(f, "CUresult({})", self.0),
         }
     }
 }
@@ -4250,7 +4248,7 @@ impl ::core::fmt::Debug for CUdevice_P2PAttribute {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUdevice_P2PAttribute", self.0),
+            None => write!(f, "CUdevice_P2PAttribute({})", self.0),
         }
     }
 }
@@ -4314,7 +4312,7 @@ impl ::core::fmt::Debug for CUatomicOperation {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUatomicOperation", self.0),
+            None => write!(f, "CUatomicOperation({})", self.0),
         }
     }
 }
@@ -4357,7 +4355,7 @@ impl ::core::fmt::Debug for CUatomicOperationCapability {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUatomicOperationCapability", self.0),
+            None => write!(f, "CUatomicOperationCapability({})", self.0),
         }
     }
 }
@@ -4484,7 +4482,7 @@ impl ::core::fmt::Debug for CUresourceViewFormat {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUresourceViewFormat", self.0),
+            None => write!(f, "CUresourceViewFormat({})", self.0),
         }
     }
 }
@@ -4554,7 +4552,7 @@ impl ::core::fmt::Debug for CUtensorMapDataType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUtensorMapDataType", self.0),
+            None => write!(f, "CUtensorMapDataType({})", self.0),
         }
     }
 }
@@ -4585,7 +4583,7 @@ impl ::core::fmt::Debug for CUtensorMapInterleave {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUtensorMapInterleave", self.0),
+            None => write!(f, "CUtensorMapInterleave({})", self.0),
         }
     }
 }
@@ -4628,7 +4626,7 @@ impl ::core::fmt::Debug for CUtensorMapSwizzle {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUtensorMapSwizzle", self.0),
+            None => write!(f, "CUtensorMapSwizzle({})", self.0),
         }
     }
 }
@@ -4662,7 +4660,7 @@ impl ::core::fmt::Debug for CUtensorMapL2promotion {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUtensorMapL2promotion", self.0),
+            None => write!(f, "CUtensorMapL2promotion({})", self.0),
         }
     }
 }
@@ -4690,7 +4688,7 @@ impl ::core::fmt::Debug for CUtensorMapFloatOOBfill {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUtensorMapFloatOOBfill", self.0),
+            None => write!(f, "CUtensorMapFloatOOBfill({})", self.0),
         }
     }
 }
@@ -4718,7 +4716,7 @@ impl ::core::fmt::Debug for CUtensorMapIm2ColWideMode {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUtensorMapIm2ColWideMode", self.0),
+            None => write!(f, "CUtensorMapIm2ColWideMode({})", self.0),
         }
     }
 }
@@ -4749,7 +4747,7 @@ impl ::core::fmt::Debug for CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS", self.0),
+            None => write!(f, "CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS({})", self.0),
         }
     }
 }
@@ -4798,7 +4796,7 @@ impl ::core::fmt::Debug for CUexternalMemoryHandleType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUexternalMemoryHandleType", self.0),
+            None => write!(f, "CUexternalMemoryHandleType({})", self.0),
         }
     }
 }
@@ -4852,7 +4850,7 @@ impl ::core::fmt::Debug for CUexternalSemaphoreHandleType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUexternalSemaphoreHandleType", self.0),
+            None => write!(f, "CUexternalSemaphoreHandleType({})", self.0),
         }
     }
 }
@@ -4892,7 +4890,7 @@ impl ::core::fmt::Debug for CUmemAllocationHandleType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmemAllocationHandleType", self.0),
+            None => write!(f, "CUmemAllocationHandleType({})", self.0),
         }
     }
 }
@@ -4926,7 +4924,7 @@ impl ::core::fmt::Debug for CUmemAccess_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmemAccess_flags", self.0),
+            None => write!(f, "CUmemAccess_flags({})", self.0),
         }
     }
 }
@@ -4968,7 +4966,7 @@ impl ::core::fmt::Debug for CUmemLocationType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmemLocationType", self.0),
+            None => write!(f, "CUmemLocationType({})", self.0),
         }
     }
 }
@@ -5002,7 +5000,7 @@ impl ::core::fmt::Debug for CUmemAllocationType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmemAllocationType", self.0),
+            None => write!(f, "CUmemAllocationType({})", self.0),
         }
     }
 }
@@ -5030,7 +5028,7 @@ impl ::core::fmt::Debug for CUmemAllocationGranularity_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmemAllocationGranularity_flags", self.0),
+            None => write!(f, "CUmemAllocationGranularity_flags({})", self.0),
         }
     }
 }
@@ -5058,7 +5056,7 @@ impl ::core::fmt::Debug for CUmemRangeHandleType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmemRangeHandleType", self.0),
+            None => write!(f, "CUmemRangeHandleType({})", self.0),
         }
     }
 }
@@ -5083,7 +5081,7 @@ impl ::core::fmt::Debug for CUmemRangeFlags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmemRangeFlags", self.0),
+            None => write!(f, "CUmemRangeFlags({})", self.0),
         }
     }
 }
@@ -5111,7 +5109,7 @@ impl ::core::fmt::Debug for CUarraySparseSubresourceType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUarraySparseSubresourceType", self.0),
+            None => write!(f, "CUarraySparseSubresourceType({})", self.0),
         }
     }
 }
@@ -5139,7 +5137,7 @@ impl ::core::fmt::Debug for CUmemOperationType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmemOperationType", self.0),
+            None => write!(f, "CUmemOperationType({})", self.0),
         }
     }
 }
@@ -5164,7 +5162,7 @@ impl ::core::fmt::Debug for CUmemHandleType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmemHandleType", self.0),
+            None => write!(f, "CUmemHandleType({})", self.0),
         }
     }
 }
@@ -5192,7 +5190,7 @@ impl ::core::fmt::Debug for CUmemAllocationCompType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmemAllocationCompType", self.0),
+            None => write!(f, "CUmemAllocationCompType({})", self.0),
         }
     }
 }
@@ -5220,7 +5218,7 @@ impl ::core::fmt::Debug for CUmulticastGranularity_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmulticastGranularity_flags", self.0),
+            None => write!(f, "CUmulticastGranularity_flags({})", self.0),
         }
     }
 }
@@ -5269,7 +5267,7 @@ impl ::core::fmt::Debug for CUgraphExecUpdateResult {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUgraphExecUpdateResult", self.0),
+            None => write!(f, "CUgraphExecUpdateResult({})", self.0),
         }
     }
 }
@@ -5315,7 +5313,7 @@ impl ::core::fmt::Debug for CUmemPool_attribute {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmemPool_attribute", self.0),
+            None => write!(f, "CUmemPool_attribute({})", self.0),
         }
     }
 }
@@ -5343,7 +5341,7 @@ impl ::core::fmt::Debug for CUmemcpyFlags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmemcpyFlags", self.0),
+            None => write!(f, "CUmemcpyFlags({})", self.0),
         }
     }
 }
@@ -5380,7 +5378,7 @@ impl ::core::fmt::Debug for CUmemcpySrcAccessOrder {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmemcpySrcAccessOrder", self.0),
+            None => write!(f, "CUmemcpySrcAccessOrder({})", self.0),
         }
     }
 }
@@ -5411,7 +5409,7 @@ impl ::core::fmt::Debug for CUmemcpy3DOperandType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmemcpy3DOperandType", self.0),
+            None => write!(f, "CUmemcpy3DOperandType({})", self.0),
         }
     }
 }
@@ -5445,7 +5443,7 @@ impl ::core::fmt::Debug for CUgraphMem_attribute {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUgraphMem_attribute", self.0),
+            None => write!(f, "CUgraphMem_attribute({})", self.0),
         }
     }
 }
@@ -5473,7 +5471,7 @@ impl ::core::fmt::Debug for CUgraphChildGraphNodeOwnership {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUgraphChildGraphNodeOwnership", self.0),
+            None => write!(f, "CUgraphChildGraphNodeOwnership({})", self.0),
         }
     }
 }
@@ -5501,7 +5499,7 @@ impl ::core::fmt::Debug for CUflushGPUDirectRDMAWritesOptions {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUflushGPUDirectRDMAWritesOptions", self.0),
+            None => write!(f, "CUflushGPUDirectRDMAWritesOptions({})", self.0),
         }
     }
 }
@@ -5532,7 +5530,7 @@ impl ::core::fmt::Debug for CUGPUDirectRDMAWritesOrdering {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUGPUDirectRDMAWritesOrdering", self.0),
+            None => write!(f, "CUGPUDirectRDMAWritesOrdering({})", self.0),
         }
     }
 }
@@ -5560,7 +5558,7 @@ impl ::core::fmt::Debug for CUflushGPUDirectRDMAWritesScope {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUflushGPUDirectRDMAWritesScope", self.0),
+            None => write!(f, "CUflushGPUDirectRDMAWritesScope({})", self.0),
         }
     }
 }
@@ -5585,7 +5583,7 @@ impl ::core::fmt::Debug for CUflushGPUDirectRDMAWritesTarget {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUflushGPUDirectRDMAWritesTarget", self.0),
+            None => write!(f, "CUflushGPUDirectRDMAWritesTarget({})", self.0),
         }
     }
 }
@@ -5655,7 +5653,7 @@ impl ::core::fmt::Debug for CUgraphDebugDot_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUgraphDebugDot_flags", self.0),
+            None => write!(f, "CUgraphDebugDot_flags({})", self.0),
         }
     }
 }
@@ -5680,7 +5678,7 @@ impl ::core::fmt::Debug for CUuserObject_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUuserObject_flags", self.0),
+            None => write!(f, "CUuserObject_flags({})", self.0),
         }
     }
 }
@@ -5705,7 +5703,7 @@ impl ::core::fmt::Debug for CUuserObjectRetain_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUuserObjectRetain_flags", self.0),
+            None => write!(f, "CUuserObjectRetain_flags({})", self.0),
         }
     }
 }
@@ -5739,7 +5737,7 @@ impl ::core::fmt::Debug for CUgraphInstantiate_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUgraphInstantiate_flags", self.0),
+            None => write!(f, "CUgraphInstantiate_flags({})", self.0),
         }
     }
 }
@@ -5767,7 +5765,7 @@ impl ::core::fmt::Debug for CUdeviceNumaConfig {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUdeviceNumaConfig", self.0),
+            None => write!(f, "CUdeviceNumaConfig({})", self.0),
         }
     }
 }
@@ -5801,7 +5799,7 @@ impl ::core::fmt::Debug for CUprocessState {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUprocessState", self.0),
+            None => write!(f, "CUprocessState({})", self.0),
         }
     }
 }
@@ -5829,7 +5827,7 @@ impl ::core::fmt::Debug for CUmoduleLoadingMode {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmoduleLoadingMode", self.0),
+            None => write!(f, "CUmoduleLoadingMode({})", self.0),
         }
     }
 }
@@ -5863,7 +5861,7 @@ impl ::core::fmt::Debug for CUmemDecompressAlgorithm {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUmemDecompressAlgorithm", self.0),
+            None => write!(f, "CUmemDecompressAlgorithm({})", self.0),
         }
     }
 }
@@ -5894,7 +5892,7 @@ impl ::core::fmt::Debug for CUfunctionLoadingState {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUfunctionLoadingState", self.0),
+            None => write!(f, "CUfunctionLoadingState({})", self.0),
         }
     }
 }
@@ -5940,7 +5938,7 @@ impl ::core::fmt::Debug for CUcoredumpSettings {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUcoredumpSettings", self.0),
+            None => write!(f, "CUcoredumpSettings({})", self.0),
         }
     }
 }
@@ -5986,7 +5984,7 @@ impl ::core::fmt::Debug for CUCoredumpGenerationFlags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUCoredumpGenerationFlags", self.0),
+            None => write!(f, "CUCoredumpGenerationFlags({})", self.0),
         }
     }
 }
@@ -6011,7 +6009,7 @@ impl ::core::fmt::Debug for CUgreenCtxCreate_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUgreenCtxCreate_flags", self.0),
+            None => write!(f, "CUgreenCtxCreate_flags({})", self.0),
         }
     }
 }
@@ -6039,7 +6037,7 @@ impl ::core::fmt::Debug for CUdevSmResourceSplit_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUdevSmResourceSplit_flags", self.0),
+            None => write!(f, "CUdevSmResourceSplit_flags({})", self.0),
         }
     }
 }
@@ -6067,7 +6065,7 @@ impl ::core::fmt::Debug for CUdevResourceType {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUdevResourceType", self.0),
+            None => write!(f, "CUdevResourceType({})", self.0),
         }
     }
 }
@@ -6095,7 +6093,7 @@ impl ::core::fmt::Debug for CUlogLevel {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "{}({})", "CUlogLevel", self.0),
+            None => write!(f, "CUlogLevel({})", self.0),
         }
     }
 }

@@ -14,14 +14,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use heck::ToSnakeCase;
 use proc_macro2::{Literal, TokenStream};
 use quote::{ToTokens, format_ident, quote};
 
-use super::names::{escape, rust_fn_name};
 use super::{docs, safety_mark};
 use crate::Result;
 use crate::ctype::CType;
+use crate::names::{self, snake};
 use crate::spec::model::*;
 
 /// How one parameter appears in the safe signature.
@@ -171,10 +170,13 @@ fn is_plain(t: &CType) -> bool {
 /// The thin layer's snake_case name of a parameter: the spec's `rust_name`,
 /// else `heck`'s snake case, keywords escaped (`hStream` → `h_stream`).
 pub fn param_name(p: &Param) -> String {
-    match &p.rust_name {
-        Some(n) => n.clone(),
-        None => escape(&p.name.to_snake_case()),
-    }
+    names::param_name(&p.name, p.rust_name.as_deref())
+}
+
+/// The thin layer's name of a function: the spec's `rust_name`, else
+/// `heck`'s snake case without the `cu` prefix.
+pub fn fn_name(f: &Function) -> String {
+    names::fn_name(&f.name.value, f.rust_name.as_deref())
 }
 
 /// Labels every parameter of `f`.
@@ -388,7 +390,7 @@ pub fn coverage(specs: &Specs) -> (usize, usize, usize) {
 pub fn driver(specs: &Specs) -> Result<TokenStream> {
     let types = TypeInfo::new(specs);
     let mut all: Vec<(&GroupFile, &Function)> = specs.functions().map(|(_, g, f)| (g, f)).collect();
-    all.sort_by_key(|a| rust_fn_name(a.1));
+    all.sort_by_key(|a| fn_name(a.1));
     let mut fns = Vec::new();
     for (g, f) in all {
         fns.push(wrapper(g, f, &types)?);
@@ -396,7 +398,8 @@ pub fn driver(specs: &Specs) -> Result<TokenStream> {
     let (total, safe, unsafe_) = coverage(specs);
     let doc = format!(
         "The thin layer: one function per driver function ({total} in all: {safe} safe, {unsafe_} `unsafe`), \
-         named in snake_case after the C name, with snake_case parameters.\n\n\
+         named in snake_case after the C name (which rustdoc search also finds: each carries it as a `doc(alias)`), \
+         with snake_case parameters.\n\n\
          A wrapper is safe only when no argument can make the driver touch memory or an object that safe Rust \
          cannot vouch for: plain values, references and length-checked slices of plain data, and `&CStr`. A raw \
          handle (`CUstream`, `CUgraph`, …), a device address or other integer handle, a callback or a raw \
@@ -555,16 +558,12 @@ fn safety_section(f: &Function, shapes: &[Shape], types: &TypeInfo) -> String {
     s
 }
 
-fn snake(c_name: &str) -> String {
-    escape(&c_name.to_snake_case())
-}
-
 fn wrapper(g: &GroupFile, f: &Function, types: &TypeInfo) -> Result<TokenStream> {
     let shapes = classify(f);
     let safe = is_safe(f, &shapes, types);
     let c_name = &f.name.value;
     let sys_fn = format_ident!("{}", c_name);
-    let name = format_ident!("{}", rust_fn_name(f));
+    let name = format_ident!("{}", fn_name(f));
     let rust_of = |c: &str| -> String {
         f.params
             .iter()
@@ -901,6 +900,7 @@ fn wrapper(g: &GroupFile, f: &Function, types: &TypeInfo) -> Result<TokenStream>
     };
     Ok(quote! {
         #doc
+        #[doc(alias = #lit)]
         #deprecated
         #clippy
         pub #unsafety fn #name(#(#args),*) -> Result<#ret_ty> {

@@ -3,7 +3,6 @@
 
 pub mod api;
 pub mod docs;
-pub mod names;
 pub mod probe;
 pub mod sys;
 pub mod warp;

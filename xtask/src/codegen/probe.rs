@@ -11,9 +11,9 @@ use std::fmt::Write as _;
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 
-use super::names::escape;
 use crate::Result;
 use crate::ctype::CType;
+use crate::names::escape;
 use crate::spec::model::*;
 
 /// How C reaches a record: the expression for its type (when it has one), and

@@ -7,9 +7,9 @@ use proc_macro2::{Literal, TokenStream};
 use quote::{format_ident, quote};
 
 use super::docs;
-use super::names::escape;
 use crate::Result;
 use crate::ctype::CType;
+use crate::names::escape;
 use crate::spec::model::*;
 use crate::spec::validate::RESULT_ENUM;
 
@@ -176,7 +176,8 @@ fn enum_item(e: &Enum, rust_name: &str) -> Result<TokenStream> {
             arms.push(quote! { #lit => Some(#s), });
         }
     }
-    let en = rust_name;
+    // The enum name is a C identifier, so it holds no `{` or `}`.
+    let unknown_fmt = format!("{rust_name}({{}})");
     Ok(quote! {
         #doc
         #[repr(transparent)]
@@ -193,7 +194,7 @@ fn enum_item(e: &Enum, rust_name: &str) -> Result<TokenStream> {
             fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
                 match self.variant_name() {
                     Some(n) => f.write_str(n),
-                    None => write!(f, "{}({})", #en, self.0),
+                    None => write!(f, #unknown_fmt, self.0),
                 }
             }
         }

@@ -72,8 +72,8 @@ pub fn propose(f: &mut Function, docs: &BTreeMap<String, String>) {
             }
         }
     }
-    let proposed = crate::codegen::names::proposed_name(&f.name.value);
-    if proposed != crate::codegen::names::heck_name(&f.name.value) {
+    let proposed = crate::names::proposed_name(&f.name.value);
+    if proposed != crate::names::heck_name(&f.name.value) {
         f.rust_name = Some(proposed);
     }
     f.safety = if is_safe_shape(f) {

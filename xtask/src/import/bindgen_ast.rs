@@ -84,19 +84,9 @@ fn doc_of(attrs: &[syn::Attribute]) -> String {
     out
 }
 
-const RUST_KEYWORDS: &[&str] = &[
-    "fn", "type", "ref", "in", "mut", "loop", "match", "move", "impl", "self", "struct", "where",
-    "use", "mod", "box", "priv",
-];
-
 /// bindgen appends `_` to names that are Rust keywords; give back the C name.
 fn c_name(rust: &str) -> String {
-    if let Some(stem) = rust.strip_suffix('_')
-        && RUST_KEYWORDS.contains(&stem)
-    {
-        return stem.to_string();
-    }
-    rust.to_string()
+    crate::names::unescape(rust).to_string()
 }
 
 /// Converts a bindgen Rust type into the specs' C spelling.

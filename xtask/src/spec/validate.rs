@@ -6,18 +6,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::load::SpecError;
 use super::model::*;
 use crate::ctype::{CType, builtin_rust};
+use crate::names::{fn_name, is_c_ident, is_ident};
 
 /// The enum whose values are the driver's result codes.
 pub const RESULT_ENUM: &str = "cudaError_enum";
-
-/// Whether `s` is a C identifier (ASCII letters, digits and `_`, not
-/// starting with a digit): the generator escapes Rust keywords among these
-/// (`type` → `type_`), so every such name makes a valid Rust identifier.
-pub fn is_c_ident(s: &str) -> bool {
-    let mut c = s.chars();
-    matches!(c.next(), Some(ch) if ch.is_ascii_alphabetic() || ch == '_')
-        && c.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
-}
 
 /// Every name that becomes a Rust identifier, checked with its position
 /// (`at`: the name itself, or the nearest positioned value of its entry).
@@ -34,7 +26,7 @@ fn identifiers(specs: &Specs, prefix: &str, errs: &mut Vec<SpecError>) {
         }
     };
     let rust_ident = |errs: &mut Vec<SpecError>, file: &str, at: &Str, what: &str, name: &str| {
-        if !crate::codegen::names::is_ident(name) {
+        if !is_ident(name) {
             errs.push(SpecError::at(
                 file,
                 at,
@@ -303,8 +295,8 @@ pub fn validate(specs: &Specs, prefix: &str) -> Vec<SpecError> {
                     format!("duplicate function `{name}`; it is already specified in {prev}"),
                 ));
             }
-            let rust = crate::codegen::names::rust_fn_name(func);
-            if !crate::codegen::names::is_ident(&rust) {
+            let rust = fn_name(name, func.rust_name.as_deref());
+            if !is_ident(&rust) {
                 errs.push(SpecError::at(
                     &file,
                     &func.name,

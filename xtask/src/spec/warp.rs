@@ -9,6 +9,7 @@ use serde_saphyr::Spanned;
 
 use super::load::SpecError;
 use super::model::Str;
+use crate::names::is_ident;
 
 /// The whole Warp ABI spec.
 #[derive(Debug, Clone, Deserialize)]
@@ -257,12 +258,6 @@ fn at<T>(file: &str, v: &Spanned<T>, message: impl Into<String>) -> SpecError {
         col: v.referenced.column(),
         message: message.into(),
     }
-}
-
-/// A name that becomes a Rust identifier: ASCII letters, digits and `_`,
-/// not starting with a digit, not a Rust keyword.
-fn is_ident(s: &str) -> bool {
-    crate::codegen::names::is_ident(s)
 }
 
 /// Every problem in the Warp spec; `file` is its display path.
