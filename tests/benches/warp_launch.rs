@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use warp_launch::generated::abi::LaunchBounds1;
-use warp_launch::{AotModule, Array, DType, Device};
+use warp_launch::{AotModule, Array, Device};
 
 #[global_allocator]
 static GLOBAL: sdk_tests::alloc::CountingAlloc = sdk_tests::alloc::CountingAlloc;
@@ -107,9 +107,8 @@ fn main() {
     let saxpy = module.kernel("saxpy").unwrap();
     let dev = Device::Cuda(0);
     let stream = cuda_api::Stream::new(&dev.context().unwrap()).unwrap();
-    let f32t = DType::by_name("float32").unwrap();
-    let x = Array::zeros(dev, f32t, &[N]).unwrap();
-    let y = Array::zeros(dev, f32t, &[N]).unwrap();
+    let x = Array::zeros::<f32>(dev, &[N]).unwrap();
+    let y = Array::zeros::<f32>(dev, &[N]).unwrap();
 
     // Raw: the same kernel and argument bytes through cuLaunchKernel.
     let func = saxpy.cuda_function(false).unwrap();

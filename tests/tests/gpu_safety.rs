@@ -269,9 +269,9 @@ fn a_recorded_warp_launch_refuses_a_stream_of_another_context() {
     let module = warp_module();
     let saxpy = module.kernel("saxpy").unwrap();
     let dev = Device::Cuda(0);
-    let f32t = DType::by_name("float32").unwrap();
-    let x = Array::zeros(dev, f32t, &[256]).unwrap();
-    let y = Array::zeros(dev, f32t, &[256]).unwrap();
+    let f32t = DType::FLOAT32;
+    let x = Array::zeros_dtype(dev, f32t, &[256]).unwrap();
+    let y = Array::zeros_dtype(dev, f32t, &[256]).unwrap();
     let primary = dev.context().unwrap();
     let other = Context::new(primary.device()).unwrap();
     let foreign = Stream::new(&other).unwrap();
@@ -303,10 +303,10 @@ fn a_warp_array_read_right_after_a_launch_on_a_non_blocking_stream_is_current() 
     let module = warp_module();
     let saxpy = module.kernel("saxpy").unwrap();
     let dev = Device::Cuda(0);
-    let f32t = DType::by_name("float32").unwrap();
+    let f32t = DType::FLOAT32;
     let n = 1usize << 22;
     let x = Array::from_slice(dev, &vec![1.0f32; n], &[n]).unwrap();
-    let y = Array::zeros(dev, f32t, &[n]).unwrap();
+    let y = Array::zeros_dtype(dev, f32t, &[n]).unwrap();
     let stream = Stream::new(&dev.context().unwrap()).unwrap();
     for _ in 0..20 {
         saxpy
@@ -377,7 +377,7 @@ fn a_warp_array_in_device_memory_of_a_separate_context_is_refused_in_every_mode(
     let module = warp_module();
     let saxpy = module.kernel("saxpy").unwrap();
     let dev = Device::Cuda(0);
-    let f32t = DType::by_name("float32").unwrap();
+    let f32t = DType::FLOAT32;
     let separate = Context::new(&cuda_api::Device::get(0).unwrap()).unwrap();
     let alloc = cuda_api::Allocation::zeroed(&separate, 1024, MemoryKind::Device).unwrap();
     let foreign = Array::from_parts(
@@ -389,7 +389,7 @@ fn a_warp_array_in_device_memory_of_a_separate_context_is_refused_in_every_mode(
         &[4],
     )
     .unwrap();
-    let x = Array::zeros(dev, f32t, &[256]).unwrap();
+    let x = Array::zeros_dtype(dev, f32t, &[256]).unwrap();
     for mode in [AccessMode::Relaxed, AccessMode::Checked, AccessMode::Strict] {
         let e = saxpy
             .launch(256)

@@ -117,7 +117,7 @@ fn every_index_is_visited_once_in_1_2_and_4_dimensions() {
         (vec![5, 7], 2),
         (vec![2, 3, 4, 5], 4),
     ] {
-        let c = Array::zeros(Device::Cpu, DType::by_name("int32").unwrap(), &dims).unwrap();
+        let c = Array::zeros::<i32>(Device::Cpu, &dims).unwrap();
         let dim: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
         visits(kd)
             .launch(dim)
@@ -135,7 +135,7 @@ fn every_index_is_visited_once_in_1_2_and_4_dimensions() {
 fn extra_dimensions_fold_into_shared_coordinates() {
     // A 1-D kernel launched over (6, 3): Warp folds the 3 into coord_mult,
     // so each of the 6 indices is visited 3 times.
-    let c = Array::zeros(Device::Cpu, DType::by_name("int32").unwrap(), &[6]).unwrap();
+    let c = Array::zeros::<i32>(Device::Cpu, &[6]).unwrap();
     visits(1)
         .launch([6, 3])
         .inputs(&c)
@@ -244,16 +244,16 @@ fn chain() -> (Kernel, Kernel) {
 #[test]
 fn tape_gradients_match_finite_differences() {
     let (sin, loss_k) = chain();
-    let f32t = DType::by_name("float32").unwrap();
+    let f32t = DType::FLOAT32;
     let x = Array::from_slice(Device::Cpu, &[0.1f32, 0.5, 1.0, -0.7], &[4])
         .unwrap()
         .with_grad()
         .unwrap();
-    let y = Array::zeros(Device::Cpu, f32t, &[4])
+    let y = Array::zeros_dtype(Device::Cpu, f32t, &[4])
         .unwrap()
         .with_grad()
         .unwrap();
-    let loss = Array::zeros(Device::Cpu, f32t, &[1])
+    let loss = Array::zeros_dtype(Device::Cpu, f32t, &[1])
         .unwrap()
         .with_grad()
         .unwrap();
@@ -313,7 +313,7 @@ fn tape_gradients_match_finite_differences() {
 
 #[test]
 fn max_blocks_on_the_cpu_is_accepted_and_lean_kernels_refuse_it() {
-    let c = Array::zeros(Device::Cpu, DType::by_name("int32").unwrap(), &[10]).unwrap();
+    let c = Array::zeros::<i32>(Device::Cpu, &[10]).unwrap();
     visits(1)
         .launch(10)
         .inputs(&c)
@@ -349,18 +349,15 @@ fn max_blocks_on_the_cpu_is_accepted_and_lean_kernels_refuse_it() {
 #[test]
 fn argument_errors() {
     let k = saxpy();
-    let f32t = DType::by_name("float32").unwrap();
-    let x = Array::zeros(Device::Cpu, f32t, &[4]).unwrap();
-    let x2 = Array::zeros(Device::Cpu, f32t, &[2, 2]).unwrap();
-    let xi = Array::zeros(Device::Cpu, DType::by_name("int32").unwrap(), &[4]).unwrap();
+    let f32t = DType::FLOAT32;
+    let x = Array::zeros_dtype(Device::Cpu, f32t, &[4]).unwrap();
+    let x2 = Array::zeros_dtype(Device::Cpu, f32t, &[2, 2]).unwrap();
+    let xi = Array::zeros::<i32>(Device::Cpu, &[4]).unwrap();
     let st = std::sync::Arc::new(StructType::new(
         "Params_0123abcd",
         vec![
             ("scale".into(), ParamKind::Value(f32t)),
-            (
-                "count".into(),
-                ParamKind::Value(DType::by_name("int32").unwrap()),
-            ),
+            ("count".into(), ParamKind::Value(DType::INT32)),
         ],
     ));
     let sk = KernelSpec::new("use_struct", 1)
@@ -501,7 +498,7 @@ fn argument_errors() {
 /// read-modify-write lands.
 #[test]
 fn cpu_launches_from_several_threads_do_not_race() {
-    let c = Array::zeros(Device::Cpu, DType::by_name("int32").unwrap(), &[64]).unwrap();
+    let c = Array::zeros::<i32>(Device::Cpu, &[64]).unwrap();
     let k = visits(1);
     std::thread::scope(|s| {
         for _ in 0..4 {

@@ -305,8 +305,8 @@ mod tests {
     /// the refusal comes before any query.
     #[test]
     fn every_mode_refuses_host_memory_for_a_cuda_launch() {
-        let f32t = crate::DType::by_name("float32").unwrap();
-        let host = Array::zeros(Device::Cpu, f32t, &[8]).unwrap();
+        let f32t = crate::DType::FLOAT32;
+        let host = Array::zeros_dtype(Device::Cpu, f32t, &[8]).unwrap();
         // The same host storage labelled as a cuda:0 array.
         let labelled = Array::from_parts(
             Arc::clone(host.storage()),
@@ -331,7 +331,7 @@ mod tests {
             check("k", "x", &host, Device::Cpu, mode).unwrap();
         }
         // An empty storage has no address to reach (the kernel gets null).
-        let empty = Array::zeros(Device::Cpu, f32t, &[0]).unwrap();
+        let empty = Array::zeros_dtype(Device::Cpu, f32t, &[0]).unwrap();
         assert_eq!(empty.data_address(), 0);
         check("k", "x", &empty, Device::Cuda(0), AccessMode::Relaxed).unwrap();
     }

@@ -1105,7 +1105,7 @@ mod tests {
     }
 
     fn f32s(shape: &[usize]) -> Arg {
-        Arg::Array(Array::zeros(Device::Cpu, DType::by_name("float32").unwrap(), shape).unwrap())
+        Arg::Array(Array::zeros::<f32>(Device::Cpu, shape).unwrap())
     }
 
     fn bounds(e: Error) -> BoundsError {
@@ -1352,7 +1352,7 @@ mod tests {
             .param(
                 "a",
                 crate::kernel::ParamKind::Array {
-                    dtype: DType::by_name("float32").unwrap(),
+                    dtype: DType::FLOAT32,
                     ndim: None,
                 },
             )

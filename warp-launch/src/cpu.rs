@@ -143,7 +143,7 @@ impl<'a> CpuArgs<'a> {
     /// A null array has no elements.
     pub fn array<T: Element>(&self, index: usize) -> Result<CpuArray<'a, T>> {
         match self.arg(index)? {
-            Arg::Array(a) if std::ptr::eq(a.dtype(), T::dtype()) => {
+            Arg::Array(a) if std::ptr::eq(a.dtype(), T::DTYPE) => {
                 let mut shape = [0usize; 4];
                 let mut strides = [0isize; 4];
                 shape[..a.ndim()].copy_from_slice(a.shape());
@@ -177,7 +177,7 @@ impl<'a> CpuArgs<'a> {
         match self.arg(index)? {
             Arg::Value(v) => {
                 let v: Value = v
-                    .convert(T::dtype())
+                    .convert(T::DTYPE)
                     .ok_or_else(|| self.wrong(index, format!("a {} value", T::DTYPE)))?;
                 // SAFETY: the bytes are a value of T's dtype, which has T's
                 // size; T is plain data valid for any bytes.

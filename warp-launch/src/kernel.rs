@@ -301,7 +301,7 @@ impl KernelSpec {
         self.param(
             name,
             ParamKind::Array {
-                dtype: T::dtype(),
+                dtype: T::DTYPE,
                 ndim: Some(ndim),
             },
         )
@@ -309,7 +309,7 @@ impl KernelSpec {
 
     /// Adds a by-value parameter of `T`.
     pub fn value<T: Element>(self, name: impl Into<String>) -> Self {
-        self.param(name, ParamKind::Value(T::dtype()))
+        self.param(name, ParamKind::Value(T::DTYPE))
     }
 
     /// Marks the kernel lean: one thread per index, no grid-stride loop.

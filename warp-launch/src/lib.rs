@@ -51,7 +51,7 @@
 //!
 //!     let dev = Device::Cuda(0);
 //!     let x = Array::from_slice(dev, &[1.0f32, 2.0, 3.0, 4.0], &[4])?.with_grad()?;
-//!     let y = Array::zeros(dev, DType::by_name("float32").unwrap(), &[4])?.with_grad()?;
+//!     let y = Array::zeros::<f32>(dev, &[4])?.with_grad()?;
 //!
 //!     // wp.launch(saxpy, dim=4, inputs=[2.0, x], outputs=[y]), recorded by the tape.
 //!     let mut tape = Tape::new();
