@@ -111,14 +111,14 @@ fn main() {
     let y = Array::zeros::<f32>(dev, &[N]).unwrap();
 
     // Raw: the same kernel and argument bytes through cuLaunchKernel.
-    let func = saxpy.cuda_function(false).unwrap();
+    let func = saxpy.cuda_function(warp_launch::Pass::Forward).unwrap();
     let recorded = saxpy
         .launch(N)
         .inputs((2.0f32, &x, &y))
         .stream(&stream)
-        .record()
+        .record_cmd()
         .unwrap();
-    recorded.launch(&stream).unwrap();
+    recorded.launch_on(&stream).unwrap();
     let grid = recorded.plan().grid;
     let mut bounds = LaunchBounds1 {
         shape: [N as u32],
@@ -168,7 +168,7 @@ fn main() {
             .run()
             .unwrap();
     };
-    let mut replay = || recorded.launch(&stream).unwrap();
+    let mut replay = || recorded.launch_on(&stream).unwrap();
     let m = interleaved(&stream, &mut [&mut raw, &mut immediate, &mut replay]);
     let [
         (t_raw, _, al_raw),
@@ -182,7 +182,7 @@ fn main() {
             .launch(N)
             .inputs((2.0f32, &x, &y))
             .stream(&stream)
-            .record()
+            .record_cmd()
             .unwrap();
         std::hint::black_box(&l);
     });
@@ -198,7 +198,7 @@ fn main() {
             .inputs((2.0f32, &x, &y))
             .stream(&stream)
             .access_mode(warp_launch::AccessMode::Relaxed)
-            .record()
+            .record_cmd()
             .unwrap();
         std::hint::black_box(&l);
     });
@@ -214,13 +214,13 @@ fn main() {
                 .launch(N)
                 .inputs((2.0f32, &x, &y))
                 .stream(&stream)
-                .record()
+                .record_cmd()
                 .unwrap()
         })
         .collect();
     let (t_one_by_one, _) = measure_batch(&stream, 5, || {
         for l in &launches {
-            l.launch(&stream).unwrap();
+            l.launch_on(&stream).unwrap();
         }
     });
     let graph = warp_launch::Graph::capture(&stream, launches).unwrap();

@@ -15,14 +15,14 @@ fn run() -> warp_launch::Result<()> {
     let x = Array::from_slice(dev, &vec![0.25f32; n], &[n])?;
     let blocks = k
         .grid_sum
-        .cuda_function(false)?
+        .cuda_function(warp_launch::Pass::Forward)?
         .max_cooperative_grid(&dev.context()?, 256, 0)?;
     let partial = Array::zeros::<f32>(dev, &[blocks as usize])?;
     let total = Array::zeros::<f32>(dev, &[1])?;
     k.grid_sum
         .launch(n)
         .inputs((&x, &partial, &total))
-        .max_blocks_as(MaxBlocks::Resident)
+        .max_blocks(MaxBlocks::Resident)
         .cooperative(true)
         .run()?;
     println!(

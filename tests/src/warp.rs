@@ -208,7 +208,7 @@ pub fn header_kernels() -> warp_launch::Result<HeaderKernels> {
             lean_add: KernelSpec::new("wl_lean_add", 1)
                 .array::<[f32; 3]>("v", 1)
                 .value::<[f32; 3]>("d")
-                .lean()
+                .grid_stride(false)
                 .indexed_by_thread("v")
                 .load_cuda(&lib, "wl_lean_add", None)?,
             grid_sum: KernelSpec::new("wl_grid_sum", 1)

@@ -24,7 +24,9 @@ fn fill(pause_at: i32, started: Arc<AtomicBool>) -> Kernel {
     KernelSpec::new("fill", 1)
         .value::<f32>("v")
         .array::<f32>("x", 1)
-        .cpu(
+        .declare()
+        .unwrap()
+        .with_cpu(
             cpu_fn(move |t, args| {
                 let x = args.array::<f32>(1)?;
                 x.set(t.tid(), args.value(0)?)?;
@@ -36,7 +38,6 @@ fn fill(pause_at: i32, started: Arc<AtomicBool>) -> Kernel {
             }),
             None,
         )
-        .unwrap()
 }
 
 #[test]
@@ -131,7 +132,7 @@ fn relaxed_refuses_a_host_array_for_a_cuda_kernel_before_launch() {
         .launch(8)
         .inputs((3.0f32, &x, &host))
         .device(gpu)
-        .record()
+        .record_cmd()
         .unwrap_err();
     assert!(matches!(e, Error::Access(_)), "{e}");
     warp_launch::set_thread_access_mode(before);

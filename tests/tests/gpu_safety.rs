@@ -280,20 +280,24 @@ fn a_recorded_warp_launch_refuses_a_stream_of_another_context() {
         .launch(256)
         .inputs((1.0f32, &x, &y))
         .stream(&foreign)
-        .record()
+        .record_cmd()
         .unwrap_err();
     assert!(
         e.to_string().contains("pass a stream of that context"),
         "{e}"
     );
     // A launch recorded for the primary context, replayed on the other one (38e7deb ran it).
-    let l = saxpy.launch(256).inputs((1.0f32, &x, &y)).record().unwrap();
-    let e = l.launch(&foreign).unwrap_err();
+    let l = saxpy
+        .launch(256)
+        .inputs((1.0f32, &x, &y))
+        .record_cmd()
+        .unwrap();
+    let e = l.launch_on(&foreign).unwrap_err();
     assert!(
         e.to_string().contains("pass a stream of that context"),
         "{e}"
     );
-    l.launch(&Stream::new(&primary).unwrap()).unwrap();
+    l.launch_on(&Stream::new(&primary).unwrap()).unwrap();
 }
 
 #[test]
@@ -340,7 +344,7 @@ fn many_threads_share_one_warp_kernel_and_its_spare_argument_blocks() {
                     .launch(n)
                     .inputs((1.0f32, &x, &y))
                     .stream(&stream)
-                    .record()
+                    .record_cmd()
                     .unwrap();
                 for i in 0..200 {
                     // Immediate launches take and give back the kernel's spare
@@ -353,7 +357,7 @@ fn many_threads_share_one_warp_kernel_and_its_spare_argument_blocks() {
                         .unwrap();
                     if i % 2 == 0 {
                         replay.set_param_by_name("a", 2.0f32).unwrap();
-                        replay.launch(&stream).unwrap();
+                        replay.launch_on(&stream).unwrap();
                     }
                 }
                 // y = t + 200 * 1 + 100 * 2

@@ -184,7 +184,10 @@ fn capped_grids_visit_every_index_once() {
             .block_dim(block)
             .run()
             .unwrap_err();
-        assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+        assert!(
+            matches!(e, Error::CompiledBlockDim { given, .. } if given == block),
+            "{e}"
+        );
     }
     println!(
         "{}",
@@ -198,15 +201,15 @@ fn capped_grids_visit_every_index_once() {
     let l = k
         .launch(50_000)
         .inputs(&c)
-        .max_blocks_as(warp_launch::MaxBlocks::Resident)
+        .max_blocks(warp_launch::MaxBlocks::Resident)
         .cooperative(true)
-        .record()
+        .record_cmd()
         .unwrap();
     println!(
         "resident grid for count_visits at 256 threads: {:?} blocks",
         l.plan().grid
     );
-    l.run().unwrap();
+    l.launch().unwrap();
     assert!(c.to_vec::<i32>().unwrap().iter().all(|&x| x == 1));
 }
 
@@ -285,7 +288,7 @@ fn a_launch_replayed_ten_thousand_times_with_changing_parameters() {
         .launch(64)
         .inputs((0.0f32, &x, &y))
         .stream(&stream)
-        .record()
+        .record_cmd()
         .unwrap();
     let mut expected = vec![0.0f64; 64];
     for i in 0..10_000 {
@@ -293,7 +296,7 @@ fn a_launch_replayed_ten_thousand_times_with_changing_parameters() {
         let n = 1 + (i % 64);
         l.set_param_by_name("a", a).unwrap();
         l.set_dim(&[n as i64]).unwrap();
-        l.launch(&stream).unwrap();
+        l.launch_on(&stream).unwrap();
         for e in expected.iter_mut().take(n) {
             *e += a as f64;
         }
@@ -351,7 +354,7 @@ fn a_captured_graph_of_100_launches_replays_and_updates_in_place() {
             k.launch(32)
                 .inputs(((i % 3) as f32, &x, &y))
                 .stream(&stream)
-                .record()
+                .record_cmd()
                 .unwrap()
         })
         .collect();
@@ -427,7 +430,7 @@ fn cuda_c_kernels_written_against_our_header() {
     let x = Array::from_slice(gpu, &vec![1.0f32; n], &[n]).unwrap();
     let grid = k
         .grid_sum
-        .cuda_function(false)
+        .cuda_function(warp_launch::Pass::Forward)
         .unwrap()
         .max_cooperative_grid(&gpu.context().unwrap(), 256, 0)
         .unwrap();
@@ -436,7 +439,7 @@ fn cuda_c_kernels_written_against_our_header() {
     k.grid_sum
         .launch(n)
         .inputs((&x, &partial, &total))
-        .max_blocks_as(warp_launch::MaxBlocks::Resident)
+        .max_blocks(warp_launch::MaxBlocks::Resident)
         .cooperative(true)
         .run()
         .unwrap();
@@ -473,13 +476,13 @@ fn a_launch_larger_than_its_array_is_refused_and_the_neighbour_is_untouched() {
         ("fill", "x", 0, 65_536, &[4][..])
     );
     fill.launch(4).inputs((&x, 7.0f32)).run().unwrap();
-    let mut l = fill.launch(4).inputs((&x, 8.0f32)).record().unwrap();
+    let mut l = fill.launch(4).inputs((&x, 8.0f32)).record_cmd().unwrap();
     assert!(matches!(l.set_dim(&[65_536]), Err(Error::OutOfBounds(_))));
     assert!(matches!(
         l.set_param_by_name("x", Array::zeros_dtype(gpu, f32t, &[3]).unwrap()),
         Err(Error::OutOfBounds(_))
     ));
-    l.run().unwrap();
+    l.launch().unwrap();
     assert_eq!(x.to_vec::<f32>().unwrap(), vec![8.0; 4]);
     let n = neighbour.to_vec::<f32>().unwrap();
     assert!(
@@ -528,7 +531,7 @@ fn unproven_kernels_need_the_unchecked_launch() {
             .outputs(&out)
             .unchecked()
     }
-    .record()
+    .record_cmd()
     .unwrap();
     assert!(
         l.set_dim(&[2]).is_err(),
@@ -536,5 +539,5 @@ fn unproven_kernels_need_the_unchecked_launch() {
     );
     // SAFETY: a smaller domain reads and writes fewer of the same elements.
     unsafe { l.edit_unchecked(|l| l.set_dim(&[2]).map(|_| ())) }.unwrap();
-    l.run().unwrap();
+    l.launch().unwrap();
 }

@@ -13,7 +13,9 @@ fn saxpy() -> Kernel {
         .value::<f32>("a")
         .array::<f32>("x", 1)
         .array::<f32>("y", 1)
-        .cpu(
+        .declare()
+        .unwrap()
+        .with_cpu(
             cpu_fn(|t, args| {
                 let i = t.tid();
                 let a: f32 = args.value(0)?;
@@ -23,13 +25,14 @@ fn saxpy() -> Kernel {
             }),
             None,
         )
-        .unwrap()
 }
 
 fn visits(kernel_dim: usize) -> Kernel {
     KernelSpec::new(format!("visits{kernel_dim}d"), kernel_dim)
         .array::<i32>("count", kernel_dim as u8)
-        .cpu(
+        .declare()
+        .unwrap()
+        .with_cpu(
             cpu_fn(move |t, args| {
                 let c = args.array::<i32>(0)?;
                 match t.coords() {
@@ -42,7 +45,6 @@ fn visits(kernel_dim: usize) -> Kernel {
             }),
             None,
         )
-        .unwrap()
 }
 
 #[test]
@@ -72,7 +74,9 @@ fn saxpy_nd(kernel_dim: usize) -> Kernel {
         .value::<f32>("a")
         .array::<f32>("x", kernel_dim as u8)
         .array::<f32>("y", kernel_dim as u8)
-        .cpu(
+        .declare()
+        .unwrap()
+        .with_cpu(
             cpu_fn(|t, args| {
                 let a: f32 = args.value(0)?;
                 let (x, y) = (args.array::<f32>(1)?, args.array::<f32>(2)?);
@@ -88,7 +92,6 @@ fn saxpy_nd(kernel_dim: usize) -> Kernel {
             }),
             None,
         )
-        .unwrap()
 }
 
 #[test]
@@ -174,18 +177,18 @@ fn a_recorded_launch_replays_with_new_parameters() {
         .launch(2)
         .inputs((0.0f32, &x, &y))
         .device("cpu")
-        .record()
+        .record_cmd()
         .unwrap();
     for i in 0..100 {
         l.set_param_by_name("a", i as f32).unwrap();
-        l.run().unwrap();
+        l.launch().unwrap();
     }
     assert_eq!(y.to_vec().unwrap(), vec![4950.0, 4950.0]);
     l.set_param_at_index(0, 1.0f32)
         .unwrap()
         .set_dim(&[1])
         .unwrap();
-    l.run().unwrap();
+    l.launch().unwrap();
     assert_eq!(y.to_vec().unwrap(), vec![4951.0, 4950.0]);
     assert!(matches!(
         l.set_param_by_name("z", 1.0f32).unwrap_err(),
@@ -204,7 +207,9 @@ fn chain() -> (Kernel, Kernel) {
         .array::<f32>("x", 1)
         .value::<f32>("a")
         .array::<f32>("y", 1)
-        .cpu(
+        .declare()
+        .unwrap()
+        .with_cpu(
             cpu_fn(|t, args| {
                 let i = t.tid();
                 let a: f32 = args.value(1)?;
@@ -219,12 +224,13 @@ fn chain() -> (Kernel, Kernel) {
                 let gy = args.array::<f32>(5)?.get(i)?;
                 args.array::<f32>(3)?.add(i, gy * a * x.cos())
             })),
-        )
-        .unwrap();
+        );
     let loss = KernelSpec::new("chain_loss", 1)
         .array::<f32>("y", 1)
         .array::<f32>("loss", 1)
-        .cpu(
+        .declare()
+        .unwrap()
+        .with_cpu(
             cpu_fn(|t, args| {
                 let y = args.array::<f32>(0)?.get(t.tid())?;
                 args.array::<f32>(1)?.add(0, y * y)
@@ -236,8 +242,7 @@ fn chain() -> (Kernel, Kernel) {
                 let gl = args.array::<f32>(3)?.get(0)?;
                 args.array::<f32>(2)?.add(i, 2.0 * y * gl)
             })),
-        )
-        .unwrap();
+        );
     (sin, loss)
 }
 
@@ -324,9 +329,10 @@ fn max_blocks_on_the_cpu_is_accepted_and_lean_kernels_refuse_it() {
     assert!(c.to_vec::<i32>().unwrap().iter().all(|&n| n == 1));
     let lean = KernelSpec::new("lean", 1)
         .array::<i32>("count", 1)
-        .lean()
-        .cpu(cpu_fn(|_, _| Ok(())), None)
-        .unwrap();
+        .grid_stride(false)
+        .declare()
+        .unwrap()
+        .with_cpu(cpu_fn(|_, _| Ok(())), None);
     let e = lean
         .launch(10)
         .inputs(&c)
@@ -339,10 +345,10 @@ fn max_blocks_on_the_cpu_is_accepted_and_lean_kernels_refuse_it() {
         .launch(10)
         .inputs(&c)
         .device("cpu")
-        .max_blocks_as(MaxBlocks::Resident)
+        .max_blocks(MaxBlocks::Resident)
         .run()
         .unwrap_err();
-    assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+    assert!(matches!(e, Error::ResidentLean { .. }), "{e}");
 }
 
 /// Every argument error the launch path gives, as users see it.
@@ -362,8 +368,9 @@ fn argument_errors() {
     ));
     let sk = KernelSpec::new("use_struct", 1)
         .param("p", ParamKind::Struct(st))
-        .cpu(cpu_fn(|_, _| Ok(())), None)
-        .unwrap();
+        .declare()
+        .unwrap()
+        .with_cpu(cpu_fn(|_, _| Ok(())), None);
     let cases: Vec<(&str, Error)> = vec![
         (
             "count",
@@ -417,8 +424,9 @@ fn argument_errors() {
         ("int_out_of_range", {
             let k8 = KernelSpec::new("k8", 1)
                 .value::<u8>("v")
-                .cpu(cpu_fn(|_, _| Ok(())), None)
-                .unwrap();
+                .declare()
+                .unwrap()
+                .with_cpu(cpu_fn(|_, _| Ok(())), None);
             k8.launch(1).inputs(300i32).device("cpu").run().unwrap_err()
         }),
         (
@@ -472,7 +480,7 @@ fn argument_errors() {
             k.launch(4)
                 .inputs((2.0f32, &x, &x))
                 .adj_inputs(&x)
-                .adjoint(true)
+                .pass(warp_launch::Pass::Adjoint)
                 .device("cpu")
                 .run()
                 .unwrap_err(),
@@ -482,7 +490,7 @@ fn argument_errors() {
             k.launch(4)
                 .inputs((2.0f32, &x, &x))
                 .adj_inputs((0.0f32, &x, &x))
-                .adjoint(true)
+                .pass(warp_launch::Pass::Adjoint)
                 .device("cpu")
                 .run()
                 .unwrap_err(),

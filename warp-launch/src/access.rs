@@ -83,18 +83,13 @@ static PEERS: Mutex<Vec<(i32, i32)>> = Mutex::new(Vec::new());
 /// between their primary contexts), and records it for CHECKED launches.
 pub fn enable_peer_access(from: Device, to: Device) -> Result<()> {
     let (Some(a), Some(b)) = (from.ordinal(), to.ordinal()) else {
-        return Err(Error::Unsupported {
-            kernel: String::new(),
-            message: format!("peer access is between CUDA devices, not {from} and {to}"),
+        return Err(Error::NotCuda {
+            call: "enable_peer_access",
+            device: if from.ordinal().is_none() { from } else { to },
         });
     };
     if !cuda_api::driver::device_can_access_peer(a, b)? {
-        return Err(Error::Unsupported {
-            kernel: String::new(),
-            message: format!(
-                "{from} cannot access {to}'s memory (cuDeviceCanAccessPeer says 0); copy the array to {from}"
-            ),
-        });
+        return Err(Error::NoPeerAccess { from, to });
     }
     let target = to.context()?;
     from.context()?.bind()?;

@@ -289,20 +289,7 @@ impl<T: Element> CpuArray<'_, T> {
 /// Runs a CPU launch.
 pub(crate) fn run(launch: &Launch) -> Result<()> {
     let kernel = launch.kernel();
-    let Some(cpu) = &kernel.inner.cpu else {
-        return Err(Error::Unsupported {
-            kernel: kernel.name().to_string(),
-            message: "it has no CPU implementation; add one with Kernel::with_cpu".into(),
-        });
-    };
-    let f = if launch.is_adjoint() {
-        cpu.backward.as_ref().ok_or_else(|| Error::Unsupported {
-            kernel: kernel.name().to_string(),
-            message: "its CPU implementation has no backward function".into(),
-        })?
-    } else {
-        &cpu.forward
-    };
+    let f = kernel.cpu(launch.pass())?;
     // The locks of every storage the launch uses (arrays and gradients),
     // held while the kernel runs: kernels write arrays through their
     // addresses, so a launch or copy on another thread using one of them

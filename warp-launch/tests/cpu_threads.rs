@@ -67,7 +67,9 @@ fn fill(pause_at: i32, started: Arc<AtomicBool>) -> Kernel {
     KernelSpec::new("fill", 1)
         .value::<f32>("v")
         .array::<f32>("x", 1)
-        .cpu(
+        .declare()
+        .unwrap()
+        .with_cpu(
             cpu_fn(move |t, args| {
                 let x = args.array::<f32>(1)?;
                 x.set(t.tid(), args.value(0)?)?;
@@ -79,21 +81,21 @@ fn fill(pause_at: i32, started: Arc<AtomicBool>) -> Kernel {
             }),
             None,
         )
-        .unwrap()
 }
 
 /// A one-element kernel whose body runs `f` once (index 0).
 fn body(f: impl Fn() -> warp_launch::Result<()> + Send + Sync + 'static) -> Kernel {
     KernelSpec::new("body", 1)
         .array::<f32>("x", 1)
-        .cpu(
+        .declare()
+        .unwrap()
+        .with_cpu(
             cpu_fn(move |t, args| {
                 args.array::<f32>(0)?.set(t.tid(), 1.0)?;
                 if t.tid() == 0 { f() } else { Ok(()) }
             }),
             None,
         )
-        .unwrap()
 }
 
 /// A CPU kernel writes every element while another thread copies into the
@@ -298,8 +300,9 @@ fn overlapping_copies_within_one_array_move_like_memmove() {
 fn noop() -> Kernel {
     KernelSpec::new("noop", 1)
         .array::<f32>("x", 1)
-        .cpu(cpu_fn(|_, _| Ok(())), Some(cpu_fn(|_, _| Ok(()))))
+        .declare()
         .unwrap()
+        .with_cpu(cpu_fn(|_, _| Ok(())), Some(cpu_fn(|_, _| Ok(()))))
 }
 
 /// Recording guards dropped out of order: each takes its own launches (a
