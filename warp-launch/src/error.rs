@@ -726,3 +726,149 @@ impl From<cuda_api::Error> for Error {
         Error::Cuda(e)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::array::Array;
+    use crate::tape::{Tape, check_gradients};
+
+    /// Each typed refusal names what it refuses (kernel, parameter, value,
+    /// limit) and says what to do.
+    #[test]
+    fn typed_errors_name_kernel_value_and_remedy() {
+        let k = || "saxpy".to_string();
+        let cases: Vec<(Error, &[&str])> = vec![
+            (
+                Error::NoCudaFunction {
+                    kernel: k(),
+                    pass: Pass::Adjoint,
+                },
+                &["'saxpy'", "backward CUDA function", "enable_backward"],
+            ),
+            (
+                Error::NoCpuFunction {
+                    kernel: k(),
+                    pass: Pass::Forward,
+                },
+                &["'saxpy'", "no CPU implementation", "Kernel::with_cpu"],
+            ),
+            (
+                Error::StreamDevice {
+                    launch: "launch of kernel 'saxpy'".into(),
+                    stream: Device::Cuda(1),
+                    device: Device::Cuda(0),
+                },
+                &["'saxpy'", "cuda:1", "cuda:0", "pass a stream of cuda:0"],
+            ),
+            (
+                Error::CompiledBlockDim {
+                    kernel: k(),
+                    given: 128,
+                    compiled: 256,
+                },
+                &[
+                    "'saxpy'",
+                    "block_dim 128",
+                    "block_dim 256",
+                    "WP_TILE_BLOCK_DIM",
+                ],
+            ),
+            (
+                Error::ResidentLean { kernel: k() },
+                &[
+                    "'saxpy'",
+                    "MaxBlocks::Resident",
+                    "lean",
+                    "without max_blocks",
+                ],
+            ),
+            (
+                Error::NoResidentGrid {
+                    kernel: k(),
+                    block_dim: 1024,
+                },
+                &["'saxpy'", "1024 threads", "smaller block_dim"],
+            ),
+            (
+                Error::KernelDim {
+                    kernel: k(),
+                    given: 5,
+                },
+                &["'saxpy'", "says 5", "1 to 4"],
+            ),
+            (
+                Error::AccessRule(Box::new(AccessRuleError {
+                    kernel: k(),
+                    param: "x".into(),
+                    problem: AccessRuleProblem::NoSuchCoordinate {
+                        coordinate: 2,
+                        kernel_dim: 1,
+                    },
+                })),
+                &["'saxpy'", "'x'", "coordinate 2", "1 coordinate(s)"],
+            ),
+            (
+                Error::NotCuda {
+                    call: "Device::context",
+                    device: Device::Cpu,
+                },
+                &["Device::context", "cpu", "cuda:N"],
+            ),
+            (
+                Error::NoPeerAccess {
+                    from: Device::Cuda(0),
+                    to: Device::Cuda(1),
+                },
+                &["cuda:0", "cuda:1", "copy the array"],
+            ),
+            (
+                Error::NoSuchLaunch {
+                    call: "Graph::update",
+                    index: 7,
+                    count: 3,
+                },
+                &["Graph::update", "3 launches", "launch 7", "below 3"],
+            ),
+        ];
+        for (e, parts) in cases {
+            let shown = e.to_string();
+            for p in parts {
+                assert!(shown.contains(p), "{p:?} not in {shown:?}");
+            }
+        }
+    }
+
+    /// The tape's refusals are typed: a loss without a gradient, a loss
+    /// that is not a float array, an input check_gradients cannot perturb.
+    #[test]
+    fn tape_refusals_are_typed() {
+        let loss = Array::zeros::<f32>(Device::Cpu, &[1]).unwrap();
+        let e = Tape::new().backward(&loss).unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                Error::NoGradient {
+                    call: "Tape::backward",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let int_loss = Array::zeros::<i32>(Device::Cpu, &[1])
+            .unwrap()
+            .with_grad()
+            .unwrap();
+        let e = Tape::new().backward(&int_loss).unwrap_err();
+        assert!(matches!(&e, Error::LossDType { dtype: "int32", .. }), "{e}");
+        let x = Array::zeros::<f32>(Device::Cpu, &[2])
+            .unwrap()
+            .with_grad()
+            .unwrap();
+        let no_grad = Array::zeros::<f32>(Device::Cpu, &[2]).unwrap();
+        let loss = loss.with_grad().unwrap();
+        let e = check_gradients(&[&x, &no_grad], &loss, 1e-3, || Ok(())).unwrap_err();
+        assert!(matches!(&e, Error::GradientInput { index: 1, .. }), "{e}");
+        assert!(e.to_string().contains("input 1"), "{e}");
+    }
+}
