@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use warp_launch::generated::abi::LaunchBounds1;
-use warp_launch::{AotModule, Array, DType, Device};
+use warp_launch::{AotModule, Array, Device};
 
 #[global_allocator]
 static GLOBAL: sdk_tests::alloc::CountingAlloc = sdk_tests::alloc::CountingAlloc;
@@ -107,19 +107,18 @@ fn main() {
     let saxpy = module.kernel("saxpy").unwrap();
     let dev = Device::Cuda(0);
     let stream = cuda_api::Stream::new(&dev.context().unwrap()).unwrap();
-    let f32t = DType::by_name("float32").unwrap();
-    let x = Array::zeros(dev, f32t, &[N]).unwrap();
-    let y = Array::zeros(dev, f32t, &[N]).unwrap();
+    let x = Array::zeros::<f32>(dev, &[N]).unwrap();
+    let y = Array::zeros::<f32>(dev, &[N]).unwrap();
 
     // Raw: the same kernel and argument bytes through cuLaunchKernel.
-    let func = saxpy.cuda_function(false).unwrap();
+    let func = saxpy.cuda_function(warp_launch::Pass::Forward).unwrap();
     let recorded = saxpy
         .launch(N)
         .inputs((2.0f32, &x, &y))
         .stream(&stream)
-        .record()
+        .record_cmd()
         .unwrap();
-    recorded.launch(&stream).unwrap();
+    recorded.launch_on(&stream).unwrap();
     let grid = recorded.plan().grid;
     let mut bounds = LaunchBounds1 {
         shape: [N as u32],
@@ -169,7 +168,7 @@ fn main() {
             .run()
             .unwrap();
     };
-    let mut replay = || recorded.launch(&stream).unwrap();
+    let mut replay = || recorded.launch_on(&stream).unwrap();
     let m = interleaved(&stream, &mut [&mut raw, &mut immediate, &mut replay]);
     let [
         (t_raw, _, al_raw),
@@ -183,7 +182,7 @@ fn main() {
             .launch(N)
             .inputs((2.0f32, &x, &y))
             .stream(&stream)
-            .record()
+            .record_cmd()
             .unwrap();
         std::hint::black_box(&l);
     });
@@ -199,7 +198,7 @@ fn main() {
             .inputs((2.0f32, &x, &y))
             .stream(&stream)
             .access_mode(warp_launch::AccessMode::Relaxed)
-            .record()
+            .record_cmd()
             .unwrap();
         std::hint::black_box(&l);
     });
@@ -215,13 +214,13 @@ fn main() {
                 .launch(N)
                 .inputs((2.0f32, &x, &y))
                 .stream(&stream)
-                .record()
+                .record_cmd()
                 .unwrap()
         })
         .collect();
     let (t_one_by_one, _) = measure_batch(&stream, 5, || {
         for l in &launches {
-            l.launch(&stream).unwrap();
+            l.launch_on(&stream).unwrap();
         }
     });
     let graph = warp_launch::Graph::capture(&stream, launches).unwrap();

@@ -6,24 +6,23 @@
 
 use std::process::ExitCode;
 
-use warp_launch::{Array, DType, Device, MaxBlocks};
+use warp_launch::{Array, Device, MaxBlocks};
 
 fn run() -> warp_launch::Result<()> {
     let k = sdk_tests::warp::header_kernels()?;
     let dev = Device::Cuda(0);
     let n = 4 << 20;
     let x = Array::from_slice(dev, &vec![0.25f32; n], &[n])?;
-    let f32t = DType::by_name("float32").expect("float32");
     let blocks = k
         .grid_sum
-        .cuda_function(false)?
+        .cuda_function(warp_launch::Pass::Forward)?
         .max_cooperative_grid(&dev.context()?, 256, 0)?;
-    let partial = Array::zeros(dev, f32t, &[blocks as usize])?;
-    let total = Array::zeros(dev, f32t, &[1])?;
+    let partial = Array::zeros::<f32>(dev, &[blocks as usize])?;
+    let total = Array::zeros::<f32>(dev, &[1])?;
     k.grid_sum
         .launch(n)
         .inputs((&x, &partial, &total))
-        .max_blocks_as(MaxBlocks::Resident)
+        .max_blocks(MaxBlocks::Resident)
         .cooperative(true)
         .run()?;
     println!(

@@ -19,10 +19,10 @@ fn run() -> warp_launch::Result<()> {
         .launch(1024)
         .inputs((0.0f32, &x, &y))
         .stream(&stream)
-        .record()?;
+        .record_cmd()?;
     for i in 1..=100 {
         step.set_param_by_name("a", i as f32)?;
-        step.launch(&stream)?;
+        step.launch()?; // on `stream`, the one it was recorded for
     }
     stream.synchronize()?;
     println!(

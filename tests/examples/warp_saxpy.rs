@@ -9,7 +9,7 @@
 
 use std::process::ExitCode;
 
-use warp_launch::{AotModule, Array, DType, Device, Tape};
+use warp_launch::{AotModule, Array, Device, Tape};
 
 fn run(dir: &std::path::Path) -> warp_launch::Result<()> {
     let module = AotModule::load(dir)?;
@@ -22,10 +22,9 @@ fn run(dir: &std::path::Path) -> warp_launch::Result<()> {
     println!("saxpy: y = 2 x + 1 = {:?}", y.to_vec::<f32>()?);
 
     let (sin, loss_k) = (module.kernel("chain_sin")?, module.kernel("chain_loss")?);
-    let f32t = DType::by_name("float32").expect("float32");
     let x = x.with_grad()?;
-    let s = Array::zeros(dev, f32t, &[n])?.with_grad()?;
-    let loss = Array::zeros(dev, f32t, &[1])?.with_grad()?;
+    let s = Array::zeros::<f32>(dev, &[n])?.with_grad()?;
+    let loss = Array::zeros::<f32>(dev, &[1])?.with_grad()?;
     let mut tape = Tape::new();
     tape.record(|| -> warp_launch::Result<()> {
         sin.launch(n).inputs((&x, 0.5f32)).outputs(&s).run()?;

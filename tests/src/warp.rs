@@ -51,12 +51,7 @@ fn usizes(v: &Json) -> Vec<usize> {
 pub fn array_from(dir: &Path, device: Device, a: &Json, file_key: &str) -> Array {
     let dtype = DType::by_name(a["dtype"].as_str().expect("dtype")).expect("known dtype");
     let bytes = std::fs::read(dir.join(a[file_key].as_str().expect("file"))).expect("array file");
-    let base = Array::zeros(
-        device,
-        DType::by_name("uint8").unwrap(),
-        &[bytes.len().max(1)],
-    )
-    .unwrap();
+    let base = Array::zeros::<u8>(device, &[bytes.len().max(1)]).unwrap();
     base.copy_from_slice(&bytes).unwrap();
     let shape = usizes(&a["shape"]);
     let strides: Vec<isize> = usizes(&a["strides"])
@@ -213,7 +208,7 @@ pub fn header_kernels() -> warp_launch::Result<HeaderKernels> {
             lean_add: KernelSpec::new("wl_lean_add", 1)
                 .array::<[f32; 3]>("v", 1)
                 .value::<[f32; 3]>("d")
-                .lean()
+                .grid_stride(false)
                 .indexed_by_thread("v")
                 .load_cuda(&lib, "wl_lean_add", None)?,
             grid_sum: KernelSpec::new("wl_grid_sum", 1)

@@ -15,7 +15,7 @@ use sdk_tests::warp::data_dir;
 use warp_launch::{AccessMode, AotModule, Array, DType, Device, Error, Kernel, KernelSpec, cpu_fn};
 
 fn f32t() -> &'static DType {
-    DType::by_name("float32").unwrap()
+    DType::FLOAT32
 }
 
 /// `x[i] = v`; at index `pause_at` it sets `started` and sleeps, so another
@@ -24,7 +24,9 @@ fn fill(pause_at: i32, started: Arc<AtomicBool>) -> Kernel {
     KernelSpec::new("fill", 1)
         .value::<f32>("v")
         .array::<f32>("x", 1)
-        .cpu(
+        .declare()
+        .unwrap()
+        .with_cpu(
             cpu_fn(move |t, args| {
                 let x = args.array::<f32>(1)?;
                 x.set(t.tid(), args.value(0)?)?;
@@ -36,7 +38,6 @@ fn fill(pause_at: i32, started: Arc<AtomicBool>) -> Kernel {
             }),
             None,
         )
-        .unwrap()
 }
 
 #[test]
@@ -44,7 +45,7 @@ fn fill(pause_at: i32, started: Arc<AtomicBool>) -> Kernel {
 fn a_copy_into_a_page_locked_or_managed_array_waits_for_the_cpu_kernel_writing_it() {
     const N: usize = 4096;
     for kind in [MemoryKind::PinnedHost, MemoryKind::Managed] {
-        let a = Array::zeros_in(Device::Cpu, f32t(), &[N], kind).unwrap();
+        let a = Array::zeros_dtype_in(Device::Cpu, f32t(), &[N], kind).unwrap();
         let started = Arc::new(AtomicBool::new(false));
         let k = fill(N as i32 / 2, started.clone());
         std::thread::scope(|s| {
@@ -110,7 +111,7 @@ fn relaxed_refuses_a_host_array_for_a_cuda_kernel_before_launch() {
         .unwrap();
     let gpu = Device::Cuda(0);
     let x = Array::from_slice(gpu, &[1.0f32; 8], &[8]).unwrap();
-    let host = Array::zeros(Device::Cpu, f32t(), &[8]).unwrap();
+    let host = Array::zeros_dtype(Device::Cpu, f32t(), &[8]).unwrap();
     for mode in [AccessMode::Relaxed, AccessMode::Strict, AccessMode::Checked] {
         let e = k
             .launch(8)
@@ -131,12 +132,12 @@ fn relaxed_refuses_a_host_array_for_a_cuda_kernel_before_launch() {
         .launch(8)
         .inputs((3.0f32, &x, &host))
         .device(gpu)
-        .record()
+        .record_cmd()
         .unwrap_err();
     assert!(matches!(e, Error::Access(_)), "{e}");
     warp_launch::set_thread_access_mode(before);
     // Nothing reached the GPU: the context still works.
-    let y = Array::zeros(gpu, f32t(), &[8]).unwrap();
+    let y = Array::zeros_dtype(gpu, f32t(), &[8]).unwrap();
     k.launch(8)
         .inputs((3.0f32, &x, &y))
         .device(gpu)

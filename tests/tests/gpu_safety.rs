@@ -269,9 +269,9 @@ fn a_recorded_warp_launch_refuses_a_stream_of_another_context() {
     let module = warp_module();
     let saxpy = module.kernel("saxpy").unwrap();
     let dev = Device::Cuda(0);
-    let f32t = DType::by_name("float32").unwrap();
-    let x = Array::zeros(dev, f32t, &[256]).unwrap();
-    let y = Array::zeros(dev, f32t, &[256]).unwrap();
+    let f32t = DType::FLOAT32;
+    let x = Array::zeros_dtype(dev, f32t, &[256]).unwrap();
+    let y = Array::zeros_dtype(dev, f32t, &[256]).unwrap();
     let primary = dev.context().unwrap();
     let other = Context::new(primary.device()).unwrap();
     let foreign = Stream::new(&other).unwrap();
@@ -280,20 +280,24 @@ fn a_recorded_warp_launch_refuses_a_stream_of_another_context() {
         .launch(256)
         .inputs((1.0f32, &x, &y))
         .stream(&foreign)
-        .record()
+        .record_cmd()
         .unwrap_err();
     assert!(
         e.to_string().contains("pass a stream of that context"),
         "{e}"
     );
     // A launch recorded for the primary context, replayed on the other one (38e7deb ran it).
-    let l = saxpy.launch(256).inputs((1.0f32, &x, &y)).record().unwrap();
-    let e = l.launch(&foreign).unwrap_err();
+    let l = saxpy
+        .launch(256)
+        .inputs((1.0f32, &x, &y))
+        .record_cmd()
+        .unwrap();
+    let e = l.launch_on(&foreign).unwrap_err();
     assert!(
         e.to_string().contains("pass a stream of that context"),
         "{e}"
     );
-    l.launch(&Stream::new(&primary).unwrap()).unwrap();
+    l.launch_on(&Stream::new(&primary).unwrap()).unwrap();
 }
 
 #[test]
@@ -303,10 +307,10 @@ fn a_warp_array_read_right_after_a_launch_on_a_non_blocking_stream_is_current() 
     let module = warp_module();
     let saxpy = module.kernel("saxpy").unwrap();
     let dev = Device::Cuda(0);
-    let f32t = DType::by_name("float32").unwrap();
+    let f32t = DType::FLOAT32;
     let n = 1usize << 22;
     let x = Array::from_slice(dev, &vec![1.0f32; n], &[n]).unwrap();
-    let y = Array::zeros(dev, f32t, &[n]).unwrap();
+    let y = Array::zeros_dtype(dev, f32t, &[n]).unwrap();
     let stream = Stream::new(&dev.context().unwrap()).unwrap();
     for _ in 0..20 {
         saxpy
@@ -340,7 +344,7 @@ fn many_threads_share_one_warp_kernel_and_its_spare_argument_blocks() {
                     .launch(n)
                     .inputs((1.0f32, &x, &y))
                     .stream(&stream)
-                    .record()
+                    .record_cmd()
                     .unwrap();
                 for i in 0..200 {
                     // Immediate launches take and give back the kernel's spare
@@ -353,7 +357,7 @@ fn many_threads_share_one_warp_kernel_and_its_spare_argument_blocks() {
                         .unwrap();
                     if i % 2 == 0 {
                         replay.set_param_by_name("a", 2.0f32).unwrap();
-                        replay.launch(&stream).unwrap();
+                        replay.launch_on(&stream).unwrap();
                     }
                 }
                 // y = t + 200 * 1 + 100 * 2
@@ -377,7 +381,7 @@ fn a_warp_array_in_device_memory_of_a_separate_context_is_refused_in_every_mode(
     let module = warp_module();
     let saxpy = module.kernel("saxpy").unwrap();
     let dev = Device::Cuda(0);
-    let f32t = DType::by_name("float32").unwrap();
+    let f32t = DType::FLOAT32;
     let separate = Context::new(&cuda_api::Device::get(0).unwrap()).unwrap();
     let alloc = cuda_api::Allocation::zeroed(&separate, 1024, MemoryKind::Device).unwrap();
     let foreign = Array::from_parts(
@@ -389,7 +393,7 @@ fn a_warp_array_in_device_memory_of_a_separate_context_is_refused_in_every_mode(
         &[4],
     )
     .unwrap();
-    let x = Array::zeros(dev, f32t, &[256]).unwrap();
+    let x = Array::zeros_dtype(dev, f32t, &[256]).unwrap();
     for mode in [AccessMode::Relaxed, AccessMode::Checked, AccessMode::Strict] {
         let e = saxpy
             .launch(256)

@@ -11,7 +11,7 @@ use cuda_api::{
     Context, Device as CudaDevice, DeviceBuffer, DevicePtr, Error as CudaError, LaunchConfig,
     LaunchError, Library, Module, Stream,
 };
-use warp_launch::{AccessMode, Array, DType, Device, Error};
+use warp_launch::{AccessMode, Array, Device, Error};
 
 fn two_devices(test: &str) -> bool {
     let n = CudaDevice::count().unwrap_or(0);
@@ -146,13 +146,13 @@ fn an_array_copies_between_the_two_devices() {
     }
     let src =
         Array::from_slice(Device::Cuda(0), &(0..1000).collect::<Vec<i32>>(), &[1000]).unwrap();
-    let dst = Array::zeros(Device::Cuda(1), DType::by_name("int32").unwrap(), &[1000]).unwrap();
+    let dst = Array::zeros::<i32>(Device::Cuda(1), &[1000]).unwrap();
     dst.copy_from(&src).unwrap();
     assert_eq!(
         dst.to_vec::<i32>().unwrap(),
         (0..1000).collect::<Vec<i32>>()
     );
-    let back = Array::zeros(Device::Cuda(0), DType::by_name("int32").unwrap(), &[1000]).unwrap();
+    let back = Array::zeros::<i32>(Device::Cuda(0), &[1000]).unwrap();
     back.copy_from(&dst).unwrap();
     assert_eq!(
         back.to_vec::<i32>().unwrap(),

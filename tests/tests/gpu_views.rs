@@ -10,10 +10,10 @@ use warp_launch::{Array, DType, Device};
 #[ignore = "needs a CUDA GPU"]
 fn strides_beyond_int32_are_refused_before_launch() {
     let gpu = Device::Cuda(0);
-    let f32t = DType::by_name("float32").unwrap();
+    let f32t = DType::FLOAT32;
     // The audit's array: [2, 2^30] float32, row stride 4 GiB (refused
     // before the 8 GiB are allocated).
-    let e = Array::zeros(gpu, f32t, &[2, 1 << 30])
+    let e = Array::zeros_dtype(gpu, f32t, &[2, 1 << 30])
         .unwrap_err()
         .to_string();
     println!("zeros [2, 2^30] f32: {e}");
@@ -23,7 +23,7 @@ fn strides_beyond_int32_are_refused_before_launch() {
     );
     // 2^30 float32 (4 GiB): reshaping or stepping to a 2 GiB stride.
     let n = 1usize << 30;
-    let a = Array::zeros(gpu, f32t, &[n]).unwrap();
+    let a = Array::zeros_dtype(gpu, f32t, &[n]).unwrap();
     let e = a.reshape(&[2, n / 2]).unwrap_err().to_string();
     println!("reshape [2, 2^29]: {e}");
     assert!(

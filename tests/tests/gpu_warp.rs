@@ -156,7 +156,7 @@ fn the_tape_gives_warps_gradients_on_cuda_and_on_the_cpu() {
 fn capped_grids_visit_every_index_once() {
     let dir = data_dir();
     let k = module(&dir).kernel("count_visits").unwrap();
-    let int32 = DType::by_name("int32").unwrap();
+    let int32 = DType::INT32;
     for (n, max_blocks) in [
         (100_000usize, 1i64),
         (100_000, 7),
@@ -164,7 +164,7 @@ fn capped_grids_visit_every_index_once() {
         (5, 0),
         (1 << 20, 1000),
     ] {
-        let c = Array::zeros(Device::Cuda(0), int32, &[n]).unwrap();
+        let c = Array::zeros_dtype(Device::Cuda(0), int32, &[n]).unwrap();
         k.launch(n).inputs(&c).max_blocks(max_blocks).run().unwrap();
         let v = c.to_vec::<i32>().unwrap();
         assert!(
@@ -176,7 +176,7 @@ fn capped_grids_visit_every_index_once() {
     // bigger block would write past its shared tile storage (seen as an
     // illegal address on the H200), so other sizes are refused.
     assert_eq!(k.fixed_block_dim(), Some(256));
-    let small = Array::zeros(Device::Cuda(0), int32, &[8]).unwrap();
+    let small = Array::zeros_dtype(Device::Cuda(0), int32, &[8]).unwrap();
     for block in [1024u32, 128, 1] {
         let e = k
             .launch(8)
@@ -184,7 +184,10 @@ fn capped_grids_visit_every_index_once() {
             .block_dim(block)
             .run()
             .unwrap_err();
-        assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+        assert!(
+            matches!(e, Error::CompiledBlockDim { given, .. } if given == block),
+            "{e}"
+        );
     }
     println!(
         "{}",
@@ -194,19 +197,19 @@ fn capped_grids_visit_every_index_once() {
             .run()
             .unwrap_err()
     );
-    let c = Array::zeros(Device::Cuda(0), int32, &[50_000]).unwrap();
+    let c = Array::zeros_dtype(Device::Cuda(0), int32, &[50_000]).unwrap();
     let l = k
         .launch(50_000)
         .inputs(&c)
-        .max_blocks_as(warp_launch::MaxBlocks::Resident)
+        .max_blocks(warp_launch::MaxBlocks::Resident)
         .cooperative(true)
-        .record()
+        .record_cmd()
         .unwrap();
     println!(
         "resident grid for count_visits at 256 threads: {:?} blocks",
         l.plan().grid
     );
-    l.run().unwrap();
+    l.launch().unwrap();
     assert!(c.to_vec::<i32>().unwrap().iter().all(|&x| x == 1));
 }
 
@@ -215,11 +218,11 @@ fn capped_grids_visit_every_index_once() {
 fn access_modes_with_page_locked_and_managed_memory() {
     let dir = data_dir();
     let k = module(&dir).kernel("saxpy").unwrap();
-    let f32t = DType::by_name("float32").unwrap();
+    let f32t = DType::FLOAT32;
     let gpu = Device::Cuda(0);
     let x = Array::from_slice(gpu, &[1.0f32; 8], &[8]).unwrap();
     // Managed memory of cuda:0: fine under STRICT and CHECKED.
-    let managed = Array::zeros_in(gpu, f32t, &[8], MemoryKind::Managed).unwrap();
+    let managed = Array::zeros_dtype_in(gpu, f32t, &[8], MemoryKind::Managed).unwrap();
     for mode in [AccessMode::Strict, AccessMode::Checked] {
         k.launch(8)
             .inputs((1.0f32, &x, &managed))
@@ -231,7 +234,7 @@ fn access_modes_with_page_locked_and_managed_memory() {
     // A CPU array in page-locked memory: STRICT refuses (not on cuda:0);
     // CHECKED asks the driver, which says it is page-locked memory of
     // cuda:0's context, and launches.
-    let pinned = Array::zeros_in(Device::Cpu, f32t, &[8], MemoryKind::PinnedHost).unwrap();
+    let pinned = Array::zeros_dtype_in(Device::Cpu, f32t, &[8], MemoryKind::PinnedHost).unwrap();
     let e = k
         .launch(8)
         .inputs((3.0f32, &x, &pinned))
@@ -249,7 +252,7 @@ fn access_modes_with_page_locked_and_managed_memory() {
         .unwrap();
     assert_eq!(pinned.to_vec::<f32>().unwrap(), vec![3.0; 8]);
     // Ordinary host memory: CHECKED refuses it for a CUDA launch.
-    let host = Array::zeros(Device::Cpu, f32t, &[8]).unwrap();
+    let host = Array::zeros_dtype(Device::Cpu, f32t, &[8]).unwrap();
     let e = k
         .launch(8)
         .inputs((3.0f32, &x, &host))
@@ -280,12 +283,12 @@ fn a_launch_replayed_ten_thousand_times_with_changing_parameters() {
     let gpu = Device::Cuda(0);
     let stream = cuda_api::Stream::new(&gpu.context().unwrap()).unwrap();
     let x = Array::from_slice(gpu, &[1.0f32; 64], &[64]).unwrap();
-    let y = Array::zeros(gpu, DType::by_name("float32").unwrap(), &[64]).unwrap();
+    let y = Array::zeros::<f32>(gpu, &[64]).unwrap();
     let mut l = k
         .launch(64)
         .inputs((0.0f32, &x, &y))
         .stream(&stream)
-        .record()
+        .record_cmd()
         .unwrap();
     let mut expected = vec![0.0f64; 64];
     for i in 0..10_000 {
@@ -293,7 +296,7 @@ fn a_launch_replayed_ten_thousand_times_with_changing_parameters() {
         let n = 1 + (i % 64);
         l.set_param_by_name("a", a).unwrap();
         l.set_dim(&[n as i64]).unwrap();
-        l.launch(&stream).unwrap();
+        l.launch_on(&stream).unwrap();
         for e in expected.iter_mut().take(n) {
             *e += a as f64;
         }
@@ -314,9 +317,9 @@ fn a_launch_replayed_ten_thousand_times_with_changing_parameters() {
 fn argument_errors_on_cuda_name_kernel_parameter_and_remedy() {
     let dir = data_dir();
     let k = module(&dir).kernel("add2d").unwrap();
-    let f32t = DType::by_name("float32").unwrap();
-    let a1 = Array::zeros(Device::Cuda(0), f32t, &[4]).unwrap();
-    let a2 = Array::zeros(Device::Cuda(0), f32t, &[4, 5]).unwrap();
+    let f32t = DType::FLOAT32;
+    let a1 = Array::zeros_dtype(Device::Cuda(0), f32t, &[4]).unwrap();
+    let a2 = Array::zeros_dtype(Device::Cuda(0), f32t, &[4, 5]).unwrap();
     let e = k
         .launch([4, 5])
         .inputs((&a2, &a2))
@@ -326,7 +329,7 @@ fn argument_errors_on_cuda_name_kernel_parameter_and_remedy() {
     println!("{e}");
     assert!(matches!(e, Error::Argument(_)), "{e}");
     let lean = module(&dir).kernel("lean_fill").unwrap();
-    let i2 = Array::zeros(Device::Cuda(0), DType::by_name("int32").unwrap(), &[3, 3]).unwrap();
+    let i2 = Array::zeros::<i32>(Device::Cuda(0), &[3, 3]).unwrap();
     let e = lean
         .launch([3, 3])
         .inputs((1i32, &i2))
@@ -345,13 +348,13 @@ fn a_captured_graph_of_100_launches_replays_and_updates_in_place() {
     let gpu = Device::Cuda(0);
     let stream = cuda_api::Stream::new(&gpu.context().unwrap()).unwrap();
     let x = Array::from_slice(gpu, &[1.0f32; 32], &[32]).unwrap();
-    let y = Array::zeros(gpu, DType::by_name("float32").unwrap(), &[32]).unwrap();
+    let y = Array::zeros::<f32>(gpu, &[32]).unwrap();
     let launches: Vec<_> = (0..100)
         .map(|i| {
             k.launch(32)
                 .inputs(((i % 3) as f32, &x, &y))
                 .stream(&stream)
-                .record()
+                .record_cmd()
                 .unwrap()
         })
         .collect();
@@ -405,7 +408,7 @@ fn cuda_c_kernels_written_against_our_header() {
         base.iter().map(|v| v * 2.0).collect::<Vec<_>>()
     );
     // 4-D coordinates.
-    let out = Array::zeros(gpu, DType::by_name("int32").unwrap(), &[2, 3, 4, 5]).unwrap();
+    let out = Array::zeros::<i32>(gpu, &[2, 3, 4, 5]).unwrap();
     k.fill4d.launch([2, 3, 4, 5]).inputs(&out).run().unwrap();
     assert_eq!(out.to_vec::<i32>().unwrap(), (0..120).collect::<Vec<i32>>());
     // Lean over 1000 vec3f with a vec3f value.
@@ -427,16 +430,16 @@ fn cuda_c_kernels_written_against_our_header() {
     let x = Array::from_slice(gpu, &vec![1.0f32; n], &[n]).unwrap();
     let grid = k
         .grid_sum
-        .cuda_function(false)
+        .cuda_function(warp_launch::Pass::Forward)
         .unwrap()
         .max_cooperative_grid(&gpu.context().unwrap(), 256, 0)
         .unwrap();
-    let partial = Array::zeros(gpu, DType::by_name("float32").unwrap(), &[grid as usize]).unwrap();
-    let total = Array::zeros(gpu, DType::by_name("float32").unwrap(), &[1]).unwrap();
+    let partial = Array::zeros::<f32>(gpu, &[grid as usize]).unwrap();
+    let total = Array::zeros::<f32>(gpu, &[1]).unwrap();
     k.grid_sum
         .launch(n)
         .inputs((&x, &partial, &total))
-        .max_blocks_as(warp_launch::MaxBlocks::Resident)
+        .max_blocks(warp_launch::MaxBlocks::Resident)
         .cooperative(true)
         .run()
         .unwrap();
@@ -454,9 +457,9 @@ fn a_launch_larger_than_its_array_is_refused_and_the_neighbour_is_untouched() {
     let access = AotModule::load(data_dir().join("access")).expect("access module loads");
     let fill = access.kernel("fill").unwrap();
     let gpu = Device::Cuda(0);
-    let f32t = DType::by_name("float32").unwrap();
-    let x = Array::zeros(gpu, f32t, &[4]).unwrap();
-    let neighbour = Array::zeros(gpu, f32t, &[65_536]).unwrap();
+    let f32t = DType::FLOAT32;
+    let x = Array::zeros_dtype(gpu, f32t, &[4]).unwrap();
+    let neighbour = Array::zeros_dtype(gpu, f32t, &[65_536]).unwrap();
     let e = fill.launch(65_536).inputs((&x, 7.0f32)).run().unwrap_err();
     println!("refused: {e}");
     let Error::OutOfBounds(b) = &e else {
@@ -473,13 +476,13 @@ fn a_launch_larger_than_its_array_is_refused_and_the_neighbour_is_untouched() {
         ("fill", "x", 0, 65_536, &[4][..])
     );
     fill.launch(4).inputs((&x, 7.0f32)).run().unwrap();
-    let mut l = fill.launch(4).inputs((&x, 8.0f32)).record().unwrap();
+    let mut l = fill.launch(4).inputs((&x, 8.0f32)).record_cmd().unwrap();
     assert!(matches!(l.set_dim(&[65_536]), Err(Error::OutOfBounds(_))));
     assert!(matches!(
-        l.set_param_by_name("x", Array::zeros(gpu, f32t, &[3]).unwrap()),
+        l.set_param_by_name("x", Array::zeros_dtype(gpu, f32t, &[3]).unwrap()),
         Err(Error::OutOfBounds(_))
     ));
-    l.run().unwrap();
+    l.launch().unwrap();
     assert_eq!(x.to_vec::<f32>().unwrap(), vec![8.0; 4]);
     let n = neighbour.to_vec::<f32>().unwrap();
     assert!(
@@ -500,7 +503,7 @@ fn unproven_kernels_need_the_unchecked_launch() {
     let gpu = Device::Cuda(0);
     let idx = Array::from_slice(gpu, &[3i32, 2, 1, 0], &[4]).unwrap();
     let x = Array::from_slice(gpu, &[10.0f32, 11.0, 12.0, 13.0], &[4]).unwrap();
-    let out = Array::zeros(gpu, DType::by_name("float32").unwrap(), &[4]).unwrap();
+    let out = Array::zeros::<f32>(gpu, &[4]).unwrap();
     let e = gather
         .launch(4)
         .inputs((&idx, &x))
@@ -528,7 +531,7 @@ fn unproven_kernels_need_the_unchecked_launch() {
             .outputs(&out)
             .unchecked()
     }
-    .record()
+    .record_cmd()
     .unwrap();
     assert!(
         l.set_dim(&[2]).is_err(),
@@ -536,5 +539,5 @@ fn unproven_kernels_need_the_unchecked_launch() {
     );
     // SAFETY: a smaller domain reads and writes fewer of the same elements.
     unsafe { l.edit_unchecked(|l| l.set_dim(&[2]).map(|_| ())) }.unwrap();
-    l.run().unwrap();
+    l.launch().unwrap();
 }

@@ -13,7 +13,9 @@ fn saxpy() -> Kernel {
         .value::<f32>("a")
         .array::<f32>("x", 1)
         .array::<f32>("y", 1)
-        .cpu(
+        .declare()
+        .unwrap()
+        .with_cpu(
             cpu_fn(|t, args| {
                 let i = t.tid();
                 let a: f32 = args.value(0)?;
@@ -23,13 +25,14 @@ fn saxpy() -> Kernel {
             }),
             None,
         )
-        .unwrap()
 }
 
 fn visits(kernel_dim: usize) -> Kernel {
     KernelSpec::new(format!("visits{kernel_dim}d"), kernel_dim)
         .array::<i32>("count", kernel_dim as u8)
-        .cpu(
+        .declare()
+        .unwrap()
+        .with_cpu(
             cpu_fn(move |t, args| {
                 let c = args.array::<i32>(0)?;
                 match t.coords() {
@@ -42,7 +45,6 @@ fn visits(kernel_dim: usize) -> Kernel {
             }),
             None,
         )
-        .unwrap()
 }
 
 #[test]
@@ -72,7 +74,9 @@ fn saxpy_nd(kernel_dim: usize) -> Kernel {
         .value::<f32>("a")
         .array::<f32>("x", kernel_dim as u8)
         .array::<f32>("y", kernel_dim as u8)
-        .cpu(
+        .declare()
+        .unwrap()
+        .with_cpu(
             cpu_fn(|t, args| {
                 let a: f32 = args.value(0)?;
                 let (x, y) = (args.array::<f32>(1)?, args.array::<f32>(2)?);
@@ -88,7 +92,6 @@ fn saxpy_nd(kernel_dim: usize) -> Kernel {
             }),
             None,
         )
-        .unwrap()
 }
 
 #[test]
@@ -117,7 +120,7 @@ fn every_index_is_visited_once_in_1_2_and_4_dimensions() {
         (vec![5, 7], 2),
         (vec![2, 3, 4, 5], 4),
     ] {
-        let c = Array::zeros(Device::Cpu, DType::by_name("int32").unwrap(), &dims).unwrap();
+        let c = Array::zeros::<i32>(Device::Cpu, &dims).unwrap();
         let dim: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
         visits(kd)
             .launch(dim)
@@ -135,7 +138,7 @@ fn every_index_is_visited_once_in_1_2_and_4_dimensions() {
 fn extra_dimensions_fold_into_shared_coordinates() {
     // A 1-D kernel launched over (6, 3): Warp folds the 3 into coord_mult,
     // so each of the 6 indices is visited 3 times.
-    let c = Array::zeros(Device::Cpu, DType::by_name("int32").unwrap(), &[6]).unwrap();
+    let c = Array::zeros::<i32>(Device::Cpu, &[6]).unwrap();
     visits(1)
         .launch([6, 3])
         .inputs(&c)
@@ -174,18 +177,18 @@ fn a_recorded_launch_replays_with_new_parameters() {
         .launch(2)
         .inputs((0.0f32, &x, &y))
         .device("cpu")
-        .record()
+        .record_cmd()
         .unwrap();
     for i in 0..100 {
         l.set_param_by_name("a", i as f32).unwrap();
-        l.run().unwrap();
+        l.launch().unwrap();
     }
     assert_eq!(y.to_vec().unwrap(), vec![4950.0, 4950.0]);
     l.set_param_at_index(0, 1.0f32)
         .unwrap()
         .set_dim(&[1])
         .unwrap();
-    l.run().unwrap();
+    l.launch().unwrap();
     assert_eq!(y.to_vec().unwrap(), vec![4951.0, 4950.0]);
     assert!(matches!(
         l.set_param_by_name("z", 1.0f32).unwrap_err(),
@@ -204,7 +207,9 @@ fn chain() -> (Kernel, Kernel) {
         .array::<f32>("x", 1)
         .value::<f32>("a")
         .array::<f32>("y", 1)
-        .cpu(
+        .declare()
+        .unwrap()
+        .with_cpu(
             cpu_fn(|t, args| {
                 let i = t.tid();
                 let a: f32 = args.value(1)?;
@@ -219,12 +224,13 @@ fn chain() -> (Kernel, Kernel) {
                 let gy = args.array::<f32>(5)?.get(i)?;
                 args.array::<f32>(3)?.add(i, gy * a * x.cos())
             })),
-        )
-        .unwrap();
+        );
     let loss = KernelSpec::new("chain_loss", 1)
         .array::<f32>("y", 1)
         .array::<f32>("loss", 1)
-        .cpu(
+        .declare()
+        .unwrap()
+        .with_cpu(
             cpu_fn(|t, args| {
                 let y = args.array::<f32>(0)?.get(t.tid())?;
                 args.array::<f32>(1)?.add(0, y * y)
@@ -236,24 +242,23 @@ fn chain() -> (Kernel, Kernel) {
                 let gl = args.array::<f32>(3)?.get(0)?;
                 args.array::<f32>(2)?.add(i, 2.0 * y * gl)
             })),
-        )
-        .unwrap();
+        );
     (sin, loss)
 }
 
 #[test]
 fn tape_gradients_match_finite_differences() {
     let (sin, loss_k) = chain();
-    let f32t = DType::by_name("float32").unwrap();
+    let f32t = DType::FLOAT32;
     let x = Array::from_slice(Device::Cpu, &[0.1f32, 0.5, 1.0, -0.7], &[4])
         .unwrap()
         .with_grad()
         .unwrap();
-    let y = Array::zeros(Device::Cpu, f32t, &[4])
+    let y = Array::zeros_dtype(Device::Cpu, f32t, &[4])
         .unwrap()
         .with_grad()
         .unwrap();
-    let loss = Array::zeros(Device::Cpu, f32t, &[1])
+    let loss = Array::zeros_dtype(Device::Cpu, f32t, &[1])
         .unwrap()
         .with_grad()
         .unwrap();
@@ -313,7 +318,7 @@ fn tape_gradients_match_finite_differences() {
 
 #[test]
 fn max_blocks_on_the_cpu_is_accepted_and_lean_kernels_refuse_it() {
-    let c = Array::zeros(Device::Cpu, DType::by_name("int32").unwrap(), &[10]).unwrap();
+    let c = Array::zeros::<i32>(Device::Cpu, &[10]).unwrap();
     visits(1)
         .launch(10)
         .inputs(&c)
@@ -324,9 +329,10 @@ fn max_blocks_on_the_cpu_is_accepted_and_lean_kernels_refuse_it() {
     assert!(c.to_vec::<i32>().unwrap().iter().all(|&n| n == 1));
     let lean = KernelSpec::new("lean", 1)
         .array::<i32>("count", 1)
-        .lean()
-        .cpu(cpu_fn(|_, _| Ok(())), None)
-        .unwrap();
+        .grid_stride(false)
+        .declare()
+        .unwrap()
+        .with_cpu(cpu_fn(|_, _| Ok(())), None);
     let e = lean
         .launch(10)
         .inputs(&c)
@@ -339,34 +345,32 @@ fn max_blocks_on_the_cpu_is_accepted_and_lean_kernels_refuse_it() {
         .launch(10)
         .inputs(&c)
         .device("cpu")
-        .max_blocks_as(MaxBlocks::Resident)
+        .max_blocks(MaxBlocks::Resident)
         .run()
         .unwrap_err();
-    assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+    assert!(matches!(e, Error::ResidentLean { .. }), "{e}");
 }
 
 /// Every argument error the launch path gives, as users see it.
 #[test]
 fn argument_errors() {
     let k = saxpy();
-    let f32t = DType::by_name("float32").unwrap();
-    let x = Array::zeros(Device::Cpu, f32t, &[4]).unwrap();
-    let x2 = Array::zeros(Device::Cpu, f32t, &[2, 2]).unwrap();
-    let xi = Array::zeros(Device::Cpu, DType::by_name("int32").unwrap(), &[4]).unwrap();
+    let f32t = DType::FLOAT32;
+    let x = Array::zeros_dtype(Device::Cpu, f32t, &[4]).unwrap();
+    let x2 = Array::zeros_dtype(Device::Cpu, f32t, &[2, 2]).unwrap();
+    let xi = Array::zeros::<i32>(Device::Cpu, &[4]).unwrap();
     let st = std::sync::Arc::new(StructType::new(
         "Params_0123abcd",
         vec![
             ("scale".into(), ParamKind::Value(f32t)),
-            (
-                "count".into(),
-                ParamKind::Value(DType::by_name("int32").unwrap()),
-            ),
+            ("count".into(), ParamKind::Value(DType::INT32)),
         ],
     ));
     let sk = KernelSpec::new("use_struct", 1)
         .param("p", ParamKind::Struct(st))
-        .cpu(cpu_fn(|_, _| Ok(())), None)
-        .unwrap();
+        .declare()
+        .unwrap()
+        .with_cpu(cpu_fn(|_, _| Ok(())), None);
     let cases: Vec<(&str, Error)> = vec![
         (
             "count",
@@ -420,8 +424,9 @@ fn argument_errors() {
         ("int_out_of_range", {
             let k8 = KernelSpec::new("k8", 1)
                 .value::<u8>("v")
-                .cpu(cpu_fn(|_, _| Ok(())), None)
-                .unwrap();
+                .declare()
+                .unwrap()
+                .with_cpu(cpu_fn(|_, _| Ok(())), None);
             k8.launch(1).inputs(300i32).device("cpu").run().unwrap_err()
         }),
         (
@@ -475,7 +480,7 @@ fn argument_errors() {
             k.launch(4)
                 .inputs((2.0f32, &x, &x))
                 .adj_inputs(&x)
-                .adjoint(true)
+                .pass(warp_launch::Pass::Adjoint)
                 .device("cpu")
                 .run()
                 .unwrap_err(),
@@ -485,7 +490,7 @@ fn argument_errors() {
             k.launch(4)
                 .inputs((2.0f32, &x, &x))
                 .adj_inputs((0.0f32, &x, &x))
-                .adjoint(true)
+                .pass(warp_launch::Pass::Adjoint)
                 .device("cpu")
                 .run()
                 .unwrap_err(),
@@ -501,7 +506,7 @@ fn argument_errors() {
 /// read-modify-write lands.
 #[test]
 fn cpu_launches_from_several_threads_do_not_race() {
-    let c = Array::zeros(Device::Cpu, DType::by_name("int32").unwrap(), &[64]).unwrap();
+    let c = Array::zeros::<i32>(Device::Cpu, &[64]).unwrap();
     let k = visits(1);
     std::thread::scope(|s| {
         for _ in 0..4 {

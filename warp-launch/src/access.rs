@@ -83,18 +83,13 @@ static PEERS: Mutex<Vec<(i32, i32)>> = Mutex::new(Vec::new());
 /// between their primary contexts), and records it for CHECKED launches.
 pub fn enable_peer_access(from: Device, to: Device) -> Result<()> {
     let (Some(a), Some(b)) = (from.ordinal(), to.ordinal()) else {
-        return Err(Error::Unsupported {
-            kernel: String::new(),
-            message: format!("peer access is between CUDA devices, not {from} and {to}"),
+        return Err(Error::NotCuda {
+            call: "enable_peer_access",
+            device: if from.ordinal().is_none() { from } else { to },
         });
     };
     if !cuda_api::driver::device_can_access_peer(a, b)? {
-        return Err(Error::Unsupported {
-            kernel: String::new(),
-            message: format!(
-                "{from} cannot access {to}'s memory (cuDeviceCanAccessPeer says 0); copy the array to {from}"
-            ),
-        });
+        return Err(Error::NoPeerAccess { from, to });
     }
     let target = to.context()?;
     from.context()?.bind()?;
@@ -305,8 +300,8 @@ mod tests {
     /// the refusal comes before any query.
     #[test]
     fn every_mode_refuses_host_memory_for_a_cuda_launch() {
-        let f32t = crate::DType::by_name("float32").unwrap();
-        let host = Array::zeros(Device::Cpu, f32t, &[8]).unwrap();
+        let f32t = crate::DType::FLOAT32;
+        let host = Array::zeros_dtype(Device::Cpu, f32t, &[8]).unwrap();
         // The same host storage labelled as a cuda:0 array.
         let labelled = Array::from_parts(
             Arc::clone(host.storage()),
@@ -331,7 +326,7 @@ mod tests {
             check("k", "x", &host, Device::Cpu, mode).unwrap();
         }
         // An empty storage has no address to reach (the kernel gets null).
-        let empty = Array::zeros(Device::Cpu, f32t, &[0]).unwrap();
+        let empty = Array::zeros_dtype(Device::Cpu, f32t, &[0]).unwrap();
         assert_eq!(empty.data_address(), 0);
         check("k", "x", &empty, Device::Cuda(0), AccessMode::Relaxed).unwrap();
     }

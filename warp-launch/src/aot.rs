@@ -841,7 +841,7 @@ mod tests {
             d.iter()
                 .filter(|d| d.key.starts_with("saxpy"))
                 .all(|d| d.backward.is_some()
-                    && matches!(d.spec.accesses(false), Accesses::Checked(l) if l.len() == 2))
+                    && matches!(d.spec.accesses(crate::Pass::Forward), Accesses::Checked(l) if l.len() == 2))
         );
     }
 
@@ -856,16 +856,20 @@ mod tests {
         let meta = include_str!("../tests/fixtures/wp_access.meta");
         let d = declarations(text, "wp_access.cu", meta, "wp_access.meta").unwrap();
         let get = |k: &str| &d.iter().find(|d| d.key == k).unwrap().spec;
-        assert!(matches!(get("fill").accesses(false), Accesses::Checked(l) if l.len() == 1));
-        assert!(matches!(get("fill").accesses(true), Accesses::Checked(l) if l.len() == 2));
+        assert!(
+            matches!(get("fill").accesses(crate::Pass::Forward), Accesses::Checked(l) if l.len() == 1)
+        );
+        assert!(
+            matches!(get("fill").accesses(crate::Pass::Adjoint), Accesses::Checked(l) if l.len() == 2)
+        );
         for k in ["gather", "shifted", "row_sum", "call_func", "row_view"] {
             assert!(
-                matches!(get(k).accesses(false), Accesses::Unproven(_)),
+                matches!(get(k).accesses(crate::Pass::Forward), Accesses::Unproven(_)),
                 "{k}"
             );
         }
         // A struct holding an array: refused at the parameter.
-        let Accesses::Unproven(u) = get("through_struct").accesses(false) else {
+        let Accesses::Unproven(u) = get("through_struct").accesses(crate::Pass::Forward) else {
             panic!("through_struct is unproven");
         };
         assert_eq!(u.param, "h");
@@ -873,12 +877,12 @@ mod tests {
         // Every kernel of kernels.py is checkable.
         for d in declarations(CU, "wp_kernels.cu", META, "wp_kernels.meta").unwrap() {
             assert!(
-                matches!(d.spec.accesses(false), Accesses::Checked(_)),
+                matches!(d.spec.accesses(crate::Pass::Forward), Accesses::Checked(_)),
                 "{}",
                 d.key
             );
             assert!(
-                matches!(d.spec.accesses(true), Accesses::Checked(_)),
+                matches!(d.spec.accesses(crate::Pass::Adjoint), Accesses::Checked(_)),
                 "{}",
                 d.key
             );
@@ -891,7 +895,7 @@ mod tests {
         );
         for d in declarations(&raw, "raw.cu", META, "wp_kernels.meta").unwrap() {
             assert!(
-                matches!(d.spec.accesses(false), Accesses::Unproven(_)),
+                matches!(d.spec.accesses(crate::Pass::Forward), Accesses::Unproven(_)),
                 "{}",
                 d.key
             );

@@ -25,7 +25,7 @@ use cuda_api::{Allocation, MemoryKind};
 
 use crate::storage::{Memory, Storage};
 
-use crate::device::Device;
+use crate::device::{Device, IntoDevice};
 use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
 use crate::generated::abi::ArrayT;
@@ -190,29 +190,71 @@ fn allocate(
 }
 
 impl Array {
-    /// A zeroed array of `dtype` with `shape` in `device`'s memory (device
-    /// memory for CUDA, host memory for the CPU).
+    /// A zeroed array of `T` elements with `shape` in `device`'s memory
+    /// (device memory for CUDA, host memory for the CPU); `device` is a
+    /// [`Device`] or a name such as `"cuda:0"` or `"cpu"`.
     ///
-    /// Refused, before anything is allocated, when an extent or a byte
+    /// ```no_run
+    /// # fn main() -> warp_launch::Result<()> {
+    /// let y = warp_launch::Array::zeros::<f32>("cuda:0", &[1024])?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::BadDevice`] for a name that is no device; refused, before
+    /// anything is allocated, with [`Error::Shape`] when an extent or a byte
     /// stride does not fit Warp's `array_t` (`int32`), or the size does not
     /// fit the address space; an allocation the allocator refuses is
-    /// [`Error::Alloc`] (host memory) or a CUDA error, never an abort.
-    pub fn zeros(device: Device, dtype: &'static DType, shape: &[usize]) -> Result<Array> {
-        Self::zeros_in(device, dtype, shape, MemoryKind::Device)
+    /// [`Error::Alloc`] (host memory) or [`Error::Cuda`], never an abort.
+    pub fn zeros<T: Element>(device: impl IntoDevice, shape: &[usize]) -> Result<Array> {
+        Self::zeros_dtype_in(device, T::DTYPE, shape, MemoryKind::Device)
+    }
+
+    /// A zeroed array of `dtype` (a constant such as [`DType::VEC3F`], or
+    /// one read at run time) with `shape` in `device`'s memory.
+    ///
+    /// # Errors
+    ///
+    /// As [`Array::zeros`].
+    pub fn zeros_dtype(
+        device: impl IntoDevice,
+        dtype: &'static DType,
+        shape: &[usize],
+    ) -> Result<Array> {
+        Self::zeros_dtype_in(device, dtype, shape, MemoryKind::Device)
+    }
+
+    /// A zeroed array of `T` elements with `shape` in `kind` memory, as
+    /// [`Array::zeros_dtype_in`] says.
+    ///
+    /// # Errors
+    ///
+    /// As [`Array::zeros`].
+    pub fn zeros_in<T: Element>(
+        device: impl IntoDevice,
+        shape: &[usize],
+        kind: MemoryKind,
+    ) -> Result<Array> {
+        Self::zeros_dtype_in(device, T::DTYPE, shape, kind)
     }
 
     /// A zeroed array of `dtype` with `shape` in `kind` memory: for a CUDA
     /// device, of its primary context; for the CPU, `Device` means plain host
     /// memory and page-locked or managed memory comes from `cuda:0`'s
     /// context (reachable from the host and from CUDA kernels, as Warp's
-    /// pinned CPU arrays). Refused as [`Array::zeros`] says.
-    pub fn zeros_in(
-        device: Device,
+    /// pinned CPU arrays).
+    ///
+    /// # Errors
+    ///
+    /// As [`Array::zeros`].
+    pub fn zeros_dtype_in(
+        device: impl IntoDevice,
         dtype: &'static DType,
         shape: &[usize],
         kind: MemoryKind,
     ) -> Result<Array> {
-        Self::zeros_for(device, dtype, shape, kind, "Array::zeros")
+        Self::zeros_for(device.into_device()?, dtype, shape, kind, "Array::zeros")
     }
 
     fn zeros_for(
@@ -239,21 +281,36 @@ impl Array {
         .checked(call)
     }
 
-    /// An array of `shape` holding `data` (row-major), in device memory.
-    pub fn from_slice<T: Element>(device: Device, data: &[T], shape: &[usize]) -> Result<Array> {
+    /// An array of `shape` holding `data` (row-major), in `device`'s memory
+    /// (a [`Device`] or a name such as `"cuda:0"`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Shape`] when `shape` does not hold `data.len()` elements;
+    /// otherwise as [`Array::zeros`].
+    pub fn from_slice<T: Element>(
+        device: impl IntoDevice,
+        data: &[T],
+        shape: &[usize],
+    ) -> Result<Array> {
         Self::from_slice_in(device, data, shape, MemoryKind::Device)
     }
 
     /// An array of `shape` holding `data` (row-major), in `kind` memory.
+    ///
+    /// # Errors
+    ///
+    /// As [`Array::from_slice`].
     pub fn from_slice_in<T: Element>(
-        device: Device,
+        device: impl IntoDevice,
         data: &[T],
         shape: &[usize],
         kind: MemoryKind,
     ) -> Result<Array> {
+        let device = device.into_device()?;
         let call = "Array::from_slice";
         let (ndim, s) = check_shape(shape, call)?;
-        let n = element_count(&s[..ndim], T::dtype(), call)?;
+        let n = element_count(&s[..ndim], T::DTYPE, call)?;
         if n != data.len() {
             return Err(Error::Shape {
                 call,
@@ -263,7 +320,7 @@ impl Array {
                 ),
             });
         }
-        let a = Self::zeros_for(device, T::dtype(), shape, kind, call)?;
+        let a = Self::zeros_for(device, T::DTYPE, shape, kind, call)?;
         a.storage.copy_from_host(0, as_bytes(data))?;
         Ok(a)
     }
@@ -279,13 +336,14 @@ impl Array {
     /// storage; an empty view's offset must lie inside it too.
     pub fn from_parts(
         storage: Arc<Storage>,
-        device: Device,
+        device: impl IntoDevice,
         offset: usize,
         dtype: &'static DType,
         shape: &[usize],
         strides: &[isize],
     ) -> Result<Array> {
         let call = "Array::from_parts";
+        let device = device.into_device()?;
         let (ndim, shape) = check_shape(shape, call)?;
         if strides.len() != ndim {
             return Err(Error::Shape {
@@ -658,11 +716,11 @@ impl Array {
     }
 
     fn check_element<T: Element>(&self, call: &'static str) -> Result<()> {
-        if !std::ptr::eq(T::dtype(), self.dtype) {
+        if !std::ptr::eq(T::DTYPE, self.dtype) {
             return Err(Error::ElementType {
                 call,
                 array: self.dtype.name,
-                requested: T::DTYPE,
+                requested: T::DTYPE.name,
                 rust: std::any::type_name::<T>(),
             });
         }
@@ -830,11 +888,19 @@ pub struct TypedArray<T: Element> {
 
 impl<T: Element> TypedArray<T> {
     /// A zeroed array of `shape` in device memory.
-    pub fn zeros(device: Device, shape: &[usize]) -> Result<Self> {
-        Array::zeros(device, T::dtype(), shape)?.typed()
+    ///
+    /// # Errors
+    ///
+    /// As [`Array::zeros`].
+    pub fn zeros(device: impl IntoDevice, shape: &[usize]) -> Result<Self> {
+        Array::zeros::<T>(device, shape)?.typed()
     }
     /// An array of `shape` holding `data`.
-    pub fn from_slice(device: Device, data: &[T], shape: &[usize]) -> Result<Self> {
+    ///
+    /// # Errors
+    ///
+    /// As [`Array::from_slice`].
+    pub fn from_slice(device: impl IntoDevice, data: &[T], shape: &[usize]) -> Result<Self> {
         Array::from_slice(device, data, shape)?.typed()
     }
     /// The elements, row-major.
@@ -1043,21 +1109,21 @@ mod tests {
     fn strides_beyond_int32_are_refused_by_zeros_and_reshape() {
         let f32t = dt("float32");
         // Row stride 2^30 * 4 B = 4 GiB (the array is empty: nothing allocated).
-        let m = message(Array::zeros(Device::Cpu, f32t, &[0, 1 << 30]));
+        let m = message(Array::zeros_dtype(Device::Cpu, f32t, &[0, 1 << 30]));
         assert!(
             m.starts_with("Array::zeros: axis 0 would have a byte stride of 4294967296, outside -2147483648..=2147483647"),
             "{m}"
         );
-        let e = Array::zeros(Device::Cpu, f32t, &[0]).unwrap();
+        let e = Array::zeros_dtype(Device::Cpu, f32t, &[0]).unwrap();
         let m = message(e.reshape(&[0, 1 << 29]));
         assert!(
             m.starts_with("Array::reshape: axis 0 would have a byte stride of 2147483648"),
             "{m}"
         );
         // The largest stride that fits is accepted.
-        let ok = Array::zeros(Device::Cpu, f32t, &[0, (1 << 29) - 1, 1]).unwrap();
+        let ok = Array::zeros_dtype(Device::Cpu, f32t, &[0, (1 << 29) - 1, 1]).unwrap();
         assert_eq!(ok.strides(), &[(1 << 31) - 4, 4, 4]);
-        let m = message(Array::zeros(Device::Cpu, f32t, &[1 << 31]));
+        let m = message(Array::zeros_dtype(Device::Cpu, f32t, &[1 << 31]));
         assert!(
             m.contains("axis 0 has extent 2147483648, above the limit 2147483647"),
             "{m}"
@@ -1071,7 +1137,11 @@ mod tests {
         let out = in_child(
             "zeros_with_a_4_gib_row_is_refused_before_allocating",
             || {
-                let m = message(Array::zeros(Device::Cpu, dt("float32"), &[2, 1 << 30]));
+                let m = message(Array::zeros_dtype(
+                    Device::Cpu,
+                    dt("float32"),
+                    &[2, 1 << 30],
+                ));
                 println!("CHILD: {m}");
             },
         );
@@ -1116,7 +1186,7 @@ mod tests {
     fn slice_step_of_a_2_gib_array_refuses_a_2_gib_stride() {
         let out = in_child("slice_step_of_a_2_gib_array_refuses_a_2_gib_stride", || {
             let n = (1usize << 29) + 1;
-            let a = Array::zeros(Device::Cpu, dt("float32"), &[n]).unwrap();
+            let a = Array::zeros_dtype(Device::Cpu, dt("float32"), &[n]).unwrap();
             let m = message(a.slice_step(0, 0..n, 1 << 29));
             println!("CHILD: {m}");
         });
@@ -1137,7 +1207,7 @@ mod tests {
     fn host_allocation_failure_is_an_error() {
         let out = in_child("host_allocation_failure_is_an_error", || {
             let n = i32::MAX as usize;
-            let m = message(Array::zeros(Device::Cpu, dt("uint8"), &[n, n]));
+            let m = message(Array::zeros_dtype(Device::Cpu, dt("uint8"), &[n, n]));
             println!("CHILD: {m}");
             let m = Storage::host(isize::MAX as usize).unwrap_err().to_string();
             println!("CHILD: {m}");
@@ -1166,7 +1236,7 @@ mod tests {
     #[test]
     fn gradients_of_views_have_the_views_strides() {
         let f32t = dt("float32");
-        let a = Array::zeros(Device::Cpu, f32t, &[8]).unwrap();
+        let a = Array::zeros_dtype(Device::Cpu, f32t, &[8]).unwrap();
         let views = [
             a.slice_step(0, 1..8, 2).unwrap(),
             a.reshape(&[2, 4]).unwrap().transpose(0, 1).unwrap(),

@@ -271,7 +271,8 @@ pub(crate) fn check<'a>(
                     kind.describe(),
                     arg.describe(),
                     format!(
-                        "pass an array of {dtype} (Array::zeros(device, DType::by_name(\"{dtype}\"), shape) or a TypedArray of its Rust type)"
+                        "pass an array of {dtype} (Array::zeros_dtype(device, DType::{}, shape) or a TypedArray of its Rust type)",
+                        dtype.name.to_uppercase()
                     ),
                 ));
             }

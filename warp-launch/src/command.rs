@@ -4,6 +4,7 @@
 //! checked when built, and re-checks only what a setter changes.
 
 use std::fmt;
+use std::num::NonZeroU64;
 
 use cuda_api::{ArgBlock, Context, LaunchConfig, Stream};
 
@@ -11,35 +12,83 @@ use crate::bind::{self, Arg, IntoArg, IntoArgs, Site};
 use crate::device::{AccessMode, Device, IntoDevice, thread_access_mode};
 use crate::domain::{self, Plan};
 use crate::error::{BoundsError, Error, Result, UnprovenError};
-use crate::kernel::{AxisIndex, Kernel, Rules};
+use crate::kernel::{AxisIndex, Kernel, Pass, Rules};
 use crate::tape;
 
 /// Dynamic shared memory a kernel may use without opting in (48 KiB).
 const DEFAULT_SHARED_LIMIT: u32 = 48 * 1024;
 
-/// How many blocks a grid-stride launch may use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// How many blocks a grid-stride launch may use (Warp's `max_blocks`),
+/// given to [`LaunchBuilder::max_blocks`] as a `MaxBlocks` or as Warp's
+/// integer (0 or less is unlimited, a positive value a cap).
+///
+/// A cap is kept exactly as given, whatever its size: a launch refuses a
+/// cap above CUDA's `gridDim.x` limit (2^31 - 1, which Warp passes as a C
+/// `int`) with [`crate::domain::DimError::MaxBlocksTooLarge`] naming the
+/// value given, and a cap on a lean kernel with
+/// [`crate::domain::DimError::LeanMaxBlocks`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum MaxBlocks {
-    /// As many as the domain needs (Warp's `max_blocks=0`).
+    /// As many as the domain needs (Warp's `max_blocks=0`), up to CUDA's
+    /// `gridDim.x` limit.
     #[default]
     Unlimited,
     /// At most this many (Warp's `max_blocks=N`); grid-stride loops cover
     /// the rest.
-    Cap(u32),
+    Cap(NonZeroU64),
     /// The resident grid: blocks per SM at this block size times SMs, from
-    /// the occupancy query (cached per kernel and context).
+    /// the occupancy query (cached per kernel and context). Only for
+    /// grid-stride kernels.
     Resident,
 }
 
 impl MaxBlocks {
-    /// Warp's integer: 0 or less is unlimited.
+    /// Warp's integer: 0 or less is [`MaxBlocks::Unlimited`], a positive
+    /// value is a cap of exactly that many blocks.
     pub fn from_warp(n: i64) -> MaxBlocks {
-        if n <= 0 {
-            MaxBlocks::Unlimited
-        } else {
-            MaxBlocks::Cap(u32::try_from(n).unwrap_or(u32::MAX))
+        match u64::try_from(n).ok().and_then(NonZeroU64::new) {
+            Some(n) => MaxBlocks::Cap(n),
+            None => MaxBlocks::Unlimited,
         }
+    }
+
+    /// The cap a planner uses: `None` for no cap; the resident grid must
+    /// have been worked out by then (`resident`).
+    fn cap(self, resident: impl FnOnce() -> Result<NonZeroU64>) -> Result<Option<NonZeroU64>> {
+        Ok(match self {
+            MaxBlocks::Unlimited => None,
+            MaxBlocks::Cap(n) => Some(n),
+            MaxBlocks::Resident => Some(resident()?),
+        })
+    }
+}
+
+impl From<i64> for MaxBlocks {
+    /// Warp's integer, as [`MaxBlocks::from_warp`].
+    fn from(n: i64) -> MaxBlocks {
+        MaxBlocks::from_warp(n)
+    }
+}
+
+impl From<i32> for MaxBlocks {
+    /// Warp's integer, as [`MaxBlocks::from_warp`].
+    fn from(n: i32) -> MaxBlocks {
+        MaxBlocks::from_warp(i64::from(n))
+    }
+}
+
+impl From<u64> for MaxBlocks {
+    /// 0 is unlimited, any other value a cap of exactly that many blocks.
+    fn from(n: u64) -> MaxBlocks {
+        NonZeroU64::new(n).map_or(MaxBlocks::Unlimited, MaxBlocks::Cap)
+    }
+}
+
+impl From<u32> for MaxBlocks {
+    /// 0 is unlimited, any other value a cap of exactly that many blocks.
+    fn from(n: u32) -> MaxBlocks {
+        MaxBlocks::from(u64::from(n))
     }
 }
 
@@ -47,7 +96,7 @@ impl MaxBlocks {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Options {
     pub device: Device,
-    pub adjoint: bool,
+    pub pass: Pass,
     pub block_dim: u32,
     pub max_blocks: MaxBlocks,
     pub mode: AccessMode,
@@ -82,7 +131,7 @@ impl fmt::Debug for Launch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Launch")
             .field("kernel", &self.kernel.name())
-            .field("adjoint", &self.opts.adjoint)
+            .field("pass", &self.opts.pass)
             .field("device", &self.opts.device)
             .field("dim", &self.dim)
             .field("grid", &self.cfg.grid)
@@ -92,12 +141,10 @@ impl fmt::Debug for Launch {
 }
 
 fn stream_device_mismatch(kernel: &Kernel, s: &Stream, device: Device) -> Error {
-    Error::Unsupported {
-        kernel: kernel.name().to_string(),
-        message: format!(
-            "the stream belongs to {} but the launch is on {device}; pass a stream of {device} or launch on the stream's device",
-            Device::from(s.context().device()),
-        ),
+    Error::StreamDevice {
+        launch: format!("launch of kernel '{}'", kernel.name()),
+        stream: Device::from(s.context().device()),
+        device,
     }
 }
 
@@ -107,12 +154,10 @@ fn check_stream_context(kernel: &Kernel, s: &Stream, ctx: &Context) -> Result<()
     if s.context() == ctx {
         return Ok(());
     }
-    Err(Error::Unsupported {
-        kernel: kernel.name().to_string(),
-        message: format!(
-            "the stream belongs to {} but the launch was checked for {ctx}, where its arrays live; pass a stream of that context (Device::context)",
-            s.context()
-        ),
+    Err(Error::StreamContext {
+        launch: format!("launch of kernel '{}'", kernel.name()),
+        stream: s.context().to_string(),
+        expected: ctx.to_string(),
     })
 }
 
@@ -159,22 +204,22 @@ pub(crate) fn check_accesses<'a>(
     if opts.unchecked || opts.device == Device::Cpu || plan.size == 0 {
         return Ok(());
     }
-    let rules = match &kernel.inner.rules[usize::from(opts.adjoint)] {
+    let rules = match &kernel.inner.rules[opts.pass.index()] {
         Rules::Checked(rules) => rules,
         Rules::Unproven(u) => {
             return Err(Error::Unproven(Box::new(UnprovenError {
                 kernel: kernel.name().to_string(),
-                adjoint: opts.adjoint,
+                pass: opts.pass,
                 unproven: u.clone(),
             })));
         }
     };
     let n = kernel.params().len();
     for r in rules {
-        let slot = match (r.adjoint, opts.adjoint) {
+        let slot = match (r.adjoint, opts.pass) {
             (false, _) => r.index,
-            (true, true) => n + r.index,
-            (true, false) => continue,
+            (true, Pass::Adjoint) => n + r.index,
+            (true, Pass::Forward) => continue,
         };
         if only.is_some_and(|o| o != slot) {
             continue;
@@ -241,12 +286,10 @@ pub(crate) fn check_accesses<'a>(
     Ok(())
 }
 
-fn unchecked_setter(kernel: &Kernel, setter: &str) -> Error {
-    Error::Unsupported {
+fn unchecked_setter(kernel: &Kernel, setter: &'static str) -> Error {
+    Error::UncheckedSetter {
         kernel: kernel.name().to_string(),
-        message: format!(
-            "Launch::{setter}: this launch was built with the unsafe LaunchBuilder::unchecked, so a safe setter cannot keep its promise; change it inside `unsafe {{ launch.edit_unchecked(|l| ...) }}`, or record a new launch"
-        ),
+        setter,
     }
 }
 
@@ -259,15 +302,16 @@ impl Launch {
         stream: Option<Stream>,
     ) -> Result<Launch> {
         let n = kernel.params().len();
-        let expected = if opts.adjoint { 2 * n } else { n };
+        let adjoint = opts.pass == Pass::Adjoint;
+        let expected = if adjoint { 2 * n } else { n };
         if args.len() != expected {
             let mut names: Vec<String> = kernel.params().iter().map(|p| p.name.clone()).collect();
-            if opts.adjoint {
+            if adjoint {
                 names.extend(kernel.params().iter().map(|p| format!("adj_{}", p.name)));
             }
             return Err(Error::ArgumentCount {
                 kernel: kernel.name().to_string(),
-                list: if opts.adjoint {
+                list: if adjoint {
                     "inputs + outputs + adj_inputs + adj_outputs"
                 } else {
                     "inputs + outputs"
@@ -287,32 +331,15 @@ impl Launch {
         };
         let block = match opts.device {
             Device::Cpu => {
-                if kernel.inner.cpu.is_none() {
-                    return Err(Error::Unsupported {
-                        kernel: kernel.name().to_string(),
-                        message: "it has no CPU implementation; add one with Kernel::with_cpu or launch on a cuda device".into(),
-                    });
-                }
-                if opts.adjoint
-                    && kernel
-                        .inner
-                        .cpu
-                        .as_ref()
-                        .is_some_and(|c| c.backward.is_none())
-                {
-                    return Err(Error::Unsupported {
-                        kernel: kernel.name().to_string(),
-                        message: "its CPU implementation has no backward function; give one to Kernel::with_cpu".into(),
-                    });
-                }
+                kernel.cpu(opts.pass)?;
                 None
             }
             Device::Cuda(_) => {
                 if let (Some(s), Some(ctx)) = (&stream, &ctx) {
                     check_stream_context(kernel, s, ctx)?;
                 }
-                let k = kernel.cuda(opts.adjoint)?;
-                let smem = kernel.shared_mem(opts.adjoint);
+                let k = kernel.cuda(opts.pass)?;
+                let smem = kernel.shared_mem(opts.pass);
                 if smem > DEFAULT_SHARED_LIMIT {
                     // As Warp does when it loads a module: let the kernel use
                     // the dynamic shared memory its .meta asks for (once per
@@ -324,7 +351,7 @@ impl Launch {
                     }
                 }
                 Some(match &kernel.inner.cuda {
-                    Some(c) => c.take_block(opts.adjoint, k),
+                    Some(c) => c.take_block(opts.pass, k),
                     None => Box::new(k.args()),
                 })
             }
@@ -376,36 +403,33 @@ impl Launch {
             if let Some(n) = kernel.fixed_block_dim()
                 && n != opts.block_dim
             {
-                return Err(Error::Unsupported {
+                return Err(Error::CompiledBlockDim {
                     kernel: kernel.name().to_string(),
-                    message: format!(
-                        "block_dim {} was asked, but the kernel was compiled for block_dim {n} (Warp's WP_TILE_BLOCK_DIM): its shared tile storage has one slot per thread of {n}, so other block sizes are unsafe; launch with block_dim {n}, or compile the module with block_dim={}",
-                        opts.block_dim, opts.block_dim
-                    ),
+                    given: opts.block_dim,
+                    compiled: n,
                 });
             }
             opts.block_dim
         };
-        let max_blocks: i64 = match opts.max_blocks {
-            MaxBlocks::Unlimited => 0,
-            MaxBlocks::Cap(n) => n as i64,
-            MaxBlocks::Resident => {
-                if !kernel.is_grid_stride() {
-                    return Err(Error::Unsupported {
-                        kernel: kernel.name().to_string(),
-                        message: "MaxBlocks::Resident caps a grid-stride loop, but the kernel is lean (one thread per index, no loop); launch it without max_blocks".into(),
-                    });
-                }
-                if opts.device == Device::Cpu {
-                    0
-                } else {
-                    let ctx = opts.device.context()?;
-                    let f = kernel.cuda(opts.adjoint)?.function();
-                    f.max_cooperative_grid(&ctx, block_dim, kernel.shared_mem(opts.adjoint))? as i64
-                }
+        if opts.max_blocks == MaxBlocks::Resident && !kernel.is_grid_stride() {
+            return Err(Error::ResidentLean {
+                kernel: kernel.name().to_string(),
+            });
+        }
+        let max_blocks = opts.max_blocks.cap(|| {
+            if opts.device == Device::Cpu {
+                // The CPU runs one thread at a time: one block of one.
+                return Ok(NonZeroU64::MIN);
             }
-        };
-        domain::plan(
+            let ctx = opts.device.context()?;
+            let f = kernel.cuda(opts.pass)?.function();
+            let grid = f.max_cooperative_grid(&ctx, block_dim, kernel.shared_mem(opts.pass))?;
+            NonZeroU64::new(u64::from(grid)).ok_or_else(|| Error::NoResidentGrid {
+                kernel: kernel.name().to_string(),
+                block_dim,
+            })
+        })?;
+        domain::plan_with(
             dim,
             domain::KernelShape {
                 ndim: kernel.kernel_dim(),
@@ -422,7 +446,7 @@ impl Launch {
             (plan.grid[0], plan.grid[1], plan.grid[2]),
             (plan.block[0], plan.block[1], plan.block[2]),
         )
-        .with_shared_mem(kernel.shared_mem(opts.adjoint))
+        .with_shared_mem(kernel.shared_mem(opts.pass))
     }
 
     fn write_bounds(&mut self) -> Result<()> {
@@ -454,9 +478,9 @@ impl Launch {
         &self.kernel
     }
 
-    /// Whether it runs the backward kernel.
-    pub fn is_adjoint(&self) -> bool {
-        self.opts.adjoint
+    /// Whether it runs the forward or the backward kernel.
+    pub fn pass(&self) -> Pass {
+        self.opts.pass
     }
 
     /// The device it runs on.
@@ -576,16 +600,29 @@ impl Launch {
         Ok(self)
     }
 
-    /// Launches on `stream` (which must belong to the launch device).
-    /// Allocates nothing; a domain of size 0 launches nothing.
-    pub fn launch(&self, stream: &Stream) -> Result<()> {
-        self.run_on(Some(stream))
+    /// Runs the launch (Warp's `Launch.launch()`) on the stream it was
+    /// built for ([`LaunchBuilder::stream`]), else the device's default
+    /// stream; on the CPU device, runs it on this thread. Allocates nothing;
+    /// a domain of size 0 launches nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::StreamContext`] for a stream of another context than the
+    /// launch's; the driver's refusal as [`Error::Cuda`]; on the CPU, the
+    /// implementation's error.
+    pub fn launch(&self) -> Result<()> {
+        self.run_on(self.stream.as_ref())
     }
 
-    /// Launches on the stream given when it was built, or the device's
-    /// default stream.
-    pub fn run(&self) -> Result<()> {
-        self.run_on(self.stream.as_ref())
+    /// Runs the launch on `stream` instead (which must belong to the
+    /// context the launch was checked for, its device's primary context).
+    /// Allocates nothing; a domain of size 0 launches nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`Launch::launch`].
+    pub fn launch_on(&self, stream: &Stream) -> Result<()> {
+        self.run_on(Some(stream))
     }
 
     pub(crate) fn run_on(&self, stream: Option<&Stream>) -> Result<()> {
@@ -593,7 +630,7 @@ impl Launch {
             return Ok(());
         }
         let Some(block) = &self.block else {
-            let f = crate::cpu::function(&self.kernel, self.opts.adjoint)?;
+            let f = self.kernel.cpu(self.opts.pass)?;
             return crate::cpu::run(&self.kernel, f, &self.plan.bounds, &self.args);
         };
         let default;
@@ -608,7 +645,7 @@ impl Launch {
             check_stream_context(&self.kernel, stream, ctx)?;
         }
         self.note_uses();
-        let k = self.kernel.cuda(self.opts.adjoint)?;
+        let k = self.kernel.cuda(self.opts.pass)?;
         if self.opts.cooperative {
             Ok(k.launch_cooperative(stream, self.cfg, block)?)
         } else {
@@ -635,15 +672,13 @@ impl Launch {
         ctx: &cuda_api::Context,
     ) -> Result<cuda_api::sys::CUDA_KERNEL_NODE_PARAMS> {
         let Some(block) = &self.block else {
-            return Err(Error::Unsupported {
+            return Err(Error::CpuGraphNode {
                 kernel: self.kernel.name().to_string(),
-                message: "a CPU launch cannot be a CUDA graph node; build it for a cuda device"
-                    .into(),
             });
         };
         Ok(self
             .kernel
-            .cuda(self.opts.adjoint)?
+            .cuda(self.opts.pass)?
             .kernel_node_params(ctx, &self.cfg, block)?)
     }
 
@@ -653,7 +688,7 @@ impl Launch {
         let mut args = self.args[..self.kernel.params().len()].to_vec();
         args.extend(adjoints);
         let mut opts = self.opts;
-        opts.adjoint = true;
+        opts.pass = Pass::Adjoint;
         Launch::build(
             &self.kernel,
             self.dim.as_slice(),
@@ -667,7 +702,7 @@ impl Launch {
 impl Drop for Launch {
     fn drop(&mut self) {
         if let (Some(block), Some(c)) = (self.block.take(), &self.kernel.inner.cuda) {
-            c.give_block(self.opts.adjoint, block);
+            c.give_block(self.opts.pass, block);
         }
         // SAFETY: `drop` runs once and `args` is not used after this.
         let args = unsafe { std::mem::ManuallyDrop::take(&mut self.args) };
@@ -677,9 +712,9 @@ impl Drop for Launch {
 
 /// A launch being described: [`Kernel::launch`] starts one; `inputs`,
 /// `outputs` and the other settings follow; [`LaunchBuilder::run`] checks
-/// and launches, [`LaunchBuilder::record`] checks and returns the
+/// and launches, [`LaunchBuilder::record_cmd`] checks and returns the
 /// [`Launch`] for replay (Warp's `record_cmd=True`).
-#[must_use = "a launch does nothing until .run() or .record()"]
+#[must_use = "a launch does nothing until .run() or .record_cmd()"]
 pub struct LaunchBuilder<'k> {
     kernel: &'k Kernel,
     dim: Dim,
@@ -691,7 +726,7 @@ pub struct LaunchBuilder<'k> {
     n_adj_inputs: usize,
     device: Option<Device>,
     stream: Option<&'k Stream>,
-    adjoint: bool,
+    pass: Pass,
     record_tape: bool,
     block_dim: Option<u32>,
     max_blocks: MaxBlocks,
@@ -714,7 +749,7 @@ impl Kernel {
             n_adj_inputs: 0,
             device: None,
             stream: None,
-            adjoint: false,
+            pass: Pass::Forward,
             record_tape: true,
             block_dim: None,
             max_blocks: MaxBlocks::Unlimited,
@@ -856,9 +891,11 @@ impl<'k> LaunchBuilder<'k> {
         self
     }
 
-    /// Runs the backward kernel (default false).
-    pub fn adjoint(mut self, yes: bool) -> Self {
-        self.adjoint = yes;
+    /// Which kernel runs (default [`Pass::Forward`]); an adjoint launch
+    /// takes the adjoints of its arguments too (`adj_inputs`,
+    /// `adj_outputs`), as Warp's `wp.launch(..., adjoint=True)`.
+    pub fn pass(mut self, pass: Pass) -> Self {
+        self.pass = pass;
         self
     }
 
@@ -875,16 +912,12 @@ impl<'k> LaunchBuilder<'k> {
         self
     }
 
-    /// Caps the grid of a grid-stride kernel (Warp's integer: 0 or less is
-    /// unlimited); lean kernels refuse a cap.
-    pub fn max_blocks(mut self, n: i64) -> Self {
-        self.max_blocks = MaxBlocks::from_warp(n);
-        self
-    }
-
-    /// Caps the grid as [`MaxBlocks`] says (e.g. the resident grid).
-    pub fn max_blocks_as(mut self, m: MaxBlocks) -> Self {
-        self.max_blocks = m;
+    /// Caps the grid of a grid-stride kernel: a [`MaxBlocks`] (e.g.
+    /// [`MaxBlocks::Resident`]) or Warp's integer (0 or less is unlimited;
+    /// a cap is kept exactly as given and checked when the launch is
+    /// built); lean kernels refuse a cap.
+    pub fn max_blocks(mut self, max_blocks: impl Into<MaxBlocks>) -> Self {
+        self.max_blocks = max_blocks.into();
         self
     }
 
@@ -898,7 +931,7 @@ impl<'k> LaunchBuilder<'k> {
     }
 
     /// Launches cooperatively through `cuda-api`'s validated path (the grid
-    /// must be resident: combine with `max_blocks_as(MaxBlocks::Resident)`
+    /// must be resident: combine with `max_blocks(MaxBlocks::Resident)`
     /// for a grid-stride kernel).
     pub fn cooperative(mut self, yes: bool) -> Self {
         self.cooperative = yes;
@@ -918,7 +951,7 @@ impl<'k> LaunchBuilder<'k> {
     /// with these arguments, reads and writes only elements inside the
     /// arrays it is given (for every thread the grid runs, whatever the
     /// block size), and no other memory. The promise covers every later run
-    /// of the launch: its replays ([`Launch::launch`], [`Launch::run`],
+    /// of the launch: its replays ([`Launch::launch`], [`Launch::launch_on`],
     /// graphs captured from it), and, when a recording tape records it, the
     /// backward kernel that [`crate::Tape::backward`] runs with the same
     /// domain, the same arguments and their gradients (a null array for an
@@ -946,7 +979,7 @@ impl<'k> LaunchBuilder<'k> {
         };
         let n_fwd = self.args.len();
         let mut args = self.args;
-        if self.adjoint {
+        if self.pass == Pass::Adjoint {
             let n_adj = self.adj.len();
             if n_adj != n_fwd || n_fwd != self.kernel.params().len() {
                 let mut expected: Vec<String> = self
@@ -976,7 +1009,7 @@ impl<'k> LaunchBuilder<'k> {
         }
         let opts = Options {
             device,
-            adjoint: self.adjoint,
+            pass: self.pass,
             block_dim: self
                 .block_dim
                 .or(self.kernel.fixed_block_dim())
@@ -1002,9 +1035,14 @@ impl<'k> LaunchBuilder<'k> {
 
     /// Checks everything and launches (Warp's `wp.launch`). Recorded by a
     /// recording tape unless `record_tape(false)`.
+    ///
+    /// # Errors
+    ///
+    /// Every check of the launch ([`Error`]'s variants name each), then the
+    /// launch's own errors ([`Launch::launch`]).
     pub fn run(self) -> Result<()> {
         let stream = self.stream;
-        let recording = self.record_tape && !self.adjoint && tape::is_recording();
+        let recording = self.record_tape && self.pass == Pass::Forward && tape::is_recording();
         let (launch, _) = self.into_launch(recording)?;
         launch.run_on(stream)?;
         if recording {
@@ -1014,8 +1052,14 @@ impl<'k> LaunchBuilder<'k> {
     }
 
     /// Checks everything and returns the launch without running it (Warp's
-    /// `record_cmd=True`).
-    pub fn record(self) -> Result<Launch> {
+    /// `wp.launch(..., record_cmd=True)`): run it with [`Launch::launch`]
+    /// (on the stream given here, or the device's default stream) or
+    /// [`Launch::launch_on`]. A tape does not record it.
+    ///
+    /// # Errors
+    ///
+    /// Every check of the launch, as [`LaunchBuilder::run`].
+    pub fn record_cmd(self) -> Result<Launch> {
         Ok(self.into_launch(true)?.0)
     }
 }
@@ -1084,14 +1128,19 @@ mod tests {
             .find(|d| d.key == key)
             .unwrap()
             .spec
-            .cpu(crate::cpu::cpu_fn(|_, _| Ok(())), None)
+            .declare()
             .unwrap()
+            .with_cpu(crate::cpu::cpu_fn(|_, _| Ok(())), None)
     }
 
     fn opts(adjoint: bool, unchecked: bool) -> Options {
         Options {
             device: Device::Cuda(0),
-            adjoint,
+            pass: if adjoint {
+                Pass::Adjoint
+            } else {
+                Pass::Forward
+            },
             block_dim: 256,
             max_blocks: MaxBlocks::Unlimited,
             mode: AccessMode::Checked,
@@ -1106,7 +1155,7 @@ mod tests {
     }
 
     fn f32s(shape: &[usize]) -> Arg {
-        Arg::Array(Array::zeros(Device::Cpu, DType::by_name("float32").unwrap(), shape).unwrap())
+        Arg::Array(Array::zeros::<f32>(Device::Cpu, shape).unwrap())
     }
 
     fn bounds(e: Error) -> BoundsError {
@@ -1114,6 +1163,132 @@ mod tests {
             Error::OutOfBounds(b) => *b,
             other => panic!("expected OutOfBounds, got {other}"),
         }
+    }
+
+    #[test]
+    fn max_blocks_keeps_the_cap_as_given() {
+        assert_eq!(MaxBlocks::from_warp(0), MaxBlocks::Unlimited);
+        assert_eq!(MaxBlocks::from_warp(-7), MaxBlocks::Unlimited);
+        assert_eq!(MaxBlocks::from_warp(i64::MIN), MaxBlocks::Unlimited);
+        let big = 5_000_000_000u64;
+        assert_eq!(
+            MaxBlocks::from(big as i64),
+            MaxBlocks::Cap(NonZeroU64::new(big).unwrap())
+        );
+        assert_eq!(MaxBlocks::from(u64::MAX), MaxBlocks::Cap(NonZeroU64::MAX));
+        assert_eq!(MaxBlocks::from(0u32), MaxBlocks::Unlimited);
+        assert_eq!(
+            MaxBlocks::from(3),
+            MaxBlocks::Cap(NonZeroU64::new(3).unwrap())
+        );
+        // A launch refuses a cap above the grid limit naming the value given
+        // (not 4294967295, what a u32 would have made of it).
+        let k = KernelSpec::new("fill", 1)
+            .array::<f32>("x", 1)
+            .indexed_by_thread("x")
+            .declare()
+            .unwrap()
+            .with_cpu(crate::cpu::cpu_fn(|_, _| Ok(())), None);
+        let x = Array::zeros::<f32>(Device::Cpu, &[4]).unwrap();
+        for (cap, shown) in [
+            (MaxBlocks::from(big as i64), "5000000000"),
+            (MaxBlocks::from(u64::MAX), "18446744073709551615"),
+        ] {
+            let e = k
+                .launch(4)
+                .device("cpu")
+                .max_blocks(cap)
+                .inputs(&x)
+                .record_cmd()
+                .unwrap_err();
+            assert!(
+                matches!(&e, Error::Dim { error: crate::domain::DimError::MaxBlocksTooLarge { max_blocks }, .. } if MaxBlocks::from(*max_blocks) == cap),
+                "{e}"
+            );
+            assert!(e.to_string().contains(shown), "{e}");
+        }
+        k.launch(4)
+            .device("cpu")
+            .max_blocks(2)
+            .inputs(&x)
+            .record_cmd()
+            .unwrap();
+        // Resident caps a loop: a lean kernel refuses it, by name.
+        let lean = KernelSpec::new("lean_fill", 1)
+            .array::<f32>("x", 1)
+            .grid_stride(false)
+            .declare()
+            .unwrap()
+            .with_cpu(crate::cpu::cpu_fn(|_, _| Ok(())), None);
+        let e = lean
+            .launch(4)
+            .device("cpu")
+            .max_blocks(MaxBlocks::Resident)
+            .inputs(&x)
+            .record_cmd()
+            .unwrap_err();
+        assert!(
+            matches!(&e, Error::ResidentLean { kernel } if kernel == "lean_fill"),
+            "{e}"
+        );
+    }
+
+    /// The launch vocabulary's typed refusals: a kernel without the
+    /// function a pass needs, and a safe setter on an unchecked launch.
+    #[test]
+    fn missing_functions_and_unchecked_setters_are_typed() {
+        let spec = KernelSpec::new("k", 1)
+            .array::<f32>("x", 1)
+            .indexed_by_thread("x");
+        let x = Array::zeros::<f32>(Device::Cpu, &[4]).unwrap();
+        // Declared only: no CPU function for either pass.
+        let bare = spec.clone().declare().unwrap();
+        let e = bare.launch(4).device("cpu").inputs(&x).run().unwrap_err();
+        assert!(
+            matches!(&e, Error::NoCpuFunction { kernel, pass: Pass::Forward } if kernel == "k"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("Kernel::with_cpu"), "{e}");
+        assert!(matches!(
+            bare.cuda_function(Pass::Forward),
+            Err(Error::NoCudaFunction {
+                pass: Pass::Forward,
+                ..
+            })
+        ));
+        // A forward-only CPU implementation refuses the adjoint pass.
+        let fwd = bare.with_cpu(crate::cpu::cpu_fn(|_, _| Ok(())), None);
+        let e = fwd
+            .launch(4)
+            .device("cpu")
+            .pass(Pass::Adjoint)
+            .inputs(&x)
+            .adj_inputs(&x)
+            .record_cmd()
+            .unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                Error::NoCpuFunction {
+                    pass: Pass::Adjoint,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let l = fwd.launch(4).device("cpu").inputs(&x).record_cmd().unwrap();
+        assert_eq!(l.pass(), Pass::Forward);
+        l.launch().unwrap();
+        // SAFETY: the body touches nothing.
+        let mut u = unsafe { fwd.launch(4).device("cpu").inputs(&x).unchecked() }
+            .record_cmd()
+            .unwrap();
+        let e = u.set_dim(&[2]).map(|_| ()).unwrap_err();
+        assert!(
+            matches!(&e, Error::UncheckedSetter { kernel, setter: "set_dim" } if kernel == "k"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("edit_unchecked"), "{e}");
     }
 
     #[test]
@@ -1282,7 +1457,7 @@ mod tests {
         let e = check(&gather, &[4], &args, opts(false, false)).unwrap_err();
         let shown = e.to_string();
         assert!(
-            matches!(e, Error::Unproven(ref u) if u.kernel == "gather" && u.unproven.param == "x")
+            matches!(e, Error::Unproven(ref u) if u.kernel == "gather" && u.unproven.param == "x" && u.pass == Pass::Forward)
         );
         for part in [
             "kernel 'gather'",
@@ -1311,8 +1486,9 @@ mod tests {
             .access("x", &[AxisIndex::WorkItem])
             .access("partial", &[AxisIndex::Block])
             .access("out", &[AxisIndex::Constant(0)])
-            .cpu(body(), None)
-            .unwrap();
+            .declare()
+            .unwrap()
+            .with_cpu(body(), None);
         // 1000 items at 256 per block: 4 blocks.
         check(
             &k,
@@ -1345,21 +1521,23 @@ mod tests {
         let k = KernelSpec::new("scale2d", 2)
             .array::<f32>("a", 2)
             .indexed_by_thread("a")
-            .cpu(body(), None)
-            .unwrap();
+            .declare()
+            .unwrap()
+            .with_cpu(body(), None);
         check(&k, &[2, 3], &[f32s(&[2, 3])], opts(false, false)).unwrap();
         check(&k, &[2, 4], &[f32s(&[2, 3])], opts(false, false)).unwrap_err();
         let k = KernelSpec::new("rows", 1)
             .param(
                 "a",
                 crate::kernel::ParamKind::Array {
-                    dtype: DType::by_name("float32").unwrap(),
+                    dtype: DType::FLOAT32,
                     ndim: None,
                 },
             )
             .access("a", &[AxisIndex::Thread(0)])
-            .cpu(body(), None)
-            .unwrap();
+            .declare()
+            .unwrap()
+            .with_cpu(body(), None);
         let b = bounds(check(&k, &[2], &[f32s(&[2, 0])], opts(false, false)).unwrap_err());
         assert_eq!((b.axis, b.index), (1, None));
         // Declaration mistakes are errors at load, naming the rule.
@@ -1387,15 +1565,16 @@ mod tests {
                 "0 index(es)",
             ),
         ] {
-            let e = spec.cpu(body(), None).unwrap_err().to_string();
+            let e = spec.declare().unwrap_err().to_string();
             assert!(e.contains(says), "{says}: {e}");
         }
         // unproven(): safe launches refused.
         let k = KernelSpec::new("k", 1)
             .array::<f32>("x", 1)
             .unproven("x", "x[idx[i]]")
-            .cpu(body(), None)
-            .unwrap();
+            .declare()
+            .unwrap()
+            .with_cpu(body(), None);
         let e = check(&k, &[1], &[f32s(&[4])], opts(false, false))
             .unwrap_err()
             .to_string();

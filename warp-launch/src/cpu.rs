@@ -144,7 +144,7 @@ impl<'a> CpuArgs<'a> {
     /// A null array has no elements.
     pub fn array<T: Element>(&self, index: usize) -> Result<CpuArray<'a, T>> {
         match self.arg(index)? {
-            Arg::Array(a) if std::ptr::eq(a.dtype(), T::dtype()) => {
+            Arg::Array(a) if std::ptr::eq(a.dtype(), T::DTYPE) => {
                 let mut shape = [0usize; 4];
                 let mut strides = [0isize; 4];
                 shape[..a.ndim()].copy_from_slice(a.shape());
@@ -178,7 +178,7 @@ impl<'a> CpuArgs<'a> {
         match self.arg(index)? {
             Arg::Value(v) => {
                 let v: Value = v
-                    .convert(T::dtype())
+                    .convert(T::DTYPE)
                     .ok_or_else(|| self.wrong(index, format!("a {} value", T::DTYPE)))?;
                 crate::encode::element_from(v.bytes())
                     .ok_or_else(|| self.wrong(index, format!("a {} value", T::DTYPE)))
@@ -283,24 +283,6 @@ impl<T: Element> CpuArray<'_, T> {
     {
         let old = self.get(idx)?;
         self.set(idx, old + v)
-    }
-}
-
-/// The kernel's CPU body for the forward or backward (`adjoint`) launch.
-pub(crate) fn function(kernel: &Kernel, adjoint: bool) -> Result<&CpuFn> {
-    let Some(cpu) = &kernel.inner.cpu else {
-        return Err(Error::Unsupported {
-            kernel: kernel.name().to_string(),
-            message: "it has no CPU implementation; add one with Kernel::with_cpu".into(),
-        });
-    };
-    if adjoint {
-        cpu.backward.as_ref().ok_or_else(|| Error::Unsupported {
-            kernel: kernel.name().to_string(),
-            message: "its CPU implementation has no backward function".into(),
-        })
-    } else {
-        Ok(&cpu.forward)
     }
 }
 

@@ -64,9 +64,9 @@ impl Device {
         /// them without a lock.
         static PRIMARY: [OnceLock<Context>; 64] = [const { OnceLock::new() }; 64];
         let Some(n) = self.ordinal() else {
-            return Err(Error::Unsupported {
-                kernel: String::new(),
-                message: "the CPU device has no CUDA context or stream; use a cuda:N device for CUDA work".into(),
+            return Err(Error::NotCuda {
+                call: "Device::context",
+                device: self,
             });
         };
         if let Some(c) = usize::try_from(n).ok().and_then(|i| PRIMARY.get(i)?.get()) {

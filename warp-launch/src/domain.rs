@@ -36,7 +36,7 @@
 //! `min(blocks, 2^31 - 1)`. Thread block clusters are not modelled here.
 
 use std::fmt;
-use std::num::NonZeroU32;
+use std::num::NonZeroU64;
 
 /// Most extents a launch `dim` may have (`LAUNCH_MAX_DIMS` in Warp).
 pub const MAX_DIMS: usize = 4;
@@ -87,48 +87,6 @@ impl KernelShape {
         KernelShape {
             ndim,
             grid_stride: false,
-        }
-    }
-}
-
-/// Warp's `max_blocks`, with its integer conventions made explicit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MaxBlocks {
-    /// `max_blocks <= 0` in Warp: as many blocks as the work needs (up to
-    /// CUDA's `gridDim.x` limit, [`MAX_GRID_X`]).
-    Unlimited,
-    /// `max_blocks > 0`: at most this many blocks; the grid-stride loop does
-    /// the rest. Only for grid-stride kernels.
-    Cap(NonZeroU32),
-}
-
-impl MaxBlocks {
-    /// Maps Warp's integer: zero or negative is [`MaxBlocks::Unlimited`],
-    /// 1 to 2^31 - 1 is a cap.
-    ///
-    /// # Errors
-    ///
-    /// [`DimError::MaxBlocksTooLarge`] above 2^31 - 1 (Warp passes the value
-    /// as a C `int`).
-    pub fn from_warp(max_blocks: i64) -> Result<Self, DimError> {
-        if max_blocks <= 0 {
-            return Ok(MaxBlocks::Unlimited);
-        }
-        if max_blocks > i64::from(MAX_GRID_X) {
-            return Err(DimError::MaxBlocksTooLarge { max_blocks });
-        }
-        // In range 1..=i32::MAX here, so both conversions succeed.
-        match u32::try_from(max_blocks).ok().and_then(NonZeroU32::new) {
-            Some(n) => Ok(MaxBlocks::Cap(n)),
-            None => Err(DimError::MaxBlocksTooLarge { max_blocks }),
-        }
-    }
-
-    /// Back to Warp's integer: 0 for unlimited, else the cap.
-    pub fn to_warp(self) -> i64 {
-        match self {
-            MaxBlocks::Unlimited => 0,
-            MaxBlocks::Cap(n) => i64::from(n.get()),
         }
     }
 }
@@ -307,12 +265,12 @@ pub enum DimError {
     /// `max_blocks > 0` for a lean kernel.
     LeanMaxBlocks {
         /// The value given.
-        max_blocks: i64,
+        max_blocks: u64,
     },
-    /// `max_blocks` does not fit Warp's C `int`.
+    /// `max_blocks` is above [`MAX_GRID_X`] (it does not fit Warp's C `int`).
     MaxBlocksTooLarge {
-        /// The value given.
-        max_blocks: i64,
+        /// The value given, as given.
+        max_blocks: u64,
     },
     /// A lean kernel's work does not fit its 3-D grid.
     LeanGridTooLarge {
@@ -405,32 +363,31 @@ impl std::error::Error for DimError {}
 ///
 /// # Errors
 ///
-/// Every [`DimError`]: see [`plan_with`] and [`MaxBlocks::from_warp`].
+/// Every [`DimError`]: see [`plan_with`].
 pub fn plan(
     dim: &[i64],
     kernel: KernelShape,
     block_dim: u32,
     max_blocks: i64,
 ) -> Result<Plan, DimError> {
-    if !kernel.grid_stride && max_blocks > 0 {
-        // Checked before the range so a lean kernel always names the real reason.
-        return Err(DimError::LeanMaxBlocks { max_blocks });
-    }
-    plan_with(dim, kernel, block_dim, MaxBlocks::from_warp(max_blocks)?)
+    let cap = u64::try_from(max_blocks).ok().and_then(NonZeroU64::new);
+    plan_with(dim, kernel, block_dim, cap)
 }
 
-/// Plans a launch: the bounds, grid and block Warp 1.19.0 would use.
+/// Plans a launch: the bounds, grid and block Warp 1.19.0 would use, with
+/// at most `max_blocks` blocks (`None`: no cap but CUDA's).
 ///
 /// # Errors
 ///
 /// [`DimError::BlockDimZero`], [`DimError::BlockDimTooLarge`],
-/// [`DimError::LeanMaxBlocks`] (a cap on a lean kernel), the errors of
-/// [`Bounds::from_dim`], and [`DimError::LeanGridTooLarge`].
+/// [`DimError::LeanMaxBlocks`] (a cap on a lean kernel),
+/// [`DimError::MaxBlocksTooLarge`] (a cap above [`MAX_GRID_X`]), the errors
+/// of [`Bounds::from_dim`], and [`DimError::LeanGridTooLarge`].
 pub fn plan_with(
     dim: &[i64],
     kernel: KernelShape,
     block_dim: u32,
-    max_blocks: MaxBlocks,
+    max_blocks: Option<NonZeroU64>,
 ) -> Result<Plan, DimError> {
     if block_dim == 0 {
         return Err(DimError::BlockDimZero);
@@ -441,11 +398,23 @@ pub fn plan_with(
             limit: MAX_BLOCK_DIM,
         });
     }
-    if let (false, MaxBlocks::Cap(n)) = (kernel.grid_stride, max_blocks) {
-        return Err(DimError::LeanMaxBlocks {
-            max_blocks: i64::from(n.get()),
-        });
-    }
+    let cap = match max_blocks {
+        None => MAX_GRID_X,
+        // Checked before the range so a lean kernel always names the real reason.
+        Some(n) if !kernel.grid_stride => {
+            return Err(DimError::LeanMaxBlocks {
+                max_blocks: n.get(),
+            });
+        }
+        Some(n) => match u32::try_from(n.get()) {
+            Ok(n) if n <= MAX_GRID_X => n,
+            _ => {
+                return Err(DimError::MaxBlocksTooLarge {
+                    max_blocks: n.get(),
+                });
+            }
+        },
+    };
     let bounds = Bounds::from_dim(dim, kernel.ndim)?;
     let size = bounds.size;
     let block = [block_dim, 1, 1];
@@ -461,10 +430,6 @@ pub fn plan_with(
     // usize is at most 64 bits on every target Rust supports for CUDA.
     let total_blocks = (size as u64).div_ceil(bd);
     let grid = if kernel.grid_stride {
-        let cap = match max_blocks {
-            MaxBlocks::Unlimited => MAX_GRID_X,
-            MaxBlocks::Cap(n) => n.get().min(MAX_GRID_X),
-        };
         // total_blocks >= 1 because size >= 1.
         let x = total_blocks.min(u64::from(cap));
         [u32::try_from(x).unwrap_or(cap), 1, 1]
@@ -687,18 +652,15 @@ mod tests {
         );
         // ...and with the enum entry point.
         assert_eq!(
-            plan_with(
-                &[7, 9],
-                lean2,
-                256,
-                MaxBlocks::Cap(NonZeroU32::new(3).unwrap())
-            ),
+            plan_with(&[7, 9], lean2, 256, NonZeroU64::new(3)),
             Err(E::LeanMaxBlocks { max_blocks: 3 })
         );
         // max_blocks 2^31 does not fit a C int.
         assert_eq!(
             plan(&[1], GS1, 256, P31),
-            Err(E::MaxBlocksTooLarge { max_blocks: P31 })
+            Err(E::MaxBlocksTooLarge {
+                max_blocks: P31 as u64
+            })
         );
         // Lean 2^56 items at 1024: blocks 2^46 = 70368744177664 > capacity blocks
         // 2^14 * 65535^2 = 70366596710400; capacity in items = that * 1024.
@@ -762,7 +724,9 @@ mod tests {
                 ],
             ),
             (
-                DimError::MaxBlocksTooLarge { max_blocks: P31 },
+                DimError::MaxBlocksTooLarge {
+                    max_blocks: P31 as u64,
+                },
                 &["2147483648", "2147483647", "pass 0"],
             ),
             (
@@ -782,14 +746,24 @@ mod tests {
         }
     }
 
+    /// A cap is reported as given, never narrowed: 2^40 and u64::MAX are
+    /// refused naming those values; 2^31 - 1 is the largest accepted.
     #[test]
-    fn max_blocks_mapping() {
-        assert_eq!(MaxBlocks::from_warp(0), Ok(MaxBlocks::Unlimited));
-        assert_eq!(MaxBlocks::from_warp(-7), Ok(MaxBlocks::Unlimited));
-        assert_eq!(MaxBlocks::from_warp(i64::MIN), Ok(MaxBlocks::Unlimited));
-        let cap = MaxBlocks::from_warp(i64::from(i32::MAX)).unwrap();
-        assert_eq!(cap.to_warp(), i64::from(i32::MAX));
-        assert_eq!(MaxBlocks::Unlimited.to_warp(), 0);
-        assert!(MaxBlocks::from_warp(i64::MAX).is_err());
+    fn caps_are_checked_as_given() {
+        let cap = |n: u64| NonZeroU64::new(n);
+        for big in [1u64 << 32, 1 << 40, u64::MAX] {
+            let e = plan_with(&[1], GS1, 256, cap(big)).unwrap_err();
+            assert_eq!(e, DimError::MaxBlocksTooLarge { max_blocks: big });
+            assert!(e.to_string().contains(&big.to_string()), "{e}");
+            // Refused at size 0 too.
+            assert_eq!(plan_with(&[0], GS1, 256, cap(big)).unwrap_err(), e);
+        }
+        let p = plan_with(&[1 << 31, 4], GS1, 1, cap(MAX_GRID_X as u64)).unwrap();
+        assert_eq!(p.grid, [MAX_GRID_X, 1, 1]);
+        assert_eq!(plan_with(&[100], GS1, 1, cap(7)).unwrap().grid, [7, 1, 1]);
+        assert_eq!(plan_with(&[100], GS1, 1, None).unwrap().grid, [100, 1, 1]);
+        // Warp's integer: negative and zero are no cap.
+        assert_eq!(ok(&[100], GS1, 1, -7).grid, [100, 1, 1]);
+        assert_eq!(ok(&[100], GS1, 1, 0).grid, [100, 1, 1]);
     }
 }

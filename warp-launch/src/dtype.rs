@@ -53,50 +53,31 @@ fn squeeze(s: &str) -> String {
 ///
 /// # Safety
 ///
-/// The type must have exactly the size and alignment of the Warp dtype it
-/// names, and every bit pattern of that size must be a valid value.
+/// The type must have exactly the size and alignment of [`Element::DTYPE`],
+/// and every bit pattern of that size must be a valid value.
 pub unsafe trait Element: Copy + Send + Sync + 'static {
-    /// Warp's dtype name, e.g. `float32`, `vec3f`.
-    const DTYPE: &'static str;
-    /// The dtype (looked up by name; the implementations of this crate
-    /// cache it).
-    fn dtype() -> &'static DType {
-        lookup(Self::DTYPE)
-    }
-}
-
-fn lookup(name: &str) -> &'static DType {
-    match DType::by_name(name) {
-        Some(d) => d,
-        // The table test below checks that every implementation names a
-        // dtype of the table; this arm is unreachable for them.
-        None => &DTYPES[0],
-    }
+    /// The dtype, one of the constants of [`DType`] (e.g. [`DType::FLOAT32`]).
+    const DTYPE: &'static DType;
 }
 
 macro_rules! element {
-    ($($t:ty => $n:literal),* $(,)?) => { $(
+    ($($t:ty => $d:ident),* $(,)?) => { $(
         // SAFETY: the Rust type has the size and alignment of the Warp dtype
-        // (checked against the table by `every_element_names_its_dtype`),
+        // (checked against the table by `every_element_has_its_dtypes_layout`),
         // and plain numbers are valid for every bit pattern.
         unsafe impl Element for $t {
-            const DTYPE: &'static str = $n;
-            #[inline]
-            fn dtype() -> &'static DType {
-                static D: std::sync::OnceLock<&'static DType> = std::sync::OnceLock::new();
-                D.get_or_init(|| lookup($n))
-            }
+            const DTYPE: &'static DType = DType::$d;
         }
     )* };
 }
 element!(
-    i8 => "int8", u8 => "uint8", i16 => "int16", u16 => "uint16", i32 => "int32", u32 => "uint32",
-    i64 => "int64", u64 => "uint64", f32 => "float32", f64 => "float64",
-    [f32; 2] => "vec2f", [f32; 3] => "vec3f", [f32; 4] => "vec4f",
-    [f64; 2] => "vec2d", [f64; 3] => "vec3d", [f64; 4] => "vec4d",
-    [i32; 2] => "vec2i", [i32; 3] => "vec3i", [i32; 4] => "vec4i",
-    [[f32; 2]; 2] => "mat22f", [[f32; 3]; 3] => "mat33f", [[f32; 4]; 4] => "mat44f",
-    [[f64; 2]; 2] => "mat22d", [[f64; 3]; 3] => "mat33d", [[f64; 4]; 4] => "mat44d",
+    i8 => INT8, u8 => UINT8, i16 => INT16, u16 => UINT16, i32 => INT32, u32 => UINT32,
+    i64 => INT64, u64 => UINT64, f32 => FLOAT32, f64 => FLOAT64,
+    [f32; 2] => VEC2F, [f32; 3] => VEC3F, [f32; 4] => VEC4F,
+    [f64; 2] => VEC2D, [f64; 3] => VEC3D, [f64; 4] => VEC4D,
+    [i32; 2] => VEC2I, [i32; 3] => VEC3I, [i32; 4] => VEC4I,
+    [[f32; 2]; 2] => MAT22F, [[f32; 3]; 3] => MAT33F, [[f32; 4]; 4] => MAT44F,
+    [[f64; 2]; 2] => MAT22D, [[f64; 3]; 3] => MAT33D, [[f64; 4]; 4] => MAT44D,
 );
 
 /// Largest value in bytes that a [`Value`] holds inline (a `mat44f`);
@@ -128,7 +109,7 @@ impl Value {
     #[inline]
     pub fn of<T: Element>(v: T) -> Value {
         Value::with(
-            T::dtype(),
+            T::DTYPE,
             crate::encode::element_bytes(std::slice::from_ref(&v)),
         )
     }
@@ -295,38 +276,62 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_element_names_its_dtype() {
-        fn check<T: Element>() {
-            let d =
-                DType::by_name(T::DTYPE).unwrap_or_else(|| panic!("{} not in the table", T::DTYPE));
+    fn every_element_has_its_dtypes_layout() {
+        fn check<T: Element>(name: &str) {
+            let d = T::DTYPE;
+            assert_eq!(d.name, name);
+            assert!(std::ptr::eq(d, DType::by_name(name).unwrap()), "{name}");
             assert_eq!(d.size, size_of::<T>(), "{}", d.name);
             assert_eq!(d.align, align_of::<T>(), "{}", d.name);
         }
-        check::<i8>();
-        check::<u8>();
-        check::<i16>();
-        check::<u16>();
-        check::<i32>();
-        check::<u32>();
-        check::<i64>();
-        check::<u64>();
-        check::<f32>();
-        check::<f64>();
-        check::<[f32; 2]>();
-        check::<[f32; 3]>();
-        check::<[f32; 4]>();
-        check::<[f64; 2]>();
-        check::<[f64; 3]>();
-        check::<[f64; 4]>();
-        check::<[i32; 2]>();
-        check::<[i32; 3]>();
-        check::<[i32; 4]>();
-        check::<[[f32; 2]; 2]>();
-        check::<[[f32; 3]; 3]>();
-        check::<[[f32; 4]; 4]>();
-        check::<[[f64; 2]; 2]>();
-        check::<[[f64; 3]; 3]>();
-        check::<[[f64; 4]; 4]>();
+        check::<i8>("int8");
+        check::<u8>("uint8");
+        check::<i16>("int16");
+        check::<u16>("uint16");
+        check::<i32>("int32");
+        check::<u32>("uint32");
+        check::<i64>("int64");
+        check::<u64>("uint64");
+        check::<f32>("float32");
+        check::<f64>("float64");
+        check::<[f32; 2]>("vec2f");
+        check::<[f32; 3]>("vec3f");
+        check::<[f32; 4]>("vec4f");
+        check::<[f64; 2]>("vec2d");
+        check::<[f64; 3]>("vec3d");
+        check::<[f64; 4]>("vec4d");
+        check::<[i32; 2]>("vec2i");
+        check::<[i32; 3]>("vec3i");
+        check::<[i32; 4]>("vec4i");
+        check::<[[f32; 2]; 2]>("mat22f");
+        check::<[[f32; 3]; 3]>("mat33f");
+        check::<[[f32; 4]; 4]>("mat44f");
+        check::<[[f64; 2]; 2]>("mat22d");
+        check::<[[f64; 3]; 3]>("mat33d");
+        check::<[[f64; 4]; 4]>("mat44d");
+    }
+
+    /// Every generated constant is the table entry of its name (the same
+    /// address), and every table entry has a constant.
+    #[test]
+    fn dtype_constants_are_the_table_entries() {
+        for (c, name) in [
+            (DType::BOOL, "bool"),
+            (DType::FLOAT16, "float16"),
+            (DType::FLOAT32, "float32"),
+            (DType::FLOAT64, "float64"),
+            (DType::VEC3F, "vec3f"),
+            (DType::MAT33D, "mat33d"),
+            (DType::QUATF, "quatf"),
+            (DType::TRANSFORMD, "transformd"),
+            (DType::SPATIAL_MATRIXF, "spatial_matrixf"),
+        ] {
+            assert_eq!(c.name, name);
+            assert!(std::ptr::eq(c, DType::by_name(name).unwrap()), "{name}");
+        }
+        // Spot-check the ends of the table: the constants follow its order.
+        assert!(std::ptr::eq(DType::BOOL, &DTYPES[0]));
+        assert!(std::ptr::eq(DType::TRANSFORMD, &DTYPES[DTYPES.len() - 1]));
     }
 
     #[test]
@@ -360,9 +365,9 @@ mod tests {
 
     #[test]
     fn numbers_convert_as_warp_converts_python_numbers() {
-        let f32t = DType::by_name("float32").unwrap();
-        let i32t = DType::by_name("int32").unwrap();
-        let u8t = DType::by_name("uint8").unwrap();
+        let f32t = DType::FLOAT32;
+        let i32t = DType::INT32;
+        let u8t = DType::UINT8;
         assert_eq!(
             Value::of(2.5f64).convert(f32t).unwrap().bytes(),
             2.5f32.to_le_bytes()

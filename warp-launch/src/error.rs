@@ -4,7 +4,9 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use crate::device::Device;
 use crate::domain::DimError;
+use crate::kernel::Pass;
 
 /// Result of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -93,13 +95,163 @@ pub enum Error {
         /// The kernels there are.
         known: Vec<String>,
     },
-    /// A launch that the kernel or device cannot do (adjoint without a
-    /// backward kernel, a CPU launch without a CPU implementation, ...).
-    Unsupported {
+    /// A kernel without the CUDA function a launch on a CUDA device needs:
+    /// a CPU-only kernel, or a forward-only one launched for its adjoint.
+    NoCudaFunction {
         /// The kernel.
         kernel: String,
-        /// What cannot be done, and what to do.
-        message: String,
+        /// The function asked for.
+        pass: Pass,
+    },
+    /// A kernel without the CPU implementation a launch on the CPU device
+    /// needs (none at all, or no backward function for an adjoint launch).
+    NoCpuFunction {
+        /// The kernel.
+        kernel: String,
+        /// The function asked for.
+        pass: Pass,
+    },
+    /// A stream of another device than the launch's.
+    StreamDevice {
+        /// The launch (`kernel 'name'`) or call.
+        launch: String,
+        /// The stream's device.
+        stream: Device,
+        /// The launch's device.
+        device: Device,
+    },
+    /// A stream of another CUDA context than the one the launch (or graph)
+    /// was checked for, where its arrays live.
+    StreamContext {
+        /// The launch (`kernel 'name'`) or call.
+        launch: String,
+        /// The stream's context.
+        stream: String,
+        /// The context it must belong to.
+        expected: String,
+    },
+    /// A safe setter on a launch built with the `unsafe`
+    /// [`LaunchBuilder::unchecked`](crate::LaunchBuilder::unchecked).
+    UncheckedSetter {
+        /// The kernel.
+        kernel: String,
+        /// The setter (`set_dim`, ...).
+        setter: &'static str,
+    },
+    /// A `block_dim` other than the one the kernel was compiled for.
+    CompiledBlockDim {
+        /// The kernel.
+        kernel: String,
+        /// The block size asked for.
+        given: u32,
+        /// The block size it was compiled for (Warp's `WP_TILE_BLOCK_DIM`).
+        compiled: u32,
+    },
+    /// [`MaxBlocks::Resident`](crate::MaxBlocks::Resident) for a lean kernel.
+    ResidentLean {
+        /// The kernel.
+        kernel: String,
+    },
+    /// [`MaxBlocks::Resident`](crate::MaxBlocks::Resident) where no block
+    /// of this size is resident on the device (an occupancy of 0).
+    NoResidentGrid {
+        /// The kernel.
+        kernel: String,
+        /// Threads per block.
+        block_dim: u32,
+    },
+    /// A CPU launch given to a CUDA graph.
+    CpuGraphNode {
+        /// The kernel.
+        kernel: String,
+    },
+    /// A kernel declared with a `wp.tid()` arity outside 1 to 4.
+    KernelDim {
+        /// The kernel.
+        kernel: String,
+        /// The arity declared.
+        given: usize,
+    },
+    /// An array access rule of a declaration that does not fit its kernel.
+    AccessRule(Box<AccessRuleError>),
+    /// An array that needs a gradient and has none.
+    NoGradient {
+        /// The call.
+        call: &'static str,
+        /// Which array.
+        array: String,
+    },
+    /// A loss that is not a float32 or float64 scalar array.
+    LossDType {
+        /// The call.
+        call: &'static str,
+        /// The loss's dtype.
+        dtype: &'static str,
+    },
+    /// An input of [`check_gradients`](crate::check_gradients) that is not a
+    /// contiguous float32/float64 scalar array with a gradient.
+    GradientInput {
+        /// Its position in `inputs`.
+        index: usize,
+        /// The array, described.
+        array: String,
+    },
+    /// A CUDA-only operation asked of a device that is not a CUDA device.
+    NotCuda {
+        /// The call.
+        call: &'static str,
+        /// The device given.
+        device: Device,
+    },
+    /// Two devices without peer access (`cuDeviceCanAccessPeer` says 0).
+    NoPeerAccess {
+        /// The device that would read.
+        from: Device,
+        /// The device whose memory it would read.
+        to: Device,
+    },
+    /// The legacy default stream given to a graph capture.
+    DefaultStreamCapture,
+    /// A capture where the driver reports another number of new nodes
+    /// than the one launch added.
+    CaptureNodes {
+        /// Nodes the driver reports.
+        count: usize,
+        /// The capture status it reports.
+        status: String,
+    },
+    /// A launch index a graph does not have.
+    NoSuchLaunch {
+        /// The call.
+        call: &'static str,
+        /// The index asked for.
+        index: usize,
+        /// Launches the graph has.
+        count: usize,
+    },
+    /// A graph update of a launch that had size 0 when captured (no node).
+    GraphNodeMissing {
+        /// The launch's index.
+        index: usize,
+        /// Its kernel.
+        kernel: String,
+    },
+    /// A graph update that would give a launch size 0 (a node cannot be
+    /// removed by an update).
+    GraphNodeEmpty {
+        /// The launch's index.
+        index: usize,
+        /// Its kernel.
+        kernel: String,
+    },
+    /// A graph node update the driver refused.
+    GraphUpdate {
+        /// The launch's index.
+        index: usize,
+        /// Its kernel.
+        kernel: String,
+        /// The driver's error.
+        error: Box<cuda_api::Error>,
     },
     /// A Warp-generated source or `.meta` file this crate cannot read.
     Source {
@@ -166,10 +318,53 @@ pub struct BoundsError {
 pub struct UnprovenError {
     /// The kernel.
     pub kernel: String,
-    /// Whether the backward kernel is the one refused.
-    pub adjoint: bool,
+    /// The function refused (forward or backward).
+    pub pass: Pass,
     /// Where and why.
     pub unproven: crate::kernel::Unproven,
+}
+
+/// An array access rule that does not fit its kernel's declaration
+/// ([`Error::AccessRule`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessRuleError {
+    /// The kernel.
+    pub kernel: String,
+    /// The parameter the rule names.
+    pub param: String,
+    /// What is wrong.
+    pub problem: AccessRuleProblem,
+}
+
+/// What is wrong with an access rule ([`AccessRuleError`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AccessRuleProblem {
+    /// The kernel has no parameter of that name.
+    NoSuchParam {
+        /// The parameters it has.
+        known: Vec<String>,
+    },
+    /// The parameter is not an array.
+    NotAnArray {
+        /// What it takes.
+        kind: String,
+    },
+    /// A rule with no index or more than 4, or one that does not match the
+    /// array's declared dimensions.
+    IndexCount {
+        /// Indices given.
+        given: usize,
+        /// The array's declared dimensions, when known.
+        ndim: Option<u8>,
+    },
+    /// A thread coordinate the kernel's `wp.tid()` does not have.
+    NoSuchCoordinate {
+        /// The coordinate named.
+        coordinate: usize,
+        /// Coordinates `wp.tid()` has.
+        kernel_dim: usize,
+    },
 }
 
 /// An argument that does not match its parameter ([`Error::Argument`]).
@@ -279,8 +474,156 @@ impl fmt::Display for Error {
                     known.join(", ")
                 }
             ),
-            Error::Unsupported { kernel, message } if kernel.is_empty() => f.write_str(message),
-            Error::Unsupported { kernel, message } => write!(f, "kernel '{kernel}': {message}"),
+            Error::NoCudaFunction {
+                kernel,
+                pass: Pass::Forward,
+            } => write!(
+                f,
+                "kernel '{kernel}' has no CUDA function (a CPU-only kernel), so it cannot run on a CUDA device; launch it on \"cpu\" or load its CUDA image (KernelSpec::load_cuda, AotModule)"
+            ),
+            Error::NoCudaFunction {
+                kernel,
+                pass: Pass::Adjoint,
+            } => write!(
+                f,
+                "kernel '{kernel}' has no backward CUDA function, so its adjoint cannot run on a CUDA device; compile it with enable_backward or load its backward function (KernelSpec::load_cuda)"
+            ),
+            Error::NoCpuFunction {
+                kernel,
+                pass: Pass::Forward,
+            } => write!(
+                f,
+                "kernel '{kernel}' has no CPU implementation, so it cannot run on \"cpu\"; add one with Kernel::with_cpu or launch on a cuda device"
+            ),
+            Error::NoCpuFunction {
+                kernel,
+                pass: Pass::Adjoint,
+            } => write!(
+                f,
+                "kernel '{kernel}': its CPU implementation has no backward function, so its adjoint cannot run on \"cpu\"; give one to Kernel::with_cpu"
+            ),
+            Error::StreamDevice {
+                launch,
+                stream,
+                device,
+            } => write!(
+                f,
+                "{launch}: the stream belongs to {stream} but the launch is on {device}; pass a stream of {device} or launch on the stream's device"
+            ),
+            Error::StreamContext {
+                launch,
+                stream,
+                expected,
+            } => write!(
+                f,
+                "{launch}: the stream belongs to {stream} but it was checked for {expected}, where its arrays live; pass a stream of that context (Device::context)"
+            ),
+            Error::UncheckedSetter { kernel, setter } => write!(
+                f,
+                "kernel '{kernel}': Launch::{setter}: this launch was built with the unsafe LaunchBuilder::unchecked, so a safe setter cannot keep its promise; change it inside `unsafe {{ launch.edit_unchecked(|l| ...) }}`, or record a new launch"
+            ),
+            Error::CompiledBlockDim {
+                kernel,
+                given,
+                compiled,
+            } => write!(
+                f,
+                "kernel '{kernel}': block_dim {given} was asked, but the kernel was compiled for block_dim {compiled} (Warp's WP_TILE_BLOCK_DIM): its shared tile storage has one slot per thread of {compiled}, so other block sizes are unsafe; launch with block_dim {compiled}, or compile the module with block_dim={given}"
+            ),
+            Error::ResidentLean { kernel } => write!(
+                f,
+                "kernel '{kernel}': MaxBlocks::Resident caps a grid-stride loop, but the kernel is lean (one thread per index, no loop); launch it without max_blocks"
+            ),
+            Error::NoResidentGrid { kernel, block_dim } => write!(
+                f,
+                "kernel '{kernel}': MaxBlocks::Resident found no resident block of {block_dim} threads (occupancy 0); use a smaller block_dim or less shared memory"
+            ),
+            Error::CpuGraphNode { kernel } => write!(
+                f,
+                "kernel '{kernel}': a CPU launch cannot be a CUDA graph node; build it for a cuda device"
+            ),
+            Error::KernelDim { kernel, given } => write!(
+                f,
+                "kernel '{kernel}': wp.tid() has 1 to 4 coordinates but the declaration says {given}; declare 1 to 4"
+            ),
+            Error::AccessRule(r) => {
+                write!(f, "kernel '{}': access rule for '{}': ", r.kernel, r.param)?;
+                match &r.problem {
+                    AccessRuleProblem::NoSuchParam { known } => write!(
+                        f,
+                        "the kernel has no parameter '{}' (it has: {}); declare the parameter before its rule",
+                        r.param,
+                        known.join(", ")
+                    ),
+                    AccessRuleProblem::NotAnArray { kind } => write!(
+                        f,
+                        "the parameter takes {kind}, not an array; rules are for arrays"
+                    ),
+                    AccessRuleProblem::IndexCount { given, ndim } => write!(
+                        f,
+                        "{given} index(es) given; give 1 to 4 (one per indexed axis{})",
+                        if ndim.is_none() {
+                            "; indexed_by_thread needs the array's dimensions: declare it with KernelSpec::array"
+                        } else {
+                            ""
+                        }
+                    ),
+                    AccessRuleProblem::NoSuchCoordinate {
+                        coordinate,
+                        kernel_dim,
+                    } => write!(
+                        f,
+                        "thread coordinate {coordinate} does not exist: the kernel's wp.tid() has {kernel_dim} coordinate(s)"
+                    ),
+                }
+            }
+            Error::NoGradient { call, array } => write!(
+                f,
+                "{call}: the {array} has no gradient; create it with .with_grad()"
+            ),
+            Error::LossDType { call, dtype } => write!(
+                f,
+                "{call}: the loss is {dtype} but must be float32 or float64; reduce it to a float scalar array"
+            ),
+            Error::GradientInput { index, array } => write!(
+                f,
+                "check_gradients: input {index} ({array}) must be a contiguous float32/float64 scalar array with a gradient; pass such arrays (.with_grad())"
+            ),
+            Error::NotCuda { call, device } => write!(
+                f,
+                "{call}: {device} is not a CUDA device, and this needs one (a CUDA context, stream or peer access); use a cuda:N device"
+            ),
+            Error::NoPeerAccess { from, to } => write!(
+                f,
+                "{from} cannot access {to}'s memory (cuDeviceCanAccessPeer says 0); copy the array to {from}"
+            ),
+            Error::DefaultStreamCapture => f.write_str(
+                "Graph::capture: the legacy default stream cannot be captured; use Stream::new",
+            ),
+            Error::CaptureNodes { count, status } => write!(
+                f,
+                "Graph::capture: expected one new node on the capturing stream, the driver reports {count} (status {status})"
+            ),
+            Error::NoSuchLaunch { call, index, count } => write!(
+                f,
+                "{call}: the graph has {count} launches, so there is no launch {index}; use an index below {count}"
+            ),
+            Error::GraphNodeMissing { index, kernel } => write!(
+                f,
+                "Graph::update: launch {index} ('{kernel}') had size 0 when captured and has no node; re-capture the graph"
+            ),
+            Error::GraphNodeEmpty { index, kernel } => write!(
+                f,
+                "Graph::update: launch {index} ('{kernel}') would have size 0, and a node cannot be removed by an update; re-capture the graph"
+            ),
+            Error::GraphUpdate {
+                index,
+                kernel,
+                error,
+            } => write!(
+                f,
+                "Graph::update: the driver refused to update launch {index} ('{kernel}') in place ({error}); re-capture the graph"
+            ),
             Error::Source {
                 file,
                 line,
@@ -353,7 +696,11 @@ impl fmt::Display for Error {
                     f,
                     "kernel '{}'{}: no safe launch: at {}{who}: {}; no launch can check that it stays inside its arrays. If it does for your arguments, launch with `unsafe {{ kernel.launch(dim).inputs(..).unchecked() }}` (read LaunchBuilder::unchecked's Safety section); a module compiled with Warp's bounds checks (wp.config.mode = \"debug\") stops an out-of-bounds access with a device assert (which ends the CUDA context) instead of corrupting memory",
                     u.kernel,
-                    if u.adjoint { " (backward)" } else { "" },
+                    if u.pass == Pass::Adjoint {
+                        " (backward)"
+                    } else {
+                        ""
+                    },
                     u.unproven.location,
                     u.unproven.reason
                 )
@@ -368,6 +715,7 @@ impl std::error::Error for Error {
             Error::Io { error, .. } => Some(error),
             Error::Cuda(e) => Some(e),
             Error::Dim { error, .. } => Some(error),
+            Error::GraphUpdate { error, .. } => Some(&**error),
             _ => None,
         }
     }
@@ -376,5 +724,151 @@ impl std::error::Error for Error {
 impl From<cuda_api::Error> for Error {
     fn from(e: cuda_api::Error) -> Self {
         Error::Cuda(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::array::Array;
+    use crate::tape::{Tape, check_gradients};
+
+    /// Each typed refusal names what it refuses (kernel, parameter, value,
+    /// limit) and says what to do.
+    #[test]
+    fn typed_errors_name_kernel_value_and_remedy() {
+        let k = || "saxpy".to_string();
+        let cases: Vec<(Error, &[&str])> = vec![
+            (
+                Error::NoCudaFunction {
+                    kernel: k(),
+                    pass: Pass::Adjoint,
+                },
+                &["'saxpy'", "backward CUDA function", "enable_backward"],
+            ),
+            (
+                Error::NoCpuFunction {
+                    kernel: k(),
+                    pass: Pass::Forward,
+                },
+                &["'saxpy'", "no CPU implementation", "Kernel::with_cpu"],
+            ),
+            (
+                Error::StreamDevice {
+                    launch: "launch of kernel 'saxpy'".into(),
+                    stream: Device::Cuda(1),
+                    device: Device::Cuda(0),
+                },
+                &["'saxpy'", "cuda:1", "cuda:0", "pass a stream of cuda:0"],
+            ),
+            (
+                Error::CompiledBlockDim {
+                    kernel: k(),
+                    given: 128,
+                    compiled: 256,
+                },
+                &[
+                    "'saxpy'",
+                    "block_dim 128",
+                    "block_dim 256",
+                    "WP_TILE_BLOCK_DIM",
+                ],
+            ),
+            (
+                Error::ResidentLean { kernel: k() },
+                &[
+                    "'saxpy'",
+                    "MaxBlocks::Resident",
+                    "lean",
+                    "without max_blocks",
+                ],
+            ),
+            (
+                Error::NoResidentGrid {
+                    kernel: k(),
+                    block_dim: 1024,
+                },
+                &["'saxpy'", "1024 threads", "smaller block_dim"],
+            ),
+            (
+                Error::KernelDim {
+                    kernel: k(),
+                    given: 5,
+                },
+                &["'saxpy'", "says 5", "1 to 4"],
+            ),
+            (
+                Error::AccessRule(Box::new(AccessRuleError {
+                    kernel: k(),
+                    param: "x".into(),
+                    problem: AccessRuleProblem::NoSuchCoordinate {
+                        coordinate: 2,
+                        kernel_dim: 1,
+                    },
+                })),
+                &["'saxpy'", "'x'", "coordinate 2", "1 coordinate(s)"],
+            ),
+            (
+                Error::NotCuda {
+                    call: "Device::context",
+                    device: Device::Cpu,
+                },
+                &["Device::context", "cpu", "cuda:N"],
+            ),
+            (
+                Error::NoPeerAccess {
+                    from: Device::Cuda(0),
+                    to: Device::Cuda(1),
+                },
+                &["cuda:0", "cuda:1", "copy the array"],
+            ),
+            (
+                Error::NoSuchLaunch {
+                    call: "Graph::update",
+                    index: 7,
+                    count: 3,
+                },
+                &["Graph::update", "3 launches", "launch 7", "below 3"],
+            ),
+        ];
+        for (e, parts) in cases {
+            let shown = e.to_string();
+            for p in parts {
+                assert!(shown.contains(p), "{p:?} not in {shown:?}");
+            }
+        }
+    }
+
+    /// The tape's refusals are typed: a loss without a gradient, a loss
+    /// that is not a float array, an input check_gradients cannot perturb.
+    #[test]
+    fn tape_refusals_are_typed() {
+        let loss = Array::zeros::<f32>(Device::Cpu, &[1]).unwrap();
+        let e = Tape::new().backward(&loss).unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                Error::NoGradient {
+                    call: "Tape::backward",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let int_loss = Array::zeros::<i32>(Device::Cpu, &[1])
+            .unwrap()
+            .with_grad()
+            .unwrap();
+        let e = Tape::new().backward(&int_loss).unwrap_err();
+        assert!(matches!(&e, Error::LossDType { dtype: "int32", .. }), "{e}");
+        let x = Array::zeros::<f32>(Device::Cpu, &[2])
+            .unwrap()
+            .with_grad()
+            .unwrap();
+        let no_grad = Array::zeros::<f32>(Device::Cpu, &[2]).unwrap();
+        let loss = loss.with_grad().unwrap();
+        let e = check_gradients(&[&x, &no_grad], &loss, 1e-3, || Ok(())).unwrap_err();
+        assert!(matches!(&e, Error::GradientInput { index: 1, .. }), "{e}");
+        assert!(e.to_string().contains("input 1"), "{e}");
     }
 }

@@ -42,13 +42,6 @@ impl fmt::Debug for Graph {
     }
 }
 
-fn unsupported(message: String) -> Error {
-    Error::Unsupported {
-        kernel: String::new(),
-        message,
-    }
-}
-
 impl Graph {
     /// Captures `launches`, in order, on `stream` (a created stream, not the
     /// legacy default stream, of the launches' device) into a graph and
@@ -57,17 +50,14 @@ impl Graph {
         let ctx = stream.context().clone();
         let device = Device::from(ctx.device());
         if stream.raw().is_null() {
-            return Err(unsupported(
-                "Graph::capture: the legacy default stream cannot be captured; use Stream::new"
-                    .into(),
-            ));
+            return Err(Error::DefaultStreamCapture);
         }
         if let Some(l) = launches.iter().find(|l| l.device() != device) {
-            return Err(unsupported(format!(
-                "Graph::capture: launch of '{}' is on {} but the stream is of {device}; build every launch for the stream's device",
-                l.kernel().name(),
-                l.device()
-            )));
+            return Err(Error::StreamDevice {
+                launch: format!("Graph::capture: launch of kernel '{}'", l.kernel().name()),
+                stream: device,
+                device: l.device(),
+            });
         }
         ctx.bind()?;
         // SAFETY: `stream` is borrowed, so its handle is live, and it is a
@@ -85,7 +75,7 @@ impl Graph {
                 nodes.push(None);
                 continue;
             }
-            if let Err(e) = l.launch(stream) {
+            if let Err(e) = l.launch_on(stream) {
                 failed = Some(e);
                 break;
             }
@@ -129,11 +119,11 @@ impl Graph {
     /// Runs the whole graph on `stream` (of the graph's context).
     pub fn launch(&self, stream: &Stream) -> Result<()> {
         if stream.context() != &self.ctx {
-            return Err(unsupported(format!(
-                "Graph::launch: the stream belongs to {} but the graph to {}; use a stream of the graph's context",
-                stream.context(),
-                self.ctx
-            )));
+            return Err(Error::StreamContext {
+                launch: "Graph::launch".into(),
+                stream: stream.context().to_string(),
+                expected: self.ctx.to_string(),
+            });
         }
         self.ctx.bind()?;
         for l in &self.launches {
@@ -160,23 +150,25 @@ impl Graph {
     ) -> Result<()> {
         let count = self.launches.len();
         let Some(launch) = self.launches.get_mut(index) else {
-            return Err(unsupported(format!(
-                "Graph::update: the graph has {count} launches, so there is no launch {index}"
-            )));
+            return Err(Error::NoSuchLaunch {
+                call: "Graph::update",
+                index,
+                count,
+            });
         };
         let mut changed = launch.try_clone()?;
         change(&mut changed)?;
         let Some(node) = self.nodes[index] else {
-            return Err(unsupported(format!(
-                "Graph::update: launch {index} ('{}') had size 0 when captured and has no node; re-capture the graph",
-                changed.kernel().name()
-            )));
+            return Err(Error::GraphNodeMissing {
+                index,
+                kernel: changed.kernel().name().to_string(),
+            });
         };
         if changed.plan().size == 0 {
-            return Err(unsupported(format!(
-                "Graph::update: launch {index} ('{}') would have size 0, and a node cannot be removed by an update; re-capture the graph",
-                changed.kernel().name()
-            )));
+            return Err(Error::GraphNodeEmpty {
+                index,
+                kernel: changed.kernel().name().to_string(),
+            });
         }
         let params = changed.kernel_node_params(&self.ctx)?;
         self.ctx.bind()?;
@@ -184,11 +176,10 @@ impl Graph {
         // parameters point into `changed`'s argument block, which the graph
         // keeps (below) for as long as the node may run.
         unsafe { cuda_api::driver::graph_exec_kernel_node_set_params(self.exec, node, &params) }
-            .map_err(|e| {
-                unsupported(format!(
-                    "Graph::update: the driver refused to update launch {index} ('{}') in place ({e}); re-capture the graph",
-                    changed.kernel().name()
-                ))
+            .map_err(|error| Error::GraphUpdate {
+                index,
+                kernel: changed.kernel().name().to_string(),
+                error: Box::new(error),
             })?;
         self.launches[index] = changed;
         Ok(())
@@ -206,9 +197,10 @@ fn last_node(stream: &Stream) -> Result<CUgraphNode> {
         unsafe { cuda_api::driver::stream_get_capture_info(stream.raw(), &mut deps, &mut edges) }?;
     if status != CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE || n != 1 || deps.is_null()
     {
-        return Err(unsupported(format!(
-            "Graph::capture: expected one new node on the capturing stream, the driver reports {n} (status {status:?})"
-        )));
+        return Err(Error::CaptureNodes {
+            count: n,
+            status: format!("{status:?}"),
+        });
     }
     // SAFETY: n == 1 and the pointer is non-null.
     Ok(unsafe { *deps })

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use cuda_api::{ArgBlock, DynKernel, Library, Param, ParamType};
 
 use crate::dtype::Element;
-use crate::error::{Error, Result};
+use crate::error::{AccessRuleError, AccessRuleProblem, Error, Result};
 use crate::spare::Spare;
 
 pub use crate::signature::{
@@ -85,7 +85,7 @@ impl KernelSpec {
         self.param(
             name,
             ParamKind::Array {
-                dtype: T::dtype(),
+                dtype: T::DTYPE,
                 ndim: Some(ndim),
             },
         )
@@ -93,16 +93,12 @@ impl KernelSpec {
 
     /// Adds a by-value parameter of `T`.
     pub fn value<T: Element>(self, name: impl Into<String>) -> Self {
-        self.param(name, ParamKind::Value(T::dtype()))
+        self.param(name, ParamKind::Value(T::DTYPE))
     }
 
-    /// Marks the kernel lean: one thread per index, no grid-stride loop.
-    pub fn lean(mut self) -> Self {
-        self.grid_stride = false;
-        self
-    }
-
-    /// Sets grid-stride (true, the default) or lean (false).
+    /// Grid-stride (`true`, the default: the kernel loops over the domain
+    /// with a stride of the whole grid) or lean (`false`: one thread per
+    /// index, no loop), as Warp's `@wp.kernel(grid_stride=...)`.
     pub fn grid_stride(mut self, yes: bool) -> Self {
         self.grid_stride = yes;
         self
@@ -192,9 +188,9 @@ impl KernelSpec {
         self
     }
 
-    /// The access facts of the forward (or backward) function.
-    pub fn accesses(&self, adjoint: bool) -> &Accesses {
-        &self.accesses[usize::from(adjoint)]
+    /// The access facts of the forward or backward function.
+    pub fn accesses(&self, pass: Pass) -> &Accesses {
+        &self.accesses[pass.index()]
     }
 
     /// The kernel's name.
@@ -219,12 +215,9 @@ impl KernelSpec {
 
     fn check(&self) -> Result<[Rules; 2]> {
         if !(1..=4).contains(&self.kernel_dim) {
-            return Err(Error::Unsupported {
+            return Err(Error::KernelDim {
                 kernel: self.name.clone(),
-                message: format!(
-                    "wp.tid() has 1 to 4 coordinates but the declaration says {}; declare 1 to 4",
-                    self.kernel_dim
-                ),
+                given: self.kernel_dim,
             });
         }
         let resolve = |accesses: &Accesses| -> Result<Rules> {
@@ -234,47 +227,37 @@ impl KernelSpec {
             };
             let mut rules = Vec::with_capacity(list.len());
             for a in list {
-                let bad = |what: String| Error::Unsupported {
-                    kernel: self.name.clone(),
-                    message: format!("access rule for '{}': {what}", a.param),
+                let bad = |problem| {
+                    Error::AccessRule(Box::new(AccessRuleError {
+                        kernel: self.name.clone(),
+                        param: a.param.clone(),
+                        problem,
+                    }))
                 };
                 let Some(index) = self.params.iter().position(|p| p.name == a.param) else {
-                    return Err(bad(format!(
-                        "the kernel has no parameter '{}' (it has: {}); declare the parameter before its rule",
-                        a.param,
-                        self.params
-                            .iter()
-                            .map(|p| p.name.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )));
+                    return Err(bad(AccessRuleProblem::NoSuchParam {
+                        known: self.params.iter().map(|p| p.name.clone()).collect(),
+                    }));
                 };
                 let ParamKind::Array { ndim, .. } = self.params[index].kind else {
-                    return Err(bad(format!(
-                        "'{}' is {}, not an array",
-                        a.param,
-                        self.params[index].kind.describe()
-                    )));
+                    return Err(bad(AccessRuleProblem::NotAnArray {
+                        kind: self.params[index].kind.describe(),
+                    }));
                 };
                 if !(1..=4).contains(&a.indices.len()) {
-                    return Err(bad(format!(
-                        "{} index(es) given; give 1 to 4 (one per indexed axis{})",
-                        a.indices.len(),
-                        if ndim.is_none() {
-                            "; indexed_by_thread needs the array's dimensions: declare it with KernelSpec::array"
-                        } else {
-                            ""
-                        }
-                    )));
+                    return Err(bad(AccessRuleProblem::IndexCount {
+                        given: a.indices.len(),
+                        ndim,
+                    }));
                 }
                 if let Some(k) = a.indices.iter().find_map(|i| match i {
                     AxisIndex::Thread(k) if *k >= self.kernel_dim => Some(*k),
                     _ => None,
                 }) {
-                    return Err(bad(format!(
-                        "thread coordinate {k} does not exist: the kernel's wp.tid() has {} coordinate(s)",
-                        self.kernel_dim
-                    )));
+                    return Err(bad(AccessRuleProblem::NoSuchCoordinate {
+                        coordinate: k,
+                        kernel_dim: self.kernel_dim,
+                    }));
                 }
                 rules.push(Rule {
                     index,
@@ -362,23 +345,30 @@ impl KernelSpec {
         })
     }
 
-    /// A kernel with this declaration and a Rust implementation for the
-    /// CPU device (no CUDA functions): `forward`, and `backward` for adjoint
-    /// launches and the tape (it sees the forward arguments, then one
-    /// adjoint per parameter). See [`crate::cpu`].
-    pub fn cpu(
-        self,
-        forward: crate::cpu::CpuFn,
-        backward: Option<crate::cpu::CpuFn>,
-    ) -> Result<Kernel> {
+    /// The kernel with this declaration and no functions yet: give it a
+    /// Rust implementation for the CPU device with [`Kernel::with_cpu`] (a
+    /// launch of a function it lacks is refused with
+    /// [`Error::NoCpuFunction`] or [`Error::NoCudaFunction`]).
+    ///
+    /// ```
+    /// use warp_launch::{KernelSpec, cpu_fn};
+    /// # fn main() -> warp_launch::Result<()> {
+    /// let scale = KernelSpec::new("scale", 1)
+    ///     .array::<f32>("x", 1)
+    ///     .indexed_by_thread("x")
+    ///     .declare()?
+    ///     .with_cpu(cpu_fn(|_thread, _args| Ok(())), None);
+    /// # let _ = scale; Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::KernelDim`] or [`Error::AccessRule`] for a declaration whose
+    /// `wp.tid()` arity or access rules do not fit.
+    pub fn declare(self) -> Result<Kernel> {
         let rules = self.check()?;
         Ok(Kernel {
-            inner: Arc::new(KernelInner::new(
-                self,
-                rules,
-                None,
-                Some(crate::cpu::CpuKernel::new(forward, backward)),
-            )),
+            inner: Arc::new(KernelInner::new(self, rules, None, None)),
         })
     }
 }
@@ -404,15 +394,15 @@ impl CudaFunctions {
     /// An argument block for the forward or backward kernel: the spare one
     /// (every parameter is written again by the launch that takes it) or a
     /// new one.
-    pub(crate) fn take_block(&self, adjoint: bool, kernel: &DynKernel) -> Box<ArgBlock<'static>> {
-        self.spare[usize::from(adjoint)]
+    pub(crate) fn take_block(&self, pass: Pass, kernel: &DynKernel) -> Box<ArgBlock<'static>> {
+        self.spare[pass.index()]
             .take()
             .unwrap_or_else(|| Box::new(kernel.args()))
     }
 
     /// Keeps `block` as the spare if there is none.
-    pub(crate) fn give_block(&self, adjoint: bool, block: Box<ArgBlock<'static>>) {
-        self.spare[usize::from(adjoint)].put(block);
+    pub(crate) fn give_block(&self, pass: Pass, block: Box<ArgBlock<'static>>) {
+        self.spare[pass.index()].put(block);
     }
 }
 
@@ -503,11 +493,10 @@ impl Kernel {
     }
 
     /// Dynamic shared memory of the forward or backward kernel.
-    pub fn shared_mem(&self, adjoint: bool) -> u32 {
-        if adjoint {
-            self.inner.spec.shared_mem.1
-        } else {
-            self.inner.spec.shared_mem.0
+    pub fn shared_mem(&self, pass: Pass) -> u32 {
+        match pass {
+            Pass::Forward => self.inner.spec.shared_mem.0,
+            Pass::Adjoint => self.inner.spec.shared_mem.1,
         }
     }
 
@@ -530,8 +519,12 @@ impl Kernel {
                 .is_some_and(|c| c.backward.is_some())
     }
 
-    /// The same kernel with a CPU implementation added (forward and, for
-    /// adjoint launches on the CPU, backward).
+    /// The same kernel with a CPU implementation (forward and, for adjoint
+    /// launches and the tape, backward, which sees the forward arguments,
+    /// then one adjoint per parameter; see [`crate::cpu`]): the one way to
+    /// give a kernel a CPU implementation, whether it was declared with
+    /// [`KernelSpec::declare`], loaded with [`KernelSpec::load_cuda`] or
+    /// from an [`crate::AotModule`]. An implementation it had is replaced.
     pub fn with_cpu(
         &self,
         forward: crate::cpu::CpuFn,
@@ -590,26 +583,69 @@ impl Kernel {
         }
     }
 
-    /// The CUDA function of the forward (or backward) kernel: attributes,
+    /// The CUDA function of the forward or backward kernel: attributes,
     /// occupancy, limits, and its launch handle for raw driver calls.
-    pub fn cuda_function(&self, adjoint: bool) -> Result<&cuda_api::Function> {
-        Ok(self.cuda(adjoint)?.function())
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoCudaFunction`] when the kernel has no such function.
+    pub fn cuda_function(&self, pass: Pass) -> Result<&cuda_api::Function> {
+        Ok(self.cuda(pass)?.function())
     }
 
-    pub(crate) fn cuda(&self, adjoint: bool) -> Result<&DynKernel> {
-        let Some(c) = &self.inner.cuda else {
-            return Err(Error::Unsupported {
-                kernel: self.name().to_string(),
-                message: "it has no CUDA functions (a CPU-only kernel); launch it on \"cpu\" or load its CUDA image".into(),
-            });
+    pub(crate) fn cuda(&self, pass: Pass) -> Result<&DynKernel> {
+        let missing = || Error::NoCudaFunction {
+            kernel: self.name().to_string(),
+            pass,
         };
-        if adjoint {
-            c.backward.as_ref().ok_or_else(|| Error::Unsupported {
-                kernel: self.name().to_string(),
-                message: "it has no backward kernel, so adjoint launches are impossible; compile it with enable_backward or load its backward function".into(),
-            })
-        } else {
-            Ok(&c.forward)
+        let c = self.inner.cuda.as_ref().ok_or_else(missing)?;
+        match pass {
+            Pass::Forward => Ok(&c.forward),
+            Pass::Adjoint => c.backward.as_ref().ok_or_else(missing),
         }
+    }
+
+    /// The CPU function of the forward or backward kernel.
+    pub(crate) fn cpu(&self, pass: Pass) -> Result<&crate::cpu::CpuFn> {
+        let missing = || Error::NoCpuFunction {
+            kernel: self.name().to_string(),
+            pass,
+        };
+        let c = self.inner.cpu.as_ref().ok_or_else(missing)?;
+        match pass {
+            Pass::Forward => Ok(&c.forward),
+            Pass::Adjoint => c.backward.as_ref().ok_or_else(missing),
+        }
+    }
+}
+
+/// Which of a kernel's functions a launch runs: the forward kernel, or the
+/// backward (adjoint) kernel Warp generates beside it, which takes the
+/// forward parameters and then one adjoint per parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Pass {
+    /// The forward kernel (`<key>_cuda_kernel_forward`).
+    #[default]
+    Forward,
+    /// The backward kernel (`<key>_cuda_kernel_backward`).
+    Adjoint,
+}
+
+impl Pass {
+    /// 0 for forward, 1 for adjoint: the index of per-pass tables.
+    pub(crate) fn index(self) -> usize {
+        match self {
+            Pass::Forward => 0,
+            Pass::Adjoint => 1,
+        }
+    }
+}
+
+impl fmt::Display for Pass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Pass::Forward => "forward",
+            Pass::Adjoint => "backward",
+        })
     }
 }

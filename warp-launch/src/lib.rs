@@ -15,7 +15,9 @@
 //! grids, `max_blocks`, `block_dim` 256 by default), and checks every
 //! argument before the driver sees it: count, kind, dtype, dimensions and
 //! where each array lives ([`AccessMode`]). [`Launch`] is the reusable,
-//! allocation-free form (Warp's `record_cmd`); [`Tape`] records launches and
+//! allocation-free form ([`LaunchBuilder::record_cmd`], as Warp's
+//! `record_cmd=True`; [`Launch::launch`] runs it on its stream,
+//! [`Launch::launch_on`] on another); [`Tape`] records launches and
 //! runs their backward kernels; [`Graph`] captures launches into a CUDA graph
 //! whose kernel nodes can be updated in place; the `"cpu"` device runs
 //! kernels that have a Rust implementation.
@@ -38,7 +40,7 @@
 //! Rust implementations, whose array accesses are bounds-checked.
 //!
 //! ```no_run
-//! use warp_launch::{AotModule, Array, DType, Device, Tape};
+//! use warp_launch::{AotModule, Array, Device, Tape};
 //!
 //! fn main() -> warp_launch::Result<()> {
 //!     // A directory written by wp.compile_aot_module for a module holding
@@ -51,7 +53,7 @@
 //!
 //!     let dev = Device::Cuda(0);
 //!     let x = Array::from_slice(dev, &[1.0f32, 2.0, 3.0, 4.0], &[4])?.with_grad()?;
-//!     let y = Array::zeros(dev, DType::by_name("float32").unwrap(), &[4])?.with_grad()?;
+//!     let y = Array::zeros::<f32>(dev, &[4])?.with_grad()?;
 //!
 //!     // wp.launch(saxpy, dim=4, inputs=[2.0, x], outputs=[y]), recorded by the tape.
 //!     let mut tape = Tape::new();
@@ -64,10 +66,10 @@
 //!
 //!     // A reusable launch: checked once, replayed without allocating.
 //!     let stream = cuda_api::Stream::new(&dev.context()?)?;
-//!     let mut launch = saxpy.launch(4).inputs((0.0f32, &x, &y)).stream(&stream).record()?;
+//!     let mut launch = saxpy.launch(4).inputs((0.0f32, &x, &y)).stream(&stream).record_cmd()?;
 //!     for i in 0..10 {
 //!         launch.set_param_by_name("a", i as f32)?;
-//!         launch.launch(&stream)?;
+//!         launch.launch()?; // on `stream`, the one it was recorded for
 //!     }
 //!     stream.synchronize()?;
 //!     Ok(())
@@ -109,10 +111,13 @@ pub use command::{Dim, Launch, LaunchBuilder, MaxBlocks};
 pub use cpu::{CpuArgs, CpuArray, CpuFn, Thread, cpu_fn};
 pub use device::{AccessMode, Device, IntoDevice, set_thread_access_mode, thread_access_mode};
 pub use dtype::{DType, Element, Value};
-pub use error::{AccessError, ArgumentError, BoundsError, Error, Result, UnprovenError};
+pub use error::{
+    AccessError, AccessRuleError, AccessRuleProblem, ArgumentError, BoundsError, Error, Result,
+    UnprovenError,
+};
 pub use graph::Graph;
 pub use kernel::{
-    Accesses, ArrayAccess, AxisIndex, Kernel, KernelParam, KernelSpec, ParamKind, StructType,
+    Accesses, ArrayAccess, AxisIndex, Kernel, KernelParam, KernelSpec, ParamKind, Pass, StructType,
     Unproven,
 };
 pub use storage::Memory;

@@ -121,11 +121,9 @@ impl Tape {
     /// array when it has none), zero for values and structs.
     pub fn backward(&self, loss: &Array) -> Result<()> {
         let Some(grad) = loss.grad() else {
-            return Err(Error::Unsupported {
-                kernel: String::new(),
-                message:
-                    "Tape::backward: the loss array has no gradient; create it with .with_grad()"
-                        .into(),
+            return Err(Error::NoGradient {
+                call: "Tape::backward",
+                array: "loss array".into(),
             });
         };
         fill_ones(grad)?;
@@ -137,7 +135,7 @@ impl Tape {
                 .zip(launch.args())
                 .map(|(p, a)| adjoint_for(&p.kind, a))
                 .collect();
-            launch.adjoint_of(adjoints)?.run()?;
+            launch.adjoint_of(adjoints)?.launch()?;
         }
         Ok(())
     }
@@ -212,12 +210,9 @@ fn struct_adjoint(st: &StructType, arg: &Arg) -> crate::bind::StructValue {
 fn fill_ones(a: &Array) -> Result<()> {
     let d = a.dtype();
     if d.kind != Kind::Scalar || !matches!(d.scalar, Scalar::Float32 | Scalar::Float64) {
-        return Err(Error::Unsupported {
-            kernel: String::new(),
-            message: format!(
-                "Tape::backward: the loss is {} but must be float32 or float64; reduce it to a float scalar array",
-                d.name
-            ),
+        return Err(Error::LossDType {
+            call: "Tape::backward",
+            dtype: d.name,
         });
     }
     if !a.is_contiguous() {
@@ -264,17 +259,15 @@ pub fn check_gradients(
     eps: f64,
     mut forward: impl FnMut() -> Result<()>,
 ) -> Result<GradientCheck> {
-    for a in inputs {
+    for (index, a) in inputs.iter().enumerate() {
         if !a.dtype().is_float()
             || a.dtype().kind != Kind::Scalar
             || a.grad().is_none()
             || !a.is_contiguous()
         {
-            return Err(Error::Unsupported {
-                kernel: String::new(),
-                message: format!(
-                    "check_gradients: input {a:?} must be a contiguous float32/float64 scalar array with a gradient"
-                ),
+            return Err(Error::GradientInput {
+                index,
+                array: format!("{a:?}"),
             });
         }
     }

@@ -58,7 +58,7 @@ fn in_child(name: &str, body: impl FnOnce()) {
 }
 
 fn f32t() -> &'static DType {
-    DType::by_name("float32").unwrap()
+    DType::FLOAT32
 }
 
 /// `x[i] = v`; at index `pause_at` it sets `started` and sleeps, so another
@@ -67,7 +67,9 @@ fn fill(pause_at: i32, started: Arc<AtomicBool>) -> Kernel {
     KernelSpec::new("fill", 1)
         .value::<f32>("v")
         .array::<f32>("x", 1)
-        .cpu(
+        .declare()
+        .unwrap()
+        .with_cpu(
             cpu_fn(move |t, args| {
                 let x = args.array::<f32>(1)?;
                 x.set(t.tid(), args.value(0)?)?;
@@ -79,21 +81,21 @@ fn fill(pause_at: i32, started: Arc<AtomicBool>) -> Kernel {
             }),
             None,
         )
-        .unwrap()
 }
 
 /// A one-element kernel whose body runs `f` once (index 0).
 fn body(f: impl Fn() -> warp_launch::Result<()> + Send + Sync + 'static) -> Kernel {
     KernelSpec::new("body", 1)
         .array::<f32>("x", 1)
-        .cpu(
+        .declare()
+        .unwrap()
+        .with_cpu(
             cpu_fn(move |t, args| {
                 args.array::<f32>(0)?.set(t.tid(), 1.0)?;
                 if t.tid() == 0 { f() } else { Ok(()) }
             }),
             None,
         )
-        .unwrap()
 }
 
 /// A CPU kernel writes every element while another thread copies into the
@@ -104,7 +106,7 @@ fn body(f: impl Fn() -> warp_launch::Result<()> + Send + Sync + 'static) -> Kern
 #[test]
 fn a_copy_into_an_array_waits_for_the_cpu_kernel_writing_it() {
     const N: usize = 4096;
-    let a = Array::zeros(Device::Cpu, f32t(), &[N]).unwrap();
+    let a = Array::zeros_dtype(Device::Cpu, f32t(), &[N]).unwrap();
     let started = Arc::new(AtomicBool::new(false));
     let k = fill(N as i32 / 2, started.clone());
     std::thread::scope(|s| {
@@ -130,7 +132,7 @@ fn a_copy_into_an_array_waits_for_the_cpu_kernel_writing_it() {
 #[test]
 fn a_cpu_kernels_helper_thread_may_use_other_arrays() {
     in_child("a_cpu_kernels_helper_thread_may_use_other_arrays", || {
-        let other = Array::zeros(Device::Cpu, f32t(), &[4]).unwrap();
+        let other = Array::zeros_dtype(Device::Cpu, f32t(), &[4]).unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let (o, s) = (other.clone(), seen.clone());
         let k = body(move || {
@@ -145,7 +147,7 @@ fn a_cpu_kernels_helper_thread_may_use_other_arrays() {
                     .unwrap()
             })
         });
-        let x = Array::zeros(Device::Cpu, f32t(), &[1]).unwrap();
+        let x = Array::zeros_dtype(Device::Cpu, f32t(), &[1]).unwrap();
         k.launch(1).inputs(&x).device("cpu").run().unwrap();
         assert_eq!(*seen.lock().unwrap(), vec![5.0; 4]);
         assert_eq!(x.to_vec::<f32>().unwrap(), vec![1.0]);
@@ -171,8 +173,8 @@ fn a_user_mutex_taken_in_the_other_order_does_not_deadlock() {
                 *m2.lock().unwrap() += 1;
                 Ok(())
             });
-            let a = Array::zeros(Device::Cpu, f32t(), &[1]).unwrap();
-            let b = Array::zeros(Device::Cpu, f32t(), &[4]).unwrap();
+            let a = Array::zeros_dtype(Device::Cpu, f32t(), &[1]).unwrap();
+            let b = Array::zeros_dtype(Device::Cpu, f32t(), &[4]).unwrap();
             std::thread::scope(|s| {
                 let launch = s.spawn(|| k.launch(1).inputs(&a).device("cpu").run());
                 {
@@ -200,8 +202,8 @@ fn cpu_launches_on_unrelated_arrays_run_side_by_side() {
             b2.wait();
             Ok(())
         });
-        let a = Array::zeros(Device::Cpu, f32t(), &[1]).unwrap();
-        let b = Array::zeros(Device::Cpu, f32t(), &[1]).unwrap();
+        let a = Array::zeros_dtype(Device::Cpu, f32t(), &[1]).unwrap();
+        let b = Array::zeros_dtype(Device::Cpu, f32t(), &[1]).unwrap();
         std::thread::scope(|s| {
             let l1 = s.spawn(|| k.launch(1).inputs(&a).device("cpu").run());
             let l2 = s.spawn(|| k.launch(1).inputs(&b).device("cpu").run());
@@ -219,8 +221,8 @@ fn a_lock_cycle_between_two_cpu_kernels_is_an_error_not_a_hang() {
     in_child(
         "a_lock_cycle_between_two_cpu_kernels_is_an_error_not_a_hang",
         || {
-            let a = Array::zeros(Device::Cpu, f32t(), &[1]).unwrap();
-            let b = Array::zeros(Device::Cpu, f32t(), &[1]).unwrap();
+            let a = Array::zeros_dtype(Device::Cpu, f32t(), &[1]).unwrap();
+            let b = Array::zeros_dtype(Device::Cpu, f32t(), &[1]).unwrap();
             let both = Arc::new(Barrier::new(2));
             let copying_into = |target: &Array| {
                 let (t, both) = (target.clone(), both.clone());
@@ -298,8 +300,9 @@ fn overlapping_copies_within_one_array_move_like_memmove() {
 fn noop() -> Kernel {
     KernelSpec::new("noop", 1)
         .array::<f32>("x", 1)
-        .cpu(cpu_fn(|_, _| Ok(())), Some(cpu_fn(|_, _| Ok(()))))
+        .declare()
         .unwrap()
+        .with_cpu(cpu_fn(|_, _| Ok(())), Some(cpu_fn(|_, _| Ok(()))))
 }
 
 /// Recording guards dropped out of order: each takes its own launches (a
@@ -308,7 +311,7 @@ fn noop() -> Kernel {
 #[test]
 fn recording_guards_dropped_out_of_order_keep_their_own_launches() {
     let k = noop();
-    let x = Array::zeros(Device::Cpu, f32t(), &[4]).unwrap();
+    let x = Array::zeros_dtype(Device::Cpu, f32t(), &[4]).unwrap();
     let run = || k.launch(4).inputs(&x).device("cpu").run().unwrap();
     let (mut t1, mut t2) = (Tape::new(), Tape::new());
     let g1 = t1.recording();

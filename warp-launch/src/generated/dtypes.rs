@@ -88,8 +88,9 @@ pub enum Kind {
     Transform,
 }
 /// One Warp dtype and its layout. Closed: the only dtypes are the
-/// entries of [`DTYPES`] (found with `DType::by_name` or
-/// `DType::by_cpp`); code outside this crate reads the fields but
+/// entries of [`DTYPES`], each also a constant (`DType::FLOAT32`,
+/// `DType::VEC3F`, ...; `DType::by_name` and `DType::by_cpp` find
+/// them from text); code outside this crate reads the fields but
 /// cannot build one, so every dtype's layout is Warp's.
 #[derive(Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -862,3 +863,141 @@ pub static DTYPES: [DType; 67] = [
         align: 8,
     },
 ];
+/// The dtypes by Warp's name, upper-cased: each points at its entry
+/// of [`DTYPES`].
+impl DType {
+    /// Warp's `bool` (`bool` in generated code, 1 byte).
+    pub const BOOL: &'static DType = &DTYPES[0];
+    /// Warp's `int8` (`wp::int8` in generated code, 1 byte).
+    pub const INT8: &'static DType = &DTYPES[1];
+    /// Warp's `uint8` (`wp::uint8` in generated code, 1 byte).
+    pub const UINT8: &'static DType = &DTYPES[2];
+    /// Warp's `int16` (`wp::int16` in generated code, 2 bytes).
+    pub const INT16: &'static DType = &DTYPES[3];
+    /// Warp's `uint16` (`wp::uint16` in generated code, 2 bytes).
+    pub const UINT16: &'static DType = &DTYPES[4];
+    /// Warp's `int32` (`wp::int32` in generated code, 4 bytes).
+    pub const INT32: &'static DType = &DTYPES[5];
+    /// Warp's `uint32` (`wp::uint32` in generated code, 4 bytes).
+    pub const UINT32: &'static DType = &DTYPES[6];
+    /// Warp's `int64` (`wp::int64` in generated code, 8 bytes).
+    pub const INT64: &'static DType = &DTYPES[7];
+    /// Warp's `uint64` (`wp::uint64` in generated code, 8 bytes).
+    pub const UINT64: &'static DType = &DTYPES[8];
+    /// Warp's `float16` (`wp::float16` in generated code, 2 bytes).
+    pub const FLOAT16: &'static DType = &DTYPES[9];
+    /// Warp's `bfloat16` (`wp::bfloat16` in generated code, 2 bytes).
+    pub const BFLOAT16: &'static DType = &DTYPES[10];
+    /// Warp's `float32` (`wp::float32` in generated code, 4 bytes).
+    pub const FLOAT32: &'static DType = &DTYPES[11];
+    /// Warp's `float64` (`wp::float64` in generated code, 8 bytes).
+    pub const FLOAT64: &'static DType = &DTYPES[12];
+    /// Warp's `vec2b` (`wp::vec_t<2, wp::int8>` in generated code, 2 bytes).
+    pub const VEC2B: &'static DType = &DTYPES[13];
+    /// Warp's `vec2ub` (`wp::vec_t<2, wp::uint8>` in generated code, 2 bytes).
+    pub const VEC2UB: &'static DType = &DTYPES[14];
+    /// Warp's `vec2s` (`wp::vec_t<2, wp::int16>` in generated code, 4 bytes).
+    pub const VEC2S: &'static DType = &DTYPES[15];
+    /// Warp's `vec2us` (`wp::vec_t<2, wp::uint16>` in generated code, 4 bytes).
+    pub const VEC2US: &'static DType = &DTYPES[16];
+    /// Warp's `vec2i` (`wp::vec_t<2, wp::int32>` in generated code, 8 bytes).
+    pub const VEC2I: &'static DType = &DTYPES[17];
+    /// Warp's `vec2ui` (`wp::vec_t<2, wp::uint32>` in generated code, 8 bytes).
+    pub const VEC2UI: &'static DType = &DTYPES[18];
+    /// Warp's `vec2l` (`wp::vec_t<2, wp::int64>` in generated code, 16 bytes).
+    pub const VEC2L: &'static DType = &DTYPES[19];
+    /// Warp's `vec2ul` (`wp::vec_t<2, wp::uint64>` in generated code, 16 bytes).
+    pub const VEC2UL: &'static DType = &DTYPES[20];
+    /// Warp's `vec2h` (`wp::vec_t<2, wp::float16>` in generated code, 4 bytes).
+    pub const VEC2H: &'static DType = &DTYPES[21];
+    /// Warp's `vec2f` (`wp::vec_t<2, wp::float32>` in generated code, 8 bytes).
+    pub const VEC2F: &'static DType = &DTYPES[22];
+    /// Warp's `vec2d` (`wp::vec_t<2, wp::float64>` in generated code, 16 bytes).
+    pub const VEC2D: &'static DType = &DTYPES[23];
+    /// Warp's `vec3b` (`wp::vec_t<3, wp::int8>` in generated code, 3 bytes).
+    pub const VEC3B: &'static DType = &DTYPES[24];
+    /// Warp's `vec3ub` (`wp::vec_t<3, wp::uint8>` in generated code, 3 bytes).
+    pub const VEC3UB: &'static DType = &DTYPES[25];
+    /// Warp's `vec3s` (`wp::vec_t<3, wp::int16>` in generated code, 6 bytes).
+    pub const VEC3S: &'static DType = &DTYPES[26];
+    /// Warp's `vec3us` (`wp::vec_t<3, wp::uint16>` in generated code, 6 bytes).
+    pub const VEC3US: &'static DType = &DTYPES[27];
+    /// Warp's `vec3i` (`wp::vec_t<3, wp::int32>` in generated code, 12 bytes).
+    pub const VEC3I: &'static DType = &DTYPES[28];
+    /// Warp's `vec3ui` (`wp::vec_t<3, wp::uint32>` in generated code, 12 bytes).
+    pub const VEC3UI: &'static DType = &DTYPES[29];
+    /// Warp's `vec3l` (`wp::vec_t<3, wp::int64>` in generated code, 24 bytes).
+    pub const VEC3L: &'static DType = &DTYPES[30];
+    /// Warp's `vec3ul` (`wp::vec_t<3, wp::uint64>` in generated code, 24 bytes).
+    pub const VEC3UL: &'static DType = &DTYPES[31];
+    /// Warp's `vec3h` (`wp::vec_t<3, wp::float16>` in generated code, 6 bytes).
+    pub const VEC3H: &'static DType = &DTYPES[32];
+    /// Warp's `vec3f` (`wp::vec_t<3, wp::float32>` in generated code, 12 bytes).
+    pub const VEC3F: &'static DType = &DTYPES[33];
+    /// Warp's `vec3d` (`wp::vec_t<3, wp::float64>` in generated code, 24 bytes).
+    pub const VEC3D: &'static DType = &DTYPES[34];
+    /// Warp's `vec4b` (`wp::vec_t<4, wp::int8>` in generated code, 4 bytes).
+    pub const VEC4B: &'static DType = &DTYPES[35];
+    /// Warp's `vec4ub` (`wp::vec_t<4, wp::uint8>` in generated code, 4 bytes).
+    pub const VEC4UB: &'static DType = &DTYPES[36];
+    /// Warp's `vec4s` (`wp::vec_t<4, wp::int16>` in generated code, 8 bytes).
+    pub const VEC4S: &'static DType = &DTYPES[37];
+    /// Warp's `vec4us` (`wp::vec_t<4, wp::uint16>` in generated code, 8 bytes).
+    pub const VEC4US: &'static DType = &DTYPES[38];
+    /// Warp's `vec4i` (`wp::vec_t<4, wp::int32>` in generated code, 16 bytes).
+    pub const VEC4I: &'static DType = &DTYPES[39];
+    /// Warp's `vec4ui` (`wp::vec_t<4, wp::uint32>` in generated code, 16 bytes).
+    pub const VEC4UI: &'static DType = &DTYPES[40];
+    /// Warp's `vec4l` (`wp::vec_t<4, wp::int64>` in generated code, 32 bytes).
+    pub const VEC4L: &'static DType = &DTYPES[41];
+    /// Warp's `vec4ul` (`wp::vec_t<4, wp::uint64>` in generated code, 32 bytes).
+    pub const VEC4UL: &'static DType = &DTYPES[42];
+    /// Warp's `vec4h` (`wp::vec_t<4, wp::float16>` in generated code, 8 bytes).
+    pub const VEC4H: &'static DType = &DTYPES[43];
+    /// Warp's `vec4f` (`wp::vec_t<4, wp::float32>` in generated code, 16 bytes).
+    pub const VEC4F: &'static DType = &DTYPES[44];
+    /// Warp's `vec4d` (`wp::vec_t<4, wp::float64>` in generated code, 32 bytes).
+    pub const VEC4D: &'static DType = &DTYPES[45];
+    /// Warp's `spatial_vectorh` (`wp::vec_t<6, wp::float16>` in generated code, 12 bytes).
+    pub const SPATIAL_VECTORH: &'static DType = &DTYPES[46];
+    /// Warp's `spatial_vectorf` (`wp::vec_t<6, wp::float32>` in generated code, 24 bytes).
+    pub const SPATIAL_VECTORF: &'static DType = &DTYPES[47];
+    /// Warp's `spatial_vectord` (`wp::vec_t<6, wp::float64>` in generated code, 48 bytes).
+    pub const SPATIAL_VECTORD: &'static DType = &DTYPES[48];
+    /// Warp's `mat22h` (`wp::mat_t<2, 2, wp::float16>` in generated code, 8 bytes).
+    pub const MAT22H: &'static DType = &DTYPES[49];
+    /// Warp's `mat22f` (`wp::mat_t<2, 2, wp::float32>` in generated code, 16 bytes).
+    pub const MAT22F: &'static DType = &DTYPES[50];
+    /// Warp's `mat22d` (`wp::mat_t<2, 2, wp::float64>` in generated code, 32 bytes).
+    pub const MAT22D: &'static DType = &DTYPES[51];
+    /// Warp's `mat33h` (`wp::mat_t<3, 3, wp::float16>` in generated code, 18 bytes).
+    pub const MAT33H: &'static DType = &DTYPES[52];
+    /// Warp's `mat33f` (`wp::mat_t<3, 3, wp::float32>` in generated code, 36 bytes).
+    pub const MAT33F: &'static DType = &DTYPES[53];
+    /// Warp's `mat33d` (`wp::mat_t<3, 3, wp::float64>` in generated code, 72 bytes).
+    pub const MAT33D: &'static DType = &DTYPES[54];
+    /// Warp's `mat44h` (`wp::mat_t<4, 4, wp::float16>` in generated code, 32 bytes).
+    pub const MAT44H: &'static DType = &DTYPES[55];
+    /// Warp's `mat44f` (`wp::mat_t<4, 4, wp::float32>` in generated code, 64 bytes).
+    pub const MAT44F: &'static DType = &DTYPES[56];
+    /// Warp's `mat44d` (`wp::mat_t<4, 4, wp::float64>` in generated code, 128 bytes).
+    pub const MAT44D: &'static DType = &DTYPES[57];
+    /// Warp's `spatial_matrixh` (`wp::mat_t<6, 6, wp::float16>` in generated code, 72 bytes).
+    pub const SPATIAL_MATRIXH: &'static DType = &DTYPES[58];
+    /// Warp's `spatial_matrixf` (`wp::mat_t<6, 6, wp::float32>` in generated code, 144 bytes).
+    pub const SPATIAL_MATRIXF: &'static DType = &DTYPES[59];
+    /// Warp's `spatial_matrixd` (`wp::mat_t<6, 6, wp::float64>` in generated code, 288 bytes).
+    pub const SPATIAL_MATRIXD: &'static DType = &DTYPES[60];
+    /// Warp's `quath` (`wp::quat_t<wp::float16>` in generated code, 8 bytes).
+    pub const QUATH: &'static DType = &DTYPES[61];
+    /// Warp's `quatf` (`wp::quat_t<wp::float32>` in generated code, 16 bytes).
+    pub const QUATF: &'static DType = &DTYPES[62];
+    /// Warp's `quatd` (`wp::quat_t<wp::float64>` in generated code, 32 bytes).
+    pub const QUATD: &'static DType = &DTYPES[63];
+    /// Warp's `transformh` (`wp::transform_t<wp::float16>` in generated code, 14 bytes).
+    pub const TRANSFORMH: &'static DType = &DTYPES[64];
+    /// Warp's `transformf` (`wp::transform_t<wp::float32>` in generated code, 28 bytes).
+    pub const TRANSFORMF: &'static DType = &DTYPES[65];
+    /// Warp's `transformd` (`wp::transform_t<wp::float64>` in generated code, 56 bytes).
+    pub const TRANSFORMD: &'static DType = &DTYPES[66];
+}

@@ -3,7 +3,7 @@
 use warp_launch::{KernelSpec, cpu_fn};
 
 fn main() {
-    let _k = KernelSpec::new("k", 1).array::<f32>("x", 1).cpu(
+    let _k = KernelSpec::new("k", 1).array::<f32>("x", 1).declare().unwrap().with_cpu(
         cpu_fn(|_, args| {
             let x = args.array::<f32>(0)?;
             std::thread::spawn(move || x.set(0, 1.0));

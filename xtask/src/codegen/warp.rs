@@ -181,6 +181,18 @@ pub fn rust_dtypes(abi: &WarpAbi) -> Result<TokenStream> {
     let mut name_arms = Vec::new();
     let mut size_arms = Vec::new();
     let mut entries = Vec::new();
+    // One associated constant per dtype (`DType::FLOAT32`), pointing into
+    // the table, so a constant and a lookup give the same address.
+    let mut consts = Vec::new();
+    let mut push_const = |name: &str, cpp: &str, size: usize| {
+        let id = format_ident!("{}", name.to_uppercase());
+        let index = Literal::usize_unsuffixed(consts.len());
+        let doc = format!(
+            " Warp's `{name}` (`{cpp}` in generated code, {size} byte{}).",
+            if size == 1 { "" } else { "s" }
+        );
+        consts.push(quote! { #[doc = #doc] pub const #id: &'static DType = &DTYPES[#index]; });
+    };
     let variant_of = |scalar: &str| {
         abi.scalars
             .iter()
@@ -203,12 +215,14 @@ pub fn rust_dtypes(abi: &WarpAbi) -> Result<TokenStream> {
         name_arms.push(quote! { Scalar::#v => #name, });
         size_arms.push(quote! { Scalar::#v => #size, });
         let aliases = s.all_aliases();
+        push_const(name, &s.cpp, s.size);
         entries.push(dtype_entry(
             name, &s.cpp, &aliases, "Scalar", &v, 1, 1, s.size, s.align,
         ));
     }
     for c in &abi.composites {
         let v = variant_of(&c.scalar)?;
+        push_const(&c.name.value, &c.cpp, c.size);
         entries.push(dtype_entry(
             &c.name.value,
             &c.cpp,
@@ -265,8 +279,9 @@ pub fn rust_dtypes(abi: &WarpAbi) -> Result<TokenStream> {
         }
 
         /// One Warp dtype and its layout. Closed: the only dtypes are the
-        /// entries of [`DTYPES`] (found with `DType::by_name` or
-        /// `DType::by_cpp`); code outside this crate reads the fields but
+        /// entries of [`DTYPES`], each also a constant (`DType::FLOAT32`,
+        /// `DType::VEC3F`, ...; `DType::by_name` and `DType::by_cpp` find
+        /// them from text); code outside this crate reads the fields but
         /// cannot build one, so every dtype's layout is Warp's.
         #[derive(Debug, PartialEq, Eq, Hash)]
         #[non_exhaustive]
@@ -294,6 +309,10 @@ pub fn rust_dtypes(abi: &WarpAbi) -> Result<TokenStream> {
 
         /// Every Warp dtype, scalars first, in the order of `specs/warp/abi.yaml`.
         pub static DTYPES: [DType; #count] = [ #(#entries)* ];
+
+        /// The dtypes by Warp's name, upper-cased: each points at its entry
+        /// of [`DTYPES`].
+        impl DType { #(#consts)* }
     })
 }
 
