@@ -188,7 +188,7 @@ impl Function {
     }
 
     /// Refuses a context other than a module function's own, before any driver call.
-    fn check_context(&self, ctx: &Context) -> Result<()> {
+    pub(crate) fn check_context(&self, ctx: &Context) -> Result<()> {
         match &self.home {
             Some(home) if home != ctx => Err(LaunchError::ContextMismatch {
                 kernel: self.name.clone(),
@@ -432,6 +432,7 @@ impl Function {
         params: *mut *mut c_void,
         cooperative: bool,
     ) -> Result<()> {
+        stream.refuse_if_capturing(|| format!("launch of '{}'", self.name))?;
         check_nonzero(&self.name, cfg)?;
         let ctx = stream.context();
         self.check_context(ctx)?;
