@@ -697,7 +697,10 @@ impl<'a> ArgBlock<'a> {
     /// # Safety
     ///
     /// The bytes must be a valid value of the parameter's C type, and any
-    /// device addresses inside must stay valid for every launch of the block.
+    /// device addresses inside must stay valid for every launch of the block
+    /// and, when the block is launched into a graph ([`crate::Capture::launch`],
+    /// [`crate::GraphExec::update_kernel`]), for as long as the graph or
+    /// executable graph holding the copy may run.
     pub unsafe fn set_bytes(&mut self, index: usize, bytes: &[u8]) -> Result<&mut Self> {
         self.check_index(index)?;
         let slot = self.decl.layout[index];

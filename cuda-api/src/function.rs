@@ -418,7 +418,9 @@ impl Function {
     /// of the crate, plain or cooperative. Checks run cheapest first: zero
     /// extents and the function's context before any driver query, then the
     /// device's and the function's limits (cached), then, for a cooperative
-    /// launch, occupancy times SMs (cached).
+    /// launch, occupancy times SMs (cached). A stream being captured into a
+    /// graph ([`Stream::capture`]) is refused: launch into a graph through
+    /// its [`Capture`](crate::Capture).
     ///
     /// # Safety
     ///
