@@ -439,56 +439,38 @@ impl DynKernel {
         self.launch_impl(stream, &cfg, args, true)
     }
 
-    /// The parameters of a CUDA graph kernel node that runs this kernel in
-    /// `ctx` with `cfg` and `args`, checked as a launch is (the block is this
-    /// kernel's and complete; no zero dimension; the block and shared memory
-    /// within the function's and the device's limits). For
-    /// `cuGraphAddKernelNode` or `cuGraphExecKernelNodeSetParams`: the
-    /// result points into `args`' storage, so `args` must outlive its use
-    /// and not be changed in between.
-    pub fn kernel_node_params(
+    /// Checks a graph kernel node that runs this kernel in `ctx` with `cfg`
+    /// and `args` as a launch is checked: the block is this kernel's and
+    /// complete, the declared bounds hold, no zero dimension, the block and
+    /// shared memory within the function's and the device's limits, the
+    /// function and every device buffer of `ctx`.
+    pub(crate) fn check_node(
         &self,
         ctx: &Context,
         cfg: &LaunchConfig,
         args: &ArgBlock<'_>,
-    ) -> Result<cuda_sys::CUDA_KERNEL_NODE_PARAMS> {
+    ) -> Result<()> {
         args.ready_for(&self.decl)?;
+        if self.decl.has_bounds() {
+            // SAFETY: every parameter is set (checked above), so each pointer
+            // addresses a value of the declared type.
+            unsafe { self.decl.check_bounds(cfg, &args.lens, &args.ptrs) }?;
+        }
         check_nonzero(&self.decl.name, cfg)?;
+        self.func.check_context(ctx)?;
         let device = ctx.device().limits()?;
         let limits = self.func.limits(ctx)?;
         check_shape(&self.decl.name, device, &limits, cfg)?;
-        let handle = self.func.launch_handle();
-        let library = self.func.home_context().is_none();
-        Ok(cuda_sys::CUDA_KERNEL_NODE_PARAMS {
-            func: if library {
-                std::ptr::null_mut()
-            } else {
-                handle
-            },
-            gridDimX: cfg.grid.x,
-            gridDimY: cfg.grid.y,
-            gridDimZ: cfg.grid.z,
-            blockDimX: cfg.block.x,
-            blockDimY: cfg.block.y,
-            blockDimZ: cfg.block.z,
-            sharedMemBytes: cfg.shared_mem_bytes,
-            kernelParams: args.ptrs.as_ptr().cast_mut(),
-            extra: std::ptr::null_mut(),
-            kern: if library {
-                handle.cast()
-            } else {
-                std::ptr::null_mut()
-            },
-            ctx: if library {
-                ctx.raw()
-            } else {
-                std::ptr::null_mut()
-            },
-        })
+        for (i, b) in args.uses.iter().enumerate() {
+            if let Some(b) = b {
+                b.enter(&self.decl.name, i, ctx)?;
+            }
+        }
+        Ok(())
     }
 
     #[inline]
-    fn launch_impl(
+    pub(crate) fn launch_impl(
         &self,
         stream: &Stream,
         cfg: &LaunchConfig,
@@ -516,6 +498,25 @@ impl DynKernel {
             self.func
                 .launch_raw(stream, cfg, args.ptrs.as_ptr().cast_mut(), cooperative)
         }
+    }
+}
+
+/// A copy of an [`ArgBlock`]'s parameter space with the pointers the driver
+/// reads (`kernelParams`), for a graph node: the pointers address the
+/// copy's own heap storage, which moves with it.
+pub(crate) struct ParamCopy {
+    storage: Box<[u128]>,
+    ptrs: Box<[*mut c_void]>,
+}
+
+// SAFETY: the pointers address the copy's own heap storage, which moves with it.
+unsafe impl Send for ParamCopy {}
+
+impl ParamCopy {
+    /// The pointer array, for `CUDA_KERNEL_NODE_PARAMS::kernelParams`.
+    pub(crate) fn ptrs(&mut self) -> *mut *mut c_void {
+        let _ = &self.storage;
+        self.ptrs.as_mut_ptr()
     }
 }
 
@@ -696,7 +697,10 @@ impl<'a> ArgBlock<'a> {
     /// # Safety
     ///
     /// The bytes must be a valid value of the parameter's C type, and any
-    /// device addresses inside must stay valid for every launch of the block.
+    /// device addresses inside must stay valid for every launch of the block
+    /// and, when the block is launched into a graph ([`crate::Capture::launch`],
+    /// [`crate::GraphExec::update_kernel`]), for as long as the graph or
+    /// executable graph holding the copy may run.
     pub unsafe fn set_bytes(&mut self, index: usize, bytes: &[u8]) -> Result<&mut Self> {
         self.check_index(index)?;
         let slot = self.decl.layout[index];
@@ -729,6 +733,26 @@ impl<'a> ArgBlock<'a> {
                 slot.size,
             )
         })
+    }
+
+    /// The allocations behind the block's buffer arguments.
+    pub(crate) fn allocations(&self) -> impl Iterator<Item = &'a crate::memory::Allocation> + '_ {
+        self.uses.iter().filter_map(|b| b.and_then(|b| b.alloc))
+    }
+
+    /// A copy of the parameter space, and one pointer per parameter into
+    /// the copy (the `kernelParams` array the driver reads).
+    pub(crate) fn copy_params(&self) -> ParamCopy {
+        let mut storage = self.storage.clone();
+        let base = storage.as_mut_ptr().cast::<u8>();
+        let ptrs = self
+            .decl
+            .layout
+            .iter()
+            // SAFETY: every slot lies inside the storage (offset + size <= space).
+            .map(|s| unsafe { base.add(s.offset) }.cast::<c_void>())
+            .collect();
+        ParamCopy { storage, ptrs }
     }
 
     fn ready_for(&self, decl: &Arc<Decl>) -> Result<()> {

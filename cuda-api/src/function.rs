@@ -188,7 +188,7 @@ impl Function {
     }
 
     /// Refuses a context other than a module function's own, before any driver call.
-    fn check_context(&self, ctx: &Context) -> Result<()> {
+    pub(crate) fn check_context(&self, ctx: &Context) -> Result<()> {
         match &self.home {
             Some(home) if home != ctx => Err(LaunchError::ContextMismatch {
                 kernel: self.name.clone(),
@@ -418,7 +418,9 @@ impl Function {
     /// of the crate, plain or cooperative. Checks run cheapest first: zero
     /// extents and the function's context before any driver query, then the
     /// device's and the function's limits (cached), then, for a cooperative
-    /// launch, occupancy times SMs (cached).
+    /// launch, occupancy times SMs (cached). A stream being captured into a
+    /// graph ([`Stream::capture`]) is refused: launch into a graph through
+    /// its [`Capture`](crate::Capture).
     ///
     /// # Safety
     ///
@@ -432,6 +434,7 @@ impl Function {
         params: *mut *mut c_void,
         cooperative: bool,
     ) -> Result<()> {
+        stream.refuse_if_capturing(|| format!("launch of '{}'", self.name))?;
         check_nonzero(&self.name, cfg)?;
         let ctx = stream.context();
         self.check_context(ctx)?;

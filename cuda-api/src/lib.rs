@@ -12,7 +12,9 @@
 //!   [`Event`], memory ([`Allocation`], [`DeviceBuffer`] in device,
 //!   page-locked or managed memory, asynchronous copies in a [`Scope`]),
 //!   [`Module`], [`Library`], [`Function`], typed [`Kernel`]s and run-time
-//!   [`DynKernel`]s with [`ArgBlock`]s.
+//!   [`DynKernel`]s with [`ArgBlock`]s, and CUDA [`Graph`]s captured from a
+//!   stream ([`Stream::capture`]), instantiated ([`GraphExec`]) and updated
+//!   in place with the checks of a launch.
 //!
 //! # The safety contract
 //!
@@ -96,6 +98,7 @@ pub mod error;
 pub mod function;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod graph;
 pub mod image;
 pub mod kernel;
 pub mod launch;
@@ -112,6 +115,7 @@ pub use device::{Device, driver_version, init};
 pub use error::{DriverError, Error, Result, SignatureError};
 pub use function::Function;
 pub use generated::driver;
+pub use graph::{Capture, CaptureMode, Condition, Graph, GraphExec, GraphNode, KernelNode};
 pub use image::{ImageError, ImageKind};
 pub use kernel::{BufferUse, Kernel, KernelArg, KernelArgs, KernelSignature, MAX_TYPED_PARAMS};
 pub use launch::{DeviceLimits, Dim3, FunctionLimits, LaunchConfig, LaunchError};

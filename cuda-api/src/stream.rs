@@ -2,18 +2,23 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use cuda_sys::{CUevent, CUevent_flags, CUstream, CUstream_flags};
 
 use crate::context::Context;
 use crate::driver;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::memory::Scope;
 
 struct StreamInner {
     raw: CUstream,
     ctx: Context,
     owned: bool,
+    /// Set while [`Stream::capture`] captures this stream into a graph: work
+    /// queued through this handle (and its clones) would be captured with
+    /// borrows that end before the graph does, so it is refused meanwhile.
+    capturing: AtomicBool,
     /// Keeps a borrowed stream's owner (e.g. a cudarc stream) alive.
     _keep: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
@@ -66,6 +71,7 @@ impl Stream {
                 raw,
                 ctx: ctx.clone(),
                 owned,
+                capturing: AtomicBool::new(false),
                 _keep: keep,
             }),
         }
@@ -105,6 +111,47 @@ impl Stream {
         Self::wrap(raw, ctx, false, Some(owner))
     }
 
+    /// A second handle on the same driver stream with its own capture flag,
+    /// keeping `self` alive: the one through which a graph capture queues
+    /// work while `self` (and its clones) refuse it.
+    pub(crate) fn alias(&self) -> Stream {
+        Self::wrap(
+            self.inner.raw,
+            &self.inner.ctx,
+            false,
+            Some(Arc::new(self.clone())),
+        )
+    }
+
+    /// Marks the stream as capturing (`true`) or not; `false` when it
+    /// already was in the state asked for.
+    pub(crate) fn set_capturing(&self, on: bool) -> bool {
+        self.inner
+            .capturing
+            .compare_exchange(!on, on, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Whether [`Stream::capture`] is capturing this stream into a graph.
+    #[inline]
+    pub fn is_capturing(&self) -> bool {
+        self.inner.capturing.load(Ordering::Relaxed)
+    }
+
+    /// Refuses work queued through this handle while it is being captured
+    /// (see [`Stream::capture`]).
+    #[inline]
+    pub(crate) fn refuse_if_capturing(&self, call: impl FnOnce() -> String) -> Result<()> {
+        if self.is_capturing() {
+            return Err(Error::invalid_argument(
+                call(),
+                "stream",
+                "the stream is being captured into a graph (Stream::capture); queue the work through the Capture the closure receives, which ties its buffers to the graph".into(),
+            ));
+        }
+        Ok(())
+    }
+
     /// The raw handle.
     #[inline]
     pub fn raw(&self) -> CUstream {
@@ -138,7 +185,15 @@ impl Stream {
     /// the stream before returning (also when `f` fails or panics), so no
     /// copy can outlive the host memory it reads or writes. The result is
     /// `f`'s, or the synchronisation's error.
+    ///
+    /// # Errors
+    ///
+    /// `f`'s error; a failed synchronisation; [`Error::InvalidArgument`]
+    /// while the stream is being captured ([`Stream::capture`]): a copy
+    /// captured into a graph would read or write host memory after the
+    /// scope has ended.
     pub fn scope<'env, R>(&self, f: impl FnOnce(&Scope<'_, 'env>) -> Result<R>) -> Result<R> {
+        self.refuse_if_capturing(|| "Stream::scope".into())?;
         let scope = Scope::new(self);
         let r = f(&scope);
         let synced = scope.finish();
@@ -171,7 +226,15 @@ impl Event {
     }
 
     /// Records the event at the current end of `stream`.
+    ///
+    /// # Errors
+    ///
+    /// A driver error; [`Error::InvalidArgument`] while `stream` is being
+    /// captured ([`Stream::capture`]): another stream waiting for such an
+    /// event would join the capture, and its work would escape the checks
+    /// that tie a graph to its buffers.
     pub fn record(&self, stream: &Stream) -> Result<()> {
+        stream.refuse_if_capturing(|| "Event::record".into())?;
         self.ctx.bind()?;
         // SAFETY: the event and the stream are alive while borrowed; the
         // event's context is current.

@@ -666,20 +666,18 @@ impl Launch {
         }
     }
 
-    /// The parameters of a graph kernel node running this launch in `ctx`.
-    pub(crate) fn kernel_node_params(
+    /// What a CUDA graph node running this launch needs: the kernel, the
+    /// configuration, the argument block and whether it is cooperative.
+    pub(crate) fn graph_parts(
         &self,
-        ctx: &cuda_api::Context,
-    ) -> Result<cuda_api::sys::CUDA_KERNEL_NODE_PARAMS> {
+    ) -> Result<(&cuda_api::DynKernel, LaunchConfig, &ArgBlock<'static>, bool)> {
         let Some(block) = &self.block else {
             return Err(Error::CpuGraphNode {
                 kernel: self.kernel.name().to_string(),
             });
         };
-        Ok(self
-            .kernel
-            .cuda(self.opts.pass)?
-            .kernel_node_params(ctx, &self.cfg, block)?)
+        let k = self.kernel.cuda(self.opts.pass)?;
+        Ok((k, self.cfg, block, self.opts.cooperative))
     }
 
     /// The same launch for the backward kernel, with `adjoints` (one per

@@ -212,14 +212,6 @@ pub enum Error {
     },
     /// The legacy default stream given to a graph capture.
     DefaultStreamCapture,
-    /// A capture where the driver reports another number of new nodes
-    /// than the one launch added.
-    CaptureNodes {
-        /// Nodes the driver reports.
-        count: usize,
-        /// The capture status it reports.
-        status: String,
-    },
     /// A launch index a graph does not have.
     NoSuchLaunch {
         /// The call.
@@ -250,7 +242,7 @@ pub enum Error {
         index: usize,
         /// Its kernel.
         kernel: String,
-        /// The driver's error.
+        /// Why cuda-api refused the update (its checks or the driver).
         error: Box<cuda_api::Error>,
     },
     /// A Warp-generated source or `.meta` file this crate cannot read.
@@ -600,10 +592,6 @@ impl fmt::Display for Error {
             Error::DefaultStreamCapture => f.write_str(
                 "Graph::capture: the legacy default stream cannot be captured; use Stream::new",
             ),
-            Error::CaptureNodes { count, status } => write!(
-                f,
-                "Graph::capture: expected one new node on the capturing stream, the driver reports {count} (status {status})"
-            ),
             Error::NoSuchLaunch { call, index, count } => write!(
                 f,
                 "{call}: the graph has {count} launches, so there is no launch {index}; use an index below {count}"
@@ -622,7 +610,7 @@ impl fmt::Display for Error {
                 error,
             } => write!(
                 f,
-                "Graph::update: the driver refused to update launch {index} ('{kernel}') in place ({error}); re-capture the graph"
+                "Graph::update: launch {index} ('{kernel}') cannot be updated in place: {error}; fix the new arguments or re-capture the graph"
             ),
             Error::Source {
                 file,

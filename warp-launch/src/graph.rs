@@ -1,19 +1,21 @@
 //! CUDA graphs of [`Launch`]es: a sequence of launches captured on a stream
-//! into a graph and instantiated; replayed with one `cuGraphLaunch`; and a
-//! launch's parameters updated in the instantiated graph
-//! (`cuGraphExecKernelNodeSetParams`) without capturing again.
+//! into a graph and instantiated; replayed with one graph launch; and a
+//! launch's parameters updated in the instantiated graph without capturing
+//! again. Built on cuda-api's safe graphs ([`cuda_api::Stream::capture`],
+//! [`cuda_api::GraphExec`]), which check each node like a launch.
 //!
-//! The driver updates a kernel node in place when the function and context
-//! stay the same; grid, block, shared memory and every argument may change.
+//! The driver updates a kernel node in place when the function's context
+//! stays the same; grid, block, shared memory and every argument may change.
 //! It refuses other changes, and [`Graph::update`] then says so and leaves
 //! the graph as it was (re-capture to change the function).
+//!
+//! The launches' argument blocks hold the device addresses of their arrays;
+//! the graph keeps the launches (and so the arrays) alive for as long as its
+//! executable graph, which it releases first.
 
 use std::fmt;
 
-use cuda_api::sys::{
-    CUgraph, CUgraphExec, CUgraphNode, CUstreamCaptureMode, CUstreamCaptureStatus,
-};
-use cuda_api::{Context, Stream};
+use cuda_api::{CaptureMode, GraphExec, GraphNode, Stream};
 
 use crate::command::Launch;
 use crate::device::Device;
@@ -22,22 +24,19 @@ use crate::error::{Error, Result};
 /// An instantiated CUDA graph of launches, which it owns (their arrays stay
 /// alive as long as the graph).
 pub struct Graph {
-    graph: CUgraph,
-    exec: CUgraphExec,
-    nodes: Vec<Option<CUgraphNode>>,
+    // Field order is drop order: the executable graph and the graph go
+    // before the launches whose arrays they use.
+    exec: GraphExec<'static>,
+    graph: cuda_api::Graph<'static>,
+    nodes: Vec<Option<GraphNode>>,
     launches: Vec<Launch>,
-    ctx: Context,
 }
-
-// SAFETY: graph handles may be used from any thread; `&mut self` methods
-// serialise updates.
-unsafe impl Send for Graph {}
 
 impl fmt::Debug for Graph {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Graph")
             .field("launches", &self.launches.len())
-            .field("context", &self.ctx)
+            .field("context", self.graph.context())
             .finish()
     }
 }
@@ -47,8 +46,7 @@ impl Graph {
     /// legacy default stream, of the launches' device) into a graph and
     /// instantiates it. Launches of size 0 add no node.
     pub fn capture(stream: &Stream, launches: Vec<Launch>) -> Result<Graph> {
-        let ctx = stream.context().clone();
-        let device = Device::from(ctx.device());
+        let device = Device::from(stream.context().device());
         if stream.raw().is_null() {
             return Err(Error::DefaultStreamCapture);
         }
@@ -59,79 +57,45 @@ impl Graph {
                 device: l.device(),
             });
         }
-        ctx.bind()?;
-        // SAFETY: `stream` is borrowed, so its handle is live, and it is a
-        // stream of `ctx`, which is current.
-        unsafe {
-            cuda_api::driver::stream_begin_capture(
-                stream.raw(),
-                CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
-            )
-        }?;
         let mut nodes = Vec::with_capacity(launches.len());
-        let mut failed = None;
-        for l in &launches {
-            if l.plan().size == 0 {
-                nodes.push(None);
-                continue;
-            }
-            if let Err(e) = l.launch_on(stream) {
-                failed = Some(e);
-                break;
-            }
-            match last_node(stream) {
-                Ok(n) => nodes.push(Some(n)),
-                Err(e) => {
-                    failed = Some(e);
-                    break;
+        let graph = stream.capture(CaptureMode::ThreadLocal, |c| -> Result<()> {
+            for l in &launches {
+                if l.plan().size == 0 {
+                    nodes.push(None);
+                    continue;
                 }
+                let (kernel, cfg, block, cooperative) = l.graph_parts()?;
+                let node = if cooperative {
+                    c.launch_cooperative(kernel, cfg, block)?
+                } else {
+                    c.launch(kernel, cfg, block)?
+                };
+                nodes.push(Some(node));
             }
-        }
-        // SAFETY: as above; the capture begun there ends here.
-        let graph = unsafe { cuda_api::driver::stream_end_capture(stream.raw()) };
-        if let Some(e) = failed {
-            if let Ok(g) = graph {
-                // SAFETY: the graph was just made by the capture and is not used again.
-                let _ = unsafe { cuda_api::driver::graph_destroy(g) };
-            }
-            return Err(e);
-        }
-        let graph = graph?;
-        // SAFETY: `graph` was just made by the capture and is destroyed only
-        // with the returned `Graph` (or below).
-        let exec = match unsafe { cuda_api::driver::graph_instantiate(graph, 0) } {
-            Ok(x) => x,
-            Err(e) => {
-                // SAFETY: as above.
-                let _ = unsafe { cuda_api::driver::graph_destroy(graph) };
-                return Err(e.into());
-            }
-        };
+            Ok(())
+        })?;
+        let exec = graph.instantiate()?;
         Ok(Graph {
-            graph,
             exec,
+            graph,
             nodes,
             launches,
-            ctx,
         })
     }
 
     /// Runs the whole graph on `stream` (of the graph's context).
     pub fn launch(&self, stream: &Stream) -> Result<()> {
-        if stream.context() != &self.ctx {
+        if stream.context() != self.graph.context() {
             return Err(Error::StreamContext {
                 launch: "Graph::launch".into(),
                 stream: stream.context().to_string(),
-                expected: self.ctx.to_string(),
+                expected: self.graph.context().to_string(),
             });
         }
-        self.ctx.bind()?;
         for l in &self.launches {
             l.note_uses();
         }
-        // SAFETY: `self.exec` lives as long as `self`; `stream` is borrowed and
-        // belongs to the graph's context (checked above), which is current.
-        Ok(unsafe { cuda_api::driver::graph_launch(self.exec, stream.raw()) }?)
+        Ok(self.exec.launch(stream)?)
     }
 
     /// The launches, in capture order.
@@ -170,48 +134,17 @@ impl Graph {
                 kernel: changed.kernel().name().to_string(),
             });
         }
-        let params = changed.kernel_node_params(&self.ctx)?;
-        self.ctx.bind()?;
-        // SAFETY: `exec` and `node` are live handles of this graph; the
-        // parameters point into `changed`'s argument block, which the graph
-        // keeps (below) for as long as the node may run.
-        unsafe { cuda_api::driver::graph_exec_kernel_node_set_params(self.exec, node, &params) }
+        let (kernel, cfg, block, _) = changed.graph_parts()?;
+        self.exec
+            .update_kernel(&node, kernel, cfg, block)
             .map_err(|error| Error::GraphUpdate {
                 index,
                 kernel: changed.kernel().name().to_string(),
                 error: Box::new(error),
             })?;
+        // The executable graph holds a copy of `changed`'s arguments, whose
+        // arrays `changed` keeps alive from here on.
         self.launches[index] = changed;
         Ok(())
-    }
-}
-
-/// The node a launch just added to a capturing stream: the stream's only
-/// current dependency.
-fn last_node(stream: &Stream) -> Result<CUgraphNode> {
-    let mut deps: *const CUgraphNode = std::ptr::null();
-    let mut edges: *const cuda_api::sys::CUgraphEdgeData = std::ptr::null();
-    // SAFETY: a live stream; the driver writes pointers to its own arrays,
-    // valid until the next capture call on the stream; we read one element.
-    let (status, _, _, n) =
-        unsafe { cuda_api::driver::stream_get_capture_info(stream.raw(), &mut deps, &mut edges) }?;
-    if status != CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE || n != 1 || deps.is_null()
-    {
-        return Err(Error::CaptureNodes {
-            count: n,
-            status: format!("{status:?}"),
-        });
-    }
-    // SAFETY: n == 1 and the pointer is non-null.
-    Ok(unsafe { *deps })
-}
-
-impl Drop for Graph {
-    fn drop(&mut self) {
-        // SAFETY: we own both handles and release them once.
-        unsafe {
-            let _ = cuda_api::driver::graph_exec_destroy(self.exec);
-            let _ = cuda_api::driver::graph_destroy(self.graph);
-        }
     }
 }
