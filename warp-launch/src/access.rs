@@ -20,51 +20,15 @@
 use std::collections::HashSet;
 use std::sync::Mutex;
 
-use cuda_api::sys::{CUdeviceptr, CUpointer_attribute};
+use cuda_api::MemoryType;
 
 use crate::array::Array;
 use crate::device::{AccessMode, Device};
 use crate::error::{Error, Result};
 use crate::storage::Memory;
 
-/// Where the driver says an allocation lives (`cuPointerGetAttributes`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Location {
-    /// `CUmemorytype`: 1 host, 2 device, 3 array, 4 unified; 0 when the
-    /// driver does not know the address.
-    pub memory_type: u32,
-    /// Ordinal of the device the allocation belongs to.
-    pub device: i32,
-    /// Whether it is managed memory.
-    pub managed: bool,
-}
-
-/// Asks the driver where `address` lives.
-pub(crate) fn locate(address: CUdeviceptr) -> Result<Location> {
-    let attrs = [
-        CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-        CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-        CUpointer_attribute::CU_POINTER_ATTRIBUTE_IS_MANAGED,
-    ];
-    let mut memory_type = 0u32;
-    let mut device = -1i32;
-    let mut managed = 0u32;
-    let mut data = [
-        (&mut memory_type as *mut u32).cast(),
-        (&mut device as *mut i32).cast(),
-        (&mut managed as *mut u32).cast(),
-    ];
-    // SAFETY: three attributes, three pointers to values of at least the
-    // size the driver writes for each (unsigned int, int, bool in a u32),
-    // alive for the call. The driver accepts any address here.
-    unsafe { cuda_api::driver::pointer_get_attributes(&attrs, &mut data, address) }?;
-    Ok(Location {
-        memory_type,
-        device,
-        managed: managed & 0xff != 0,
-    })
-}
-
+/// Logs `pattern` as a warning (through the `log` crate) the first time
+/// it is seen in this process.
 fn warn_once(pattern: String) {
     static SEEN: Mutex<Option<HashSet<String>>> = Mutex::new(None);
     let mut seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
@@ -72,15 +36,23 @@ fn warn_once(pattern: String) {
         .get_or_insert_with(HashSet::new)
         .insert(pattern.clone())
     {
-        eprintln!("warp-launch: warning: {pattern}");
+        log::warn!("{pattern}");
     }
 }
 
 /// Peer access this crate turned on: (from, to) device ordinals.
 static PEERS: Mutex<Vec<(i32, i32)>> = Mutex::new(Vec::new());
 
-/// Lets kernels on `from` access memory of `to` (`cuCtxEnablePeerAccess`
-/// between their primary contexts), and records it for CHECKED launches.
+/// Lets kernels on `from` access memory of `to`
+/// ([`cuda_api::Context::enable_peer_access`] between their primary
+/// contexts; idempotent), and records it for the launch checks.
+///
+/// # Errors
+///
+/// [`Error::Unsupported`] when either device is the CPU;
+/// [`Error::Cuda`] holding [`cuda_api::PeerError::SameDevice`] when both
+/// are one device, [`cuda_api::PeerError::Unsupported`] when the hardware
+/// cannot reach `to` from `from`, or the driver's failure.
 pub fn enable_peer_access(from: Device, to: Device) -> Result<()> {
     let (Some(a), Some(b)) = (from.ordinal(), to.ordinal()) else {
         return Err(Error::Unsupported {
@@ -88,25 +60,7 @@ pub fn enable_peer_access(from: Device, to: Device) -> Result<()> {
             message: format!("peer access is between CUDA devices, not {from} and {to}"),
         });
     };
-    if !cuda_api::driver::device_can_access_peer(a, b)? {
-        return Err(Error::Unsupported {
-            kernel: String::new(),
-            message: format!(
-                "{from} cannot access {to}'s memory (cuDeviceCanAccessPeer says 0); copy the array to {from}"
-            ),
-        });
-    }
-    let target = to.context()?;
-    from.context()?.bind()?;
-    // SAFETY: `target` is a primary context held by `to` for as long as the
-    // device exists; `from`'s context is current.
-    match unsafe { cuda_api::driver::ctx_enable_peer_access(target.raw(), 0) } {
-        Ok(()) => {}
-        Err(e)
-            if e.driver()
-                .is_some_and(|d| d.name() == Some("CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED")) => {}
-        Err(e) => return Err(e.into()),
-    }
+    from.context()?.enable_peer_access(&to.context()?)?;
     let mut peers = PEERS.lock().unwrap_or_else(|p| p.into_inner());
     if !peers.contains(&(a, b)) {
         peers.push((a, b));
@@ -220,41 +174,48 @@ fn checked(array: &Array, launch: Device, refuse: &dyn Fn(String) -> Result<()>)
             "the array is in ordinary host memory, which CUDA kernels cannot reach; allocate it page-locked (MemoryKind::PinnedHost) or managed, or copy it to the device".into(),
         );
     };
-    if loc.managed || loc.memory_type == 4 {
+    if loc.managed || loc.memory_type == MemoryType::Unified {
         return Ok(());
     }
-    match loc.memory_type {
-        2 if loc.device == dev => Ok(()),
-        2 => {
-            if peer_enabled(dev, loc.device) {
+    match (loc.memory_type, loc.device) {
+        (MemoryType::Device, Some(owner)) if owner == dev => Ok(()),
+        (MemoryType::Device, Some(owner)) => {
+            if peer_enabled(dev, owner) {
                 Ok(())
-            } else if !cuda_api::driver::device_can_access_peer(dev, loc.device).unwrap_or(false) {
+            } else if !can_access_peer(dev, owner) {
                 refuse(format!(
-                    "the array is in device memory of cuda:{}, and cuda:{dev} cannot access that device's memory; copy it to {launch}",
-                    loc.device
+                    "the array is in device memory of cuda:{owner}, and cuda:{dev} cannot access that device's memory; copy it to {launch}"
                 ))
             } else {
                 refuse(format!(
-                    "the array is in device memory of cuda:{} and peer access from cuda:{dev} is not enabled; call warp_launch::enable_peer_access({launch}, cuda:{}) or copy it",
-                    loc.device, loc.device
+                    "the array is in device memory of cuda:{owner} and peer access from cuda:{dev} is not enabled; call warp_launch::enable_peer_access({launch}, cuda:{owner}) or copy it"
                 ))
             }
         }
-        1 if loc.device == dev => Ok(()),
-        1 => {
+        (MemoryType::Host, Some(owner)) if owner == dev => Ok(()),
+        (MemoryType::Host, owner) => {
             warn_once(format!(
-                "page-locked memory of cuda:{} used by a launch on cuda:{dev}: reachable only if it was allocated portable; the launch proceeds",
-                loc.device
+                "page-locked memory of {} used by a launch on cuda:{dev}: reachable only if it was allocated portable; the launch proceeds",
+                owner.map_or("no device".to_string(), |o| format!("cuda:{o}"))
             ));
             Ok(())
         }
-        t => {
+        (t, _) => {
             warn_once(format!(
-                "the driver reports memory type {t} for an array used on cuda:{dev}; cannot tell whether it is reachable; the launch proceeds"
+                "the driver reports {loc} ({t:?}) for an array used on cuda:{dev}; cannot tell whether it is reachable; the launch proceeds"
             ));
             Ok(())
         }
     }
+}
+
+/// Whether kernels on `cuda:from` can be given access to `cuda:to`'s
+/// memory; `false` where the driver cannot say.
+fn can_access_peer(from: i32, to: i32) -> bool {
+    let (Ok(a), Ok(b)) = (cuda_api::Device::get(from), cuda_api::Device::get(to)) else {
+        return false;
+    };
+    a.can_access_peer(&b).unwrap_or(false)
 }
 
 #[cfg(test)]
