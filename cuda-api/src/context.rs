@@ -51,8 +51,11 @@ impl Drop for ContextInner {
 }
 
 /// A CUDA context: a device's primary context (shared with the runtime API
-/// and other libraries) or a separate one. Cheap to clone; released when the
-/// last clone (and every resource made in it) is dropped.
+/// and other libraries) or a separate one. Cheap to clone. A device's
+/// primary context is one value per process ([`Device::primary_context`]),
+/// retained until the process exits; a separate context ([`Context::new`])
+/// is destroyed when the last clone (and every resource made in it) is
+/// dropped. Two values are equal when they are the same driver context.
 #[derive(Clone)]
 pub struct Context {
     inner: Arc<ContextInner>,
