@@ -20,7 +20,7 @@
 use std::collections::HashSet;
 use std::sync::Mutex;
 
-use cuda_api::MemoryType;
+use cuda_api::{Location, MemoryType};
 
 use crate::array::Array;
 use crate::device::{AccessMode, Device};
@@ -169,43 +169,70 @@ fn checked(array: &Array, launch: Device, refuse: &dyn Fn(String) -> Result<()>)
     if array.is_empty() {
         return Ok(());
     }
-    let Some(loc) = array.storage().location()? else {
-        return refuse(
+    let location = array.storage().location()?;
+    match judge(location, dev, peer_enabled, can_access_peer) {
+        Verdict::Reachable => Ok(()),
+        Verdict::Unreachable(reason) => refuse(reason),
+        Verdict::Unsure(pattern) => {
+            warn_once(pattern);
+            Ok(())
+        }
+    }
+}
+
+/// What CHECKED makes of the driver's answer.
+#[derive(Debug, PartialEq, Eq)]
+enum Verdict {
+    /// The launch device reaches the memory.
+    Reachable,
+    /// It does not: why, and what to do.
+    Unreachable(String),
+    /// The driver's answer does not tell: the launch proceeds with a warning.
+    Unsure(String),
+}
+
+/// Whether a launch on `cuda:dev` reaches memory the driver located at
+/// `location` (`None`: memory the driver does not know, i.e. ordinary host
+/// memory). `peer(a, b)`: whether this crate enabled access from `cuda:a`
+/// to `cuda:b`; `can_peer(a, b)`: whether the hardware allows it. Pure
+/// logic: no driver call.
+fn judge(
+    location: Option<Location>,
+    dev: i32,
+    peer: impl Fn(i32, i32) -> bool,
+    can_peer: impl Fn(i32, i32) -> bool,
+) -> Verdict {
+    let Some(loc) = location else {
+        return Verdict::Unreachable(
             "the array is in ordinary host memory, which CUDA kernels cannot reach; allocate it page-locked (MemoryKind::PinnedHost) or managed, or copy it to the device".into(),
         );
     };
     if loc.managed || loc.memory_type == MemoryType::Unified {
-        return Ok(());
+        return Verdict::Reachable;
     }
     match (loc.memory_type, loc.device) {
-        (MemoryType::Device, Some(owner)) if owner == dev => Ok(()),
+        (MemoryType::Device, Some(owner)) if owner == dev => Verdict::Reachable,
         (MemoryType::Device, Some(owner)) => {
-            if peer_enabled(dev, owner) {
-                Ok(())
-            } else if !can_access_peer(dev, owner) {
-                refuse(format!(
-                    "the array is in device memory of cuda:{owner}, and cuda:{dev} cannot access that device's memory; copy it to {launch}"
+            if peer(dev, owner) {
+                Verdict::Reachable
+            } else if !can_peer(dev, owner) {
+                Verdict::Unreachable(format!(
+                    "the array is in device memory of cuda:{owner}, and cuda:{dev} cannot access that device's memory; copy it to cuda:{dev}"
                 ))
             } else {
-                refuse(format!(
-                    "the array is in device memory of cuda:{owner} and peer access from cuda:{dev} is not enabled; call warp_launch::enable_peer_access({launch}, cuda:{owner}) or copy it"
+                Verdict::Unreachable(format!(
+                    "the array is in device memory of cuda:{owner} and peer access from cuda:{dev} is not enabled; call warp_launch::enable_peer_access(cuda:{dev}, cuda:{owner}) or copy it"
                 ))
             }
         }
-        (MemoryType::Host, Some(owner)) if owner == dev => Ok(()),
-        (MemoryType::Host, owner) => {
-            warn_once(format!(
-                "page-locked memory of {} used by a launch on cuda:{dev}: reachable only if it was allocated portable; the launch proceeds",
-                owner.map_or("no device".to_string(), |o| format!("cuda:{o}"))
-            ));
-            Ok(())
-        }
-        (t, _) => {
-            warn_once(format!(
-                "the driver reports {loc} ({t:?}) for an array used on cuda:{dev}; cannot tell whether it is reachable; the launch proceeds"
-            ));
-            Ok(())
-        }
+        (MemoryType::Host, Some(owner)) if owner == dev => Verdict::Reachable,
+        (MemoryType::Host, owner) => Verdict::Unsure(format!(
+            "page-locked memory of {} used by a launch on cuda:{dev}: reachable only if it was allocated portable; the launch proceeds",
+            owner.map_or("no device".to_string(), |o| format!("cuda:{o}"))
+        )),
+        (t, _) => Verdict::Unsure(format!(
+            "the driver reports {loc} ({t:?}) for an array used on cuda:{dev}; cannot tell whether it is reachable; the launch proceeds"
+        )),
     }
 }
 
@@ -258,6 +285,74 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn checked_judges_the_drivers_answer() {
+        let at = |memory_type, device: Option<i32>, managed| {
+            Some(Location {
+                memory_type,
+                device,
+                managed,
+                mapped: true,
+                range_start: 0x7000_0000,
+                range_bytes: 256,
+            })
+        };
+        let yes = |_: i32, _: i32| true;
+        let reachable = |l, peer: &dyn Fn(i32, i32) -> bool, can: &dyn Fn(i32, i32) -> bool| {
+            judge(l, 0, peer, can)
+        };
+        // Ordinary host memory (unknown to the driver): refused.
+        assert!(matches!(
+            reachable(None, &yes, &yes),
+            Verdict::Unreachable(r) if r.contains("ordinary host memory")
+        ));
+        // Device memory of the launch device: fine.
+        assert_eq!(
+            reachable(at(MemoryType::Device, Some(0), false), &no_peers, &no_peers),
+            Verdict::Reachable
+        );
+        // Of another device: fine with peer access on, else refused, saying
+        // whether enabling it would help.
+        let other = at(MemoryType::Device, Some(1), false);
+        assert_eq!(reachable(other, &yes, &no_peers), Verdict::Reachable);
+        assert!(matches!(
+            reachable(other, &no_peers, &yes),
+            Verdict::Unreachable(r) if r.contains("enable_peer_access(cuda:0, cuda:1)")
+        ));
+        assert!(matches!(
+            reachable(other, &no_peers, &no_peers),
+            Verdict::Unreachable(r) if r.contains("cannot access")
+        ));
+        // Peer access is one way: 1 -> 0 does not count for a launch on 0.
+        assert!(matches!(
+            reachable(other, &|a, b| (a, b) == (1, 0), &yes),
+            Verdict::Unreachable(_)
+        ));
+        // Managed and unified memory: everyone.
+        assert_eq!(
+            reachable(at(MemoryType::Device, Some(1), true), &no_peers, &no_peers),
+            Verdict::Reachable
+        );
+        assert_eq!(
+            reachable(at(MemoryType::Unified, None, false), &no_peers, &no_peers),
+            Verdict::Reachable
+        );
+        // Page-locked memory: its own device is sure, another one is not.
+        assert_eq!(
+            reachable(at(MemoryType::Host, Some(0), false), &no_peers, &no_peers),
+            Verdict::Reachable
+        );
+        assert!(matches!(
+            reachable(at(MemoryType::Host, Some(1), false), &no_peers, &no_peers),
+            Verdict::Unsure(w) if w.contains("page-locked memory of cuda:1")
+        ));
+        // A type this build does not name: a warning, not a guess.
+        assert!(matches!(
+            reachable(at(MemoryType::Other(9), Some(0), false), &no_peers, &no_peers),
+            Verdict::Unsure(w) if w.contains("Other(9)")
+        ));
     }
 
     /// RELAXED (and STRICT, which looks at the array's device label) still
