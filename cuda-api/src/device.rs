@@ -115,6 +115,12 @@ impl Device {
 
     /// The shared [`Device`] whose raw handle is `raw`.
     pub(crate) fn of_raw(raw: CUdevice) -> Result<Device> {
+        // The driver's handles are the ordinals today: try that first.
+        if let Ok(d) = Self::get(raw)
+            && d.raw() == raw
+        {
+            return Ok(d);
+        }
         for ordinal in 0..Self::count()? {
             let d = Self::get(ordinal)?;
             if d.raw() == raw {
