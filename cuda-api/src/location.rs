@@ -80,10 +80,6 @@ pub struct Location {
     /// Whether the address lies in a range mapped to a backing allocation
     /// (`CU_POINTER_ATTRIBUTE_MAPPED`).
     pub mapped: bool,
-    /// The first address of the allocation that holds the address.
-    pub range_start: CUdeviceptr,
-    /// The size in bytes of that allocation.
-    pub range_bytes: usize,
 }
 
 impl fmt::Display for Location {
@@ -117,8 +113,6 @@ pub fn pointer_location(address: CUdeviceptr) -> Result<Option<Location>> {
         P::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
         P::CU_POINTER_ATTRIBUTE_IS_MANAGED,
         P::CU_POINTER_ATTRIBUTE_MAPPED,
-        P::CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
-        P::CU_POINTER_ATTRIBUTE_RANGE_SIZE,
     ];
     let mut memory_type = CUmemorytype::default();
     let mut device: i32 = -1;
@@ -126,20 +120,16 @@ pub fn pointer_location(address: CUdeviceptr) -> Result<Option<Location>> {
     // driver writes one byte or four.
     let mut managed: u32 = 0;
     let mut mapped: u32 = 0;
-    let mut range_start: CUdeviceptr = 0;
-    let mut range_bytes: usize = 0;
     let mut data = [
         (&raw mut memory_type).cast(),
         (&raw mut device).cast(),
         (&raw mut managed).cast(),
         (&raw mut mapped).cast(),
-        (&raw mut range_start).cast(),
-        (&raw mut range_bytes).cast(),
     ];
     // SAFETY: one out-pointer per attribute, each to a local at least as
     // large as what the driver writes for it (CUmemorytype: unsigned int;
-    // device ordinal: int; the flags: a bool into a zeroed u32; range start:
-    // CUdeviceptr; range size: size_t), all alive for the call. The driver
+    // device ordinal: int; the flags: a bool into a zeroed u32), all alive
+    // for the call. The driver
     // accepts any address and writes defaults for one it does not know.
     unsafe { driver::pointer_get_attributes(&attrs, &mut data, address) }?;
     let Some(memory_type) = MemoryType::from_raw(memory_type) else {
@@ -150,8 +140,6 @@ pub fn pointer_location(address: CUdeviceptr) -> Result<Option<Location>> {
         device: (device >= 0).then_some(device),
         managed: managed != 0,
         mapped: mapped != 0,
-        range_start,
-        range_bytes,
     }))
 }
 
@@ -234,8 +222,6 @@ mod tests {
             device,
             managed,
             mapped: true,
-            range_start: 0x1000,
-            range_bytes: 64,
         };
         assert_eq!(
             at(MemoryType::Device, true, Some(0)).to_string(),

@@ -295,8 +295,6 @@ mod tests {
                 device,
                 managed,
                 mapped: true,
-                range_start: 0x7000_0000,
-                range_bytes: 256,
             })
         };
         let yes = |_: i32, _: i32| true;
