@@ -3,7 +3,7 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use cuda_sys::CUcontext;
 
@@ -11,6 +11,10 @@ use crate::device::Device;
 use crate::driver;
 use crate::error::{Error, Result};
 use crate::stream::Stream;
+
+/// The separate contexts [`Context::new`] made, for [`Context::current`]
+/// (dead entries are pruned when a new one is added).
+static SEPARATE: Mutex<Vec<Weak<ContextInner>>> = Mutex::new(Vec::new());
 
 struct ContextInner {
     raw: CUcontext,
@@ -41,14 +45,17 @@ impl Drop for ContextInner {
             if e.is_sticky() || self.sticky.get().is_some() {
                 return;
             }
-            eprintln!("cuda-api: releasing a context failed: {e}");
+            log::warn!("releasing a context failed: {e}");
         }
     }
 }
 
 /// A CUDA context: a device's primary context (shared with the runtime API
-/// and other libraries) or a separate one. Cheap to clone; released when the
-/// last clone (and every resource made in it) is dropped.
+/// and other libraries) or a separate one. Cheap to clone. A device's
+/// primary context is one value per process ([`Device::primary_context`]),
+/// retained until the process exits; a separate context ([`Context::new`])
+/// is destroyed when the last clone (and every resource made in it) is
+/// dropped. Two values are equal when they are the same driver context.
 #[derive(Clone)]
 pub struct Context {
     inner: Arc<ContextInner>,
@@ -89,24 +96,92 @@ impl PartialEq for Context {
 impl Eq for Context {}
 
 impl Context {
-    /// Retains `device`'s primary context and makes it current on this thread.
+    /// `device`'s primary context, made current on this thread: the one
+    /// [`Device::primary_context`] keeps for the process (so every call
+    /// returns the same context), plus [`Context::bind`].
+    ///
+    /// # Errors
+    ///
+    /// The driver's failure to retain the primary context or to make it current.
     pub fn primary(device: &Device) -> Result<Context> {
+        let ctx = device.primary_context()?;
+        ctx.bind()?;
+        Ok(ctx)
+    }
+
+    /// Retains `device`'s primary context, without making it current: for
+    /// [`Device::primary_context`], which keeps the one result.
+    pub(crate) fn retain_primary(device: &Device) -> Result<Context> {
         let raw = driver::device_primary_ctx_retain(device.raw())?;
-        Self::wrap(raw, device, true)
+        Ok(Self::wrap(raw, device, true))
     }
 
     /// Creates a separate context on `device` (`cuCtxCreate`), destroyed when
     /// the last clone is dropped, and makes it current on this thread. Most
     /// programs want [`Context::primary`]; a separate context isolates its
     /// modules, memory and faults from the primary one.
+    ///
+    /// # Errors
+    ///
+    /// The driver's failure to create the context or to make it current.
     pub fn new(device: &Device) -> Result<Context> {
         // SAFETY: no creation parameters (null), no flags, a valid device.
         let raw = unsafe { driver::ctx_create(std::ptr::null_mut(), 0, device.raw()) }?;
-        Self::wrap(raw, device, false)
+        let ctx = Self::wrap(raw, device, false);
+        let mut known = SEPARATE.lock().unwrap_or_else(|p| p.into_inner());
+        known.retain(|w| w.strong_count() > 0);
+        known.push(Arc::downgrade(&ctx.inner));
+        drop(known);
+        ctx.bind()?;
+        Ok(ctx)
     }
 
-    fn wrap(raw: CUcontext, device: &Device, primary: bool) -> Result<Context> {
-        let ctx = Context {
+    /// The context current on the calling thread as a cuda-api [`Context`],
+    /// or `None` when none is current. Reads the driver's thread-local
+    /// record (`cuCtxGetCurrent`): the primary context of its device
+    /// (whoever made it current) is the one [`Device::primary_context`]
+    /// keeps; a separate context is found when [`Context::new`] made it and
+    /// a clone of it is still alive. Makes nothing current; the only state
+    /// it may touch is the first [`Device::primary_context`] retain of an
+    /// already active primary context.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ForeignContext`] for a context made outside cuda-api (it
+    /// cannot be held safely: its maker may destroy it), or the driver's
+    /// failure.
+    pub fn current() -> Result<Option<Context>> {
+        let Some(device) = Device::current()? else {
+            return Ok(None);
+        };
+        let raw = driver::ctx_get_current()?;
+        if raw.is_null() {
+            // Popped by another call between the two reads.
+            return Ok(None);
+        }
+        let (_, active) = driver::device_primary_ctx_get_state(device.raw())?;
+        if active != 0 {
+            // The primary context exists, so retaining it creates nothing.
+            let primary = device.primary_context()?;
+            if primary.raw() == raw {
+                return Ok(Some(primary));
+            }
+        }
+        let known = SEPARATE.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(inner) = known
+            .iter()
+            .filter_map(Weak::upgrade)
+            .find(|c| c.raw == raw)
+        {
+            return Ok(Some(Context { inner }));
+        }
+        Err(Error::ForeignContext {
+            device: device.ordinal(),
+        })
+    }
+
+    fn wrap(raw: CUcontext, device: &Device, primary: bool) -> Context {
+        Context {
             inner: Arc::new(ContextInner {
                 raw,
                 device: device.clone(),
@@ -114,9 +189,7 @@ impl Context {
                 sticky: OnceLock::new(),
                 silenced: AtomicUsize::new(0),
             }),
-        };
-        ctx.bind()?;
-        Ok(ctx)
+        }
     }
 
     /// Makes this context current on the calling thread. Cheap when it
@@ -177,21 +250,21 @@ impl Context {
     }
 
     /// Reports a failure to release `what` in `Drop` (where it cannot be
-    /// returned), never panicking. After a sticky error, the first failure
-    /// prints one line for the whole context and later ones are counted
-    /// silently: one fault, one line.
+    /// returned), through the `log` crate, never panicking. After a sticky
+    /// error, the first failure logs one line for the whole context and
+    /// later ones are counted silently: one fault, one line.
     pub(crate) fn report_release_error(&self, what: &str, e: &Error) {
         if e.is_sticky() || self.inner.sticky.get().is_some() {
             let first = self.inner.sticky.set(e.clone()).is_ok();
             let n = self.inner.silenced.fetch_add(1, Ordering::Relaxed);
             if first || n == 0 {
-                eprintln!(
-                    "cuda-api: {self} is unusable after a sticky error ({}); releasing its resources fails from here on and is not reported again (Context::sticky_error holds the error)",
+                log::error!(
+                    "{self} is unusable after a sticky error ({}); releasing its resources fails from here on and is not reported again (Context::sticky_error holds the error)",
                     self.inner.sticky.get().unwrap_or(e)
                 );
             }
             return;
         }
-        eprintln!("cuda-api: releasing a {what} in {self} failed: {e}");
+        log::warn!("releasing a {what} in {self} failed: {e}");
     }
 }

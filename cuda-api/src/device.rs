@@ -2,10 +2,11 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use cuda_sys::{CUdevice, CUdevice_attribute};
 
+use crate::context::Context;
 use crate::driver;
 use crate::error::Result;
 use crate::launch::{DeviceLimits, Dim3};
@@ -39,6 +40,8 @@ struct DeviceInner {
     name: String,
     attrs: [AtomicI64; ATTR_SLOTS],
     limits: OnceLock<DeviceLimits>,
+    /// The primary context, retained on first use and kept for the process.
+    primary: OnceLock<Context>,
 }
 
 /// A CUDA device. Cheap to clone; attributes are cached after the first query.
@@ -64,17 +67,94 @@ impl Device {
     }
 
     /// The device with this ordinal: one shared instance per ordinal for the
-    /// whole process, so its attribute cache is filled once.
+    /// whole process, so its attribute cache and its primary context are
+    /// filled once. After the first call for an ordinal, a lock-free read.
+    ///
+    /// # Errors
+    ///
+    /// The driver's `CUDA_ERROR_INVALID_DEVICE` for an ordinal that is not
+    /// below [`Device::count`], or an initialisation failure ([`init`]).
     pub fn get(ordinal: i32) -> Result<Device> {
-        static DEVICES: Mutex<Vec<Device>> = Mutex::new(Vec::new());
+        /// One slot per device the driver reports, made on first use.
+        static DEVICES: OnceLock<Box<[OnceLock<Device>]>> = OnceLock::new();
         init()?;
-        let mut known = DEVICES.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(d) = known.iter().find(|d| d.inner.ordinal == ordinal) {
+        let table = match DEVICES.get() {
+            Some(t) => t,
+            None => {
+                let n = usize::try_from(driver::device_get_count()?).unwrap_or(0);
+                DEVICES.get_or_init(|| (0..n).map(|_| OnceLock::new()).collect())
+            }
+        };
+        let Some(slot) = usize::try_from(ordinal).ok().and_then(|i| table.get(i)) else {
+            // Out of range: the driver names the error.
+            return Self::open(ordinal);
+        };
+        if let Some(d) = slot.get() {
             return Ok(d.clone());
         }
         let d = Self::open(ordinal)?;
-        known.push(d.clone());
-        Ok(d)
+        Ok(slot.get_or_init(|| d).clone())
+    }
+
+    /// The device of the context current on the calling thread (whoever
+    /// made it current: cuda-api, the runtime API, another library), or
+    /// `None` when no context is current. Reads the driver's thread-local
+    /// record; changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// An initialisation failure ([`init`]) or the driver's failure of
+    /// `cuCtxGetCurrent`/`cuCtxGetDevice`.
+    pub fn current() -> Result<Option<Device>> {
+        init()?;
+        if driver::ctx_get_current()?.is_null() {
+            return Ok(None);
+        }
+        Self::of_raw(driver::ctx_get_device()?).map(Some)
+    }
+
+    /// The shared [`Device`] whose raw handle is `raw`.
+    pub(crate) fn of_raw(raw: CUdevice) -> Result<Device> {
+        // The driver's handles are the ordinals today: try that first.
+        if let Ok(d) = Self::get(raw)
+            && d.raw() == raw
+        {
+            return Ok(d);
+        }
+        for ordinal in 0..Self::count()? {
+            let d = Self::get(ordinal)?;
+            if d.raw() == raw {
+                return Ok(d);
+            }
+        }
+        Err(crate::error::Error::invalid_argument(
+            "Device::current",
+            "cuCtxGetDevice",
+            format!(
+                "the driver reports device handle {raw}, which none of the {} visible devices has; the driver's state is inconsistent: restart the process",
+                Self::count()?
+            ),
+        ))
+    }
+
+    /// The device's primary context (the one the runtime API and most
+    /// libraries use), retained on the first call and then kept for the
+    /// life of the process: every call returns the same [`Context`] (one
+    /// record of its sticky error), a lock-free read after the first.
+    /// Does not make it current; [`Context::bind`] does, and so does every
+    /// cuda-api call that works in it. [`Context::primary`] is this plus
+    /// [`Context::bind`].
+    ///
+    /// # Errors
+    ///
+    /// The driver's failure of `cuDevicePrimaryCtxRetain` on the first call.
+    pub fn primary_context(&self) -> Result<Context> {
+        if let Some(c) = self.inner.primary.get() {
+            return Ok(c.clone());
+        }
+        let c = Context::retain_primary(self)?;
+        // A thread that lost the race drops its `c`, releasing its retain.
+        Ok(self.inner.primary.get_or_init(|| c).clone())
     }
 
     fn open(ordinal: i32) -> Result<Device> {
@@ -87,6 +167,7 @@ impl Device {
                 name,
                 attrs: [const { AtomicI64::new(UNKNOWN) }; ATTR_SLOTS],
                 limits: OnceLock::new(),
+                primary: OnceLock::new(),
             }),
         })
     }

@@ -9,6 +9,7 @@ use cuda_sys::loader::LoaderError;
 use crate::args::ArgError;
 use crate::image::ImageError;
 use crate::launch::LaunchError;
+use crate::peer::PeerError;
 
 /// A `CUresult` other than success, with the call it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -231,6 +232,16 @@ pub enum Error {
         /// What is wrong and what to do.
         message: String,
     },
+    /// Peer access cannot be given (see [`crate::peer`]).
+    Peer(PeerError),
+    /// The context current on the calling thread was made outside cuda-api
+    /// (neither a device's primary context nor one [`crate::Context::new`]
+    /// made and still holds), so [`crate::Context::current`] cannot hand
+    /// out a safe handle to it.
+    ForeignContext {
+        /// Ordinal of the context's device.
+        device: i32,
+    },
 }
 
 impl Error {
@@ -330,6 +341,11 @@ impl fmt::Display for Error {
                 parameter,
                 message,
             } => write!(f, "{call}: argument `{parameter}`: {message}"),
+            Error::Peer(e) => e.fmt(f),
+            Error::ForeignContext { device } => write!(
+                f,
+                "Context::current: the context current on this thread (on cuda:{device}) was made outside cuda-api, which cannot hold it safely (its maker may destroy it); make a cuda-api context current with Context::bind, or use Device::current for its device"
+            ),
         }
     }
 }
@@ -342,6 +358,7 @@ impl std::error::Error for Error {
             Error::Argument(e) => Some(&**e),
             Error::Signature(e) => Some(e),
             Error::InvalidImage(e) => Some(e),
+            Error::Peer(e) => Some(e),
             _ => None,
         }
     }

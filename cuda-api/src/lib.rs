@@ -14,7 +14,15 @@
 //!   [`Module`], [`Library`], [`Function`], typed [`Kernel`]s and run-time
 //!   [`DynKernel`]s with [`ArgBlock`]s, and CUDA [`Graph`]s captured from a
 //!   stream ([`Stream::capture`]), instantiated ([`GraphExec`]) and updated
-//!   in place with the checks of a launch.
+//!   in place with the checks of a launch; where memory lives
+//!   ([`pointer_location`], [`Allocation::location`]), peer access
+//!   ([`Device::can_access_peer`], [`Context::enable_peer_access`]), a
+//!   device's one primary context ([`Device::primary_context`]) and the
+//!   current one ([`Context::current`], [`Device::current`]).
+//!
+//! Library messages (a release that failed in `Drop`, where no error can be
+//! returned) go through the [`log`](https://docs.rs/log) crate: install a
+//! logger to see or route them.
 //!
 //! # The safety contract
 //!
@@ -102,9 +110,11 @@ pub mod graph;
 pub mod image;
 pub mod kernel;
 pub mod launch;
+pub mod location;
 pub mod memory;
 pub mod module;
 pub mod params;
+pub mod peer;
 pub mod stream;
 
 pub use args::{Arg, ArgBlock, ArgError, DynKernel};
@@ -119,20 +129,22 @@ pub use graph::{Capture, CaptureMode, Condition, Graph, GraphExec, GraphNode, Ke
 pub use image::{ImageError, ImageKind};
 pub use kernel::{BufferUse, Kernel, KernelArg, KernelArgs, KernelSignature, MAX_TYPED_PARAMS};
 pub use launch::{DeviceLimits, Dim3, FunctionLimits, LaunchConfig, LaunchError};
+pub use location::{Location, MemoryType, pointer_location};
 pub use memory::{
     Allocation, ConstDevicePtr, DeviceBuffer, DevicePtr, DeviceRepr, DeviceView, DeviceViewMut,
     MemoryKind, Scope,
 };
 pub use module::{Library, Module};
 pub use params::{KernelParam, Param, ParamSlot, ParamType};
+pub use peer::PeerError;
 pub use stream::{Event, Stream};
 
 /// Reports a failure to unload a library (which belongs to no context) in
-/// `Drop`: after a sticky error, once per process.
+/// `Drop` through the `log` crate: after a sticky error, once per process.
 pub(crate) fn report_library_release_error(e: &Error) {
     static STICKY_SEEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if e.is_sticky() && STICKY_SEEN.swap(true, std::sync::atomic::Ordering::Relaxed) {
         return;
     }
-    eprintln!("cuda-api: unloading a library failed: {e}");
+    log::warn!("unloading a library failed: {e}");
 }

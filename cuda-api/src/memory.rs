@@ -13,6 +13,7 @@ use std::ffi::c_void;
 use std::fmt;
 use std::marker::PhantomData;
 use std::ops::Range;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use cuda_sys::CUdeviceptr;
@@ -21,6 +22,7 @@ use crate::context::Context;
 use crate::driver;
 use crate::error::{Error, Result};
 use crate::kernel::BufferUse;
+use crate::location::Location;
 use crate::stream::Stream;
 
 /// Plain data that can live in device memory and be copied back: `Copy`, no
@@ -225,6 +227,9 @@ pub struct Allocation {
     /// Set when work queued on a stream may use the memory; the next
     /// blocking host access, and the free, wait for the context first.
     queued: AtomicBool,
+    /// Where the driver says it lives, asked on first use
+    /// ([`Allocation::location`]).
+    pub(crate) location: OnceLock<Location>,
 }
 
 // SAFETY: the allocation is only reached through the driver; the handle may move between threads.
@@ -254,6 +259,7 @@ impl Allocation {
             kind,
             ctx: ctx.clone(),
             queued: AtomicBool::new(false),
+            location: OnceLock::new(),
         };
         if bytes == 0 {
             return Ok(a);

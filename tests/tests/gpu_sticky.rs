@@ -45,6 +45,8 @@ fn child_faults_and_drops_resources() {
     if std::env::var_os("SDK_STICKY_CHILD").is_none() {
         return; // only meaningful as the child of one_fault_one_line
     }
+    // cuda-api reports failed releases through `log`; print them.
+    sdk_tests::logger::log_to_stderr();
     let ctx = Context::primary(&Device::get(0).unwrap()).unwrap();
     let stream = Stream::new(&ctx).unwrap();
     let event = cuda_api::Event::new(&ctx).unwrap();

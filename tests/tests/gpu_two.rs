@@ -115,13 +115,18 @@ fn warp_launch_on_cuda_1_with_strict_checked_and_peer_access() {
         .unwrap_err();
     println!("CHECKED, peer access off: {e}");
     assert!(matches!(e, Error::Access(_)), "{e}");
-    let can = cuda_api::driver::device_can_access_peer(1, 0).unwrap();
+    let can = CudaDevice::get(1)
+        .unwrap()
+        .can_access_peer(&CudaDevice::get(0).unwrap())
+        .unwrap();
     if !can {
         println!(
             "cuda:1 cannot access cuda:0 (cuDeviceCanAccessPeer 0): the peer-access half is not applicable here"
         );
         return;
     }
+    warp_launch::enable_peer_access(d1, d0).unwrap();
+    // Enabling it again is no error (the driver's "already enabled" code).
     warp_launch::enable_peer_access(d1, d0).unwrap();
     k.launch([2, 2])
         .inputs((&on0, 3.0f32))

@@ -20,51 +20,15 @@
 use std::collections::HashSet;
 use std::sync::Mutex;
 
-use cuda_api::sys::{CUdeviceptr, CUpointer_attribute};
+use cuda_api::{Location, MemoryType};
 
 use crate::array::Array;
 use crate::device::{AccessMode, Device};
 use crate::error::{Error, Result};
 use crate::storage::Memory;
 
-/// Where the driver says an allocation lives (`cuPointerGetAttributes`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Location {
-    /// `CUmemorytype`: 1 host, 2 device, 3 array, 4 unified; 0 when the
-    /// driver does not know the address.
-    pub memory_type: u32,
-    /// Ordinal of the device the allocation belongs to.
-    pub device: i32,
-    /// Whether it is managed memory.
-    pub managed: bool,
-}
-
-/// Asks the driver where `address` lives.
-pub(crate) fn locate(address: CUdeviceptr) -> Result<Location> {
-    let attrs = [
-        CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-        CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-        CUpointer_attribute::CU_POINTER_ATTRIBUTE_IS_MANAGED,
-    ];
-    let mut memory_type = 0u32;
-    let mut device = -1i32;
-    let mut managed = 0u32;
-    let mut data = [
-        (&mut memory_type as *mut u32).cast(),
-        (&mut device as *mut i32).cast(),
-        (&mut managed as *mut u32).cast(),
-    ];
-    // SAFETY: three attributes, three pointers to values of at least the
-    // size the driver writes for each (unsigned int, int, bool in a u32),
-    // alive for the call. The driver accepts any address here.
-    unsafe { cuda_api::driver::pointer_get_attributes(&attrs, &mut data, address) }?;
-    Ok(Location {
-        memory_type,
-        device,
-        managed: managed & 0xff != 0,
-    })
-}
-
+/// Logs `pattern` as a warning (through the `log` crate) the first time
+/// it is seen in this process.
 fn warn_once(pattern: String) {
     static SEEN: Mutex<Option<HashSet<String>>> = Mutex::new(None);
     let mut seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
@@ -72,15 +36,23 @@ fn warn_once(pattern: String) {
         .get_or_insert_with(HashSet::new)
         .insert(pattern.clone())
     {
-        eprintln!("warp-launch: warning: {pattern}");
+        log::warn!("{pattern}");
     }
 }
 
 /// Peer access this crate turned on: (from, to) device ordinals.
 static PEERS: Mutex<Vec<(i32, i32)>> = Mutex::new(Vec::new());
 
-/// Lets kernels on `from` access memory of `to` (`cuCtxEnablePeerAccess`
-/// between their primary contexts), and records it for CHECKED launches.
+/// Lets kernels on `from` access memory of `to`
+/// ([`cuda_api::Context::enable_peer_access`] between their primary
+/// contexts; idempotent), and records it for the launch checks.
+///
+/// # Errors
+///
+/// [`Error::NotCuda`] when either device is the CPU;
+/// [`Error::Cuda`] holding [`cuda_api::PeerError::SameDevice`] when both
+/// are one device, [`cuda_api::PeerError::Unsupported`] when the hardware
+/// cannot reach `to` from `from`, or the driver's failure.
 pub fn enable_peer_access(from: Device, to: Device) -> Result<()> {
     let (Some(a), Some(b)) = (from.ordinal(), to.ordinal()) else {
         return Err(Error::NotCuda {
@@ -88,20 +60,7 @@ pub fn enable_peer_access(from: Device, to: Device) -> Result<()> {
             device: if from.ordinal().is_none() { from } else { to },
         });
     };
-    if !cuda_api::driver::device_can_access_peer(a, b)? {
-        return Err(Error::NoPeerAccess { from, to });
-    }
-    let target = to.context()?;
-    from.context()?.bind()?;
-    // SAFETY: `target` is a primary context held by `to` for as long as the
-    // device exists; `from`'s context is current.
-    match unsafe { cuda_api::driver::ctx_enable_peer_access(target.raw(), 0) } {
-        Ok(()) => {}
-        Err(e)
-            if e.driver()
-                .is_some_and(|d| d.name() == Some("CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED")) => {}
-        Err(e) => return Err(e.into()),
-    }
+    from.context()?.enable_peer_access(&to.context()?)?;
     let mut peers = PEERS.lock().unwrap_or_else(|p| p.into_inner());
     if !peers.contains(&(a, b)) {
         peers.push((a, b));
@@ -210,46 +169,80 @@ fn checked(array: &Array, launch: Device, refuse: &dyn Fn(String) -> Result<()>)
     if array.is_empty() {
         return Ok(());
     }
-    let Some(loc) = array.storage().location()? else {
-        return refuse(
+    let location = array.storage().location()?;
+    match judge(location, dev, peer_enabled, can_access_peer) {
+        Verdict::Reachable => Ok(()),
+        Verdict::Unreachable(reason) => refuse(reason),
+        Verdict::Unsure(pattern) => {
+            warn_once(pattern);
+            Ok(())
+        }
+    }
+}
+
+/// What CHECKED makes of the driver's answer.
+#[derive(Debug, PartialEq, Eq)]
+enum Verdict {
+    /// The launch device reaches the memory.
+    Reachable,
+    /// It does not: why, and what to do.
+    Unreachable(String),
+    /// The driver's answer does not tell: the launch proceeds with a warning.
+    Unsure(String),
+}
+
+/// Whether a launch on `cuda:dev` reaches memory the driver located at
+/// `location` (`None`: memory the driver does not know, i.e. ordinary host
+/// memory). `peer(a, b)`: whether this crate enabled access from `cuda:a`
+/// to `cuda:b`; `can_peer(a, b)`: whether the hardware allows it. Pure
+/// logic: no driver call.
+fn judge(
+    location: Option<Location>,
+    dev: i32,
+    peer: impl Fn(i32, i32) -> bool,
+    can_peer: impl Fn(i32, i32) -> bool,
+) -> Verdict {
+    let Some(loc) = location else {
+        return Verdict::Unreachable(
             "the array is in ordinary host memory, which CUDA kernels cannot reach; allocate it page-locked (MemoryKind::PinnedHost) or managed, or copy it to the device".into(),
         );
     };
-    if loc.managed || loc.memory_type == 4 {
-        return Ok(());
+    if loc.managed || loc.memory_type == MemoryType::Unified {
+        return Verdict::Reachable;
     }
-    match loc.memory_type {
-        2 if loc.device == dev => Ok(()),
-        2 => {
-            if peer_enabled(dev, loc.device) {
-                Ok(())
-            } else if !cuda_api::driver::device_can_access_peer(dev, loc.device).unwrap_or(false) {
-                refuse(format!(
-                    "the array is in device memory of cuda:{}, and cuda:{dev} cannot access that device's memory; copy it to {launch}",
-                    loc.device
+    match (loc.memory_type, loc.device) {
+        (MemoryType::Device, Some(owner)) if owner == dev => Verdict::Reachable,
+        (MemoryType::Device, Some(owner)) => {
+            if peer(dev, owner) {
+                Verdict::Reachable
+            } else if !can_peer(dev, owner) {
+                Verdict::Unreachable(format!(
+                    "the array is in device memory of cuda:{owner}, and cuda:{dev} cannot access that device's memory; copy it to cuda:{dev}"
                 ))
             } else {
-                refuse(format!(
-                    "the array is in device memory of cuda:{} and peer access from cuda:{dev} is not enabled; call warp_launch::enable_peer_access({launch}, cuda:{}) or copy it",
-                    loc.device, loc.device
+                Verdict::Unreachable(format!(
+                    "the array is in device memory of cuda:{owner} and peer access from cuda:{dev} is not enabled; call warp_launch::enable_peer_access(cuda:{dev}, cuda:{owner}) or copy it"
                 ))
             }
         }
-        1 if loc.device == dev => Ok(()),
-        1 => {
-            warn_once(format!(
-                "page-locked memory of cuda:{} used by a launch on cuda:{dev}: reachable only if it was allocated portable; the launch proceeds",
-                loc.device
-            ));
-            Ok(())
-        }
-        t => {
-            warn_once(format!(
-                "the driver reports memory type {t} for an array used on cuda:{dev}; cannot tell whether it is reachable; the launch proceeds"
-            ));
-            Ok(())
-        }
+        (MemoryType::Host, Some(owner)) if owner == dev => Verdict::Reachable,
+        (MemoryType::Host, owner) => Verdict::Unsure(format!(
+            "page-locked memory of {} used by a launch on cuda:{dev}: reachable only if it was allocated portable; the launch proceeds",
+            owner.map_or("no device".to_string(), |o| format!("cuda:{o}"))
+        )),
+        (t, _) => Verdict::Unsure(format!(
+            "the driver reports {loc} ({t:?}) for an array used on cuda:{dev}; cannot tell whether it is reachable; the launch proceeds"
+        )),
     }
+}
+
+/// Whether kernels on `cuda:from` can be given access to `cuda:to`'s
+/// memory; `false` where the driver cannot say.
+fn can_access_peer(from: i32, to: i32) -> bool {
+    let (Ok(a), Ok(b)) = (cuda_api::Device::get(from), cuda_api::Device::get(to)) else {
+        return false;
+    };
+    a.can_access_peer(&b).unwrap_or(false)
 }
 
 #[cfg(test)]
@@ -292,6 +285,72 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn checked_judges_the_drivers_answer() {
+        let at = |memory_type, device: Option<i32>, managed| {
+            Some(Location {
+                memory_type,
+                device,
+                managed,
+                mapped: true,
+            })
+        };
+        let yes = |_: i32, _: i32| true;
+        let reachable = |l, peer: &dyn Fn(i32, i32) -> bool, can: &dyn Fn(i32, i32) -> bool| {
+            judge(l, 0, peer, can)
+        };
+        // Ordinary host memory (unknown to the driver): refused.
+        assert!(matches!(
+            reachable(None, &yes, &yes),
+            Verdict::Unreachable(r) if r.contains("ordinary host memory")
+        ));
+        // Device memory of the launch device: fine.
+        assert_eq!(
+            reachable(at(MemoryType::Device, Some(0), false), &no_peers, &no_peers),
+            Verdict::Reachable
+        );
+        // Of another device: fine with peer access on, else refused, saying
+        // whether enabling it would help.
+        let other = at(MemoryType::Device, Some(1), false);
+        assert_eq!(reachable(other, &yes, &no_peers), Verdict::Reachable);
+        assert!(matches!(
+            reachable(other, &no_peers, &yes),
+            Verdict::Unreachable(r) if r.contains("enable_peer_access(cuda:0, cuda:1)")
+        ));
+        assert!(matches!(
+            reachable(other, &no_peers, &no_peers),
+            Verdict::Unreachable(r) if r.contains("cannot access")
+        ));
+        // Peer access is one way: 1 -> 0 does not count for a launch on 0.
+        assert!(matches!(
+            reachable(other, &|a, b| (a, b) == (1, 0), &yes),
+            Verdict::Unreachable(_)
+        ));
+        // Managed and unified memory: everyone.
+        assert_eq!(
+            reachable(at(MemoryType::Device, Some(1), true), &no_peers, &no_peers),
+            Verdict::Reachable
+        );
+        assert_eq!(
+            reachable(at(MemoryType::Unified, None, false), &no_peers, &no_peers),
+            Verdict::Reachable
+        );
+        // Page-locked memory: its own device is sure, another one is not.
+        assert_eq!(
+            reachable(at(MemoryType::Host, Some(0), false), &no_peers, &no_peers),
+            Verdict::Reachable
+        );
+        assert!(matches!(
+            reachable(at(MemoryType::Host, Some(1), false), &no_peers, &no_peers),
+            Verdict::Unsure(w) if w.contains("page-locked memory of cuda:1")
+        ));
+        // A type this build does not name: a warning, not a guess.
+        assert!(matches!(
+            reachable(at(MemoryType::Other(9), Some(0), false), &no_peers, &no_peers),
+            Verdict::Unsure(w) if w.contains("Other(9)")
+        ));
     }
 
     /// RELAXED (and STRICT, which looks at the array's device label) still

@@ -20,27 +20,25 @@ pub enum Device {
 
 impl Device {
     /// The current device: the device of the context current on this thread
-    /// if there is one, else `cuda:0` (as Warp's default device).
+    /// if there is one ([`cuda_api::Device::current`]), else `cuda:0` (as
+    /// Warp's default device). Changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Cuda`] when the driver cannot be loaded or cannot say which
+    /// context is current.
     pub fn current() -> Result<Device> {
-        cuda_api::init()?;
-        if let Ok(raw) = cuda_api::driver::ctx_get_current()
-            && !raw.is_null()
-            && let Ok(d) = cuda_api::driver::ctx_get_device()
-        {
-            return Ok(Device::Cuda(d));
-        }
-        Ok(Device::Cuda(0))
+        Ok(cuda_api::Device::current()?.map_or(Device::Cuda(0), |d| Device::from(&d)))
     }
 
     /// Makes sure a context is current on this thread (the driver needs one
     /// to read a library kernel's parameters): the current one if any, else
     /// `cuda:0`'s primary context.
     pub(crate) fn ensure_context() -> Result<()> {
-        cuda_api::init()?;
-        match cuda_api::driver::ctx_get_current() {
-            Ok(raw) if !raw.is_null() => Ok(()),
-            _ => Device::Cuda(0).context().map(|_| ()),
+        if cuda_api::Device::current()?.is_none() {
+            Device::Cuda(0).context()?.bind()?;
         }
+        Ok(())
     }
 
     /// The CUDA ordinal, `None` for the CPU.
@@ -56,35 +54,36 @@ impl Device {
         matches!(self, Device::Cuda(_))
     }
 
-    /// The device's primary context (retained once per process and shared).
-    /// The CPU has none: an error that says so.
+    /// The device's primary context ([`cuda_api::Device::primary_context`]:
+    /// retained once per process and shared, a lock-free read after the
+    /// first call). Does not make it current: [`Context::bind`] does, and
+    /// every cuda-api call that works in it binds it itself.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotCuda`] for the CPU, which has no CUDA context;
+    /// [`Error::NoSuchDevice`] for an ordinal the driver does not have; or
+    /// the driver's failure to retain the context.
     pub fn context(self) -> Result<Context> {
-        use std::sync::OnceLock;
-        /// Primary contexts by ordinal, filled once each: launches read
-        /// them without a lock.
-        static PRIMARY: [OnceLock<Context>; 64] = [const { OnceLock::new() }; 64];
         let Some(n) = self.ordinal() else {
             return Err(Error::NotCuda {
                 call: "Device::context",
                 device: self,
             });
         };
-        if let Some(c) = usize::try_from(n).ok().and_then(|i| PRIMARY.get(i)?.get()) {
-            c.bind()?;
-            return Ok(c.clone());
+        match cuda_api::Device::get(n) {
+            Ok(d) => Ok(d.primary_context()?),
+            Err(e) => {
+                let count = cuda_api::Device::count()?;
+                if n >= count {
+                    return Err(Error::NoSuchDevice {
+                        device: self.to_string(),
+                        count,
+                    });
+                }
+                Err(e.into())
+            }
         }
-        let count = cuda_api::Device::count()?;
-        let slot = usize::try_from(n).ok().and_then(|i| PRIMARY.get(i));
-        let Some(slot) = slot.filter(|_| n < count) else {
-            return Err(Error::NoSuchDevice {
-                device: self.to_string(),
-                count,
-            });
-        };
-        let ctx = Context::primary(&cuda_api::Device::get(n)?)?;
-        let ctx = slot.get_or_init(|| ctx);
-        ctx.bind()?;
-        Ok(ctx.clone())
     }
 
     /// The device's default stream: the legacy null stream of its primary

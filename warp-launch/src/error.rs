@@ -203,13 +203,6 @@ pub enum Error {
         /// The device given.
         device: Device,
     },
-    /// Two devices without peer access (`cuDeviceCanAccessPeer` says 0).
-    NoPeerAccess {
-        /// The device that would read.
-        from: Device,
-        /// The device whose memory it would read.
-        to: Device,
-    },
     /// The legacy default stream given to a graph capture.
     DefaultStreamCapture,
     /// A launch index a graph does not have.
@@ -585,10 +578,6 @@ impl fmt::Display for Error {
                 f,
                 "{call}: {device} is not a CUDA device, and this needs one (a CUDA context, stream or peer access); use a cuda:N device"
             ),
-            Error::NoPeerAccess { from, to } => write!(
-                f,
-                "{from} cannot access {to}'s memory (cuDeviceCanAccessPeer says 0); copy the array to {from}"
-            ),
             Error::DefaultStreamCapture => f.write_str(
                 "Graph::capture: the legacy default stream cannot be captured; use Stream::new",
             ),
@@ -802,13 +791,6 @@ mod tests {
                     device: Device::Cpu,
                 },
                 &["Device::context", "cpu", "cuda:N"],
-            ),
-            (
-                Error::NoPeerAccess {
-                    from: Device::Cuda(0),
-                    to: Device::Cuda(1),
-                },
-                &["cuda:0", "cuda:1", "copy the array"],
             ),
             (
                 Error::NoSuchLaunch {

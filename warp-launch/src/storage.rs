@@ -31,11 +31,9 @@
 
 use std::fmt;
 use std::ptr::NonNull;
-use std::sync::OnceLock;
 
 use cuda_api::{Allocation, MemoryKind};
 
-use crate::access::Location;
 use crate::error::{Error, Result};
 
 /// Where an array's bytes live.
@@ -296,11 +294,9 @@ pub(crate) fn lock_storages<'a>(
     }
 }
 
-/// An array's storage: CUDA memory or host memory, and where the driver
-/// says it lives (asked once, for CHECKED launches).
+/// An array's storage: CUDA memory or host memory.
 pub struct Storage {
     backing: Backing,
-    located: OnceLock<Location>,
 }
 
 enum Backing {
@@ -325,7 +321,6 @@ impl Storage {
         })?;
         Ok(Storage {
             backing: Backing::Host(memory),
-            located: OnceLock::new(),
         })
     }
 
@@ -333,7 +328,6 @@ impl Storage {
     pub fn cuda(allocation: Allocation) -> Storage {
         Storage {
             backing: Backing::Cuda(allocation),
-            located: OnceLock::new(),
         }
     }
 
@@ -345,17 +339,19 @@ impl Storage {
         }
     }
 
-    /// Where the driver says the memory lives (asked on first use, then
-    /// cached: an allocation does not move). `None` for host memory.
-    pub fn location(&self) -> Result<Option<Location>> {
-        let Backing::Cuda(a) = &self.backing else {
-            return Ok(None);
-        };
-        if let Some(l) = self.located.get() {
-            return Ok(Some(*l));
+    /// Where the driver says the memory lives
+    /// ([`cuda_api::Allocation::location`]: asked on first use, then cached,
+    /// since an allocation does not move). `None` for host memory and for
+    /// empty storage, which has no address.
+    ///
+    /// # Errors
+    ///
+    /// The driver's failure to answer.
+    pub fn location(&self) -> Result<Option<cuda_api::Location>> {
+        match &self.backing {
+            Backing::Cuda(a) if a.bytes() > 0 => Ok(Some(a.location()?)),
+            _ => Ok(None),
         }
-        let l = crate::access::locate(a.device_address())?;
-        Ok(Some(*self.located.get_or_init(|| l)))
     }
 
     /// Size in bytes.
