@@ -103,6 +103,7 @@ pub mod launch;
 pub mod memory;
 pub mod module;
 pub mod params;
+pub mod priority;
 pub mod stream;
 
 pub use args::{Arg, ArgBlock, ArgError, DynKernel};
@@ -115,13 +116,17 @@ pub use function::Function;
 pub use generated::driver;
 pub use image::{ImageError, ImageKind};
 pub use kernel::{BufferUse, Kernel, KernelArg, KernelArgs, KernelSignature, MAX_TYPED_PARAMS};
-pub use launch::{DeviceLimits, Dim3, FunctionLimits, LaunchConfig, LaunchError};
+pub use launch::{
+    ClusterLimits, DeviceLimits, Dim3, FunctionLimits, LaunchConfig, LaunchError,
+    PORTABLE_CLUSTER_SIZE,
+};
 pub use memory::{
     Allocation, ConstDevicePtr, DeviceBuffer, DevicePtr, DeviceRepr, DeviceView, DeviceViewMut,
     MemoryKind, Scope,
 };
 pub use module::{Library, Module};
 pub use params::{KernelParam, Param, ParamSlot, ParamType};
+pub use priority::PriorityRange;
 pub use stream::{Event, Stream};
 
 /// Reports a failure to unload a library (which belongs to no context) in
