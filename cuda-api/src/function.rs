@@ -524,21 +524,31 @@ impl Function {
         cf: &ClusterFacts,
         cfg: &LaunchConfig,
     ) -> Result<ClusterLimits> {
-        let q = ClusterQuestion::MaxSize {
-            block: cfg.block,
-            smem: cfg.shared_mem_bytes,
+        let max_size = match cf.required {
+            // A kernel compiled with its cluster runs with that one only;
+            // whether it fits is asked next (cuOccupancyMaxActiveClusters).
+            Some(r) => u32::try_from(r.product().unwrap_or(u64::MAX)).unwrap_or(u32::MAX),
+            None => {
+                let q = ClusterQuestion::MaxSize {
+                    block: cfg.block,
+                    smem: cfg.shared_mem_bytes,
+                };
+                self.cluster_query(facts, cf, cfg, q)?
+            }
         };
         Ok(ClusterLimits {
             non_portable_allowed: cf.non_portable.load(Ordering::Relaxed),
             required: cf.required,
-            max_size: self.cluster_query(facts, cf, cfg, q)?,
+            max_size,
         })
     }
 
     /// Checks the cluster of a launch, cheapest first: device and grid
     /// (no query), then the kernel's cluster limits, then whether one
     /// cluster fits (each driver answer cached). Returns the active-cluster
-    /// count.
+    /// count and whether the launch must carry the cluster attribute: not
+    /// for a kernel compiled with this very cluster (`__cluster_dims__`),
+    /// which the driver applies anyway.
     #[cold]
     fn check_cluster_launch(
         &self,
@@ -546,7 +556,7 @@ impl Function {
         device: &DeviceLimits,
         cfg: &LaunchConfig,
         cluster: Dim3,
-    ) -> Result<u32> {
+    ) -> Result<(u32, bool)> {
         check_cluster_shape(&self.name, device, cfg, cluster)?;
         let cf = self.cluster_facts(facts)?;
         let limits = self.cluster_limits_of(facts, cf, cfg)?;
@@ -558,7 +568,7 @@ impl Function {
         };
         let active = self.cluster_query(facts, cf, cfg, q)?;
         check_cluster_fit(&self.name, device, cfg, cluster, active)?;
-        Ok(active)
+        Ok((active, cf.required.is_none()))
     }
 
     /// What this function allows for thread-block clusters in `ctx` at the
@@ -610,7 +620,7 @@ impl Function {
         let device = ctx.device().limits()?;
         self.with_facts(ctx, |facts| {
             check_shape(&self.name, device, &facts.limits(), cfg)?;
-            self.check_cluster_launch(facts, device, cfg, cluster)
+            Ok(self.check_cluster_launch(facts, device, cfg, cluster)?.0)
         })
     }
 
@@ -727,8 +737,9 @@ impl Function {
                 attrs[n].value.cooperative = 1;
                 n += 1;
             }
-            if let Some(cluster) = cfg.cluster {
-                self.check_cluster_launch(facts, limits, cfg, cluster)?;
+            if let Some(cluster) = cfg.cluster
+                && self.check_cluster_launch(facts, limits, cfg, cluster)?.1
+            {
                 attrs[n].id = CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
                 attrs[n].value.clusterDim.x = cluster.x;
                 attrs[n].value.clusterDim.y = cluster.y;

@@ -163,7 +163,8 @@ pub struct ClusterLimits {
     pub required: Option<Dim3>,
     /// The largest cluster (blocks) the device can run for this function at
     /// this block size and shared memory (`cuOccupancyMaxPotentialClusterSize`;
-    /// on an H200 8, or 16 once non-portable sizes are allowed).
+    /// on an H200 8, or 16 once non-portable sizes are allowed); for a kernel
+    /// compiled with a cluster, that cluster's size.
     pub max_size: u32,
 }
 
