@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::function::Function;
 use crate::kernel::BufferUse;
 use crate::kernel::sealed::Token;
-use crate::launch::{LaunchConfig, check_nonzero, check_shape};
+use crate::launch::{LaunchConfig, LaunchError, check_nonzero, check_shape};
 use crate::memory::{
     ConstDevicePtr, DeviceBuffer, DevicePtr, DeviceRepr, DeviceView, DeviceViewMut,
 };
@@ -327,6 +327,9 @@ impl Decl {
 pub struct DynKernel {
     func: Arc<Function>,
     decl: Arc<Decl>,
+    /// Declared to wait for the grids before it: may be launched with
+    /// [`LaunchConfig::programmatic`].
+    programmatic: bool,
 }
 
 impl fmt::Debug for DynKernel {
@@ -362,6 +365,7 @@ impl DynKernel {
                 bounds: Vec::new(),
             }),
             func: Arc::new(func),
+            programmatic: false,
         })
     }
 
@@ -389,7 +393,44 @@ impl DynKernel {
                 bounds: resolved,
             }),
             func: self.func,
+            programmatic: self.programmatic,
         })
+    }
+
+    /// Declares that the kernel may be launched as a programmatic dependent
+    /// launch ([`LaunchConfig::with_programmatic_launch`]): it may then
+    /// start while the kernel queued before it on the stream still runs.
+    /// Argument blocks made before stay valid.
+    ///
+    /// # Safety
+    ///
+    /// Every block of the kernel waits for the grids it depends on
+    /// (`cudaGridDependencySynchronize()`, PTX `griddepcontrol.wait`) before
+    /// it reads or writes memory that work queued before it on the stream
+    /// may use, and before it exits (so that work queued after it also
+    /// comes after the earlier work). A kernel that skips the wait races
+    /// with the kernel before it.
+    pub unsafe fn allow_programmatic_launch(mut self) -> DynKernel {
+        self.programmatic = true;
+        self
+    }
+
+    /// Whether the kernel was declared with
+    /// [`DynKernel::allow_programmatic_launch`].
+    pub fn allows_programmatic_launch(&self) -> bool {
+        self.programmatic
+    }
+
+    /// Refuses a programmatic launch of a kernel not declared for it.
+    #[inline]
+    pub(crate) fn check_programmatic(&self, cfg: &LaunchConfig) -> Result<()> {
+        if cfg.programmatic && !self.programmatic {
+            return Err(LaunchError::ProgrammaticNotDeclared {
+                kernel: self.decl.name.clone(),
+            }
+            .into());
+        }
+        Ok(())
     }
 
     /// The bounds declared with the kernel.
@@ -478,6 +519,7 @@ impl DynKernel {
         cooperative: bool,
     ) -> Result<()> {
         args.ready_for(&self.decl)?;
+        self.check_programmatic(cfg)?;
         if self.decl.has_bounds() {
             // SAFETY: every parameter is set (checked above), so each pointer
             // addresses a value of the declared type.

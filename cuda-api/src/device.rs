@@ -4,11 +4,11 @@ use std::fmt;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use cuda_sys::{CUdevice, CUdevice_attribute};
+use cuda_sys::{CUdevice, CUdevice_attribute, CUresult};
 
 use crate::context::Context;
 use crate::driver;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::launch::{DeviceLimits, Dim3};
 
 /// Initialises the driver once per process (`cuInit(0)`); later calls return the first outcome.
@@ -221,6 +221,22 @@ impl Device {
         Ok(self.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH)? != 0)
     }
 
+    /// Whether the device can launch thread-block clusters
+    /// (`CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH`; compute capability 9.0 and
+    /// later). `false` on a driver too old to know the attribute.
+    ///
+    /// # Errors
+    ///
+    /// A driver failure other than the attribute being unknown.
+    pub fn supports_cluster_launch(&self) -> Result<bool> {
+        match self.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH) {
+            Ok(v) => Ok(v != 0),
+            // A driver older than CUDA 11.8 does not know the attribute.
+            Err(Error::Driver(d)) if d.code == CUresult::CUDA_ERROR_INVALID_VALUE => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// The limits launches are validated against, queried once.
     pub fn limits(&self) -> Result<&DeviceLimits> {
         if let Some(l) = self.inner.limits.get() {
@@ -228,6 +244,7 @@ impl Device {
         }
         use CUdevice_attribute as A;
         let a = |x| self.attribute(x).map(|v| v as u32);
+        let (major, minor) = self.compute_capability()?;
         let limits = DeviceLimits {
             name: self.inner.name.clone(),
             sm_count: self.sm_count()?,
@@ -242,6 +259,8 @@ impl Device {
                 a(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?,
                 a(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
             ),
+            compute_capability: (major as u32, minor as u32),
+            cluster_launch: self.supports_cluster_launch()?,
         };
         Ok(self.inner.limits.get_or_init(|| limits))
     }

@@ -223,6 +223,18 @@ pub enum Error {
     /// it: truncated, corrupted, or not an image (see [`crate::image`]).
     /// The error names the call, the byte offset and what is wrong.
     InvalidImage(ImageError),
+    /// A stream priority outside the range the context allows (see
+    /// [`crate::PriorityRange`]); the driver would clamp it silently.
+    PriorityOutOfRange {
+        /// The priority asked for.
+        priority: i32,
+        /// The lowest priority (largest number) allowed.
+        least: i32,
+        /// The highest priority (smallest number) allowed.
+        greatest: i32,
+        /// The device, for the message.
+        device: String,
+    },
     /// An argument cannot be passed as given.
     InvalidArgument {
         /// The call or operation.
@@ -336,6 +348,15 @@ impl fmt::Display for Error {
                 }
                 f.write_str("; compile with an nvcc no newer than the driver, update the driver, or load cubin/fatbin instead")
             }
+            Error::PriorityOutOfRange {
+                priority,
+                least,
+                greatest,
+                device,
+            } => write!(
+                f,
+                "stream priority {priority} refused: {device} allows priorities from {greatest} (greatest) to {least} (least, the default), lower numbers first; use a value in {greatest}..={least}"
+            ),
             Error::InvalidArgument {
                 call,
                 parameter,

@@ -4,7 +4,7 @@
 //! crate lives here.
 
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cuda_sys::{
@@ -16,8 +16,9 @@ use crate::context::Context;
 use crate::driver;
 use crate::error::{Error, Result};
 use crate::launch::{
-    FunctionLimits, LaunchConfig, LaunchError, check_block, check_cooperative, check_nonzero,
-    check_shape,
+    ClusterLimits, DeviceLimits, Dim3, FunctionLimits, LaunchConfig, LaunchError, check_block,
+    check_cluster_fit, check_cluster_shape, check_cluster_size, check_cooperative, check_nonzero,
+    check_programmatic, check_shape,
 };
 use crate::module::{LibraryInner, ModuleInner};
 use crate::params::ParamSlot;
@@ -62,6 +63,53 @@ impl OccupancyCache {
     }
 }
 
+/// What the driver answered for one cluster question, keyed by the block,
+/// the shared memory and (for the active-cluster count) the cluster.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ClusterQuestion {
+    /// `cuOccupancyMaxPotentialClusterSize`.
+    MaxSize { block: Dim3, smem: u32 },
+    /// `cuOccupancyMaxActiveClusters`.
+    Active {
+        block: Dim3,
+        smem: u32,
+        cluster: Dim3,
+    },
+}
+
+/// The last few cluster answers (question, value), and the next slot to overwrite.
+type ClusterAnswers = ([Option<(ClusterQuestion, u32)>; 8], usize);
+
+/// A function's cluster facts in one context, queried on its first cluster
+/// launch (plain launches never ask).
+struct ClusterFacts {
+    /// The compile-time cluster (`__cluster_dims__`), if any.
+    required: Option<Dim3>,
+    /// `CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED`, as last set.
+    non_portable: AtomicBool,
+    /// Occupancy answers for a few configurations, without heap use.
+    answers: Mutex<ClusterAnswers>,
+}
+
+impl ClusterFacts {
+    fn answer(&self, q: ClusterQuestion) -> Option<u32> {
+        let a = self.answers.lock().ok()?;
+        a.0.iter().flatten().find(|(k, _)| *k == q).map(|(_, v)| *v)
+    }
+    fn remember(&self, q: ClusterQuestion, v: u32) {
+        if let Ok(mut a) = self.answers.lock() {
+            let next = a.1;
+            a.0[next] = Some((q, v));
+            a.1 = (next + 1) % a.0.len();
+        }
+    }
+    fn forget(&self) {
+        if let Ok(mut a) = self.answers.lock() {
+            *a = ([None; 8], 0);
+        }
+    }
+}
+
 /// What is known of a function in one context, queried once. It holds the
 /// context itself, not only its handle: while the facts live the context
 /// (and a primary context's retain) does too, so the handle cannot be
@@ -76,6 +124,8 @@ struct Facts {
     /// 16 | blocks per SM; 0 when none): read without a lock.
     last_occupancy: AtomicU64,
     occupancy: Mutex<OccupancyCache>,
+    /// Cluster facts, queried on the first cluster launch.
+    cluster: OnceLock<ClusterFacts>,
 }
 
 // SAFETY: the handles are plain driver handles usable from any thread; the rest is synchronised.
@@ -268,6 +318,7 @@ impl Function {
             )?),
             last_occupancy: AtomicU64::new(0),
             occupancy: Mutex::new(OccupancyCache::default()),
+            cluster: OnceLock::new(),
         })
     }
 
@@ -385,6 +436,222 @@ impl Function {
         Ok(self.occupancy(ctx, block_threads, shared_mem_bytes)? * ctx.device().sm_count()?)
     }
 
+    /// The cluster facts of `facts` (queried once; the context is bound).
+    fn cluster_facts<'f>(&self, facts: &'f Facts) -> Result<&'f ClusterFacts> {
+        if let Some(c) = facts.cluster.get() {
+            return Ok(c);
+        }
+        use CUfunction_attribute as A;
+        let attr = |a| {
+            // SAFETY: `facts.func` was resolved for the current context and
+            // its module or library is kept loaded by `self`.
+            unsafe { driver::func_get_attribute(a, facts.func) }
+                .map(|v| v.max(0) as u32)
+                .map_err(|e| self.err(e))
+        };
+        let required = Dim3::new(
+            attr(A::CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH)?,
+            attr(A::CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT)?,
+            attr(A::CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH)?,
+        );
+        let non_portable = attr(A::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED)? != 0;
+        Ok(facts.cluster.get_or_init(|| ClusterFacts {
+            // The driver reports 0 for each extent when none was compiled in.
+            required: (required.x != 0).then_some(required),
+            non_portable: AtomicBool::new(non_portable),
+            answers: Mutex::new(([None; 8], 0)),
+        }))
+    }
+
+    /// Asks the driver an occupancy question about clusters (cached).
+    fn cluster_query(
+        &self,
+        facts: &Facts,
+        cf: &ClusterFacts,
+        cfg: &LaunchConfig,
+        q: ClusterQuestion,
+    ) -> Result<u32> {
+        if let Some(v) = cf.answer(q) {
+            return Ok(v);
+        }
+        let mut attr = CUlaunchAttribute {
+            id: CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
+            ..Default::default()
+        };
+        let cluster = match q {
+            ClusterQuestion::Active { cluster, .. } => Some(cluster),
+            ClusterQuestion::MaxSize { .. } => None,
+        };
+        if let Some(c) = cluster {
+            attr.value.clusterDim.x = c.x;
+            attr.value.clusterDim.y = c.y;
+            attr.value.clusterDim.z = c.z;
+        }
+        let config = CUlaunchConfig {
+            gridDimX: cfg.grid.x,
+            gridDimY: cfg.grid.y,
+            gridDimZ: cfg.grid.z,
+            blockDimX: cfg.block.x,
+            blockDimY: cfg.block.y,
+            blockDimZ: cfg.block.z,
+            sharedMemBytes: cfg.shared_mem_bytes,
+            hStream: std::ptr::null_mut(),
+            attrs: &mut attr,
+            numAttrs: u32::from(cluster.is_some()),
+        };
+        // SAFETY: `facts.func` was resolved for the current context and its
+        // module or library is kept loaded by `self`; `config` points only
+        // at `attr`, alive for the call, and names no stream.
+        let v = unsafe {
+            match q {
+                ClusterQuestion::MaxSize { .. } => {
+                    driver::occupancy_max_potential_cluster_size(facts.func, &config)
+                }
+                ClusterQuestion::Active { .. } => {
+                    driver::occupancy_max_active_clusters(facts.func, &config)
+                }
+            }
+        }
+        .map_err(|e| self.err(e))?
+        .max(0) as u32;
+        cf.remember(q, v);
+        Ok(v)
+    }
+
+    fn cluster_limits_of(
+        &self,
+        facts: &Facts,
+        cf: &ClusterFacts,
+        cfg: &LaunchConfig,
+    ) -> Result<ClusterLimits> {
+        let max_size = match cf.required {
+            // A kernel compiled with its cluster runs with that one only;
+            // whether it fits is asked next (cuOccupancyMaxActiveClusters).
+            Some(r) => u32::try_from(r.product().unwrap_or(u64::MAX)).unwrap_or(u32::MAX),
+            None => {
+                let q = ClusterQuestion::MaxSize {
+                    block: cfg.block,
+                    smem: cfg.shared_mem_bytes,
+                };
+                self.cluster_query(facts, cf, cfg, q)?
+            }
+        };
+        Ok(ClusterLimits {
+            non_portable_allowed: cf.non_portable.load(Ordering::Relaxed),
+            required: cf.required,
+            max_size,
+        })
+    }
+
+    /// Checks the cluster of a launch, cheapest first: device and grid
+    /// (no query), then the kernel's cluster limits, then whether one
+    /// cluster fits (each driver answer cached). Returns the active-cluster
+    /// count and whether the launch must carry the cluster attribute: not
+    /// for a kernel compiled with this very cluster (`__cluster_dims__`),
+    /// which the driver applies anyway.
+    #[cold]
+    fn check_cluster_launch(
+        &self,
+        facts: &Facts,
+        device: &DeviceLimits,
+        cfg: &LaunchConfig,
+        cluster: Dim3,
+    ) -> Result<(u32, bool)> {
+        check_cluster_shape(&self.name, device, cfg, cluster)?;
+        let cf = self.cluster_facts(facts)?;
+        let limits = self.cluster_limits_of(facts, cf, cfg)?;
+        check_cluster_size(&self.name, device, &limits, cluster)?;
+        let q = ClusterQuestion::Active {
+            block: cfg.block,
+            smem: cfg.shared_mem_bytes,
+            cluster,
+        };
+        let active = self.cluster_query(facts, cf, cfg, q)?;
+        check_cluster_fit(&self.name, device, cfg, cluster, active)?;
+        Ok((active, cf.required.is_none()))
+    }
+
+    /// What this function allows for thread-block clusters in `ctx` at the
+    /// block size and dynamic shared memory of `cfg`: its compile-time
+    /// cluster, whether non-portable sizes are allowed, and the largest
+    /// cluster the device runs for it (`cuOccupancyMaxPotentialClusterSize`).
+    ///
+    /// # Errors
+    ///
+    /// [`LaunchError::ClusterNotSupported`] on a device without clusters,
+    /// the block and shared-memory errors of [`Function::occupancy`], or a
+    /// driver failure.
+    pub fn cluster_limits(&self, ctx: &Context, cfg: &LaunchConfig) -> Result<ClusterLimits> {
+        self.with_facts(ctx, |facts| {
+            ctx.bind()?;
+            let device = ctx.device().limits()?;
+            let one = LaunchConfig {
+                cluster: Some(Dim3::new(1, 1, 1)),
+                ..*cfg
+            };
+            check_cluster_shape(&self.name, device, &one, Dim3::new(1, 1, 1))?;
+            let threads = cfg.block.product().unwrap_or(u64::MAX);
+            check_block(&self.name, &facts.limits(), threads, cfg.shared_mem_bytes)?;
+            let cf = self.cluster_facts(facts)?;
+            self.cluster_limits_of(facts, cf, cfg)
+        })
+    }
+
+    /// How many clusters of `cfg.cluster` can run at once in `ctx` at the
+    /// block size and shared memory of `cfg` (`cuOccupancyMaxActiveClusters`),
+    /// after the checks a cluster launch makes.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] when `cfg` has no cluster; the launch
+    /// checks' [`LaunchError`]s (a cluster that does not fit at all is
+    /// [`LaunchError::ClusterDoesNotFit`]); a driver failure.
+    pub fn max_active_clusters(&self, ctx: &Context, cfg: &LaunchConfig) -> Result<u32> {
+        let Some(cluster) = cfg.cluster else {
+            return Err(Error::invalid_argument(
+                format!("Function::max_active_clusters of '{}'", self.name),
+                "cfg",
+                "the configuration has no cluster; set one with LaunchConfig::with_cluster".into(),
+            ));
+        };
+        check_nonzero(&self.name, cfg)?;
+        self.check_context(ctx)?;
+        ctx.bind()?;
+        let device = ctx.device().limits()?;
+        self.with_facts(ctx, |facts| {
+            check_shape(&self.name, device, &facts.limits(), cfg)?;
+            Ok(self.check_cluster_launch(facts, device, cfg, cluster)?.0)
+        })
+    }
+
+    /// Allows (or forbids again) clusters of more than
+    /// [`PORTABLE_CLUSTER_SIZE`](crate::PORTABLE_CLUSTER_SIZE) blocks for
+    /// this function in `ctx`
+    /// (`CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED`); compute
+    /// capability 9.0 runs up to 16.
+    ///
+    /// # Errors
+    ///
+    /// [`LaunchError::ClusterNotSupported`] on a device without clusters, or
+    /// a driver failure.
+    pub fn allow_non_portable_cluster_size(&self, ctx: &Context, allow: bool) -> Result<()> {
+        self.with_facts(ctx, |facts| {
+            ctx.bind()?;
+            let device = ctx.device().limits()?;
+            let one = LaunchConfig::new(1, 1).with_cluster(1);
+            check_cluster_shape(&self.name, device, &one, Dim3::new(1, 1, 1))?;
+            let cf = self.cluster_facts(facts)?;
+            let attr = CUfunction_attribute::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED;
+            // SAFETY: `facts.func` was resolved for `ctx`, which is current,
+            // and its module or library is kept loaded by `self`.
+            unsafe { driver::func_set_attribute(facts.func, attr, i32::from(allow)) }
+                .map_err(|e| self.err(e))?;
+            cf.non_portable.store(allow, Ordering::Relaxed);
+            cf.forget();
+            Ok(())
+        })
+    }
+
     /// `(offset, size)` in bytes of each parameter, from the driver, queried once.
     pub fn param_layout(&self) -> Result<Arc<[ParamSlot]>> {
         if let Some(l) = self.layout.get() {
@@ -415,17 +682,33 @@ impl Function {
     }
 
     /// Validates and launches with raw parameter pointers: the one launch path
-    /// of the crate, plain or cooperative. Checks run cheapest first: zero
-    /// extents and the function's context before any driver query, then the
-    /// device's and the function's limits (cached), then, for a cooperative
-    /// launch, occupancy times SMs (cached). A stream being captured into a
-    /// graph ([`Stream::capture`]) is refused: launch into a graph through
-    /// its [`Capture`](crate::Capture).
+    /// of the crate, plain or cooperative, with the launch attributes of
+    /// `cfg` (cluster, programmatic dependent launch). Checks run cheapest
+    /// first: zero extents and the function's context before any driver
+    /// query, then the device's and the function's limits (cached), then,
+    /// for a cooperative launch, occupancy times SMs (cached), then for a
+    /// cluster launch the device, the grid, the kernel's cluster limits and
+    /// `cuOccupancyMaxActiveClusters` (cached), then for a programmatic
+    /// launch the device's compute capability. Whether the kernel may be
+    /// launched programmatically is the caller's to check
+    /// ([`DynKernel::allow_programmatic_launch`](crate::DynKernel::allow_programmatic_launch)).
+    /// A stream being captured into a graph ([`Stream::capture`]) is
+    /// refused: launch into a graph through its [`Capture`](crate::Capture).
+    ///
+    /// # Errors
+    ///
+    /// The [`LaunchError`] of the first check that fails, a stream being
+    /// captured ([`Error::InvalidArgument`]), or the driver's failure (noted
+    /// as the context's sticky error when it is one).
     ///
     /// # Safety
     ///
     /// `params` must hold one valid pointer per kernel parameter, each to a
-    /// value of that parameter's type.
+    /// value of that parameter's type. When `cfg.programmatic` is set, every
+    /// block of the kernel must wait for the grids before it
+    /// (`cudaGridDependencySynchronize`, PTX `griddepcontrol.wait`) before it
+    /// touches memory that earlier work on the stream uses, and before it
+    /// exits.
     #[inline]
     pub unsafe fn launch_raw(
         &self,
@@ -448,14 +731,32 @@ impl Function {
                 let per_sm = self.occupancy_of(facts, threads, cfg.shared_mem_bytes)?;
                 check_cooperative(&self.name, limits, cfg, blocks, per_sm)?;
             }
-            // One entry point for both kinds: cuLaunchKernelEx, with the
-            // cooperative attribute when asked. On the H200 its raw cost was
-            // 0.977x to 0.995x that of cuLaunchCooperativeKernel across runs.
-            let mut attr = CUlaunchAttribute {
-                id: CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_COOPERATIVE,
-                ..Default::default()
-            };
-            attr.value.cooperative = 1;
+            // One entry point for every kind: cuLaunchKernelEx, with the
+            // attributes asked for. On the H200 its raw cost was 0.977x to
+            // 0.995x that of cuLaunchCooperativeKernel across runs.
+            let mut attrs = [CUlaunchAttribute::default(); 3];
+            let mut n = 0;
+            if cooperative {
+                attrs[n].id = CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+                attrs[n].value.cooperative = 1;
+                n += 1;
+            }
+            if let Some(cluster) = cfg.cluster
+                && self.check_cluster_launch(facts, limits, cfg, cluster)?.1
+            {
+                attrs[n].id = CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+                attrs[n].value.clusterDim.x = cluster.x;
+                attrs[n].value.clusterDim.y = cluster.y;
+                attrs[n].value.clusterDim.z = cluster.z;
+                n += 1;
+            }
+            if cfg.programmatic {
+                check_programmatic(&self.name, limits, cfg)?;
+                attrs[n].id =
+                    CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+                attrs[n].value.programmaticStreamSerializationAllowed = 1;
+                n += 1;
+            }
             let config = CUlaunchConfig {
                 gridDimX: cfg.grid.x,
                 gridDimY: cfg.grid.y,
@@ -465,11 +766,12 @@ impl Function {
                 blockDimZ: cfg.block.z,
                 sharedMemBytes: cfg.shared_mem_bytes,
                 hStream: stream.raw(),
-                attrs: &mut attr,
-                numAttrs: u32::from(cooperative),
+                attrs: attrs.as_mut_ptr(),
+                numAttrs: n as u32,
             };
-            // SAFETY: validated configuration; `attr` outlives the call; the
-            // function is this context's; the caller vouches for `params`.
+            // SAFETY: validated configuration; `attrs` outlives the call; the
+            // function is this context's; the caller vouches for `params`
+            // (and, for a programmatic launch, for the kernel's wait).
             let r = unsafe {
                 driver::launch_kernel_ex(&config, facts.func, params, std::ptr::null_mut())
             };

@@ -178,6 +178,9 @@ impl Shared {
                     grid: Dim3::new(p.gridDimX, p.gridDimY, p.gridDimZ),
                     block: Dim3::new(p.blockDimX, p.blockDimY, p.blockDimZ),
                     shared_mem_bytes: p.sharedMemBytes,
+                    // The node parameters do not carry launch attributes.
+                    cluster: None,
+                    programmatic: false,
                 },
             });
         }
@@ -246,7 +249,8 @@ impl KernelNode {
         &self.name
     }
 
-    /// Its grid, block and dynamic shared memory.
+    /// Its grid, block and dynamic shared memory (launch attributes such
+    /// as a cluster are not reported: `cluster` is `None`).
     pub fn config(&self) -> LaunchConfig {
         self.config
     }
@@ -689,6 +693,13 @@ impl<'a> GraphExec<'a> {
         args: &ArgBlock<'a>,
     ) -> Result<()> {
         const CALL: &str = "GraphExec::update_kernel";
+        if cfg.cluster.is_some() || cfg.programmatic {
+            return Err(Error::invalid_argument(
+                CALL,
+                "cfg",
+                "an in-place update sets a node's grid, block, shared memory and arguments, not launch attributes (cluster, programmatic launch); leave them unset, or capture the graph again with the new attributes".into(),
+            ));
+        }
         self.shared.check_node(CALL, "node", node)?;
         let ctx = &self.shared.ctx;
         let g = self.shared.lock();

@@ -261,7 +261,23 @@ impl<S: KernelSignature> Kernel<S> {
         Ok(self)
     }
 
-    /// Launches on `stream` after checking the configuration.
+    /// Declares that the kernel may be launched as a programmatic dependent
+    /// launch (see [`DynKernel::allow_programmatic_launch`]).
+    ///
+    /// # Safety
+    ///
+    /// As for [`DynKernel::allow_programmatic_launch`]: every block of the
+    /// kernel waits for the grids before it (`griddepcontrol.wait`) before
+    /// it touches memory that earlier work on the stream may use, and
+    /// before it exits.
+    pub unsafe fn allow_programmatic_launch(mut self) -> Self {
+        // SAFETY: the caller's promise is passed on.
+        self.dyn_kernel = unsafe { self.dyn_kernel.allow_programmatic_launch() };
+        self
+    }
+
+    /// Launches on `stream` after checking the configuration (with its
+    /// cluster and programmatic dependent launch, if set).
     #[inline]
     pub fn launch(
         &self,
@@ -293,6 +309,7 @@ impl<S: KernelSignature> Kernel<S> {
         args: &impl KernelArgs<S>,
         cooperative: bool,
     ) -> Result<()> {
+        self.dyn_kernel.check_programmatic(cfg)?;
         let token = Token(());
         let packed = args.pack(token);
         let mut ptrs = [std::ptr::null_mut::<c_void>(); MAX_TYPED_PARAMS];

@@ -50,7 +50,16 @@ impl fmt::Display for Dim3 {
     }
 }
 
-/// Grid, block and dynamic shared memory of one launch.
+/// Most blocks in a thread-block cluster that every device with clusters
+/// schedules (CUDA calls this the portable cluster size). A kernel may ask
+/// for more with [`Function::allow_non_portable_cluster_size`](crate::Function::allow_non_portable_cluster_size)
+/// (up to 16 on compute capability 9.0), see
+/// [Thread Block Clusters](https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#thread-block-clusters).
+pub const PORTABLE_CLUSTER_SIZE: u32 = 8;
+
+/// Grid, block and dynamic shared memory of one launch, with the launch
+/// attributes that go with them (thread-block clusters, programmatic
+/// dependent launch). Every field is checked before the driver sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct LaunchConfig {
     /// Blocks in the grid.
@@ -59,6 +68,20 @@ pub struct LaunchConfig {
     pub block: Dim3,
     /// Dynamic shared memory per block, in bytes.
     pub shared_mem_bytes: u32,
+    /// Blocks per thread-block cluster (compute capability 9.0 and later):
+    /// the blocks of one cluster run at once on one GPU processing cluster
+    /// and can read each other's shared memory. `None` launches without a
+    /// cluster attribute (a kernel compiled with `__cluster_dims__` still
+    /// gets its compile-time clusters). Every grid extent must be a
+    /// multiple of the cluster's.
+    pub cluster: Option<Dim3>,
+    /// Programmatic dependent launch (compute capability 9.0 and later):
+    /// the kernel may start while the kernel queued before it on the stream
+    /// is still running, and waits for it inside the kernel. Only kernels
+    /// declared with [`DynKernel::allow_programmatic_launch`](crate::DynKernel::allow_programmatic_launch)
+    /// may be launched so; others are refused with
+    /// [`LaunchError::ProgrammaticNotDeclared`].
+    pub programmatic: bool,
 }
 
 impl LaunchConfig {
@@ -68,11 +91,25 @@ impl LaunchConfig {
             grid: grid.into(),
             block: block.into(),
             shared_mem_bytes: 0,
+            cluster: None,
+            programmatic: false,
         }
     }
     /// With `bytes` of dynamic shared memory per block.
     pub fn with_shared_mem(mut self, bytes: u32) -> Self {
         self.shared_mem_bytes = bytes;
+        self
+    }
+    /// With thread-block clusters of `cluster` blocks (see
+    /// [`LaunchConfig::cluster`]); checked at launch against the device, the
+    /// grid, the kernel's cluster limits and `cuOccupancyMaxActiveClusters`.
+    pub fn with_cluster(mut self, cluster: impl Into<Dim3>) -> Self {
+        self.cluster = Some(cluster.into());
+        self
+    }
+    /// As a programmatic dependent launch (see [`LaunchConfig::programmatic`]).
+    pub fn with_programmatic_launch(mut self) -> Self {
+        self.programmatic = true;
         self
     }
     /// A 1-D configuration covering `n` elements with `block` threads per block
@@ -96,6 +133,11 @@ pub struct DeviceLimits {
     pub max_block: Dim3,
     /// Maximum grid extent per axis.
     pub max_grid: Dim3,
+    /// `(major, minor)` compute capability, e.g. `(9, 0)`.
+    pub compute_capability: (u32, u32),
+    /// Whether `CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH` is set (thread-block
+    /// clusters; compute capability 9.0 and later).
+    pub cluster_launch: bool,
 }
 
 /// What one function allows, queried once per function.
@@ -105,6 +147,25 @@ pub struct FunctionLimits {
     pub max_threads_per_block: u32,
     /// `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`: the dynamic shared memory it may get.
     pub max_dynamic_shared_bytes: u32,
+}
+
+/// What one function allows for thread-block clusters in one context at one
+/// block size and dynamic shared memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClusterLimits {
+    /// `CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED`: whether the
+    /// function may be launched with clusters of more than
+    /// [`PORTABLE_CLUSTER_SIZE`] blocks.
+    pub non_portable_allowed: bool,
+    /// The cluster dimensions the kernel was compiled with
+    /// (`__cluster_dims__`, `CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH` ...),
+    /// `None` when it was compiled without.
+    pub required: Option<Dim3>,
+    /// The largest cluster (blocks) the device can run for this function at
+    /// this block size and shared memory (`cuOccupancyMaxPotentialClusterSize`;
+    /// on an H200 8, or 16 once non-portable sizes are allowed); for a kernel
+    /// compiled with a cluster, that cluster's size.
+    pub max_size: u32,
 }
 
 /// A launch refused before it reached the driver.
@@ -209,6 +270,80 @@ pub enum LaunchError {
         /// What to do.
         hint: String,
     },
+    /// A cluster launch on a device without thread-block clusters.
+    ClusterNotSupported {
+        /// Kernel name.
+        kernel: String,
+        /// Device name.
+        device: String,
+        /// The device's compute capability (clusters need 9.0 or later).
+        compute_capability: (u32, u32),
+    },
+    /// A grid extent that is not a multiple of the cluster's.
+    ClusterDoesNotDivideGrid {
+        /// Kernel name.
+        kernel: String,
+        /// `x`, `y` or `z`.
+        axis: &'static str,
+        /// The grid's extent on that axis.
+        grid: u32,
+        /// The cluster's extent on that axis.
+        cluster: u32,
+    },
+    /// A cluster with more blocks than the kernel may have on this device.
+    ClusterTooLarge {
+        /// Kernel name.
+        kernel: String,
+        /// The cluster asked for.
+        cluster: Dim3,
+        /// Its blocks.
+        size: u64,
+        /// The most blocks allowed.
+        max: u32,
+        /// Whether the kernel allows non-portable sizes (above
+        /// [`PORTABLE_CLUSTER_SIZE`]).
+        non_portable_allowed: bool,
+        /// Device name.
+        device: String,
+    },
+    /// A cluster other than the one the kernel was compiled with.
+    ClusterMismatch {
+        /// Kernel name.
+        kernel: String,
+        /// The cluster asked for.
+        cluster: Dim3,
+        /// The kernel's compile-time cluster (`__cluster_dims__`).
+        required: Dim3,
+    },
+    /// Not even one cluster of this shape fits on the device at this block
+    /// size and shared memory (`cuOccupancyMaxActiveClusters` is 0).
+    ClusterDoesNotFit {
+        /// Kernel name.
+        kernel: String,
+        /// The cluster asked for.
+        cluster: Dim3,
+        /// Threads per block.
+        threads: u64,
+        /// Dynamic shared memory per block.
+        shared_mem_bytes: u32,
+        /// Device name.
+        device: String,
+    },
+    /// A programmatic dependent launch of a kernel not declared to wait for
+    /// the work before it.
+    ProgrammaticNotDeclared {
+        /// Kernel name.
+        kernel: String,
+    },
+    /// A programmatic dependent launch on a device below compute capability 9.0.
+    ProgrammaticNotSupported {
+        /// Kernel name.
+        kernel: String,
+        /// Device name.
+        device: String,
+        /// The device's compute capability.
+        compute_capability: (u32, u32),
+    },
     /// A bounded parameter given a raw pointer, whose length is unknown.
     BufferUnknown {
         /// Kernel name.
@@ -310,6 +445,88 @@ impl fmt::Display for LaunchError {
             } => write!(
                 f,
                 "launch of '{kernel}' refused: argument {index} ('{name}') must hold at least {extent} (a declared bound) but was given a raw pointer, whose length is unknown; pass the buffer or a view (`&buffer`, `&mut buffer`)"
+            ),
+            LaunchError::ClusterNotSupported {
+                kernel,
+                device,
+                compute_capability: (major, minor),
+            } => write!(
+                f,
+                "cluster launch of '{kernel}' refused: {device} (compute capability {major}.{minor}) has no thread-block clusters, which need compute capability 9.0 or later (CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH); launch without a cluster"
+            ),
+            LaunchError::ClusterDoesNotDivideGrid {
+                kernel,
+                axis,
+                grid,
+                cluster,
+            } => {
+                write!(
+                    f,
+                    "cluster launch of '{kernel}' refused: grid.{axis} = {grid} is not a multiple of cluster.{axis} = {cluster}; use a grid.{axis} that is"
+                )?;
+                if let Some(r) = grid.checked_rem(*cluster) {
+                    let down = grid - r;
+                    let up = u64::from(down) + u64::from(*cluster);
+                    match down {
+                        0 => write!(f, " (e.g. {up})")?,
+                        _ => write!(f, " (e.g. {down} or {up})")?,
+                    }
+                }
+                Ok(())
+            }
+            LaunchError::ClusterTooLarge {
+                kernel,
+                cluster,
+                size,
+                max,
+                non_portable_allowed,
+                device,
+            } => {
+                write!(
+                    f,
+                    "cluster launch of '{kernel}' refused: a cluster of {cluster} is {size} blocks but "
+                )?;
+                if !non_portable_allowed && *max == PORTABLE_CLUSTER_SIZE {
+                    write!(
+                        f,
+                        "the portable maximum is {max} and the kernel does not allow non-portable sizes; use at most {max} blocks, or allow larger clusters with Function::allow_non_portable_cluster_size (compute capability 9.0 allows up to 16)"
+                    )
+                } else {
+                    write!(
+                        f,
+                        "{device} runs at most {max} blocks per cluster for this kernel at this block size and shared memory (cuOccupancyMaxPotentialClusterSize); use at most {max} blocks per cluster"
+                    )
+                }
+            }
+            LaunchError::ClusterMismatch {
+                kernel,
+                cluster,
+                required,
+            } => write!(
+                f,
+                "cluster launch of '{kernel}' refused: the kernel was compiled with clusters of {required} (__cluster_dims__) but the launch asks for {cluster}; ask for {required} or for no cluster"
+            ),
+            LaunchError::ClusterDoesNotFit {
+                kernel,
+                cluster,
+                threads,
+                shared_mem_bytes,
+                device,
+            } => write!(
+                f,
+                "cluster launch of '{kernel}' refused: not one cluster of {cluster} blocks of {threads} threads with {shared_mem_bytes} B dynamic shared memory each fits on {device} at once (cuOccupancyMaxActiveClusters is 0); use a smaller cluster, fewer threads or less shared memory"
+            ),
+            LaunchError::ProgrammaticNotDeclared { kernel } => write!(
+                f,
+                "programmatic dependent launch of '{kernel}' refused: the kernel is not declared to wait for the work queued before it (cudaGridDependencySynchronize / griddepcontrol.wait); declare it with allow_programmatic_launch if it does, or launch without programmatic"
+            ),
+            LaunchError::ProgrammaticNotSupported {
+                kernel,
+                device,
+                compute_capability: (major, minor),
+            } => write!(
+                f,
+                "programmatic dependent launch of '{kernel}' refused: {device} has compute capability {major}.{minor} but programmatic dependent launch needs 9.0 or later; launch without programmatic"
             ),
         }
     }
@@ -455,6 +672,167 @@ pub fn check_launch(
     Ok(())
 }
 
+/// Checks what a cluster launch needs before any cluster query: a device
+/// with clusters, no zero cluster extent, and a grid that is a multiple of
+/// the cluster on every axis. Returns the cluster's block count.
+///
+/// # Errors
+///
+/// [`LaunchError::ClusterNotSupported`], [`LaunchError::ZeroDimension`]
+/// (`cluster.x`, ...) or [`LaunchError::ClusterDoesNotDivideGrid`].
+pub fn check_cluster_shape(
+    kernel: &str,
+    device: &DeviceLimits,
+    cfg: &LaunchConfig,
+    cluster: Dim3,
+) -> Result<u64, LaunchError> {
+    if !device.cluster_launch || device.compute_capability.0 < 9 {
+        return Err(LaunchError::ClusterNotSupported {
+            kernel: kernel.to_string(),
+            device: device.name.clone(),
+            compute_capability: device.compute_capability,
+        });
+    }
+    let axes = [
+        ("x", cfg.grid.x, cluster.x),
+        ("y", cfg.grid.y, cluster.y),
+        ("z", cfg.grid.z, cluster.z),
+    ];
+    for (axis, grid, c) in axes {
+        if c == 0 {
+            return Err(LaunchError::ZeroDimension {
+                kernel: kernel.to_string(),
+                axis: match axis {
+                    "x" => "cluster.x",
+                    "y" => "cluster.y",
+                    _ => "cluster.z",
+                },
+            });
+        }
+        if grid % c != 0 {
+            return Err(LaunchError::ClusterDoesNotDivideGrid {
+                kernel: kernel.to_string(),
+                axis,
+                grid,
+                cluster: c,
+            });
+        }
+    }
+    // Each extent divides a grid extent, so the product fits in u64.
+    Ok(cluster.product().unwrap_or(u64::MAX))
+}
+
+/// Checks a cluster against the kernel's own cluster limits: its
+/// compile-time cluster (if any), the portable size unless the kernel
+/// allows non-portable sizes, and the largest cluster the device runs for
+/// it at this block size and shared memory.
+///
+/// # Errors
+///
+/// [`LaunchError::ClusterMismatch`] or [`LaunchError::ClusterTooLarge`].
+pub fn check_cluster_size(
+    kernel: &str,
+    device: &DeviceLimits,
+    limits: &ClusterLimits,
+    cluster: Dim3,
+) -> Result<(), LaunchError> {
+    if let Some(required) = limits.required
+        && required != cluster
+    {
+        return Err(LaunchError::ClusterMismatch {
+            kernel: kernel.to_string(),
+            cluster,
+            required,
+        });
+    }
+    let size = cluster.product().unwrap_or(u64::MAX);
+    let max = if limits.non_portable_allowed {
+        limits.max_size
+    } else {
+        limits.max_size.min(PORTABLE_CLUSTER_SIZE)
+    };
+    if size > u64::from(max) {
+        return Err(LaunchError::ClusterTooLarge {
+            kernel: kernel.to_string(),
+            cluster,
+            size,
+            max,
+            non_portable_allowed: limits.non_portable_allowed,
+            device: device.name.clone(),
+        });
+    }
+    Ok(())
+}
+
+/// Checks that at least one cluster fits on the device at once:
+/// `active_clusters` is `cuOccupancyMaxActiveClusters` for this cluster,
+/// block size and shared memory.
+///
+/// # Errors
+///
+/// [`LaunchError::ClusterDoesNotFit`] when `active_clusters` is 0.
+pub fn check_cluster_fit(
+    kernel: &str,
+    device: &DeviceLimits,
+    cfg: &LaunchConfig,
+    cluster: Dim3,
+    active_clusters: u32,
+) -> Result<(), LaunchError> {
+    if active_clusters == 0 {
+        return Err(LaunchError::ClusterDoesNotFit {
+            kernel: kernel.to_string(),
+            cluster,
+            threads: cfg.block.product().unwrap_or(u64::MAX),
+            shared_mem_bytes: cfg.shared_mem_bytes,
+            device: device.name.clone(),
+        });
+    }
+    Ok(())
+}
+
+/// Checks the cluster of `cfg` (none: nothing to check) in the order a
+/// launch does: [`check_cluster_shape`], [`check_cluster_size`],
+/// [`check_cluster_fit`].
+///
+/// # Errors
+///
+/// The first of their errors.
+pub fn check_cluster(
+    kernel: &str,
+    device: &DeviceLimits,
+    limits: &ClusterLimits,
+    cfg: &LaunchConfig,
+    active_clusters: u32,
+) -> Result<(), LaunchError> {
+    let Some(cluster) = cfg.cluster else {
+        return Ok(());
+    };
+    check_cluster_shape(kernel, device, cfg, cluster)?;
+    check_cluster_size(kernel, device, limits, cluster)?;
+    check_cluster_fit(kernel, device, cfg, cluster, active_clusters)
+}
+
+/// Checks that the device can launch programmatically dependent kernels
+/// (compute capability 9.0 and later) when `cfg` asks for it.
+///
+/// # Errors
+///
+/// [`LaunchError::ProgrammaticNotSupported`].
+pub fn check_programmatic(
+    kernel: &str,
+    device: &DeviceLimits,
+    cfg: &LaunchConfig,
+) -> Result<(), LaunchError> {
+    if cfg.programmatic && device.compute_capability.0 < 9 {
+        return Err(LaunchError::ProgrammaticNotSupported {
+            kernel: kernel.to_string(),
+            device: device.name.clone(),
+            compute_capability: device.compute_capability,
+        });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -467,6 +845,8 @@ mod tests {
             cooperative_launch: true,
             max_block: Dim3::new(1024, 1024, 64),
             max_grid: Dim3::new(2147483647, 65535, 65535),
+            compute_capability: (9, 0),
+            cluster_launch: true,
         }
     }
 
@@ -654,6 +1034,213 @@ mod tests {
         assert_eq!(
             Dim3::new(u32::MAX, 2, 1).product(),
             Some(2 * u32::MAX as u64)
+        );
+    }
+
+    /// The H200's cluster facts for a small kernel: 8 blocks portable; 16
+    /// once non-portable sizes are allowed (cuOccupancyMaxPotentialClusterSize).
+    const PORTABLE: ClusterLimits = ClusterLimits {
+        non_portable_allowed: false,
+        required: None,
+        max_size: 8,
+    };
+    const NON_PORTABLE: ClusterLimits = ClusterLimits {
+        non_portable_allowed: true,
+        required: None,
+        max_size: 16,
+    };
+
+    fn cluster(
+        limits: &ClusterLimits,
+        grid: impl Into<Dim3>,
+        cluster: impl Into<Dim3>,
+        active: u32,
+    ) -> Result<(), LaunchError> {
+        let cfg = LaunchConfig::new(grid, 128).with_cluster(cluster);
+        check_cluster("cluster_id", &h200(), limits, &cfg, active)
+    }
+
+    #[test]
+    fn clusters_at_the_h200_limits_are_accepted() {
+        assert_eq!(cluster(&PORTABLE, 64, 8, 16), Ok(()));
+        assert_eq!(cluster(&PORTABLE, (4, 4), (2, 4), 16), Ok(()));
+        assert_eq!(cluster(&NON_PORTABLE, 64, 16, 7), Ok(()));
+        assert_eq!(cluster(&NON_PORTABLE, (8, 4, 2), (2, 4, 2), 7), Ok(()));
+        // No cluster: nothing to check, whatever the facts say.
+        let plain = LaunchConfig::new(7, 128);
+        assert_eq!(check_cluster("k", &h200(), &PORTABLE, &plain, 0), Ok(()));
+    }
+
+    #[test]
+    fn one_block_past_the_portable_size_is_refused() {
+        let e = cluster(&PORTABLE, 64, (16, 1, 1), 16).unwrap_err();
+        assert_eq!(
+            e,
+            LaunchError::ClusterTooLarge {
+                kernel: "cluster_id".into(),
+                cluster: Dim3::new(16, 1, 1),
+                size: 16,
+                max: 8,
+                non_portable_allowed: false,
+                device: "NVIDIA H200".into(),
+            }
+        );
+        insta::assert_snapshot!(e.to_string());
+        let e = cluster(&PORTABLE, 72, (9, 1, 1), 16).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                LaunchError::ClusterTooLarge {
+                    size: 9,
+                    max: 8,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn one_block_past_the_non_portable_size_is_refused() {
+        let e = cluster(&NON_PORTABLE, 68, (17, 1, 1), 7).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                LaunchError::ClusterTooLarge {
+                    size: 17,
+                    max: 16,
+                    non_portable_allowed: true,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        insta::assert_snapshot!(e.to_string());
+        // The size is the product of the extents.
+        let e = cluster(&NON_PORTABLE, (8, 8), (4, 8), 7).unwrap_err();
+        assert!(
+            matches!(e, LaunchError::ClusterTooLarge { size: 32, .. }),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_grid_that_is_not_a_multiple_of_the_cluster_is_refused() {
+        let e = cluster(&PORTABLE, (8, 10), (2, 4), 16).unwrap_err();
+        assert_eq!(
+            e,
+            LaunchError::ClusterDoesNotDivideGrid {
+                kernel: "cluster_id".into(),
+                axis: "y",
+                grid: 10,
+                cluster: 4,
+            }
+        );
+        insta::assert_snapshot!(e.to_string());
+        let e = cluster(&PORTABLE, 3, 4, 16).unwrap_err();
+        assert!(e.to_string().contains("(e.g. 4)"), "{e}");
+        // A hand-made error with a zero cluster still prints.
+        let odd = LaunchError::ClusterDoesNotDivideGrid {
+            kernel: "k".into(),
+            axis: "x",
+            grid: 3,
+            cluster: 0,
+        };
+        assert!(odd.to_string().contains("cluster.x = 0"));
+    }
+
+    #[test]
+    fn zero_cluster_extents_are_refused() {
+        let e = cluster(&PORTABLE, 8, (2, 0, 1), 16).unwrap_err();
+        assert_eq!(
+            e,
+            LaunchError::ZeroDimension {
+                kernel: "cluster_id".into(),
+                axis: "cluster.y"
+            }
+        );
+    }
+
+    #[test]
+    fn devices_without_clusters_refuse_before_anything_else() {
+        let mut a100 = h200();
+        a100.name = "NVIDIA A100".into();
+        a100.compute_capability = (8, 0);
+        a100.cluster_launch = false;
+        // The grid is not a multiple either: the device is named first.
+        let cfg = LaunchConfig::new(3, 128).with_cluster(2);
+        let e = check_cluster("cluster_id", &a100, &PORTABLE, &cfg, 16).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                LaunchError::ClusterNotSupported {
+                    compute_capability: (8, 0),
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        insta::assert_snapshot!(e.to_string());
+    }
+
+    #[test]
+    fn a_compile_time_cluster_must_be_matched() {
+        let fixed = ClusterLimits {
+            required: Some(Dim3::new(2, 1, 1)),
+            ..PORTABLE
+        };
+        assert_eq!(cluster(&fixed, 8, 2, 16), Ok(()));
+        let e = cluster(&fixed, 8, 4, 16).unwrap_err();
+        assert_eq!(
+            e,
+            LaunchError::ClusterMismatch {
+                kernel: "cluster_id".into(),
+                cluster: Dim3::new(4, 1, 1),
+                required: Dim3::new(2, 1, 1),
+            }
+        );
+    }
+
+    #[test]
+    fn a_cluster_that_never_fits_is_refused() {
+        let cfg = LaunchConfig::new(16, 1024)
+            .with_shared_mem(200 * 1024)
+            .with_cluster(8);
+        let e = check_cluster("cluster_id", &h200(), &PORTABLE, &cfg, 0).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                LaunchError::ClusterDoesNotFit {
+                    threads: 1024,
+                    shared_mem_bytes: 204800,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        insta::assert_snapshot!(e.to_string());
+    }
+
+    #[test]
+    fn programmatic_launches_need_compute_capability_9() {
+        let cfg = LaunchConfig::new(1, 32).with_programmatic_launch();
+        assert_eq!(check_programmatic("k", &h200(), &cfg), Ok(()));
+        let mut a100 = h200();
+        a100.compute_capability = (8, 0);
+        let e = check_programmatic("k", &a100, &cfg).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                LaunchError::ProgrammaticNotSupported {
+                    compute_capability: (8, 0),
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert_eq!(
+            check_programmatic("k", &a100, &LaunchConfig::new(1, 32)),
+            Ok(())
         );
     }
 }

@@ -115,6 +115,7 @@ pub mod memory;
 pub mod module;
 pub mod params;
 pub mod peer;
+pub mod priority;
 pub mod stream;
 
 pub use args::{Arg, ArgBlock, ArgError, DynKernel};
@@ -128,7 +129,10 @@ pub use generated::driver;
 pub use graph::{Capture, CaptureMode, Condition, Graph, GraphExec, GraphNode, KernelNode};
 pub use image::{ImageError, ImageKind};
 pub use kernel::{BufferUse, Kernel, KernelArg, KernelArgs, KernelSignature, MAX_TYPED_PARAMS};
-pub use launch::{DeviceLimits, Dim3, FunctionLimits, LaunchConfig, LaunchError};
+pub use launch::{
+    ClusterLimits, DeviceLimits, Dim3, FunctionLimits, LaunchConfig, LaunchError,
+    PORTABLE_CLUSTER_SIZE,
+};
 pub use location::{Location, MemoryType, pointer_location};
 pub use memory::{
     Allocation, ConstDevicePtr, DeviceBuffer, DevicePtr, DeviceRepr, DeviceView, DeviceViewMut,
@@ -137,6 +141,7 @@ pub use memory::{
 pub use module::{Library, Module};
 pub use params::{KernelParam, Param, ParamSlot, ParamType};
 pub use peer::PeerError;
+pub use priority::PriorityRange;
 pub use stream::{Event, Stream};
 
 /// Reports a failure to unload a library (which belongs to no context) in

@@ -84,6 +84,36 @@ impl Stream {
         Ok(Self::wrap(raw, ctx, true, None))
     }
 
+    /// A new non-blocking stream with `priority` (lower numbers first; see
+    /// [`Context::stream_priority_range`]). Work of a higher-priority
+    /// stream is scheduled before pending work of lower-priority ones.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::PriorityOutOfRange`](crate::Error::PriorityOutOfRange)
+    /// naming the context's range when `priority` lies outside it (the
+    /// driver would clamp it silently), or a driver failure.
+    pub fn with_priority(ctx: &Context, priority: i32) -> Result<Stream> {
+        ctx.stream_priority_range()?
+            .check(priority, &ctx.device().to_string())?;
+        let raw = driver::stream_create_with_priority(
+            CUstream_flags::CU_STREAM_NON_BLOCKING.0,
+            priority,
+        )?;
+        Ok(Self::wrap(raw, ctx, true, None))
+    }
+
+    /// The stream's priority (`cuStreamGetPriority`).
+    ///
+    /// # Errors
+    ///
+    /// A driver failure.
+    pub fn priority(&self) -> Result<i32> {
+        self.inner.ctx.bind()?;
+        // SAFETY: the stream is alive while `self` is; its context is current.
+        unsafe { driver::stream_get_priority(self.inner.raw) }
+    }
+
     pub(crate) fn null(ctx: Context) -> Stream {
         Self::wrap(std::ptr::null_mut(), &ctx, false, None)
     }

@@ -97,6 +97,23 @@ fn main() {
         numAttrs: 0,
         ..ex_cfg
     };
+    // Clusters of 2 blocks (compute capability 9.0): the raw call and the
+    // validated one, whose cluster checks are answered from its cache.
+    let mut cluster_attr = cuda_sys::CUlaunchAttribute {
+        id: cuda_sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
+        ..Default::default()
+    };
+    cluster_attr.value.clusterDim.x = 2;
+    cluster_attr.value.clusterDim.y = 1;
+    cluster_attr.value.clusterDim.z = 1;
+    let raw_cluster_cfg = cuda_sys::CUlaunchConfig {
+        gridDimX: 2,
+        attrs: &mut cluster_attr,
+        numAttrs: 1,
+        ..ex_cfg
+    };
+    let cluster_cfg = LaunchConfig::new(2, 256).with_cluster(2);
+    let mut y4 = DeviceBuffer::<f32>::zeroed(&ctx, 256).unwrap();
     // (name, index of the raw variant it is compared with, the launch)
     type Variant<'a> = (&'a str, usize, Box<dyn FnMut() + 'a>);
     let mut variants: Vec<Variant> = vec![
@@ -170,6 +187,25 @@ fn main() {
                     .unwrap()
             }),
         ),
+        (
+            "raw cuLaunchKernelEx (cluster 2)",
+            8,
+            // SAFETY: `f`, `s`, the parameter array `pp` (pointers to live
+            // locals matching the kernel's parameters) and `cluster_attr`
+            // outlive the benchmark.
+            Box::new(|| unsafe {
+                let r = cuda_sys::cuLaunchKernelEx(&raw_cluster_cfg, f, pp, std::ptr::null_mut());
+                assert!(r.is_success());
+            }),
+        ),
+        (
+            "cuda-api Kernel::launch (cluster 2)",
+            8,
+            Box::new(|| {
+                k.launch(&stream, cluster_cfg, (2.0f32, &x, &mut y4, 0u32))
+                    .unwrap()
+            }),
+        ),
     ];
     // Warm up: caches filled, code paged in.
     for (_, _, run) in variants.iter_mut() {
@@ -204,10 +240,11 @@ fn main() {
         );
     }
     println!(
-        "bench summary: validated cooperative launch {:.3}x raw cuLaunchCooperativeKernel, validated plain launch {:.3}x raw cuLaunchKernel, with 2 bounds {:.3}x, reused ArgBlock launch {:.3}x raw cuLaunchKernel, raw cuLaunchKernelEx(cooperative) {:.3}x raw cuLaunchCooperativeKernel, raw cuLaunchKernelEx(plain) {:.3}x raw cuLaunchKernel ({} rounds x {} launches, medians)",
+        "bench summary: validated cooperative launch {:.3}x raw cuLaunchCooperativeKernel, validated plain launch {:.3}x raw cuLaunchKernel, with 2 bounds {:.3}x, validated cluster launch {:.3}x raw cuLaunchKernelEx(cluster), reused ArgBlock launch {:.3}x raw cuLaunchKernel, raw cuLaunchKernelEx(cooperative) {:.3}x raw cuLaunchCooperativeKernel, raw cuLaunchKernelEx(plain) {:.3}x raw cuLaunchKernel ({} rounds x {} launches, medians)",
         med[3] / med[2],
         med[1] / med[0],
         med[7] / med[0],
+        med[9] / med[8],
         med[6] / med[0],
         med[4] / med[2],
         med[5] / med[0],

@@ -76,7 +76,7 @@ fn run(cmd: &mut Command) -> Result<String> {
 
 /// The kernel sources the bundle compiles (`tests/kernels/NAME.cu`), each
 /// to PTX and sm_90 cubin; `warp_header` uses `warp-launch/include`.
-pub const KERNEL_SOURCES: &[&str] = &["kernels", "warp_header", "graph"];
+pub const KERNEL_SOURCES: &[&str] = &["kernels", "warp_header", "graph", "cluster"];
 
 /// Compiles every `tests/kernels/NAME.cu` of [`KERNEL_SOURCES`] into `dir`
 /// as `NAME.ptx` and `NAME.cubin`.
