@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::bounds::{self, Bound, Extent, Resolved};
 use crate::context::Context;
-use crate::error::{Error, Result};
+use crate::error::{CudaError, CudaResult};
 use crate::function::Function;
 use crate::kernel::BufferUse;
 use crate::kernel::sealed::Token;
@@ -22,9 +22,7 @@ use crate::launch::{LaunchConfig, LaunchError, check_nonzero, check_shape};
 use crate::memory::{
     ConstDevicePtr, DeviceBuffer, DevicePtr, DeviceRepr, DeviceView, DeviceViewMut,
 };
-use crate::params::{
-    KernelParam, Param, ParamSlot, ParamType, check_params, label, short_type_name,
-};
+use crate::params::{Param, ParamRepr, ParamSlot, ParamType, check_params, label, short_type_name};
 use crate::stream::Stream;
 
 /// An argument that does not fit the kernel's declared parameters.
@@ -177,16 +175,16 @@ impl std::error::Error for ArgError {}
 pub struct Mismatch(pub String);
 
 /// A value that can be passed as one run-time kernel argument for as long
-/// as `'a`: a [`KernelParam`] by value, or a buffer or view by reference
+/// as `'a`: a [`ParamRepr`] by value, or a buffer or view by reference
 /// (`&` for a read-only pointer parameter, `&mut` for a writable one).
 ///
 /// Implemented by cuda-api only: its methods take a key no one else can
 /// make, so no other type can write bytes into a pointer parameter.
-pub trait Arg<'a> {
+pub trait DynArg<'a> {
     /// Writes the value for a parameter of type `ty` into `dst` (exactly
     /// `ty.size()` bytes), or says why it does not fit.
     #[doc(hidden)]
-    fn write(&self, token: Token, ty: &ParamType, dst: &mut [u8]) -> Result<(), Mismatch>;
+    fn write(&self, token: Token, ty: &ParamType, dst: &mut [u8]) -> CudaResult<(), Mismatch>;
     /// What the value is, for messages.
     #[doc(hidden)]
     fn describe(&self, token: Token) -> String;
@@ -224,8 +222,8 @@ fn type_hint(ty: &ParamType) -> String {
     }
 }
 
-impl<'a, T: KernelParam> Arg<'a> for T {
-    fn write(&self, _: Token, ty: &ParamType, dst: &mut [u8]) -> Result<(), Mismatch> {
+impl<'a, T: ParamRepr> DynArg<'a> for T {
+    fn write(&self, _: Token, ty: &ParamType, dst: &mut [u8]) -> CudaResult<(), Mismatch> {
         if ty.accepts::<T>() {
             write_value(self, dst);
             Ok(())
@@ -243,7 +241,7 @@ fn write_pointer<T: 'static>(
     writable: bool,
     ty: &ParamType,
     dst: &mut [u8],
-) -> Result<(), Mismatch> {
+) -> CudaResult<(), Mismatch> {
     if ty.accepts::<ConstDevicePtr<T>>() || (writable && ty.accepts::<DevicePtr<T>>()) {
         write_value(&raw, dst);
         Ok(())
@@ -258,8 +256,8 @@ fn write_pointer<T: 'static>(
 
 macro_rules! buffer_arg {
     ($([$a:lifetime $(, $lt:lifetime)?] $arg:ty, $what:literal, $writable:expr, $addr:ident;)*) => {$(
-        impl<$a, $($lt,)? T: DeviceRepr> Arg<$a> for $arg {
-            fn write(&self, _: Token, ty: &ParamType, dst: &mut [u8]) -> Result<(), Mismatch> {
+        impl<$a, $($lt,)? T: DeviceRepr> DynArg<$a> for $arg {
+            fn write(&self, _: Token, ty: &ParamType, dst: &mut [u8]) -> CudaResult<(), Mismatch> {
                 write_pointer::<T>(self.$addr(), $writable, ty, dst)
             }
             fn describe(&self, _: Token) -> String {
@@ -313,10 +311,10 @@ impl Decl {
         cfg: &LaunchConfig,
         lens: &[Option<usize>],
         values: &[*mut c_void],
-    ) -> Result<()> {
+    ) -> CudaResult<()> {
         // SAFETY: the caller's promise is passed on.
         unsafe { bounds::check(&self.name, &self.params, &self.bounds, cfg, lens, values) }
-            .map_err(Error::from)
+            .map_err(CudaError::from)
     }
 }
 
@@ -351,7 +349,7 @@ impl DynKernel {
     /// position (a pointer where the kernel takes a pointer, of the element
     /// type it reads or writes; `ConstDevicePtr` only where the kernel never
     /// writes through it). Count, size and offset are checked; meaning is not.
-    pub unsafe fn declare(func: Function, params: Vec<Param>) -> Result<DynKernel> {
+    pub unsafe fn declare(func: Function, params: Vec<Param>) -> CudaResult<DynKernel> {
         let layout = func.param_layout()?;
         check_params(func.name(), &params, &layout)?;
         let space = layout.iter().map(|s| s.offset + s.size).max().unwrap_or(0);
@@ -378,7 +376,7 @@ impl DynKernel {
     /// [`crate::bounds`]). Refused when `buffer` is not a pointer parameter,
     /// or an [`Extent::Param`] names no integer parameter. Argument blocks
     /// made before the call belong to the old declaration and are refused.
-    pub fn bound(self, buffer: usize, at_least: Extent) -> Result<DynKernel> {
+    pub fn bound(self, buffer: usize, at_least: Extent) -> CudaResult<DynKernel> {
         let mut list: Vec<Bound> = self.bounds();
         list.push(Bound::new(buffer, at_least));
         let resolved = bounds::resolve(&self.decl.name, &self.decl.params, &list)?;
@@ -423,7 +421,7 @@ impl DynKernel {
 
     /// Refuses a programmatic launch of a kernel not declared for it.
     #[inline]
-    pub(crate) fn check_programmatic(&self, cfg: &LaunchConfig) -> Result<()> {
+    pub(crate) fn check_programmatic(&self, cfg: &LaunchConfig) -> CudaResult<()> {
         if cfg.programmatic && !self.programmatic {
             return Err(LaunchError::ProgrammaticNotDeclared {
                 kernel: self.decl.name.clone(),
@@ -466,17 +464,22 @@ impl DynKernel {
 
     /// Launches on `stream` with the arguments in `args`, after checking that
     /// the block is this kernel's and complete, and the configuration.
-    pub fn launch(&self, stream: &Stream, cfg: LaunchConfig, args: &ArgBlock<'_>) -> Result<()> {
+    pub fn launch(
+        &self,
+        stream: &Stream,
+        cfg: LaunchConfig,
+        args: &ArgBlock<'_>,
+    ) -> CudaResult<()> {
         self.launch_impl(stream, &cfg, args, false)
     }
 
-    /// Launches a cooperative grid (see [`crate::Kernel::launch_cooperative`]).
+    /// Launches a cooperative grid (see [`crate::TypedKernel::launch_cooperative`]).
     pub fn launch_cooperative(
         &self,
         stream: &Stream,
         cfg: LaunchConfig,
         args: &ArgBlock<'_>,
-    ) -> Result<()> {
+    ) -> CudaResult<()> {
         self.launch_impl(stream, &cfg, args, true)
     }
 
@@ -490,7 +493,7 @@ impl DynKernel {
         ctx: &Context,
         cfg: &LaunchConfig,
         args: &ArgBlock<'_>,
-    ) -> Result<()> {
+    ) -> CudaResult<()> {
         args.ready_for(&self.decl)?;
         if self.decl.has_bounds() {
             // SAFETY: every parameter is set (checked above), so each pointer
@@ -517,7 +520,7 @@ impl DynKernel {
         cfg: &LaunchConfig,
         args: &ArgBlock<'_>,
         cooperative: bool,
-    ) -> Result<()> {
+    ) -> CudaResult<()> {
         args.ready_for(&self.decl)?;
         self.check_programmatic(cfg)?;
         if self.decl.has_bounds() {
@@ -657,7 +660,7 @@ impl<'a> ArgBlock<'a> {
         }
     }
 
-    fn check_index(&self, index: usize) -> Result<()> {
+    fn check_index(&self, index: usize) -> CudaResult<()> {
         if index < self.set.len() {
             Ok(())
         } else {
@@ -671,7 +674,7 @@ impl<'a> ArgBlock<'a> {
     }
 
     /// Sets the next parameter (after the last one pushed or set by index).
-    pub fn push(&mut self, value: impl Arg<'a>) -> Result<&mut Self> {
+    pub fn push(&mut self, value: impl DynArg<'a>) -> CudaResult<&mut Self> {
         if self.next >= self.set.len() {
             return Err(ArgError::TooMany {
                 kernel: self.decl.name.clone(),
@@ -683,12 +686,12 @@ impl<'a> ArgBlock<'a> {
     }
 
     /// Sets parameter `index`.
-    pub fn set(&mut self, index: usize, value: impl Arg<'a>) -> Result<&mut Self> {
+    pub fn set(&mut self, index: usize, value: impl DynArg<'a>) -> CudaResult<&mut Self> {
         self.check_index(index)?;
         let decl = self.decl.clone();
         let p = &decl.params[index];
         if let Err(Mismatch(hint)) = value.write(Token(()), &p.ty, self.slot_bytes(index)) {
-            return Err(Error::from(ArgError::Type {
+            return Err(CudaError::from(ArgError::Type {
                 kernel: decl.name.clone(),
                 index,
                 name: label(index, &p.name),
@@ -706,7 +709,7 @@ impl<'a> ArgBlock<'a> {
     }
 
     /// The index of the parameter called `name`.
-    pub fn index_of(&self, name: &str) -> Result<usize> {
+    pub fn index_of(&self, name: &str) -> CudaResult<usize> {
         self.decl
             .params
             .iter()
@@ -728,7 +731,7 @@ impl<'a> ArgBlock<'a> {
     }
 
     /// Sets the parameter called `name`.
-    pub fn set_by_name(&mut self, name: &str, value: impl Arg<'a>) -> Result<&mut Self> {
+    pub fn set_by_name(&mut self, name: &str, value: impl DynArg<'a>) -> CudaResult<&mut Self> {
         let index = self.index_of(name)?;
         self.set(index, value)
     }
@@ -741,9 +744,9 @@ impl<'a> ArgBlock<'a> {
     /// The bytes must be a valid value of the parameter's C type, and any
     /// device addresses inside must stay valid for every launch of the block
     /// and, when the block is launched into a graph ([`crate::Capture::launch`],
-    /// [`crate::GraphExec::update_kernel`]), for as long as the graph or
+    /// [`crate::CudaGraphExec::update_kernel`]), for as long as the graph or
     /// executable graph holding the copy may run.
-    pub unsafe fn set_bytes(&mut self, index: usize, bytes: &[u8]) -> Result<&mut Self> {
+    pub unsafe fn set_bytes(&mut self, index: usize, bytes: &[u8]) -> CudaResult<&mut Self> {
         self.check_index(index)?;
         let slot = self.decl.layout[index];
         if bytes.len() != slot.size {
@@ -765,7 +768,7 @@ impl<'a> ArgBlock<'a> {
     }
 
     /// The bytes of parameter `index` as set so far.
-    pub fn bytes(&self, index: usize) -> Result<&[u8]> {
+    pub fn bytes(&self, index: usize) -> CudaResult<&[u8]> {
         self.check_index(index)?;
         let slot = self.decl.layout[index];
         // SAFETY: the slot lies inside the storage.
@@ -797,7 +800,7 @@ impl<'a> ArgBlock<'a> {
         ParamCopy { storage, ptrs }
     }
 
-    fn ready_for(&self, decl: &Arc<Decl>) -> Result<()> {
+    fn ready_for(&self, decl: &Arc<Decl>) -> CudaResult<()> {
         if self.decl.id != decl.id {
             return Err(ArgError::WrongKernel {
                 kernel: decl.name.clone(),

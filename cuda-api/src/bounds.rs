@@ -24,7 +24,7 @@
 
 use std::fmt;
 
-use crate::error::{Error, Result};
+use crate::error::{CudaError, CudaResult};
 use crate::launch::{LaunchConfig, LaunchError};
 use crate::params::{Param, label};
 
@@ -135,9 +135,13 @@ impl Resolved {
 
 /// Checks `bounds` against the declared `params` of kernel `kernel`: each
 /// bounded parameter is a pointer, each `Extent::Param` an integer.
-pub(crate) fn resolve(kernel: &str, params: &[Param], bounds: &[Bound]) -> Result<Vec<Resolved>> {
+pub(crate) fn resolve(
+    kernel: &str,
+    params: &[Param],
+    bounds: &[Bound],
+) -> CudaResult<Vec<Resolved>> {
     let bad = |what: String| {
-        Error::invalid_argument("Bound", "bound", format!("kernel '{kernel}': {what}"))
+        CudaError::invalid_argument("Bound", "bound", format!("kernel '{kernel}': {what}"))
     };
     bounds
         .iter()

@@ -7,9 +7,9 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use cuda_sys::CUcontext;
 
-use crate::device::Device;
+use crate::device::CudaDevice;
 use crate::driver;
-use crate::error::{Error, Result};
+use crate::error::{CudaError, CudaResult};
 use crate::stream::Stream;
 
 /// The separate contexts [`Context::new`] made, for [`Context::current`]
@@ -18,10 +18,10 @@ static SEPARATE: Mutex<Vec<Weak<ContextInner>>> = Mutex::new(Vec::new());
 
 struct ContextInner {
     raw: CUcontext,
-    device: Device,
+    device: CudaDevice,
     primary: bool,
     /// The first sticky error seen in this context (the context is unusable after it).
-    sticky: OnceLock<Error>,
+    sticky: OnceLock<CudaError>,
     /// Releases that failed after the sticky error and were not printed.
     silenced: AtomicUsize,
 }
@@ -52,7 +52,7 @@ impl Drop for ContextInner {
 
 /// A CUDA context: a device's primary context (shared with the runtime API
 /// and other libraries) or a separate one. Cheap to clone. A device's
-/// primary context is one value per process ([`Device::primary_context`]),
+/// primary context is one value per process ([`CudaDevice::primary_context`]),
 /// retained until the process exits; a separate context ([`Context::new`])
 /// is destroyed when the last clone (and every resource made in it) is
 /// dropped. Two values are equal when they are the same driver context.
@@ -97,21 +97,21 @@ impl Eq for Context {}
 
 impl Context {
     /// `device`'s primary context, made current on this thread: the one
-    /// [`Device::primary_context`] keeps for the process (so every call
+    /// [`CudaDevice::primary_context`] keeps for the process (so every call
     /// returns the same context), plus [`Context::bind`].
     ///
     /// # Errors
     ///
     /// The driver's failure to retain the primary context or to make it current.
-    pub fn primary(device: &Device) -> Result<Context> {
+    pub fn primary(device: &CudaDevice) -> CudaResult<Context> {
         let ctx = device.primary_context()?;
         ctx.bind()?;
         Ok(ctx)
     }
 
     /// Retains `device`'s primary context, without making it current: for
-    /// [`Device::primary_context`], which keeps the one result.
-    pub(crate) fn retain_primary(device: &Device) -> Result<Context> {
+    /// [`CudaDevice::primary_context`], which keeps the one result.
+    pub(crate) fn retain_primary(device: &CudaDevice) -> CudaResult<Context> {
         let raw = driver::device_primary_ctx_retain(device.raw())?;
         Ok(Self::wrap(raw, device, true))
     }
@@ -124,7 +124,7 @@ impl Context {
     /// # Errors
     ///
     /// The driver's failure to create the context or to make it current.
-    pub fn new(device: &Device) -> Result<Context> {
+    pub fn new(device: &CudaDevice) -> CudaResult<Context> {
         // SAFETY: no creation parameters (null), no flags, a valid device.
         let raw = unsafe { driver::ctx_create(std::ptr::null_mut(), 0, device.raw()) }?;
         let ctx = Self::wrap(raw, device, false);
@@ -139,19 +139,19 @@ impl Context {
     /// The context current on the calling thread as a cuda-api [`Context`],
     /// or `None` when none is current. Reads the driver's thread-local
     /// record (`cuCtxGetCurrent`): the primary context of its device
-    /// (whoever made it current) is the one [`Device::primary_context`]
+    /// (whoever made it current) is the one [`CudaDevice::primary_context`]
     /// keeps; a separate context is found when [`Context::new`] made it and
     /// a clone of it is still alive. Makes nothing current; the only state
-    /// it may touch is the first [`Device::primary_context`] retain of an
+    /// it may touch is the first [`CudaDevice::primary_context`] retain of an
     /// already active primary context.
     ///
     /// # Errors
     ///
-    /// [`Error::ForeignContext`] for a context made outside cuda-api (it
+    /// [`CudaError::ForeignContext`] for a context made outside cuda-api (it
     /// cannot be held safely: its maker may destroy it), or the driver's
     /// failure.
-    pub fn current() -> Result<Option<Context>> {
-        let Some(device) = Device::current()? else {
+    pub fn current() -> CudaResult<Option<Context>> {
+        let Some(device) = CudaDevice::current()? else {
             return Ok(None);
         };
         let raw = driver::ctx_get_current()?;
@@ -175,12 +175,12 @@ impl Context {
         {
             return Ok(Some(Context { inner }));
         }
-        Err(Error::ForeignContext {
+        Err(CudaError::ForeignContext {
             device: device.ordinal(),
         })
     }
 
-    fn wrap(raw: CUcontext, device: &Device, primary: bool) -> Context {
+    fn wrap(raw: CUcontext, device: &CudaDevice, primary: bool) -> Context {
         Context {
             inner: Arc::new(ContextInner {
                 raw,
@@ -199,7 +199,7 @@ impl Context {
     /// cudarc's `bind_to_thread`, the runtime API) cannot leave work in the
     /// wrong context.
     #[inline]
-    pub fn bind(&self) -> Result<()> {
+    pub fn bind(&self) -> CudaResult<()> {
         if driver::ctx_get_current()? == self.inner.raw {
             return Ok(());
         }
@@ -213,7 +213,7 @@ impl Context {
     }
 
     /// The device.
-    pub fn device(&self) -> &Device {
+    pub fn device(&self) -> &CudaDevice {
         &self.inner.device
     }
 
@@ -223,7 +223,7 @@ impl Context {
     }
 
     /// Waits for all work in the context.
-    pub fn synchronize(&self) -> Result<()> {
+    pub fn synchronize(&self) -> CudaResult<()> {
         self.bind()?;
         driver::ctx_synchronize().map_err(|e| self.note(e))
     }
@@ -236,13 +236,13 @@ impl Context {
     /// The first sticky error this context saw (from a synchronisation, or
     /// from releasing a resource), if any. After one, every call on the
     /// context fails; the process must be restarted to use the device again.
-    pub fn sticky_error(&self) -> Option<&Error> {
+    pub fn sticky_error(&self) -> Option<&CudaError> {
         self.inner.sticky.get()
     }
 
     /// Records `e` as the context's sticky error when it is the first one;
     /// returns it unchanged.
-    pub(crate) fn note(&self, e: Error) -> Error {
+    pub(crate) fn note(&self, e: CudaError) -> CudaError {
         if e.is_sticky() {
             let _ = self.inner.sticky.set(e.clone());
         }
@@ -253,7 +253,7 @@ impl Context {
     /// returned), through the `log` crate, never panicking. After a sticky
     /// error, the first failure logs one line for the whole context and
     /// later ones are counted silently: one fault, one line.
-    pub(crate) fn report_release_error(&self, what: &str, e: &Error) {
+    pub(crate) fn report_release_error(&self, what: &str, e: &CudaError) {
         if e.is_sticky() || self.inner.sticky.get().is_some() {
             let first = self.inner.sticky.set(e.clone()).is_ok();
             let n = self.inner.silenced.fetch_add(1, Ordering::Relaxed);

@@ -9,18 +9,18 @@ use cudarc::driver::{
 };
 
 use crate::context::Context;
-use crate::device::Device;
-use crate::error::{Error, Result};
+use crate::device::CudaDevice;
+use crate::error::{CudaError, CudaResult};
 use crate::function::Function;
 use crate::memory::{DeviceRepr, DeviceView, DeviceViewMut};
 use crate::stream::Stream;
 
 impl Context {
     /// The cuda-api context for a cudarc context: both are the device's primary context.
-    pub fn from_cudarc(ctx: &Arc<CudaContext>) -> Result<Context> {
-        let ours = Context::primary(&Device::get(ctx.ordinal() as i32)?)?;
+    pub fn from_cudarc(ctx: &Arc<CudaContext>) -> CudaResult<Context> {
+        let ours = Context::primary(&CudaDevice::get(ctx.ordinal() as i32)?)?;
         if ours.raw().cast::<std::ffi::c_void>() != ctx.cu_ctx().cast::<std::ffi::c_void>() {
-            return Err(Error::invalid_argument(
+            return Err(CudaError::invalid_argument(
                 "Context::from_cudarc",
                 "ctx",
                 "the cudarc context is not the device's primary context; create it with CudaContext::new".into(),

@@ -8,7 +8,7 @@ use cuda_sys::{CUdevice, CUdevice_attribute, CUresult};
 
 use crate::context::Context;
 use crate::driver;
-use crate::error::{Error, Result};
+use crate::error::{CudaError, CudaResult};
 use crate::launch::{DeviceLimits, Dim3};
 
 /// Initialises the driver once per process (`cuInit(0)`); later calls return the first outcome.
@@ -18,15 +18,15 @@ use crate::launch::{DeviceLimits, Dim3};
 ///
 /// # Errors
 ///
-/// [`crate::Error::DriverNotFound`] (with the paths tried) when no driver
+/// [`crate::CudaError::DriverNotFound`] (with the paths tried) when no driver
 /// library loads, or the `cuInit` failure.
-pub fn init() -> Result<()> {
-    static INIT: OnceLock<Result<()>> = OnceLock::new();
+pub fn init() -> CudaResult<()> {
+    static INIT: OnceLock<CudaResult<()>> = OnceLock::new();
     INIT.get_or_init(|| driver::init(0)).clone()
 }
 
 /// The installed driver's CUDA version, e.g. 13000 for CUDA 13.0.
-pub fn driver_version() -> Result<i32> {
+pub fn driver_version() -> CudaResult<i32> {
     init()?;
     driver::driver_get_version()
 }
@@ -46,22 +46,22 @@ struct DeviceInner {
 
 /// A CUDA device. Cheap to clone; attributes are cached after the first query.
 #[derive(Clone)]
-pub struct Device {
+pub struct CudaDevice {
     inner: Arc<DeviceInner>,
 }
 
-impl fmt::Debug for Device {
+impl fmt::Debug for CudaDevice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Device")
+        f.debug_struct("CudaDevice")
             .field("ordinal", &self.inner.ordinal)
             .field("name", &self.inner.name)
             .finish()
     }
 }
 
-impl Device {
+impl CudaDevice {
     /// The number of CUDA devices.
-    pub fn count() -> Result<i32> {
+    pub fn count() -> CudaResult<i32> {
         init()?;
         driver::device_get_count()
     }
@@ -73,10 +73,10 @@ impl Device {
     /// # Errors
     ///
     /// The driver's `CUDA_ERROR_INVALID_DEVICE` for an ordinal that is not
-    /// below [`Device::count`], or an initialisation failure ([`init`]).
-    pub fn get(ordinal: i32) -> Result<Device> {
+    /// below [`CudaDevice::count`], or an initialisation failure ([`init`]).
+    pub fn get(ordinal: i32) -> CudaResult<CudaDevice> {
         /// One slot per device the driver reports, made on first use.
-        static DEVICES: OnceLock<Box<[OnceLock<Device>]>> = OnceLock::new();
+        static DEVICES: OnceLock<Box<[OnceLock<CudaDevice>]>> = OnceLock::new();
         init()?;
         let table = match DEVICES.get() {
             Some(t) => t,
@@ -105,7 +105,7 @@ impl Device {
     ///
     /// An initialisation failure ([`init`]) or the driver's failure of
     /// `cuCtxGetCurrent`/`cuCtxGetDevice`.
-    pub fn current() -> Result<Option<Device>> {
+    pub fn current() -> CudaResult<Option<CudaDevice>> {
         init()?;
         if driver::ctx_get_current()?.is_null() {
             return Ok(None);
@@ -113,8 +113,8 @@ impl Device {
         Self::of_raw(driver::ctx_get_device()?).map(Some)
     }
 
-    /// The shared [`Device`] whose raw handle is `raw`.
-    pub(crate) fn of_raw(raw: CUdevice) -> Result<Device> {
+    /// The shared [`CudaDevice`] whose raw handle is `raw`.
+    pub(crate) fn of_raw(raw: CUdevice) -> CudaResult<CudaDevice> {
         // The driver's handles are the ordinals today: try that first.
         if let Ok(d) = Self::get(raw)
             && d.raw() == raw
@@ -127,8 +127,8 @@ impl Device {
                 return Ok(d);
             }
         }
-        Err(crate::error::Error::invalid_argument(
-            "Device::current",
+        Err(crate::error::CudaError::invalid_argument(
+            "CudaDevice::current",
             "cuCtxGetDevice",
             format!(
                 "the driver reports device handle {raw}, which none of the {} visible devices has; the driver's state is inconsistent: restart the process",
@@ -148,7 +148,7 @@ impl Device {
     /// # Errors
     ///
     /// The driver's failure of `cuDevicePrimaryCtxRetain` on the first call.
-    pub fn primary_context(&self) -> Result<Context> {
+    pub fn primary_context(&self) -> CudaResult<Context> {
         if let Some(c) = self.inner.primary.get() {
             return Ok(c.clone());
         }
@@ -157,10 +157,10 @@ impl Device {
         Ok(self.inner.primary.get_or_init(|| c).clone())
     }
 
-    fn open(ordinal: i32) -> Result<Device> {
+    fn open(ordinal: i32) -> CudaResult<CudaDevice> {
         let raw = driver::device_get(ordinal)?;
         let name = driver::device_get_name(raw)?;
-        Ok(Device {
+        Ok(CudaDevice {
             inner: Arc::new(DeviceInner {
                 ordinal,
                 raw,
@@ -188,7 +188,7 @@ impl Device {
     }
 
     /// One attribute, queried once and then served from the cache.
-    pub fn attribute(&self, attr: CUdevice_attribute) -> Result<i32> {
+    pub fn attribute(&self, attr: CUdevice_attribute) -> CudaResult<i32> {
         let slot = self.inner.attrs.get(attr.0 as usize);
         if let Some(v) = slot
             .map(|s| s.load(Ordering::Relaxed))
@@ -204,7 +204,7 @@ impl Device {
     }
 
     /// `(major, minor)` compute capability, e.g. `(9, 0)`.
-    pub fn compute_capability(&self) -> Result<(i32, i32)> {
+    pub fn compute_capability(&self) -> CudaResult<(i32, i32)> {
         Ok((
             self.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
             self.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
@@ -212,12 +212,12 @@ impl Device {
     }
 
     /// Streaming multiprocessors.
-    pub fn sm_count(&self) -> Result<u32> {
+    pub fn sm_count(&self) -> CudaResult<u32> {
         Ok(self.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32)
     }
 
     /// Whether the device can launch cooperative kernels.
-    pub fn supports_cooperative_launch(&self) -> Result<bool> {
+    pub fn supports_cooperative_launch(&self) -> CudaResult<bool> {
         Ok(self.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH)? != 0)
     }
 
@@ -228,17 +228,17 @@ impl Device {
     /// # Errors
     ///
     /// A driver failure other than the attribute being unknown.
-    pub fn supports_cluster_launch(&self) -> Result<bool> {
+    pub fn supports_cluster_launch(&self) -> CudaResult<bool> {
         match self.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH) {
             Ok(v) => Ok(v != 0),
             // A driver older than CUDA 11.8 does not know the attribute.
-            Err(Error::Driver(d)) if d.code == CUresult::CUDA_ERROR_INVALID_VALUE => Ok(false),
+            Err(CudaError::Driver(d)) if d.code == CUresult::CUDA_ERROR_INVALID_VALUE => Ok(false),
             Err(e) => Err(e),
         }
     }
 
     /// The limits launches are validated against, queried once.
-    pub fn limits(&self) -> Result<&DeviceLimits> {
+    pub fn limits(&self) -> CudaResult<&DeviceLimits> {
         if let Some(l) = self.inner.limits.get() {
             return Ok(l);
         }
@@ -266,14 +266,14 @@ impl Device {
     }
 }
 
-impl PartialEq for Device {
+impl PartialEq for CudaDevice {
     fn eq(&self, other: &Self) -> bool {
         self.inner.raw == other.inner.raw
     }
 }
-impl Eq for Device {}
+impl Eq for CudaDevice {}
 
-impl fmt::Display for Device {
+impl fmt::Display for CudaDevice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "cuda:{} ({})", self.inner.ordinal, self.inner.name)
     }

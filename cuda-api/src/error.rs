@@ -181,7 +181,7 @@ impl std::error::Error for SignatureError {}
 /// Every error of cuda-api.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Error {
+pub enum CudaError {
     /// A driver call failed.
     Driver(DriverError),
     /// No driver library could be loaded.
@@ -256,14 +256,14 @@ pub enum Error {
     },
 }
 
-impl Error {
-    /// An [`Error::InvalidArgument`].
+impl CudaError {
+    /// An [`CudaError::InvalidArgument`].
     pub fn invalid_argument(
         call: impl Into<String>,
         parameter: impl Into<String>,
         message: String,
     ) -> Self {
-        Error::InvalidArgument {
+        CudaError::InvalidArgument {
             call: call.into(),
             parameter: parameter.into(),
             message,
@@ -272,7 +272,7 @@ impl Error {
     /// The driver error inside, if this is one.
     pub fn driver(&self) -> Option<&DriverError> {
         match self {
-            Error::Driver(d) => Some(d),
+            CudaError::Driver(d) => Some(d),
             _ => None,
         }
     }
@@ -282,7 +282,7 @@ impl Error {
     }
     /// Adds what was being done (kernel, device) to a driver error.
     pub fn with_context(mut self, context: impl FnOnce() -> String) -> Self {
-        if let Error::Driver(d) = &mut self {
+        if let CudaError::Driver(d) = &mut self {
             d.context = Some(context());
         }
         self
@@ -293,15 +293,15 @@ fn version(v: i64) -> String {
     format!("{}.{}", v / 1000, (v % 1000) / 10)
 }
 
-impl fmt::Display for Error {
+impl fmt::Display for CudaError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Driver(d) => d.fmt(f),
-            Error::DriverNotFound { tried } => LoaderError::LibraryNotFound {
+            CudaError::Driver(d) => d.fmt(f),
+            CudaError::DriverNotFound { tried } => LoaderError::LibraryNotFound {
                 tried: tried.clone(),
             }
             .fmt(f),
-            Error::NotSupported {
+            CudaError::NotSupported {
                 function,
                 needs_version,
                 driver_version,
@@ -320,15 +320,15 @@ impl fmt::Display for Error {
                     None => f.write_str("; update the NVIDIA driver"),
                 }
             }
-            Error::UnknownFunction { function } => write!(
+            CudaError::UnknownFunction { function } => write!(
                 f,
                 "{function} is not a driver function this build of cuda-sys knows (not in its specs); check the name, or add it to specs/ and run `cargo xtask codegen`"
             ),
-            Error::Launch(e) => e.fmt(f),
-            Error::Argument(e) => e.fmt(f),
-            Error::Signature(e) => e.fmt(f),
-            Error::InvalidImage(e) => e.fmt(f),
-            Error::PtxTooNew {
+            CudaError::Launch(e) => e.fmt(f),
+            CudaError::Argument(e) => e.fmt(f),
+            CudaError::Signature(e) => e.fmt(f),
+            CudaError::InvalidImage(e) => e.fmt(f),
+            CudaError::PtxTooNew {
                 ptx_isa,
                 driver_max_isa,
                 driver_version,
@@ -348,7 +348,7 @@ impl fmt::Display for Error {
                 }
                 f.write_str("; compile with an nvcc no newer than the driver, update the driver, or load cubin/fatbin instead")
             }
-            Error::PriorityOutOfRange {
+            CudaError::PriorityOutOfRange {
                 priority,
                 least,
                 greatest,
@@ -357,84 +357,84 @@ impl fmt::Display for Error {
                 f,
                 "stream priority {priority} refused: {device} allows priorities from {greatest} (greatest) to {least} (least, the default), lower numbers first; use a value in {greatest}..={least}"
             ),
-            Error::InvalidArgument {
+            CudaError::InvalidArgument {
                 call,
                 parameter,
                 message,
             } => write!(f, "{call}: argument `{parameter}`: {message}"),
-            Error::Peer(e) => e.fmt(f),
-            Error::ForeignContext { device } => write!(
+            CudaError::Peer(e) => e.fmt(f),
+            CudaError::ForeignContext { device } => write!(
                 f,
-                "Context::current: the context current on this thread (on cuda:{device}) was made outside cuda-api, which cannot hold it safely (its maker may destroy it); make a cuda-api context current with Context::bind, or use Device::current for its device"
+                "Context::current: the context current on this thread (on cuda:{device}) was made outside cuda-api, which cannot hold it safely (its maker may destroy it); make a cuda-api context current with Context::bind, or use CudaDevice::current for its device"
             ),
         }
     }
 }
 
-impl std::error::Error for Error {
+impl std::error::Error for CudaError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Driver(d) => Some(d),
-            Error::Launch(e) => Some(e),
-            Error::Argument(e) => Some(&**e),
-            Error::Signature(e) => Some(e),
-            Error::InvalidImage(e) => Some(e),
-            Error::Peer(e) => Some(e),
+            CudaError::Driver(d) => Some(d),
+            CudaError::Launch(e) => Some(e),
+            CudaError::Argument(e) => Some(&**e),
+            CudaError::Signature(e) => Some(e),
+            CudaError::InvalidImage(e) => Some(e),
+            CudaError::Peer(e) => Some(e),
             _ => None,
         }
     }
 }
 
-impl From<LoaderError> for Error {
+impl From<LoaderError> for CudaError {
     fn from(e: LoaderError) -> Self {
         match e {
-            LoaderError::LibraryNotFound { tried } => Error::DriverNotFound { tried },
+            LoaderError::LibraryNotFound { tried } => CudaError::DriverNotFound { tried },
             LoaderError::SymbolNotFound {
                 function,
                 needs_version,
                 driver_version,
                 ..
-            } => Error::NotSupported {
+            } => CudaError::NotSupported {
                 function,
                 needs_version,
                 driver_version,
             },
-            LoaderError::UnknownFunction(function) => Error::UnknownFunction { function },
+            LoaderError::UnknownFunction(function) => CudaError::UnknownFunction { function },
         }
     }
 }
 
-impl From<LaunchError> for Error {
+impl From<LaunchError> for CudaError {
     fn from(e: LaunchError) -> Self {
-        Error::Launch(e)
+        CudaError::Launch(e)
     }
 }
 
-impl From<ArgError> for Error {
+impl From<ArgError> for CudaError {
     fn from(e: ArgError) -> Self {
-        Error::Argument(Box::new(e))
+        CudaError::Argument(Box::new(e))
     }
 }
 
-impl From<ImageError> for Error {
+impl From<ImageError> for CudaError {
     fn from(e: ImageError) -> Self {
-        Error::InvalidImage(e)
+        CudaError::InvalidImage(e)
     }
 }
 
-impl From<SignatureError> for Error {
+impl From<SignatureError> for CudaError {
     fn from(e: SignatureError) -> Self {
-        Error::Signature(e)
+        CudaError::Signature(e)
     }
 }
 
 /// cuda-api's result type.
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub type CudaResult<T, E = CudaError> = std::result::Result<T, E>;
 
-/// Turns a `CUresult` from `call` into a `Result`; a `CUDA_ERROR_NOT_FOUND`
-/// caused by the loader becomes [`Error::DriverNotFound`] or [`Error::NotSupported`].
+/// Turns a `CUresult` from `call` into a `CudaResult`; a `CUDA_ERROR_NOT_FOUND`
+/// caused by the loader becomes [`CudaError::DriverNotFound`] or [`CudaError::NotSupported`].
 #[inline]
-pub fn check(code: CUresult, call: &'static str) -> Result<()> {
+pub fn check(code: CUresult, call: &'static str) -> CudaResult<()> {
     if code.is_success() {
         return Ok(());
     }
@@ -451,21 +451,21 @@ pub fn check(code: CUresult, call: &'static str) -> Result<()> {
 ///
 /// # Errors
 ///
-/// [`Error::InvalidArgument`] naming `call` and the slice whose length
+/// [`CudaError::InvalidArgument`] naming `call` and the slice whose length
 /// differs (the message names both slices and both lengths), or naming
 /// `count` when the length does not fit `T`.
 pub fn shared_len<T: TryFrom<usize>>(
     call: &'static str,
     count: &'static str,
     slices: &[(&'static str, Option<usize>)],
-) -> Result<T> {
+) -> CudaResult<T> {
     let mut first: Option<(&str, usize)> = None;
     for &(name, len) in slices {
         let Some(len) = len else { continue };
         match first {
             None => first = Some((name, len)),
             Some((first_name, first_len)) if first_len != len => {
-                return Err(Error::invalid_argument(
+                return Err(CudaError::invalid_argument(
                     call,
                     name,
                     format!(
@@ -479,7 +479,7 @@ pub fn shared_len<T: TryFrom<usize>>(
     }
     let len = first.map_or(0, |(_, l)| l);
     T::try_from(len).map_err(|_| {
-        Error::invalid_argument(
+        CudaError::invalid_argument(
             call,
             count,
             format!("the length {len} does not fit the C type of `{count}`"),
@@ -488,13 +488,13 @@ pub fn shared_len<T: TryFrom<usize>>(
 }
 
 #[cold]
-fn fail(code: CUresult, call: &'static str) -> Error {
+fn fail(code: CUresult, call: &'static str) -> CudaError {
     if code == CUresult::CUDA_ERROR_NOT_FOUND
         && let Err(e) = cuda_sys::loader::resolve(call)
     {
         return e.into();
     }
-    Error::Driver(DriverError::new(call, code))
+    CudaError::Driver(DriverError::new(call, code))
 }
 
 #[cfg(test)]
@@ -503,27 +503,27 @@ mod tests {
 
     #[test]
     fn driver_errors_name_the_call_code_and_stickiness() {
-        let e = Error::Driver(DriverError::new(
+        let e = CudaError::Driver(DriverError::new(
             "cuLaunchCooperativeKernel",
             CUresult::CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE,
         ))
         .with_context(|| "kernel 'coop_sum' on NVIDIA H200".into());
         insta::assert_snapshot!("plain", e.to_string());
         assert!(!e.is_sticky());
-        let e = Error::Driver(DriverError::new(
+        let e = CudaError::Driver(DriverError::new(
             "cuStreamSynchronize",
             CUresult::CUDA_ERROR_ILLEGAL_ADDRESS,
         ));
         insta::assert_snapshot!("sticky", e.to_string());
         assert!(e.is_sticky());
         assert!(std::error::Error::source(&e).is_some());
-        let e = Error::Driver(DriverError::new("cuInit", CUresult(9999)));
+        let e = CudaError::Driver(DriverError::new("cuInit", CUresult(9999)));
         insta::assert_snapshot!("unknown", e.to_string());
     }
 
     #[test]
     fn loader_errors_become_typed_errors() {
-        let e: Error = LoaderError::SymbolNotFound {
+        let e: CudaError = LoaderError::SymbolNotFound {
             function: "cuKernelGetParamInfo".into(),
             symbol: "cuKernelGetParamInfo".into(),
             needs_version: 12040,
@@ -533,12 +533,12 @@ mod tests {
         insta::assert_snapshot!(e.to_string());
         assert!(matches!(
             e,
-            Error::NotSupported {
+            CudaError::NotSupported {
                 needs_version: 12040,
                 ..
             }
         ));
-        let e: Error = LoaderError::UnknownFunction("cuMadeUp".into()).into();
+        let e: CudaError = LoaderError::UnknownFunction("cuMadeUp".into()).into();
         insta::assert_snapshot!("unknown_function", e.to_string());
         assert!(!e.to_string().contains("0.0"));
     }
@@ -548,7 +548,7 @@ mod tests {
         assert_eq!(check(CUresult::CUDA_SUCCESS, "cuInit"), Ok(()));
         assert!(matches!(
             check(CUresult::CUDA_ERROR_INVALID_VALUE, "cuMemAlloc"),
-            Err(Error::Driver(DriverError {
+            Err(CudaError::Driver(DriverError {
                 call: "cuMemAlloc",
                 ..
             }))

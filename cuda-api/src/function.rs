@@ -14,7 +14,7 @@ use cuda_sys::{
 
 use crate::context::Context;
 use crate::driver;
-use crate::error::{Error, Result};
+use crate::error::{CudaError, CudaResult};
 use crate::launch::{
     ClusterLimits, DeviceLimits, Dim3, FunctionLimits, LaunchConfig, LaunchError, check_block,
     check_cluster_fit, check_cluster_shape, check_cluster_size, check_cooperative, check_nonzero,
@@ -233,12 +233,12 @@ impl Function {
         }
     }
 
-    fn err(&self, e: Error) -> Error {
+    fn err(&self, e: CudaError) -> CudaError {
         e.with_context(|| format!("kernel '{}'", self.name))
     }
 
     /// Refuses a context other than a module function's own, before any driver call.
-    pub(crate) fn check_context(&self, ctx: &Context) -> Result<()> {
+    pub(crate) fn check_context(&self, ctx: &Context) -> CudaResult<()> {
         match &self.home {
             Some(home) if home != ctx => Err(LaunchError::ContextMismatch {
                 kernel: self.name.clone(),
@@ -256,13 +256,17 @@ impl Function {
     /// function, or for a library kernel the context's function for it
     /// (queried once per context and cached). For graph kernel nodes and
     /// other driver calls that take a `CUfunction`.
-    pub fn function_in(&self, ctx: &Context) -> Result<CUfunction> {
+    pub fn function_in(&self, ctx: &Context) -> CudaResult<CUfunction> {
         self.check_context(ctx)?;
         ctx.bind()?;
         self.with_facts(ctx, |facts| Ok(facts.func))
     }
 
-    fn with_facts<R>(&self, ctx: &Context, f: impl FnOnce(&Facts) -> Result<R>) -> Result<R> {
+    fn with_facts<R>(
+        &self,
+        ctx: &Context,
+        f: impl FnOnce(&Facts) -> CudaResult<R>,
+    ) -> CudaResult<R> {
         if let Some(facts) = self.first.get()
             && facts.ctx == *ctx
         {
@@ -273,7 +277,7 @@ impl Function {
     }
 
     #[cold]
-    fn facts_slow(&self, ctx: &Context) -> Result<Arc<Facts>> {
+    fn facts_slow(&self, ctx: &Context) -> CudaResult<Arc<Facts>> {
         let mut others = self.others.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(f) = others.iter().find(|f| f.ctx == *ctx) {
             return Ok(f.clone());
@@ -289,7 +293,7 @@ impl Function {
         Ok(facts)
     }
 
-    fn resolve(&self, ctx: &Context) -> Result<Facts> {
+    fn resolve(&self, ctx: &Context) -> CudaResult<Facts> {
         self.check_context(ctx)?;
         ctx.bind()?;
         let func = match self.handle {
@@ -323,7 +327,7 @@ impl Function {
     }
 
     /// An attribute of the function in `ctx` (uncached).
-    pub fn attribute(&self, ctx: &Context, attr: CUfunction_attribute) -> Result<i32> {
+    pub fn attribute(&self, ctx: &Context, attr: CUfunction_attribute) -> CudaResult<i32> {
         self.with_facts(ctx, |f| {
             ctx.bind()?;
             // SAFETY: `f.func` was resolved for `ctx`, which is current, and
@@ -333,13 +337,13 @@ impl Function {
     }
 
     /// The limits launches in `ctx` are checked against.
-    pub fn limits(&self, ctx: &Context) -> Result<FunctionLimits> {
+    pub fn limits(&self, ctx: &Context) -> CudaResult<FunctionLimits> {
         self.with_facts(ctx, |f| Ok(f.limits()))
     }
 
     /// Allows up to `bytes` of dynamic shared memory per block in `ctx`
     /// (above the 48 KiB default).
-    pub fn set_max_dynamic_shared_memory(&self, ctx: &Context, bytes: u32) -> Result<()> {
+    pub fn set_max_dynamic_shared_memory(&self, ctx: &Context, bytes: u32) -> CudaResult<()> {
         self.with_facts(ctx, |f| {
             ctx.bind()?;
             let attr = CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
@@ -360,7 +364,7 @@ impl Function {
         facts: &Facts,
         block_threads: u32,
         shared_mem_bytes: u32,
-    ) -> Result<u32> {
+    ) -> CudaResult<u32> {
         check_block(
             &self.name,
             &facts.limits(),
@@ -416,7 +420,7 @@ impl Function {
         ctx: &Context,
         block_threads: u32,
         shared_mem_bytes: u32,
-    ) -> Result<u32> {
+    ) -> CudaResult<u32> {
         self.with_facts(ctx, |f| {
             ctx.bind()?;
             self.occupancy_of(f, block_threads, shared_mem_bytes)
@@ -432,12 +436,12 @@ impl Function {
         ctx: &Context,
         block_threads: u32,
         shared_mem_bytes: u32,
-    ) -> Result<u32> {
+    ) -> CudaResult<u32> {
         Ok(self.occupancy(ctx, block_threads, shared_mem_bytes)? * ctx.device().sm_count()?)
     }
 
     /// The cluster facts of `facts` (queried once; the context is bound).
-    fn cluster_facts<'f>(&self, facts: &'f Facts) -> Result<&'f ClusterFacts> {
+    fn cluster_facts<'f>(&self, facts: &'f Facts) -> CudaResult<&'f ClusterFacts> {
         if let Some(c) = facts.cluster.get() {
             return Ok(c);
         }
@@ -470,7 +474,7 @@ impl Function {
         cf: &ClusterFacts,
         cfg: &LaunchConfig,
         q: ClusterQuestion,
-    ) -> Result<u32> {
+    ) -> CudaResult<u32> {
         if let Some(v) = cf.answer(q) {
             return Ok(v);
         }
@@ -523,7 +527,7 @@ impl Function {
         facts: &Facts,
         cf: &ClusterFacts,
         cfg: &LaunchConfig,
-    ) -> Result<ClusterLimits> {
+    ) -> CudaResult<ClusterLimits> {
         let max_size = match cf.required {
             // A kernel compiled with its cluster runs with that one only;
             // whether it fits is asked next (cuOccupancyMaxActiveClusters).
@@ -556,7 +560,7 @@ impl Function {
         device: &DeviceLimits,
         cfg: &LaunchConfig,
         cluster: Dim3,
-    ) -> Result<(u32, bool)> {
+    ) -> CudaResult<(u32, bool)> {
         check_cluster_shape(&self.name, device, cfg, cluster)?;
         let cf = self.cluster_facts(facts)?;
         let limits = self.cluster_limits_of(facts, cf, cfg)?;
@@ -581,7 +585,7 @@ impl Function {
     /// [`LaunchError::ClusterNotSupported`] on a device without clusters,
     /// the block and shared-memory errors of [`Function::occupancy`], or a
     /// driver failure.
-    pub fn cluster_limits(&self, ctx: &Context, cfg: &LaunchConfig) -> Result<ClusterLimits> {
+    pub fn cluster_limits(&self, ctx: &Context, cfg: &LaunchConfig) -> CudaResult<ClusterLimits> {
         self.with_facts(ctx, |facts| {
             ctx.bind()?;
             let device = ctx.device().limits()?;
@@ -603,12 +607,12 @@ impl Function {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] when `cfg` has no cluster; the launch
+    /// [`CudaError::InvalidArgument`] when `cfg` has no cluster; the launch
     /// checks' [`LaunchError`]s (a cluster that does not fit at all is
     /// [`LaunchError::ClusterDoesNotFit`]); a driver failure.
-    pub fn max_active_clusters(&self, ctx: &Context, cfg: &LaunchConfig) -> Result<u32> {
+    pub fn max_active_clusters(&self, ctx: &Context, cfg: &LaunchConfig) -> CudaResult<u32> {
         let Some(cluster) = cfg.cluster else {
-            return Err(Error::invalid_argument(
+            return Err(CudaError::invalid_argument(
                 format!("Function::max_active_clusters of '{}'", self.name),
                 "cfg",
                 "the configuration has no cluster; set one with LaunchConfig::with_cluster".into(),
@@ -634,7 +638,7 @@ impl Function {
     ///
     /// [`LaunchError::ClusterNotSupported`] on a device without clusters, or
     /// a driver failure.
-    pub fn allow_non_portable_cluster_size(&self, ctx: &Context, allow: bool) -> Result<()> {
+    pub fn allow_non_portable_cluster_size(&self, ctx: &Context, allow: bool) -> CudaResult<()> {
         self.with_facts(ctx, |facts| {
             ctx.bind()?;
             let device = ctx.device().limits()?;
@@ -653,7 +657,7 @@ impl Function {
     }
 
     /// `(offset, size)` in bytes of each parameter, from the driver, queried once.
-    pub fn param_layout(&self) -> Result<Arc<[ParamSlot]>> {
+    pub fn param_layout(&self) -> CudaResult<Arc<[ParamSlot]>> {
         if let Some(l) = self.layout.get() {
             return Ok(l.clone());
         }
@@ -674,7 +678,7 @@ impl Function {
             match r {
                 Ok((offset, size)) => out.push(ParamSlot { offset, size }),
                 // Past the last parameter the driver answers CUDA_ERROR_INVALID_VALUE.
-                Err(Error::Driver(d)) if d.code == CUresult::CUDA_ERROR_INVALID_VALUE => break,
+                Err(CudaError::Driver(d)) if d.code == CUresult::CUDA_ERROR_INVALID_VALUE => break,
                 Err(e) => return Err(self.err(e)),
             }
         }
@@ -698,7 +702,7 @@ impl Function {
     /// # Errors
     ///
     /// The [`LaunchError`] of the first check that fails, a stream being
-    /// captured ([`Error::InvalidArgument`]), or the driver's failure (noted
+    /// captured ([`CudaError::InvalidArgument`]), or the driver's failure (noted
     /// as the context's sticky error when it is one).
     ///
     /// # Safety
@@ -716,7 +720,7 @@ impl Function {
         cfg: &LaunchConfig,
         params: *mut *mut c_void,
         cooperative: bool,
-    ) -> Result<()> {
+    ) -> CudaResult<()> {
         stream.refuse_if_capturing(|| format!("launch of '{}'", self.name))?;
         check_nonzero(&self.name, cfg)?;
         let ctx = stream.context();

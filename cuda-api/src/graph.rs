@@ -1,15 +1,15 @@
 //! CUDA graphs, safely: work captured from a stream ([`Stream::capture`])
-//! or assembled from other graphs ([`Graph::add_child_graph`], conditional
-//! [`Graph::add_if`] / [`Graph::add_while`] nodes), instantiated into a
-//! [`GraphExec`] that is launched or uploaded on a stream, and whose kernel
-//! nodes can be changed in place ([`GraphExec::update_kernel`]) with the
+//! or assembled from other graphs ([`CudaGraph::add_child_graph`], conditional
+//! [`CudaGraph::add_if`] / [`CudaGraph::add_while`] nodes), instantiated into a
+//! [`CudaGraphExec`] that is launched or uploaded on a stream, and whose kernel
+//! nodes can be changed in place ([`CudaGraphExec::update_kernel`]) with the
 //! checks of a launch.
 //!
 //! # What ties a graph to its buffers
 //!
 //! A graph replays the device addresses it was given, long after the call
 //! that gave them. So a graph borrows every buffer its kernels use for its
-//! whole life: a [`Graph<'a>`] and the [`GraphExec<'a>`] made from it hold
+//! whole life: a [`CudaGraph<'a>`] and the [`CudaGraphExec<'a>`] made from it hold
 //! the buffers of the [`ArgBlock<'a>`]s launched into them (borrowed for
 //! `'a`, `&mut` where a kernel writes), and every launch of the executable
 //! graph notes that it uses them ([`Allocation::record_use`]), so host reads
@@ -42,7 +42,7 @@ use cuda_sys::{
 use crate::args::{ArgBlock, DynKernel, ParamCopy};
 use crate::context::Context;
 use crate::driver;
-use crate::error::{Error, Result};
+use crate::error::{CudaError, CudaResult};
 use crate::launch::{Dim3, LaunchConfig};
 use crate::memory::Allocation;
 use crate::stream::Stream;
@@ -81,8 +81,8 @@ struct RawGraph {
 // through the `Mutex` in `Shared`, which serialises them as the driver asks.
 unsafe impl Send for RawGraph {}
 
-/// A graph and what every holder of it needs: shared by a [`Graph`] and the
-/// [`GraphExec`]s made from it (their kernel nodes are the graph's).
+/// A graph and what every holder of it needs: shared by a [`CudaGraph`] and the
+/// [`CudaGraphExec`]s made from it (their kernel nodes are the graph's).
 struct Shared {
     id: u64,
     ctx: Context,
@@ -119,11 +119,11 @@ impl Shared {
         self.graph.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn check_node(&self, call: &str, what: &str, node: &GraphNode) -> Result<()> {
+    fn check_node(&self, call: &str, what: &str, node: &GraphNode) -> CudaResult<()> {
         if node.graph == self.id {
             Ok(())
         } else {
-            Err(Error::invalid_argument(
+            Err(CudaError::invalid_argument(
                 call,
                 what,
                 format!(
@@ -134,11 +134,11 @@ impl Shared {
         }
     }
 
-    fn check_context(&self, call: &str, what: &str, other: &Context) -> Result<()> {
+    fn check_context(&self, call: &str, what: &str, other: &Context) -> CudaResult<()> {
         if other == &self.ctx {
             Ok(())
         } else {
-            Err(Error::invalid_argument(
+            Err(CudaError::invalid_argument(
                 call,
                 what,
                 format!(
@@ -149,7 +149,7 @@ impl Shared {
         }
     }
 
-    fn kernel_nodes(&self) -> Result<Vec<KernelNode>> {
+    fn kernel_nodes(&self) -> CudaResult<Vec<KernelNode>> {
         let g = self.lock();
         self.ctx.bind()?;
         // SAFETY: the graph is live while `self` is, and locked.
@@ -189,7 +189,7 @@ impl Shared {
 }
 
 /// The name of the function a kernel node runs, from the driver.
-fn kernel_name(p: &CUDA_KERNEL_NODE_PARAMS) -> Result<String> {
+fn kernel_name(p: &CUDA_KERNEL_NODE_PARAMS) -> CudaResult<String> {
     let mut name: *const c_char = std::ptr::null();
     if p.kern.is_null() {
         // SAFETY: `func` is the live function of a node of a live graph;
@@ -209,7 +209,7 @@ fn kernel_name(p: &CUDA_KERNEL_NODE_PARAMS) -> Result<String> {
         .into_owned())
 }
 
-/// One node of a [`Graph`]: a handle to name it as a dependency, or (for a
+/// One node of a [`CudaGraph`]: a handle to name it as a dependency, or (for a
 /// kernel node) to update it in an executable graph. It is meaningful only
 /// for the graph that made it; other graphs refuse it.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -256,9 +256,9 @@ impl KernelNode {
     }
 }
 
-/// The condition of a conditional node ([`Graph::add_if`],
-/// [`Graph::add_while`]): a value kernels of the graph set on the device
-/// (`cudaGraphSetConditional`), created by [`Graph::condition`].
+/// The condition of a conditional node ([`CudaGraph::add_if`],
+/// [`CudaGraph::add_while`]): a value kernels of the graph set on the device
+/// (`cudaGraphSetConditional`), created by [`CudaGraph::condition`].
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Condition {
     raw: CUgraphConditionalHandle,
@@ -283,10 +283,10 @@ impl Condition {
 
 /// The driver functions conditional nodes need. The loader resolves each at
 /// the CUDA version the specs record for it, and a driver without one gives
-/// [`Error::NotSupported`] naming the function and that version.
+/// [`CudaError::NotSupported`] naming the function and that version.
 const CONDITIONAL_FUNCTIONS: [&str; 2] = ["cuGraphConditionalHandleCreate", "cuGraphAddNode"];
 
-fn require_conditional_nodes() -> Result<()> {
+fn require_conditional_nodes() -> CudaResult<()> {
     for f in CONDITIONAL_FUNCTIONS {
         cuda_sys::loader::resolve(f)?;
     }
@@ -295,16 +295,16 @@ fn require_conditional_nodes() -> Result<()> {
 
 /// A CUDA graph of work in one context, borrowing the buffers its kernels
 /// use for `'a` (see the [module documentation](self)). Made by
-/// [`Stream::capture`] or [`Graph::new`]; run after [`Graph::instantiate`].
-pub struct Graph<'a> {
+/// [`Stream::capture`] or [`CudaGraph::new`]; run after [`CudaGraph::instantiate`].
+pub struct CudaGraph<'a> {
     shared: Arc<Shared>,
     /// Every buffer a node uses, once each.
     uses: Vec<&'a Allocation>,
 }
 
-impl fmt::Debug for Graph<'_> {
+impl fmt::Debug for CudaGraph<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Graph")
+        f.debug_struct("CudaGraph")
             .field("id", &self.shared.id)
             .field("context", &self.shared.ctx)
             .field("buffers", &self.uses.len())
@@ -320,17 +320,17 @@ fn add_uses<'a>(list: &mut Vec<&'a Allocation>, more: impl IntoIterator<Item = &
     }
 }
 
-impl<'a> Graph<'a> {
+impl<'a> CudaGraph<'a> {
     /// An empty graph in `ctx` (`cuGraphCreate`), to fill with child graphs
     /// and conditional nodes.
     ///
     /// # Errors
     ///
     /// A driver error (binding `ctx`, creating the graph).
-    pub fn new(ctx: &Context) -> Result<Graph<'a>> {
+    pub fn new(ctx: &Context) -> CudaResult<CudaGraph<'a>> {
         ctx.bind()?;
         let raw = driver::graph_create(0)?;
-        Ok(Graph {
+        Ok(CudaGraph {
             shared: Shared::new(
                 raw,
                 ctx.clone(),
@@ -352,11 +352,11 @@ impl<'a> Graph<'a> {
     /// # Errors
     ///
     /// A driver error listing the nodes or reading one.
-    pub fn kernel_nodes(&self) -> Result<Vec<KernelNode>> {
+    pub fn kernel_nodes(&self) -> CudaResult<Vec<KernelNode>> {
         self.shared.kernel_nodes()
     }
 
-    fn raw_deps(&self, call: &str, deps: &[GraphNode]) -> Result<Vec<CUgraphNode>> {
+    fn raw_deps(&self, call: &str, deps: &[GraphNode]) -> CudaResult<Vec<CUgraphNode>> {
         deps.iter()
             .enumerate()
             .map(|(i, d)| {
@@ -373,10 +373,14 @@ impl<'a> Graph<'a> {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] when `child` is of another context or a
+    /// [`CudaError::InvalidArgument`] when `child` is of another context or a
     /// node of `deps` of another graph; a driver error.
-    pub fn add_child_graph(&mut self, child: &Graph<'a>, deps: &[GraphNode]) -> Result<GraphNode> {
-        const CALL: &str = "Graph::add_child_graph";
+    pub fn add_child_graph(
+        &mut self,
+        child: &CudaGraph<'a>,
+        deps: &[GraphNode],
+    ) -> CudaResult<GraphNode> {
+        const CALL: &str = "CudaGraph::add_child_graph";
         self.shared
             .check_context(CALL, "child", &child.shared.ctx)?;
         let deps = self.raw_deps(CALL, deps)?;
@@ -402,10 +406,10 @@ impl<'a> Graph<'a> {
     ///
     /// # Errors
     ///
-    /// [`Error::NotSupported`] when the driver has no conditional nodes
+    /// [`CudaError::NotSupported`] when the driver has no conditional nodes
     /// (they came with CUDA 12.3; the error names the function and the
     /// version); a driver error.
-    pub fn condition(&mut self, default: Option<u32>) -> Result<Condition> {
+    pub fn condition(&mut self, default: Option<u32>) -> CudaResult<Condition> {
         require_conditional_nodes()?;
         let g = self.shared.lock();
         self.shared.ctx.bind()?;
@@ -434,15 +438,15 @@ impl<'a> Graph<'a> {
     ///
     /// # Errors
     ///
-    /// As [`Graph::add_while`].
+    /// As [`CudaGraph::add_while`].
     pub fn add_if(
         &mut self,
         cond: &Condition,
-        body: &Graph<'a>,
+        body: &CudaGraph<'a>,
         deps: &[GraphNode],
-    ) -> Result<GraphNode> {
+    ) -> CudaResult<GraphNode> {
         self.add_conditional(
-            "Graph::add_if",
+            "CudaGraph::add_if",
             CUgraphConditionalNodeType::CU_GRAPH_COND_TYPE_IF,
             cond,
             body,
@@ -456,18 +460,18 @@ impl<'a> Graph<'a> {
     ///
     /// # Errors
     ///
-    /// [`Error::NotSupported`] when the driver has no conditional nodes;
-    /// [`Error::InvalidArgument`] when `cond` or a node of `deps` is of
+    /// [`CudaError::NotSupported`] when the driver has no conditional nodes;
+    /// [`CudaError::InvalidArgument`] when `cond` or a node of `deps` is of
     /// another graph, or `body` of another context; a driver error (the
     /// driver refuses bodies with node kinds conditional bodies cannot hold).
     pub fn add_while(
         &mut self,
         cond: &Condition,
-        body: &Graph<'a>,
+        body: &CudaGraph<'a>,
         deps: &[GraphNode],
-    ) -> Result<GraphNode> {
+    ) -> CudaResult<GraphNode> {
         self.add_conditional(
-            "Graph::add_while",
+            "CudaGraph::add_while",
             CUgraphConditionalNodeType::CU_GRAPH_COND_TYPE_WHILE,
             cond,
             body,
@@ -480,16 +484,16 @@ impl<'a> Graph<'a> {
         call: &str,
         kind: CUgraphConditionalNodeType,
         cond: &Condition,
-        body: &Graph<'a>,
+        body: &CudaGraph<'a>,
         deps: &[GraphNode],
-    ) -> Result<GraphNode> {
+    ) -> CudaResult<GraphNode> {
         require_conditional_nodes()?;
         if cond.graph != self.shared.id {
-            return Err(Error::invalid_argument(
+            return Err(CudaError::invalid_argument(
                 call,
                 "cond",
                 format!(
-                    "the condition was made by graph #{} but this is graph #{}; make it with this graph's Graph::condition",
+                    "the condition was made by graph #{} but this is graph #{}; make it with this graph's CudaGraph::condition",
                     cond.graph, self.shared.id
                 ),
             ));
@@ -537,13 +541,13 @@ impl<'a> Graph<'a> {
     /// # Errors
     ///
     /// A driver error (for example a graph the driver cannot run).
-    pub fn instantiate(&self) -> Result<GraphExec<'a>> {
+    pub fn instantiate(&self) -> CudaResult<CudaGraphExec<'a>> {
         let g = self.shared.lock();
         self.shared.ctx.bind()?;
         // SAFETY: the graph is live and locked.
         let raw = unsafe { driver::graph_instantiate(g.raw, 0) }?;
         drop(g);
-        Ok(GraphExec {
+        Ok(CudaGraphExec {
             exec: RawExec {
                 raw,
                 ctx: self.shared.ctx.clone(),
@@ -562,7 +566,7 @@ struct RawExec {
 }
 
 // SAFETY: an executable graph may be used from any thread, one at a time:
-// `GraphExec` is `Send` but not `Sync`.
+// `CudaGraphExec` is `Send` but not `Sync`.
 unsafe impl Send for RawExec {}
 
 impl Drop for RawExec {
@@ -578,7 +582,7 @@ impl Drop for RawExec {
     }
 }
 
-/// The arguments a kernel node was given by [`GraphExec::update_kernel`].
+/// The arguments a kernel node was given by [`CudaGraphExec::update_kernel`].
 struct NodeArgs<'a> {
     _params: ParamCopy,
     uses: Vec<&'a Allocation>,
@@ -587,7 +591,7 @@ struct NodeArgs<'a> {
 /// An instantiated graph: launched or uploaded on a stream of its context,
 /// kernel nodes updated in place. Borrows the buffers its graph does for
 /// `'a`, and those given to updates.
-pub struct GraphExec<'a> {
+pub struct CudaGraphExec<'a> {
     // Field order is drop order: the executable graph goes first, then the
     // graph (and its nodes), then the argument copies.
     exec: RawExec,
@@ -597,9 +601,9 @@ pub struct GraphExec<'a> {
     updated: HashMap<usize, NodeArgs<'a>>,
 }
 
-impl fmt::Debug for GraphExec<'_> {
+impl fmt::Debug for CudaGraphExec<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("GraphExec")
+        f.debug_struct("CudaGraphExec")
             .field("graph", &self.shared.id)
             .field("context", &self.shared.ctx)
             .field("buffers", &self.uses.len())
@@ -608,23 +612,23 @@ impl fmt::Debug for GraphExec<'_> {
     }
 }
 
-impl<'a> GraphExec<'a> {
+impl<'a> CudaGraphExec<'a> {
     /// The context its kernels run in.
     pub fn context(&self) -> &Context {
         &self.shared.ctx
     }
 
     /// The kernel nodes of the graph it was instantiated from (see
-    /// [`Graph::kernel_nodes`]).
+    /// [`CudaGraph::kernel_nodes`]).
     ///
     /// # Errors
     ///
-    /// As [`Graph::kernel_nodes`].
-    pub fn kernel_nodes(&self) -> Result<Vec<KernelNode>> {
+    /// As [`CudaGraph::kernel_nodes`].
+    pub fn kernel_nodes(&self) -> CudaResult<Vec<KernelNode>> {
         self.shared.kernel_nodes()
     }
 
-    fn check_stream(&self, call: &str, stream: &Stream) -> Result<()> {
+    fn check_stream(&self, call: &str, stream: &Stream) -> CudaResult<()> {
         stream.refuse_if_capturing(|| call.to_string())?;
         self.shared.check_context(call, "stream", stream.context())
     }
@@ -635,11 +639,11 @@ impl<'a> GraphExec<'a> {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for a stream of another context, or one
+    /// [`CudaError::InvalidArgument`] for a stream of another context, or one
     /// being captured; a driver error (kept as the context's sticky error
     /// when it is one).
-    pub fn launch(&self, stream: &Stream) -> Result<()> {
-        self.check_stream("GraphExec::launch", stream)?;
+    pub fn launch(&self, stream: &Stream) -> CudaResult<()> {
+        self.check_stream("CudaGraphExec::launch", stream)?;
         let ctx = &self.shared.ctx;
         ctx.bind()?;
         for a in self
@@ -659,9 +663,9 @@ impl<'a> GraphExec<'a> {
     ///
     /// # Errors
     ///
-    /// As [`GraphExec::launch`].
-    pub fn upload(&self, stream: &Stream) -> Result<()> {
-        self.check_stream("GraphExec::upload", stream)?;
+    /// As [`CudaGraphExec::launch`].
+    pub fn upload(&self, stream: &Stream) -> CudaResult<()> {
+        self.check_stream("CudaGraphExec::upload", stream)?;
         let ctx = &self.shared.ctx;
         ctx.bind()?;
         // SAFETY: as in `launch`; an upload runs no kernel.
@@ -679,9 +683,9 @@ impl<'a> GraphExec<'a> {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for a node of another graph or not a
+    /// [`CudaError::InvalidArgument`] for a node of another graph or not a
     /// kernel node, or a buffer of another context; the launch checks'
-    /// errors ([`Error::Argument`], [`Error::Launch`]); a driver error when
+    /// errors ([`CudaError::Argument`], [`CudaError::Launch`]); a driver error when
     /// the driver refuses the change (for example another context's
     /// function: instantiate a new graph then). On any error the node keeps
     /// its previous parameters.
@@ -691,10 +695,10 @@ impl<'a> GraphExec<'a> {
         kernel: &DynKernel,
         cfg: LaunchConfig,
         args: &ArgBlock<'a>,
-    ) -> Result<()> {
-        const CALL: &str = "GraphExec::update_kernel";
+    ) -> CudaResult<()> {
+        const CALL: &str = "CudaGraphExec::update_kernel";
         if cfg.cluster.is_some() || cfg.programmatic {
-            return Err(Error::invalid_argument(
+            return Err(CudaError::invalid_argument(
                 CALL,
                 "cfg",
                 "an in-place update sets a node's grid, block, shared memory and arguments, not launch attributes (cluster, programmatic launch); leave them unset, or capture the graph again with the new attributes".into(),
@@ -708,7 +712,7 @@ impl<'a> GraphExec<'a> {
         // removes nodes and is live and locked.
         let ty = unsafe { driver::graph_node_get_type(node.raw) }?;
         if ty != CUgraphNodeType::CU_GRAPH_NODE_TYPE_KERNEL {
-            return Err(Error::invalid_argument(
+            return Err(CudaError::invalid_argument(
                 CALL,
                 "node",
                 format!(
@@ -814,7 +818,7 @@ impl<'a> Capture<'a> {
         kernel: &DynKernel,
         cfg: LaunchConfig,
         args: &ArgBlock<'a>,
-    ) -> Result<GraphNode> {
+    ) -> CudaResult<GraphNode> {
         self.launch_impl(kernel, cfg, args, false)
     }
 
@@ -829,7 +833,7 @@ impl<'a> Capture<'a> {
         kernel: &DynKernel,
         cfg: LaunchConfig,
         args: &ArgBlock<'a>,
-    ) -> Result<GraphNode> {
+    ) -> CudaResult<GraphNode> {
         self.launch_impl(kernel, cfg, args, true)
     }
 
@@ -839,7 +843,7 @@ impl<'a> Capture<'a> {
         cfg: LaunchConfig,
         args: &ArgBlock<'a>,
         cooperative: bool,
-    ) -> Result<GraphNode> {
+    ) -> CudaResult<GraphNode> {
         kernel.launch_impl(&self.stream, &cfg, args, cooperative)?;
         add_uses(&mut self.uses.borrow_mut(), args.allocations());
         let raw = self.last_node(kernel.name())?;
@@ -850,7 +854,7 @@ impl<'a> Capture<'a> {
     }
 
     /// The node the last launch added: the stream's one dependency now.
-    fn last_node(&self, kernel: &str) -> Result<CUgraphNode> {
+    fn last_node(&self, kernel: &str) -> CudaResult<CUgraphNode> {
         let mut deps: *const CUgraphNode = std::ptr::null();
         // SAFETY: the stream is live; the driver writes a pointer to its own
         // array, valid until the next capture call on the stream, of which
@@ -862,7 +866,7 @@ impl<'a> Capture<'a> {
             || n != 1
             || deps.is_null()
         {
-            return Err(Error::invalid_argument(
+            return Err(CudaError::invalid_argument(
                 format!("Capture::launch of '{kernel}'"),
                 "stream",
                 format!(
@@ -884,7 +888,7 @@ struct CaptureGuard<'s> {
 
 impl CaptureGuard<'_> {
     /// Ends the capture: the graph, owned, or the driver's error.
-    fn end(&mut self) -> Result<CUgraph> {
+    fn end(&mut self) -> CudaResult<CUgraph> {
         self.begun = false;
         self.stream.context().bind()?;
         // SAFETY: the capture on this live stream was begun by `Stream::capture`.
@@ -907,7 +911,7 @@ impl Drop for CaptureGuard<'_> {
 
 impl Stream {
     /// Captures the work `f` queues through its [`Capture`] into a new
-    /// [`Graph`] (`cuStreamBeginCapture` .. `cuStreamEndCapture`), in `mode`.
+    /// [`CudaGraph`] (`cuStreamBeginCapture` .. `cuStreamEndCapture`), in `mode`.
     /// Nothing runs: the graph runs when instantiated and launched. The
     /// graph borrows the buffers of the argument blocks launched into it
     /// for `'a`. While `f` runs, work queued on this stream any other way
@@ -917,18 +921,18 @@ impl Stream {
     ///
     /// # Errors
     ///
-    /// `f`'s error; [`Error::InvalidArgument`] for the legacy default
+    /// `f`'s error; [`CudaError::InvalidArgument`] for the legacy default
     /// stream or a stream already being captured; a driver error beginning
     /// or ending the capture (for example one invalidated by a call the
     /// mode forbids).
-    pub fn capture<'a, E: From<Error>>(
+    pub fn capture<'a, E: From<CudaError>>(
         &self,
         mode: CaptureMode,
         f: impl FnOnce(&Capture<'a>) -> std::result::Result<(), E>,
-    ) -> std::result::Result<Graph<'a>, E> {
+    ) -> std::result::Result<CudaGraph<'a>, E> {
         const CALL: &str = "Stream::capture";
         if self.raw().is_null() {
-            return Err(Error::invalid_argument(
+            return Err(CudaError::invalid_argument(
                 CALL,
                 "stream",
                 "the legacy default stream cannot be captured; capture a stream made by Stream::new".into(),
@@ -936,7 +940,7 @@ impl Stream {
             .into());
         }
         if !self.set_capturing(true) {
-            return Err(Error::invalid_argument(
+            return Err(CudaError::invalid_argument(
                 CALL,
                 "stream",
                 "the stream is already being captured; end that capture first".into(),
@@ -963,7 +967,7 @@ impl Stream {
         let ended = guard.end();
         drop(guard);
         // Owned from here: a graph made on a failed capture is dropped (destroyed) below.
-        let graph = ended.map(|raw| Graph {
+        let graph = ended.map(|raw| CudaGraph {
             shared: Shared::new(raw, ctx, capture.graph),
             uses: capture.uses.into_inner(),
         });

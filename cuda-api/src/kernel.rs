@@ -1,4 +1,4 @@
-//! Typed kernels: a tuple of [`KernelParam`] types declared once (the one
+//! Typed kernels: a tuple of [`ParamRepr`] types declared once (the one
 //! `unsafe` promise), checked against the driver's layout like a run-time
 //! declaration, then launched safely with values or buffers. Tuples of up to
 //! [`MAX_TYPED_PARAMS`] parameters are supported; beyond that, or when the
@@ -12,14 +12,14 @@ use std::marker::PhantomData;
 use crate::args::DynKernel;
 use crate::bounds::Extent;
 use crate::context::Context;
-use crate::error::{Error, Result};
+use crate::error::{CudaError, CudaResult};
 use crate::function::Function;
 use crate::launch::LaunchConfig;
 use crate::memory::{
     Allocation, ConstDevicePtr, DeviceBuffer, DevicePtr, DeviceRepr, DeviceView, DeviceViewMut,
     MemoryKind,
 };
-use crate::params::{KernelParam, Param, ParamType};
+use crate::params::{Param, ParamRepr, ParamType};
 use crate::stream::Stream;
 
 /// Most parameters a typed tuple signature may have (a Warp backward kernel
@@ -44,10 +44,10 @@ impl<'a> BufferUse<'a> {
 
     /// Refuses device memory of another context than the launch's, and
     /// notes that the launch uses the memory ([`Allocation::record_use`]).
-    pub(crate) fn enter(&self, kernel: &str, index: usize, ctx: &Context) -> Result<()> {
+    pub(crate) fn enter(&self, kernel: &str, index: usize, ctx: &Context) -> CudaResult<()> {
         let device = self.alloc.is_none_or(|a| a.kind() == MemoryKind::Device);
         if device && self.ctx != ctx {
-            return Err(Error::invalid_argument(
+            return Err(CudaError::invalid_argument(
                 format!("launch of '{kernel}'"),
                 format!("argument {index}"),
                 format!(
@@ -81,7 +81,7 @@ use sealed::Token;
     label = "not accepted for a `{P}` parameter",
     note = "a writable `DevicePtr<T>` parameter takes `&mut DeviceBuffer<T>`; a read-only `ConstDevicePtr<T>` takes `&DeviceBuffer<T>` or `&mut DeviceBuffer<T>`; other parameters take a value of their own type"
 )]
-pub trait KernelArg<P: KernelParam> {
+pub trait KernelArg<P: ParamRepr> {
     /// The parameter value.
     #[doc(hidden)]
     fn to_param(&self, token: Token) -> P;
@@ -92,7 +92,7 @@ pub trait KernelArg<P: KernelParam> {
     }
 }
 
-impl<P: KernelParam> KernelArg<P> for P {
+impl<P: ParamRepr> KernelArg<P> for P {
     #[inline]
     fn to_param(&self, _: Token) -> P {
         *self
@@ -132,7 +132,7 @@ impl<T: 'static> KernelArg<ConstDevicePtr<T>> for DevicePtr<T> {
     }
 }
 
-/// A kernel's parameter list as a tuple of [`KernelParam`] types.
+/// A kernel's parameter list as a tuple of [`ParamRepr`] types.
 ///
 /// # Safety
 ///
@@ -155,17 +155,17 @@ pub trait KernelArgs<S: KernelSignature> {
     fn pack(&self, token: Token) -> S;
     /// Visits the buffer behind each argument that has one.
     #[doc(hidden)]
-    fn buffers<F: FnMut(usize, BufferUse<'_>) -> Result<()>>(
+    fn buffers<F: FnMut(usize, BufferUse<'_>) -> CudaResult<()>>(
         &self,
         token: Token,
         f: F,
-    ) -> Result<()>;
+    ) -> CudaResult<()>;
 }
 
 macro_rules! signature {
     ($( ($P:ident $A:ident $i:tt) )*) => {
         // SAFETY: one pointer per tuple element, each to that element.
-        unsafe impl<$($P: KernelParam),*> KernelSignature for ($($P,)*) {
+        unsafe impl<$($P: ParamRepr),*> KernelSignature for ($($P,)*) {
             const COUNT: usize = <[&str]>::len(&[$(stringify!($P)),*]);
             fn params() -> Vec<Param> {
                 vec![$(Param::new(String::new(), ParamType::of::<$P>())),*]
@@ -176,7 +176,7 @@ macro_rules! signature {
                 $( out[$i] = (&self.$i as *const $P).cast_mut().cast(); )*
             }
         }
-        impl<$($P: KernelParam, $A: KernelArg<$P>),*> KernelArgs<($($P,)*)> for ($($A,)*) {
+        impl<$($P: ParamRepr, $A: KernelArg<$P>),*> KernelArgs<($($P,)*)> for ($($A,)*) {
             #[allow(clippy::unused_unit)]
             #[inline]
             fn pack(&self, token: Token) -> ($($P,)*) {
@@ -185,7 +185,7 @@ macro_rules! signature {
             }
             #[allow(unused_variables, unused_mut)]
             #[inline]
-            fn buffers<F: FnMut(usize, BufferUse<'_>) -> Result<()>>(&self, token: Token, mut f: F) -> Result<()> {
+            fn buffers<F: FnMut(usize, BufferUse<'_>) -> CudaResult<()>>(&self, token: Token, mut f: F) -> CudaResult<()> {
                 $( if let Some(b) = self.$i.buffer(token) { f($i, b)? } )*
                 Ok(())
             }
@@ -212,31 +212,31 @@ signatures!([]
 );
 
 /// A kernel with declared parameter types `S`: launches are safe.
-pub struct Kernel<S: KernelSignature> {
+pub struct TypedKernel<S: KernelSignature> {
     dyn_kernel: DynKernel,
     _sig: PhantomData<fn(S)>,
 }
 
-impl<S: KernelSignature> std::fmt::Debug for Kernel<S> {
+impl<S: KernelSignature> std::fmt::Debug for TypedKernel<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Kernel")
+        f.debug_struct("TypedKernel")
             .field("name", &self.dyn_kernel.name())
             .field("signature", &type_name::<S>())
             .finish()
     }
 }
 
-impl<S: KernelSignature> Kernel<S> {
+impl<S: KernelSignature> TypedKernel<S> {
     /// Declares `func` to take `S`, checking count, sizes and offsets against
     /// the driver's parameter layout.
     ///
     /// # Safety
     ///
     /// Each type in `S` must be the kernel's real parameter type at that position.
-    pub unsafe fn declare(func: Function) -> Result<Self> {
+    pub unsafe fn declare(func: Function) -> CudaResult<Self> {
         // SAFETY: the caller's promise is passed on.
         let dyn_kernel = unsafe { DynKernel::declare(func, S::params())? };
-        Ok(Kernel {
+        Ok(TypedKernel {
             dyn_kernel,
             _sig: PhantomData,
         })
@@ -256,7 +256,7 @@ impl<S: KernelSignature> Kernel<S> {
     /// least `at_least` elements, checked at every launch (see
     /// [`crate::bounds`]). Refused when `buffer` is not a pointer parameter,
     /// or an [`Extent::Param`] names no integer parameter.
-    pub fn bound(mut self, buffer: usize, at_least: Extent) -> Result<Self> {
+    pub fn bound(mut self, buffer: usize, at_least: Extent) -> CudaResult<Self> {
         self.dyn_kernel = self.dyn_kernel.bound(buffer, at_least)?;
         Ok(self)
     }
@@ -284,7 +284,7 @@ impl<S: KernelSignature> Kernel<S> {
         stream: &Stream,
         cfg: LaunchConfig,
         args: impl KernelArgs<S>,
-    ) -> Result<()> {
+    ) -> CudaResult<()> {
         self.launch_impl(stream, &cfg, &args, false)
     }
 
@@ -297,7 +297,7 @@ impl<S: KernelSignature> Kernel<S> {
         stream: &Stream,
         cfg: LaunchConfig,
         args: impl KernelArgs<S>,
-    ) -> Result<()> {
+    ) -> CudaResult<()> {
         self.launch_impl(stream, &cfg, &args, true)
     }
 
@@ -308,7 +308,7 @@ impl<S: KernelSignature> Kernel<S> {
         cfg: &LaunchConfig,
         args: &impl KernelArgs<S>,
         cooperative: bool,
-    ) -> Result<()> {
+    ) -> CudaResult<()> {
         self.dyn_kernel.check_programmatic(cfg)?;
         let token = Token(());
         let packed = args.pack(token);
@@ -345,7 +345,7 @@ impl<S: KernelSignature> Kernel<S> {
         stream: &Stream,
         block_threads: u32,
         shared_mem_bytes: u32,
-    ) -> Result<u32> {
+    ) -> CudaResult<u32> {
         self.function()
             .max_cooperative_grid(stream.context(), block_threads, shared_mem_bytes)
     }

@@ -423,7 +423,7 @@ impl fmt::Display for LaunchError {
                 shared_mem_bytes,
             } => write!(
                 f,
-                "cooperative launch of '{kernel}' asks for {blocks} blocks but at most {max_blocks} can be resident on {device} ({per_sm} per SM x {sm_count} SMs at {threads} threads, {shared_mem_bytes} B dynamic shared memory); use at most {max_blocks} blocks or ask cuda_api for the largest cooperative grid (Kernel::max_cooperative_grid)"
+                "cooperative launch of '{kernel}' asks for {blocks} blocks but at most {max_blocks} can be resident on {device} ({per_sm} per SM x {sm_count} SMs at {threads} threads, {shared_mem_bytes} B dynamic shared memory); use at most {max_blocks} blocks or ask cuda_api for the largest cooperative grid (TypedKernel::max_cooperative_grid)"
             ),
             LaunchError::BufferTooShort {
                 kernel,

@@ -7,18 +7,18 @@
 //!   [`driver::occupancy_max_active_blocks_per_multiprocessor`],
 //!   [`driver::library_get_kernel`], [`driver::func_get_param_info`]), with
 //!   out-parameters returned in `Ok`, pointer-and-length pairs as slices, and
-//!   every failure an [`Error`] naming the call.
-//! - Hand-written types: [`init`], [`Device`], [`Context`], [`Stream`],
+//!   every failure an [`CudaError`] naming the call.
+//! - Hand-written types: [`init`], [`CudaDevice`], [`Context`], [`Stream`],
 //!   [`Event`], memory ([`Allocation`], [`DeviceBuffer`] in device,
 //!   page-locked or managed memory, asynchronous copies in a [`Scope`]),
-//!   [`Module`], [`Library`], [`Function`], typed [`Kernel`]s and run-time
-//!   [`DynKernel`]s with [`ArgBlock`]s, and CUDA [`Graph`]s captured from a
-//!   stream ([`Stream::capture`]), instantiated ([`GraphExec`]) and updated
+//!   [`Module`], [`Library`], [`Function`], [`TypedKernel`]s and run-time
+//!   [`DynKernel`]s with [`ArgBlock`]s, and CUDA [`CudaGraph`]s captured from a
+//!   stream ([`Stream::capture`]), instantiated ([`CudaGraphExec`]) and updated
 //!   in place with the checks of a launch; where memory lives
 //!   ([`pointer_location`], [`Allocation::location`]), peer access
-//!   ([`Device::can_access_peer`], [`Context::enable_peer_access`]), a
-//!   device's one primary context ([`Device::primary_context`]) and the
-//!   current one ([`Context::current`], [`Device::current`]).
+//!   ([`CudaDevice::can_access_peer`], [`Context::enable_peer_access`]), a
+//!   device's one primary context ([`CudaDevice::primary_context`]) and the
+//!   current one ([`Context::current`], [`CudaDevice::current`]).
 //!
 //! Library messages (a release that failed in `Drop`, where no error can be
 //! returned) go through the [`log`](https://docs.rs/log) crate: install a
@@ -31,7 +31,7 @@
 //! check is stated once, where it is promised, in an `unsafe` call:
 //!
 //! - **Declaring a kernel** ([`Module::kernel`], [`Module::dyn_kernel`],
-//!   [`Kernel::declare`], [`DynKernel::declare`]) promises the parameter types
+//!   [`TypedKernel::declare`], [`DynKernel::declare`]) promises the parameter types
 //!   (count, sizes and offsets are checked against the driver's layout) *and*
 //!   where the kernel reads and writes: whenever every [`Bound`] declared on
 //!   the kernel holds, it touches only memory inside the buffers it is
@@ -51,7 +51,7 @@
 //!
 //! What the safe types guarantee in return: images are checked against their
 //! length before the driver reads them ([`image::check`], refusing with
-//! [`Error::InvalidImage`]); a launch refuses a stream of another context than the
+//! [`CudaError::InvalidImage`]); a launch refuses a stream of another context than the
 //! module's, and device memory of another context; every buffer a launch or
 //! asynchronous copy uses is noted ([`Allocation::record_use`]), so the next
 //! blocking host read or write and the free wait for the context's queued
@@ -63,9 +63,9 @@
 //! [`DynKernel`] and launched with an owned, reusable [`ArgBlock`]:
 //!
 //! ```no_run
-//! use cuda_api::{ConstDevicePtr, Context, Device, DevicePtr, Extent, LaunchConfig, Module, Stream, DeviceBuffer};
-//! # fn main() -> cuda_api::Result<()> {
-//! let ctx = Context::primary(&Device::get(0)?)?;
+//! use cuda_api::{ConstDevicePtr, Context, CudaDevice, DevicePtr, Extent, LaunchConfig, Module, Stream, DeviceBuffer};
+//! # fn main() -> cuda_api::CudaResult<()> {
+//! let ctx = Context::primary(&CudaDevice::get(0)?)?;
 //! let module = Module::from_file(&ctx, "saxpy.ptx")?;
 //! // SAFETY: saxpy(float a, const float* x, float* y, unsigned n) touches
 //! // x[i] and y[i] only for i < n: in bounds when x and y hold n elements.
@@ -118,17 +118,19 @@ pub mod peer;
 pub mod priority;
 pub mod stream;
 
-pub use args::{Arg, ArgBlock, ArgError, DynKernel};
+pub use args::{ArgBlock, ArgError, DynArg, DynKernel};
 pub use bounds::{Bound, Extent};
 pub use context::Context;
 pub use cuda_sys as sys;
-pub use device::{Device, driver_version, init};
-pub use error::{DriverError, Error, Result, SignatureError};
+pub use device::{CudaDevice, driver_version, init};
+pub use error::{CudaError, CudaResult, DriverError, SignatureError};
 pub use function::Function;
 pub use generated::driver;
-pub use graph::{Capture, CaptureMode, Condition, Graph, GraphExec, GraphNode, KernelNode};
+pub use graph::{Capture, CaptureMode, Condition, CudaGraph, CudaGraphExec, GraphNode, KernelNode};
 pub use image::{ImageError, ImageKind};
-pub use kernel::{BufferUse, Kernel, KernelArg, KernelArgs, KernelSignature, MAX_TYPED_PARAMS};
+pub use kernel::{
+    BufferUse, KernelArg, KernelArgs, KernelSignature, MAX_TYPED_PARAMS, TypedKernel,
+};
 pub use launch::{
     ClusterLimits, DeviceLimits, Dim3, FunctionLimits, LaunchConfig, LaunchError,
     PORTABLE_CLUSTER_SIZE,
@@ -139,14 +141,14 @@ pub use memory::{
     MemoryKind, Scope,
 };
 pub use module::{Library, Module};
-pub use params::{KernelParam, Param, ParamSlot, ParamType};
+pub use params::{Param, ParamRepr, ParamSlot, ParamType};
 pub use peer::PeerError;
 pub use priority::PriorityRange;
 pub use stream::{Event, Stream};
 
 /// Reports a failure to unload a library (which belongs to no context) in
 /// `Drop` through the `log` crate: after a sticky error, once per process.
-pub(crate) fn report_library_release_error(e: &Error) {
+pub(crate) fn report_library_release_error(e: &CudaError) {
     static STICKY_SEEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if e.is_sticky() && STICKY_SEEN.swap(true, std::sync::atomic::Ordering::Relaxed) {
         return;

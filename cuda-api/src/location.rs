@@ -13,7 +13,7 @@ use std::fmt;
 use cuda_sys::{CUdeviceptr, CUmemorytype, CUpointer_attribute};
 
 use crate::driver;
-use crate::error::{Error, Result};
+use crate::error::{CudaError, CudaResult};
 use crate::memory::Allocation;
 
 /// The physical kind of memory behind an address, as the driver reports it
@@ -102,10 +102,10 @@ impl fmt::Display for Location {
 ///
 /// # Errors
 ///
-/// The driver's failure (for example [`Error::DriverNotFound`], or
+/// The driver's failure (for example [`CudaError::DriverNotFound`], or
 /// `CUDA_ERROR_INVALID_VALUE` for an address of a context that does not
 /// use unified addressing).
-pub fn pointer_location(address: CUdeviceptr) -> Result<Option<Location>> {
+pub fn pointer_location(address: CUdeviceptr) -> CudaResult<Option<Location>> {
     crate::init()?;
     use CUpointer_attribute as P;
     let attrs = [
@@ -152,23 +152,23 @@ impl Allocation {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for an empty allocation (it has no
+    /// [`CudaError::InvalidArgument`] for an empty allocation (it has no
     /// address), or the driver's failure from [`pointer_location`], or
-    /// [`Error::InvalidArgument`] if the driver does not know the address
+    /// [`CudaError::InvalidArgument`] if the driver does not know the address
     /// (a driver fault: cuda-api allocated it).
-    pub fn location(&self) -> Result<Location> {
+    pub fn location(&self) -> CudaResult<Location> {
         if let Some(l) = self.location.get() {
             return Ok(*l);
         }
         if self.bytes() == 0 {
-            return Err(Error::invalid_argument(
+            return Err(CudaError::invalid_argument(
                 "Allocation::location",
                 "self",
                 "the allocation is empty (0 bytes) and has no address to locate; ask only about allocations of at least one byte".into(),
             ));
         }
         let Some(l) = pointer_location(self.device_address())? else {
-            return Err(Error::invalid_argument(
+            return Err(CudaError::invalid_argument(
                 "Allocation::location",
                 "self",
                 format!(

@@ -20,7 +20,7 @@ use cuda_sys::CUdeviceptr;
 
 use crate::context::Context;
 use crate::driver;
-use crate::error::{Error, Result};
+use crate::error::{CudaError, CudaResult};
 use crate::kernel::BufferUse;
 use crate::location::Location;
 use crate::stream::Stream;
@@ -126,9 +126,9 @@ impl<T> From<DevicePtr<T>> for ConstDevicePtr<T> {
     }
 }
 
-fn bytes_of<T>(len: usize, call: &'static str) -> Result<usize> {
+fn bytes_of<T>(len: usize, call: &'static str) -> CudaResult<usize> {
     len.checked_mul(size_of::<T>()).ok_or_else(|| {
-        Error::invalid_argument(
+        CudaError::invalid_argument(
             call,
             "len",
             format!("{len} elements of {} bytes overflow usize", size_of::<T>()),
@@ -141,11 +141,11 @@ fn same_len(
     parameter: &'static str,
     expected: usize,
     given: usize,
-) -> Result<()> {
+) -> CudaResult<()> {
     if expected == given {
         Ok(())
     } else {
-        Err(Error::invalid_argument(
+        Err(CudaError::invalid_argument(
             call,
             parameter,
             format!(
@@ -157,11 +157,11 @@ fn same_len(
 
 /// Refuses a stream of another context than the memory's: asynchronous
 /// work on it would be ordered against the wrong context.
-fn check_stream(alloc: &Allocation, stream: &Stream, call: &'static str) -> Result<()> {
+fn check_stream(alloc: &Allocation, stream: &Stream, call: &'static str) -> CudaResult<()> {
     if stream.context() == &alloc.ctx {
         Ok(())
     } else {
-        Err(Error::invalid_argument(
+        Err(CudaError::invalid_argument(
             call,
             "stream",
             format!(
@@ -173,10 +173,10 @@ fn check_stream(alloc: &Allocation, stream: &Stream, call: &'static str) -> Resu
     }
 }
 
-fn in_bounds(call: &'static str, offset: usize, len: usize, bytes: usize) -> Result<()> {
+fn in_bounds(call: &'static str, offset: usize, len: usize, bytes: usize) -> CudaResult<()> {
     match offset.checked_add(len) {
         Some(end) if end <= bytes => Ok(()),
-        _ => Err(Error::invalid_argument(
+        _ => Err(CudaError::invalid_argument(
             call,
             "offset",
             format!(
@@ -250,7 +250,7 @@ impl fmt::Debug for Allocation {
 impl Allocation {
     /// `bytes` zeroed bytes of `kind` memory in `ctx`. Zero bytes allocate
     /// nothing (the address is 0).
-    pub fn zeroed(ctx: &Context, bytes: usize, kind: MemoryKind) -> Result<Allocation> {
+    pub fn zeroed(ctx: &Context, bytes: usize, kind: MemoryKind) -> CudaResult<Allocation> {
         ctx.bind()?;
         let mut a = Allocation {
             ptr: 0,
@@ -329,7 +329,7 @@ impl Allocation {
     /// the last wait, synchronises the allocation's context; otherwise does
     /// nothing. For code that reads or writes page-locked or managed memory
     /// directly from the host. The blocking copies and the free call it.
-    pub fn wait_idle(&self) -> Result<()> {
+    pub fn wait_idle(&self) -> CudaResult<()> {
         if self.queued.swap(false, Ordering::AcqRel)
             && let Err(e) = self.ctx.synchronize()
         {
@@ -340,7 +340,7 @@ impl Allocation {
     }
 
     /// Copies `src` to byte `offset` (blocking).
-    pub fn copy_from_host(&self, offset: usize, src: &[u8]) -> Result<()> {
+    pub fn copy_from_host(&self, offset: usize, src: &[u8]) -> CudaResult<()> {
         in_bounds("Allocation::copy_from_host", offset, src.len(), self.bytes)?;
         if src.is_empty() {
             return Ok(());
@@ -352,7 +352,7 @@ impl Allocation {
     }
 
     /// Copies from byte `offset` into `dst` (blocking).
-    pub fn copy_to_host(&self, offset: usize, dst: &mut [u8]) -> Result<()> {
+    pub fn copy_to_host(&self, offset: usize, dst: &mut [u8]) -> CudaResult<()> {
         in_bounds("Allocation::copy_to_host", offset, dst.len(), self.bytes)?;
         if dst.is_empty() {
             return Ok(());
@@ -371,7 +371,7 @@ impl Allocation {
         src: &Allocation,
         src_offset: usize,
         len: usize,
-    ) -> Result<()> {
+    ) -> CudaResult<()> {
         in_bounds("Allocation::copy_from", offset, len, self.bytes)?;
         in_bounds("Allocation::copy_from", src_offset, len, src.bytes)?;
         if len == 0 {
@@ -385,7 +385,7 @@ impl Allocation {
     }
 
     /// Sets every byte to `byte` (blocking).
-    pub fn fill_bytes(&self, byte: u8) -> Result<()> {
+    pub fn fill_bytes(&self, byte: u8) -> CudaResult<()> {
         if self.bytes == 0 {
             return Ok(());
         }
@@ -444,12 +444,12 @@ impl<T: DeviceRepr> fmt::Debug for DeviceBuffer<T> {
 
 impl<T: DeviceRepr> DeviceBuffer<T> {
     /// `len` zeroed values in device memory.
-    pub fn zeroed(ctx: &Context, len: usize) -> Result<Self> {
+    pub fn zeroed(ctx: &Context, len: usize) -> CudaResult<Self> {
         Self::zeroed_in(ctx, len, MemoryKind::Device)
     }
 
     /// `len` zeroed values in `kind` memory.
-    pub fn zeroed_in(ctx: &Context, len: usize, kind: MemoryKind) -> Result<Self> {
+    pub fn zeroed_in(ctx: &Context, len: usize, kind: MemoryKind) -> CudaResult<Self> {
         let bytes = bytes_of::<T>(len, "DeviceBuffer::zeroed")?;
         Ok(DeviceBuffer {
             alloc: Allocation::zeroed(ctx, bytes, kind)?,
@@ -459,12 +459,12 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
     }
 
     /// A copy of `data` in device memory (blocking).
-    pub fn from_slice(ctx: &Context, data: &[T]) -> Result<Self> {
+    pub fn from_slice(ctx: &Context, data: &[T]) -> CudaResult<Self> {
         Self::from_slice_in(ctx, data, MemoryKind::Device)
     }
 
     /// A copy of `data` in `kind` memory (blocking).
-    pub fn from_slice_in(ctx: &Context, data: &[T], kind: MemoryKind) -> Result<Self> {
+    pub fn from_slice_in(ctx: &Context, data: &[T], kind: MemoryKind) -> CudaResult<Self> {
         let mut buf = Self::zeroed_in(ctx, data.len(), kind)?;
         buf.copy_from(data)?;
         Ok(buf)
@@ -531,9 +531,9 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
         &self.alloc.ctx
     }
 
-    fn check_range(&self, range: &Range<usize>, call: &'static str) -> Result<()> {
+    fn check_range(&self, range: &Range<usize>, call: &'static str) -> CudaResult<()> {
         if range.start > range.end || range.end > self.len {
-            return Err(Error::invalid_argument(
+            return Err(CudaError::invalid_argument(
                 call,
                 "range",
                 format!(
@@ -546,7 +546,7 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
     }
 
     /// A read-only view of `range` (element indices).
-    pub fn slice(&self, range: Range<usize>) -> Result<DeviceView<'_, T>> {
+    pub fn slice(&self, range: Range<usize>) -> CudaResult<DeviceView<'_, T>> {
         self.check_range(&range, "DeviceBuffer::slice")?;
         Ok(DeviceView {
             ptr: self.alloc.ptr + (range.start * size_of::<T>()) as u64,
@@ -558,7 +558,7 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
     }
 
     /// A writable view of `range` (element indices).
-    pub fn slice_mut(&mut self, range: Range<usize>) -> Result<DeviceViewMut<'_, T>> {
+    pub fn slice_mut(&mut self, range: Range<usize>) -> CudaResult<DeviceViewMut<'_, T>> {
         self.check_range(&range, "DeviceBuffer::slice_mut")?;
         Ok(DeviceViewMut {
             ptr: self.alloc.ptr + (range.start * size_of::<T>()) as u64,
@@ -581,7 +581,7 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
     }
 
     /// Copies `src` into the buffer (blocking); lengths must match.
-    pub fn copy_from(&mut self, src: &[T]) -> Result<()> {
+    pub fn copy_from(&mut self, src: &[T]) -> CudaResult<()> {
         same_len("DeviceBuffer::copy_from", "src", self.len, src.len())?;
         // SAFETY: T is plain data; the byte view covers exactly `src`.
         let bytes =
@@ -590,22 +590,22 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
     }
 
     /// Copies the buffer into `dst` (blocking); lengths must match.
-    pub fn copy_to(&self, dst: &mut [T]) -> Result<()> {
+    pub fn copy_to(&self, dst: &mut [T]) -> CudaResult<()> {
         self.view().copy_to(dst)
     }
 
     /// The contents as a `Vec` (blocking).
-    pub fn to_vec(&self) -> Result<Vec<T>> {
+    pub fn to_vec(&self) -> CudaResult<Vec<T>> {
         self.view().to_vec()
     }
 
     /// Sets every byte to `byte` (blocking).
-    pub fn fill_bytes(&mut self, byte: u8) -> Result<()> {
+    pub fn fill_bytes(&mut self, byte: u8) -> CudaResult<()> {
         self.alloc.fill_bytes(byte)
     }
 
     /// Sets every element to `value` on `stream`, for 1-, 2- and 4-byte `T`.
-    pub fn fill_async(&mut self, value: T, stream: &Stream) -> Result<()> {
+    pub fn fill_async(&mut self, value: T, stream: &Stream) -> CudaResult<()> {
         if self.len == 0 {
             return Ok(());
         }
@@ -619,7 +619,7 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
                 1 => driver::memset_d8_async(p, std::mem::transmute_copy::<T, u8>(&value), n, s),
                 2 => driver::memset_d16_async(p, std::mem::transmute_copy::<T, u16>(&value), n, s),
                 4 => driver::memset_d32_async(p, std::mem::transmute_copy::<T, u32>(&value), n, s),
-                n => Err(Error::invalid_argument(
+                n => Err(CudaError::invalid_argument(
                     "DeviceBuffer::fill_async",
                     "value",
                     format!(
@@ -691,7 +691,7 @@ impl<'a, T: DeviceRepr> DeviceView<'a, T> {
         self.ptr
     }
     /// Copies the view into `dst` (blocking); lengths must match.
-    pub fn copy_to(&self, dst: &mut [T]) -> Result<()> {
+    pub fn copy_to(&self, dst: &mut [T]) -> CudaResult<()> {
         same_len("DeviceView::copy_to", "dst", self.len, dst.len())?;
         if self.len == 0 {
             return Ok(());
@@ -704,10 +704,10 @@ impl<'a, T: DeviceRepr> DeviceView<'a, T> {
         unsafe { driver::memcpy_dtoh(dst.as_mut_ptr().cast(), self.ptr, self.len * size_of::<T>()) }
     }
     /// The contents as a `Vec` (blocking).
-    pub fn to_vec(&self) -> Result<Vec<T>> {
+    pub fn to_vec(&self) -> CudaResult<Vec<T>> {
         let mut v: Vec<T> = Vec::new();
         v.try_reserve_exact(self.len).map_err(|_| {
-            Error::invalid_argument(
+            CudaError::invalid_argument(
                 "DeviceView::to_vec",
                 "len",
                 format!(
@@ -813,7 +813,7 @@ impl<'s, 'env> Scope<'s, 'env> {
         }
     }
 
-    pub(crate) fn finish(self) -> Result<()> {
+    pub(crate) fn finish(self) -> CudaResult<()> {
         self.finished.set(true);
         self.stream.synchronize()
     }
@@ -828,7 +828,7 @@ impl<'s, 'env> Scope<'s, 'env> {
         &self,
         dst: &'env mut DeviceBuffer<T>,
         src: &'env [T],
-    ) -> Result<()> {
+    ) -> CudaResult<()> {
         same_len("Scope::copy_to_device", "src", dst.len, src.len())?;
         if src.is_empty() {
             return Ok(());
@@ -851,7 +851,7 @@ impl<'s, 'env> Scope<'s, 'env> {
         &self,
         src: &'env DeviceBuffer<T>,
         dst: &'env mut [T],
-    ) -> Result<()> {
+    ) -> CudaResult<()> {
         same_len("Scope::copy_to_host", "dst", src.len, dst.len())?;
         if dst.is_empty() {
             return Ok(());

@@ -11,10 +11,10 @@ use crate::args::DynKernel;
 use crate::context::Context;
 use crate::device::{driver_version, init};
 use crate::driver;
-use crate::error::{Error, Result};
+use crate::error::{CudaError, CudaResult};
 use crate::function::{Function, Owner};
 use crate::image::{self, ImageKind};
-use crate::kernel::{Kernel, KernelSignature};
+use crate::kernel::{KernelSignature, TypedKernel};
 use crate::params::Param;
 
 /// The newest PTX ISA each driver release accepts (from NVIDIA's PTX ISA release notes).
@@ -82,8 +82,8 @@ impl Prepared<'_> {
 }
 
 /// Checks `image` (the error names `call`) and prepares it for the driver.
-fn prepare<'a>(image: &'a [u8], call: &'static str) -> Result<Prepared<'a>> {
-    let kind = image::check(image).map_err(|e| Error::InvalidImage(e.in_call(call)))?;
+fn prepare<'a>(image: &'a [u8], call: &'static str) -> CudaResult<Prepared<'a>> {
+    let kind = image::check(image).map_err(|e| CudaError::InvalidImage(e.in_call(call)))?;
     let needs_nul = kind == ImageKind::Ptx && image.last() != Some(&0);
     if !needs_nul && (image.as_ptr() as usize).is_multiple_of(8) {
         return Ok(Prepared::Borrowed(image));
@@ -98,12 +98,12 @@ fn prepare<'a>(image: &'a [u8], call: &'static str) -> Result<Prepared<'a>> {
     Ok(Prepared::Aligned(words))
 }
 
-/// Turns a load failure into [`Error::PtxTooNew`] when the PTX is too new.
-fn load_error(e: Error, image: &[u8]) -> Error {
+/// Turns a load failure into [`CudaError::PtxTooNew`] when the PTX is too new.
+fn load_error(e: CudaError, image: &[u8]) -> CudaError {
     match e.driver().map(|d| d.code) {
         Some(CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION) if !is_binary(image) => {
             let dv = driver_version().ok();
-            Error::PtxTooNew {
+            CudaError::PtxTooNew {
                 ptx_isa: ptx_isa_version(image).unwrap_or_else(|| "unknown".into()),
                 driver_max_isa: dv.and_then(max_ptx_isa).map(str::to_string),
                 driver_version: dv,
@@ -149,10 +149,10 @@ impl Module {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidImage`] for a truncated, corrupted or unknown image
+    /// [`CudaError::InvalidImage`] for a truncated, corrupted or unknown image
     /// (before the driver sees it); a driver error when the driver refuses
-    /// it; [`Error::PtxTooNew`] for PTX newer than the driver.
-    pub fn from_image(ctx: &Context, image: &[u8]) -> Result<Module> {
+    /// it; [`CudaError::PtxTooNew`] for PTX newer than the driver.
+    pub fn from_image(ctx: &Context, image: &[u8]) -> CudaResult<Module> {
         let data = prepare(image, "Module::from_image")?;
         ctx.bind()?;
         // SAFETY: `data` is a checked image (every offset and size it holds
@@ -168,12 +168,12 @@ impl Module {
     }
 
     /// Loads PTX text.
-    pub fn from_ptx(ctx: &Context, ptx: &str) -> Result<Module> {
+    pub fn from_ptx(ctx: &Context, ptx: &str) -> CudaResult<Module> {
         Self::from_image(ctx, ptx.as_bytes())
     }
 
     /// Loads an image from a file (`.ptx`, `.cubin`, `.fatbin`).
-    pub fn from_file(ctx: &Context, path: impl AsRef<Path>) -> Result<Module> {
+    pub fn from_file(ctx: &Context, path: impl AsRef<Path>) -> CudaResult<Module> {
         let bytes = read_image(path.as_ref(), "Module::from_file")?;
         Self::from_image(ctx, &bytes)
     }
@@ -189,7 +189,7 @@ impl Module {
     }
 
     /// An untyped handle to kernel `name` (for attributes, occupancy and parameter info).
-    pub fn function(&self, name: &str) -> Result<Function> {
+    pub fn function(&self, name: &str) -> CudaResult<Function> {
         let cname = c_name(name, "Module::function")?;
         self.inner.ctx.bind()?;
         // SAFETY: live module, NUL-terminated name.
@@ -211,9 +211,9 @@ impl Module {
     /// This is the one promise cuda-api cannot check: each type in `S` must be
     /// what the kernel's parameter at that position really is (a `DevicePtr<f32>`
     /// for a `float*`, a `u32` for an `unsigned int`). Count and sizes are checked.
-    pub unsafe fn kernel<S: KernelSignature>(&self, name: &str) -> Result<Kernel<S>> {
+    pub unsafe fn kernel<S: KernelSignature>(&self, name: &str) -> CudaResult<TypedKernel<S>> {
         // SAFETY: the caller's promise is passed on.
-        unsafe { Kernel::declare(self.function(name)?) }
+        unsafe { TypedKernel::declare(self.function(name)?) }
     }
 
     /// Declares kernel `name` with parameters known at run time (names and
@@ -223,21 +223,22 @@ impl Module {
     /// # Safety
     ///
     /// As for [`DynKernel::declare`].
-    pub unsafe fn dyn_kernel(&self, name: &str, params: Vec<Param>) -> Result<DynKernel> {
+    pub unsafe fn dyn_kernel(&self, name: &str, params: Vec<Param>) -> CudaResult<DynKernel> {
         // SAFETY: the caller's promise is passed on.
         unsafe { DynKernel::declare(self.function(name)?, params) }
     }
 }
 
-fn read_image(path: &Path, call: &'static str) -> Result<Vec<u8>> {
+fn read_image(path: &Path, call: &'static str) -> CudaResult<Vec<u8>> {
     std::fs::read(path).map_err(|e| {
-        Error::invalid_argument(call, "path", format!("cannot read {}: {e}", path.display()))
+        CudaError::invalid_argument(call, "path", format!("cannot read {}: {e}", path.display()))
     })
 }
 
-fn c_name(name: &str, call: &'static str) -> Result<CString> {
-    CString::new(name)
-        .map_err(|_| Error::invalid_argument(call, "name", format!("'{name}' contains a NUL byte")))
+fn c_name(name: &str, call: &'static str) -> CudaResult<CString> {
+    CString::new(name).map_err(|_| {
+        CudaError::invalid_argument(call, "name", format!("'{name}' contains a NUL byte"))
+    })
 }
 
 pub(crate) struct LibraryInner {
@@ -273,7 +274,7 @@ impl Library {
     /// # Errors
     ///
     /// As for [`Module::from_image`].
-    pub fn from_image(image: &[u8]) -> Result<Library> {
+    pub fn from_image(image: &[u8]) -> CudaResult<Library> {
         let data = prepare(image, "Library::from_image")?;
         init()?;
         // SAFETY: `data` is a checked image (every offset and size it holds
@@ -286,7 +287,7 @@ impl Library {
     }
 
     /// Loads an image from a file.
-    pub fn from_file(path: impl AsRef<Path>) -> Result<Library> {
+    pub fn from_file(path: impl AsRef<Path>) -> CudaResult<Library> {
         let bytes = read_image(path.as_ref(), "Library::from_file")?;
         Self::from_image(&bytes)
     }
@@ -297,7 +298,7 @@ impl Library {
     }
 
     /// An untyped handle to kernel `name`.
-    pub fn function(&self, name: &str) -> Result<Function> {
+    pub fn function(&self, name: &str) -> CudaResult<Function> {
         let cname = c_name(name, "Library::function")?;
         // SAFETY: live library, NUL-terminated name.
         let raw = unsafe { driver::library_get_kernel(self.inner.raw, &cname) }
@@ -314,9 +315,9 @@ impl Library {
     /// # Safety
     ///
     /// As for [`Module::kernel`].
-    pub unsafe fn kernel<S: KernelSignature>(&self, name: &str) -> Result<Kernel<S>> {
+    pub unsafe fn kernel<S: KernelSignature>(&self, name: &str) -> CudaResult<TypedKernel<S>> {
         // SAFETY: the caller's promise is passed on.
-        unsafe { Kernel::declare(self.function(name)?) }
+        unsafe { TypedKernel::declare(self.function(name)?) }
     }
 
     /// Declares kernel `name` with parameters known at run time; see [`Module::dyn_kernel`].
@@ -324,7 +325,7 @@ impl Library {
     /// # Safety
     ///
     /// As for [`DynKernel::declare`].
-    pub unsafe fn dyn_kernel(&self, name: &str, params: Vec<Param>) -> Result<DynKernel> {
+    pub unsafe fn dyn_kernel(&self, name: &str, params: Vec<Param>) -> CudaResult<DynKernel> {
         // SAFETY: the caller's promise is passed on.
         unsafe { DynKernel::declare(self.function(name)?, params) }
     }
@@ -348,7 +349,7 @@ mod tests {
         let p = prepare(b".version 9.0\n", "Module::from_image").unwrap();
         assert!(p.bytes().starts_with(b".version 9.0\n\0"));
         match prepare(b"\x7fELF\x02", "Library::from_image") {
-            Err(Error::InvalidImage(e)) => {
+            Err(CudaError::InvalidImage(e)) => {
                 assert_eq!(e.call, "Library::from_image");
                 assert!(e.to_string().contains("Library::from_image"));
             }
@@ -359,7 +360,7 @@ mod tests {
 
     #[test]
     fn ptx_too_new_message_names_both_versions() {
-        let e = Error::PtxTooNew {
+        let e = CudaError::PtxTooNew {
             ptx_isa: "9.5".into(),
             driver_max_isa: Some("9.0".into()),
             driver_version: Some(13000),

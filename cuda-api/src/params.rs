@@ -15,7 +15,7 @@ use crate::memory::{ConstDevicePtr, DevicePtr};
 /// The type must be plain data with the size and alignment of the C
 /// parameter it stands for (`#[repr(C)]` for structs, with `align(N)` where
 /// the C type is over-aligned).
-pub unsafe trait KernelParam: Copy + Send + Sync + 'static {
+pub unsafe trait ParamRepr: Copy + Send + Sync + 'static {
     /// Another parameter type whose values may be passed for this one
     /// (a writable pointer for a read-only one); `None` for most types.
     fn also_accepts() -> Option<TypeId> {
@@ -25,21 +25,21 @@ pub unsafe trait KernelParam: Copy + Send + Sync + 'static {
 
 macro_rules! kernel_param {
     ($($t:ty),*) => { $( // SAFETY: primitives are passed by value with their own layout.
-        unsafe impl KernelParam for $t {} )* };
+        unsafe impl ParamRepr for $t {} )* };
 }
 kernel_param!(
     u8, u16, u32, u64, usize, i8, i16, i32, i64, isize, f32, f64, bool
 );
 // SAFETY: a device pointer is one 8-byte address.
-unsafe impl<T: 'static> KernelParam for DevicePtr<T> {}
+unsafe impl<T: 'static> ParamRepr for DevicePtr<T> {}
 // SAFETY: as above.
-unsafe impl<T: 'static> KernelParam for ConstDevicePtr<T> {
+unsafe impl<T: 'static> ParamRepr for ConstDevicePtr<T> {
     fn also_accepts() -> Option<TypeId> {
         Some(TypeId::of::<DevicePtr<T>>())
     }
 }
 // SAFETY: arrays of parameters are laid out as the C array.
-unsafe impl<T: KernelParam, const N: usize> KernelParam for [T; N] {}
+unsafe impl<T: ParamRepr, const N: usize> ParamRepr for [T; N] {}
 
 /// A Rust type name without module paths: `DevicePtr<f32>` for
 /// `cuda_api::memory::DevicePtr<f32>`.
@@ -59,7 +59,7 @@ pub fn short_type_name(full: &str) -> String {
     out
 }
 
-/// The type of one kernel parameter: a Rust [`KernelParam`] type, or an
+/// The type of one kernel parameter: a Rust [`ParamRepr`] type, or an
 /// opaque block of bytes of a given size and alignment (a C struct known only
 /// at run time, whose bytes can only be set through `unsafe`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,7 +73,7 @@ pub struct ParamType {
 
 impl ParamType {
     /// The Rust type `T`.
-    pub fn of<T: KernelParam>() -> Self {
+    pub fn of<T: ParamRepr>() -> Self {
         ParamType {
             name: Cow::Owned(short_type_name(type_name::<T>())),
             size: size_of::<T>(),
@@ -142,7 +142,7 @@ impl Param {
         }
     }
     /// A parameter `name` of Rust type `T`.
-    pub fn of<T: KernelParam>(name: impl Into<String>) -> Self {
+    pub fn of<T: ParamRepr>(name: impl Into<String>) -> Self {
         Self::new(name, ParamType::of::<T>())
     }
 }
@@ -261,7 +261,7 @@ mod tests {
         v: [f32; 4],
     }
     // SAFETY: plain data, C layout.
-    unsafe impl KernelParam for Loose {}
+    unsafe impl ParamRepr for Loose {}
 
     #[repr(C, align(16))]
     #[derive(Clone, Copy)]
@@ -269,7 +269,7 @@ mod tests {
         v: [f32; 4],
     }
     // SAFETY: plain data, C layout with the float4 alignment.
-    unsafe impl KernelParam for Aligned {}
+    unsafe impl ParamRepr for Aligned {}
 
     #[test]
     fn a_struct_with_the_wrong_alignment_is_refused() {

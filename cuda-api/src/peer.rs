@@ -1,5 +1,5 @@
 //! Peer access: whether kernels on one device can read and write another
-//! device's memory ([`Device::can_access_peer`]), and turning it on between
+//! device's memory ([`CudaDevice::can_access_peer`]), and turning it on between
 //! two contexts ([`Context::enable_peer_access`]).
 //!
 //! Access is one way: enabling it from `a` to `b` lets kernels in `a` reach
@@ -12,9 +12,9 @@ use std::fmt;
 use cuda_sys::CUresult;
 
 use crate::context::Context;
-use crate::device::Device;
+use crate::device::CudaDevice;
 use crate::driver;
-use crate::error::{Error, Result};
+use crate::error::{CudaError, CudaResult};
 
 /// Why peer access cannot be given.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,13 +55,13 @@ impl fmt::Display for PeerError {
 
 impl std::error::Error for PeerError {}
 
-impl From<PeerError> for Error {
+impl From<PeerError> for CudaError {
     fn from(e: PeerError) -> Self {
-        Error::Peer(e)
+        CudaError::Peer(e)
     }
 }
 
-impl Device {
+impl CudaDevice {
     /// Whether kernels on this device can be given access to `peer`'s
     /// memory (`cuDeviceCanAccessPeer`). For the same device the answer is
     /// `false` without asking the driver (which also answers 0): a device is
@@ -70,7 +70,7 @@ impl Device {
     /// # Errors
     ///
     /// The driver's failure of `cuDeviceCanAccessPeer`.
-    pub fn can_access_peer(&self, peer: &Device) -> Result<bool> {
+    pub fn can_access_peer(&self, peer: &CudaDevice) -> CudaResult<bool> {
         if self == peer {
             return Ok(false);
         }
@@ -88,9 +88,9 @@ impl Context {
     /// # Errors
     ///
     /// [`PeerError::SameDevice`] when both contexts are on one device,
-    /// [`PeerError::Unsupported`] when [`Device::can_access_peer`] says no,
+    /// [`PeerError::Unsupported`] when [`CudaDevice::can_access_peer`] says no,
     /// or the driver's failure (for example `CUDA_ERROR_TOO_MANY_PEERS`).
-    pub fn enable_peer_access(&self, peer: &Context) -> Result<()> {
+    pub fn enable_peer_access(&self, peer: &Context) -> CudaResult<()> {
         let (from, to) = (self.device(), peer.device());
         if from == to {
             return Err(PeerError::SameDevice {
@@ -117,7 +117,7 @@ impl Context {
 }
 
 /// Whether `e` is the driver saying that peer access is already on.
-fn already_enabled(e: &Error) -> bool {
+fn already_enabled(e: &CudaError) -> bool {
     e.driver()
         .is_some_and(|d| d.code == CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)
 }
@@ -129,7 +129,7 @@ mod tests {
 
     #[test]
     fn already_enabled_is_told_by_the_code() {
-        let e = |code| Error::Driver(DriverError::new("cuCtxEnablePeerAccess", code));
+        let e = |code| CudaError::Driver(DriverError::new("cuCtxEnablePeerAccess", code));
         assert!(already_enabled(&e(
             CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
         )));
@@ -138,7 +138,7 @@ mod tests {
             CUresult::CUDA_ERROR_PEER_ACCESS_UNSUPPORTED
         )));
         // Not a driver error at all.
-        assert!(!already_enabled(&Error::invalid_argument(
+        assert!(!already_enabled(&CudaError::invalid_argument(
             "x",
             "y",
             "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED".into()
@@ -147,14 +147,14 @@ mod tests {
 
     #[test]
     fn peer_errors_name_the_devices_and_what_to_do() {
-        let e = Error::from(PeerError::SameDevice {
+        let e = CudaError::from(PeerError::SameDevice {
             call: "Context::enable_peer_access",
             device: 0,
         });
         let s = e.to_string();
         assert!(s.starts_with("Context::enable_peer_access: "), "{s}");
         assert!(s.contains("cuda:0") && s.contains("another device"), "{s}");
-        let s = Error::from(PeerError::Unsupported { from: 1, to: 0 }).to_string();
+        let s = CudaError::from(PeerError::Unsupported { from: 1, to: 0 }).to_string();
         assert!(s.contains("cuda:1 cannot access cuda:0"), "{s}");
     }
 }

@@ -2,14 +2,14 @@
 //! ([`Context::stream_priority_range`]) and the check that keeps a priority
 //! inside it. The driver clamps a priority outside the range without a word;
 //! cuda-api refuses it instead, naming the range
-//! ([`Error::PriorityOutOfRange`]). See
+//! ([`CudaError::PriorityOutOfRange`]). See
 //! [`cuCtxGetStreamPriorityRange`](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 
 use std::fmt;
 
 use crate::context::Context;
 use crate::driver;
-use crate::error::{Error, Result};
+use crate::error::{CudaError, CudaResult};
 
 /// The stream priorities a context allows. Lower numbers are higher
 /// priorities: `greatest <= least`, and work of a stream of higher priority
@@ -33,12 +33,12 @@ impl PriorityRange {
     ///
     /// # Errors
     ///
-    /// [`Error::PriorityOutOfRange`] naming `priority`, the range and `device`.
-    pub fn check(&self, priority: i32, device: &str) -> Result<()> {
+    /// [`CudaError::PriorityOutOfRange`] naming `priority`, the range and `device`.
+    pub fn check(&self, priority: i32, device: &str) -> CudaResult<()> {
         if self.contains(priority) {
             return Ok(());
         }
-        Err(Error::PriorityOutOfRange {
+        Err(CudaError::PriorityOutOfRange {
             priority,
             least: self.least,
             greatest: self.greatest,
@@ -60,7 +60,7 @@ impl Context {
     /// # Errors
     ///
     /// A driver failure (or the context failing to become current).
-    pub fn stream_priority_range(&self) -> Result<PriorityRange> {
+    pub fn stream_priority_range(&self) -> CudaResult<PriorityRange> {
         self.bind()?;
         let (least, greatest) = driver::ctx_get_stream_priority_range()?;
         Ok(PriorityRange { least, greatest })
@@ -91,7 +91,7 @@ mod tests {
             let e = H200.check(p, "NVIDIA H200").unwrap_err();
             assert_eq!(
                 e,
-                Error::PriorityOutOfRange {
+                CudaError::PriorityOutOfRange {
                     priority: p,
                     least: 0,
                     greatest: -5,

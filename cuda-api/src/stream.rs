@@ -8,7 +8,7 @@ use cuda_sys::{CUevent, CUevent_flags, CUstream, CUstream_flags};
 
 use crate::context::Context;
 use crate::driver;
-use crate::error::{Error, Result};
+use crate::error::{CudaError, CudaResult};
 use crate::memory::Scope;
 
 struct StreamInner {
@@ -78,7 +78,7 @@ impl Stream {
     }
 
     /// A new non-blocking stream (it does not synchronise with the null stream).
-    pub fn new(ctx: &Context) -> Result<Stream> {
+    pub fn new(ctx: &Context) -> CudaResult<Stream> {
         ctx.bind()?;
         let raw = driver::stream_create(CUstream_flags::CU_STREAM_NON_BLOCKING.0)?;
         Ok(Self::wrap(raw, ctx, true, None))
@@ -90,10 +90,10 @@ impl Stream {
     ///
     /// # Errors
     ///
-    /// [`Error::PriorityOutOfRange`](crate::Error::PriorityOutOfRange)
+    /// [`CudaError::PriorityOutOfRange`]
     /// naming the context's range when `priority` lies outside it (the
     /// driver would clamp it silently), or a driver failure.
-    pub fn with_priority(ctx: &Context, priority: i32) -> Result<Stream> {
+    pub fn with_priority(ctx: &Context, priority: i32) -> CudaResult<Stream> {
         ctx.stream_priority_range()?
             .check(priority, &ctx.device().to_string())?;
         let raw = driver::stream_create_with_priority(
@@ -108,7 +108,7 @@ impl Stream {
     /// # Errors
     ///
     /// A driver failure.
-    pub fn priority(&self) -> Result<i32> {
+    pub fn priority(&self) -> CudaResult<i32> {
         self.inner.ctx.bind()?;
         // SAFETY: the stream is alive while `self` is; its context is current.
         unsafe { driver::stream_get_priority(self.inner.raw) }
@@ -171,9 +171,9 @@ impl Stream {
     /// Refuses work queued through this handle while it is being captured
     /// (see [`Stream::capture`]).
     #[inline]
-    pub(crate) fn refuse_if_capturing(&self, call: impl FnOnce() -> String) -> Result<()> {
+    pub(crate) fn refuse_if_capturing(&self, call: impl FnOnce() -> String) -> CudaResult<()> {
         if self.is_capturing() {
-            return Err(Error::invalid_argument(
+            return Err(CudaError::invalid_argument(
                 call(),
                 "stream",
                 "the stream is being captured into a graph (Stream::capture); queue the work through the Capture the closure receives, which ties its buffers to the graph".into(),
@@ -196,14 +196,14 @@ impl Stream {
 
     /// Waits until all work queued so far has finished. A sticky error is
     /// also kept by the context ([`Context::sticky_error`]).
-    pub fn synchronize(&self) -> Result<()> {
+    pub fn synchronize(&self) -> CudaResult<()> {
         self.inner.ctx.bind()?;
         // SAFETY: the stream is alive while `self` is; its context is current.
         unsafe { driver::stream_synchronize(self.inner.raw) }.map_err(|e| self.inner.ctx.note(e))
     }
 
     /// Makes later work on this stream wait for `event`.
-    pub fn wait(&self, event: &Event) -> Result<()> {
+    pub fn wait(&self, event: &Event) -> CudaResult<()> {
         self.inner.ctx.bind()?;
         // SAFETY: the stream and the event are alive while `self` and `event`
         // are borrowed; the stream's context is current.
@@ -218,11 +218,14 @@ impl Stream {
     ///
     /// # Errors
     ///
-    /// `f`'s error; a failed synchronisation; [`Error::InvalidArgument`]
+    /// `f`'s error; a failed synchronisation; [`CudaError::InvalidArgument`]
     /// while the stream is being captured ([`Stream::capture`]): a copy
     /// captured into a graph would read or write host memory after the
     /// scope has ended.
-    pub fn scope<'env, R>(&self, f: impl FnOnce(&Scope<'_, 'env>) -> Result<R>) -> Result<R> {
+    pub fn scope<'env, R>(
+        &self,
+        f: impl FnOnce(&Scope<'_, 'env>) -> CudaResult<R>,
+    ) -> CudaResult<R> {
         self.refuse_if_capturing(|| "Stream::scope".into())?;
         let scope = Scope::new(self);
         let r = f(&scope);
@@ -246,7 +249,7 @@ unsafe impl Sync for Event {}
 
 impl Event {
     /// A new event that records timing.
-    pub fn new(ctx: &Context) -> Result<Event> {
+    pub fn new(ctx: &Context) -> CudaResult<Event> {
         ctx.bind()?;
         let raw = driver::event_create(CUevent_flags::CU_EVENT_DEFAULT.0)?;
         Ok(Event {
@@ -259,11 +262,11 @@ impl Event {
     ///
     /// # Errors
     ///
-    /// A driver error; [`Error::InvalidArgument`] while `stream` is being
+    /// A driver error; [`CudaError::InvalidArgument`] while `stream` is being
     /// captured ([`Stream::capture`]): another stream waiting for such an
     /// event would join the capture, and its work would escape the checks
     /// that tie a graph to its buffers.
-    pub fn record(&self, stream: &Stream) -> Result<()> {
+    pub fn record(&self, stream: &Stream) -> CudaResult<()> {
         stream.refuse_if_capturing(|| "Event::record".into())?;
         self.ctx.bind()?;
         // SAFETY: the event and the stream are alive while borrowed; the
@@ -272,14 +275,14 @@ impl Event {
     }
 
     /// Waits until the event has completed.
-    pub fn synchronize(&self) -> Result<()> {
+    pub fn synchronize(&self) -> CudaResult<()> {
         self.ctx.bind()?;
         // SAFETY: the event is alive while `self` is.
         unsafe { driver::event_synchronize(self.raw) }.map_err(|e| self.ctx.note(e))
     }
 
     /// Milliseconds from `self` to `end` (both recorded and completed).
-    pub fn elapsed_ms(&self, end: &Event) -> Result<f32> {
+    pub fn elapsed_ms(&self, end: &Event) -> CudaResult<f32> {
         self.ctx.bind()?;
         // SAFETY: both events are alive while borrowed.
         unsafe { driver::event_elapsed_time(self.raw, end.raw) }

@@ -3,7 +3,7 @@
 //! checked, the error names both), and the signatures of the four functions
 //! whose edge data is optional.
 
-use cuda_api::Error;
+use cuda_api::CudaError;
 use cuda_api::driver;
 use cuda_api::error::shared_len;
 use cuda_sys::*;
@@ -19,25 +19,25 @@ fn the_four_edge_data_functions_take_optional_edge_data() {
         Option<&[CUgraphNode]>,
         Option<&[CUgraphEdgeData]>,
         CUstreamCaptureMode,
-    ) -> cuda_api::Result<()> = driver::stream_begin_capture_to_graph;
+    ) -> cuda_api::CudaResult<()> = driver::stream_begin_capture_to_graph;
     let _: unsafe fn(
         CUstream,
         &[CUgraphNode],
         Option<&[CUgraphEdgeData]>,
         u32,
-    ) -> cuda_api::Result<()> = driver::stream_update_capture_dependencies;
+    ) -> cuda_api::CudaResult<()> = driver::stream_update_capture_dependencies;
     let _: unsafe fn(
         CUgraph,
         &[CUgraphNode],
         Option<&[CUgraphEdgeData]>,
         &mut CUgraphNodeParams,
-    ) -> cuda_api::Result<CUgraphNode> = driver::graph_add_node;
+    ) -> cuda_api::CudaResult<CUgraphNode> = driver::graph_add_node;
     let _: unsafe fn(
         CUgraph,
         &[CUgraphNode],
         &[CUgraphNode],
         Option<&[CUgraphEdgeData]>,
-    ) -> cuda_api::Result<()> = driver::graph_add_dependencies;
+    ) -> cuda_api::CudaResult<()> = driver::graph_add_dependencies;
 }
 
 #[test]
@@ -72,7 +72,7 @@ fn slices_sharing_a_count_are_each_checked_and_the_error_names_both() {
         text.contains("`edge_data` has 1 elements but `from` has 2"),
         "{text}"
     );
-    assert!(matches!(e, Error::InvalidArgument { .. }));
+    assert!(matches!(e, CudaError::InvalidArgument { .. }));
 }
 
 #[test]
@@ -84,7 +84,7 @@ fn mismatched_slices_are_refused_before_the_driver_is_called() {
     let e =
         unsafe { driver::graph_add_dependencies(std::ptr::null_mut(), &a, &b, None) }.unwrap_err();
     assert!(
-        matches!(&e, Error::InvalidArgument { parameter, .. } if parameter == "to"),
+        matches!(&e, CudaError::InvalidArgument { parameter, .. } if parameter == "to"),
         "{e}"
     );
 }

@@ -9,7 +9,8 @@ use std::ffi::c_void;
 use std::time::Instant;
 
 use cuda_api::{
-    ConstDevicePtr, Context, Device, DeviceBuffer, DevicePtr, Extent, LaunchConfig, Module, Stream,
+    ConstDevicePtr, Context, CudaDevice, DeviceBuffer, DevicePtr, Extent, LaunchConfig, Module,
+    Stream,
 };
 
 #[global_allocator]
@@ -24,7 +25,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() {
-    let ctx = Context::primary(&Device::get(0).expect("a GPU")).unwrap();
+    let ctx = Context::primary(&CudaDevice::get(0).expect("a GPU")).unwrap();
     let stream = Stream::new(&ctx).unwrap();
     let dir = std::env::var("SDK_TEST_KERNELS").unwrap_or_else(|_| "target/kernels".into());
     let m = Module::from_file(&ctx, format!("{dir}/kernels.ptx")).unwrap();

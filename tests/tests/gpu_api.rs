@@ -2,12 +2,12 @@
 //! 13.0 (`cargo xtask gpu-bundle`). Run with `--include-ignored` on a GPU machine.
 
 use cuda_api::{
-    ConstDevicePtr, Context, Device, DeviceBuffer, DevicePtr, Error, LaunchConfig, LaunchError,
-    Library, Module, SignatureError, Stream, driver,
+    ConstDevicePtr, Context, CudaDevice, CudaError, DeviceBuffer, DevicePtr, LaunchConfig,
+    LaunchError, Library, Module, SignatureError, Stream, driver,
 };
 
 fn setup() -> (Context, Stream) {
-    let dev = Device::get(0).expect("device 0");
+    let dev = CudaDevice::get(0).expect("device 0");
     let ctx = Context::primary(&dev).expect("primary context");
     let stream = Stream::new(&ctx).expect("stream");
     (ctx, stream)
@@ -66,7 +66,7 @@ fn copies_round_trip() {
     stream.synchronize().unwrap();
     assert!(buf.to_vec().unwrap().iter().all(|v| *v == 7));
     let e = buf.copy_from(&[1, 2, 3]).unwrap_err();
-    assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+    assert!(matches!(e, CudaError::InvalidArgument { .. }), "{e}");
     assert_eq!(
         DeviceBuffer::<f64>::zeroed(&ctx, 0)
             .unwrap()
@@ -139,7 +139,7 @@ fn grid_sync_at_the_largest_cooperative_grid() {
         .unwrap_err();
     eprintln!("{e}");
     match &e {
-        Error::Launch(LaunchError::CooperativeLaunchTooLarge {
+        CudaError::Launch(LaunchError::CooperativeLaunchTooLarge {
             blocks,
             max_blocks,
             per_sm: p,
@@ -233,7 +233,7 @@ fn too_much_dynamic_shared_memory_is_refused() {
         }
         .unwrap_err();
         assert!(
-            matches!(e, Error::Launch(LaunchError::SharedMemoryTooLarge { requested, .. }) if requested == max + 1),
+            matches!(e, CudaError::Launch(LaunchError::SharedMemoryTooLarge { requested, .. }) if requested == max + 1),
             "{e}"
         );
     }
@@ -259,7 +259,7 @@ fn wrong_declarations_are_refused() {
     let e = unsafe { m.kernel::<(f32, ConstDevicePtr<f32>, DevicePtr<f32>)>("saxpy") }.unwrap_err();
     assert_eq!(
         e,
-        Error::Signature(SignatureError::Count {
+        CudaError::Signature(SignatureError::Count {
             kernel: "saxpy".into(),
             expected: 4,
             declared: 3
@@ -271,7 +271,7 @@ fn wrong_declarations_are_refused() {
     assert!(
         matches!(
             &e,
-            Error::Signature(SignatureError::Size {
+            CudaError::Signature(SignatureError::Size {
                 index: 0,
                 expected: 4,
                 declared: 8,
@@ -312,7 +312,7 @@ fn ptx_newer_than_the_driver_is_named() {
         .expect("PTX 9.5 must not load on this driver");
     eprintln!("{e}");
     match &e {
-        Error::PtxTooNew {
+        CudaError::PtxTooNew {
             ptx_isa,
             driver_max_isa,
             ..

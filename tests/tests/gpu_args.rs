@@ -6,13 +6,13 @@
 use std::sync::Arc;
 
 use cuda_api::{
-    Allocation, ArgBlock, ConstDevicePtr, Context, Device, DeviceBuffer, DevicePtr, Error,
-    KernelParam, LaunchConfig, LaunchError, Library, MemoryKind, Module, Param, ParamType,
+    Allocation, ArgBlock, ConstDevicePtr, Context, CudaDevice, CudaError, DeviceBuffer, DevicePtr,
+    LaunchConfig, LaunchError, Library, MemoryKind, Module, Param, ParamRepr, ParamType,
     SignatureError, Stream,
 };
 
 fn setup() -> (Context, Stream, Module) {
-    let dev = Device::get(0).expect("device 0");
+    let dev = CudaDevice::get(0).expect("device 0");
     let ctx = Context::primary(&dev).expect("primary context");
     let stream = Stream::new(&ctx).expect("stream");
     let ptx = std::fs::read_to_string(sdk_tests::kernels_dir().join("kernels.ptx"))
@@ -68,7 +68,7 @@ fn params16() -> Vec<Param> {
     p.push(Param::of::<f32>("a15"));
     p
 }
-fn push16(b: &mut ArgBlock<'_>, out: DevicePtr<f64>) -> cuda_api::Result<()> {
+fn push16(b: &mut ArgBlock<'_>, out: DevicePtr<f64>) -> cuda_api::CudaResult<()> {
     b.push(out)?;
     b.push(-3i8)?;
     b.push(-6i16)?;
@@ -186,7 +186,7 @@ fn params40() -> Vec<Param> {
     p.push(Param::of::<u32>("a39"));
     p
 }
-fn push40(b: &mut ArgBlock<'_>, out: DevicePtr<f64>) -> cuda_api::Result<()> {
+fn push40(b: &mut ArgBlock<'_>, out: DevicePtr<f64>) -> cuda_api::CudaResult<()> {
     b.push(out)?;
     b.push(-3i8)?;
     b.push(-6i16)?;
@@ -321,7 +321,7 @@ struct Vec4 {
     w: f32,
 }
 // SAFETY: plain data with the layout of the kernel's `struct __align__(16) vec4_t`.
-unsafe impl KernelParam for Vec4 {}
+unsafe impl ParamRepr for Vec4 {}
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -329,7 +329,7 @@ struct LooseVec4 {
     v: [f32; 4],
 }
 // SAFETY: plain data (its alignment is deliberately too small: refused by the check).
-unsafe impl KernelParam for LooseVec4 {}
+unsafe impl ParamRepr for LooseVec4 {}
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -387,7 +387,7 @@ fn a_16_byte_aligned_struct_parameter() {
     assert!(
         matches!(
             &e,
-            Error::Signature(SignatureError::Offset {
+            CudaError::Signature(SignatureError::Offset {
                 index: 1,
                 expected: 16,
                 declared: 4,
@@ -447,7 +447,7 @@ fn a_library_kernel_in_two_contexts_and_a_module_function_in_the_wrong_one() {
         .unwrap_err();
     eprintln!("{e}");
     assert!(
-        matches!(e, Error::Launch(LaunchError::ContextMismatch { .. })),
+        matches!(e, CudaError::Launch(LaunchError::ContextMismatch { .. })),
         "{e}"
     );
     assert_eq!(b.to_vec().unwrap(), [12, 22, 32]);
@@ -471,7 +471,7 @@ fn zero_blocks_and_impossible_configurations_are_refused_before_the_driver() {
         assert!(
             matches!(
                 e,
-                Error::Launch(LaunchError::ZeroDimension {
+                CudaError::Launch(LaunchError::ZeroDimension {
                     axis: "block.x",
                     ..
                 })
@@ -481,7 +481,7 @@ fn zero_blocks_and_impossible_configurations_are_refused_before_the_driver() {
     }
     let e = k.max_cooperative_grid(&stream, 0, 0).unwrap_err();
     assert!(
-        matches!(e, Error::Launch(LaunchError::ZeroDimension { .. })),
+        matches!(e, CudaError::Launch(LaunchError::ZeroDimension { .. })),
         "{e}"
     );
     // __launch_bounds__(128): 256 threads can never launch.
@@ -494,7 +494,7 @@ fn zero_blocks_and_impossible_configurations_are_refused_before_the_driver() {
     assert!(
         matches!(
             e,
-            Error::Launch(LaunchError::BlockTooLarge {
+            CudaError::Launch(LaunchError::BlockTooLarge {
                 threads: 256,
                 max: 128,
                 ..
@@ -504,14 +504,17 @@ fn zero_blocks_and_impossible_configurations_are_refused_before_the_driver() {
     );
     let e = b.function().occupancy(&ctx, 256, 0).unwrap_err();
     assert!(
-        matches!(e, Error::Launch(LaunchError::BlockTooLarge { .. })),
+        matches!(e, CudaError::Launch(LaunchError::BlockTooLarge { .. })),
         "{e}"
     );
     let e = b
         .max_cooperative_grid(&stream, 128, limits.max_dynamic_shared_bytes + 1)
         .unwrap_err();
     assert!(
-        matches!(e, Error::Launch(LaunchError::SharedMemoryTooLarge { .. })),
+        matches!(
+            e,
+            CudaError::Launch(LaunchError::SharedMemoryTooLarge { .. })
+        ),
         "{e}"
     );
     assert!(b.max_cooperative_grid(&stream, 128, 0).unwrap() > 0);
@@ -520,7 +523,7 @@ fn zero_blocks_and_impossible_configurations_are_refused_before_the_driver() {
         .launch(&stream, LaunchConfig::new(1, 256), (&mut out,))
         .unwrap_err();
     assert!(
-        matches!(e, Error::Launch(LaunchError::BlockTooLarge { .. })),
+        matches!(e, CudaError::Launch(LaunchError::BlockTooLarge { .. })),
         "{e}"
     );
     b.launch(&stream, LaunchConfig::new(2, 128), (&mut out,))
@@ -578,8 +581,8 @@ fn page_locked_and_managed_memory_in_kernels() {
 #[ignore = "needs a CUDA GPU"]
 fn device_instances_are_shared_and_streams_clone() {
     let (ctx, stream, _m) = setup();
-    let a = Device::get(0).unwrap();
-    let b = Device::get(0).unwrap();
+    let a = CudaDevice::get(0).unwrap();
+    let b = CudaDevice::get(0).unwrap();
     assert_eq!(a, b);
     // One cache: a limit queried through one is there for the other.
     assert!(std::ptr::eq(a.limits().unwrap(), b.limits().unwrap()));

@@ -6,8 +6,8 @@
 //! `--include-ignored` on a GPU machine.
 
 use cuda_api::{
-    ClusterLimits, ConstDevicePtr, Context, Device, DeviceBuffer, DevicePtr, Dim3, Error, Extent,
-    Kernel, LaunchConfig, LaunchError, Module, PORTABLE_CLUSTER_SIZE, Stream,
+    ClusterLimits, ConstDevicePtr, Context, CudaDevice, CudaError, DeviceBuffer, DevicePtr, Dim3,
+    Extent, LaunchConfig, LaunchError, Module, PORTABLE_CLUSTER_SIZE, Stream, TypedKernel,
 };
 
 /// What one block saw (see `report_cluster` in cluster.cu): rank, blocks,
@@ -18,7 +18,7 @@ type Primary = (DevicePtr<u32>, u32, u64, DevicePtr<u64>);
 type Secondary = (ConstDevicePtr<u32>, DevicePtr<u32>, u32, DevicePtr<u64>);
 
 fn setup() -> (Context, Stream, Module) {
-    let dev = Device::get(0).expect("device 0");
+    let dev = CudaDevice::get(0).expect("device 0");
     let ctx = Context::primary(&dev).expect("primary context");
     let stream = Stream::new(&ctx).expect("stream");
     let cubin = sdk_tests::kernels_dir().join("cluster.cubin");
@@ -32,7 +32,7 @@ fn setup() -> (Context, Stream, Module) {
     (ctx, stream, module)
 }
 
-fn cluster_kernel(m: &Module, name: &str) -> Kernel<ClusterId> {
+fn cluster_kernel(m: &Module, name: &str) -> TypedKernel<ClusterId> {
     // SAFETY: cluster_id and cluster_fixed take `unsigned (*out)[6]` and
     // write out[b] for each block b of the grid, nothing else.
     unsafe { m.kernel::<ClusterId>(name) }
@@ -43,11 +43,11 @@ fn cluster_kernel(m: &Module, name: &str) -> Kernel<ClusterId> {
 
 /// Launches `k` with `cfg` and returns what each block saw.
 fn run(
-    k: &Kernel<ClusterId>,
+    k: &TypedKernel<ClusterId>,
     ctx: &Context,
     s: &Stream,
     cfg: LaunchConfig,
-) -> cuda_api::Result<Vec<Seen>> {
+) -> cuda_api::CudaResult<Vec<Seen>> {
     let blocks = cfg.grid.product().unwrap() as usize;
     let mut out = DeviceBuffer::<Seen>::zeroed(ctx, blocks)?;
     k.launch(s, cfg, (&mut out,))?;
@@ -72,9 +72,9 @@ fn expect_clusters(seen: &[Seen], grid: Dim3, cluster: Dim3) {
     }
 }
 
-fn launch_error(r: cuda_api::Result<Vec<Seen>>) -> LaunchError {
+fn launch_error(r: cuda_api::CudaResult<Vec<Seen>>) -> LaunchError {
     match r {
-        Err(Error::Launch(e)) => e,
+        Err(CudaError::Launch(e)) => e,
         other => panic!("expected a refused launch, got {other:?}"),
     }
 }
@@ -237,7 +237,7 @@ fn streams_of_the_highest_and_lowest_priority_run_and_others_are_refused() {
         let e = Stream::with_priority(&ctx, p).unwrap_err();
         assert_eq!(
             e,
-            Error::PriorityOutOfRange {
+            CudaError::PriorityOutOfRange {
                 priority: p,
                 least: range.least,
                 greatest: range.greatest,
@@ -248,7 +248,7 @@ fn streams_of_the_highest_and_lowest_priority_run_and_others_are_refused() {
 }
 
 /// The primary and secondary kernels of the programmatic pair.
-fn pdl_pair(m: &Module) -> (Kernel<Primary>, Kernel<Secondary>) {
+fn pdl_pair(m: &Module) -> (TypedKernel<Primary>, TypedKernel<Secondary>) {
     // SAFETY: pdl_primary writes data[i] for i < n and end[0] only.
     let primary = unsafe { m.kernel::<Primary>("pdl_primary") }
         .unwrap()
@@ -274,9 +274,9 @@ fn pdl_pair(m: &Module) -> (Kernel<Primary>, Kernel<Secondary>) {
 fn run_pair(
     ctx: &Context,
     s: &Stream,
-    (primary, secondary): &(Kernel<Primary>, Kernel<Secondary>),
+    (primary, secondary): &(TypedKernel<Primary>, TypedKernel<Secondary>),
     programmatic: bool,
-) -> cuda_api::Result<(Vec<u32>, u64, u64)> {
+) -> cuda_api::CudaResult<(Vec<u32>, u64, u64)> {
     const N: u32 = 1 << 20;
     let sms = ctx.device().sm_count()?;
     let mut data = DeviceBuffer::<u32>::zeroed(ctx, N as usize)?;
@@ -308,7 +308,7 @@ fn a_programmatic_pair_overlaps_and_computes_the_same() {
     let e = run_pair(&ctx, &s, &pair, true).unwrap_err();
     assert_eq!(
         e,
-        Error::Launch(LaunchError::ProgrammaticNotDeclared {
+        CudaError::Launch(LaunchError::ProgrammaticNotDeclared {
             kernel: "pdl_secondary".into()
         })
     );
@@ -316,7 +316,9 @@ fn a_programmatic_pair_overlaps_and_computes_the_same() {
     let cfg = LaunchConfig::new(1, 32).with_programmatic_launch();
     assert!(matches!(
         pair.1.as_dyn().launch(&s, cfg, &args),
-        Err(Error::Launch(LaunchError::ProgrammaticNotDeclared { .. }))
+        Err(CudaError::Launch(
+            LaunchError::ProgrammaticNotDeclared { .. }
+        ))
     ));
     drop(args);
 

@@ -2,7 +2,7 @@
 //! slice and function drive a validated, typed cuda-api launch.
 
 use cuda_api::{
-    Context, DevicePtr, Function, Kernel, LaunchConfig, Module, Stream, cudarc_interop,
+    Context, DevicePtr, Function, LaunchConfig, Module, Stream, TypedKernel, cudarc_interop,
 };
 use cudarc::driver::CudaContext;
 
@@ -31,8 +31,8 @@ fn cudarc_values_launch_through_cuda_api() {
         .unwrap();
     let cfunc = cmodule.load_function("add_one").unwrap();
     // SAFETY: add_one(int *data, unsigned int n)
-    let k2: Kernel<(DevicePtr<i32>, u32)> =
-        unsafe { Kernel::declare(Function::from_cudarc(&ctx, &cfunc, "add_one")).unwrap() };
+    let k2: TypedKernel<(DevicePtr<i32>, u32)> =
+        unsafe { TypedKernel::declare(Function::from_cudarc(&ctx, &cfunc, "add_one")).unwrap() };
     {
         let (mut view, _guard) = cudarc_interop::view_mut(&ctx, &mut data, &cstream);
         k2.launch_cooperative(&stream, LaunchConfig::new(1, 32), (&mut view, 3u32))

@@ -82,7 +82,7 @@ fn every_symbol_of_the_table_resolves() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn functions_with_two_abis_are_called_with_their_own() {
-    let dev = cuda_api::Device::get(0).unwrap();
+    let dev = cuda_api::CudaDevice::get(0).unwrap();
     let ctx = cuda_api::Context::primary(&dev).unwrap();
     ctx.bind().unwrap();
     assert_eq!(cuda_api::driver::ctx_get_device().unwrap(), 0);

@@ -4,8 +4,8 @@
 //! `tests/kernels/graph.cu` (`cargo xtask gpu-bundle`).
 
 use cuda_api::{
-    CaptureMode, Context, Device, DeviceBuffer, DevicePtr, Error, Event, Extent, Graph, Kernel,
-    LaunchConfig, Library, Module, Stream,
+    CaptureMode, Context, CudaDevice, CudaError, CudaGraph, DeviceBuffer, DevicePtr, Event, Extent,
+    LaunchConfig, Library, Module, Stream, TypedKernel,
 };
 
 type AddStep = (DevicePtr<i32>, i32, u32);
@@ -13,7 +13,7 @@ type CountDown = (u64, DevicePtr<u32>, DevicePtr<u32>, u32);
 type SetCondition = (u64, cuda_api::ConstDevicePtr<i32>);
 
 fn setup() -> (Context, Stream, Module) {
-    let ctx = Context::primary(&Device::get(0).expect("device 0")).expect("primary context");
+    let ctx = Context::primary(&CudaDevice::get(0).expect("device 0")).expect("primary context");
     let stream = Stream::new(&ctx).expect("stream");
     let ptx = std::fs::read_to_string(sdk_tests::kernels_dir().join("graph.ptx"))
         .expect("graph.ptx (run cargo xtask gpu-bundle)");
@@ -21,7 +21,7 @@ fn setup() -> (Context, Stream, Module) {
     (ctx, stream, module)
 }
 
-fn add_step(module: &Module) -> Kernel<AddStep> {
+fn add_step(module: &Module) -> TypedKernel<AddStep> {
     // SAFETY: add_step(int *data, int step, unsigned n) touches data[i] for i < n only.
     unsafe { module.kernel::<AddStep>("add_step") }
         .unwrap()
@@ -52,16 +52,16 @@ fn capture_instantiate_upload_launch_and_list_kernel_nodes() {
             .push(N)
             .unwrap();
         let graph = stream
-            .capture(CaptureMode::ThreadLocal, |c| -> cuda_api::Result<()> {
+            .capture(CaptureMode::ThreadLocal, |c| -> cuda_api::CudaResult<()> {
                 c.launch(k.as_dyn(), cfg(N), &args)?;
                 // Work queued on the captured stream any other way is refused
                 // before the driver sees it (and the capture goes on).
                 let e = k.as_dyn().launch(&other_stream, cfg(N), &args).unwrap_err();
-                assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+                assert!(matches!(e, CudaError::InvalidArgument { .. }), "{e}");
                 let e = event.record(&other_stream).unwrap_err();
                 assert!(e.to_string().contains("captured"), "{e}");
                 let e = other_stream.scope(|_| Ok(())).unwrap_err();
-                assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+                assert!(matches!(e, CudaError::InvalidArgument { .. }), "{e}");
                 c.launch(k.as_dyn(), cfg(N), &args)?;
                 Ok(())
             })
@@ -88,13 +88,17 @@ fn capture_instantiate_upload_launch_and_list_kernel_nodes() {
     // The legacy default stream cannot be captured.
     let e = ctx
         .default_stream()
-        .capture(CaptureMode::Global, |_| Ok::<(), Error>(()))
+        .capture(CaptureMode::Global, |_| Ok::<(), CudaError>(()))
         .unwrap_err();
     assert!(e.to_string().contains("legacy default stream"), "{e}");
     // A failing closure ends the capture and returns its error.
     let e = stream
         .capture(CaptureMode::Relaxed, |_| {
-            Err::<(), Error>(Error::invalid_argument("test", "closure", "fails".into()))
+            Err::<(), CudaError>(CudaError::invalid_argument(
+                "test",
+                "closure",
+                "fails".into(),
+            ))
         })
         .unwrap_err();
     assert!(e.to_string().contains("fails"), "{e}");
@@ -121,7 +125,7 @@ fn kernel_updates_are_checked_like_launches_and_change_the_result() {
             .unwrap();
         let mut node = None;
         let graph = stream
-            .capture(CaptureMode::ThreadLocal, |c| -> cuda_api::Result<()> {
+            .capture(CaptureMode::ThreadLocal, |c| -> cuda_api::CudaResult<()> {
                 node = Some(c.launch(k.as_dyn(), cfg(N), &args)?);
                 Ok(())
             })
@@ -142,26 +146,26 @@ fn kernel_updates_are_checked_like_launches_and_change_the_result() {
             .update_kernel(&node, k.as_dyn(), cfg(128), &bad)
             .unwrap_err();
         println!("refused update: {e}");
-        assert!(matches!(e, Error::Launch(_)), "{e}");
+        assert!(matches!(e, CudaError::Launch(_)), "{e}");
         // Refused: a block missing an argument.
         let mut partial = k.as_dyn().args();
         partial.push(5i32).ok();
         let e = exec
             .update_kernel(&node, k.as_dyn(), cfg(N), &partial)
             .unwrap_err();
-        assert!(matches!(e, Error::Argument(_)), "{e}");
+        assert!(matches!(e, CudaError::Argument(_)), "{e}");
         // Refused: a node of another graph.
-        let mut elsewhere = Graph::new(&ctx).unwrap();
+        let mut elsewhere = CudaGraph::new(&ctx).unwrap();
         let child = elsewhere.add_child_graph(&graph, &[]).unwrap();
         let e = exec
             .update_kernel(&child, k.as_dyn(), cfg(N), &args)
             .unwrap_err();
-        assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+        assert!(matches!(e, CudaError::InvalidArgument { .. }), "{e}");
         // Refused: a zero grid.
         let e = exec
             .update_kernel(&node, k.as_dyn(), LaunchConfig::new(0, 128), &args)
             .unwrap_err();
-        assert!(matches!(e, Error::Launch(_)), "{e}");
+        assert!(matches!(e, CudaError::Launch(_)), "{e}");
 
         // The refusals left the node as it was.
         exec.launch(&stream).unwrap();
@@ -252,14 +256,14 @@ fn child_graphs_run_in_dependency_order() {
                 c.launch(k.as_dyn(), cfg(N), &args).map(|_| ())
             })
             .unwrap();
-        let mut parent = Graph::new(&ctx).unwrap();
+        let mut parent = CudaGraph::new(&ctx).unwrap();
         let first = parent.add_child_graph(&child, &[]).unwrap();
         let second = parent.add_child_graph(&child, &[first]).unwrap();
         parent.add_child_graph(&child, &[second]).unwrap();
         // A node of another graph is no dependency here.
         let foreign = child.kernel_nodes().unwrap()[0].node();
         let e = parent.add_child_graph(&child, &[foreign]).unwrap_err();
-        assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+        assert!(matches!(e, CudaError::InvalidArgument { .. }), "{e}");
         // Only the top level is listed: the kernels are inside the children.
         assert!(parent.kernel_nodes().unwrap().is_empty());
         let exec = parent.instantiate().unwrap();
@@ -283,7 +287,7 @@ fn if_nodes_run_their_body_when_the_condition_holds() {
     let one = DeviceBuffer::from_slice(&ctx, &[1i32]).unwrap();
     {
         // Set on the device from a flag of 1: the body runs.
-        let mut g = Graph::new(&ctx).unwrap();
+        let mut g = CudaGraph::new(&ctx).unwrap();
         let cond = g.condition(None).unwrap();
         let mut set_args = set.as_dyn().args();
         set_args.push(cond.raw()).unwrap().push(&one).unwrap();
@@ -310,11 +314,11 @@ fn if_nodes_run_their_body_when_the_condition_holds() {
         g.add_if(&cond, &body, &[first]).unwrap();
 
         // A default of 0 and nothing setting it: the body never runs.
-        let mut h = Graph::new(&ctx).unwrap();
+        let mut h = CudaGraph::new(&ctx).unwrap();
         let off = h.condition(Some(0)).unwrap();
         // A condition of another graph is refused.
         let e = h.add_if(&cond, &body, &[]).unwrap_err();
-        assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+        assert!(matches!(e, CudaError::InvalidArgument { .. }), "{e}");
         let mut skip_args = k.as_dyn().args();
         skip_args
             .push(&mut skipped)
@@ -355,7 +359,7 @@ fn while_nodes_repeat_their_body_until_a_kernel_clears_the_condition() {
     let mut counter = DeviceBuffer::from_slice(&ctx, &[5u32]).unwrap();
     let mut log = DeviceBuffer::<u32>::zeroed(&ctx, 8).unwrap();
     {
-        let mut g = Graph::new(&ctx).unwrap();
+        let mut g = CudaGraph::new(&ctx).unwrap();
         let cond = g.condition(Some(1)).unwrap();
         let mut args = k.as_dyn().args();
         args.push(cond.raw())

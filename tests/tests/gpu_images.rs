@@ -7,7 +7,7 @@
 //! The images are the checked-in fixtures of `cuda-api/tests/fixtures/images`
 //! (nvcc 13.0, sm_90 cubin, fatbins, PTX).
 
-use cuda_api::{Context, Device, Error, Library, Module};
+use cuda_api::{Context, CudaDevice, CudaError, Library, Module};
 use warp_launch::AotModule;
 
 const FIXTURES: &[(&str, &[u8])] = &[
@@ -53,11 +53,14 @@ impl Rng {
 }
 
 fn ctx() -> Context {
-    Context::primary(&Device::get(0).expect("device 0")).expect("primary context")
+    Context::primary(&CudaDevice::get(0).expect("device 0")).expect("primary context")
 }
 
 /// Loads `image` both ways; returns how many of the two loads succeeded.
-fn load_both(ctx: &Context, image: &[u8]) -> (Result<Module, Error>, Result<Library, Error>) {
+fn load_both(
+    ctx: &Context,
+    image: &[u8],
+) -> (Result<Module, CudaError>, Result<Library, CudaError>) {
     (Module::from_image(ctx, image), Library::from_image(image))
 }
 
@@ -87,7 +90,7 @@ fn truncated_and_corrupted_images_are_errors_and_valid_ones_still_load() {
             let (m, l) = load_both(&ctx, &bytes[..len]);
             for (what, r) in [("Module", m.err()), ("Library", l.err())] {
                 match r {
-                    Some(Error::InvalidImage(_)) => refused += 1,
+                    Some(CudaError::InvalidImage(_)) => refused += 1,
                     Some(e) => panic!("{what} {name}[..{len}]: not InvalidImage: {e}"),
                     None => panic!("{what}::from_image loaded {name} cut to {len} bytes"),
                 }
@@ -125,8 +128,8 @@ fn truncated_and_corrupted_images_are_errors_and_valid_ones_still_load() {
         let m = m.err().unwrap_or_else(|| panic!("Module loaded: {what}"));
         let l = l.err().unwrap_or_else(|| panic!("Library loaded: {what}"));
         eprintln!("{what}: {m}");
-        assert!(matches!(m, Error::InvalidImage(_)), "{what}: {m}");
-        assert!(matches!(l, Error::InvalidImage(_)), "{what}: {l}");
+        assert!(matches!(m, CudaError::InvalidImage(_)), "{what}: {m}");
+        assert!(matches!(l, CudaError::InvalidImage(_)), "{what}: {l}");
     }
     // A valid zstd stream whose cubin has e_shoff far past its end
     // (`corrupt_zstd.py` beside the fixtures).
@@ -134,7 +137,7 @@ fn truncated_and_corrupted_images_are_errors_and_valid_ones_still_load() {
     let (m, l) = load_both(&ctx, bad);
     for (what, r) in [("Module", m.err()), ("Library", l.err())] {
         match r {
-            Some(Error::InvalidImage(e)) => eprintln!("zstd nested e_shoff: {e}"),
+            Some(CudaError::InvalidImage(e)) => eprintln!("zstd nested e_shoff: {e}"),
             Some(e) => panic!("{what}: zstd nested e_shoff: not InvalidImage: {e}"),
             None => panic!("{what}::from_image loaded the zstd nested e_shoff corruption"),
         }
@@ -206,7 +209,7 @@ fn child_loads_random_corruptions() {
             for r in [m.map(|_| ()), l.map(|_| ())] {
                 match r {
                     Ok(()) => ok += 1,
-                    Err(Error::InvalidImage(_)) => refused += 1,
+                    Err(CudaError::InvalidImage(_)) => refused += 1,
                     Err(_) => driver += 1,
                 }
             }

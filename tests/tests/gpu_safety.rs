@@ -7,8 +7,8 @@
 use std::time::{Duration, Instant};
 
 use cuda_api::{
-    ConstDevicePtr, Context, Device, DeviceBuffer, DevicePtr, Error, Extent, Kernel, LaunchConfig,
-    LaunchError, Library, MemoryKind, Module, Stream, driver,
+    ConstDevicePtr, Context, CudaDevice, CudaError, DeviceBuffer, DevicePtr, Extent, LaunchConfig,
+    LaunchError, Library, MemoryKind, Module, Stream, TypedKernel, driver,
 };
 
 fn ptx() -> String {
@@ -17,13 +17,13 @@ fn ptx() -> String {
 }
 
 fn primary() -> Context {
-    Context::primary(&Device::get(0).expect("device 0")).expect("primary context")
+    Context::primary(&CudaDevice::get(0).expect("device 0")).expect("primary context")
 }
 
 type SpinWrite = (DevicePtr<u32>, u32, i64);
 
 /// spin_write(unsigned *out, unsigned n, long long cycles): waits, then writes out[i] = i + 1 for i < n.
-fn spin_write(m: &Module) -> Kernel<SpinWrite> {
+fn spin_write(m: &Module) -> TypedKernel<SpinWrite> {
     // SAFETY: the signature above; out[i] is written only for i < n.
     unsafe { m.kernel::<SpinWrite>("spin_write").unwrap() }
         .bound(0, Extent::Param(1))
@@ -32,7 +32,7 @@ fn spin_write(m: &Module) -> Kernel<SpinWrite> {
 
 /// About `ms` milliseconds of clock64 cycles on this device.
 fn cycles(ms: i64) -> i64 {
-    let d = Device::get(0).unwrap();
+    let d = CudaDevice::get(0).unwrap();
     let khz = d
         .attribute(cuda_api::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)
         .unwrap() as i64;
@@ -68,7 +68,7 @@ fn the_readme_cooperative_sum_refuses_a_one_element_partial_buffer() {
         .unwrap_err();
     eprintln!("{e}");
     assert!(
-        matches!(e, Error::Launch(LaunchError::BufferTooShort { index: 1, len: 1, needed, .. }) if needed == blocks as u64),
+        matches!(e, CudaError::Launch(LaunchError::BufferTooShort { index: 1, len: 1, needed, .. }) if needed == blocks as u64),
         "{e}"
     );
     // An input shorter than n is refused too.
@@ -79,7 +79,7 @@ fn the_readme_cooperative_sum_refuses_a_one_element_partial_buffer() {
     assert!(
         matches!(
             e,
-            Error::Launch(LaunchError::BufferTooShort { index: 0, .. })
+            CudaError::Launch(LaunchError::BufferTooShort { index: 0, .. })
         ),
         "{e}"
     );
@@ -220,7 +220,7 @@ fn device_memory_of_another_context_is_refused() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn many_threads_launch_in_their_own_contexts_and_streams() {
-    let dev = Device::get(0).unwrap();
+    let dev = CudaDevice::get(0).unwrap();
     let image = ptx();
     let lib = Library::from_image(image.as_bytes()).unwrap();
     let _declaring = Context::primary(&dev).unwrap();
@@ -382,7 +382,7 @@ fn a_warp_array_in_device_memory_of_a_separate_context_is_refused_in_every_mode(
     let saxpy = module.kernel("saxpy").unwrap();
     let dev = Device::Cuda(0);
     let f32t = DType::FLOAT32;
-    let separate = Context::new(&cuda_api::Device::get(0).unwrap()).unwrap();
+    let separate = Context::new(&cuda_api::CudaDevice::get(0).unwrap()).unwrap();
     let alloc = cuda_api::Allocation::zeroed(&separate, 1024, MemoryKind::Device).unwrap();
     let foreign = Array::from_parts(
         std::sync::Arc::new(Storage::cuda(alloc)),

@@ -2,12 +2,12 @@
 //! and later calls on the context say it is unusable. Its own test binary,
 //! since the context stays broken for the rest of the process.
 
-use cuda_api::{Context, Device, DeviceBuffer, DevicePtr, LaunchConfig, Module, Stream};
+use cuda_api::{Context, CudaDevice, DeviceBuffer, DevicePtr, LaunchConfig, Module, Stream};
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn a_faulting_kernel_is_sticky() {
-    let ctx = Context::primary(&Device::get(0).unwrap()).unwrap();
+    let ctx = Context::primary(&CudaDevice::get(0).unwrap()).unwrap();
     let stream = Stream::new(&ctx).unwrap();
     let ptx = std::fs::read_to_string(sdk_tests::kernels_dir().join("kernels.ptx")).unwrap();
     let m = Module::from_ptx(&ctx, &ptx).unwrap();
@@ -47,7 +47,7 @@ fn child_faults_and_drops_resources() {
     }
     // cuda-api reports failed releases through `log`; print them.
     sdk_tests::logger::log_to_stderr();
-    let ctx = Context::primary(&Device::get(0).unwrap()).unwrap();
+    let ctx = Context::primary(&CudaDevice::get(0).unwrap()).unwrap();
     let stream = Stream::new(&ctx).unwrap();
     let event = cuda_api::Event::new(&ctx).unwrap();
     let buf = DeviceBuffer::<u32>::zeroed(&ctx, 16).unwrap();

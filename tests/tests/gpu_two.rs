@@ -8,8 +8,8 @@
 //! skipped and why, and passes.
 
 use cuda_api::{
-    Context, Device as CudaDevice, DeviceBuffer, DevicePtr, Error as CudaError, LaunchConfig,
-    LaunchError, Library, Module, Stream,
+    Context, CudaDevice, CudaError, DeviceBuffer, DevicePtr, LaunchConfig, LaunchError, Library,
+    Module, Stream,
 };
 use warp_launch::{AccessMode, Array, Device, Error};
 

@@ -4,12 +4,12 @@
 //! `gpu_two.rs` (not run on a one-GPU machine).
 
 use cuda_api::{
-    Allocation, Context, Device, DeviceBuffer, Error, MemoryKind, MemoryType, PeerError, driver,
-    pointer_location,
+    Allocation, Context, CudaDevice, CudaError, DeviceBuffer, MemoryKind, MemoryType, PeerError,
+    driver, pointer_location,
 };
 
-fn device() -> Device {
-    Device::get(0).expect("device 0")
+fn device() -> CudaDevice {
+    CudaDevice::get(0).expect("device 0")
 }
 
 /// Runs `f` on a new thread, where no context is current yet.
@@ -74,7 +74,7 @@ fn device_page_locked_managed_and_host_memory_are_located() {
     let empty = Allocation::zeroed(&ctx, 0, MemoryKind::Device).unwrap();
     let e = empty.location().unwrap_err();
     assert!(
-        matches!(&e, Error::InvalidArgument { call, .. } if call == "Allocation::location"),
+        matches!(&e, CudaError::InvalidArgument { call, .. } if call == "Allocation::location"),
         "{e}"
     );
 }
@@ -101,7 +101,7 @@ fn a_device_is_not_its_own_peer() {
     let primary = d.primary_context().unwrap();
     let e = primary.enable_peer_access(&primary).unwrap_err();
     assert!(
-        matches!(e, Error::Peer(PeerError::SameDevice { device: 0, .. })),
+        matches!(e, CudaError::Peer(PeerError::SameDevice { device: 0, .. })),
         "{e}"
     );
     println!("{e}");
@@ -109,7 +109,7 @@ fn a_device_is_not_its_own_peer() {
     let separate = Context::new(&d).unwrap();
     let e = separate.enable_peer_access(&primary).unwrap_err();
     assert!(
-        matches!(e, Error::Peer(PeerError::SameDevice { .. })),
+        matches!(e, CudaError::Peer(PeerError::SameDevice { .. })),
         "{e}"
     );
     // warp-launch says the same through its own call.
@@ -117,7 +117,7 @@ fn a_device_is_not_its_own_peer() {
         warp_launch::enable_peer_access(warp_launch::Device::Cuda(0), "cuda:0".parse().unwrap())
             .unwrap_err();
     assert!(e.to_string().contains("not its own peer"), "{e}");
-    let n = Device::count().unwrap();
+    let n = CudaDevice::count().unwrap();
     println!(
         "{n} device(s); the two-device path is tested in gpu_two.rs only where two GPUs exist"
     );
@@ -133,8 +133,8 @@ fn one_primary_context_per_device_and_getting_it_binds_nothing() {
         // The getter made nothing current.
         assert!(driver::ctx_get_current().unwrap().is_null());
         assert!(Context::current().unwrap().is_none());
-        assert!(Device::current().unwrap().is_none());
-        let b = Device::get(0).unwrap().primary_context().unwrap();
+        assert!(CudaDevice::current().unwrap().is_none());
+        let b = CudaDevice::get(0).unwrap().primary_context().unwrap();
         assert_eq!(a, b);
         assert!(a.is_primary());
         // Context::primary is the same context, made current.
@@ -158,7 +158,7 @@ fn the_current_context_is_read_from_the_driver() {
         let d = device();
         let primary = Context::primary(&d).unwrap();
         assert_eq!(Context::current().unwrap(), Some(primary.clone()));
-        assert_eq!(Device::current().unwrap(), Some(d.clone()));
+        assert_eq!(CudaDevice::current().unwrap(), Some(d.clone()));
 
         let separate = Context::new(&d).unwrap();
         let now = Context::current().unwrap().expect("a context is current");
@@ -174,10 +174,10 @@ fn the_current_context_is_read_from_the_driver() {
         // context is destroyed below and used by nothing else.
         let foreign = unsafe { driver::ctx_create(std::ptr::null_mut(), 0, d.raw()) }.unwrap();
         let e = Context::current().unwrap_err();
-        assert!(matches!(e, Error::ForeignContext { device: 0 }), "{e}");
+        assert!(matches!(e, CudaError::ForeignContext { device: 0 }), "{e}");
         println!("{e}");
         // Its device is still known.
-        assert_eq!(Device::current().unwrap(), Some(d.clone()));
+        assert_eq!(CudaDevice::current().unwrap(), Some(d.clone()));
         // SAFETY: made above, destroyed once, nothing uses it.
         unsafe { driver::ctx_destroy(foreign) }.unwrap();
         primary.bind().unwrap();

@@ -239,7 +239,10 @@ fn judge(
 /// Whether kernels on `cuda:from` can be given access to `cuda:to`'s
 /// memory; `false` where the driver cannot say.
 fn can_access_peer(from: i32, to: i32) -> bool {
-    let (Ok(a), Ok(b)) = (cuda_api::Device::get(from), cuda_api::Device::get(to)) else {
+    let (Ok(a), Ok(b)) = (
+        cuda_api::CudaDevice::get(from),
+        cuda_api::CudaDevice::get(to),
+    ) else {
         return false;
     };
     a.can_access_peer(&b).unwrap_or(false)

@@ -20,7 +20,7 @@ pub enum Device {
 
 impl Device {
     /// The current device: the device of the context current on this thread
-    /// if there is one ([`cuda_api::Device::current`]), else `cuda:0` (as
+    /// if there is one ([`cuda_api::CudaDevice::current`]), else `cuda:0` (as
     /// Warp's default device). Changes nothing.
     ///
     /// # Errors
@@ -28,14 +28,14 @@ impl Device {
     /// [`Error::Cuda`] when the driver cannot be loaded or cannot say which
     /// context is current.
     pub fn current() -> Result<Device> {
-        Ok(cuda_api::Device::current()?.map_or(Device::Cuda(0), |d| Device::from(&d)))
+        Ok(cuda_api::CudaDevice::current()?.map_or(Device::Cuda(0), |d| Device::from(&d)))
     }
 
     /// Makes sure a context is current on this thread (the driver needs one
     /// to read a library kernel's parameters): the current one if any, else
     /// `cuda:0`'s primary context.
     pub(crate) fn ensure_context() -> Result<()> {
-        if cuda_api::Device::current()?.is_none() {
+        if cuda_api::CudaDevice::current()?.is_none() {
             Device::Cuda(0).context()?.bind()?;
         }
         Ok(())
@@ -54,7 +54,7 @@ impl Device {
         matches!(self, Device::Cuda(_))
     }
 
-    /// The device's primary context ([`cuda_api::Device::primary_context`]:
+    /// The device's primary context ([`cuda_api::CudaDevice::primary_context`]:
     /// retained once per process and shared, a lock-free read after the
     /// first call). Does not make it current: [`Context::bind`] does, and
     /// every cuda-api call that works in it binds it itself.
@@ -71,10 +71,10 @@ impl Device {
                 device: self,
             });
         };
-        match cuda_api::Device::get(n) {
+        match cuda_api::CudaDevice::get(n) {
             Ok(d) => Ok(d.primary_context()?),
             Err(e) => {
-                let count = cuda_api::Device::count()?;
+                let count = cuda_api::CudaDevice::count()?;
                 if n >= count {
                     return Err(Error::NoSuchDevice {
                         device: self.to_string(),
@@ -148,8 +148,8 @@ impl IntoDevice for &String {
     }
 }
 
-impl From<&cuda_api::Device> for Device {
-    fn from(d: &cuda_api::Device) -> Device {
+impl From<&cuda_api::CudaDevice> for Device {
+    fn from(d: &cuda_api::CudaDevice) -> Device {
         Device::Cuda(d.ordinal())
     }
 }

@@ -236,7 +236,7 @@ pub enum Error {
         /// Its kernel.
         kernel: String,
         /// Why cuda-api refused the update (its checks or the driver).
-        error: Box<cuda_api::Error>,
+        error: Box<cuda_api::CudaError>,
     },
     /// A Warp-generated source or `.meta` file this crate cannot read.
     Source {
@@ -255,7 +255,7 @@ pub enum Error {
         error: std::io::Error,
     },
     /// An error from `cuda-api` (driver calls, declarations, launches).
-    Cuda(cuda_api::Error),
+    Cuda(cuda_api::CudaError),
     /// A CPU launch or host copy that would wait forever for an array held
     /// by another thread that waits, in turn, for an array this thread
     /// holds (see [`crate::storage`]).
@@ -698,8 +698,8 @@ impl std::error::Error for Error {
     }
 }
 
-impl From<cuda_api::Error> for Error {
-    fn from(e: cuda_api::Error) -> Self {
+impl From<cuda_api::CudaError> for Error {
+    fn from(e: cuda_api::CudaError) -> Self {
         Error::Cuda(e)
     }
 }

@@ -2,7 +2,7 @@
 //! into a graph and instantiated; replayed with one graph launch; and a
 //! launch's parameters updated in the instantiated graph without capturing
 //! again. Built on cuda-api's safe graphs ([`cuda_api::Stream::capture`],
-//! [`cuda_api::GraphExec`]), which check each node like a launch.
+//! [`cuda_api::CudaGraphExec`]), which check each node like a launch.
 //!
 //! The driver updates a kernel node in place when the function's context
 //! stays the same; grid, block, shared memory and every argument may change.
@@ -15,7 +15,7 @@
 
 use std::fmt;
 
-use cuda_api::{CaptureMode, GraphExec, GraphNode, Stream};
+use cuda_api::{CaptureMode, CudaGraphExec, GraphNode, Stream};
 
 use crate::command::Launch;
 use crate::device::Device;
@@ -26,8 +26,8 @@ use crate::error::{Error, Result};
 pub struct Graph {
     // Field order is drop order: the executable graph and the graph go
     // before the launches whose arrays they use.
-    exec: GraphExec<'static>,
-    graph: cuda_api::Graph<'static>,
+    exec: CudaGraphExec<'static>,
+    graph: cuda_api::CudaGraph<'static>,
     nodes: Vec<Option<GraphNode>>,
     launches: Vec<Launch>,
 }

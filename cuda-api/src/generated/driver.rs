@@ -4,9 +4,9 @@
 //!
 //! A wrapper is safe only when no argument can make the driver touch memory or an object that safe Rust cannot vouch for: plain values, references and length-checked slices of plain data, and `&CStr`. A raw handle (`CUstream`, `CUgraph`, …), a device address or other integer handle, a callback or a raw pointer makes it `unsafe`, with a `# Safety` section naming what the caller promises; the owned types of this crate are the safe way to use handles.
 //!
-//! Out-parameters are returned in `Ok`, a pointer with its count is a slice (several slices sharing one count are each checked against it), an optional array is an `Option` (`None` passes null), a caller-sized output fills a `&mut` slice and returns the count, and a failing `CUresult` is an [`Error`](crate::Error) naming the call.
+//! Out-parameters are returned in `Ok`, a pointer with its count is a slice (several slices sharing one count are each checked against it), an optional array is an `Option` (`None` passes null), a caller-sized output fills a `&mut` slice and returns the count, and a failing `CUresult` is an [`CudaError`](crate::CudaError) naming the call.
 use cuda_sys::*;
-use crate::error::{check, shared_len, Result};
+use crate::error::{check, shared_len, CudaResult};
 /// Creates a CUDA array described by a CUDA_ARRAY3D_DESCRIPTOR and returns its handle.
 ///
 /// - Which extents are zero selects 1D, 2D or 3D, and flags can make it layered, a cubemap, surface-writable, sparse or deferred-mapping.
@@ -19,7 +19,7 @@ use crate::error::{check, shared_len, Result};
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuArray3DCreate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuArray3DCreate`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -29,7 +29,7 @@ use crate::error::{check, shared_len, Result};
 #[doc(alias = "cuArray3DCreate")]
 pub unsafe fn array_3d_create(
     p_allocate_array: &CUDA_ARRAY3D_DESCRIPTOR,
-) -> Result<CUarray> {
+) -> CudaResult<CUarray> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut p_handle: CUarray = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -48,7 +48,7 @@ pub unsafe fn array_3d_create(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuArray3DGetDescriptor`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuArray3DGetDescriptor`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
 ///
 /// # Safety
 ///
@@ -60,7 +60,7 @@ pub unsafe fn array_3d_create(
 #[doc(alias = "cuArray3DGetDescriptor")]
 pub unsafe fn array_3d_get_descriptor(
     h_array: CUarray,
-) -> Result<CUDA_ARRAY3D_DESCRIPTOR> {
+) -> CudaResult<CUDA_ARRAY3D_DESCRIPTOR> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut p_array_descriptor: CUDA_ARRAY3D_DESCRIPTOR = unsafe {
         ::core::mem::zeroed()
@@ -81,7 +81,7 @@ pub unsafe fn array_3d_get_descriptor(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuArrayCreate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuArrayCreate`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -89,7 +89,9 @@ pub unsafe fn array_3d_get_descriptor(
 ///
 /// NVIDIA reference: `cuArrayCreate` in [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 #[doc(alias = "cuArrayCreate")]
-pub unsafe fn array_create(p_allocate_array: &CUDA_ARRAY_DESCRIPTOR) -> Result<CUarray> {
+pub unsafe fn array_create(
+    p_allocate_array: &CUDA_ARRAY_DESCRIPTOR,
+) -> CudaResult<CUarray> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut p_handle: CUarray = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -108,7 +110,7 @@ pub unsafe fn array_create(p_allocate_array: &CUDA_ARRAY_DESCRIPTOR) -> Result<C
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuArrayDestroy`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_ARRAY_IS_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_ARRAY_IS_MAPPED), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuArrayDestroy`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_ARRAY_IS_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_ARRAY_IS_MAPPED), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
 ///
 /// # Safety
 ///
@@ -118,7 +120,7 @@ pub unsafe fn array_create(p_allocate_array: &CUDA_ARRAY_DESCRIPTOR) -> Result<C
 ///
 /// NVIDIA reference: `cuArrayDestroy` in [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 #[doc(alias = "cuArrayDestroy")]
-pub unsafe fn array_destroy(h_array: CUarray) -> Result<()> {
+pub unsafe fn array_destroy(h_array: CUarray) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuArrayDestroy(h_array) };
     check(__r, "cuArrayDestroy")?;
@@ -133,7 +135,7 @@ pub unsafe fn array_destroy(h_array: CUarray) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuArrayGetDescriptor`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuArrayGetDescriptor`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -143,7 +145,9 @@ pub unsafe fn array_destroy(h_array: CUarray) -> Result<()> {
 ///
 /// NVIDIA reference: `cuArrayGetDescriptor` in [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 #[doc(alias = "cuArrayGetDescriptor")]
-pub unsafe fn array_get_descriptor(h_array: CUarray) -> Result<CUDA_ARRAY_DESCRIPTOR> {
+pub unsafe fn array_get_descriptor(
+    h_array: CUarray,
+) -> CudaResult<CUDA_ARRAY_DESCRIPTOR> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut p_array_descriptor: CUDA_ARRAY_DESCRIPTOR = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -163,7 +167,7 @@ pub unsafe fn array_get_descriptor(h_array: CUarray) -> Result<CUDA_ARRAY_DESCRI
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuArrayGetMemoryRequirements`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuArrayGetMemoryRequirements`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -176,7 +180,7 @@ pub unsafe fn array_get_descriptor(h_array: CUarray) -> Result<CUDA_ARRAY_DESCRI
 pub unsafe fn array_get_memory_requirements(
     array: CUarray,
     device: CUdevice,
-) -> Result<CUDA_ARRAY_MEMORY_REQUIREMENTS> {
+) -> CudaResult<CUDA_ARRAY_MEMORY_REQUIREMENTS> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut memory_requirements: CUDA_ARRAY_MEMORY_REQUIREMENTS = unsafe {
         ::core::mem::zeroed()
@@ -200,7 +204,7 @@ pub unsafe fn array_get_memory_requirements(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuArrayGetPlane`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuArrayGetPlane`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -213,7 +217,7 @@ pub unsafe fn array_get_memory_requirements(
 pub unsafe fn array_get_plane(
     h_array: CUarray,
     plane_idx: ::core::ffi::c_uint,
-) -> Result<CUarray> {
+) -> CudaResult<CUarray> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut p_plane_array: CUarray = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -233,7 +237,7 @@ pub unsafe fn array_get_plane(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuArrayGetSparseProperties`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuArrayGetSparseProperties`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -245,7 +249,7 @@ pub unsafe fn array_get_plane(
 #[doc(alias = "cuArrayGetSparseProperties")]
 pub unsafe fn array_get_sparse_properties(
     array: CUarray,
-) -> Result<CUDA_ARRAY_SPARSE_PROPERTIES> {
+) -> CudaResult<CUDA_ARRAY_SPARSE_PROPERTIES> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut sparse_properties: CUDA_ARRAY_SPARSE_PROPERTIES = unsafe {
         ::core::mem::zeroed()
@@ -266,7 +270,7 @@ pub unsafe fn array_get_sparse_properties(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCheckpointProcessCheckpoint`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCheckpointProcessCheckpoint`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -279,7 +283,7 @@ pub unsafe fn array_get_sparse_properties(
 pub unsafe fn checkpoint_process_checkpoint(
     pid: ::core::ffi::c_int,
     args: *mut CUcheckpointCheckpointArgs,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuCheckpointProcessCheckpoint(pid, args) };
     check(__r, "cuCheckpointProcessCheckpoint")?;
@@ -294,13 +298,13 @@ pub unsafe fn checkpoint_process_checkpoint(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCheckpointProcessGetRestoreThreadId`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCheckpointProcessGetRestoreThreadId`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// NVIDIA reference: `cuCheckpointProcessGetRestoreThreadId` in [CUDA Checkpointing](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CHECKPOINT.html).
 #[doc(alias = "cuCheckpointProcessGetRestoreThreadId")]
 pub fn checkpoint_process_get_restore_thread_id(
     pid: ::core::ffi::c_int,
-) -> Result<::core::ffi::c_int> {
+) -> CudaResult<::core::ffi::c_int> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut tid: ::core::ffi::c_int = unsafe { ::core::mem::zeroed() };
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
@@ -317,11 +321,13 @@ pub fn checkpoint_process_get_restore_thread_id(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCheckpointProcessGetState`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCheckpointProcessGetState`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// NVIDIA reference: `cuCheckpointProcessGetState` in [CUDA Checkpointing](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CHECKPOINT.html).
 #[doc(alias = "cuCheckpointProcessGetState")]
-pub fn checkpoint_process_get_state(pid: ::core::ffi::c_int) -> Result<CUprocessState> {
+pub fn checkpoint_process_get_state(
+    pid: ::core::ffi::c_int,
+) -> CudaResult<CUprocessState> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut state: CUprocessState = unsafe { ::core::mem::zeroed() };
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
@@ -340,7 +346,7 @@ pub fn checkpoint_process_get_state(pid: ::core::ffi::c_int) -> Result<CUprocess
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCheckpointProcessLock`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_NOT_READY`](cuda_sys::CUresult::CUDA_ERROR_NOT_READY).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCheckpointProcessLock`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_NOT_READY`](cuda_sys::CUresult::CUDA_ERROR_NOT_READY).
 ///
 /// # Safety
 ///
@@ -353,7 +359,7 @@ pub fn checkpoint_process_get_state(pid: ::core::ffi::c_int) -> Result<CUprocess
 pub unsafe fn checkpoint_process_lock(
     pid: ::core::ffi::c_int,
     args: *mut CUcheckpointLockArgs,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuCheckpointProcessLock(pid, args) };
     check(__r, "cuCheckpointProcessLock")?;
@@ -371,7 +377,7 @@ pub unsafe fn checkpoint_process_lock(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCheckpointProcessRestore`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCheckpointProcessRestore`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -384,7 +390,7 @@ pub unsafe fn checkpoint_process_lock(
 pub unsafe fn checkpoint_process_restore(
     pid: ::core::ffi::c_int,
     args: *mut CUcheckpointRestoreArgs,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuCheckpointProcessRestore(pid, args) };
     check(__r, "cuCheckpointProcessRestore")?;
@@ -401,7 +407,7 @@ pub unsafe fn checkpoint_process_restore(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCheckpointProcessUnlock`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCheckpointProcessUnlock`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -414,7 +420,7 @@ pub unsafe fn checkpoint_process_restore(
 pub unsafe fn checkpoint_process_unlock(
     pid: ::core::ffi::c_int,
     args: *mut CUcheckpointUnlockArgs,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuCheckpointProcessUnlock(pid, args) };
     check(__r, "cuCheckpointProcessUnlock")?;
@@ -432,7 +438,7 @@ pub unsafe fn checkpoint_process_unlock(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCoredumpGetAttribute`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCoredumpGetAttribute`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
 ///
 /// # Safety
 ///
@@ -446,7 +452,7 @@ pub unsafe fn coredump_get_attribute(
     attrib: CUcoredumpSettings,
     value: *mut ::core::ffi::c_void,
     size: &mut usize,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuCoredumpGetAttribute(attrib, value, size) };
     check(__r, "cuCoredumpGetAttribute")?;
@@ -464,7 +470,7 @@ pub unsafe fn coredump_get_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCoredumpGetAttributeGlobal`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCoredumpGetAttributeGlobal`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -478,7 +484,7 @@ pub unsafe fn coredump_get_attribute_global(
     attrib: CUcoredumpSettings,
     value: *mut ::core::ffi::c_void,
     size: &mut usize,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuCoredumpGetAttributeGlobal(attrib, value, size) };
     check(__r, "cuCoredumpGetAttributeGlobal")?;
@@ -497,7 +503,7 @@ pub unsafe fn coredump_get_attribute_global(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCoredumpSetAttribute`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCoredumpSetAttribute`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -511,7 +517,7 @@ pub unsafe fn coredump_set_attribute(
     attrib: CUcoredumpSettings,
     value: *mut ::core::ffi::c_void,
     size: &mut usize,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuCoredumpSetAttribute(attrib, value, size) };
     check(__r, "cuCoredumpSetAttribute")?;
@@ -530,7 +536,7 @@ pub unsafe fn coredump_set_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCoredumpSetAttributeGlobal`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCoredumpSetAttributeGlobal`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED).
 ///
 /// # Safety
 ///
@@ -544,7 +550,7 @@ pub unsafe fn coredump_set_attribute_global(
     attrib: CUcoredumpSettings,
     value: *mut ::core::ffi::c_void,
     size: &mut usize,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuCoredumpSetAttributeGlobal(attrib, value, size) };
     check(__r, "cuCoredumpSetAttributeGlobal")?;
@@ -561,13 +567,13 @@ pub unsafe fn coredump_set_attribute_global(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxAttach`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCtxAttach`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuCtxAttach` in [Context Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX__DEPRECATED.html).
 #[doc(alias = "cuCtxAttach")]
 #[deprecated(note = "deprecated in cuda.h")]
 #[allow(deprecated)]
-pub fn ctx_attach(flags: ::core::ffi::c_uint) -> Result<CUcontext> {
+pub fn ctx_attach(flags: ::core::ffi::c_uint) -> CudaResult<CUcontext> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut pctx: CUcontext = unsafe { ::core::mem::zeroed() };
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
@@ -588,7 +594,7 @@ pub fn ctx_attach(flags: ::core::ffi::c_uint) -> Result<CUcontext> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxCreate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCtxCreate`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -602,7 +608,7 @@ pub unsafe fn ctx_create(
     ctx_create_params: *mut CUctxCreateParams,
     flags: ::core::ffi::c_uint,
     dev: CUdevice,
-) -> Result<CUcontext> {
+) -> CudaResult<CUcontext> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut pctx: CUcontext = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -620,7 +626,7 @@ pub unsafe fn ctx_create(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxDestroy`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCtxDestroy`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -632,7 +638,7 @@ pub unsafe fn ctx_create(
 ///
 /// NVIDIA reference: `cuCtxDestroy` in [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 #[doc(alias = "cuCtxDestroy")]
-pub unsafe fn ctx_destroy(ctx: CUcontext) -> Result<()> {
+pub unsafe fn ctx_destroy(ctx: CUcontext) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuCtxDestroy(ctx) };
     check(__r, "cuCtxDestroy")?;
@@ -646,7 +652,7 @@ pub unsafe fn ctx_destroy(ctx: CUcontext) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxDetach`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCtxDetach`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
 ///
 /// # Safety
 ///
@@ -658,7 +664,7 @@ pub unsafe fn ctx_destroy(ctx: CUcontext) -> Result<()> {
 #[doc(alias = "cuCtxDetach")]
 #[deprecated(note = "deprecated in cuda.h")]
 #[allow(deprecated)]
-pub unsafe fn ctx_detach(ctx: CUcontext) -> Result<()> {
+pub unsafe fn ctx_detach(ctx: CUcontext) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuCtxDetach(ctx) };
     check(__r, "cuCtxDetach")?;
@@ -674,7 +680,7 @@ pub unsafe fn ctx_detach(ctx: CUcontext) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxDisablePeerAccess`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_PEER_ACCESS_NOT_ENABLED`](cuda_sys::CUresult::CUDA_ERROR_PEER_ACCESS_NOT_ENABLED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCtxDisablePeerAccess`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_PEER_ACCESS_NOT_ENABLED`](cuda_sys::CUresult::CUDA_ERROR_PEER_ACCESS_NOT_ENABLED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
 ///
 /// # Safety
 ///
@@ -684,7 +690,7 @@ pub unsafe fn ctx_detach(ctx: CUcontext) -> Result<()> {
 ///
 /// NVIDIA reference: `cuCtxDisablePeerAccess` in [Peer Context Memory Access](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__PEER__ACCESS.html).
 #[doc(alias = "cuCtxDisablePeerAccess")]
-pub unsafe fn ctx_disable_peer_access(peer_context: CUcontext) -> Result<()> {
+pub unsafe fn ctx_disable_peer_access(peer_context: CUcontext) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuCtxDisablePeerAccess(peer_context) };
     check(__r, "cuCtxDisablePeerAccess")?;
@@ -701,7 +707,7 @@ pub unsafe fn ctx_disable_peer_access(peer_context: CUcontext) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxEnablePeerAccess`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED`](cuda_sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED), [`CUDA_ERROR_TOO_MANY_PEERS`](cuda_sys::CUresult::CUDA_ERROR_TOO_MANY_PEERS), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_PEER_ACCESS_UNSUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_PEER_ACCESS_UNSUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCtxEnablePeerAccess`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED`](cuda_sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED), [`CUDA_ERROR_TOO_MANY_PEERS`](cuda_sys::CUresult::CUDA_ERROR_TOO_MANY_PEERS), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_PEER_ACCESS_UNSUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_PEER_ACCESS_UNSUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -714,7 +720,7 @@ pub unsafe fn ctx_disable_peer_access(peer_context: CUcontext) -> Result<()> {
 pub unsafe fn ctx_enable_peer_access(
     peer_context: CUcontext,
     flags: ::core::ffi::c_uint,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuCtxEnablePeerAccess(peer_context, flags) };
     check(__r, "cuCtxEnablePeerAccess")?;
@@ -729,7 +735,7 @@ pub unsafe fn ctx_enable_peer_access(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxFromGreenCtx`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCtxFromGreenCtx`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -739,7 +745,7 @@ pub unsafe fn ctx_enable_peer_access(
 ///
 /// NVIDIA reference: `cuCtxFromGreenCtx` in [Green Contexts](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GREEN__CONTEXTS.html).
 #[doc(alias = "cuCtxFromGreenCtx")]
-pub unsafe fn ctx_from_green_ctx(h_ctx: CUgreenCtx) -> Result<CUcontext> {
+pub unsafe fn ctx_from_green_ctx(h_ctx: CUgreenCtx) -> CudaResult<CUcontext> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut p_context: CUcontext = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -758,7 +764,7 @@ pub unsafe fn ctx_from_green_ctx(h_ctx: CUgreenCtx) -> Result<CUcontext> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxGetApiVersion`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCtxGetApiVersion`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -768,7 +774,7 @@ pub unsafe fn ctx_from_green_ctx(h_ctx: CUgreenCtx) -> Result<CUcontext> {
 ///
 /// NVIDIA reference: `cuCtxGetApiVersion` in [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 #[doc(alias = "cuCtxGetApiVersion")]
-pub unsafe fn ctx_get_api_version(ctx: CUcontext) -> Result<::core::ffi::c_uint> {
+pub unsafe fn ctx_get_api_version(ctx: CUcontext) -> CudaResult<::core::ffi::c_uint> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut version: ::core::ffi::c_uint = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -784,11 +790,11 @@ pub unsafe fn ctx_get_api_version(ctx: CUcontext) -> Result<::core::ffi::c_uint>
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxGetCacheConfig`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCtxGetCacheConfig`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuCtxGetCacheConfig` in [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 #[doc(alias = "cuCtxGetCacheConfig")]
-pub fn ctx_get_cache_config() -> Result<CUfunc_cache> {
+pub fn ctx_get_cache_config() -> CudaResult<CUfunc_cache> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut pconfig: CUfunc_cache = unsafe { ::core::mem::zeroed() };
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
@@ -804,11 +810,11 @@ pub fn ctx_get_cache_config() -> Result<CUfunc_cache> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxGetCurrent`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCtxGetCurrent`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED).
 ///
 /// NVIDIA reference: `cuCtxGetCurrent` in [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 #[doc(alias = "cuCtxGetCurrent")]
-pub fn ctx_get_current() -> Result<CUcontext> {
+pub fn ctx_get_current() -> CudaResult<CUcontext> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut pctx: CUcontext = unsafe { ::core::mem::zeroed() };
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
@@ -826,7 +832,7 @@ pub fn ctx_get_current() -> Result<CUcontext> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxGetDevResource`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_RESOURCE_TYPE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_RESOURCE_TYPE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCtxGetDevResource`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_RESOURCE_TYPE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_RESOURCE_TYPE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
 ///
 /// # Safety
 ///
@@ -839,7 +845,7 @@ pub fn ctx_get_current() -> Result<CUcontext> {
 pub unsafe fn ctx_get_dev_resource(
     h_ctx: CUcontext,
     type_: CUdevResourceType,
-) -> Result<CUdevResource> {
+) -> CudaResult<CUdevResource> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut resource: CUdevResource = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -855,11 +861,11 @@ pub unsafe fn ctx_get_dev_resource(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxGetDevice`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCtxGetDevice`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuCtxGetDevice` in [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 #[doc(alias = "cuCtxGetDevice")]
-pub fn ctx_get_device() -> Result<CUdevice> {
+pub fn ctx_get_device() -> CudaResult<CUdevice> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut device: CUdevice = unsafe { ::core::mem::zeroed() };
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
@@ -878,7 +884,7 @@ pub fn ctx_get_device() -> Result<CUdevice> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxGetDevice_v2`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCtxGetDevice_v2`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -888,7 +894,7 @@ pub fn ctx_get_device() -> Result<CUdevice> {
 ///
 /// NVIDIA reference: `cuCtxGetDevice_v2` in [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 #[doc(alias = "cuCtxGetDevice_v2")]
-pub unsafe fn ctx_get_device_v2(ctx: CUcontext) -> Result<CUdevice> {
+pub unsafe fn ctx_get_device_v2(ctx: CUcontext) -> CudaResult<CUdevice> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut device: CUdevice = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -905,11 +911,13 @@ pub unsafe fn ctx_get_device_v2(ctx: CUcontext) -> Result<CUdevice> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxGetExecAffinity`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCtxGetExecAffinity`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY).
 ///
 /// NVIDIA reference: `cuCtxGetExecAffinity` in [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 #[doc(alias = "cuCtxGetExecAffinity")]
-pub fn ctx_get_exec_affinity(type_: CUexecAffinityType) -> Result<CUexecAffinityParam> {
+pub fn ctx_get_exec_affinity(
+    type_: CUexecAffinityType,
+) -> CudaResult<CUexecAffinityParam> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut p_exec_affinity: CUexecAffinityParam = unsafe { ::core::mem::zeroed() };
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
@@ -925,11 +933,11 @@ pub fn ctx_get_exec_affinity(type_: CUexecAffinityType) -> Result<CUexecAffinity
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxGetFlags`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCtxGetFlags`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuCtxGetFlags` in [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 #[doc(alias = "cuCtxGetFlags")]
-pub fn ctx_get_flags() -> Result<::core::ffi::c_uint> {
+pub fn ctx_get_flags() -> CudaResult<::core::ffi::c_uint> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut flags: ::core::ffi::c_uint = unsafe { ::core::mem::zeroed() };
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
@@ -948,7 +956,7 @@ pub fn ctx_get_flags() -> Result<::core::ffi::c_uint> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxGetId`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCtxGetId`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -958,7 +966,7 @@ pub fn ctx_get_flags() -> Result<::core::ffi::c_uint> {
 ///
 /// NVIDIA reference: `cuCtxGetId` in [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 #[doc(alias = "cuCtxGetId")]
-pub unsafe fn ctx_get_id(ctx: CUcontext) -> Result<::core::ffi::c_ulonglong> {
+pub unsafe fn ctx_get_id(ctx: CUcontext) -> CudaResult<::core::ffi::c_ulonglong> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut ctx_id: ::core::ffi::c_ulonglong = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -975,11 +983,11 @@ pub unsafe fn ctx_get_id(ctx: CUcontext) -> Result<::core::ffi::c_ulonglong> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxGetLimit`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNSUPPORTED_LIMIT`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_LIMIT).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCtxGetLimit`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNSUPPORTED_LIMIT`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_LIMIT).
 ///
 /// NVIDIA reference: `cuCtxGetLimit` in [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 #[doc(alias = "cuCtxGetLimit")]
-pub fn ctx_get_limit(limit: CUlimit) -> Result<usize> {
+pub fn ctx_get_limit(limit: CUlimit) -> CudaResult<usize> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut pvalue: usize = unsafe { ::core::mem::zeroed() };
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
@@ -995,13 +1003,13 @@ pub fn ctx_get_limit(limit: CUlimit) -> Result<usize> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxGetSharedMemConfig`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCtxGetSharedMemConfig`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuCtxGetSharedMemConfig` in [Context Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX__DEPRECATED.html).
 #[doc(alias = "cuCtxGetSharedMemConfig")]
 #[deprecated(note = "deprecated in cuda.h")]
 #[allow(deprecated)]
-pub fn ctx_get_shared_mem_config() -> Result<CUsharedconfig> {
+pub fn ctx_get_shared_mem_config() -> CudaResult<CUsharedconfig> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut p_config: CUsharedconfig = unsafe { ::core::mem::zeroed() };
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
@@ -1020,11 +1028,11 @@ pub fn ctx_get_shared_mem_config() -> Result<CUsharedconfig> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxGetStreamPriorityRange`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCtxGetStreamPriorityRange`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuCtxGetStreamPriorityRange` in [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 #[doc(alias = "cuCtxGetStreamPriorityRange")]
-pub fn ctx_get_stream_priority_range() -> Result<
+pub fn ctx_get_stream_priority_range() -> CudaResult<
     (::core::ffi::c_int, ::core::ffi::c_int),
 > {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
@@ -1046,11 +1054,11 @@ pub fn ctx_get_stream_priority_range() -> Result<
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxPopCurrent`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCtxPopCurrent`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
 ///
 /// NVIDIA reference: `cuCtxPopCurrent` in [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 #[doc(alias = "cuCtxPopCurrent")]
-pub fn ctx_pop_current() -> Result<CUcontext> {
+pub fn ctx_pop_current() -> CudaResult<CUcontext> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut pctx: CUcontext = unsafe { ::core::mem::zeroed() };
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
@@ -1066,7 +1074,7 @@ pub fn ctx_pop_current() -> Result<CUcontext> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxPushCurrent`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCtxPushCurrent`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -1076,7 +1084,7 @@ pub fn ctx_pop_current() -> Result<CUcontext> {
 ///
 /// NVIDIA reference: `cuCtxPushCurrent` in [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 #[doc(alias = "cuCtxPushCurrent")]
-pub unsafe fn ctx_push_current(ctx: CUcontext) -> Result<()> {
+pub unsafe fn ctx_push_current(ctx: CUcontext) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuCtxPushCurrent(ctx) };
     check(__r, "cuCtxPushCurrent")?;
@@ -1093,7 +1101,7 @@ pub unsafe fn ctx_push_current(ctx: CUcontext) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxRecordEvent`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCtxRecordEvent`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED).
 ///
 /// # Safety
 ///
@@ -1104,7 +1112,7 @@ pub unsafe fn ctx_push_current(ctx: CUcontext) -> Result<()> {
 ///
 /// NVIDIA reference: `cuCtxRecordEvent` in [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 #[doc(alias = "cuCtxRecordEvent")]
-pub unsafe fn ctx_record_event(h_ctx: CUcontext, h_event: CUevent) -> Result<()> {
+pub unsafe fn ctx_record_event(h_ctx: CUcontext, h_event: CUevent) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuCtxRecordEvent(h_ctx, h_event) };
     check(__r, "cuCtxRecordEvent")?;
@@ -1118,11 +1126,11 @@ pub unsafe fn ctx_record_event(h_ctx: CUcontext, h_event: CUevent) -> Result<()>
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxResetPersistingL2Cache`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCtxResetPersistingL2Cache`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// NVIDIA reference: `cuCtxResetPersistingL2Cache` in [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 #[doc(alias = "cuCtxResetPersistingL2Cache")]
-pub fn ctx_reset_persisting_l2_cache() -> Result<()> {
+pub fn ctx_reset_persisting_l2_cache() -> CudaResult<()> {
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
     let __r = unsafe { cuCtxResetPersistingL2Cache() };
     check(__r, "cuCtxResetPersistingL2Cache")?;
@@ -1138,11 +1146,11 @@ pub fn ctx_reset_persisting_l2_cache() -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxSetCacheConfig`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCtxSetCacheConfig`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuCtxSetCacheConfig` in [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 #[doc(alias = "cuCtxSetCacheConfig")]
-pub fn ctx_set_cache_config(config: CUfunc_cache) -> Result<()> {
+pub fn ctx_set_cache_config(config: CUfunc_cache) -> CudaResult<()> {
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
     let __r = unsafe { cuCtxSetCacheConfig(config) };
     check(__r, "cuCtxSetCacheConfig")?;
@@ -1158,7 +1166,7 @@ pub fn ctx_set_cache_config(config: CUfunc_cache) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxSetCurrent`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCtxSetCurrent`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
 ///
 /// # Safety
 ///
@@ -1170,7 +1178,7 @@ pub fn ctx_set_cache_config(config: CUfunc_cache) -> Result<()> {
 ///
 /// NVIDIA reference: `cuCtxSetCurrent` in [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 #[doc(alias = "cuCtxSetCurrent")]
-pub unsafe fn ctx_set_current(ctx: CUcontext) -> Result<()> {
+pub unsafe fn ctx_set_current(ctx: CUcontext) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuCtxSetCurrent(ctx) };
     check(__r, "cuCtxSetCurrent")?;
@@ -1184,11 +1192,11 @@ pub unsafe fn ctx_set_current(ctx: CUcontext) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxSetFlags`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCtxSetFlags`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuCtxSetFlags` in [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 #[doc(alias = "cuCtxSetFlags")]
-pub fn ctx_set_flags(flags: ::core::ffi::c_uint) -> Result<()> {
+pub fn ctx_set_flags(flags: ::core::ffi::c_uint) -> CudaResult<()> {
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
     let __r = unsafe { cuCtxSetFlags(flags) };
     check(__r, "cuCtxSetFlags")?;
@@ -1205,11 +1213,11 @@ pub fn ctx_set_flags(flags: ::core::ffi::c_uint) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxSetLimit`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNSUPPORTED_LIMIT`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_LIMIT), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCtxSetLimit`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNSUPPORTED_LIMIT`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_LIMIT), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
 ///
 /// NVIDIA reference: `cuCtxSetLimit` in [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 #[doc(alias = "cuCtxSetLimit")]
-pub fn ctx_set_limit(limit: CUlimit, value: usize) -> Result<()> {
+pub fn ctx_set_limit(limit: CUlimit, value: usize) -> CudaResult<()> {
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
     let __r = unsafe { cuCtxSetLimit(limit, value) };
     check(__r, "cuCtxSetLimit")?;
@@ -1225,13 +1233,13 @@ pub fn ctx_set_limit(limit: CUlimit, value: usize) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxSetSharedMemConfig`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCtxSetSharedMemConfig`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuCtxSetSharedMemConfig` in [Context Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX__DEPRECATED.html).
 #[doc(alias = "cuCtxSetSharedMemConfig")]
 #[deprecated(note = "deprecated in cuda.h")]
 #[allow(deprecated)]
-pub fn ctx_set_shared_mem_config(config: CUsharedconfig) -> Result<()> {
+pub fn ctx_set_shared_mem_config(config: CUsharedconfig) -> CudaResult<()> {
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
     let __r = unsafe { cuCtxSetSharedMemConfig(config) };
     check(__r, "cuCtxSetSharedMemConfig")?;
@@ -1243,11 +1251,11 @@ pub fn ctx_set_shared_mem_config(config: CUsharedconfig) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxSynchronize`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCtxSynchronize`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
 ///
 /// NVIDIA reference: `cuCtxSynchronize` in [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 #[doc(alias = "cuCtxSynchronize")]
-pub fn ctx_synchronize() -> Result<()> {
+pub fn ctx_synchronize() -> CudaResult<()> {
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
     let __r = unsafe { cuCtxSynchronize() };
     check(__r, "cuCtxSynchronize")?;
@@ -1261,7 +1269,7 @@ pub fn ctx_synchronize() -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxSynchronize_v2`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCtxSynchronize_v2`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -1271,7 +1279,7 @@ pub fn ctx_synchronize() -> Result<()> {
 ///
 /// NVIDIA reference: `cuCtxSynchronize_v2` in [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 #[doc(alias = "cuCtxSynchronize_v2")]
-pub unsafe fn ctx_synchronize_v2(ctx: CUcontext) -> Result<()> {
+pub unsafe fn ctx_synchronize_v2(ctx: CUcontext) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuCtxSynchronize_v2(ctx) };
     check(__r, "cuCtxSynchronize_v2")?;
@@ -1286,7 +1294,7 @@ pub unsafe fn ctx_synchronize_v2(ctx: CUcontext) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuCtxWaitEvent`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuCtxWaitEvent`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED).
 ///
 /// # Safety
 ///
@@ -1297,7 +1305,7 @@ pub unsafe fn ctx_synchronize_v2(ctx: CUcontext) -> Result<()> {
 ///
 /// NVIDIA reference: `cuCtxWaitEvent` in [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 #[doc(alias = "cuCtxWaitEvent")]
-pub unsafe fn ctx_wait_event(h_ctx: CUcontext, h_event: CUevent) -> Result<()> {
+pub unsafe fn ctx_wait_event(h_ctx: CUcontext, h_event: CUevent) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuCtxWaitEvent(h_ctx, h_event) };
     check(__r, "cuCtxWaitEvent")?;
@@ -1313,7 +1321,7 @@ pub unsafe fn ctx_wait_event(h_ctx: CUcontext, h_event: CUevent) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDestroyExternalMemory`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuDestroyExternalMemory`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -1323,7 +1331,7 @@ pub unsafe fn ctx_wait_event(h_ctx: CUcontext, h_event: CUevent) -> Result<()> {
 ///
 /// NVIDIA reference: `cuDestroyExternalMemory` in [External Resource Interoperability](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXTRES__INTEROP.html).
 #[doc(alias = "cuDestroyExternalMemory")]
-pub unsafe fn destroy_external_memory(ext_mem: CUexternalMemory) -> Result<()> {
+pub unsafe fn destroy_external_memory(ext_mem: CUexternalMemory) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuDestroyExternalMemory(ext_mem) };
     check(__r, "cuDestroyExternalMemory")?;
@@ -1339,7 +1347,7 @@ pub unsafe fn destroy_external_memory(ext_mem: CUexternalMemory) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDestroyExternalSemaphore`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuDestroyExternalSemaphore`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -1349,7 +1357,9 @@ pub unsafe fn destroy_external_memory(ext_mem: CUexternalMemory) -> Result<()> {
 ///
 /// NVIDIA reference: `cuDestroyExternalSemaphore` in [External Resource Interoperability](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXTRES__INTEROP.html).
 #[doc(alias = "cuDestroyExternalSemaphore")]
-pub unsafe fn destroy_external_semaphore(ext_sem: CUexternalSemaphore) -> Result<()> {
+pub unsafe fn destroy_external_semaphore(
+    ext_sem: CUexternalSemaphore,
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuDestroyExternalSemaphore(ext_sem) };
     check(__r, "cuDestroyExternalSemaphore")?;
@@ -1365,7 +1375,7 @@ pub unsafe fn destroy_external_semaphore(ext_sem: CUexternalSemaphore) -> Result
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDevResourceGenerateDesc`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_RESOURCE_TYPE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_RESOURCE_TYPE), [`CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION`](cuda_sys::CUresult::CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuDevResourceGenerateDesc`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_RESOURCE_TYPE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_RESOURCE_TYPE), [`CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION`](cuda_sys::CUresult::CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION).
 ///
 /// # Safety
 ///
@@ -1375,7 +1385,7 @@ pub unsafe fn destroy_external_semaphore(ext_sem: CUexternalSemaphore) -> Result
 #[doc(alias = "cuDevResourceGenerateDesc")]
 pub unsafe fn dev_resource_generate_desc(
     resources: &[CUdevResource],
-) -> Result<CUdevResourceDesc> {
+) -> CudaResult<CUdevResourceDesc> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut ph_desc: CUdevResourceDesc = unsafe { ::core::mem::zeroed() };
     let nb_resources: ::core::ffi::c_uint = shared_len(
@@ -1410,7 +1420,7 @@ pub unsafe fn dev_resource_generate_desc(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDevSmResourceSplitByCount`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_RESOURCE_TYPE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_RESOURCE_TYPE), [`CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION`](cuda_sys::CUresult::CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuDevSmResourceSplitByCount`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_RESOURCE_TYPE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_RESOURCE_TYPE), [`CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION`](cuda_sys::CUresult::CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION).
 ///
 /// # Safety
 ///
@@ -1423,7 +1433,7 @@ pub unsafe fn dev_sm_resource_split_by_count(
     input: &CUdevResource,
     use_flags: ::core::ffi::c_uint,
     min_count: ::core::ffi::c_uint,
-) -> Result<(::core::ffi::c_uint, CUdevResource)> {
+) -> CudaResult<(::core::ffi::c_uint, CUdevResource)> {
     let mut nb_groups: ::core::ffi::c_uint = shared_len(
         "cuDevSmResourceSplitByCount",
         "nb_groups",
@@ -1460,11 +1470,11 @@ pub unsafe fn dev_sm_resource_split_by_count(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceCanAccessPeer`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuDeviceCanAccessPeer`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: `cuDeviceCanAccessPeer` in [Peer Context Memory Access](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__PEER__ACCESS.html).
 #[doc(alias = "cuDeviceCanAccessPeer")]
-pub fn device_can_access_peer(dev: CUdevice, peer_dev: CUdevice) -> Result<bool> {
+pub fn device_can_access_peer(dev: CUdevice, peer_dev: CUdevice) -> CudaResult<bool> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut can_access_peer: ::core::ffi::c_int = unsafe { ::core::mem::zeroed() };
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
@@ -1484,7 +1494,7 @@ pub fn device_can_access_peer(dev: CUdevice, peer_dev: CUdevice) -> Result<bool>
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceComputeCapability`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuDeviceComputeCapability`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: `cuDeviceComputeCapability` in [Device Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE__DEPRECATED.html).
 #[doc(alias = "cuDeviceComputeCapability")]
@@ -1492,7 +1502,7 @@ pub fn device_can_access_peer(dev: CUdevice, peer_dev: CUdevice) -> Result<bool>
 #[allow(deprecated)]
 pub fn device_compute_capability(
     dev: CUdevice,
-) -> Result<(::core::ffi::c_int, ::core::ffi::c_int)> {
+) -> CudaResult<(::core::ffi::c_int, ::core::ffi::c_int)> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut major: ::core::ffi::c_int = unsafe { ::core::mem::zeroed() };
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
@@ -1511,11 +1521,11 @@ pub fn device_compute_capability(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGet`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuDeviceGet`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: `cuDeviceGet` in [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html).
 #[doc(alias = "cuDeviceGet")]
-pub fn device_get(ordinal: ::core::ffi::c_int) -> Result<CUdevice> {
+pub fn device_get(ordinal: ::core::ffi::c_int) -> CudaResult<CUdevice> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut device: CUdevice = unsafe { ::core::mem::zeroed() };
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
@@ -1533,14 +1543,14 @@ pub fn device_get(ordinal: ::core::ffi::c_int) -> Result<CUdevice> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGetAttribute`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuDeviceGetAttribute`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: `cuDeviceGetAttribute` in [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html).
 #[doc(alias = "cuDeviceGetAttribute")]
 pub fn device_get_attribute(
     attrib: CUdevice_attribute,
     dev: CUdevice,
-) -> Result<::core::ffi::c_int> {
+) -> CudaResult<::core::ffi::c_int> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut pi: ::core::ffi::c_int = unsafe { ::core::mem::zeroed() };
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
@@ -1557,7 +1567,7 @@ pub fn device_get_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGetByPCIBusId`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuDeviceGetByPCIBusId`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// # Safety
 ///
@@ -1567,7 +1577,7 @@ pub fn device_get_attribute(
 #[doc(alias = "cuDeviceGetByPCIBusId")]
 pub unsafe fn device_get_by_pci_bus_id(
     pci_bus_id: &::core::ffi::CStr,
-) -> Result<CUdevice> {
+) -> CudaResult<CUdevice> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut dev: CUdevice = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -1585,11 +1595,11 @@ pub unsafe fn device_get_by_pci_bus_id(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGetCount`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuDeviceGetCount`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuDeviceGetCount` in [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html).
 #[doc(alias = "cuDeviceGetCount")]
-pub fn device_get_count() -> Result<::core::ffi::c_int> {
+pub fn device_get_count() -> CudaResult<::core::ffi::c_int> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut count: ::core::ffi::c_int = unsafe { ::core::mem::zeroed() };
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
@@ -1606,11 +1616,11 @@ pub fn device_get_count() -> Result<::core::ffi::c_int> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGetDefaultMemPool`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuDeviceGetDefaultMemPool`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// NVIDIA reference: `cuDeviceGetDefaultMemPool` in [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html).
 #[doc(alias = "cuDeviceGetDefaultMemPool")]
-pub fn device_get_default_mem_pool(dev: CUdevice) -> Result<CUmemoryPool> {
+pub fn device_get_default_mem_pool(dev: CUdevice) -> CudaResult<CUmemoryPool> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut pool_out: CUmemoryPool = unsafe { ::core::mem::zeroed() };
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
@@ -1628,14 +1638,14 @@ pub fn device_get_default_mem_pool(dev: CUdevice) -> Result<CUmemoryPool> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGetDevResource`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_RESOURCE_TYPE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_RESOURCE_TYPE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuDeviceGetDevResource`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_RESOURCE_TYPE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_RESOURCE_TYPE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: `cuDeviceGetDevResource` in [Green Contexts](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GREEN__CONTEXTS.html).
 #[doc(alias = "cuDeviceGetDevResource")]
 pub fn device_get_dev_resource(
     device: CUdevice,
     type_: CUdevResourceType,
-) -> Result<CUdevResource> {
+) -> CudaResult<CUdevResource> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut resource: CUdevResource = unsafe { ::core::mem::zeroed() };
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
@@ -1653,14 +1663,14 @@ pub fn device_get_dev_resource(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGetExecAffinitySupport`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuDeviceGetExecAffinitySupport`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: `cuDeviceGetExecAffinitySupport` in [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html).
 #[doc(alias = "cuDeviceGetExecAffinitySupport")]
 pub fn device_get_exec_affinity_support(
     type_: CUexecAffinityType,
     dev: CUdevice,
-) -> Result<bool> {
+) -> CudaResult<bool> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut pi: ::core::ffi::c_int = unsafe { ::core::mem::zeroed() };
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
@@ -1678,7 +1688,7 @@ pub fn device_get_exec_affinity_support(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGetGraphMemAttribute`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuDeviceGetGraphMemAttribute`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// # Safety
 ///
@@ -1692,7 +1702,7 @@ pub unsafe fn device_get_graph_mem_attribute(
     device: CUdevice,
     attr: CUgraphMem_attribute,
     value: *mut ::core::ffi::c_void,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuDeviceGetGraphMemAttribute(device, attr, value) };
     check(__r, "cuDeviceGetGraphMemAttribute")?;
@@ -1711,7 +1721,7 @@ pub unsafe fn device_get_graph_mem_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGetHostAtomicCapabilities`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuDeviceGetHostAtomicCapabilities`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -1723,7 +1733,7 @@ pub unsafe fn device_get_host_atomic_capabilities(
     capabilities: &mut [::core::ffi::c_uint],
     operations: &[CUatomicOperation],
     dev: CUdevice,
-) -> Result<()> {
+) -> CudaResult<()> {
     let count: ::core::ffi::c_uint = shared_len(
         "cuDeviceGetHostAtomicCapabilities",
         "count",
@@ -1756,13 +1766,13 @@ pub unsafe fn device_get_host_atomic_capabilities(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGetLuid`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuDeviceGetLuid`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: `cuDeviceGetLuid` in [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html).
 #[doc(alias = "cuDeviceGetLuid")]
 pub fn device_get_luid(
     dev: CUdevice,
-) -> Result<([::core::ffi::c_char; 8], ::core::ffi::c_uint)> {
+) -> CudaResult<([::core::ffi::c_char; 8], ::core::ffi::c_uint)> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut luid: [::core::ffi::c_char; 8] = unsafe { ::core::mem::zeroed() };
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
@@ -1781,11 +1791,11 @@ pub fn device_get_luid(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGetMemPool`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuDeviceGetMemPool`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuDeviceGetMemPool` in [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html).
 #[doc(alias = "cuDeviceGetMemPool")]
-pub fn device_get_mem_pool(dev: CUdevice) -> Result<CUmemoryPool> {
+pub fn device_get_mem_pool(dev: CUdevice) -> CudaResult<CUmemoryPool> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut pool: CUmemoryPool = unsafe { ::core::mem::zeroed() };
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
@@ -1803,11 +1813,11 @@ pub fn device_get_mem_pool(dev: CUdevice) -> Result<CUmemoryPool> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGetName`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuDeviceGetName`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: `cuDeviceGetName` in [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html).
 #[doc(alias = "cuDeviceGetName")]
-pub fn device_get_name(dev: CUdevice) -> Result<::std::string::String> {
+pub fn device_get_name(dev: CUdevice) -> CudaResult<::std::string::String> {
     let mut name = [0 as ::core::ffi::c_char; 256];
     let len: ::core::ffi::c_int = 256;
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
@@ -1832,7 +1842,7 @@ pub fn device_get_name(dev: CUdevice) -> Result<::std::string::String> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGetNvSciSyncAttributes`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuDeviceGetNvSciSyncAttributes`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -1846,7 +1856,7 @@ pub unsafe fn device_get_nvsci_sync_attributes(
     nv_sci_sync_attr_list: *mut ::core::ffi::c_void,
     dev: CUdevice,
     flags: ::core::ffi::c_int,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe {
         cuDeviceGetNvSciSyncAttributes(nv_sci_sync_attr_list, dev, flags)
@@ -1868,7 +1878,7 @@ pub unsafe fn device_get_nvsci_sync_attributes(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGetP2PAtomicCapabilities`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuDeviceGetP2PAtomicCapabilities`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -1881,7 +1891,7 @@ pub unsafe fn device_get_p2p_atomic_capabilities(
     operations: &[CUatomicOperation],
     src_device: CUdevice,
     dst_device: CUdevice,
-) -> Result<()> {
+) -> CudaResult<()> {
     let count: ::core::ffi::c_uint = shared_len(
         "cuDeviceGetP2PAtomicCapabilities",
         "count",
@@ -1916,7 +1926,7 @@ pub unsafe fn device_get_p2p_atomic_capabilities(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGetP2PAttribute`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuDeviceGetP2PAttribute`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuDeviceGetP2PAttribute` in [Peer Context Memory Access](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__PEER__ACCESS.html).
 #[doc(alias = "cuDeviceGetP2PAttribute")]
@@ -1924,7 +1934,7 @@ pub fn device_get_p2p_attribute(
     attrib: CUdevice_P2PAttribute,
     src_device: CUdevice,
     dst_device: CUdevice,
-) -> Result<::core::ffi::c_int> {
+) -> CudaResult<::core::ffi::c_int> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut value: ::core::ffi::c_int = unsafe { ::core::mem::zeroed() };
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
@@ -1946,11 +1956,11 @@ pub fn device_get_p2p_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGetPCIBusId`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuDeviceGetPCIBusId`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: `cuDeviceGetPCIBusId` in [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 #[doc(alias = "cuDeviceGetPCIBusId")]
-pub fn device_get_pci_bus_id(dev: CUdevice) -> Result<::std::string::String> {
+pub fn device_get_pci_bus_id(dev: CUdevice) -> CudaResult<::std::string::String> {
     let mut pci_bus_id = [0 as ::core::ffi::c_char; 16];
     let len: ::core::ffi::c_int = 16;
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
@@ -1977,13 +1987,13 @@ pub fn device_get_pci_bus_id(dev: CUdevice) -> Result<::std::string::String> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGetProperties`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuDeviceGetProperties`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: `cuDeviceGetProperties` in [Device Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE__DEPRECATED.html).
 #[doc(alias = "cuDeviceGetProperties")]
 #[deprecated(note = "deprecated in cuda.h")]
 #[allow(deprecated)]
-pub fn device_get_properties(dev: CUdevice) -> Result<CUdevprop> {
+pub fn device_get_properties(dev: CUdevice) -> CudaResult<CUdevprop> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut prop: CUdevprop = unsafe { ::core::mem::zeroed() };
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
@@ -2002,7 +2012,7 @@ pub fn device_get_properties(dev: CUdevice) -> Result<CUdevprop> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGetTexture1DLinearMaxWidth`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuDeviceGetTexture1DLinearMaxWidth`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: `cuDeviceGetTexture1DLinearMaxWidth` in [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html).
 #[doc(alias = "cuDeviceGetTexture1DLinearMaxWidth")]
@@ -2010,7 +2020,7 @@ pub fn device_get_texture_1d_linear_max_width(
     format: CUarray_format,
     num_channels: ::core::ffi::c_uint,
     dev: CUdevice,
-) -> Result<usize> {
+) -> CudaResult<usize> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut max_width_in_elements: usize = unsafe { ::core::mem::zeroed() };
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
@@ -2036,11 +2046,11 @@ pub fn device_get_texture_1d_linear_max_width(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGetUuid`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuDeviceGetUuid`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: `cuDeviceGetUuid` in [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html).
 #[doc(alias = "cuDeviceGetUuid")]
-pub fn device_get_uuid(dev: CUdevice) -> Result<CUuuid> {
+pub fn device_get_uuid(dev: CUdevice) -> CudaResult<CUuuid> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut uuid: CUuuid = unsafe { ::core::mem::zeroed() };
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
@@ -2056,11 +2066,11 @@ pub fn device_get_uuid(dev: CUdevice) -> Result<CUuuid> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceGraphMemTrim`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuDeviceGraphMemTrim`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: `cuDeviceGraphMemTrim` in [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 #[doc(alias = "cuDeviceGraphMemTrim")]
-pub fn device_graph_mem_trim(device: CUdevice) -> Result<()> {
+pub fn device_graph_mem_trim(device: CUdevice) -> CudaResult<()> {
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
     let __r = unsafe { cuDeviceGraphMemTrim(device) };
     check(__r, "cuDeviceGraphMemTrim")?;
@@ -2076,13 +2086,13 @@ pub fn device_graph_mem_trim(device: CUdevice) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDevicePrimaryCtxGetState`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuDevicePrimaryCtxGetState`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuDevicePrimaryCtxGetState` in [Primary Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__PRIMARY__CTX.html).
 #[doc(alias = "cuDevicePrimaryCtxGetState")]
 pub fn device_primary_ctx_get_state(
     dev: CUdevice,
-) -> Result<(::core::ffi::c_uint, ::core::ffi::c_int)> {
+) -> CudaResult<(::core::ffi::c_uint, ::core::ffi::c_int)> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut flags: ::core::ffi::c_uint = unsafe { ::core::mem::zeroed() };
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
@@ -2103,7 +2113,7 @@ pub fn device_primary_ctx_get_state(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDevicePrimaryCtxRelease`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuDevicePrimaryCtxRelease`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
 ///
 /// # Safety
 ///
@@ -2111,7 +2121,7 @@ pub fn device_primary_ctx_get_state(
 ///
 /// NVIDIA reference: `cuDevicePrimaryCtxRelease` in [Primary Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__PRIMARY__CTX.html).
 #[doc(alias = "cuDevicePrimaryCtxRelease")]
-pub unsafe fn device_primary_ctx_release(dev: CUdevice) -> Result<()> {
+pub unsafe fn device_primary_ctx_release(dev: CUdevice) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuDevicePrimaryCtxRelease(dev) };
     check(__r, "cuDevicePrimaryCtxRelease")?;
@@ -2127,7 +2137,7 @@ pub unsafe fn device_primary_ctx_release(dev: CUdevice) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDevicePrimaryCtxReset`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE`](cuda_sys::CUresult::CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuDevicePrimaryCtxReset`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE`](cuda_sys::CUresult::CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE).
 ///
 /// # Safety
 ///
@@ -2135,7 +2145,7 @@ pub unsafe fn device_primary_ctx_release(dev: CUdevice) -> Result<()> {
 ///
 /// NVIDIA reference: `cuDevicePrimaryCtxReset` in [Primary Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__PRIMARY__CTX.html).
 #[doc(alias = "cuDevicePrimaryCtxReset")]
-pub unsafe fn device_primary_ctx_reset(dev: CUdevice) -> Result<()> {
+pub unsafe fn device_primary_ctx_reset(dev: CUdevice) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuDevicePrimaryCtxReset(dev) };
     check(__r, "cuDevicePrimaryCtxReset")?;
@@ -2153,11 +2163,11 @@ pub unsafe fn device_primary_ctx_reset(dev: CUdevice) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDevicePrimaryCtxRetain`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuDevicePrimaryCtxRetain`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// NVIDIA reference: `cuDevicePrimaryCtxRetain` in [Primary Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__PRIMARY__CTX.html).
 #[doc(alias = "cuDevicePrimaryCtxRetain")]
-pub fn device_primary_ctx_retain(dev: CUdevice) -> Result<CUcontext> {
+pub fn device_primary_ctx_retain(dev: CUdevice) -> CudaResult<CUcontext> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut pctx: CUcontext = unsafe { ::core::mem::zeroed() };
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
@@ -2174,14 +2184,14 @@ pub fn device_primary_ctx_retain(dev: CUdevice) -> Result<CUcontext> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDevicePrimaryCtxSetFlags`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuDevicePrimaryCtxSetFlags`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuDevicePrimaryCtxSetFlags` in [Primary Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__PRIMARY__CTX.html).
 #[doc(alias = "cuDevicePrimaryCtxSetFlags")]
 pub fn device_primary_ctx_set_flags(
     dev: CUdevice,
     flags: ::core::ffi::c_uint,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
     let __r = unsafe { cuDevicePrimaryCtxSetFlags(dev, flags) };
     check(__r, "cuDevicePrimaryCtxSetFlags")?;
@@ -2200,7 +2210,7 @@ pub fn device_primary_ctx_set_flags(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceRegisterAsyncNotification`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuDeviceRegisterAsyncNotification`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -2215,7 +2225,7 @@ pub unsafe fn device_register_async_notification(
     device: CUdevice,
     callback_func: CUasyncCallback,
     user_data: *mut ::core::ffi::c_void,
-) -> Result<CUasyncCallbackHandle> {
+) -> CudaResult<CUasyncCallbackHandle> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut callback: CUasyncCallbackHandle = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -2242,7 +2252,7 @@ pub unsafe fn device_register_async_notification(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceSetGraphMemAttribute`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuDeviceSetGraphMemAttribute`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// # Safety
 ///
@@ -2256,7 +2266,7 @@ pub unsafe fn device_set_graph_mem_attribute(
     device: CUdevice,
     attr: CUgraphMem_attribute,
     value: *mut ::core::ffi::c_void,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuDeviceSetGraphMemAttribute(device, attr, value) };
     check(__r, "cuDeviceSetGraphMemAttribute")?;
@@ -2273,7 +2283,7 @@ pub unsafe fn device_set_graph_mem_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceSetMemPool`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuDeviceSetMemPool`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -2283,7 +2293,7 @@ pub unsafe fn device_set_graph_mem_attribute(
 ///
 /// NVIDIA reference: `cuDeviceSetMemPool` in [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html).
 #[doc(alias = "cuDeviceSetMemPool")]
-pub unsafe fn device_set_mem_pool(dev: CUdevice, pool: CUmemoryPool) -> Result<()> {
+pub unsafe fn device_set_mem_pool(dev: CUdevice, pool: CUmemoryPool) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuDeviceSetMemPool(dev, pool) };
     check(__r, "cuDeviceSetMemPool")?;
@@ -2298,11 +2308,11 @@ pub unsafe fn device_set_mem_pool(dev: CUdevice, pool: CUmemoryPool) -> Result<(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceTotalMem`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuDeviceTotalMem`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// NVIDIA reference: `cuDeviceTotalMem` in [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html).
 #[doc(alias = "cuDeviceTotalMem")]
-pub fn device_total_mem(dev: CUdevice) -> Result<usize> {
+pub fn device_total_mem(dev: CUdevice) -> CudaResult<usize> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut bytes: usize = unsafe { ::core::mem::zeroed() };
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
@@ -2321,7 +2331,7 @@ pub fn device_total_mem(dev: CUdevice) -> Result<usize> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDeviceUnregisterAsyncNotification`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuDeviceUnregisterAsyncNotification`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -2334,7 +2344,7 @@ pub fn device_total_mem(dev: CUdevice) -> Result<usize> {
 pub unsafe fn device_unregister_async_notification(
     device: CUdevice,
     callback: CUasyncCallbackHandle,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuDeviceUnregisterAsyncNotification(device, callback) };
     check(__r, "cuDeviceUnregisterAsyncNotification")?;
@@ -2350,11 +2360,11 @@ pub unsafe fn device_unregister_async_notification(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuDriverGetVersion`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuDriverGetVersion`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuDriverGetVersion` in [Version Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__VERSION.html).
 #[doc(alias = "cuDriverGetVersion")]
-pub fn driver_get_version() -> Result<::core::ffi::c_int> {
+pub fn driver_get_version() -> CudaResult<::core::ffi::c_int> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut driver_version: ::core::ffi::c_int = unsafe { ::core::mem::zeroed() };
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
@@ -2373,11 +2383,11 @@ pub fn driver_get_version() -> Result<::core::ffi::c_int> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuEventCreate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuEventCreate`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// NVIDIA reference: `cuEventCreate` in [Event Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EVENT.html).
 #[doc(alias = "cuEventCreate")]
-pub fn event_create(flags: ::core::ffi::c_uint) -> Result<CUevent> {
+pub fn event_create(flags: ::core::ffi::c_uint) -> CudaResult<CUevent> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut ph_event: CUevent = unsafe { ::core::mem::zeroed() };
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
@@ -2396,7 +2406,7 @@ pub fn event_create(flags: ::core::ffi::c_uint) -> Result<CUevent> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuEventDestroy`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuEventDestroy`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -2408,7 +2418,7 @@ pub fn event_create(flags: ::core::ffi::c_uint) -> Result<CUevent> {
 ///
 /// NVIDIA reference: `cuEventDestroy` in [Event Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EVENT.html).
 #[doc(alias = "cuEventDestroy")]
-pub unsafe fn event_destroy(h_event: CUevent) -> Result<()> {
+pub unsafe fn event_destroy(h_event: CUevent) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuEventDestroy(h_event) };
     check(__r, "cuEventDestroy")?;
@@ -2426,7 +2436,7 @@ pub unsafe fn event_destroy(h_event: CUevent) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuEventElapsedTime`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_READY`](cuda_sys::CUresult::CUDA_ERROR_NOT_READY), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuEventElapsedTime`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_READY`](cuda_sys::CUresult::CUDA_ERROR_NOT_READY), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -2437,7 +2447,7 @@ pub unsafe fn event_destroy(h_event: CUevent) -> Result<()> {
 ///
 /// NVIDIA reference: `cuEventElapsedTime` in [Event Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EVENT.html).
 #[doc(alias = "cuEventElapsedTime")]
-pub unsafe fn event_elapsed_time(h_start: CUevent, h_end: CUevent) -> Result<f32> {
+pub unsafe fn event_elapsed_time(h_start: CUevent, h_end: CUevent) -> CudaResult<f32> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut p_milliseconds: f32 = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -2455,7 +2465,7 @@ pub unsafe fn event_elapsed_time(h_start: CUevent, h_end: CUevent) -> Result<f32
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuEventQuery`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_READY`](cuda_sys::CUresult::CUDA_ERROR_NOT_READY).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuEventQuery`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_READY`](cuda_sys::CUresult::CUDA_ERROR_NOT_READY).
 ///
 /// # Safety
 ///
@@ -2465,7 +2475,7 @@ pub unsafe fn event_elapsed_time(h_start: CUevent, h_end: CUevent) -> Result<f32
 ///
 /// NVIDIA reference: `cuEventQuery` in [Event Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EVENT.html).
 #[doc(alias = "cuEventQuery")]
-pub unsafe fn event_query(h_event: CUevent) -> Result<()> {
+pub unsafe fn event_query(h_event: CUevent) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuEventQuery(h_event) };
     check(__r, "cuEventQuery")?;
@@ -2482,7 +2492,7 @@ pub unsafe fn event_query(h_event: CUevent) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuEventRecord`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuEventRecord`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -2493,7 +2503,7 @@ pub unsafe fn event_query(h_event: CUevent) -> Result<()> {
 ///
 /// NVIDIA reference: `cuEventRecord` in [Event Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EVENT.html).
 #[doc(alias = "cuEventRecord")]
-pub unsafe fn event_record(h_event: CUevent, h_stream: CUstream) -> Result<()> {
+pub unsafe fn event_record(h_event: CUevent, h_stream: CUstream) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuEventRecord(h_event, h_stream) };
     check(__r, "cuEventRecord")?;
@@ -2511,7 +2521,7 @@ pub unsafe fn event_record(h_event: CUevent, h_stream: CUstream) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuEventRecordWithFlags`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuEventRecordWithFlags`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -2526,7 +2536,7 @@ pub unsafe fn event_record_with_flags(
     h_event: CUevent,
     h_stream: CUstream,
     flags: ::core::ffi::c_uint,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuEventRecordWithFlags(h_event, h_stream, flags) };
     check(__r, "cuEventRecordWithFlags")?;
@@ -2540,7 +2550,7 @@ pub unsafe fn event_record_with_flags(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuEventSynchronize`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuEventSynchronize`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -2550,7 +2560,7 @@ pub unsafe fn event_record_with_flags(
 ///
 /// NVIDIA reference: `cuEventSynchronize` in [Event Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EVENT.html).
 #[doc(alias = "cuEventSynchronize")]
-pub unsafe fn event_synchronize(h_event: CUevent) -> Result<()> {
+pub unsafe fn event_synchronize(h_event: CUevent) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuEventSynchronize(h_event) };
     check(__r, "cuEventSynchronize")?;
@@ -2568,7 +2578,7 @@ pub unsafe fn event_synchronize(h_event: CUevent) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuExternalMemoryGetMappedBuffer`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuExternalMemoryGetMappedBuffer`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -2581,7 +2591,7 @@ pub unsafe fn event_synchronize(h_event: CUevent) -> Result<()> {
 pub unsafe fn external_memory_get_mapped_buffer(
     ext_mem: CUexternalMemory,
     buffer_desc: &CUDA_EXTERNAL_MEMORY_BUFFER_DESC,
-) -> Result<CUdeviceptr> {
+) -> CudaResult<CUdeviceptr> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut dev_ptr: CUdeviceptr = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -2604,7 +2614,7 @@ pub unsafe fn external_memory_get_mapped_buffer(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuExternalMemoryGetMappedMipmappedArray`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuExternalMemoryGetMappedMipmappedArray`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -2617,7 +2627,7 @@ pub unsafe fn external_memory_get_mapped_buffer(
 pub unsafe fn external_memory_get_mapped_mipmapped_array(
     ext_mem: CUexternalMemory,
     mipmap_desc: &CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC,
-) -> Result<CUmipmappedArray> {
+) -> CudaResult<CUmipmappedArray> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut mipmap: CUmipmappedArray = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -2638,14 +2648,14 @@ pub unsafe fn external_memory_get_mapped_mipmapped_array(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuFlushGPUDirectRDMAWrites`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuFlushGPUDirectRDMAWrites`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuFlushGPUDirectRDMAWrites` in [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html).
 #[doc(alias = "cuFlushGPUDirectRDMAWrites")]
 pub fn flush_gpu_direct_rdma_writes(
     target: CUflushGPUDirectRDMAWritesTarget,
     scope: CUflushGPUDirectRDMAWritesScope,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
     let __r = unsafe { cuFlushGPUDirectRDMAWrites(target, scope) };
     check(__r, "cuFlushGPUDirectRDMAWrites")?;
@@ -2664,7 +2674,7 @@ pub fn flush_gpu_direct_rdma_writes(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuFuncGetAttribute`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_FUNCTION_NOT_LOADED`](cuda_sys::CUresult::CUDA_ERROR_FUNCTION_NOT_LOADED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuFuncGetAttribute`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_FUNCTION_NOT_LOADED`](cuda_sys::CUresult::CUDA_ERROR_FUNCTION_NOT_LOADED).
 ///
 /// # Safety
 ///
@@ -2677,7 +2687,7 @@ pub fn flush_gpu_direct_rdma_writes(
 pub unsafe fn func_get_attribute(
     attrib: CUfunction_attribute,
     hfunc: CUfunction,
-) -> Result<::core::ffi::c_int> {
+) -> CudaResult<::core::ffi::c_int> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut pi: ::core::ffi::c_int = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -2697,7 +2707,7 @@ pub unsafe fn func_get_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuFuncGetModule`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuFuncGetModule`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -2707,7 +2717,7 @@ pub unsafe fn func_get_attribute(
 ///
 /// NVIDIA reference: `cuFuncGetModule` in [Execution Control](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC.html).
 #[doc(alias = "cuFuncGetModule")]
-pub unsafe fn func_get_module(hfunc: CUfunction) -> Result<CUmodule> {
+pub unsafe fn func_get_module(hfunc: CUfunction) -> CudaResult<CUmodule> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut hmod: CUmodule = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -2726,7 +2736,7 @@ pub unsafe fn func_get_module(hfunc: CUfunction) -> Result<CUmodule> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuFuncGetName`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuFuncGetName`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -2740,7 +2750,7 @@ pub unsafe fn func_get_module(hfunc: CUfunction) -> Result<CUmodule> {
 pub unsafe fn func_get_name(
     name: *mut *const ::core::ffi::c_char,
     hfunc: CUfunction,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuFuncGetName(name, hfunc) };
     check(__r, "cuFuncGetName")?;
@@ -2760,7 +2770,7 @@ pub unsafe fn func_get_name(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuFuncGetParamInfo`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuFuncGetParamInfo`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -2773,7 +2783,7 @@ pub unsafe fn func_get_name(
 pub unsafe fn func_get_param_info(
     func: CUfunction,
     param_index: usize,
-) -> Result<(usize, usize)> {
+) -> CudaResult<(usize, usize)> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut param_offset: usize = unsafe { ::core::mem::zeroed() };
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
@@ -2794,7 +2804,7 @@ pub unsafe fn func_get_param_info(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuFuncIsLoaded`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuFuncIsLoaded`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -2804,7 +2814,9 @@ pub unsafe fn func_get_param_info(
 ///
 /// NVIDIA reference: `cuFuncIsLoaded` in [Execution Control](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC.html).
 #[doc(alias = "cuFuncIsLoaded")]
-pub unsafe fn func_is_loaded(function: CUfunction) -> Result<CUfunctionLoadingState> {
+pub unsafe fn func_is_loaded(
+    function: CUfunction,
+) -> CudaResult<CUfunctionLoadingState> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut state: CUfunctionLoadingState = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -2822,7 +2834,7 @@ pub unsafe fn func_is_loaded(function: CUfunction) -> Result<CUfunctionLoadingSt
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuFuncLoad`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuFuncLoad`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -2832,7 +2844,7 @@ pub unsafe fn func_is_loaded(function: CUfunction) -> Result<CUfunctionLoadingSt
 ///
 /// NVIDIA reference: `cuFuncLoad` in [Execution Control](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC.html).
 #[doc(alias = "cuFuncLoad")]
-pub unsafe fn func_load(function: CUfunction) -> Result<()> {
+pub unsafe fn func_load(function: CUfunction) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuFuncLoad(function) };
     check(__r, "cuFuncLoad")?;
@@ -2850,7 +2862,7 @@ pub unsafe fn func_load(function: CUfunction) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuFuncSetAttribute`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuFuncSetAttribute`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -2864,7 +2876,7 @@ pub unsafe fn func_set_attribute(
     hfunc: CUfunction,
     attrib: CUfunction_attribute,
     value: ::core::ffi::c_int,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuFuncSetAttribute(hfunc, attrib, value) };
     check(__r, "cuFuncSetAttribute")?;
@@ -2881,7 +2893,7 @@ pub unsafe fn func_set_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuFuncSetBlockShape`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuFuncSetBlockShape`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -2898,7 +2910,7 @@ pub unsafe fn func_set_block_shape(
     x: ::core::ffi::c_int,
     y: ::core::ffi::c_int,
     z: ::core::ffi::c_int,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuFuncSetBlockShape(hfunc, x, y, z) };
     check(__r, "cuFuncSetBlockShape")?;
@@ -2915,7 +2927,7 @@ pub unsafe fn func_set_block_shape(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuFuncSetCacheConfig`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuFuncSetCacheConfig`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
 ///
 /// # Safety
 ///
@@ -2928,7 +2940,7 @@ pub unsafe fn func_set_block_shape(
 pub unsafe fn func_set_cache_config(
     hfunc: CUfunction,
     config: CUfunc_cache,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuFuncSetCacheConfig(hfunc, config) };
     check(__r, "cuFuncSetCacheConfig")?;
@@ -2945,7 +2957,7 @@ pub unsafe fn func_set_cache_config(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuFuncSetSharedMemConfig`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuFuncSetSharedMemConfig`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
 ///
 /// # Safety
 ///
@@ -2960,7 +2972,7 @@ pub unsafe fn func_set_cache_config(
 pub unsafe fn func_set_shared_mem_config(
     hfunc: CUfunction,
     config: CUsharedconfig,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuFuncSetSharedMemConfig(hfunc, config) };
     check(__r, "cuFuncSetSharedMemConfig")?;
@@ -2975,7 +2987,7 @@ pub unsafe fn func_set_shared_mem_config(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuFuncSetSharedSize`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuFuncSetSharedSize`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -2990,7 +3002,7 @@ pub unsafe fn func_set_shared_mem_config(
 pub unsafe fn func_set_shared_size(
     hfunc: CUfunction,
     bytes: ::core::ffi::c_uint,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuFuncSetSharedSize(hfunc, bytes) };
     check(__r, "cuFuncSetSharedSize")?;
@@ -3007,7 +3019,7 @@ pub unsafe fn func_set_shared_size(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGetErrorName`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGetErrorName`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3020,7 +3032,7 @@ pub unsafe fn func_set_shared_size(
 pub unsafe fn get_error_name(
     error: CUresult,
     p_str: *mut *const ::core::ffi::c_char,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuGetErrorName(error, p_str) };
     check(__r, "cuGetErrorName")?;
@@ -3037,7 +3049,7 @@ pub unsafe fn get_error_name(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGetErrorString`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGetErrorString`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3050,7 +3062,7 @@ pub unsafe fn get_error_name(
 pub unsafe fn get_error_string(
     error: CUresult,
     p_str: *mut *const ::core::ffi::c_char,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuGetErrorString(error, p_str) };
     check(__r, "cuGetErrorString")?;
@@ -3068,7 +3080,7 @@ pub unsafe fn get_error_string(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGetExportTable`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGetExportTable`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported).
 ///
 /// # Safety
 ///
@@ -3081,7 +3093,7 @@ pub unsafe fn get_error_string(
 pub unsafe fn get_export_table(
     pp_export_table: *mut *const ::core::ffi::c_void,
     p_export_table_id: &CUuuid,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuGetExportTable(pp_export_table, p_export_table_id) };
     check(__r, "cuGetExportTable")?;
@@ -3102,7 +3114,7 @@ pub unsafe fn get_export_table(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGetProcAddress`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGetProcAddress`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -3117,7 +3129,7 @@ pub unsafe fn get_proc_address(
     pfn: *mut *mut ::core::ffi::c_void,
     cuda_version: ::core::ffi::c_int,
     flags: cuuint64_t,
-) -> Result<CUdriverProcAddressQueryResult> {
+) -> CudaResult<CUdriverProcAddressQueryResult> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut symbol_status: CUdriverProcAddressQueryResult = unsafe {
         ::core::mem::zeroed()
@@ -3144,7 +3156,7 @@ pub unsafe fn get_proc_address(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphAddBatchMemOpNode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphAddBatchMemOpNode`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3160,7 +3172,7 @@ pub unsafe fn graph_add_batch_mem_op_node(
     h_graph: CUgraph,
     dependencies: &[CUgraphNode],
     node_params: &CUDA_BATCH_MEM_OP_NODE_PARAMS,
-) -> Result<CUgraphNode> {
+) -> CudaResult<CUgraphNode> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut ph_graph_node: CUgraphNode = unsafe { ::core::mem::zeroed() };
     let num_dependencies: usize = shared_len(
@@ -3195,7 +3207,7 @@ pub unsafe fn graph_add_batch_mem_op_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphAddChildGraphNode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphAddChildGraphNode`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3211,7 +3223,7 @@ pub unsafe fn graph_add_child_graph_node(
     h_graph: CUgraph,
     dependencies: &[CUgraphNode],
     child_graph: CUgraph,
-) -> Result<CUgraphNode> {
+) -> CudaResult<CUgraphNode> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut ph_graph_node: CUgraphNode = unsafe { ::core::mem::zeroed() };
     let num_dependencies: usize = shared_len(
@@ -3246,7 +3258,7 @@ pub unsafe fn graph_add_child_graph_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphAddDependencies`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphAddDependencies`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3263,7 +3275,7 @@ pub unsafe fn graph_add_dependencies(
     from: &[CUgraphNode],
     to: &[CUgraphNode],
     edge_data: ::core::option::Option<&[CUgraphEdgeData]>,
-) -> Result<()> {
+) -> CudaResult<()> {
     let num_dependencies: usize = shared_len(
         "cuGraphAddDependencies",
         "num_dependencies",
@@ -3302,7 +3314,7 @@ pub unsafe fn graph_add_dependencies(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphAddEmptyNode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphAddEmptyNode`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3316,7 +3328,7 @@ pub unsafe fn graph_add_dependencies(
 pub unsafe fn graph_add_empty_node(
     h_graph: CUgraph,
     dependencies: &[CUgraphNode],
-) -> Result<CUgraphNode> {
+) -> CudaResult<CUgraphNode> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut ph_graph_node: CUgraphNode = unsafe { ::core::mem::zeroed() };
     let num_dependencies: usize = shared_len(
@@ -3348,7 +3360,7 @@ pub unsafe fn graph_add_empty_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphAddEventRecordNode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphAddEventRecordNode`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3364,7 +3376,7 @@ pub unsafe fn graph_add_event_record_node(
     h_graph: CUgraph,
     dependencies: &[CUgraphNode],
     event: CUevent,
-) -> Result<CUgraphNode> {
+) -> CudaResult<CUgraphNode> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut ph_graph_node: CUgraphNode = unsafe { ::core::mem::zeroed() };
     let num_dependencies: usize = shared_len(
@@ -3399,7 +3411,7 @@ pub unsafe fn graph_add_event_record_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphAddEventWaitNode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphAddEventWaitNode`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3415,7 +3427,7 @@ pub unsafe fn graph_add_event_wait_node(
     h_graph: CUgraph,
     dependencies: &[CUgraphNode],
     event: CUevent,
-) -> Result<CUgraphNode> {
+) -> CudaResult<CUgraphNode> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut ph_graph_node: CUgraphNode = unsafe { ::core::mem::zeroed() };
     let num_dependencies: usize = shared_len(
@@ -3448,7 +3460,7 @@ pub unsafe fn graph_add_event_wait_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphAddExternalSemaphoresSignalNode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphAddExternalSemaphoresSignalNode`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3464,7 +3476,7 @@ pub unsafe fn graph_add_external_semaphores_signal_node(
     h_graph: CUgraph,
     dependencies: &[CUgraphNode],
     node_params: &CUDA_EXT_SEM_SIGNAL_NODE_PARAMS,
-) -> Result<CUgraphNode> {
+) -> CudaResult<CUgraphNode> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut ph_graph_node: CUgraphNode = unsafe { ::core::mem::zeroed() };
     let num_dependencies: usize = shared_len(
@@ -3499,7 +3511,7 @@ pub unsafe fn graph_add_external_semaphores_signal_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphAddExternalSemaphoresWaitNode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphAddExternalSemaphoresWaitNode`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3515,7 +3527,7 @@ pub unsafe fn graph_add_external_semaphores_wait_node(
     h_graph: CUgraph,
     dependencies: &[CUgraphNode],
     node_params: &CUDA_EXT_SEM_WAIT_NODE_PARAMS,
-) -> Result<CUgraphNode> {
+) -> CudaResult<CUgraphNode> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut ph_graph_node: CUgraphNode = unsafe { ::core::mem::zeroed() };
     let num_dependencies: usize = shared_len(
@@ -3551,7 +3563,7 @@ pub unsafe fn graph_add_external_semaphores_wait_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphAddHostNode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphAddHostNode`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3567,7 +3579,7 @@ pub unsafe fn graph_add_host_node(
     h_graph: CUgraph,
     dependencies: &[CUgraphNode],
     node_params: &CUDA_HOST_NODE_PARAMS,
-) -> Result<CUgraphNode> {
+) -> CudaResult<CUgraphNode> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut ph_graph_node: CUgraphNode = unsafe { ::core::mem::zeroed() };
     let num_dependencies: usize = shared_len(
@@ -3602,7 +3614,7 @@ pub unsafe fn graph_add_host_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphAddKernelNode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphAddKernelNode`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3618,7 +3630,7 @@ pub unsafe fn graph_add_kernel_node(
     h_graph: CUgraph,
     dependencies: &[CUgraphNode],
     node_params: &CUDA_KERNEL_NODE_PARAMS,
-) -> Result<CUgraphNode> {
+) -> CudaResult<CUgraphNode> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut ph_graph_node: CUgraphNode = unsafe { ::core::mem::zeroed() };
     let num_dependencies: usize = shared_len(
@@ -3653,7 +3665,7 @@ pub unsafe fn graph_add_kernel_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphAddMemAllocNode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphAddMemAllocNode`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3669,7 +3681,7 @@ pub unsafe fn graph_add_mem_alloc_node(
     h_graph: CUgraph,
     dependencies: &[CUgraphNode],
     node_params: &mut CUDA_MEM_ALLOC_NODE_PARAMS,
-) -> Result<CUgraphNode> {
+) -> CudaResult<CUgraphNode> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut ph_graph_node: CUgraphNode = unsafe { ::core::mem::zeroed() };
     let num_dependencies: usize = shared_len(
@@ -3705,7 +3717,7 @@ pub unsafe fn graph_add_mem_alloc_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphAddMemFreeNode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphAddMemFreeNode`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3721,7 +3733,7 @@ pub unsafe fn graph_add_mem_free_node(
     h_graph: CUgraph,
     dependencies: &[CUgraphNode],
     dptr: CUdeviceptr,
-) -> Result<CUgraphNode> {
+) -> CudaResult<CUgraphNode> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut ph_graph_node: CUgraphNode = unsafe { ::core::mem::zeroed() };
     let num_dependencies: usize = shared_len(
@@ -3757,7 +3769,7 @@ pub unsafe fn graph_add_mem_free_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphAddMemcpyNode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphAddMemcpyNode`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3775,7 +3787,7 @@ pub unsafe fn graph_add_memcpy_node(
     dependencies: &[CUgraphNode],
     copy_params: &CUDA_MEMCPY3D,
     ctx: CUcontext,
-) -> Result<CUgraphNode> {
+) -> CudaResult<CUgraphNode> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut ph_graph_node: CUgraphNode = unsafe { ::core::mem::zeroed() };
     let num_dependencies: usize = shared_len(
@@ -3810,7 +3822,7 @@ pub unsafe fn graph_add_memcpy_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphAddMemsetNode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphAddMemsetNode`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT).
 ///
 /// # Safety
 ///
@@ -3828,7 +3840,7 @@ pub unsafe fn graph_add_memset_node(
     dependencies: &[CUgraphNode],
     memset_params: &CUDA_MEMSET_NODE_PARAMS,
     ctx: CUcontext,
-) -> Result<CUgraphNode> {
+) -> CudaResult<CUgraphNode> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut ph_graph_node: CUgraphNode = unsafe { ::core::mem::zeroed() };
     let num_dependencies: usize = shared_len(
@@ -3865,7 +3877,7 @@ pub unsafe fn graph_add_memset_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphAddNode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphAddNode`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -3882,7 +3894,7 @@ pub unsafe fn graph_add_node(
     dependencies: &[CUgraphNode],
     dependency_data: ::core::option::Option<&[CUgraphEdgeData]>,
     node_params: &mut CUgraphNodeParams,
-) -> Result<CUgraphNode> {
+) -> CudaResult<CUgraphNode> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut ph_graph_node: CUgraphNode = unsafe { ::core::mem::zeroed() };
     let num_dependencies: usize = shared_len(
@@ -3921,7 +3933,7 @@ pub unsafe fn graph_add_node(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphBatchMemOpNodeGetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphBatchMemOpNodeGetParams`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3933,7 +3945,7 @@ pub unsafe fn graph_add_node(
 #[doc(alias = "cuGraphBatchMemOpNodeGetParams")]
 pub unsafe fn graph_batch_mem_op_node_get_params(
     h_node: CUgraphNode,
-) -> Result<CUDA_BATCH_MEM_OP_NODE_PARAMS> {
+) -> CudaResult<CUDA_BATCH_MEM_OP_NODE_PARAMS> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut node_params_out: CUDA_BATCH_MEM_OP_NODE_PARAMS = unsafe {
         ::core::mem::zeroed()
@@ -3954,7 +3966,7 @@ pub unsafe fn graph_batch_mem_op_node_get_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphBatchMemOpNodeSetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphBatchMemOpNodeSetParams`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -3968,7 +3980,7 @@ pub unsafe fn graph_batch_mem_op_node_get_params(
 pub unsafe fn graph_batch_mem_op_node_set_params(
     h_node: CUgraphNode,
     node_params: &CUDA_BATCH_MEM_OP_NODE_PARAMS,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuGraphBatchMemOpNodeSetParams(h_node, node_params) };
     check(__r, "cuGraphBatchMemOpNodeSetParams")?;
@@ -3985,7 +3997,7 @@ pub unsafe fn graph_batch_mem_op_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphChildGraphNodeGetGraph`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphChildGraphNodeGetGraph`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -3995,7 +4007,9 @@ pub unsafe fn graph_batch_mem_op_node_set_params(
 ///
 /// NVIDIA reference: `cuGraphChildGraphNodeGetGraph` in [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 #[doc(alias = "cuGraphChildGraphNodeGetGraph")]
-pub unsafe fn graph_child_graph_node_get_graph(h_node: CUgraphNode) -> Result<CUgraph> {
+pub unsafe fn graph_child_graph_node_get_graph(
+    h_node: CUgraphNode,
+) -> CudaResult<CUgraph> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut ph_graph: CUgraph = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -4014,7 +4028,7 @@ pub unsafe fn graph_child_graph_node_get_graph(h_node: CUgraphNode) -> Result<CU
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphClone`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphClone`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -4024,7 +4038,7 @@ pub unsafe fn graph_child_graph_node_get_graph(h_node: CUgraphNode) -> Result<CU
 ///
 /// NVIDIA reference: `cuGraphClone` in [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 #[doc(alias = "cuGraphClone")]
-pub unsafe fn graph_clone(original_graph: CUgraph) -> Result<CUgraph> {
+pub unsafe fn graph_clone(original_graph: CUgraph) -> CudaResult<CUgraph> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut ph_graph_clone: CUgraph = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -4046,7 +4060,7 @@ pub unsafe fn graph_clone(original_graph: CUgraph) -> Result<CUgraph> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphConditionalHandleCreate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphConditionalHandleCreate`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -4062,7 +4076,7 @@ pub unsafe fn graph_conditional_handle_create(
     ctx: CUcontext,
     default_launch_value: ::core::ffi::c_uint,
     flags: ::core::ffi::c_uint,
-) -> Result<CUgraphConditionalHandle> {
+) -> CudaResult<CUgraphConditionalHandle> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut p_handle_out: CUgraphConditionalHandle = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -4090,11 +4104,11 @@ pub unsafe fn graph_conditional_handle_create(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphCreate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphCreate`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// NVIDIA reference: `cuGraphCreate` in [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 #[doc(alias = "cuGraphCreate")]
-pub fn graph_create(flags: ::core::ffi::c_uint) -> Result<CUgraph> {
+pub fn graph_create(flags: ::core::ffi::c_uint) -> CudaResult<CUgraph> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut ph_graph: CUgraph = unsafe { ::core::mem::zeroed() };
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
@@ -4114,7 +4128,7 @@ pub fn graph_create(flags: ::core::ffi::c_uint) -> Result<CUgraph> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphDebugDotPrint`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OPERATING_SYSTEM`](cuda_sys::CUresult::CUDA_ERROR_OPERATING_SYSTEM).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphDebugDotPrint`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OPERATING_SYSTEM`](cuda_sys::CUresult::CUDA_ERROR_OPERATING_SYSTEM).
 ///
 /// # Safety
 ///
@@ -4128,7 +4142,7 @@ pub unsafe fn graph_debug_dot_print(
     h_graph: CUgraph,
     path: &::core::ffi::CStr,
     flags: ::core::ffi::c_uint,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuGraphDebugDotPrint(h_graph, path.as_ptr(), flags) };
     check(__r, "cuGraphDebugDotPrint")?;
@@ -4144,7 +4158,7 @@ pub unsafe fn graph_debug_dot_print(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphDestroy`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphDestroy`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4156,7 +4170,7 @@ pub unsafe fn graph_debug_dot_print(
 ///
 /// NVIDIA reference: `cuGraphDestroy` in [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 #[doc(alias = "cuGraphDestroy")]
-pub unsafe fn graph_destroy(h_graph: CUgraph) -> Result<()> {
+pub unsafe fn graph_destroy(h_graph: CUgraph) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuGraphDestroy(h_graph) };
     check(__r, "cuGraphDestroy")?;
@@ -4173,7 +4187,7 @@ pub unsafe fn graph_destroy(h_graph: CUgraph) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphDestroyNode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphDestroyNode`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4183,7 +4197,7 @@ pub unsafe fn graph_destroy(h_graph: CUgraph) -> Result<()> {
 ///
 /// NVIDIA reference: `cuGraphDestroyNode` in [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 #[doc(alias = "cuGraphDestroyNode")]
-pub unsafe fn graph_destroy_node(h_node: CUgraphNode) -> Result<()> {
+pub unsafe fn graph_destroy_node(h_node: CUgraphNode) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuGraphDestroyNode(h_node) };
     check(__r, "cuGraphDestroyNode")?;
@@ -4198,7 +4212,7 @@ pub unsafe fn graph_destroy_node(h_node: CUgraphNode) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphEventRecordNodeGetEvent`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphEventRecordNodeGetEvent`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4208,7 +4222,9 @@ pub unsafe fn graph_destroy_node(h_node: CUgraphNode) -> Result<()> {
 ///
 /// NVIDIA reference: `cuGraphEventRecordNodeGetEvent` in [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 #[doc(alias = "cuGraphEventRecordNodeGetEvent")]
-pub unsafe fn graph_event_record_node_get_event(h_node: CUgraphNode) -> Result<CUevent> {
+pub unsafe fn graph_event_record_node_get_event(
+    h_node: CUgraphNode,
+) -> CudaResult<CUevent> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut event_out: CUevent = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -4225,7 +4241,7 @@ pub unsafe fn graph_event_record_node_get_event(h_node: CUgraphNode) -> Result<C
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphEventRecordNodeSetEvent`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphEventRecordNodeSetEvent`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -4239,7 +4255,7 @@ pub unsafe fn graph_event_record_node_get_event(h_node: CUgraphNode) -> Result<C
 pub unsafe fn graph_event_record_node_set_event(
     h_node: CUgraphNode,
     event: CUevent,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuGraphEventRecordNodeSetEvent(h_node, event) };
     check(__r, "cuGraphEventRecordNodeSetEvent")?;
@@ -4254,7 +4270,7 @@ pub unsafe fn graph_event_record_node_set_event(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphEventWaitNodeGetEvent`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphEventWaitNodeGetEvent`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4264,7 +4280,9 @@ pub unsafe fn graph_event_record_node_set_event(
 ///
 /// NVIDIA reference: `cuGraphEventWaitNodeGetEvent` in [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 #[doc(alias = "cuGraphEventWaitNodeGetEvent")]
-pub unsafe fn graph_event_wait_node_get_event(h_node: CUgraphNode) -> Result<CUevent> {
+pub unsafe fn graph_event_wait_node_get_event(
+    h_node: CUgraphNode,
+) -> CudaResult<CUevent> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut event_out: CUevent = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -4281,7 +4299,7 @@ pub unsafe fn graph_event_wait_node_get_event(h_node: CUgraphNode) -> Result<CUe
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphEventWaitNodeSetEvent`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphEventWaitNodeSetEvent`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -4295,7 +4313,7 @@ pub unsafe fn graph_event_wait_node_get_event(h_node: CUgraphNode) -> Result<CUe
 pub unsafe fn graph_event_wait_node_set_event(
     h_node: CUgraphNode,
     event: CUevent,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuGraphEventWaitNodeSetEvent(h_node, event) };
     check(__r, "cuGraphEventWaitNodeSetEvent")?;
@@ -4314,7 +4332,7 @@ pub unsafe fn graph_event_wait_node_set_event(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphExecBatchMemOpNodeSetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphExecBatchMemOpNodeSetParams`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4330,7 +4348,7 @@ pub unsafe fn graph_exec_batch_mem_op_node_set_params(
     h_graph_exec: CUgraphExec,
     h_node: CUgraphNode,
     node_params: &CUDA_BATCH_MEM_OP_NODE_PARAMS,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe {
         cuGraphExecBatchMemOpNodeSetParams(h_graph_exec, h_node, node_params)
@@ -4351,7 +4369,7 @@ pub unsafe fn graph_exec_batch_mem_op_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphExecChildGraphNodeSetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphExecChildGraphNodeSetParams`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4367,7 +4385,7 @@ pub unsafe fn graph_exec_child_graph_node_set_params(
     h_graph_exec: CUgraphExec,
     h_node: CUgraphNode,
     child_graph: CUgraph,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe {
         cuGraphExecChildGraphNodeSetParams(h_graph_exec, h_node, child_graph)
@@ -4386,7 +4404,7 @@ pub unsafe fn graph_exec_child_graph_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphExecDestroy`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphExecDestroy`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4398,7 +4416,7 @@ pub unsafe fn graph_exec_child_graph_node_set_params(
 ///
 /// NVIDIA reference: `cuGraphExecDestroy` in [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 #[doc(alias = "cuGraphExecDestroy")]
-pub unsafe fn graph_exec_destroy(h_graph_exec: CUgraphExec) -> Result<()> {
+pub unsafe fn graph_exec_destroy(h_graph_exec: CUgraphExec) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuGraphExecDestroy(h_graph_exec) };
     check(__r, "cuGraphExecDestroy")?;
@@ -4416,7 +4434,7 @@ pub unsafe fn graph_exec_destroy(h_graph_exec: CUgraphExec) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphExecEventRecordNodeSetEvent`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphExecEventRecordNodeSetEvent`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4432,7 +4450,7 @@ pub unsafe fn graph_exec_event_record_node_set_event(
     h_graph_exec: CUgraphExec,
     h_node: CUgraphNode,
     event: CUevent,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuGraphExecEventRecordNodeSetEvent(h_graph_exec, h_node, event) };
     check(__r, "cuGraphExecEventRecordNodeSetEvent")?;
@@ -4450,7 +4468,7 @@ pub unsafe fn graph_exec_event_record_node_set_event(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphExecEventWaitNodeSetEvent`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphExecEventWaitNodeSetEvent`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4466,7 +4484,7 @@ pub unsafe fn graph_exec_event_wait_node_set_event(
     h_graph_exec: CUgraphExec,
     h_node: CUgraphNode,
     event: CUevent,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuGraphExecEventWaitNodeSetEvent(h_graph_exec, h_node, event) };
     check(__r, "cuGraphExecEventWaitNodeSetEvent")?;
@@ -4484,7 +4502,7 @@ pub unsafe fn graph_exec_event_wait_node_set_event(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphExecExternalSemaphoresSignalNodeSetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphExecExternalSemaphoresSignalNodeSetParams`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4500,7 +4518,7 @@ pub unsafe fn graph_exec_external_semaphores_signal_node_set_params(
     h_graph_exec: CUgraphExec,
     h_node: CUgraphNode,
     node_params: &CUDA_EXT_SEM_SIGNAL_NODE_PARAMS,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe {
         cuGraphExecExternalSemaphoresSignalNodeSetParams(
@@ -4524,7 +4542,7 @@ pub unsafe fn graph_exec_external_semaphores_signal_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphExecExternalSemaphoresWaitNodeSetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphExecExternalSemaphoresWaitNodeSetParams`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4540,7 +4558,7 @@ pub unsafe fn graph_exec_external_semaphores_wait_node_set_params(
     h_graph_exec: CUgraphExec,
     h_node: CUgraphNode,
     node_params: &CUDA_EXT_SEM_WAIT_NODE_PARAMS,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe {
         cuGraphExecExternalSemaphoresWaitNodeSetParams(h_graph_exec, h_node, node_params)
@@ -4557,7 +4575,7 @@ pub unsafe fn graph_exec_external_semaphores_wait_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphExecGetFlags`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphExecGetFlags`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4567,7 +4585,7 @@ pub unsafe fn graph_exec_external_semaphores_wait_node_set_params(
 ///
 /// NVIDIA reference: `cuGraphExecGetFlags` in [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 #[doc(alias = "cuGraphExecGetFlags")]
-pub unsafe fn graph_exec_get_flags(h_graph_exec: CUgraphExec) -> Result<cuuint64_t> {
+pub unsafe fn graph_exec_get_flags(h_graph_exec: CUgraphExec) -> CudaResult<cuuint64_t> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut flags: cuuint64_t = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -4587,7 +4605,7 @@ pub unsafe fn graph_exec_get_flags(h_graph_exec: CUgraphExec) -> Result<cuuint64
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphExecHostNodeSetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphExecHostNodeSetParams`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4603,7 +4621,7 @@ pub unsafe fn graph_exec_host_node_set_params(
     h_graph_exec: CUgraphExec,
     h_node: CUgraphNode,
     node_params: &CUDA_HOST_NODE_PARAMS,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuGraphExecHostNodeSetParams(h_graph_exec, h_node, node_params) };
     check(__r, "cuGraphExecHostNodeSetParams")?;
@@ -4621,7 +4639,7 @@ pub unsafe fn graph_exec_host_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphExecKernelNodeSetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphExecKernelNodeSetParams`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4637,7 +4655,7 @@ pub unsafe fn graph_exec_kernel_node_set_params(
     h_graph_exec: CUgraphExec,
     h_node: CUgraphNode,
     node_params: &CUDA_KERNEL_NODE_PARAMS,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe {
         cuGraphExecKernelNodeSetParams(h_graph_exec, h_node, node_params)
@@ -4658,7 +4676,7 @@ pub unsafe fn graph_exec_kernel_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphExecMemcpyNodeSetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphExecMemcpyNodeSetParams`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4676,7 +4694,7 @@ pub unsafe fn graph_exec_memcpy_node_set_params(
     h_node: CUgraphNode,
     copy_params: &CUDA_MEMCPY3D,
     ctx: CUcontext,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe {
         cuGraphExecMemcpyNodeSetParams(h_graph_exec, h_node, copy_params, ctx)
@@ -4698,7 +4716,7 @@ pub unsafe fn graph_exec_memcpy_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphExecMemsetNodeSetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphExecMemsetNodeSetParams`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4716,7 +4734,7 @@ pub unsafe fn graph_exec_memset_node_set_params(
     h_node: CUgraphNode,
     memset_params: &CUDA_MEMSET_NODE_PARAMS,
     ctx: CUcontext,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe {
         cuGraphExecMemsetNodeSetParams(h_graph_exec, h_node, memset_params, ctx)
@@ -4736,7 +4754,7 @@ pub unsafe fn graph_exec_memset_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphExecNodeSetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphExecNodeSetParams`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -4752,7 +4770,7 @@ pub unsafe fn graph_exec_node_set_params(
     h_graph_exec: CUgraphExec,
     h_node: CUgraphNode,
     node_params: *mut CUgraphNodeParams,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuGraphExecNodeSetParams(h_graph_exec, h_node, node_params) };
     check(__r, "cuGraphExecNodeSetParams")?;
@@ -4770,7 +4788,7 @@ pub unsafe fn graph_exec_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphExecUpdate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE`](cuda_sys::CUresult::CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphExecUpdate`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE`](cuda_sys::CUresult::CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE).
 ///
 /// # Safety
 ///
@@ -4784,7 +4802,7 @@ pub unsafe fn graph_exec_node_set_params(
 pub unsafe fn graph_exec_update(
     h_graph_exec: CUgraphExec,
     h_graph: CUgraph,
-) -> Result<CUgraphExecUpdateResultInfo> {
+) -> CudaResult<CUgraphExecUpdateResultInfo> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut result_info: CUgraphExecUpdateResultInfo = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -4803,7 +4821,7 @@ pub unsafe fn graph_exec_update(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphExternalSemaphoresSignalNodeGetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphExternalSemaphoresSignalNodeGetParams`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4815,7 +4833,7 @@ pub unsafe fn graph_exec_update(
 #[doc(alias = "cuGraphExternalSemaphoresSignalNodeGetParams")]
 pub unsafe fn graph_external_semaphores_signal_node_get_params(
     h_node: CUgraphNode,
-) -> Result<CUDA_EXT_SEM_SIGNAL_NODE_PARAMS> {
+) -> CudaResult<CUDA_EXT_SEM_SIGNAL_NODE_PARAMS> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut params_out: CUDA_EXT_SEM_SIGNAL_NODE_PARAMS = unsafe {
         ::core::mem::zeroed()
@@ -4836,7 +4854,7 @@ pub unsafe fn graph_external_semaphores_signal_node_get_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphExternalSemaphoresSignalNodeSetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphExternalSemaphoresSignalNodeSetParams`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -4850,7 +4868,7 @@ pub unsafe fn graph_external_semaphores_signal_node_get_params(
 pub unsafe fn graph_external_semaphores_signal_node_set_params(
     h_node: CUgraphNode,
     node_params: &CUDA_EXT_SEM_SIGNAL_NODE_PARAMS,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe {
         cuGraphExternalSemaphoresSignalNodeSetParams(h_node, node_params)
@@ -4869,7 +4887,7 @@ pub unsafe fn graph_external_semaphores_signal_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphExternalSemaphoresWaitNodeGetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphExternalSemaphoresWaitNodeGetParams`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4881,7 +4899,7 @@ pub unsafe fn graph_external_semaphores_signal_node_set_params(
 #[doc(alias = "cuGraphExternalSemaphoresWaitNodeGetParams")]
 pub unsafe fn graph_external_semaphores_wait_node_get_params(
     h_node: CUgraphNode,
-) -> Result<CUDA_EXT_SEM_WAIT_NODE_PARAMS> {
+) -> CudaResult<CUDA_EXT_SEM_WAIT_NODE_PARAMS> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut params_out: CUDA_EXT_SEM_WAIT_NODE_PARAMS = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -4900,7 +4918,7 @@ pub unsafe fn graph_external_semaphores_wait_node_get_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphExternalSemaphoresWaitNodeSetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphExternalSemaphoresWaitNodeSetParams`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -4914,7 +4932,7 @@ pub unsafe fn graph_external_semaphores_wait_node_get_params(
 pub unsafe fn graph_external_semaphores_wait_node_set_params(
     h_node: CUgraphNode,
     node_params: &CUDA_EXT_SEM_WAIT_NODE_PARAMS,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuGraphExternalSemaphoresWaitNodeSetParams(h_node, node_params) };
     check(__r, "cuGraphExternalSemaphoresWaitNodeSetParams")?;
@@ -4935,7 +4953,7 @@ pub unsafe fn graph_external_semaphores_wait_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphGetEdges`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_LOSSY_QUERY`](cuda_sys::CUresult::CUDA_ERROR_LOSSY_QUERY), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphGetEdges`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_LOSSY_QUERY`](cuda_sys::CUresult::CUDA_ERROR_LOSSY_QUERY), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -4950,7 +4968,7 @@ pub unsafe fn graph_get_edges(
     from: ::core::option::Option<&mut [CUgraphNode]>,
     to: ::core::option::Option<&mut [CUgraphNode]>,
     edge_data: ::core::option::Option<&mut [CUgraphEdgeData]>,
-) -> Result<usize> {
+) -> CudaResult<usize> {
     let mut num_edges: usize = shared_len(
         "cuGraphGetEdges",
         "num_edges",
@@ -4995,7 +5013,7 @@ pub unsafe fn graph_get_edges(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphGetNodes`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphGetNodes`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5008,7 +5026,7 @@ pub unsafe fn graph_get_edges(
 pub unsafe fn graph_get_nodes(
     h_graph: CUgraph,
     nodes: ::core::option::Option<&mut [CUgraphNode]>,
-) -> Result<usize> {
+) -> CudaResult<usize> {
     let mut num_nodes: usize = shared_len(
         "cuGraphGetNodes",
         "num_nodes",
@@ -5041,7 +5059,7 @@ pub unsafe fn graph_get_nodes(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphGetRootNodes`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphGetRootNodes`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5054,7 +5072,7 @@ pub unsafe fn graph_get_nodes(
 pub unsafe fn graph_get_root_nodes(
     h_graph: CUgraph,
     root_nodes: ::core::option::Option<&mut [CUgraphNode]>,
-) -> Result<usize> {
+) -> CudaResult<usize> {
     let mut num_root_nodes: usize = shared_len(
         "cuGraphGetRootNodes",
         "num_root_nodes",
@@ -5083,7 +5101,7 @@ pub unsafe fn graph_get_root_nodes(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphHostNodeGetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphHostNodeGetParams`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5095,7 +5113,7 @@ pub unsafe fn graph_get_root_nodes(
 #[doc(alias = "cuGraphHostNodeGetParams")]
 pub unsafe fn graph_host_node_get_params(
     h_node: CUgraphNode,
-) -> Result<CUDA_HOST_NODE_PARAMS> {
+) -> CudaResult<CUDA_HOST_NODE_PARAMS> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut node_params: CUDA_HOST_NODE_PARAMS = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -5112,7 +5130,7 @@ pub unsafe fn graph_host_node_get_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphHostNodeSetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphHostNodeSetParams`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5126,7 +5144,7 @@ pub unsafe fn graph_host_node_get_params(
 pub unsafe fn graph_host_node_set_params(
     h_node: CUgraphNode,
     node_params: &CUDA_HOST_NODE_PARAMS,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuGraphHostNodeSetParams(h_node, node_params) };
     check(__r, "cuGraphHostNodeSetParams")?;
@@ -5144,7 +5162,7 @@ pub unsafe fn graph_host_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphInstantiate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphInstantiate`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5157,7 +5175,7 @@ pub unsafe fn graph_host_node_set_params(
 pub unsafe fn graph_instantiate(
     h_graph: CUgraph,
     flags: ::core::ffi::c_ulonglong,
-) -> Result<CUgraphExec> {
+) -> CudaResult<CUgraphExec> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut ph_graph_exec: CUgraphExec = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -5175,7 +5193,7 @@ pub unsafe fn graph_instantiate(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphInstantiateWithParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphInstantiateWithParams`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5189,7 +5207,7 @@ pub unsafe fn graph_instantiate(
 pub unsafe fn graph_instantiate_with_params(
     h_graph: CUgraph,
     instantiate_params: &mut CUDA_GRAPH_INSTANTIATE_PARAMS,
-) -> Result<CUgraphExec> {
+) -> CudaResult<CUgraphExec> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut ph_graph_exec: CUgraphExec = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -5210,7 +5228,7 @@ pub unsafe fn graph_instantiate_with_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphKernelNodeCopyAttributes`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphKernelNodeCopyAttributes`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5224,7 +5242,7 @@ pub unsafe fn graph_instantiate_with_params(
 pub unsafe fn graph_kernel_node_copy_attributes(
     dst: CUgraphNode,
     src: CUgraphNode,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuGraphKernelNodeCopyAttributes(dst, src) };
     check(__r, "cuGraphKernelNodeCopyAttributes")?;
@@ -5240,7 +5258,7 @@ pub unsafe fn graph_kernel_node_copy_attributes(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphKernelNodeGetAttribute`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphKernelNodeGetAttribute`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -5253,7 +5271,7 @@ pub unsafe fn graph_kernel_node_copy_attributes(
 pub unsafe fn graph_kernel_node_get_attribute(
     h_node: CUgraphNode,
     attr: CUkernelNodeAttrID,
-) -> Result<CUkernelNodeAttrValue> {
+) -> CudaResult<CUkernelNodeAttrValue> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut value_out: CUkernelNodeAttrValue = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -5272,7 +5290,7 @@ pub unsafe fn graph_kernel_node_get_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphKernelNodeGetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphKernelNodeGetParams`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5284,7 +5302,7 @@ pub unsafe fn graph_kernel_node_get_attribute(
 #[doc(alias = "cuGraphKernelNodeGetParams")]
 pub unsafe fn graph_kernel_node_get_params(
     h_node: CUgraphNode,
-) -> Result<CUDA_KERNEL_NODE_PARAMS> {
+) -> CudaResult<CUDA_KERNEL_NODE_PARAMS> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut node_params: CUDA_KERNEL_NODE_PARAMS = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -5302,7 +5320,7 @@ pub unsafe fn graph_kernel_node_get_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphKernelNodeSetAttribute`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphKernelNodeSetAttribute`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -5317,7 +5335,7 @@ pub unsafe fn graph_kernel_node_set_attribute(
     h_node: CUgraphNode,
     attr: CUkernelNodeAttrID,
     value: &CUkernelNodeAttrValue,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuGraphKernelNodeSetAttribute(h_node, attr, value) };
     check(__r, "cuGraphKernelNodeSetAttribute")?;
@@ -5334,7 +5352,7 @@ pub unsafe fn graph_kernel_node_set_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphKernelNodeSetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphKernelNodeSetParams`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -5348,7 +5366,7 @@ pub unsafe fn graph_kernel_node_set_attribute(
 pub unsafe fn graph_kernel_node_set_params(
     h_node: CUgraphNode,
     node_params: &CUDA_KERNEL_NODE_PARAMS,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuGraphKernelNodeSetParams(h_node, node_params) };
     check(__r, "cuGraphKernelNodeSetParams")?;
@@ -5365,7 +5383,7 @@ pub unsafe fn graph_kernel_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphLaunch`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphLaunch`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5378,7 +5396,10 @@ pub unsafe fn graph_kernel_node_set_params(
 ///
 /// NVIDIA reference: `cuGraphLaunch` in [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 #[doc(alias = "cuGraphLaunch")]
-pub unsafe fn graph_launch(h_graph_exec: CUgraphExec, h_stream: CUstream) -> Result<()> {
+pub unsafe fn graph_launch(
+    h_graph_exec: CUgraphExec,
+    h_stream: CUstream,
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuGraphLaunch(h_graph_exec, h_stream) };
     check(__r, "cuGraphLaunch")?;
@@ -5395,7 +5416,7 @@ pub unsafe fn graph_launch(h_graph_exec: CUgraphExec, h_stream: CUstream) -> Res
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphMemAllocNodeGetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphMemAllocNodeGetParams`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5407,7 +5428,7 @@ pub unsafe fn graph_launch(h_graph_exec: CUgraphExec, h_stream: CUstream) -> Res
 #[doc(alias = "cuGraphMemAllocNodeGetParams")]
 pub unsafe fn graph_mem_alloc_node_get_params(
     h_node: CUgraphNode,
-) -> Result<CUDA_MEM_ALLOC_NODE_PARAMS> {
+) -> CudaResult<CUDA_MEM_ALLOC_NODE_PARAMS> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut params_out: CUDA_MEM_ALLOC_NODE_PARAMS = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -5424,7 +5445,7 @@ pub unsafe fn graph_mem_alloc_node_get_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphMemFreeNodeGetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphMemFreeNodeGetParams`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5436,7 +5457,7 @@ pub unsafe fn graph_mem_alloc_node_get_params(
 #[doc(alias = "cuGraphMemFreeNodeGetParams")]
 pub unsafe fn graph_mem_free_node_get_params(
     h_node: CUgraphNode,
-) -> Result<CUdeviceptr> {
+) -> CudaResult<CUdeviceptr> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut dptr_out: CUdeviceptr = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -5453,7 +5474,7 @@ pub unsafe fn graph_mem_free_node_get_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphMemcpyNodeGetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphMemcpyNodeGetParams`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5465,7 +5486,7 @@ pub unsafe fn graph_mem_free_node_get_params(
 #[doc(alias = "cuGraphMemcpyNodeGetParams")]
 pub unsafe fn graph_memcpy_node_get_params(
     h_node: CUgraphNode,
-) -> Result<CUDA_MEMCPY3D> {
+) -> CudaResult<CUDA_MEMCPY3D> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut node_params: CUDA_MEMCPY3D = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -5484,7 +5505,7 @@ pub unsafe fn graph_memcpy_node_get_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphMemcpyNodeSetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphMemcpyNodeSetParams`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5498,7 +5519,7 @@ pub unsafe fn graph_memcpy_node_get_params(
 pub unsafe fn graph_memcpy_node_set_params(
     h_node: CUgraphNode,
     node_params: &CUDA_MEMCPY3D,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuGraphMemcpyNodeSetParams(h_node, node_params) };
     check(__r, "cuGraphMemcpyNodeSetParams")?;
@@ -5513,7 +5534,7 @@ pub unsafe fn graph_memcpy_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphMemsetNodeGetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphMemsetNodeGetParams`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5525,7 +5546,7 @@ pub unsafe fn graph_memcpy_node_set_params(
 #[doc(alias = "cuGraphMemsetNodeGetParams")]
 pub unsafe fn graph_memset_node_get_params(
     h_node: CUgraphNode,
-) -> Result<CUDA_MEMSET_NODE_PARAMS> {
+) -> CudaResult<CUDA_MEMSET_NODE_PARAMS> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut node_params: CUDA_MEMSET_NODE_PARAMS = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -5542,7 +5563,7 @@ pub unsafe fn graph_memset_node_get_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphMemsetNodeSetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphMemsetNodeSetParams`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5556,7 +5577,7 @@ pub unsafe fn graph_memset_node_get_params(
 pub unsafe fn graph_memset_node_set_params(
     h_node: CUgraphNode,
     node_params: &CUDA_MEMSET_NODE_PARAMS,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuGraphMemsetNodeSetParams(h_node, node_params) };
     check(__r, "cuGraphMemsetNodeSetParams")?;
@@ -5574,7 +5595,7 @@ pub unsafe fn graph_memset_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphNodeFindInClone`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphNodeFindInClone`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5588,7 +5609,7 @@ pub unsafe fn graph_memset_node_set_params(
 pub unsafe fn graph_node_find_in_clone(
     h_original_node: CUgraphNode,
     h_cloned_graph: CUgraph,
-) -> Result<CUgraphNode> {
+) -> CudaResult<CUgraphNode> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut ph_node: CUgraphNode = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -5612,7 +5633,7 @@ pub unsafe fn graph_node_find_in_clone(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphNodeGetDependencies`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_LOSSY_QUERY`](cuda_sys::CUresult::CUDA_ERROR_LOSSY_QUERY), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphNodeGetDependencies`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_LOSSY_QUERY`](cuda_sys::CUresult::CUDA_ERROR_LOSSY_QUERY), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5626,7 +5647,7 @@ pub unsafe fn graph_node_get_dependencies(
     h_node: CUgraphNode,
     dependencies: ::core::option::Option<&mut [CUgraphNode]>,
     edge_data: ::core::option::Option<&mut [CUgraphEdgeData]>,
-) -> Result<usize> {
+) -> CudaResult<usize> {
     let mut num_dependencies: usize = shared_len(
         "cuGraphNodeGetDependencies",
         "num_dependencies",
@@ -5667,7 +5688,7 @@ pub unsafe fn graph_node_get_dependencies(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphNodeGetDependentNodes`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_LOSSY_QUERY`](cuda_sys::CUresult::CUDA_ERROR_LOSSY_QUERY), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphNodeGetDependentNodes`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_LOSSY_QUERY`](cuda_sys::CUresult::CUDA_ERROR_LOSSY_QUERY), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5681,7 +5702,7 @@ pub unsafe fn graph_node_get_dependent_nodes(
     h_node: CUgraphNode,
     dependent_nodes: ::core::option::Option<&mut [CUgraphNode]>,
     edge_data: ::core::option::Option<&mut [CUgraphEdgeData]>,
-) -> Result<usize> {
+) -> CudaResult<usize> {
     let mut num_dependent_nodes: usize = shared_len(
         "cuGraphNodeGetDependentNodes",
         "num_dependent_nodes",
@@ -5720,7 +5741,7 @@ pub unsafe fn graph_node_get_dependent_nodes(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphNodeGetEnabled`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphNodeGetEnabled`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5734,7 +5755,7 @@ pub unsafe fn graph_node_get_dependent_nodes(
 pub unsafe fn graph_node_get_enabled(
     h_graph_exec: CUgraphExec,
     h_node: CUgraphNode,
-) -> Result<bool> {
+) -> CudaResult<bool> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut is_enabled: ::core::ffi::c_uint = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -5751,7 +5772,7 @@ pub unsafe fn graph_node_get_enabled(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphNodeGetType`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphNodeGetType`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5761,7 +5782,7 @@ pub unsafe fn graph_node_get_enabled(
 ///
 /// NVIDIA reference: `cuGraphNodeGetType` in [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 #[doc(alias = "cuGraphNodeGetType")]
-pub unsafe fn graph_node_get_type(h_node: CUgraphNode) -> Result<CUgraphNodeType> {
+pub unsafe fn graph_node_get_type(h_node: CUgraphNode) -> CudaResult<CUgraphNodeType> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut type_: CUgraphNodeType = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -5782,7 +5803,7 @@ pub unsafe fn graph_node_get_type(h_node: CUgraphNode) -> Result<CUgraphNodeType
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphNodeSetEnabled`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphNodeSetEnabled`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5797,7 +5818,7 @@ pub unsafe fn graph_node_set_enabled(
     h_graph_exec: CUgraphExec,
     h_node: CUgraphNode,
     is_enabled: ::core::ffi::c_uint,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuGraphNodeSetEnabled(h_graph_exec, h_node, is_enabled) };
     check(__r, "cuGraphNodeSetEnabled")?;
@@ -5814,7 +5835,7 @@ pub unsafe fn graph_node_set_enabled(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphNodeSetParams`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphNodeSetParams`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -5828,7 +5849,7 @@ pub unsafe fn graph_node_set_enabled(
 pub unsafe fn graph_node_set_params(
     h_node: CUgraphNode,
     node_params: *mut CUgraphNodeParams,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuGraphNodeSetParams(h_node, node_params) };
     check(__r, "cuGraphNodeSetParams")?;
@@ -5844,7 +5865,7 @@ pub unsafe fn graph_node_set_params(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphReleaseUserObject`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphReleaseUserObject`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5859,7 +5880,7 @@ pub unsafe fn graph_release_user_object(
     graph: CUgraph,
     object: CUuserObject,
     count: ::core::ffi::c_uint,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuGraphReleaseUserObject(graph, object, count) };
     check(__r, "cuGraphReleaseUserObject")?;
@@ -5879,7 +5900,7 @@ pub unsafe fn graph_release_user_object(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphRemoveDependencies`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphRemoveDependencies`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5896,7 +5917,7 @@ pub unsafe fn graph_remove_dependencies(
     from: &[CUgraphNode],
     to: &[CUgraphNode],
     edge_data: ::core::option::Option<&[CUgraphEdgeData]>,
-) -> Result<()> {
+) -> CudaResult<()> {
     let num_dependencies: usize = shared_len(
         "cuGraphRemoveDependencies",
         "num_dependencies",
@@ -5933,7 +5954,7 @@ pub unsafe fn graph_remove_dependencies(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphRetainUserObject`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphRetainUserObject`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5949,7 +5970,7 @@ pub unsafe fn graph_retain_user_object(
     object: CUuserObject,
     count: ::core::ffi::c_uint,
     flags: ::core::ffi::c_uint,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuGraphRetainUserObject(graph, object, count, flags) };
     check(__r, "cuGraphRetainUserObject")?;
@@ -5966,7 +5987,7 @@ pub unsafe fn graph_retain_user_object(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphUpload`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphUpload`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -5977,7 +5998,10 @@ pub unsafe fn graph_retain_user_object(
 ///
 /// NVIDIA reference: `cuGraphUpload` in [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 #[doc(alias = "cuGraphUpload")]
-pub unsafe fn graph_upload(h_graph_exec: CUgraphExec, h_stream: CUstream) -> Result<()> {
+pub unsafe fn graph_upload(
+    h_graph_exec: CUgraphExec,
+    h_stream: CUstream,
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuGraphUpload(h_graph_exec, h_stream) };
     check(__r, "cuGraphUpload")?;
@@ -5995,7 +6019,7 @@ pub unsafe fn graph_upload(h_graph_exec: CUgraphExec, h_stream: CUstream) -> Res
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphicsMapResources`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_ALREADY_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_ALREADY_MAPPED), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphicsMapResources`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_ALREADY_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_ALREADY_MAPPED), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -6009,7 +6033,7 @@ pub unsafe fn graph_upload(h_graph_exec: CUgraphExec, h_stream: CUstream) -> Res
 pub unsafe fn graphics_map_resources(
     resources: &[CUgraphicsResource],
     h_stream: CUstream,
-) -> Result<()> {
+) -> CudaResult<()> {
     let count: ::core::ffi::c_uint = shared_len(
         "cuGraphicsMapResources",
         "count",
@@ -6033,7 +6057,7 @@ pub unsafe fn graphics_map_resources(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphicsResourceGetMappedMipmappedArray`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_NOT_MAPPED), [`CUDA_ERROR_NOT_MAPPED_AS_ARRAY`](cuda_sys::CUresult::CUDA_ERROR_NOT_MAPPED_AS_ARRAY).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphicsResourceGetMappedMipmappedArray`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_NOT_MAPPED), [`CUDA_ERROR_NOT_MAPPED_AS_ARRAY`](cuda_sys::CUresult::CUDA_ERROR_NOT_MAPPED_AS_ARRAY).
 ///
 /// # Safety
 ///
@@ -6045,7 +6069,7 @@ pub unsafe fn graphics_map_resources(
 #[doc(alias = "cuGraphicsResourceGetMappedMipmappedArray")]
 pub unsafe fn graphics_resource_get_mapped_mipmapped_array(
     resource: CUgraphicsResource,
-) -> Result<CUmipmappedArray> {
+) -> CudaResult<CUmipmappedArray> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut p_mipmapped_array: CUmipmappedArray = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -6067,7 +6091,7 @@ pub unsafe fn graphics_resource_get_mapped_mipmapped_array(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphicsResourceGetMappedPointer`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_NOT_MAPPED), [`CUDA_ERROR_NOT_MAPPED_AS_POINTER`](cuda_sys::CUresult::CUDA_ERROR_NOT_MAPPED_AS_POINTER).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphicsResourceGetMappedPointer`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_NOT_MAPPED), [`CUDA_ERROR_NOT_MAPPED_AS_POINTER`](cuda_sys::CUresult::CUDA_ERROR_NOT_MAPPED_AS_POINTER).
 ///
 /// # Safety
 ///
@@ -6079,7 +6103,7 @@ pub unsafe fn graphics_resource_get_mapped_mipmapped_array(
 #[doc(alias = "cuGraphicsResourceGetMappedPointer")]
 pub unsafe fn graphics_resource_get_mapped_pointer(
     resource: CUgraphicsResource,
-) -> Result<(CUdeviceptr, usize)> {
+) -> CudaResult<(CUdeviceptr, usize)> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut p_dev_ptr: CUdeviceptr = unsafe { ::core::mem::zeroed() };
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
@@ -6102,7 +6126,7 @@ pub unsafe fn graphics_resource_get_mapped_pointer(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphicsResourceSetMapFlags`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_ALREADY_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_ALREADY_MAPPED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphicsResourceSetMapFlags`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_ALREADY_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_ALREADY_MAPPED).
 ///
 /// # Safety
 ///
@@ -6115,7 +6139,7 @@ pub unsafe fn graphics_resource_get_mapped_pointer(
 pub unsafe fn graphics_resource_set_map_flags(
     resource: CUgraphicsResource,
     flags: ::core::ffi::c_uint,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuGraphicsResourceSetMapFlags(resource, flags) };
     check(__r, "cuGraphicsResourceSetMapFlags")?;
@@ -6134,7 +6158,7 @@ pub unsafe fn graphics_resource_set_map_flags(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphicsSubResourceGetMappedArray`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_NOT_MAPPED), [`CUDA_ERROR_NOT_MAPPED_AS_ARRAY`](cuda_sys::CUresult::CUDA_ERROR_NOT_MAPPED_AS_ARRAY).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphicsSubResourceGetMappedArray`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_NOT_MAPPED), [`CUDA_ERROR_NOT_MAPPED_AS_ARRAY`](cuda_sys::CUresult::CUDA_ERROR_NOT_MAPPED_AS_ARRAY).
 ///
 /// # Safety
 ///
@@ -6148,7 +6172,7 @@ pub unsafe fn graphics_sub_resource_get_mapped_array(
     resource: CUgraphicsResource,
     array_index: ::core::ffi::c_uint,
     mip_level: ::core::ffi::c_uint,
-) -> Result<CUarray> {
+) -> CudaResult<CUarray> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut p_array: CUarray = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -6175,7 +6199,7 @@ pub unsafe fn graphics_sub_resource_get_mapped_array(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphicsUnmapResources`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_NOT_MAPPED), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphicsUnmapResources`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_NOT_MAPPED), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -6189,7 +6213,7 @@ pub unsafe fn graphics_sub_resource_get_mapped_array(
 pub unsafe fn graphics_unmap_resources(
     resources: &[CUgraphicsResource],
     h_stream: CUstream,
-) -> Result<()> {
+) -> CudaResult<()> {
     let count: ::core::ffi::c_uint = shared_len(
         "cuGraphicsUnmapResources",
         "count",
@@ -6212,7 +6236,7 @@ pub unsafe fn graphics_unmap_resources(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGraphicsUnregisterResource`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphicsUnregisterResource`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -6222,7 +6246,9 @@ pub unsafe fn graphics_unmap_resources(
 ///
 /// NVIDIA reference: `cuGraphicsUnregisterResource` in [Graphics Interoperability](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPHICS.html).
 #[doc(alias = "cuGraphicsUnregisterResource")]
-pub unsafe fn graphics_unregister_resource(resource: CUgraphicsResource) -> Result<()> {
+pub unsafe fn graphics_unregister_resource(
+    resource: CUgraphicsResource,
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuGraphicsUnregisterResource(resource) };
     check(__r, "cuGraphicsUnregisterResource")?;
@@ -6241,7 +6267,7 @@ pub unsafe fn graphics_unregister_resource(resource: CUgraphicsResource) -> Resu
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGreenCtxCreate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGreenCtxCreate`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -6255,7 +6281,7 @@ pub unsafe fn green_ctx_create(
     desc: CUdevResourceDesc,
     dev: CUdevice,
     flags: ::core::ffi::c_uint,
-) -> Result<CUgreenCtx> {
+) -> CudaResult<CUgreenCtx> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut ph_ctx: CUgreenCtx = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -6273,7 +6299,7 @@ pub unsafe fn green_ctx_create(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGreenCtxDestroy`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGreenCtxDestroy`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
 ///
 /// # Safety
 ///
@@ -6283,7 +6309,7 @@ pub unsafe fn green_ctx_create(
 ///
 /// NVIDIA reference: `cuGreenCtxDestroy` in [Green Contexts](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GREEN__CONTEXTS.html).
 #[doc(alias = "cuGreenCtxDestroy")]
-pub unsafe fn green_ctx_destroy(h_ctx: CUgreenCtx) -> Result<()> {
+pub unsafe fn green_ctx_destroy(h_ctx: CUgreenCtx) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuGreenCtxDestroy(h_ctx) };
     check(__r, "cuGreenCtxDestroy")?;
@@ -6299,7 +6325,7 @@ pub unsafe fn green_ctx_destroy(h_ctx: CUgreenCtx) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGreenCtxGetDevResource`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_RESOURCE_TYPE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_RESOURCE_TYPE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGreenCtxGetDevResource`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_RESOURCE_TYPE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_RESOURCE_TYPE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -6312,7 +6338,7 @@ pub unsafe fn green_ctx_destroy(h_ctx: CUgreenCtx) -> Result<()> {
 pub unsafe fn green_ctx_get_dev_resource(
     h_ctx: CUgreenCtx,
     type_: CUdevResourceType,
-) -> Result<CUdevResource> {
+) -> CudaResult<CUdevResource> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut resource: CUdevResource = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -6329,7 +6355,7 @@ pub unsafe fn green_ctx_get_dev_resource(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGreenCtxGetId`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGreenCtxGetId`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -6341,7 +6367,7 @@ pub unsafe fn green_ctx_get_dev_resource(
 #[doc(alias = "cuGreenCtxGetId")]
 pub unsafe fn green_ctx_get_id(
     green_ctx: CUgreenCtx,
-) -> Result<::core::ffi::c_ulonglong> {
+) -> CudaResult<::core::ffi::c_ulonglong> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut green_ctx_id: ::core::ffi::c_ulonglong = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -6360,7 +6386,7 @@ pub unsafe fn green_ctx_get_id(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGreenCtxRecordEvent`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGreenCtxRecordEvent`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED).
 ///
 /// # Safety
 ///
@@ -6371,7 +6397,10 @@ pub unsafe fn green_ctx_get_id(
 ///
 /// NVIDIA reference: `cuGreenCtxRecordEvent` in [Green Contexts](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GREEN__CONTEXTS.html).
 #[doc(alias = "cuGreenCtxRecordEvent")]
-pub unsafe fn green_ctx_record_event(h_ctx: CUgreenCtx, h_event: CUevent) -> Result<()> {
+pub unsafe fn green_ctx_record_event(
+    h_ctx: CUgreenCtx,
+    h_event: CUevent,
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuGreenCtxRecordEvent(h_ctx, h_event) };
     check(__r, "cuGreenCtxRecordEvent")?;
@@ -6390,7 +6419,7 @@ pub unsafe fn green_ctx_record_event(h_ctx: CUgreenCtx, h_event: CUevent) -> Res
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGreenCtxStreamCreate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGreenCtxStreamCreate`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -6404,7 +6433,7 @@ pub unsafe fn green_ctx_stream_create(
     green_ctx: CUgreenCtx,
     flags: ::core::ffi::c_uint,
     priority: ::core::ffi::c_int,
-) -> Result<CUstream> {
+) -> CudaResult<CUstream> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut ph_stream: CUstream = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -6425,7 +6454,7 @@ pub unsafe fn green_ctx_stream_create(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuGreenCtxWaitEvent`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGreenCtxWaitEvent`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED).
 ///
 /// # Safety
 ///
@@ -6436,7 +6465,10 @@ pub unsafe fn green_ctx_stream_create(
 ///
 /// NVIDIA reference: `cuGreenCtxWaitEvent` in [Green Contexts](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GREEN__CONTEXTS.html).
 #[doc(alias = "cuGreenCtxWaitEvent")]
-pub unsafe fn green_ctx_wait_event(h_ctx: CUgreenCtx, h_event: CUevent) -> Result<()> {
+pub unsafe fn green_ctx_wait_event(
+    h_ctx: CUgreenCtx,
+    h_event: CUevent,
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuGreenCtxWaitEvent(h_ctx, h_event) };
     check(__r, "cuGreenCtxWaitEvent")?;
@@ -6453,7 +6485,7 @@ pub unsafe fn green_ctx_wait_event(h_ctx: CUgreenCtx, h_event: CUevent) -> Resul
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuImportExternalMemory`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OPERATING_SYSTEM`](cuda_sys::CUresult::CUDA_ERROR_OPERATING_SYSTEM).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuImportExternalMemory`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OPERATING_SYSTEM`](cuda_sys::CUresult::CUDA_ERROR_OPERATING_SYSTEM).
 ///
 /// # Safety
 ///
@@ -6465,7 +6497,7 @@ pub unsafe fn green_ctx_wait_event(h_ctx: CUgreenCtx, h_event: CUevent) -> Resul
 #[doc(alias = "cuImportExternalMemory")]
 pub unsafe fn import_external_memory(
     mem_handle_desc: &CUDA_EXTERNAL_MEMORY_HANDLE_DESC,
-) -> Result<CUexternalMemory> {
+) -> CudaResult<CUexternalMemory> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut ext_mem_out: CUexternalMemory = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -6484,7 +6516,7 @@ pub unsafe fn import_external_memory(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuImportExternalSemaphore`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OPERATING_SYSTEM`](cuda_sys::CUresult::CUDA_ERROR_OPERATING_SYSTEM).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuImportExternalSemaphore`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OPERATING_SYSTEM`](cuda_sys::CUresult::CUDA_ERROR_OPERATING_SYSTEM).
 ///
 /// # Safety
 ///
@@ -6496,7 +6528,7 @@ pub unsafe fn import_external_memory(
 #[doc(alias = "cuImportExternalSemaphore")]
 pub unsafe fn import_external_semaphore(
     sem_handle_desc: &CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC,
-) -> Result<CUexternalSemaphore> {
+) -> CudaResult<CUexternalSemaphore> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut ext_sem_out: CUexternalSemaphore = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -6514,11 +6546,11 @@ pub unsafe fn import_external_semaphore(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuInit`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_SYSTEM_DRIVER_MISMATCH`](cuda_sys::CUresult::CUDA_ERROR_SYSTEM_DRIVER_MISMATCH), [`CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuInit`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_SYSTEM_DRIVER_MISMATCH`](cuda_sys::CUresult::CUDA_ERROR_SYSTEM_DRIVER_MISMATCH), [`CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE).
 ///
 /// NVIDIA reference: `cuInit` in [Initialization](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__INITIALIZE.html).
 #[doc(alias = "cuInit")]
-pub fn init(flags: ::core::ffi::c_uint) -> Result<()> {
+pub fn init(flags: ::core::ffi::c_uint) -> CudaResult<()> {
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
     let __r = unsafe { cuInit(flags) };
     check(__r, "cuInit")?;
@@ -6534,7 +6566,7 @@ pub fn init(flags: ::core::ffi::c_uint) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuIpcCloseMemHandle`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_MAP_FAILED`](cuda_sys::CUresult::CUDA_ERROR_MAP_FAILED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuIpcCloseMemHandle`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_MAP_FAILED`](cuda_sys::CUresult::CUDA_ERROR_MAP_FAILED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -6544,7 +6576,7 @@ pub fn init(flags: ::core::ffi::c_uint) -> Result<()> {
 ///
 /// NVIDIA reference: `cuIpcCloseMemHandle` in [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 #[doc(alias = "cuIpcCloseMemHandle")]
-pub unsafe fn ipc_close_mem_handle(dptr: CUdeviceptr) -> Result<()> {
+pub unsafe fn ipc_close_mem_handle(dptr: CUdeviceptr) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuIpcCloseMemHandle(dptr) };
     check(__r, "cuIpcCloseMemHandle")?;
@@ -6561,7 +6593,7 @@ pub unsafe fn ipc_close_mem_handle(dptr: CUdeviceptr) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuIpcGetEventHandle`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_MAP_FAILED`](cuda_sys::CUresult::CUDA_ERROR_MAP_FAILED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuIpcGetEventHandle`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_MAP_FAILED`](cuda_sys::CUresult::CUDA_ERROR_MAP_FAILED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -6571,7 +6603,7 @@ pub unsafe fn ipc_close_mem_handle(dptr: CUdeviceptr) -> Result<()> {
 ///
 /// NVIDIA reference: `cuIpcGetEventHandle` in [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 #[doc(alias = "cuIpcGetEventHandle")]
-pub unsafe fn ipc_get_event_handle(event: CUevent) -> Result<CUipcEventHandle> {
+pub unsafe fn ipc_get_event_handle(event: CUevent) -> CudaResult<CUipcEventHandle> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut p_handle: CUipcEventHandle = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -6591,7 +6623,7 @@ pub unsafe fn ipc_get_event_handle(event: CUevent) -> Result<CUipcEventHandle> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuIpcGetMemHandle`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_MAP_FAILED`](cuda_sys::CUresult::CUDA_ERROR_MAP_FAILED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuIpcGetMemHandle`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_MAP_FAILED`](cuda_sys::CUresult::CUDA_ERROR_MAP_FAILED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -6601,7 +6633,7 @@ pub unsafe fn ipc_get_event_handle(event: CUevent) -> Result<CUipcEventHandle> {
 ///
 /// NVIDIA reference: `cuIpcGetMemHandle` in [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 #[doc(alias = "cuIpcGetMemHandle")]
-pub unsafe fn ipc_get_mem_handle(dptr: CUdeviceptr) -> Result<CUipcMemHandle> {
+pub unsafe fn ipc_get_mem_handle(dptr: CUdeviceptr) -> CudaResult<CUipcMemHandle> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut p_handle: CUipcMemHandle = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -6621,11 +6653,11 @@ pub unsafe fn ipc_get_mem_handle(dptr: CUdeviceptr) -> Result<CUipcMemHandle> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuIpcOpenEventHandle`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_MAP_FAILED`](cuda_sys::CUresult::CUDA_ERROR_MAP_FAILED), [`CUDA_ERROR_PEER_ACCESS_UNSUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_PEER_ACCESS_UNSUPPORTED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuIpcOpenEventHandle`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_MAP_FAILED`](cuda_sys::CUresult::CUDA_ERROR_MAP_FAILED), [`CUDA_ERROR_PEER_ACCESS_UNSUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_PEER_ACCESS_UNSUPPORTED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuIpcOpenEventHandle` in [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 #[doc(alias = "cuIpcOpenEventHandle")]
-pub fn ipc_open_event_handle(handle: CUipcEventHandle) -> Result<CUevent> {
+pub fn ipc_open_event_handle(handle: CUipcEventHandle) -> CudaResult<CUevent> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut ph_event: CUevent = unsafe { ::core::mem::zeroed() };
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
@@ -6646,14 +6678,14 @@ pub fn ipc_open_event_handle(handle: CUipcEventHandle) -> Result<CUevent> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuIpcOpenMemHandle`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_MAP_FAILED`](cuda_sys::CUresult::CUDA_ERROR_MAP_FAILED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_TOO_MANY_PEERS`](cuda_sys::CUresult::CUDA_ERROR_TOO_MANY_PEERS), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuIpcOpenMemHandle`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_MAP_FAILED`](cuda_sys::CUresult::CUDA_ERROR_MAP_FAILED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_TOO_MANY_PEERS`](cuda_sys::CUresult::CUDA_ERROR_TOO_MANY_PEERS), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuIpcOpenMemHandle` in [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 #[doc(alias = "cuIpcOpenMemHandle")]
 pub fn ipc_open_mem_handle(
     handle: CUipcMemHandle,
     flags: ::core::ffi::c_uint,
-) -> Result<CUdeviceptr> {
+) -> CudaResult<CUdeviceptr> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut pdptr: CUdeviceptr = unsafe { ::core::mem::zeroed() };
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
@@ -6672,7 +6704,7 @@ pub fn ipc_open_mem_handle(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuKernelGetAttribute`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuKernelGetAttribute`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// # Safety
 ///
@@ -6686,7 +6718,7 @@ pub unsafe fn kernel_get_attribute(
     attrib: CUfunction_attribute,
     kernel: CUkernel,
     dev: CUdevice,
-) -> Result<::core::ffi::c_int> {
+) -> CudaResult<::core::ffi::c_int> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut pi: ::core::ffi::c_int = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -6703,7 +6735,7 @@ pub unsafe fn kernel_get_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuKernelGetFunction`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuKernelGetFunction`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
 ///
 /// # Safety
 ///
@@ -6713,7 +6745,7 @@ pub unsafe fn kernel_get_attribute(
 ///
 /// NVIDIA reference: `cuKernelGetFunction` in [Library Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__LIBRARY.html).
 #[doc(alias = "cuKernelGetFunction")]
-pub unsafe fn kernel_get_function(kernel: CUkernel) -> Result<CUfunction> {
+pub unsafe fn kernel_get_function(kernel: CUkernel) -> CudaResult<CUfunction> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut p_func: CUfunction = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -6730,7 +6762,7 @@ pub unsafe fn kernel_get_function(kernel: CUkernel) -> Result<CUfunction> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuKernelGetLibrary`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuKernelGetLibrary`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -6740,7 +6772,7 @@ pub unsafe fn kernel_get_function(kernel: CUkernel) -> Result<CUfunction> {
 ///
 /// NVIDIA reference: `cuKernelGetLibrary` in [Library Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__LIBRARY.html).
 #[doc(alias = "cuKernelGetLibrary")]
-pub unsafe fn kernel_get_library(kernel: CUkernel) -> Result<CUlibrary> {
+pub unsafe fn kernel_get_library(kernel: CUkernel) -> CudaResult<CUlibrary> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut p_lib: CUlibrary = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -6759,7 +6791,7 @@ pub unsafe fn kernel_get_library(kernel: CUkernel) -> Result<CUlibrary> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuKernelGetName`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuKernelGetName`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -6773,7 +6805,7 @@ pub unsafe fn kernel_get_library(kernel: CUkernel) -> Result<CUlibrary> {
 pub unsafe fn kernel_get_name(
     name: *mut *const ::core::ffi::c_char,
     hfunc: CUkernel,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuKernelGetName(name, hfunc) };
     check(__r, "cuKernelGetName")?;
@@ -6792,7 +6824,7 @@ pub unsafe fn kernel_get_name(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuKernelGetParamInfo`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuKernelGetParamInfo`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -6805,7 +6837,7 @@ pub unsafe fn kernel_get_name(
 pub unsafe fn kernel_get_param_info(
     kernel: CUkernel,
     param_index: usize,
-) -> Result<(usize, usize)> {
+) -> CudaResult<(usize, usize)> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut param_offset: usize = unsafe { ::core::mem::zeroed() };
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
@@ -6830,7 +6862,7 @@ pub unsafe fn kernel_get_param_info(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuKernelSetAttribute`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuKernelSetAttribute`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -6845,7 +6877,7 @@ pub unsafe fn kernel_set_attribute(
     val: ::core::ffi::c_int,
     kernel: CUkernel,
     dev: CUdevice,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuKernelSetAttribute(attrib, val, kernel, dev) };
     check(__r, "cuKernelSetAttribute")?;
@@ -6863,7 +6895,7 @@ pub unsafe fn kernel_set_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuKernelSetCacheConfig`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuKernelSetCacheConfig`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -6877,7 +6909,7 @@ pub unsafe fn kernel_set_cache_config(
     kernel: CUkernel,
     config: CUfunc_cache,
     dev: CUdevice,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuKernelSetCacheConfig(kernel, config, dev) };
     check(__r, "cuKernelSetCacheConfig")?;
@@ -6893,7 +6925,7 @@ pub unsafe fn kernel_set_cache_config(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLaunch`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuLaunch`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED).
 ///
 /// # Safety
 ///
@@ -6905,7 +6937,7 @@ pub unsafe fn kernel_set_cache_config(
 #[doc(alias = "cuLaunch")]
 #[deprecated(note = "deprecated in cuda.h")]
 #[allow(deprecated)]
-pub unsafe fn launch(f: CUfunction) -> Result<()> {
+pub unsafe fn launch(f: CUfunction) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuLaunch(f) };
     check(__r, "cuLaunch")?;
@@ -6937,7 +6969,7 @@ pub unsafe fn launch(f: CUfunction) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLaunchCooperativeKernel`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_IMAGE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE`](cuda_sys::CUresult::CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuLaunchCooperativeKernel`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_IMAGE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE`](cuda_sys::CUresult::CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -6963,7 +6995,7 @@ pub unsafe fn launch_cooperative_kernel(
     shared_mem_bytes: ::core::ffi::c_uint,
     h_stream: CUstream,
     kernel_params: *mut *mut ::core::ffi::c_void,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe {
         cuLaunchCooperativeKernel(
@@ -6997,7 +7029,7 @@ pub unsafe fn launch_cooperative_kernel(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLaunchCooperativeKernelMultiDevice`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_IMAGE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE`](cuda_sys::CUresult::CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuLaunchCooperativeKernelMultiDevice`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_IMAGE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE`](cuda_sys::CUresult::CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED).
 ///
 /// # Safety
 ///
@@ -7012,7 +7044,7 @@ pub unsafe fn launch_cooperative_kernel(
 pub unsafe fn launch_cooperative_kernel_multi_device(
     launch_params_list: &[CUDA_LAUNCH_PARAMS],
     flags: ::core::ffi::c_uint,
-) -> Result<()> {
+) -> CudaResult<()> {
     let num_devices: ::core::ffi::c_uint = shared_len(
         "cuLaunchCooperativeKernelMultiDevice",
         "num_devices",
@@ -7041,7 +7073,7 @@ pub unsafe fn launch_cooperative_kernel_multi_device(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLaunchGrid`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuLaunchGrid`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED).
 ///
 /// # Safety
 ///
@@ -7057,7 +7089,7 @@ pub unsafe fn launch_grid(
     f: CUfunction,
     grid_width: ::core::ffi::c_int,
     grid_height: ::core::ffi::c_int,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuLaunchGrid(f, grid_width, grid_height) };
     check(__r, "cuLaunchGrid")?;
@@ -7076,7 +7108,7 @@ pub unsafe fn launch_grid(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLaunchGridAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuLaunchGridAsync`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED).
 ///
 /// # Safety
 ///
@@ -7094,7 +7126,7 @@ pub unsafe fn launch_grid_async(
     grid_width: ::core::ffi::c_int,
     grid_height: ::core::ffi::c_int,
     h_stream: CUstream,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuLaunchGridAsync(f, grid_width, grid_height, h_stream) };
     check(__r, "cuLaunchGridAsync")?;
@@ -7114,7 +7146,7 @@ pub unsafe fn launch_grid_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLaunchHostFunc`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuLaunchHostFunc`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -7132,7 +7164,7 @@ pub unsafe fn launch_host_func(
     h_stream: CUstream,
     fn_: CUhostFn,
     user_data: *mut ::core::ffi::c_void,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuLaunchHostFunc(h_stream, fn_, user_data) };
     check(__r, "cuLaunchHostFunc")?;
@@ -7161,7 +7193,7 @@ pub unsafe fn launch_host_func(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLaunchKernel`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_IMAGE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuLaunchKernel`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_IMAGE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -7189,7 +7221,7 @@ pub unsafe fn launch_kernel(
     h_stream: CUstream,
     kernel_params: *mut *mut ::core::ffi::c_void,
     extra: *mut *mut ::core::ffi::c_void,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe {
         cuLaunchKernel(
@@ -7225,7 +7257,7 @@ pub unsafe fn launch_kernel(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLaunchKernelEx`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_IMAGE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE`](cuda_sys::CUresult::CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuLaunchKernelEx`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_IMAGE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_LAUNCH_FAILED`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_FAILED), [`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), [`CUDA_ERROR_LAUNCH_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_TIMEOUT), [`CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING`](cuda_sys::CUresult::CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING), [`CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE`](cuda_sys::CUresult::CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -7245,7 +7277,7 @@ pub unsafe fn launch_kernel_ex(
     f: CUfunction,
     kernel_params: *mut *mut ::core::ffi::c_void,
     extra: *mut *mut ::core::ffi::c_void,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuLaunchKernelEx(config, f, kernel_params, extra) };
     check(__r, "cuLaunchKernelEx")?;
@@ -7263,7 +7295,7 @@ pub unsafe fn launch_kernel_ex(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLibraryEnumerateKernels`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuLibraryEnumerateKernels`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -7276,7 +7308,7 @@ pub unsafe fn launch_kernel_ex(
 pub unsafe fn library_enumerate_kernels(
     kernels: &mut [CUkernel],
     lib: CUlibrary,
-) -> Result<()> {
+) -> CudaResult<()> {
     let num_kernels: ::core::ffi::c_uint = shared_len(
         "cuLibraryEnumerateKernels",
         "num_kernels",
@@ -7302,7 +7334,7 @@ pub unsafe fn library_enumerate_kernels(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLibraryGetGlobal`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuLibraryGetGlobal`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
 ///
 /// # Safety
 ///
@@ -7315,7 +7347,7 @@ pub unsafe fn library_enumerate_kernels(
 pub unsafe fn library_get_global(
     library: CUlibrary,
     name: &::core::ffi::CStr,
-) -> Result<(CUdeviceptr, usize)> {
+) -> CudaResult<(CUdeviceptr, usize)> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut dptr: CUdeviceptr = unsafe { ::core::mem::zeroed() };
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
@@ -7337,7 +7369,7 @@ pub unsafe fn library_get_global(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLibraryGetKernel`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuLibraryGetKernel`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -7350,7 +7382,7 @@ pub unsafe fn library_get_global(
 pub unsafe fn library_get_kernel(
     library: CUlibrary,
     name: &::core::ffi::CStr,
-) -> Result<CUkernel> {
+) -> CudaResult<CUkernel> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut p_kernel: CUkernel = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -7367,7 +7399,7 @@ pub unsafe fn library_get_kernel(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLibraryGetKernelCount`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuLibraryGetKernelCount`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -7377,7 +7409,9 @@ pub unsafe fn library_get_kernel(
 ///
 /// NVIDIA reference: `cuLibraryGetKernelCount` in [Library Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__LIBRARY.html).
 #[doc(alias = "cuLibraryGetKernelCount")]
-pub unsafe fn library_get_kernel_count(lib: CUlibrary) -> Result<::core::ffi::c_uint> {
+pub unsafe fn library_get_kernel_count(
+    lib: CUlibrary,
+) -> CudaResult<::core::ffi::c_uint> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut count: ::core::ffi::c_uint = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -7399,7 +7433,7 @@ pub unsafe fn library_get_kernel_count(lib: CUlibrary) -> Result<::core::ffi::c_
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLibraryGetManaged`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuLibraryGetManaged`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -7412,7 +7446,7 @@ pub unsafe fn library_get_kernel_count(lib: CUlibrary) -> Result<::core::ffi::c_
 pub unsafe fn library_get_managed(
     library: CUlibrary,
     name: &::core::ffi::CStr,
-) -> Result<(CUdeviceptr, usize)> {
+) -> CudaResult<(CUdeviceptr, usize)> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut dptr: CUdeviceptr = unsafe { ::core::mem::zeroed() };
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
@@ -7435,7 +7469,7 @@ pub unsafe fn library_get_managed(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLibraryGetModule`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuLibraryGetModule`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
 ///
 /// # Safety
 ///
@@ -7445,7 +7479,7 @@ pub unsafe fn library_get_managed(
 ///
 /// NVIDIA reference: `cuLibraryGetModule` in [Library Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__LIBRARY.html).
 #[doc(alias = "cuLibraryGetModule")]
-pub unsafe fn library_get_module(library: CUlibrary) -> Result<CUmodule> {
+pub unsafe fn library_get_module(library: CUlibrary) -> CudaResult<CUmodule> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut p_mod: CUmodule = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -7465,7 +7499,7 @@ pub unsafe fn library_get_module(library: CUlibrary) -> Result<CUmodule> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLibraryGetUnifiedFunction`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuLibraryGetUnifiedFunction`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -7480,7 +7514,7 @@ pub unsafe fn library_get_unified_function(
     fptr: *mut *mut ::core::ffi::c_void,
     library: CUlibrary,
     symbol: &::core::ffi::CStr,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuLibraryGetUnifiedFunction(fptr, library, symbol.as_ptr()) };
     check(__r, "cuLibraryGetUnifiedFunction")?;
@@ -7504,7 +7538,7 @@ pub unsafe fn library_get_unified_function(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLibraryLoadData`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuLibraryLoadData`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -7522,7 +7556,7 @@ pub unsafe fn library_load_data(
     jit_options_values: ::core::option::Option<&mut [*mut ::core::ffi::c_void]>,
     library_options: ::core::option::Option<&[CUlibraryOption]>,
     library_option_values: ::core::option::Option<&[*mut ::core::ffi::c_void]>,
-) -> Result<CUlibrary> {
+) -> CudaResult<CUlibrary> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut library: CUlibrary = unsafe { ::core::mem::zeroed() };
     let num_jit_options: ::core::ffi::c_uint = shared_len(
@@ -7584,7 +7618,7 @@ pub unsafe fn library_load_data(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLibraryLoadFromFile`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuLibraryLoadFromFile`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -7601,7 +7635,7 @@ pub unsafe fn library_load_from_file(
     jit_options_values: ::core::option::Option<&mut [*mut ::core::ffi::c_void]>,
     library_options: ::core::option::Option<&[CUlibraryOption]>,
     library_option_values: ::core::option::Option<&[*mut ::core::ffi::c_void]>,
-) -> Result<CUlibrary> {
+) -> CudaResult<CUlibrary> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut library: CUlibrary = unsafe { ::core::mem::zeroed() };
     let num_jit_options: ::core::ffi::c_uint = shared_len(
@@ -7658,7 +7692,7 @@ pub unsafe fn library_load_from_file(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLibraryUnload`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuLibraryUnload`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -7670,7 +7704,7 @@ pub unsafe fn library_load_from_file(
 ///
 /// NVIDIA reference: `cuLibraryUnload` in [Library Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__LIBRARY.html).
 #[doc(alias = "cuLibraryUnload")]
-pub unsafe fn library_unload(library: CUlibrary) -> Result<()> {
+pub unsafe fn library_unload(library: CUlibrary) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuLibraryUnload(library) };
     check(__r, "cuLibraryUnload")?;
@@ -7694,7 +7728,7 @@ pub unsafe fn library_unload(library: CUlibrary) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLinkAddData`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_IMAGE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuLinkAddData`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_IMAGE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU).
 ///
 /// # Safety
 ///
@@ -7714,7 +7748,7 @@ pub unsafe fn link_add_data(
     name: ::core::option::Option<&::core::ffi::CStr>,
     options: ::core::option::Option<&[CUjit_option]>,
     option_values: ::core::option::Option<&[*mut ::core::ffi::c_void]>,
-) -> Result<()> {
+) -> CudaResult<()> {
     let num_options: ::core::ffi::c_uint = shared_len(
         "cuLinkAddData",
         "num_options",
@@ -7760,7 +7794,7 @@ pub unsafe fn link_add_data(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLinkAddFile`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_FILE_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_FILE_NOT_FOUND), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_IMAGE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuLinkAddFile`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_FILE_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_FILE_NOT_FOUND), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_IMAGE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_IMAGE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU).
 ///
 /// # Safety
 ///
@@ -7777,7 +7811,7 @@ pub unsafe fn link_add_file(
     path: &::core::ffi::CStr,
     options: ::core::option::Option<&[CUjit_option]>,
     option_values: ::core::option::Option<&[*mut ::core::ffi::c_void]>,
-) -> Result<()> {
+) -> CudaResult<()> {
     let num_options: ::core::ffi::c_uint = shared_len(
         "cuLinkAddFile",
         "num_options",
@@ -7818,7 +7852,7 @@ pub unsafe fn link_add_file(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLinkComplete`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuLinkComplete`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -7832,7 +7866,7 @@ pub unsafe fn link_add_file(
 pub unsafe fn link_complete(
     state: CUlinkState,
     cubin_out: *mut *mut ::core::ffi::c_void,
-) -> Result<usize> {
+) -> CudaResult<usize> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut size_out: usize = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -7853,7 +7887,7 @@ pub unsafe fn link_complete(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLinkCreate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuLinkCreate`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -7866,7 +7900,7 @@ pub unsafe fn link_complete(
 pub unsafe fn link_create(
     options: ::core::option::Option<&[CUjit_option]>,
     option_values: ::core::option::Option<&mut [*mut ::core::ffi::c_void]>,
-) -> Result<CUlinkState> {
+) -> CudaResult<CUlinkState> {
     let num_options: ::core::ffi::c_uint = shared_len(
         "cuLinkCreate",
         "num_options",
@@ -7903,7 +7937,7 @@ pub unsafe fn link_create(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLinkDestroy`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuLinkDestroy`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -7913,7 +7947,7 @@ pub unsafe fn link_create(
 ///
 /// NVIDIA reference: `cuLinkDestroy` in [Module Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MODULE.html).
 #[doc(alias = "cuLinkDestroy")]
-pub unsafe fn link_destroy(state: CUlinkState) -> Result<()> {
+pub unsafe fn link_destroy(state: CUlinkState) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuLinkDestroy(state) };
     check(__r, "cuLinkDestroy")?;
@@ -7930,11 +7964,11 @@ pub unsafe fn link_destroy(state: CUlinkState) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLogsCurrent`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuLogsCurrent`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuLogsCurrent` in [Error Log Management Functions](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__LOGS.html).
 #[doc(alias = "cuLogsCurrent")]
-pub fn logs_current(flags: ::core::ffi::c_uint) -> Result<CUlogIterator> {
+pub fn logs_current(flags: ::core::ffi::c_uint) -> CudaResult<CUlogIterator> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut iterator_out: CUlogIterator = unsafe { ::core::mem::zeroed() };
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
@@ -7954,7 +7988,7 @@ pub fn logs_current(flags: ::core::ffi::c_uint) -> Result<CUlogIterator> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLogsDumpToFile`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuLogsDumpToFile`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -7968,7 +8002,7 @@ pub unsafe fn logs_dump_to_file(
     iterator: *mut CUlogIterator,
     path_to_file: &::core::ffi::CStr,
     flags: ::core::ffi::c_uint,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuLogsDumpToFile(iterator, path_to_file.as_ptr(), flags) };
     check(__r, "cuLogsDumpToFile")?;
@@ -7988,7 +8022,7 @@ pub unsafe fn logs_dump_to_file(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLogsDumpToMemory`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuLogsDumpToMemory`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -8002,7 +8036,7 @@ pub unsafe fn logs_dump_to_memory(
     iterator: *mut CUlogIterator,
     buffer: &mut [::core::ffi::c_char],
     flags: ::core::ffi::c_uint,
-) -> Result<usize> {
+) -> CudaResult<usize> {
     let mut size: usize = shared_len(
         "cuLogsDumpToMemory",
         "size",
@@ -8027,7 +8061,7 @@ pub unsafe fn logs_dump_to_memory(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLogsRegisterCallback`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuLogsRegisterCallback`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -8041,7 +8075,7 @@ pub unsafe fn logs_dump_to_memory(
 pub unsafe fn logs_register_callback(
     callback_func: CUlogsCallback,
     user_data: *mut ::core::ffi::c_void,
-) -> Result<CUlogsCallbackHandle> {
+) -> CudaResult<CUlogsCallbackHandle> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut callback_out: CUlogsCallbackHandle = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -8059,7 +8093,7 @@ pub unsafe fn logs_register_callback(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuLogsUnregisterCallback`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuLogsUnregisterCallback`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -8069,7 +8103,9 @@ pub unsafe fn logs_register_callback(
 ///
 /// NVIDIA reference: `cuLogsUnregisterCallback` in [Error Log Management Functions](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__LOGS.html).
 #[doc(alias = "cuLogsUnregisterCallback")]
-pub unsafe fn logs_unregister_callback(callback: CUlogsCallbackHandle) -> Result<()> {
+pub unsafe fn logs_unregister_callback(
+    callback: CUlogsCallbackHandle,
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuLogsUnregisterCallback(callback) };
     check(__r, "cuLogsUnregisterCallback")?;
@@ -8086,7 +8122,7 @@ pub unsafe fn logs_unregister_callback(callback: CUlogsCallbackHandle) -> Result
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemAddressFree`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemAddressFree`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -8096,7 +8132,7 @@ pub unsafe fn logs_unregister_callback(callback: CUlogsCallbackHandle) -> Result
 ///
 /// NVIDIA reference: `cuMemAddressFree` in [Virtual Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__VA.html).
 #[doc(alias = "cuMemAddressFree")]
-pub unsafe fn mem_address_free(ptr: CUdeviceptr, size: usize) -> Result<()> {
+pub unsafe fn mem_address_free(ptr: CUdeviceptr, size: usize) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemAddressFree(ptr, size) };
     check(__r, "cuMemAddressFree")?;
@@ -8117,7 +8153,7 @@ pub unsafe fn mem_address_free(ptr: CUdeviceptr, size: usize) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemAddressReserve`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemAddressReserve`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -8132,7 +8168,7 @@ pub unsafe fn mem_address_reserve(
     alignment: usize,
     addr: CUdeviceptr,
     flags: ::core::ffi::c_ulonglong,
-) -> Result<CUdeviceptr> {
+) -> CudaResult<CUdeviceptr> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut ptr: CUdeviceptr = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -8153,7 +8189,7 @@ pub unsafe fn mem_address_reserve(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemAdvise`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemAdvise`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// # Safety
 ///
@@ -8168,7 +8204,7 @@ pub unsafe fn mem_advise(
     count: usize,
     advice: CUmem_advise,
     location: CUmemLocation,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemAdvise(dev_ptr, count, advice, location) };
     check(__r, "cuMemAdvise")?;
@@ -8186,11 +8222,11 @@ pub unsafe fn mem_advise(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemAlloc`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemAlloc`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// NVIDIA reference: `cuMemAlloc` in [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 #[doc(alias = "cuMemAlloc")]
-pub fn mem_alloc(bytesize: usize) -> Result<CUdeviceptr> {
+pub fn mem_alloc(bytesize: usize) -> CudaResult<CUdeviceptr> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut dptr: CUdeviceptr = unsafe { ::core::mem::zeroed() };
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
@@ -8211,7 +8247,7 @@ pub fn mem_alloc(bytesize: usize) -> Result<CUdeviceptr> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemAllocAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemAllocAsync`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -8224,7 +8260,7 @@ pub fn mem_alloc(bytesize: usize) -> Result<CUdeviceptr> {
 pub unsafe fn mem_alloc_async(
     bytesize: usize,
     h_stream: CUstream,
-) -> Result<CUdeviceptr> {
+) -> CudaResult<CUdeviceptr> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut dptr: CUdeviceptr = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -8246,7 +8282,7 @@ pub unsafe fn mem_alloc_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemAllocFromPoolAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemAllocFromPoolAsync`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -8261,7 +8297,7 @@ pub unsafe fn mem_alloc_from_pool_async(
     bytesize: usize,
     pool: CUmemoryPool,
     h_stream: CUstream,
-) -> Result<CUdeviceptr> {
+) -> CudaResult<CUdeviceptr> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut dptr: CUdeviceptr = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -8281,7 +8317,7 @@ pub unsafe fn mem_alloc_from_pool_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemAllocHost`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemAllocHost`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -8294,7 +8330,7 @@ pub unsafe fn mem_alloc_from_pool_async(
 pub unsafe fn mem_alloc_host(
     pp: *mut *mut ::core::ffi::c_void,
     bytesize: usize,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemAllocHost(pp, bytesize) };
     check(__r, "cuMemAllocHost")?;
@@ -8313,14 +8349,14 @@ pub unsafe fn mem_alloc_host(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemAllocManaged`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemAllocManaged`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// NVIDIA reference: `cuMemAllocManaged` in [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 #[doc(alias = "cuMemAllocManaged")]
 pub fn mem_alloc_managed(
     bytesize: usize,
     flags: ::core::ffi::c_uint,
-) -> Result<CUdeviceptr> {
+) -> CudaResult<CUdeviceptr> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut dptr: CUdeviceptr = unsafe { ::core::mem::zeroed() };
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
@@ -8342,7 +8378,7 @@ pub fn mem_alloc_managed(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemAllocPitch`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemAllocPitch`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// NVIDIA reference: `cuMemAllocPitch` in [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 #[doc(alias = "cuMemAllocPitch")]
@@ -8350,7 +8386,7 @@ pub fn mem_alloc_pitch(
     width_in_bytes: usize,
     height: usize,
     element_size_bytes: ::core::ffi::c_uint,
-) -> Result<(CUdeviceptr, usize)> {
+) -> CudaResult<(CUdeviceptr, usize)> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut dptr: CUdeviceptr = unsafe { ::core::mem::zeroed() };
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
@@ -8382,7 +8418,7 @@ pub fn mem_alloc_pitch(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemBatchDecompressAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemBatchDecompressAsync`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -8397,7 +8433,7 @@ pub unsafe fn mem_batch_decompress_async(
     params_array: &[CUmemDecompressParams],
     flags: ::core::ffi::c_uint,
     stream: CUstream,
-) -> Result<usize> {
+) -> CudaResult<usize> {
     let count: usize = shared_len(
         "cuMemBatchDecompressAsync",
         "count",
@@ -8432,7 +8468,7 @@ pub unsafe fn mem_batch_decompress_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemCreate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemCreate`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -8446,7 +8482,7 @@ pub unsafe fn mem_create(
     size: usize,
     prop: &CUmemAllocationProp,
     flags: ::core::ffi::c_ulonglong,
-) -> Result<CUmemGenericAllocationHandle> {
+) -> CudaResult<CUmemGenericAllocationHandle> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut handle: CUmemGenericAllocationHandle = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -8471,7 +8507,7 @@ pub unsafe fn mem_create(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemDiscardAndPrefetchBatchAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called.
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemDiscardAndPrefetchBatchAsync`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called.
 ///
 /// # Safety
 ///
@@ -8489,7 +8525,7 @@ pub unsafe fn mem_discard_and_prefetch_batch_async(
     prefetch_loc_idxs: &[usize],
     flags: ::core::ffi::c_ulonglong,
     h_stream: CUstream,
-) -> Result<()> {
+) -> CudaResult<()> {
     let count: usize = shared_len(
         "cuMemDiscardAndPrefetchBatchAsync",
         "count",
@@ -8536,7 +8572,7 @@ pub unsafe fn mem_discard_and_prefetch_batch_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemDiscardBatchAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called.
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemDiscardBatchAsync`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called.
 ///
 /// # Safety
 ///
@@ -8552,7 +8588,7 @@ pub unsafe fn mem_discard_batch_async(
     sizes: &[usize],
     flags: ::core::ffi::c_ulonglong,
     h_stream: CUstream,
-) -> Result<()> {
+) -> CudaResult<()> {
     let count: usize = shared_len(
         "cuMemDiscardBatchAsync",
         "count",
@@ -8587,7 +8623,7 @@ pub unsafe fn mem_discard_batch_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemExportToShareableHandle`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemExportToShareableHandle`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -8603,7 +8639,7 @@ pub unsafe fn mem_export_to_shareable_handle(
     handle: CUmemGenericAllocationHandle,
     handle_type: CUmemAllocationHandleType,
     flags: ::core::ffi::c_ulonglong,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe {
         cuMemExportToShareableHandle(shareable_handle, handle, handle_type, flags)
@@ -8622,7 +8658,7 @@ pub unsafe fn mem_export_to_shareable_handle(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemFree`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemFree`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -8634,7 +8670,7 @@ pub unsafe fn mem_export_to_shareable_handle(
 ///
 /// NVIDIA reference: `cuMemFree` in [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 #[doc(alias = "cuMemFree")]
-pub unsafe fn mem_free(dptr: CUdeviceptr) -> Result<()> {
+pub unsafe fn mem_free(dptr: CUdeviceptr) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemFree(dptr) };
     check(__r, "cuMemFree")?;
@@ -8652,7 +8688,7 @@ pub unsafe fn mem_free(dptr: CUdeviceptr) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemFreeAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemFreeAsync`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -8663,7 +8699,7 @@ pub unsafe fn mem_free(dptr: CUdeviceptr) -> Result<()> {
 ///
 /// NVIDIA reference: `cuMemFreeAsync` in [Stream Ordered Memory Allocator](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MALLOC__ASYNC.html).
 #[doc(alias = "cuMemFreeAsync")]
-pub unsafe fn mem_free_async(dptr: CUdeviceptr, h_stream: CUstream) -> Result<()> {
+pub unsafe fn mem_free_async(dptr: CUdeviceptr, h_stream: CUstream) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemFreeAsync(dptr, h_stream) };
     check(__r, "cuMemFreeAsync")?;
@@ -8679,7 +8715,7 @@ pub unsafe fn mem_free_async(dptr: CUdeviceptr, h_stream: CUstream) -> Result<()
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemFreeHost`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemFreeHost`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -8691,7 +8727,7 @@ pub unsafe fn mem_free_async(dptr: CUdeviceptr, h_stream: CUstream) -> Result<()
 ///
 /// NVIDIA reference: `cuMemFreeHost` in [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 #[doc(alias = "cuMemFreeHost")]
-pub unsafe fn mem_free_host(p: *mut ::core::ffi::c_void) -> Result<()> {
+pub unsafe fn mem_free_host(p: *mut ::core::ffi::c_void) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemFreeHost(p) };
     check(__r, "cuMemFreeHost")?;
@@ -8707,7 +8743,7 @@ pub unsafe fn mem_free_host(p: *mut ::core::ffi::c_void) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemGetAccess`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemGetAccess`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -8720,7 +8756,7 @@ pub unsafe fn mem_free_host(p: *mut ::core::ffi::c_void) -> Result<()> {
 pub unsafe fn mem_get_access(
     location: &CUmemLocation,
     ptr: CUdeviceptr,
-) -> Result<::core::ffi::c_ulonglong> {
+) -> CudaResult<::core::ffi::c_ulonglong> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut flags: ::core::ffi::c_ulonglong = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -8740,7 +8776,7 @@ pub unsafe fn mem_get_access(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemGetAddressRange`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemGetAddressRange`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -8750,7 +8786,9 @@ pub unsafe fn mem_get_access(
 ///
 /// NVIDIA reference: `cuMemGetAddressRange` in [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 #[doc(alias = "cuMemGetAddressRange")]
-pub unsafe fn mem_get_address_range(dptr: CUdeviceptr) -> Result<(CUdeviceptr, usize)> {
+pub unsafe fn mem_get_address_range(
+    dptr: CUdeviceptr,
+) -> CudaResult<(CUdeviceptr, usize)> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut pbase: CUdeviceptr = unsafe { ::core::mem::zeroed() };
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
@@ -8772,7 +8810,7 @@ pub unsafe fn mem_get_address_range(dptr: CUdeviceptr) -> Result<(CUdeviceptr, u
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemGetAllocationGranularity`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemGetAllocationGranularity`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -8785,7 +8823,7 @@ pub unsafe fn mem_get_address_range(dptr: CUdeviceptr) -> Result<(CUdeviceptr, u
 pub unsafe fn mem_get_allocation_granularity(
     prop: &CUmemAllocationProp,
     option: CUmemAllocationGranularity_flags,
-) -> Result<usize> {
+) -> CudaResult<usize> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut granularity: usize = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -8802,7 +8840,7 @@ pub unsafe fn mem_get_allocation_granularity(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemGetAllocationPropertiesFromHandle`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemGetAllocationPropertiesFromHandle`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -8814,7 +8852,7 @@ pub unsafe fn mem_get_allocation_granularity(
 #[doc(alias = "cuMemGetAllocationPropertiesFromHandle")]
 pub unsafe fn mem_get_allocation_properties_from_handle(
     handle: CUmemGenericAllocationHandle,
-) -> Result<CUmemAllocationProp> {
+) -> CudaResult<CUmemAllocationProp> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut prop: CUmemAllocationProp = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -8834,7 +8872,7 @@ pub unsafe fn mem_get_allocation_properties_from_handle(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemGetDefaultMemPool`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemGetDefaultMemPool`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -8847,7 +8885,7 @@ pub unsafe fn mem_get_allocation_properties_from_handle(
 pub unsafe fn mem_get_default_mem_pool(
     location: *mut CUmemLocation,
     type_: CUmemAllocationType,
-) -> Result<CUmemoryPool> {
+) -> CudaResult<CUmemoryPool> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut pool_out: CUmemoryPool = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -8869,7 +8907,7 @@ pub unsafe fn mem_get_default_mem_pool(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemGetHandleForAddressRange`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemGetHandleForAddressRange`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -8886,7 +8924,7 @@ pub unsafe fn mem_get_handle_for_address_range(
     size: usize,
     handle_type: CUmemRangeHandleType,
     flags: ::core::ffi::c_ulonglong,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe {
         cuMemGetHandleForAddressRange(handle, dptr, size, handle_type, flags)
@@ -8905,11 +8943,11 @@ pub unsafe fn mem_get_handle_for_address_range(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemGetInfo`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemGetInfo`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuMemGetInfo` in [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 #[doc(alias = "cuMemGetInfo")]
-pub fn mem_get_info() -> Result<(usize, usize)> {
+pub fn mem_get_info() -> CudaResult<(usize, usize)> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut free: usize = unsafe { ::core::mem::zeroed() };
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
@@ -8929,7 +8967,7 @@ pub fn mem_get_info() -> Result<(usize, usize)> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemGetMemPool`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemGetMemPool`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -8942,7 +8980,7 @@ pub fn mem_get_info() -> Result<(usize, usize)> {
 pub unsafe fn mem_get_mem_pool(
     location: *mut CUmemLocation,
     type_: CUmemAllocationType,
-) -> Result<CUmemoryPool> {
+) -> CudaResult<CUmemoryPool> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut pool: CUmemoryPool = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -8963,7 +9001,7 @@ pub unsafe fn mem_get_mem_pool(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemHostAlloc`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemHostAlloc`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -8977,7 +9015,7 @@ pub unsafe fn mem_host_alloc(
     pp: *mut *mut ::core::ffi::c_void,
     bytesize: usize,
     flags: ::core::ffi::c_uint,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemHostAlloc(pp, bytesize, flags) };
     check(__r, "cuMemHostAlloc")?;
@@ -8995,7 +9033,7 @@ pub unsafe fn mem_host_alloc(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemHostGetDevicePointer`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemHostGetDevicePointer`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -9008,7 +9046,7 @@ pub unsafe fn mem_host_alloc(
 pub unsafe fn mem_host_get_device_pointer(
     p: *mut ::core::ffi::c_void,
     flags: ::core::ffi::c_uint,
-) -> Result<CUdeviceptr> {
+) -> CudaResult<CUdeviceptr> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut pdptr: CUdeviceptr = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -9027,7 +9065,7 @@ pub unsafe fn mem_host_get_device_pointer(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemHostGetFlags`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemHostGetFlags`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -9039,7 +9077,7 @@ pub unsafe fn mem_host_get_device_pointer(
 #[doc(alias = "cuMemHostGetFlags")]
 pub unsafe fn mem_host_get_flags(
     p: *mut ::core::ffi::c_void,
-) -> Result<::core::ffi::c_uint> {
+) -> CudaResult<::core::ffi::c_uint> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut p_flags: ::core::ffi::c_uint = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -9059,7 +9097,7 @@ pub unsafe fn mem_host_get_flags(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemHostRegister`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED`](cuda_sys::CUresult::CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemHostRegister`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED`](cuda_sys::CUresult::CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -9073,7 +9111,7 @@ pub unsafe fn mem_host_register(
     p: *mut ::core::ffi::c_void,
     bytesize: usize,
     flags: ::core::ffi::c_uint,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemHostRegister(p, bytesize, flags) };
     check(__r, "cuMemHostRegister")?;
@@ -9089,7 +9127,7 @@ pub unsafe fn mem_host_register(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemHostUnregister`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED`](cuda_sys::CUresult::CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemHostUnregister`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED`](cuda_sys::CUresult::CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED).
 ///
 /// # Safety
 ///
@@ -9099,7 +9137,7 @@ pub unsafe fn mem_host_register(
 ///
 /// NVIDIA reference: `cuMemHostUnregister` in [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 #[doc(alias = "cuMemHostUnregister")]
-pub unsafe fn mem_host_unregister(p: *mut ::core::ffi::c_void) -> Result<()> {
+pub unsafe fn mem_host_unregister(p: *mut ::core::ffi::c_void) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemHostUnregister(p) };
     check(__r, "cuMemHostUnregister")?;
@@ -9118,7 +9156,7 @@ pub unsafe fn mem_host_unregister(p: *mut ::core::ffi::c_void) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemImportFromShareableHandle`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemImportFromShareableHandle`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -9131,7 +9169,7 @@ pub unsafe fn mem_host_unregister(p: *mut ::core::ffi::c_void) -> Result<()> {
 pub unsafe fn mem_import_from_shareable_handle(
     os_handle: *mut ::core::ffi::c_void,
     sh_handle_type: CUmemAllocationHandleType,
-) -> Result<CUmemGenericAllocationHandle> {
+) -> CudaResult<CUmemGenericAllocationHandle> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut handle: CUmemGenericAllocationHandle = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -9155,7 +9193,7 @@ pub unsafe fn mem_import_from_shareable_handle(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemMap`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemMap`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE).
 ///
 /// # Safety
 ///
@@ -9172,7 +9210,7 @@ pub unsafe fn mem_map(
     offset: usize,
     handle: CUmemGenericAllocationHandle,
     flags: ::core::ffi::c_ulonglong,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemMap(ptr, size, offset, handle, flags) };
     check(__r, "cuMemMap")?;
@@ -9190,7 +9228,7 @@ pub unsafe fn mem_map(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemMapArrayAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemMapArrayAsync`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -9204,7 +9242,7 @@ pub unsafe fn mem_map(
 pub unsafe fn mem_map_array_async(
     map_info_list: &[CUarrayMapInfo],
     h_stream: CUstream,
-) -> Result<()> {
+) -> CudaResult<()> {
     let count: ::core::ffi::c_uint = shared_len(
         "cuMemMapArrayAsync",
         "count",
@@ -9229,7 +9267,7 @@ pub unsafe fn mem_map_array_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemPoolCreate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemPoolCreate`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -9239,7 +9277,7 @@ pub unsafe fn mem_map_array_async(
 ///
 /// NVIDIA reference: `cuMemPoolCreate` in [Stream Ordered Memory Allocator](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MALLOC__ASYNC.html).
 #[doc(alias = "cuMemPoolCreate")]
-pub unsafe fn mem_pool_create(pool_props: &CUmemPoolProps) -> Result<CUmemoryPool> {
+pub unsafe fn mem_pool_create(pool_props: &CUmemPoolProps) -> CudaResult<CUmemoryPool> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut pool: CUmemoryPool = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -9258,7 +9296,7 @@ pub unsafe fn mem_pool_create(pool_props: &CUmemPoolProps) -> Result<CUmemoryPoo
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemPoolDestroy`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemPoolDestroy`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -9268,7 +9306,7 @@ pub unsafe fn mem_pool_create(pool_props: &CUmemPoolProps) -> Result<CUmemoryPoo
 ///
 /// NVIDIA reference: `cuMemPoolDestroy` in [Stream Ordered Memory Allocator](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MALLOC__ASYNC.html).
 #[doc(alias = "cuMemPoolDestroy")]
-pub unsafe fn mem_pool_destroy(pool: CUmemoryPool) -> Result<()> {
+pub unsafe fn mem_pool_destroy(pool: CUmemoryPool) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemPoolDestroy(pool) };
     check(__r, "cuMemPoolDestroy")?;
@@ -9285,7 +9323,7 @@ pub unsafe fn mem_pool_destroy(pool: CUmemoryPool) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemPoolExportPointer`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemPoolExportPointer`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -9297,7 +9335,7 @@ pub unsafe fn mem_pool_destroy(pool: CUmemoryPool) -> Result<()> {
 #[doc(alias = "cuMemPoolExportPointer")]
 pub unsafe fn mem_pool_export_pointer(
     ptr: CUdeviceptr,
-) -> Result<CUmemPoolPtrExportData> {
+) -> CudaResult<CUmemPoolPtrExportData> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut share_data_out: CUmemPoolPtrExportData = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -9318,7 +9356,7 @@ pub unsafe fn mem_pool_export_pointer(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemPoolExportToShareableHandle`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemPoolExportToShareableHandle`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -9334,7 +9372,7 @@ pub unsafe fn mem_pool_export_to_shareable_handle(
     pool: CUmemoryPool,
     handle_type: CUmemAllocationHandleType,
     flags: ::core::ffi::c_ulonglong,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe {
         cuMemPoolExportToShareableHandle(handle_out, pool, handle_type, flags)
@@ -9352,7 +9390,7 @@ pub unsafe fn mem_pool_export_to_shareable_handle(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemPoolGetAccess`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemPoolGetAccess`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported).
 ///
 /// # Safety
 ///
@@ -9366,7 +9404,7 @@ pub unsafe fn mem_pool_export_to_shareable_handle(
 pub unsafe fn mem_pool_get_access(
     mem_pool: CUmemoryPool,
     location: *mut CUmemLocation,
-) -> Result<CUmemAccess_flags> {
+) -> CudaResult<CUmemAccess_flags> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut flags: CUmemAccess_flags = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -9384,7 +9422,7 @@ pub unsafe fn mem_pool_get_access(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemPoolGetAttribute`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemPoolGetAttribute`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -9399,7 +9437,7 @@ pub unsafe fn mem_pool_get_attribute(
     pool: CUmemoryPool,
     attr: CUmemPool_attribute,
     value: *mut ::core::ffi::c_void,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemPoolGetAttribute(pool, attr, value) };
     check(__r, "cuMemPoolGetAttribute")?;
@@ -9419,7 +9457,7 @@ pub unsafe fn mem_pool_get_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemPoolImportFromShareableHandle`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemPoolImportFromShareableHandle`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -9433,7 +9471,7 @@ pub unsafe fn mem_pool_import_from_shareable_handle(
     handle: *mut ::core::ffi::c_void,
     handle_type: CUmemAllocationHandleType,
     flags: ::core::ffi::c_ulonglong,
-) -> Result<CUmemoryPool> {
+) -> CudaResult<CUmemoryPool> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut pool_out: CUmemoryPool = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -9455,7 +9493,7 @@ pub unsafe fn mem_pool_import_from_shareable_handle(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemPoolImportPointer`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemPoolImportPointer`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -9469,7 +9507,7 @@ pub unsafe fn mem_pool_import_from_shareable_handle(
 pub unsafe fn mem_pool_import_pointer(
     pool: CUmemoryPool,
     share_data: *mut CUmemPoolPtrExportData,
-) -> Result<CUdeviceptr> {
+) -> CudaResult<CUdeviceptr> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut ptr_out: CUdeviceptr = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -9487,7 +9525,7 @@ pub unsafe fn mem_pool_import_pointer(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemPoolSetAccess`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemPoolSetAccess`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -9500,7 +9538,7 @@ pub unsafe fn mem_pool_import_pointer(
 pub unsafe fn mem_pool_set_access(
     pool: CUmemoryPool,
     map: &[CUmemAccessDesc],
-) -> Result<()> {
+) -> CudaResult<()> {
     let count: usize = shared_len(
         "cuMemPoolSetAccess",
         "count",
@@ -9523,7 +9561,7 @@ pub unsafe fn mem_pool_set_access(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemPoolSetAttribute`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemPoolSetAttribute`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -9538,7 +9576,7 @@ pub unsafe fn mem_pool_set_attribute(
     pool: CUmemoryPool,
     attr: CUmemPool_attribute,
     value: *mut ::core::ffi::c_void,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemPoolSetAttribute(pool, attr, value) };
     check(__r, "cuMemPoolSetAttribute")?;
@@ -9555,7 +9593,7 @@ pub unsafe fn mem_pool_set_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemPoolTrimTo`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemPoolTrimTo`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -9568,7 +9606,7 @@ pub unsafe fn mem_pool_set_attribute(
 pub unsafe fn mem_pool_trim_to(
     pool: CUmemoryPool,
     min_bytes_to_keep: usize,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemPoolTrimTo(pool, min_bytes_to_keep) };
     check(__r, "cuMemPoolTrimTo")?;
@@ -9589,7 +9627,7 @@ pub unsafe fn mem_pool_trim_to(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemPrefetchAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemPrefetchAsync`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// # Safety
 ///
@@ -9606,7 +9644,7 @@ pub unsafe fn mem_prefetch_async(
     location: CUmemLocation,
     flags: ::core::ffi::c_uint,
     h_stream: CUstream,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemPrefetchAsync(dev_ptr, count, location, flags, h_stream) };
     check(__r, "cuMemPrefetchAsync")?;
@@ -9630,7 +9668,7 @@ pub unsafe fn mem_prefetch_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemPrefetchBatchAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called.
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemPrefetchBatchAsync`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called.
 ///
 /// # Safety
 ///
@@ -9648,7 +9686,7 @@ pub unsafe fn mem_prefetch_batch_async(
     prefetch_loc_idxs: &[usize],
     flags: ::core::ffi::c_ulonglong,
     h_stream: CUstream,
-) -> Result<()> {
+) -> CudaResult<()> {
     let count: usize = shared_len(
         "cuMemPrefetchBatchAsync",
         "count",
@@ -9693,7 +9731,7 @@ pub unsafe fn mem_prefetch_batch_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemRangeGetAttribute`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemRangeGetAttribute`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// # Safety
 ///
@@ -9710,7 +9748,7 @@ pub unsafe fn mem_range_get_attribute(
     attribute: CUmem_range_attribute,
     dev_ptr: CUdeviceptr,
     count: usize,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe {
         cuMemRangeGetAttribute(data, data_size, attribute, dev_ptr, count)
@@ -9731,7 +9769,7 @@ pub unsafe fn mem_range_get_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemRangeGetAttributes`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemRangeGetAttributes`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// # Safety
 ///
@@ -9748,7 +9786,7 @@ pub unsafe fn mem_range_get_attributes(
     attributes: &[CUmem_range_attribute],
     dev_ptr: CUdeviceptr,
     count: usize,
-) -> Result<()> {
+) -> CudaResult<()> {
     let num_attributes: usize = shared_len(
         "cuMemRangeGetAttributes",
         "num_attributes",
@@ -9783,7 +9821,7 @@ pub unsafe fn mem_range_get_attributes(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemRelease`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemRelease`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -9793,7 +9831,7 @@ pub unsafe fn mem_range_get_attributes(
 ///
 /// NVIDIA reference: `cuMemRelease` in [Virtual Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__VA.html).
 #[doc(alias = "cuMemRelease")]
-pub unsafe fn mem_release(handle: CUmemGenericAllocationHandle) -> Result<()> {
+pub unsafe fn mem_release(handle: CUmemGenericAllocationHandle) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemRelease(handle) };
     check(__r, "cuMemRelease")?;
@@ -9811,7 +9849,7 @@ pub unsafe fn mem_release(handle: CUmemGenericAllocationHandle) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemRetainAllocationHandle`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemRetainAllocationHandle`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -9823,7 +9861,7 @@ pub unsafe fn mem_release(handle: CUmemGenericAllocationHandle) -> Result<()> {
 #[doc(alias = "cuMemRetainAllocationHandle")]
 pub unsafe fn mem_retain_allocation_handle(
     addr: *mut ::core::ffi::c_void,
-) -> Result<CUmemGenericAllocationHandle> {
+) -> CudaResult<CUmemGenericAllocationHandle> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut handle: CUmemGenericAllocationHandle = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -9844,7 +9882,7 @@ pub unsafe fn mem_retain_allocation_handle(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemSetAccess`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemSetAccess`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -9858,7 +9896,7 @@ pub unsafe fn mem_set_access(
     ptr: CUdeviceptr,
     size: usize,
     desc: &[CUmemAccessDesc],
-) -> Result<()> {
+) -> CudaResult<()> {
     let count: usize = shared_len(
         "cuMemSetAccess",
         "count",
@@ -9882,7 +9920,7 @@ pub unsafe fn mem_set_access(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemSetMemPool`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemSetMemPool`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -9897,7 +9935,7 @@ pub unsafe fn mem_set_mem_pool(
     location: *mut CUmemLocation,
     type_: CUmemAllocationType,
     pool: CUmemoryPool,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemSetMemPool(location, type_, pool) };
     check(__r, "cuMemSetMemPool")?;
@@ -9914,7 +9952,7 @@ pub unsafe fn mem_set_mem_pool(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemUnmap`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemUnmap`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -9924,7 +9962,7 @@ pub unsafe fn mem_set_mem_pool(
 ///
 /// NVIDIA reference: `cuMemUnmap` in [Virtual Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__VA.html).
 #[doc(alias = "cuMemUnmap")]
-pub unsafe fn mem_unmap(ptr: CUdeviceptr, size: usize) -> Result<()> {
+pub unsafe fn mem_unmap(ptr: CUdeviceptr, size: usize) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemUnmap(ptr, size) };
     check(__r, "cuMemUnmap")?;
@@ -9942,7 +9980,7 @@ pub unsafe fn mem_unmap(ptr: CUdeviceptr, size: usize) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpy`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemcpy`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -9957,7 +9995,7 @@ pub unsafe fn memcpy(
     dst: CUdeviceptr,
     src: CUdeviceptr,
     byte_count: usize,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemcpy(dst, src, byte_count) };
     check(__r, "cuMemcpy")?;
@@ -9973,7 +10011,7 @@ pub unsafe fn memcpy(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpy2D`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemcpy2D`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -9983,7 +10021,7 @@ pub unsafe fn memcpy(
 ///
 /// NVIDIA reference: `cuMemcpy2D` in [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 #[doc(alias = "cuMemcpy2D")]
-pub unsafe fn memcpy_2d(p_copy: &CUDA_MEMCPY2D) -> Result<()> {
+pub unsafe fn memcpy_2d(p_copy: &CUDA_MEMCPY2D) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemcpy2D(p_copy) };
     check(__r, "cuMemcpy2D")?;
@@ -10000,7 +10038,7 @@ pub unsafe fn memcpy_2d(p_copy: &CUDA_MEMCPY2D) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpy2DAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemcpy2DAsync`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -10011,7 +10049,10 @@ pub unsafe fn memcpy_2d(p_copy: &CUDA_MEMCPY2D) -> Result<()> {
 ///
 /// NVIDIA reference: `cuMemcpy2DAsync` in [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 #[doc(alias = "cuMemcpy2DAsync")]
-pub unsafe fn memcpy_2d_async(p_copy: &CUDA_MEMCPY2D, h_stream: CUstream) -> Result<()> {
+pub unsafe fn memcpy_2d_async(
+    p_copy: &CUDA_MEMCPY2D,
+    h_stream: CUstream,
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemcpy2DAsync(p_copy, h_stream) };
     check(__r, "cuMemcpy2DAsync")?;
@@ -10025,7 +10066,7 @@ pub unsafe fn memcpy_2d_async(p_copy: &CUDA_MEMCPY2D, h_stream: CUstream) -> Res
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpy2DUnaligned`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemcpy2DUnaligned`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10035,7 +10076,7 @@ pub unsafe fn memcpy_2d_async(p_copy: &CUDA_MEMCPY2D, h_stream: CUstream) -> Res
 ///
 /// NVIDIA reference: `cuMemcpy2DUnaligned` in [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 #[doc(alias = "cuMemcpy2DUnaligned")]
-pub unsafe fn memcpy_2d_unaligned(p_copy: &CUDA_MEMCPY2D) -> Result<()> {
+pub unsafe fn memcpy_2d_unaligned(p_copy: &CUDA_MEMCPY2D) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemcpy2DUnaligned(p_copy) };
     check(__r, "cuMemcpy2DUnaligned")?;
@@ -10051,7 +10092,7 @@ pub unsafe fn memcpy_2d_unaligned(p_copy: &CUDA_MEMCPY2D) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpy3D`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemcpy3D`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10061,7 +10102,7 @@ pub unsafe fn memcpy_2d_unaligned(p_copy: &CUDA_MEMCPY2D) -> Result<()> {
 ///
 /// NVIDIA reference: `cuMemcpy3D` in [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 #[doc(alias = "cuMemcpy3D")]
-pub unsafe fn memcpy_3d(p_copy: &CUDA_MEMCPY3D) -> Result<()> {
+pub unsafe fn memcpy_3d(p_copy: &CUDA_MEMCPY3D) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemcpy3D(p_copy) };
     check(__r, "cuMemcpy3D")?;
@@ -10078,7 +10119,7 @@ pub unsafe fn memcpy_3d(p_copy: &CUDA_MEMCPY3D) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpy3DAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemcpy3DAsync`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -10089,7 +10130,10 @@ pub unsafe fn memcpy_3d(p_copy: &CUDA_MEMCPY3D) -> Result<()> {
 ///
 /// NVIDIA reference: `cuMemcpy3DAsync` in [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 #[doc(alias = "cuMemcpy3DAsync")]
-pub unsafe fn memcpy_3d_async(p_copy: &CUDA_MEMCPY3D, h_stream: CUstream) -> Result<()> {
+pub unsafe fn memcpy_3d_async(
+    p_copy: &CUDA_MEMCPY3D,
+    h_stream: CUstream,
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemcpy3DAsync(p_copy, h_stream) };
     check(__r, "cuMemcpy3DAsync")?;
@@ -10109,7 +10153,7 @@ pub unsafe fn memcpy_3d_async(p_copy: &CUDA_MEMCPY3D, h_stream: CUstream) -> Res
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpy3DBatchAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemcpy3DBatchAsync`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10124,7 +10168,7 @@ pub unsafe fn memcpy_3d_batch_async(
     op_list: &[CUDA_MEMCPY3D_BATCH_OP],
     flags: ::core::ffi::c_ulonglong,
     h_stream: CUstream,
-) -> Result<()> {
+) -> CudaResult<()> {
     let num_ops: usize = shared_len(
         "cuMemcpy3DBatchAsync",
         "num_ops",
@@ -10145,7 +10189,7 @@ pub unsafe fn memcpy_3d_batch_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpy3DPeer`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemcpy3DPeer`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10155,7 +10199,7 @@ pub unsafe fn memcpy_3d_batch_async(
 ///
 /// NVIDIA reference: `cuMemcpy3DPeer` in [Memory Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
 #[doc(alias = "cuMemcpy3DPeer")]
-pub unsafe fn memcpy_3d_peer(p_copy: &CUDA_MEMCPY3D_PEER) -> Result<()> {
+pub unsafe fn memcpy_3d_peer(p_copy: &CUDA_MEMCPY3D_PEER) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemcpy3DPeer(p_copy) };
     check(__r, "cuMemcpy3DPeer")?;
@@ -10172,7 +10216,7 @@ pub unsafe fn memcpy_3d_peer(p_copy: &CUDA_MEMCPY3D_PEER) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpy3DPeerAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemcpy3DPeerAsync`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10186,7 +10230,7 @@ pub unsafe fn memcpy_3d_peer(p_copy: &CUDA_MEMCPY3D_PEER) -> Result<()> {
 pub unsafe fn memcpy_3d_peer_async(
     p_copy: &CUDA_MEMCPY3D_PEER,
     h_stream: CUstream,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemcpy3DPeerAsync(p_copy, h_stream) };
     check(__r, "cuMemcpy3DPeerAsync")?;
@@ -10205,7 +10249,7 @@ pub unsafe fn memcpy_3d_peer_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpyAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemcpyAsync`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -10222,7 +10266,7 @@ pub unsafe fn memcpy_async(
     src: CUdeviceptr,
     byte_count: usize,
     h_stream: CUstream,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemcpyAsync(dst, src, byte_count, h_stream) };
     check(__r, "cuMemcpyAsync")?;
@@ -10242,7 +10286,7 @@ pub unsafe fn memcpy_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpyAtoA`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemcpyAtoA`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10259,7 +10303,7 @@ pub unsafe fn memcpy_atoa(
     src_array: CUarray,
     src_offset: usize,
     byte_count: usize,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe {
         cuMemcpyAtoA(dst_array, dst_offset, src_array, src_offset, byte_count)
@@ -10280,7 +10324,7 @@ pub unsafe fn memcpy_atoa(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpyAtoD`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemcpyAtoD`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10296,7 +10340,7 @@ pub unsafe fn memcpy_atod(
     src_array: CUarray,
     src_offset: usize,
     byte_count: usize,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemcpyAtoD(dst_device, src_array, src_offset, byte_count) };
     check(__r, "cuMemcpyAtoD")?;
@@ -10315,7 +10359,7 @@ pub unsafe fn memcpy_atod(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpyAtoH`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemcpyAtoH`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10331,7 +10375,7 @@ pub unsafe fn memcpy_atoh(
     src_array: CUarray,
     src_offset: usize,
     byte_count: usize,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemcpyAtoH(dst_host, src_array, src_offset, byte_count) };
     check(__r, "cuMemcpyAtoH")?;
@@ -10351,7 +10395,7 @@ pub unsafe fn memcpy_atoh(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpyAtoHAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemcpyAtoHAsync`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -10369,7 +10413,7 @@ pub unsafe fn memcpy_atoh_async(
     src_offset: usize,
     byte_count: usize,
     h_stream: CUstream,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe {
         cuMemcpyAtoHAsync(dst_host, src_array, src_offset, byte_count, h_stream)
@@ -10395,7 +10439,7 @@ pub unsafe fn memcpy_atoh_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpyBatchAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemcpyBatchAsync`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10414,7 +10458,7 @@ pub unsafe fn memcpy_batch_async(
     attrs: &[CUmemcpyAttributes],
     attrs_idxs: &[usize],
     h_stream: CUstream,
-) -> Result<()> {
+) -> CudaResult<()> {
     let count: usize = shared_len(
         "cuMemcpyBatchAsync",
         "count",
@@ -10459,7 +10503,7 @@ pub unsafe fn memcpy_batch_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpyDtoA`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemcpyDtoA`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10475,7 +10519,7 @@ pub unsafe fn memcpy_dtoa(
     dst_offset: usize,
     src_device: CUdeviceptr,
     byte_count: usize,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemcpyDtoA(dst_array, dst_offset, src_device, byte_count) };
     check(__r, "cuMemcpyDtoA")?;
@@ -10493,7 +10537,7 @@ pub unsafe fn memcpy_dtoa(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpyDtoD`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemcpyDtoD`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10508,7 +10552,7 @@ pub unsafe fn memcpy_dtod(
     dst_device: CUdeviceptr,
     src_device: CUdeviceptr,
     byte_count: usize,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemcpyDtoD(dst_device, src_device, byte_count) };
     check(__r, "cuMemcpyDtoD")?;
@@ -10527,7 +10571,7 @@ pub unsafe fn memcpy_dtod(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpyDtoDAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemcpyDtoDAsync`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -10544,7 +10588,7 @@ pub unsafe fn memcpy_dtod_async(
     src_device: CUdeviceptr,
     byte_count: usize,
     h_stream: CUstream,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemcpyDtoDAsync(dst_device, src_device, byte_count, h_stream) };
     check(__r, "cuMemcpyDtoDAsync")?;
@@ -10562,7 +10606,7 @@ pub unsafe fn memcpy_dtod_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpyDtoH`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemcpyDtoH`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10579,7 +10623,7 @@ pub unsafe fn memcpy_dtoh(
     dst_host: *mut ::core::ffi::c_void,
     src_device: CUdeviceptr,
     byte_count: usize,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemcpyDtoH(dst_host, src_device, byte_count) };
     check(__r, "cuMemcpyDtoH")?;
@@ -10598,7 +10642,7 @@ pub unsafe fn memcpy_dtoh(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpyDtoHAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemcpyDtoHAsync`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -10617,7 +10661,7 @@ pub unsafe fn memcpy_dtoh_async(
     src_device: CUdeviceptr,
     byte_count: usize,
     h_stream: CUstream,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemcpyDtoHAsync(dst_host, src_device, byte_count, h_stream) };
     check(__r, "cuMemcpyDtoHAsync")?;
@@ -10634,7 +10678,7 @@ pub unsafe fn memcpy_dtoh_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpyHtoA`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemcpyHtoA`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10650,7 +10694,7 @@ pub unsafe fn memcpy_htoa(
     dst_offset: usize,
     src_host: *const ::core::ffi::c_void,
     byte_count: usize,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemcpyHtoA(dst_array, dst_offset, src_host, byte_count) };
     check(__r, "cuMemcpyHtoA")?;
@@ -10670,7 +10714,7 @@ pub unsafe fn memcpy_htoa(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpyHtoAAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemcpyHtoAAsync`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -10688,7 +10732,7 @@ pub unsafe fn memcpy_htoa_async(
     src_host: *const ::core::ffi::c_void,
     byte_count: usize,
     h_stream: CUstream,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe {
         cuMemcpyHtoAAsync(dst_array, dst_offset, src_host, byte_count, h_stream)
@@ -10708,7 +10752,7 @@ pub unsafe fn memcpy_htoa_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpyHtoD`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemcpyHtoD`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10725,7 +10769,7 @@ pub unsafe fn memcpy_htod(
     dst_device: CUdeviceptr,
     src_host: *const ::core::ffi::c_void,
     byte_count: usize,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemcpyHtoD(dst_device, src_host, byte_count) };
     check(__r, "cuMemcpyHtoD")?;
@@ -10745,7 +10789,7 @@ pub unsafe fn memcpy_htod(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpyHtoDAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemcpyHtoDAsync`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -10764,7 +10808,7 @@ pub unsafe fn memcpy_htod_async(
     src_host: *const ::core::ffi::c_void,
     byte_count: usize,
     h_stream: CUstream,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemcpyHtoDAsync(dst_device, src_host, byte_count, h_stream) };
     check(__r, "cuMemcpyHtoDAsync")?;
@@ -10784,7 +10828,7 @@ pub unsafe fn memcpy_htod_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpyPeer`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemcpyPeer`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10803,7 +10847,7 @@ pub unsafe fn memcpy_peer(
     src_device: CUdeviceptr,
     src_context: CUcontext,
     byte_count: usize,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe {
         cuMemcpyPeer(dst_device, dst_context, src_device, src_context, byte_count)
@@ -10826,7 +10870,7 @@ pub unsafe fn memcpy_peer(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemcpyPeerAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemcpyPeerAsync`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -10847,7 +10891,7 @@ pub unsafe fn memcpy_peer_async(
     src_context: CUcontext,
     byte_count: usize,
     h_stream: CUstream,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe {
         cuMemcpyPeerAsync(
@@ -10874,7 +10918,7 @@ pub unsafe fn memcpy_peer_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemsetD16`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemsetD16`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10888,7 +10932,7 @@ pub unsafe fn memset_d16(
     dst_device: CUdeviceptr,
     us: ::core::ffi::c_ushort,
     n: usize,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemsetD16(dst_device, us, n) };
     check(__r, "cuMemsetD16")?;
@@ -10907,7 +10951,7 @@ pub unsafe fn memset_d16(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemsetD16Async`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemsetD16Async`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10923,7 +10967,7 @@ pub unsafe fn memset_d16_async(
     us: ::core::ffi::c_ushort,
     n: usize,
     h_stream: CUstream,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemsetD16Async(dst_device, us, n, h_stream) };
     check(__r, "cuMemsetD16Async")?;
@@ -10943,7 +10987,7 @@ pub unsafe fn memset_d16_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemsetD2D16`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemsetD2D16`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10959,7 +11003,7 @@ pub unsafe fn memset_d2d16(
     us: ::core::ffi::c_ushort,
     width: usize,
     height: usize,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemsetD2D16(dst_device, dst_pitch, us, width, height) };
     check(__r, "cuMemsetD2D16")?;
@@ -10980,7 +11024,7 @@ pub unsafe fn memset_d2d16(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemsetD2D16Async`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemsetD2D16Async`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -10998,7 +11042,7 @@ pub unsafe fn memset_d2d16_async(
     width: usize,
     height: usize,
     h_stream: CUstream,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe {
         cuMemsetD2D16Async(dst_device, dst_pitch, us, width, height, h_stream)
@@ -11020,7 +11064,7 @@ pub unsafe fn memset_d2d16_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemsetD2D32`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemsetD2D32`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -11036,7 +11080,7 @@ pub unsafe fn memset_d2d32(
     ui: ::core::ffi::c_uint,
     width: usize,
     height: usize,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemsetD2D32(dst_device, dst_pitch, ui, width, height) };
     check(__r, "cuMemsetD2D32")?;
@@ -11057,7 +11101,7 @@ pub unsafe fn memset_d2d32(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemsetD2D32Async`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemsetD2D32Async`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -11075,7 +11119,7 @@ pub unsafe fn memset_d2d32_async(
     width: usize,
     height: usize,
     h_stream: CUstream,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe {
         cuMemsetD2D32Async(dst_device, dst_pitch, ui, width, height, h_stream)
@@ -11097,7 +11141,7 @@ pub unsafe fn memset_d2d32_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemsetD2D8`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemsetD2D8`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -11113,7 +11157,7 @@ pub unsafe fn memset_d2d8(
     uc: ::core::ffi::c_uchar,
     width: usize,
     height: usize,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemsetD2D8(dst_device, dst_pitch, uc, width, height) };
     check(__r, "cuMemsetD2D8")?;
@@ -11132,7 +11176,7 @@ pub unsafe fn memset_d2d8(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemsetD2D8Async`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemsetD2D8Async`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -11150,7 +11194,7 @@ pub unsafe fn memset_d2d8_async(
     width: usize,
     height: usize,
     h_stream: CUstream,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe {
         cuMemsetD2D8Async(dst_device, dst_pitch, uc, width, height, h_stream)
@@ -11170,7 +11214,7 @@ pub unsafe fn memset_d2d8_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemsetD32`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemsetD32`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -11184,7 +11228,7 @@ pub unsafe fn memset_d32(
     dst_device: CUdeviceptr,
     ui: ::core::ffi::c_uint,
     n: usize,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemsetD32(dst_device, ui, n) };
     check(__r, "cuMemsetD32")?;
@@ -11203,7 +11247,7 @@ pub unsafe fn memset_d32(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemsetD32Async`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemsetD32Async`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -11219,7 +11263,7 @@ pub unsafe fn memset_d32_async(
     ui: ::core::ffi::c_uint,
     n: usize,
     h_stream: CUstream,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemsetD32Async(dst_device, ui, n, h_stream) };
     check(__r, "cuMemsetD32Async")?;
@@ -11235,7 +11279,7 @@ pub unsafe fn memset_d32_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemsetD8`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemsetD8`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -11249,7 +11293,7 @@ pub unsafe fn memset_d8(
     dst_device: CUdeviceptr,
     uc: ::core::ffi::c_uchar,
     n: usize,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemsetD8(dst_device, uc, n) };
     check(__r, "cuMemsetD8")?;
@@ -11266,7 +11310,7 @@ pub unsafe fn memset_d8(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMemsetD8Async`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMemsetD8Async`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -11282,7 +11326,7 @@ pub unsafe fn memset_d8_async(
     uc: ::core::ffi::c_uchar,
     n: usize,
     h_stream: CUstream,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMemsetD8Async(dst_device, uc, n, h_stream) };
     check(__r, "cuMemsetD8Async")?;
@@ -11300,7 +11344,7 @@ pub unsafe fn memset_d8_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMipmappedArrayCreate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMipmappedArrayCreate`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -11311,7 +11355,7 @@ pub unsafe fn memset_d8_async(
 pub unsafe fn mipmapped_array_create(
     p_mipmapped_array_desc: &CUDA_ARRAY3D_DESCRIPTOR,
     num_mipmap_levels: ::core::ffi::c_uint,
-) -> Result<CUmipmappedArray> {
+) -> CudaResult<CUmipmappedArray> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut p_handle: CUmipmappedArray = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -11332,7 +11376,7 @@ pub unsafe fn mipmapped_array_create(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMipmappedArrayDestroy`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_ARRAY_IS_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_ARRAY_IS_MAPPED), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMipmappedArrayDestroy`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_ARRAY_IS_MAPPED`](cuda_sys::CUresult::CUDA_ERROR_ARRAY_IS_MAPPED), [`CUDA_ERROR_CONTEXT_IS_DESTROYED`](cuda_sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED).
 ///
 /// # Safety
 ///
@@ -11344,7 +11388,7 @@ pub unsafe fn mipmapped_array_create(
 #[doc(alias = "cuMipmappedArrayDestroy")]
 pub unsafe fn mipmapped_array_destroy(
     h_mipmapped_array: CUmipmappedArray,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMipmappedArrayDestroy(h_mipmapped_array) };
     check(__r, "cuMipmappedArrayDestroy")?;
@@ -11362,7 +11406,7 @@ pub unsafe fn mipmapped_array_destroy(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMipmappedArrayGetLevel`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMipmappedArrayGetLevel`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -11375,7 +11419,7 @@ pub unsafe fn mipmapped_array_destroy(
 pub unsafe fn mipmapped_array_get_level(
     h_mipmapped_array: CUmipmappedArray,
     level: ::core::ffi::c_uint,
-) -> Result<CUarray> {
+) -> CudaResult<CUarray> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut p_level_array: CUarray = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -11397,7 +11441,7 @@ pub unsafe fn mipmapped_array_get_level(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMipmappedArrayGetMemoryRequirements`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMipmappedArrayGetMemoryRequirements`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -11410,7 +11454,7 @@ pub unsafe fn mipmapped_array_get_level(
 pub unsafe fn mipmapped_array_get_memory_requirements(
     mipmap: CUmipmappedArray,
     device: CUdevice,
-) -> Result<CUDA_ARRAY_MEMORY_REQUIREMENTS> {
+) -> CudaResult<CUDA_ARRAY_MEMORY_REQUIREMENTS> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut memory_requirements: CUDA_ARRAY_MEMORY_REQUIREMENTS = unsafe {
         ::core::mem::zeroed()
@@ -11433,7 +11477,7 @@ pub unsafe fn mipmapped_array_get_memory_requirements(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMipmappedArrayGetSparseProperties`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMipmappedArrayGetSparseProperties`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -11445,7 +11489,7 @@ pub unsafe fn mipmapped_array_get_memory_requirements(
 #[doc(alias = "cuMipmappedArrayGetSparseProperties")]
 pub unsafe fn mipmapped_array_get_sparse_properties(
     mipmap: CUmipmappedArray,
-) -> Result<CUDA_ARRAY_SPARSE_PROPERTIES> {
+) -> CudaResult<CUDA_ARRAY_SPARSE_PROPERTIES> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut sparse_properties: CUDA_ARRAY_SPARSE_PROPERTIES = unsafe {
         ::core::mem::zeroed()
@@ -11469,7 +11513,7 @@ pub unsafe fn mipmapped_array_get_sparse_properties(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuModuleEnumerateFunctions`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuModuleEnumerateFunctions`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -11482,7 +11526,7 @@ pub unsafe fn mipmapped_array_get_sparse_properties(
 pub unsafe fn module_enumerate_functions(
     functions: &mut [CUfunction],
     mod_: CUmodule,
-) -> Result<()> {
+) -> CudaResult<()> {
     let num_functions: ::core::ffi::c_uint = shared_len(
         "cuModuleEnumerateFunctions",
         "num_functions",
@@ -11505,7 +11549,7 @@ pub unsafe fn module_enumerate_functions(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuModuleGetFunction`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuModuleGetFunction`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -11518,7 +11562,7 @@ pub unsafe fn module_enumerate_functions(
 pub unsafe fn module_get_function(
     hmod: CUmodule,
     name: &::core::ffi::CStr,
-) -> Result<CUfunction> {
+) -> CudaResult<CUfunction> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut hfunc: CUfunction = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -11535,7 +11579,7 @@ pub unsafe fn module_get_function(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuModuleGetFunctionCount`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuModuleGetFunctionCount`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -11545,7 +11589,9 @@ pub unsafe fn module_get_function(
 ///
 /// NVIDIA reference: `cuModuleGetFunctionCount` in [Module Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MODULE.html).
 #[doc(alias = "cuModuleGetFunctionCount")]
-pub unsafe fn module_get_function_count(mod_: CUmodule) -> Result<::core::ffi::c_uint> {
+pub unsafe fn module_get_function_count(
+    mod_: CUmodule,
+) -> CudaResult<::core::ffi::c_uint> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut count: ::core::ffi::c_uint = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -11566,7 +11612,7 @@ pub unsafe fn module_get_function_count(mod_: CUmodule) -> Result<::core::ffi::c
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuModuleGetGlobal`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuModuleGetGlobal`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -11579,7 +11625,7 @@ pub unsafe fn module_get_function_count(mod_: CUmodule) -> Result<::core::ffi::c
 pub unsafe fn module_get_global(
     hmod: CUmodule,
     name: &::core::ffi::CStr,
-) -> Result<(CUdeviceptr, usize)> {
+) -> CudaResult<(CUdeviceptr, usize)> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut dptr: CUdeviceptr = unsafe { ::core::mem::zeroed() };
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
@@ -11597,11 +11643,11 @@ pub unsafe fn module_get_global(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuModuleGetLoadingMode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuModuleGetLoadingMode`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuModuleGetLoadingMode` in [Module Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MODULE.html).
 #[doc(alias = "cuModuleGetLoadingMode")]
-pub fn module_get_loading_mode() -> Result<CUmoduleLoadingMode> {
+pub fn module_get_loading_mode() -> CudaResult<CUmoduleLoadingMode> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut mode: CUmoduleLoadingMode = unsafe { ::core::mem::zeroed() };
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
@@ -11621,7 +11667,7 @@ pub fn module_get_loading_mode() -> Result<CUmoduleLoadingMode> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuModuleGetSurfRef`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuModuleGetSurfRef`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -11636,7 +11682,7 @@ pub fn module_get_loading_mode() -> Result<CUmoduleLoadingMode> {
 pub unsafe fn module_get_surf_ref(
     hmod: CUmodule,
     name: &::core::ffi::CStr,
-) -> Result<CUsurfref> {
+) -> CudaResult<CUsurfref> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut p_surf_ref: CUsurfref = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -11657,7 +11703,7 @@ pub unsafe fn module_get_surf_ref(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuModuleGetTexRef`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuModuleGetTexRef`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -11672,7 +11718,7 @@ pub unsafe fn module_get_surf_ref(
 pub unsafe fn module_get_tex_ref(
     hmod: CUmodule,
     name: &::core::ffi::CStr,
-) -> Result<CUtexref> {
+) -> CudaResult<CUtexref> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut p_tex_ref: CUtexref = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -11691,7 +11737,7 @@ pub unsafe fn module_get_tex_ref(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuModuleLoad`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_FILE_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_FILE_NOT_FOUND), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuModuleLoad`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_FILE_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_FILE_NOT_FOUND), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -11699,7 +11745,7 @@ pub unsafe fn module_get_tex_ref(
 ///
 /// NVIDIA reference: `cuModuleLoad` in [Module Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MODULE.html).
 #[doc(alias = "cuModuleLoad")]
-pub unsafe fn module_load(fname: &::core::ffi::CStr) -> Result<CUmodule> {
+pub unsafe fn module_load(fname: &::core::ffi::CStr) -> CudaResult<CUmodule> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut module: CUmodule = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -11718,7 +11764,7 @@ pub unsafe fn module_load(fname: &::core::ffi::CStr) -> Result<CUmodule> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuModuleLoadData`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuModuleLoadData`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -11728,7 +11774,9 @@ pub unsafe fn module_load(fname: &::core::ffi::CStr) -> Result<CUmodule> {
 ///
 /// NVIDIA reference: `cuModuleLoadData` in [Module Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MODULE.html).
 #[doc(alias = "cuModuleLoadData")]
-pub unsafe fn module_load_data(image: *const ::core::ffi::c_void) -> Result<CUmodule> {
+pub unsafe fn module_load_data(
+    image: *const ::core::ffi::c_void,
+) -> CudaResult<CUmodule> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut module: CUmodule = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -11750,7 +11798,7 @@ pub unsafe fn module_load_data(image: *const ::core::ffi::c_void) -> Result<CUmo
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuModuleLoadDataEx`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuModuleLoadDataEx`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -11765,7 +11813,7 @@ pub unsafe fn module_load_data_ex(
     image: *const ::core::ffi::c_void,
     options: ::core::option::Option<&[CUjit_option]>,
     option_values: ::core::option::Option<&mut [*mut ::core::ffi::c_void]>,
-) -> Result<CUmodule> {
+) -> CudaResult<CUmodule> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut module: CUmodule = unsafe { ::core::mem::zeroed() };
     let num_options: ::core::ffi::c_uint = shared_len(
@@ -11804,7 +11852,7 @@ pub unsafe fn module_load_data_ex(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuModuleLoadFatBinary`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuModuleLoadFatBinary`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_PTX`](cuda_sys::CUresult::CUDA_ERROR_INVALID_PTX), [`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`](cuda_sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION), [`CUDA_ERROR_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_NOT_FOUND), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_NO_BINARY_FOR_GPU`](cuda_sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU), [`CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND), [`CUDA_ERROR_SHARED_OBJECT_INIT_FAILED`](cuda_sys::CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED), [`CUDA_ERROR_JIT_COMPILER_NOT_FOUND`](cuda_sys::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND).
 ///
 /// # Safety
 ///
@@ -11816,7 +11864,7 @@ pub unsafe fn module_load_data_ex(
 #[doc(alias = "cuModuleLoadFatBinary")]
 pub unsafe fn module_load_fat_binary(
     fat_cubin: *const ::core::ffi::c_void,
-) -> Result<CUmodule> {
+) -> CudaResult<CUmodule> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut module: CUmodule = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -11835,7 +11883,7 @@ pub unsafe fn module_load_fat_binary(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuModuleUnload`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuModuleUnload`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED).
 ///
 /// # Safety
 ///
@@ -11847,7 +11895,7 @@ pub unsafe fn module_load_fat_binary(
 ///
 /// NVIDIA reference: `cuModuleUnload` in [Module Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MODULE.html).
 #[doc(alias = "cuModuleUnload")]
-pub unsafe fn module_unload(hmod: CUmodule) -> Result<()> {
+pub unsafe fn module_unload(hmod: CUmodule) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuModuleUnload(hmod) };
     check(__r, "cuModuleUnload")?;
@@ -11865,7 +11913,7 @@ pub unsafe fn module_unload(hmod: CUmodule) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMulticastAddDevice`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMulticastAddDevice`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -11878,7 +11926,7 @@ pub unsafe fn module_unload(hmod: CUmodule) -> Result<()> {
 pub unsafe fn multicast_add_device(
     mc_handle: CUmemGenericAllocationHandle,
     dev: CUdevice,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMulticastAddDevice(mc_handle, dev) };
     check(__r, "cuMulticastAddDevice")?;
@@ -11898,7 +11946,7 @@ pub unsafe fn multicast_add_device(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMulticastBindAddr`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_SYSTEM_NOT_READY`](cuda_sys::CUresult::CUDA_ERROR_SYSTEM_NOT_READY), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMulticastBindAddr`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_SYSTEM_NOT_READY`](cuda_sys::CUresult::CUDA_ERROR_SYSTEM_NOT_READY), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE).
 ///
 /// # Safety
 ///
@@ -11915,7 +11963,7 @@ pub unsafe fn multicast_bind_addr(
     memptr: CUdeviceptr,
     size: usize,
     flags: ::core::ffi::c_ulonglong,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMulticastBindAddr(mc_handle, mc_offset, memptr, size, flags) };
     check(__r, "cuMulticastBindAddr")?;
@@ -11936,7 +11984,7 @@ pub unsafe fn multicast_bind_addr(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMulticastBindMem`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_SYSTEM_NOT_READY`](cuda_sys::CUresult::CUDA_ERROR_SYSTEM_NOT_READY), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMulticastBindMem`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_SYSTEM_NOT_READY`](cuda_sys::CUresult::CUDA_ERROR_SYSTEM_NOT_READY), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE).
 ///
 /// # Safety
 ///
@@ -11954,7 +12002,7 @@ pub unsafe fn multicast_bind_mem(
     mem_offset: usize,
     size: usize,
     flags: ::core::ffi::c_ulonglong,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe {
         cuMulticastBindMem(mc_handle, mc_offset, mem_handle, mem_offset, size, flags)
@@ -11973,7 +12021,7 @@ pub unsafe fn multicast_bind_mem(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMulticastCreate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMulticastCreate`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -11983,7 +12031,7 @@ pub unsafe fn multicast_bind_mem(
 #[doc(alias = "cuMulticastCreate")]
 pub unsafe fn multicast_create(
     prop: &CUmulticastObjectProp,
-) -> Result<CUmemGenericAllocationHandle> {
+) -> CudaResult<CUmemGenericAllocationHandle> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut mc_handle: CUmemGenericAllocationHandle = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -12003,7 +12051,7 @@ pub unsafe fn multicast_create(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMulticastGetGranularity`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMulticastGetGranularity`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -12014,7 +12062,7 @@ pub unsafe fn multicast_create(
 pub unsafe fn multicast_get_granularity(
     prop: &CUmulticastObjectProp,
     option: CUmulticastGranularity_flags,
-) -> Result<usize> {
+) -> CudaResult<usize> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut granularity: usize = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -12036,7 +12084,7 @@ pub unsafe fn multicast_get_granularity(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuMulticastUnbind`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuMulticastUnbind`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_PERMITTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_PERMITTED), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -12051,7 +12099,7 @@ pub unsafe fn multicast_unbind(
     dev: CUdevice,
     mc_offset: usize,
     size: usize,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuMulticastUnbind(mc_handle, dev, mc_offset, size) };
     check(__r, "cuMulticastUnbind")?;
@@ -12068,7 +12116,7 @@ pub unsafe fn multicast_unbind(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuOccupancyAvailableDynamicSMemPerBlock`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuOccupancyAvailableDynamicSMemPerBlock`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -12082,7 +12130,7 @@ pub unsafe fn occupancy_available_dynamic_smem_per_block(
     func: CUfunction,
     num_blocks: ::core::ffi::c_int,
     block_size: ::core::ffi::c_int,
-) -> Result<usize> {
+) -> CudaResult<usize> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut dynamic_smem_size: usize = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -12108,7 +12156,7 @@ pub unsafe fn occupancy_available_dynamic_smem_per_block(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuOccupancyMaxActiveBlocksPerMultiprocessor`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuOccupancyMaxActiveBlocksPerMultiprocessor`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -12122,7 +12170,7 @@ pub unsafe fn occupancy_max_active_blocks_per_multiprocessor(
     func: CUfunction,
     block_size: ::core::ffi::c_int,
     dynamic_s_mem_size: usize,
-) -> Result<::core::ffi::c_int> {
+) -> CudaResult<::core::ffi::c_int> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut num_blocks: ::core::ffi::c_int = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -12149,7 +12197,7 @@ pub unsafe fn occupancy_max_active_blocks_per_multiprocessor(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -12164,7 +12212,7 @@ pub unsafe fn occupancy_max_active_blocks_per_multiprocessor_with_flags(
     block_size: ::core::ffi::c_int,
     dynamic_s_mem_size: usize,
     flags: ::core::ffi::c_uint,
-) -> Result<::core::ffi::c_int> {
+) -> CudaResult<::core::ffi::c_int> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut num_blocks: ::core::ffi::c_int = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -12190,7 +12238,7 @@ pub unsafe fn occupancy_max_active_blocks_per_multiprocessor_with_flags(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuOccupancyMaxActiveClusters`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_CLUSTER_SIZE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CLUSTER_SIZE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuOccupancyMaxActiveClusters`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_CLUSTER_SIZE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CLUSTER_SIZE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -12204,7 +12252,7 @@ pub unsafe fn occupancy_max_active_blocks_per_multiprocessor_with_flags(
 pub unsafe fn occupancy_max_active_clusters(
     func: CUfunction,
     config: &CUlaunchConfig,
-) -> Result<::core::ffi::c_int> {
+) -> CudaResult<::core::ffi::c_int> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut num_clusters: ::core::ffi::c_int = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -12227,7 +12275,7 @@ pub unsafe fn occupancy_max_active_clusters(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuOccupancyMaxPotentialBlockSize`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuOccupancyMaxPotentialBlockSize`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -12243,7 +12291,7 @@ pub unsafe fn occupancy_max_potential_block_size(
     block_size_to_dynamic_s_mem_size: CUoccupancyB2DSize,
     dynamic_s_mem_size: usize,
     block_size_limit: ::core::ffi::c_int,
-) -> Result<(::core::ffi::c_int, ::core::ffi::c_int)> {
+) -> CudaResult<(::core::ffi::c_int, ::core::ffi::c_int)> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut min_grid_size: ::core::ffi::c_int = unsafe { ::core::mem::zeroed() };
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
@@ -12276,7 +12324,7 @@ pub unsafe fn occupancy_max_potential_block_size(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuOccupancyMaxPotentialBlockSizeWithFlags`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuOccupancyMaxPotentialBlockSizeWithFlags`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -12293,7 +12341,7 @@ pub unsafe fn occupancy_max_potential_block_size_with_flags(
     dynamic_s_mem_size: usize,
     block_size_limit: ::core::ffi::c_int,
     flags: ::core::ffi::c_uint,
-) -> Result<(::core::ffi::c_int, ::core::ffi::c_int)> {
+) -> CudaResult<(::core::ffi::c_int, ::core::ffi::c_int)> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut min_grid_size: ::core::ffi::c_int = unsafe { ::core::mem::zeroed() };
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
@@ -12323,7 +12371,7 @@ pub unsafe fn occupancy_max_potential_block_size_with_flags(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuOccupancyMaxPotentialClusterSize`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuOccupancyMaxPotentialClusterSize`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_UNKNOWN`](cuda_sys::CUresult::CUDA_ERROR_UNKNOWN).
 ///
 /// # Safety
 ///
@@ -12337,7 +12385,7 @@ pub unsafe fn occupancy_max_potential_block_size_with_flags(
 pub unsafe fn occupancy_max_potential_cluster_size(
     func: CUfunction,
     config: &CUlaunchConfig,
-) -> Result<::core::ffi::c_int> {
+) -> CudaResult<::core::ffi::c_int> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut cluster_size: ::core::ffi::c_int = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -12356,7 +12404,7 @@ pub unsafe fn occupancy_max_potential_cluster_size(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuParamSetSize`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuParamSetSize`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -12371,7 +12419,7 @@ pub unsafe fn occupancy_max_potential_cluster_size(
 pub unsafe fn param_set_size(
     hfunc: CUfunction,
     numbytes: ::core::ffi::c_uint,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuParamSetSize(hfunc, numbytes) };
     check(__r, "cuParamSetSize")?;
@@ -12389,7 +12437,7 @@ pub unsafe fn param_set_size(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuParamSetTexRef`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuParamSetTexRef`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -12406,7 +12454,7 @@ pub unsafe fn param_set_tex_ref(
     hfunc: CUfunction,
     texunit: ::core::ffi::c_int,
     h_tex_ref: CUtexref,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuParamSetTexRef(hfunc, texunit, h_tex_ref) };
     check(__r, "cuParamSetTexRef")?;
@@ -12422,7 +12470,7 @@ pub unsafe fn param_set_tex_ref(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuParamSetf`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuParamSetf`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -12438,7 +12486,7 @@ pub unsafe fn param_setf(
     hfunc: CUfunction,
     offset: ::core::ffi::c_int,
     value: f32,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuParamSetf(hfunc, offset, value) };
     check(__r, "cuParamSetf")?;
@@ -12454,7 +12502,7 @@ pub unsafe fn param_setf(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuParamSeti`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuParamSeti`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -12470,7 +12518,7 @@ pub unsafe fn param_seti(
     hfunc: CUfunction,
     offset: ::core::ffi::c_int,
     value: ::core::ffi::c_uint,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuParamSeti(hfunc, offset, value) };
     check(__r, "cuParamSeti")?;
@@ -12487,7 +12535,7 @@ pub unsafe fn param_seti(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuParamSetv`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuParamSetv`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -12505,7 +12553,7 @@ pub unsafe fn param_setv(
     offset: ::core::ffi::c_int,
     ptr: *mut ::core::ffi::c_void,
     numbytes: ::core::ffi::c_uint,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuParamSetv(hfunc, offset, ptr, numbytes) };
     check(__r, "cuParamSetv")?;
@@ -12521,7 +12569,7 @@ pub unsafe fn param_setv(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuPointerGetAttribute`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuPointerGetAttribute`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// # Safety
 ///
@@ -12536,7 +12584,7 @@ pub unsafe fn pointer_get_attribute(
     data: *mut ::core::ffi::c_void,
     attribute: CUpointer_attribute,
     ptr: CUdeviceptr,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuPointerGetAttribute(data, attribute, ptr) };
     check(__r, "cuPointerGetAttribute")?;
@@ -12555,7 +12603,7 @@ pub unsafe fn pointer_get_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuPointerGetAttributes`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuPointerGetAttributes`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// # Safety
 ///
@@ -12570,7 +12618,7 @@ pub unsafe fn pointer_get_attributes(
     attributes: &[CUpointer_attribute],
     data: &mut [*mut ::core::ffi::c_void],
     ptr: CUdeviceptr,
-) -> Result<()> {
+) -> CudaResult<()> {
     let num_attributes: ::core::ffi::c_uint = shared_len(
         "cuPointerGetAttributes",
         "num_attributes",
@@ -12601,7 +12649,7 @@ pub unsafe fn pointer_get_attributes(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuPointerSetAttribute`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuPointerSetAttribute`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_DEVICE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_DEVICE).
 ///
 /// # Safety
 ///
@@ -12616,7 +12664,7 @@ pub unsafe fn pointer_set_attribute(
     value: *const ::core::ffi::c_void,
     attribute: CUpointer_attribute,
     ptr: CUdeviceptr,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuPointerSetAttribute(value, attribute, ptr) };
     check(__r, "cuPointerSetAttribute")?;
@@ -12633,7 +12681,7 @@ pub unsafe fn pointer_set_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuSignalExternalSemaphoresAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuSignalExternalSemaphoresAsync`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -12649,7 +12697,7 @@ pub unsafe fn signal_external_semaphores_async(
     ext_sem_array: &[CUexternalSemaphore],
     params_array: &[CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS],
     stream: CUstream,
-) -> Result<()> {
+) -> CudaResult<()> {
     let num_ext_sems: ::core::ffi::c_uint = shared_len(
         "cuSignalExternalSemaphoresAsync",
         "num_ext_sems",
@@ -12684,7 +12732,7 @@ pub unsafe fn signal_external_semaphores_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamAddCallback`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuStreamAddCallback`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -12701,7 +12749,7 @@ pub unsafe fn stream_add_callback(
     callback: CUstreamCallback,
     user_data: *mut ::core::ffi::c_void,
     flags: ::core::ffi::c_uint,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuStreamAddCallback(h_stream, callback, user_data, flags) };
     check(__r, "cuStreamAddCallback")?;
@@ -12721,7 +12769,7 @@ pub unsafe fn stream_add_callback(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamAttachMemAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuStreamAttachMemAsync`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -12737,7 +12785,7 @@ pub unsafe fn stream_attach_mem_async(
     dptr: CUdeviceptr,
     length: usize,
     flags: ::core::ffi::c_uint,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuStreamAttachMemAsync(h_stream, dptr, length, flags) };
     check(__r, "cuStreamAttachMemAsync")?;
@@ -12756,7 +12804,7 @@ pub unsafe fn stream_attach_mem_async(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamBatchMemOp`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuStreamBatchMemOp`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -12771,7 +12819,7 @@ pub unsafe fn stream_batch_mem_op(
     stream: CUstream,
     param_array: &[CUstreamBatchMemOpParams],
     flags: ::core::ffi::c_uint,
-) -> Result<()> {
+) -> CudaResult<()> {
     let count: ::core::ffi::c_uint = shared_len(
         "cuStreamBatchMemOp",
         "count",
@@ -12795,7 +12843,7 @@ pub unsafe fn stream_batch_mem_op(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamBeginCapture`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuStreamBeginCapture`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -12808,7 +12856,7 @@ pub unsafe fn stream_batch_mem_op(
 pub unsafe fn stream_begin_capture(
     h_stream: CUstream,
     mode: CUstreamCaptureMode,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuStreamBeginCapture(h_stream, mode) };
     check(__r, "cuStreamBeginCapture")?;
@@ -12829,7 +12877,7 @@ pub unsafe fn stream_begin_capture(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamBeginCaptureToGraph`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuStreamBeginCaptureToGraph`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -12847,7 +12895,7 @@ pub unsafe fn stream_begin_capture_to_graph(
     dependencies: ::core::option::Option<&[CUgraphNode]>,
     dependency_data: ::core::option::Option<&[CUgraphEdgeData]>,
     mode: CUstreamCaptureMode,
-) -> Result<()> {
+) -> CudaResult<()> {
     let num_dependencies: usize = shared_len(
         "cuStreamBeginCaptureToGraph",
         "num_dependencies",
@@ -12887,7 +12935,7 @@ pub unsafe fn stream_begin_capture_to_graph(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamCopyAttributes`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuStreamCopyAttributes`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -12898,7 +12946,7 @@ pub unsafe fn stream_begin_capture_to_graph(
 ///
 /// NVIDIA reference: `cuStreamCopyAttributes` in [Stream Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html).
 #[doc(alias = "cuStreamCopyAttributes")]
-pub unsafe fn stream_copy_attributes(dst: CUstream, src: CUstream) -> Result<()> {
+pub unsafe fn stream_copy_attributes(dst: CUstream, src: CUstream) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuStreamCopyAttributes(dst, src) };
     check(__r, "cuStreamCopyAttributes")?;
@@ -12915,11 +12963,11 @@ pub unsafe fn stream_copy_attributes(dst: CUstream, src: CUstream) -> Result<()>
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamCreate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuStreamCreate`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// NVIDIA reference: `cuStreamCreate` in [Stream Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html).
 #[doc(alias = "cuStreamCreate")]
-pub fn stream_create(flags: ::core::ffi::c_uint) -> Result<CUstream> {
+pub fn stream_create(flags: ::core::ffi::c_uint) -> CudaResult<CUstream> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut ph_stream: CUstream = unsafe { ::core::mem::zeroed() };
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
@@ -12939,14 +12987,14 @@ pub fn stream_create(flags: ::core::ffi::c_uint) -> Result<CUstream> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamCreateWithPriority`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuStreamCreateWithPriority`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// NVIDIA reference: `cuStreamCreateWithPriority` in [Stream Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html).
 #[doc(alias = "cuStreamCreateWithPriority")]
 pub fn stream_create_with_priority(
     flags: ::core::ffi::c_uint,
     priority: ::core::ffi::c_int,
-) -> Result<CUstream> {
+) -> CudaResult<CUstream> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut ph_stream: CUstream = unsafe { ::core::mem::zeroed() };
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
@@ -12965,7 +13013,7 @@ pub fn stream_create_with_priority(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamDestroy`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuStreamDestroy`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -12977,7 +13025,7 @@ pub fn stream_create_with_priority(
 ///
 /// NVIDIA reference: `cuStreamDestroy` in [Stream Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html).
 #[doc(alias = "cuStreamDestroy")]
-pub unsafe fn stream_destroy(h_stream: CUstream) -> Result<()> {
+pub unsafe fn stream_destroy(h_stream: CUstream) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuStreamDestroy(h_stream) };
     check(__r, "cuStreamDestroy")?;
@@ -12995,7 +13043,7 @@ pub unsafe fn stream_destroy(h_stream: CUstream) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamEndCapture`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD`](cuda_sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuStreamEndCapture`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD`](cuda_sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD).
 ///
 /// # Safety
 ///
@@ -13005,7 +13053,7 @@ pub unsafe fn stream_destroy(h_stream: CUstream) -> Result<()> {
 ///
 /// NVIDIA reference: `cuStreamEndCapture` in [Stream Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html).
 #[doc(alias = "cuStreamEndCapture")]
-pub unsafe fn stream_end_capture(h_stream: CUstream) -> Result<CUgraph> {
+pub unsafe fn stream_end_capture(h_stream: CUstream) -> CudaResult<CUgraph> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut ph_graph: CUgraph = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -13023,7 +13071,7 @@ pub unsafe fn stream_end_capture(h_stream: CUstream) -> Result<CUgraph> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamGetAttribute`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuStreamGetAttribute`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -13036,7 +13084,7 @@ pub unsafe fn stream_end_capture(h_stream: CUstream) -> Result<CUgraph> {
 pub unsafe fn stream_get_attribute(
     h_stream: CUstream,
     attr: CUstreamAttrID,
-) -> Result<CUstreamAttrValue> {
+) -> CudaResult<CUstreamAttrValue> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut value_out: CUstreamAttrValue = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -13060,7 +13108,7 @@ pub unsafe fn stream_get_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamGetCaptureInfo`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_STREAM_CAPTURE_IMPLICIT`](cuda_sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_IMPLICIT), [`CUDA_ERROR_LOSSY_QUERY`](cuda_sys::CUresult::CUDA_ERROR_LOSSY_QUERY).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuStreamGetCaptureInfo`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_STREAM_CAPTURE_IMPLICIT`](cuda_sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_IMPLICIT), [`CUDA_ERROR_LOSSY_QUERY`](cuda_sys::CUresult::CUDA_ERROR_LOSSY_QUERY).
 ///
 /// # Safety
 ///
@@ -13076,7 +13124,7 @@ pub unsafe fn stream_get_capture_info(
     h_stream: CUstream,
     dependencies_out: *mut *const CUgraphNode,
     edge_data_out: *mut *const CUgraphEdgeData,
-) -> Result<(CUstreamCaptureStatus, cuuint64_t, CUgraph, usize)> {
+) -> CudaResult<(CUstreamCaptureStatus, cuuint64_t, CUgraph, usize)> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut capture_status_out: CUstreamCaptureStatus = unsafe { ::core::mem::zeroed() };
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
@@ -13111,7 +13159,7 @@ pub unsafe fn stream_get_capture_info(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamGetCtx`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuStreamGetCtx`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -13121,7 +13169,7 @@ pub unsafe fn stream_get_capture_info(
 ///
 /// NVIDIA reference: `cuStreamGetCtx` in [Stream Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html).
 #[doc(alias = "cuStreamGetCtx")]
-pub unsafe fn stream_get_ctx(h_stream: CUstream) -> Result<CUcontext> {
+pub unsafe fn stream_get_ctx(h_stream: CUstream) -> CudaResult<CUcontext> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut pctx: CUcontext = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -13142,7 +13190,7 @@ pub unsafe fn stream_get_ctx(h_stream: CUstream) -> Result<CUcontext> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamGetCtx_v2`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuStreamGetCtx_v2`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -13152,7 +13200,9 @@ pub unsafe fn stream_get_ctx(h_stream: CUstream) -> Result<CUcontext> {
 ///
 /// NVIDIA reference: `cuStreamGetCtx_v2` in [Stream Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html).
 #[doc(alias = "cuStreamGetCtx_v2")]
-pub unsafe fn stream_get_ctx_v2(h_stream: CUstream) -> Result<(CUcontext, CUgreenCtx)> {
+pub unsafe fn stream_get_ctx_v2(
+    h_stream: CUstream,
+) -> CudaResult<(CUcontext, CUgreenCtx)> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut p_ctx: CUcontext = unsafe { ::core::mem::zeroed() };
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
@@ -13171,7 +13221,7 @@ pub unsafe fn stream_get_ctx_v2(h_stream: CUstream) -> Result<(CUcontext, CUgree
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamGetDevice`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuStreamGetDevice`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -13181,7 +13231,7 @@ pub unsafe fn stream_get_ctx_v2(h_stream: CUstream) -> Result<(CUcontext, CUgree
 ///
 /// NVIDIA reference: `cuStreamGetDevice` in [Stream Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html).
 #[doc(alias = "cuStreamGetDevice")]
-pub unsafe fn stream_get_device(h_stream: CUstream) -> Result<CUdevice> {
+pub unsafe fn stream_get_device(h_stream: CUstream) -> CudaResult<CUdevice> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut device: CUdevice = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -13198,7 +13248,7 @@ pub unsafe fn stream_get_device(h_stream: CUstream) -> Result<CUdevice> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamGetFlags`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuStreamGetFlags`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -13208,7 +13258,7 @@ pub unsafe fn stream_get_device(h_stream: CUstream) -> Result<CUdevice> {
 ///
 /// NVIDIA reference: `cuStreamGetFlags` in [Stream Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html).
 #[doc(alias = "cuStreamGetFlags")]
-pub unsafe fn stream_get_flags(h_stream: CUstream) -> Result<::core::ffi::c_uint> {
+pub unsafe fn stream_get_flags(h_stream: CUstream) -> CudaResult<::core::ffi::c_uint> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut flags: ::core::ffi::c_uint = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -13227,7 +13277,7 @@ pub unsafe fn stream_get_flags(h_stream: CUstream) -> Result<::core::ffi::c_uint
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamGetGreenCtx`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuStreamGetGreenCtx`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -13237,7 +13287,7 @@ pub unsafe fn stream_get_flags(h_stream: CUstream) -> Result<::core::ffi::c_uint
 ///
 /// NVIDIA reference: `cuStreamGetGreenCtx` in [Green Contexts](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GREEN__CONTEXTS.html).
 #[doc(alias = "cuStreamGetGreenCtx")]
-pub unsafe fn stream_get_green_ctx(h_stream: CUstream) -> Result<CUgreenCtx> {
+pub unsafe fn stream_get_green_ctx(h_stream: CUstream) -> CudaResult<CUgreenCtx> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut ph_ctx: CUgreenCtx = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -13256,7 +13306,7 @@ pub unsafe fn stream_get_green_ctx(h_stream: CUstream) -> Result<CUgreenCtx> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamGetId`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuStreamGetId`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -13266,7 +13316,7 @@ pub unsafe fn stream_get_green_ctx(h_stream: CUstream) -> Result<CUgreenCtx> {
 ///
 /// NVIDIA reference: `cuStreamGetId` in [Stream Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html).
 #[doc(alias = "cuStreamGetId")]
-pub unsafe fn stream_get_id(h_stream: CUstream) -> Result<::core::ffi::c_ulonglong> {
+pub unsafe fn stream_get_id(h_stream: CUstream) -> CudaResult<::core::ffi::c_ulonglong> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut stream_id: ::core::ffi::c_ulonglong = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -13283,7 +13333,7 @@ pub unsafe fn stream_get_id(h_stream: CUstream) -> Result<::core::ffi::c_ulonglo
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamGetPriority`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuStreamGetPriority`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_OUT_OF_MEMORY`](cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY).
 ///
 /// # Safety
 ///
@@ -13293,7 +13343,7 @@ pub unsafe fn stream_get_id(h_stream: CUstream) -> Result<::core::ffi::c_ulonglo
 ///
 /// NVIDIA reference: `cuStreamGetPriority` in [Stream Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html).
 #[doc(alias = "cuStreamGetPriority")]
-pub unsafe fn stream_get_priority(h_stream: CUstream) -> Result<::core::ffi::c_int> {
+pub unsafe fn stream_get_priority(h_stream: CUstream) -> CudaResult<::core::ffi::c_int> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut priority: ::core::ffi::c_int = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -13310,7 +13360,7 @@ pub unsafe fn stream_get_priority(h_stream: CUstream) -> Result<::core::ffi::c_i
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamIsCapturing`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_STREAM_CAPTURE_IMPLICIT`](cuda_sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_IMPLICIT).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuStreamIsCapturing`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_STREAM_CAPTURE_IMPLICIT`](cuda_sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_IMPLICIT).
 ///
 /// # Safety
 ///
@@ -13320,7 +13370,9 @@ pub unsafe fn stream_get_priority(h_stream: CUstream) -> Result<::core::ffi::c_i
 ///
 /// NVIDIA reference: `cuStreamIsCapturing` in [Stream Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html).
 #[doc(alias = "cuStreamIsCapturing")]
-pub unsafe fn stream_is_capturing(h_stream: CUstream) -> Result<CUstreamCaptureStatus> {
+pub unsafe fn stream_is_capturing(
+    h_stream: CUstream,
+) -> CudaResult<CUstreamCaptureStatus> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut capture_status: CUstreamCaptureStatus = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -13336,7 +13388,7 @@ pub unsafe fn stream_is_capturing(h_stream: CUstream) -> Result<CUstreamCaptureS
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamQuery`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_READY`](cuda_sys::CUresult::CUDA_ERROR_NOT_READY).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuStreamQuery`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_READY`](cuda_sys::CUresult::CUDA_ERROR_NOT_READY).
 ///
 /// # Safety
 ///
@@ -13346,7 +13398,7 @@ pub unsafe fn stream_is_capturing(h_stream: CUstream) -> Result<CUstreamCaptureS
 ///
 /// NVIDIA reference: `cuStreamQuery` in [Stream Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html).
 #[doc(alias = "cuStreamQuery")]
-pub unsafe fn stream_query(h_stream: CUstream) -> Result<()> {
+pub unsafe fn stream_query(h_stream: CUstream) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuStreamQuery(h_stream) };
     check(__r, "cuStreamQuery")?;
@@ -13364,7 +13416,7 @@ pub unsafe fn stream_query(h_stream: CUstream) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamSetAttribute`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuStreamSetAttribute`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -13379,7 +13431,7 @@ pub unsafe fn stream_set_attribute(
     h_stream: CUstream,
     attr: CUstreamAttrID,
     value: &CUstreamAttrValue,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuStreamSetAttribute(h_stream, attr, value) };
     check(__r, "cuStreamSetAttribute")?;
@@ -13393,7 +13445,7 @@ pub unsafe fn stream_set_attribute(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamSynchronize`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuStreamSynchronize`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -13405,7 +13457,7 @@ pub unsafe fn stream_set_attribute(
 ///
 /// NVIDIA reference: `cuStreamSynchronize` in [Stream Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html).
 #[doc(alias = "cuStreamSynchronize")]
-pub unsafe fn stream_synchronize(h_stream: CUstream) -> Result<()> {
+pub unsafe fn stream_synchronize(h_stream: CUstream) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuStreamSynchronize(h_stream) };
     check(__r, "cuStreamSynchronize")?;
@@ -13425,7 +13477,7 @@ pub unsafe fn stream_synchronize(h_stream: CUstream) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamUpdateCaptureDependencies`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuStreamUpdateCaptureDependencies`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_ILLEGAL_STATE`](cuda_sys::CUresult::CUDA_ERROR_ILLEGAL_STATE).
 ///
 /// # Safety
 ///
@@ -13441,7 +13493,7 @@ pub unsafe fn stream_update_capture_dependencies(
     dependencies: &[CUgraphNode],
     dependency_data: ::core::option::Option<&[CUgraphEdgeData]>,
     flags: ::core::ffi::c_uint,
-) -> Result<()> {
+) -> CudaResult<()> {
     let num_dependencies: usize = shared_len(
         "cuStreamUpdateCaptureDependencies",
         "num_dependencies",
@@ -13478,7 +13530,7 @@ pub unsafe fn stream_update_capture_dependencies(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamWaitEvent`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuStreamWaitEvent`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE).
 ///
 /// # Safety
 ///
@@ -13493,7 +13545,7 @@ pub unsafe fn stream_wait_event(
     h_stream: CUstream,
     h_event: CUevent,
     flags: ::core::ffi::c_uint,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuStreamWaitEvent(h_stream, h_event, flags) };
     check(__r, "cuStreamWaitEvent")?;
@@ -13513,7 +13565,7 @@ pub unsafe fn stream_wait_event(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamWaitValue32`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuStreamWaitValue32`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -13529,7 +13581,7 @@ pub unsafe fn stream_wait_value32(
     addr: CUdeviceptr,
     value: cuuint32_t,
     flags: ::core::ffi::c_uint,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuStreamWaitValue32(stream, addr, value, flags) };
     check(__r, "cuStreamWaitValue32")?;
@@ -13549,7 +13601,7 @@ pub unsafe fn stream_wait_value32(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamWaitValue64`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuStreamWaitValue64`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -13565,7 +13617,7 @@ pub unsafe fn stream_wait_value64(
     addr: CUdeviceptr,
     value: cuuint64_t,
     flags: ::core::ffi::c_uint,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuStreamWaitValue64(stream, addr, value, flags) };
     check(__r, "cuStreamWaitValue64")?;
@@ -13585,7 +13637,7 @@ pub unsafe fn stream_wait_value64(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamWriteValue32`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuStreamWriteValue32`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -13601,7 +13653,7 @@ pub unsafe fn stream_write_value32(
     addr: CUdeviceptr,
     value: cuuint32_t,
     flags: ::core::ffi::c_uint,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuStreamWriteValue32(stream, addr, value, flags) };
     check(__r, "cuStreamWriteValue32")?;
@@ -13620,7 +13672,7 @@ pub unsafe fn stream_write_value32(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuStreamWriteValue64`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuStreamWriteValue64`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Safety
 ///
@@ -13636,7 +13688,7 @@ pub unsafe fn stream_write_value64(
     addr: CUdeviceptr,
     value: cuuint64_t,
     flags: ::core::ffi::c_uint,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuStreamWriteValue64(stream, addr, value, flags) };
     check(__r, "cuStreamWriteValue64")?;
@@ -13653,7 +13705,7 @@ pub unsafe fn stream_write_value64(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuSurfObjectCreate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuSurfObjectCreate`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -13665,7 +13717,7 @@ pub unsafe fn stream_write_value64(
 #[doc(alias = "cuSurfObjectCreate")]
 pub unsafe fn surf_object_create(
     p_res_desc: &CUDA_RESOURCE_DESC,
-) -> Result<CUsurfObject> {
+) -> CudaResult<CUsurfObject> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut p_surf_object: CUsurfObject = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -13683,7 +13735,7 @@ pub unsafe fn surf_object_create(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuSurfObjectDestroy`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuSurfObjectDestroy`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -13693,7 +13745,7 @@ pub unsafe fn surf_object_create(
 ///
 /// NVIDIA reference: `cuSurfObjectDestroy` in [Surface Object Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__SURFOBJECT.html).
 #[doc(alias = "cuSurfObjectDestroy")]
-pub unsafe fn surf_object_destroy(surf_object: CUsurfObject) -> Result<()> {
+pub unsafe fn surf_object_destroy(surf_object: CUsurfObject) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuSurfObjectDestroy(surf_object) };
     check(__r, "cuSurfObjectDestroy")?;
@@ -13708,7 +13760,7 @@ pub unsafe fn surf_object_destroy(surf_object: CUsurfObject) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuSurfObjectGetResourceDesc`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuSurfObjectGetResourceDesc`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -13720,7 +13772,7 @@ pub unsafe fn surf_object_destroy(surf_object: CUsurfObject) -> Result<()> {
 #[doc(alias = "cuSurfObjectGetResourceDesc")]
 pub unsafe fn surf_object_get_resource_desc(
     surf_object: CUsurfObject,
-) -> Result<CUDA_RESOURCE_DESC> {
+) -> CudaResult<CUDA_RESOURCE_DESC> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut p_res_desc: CUDA_RESOURCE_DESC = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -13737,7 +13789,7 @@ pub unsafe fn surf_object_get_resource_desc(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuSurfRefGetArray`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuSurfRefGetArray`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -13749,7 +13801,7 @@ pub unsafe fn surf_object_get_resource_desc(
 #[doc(alias = "cuSurfRefGetArray")]
 #[deprecated(note = "deprecated in cuda.h")]
 #[allow(deprecated)]
-pub unsafe fn surf_ref_get_array(h_surf_ref: CUsurfref) -> Result<CUarray> {
+pub unsafe fn surf_ref_get_array(h_surf_ref: CUsurfref) -> CudaResult<CUarray> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut ph_array: CUarray = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -13769,7 +13821,7 @@ pub unsafe fn surf_ref_get_array(h_surf_ref: CUsurfref) -> Result<CUarray> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuSurfRefSetArray`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuSurfRefSetArray`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -13786,7 +13838,7 @@ pub unsafe fn surf_ref_set_array(
     h_surf_ref: CUsurfref,
     h_array: CUarray,
     flags: ::core::ffi::c_uint,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuSurfRefSetArray(h_surf_ref, h_array, flags) };
     check(__r, "cuSurfRefSetArray")?;
@@ -13816,7 +13868,7 @@ pub unsafe fn surf_ref_set_array(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTensorMapEncodeIm2col`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuTensorMapEncodeIm2col`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -13841,7 +13893,7 @@ pub unsafe fn tensor_map_encode_im2col(
     swizzle: CUtensorMapSwizzle,
     l2_promotion: CUtensorMapL2promotion,
     oob_fill: CUtensorMapFloatOOBfill,
-) -> Result<CUtensorMap> {
+) -> CudaResult<CUtensorMap> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut tensor_map: CUtensorMap = unsafe { ::core::mem::zeroed() };
     let tensor_rank: cuuint32_t = shared_len(
@@ -13900,7 +13952,7 @@ pub unsafe fn tensor_map_encode_im2col(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTensorMapEncodeIm2colWide`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuTensorMapEncodeIm2colWide`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -13926,7 +13978,7 @@ pub unsafe fn tensor_map_encode_im2col_wide(
     swizzle: CUtensorMapSwizzle,
     l2_promotion: CUtensorMapL2promotion,
     oob_fill: CUtensorMapFloatOOBfill,
-) -> Result<CUtensorMap> {
+) -> CudaResult<CUtensorMap> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut tensor_map: CUtensorMap = unsafe { ::core::mem::zeroed() };
     let tensor_rank: cuuint32_t = shared_len(
@@ -13983,7 +14035,7 @@ pub unsafe fn tensor_map_encode_im2col_wide(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTensorMapEncodeTiled`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuTensorMapEncodeTiled`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14005,7 +14057,7 @@ pub unsafe fn tensor_map_encode_tiled(
     swizzle: CUtensorMapSwizzle,
     l2_promotion: CUtensorMapL2promotion,
     oob_fill: CUtensorMapFloatOOBfill,
-) -> Result<CUtensorMap> {
+) -> CudaResult<CUtensorMap> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut tensor_map: CUtensorMap = unsafe { ::core::mem::zeroed() };
     let tensor_rank: cuuint32_t = shared_len(
@@ -14048,7 +14100,7 @@ pub unsafe fn tensor_map_encode_tiled(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTensorMapReplaceAddress`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuTensorMapReplaceAddress`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14061,7 +14113,7 @@ pub unsafe fn tensor_map_encode_tiled(
 pub unsafe fn tensor_map_replace_address(
     tensor_map: &mut CUtensorMap,
     global_address: *mut ::core::ffi::c_void,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuTensorMapReplaceAddress(tensor_map, global_address) };
     check(__r, "cuTensorMapReplaceAddress")?;
@@ -14081,7 +14133,7 @@ pub unsafe fn tensor_map_replace_address(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexObjectCreate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuTexObjectCreate`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14095,7 +14147,7 @@ pub unsafe fn tex_object_create(
     p_res_desc: &CUDA_RESOURCE_DESC,
     p_tex_desc: &CUDA_TEXTURE_DESC,
     p_res_view_desc: ::core::option::Option<&CUDA_RESOURCE_VIEW_DESC>,
-) -> Result<CUtexObject> {
+) -> CudaResult<CUtexObject> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut p_tex_object: CUtexObject = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -14121,7 +14173,7 @@ pub unsafe fn tex_object_create(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexObjectDestroy`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuTexObjectDestroy`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14131,7 +14183,7 @@ pub unsafe fn tex_object_create(
 ///
 /// NVIDIA reference: `cuTexObjectDestroy` in [Texture Object Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXOBJECT.html).
 #[doc(alias = "cuTexObjectDestroy")]
-pub unsafe fn tex_object_destroy(tex_object: CUtexObject) -> Result<()> {
+pub unsafe fn tex_object_destroy(tex_object: CUtexObject) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuTexObjectDestroy(tex_object) };
     check(__r, "cuTexObjectDestroy")?;
@@ -14146,7 +14198,7 @@ pub unsafe fn tex_object_destroy(tex_object: CUtexObject) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexObjectGetResourceDesc`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuTexObjectGetResourceDesc`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14158,7 +14210,7 @@ pub unsafe fn tex_object_destroy(tex_object: CUtexObject) -> Result<()> {
 #[doc(alias = "cuTexObjectGetResourceDesc")]
 pub unsafe fn tex_object_get_resource_desc(
     tex_object: CUtexObject,
-) -> Result<CUDA_RESOURCE_DESC> {
+) -> CudaResult<CUDA_RESOURCE_DESC> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut p_res_desc: CUDA_RESOURCE_DESC = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -14177,7 +14229,7 @@ pub unsafe fn tex_object_get_resource_desc(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexObjectGetResourceViewDesc`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuTexObjectGetResourceViewDesc`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14189,7 +14241,7 @@ pub unsafe fn tex_object_get_resource_desc(
 #[doc(alias = "cuTexObjectGetResourceViewDesc")]
 pub unsafe fn tex_object_get_resource_view_desc(
     tex_object: CUtexObject,
-) -> Result<CUDA_RESOURCE_VIEW_DESC> {
+) -> CudaResult<CUDA_RESOURCE_VIEW_DESC> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut p_res_view_desc: CUDA_RESOURCE_VIEW_DESC = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -14208,7 +14260,7 @@ pub unsafe fn tex_object_get_resource_view_desc(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexObjectGetTextureDesc`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuTexObjectGetTextureDesc`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14220,7 +14272,7 @@ pub unsafe fn tex_object_get_resource_view_desc(
 #[doc(alias = "cuTexObjectGetTextureDesc")]
 pub unsafe fn tex_object_get_texture_desc(
     tex_object: CUtexObject,
-) -> Result<CUDA_TEXTURE_DESC> {
+) -> CudaResult<CUDA_TEXTURE_DESC> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut p_tex_desc: CUDA_TEXTURE_DESC = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -14238,13 +14290,13 @@ pub unsafe fn tex_object_get_texture_desc(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefCreate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuTexRefCreate`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// NVIDIA reference: `cuTexRefCreate` in [Texture Reference Management \[DEPRECATED\]](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TEXREF__DEPRECATED.html).
 #[doc(alias = "cuTexRefCreate")]
 #[deprecated(note = "deprecated in cuda.h")]
 #[allow(deprecated)]
-pub fn tex_ref_create() -> Result<CUtexref> {
+pub fn tex_ref_create() -> CudaResult<CUtexref> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut p_tex_ref: CUtexref = unsafe { ::core::mem::zeroed() };
     // SAFETY: every argument is a plain value, a reference, a length-checked slice or a C string, and each output points to a local of the pointee type.
@@ -14262,7 +14314,7 @@ pub fn tex_ref_create() -> Result<CUtexref> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefDestroy`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuTexRefDestroy`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14274,7 +14326,7 @@ pub fn tex_ref_create() -> Result<CUtexref> {
 #[doc(alias = "cuTexRefDestroy")]
 #[deprecated(note = "deprecated in cuda.h")]
 #[allow(deprecated)]
-pub unsafe fn tex_ref_destroy(h_tex_ref: CUtexref) -> Result<()> {
+pub unsafe fn tex_ref_destroy(h_tex_ref: CUtexref) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuTexRefDestroy(h_tex_ref) };
     check(__r, "cuTexRefDestroy")?;
@@ -14289,7 +14341,7 @@ pub unsafe fn tex_ref_destroy(h_tex_ref: CUtexref) -> Result<()> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefGetAddress`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuTexRefGetAddress`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14301,7 +14353,7 @@ pub unsafe fn tex_ref_destroy(h_tex_ref: CUtexref) -> Result<()> {
 #[doc(alias = "cuTexRefGetAddress")]
 #[deprecated(note = "deprecated in cuda.h")]
 #[allow(deprecated)]
-pub unsafe fn tex_ref_get_address(h_tex_ref: CUtexref) -> Result<CUdeviceptr> {
+pub unsafe fn tex_ref_get_address(h_tex_ref: CUtexref) -> CudaResult<CUdeviceptr> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut pdptr: CUdeviceptr = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -14321,7 +14373,7 @@ pub unsafe fn tex_ref_get_address(h_tex_ref: CUtexref) -> Result<CUdeviceptr> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefGetAddressMode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuTexRefGetAddressMode`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14336,7 +14388,7 @@ pub unsafe fn tex_ref_get_address(h_tex_ref: CUtexref) -> Result<CUdeviceptr> {
 pub unsafe fn tex_ref_get_address_mode(
     h_tex_ref: CUtexref,
     dim: ::core::ffi::c_int,
-) -> Result<CUaddress_mode> {
+) -> CudaResult<CUaddress_mode> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut pam: CUaddress_mode = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -14353,7 +14405,7 @@ pub unsafe fn tex_ref_get_address_mode(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefGetArray`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuTexRefGetArray`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14365,7 +14417,7 @@ pub unsafe fn tex_ref_get_address_mode(
 #[doc(alias = "cuTexRefGetArray")]
 #[deprecated(note = "deprecated in cuda.h")]
 #[allow(deprecated)]
-pub unsafe fn tex_ref_get_array(h_tex_ref: CUtexref) -> Result<CUarray> {
+pub unsafe fn tex_ref_get_array(h_tex_ref: CUtexref) -> CudaResult<CUarray> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut ph_array: CUarray = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -14382,7 +14434,7 @@ pub unsafe fn tex_ref_get_array(h_tex_ref: CUtexref) -> Result<CUarray> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefGetBorderColor`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuTexRefGetBorderColor`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14394,7 +14446,7 @@ pub unsafe fn tex_ref_get_array(h_tex_ref: CUtexref) -> Result<CUarray> {
 #[doc(alias = "cuTexRefGetBorderColor")]
 #[deprecated(note = "deprecated in cuda.h")]
 #[allow(deprecated)]
-pub unsafe fn tex_ref_get_border_color(h_tex_ref: CUtexref) -> Result<f32> {
+pub unsafe fn tex_ref_get_border_color(h_tex_ref: CUtexref) -> CudaResult<f32> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut p_border_color: f32 = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -14411,7 +14463,7 @@ pub unsafe fn tex_ref_get_border_color(h_tex_ref: CUtexref) -> Result<f32> {
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefGetFilterMode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuTexRefGetFilterMode`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14423,7 +14475,7 @@ pub unsafe fn tex_ref_get_border_color(h_tex_ref: CUtexref) -> Result<f32> {
 #[doc(alias = "cuTexRefGetFilterMode")]
 #[deprecated(note = "deprecated in cuda.h")]
 #[allow(deprecated)]
-pub unsafe fn tex_ref_get_filter_mode(h_tex_ref: CUtexref) -> Result<CUfilter_mode> {
+pub unsafe fn tex_ref_get_filter_mode(h_tex_ref: CUtexref) -> CudaResult<CUfilter_mode> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut pfm: CUfilter_mode = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -14440,7 +14492,7 @@ pub unsafe fn tex_ref_get_filter_mode(h_tex_ref: CUtexref) -> Result<CUfilter_mo
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefGetFlags`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuTexRefGetFlags`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14452,7 +14504,7 @@ pub unsafe fn tex_ref_get_filter_mode(h_tex_ref: CUtexref) -> Result<CUfilter_mo
 #[doc(alias = "cuTexRefGetFlags")]
 #[deprecated(note = "deprecated in cuda.h")]
 #[allow(deprecated)]
-pub unsafe fn tex_ref_get_flags(h_tex_ref: CUtexref) -> Result<::core::ffi::c_uint> {
+pub unsafe fn tex_ref_get_flags(h_tex_ref: CUtexref) -> CudaResult<::core::ffi::c_uint> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut p_flags: ::core::ffi::c_uint = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -14472,7 +14524,7 @@ pub unsafe fn tex_ref_get_flags(h_tex_ref: CUtexref) -> Result<::core::ffi::c_ui
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefGetFormat`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuTexRefGetFormat`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14486,7 +14538,7 @@ pub unsafe fn tex_ref_get_flags(h_tex_ref: CUtexref) -> Result<::core::ffi::c_ui
 #[allow(deprecated)]
 pub unsafe fn tex_ref_get_format(
     h_tex_ref: CUtexref,
-) -> Result<(CUarray_format, ::core::ffi::c_int)> {
+) -> CudaResult<(CUarray_format, ::core::ffi::c_int)> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut p_format: CUarray_format = unsafe { ::core::mem::zeroed() };
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
@@ -14507,7 +14559,7 @@ pub unsafe fn tex_ref_get_format(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefGetMaxAnisotropy`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuTexRefGetMaxAnisotropy`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14521,7 +14573,7 @@ pub unsafe fn tex_ref_get_format(
 #[allow(deprecated)]
 pub unsafe fn tex_ref_get_max_anisotropy(
     h_tex_ref: CUtexref,
-) -> Result<::core::ffi::c_int> {
+) -> CudaResult<::core::ffi::c_int> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut pmax_aniso: ::core::ffi::c_int = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -14538,7 +14590,7 @@ pub unsafe fn tex_ref_get_max_anisotropy(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefGetMipmapFilterMode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuTexRefGetMipmapFilterMode`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14552,7 +14604,7 @@ pub unsafe fn tex_ref_get_max_anisotropy(
 #[allow(deprecated)]
 pub unsafe fn tex_ref_get_mipmap_filter_mode(
     h_tex_ref: CUtexref,
-) -> Result<CUfilter_mode> {
+) -> CudaResult<CUfilter_mode> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut pfm: CUfilter_mode = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -14569,7 +14621,7 @@ pub unsafe fn tex_ref_get_mipmap_filter_mode(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefGetMipmapLevelBias`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuTexRefGetMipmapLevelBias`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14581,7 +14633,7 @@ pub unsafe fn tex_ref_get_mipmap_filter_mode(
 #[doc(alias = "cuTexRefGetMipmapLevelBias")]
 #[deprecated(note = "deprecated in cuda.h")]
 #[allow(deprecated)]
-pub unsafe fn tex_ref_get_mipmap_level_bias(h_tex_ref: CUtexref) -> Result<f32> {
+pub unsafe fn tex_ref_get_mipmap_level_bias(h_tex_ref: CUtexref) -> CudaResult<f32> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut pbias: f32 = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -14599,7 +14651,7 @@ pub unsafe fn tex_ref_get_mipmap_level_bias(h_tex_ref: CUtexref) -> Result<f32> 
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefGetMipmapLevelClamp`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuTexRefGetMipmapLevelClamp`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14611,7 +14663,9 @@ pub unsafe fn tex_ref_get_mipmap_level_bias(h_tex_ref: CUtexref) -> Result<f32> 
 #[doc(alias = "cuTexRefGetMipmapLevelClamp")]
 #[deprecated(note = "deprecated in cuda.h")]
 #[allow(deprecated)]
-pub unsafe fn tex_ref_get_mipmap_level_clamp(h_tex_ref: CUtexref) -> Result<(f32, f32)> {
+pub unsafe fn tex_ref_get_mipmap_level_clamp(
+    h_tex_ref: CUtexref,
+) -> CudaResult<(f32, f32)> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut pmin_mipmap_level_clamp: f32 = unsafe { ::core::mem::zeroed() };
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
@@ -14636,7 +14690,7 @@ pub unsafe fn tex_ref_get_mipmap_level_clamp(h_tex_ref: CUtexref) -> Result<(f32
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefGetMipmappedArray`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuTexRefGetMipmappedArray`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14650,7 +14704,7 @@ pub unsafe fn tex_ref_get_mipmap_level_clamp(h_tex_ref: CUtexref) -> Result<(f32
 #[allow(deprecated)]
 pub unsafe fn tex_ref_get_mipmapped_array(
     h_tex_ref: CUtexref,
-) -> Result<CUmipmappedArray> {
+) -> CudaResult<CUmipmappedArray> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut ph_mipmapped_array: CUmipmappedArray = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -14672,7 +14726,7 @@ pub unsafe fn tex_ref_get_mipmapped_array(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefSetAddress`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuTexRefSetAddress`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14689,7 +14743,7 @@ pub unsafe fn tex_ref_set_address(
     h_tex_ref: CUtexref,
     dptr: CUdeviceptr,
     bytes: usize,
-) -> Result<usize> {
+) -> CudaResult<usize> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut byte_offset: usize = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -14710,7 +14764,7 @@ pub unsafe fn tex_ref_set_address(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefSetAddress2D`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuTexRefSetAddress2D`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14728,7 +14782,7 @@ pub unsafe fn tex_ref_set_address_2d(
     desc: &CUDA_ARRAY_DESCRIPTOR,
     dptr: CUdeviceptr,
     pitch: usize,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuTexRefSetAddress2D(h_tex_ref, desc, dptr, pitch) };
     check(__r, "cuTexRefSetAddress2D")?;
@@ -14747,7 +14801,7 @@ pub unsafe fn tex_ref_set_address_2d(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefSetAddressMode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuTexRefSetAddressMode`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14763,7 +14817,7 @@ pub unsafe fn tex_ref_set_address_mode(
     h_tex_ref: CUtexref,
     dim: ::core::ffi::c_int,
     am: CUaddress_mode,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuTexRefSetAddressMode(h_tex_ref, dim, am) };
     check(__r, "cuTexRefSetAddressMode")?;
@@ -14781,7 +14835,7 @@ pub unsafe fn tex_ref_set_address_mode(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefSetArray`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuTexRefSetArray`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14798,7 +14852,7 @@ pub unsafe fn tex_ref_set_array(
     h_tex_ref: CUtexref,
     h_array: CUarray,
     flags: ::core::ffi::c_uint,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuTexRefSetArray(h_tex_ref, h_array, flags) };
     check(__r, "cuTexRefSetArray")?;
@@ -14815,7 +14869,7 @@ pub unsafe fn tex_ref_set_array(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefSetBorderColor`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuTexRefSetBorderColor`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14831,7 +14885,7 @@ pub unsafe fn tex_ref_set_array(
 pub unsafe fn tex_ref_set_border_color(
     h_tex_ref: CUtexref,
     p_border_color: *mut f32,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuTexRefSetBorderColor(h_tex_ref, p_border_color) };
     check(__r, "cuTexRefSetBorderColor")?;
@@ -14848,7 +14902,7 @@ pub unsafe fn tex_ref_set_border_color(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefSetFilterMode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuTexRefSetFilterMode`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14863,7 +14917,7 @@ pub unsafe fn tex_ref_set_border_color(
 pub unsafe fn tex_ref_set_filter_mode(
     h_tex_ref: CUtexref,
     fm: CUfilter_mode,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuTexRefSetFilterMode(h_tex_ref, fm) };
     check(__r, "cuTexRefSetFilterMode")?;
@@ -14878,7 +14932,7 @@ pub unsafe fn tex_ref_set_filter_mode(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefSetFlags`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuTexRefSetFlags`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14893,7 +14947,7 @@ pub unsafe fn tex_ref_set_filter_mode(
 pub unsafe fn tex_ref_set_flags(
     h_tex_ref: CUtexref,
     flags: ::core::ffi::c_uint,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuTexRefSetFlags(h_tex_ref, flags) };
     check(__r, "cuTexRefSetFlags")?;
@@ -14909,7 +14963,7 @@ pub unsafe fn tex_ref_set_flags(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefSetFormat`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuTexRefSetFormat`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14925,7 +14979,7 @@ pub unsafe fn tex_ref_set_format(
     h_tex_ref: CUtexref,
     fmt: CUarray_format,
     num_packed_components: ::core::ffi::c_int,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuTexRefSetFormat(h_tex_ref, fmt, num_packed_components) };
     check(__r, "cuTexRefSetFormat")?;
@@ -14942,7 +14996,7 @@ pub unsafe fn tex_ref_set_format(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefSetMaxAnisotropy`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuTexRefSetMaxAnisotropy`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14957,7 +15011,7 @@ pub unsafe fn tex_ref_set_format(
 pub unsafe fn tex_ref_set_max_anisotropy(
     h_tex_ref: CUtexref,
     max_aniso: ::core::ffi::c_uint,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuTexRefSetMaxAnisotropy(h_tex_ref, max_aniso) };
     check(__r, "cuTexRefSetMaxAnisotropy")?;
@@ -14974,7 +15028,7 @@ pub unsafe fn tex_ref_set_max_anisotropy(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefSetMipmapFilterMode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuTexRefSetMipmapFilterMode`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -14989,7 +15043,7 @@ pub unsafe fn tex_ref_set_max_anisotropy(
 pub unsafe fn tex_ref_set_mipmap_filter_mode(
     h_tex_ref: CUtexref,
     fm: CUfilter_mode,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuTexRefSetMipmapFilterMode(h_tex_ref, fm) };
     check(__r, "cuTexRefSetMipmapFilterMode")?;
@@ -15006,7 +15060,7 @@ pub unsafe fn tex_ref_set_mipmap_filter_mode(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefSetMipmapLevelBias`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuTexRefSetMipmapLevelBias`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -15021,7 +15075,7 @@ pub unsafe fn tex_ref_set_mipmap_filter_mode(
 pub unsafe fn tex_ref_set_mipmap_level_bias(
     h_tex_ref: CUtexref,
     bias: f32,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuTexRefSetMipmapLevelBias(h_tex_ref, bias) };
     check(__r, "cuTexRefSetMipmapLevelBias")?;
@@ -15039,7 +15093,7 @@ pub unsafe fn tex_ref_set_mipmap_level_bias(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefSetMipmapLevelClamp`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuTexRefSetMipmapLevelClamp`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -15055,7 +15109,7 @@ pub unsafe fn tex_ref_set_mipmap_level_clamp(
     h_tex_ref: CUtexref,
     min_mipmap_level_clamp: f32,
     max_mipmap_level_clamp: f32,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe {
         cuTexRefSetMipmapLevelClamp(
@@ -15079,7 +15133,7 @@ pub unsafe fn tex_ref_set_mipmap_level_clamp(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuTexRefSetMipmappedArray`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuTexRefSetMipmappedArray`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_CONTEXT`](cuda_sys::CUresult::CUDA_ERROR_INVALID_CONTEXT), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -15096,7 +15150,7 @@ pub unsafe fn tex_ref_set_mipmapped_array(
     h_tex_ref: CUtexref,
     h_mipmapped_array: CUmipmappedArray,
     flags: ::core::ffi::c_uint,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuTexRefSetMipmappedArray(h_tex_ref, h_mipmapped_array, flags) };
     check(__r, "cuTexRefSetMipmappedArray")?;
@@ -15110,7 +15164,7 @@ pub unsafe fn tex_ref_set_mipmapped_array(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuThreadExchangeStreamCaptureMode`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuThreadExchangeStreamCaptureMode`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -15120,7 +15174,7 @@ pub unsafe fn tex_ref_set_mipmapped_array(
 #[doc(alias = "cuThreadExchangeStreamCaptureMode")]
 pub unsafe fn thread_exchange_stream_capture_mode(
     mode: &mut CUstreamCaptureMode,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuThreadExchangeStreamCaptureMode(mode) };
     check(__r, "cuThreadExchangeStreamCaptureMode")?;
@@ -15142,7 +15196,7 @@ pub unsafe fn thread_exchange_stream_capture_mode(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuUserObjectCreate`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuUserObjectCreate`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -15158,7 +15212,7 @@ pub unsafe fn user_object_create(
     destroy: CUhostFn,
     initial_refcount: ::core::ffi::c_uint,
     flags: ::core::ffi::c_uint,
-) -> Result<CUuserObject> {
+) -> CudaResult<CUuserObject> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut object_out: CUuserObject = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
@@ -15179,7 +15233,7 @@ pub unsafe fn user_object_create(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuUserObjectRelease`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuUserObjectRelease`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -15192,7 +15246,7 @@ pub unsafe fn user_object_create(
 pub unsafe fn user_object_release(
     object: CUuserObject,
     count: ::core::ffi::c_uint,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuUserObjectRelease(object, count) };
     check(__r, "cuUserObjectRelease")?;
@@ -15209,7 +15263,7 @@ pub unsafe fn user_object_release(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuUserObjectRetain`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuUserObjectRetain`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
@@ -15222,7 +15276,7 @@ pub unsafe fn user_object_release(
 pub unsafe fn user_object_retain(
     object: CUuserObject,
     count: ::core::ffi::c_uint,
-) -> Result<()> {
+) -> CudaResult<()> {
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe { cuUserObjectRetain(object, count) };
     check(__r, "cuUserObjectRetain")?;
@@ -15239,7 +15293,7 @@ pub unsafe fn user_object_retain(
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `cuWaitExternalSemaphoresAsync`; a driver without it gives [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_TIMEOUT).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuWaitExternalSemaphoresAsync`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_HANDLE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_HANDLE), [`CUDA_ERROR_NOT_SUPPORTED`](cuda_sys::CUresult::CUDA_ERROR_NOT_SUPPORTED), [`CUDA_ERROR_TIMEOUT`](cuda_sys::CUresult::CUDA_ERROR_TIMEOUT).
 ///
 /// # Safety
 ///
@@ -15255,7 +15309,7 @@ pub unsafe fn wait_external_semaphores_async(
     ext_sem_array: &[CUexternalSemaphore],
     params_array: &[CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS],
     stream: CUstream,
-) -> Result<()> {
+) -> CudaResult<()> {
     let num_ext_sems: ::core::ffi::c_uint = shared_len(
         "cuWaitExternalSemaphoresAsync",
         "num_ext_sems",

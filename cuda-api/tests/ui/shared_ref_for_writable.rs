@@ -1,7 +1,7 @@
-use cuda_api::{ConstDevicePtr, DeviceBuffer, DevicePtr, Kernel, LaunchConfig, Stream};
+use cuda_api::{ConstDevicePtr, DeviceBuffer, DevicePtr, TypedKernel, LaunchConfig, Stream};
 
 fn launch(
-    k: &Kernel<(f32, ConstDevicePtr<f32>, DevicePtr<f32>, u32)>,
+    k: &TypedKernel<(f32, ConstDevicePtr<f32>, DevicePtr<f32>, u32)>,
     s: &Stream,
     x: &DeviceBuffer<f32>,
     y: &DeviceBuffer<f32>,

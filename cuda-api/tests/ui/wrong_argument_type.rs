@@ -1,7 +1,7 @@
-use cuda_api::{ConstDevicePtr, DeviceBuffer, DevicePtr, Kernel, LaunchConfig, Stream};
+use cuda_api::{ConstDevicePtr, DeviceBuffer, DevicePtr, TypedKernel, LaunchConfig, Stream};
 
 fn launch(
-    k: &Kernel<(f32, ConstDevicePtr<f32>, DevicePtr<f32>, u32)>,
+    k: &TypedKernel<(f32, ConstDevicePtr<f32>, DevicePtr<f32>, u32)>,
     s: &Stream,
     x: &DeviceBuffer<f32>,
     y: &mut DeviceBuffer<f32>,
@@ -11,7 +11,7 @@ fn launch(
 }
 
 fn launch_wrong_element(
-    k: &Kernel<(ConstDevicePtr<u32>,)>,
+    k: &TypedKernel<(ConstDevicePtr<u32>,)>,
     s: &Stream,
     x: &DeviceBuffer<f32>,
 ) {

@@ -3,7 +3,7 @@
 //! (value, out-value, array with length, caller-sized output, in-out
 //! reference, C string, raw) and the labels drive the signature: out-values
 //! become the `Ok` value, a pointer with its length becomes a slice,
-//! `CUresult` becomes `Result`.
+//! `CUresult` becomes `CudaResult`.
 //!
 //! The safety rule: a wrapper is safe only when the spec marks the function
 //! `safe` *and* no argument can make the driver touch memory or an object
@@ -408,13 +408,13 @@ pub fn driver(specs: &Specs) -> Result<TokenStream> {
          Out-parameters are returned in `Ok`, a pointer with its count is a slice (several slices sharing one \
          count are each checked against it), an optional array is an `Option` (`None` passes null), a \
          caller-sized output fills a `&mut` slice and returns the count, and a failing `CUresult` is an \
-         [`Error`](crate::Error) naming the call."
+         [`CudaError`](crate::CudaError) naming the call."
     );
     let doc = docs::inner_attrs(&doc);
     Ok(quote! {
         #doc
         use cuda_sys::*;
-        use crate::error::{check, shared_len, Result};
+        use crate::error::{check, shared_len, CudaResult};
         #(#fns)*
     })
 }
@@ -833,8 +833,8 @@ fn wrapper(g: &GroupFile, f: &Function, types: &TypeInfo) -> Result<TokenStream>
         doc.push('.');
     }
     doc.push_str(&format!(
-        "\n\n# Errors\n\nA failing `CUresult` is [`Error::Driver`](crate::Error::Driver) naming `{c_name}`; a driver without it gives \
-         [`Error::DriverNotFound`](crate::Error::DriverNotFound) or [`Error::NotSupported`](crate::Error::NotSupported)."
+        "\n\n# Errors\n\nA failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `{c_name}`; a driver without it gives \
+         [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported)."
     ));
     if shapes
         .iter()
@@ -842,7 +842,7 @@ fn wrapper(g: &GroupFile, f: &Function, types: &TypeInfo) -> Result<TokenStream>
     {
         doc.push_str(
             " Slices whose lengths differ, or a length the C count cannot hold, give \
-             [`Error::InvalidArgument`](crate::Error::InvalidArgument) before the driver is called.",
+             [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called.",
         );
     }
     let codes: Vec<String> = f
@@ -903,7 +903,7 @@ fn wrapper(g: &GroupFile, f: &Function, types: &TypeInfo) -> Result<TokenStream>
         #[doc(alias = #lit)]
         #deprecated
         #clippy
-        pub #unsafety fn #name(#(#args),*) -> Result<#ret_ty> {
+        pub #unsafety fn #name(#(#args),*) -> CudaResult<#ret_ty> {
             #body
         }
     })
