@@ -24,7 +24,6 @@ fn every_warp_launch_source_parses() {
 }
 
 #[test]
-#[ignore = "enabled by the lead after the graph/where merges"]
 fn warp_launch_names_no_raw_cuda_layer() {
     let found = check_dir(&warp_launch_src(), &root()).expect("warp-launch/src parses");
     let list: Vec<String> = found.iter().map(ToString::to_string).collect();
