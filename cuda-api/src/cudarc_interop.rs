@@ -65,7 +65,7 @@ pub fn view<'a, T: DeviceRepr + cudarc::driver::DeviceRepr>(
 }
 
 /// Borrows a cudarc slice mutably as a writable cuda-api view for work on
-/// `stream`; see [`view`].
+/// `stream`; see [`cudarc_view`](crate::cudarc_view).
 pub fn view_mut<'a, T: DeviceRepr + cudarc::driver::DeviceRepr>(
     ctx: &'a Context,
     slice: &'a mut CudaSlice<T>,

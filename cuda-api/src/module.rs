@@ -7,13 +7,13 @@ use std::sync::Arc;
 
 use cuda_sys::{CUlibrary, CUmodule, CUresult};
 
-use crate::args::DynKernel;
 use crate::context::Context;
 use crate::device::{driver_version, init};
 use crate::driver;
 use crate::error::{CudaError, CudaResult};
 use crate::function::{Function, Owner};
 use crate::image::{self, ImageKind};
+use crate::kernel::DynKernel;
 use crate::kernel::{KernelSignature, TypedKernel};
 use crate::params::Param;
 
@@ -33,7 +33,7 @@ const PTX_ISA_BY_DRIVER: &[(i32, &str)] = &[
 ];
 
 /// The newest PTX ISA a driver of CUDA version `driver` accepts, where known.
-pub fn max_ptx_isa(driver: i32) -> Option<&'static str> {
+pub(crate) fn max_ptx_isa(driver: i32) -> Option<&'static str> {
     PTX_ISA_BY_DRIVER
         .iter()
         .rev()
@@ -43,7 +43,7 @@ pub fn max_ptx_isa(driver: i32) -> Option<&'static str> {
 }
 
 /// The `.version X.Y` of a PTX text.
-pub fn ptx_isa_version(ptx: &[u8]) -> Option<String> {
+pub(crate) fn ptx_isa_version(ptx: &[u8]) -> Option<String> {
     let text = std::str::from_utf8(&ptx[..ptx.len().min(4096)]).ok()?;
     text.lines()
         .map(str::trim)
@@ -54,7 +54,7 @@ fn is_binary(image: &[u8]) -> bool {
     image.starts_with(b"\x7fELF") || image.starts_with(&[0x50, 0xed, 0x55, 0xba])
 }
 
-/// An image ready for the driver: checked by [`image::check`], PTX
+/// An image ready for the driver: checked by [`check_image`](crate::check_image), PTX
 /// NUL-terminated, and 8-byte aligned (the driver reads its headers as
 /// 8-byte words).
 enum Prepared<'a> {
@@ -83,7 +83,7 @@ impl Prepared<'_> {
 
 /// Checks `image` (the error names `call`) and prepares it for the driver.
 fn prepare<'a>(image: &'a [u8], call: &'static str) -> CudaResult<Prepared<'a>> {
-    let kind = image::check(image).map_err(|e| CudaError::InvalidImage(e.in_call(call)))?;
+    let kind = image::check_image(image).map_err(|e| CudaError::InvalidImage(e.in_call(call)))?;
     let needs_nul = kind == ImageKind::Ptx && image.last() != Some(&0);
     if !needs_nul && (image.as_ptr() as usize).is_multiple_of(8) {
         return Ok(Prepared::Borrowed(image));
@@ -144,7 +144,7 @@ pub struct Module {
 impl Module {
     /// Loads an image: cubin or fatbin bytes, or PTX text.
     ///
-    /// The image is checked first ([`image::check`]): every offset and size
+    /// The image is checked first ([`check_image`](crate::check_image)): every offset and size
     /// the driver would follow must lie inside the slice.
     ///
     /// # Errors
