@@ -168,11 +168,20 @@ impl Module {
     }
 
     /// Loads PTX text.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Module::from_image`].
     pub fn from_ptx(ctx: &Context, ptx: &str) -> CudaResult<Module> {
         Self::from_image(ctx, ptx.as_bytes())
     }
 
     /// Loads an image from a file (`.ptx`, `.cubin`, `.fatbin`).
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::InvalidArgument`] naming the path when the file cannot be
+    /// read, or as for [`Module::from_image`].
     pub fn from_file(ctx: &Context, path: impl AsRef<Path>) -> CudaResult<Module> {
         let bytes = read_image(path.as_ref(), "Module::from_file")?;
         Self::from_image(ctx, &bytes)
@@ -189,6 +198,13 @@ impl Module {
     }
 
     /// An untyped handle to kernel `name` (for attributes, occupancy and parameter info).
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::InvalidArgument`] for a name with a NUL byte, or the
+    /// driver's failure of `cuModuleGetFunction` naming the kernel
+    /// (`CUDA_ERROR_NOT_FOUND` when the module has no kernel of that name:
+    /// check the spelling, and `extern "C"` for C++ kernels).
     pub fn function(&self, name: &str) -> CudaResult<Function> {
         let cname = c_name(name, "Module::function")?;
         self.inner.ctx.bind()?;
@@ -206,6 +222,10 @@ impl Module {
     /// Declares kernel `name` with the Rust parameter types `S` (a tuple), and
     /// checks them against the parameter sizes the driver reports.
     ///
+    /// # Errors
+    ///
+    /// As for [`Module::function`] and [`TypedKernel::declare`].
+    ///
     /// # Safety
     ///
     /// This is the one promise cuda-api cannot check: each type in `S` must be
@@ -219,6 +239,10 @@ impl Module {
     /// Declares kernel `name` with parameters known at run time (names and
     /// types), checked against the driver's layout; launches take an
     /// [`ArgBlock`](crate::ArgBlock).
+    ///
+    /// # Errors
+    ///
+    /// As for [`Module::function`] and [`DynKernel::declare`].
     ///
     /// # Safety
     ///
@@ -287,6 +311,11 @@ impl Library {
     }
 
     /// Loads an image from a file.
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::InvalidArgument`] naming the path when the file cannot be
+    /// read, or as for [`Library::from_image`].
     pub fn from_file(path: impl AsRef<Path>) -> CudaResult<Library> {
         let bytes = read_image(path.as_ref(), "Library::from_file")?;
         Self::from_image(&bytes)
@@ -298,6 +327,12 @@ impl Library {
     }
 
     /// An untyped handle to kernel `name`.
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::InvalidArgument`] for a name with a NUL byte, or the
+    /// driver's failure of `cuLibraryGetKernel` naming the kernel
+    /// (`CUDA_ERROR_NOT_FOUND` when the library has no kernel of that name).
     pub fn function(&self, name: &str) -> CudaResult<Function> {
         let cname = c_name(name, "Library::function")?;
         // SAFETY: live library, NUL-terminated name.
@@ -312,6 +347,10 @@ impl Library {
 
     /// Declares kernel `name` with parameter types `S`; see [`Module::kernel`].
     ///
+    /// # Errors
+    ///
+    /// As for [`Library::function`] and [`TypedKernel::declare`].
+    ///
     /// # Safety
     ///
     /// As for [`Module::kernel`].
@@ -321,6 +360,10 @@ impl Library {
     }
 
     /// Declares kernel `name` with parameters known at run time; see [`Module::dyn_kernel`].
+    ///
+    /// # Errors
+    ///
+    /// As for [`Library::function`] and [`DynKernel::declare`].
     ///
     /// # Safety
     ///

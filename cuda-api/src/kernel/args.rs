@@ -450,6 +450,11 @@ impl<'a> ArgBlock<'a> {
     }
 
     /// Sets the next parameter (after the last one pushed or set by index).
+    ///
+    /// # Errors
+    ///
+    /// [`ArgError::TooMany`] (in [`CudaError::Argument`]) when every parameter
+    /// has already been pushed; otherwise as for [`ArgBlock::set`].
     pub fn push(&mut self, value: impl DynArg<'a>) -> CudaResult<&mut Self> {
         if self.next >= self.set.len() {
             return Err(ArgError::TooMany {
@@ -462,6 +467,13 @@ impl<'a> ArgBlock<'a> {
     }
 
     /// Sets parameter `index`.
+    ///
+    /// # Errors
+    ///
+    /// [`ArgError::NoSuchIndex`] for an index past the last parameter, or
+    /// [`ArgError::Type`] when the value does not fit the declared parameter
+    /// type (the message says what to pass instead), both in
+    /// [`CudaError::Argument`].
     pub fn set(&mut self, index: usize, value: impl DynArg<'a>) -> CudaResult<&mut Self> {
         self.check_index(index)?;
         let decl = self.decl.clone();
@@ -485,6 +497,11 @@ impl<'a> ArgBlock<'a> {
     }
 
     /// The index of the parameter called `name`.
+    ///
+    /// # Errors
+    ///
+    /// [`ArgError::NoSuchName`] (in [`CudaError::Argument`]) listing the
+    /// parameters the kernel has.
     pub fn index_of(&self, name: &str) -> CudaResult<usize> {
         self.decl
             .params
@@ -507,6 +524,10 @@ impl<'a> ArgBlock<'a> {
     }
 
     /// Sets the parameter called `name`.
+    ///
+    /// # Errors
+    ///
+    /// As for [`ArgBlock::index_of`] and [`ArgBlock::set`].
     pub fn set_by_name(&mut self, name: &str, value: impl DynArg<'a>) -> CudaResult<&mut Self> {
         let index = self.index_of(name)?;
         self.set(index, value)
@@ -514,6 +535,12 @@ impl<'a> ArgBlock<'a> {
 
     /// Sets parameter `index` to raw bytes (for opaque struct parameters
     /// known only at run time); only the size is checked.
+    ///
+    /// # Errors
+    ///
+    /// [`ArgError::NoSuchIndex`] for an index past the last parameter, or
+    /// [`ArgError::Size`] when `bytes` is not the parameter's size, both in
+    /// [`CudaError::Argument`].
     ///
     /// # Safety
     ///
@@ -544,6 +571,11 @@ impl<'a> ArgBlock<'a> {
     }
 
     /// The bytes of parameter `index` as set so far.
+    ///
+    /// # Errors
+    ///
+    /// [`ArgError::NoSuchIndex`] (in [`CudaError::Argument`]) for an index past
+    /// the last parameter.
     pub fn bytes(&self, index: usize) -> CudaResult<&[u8]> {
         self.check_index(index)?;
         let slot = self.decl.layout[index];

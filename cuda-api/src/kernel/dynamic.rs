@@ -82,6 +82,12 @@ impl DynKernel {
     /// Declares `func` to take `params`, checking count, sizes and offsets
     /// against the parameter layout the driver reports.
     ///
+    /// # Errors
+    ///
+    /// The driver's failure to report the parameter layout
+    /// ([`Function::param_layout`]), or [`CudaError::Signature`] when the
+    /// declared parameters differ from it in count, size or offset.
+    ///
     /// # Safety
     ///
     /// Each declared type must be the kernel's real parameter type at that
@@ -115,6 +121,12 @@ impl DynKernel {
     /// [`Bound`]). Refused when `buffer` is not a pointer parameter,
     /// or an [`Extent::Param`] names no integer parameter. Argument blocks
     /// made before the call belong to the old declaration and are refused.
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::InvalidArgument`] (call `Bound`) when `buffer` is no
+    /// pointer parameter, or `at_least` is an [`Extent::Param`] that names no
+    /// integer parameter.
     pub fn bound(self, buffer: usize, at_least: Extent) -> CudaResult<DynKernel> {
         let mut list: Vec<Bound> = self.bounds();
         list.push(Bound::new(buffer, at_least));
@@ -203,6 +215,18 @@ impl DynKernel {
 
     /// Launches on `stream` with the arguments in `args`, after checking that
     /// the block is this kernel's and complete, and the configuration.
+    ///
+    /// # Errors
+    ///
+    /// [`ArgError::WrongKernel`](crate::ArgError::WrongKernel) or [`ArgError::Missing`](crate::ArgError::Missing) (in
+    /// [`CudaError::Argument`]) for a block of another declaration or with
+    /// parameters unset; [`LaunchError::ProgrammaticNotDeclared`] for a
+    /// programmatic launch of a kernel not declared for one;
+    /// [`LaunchError::BufferTooShort`] when a declared [`Bound`] fails;
+    /// [`CudaError::InvalidArgument`] for a buffer of another context or a
+    /// stream being captured; any other [`LaunchError`] of the configuration
+    /// checks (zero or too large extents, cluster, programmatic launch on an
+    /// older device); or the driver's failure of the launch.
     pub fn launch(
         &self,
         stream: &Stream,
@@ -213,6 +237,13 @@ impl DynKernel {
     }
 
     /// Launches a cooperative grid (see [`crate::TypedKernel::launch_cooperative`]).
+    ///
+    /// # Errors
+    ///
+    /// As for [`DynKernel::launch`], and
+    /// [`LaunchError::CooperativeNotSupported`] or
+    /// [`LaunchError::CooperativeLaunchTooLarge`] when the device cannot run
+    /// the grid cooperatively.
     pub fn launch_cooperative(
         &self,
         stream: &Stream,

@@ -183,6 +183,10 @@ impl<S: KernelSignature> TypedKernel<S> {
     /// Declares `func` to take `S`, checking count, sizes and offsets against
     /// the driver's parameter layout.
     ///
+    /// # Errors
+    ///
+    /// As for [`DynKernel::declare`].
+    ///
     /// # Safety
     ///
     /// Each type in `S` must be the kernel's real parameter type at that position.
@@ -209,6 +213,10 @@ impl<S: KernelSignature> TypedKernel<S> {
     /// least `at_least` elements, checked at every launch (see
     /// [`Bound`](crate::Bound)). Refused when `buffer` is not a pointer parameter,
     /// or an [`Extent::Param`] names no integer parameter.
+    ///
+    /// # Errors
+    ///
+    /// As for [`DynKernel::bound`].
     pub fn bound(mut self, buffer: usize, at_least: Extent) -> CudaResult<Self> {
         self.dyn_kernel = self.dyn_kernel.bound(buffer, at_least)?;
         Ok(self)
@@ -231,6 +239,16 @@ impl<S: KernelSignature> TypedKernel<S> {
 
     /// Launches on `stream` after checking the configuration (with its
     /// cluster and programmatic dependent launch, if set).
+    ///
+    /// # Errors
+    ///
+    /// [`LaunchError::ProgrammaticNotDeclared`](crate::LaunchError::ProgrammaticNotDeclared) for a programmatic launch of a
+    /// kernel not declared for one; [`LaunchError::BufferTooShort`](crate::LaunchError::BufferTooShort) when a
+    /// declared [`Bound`](crate::Bound) fails; [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument)
+    /// for a buffer of another context or a stream being captured; any other
+    /// [`LaunchError`](crate::LaunchError) of the configuration checks (zero or too large extents,
+    /// cluster, programmatic launch on an older device); or the driver's
+    /// failure of the launch.
     #[inline]
     pub fn launch(
         &self,
@@ -244,6 +262,13 @@ impl<S: KernelSignature> TypedKernel<S> {
     /// Launches a cooperative grid on `stream` (its blocks may synchronise with
     /// each other) after checking device support, occupancy times SMs, block
     /// size and shared memory.
+    ///
+    /// # Errors
+    ///
+    /// As for [`TypedKernel::launch`], and
+    /// [`LaunchError::CooperativeNotSupported`](crate::LaunchError::CooperativeNotSupported) or
+    /// [`LaunchError::CooperativeLaunchTooLarge`](crate::LaunchError::CooperativeLaunchTooLarge) when the device cannot run
+    /// the grid cooperatively.
     #[inline]
     pub fn launch_cooperative(
         &self,
@@ -293,6 +318,10 @@ impl<S: KernelSignature> TypedKernel<S> {
     /// The largest cooperative grid (blocks) for `block_threads` threads and
     /// `shared_mem_bytes` per block on the stream's device; an impossible
     /// configuration is a [`crate::LaunchError`] saying why.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Function::max_cooperative_grid`] in the stream's context.
     pub fn max_cooperative_grid(
         &self,
         stream: &Stream,
