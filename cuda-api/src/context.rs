@@ -198,6 +198,11 @@ impl Context {
     /// cuda-api's back (the thin layer's safe `driver::ctx_pop_current`,
     /// cudarc's `bind_to_thread`, the runtime API) cannot leave work in the
     /// wrong context.
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::Driver`] when the driver cannot read or set the current
+    /// context (after a sticky error, every call fails this way).
     #[inline]
     pub fn bind(&self) -> CudaResult<()> {
         if driver::ctx_get_current()? == self.inner.raw {
@@ -223,6 +228,12 @@ impl Context {
     }
 
     /// Waits for all work in the context.
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::Driver`] with the first failure of queued work
+    /// (`cuCtxSynchronize`); a sticky one is also kept as the context's
+    /// [`Context::sticky_error`].
     pub fn synchronize(&self) -> CudaResult<()> {
         self.bind()?;
         driver::ctx_synchronize().map_err(|e| self.note(e))

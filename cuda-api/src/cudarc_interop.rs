@@ -17,6 +17,12 @@ use crate::stream::Stream;
 
 impl Context {
     /// The cuda-api context for a cudarc context: both are the device's primary context.
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::InvalidArgument`] when the cudarc context is not the
+    /// device's primary context (make it with `CudaContext::new`), or the
+    /// driver's failure to open the device or retain its primary context.
     pub fn from_cudarc(ctx: &Arc<CudaContext>) -> CudaResult<Context> {
         let ours = Context::primary(&CudaDevice::get(ctx.ordinal() as i32)?)?;
         if ours.raw().cast::<std::ffi::c_void>() != ctx.cu_ctx().cast::<std::ffi::c_void>() {
@@ -65,7 +71,7 @@ pub fn view<'a, T: DeviceRepr + cudarc::driver::DeviceRepr>(
 }
 
 /// Borrows a cudarc slice mutably as a writable cuda-api view for work on
-/// `stream`; see [`view`].
+/// `stream`; see [`cudarc_view`](crate::cudarc_view).
 pub fn view_mut<'a, T: DeviceRepr + cudarc::driver::DeviceRepr>(
     ctx: &'a Context,
     slice: &'a mut CudaSlice<T>,

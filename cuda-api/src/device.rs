@@ -26,6 +26,12 @@ pub fn init() -> CudaResult<()> {
 }
 
 /// The installed driver's CUDA version, e.g. 13000 for CUDA 13.0.
+///
+/// # Errors
+///
+/// An initialisation failure ([`init`]: no driver library,
+/// [`CudaError::DriverNotFound`]) or the driver's failure of
+/// `cuDriverGetVersion`.
 pub fn driver_version() -> CudaResult<i32> {
     init()?;
     driver::driver_get_version()
@@ -61,6 +67,11 @@ impl fmt::Debug for CudaDevice {
 
 impl CudaDevice {
     /// The number of CUDA devices.
+    ///
+    /// # Errors
+    ///
+    /// An initialisation failure ([`init`]) or the driver's failure of
+    /// `cuDeviceGetCount`.
     pub fn count() -> CudaResult<i32> {
         init()?;
         driver::device_get_count()
@@ -188,6 +199,11 @@ impl CudaDevice {
     }
 
     /// One attribute, queried once and then served from the cache.
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::Driver`] from `cuDeviceGetAttribute`, for example
+    /// `CUDA_ERROR_INVALID_VALUE` for an attribute this driver does not know.
     pub fn attribute(&self, attr: CUdevice_attribute) -> CudaResult<i32> {
         let slot = self.inner.attrs.get(attr.0 as usize);
         if let Some(v) = slot
@@ -204,6 +220,10 @@ impl CudaDevice {
     }
 
     /// `(major, minor)` compute capability, e.g. `(9, 0)`.
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::Driver`] when the driver cannot read the attribute.
     pub fn compute_capability(&self) -> CudaResult<(i32, i32)> {
         Ok((
             self.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
@@ -212,11 +232,19 @@ impl CudaDevice {
     }
 
     /// Streaming multiprocessors.
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::Driver`] when the driver cannot read the attribute.
     pub fn sm_count(&self) -> CudaResult<u32> {
         Ok(self.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32)
     }
 
     /// Whether the device can launch cooperative kernels.
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::Driver`] when the driver cannot read the attribute.
     pub fn supports_cooperative_launch(&self) -> CudaResult<bool> {
         Ok(self.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH)? != 0)
     }
@@ -238,6 +266,11 @@ impl CudaDevice {
     }
 
     /// The limits launches are validated against, queried once.
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::Driver`] when the driver cannot read one of the attributes
+    /// the limits are made of.
     pub fn limits(&self) -> CudaResult<&DeviceLimits> {
         if let Some(l) = self.inner.limits.get() {
             return Ok(l);

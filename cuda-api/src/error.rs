@@ -6,8 +6,8 @@ use std::fmt;
 use cuda_sys::CUresult;
 use cuda_sys::loader::LoaderError;
 
-use crate::args::ArgError;
 use crate::image::ImageError;
+use crate::kernel::ArgError;
 use crate::launch::LaunchError;
 use crate::peer::PeerError;
 
@@ -220,7 +220,7 @@ pub enum CudaError {
         driver_version: Option<i32>,
     },
     /// An image (cubin, fatbin or PTX) was refused before the driver read
-    /// it: truncated, corrupted, or not an image (see [`crate::image`]).
+    /// it: truncated, corrupted, or not an image (see [`check_image`](crate::check_image)).
     /// The error names the call, the byte offset and what is wrong.
     InvalidImage(ImageError),
     /// A stream priority outside the range the context allows (see
@@ -244,7 +244,7 @@ pub enum CudaError {
         /// What is wrong and what to do.
         message: String,
     },
-    /// Peer access cannot be given (see [`crate::peer`]).
+    /// Peer access cannot be given (see [`PeerError`]).
     Peer(PeerError),
     /// The context current on the calling thread was made outside cuda-api
     /// (neither a device's primary context nor one [`crate::Context::new`]
@@ -434,7 +434,7 @@ pub type CudaResult<T, E = CudaError> = std::result::Result<T, E>;
 /// Turns a `CUresult` from `call` into a `CudaResult`; a `CUDA_ERROR_NOT_FOUND`
 /// caused by the loader becomes [`CudaError::DriverNotFound`] or [`CudaError::NotSupported`].
 #[inline]
-pub fn check(code: CUresult, call: &'static str) -> CudaResult<()> {
+pub(crate) fn check(code: CUresult, call: &'static str) -> CudaResult<()> {
     if code.is_success() {
         return Ok(());
     }
@@ -454,7 +454,7 @@ pub fn check(code: CUresult, call: &'static str) -> CudaResult<()> {
 /// [`CudaError::InvalidArgument`] naming `call` and the slice whose length
 /// differs (the message names both slices and both lengths), or naming
 /// `count` when the length does not fit `T`.
-pub fn shared_len<T: TryFrom<usize>>(
+pub(crate) fn shared_len<T: TryFrom<usize>>(
     call: &'static str,
     count: &'static str,
     slices: &[(&'static str, Option<usize>)],
@@ -553,5 +553,46 @@ mod tests {
                 ..
             }))
         ));
+    }
+
+    #[test]
+    fn none_edge_data_is_not_counted() {
+        // What `graph_add_node(g, &deps, None, …)` computes before the call.
+        let n: usize = shared_len(
+            "cuGraphAddNode",
+            "num_dependencies",
+            &[("dependencies", Some(3)), ("dependency_data", None)],
+        )
+        .unwrap();
+        assert_eq!(n, 3);
+        let n: usize = shared_len(
+            "cuStreamBeginCaptureToGraph",
+            "num_dependencies",
+            &[("dependencies", None), ("dependency_data", None)],
+        )
+        .unwrap();
+        assert_eq!(n, 0);
+    }
+
+    #[test]
+    fn slices_sharing_a_count_are_each_checked_and_the_error_names_both() {
+        let e = shared_len::<usize>(
+            "cuGraphAddDependencies",
+            "num_dependencies",
+            &[("from", Some(2)), ("to", Some(2)), ("edge_data", Some(1))],
+        )
+        .unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("`edge_data` has 1 elements but `from` has 2"),
+            "{text}"
+        );
+        assert!(matches!(e, CudaError::InvalidArgument { .. }));
+    }
+
+    #[test]
+    fn a_count_too_large_for_the_c_type_is_refused() {
+        let e = shared_len::<u8>("cuX", "count", &[("a", Some(300))]).unwrap_err();
+        assert!(e.to_string().contains("does not fit"), "{e}");
     }
 }

@@ -250,18 +250,24 @@ impl Function {
         }
     }
 
-    /// Runs `f` with the facts of this function in `ctx` (bound by the caller).
-    #[inline]
     /// The `CUfunction` that runs this kernel in `ctx`: a module's own
     /// function, or for a library kernel the context's function for it
     /// (queried once per context and cached). For graph kernel nodes and
     /// other driver calls that take a `CUfunction`.
+    ///
+    /// # Errors
+    ///
+    /// [`LaunchError::ContextMismatch`] for a module's function asked for in
+    /// another context than its module's; for a library kernel, the driver's
+    /// failure to give the context's function (`cuKernelGetFunction`).
     pub fn function_in(&self, ctx: &Context) -> CudaResult<CUfunction> {
         self.check_context(ctx)?;
         ctx.bind()?;
         self.with_facts(ctx, |facts| Ok(facts.func))
     }
 
+    /// Runs `f` with the facts of this function in `ctx` (bound by the caller).
+    #[inline]
     fn with_facts<R>(
         &self,
         ctx: &Context,
@@ -327,6 +333,11 @@ impl Function {
     }
 
     /// An attribute of the function in `ctx` (uncached).
+    ///
+    /// # Errors
+    ///
+    /// [`LaunchError::ContextMismatch`] for a context other than the module's,
+    /// or the driver's failure of `cuFuncGetAttribute` naming the kernel.
     pub fn attribute(&self, ctx: &Context, attr: CUfunction_attribute) -> CudaResult<i32> {
         self.with_facts(ctx, |f| {
             ctx.bind()?;
@@ -337,12 +348,24 @@ impl Function {
     }
 
     /// The limits launches in `ctx` are checked against.
+    ///
+    /// # Errors
+    ///
+    /// [`LaunchError::ContextMismatch`] for a context other than the module's,
+    /// or the driver's failure while the function's attributes are read (once
+    /// per context).
     pub fn limits(&self, ctx: &Context) -> CudaResult<FunctionLimits> {
         self.with_facts(ctx, |f| Ok(f.limits()))
     }
 
     /// Allows up to `bytes` of dynamic shared memory per block in `ctx`
     /// (above the 48 KiB default).
+    ///
+    /// # Errors
+    ///
+    /// [`LaunchError::ContextMismatch`] for a context other than the module's,
+    /// or the driver's failure of `cuFuncSetAttribute` (for example more bytes
+    /// than the device allows per block) naming the kernel.
     pub fn set_max_dynamic_shared_memory(&self, ctx: &Context, bytes: u32) -> CudaResult<()> {
         self.with_facts(ctx, |f| {
             ctx.bind()?;
@@ -415,6 +438,13 @@ impl Function {
     /// more threads than its `__launch_bounds__` or registers allow, more
     /// shared memory than it may get) is a [`LaunchError`] saying which,
     /// checked before the driver is asked.
+    ///
+    /// # Errors
+    ///
+    /// A [`LaunchError`] for a configuration the function cannot launch
+    /// (`ZeroDimension`, `BlockTooLarge`, `SharedMemoryTooLarge`),
+    /// [`LaunchError::ContextMismatch`] for a context other than the module's,
+    /// or the driver's failure of the occupancy query.
     pub fn occupancy(
         &self,
         ctx: &Context,
@@ -431,6 +461,11 @@ impl Function {
     /// dynamic shared memory: resident blocks per SM times the SMs of the
     /// context's device. Refuses impossible configurations as
     /// [`Function::occupancy`] does.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Function::occupancy`], or the driver's failure to read the
+    /// device's SM count.
     pub fn max_cooperative_grid(
         &self,
         ctx: &Context,
@@ -657,6 +692,12 @@ impl Function {
     }
 
     /// `(offset, size)` in bytes of each parameter, from the driver, queried once.
+    ///
+    /// # Errors
+    ///
+    /// The driver's failure of `cuFuncGetParamInfo` / `cuKernelGetParamInfo`
+    /// naming the kernel (the driver needs CUDA 12.4 or later for it), or of
+    /// making the module's context current.
     pub fn param_layout(&self) -> CudaResult<Arc<[ParamSlot]>> {
         if let Some(l) = self.layout.get() {
             return Ok(l.clone());

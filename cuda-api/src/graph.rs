@@ -4,26 +4,6 @@
 //! [`CudaGraphExec`] that is launched or uploaded on a stream, and whose kernel
 //! nodes can be changed in place ([`CudaGraphExec::update_kernel`]) with the
 //! checks of a launch.
-//!
-//! # What ties a graph to its buffers
-//!
-//! A graph replays the device addresses it was given, long after the call
-//! that gave them. So a graph borrows every buffer its kernels use for its
-//! whole life: a [`CudaGraph<'a>`] and the [`CudaGraphExec<'a>`] made from it hold
-//! the buffers of the [`ArgBlock<'a>`]s launched into them (borrowed for
-//! `'a`, `&mut` where a kernel writes), and every launch of the executable
-//! graph notes that it uses them ([`Allocation::record_use`]), so host reads
-//! and frees wait for it. While a stream is being captured, work queued on
-//! it by any other way than the [`Capture`] (a plain launch, an asynchronous
-//! copy, an event recorded on it that another stream could wait for) is
-//! refused: it would enter the graph with borrows that end before the graph.
-//!
-//! Graph and executable-graph handles are released in that order (the
-//! executable graph first); the driver finishes a launch that is still
-//! running before it frees an executable graph. See NVIDIA's
-//! [graph management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html)
-//! and [stream capture](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html)
-//! reference.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -39,10 +19,11 @@ use cuda_sys::{
     CUgraphNodeParams, CUgraphNodeType, CUstreamCaptureMode, CUstreamCaptureStatus,
 };
 
-use crate::args::{ArgBlock, DynKernel, ParamCopy};
 use crate::context::Context;
 use crate::driver;
 use crate::error::{CudaError, CudaResult};
+use crate::kernel::args::ParamCopy;
+use crate::kernel::{ArgBlock, DynKernel};
 use crate::launch::{Dim3, LaunchConfig};
 use crate::memory::Allocation;
 use crate::stream::Stream;
@@ -294,8 +275,28 @@ fn require_conditional_nodes() -> CudaResult<()> {
 }
 
 /// A CUDA graph of work in one context, borrowing the buffers its kernels
-/// use for `'a` (see the [module documentation](self)). Made by
-/// [`Stream::capture`] or [`CudaGraph::new`]; run after [`CudaGraph::instantiate`].
+/// use for `'a`. Made by [`Stream::capture`] or [`CudaGraph::new`]; run
+/// after [`CudaGraph::instantiate`].
+///
+/// # What ties a graph to its buffers
+///
+/// A graph replays the device addresses it was given, long after the call
+/// that gave them. So a graph borrows every buffer its kernels use for its
+/// whole life: a [`CudaGraph<'a>`] and the [`CudaGraphExec<'a>`] made from it hold
+/// the buffers of the [`ArgBlock<'a>`]s launched into them (borrowed for
+/// `'a`, `&mut` where a kernel writes), and every launch of the executable
+/// graph notes that it uses them ([`Allocation::record_use`]), so host reads
+/// and frees wait for it. While a stream is being captured, work queued on
+/// it by any other way than the [`Capture`] (a plain launch, an asynchronous
+/// copy, an event recorded on it that another stream could wait for) is
+/// refused: it would enter the graph with borrows that end before the graph.
+///
+/// Graph and executable-graph handles are released in that order (the
+/// executable graph first); the driver finishes a launch that is still
+/// running before it frees an executable graph. See NVIDIA's
+/// [graph management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html)
+/// and [stream capture](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html)
+/// reference.
 pub struct CudaGraph<'a> {
     shared: Arc<Shared>,
     /// Every buffer a node uses, once each.

@@ -1,43 +1,5 @@
 //! Checking an image (cubin, fatbin or PTX text) against its own length
 //! before the driver reads it.
-//!
-//! `cuModuleLoadData` and `cuLibraryLoadData` take a pointer and no length:
-//! the driver trusts every offset and size written inside the image. A
-//! truncated or corrupted file therefore made it read past the end of the
-//! buffer (on an H200, 4 of 5 such images killed the process). [`check`]
-//! reads everything the driver would follow, in Rust, against the slice:
-//!
-//! - **cubin** (ELF): an ELF64 little-endian header for `EM_CUDA` (190); the
-//!   program and section header tables (offset + count × entry size inside
-//!   the image, entry sizes 56 and 64); every section's bytes (except
-//!   `SHT_NOBITS`); the section-name table and every name offset in it;
-//!   string tables NUL-terminated; symbol tables (entry size, string offsets,
-//!   section indices, a function's code inside its section); relocation
-//!   tables (symbol indices, target offsets); note sections and NVIDIA's
-//!   `.nv.info` attribute records (each record's size inside its section).
-//! - **fatbin**: the header (magic `0xBA55ED50`, version 1, header size, the
-//!   payload size inside the image) and every entry's header (kind PTX or
-//!   ELF, header size, payload, the options and name fields inside the
-//!   header, entries tiling the payload exactly); an uncompressed ELF entry
-//!   is checked as a cubin and an uncompressed PTX entry as PTX text; a
-//!   compressed entry (the LZ format of flag `0x2000`, or zstd, flag
-//!   `0x8000`, which nvcc 13 uses by default for PTX entries and with
-//!   `-Xfatbin -compress-all`) is decompressed and its content checked
-//!   exactly as an uncompressed entry. Decompression is capped at the
-//!   entry's stated decompressed size: a stream that would produce more, or
-//!   less, is refused, and no more than that size is ever collected (for
-//!   zstd, [ruzstd](https://docs.rs/ruzstd) decodes one block at a time; the
-//!   frame and block headers are walked first, so that a stated size the
-//!   blocks cannot reach, or a window far larger than the content, is
-//!   refused before anything is allocated).
-//! - **PTX text**: UTF-8, a `.version` directive, and no NUL before the one
-//!   the loader appends (one trailing NUL is allowed).
-//!
-//! Anything else (an unknown magic number, the `__fatBinC_Wrapper_t` form
-//! that holds a raw pointer to a fatbin elsewhere in memory, an empty
-//! slice) is refused. What this cannot check is the meaning of the code
-//! itself: an image that passes may still be refused by the driver (with an
-//! error, not a crash).
 
 use std::fmt;
 
@@ -81,7 +43,7 @@ pub struct ImageError {
 impl ImageError {
     fn new(offset: usize, problem: impl Into<String>) -> Self {
         ImageError {
-            call: "cuda_api::image::check",
+            call: "cuda_api::check_image",
             offset,
             len: 0,
             problem: problem.into(),
@@ -112,25 +74,64 @@ impl std::error::Error for ImageError {}
 type Result<T> = std::result::Result<T, ImageError>;
 
 /// The fatbin header's magic number (`0xBA55ED50`, little-endian in the file).
-pub const FATBIN_MAGIC: u32 = 0xBA55_ED50;
+pub(crate) const FATBIN_MAGIC: u32 = 0xBA55_ED50;
 /// `__fatBinC_Wrapper_t`'s magic number: a struct holding a raw pointer.
 const FATBINC_WRAPPER_MAGIC: u32 = 0x4662_43B1;
 /// The magic of the pre-CUDA-4 fat binary format.
 const OLD_FATBIN_MAGIC: u32 = 0x1EE5_5A01;
 /// `EM_CUDA`.
-pub const EM_CUDA: u16 = 190;
+pub(crate) const EM_CUDA: u16 = 190;
 
 /// Largest decompressed size accepted for one compressed fatbin entry
 /// (the driver allocates it before decompressing).
 const MAX_DECOMPRESSED: u64 = 1 << 32;
 
-/// Checks `image` and says what it is.
+/// Checks `image` (cubin, fatbin or PTX text) against its own length, before
+/// the driver reads it, and says what it is.
+///
+/// `cuModuleLoadData` and `cuLibraryLoadData` take a pointer and no length:
+/// the driver trusts every offset and size written inside the image. A
+/// truncated or corrupted file therefore made it read past the end of the
+/// buffer (on an H200, 4 of 5 such images killed the process). This function
+/// reads everything the driver would follow, in Rust, against the slice:
+///
+/// - **cubin** (ELF): an ELF64 little-endian header for `EM_CUDA` (190); the
+///   program and section header tables (offset + count × entry size inside
+///   the image, entry sizes 56 and 64); every section's bytes (except
+///   `SHT_NOBITS`); the section-name table and every name offset in it;
+///   string tables NUL-terminated; symbol tables (entry size, string offsets,
+///   section indices, a function's code inside its section); relocation
+///   tables (symbol indices, target offsets); note sections and NVIDIA's
+///   `.nv.info` attribute records (each record's size inside its section).
+/// - **fatbin**: the header (magic `0xBA55ED50`, version 1, header size, the
+///   payload size inside the image) and every entry's header (kind PTX or
+///   ELF, header size, payload, the options and name fields inside the
+///   header, entries tiling the payload exactly); an uncompressed ELF entry
+///   is checked as a cubin and an uncompressed PTX entry as PTX text; a
+///   compressed entry (the LZ format of flag `0x2000`, or zstd, flag
+///   `0x8000`, which nvcc 13 uses by default for PTX entries and with
+///   `-Xfatbin -compress-all`) is decompressed and its content checked
+///   exactly as an uncompressed entry. Decompression is capped at the
+///   entry's stated decompressed size: a stream that would produce more, or
+///   less, is refused, and no more than that size is ever collected (for
+///   zstd, [ruzstd](https://docs.rs/ruzstd) decodes one block at a time; the
+///   frame and block headers are walked first, so that a stated size the
+///   blocks cannot reach, or a window far larger than the content, is
+///   refused before anything is allocated).
+/// - **PTX text**: UTF-8, a `.version` directive, and no NUL before the one
+///   the loader appends (one trailing NUL is allowed).
+///
+/// Anything else (an unknown magic number, the `__fatBinC_Wrapper_t` form
+/// that holds a raw pointer to a fatbin elsewhere in memory, an empty
+/// slice) is refused. What this cannot check is the meaning of the code
+/// itself: an image that passes may still be refused by the driver (with an
+/// error, not a crash).
 ///
 /// # Errors
 ///
-/// An [`ImageError`] (its `call` is `cuda_api::image::check`) naming the
+/// An [`ImageError`] (its `call` is `cuda_api::check_image`) naming the
 /// first problem found and its byte offset.
-pub fn check(image: &[u8]) -> std::result::Result<ImageKind, ImageError> {
+pub fn check_image(image: &[u8]) -> std::result::Result<ImageKind, ImageError> {
     check_inner(image).map_err(|mut e| {
         e.len = image.len();
         e
@@ -1325,14 +1326,14 @@ mod tests {
 
     #[test]
     fn empty_unknown_and_wrapper_images_are_refused() {
-        assert_eq!(check(b"").unwrap_err().offset, 0);
-        assert!(check(b"hello").is_err());
+        assert_eq!(check_image(b"").unwrap_err().offset, 0);
+        assert!(check_image(b"hello").is_err());
         let wrapper = 0x4662_43B1u32.to_le_bytes();
-        let e = check(&[&wrapper[..], &[0; 20]].concat()).unwrap_err();
+        let e = check_image(&[&wrapper[..], &[0; 20]].concat()).unwrap_err();
         assert!(e.problem.contains("__fatBinC_Wrapper_t"), "{e}");
-        assert!(check(b".version 9.0\n.target sm_90\n").is_ok());
-        assert!(check(b".version 9.0\n.target sm_90\n\0").is_ok());
-        let e = check(b".version 9.0\n\0.target sm_90\n").unwrap_err();
+        assert!(check_image(b".version 9.0\n.target sm_90\n").is_ok());
+        assert!(check_image(b".version 9.0\n.target sm_90\n\0").is_ok());
+        let e = check_image(b".version 9.0\n\0.target sm_90\n").unwrap_err();
         assert_eq!(e.offset, 13);
     }
 

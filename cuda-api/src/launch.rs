@@ -536,7 +536,7 @@ impl std::error::Error for LaunchError {}
 
 /// Checks that no grid or block extent is zero; needs no facts, so it runs
 /// before any driver query.
-pub fn check_nonzero(kernel: &str, cfg: &LaunchConfig) -> Result<(), LaunchError> {
+pub(crate) fn check_nonzero(kernel: &str, cfg: &LaunchConfig) -> Result<(), LaunchError> {
     let axes = [
         ("grid.x", cfg.grid.x),
         ("grid.y", cfg.grid.y),
@@ -557,7 +557,7 @@ pub fn check_nonzero(kernel: &str, cfg: &LaunchConfig) -> Result<(), LaunchError
 /// Checks a block size and dynamic shared memory against the function's own
 /// limits (no device facts, no occupancy): what must hold before occupancy
 /// can even be asked.
-pub fn check_block(
+pub(crate) fn check_block(
     kernel: &str,
     func: &FunctionLimits,
     block_threads: u64,
@@ -589,7 +589,7 @@ pub fn check_block(
 /// Checks a launch against the device and function limits, without
 /// occupancy; returns the grid's block count. Zero extents come first, then
 /// the device's per-axis limits, then the function's own limits.
-pub fn check_shape(
+pub(crate) fn check_shape(
     kernel: &str,
     device: &DeviceLimits,
     func: &FunctionLimits,
@@ -626,7 +626,7 @@ pub fn check_shape(
 /// Checks a cooperative grid of `blocks` blocks against device support and
 /// `per_sm` resident blocks per SM (the occupancy at this block size and
 /// shared memory) times the SM count.
-pub fn check_cooperative(
+pub(crate) fn check_cooperative(
     kernel: &str,
     device: &DeviceLimits,
     cfg: &LaunchConfig,
@@ -657,8 +657,9 @@ pub fn check_cooperative(
 
 /// Checks a launch against the device and function limits: [`check_shape`],
 /// then, when `cooperative` holds the occupancy (resident blocks per SM),
-/// [`check_cooperative`].
-pub fn check_launch(
+/// [`check_cooperative`] (the tests' model of a launch's checks).
+#[cfg(test)]
+pub(crate) fn check_launch(
     kernel: &str,
     device: &DeviceLimits,
     func: &FunctionLimits,
@@ -680,7 +681,7 @@ pub fn check_launch(
 ///
 /// [`LaunchError::ClusterNotSupported`], [`LaunchError::ZeroDimension`]
 /// (`cluster.x`, ...) or [`LaunchError::ClusterDoesNotDivideGrid`].
-pub fn check_cluster_shape(
+pub(crate) fn check_cluster_shape(
     kernel: &str,
     device: &DeviceLimits,
     cfg: &LaunchConfig,
@@ -730,7 +731,7 @@ pub fn check_cluster_shape(
 /// # Errors
 ///
 /// [`LaunchError::ClusterMismatch`] or [`LaunchError::ClusterTooLarge`].
-pub fn check_cluster_size(
+pub(crate) fn check_cluster_size(
     kernel: &str,
     device: &DeviceLimits,
     limits: &ClusterLimits,
@@ -771,7 +772,7 @@ pub fn check_cluster_size(
 /// # Errors
 ///
 /// [`LaunchError::ClusterDoesNotFit`] when `active_clusters` is 0.
-pub fn check_cluster_fit(
+pub(crate) fn check_cluster_fit(
     kernel: &str,
     device: &DeviceLimits,
     cfg: &LaunchConfig,
@@ -797,7 +798,8 @@ pub fn check_cluster_fit(
 /// # Errors
 ///
 /// The first of their errors.
-pub fn check_cluster(
+#[cfg(test)]
+pub(crate) fn check_cluster(
     kernel: &str,
     device: &DeviceLimits,
     limits: &ClusterLimits,
@@ -818,7 +820,7 @@ pub fn check_cluster(
 /// # Errors
 ///
 /// [`LaunchError::ProgrammaticNotSupported`].
-pub fn check_programmatic(
+pub(crate) fn check_programmatic(
     kernel: &str,
     device: &DeviceLimits,
     cfg: &LaunchConfig,

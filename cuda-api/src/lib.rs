@@ -36,7 +36,7 @@
 //!   where the kernel reads and writes: whenever every [`Bound`] declared on
 //!   the kernel holds, it touches only memory inside the buffers it is
 //!   given. Kernels index with the thread and block index and with length
-//!   arguments; the [`bounds`] module shows how to state that (`partial`
+//!   arguments; [`Bound`] shows how to state that (`partial`
 //!   must hold one element per block, `x` at least `n` elements), and every
 //!   launch checks it against the lengths of the buffers passed.
 //! - **Device pointers detached from a borrow** ([`DevicePtr::from_raw`],
@@ -50,7 +50,7 @@
 //!   address or pointer is `unsafe`, with its own `# Safety` section.
 //!
 //! What the safe types guarantee in return: images are checked against their
-//! length before the driver reads them ([`image::check`], refusing with
+//! length before the driver reads them ([`check_image`], refusing with
 //! [`CudaError::InvalidImage`]); a launch refuses a stream of another context than the
 //! module's, and device memory of another context; every buffer a launch or
 //! asynchronous copy uses is noted ([`Allocation::record_use`]), so the next
@@ -92,59 +92,82 @@
 //! ```
 
 #![deny(missing_docs)]
+#![warn(clippy::missing_errors_doc, clippy::missing_panics_doc)]
 
 #[rustfmt::skip]
 mod generated;
 
-pub mod args;
-pub mod bounds;
-pub mod context;
+mod context;
 #[cfg(feature = "cudarc")]
-pub mod cudarc_interop;
-pub mod device;
-pub mod error;
-pub mod function;
+mod cudarc_interop;
+mod device;
+mod error;
+mod function;
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod graph;
-pub mod image;
-pub mod kernel;
-pub mod launch;
-pub mod location;
-pub mod memory;
-pub mod module;
-pub mod params;
-pub mod peer;
-pub mod priority;
-pub mod stream;
+mod graph;
+mod image;
+mod kernel;
+mod launch;
+mod location;
+mod memory;
+mod module;
+mod params;
+mod peer;
+mod priority;
+mod stream;
 
-pub use args::{ArgBlock, ArgError, DynArg, DynKernel};
-pub use bounds::{Bound, Extent};
-pub use context::Context;
+// The two lower layers: the generated thin wrappers and the raw bindings.
 pub use cuda_sys as sys;
-pub use device::{CudaDevice, driver_version, init};
-pub use error::{CudaError, CudaResult, DriverError, SignatureError};
-pub use function::Function;
 pub use generated::driver;
-pub use graph::{Capture, CaptureMode, Condition, CudaGraph, CudaGraphExec, GraphNode, KernelNode};
-pub use image::{ImageError, ImageKind};
-pub use kernel::{
-    BufferUse, KernelArg, KernelArgs, KernelSignature, MAX_TYPED_PARAMS, TypedKernel,
-};
-pub use launch::{
-    ClusterLimits, DeviceLimits, Dim3, FunctionLimits, LaunchConfig, LaunchError,
-    PORTABLE_CLUSTER_SIZE,
-};
+
+// Errors: one error type for every call, and the typed reasons it carries.
+pub use error::{CudaError, CudaResult, DriverError, SignatureError};
+pub use image::ImageError;
+pub use kernel::ArgError;
+pub use launch::LaunchError;
+pub use peer::PeerError;
+
+// The driver, devices and contexts.
+pub use context::Context;
+pub use device::{CudaDevice, driver_version, init};
+pub use priority::PriorityRange;
+
+// Streams and events.
+pub use stream::{Event, Stream};
+
+// Device memory, pointers to it, and where memory lives.
 pub use location::{Location, MemoryType, pointer_location};
 pub use memory::{
     Allocation, ConstDevicePtr, DeviceBuffer, DevicePtr, DeviceRepr, DeviceView, DeviceViewMut,
     MemoryKind, Scope,
 };
+
+// Loading code: modules, libraries, the image validator, functions.
+pub use function::Function;
+pub use image::{ImageKind, check_image};
 pub use module::{Library, Module};
+
+// Kernel parameters: their types and the driver's layout.
 pub use params::{Param, ParamRepr, ParamSlot, ParamType};
-pub use peer::PeerError;
-pub use priority::PriorityRange;
-pub use stream::{Event, Stream};
+
+// Kernels, typed and run-time declared, their arguments and buffer bounds.
+pub use kernel::{
+    ArgBlock, Bound, BufferUse, DynArg, DynKernel, Extent, KernelArg, KernelArgs, KernelSignature,
+    MAX_TYPED_PARAMS, TypedKernel,
+};
+
+// Launch configuration and the limits it is checked against.
+pub use launch::{
+    ClusterLimits, DeviceLimits, Dim3, FunctionLimits, LaunchConfig, PORTABLE_CLUSTER_SIZE,
+};
+
+// CUDA graphs: captured from a stream, instantiated, updated in place.
+pub use graph::{Capture, CaptureMode, Condition, CudaGraph, CudaGraphExec, GraphNode, KernelNode};
+
+// Interop with cudarc (feature `cudarc`): its slices as cuda-api views.
+#[cfg(feature = "cudarc")]
+pub use cudarc_interop::{view as cudarc_view, view_mut as cudarc_view_mut};
 
 /// Reports a failure to unload a library (which belongs to no context) in
 /// `Drop` through the `log` crate: after a sticky error, once per process.

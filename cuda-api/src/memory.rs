@@ -250,6 +250,12 @@ impl fmt::Debug for Allocation {
 impl Allocation {
     /// `bytes` zeroed bytes of `kind` memory in `ctx`. Zero bytes allocate
     /// nothing (the address is 0).
+    ///
+    /// # Errors
+    ///
+    /// The driver's failure to allocate (`CUDA_ERROR_OUT_OF_MEMORY` when the
+    /// memory is exhausted: free some or ask for less), to map page-locked
+    /// memory, or to zero it.
     pub fn zeroed(ctx: &Context, bytes: usize, kind: MemoryKind) -> CudaResult<Allocation> {
         ctx.bind()?;
         let mut a = Allocation {
@@ -329,6 +335,11 @@ impl Allocation {
     /// the last wait, synchronises the allocation's context; otherwise does
     /// nothing. For code that reads or writes page-locked or managed memory
     /// directly from the host. The blocking copies and the free call it.
+    ///
+    /// # Errors
+    ///
+    /// The driver's failure of `cuCtxSynchronize` (a failure of the queued
+    /// work; a sticky one is kept by the context).
     pub fn wait_idle(&self) -> CudaResult<()> {
         if self.queued.swap(false, Ordering::AcqRel)
             && let Err(e) = self.ctx.synchronize()
@@ -340,6 +351,12 @@ impl Allocation {
     }
 
     /// Copies `src` to byte `offset` (blocking).
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::InvalidArgument`] when `offset + src.len()` is past the
+    /// allocation's end, a failure of the queued work waited for
+    /// ([`Allocation::wait_idle`]), or the driver's failure of the copy.
     pub fn copy_from_host(&self, offset: usize, src: &[u8]) -> CudaResult<()> {
         in_bounds("Allocation::copy_from_host", offset, src.len(), self.bytes)?;
         if src.is_empty() {
@@ -352,6 +369,12 @@ impl Allocation {
     }
 
     /// Copies from byte `offset` into `dst` (blocking).
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::InvalidArgument`] when `offset + dst.len()` is past the
+    /// allocation's end, a failure of the queued work waited for
+    /// ([`Allocation::wait_idle`]), or the driver's failure of the copy.
     pub fn copy_to_host(&self, offset: usize, dst: &mut [u8]) -> CudaResult<()> {
         in_bounds("Allocation::copy_to_host", offset, dst.len(), self.bytes)?;
         if dst.is_empty() {
@@ -365,6 +388,12 @@ impl Allocation {
 
     /// Copies `len` bytes from `src` at `src_offset` to `self` at `offset`
     /// (blocking; any kinds, any contexts of one process).
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::InvalidArgument`] when either range is past its
+    /// allocation's end, a failure of the queued work waited for
+    /// ([`Allocation::wait_idle`]), or the driver's failure of the copy.
     pub fn copy_from(
         &self,
         offset: usize,
@@ -385,6 +414,11 @@ impl Allocation {
     }
 
     /// Sets every byte to `byte` (blocking).
+    ///
+    /// # Errors
+    ///
+    /// A failure of the queued work waited for ([`Allocation::wait_idle`]), or
+    /// the driver's failure of the memset.
     pub fn fill_bytes(&self, byte: u8) -> CudaResult<()> {
         if self.bytes == 0 {
             return Ok(());
@@ -444,11 +478,20 @@ impl<T: DeviceRepr> fmt::Debug for DeviceBuffer<T> {
 
 impl<T: DeviceRepr> DeviceBuffer<T> {
     /// `len` zeroed values in device memory.
+    ///
+    /// # Errors
+    ///
+    /// As for [`DeviceBuffer::zeroed_in`].
     pub fn zeroed(ctx: &Context, len: usize) -> CudaResult<Self> {
         Self::zeroed_in(ctx, len, MemoryKind::Device)
     }
 
     /// `len` zeroed values in `kind` memory.
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::InvalidArgument`] when `len` values of `T` overflow `usize`
+    /// bytes, or the allocation's failure ([`Allocation::zeroed`]).
     pub fn zeroed_in(ctx: &Context, len: usize, kind: MemoryKind) -> CudaResult<Self> {
         let bytes = bytes_of::<T>(len, "DeviceBuffer::zeroed")?;
         Ok(DeviceBuffer {
@@ -459,11 +502,19 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
     }
 
     /// A copy of `data` in device memory (blocking).
+    ///
+    /// # Errors
+    ///
+    /// As for [`DeviceBuffer::from_slice_in`].
     pub fn from_slice(ctx: &Context, data: &[T]) -> CudaResult<Self> {
         Self::from_slice_in(ctx, data, MemoryKind::Device)
     }
 
     /// A copy of `data` in `kind` memory (blocking).
+    ///
+    /// # Errors
+    ///
+    /// As for [`DeviceBuffer::zeroed_in`] and [`DeviceBuffer::copy_from`].
     pub fn from_slice_in(ctx: &Context, data: &[T], kind: MemoryKind) -> CudaResult<Self> {
         let mut buf = Self::zeroed_in(ctx, data.len(), kind)?;
         buf.copy_from(data)?;
@@ -546,6 +597,11 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
     }
 
     /// A read-only view of `range` (element indices).
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::InvalidArgument`] when `range` is reversed or ends past the
+    /// buffer.
     pub fn slice(&self, range: Range<usize>) -> CudaResult<DeviceView<'_, T>> {
         self.check_range(&range, "DeviceBuffer::slice")?;
         Ok(DeviceView {
@@ -558,6 +614,11 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
     }
 
     /// A writable view of `range` (element indices).
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::InvalidArgument`] when `range` is reversed or ends past the
+    /// buffer.
     pub fn slice_mut(&mut self, range: Range<usize>) -> CudaResult<DeviceViewMut<'_, T>> {
         self.check_range(&range, "DeviceBuffer::slice_mut")?;
         Ok(DeviceViewMut {
@@ -581,6 +642,11 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
     }
 
     /// Copies `src` into the buffer (blocking); lengths must match.
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::InvalidArgument`] when the lengths differ, or as for
+    /// [`Allocation::copy_from_host`].
     pub fn copy_from(&mut self, src: &[T]) -> CudaResult<()> {
         same_len("DeviceBuffer::copy_from", "src", self.len, src.len())?;
         // SAFETY: T is plain data; the byte view covers exactly `src`.
@@ -590,21 +656,41 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
     }
 
     /// Copies the buffer into `dst` (blocking); lengths must match.
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::InvalidArgument`] when the lengths differ, a failure of the
+    /// queued work waited for, or the driver's failure of the copy.
     pub fn copy_to(&self, dst: &mut [T]) -> CudaResult<()> {
         self.view().copy_to(dst)
     }
 
     /// The contents as a `Vec` (blocking).
+    ///
+    /// # Errors
+    ///
+    /// A failure of the queued work waited for, or the driver's failure of the
+    /// copy.
     pub fn to_vec(&self) -> CudaResult<Vec<T>> {
         self.view().to_vec()
     }
 
     /// Sets every byte to `byte` (blocking).
+    ///
+    /// # Errors
+    ///
+    /// As for [`Allocation::fill_bytes`].
     pub fn fill_bytes(&mut self, byte: u8) -> CudaResult<()> {
         self.alloc.fill_bytes(byte)
     }
 
     /// Sets every element to `value` on `stream`, for 1-, 2- and 4-byte `T`.
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::InvalidArgument`] for a stream of another context than the
+    /// buffer's, or a `T` of another size than 1, 2 or 4 bytes; or the
+    /// driver's failure of the memset.
     pub fn fill_async(&mut self, value: T, stream: &Stream) -> CudaResult<()> {
         if self.len == 0 {
             return Ok(());
@@ -691,6 +777,12 @@ impl<'a, T: DeviceRepr> DeviceView<'a, T> {
         self.ptr
     }
     /// Copies the view into `dst` (blocking); lengths must match.
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::InvalidArgument`] when the lengths differ, a failure of the
+    /// queued work waited for ([`Allocation::wait_idle`]), or the driver's
+    /// failure of the copy.
     pub fn copy_to(&self, dst: &mut [T]) -> CudaResult<()> {
         same_len("DeviceView::copy_to", "dst", self.len, dst.len())?;
         if self.len == 0 {
@@ -704,6 +796,11 @@ impl<'a, T: DeviceRepr> DeviceView<'a, T> {
         unsafe { driver::memcpy_dtoh(dst.as_mut_ptr().cast(), self.ptr, self.len * size_of::<T>()) }
     }
     /// The contents as a `Vec` (blocking).
+    ///
+    /// # Errors
+    ///
+    /// A failure of the queued work waited for ([`Allocation::wait_idle`]), or
+    /// the driver's failure of the copy.
     pub fn to_vec(&self) -> CudaResult<Vec<T>> {
         let mut v: Vec<T> = Vec::new();
         v.try_reserve_exact(self.len).map_err(|_| {
@@ -824,6 +921,11 @@ impl<'s, 'env> Scope<'s, 'env> {
     }
 
     /// Queues a copy of `src` into `dst`; lengths must match.
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::InvalidArgument`] when the lengths differ, or the driver's
+    /// failure to queue the copy.
     pub fn copy_to_device<T: DeviceRepr>(
         &self,
         dst: &'env mut DeviceBuffer<T>,
@@ -847,6 +949,11 @@ impl<'s, 'env> Scope<'s, 'env> {
     }
 
     /// Queues a copy of `src` into `dst`; lengths must match.
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::InvalidArgument`] when the lengths differ, or the driver's
+    /// failure to queue the copy.
     pub fn copy_to_host<T: DeviceRepr>(
         &self,
         src: &'env DeviceBuffer<T>,

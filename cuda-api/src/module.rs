@@ -7,13 +7,13 @@ use std::sync::Arc;
 
 use cuda_sys::{CUlibrary, CUmodule, CUresult};
 
-use crate::args::DynKernel;
 use crate::context::Context;
 use crate::device::{driver_version, init};
 use crate::driver;
 use crate::error::{CudaError, CudaResult};
 use crate::function::{Function, Owner};
 use crate::image::{self, ImageKind};
+use crate::kernel::DynKernel;
 use crate::kernel::{KernelSignature, TypedKernel};
 use crate::params::Param;
 
@@ -33,7 +33,7 @@ const PTX_ISA_BY_DRIVER: &[(i32, &str)] = &[
 ];
 
 /// The newest PTX ISA a driver of CUDA version `driver` accepts, where known.
-pub fn max_ptx_isa(driver: i32) -> Option<&'static str> {
+pub(crate) fn max_ptx_isa(driver: i32) -> Option<&'static str> {
     PTX_ISA_BY_DRIVER
         .iter()
         .rev()
@@ -43,7 +43,7 @@ pub fn max_ptx_isa(driver: i32) -> Option<&'static str> {
 }
 
 /// The `.version X.Y` of a PTX text.
-pub fn ptx_isa_version(ptx: &[u8]) -> Option<String> {
+pub(crate) fn ptx_isa_version(ptx: &[u8]) -> Option<String> {
     let text = std::str::from_utf8(&ptx[..ptx.len().min(4096)]).ok()?;
     text.lines()
         .map(str::trim)
@@ -54,7 +54,7 @@ fn is_binary(image: &[u8]) -> bool {
     image.starts_with(b"\x7fELF") || image.starts_with(&[0x50, 0xed, 0x55, 0xba])
 }
 
-/// An image ready for the driver: checked by [`image::check`], PTX
+/// An image ready for the driver: checked by [`check_image`](crate::check_image), PTX
 /// NUL-terminated, and 8-byte aligned (the driver reads its headers as
 /// 8-byte words).
 enum Prepared<'a> {
@@ -83,7 +83,7 @@ impl Prepared<'_> {
 
 /// Checks `image` (the error names `call`) and prepares it for the driver.
 fn prepare<'a>(image: &'a [u8], call: &'static str) -> CudaResult<Prepared<'a>> {
-    let kind = image::check(image).map_err(|e| CudaError::InvalidImage(e.in_call(call)))?;
+    let kind = image::check_image(image).map_err(|e| CudaError::InvalidImage(e.in_call(call)))?;
     let needs_nul = kind == ImageKind::Ptx && image.last() != Some(&0);
     if !needs_nul && (image.as_ptr() as usize).is_multiple_of(8) {
         return Ok(Prepared::Borrowed(image));
@@ -144,7 +144,7 @@ pub struct Module {
 impl Module {
     /// Loads an image: cubin or fatbin bytes, or PTX text.
     ///
-    /// The image is checked first ([`image::check`]): every offset and size
+    /// The image is checked first ([`check_image`](crate::check_image)): every offset and size
     /// the driver would follow must lie inside the slice.
     ///
     /// # Errors
@@ -168,11 +168,20 @@ impl Module {
     }
 
     /// Loads PTX text.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Module::from_image`].
     pub fn from_ptx(ctx: &Context, ptx: &str) -> CudaResult<Module> {
         Self::from_image(ctx, ptx.as_bytes())
     }
 
     /// Loads an image from a file (`.ptx`, `.cubin`, `.fatbin`).
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::InvalidArgument`] naming the path when the file cannot be
+    /// read, or as for [`Module::from_image`].
     pub fn from_file(ctx: &Context, path: impl AsRef<Path>) -> CudaResult<Module> {
         let bytes = read_image(path.as_ref(), "Module::from_file")?;
         Self::from_image(ctx, &bytes)
@@ -189,6 +198,13 @@ impl Module {
     }
 
     /// An untyped handle to kernel `name` (for attributes, occupancy and parameter info).
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::InvalidArgument`] for a name with a NUL byte, or the
+    /// driver's failure of `cuModuleGetFunction` naming the kernel
+    /// (`CUDA_ERROR_NOT_FOUND` when the module has no kernel of that name:
+    /// check the spelling, and `extern "C"` for C++ kernels).
     pub fn function(&self, name: &str) -> CudaResult<Function> {
         let cname = c_name(name, "Module::function")?;
         self.inner.ctx.bind()?;
@@ -206,6 +222,10 @@ impl Module {
     /// Declares kernel `name` with the Rust parameter types `S` (a tuple), and
     /// checks them against the parameter sizes the driver reports.
     ///
+    /// # Errors
+    ///
+    /// As for [`Module::function`] and [`TypedKernel::declare`].
+    ///
     /// # Safety
     ///
     /// This is the one promise cuda-api cannot check: each type in `S` must be
@@ -219,6 +239,10 @@ impl Module {
     /// Declares kernel `name` with parameters known at run time (names and
     /// types), checked against the driver's layout; launches take an
     /// [`ArgBlock`](crate::ArgBlock).
+    ///
+    /// # Errors
+    ///
+    /// As for [`Module::function`] and [`DynKernel::declare`].
     ///
     /// # Safety
     ///
@@ -287,6 +311,11 @@ impl Library {
     }
 
     /// Loads an image from a file.
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::InvalidArgument`] naming the path when the file cannot be
+    /// read, or as for [`Library::from_image`].
     pub fn from_file(path: impl AsRef<Path>) -> CudaResult<Library> {
         let bytes = read_image(path.as_ref(), "Library::from_file")?;
         Self::from_image(&bytes)
@@ -298,6 +327,12 @@ impl Library {
     }
 
     /// An untyped handle to kernel `name`.
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::InvalidArgument`] for a name with a NUL byte, or the
+    /// driver's failure of `cuLibraryGetKernel` naming the kernel
+    /// (`CUDA_ERROR_NOT_FOUND` when the library has no kernel of that name).
     pub fn function(&self, name: &str) -> CudaResult<Function> {
         let cname = c_name(name, "Library::function")?;
         // SAFETY: live library, NUL-terminated name.
@@ -312,6 +347,10 @@ impl Library {
 
     /// Declares kernel `name` with parameter types `S`; see [`Module::kernel`].
     ///
+    /// # Errors
+    ///
+    /// As for [`Library::function`] and [`TypedKernel::declare`].
+    ///
     /// # Safety
     ///
     /// As for [`Module::kernel`].
@@ -321,6 +360,10 @@ impl Library {
     }
 
     /// Declares kernel `name` with parameters known at run time; see [`Module::dyn_kernel`].
+    ///
+    /// # Errors
+    ///
+    /// As for [`Library::function`] and [`DynKernel::declare`].
     ///
     /// # Safety
     ///

@@ -43,7 +43,7 @@ unsafe impl<T: ParamRepr, const N: usize> ParamRepr for [T; N] {}
 
 /// A Rust type name without module paths: `DevicePtr<f32>` for
 /// `cuda_api::memory::DevicePtr<f32>`.
-pub fn short_type_name(full: &str) -> String {
+pub(crate) fn short_type_name(full: &str) -> String {
     let mut out = String::with_capacity(full.len());
     let mut word = String::new();
     for c in full.chars() {
@@ -169,7 +169,7 @@ pub(crate) fn label(index: usize, name: &str) -> String {
 /// Checks declared parameters against the driver's layout: the count, then
 /// for each parameter its size and its offset (the C layout the declared
 /// sizes and alignments imply must put it where the driver says it is).
-pub fn check_params(
+pub(crate) fn check_params(
     kernel: &str,
     params: &[Param],
     layout: &[ParamSlot],

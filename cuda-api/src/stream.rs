@@ -78,6 +78,10 @@ impl Stream {
     }
 
     /// A new non-blocking stream (it does not synchronise with the null stream).
+    ///
+    /// # Errors
+    ///
+    /// The driver's failure of `cuStreamCreate`, or of making `ctx` current.
     pub fn new(ctx: &Context) -> CudaResult<Stream> {
         ctx.bind()?;
         let raw = driver::stream_create(CUstream_flags::CU_STREAM_NON_BLOCKING.0)?;
@@ -196,6 +200,11 @@ impl Stream {
 
     /// Waits until all work queued so far has finished. A sticky error is
     /// also kept by the context ([`Context::sticky_error`]).
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::Driver`] with the first failure of the stream's work
+    /// (`cuStreamSynchronize`).
     pub fn synchronize(&self) -> CudaResult<()> {
         self.inner.ctx.bind()?;
         // SAFETY: the stream is alive while `self` is; its context is current.
@@ -203,6 +212,11 @@ impl Stream {
     }
 
     /// Makes later work on this stream wait for `event`.
+    ///
+    /// # Errors
+    ///
+    /// The driver's failure of `cuStreamWaitEvent`, or of making the stream's
+    /// context current.
     pub fn wait(&self, event: &Event) -> CudaResult<()> {
         self.inner.ctx.bind()?;
         // SAFETY: the stream and the event are alive while `self` and `event`
@@ -249,6 +263,10 @@ unsafe impl Sync for Event {}
 
 impl Event {
     /// A new event that records timing.
+    ///
+    /// # Errors
+    ///
+    /// The driver's failure of `cuEventCreate`, or of making `ctx` current.
     pub fn new(ctx: &Context) -> CudaResult<Event> {
         ctx.bind()?;
         let raw = driver::event_create(CUevent_flags::CU_EVENT_DEFAULT.0)?;
@@ -275,6 +293,11 @@ impl Event {
     }
 
     /// Waits until the event has completed.
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::Driver`] with the first failure of the work before the
+    /// event (`cuEventSynchronize`).
     pub fn synchronize(&self) -> CudaResult<()> {
         self.ctx.bind()?;
         // SAFETY: the event is alive while `self` is.
@@ -282,6 +305,12 @@ impl Event {
     }
 
     /// Milliseconds from `self` to `end` (both recorded and completed).
+    ///
+    /// # Errors
+    ///
+    /// The driver's failure of `cuEventElapsedTime`: `CUDA_ERROR_NOT_READY`
+    /// when either event has not completed, `CUDA_ERROR_INVALID_HANDLE` when
+    /// one was not recorded.
     pub fn elapsed_ms(&self, end: &Event) -> CudaResult<f32> {
         self.ctx.bind()?;
         // SAFETY: both events are alive while borrowed.

@@ -3,7 +3,9 @@
 //! the declared parameter types: a value of another type, and `&buffer`
 //! where the kernel may write (`DevicePtr<T>` needs `&mut buffer`). Device
 //! pointers detached from a buffer's borrow are made only in `unsafe` code
-//! (`tests/ui/detached_device_pointers_need_unsafe.rs`).
+//! (`tests/ui/detached_device_pointers_need_unsafe.rs`), and the key to the
+//! argument traits' methods cannot be named outside cuda-api
+//! (`tests/ui/argument_traits_key_is_private.rs`).
 
 #[test]
 fn typed_launches_refuse_wrong_arguments_at_compile_time() {

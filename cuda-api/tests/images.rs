@@ -1,9 +1,9 @@
-//! The image validator (`cuda_api::image::check`) on real images compiled by
+//! The image validator (`cuda_api::check_image`) on real images compiled by
 //! the pinned nvcc 13.0 (`tests/fixtures/images/README.md`), every
 //! truncation of them and many seeded corruptions: it never panics, every
 //! truncation is refused, the untouched images are accepted. No GPU needed.
 
-use cuda_api::image::{ImageKind, check};
+use cuda_api::{ImageKind, check_image};
 
 const FIXTURES: &[(&str, &[u8], ImageKind)] = &[
     (
@@ -61,7 +61,7 @@ impl Rng {
 #[test]
 fn untouched_fixtures_are_accepted() {
     for (name, bytes, kind) in FIXTURES {
-        assert_eq!(check(bytes), Ok(*kind), "{name}");
+        assert_eq!(check_image(bytes), Ok(*kind), "{name}");
     }
 }
 
@@ -74,7 +74,7 @@ fn every_truncation_is_refused() {
         }
         for len in 0..bytes.len() {
             let cut = &bytes[..len];
-            let e = check(cut).expect_err(&format!("{name} cut to {len} bytes was accepted"));
+            let e = check_image(cut).expect_err(&format!("{name} cut to {len} bytes was accepted"));
             assert!(e.offset <= bytes.len(), "{name}[..{len}]: {e}");
         }
     }
@@ -88,7 +88,7 @@ fn ptx_truncations_before_the_version_are_refused_and_none_panic() {
         .position(|w| w == b".version")
         .expect("the fixture has a .version");
     for len in 0..ptx.len() {
-        let r = check(&ptx[..len]);
+        let r = check_image(&ptx[..len]);
         if len < at + 9 {
             assert!(r.is_err(), "PTX cut to {len} bytes was accepted");
         }
@@ -119,7 +119,7 @@ fn seeded_corruptions_never_panic() {
                 }
             }
             total += 1;
-            let r = std::panic::catch_unwind(|| check(&v));
+            let r = std::panic::catch_unwind(|| check_image(&v));
             match r {
                 Ok(Ok(_)) => {}
                 Ok(Err(_)) => refused += 1,
@@ -151,14 +151,14 @@ fn header_corruptions_are_refused_at_their_offset() {
     for (what, at, width, value) in cases {
         let mut v = cubin.to_vec();
         set(&mut v, *at, *width, *value);
-        let e = check(&v).expect_err(what);
+        let e = check_image(&v).expect_err(what);
         assert!(e.to_string().contains("refused the image"), "{what}: {e}");
     }
     // Section 3 (.symtab)'s size, far past the end.
     let shoff = u64::from_le_bytes(cubin[40..48].try_into().unwrap()) as usize;
     let mut v = cubin.to_vec();
     set(&mut v, shoff + 3 * 64 + 32, 8, 1 << 20);
-    let e = check(&v).unwrap_err();
+    let e = check_image(&v).unwrap_err();
     assert_eq!(e.offset, shoff + 3 * 64 + 24, "{e}");
 
     let (_, fatbin, _) = FIXTURES[1];
@@ -173,7 +173,7 @@ fn header_corruptions_are_refused_at_their_offset() {
     ] {
         let mut v = fatbin.to_vec();
         set(&mut v, at, width, value);
-        let e = check(&v).expect_err(what);
+        let e = check_image(&v).expect_err(what);
         assert!(e.len == v.len(), "{what}: {e}");
     }
 }
@@ -184,7 +184,7 @@ fn nested_cubin_corruption_in_a_fatbin_is_refused() {
     // The first entry's ELF starts at 16 + 64.
     let mut v = fatbin.to_vec();
     set(&mut v, 80 + 40, 8, 1 << 40);
-    let e = check(&v).unwrap_err();
+    let e = check_image(&v).unwrap_err();
     assert!(e.offset >= 80, "{e}");
     assert!(e.problem.contains("section header table"), "{e}");
 }
@@ -264,7 +264,8 @@ fn a_broken_cubin_inside_a_zstd_entry_is_refused() {
     let e = entries(ZSTD_BAD_SHOFF);
     let (at, hs, kind, flags, ..) = e[0];
     assert_eq!((kind, flags & ZSTD), (2, ZSTD));
-    let err = check(ZSTD_BAD_SHOFF).expect_err("the broken zstd-compressed cubin was accepted");
+    let err =
+        check_image(ZSTD_BAD_SHOFF).expect_err("the broken zstd-compressed cubin was accepted");
     assert_eq!(err.offset, at + hs, "{err}");
     assert!(
         err.problem.contains("fatbin entry 0 (decompressed"),
@@ -302,7 +303,7 @@ fn corruptions_inside_zstd_blocks_are_decompressed_and_refused() {
                 continue;
             }
             v[i] = value;
-            if let Err(e) = check(&v) {
+            if let Err(e) = check_image(&v) {
                 refused += 1;
                 assert!(e.problem.starts_with("fatbin entry 0"), "{e}");
                 assert!(e.offset >= stream && e.offset <= stream + csz, "{e}");
@@ -358,14 +359,14 @@ fn rle_frame(blocks: usize) -> Vec<u8> {
 #[test]
 fn zstd_output_is_capped_at_the_stated_size() {
     // 64 blocks make 64 KiB; the entry says 4 KiB.
-    let e = check(&fatbin_with_zstd_ptx(&rle_frame(64), 4096)).unwrap_err();
+    let e = check_image(&fatbin_with_zstd_ptx(&rle_frame(64), 4096)).unwrap_err();
     assert!(
         e.problem
             .contains("decompresses to more than the stated 4096 bytes"),
         "{e}"
     );
     // One block can make 1 KiB, not the stated 4 GiB.
-    let e = check(&fatbin_with_zstd_ptx(&rle_frame(1), 1 << 32)).unwrap_err();
+    let e = check_image(&fatbin_with_zstd_ptx(&rle_frame(1), 1 << 32)).unwrap_err();
     assert!(
         e.problem
             .contains("can make at most 1024 bytes, not the stated 4294967296"),
@@ -373,12 +374,12 @@ fn zstd_output_is_capped_at_the_stated_size() {
     );
     // Exactly the stated size, all dots: decompressed, then refused as PTX
     // (no NUL, no .version), which shows the content was checked.
-    let e = check(&fatbin_with_zstd_ptx(&rle_frame(4), 4096)).unwrap_err();
+    let e = check_image(&fatbin_with_zstd_ptx(&rle_frame(4), 4096)).unwrap_err();
     assert!(e.problem.contains("(decompressed, at byte"), "{e}");
     // A 2 TiB window for 4 KiB of content.
     let mut f = rle_frame(4);
     f[5] = 31 << 3;
-    let e = check(&fatbin_with_zstd_ptx(&f, 4096)).unwrap_err();
+    let e = check_image(&fatbin_with_zstd_ptx(&f, 4096)).unwrap_err();
     assert!(e.problem.contains("window"), "{e}");
 }
 
@@ -391,10 +392,10 @@ fn zstd_output_is_capped_at_the_stated_size() {
 fn section_headers_the_driver_follows_without_a_size_are_checked_too() {
     let (_, cubin, _) = FIXTURES[0];
     let shoff = u64::from_le_bytes(cubin[40..48].try_into().unwrap()) as usize;
-    check(cubin).unwrap();
+    check_image(cubin).unwrap();
     let mut v = cubin.to_vec();
     set(&mut v, shoff + 24, 4, 0xffff_ffff);
-    let e = check(&v).unwrap_err();
+    let e = check_image(&v).unwrap_err();
     assert!(
         e.to_string().contains("section header 0 (SHN_UNDEF)"),
         "{e}"
@@ -403,11 +404,11 @@ fn section_headers_the_driver_follows_without_a_size_are_checked_too() {
     // The NOBITS section (13 in this cubin) has no bytes, but its offset still must lie in the file.
     let mut v = cubin.to_vec();
     set(&mut v, shoff + 13 * 64 + 24, 8, 1 << 40);
-    let e = check(&v).unwrap_err();
+    let e = check_image(&v).unwrap_err();
     assert!(e.to_string().contains("lies past the end"), "{e}");
     let mut v = cubin.to_vec();
     set(&mut v, shoff + 12 * 64 + 48, 8, 1 << 40);
-    let e = check(&v).unwrap_err();
+    let e = check_image(&v).unwrap_err();
     assert!(e.to_string().contains("sh_addralign"), "{e}");
 }
 
@@ -447,7 +448,7 @@ fn the_corruptions_that_crashed_the_driver_are_refused() {
                 }
             }
         }
-        let e = check(&v).expect_err(&format!("seed {seed:#x}"));
+        let e = check_image(&v).expect_err(&format!("seed {seed:#x}"));
         eprintln!("seed {seed:#x}: {e}");
     }
 }

@@ -2,7 +2,8 @@
 //! slice and function drive a validated, typed cuda-api launch.
 
 use cuda_api::{
-    Context, DevicePtr, Function, LaunchConfig, Module, Stream, TypedKernel, cudarc_interop,
+    Context, DevicePtr, Function, LaunchConfig, Module, Stream, TypedKernel, cudarc_view,
+    cudarc_view_mut,
 };
 use cudarc::driver::CudaContext;
 
@@ -21,7 +22,7 @@ fn cudarc_values_launch_through_cuda_api() {
     // SAFETY: add_one(int *data, unsigned int n)
     let k = unsafe { m.kernel::<(DevicePtr<i32>, u32)>("add_one").unwrap() };
     {
-        let (mut view, _guard) = cudarc_interop::view_mut(&ctx, &mut data, &cstream);
+        let (mut view, _guard) = cudarc_view_mut(&ctx, &mut data, &cstream);
         k.launch(&stream, LaunchConfig::new(1, 32), (&mut view, 3u32))
             .unwrap();
     }
@@ -34,14 +35,14 @@ fn cudarc_values_launch_through_cuda_api() {
     let k2: TypedKernel<(DevicePtr<i32>, u32)> =
         unsafe { TypedKernel::declare(Function::from_cudarc(&ctx, &cfunc, "add_one")).unwrap() };
     {
-        let (mut view, _guard) = cudarc_interop::view_mut(&ctx, &mut data, &cstream);
+        let (mut view, _guard) = cudarc_view_mut(&ctx, &mut data, &cstream);
         k2.launch_cooperative(&stream, LaunchConfig::new(1, 32), (&mut view, 3u32))
             .unwrap();
     }
     {
         // A read-only view cannot be passed for the writable parameter (a
         // compile error); it can be read back.
-        let (view, _guard) = cudarc_interop::view(&ctx, &data, &cstream);
+        let (view, _guard) = cudarc_view(&ctx, &data, &cstream);
         assert_eq!(view.len(), 3);
     }
     assert_eq!(cstream.clone_dtoh(&data).unwrap(), vec![12, 22, 32]);

@@ -1,13 +1,13 @@
-use cuda_api::{DeviceBuffer, DevicePtr, KernelArg};
+use cuda_api::{DeviceBuffer, DevicePtr};
 
 // A device pointer detached from its buffer's borrow could outlive the
-// buffer: every way to make one is `unsafe`, and the argument traits'
-// methods cannot be called from outside cuda-api.
-fn detach(buf: &mut DeviceBuffer<f32>) -> (DevicePtr<f32>, DevicePtr<f32>, DevicePtr<f32>) {
+// buffer: every way to make one is `unsafe` (the argument traits' methods
+// cannot be called from outside cuda-api either: see
+// `argument_traits_key_is_private.rs`).
+fn detach(buf: &mut DeviceBuffer<f32>) -> (DevicePtr<f32>, DevicePtr<f32>) {
     let a = DevicePtr::<f32>::from_raw(buf.device_address());
     let b = buf.as_mut_ptr();
-    let c = KernelArg::<DevicePtr<f32>>::to_param(&buf, cuda_api::kernel::sealed::Token(()));
-    (a, b, c)
+    (a, b)
 }
 
 fn main() {}

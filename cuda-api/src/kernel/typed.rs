@@ -9,15 +9,14 @@ use std::any::type_name;
 use std::ffi::c_void;
 use std::marker::PhantomData;
 
-use crate::args::DynKernel;
-use crate::bounds::Extent;
-use crate::context::Context;
-use crate::error::{CudaError, CudaResult};
+use super::args::{BufferUse, Token};
+use super::bounds::Extent;
+use super::dynamic::DynKernel;
+use crate::error::CudaResult;
 use crate::function::Function;
 use crate::launch::LaunchConfig;
 use crate::memory::{
-    Allocation, ConstDevicePtr, DeviceBuffer, DevicePtr, DeviceRepr, DeviceView, DeviceViewMut,
-    MemoryKind,
+    ConstDevicePtr, DeviceBuffer, DevicePtr, DeviceRepr, DeviceView, DeviceViewMut,
 };
 use crate::params::{Param, ParamRepr, ParamType};
 use crate::stream::Stream;
@@ -25,52 +24,6 @@ use crate::stream::Stream;
 /// Most parameters a typed tuple signature may have (a Warp backward kernel
 /// with 20 forward parameters takes 40).
 pub const MAX_TYPED_PARAMS: usize = 48;
-
-/// What a launch needs to know of a buffer argument: the allocation (so host
-/// reads and the free wait for the launch) and its length in elements (for
-/// the kernel's [`Bound`](crate::Bound)s). Made only by cuda-api.
-#[derive(Clone, Copy, Debug)]
-pub struct BufferUse<'a> {
-    /// `None` for memory owned elsewhere (a cudarc slice).
-    pub(crate) alloc: Option<&'a Allocation>,
-    pub(crate) ctx: &'a Context,
-    pub(crate) len: usize,
-}
-
-impl<'a> BufferUse<'a> {
-    pub(crate) fn of(alloc: Option<&'a Allocation>, ctx: &'a Context, len: usize) -> Self {
-        BufferUse { alloc, ctx, len }
-    }
-
-    /// Refuses device memory of another context than the launch's, and
-    /// notes that the launch uses the memory ([`Allocation::record_use`]).
-    pub(crate) fn enter(&self, kernel: &str, index: usize, ctx: &Context) -> CudaResult<()> {
-        let device = self.alloc.is_none_or(|a| a.kind() == MemoryKind::Device);
-        if device && self.ctx != ctx {
-            return Err(CudaError::invalid_argument(
-                format!("launch of '{kernel}'"),
-                format!("argument {index}"),
-                format!(
-                    "the buffer is device memory of {} but the launch runs in {}; launch on a stream of the buffer's context, or copy the data there",
-                    self.ctx, ctx
-                ),
-            ));
-        }
-        if let Some(a) = self.alloc {
-            a.record_use();
-        }
-        Ok(())
-    }
-}
-
-pub(crate) mod sealed {
-    /// The key to the argument traits' methods: only cuda-api can make one,
-    /// so no one else can implement the traits or call their methods (which
-    /// would hand out device pointers detached from their borrows).
-    #[derive(Clone, Copy, Debug)]
-    pub struct Token(pub(crate) ());
-}
-use sealed::Token;
 
 /// A value that can be passed for a parameter of type `P`: the value itself;
 /// `&DeviceBuffer<T>` (or a view) for a read-only `ConstDevicePtr<T>`;
@@ -230,6 +183,10 @@ impl<S: KernelSignature> TypedKernel<S> {
     /// Declares `func` to take `S`, checking count, sizes and offsets against
     /// the driver's parameter layout.
     ///
+    /// # Errors
+    ///
+    /// As for [`DynKernel::declare`].
+    ///
     /// # Safety
     ///
     /// Each type in `S` must be the kernel's real parameter type at that position.
@@ -254,8 +211,12 @@ impl<S: KernelSignature> TypedKernel<S> {
 
     /// Adds a bound: the buffer passed for parameter `buffer` must hold at
     /// least `at_least` elements, checked at every launch (see
-    /// [`crate::bounds`]). Refused when `buffer` is not a pointer parameter,
+    /// [`Bound`](crate::Bound)). Refused when `buffer` is not a pointer parameter,
     /// or an [`Extent::Param`] names no integer parameter.
+    ///
+    /// # Errors
+    ///
+    /// As for [`DynKernel::bound`].
     pub fn bound(mut self, buffer: usize, at_least: Extent) -> CudaResult<Self> {
         self.dyn_kernel = self.dyn_kernel.bound(buffer, at_least)?;
         Ok(self)
@@ -278,6 +239,16 @@ impl<S: KernelSignature> TypedKernel<S> {
 
     /// Launches on `stream` after checking the configuration (with its
     /// cluster and programmatic dependent launch, if set).
+    ///
+    /// # Errors
+    ///
+    /// [`LaunchError::ProgrammaticNotDeclared`](crate::LaunchError::ProgrammaticNotDeclared) for a programmatic launch of a
+    /// kernel not declared for one; [`LaunchError::BufferTooShort`](crate::LaunchError::BufferTooShort) when a
+    /// declared [`Bound`](crate::Bound) fails; [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument)
+    /// for a buffer of another context or a stream being captured; any other
+    /// [`LaunchError`](crate::LaunchError) of the configuration checks (zero or too large extents,
+    /// cluster, programmatic launch on an older device); or the driver's
+    /// failure of the launch.
     #[inline]
     pub fn launch(
         &self,
@@ -291,6 +262,13 @@ impl<S: KernelSignature> TypedKernel<S> {
     /// Launches a cooperative grid on `stream` (its blocks may synchronise with
     /// each other) after checking device support, occupancy times SMs, block
     /// size and shared memory.
+    ///
+    /// # Errors
+    ///
+    /// As for [`TypedKernel::launch`], and
+    /// [`LaunchError::CooperativeNotSupported`](crate::LaunchError::CooperativeNotSupported) or
+    /// [`LaunchError::CooperativeLaunchTooLarge`](crate::LaunchError::CooperativeLaunchTooLarge) when the device cannot run
+    /// the grid cooperatively.
     #[inline]
     pub fn launch_cooperative(
         &self,
@@ -340,6 +318,10 @@ impl<S: KernelSignature> TypedKernel<S> {
     /// The largest cooperative grid (blocks) for `block_threads` threads and
     /// `shared_mem_bytes` per block on the stream's device; an impossible
     /// configuration is a [`crate::LaunchError`] saying why.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Function::max_cooperative_grid`] in the stream's context.
     pub fn max_cooperative_grid(
         &self,
         stream: &Stream,

@@ -1,29 +1,78 @@
-//! Kernels declared at run time ([`DynKernel`]) and their owned argument
-//! blocks ([`ArgBlock`]): values pushed one by one (scalars, `#[repr(C)]`
-//! structs, device pointers, buffers), each checked against the declared
-//! parameter type, laid out at the offsets the driver reports, and launched
-//! safely. A block is allocated once; setting values and relaunching it
-//! allocate nothing.
+//! What a kernel is given: the owned, reusable argument block of a
+//! [`DynKernel`] ([`ArgBlock`]), filled with values one by one (scalars,
+//! `#[repr(C)]` structs, device pointers, buffers), each checked against the
+//! declared parameter type and laid out at the offsets the driver reports;
+//! the values a block accepts ([`DynArg`]); what a launch learns of a buffer
+//! argument ([`BufferUse`]); and the key that seals the argument traits. A
+//! block is allocated once; setting values and relaunching it allocate
+//! nothing.
 
 use std::any::type_name;
 use std::ffi::c_void;
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::bounds::{self, Bound, Extent, Resolved};
+use super::dynamic::Decl;
 use crate::context::Context;
 use crate::error::{CudaError, CudaResult};
-use crate::function::Function;
-use crate::kernel::BufferUse;
-use crate::kernel::sealed::Token;
-use crate::launch::{LaunchConfig, LaunchError, check_nonzero, check_shape};
 use crate::memory::{
-    ConstDevicePtr, DeviceBuffer, DevicePtr, DeviceRepr, DeviceView, DeviceViewMut,
+    Allocation, ConstDevicePtr, DeviceBuffer, DevicePtr, DeviceRepr, DeviceView, DeviceViewMut,
+    MemoryKind,
 };
-use crate::params::{Param, ParamRepr, ParamSlot, ParamType, check_params, label, short_type_name};
-use crate::stream::Stream;
+use crate::params::{ParamRepr, ParamType, label, short_type_name};
+
+/// What a launch needs to know of a buffer argument: the allocation (so host
+/// reads and the free wait for the launch) and its length in elements (for
+/// the kernel's [`Bound`](crate::Bound)s). Made only by cuda-api.
+#[derive(Clone, Copy, Debug)]
+pub struct BufferUse<'a> {
+    /// `None` for memory owned elsewhere (a cudarc slice).
+    pub(crate) alloc: Option<&'a Allocation>,
+    pub(crate) ctx: &'a Context,
+    pub(crate) len: usize,
+}
+
+impl<'a> BufferUse<'a> {
+    pub(crate) fn of(alloc: Option<&'a Allocation>, ctx: &'a Context, len: usize) -> Self {
+        BufferUse { alloc, ctx, len }
+    }
+
+    /// Refuses device memory of another context than the launch's, and
+    /// notes that the launch uses the memory ([`Allocation::record_use`]).
+    pub(crate) fn enter(&self, kernel: &str, index: usize, ctx: &Context) -> CudaResult<()> {
+        let device = self.alloc.is_none_or(|a| a.kind() == MemoryKind::Device);
+        if device && self.ctx != ctx {
+            return Err(CudaError::invalid_argument(
+                format!("launch of '{kernel}'"),
+                format!("argument {index}"),
+                format!(
+                    "the buffer is device memory of {} but the launch runs in {}; launch on a stream of the buffer's context, or copy the data there",
+                    self.ctx, ctx
+                ),
+            ));
+        }
+        if let Some(a) = self.alloc {
+            a.record_use();
+        }
+        Ok(())
+    }
+}
+
+pub(crate) mod sealed {
+    /// The key to the argument traits' methods: only cuda-api can make one,
+    /// so no one else can implement the traits or call their methods (which
+    /// would hand out device pointers detached from their borrows).
+    #[derive(Clone, Copy, Debug)]
+    pub struct Token(pub(crate) ());
+
+    /// Why a value cannot be passed for a parameter: the hint of
+    /// [`ArgError::Type`](crate::ArgError::Type). Returned by the sealed
+    /// argument traits' hidden methods only.
+    #[derive(Debug)]
+    pub struct Mismatch(pub String);
+}
+pub(crate) use sealed::{Mismatch, Token};
 
 /// An argument that does not fit the kernel's declared parameters.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -170,10 +219,6 @@ impl fmt::Display for ArgError {
 
 impl std::error::Error for ArgError {}
 
-/// Why a value cannot be passed for a parameter: the hint of [`ArgError::Type`].
-#[derive(Debug)]
-pub struct Mismatch(pub String);
-
 /// A value that can be passed as one run-time kernel argument for as long
 /// as `'a`: a [`ParamRepr`] by value, or a buffer or view by reference
 /// (`&` for a read-only pointer parameter, `&mut` for a writable one).
@@ -277,275 +322,6 @@ buffer_arg! {
     ['a, 'v] &'a mut DeviceViewMut<'v, T>, "&mut DeviceViewMut", true, addr;
 }
 
-static NEXT_KERNEL_ID: AtomicU64 = AtomicU64::new(1);
-
-pub(crate) struct Decl {
-    id: u64,
-    name: String,
-    params: Arc<[Param]>,
-    layout: Arc<[ParamSlot]>,
-    /// Bytes of the parameter space (end of the last parameter).
-    space: usize,
-    /// The buffer bounds declared with the kernel.
-    bounds: Vec<Resolved>,
-}
-
-impl Decl {
-    pub(crate) fn name(&self) -> &str {
-        &self.name
-    }
-
-    #[inline]
-    pub(crate) fn has_bounds(&self) -> bool {
-        !self.bounds.is_empty()
-    }
-
-    /// Checks the declared bounds of a launch.
-    ///
-    /// # Safety
-    ///
-    /// `values[i]` must point to parameter `i`'s value for every parameter
-    /// a bound reads.
-    pub(crate) unsafe fn check_bounds(
-        &self,
-        cfg: &LaunchConfig,
-        lens: &[Option<usize>],
-        values: &[*mut c_void],
-    ) -> CudaResult<()> {
-        // SAFETY: the caller's promise is passed on.
-        unsafe { bounds::check(&self.name, &self.params, &self.bounds, cfg, lens, values) }
-            .map_err(CudaError::from)
-    }
-}
-
-/// A kernel whose parameters were declared at run time (names and types)
-/// and checked against the driver's layout (count, size, offset). Launches
-/// take an [`ArgBlock`] and are safe.
-#[derive(Clone)]
-pub struct DynKernel {
-    func: Arc<Function>,
-    decl: Arc<Decl>,
-    /// Declared to wait for the grids before it: may be launched with
-    /// [`LaunchConfig::programmatic`].
-    programmatic: bool,
-}
-
-impl fmt::Debug for DynKernel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("DynKernel")
-            .field("name", &self.decl.name)
-            .field("params", &self.decl.params.len())
-            .finish()
-    }
-}
-
-impl DynKernel {
-    /// Declares `func` to take `params`, checking count, sizes and offsets
-    /// against the parameter layout the driver reports.
-    ///
-    /// # Safety
-    ///
-    /// Each declared type must be the kernel's real parameter type at that
-    /// position (a pointer where the kernel takes a pointer, of the element
-    /// type it reads or writes; `ConstDevicePtr` only where the kernel never
-    /// writes through it). Count, size and offset are checked; meaning is not.
-    pub unsafe fn declare(func: Function, params: Vec<Param>) -> CudaResult<DynKernel> {
-        let layout = func.param_layout()?;
-        check_params(func.name(), &params, &layout)?;
-        let space = layout.iter().map(|s| s.offset + s.size).max().unwrap_or(0);
-        Ok(DynKernel {
-            decl: Arc::new(Decl {
-                id: NEXT_KERNEL_ID.fetch_add(1, Ordering::Relaxed),
-                name: func.name().to_string(),
-                params: params.into(),
-                layout,
-                space,
-                bounds: Vec::new(),
-            }),
-            func: Arc::new(func),
-            programmatic: false,
-        })
-    }
-
-    pub(crate) fn decl(&self) -> &Decl {
-        &self.decl
-    }
-
-    /// Adds a bound: the buffer passed for parameter `buffer` must hold at
-    /// least `at_least` elements, checked at every launch (see
-    /// [`crate::bounds`]). Refused when `buffer` is not a pointer parameter,
-    /// or an [`Extent::Param`] names no integer parameter. Argument blocks
-    /// made before the call belong to the old declaration and are refused.
-    pub fn bound(self, buffer: usize, at_least: Extent) -> CudaResult<DynKernel> {
-        let mut list: Vec<Bound> = self.bounds();
-        list.push(Bound::new(buffer, at_least));
-        let resolved = bounds::resolve(&self.decl.name, &self.decl.params, &list)?;
-        let d = &self.decl;
-        Ok(DynKernel {
-            decl: Arc::new(Decl {
-                id: NEXT_KERNEL_ID.fetch_add(1, Ordering::Relaxed),
-                name: d.name.clone(),
-                params: d.params.clone(),
-                layout: d.layout.clone(),
-                space: d.space,
-                bounds: resolved,
-            }),
-            func: self.func,
-            programmatic: self.programmatic,
-        })
-    }
-
-    /// Declares that the kernel may be launched as a programmatic dependent
-    /// launch ([`LaunchConfig::with_programmatic_launch`]): it may then
-    /// start while the kernel queued before it on the stream still runs.
-    /// Argument blocks made before stay valid.
-    ///
-    /// # Safety
-    ///
-    /// Every block of the kernel waits for the grids it depends on
-    /// (`cudaGridDependencySynchronize()`, PTX `griddepcontrol.wait`) before
-    /// it reads or writes memory that work queued before it on the stream
-    /// may use, and before it exits (so that work queued after it also
-    /// comes after the earlier work). A kernel that skips the wait races
-    /// with the kernel before it.
-    pub unsafe fn allow_programmatic_launch(mut self) -> DynKernel {
-        self.programmatic = true;
-        self
-    }
-
-    /// Whether the kernel was declared with
-    /// [`DynKernel::allow_programmatic_launch`].
-    pub fn allows_programmatic_launch(&self) -> bool {
-        self.programmatic
-    }
-
-    /// Refuses a programmatic launch of a kernel not declared for it.
-    #[inline]
-    pub(crate) fn check_programmatic(&self, cfg: &LaunchConfig) -> CudaResult<()> {
-        if cfg.programmatic && !self.programmatic {
-            return Err(LaunchError::ProgrammaticNotDeclared {
-                kernel: self.decl.name.clone(),
-            }
-            .into());
-        }
-        Ok(())
-    }
-
-    /// The bounds declared with the kernel.
-    pub fn bounds(&self) -> Vec<Bound> {
-        self.decl.bounds.iter().map(Resolved::bound).collect()
-    }
-
-    /// The kernel's name.
-    pub fn name(&self) -> &str {
-        &self.decl.name
-    }
-
-    /// The declared parameters.
-    pub fn params(&self) -> &[Param] {
-        &self.decl.params
-    }
-
-    /// The driver's layout of the parameters.
-    pub fn layout(&self) -> &[ParamSlot] {
-        &self.decl.layout
-    }
-
-    /// The untyped function (attributes, occupancy, limits).
-    pub fn function(&self) -> &Function {
-        &self.func
-    }
-
-    /// A new, empty argument block for this kernel: the one allocation;
-    /// values set later and launches of it allocate nothing.
-    pub fn args<'a>(&self) -> ArgBlock<'a> {
-        ArgBlock::new(self.decl.clone())
-    }
-
-    /// Launches on `stream` with the arguments in `args`, after checking that
-    /// the block is this kernel's and complete, and the configuration.
-    pub fn launch(
-        &self,
-        stream: &Stream,
-        cfg: LaunchConfig,
-        args: &ArgBlock<'_>,
-    ) -> CudaResult<()> {
-        self.launch_impl(stream, &cfg, args, false)
-    }
-
-    /// Launches a cooperative grid (see [`crate::TypedKernel::launch_cooperative`]).
-    pub fn launch_cooperative(
-        &self,
-        stream: &Stream,
-        cfg: LaunchConfig,
-        args: &ArgBlock<'_>,
-    ) -> CudaResult<()> {
-        self.launch_impl(stream, &cfg, args, true)
-    }
-
-    /// Checks a graph kernel node that runs this kernel in `ctx` with `cfg`
-    /// and `args` as a launch is checked: the block is this kernel's and
-    /// complete, the declared bounds hold, no zero dimension, the block and
-    /// shared memory within the function's and the device's limits, the
-    /// function and every device buffer of `ctx`.
-    pub(crate) fn check_node(
-        &self,
-        ctx: &Context,
-        cfg: &LaunchConfig,
-        args: &ArgBlock<'_>,
-    ) -> CudaResult<()> {
-        args.ready_for(&self.decl)?;
-        if self.decl.has_bounds() {
-            // SAFETY: every parameter is set (checked above), so each pointer
-            // addresses a value of the declared type.
-            unsafe { self.decl.check_bounds(cfg, &args.lens, &args.ptrs) }?;
-        }
-        check_nonzero(&self.decl.name, cfg)?;
-        self.func.check_context(ctx)?;
-        let device = ctx.device().limits()?;
-        let limits = self.func.limits(ctx)?;
-        check_shape(&self.decl.name, device, &limits, cfg)?;
-        for (i, b) in args.uses.iter().enumerate() {
-            if let Some(b) = b {
-                b.enter(&self.decl.name, i, ctx)?;
-            }
-        }
-        Ok(())
-    }
-
-    #[inline]
-    pub(crate) fn launch_impl(
-        &self,
-        stream: &Stream,
-        cfg: &LaunchConfig,
-        args: &ArgBlock<'_>,
-        cooperative: bool,
-    ) -> CudaResult<()> {
-        args.ready_for(&self.decl)?;
-        self.check_programmatic(cfg)?;
-        if self.decl.has_bounds() {
-            // SAFETY: every parameter is set (checked above), so each pointer
-            // addresses a value of the declared type.
-            unsafe { self.decl.check_bounds(cfg, &args.lens, &args.ptrs) }?;
-        }
-        let ctx = stream.context();
-        for (i, b) in args.uses.iter().enumerate() {
-            if let Some(b) = b {
-                b.enter(&self.decl.name, i, ctx)?;
-            }
-        }
-        // SAFETY: the declaration (the caller's promise, checked against the
-        // layout) fixed each parameter's type; every value in the block was
-        // checked against it (or set through the unsafe set_bytes); the
-        // pointers address the block's storage, alive for the call, and the
-        // driver only reads through them.
-        unsafe {
-            self.func
-                .launch_raw(stream, cfg, args.ptrs.as_ptr().cast_mut(), cooperative)
-        }
-    }
-}
-
 /// A copy of an [`ArgBlock`]'s parameter space with the pointers the driver
 /// reads (`kernelParams`), for a graph node: the pointers address the
 /// copy's own heap storage, which moves with it.
@@ -572,12 +348,12 @@ impl ParamCopy {
 pub struct ArgBlock<'a> {
     decl: Arc<Decl>,
     storage: Box<[u128]>,
-    ptrs: Box<[*mut c_void]>,
+    pub(super) ptrs: Box<[*mut c_void]>,
     set: Box<[bool]>,
     /// The buffer behind each argument that has one.
-    uses: Box<[Option<BufferUse<'a>>]>,
+    pub(super) uses: Box<[Option<BufferUse<'a>>]>,
     /// Their lengths, for the bound checks.
-    lens: Box<[Option<usize>]>,
+    pub(super) lens: Box<[Option<usize>]>,
     unset: usize,
     next: usize,
     _borrow: PhantomData<&'a ()>,
@@ -599,7 +375,7 @@ impl fmt::Debug for ArgBlock<'_> {
 }
 
 impl<'a> ArgBlock<'a> {
-    fn new(decl: Arc<Decl>) -> Self {
+    pub(super) fn new(decl: Arc<Decl>) -> Self {
         let words = decl.space.div_ceil(16).max(1);
         let mut storage = vec![0u128; words].into_boxed_slice();
         let base = storage.as_mut_ptr().cast::<u8>();
@@ -674,6 +450,11 @@ impl<'a> ArgBlock<'a> {
     }
 
     /// Sets the next parameter (after the last one pushed or set by index).
+    ///
+    /// # Errors
+    ///
+    /// [`ArgError::TooMany`] (in [`CudaError::Argument`]) when every parameter
+    /// has already been pushed; otherwise as for [`ArgBlock::set`].
     pub fn push(&mut self, value: impl DynArg<'a>) -> CudaResult<&mut Self> {
         if self.next >= self.set.len() {
             return Err(ArgError::TooMany {
@@ -686,6 +467,13 @@ impl<'a> ArgBlock<'a> {
     }
 
     /// Sets parameter `index`.
+    ///
+    /// # Errors
+    ///
+    /// [`ArgError::NoSuchIndex`] for an index past the last parameter, or
+    /// [`ArgError::Type`] when the value does not fit the declared parameter
+    /// type (the message says what to pass instead), both in
+    /// [`CudaError::Argument`].
     pub fn set(&mut self, index: usize, value: impl DynArg<'a>) -> CudaResult<&mut Self> {
         self.check_index(index)?;
         let decl = self.decl.clone();
@@ -709,6 +497,11 @@ impl<'a> ArgBlock<'a> {
     }
 
     /// The index of the parameter called `name`.
+    ///
+    /// # Errors
+    ///
+    /// [`ArgError::NoSuchName`] (in [`CudaError::Argument`]) listing the
+    /// parameters the kernel has.
     pub fn index_of(&self, name: &str) -> CudaResult<usize> {
         self.decl
             .params
@@ -731,6 +524,10 @@ impl<'a> ArgBlock<'a> {
     }
 
     /// Sets the parameter called `name`.
+    ///
+    /// # Errors
+    ///
+    /// As for [`ArgBlock::index_of`] and [`ArgBlock::set`].
     pub fn set_by_name(&mut self, name: &str, value: impl DynArg<'a>) -> CudaResult<&mut Self> {
         let index = self.index_of(name)?;
         self.set(index, value)
@@ -738,6 +535,12 @@ impl<'a> ArgBlock<'a> {
 
     /// Sets parameter `index` to raw bytes (for opaque struct parameters
     /// known only at run time); only the size is checked.
+    ///
+    /// # Errors
+    ///
+    /// [`ArgError::NoSuchIndex`] for an index past the last parameter, or
+    /// [`ArgError::Size`] when `bytes` is not the parameter's size, both in
+    /// [`CudaError::Argument`].
     ///
     /// # Safety
     ///
@@ -768,6 +571,11 @@ impl<'a> ArgBlock<'a> {
     }
 
     /// The bytes of parameter `index` as set so far.
+    ///
+    /// # Errors
+    ///
+    /// [`ArgError::NoSuchIndex`] (in [`CudaError::Argument`]) for an index past
+    /// the last parameter.
     pub fn bytes(&self, index: usize) -> CudaResult<&[u8]> {
         self.check_index(index)?;
         let slot = self.decl.layout[index];
@@ -800,7 +608,7 @@ impl<'a> ArgBlock<'a> {
         ParamCopy { storage, ptrs }
     }
 
-    fn ready_for(&self, decl: &Arc<Decl>) -> CudaResult<()> {
+    pub(super) fn ready_for(&self, decl: &Arc<Decl>) -> CudaResult<()> {
         if self.decl.id != decl.id {
             return Err(ArgError::WrongKernel {
                 kernel: decl.name.clone(),
@@ -825,6 +633,7 @@ impl<'a> ArgBlock<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::params::{Param, ParamSlot, check_params};
 
     /// saxpy(float a, const float* x, float* y, unsigned n) as the driver lays it out.
     fn saxpy() -> ArgBlock<'static> {

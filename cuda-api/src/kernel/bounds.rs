@@ -1,26 +1,6 @@
-//! Buffer bounds: the relation between a launch and the buffers a kernel
-//! indexes, stated with the kernel's declaration and checked at every launch.
-//!
-//! Declaring a kernel's parameter types is `unsafe` ([`Module::kernel`],
-//! [`DynKernel::declare`]); what the declaration promises includes where the
-//! kernel reads and writes: *whenever every [`Bound`] declared on the kernel
-//! holds, the kernel touches only memory inside the buffers passed for its
-//! pointer parameters*. Most kernels index with the thread or block index and
-//! with length arguments, so they state that relation as bounds, and the
-//! launch checks it with the lengths of the buffers it is given:
-//!
-//! - `input[i]` for every thread `i`: `Bound::new(0, Extent::Threads)`;
-//! - `partial[blockIdx.x]`: `Bound::new(1, Extent::Blocks)`;
-//! - `if (i < n) y[i] = …` with `n` parameter 3: `Bound::new(2, Extent::Param(3))`;
-//! - `out[0]`: `Bound::new(2, Extent::Elements(1))`.
-//!
-//! A bounded parameter must be given a buffer or view (`&buffer`,
-//! `&mut buffer`), whose length the launch knows; a raw pointer there is
-//! refused. A launch that breaks a bound is a [`LaunchError::BufferTooShort`]
-//! naming the kernel, the parameter, the length, the extent and its value.
-//!
-//! [`Module::kernel`]: crate::Module::kernel
-//! [`DynKernel::declare`]: crate::DynKernel::declare
+//! Buffer bounds ([`Bound`], [`Extent`]): the relation between a launch and
+//! the buffers a kernel indexes, stated with the kernel's declaration and
+//! checked at every launch.
 
 use std::fmt;
 
@@ -58,7 +38,30 @@ impl fmt::Display for Extent {
 }
 
 /// The buffer passed for pointer parameter `buffer` (an index) must hold at
-/// least `at_least` elements of its type.
+/// least `at_least` elements of its type: the relation between a launch and
+/// the buffers a kernel indexes, stated with the kernel's declaration and
+/// checked at every launch.
+///
+/// Declaring a kernel's parameter types is `unsafe` ([`Module::kernel`],
+/// [`DynKernel::declare`]); what the declaration promises includes where the
+/// kernel reads and writes: *whenever every [`Bound`] declared on the kernel
+/// holds, the kernel touches only memory inside the buffers passed for its
+/// pointer parameters*. Most kernels index with the thread or block index and
+/// with length arguments, so they state that relation as bounds, and the
+/// launch checks it with the lengths of the buffers it is given:
+///
+/// - `input[i]` for every thread `i`: `Bound::new(0, Extent::Threads)`;
+/// - `partial[blockIdx.x]`: `Bound::new(1, Extent::Blocks)`;
+/// - `if (i < n) y[i] = …` with `n` parameter 3: `Bound::new(2, Extent::Param(3))`;
+/// - `out[0]`: `Bound::new(2, Extent::Elements(1))`.
+///
+/// A bounded parameter must be given a buffer or view (`&buffer`,
+/// `&mut buffer`), whose length the launch knows; a raw pointer there is
+/// refused. A launch that breaks a bound is a [`LaunchError::BufferTooShort`]
+/// naming the kernel, the parameter, the length, the extent and its value.
+///
+/// [`Module::kernel`]: crate::Module::kernel
+/// [`DynKernel::declare`]: crate::DynKernel::declare
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Bound {
     buffer: usize,
