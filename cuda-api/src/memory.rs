@@ -155,9 +155,11 @@ fn same_len(
     }
 }
 
-/// Refuses a stream of another context than the memory's: asynchronous
-/// work on it would be ordered against the wrong context.
+/// Refuses a stream of another context than the memory's (asynchronous
+/// work on it would be ordered against the wrong context) and a stream being
+/// captured into a graph (the graph would not keep the memory alive).
 fn check_stream(alloc: &Allocation, stream: &Stream, call: &'static str) -> CudaResult<()> {
+    stream.refuse_if_capturing(|| call.to_string())?;
     if stream.context() == &alloc.ctx {
         Ok(())
     } else {
@@ -689,8 +691,8 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
     /// # Errors
     ///
     /// [`CudaError::InvalidArgument`] for a stream of another context than the
-    /// buffer's, or a `T` of another size than 1, 2 or 4 bytes; or the
-    /// driver's failure of the memset.
+    /// buffer's or one being captured into a graph, or a `T` of another size
+    /// than 1, 2 or 4 bytes; or the driver's failure of the memset.
     pub fn fill_async(&mut self, value: T, stream: &Stream) -> CudaResult<()> {
         if self.len == 0 {
             return Ok(());

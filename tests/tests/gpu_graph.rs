@@ -43,6 +43,7 @@ fn capture_instantiate_upload_launch_and_list_kernel_nodes() {
     let mut data = DeviceBuffer::<i32>::zeroed(&ctx, N as usize).unwrap();
     let other_stream = stream.clone();
     let event = Event::new(&ctx).unwrap();
+    let mut spare = DeviceBuffer::<i32>::zeroed(&ctx, 4).unwrap();
     {
         let mut args = k.as_dyn().args();
         args.push(&mut data)
@@ -62,6 +63,9 @@ fn capture_instantiate_upload_launch_and_list_kernel_nodes() {
                 assert!(e.to_string().contains("captured"), "{e}");
                 let e = other_stream.scope(|_| Ok(())).unwrap_err();
                 assert!(matches!(e, CudaError::InvalidArgument { .. }), "{e}");
+                // A memset would become a node the graph does not keep alive.
+                let e = spare.fill_async(7, &other_stream).unwrap_err();
+                assert!(e.to_string().contains("captured"), "{e}");
                 c.launch(k.as_dyn(), cfg(N), &args)?;
                 Ok(())
             })
