@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use cuda_api::Library;
 
-use crate::dtype::DType;
+use crate::abi::DType;
 use crate::error::{Error, Result};
-use crate::kernel::{Kernel, KernelSpec};
+use crate::launch::{Kernel, KernelSpec};
 use crate::signature::{Accesses, ParamKind, StructType, Unproven};
 use crate::source::{self, Direction, KernelBody, Meta, Source, SourceKernel, SourceStruct};
 

@@ -17,9 +17,9 @@ use std::fmt;
 
 use cuda_api::{CaptureMode, CudaGraphExec, GraphNode, Stream};
 
-use crate::command::Launch;
 use crate::device::Device;
 use crate::error::{Error, Result};
+use crate::launch::Launch;
 
 /// An instantiated CUDA graph of launches, which it owns (their arrays stay
 /// alive as long as the graph).

@@ -77,48 +77,62 @@
 //! ```
 
 #![deny(missing_docs)]
+#![warn(clippy::missing_errors_doc)]
 
-pub mod access;
-pub mod aot;
-pub mod array;
-pub mod bind;
-pub mod command;
-pub mod cpu;
-pub mod device;
-pub mod domain;
-pub mod dtype;
-mod encode;
-pub mod error;
+mod abi;
+mod aot;
+mod array;
+mod autodiff;
+mod device;
+mod error;
 #[doc(hidden)]
 pub mod fuzzing;
-/// Warp's kernel ABI (launch bounds, arrays, constants, the dtype table),
-/// generated from `specs/warp/abi.yaml`; the C++ side is `include/warp_launch.h`.
-#[rustfmt::skip]
-pub mod generated;
-pub mod graph;
-pub mod kernel;
+mod graph;
+mod launch;
 mod signature;
-pub mod source;
-mod spare;
-pub mod storage;
-pub mod tape;
+mod source;
 
-pub use access::enable_peer_access;
-pub use aot::AotModule;
-pub use array::{Array, TypedArray};
-pub use bind::{Arg, IntoArg, IntoArgs, StructValue, WarpStruct};
-pub use command::{Dim, Launch, LaunchBuilder, MaxBlocks};
-pub use cpu::{CpuArgs, CpuArray, CpuFn, Thread, cpu_fn};
-pub use device::{AccessMode, Device, IntoDevice, set_thread_access_mode, thread_access_mode};
-pub use dtype::{DType, Element, Value};
+// Devices, and the cuda-api types a Warp user handles (streams, events,
+// contexts, where memory lives), so one dependency is enough.
+pub use cuda_api::{
+    Context, CudaDevice, CudaError, Event, Location, MemoryKind, MemoryType, Stream,
+};
+pub use device::{Device, IntoDevice};
+
+// Errors.
 pub use error::{
     AccessError, AccessRuleError, AccessRuleProblem, ArgumentError, BoundsError, Error, Result,
     UnprovenError,
 };
-pub use graph::Graph;
-pub use kernel::{
-    Accesses, ArrayAccess, AxisIndex, Kernel, KernelParam, KernelSpec, ParamKind, Pass, StructType,
+pub use launch::DimError;
+
+// Warp's kernel ABI: dtypes, values, structs and the layouts a kernel receives.
+pub use abi::{
+    ARRAY_FLAG_RETAIN_GRAD, ARRAY_MAX_DIMS, ArrayT, DTYPES, DType, Element, INLINE_VALUE_BYTES,
+    Kind, LAUNCH_MAX_DIMS, LaunchBounds1, LaunchBounds2, LaunchBounds3, LaunchBounds4, Scalar,
+    Value, WarpStruct,
+};
+
+// Arrays, their memory and the access checks of a launch.
+pub use array::{
+    AccessMode, Array, HostMemory, Memory, Storage, TypedArray, enable_peer_access,
+    set_thread_access_mode, thread_access_mode,
+};
+
+// Kernels: their signatures, Warp modules compiled ahead of time, CUDA C declarations.
+pub use aot::{AotModule, WARP_VERSION};
+pub use launch::{Kernel, KernelSpec};
+pub use signature::{
+    Accesses, ArrayAccess, AxisIndex, KernelParam, ParamKind, Pass, StructField, StructType,
     Unproven,
 };
-pub use storage::Memory;
-pub use tape::{GradientCheck, Tape, check_gradients};
+
+// Launching: arguments, the builder, the reusable launch, CUDA graphs.
+pub use graph::Graph;
+pub use launch::{Arg, Dim, IntoArg, IntoArgs, Launch, LaunchBuilder, MaxBlocks, StructValue};
+
+// The CPU device: kernels implemented in Rust.
+pub use launch::{CpuArgs, CpuArray, CpuFn, CpuIndex, Thread, cpu_fn};
+
+// Automatic differentiation.
+pub use autodiff::{GradientCheck, Recording, Tape, check_gradients};

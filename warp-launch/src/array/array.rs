@@ -23,12 +23,12 @@ use std::sync::Arc;
 
 use cuda_api::{Allocation, MemoryKind};
 
-use crate::storage::{Memory, Storage};
+use crate::array::{Memory, Storage};
 
+use crate::abi::ArrayT;
+use crate::abi::{DType, Element};
 use crate::device::{Device, IntoDevice};
-use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
-use crate::generated::abi::ArrayT;
 
 /// Most dimensions an array has (Warp's `ARRAY_MAX_DIMS`).
 pub const MAX_DIMS: usize = 4;
@@ -876,7 +876,7 @@ impl Array {
 }
 
 fn as_bytes<T: Element>(data: &[T]) -> &[u8] {
-    crate::encode::element_bytes(data)
+    crate::abi::encode::element_bytes(data)
 }
 
 /// An [`Array`] whose element type is known at compile time.
@@ -937,7 +937,10 @@ mod tests {
     /// test instead of killing the runner; in the parent, returns the
     /// child's output after checking it exited successfully within 60 s.
     fn in_child(name: &str, body: impl FnOnce()) -> String {
-        let test = format!("array::tests::{name}");
+        // This module's path as the test harness names it (no crate prefix).
+        let here = module_path!();
+        let here = here.strip_prefix("warp_launch::").unwrap_or(here);
+        let test = format!("{here}::{name}");
         if std::env::var(CHILD).as_deref() == Ok(test.as_str()) {
             body();
             return String::new();
