@@ -87,6 +87,11 @@ impl Device {
 
     /// The device's default stream: the legacy null stream of its primary
     /// context, which Warp also launches on when no stream is given.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotCuda`] for the CPU device; [`Error::NoSuchDevice`] or [`Error::Cuda`] when
+    /// the device's primary context cannot be made current.
     pub fn default_stream(self) -> Result<Stream> {
         Ok(self.context()?.default_stream())
     }
@@ -126,6 +131,10 @@ impl FromStr for Device {
 /// A device given by value or by name (`"cpu"`, `"cuda:1"`).
 pub trait IntoDevice {
     /// The device, or [`Error::BadDevice`] for a name that is none.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::BadDevice`] for a name that is not `"cpu"`, `"cuda"` or `"cuda:N"`.
     fn into_device(self) -> Result<Device>;
 }
 

@@ -258,7 +258,7 @@ pub enum Error {
     Cuda(cuda_api::CudaError),
     /// A CPU launch or host copy that would wait forever for an array held
     /// by another thread that waits, in turn, for an array this thread
-    /// holds (see [`crate::array`]).
+    /// holds (see [`Storage`](crate::Storage)).
     WouldDeadlock {
         /// The call.
         call: &'static str,

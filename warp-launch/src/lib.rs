@@ -1,8 +1,8 @@
 //! NVIDIA Warp's `warp.launch` for Rust, built on `cuda-api`.
 //!
 //! Kernels come from two sources that share Warp's kernel ABI
-//! (`launch_bounds_t<N>` first, arrays as `array_t<T>` by value; see
-//! [`generated::abi`]):
+//! (`launch_bounds_t<N>` first, arrays as `array_t<T>` by value: [`LaunchBounds1`]
+//! to [`LaunchBounds4`], [`ArrayT`]):
 //! - kernels written in Warp and compiled ahead of time by Warp
 //!   (`wp.compile_aot_module(module, arch=90, module_dir=DIR, use_ptx=False,
 //!   strip_hash=True)`), loaded with [`AotModule::load`]; their parameters
@@ -22,6 +22,11 @@
 //! whose kernel nodes can be updated in place; the `"cpu"` device runs
 //! kernels that have a Rust implementation.
 //!
+//! Every public item has one path, at the crate root. The `cuda-api` types a
+//! Warp user handles ([`Stream`], [`Event`], [`Context`], [`MemoryKind`],
+//! [`Location`], [`MemoryType`], [`CudaDevice`], [`CudaError`]) are re-exported
+//! here, so one dependency is enough.
+//!
 //! # Safety contract
 //!
 //! Safe code cannot make a launch read or write outside the arrays it is
@@ -36,11 +41,11 @@
 //! [`KernelSpec::load_cuda`] covers the declared parameter types and that
 //! the kernel stays in bounds whenever its declared rules hold (modules
 //! loaded by [`AotModule`] meet it when written by Warp
-//! [`aot::WARP_VERSION`], which `AotModule` checks). The CPU device runs
+//! [`WARP_VERSION`], which `AotModule` checks). The CPU device runs
 //! Rust implementations, whose array accesses are bounds-checked.
 //!
 //! ```no_run
-//! use warp_launch::{AotModule, Array, Device, Tape};
+//! use warp_launch::{AotModule, Array, Device, Stream, Tape};
 //!
 //! fn main() -> warp_launch::Result<()> {
 //!     // A directory written by wp.compile_aot_module for a module holding
@@ -65,7 +70,7 @@
 //!     println!("dy/dx = {:?}", x.grad().unwrap().to_vec::<f32>()?);
 //!
 //!     // A reusable launch: checked once, replayed without allocating.
-//!     let stream = cuda_api::Stream::new(&dev.context()?)?;
+//!     let stream = Stream::new(&dev.context()?)?;
 //!     let mut launch = saxpy.launch(4).inputs((0.0f32, &x, &y)).stream(&stream).record_cmd()?;
 //!     for i in 0..10 {
 //!         launch.set_param_by_name("a", i as f32)?;

@@ -78,6 +78,13 @@ impl Tape {
     /// backward kernels in reverse order, each with its forward arguments
     /// followed by one adjoint per parameter: the array's gradient (a null
     /// array when it has none), zero for values and structs.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoGradient`] when `loss` has no gradient, [`Error::NoCudaFunction`] /
+    /// [`Error::NoCpuFunction`] when a recorded kernel has no backward function for its device,
+    /// and any error of a launch ([`LaunchBuilder::run`](crate::LaunchBuilder::run)) or of
+    /// zeroing memory.
     pub fn backward(&self, loss: &Array) -> Result<()> {
         let Some(grad) = loss.grad() else {
             return Err(Error::NoGradient {
@@ -100,6 +107,10 @@ impl Tape {
     }
 
     /// Zeroes the gradient of every array the recorded launches use.
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`Array::zero`](crate::Array::zero) for a gradient.
     pub fn zero(&self) -> Result<()> {
         for l in &self.launches {
             for a in l.args() {
@@ -112,6 +123,10 @@ impl Tape {
     }
 
     /// Zeroes the gradients and forgets the recording.
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`Tape::zero`].
     pub fn reset(&mut self) -> Result<()> {
         self.zero()?;
         self.launches.clear();
@@ -212,6 +227,13 @@ pub struct GradientCheck {
 /// `forward` runs the computation (it is called once under a tape, then
 /// twice per input element with the element perturbed by `eps`); `loss`
 /// must be a one-element float array with a gradient.
+///
+/// # Errors
+///
+/// [`Error::LossDType`] when `loss` is not a one-element float array, [`Error::NoGradient`]
+/// when it or an input has no gradient, [`Error::GradientInput`] for an input that is not a
+/// float array; any error of `forward`, of the tape's backward pass, or of reading and writing
+/// the arrays.
 pub fn check_gradients(
     inputs: &[&Array],
     loss: &Array,

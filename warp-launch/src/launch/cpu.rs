@@ -136,12 +136,21 @@ impl<'a> CpuArgs<'a> {
     }
 
     /// Index of parameter `name`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoSuchParam`] when the kernel has no parameter `name` (the message lists them).
     pub fn index(&self, name: &str) -> Result<usize> {
         self.kernel.param_index(name)
     }
 
     /// Array parameter `index` as elements of `T` (its dtype's Rust type).
     /// A null array has no elements.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Argument`] when parameter `index` is not an array of `T`'s dtype (nor null),
+    /// [`Error::NoSuchParam`] for an index past the last parameter.
     pub fn array<T: Element>(&self, index: usize) -> Result<CpuArray<'a, T>> {
         match self.arg(index)? {
             Arg::Array(a) if std::ptr::eq(a.dtype(), T::DTYPE) => {
@@ -169,11 +178,20 @@ impl<'a> CpuArgs<'a> {
     }
 
     /// Array parameter `name`.
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`CpuArgs::index`] and [`CpuArgs::array`].
     pub fn array_named<T: Element>(&self, name: &str) -> Result<CpuArray<'a, T>> {
         self.array(self.index(name)?)
     }
 
     /// Value parameter `index` as `T`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Argument`] when parameter `index` is not a value that converts to `T`'s dtype,
+    /// [`Error::NoSuchParam`] for an index past the last parameter.
     pub fn value<T: Element>(&self, index: usize) -> Result<T> {
         match self.arg(index)? {
             Arg::Value(v) => {
@@ -188,6 +206,10 @@ impl<'a> CpuArgs<'a> {
     }
 
     /// Value parameter `name`.
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`CpuArgs::index`] and [`CpuArgs::value`].
     pub fn value_named<T: Element>(&self, name: &str) -> Result<T> {
         self.value(self.index(name)?)
     }
@@ -258,6 +280,11 @@ impl<T: Element> CpuArray<'_, T> {
     }
 
     /// The element at `idx`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OutOfBounds`] when `idx` lies outside the array (the message names the index
+    /// and the shape).
     pub fn get(&self, idx: impl CpuIndex) -> Result<T> {
         let p = self.address(idx)?;
         // SAFETY: the index is inside the shape; the array's view was
@@ -267,6 +294,10 @@ impl<T: Element> CpuArray<'_, T> {
     }
 
     /// Writes `v` at `idx`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Shape`] as [`CpuArray::get`].
     pub fn set(&self, idx: impl CpuIndex, v: T) -> Result<()> {
         let p = self.address(idx)?;
         // SAFETY: as in `get`; the launch holds the storage's lock and
@@ -277,6 +308,10 @@ impl<T: Element> CpuArray<'_, T> {
     }
 
     /// Adds `v` at `idx` (Warp's `atomic_add`; serial, so a plain add).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Shape`] as [`CpuArray::get`].
     pub fn add(&self, idx: impl CpuIndex + Copy, v: T) -> Result<()>
     where
         T: Add<Output = T>,

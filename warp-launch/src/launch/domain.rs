@@ -224,7 +224,7 @@ impl Plan {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum DimError {
-    /// `dim` has more than [`MAX_DIMS`] extents.
+    /// `dim` has more than 4 extents (`MAX_DIMS`).
     TooManyDims {
         /// How many extents were given.
         given: usize,
@@ -242,7 +242,7 @@ pub enum DimError {
         axis: usize,
         /// Its value.
         extent: u64,
-        /// The limit, [`MAX_TID_EXTENT`].
+        /// The limit, 2^31 (`MAX_TID_EXTENT`).
         limit: u64,
     },
     /// The product of the extents does not fit in `usize`.
@@ -257,7 +257,7 @@ pub enum DimError {
     },
     /// `block_dim` is 0.
     BlockDimZero,
-    /// `block_dim` is above [`MAX_BLOCK_DIM`].
+    /// `block_dim` is above 1024 (`MAX_BLOCK_DIM`).
     BlockDimTooLarge {
         /// The value given.
         block_dim: u32,
@@ -269,7 +269,7 @@ pub enum DimError {
         /// The value given.
         max_blocks: u64,
     },
-    /// `max_blocks` is above [`MAX_GRID_X`] (it does not fit Warp's C `int`).
+    /// `max_blocks` is above 2^31 - 1 (`MAX_GRID_X`) (it does not fit Warp's C `int`).
     MaxBlocksTooLarge {
         /// The value given, as given.
         max_blocks: u64,

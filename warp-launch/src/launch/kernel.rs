@@ -315,6 +315,13 @@ impl KernelSpec {
     /// [`crate::AotModule`] makes them (types and access rules both come
     /// from the source), meet this when the source and the cubin come from
     /// the same compile by Warp 1.19.0.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::KernelDim`] when the kernel dimension is not 1 to 4; [`Error::AccessRule`]
+    /// when a declared access rule names a parameter the kernel does not have or one that is
+    /// not an array; [`Error::Cuda`] when the driver has no function of a declared name, or
+    /// the declared parameters do not match the function's parameter layout.
     pub unsafe fn load_cuda(
         self,
         library: &Library,
@@ -525,7 +532,7 @@ impl Kernel {
 
     /// The same kernel with a CPU implementation (forward and, for adjoint
     /// launches and the tape, backward, which sees the forward arguments,
-    /// then one adjoint per parameter; see [`crate::launch::cpu`]): the one way to
+    /// then one adjoint per parameter; see [`cpu_fn`](crate::cpu_fn)): the one way to
     /// give a kernel a CPU implementation, whether it was declared with
     /// [`KernelSpec::declare`], loaded with [`KernelSpec::load_cuda`] or
     /// from an [`crate::AotModule`]. An implementation it had is replaced.
@@ -551,6 +558,10 @@ impl Kernel {
 
     /// Index of parameter `name` (forward names, or `adj_<name>` for
     /// adjoints after them).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoSuchParam`] when the kernel has no parameter `name` (the message lists them).
     pub fn param_index(&self, name: &str) -> Result<usize> {
         let n = self.params().len();
         if let Some(i) = self.params().iter().position(|p| p.name == name) {

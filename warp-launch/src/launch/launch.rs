@@ -30,7 +30,7 @@ pub(crate) struct Options {
     pub max_blocks: MaxBlocks,
     pub mode: AccessMode,
     pub cooperative: bool,
-    /// Built through `unsafe` [`LaunchBuilder::unchecked`]: the kernel's
+    /// Built through `unsafe` [`LaunchBuilder::unchecked`](crate::LaunchBuilder::unchecked): the kernel's
     /// access rules are not checked.
     pub unchecked: bool,
 }
@@ -439,6 +439,12 @@ impl Launch {
 
     /// Sets the domain (checked as a fresh launch, the kernel's array
     /// access rules included).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Dim`], [`Error::OutOfBounds`] or [`Error::Unproven`] as a fresh launch over
+    /// `dim`; [`Error::UncheckedSetter`] on an unchecked launch outside
+    /// [`Launch::edit_unchecked`]. The launch keeps its domain on error.
     pub fn set_dim(&mut self, dim: &[i64]) -> Result<&mut Self> {
         if self.opts.unchecked && !self.editing {
             return Err(unchecked_setter(&self.kernel, "set_dim"));
@@ -462,6 +468,13 @@ impl Launch {
     /// Sets parameter `index` (0 is the kernel's first parameter after the
     /// bounds; adjoints follow the forward parameters), checked as in a
     /// fresh launch. An index the kernel does not have is an error.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoSuchParam`] for an index the kernel does not have; [`Error::Argument`],
+    /// [`Error::Access`] or [`Error::OutOfBounds`] when the value fails a launch's checks;
+    /// [`Error::UncheckedSetter`] as [`Launch::set_dim`]. The launch keeps its argument on
+    /// error.
     pub fn set_param_at_index(&mut self, index: usize, value: impl IntoArg) -> Result<&mut Self> {
         if index >= self.args.len() {
             return Err(self.kernel.no_such_param(format!("index {index}")));
@@ -494,12 +507,22 @@ impl Launch {
 
     /// Sets parameter `name` (`adj_<name>` for an adjoint), checked as in a
     /// fresh launch. A name the kernel does not have is an error.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoSuchParam`] for a name the kernel does not have; otherwise those of
+    /// [`Launch::set_param_at_index`].
     pub fn set_param_by_name(&mut self, name: &str, value: impl IntoArg) -> Result<&mut Self> {
         let index = self.kernel.param_index(name)?;
         self.set_param_at_index(index, value)
     }
 
     /// Sets every parameter from `values` (as many as the launch takes).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ArgumentCount`] when `values` has another count; otherwise those of
+    /// [`Launch::set_param_at_index`].
     pub fn set_params(&mut self, values: impl IntoArgs) -> Result<&mut Self> {
         if self.opts.unchecked && !self.editing {
             return Err(unchecked_setter(&self.kernel, "set_params"));
@@ -535,7 +558,7 @@ impl Launch {
     }
 
     /// Runs the launch (Warp's `Launch.launch()`) on the stream it was
-    /// built for ([`LaunchBuilder::stream`]), else the device's default
+    /// built for ([`LaunchBuilder::stream`](crate::LaunchBuilder::stream)), else the device's default
     /// stream; on the CPU device, runs it on this thread. Allocates nothing;
     /// a domain of size 0 launches nothing.
     ///
@@ -643,14 +666,19 @@ impl Drop for Launch {
 }
 impl Launch {
     /// Changes a launch built with the `unsafe`
-    /// [`LaunchBuilder::unchecked`]: inside `change`, its setters work as
+    /// [`LaunchBuilder::unchecked`](crate::LaunchBuilder::unchecked): inside `change`, its setters work as
     /// on any launch but skip the kernel's access rules.
     ///
     /// # Safety
     ///
     /// The launch after `change` must meet the contract of
-    /// [`LaunchBuilder::unchecked`] (the kernel stays inside its arrays over
+    /// [`LaunchBuilder::unchecked`](crate::LaunchBuilder::unchecked) (the kernel stays inside its arrays over
     /// the new domain with the new arguments, in every later run).
+    ///
+    /// # Errors
+    ///
+    /// Whatever `change` returns; its setters' errors are those of [`Launch::set_dim`] and
+    /// [`Launch::set_param_at_index`] less their access-rule checks.
     pub unsafe fn edit_unchecked(
         &mut self,
         change: impl FnOnce(&mut Launch) -> Result<()>,
@@ -665,12 +693,17 @@ impl Launch {
     }
 
     /// Whether the launch was built with the `unsafe`
-    /// [`LaunchBuilder::unchecked`] (its access rules are not checked).
+    /// [`LaunchBuilder::unchecked`](crate::LaunchBuilder::unchecked) (its access rules are not checked).
     pub fn is_unchecked(&self) -> bool {
         self.opts.unchecked
     }
 
     /// A copy of this launch (its argument block rebuilt and re-checked).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Cuda`] when a new argument block cannot be made, or any check of the launch (as
+    /// [`LaunchBuilder::record_cmd`](crate::LaunchBuilder::record_cmd)).
     pub fn try_clone(&self) -> Result<Launch> {
         let mut l = Launch::build(
             &self.kernel,
