@@ -10,7 +10,7 @@ use std::ffi::c_void;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use warp_launch::generated::abi::LaunchBounds1;
+use warp_launch::LaunchBounds1;
 use warp_launch::{AotModule, Array, Device};
 
 #[global_allocator]

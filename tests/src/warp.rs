@@ -7,9 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::Value as Json;
-use warp_launch::{
-    Arg, Array, CpuFn, DType, Device, Kernel, StructValue, Value, cpu_fn, storage::Storage,
-};
+use warp_launch::{Arg, Array, CpuFn, DType, Device, Kernel, Storage, StructValue, Value, cpu_fn};
 
 /// The directory `tests/warp/build.py` wrote: `SDK_WARP_DATA` (set by the
 /// GPU bundle's run.sh), else `target/warp-aot` (written by

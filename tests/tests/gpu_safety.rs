@@ -376,7 +376,7 @@ fn many_threads_share_one_warp_kernel_and_its_spare_argument_blocks() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn a_warp_array_in_device_memory_of_a_separate_context_is_refused_in_every_mode() {
-    use warp_launch::storage::Storage;
+    use warp_launch::Storage;
     use warp_launch::{AccessMode, Array, DType, Device};
     let module = warp_module();
     let saxpy = module.kernel("saxpy").unwrap();

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use warp_launch::generated::dtypes::{DTYPES, Kind};
+use warp_launch::{DTYPES, Kind};
 
 type Facts = BTreeMap<(String, String), i64>;
 

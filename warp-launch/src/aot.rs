@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use cuda_api::Library;
 
-use crate::dtype::DType;
+use crate::abi::DType;
 use crate::error::{Error, Result};
-use crate::kernel::{Kernel, KernelSpec};
+use crate::launch::{Kernel, KernelSpec};
 use crate::signature::{Accesses, ParamKind, StructType, Unproven};
 use crate::source::{self, Direction, KernelBody, Meta, Source, SourceKernel, SourceStruct};
 
@@ -119,6 +119,12 @@ fn list(dir: &Path) -> Result<Vec<String>> {
 
 impl AotModule {
     /// Loads the one module in `dir` (the directory holds one `wp_*.cu`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when `dir` or its files cannot be read, [`Error::Source`] when it holds no
+    /// single `wp_*.cu` or the source or `.meta` cannot be read as Warp's output (the message
+    /// names the file and line), [`Error::Cuda`] when the driver refuses the module's image.
     pub fn load(dir: impl AsRef<Path>) -> Result<AotModule> {
         let dir = dir.as_ref();
         let modules: Vec<String> = list(dir)?
@@ -194,6 +200,12 @@ impl AotModule {
     }
 
     /// Kernel `key` (the Python function's name).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoSuchKernel`] when the module has no kernel `key` (the message lists the
+    /// kernels it has); [`Error::Cuda`] when the driver has no function of the kernel's mangled
+    /// name.
     pub fn kernel(&self, key: &str) -> Result<Kernel> {
         self.kernels
             .get(key)

@@ -1,6 +1,5 @@
-//! Devices (`"cpu"`, `"cuda:N"`, `"cuda"`) and array access modes.
+//! Devices: `"cpu"`, `"cuda:N"`, `"cuda"`.
 
-use std::cell::Cell;
 use std::fmt;
 use std::str::FromStr;
 
@@ -88,6 +87,11 @@ impl Device {
 
     /// The device's default stream: the legacy null stream of its primary
     /// context, which Warp also launches on when no stream is given.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotCuda`] for the CPU device; [`Error::NoSuchDevice`] or [`Error::Cuda`] when
+    /// the device's primary context cannot be made current.
     pub fn default_stream(self) -> Result<Stream> {
         Ok(self.context()?.default_stream())
     }
@@ -127,6 +131,10 @@ impl FromStr for Device {
 /// A device given by value or by name (`"cpu"`, `"cuda:1"`).
 pub trait IntoDevice {
     /// The device, or [`Error::BadDevice`] for a name that is none.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::BadDevice`] for a name that is not `"cpu"`, `"cuda"` or `"cuda:N"`.
     fn into_device(self) -> Result<Device>;
 }
 
@@ -154,56 +162,6 @@ impl From<&cuda_api::CudaDevice> for Device {
     }
 }
 
-/// How a launch checks that each array is reachable from the launch device
-/// (Warp's array access modes). Every mode refuses memory the launch device
-/// is known not to reach (ordinary host memory for a CUDA kernel, device
-/// memory for the CPU or for another device without peer access; see
-/// [`crate::access`]), so no mode lets safe code hand a kernel memory it
-/// cannot reach.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum AccessMode {
-    /// No driver query: only what is known without asking the driver is
-    /// refused (the memory kind and the device that allocated it).
-    Relaxed,
-    /// Ask the driver where each allocation lives and refuse what the launch
-    /// device cannot reach; warn once per pattern where it cannot tell.
-    #[default]
-    Checked,
-    /// Every array must live on the launch device.
-    Strict,
-}
-
-impl fmt::Display for AccessMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            AccessMode::Relaxed => "RELAXED",
-            AccessMode::Checked => "CHECKED",
-            AccessMode::Strict => "STRICT",
-        })
-    }
-}
-
-thread_local! {
-    /// This thread's default access mode.
-    static THREAD_MODE: Cell<AccessMode> = const { Cell::new(AccessMode::Checked) };
-}
-
-/// The calling thread's default access mode, used by launches built on this
-/// thread that do not choose one ([`AccessMode::Checked`] until
-/// [`set_thread_access_mode`] changes it).
-pub fn thread_access_mode() -> AccessMode {
-    THREAD_MODE.with(Cell::get)
-}
-
-/// Sets the calling thread's default access mode and returns the previous
-/// one. Other threads keep theirs (a new thread starts with
-/// [`AccessMode::Checked`]); a launch may still choose its own with
-/// `LaunchBuilder::access_mode`. There is no process-wide switch: one
-/// thread cannot change the checks of launches that other threads build.
-pub fn set_thread_access_mode(mode: AccessMode) -> AccessMode {
-    THREAD_MODE.with(|m| m.replace(mode))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,28 +181,5 @@ mod tests {
             "bad_device",
             "cuda:x".parse::<Device>().unwrap_err().to_string()
         );
-    }
-
-    #[test]
-    fn the_default_mode_is_per_thread() {
-        assert_eq!(AccessMode::default(), AccessMode::Checked);
-        assert_eq!(thread_access_mode(), AccessMode::Checked);
-        assert_eq!(
-            set_thread_access_mode(AccessMode::Strict),
-            AccessMode::Checked
-        );
-        assert_eq!(thread_access_mode(), AccessMode::Strict);
-        // Another thread, started before or after the change, is unaffected
-        // and its own change does not reach this one.
-        std::thread::spawn(|| {
-            assert_eq!(thread_access_mode(), AccessMode::Checked);
-            set_thread_access_mode(AccessMode::Relaxed);
-            assert_eq!(thread_access_mode(), AccessMode::Relaxed);
-        })
-        .join()
-        .unwrap();
-        assert_eq!(thread_access_mode(), AccessMode::Strict);
-        set_thread_access_mode(AccessMode::Checked);
-        assert_eq!(thread_access_mode(), AccessMode::Checked);
     }
 }

@@ -5,8 +5,8 @@ use std::fmt;
 use std::path::PathBuf;
 
 use crate::device::Device;
-use crate::domain::DimError;
-use crate::kernel::Pass;
+use crate::launch::domain::DimError;
+use crate::signature::Pass;
 
 /// Result of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -258,7 +258,7 @@ pub enum Error {
     Cuda(cuda_api::CudaError),
     /// A CPU launch or host copy that would wait forever for an array held
     /// by another thread that waits, in turn, for an array this thread
-    /// holds (see [`crate::storage`]).
+    /// holds (see [`Storage`](crate::Storage)).
     WouldDeadlock {
         /// The call.
         call: &'static str,
@@ -285,7 +285,7 @@ pub struct BoundsError {
     pub axis: usize,
     /// How the kernel indexes that axis (`None`: it does not index it, but
     /// reads elements, so the axis must not be empty).
-    pub index: Option<crate::kernel::AxisIndex>,
+    pub index: Option<crate::signature::AxisIndex>,
     /// The launch domain as given.
     pub dim: Vec<i64>,
     /// How many positions the index covers on the axis (the launch
@@ -306,7 +306,7 @@ pub struct UnprovenError {
     /// The function refused (forward or backward).
     pub pass: Pass,
     /// Where and why.
-    pub unproven: crate::kernel::Unproven,
+    pub unproven: crate::signature::Unproven,
 }
 
 /// An array access rule that does not fit its kernel's declaration
@@ -378,7 +378,7 @@ pub struct AccessError {
     /// The parameter.
     pub param: String,
     /// The access mode in force.
-    pub mode: crate::device::AccessMode,
+    pub mode: crate::array::AccessMode,
     /// The launch device.
     pub launch: String,
     /// Where the array lives, and why it is refused.
@@ -630,25 +630,25 @@ impl fmt::Display for Error {
                     b.kernel, b.dim, b.param, b.axis
                 )?;
                 match b.index {
-                    Some(crate::kernel::AxisIndex::Thread(k)) => write!(
+                    Some(crate::signature::AxisIndex::Thread(k)) => write!(
                         f,
                         "the kernel indexes that axis with thread coordinate {k} (wp.tid()), which runs to {} (launch extent {}), but the array has {what}; launch over at most {extent} on dimension {k}, or pass a larger array",
                         b.needed.saturating_sub(1),
                         b.needed
                     ),
-                    Some(crate::kernel::AxisIndex::WorkItem) => write!(
+                    Some(crate::signature::AxisIndex::WorkItem) => write!(
                         f,
                         "the kernel indexes that axis with the linear work-item index, which runs to {} (launch size {}), but the array has {what}; launch at most {extent} work items, or pass a larger array",
                         b.needed.saturating_sub(1),
                         b.needed
                     ),
-                    Some(crate::kernel::AxisIndex::Block) => write!(
+                    Some(crate::signature::AxisIndex::Block) => write!(
                         f,
                         "the kernel indexes that axis with the block index, which runs to {} ({} blocks), but the array has {what}; launch fewer blocks (max_blocks, block_dim) or pass a larger array",
                         b.needed.saturating_sub(1),
                         b.needed
                     ),
-                    Some(crate::kernel::AxisIndex::Constant(c)) => write!(
+                    Some(crate::signature::AxisIndex::Constant(c)) => write!(
                         f,
                         "the kernel indexes that axis with the constant {c}, but the array has {what}; pass an array with at least {} element(s) on axis {}",
                         b.needed, b.axis
@@ -708,7 +708,7 @@ impl From<cuda_api::CudaError> for Error {
 mod tests {
     use super::*;
     use crate::array::Array;
-    use crate::tape::{Tape, check_gradients};
+    use crate::autodiff::{Tape, check_gradients};
 
     /// Each typed refusal names what it refuses (kernel, parameter, value,
     /// limit) and says what to do.

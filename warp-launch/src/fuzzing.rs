@@ -4,7 +4,7 @@
 
 use crate::source::{self, Direction};
 
-/// Reads bytes as a Warp-generated `.cu` ([`source::parse_cu`]) and, when
+/// Reads bytes as a Warp-generated `.cu` (`source::parse_cu`) and, when
 /// that succeeds, declares each forward kernel as `AotModule::load` does
 /// (no GPU, no image).
 pub fn cu(data: &[u8]) {
@@ -28,7 +28,7 @@ pub fn cu(data: &[u8]) {
     }
 }
 
-/// Reads bytes as a Warp `.meta` file ([`source::parse_meta`]) and asks it
+/// Reads bytes as a Warp `.meta` file (`source::parse_meta`) and asks it
 /// for a kernel's shared memory.
 pub fn meta(data: &[u8]) {
     let text = String::from_utf8_lossy(data);

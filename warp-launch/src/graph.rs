@@ -17,9 +17,9 @@ use std::fmt;
 
 use cuda_api::{CaptureMode, CudaGraphExec, GraphNode, Stream};
 
-use crate::command::Launch;
 use crate::device::Device;
 use crate::error::{Error, Result};
+use crate::launch::Launch;
 
 /// An instantiated CUDA graph of launches, which it owns (their arrays stay
 /// alive as long as the graph).
@@ -45,6 +45,13 @@ impl Graph {
     /// Captures `launches`, in order, on `stream` (a created stream, not the
     /// legacy default stream, of the launches' device) into a graph and
     /// instantiates it. Launches of size 0 add no node.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::CpuGraphNode`] for a launch on the CPU device, [`Error::DefaultStreamCapture`]
+    /// for the legacy default stream, [`Error::StreamContext`] / [`Error::StreamDevice`] when
+    /// `stream` is not of the launches' context, [`Error::Cuda`] when capture or instantiation
+    /// fails.
     pub fn capture(stream: &Stream, launches: Vec<Launch>) -> Result<Graph> {
         let device = Device::from(stream.context().device());
         if stream.raw().is_null() {
@@ -84,6 +91,11 @@ impl Graph {
     }
 
     /// Runs the whole graph on `stream` (of the graph's context).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::StreamContext`] when `stream` is not of the graph's context, [`Error::Cuda`]
+    /// when the driver refuses the launch.
     pub fn launch(&self, stream: &Stream) -> Result<()> {
         if stream.context() != self.graph.context() {
             return Err(Error::StreamContext {
@@ -107,6 +119,13 @@ impl Graph {
     /// then updates its node in the instantiated graph. If the change fails
     /// its checks, or the driver refuses the update, the launch and the
     /// graph keep their previous parameters and the error says why.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoSuchLaunch`] for an index the graph does not have,
+    /// [`Error::GraphNodeMissing`] / [`Error::GraphNodeEmpty`] when the launch has no node, any
+    /// check of the change (as [`Launch`]'s setters), [`Error::GraphUpdate`] when the driver
+    /// refuses the update.
     pub fn update(
         &mut self,
         index: usize,

@@ -1,8 +1,8 @@
 //! NVIDIA Warp's `warp.launch` for Rust, built on `cuda-api`.
 //!
 //! Kernels come from two sources that share Warp's kernel ABI
-//! (`launch_bounds_t<N>` first, arrays as `array_t<T>` by value; see
-//! [`generated::abi`]):
+//! (`launch_bounds_t<N>` first, arrays as `array_t<T>` by value: [`LaunchBounds1`]
+//! to [`LaunchBounds4`], [`ArrayT`]):
 //! - kernels written in Warp and compiled ahead of time by Warp
 //!   (`wp.compile_aot_module(module, arch=90, module_dir=DIR, use_ptx=False,
 //!   strip_hash=True)`), loaded with [`AotModule::load`]; their parameters
@@ -22,6 +22,11 @@
 //! whose kernel nodes can be updated in place; the `"cpu"` device runs
 //! kernels that have a Rust implementation.
 //!
+//! Every public item has one path, at the crate root. The `cuda-api` types a
+//! Warp user handles ([`Stream`], [`Event`], [`Context`], [`MemoryKind`],
+//! [`Location`], [`MemoryType`], [`CudaDevice`], [`CudaError`]) are re-exported
+//! here, so one dependency is enough.
+//!
 //! # Safety contract
 //!
 //! Safe code cannot make a launch read or write outside the arrays it is
@@ -36,11 +41,11 @@
 //! [`KernelSpec::load_cuda`] covers the declared parameter types and that
 //! the kernel stays in bounds whenever its declared rules hold (modules
 //! loaded by [`AotModule`] meet it when written by Warp
-//! [`aot::WARP_VERSION`], which `AotModule` checks). The CPU device runs
+//! [`WARP_VERSION`], which `AotModule` checks). The CPU device runs
 //! Rust implementations, whose array accesses are bounds-checked.
 //!
 //! ```no_run
-//! use warp_launch::{AotModule, Array, Device, Tape};
+//! use warp_launch::{AotModule, Array, Device, Stream, Tape};
 //!
 //! fn main() -> warp_launch::Result<()> {
 //!     // A directory written by wp.compile_aot_module for a module holding
@@ -65,7 +70,7 @@
 //!     println!("dy/dx = {:?}", x.grad().unwrap().to_vec::<f32>()?);
 //!
 //!     // A reusable launch: checked once, replayed without allocating.
-//!     let stream = cuda_api::Stream::new(&dev.context()?)?;
+//!     let stream = Stream::new(&dev.context()?)?;
 //!     let mut launch = saxpy.launch(4).inputs((0.0f32, &x, &y)).stream(&stream).record_cmd()?;
 //!     for i in 0..10 {
 //!         launch.set_param_by_name("a", i as f32)?;
@@ -77,48 +82,62 @@
 //! ```
 
 #![deny(missing_docs)]
+#![warn(clippy::missing_errors_doc)]
 
-pub mod access;
-pub mod aot;
-pub mod array;
-pub mod bind;
-pub mod command;
-pub mod cpu;
-pub mod device;
-pub mod domain;
-pub mod dtype;
-mod encode;
-pub mod error;
+mod abi;
+mod aot;
+mod array;
+mod autodiff;
+mod device;
+mod error;
 #[doc(hidden)]
 pub mod fuzzing;
-/// Warp's kernel ABI (launch bounds, arrays, constants, the dtype table),
-/// generated from `specs/warp/abi.yaml`; the C++ side is `include/warp_launch.h`.
-#[rustfmt::skip]
-pub mod generated;
-pub mod graph;
-pub mod kernel;
+mod graph;
+mod launch;
 mod signature;
-pub mod source;
-mod spare;
-pub mod storage;
-pub mod tape;
+mod source;
 
-pub use access::enable_peer_access;
-pub use aot::AotModule;
-pub use array::{Array, TypedArray};
-pub use bind::{Arg, IntoArg, IntoArgs, StructValue, WarpStruct};
-pub use command::{Dim, Launch, LaunchBuilder, MaxBlocks};
-pub use cpu::{CpuArgs, CpuArray, CpuFn, Thread, cpu_fn};
-pub use device::{AccessMode, Device, IntoDevice, set_thread_access_mode, thread_access_mode};
-pub use dtype::{DType, Element, Value};
+// Devices, and the cuda-api types a Warp user handles (streams, events,
+// contexts, where memory lives), so one dependency is enough.
+pub use cuda_api::{
+    Context, CudaDevice, CudaError, Event, Location, MemoryKind, MemoryType, Stream,
+};
+pub use device::{Device, IntoDevice};
+
+// Errors.
 pub use error::{
     AccessError, AccessRuleError, AccessRuleProblem, ArgumentError, BoundsError, Error, Result,
     UnprovenError,
 };
-pub use graph::Graph;
-pub use kernel::{
-    Accesses, ArrayAccess, AxisIndex, Kernel, KernelParam, KernelSpec, ParamKind, Pass, StructType,
+pub use launch::DimError;
+
+// Warp's kernel ABI: dtypes, values, structs and the layouts a kernel receives.
+pub use abi::{
+    ARRAY_FLAG_RETAIN_GRAD, ARRAY_MAX_DIMS, ArrayT, DTYPES, DType, Element, INLINE_VALUE_BYTES,
+    Kind, LAUNCH_MAX_DIMS, LaunchBounds1, LaunchBounds2, LaunchBounds3, LaunchBounds4, Scalar,
+    Value, WarpStruct,
+};
+
+// Arrays, their memory and the access checks of a launch.
+pub use array::{
+    AccessMode, Array, HostMemory, Memory, Storage, TypedArray, enable_peer_access,
+    set_thread_access_mode, thread_access_mode,
+};
+
+// Kernels: their signatures, Warp modules compiled ahead of time, CUDA C declarations.
+pub use aot::{AotModule, WARP_VERSION};
+pub use launch::{Kernel, KernelSpec};
+pub use signature::{
+    Accesses, ArrayAccess, AxisIndex, KernelParam, ParamKind, Pass, StructField, StructType,
     Unproven,
 };
-pub use storage::Memory;
-pub use tape::{GradientCheck, Tape, check_gradients};
+
+// Launching: arguments, the builder, the reusable launch, CUDA graphs.
+pub use graph::Graph;
+pub use launch::{Arg, Dim, IntoArg, IntoArgs, Launch, LaunchBuilder, MaxBlocks, StructValue};
+
+// The CPU device: kernels implemented in Rust.
+pub use launch::{CpuArgs, CpuArray, CpuFn, CpuIndex, Thread, cpu_fn};
+
+// Automatic differentiation.
+pub use autodiff::{GradientCheck, Recording, Tape, check_gradients};

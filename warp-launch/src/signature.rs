@@ -7,8 +7,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::dtype::DType;
-use crate::generated::abi::ArrayT;
+use crate::abi::{ArrayT, DType};
 
 /// What a parameter takes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -241,5 +240,36 @@ pub fn struct_key(name: &str) -> &str {
             key
         }
         _ => name,
+    }
+}
+
+/// Which of a kernel's functions a launch runs: the forward kernel, or the
+/// backward (adjoint) kernel Warp generates beside it, which takes the
+/// forward parameters and then one adjoint per parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Pass {
+    /// The forward kernel (`<key>_cuda_kernel_forward`).
+    #[default]
+    Forward,
+    /// The backward kernel (`<key>_cuda_kernel_backward`).
+    Adjoint,
+}
+
+impl Pass {
+    /// 0 for forward, 1 for adjoint: the index of per-pass tables.
+    pub(crate) fn index(self) -> usize {
+        match self {
+            Pass::Forward => 0,
+            Pass::Adjoint => 1,
+        }
+    }
+}
+
+impl fmt::Display for Pass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Pass::Forward => "forward",
+            Pass::Adjoint => "backward",
+        })
     }
 }

@@ -3,139 +3,155 @@
 //! Warp ABI facts of `warp-launch`'s generated items, keyed as
 //! `tests/abi/warp_probe.cpp` prints them.
 use std::mem::{align_of, offset_of, size_of};
-use warp_launch::generated::{abi, dtypes::DTYPES};
+use warp_launch::DTYPES;
 /// Every `(kind, key, value)` the probe prints about layouts and
 /// constants: sizes, alignments and offsets of the ABI structs, each
 /// constant, each dtype's size and alignment, and `same` = 1 for each
 /// alias of a dtype.
 pub fn facts() -> Vec<(&'static str, String, i64)> {
     let mut f = Vec::new();
-    f.push(("value", "LAUNCH_MAX_DIMS".to_string(), abi::LAUNCH_MAX_DIMS as i64));
-    f.push(("value", "ARRAY_MAX_DIMS".to_string(), abi::ARRAY_MAX_DIMS as i64));
+    f.push((
+        "value",
+        "LAUNCH_MAX_DIMS".to_string(),
+        warp_launch::LAUNCH_MAX_DIMS as i64,
+    ));
+    f.push(("value", "ARRAY_MAX_DIMS".to_string(), warp_launch::ARRAY_MAX_DIMS as i64));
     f.push((
         "value",
         "ARRAY_FLAG_RETAIN_GRAD".to_string(),
-        abi::ARRAY_FLAG_RETAIN_GRAD as i64,
+        warp_launch::ARRAY_FLAG_RETAIN_GRAD as i64,
     ));
     f.push((
         "size",
         "launch_bounds_t<1>".to_string(),
-        size_of::<abi::LaunchBounds1>() as i64,
+        size_of::<warp_launch::LaunchBounds1>() as i64,
     ));
     f.push((
         "align",
         "launch_bounds_t<1>".to_string(),
-        align_of::<abi::LaunchBounds1>() as i64,
+        align_of::<warp_launch::LaunchBounds1>() as i64,
     ));
     f.push((
         "offset",
         "launch_bounds_t<1>.shape".to_string(),
-        offset_of!(abi::LaunchBounds1, shape) as i64,
+        offset_of!(warp_launch::LaunchBounds1, shape) as i64,
     ));
     f.push((
         "offset",
         "launch_bounds_t<1>.size".to_string(),
-        offset_of!(abi::LaunchBounds1, size) as i64,
+        offset_of!(warp_launch::LaunchBounds1, size) as i64,
     ));
     f.push((
         "offset",
         "launch_bounds_t<1>.coord_mult".to_string(),
-        offset_of!(abi::LaunchBounds1, coord_mult) as i64,
+        offset_of!(warp_launch::LaunchBounds1, coord_mult) as i64,
     ));
     f.push((
         "size",
         "launch_bounds_t<2>".to_string(),
-        size_of::<abi::LaunchBounds2>() as i64,
+        size_of::<warp_launch::LaunchBounds2>() as i64,
     ));
     f.push((
         "align",
         "launch_bounds_t<2>".to_string(),
-        align_of::<abi::LaunchBounds2>() as i64,
+        align_of::<warp_launch::LaunchBounds2>() as i64,
     ));
     f.push((
         "offset",
         "launch_bounds_t<2>.shape".to_string(),
-        offset_of!(abi::LaunchBounds2, shape) as i64,
+        offset_of!(warp_launch::LaunchBounds2, shape) as i64,
     ));
     f.push((
         "offset",
         "launch_bounds_t<2>.size".to_string(),
-        offset_of!(abi::LaunchBounds2, size) as i64,
+        offset_of!(warp_launch::LaunchBounds2, size) as i64,
     ));
     f.push((
         "offset",
         "launch_bounds_t<2>.coord_mult".to_string(),
-        offset_of!(abi::LaunchBounds2, coord_mult) as i64,
+        offset_of!(warp_launch::LaunchBounds2, coord_mult) as i64,
     ));
     f.push((
         "size",
         "launch_bounds_t<3>".to_string(),
-        size_of::<abi::LaunchBounds3>() as i64,
+        size_of::<warp_launch::LaunchBounds3>() as i64,
     ));
     f.push((
         "align",
         "launch_bounds_t<3>".to_string(),
-        align_of::<abi::LaunchBounds3>() as i64,
+        align_of::<warp_launch::LaunchBounds3>() as i64,
     ));
     f.push((
         "offset",
         "launch_bounds_t<3>.shape".to_string(),
-        offset_of!(abi::LaunchBounds3, shape) as i64,
+        offset_of!(warp_launch::LaunchBounds3, shape) as i64,
     ));
     f.push((
         "offset",
         "launch_bounds_t<3>.size".to_string(),
-        offset_of!(abi::LaunchBounds3, size) as i64,
+        offset_of!(warp_launch::LaunchBounds3, size) as i64,
     ));
     f.push((
         "offset",
         "launch_bounds_t<3>.coord_mult".to_string(),
-        offset_of!(abi::LaunchBounds3, coord_mult) as i64,
+        offset_of!(warp_launch::LaunchBounds3, coord_mult) as i64,
     ));
     f.push((
         "size",
         "launch_bounds_t<4>".to_string(),
-        size_of::<abi::LaunchBounds4>() as i64,
+        size_of::<warp_launch::LaunchBounds4>() as i64,
     ));
     f.push((
         "align",
         "launch_bounds_t<4>".to_string(),
-        align_of::<abi::LaunchBounds4>() as i64,
+        align_of::<warp_launch::LaunchBounds4>() as i64,
     ));
     f.push((
         "offset",
         "launch_bounds_t<4>.shape".to_string(),
-        offset_of!(abi::LaunchBounds4, shape) as i64,
+        offset_of!(warp_launch::LaunchBounds4, shape) as i64,
     ));
     f.push((
         "offset",
         "launch_bounds_t<4>.size".to_string(),
-        offset_of!(abi::LaunchBounds4, size) as i64,
+        offset_of!(warp_launch::LaunchBounds4, size) as i64,
     ));
     f.push((
         "offset",
         "launch_bounds_t<4>.coord_mult".to_string(),
-        offset_of!(abi::LaunchBounds4, coord_mult) as i64,
+        offset_of!(warp_launch::LaunchBounds4, coord_mult) as i64,
     ));
-    f.push(("size", "array_t".to_string(), size_of::<abi::ArrayT>() as i64));
-    f.push(("align", "array_t".to_string(), align_of::<abi::ArrayT>() as i64));
-    f.push(("offset", "array_t.data".to_string(), offset_of!(abi::ArrayT, data) as i64));
-    f.push(("offset", "array_t.grad".to_string(), offset_of!(abi::ArrayT, grad) as i64));
+    f.push(("size", "array_t".to_string(), size_of::<warp_launch::ArrayT>() as i64));
+    f.push(("align", "array_t".to_string(), align_of::<warp_launch::ArrayT>() as i64));
+    f.push((
+        "offset",
+        "array_t.data".to_string(),
+        offset_of!(warp_launch::ArrayT, data) as i64,
+    ));
+    f.push((
+        "offset",
+        "array_t.grad".to_string(),
+        offset_of!(warp_launch::ArrayT, grad) as i64,
+    ));
     f.push((
         "offset",
         "array_t.shape".to_string(),
-        offset_of!(abi::ArrayT, shape) as i64,
+        offset_of!(warp_launch::ArrayT, shape) as i64,
     ));
     f.push((
         "offset",
         "array_t.strides".to_string(),
-        offset_of!(abi::ArrayT, strides) as i64,
+        offset_of!(warp_launch::ArrayT, strides) as i64,
     ));
-    f.push(("offset", "array_t.ndim".to_string(), offset_of!(abi::ArrayT, ndim) as i64));
+    f.push((
+        "offset",
+        "array_t.ndim".to_string(),
+        offset_of!(warp_launch::ArrayT, ndim) as i64,
+    ));
     f.push((
         "offset",
         "array_t.flags".to_string(),
-        offset_of!(abi::ArrayT, flags) as i64,
+        offset_of!(warp_launch::ArrayT, flags) as i64,
     ));
     for d in DTYPES.iter() {
         f.push(("size", d.name.to_string(), d.size as i64));

@@ -42,8 +42,6 @@ mod cu;
 mod meta;
 mod tokens;
 
-/// Kept here too: the readers name structs by it.
-pub use crate::signature::struct_key;
 pub use cu::parse_cu;
 pub use meta::{Meta, parse_meta};
 
@@ -64,12 +62,14 @@ pub struct Source {
 
 impl Source {
     /// The kernel with this exact (mangled) name, e.g. `saxpy_cuda_kernel_forward`.
+    #[cfg(test)]
     pub fn kernel(&self, name: &str) -> Option<&SourceKernel> {
         self.kernels.iter().find(|k| k.name == name)
     }
 
     /// The struct with this exact C++ name, e.g. `Params_acca3b2c` (the
     /// spelling kernel parameters use).
+    #[cfg(test)]
     pub fn struct_named(&self, name: &str) -> Option<&SourceStruct> {
         self.structs.iter().find(|s| s.name == name)
     }
@@ -204,8 +204,9 @@ pub struct SourceStruct {
 impl SourceStruct {
     /// The Warp struct key: the name without a trailing `_` plus 8 hex digits
     /// (the whole name when it has no such suffix).
+    #[cfg(test)]
     pub fn warp_key(&self) -> &str {
-        struct_key(&self.name)
+        crate::signature::struct_key(&self.name)
     }
 }
 

@@ -2,7 +2,7 @@
 // Warp's table, so its size, alignment and scalar agree (a user-built dtype
 // with a scalar size of 32 made `Value::convert` panic).
 use warp_launch::DType;
-use warp_launch::generated::dtypes::{Kind, Scalar};
+use warp_launch::{Kind, Scalar};
 
 fn main() {
     let fake: &'static DType = Box::leak(Box::new(DType {

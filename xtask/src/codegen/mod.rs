@@ -126,15 +126,15 @@ pub fn generate(specs: &Specs) -> Result<Vec<(String, String)>> {
     if let Some(abi) = &specs.warp {
         files.extend([
             (
-                "warp-launch/src/generated/mod.rs".to_string(),
+                "warp-launch/src/abi/generated/mod.rs".to_string(),
                 format(warp::rust_mod(abi))?,
             ),
             (
-                "warp-launch/src/generated/abi.rs".into(),
+                "warp-launch/src/abi/generated/layout.rs".into(),
                 format(warp::rust_abi(abi)?)?,
             ),
             (
-                "warp-launch/src/generated/dtypes.rs".into(),
+                "warp-launch/src/abi/generated/dtypes.rs".into(),
                 format(warp::rust_dtypes(abi)?)?,
             ),
             (

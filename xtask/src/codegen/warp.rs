@@ -1,5 +1,5 @@
 //! Renders Warp's kernel ABI (`specs/warp/abi.yaml`) into
-//! `warp-launch/src/generated/` (ABI structs, constants, the dtype table),
+//! `warp-launch/src/abi/generated/` (ABI structs, constants, the dtype table),
 //! the C++ header `warp-launch/include/warp_launch.h`, and the ABI probe
 //! `tests/abi/warp_probe.cpp` with its Rust expectations.
 
@@ -55,7 +55,7 @@ fn c_field(f: &FieldSpec, n_name: &str) -> String {
     format!("    {} {}{len};  // {}\n", f.c_type, f.name.value, f.doc)
 }
 
-/// `warp-launch/src/generated/mod.rs`.
+/// `warp-launch/src/abi/generated/mod.rs`.
 pub fn rust_mod(abi: &WarpAbi) -> TokenStream {
     let doc = format!(
         " Warp {}'s kernel ABI, generated from `specs/warp/abi.yaml`: the structs a",
@@ -64,7 +64,7 @@ pub fn rust_mod(abi: &WarpAbi) -> TokenStream {
     quote! {
         #![doc = #doc]
         //! kernel receives (launch bounds, arrays), Warp's constants, and the dtype table.
-        pub mod abi;
+        pub mod layout;
         pub mod dtypes;
     }
 }
@@ -120,7 +120,7 @@ fn abi_struct(
     })
 }
 
-/// `warp-launch/src/generated/abi.rs`: constants, `LaunchBoundsN`, `ArrayT`,
+/// `warp-launch/src/abi/generated/layout.rs`: constants, `LaunchBoundsN`, `ArrayT`,
 /// each with compile-time checks of its size and alignment.
 pub fn rust_abi(abi: &WarpAbi) -> Result<TokenStream> {
     let mut items = Vec::new();
@@ -175,7 +175,7 @@ pub fn rust_abi(abi: &WarpAbi) -> Result<TokenStream> {
     })
 }
 
-/// `warp-launch/src/generated/dtypes.rs`: `Scalar`, `Kind`, `DType`, `DTYPES`.
+/// `warp-launch/src/abi/generated/dtypes.rs`: `Scalar`, `Kind`, `DType`, `DTYPES`.
 pub fn rust_dtypes(abi: &WarpAbi) -> Result<TokenStream> {
     let mut variants = Vec::new();
     let mut name_arms = Vec::new();
@@ -742,7 +742,7 @@ pub fn rust_facts(abi: &WarpAbi) -> Result<TokenStream> {
     for c in &abi.constants.value {
         let name = &c.name.value;
         let id = format_ident!("{}", c.name.value);
-        pushes.push(quote! { f.push(("value", #name.to_string(), abi::#id as i64)); });
+        pushes.push(quote! { f.push(("value", #name.to_string(), warp_launch::#id as i64)); });
     }
     let lb = &abi.launch_bounds;
     for n in &lb.dims.value {
@@ -759,7 +759,7 @@ pub fn rust_facts(abi: &WarpAbi) -> Result<TokenStream> {
 
         use std::mem::{align_of, offset_of, size_of};
 
-        use warp_launch::generated::{abi, dtypes::DTYPES};
+        use warp_launch::DTYPES;
 
         /// Every `(kind, key, value)` the probe prints about layouts and
         /// constants: sizes, alignments and offsets of the ABI structs, each
@@ -784,11 +784,11 @@ fn layout_pushes(key: &str, id: &proc_macro2::Ident, fields: &[FieldSpec]) -> To
     let offsets = fields.iter().map(|fl| {
         let k = format!("{key}.{}", fl.name.value);
         let fid = format_ident!("{}", fl.name.value);
-        quote! { f.push(("offset", #k.to_string(), offset_of!(abi::#id, #fid) as i64)); }
+        quote! { f.push(("offset", #k.to_string(), offset_of!(warp_launch::#id, #fid) as i64)); }
     });
     quote! {
-        f.push(("size", #key.to_string(), size_of::<abi::#id>() as i64));
-        f.push(("align", #key.to_string(), align_of::<abi::#id>() as i64));
+        f.push(("size", #key.to_string(), size_of::<warp_launch::#id>() as i64));
+        f.push(("align", #key.to_string(), align_of::<warp_launch::#id>() as i64));
         #(#offsets)*
     }
 }

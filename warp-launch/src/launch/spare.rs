@@ -182,7 +182,7 @@ mod tests {
     fn kernels_holding_spares_stay_send_and_sync() {
         fn send_sync<T: Send + Sync>() {}
         send_sync::<Spare<Box<cuda_api::ArgBlock<'static>>>>();
-        send_sync::<Spare<Vec<crate::bind::Arg>>>();
+        send_sync::<Spare<Vec<crate::launch::bind::Arg>>>();
         send_sync::<crate::Kernel>();
     }
 

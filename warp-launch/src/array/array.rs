@@ -23,12 +23,12 @@ use std::sync::Arc;
 
 use cuda_api::{Allocation, MemoryKind};
 
-use crate::storage::{Memory, Storage};
+use crate::array::{Memory, Storage};
 
+use crate::abi::ArrayT;
+use crate::abi::{DType, Element};
 use crate::device::{Device, IntoDevice};
-use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
-use crate::generated::abi::ArrayT;
 
 /// Most dimensions an array has (Warp's `ARRAY_MAX_DIMS`).
 pub const MAX_DIMS: usize = 4;
@@ -334,6 +334,11 @@ impl Array {
     /// alignment, the element count fits the address space, and every byte
     /// the view reaches (computed exactly, without overflow) lies inside the
     /// storage; an empty view's offset must lie inside it too.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Shape`] when the shape, strides or offset break any rule above (the message
+    /// names the rule and the values); [`Error::BadDevice`] for a device name that is none.
     pub fn from_parts(
         storage: Arc<Storage>,
         device: impl IntoDevice,
@@ -423,6 +428,11 @@ impl Array {
     /// does. Views of an array with a gradient ([`Array::slice`],
     /// [`Array::transpose`], [`Array::reshape`], [`Array::typed`]) view its
     /// gradient the same way; a gradient already present is replaced.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Alloc`] when the gradient's memory cannot be allocated, [`Error::Cuda`] when
+    /// the driver refuses the allocation or the zeroing.
     pub fn with_grad(mut self) -> Result<Array> {
         let call = "Array::with_grad";
         let kind = match self.storage.memory() {
@@ -525,6 +535,11 @@ impl Array {
     }
 
     /// The view of indices `range` along `axis` (same number of dimensions).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Shape`] when `axis` is not an axis of the array or `range` does not lie inside
+    /// it.
     pub fn slice(&self, axis: usize, range: Range<usize>) -> Result<Array> {
         self.slice_for(axis, range, 1, "Array::slice")
     }
@@ -533,6 +548,11 @@ impl Array {
     /// whose stride along `axis` is `step` times the array's. Refused when
     /// that stride does not fit Warp's `int32` (for a result of at most one
     /// index along `axis` the stride is never used and stays the array's).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Shape`] when `axis` is not an axis, `range` leaves the array, `step` is 0, or
+    /// the new stride does not fit Warp's `int32`.
     pub fn slice_step(&self, axis: usize, range: Range<usize>, step: usize) -> Result<Array> {
         self.slice_for(axis, range, step, "Array::slice_step")
     }
@@ -582,6 +602,10 @@ impl Array {
     }
 
     /// The view with axes `a` and `b` swapped (non-contiguous).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Shape`] when `a` or `b` is not an axis of the array.
     pub fn transpose(&self, a: usize, b: usize) -> Result<Array> {
         if a >= self.ndim || b >= self.ndim {
             return Err(Error::Shape {
@@ -604,6 +628,11 @@ impl Array {
 
     /// The same elements with another shape (contiguous arrays only).
     /// Refused when a new byte stride does not fit Warp's `int32`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Shape`] when the array is not contiguous, the element counts differ, the shape
+    /// has more than 4 dimensions, or a stride does not fit Warp's `int32`.
     pub fn reshape(&self, shape: &[usize]) -> Result<Array> {
         let call = "Array::reshape";
         let (ndim, s) = check_shape(shape, call)?;
@@ -684,6 +713,12 @@ impl Array {
     }
 
     /// The elements as bytes, row-major (gathering a non-contiguous view).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Alloc`] when the host buffer cannot be allocated, [`Error::Cuda`] when the copy
+    /// from device memory fails, [`Error::WouldDeadlock`] when this thread holds the storage in
+    /// a running CPU launch.
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
         let call = "Array::to_bytes";
         let (lo, hi) = self.span();
@@ -728,6 +763,11 @@ impl Array {
     }
 
     /// The elements, row-major, as `T` (which must be the array's dtype).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ElementType`] when `T` is not the array's dtype; the errors of
+    /// [`Array::to_bytes`].
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         self.check_element::<T>("Array::to_vec")?;
         let bytes = self.to_bytes()?;
@@ -758,6 +798,12 @@ impl Array {
     }
 
     /// Copies `data` (row-major) into a contiguous array.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ElementType`] when `T` is not the array's dtype, [`Error::Shape`] when the
+    /// array is not contiguous or `data` has another length, [`Error::Cuda`] when the copy
+    /// fails.
     pub fn copy_from_slice<T: Element>(&self, data: &[T]) -> Result<()> {
         self.check_element::<T>("Array::copy_from_slice")?;
         if data.len() != self.len() || !self.is_contiguous() {
@@ -780,6 +826,11 @@ impl Array {
 
     /// Sets every element to zero (bytes 0); for a non-contiguous view,
     /// only its elements (runs of adjacent elements are written at once).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Cuda`] when the driver refuses the write to device memory;
+    /// [`Error::WouldDeadlock`] when this thread holds the storage in a running CPU launch.
     pub fn zero(&self) -> Result<()> {
         let es = self.dtype.size;
         let bytes = self.len().saturating_mul(es);
@@ -820,6 +871,11 @@ impl Array {
 
     /// Copies all of `src` into `self` (same dtype, shape, contiguous both;
     /// any devices or memory kinds).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ElementType`] or [`Error::Shape`] when `src` has another dtype or shape or
+    /// either array is not contiguous; [`Error::Cuda`] when the copy fails.
     pub fn copy_from(&self, src: &Array) -> Result<()> {
         if src.dtype != self.dtype
             || src.shape() != self.shape()
@@ -866,6 +922,10 @@ impl Array {
     }
 
     /// A typed view: `T` must be the array's dtype.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ElementType`] when `T` is not the array's dtype.
     pub fn typed<T: Element>(&self) -> Result<TypedArray<T>> {
         self.check_element::<T>("Array::typed")?;
         Ok(TypedArray {
@@ -876,7 +936,7 @@ impl Array {
 }
 
 fn as_bytes<T: Element>(data: &[T]) -> &[u8] {
-    crate::encode::element_bytes(data)
+    crate::abi::encode::element_bytes(data)
 }
 
 /// An [`Array`] whose element type is known at compile time.
@@ -904,6 +964,10 @@ impl<T: Element> TypedArray<T> {
         Array::from_slice(device, data, shape)?.typed()
     }
     /// The elements, row-major.
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`Array::to_bytes`].
     pub fn to_vec(&self) -> Result<Vec<T>> {
         self.array.to_vec()
     }
@@ -912,6 +976,10 @@ impl<T: Element> TypedArray<T> {
         &self.array
     }
     /// The same array with a zeroed gradient.
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`Array::with_grad`].
     pub fn with_grad(self) -> Result<Self> {
         self.array.with_grad()?.typed()
     }
@@ -937,7 +1005,10 @@ mod tests {
     /// test instead of killing the runner; in the parent, returns the
     /// child's output after checking it exited successfully within 60 s.
     fn in_child(name: &str, body: impl FnOnce()) -> String {
-        let test = format!("array::tests::{name}");
+        // This module's path as the test harness names it (no crate prefix).
+        let here = module_path!();
+        let here = here.strip_prefix("warp_launch::").unwrap_or(here);
+        let test = format!("{here}::{name}");
         if std::env::var(CHILD).as_deref() == Ok(test.as_str()) {
             body();
             return String::new();

@@ -8,13 +8,11 @@ use std::sync::Arc;
 
 use cuda_api::{ArgBlock, DynKernel, Library, Param, ParamType};
 
-use crate::dtype::Element;
+use super::builder::{Dim, LaunchBuilder};
+use super::spare::Spare;
+use crate::abi::Element;
 use crate::error::{AccessRuleError, AccessRuleProblem, Error, Result};
-use crate::spare::Spare;
-
-pub use crate::signature::{
-    Accesses, ArrayAccess, AxisIndex, KernelParam, ParamKind, StructField, StructType, Unproven,
-};
+use crate::signature::{Accesses, ArrayAccess, AxisIndex, KernelParam, ParamKind, Pass, Unproven};
 
 /// A resolved access: the parameter's position instead of its name.
 #[derive(Clone, Debug)]
@@ -273,7 +271,7 @@ impl KernelSpec {
     }
 
     fn declaration(&self, adjoint: bool) -> Vec<Param> {
-        let (size, align) = crate::domain::bounds_layout(self.kernel_dim);
+        let (size, align) = crate::launch::domain::bounds_layout(self.kernel_dim);
         let mut out = vec![Param::new(
             "dim",
             ParamType::opaque(format!("launch_bounds_t<{}>", self.kernel_dim), size, align),
@@ -317,6 +315,13 @@ impl KernelSpec {
     /// [`crate::AotModule`] makes them (types and access rules both come
     /// from the source), meet this when the source and the cubin come from
     /// the same compile by Warp 1.19.0.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::KernelDim`] when the kernel dimension is not 1 to 4; [`Error::AccessRule`]
+    /// when a declared access rule names a parameter the kernel does not have or one that is
+    /// not an array; [`Error::Cuda`] when the driver has no function of a declared name, or
+    /// the declared parameters do not match the function's parameter layout.
     pub unsafe fn load_cuda(
         self,
         library: &Library,
@@ -411,10 +416,10 @@ pub(crate) struct KernelInner {
     /// The access rules of the forward and backward functions, resolved.
     pub rules: [Rules; 2],
     pub cuda: Option<CudaFunctions>,
-    pub cpu: Option<crate::cpu::CpuKernel>,
+    pub cpu: Option<crate::launch::cpu::CpuKernel>,
     /// The argument vector of a finished launch, reused (emptied) by the
     /// next one: immediate launches then allocate nothing.
-    spare_args: Spare<Vec<crate::bind::Arg>>,
+    spare_args: Spare<Vec<crate::launch::bind::Arg>>,
 }
 
 impl KernelInner {
@@ -422,7 +427,7 @@ impl KernelInner {
         spec: KernelSpec,
         rules: [Rules; 2],
         cuda: Option<CudaFunctions>,
-        cpu: Option<crate::cpu::CpuKernel>,
+        cpu: Option<crate::launch::cpu::CpuKernel>,
     ) -> KernelInner {
         // Capacity of reusable argument vectors: every parameter and its
         // adjoint.
@@ -437,7 +442,7 @@ impl KernelInner {
     }
 
     /// An empty argument vector: the spare one or a new one.
-    pub(crate) fn take_args(&self) -> Vec<crate::bind::Arg> {
+    pub(crate) fn take_args(&self) -> Vec<crate::launch::bind::Arg> {
         self.spare_args
             .take()
             .unwrap_or_else(|| Vec::with_capacity(self.spare_args.shape()))
@@ -445,7 +450,7 @@ impl KernelInner {
 
     /// Empties `args` and keeps its buffer as the spare if it has the
     /// reusable capacity and there is no spare yet.
-    pub(crate) fn give_args(&self, args: Vec<crate::bind::Arg>) {
+    pub(crate) fn give_args(&self, args: Vec<crate::launch::bind::Arg>) {
         self.spare_args.put(args);
     }
 }
@@ -471,6 +476,12 @@ impl fmt::Debug for Kernel {
 }
 
 impl Kernel {
+    /// Starts a launch over `dim`: an integer, or 1 to 4 extents
+    /// (`[n]`, `[rows, cols]`, `vec![...]`); see [`LaunchBuilder`].
+    pub fn launch(&self, dim: impl Into<Dim>) -> LaunchBuilder<'_> {
+        LaunchBuilder::new(self, dim.into())
+    }
+
     /// The kernel's name (Warp's key).
     pub fn name(&self) -> &str {
         &self.inner.spec.name
@@ -521,14 +532,14 @@ impl Kernel {
 
     /// The same kernel with a CPU implementation (forward and, for adjoint
     /// launches and the tape, backward, which sees the forward arguments,
-    /// then one adjoint per parameter; see [`crate::cpu`]): the one way to
+    /// then one adjoint per parameter; see [`cpu_fn`](crate::cpu_fn)): the one way to
     /// give a kernel a CPU implementation, whether it was declared with
     /// [`KernelSpec::declare`], loaded with [`KernelSpec::load_cuda`] or
     /// from an [`crate::AotModule`]. An implementation it had is replaced.
     pub fn with_cpu(
         &self,
-        forward: crate::cpu::CpuFn,
-        backward: Option<crate::cpu::CpuFn>,
+        forward: crate::launch::cpu::CpuFn,
+        backward: Option<crate::launch::cpu::CpuFn>,
     ) -> Kernel {
         let old = &self.inner;
         let cuda = old
@@ -540,13 +551,17 @@ impl Kernel {
                 old.spec.clone(),
                 old.rules.clone(),
                 cuda,
-                Some(crate::cpu::CpuKernel::new(forward, backward)),
+                Some(crate::launch::cpu::CpuKernel::new(forward, backward)),
             )),
         }
     }
 
     /// Index of parameter `name` (forward names, or `adj_<name>` for
     /// adjoints after them).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoSuchParam`] when the kernel has no parameter `name` (the message lists them).
     pub fn param_index(&self, name: &str) -> Result<usize> {
         let n = self.params().len();
         if let Some(i) = self.params().iter().position(|p| p.name == name) {
@@ -606,7 +621,7 @@ impl Kernel {
     }
 
     /// The CPU function of the forward or backward kernel.
-    pub(crate) fn cpu(&self, pass: Pass) -> Result<&crate::cpu::CpuFn> {
+    pub(crate) fn cpu(&self, pass: Pass) -> Result<&crate::launch::cpu::CpuFn> {
         let missing = || Error::NoCpuFunction {
             kernel: self.name().to_string(),
             pass,
@@ -616,36 +631,5 @@ impl Kernel {
             Pass::Forward => Ok(&c.forward),
             Pass::Adjoint => c.backward.as_ref().ok_or_else(missing),
         }
-    }
-}
-
-/// Which of a kernel's functions a launch runs: the forward kernel, or the
-/// backward (adjoint) kernel Warp generates beside it, which takes the
-/// forward parameters and then one adjoint per parameter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum Pass {
-    /// The forward kernel (`<key>_cuda_kernel_forward`).
-    #[default]
-    Forward,
-    /// The backward kernel (`<key>_cuda_kernel_backward`).
-    Adjoint,
-}
-
-impl Pass {
-    /// 0 for forward, 1 for adjoint: the index of per-pass tables.
-    pub(crate) fn index(self) -> usize {
-        match self {
-            Pass::Forward => 0,
-            Pass::Adjoint => 1,
-        }
-    }
-}
-
-impl fmt::Display for Pass {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Pass::Forward => "forward",
-            Pass::Adjoint => "backward",
-        })
     }
 }

@@ -5,9 +5,9 @@
 
 use std::fmt;
 
-use crate::encode;
+use super::encode;
 
-pub use crate::generated::dtypes::{DTYPES, DType, Kind, Scalar};
+use super::{DTYPES, DType, Kind, Scalar};
 
 impl DType {
     /// The dtype Warp calls `name` (`"float32"`, `"vec3f"`, `"mat33d"`, ...).
@@ -60,6 +60,21 @@ pub unsafe trait Element: Copy + Send + Sync + 'static {
     const DTYPE: &'static DType;
 }
 
+/// A `#[repr(C)]` Rust type that has the layout of a `wp.struct`.
+///
+/// # Safety
+///
+/// The type must have the size, alignment and field offsets of the Warp
+/// struct `NAME` as Warp generates it, and no padding bytes (declare any
+/// padding as explicit fields): its bytes are read as they are. It must
+/// hold no device addresses (no `ArrayT` fields, which [`StructValue::of`](crate::StructValue::of)
+/// could not keep alive or check): a struct with arrays goes through the
+/// `unsafe` [`StructValue::from_bytes`](crate::StructValue::from_bytes).
+pub unsafe trait WarpStruct: Copy + 'static {
+    /// The struct's name in the Warp-generated source.
+    const NAME: &'static str;
+}
+
 macro_rules! element {
     ($($t:ty => $d:ident),* $(,)?) => { $(
         // SAFETY: the Rust type has the size and alignment of the Warp dtype
@@ -108,10 +123,7 @@ impl Value {
     /// The value of `v`.
     #[inline]
     pub fn of<T: Element>(v: T) -> Value {
-        Value::with(
-            T::DTYPE,
-            crate::encode::element_bytes(std::slice::from_ref(&v)),
-        )
+        Value::with(T::DTYPE, encode::element_bytes(std::slice::from_ref(&v)))
     }
 
     fn with(dtype: &'static DType, raw: &[u8]) -> Value {

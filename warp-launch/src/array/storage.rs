@@ -313,6 +313,10 @@ impl fmt::Debug for Storage {
 impl Storage {
     /// Zeroed host memory of `bytes` bytes; [`Error::Alloc`] naming the
     /// bytes when the allocator refuses or the size exceeds `isize::MAX`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Alloc`] as described above.
     pub fn host(bytes: usize) -> Result<Storage> {
         let memory = HostMemory::zeroed(bytes).ok_or_else(|| Error::Alloc {
             call: "Storage::host",
@@ -409,6 +413,12 @@ impl Storage {
     /// Copies `dst.len()` bytes from `offset` into host memory (waits; and
     /// waits for a CPU launch or copy on another thread that holds the
     /// storage).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Shape`] when `offset..offset + dst.len()` leaves the storage, [`Error::Cuda`]
+    /// when the device copy fails, [`Error::WouldDeadlock`] when this thread already holds the
+    /// storage in a running CPU launch.
     pub fn copy_to_host(&self, offset: usize, dst: &mut [u8]) -> Result<()> {
         self.check(offset, dst.len(), "Storage::copy_to_host")?;
         let _lock = lock_storages([self], "Storage::copy_to_host")?;
@@ -432,6 +442,10 @@ impl Storage {
     }
 
     /// Copies `src` to `offset` (waits, as [`Storage::copy_to_host`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Storage::copy_to_host`], for the range written.
     pub fn copy_from_host(&self, offset: usize, src: &[u8]) -> Result<()> {
         self.check(offset, src.len(), "Storage::copy_from_host")?;
         let _lock = lock_storages([self], "Storage::copy_from_host")?;
@@ -457,6 +471,11 @@ impl Storage {
     /// of memories; waits, as [`Storage::copy_to_host`]). Overlapping
     /// ranges of one storage are copied as `memmove` does: as if through a
     /// temporary buffer.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Shape`] when either range leaves its storage; [`Error::Cuda`] when the copy
+    /// fails; [`Error::WouldDeadlock`] as [`Storage::copy_to_host`].
     pub fn copy_from(
         &self,
         offset: usize,
@@ -528,6 +547,11 @@ impl Storage {
     }
 
     /// Sets every byte to zero (waits, as [`Storage::copy_to_host`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Cuda`] when the device write fails; [`Error::WouldDeadlock`] as
+    /// [`Storage::copy_to_host`].
     pub fn zero(&self) -> Result<()> {
         let _lock = lock_storages([self], "Storage::zero")?;
         match &self.backing {

@@ -6,7 +6,7 @@
 //! synchronisation (Warp's model); running indices on several threads
 //! would make overlapping writes data races in Rust's sense. For the same
 //! reason a launch holds the locks of the storages it uses while it runs
-//! (see [`crate::storage`]): a launch or copy on another thread that uses
+//! (see [`crate::array`]): a launch or copy on another thread that uses
 //! one of them waits; launches on unrelated arrays do not.
 //!
 //! A kernel body must not wait for another thread (join, channel, a mutex)
@@ -17,11 +17,11 @@ use std::marker::PhantomData;
 use std::ops::Add;
 use std::sync::Arc;
 
-use crate::bind::Arg;
-use crate::domain::Bounds;
-use crate::dtype::{Element, Value};
+use crate::abi::{Element, Value};
 use crate::error::{Error, Result};
-use crate::kernel::Kernel;
+use crate::launch::bind::Arg;
+use crate::launch::domain::Bounds;
+use crate::launch::kernel::Kernel;
 
 /// A CPU kernel body: called once per index of the domain with the thread's
 /// coordinates and the launch's arguments.
@@ -136,12 +136,21 @@ impl<'a> CpuArgs<'a> {
     }
 
     /// Index of parameter `name`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoSuchParam`] when the kernel has no parameter `name` (the message lists them).
     pub fn index(&self, name: &str) -> Result<usize> {
         self.kernel.param_index(name)
     }
 
     /// Array parameter `index` as elements of `T` (its dtype's Rust type).
     /// A null array has no elements.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Argument`] when parameter `index` is not an array of `T`'s dtype (nor null),
+    /// [`Error::NoSuchParam`] for an index past the last parameter.
     pub fn array<T: Element>(&self, index: usize) -> Result<CpuArray<'a, T>> {
         match self.arg(index)? {
             Arg::Array(a) if std::ptr::eq(a.dtype(), T::DTYPE) => {
@@ -169,18 +178,27 @@ impl<'a> CpuArgs<'a> {
     }
 
     /// Array parameter `name`.
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`CpuArgs::index`] and [`CpuArgs::array`].
     pub fn array_named<T: Element>(&self, name: &str) -> Result<CpuArray<'a, T>> {
         self.array(self.index(name)?)
     }
 
     /// Value parameter `index` as `T`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Argument`] when parameter `index` is not a value that converts to `T`'s dtype,
+    /// [`Error::NoSuchParam`] for an index past the last parameter.
     pub fn value<T: Element>(&self, index: usize) -> Result<T> {
         match self.arg(index)? {
             Arg::Value(v) => {
                 let v: Value = v
                     .convert(T::DTYPE)
                     .ok_or_else(|| self.wrong(index, format!("a {} value", T::DTYPE)))?;
-                crate::encode::element_from(v.bytes())
+                crate::abi::encode::element_from(v.bytes())
                     .ok_or_else(|| self.wrong(index, format!("a {} value", T::DTYPE)))
             }
             _ => Err(self.wrong(index, format!("a {} value", T::DTYPE))),
@@ -188,32 +206,36 @@ impl<'a> CpuArgs<'a> {
     }
 
     /// Value parameter `name`.
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`CpuArgs::index`] and [`CpuArgs::value`].
     pub fn value_named<T: Element>(&self, name: &str) -> Result<T> {
         self.value(self.index(name)?)
     }
 }
 
 /// An index into a [`CpuArray`]: `i32` or 1 to 4 coordinates.
-pub trait Index {
+pub trait CpuIndex {
     /// The coordinates.
     fn coords(&self) -> ([i32; 4], usize);
 }
-impl Index for i32 {
+impl CpuIndex for i32 {
     fn coords(&self) -> ([i32; 4], usize) {
         ([*self, 0, 0, 0], 1)
     }
 }
-impl Index for (i32, i32) {
+impl CpuIndex for (i32, i32) {
     fn coords(&self) -> ([i32; 4], usize) {
         ([self.0, self.1, 0, 0], 2)
     }
 }
-impl Index for (i32, i32, i32) {
+impl CpuIndex for (i32, i32, i32) {
     fn coords(&self) -> ([i32; 4], usize) {
         ([self.0, self.1, self.2, 0], 3)
     }
 }
-impl Index for (i32, i32, i32, i32) {
+impl CpuIndex for (i32, i32, i32, i32) {
     fn coords(&self) -> ([i32; 4], usize) {
         ([self.0, self.1, self.2, self.3], 4)
     }
@@ -237,7 +259,7 @@ impl<T: Element> CpuArray<'_, T> {
         &self.shape[..self.ndim]
     }
 
-    fn address(&self, idx: impl Index) -> Result<*mut T> {
+    fn address(&self, idx: impl CpuIndex) -> Result<*mut T> {
         let (c, n) = idx.coords();
         if n != self.ndim
             || self.base == 0
@@ -258,7 +280,12 @@ impl<T: Element> CpuArray<'_, T> {
     }
 
     /// The element at `idx`.
-    pub fn get(&self, idx: impl Index) -> Result<T> {
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OutOfBounds`] when `idx` lies outside the array (the message names the index
+    /// and the shape).
+    pub fn get(&self, idx: impl CpuIndex) -> Result<T> {
         let p = self.address(idx)?;
         // SAFETY: the index is inside the shape; the array's view was
         // checked to lie inside its host-reachable storage, which the
@@ -267,7 +294,11 @@ impl<T: Element> CpuArray<'_, T> {
     }
 
     /// Writes `v` at `idx`.
-    pub fn set(&self, idx: impl Index, v: T) -> Result<()> {
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Shape`] as [`CpuArray::get`].
+    pub fn set(&self, idx: impl CpuIndex, v: T) -> Result<()> {
         let p = self.address(idx)?;
         // SAFETY: as in `get`; the launch holds the storage's lock and
         // `CpuArray` stays on its thread, so no other thread touches the
@@ -277,7 +308,11 @@ impl<T: Element> CpuArray<'_, T> {
     }
 
     /// Adds `v` at `idx` (Warp's `atomic_add`; serial, so a plain add).
-    pub fn add(&self, idx: impl Index + Copy, v: T) -> Result<()>
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Shape`] as [`CpuArray::get`].
+    pub fn add(&self, idx: impl CpuIndex + Copy, v: T) -> Result<()>
     where
         T: Add<Output = T>,
     {
@@ -298,7 +333,7 @@ pub(crate) fn run(kernel: &Kernel, f: &CpuFn, bounds: &Bounds, args: &[Arg]) -> 
             .filter_map(Arg::as_array)
             .flat_map(|a| std::iter::successors(Some(a), |a| a.grad()))
     };
-    let _locks = crate::storage::lock_storages(arrays().map(|a| &**a.storage()), "CPU launch")?;
+    let _locks = crate::array::lock_storages(arrays().map(|a| &**a.storage()), "CPU launch")?;
     // Page-locked and managed arrays may still be used by CUDA work queued
     // on a stream: the kernel reads and writes them after it is done.
     for a in arrays() {

@@ -17,15 +17,67 @@
 //! the driver's opinion: CHECKED's query of where the address lives, and
 //! its warnings where the driver cannot tell.
 
+use std::cell::Cell;
 use std::collections::HashSet;
+use std::fmt;
 use std::sync::Mutex;
 
 use cuda_api::{Location, MemoryType};
 
-use crate::array::Array;
-use crate::device::{AccessMode, Device};
+use super::array::Array;
+use super::storage::Memory;
+use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::storage::Memory;
+
+/// How a launch checks that each array is reachable from the launch device
+/// (Warp's array access modes). Every mode refuses memory the launch device
+/// is known not to reach (ordinary host memory for a CUDA kernel, device
+/// memory for the CPU or for another device without peer access; see
+/// the module notes), so no mode lets safe code hand a kernel memory it
+/// cannot reach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum AccessMode {
+    /// No driver query: only what is known without asking the driver is
+    /// refused (the memory kind and the device that allocated it).
+    Relaxed,
+    /// Ask the driver where each allocation lives and refuse what the launch
+    /// device cannot reach; warn once per pattern where it cannot tell.
+    #[default]
+    Checked,
+    /// Every array must live on the launch device.
+    Strict,
+}
+
+impl fmt::Display for AccessMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            AccessMode::Relaxed => "RELAXED",
+            AccessMode::Checked => "CHECKED",
+            AccessMode::Strict => "STRICT",
+        })
+    }
+}
+
+thread_local! {
+    /// This thread's default access mode.
+    static THREAD_MODE: Cell<AccessMode> = const { Cell::new(AccessMode::Checked) };
+}
+
+/// The calling thread's default access mode, used by launches built on this
+/// thread that do not choose one ([`AccessMode::Checked`] until
+/// [`set_thread_access_mode`] changes it).
+pub fn thread_access_mode() -> AccessMode {
+    THREAD_MODE.with(Cell::get)
+}
+
+/// Sets the calling thread's default access mode and returns the previous
+/// one. Other threads keep theirs (a new thread starts with
+/// [`AccessMode::Checked`]); a launch may still choose its own with
+/// `LaunchBuilder::access_mode`. There is no process-wide switch: one
+/// thread cannot change the checks of launches that other threads build.
+pub fn set_thread_access_mode(mode: AccessMode) -> AccessMode {
+    THREAD_MODE.with(|m| m.replace(mode))
+}
 
 /// Logs `pattern` as a warning (through the `log` crate) the first time
 /// it is seen in this process.
@@ -391,5 +443,28 @@ mod tests {
         let empty = Array::zeros_dtype(Device::Cpu, f32t, &[0]).unwrap();
         assert_eq!(empty.data_address(), 0);
         check("k", "x", &empty, Device::Cuda(0), AccessMode::Relaxed).unwrap();
+    }
+
+    #[test]
+    fn the_default_mode_is_per_thread() {
+        assert_eq!(AccessMode::default(), AccessMode::Checked);
+        assert_eq!(thread_access_mode(), AccessMode::Checked);
+        assert_eq!(
+            set_thread_access_mode(AccessMode::Strict),
+            AccessMode::Checked
+        );
+        assert_eq!(thread_access_mode(), AccessMode::Strict);
+        // Another thread, started before or after the change, is unaffected
+        // and its own change does not reach this one.
+        std::thread::spawn(|| {
+            assert_eq!(thread_access_mode(), AccessMode::Checked);
+            set_thread_access_mode(AccessMode::Relaxed);
+            assert_eq!(thread_access_mode(), AccessMode::Relaxed);
+        })
+        .join()
+        .unwrap();
+        assert_eq!(thread_access_mode(), AccessMode::Strict);
+        set_thread_access_mode(AccessMode::Checked);
+        assert_eq!(thread_access_mode(), AccessMode::Checked);
     }
 }

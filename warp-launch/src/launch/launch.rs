@@ -8,89 +8,18 @@ use std::num::NonZeroU64;
 
 use cuda_api::{ArgBlock, Context, LaunchConfig, Stream};
 
-use crate::bind::{self, Arg, IntoArg, IntoArgs, Site};
-use crate::device::{AccessMode, Device, IntoDevice, thread_access_mode};
-use crate::domain::{self, Plan};
+use crate::array::AccessMode;
+use crate::device::Device;
 use crate::error::{BoundsError, Error, Result, UnprovenError};
-use crate::kernel::{AxisIndex, Kernel, Pass, Rules};
-use crate::tape;
+use crate::launch::bind::{self, Arg, IntoArg, IntoArgs, Site};
+use crate::launch::domain::{self, Plan};
+use crate::signature::{AxisIndex, Pass};
+
+use super::builder::{Dim, MaxBlocks};
+use super::kernel::{Kernel, Rules};
 
 /// Dynamic shared memory a kernel may use without opting in (48 KiB).
 const DEFAULT_SHARED_LIMIT: u32 = 48 * 1024;
-
-/// How many blocks a grid-stride launch may use (Warp's `max_blocks`),
-/// given to [`LaunchBuilder::max_blocks`] as a `MaxBlocks` or as Warp's
-/// integer (0 or less is unlimited, a positive value a cap).
-///
-/// A cap is kept exactly as given, whatever its size: a launch refuses a
-/// cap above CUDA's `gridDim.x` limit (2^31 - 1, which Warp passes as a C
-/// `int`) with [`crate::domain::DimError::MaxBlocksTooLarge`] naming the
-/// value given, and a cap on a lean kernel with
-/// [`crate::domain::DimError::LeanMaxBlocks`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[non_exhaustive]
-pub enum MaxBlocks {
-    /// As many as the domain needs (Warp's `max_blocks=0`), up to CUDA's
-    /// `gridDim.x` limit.
-    #[default]
-    Unlimited,
-    /// At most this many (Warp's `max_blocks=N`); grid-stride loops cover
-    /// the rest.
-    Cap(NonZeroU64),
-    /// The resident grid: blocks per SM at this block size times SMs, from
-    /// the occupancy query (cached per kernel and context). Only for
-    /// grid-stride kernels.
-    Resident,
-}
-
-impl MaxBlocks {
-    /// Warp's integer: 0 or less is [`MaxBlocks::Unlimited`], a positive
-    /// value is a cap of exactly that many blocks.
-    pub fn from_warp(n: i64) -> MaxBlocks {
-        match u64::try_from(n).ok().and_then(NonZeroU64::new) {
-            Some(n) => MaxBlocks::Cap(n),
-            None => MaxBlocks::Unlimited,
-        }
-    }
-
-    /// The cap a planner uses: `None` for no cap; the resident grid must
-    /// have been worked out by then (`resident`).
-    fn cap(self, resident: impl FnOnce() -> Result<NonZeroU64>) -> Result<Option<NonZeroU64>> {
-        Ok(match self {
-            MaxBlocks::Unlimited => None,
-            MaxBlocks::Cap(n) => Some(n),
-            MaxBlocks::Resident => Some(resident()?),
-        })
-    }
-}
-
-impl From<i64> for MaxBlocks {
-    /// Warp's integer, as [`MaxBlocks::from_warp`].
-    fn from(n: i64) -> MaxBlocks {
-        MaxBlocks::from_warp(n)
-    }
-}
-
-impl From<i32> for MaxBlocks {
-    /// Warp's integer, as [`MaxBlocks::from_warp`].
-    fn from(n: i32) -> MaxBlocks {
-        MaxBlocks::from_warp(i64::from(n))
-    }
-}
-
-impl From<u64> for MaxBlocks {
-    /// 0 is unlimited, any other value a cap of exactly that many blocks.
-    fn from(n: u64) -> MaxBlocks {
-        NonZeroU64::new(n).map_or(MaxBlocks::Unlimited, MaxBlocks::Cap)
-    }
-}
-
-impl From<u32> for MaxBlocks {
-    /// 0 is unlimited, any other value a cap of exactly that many blocks.
-    fn from(n: u32) -> MaxBlocks {
-        MaxBlocks::from(u64::from(n))
-    }
-}
 
 /// Everything that decides a launch besides its arguments.
 #[derive(Debug, Clone, Copy)]
@@ -101,7 +30,7 @@ pub(crate) struct Options {
     pub max_blocks: MaxBlocks,
     pub mode: AccessMode,
     pub cooperative: bool,
-    /// Built through `unsafe` [`LaunchBuilder::unchecked`]: the kernel's
+    /// Built through `unsafe` [`LaunchBuilder::unchecked`](crate::LaunchBuilder::unchecked): the kernel's
     /// access rules are not checked.
     pub unchecked: bool,
 }
@@ -140,7 +69,7 @@ impl fmt::Debug for Launch {
     }
 }
 
-fn stream_device_mismatch(kernel: &Kernel, s: &Stream, device: Device) -> Error {
+pub(super) fn stream_device_mismatch(kernel: &Kernel, s: &Stream, device: Device) -> Error {
     Error::StreamDevice {
         launch: format!("launch of kernel '{}'", kernel.name()),
         stream: Device::from(s.context().device()),
@@ -454,7 +383,12 @@ impl Launch {
             return Ok(());
         };
         let bounds = &self.plan.bounds;
-        let buf = crate::encode::launch_bounds(bounds);
+        let buf = crate::abi::encode::launch_bounds(
+            bounds.ndim,
+            &bounds.shape,
+            bounds.size,
+            bounds.coord_mult,
+        );
         let n = bounds.byte_len();
         // SAFETY: parameter 0 is launch_bounds_t<N> with N the kernel's
         // dimension (declared so, checked against the layout); these are
@@ -505,6 +439,12 @@ impl Launch {
 
     /// Sets the domain (checked as a fresh launch, the kernel's array
     /// access rules included).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Dim`], [`Error::OutOfBounds`] or [`Error::Unproven`] as a fresh launch over
+    /// `dim`; [`Error::UncheckedSetter`] on an unchecked launch outside
+    /// [`Launch::edit_unchecked`]. The launch keeps its domain on error.
     pub fn set_dim(&mut self, dim: &[i64]) -> Result<&mut Self> {
         if self.opts.unchecked && !self.editing {
             return Err(unchecked_setter(&self.kernel, "set_dim"));
@@ -528,6 +468,13 @@ impl Launch {
     /// Sets parameter `index` (0 is the kernel's first parameter after the
     /// bounds; adjoints follow the forward parameters), checked as in a
     /// fresh launch. An index the kernel does not have is an error.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoSuchParam`] for an index the kernel does not have; [`Error::Argument`],
+    /// [`Error::Access`] or [`Error::OutOfBounds`] when the value fails a launch's checks;
+    /// [`Error::UncheckedSetter`] as [`Launch::set_dim`]. The launch keeps its argument on
+    /// error.
     pub fn set_param_at_index(&mut self, index: usize, value: impl IntoArg) -> Result<&mut Self> {
         if index >= self.args.len() {
             return Err(self.kernel.no_such_param(format!("index {index}")));
@@ -560,12 +507,22 @@ impl Launch {
 
     /// Sets parameter `name` (`adj_<name>` for an adjoint), checked as in a
     /// fresh launch. A name the kernel does not have is an error.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoSuchParam`] for a name the kernel does not have; otherwise those of
+    /// [`Launch::set_param_at_index`].
     pub fn set_param_by_name(&mut self, name: &str, value: impl IntoArg) -> Result<&mut Self> {
         let index = self.kernel.param_index(name)?;
         self.set_param_at_index(index, value)
     }
 
     /// Sets every parameter from `values` (as many as the launch takes).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ArgumentCount`] when `values` has another count; otherwise those of
+    /// [`Launch::set_param_at_index`].
     pub fn set_params(&mut self, values: impl IntoArgs) -> Result<&mut Self> {
         if self.opts.unchecked && !self.editing {
             return Err(unchecked_setter(&self.kernel, "set_params"));
@@ -601,7 +558,7 @@ impl Launch {
     }
 
     /// Runs the launch (Warp's `Launch.launch()`) on the stream it was
-    /// built for ([`LaunchBuilder::stream`]), else the device's default
+    /// built for ([`LaunchBuilder::stream`](crate::LaunchBuilder::stream)), else the device's default
     /// stream; on the CPU device, runs it on this thread. Allocates nothing;
     /// a domain of size 0 launches nothing.
     ///
@@ -631,7 +588,7 @@ impl Launch {
         }
         let Some(block) = &self.block else {
             let f = self.kernel.cpu(self.opts.pass)?;
-            return crate::cpu::run(&self.kernel, f, &self.plan.bounds, &self.args);
+            return crate::launch::cpu::run(&self.kernel, f, &self.plan.bounds, &self.args);
         };
         let default;
         let stream = match stream {
@@ -707,371 +664,21 @@ impl Drop for Launch {
         self.kernel.inner.give_args(args);
     }
 }
-
-/// A launch being described: [`Kernel::launch`] starts one; `inputs`,
-/// `outputs` and the other settings follow; [`LaunchBuilder::run`] checks
-/// and launches, [`LaunchBuilder::record_cmd`] checks and returns the
-/// [`Launch`] for replay (Warp's `record_cmd=True`).
-#[must_use = "a launch does nothing until .run() or .record_cmd()"]
-pub struct LaunchBuilder<'k> {
-    kernel: &'k Kernel,
-    dim: Dim,
-    /// Inputs, then outputs (`n_inputs` of the first).
-    args: Vec<Arg>,
-    n_inputs: usize,
-    /// Adjoints of the inputs, then of the outputs.
-    adj: Vec<Arg>,
-    n_adj_inputs: usize,
-    device: Option<Device>,
-    stream: Option<&'k Stream>,
-    pass: Pass,
-    record_tape: bool,
-    block_dim: Option<u32>,
-    max_blocks: MaxBlocks,
-    mode: Option<AccessMode>,
-    cooperative: bool,
-    unchecked: bool,
-    bad_device: Option<Error>,
-}
-
-impl Kernel {
-    /// Starts a launch over `dim`: an integer, or 1 to 4 extents
-    /// (`[n]`, `[rows, cols]`, `vec![...]`).
-    pub fn launch(&self, dim: impl Into<Dim>) -> LaunchBuilder<'_> {
-        LaunchBuilder {
-            kernel: self,
-            dim: dim.into(),
-            args: self.inner.take_args(),
-            n_inputs: 0,
-            adj: Vec::new(),
-            n_adj_inputs: 0,
-            device: None,
-            stream: None,
-            pass: Pass::Forward,
-            record_tape: true,
-            block_dim: None,
-            max_blocks: MaxBlocks::Unlimited,
-            mode: None,
-            cooperative: false,
-            unchecked: false,
-            bad_device: None,
-        }
-    }
-}
-
-/// A launch domain: an integer or a list of extents (checked when the
-/// launch is built: at most 4, none negative). Up to 4 extents are held
-/// without allocating.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Dim {
-    inline: [i64; 4],
-    len: usize,
-    more: Vec<i64>,
-}
-
-impl Dim {
-    /// The extents.
-    pub fn as_slice(&self) -> &[i64] {
-        if self.len <= 4 {
-            &self.inline[..self.len]
-        } else {
-            &self.more
-        }
-    }
-}
-
-impl From<&[i64]> for Dim {
-    fn from(e: &[i64]) -> Dim {
-        let mut inline = [0i64; 4];
-        let more = if e.len() <= 4 {
-            inline[..e.len()].copy_from_slice(e);
-            Vec::new()
-        } else {
-            e.to_vec()
-        };
-        Dim {
-            inline,
-            len: e.len(),
-            more,
-        }
-    }
-}
-
-macro_rules! dim_from_int {
-    ($($t:ty),*) => { $(
-        impl From<$t> for Dim {
-            fn from(n: $t) -> Dim { Dim::from(&[n as i64][..]) }
-        }
-        impl<const N: usize> From<[$t; N]> for Dim {
-            fn from(a: [$t; N]) -> Dim { a.as_slice().into() }
-        }
-        impl From<&[$t]> for Dim {
-            fn from(a: &[$t]) -> Dim {
-                if a.len() <= 4 {
-                    let mut e = [0i64; 4];
-                    for (d, &x) in e.iter_mut().zip(a) {
-                        *d = x as i64;
-                    }
-                    Dim::from(&e[..a.len()])
-                } else {
-                    Dim::from(&a.iter().map(|&x| x as i64).collect::<Vec<_>>()[..])
-                }
-            }
-        }
-        impl From<Vec<$t>> for Dim {
-            fn from(a: Vec<$t>) -> Dim { a.as_slice().into() }
-        }
-    )* };
-}
-dim_from_int!(i32, u32, usize);
-
-impl From<i64> for Dim {
-    fn from(n: i64) -> Dim {
-        Dim::from(&[n][..])
-    }
-}
-impl<const N: usize> From<[i64; N]> for Dim {
-    fn from(a: [i64; N]) -> Dim {
-        Dim::from(&a[..])
-    }
-}
-impl From<Vec<i64>> for Dim {
-    fn from(a: Vec<i64>) -> Dim {
-        Dim::from(&a[..])
-    }
-}
-
-impl<'k> LaunchBuilder<'k> {
-    /// Input arguments (a tuple of arrays and values, or a `Vec<Arg>`).
-    pub fn inputs(mut self, args: impl IntoArgs) -> Self {
-        let outputs = self.args.split_off(self.n_inputs);
-        args.push_into(&mut self.args);
-        self.n_inputs = self.args.len();
-        self.args.extend(outputs);
-        self
-    }
-
-    /// Output arguments (after the inputs, in the kernel's order).
-    pub fn outputs(mut self, args: impl IntoArgs) -> Self {
-        args.push_into(&mut self.args);
-        self
-    }
-
-    /// Adjoints of the inputs, for an adjoint launch.
-    pub fn adj_inputs(mut self, args: impl IntoArgs) -> Self {
-        let outputs = self.adj.split_off(self.n_adj_inputs);
-        args.push_into(&mut self.adj);
-        self.n_adj_inputs = self.adj.len();
-        self.adj.extend(outputs);
-        self
-    }
-
-    /// Adjoints of the outputs, for an adjoint launch.
-    pub fn adj_outputs(mut self, args: impl IntoArgs) -> Self {
-        args.push_into(&mut self.adj);
-        self
-    }
-
-    /// The device (`Device`, or a string such as `"cuda:0"` or `"cpu"`).
-    /// Default: the stream's device if a stream is given, else the current
-    /// device.
-    pub fn device(mut self, device: impl IntoDevice) -> Self {
-        match device.into_device() {
-            Ok(d) => self.device = Some(d),
-            Err(e) => self.bad_device = Some(e),
-        }
-        self
-    }
-
-    /// The stream (default: the device's default stream).
-    pub fn stream(mut self, stream: &'k Stream) -> Self {
-        self.stream = Some(stream);
-        self
-    }
-
-    /// Which kernel runs (default [`Pass::Forward`]); an adjoint launch
-    /// takes the adjoints of its arguments too (`adj_inputs`,
-    /// `adj_outputs`), as Warp's `wp.launch(..., adjoint=True)`.
-    pub fn pass(mut self, pass: Pass) -> Self {
-        self.pass = pass;
-        self
-    }
-
-    /// Whether a recording tape records it (default true).
-    pub fn record_tape(mut self, yes: bool) -> Self {
-        self.record_tape = yes;
-        self
-    }
-
-    /// Threads per block (default: the block size the kernel was compiled
-    /// for if fixed, else 256; the CPU uses 1).
-    pub fn block_dim(mut self, n: u32) -> Self {
-        self.block_dim = Some(n);
-        self
-    }
-
-    /// Caps the grid of a grid-stride kernel: a [`MaxBlocks`] (e.g.
-    /// [`MaxBlocks::Resident`]) or Warp's integer (0 or less is unlimited;
-    /// a cap is kept exactly as given and checked when the launch is
-    /// built); lean kernels refuse a cap.
-    pub fn max_blocks(mut self, max_blocks: impl Into<MaxBlocks>) -> Self {
-        self.max_blocks = max_blocks.into();
-        self
-    }
-
-    /// The access mode for this launch (default: this thread's, see
-    /// [`crate::set_thread_access_mode`]). Every mode refuses memory the
-    /// launch device is known not to reach; [`AccessMode::Relaxed`] only
-    /// skips the driver query.
-    pub fn access_mode(mut self, mode: AccessMode) -> Self {
-        self.mode = Some(mode);
-        self
-    }
-
-    /// Launches cooperatively through `cuda-api`'s validated path (the grid
-    /// must be resident: combine with `max_blocks(MaxBlocks::Resident)`
-    /// for a grid-stride kernel).
-    pub fn cooperative(mut self, yes: bool) -> Self {
-        self.cooperative = yes;
-        self
-    }
-
-    /// Skips the kernel's array access rules for this launch: the launch no
-    /// longer refuses a domain larger than the arrays the kernel indexes
-    /// with it, nor a kernel whose accesses no launch can check (an index
-    /// read from data, arithmetic on indices, loops, views, arrays passed to
-    /// functions; see [`Error::Unproven`]). Everything else is still checked
-    /// (argument kinds, dtypes, dimensions, devices, grid and block).
-    ///
-    /// # Safety
-    ///
-    /// The caller promises that the kernel, run over this launch's domain
-    /// with these arguments, reads and writes only elements inside the
-    /// arrays it is given (for every thread the grid runs, whatever the
-    /// block size), and no other memory. The promise covers every later run
-    /// of the launch: its replays ([`Launch::launch`], [`Launch::launch_on`],
-    /// graphs captured from it), and, when a recording tape records it, the
-    /// backward kernel that [`crate::Tape::backward`] runs with the same
-    /// domain, the same arguments and their gradients (a null array for an
-    /// array without one). A [`Launch`] built this way refuses its safe
-    /// setters; change it with [`Launch::edit_unchecked`].
-    ///
-    /// A module compiled with Warp's bounds checks (`wp.config.mode =
-    /// "debug"`) turns a broken promise into a device assert, which ends
-    /// the CUDA context (a sticky error), rather than silent corruption.
-    pub unsafe fn unchecked(mut self) -> Self {
-        self.unchecked = true;
-        self
-    }
-
-    /// The launch; it keeps a handle to the stream when `keep_stream` (a
-    /// recorded launch runs later on it).
-    fn into_launch(self, keep_stream: bool) -> Result<(Launch, bool)> {
-        if let Some(e) = self.bad_device {
-            return Err(e);
-        }
-        let device = match (self.device, self.stream) {
-            (Some(d), _) => d,
-            (None, Some(s)) => Device::from(s.context().device()),
-            (None, None) => Device::current()?,
-        };
-        let n_fwd = self.args.len();
-        let mut args = self.args;
-        if self.pass == Pass::Adjoint {
-            let n_adj = self.adj.len();
-            if n_adj != n_fwd || n_fwd != self.kernel.params().len() {
-                let mut expected: Vec<String> = self
-                    .kernel
-                    .params()
-                    .iter()
-                    .map(|p| p.name.clone())
-                    .collect();
-                let list = if n_fwd != self.kernel.params().len() {
-                    "inputs + outputs"
-                } else {
-                    expected = expected.iter().map(|n| format!("adj_{n}")).collect();
-                    "adj_inputs + adj_outputs"
-                };
-                return Err(Error::ArgumentCount {
-                    kernel: self.kernel.name().to_string(),
-                    list,
-                    given: if list == "inputs + outputs" {
-                        n_fwd
-                    } else {
-                        n_adj
-                    },
-                    expected,
-                });
-            }
-            args.extend(self.adj);
-        }
-        let opts = Options {
-            device,
-            pass: self.pass,
-            block_dim: self
-                .block_dim
-                .or(self.kernel.fixed_block_dim())
-                .unwrap_or(domain::DEFAULT_BLOCK_DIM),
-            max_blocks: self.max_blocks,
-            mode: self.mode.unwrap_or_else(thread_access_mode),
-            cooperative: self.cooperative,
-            unchecked: self.unchecked,
-        };
-        let stream = if keep_stream {
-            self.stream.cloned()
-        } else {
-            None
-        };
-        if let Some(s) = self.stream
-            && device != Device::from(s.context().device())
-        {
-            return Err(stream_device_mismatch(self.kernel, s, device));
-        }
-        let launch = Launch::build(self.kernel, self.dim.as_slice(), args, opts, stream)?;
-        Ok((launch, self.record_tape))
-    }
-
-    /// Checks everything and launches (Warp's `wp.launch`). Recorded by a
-    /// recording tape unless `record_tape(false)`.
-    ///
-    /// # Errors
-    ///
-    /// Every check of the launch ([`Error`]'s variants name each), then the
-    /// launch's own errors ([`Launch::launch`]).
-    pub fn run(self) -> Result<()> {
-        let stream = self.stream;
-        let recording = self.record_tape && self.pass == Pass::Forward && tape::is_recording();
-        let (launch, _) = self.into_launch(recording)?;
-        launch.run_on(stream)?;
-        if recording {
-            tape::record(launch);
-        }
-        Ok(())
-    }
-
-    /// Checks everything and returns the launch without running it (Warp's
-    /// `wp.launch(..., record_cmd=True)`): run it with [`Launch::launch`]
-    /// (on the stream given here, or the device's default stream) or
-    /// [`Launch::launch_on`]. A tape does not record it.
-    ///
-    /// # Errors
-    ///
-    /// Every check of the launch, as [`LaunchBuilder::run`].
-    pub fn record_cmd(self) -> Result<Launch> {
-        Ok(self.into_launch(true)?.0)
-    }
-}
-
 impl Launch {
     /// Changes a launch built with the `unsafe`
-    /// [`LaunchBuilder::unchecked`]: inside `change`, its setters work as
+    /// [`LaunchBuilder::unchecked`](crate::LaunchBuilder::unchecked): inside `change`, its setters work as
     /// on any launch but skip the kernel's access rules.
     ///
     /// # Safety
     ///
     /// The launch after `change` must meet the contract of
-    /// [`LaunchBuilder::unchecked`] (the kernel stays inside its arrays over
+    /// [`LaunchBuilder::unchecked`](crate::LaunchBuilder::unchecked) (the kernel stays inside its arrays over
     /// the new domain with the new arguments, in every later run).
+    ///
+    /// # Errors
+    ///
+    /// Whatever `change` returns; its setters' errors are those of [`Launch::set_dim`] and
+    /// [`Launch::set_param_at_index`] less their access-rule checks.
     pub unsafe fn edit_unchecked(
         &mut self,
         change: impl FnOnce(&mut Launch) -> Result<()>,
@@ -1086,12 +693,17 @@ impl Launch {
     }
 
     /// Whether the launch was built with the `unsafe`
-    /// [`LaunchBuilder::unchecked`] (its access rules are not checked).
+    /// [`LaunchBuilder::unchecked`](crate::LaunchBuilder::unchecked) (its access rules are not checked).
     pub fn is_unchecked(&self) -> bool {
         self.opts.unchecked
     }
 
     /// A copy of this launch (its argument block rebuilt and re-checked).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Cuda`] when a new argument block cannot be made, or any check of the launch (as
+    /// [`LaunchBuilder::record_cmd`](crate::LaunchBuilder::record_cmd)).
     pub fn try_clone(&self) -> Result<Launch> {
         let mut l = Launch::build(
             &self.kernel,
@@ -1108,14 +720,15 @@ impl Launch {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::abi::DType;
     use crate::array::Array;
-    use crate::dtype::DType;
-    use crate::kernel::{AxisIndex, KernelSpec};
+    use crate::launch::KernelSpec;
+    use crate::signature::AxisIndex;
 
-    const ACCESS_CU: &str = include_str!("../tests/fixtures/wp_access.cu");
-    const ACCESS_META: &str = include_str!("../tests/fixtures/wp_access.meta");
-    const KERNELS_CU: &str = include_str!("../tests/fixtures/wp_kernels.cu");
-    const KERNELS_META: &str = include_str!("../tests/fixtures/wp_kernels.meta");
+    const ACCESS_CU: &str = include_str!("../../tests/fixtures/wp_access.cu");
+    const ACCESS_META: &str = include_str!("../../tests/fixtures/wp_access.meta");
+    const KERNELS_CU: &str = include_str!("../../tests/fixtures/wp_kernels.cu");
+    const KERNELS_META: &str = include_str!("../../tests/fixtures/wp_kernels.meta");
 
     /// Kernel `key` of a fixture module as AotModule declares it, with a
     /// do-nothing CPU body (no GPU here: only its rules are used).
@@ -1128,7 +741,7 @@ mod tests {
             .spec
             .declare()
             .unwrap()
-            .with_cpu(crate::cpu::cpu_fn(|_, _| Ok(())), None)
+            .with_cpu(crate::launch::cpu::cpu_fn(|_, _| Ok(())), None)
     }
 
     fn opts(adjoint: bool, unchecked: bool) -> Options {
@@ -1186,7 +799,7 @@ mod tests {
             .indexed_by_thread("x")
             .declare()
             .unwrap()
-            .with_cpu(crate::cpu::cpu_fn(|_, _| Ok(())), None);
+            .with_cpu(crate::launch::cpu::cpu_fn(|_, _| Ok(())), None);
         let x = Array::zeros::<f32>(Device::Cpu, &[4]).unwrap();
         for (cap, shown) in [
             (MaxBlocks::from(big as i64), "5000000000"),
@@ -1200,7 +813,7 @@ mod tests {
                 .record_cmd()
                 .unwrap_err();
             assert!(
-                matches!(&e, Error::Dim { error: crate::domain::DimError::MaxBlocksTooLarge { max_blocks }, .. } if MaxBlocks::from(*max_blocks) == cap),
+                matches!(&e, Error::Dim { error: crate::launch::domain::DimError::MaxBlocksTooLarge { max_blocks }, .. } if MaxBlocks::from(*max_blocks) == cap),
                 "{e}"
             );
             assert!(e.to_string().contains(shown), "{e}");
@@ -1217,7 +830,7 @@ mod tests {
             .grid_stride(false)
             .declare()
             .unwrap()
-            .with_cpu(crate::cpu::cpu_fn(|_, _| Ok(())), None);
+            .with_cpu(crate::launch::cpu::cpu_fn(|_, _| Ok(())), None);
         let e = lean
             .launch(4)
             .device("cpu")
@@ -1255,7 +868,7 @@ mod tests {
             })
         ));
         // A forward-only CPU implementation refuses the adjoint pass.
-        let fwd = bare.with_cpu(crate::cpu::cpu_fn(|_, _| Ok(())), None);
+        let fwd = bare.with_cpu(crate::launch::cpu::cpu_fn(|_, _| Ok(())), None);
         let e = fwd
             .launch(4)
             .device("cpu")
@@ -1292,7 +905,7 @@ mod tests {
     #[test]
     fn fill_over_65536_on_4_elements_is_refused() {
         let fill = warp_kernel(ACCESS_CU, ACCESS_META, "fill");
-        let args = [f32s(&[4]), Arg::Value(crate::dtype::Value::of(1.0f32))];
+        let args = [f32s(&[4]), Arg::Value(crate::abi::Value::of(1.0f32))];
         let e = check(&fill, &[65_536], &args, opts(false, false)).unwrap_err();
         let shown = e.to_string();
         let b = bounds(e);
@@ -1335,7 +948,7 @@ mod tests {
             args[0].clone(),
             args[1].clone(),
             Arg::Null,
-            Arg::Value(crate::dtype::Value::of(0.0f32)),
+            Arg::Value(crate::abi::Value::of(0.0f32)),
         ];
         check(&fill, &[4], &bwd, opts(true, false)).unwrap();
         check(&fill, &[5], &bwd, opts(true, false)).unwrap_err();
@@ -1351,7 +964,7 @@ mod tests {
 
     #[test]
     fn every_kernels_py_kernel_checks_its_shapes() {
-        let v = |x: f32| Arg::Value(crate::dtype::Value::of(x));
+        let v = |x: f32| Arg::Value(crate::abi::Value::of(x));
         let k = |key| warp_kernel(KERNELS_CU, KERNELS_META, key);
         // add2d over [3, 5]: arrays of [3, 5] fit, [5, 3] does not.
         let add2d = k("add2d");
@@ -1475,7 +1088,7 @@ mod tests {
 
     #[test]
     fn declared_rules_of_cuda_c_kernels() {
-        let body = || crate::cpu::cpu_fn(|_, _| Ok(()));
+        let body = || crate::launch::cpu::cpu_fn(|_, _| Ok(()));
         // grid_sum: x[idx] (work items), partial[blockIdx.x], out[0].
         let k = KernelSpec::new("grid_sum", 1)
             .array::<f32>("x", 1)
@@ -1527,7 +1140,7 @@ mod tests {
         let k = KernelSpec::new("rows", 1)
             .param(
                 "a",
-                crate::kernel::ParamKind::Array {
+                crate::signature::ParamKind::Array {
                     dtype: DType::FLOAT32,
                     ndim: None,
                 },

@@ -3,39 +3,13 @@
 //! arrays' gradients) by [`Tape::backward`]; and a finite-difference
 //! gradient check.
 
-use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
 
+use crate::abi::{Kind, Scalar, Value, encode};
 use crate::array::Array;
-use crate::bind::Arg;
-use crate::command::Launch;
-use crate::dtype::{Kind, Scalar, Value};
-use crate::encode;
 use crate::error::{Error, Result};
+use crate::launch::{Arg, Launch, StructValue, record};
 use crate::signature::{ParamKind, StructType};
-
-thread_local! {
-    /// The recordings in progress on this thread, innermost last: each
-    /// guard's id and the launches recorded for it.
-    static RECORDING: RefCell<Vec<(u64, Vec<Launch>)>> = const { RefCell::new(Vec::new()) };
-    /// The next guard id on this thread.
-    static NEXT_ID: Cell<u64> = const { Cell::new(0) };
-}
-
-/// Called by immediate launches: the innermost recording of this thread
-/// (the most recent guard still alive) keeps the launch.
-pub(crate) fn record(launch: Launch) {
-    RECORDING.with(|r| {
-        if let Some((_, top)) = r.borrow_mut().last_mut() {
-            top.push(launch);
-        }
-    });
-}
-
-/// Whether a tape records launches on this thread.
-pub(crate) fn is_recording() -> bool {
-    RECORDING.with(|r| !r.borrow().is_empty())
-}
 
 /// Records launches and runs them backward (Warp's `wp.Tape`).
 #[derive(Debug, Default)]
@@ -69,17 +43,7 @@ impl Recording<'_> {
 
 impl Drop for Recording<'_> {
     fn drop(&mut self) {
-        // `try_with`: a guard dropped while the thread's state is torn
-        // down has nothing left to collect.
-        let recorded = RECORDING
-            .try_with(|r| {
-                let mut r = r.borrow_mut();
-                let at = r.iter().rposition(|(id, _)| *id == self.id);
-                at.map(|i| r.remove(i).1)
-            })
-            .ok()
-            .flatten();
-        self.tape.launches.extend(recorded.unwrap_or_default());
+        self.tape.launches.extend(record::close(self.id));
     }
 }
 
@@ -91,12 +55,7 @@ impl Tape {
 
     /// Starts recording on this thread until the guard is dropped.
     pub fn recording(&mut self) -> Recording<'_> {
-        let id = NEXT_ID.with(|n| {
-            let id = n.get();
-            n.set(id.wrapping_add(1));
-            id
-        });
-        RECORDING.with(|r| r.borrow_mut().push((id, Vec::new())));
+        let id = record::open();
         Recording {
             tape: self,
             id,
@@ -119,6 +78,13 @@ impl Tape {
     /// backward kernels in reverse order, each with its forward arguments
     /// followed by one adjoint per parameter: the array's gradient (a null
     /// array when it has none), zero for values and structs.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoGradient`] when `loss` has no gradient, [`Error::NoCudaFunction`] /
+    /// [`Error::NoCpuFunction`] when a recorded kernel has no backward function for its device,
+    /// and any error of a launch ([`LaunchBuilder::run`](crate::LaunchBuilder::run)) or of
+    /// zeroing memory.
     pub fn backward(&self, loss: &Array) -> Result<()> {
         let Some(grad) = loss.grad() else {
             return Err(Error::NoGradient {
@@ -141,6 +107,10 @@ impl Tape {
     }
 
     /// Zeroes the gradient of every array the recorded launches use.
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`Array::zero`](crate::Array::zero) for a gradient.
     pub fn zero(&self) -> Result<()> {
         for l in &self.launches {
             for a in l.args() {
@@ -153,6 +123,10 @@ impl Tape {
     }
 
     /// Zeroes the gradients and forgets the recording.
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`Tape::zero`].
     pub fn reset(&mut self) -> Result<()> {
         self.zero()?;
         self.launches.clear();
@@ -176,8 +150,8 @@ fn adjoint_for(kind: &ParamKind, arg: &Arg) -> Arg {
 /// Warp's adjoint of a struct argument: array fields become their
 /// gradients (the array with `data` set to its `grad`, or a null array),
 /// every other field zero.
-fn struct_adjoint(st: &StructType, arg: &Arg) -> crate::bind::StructValue {
-    use crate::generated::abi::ArrayT;
+fn struct_adjoint(st: &StructType, arg: &Arg) -> StructValue {
+    use crate::abi::ArrayT;
     let mut out = vec![0u8; st.size];
     if let Arg::Struct(v) = arg
         && v.bytes().len() == st.size
@@ -204,7 +178,7 @@ fn struct_adjoint(st: &StructType, arg: &Arg) -> crate::bind::StructValue {
     // SAFETY: the addresses are the gradients the forward value's array_t's
     // name; whoever made that value (`StructValue::from_bytes`) promised
     // them live for the backward launches too.
-    unsafe { crate::bind::StructValue::from_bytes(&st.name, &out) }
+    unsafe { StructValue::from_bytes(&st.name, &out) }
 }
 
 fn fill_ones(a: &Array) -> Result<()> {
@@ -253,6 +227,13 @@ pub struct GradientCheck {
 /// `forward` runs the computation (it is called once under a tape, then
 /// twice per input element with the element perturbed by `eps`); `loss`
 /// must be a one-element float array with a gradient.
+///
+/// # Errors
+///
+/// [`Error::LossDType`] when `loss` is not a one-element float array, [`Error::NoGradient`]
+/// when it or an input has no gradient, [`Error::GradientInput`] for an input that is not a
+/// float array; any error of `forward`, of the tape's backward pass, or of reading and writing
+/// the arrays.
 pub fn check_gradients(
     inputs: &[&Array],
     loss: &Array,

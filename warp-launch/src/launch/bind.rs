@@ -5,11 +5,10 @@
 
 use std::sync::Arc;
 
-use crate::array::{Array, TypedArray};
-use crate::device::{AccessMode, Device};
-use crate::dtype::{Element, Value};
+use crate::abi::{ArrayT, Element, Value, WarpStruct};
+use crate::array::{AccessMode, Array, TypedArray};
+use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::generated::abi::ArrayT;
 use crate::signature::{ParamKind, StructType};
 
 /// A struct value for a `wp.struct` parameter: its bytes in the C layout of
@@ -20,27 +19,12 @@ pub struct StructValue {
     bytes: Arc<[u8]>,
 }
 
-/// A `#[repr(C)]` Rust type that has the layout of a `wp.struct`.
-///
-/// # Safety
-///
-/// The type must have the size, alignment and field offsets of the Warp
-/// struct `NAME` as Warp generates it, and no padding bytes (declare any
-/// padding as explicit fields): its bytes are read as they are. It must
-/// hold no device addresses (no `ArrayT` fields, which [`StructValue::of`]
-/// could not keep alive or check): a struct with arrays goes through the
-/// `unsafe` [`StructValue::from_bytes`].
-pub unsafe trait WarpStruct: Copy + 'static {
-    /// The struct's name in the Warp-generated source.
-    const NAME: &'static str;
-}
-
 impl StructValue {
     /// The value of a Rust struct with the Warp struct's layout.
     pub fn of<S: WarpStruct>(value: &S) -> StructValue {
         StructValue {
             name: S::NAME.into(),
-            bytes: crate::encode::struct_bytes(value).into(),
+            bytes: crate::abi::encode::struct_bytes(value).into(),
         }
     }
 
@@ -228,7 +212,7 @@ pub(crate) enum Bound<'a> {
 impl Bound<'_> {
     pub(crate) fn with_bytes<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
         match self {
-            Bound::Array(a) => f(&crate::encode::array_t(a)),
+            Bound::Array(a) => f(&crate::abi::encode::array_t(a)),
             Bound::Bytes(b) => f(b),
             Bound::Value(v) => f(v.bytes()),
         }
@@ -285,7 +269,7 @@ pub(crate) fn check<'a>(
                     format!("pass an array with {n} dimension(s) (reshape or slice it)"),
                 ));
             }
-            crate::access::check(site.kernel, site.name, a, device, mode)?;
+            crate::array::check(site.kernel, site.name, a, device, mode)?;
             Ok(Bound::Array(a.abi()))
         }
         (ParamKind::Array { .. }, Arg::Null) => Ok(Bound::Array(ArrayT::default())),
@@ -340,9 +324,7 @@ fn describe_struct_hint(st: &StructType) -> String {
 
 #[cfg(test)]
 mod tests {
-    use crate::generated::abi::{
-        ArrayT, LaunchBounds1, LaunchBounds2, LaunchBounds3, LaunchBounds4,
-    };
+    use crate::abi::{ArrayT, LaunchBounds1, LaunchBounds2, LaunchBounds3, LaunchBounds4};
 
     /// The ABI types have no implicit padding: every byte is a field (the
     /// C layout's gaps are explicit `_pad` fields), so a struct embedding

@@ -2,5 +2,5 @@
 
 //! Warp 1.19.0's kernel ABI, generated from `specs/warp/abi.yaml`: the structs a
 //! kernel receives (launch bounds, arrays), Warp's constants, and the dtype table.
-pub mod abi;
+pub mod layout;
 pub mod dtypes;

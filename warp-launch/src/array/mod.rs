@@ -1,0 +1,15 @@
+//! Arrays and their memory: [`Array`] (Warp's `wp.array`), the storage
+//! that keeps an allocation alive ([`Storage`]), where it lives
+//! ([`Memory`]), and the access checks a launch makes under an
+//! [`AccessMode`].
+
+mod access;
+#[allow(clippy::module_inception)]
+mod array;
+mod storage;
+
+pub(crate) use access::check;
+pub use access::{AccessMode, enable_peer_access, set_thread_access_mode, thread_access_mode};
+pub use array::{Array, TypedArray};
+pub(crate) use storage::lock_storages;
+pub use storage::{HostMemory, Memory, Storage};

@@ -1,0 +1,6 @@
+//! Automatic differentiation: the [`Tape`] that records launches and runs
+//! their backward kernels, and a finite-difference gradient check.
+
+mod tape;
+
+pub use tape::{GradientCheck, Recording, Tape, check_gradients};

@@ -1,0 +1,446 @@
+//! [`LaunchBuilder`]: a launch being described (Warp's `wp.launch` keyword
+//! arguments as methods), its domain [`Dim`] and grid-stride cap
+//! [`MaxBlocks`]; it checks everything once and becomes a [`Launch`].
+
+use std::num::NonZeroU64;
+
+use cuda_api::Stream;
+
+use super::bind::{Arg, IntoArgs};
+use super::domain;
+use super::kernel::Kernel;
+use super::launch::{Launch, Options, stream_device_mismatch};
+use super::record;
+use crate::array::{AccessMode, thread_access_mode};
+use crate::device::{Device, IntoDevice};
+use crate::error::{Error, Result};
+use crate::signature::Pass;
+
+/// How many blocks a grid-stride launch may use (Warp's `max_blocks`),
+/// given to [`LaunchBuilder::max_blocks`] as a `MaxBlocks` or as Warp's
+/// integer (0 or less is unlimited, a positive value a cap).
+///
+/// A cap is kept exactly as given, whatever its size: a launch refuses a
+/// cap above CUDA's `gridDim.x` limit (2^31 - 1, which Warp passes as a C
+/// `int`) with [`crate::launch::domain::DimError::MaxBlocksTooLarge`] naming the
+/// value given, and a cap on a lean kernel with
+/// [`crate::launch::domain::DimError::LeanMaxBlocks`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum MaxBlocks {
+    /// As many as the domain needs (Warp's `max_blocks=0`), up to CUDA's
+    /// `gridDim.x` limit.
+    #[default]
+    Unlimited,
+    /// At most this many (Warp's `max_blocks=N`); grid-stride loops cover
+    /// the rest.
+    Cap(NonZeroU64),
+    /// The resident grid: blocks per SM at this block size times SMs, from
+    /// the occupancy query (cached per kernel and context). Only for
+    /// grid-stride kernels.
+    Resident,
+}
+
+impl MaxBlocks {
+    /// Warp's integer: 0 or less is [`MaxBlocks::Unlimited`], a positive
+    /// value is a cap of exactly that many blocks.
+    pub fn from_warp(n: i64) -> MaxBlocks {
+        match u64::try_from(n).ok().and_then(NonZeroU64::new) {
+            Some(n) => MaxBlocks::Cap(n),
+            None => MaxBlocks::Unlimited,
+        }
+    }
+
+    /// The cap a planner uses: `None` for no cap; the resident grid must
+    /// have been worked out by then (`resident`).
+    pub(super) fn cap(
+        self,
+        resident: impl FnOnce() -> Result<NonZeroU64>,
+    ) -> Result<Option<NonZeroU64>> {
+        Ok(match self {
+            MaxBlocks::Unlimited => None,
+            MaxBlocks::Cap(n) => Some(n),
+            MaxBlocks::Resident => Some(resident()?),
+        })
+    }
+}
+
+impl From<i64> for MaxBlocks {
+    /// Warp's integer, as [`MaxBlocks::from_warp`].
+    fn from(n: i64) -> MaxBlocks {
+        MaxBlocks::from_warp(n)
+    }
+}
+
+impl From<i32> for MaxBlocks {
+    /// Warp's integer, as [`MaxBlocks::from_warp`].
+    fn from(n: i32) -> MaxBlocks {
+        MaxBlocks::from_warp(i64::from(n))
+    }
+}
+
+impl From<u64> for MaxBlocks {
+    /// 0 is unlimited, any other value a cap of exactly that many blocks.
+    fn from(n: u64) -> MaxBlocks {
+        NonZeroU64::new(n).map_or(MaxBlocks::Unlimited, MaxBlocks::Cap)
+    }
+}
+
+impl From<u32> for MaxBlocks {
+    /// 0 is unlimited, any other value a cap of exactly that many blocks.
+    fn from(n: u32) -> MaxBlocks {
+        MaxBlocks::from(u64::from(n))
+    }
+}
+
+/// A launch being described: [`Kernel::launch`] starts one; `inputs`,
+/// `outputs` and the other settings follow; [`LaunchBuilder::run`] checks
+/// and launches, [`LaunchBuilder::record_cmd`] checks and returns the
+/// [`Launch`] for replay (Warp's `record_cmd=True`).
+#[must_use = "a launch does nothing until .run() or .record_cmd()"]
+pub struct LaunchBuilder<'k> {
+    kernel: &'k Kernel,
+    dim: Dim,
+    /// Inputs, then outputs (`n_inputs` of the first).
+    args: Vec<Arg>,
+    n_inputs: usize,
+    /// Adjoints of the inputs, then of the outputs.
+    adj: Vec<Arg>,
+    n_adj_inputs: usize,
+    device: Option<Device>,
+    stream: Option<&'k Stream>,
+    pass: Pass,
+    record_tape: bool,
+    block_dim: Option<u32>,
+    max_blocks: MaxBlocks,
+    mode: Option<AccessMode>,
+    cooperative: bool,
+    unchecked: bool,
+    bad_device: Option<Error>,
+}
+
+/// A launch domain: an integer or a list of extents (checked when the
+/// launch is built: at most 4, none negative). Up to 4 extents are held
+/// without allocating.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dim {
+    inline: [i64; 4],
+    len: usize,
+    more: Vec<i64>,
+}
+
+impl Dim {
+    /// The extents.
+    pub fn as_slice(&self) -> &[i64] {
+        if self.len <= 4 {
+            &self.inline[..self.len]
+        } else {
+            &self.more
+        }
+    }
+}
+
+impl From<&[i64]> for Dim {
+    fn from(e: &[i64]) -> Dim {
+        let mut inline = [0i64; 4];
+        let more = if e.len() <= 4 {
+            inline[..e.len()].copy_from_slice(e);
+            Vec::new()
+        } else {
+            e.to_vec()
+        };
+        Dim {
+            inline,
+            len: e.len(),
+            more,
+        }
+    }
+}
+
+macro_rules! dim_from_int {
+    ($($t:ty),*) => { $(
+        impl From<$t> for Dim {
+            fn from(n: $t) -> Dim { Dim::from(&[n as i64][..]) }
+        }
+        impl<const N: usize> From<[$t; N]> for Dim {
+            fn from(a: [$t; N]) -> Dim { a.as_slice().into() }
+        }
+        impl From<&[$t]> for Dim {
+            fn from(a: &[$t]) -> Dim {
+                if a.len() <= 4 {
+                    let mut e = [0i64; 4];
+                    for (d, &x) in e.iter_mut().zip(a) {
+                        *d = x as i64;
+                    }
+                    Dim::from(&e[..a.len()])
+                } else {
+                    Dim::from(&a.iter().map(|&x| x as i64).collect::<Vec<_>>()[..])
+                }
+            }
+        }
+        impl From<Vec<$t>> for Dim {
+            fn from(a: Vec<$t>) -> Dim { a.as_slice().into() }
+        }
+    )* };
+}
+dim_from_int!(i32, u32, usize);
+
+impl From<i64> for Dim {
+    fn from(n: i64) -> Dim {
+        Dim::from(&[n][..])
+    }
+}
+impl<const N: usize> From<[i64; N]> for Dim {
+    fn from(a: [i64; N]) -> Dim {
+        Dim::from(&a[..])
+    }
+}
+impl From<Vec<i64>> for Dim {
+    fn from(a: Vec<i64>) -> Dim {
+        Dim::from(&a[..])
+    }
+}
+
+impl<'k> LaunchBuilder<'k> {
+    /// A launch of `kernel` over `dim` with Warp's defaults (forward pass,
+    /// recorded by a tape, no grid-stride cap); [`Kernel::launch`] calls it.
+    pub(crate) fn new(kernel: &'k Kernel, dim: Dim) -> Self {
+        LaunchBuilder {
+            kernel,
+            dim,
+            args: kernel.inner.take_args(),
+            n_inputs: 0,
+            adj: Vec::new(),
+            n_adj_inputs: 0,
+            device: None,
+            stream: None,
+            pass: Pass::Forward,
+            record_tape: true,
+            block_dim: None,
+            max_blocks: MaxBlocks::Unlimited,
+            mode: None,
+            cooperative: false,
+            unchecked: false,
+            bad_device: None,
+        }
+    }
+
+    /// Input arguments (a tuple of arrays and values, or a `Vec<Arg>`).
+    pub fn inputs(mut self, args: impl IntoArgs) -> Self {
+        let outputs = self.args.split_off(self.n_inputs);
+        args.push_into(&mut self.args);
+        self.n_inputs = self.args.len();
+        self.args.extend(outputs);
+        self
+    }
+
+    /// Output arguments (after the inputs, in the kernel's order).
+    pub fn outputs(mut self, args: impl IntoArgs) -> Self {
+        args.push_into(&mut self.args);
+        self
+    }
+
+    /// Adjoints of the inputs, for an adjoint launch.
+    pub fn adj_inputs(mut self, args: impl IntoArgs) -> Self {
+        let outputs = self.adj.split_off(self.n_adj_inputs);
+        args.push_into(&mut self.adj);
+        self.n_adj_inputs = self.adj.len();
+        self.adj.extend(outputs);
+        self
+    }
+
+    /// Adjoints of the outputs, for an adjoint launch.
+    pub fn adj_outputs(mut self, args: impl IntoArgs) -> Self {
+        args.push_into(&mut self.adj);
+        self
+    }
+
+    /// The device (`Device`, or a string such as `"cuda:0"` or `"cpu"`).
+    /// Default: the stream's device if a stream is given, else the current
+    /// device.
+    pub fn device(mut self, device: impl IntoDevice) -> Self {
+        match device.into_device() {
+            Ok(d) => self.device = Some(d),
+            Err(e) => self.bad_device = Some(e),
+        }
+        self
+    }
+
+    /// The stream (default: the device's default stream).
+    pub fn stream(mut self, stream: &'k Stream) -> Self {
+        self.stream = Some(stream);
+        self
+    }
+
+    /// Which kernel runs (default [`Pass::Forward`]); an adjoint launch
+    /// takes the adjoints of its arguments too (`adj_inputs`,
+    /// `adj_outputs`), as Warp's `wp.launch(..., adjoint=True)`.
+    pub fn pass(mut self, pass: Pass) -> Self {
+        self.pass = pass;
+        self
+    }
+
+    /// Whether a recording tape records it (default true).
+    pub fn record_tape(mut self, yes: bool) -> Self {
+        self.record_tape = yes;
+        self
+    }
+
+    /// Threads per block (default: the block size the kernel was compiled
+    /// for if fixed, else 256; the CPU uses 1).
+    pub fn block_dim(mut self, n: u32) -> Self {
+        self.block_dim = Some(n);
+        self
+    }
+
+    /// Caps the grid of a grid-stride kernel: a [`MaxBlocks`] (e.g.
+    /// [`MaxBlocks::Resident`]) or Warp's integer (0 or less is unlimited;
+    /// a cap is kept exactly as given and checked when the launch is
+    /// built); lean kernels refuse a cap.
+    pub fn max_blocks(mut self, max_blocks: impl Into<MaxBlocks>) -> Self {
+        self.max_blocks = max_blocks.into();
+        self
+    }
+
+    /// The access mode for this launch (default: this thread's, see
+    /// [`crate::set_thread_access_mode`]). Every mode refuses memory the
+    /// launch device is known not to reach; [`AccessMode::Relaxed`] only
+    /// skips the driver query.
+    pub fn access_mode(mut self, mode: AccessMode) -> Self {
+        self.mode = Some(mode);
+        self
+    }
+
+    /// Launches cooperatively through `cuda-api`'s validated path (the grid
+    /// must be resident: combine with `max_blocks(MaxBlocks::Resident)`
+    /// for a grid-stride kernel).
+    pub fn cooperative(mut self, yes: bool) -> Self {
+        self.cooperative = yes;
+        self
+    }
+
+    /// Skips the kernel's array access rules for this launch: the launch no
+    /// longer refuses a domain larger than the arrays the kernel indexes
+    /// with it, nor a kernel whose accesses no launch can check (an index
+    /// read from data, arithmetic on indices, loops, views, arrays passed to
+    /// functions; see [`Error::Unproven`]). Everything else is still checked
+    /// (argument kinds, dtypes, dimensions, devices, grid and block).
+    ///
+    /// # Safety
+    ///
+    /// The caller promises that the kernel, run over this launch's domain
+    /// with these arguments, reads and writes only elements inside the
+    /// arrays it is given (for every thread the grid runs, whatever the
+    /// block size), and no other memory. The promise covers every later run
+    /// of the launch: its replays ([`Launch::launch`], [`Launch::launch_on`],
+    /// graphs captured from it), and, when a recording tape records it, the
+    /// backward kernel that [`crate::Tape::backward`] runs with the same
+    /// domain, the same arguments and their gradients (a null array for an
+    /// array without one). A [`Launch`] built this way refuses its safe
+    /// setters; change it with [`Launch::edit_unchecked`].
+    ///
+    /// A module compiled with Warp's bounds checks (`wp.config.mode =
+    /// "debug"`) turns a broken promise into a device assert, which ends
+    /// the CUDA context (a sticky error), rather than silent corruption.
+    pub unsafe fn unchecked(mut self) -> Self {
+        self.unchecked = true;
+        self
+    }
+
+    /// The launch; it keeps a handle to the stream when `keep_stream` (a
+    /// recorded launch runs later on it).
+    fn into_launch(self, keep_stream: bool) -> Result<(Launch, bool)> {
+        if let Some(e) = self.bad_device {
+            return Err(e);
+        }
+        let device = match (self.device, self.stream) {
+            (Some(d), _) => d,
+            (None, Some(s)) => Device::from(s.context().device()),
+            (None, None) => Device::current()?,
+        };
+        let n_fwd = self.args.len();
+        let mut args = self.args;
+        if self.pass == Pass::Adjoint {
+            let n_adj = self.adj.len();
+            if n_adj != n_fwd || n_fwd != self.kernel.params().len() {
+                let mut expected: Vec<String> = self
+                    .kernel
+                    .params()
+                    .iter()
+                    .map(|p| p.name.clone())
+                    .collect();
+                let list = if n_fwd != self.kernel.params().len() {
+                    "inputs + outputs"
+                } else {
+                    expected = expected.iter().map(|n| format!("adj_{n}")).collect();
+                    "adj_inputs + adj_outputs"
+                };
+                return Err(Error::ArgumentCount {
+                    kernel: self.kernel.name().to_string(),
+                    list,
+                    given: if list == "inputs + outputs" {
+                        n_fwd
+                    } else {
+                        n_adj
+                    },
+                    expected,
+                });
+            }
+            args.extend(self.adj);
+        }
+        let opts = Options {
+            device,
+            pass: self.pass,
+            block_dim: self
+                .block_dim
+                .or(self.kernel.fixed_block_dim())
+                .unwrap_or(domain::DEFAULT_BLOCK_DIM),
+            max_blocks: self.max_blocks,
+            mode: self.mode.unwrap_or_else(thread_access_mode),
+            cooperative: self.cooperative,
+            unchecked: self.unchecked,
+        };
+        let stream = if keep_stream {
+            self.stream.cloned()
+        } else {
+            None
+        };
+        if let Some(s) = self.stream
+            && device != Device::from(s.context().device())
+        {
+            return Err(stream_device_mismatch(self.kernel, s, device));
+        }
+        let launch = Launch::build(self.kernel, self.dim.as_slice(), args, opts, stream)?;
+        Ok((launch, self.record_tape))
+    }
+
+    /// Checks everything and launches (Warp's `wp.launch`). Recorded by a
+    /// recording tape unless `record_tape(false)`.
+    ///
+    /// # Errors
+    ///
+    /// Every check of the launch ([`Error`]'s variants name each), then the
+    /// launch's own errors ([`Launch::launch`]).
+    pub fn run(self) -> Result<()> {
+        let stream = self.stream;
+        let recording = self.record_tape && self.pass == Pass::Forward && record::is_recording();
+        let (launch, _) = self.into_launch(recording)?;
+        launch.run_on(stream)?;
+        if recording {
+            record::record(launch);
+        }
+        Ok(())
+    }
+
+    /// Checks everything and returns the launch without running it (Warp's
+    /// `wp.launch(..., record_cmd=True)`): run it with [`Launch::launch`]
+    /// (on the stream given here, or the device's default stream) or
+    /// [`Launch::launch_on`]. A tape does not record it.
+    ///
+    /// # Errors
+    ///
+    /// Every check of the launch, as [`LaunchBuilder::run`].
+    pub fn record_cmd(self) -> Result<Launch> {
+        Ok(self.into_launch(true)?.0)
+    }
+}

@@ -1,0 +1,22 @@
+//! A launch from start to end: the kernel ([`Kernel`], [`KernelSpec`]), the
+//! domain arithmetic (`domain`, no CUDA), arguments and their checks
+//! ([`Arg`]), the builder ([`LaunchBuilder`]), the checked reusable
+//! [`Launch`], this thread's recordings for the tape, and the CPU device
+//! ([`cpu_fn`]).
+
+mod bind;
+mod builder;
+mod cpu;
+pub(crate) mod domain;
+mod kernel;
+#[allow(clippy::module_inception)]
+mod launch;
+pub(crate) mod record;
+mod spare;
+
+pub use bind::{Arg, IntoArg, IntoArgs, StructValue};
+pub use builder::{Dim, LaunchBuilder, MaxBlocks};
+pub use cpu::{CpuArgs, CpuArray, CpuFn, CpuIndex, Thread, cpu_fn};
+pub use domain::DimError;
+pub use kernel::{Kernel, KernelSpec};
+pub use launch::Launch;
