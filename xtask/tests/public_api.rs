@@ -48,7 +48,6 @@ fn public_surface_is_read_and_counted() {
 }
 
 #[test]
-#[ignore = "enabled by the lead after wave 2 (private modules, one pub use list)"]
 fn no_public_item_is_reachable_by_two_paths() {
     let mut bad = Vec::new();
     for (dir, _) in CRATES {
