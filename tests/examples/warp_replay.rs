@@ -12,7 +12,7 @@ fn run() -> warp_launch::Result<()> {
     let module = AotModule::load(sdk_tests::warp::data_dir().join("aot"))?;
     let saxpy = module.kernel("saxpy")?;
     let dev = Device::Cuda(0);
-    let stream = cuda_api::Stream::new(&dev.context()?)?;
+    let stream = warp_launch::Stream::new(&dev.context()?)?;
     let x = Array::from_slice(dev, &[1.0f32; 1024], &[1024])?;
     let y = Array::from_slice(dev, &[0.0f32; 1024], &[1024])?;
     let mut step = saxpy
