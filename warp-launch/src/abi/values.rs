@@ -126,6 +126,7 @@ impl Value {
         Value::with(T::DTYPE, encode::element_bytes(std::slice::from_ref(&v)))
     }
 
+    #[inline(always)]
     fn with(dtype: &'static DType, raw: &[u8]) -> Value {
         let bytes = if raw.len() <= INLINE_VALUE_BYTES {
             let mut b = [0u8; INLINE_VALUE_BYTES];

@@ -204,7 +204,11 @@ tuple_args!(A B C D E F G H I J K L M N O P);
 
 /// The bytes one checked argument puts in the parameter space.
 pub(crate) enum Bound<'a> {
-    Array(ArrayT),
+    /// A checked array, encoded as `array_t` when written (so the 56 bytes
+    /// are built in place, not moved through the check's result).
+    Array(&'a Array),
+    /// Warp's `None` for an array: a null `array_t`.
+    NullArray,
     Bytes(&'a [u8]),
     Value(Value),
 }
@@ -212,7 +216,8 @@ pub(crate) enum Bound<'a> {
 impl Bound<'_> {
     pub(crate) fn with_bytes<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
         match self {
-            Bound::Array(a) => f(&crate::abi::encode::array_t(a)),
+            Bound::Array(a) => f(&crate::abi::encode::array_t(&a.abi())),
+            Bound::NullArray => f(&crate::abi::encode::array_t(&ArrayT::default())),
             Bound::Bytes(b) => f(b),
             Bound::Value(v) => f(v.bytes()),
         }
@@ -270,9 +275,13 @@ pub(crate) fn check<'a>(
                 ));
             }
             crate::array::check(site.kernel, site.name, a, device, mode)?;
-            Ok(Bound::Array(a.abi()))
+            Ok(Bound::Array(a))
         }
-        (ParamKind::Array { .. }, Arg::Null) => Ok(Bound::Array(ArrayT::default())),
+        (ParamKind::Array { .. }, Arg::Null) => Ok(Bound::NullArray),
+        // The dtype the kernel takes: its bytes as they are.
+        (ParamKind::Value(dtype), Arg::Value(v)) if std::ptr::eq(v.dtype(), *dtype) => {
+            Ok(Bound::Bytes(v.bytes()))
+        }
         (ParamKind::Value(dtype), Arg::Value(v)) => match v.convert(dtype) {
             Some(c) => Ok(Bound::Value(c)),
             None => Err(site.error(

@@ -116,7 +116,7 @@ pub struct LaunchBuilder<'k> {
     mode: Option<AccessMode>,
     cooperative: bool,
     unchecked: bool,
-    bad_device: Option<Error>,
+    bad_device: Option<Box<Error>>,
 }
 
 /// A launch domain: an integer or a list of extents (checked when the
@@ -204,6 +204,7 @@ impl From<Vec<i64>> for Dim {
 impl<'k> LaunchBuilder<'k> {
     /// A launch of `kernel` over `dim` with Warp's defaults (forward pass,
     /// recorded by a tape, no grid-stride cap); [`Kernel::launch`] calls it.
+    #[inline]
     pub(crate) fn new(kernel: &'k Kernel, dim: Dim) -> Self {
         LaunchBuilder {
             kernel,
@@ -226,6 +227,7 @@ impl<'k> LaunchBuilder<'k> {
     }
 
     /// Input arguments (a tuple of arrays and values, or a `Vec<Arg>`).
+    #[inline]
     pub fn inputs(mut self, args: impl IntoArgs) -> Self {
         let outputs = self.args.split_off(self.n_inputs);
         args.push_into(&mut self.args);
@@ -235,12 +237,14 @@ impl<'k> LaunchBuilder<'k> {
     }
 
     /// Output arguments (after the inputs, in the kernel's order).
+    #[inline]
     pub fn outputs(mut self, args: impl IntoArgs) -> Self {
         args.push_into(&mut self.args);
         self
     }
 
     /// Adjoints of the inputs, for an adjoint launch.
+    #[inline]
     pub fn adj_inputs(mut self, args: impl IntoArgs) -> Self {
         let outputs = self.adj.split_off(self.n_adj_inputs);
         args.push_into(&mut self.adj);
@@ -250,6 +254,7 @@ impl<'k> LaunchBuilder<'k> {
     }
 
     /// Adjoints of the outputs, for an adjoint launch.
+    #[inline]
     pub fn adj_outputs(mut self, args: impl IntoArgs) -> Self {
         args.push_into(&mut self.adj);
         self
@@ -258,15 +263,17 @@ impl<'k> LaunchBuilder<'k> {
     /// The device (`Device`, or a string such as `"cuda:0"` or `"cpu"`).
     /// Default: the stream's device if a stream is given, else the current
     /// device.
+    #[inline]
     pub fn device(mut self, device: impl IntoDevice) -> Self {
         match device.into_device() {
             Ok(d) => self.device = Some(d),
-            Err(e) => self.bad_device = Some(e),
+            Err(e) => self.bad_device = Some(Box::new(e)),
         }
         self
     }
 
     /// The stream (default: the device's default stream).
+    #[inline]
     pub fn stream(mut self, stream: &'k Stream) -> Self {
         self.stream = Some(stream);
         self
@@ -275,12 +282,14 @@ impl<'k> LaunchBuilder<'k> {
     /// Which kernel runs (default [`Pass::Forward`]); an adjoint launch
     /// takes the adjoints of its arguments too (`adj_inputs`,
     /// `adj_outputs`), as Warp's `wp.launch(..., adjoint=True)`.
+    #[inline]
     pub fn pass(mut self, pass: Pass) -> Self {
         self.pass = pass;
         self
     }
 
     /// Whether a recording tape records it (default true).
+    #[inline]
     pub fn record_tape(mut self, yes: bool) -> Self {
         self.record_tape = yes;
         self
@@ -288,6 +297,7 @@ impl<'k> LaunchBuilder<'k> {
 
     /// Threads per block (default: the block size the kernel was compiled
     /// for if fixed, else 256; the CPU uses 1).
+    #[inline]
     pub fn block_dim(mut self, n: u32) -> Self {
         self.block_dim = Some(n);
         self
@@ -297,6 +307,7 @@ impl<'k> LaunchBuilder<'k> {
     /// [`MaxBlocks::Resident`]) or Warp's integer (0 or less is unlimited;
     /// a cap is kept exactly as given and checked when the launch is
     /// built); lean kernels refuse a cap.
+    #[inline]
     pub fn max_blocks(mut self, max_blocks: impl Into<MaxBlocks>) -> Self {
         self.max_blocks = max_blocks.into();
         self
@@ -306,6 +317,7 @@ impl<'k> LaunchBuilder<'k> {
     /// [`crate::set_thread_access_mode`]). Every mode refuses memory the
     /// launch device is known not to reach; [`AccessMode::Relaxed`] only
     /// skips the driver query.
+    #[inline]
     pub fn access_mode(mut self, mode: AccessMode) -> Self {
         self.mode = Some(mode);
         self
@@ -314,6 +326,7 @@ impl<'k> LaunchBuilder<'k> {
     /// Launches cooperatively through `cuda-api`'s validated path (the grid
     /// must be resident: combine with `max_blocks(MaxBlocks::Resident)`
     /// for a grid-stride kernel).
+    #[inline]
     pub fn cooperative(mut self, yes: bool) -> Self {
         self.cooperative = yes;
         self
@@ -349,9 +362,9 @@ impl<'k> LaunchBuilder<'k> {
 
     /// The launch; it keeps a handle to the stream when `keep_stream` (a
     /// recorded launch runs later on it).
-    fn into_launch(self, keep_stream: bool) -> Result<(Launch, bool)> {
+    fn into_launch(self, keep_stream: bool) -> Result<Launch> {
         if let Some(e) = self.bad_device {
-            return Err(e);
+            return Err(*e);
         }
         let device = match (self.device, self.stream) {
             (Some(d), _) => d,
@@ -410,8 +423,7 @@ impl<'k> LaunchBuilder<'k> {
         {
             return Err(stream_device_mismatch(self.kernel, s, device));
         }
-        let launch = Launch::build(self.kernel, self.dim.as_slice(), args, opts, stream)?;
-        Ok((launch, self.record_tape))
+        Launch::build(self.kernel, self.dim.as_slice(), args, opts, stream)
     }
 
     /// Checks everything and launches (Warp's `wp.launch`). Recorded by a
@@ -424,7 +436,7 @@ impl<'k> LaunchBuilder<'k> {
     pub fn run(self) -> Result<()> {
         let stream = self.stream;
         let recording = self.record_tape && self.pass == Pass::Forward && record::is_recording();
-        let (launch, _) = self.into_launch(recording)?;
+        let launch = self.into_launch(recording)?;
         launch.run_on(stream)?;
         if recording {
             record::record(launch);
@@ -441,6 +453,6 @@ impl<'k> LaunchBuilder<'k> {
     ///
     /// Every check of the launch, as [`LaunchBuilder::run`].
     pub fn record_cmd(self) -> Result<Launch> {
-        Ok(self.into_launch(true)?.0)
+        self.into_launch(true)
     }
 }
