@@ -291,8 +291,8 @@ impl DynKernel {
         args: &ArgBlock<'_>,
         cooperative: bool,
     ) -> CudaResult<()> {
-        args.ready_for(&self.decl)?;
         self.check_programmatic(cfg)?;
+        args.ready_for(&self.decl)?;
         if self.decl.has_bounds() {
             // SAFETY: every parameter is set (checked above), so each pointer
             // addresses a value of the declared type.
