@@ -135,6 +135,9 @@ impl Shared {
         self.ctx.bind()?;
         // SAFETY: the graph is live while `self` is, and locked.
         let count = unsafe { driver::graph_get_nodes(g.raw, None) }?;
+        if count == 0 {
+            return Ok(Vec::new());
+        }
         let mut nodes: Vec<CUgraphNode> = vec![std::ptr::null_mut(); count];
         // SAFETY: as above; `nodes` holds `count` entries.
         let count = unsafe { driver::graph_get_nodes(g.raw, Some(&mut nodes)) }?;
@@ -924,18 +927,30 @@ impl Drop for CaptureGuard<'_> {
 unsafe fn copy_kernel_nodes(call: &str, from: CUgraph, to: CUgraph) -> CudaResult<()> {
     // SAFETY: `from` is live (the caller's promise).
     let count = unsafe { driver::graph_get_nodes(from, None) }?;
+    if count == 0 {
+        return Ok(());
+    }
     let mut nodes: Vec<CUgraphNode> = vec![std::ptr::null_mut(); count];
     // SAFETY: as above; `nodes` holds `count` entries.
     let count = unsafe { driver::graph_get_nodes(from, Some(&mut nodes)) }?;
     nodes.truncate(count);
-    // SAFETY: as above.
-    let n_edges = unsafe { driver::graph_get_edges(from, None, None, None) }?;
+    // A single node has no edges: the driver is asked only for more.
+    let n_edges = if nodes.len() > 1 {
+        // SAFETY: as above.
+        unsafe { driver::graph_get_edges(from, None, None, None) }?
+    } else {
+        0
+    };
     let mut src: Vec<CUgraphNode> = vec![std::ptr::null_mut(); n_edges];
     let mut dst: Vec<CUgraphNode> = vec![std::ptr::null_mut(); n_edges];
-    // SAFETY: as above; both slices hold `n_edges` entries.
-    let n_edges = unsafe { driver::graph_get_edges(from, Some(&mut src), Some(&mut dst), None) }?;
-    src.truncate(n_edges);
-    dst.truncate(n_edges);
+    // Asked only when there are edges: the driver refuses empty output
+    // arrays (CUDA_ERROR_INVALID_VALUE, seen on the H200).
+    if n_edges > 0 {
+        // SAFETY: as above; both slices hold `n_edges` entries.
+        let n = unsafe { driver::graph_get_edges(from, Some(&mut src), Some(&mut dst), None) }?;
+        src.truncate(n);
+        dst.truncate(n);
+    }
     for &n in &nodes {
         // SAFETY: a node of the live graph `from`.
         let ty = unsafe { driver::graph_node_get_type(n) }?;
