@@ -466,9 +466,10 @@ impl<'a> CudaGraph<'a> {
     ///
     /// [`CudaError::NotSupported`] when the driver has no conditional nodes;
     /// [`CudaError::InvalidArgument`] when `cond` or a node of `deps` is of
-    /// another graph, `body` of another context, or `body` holds a node
-    /// other than a kernel node (its kernel nodes are copied into the
-    /// conditional node's body with their edges); a driver error.
+    /// another graph, or `body` of another context; a driver error (the
+    /// driver refuses bodies with node kinds conditional bodies cannot hold:
+    /// kernel, empty, memset, memcpy, child-graph and conditional nodes are
+    /// allowed).
     pub fn add_while(
         &mut self,
         cond: &Condition,
@@ -508,7 +509,6 @@ impl<'a> CudaGraph<'a> {
         let g = self.shared.lock();
         let b = body.shared.lock();
         self.shared.ctx.bind()?;
-        let mut body_graph: CUgraph = std::ptr::null_mut();
         let mut params = CUgraphNodeParams {
             type_: CUgraphNodeType::CU_GRAPH_NODE_TYPE_CONDITIONAL,
             ..Default::default()
@@ -517,17 +517,37 @@ impl<'a> CudaGraph<'a> {
             handle: cond.raw,
             type_: kind,
             size: 1,
-            phGraph_out: &mut body_graph,
+            // An output: the driver points it at its own array of body graphs.
+            phGraph_out: std::ptr::null_mut(),
             ctx: self.shared.ctx.raw(),
         };
         // SAFETY: the graph is live and locked; `deps` are its nodes; the
-        // parameters are a conditional node's, `phGraph_out` points to one
-        // writable CUgraph (size 1) alive for the call; the handle is this
-        // graph's (checked above) and the context live.
+        // parameters are a conditional node's with one body; the handle is
+        // this graph's (checked above) and the context live.
         let raw = unsafe { driver::graph_add_node(g.raw, &deps, None, &mut params) }?;
-        // SAFETY: the driver made `body_graph`, owned by the node, for the
-        // node's body; `b` is the live, locked body graph.
-        let added = unsafe { copy_kernel_nodes(call, b.raw, body_graph) };
+        // SAFETY: the union holds the conditional parameters written above,
+        // which the driver completed: `phGraph_out` now points to its array
+        // of `size` (1) body graphs, owned by the node.
+        let out = unsafe { params.anon1.conditional.phGraph_out };
+        let body_graph = if out.is_null() {
+            None
+        } else {
+            // SAFETY: a non-null pointer to the driver's array of one graph.
+            Some(unsafe { *out })
+        };
+        let added = match body_graph {
+            Some(body_graph) if !body_graph.is_null() => {
+                // SAFETY: the driver made `body_graph`, owned by the node, for
+                // the node's body; `b` is the live, locked body graph, which
+                // the driver copies into it.
+                unsafe { driver::graph_add_child_graph_node(body_graph, &[], b.raw) }.map(|_| ())
+            }
+            _ => Err(CudaError::invalid_argument(
+                call,
+                "body",
+                "the driver returned no body graph for the conditional node".into(),
+            )),
+        };
         if let Err(e) = added {
             // SAFETY: the node was just added and is not handed out.
             let _ = unsafe { driver::graph_destroy_node(raw) };
@@ -912,91 +932,6 @@ impl Drop for CaptureGuard<'_> {
         }
         self.stream.set_capturing(false);
     }
-}
-
-/// Copies the kernel nodes of `from` into `to` with the same edges (the
-/// body of a conditional node: the H200's driver, CUDA 13.0, refused a
-/// child-graph node there with `CUDA_ERROR_INVALID_VALUE`, so the body's
-/// kernel nodes are added one by one, as NVIDIA's samples build bodies).
-/// The driver copies each node's argument values when it adds the node.
-///
-/// # Safety
-///
-/// `from` and `to` are live graphs of one context, neither used by another
-/// thread during the call.
-unsafe fn copy_kernel_nodes(call: &str, from: CUgraph, to: CUgraph) -> CudaResult<()> {
-    // SAFETY: `from` is live (the caller's promise).
-    let count = unsafe { driver::graph_get_nodes(from, None) }?;
-    if count == 0 {
-        return Ok(());
-    }
-    let mut nodes: Vec<CUgraphNode> = vec![std::ptr::null_mut(); count];
-    // SAFETY: as above; `nodes` holds `count` entries.
-    let count = unsafe { driver::graph_get_nodes(from, Some(&mut nodes)) }?;
-    nodes.truncate(count);
-    // A single node has no edges: the driver is asked only for more.
-    let n_edges = if nodes.len() > 1 {
-        // SAFETY: as above.
-        unsafe { driver::graph_get_edges(from, None, None, None) }?
-    } else {
-        0
-    };
-    let mut src: Vec<CUgraphNode> = vec![std::ptr::null_mut(); n_edges];
-    let mut dst: Vec<CUgraphNode> = vec![std::ptr::null_mut(); n_edges];
-    // Asked only when there are edges: the driver refuses empty output
-    // arrays (CUDA_ERROR_INVALID_VALUE, seen on the H200).
-    if n_edges > 0 {
-        // SAFETY: as above; both slices hold `n_edges` entries.
-        let n = unsafe { driver::graph_get_edges(from, Some(&mut src), Some(&mut dst), None) }?;
-        src.truncate(n);
-        dst.truncate(n);
-    }
-    for &n in &nodes {
-        // SAFETY: a node of the live graph `from`.
-        let ty = unsafe { driver::graph_node_get_type(n) }?;
-        if ty != CUgraphNodeType::CU_GRAPH_NODE_TYPE_KERNEL {
-            return Err(CudaError::invalid_argument(
-                call,
-                "body",
-                format!(
-                    "the body holds a {ty:?} node; a conditional body made here holds kernel nodes only (capture kernel launches into it)"
-                ),
-            ));
-        }
-    }
-    // Add in dependency order: a node once every node it depends on is in.
-    let mut copied: Vec<(CUgraphNode, CUgraphNode)> = Vec::with_capacity(nodes.len());
-    while copied.len() < nodes.len() {
-        let before = copied.len();
-        for &n in &nodes {
-            if copied.iter().any(|&(o, _)| o == n) {
-                continue;
-            }
-            let deps: Option<Vec<CUgraphNode>> = src
-                .iter()
-                .zip(&dst)
-                .filter(|&(_, &d)| d == n)
-                .map(|(&s, _)| copied.iter().find(|&&(o, _)| o == s).map(|&(_, c)| c))
-                .collect();
-            let Some(deps) = deps else { continue };
-            // SAFETY: a kernel node of the live graph `from` (checked above).
-            let params = unsafe { driver::graph_kernel_node_get_params(n) }?;
-            // SAFETY: `to` is live; `deps` are nodes already added to it; the
-            // parameters were read from a live kernel node of the same
-            // context, and the driver copies the argument values they point
-            // to before returning.
-            let c = unsafe { driver::graph_add_kernel_node(to, &deps, &params) }?;
-            copied.push((n, c));
-        }
-        if copied.len() == before {
-            return Err(CudaError::invalid_argument(
-                call,
-                "body",
-                "the body's edges form a cycle".into(),
-            ));
-        }
-    }
-    Ok(())
 }
 
 impl Stream {
