@@ -130,7 +130,7 @@ fn main() {
             }),
         ),
         (
-            "cuda-api Kernel::launch",
+            "cuda-api TypedKernel::launch",
             0,
             Box::new(|| k.launch(&stream, cfg, (2.0f32, &x, &mut y1, 0u32)).unwrap()),
         ),
@@ -145,7 +145,7 @@ fn main() {
             }),
         ),
         (
-            "cuda-api Kernel::launch_cooperative",
+            "cuda-api TypedKernel::launch_cooperative",
             2,
             Box::new(|| {
                 k.launch_cooperative(&stream, cfg, (2.0f32, &x, &mut y2, 0u32))
@@ -181,7 +181,7 @@ fn main() {
             }),
         ),
         (
-            "cuda-api Kernel::launch (2 bounds checked)",
+            "cuda-api TypedKernel::launch (2 bounds checked)",
             0,
             Box::new(|| {
                 kb.launch(&stream, cfg, (2.0f32, &x, &mut y3, 0u32))
@@ -200,7 +200,7 @@ fn main() {
             }),
         ),
         (
-            "cuda-api Kernel::launch (cluster 2)",
+            "cuda-api TypedKernel::launch (cluster 2)",
             8,
             Box::new(|| {
                 k.launch(&stream, cluster_cfg, (2.0f32, &x, &mut y4, 0u32))
