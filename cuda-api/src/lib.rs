@@ -122,11 +122,11 @@ pub use cuda_sys as sys;
 pub use generated::driver;
 
 // Errors: one error type for every call, and the typed reasons it carries.
+pub use error::PeerError;
 pub use error::{CudaError, CudaResult, DriverError, SignatureError};
 pub use image::ImageError;
 pub use kernel::ArgError;
 pub use launch::LaunchError;
-pub use peer::PeerError;
 
 // The driver, devices and contexts.
 pub use context::Context;

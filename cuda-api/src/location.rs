@@ -1,6 +1,6 @@
 //! Where memory lives: the driver's answer for a device address
-//! ([`pointer_location`]) and, cached, for an [`Allocation`]
-//! ([`Allocation::location`]).
+//! ([`pointer_location`]) and, cached, for an allocation
+//! (`Allocation::location`, in the memory room).
 //!
 //! The facts come from `cuPointerGetAttributes` (see NVIDIA's
 //! [driver API reference](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__UNIFIED.html)):
@@ -13,8 +13,7 @@ use std::fmt;
 use cuda_sys::{CUdeviceptr, CUmemorytype, CUpointer_attribute};
 
 use crate::driver;
-use crate::error::{CudaError, CudaResult};
-use crate::memory::Allocation;
+use crate::error::CudaResult;
 
 /// The physical kind of memory behind an address, as the driver reports it
 /// (`CUmemorytype`).
@@ -98,11 +97,11 @@ impl fmt::Display for Location {
 /// Asks the driver where `address` lives (`cuPointerGetAttributes`). Any
 /// address may be asked about: one the driver does not know (ordinary host
 /// memory from the Rust allocator, a stack address, 0) gives `Ok(None)`.
-/// Nothing is cached here; [`Allocation::location`] caches its answer.
+/// Nothing is cached here; `Allocation::location` caches its answer.
 ///
 /// # Errors
 ///
-/// The driver's failure (for example [`CudaError::DriverNotFound`], or
+/// The driver's failure (for example [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound), or
 /// `CUDA_ERROR_INVALID_VALUE` for an address of a context that does not
 /// use unified addressing).
 pub fn pointer_location(address: CUdeviceptr) -> CudaResult<Option<Location>> {
@@ -141,47 +140,6 @@ pub fn pointer_location(address: CUdeviceptr) -> CudaResult<Option<Location>> {
         managed: managed != 0,
         mapped: mapped != 0,
     }))
-}
-
-impl Allocation {
-    /// Where the driver says this allocation lives, asked once and then
-    /// served from a cache (an allocation does not move). Device memory
-    /// reports [`MemoryType::Device`] and the device of its context,
-    /// page-locked memory [`MemoryType::Host`], managed memory
-    /// [`Location::managed`].
-    ///
-    /// # Errors
-    ///
-    /// [`CudaError::InvalidArgument`] for an empty allocation (it has no
-    /// address), or the driver's failure from [`pointer_location`], or
-    /// [`CudaError::InvalidArgument`] if the driver does not know the address
-    /// (a driver fault: cuda-api allocated it).
-    pub fn location(&self) -> CudaResult<Location> {
-        if let Some(l) = self.location.get() {
-            return Ok(*l);
-        }
-        if self.bytes() == 0 {
-            return Err(CudaError::invalid_argument(
-                "Allocation::location",
-                "self",
-                "the allocation is empty (0 bytes) and has no address to locate; ask only about allocations of at least one byte".into(),
-            ));
-        }
-        let Some(l) = pointer_location(self.device_address())? else {
-            return Err(CudaError::invalid_argument(
-                "Allocation::location",
-                "self",
-                format!(
-                    "the driver does not know address {:#x} of this {} of {} bytes in {}, although cuda-api allocated it there; the driver's state is inconsistent: restart the process",
-                    self.device_address(),
-                    self.kind(),
-                    self.bytes(),
-                    self.context()
-                ),
-            ));
-        };
-        Ok(*self.location.get_or_init(|| l))
-    }
 }
 
 #[cfg(test)]

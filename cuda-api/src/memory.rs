@@ -22,7 +22,7 @@ use crate::context::Context;
 use crate::driver;
 use crate::error::{CudaError, CudaResult};
 use crate::kernel::BufferUse;
-use crate::location::Location;
+use crate::location::{Location, pointer_location};
 use crate::stream::Stream;
 
 /// Plain data that can live in device memory and be copied back: `Copy`, no
@@ -1008,5 +1008,46 @@ impl<'a, T: DeviceRepr> DeviceView<'a, T> {
 impl<'a, T: DeviceRepr> DeviceViewMut<'a, T> {
     pub(crate) fn buffer_use(&self) -> BufferUse<'a> {
         BufferUse::of(self.alloc, self.ctx, self.len)
+    }
+}
+
+impl Allocation {
+    /// Where the driver says this allocation lives, asked once and then
+    /// served from a cache (an allocation does not move). Device memory
+    /// reports [`MemoryType::Device`](crate::MemoryType::Device) and the device of its context,
+    /// page-locked memory [`MemoryType::Host`](crate::MemoryType::Host), managed memory
+    /// [`Location::managed`].
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::InvalidArgument`] for an empty allocation (it has no
+    /// address), or the driver's failure from [`pointer_location`], or
+    /// [`CudaError::InvalidArgument`] if the driver does not know the address
+    /// (a driver fault: cuda-api allocated it).
+    pub fn location(&self) -> CudaResult<Location> {
+        if let Some(l) = self.location.get() {
+            return Ok(*l);
+        }
+        if self.bytes() == 0 {
+            return Err(CudaError::invalid_argument(
+                "Allocation::location",
+                "self",
+                "the allocation is empty (0 bytes) and has no address to locate; ask only about allocations of at least one byte".into(),
+            ));
+        }
+        let Some(l) = pointer_location(self.device_address())? else {
+            return Err(CudaError::invalid_argument(
+                "Allocation::location",
+                "self",
+                format!(
+                    "the driver does not know address {:#x} of this {} of {} bytes in {}, although cuda-api allocated it there; the driver's state is inconsistent: restart the process",
+                    self.device_address(),
+                    self.kind(),
+                    self.bytes(),
+                    self.context()
+                ),
+            ));
+        };
+        Ok(*self.location.get_or_init(|| l))
     }
 }

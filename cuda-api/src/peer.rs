@@ -7,59 +7,12 @@
 //! kernels reach its memory without peer access (see NVIDIA's
 //! [peer context memory access](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__PEER__ACCESS.html)).
 
-use std::fmt;
-
 use cuda_sys::CUresult;
 
 use crate::context::Context;
 use crate::device::CudaDevice;
 use crate::driver;
-use crate::error::{CudaError, CudaResult};
-
-/// Why peer access cannot be given.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum PeerError {
-    /// Both sides are on the same device: there is no peer to reach, the
-    /// device's kernels already reach its memory.
-    SameDevice {
-        /// The call, e.g. `Context::enable_peer_access`.
-        call: &'static str,
-        /// The device's ordinal.
-        device: i32,
-    },
-    /// The hardware or the driver does not let `from` reach `to`
-    /// (`cuDeviceCanAccessPeer` says 0).
-    Unsupported {
-        /// Ordinal of the device whose kernels would access.
-        from: i32,
-        /// Ordinal of the device whose memory would be accessed.
-        to: i32,
-    },
-}
-
-impl fmt::Display for PeerError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            PeerError::SameDevice { call, device } => write!(
-                f,
-                "{call}: both contexts are on cuda:{device}; a device is not its own peer and its kernels reach its memory without peer access, so pass a context of another device"
-            ),
-            PeerError::Unsupported { from, to } => write!(
-                f,
-                "cuda:{from} cannot access cuda:{to}'s memory (cuDeviceCanAccessPeer says 0); copy the data to cuda:{from} or use page-locked or managed memory"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for PeerError {}
-
-impl From<PeerError> for CudaError {
-    fn from(e: PeerError) -> Self {
-        CudaError::Peer(e)
-    }
-}
+use crate::error::{CudaError, CudaResult, PeerError};
 
 impl CudaDevice {
     /// Whether kernels on this device can be given access to `peer`'s
