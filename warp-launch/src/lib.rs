@@ -128,8 +128,8 @@ pub use array::{
 pub use aot::{AotModule, WARP_VERSION};
 pub use launch::{Kernel, KernelSpec};
 pub use signature::{
-    Accesses, ArrayAccess, AxisIndex, KernelParam, ParamKind, Pass, StructField, StructType,
-    Unproven,
+    AccessTarget, Accesses, ArrayAccess, AxisIndex, KernelParam, ParamKind, Pass, StructField,
+    StructType, Unproven,
 };
 
 // Launching: arguments, the builder, the reusable launch, CUDA graphs.

@@ -165,15 +165,24 @@ impl fmt::Display for AxisIndex {
     }
 }
 
+/// Which array of an array parameter an access indexes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AccessTarget {
+    /// The parameter's own array.
+    Param,
+    /// The parameter's adjoint, `adj_<param>` (the backward kernel's).
+    Adjoint,
+}
+
 /// One array access of a kernel, in a form a launch can check: the array
 /// parameter, and how each of its axes is indexed.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ArrayAccess {
     /// The parameter (its forward name, without Warp's `var_`/`adj_`).
     pub param: String,
-    /// Whether the access is to the parameter's adjoint (`adj_<param>`, in
-    /// the backward kernel) rather than to the parameter itself.
-    pub adjoint: bool,
+    /// Which array of the parameter the access indexes: the parameter
+    /// itself or its adjoint (`adj_<param>`, in the backward kernel).
+    pub target: AccessTarget,
     /// One entry per indexed axis, axis 0 first (1 to 4 entries). Axes of
     /// the array beyond these must not be empty.
     pub indices: Vec<AxisIndex>,

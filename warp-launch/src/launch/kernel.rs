@@ -12,13 +12,15 @@ use super::builder::{Dim, LaunchBuilder};
 use super::spare::Spare;
 use crate::abi::Element;
 use crate::error::{AccessRuleError, AccessRuleProblem, Error, Result};
-use crate::signature::{Accesses, ArrayAccess, AxisIndex, KernelParam, ParamKind, Pass, Unproven};
+use crate::signature::{
+    AccessTarget, Accesses, ArrayAccess, AxisIndex, KernelParam, ParamKind, Pass, Unproven,
+};
 
 /// A resolved access: the parameter's position instead of its name.
 #[derive(Clone, Debug)]
 pub(crate) struct Rule {
     pub index: usize,
-    pub adjoint: bool,
+    pub target: AccessTarget,
     pub indices: Vec<AxisIndex>,
     pub null_ok: bool,
     pub line: usize,
@@ -145,15 +147,15 @@ impl KernelSpec {
     /// launch checks every declared access.
     pub fn access(mut self, name: impl Into<String>, indices: &[AxisIndex]) -> Self {
         let name = name.into();
-        let access = |adjoint| ArrayAccess {
+        let access = |target| ArrayAccess {
             param: name.clone(),
-            adjoint,
+            target,
             indices: indices.to_vec(),
-            null_ok: adjoint,
+            null_ok: target == AccessTarget::Adjoint,
             line: 0,
         };
-        let (fwd, bwd) = (access(false), access(false));
-        let adj = access(true);
+        let (fwd, bwd) = (access(AccessTarget::Param), access(AccessTarget::Param));
+        let adj = access(AccessTarget::Adjoint);
         let [f, b] = &mut self.accesses;
         if let Accesses::Checked(list) = f {
             list.push(fwd);
@@ -259,7 +261,7 @@ impl KernelSpec {
                 }
                 rules.push(Rule {
                     index,
-                    adjoint: a.adjoint,
+                    target: a.target,
                     indices: a.indices.clone(),
                     null_ok: a.null_ok,
                     line: a.line,

@@ -13,7 +13,7 @@ use crate::device::Device;
 use crate::error::{BoundsError, Error, Result, UnprovenError};
 use crate::launch::bind::{self, Arg, IntoArg, IntoArgs, Site};
 use crate::launch::domain::{self, Plan};
-use crate::signature::{AxisIndex, Pass};
+use crate::signature::{AccessTarget, AxisIndex, Pass};
 
 use super::builder::{Dim, MaxBlocks};
 use super::kernel::{Kernel, Rules};
@@ -145,10 +145,10 @@ pub(crate) fn check_accesses<'a>(
     };
     let n = kernel.params().len();
     for r in rules {
-        let slot = match (r.adjoint, opts.pass) {
-            (false, _) => r.index,
-            (true, Pass::Adjoint) => n + r.index,
-            (true, Pass::Forward) => continue,
+        let slot = match (r.target, opts.pass) {
+            (AccessTarget::Param, _) => r.index,
+            (AccessTarget::Adjoint, Pass::Adjoint) => n + r.index,
+            (AccessTarget::Adjoint, Pass::Forward) => continue,
         };
         if only.is_some_and(|o| o != slot) {
             continue;

@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::SourceParam;
 use super::tokens::{Tok, TokKind, UNMATCHED, is_punct, skip_balanced, spell};
-use crate::signature::{Accesses, ArrayAccess, AxisIndex, Unproven};
+use crate::signature::{AccessTarget, Accesses, ArrayAccess, AxisIndex, Unproven};
 
 /// Warp builtins that index an array: the name, how many value arguments
 /// follow the indices, and whether the adjoint form (`adj_<name>`) ends
@@ -457,7 +457,11 @@ pub(super) fn analyse_body(
             if seen.insert(key) {
                 accesses.push(ArrayAccess {
                     param: label.to_owned(),
-                    adjoint,
+                    target: if adjoint {
+                        AccessTarget::Adjoint
+                    } else {
+                        AccessTarget::Param
+                    },
                     indices: indices.clone(),
                     null_ok,
                     line: body[a].line,
@@ -525,7 +529,14 @@ mod tests {
             panic!("expected checked accesses, got {a:?}");
         };
         list.iter()
-            .map(|a| (a.param.as_str(), a.adjoint, a.indices.as_slice(), a.null_ok))
+            .map(|a| {
+                (
+                    a.param.as_str(),
+                    a.target == crate::signature::AccessTarget::Adjoint,
+                    a.indices.as_slice(),
+                    a.null_ok,
+                )
+            })
             .collect()
     }
 
