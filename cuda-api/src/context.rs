@@ -10,7 +10,6 @@ use cuda_sys::CUcontext;
 use crate::device::CudaDevice;
 use crate::driver;
 use crate::error::{CudaError, CudaResult};
-use crate::stream::Stream;
 
 /// The separate contexts [`Context::new`] made, for [`Context::current`]
 /// (dead entries are pruned when a new one is added).
@@ -237,11 +236,6 @@ impl Context {
     pub fn synchronize(&self) -> CudaResult<()> {
         self.bind()?;
         driver::ctx_synchronize().map_err(|e| self.note(e))
-    }
-
-    /// The context's legacy default stream (the null stream).
-    pub fn default_stream(&self) -> Stream {
-        Stream::null(self.clone())
     }
 
     /// The first sticky error this context saw (from a synchronisation, or

@@ -1051,3 +1051,31 @@ impl Allocation {
         Ok(*self.location.get_or_init(|| l))
     }
 }
+
+// Beside the scope it runs, so the stream room needs no memory.
+impl Stream {
+    /// Runs `f` with a [`Scope`] in which asynchronous copies between host
+    /// slices and device memory are queued on this stream, then waits for
+    /// the stream before returning (also when `f` fails or panics), so no
+    /// copy can outlive the host memory it reads or writes. The result is
+    /// `f`'s, or the synchronisation's error.
+    ///
+    /// # Errors
+    ///
+    /// `f`'s error; a failed synchronisation; [`CudaError::InvalidArgument`]
+    /// while the stream is being captured ([`Stream::capture`]): a copy
+    /// captured into a graph would read or write host memory after the
+    /// scope has ended.
+    pub fn scope<'env, R>(
+        &self,
+        f: impl FnOnce(&Scope<'_, 'env>) -> CudaResult<R>,
+    ) -> CudaResult<R> {
+        self.refuse_if_capturing(|| "Stream::scope".into())?;
+        let scope = Scope::new(self);
+        let r = f(&scope);
+        let synced = scope.finish();
+        let value = r?;
+        synced?;
+        Ok(value)
+    }
+}

@@ -9,7 +9,6 @@ use cuda_sys::{CUevent, CUevent_flags, CUstream, CUstream_flags};
 use crate::context::Context;
 use crate::driver;
 use crate::error::{CudaError, CudaResult};
-use crate::memory::Scope;
 
 struct StreamInner {
     raw: CUstream,
@@ -223,31 +222,6 @@ impl Stream {
         // are borrowed; the stream's context is current.
         unsafe { driver::stream_wait_event(self.inner.raw, event.raw, 0) }
     }
-
-    /// Runs `f` with a [`Scope`] in which asynchronous copies between host
-    /// slices and device memory are queued on this stream, then waits for
-    /// the stream before returning (also when `f` fails or panics), so no
-    /// copy can outlive the host memory it reads or writes. The result is
-    /// `f`'s, or the synchronisation's error.
-    ///
-    /// # Errors
-    ///
-    /// `f`'s error; a failed synchronisation; [`CudaError::InvalidArgument`]
-    /// while the stream is being captured ([`Stream::capture`]): a copy
-    /// captured into a graph would read or write host memory after the
-    /// scope has ended.
-    pub fn scope<'env, R>(
-        &self,
-        f: impl FnOnce(&Scope<'_, 'env>) -> CudaResult<R>,
-    ) -> CudaResult<R> {
-        self.refuse_if_capturing(|| "Stream::scope".into())?;
-        let scope = Scope::new(self);
-        let r = f(&scope);
-        let synced = scope.finish();
-        let value = r?;
-        synced?;
-        Ok(value)
-    }
 }
 
 /// A marker in a stream, for ordering and timing.
@@ -332,5 +306,13 @@ impl Drop for Event {
         if let Err(e) = r {
             self.ctx.report_release_error("event", &e);
         }
+    }
+}
+
+// Beside the stream it makes, so the context room needs no stream.
+impl Context {
+    /// The context's legacy default stream (the null stream).
+    pub fn default_stream(&self) -> Stream {
+        Stream::null(self.clone())
     }
 }
