@@ -496,6 +496,51 @@ fn fail(code: CUresult, call: &'static str) -> CudaError {
     CudaError::Driver(DriverError::new(call, code))
 }
 
+/// Why peer access cannot be given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PeerError {
+    /// Both sides are on the same device: there is no peer to reach, the
+    /// device's kernels already reach its memory.
+    SameDevice {
+        /// The call, e.g. `Context::enable_peer_access`.
+        call: &'static str,
+        /// The device's ordinal.
+        device: i32,
+    },
+    /// The hardware or the driver does not let `from` reach `to`
+    /// (`cuDeviceCanAccessPeer` says 0).
+    Unsupported {
+        /// Ordinal of the device whose kernels would access.
+        from: i32,
+        /// Ordinal of the device whose memory would be accessed.
+        to: i32,
+    },
+}
+
+impl fmt::Display for PeerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PeerError::SameDevice { call, device } => write!(
+                f,
+                "{call}: both contexts are on cuda:{device}; a device is not its own peer and its kernels reach its memory without peer access, so pass a context of another device"
+            ),
+            PeerError::Unsupported { from, to } => write!(
+                f,
+                "cuda:{from} cannot access cuda:{to}'s memory (cuDeviceCanAccessPeer says 0); copy the data to cuda:{from} or use page-locked or managed memory"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for PeerError {}
+
+impl From<PeerError> for CudaError {
+    fn from(e: PeerError) -> Self {
+        CudaError::Peer(e)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -593,50 +638,5 @@ mod tests {
     fn a_count_too_large_for_the_c_type_is_refused() {
         let e = shared_len::<u8>("cuX", "count", &[("a", Some(300))]).unwrap_err();
         assert!(e.to_string().contains("does not fit"), "{e}");
-    }
-}
-
-/// Why peer access cannot be given.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum PeerError {
-    /// Both sides are on the same device: there is no peer to reach, the
-    /// device's kernels already reach its memory.
-    SameDevice {
-        /// The call, e.g. `Context::enable_peer_access`.
-        call: &'static str,
-        /// The device's ordinal.
-        device: i32,
-    },
-    /// The hardware or the driver does not let `from` reach `to`
-    /// (`cuDeviceCanAccessPeer` says 0).
-    Unsupported {
-        /// Ordinal of the device whose kernels would access.
-        from: i32,
-        /// Ordinal of the device whose memory would be accessed.
-        to: i32,
-    },
-}
-
-impl fmt::Display for PeerError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            PeerError::SameDevice { call, device } => write!(
-                f,
-                "{call}: both contexts are on cuda:{device}; a device is not its own peer and its kernels reach its memory without peer access, so pass a context of another device"
-            ),
-            PeerError::Unsupported { from, to } => write!(
-                f,
-                "cuda:{from} cannot access cuda:{to}'s memory (cuDeviceCanAccessPeer says 0); copy the data to cuda:{from} or use page-locked or managed memory"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for PeerError {}
-
-impl From<PeerError> for CudaError {
-    fn from(e: PeerError) -> Self {
-        CudaError::Peer(e)
     }
 }
