@@ -335,6 +335,9 @@ fn driver_for_isa(isa: PtxIsa) -> Option<i32> {
         .find(|v| PtxIsa::accepted_by(*v).is_some_and(|m| m >= isa))
 }
 
+/// How well an image fits, higher is better; `None`: it does not run.
+type Score<'a> = dyn Fn(&ImageTarget) -> Option<(u32, u32, u32)> + 'a;
+
 /// Chooses the image of `images` (labels and targets) that a device of
 /// compute capability `device` runs with a driver of CUDA version
 /// `driver_version`, by the rule in order: exact cubin, cubin of the same
@@ -368,7 +371,7 @@ pub fn choose_image<S: AsRef<str>>(
     driver_version: i32,
 ) -> Result<usize, NoImageError> {
     let driver_max_isa = PtxIsa::accepted_by(driver_version);
-    let best = |score: &dyn Fn(&ImageTarget) -> Option<(u32, u32, u32)>| {
+    let best = |score: &Score<'_>| {
         images
             .iter()
             .enumerate()
