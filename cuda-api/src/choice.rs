@@ -472,6 +472,19 @@ mod tests {
         );
     }
 
+    /// Warp's NVRTC (CUDA 13.4) writes `.nv.merc.*` sections into sm_100
+    /// and newer cubins: their sh_info is a merc symbol index or count, not
+    /// a section index (this small module's has 71 with 59 sections).
+    #[test]
+    fn warps_sm100_cubins_with_merc_sections_are_read() {
+        assert_eq!(
+            ImageTarget::of(&fixture("warp_tape.sm100.cubin")).unwrap(),
+            ImageTarget::Cubin {
+                arch: ComputeCapability::new(10, 0)
+            }
+        );
+    }
+
     #[test]
     fn an_old_format_cubin_keeps_its_arch_in_the_low_byte() {
         let mut cubin = fixture("one.sm86.cubin");

@@ -251,6 +251,12 @@ const SHT_REL: u32 = 9;
 const SHT_DYNSYM: u32 = 11;
 /// `SHT_CUDA_INFO` (`SHT_LOPROC`): NVIDIA's `.nv.info` attribute records.
 const SHT_CUDA_INFO: u32 = 0x7000_0000;
+/// The symbol table of the `.nv.merc.*` sections that CUDA 13.x compilers
+/// write into sm_100 and newer cubins (`.nv.merc.symtab`).
+const SHT_CUDA_MERC_SYMTAB: u32 = 0x7000_0085;
+/// A `.nv.capmerc.text.<fn>` section: its sh_info is the function's symbol
+/// in the merc symbol table that sh_link names.
+const SHT_CUDA_CAPMERC_TEXT: u32 = 0x7000_0016;
 const SHN_LORESERVE: u16 = 0xff00;
 const STT_FUNC: u8 = 2;
 
@@ -647,9 +653,25 @@ fn elf(r: &Region<'_>, what: &str) -> Result<()> {
     };
     for s in &sections {
         let flags = table.u64(s.header + 8, "sh_flags")?;
+        let merc_syms = |index: usize| {
+            sections
+                .get(index)
+                .filter(|t| t.kind == SHT_CUDA_MERC_SYMTAB)
+                .map(|t| t.size / 24)
+        };
         let bad = if s.kind == SHT_SYMTAB {
             let n = nsyms_of(s.index);
             (u64::from(s.info) > n).then(|| format!("{n} symbols"))
+        } else if s.kind == SHT_CUDA_MERC_SYMTAB {
+            // Like a symbol table's: the count of local symbols.
+            let n = s.size / 24;
+            (u64::from(s.info) > n).then(|| format!("{n} symbols"))
+        } else if s.kind == SHT_CUDA_CAPMERC_TEXT {
+            match merc_syms(s.link as usize) {
+                Some(n) => (u64::from(s.info & 0x00ff_ffff) >= n)
+                    .then(|| format!("{n} symbols in its merc symbol table")),
+                None => Some(format!("no merc symbol table at its sh_link {}", s.link)),
+            }
         } else if flags & SHF_EXECINSTR != 0 {
             // A code section's sh_info holds the function's symbol in its
             // low 24 bits and, for sm_75 to sm_89 cubins of nvcc 13.0, the
