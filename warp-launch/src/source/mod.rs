@@ -40,6 +40,7 @@ use crate::signature::Accesses;
 mod accesses;
 mod cu;
 mod meta;
+mod tiles;
 mod tokens;
 
 pub use cu::parse_cu;
