@@ -251,6 +251,11 @@ pub enum Error {
         /// Why cuda-api refused the update (its checks or the driver).
         error: Box<cuda_api::CudaError>,
     },
+    /// A Warp module compiled in a mode, or holding a kernel feature, that
+    /// this crate's launch does not model (deterministic mode, thread block
+    /// clusters, external entry points, launch bounds below the block
+    /// size): refused when the module is loaded, never launched wrongly.
+    Unmodelled(Box<UnmodelledError>),
     /// A Warp-generated source or `.meta` file this crate cannot read.
     Source {
         /// The file.
@@ -309,6 +314,20 @@ pub struct BoundsError {
     pub shape: Vec<usize>,
     /// 1-based line of the access in the generated source (0 if declared
     /// in Rust).
+    pub line: usize,
+}
+
+/// A kernel compiled in a mode this crate does not model
+/// ([`Error::Unmodelled`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnmodelledError {
+    /// The mode or feature.
+    pub feature: crate::source::WarpFeature,
+    /// The kernel (Warp's key).
+    pub kernel: String,
+    /// The generated source.
+    pub file: String,
+    /// 1-based line where the source shows it.
     pub line: usize,
 }
 
@@ -623,6 +642,11 @@ impl fmt::Display for Error {
             } => write!(
                 f,
                 "Graph::update: launch {index} ('{kernel}') cannot be updated in place: {error}; fix the new arguments or re-capture the graph"
+            ),
+            Error::Unmodelled(u) => write!(
+                f,
+                "{}:{}: kernel '{}' was compiled {}",
+                u.file, u.line, u.kernel, u.feature
             ),
             Error::Source {
                 file,

@@ -107,7 +107,7 @@ pub use device::{Device, IntoDevice};
 // Errors.
 pub use error::{
     AccessError, AccessRuleError, AccessRuleProblem, ArgumentError, BoundsError, Error, Result,
-    UnprovenError,
+    UnmodelledError, UnprovenError,
 };
 pub use launch::DimError;
 
@@ -131,6 +131,7 @@ pub use signature::{
     AccessTarget, Accesses, ArrayAccess, AxisIndex, KernelParam, ParamKind, Pass, StructField,
     StructType, Unproven,
 };
+pub use source::WarpFeature;
 
 // Launching: arguments, the builder, the reusable launch, CUDA graphs.
 pub use graph::Graph;
