@@ -44,6 +44,15 @@
 //! [`WARP_VERSION`], which `AotModule` checks). The CPU device runs
 //! Rust implementations, whose array accesses are bounds-checked.
 //!
+//! Tile kernels launch with [`Kernel::launch_tiled`] (the block size
+//! appended to the domain, at the block size the module was compiled
+//! for); their register-tile loads and stores become
+//! [`AxisIndex::Tile`] rules, other tile code is [`Error::Unproven`].
+//! Modules compiled in a mode the launch does not model (deterministic
+//! mode, thread block clusters, external entry points: [`WarpFeature`])
+//! are refused at load with [`Error::Unmodelled`]; native code
+//! (`wp.func_native`, a CUDA preamble) makes a module's kernels unproven.
+//!
 //! ```no_run
 //! use warp_launch::{AotModule, Array, Device, Stream, Tape};
 //!
