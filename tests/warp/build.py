@@ -108,6 +108,7 @@ def main() -> int:
 
     builder = Builder(wp, kernels, out)
     builder.build_all()
+    build_tiles(wp, out)
 
     manifest = {
         "warp_version": wp.__version__,
@@ -140,6 +141,152 @@ def build_multi_arch(wp, kernels, multi: Path) -> None:
         wp.compile_aot_module(kernels, arch=archs, module_dir=str(d), use_ptx=False, strip_hash=True)
         wp.compile_aot_module(kernels, arch=[75], module_dir=str(d), use_ptx=True, strip_hash=True)
         print(f"multi/{sub} holds", sorted(p.name for p in d.iterdir()))
+
+
+def build_tiles(wp, out: Path) -> None:
+    """Tile kernels (tiles.py) for warp-launch's ``launch_tiled``: writes OUT_DIR/tiles/.
+
+    Warp compiles module ``tiles`` twice, with the module option ``block_dim`` 64 and 128
+    (a Warp AOT module runs only at the block size it was compiled for), and Warp's CPU
+    device computes each case with ``wp.launch_tiled`` at both block sizes (the CPU runs
+    tiles with one thread; the results must agree, and are written once). Inputs are
+    multiples of 1/8 in [-8, 8], so every sum below is exact in float32 whatever the
+    order of its additions: the GPU must match bit for bit.
+
+    Writes (paths relative to OUT_DIR):
+
+        tiles/bd<B>/wp_tiles.{cu,meta,sm90.cubin}   the module compiled with block_dim B
+        tiles/cases/<case>/<arg>.bin                raw little-endian inputs
+        tiles/cases/<case>/<arg>.expected.bin       outputs after Warp's CPU launch
+        tiles/manifest.json
+
+    tiles/manifest.json:
+
+        {"warp_version": "1.19.0", "module": "tiles",
+         "block_dims": {"64": "tiles/bd64", "128": "tiles/bd128"},   # module directories
+         "cases": [{"name": str, "kernel": KEY,
+                    "dim": [int],          # as given to launch_tiled (the block dim is appended)
+                    "note": str,
+                    "args": [ARG, ...]}]}  # in kernel order
+        ARG (array)  = {"name", "kind": "array", "dtype", "shape": [int], "strides": [int bytes],
+                        "offset": 0, "file": str, "is_output": bool, "expected_file": str | null}
+        ARG (scalar) = {"name", "kind": "scalar", "dtype", "value": number, "bytes_hex": str,
+                        "is_output": false, "expected_file": null}
+    """
+    sys.dont_write_bytecode = True
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
+    import tiles  # noqa: E402
+
+    root = out / "tiles"
+    if root.exists():
+        shutil.rmtree(root)
+    block_dims = (64, 128)
+    for bd in block_dims:
+        wp.set_module_options({"block_dim": bd}, tiles)
+        wp.compile_aot_module(tiles, arch=90, module_dir=str(root / f"bd{bd}"), use_ptx=False, strip_hash=True)
+
+    rng = np.random.default_rng(20240616)
+
+    def eighths(*shape):
+        return (rng.integers(-64, 65, size=shape) / 8.0).astype(np.float32)
+
+    def write(rel: str, data: bytes) -> str:
+        path = out / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        return rel
+
+    cases = []
+
+    def case(name, kernel, dim, args, outputs, note):
+        """args: (name, numpy array | float); arrays are float32, outputs start as given."""
+        results = []
+        for bd in block_dims:
+            wp.set_module_options({"block_dim": bd}, tiles)
+            arrays = {n: wp.array(v, dtype=wp.float32, device="cpu") for n, v in args if isinstance(v, np.ndarray)}
+            inputs = [arrays.get(n, v) for n, v in args]
+            wp.launch_tiled(kernel, dim=list(dim), inputs=inputs, device="cpu", block_dim=bd)
+            wp.synchronize()
+            results.append({n: arrays[n].numpy().tobytes() for n in outputs})
+        assert results[0] == results[1], f"{name}: Warp's CPU results differ between block_dim 64 and 128"
+        described = []
+        for n, v in args:
+            if isinstance(v, np.ndarray):
+                described.append(
+                    {
+                        "name": n,
+                        "kind": "array",
+                        "dtype": "float32",
+                        "shape": list(v.shape),
+                        "strides": list(v.strides),
+                        "offset": 0,
+                        "file": write(f"tiles/cases/{name}/{n}.bin", v.tobytes()),
+                        "is_output": n in outputs,
+                        "expected_file": write(f"tiles/cases/{name}/{n}.expected.bin", results[0][n])
+                        if n in outputs
+                        else None,
+                    }
+                )
+            else:
+                described.append(
+                    {
+                        "name": n,
+                        "kind": "scalar",
+                        "dtype": "float32",
+                        "value": v,
+                        "bytes_hex": np.float32(v).tobytes().hex(),
+                        "is_output": False,
+                        "expected_file": None,
+                    }
+                )
+        cases.append({"name": name, "kernel": kernel.key, "dim": list(dim), "note": note, "args": described})
+        return results[0]
+
+    # 37 x 50 in 8 x 16 tiles: 5 x 4 tiles, the last row and column of tiles cut by the edges.
+    a = eighths(37, 50)
+    got = case(
+        "scale_tiles",
+        tiles.scale_tiles,
+        (5, 4),
+        [("a", a), ("s", 0.75), ("out", np.zeros((37, 50), np.float32))],
+        {"out"},
+        "out = 0.75 * a; partial tiles at the edges",
+    )
+    assert np.frombuffer(got["out"], np.float32).reshape(37, 50).tolist() == (a * np.float32(0.75)).tolist()
+
+    # 37 rows of 100: a 1 x 128 tile per row, zero-padded past column 100.
+    a = eighths(37, 100)
+    got = case(
+        "row_sums",
+        tiles.row_sums,
+        (37,),
+        [("a", a), ("out", np.zeros(37, np.float32))],
+        {"out"},
+        "out[i] = sum(a[i, :]); tiles wider than the rows",
+    )
+    assert np.frombuffer(got["out"], np.float32).tolist() == a.sum(axis=1, dtype=np.float64).tolist()
+
+    # 1000 elements in chunks of 256: 4 blocks, the last one partial, atomically added.
+    a = eighths(1000)
+    got = case(
+        "total_sum",
+        tiles.total_sum,
+        (4,),
+        [("a", a), ("total", np.zeros(1, np.float32))],
+        {"total"},
+        "total[0] = sum(a), one tile_atomic_add per block",
+    )
+    assert np.frombuffer(got["total"], np.float32)[0] == a.sum(dtype=np.float64)
+
+    manifest = {
+        "warp_version": wp.__version__,
+        "module": "tiles",
+        "block_dims": {str(bd): f"tiles/bd{bd}" for bd in block_dims},
+        "cases": cases,
+    }
+    (root / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    print(f"wrote {len(cases)} tile cases for block_dim {block_dims} to {root / 'manifest.json'}")
 
 
 def _flat(value) -> float | int | list:

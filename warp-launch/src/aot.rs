@@ -311,6 +311,7 @@ pub(crate) fn declarations(
 ) -> Result<Vec<Declared>> {
     check_warp_version(text, cu_file)?;
     let src = source::parse_cu(text, cu_file).map_err(src_err)?;
+    source::refuse_unmodelled(text, &src, cu_file)?;
     let meta = source::parse_meta(meta_text, meta_file).map_err(src_err)?;
     check_meta_version(&meta, meta_file)?;
     let ctx = ModuleContext::new(text, &src);

@@ -147,6 +147,19 @@ pub enum Error {
         /// The block size it was compiled for (Warp's `WP_TILE_BLOCK_DIM`).
         compiled: u32,
     },
+    /// A kernel that works on tiles ([`AxisIndex::Tile`](crate::AxisIndex::Tile)
+    /// rules) launched over a domain that leaves a block partly empty: its
+    /// threads meet at barriers, so every block must run whole.
+    PartialTileBlock {
+        /// The kernel.
+        kernel: String,
+        /// The launch domain as given.
+        dim: Vec<i64>,
+        /// Work items of the domain.
+        size: u64,
+        /// Threads per block.
+        block_dim: u32,
+    },
     /// [`MaxBlocks::Resident`](crate::MaxBlocks::Resident) for a lean kernel.
     ResidentLean {
         /// The kernel.
@@ -238,6 +251,11 @@ pub enum Error {
         /// Why cuda-api refused the update (its checks or the driver).
         error: Box<cuda_api::CudaError>,
     },
+    /// A Warp module compiled in a mode, or holding a kernel feature, that
+    /// this crate's launch does not model (deterministic mode, thread block
+    /// clusters, external entry points, launch bounds below the block
+    /// size): refused when the module is loaded, never launched wrongly.
+    Unmodelled(Box<UnmodelledError>),
     /// A Warp-generated source or `.meta` file this crate cannot read.
     Source {
         /// The file.
@@ -289,12 +307,27 @@ pub struct BoundsError {
     /// The launch domain as given.
     pub dim: Vec<i64>,
     /// How many positions the index covers on the axis (the launch
-    /// extent, size or block count; for a constant, the extent it needs).
+    /// extent, size or block count; for a constant, the extent it needs;
+    /// for a tile, its last index).
     pub needed: u64,
     /// The array's shape (empty for a null array).
     pub shape: Vec<usize>,
     /// 1-based line of the access in the generated source (0 if declared
     /// in Rust).
+    pub line: usize,
+}
+
+/// A kernel compiled in a mode this crate does not model
+/// ([`Error::Unmodelled`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnmodelledError {
+    /// The mode or feature.
+    pub feature: crate::source::WarpFeature,
+    /// The kernel (Warp's key).
+    pub kernel: String,
+    /// The generated source.
+    pub file: String,
+    /// 1-based line where the source shows it.
     pub line: usize,
 }
 
@@ -515,6 +548,15 @@ impl fmt::Display for Error {
                 f,
                 "kernel '{kernel}': block_dim {given} was asked, but the kernel was compiled for block_dim {compiled} (Warp's WP_TILE_BLOCK_DIM): its shared tile storage has one slot per thread of {compiled}, so other block sizes are unsafe; launch with block_dim {compiled}, or compile the module with block_dim={given}"
             ),
+            Error::PartialTileBlock {
+                kernel,
+                dim,
+                size,
+                block_dim,
+            } => write!(
+                f,
+                "kernel '{kernel}' works on tiles: the threads of a block load, reduce and store a tile together and wait for each other at barriers, so every block must run whole; the domain {dim:?} has {size} work items, not a multiple of block_dim {block_dim}; launch it with Kernel::launch_tiled (Warp's wp.launch_tiled: the block dimension {block_dim} is appended to the domain), or over a domain whose size is a multiple of {block_dim}"
+            ),
             Error::ResidentLean { kernel } => write!(
                 f,
                 "kernel '{kernel}': MaxBlocks::Resident caps a grid-stride loop, but the kernel is lean (one thread per index, no loop); launch it without max_blocks"
@@ -601,6 +643,11 @@ impl fmt::Display for Error {
                 f,
                 "Graph::update: launch {index} ('{kernel}') cannot be updated in place: {error}; fix the new arguments or re-capture the graph"
             ),
+            Error::Unmodelled(u) => write!(
+                f,
+                "{}:{}: kernel '{}' was compiled {}",
+                u.file, u.line, u.kernel, u.feature
+            ),
             Error::Source {
                 file,
                 line,
@@ -652,6 +699,22 @@ impl fmt::Display for Error {
                         f,
                         "the kernel indexes that axis with the constant {c}, but the array has {what}; pass an array with at least {} element(s) on axis {}",
                         b.needed, b.axis
+                    ),
+                    Some(crate::signature::AxisIndex::Tile {
+                        thread,
+                        scale,
+                        offset,
+                        len,
+                    }) => write!(
+                        f,
+                        "the kernel loads or stores a tile of {len} on that axis from {}, whose last index {} does not fit Warp's 32-bit tile index (at most {}: past it the tile's bounds check wraps around); launch over a smaller domain",
+                        match thread {
+                            Some(k) =>
+                                format!("{scale} * thread coordinate {k} + {offset} (wp.tid())"),
+                            None => format!("{offset}"),
+                        },
+                        b.needed,
+                        i32::MAX
                     ),
                     None => write!(
                         f,

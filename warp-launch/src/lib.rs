@@ -44,6 +44,15 @@
 //! [`WARP_VERSION`], which `AotModule` checks). The CPU device runs
 //! Rust implementations, whose array accesses are bounds-checked.
 //!
+//! Tile kernels launch with [`Kernel::launch_tiled`] (the block size
+//! appended to the domain, at the block size the module was compiled
+//! for); their register-tile loads and stores become
+//! [`AxisIndex::Tile`] rules, other tile code is [`Error::Unproven`].
+//! Modules compiled in a mode the launch does not model (deterministic
+//! mode, thread block clusters, external entry points: [`WarpFeature`])
+//! are refused at load with [`Error::Unmodelled`]; native code
+//! (`wp.func_native`, a CUDA preamble) makes a module's kernels unproven.
+//!
 //! ```no_run
 //! use warp_launch::{AotModule, Array, Device, Stream, Tape};
 //!
@@ -108,7 +117,7 @@ pub use device::{Device, IntoDevice};
 // Errors.
 pub use error::{
     AccessError, AccessRuleError, AccessRuleProblem, ArgumentError, BoundsError, Error, Result,
-    UnprovenError,
+    UnmodelledError, UnprovenError,
 };
 pub use launch::DimError;
 
@@ -133,6 +142,7 @@ pub use signature::{
     AccessTarget, Accesses, ArrayAccess, AxisIndex, KernelParam, ParamKind, Pass, StructField,
     StructType, Unproven,
 };
+pub use source::WarpFeature;
 
 // Launching: arguments, the builder, the reusable launch, CUDA graphs.
 pub use graph::Graph;

@@ -152,6 +152,39 @@ pub enum AxisIndex {
     /// A constant; a negative one counts from the end, as Warp's `index()`
     /// does. The launch checks `-extent <= c < extent`.
     Constant(i64),
+    /// A tile of `len` elements along the axis, from `scale * c + offset`
+    /// where `c` is thread coordinate `thread` (0 for `None`): Warp's
+    /// `wp.tile_load`, `wp.tile_store` and `wp.tile_atomic_add` into or from
+    /// a register tile with bounds checks on (`tile.h`'s `tile_global_t`
+    /// skips every element at or past the array's extent, so the extent is
+    /// not checked here). Those checks miss a start below 0 and an index
+    /// past `i32::MAX` (they add the tile coordinate in 32-bit `int`): the
+    /// start is never negative here (all three terms are), and the launch
+    /// checks that the last index, `scale * (dim[thread] - 1) + offset +
+    /// len - 1`, fits in `i32`. A kernel with a tile rule must also run
+    /// whole blocks (its threads meet at barriers): the launch refuses a
+    /// domain whose size is not a multiple of the block size
+    /// ([`Error::PartialTileBlock`](crate::Error::PartialTileBlock)).
+    Tile {
+        /// The thread coordinate the start moves with, if any.
+        thread: Option<usize>,
+        /// Elements per step of the coordinate.
+        scale: u32,
+        /// The start for coordinate 0.
+        offset: u32,
+        /// The tile's extent on this axis.
+        len: u32,
+    },
+}
+
+impl AxisIndex {
+    /// Largest element index a [`AxisIndex::Tile`] reaches when its
+    /// coordinate runs below `runs` (`runs` ignored without a coordinate;
+    /// `runs` 0 counts as 1).
+    pub(crate) fn tile_last(scale: u32, offset: u32, len: u32, runs: u64) -> u128 {
+        let steps = u128::from(runs.max(1) - 1);
+        u128::from(scale) * steps + u128::from(offset) + u128::from(len.max(1) - 1)
+    }
 }
 
 impl fmt::Display for AxisIndex {
@@ -161,6 +194,18 @@ impl fmt::Display for AxisIndex {
             AxisIndex::WorkItem => f.write_str("the linear work-item index"),
             AxisIndex::Block => f.write_str("the block index"),
             AxisIndex::Constant(c) => write!(f, "the constant {c}"),
+            AxisIndex::Tile {
+                thread,
+                scale,
+                offset,
+                len,
+            } => match thread {
+                Some(k) => write!(
+                    f,
+                    "a tile of {len} from {scale} * thread coordinate {k} + {offset}"
+                ),
+                None => write!(f, "a tile of {len} from {offset}"),
+            },
         }
     }
 }

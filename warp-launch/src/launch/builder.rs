@@ -116,6 +116,7 @@ pub struct LaunchBuilder<'k> {
     mode: Option<AccessMode>,
     cooperative: bool,
     unchecked: bool,
+    tiled: bool,
     bad_device: Option<Box<Error>>,
 }
 
@@ -222,8 +223,17 @@ impl<'k> LaunchBuilder<'k> {
             mode: None,
             cooperative: false,
             unchecked: false,
+            tiled: false,
             bad_device: None,
         }
+    }
+
+    /// A tiled launch of `kernel` over `dim` ([`Kernel::launch_tiled`]).
+    #[inline]
+    pub(crate) fn new_tiled(kernel: &'k Kernel, dim: Dim) -> Self {
+        let mut b = Self::new(kernel, dim);
+        b.tiled = true;
+        b
     }
 
     /// Input arguments (a tuple of arrays and values, or a `Vec<Arg>`).
@@ -296,7 +306,10 @@ impl<'k> LaunchBuilder<'k> {
     }
 
     /// Threads per block (default: the block size the kernel was compiled
-    /// for if fixed, else 256; the CPU uses 1).
+    /// for if fixed, else 256; the CPU uses 1). A kernel compiled for one
+    /// block size refuses any other ([`Error::CompiledBlockDim`], naming
+    /// both); for [`Kernel::launch_tiled`] this is also the extent appended
+    /// to the domain.
     #[inline]
     pub fn block_dim(mut self, n: u32) -> Self {
         self.block_dim = Some(n);
@@ -412,6 +425,7 @@ impl<'k> LaunchBuilder<'k> {
             mode: self.mode.unwrap_or_else(thread_access_mode),
             cooperative: self.cooperative,
             unchecked: self.unchecked,
+            tiled: self.tiled,
         };
         let stream = if keep_stream {
             self.stream.cloned()
@@ -422,6 +436,16 @@ impl<'k> LaunchBuilder<'k> {
             && device != Device::from(s.context().device())
         {
             return Err(stream_device_mismatch(self.kernel, s, device));
+        }
+        if self.tiled {
+            let (e, n) =
+                domain::tiled_dim(self.dim.as_slice(), opts.tile_extent()).map_err(|error| {
+                    Error::Dim {
+                        kernel: self.kernel.name().to_string(),
+                        error,
+                    }
+                })?;
+            return Launch::build(self.kernel, &e[..n], args, opts, stream);
         }
         Launch::build(self.kernel, self.dim.as_slice(), args, opts, stream)
     }

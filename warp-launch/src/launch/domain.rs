@@ -274,6 +274,12 @@ pub enum DimError {
         /// The value given, as given.
         max_blocks: u64,
     },
+    /// A tiled launch (`Kernel::launch_tiled`, Warp's `wp.launch_tiled`)
+    /// over a domain of 4 extents: the block dimension would be a fifth.
+    TiledTooManyDims {
+        /// How many extents were given.
+        given: usize,
+    },
     /// A lean kernel's work does not fit its 3-D grid.
     LeanGridTooLarge {
         /// Work items.
@@ -344,6 +350,13 @@ impl fmt::Display for DimError {
                 "max_blocks is {max_blocks}, above the limit of {MAX_GRID_X} (Warp passes it as \
                  a C int; CUDA's gridDim.x limit); pass 0 for no cap"
             ),
+            DimError::TiledTooManyDims { given } => write!(
+                f,
+                "launch_tiled appends the block dimension to the domain, but the domain already has \
+                 {given} extents and a launch takes at most {MAX_DIMS}; launch_tiled over at most \
+                 {} extents (merge some: launch over their product)",
+                MAX_DIMS - 1
+            ),
             DimError::LeanGridTooLarge {
                 size,
                 block_dim,
@@ -358,6 +371,24 @@ impl fmt::Display for DimError {
 }
 
 impl std::error::Error for DimError {}
+
+/// The domain of a tiled launch (Warp's `wp.launch_tiled`): `dim` with
+/// `block_dim` appended, so that the threads of one block share every
+/// other coordinate. Returned inline (extents, count): no allocation.
+///
+/// # Errors
+///
+/// [`DimError::TiledTooManyDims`] when `dim` has 4 extents or more (Warp:
+/// "wp.launch_tiled() requires a grid with fewer than 4 dimensions").
+pub fn tiled_dim(dim: &[i64], block_dim: u32) -> Result<([i64; MAX_DIMS], usize), DimError> {
+    if dim.len() >= MAX_DIMS {
+        return Err(DimError::TiledTooManyDims { given: dim.len() });
+    }
+    let mut out = [0i64; MAX_DIMS];
+    out[..dim.len()].copy_from_slice(dim);
+    out[dim.len()] = i64::from(block_dim);
+    Ok((out, dim.len() + 1))
+}
 
 /// Plans a launch with Warp's integer `max_blocks`: 0 or negative means no
 /// cap; a positive value caps the grid of a grid-stride kernel and is refused
@@ -799,4 +830,27 @@ mod tests {
         assert_eq!(encode(&b)[12..16], 5u32.to_le_bytes());
         assert_eq!(encode(&b)[16..24], 120u64.to_le_bytes());
     }
+
+    #[test]
+    fn tiled_domains_take_the_block_dimension_last() {
+        assert_eq!(tiled_dim(&[], 64).unwrap(), ([64, 0, 0, 0], 1));
+        assert_eq!(tiled_dim(&[5, 4], 64).unwrap(), ([5, 4, 64, 0], 3));
+        assert_eq!(tiled_dim(&[2, 3, 7], 128).unwrap(), ([2, 3, 7, 128], 4));
+        assert_eq!(
+            tiled_dim(&[1, 2, 3, 4], 64),
+            Err(DimError::TiledTooManyDims { given: 4 })
+        );
+        // A 2-D kernel over the tiled [5, 4, 64]: the block dimension is folded, 64 threads per tile.
+        let (d, n) = tiled_dim(&[5, 4], 64).unwrap();
+        let p = plan(&d[..n], GS1_2D, 64, 0).unwrap();
+        assert_eq!(
+            (p.bounds.shape, p.bounds.coord_mult, p.size, p.grid),
+            ([5, 4, 0, 0], 64, 1280, [20, 1, 1])
+        );
+    }
+
+    const GS1_2D: KernelShape = KernelShape {
+        ndim: 2,
+        grid_stride: true,
+    };
 }

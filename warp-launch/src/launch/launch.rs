@@ -33,6 +33,21 @@ pub(crate) struct Options {
     /// Built through `unsafe` [`LaunchBuilder::unchecked`](crate::LaunchBuilder::unchecked): the kernel's
     /// access rules are not checked.
     pub unchecked: bool,
+    /// Built by [`Kernel::launch_tiled`](crate::Kernel::launch_tiled):
+    /// [`Launch::set_dim`] appends the block dimension.
+    pub tiled: bool,
+}
+
+impl Options {
+    /// The extent a tiled launch appends: the block size (1 on the CPU,
+    /// as Warp's `launch_tiled` resolves it there).
+    pub(crate) fn tile_extent(&self) -> u32 {
+        if self.device == Device::Cpu {
+            1
+        } else {
+            self.block_dim
+        }
+    }
 }
 
 /// A checked, reusable launch of one kernel (Warp's `Launch`, from
@@ -143,6 +158,20 @@ pub(crate) fn check_accesses<'a>(
             })));
         }
     };
+    let tiles = rules.iter().any(|r| {
+        r.indices
+            .iter()
+            .any(|i| matches!(i, AxisIndex::Tile { .. }))
+    });
+    let block_dim = plan.block[0].max(1);
+    if tiles && !(plan.size as u64).is_multiple_of(u64::from(block_dim)) {
+        return Err(Error::PartialTileBlock {
+            kernel: kernel.name().to_string(),
+            dim: dim.to_vec(),
+            size: plan.size as u64,
+            block_dim,
+        });
+    }
     let n = kernel.params().len();
     for r in rules {
         let slot = match (r.target, opts.pass) {
@@ -196,6 +225,21 @@ pub(crate) fn check_accesses<'a>(
                 AxisIndex::Block => {
                     let runs = plan.blocks();
                     (runs <= extent, runs)
+                }
+                AxisIndex::Tile {
+                    thread,
+                    scale,
+                    offset,
+                    len,
+                } => {
+                    // The kernel skips elements past the extent itself; only
+                    // its 32-bit index must not wrap.
+                    let runs = thread.map_or(1, |k| {
+                        plan.bounds.shape.get(k).map_or(u64::MAX, |&e| u64::from(e))
+                    });
+                    let last = AxisIndex::tile_last(scale, offset, len, runs);
+                    let limit = i32::MAX as u128;
+                    (last <= limit, u64::try_from(last).unwrap_or(u64::MAX))
                 }
                 AxisIndex::Constant(c) => {
                     // c in [-extent, extent): c + 1 elements, or |c| from the end.
@@ -422,7 +466,8 @@ impl Launch {
         self.opts.device
     }
 
-    /// The launch domain as given.
+    /// The launch domain as given (with the block dimension appended for a
+    /// launch made by [`Kernel::launch_tiled`](crate::Kernel::launch_tiled)).
     pub fn dim(&self) -> &[i64] {
         self.dim.as_slice()
     }
@@ -438,17 +483,32 @@ impl Launch {
     }
 
     /// Sets the domain (checked as a fresh launch, the kernel's array
-    /// access rules included).
+    /// access rules included). A launch made by
+    /// [`Kernel::launch_tiled`](crate::Kernel::launch_tiled) takes the domain
+    /// without the block dimension and appends it, as `launch_tiled` does
+    /// ([`Launch::dim`] shows it appended).
     ///
     /// # Errors
     ///
-    /// [`Error::Dim`], [`Error::OutOfBounds`] or [`Error::Unproven`] as a fresh launch over
-    /// `dim`; [`Error::UncheckedSetter`] on an unchecked launch outside
+    /// [`Error::Dim`], [`Error::OutOfBounds`], [`Error::PartialTileBlock`] or
+    /// [`Error::Unproven`] as a fresh launch over `dim`; [`Error::UncheckedSetter`] on an unchecked launch outside
     /// [`Launch::edit_unchecked`]. The launch keeps its domain on error.
     pub fn set_dim(&mut self, dim: &[i64]) -> Result<&mut Self> {
         if self.opts.unchecked && !self.editing {
             return Err(unchecked_setter(&self.kernel, "set_dim"));
         }
+        let tiled;
+        let dim = if self.opts.tiled {
+            let (e, n) =
+                domain::tiled_dim(dim, self.opts.tile_extent()).map_err(|error| Error::Dim {
+                    kernel: self.kernel.name().to_string(),
+                    error,
+                })?;
+            tiled = e;
+            &tiled[..n]
+        } else {
+            dim
+        };
         let plan = Self::plan_for(&self.kernel, dim, &self.opts)?;
         check_accesses(
             &self.kernel,
@@ -729,6 +789,8 @@ mod tests {
     const ACCESS_META: &str = include_str!("../../tests/fixtures/wp_access.meta");
     const KERNELS_CU: &str = include_str!("../../tests/fixtures/wp_kernels.cu");
     const KERNELS_META: &str = include_str!("../../tests/fixtures/wp_kernels.meta");
+    const TILES_CU: &str = include_str!("../../tests/fixtures/wp_tiles.cu");
+    const TILES_META: &str = include_str!("../../tests/fixtures/wp_tiles.meta");
 
     /// Kernel `key` of a fixture module as AotModule declares it, with a
     /// do-nothing CPU body (no GPU here: only its rules are used).
@@ -757,6 +819,7 @@ mod tests {
             mode: AccessMode::Checked,
             cooperative: false,
             unchecked,
+            tiled: false,
         }
     }
 
@@ -1192,6 +1255,281 @@ mod tests {
         assert!(
             e.contains("the declaration") && e.contains("x[idx[i]]"),
             "{e}"
+        );
+    }
+
+    /// The options of a forward launch at `block_dim` (tile modules are
+    /// compiled for 64 or 128).
+    fn at_block(block_dim: u32) -> Options {
+        Options {
+            block_dim,
+            ..opts(false, false)
+        }
+    }
+
+    #[test]
+    fn tile_kernels_declare_from_the_generated_source() {
+        let decls = |text: &str| {
+            crate::aot::declarations(text, "wp_tiles.cu", TILES_META, "m.meta").unwrap()
+        };
+        let d = decls(TILES_CU);
+        let keys: Vec<&str> = d.iter().map(|d| d.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "scale_unchecked",
+                "row_sums",
+                "shifted_rows",
+                "total_sum",
+                "scale_shared",
+                "scale_tiles"
+            ]
+        );
+        let get = |k: &str| &d.iter().find(|d| d.key == k).unwrap().spec;
+        let s = get("scale_tiles");
+        assert_eq!(s.fixed_block_dim(), Some(64));
+        assert_eq!(
+            s.params()
+                .iter()
+                .map(|p| format!("{}: {}", p.name, p.kind.describe()))
+                .collect::<Vec<_>>(),
+            [
+                "a: an array of float32 with 2 dimension(s)",
+                "s: a float32 value",
+                "out: an array of float32 with 2 dimension(s)"
+            ]
+        );
+        assert!(matches!(s.accesses(Pass::Forward), crate::Accesses::Checked(l) if l.len() == 2));
+        assert!(matches!(
+            s.accesses(Pass::Adjoint),
+            crate::Accesses::Unproven(_)
+        ));
+        // Register tiles use no dynamic shared memory; the shared tile does.
+        assert_eq!(
+            warp_kernel(TILES_CU, TILES_META, "scale_tiles").shared_mem(Pass::Forward),
+            0
+        );
+        let k = warp_kernel(TILES_CU, TILES_META, "scale_shared");
+        assert_eq!(
+            (k.shared_mem(Pass::Forward), k.shared_mem(Pass::Adjoint)),
+            (512, 1024)
+        );
+        // The block_dim 128 module differs in its first define only.
+        let d128 = decls(&TILES_CU.replace(
+            "#define WP_TILE_BLOCK_DIM 64\n",
+            "#define WP_TILE_BLOCK_DIM 128\n",
+        ));
+        assert!(d128.iter().all(|d| d.spec.fixed_block_dim() == Some(128)));
+    }
+
+    #[test]
+    fn tile_kernels_run_whole_blocks_and_keep_their_index_in_int32() {
+        let v = Arg::Value(crate::abi::Value::of(0.75f32));
+        let k = warp_kernel(TILES_CU, TILES_META, "scale_tiles");
+        let args = [f32s(&[37, 50]), v.clone(), f32s(&[37, 50])];
+        // launch_tiled([5, 4]) at block_dim 64 is the domain [5, 4, 64].
+        check(&k, &[5, 4, 64], &args, at_block(64)).unwrap();
+        // Arrays smaller than the tiles, empty or null: the kernel skips what is past their ends.
+        check(
+            &k,
+            &[5, 4, 64],
+            &[f32s(&[1, 1]), v.clone(), f32s(&[0, 3])],
+            at_block(64),
+        )
+        .unwrap();
+        check(
+            &k,
+            &[5, 4, 64],
+            &[Arg::Null, v.clone(), Arg::Null],
+            at_block(64),
+        )
+        .unwrap();
+        // Another block size than the module's: refused naming both.
+        let e = Launch::plan_for(&k, &[5, 4, 128], &at_block(128)).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::CompiledBlockDim {
+                    given: 128,
+                    compiled: 64,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        // Not whole blocks: 20 work items at 64 per block.
+        let e = check(&k, &[5, 4], &args, at_block(64)).unwrap_err();
+        let shown = e.to_string();
+        assert!(
+            matches!(&e, Error::PartialTileBlock { kernel, size: 20, block_dim: 64, dim } if kernel == "scale_tiles" && dim == &[5, 4]),
+            "{e}"
+        );
+        for part in ["barriers", "[5, 4]", "launch_tiled", "multiple of 64"] {
+            assert!(shown.contains(part), "{part}: {shown}");
+        }
+        // Any domain of whole blocks is fine (the launch shape is the user's choice).
+        check(&k, &[5, 4, 128], &args, at_block(64)).unwrap();
+        check(&k, &[64], &args, at_block(64)).unwrap();
+        // i * 8 + 7 must fit in int32: i runs below 2^28 at most.
+        check(&k, &[1 << 28, 1, 64], &args, at_block(64)).unwrap();
+        let e = check(&k, &[(1 << 28) + 1, 1, 64], &args, at_block(64)).unwrap_err();
+        let shown = e.to_string();
+        let b = bounds(e);
+        assert_eq!(
+            (b.param.as_str(), b.axis, b.index, b.needed, b.line),
+            (
+                "a",
+                0,
+                Some(AxisIndex::Tile {
+                    thread: Some(0),
+                    scale: 8,
+                    offset: 0,
+                    len: 8
+                }),
+                (1 << 31) + 7,
+                702
+            )
+        );
+        for part in [
+            "tile of 8",
+            "8 * thread coordinate 0 + 0",
+            "2147483655",
+            "2147483647",
+        ] {
+            assert!(shown.contains(part), "{part}: {shown}");
+        }
+        // The reductions: one row or one chunk per block.
+        let rows = warp_kernel(TILES_CU, TILES_META, "row_sums");
+        check(
+            &rows,
+            &[37, 64],
+            &[f32s(&[37, 100]), f32s(&[37])],
+            at_block(64),
+        )
+        .unwrap();
+        let total = warp_kernel(TILES_CU, TILES_META, "total_sum");
+        check(&total, &[4, 64], &[f32s(&[1000]), f32s(&[1])], at_block(64)).unwrap();
+        // The offset 0 reaches element 0 of an axis the tile does not cover: a 2-D total is
+        // refused when its second axis is empty.
+        let b = bounds(
+            check(
+                &total,
+                &[4, 64],
+                &[f32s(&[1000]), f32s(&[1, 0])],
+                at_block(64),
+            )
+            .unwrap_err(),
+        );
+        assert_eq!((b.param.as_str(), b.axis, b.index), ("total", 1, None));
+        // Refused kernels: safe launches name the tile call; unchecked ones run.
+        for (key, says) in [
+            ("scale_shared", "shared-memory tile"),
+            ("scale_unchecked", "bounds_check=False"),
+            ("shifted_rows", "`var_5` is computed"),
+        ] {
+            let k = warp_kernel(TILES_CU, TILES_META, key);
+            let n = k.params().len();
+            let args: Vec<Arg> = (0..n).map(|_| f32s(&[37, 50])).collect();
+            let e = check(&k, &[5, 4, 64], &args, at_block(64)).unwrap_err();
+            assert!(
+                matches!(e, Error::Unproven(_)) && e.to_string().contains(says),
+                "{key}: {e}"
+            );
+            check(
+                &k,
+                &[5, 4, 64],
+                &args,
+                Options {
+                    unchecked: true,
+                    ..at_block(64)
+                },
+            )
+            .unwrap();
+        }
+        // Backward tile kernels are refused too.
+        let e = check(
+            &k,
+            &[5, 4, 64],
+            &[
+                args[0].clone(),
+                v.clone(),
+                args[2].clone(),
+                Arg::Null,
+                v,
+                Arg::Null,
+            ],
+            Options {
+                pass: Pass::Adjoint,
+                ..at_block(64)
+            },
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("adj_tile_store"), "{e}");
+    }
+
+    #[test]
+    fn launch_tiled_appends_the_block_dimension() {
+        let k = warp_kernel(TILES_CU, TILES_META, "scale_tiles");
+        let a = Array::zeros::<f32>(Device::Cpu, &[37, 50]).unwrap();
+        let out = Array::zeros::<f32>(Device::Cpu, &[37, 50]).unwrap();
+        // On the CPU the block is one thread, as in Warp without enable_cpu_blocks.
+        let mut l = k
+            .launch_tiled([5, 4])
+            .device("cpu")
+            .inputs((&a, 0.75f32))
+            .outputs(&out)
+            .record_cmd()
+            .unwrap();
+        assert_eq!(l.dim(), &[5, 4, 1]);
+        assert_eq!(l.plan().bounds.coord_mult, 1);
+        l.set_dim(&[3]).unwrap();
+        assert_eq!(l.dim(), &[3, 1]);
+        let e = l.set_dim(&[1, 2, 3, 4]).map(|_| ()).unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                Error::Dim {
+                    error: crate::launch::domain::DimError::TiledTooManyDims { given: 4 },
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert_eq!(l.dim(), &[3, 1]);
+        // A plain launch keeps its domain as given.
+        let l = k
+            .launch([5, 4])
+            .device("cpu")
+            .inputs((&a, 0.75f32))
+            .outputs(&out)
+            .record_cmd()
+            .unwrap();
+        assert_eq!(l.dim(), &[5, 4]);
+        // Four extents cannot take a fifth, on any device (refused before the device is touched).
+        for dev in [Device::Cpu, Device::Cuda(0)] {
+            let e = k
+                .launch_tiled([1, 2, 3, 4])
+                .device(dev)
+                .inputs((&a, 0.75f32))
+                .outputs(&out)
+                .record_cmd()
+                .unwrap_err();
+            let shown = e.to_string();
+            assert!(
+                matches!(&e, Error::Dim { kernel, error: crate::launch::domain::DimError::TiledTooManyDims { given: 4 } } if kernel == "scale_tiles"),
+                "{e}"
+            );
+            assert!(shown.contains("at most 3 extents"), "{shown}");
+        }
+        // The CUDA extent is the block size of the launch.
+        assert_eq!(at_block(64).tile_extent(), 64);
+        assert_eq!(
+            Options {
+                device: Device::Cpu,
+                ..at_block(64)
+            }
+            .tile_extent(),
+            1
         );
     }
 }

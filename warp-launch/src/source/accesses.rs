@@ -103,6 +103,9 @@ enum Fact {
     Tid(usize),
     /// A `const` integer.
     Const(i64),
+    /// Component `k` of `wp.tid()` times a non-negative constant
+    /// (`wp::mul(tid, c)`): only a tile offset may use it.
+    Scaled(usize, u32),
     /// Assigned in more than one way.
     Conflict,
 }
@@ -121,7 +124,11 @@ fn note(facts: &mut HashMap<String, Fact>, name: &str, fact: Fact) {
 /// The arguments of the call whose `(` is at `open` (its `)` at
 /// `close[open]`), split at top-level commas; nested brackets are skipped
 /// in constant time, so every token is looked at by one call only.
-fn call_args(toks: &[Tok<'_>], close: &[usize], open: usize) -> Option<Vec<(usize, usize)>> {
+pub(super) fn call_args(
+    toks: &[Tok<'_>],
+    close: &[usize],
+    open: usize,
+) -> Option<Vec<(usize, usize)>> {
     let end = *close.get(open)?;
     if end == UNMATCHED {
         return None;
@@ -290,6 +297,58 @@ pub(super) fn analyse_body(
             }
         }
     }
+    // `NAME = wp::mul(a, b);` with a thread coordinate and a non-negative
+    // constant: a scaled coordinate (tile offsets), remembering which
+    // coordinate variable it came from.
+    let mut scaled_from: HashMap<&str, &str> = HashMap::new();
+    for (j, t) in body.iter().enumerate() {
+        let is_mul = t.text == "mul"
+            && j >= 4
+            && text_at(j - 1) == "::"
+            && text_at(j - 2) == "wp"
+            && text_at(j - 3) == "="
+            && body[j - 4].kind == TokKind::Word
+            && is_punct(at(j + 1), "(");
+        if !is_mul {
+            continue;
+        }
+        let Some(args) = call_args(body, &local_close, j + 1) else {
+            continue;
+        };
+        let single = |(a, b): (usize, usize)| (b == a + 1).then(|| &body[a]);
+        let [Some(x), Some(y)] = [args.first(), args.get(1)].map(|a| a.copied().and_then(single))
+        else {
+            continue;
+        };
+        if args.len() != 2 {
+            continue;
+        }
+        let constant = |t: &Tok<'_>| -> Option<u32> {
+            if t.kind == TokKind::Number {
+                return t.text.parse::<u32>().ok();
+            }
+            match facts.get(t.text) {
+                Some(Fact::Const(c)) => u32::try_from(*c).ok(),
+                _ => None,
+            }
+        };
+        let tid = |t: &Tok<'_>| match facts.get(t.text) {
+            Some(Fact::Tid(k)) if t.kind == TokKind::Word => Some(*k),
+            _ => None,
+        };
+        let found = match (tid(x), constant(y), tid(y), constant(x)) {
+            (Some(k), Some(c), _, _) => Some((k, c, x.text)),
+            (_, _, Some(k), Some(c)) => Some((k, c, y.text)),
+            _ => None,
+        };
+        if let Some((k, c, from)) = found {
+            let name = body[j - 4].text;
+            note(&mut facts, name, Fact::Scaled(k, c));
+            scaled_from.insert(name, from);
+            defining.insert(j - 4);
+        }
+    }
+    let tiles = super::tiles::tile_declarations(body);
     let mut written: HashSet<&str> = HashSet::new();
     for (j, t) in body.iter().enumerate() {
         if t.kind != TokKind::Word || defining.contains(&j) {
@@ -348,6 +407,48 @@ pub(super) fn analyse_body(
         }
     };
 
+    // A tile offset: a thread coordinate (times a constant) or a constant,
+    // never below 0.
+    let tile_offset = |a: usize,
+                       b: usize|
+     -> std::result::Result<(Option<usize>, u32, u32), String> {
+        let arg = &body[a..b];
+        match arg {
+            [n] if n.kind == TokKind::Number => {
+                n.text.parse::<u32>().map(|v| (None, 0, v)).map_err(|_| {
+                    format!("the offset {} is not a decimal integer below 2^32", n.text)
+                })
+            }
+            [w] if w.kind == TokKind::Word => {
+                let fact = facts.get(w.text);
+                let from = scaled_from.get(w.text).copied();
+                if fact.is_some()
+                    && (written.contains(w.text) || from.is_some_and(|f| written.contains(f)))
+                {
+                    return Err(format!(
+                        "the offset `{}` is assigned again in the kernel (a loop variable or a changed value)",
+                        w.text
+                    ));
+                }
+                match fact {
+                    Some(Fact::Tid(k)) if *k < kernel_dim => Ok((Some(*k), 1, 0)),
+                    Some(Fact::Scaled(k, m)) if *k < kernel_dim => Ok((Some(*k), *m, 0)),
+                    Some(Fact::Const(c)) => u32::try_from(*c).map(|c| (None, 0, c)).map_err(|_| {
+                        format!(
+                            "the offset `{}` is the constant {c}, below 0 or past 2^32",
+                            w.text
+                        )
+                    }),
+                    _ => Err(format!(
+                        "the offset `{}` is computed (from data, or arithmetic other than a thread coordinate times a constant)",
+                        w.text
+                    )),
+                }
+            }
+            _ => Err(format!("the offset `{}` is an expression", spell(arg))),
+        }
+    };
+
     // Pass 2: Warp's array builtins.
     let mut accesses: Vec<ArrayAccess> = Vec::new();
     let mut seen: HashSet<(String, bool, Vec<AxisIndex>, bool)> = HashSet::new();
@@ -373,9 +474,64 @@ pub(super) fn analyse_body(
             );
             continue;
         }
-        let is_call =
-            j >= 2 && text_at(j - 1) == "::" && text_at(j - 2) == "wp" && is_punct(at(j + 1), "(");
-        if !is_call {
+        let in_wp = j >= 2 && text_at(j - 1) == "::" && text_at(j - 2) == "wp";
+        if in_wp && is_punct(at(j + 1), "<") {
+            let is_array =
+                |pos: usize| body[pos].kind == TokKind::Word && arrays.contains_key(body[pos].text);
+            match super::tiles::read_tile_call(body, &local_close, j, &tiles, is_array, tile_offset)
+            {
+                // Another templated tile builtin: below.
+                super::tiles::TileCall::NotTile if t.text.starts_with("tile_") => {}
+                super::tiles::TileCall::NotTile => continue,
+                super::tiles::TileCall::Refused { array, reason } => {
+                    let (label, _) = arrays[body[array].text];
+                    handled.insert(array);
+                    bad(array, label, reason);
+                    continue;
+                }
+                super::tiles::TileCall::Access { array, indices } => {
+                    let (label, adjoint) = arrays[body[array].text];
+                    handled.insert(array);
+                    let key = (label.to_owned(), adjoint, indices.clone(), false);
+                    if seen.insert(key) {
+                        accesses.push(ArrayAccess {
+                            param: label.to_owned(),
+                            target: if adjoint {
+                                AccessTarget::Adjoint
+                            } else {
+                                AccessTarget::Param
+                            },
+                            indices,
+                            null_ok: false,
+                            line: body[array].line,
+                        });
+                    }
+                    continue;
+                }
+            }
+        }
+        let is_call = in_wp && is_punct(at(j + 1), "(");
+        let tile_builtin = t.text.starts_with("tile_") || t.text.starts_with("adj_tile_");
+        if !is_call && !tile_builtin {
+            continue;
+        }
+        if in_wp && tile_builtin {
+            // Other tile builtins: any array parameter they take is refused.
+            let open = if is_call {
+                Some(j + 1)
+            } else {
+                super::tiles::template_call_open(body, j)
+            };
+            if let Some(args) = open.and_then(|open| call_args(body, &local_close, open)) {
+                for (a, b) in args {
+                    if b == a + 1
+                        && let Some(&(label, _)) = arrays.get(body[a].text)
+                    {
+                        handled.insert(a);
+                        bad(a, label, super::tiles::refused_builtin(t.text));
+                    }
+                }
+            }
             continue;
         }
         if t.text == "len" {

@@ -209,6 +209,21 @@ pub fn parse_cu(text: &str, file: &str) -> Result<Source, SourceError> {
             "unbalanced `{` at end of file",
         ));
     }
+    // Native code beside the generated code: no kernel's accesses can be
+    // read any more (it may touch any memory, or redefine what the
+    // analysis relies on).
+    if let Some(native) = super::modes::native_code(text) {
+        for k in &mut source.kernels {
+            k.accesses = Accesses::Unproven(crate::signature::Unproven {
+                param: String::new(),
+                location: format!("{file}:{}", native.line),
+                reason: format!(
+                    "the module holds {}, which the access analysis cannot read",
+                    native.what
+                ),
+            });
+        }
+    }
     Ok(source)
 }
 

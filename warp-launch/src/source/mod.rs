@@ -40,10 +40,14 @@ use crate::signature::Accesses;
 mod accesses;
 mod cu;
 mod meta;
+mod modes;
+mod tiles;
 mod tokens;
 
 pub use cu::parse_cu;
 pub use meta::{Meta, parse_meta};
+pub use modes::WarpFeature;
+pub(crate) use modes::refuse_unmodelled;
 
 /// Everything [`parse_cu`] found in one Warp-generated CUDA source file.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
