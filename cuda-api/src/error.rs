@@ -6,6 +6,7 @@ use std::fmt;
 use cuda_sys::CUresult;
 use cuda_sys::loader::LoaderError;
 
+use crate::choice::NoImageError;
 use crate::image::ImageError;
 use crate::kernel::ArgError;
 use crate::launch::LaunchError;
@@ -222,6 +223,10 @@ pub enum CudaError {
     /// it: truncated, corrupted, or not an image (see [`check_image`](crate::check_image)).
     /// The error names the call, the byte offset and what is wrong.
     InvalidImage(ImageError),
+    /// None of a module's images runs on the device (see
+    /// [`choose_image`](crate::choose_image)): the error lists each image and
+    /// what the device and driver need.
+    NoImage(NoImageError),
     /// A stream priority outside the range the context allows (see
     /// [`crate::PriorityRange`]); the driver would clamp it silently.
     PriorityOutOfRange {
@@ -327,6 +332,7 @@ impl fmt::Display for CudaError {
             CudaError::Argument(e) => e.fmt(f),
             CudaError::Signature(e) => e.fmt(f),
             CudaError::InvalidImage(e) => e.fmt(f),
+            CudaError::NoImage(e) => e.fmt(f),
             CudaError::PtxTooNew {
                 ptx_isa,
                 driver_max_isa,
@@ -378,6 +384,7 @@ impl std::error::Error for CudaError {
             CudaError::Argument(e) => Some(&**e),
             CudaError::Signature(e) => Some(e),
             CudaError::InvalidImage(e) => Some(e),
+            CudaError::NoImage(e) => Some(e),
             CudaError::Peer(e) => Some(e),
             _ => None,
         }

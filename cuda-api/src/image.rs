@@ -635,7 +635,7 @@ fn elf(r: &Region<'_>, what: &str) -> Result<()> {
 
     // sh_info: the driver uses it as a section index (the function a
     // `.nv.info.<fn>`, relocation table or constant bank belongs to), as the
-    // function's symbol in a code section, and as the count of local
+    // function's symbol in a code section (low 24 bits), and as the count of local
     // symbols in the symbol table. Out-of-range values crashed
     // cuModuleLoadData on the H200 (gpu_images seeds 0x36, 0x4c).
     const SHF_EXECINSTR: u64 = 0x4;
@@ -651,8 +651,13 @@ fn elf(r: &Region<'_>, what: &str) -> Result<()> {
             let n = nsyms_of(s.index);
             (u64::from(s.info) > n).then(|| format!("{n} symbols"))
         } else if flags & SHF_EXECINSTR != 0 {
+            // A code section's sh_info holds the function's symbol in its
+            // low 24 bits and, for sm_75 to sm_89 cubins of nvcc 13.0, the
+            // register count in the high 8 (e.g. 0x0400_0008: symbol 8, 4
+            // registers, in `tests/images/one.sm75.cubin`).
             let n = nsyms_of(s.link as usize);
-            (u64::from(s.info) >= n).then(|| format!("{n} symbols in its symbol table"))
+            (u64::from(s.info & 0x00ff_ffff) >= n)
+                .then(|| format!("{n} symbols in its symbol table"))
         } else {
             (s.info >= u32::from(shnum)).then(|| format!("{shnum} sections"))
         };

@@ -97,6 +97,7 @@
 #[rustfmt::skip]
 mod generated;
 
+mod choice;
 mod context;
 #[cfg(feature = "cudarc")]
 mod cudarc_interop;
@@ -144,6 +145,7 @@ pub use memory::{
 };
 
 // Loading code: modules, libraries, the image validator, functions.
+pub use choice::{ComputeCapability, ImageTarget, NoImageError, PtxIsa, choose_image};
 pub use function::Function;
 pub use image::{ImageKind, check_image};
 pub use module::{Library, Module};

@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::Value as Json;
-use warp_launch::{Arg, Array, CpuFn, DType, Device, Kernel, Storage, StructValue, Value, cpu_fn};
+use warp_launch::{
+    AotModule, Arg, Array, CpuFn, DType, Device, Kernel, Storage, StructValue, Value, cpu_fn,
+};
 
 /// The directory `tests/warp/build.py` wrote: `SDK_WARP_DATA` (set by the
 /// GPU bundle's run.sh), else `target/warp-aot` (written by
@@ -17,6 +19,52 @@ pub fn data_dir() -> PathBuf {
         Some(d) => PathBuf::from(d),
         None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/warp-aot"),
     }
+}
+
+/// Runs every case of the manifest (`cases`) with `module`'s kernels on
+/// `device` and compares each output with Warp's CPU result; returns how
+/// many outputs were compared. Panics, naming the case and argument, on a
+/// failed launch or a difference.
+pub fn run_cases(dir: &Path, m: &Json, module: &AotModule, device: Device) -> usize {
+    let mut checked = 0;
+    for case in m["cases"].as_array().expect("cases") {
+        let name = case["name"].as_str().expect("name");
+        let kernel = module
+            .kernel(case["kernel"].as_str().expect("kernel"))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let specs = case["args"].as_array().expect("args");
+        let args: Vec<Arg> = specs.iter().map(|a| arg_from(dir, device, a)).collect();
+        let dim: Vec<i64> = case["dim"]
+            .as_array()
+            .expect("dim")
+            .iter()
+            .map(|e| e.as_i64().expect("int"))
+            .collect();
+        kernel
+            .launch(dim)
+            .inputs(args.clone())
+            .device(device)
+            .block_dim(case["block_dim"].as_u64().expect("block_dim") as u32)
+            .max_blocks(case["max_blocks"].as_i64().expect("max_blocks"))
+            .run()
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        for (spec, arg) in specs.iter().zip(&args) {
+            let Some(file) = spec["expected_file"].as_str() else {
+                continue;
+            };
+            let want = std::fs::read(dir.join(file)).expect("expected file");
+            let a = arg.as_array().expect("array argument");
+            compare(a.dtype(), &storage_bytes(a), &want, 1e-5)
+                .unwrap_or_else(|e| panic!("{name}: argument '{}': {e}", spec["name"]));
+            checked += 1;
+        }
+        println!(
+            "{name}: {} over {:?}: matches Warp",
+            kernel.name(),
+            case["dim"]
+        );
+    }
+    checked
 }
 
 /// The parsed `manifest.json`.

@@ -9,7 +9,8 @@ use std::path::Path;
 
 use cuda_api::MemoryKind;
 use sdk_tests::warp::{
-    arg_from, array_from, chain_cpu, compare, data_dir, manifest, storage_bytes, with_cpu,
+    arg_from, array_from, chain_cpu, compare, data_dir, manifest, run_cases, storage_bytes,
+    with_cpu,
 };
 use serde_json::Value as Json;
 use warp_launch::{AccessMode, AotModule, Arg, Array, DType, Device, Error, Tape};
@@ -22,45 +23,7 @@ fn module(dir: &Path) -> AotModule {
 #[ignore = "needs a CUDA GPU"]
 fn warp_kernels_give_warps_results() {
     let dir = data_dir();
-    let m = manifest(&dir);
-    let module = module(&dir);
-    let dev = Device::Cuda(0);
-    let mut checked = 0;
-    for case in m["cases"].as_array().unwrap() {
-        let name = case["name"].as_str().unwrap();
-        let kernel = module.kernel(case["kernel"].as_str().unwrap()).unwrap();
-        let specs = case["args"].as_array().unwrap();
-        let args: Vec<Arg> = specs.iter().map(|a| arg_from(&dir, dev, a)).collect();
-        let dim: Vec<i64> = case["dim"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| e.as_i64().unwrap())
-            .collect();
-        kernel
-            .launch(dim)
-            .inputs(args.clone())
-            .device(dev)
-            .block_dim(case["block_dim"].as_u64().unwrap() as u32)
-            .max_blocks(case["max_blocks"].as_i64().unwrap())
-            .run()
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
-        for (spec, arg) in specs.iter().zip(&args) {
-            let Some(file) = spec["expected_file"].as_str() else {
-                continue;
-            };
-            let want = std::fs::read(dir.join(file)).unwrap();
-            let a = arg.as_array().unwrap();
-            compare(a.dtype(), &storage_bytes(a), &want, 1e-5)
-                .unwrap_or_else(|e| panic!("{name}: argument '{}': {e}", spec["name"]));
-            checked += 1;
-        }
-        println!(
-            "{name}: {} over {:?}: matches Warp",
-            kernel.name(),
-            case["dim"]
-        );
-    }
+    let checked = run_cases(&dir, &manifest(&dir), &module(&dir), Device::Cuda(0));
     assert!(checked >= 15, "only {checked} outputs compared");
 }
 

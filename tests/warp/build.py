@@ -12,6 +12,9 @@ Writes:
     OUT_DIR/aot/wp_kernels.meta         JSON: "<kernel>_cuda_kernel_{forward,backward}_smem_bytes" -> int
     OUT_DIR/aot/wp_kernels.sm90.cubin   sm_90 cubin (strip_hash=True, so names carry no hash)
     OUT_DIR/access/wp_access.{cu,meta,sm90.cubin}  access.py, for the launch-shape checks
+    OUT_DIR/multi/all/wp_kernels.{cu,meta,sm80.cubin,sm90.cubin,sm100.cubin,sm120.cubin,sm75.ptx}
+    OUT_DIR/multi/no90/wp_kernels.{cu,meta,sm80.cubin,sm100.cubin,sm75.ptx}
+                                        kernels.py for several architectures (the image choice)
     OUT_DIR/cases/<case>/<arg>.bin      raw little-endian inputs (the whole backing storage)
     OUT_DIR/cases/<case>/<arg>.expected.bin (and <arg>.grad.expected.bin for tape cases)
     OUT_DIR/manifest.json               what every case launches; schema in the module docstring below
@@ -97,6 +100,8 @@ def main() -> int:
         shutil.rmtree(access_dir)
     wp.compile_aot_module(access, arch=90, module_dir=str(access_dir), use_ptx=False, strip_hash=True)
 
+    build_multi_arch(wp, kernels, out / "multi")
+
     cases_dir = out / "cases"
     if cases_dir.exists():
         shutil.rmtree(cases_dir)
@@ -122,6 +127,19 @@ def main() -> int:
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=False) + "\n")
     print(f"wrote {len(builder.cases)} cases and {len(builder.tape_cases)} tape cases to {out / 'manifest.json'}")
     return 0
+
+
+def build_multi_arch(wp, kernels, multi: Path) -> None:
+    """kernels.py compiled for several architectures, for the image choice: ``all`` holds a cubin
+    for sm_80, sm_90, sm_100 and sm_120 and PTX for sm_75 (ISA 9.4 from Warp's NVRTC); ``no90``
+    the same without sm_90 and sm_120."""
+    if multi.exists():
+        shutil.rmtree(multi)
+    for sub, archs in (("all", [80, 90, 100, 120]), ("no90", [80, 100])):
+        d = multi / sub
+        wp.compile_aot_module(kernels, arch=archs, module_dir=str(d), use_ptx=False, strip_hash=True)
+        wp.compile_aot_module(kernels, arch=[75], module_dir=str(d), use_ptx=True, strip_hash=True)
+        print(f"multi/{sub} holds", sorted(p.name for p in d.iterdir()))
 
 
 def _flat(value) -> float | int | list:

@@ -1,18 +1,21 @@
-//! Loading a directory written by Warp's `wp.compile_aot_module(module,
-//! arch=90, module_dir=DIR, use_ptx=False, strip_hash=True)`: the kernels'
-//! parameters come from the generated `wp_<module>.cu`, dynamic shared
-//! memory from `wp_<module>.meta`, the code from `wp_<module>.sm<arch>.cubin`
-//! (or `.ptx`). No Python at run time.
+//! Loading a module written by Warp's `wp.compile_aot_module(module,
+//! arch=[..], module_dir=DIR, strip_hash=True)`, from its directory or
+//! compiled into the program: the kernels' parameters come from the
+//! generated `wp_<module>.cu`, dynamic shared memory from
+//! `wp_<module>.meta`, the code from the image chosen for the device among
+//! `wp_<module>.sm<arch>.cubin` and `.ptx`. No Python at run time.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use cuda_api::Library;
 
 use crate::abi::DType;
 use crate::error::{Error, Result};
+use crate::images::{self, Candidate, EmbeddedModule};
 use crate::launch::{Kernel, KernelSpec};
 use crate::signature::{Accesses, ParamKind, StructType, Unproven};
 use crate::source::{self, Direction, KernelBody, Meta, Source, SourceKernel, SourceStruct};
@@ -75,7 +78,10 @@ const WARP_CUDA_HEADER: &str = r#"#define WP_TILE_BLOCK_DIM {block_dim}
 /// A loaded Warp AOT module: its kernels by key.
 pub struct AotModule {
     name: String,
-    dir: PathBuf,
+    /// The directory, or `embedded module '<name>'`.
+    origin: String,
+    /// The chosen image's file name.
+    image: String,
     kernels: BTreeMap<String, Kernel>,
 }
 
@@ -83,7 +89,8 @@ impl fmt::Debug for AotModule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AotModule")
             .field("name", &self.name)
-            .field("dir", &self.dir)
+            .field("origin", &self.origin)
+            .field("image", &self.image)
             .field("kernels", &self.kernels.keys().collect::<Vec<_>>())
             .finish()
     }
@@ -149,7 +156,13 @@ impl AotModule {
     }
 
     /// Loads module `name` from `dir` (`wp_<name>.cu`, `.meta`, and the
-    /// image: `wp_<name>.sm<arch>.cubin`, else `.ptx`).
+    /// images `wp_<name>.sm<arch>.cubin` and `.ptx`).
+    ///
+    /// The image is chosen for the current CUDA device of this thread (else
+    /// device 0) by [`cuda_api::choose_image`]'s rule: the cubin of the
+    /// device's compute capability, else a cubin of the same major version
+    /// and a lower minor, else PTX the driver's JIT compiles;
+    /// [`AotModule::image`] says which.
     ///
     /// Each kernel's parameters and array access rules come from the
     /// generated source (see [`KernelSpec::accesses`]): a kernel whose every
@@ -163,23 +176,71 @@ impl AotModule {
     /// Besides unreadable or malformed files: a module not written by Warp
     /// [`WARP_VERSION`] (its generated header or `.meta` keys differ from
     /// 1.19.0's) is refused before its image is loaded, naming both
-    /// versions as far as they are known.
+    /// versions as far as they are known. No image for the device:
+    /// [`Error::Cuda`] holding [`CudaError::NoImage`](crate::CudaError::NoImage),
+    /// which lists every image and what the device and driver need; a
+    /// cubin whose ELF header disagrees with its file name: [`Error::Source`].
     pub fn load_named(dir: impl AsRef<Path>, name: &str) -> Result<AotModule> {
         let dir = dir.as_ref();
         let cu_path = dir.join(format!("wp_{name}.cu"));
         let meta_path = dir.join(format!("wp_{name}.meta"));
-        let cu_file = cu_path.display().to_string();
-        let meta_file = meta_path.display().to_string();
         let text = read_text(&cu_path)?;
         let meta_text = read_text(&meta_path)?;
-        let decls = declarations(&text, &cu_file, &meta_text, &meta_file)?;
-        let image = find_image(dir, name)?;
-        let library = Library::from_image(&read(&image)?).map_err(Error::from)?;
+        let images = images::read_dir_images(dir, &list(dir)?, name)?;
+        Self::load_parts(
+            &dir.display().to_string(),
+            name,
+            (&text, &cu_path.display().to_string()),
+            (&meta_text, &meta_path.display().to_string()),
+            &images,
+        )
+    }
+
+    /// Loads a module compiled into the program (see [`EmbeddedModule`]),
+    /// choosing its image for the device as [`AotModule::load`] does, from
+    /// memory (`cuLibraryLoadData`): no file is read.
+    ///
+    /// # Errors
+    ///
+    /// As [`AotModule::load_named`], except for file errors.
+    pub fn from_embedded(module: &EmbeddedModule) -> Result<AotModule> {
+        let name = module.name;
+        let origin = format!("embedded module '{name}'");
+        let images: Vec<Candidate<'_>> = module
+            .images
+            .iter()
+            .map(|i| Candidate {
+                file: i.file.to_string(),
+                bytes: Cow::Borrowed(i.bytes),
+            })
+            .collect();
+        Self::load_parts(
+            &origin,
+            name,
+            (module.source, &format!("{origin}/wp_{name}.cu")),
+            (module.meta, &format!("{origin}/wp_{name}.meta")),
+            &images,
+        )
+    }
+
+    /// The common path of directories and embedded modules: declarations
+    /// from the source (the Warp version checked first), then the image
+    /// chosen for the device, loaded, and every kernel declared against it.
+    fn load_parts(
+        origin: &str,
+        name: &str,
+        (text, cu_file): (&str, &str),
+        (meta_text, meta_file): (&str, &str),
+        images: &[Candidate<'_>],
+    ) -> Result<AotModule> {
+        let decls = declarations(text, cu_file, meta_text, meta_file)?;
+        let chosen = images::choose(origin, images)?;
+        let library = Library::from_image(&images[chosen].bytes).map_err(Error::from)?;
         let mut kernels = BTreeMap::new();
         for d in decls {
             // SAFETY: the declaration (parameter types and access rules) was
             // read from the source that Warp 1.19.0 (checked above) compiled
-            // into this directory's image, kernel by kernel; the driver's
+            // into this module's images, kernel by kernel; the driver's
             // layout confirms counts, sizes and offsets.
             let kernel = unsafe {
                 d.spec
@@ -189,9 +250,16 @@ impl AotModule {
         }
         Ok(AotModule {
             name: name.to_string(),
-            dir: dir.to_path_buf(),
+            origin: origin.to_string(),
+            image: images[chosen].file.clone(),
             kernels,
         })
+    }
+
+    /// The file name of the image chosen for the device, e.g.
+    /// `wp_kernels.sm90.cubin`.
+    pub fn image(&self) -> &str {
+        &self.image
     }
 
     /// The module's name.
@@ -211,7 +279,7 @@ impl AotModule {
             .get(key)
             .cloned()
             .ok_or_else(|| Error::NoSuchKernel {
-                module: format!("Warp module '{}' in {}", self.name, self.dir.display()),
+                module: format!("Warp module '{}' ({})", self.name, self.origin),
                 kernel: key.to_string(),
                 known: self.kernels.keys().cloned().collect(),
             })
@@ -413,25 +481,6 @@ fn src_err(e: source::SourceError) -> Error {
         line: e.line(),
         message: e.message().to_string(),
     }
-}
-
-fn find_image(dir: &Path, name: &str) -> Result<PathBuf> {
-    let prefix = format!("wp_{name}.");
-    let names = list(dir)?;
-    let pick = |ext: &str| {
-        names
-            .iter()
-            .filter(|n| n.starts_with(&prefix) && n.ends_with(ext))
-            .max()
-            .map(|n| dir.join(n))
-    };
-    pick(".cubin").or_else(|| pick(".ptx")).ok_or_else(|| Error::Source {
-        file: dir.display().to_string(),
-        line: 0,
-        message: format!(
-            "no image for module '{name}' (wp_{name}.sm<arch>.cubin or .ptx); compile it with wp.compile_aot_module(..., use_ptx=False)"
-        ),
-    })
 }
 
 /// The declaration of forward kernel `k`: `launch_bounds_t<N>` first, then

@@ -93,6 +93,7 @@ mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 mod graph;
+mod images;
 mod launch;
 mod signature;
 mod source;
@@ -100,7 +101,7 @@ mod source;
 // Devices, and the cuda-api types a Warp user handles (streams, events,
 // contexts, where memory lives), so one dependency is enough.
 pub use cuda_api::{
-    Context, CudaDevice, CudaError, Event, Location, MemoryKind, MemoryType, Stream,
+    Context, CudaDevice, CudaError, Event, Location, MemoryKind, MemoryType, NoImageError, Stream,
 };
 pub use device::{Device, IntoDevice};
 
@@ -126,6 +127,7 @@ pub use array::{
 
 // Kernels: their signatures, Warp modules compiled ahead of time, CUDA C declarations.
 pub use aot::{AotModule, WARP_VERSION};
+pub use images::{EmbeddedImage, EmbeddedModule};
 pub use launch::{Kernel, KernelSpec};
 pub use signature::{
     AccessTarget, Accesses, ArrayAccess, AxisIndex, KernelParam, ParamKind, Pass, StructField,

@@ -1,0 +1,115 @@
+//! The image of a Warp module chosen for the device, on a GPU. The data:
+//! `tests/warp/build.py` compiles `kernels.py` with Warp 1.19.0 into
+//! `multi/all` (sm_80, sm_90, sm_100 and sm_120 cubins and PTX for sm_75,
+//! ISA 9.4) and `multi/no90` (sm_80 and sm_100 cubins and that PTX). On the
+//! H200 (compute capability 9.0, a CUDA 13.0 driver whose JIT takes PTX ISA
+//! up to 9.0) the first gives the sm_90 cubin, which computes Warp's
+//! results; the second has nothing the device runs.
+
+use std::path::Path;
+
+use sdk_tests::warp::{data_dir, manifest, run_cases};
+use warp_launch::{AotModule, CudaDevice, CudaError, Device, EmbeddedImage, EmbeddedModule, Error};
+
+fn device_cc() -> (i32, i32) {
+    CudaDevice::get(0)
+        .and_then(|d| d.compute_capability())
+        .expect("device 0")
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_cubin_of_the_devices_architecture_is_chosen_among_four() {
+    let dir = data_dir();
+    let module = AotModule::load(dir.join("multi/all")).expect("multi-arch module loads");
+    let (major, minor) = device_cc();
+    println!(
+        "multi/all on compute capability {major}.{minor}: chose {}",
+        module.image()
+    );
+    if (major, minor) == (9, 0) {
+        assert_eq!(module.image(), "wp_kernels.sm90.cubin");
+    }
+    let checked = run_cases(&dir, &manifest(&dir), &module, Device::Cuda(0));
+    assert!(checked >= 15, "only {checked} outputs compared");
+    println!("multi/all: {checked} outputs equal Warp's CPU results");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_module_without_an_image_for_the_device_is_refused_naming_both_versions() {
+    let dir = data_dir();
+    let e = AotModule::load(dir.join("multi/no90")).expect_err("multi/no90 loaded on this device");
+    let msg = e.to_string();
+    println!("multi/no90 refused: {msg}");
+    let Error::Cuda(CudaError::NoImage(no)) = &e else {
+        panic!("expected Error::Cuda(CudaError::NoImage), got {e:?}");
+    };
+    assert_eq!(no.images.len(), 3, "{msg}");
+    let (major, minor) = device_cc();
+    assert!(
+        msg.contains(&format!("compute capability {major}.{minor}")),
+        "{msg}"
+    );
+    // Warp's PTX (ISA 9.4) and the driver's newest ISA are both named.
+    assert!(msg.contains("PTX ISA 9.4"), "{msg}");
+    if let Some(max) = no.driver_max_isa {
+        assert!(msg.contains(&format!("PTX ISA up to {max}")), "{msg}");
+    }
+    for file in [
+        "wp_kernels.sm80.cubin",
+        "wp_kernels.sm100.cubin",
+        "wp_kernels.sm75.ptx",
+    ] {
+        assert!(msg.contains(file), "{file} not named: {msg}");
+    }
+}
+
+/// `AotModule::from_embedded` over the same files, leaked into `'static`
+/// as `include_bytes!` would give them.
+fn embedded(dir: &Path) -> EmbeddedModule {
+    let leak = |f: &str| -> &'static [u8] {
+        Box::leak(std::fs::read(dir.join(f)).expect(f).into_boxed_slice())
+    };
+    let text = |f: &str| -> &'static str {
+        Box::leak(
+            std::fs::read_to_string(dir.join(f))
+                .expect(f)
+                .into_boxed_str(),
+        )
+    };
+    let images: Vec<EmbeddedImage> = [
+        "wp_kernels.sm80.cubin",
+        "wp_kernels.sm90.cubin",
+        "wp_kernels.sm100.cubin",
+        "wp_kernels.sm120.cubin",
+        "wp_kernels.sm75.ptx",
+    ]
+    .into_iter()
+    .map(|f| EmbeddedImage {
+        file: f,
+        bytes: leak(f),
+    })
+    .collect();
+    EmbeddedModule {
+        name: "kernels",
+        source: text("wp_kernels.cu"),
+        meta: text("wp_kernels.meta"),
+        images: Box::leak(images.into_boxed_slice()),
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn an_embedded_module_loads_from_memory_and_gives_warps_results() {
+    let dir = data_dir();
+    let module =
+        AotModule::from_embedded(&embedded(&dir.join("multi/all"))).expect("embedded module loads");
+    println!("embedded: chose {}", module.image());
+    if device_cc() == (9, 0) {
+        assert_eq!(module.image(), "wp_kernels.sm90.cubin");
+    }
+    let checked = run_cases(&dir, &manifest(&dir), &module, Device::Cuda(0));
+    assert!(checked >= 15, "only {checked} outputs compared");
+    println!("embedded: {checked} outputs equal Warp's CPU results");
+}
