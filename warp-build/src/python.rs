@@ -52,11 +52,13 @@ impl Python {
     pub fn command(&self) -> Command {
         let mut cmd = Command::new(&self.exe);
         if let Some(dir) = &self.pythonpath {
-            let mut value = OsString::from(dir.as_os_str());
-            if let Some(old) = std::env::var_os("PYTHONPATH").filter(|v| !v.is_empty()) {
-                value.push(":");
-                value.push(old);
+            // Ours first, then whatever PYTHONPATH already held.
+            let mut paths = vec![dir.clone()];
+            if let Some(old) = std::env::var_os("PYTHONPATH") {
+                paths.extend(std::env::split_paths(&old));
             }
+            let value =
+                std::env::join_paths(&paths).unwrap_or_else(|_| OsString::from(dir.as_os_str()));
             cmd.env("PYTHONPATH", value);
         }
         cmd
