@@ -2,9 +2,10 @@
 //! its kernels with their parameters, as `warp-launch` read them from the
 //! generated source and checked them against the driver's layout.
 //!
-//! `cargo run --example warp_aot -- DIR` (default: `$SDK_WARP_DATA/aot`, or
-//! `target/warp-aot/aot` written by `cargo xtask gpu-bundle`). Without a GPU
-//! driver it prints the driver-not-found error.
+//! `cargo run -p sdk-tests --example warp_aot -- DIR` (default:
+//! `$SDK_WARP_DATA/aot`, else `target/warp-aot/aot`: run it after
+//! `cargo xtask warp-aot`, which compiles `tests/warp/kernels.py` there).
+//! Without a GPU driver it prints the driver-not-found error.
 
 use std::process::ExitCode;
 

@@ -1,8 +1,8 @@
 //! A `Launch` replay loop: Warp's `saxpy` checked once, then replayed with
 //! a new `a` each step (setters re-check only the value they change; a
-//! replay allocates nothing). Module: `$SDK_WARP_DATA/aot` or
-//! `target/warp-aot/aot` (`cargo xtask gpu-bundle`). Without a GPU driver it
-//! prints the driver-not-found error.
+//! replay allocates nothing). Module: `$SDK_WARP_DATA/aot`, else
+//! `target/warp-aot/aot`: run it after `cargo xtask warp-aot`. Without a GPU
+//! driver it prints the driver-not-found error.
 
 use std::process::ExitCode;
 

@@ -3,9 +3,10 @@
 //! `loss = sum((sin(x) * a)^2)` through the tape with Warp's `chain_sin`
 //! and `chain_loss` kernels.
 //!
-//! `cargo run --example warp_saxpy -- DIR` (default: `$SDK_WARP_DATA/aot`,
-//! or `target/warp-aot/aot` from `cargo xtask gpu-bundle`). Without a GPU
-//! driver it prints the driver-not-found error.
+//! `cargo run -p sdk-tests --example warp_saxpy -- DIR` (default:
+//! `$SDK_WARP_DATA/aot`, else `target/warp-aot/aot`: run it after
+//! `cargo xtask warp-aot`). Without a GPU driver it prints the
+//! driver-not-found error.
 
 use std::process::ExitCode;
 

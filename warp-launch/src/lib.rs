@@ -153,3 +153,9 @@ pub use launch::{CpuArgs, CpuArray, CpuFn, CpuIndex, Thread, cpu_fn};
 
 // Automatic differentiation.
 pub use autodiff::{GradientCheck, Recording, Tape, check_gradients};
+
+/// The compile step for build scripts (feature `build`): the `warp-build`
+/// crate, which runs Warp's AOT compiler on a Python file of kernels and
+/// writes the code that embeds the images (`build::WarpModule`).
+#[cfg(feature = "build")]
+pub use warp_build as build;

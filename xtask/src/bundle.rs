@@ -1,8 +1,10 @@
 //! `cargo xtask gpu-bundle`: everything the GPU machine needs to run the GPU
 //! tests and benchmarks, in one folder (`gpu-bundle/`): release test and bench
 //! binaries, the test kernels compiled by nvcc 13.0 (PTX ISA 9.0 and sm_90
-//! cubin), and `run.sh`, which runs each binary with `--include-ignored` and
-//! ends with one summary line `N passed, M failed`.
+//! cubin), the examples (`examples/warp_tape` is the `warp-tape-example`
+//! crate: its Warp module is embedded in the binary), and `run.sh`, which
+//! runs each binary with `--include-ignored` and ends with one summary line
+//! `N passed, M failed`.
 
 use std::path::Path;
 use std::process::Command;
@@ -219,6 +221,18 @@ pub fn build(root: &Path) -> Result<()> {
             out.join("examples").join(example),
         )?;
     }
+    // The example crate: a Warp module compiled by its build.rs (every
+    // architecture it lists, or WARP_BUILD_ARCHS) and embedded in the binary.
+    run(Command::new(&cargo).current_dir(root).args([
+        "build",
+        "--release",
+        "-p",
+        "warp-tape-example",
+    ]))?;
+    std::fs::copy(
+        root.join("target/release/warp-tape-example"),
+        out.join("examples").join("warp_tape"),
+    )?;
     let bench_json = run(Command::new(&cargo).current_dir(root).args([
         "bench",
         "--no-run",

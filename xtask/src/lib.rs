@@ -14,6 +14,7 @@ pub mod names;
 pub mod provision;
 pub mod public_api;
 pub mod spec;
+pub mod warp_aot;
 
 /// xtask's result type: any error, reported by `main` as one message.
 pub type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;

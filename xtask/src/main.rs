@@ -2,7 +2,7 @@
 
 use std::process::{Command, ExitCode};
 
-use xtask::{Result, bundle, codegen, fuzz, import, provision, public_api};
+use xtask::{Result, bundle, codegen, fuzz, import, provision, public_api, warp_aot};
 
 const HELP: &str = "\
 usage: cargo xtask <task>
@@ -15,6 +15,13 @@ tasks:
   fuzz [--seconds N] [--target NAME] [--seed N]
                       bounded mutation fuzzing (stable Rust) of the spec loader, the image validator and
                       Warp's .cu/.meta readers, N seconds per target (default 10); findings go to target/fuzz/
+  warp-aot [FILE] [--arch 80,90] [--block-dim N] [--out DIR] [--embed]
+                      compile a Python file or package of Warp kernels ahead of time with Warp 1.19.0
+                      (through warp-build; Warp is installed with pip into target/warp-build/python
+                      when not importable): a cubin per arch (default: every arch Warp compiles from
+                      sm_75 up; WARP_BUILD_ARCHS overrides --arch), PTX for the lowest, and with
+                      --embed the Rust code that embeds them. No FILE: tests/warp/kernels.py into
+                      target/warp-aot/aot, the module the Warp examples load; else target/warp-aot/<stem>
   public-api [--all] [CRATE_DIR..]
                       list each library crate's public items with every path that reaches them (default
                       cuda-api and warp-launch): one line of counts, then the items reachable by two or more
@@ -43,6 +50,7 @@ fn run(args: &[String]) -> Result<()> {
         Some("test") => test(&args[1..]),
         Some("gpu-bundle") => bundle::build(&root),
         Some("fuzz") => fuzz::run(&root, &args[1..]),
+        Some("warp-aot") => warp_aot::run(&root, &args[1..]),
         Some("public-api") => public_api::run(&root, &args[1..]),
         Some("help") | Some("--help") | None => {
             print!("{HELP}");

@@ -1,0 +1,24 @@
+//! Compiles `kernels.py` with Warp 1.19.0 for several GPU architectures (a
+//! cubin each, PTX for the lowest) and writes `$OUT_DIR/warp/kernels/kernels.rs`,
+//! which embeds them. `WARP_BUILD_ARCHS` overrides the list (CI compiles
+//! `90,80`). Warp is installed with pip into the target directory when
+//! Python cannot import it; see the warp-build crate docs.
+
+use std::process::ExitCode;
+
+use warp_launch::build::WarpModule;
+
+fn main() -> ExitCode {
+    let compiled = WarpModule::new("kernels.py")
+        .archs([75, 80, 86, 89, 90, 100, 120])
+        .block_dim(256)
+        .embed(true)
+        .compile();
+    match compiled {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}

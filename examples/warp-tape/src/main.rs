@@ -1,0 +1,105 @@
+//! The warp-tape example: Warp kernels compiled by `build.rs` for several GPU
+//! architectures and embedded in this binary, run forward and backward
+//! through warp-launch's tape, with no Python and no kernel files at run time.
+//!
+//! `loss = sum((a * sin(x))^2)`, so `d loss / d x = a^2 * sin(2x)`: the
+//! gradient the tape computes is checked against that closed form. The last
+//! line is a summary; a failure exits with status 1 and the error's message.
+//! Without a GPU driver it prints the driver-not-found error.
+//!
+//! `cargo run -p warp-tape-example --release`
+
+use std::process::ExitCode;
+
+use warp_launch::{AotModule, Array, Device, Tape};
+
+// `pub static KERNELS: warp_launch::EmbeddedModule`, written by build.rs.
+include!(concat!(env!("OUT_DIR"), "/warp/kernels/kernels.rs"));
+
+/// Elements: not a multiple of the block size, so the last block is partial.
+const N: usize = 100_003;
+/// The scale `a`.
+const A: f32 = 1.5;
+/// Largest accepted |gradient - closed form| (the gradient is at most A^2).
+const GRAD_TOLERANCE: f64 = 1e-4;
+/// Largest accepted relative error of the loss (an f32 atomic sum).
+const LOSS_TOLERANCE: f64 = 1e-3;
+
+type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+fn run() -> Result<String> {
+    let module = AotModule::from_embedded(&KERNELS)?;
+    let scaled_sin = module.kernel("scaled_sin")?;
+    let sum_squares = module.kernel("sum_squares")?;
+
+    let dev = Device::Cuda(0);
+    let xs: Vec<f32> = (0..N).map(|i| -3.0 + 6.0 * i as f32 / N as f32).collect();
+    let x = Array::from_slice(dev, &xs, &[N])?.with_grad()?;
+    let y = Array::zeros::<f32>(dev, &[N])?.with_grad()?;
+    let loss = Array::zeros::<f32>(dev, &[1])?.with_grad()?;
+
+    // Forward, recorded: y = a sin(x); loss += y * y.
+    let mut tape = Tape::new();
+    tape.record(|| -> warp_launch::Result<()> {
+        scaled_sin.launch(N).inputs((&x, A)).outputs(&y).run()?;
+        sum_squares.launch(N).inputs(&y).outputs(&loss).run()
+    })?;
+    // Backward: loss.grad = 1, then each kernel's adjoint in reverse order.
+    tape.backward(&loss)?;
+
+    let a = f64::from(A);
+    let ys = y.to_vec::<f32>()?;
+    let mut loss_exact = 0.0f64;
+    let mut y_err = 0.0f64;
+    for (xi, yi) in xs.iter().zip(&ys) {
+        let exact = a * f64::from(*xi).sin();
+        loss_exact += exact * exact;
+        y_err = y_err.max((f64::from(*yi) - exact).abs());
+    }
+    let loss_value = f64::from(loss.to_vec::<f32>()?[0]);
+    let grad = x.grad().ok_or("x has no gradient")?.to_vec::<f32>()?;
+    let grad_err = xs
+        .iter()
+        .zip(&grad)
+        .map(|(xi, gi)| (f64::from(*gi) - a * a * (2.0 * f64::from(*xi)).sin()).abs())
+        .fold(0.0f64, f64::max);
+
+    if y_err > GRAD_TOLERANCE {
+        return Err(
+            format!("forward: max |y - a sin x| = {y_err:e} exceeds {GRAD_TOLERANCE:e}").into(),
+        );
+    }
+    let loss_rel = (loss_value - loss_exact).abs() / loss_exact;
+    if loss_rel > LOSS_TOLERANCE {
+        return Err(format!(
+            "loss {loss_value} differs from the closed form {loss_exact} by {loss_rel:e} (relative), \
+             more than {LOSS_TOLERANCE:e}"
+        )
+        .into());
+    }
+    if grad_err > GRAD_TOLERANCE {
+        return Err(format!(
+            "backward: max |d loss/dx - a^2 sin 2x| = {grad_err:e} exceeds {GRAD_TOLERANCE:e}"
+        )
+        .into());
+    }
+    Ok(format!(
+        "warp-tape: {N} elements, loss {loss_value:.6e} (closed form {loss_exact:.6e}), max |grad error| \
+         {grad_err:.2e}, image {} of {} embedded",
+        module.image(),
+        KERNELS.images.len()
+    ))
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(summary) => {
+            println!("{summary}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("warp-tape: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,81 @@
+//! Compiles [NVIDIA Warp](https://nvidia.github.io/warp/) kernels ahead of
+//! time from a Cargo build script, for `warp-launch` to run without Python.
+//!
+//! [`WarpModule`] runs Warp's own AOT compiler
+//! ([`wp.compile_aot_module`](https://nvidia.github.io/warp/modules/runtime.html),
+//! warp-lang 1.19.0, no GPU needed) on a Python file or package of Warp
+//! kernels and writes one directory: `wp_<module>.cu` and `.meta` (the
+//! generated source and metadata `warp_launch::AotModule` reads), a
+//! `wp_<module>.sm<arch>.cubin` per architecture, and PTX for the lowest
+//! architecture as the fallback a driver can compile for newer GPUs. With
+//! [`WarpModule::embed`] it also writes `<module>.rs`, a
+//! `warp_launch::EmbeddedModule` static that puts all of them into the
+//! binary (`AotModule::from_embedded`).
+//!
+//! ```no_run
+//! // build.rs (with `warp-launch = { features = ["build"] }` in
+//! // [build-dependencies], this crate is `warp_launch::build`), in `main`:
+//! let compiled = warp_build::WarpModule::new("kernels.py")
+//!     .archs([80, 90])
+//!     .block_dim(256)
+//!     .embed(true)
+//!     .compile()
+//!     .unwrap_or_else(|e| panic!("{e}"));
+//! println!("cargo:warning=kernels: {:?}", compiled.kernels());
+//! // src/main.rs:
+//! // include!(concat!(env!("OUT_DIR"), "/warp/kernels/kernels.rs"));
+//! // let module = warp_launch::AotModule::from_embedded(&KERNELS)?;
+//! ```
+//!
+//! # Where Python and Warp come from
+//!
+//! The interpreter is [`WarpModule::python`], else `WARP_BUILD_PYTHON`, else
+//! `python3` (3.10 or newer). Warp is imported from `WARP_BUILD_PYTHONPATH`
+//! when set (a directory holding warp-lang 1.19.0 and numpy, as
+//! `pip install --target` writes it); else from the interpreter's own
+//! packages when they hold warp-lang 1.19.0; else warp-build installs it once
+//! with `python3 -m pip install --target <target>/warp-build/python
+//! warp-lang==1.19.0 numpy==2.2.6` into the Cargo target directory
+//! (`CARGO_TARGET_DIR`, else the directory holding `CACHEDIR.TAG` above the
+//! output) and reuses it. Warp's kernel cache stays in
+//! `<target>/warp-build/kernel-cache`, not in the home directory.
+//!
+//! `WARP_BUILD_ARCHS` (`90,80`) overrides [`WarpModule::archs`], for example
+//! to compile fewer architectures in CI.
+//!
+//! # Incremental builds
+//!
+//! In a build script, [`WarpModule::compile`] prints `cargo:rerun-if-changed`
+//! for every `.py` file of the source (and those beside it that it imports)
+//! and `cargo:rerun-if-env-changed` for the three variables. The output
+//! directory keeps a stamp (SHA-256 of the sources, the options, the Warp
+//! version and the compile script): when it matches and the outputs exist,
+//! nothing runs and [`Compiled::reused`] is `true`.
+
+#![deny(missing_docs)]
+#![warn(clippy::missing_errors_doc)]
+
+mod embed;
+mod error;
+mod module;
+mod python;
+mod stamp;
+
+pub use error::{BuildError, WarpStage};
+pub use module::{Compiled, WarpModule};
+
+/// The Warp version whose compiler warp-build runs and whose kernel ABI
+/// `warp-launch` pins.
+pub const WARP_VERSION: &str = "1.19.0";
+
+/// What warp-build installs with pip when Warp is not importable.
+pub const PIP_REQUIREMENTS: &[&str] = &["warp-lang==1.19.0", "numpy==2.2.6"];
+
+/// Overrides [`WarpModule::archs`]: a comma-separated list such as `90,80`.
+pub const ENV_ARCHS: &str = "WARP_BUILD_ARCHS";
+
+/// The Python interpreter to run (default `python3`).
+pub const ENV_PYTHON: &str = "WARP_BUILD_PYTHON";
+
+/// A directory holding warp-lang 1.19.0 and numpy, put first on `PYTHONPATH`.
+pub const ENV_PYTHONPATH: &str = "WARP_BUILD_PYTHONPATH";
