@@ -180,6 +180,9 @@ impl AotModule {
     /// [`Error::Cuda`] holding [`CudaError::NoImage`](crate::CudaError::NoImage),
     /// which lists every image and what the device and driver need; a
     /// cubin whose ELF header disagrees with its file name: [`Error::Source`].
+    /// A module compiled in a mode this crate does not model (deterministic
+    /// mode, thread block clusters, ...): [`Error::Unmodelled`], naming the
+    /// feature, the kernel and the line.
     pub fn load_named(dir: impl AsRef<Path>, name: &str) -> Result<AotModule> {
         let dir = dir.as_ref();
         let cu_path = dir.join(format!("wp_{name}.cu"));
