@@ -10,6 +10,7 @@ use std::ffi::c_void;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use sdk_tests::chart::{Bar, write_bars};
 use warp_launch::LaunchBounds1;
 use warp_launch::{AotModule, Array, Device};
 
@@ -287,26 +288,47 @@ fn write_results(rows: &[(&str, f64, f64, f64)]) {
     for (name, t, r, al) in rows {
         md += &format!("| {name} | {t:.3} | {r:.3} | {al:.1} |\n");
     }
-    let max = rows.iter().map(|r| r.1).fold(0.0, f64::max) * 1.1;
-    let (w, bar_h, gap, left) = (640.0, 28.0, 14.0, 300.0);
-    let h = rows.len() as f64 * (bar_h + gap) + 40.0;
-    let mut svg = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n<text x=\"4\" y=\"16\">Host cost per launch (us, median; lower is better)</text>\n"
-    );
-    for (i, (name, t, r, _)) in rows.iter().enumerate() {
-        let y = 28.0 + i as f64 * (bar_h + gap);
-        let bw = (w - left - 60.0) * t / max;
-        svg += &format!(
-            "<text x=\"4\" y=\"{:.1}\">{name}</text>\n<rect x=\"{left}\" y=\"{y:.1}\" width=\"{bw:.1}\" height=\"{bar_h}\" fill=\"#76b900\"/>\n<text x=\"{:.1}\" y=\"{:.1}\">{t:.2} ({:.2}x)</text>\n",
-            y + bar_h * 0.65,
-            left + bw + 4.0,
-            y + bar_h * 0.65,
-            r
-        );
+    // Warp's own Python costs for the same saxpy on the H200 (Warp 1.19.0,
+    // measured in an earlier run and recorded in shared/DESIGN.md): the peer.
+    md += "| Warp 1.19.0 Python `wp.launch` (peer, earlier run) | 28-31 | - | - |\n\
+           | Warp 1.19.0 Python `Launch.launch` (record_cmd; peer, earlier run) | 9.3-10 | - | - |\n";
+    let mut bars: Vec<Bar> = rows
+        .iter()
+        .map(|(name, t, r, _)| Bar {
+            label: name.to_string(),
+            value: *t,
+            note: format!("{r:.2}x raw"),
+            peer: false,
+        })
+        .collect();
+    for (label, value, note) in [
+        (
+            "Warp Python wp.launch (peer)",
+            28.0,
+            "28-31 us, earlier run",
+        ),
+        (
+            "Warp Python Launch.launch (peer)",
+            9.3,
+            "9.3-10 us, earlier run",
+        ),
+    ] {
+        bars.push(Bar {
+            label: label.into(),
+            value,
+            note: note.into(),
+            peer: true,
+        });
     }
-    svg += "</svg>\n";
-    let ok = std::fs::write(out.join("warp_launch.md"), md).is_ok()
-        && std::fs::write(out.join("warp_launch.svg"), svg).is_ok();
+    let chart = write_bars(
+        &out.join("warp_launch.svg"),
+        "Host cost per launch of Warp's saxpy (H200)",
+        &bars,
+    );
+    if let Err(e) = &chart {
+        eprintln!("bench warp: chart not drawn: {e}");
+    }
+    let ok = std::fs::write(out.join("warp_launch.md"), md).is_ok() && chart.is_ok();
     println!(
         "bench warp: results {} in {}",
         if ok { "written" } else { "NOT written" },

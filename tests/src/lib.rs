@@ -4,6 +4,7 @@
 #[rustfmt::skip]
 pub mod generated;
 pub mod alloc;
+pub mod chart;
 pub mod logger;
 pub mod warp;
 
