@@ -960,6 +960,38 @@ mod tests {
         run_in_child("aot::tests::big_modules_child", Duration::from_secs(60));
     }
 
+    /// What `AotModule::load` does before the image for the 64-kernel
+    /// module of `tests/warp/many.py` (written by `tests/warp/build.py` into
+    /// `target/warp-aot/many`, or `$SDK_WARP_DATA/many`): the median of 11
+    /// runs. Run with
+    /// `cargo test --release -p warp-launch --lib declarations_of_64 -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "timing, and needs the compiled many/ module"]
+    fn declarations_of_64_kernels_time() {
+        let data = std::env::var_os("SDK_WARP_DATA").map_or_else(
+            || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/warp-aot"),
+            std::path::PathBuf::from,
+        );
+        let dir = data.join("many");
+        let text = std::fs::read_to_string(dir.join("wp_many.cu")).unwrap();
+        let meta = std::fs::read_to_string(dir.join("wp_many.meta")).unwrap();
+        let mut ms: Vec<f64> = (0..11)
+            .map(|_| {
+                let t = std::time::Instant::now();
+                let d = declarations(&text, "wp_many.cu", &meta, "wp_many.meta").unwrap();
+                assert_eq!(d.len(), 64);
+                t.elapsed().as_secs_f64() * 1e3
+            })
+            .collect();
+        ms.sort_by(f64::total_cmp);
+        println!(
+            "declarations of 64 kernels ({} KB of source): median {:.2} ms, min {:.2} ms",
+            text.len() / 1024,
+            ms[5],
+            ms[0]
+        );
+    }
+
     #[test]
     fn access_rules_reach_the_declarations() {
         let text = include_str!("../tests/fixtures/wp_access.cu");
