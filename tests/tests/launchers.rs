@@ -56,7 +56,7 @@ fn checked_in_launchers_are_what_the_generator_makes() {
                 .lines()
                 .zip(text.lines())
                 .position(|(a, b)| a != b)
-                .map_or_else(|| old.lines().count().min(text.lines().count()), |i| i);
+                .unwrap_or_else(|| old.lines().count().min(text.lines().count()));
             stale.push(format!(
                 "{} differs from the generator's output from line {}",
                 path.display(),

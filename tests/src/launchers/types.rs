@@ -156,7 +156,7 @@ impl Elements {
     ///
     /// # Errors
     ///
-    /// `Error::NoSuchKernel` when the module has no kernel `elements`; the error of `Kernel::check_signature` (naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
+    /// `Error::NoSuchKernel` when the module has no kernel `elements`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
         kernel
@@ -350,7 +350,7 @@ impl Mixed {
     ///
     /// # Errors
     ///
-    /// `Error::NoSuchKernel` when the module has no kernel `mixed`; the error of `Kernel::check_signature` (naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
+    /// `Error::NoSuchKernel` when the module has no kernel `mixed`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
         kernel
@@ -618,7 +618,7 @@ impl Names {
     ///
     /// # Errors
     ///
-    /// `Error::NoSuchKernel` when the module has no kernel `names`; the error of `Kernel::check_signature` (naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
+    /// `Error::NoSuchKernel` when the module has no kernel `names`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
         kernel
@@ -810,7 +810,7 @@ impl ShapeOnly {
     ///
     /// # Errors
     ///
-    /// `Error::NoSuchKernel` when the module has no kernel `shape_only`; the error of `Kernel::check_signature` (naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
+    /// `Error::NoSuchKernel` when the module has no kernel `shape_only`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
         kernel

@@ -484,7 +484,7 @@ fn kernel_item(k: &KernelModel, model: &Model) -> TokenStream {
         "# Errors".into(),
         String::new(),
         format!(
-            "`Error::NoSuchKernel` when the module has no kernel `{key}`; the error of `Kernel::check_signature` (naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module."
+            "`Error::NoSuchKernel` when the module has no kernel `{key}`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module."
         ),
     ]);
     quote! {
