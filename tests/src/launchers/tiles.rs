@@ -3,7 +3,7 @@
 
 /// Typed launchers of the Warp module `tiles` (`wp_tiles.cu`, block_dim 64): one field per kernel, each checked against the module when it is made.
 ///
-/// Make it from the loaded module: `Tiles::new(&AotModule::load(dir)?)?` or `Tiles::new(&AotModule::from_embedded(&EMBEDDED)?)?`.
+/// Make it from the loaded module: `Tiles::new(&AotModule::load(dir)?)?`, or from its embedded images (`AotModule::from_embedded`).
 #[derive(Clone, Debug)]
 pub struct Tiles {
     /// The kernel `row_sums`.

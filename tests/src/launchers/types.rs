@@ -3,7 +3,7 @@
 
 /// Typed launchers of the Warp module `types` (`wp_types.cu`, block_dim 256): one field per kernel, each checked against the module when it is made.
 ///
-/// Make it from the loaded module: `Types::new(&AotModule::load(dir)?)?` or `Types::new(&AotModule::from_embedded(&EMBEDDED)?)?`.
+/// Make it from the loaded module: `Types::new(&AotModule::load(dir)?)?`, or from its embedded images (`AotModule::from_embedded`).
 ///
 /// Kernels without a typed launcher (use `AotModule::kernel`):
 /// - `half_value`: parameter `h` is a `float16` value, a dtype with no Rust type here (Rust has no stable half-precision float).
