@@ -18,7 +18,7 @@ const COMMAND: &str = "UPDATE_LAUNCHERS=1 cargo test -p sdk-tests --test launche
 const MODULES: &[(&str, &str)] = &[
     ("kernels", "tests/warp/kernels.py"),
     ("tiles", "tests/warp/tiles.py"),
-    ("types", "tests/warp/types.py"),
+    ("kinds", "tests/warp/kinds.py"),
 ];
 
 fn root() -> PathBuf {

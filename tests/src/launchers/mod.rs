@@ -9,5 +9,5 @@
 pub mod kernels;
 /// `tests/warp/tiles.py` (compiled with block_dim 64).
 pub mod tiles;
-/// `tests/warp/types.py`.
-pub mod types;
+/// `tests/warp/kinds.py`.
+pub mod kinds;

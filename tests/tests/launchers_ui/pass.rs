@@ -9,8 +9,8 @@ mod kernels;
 #[path = "../../src/launchers/tiles.rs"]
 mod tiles;
 #[allow(dead_code)]
-#[path = "../../src/launchers/types.rs"]
-mod types;
+#[path = "../../src/launchers/kinds.rs"]
+mod kinds;
 
 use warp_launch::{AotModule, Device, Launch, Stream, Tape, TypedArray};
 
@@ -40,8 +40,8 @@ fn run(module: &AotModule, stream: &Stream) -> warp_launch::Result<Launch> {
     let mut tape = Tape::new();
     tape.record(|| k.chain_sin.launch(4, &x, 1.5, &y))?;
 
-    let t = types::Types::new(module)?;
-    let outer = types::Outer {
+    let t = kinds::Kinds::new(module)?;
+    let outer = kinds::Outer {
         count: 2,
         weights: [1.0, 2.0, 3.0],
         ..Default::default()
