@@ -254,6 +254,15 @@ fn every_parameter_kind_of_kinds_py() {
     assert_eq!(counts.to_vec().unwrap(), want, "elements: counts");
     let want: Vec<u8> = (1..=rows as u8).collect();
     assert_eq!(bytes.to_vec().unwrap(), want, "elements: bytes_");
+    // Kernels named like Rust's prelude (`Ok`, `Clone` launchers).
+    let flags = TypedArray::<i32, 1>::zeros(DEV, [n]).unwrap();
+    k.ok.launch(n, &flags).unwrap();
+    assert_eq!(flags.to_vec().unwrap(), vec![1; n], "ok");
+    let src: Vec<f32> = (0..n).map(|i| i as f32 - 7.5).collect();
+    let src = TypedArray::<f32, 1>::from_slice(DEV, &src, [n]).unwrap();
+    let dst = TypedArray::<f32, 1>::zeros(DEV, [n]).unwrap();
+    k.clone.launch(n, &src, &dst).unwrap();
+    assert_eq!(dst.to_vec().unwrap(), src.to_vec().unwrap(), "clone");
     println!("typed launchers of kinds.py: every parameter kind arrives as Rust wrote it");
 }
 
