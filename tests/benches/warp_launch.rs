@@ -373,7 +373,8 @@ fn first_launch(
     x: &Array,
     y: &Array,
 ) -> (f64, f64, f64) {
-    let aot = dir.join("aot");
+    // `dir` is the module directory itself (`<data>/aot`).
+    let aot = dir.to_path_buf();
     let image = std::fs::read(aot.join("wp_kernels.sm90.cubin")).unwrap();
     let name = c"saxpy_cuda_kernel_forward";
     let a = 2.0f32;
