@@ -1,8 +1,12 @@
 //! Host cost of `warp-launch` launches against the raw `cuLaunchKernel` with
 //! the same arguments, measured in the same run: an immediate `launch` of
-//! Warp's AOT `saxpy` (bounds + 3 arguments), a `Launch` replay, and the
-//! heap allocations of each. Writes the results as a Markdown table and an
-//! SVG chart to `$SDK_BENCH_OUT` (default `bench-results/`).
+//! Warp's AOT `saxpy` (bounds + 3 arguments), a `Launch` replay, the
+//! positional launches typed launchers make (`Kernel::launch_args`, and
+//! `record_args` replayed), and the heap allocations of each; then
+//! `AotModule::load` of a module of 64 kernels and the first launch of a
+//! fresh kernel against a raw first launch of a fresh function. Writes the
+//! results as a Markdown table and an SVG chart to `$SDK_BENCH_OUT`
+//! (default `bench-results/`).
 //!
 //! Build with `cargo xtask gpu-bundle`; run on a GPU machine.
 
@@ -11,7 +15,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use warp_launch::LaunchBounds1;
-use warp_launch::{AotModule, Array, Device};
+use warp_launch::{AotModule, Array, Device, EmbeddedImage, EmbeddedModule, Pass, TypedArg};
 
 #[global_allocator]
 static GLOBAL: sdk_tests::alloc::CountingAlloc = sdk_tests::alloc::CountingAlloc;
@@ -169,12 +173,36 @@ fn main() {
             .unwrap();
     };
     let mut replay = || recorded.launch_on(&stream).unwrap();
-    let m = interleaved(&stream, &mut [&mut raw, &mut immediate, &mut replay]);
+    // What a typed launcher does: positional arguments, checked without
+    // names, written into the kernel's spare argument block.
+    let a_typed = 2.0f32;
+    let typed_args = [TypedArg::value(&a_typed), (&x).into(), (&y).into()];
+    let mut typed = || {
+        saxpy
+            .launch_args(Pass::Forward, N, Some(&stream), &typed_args)
+            .unwrap();
+    };
+    // A typed launcher's record(): replayed on the bench's stream (the
+    // device's default stream is not the one the rounds synchronise).
+    let typed_recorded = saxpy.record_args(Pass::Forward, N, &typed_args).unwrap();
+    let mut typed_replay = || typed_recorded.launch_on(&stream).unwrap();
+    let m = interleaved(
+        &stream,
+        &mut [
+            &mut raw,
+            &mut immediate,
+            &mut replay,
+            &mut typed,
+            &mut typed_replay,
+        ],
+    );
     let [
         (t_raw, _, al_raw),
         (t_launch, r_launch, al_launch),
         (t_replay, r_replay, al_replay),
-    ] = [m[0], m[1], m[2]];
+        (t_typed, r_typed, al_typed),
+        (t_typed_replay, r_typed_replay, al_typed_replay),
+    ] = [m[0], m[1], m[2], m[3], m[4]];
     // The host work of an immediate launch without the driver call: build
     // and check a Launch, then drop it.
     let (t_build, al_build) = measure(&stream, || {
@@ -261,6 +289,18 @@ fn main() {
             t_build / t_raw,
             al_build,
         ),
+        (
+            "typed: kernel.launch_args(..) (positional)",
+            t_typed,
+            r_typed,
+            al_typed,
+        ),
+        (
+            "typed: record_args(..) replayed",
+            t_typed_replay,
+            r_typed_replay,
+            al_typed_replay,
+        ),
     ];
     for (name, t, r, al) in rows {
         println!(
@@ -271,6 +311,144 @@ fn main() {
         "bench warp summary: launch {r_launch:.3}x raw (goal <= 1.15), replay {r_replay:.3}x raw (goal <= 1.05), replay heap allocations {al_replay:.1} (goal 0); {ROUNDS} interleaved rounds x {BATCH} launches, medians of per-round ratios"
     );
     write_results(&rows);
+
+    // Loading a module of 64 kernels (the context exists already).
+    let many = sdk_tests::warp::data_dir().join("many");
+    let (t_load, t_embedded) = module_load(&many);
+    println!(
+        "bench typed: AotModule::load of 64 kernels median {t_load:.2} ms, from_embedded {t_embedded:.2} ms (goal <= 20 ms, context created before)"
+    );
+
+    // The first launch of a fresh kernel against a raw first launch.
+    let (t_first, t_first_raw, r_first) = first_launch(&dir, &stream, &x, &y);
+    println!(
+        "bench typed: first launch of a fresh kernel (module.kernel + launch_args) median {t_first:.1} us, raw (cuLibraryGetKernel + cuLaunchKernel) {t_first_raw:.1} us ({r_first:.3}x raw)"
+    );
+    println!(
+        "bench typed summary: immediate {r_typed:.3}x raw (goal <= 1.05), replay {r_typed_replay:.3}x raw (goal <= 1.03), heap allocations per launch {al_typed:.1} immediate / {al_typed_replay:.1} replay (goal 0), AotModule::load of 64 kernels {t_load:.2} ms / from_embedded {t_embedded:.2} ms (goal <= 20), first launch {r_first:.3}x raw first launch (goal <= 1.3); builder launch {r_launch:.3}x raw in the same rounds; {ROUNDS} interleaved rounds x {BATCH} launches, medians of per-round ratios"
+    );
+}
+
+/// Median milliseconds of `AotModule::load` of the module in `dir`, and of
+/// `AotModule::from_embedded` of the same files held in memory.
+fn module_load(dir: &std::path::Path) -> (f64, f64) {
+    let read = |ext: &str| std::fs::read(dir.join(format!("wp_many.{ext}"))).unwrap();
+    let text = |ext: &str| -> &'static str { String::from_utf8(read(ext)).unwrap().leak() };
+    let images: &'static [EmbeddedImage] = vec![EmbeddedImage {
+        file: "wp_many.sm90.cubin",
+        bytes: read("sm90.cubin").leak(),
+    }]
+    .leak();
+    let embedded = EmbeddedModule {
+        name: "many",
+        source: text("cu"),
+        meta: text("meta"),
+        images,
+    };
+    let (mut loads, mut embeds) = (Vec::new(), Vec::new());
+    for _ in 0..21 {
+        let t = Instant::now();
+        let m = AotModule::load(dir).expect("many/ (tests/warp/build.py build_many)");
+        loads.push(t.elapsed().as_secs_f64() * 1e3);
+        assert_eq!(m.keys().count(), 64);
+        drop(m);
+        let t = Instant::now();
+        let m = AotModule::from_embedded(&embedded).unwrap();
+        embeds.push(t.elapsed().as_secs_f64() * 1e3);
+        drop(m);
+    }
+    (median(loads), median(embeds))
+}
+
+/// First launch of saxpy from a freshly loaded module, host time of the
+/// call: ours (`module.kernel` declares it, `launch_args` queries its
+/// limits and launches) against the raw driver (`cuLibraryGetKernel` and
+/// `cuLaunchKernel` on a freshly loaded library of the same image), in
+/// alternating rounds. Median microseconds of each, and the median of
+/// per-round ratios.
+fn first_launch(
+    dir: &std::path::Path,
+    stream: &cuda_api::Stream,
+    x: &Array,
+    y: &Array,
+) -> (f64, f64, f64) {
+    let aot = dir.join("aot");
+    let image = std::fs::read(aot.join("wp_kernels.sm90.cubin")).unwrap();
+    let name = c"saxpy_cuda_kernel_forward";
+    let a = 2.0f32;
+    let ours = || {
+        let module = AotModule::load(&aot).unwrap();
+        let t = Instant::now();
+        let k = module.kernel("saxpy").unwrap();
+        k.launch_args(
+            Pass::Forward,
+            N,
+            Some(stream),
+            &[TypedArg::value(&a), x.into(), y.into()],
+        )
+        .unwrap();
+        let dt = t.elapsed().as_secs_f64() * 1e6;
+        stream.synchronize().unwrap();
+        dt
+    };
+    let raw = || {
+        let lib = cuda_api::Library::from_image(&image).unwrap();
+        let mut bounds = LaunchBounds1 {
+            shape: [N as u32],
+            size: N,
+            coord_mult: 1,
+            ..LaunchBounds1::default()
+        };
+        let mut av = a;
+        let (mut xa, mut ya) = (x.abi(), y.abi());
+        let mut params: [*mut c_void; 4] = [
+            (&mut bounds as *mut LaunchBounds1).cast(),
+            (&mut av as *mut f32).cast(),
+            (&mut xa as *mut _ as *mut c_void),
+            (&mut ya as *mut _ as *mut c_void),
+        ];
+        let t = Instant::now();
+        let mut kernel: cuda_sys::CUkernel = std::ptr::null_mut();
+        // SAFETY: a live library and a NUL-terminated name; then the saxpy
+        // forward kernel's parameters (bounds, float, array_t, array_t) at
+        // the addresses above, alive for the call.
+        let r = unsafe {
+            let r = cuda_sys::cuLibraryGetKernel(&mut kernel, lib.raw(), name.as_ptr());
+            assert_eq!(r, cuda_sys::CUresult::CUDA_SUCCESS);
+            cuda_sys::cuLaunchKernel(
+                kernel.cast(),
+                (N as u32).div_ceil(256),
+                1,
+                1,
+                256,
+                1,
+                1,
+                0,
+                stream.raw(),
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        };
+        let dt = t.elapsed().as_secs_f64() * 1e6;
+        assert_eq!(r, cuda_sys::CUresult::CUDA_SUCCESS);
+        stream.synchronize().unwrap();
+        dt
+    };
+    let (mut t_ours, mut t_raws, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..21 {
+        // Alternate which one goes first.
+        let (o, r) = if round % 2 == 0 {
+            let o = ours();
+            (o, raw())
+        } else {
+            let r = raw();
+            (ours(), r)
+        };
+        t_ours.push(o);
+        t_raws.push(r);
+        ratios.push(o / r);
+    }
+    (median(t_ours), median(t_raws), median(ratios))
 }
 
 fn write_results(rows: &[(&str, f64, f64, f64)]) {

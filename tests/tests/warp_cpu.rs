@@ -50,8 +50,8 @@ fn visits(kernel_dim: usize) -> Kernel {
 #[test]
 fn saxpy_on_the_cpu_in_one_dimension() {
     let k = saxpy();
-    let x = TypedArray::<f32>::from_slice(Device::Cpu, &[1.0, 2.0, 3.0, 4.0], &[4]).unwrap();
-    let y = TypedArray::<f32>::from_slice(Device::Cpu, &[10.0, 20.0, 30.0, 40.0], &[4]).unwrap();
+    let x = TypedArray::<f32, 1>::from_slice(Device::Cpu, &[1.0, 2.0, 3.0, 4.0], [4]).unwrap();
+    let y = TypedArray::<f32, 1>::from_slice(Device::Cpu, &[10.0, 20.0, 30.0, 40.0], [4]).unwrap();
     k.launch(4)
         .inputs((2.0f32, &x))
         .outputs(&y)
@@ -151,8 +151,8 @@ fn extra_dimensions_fold_into_shared_coordinates() {
 #[test]
 fn a_size_zero_domain_launches_nothing_but_checks_arguments() {
     let k = saxpy();
-    let x = TypedArray::<f32>::from_slice(Device::Cpu, &[1.0], &[1]).unwrap();
-    let y = TypedArray::<f32>::from_slice(Device::Cpu, &[5.0], &[1]).unwrap();
+    let x = TypedArray::<f32, 1>::from_slice(Device::Cpu, &[1.0], [1]).unwrap();
+    let y = TypedArray::<f32, 1>::from_slice(Device::Cpu, &[5.0], [1]).unwrap();
     k.launch(0)
         .inputs((2.0f32, &x, &y))
         .device("cpu")
@@ -171,8 +171,8 @@ fn a_size_zero_domain_launches_nothing_but_checks_arguments() {
 #[test]
 fn a_recorded_launch_replays_with_new_parameters() {
     let k = saxpy();
-    let x = TypedArray::<f32>::from_slice(Device::Cpu, &[1.0, 1.0], &[2]).unwrap();
-    let y = TypedArray::<f32>::zeros(Device::Cpu, &[2]).unwrap();
+    let x = TypedArray::<f32, 1>::from_slice(Device::Cpu, &[1.0, 1.0], [2]).unwrap();
+    let y = TypedArray::<f32, 1>::zeros(Device::Cpu, [2]).unwrap();
     let mut l = k
         .launch(2)
         .inputs((0.0f32, &x, &y))

@@ -15,6 +15,7 @@ Writes:
     OUT_DIR/multi/all/wp_kernels.{cu,meta,sm80.cubin,sm90.cubin,sm100.cubin,sm120.cubin,sm75.ptx}
     OUT_DIR/multi/no90/wp_kernels.{cu,meta,sm80.cubin,sm100.cubin,sm75.ptx}
                                         kernels.py for several architectures (the image choice)
+    OUT_DIR/many/wp_many.{cu,meta,sm90.cubin}  many.py: 64 kernels, for the load-time benchmark
     OUT_DIR/cases/<case>/<arg>.bin      raw little-endian inputs (the whole backing storage)
     OUT_DIR/cases/<case>/<arg>.expected.bin (and <arg>.grad.expected.bin for tape cases)
     OUT_DIR/manifest.json               what every case launches; schema in the module docstring below
@@ -110,6 +111,7 @@ def main() -> int:
     builder = Builder(wp, kernels, out)
     builder.build_all()
     build_tiles(wp, out)
+    build_many(wp, out)
     build_corpus(wp, out)
 
     manifest = {
@@ -143,6 +145,23 @@ def build_multi_arch(wp, kernels, multi: Path) -> None:
         wp.compile_aot_module(kernels, arch=archs, module_dir=str(d), use_ptx=False, strip_hash=True)
         wp.compile_aot_module(kernels, arch=[75], module_dir=str(d), use_ptx=True, strip_hash=True)
         print(f"multi/{sub} holds", sorted(p.name for p in d.iterdir()))
+
+
+def build_many(wp, out: Path) -> None:
+    """many.py (64 small kernels, module ``many``) compiled for sm_90 into OUT_DIR/many, for
+    the benchmark of ``AotModule::load`` on a module of at least 50 kernels and the first
+    launch of a fresh kernel. Compiled only: no reference data."""
+    sys.dont_write_bytecode = True
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
+    import many  # noqa: E402
+
+    d = out / "many"
+    if d.exists():
+        shutil.rmtree(d)
+    wp.compile_aot_module(many, arch=90, module_dir=str(d), use_ptx=False, strip_hash=True)
+    kernels = sum(1 for v in vars(many).values() if isinstance(v, wp._src.context.Kernel))
+    print(f"many/ holds {kernels} kernels:", sorted(p.name for p in d.iterdir()))
 
 
 def build_tiles(wp, out: Path) -> None:

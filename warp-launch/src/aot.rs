@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use cuda_api::Library;
 
@@ -76,13 +76,29 @@ const WARP_CUDA_HEADER: &str = r#"#define WP_TILE_BLOCK_DIM {block_dim}
 "#;
 
 /// A loaded Warp AOT module: its kernels by key.
+///
+/// Loading reads the source once (every kernel's parameters and access
+/// rules, checked) and loads the chosen image; each kernel's functions are
+/// declared against the driver's parameter layout on its first
+/// [`AotModule::kernel`] call, once, so loading a module of many kernels
+/// costs the parse and the image load, not one declaration per kernel.
 pub struct AotModule {
     name: String,
     /// The directory, or `embedded module '<name>'`.
     origin: String,
     /// The chosen image's file name.
     image: String,
-    kernels: BTreeMap<String, Kernel>,
+    library: Library,
+    kernels: BTreeMap<String, LazyKernel>,
+}
+
+/// A kernel of a loaded module: its declaration read from the source, and
+/// the kernel once its functions are declared (on first use).
+struct LazyKernel {
+    forward: String,
+    backward: Option<String>,
+    spec: KernelSpec,
+    kernel: OnceLock<Kernel>,
 }
 
 impl fmt::Debug for AotModule {
@@ -170,6 +186,9 @@ impl AotModule {
     /// safely with those checks; any other is refused by safe launches and
     /// runs only through the `unsafe`
     /// [`LaunchBuilder::unchecked`](crate::LaunchBuilder::unchecked).
+    /// Every kernel's declaration is read and checked here; its functions
+    /// are declared against the driver on its first [`AotModule::kernel`]
+    /// call, so the load costs the parse and the image load.
     ///
     /// # Errors
     ///
@@ -239,22 +258,23 @@ impl AotModule {
         let decls = declarations(text, cu_file, meta_text, meta_file)?;
         let chosen = images::choose(origin, images)?;
         let library = Library::from_image(&images[chosen].bytes).map_err(Error::from)?;
-        let mut kernels = BTreeMap::new();
-        for d in decls {
-            // SAFETY: the declaration (parameter types and access rules) was
-            // read from the source that Warp 1.19.0 (checked above) compiled
-            // into this module's images, kernel by kernel; the driver's
-            // layout confirms counts, sizes and offsets.
-            let kernel = unsafe {
-                d.spec
-                    .load_cuda(&library, &d.forward, d.backward.as_deref())
-            }?;
-            kernels.insert(d.key, kernel);
-        }
+        let kernels = decls
+            .into_iter()
+            .map(|d| {
+                let lazy = LazyKernel {
+                    forward: d.forward,
+                    backward: d.backward,
+                    spec: d.spec,
+                    kernel: OnceLock::new(),
+                };
+                (d.key, lazy)
+            })
+            .collect();
         Ok(AotModule {
             name: name.to_string(),
             origin: origin.to_string(),
             image: images[chosen].file.clone(),
+            library,
             kernels,
         })
     }
@@ -270,22 +290,47 @@ impl AotModule {
         &self.name
     }
 
-    /// Kernel `key` (the Python function's name).
+    /// Kernel `key` (the Python function's name). The first call for a
+    /// key declares the kernel's forward and backward functions against the
+    /// driver's parameter layout (a few driver queries); later calls return
+    /// the same kernel (a reference-count increment).
     ///
     /// # Errors
     ///
     /// [`Error::NoSuchKernel`] when the module has no kernel `key` (the message lists the
     /// kernels it has); [`Error::Cuda`] when the driver has no function of the kernel's mangled
-    /// name.
+    /// name, or its parameter layout differs from the declaration read from the source (the
+    /// next call tries again).
     pub fn kernel(&self, key: &str) -> Result<Kernel> {
-        self.kernels
-            .get(key)
-            .cloned()
-            .ok_or_else(|| Error::NoSuchKernel {
+        let Some(lazy) = self.kernels.get(key) else {
+            return Err(Error::NoSuchKernel {
                 module: format!("Warp module '{}' ({})", self.name, self.origin),
                 kernel: key.to_string(),
                 known: self.kernels.keys().cloned().collect(),
-            })
+            });
+        };
+        if let Some(k) = lazy.kernel.get() {
+            return Ok(k.clone());
+        }
+        // SAFETY: the declaration (parameter types and access rules) was
+        // read from the source that Warp 1.19.0 (checked at load) compiled
+        // into this module's images, kernel by kernel; the driver's layout
+        // confirms counts, sizes and offsets.
+        let kernel = unsafe {
+            lazy.spec
+                .clone()
+                .load_cuda(&self.library, &lazy.forward, lazy.backward.as_deref())
+        }?;
+        // Another thread may have declared it meanwhile: one kernel wins.
+        Ok(lazy.kernel.get_or_init(|| kernel).clone())
+    }
+
+    /// Whether kernel `key`'s functions have been declared (by a first
+    /// [`AotModule::kernel`] call).
+    pub fn is_declared(&self, key: &str) -> bool {
+        self.kernels
+            .get(key)
+            .is_some_and(|k| k.kernel.get().is_some())
     }
 
     /// Every kernel's key.
@@ -913,6 +958,38 @@ mod tests {
     #[test]
     fn nested_structs_and_one_megabyte_modules_declare_in_under_a_second() {
         run_in_child("aot::tests::big_modules_child", Duration::from_secs(60));
+    }
+
+    /// What `AotModule::load` does before the image for the 64-kernel
+    /// module of `tests/warp/many.py` (written by `tests/warp/build.py` into
+    /// `target/warp-aot/many`, or `$SDK_WARP_DATA/many`): the median of 11
+    /// runs. Run with
+    /// `cargo test --release -p warp-launch --lib declarations_of_64 -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "timing, and needs the compiled many/ module"]
+    fn declarations_of_64_kernels_time() {
+        let data = std::env::var_os("SDK_WARP_DATA").map_or_else(
+            || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/warp-aot"),
+            std::path::PathBuf::from,
+        );
+        let dir = data.join("many");
+        let text = std::fs::read_to_string(dir.join("wp_many.cu")).unwrap();
+        let meta = std::fs::read_to_string(dir.join("wp_many.meta")).unwrap();
+        let mut ms: Vec<f64> = (0..11)
+            .map(|_| {
+                let t = std::time::Instant::now();
+                let d = declarations(&text, "wp_many.cu", &meta, "wp_many.meta").unwrap();
+                assert_eq!(d.len(), 64);
+                t.elapsed().as_secs_f64() * 1e3
+            })
+            .collect();
+        ms.sort_by(f64::total_cmp);
+        println!(
+            "declarations of 64 kernels ({} KB of source): median {:.2} ms, min {:.2} ms",
+            text.len() / 1024,
+            ms[5],
+            ms[0]
+        );
     }
 
     #[test]

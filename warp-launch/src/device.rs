@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::OnceLock;
 
 use cuda_api::{Context, Stream};
 
@@ -93,7 +94,21 @@ impl Device {
     /// [`Error::NotCuda`] for the CPU device; [`Error::NoSuchDevice`] or [`Error::Cuda`] when
     /// the device's primary context cannot be made current.
     pub fn default_stream(self) -> Result<Stream> {
-        Ok(self.context()?.default_stream())
+        /// One handle per device (the first 64 ordinals), made once: a
+        /// launch on the default stream then allocates nothing.
+        static STREAMS: [OnceLock<Stream>; 64] = [const { OnceLock::new() }; 64];
+        let slot = self
+            .ordinal()
+            .and_then(|n| usize::try_from(n).ok())
+            .and_then(|n| STREAMS.get(n));
+        if let Some(s) = slot.and_then(OnceLock::get) {
+            return Ok(s.clone());
+        }
+        let stream = self.context()?.default_stream();
+        Ok(match slot {
+            Some(slot) => slot.get_or_init(|| stream).clone(),
+            None => stream,
+        })
     }
 }
 

@@ -75,6 +75,18 @@ pub enum Error {
     },
     /// An argument that does not match its parameter.
     Argument(Box<ArgumentError>),
+    /// A kernel whose declared parameters are not the ones a typed
+    /// launcher expects ([`crate::Kernel::check_signature`]).
+    Signature {
+        /// The kernel.
+        kernel: String,
+        /// Position of the first parameter that differs.
+        index: usize,
+        /// What the kernel declares there (`'name': kind`).
+        declared: String,
+        /// What the launcher expects there.
+        expected: String,
+    },
     /// An array the launch device cannot reach under the access mode.
     Access(Box<AccessError>),
     /// A parameter name or index that the kernel does not have.
@@ -459,6 +471,15 @@ impl fmt::Display for Error {
                 "kernel '{kernel}' takes {} argument(s) in {list} ({}) but {given} were given; pass one per parameter, in order",
                 expected.len(),
                 expected.join(", ")
+            ),
+            Error::Signature {
+                kernel,
+                index,
+                declared,
+                expected,
+            } => write!(
+                f,
+                "kernel '{kernel}': parameter {index} is {declared} but the typed launcher expects {expected}; the launcher was generated from another build of the module: regenerate it from the module's wp_<module>.cu, or load the module it was generated for"
             ),
             Error::Argument(a) => write!(
                 f,

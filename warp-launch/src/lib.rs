@@ -146,7 +146,9 @@ pub use source::WarpFeature;
 
 // Launching: arguments, the builder, the reusable launch, CUDA graphs.
 pub use graph::Graph;
-pub use launch::{Arg, Dim, IntoArg, IntoArgs, Launch, LaunchBuilder, MaxBlocks, StructValue};
+pub use launch::{
+    Arg, Dim, IntoArg, IntoArgs, Launch, LaunchBuilder, MaxBlocks, StructValue, TypedArg,
+};
 
 // The CPU device: kernels implemented in Rust.
 pub use launch::{CpuArgs, CpuArray, CpuFn, CpuIndex, Thread, cpu_fn};

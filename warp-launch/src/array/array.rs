@@ -921,13 +921,17 @@ impl Array {
         }
     }
 
-    /// A typed view: `T` must be the array's dtype.
+    /// A typed view with `N` dimensions: `T` must be the array's dtype and
+    /// `N` its number of dimensions (`array.typed::<f32, 2>()`).
     ///
     /// # Errors
     ///
-    /// [`Error::ElementType`] when `T` is not the array's dtype.
-    pub fn typed<T: Element>(&self) -> Result<TypedArray<T>> {
+    /// [`Error::ElementType`] when `T` is not the array's dtype;
+    /// [`Error::Shape`] when the array does not have `N` dimensions (both
+    /// name what the array holds and what was asked for).
+    pub fn typed<T: Element, const N: usize>(&self) -> Result<TypedArray<T, N>> {
         self.check_element::<T>("Array::typed")?;
+        check_ndim::<T, N>(self, "Array::typed")?;
         Ok(TypedArray {
             array: self.clone(),
             _t: PhantomData,
@@ -935,34 +939,73 @@ impl Array {
     }
 }
 
+/// Refuses an array without `N` dimensions for a `TypedArray<T, N>`.
+fn check_ndim<T: Element, const N: usize>(array: &Array, call: &'static str) -> Result<()> {
+    if array.ndim == N {
+        return Ok(());
+    }
+    Err(Error::Shape {
+        call,
+        message: format!(
+            "TypedArray<{}, {N}> takes an array with {N} dimension(s) but the array has {} (shape {:?}); reshape it, or use TypedArray<{}, {}>",
+            T::DTYPE.name,
+            array.ndim,
+            array.shape(),
+            T::DTYPE.name,
+            array.ndim
+        ),
+    })
+}
+
 fn as_bytes<T: Element>(data: &[T]) -> &[u8] {
     crate::abi::encode::element_bytes(data)
 }
 
-/// An [`Array`] whose element type is known at compile time.
-#[derive(Clone, Debug)]
-pub struct TypedArray<T: Element> {
+/// An [`Array`] whose element type `T` and number of dimensions `N` (1 to
+/// 4) are known at compile time: what typed launchers take
+/// (`&TypedArray<f32, 2>` for a `wp.array2d(dtype=float)` parameter), so a
+/// wrong dtype or ndim fails to compile. Made with [`TypedArray::zeros`],
+/// [`TypedArray::from_slice`] or [`Array::typed`], which check both.
+pub struct TypedArray<T: Element, const N: usize> {
     array: Array,
-    _t: PhantomData<T>,
+    _t: PhantomData<fn() -> T>,
 }
 
-impl<T: Element> TypedArray<T> {
-    /// A zeroed array of `shape` in device memory.
+impl<T: Element, const N: usize> Clone for TypedArray<T, N> {
+    fn clone(&self) -> Self {
+        TypedArray {
+            array: self.array.clone(),
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<T: Element, const N: usize> fmt::Debug for TypedArray<T, N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TypedArray<{}, {N}>({:?})", T::DTYPE.name, self.array)
+    }
+}
+
+impl<T: Element, const N: usize> TypedArray<T, N> {
+    /// A zeroed array of `shape` in `device`'s memory (device memory for
+    /// CUDA, host memory for the CPU).
     ///
     /// # Errors
     ///
-    /// As [`Array::zeros`].
-    pub fn zeros(device: impl IntoDevice, shape: &[usize]) -> Result<Self> {
-        Array::zeros::<T>(device, shape)?.typed()
+    /// As [`Array::zeros`]; [`Error::Shape`] when `N` is not 1 to 4.
+    pub fn zeros(device: impl IntoDevice, shape: [usize; N]) -> Result<Self> {
+        Array::zeros::<T>(device, &shape)?.typed()
     }
-    /// An array of `shape` holding `data`.
+
+    /// An array of `shape` holding `data` (row-major).
     ///
     /// # Errors
     ///
-    /// As [`Array::from_slice`].
-    pub fn from_slice(device: impl IntoDevice, data: &[T], shape: &[usize]) -> Result<Self> {
-        Array::from_slice(device, data, shape)?.typed()
+    /// As [`Array::from_slice`]; [`Error::Shape`] when `N` is not 1 to 4.
+    pub fn from_slice(device: impl IntoDevice, data: &[T], shape: [usize; N]) -> Result<Self> {
+        Array::from_slice(device, data, &shape)?.typed()
     }
+
     /// The elements, row-major.
     ///
     /// # Errors
@@ -971,23 +1014,42 @@ impl<T: Element> TypedArray<T> {
     pub fn to_vec(&self) -> Result<Vec<T>> {
         self.array.to_vec()
     }
-    /// The untyped array.
-    pub fn untyped(&self) -> &Array {
+
+    /// Extent of each dimension.
+    pub fn shape(&self) -> [usize; N] {
+        let mut s = [0usize; N];
+        s.copy_from_slice(self.array.shape());
+        s
+    }
+
+    /// The untyped array (what [`TypedArg::Array`](crate::TypedArg::Array)
+    /// takes).
+    pub fn as_array(&self) -> &Array {
         &self.array
     }
+
     /// The same array with a zeroed gradient.
     ///
     /// # Errors
     ///
     /// The errors of [`Array::with_grad`].
     pub fn with_grad(self) -> Result<Self> {
-        self.array.with_grad()?.typed()
+        Ok(TypedArray {
+            array: self.array.with_grad()?,
+            _t: PhantomData,
+        })
     }
 }
 
-impl<T: Element> Deref for TypedArray<T> {
+impl<T: Element, const N: usize> Deref for TypedArray<T, N> {
     type Target = Array;
     fn deref(&self) -> &Array {
+        &self.array
+    }
+}
+
+impl<T: Element, const N: usize> AsRef<Array> for TypedArray<T, N> {
+    fn as_ref(&self) -> &Array {
         &self.array
     }
 }

@@ -120,14 +120,14 @@ impl IntoArg for &Array {
         Arg::Array(self.clone())
     }
 }
-impl<T: Element> IntoArg for TypedArray<T> {
+impl<T: Element, const N: usize> IntoArg for TypedArray<T, N> {
     fn into_arg(self) -> Arg {
-        Arg::Array(self.untyped().clone())
+        Arg::Array(self.as_array().clone())
     }
 }
-impl<T: Element> IntoArg for &TypedArray<T> {
+impl<T: Element, const N: usize> IntoArg for &TypedArray<T, N> {
     fn into_arg(self) -> Arg {
-        Arg::Array(self.untyped().clone())
+        Arg::Array(self.as_array().clone())
     }
 }
 impl IntoArg for Option<&Array> {
@@ -232,7 +232,7 @@ pub(crate) struct Site<'a> {
 }
 
 impl Site<'_> {
-    fn error(&self, expected: String, given: String, hint: impl Into<String>) -> Error {
+    pub(crate) fn error(&self, expected: String, given: String, hint: impl Into<String>) -> Error {
         Error::Argument(Box::new(crate::error::ArgumentError {
             kernel: self.kernel.to_string(),
             index: self.index,
@@ -309,7 +309,7 @@ pub(crate) fn check<'a>(
     }
 }
 
-fn kind_hint(kind: &ParamKind) -> String {
+pub(crate) fn kind_hint(kind: &ParamKind) -> String {
     match kind {
         ParamKind::Array { dtype, .. } => {
             format!("pass an Array of {dtype}, or None for a null array")

@@ -19,7 +19,7 @@ use super::builder::{Dim, MaxBlocks};
 use super::kernel::{Kernel, Rules};
 
 /// Dynamic shared memory a kernel may use without opting in (48 KiB).
-const DEFAULT_SHARED_LIMIT: u32 = 48 * 1024;
+pub(super) const DEFAULT_SHARED_LIMIT: u32 = 48 * 1024;
 
 /// Everything that decides a launch besides its arguments.
 #[derive(Debug, Clone, Copy)]
@@ -94,7 +94,7 @@ pub(super) fn stream_device_mismatch(kernel: &Kernel, s: &Stream, device: Device
 
 /// Refuses a stream of another context than `ctx`, the one the launch's
 /// arrays and checks belong to (a device's primary context).
-fn check_stream_context(kernel: &Kernel, s: &Stream, ctx: &Context) -> Result<()> {
+pub(super) fn check_stream_context(kernel: &Kernel, s: &Stream, ctx: &Context) -> Result<()> {
     if s.context() == ctx {
         return Ok(());
     }
@@ -145,6 +145,41 @@ pub(crate) fn check_accesses<'a>(
     arg: impl Fn(usize) -> Option<&'a Arg>,
     only: Option<usize>,
 ) -> Result<()> {
+    check_access_rules(kernel, opts, dim, plan, |i| Extents::of(arg(i)), only)
+}
+
+/// What an argument shows the access rules: an array's extents, a null
+/// array, or something that is no array (the argument check reports it).
+#[derive(Clone, Copy)]
+pub(crate) enum Extents<'a> {
+    /// An array of these extents.
+    Array(&'a [usize]),
+    /// Warp's `None` for an array.
+    Null,
+    /// Not an array, or no argument.
+    Other,
+}
+
+impl<'a> Extents<'a> {
+    fn of(arg: Option<&'a Arg>) -> Extents<'a> {
+        match arg {
+            Some(Arg::Array(a)) => Extents::Array(a.shape()),
+            Some(Arg::Null) => Extents::Null,
+            _ => Extents::Other,
+        }
+    }
+}
+
+/// [`check_accesses`] over the arguments' extents (`arg(i)` for parameter
+/// `i`, adjoints after the forward parameters).
+pub(crate) fn check_access_rules<'a>(
+    kernel: &Kernel,
+    opts: &Options,
+    dim: &[i64],
+    plan: &Plan,
+    arg: impl Fn(usize) -> Extents<'a>,
+    only: Option<usize>,
+) -> Result<()> {
     if opts.unchecked || opts.device == Device::Cpu || plan.size == 0 {
         return Ok(());
     }
@@ -183,11 +218,11 @@ pub(crate) fn check_accesses<'a>(
             continue;
         }
         let shape: &[usize] = match arg(slot) {
-            Some(Arg::Array(a)) => a.shape(),
-            Some(Arg::Null) if r.null_ok => continue,
-            Some(Arg::Null) => &[],
+            Extents::Array(shape) => shape,
+            Extents::Null if r.null_ok => continue,
+            Extents::Null => &[],
             // Not an array: the argument check reports it.
-            _ => continue,
+            Extents::Other => continue,
         };
         let refuse = |axis: usize, index: Option<AxisIndex>, needed: u64| {
             let param = match kernel.param_at(slot) {

@@ -13,6 +13,7 @@ mod kernel;
 mod launch;
 pub(crate) mod record;
 mod spare;
+mod typed;
 
 pub use bind::{Arg, IntoArg, IntoArgs, StructValue};
 pub use builder::{Dim, LaunchBuilder, MaxBlocks};
@@ -20,3 +21,4 @@ pub use cpu::{CpuArgs, CpuArray, CpuFn, CpuIndex, Thread, cpu_fn};
 pub use domain::DimError;
 pub use kernel::{Kernel, KernelSpec};
 pub use launch::Launch;
+pub use typed::TypedArg;

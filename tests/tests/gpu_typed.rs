@@ -1,0 +1,291 @@
+//! Positional launches (`Kernel::launch_args`, `record_args`, what typed
+//! launchers call) on a GPU: Warp's reference cases through them, equal to
+//! Warp's CPU results; the refusals of the builder, word for word (the
+//! launch-shape rule, unreachable memory, another context's stream); the
+//! adjoint and the tape; no heap allocation per launch; and a 64-kernel
+//! module whose kernels are declared on first use.
+
+use std::path::Path;
+
+use cuda_api::{Context, Stream};
+use sdk_tests::warp::{arg_from, compare, data_dir, manifest, storage_bytes};
+use warp_launch::{AotModule, Arg, Array, Device, Error, Pass, Tape, TypedArg, TypedArray};
+
+#[global_allocator]
+static GLOBAL: sdk_tests::alloc::CountingAlloc = sdk_tests::alloc::CountingAlloc;
+
+fn module(dir: &Path) -> AotModule {
+    AotModule::load(dir.join("aot")).expect("Warp AOT module loads (cargo xtask gpu-bundle)")
+}
+
+/// `args` as positional arguments (a null array has no positional form).
+fn typed(args: &[Arg]) -> Vec<TypedArg<'_>> {
+    args.iter()
+        .map(|a| match a {
+            Arg::Array(a) => TypedArg::Array(a),
+            Arg::Value(v) => TypedArg::Value(v.bytes()),
+            Arg::Struct(s) => TypedArg::Struct(s),
+            other => panic!("no positional form for {}", other.describe()),
+        })
+        .collect()
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn positional_launches_give_warps_results() {
+    let dir = data_dir();
+    let m = manifest(&dir);
+    let module = module(&dir);
+    let mut checked = 0;
+    for case in m["cases"].as_array().unwrap() {
+        let name = case["name"].as_str().unwrap();
+        // Grid caps are a builder option; their results are the uncapped ones.
+        let kernel = module.kernel(case["kernel"].as_str().unwrap()).unwrap();
+        let specs = case["args"].as_array().unwrap();
+        let args: Vec<Arg> = specs
+            .iter()
+            .map(|a| arg_from(&dir, Device::Cuda(0), a))
+            .collect();
+        let dim: Vec<i64> = case["dim"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e.as_i64().unwrap())
+            .collect();
+        kernel
+            .launch_args(Pass::Forward, dim, None, &typed(&args))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        for (spec, arg) in specs.iter().zip(&args) {
+            let Some(file) = spec["expected_file"].as_str() else {
+                continue;
+            };
+            let want = std::fs::read(dir.join(file)).unwrap();
+            let a = arg.as_array().unwrap();
+            compare(a.dtype(), &storage_bytes(a), &want, 1e-5)
+                .unwrap_or_else(|e| panic!("{name}: argument '{}': {e}", spec["name"]));
+            checked += 1;
+        }
+    }
+    println!("positional launches: {checked} outputs equal Warp's");
+    assert!(checked >= 15, "only {checked} outputs compared");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn positional_launches_refuse_what_the_builder_refuses() {
+    let module = module(&data_dir());
+    let saxpy = module.kernel("saxpy").unwrap();
+    let dev = Device::Cuda(0);
+    let x = TypedArray::<f32, 1>::zeros(dev, [256]).unwrap();
+    let y = TypedArray::<f32, 1>::zeros(dev, [256]).unwrap();
+    let short = TypedArray::<f32, 1>::zeros(dev, [100]).unwrap();
+    let host = TypedArray::<f32, 1>::zeros(Device::Cpu, [256]).unwrap();
+    let xi = Array::zeros::<i32>(dev, &[256]).unwrap();
+    let a = 2.0f32;
+    let pos = |x: &Array, y: &Array, stream: Option<&Stream>| {
+        saxpy
+            .launch_args(
+                Pass::Forward,
+                256,
+                stream,
+                &[TypedArg::value(&a), x.into(), y.into()],
+            )
+            .unwrap_err()
+    };
+    let built = |x: &Array, y: &Array, stream: Option<&Stream>| {
+        let b = saxpy.launch(256).inputs((2.0f32, x, y)).device(dev);
+        match stream {
+            Some(s) => b.stream(s).run().unwrap_err(),
+            None => b.run().unwrap_err(),
+        }
+    };
+    let other = Context::new(dev.context().unwrap().device()).unwrap();
+    let foreign = Stream::new(&other).unwrap();
+    for (what, x, y, stream) in [
+        ("launch shape", &*x, &*short, None),
+        ("host memory", &*x, &*host, None),
+        ("dtype", &xi, &*y, None),
+        ("another context's stream", &*x, &*y, Some(&foreign)),
+    ] {
+        let (p, b) = (pos(x, y, stream), built(x, y, stream));
+        assert_eq!(p.to_string(), b.to_string(), "{what}");
+        println!("{what}: {p}");
+    }
+    assert!(matches!(pos(&x, &short, None), Error::OutOfBounds(_)));
+    assert!(matches!(pos(&x, &host, None), Error::Access(_)));
+    // The neighbour of the short array was not touched: nothing ran.
+    assert!(short.to_vec().unwrap().iter().all(|&v| v == 0.0));
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn adjoints_replays_and_the_tape_through_positional_launches() {
+    let module = module(&data_dir());
+    let sin = module.kernel("chain_sin").unwrap();
+    let loss_k = module.kernel("chain_loss").unwrap();
+    let dev = Device::Cuda(0);
+    let xs = [0.1f32, 0.5, 1.0, -0.7];
+    let a = 1.5f32;
+    // Adjoint: params then adjoints, equal to the builder's adjoint launch.
+    let run = |positional: bool| {
+        let x = Array::from_slice(dev, &xs, &[4]).unwrap();
+        let y = Array::zeros::<f32>(dev, &[4]).unwrap();
+        let adj_x = Array::zeros::<f32>(dev, &[4]).unwrap();
+        let adj_y = Array::from_slice(dev, &[1.0f32, 2.0, 3.0, 4.0], &[4]).unwrap();
+        let zero = 0.0f32;
+        if positional {
+            sin.launch_args(
+                Pass::Adjoint,
+                4,
+                None,
+                &[
+                    (&x).into(),
+                    TypedArg::value(&a),
+                    (&y).into(),
+                    (&adj_x).into(),
+                    TypedArg::value(&zero),
+                    (&adj_y).into(),
+                ],
+            )
+            .unwrap();
+        } else {
+            sin.launch(4)
+                .inputs((&x, a))
+                .outputs(&y)
+                .adj_inputs((&adj_x, 0.0f32))
+                .adj_outputs(&adj_y)
+                .pass(Pass::Adjoint)
+                .run()
+                .unwrap();
+        }
+        adj_x.to_vec::<f32>().unwrap()
+    };
+    assert_eq!(run(true), run(false));
+    // Replay of a recorded positional launch.
+    let x = Array::from_slice(dev, &[1.0f32; 4], &[4]).unwrap();
+    let y = Array::zeros::<f32>(dev, &[4]).unwrap();
+    let saxpy = module.kernel("saxpy").unwrap();
+    let l = saxpy
+        .record_args(
+            Pass::Forward,
+            4,
+            &[TypedArg::value(&a), (&x).into(), (&y).into()],
+        )
+        .unwrap();
+    for _ in 0..10 {
+        l.launch().unwrap();
+    }
+    assert_eq!(y.to_vec::<f32>().unwrap(), vec![15.0; 4]);
+    // The tape records forward positional launches and runs their backward kernels.
+    let x = Array::from_slice(dev, &xs, &[4])
+        .unwrap()
+        .with_grad()
+        .unwrap();
+    let y = Array::zeros::<f32>(dev, &[4]).unwrap().with_grad().unwrap();
+    let loss = Array::zeros::<f32>(dev, &[1]).unwrap().with_grad().unwrap();
+    let mut tape = Tape::new();
+    tape.record(|| -> warp_launch::Result<()> {
+        sin.launch_args(
+            Pass::Forward,
+            4,
+            None,
+            &[(&x).into(), TypedArg::value(&a), (&y).into()],
+        )?;
+        loss_k.launch_args(Pass::Forward, 4, None, &[(&y).into(), (&loss).into()])
+    })
+    .unwrap();
+    assert_eq!(tape.launches().len(), 2);
+    tape.backward(&loss).unwrap();
+    let gx = x.grad().unwrap().to_vec::<f32>().unwrap();
+    for (g, x) in gx.iter().zip(xs) {
+        let exact = 2.0 * 2.25 * x.sin() * x.cos();
+        assert!((g - exact).abs() < 1e-4, "{g} vs {exact}");
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn positional_launches_allocate_nothing_and_keep_their_arrays_alive() {
+    let module = module(&data_dir());
+    let saxpy = module.kernel("saxpy").unwrap();
+    let dev = Device::Cuda(0);
+    let stream = Stream::new(&dev.context().unwrap()).unwrap();
+    let n = 1usize << 22;
+    let x = Array::from_slice(dev, &vec![1.0f32; n], &[n]).unwrap();
+    let y = Array::zeros::<f32>(dev, &[n]).unwrap();
+    let a = 1.0f32;
+    let args = [TypedArg::value(&a), (&x).into(), (&y).into()];
+    for s in [Some(&stream), None] {
+        saxpy.launch_args(Pass::Forward, n, s, &args).unwrap();
+        let before = sdk_tests::alloc::allocations();
+        for _ in 0..100 {
+            saxpy.launch_args(Pass::Forward, n, s, &args).unwrap();
+        }
+        let allocs = sdk_tests::alloc::allocations() - before;
+        // Other tests of this binary may allocate meanwhile: a launch
+        // that allocated would add at least 100.
+        assert!(allocs < 100, "{allocs} allocations in 100 launches");
+        stream.synchronize().unwrap();
+    }
+    // Arrays dropped right after the launch: their memory is freed only
+    // after the kernel (the free waits), and a new array never sees it
+    // being written.
+    for _ in 0..20 {
+        let x = Array::from_slice(dev, &vec![1.0f32; n], &[n]).unwrap();
+        let y = Array::zeros::<f32>(dev, &[n]).unwrap();
+        saxpy
+            .launch_args(
+                Pass::Forward,
+                n,
+                Some(&stream),
+                &[TypedArg::value(&a), (&x).into(), (&y).into()],
+            )
+            .unwrap();
+    }
+    let z = Array::zeros::<f32>(dev, &[n]).unwrap();
+    stream.synchronize().unwrap();
+    assert!(z.to_vec::<f32>().unwrap().iter().all(|&v| v == 0.0));
+    assert_eq!(y.to_vec::<f32>().unwrap()[0], 202.0);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_module_of_64_kernels_declares_them_on_first_use() {
+    let dir = data_dir().join("many");
+    let dev = Device::Cuda(0);
+    dev.context().unwrap();
+    let t = std::time::Instant::now();
+    let module = AotModule::load(&dir).expect("many/ (tests/warp/build.py build_many)");
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    println!(
+        "AotModule::load of {} kernels: {ms:.2} ms",
+        module.keys().count()
+    );
+    assert_eq!(module.keys().count(), 64);
+    assert!(module.keys().all(|k| !module.is_declared(k)));
+    let fill = module.kernel("fill_05").unwrap();
+    assert!(module.is_declared("fill_05") && !module.is_declared("fill_06"));
+    let out = TypedArray::<i32, 1>::zeros(dev, [10]).unwrap();
+    let (value, step) = (100i32, 3i32);
+    fill.launch_args(
+        Pass::Forward,
+        10,
+        None,
+        &[
+            TypedArg::value(&value),
+            TypedArg::value(&step),
+            (&out).into(),
+        ],
+    )
+    .unwrap();
+    let want: Vec<i32> = (0..10).map(|i| 100 + 3 * i + 5).collect();
+    assert_eq!(out.to_vec().unwrap(), want);
+    // The same kernel again: the declared one.
+    let again = module.kernel("fill_05").unwrap();
+    assert_eq!(again.name(), "fill_05");
+    // Every kernel declares against the driver's layout.
+    for key in module.keys().map(str::to_string).collect::<Vec<_>>() {
+        module.kernel(&key).unwrap();
+    }
+    assert!(module.keys().all(|k| module.is_declared(k)));
+}

@@ -1,0 +1,608 @@
+//! Positional launches, what typed launchers call ([`TypedArg`],
+//! [`Kernel::launch_args`], [`Kernel::record_args`],
+//! [`Kernel::launch_tiled_args`], [`Kernel::check_signature`]).
+//!
+//! A typed launcher's Rust signature already fixes each argument's kind,
+//! dtype and dimensions, so the launch does not look parameters up by name,
+//! collect arguments into a vector or clone arrays: it compares each
+//! argument with its parameter (a pointer compare for dtypes, integer
+//! compares for dimensions and sizes), checks where each array lives (the
+//! access mode, as every launch does), plans the domain, checks the
+//! kernel's access rules against it (the launch-shape rule), and writes the
+//! bytes straight into the kernel's spare argument block. The arrays'
+//! memory is kept alive as an immediate [`LaunchBuilder::run`](crate::LaunchBuilder::run) keeps it:
+//! every allocation the launch uses is marked as used by queued work, so
+//! its free (and host reads) wait for the work to finish.
+//!
+//! A refusal builds the same error as the builder's checks (the message
+//! names the kernel, the parameter, what it takes and what was given), only
+//! on the error path.
+
+use cuda_api::{LaunchConfig, Stream};
+
+use super::bind::{self, Arg, Site, StructValue};
+use super::builder::{Dim, MaxBlocks};
+use super::domain::{self, KernelShape, Plan};
+use super::kernel::Kernel;
+use super::launch::{
+    DEFAULT_SHARED_LIMIT, Extents, Launch, Options, check_access_rules, check_stream_context,
+};
+use super::record;
+use crate::abi::{Element, Value, encode};
+use crate::array::{AccessMode, Array, TypedArray, thread_access_mode};
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::signature::{ParamKind, Pass, StructType};
+
+/// One positional argument of [`Kernel::launch_args`] and
+/// [`Kernel::record_args`]: borrowed, so passing it copies nothing.
+#[derive(Clone, Copy, Debug)]
+pub enum TypedArg<'a> {
+    /// A forward or adjoint array argument (any device; the launch checks
+    /// where it lives).
+    Array(&'a Array),
+    /// A scalar, vector or matrix: its little-endian bytes, exactly the
+    /// parameter's dtype size ([`TypedArg::value`] makes them from a Rust
+    /// value).
+    Value(&'a [u8]),
+    /// A `wp.struct` by value ([`StructValue::of`]).
+    Struct(&'a StructValue),
+}
+
+impl<'a> TypedArg<'a> {
+    /// The bytes of `v` (an [`Element`]: `f32`, `[f32; 3]`, ...) as a
+    /// value argument.
+    pub fn value<T: Element>(v: &'a T) -> TypedArg<'a> {
+        TypedArg::Value(encode::element_bytes(std::slice::from_ref(v)))
+    }
+}
+
+impl<'a> From<&'a Array> for TypedArg<'a> {
+    fn from(a: &'a Array) -> Self {
+        TypedArg::Array(a)
+    }
+}
+
+impl<'a, T: Element, const N: usize> From<&'a TypedArray<T, N>> for TypedArg<'a> {
+    fn from(a: &'a TypedArray<T, N>) -> Self {
+        TypedArg::Array(a.as_array())
+    }
+}
+
+impl<'a> From<&'a StructValue> for TypedArg<'a> {
+    fn from(s: &'a StructValue) -> Self {
+        TypedArg::Struct(s)
+    }
+}
+
+/// The device a positional launch runs on: the stream's if one is given,
+/// else the first CUDA array's, else the CPU when there are arrays (all
+/// on the host), else `cuda:0`. The other arrays must be reachable from it
+/// (checked by the access mode, as for any launch).
+fn launch_device(args: &[TypedArg<'_>], stream: Option<&Stream>) -> Device {
+    if let Some(s) = stream {
+        return Device::from(s.context().device());
+    }
+    let mut host = false;
+    for a in args {
+        if let TypedArg::Array(a) = a {
+            match a.device() {
+                Device::Cpu => host = true,
+                cuda => return cuda,
+            }
+        }
+    }
+    if host { Device::Cpu } else { Device::Cuda(0) }
+}
+
+/// Whether a struct type `given` (from a typed launcher) is the declared
+/// struct `declared`: the same name (or the same name without Warp's
+/// hash), size, alignment, and fields of the same names, offsets and kinds.
+fn same_struct(declared: &StructType, given: &StructType) -> bool {
+    (given.name == declared.name || given.key() == declared.key())
+        && given.size == declared.size
+        && given.align == declared.align
+        && given.fields.len() == declared.fields.len()
+        && declared
+            .fields
+            .iter()
+            .zip(&given.fields)
+            .all(|(d, g)| d.name == g.name && d.offset == g.offset && same_kind(&d.kind, &g.kind))
+}
+
+/// Whether `given` is the kind `declared`: the same dtype (by identity);
+/// for arrays the same dimensions where the declaration knows them.
+fn same_kind(declared: &ParamKind, given: &ParamKind) -> bool {
+    match (declared, given) {
+        (ParamKind::Array { dtype: d, ndim: dn }, ParamKind::Array { dtype: g, ndim: gn }) => {
+            std::ptr::eq(*d, *g) && (dn.is_none() || gn.is_none() || dn == gn)
+        }
+        (ParamKind::Value(d), ParamKind::Value(g)) => std::ptr::eq(*d, *g),
+        (ParamKind::Struct(d), ParamKind::Struct(g)) => same_struct(d, g),
+        _ => false,
+    }
+}
+
+impl Kernel {
+    /// Checks that the kernel's declared parameters are exactly `params`
+    /// (name and kind, in order; an array's dimensions compared where the
+    /// declaration knows them): what a typed launcher, generated from a
+    /// module's source, calls once when it is bound to a loaded kernel, so
+    /// that its positional launches match the kernel.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Signature`] at the first difference, naming the kernel, the
+    /// parameter, what the kernel declares and what the launcher expects.
+    pub fn check_signature(&self, params: &[(&str, ParamKind)]) -> Result<()> {
+        let declared = self.params();
+        let show = |name: &str, kind: &ParamKind| format!("'{name}': {}", kind.describe());
+        for i in 0..declared.len().max(params.len()) {
+            let (d, g) = (declared.get(i), params.get(i));
+            let same = match (d, g) {
+                (Some(d), Some((name, kind))) => d.name == *name && same_kind(&d.kind, kind),
+                _ => false,
+            };
+            if !same {
+                return Err(Error::Signature {
+                    kernel: self.name().to_string(),
+                    index: i,
+                    declared: d.map_or_else(
+                        || format!("absent (the kernel has {} parameter(s))", declared.len()),
+                        |d| show(&d.name, &d.kind),
+                    ),
+                    expected: g.map_or_else(
+                        || format!("no parameter there (it has {})", params.len()),
+                        |(name, kind)| show(name, kind),
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Launches with positional arguments, as a typed launcher does:
+    /// `args` holds one argument per parameter in order ([`Pass::Forward`]),
+    /// or the parameters then one adjoint per parameter
+    /// ([`Pass::Adjoint`], as Warp's backward kernel takes them).
+    ///
+    /// The device is the stream's if `stream` is given, else the first
+    /// CUDA array's, else the CPU when every array is a host array, else
+    /// `cuda:0`; every other array must be reachable from it under this
+    /// thread's access mode ([`crate::thread_access_mode`]). The stream
+    /// is `stream`, else the device's default stream; the block size is the
+    /// one the kernel was compiled for (else 256; 1 on the CPU). Every
+    /// check of [`LaunchBuilder::run`](crate::LaunchBuilder::run) runs: count, kind, dtype and dimensions
+    /// of each argument (compared by identity and integers, no name
+    /// lookup), where each array lives, the stream's context, and the
+    /// kernel's access rules against the domain (the launch shape), and the
+    /// arrays' memory stays alive while the kernel is queued. It allocates
+    /// nothing (on a CUDA device, outside a recording [`crate::Tape`]). A
+    /// recording tape records a forward launch, as it records
+    /// [`LaunchBuilder::run`](crate::LaunchBuilder::run).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ArgumentCount`] for another number of arguments;
+    /// [`Error::Argument`] for an argument of the wrong kind, dtype,
+    /// dimensions or size (a value's bytes must be exactly its dtype's
+    /// size); [`Error::Access`] for an array the launch device cannot reach;
+    /// [`Error::Dim`] for a domain that cannot be launched;
+    /// [`Error::OutOfBounds`], [`Error::PartialTileBlock`] or
+    /// [`Error::Unproven`] when the kernel's access rules refuse the launch
+    /// shape; [`Error::StreamContext`] for a stream of another context than
+    /// the device's primary one; [`Error::NoCudaFunction`] /
+    /// [`Error::NoCpuFunction`] when the kernel has no function for the
+    /// pass and device; the driver's refusal as [`Error::Cuda`].
+    pub fn launch_args(
+        &self,
+        pass: Pass,
+        dim: impl Into<Dim>,
+        stream: Option<&Stream>,
+        args: &[TypedArg<'_>],
+    ) -> Result<()> {
+        self.run_typed(pass, &dim.into(), stream, args, false)
+    }
+
+    /// [`Kernel::launch_args`] with Warp's `wp.launch_tiled` semantics:
+    /// the block size is appended to `dim` as one more extent (see
+    /// [`Kernel::launch_tiled`]; on the CPU the extent appended is 1).
+    ///
+    /// # Errors
+    ///
+    /// As [`Kernel::launch_args`]; [`Error::Dim`] when `dim` has 4 extents.
+    pub fn launch_tiled_args(
+        &self,
+        pass: Pass,
+        dim: impl Into<Dim>,
+        stream: Option<&Stream>,
+        args: &[TypedArg<'_>],
+    ) -> Result<()> {
+        self.run_typed(pass, &dim.into(), stream, args, true)
+    }
+
+    /// The launch [`Kernel::launch_args`] would run, checked the same way
+    /// and returned for replay ([`Launch::launch`] on the device's default
+    /// stream, [`Launch::launch_on`] on another; no allocation per replay).
+    /// A tape does not record it.
+    ///
+    /// # Errors
+    ///
+    /// As [`Kernel::launch_args`], less the driver's launch.
+    pub fn record_args(
+        &self,
+        pass: Pass,
+        dim: impl Into<Dim>,
+        args: &[TypedArg<'_>],
+    ) -> Result<Launch> {
+        self.record_typed(pass, &dim.into(), None, args, false)
+    }
+
+    /// The options of a positional launch.
+    fn typed_options(&self, device: Device, pass: Pass, mode: AccessMode, tiled: bool) -> Options {
+        Options {
+            device,
+            pass,
+            block_dim: self.fixed_block_dim().unwrap_or(domain::DEFAULT_BLOCK_DIM),
+            max_blocks: MaxBlocks::Unlimited,
+            mode,
+            cooperative: false,
+            unchecked: false,
+            tiled,
+        }
+    }
+
+    /// Checks the count of `args`, then each argument against its
+    /// parameter (kind, dtype, dimensions, size, where an array lives).
+    fn check_typed(
+        &self,
+        pass: Pass,
+        device: Device,
+        mode: AccessMode,
+        args: &[TypedArg<'_>],
+    ) -> Result<()> {
+        let params = self.params();
+        let n = params.len();
+        let adjoint = pass == Pass::Adjoint;
+        if args.len() != if adjoint { 2 * n } else { n } {
+            let mut names: Vec<String> = params.iter().map(|p| p.name.clone()).collect();
+            if adjoint {
+                names.extend(params.iter().map(|p| format!("adj_{}", p.name)));
+            }
+            return Err(Error::ArgumentCount {
+                kernel: self.name().to_string(),
+                list: if adjoint {
+                    "inputs + outputs + adj_inputs + adj_outputs"
+                } else {
+                    "inputs + outputs"
+                },
+                expected: names,
+                given: args.len(),
+            });
+        }
+        for (i, arg) in args.iter().enumerate() {
+            let p = &params[i % n];
+            let fits = match (&p.kind, arg) {
+                (ParamKind::Array { dtype, ndim }, TypedArg::Array(a)) => {
+                    std::ptr::eq(a.dtype(), *dtype)
+                        && ndim.is_none_or(|d| usize::from(d) == a.ndim())
+                }
+                (ParamKind::Value(d), TypedArg::Value(b)) => b.len() == d.size,
+                (ParamKind::Struct(st), TypedArg::Struct(s)) => {
+                    s.bytes().len() == st.size && (s.name() == st.name || s.name() == st.key())
+                }
+                _ => false,
+            };
+            if !fits {
+                return Err(self.refuse_typed(i, &p.kind, arg, device, mode));
+            }
+            if let TypedArg::Array(a) = arg {
+                crate::array::check(self.name(), &p.name, a, device, mode).map_err(|mut e| {
+                    if i >= n
+                        && let Error::Access(a) = &mut e
+                    {
+                        a.param = format!("adj_{}", a.param);
+                    }
+                    e
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The error for argument `index` that does not fit `kind`: the
+    /// builder's own (from its check of the same argument), or for value
+    /// bytes of the wrong size, one in the same form.
+    fn refuse_typed(
+        &self,
+        index: usize,
+        kind: &ParamKind,
+        arg: &TypedArg<'_>,
+        device: Device,
+        mode: AccessMode,
+    ) -> Error {
+        let name = self
+            .param_at(index)
+            .map_or_else(String::new, |p| p.0.into_owned());
+        let site = Site {
+            kernel: self.name(),
+            index,
+            name: &name,
+        };
+        let owned = match arg {
+            TypedArg::Array(a) => Arg::Array((*a).clone()),
+            TypedArg::Struct(s) => Arg::Struct((*s).clone()),
+            TypedArg::Value(b) => {
+                let hint = match kind {
+                    ParamKind::Value(d) => format!(
+                        "pass the {d} value as its {} little-endian byte(s) (TypedArg::value(&v) with v of its Rust type)",
+                        d.size
+                    ),
+                    other => bind::kind_hint(other),
+                };
+                return site.error(
+                    kind.describe(),
+                    format!("a value of {} byte(s)", b.len()),
+                    hint,
+                );
+            }
+        };
+        match bind::check(&site, kind, &owned, device, mode) {
+            Err(e) => e,
+            Ok(_) => site.error(kind.describe(), owned.describe(), bind::kind_hint(kind)),
+        }
+    }
+
+    /// The arguments as the builder holds them (for the CPU device and for
+    /// recorded launches), after [`Kernel::check_typed`] passed.
+    fn owned_args(&self, args: &[TypedArg<'_>]) -> Result<Vec<Arg>> {
+        let n = self.params().len();
+        let mut out = self.inner.take_args();
+        for (i, a) in args.iter().enumerate() {
+            out.push(match a {
+                TypedArg::Array(a) => Arg::Array((*a).clone()),
+                TypedArg::Struct(s) => Arg::Struct((*s).clone()),
+                TypedArg::Value(b) => {
+                    let kind = &self.params()[i % n].kind;
+                    match kind {
+                        ParamKind::Value(d) => match Value::from_bytes(d, b) {
+                            Some(v) => Arg::Value(v),
+                            None => {
+                                return Err(self.refuse_typed(
+                                    i,
+                                    kind,
+                                    a,
+                                    Device::Cpu,
+                                    AccessMode::Relaxed,
+                                ));
+                            }
+                        },
+                        other => {
+                            return Err(self.refuse_typed(
+                                i,
+                                other,
+                                a,
+                                Device::Cpu,
+                                AccessMode::Relaxed,
+                            ));
+                        }
+                    }
+                }
+            });
+        }
+        Ok(out)
+    }
+
+    /// The launch domain: `dim`, with the tile extent appended for a tiled
+    /// launch (inline, no allocation).
+    fn typed_dim(&self, dim: &Dim, opts: &Options) -> Result<([i64; domain::MAX_DIMS], usize)> {
+        let given = dim.as_slice();
+        if opts.tiled {
+            return domain::tiled_dim(given, opts.tile_extent()).map_err(|error| Error::Dim {
+                kernel: self.name().to_string(),
+                error,
+            });
+        }
+        let mut e = [0i64; domain::MAX_DIMS];
+        if given.len() > domain::MAX_DIMS {
+            return Err(Error::Dim {
+                kernel: self.name().to_string(),
+                error: domain::DimError::TooManyDims { given: given.len() },
+            });
+        }
+        e[..given.len()].copy_from_slice(given);
+        Ok((e, given.len()))
+    }
+
+    /// The plan of a positional launch over `dim` (block size: the
+    /// compiled one, 1 on the CPU; no grid cap).
+    fn typed_plan(&self, dim: &[i64], opts: &Options) -> Result<Plan> {
+        let block_dim = if opts.device == Device::Cpu {
+            1
+        } else {
+            opts.block_dim
+        };
+        domain::plan_with(
+            dim,
+            KernelShape {
+                ndim: self.kernel_dim(),
+                grid_stride: self.is_grid_stride(),
+            },
+            block_dim,
+            None,
+        )
+        .map_err(|error| Error::Dim {
+            kernel: self.name().to_string(),
+            error,
+        })
+    }
+
+    /// The kernel's access rules against the launch shape `plan` and the
+    /// arrays of `args` (nothing on the CPU, as for every launch).
+    pub(crate) fn check_typed_accesses(
+        &self,
+        opts: &Options,
+        dim: &[i64],
+        plan: &Plan,
+        args: &[TypedArg<'_>],
+    ) -> Result<()> {
+        check_access_rules(
+            self,
+            opts,
+            dim,
+            plan,
+            |i| match args.get(i) {
+                Some(TypedArg::Array(a)) => Extents::Array(a.shape()),
+                _ => Extents::Other,
+            },
+            None,
+        )
+    }
+
+    /// The immediate positional launch.
+    fn run_typed(
+        &self,
+        pass: Pass,
+        dim: &Dim,
+        stream: Option<&Stream>,
+        args: &[TypedArg<'_>],
+        tiled: bool,
+    ) -> Result<()> {
+        if pass == Pass::Forward && record::is_recording() {
+            // The tape keeps a Launch (its arrays and argument block), as
+            // for LaunchBuilder::run.
+            let launch = self.record_typed(pass, dim, stream, args, tiled)?;
+            launch.run_on(stream)?;
+            record::record(launch);
+            return Ok(());
+        }
+        let device = launch_device(args, stream);
+        let mode = thread_access_mode();
+        self.check_typed(pass, device, mode, args)?;
+        let opts = self.typed_options(device, pass, mode, tiled);
+        let (e, len) = self.typed_dim(dim, &opts)?;
+        let dim = &e[..len];
+        let plan = self.typed_plan(dim, &opts)?;
+        self.check_typed_accesses(&opts, dim, &plan, args)?;
+        match device {
+            Device::Cpu => {
+                let f = self.cpu(pass)?;
+                if plan.size == 0 {
+                    return Ok(());
+                }
+                let owned = self.owned_args(args)?;
+                let r = crate::launch::cpu::run(self, f, &plan.bounds, &owned);
+                self.inner.give_args(owned);
+                r
+            }
+            Device::Cuda(_) => self.launch_cuda_typed(&opts, &plan, stream, args),
+        }
+    }
+
+    /// The CUDA part of an immediate positional launch: the stream and its
+    /// context, the spare argument block filled in place, the arrays noted
+    /// as used by queued work, the driver call.
+    fn launch_cuda_typed(
+        &self,
+        opts: &Options,
+        plan: &Plan,
+        stream: Option<&Stream>,
+        args: &[TypedArg<'_>],
+    ) -> Result<()> {
+        let pass = opts.pass;
+        let k = self.cuda(pass)?;
+        let ctx = opts.device.context()?;
+        let default;
+        let stream = match stream {
+            Some(s) => {
+                check_stream_context(self, s, &ctx)?;
+                s
+            }
+            None => {
+                default = opts.device.default_stream()?;
+                &default
+            }
+        };
+        let smem = self.shared_mem(pass);
+        if smem > DEFAULT_SHARED_LIMIT && k.function().limits(&ctx)?.max_dynamic_shared_bytes < smem
+        {
+            // As a recorded launch does (and Warp when it loads a module).
+            k.function().set_max_dynamic_shared_memory(&ctx, smem)?;
+        }
+        if plan.size == 0 {
+            return Ok(());
+        }
+        let cfg = LaunchConfig::new(
+            (plan.grid[0], plan.grid[1], plan.grid[2]),
+            (plan.block[0], plan.block[1], plan.block[2]),
+        )
+        .with_shared_mem(smem);
+        let Some(functions) = &self.inner.cuda else {
+            return Err(Error::NoCudaFunction {
+                kernel: self.name().to_string(),
+                pass,
+            });
+        };
+        let mut block = functions.take_block(pass, k);
+        let result = (|| -> Result<()> {
+            let b = &plan.bounds;
+            let bounds = encode::launch_bounds(b.ndim, &b.shape, b.size, b.coord_mult);
+            // SAFETY: parameter 0 is launch_bounds_t<N> with N the kernel's
+            // dimension (declared so and checked against the driver's
+            // layout); these are its bytes.
+            unsafe { block.set_bytes(0, &bounds[..b.byte_len()]) }?;
+            for (i, arg) in args.iter().enumerate() {
+                let array;
+                let bytes: &[u8] = match arg {
+                    TypedArg::Array(a) => {
+                        array = encode::array_t(&a.abi());
+                        &array
+                    }
+                    TypedArg::Value(v) => v,
+                    TypedArg::Struct(s) => s.bytes(),
+                };
+                // SAFETY: `check_typed` matched every argument to its declared
+                // parameter (an array of the dtype, a value of the dtype's
+                // size, the declared struct), and the declaration was checked
+                // against the driver's layout; array addresses stay valid
+                // while the kernel runs because their allocations are noted
+                // as used below (their frees wait for the work).
+                unsafe { block.set_bytes(i + 1, bytes) }?;
+            }
+            for a in args.iter().filter_map(|a| match a {
+                TypedArg::Array(a) => Some(*a),
+                _ => None,
+            }) {
+                for a in std::iter::once(a).chain(a.grad()) {
+                    if let Some(alloc) = a.storage().allocation() {
+                        alloc.record_use();
+                    }
+                }
+            }
+            Ok(k.launch(stream, cfg, &block)?)
+        })();
+        functions.give_block(pass, block);
+        result
+    }
+
+    /// The checked [`Launch`] of a positional launch (replay, tape).
+    fn record_typed(
+        &self,
+        pass: Pass,
+        dim: &Dim,
+        stream: Option<&Stream>,
+        args: &[TypedArg<'_>],
+        tiled: bool,
+    ) -> Result<Launch> {
+        let device = launch_device(args, stream);
+        let mode = thread_access_mode();
+        self.check_typed(pass, device, mode, args)?;
+        let opts = self.typed_options(device, pass, mode, tiled);
+        let (e, len) = self.typed_dim(dim, &opts)?;
+        let owned = self.owned_args(args)?;
+        Launch::build(self, &e[..len], owned, opts, stream.cloned())
+    }
+}
+
+#[cfg(test)]
+mod tests;
