@@ -700,7 +700,7 @@ fn resolve(cpp: &str, ctx: &ModuleContext<'_>, depth: usize) -> Result<ParamKind
 /// Array dimensions from the Python signature Warp copies into the source
 /// as a comment (`// def key(a: wp.array2d(dtype=...), ...):`, `line`),
 /// when it is on one line; arrays it cannot read stay unknown.
-fn ndim_hints(line: &str, key: &str) -> BTreeMap<String, u8> {
+pub(crate) fn ndim_hints(line: &str, key: &str) -> BTreeMap<String, u8> {
     let mut out = BTreeMap::new();
     let needle = format!("// def {key}(");
     if !line.trim_start().starts_with(&needle) {

@@ -104,6 +104,8 @@ pub mod fuzzing;
 mod graph;
 mod images;
 mod launch;
+#[cfg(feature = "build")]
+mod launchers;
 mod signature;
 mod source;
 
@@ -156,8 +158,28 @@ pub use launch::{CpuArgs, CpuArray, CpuFn, CpuIndex, Thread, cpu_fn};
 // Automatic differentiation.
 pub use autodiff::{GradientCheck, Recording, Tape, check_gradients};
 
-/// The compile step for build scripts (feature `build`): the `warp-build`
-/// crate, which runs Warp's AOT compiler on a Python file of kernels and
-/// writes the code that embeds the images (`build::WarpModule`).
+/// What a build script uses (feature `build`): the compile step, the
+/// `warp-build` crate, which runs Warp's AOT compiler on a Python file of
+/// kernels and writes the code that embeds the images ([`build::WarpModule`]),
+/// and the launcher generator, which writes typed Rust launchers for the
+/// module's kernels ([`build::Launchers`], [`build::write_launchers`]).
+///
+/// ```no_run
+/// // build.rs, with warp-launch (feature "build") in [build-dependencies]:
+/// use warp_launch::build::{WarpModule, write_launchers};
+/// let compiled = WarpModule::new("kernels.py")
+///     .embed(true)
+///     .compile()
+///     .unwrap_or_else(|e| panic!("{e}"));
+/// write_launchers(&compiled).unwrap_or_else(|e| panic!("{e}"));
+/// // src/main.rs:
+/// // include!(concat!(env!("OUT_DIR"), "/warp/kernels/kernels.rs"));
+/// // include!(concat!(env!("OUT_DIR"), "/warp/kernels/kernels_launchers.rs"));
+/// // let kernels = Kernels::new(&warp_launch::AotModule::from_embedded(&KERNELS)?)?;
+/// // kernels.saxpy.launch(n, 2.0, &x, &y)?;
+/// ```
 #[cfg(feature = "build")]
-pub use warp_build as build;
+pub mod build {
+    pub use crate::launchers::{LauncherError, Launchers, write_launchers};
+    pub use warp_build::*;
+}

@@ -16,4 +16,6 @@ pub use generated::layout::{
     ARRAY_FLAG_RETAIN_GRAD, ARRAY_MAX_DIMS, ArrayT, LAUNCH_MAX_DIMS, LaunchBounds1, LaunchBounds2,
     LaunchBounds3, LaunchBounds4,
 };
+#[cfg(feature = "build")]
+pub(crate) use values::ELEMENT_TYPES;
 pub use values::{Element, INLINE_VALUE_BYTES, Value, WarpStruct};

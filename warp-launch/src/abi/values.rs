@@ -76,14 +76,21 @@ pub unsafe trait WarpStruct: Copy + 'static {
 }
 
 macro_rules! element {
-    ($($t:ty => $d:ident),* $(,)?) => { $(
-        // SAFETY: the Rust type has the size and alignment of the Warp dtype
-        // (checked against the table by `every_element_has_its_dtypes_layout`),
-        // and plain numbers are valid for every bit pattern.
-        unsafe impl Element for $t {
-            const DTYPE: &'static DType = DType::$d;
-        }
-    )* };
+    ($($t:ty => $d:ident),* $(,)?) => {
+        $(
+            // SAFETY: the Rust type has the size and alignment of the Warp dtype
+            // (checked against the table by `every_element_has_its_dtypes_layout`),
+            // and plain numbers are valid for every bit pattern.
+            unsafe impl Element for $t {
+                const DTYPE: &'static DType = DType::$d;
+            }
+        )*
+        /// Every dtype with an [`Element`] type, and that type as Rust
+        /// source (`[f32; 3]`): the launcher generator's array element
+        /// types, from the same list as the impls, so they cannot drift.
+        #[cfg(feature = "build")]
+        pub(crate) const ELEMENT_TYPES: &[(&DType, &str)] = &[$((DType::$d, stringify!($t))),*];
+    };
 }
 element!(
     i8 => INT8, u8 => UINT8, i16 => INT16, u16 => UINT16, i32 => INT32, u32 => UINT32,

@@ -39,6 +39,8 @@ use crate::signature::Accesses;
 
 mod accesses;
 mod cu;
+#[cfg(feature = "build")]
+pub(crate) mod effects;
 mod meta;
 mod modes;
 mod tiles;

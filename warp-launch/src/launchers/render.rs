@@ -1,0 +1,736 @@
+//! The Rust the launchers are: `quote!` of the model, parsed by `syn` and
+//! formatted by `prettyplease`. Every path is absolute (`::warp_launch`,
+//! `::core`, `::std`), so the file works wherever it is `include!`d and
+//! whatever the including module defines.
+
+use proc_macro2::{Literal, TokenStream};
+use quote::{format_ident, quote};
+
+use super::model::{
+    FieldTy, KernelModel, Model, Param, ParamTy, StructModel, ValueTy, describe_effect,
+    dtype_const, prose,
+};
+use crate::signature::ParamKind;
+
+/// `#[doc = ...]` attributes, one per line (a leading space as `///` has).
+fn docs<S: AsRef<str>>(lines: &[S]) -> TokenStream {
+    let attrs = lines.iter().map(|l| {
+        let l = l.as_ref();
+        let text = if l.is_empty() {
+            String::new()
+        } else {
+            format!(" {l}")
+        };
+        quote!(#[doc = #text])
+    });
+    quote!(#(#attrs)*)
+}
+
+fn parse_type(text: &str) -> TokenStream {
+    // The texts are ours (`f32`, `[f32; 3]`, element types of the crate's
+    // own list), always valid types.
+    text.parse().unwrap_or_else(|_| quote!(()))
+}
+
+/// The dtype constant `::warp_launch::DType::FLOAT32`.
+fn dtype(d: &'static crate::DType) -> TokenStream {
+    let c = format_ident!("{}", dtype_const(d));
+    quote!(::warp_launch::DType::#c)
+}
+
+/// The `ParamKind` expression a launcher checks the kernel's parameter
+/// against.
+fn kind_expr(kind: &ParamKind, ty: Option<&ParamTy>, model: &Model) -> TokenStream {
+    match (kind, ty) {
+        (ParamKind::Value(d), _) => {
+            let d = dtype(d);
+            quote!(::warp_launch::ParamKind::Value(#d))
+        }
+        (ParamKind::Array { dtype: d, .. }, Some(ParamTy::Array { ndim, .. })) => {
+            let d = dtype(d);
+            let ndim = match ndim {
+                Some(n) => {
+                    let n = Literal::u8_unsuffixed(*n);
+                    quote!(::core::option::Option::Some(#n))
+                }
+                None => quote!(::core::option::Option::None),
+            };
+            quote!(::warp_launch::ParamKind::Array { dtype: #d, ndim: #ndim })
+        }
+        (ParamKind::Array { dtype: d, ndim }, _) => {
+            let d = dtype(d);
+            let ndim = match ndim {
+                Some(n) => {
+                    let n = Literal::u8_unsuffixed(*n);
+                    quote!(::core::option::Option::Some(#n))
+                }
+                None => quote!(::core::option::Option::None),
+            };
+            quote!(::warp_launch::ParamKind::Array { dtype: #d, ndim: #ndim })
+        }
+        (ParamKind::Struct(st), _) => {
+            let ident = model
+                .structs
+                .iter()
+                .find(|s| s.ty.name == st.name)
+                .map(|s| s.ident.clone());
+            match ident {
+                Some(i) => {
+                    quote!(::warp_launch::ParamKind::Struct(::std::sync::Arc::new(#i::warp_type())))
+                }
+                None => quote!(()),
+            }
+        }
+    }
+}
+
+/// The Rust type of a parameter, as the launcher takes it.
+fn param_type(p: &Param, model: &Model) -> TokenStream {
+    match &p.ty {
+        ParamTy::Value(_, v) => parse_type(&v.text()),
+        ParamTy::Array {
+            element,
+            ndim,
+            generic,
+            ..
+        } => {
+            let e = parse_type(element);
+            match ndim {
+                Some(n) => {
+                    let n = Literal::usize_unsuffixed(usize::from(*n));
+                    quote!(&::warp_launch::TypedArray<#e, #n>)
+                }
+                None => quote!(&::warp_launch::TypedArray<#e, #generic>),
+            }
+        }
+        ParamTy::Struct(i) => {
+            let s = &model.structs[*i].ident;
+            quote!(&#s)
+        }
+    }
+}
+
+/// The statement turning a by-value argument `name` into what the
+/// `TypedArg` borrows (its bytes, or a `StructValue`), if any.
+fn prepare(p: &Param, name: &proc_macro2::Ident) -> TokenStream {
+    match &p.ty {
+        ParamTy::Value(_, ValueTy::Scalar("bool")) => quote!(let #name = [u8::from(#name)];),
+        ParamTy::Value(_, ValueTy::Scalar(_)) => quote!(let #name = #name.to_le_bytes();),
+        ParamTy::Value(_, ValueTy::Vector(s, _)) => {
+            let enc = encoder(s);
+            quote!(let #name = #name.map(#enc);)
+        }
+        ParamTy::Value(_, ValueTy::Matrix(s, ..)) => {
+            let enc = encoder(s);
+            quote!(let #name = #name.map(|row| row.map(#enc));)
+        }
+        ParamTy::Struct(_) => quote!(let #name = ::warp_launch::StructValue::of(#name);),
+        ParamTy::Array { .. } => quote!(),
+    }
+}
+
+/// A function from one scalar to its little-endian bytes.
+fn encoder(scalar: &str) -> TokenStream {
+    if scalar == "bool" {
+        quote!(|b: bool| [u8::from(b)])
+    } else {
+        let s = parse_type(scalar);
+        quote!(#s::to_le_bytes)
+    }
+}
+
+/// The `TypedArg` of a prepared argument.
+fn typed_arg(p: &Param, name: &proc_macro2::Ident) -> TokenStream {
+    match &p.ty {
+        ParamTy::Value(_, ValueTy::Scalar(_)) => quote!(::warp_launch::TypedArg::Value(&#name)),
+        ParamTy::Value(_, ValueTy::Vector(..)) => {
+            quote!(::warp_launch::TypedArg::Value(#name.as_flattened()))
+        }
+        ParamTy::Value(_, ValueTy::Matrix(..)) => {
+            quote!(::warp_launch::TypedArg::Value(#name.as_flattened().as_flattened()))
+        }
+        ParamTy::Struct(_) => quote!(::warp_launch::TypedArg::Struct(&#name)),
+        ParamTy::Array { .. } => quote!(::warp_launch::TypedArg::Array(#name.as_array())),
+    }
+}
+
+/// How a launch method runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Method {
+    Launch,
+    LaunchOn,
+    Record,
+    Adjoint,
+    Tiled,
+    TiledOn,
+    TiledAdjoint,
+}
+
+impl Method {
+    fn adjoint(self) -> bool {
+        matches!(self, Method::Adjoint | Method::TiledAdjoint)
+    }
+    fn on_stream(self) -> bool {
+        matches!(self, Method::LaunchOn | Method::TiledOn)
+    }
+    fn tiled(self) -> bool {
+        matches!(self, Method::Tiled | Method::TiledOn | Method::TiledAdjoint)
+    }
+}
+
+fn method(k: &KernelModel, m: Method, model: &Model) -> TokenStream {
+    let name = match m {
+        Method::Launch => "launch",
+        Method::LaunchOn => "launch_on",
+        Method::Record => "record",
+        Method::Adjoint => "launch_adjoint",
+        Method::Tiled => "launch_tiled",
+        Method::TiledOn => "launch_tiled_on",
+        Method::TiledAdjoint => "launch_tiled_adjoint",
+    };
+    let fn_name = format_ident!("{name}");
+    let generics: Vec<&proc_macro2::Ident> = k
+        .params
+        .iter()
+        .filter_map(|p| match &p.ty {
+            ParamTy::Array {
+                ndim: None,
+                generic,
+                ..
+            } => Some(generic),
+            _ => None,
+        })
+        .collect();
+    let generics = if generics.is_empty() {
+        quote!()
+    } else {
+        quote!(<#(const #generics: usize),*>)
+    };
+    let mut args = Vec::new();
+    let mut prep = Vec::new();
+    let mut pass_args = Vec::new();
+    for p in &k.params {
+        let (id, ty) = (&p.ident, param_type(p, model));
+        args.push(quote!(#id: #ty));
+        prep.push(prepare(p, id));
+        pass_args.push(typed_arg(p, id));
+    }
+    if m.adjoint() {
+        for p in &k.params {
+            let (id, ty) = (&p.adj_ident, param_type(p, model));
+            args.push(quote!(#id: #ty));
+            prep.push(prepare(p, id));
+            pass_args.push(typed_arg(p, id));
+        }
+    }
+    let pass = if m.adjoint() {
+        quote!(::warp_launch::Pass::Adjoint)
+    } else {
+        quote!(::warp_launch::Pass::Forward)
+    };
+    let stream_param = if m.on_stream() {
+        quote!(stream: &::warp_launch::Stream,)
+    } else {
+        quote!()
+    };
+    let stream = if m.on_stream() {
+        quote!(::core::option::Option::Some(stream))
+    } else {
+        quote!(::core::option::Option::None)
+    };
+    let (ret, call) = match m {
+        Method::Record => (
+            quote!(::warp_launch::Result<::warp_launch::Launch>),
+            quote!(self.0.record_args(#pass, dim, &[#(#pass_args),*])),
+        ),
+        _ if m.tiled() => (
+            quote!(::warp_launch::Result<()>),
+            quote!(self.0.launch_tiled_args(#pass, dim, #stream, &[#(#pass_args),*])),
+        ),
+        _ => (
+            quote!(::warp_launch::Result<()>),
+            quote!(self.0.launch_args(#pass, dim, #stream, &[#(#pass_args),*])),
+        ),
+    };
+    let doc = docs(&method_doc(k, m, model));
+    let many = k.params.len() * if m.adjoint() { 2 } else { 1 } + 1 + usize::from(m.on_stream());
+    let allow = if many > 6 {
+        quote!(#[allow(clippy::too_many_arguments)])
+    } else {
+        quote!()
+    };
+    quote! {
+        #doc
+        #allow
+        pub fn #fn_name #generics(
+            &self,
+            #stream_param
+            dim: impl ::core::convert::Into<::warp_launch::Dim>,
+            #(#args),*
+        ) -> #ret {
+            #(#prep)*
+            #call
+        }
+    }
+}
+
+fn method_doc(k: &KernelModel, m: Method, model: &Model) -> Vec<String> {
+    let key = &k.key;
+    let inputs: Vec<&str> = k.params.iter().map(|p| p.name.as_str()).collect();
+    let adj: Vec<String> = k
+        .params
+        .iter()
+        .map(|p| format!("`{}`", p.adj_ident))
+        .collect();
+    let block = model
+        .block_dim
+        .map_or("the module's block size".to_string(), |b| {
+            format!("the module's block size ({b})")
+        });
+    let mut d: Vec<String> = match m {
+        Method::Launch => vec![format!(
+            "Launches `{key}` over `dim` on the default stream of the arrays' device (`cuda:0` without arrays): Warp's `wp.launch({key}, dim, inputs=[{}])`.",
+            inputs.join(", ")
+        )],
+        Method::LaunchOn => vec![format!(
+            "Launches `{key}` over `dim` on `stream`, which must belong to the arrays' device."
+        )],
+        Method::Record => vec![format!(
+            "Checks a launch of `{key}` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the default stream of the arrays' device."
+        )],
+        Method::Adjoint => vec![format!(
+            "Launches the backward kernel of `{key}` over `dim`: the forward arguments, then one adjoint per parameter ({}), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.",
+            adj.join(", ")
+        )],
+        Method::Tiled => vec![format!(
+            "Launches `{key}` as Warp's `wp.launch_tiled({key}, dim, inputs=[{}])`: {block} is appended to `dim` as one more extent, so each block of threads works on one tile.",
+            inputs.join(", ")
+        )],
+        Method::TiledOn => vec![format!(
+            "`launch_tiled` on `stream`, which must belong to the arrays' device."
+        )],
+        Method::TiledAdjoint => vec![format!(
+            "The backward kernel of `{key}`, launched tiled as `launch_tiled` launches the forward one: the forward arguments, then one adjoint per parameter ({}).",
+            adj.join(", ")
+        )],
+    };
+    d.push(String::new());
+    d.push("Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.".into());
+    d.push(String::new());
+    d.push("# Errors".into());
+    d.push(String::new());
+    let mut errors = "Those of `Kernel::launch_args`".to_string();
+    if m == Method::Record {
+        errors = "Those of `Kernel::record_args`".into();
+    } else if m.tiled() {
+        errors = "Those of `Kernel::launch_tiled_args`".into();
+    }
+    errors.push_str(": arrays on different devices or not on the stream's, a `dim` an array the kernel indexes by thread coordinate is too small for (`Error::OutOfBounds`)");
+    if k.tiled {
+        errors.push_str(", a domain that does not fill whole blocks (`Error::PartialTileBlock`)");
+    }
+    if k.unproven.is_some() || (m.adjoint() && k.unproven_backward.is_some()) {
+        errors.push_str(", and always `Error::Unproven` for this kernel (see the type's docs)");
+    } else {
+        errors.push_str(", a kernel whose accesses cannot be checked (`Error::Unproven`)");
+    }
+    errors.push_str(", and the driver's errors.");
+    d.push(errors);
+    d
+}
+
+fn kernel_doc(k: &KernelModel, model: &Model) -> Vec<String> {
+    let mut d = vec![format!(
+        "Typed launcher of the Warp kernel `{}` (module `{}`).",
+        k.key, model.module
+    )];
+    if let Some(py) = &k.python {
+        d.push(String::new());
+        d.push("```python".into());
+        d.push(py.signature.clone());
+        if py.truncated {
+            d.push("    ...  # (Warp copies only the first line of the signature)".into());
+        }
+        d.push("```".into());
+    }
+    d.push(String::new());
+    let cu = format!("`{}:{}`", model.cu_file, k.cu_line);
+    let python_at = k.python.as_ref().and_then(|p| match (&p.file, p.line) {
+        (Some(f), Some(l)) => Some(format!("`{f}:{l}`")),
+        (None, Some(l)) => Some(format!("line {l} of the kernel's Python file")),
+        _ => None,
+    });
+    d.push(match python_at {
+        Some(p) => format!("Defined at {p}; Warp's CUDA at {cu}."),
+        None => format!("Warp's CUDA at {cu}."),
+    });
+    d.push(String::new());
+    d.push("Parameters:".into());
+    for p in &k.params {
+        let what = match &p.ty {
+            ParamTy::Value(dt, v) => format!("`{}` (`{}`)", dt.name, v.text()),
+            ParamTy::Array {
+                dtype,
+                element,
+                ndim: Some(n),
+                ..
+            } => format!(
+                "array of `{}`, {n}-D (`&TypedArray<{element}, {n}>`)",
+                dtype.name
+            ),
+            ParamTy::Array {
+                dtype,
+                element,
+                ndim: None,
+                generic,
+            } => format!(
+                "array of `{}` (`&TypedArray<{element}, {generic}>`: its dimensions are not in Warp's output, so any number is accepted)",
+                dtype.name
+            ),
+            ParamTy::Struct(i) => {
+                let s = &model.structs[*i];
+                format!("the struct `{}` (`&{}`)", s.ty.key(), s.ident)
+            }
+        };
+        let effect = match (&p.ty, &p.effect) {
+            (_, Some(e)) => format!(", {}", describe_effect(e, &model.cu_file)),
+            (ParamTy::Array { .. }, None) => ", read only".into(),
+            _ => String::new(),
+        };
+        d.push(format!("- `{}`: {what}{effect}", p.name));
+    }
+    d.push(String::new());
+    match &k.unproven {
+        Some(u) => {
+            d.push(format!(
+                "**Safe launches of this kernel are refused** (`Error::Unproven`): at `{}`, {}. It runs only through `AotModule::kernel` and the `unsafe` `LaunchBuilder::unchecked`.",
+                u.location,
+                prose(&u.reason)
+            ));
+        }
+        None if k.checks.is_empty() => {
+            d.push("The kernel indexes no array, so launches check no access rule.".into());
+        }
+        None => {
+            d.push(format!(
+                "Each launch checks these accesses against `dim` and the arrays' shapes (`tid k`: coordinate `k` of `wp.tid()`): {}.",
+                k.checks
+                    .iter()
+                    .map(|c| format!("`{c}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+    }
+    if let Some(u) = &k.unproven_backward {
+        d.push(String::new());
+        d.push(format!(
+            "**Safe launches of its backward kernel are refused** (`Error::Unproven`): at `{}`, {}.",
+            u.location,
+            prose(&u.reason)
+        ));
+    }
+    if k.tiled {
+        d.push(String::new());
+        d.push(format!(
+            "A tile kernel: `launch_tiled` appends {} to `dim`, as `wp.launch_tiled` does.",
+            model
+                .block_dim
+                .map_or("the module's block size".to_string(), |b| format!(
+                    "the module's block size ({b})"
+                ))
+        ));
+    }
+    if k.lean {
+        d.push(String::new());
+        d.push("Compiled with `grid_stride=False`: one thread per index of `dim`.".into());
+    }
+    if !k.has_backward {
+        d.push(String::new());
+        d.push("The module has no backward kernel for it (`enable_backward=False`).".into());
+    }
+    d
+}
+
+fn kernel_item(k: &KernelModel, model: &Model) -> TokenStream {
+    let ident = &k.ident;
+    let key = &k.key;
+    let doc = docs(&kernel_doc(k, model));
+    let checks = k.params.iter().map(|p| {
+        let name = &p.name;
+        let kind = kind_expr(&p.kind, Some(&p.ty), model);
+        quote!((#name, #kind))
+    });
+    let mut methods = vec![
+        method(k, Method::Launch, model),
+        method(k, Method::LaunchOn, model),
+        method(k, Method::Record, model),
+    ];
+    if k.has_backward {
+        methods.push(method(k, Method::Adjoint, model));
+    }
+    if k.tiled {
+        methods.push(method(k, Method::Tiled, model));
+        methods.push(method(k, Method::TiledOn, model));
+        if k.has_backward {
+            methods.push(method(k, Method::TiledAdjoint, model));
+        }
+    }
+    let new_doc = docs(&[
+        format!(
+            "Takes the kernel `{key}` from `module` and checks that its parameters are this launcher's (names, kinds, dtypes, array dimensions), once."
+        ),
+        String::new(),
+        "# Errors".into(),
+        String::new(),
+        format!(
+            "`Error::NoSuchKernel` when the module has no kernel `{key}`; the error of `Kernel::check_signature` (naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module."
+        ),
+    ]);
+    quote! {
+        #doc
+        #[derive(Clone, Debug)]
+        pub struct #ident(::warp_launch::Kernel);
+
+        impl #ident {
+            /// The kernel's name in its module (Warp's key).
+            pub const NAME: &'static str = #key;
+
+            #new_doc
+            pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
+                let kernel = module.kernel(Self::NAME)?;
+                kernel.check_signature(&[#(#checks),*])?;
+                ::core::result::Result::Ok(Self(kernel))
+            }
+
+            /// The kernel, for what the typed launchers do not cover
+            /// (`Kernel::launch` and its builder: `max_blocks`, the tape's
+            /// options, the CPU device).
+            pub fn kernel(&self) -> &::warp_launch::Kernel {
+                &self.0
+            }
+
+            #(#methods)*
+        }
+    }
+}
+
+fn struct_item(s: &StructModel, model: &Model) -> TokenStream {
+    let ident = &s.ident;
+    let warp_name = &s.ty.name;
+    let mut doc = vec![format!(
+        "Warp's `wp.struct` `{}` (`{}` in the generated code{}): `#[repr(C)]` with Warp's layout, {} bytes aligned to {}.",
+        s.ty.key(),
+        warp_name,
+        s.cu_line
+            .map(|l| format!(", `{}:{l}`", model.cu_file))
+            .unwrap_or_default(),
+        s.ty.size,
+        s.ty.align
+    )];
+    if s.fields.iter().any(|f| matches!(f.ty, FieldTy::Pad(_))) {
+        doc.push(String::new());
+        doc.push("The C layout's padding is spelled out (`_pad` fields, zero in `Default`), so every byte handed to the kernel is initialised.".into());
+    }
+    let doc = docs(&doc);
+    let fields = s.fields.iter().map(|f| {
+        let id = &f.ident;
+        let (ty, fdoc) = match &f.ty {
+            FieldTy::Value(d, v) => (
+                parse_type(&v.text()),
+                format!("`{}`: `{}` at byte {}.", f.name, d.name, f.offset),
+            ),
+            FieldTy::Struct(i) => {
+                let inner = &model.structs[*i];
+                let t = &inner.ident;
+                (
+                    quote!(#t),
+                    format!(
+                        "`{}`: the struct `{}` at byte {}.",
+                        f.name,
+                        inner.ty.key(),
+                        f.offset
+                    ),
+                )
+            }
+            FieldTy::Pad(n) => {
+                let n = Literal::usize_unsuffixed(*n);
+                (
+                    quote!([u8; #n]),
+                    format!("Padding of the C layout at byte {}.", f.offset),
+                )
+            }
+        };
+        let fdoc = docs(&[fdoc]);
+        quote!(#fdoc pub #id: #ty)
+    });
+    let size = Literal::usize_unsuffixed(s.ty.size);
+    let align = Literal::usize_unsuffixed(s.ty.align);
+    let offsets = s
+        .fields
+        .iter()
+        .filter(|f| !matches!(f.ty, FieldTy::Pad(_)))
+        .map(|f| {
+            let id = &f.ident;
+            let off = Literal::usize_unsuffixed(f.offset);
+            quote!(|| ::core::mem::offset_of!(#ident, #id) != #off)
+        });
+    let message = format!(
+        "the Rust layout of `{ident}` differs from Warp's `{warp_name}` ({} bytes): regenerate the launchers",
+        s.ty.size
+    );
+    let field_kinds = s.ty.fields.iter().map(|f| {
+        let name = &f.name;
+        let kind = kind_expr(&f.kind, None, model);
+        quote!((::std::string::String::from(#name), #kind))
+    });
+    quote! {
+        #doc
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug, Default, PartialEq)]
+        pub struct #ident {
+            #(#fields),*
+        }
+
+        impl #ident {
+            /// Warp's declaration of the struct (fields, kinds and C
+            /// layout), as launchers check kernels against it.
+            pub fn warp_type() -> ::warp_launch::StructType {
+                ::warp_launch::StructType::new(#warp_name, ::std::vec![#(#field_kinds),*])
+            }
+        }
+
+        unsafe impl ::warp_launch::WarpStruct for #ident {
+            const NAME: &'static str = #warp_name;
+        }
+
+        const _: () = {
+            if ::core::mem::size_of::<#ident>() != #size
+                || ::core::mem::align_of::<#ident>() != #align
+                #(#offsets)*
+            {
+                ::core::panic!(#message);
+            }
+        };
+    }
+}
+
+fn module_item(model: &Model) -> TokenStream {
+    let ident = &model.module_ident;
+    let module = &model.module;
+    let mut doc = vec![
+        format!(
+            "Typed launchers of the Warp module `{module}` (`{}`{}): one field per kernel, each checked against the module when it is made.",
+            model.cu_file,
+            model
+                .block_dim
+                .map(|b| format!(", block_dim {b}"))
+                .unwrap_or_default()
+        ),
+        String::new(),
+        format!(
+            "Make it from the loaded module: `{ident}::new(&AotModule::load(dir)?)?` or `{ident}::new(&AotModule::from_embedded(&EMBEDDED)?)?`."
+        ),
+    ];
+    if !model.skipped.is_empty() {
+        doc.push(String::new());
+        doc.push("Kernels without a typed launcher (use `AotModule::kernel`):".into());
+        for s in &model.skipped {
+            doc.push(format!("- `{}`: {}.", s.key, prose(&s.reason)));
+        }
+    }
+    let doc = docs(&doc);
+    let fields = model.kernels.iter().map(|k| {
+        let f = &k.field;
+        let t = &k.ident;
+        let d = docs(&[format!("The kernel `{}`.", k.key)]);
+        quote!(#d pub #f: #t)
+    });
+    let inits = model.kernels.iter().map(|k| {
+        let f = &k.field;
+        let t = &k.ident;
+        quote!(#f: #t::new(module)?)
+    });
+    quote! {
+        #doc
+        #[derive(Clone, Debug)]
+        pub struct #ident {
+            #(#fields),*
+        }
+
+        impl #ident {
+            /// The module's name.
+            pub const NAME: &'static str = #module;
+
+            /// Takes every kernel from `module`, checking each one's parameters.
+            ///
+            /// # Errors
+            ///
+            /// The first error of a kernel's `new`: a kernel missing from the
+            /// module, or one whose parameters differ from its launcher's.
+            pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
+                ::core::result::Result::Ok(Self {
+                    #(#inits),*
+                })
+            }
+        }
+    }
+}
+
+/// The SAFETY comment of the `unsafe impl` of struct `s`, in lines.
+fn safety_comment(s: &StructModel) -> String {
+    let text = format!(
+        "SAFETY: `{}` is `#[repr(C)]` with the fields of Warp's `{}` in its order and of \
+         the same sizes and alignments, its padding spelled out as fields, and no array or \
+         address in it; the `const` check below compares its size, alignment and every offset \
+         with Warp's layout.",
+        s.ident, s.ty.name
+    );
+    let mut out = String::new();
+    let mut line = String::from("//");
+    for word in text.split_whitespace() {
+        if line.len() + 1 + word.len() > 90 {
+            out.push_str(&line);
+            out.push('\n');
+            line = String::from("//");
+        }
+        line.push(' ');
+        line.push_str(word);
+    }
+    out.push_str(&line);
+    out
+}
+
+/// The whole file: banner, module struct, structs, kernels.
+pub(super) fn render(model: &Model, banner: &[String]) -> Result<String, String> {
+    let module = module_item(model);
+    let structs = model.structs.iter().map(|s| struct_item(s, model));
+    let kernels = model.kernels.iter().map(|k| kernel_item(k, model));
+    let tokens = quote! {
+        #module
+        #(#structs)*
+        #(#kernels)*
+    };
+    let file: syn::File = syn::parse2(tokens).map_err(|e| e.to_string())?;
+    let body = prettyplease::unparse(&file);
+    let mut out = String::new();
+    for b in banner {
+        out.push_str("// ");
+        out.push_str(b);
+        out.push('\n');
+    }
+    out.push('\n');
+    for line in body.lines() {
+        if let Some(name) = line
+            .strip_prefix("unsafe impl ::warp_launch::WarpStruct for ")
+            .and_then(|r| r.strip_suffix(" {"))
+            && let Some(s) = model.structs.iter().find(|s| s.ident == name)
+        {
+            out.push_str(&safety_comment(s));
+            out.push('\n');
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    Ok(out)
+}
