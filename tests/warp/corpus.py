@@ -3,7 +3,10 @@
 Usage (no GPU needed; NVRTC compiles for sm_90 ahead of time, Warp's CPU
 device computes the reference results):
 
-    PYTHONPATH=target/cuda-cache/warp-py python3 tests/warp/corpus.py OUT_DIR [--cases] [--only=EXAMPLE,...]
+    PYTHONPATH=target/cuda-cache/warp-py python3 tests/warp/corpus.py OUT_DIR [--cases] [--only=EXAMPLE,...] [--jobs=N]
+
+``--jobs=N`` compiles in N processes (not with ``--cases``, which needs the examples
+imported in one process); ``--only`` limits the corpus to the examples named.
 
 For every example file under ``warp/examples/{core,optim,tile,fem,geometry,
 interop,distributed}`` of the installed wheel, this imports the file (its
@@ -545,29 +548,82 @@ def compile_example(wp, sub: str, path: Path, corpus: Path) -> dict:
     return entry
 
 
-def compile_corpus(wp, out: Path, only: set[str] | None = None) -> dict:
-    """Compiles every example's modules (or those named in ``only``) into ``out/corpus`` and
-    writes ``out/corpus/manifest.json``."""
-    quiet_environment()
-    corpus = out / "corpus"
-    if corpus.exists():
-        shutil.rmtree(corpus)
-    corpus.mkdir(parents=True)
-    examples = []
+def compile_examples(wp, corpus: Path, files: list[tuple[str, Path]]) -> list[dict]:
+    """Imports and compiles each example of ``files`` into ``corpus`` (in this process)."""
     baseline = config_snapshot(wp)
-    for sub, path in example_files(wp):
-        if only is not None and path.stem not in only:
-            continue
+    entries = []
+    for sub, path in files:
         try:
             entry = compile_example(wp, sub, path, corpus)
         finally:
             entry_config = config_snapshot(wp)
             config_restore(wp, baseline)
         entry["config_changes"] = {k: v for k, v in entry_config.items() if baseline.get(k) != v}
-        examples.append(entry)
+        entries.append(entry)
         n = sum(len(m["kernels"]) for m in entry["modules"])
         status = f"{len(entry['modules'])} modules, {n} kernels" if entry["imported"] else "skipped"
         print(f"corpus: {entry['file']}: {status}" + (f" ({entry['skip_reason']})" if entry["skip_reason"] else ""))
+    return entries
+
+
+def _cost(sub: str, path: Path) -> int:
+    """A rough compile time, to share the examples between workers: tile kernels (and the
+    examples that FFT with tiles) take NVRTC several seconds a module, the others under one."""
+    if sub == "tile" or "fft" in path.stem or "navier_stokes_perturbation" in path.stem:
+        return 8
+    return 1
+
+
+def compile_in_workers(corpus: Path, files: list[tuple[str, Path]], jobs: int) -> list[dict]:
+    """Compiles the examples in ``jobs`` processes (``corpus.py OUT --part=N --only=...``), each
+    importing its share, and returns the entries in the order of ``files``."""
+    import subprocess
+
+    shares: list[list[str]] = [[] for _ in range(jobs)]
+    load = [0] * jobs
+    for sub, path in sorted(files, key=lambda f: -_cost(*f)):
+        w = load.index(min(load))
+        shares[w].append(path.stem)
+        load[w] += _cost(sub, path)
+    procs = []
+    for n, share in enumerate(shares):
+        if not share:
+            continue
+        cmd = [sys.executable, "-B", str(Path(__file__).resolve()), str(corpus.parent), f"--part={n}"]
+        cmd.append("--only=" + ",".join(share))
+        procs.append((n, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
+    entries = {}
+    failed = []
+    for n, proc in procs:
+        output, _ = proc.communicate()
+        sys.stdout.write(output)
+        part = corpus / f"manifest.part{n}.json"
+        if proc.returncode != 0 or not part.is_file():
+            failed.append(f"worker {n} exited with {proc.returncode}:\n{output[-4000:]}")
+            continue
+        for e in json.loads(part.read_text()):
+            entries[e["example"]] = e
+        part.unlink()
+    if failed:
+        raise RuntimeError("corpus.py: " + "\n".join(failed))
+    return [entries[path.stem] for _, path in files]
+
+
+def compile_corpus(wp, out: Path, only: set[str] | None = None, jobs: int = 1) -> dict:
+    """Compiles every example's modules (or those named in ``only``) into ``out/corpus`` and
+    writes ``out/corpus/manifest.json``; with ``jobs`` > 1 in that many processes (the reference
+    cases need the examples imported here: build.py compiles in this process)."""
+    quiet_environment()
+    corpus = out / "corpus"
+    if corpus.exists():
+        shutil.rmtree(corpus)
+    corpus.mkdir(parents=True)
+    files = [(sub, path) for sub, path in example_files(wp) if only is None or path.stem in only]
+    started = time.perf_counter()
+    if jobs > 1:
+        examples = compile_in_workers(corpus, files, jobs)
+    else:
+        examples = compile_examples(wp, corpus, files)
     kernels = [k for e in examples for m in e["modules"] for k in m["kernels"]]
     manifest = {
         "warp_version": wp.__version__,
@@ -592,7 +648,8 @@ def compile_corpus(wp, out: Path, only: set[str] | None = None) -> dict:
     t = manifest["totals"]
     print(
         f"corpus: {t['examples']} examples, {t['imported']} imported, {t['modules']} modules, "
-        f"{t['kernels']} kernels ({t['kernels_with_ids']} take object ids) in {corpus}"
+        f"{t['kernels']} kernels ({t['kernels_with_ids']} take object ids) in {corpus}, "
+        f"{time.perf_counter() - started:.1f} s with {jobs} process(es)"
     )
     return manifest
 
@@ -918,6 +975,30 @@ def drive_tile_filtering(wp, m):
     return "the __main__ block's launch and data"
 
 
+def drive_alloc_tracker(wp, m):
+    import numpy as np
+
+    # Its readback staging buffer is pinned host memory, which needs CUDA: allocated plain here
+    # (no kernel uses it).
+    zeros = wp.zeros
+    wp.zeros = lambda *a, pinned=False, **k: zeros(*a, **k)
+    try:
+        sim = m.ParticleSim(1024, "cpu")
+    finally:
+        wp.zeros = zeros
+    sim.dt = 0.05
+    for _ in range(15):
+        sim.step()
+    y = sim.positions.numpy()[:, 1]
+    if not (y == 0.0).any():
+        raise RuntimeError("corpus.py: example_alloc_tracker: no particle reached the ground")
+    return (
+        "ParticleSim(1024) (the example simulates 200000; its pinned staging buffer unpinned) with dt 0.05 "
+        "(it steps 1/60): 15 steps, "
+        f"{int((y == 0.0).sum())} particles end on the ground (enforce_ground's branch runs)"
+    )
+
+
 DRIVERS = {
     "example_wave": drive_wave,
     "example_fluid": drive_fluid,
@@ -926,6 +1007,7 @@ DRIVERS = {
     "example_tile_fft": drive_tile_fft,
     "example_tile_convolution": drive_tile_convolution,
     "example_tile_filtering": drive_tile_filtering,
+    "example_alloc_tracker": drive_alloc_tracker,
 }
 
 
@@ -976,9 +1058,11 @@ def build_cases(wp, out: Path, manifest: dict) -> dict:
     return doc
 
 
-def build_corpus(wp, out: Path, cases: bool, only: set[str] | None = None) -> None:
+def build_corpus(wp, out: Path, cases: bool, only: set[str] | None = None, jobs: int = 1) -> None:
     """The corpus (and, with ``cases``, the reference cases) under ``out/corpus``."""
-    manifest = compile_corpus(wp, out, only)
+    if cases:
+        jobs = 1
+    manifest = compile_corpus(wp, out, only, jobs)
     if cases:
         build_cases(wp, out, manifest)
 
@@ -986,10 +1070,11 @@ def build_corpus(wp, out: Path, cases: bool, only: set[str] | None = None) -> No
 def main() -> int:
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     flags = {a.split("=")[0]: a.partition("=")[2] for a in sys.argv[1:] if a.startswith("--")}
-    if len(args) != 1 or set(flags) - {"--cases", "--only"}:
-        print("usage: corpus.py OUT_DIR [--cases] [--only=EXAMPLE,...]", file=sys.stderr)
+    if len(args) != 1 or set(flags) - {"--cases", "--only", "--jobs", "--part"}:
+        print("usage: corpus.py OUT_DIR [--cases] [--only=EXAMPLE,...] [--jobs=N]", file=sys.stderr)
         return 2
     only = set(flags["--only"].split(",")) if "--only" in flags else None
+    jobs = max(1, min(8, int(flags.get("--jobs") or 1)))
     out = Path(args[0]).resolve()
     out.mkdir(parents=True, exist_ok=True)
     quiet_environment()
@@ -1004,7 +1089,14 @@ def main() -> int:
     if str(HERE) not in sys.path:
         sys.path.insert(0, str(HERE))
     try:
-        build_corpus(wp, out, "--cases" in flags, only)
+        if "--part" in flags:
+            # A worker of compile_in_workers: its share, into the directory the parent made.
+            corpus = out / "corpus"
+            files = [(sub, p) for sub, p in example_files(wp) if only is not None and p.stem in only]
+            entries = compile_examples(wp, corpus, files)
+            (corpus / f"manifest.part{int(flags['--part'])}.json").write_text(json.dumps(entries))
+            return 0
+        build_corpus(wp, out, "--cases" in flags, only, jobs)
     except Exception:
         traceback.print_exc()
         return 1
