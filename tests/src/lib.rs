@@ -1,8 +1,11 @@
 //! Cross-crate tests of the CUDA launch SDK. The library part holds facts
-//! generated from the specs (`generated/`) and helpers the tests share.
+//! generated from the specs (`generated/`), the typed launchers generated
+//! from the Warp test modules (`launchers/`) and helpers the tests share.
 
 #[rustfmt::skip]
 pub mod generated;
+#[rustfmt::skip]
+pub mod launchers;
 pub mod alloc;
 pub mod logger;
 pub mod warp;

@@ -18,7 +18,7 @@ const COMMAND: &str = "UPDATE_LAUNCHERS=1 cargo test -p sdk-tests --test launche
 const MODULES: &[(&str, &str)] = &[
     ("kernels", "tests/warp/kernels.py"),
     ("tiles", "tests/warp/tiles.py"),
-    ("types", "tests/warp/types.py"),
+    ("kinds", "tests/warp/kinds.py"),
 ];
 
 fn root() -> PathBuf {
@@ -56,7 +56,7 @@ fn checked_in_launchers_are_what_the_generator_makes() {
                 .lines()
                 .zip(text.lines())
                 .position(|(a, b)| a != b)
-                .map_or_else(|| old.lines().count().min(text.lines().count()), |i| i);
+                .unwrap_or_else(|| old.lines().count().min(text.lines().count()));
             stale.push(format!(
                 "{} differs from the generator's output from line {}",
                 path.display(),

@@ -12,6 +12,7 @@ Writes:
     OUT_DIR/aot/wp_kernels.meta         JSON: "<kernel>_cuda_kernel_{forward,backward}_smem_bytes" -> int
     OUT_DIR/aot/wp_kernels.sm90.cubin   sm_90 cubin (strip_hash=True, so names carry no hash)
     OUT_DIR/access/wp_access.{cu,meta,sm90.cubin}  access.py, for the launch-shape checks
+    OUT_DIR/kinds/wp_kinds.{cu,meta,sm90.cubin}    kinds.py, for the generated launchers' GPU test
     OUT_DIR/multi/all/wp_kernels.{cu,meta,sm80.cubin,sm90.cubin,sm100.cubin,sm120.cubin,sm75.ptx}
     OUT_DIR/multi/no90/wp_kernels.{cu,meta,sm80.cubin,sm100.cubin,sm75.ptx}
                                         kernels.py for several architectures (the image choice)
@@ -112,6 +113,7 @@ def main() -> int:
     builder.build_all()
     build_tiles(wp, out)
     build_many(wp, out)
+    build_kinds(wp, out)
     build_corpus(wp, out)
 
     manifest = {
@@ -162,6 +164,23 @@ def build_many(wp, out: Path) -> None:
     wp.compile_aot_module(many, arch=90, module_dir=str(d), use_ptx=False, strip_hash=True)
     kernels = sum(1 for v in vars(many).values() if isinstance(v, wp._src.context.Kernel))
     print(f"many/ holds {kernels} kernels:", sorted(p.name for p in d.iterdir()))
+
+
+def build_kinds(wp, out: Path) -> None:
+    """kinds.py (module ``kinds``: every parameter kind a typed launcher maps to Rust) compiled
+    for sm_90 into OUT_DIR/kinds, for the GPU test of the generated launchers
+    (``gpu_launchers``), which computes its expected results itself. Its source is the checked-in
+    fixture ``warp-launch/tests/fixtures/wp_kinds.cu``."""
+    sys.dont_write_bytecode = True
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
+    import kinds  # noqa: E402, F401 (defines the kernels of module "kinds")
+
+    d = out / "kinds"
+    if d.exists():
+        shutil.rmtree(d)
+    wp.compile_aot_module("kinds", arch=90, module_dir=str(d), use_ptx=False, strip_hash=True)
+    print("kinds/ holds", sorted(p.name for p in d.iterdir()))
 
 
 def build_tiles(wp, out: Path) -> None:

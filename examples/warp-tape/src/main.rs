@@ -1,6 +1,9 @@
 //! The warp-tape example: Warp kernels compiled by `build.rs` for several GPU
 //! architectures and embedded in this binary, run forward and backward
 //! through warp-launch's tape, with no Python and no kernel files at run time.
+//! The kernels are launched through the typed launchers `build.rs` generated
+//! (`Kernels`: `scaled_sin.launch(n, &x, a, &y)` takes exactly the kernel's
+//! argument types, checked by the compiler).
 //!
 //! `loss = sum((a * sin(x))^2)`, so `d loss / d x = a^2 * sin(2x)`: the
 //! gradient the tape computes is checked against that closed form. The last
@@ -11,10 +14,16 @@
 
 use std::process::ExitCode;
 
-use warp_launch::{AotModule, Array, Device, Tape};
+use warp_launch::{AotModule, Device, Tape, TypedArray};
 
 // `pub static KERNELS: warp_launch::EmbeddedModule`, written by build.rs.
 include!(concat!(env!("OUT_DIR"), "/warp/kernels/kernels.rs"));
+// `pub struct Kernels { scaled_sin: ScaledSin, sum_squares: SumSquares }`, the
+// typed launchers build.rs generated from Warp's output.
+include!(concat!(
+    env!("OUT_DIR"),
+    "/warp/kernels/kernels_launchers.rs"
+));
 
 /// Elements: not a multiple of the block size, so the last block is partial.
 const N: usize = 100_003;
@@ -29,26 +38,26 @@ type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
 fn run() -> Result<String> {
     let module = AotModule::from_embedded(&KERNELS)?;
-    let scaled_sin = module.kernel("scaled_sin")?;
-    let sum_squares = module.kernel("sum_squares")?;
+    // Each launcher checks once that the module's kernel takes its parameters.
+    let kernels = Kernels::new(&module)?;
 
     let dev = Device::Cuda(0);
     let xs: Vec<f32> = (0..N).map(|i| -3.0 + 6.0 * i as f32 / N as f32).collect();
-    let x = Array::from_slice(dev, &xs, &[N])?.with_grad()?;
-    let y = Array::zeros::<f32>(dev, &[N])?.with_grad()?;
-    let loss = Array::zeros::<f32>(dev, &[1])?.with_grad()?;
+    let x = TypedArray::<f32, 1>::from_slice(dev, &xs, [N])?.with_grad()?;
+    let y = TypedArray::<f32, 1>::zeros(dev, [N])?.with_grad()?;
+    let loss = TypedArray::<f32, 1>::zeros(dev, [1])?.with_grad()?;
 
     // Forward, recorded: y = a sin(x); loss += y * y.
     let mut tape = Tape::new();
     tape.record(|| -> warp_launch::Result<()> {
-        scaled_sin.launch(N).inputs((&x, A)).outputs(&y).run()?;
-        sum_squares.launch(N).inputs(&y).outputs(&loss).run()
+        kernels.scaled_sin.launch(N, &x, A, &y)?;
+        kernels.sum_squares.launch(N, &y, &loss)
     })?;
     // Backward: loss.grad = 1, then each kernel's adjoint in reverse order.
     tape.backward(&loss)?;
 
     let a = f64::from(A);
-    let ys = y.to_vec::<f32>()?;
+    let ys = y.to_vec()?;
     let mut loss_exact = 0.0f64;
     let mut y_err = 0.0f64;
     for (xi, yi) in xs.iter().zip(&ys) {
@@ -56,7 +65,7 @@ fn run() -> Result<String> {
         loss_exact += exact * exact;
         y_err = y_err.max((f64::from(*yi) - exact).abs());
     }
-    let loss_value = f64::from(loss.to_vec::<f32>()?[0]);
+    let loss_value = f64::from(loss.to_vec()?[0]);
     let grad = x.grad().ok_or("x has no gradient")?.to_vec::<f32>()?;
     let grad_err = xs
         .iter()

@@ -3,7 +3,7 @@
 
 /// Typed launchers of the Warp module `kernels` (`wp_kernels.cu`, block_dim 256): one field per kernel, each checked against the module when it is made.
 ///
-/// Make it from the loaded module: `Kernels::new(&AotModule::load(dir)?)?` or `Kernels::new(&AotModule::from_embedded(&EMBEDDED)?)?`.
+/// Make it from the loaded module: `Kernels::new(&AotModule::load(dir)?)?`, or from its embedded images (`AotModule::from_embedded`).
 #[derive(Clone, Debug)]
 pub struct Kernels {
     /// The kernel `add2d`.
@@ -120,7 +120,7 @@ impl Add2d {
     ///
     /// # Errors
     ///
-    /// `Error::NoSuchKernel` when the module has no kernel `add2d`; the error of `Kernel::check_signature` (naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
+    /// `Error::NoSuchKernel` when the module has no kernel `add2d`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
         kernel
@@ -291,7 +291,7 @@ impl ChainLoss {
     ///
     /// # Errors
     ///
-    /// `Error::NoSuchKernel` when the module has no kernel `chain_loss`; the error of `Kernel::check_signature` (naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
+    /// `Error::NoSuchKernel` when the module has no kernel `chain_loss`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
         kernel
@@ -445,7 +445,7 @@ impl ChainSin {
     ///
     /// # Errors
     ///
-    /// `Error::NoSuchKernel` when the module has no kernel `chain_sin`; the error of `Kernel::check_signature` (naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
+    /// `Error::NoSuchKernel` when the module has no kernel `chain_sin`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
         kernel
@@ -617,7 +617,7 @@ impl CountVisits {
     ///
     /// # Errors
     ///
-    /// `Error::NoSuchKernel` when the module has no kernel `count_visits`; the error of `Kernel::check_signature` (naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
+    /// `Error::NoSuchKernel` when the module has no kernel `count_visits`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
         kernel
@@ -746,7 +746,7 @@ impl Index4d {
     ///
     /// # Errors
     ///
-    /// `Error::NoSuchKernel` when the module has no kernel `index4d`; the error of `Kernel::check_signature` (naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
+    /// `Error::NoSuchKernel` when the module has no kernel `index4d`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
         kernel
@@ -878,7 +878,7 @@ impl LeanFill {
     ///
     /// # Errors
     ///
-    /// `Error::NoSuchKernel` when the module has no kernel `lean_fill`; the error of `Kernel::check_signature` (naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
+    /// `Error::NoSuchKernel` when the module has no kernel `lean_fill`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
         kernel
@@ -1034,7 +1034,7 @@ impl NormalizeScale {
     ///
     /// # Errors
     ///
-    /// `Error::NoSuchKernel` when the module has no kernel `normalize_scale`; the error of `Kernel::check_signature` (naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
+    /// `Error::NoSuchKernel` when the module has no kernel `normalize_scale`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
         kernel
@@ -1208,7 +1208,7 @@ impl Saxpy {
     ///
     /// # Errors
     ///
-    /// `Error::NoSuchKernel` when the module has no kernel `saxpy`; the error of `Kernel::check_signature` (naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
+    /// `Error::NoSuchKernel` when the module has no kernel `saxpy`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
         kernel
@@ -1383,7 +1383,7 @@ impl Transform {
     ///
     /// # Errors
     ///
-    /// `Error::NoSuchKernel` when the module has no kernel `transform`; the error of `Kernel::check_signature` (naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
+    /// `Error::NoSuchKernel` when the module has no kernel `transform`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
         kernel
@@ -1571,7 +1571,7 @@ impl UseStruct {
     ///
     /// # Errors
     ///
-    /// `Error::NoSuchKernel` when the module has no kernel `use_struct`; the error of `Kernel::check_signature` (naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
+    /// `Error::NoSuchKernel` when the module has no kernel `use_struct`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
         kernel

@@ -3,7 +3,7 @@
 
 /// Typed launchers of the Warp module `tiles` (`wp_tiles.cu`, block_dim 64): one field per kernel, each checked against the module when it is made.
 ///
-/// Make it from the loaded module: `Tiles::new(&AotModule::load(dir)?)?` or `Tiles::new(&AotModule::from_embedded(&EMBEDDED)?)?`.
+/// Make it from the loaded module: `Tiles::new(&AotModule::load(dir)?)?`, or from its embedded images (`AotModule::from_embedded`).
 #[derive(Clone, Debug)]
 pub struct Tiles {
     /// The kernel `row_sums`.
@@ -65,7 +65,7 @@ impl RowSums {
     ///
     /// # Errors
     ///
-    /// `Error::NoSuchKernel` when the module has no kernel `row_sums`; the error of `Kernel::check_signature` (naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
+    /// `Error::NoSuchKernel` when the module has no kernel `row_sums`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
         kernel
@@ -298,7 +298,7 @@ impl ScaleShared {
     ///
     /// # Errors
     ///
-    /// `Error::NoSuchKernel` when the module has no kernel `scale_shared`; the error of `Kernel::check_signature` (naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
+    /// `Error::NoSuchKernel` when the module has no kernel `scale_shared`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
         kernel
@@ -566,7 +566,7 @@ impl ScaleTiles {
     ///
     /// # Errors
     ///
-    /// `Error::NoSuchKernel` when the module has no kernel `scale_tiles`; the error of `Kernel::check_signature` (naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
+    /// `Error::NoSuchKernel` when the module has no kernel `scale_tiles`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
         kernel
@@ -832,7 +832,7 @@ impl ScaleUnchecked {
     ///
     /// # Errors
     ///
-    /// `Error::NoSuchKernel` when the module has no kernel `scale_unchecked`; the error of `Kernel::check_signature` (naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
+    /// `Error::NoSuchKernel` when the module has no kernel `scale_unchecked`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
         kernel
@@ -1097,7 +1097,7 @@ impl ShiftedRows {
     ///
     /// # Errors
     ///
-    /// `Error::NoSuchKernel` when the module has no kernel `shifted_rows`; the error of `Kernel::check_signature` (naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
+    /// `Error::NoSuchKernel` when the module has no kernel `shifted_rows`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
         kernel
@@ -1331,7 +1331,7 @@ impl TotalSum {
     ///
     /// # Errors
     ///
-    /// `Error::NoSuchKernel` when the module has no kernel `total_sum`; the error of `Kernel::check_signature` (naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
+    /// `Error::NoSuchKernel` when the module has no kernel `total_sum`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         let kernel = module.kernel(Self::NAME)?;
         kernel

@@ -68,6 +68,8 @@ pub struct Launchers {
     python: Vec<PathBuf>,
     source_root: Option<PathBuf>,
     notes: Vec<String>,
+    /// The static of the module's embedded images, when the compile wrote one.
+    embedded: Option<String>,
 }
 
 impl Launchers {
@@ -90,6 +92,7 @@ impl Launchers {
             python: Vec::new(),
             source_root: None,
             notes: Vec::new(),
+            embedded: None,
         })
     }
 
@@ -102,6 +105,7 @@ impl Launchers {
     pub fn from_compiled(compiled: &crate::build::Compiled) -> Result<Launchers, LauncherError> {
         let mut l = Launchers::from_dir(compiled.dir(), compiled.module())?;
         l.python = compiled.sources().to_vec();
+        l.embedded = compiled.embed_file().map(|_| compiled.static_name());
         Ok(l)
     }
 
@@ -163,6 +167,7 @@ impl Launchers {
             meta_file: &self.meta_file,
             meta_text: &self.meta_text,
             python: &python,
+            embedded: self.embedded.as_deref(),
         })
         .map_err(|error| LauncherError::Module {
             module: self.module.clone(),

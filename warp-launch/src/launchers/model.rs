@@ -35,6 +35,8 @@ pub(super) struct Input<'a> {
     pub meta_file: &'a str,
     pub meta_text: &'a str,
     pub python: &'a [PythonFile],
+    /// The static holding the module's embedded images, if any.
+    pub embedded: Option<&'a str>,
 }
 
 /// A scalar, vector or matrix passed by value (or held by a struct).
@@ -209,6 +211,7 @@ pub(super) struct Model {
     pub kernels: Vec<KernelModel>,
     pub skipped: Vec<Skipped>,
     pub structs: Vec<StructModel>,
+    pub embedded: Option<String>,
 }
 
 /// Rust's keywords in any edition (strict and reserved), which a Warp
@@ -613,6 +616,7 @@ pub(super) fn build(input: &Input<'_>) -> Result<Model, Error> {
         kernels,
         skipped,
         structs: structs.list,
+        embedded: input.embedded.map(str::to_string),
     })
 }
 

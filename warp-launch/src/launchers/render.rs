@@ -484,7 +484,7 @@ fn kernel_item(k: &KernelModel, model: &Model) -> TokenStream {
         "# Errors".into(),
         String::new(),
         format!(
-            "`Error::NoSuchKernel` when the module has no kernel `{key}`; the error of `Kernel::check_signature` (naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module."
+            "`Error::NoSuchKernel` when the module has no kernel `{key}`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module."
         ),
     ]);
     quote! {
@@ -628,9 +628,14 @@ fn module_item(model: &Model) -> TokenStream {
                 .unwrap_or_default()
         ),
         String::new(),
-        format!(
-            "Make it from the loaded module: `{ident}::new(&AotModule::load(dir)?)?` or `{ident}::new(&AotModule::from_embedded(&EMBEDDED)?)?`."
-        ),
+        match &model.embedded {
+            Some(s) => format!(
+                "Make it from the loaded module: `{ident}::new(&AotModule::from_embedded(&{s})?)?` (the images embedded beside these launchers)."
+            ),
+            None => format!(
+                "Make it from the loaded module: `{ident}::new(&AotModule::load(dir)?)?`, or from its embedded images (`AotModule::from_embedded`)."
+            ),
+        },
     ];
     if !model.skipped.is_empty() {
         doc.push(String::new());

@@ -60,15 +60,15 @@ fn tile_launchers() {
 
 #[test]
 fn fallbacks_without_the_python_file() {
-    // Without types.py: Warp's one-line copies of multi-line signatures, and
+    // Without kinds.py: Warp's one-line copies of multi-line signatures, and
     // an array whose dimensions nothing in Warp's output shows.
-    let text = generate("types", None);
-    insta::assert_snapshot!("types_without_python", text);
+    let text = generate("kinds", None);
+    insta::assert_snapshot!("kinds_without_python", text);
     let shape_only = item(&text, "/// Typed launcher of the Warp kernel `shape_only`");
     assert!(shape_only.contains("def shape_only(\n///     ...  # (Warp copies only"));
     assert!(text.contains("pub fn launch<const NDIM_A: usize>("));
     // With it: the whole signature, and the dimensions it states.
-    let with = generate("types", Some("tests/warp/types.py"));
+    let with = generate("kinds", Some("tests/warp/kinds.py"));
     let shape_only = item(&with, "/// Typed launcher of the Warp kernel `shape_only`");
     assert!(
         shape_only.contains(
@@ -76,14 +76,14 @@ fn fallbacks_without_the_python_file() {
         ),
         "{shape_only}"
     );
-    assert!(shape_only.contains("Defined at `tests/warp/types.py:70`"));
+    assert!(shape_only.contains("Defined at `tests/warp/kinds.py:72`"));
     assert!(with.contains("a: &::warp_launch::TypedArray<f32, 3>,"));
     assert!(!with.contains("NDIM_"));
 }
 
 #[test]
-fn types_map_to_rust_and_unsupported_kernels_are_listed() {
-    let text = generate("types", Some("tests/warp/types.py"));
+fn kinds_map_to_rust_and_unsupported_kernels_are_listed() {
+    let text = generate("kinds", Some("tests/warp/kinds.py"));
     for expected in [
         // Values: matrices row-major, quaternions and transforms flat, bool.
         "m: [[f64; 2]; 2],",
@@ -110,7 +110,7 @@ fn types_map_to_rust_and_unsupported_kernels_are_listed() {
     ] {
         assert!(text.contains(expected), "missing `{expected}`");
     }
-    let module = item(&text, "/// Typed launchers of the Warp module `types`");
+    let module = item(&text, "/// Typed launchers of the Warp module `kinds`");
     assert!(
         module.contains("- `half_value`: parameter `h` is a `float16` value"),
         "{module}"

@@ -6,10 +6,12 @@ launcher for (a float16 value, an array of a dtype without a Rust element type).
 
 Usage (no GPU needed; Warp compiles with its bundled NVRTC):
 
-    PYTHONPATH=target/cuda-cache/warp-py python3 tests/warp/types.py warp-launch/tests/fixtures
+    PYTHONPATH=target/cuda-cache/warp-py python3 tests/warp/kinds.py warp-launch/tests/fixtures
 
-Writes OUT_DIR/wp_types.cu and OUT_DIR/wp_types.meta (the cubin is compiled too, then
-deleted). The checked-in launchers `tests/src/launchers/types.rs` are generated from them.
+Writes OUT_DIR/wp_kinds.cu and OUT_DIR/wp_kinds.meta (the cubin is compiled too, then
+deleted). The checked-in launchers `tests/src/launchers/kinds.rs` are generated from them;
+build.py compiles the module (module name ``kinds``) with its cubin into OUT_DIR/kinds for
+the GPU test of the launchers (`gpu_launchers`).
 """
 
 import shutil
@@ -38,7 +40,7 @@ class Outer:
 
 # Every by-value kind: a nested struct, a double matrix, a quaternion, a transform, a bool,
 # a 64-bit and an 8-bit integer.
-@wp.kernel(module="types")
+@wp.kernel(module="kinds")
 def mixed(
     o: Outer,
     m: wp.mat22d,
@@ -57,7 +59,7 @@ def mixed(
 
 
 # Parameter names that are Rust keywords, or the launchers' own `dim` and `stream`.
-@wp.kernel(module="types")
+@wp.kernel(module="kinds")
 def names(type: wp.array(dtype=wp.int32), match: wp.int32, dim: wp.uint32, stream: wp.array(dtype=wp.uint32)):
     i = wp.tid()
     type[i] = match
@@ -66,7 +68,7 @@ def names(type: wp.array(dtype=wp.int32), match: wp.int32, dim: wp.uint32, strea
 
 # A multi-line signature (Warp copies only its first line) and an array the body never
 # indexes: nothing in Warp's output shows its dimensions.
-@wp.kernel(module="types")
+@wp.kernel(module="kinds")
 def shape_only(
     a: wp.array3d(dtype=wp.float32),
     out: wp.array(dtype=wp.int32),
@@ -76,7 +78,7 @@ def shape_only(
 
 
 # Integer vectors and matrices of floats in arrays, unsigned and 64-bit element types.
-@wp.kernel(module="types")
+@wp.kernel(module="kinds")
 def elements(
     ids: wp.array2d(dtype=wp.vec3i),
     frames: wp.array(dtype=wp.mat44f),
@@ -89,14 +91,14 @@ def elements(
 
 
 # No launcher: a float16 value has no Rust type.
-@wp.kernel(module="types")
+@wp.kernel(module="kinds")
 def half_value(h: wp.float16, out: wp.array(dtype=wp.float32)):
     i = wp.tid()
     out[i] = wp.float32(h)
 
 
 # No launcher: warp-launch has no element type for arrays of quaternions.
-@wp.kernel(module="types")
+@wp.kernel(module="kinds")
 def quat_array(q: wp.array(dtype=wp.quatf), out: wp.array(dtype=wp.float32)):
     i = wp.tid()
     out[i] = q[i][3]
@@ -104,19 +106,19 @@ def quat_array(q: wp.array(dtype=wp.quatf), out: wp.array(dtype=wp.float32)):
 
 def main() -> int:
     if len(sys.argv) != 2:
-        print("usage: types.py OUT_DIR", file=sys.stderr)
+        print("usage: kinds.py OUT_DIR", file=sys.stderr)
         return 2
     out = Path(sys.argv[1]).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    work = out / ".warp-work-types"
+    work = out / ".warp-work-kinds"
     wp.config.kernel_cache_dir = str(work / "cache")
     wp.config.quiet = True
     wp.init()
     if wp.__version__ != "1.19.0":
-        print(f"types.py: expected warp-lang 1.19.0, found {wp.__version__}", file=sys.stderr)
+        print(f"kinds.py: expected warp-lang 1.19.0, found {wp.__version__}", file=sys.stderr)
         return 1
-    d = work / "types"
-    wp.compile_aot_module("types", arch=90, module_dir=str(d), use_ptx=False, strip_hash=True)
+    d = work / "kinds"
+    wp.compile_aot_module("kinds", arch=90, module_dir=str(d), use_ptx=False, strip_hash=True)
     for f in sorted(d.iterdir()):
         if f.suffix in (".cu", ".meta"):
             shutil.copy(f, out / f.name)

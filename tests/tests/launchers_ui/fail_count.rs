@@ -1,0 +1,17 @@
+//! A missing argument: saxpy takes `a`, `x` and `y`.
+
+#[allow(dead_code)]
+#[path = "../../src/launchers/kernels.rs"]
+mod kernels;
+
+use warp_launch::{AotModule, Device, TypedArray};
+
+fn run(module: &AotModule) -> warp_launch::Result<()> {
+    let k = kernels::Kernels::new(module)?;
+    let x = TypedArray::<f32, 1>::zeros(Device::Cuda(0), [4])?;
+    k.saxpy.launch(4, 2.0, &x)
+}
+
+fn main() {
+    let _ = run;
+}
