@@ -980,6 +980,11 @@ mod tests {
                 let t = std::time::Instant::now();
                 let d = declarations(&text, "wp_many.cu", &meta, "wp_many.meta").unwrap();
                 assert_eq!(d.len(), 64);
+                // Every kernel of many.py launches safely (its accesses are rules).
+                assert!(d.iter().all(|d| {
+                    matches!(d.spec.accesses(crate::Pass::Forward), Accesses::Checked(_))
+                        && matches!(d.spec.accesses(crate::Pass::Adjoint), Accesses::Checked(_))
+                }));
                 t.elapsed().as_secs_f64() * 1e3
             })
             .collect();

@@ -22,6 +22,12 @@
 //! whose kernel nodes can be updated in place; the `"cpu"` device runs
 //! kernels that have a Rust implementation.
 //!
+//! Typed launchers generated from a module's source call the positional
+//! form, [`Kernel::launch_args`] / [`Kernel::record_args`] with
+//! [`TypedArg`]s (after [`Kernel::check_signature`] once): the same checks
+//! without name lookups or allocations, arrays typed by dtype and number
+//! of dimensions ([`TypedArray<T, N>`](TypedArray)).
+//!
 //! Every public item has one path, at the crate root. The `cuda-api` types a
 //! Warp user handles ([`Stream`], [`Event`], [`Context`], [`MemoryKind`],
 //! [`Location`], [`MemoryType`], [`CudaDevice`], [`CudaError`]) are re-exported
