@@ -104,6 +104,20 @@ def quat_array(q: wp.array(dtype=wp.quatf), out: wp.array(dtype=wp.float32)):
     out[i] = q[i][3]
 
 
+# Kernel names that are Rust prelude names in UpperCamelCase (`Ok`, `Clone`): the generated
+# code spells every path in full, so they shadow nothing it uses.
+@wp.kernel(module="kinds")
+def ok(flags: wp.array(dtype=wp.int32)):
+    i = wp.tid()
+    flags[i] = 1
+
+
+@wp.kernel(module="kinds")
+def clone(src: wp.array(dtype=wp.float32), dst: wp.array(dtype=wp.float32)):
+    i = wp.tid()
+    dst[i] = src[i]
+
+
 def main() -> int:
     if len(sys.argv) != 2:
         print("usage: kinds.py OUT_DIR", file=sys.stderr)

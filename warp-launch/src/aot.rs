@@ -744,6 +744,8 @@ pub(crate) fn ndim_hints(line: &str, key: &str) -> BTreeMap<String, u8> {
                         .map(|d| d as u8),
                     None => Some(1),
                 }
+            } else if let Some(sub) = rest.strip_prefix('[') {
+                subscript_ndim(sub)
             } else {
                 None
             }
@@ -755,6 +757,43 @@ pub(crate) fn ndim_hints(line: &str, key: &str) -> BTreeMap<String, u8> {
         }
     }
     out
+}
+
+/// Dimensions of Warp's subscript annotation `wp.array[dtype]` (one) or
+/// `wp.array[dtype, Literal[n]]` / `wp.array[dtype, n]` (`n`), given the
+/// text after `wp.array[`.
+fn subscript_ndim(sub: &str) -> Option<u8> {
+    let mut depth = 0i32;
+    let mut args = vec![String::new()];
+    for c in sub.chars() {
+        match c {
+            '[' | '(' => depth += 1,
+            ']' | ')' if depth == 0 => break,
+            ']' | ')' => depth -= 1,
+            ',' if depth == 0 => {
+                args.push(String::new());
+                continue;
+            }
+            _ => {}
+        }
+        if let Some(a) = args.last_mut() {
+            a.push(c);
+        }
+    }
+    match args.as_slice() {
+        [_] => Some(1),
+        [_, n] => {
+            let n = n.trim();
+            let n = n
+                .strip_prefix("typing.")
+                .unwrap_or(n)
+                .strip_prefix("Literal[")
+                .and_then(|l| l.strip_suffix(']'))
+                .unwrap_or(n);
+            n.trim().parse().ok().filter(|n| (1..=4).contains(n))
+        }
+        _ => None,
+    }
 }
 
 /// Array dimensions from how the kernel body (`body`, the lines after the
@@ -855,6 +894,20 @@ mod tests {
         assert_eq!(h.get("out"), Some(&4));
         let h = ndim_hints_of(CU, "saxpy");
         assert_eq!((h.get("x"), h.get("y")), (Some(&1), Some(&1)));
+        // Warp's subscript annotations.
+        let h = ndim_hints(
+            "// def k(a: wp.array[float], b: wp.array[wp.vec3, Literal[2]], c: wp.array3d[float], d: wp.array[float, 4], e: wp.array[float, x]):",
+            "k",
+        );
+        assert_eq!(
+            h.into_iter().collect::<Vec<_>>(),
+            [
+                ("a".into(), 1),
+                ("b".into(), 2),
+                ("c".into(), 3),
+                ("d".into(), 4)
+            ]
+        );
         // add2d's signature spans lines, so the body's indexing decides.
         assert!(ndim_hints_of(CU, "add2d").is_empty());
         let add2d = spec("add2d");

@@ -4,7 +4,7 @@
 /// Typed launchers of the Warp module `kernels` (`wp_kernels.cu`, block_dim 256): one field per kernel, each checked against the module when it is made.
 ///
 /// Make it from the loaded module: `Kernels::new(&AotModule::load(dir)?)?`, or from its embedded images (`AotModule::from_embedded`).
-#[derive(Clone, Debug)]
+#[derive(::core::clone::Clone, ::core::fmt::Debug)]
 pub struct Kernels {
     /// The kernel `add2d`.
     pub add2d: Add2d,
@@ -53,7 +53,13 @@ impl Kernels {
 }
 /// Warp's `wp.struct` `Params` (`Params_acca3b2c` in the generated code, `wp_kernels.cu:54`): `#[repr(C)]` with Warp's layout, 20 bytes aligned to 4.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(
+    ::core::clone::Clone,
+    ::core::marker::Copy,
+    ::core::fmt::Debug,
+    ::core::default::Default,
+    ::core::cmp::PartialEq,
+)]
 pub struct Params {
     /// `scale`: `float32` at byte 0.
     pub scale: f32,
@@ -111,7 +117,7 @@ const _: () = {
 /// - `out`: array of `float32`, 2-D (`&TypedArray<f32, 2>`), **written** (`wp::array_store`, `wp_kernels.cu:1142`)
 ///
 /// Each launch checks these accesses against `dim` and the arrays' shapes (`tid k`: coordinate `k` of `wp.tid()`): `a[tid 0, tid 1]`, `b[tid 0, tid 1]`, `out[tid 0, tid 1]`.
-#[derive(Clone, Debug)]
+#[derive(::core::clone::Clone, ::core::fmt::Debug)]
 pub struct Add2d(::warp_launch::Kernel);
 impl Add2d {
     /// The kernel's name in its module (Warp's key).
@@ -282,7 +288,7 @@ impl Add2d {
 /// - `loss`: array of `float32`, 1-D (`&TypedArray<f32, 1>`), **accumulated into** (`wp::atomic_add`, `wp_kernels.cu:521`)
 ///
 /// Each launch checks these accesses against `dim` and the arrays' shapes (`tid k`: coordinate `k` of `wp.tid()`): `y[tid 0]`, `loss[0]`.
-#[derive(Clone, Debug)]
+#[derive(::core::clone::Clone, ::core::fmt::Debug)]
 pub struct ChainLoss(::warp_launch::Kernel);
 impl ChainLoss {
     /// The kernel's name in its module (Warp's key).
@@ -436,7 +442,7 @@ impl ChainLoss {
 /// - `y`: array of `float32`, 1-D (`&TypedArray<f32, 1>`), **written** (`wp::array_store`, `wp_kernels.cu:216`)
 ///
 /// Each launch checks these accesses against `dim` and the arrays' shapes (`tid k`: coordinate `k` of `wp.tid()`): `x[tid 0]`, `y[tid 0]`.
-#[derive(Clone, Debug)]
+#[derive(::core::clone::Clone, ::core::fmt::Debug)]
 pub struct ChainSin(::warp_launch::Kernel);
 impl ChainSin {
     /// The kernel's name in its module (Warp's key).
@@ -608,7 +614,7 @@ impl ChainSin {
 /// - `count`: array of `int32`, 1-D (`&TypedArray<i32, 1>`), **accumulated into** (`wp::atomic_add`, `wp_kernels.cu:135`)
 ///
 /// Each launch checks these accesses against `dim` and the arrays' shapes (`tid k`: coordinate `k` of `wp.tid()`): `count[tid 0]`.
-#[derive(Clone, Debug)]
+#[derive(::core::clone::Clone, ::core::fmt::Debug)]
 pub struct CountVisits(::warp_launch::Kernel);
 impl CountVisits {
     /// The kernel's name in its module (Warp's key).
@@ -737,7 +743,7 @@ impl CountVisits {
 /// - `out`: array of `int32`, 4-D (`&TypedArray<i32, 4>`), **written** (`wp::array_store`, `wp_kernels.cu:880`)
 ///
 /// Each launch checks these accesses against `dim` and the arrays' shapes (`tid k`: coordinate `k` of `wp.tid()`): `out[tid 0, tid 1, tid 2, tid 3]`.
-#[derive(Clone, Debug)]
+#[derive(::core::clone::Clone, ::core::fmt::Debug)]
 pub struct Index4d(::warp_launch::Kernel);
 impl Index4d {
     /// The kernel's name in its module (Warp's key).
@@ -869,7 +875,7 @@ impl Index4d {
 /// Each launch checks these accesses against `dim` and the arrays' shapes (`tid k`: coordinate `k` of `wp.tid()`): `out[tid 0, tid 1]`.
 ///
 /// Compiled with `grid_stride=False`: one thread per index of `dim`.
-#[derive(Clone, Debug)]
+#[derive(::core::clone::Clone, ::core::fmt::Debug)]
 pub struct LeanFill(::warp_launch::Kernel);
 impl LeanFill {
     /// The kernel's name in its module (Warp's key).
@@ -1025,7 +1031,7 @@ impl LeanFill {
 /// - `out`: array of `vec3f`, 1-D (`&TypedArray<[f32; 3], 1>`), **written** (`wp::array_store`, `wp_kernels.cu:422`)
 ///
 /// Each launch checks these accesses against `dim` and the arrays' shapes (`tid k`: coordinate `k` of `wp.tid()`): `v[tid 0]`, `out[tid 0]`.
-#[derive(Clone, Debug)]
+#[derive(::core::clone::Clone, ::core::fmt::Debug)]
 pub struct NormalizeScale(::warp_launch::Kernel);
 impl NormalizeScale {
     /// The kernel's name in its module (Warp's key).
@@ -1199,7 +1205,7 @@ impl NormalizeScale {
 /// - `y`: array of `float32`, 1-D (`&TypedArray<f32, 1>`), **written** (`wp::array_store`, `wp_kernels.cu:1033`)
 ///
 /// Each launch checks these accesses against `dim` and the arrays' shapes (`tid k`: coordinate `k` of `wp.tid()`): `x[tid 0]`, `y[tid 0]`.
-#[derive(Clone, Debug)]
+#[derive(::core::clone::Clone, ::core::fmt::Debug)]
 pub struct Saxpy(::warp_launch::Kernel);
 impl Saxpy {
     /// The kernel's name in its module (Warp's key).
@@ -1374,7 +1380,7 @@ impl Saxpy {
 /// - `out`: array of `vec3f`, 1-D (`&TypedArray<[f32; 3], 1>`), **written** (`wp::array_store`, `wp_kernels.cu:317`)
 ///
 /// Each launch checks these accesses against `dim` and the arrays' shapes (`tid k`: coordinate `k` of `wp.tid()`): `t[tid 0]`, `v[tid 0]`, `out[tid 0]`.
-#[derive(Clone, Debug)]
+#[derive(::core::clone::Clone, ::core::fmt::Debug)]
 pub struct Transform(::warp_launch::Kernel);
 impl Transform {
     /// The kernel's name in its module (Warp's key).
@@ -1562,7 +1568,7 @@ impl Transform {
 /// - `out`: array of `vec3f`, 1-D (`&TypedArray<[f32; 3], 1>`), **written** (`wp::array_store`, `wp_kernels.cu:726`)
 ///
 /// Each launch checks these accesses against `dim` and the arrays' shapes (`tid k`: coordinate `k` of `wp.tid()`): `x[tid 0]`, `out[tid 0]`.
-#[derive(Clone, Debug)]
+#[derive(::core::clone::Clone, ::core::fmt::Debug)]
 pub struct UseStruct(::warp_launch::Kernel);
 impl UseStruct {
     /// The kernel's name in its module (Warp's key).

@@ -8,14 +8,18 @@
 /// Kernels without a typed launcher (use `AotModule::kernel`):
 /// - `half_value`: parameter `h` is a `float16` value, a dtype with no Rust type here (Rust has no stable half-precision float).
 /// - `quat_array`: parameter `q` is an array of `quatf`, a dtype warp-launch has no `Element` type for (so no `TypedArray` of it).
-#[derive(Clone, Debug)]
+#[derive(::core::clone::Clone, ::core::fmt::Debug)]
 pub struct Kinds {
+    /// The kernel `clone`.
+    pub clone: Clone,
     /// The kernel `elements`.
     pub elements: Elements,
     /// The kernel `mixed`.
     pub mixed: Mixed,
     /// The kernel `names`.
     pub names: Names,
+    /// The kernel `ok`.
+    pub ok: Ok,
     /// The kernel `shape_only`.
     pub shape_only: ShapeOnly,
 }
@@ -30,9 +34,11 @@ impl Kinds {
     /// module, or one whose parameters differ from its launcher's.
     pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
         ::core::result::Result::Ok(Self {
+            clone: Clone::new(module)?,
             elements: Elements::new(module)?,
             mixed: Mixed::new(module)?,
             names: Names::new(module)?,
+            ok: Ok::new(module)?,
             shape_only: ShapeOnly::new(module)?,
         })
     }
@@ -41,7 +47,13 @@ impl Kinds {
 ///
 /// The C layout's padding is spelled out (`_pad` fields, zero in `Default`), so every byte handed to the kernel is initialised.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(
+    ::core::clone::Clone,
+    ::core::marker::Copy,
+    ::core::fmt::Debug,
+    ::core::default::Default,
+    ::core::cmp::PartialEq,
+)]
 pub struct Inner {
     /// `flag`: `uint8` at byte 0.
     pub flag: u8,
@@ -86,7 +98,13 @@ const _: () = {
 ///
 /// The C layout's padding is spelled out (`_pad` fields, zero in `Default`), so every byte handed to the kernel is initialised.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(
+    ::core::clone::Clone,
+    ::core::marker::Copy,
+    ::core::fmt::Debug,
+    ::core::default::Default,
+    ::core::cmp::PartialEq,
+)]
 pub struct Outer {
     /// `inner`: the struct `Inner` at byte 0.
     pub inner: Inner,
@@ -132,22 +150,175 @@ const _: () = {
         );
     }
 };
+/// Typed launcher of the Warp kernel `clone` (module `kinds`).
+///
+/// ```python
+/// def clone(src: wp.array(dtype=wp.float32), dst: wp.array(dtype=wp.float32)):
+/// ```
+///
+/// Defined at `tests/warp/kinds.py:116`; Warp's CUDA at `wp_kinds.cu:568`.
+///
+/// Parameters:
+/// - `src`: array of `float32`, 1-D (`&TypedArray<f32, 1>`), read only
+/// - `dst`: array of `float32`, 1-D (`&TypedArray<f32, 1>`), **written** (`wp::array_store`, `wp_kinds.cu:597`)
+///
+/// Each launch checks these accesses against `dim` and the arrays' shapes (`tid k`: coordinate `k` of `wp.tid()`): `src[tid 0]`, `dst[tid 0]`.
+#[derive(::core::clone::Clone, ::core::fmt::Debug)]
+pub struct Clone(::warp_launch::Kernel);
+impl Clone {
+    /// The kernel's name in its module (Warp's key).
+    pub const NAME: &'static str = "clone";
+    /// Takes the kernel `clone` from `module` and checks that its parameters are this launcher's (names, kinds, dtypes, array dimensions), once.
+    ///
+    /// # Errors
+    ///
+    /// `Error::NoSuchKernel` when the module has no kernel `clone`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
+    pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
+        let kernel = module.kernel(Self::NAME)?;
+        kernel
+            .check_signature(
+                &[
+                    (
+                        "src",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::FLOAT32,
+                            ndim: ::core::option::Option::Some(1),
+                        },
+                    ),
+                    (
+                        "dst",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::FLOAT32,
+                            ndim: ::core::option::Option::Some(1),
+                        },
+                    ),
+                ],
+            )?;
+        ::core::result::Result::Ok(Self(kernel))
+    }
+    /// The kernel, for what the typed launchers do not cover
+    /// (`Kernel::launch` and its builder: `max_blocks`, the tape's
+    /// options, the CPU device).
+    pub fn kernel(&self) -> &::warp_launch::Kernel {
+        &self.0
+    }
+    /// Launches `clone` over `dim` on the default stream of the arrays' device (`cuda:0` without arrays): Warp's `wp.launch(clone, dim, inputs=[src, dst])`.
+    ///
+    /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args`: arrays on different devices or not on the stream's, a `dim` an array the kernel indexes by thread coordinate is too small for (`Error::OutOfBounds`), a kernel whose accesses cannot be checked (`Error::Unproven`), and the driver's errors.
+    pub fn launch(
+        &self,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        src: &::warp_launch::TypedArray<f32, 1>,
+        dst: &::warp_launch::TypedArray<f32, 1>,
+    ) -> ::warp_launch::Result<()> {
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(src.as_array()),
+                    ::warp_launch::TypedArg::Array(dst.as_array()),
+                ],
+            )
+    }
+    /// Launches `clone` over `dim` on `stream`, which must belong to the arrays' device.
+    ///
+    /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args`: arrays on different devices or not on the stream's, a `dim` an array the kernel indexes by thread coordinate is too small for (`Error::OutOfBounds`), a kernel whose accesses cannot be checked (`Error::Unproven`), and the driver's errors.
+    pub fn launch_on(
+        &self,
+        stream: &::warp_launch::Stream,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        src: &::warp_launch::TypedArray<f32, 1>,
+        dst: &::warp_launch::TypedArray<f32, 1>,
+    ) -> ::warp_launch::Result<()> {
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::Some(stream),
+                &[
+                    ::warp_launch::TypedArg::Array(src.as_array()),
+                    ::warp_launch::TypedArg::Array(dst.as_array()),
+                ],
+            )
+    }
+    /// Checks a launch of `clone` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the default stream of the arrays' device.
+    ///
+    /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::record_args`: arrays on different devices or not on the stream's, a `dim` an array the kernel indexes by thread coordinate is too small for (`Error::OutOfBounds`), a kernel whose accesses cannot be checked (`Error::Unproven`), and the driver's errors.
+    pub fn record(
+        &self,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        src: &::warp_launch::TypedArray<f32, 1>,
+        dst: &::warp_launch::TypedArray<f32, 1>,
+    ) -> ::warp_launch::Result<::warp_launch::Launch> {
+        self.0
+            .record_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                &[
+                    ::warp_launch::TypedArg::Array(src.as_array()),
+                    ::warp_launch::TypedArg::Array(dst.as_array()),
+                ],
+            )
+    }
+    /// Launches the backward kernel of `clone` over `dim`: the forward arguments, then one adjoint per parameter (`adj_src`, `adj_dst`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.
+    ///
+    /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args`: arrays on different devices or not on the stream's, a `dim` an array the kernel indexes by thread coordinate is too small for (`Error::OutOfBounds`), a kernel whose accesses cannot be checked (`Error::Unproven`), and the driver's errors.
+    pub fn launch_adjoint(
+        &self,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        src: &::warp_launch::TypedArray<f32, 1>,
+        dst: &::warp_launch::TypedArray<f32, 1>,
+        adj_src: &::warp_launch::TypedArray<f32, 1>,
+        adj_dst: &::warp_launch::TypedArray<f32, 1>,
+    ) -> ::warp_launch::Result<()> {
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(src.as_array()),
+                    ::warp_launch::TypedArg::Array(dst.as_array()),
+                    ::warp_launch::TypedArg::Array(adj_src.as_array()),
+                    ::warp_launch::TypedArg::Array(adj_dst.as_array()),
+                ],
+            )
+    }
+}
 /// Typed launcher of the Warp kernel `elements` (module `kinds`).
 ///
 /// ```python
 /// def elements(ids: wp.array2d(dtype=wp.vec3i), frames: wp.array(dtype=wp.mat44f), counts: wp.array(dtype=wp.uint64), bytes_: wp.array(dtype=wp.uint8)):
 /// ```
 ///
-/// Defined at `tests/warp/kinds.py:82`; Warp's CUDA at `wp_kinds.cu:747`.
+/// Defined at `tests/warp/kinds.py:82`; Warp's CUDA at `wp_kinds.cu:904`.
 ///
 /// Parameters:
 /// - `ids`: array of `vec3i`, 2-D (`&TypedArray<[i32; 3], 2>`), read only
 /// - `frames`: array of `mat44f`, 1-D (`&TypedArray<[[f32; 4]; 4], 1>`), read only
-/// - `counts`: array of `uint64`, 1-D (`&TypedArray<u64, 1>`), **accumulated into** (`wp::atomic_add`, `wp_kinds.cu:789`)
-/// - `bytes_`: array of `uint8`, 1-D (`&TypedArray<u8, 1>`), **written** (`wp::array_store`, `wp_kinds.cu:795`)
+/// - `counts`: array of `uint64`, 1-D (`&TypedArray<u64, 1>`), **accumulated into** (`wp::atomic_add`, `wp_kinds.cu:946`)
+/// - `bytes_`: array of `uint8`, 1-D (`&TypedArray<u8, 1>`), **written** (`wp::array_store`, `wp_kinds.cu:952`)
 ///
 /// Each launch checks these accesses against `dim` and the arrays' shapes (`tid k`: coordinate `k` of `wp.tid()`): `ids[tid 0, tid 1]`, `counts[tid 0]`, `frames[tid 0]`, `bytes_[tid 0]`.
-#[derive(Clone, Debug)]
+#[derive(::core::clone::Clone, ::core::fmt::Debug)]
 pub struct Elements(::warp_launch::Kernel);
 impl Elements {
     /// The kernel's name in its module (Warp's key).
@@ -341,7 +512,7 @@ impl Elements {
 /// - `out`: array of `float64`, 1-D (`&TypedArray<f64, 1>`), **written** (`wp::array_store`, `wp_kinds.cu:399`)
 ///
 /// Each launch checks these accesses against `dim` and the arrays' shapes (`tid k`: coordinate `k` of `wp.tid()`): `out[tid 0]`.
-#[derive(Clone, Debug)]
+#[derive(::core::clone::Clone, ::core::fmt::Debug)]
 pub struct Mixed(::warp_launch::Kernel);
 impl Mixed {
     /// The kernel's name in its module (Warp's key).
@@ -609,7 +780,7 @@ impl Mixed {
 /// - `stream`: array of `uint32`, 1-D (`&TypedArray<u32, 1>`), **written** (`wp::array_store`, `wp_kinds.cu:260`)
 ///
 /// Each launch checks these accesses against `dim` and the arrays' shapes (`tid k`: coordinate `k` of `wp.tid()`): `type[tid 0]`, `stream[tid 0]`.
-#[derive(Clone, Debug)]
+#[derive(::core::clone::Clone, ::core::fmt::Debug)]
 pub struct Names(::warp_launch::Kernel);
 impl Names {
     /// The kernel's name in its module (Warp's key).
@@ -788,20 +959,149 @@ impl Names {
             )
     }
 }
+/// Typed launcher of the Warp kernel `ok` (module `kinds`).
+///
+/// ```python
+/// def ok(flags: wp.array(dtype=wp.int32)):
+/// ```
+///
+/// Defined at `tests/warp/kinds.py:110`; Warp's CUDA at `wp_kinds.cu:834`.
+///
+/// Parameters:
+/// - `flags`: array of `int32`, 1-D (`&TypedArray<i32, 1>`), **written** (`wp::array_store`, `wp_kinds.cu:857`)
+///
+/// Each launch checks these accesses against `dim` and the arrays' shapes (`tid k`: coordinate `k` of `wp.tid()`): `flags[tid 0]`.
+#[derive(::core::clone::Clone, ::core::fmt::Debug)]
+pub struct Ok(::warp_launch::Kernel);
+impl Ok {
+    /// The kernel's name in its module (Warp's key).
+    pub const NAME: &'static str = "ok";
+    /// Takes the kernel `ok` from `module` and checks that its parameters are this launcher's (names, kinds, dtypes, array dimensions), once.
+    ///
+    /// # Errors
+    ///
+    /// `Error::NoSuchKernel` when the module has no kernel `ok`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
+    pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
+        let kernel = module.kernel(Self::NAME)?;
+        kernel
+            .check_signature(
+                &[
+                    (
+                        "flags",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::INT32,
+                            ndim: ::core::option::Option::Some(1),
+                        },
+                    ),
+                ],
+            )?;
+        ::core::result::Result::Ok(Self(kernel))
+    }
+    /// The kernel, for what the typed launchers do not cover
+    /// (`Kernel::launch` and its builder: `max_blocks`, the tape's
+    /// options, the CPU device).
+    pub fn kernel(&self) -> &::warp_launch::Kernel {
+        &self.0
+    }
+    /// Launches `ok` over `dim` on the default stream of the arrays' device (`cuda:0` without arrays): Warp's `wp.launch(ok, dim, inputs=[flags])`.
+    ///
+    /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args`: arrays on different devices or not on the stream's, a `dim` an array the kernel indexes by thread coordinate is too small for (`Error::OutOfBounds`), a kernel whose accesses cannot be checked (`Error::Unproven`), and the driver's errors.
+    pub fn launch(
+        &self,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        flags: &::warp_launch::TypedArray<i32, 1>,
+    ) -> ::warp_launch::Result<()> {
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::None,
+                &[::warp_launch::TypedArg::Array(flags.as_array())],
+            )
+    }
+    /// Launches `ok` over `dim` on `stream`, which must belong to the arrays' device.
+    ///
+    /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args`: arrays on different devices or not on the stream's, a `dim` an array the kernel indexes by thread coordinate is too small for (`Error::OutOfBounds`), a kernel whose accesses cannot be checked (`Error::Unproven`), and the driver's errors.
+    pub fn launch_on(
+        &self,
+        stream: &::warp_launch::Stream,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        flags: &::warp_launch::TypedArray<i32, 1>,
+    ) -> ::warp_launch::Result<()> {
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::Some(stream),
+                &[::warp_launch::TypedArg::Array(flags.as_array())],
+            )
+    }
+    /// Checks a launch of `ok` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the default stream of the arrays' device.
+    ///
+    /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::record_args`: arrays on different devices or not on the stream's, a `dim` an array the kernel indexes by thread coordinate is too small for (`Error::OutOfBounds`), a kernel whose accesses cannot be checked (`Error::Unproven`), and the driver's errors.
+    pub fn record(
+        &self,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        flags: &::warp_launch::TypedArray<i32, 1>,
+    ) -> ::warp_launch::Result<::warp_launch::Launch> {
+        self.0
+            .record_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                &[::warp_launch::TypedArg::Array(flags.as_array())],
+            )
+    }
+    /// Launches the backward kernel of `ok` over `dim`: the forward arguments, then one adjoint per parameter (`adj_flags`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.
+    ///
+    /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args`: arrays on different devices or not on the stream's, a `dim` an array the kernel indexes by thread coordinate is too small for (`Error::OutOfBounds`), a kernel whose accesses cannot be checked (`Error::Unproven`), and the driver's errors.
+    pub fn launch_adjoint(
+        &self,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        flags: &::warp_launch::TypedArray<i32, 1>,
+        adj_flags: &::warp_launch::TypedArray<i32, 1>,
+    ) -> ::warp_launch::Result<()> {
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Array(flags.as_array()),
+                    ::warp_launch::TypedArg::Array(adj_flags.as_array()),
+                ],
+            )
+    }
+}
 /// Typed launcher of the Warp kernel `shape_only` (module `kinds`).
 ///
 /// ```python
 /// def shape_only(a: wp.array3d(dtype=wp.float32), out: wp.array(dtype=wp.int32)):
 /// ```
 ///
-/// Defined at `tests/warp/kinds.py:72`; Warp's CUDA at `wp_kinds.cu:568`.
+/// Defined at `tests/warp/kinds.py:72`; Warp's CUDA at `wp_kinds.cu:655`.
 ///
 /// Parameters:
 /// - `a`: array of `float32`, 3-D (`&TypedArray<f32, 3>`), read only
-/// - `out`: array of `int32`, 1-D (`&TypedArray<i32, 1>`), **written** (`wp::array_store`, `wp_kinds.cu:598`)
+/// - `out`: array of `int32`, 1-D (`&TypedArray<i32, 1>`), **written** (`wp::array_store`, `wp_kinds.cu:685`)
 ///
 /// Each launch checks these accesses against `dim` and the arrays' shapes (`tid k`: coordinate `k` of `wp.tid()`): `out[tid 0]`.
-#[derive(Clone, Debug)]
+#[derive(::core::clone::Clone, ::core::fmt::Debug)]
 pub struct ShapeOnly(::warp_launch::Kernel);
 impl ShapeOnly {
     /// The kernel's name in its module (Warp's key).

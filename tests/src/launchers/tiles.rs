@@ -4,7 +4,7 @@
 /// Typed launchers of the Warp module `tiles` (`wp_tiles.cu`, block_dim 64): one field per kernel, each checked against the module when it is made.
 ///
 /// Make it from the loaded module: `Tiles::new(&AotModule::load(dir)?)?`, or from its embedded images (`AotModule::from_embedded`).
-#[derive(Clone, Debug)]
+#[derive(::core::clone::Clone, ::core::fmt::Debug)]
 pub struct Tiles {
     /// The kernel `row_sums`.
     pub row_sums: RowSums,
@@ -56,7 +56,7 @@ impl Tiles {
 /// **Safe launches of its backward kernel are refused** (`Error::Unproven`): at `wp_tiles.cu:293`, the backward of `wp::tile_store` (`wp::adj_tile_store`) reaches the adjoint array through the primal array's shape and strides, which a launch does not compare; backward tile kernels are not analysed.
 ///
 /// A tile kernel: `launch_tiled` appends the module's block size (64) to `dim`, as `wp.launch_tiled` does.
-#[derive(Clone, Debug)]
+#[derive(::core::clone::Clone, ::core::fmt::Debug)]
 pub struct RowSums(::warp_launch::Kernel);
 impl RowSums {
     /// The kernel's name in its module (Warp's key).
@@ -289,7 +289,7 @@ impl RowSums {
 /// **Safe launches of this kernel are refused** (`Error::Unproven`): at `wp_tiles.cu:564`, `wp::tile_load<wp::float32, true, false, 8, 16>` loads into a shared-memory tile (storage="shared"): Warp copies shared tiles through a vectorized path whose element index is a 32-bit int, which wraps for arrays with rows gigabytes long; shared tiles are not analysed. It runs only through `AotModule::kernel` and the `unsafe` `LaunchBuilder::unchecked`.
 ///
 /// A tile kernel: `launch_tiled` appends the module's block size (64) to `dim`, as `wp.launch_tiled` does.
-#[derive(Clone, Debug)]
+#[derive(::core::clone::Clone, ::core::fmt::Debug)]
 pub struct ScaleShared(::warp_launch::Kernel);
 impl ScaleShared {
     /// The kernel's name in its module (Warp's key).
@@ -557,7 +557,7 @@ impl ScaleShared {
 /// **Safe launches of its backward kernel are refused** (`Error::Unproven`): at `wp_tiles.cu:781`, the backward of `wp::tile_store` (`wp::adj_tile_store`) reaches the adjoint array through the primal array's shape and strides, which a launch does not compare; backward tile kernels are not analysed.
 ///
 /// A tile kernel: `launch_tiled` appends the module's block size (64) to `dim`, as `wp.launch_tiled` does.
-#[derive(Clone, Debug)]
+#[derive(::core::clone::Clone, ::core::fmt::Debug)]
 pub struct ScaleTiles(::warp_launch::Kernel);
 impl ScaleTiles {
     /// The kernel's name in its module (Warp's key).
@@ -823,7 +823,7 @@ impl ScaleTiles {
 /// **Safe launches of this kernel are refused** (`Error::Unproven`): at `wp_tiles.cu:97`, `wp::tile_load<wp::float32, false, false, 8, 16>` has its bounds check off (bounds_check=False): the tile may reach past the array. It runs only through `AotModule::kernel` and the `unsafe` `LaunchBuilder::unchecked`.
 ///
 /// A tile kernel: `launch_tiled` appends the module's block size (64) to `dim`, as `wp.launch_tiled` does.
-#[derive(Clone, Debug)]
+#[derive(::core::clone::Clone, ::core::fmt::Debug)]
 pub struct ScaleUnchecked(::warp_launch::Kernel);
 impl ScaleUnchecked {
     /// The kernel's name in its module (Warp's key).
@@ -1088,7 +1088,7 @@ impl ScaleUnchecked {
 /// **Safe launches of this kernel are refused** (`Error::Unproven`): at `wp_tiles.cu:343`, tile load `wp::tile_load<wp::float32, true, false, 1, 128>`: the offset `var_5` is computed (from data, or arithmetic other than a thread coordinate times a constant); Warp's tile bounds checks cover only the array's end, so a start below 0 (or past 2^31) reaches outside it. It runs only through `AotModule::kernel` and the `unsafe` `LaunchBuilder::unchecked`.
 ///
 /// A tile kernel: `launch_tiled` appends the module's block size (64) to `dim`, as `wp.launch_tiled` does.
-#[derive(Clone, Debug)]
+#[derive(::core::clone::Clone, ::core::fmt::Debug)]
 pub struct ShiftedRows(::warp_launch::Kernel);
 impl ShiftedRows {
     /// The kernel's name in its module (Warp's key).
@@ -1322,7 +1322,7 @@ impl ShiftedRows {
 /// **Safe launches of its backward kernel are refused** (`Error::Unproven`): at `wp_tiles.cu:509`, the backward of `wp::tile_atomic_add` (`wp::adj_tile_atomic_add`) reaches the adjoint array through the primal array's shape and strides, which a launch does not compare; backward tile kernels are not analysed.
 ///
 /// A tile kernel: `launch_tiled` appends the module's block size (64) to `dim`, as `wp.launch_tiled` does.
-#[derive(Clone, Debug)]
+#[derive(::core::clone::Clone, ::core::fmt::Debug)]
 pub struct TotalSum(::warp_launch::Kernel);
 impl TotalSum {
     /// The kernel's name in its module (Warp's key).

@@ -489,7 +489,7 @@ fn kernel_item(k: &KernelModel, model: &Model) -> TokenStream {
     ]);
     quote! {
         #doc
-        #[derive(Clone, Debug)]
+        #[derive(::core::clone::Clone, ::core::fmt::Debug)]
         pub struct #ident(::warp_launch::Kernel);
 
         impl #ident {
@@ -587,7 +587,13 @@ fn struct_item(s: &StructModel, model: &Model) -> TokenStream {
     quote! {
         #doc
         #[repr(C)]
-        #[derive(Clone, Copy, Debug, Default, PartialEq)]
+        #[derive(
+            ::core::clone::Clone,
+            ::core::marker::Copy,
+            ::core::fmt::Debug,
+            ::core::default::Default,
+            ::core::cmp::PartialEq,
+        )]
         pub struct #ident {
             #(#fields),*
         }
@@ -658,7 +664,7 @@ fn module_item(model: &Model) -> TokenStream {
     });
     quote! {
         #doc
-        #[derive(Clone, Debug)]
+        #[derive(::core::clone::Clone, ::core::fmt::Debug)]
         pub struct #ident {
             #(#fields),*
         }
