@@ -664,7 +664,8 @@ def compile_corpus(wp, out: Path, only: set[str] | None = None, jobs: int = 1) -
 # cases/manifest.json:
 #
 #     {"warp_version": "1.19.0", "cases": [CASE], "not_run": [{"example": str, "reason": str}]}
-#     CASE   = {"example": str, "note": str, "modules": {module: dir},
+#     CASE   = {"example": str, "note": str,
+#               "modules": {module: {"dir": "<example>/<module>", "block_dim": int}},
 #               "blob": "cases/<example>.bin",
 #               "arrays": [{"dtype": str, "shape": [int], "strides": [int bytes], "bytes": int}],
 #               "states": [STATE], "launches": [LAUNCH],
@@ -1030,7 +1031,7 @@ def build_cases(wp, out: Path, manifest: dict) -> dict:
         mod = sys.modules[name]
         compiled, modules = {}, {}
         for m in entry["modules"]:
-            modules[m["module"]] = m["dir"]
+            modules[m["module"]] = {"dir": m["dir"], "block_dim": m["block_dim"]}
             for k in m["kernels"]:
                 if k["takes_ids"]:
                     raise RuntimeError(f"corpus.py: {name}: {k['kernel']} takes object ids; no reference run")
