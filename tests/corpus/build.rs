@@ -61,7 +61,12 @@ fn target_dir(out: &Path) -> Result<PathBuf, String> {
     out.ancestors()
         .find(|d| d.join("CACHEDIR.TAG").is_file())
         .map(Path::to_path_buf)
-        .ok_or_else(|| format!("no Cargo target directory (CACHEDIR.TAG) above {}", out.display()))
+        .ok_or_else(|| {
+            format!(
+                "no Cargo target directory (CACHEDIR.TAG) above {}",
+                out.display()
+            )
+        })
 }
 
 /// Runs corpus.py into `<target>/warp-corpus/<key>` unless a previous build
