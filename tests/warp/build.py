@@ -20,6 +20,7 @@ Writes:
     OUT_DIR/cases/<case>/<arg>.bin      raw little-endian inputs (the whole backing storage)
     OUT_DIR/cases/<case>/<arg>.expected.bin (and <arg>.grad.expected.bin for tape cases)
     OUT_DIR/manifest.json               what every case launches; schema in the module docstring below
+    OUT_DIR/corpus/...                  Warp's own examples compiled, and reference runs (corpus.py)
 
 Manifest schema (all paths relative to OUT_DIR):
 
@@ -113,6 +114,7 @@ def main() -> int:
     build_tiles(wp, out)
     build_many(wp, out)
     build_kinds(wp, out)
+    build_corpus(wp, out)
 
     manifest = {
         "warp_version": wp.__version__,
@@ -325,6 +327,19 @@ def build_tiles(wp, out: Path) -> None:
     }
     (root / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     print(f"wrote {len(cases)} tile cases for block_dim {block_dims} to {root / 'manifest.json'}")
+
+
+def build_corpus(wp, out: Path) -> None:
+    """Warp 1.19.0's own examples (corpus.py): every example's Warp modules compiled for sm_90
+    into OUT_DIR/corpus/<example>/<module>/ with OUT_DIR/corpus/manifest.json, and the launch
+    sequences of the examples in corpus.DRIVERS run on Warp's CPU device into
+    OUT_DIR/corpus/cases/ (the reference data of tests/tests/gpu_corpus.rs). Runs last: it
+    imports the examples, which may change Warp's global settings."""
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
+    import corpus  # noqa: E402
+
+    corpus.build_corpus(wp, out, cases=True)
 
 
 def _flat(value) -> float | int | list:

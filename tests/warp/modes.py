@@ -97,6 +97,20 @@ def generic_scale(x: wp.array(dtype=Any), s: Any):
 wp.overload(generic_scale, {"x": wp.array(dtype=wp.float32), "s": wp.float32})
 
 
+# enable_backward=False as a module option with a @wp.func: Warp still writes the function's
+# adjoint, as a stub whose body is one comment (as in Warp's own example_fdtd_3d); it is
+# generated code, not native code.
+@wp.func
+def halve(v: wp.float32) -> wp.float32:
+    return 0.5 * v
+
+
+@wp.kernel(module="modes_forward_only")
+def halve_all(x: wp.array(dtype=wp.float32)):
+    i = wp.tid()
+    x[i] = halve(x[i])
+
+
 # mode="debug" (a module option): the same .cu as lineinfo=True, with #line directives.
 @wp.kernel(module="modes_debug")
 def debug_fill(x: wp.array(dtype=wp.float32), v: wp.float32):
@@ -145,6 +159,7 @@ MODULES = {
     "modes_external": {},
     "modes_small_bounds": {},
     "modes_harmless": {},
+    "modes_forward_only": {"enable_backward": False},
     "modes_debug": {"mode": "debug"},
     "modes_overloads": {"strip_hash": False},
     "modes_native": {},

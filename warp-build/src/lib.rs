@@ -62,7 +62,7 @@ mod python;
 mod stamp;
 
 pub use error::{BuildError, WarpStage};
-pub use module::{Compiled, WarpModule};
+pub use module::{Compiled, WarpModule, WarpPython};
 
 /// The Warp version whose compiler warp-build runs and whose kernel ABI
 /// `warp-launch` pins.

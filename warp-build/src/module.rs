@@ -184,14 +184,7 @@ impl WarpModule {
         }
 
         stamp::remove(&out_dir)?;
-        let (exe, origin) = match (&self.python, std::env::var_os(ENV_PYTHON)) {
-            (Some(p), _) => (p.clone(), "set with WarpModule::python"),
-            (None, Some(p)) if !p.is_empty() => (PathBuf::from(p), "from WARP_BUILD_PYTHON"),
-            _ => (
-                PathBuf::from("python3"),
-                "the default; set WARP_BUILD_PYTHON to change it",
-            ),
-        };
+        let (exe, origin) = interpreter(self.python.as_deref());
         let python = python::find(exe, origin, &out_dir, metadata)?;
         let target = python::target_dir(&out_dir);
         let summary = run_script(&python, &source, &archs, self, &out_dir, target.as_deref())?;
@@ -375,6 +368,71 @@ fn py_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), BuildError> {
         }
     }
     Ok(())
+}
+
+/// The interpreter to run and where that choice came from: `explicit`, else
+/// `WARP_BUILD_PYTHON`, else `python3`.
+fn interpreter(explicit: Option<&Path>) -> (PathBuf, &'static str) {
+    match (explicit, std::env::var_os(ENV_PYTHON)) {
+        (Some(p), _) => (p.to_path_buf(), "set with WarpModule::python"),
+        (None, Some(p)) if !p.is_empty() => (PathBuf::from(p), "from WARP_BUILD_PYTHON"),
+        _ => (
+            PathBuf::from("python3"),
+            "the default; set WARP_BUILD_PYTHON to change it",
+        ),
+    }
+}
+
+/// A Python interpreter that imports Warp 1.19.0 and numpy, found (or
+/// provisioned with pip) exactly as [`WarpModule::compile`] finds it: for a
+/// build script that runs a Warp script of its own.
+///
+/// ```no_run
+/// // build.rs, in `main`:
+/// let out_dir = std::env::var_os("OUT_DIR").unwrap();
+/// let python = warp_build::WarpPython::find(&out_dir).unwrap_or_else(|e| panic!("{e}"));
+/// let status = python.command().arg("my_script.py").status();
+/// ```
+#[derive(Debug, Clone)]
+pub struct WarpPython {
+    python: Python,
+}
+
+impl WarpPython {
+    /// Finds the interpreter (`WARP_BUILD_PYTHON`, else `python3`) and where
+    /// it imports Warp from (`WARP_BUILD_PYTHONPATH`, else its own packages,
+    /// else `<target>/warp-build/python`, installed there with pip on first
+    /// use, the target directory found above `out_dir`). In a build script
+    /// it prints `cargo:rerun-if-env-changed` for the two variables.
+    ///
+    /// # Errors
+    ///
+    /// As [`WarpModule::compile`] for finding Python: no Python 3.10+, no
+    /// Warp 1.19.0 and no pip to install it, pip failing, or no target
+    /// directory above `out_dir` to install into (each message says what to
+    /// install or set).
+    pub fn find(out_dir: impl AsRef<Path>) -> Result<WarpPython, BuildError> {
+        let metadata = in_build_script();
+        if metadata {
+            for var in [ENV_PYTHON, ENV_PYTHONPATH] {
+                println!("cargo:rerun-if-env-changed={var}");
+            }
+        }
+        let (exe, origin) = interpreter(None);
+        let python = python::find(exe, origin, out_dir.as_ref(), metadata)?;
+        Ok(WarpPython { python })
+    }
+
+    /// A command running the interpreter, with `PYTHONPATH` set so that it
+    /// imports Warp 1.19.0 (no arguments yet).
+    pub fn command(&self) -> std::process::Command {
+        self.python.command()
+    }
+
+    /// The interpreter's path (as given, or `python3`).
+    pub fn exe(&self) -> &Path {
+        &self.python.exe
+    }
 }
 
 fn in_build_script() -> bool {

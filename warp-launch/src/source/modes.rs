@@ -17,7 +17,7 @@
 //! | `cuda_max_registers=R` (kernel) | `WP_MAXNREG(R)` before the name | harmless: a register cap, which the driver's occupancy answers include |
 //! | `enable_cuda_smem_spilling=True` (kernel) | `WP_ENABLE_SMEM_SPILLING();` first in the body | harmless: a compiler pragma |
 //! | `mode="debug"`, `lineinfo=True` (module) | `#line` directives (identical `.cu` in both; debug differs only in the compile flags of the cubin) | harmless: the reader skips preprocessor lines; debug builds add bounds asserts |
-//! | `enable_backward=False` (module or kernel) | no `_cuda_kernel_backward` | harmless: no backward function (adjoint launches and the tape say so) |
+//! | `enable_backward=False` (module or kernel) | no `_cuda_kernel_backward`; as a module option, each `@wp.func`'s adjoint is a stub whose body is `// reverse mode disabled ...` | harmless: no backward function (adjoint launches and the tape say so); the stubs are generated code, not native code |
 //! | `fast_math`, `fuse_fp`, `optimization_level`, `max_unroll` | the same `.cu` | harmless: compile flags and unrolling |
 //! | generic kernels (`typing.Any`, `wp.overload`) | one overload with `strip_hash=True`: an ordinary kernel; several (`strip_hash=False`): `KEY_<hash>_cuda_kernel_forward` each | harmless: each overload is a kernel keyed `KEY_<hash>`, typed from its own source |
 //! | `@wp.func_native` snippets | a function whose body is the snippet (parameters without Warp's `var_` prefix, no `// primal vars`) | every kernel of the module unproven ([`native_code`]): no launch can read what native code touches |
@@ -238,7 +238,13 @@ pub(crate) fn native_code(text: &str) -> Option<NativeCode> {
             .iter()
             .position(|l| !l.trim().is_empty() && !l.starts_with("#line"))
             .map(|p| close + 2 + p);
-        let generated = first.is_some_and(|f| lines[f].trim() == "//---------");
+        // Warp's functions open with `//---------` (the primal variables); in a
+        // module without a backward pass the adjoint of a function is a stub
+        // whose body is one comment.
+        let generated = first.is_some_and(|f| {
+            let l = lines[f].trim();
+            l == "//---------" || l.starts_with("// reverse mode disabled")
+        });
         if !generated {
             return Some(NativeCode {
                 what: format!("native code from @wp.func_native (function `{name}`)"),
@@ -390,6 +396,21 @@ mod tests {
         );
     }
 
+    /// Found by Warp's own `example_fdtd_3d` (module option
+    /// `enable_backward=False` and `@wp.func`s): the adjoint stubs Warp
+    /// writes were taken for native code, and every kernel was unproven.
+    #[test]
+    fn adjoint_stubs_of_a_forward_only_module_are_generated_code() {
+        let (cu, meta, file) = fixture!("modes_forward_only");
+        assert!(cu.contains("// reverse mode disabled"), "{file}");
+        let d = declarations(cu, file, meta, "m.meta").unwrap();
+        assert_eq!(d.len(), 1, "{file}");
+        let Accesses::Checked(rules) = d[0].spec.accesses(Pass::Forward) else {
+            panic!("{file}: {:?}", d[0].spec.accesses(Pass::Forward));
+        };
+        assert!(!rules.is_empty(), "{file}: halve_all indexes x by thread");
+    }
+
     #[test]
     fn native_code_makes_every_kernel_unproven() {
         for ((cu, meta, file), line, says, kernels) in [
@@ -415,8 +436,10 @@ mod tests {
                 }
             }
         }
-        // Warp's own functions (a @wp.func in wp_access.cu) are not native code.
+        // Warp's own functions (a @wp.func in wp_access.cu, and its adjoint
+        // stub in a module without a backward pass) are not native code.
         for cu in [
+            fixture!("modes_forward_only").0,
             include_str!("../../tests/fixtures/wp_kernels.cu"),
             include_str!("../../tests/fixtures/wp_access.cu"),
             include_str!("../../tests/fixtures/wp_tiles.cu"),

@@ -1,0 +1,231 @@
+//! Compiles Warp 1.19.0's own examples and generates typed launchers for
+//! every module compiled.
+//!
+//! 1. `tests/warp/corpus.py` (run by the interpreter warp-build finds, Warp
+//!    installed with pip into the target directory when Python cannot import
+//!    it) imports every example of the wheel's `warp/examples` without
+//!    running its main, and compiles each Warp module holding kernels for
+//!    sm_90 into `<dir>/corpus/<example>/<module>/`, with
+//!    `<dir>/corpus/manifest.json` saying what was compiled, what was skipped
+//!    and why. `<dir>` is `<target>/warp-corpus/<key>`, the key a hash of
+//!    `corpus.py` and of the interpreter and `PYTHONPATH` it runs with: the
+//!    builds of one checkout (`cargo test`, `cargo clippy`, `cargo doc` each
+//!    run this script) compile the corpus once. `WARP_BUILD_ARCHS` does not
+//!    apply: the corpus is compiled for sm_90 only (the H200 runs it; the
+//!    point here is the generated Rust).
+//! 2. warp-launch's launcher generator reads each module's `wp_<module>.cu`
+//!    and writes `OUT_DIR/launchers/<example>/<module>.rs`.
+//! 3. `OUT_DIR/corpus.rs` includes each in `pub mod <example>` (the module
+//!    named as the example) or `pub mod <example>::<module>` (another
+//!    module of the example); `src/lib.rs` includes that, so building the
+//!    crate compiles every launcher.
+
+use std::error::Error;
+use std::fmt::Write as _;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use serde_json::Value as Json;
+use warp_launch::build::{Launchers, WarpPython};
+
+/// The banner line every corpus launcher file carries (the copies checked in
+/// under `tests/tests/gpu_corpus/` must be byte-identical to the output here).
+const BANNER_NOTE: &str = "Warp 1.19.0's own example, compiled by tests/warp/corpus.py; copies under tests/tests/gpu_corpus/ are checked by `cargo test -p warp-corpus --test drift` (WARP_CORPUS_BLESS=1 rewrites them).";
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("warp-corpus build script: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn env_path(var: &str) -> Result<PathBuf, String> {
+    std::env::var_os(var)
+        .map(PathBuf::from)
+        .ok_or_else(|| format!("{var} is not set (run by cargo)"))
+}
+
+/// The Cargo target directory: `CARGO_TARGET_DIR` when absolute, else the
+/// directory holding `CACHEDIR.TAG` above `OUT_DIR`.
+fn target_dir(out: &Path) -> Result<PathBuf, String> {
+    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from)
+        && dir.is_absolute()
+    {
+        return Ok(dir);
+    }
+    out.ancestors()
+        .find(|d| d.join("CACHEDIR.TAG").is_file())
+        .map(Path::to_path_buf)
+        .ok_or_else(|| {
+            format!(
+                "no Cargo target directory (CACHEDIR.TAG) above {}",
+                out.display()
+            )
+        })
+}
+
+/// Runs corpus.py into `<target>/warp-corpus/<key>` unless a previous build
+/// did; returns that directory's `corpus/`.
+fn compile_corpus(script: &Path, out: &Path) -> Result<PathBuf, Box<dyn Error>> {
+    let python = WarpPython::find(out)?;
+    let mut cmd = python.command();
+    let text = std::fs::read(script).map_err(|e| format!("{}: {e}", script.display()))?;
+    let mut h = DefaultHasher::new();
+    text.hash(&mut h);
+    python.exe().hash(&mut h);
+    for (k, v) in cmd.get_envs() {
+        (k, v).hash(&mut h);
+    }
+    let root = target_dir(out)?.join("warp-corpus");
+    let key = format!("{:016x}", h.finish());
+    let dir = root.join(&key);
+    if dir.join("corpus/manifest.json").is_file() {
+        return Ok(dir.join("corpus"));
+    }
+    let staging = root.join(format!("{key}.partial-{}", std::process::id()));
+    if staging.exists() {
+        std::fs::remove_dir_all(&staging)?;
+    }
+    std::fs::create_dir_all(&staging)?;
+    // Cargo's job count for build scripts: the examples compile in that many
+    // Python processes (corpus.py caps it at 8).
+    let jobs = std::env::var("NUM_JOBS").unwrap_or_else(|_| "1".into());
+    let started = Instant::now();
+    let output = cmd
+        .arg("-B")
+        .arg(script)
+        .arg(&staging)
+        .arg(format!("--jobs={jobs}"))
+        .output()
+        .map_err(|e| format!("running {}: {e}", python.exe().display()))?;
+    if !output.status.success() {
+        let _ = std::fs::remove_dir_all(&staging);
+        return Err(format!(
+            "{} -B {} {} --jobs={jobs} failed ({}):\n{}\n{}",
+            python.exe().display(),
+            script.display(),
+            staging.display(),
+            output.status,
+            tail(&output.stdout),
+            tail(&output.stderr)
+        )
+        .into());
+    }
+    std::fs::write(
+        staging.join("corpus/build-time.txt"),
+        format!(
+            "corpus.py --jobs={jobs}: {:.1} s\n",
+            started.elapsed().as_secs_f64()
+        ),
+    )?;
+    // Warp's kernel cache is not part of the corpus.
+    let _ = std::fs::remove_dir_all(staging.join(".warp-cache"));
+    // Corpora of older corpus.py versions go.
+    for e in std::fs::read_dir(&root)?.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.len() == 16 && name != key {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+    if let Err(e) = std::fs::rename(&staging, &dir) {
+        let _ = std::fs::remove_dir_all(&staging);
+        // Another build finished the same corpus first: use it.
+        if !dir.join("corpus/manifest.json").is_file() {
+            return Err(format!("moving {} to {}: {e}", staging.display(), dir.display()).into());
+        }
+    }
+    Ok(dir.join("corpus"))
+}
+
+fn run() -> Result<(), Box<dyn Error>> {
+    let manifest_dir = env_path("CARGO_MANIFEST_DIR")?;
+    let out = env_path("OUT_DIR")?;
+    let script = manifest_dir.join("../warp/corpus.py");
+    println!("cargo:rerun-if-changed={}", script.display());
+    let corpus = compile_corpus(&script, &out)?;
+
+    let manifest_path = corpus.join("manifest.json");
+    let manifest: Json = serde_json::from_str(
+        &std::fs::read_to_string(&manifest_path)
+            .map_err(|e| format!("reading {}: {e}", manifest_path.display()))?,
+    )
+    .map_err(|e| format!("{}: {e}", manifest_path.display()))?;
+    let python_root = PathBuf::from(field(&manifest, "python_root")?);
+    let examples_root = PathBuf::from(field(&manifest, "examples_root")?);
+
+    let mut rs = String::from(
+        "// @generated by tests/corpus/build.rs: one module per Warp example, holding the launchers of\n\
+         // the Warp module named as the example and one submodule per other Warp module.\n",
+    );
+    writeln!(
+        rs,
+        "/// Where the build script compiled the corpus: `<example>/<module>/wp_<module>.{{cu,meta,sm90.cubin}}`\n\
+         /// and `manifest.json`.\npub const CORPUS_DIR: &str = {:?};",
+        corpus.display().to_string()
+    )?;
+    for example in manifest["examples"]
+        .as_array()
+        .ok_or("manifest: no examples")?
+    {
+        let name = field(example, "example")?;
+        let file = field(example, "file")?;
+        let list = example["modules"]
+            .as_array()
+            .ok_or("manifest: no modules")?;
+        if list.is_empty() {
+            continue;
+        }
+        // The generator keeps Python's parameter names (`A`, `L`, `X`, `Y` in
+        // example_tile_cholesky) and, for a module with no launchable kernel
+        // (example_tile_matmul, example_work_queue), leaves `new`'s argument
+        // unused: allowed here so the corpus builds with -D warnings.
+        writeln!(
+            rs,
+            "/// `warp/examples/{file}`.\n#[allow(non_snake_case, unused_variables)]\npub mod {name} {{"
+        )?;
+        for module in list {
+            let mname = field(module, "module")?;
+            let dir = corpus.join(field(module, "dir")?);
+            let text = Launchers::from_dir(&dir, mname)?
+                .python_source(examples_root.join(file))
+                .source_root(&python_root)
+                .banner_note(BANNER_NOTE)
+                .generate()?;
+            let path = out.join("launchers").join(name).join(format!("{mname}.rs"));
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::write(&path, text)?;
+            let include = format!("include!({:?});", path.display().to_string());
+            if mname == name {
+                writeln!(rs, "    {include}")?;
+            } else {
+                writeln!(
+                    rs,
+                    "    /// Warp module `{mname}`.\n    pub mod {mname} {{\n        {include}\n    }}"
+                )?;
+            }
+        }
+        rs.push_str("}\n");
+    }
+    std::fs::write(out.join("corpus.rs"), rs)?;
+    Ok(())
+}
+
+fn field<'a>(v: &'a Json, key: &str) -> Result<&'a str, String> {
+    v[key]
+        .as_str()
+        .ok_or_else(|| format!("manifest: missing string field {key:?} in {v}"))
+}
+
+/// The last 30 lines of a process's output.
+fn tail(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(30)..].join("\n")
+}
