@@ -93,6 +93,31 @@ def quiet_environment() -> None:
     sys.dont_write_bytecode = True
 
 
+def only_warp_and_numpy(wp) -> list[str]:
+    """Drops from ``sys.path`` every directory of third-party packages but the ones holding Warp
+    and numpy, so that the corpus is what imports "without optional packages" whatever else the
+    interpreter has installed (an example that imports Pillow or usd-core is skipped here even
+    where they are installed). Returns the directories dropped."""
+    import numpy
+    import sysconfig
+
+    keep = {str(Path(m.__file__).resolve().parent.parent) for m in (wp, numpy)}
+    stdlib = {str(Path(sysconfig.get_paths()[k]).resolve()) for k in ("stdlib", "platstdlib")}
+    dropped = []
+    kept = []
+    for p in sys.path:
+        rp = str(Path(p or ".").resolve())
+        third_party = any(part in ("site-packages", "dist-packages") for part in Path(rp).parts)
+        if rp in keep or rp == str(HERE) or (not third_party and (rp in stdlib or rp.startswith(tuple(stdlib)))):
+            kept.append(p)
+        elif third_party or p in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+            dropped.append(p)
+        else:
+            kept.append(p)
+    sys.path[:] = kept
+    return dropped
+
+
 def examples_root(wp) -> Path:
     return Path(wp.__file__).resolve().parent / "examples"
 
@@ -614,6 +639,7 @@ def compile_corpus(wp, out: Path, only: set[str] | None = None, jobs: int = 1) -
     writes ``out/corpus/manifest.json``; with ``jobs`` > 1 in that many processes (the reference
     cases need the examples imported here: build.py compiles in this process)."""
     quiet_environment()
+    dropped = only_warp_and_numpy(wp)
     corpus = out / "corpus"
     if corpus.exists():
         shutil.rmtree(corpus)
@@ -634,6 +660,8 @@ def compile_corpus(wp, out: Path, only: set[str] | None = None, jobs: int = 1) -
         "examples_root": str(examples_root(wp)),
         "example_dirs": EXAMPLE_DIRS,
         "skipped_dirs": SKIPPED_DIRS,
+        # Directories of other third-party packages taken off sys.path (only_warp_and_numpy).
+        "sys_path_dropped": dropped,
         "examples": examples,
         "totals": {
             "examples": len(examples),
@@ -1093,6 +1121,7 @@ def main() -> int:
         if "--part" in flags:
             # A worker of compile_in_workers: its share, into the directory the parent made.
             corpus = out / "corpus"
+            only_warp_and_numpy(wp)
             files = [(sub, p) for sub, p in example_files(wp) if only is not None and p.stem in only]
             entries = compile_examples(wp, corpus, files)
             (corpus / f"manifest.part{int(flags['--part'])}.json").write_text(json.dumps(entries))
