@@ -15,8 +15,10 @@ defined in it, and compiles each Warp module holding them with
 ``wp.compile_aot_module(module, arch=[90], use_ptx=False, strip_hash=True)``
 into ``OUT_DIR/corpus/<example>/<module>/``, at the block dimension the example
 launches that module's kernels with (Warp's default 256 when it names none).
-An example whose import fails for want of an optional package (usd, Pillow,
-torch, jax, cupy, mpi4py, ...) is recorded as skipped with the package's name.
+Only Warp, numpy and the standard library are importable (other site-packages
+are taken off ``sys.path``): an example whose import fails for want of an
+optional package (usd, Pillow, torch, jax, cupy, mpi4py, ...) is recorded as
+skipped with the package's name, whatever the interpreter has installed.
 ``build.py`` calls :func:`build_corpus` with ``cases=True``; the ``warp-corpus``
 crate's build script runs this file without ``--cases``.
 
@@ -30,7 +32,7 @@ corpus/manifest.json:
 
     {"warp_version": "1.19.0", "arch": 90,
      "python_root": abs path (holds warp/), "examples_root": abs path (python_root/warp/examples),
-     "example_dirs": [str], "skipped_dirs": {dir: reason},
+     "example_dirs": [str], "skipped_dirs": {dir: reason}, "sys_path_dropped": [str],
      "examples": [{"example": str, "file": "core/example_wave.py",
                    "imported": bool, "skip_reason": str | null,
                    "modules": [MODULE], "skipped": [SKIP],
@@ -49,8 +51,9 @@ corpus/manifest.json:
 
 ``takes_ids`` is true when the kernel's generated forward function reaches a
 ``wp::mesh_*``, ``wp::volume_*``, ``wp::hash_grid_*`` or ``wp::bvh_*`` builtin
-(directly or through the user functions it calls) with an argument that comes
-from one of its parameters: such a kernel needs a ``wp.Mesh`` / ``wp.Volume`` /
+(directly, through the user functions it calls, or through a function it hands
+to ``wp.tile_map``) with a first argument (the object id) that comes from one of
+its parameters, or reaches one at all and takes a ``uint64`` or a struct: such a kernel needs a ``wp.Mesh`` / ``wp.Volume`` /
 ``wp.HashGrid`` / ``wp.Bvh`` that only Warp's runtime builds, so it is
 compile-only. ``id_params`` names those parameters (``p.field`` for a struct
 field) and ``id_kinds`` the builtin families.
@@ -81,7 +84,6 @@ ARCH = 90
 DEFAULT_BLOCK_DIM = 256
 
 # The builtin families whose first argument is the id of an object only Warp's runtime builds.
-ID_FAMILIES = ("mesh", "volume", "hash_grid", "bvh")
 ID_CALL = re.compile(r"\bwp::(mesh|volume|hash_grid|bvh)_\w+\s*\(")
 
 
