@@ -168,6 +168,8 @@ fn run() -> Result<(), Box<dyn Error>> {
          /// and `manifest.json`.\npub const CORPUS_DIR: &str = {:?};",
         corpus.display().to_string()
     )?;
+    // (path of the module's launchers, directory under the corpus, module struct)
+    let mut loads: Vec<(String, String, String)> = Vec::new();
     for example in manifest["examples"]
         .as_array()
         .ok_or("manifest: no examples")?
@@ -200,6 +202,23 @@ fn run() -> Result<(), Box<dyn Error>> {
             if let Some(parent) = path.parent() {
                 std::fs::create_dir_all(parent)?;
             }
+            // The module struct comes first in the generated file.
+            let ty = text
+                .lines()
+                .find_map(|l| l.strip_prefix("pub struct "))
+                .and_then(|l| l.split([' ', '{']).next())
+                .ok_or_else(|| format!("{}: no module struct", path.display()))?
+                .to_string();
+            let rust_path = if mname == name {
+                format!("{name}::{ty}")
+            } else {
+                format!("{name}::{mname}::{ty}")
+            };
+            loads.push((
+                rust_path,
+                field(module, "dir")?.to_string(),
+                format!("{name}/{mname}"),
+            ));
             std::fs::write(&path, text)?;
             let include = format!("include!({:?});", path.display().to_string());
             if mname == name {
@@ -213,6 +232,21 @@ fn run() -> Result<(), Box<dyn Error>> {
         }
         rs.push_str("}\n");
     }
+    rs.push_str(
+        "/// Loads every module of the corpus from `corpus` (laid out as [`CORPUS_DIR`]) with\n\
+         /// `AotModule::load` and makes its typed launchers (each kernel's `check_signature`):\n\
+         /// `(\"<example>/<module>\", the outcome)` per module. Needs a CUDA device.\n\
+         pub fn load_every_module(corpus: &::std::path::Path) -> ::std::vec::Vec<(&'static str, ::warp_launch::Result<()>)> {\n\
+         \x20   let load = |dir: &str| ::warp_launch::AotModule::load(corpus.join(dir));\n\
+         \x20   ::std::vec![\n",
+    );
+    for (ty, dir, name) in &loads {
+        writeln!(
+            rs,
+            "        ({name:?}, load({dir:?}).and_then(|m| {ty}::new(&m)).map(|_| ())),"
+        )?;
+    }
+    rs.push_str("    ]\n}\n");
     std::fs::write(out.join("corpus.rs"), rs)?;
     Ok(())
 }

@@ -15,8 +15,10 @@ defined in it, and compiles each Warp module holding them with
 ``wp.compile_aot_module(module, arch=[90], use_ptx=False, strip_hash=True)``
 into ``OUT_DIR/corpus/<example>/<module>/``, at the block dimension the example
 launches that module's kernels with (Warp's default 256 when it names none).
-An example whose import fails for want of an optional package (usd, Pillow,
-torch, jax, cupy, mpi4py, ...) is recorded as skipped with the package's name.
+Only Warp, numpy and the standard library are importable (other site-packages
+are taken off ``sys.path``): an example whose import fails for want of an
+optional package (usd, Pillow, torch, jax, cupy, mpi4py, ...) is recorded as
+skipped with the package's name, whatever the interpreter has installed.
 ``build.py`` calls :func:`build_corpus` with ``cases=True``; the ``warp-corpus``
 crate's build script runs this file without ``--cases``.
 
@@ -30,7 +32,7 @@ corpus/manifest.json:
 
     {"warp_version": "1.19.0", "arch": 90,
      "python_root": abs path (holds warp/), "examples_root": abs path (python_root/warp/examples),
-     "example_dirs": [str], "skipped_dirs": {dir: reason},
+     "example_dirs": [str], "skipped_dirs": {dir: reason}, "sys_path_dropped": [str],
      "examples": [{"example": str, "file": "core/example_wave.py",
                    "imported": bool, "skip_reason": str | null,
                    "modules": [MODULE], "skipped": [SKIP],
@@ -49,8 +51,9 @@ corpus/manifest.json:
 
 ``takes_ids`` is true when the kernel's generated forward function reaches a
 ``wp::mesh_*``, ``wp::volume_*``, ``wp::hash_grid_*`` or ``wp::bvh_*`` builtin
-(directly or through the user functions it calls) with an argument that comes
-from one of its parameters: such a kernel needs a ``wp.Mesh`` / ``wp.Volume`` /
+(directly, through the user functions it calls, or through a function it hands
+to ``wp.tile_map``) with a first argument (the object id) that comes from one of
+its parameters, or reaches one at all and takes a ``uint64`` or a struct: such a kernel needs a ``wp.Mesh`` / ``wp.Volume`` /
 ``wp.HashGrid`` / ``wp.Bvh`` that only Warp's runtime builds, so it is
 compile-only. ``id_params`` names those parameters (``p.field`` for a struct
 field) and ``id_kinds`` the builtin families.
@@ -81,7 +84,6 @@ ARCH = 90
 DEFAULT_BLOCK_DIM = 256
 
 # The builtin families whose first argument is the id of an object only Warp's runtime builds.
-ID_FAMILIES = ("mesh", "volume", "hash_grid", "bvh")
 ID_CALL = re.compile(r"\bwp::(mesh|volume|hash_grid|bvh)_\w+\s*\(")
 
 
@@ -91,6 +93,31 @@ def quiet_environment() -> None:
     os.environ.setdefault("PYGLET_HEADLESS", "1")
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     sys.dont_write_bytecode = True
+
+
+def only_warp_and_numpy(wp) -> list[str]:
+    """Drops from ``sys.path`` every directory of third-party packages but the ones holding Warp
+    and numpy, so that the corpus is what imports "without optional packages" whatever else the
+    interpreter has installed (an example that imports Pillow or usd-core is skipped here even
+    where they are installed). Returns the directories dropped."""
+    import numpy
+    import sysconfig
+
+    keep = {str(Path(m.__file__).resolve().parent.parent) for m in (wp, numpy)}
+    stdlib = {str(Path(sysconfig.get_paths()[k]).resolve()) for k in ("stdlib", "platstdlib")}
+    dropped = []
+    kept = []
+    for p in sys.path:
+        rp = str(Path(p or ".").resolve())
+        third_party = any(part in ("site-packages", "dist-packages") for part in Path(rp).parts)
+        if rp in keep or rp == str(HERE) or (not third_party and (rp in stdlib or rp.startswith(tuple(stdlib)))):
+            kept.append(p)
+        elif third_party or p in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+            dropped.append(p)
+        else:
+            kept.append(p)
+    sys.path[:] = kept
+    return dropped
 
 
 def examples_root(wp) -> Path:
@@ -614,6 +641,7 @@ def compile_corpus(wp, out: Path, only: set[str] | None = None, jobs: int = 1) -
     writes ``out/corpus/manifest.json``; with ``jobs`` > 1 in that many processes (the reference
     cases need the examples imported here: build.py compiles in this process)."""
     quiet_environment()
+    dropped = only_warp_and_numpy(wp)
     corpus = out / "corpus"
     if corpus.exists():
         shutil.rmtree(corpus)
@@ -634,6 +662,8 @@ def compile_corpus(wp, out: Path, only: set[str] | None = None, jobs: int = 1) -
         "examples_root": str(examples_root(wp)),
         "example_dirs": EXAMPLE_DIRS,
         "skipped_dirs": SKIPPED_DIRS,
+        # Directories of other third-party packages taken off sys.path (only_warp_and_numpy).
+        "sys_path_dropped": dropped,
         "examples": examples,
         "totals": {
             "examples": len(examples),
@@ -1093,6 +1123,7 @@ def main() -> int:
         if "--part" in flags:
             # A worker of compile_in_workers: its share, into the directory the parent made.
             corpus = out / "corpus"
+            only_warp_and_numpy(wp)
             files = [(sub, p) for sub, p in example_files(wp) if only is not None and p.stem in only]
             entries = compile_examples(wp, corpus, files)
             (corpus / f"manifest.part{int(flags['--part'])}.json").write_text(json.dumps(entries))

@@ -179,6 +179,11 @@ pub fn build(root: &Path) -> Result<()> {
         "cuda-api",
         "-p",
         "cuda-sys",
+        // Warp's own examples: gpu_corpus_load loads every module of the
+        // corpus and makes its typed launchers (the build script compiles
+        // the corpus with Warp, as build.py does for the data).
+        "-p",
+        "warp-corpus",
     ]))?;
     let exe = Regex::new(r#""executable":"([^"]+)""#)?;
     let mut count = 0;
