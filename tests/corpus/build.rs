@@ -182,14 +182,7 @@ fn run() -> Result<(), Box<dyn Error>> {
         if list.is_empty() {
             continue;
         }
-        // The generator keeps Python's parameter names (`A`, `L`, `X`, `Y` in
-        // example_tile_cholesky) and, for a module with no launchable kernel
-        // (example_tile_matmul, example_work_queue), leaves `new`'s argument
-        // unused: allowed here so the corpus builds with -D warnings.
-        writeln!(
-            rs,
-            "/// `warp/examples/{file}`.\n#[allow(non_snake_case, unused_variables)]\npub mod {name} {{"
-        )?;
+        writeln!(rs, "/// `warp/examples/{file}`.\npub mod {name} {{")?;
         for module in list {
             let mname = field(module, "module")?;
             let dir = corpus.join(field(module, "dir")?);

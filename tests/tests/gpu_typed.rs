@@ -117,6 +117,77 @@ fn positional_launches_refuse_what_the_builder_refuses() {
     assert!(short.to_vec().unwrap().iter().all(|&v| v == 0.0));
 }
 
+/// A repeated launch with the same arrays, domain, device, access mode and
+/// stream context skips the checks of its arrays (the kernel remembers its
+/// last launch): every change is still seen, and every refusal still comes.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn repeated_positional_launches_see_every_change() {
+    let module = module(&data_dir());
+    let saxpy = module.kernel("saxpy").unwrap();
+    let dev = Device::Cuda(0);
+    let x = TypedArray::<f32, 1>::from_slice(dev, &[1.0; 256], [256]).unwrap();
+    let y = TypedArray::<f32, 1>::zeros(dev, [256]).unwrap();
+    let z = TypedArray::<f32, 1>::zeros(dev, [256]).unwrap();
+    let short = TypedArray::<f32, 1>::zeros(dev, [100]).unwrap();
+    let stream = Stream::new(&dev.context().unwrap()).unwrap();
+    let other = Context::new(dev.context().unwrap().device()).unwrap();
+    let foreign = Stream::new(&other).unwrap();
+    let run = |a: f32, y: &Array, n: i64, s: Option<&Stream>| {
+        saxpy.launch_args(
+            Pass::Forward,
+            n,
+            s,
+            &[TypedArg::value(&a), (&*x).into(), y.into()],
+        )
+    };
+    // The same launch twice, then with another value: y = 2 + 2 + 3.
+    run(2.0, &y, 256, None).unwrap();
+    run(2.0, &y, 256, None).unwrap();
+    run(3.0, &y, 256, None).unwrap();
+    assert!(
+        y.to_vec().unwrap().iter().all(|&v| v == 7.0),
+        "{:?}",
+        &y.to_vec().unwrap()[..4]
+    );
+    // Another array, then a smaller domain over it: z = 1, then 2 on the first 128.
+    run(1.0, &z, 256, None).unwrap();
+    run(1.0, &z, 128, None).unwrap();
+    let zv = z.to_vec().unwrap();
+    assert!(zv[..128].iter().all(|&v| v == 2.0) && zv[128..].iter().all(|&v| v == 1.0));
+    // An array too short for the domain right after launches that passed:
+    // refused, nothing ran.
+    let e = run(1.0, &short, 128, None).unwrap_err();
+    assert!(matches!(e, Error::OutOfBounds(_)), "{e}");
+    assert!(short.to_vec().unwrap().iter().all(|&v| v == 0.0));
+    // The same arguments on a stream of the device's context, then on a
+    // stream of another context: the second is refused.
+    run(1.0, &z, 128, Some(&stream)).unwrap();
+    run(1.0, &z, 128, Some(&stream)).unwrap();
+    let e = run(1.0, &z, 128, Some(&foreign)).unwrap_err();
+    assert!(matches!(e, Error::StreamContext { .. }), "{e}");
+    stream.synchronize().unwrap();
+    assert!(z.to_vec().unwrap()[..128].iter().all(|&v| v == 4.0));
+    // The remembered array freed, a new one in its place: launched as new.
+    drop(z);
+    let w = TypedArray::<f32, 1>::zeros(dev, [256]).unwrap();
+    run(5.0, &w, 256, None).unwrap();
+    assert!(w.to_vec().unwrap().iter().all(|&v| v == 5.0));
+    // A stricter access mode after a launch that passed under CHECKED:
+    // host memory the thread's mode allowed is refused.
+    let pinned =
+        Array::zeros_in::<f32>(Device::Cpu, &[256], cuda_api::MemoryKind::PinnedHost).unwrap();
+    run(1.0, &pinned, 256, None).unwrap();
+    run(1.0, &pinned, 256, None).unwrap();
+    let before = warp_launch::set_thread_access_mode(warp_launch::AccessMode::Strict);
+    let e = run(1.0, &pinned, 256, None);
+    warp_launch::set_thread_access_mode(before);
+    assert!(matches!(e, Err(Error::Access(_))), "{e:?}");
+    println!(
+        "repeated positional launches: values, arrays, domains, streams, freed arrays and access modes all seen"
+    );
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn adjoints_replays_and_the_tape_through_positional_launches() {

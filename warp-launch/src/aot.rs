@@ -291,9 +291,10 @@ impl AotModule {
     }
 
     /// Kernel `key` (the Python function's name). The first call for a
-    /// key declares the kernel's forward and backward functions against the
-    /// driver's parameter layout (a few driver queries); later calls return
-    /// the same kernel (a reference-count increment).
+    /// key declares the kernel's forward function against the driver's
+    /// parameter layout (a few driver queries; the backward function is
+    /// declared on the first adjoint launch); later calls return the same
+    /// kernel (a reference-count increment).
     ///
     /// # Errors
     ///

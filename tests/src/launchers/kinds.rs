@@ -776,8 +776,8 @@ impl Mixed {
 /// Parameters:
 /// - `type`: array of `int32`, 1-D (`&TypedArray<i32, 1>`), **written** (`wp::array_store`, `wp_kinds.cu:258`)
 /// - `match`: `int32` (`i32`)
-/// - `dim`: `uint32` (`u32`)
-/// - `stream`: array of `uint32`, 1-D (`&TypedArray<u32, 1>`), **written** (`wp::array_store`, `wp_kinds.cu:260`)
+/// - `dim` (Rust `dim_`): `uint32` (`u32`)
+/// - `stream` (Rust `stream_`): array of `uint32`, 1-D (`&TypedArray<u32, 1>`), **written** (`wp::array_store`, `wp_kinds.cu:260`)
 ///
 /// Each launch checks these accesses against `dim` and the arrays' shapes (`tid k`: coordinate `k` of `wp.tid()`): `type[tid 0]`, `stream[tid 0]`.
 #[derive(::core::clone::Clone, ::core::fmt::Debug)]

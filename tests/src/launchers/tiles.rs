@@ -53,7 +53,7 @@ impl Tiles {
 ///
 /// Each launch checks these accesses against `dim` and the arrays' shapes (`tid k`: coordinate `k` of `wp.tid()`): `a[tile of 1 from 1 * tid 0, tile of 128 from 0]`, `out[tile of 1 from 1 * tid 0]`.
 ///
-/// **Safe launches of its backward kernel are refused** (`Error::Unproven`): at `wp_tiles.cu:293`, the backward of `wp::tile_store` (`wp::adj_tile_store`) reaches the adjoint array through the primal array's shape and strides, which a launch does not compare; backward tile kernels are not analysed.
+/// **Safe launches of its backward kernel are refused** (`Error::Unproven`): at `wp_tiles.cu:293`, the backward of `wp::tile_store` (`wp::adj_tile_store`) reaches the adjoint array through the primal array's shape and strides, which a launch does not compare; backward tile kernels are not analysed. It runs through the `unsafe` `launch_adjoint_unchecked`.
 ///
 /// A tile kernel: `launch_tiled` appends the module's block size (64) to `dim`, as `wp.launch_tiled` does.
 #[derive(::core::clone::Clone, ::core::fmt::Debug)]
@@ -272,6 +272,78 @@ impl RowSums {
                 ],
             )
     }
+    /// The backward kernel of `row_sums` over `dim` on `stream` (`None`: the default stream of the arrays' device) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`).
+    ///
+    /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
+    ///
+    /// # Safety
+    ///
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `row_sums`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args_unchecked`: arrays on different devices or not on the stream's, a stream of another context, and the driver's errors.
+    pub unsafe fn launch_adjoint_unchecked(
+        &self,
+        stream: ::core::option::Option<&::warp_launch::Stream>,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        a: &::warp_launch::TypedArray<f32, 2>,
+        out: &::warp_launch::TypedArray<f32, 1>,
+        adj_a: &::warp_launch::TypedArray<f32, 2>,
+        adj_out: &::warp_launch::TypedArray<f32, 1>,
+    ) -> ::warp_launch::Result<()> {
+        // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
+        unsafe {
+            self.0
+                .launch_args_unchecked(
+                    ::warp_launch::Pass::Adjoint,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(a.as_array()),
+                        ::warp_launch::TypedArg::Array(out.as_array()),
+                        ::warp_launch::TypedArg::Array(adj_a.as_array()),
+                        ::warp_launch::TypedArg::Array(adj_out.as_array()),
+                    ],
+                )
+        }
+    }
+    /// The backward kernel of `row_sums`, launched tiled, on `stream` (`None`: the default stream of the arrays' device) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`).
+    ///
+    /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
+    ///
+    /// # Safety
+    ///
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `row_sums`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args_unchecked`: arrays on different devices or not on the stream's, a stream of another context, and the driver's errors.
+    pub unsafe fn launch_tiled_adjoint_unchecked(
+        &self,
+        stream: ::core::option::Option<&::warp_launch::Stream>,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        a: &::warp_launch::TypedArray<f32, 2>,
+        out: &::warp_launch::TypedArray<f32, 1>,
+        adj_a: &::warp_launch::TypedArray<f32, 2>,
+        adj_out: &::warp_launch::TypedArray<f32, 1>,
+    ) -> ::warp_launch::Result<()> {
+        // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
+        unsafe {
+            self.0
+                .launch_tiled_args_unchecked(
+                    ::warp_launch::Pass::Adjoint,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(a.as_array()),
+                        ::warp_launch::TypedArg::Array(out.as_array()),
+                        ::warp_launch::TypedArg::Array(adj_a.as_array()),
+                        ::warp_launch::TypedArg::Array(adj_out.as_array()),
+                    ],
+                )
+        }
+    }
 }
 /// Typed launcher of the Warp kernel `scale_shared` (module `tiles`).
 ///
@@ -286,7 +358,7 @@ impl RowSums {
 /// - `s`: `float32` (`f32`)
 /// - `out`: array of `float32`, 2-D (`&TypedArray<f32, 2>`), **written** (`wp::tile_store`, `wp_tiles.cu:570`)
 ///
-/// **Safe launches of this kernel are refused** (`Error::Unproven`): at `wp_tiles.cu:564`, `wp::tile_load<wp::float32, true, false, 8, 16>` loads into a shared-memory tile (storage="shared"): Warp copies shared tiles through a vectorized path whose element index is a 32-bit int, which wraps for arrays with rows gigabytes long; shared tiles are not analysed. It runs only through `AotModule::kernel` and the `unsafe` `LaunchBuilder::unchecked`.
+/// **Safe launches of this kernel are refused** (`Error::Unproven`): at `wp_tiles.cu:564`, `wp::tile_load<wp::float32, true, false, 8, 16>` loads into a shared-memory tile (storage="shared"): Warp copies shared tiles through a vectorized path whose element index is a 32-bit int, which wraps for arrays with rows gigabytes long; shared tiles are not analysed. It runs only through the `unsafe` `launch_unchecked`, on the caller's promise that it stays inside its arrays.
 ///
 /// A tile kernel: `launch_tiled` appends the module's block size (64) to `dim`, as `wp.launch_tiled` does.
 #[derive(::core::clone::Clone, ::core::fmt::Debug)]
@@ -538,6 +610,162 @@ impl ScaleShared {
                 ],
             )
     }
+    /// Launches `scale_shared` over `dim` on `stream` (`None`: the default stream of the arrays' device) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
+    ///
+    /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
+    ///
+    /// # Safety
+    ///
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `scale_shared`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args_unchecked`: arrays on different devices or not on the stream's, a stream of another context, and the driver's errors.
+    pub unsafe fn launch_unchecked(
+        &self,
+        stream: ::core::option::Option<&::warp_launch::Stream>,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        a: &::warp_launch::TypedArray<f32, 2>,
+        s: f32,
+        out: &::warp_launch::TypedArray<f32, 2>,
+    ) -> ::warp_launch::Result<()> {
+        let s = s.to_le_bytes();
+        // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
+        unsafe {
+            self.0
+                .launch_args_unchecked(
+                    ::warp_launch::Pass::Forward,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(a.as_array()),
+                        ::warp_launch::TypedArg::Value(&s),
+                        ::warp_launch::TypedArg::Array(out.as_array()),
+                    ],
+                )
+        }
+    }
+    /// `launch_tiled` without the kernel's access rules, on `stream` (`None`: the default stream of the arrays' device); see `launch_unchecked`.
+    ///
+    /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
+    ///
+    /// # Safety
+    ///
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `scale_shared`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args_unchecked`: arrays on different devices or not on the stream's, a stream of another context, and the driver's errors.
+    pub unsafe fn launch_tiled_unchecked(
+        &self,
+        stream: ::core::option::Option<&::warp_launch::Stream>,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        a: &::warp_launch::TypedArray<f32, 2>,
+        s: f32,
+        out: &::warp_launch::TypedArray<f32, 2>,
+    ) -> ::warp_launch::Result<()> {
+        let s = s.to_le_bytes();
+        // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
+        unsafe {
+            self.0
+                .launch_tiled_args_unchecked(
+                    ::warp_launch::Pass::Forward,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(a.as_array()),
+                        ::warp_launch::TypedArg::Value(&s),
+                        ::warp_launch::TypedArg::Array(out.as_array()),
+                    ],
+                )
+        }
+    }
+    /// The backward kernel of `scale_shared` over `dim` on `stream` (`None`: the default stream of the arrays' device) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`).
+    ///
+    /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
+    ///
+    /// # Safety
+    ///
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `scale_shared`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args_unchecked`: arrays on different devices or not on the stream's, a stream of another context, and the driver's errors.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn launch_adjoint_unchecked(
+        &self,
+        stream: ::core::option::Option<&::warp_launch::Stream>,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        a: &::warp_launch::TypedArray<f32, 2>,
+        s: f32,
+        out: &::warp_launch::TypedArray<f32, 2>,
+        adj_a: &::warp_launch::TypedArray<f32, 2>,
+        adj_s: f32,
+        adj_out: &::warp_launch::TypedArray<f32, 2>,
+    ) -> ::warp_launch::Result<()> {
+        let s = s.to_le_bytes();
+        let adj_s = adj_s.to_le_bytes();
+        // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
+        unsafe {
+            self.0
+                .launch_args_unchecked(
+                    ::warp_launch::Pass::Adjoint,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(a.as_array()),
+                        ::warp_launch::TypedArg::Value(&s),
+                        ::warp_launch::TypedArg::Array(out.as_array()),
+                        ::warp_launch::TypedArg::Array(adj_a.as_array()),
+                        ::warp_launch::TypedArg::Value(&adj_s),
+                        ::warp_launch::TypedArg::Array(adj_out.as_array()),
+                    ],
+                )
+        }
+    }
+    /// The backward kernel of `scale_shared`, launched tiled, on `stream` (`None`: the default stream of the arrays' device) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`).
+    ///
+    /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
+    ///
+    /// # Safety
+    ///
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `scale_shared`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args_unchecked`: arrays on different devices or not on the stream's, a stream of another context, and the driver's errors.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn launch_tiled_adjoint_unchecked(
+        &self,
+        stream: ::core::option::Option<&::warp_launch::Stream>,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        a: &::warp_launch::TypedArray<f32, 2>,
+        s: f32,
+        out: &::warp_launch::TypedArray<f32, 2>,
+        adj_a: &::warp_launch::TypedArray<f32, 2>,
+        adj_s: f32,
+        adj_out: &::warp_launch::TypedArray<f32, 2>,
+    ) -> ::warp_launch::Result<()> {
+        let s = s.to_le_bytes();
+        let adj_s = adj_s.to_le_bytes();
+        // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
+        unsafe {
+            self.0
+                .launch_tiled_args_unchecked(
+                    ::warp_launch::Pass::Adjoint,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(a.as_array()),
+                        ::warp_launch::TypedArg::Value(&s),
+                        ::warp_launch::TypedArg::Array(out.as_array()),
+                        ::warp_launch::TypedArg::Array(adj_a.as_array()),
+                        ::warp_launch::TypedArg::Value(&adj_s),
+                        ::warp_launch::TypedArg::Array(adj_out.as_array()),
+                    ],
+                )
+        }
+    }
 }
 /// Typed launcher of the Warp kernel `scale_tiles` (module `tiles`).
 ///
@@ -554,7 +782,7 @@ impl ScaleShared {
 ///
 /// Each launch checks these accesses against `dim` and the arrays' shapes (`tid k`: coordinate `k` of `wp.tid()`): `a[tile of 8 from 8 * tid 0, tile of 16 from 16 * tid 1]`, `out[tile of 8 from 8 * tid 0, tile of 16 from 16 * tid 1]`.
 ///
-/// **Safe launches of its backward kernel are refused** (`Error::Unproven`): at `wp_tiles.cu:781`, the backward of `wp::tile_store` (`wp::adj_tile_store`) reaches the adjoint array through the primal array's shape and strides, which a launch does not compare; backward tile kernels are not analysed.
+/// **Safe launches of its backward kernel are refused** (`Error::Unproven`): at `wp_tiles.cu:781`, the backward of `wp::tile_store` (`wp::adj_tile_store`) reaches the adjoint array through the primal array's shape and strides, which a launch does not compare; backward tile kernels are not analysed. It runs through the `unsafe` `launch_adjoint_unchecked`.
 ///
 /// A tile kernel: `launch_tiled` appends the module's block size (64) to `dim`, as `wp.launch_tiled` does.
 #[derive(::core::clone::Clone, ::core::fmt::Debug)]
@@ -806,6 +1034,92 @@ impl ScaleTiles {
                 ],
             )
     }
+    /// The backward kernel of `scale_tiles` over `dim` on `stream` (`None`: the default stream of the arrays' device) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`).
+    ///
+    /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
+    ///
+    /// # Safety
+    ///
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `scale_tiles`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args_unchecked`: arrays on different devices or not on the stream's, a stream of another context, and the driver's errors.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn launch_adjoint_unchecked(
+        &self,
+        stream: ::core::option::Option<&::warp_launch::Stream>,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        a: &::warp_launch::TypedArray<f32, 2>,
+        s: f32,
+        out: &::warp_launch::TypedArray<f32, 2>,
+        adj_a: &::warp_launch::TypedArray<f32, 2>,
+        adj_s: f32,
+        adj_out: &::warp_launch::TypedArray<f32, 2>,
+    ) -> ::warp_launch::Result<()> {
+        let s = s.to_le_bytes();
+        let adj_s = adj_s.to_le_bytes();
+        // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
+        unsafe {
+            self.0
+                .launch_args_unchecked(
+                    ::warp_launch::Pass::Adjoint,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(a.as_array()),
+                        ::warp_launch::TypedArg::Value(&s),
+                        ::warp_launch::TypedArg::Array(out.as_array()),
+                        ::warp_launch::TypedArg::Array(adj_a.as_array()),
+                        ::warp_launch::TypedArg::Value(&adj_s),
+                        ::warp_launch::TypedArg::Array(adj_out.as_array()),
+                    ],
+                )
+        }
+    }
+    /// The backward kernel of `scale_tiles`, launched tiled, on `stream` (`None`: the default stream of the arrays' device) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`).
+    ///
+    /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
+    ///
+    /// # Safety
+    ///
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `scale_tiles`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args_unchecked`: arrays on different devices or not on the stream's, a stream of another context, and the driver's errors.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn launch_tiled_adjoint_unchecked(
+        &self,
+        stream: ::core::option::Option<&::warp_launch::Stream>,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        a: &::warp_launch::TypedArray<f32, 2>,
+        s: f32,
+        out: &::warp_launch::TypedArray<f32, 2>,
+        adj_a: &::warp_launch::TypedArray<f32, 2>,
+        adj_s: f32,
+        adj_out: &::warp_launch::TypedArray<f32, 2>,
+    ) -> ::warp_launch::Result<()> {
+        let s = s.to_le_bytes();
+        let adj_s = adj_s.to_le_bytes();
+        // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
+        unsafe {
+            self.0
+                .launch_tiled_args_unchecked(
+                    ::warp_launch::Pass::Adjoint,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(a.as_array()),
+                        ::warp_launch::TypedArg::Value(&s),
+                        ::warp_launch::TypedArg::Array(out.as_array()),
+                        ::warp_launch::TypedArg::Array(adj_a.as_array()),
+                        ::warp_launch::TypedArg::Value(&adj_s),
+                        ::warp_launch::TypedArg::Array(adj_out.as_array()),
+                    ],
+                )
+        }
+    }
 }
 /// Typed launcher of the Warp kernel `scale_unchecked` (module `tiles`).
 ///
@@ -820,7 +1134,7 @@ impl ScaleTiles {
 /// - `s`: `float32` (`f32`)
 /// - `out`: array of `float32`, 2-D (`&TypedArray<f32, 2>`), **written** (`wp::tile_store`, `wp_tiles.cu:103`)
 ///
-/// **Safe launches of this kernel are refused** (`Error::Unproven`): at `wp_tiles.cu:97`, `wp::tile_load<wp::float32, false, false, 8, 16>` has its bounds check off (bounds_check=False): the tile may reach past the array. It runs only through `AotModule::kernel` and the `unsafe` `LaunchBuilder::unchecked`.
+/// **Safe launches of this kernel are refused** (`Error::Unproven`): at `wp_tiles.cu:97`, `wp::tile_load<wp::float32, false, false, 8, 16>` has its bounds check off (bounds_check=False): the tile may reach past the array. It runs only through the `unsafe` `launch_unchecked`, on the caller's promise that it stays inside its arrays.
 ///
 /// A tile kernel: `launch_tiled` appends the module's block size (64) to `dim`, as `wp.launch_tiled` does.
 #[derive(::core::clone::Clone, ::core::fmt::Debug)]
@@ -1072,6 +1386,162 @@ impl ScaleUnchecked {
                 ],
             )
     }
+    /// Launches `scale_unchecked` over `dim` on `stream` (`None`: the default stream of the arrays' device) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
+    ///
+    /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
+    ///
+    /// # Safety
+    ///
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `scale_unchecked`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args_unchecked`: arrays on different devices or not on the stream's, a stream of another context, and the driver's errors.
+    pub unsafe fn launch_unchecked(
+        &self,
+        stream: ::core::option::Option<&::warp_launch::Stream>,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        a: &::warp_launch::TypedArray<f32, 2>,
+        s: f32,
+        out: &::warp_launch::TypedArray<f32, 2>,
+    ) -> ::warp_launch::Result<()> {
+        let s = s.to_le_bytes();
+        // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
+        unsafe {
+            self.0
+                .launch_args_unchecked(
+                    ::warp_launch::Pass::Forward,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(a.as_array()),
+                        ::warp_launch::TypedArg::Value(&s),
+                        ::warp_launch::TypedArg::Array(out.as_array()),
+                    ],
+                )
+        }
+    }
+    /// `launch_tiled` without the kernel's access rules, on `stream` (`None`: the default stream of the arrays' device); see `launch_unchecked`.
+    ///
+    /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
+    ///
+    /// # Safety
+    ///
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `scale_unchecked`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args_unchecked`: arrays on different devices or not on the stream's, a stream of another context, and the driver's errors.
+    pub unsafe fn launch_tiled_unchecked(
+        &self,
+        stream: ::core::option::Option<&::warp_launch::Stream>,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        a: &::warp_launch::TypedArray<f32, 2>,
+        s: f32,
+        out: &::warp_launch::TypedArray<f32, 2>,
+    ) -> ::warp_launch::Result<()> {
+        let s = s.to_le_bytes();
+        // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
+        unsafe {
+            self.0
+                .launch_tiled_args_unchecked(
+                    ::warp_launch::Pass::Forward,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(a.as_array()),
+                        ::warp_launch::TypedArg::Value(&s),
+                        ::warp_launch::TypedArg::Array(out.as_array()),
+                    ],
+                )
+        }
+    }
+    /// The backward kernel of `scale_unchecked` over `dim` on `stream` (`None`: the default stream of the arrays' device) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`).
+    ///
+    /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
+    ///
+    /// # Safety
+    ///
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `scale_unchecked`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args_unchecked`: arrays on different devices or not on the stream's, a stream of another context, and the driver's errors.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn launch_adjoint_unchecked(
+        &self,
+        stream: ::core::option::Option<&::warp_launch::Stream>,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        a: &::warp_launch::TypedArray<f32, 2>,
+        s: f32,
+        out: &::warp_launch::TypedArray<f32, 2>,
+        adj_a: &::warp_launch::TypedArray<f32, 2>,
+        adj_s: f32,
+        adj_out: &::warp_launch::TypedArray<f32, 2>,
+    ) -> ::warp_launch::Result<()> {
+        let s = s.to_le_bytes();
+        let adj_s = adj_s.to_le_bytes();
+        // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
+        unsafe {
+            self.0
+                .launch_args_unchecked(
+                    ::warp_launch::Pass::Adjoint,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(a.as_array()),
+                        ::warp_launch::TypedArg::Value(&s),
+                        ::warp_launch::TypedArg::Array(out.as_array()),
+                        ::warp_launch::TypedArg::Array(adj_a.as_array()),
+                        ::warp_launch::TypedArg::Value(&adj_s),
+                        ::warp_launch::TypedArg::Array(adj_out.as_array()),
+                    ],
+                )
+        }
+    }
+    /// The backward kernel of `scale_unchecked`, launched tiled, on `stream` (`None`: the default stream of the arrays' device) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`).
+    ///
+    /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
+    ///
+    /// # Safety
+    ///
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `scale_unchecked`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args_unchecked`: arrays on different devices or not on the stream's, a stream of another context, and the driver's errors.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn launch_tiled_adjoint_unchecked(
+        &self,
+        stream: ::core::option::Option<&::warp_launch::Stream>,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        a: &::warp_launch::TypedArray<f32, 2>,
+        s: f32,
+        out: &::warp_launch::TypedArray<f32, 2>,
+        adj_a: &::warp_launch::TypedArray<f32, 2>,
+        adj_s: f32,
+        adj_out: &::warp_launch::TypedArray<f32, 2>,
+    ) -> ::warp_launch::Result<()> {
+        let s = s.to_le_bytes();
+        let adj_s = adj_s.to_le_bytes();
+        // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
+        unsafe {
+            self.0
+                .launch_tiled_args_unchecked(
+                    ::warp_launch::Pass::Adjoint,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(a.as_array()),
+                        ::warp_launch::TypedArg::Value(&s),
+                        ::warp_launch::TypedArg::Array(out.as_array()),
+                        ::warp_launch::TypedArg::Array(adj_a.as_array()),
+                        ::warp_launch::TypedArg::Value(&adj_s),
+                        ::warp_launch::TypedArg::Array(adj_out.as_array()),
+                    ],
+                )
+        }
+    }
 }
 /// Typed launcher of the Warp kernel `shifted_rows` (module `tiles`).
 ///
@@ -1085,7 +1555,7 @@ impl ScaleUnchecked {
 /// - `a`: array of `float32`, 2-D (`&TypedArray<f32, 2>`), read only
 /// - `out`: array of `float32`, 1-D (`&TypedArray<f32, 1>`), **written** (`wp::tile_store`, `wp_tiles.cu:346`)
 ///
-/// **Safe launches of this kernel are refused** (`Error::Unproven`): at `wp_tiles.cu:343`, tile load `wp::tile_load<wp::float32, true, false, 1, 128>`: the offset `var_5` is computed (from data, or arithmetic other than a thread coordinate times a constant); Warp's tile bounds checks cover only the array's end, so a start below 0 (or past 2^31) reaches outside it. It runs only through `AotModule::kernel` and the `unsafe` `LaunchBuilder::unchecked`.
+/// **Safe launches of this kernel are refused** (`Error::Unproven`): at `wp_tiles.cu:343`, tile load `wp::tile_load<wp::float32, true, false, 1, 128>`: the offset `var_5` is computed (from data, or arithmetic other than a thread coordinate times a constant); Warp's tile bounds checks cover only the array's end, so a start below 0 (or past 2^31) reaches outside it. It runs only through the `unsafe` `launch_unchecked`, on the caller's promise that it stays inside its arrays.
 ///
 /// A tile kernel: `launch_tiled` appends the module's block size (64) to `dim`, as `wp.launch_tiled` does.
 #[derive(::core::clone::Clone, ::core::fmt::Debug)]
@@ -1304,6 +1774,142 @@ impl ShiftedRows {
                 ],
             )
     }
+    /// Launches `shifted_rows` over `dim` on `stream` (`None`: the default stream of the arrays' device) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
+    ///
+    /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
+    ///
+    /// # Safety
+    ///
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `shifted_rows`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args_unchecked`: arrays on different devices or not on the stream's, a stream of another context, and the driver's errors.
+    pub unsafe fn launch_unchecked(
+        &self,
+        stream: ::core::option::Option<&::warp_launch::Stream>,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        a: &::warp_launch::TypedArray<f32, 2>,
+        out: &::warp_launch::TypedArray<f32, 1>,
+    ) -> ::warp_launch::Result<()> {
+        // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
+        unsafe {
+            self.0
+                .launch_args_unchecked(
+                    ::warp_launch::Pass::Forward,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(a.as_array()),
+                        ::warp_launch::TypedArg::Array(out.as_array()),
+                    ],
+                )
+        }
+    }
+    /// `launch_tiled` without the kernel's access rules, on `stream` (`None`: the default stream of the arrays' device); see `launch_unchecked`.
+    ///
+    /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
+    ///
+    /// # Safety
+    ///
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `shifted_rows`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args_unchecked`: arrays on different devices or not on the stream's, a stream of another context, and the driver's errors.
+    pub unsafe fn launch_tiled_unchecked(
+        &self,
+        stream: ::core::option::Option<&::warp_launch::Stream>,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        a: &::warp_launch::TypedArray<f32, 2>,
+        out: &::warp_launch::TypedArray<f32, 1>,
+    ) -> ::warp_launch::Result<()> {
+        // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
+        unsafe {
+            self.0
+                .launch_tiled_args_unchecked(
+                    ::warp_launch::Pass::Forward,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(a.as_array()),
+                        ::warp_launch::TypedArg::Array(out.as_array()),
+                    ],
+                )
+        }
+    }
+    /// The backward kernel of `shifted_rows` over `dim` on `stream` (`None`: the default stream of the arrays' device) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`).
+    ///
+    /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
+    ///
+    /// # Safety
+    ///
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `shifted_rows`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args_unchecked`: arrays on different devices or not on the stream's, a stream of another context, and the driver's errors.
+    pub unsafe fn launch_adjoint_unchecked(
+        &self,
+        stream: ::core::option::Option<&::warp_launch::Stream>,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        a: &::warp_launch::TypedArray<f32, 2>,
+        out: &::warp_launch::TypedArray<f32, 1>,
+        adj_a: &::warp_launch::TypedArray<f32, 2>,
+        adj_out: &::warp_launch::TypedArray<f32, 1>,
+    ) -> ::warp_launch::Result<()> {
+        // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
+        unsafe {
+            self.0
+                .launch_args_unchecked(
+                    ::warp_launch::Pass::Adjoint,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(a.as_array()),
+                        ::warp_launch::TypedArg::Array(out.as_array()),
+                        ::warp_launch::TypedArg::Array(adj_a.as_array()),
+                        ::warp_launch::TypedArg::Array(adj_out.as_array()),
+                    ],
+                )
+        }
+    }
+    /// The backward kernel of `shifted_rows`, launched tiled, on `stream` (`None`: the default stream of the arrays' device) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`).
+    ///
+    /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
+    ///
+    /// # Safety
+    ///
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `shifted_rows`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args_unchecked`: arrays on different devices or not on the stream's, a stream of another context, and the driver's errors.
+    pub unsafe fn launch_tiled_adjoint_unchecked(
+        &self,
+        stream: ::core::option::Option<&::warp_launch::Stream>,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        a: &::warp_launch::TypedArray<f32, 2>,
+        out: &::warp_launch::TypedArray<f32, 1>,
+        adj_a: &::warp_launch::TypedArray<f32, 2>,
+        adj_out: &::warp_launch::TypedArray<f32, 1>,
+    ) -> ::warp_launch::Result<()> {
+        // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
+        unsafe {
+            self.0
+                .launch_tiled_args_unchecked(
+                    ::warp_launch::Pass::Adjoint,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(a.as_array()),
+                        ::warp_launch::TypedArg::Array(out.as_array()),
+                        ::warp_launch::TypedArg::Array(adj_a.as_array()),
+                        ::warp_launch::TypedArg::Array(adj_out.as_array()),
+                    ],
+                )
+        }
+    }
 }
 /// Typed launcher of the Warp kernel `total_sum` (module `tiles`).
 ///
@@ -1319,7 +1925,7 @@ impl ShiftedRows {
 ///
 /// Each launch checks these accesses against `dim` and the arrays' shapes (`tid k`: coordinate `k` of `wp.tid()`): `a[tile of 256 from 256 * tid 0]`, `total[tile of 1 from 0]`.
 ///
-/// **Safe launches of its backward kernel are refused** (`Error::Unproven`): at `wp_tiles.cu:509`, the backward of `wp::tile_atomic_add` (`wp::adj_tile_atomic_add`) reaches the adjoint array through the primal array's shape and strides, which a launch does not compare; backward tile kernels are not analysed.
+/// **Safe launches of its backward kernel are refused** (`Error::Unproven`): at `wp_tiles.cu:509`, the backward of `wp::tile_atomic_add` (`wp::adj_tile_atomic_add`) reaches the adjoint array through the primal array's shape and strides, which a launch does not compare; backward tile kernels are not analysed. It runs through the `unsafe` `launch_adjoint_unchecked`.
 ///
 /// A tile kernel: `launch_tiled` appends the module's block size (64) to `dim`, as `wp.launch_tiled` does.
 #[derive(::core::clone::Clone, ::core::fmt::Debug)]
@@ -1537,5 +2143,77 @@ impl TotalSum {
                     ::warp_launch::TypedArg::Array(adj_total.as_array()),
                 ],
             )
+    }
+    /// The backward kernel of `total_sum` over `dim` on `stream` (`None`: the default stream of the arrays' device) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_total`).
+    ///
+    /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
+    ///
+    /// # Safety
+    ///
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `total_sum`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args_unchecked`: arrays on different devices or not on the stream's, a stream of another context, and the driver's errors.
+    pub unsafe fn launch_adjoint_unchecked(
+        &self,
+        stream: ::core::option::Option<&::warp_launch::Stream>,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        a: &::warp_launch::TypedArray<f32, 1>,
+        total: &::warp_launch::TypedArray<f32, 1>,
+        adj_a: &::warp_launch::TypedArray<f32, 1>,
+        adj_total: &::warp_launch::TypedArray<f32, 1>,
+    ) -> ::warp_launch::Result<()> {
+        // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
+        unsafe {
+            self.0
+                .launch_args_unchecked(
+                    ::warp_launch::Pass::Adjoint,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(a.as_array()),
+                        ::warp_launch::TypedArg::Array(total.as_array()),
+                        ::warp_launch::TypedArg::Array(adj_a.as_array()),
+                        ::warp_launch::TypedArg::Array(adj_total.as_array()),
+                    ],
+                )
+        }
+    }
+    /// The backward kernel of `total_sum`, launched tiled, on `stream` (`None`: the default stream of the arrays' device) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_total`).
+    ///
+    /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
+    ///
+    /// # Safety
+    ///
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `total_sum`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args_unchecked`: arrays on different devices or not on the stream's, a stream of another context, and the driver's errors.
+    pub unsafe fn launch_tiled_adjoint_unchecked(
+        &self,
+        stream: ::core::option::Option<&::warp_launch::Stream>,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        a: &::warp_launch::TypedArray<f32, 1>,
+        total: &::warp_launch::TypedArray<f32, 1>,
+        adj_a: &::warp_launch::TypedArray<f32, 1>,
+        adj_total: &::warp_launch::TypedArray<f32, 1>,
+    ) -> ::warp_launch::Result<()> {
+        // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
+        unsafe {
+            self.0
+                .launch_tiled_args_unchecked(
+                    ::warp_launch::Pass::Adjoint,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(a.as_array()),
+                        ::warp_launch::TypedArg::Array(total.as_array()),
+                        ::warp_launch::TypedArg::Array(adj_a.as_array()),
+                        ::warp_launch::TypedArg::Array(adj_total.as_array()),
+                    ],
+                )
+        }
     }
 }

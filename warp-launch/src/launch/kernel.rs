@@ -4,11 +4,12 @@
 //! parameter layout).
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use cuda_api::{ArgBlock, DynKernel, Library, Param, ParamType};
 
 use super::builder::{Dim, LaunchBuilder};
+use super::memo::TypedBlock;
 use super::spare::Spare;
 use crate::abi::Element;
 use crate::error::{AccessRuleError, AccessRuleProblem, Error, Result};
@@ -299,7 +300,10 @@ impl KernelSpec {
     /// Loads the kernel's CUDA functions from `library`: `forward` and, if
     /// given, `backward` (which takes the forward parameters, then one
     /// adjoint per parameter). Each declaration is checked against the
-    /// driver's parameter layout (count, size, offset).
+    /// driver's parameter layout (count, size, offset): the forward one
+    /// here, the backward one when it is first used (the first adjoint
+    /// launch, or [`Kernel::cuda_function`] of [`Pass::Adjoint`]), so that
+    /// a program that never differentiates never looks it up.
     ///
     /// # Safety
     ///
@@ -325,8 +329,9 @@ impl KernelSpec {
     ///
     /// [`Error::KernelDim`] when the kernel dimension is not 1 to 4; [`Error::AccessRule`]
     /// when a declared access rule names a parameter the kernel does not have or one that is
-    /// not an array; [`Error::Cuda`] when the driver has no function of a declared name, or
-    /// the declared parameters do not match the function's parameter layout.
+    /// not an array; [`Error::Cuda`] when the driver has no function named `forward`, or
+    /// the declared parameters do not match its parameter layout (for `backward`, the first
+    /// adjoint launch reports these).
     pub unsafe fn load_cuda(
         self,
         library: &Library,
@@ -338,13 +343,13 @@ impl KernelSpec {
         // SAFETY: the caller's promise covers the declared types.
         let fwd =
             unsafe { DynKernel::declare(library.function(forward)?, self.declaration(false)) }?;
-        let bwd = match backward {
-            Some(b) => {
-                // SAFETY: as above; the backward kernel takes forward params then adjoints.
-                Some(unsafe { DynKernel::declare(library.function(b)?, self.declaration(true)) }?)
-            }
-            None => None,
-        };
+        // The backward function is looked up and declared on its first use
+        // (an adjoint launch): a forward-only program never pays for it.
+        let bwd = backward.map(|b| LazyBackward {
+            library: library.clone(),
+            name: b.to_string(),
+            declared: OnceLock::new(),
+        });
         Ok(Kernel {
             inner: Arc::new(KernelInner::new(
                 self,
@@ -383,21 +388,33 @@ impl KernelSpec {
     }
 }
 
+/// A backward function, declared on first use.
+#[derive(Clone)]
+pub(crate) struct LazyBackward {
+    library: Library,
+    name: String,
+    declared: OnceLock<DynKernel>,
+}
+
 pub(crate) struct CudaFunctions {
     pub forward: DynKernel,
-    pub backward: Option<DynKernel>,
+    backward: Option<LazyBackward>,
     /// One argument block of a finished launch per direction (forward,
     /// backward), reused by the next launch: an immediate launch then
     /// allocates no block and takes no lock.
     spare: [Spare<Box<ArgBlock<'static>>>; 2],
+    /// The same for immediate positional launches, each block with what
+    /// its last launch checked ([`TypedBlock`]).
+    typed: [Spare<Box<TypedBlock>>; 2],
 }
 
 impl CudaFunctions {
-    fn new(forward: DynKernel, backward: Option<DynKernel>) -> CudaFunctions {
+    fn new(forward: DynKernel, backward: Option<LazyBackward>) -> CudaFunctions {
         CudaFunctions {
             forward,
             backward,
             spare: [Spare::new(()), Spare::new(())],
+            typed: [Spare::new(()), Spare::new(())],
         }
     }
 
@@ -413,6 +430,40 @@ impl CudaFunctions {
     /// Keeps `block` as the spare if there is none.
     pub(crate) fn give_block(&self, pass: Pass, block: Box<ArgBlock<'static>>) {
         self.spare[pass.index()].put(block);
+    }
+
+    /// The function of `pass`, if the kernel has one (the backward one
+    /// is looked up and its declaration checked against the driver's
+    /// parameter layout on its first use; `spec` declares it).
+    pub(crate) fn function(&self, pass: Pass, spec: &KernelSpec) -> Result<Option<&DynKernel>> {
+        let Some(b) = (match pass {
+            Pass::Forward => return Ok(Some(&self.forward)),
+            Pass::Adjoint => &self.backward,
+        }) else {
+            return Ok(None);
+        };
+        if let Some(k) = b.declared.get() {
+            return Ok(Some(k));
+        }
+        // SAFETY: `KernelSpec::load_cuda`'s caller promised the declared
+        // types; the backward kernel takes the forward parameters, then
+        // one adjoint per parameter.
+        let k =
+            unsafe { DynKernel::declare(b.library.function(&b.name)?, spec.declaration(true)) }?;
+        Ok(Some(b.declared.get_or_init(|| k)))
+    }
+
+    /// The spare block of positional launches (with what its last launch
+    /// checked), or a new one that remembers nothing.
+    pub(crate) fn take_typed(&self, pass: Pass, kernel: &DynKernel) -> Box<TypedBlock> {
+        self.typed[pass.index()]
+            .take()
+            .unwrap_or_else(|| Box::new(TypedBlock::new(kernel.args())))
+    }
+
+    /// Keeps `block` as the spare of positional launches if there is none.
+    pub(crate) fn give_typed(&self, pass: Pass, block: Box<TypedBlock>) {
+        self.typed[pass.index()].put(block);
     }
 }
 
@@ -655,10 +706,7 @@ impl Kernel {
             pass,
         };
         let c = self.inner.cuda.as_ref().ok_or_else(missing)?;
-        match pass {
-            Pass::Forward => Ok(&c.forward),
-            Pass::Adjoint => c.backward.as_ref().ok_or_else(missing),
-        }
+        c.function(pass, &self.inner.spec)?.ok_or_else(missing)
     }
 
     /// The CPU function of the forward or backward kernel.

@@ -11,6 +11,7 @@ pub(crate) mod domain;
 mod kernel;
 #[allow(clippy::module_inception)]
 mod launch;
+pub(crate) mod memo;
 pub(crate) mod record;
 mod spare;
 mod typed;

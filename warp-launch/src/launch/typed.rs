@@ -18,7 +18,7 @@
 //! names the kernel, the parameter, what it takes and what was given), only
 //! on the error path.
 
-use cuda_api::{LaunchConfig, Stream};
+use cuda_api::{DynKernel, LaunchConfig, Stream};
 
 use super::bind::{self, Arg, Site, StructValue};
 use super::builder::{Dim, MaxBlocks};
@@ -27,6 +27,7 @@ use super::kernel::Kernel;
 use super::launch::{
     DEFAULT_SHARED_LIMIT, Extents, Launch, Options, check_access_rules, check_stream_context,
 };
+use super::memo::{Query, TypedBlock};
 use super::record;
 use crate::abi::{Element, Value, encode};
 use crate::array::{AccessMode, Array, TypedArray, thread_access_mode};
@@ -201,7 +202,7 @@ impl Kernel {
         stream: Option<&Stream>,
         args: &[TypedArg<'_>],
     ) -> Result<()> {
-        self.run_typed(pass, &dim.into(), stream, args, false)
+        self.run_typed(pass, &dim.into(), stream, args, How::PLAIN)
     }
 
     /// [`Kernel::launch_args`] with Warp's `wp.launch_tiled` semantics:
@@ -218,7 +219,63 @@ impl Kernel {
         stream: Option<&Stream>,
         args: &[TypedArg<'_>],
     ) -> Result<()> {
-        self.run_typed(pass, &dim.into(), stream, args, true)
+        self.run_typed(pass, &dim.into(), stream, args, How::TILED)
+    }
+
+    /// [`Kernel::launch_args`] without the kernel's array access rules, as
+    /// [`LaunchBuilder::unchecked`](crate::LaunchBuilder::unchecked) launches: for kernels whose accesses no
+    /// launch can check ([`Error::Unproven`]), which typed launchers expose
+    /// as their `unsafe` `launch_unchecked`. Every other check runs (count,
+    /// kinds, dtypes, dimensions, where each array lives, the stream's
+    /// context, the domain).
+    ///
+    /// # Safety
+    ///
+    /// As for [`LaunchBuilder::unchecked`](crate::LaunchBuilder::unchecked): the kernel, run over `dim` with
+    /// these arguments, reads and writes only elements inside the arrays it
+    /// is given, for every thread the grid runs, and no other memory (when a
+    /// recording tape records the launch, its backward kernel too).
+    ///
+    /// # Errors
+    ///
+    /// As [`Kernel::launch_args`], less the access rules' refusals.
+    pub unsafe fn launch_args_unchecked(
+        &self,
+        pass: Pass,
+        dim: impl Into<Dim>,
+        stream: Option<&Stream>,
+        args: &[TypedArg<'_>],
+    ) -> Result<()> {
+        self.run_typed(pass, &dim.into(), stream, args, How::UNCHECKED)
+    }
+
+    /// [`Kernel::launch_tiled_args`] without the kernel's array access
+    /// rules (see [`Kernel::launch_args_unchecked`]).
+    ///
+    /// # Safety
+    ///
+    /// As for [`Kernel::launch_args_unchecked`], over the tiled domain.
+    ///
+    /// # Errors
+    ///
+    /// As [`Kernel::launch_tiled_args`], less the access rules' refusals.
+    pub unsafe fn launch_tiled_args_unchecked(
+        &self,
+        pass: Pass,
+        dim: impl Into<Dim>,
+        stream: Option<&Stream>,
+        args: &[TypedArg<'_>],
+    ) -> Result<()> {
+        self.run_typed(
+            pass,
+            &dim.into(),
+            stream,
+            args,
+            How {
+                tiled: true,
+                unchecked: true,
+            },
+        )
     }
 
     /// The launch [`Kernel::launch_args`] would run, checked the same way
@@ -235,11 +292,11 @@ impl Kernel {
         dim: impl Into<Dim>,
         args: &[TypedArg<'_>],
     ) -> Result<Launch> {
-        self.record_typed(pass, &dim.into(), None, args, false)
+        self.record_typed(pass, &dim.into(), None, args, How::PLAIN)
     }
 
     /// The options of a positional launch.
-    fn typed_options(&self, device: Device, pass: Pass, mode: AccessMode, tiled: bool) -> Options {
+    fn typed_options(&self, device: Device, pass: Pass, mode: AccessMode, how: How) -> Options {
         Options {
             device,
             pass,
@@ -247,8 +304,8 @@ impl Kernel {
             max_blocks: MaxBlocks::Unlimited,
             mode,
             cooperative: false,
-            unchecked: false,
-            tiled,
+            unchecked: how.unchecked,
+            tiled: how.tiled,
         }
     }
 
@@ -395,8 +452,7 @@ impl Kernel {
 
     /// The launch domain: `dim`, with the tile extent appended for a tiled
     /// launch (inline, no allocation).
-    fn typed_dim(&self, dim: &Dim, opts: &Options) -> Result<([i64; domain::MAX_DIMS], usize)> {
-        let given = dim.as_slice();
+    fn typed_dim(&self, given: &[i64], opts: &Options) -> Result<([i64; domain::MAX_DIMS], usize)> {
         if opts.tiled {
             return domain::tiled_dim(given, opts.tile_extent()).map_err(|error| Error::Dim {
                 kernel: self.name().to_string(),
@@ -466,64 +522,119 @@ impl Kernel {
         dim: &Dim,
         stream: Option<&Stream>,
         args: &[TypedArg<'_>],
-        tiled: bool,
+        how: How,
     ) -> Result<()> {
         if pass == Pass::Forward && record::is_recording() {
             // The tape keeps a Launch (its arrays and argument block), as
             // for LaunchBuilder::run.
-            let launch = self.record_typed(pass, dim, stream, args, tiled)?;
+            let launch = self.record_typed(pass, dim, stream, args, how)?;
             launch.run_on(stream)?;
             record::record(launch);
             return Ok(());
         }
         let device = launch_device(args, stream);
         let mode = thread_access_mode();
+        let dim = dim.as_slice();
+        if device.is_cuda()
+            && let Some(functions) = &self.inner.cuda
+            && let Some(k) = functions.function(pass, &self.inner.spec)?
+        {
+            let mut block = functions.take_typed(pass, k);
+            let launch = TypedLaunch {
+                pass,
+                device,
+                mode,
+                dim,
+                how,
+                stream,
+                args,
+            };
+            let result = self.launch_cuda_typed(k, &mut block, &launch);
+            functions.give_typed(pass, block);
+            return result;
+        }
         self.check_typed(pass, device, mode, args)?;
-        let opts = self.typed_options(device, pass, mode, tiled);
+        let opts = self.typed_options(device, pass, mode, how);
         let (e, len) = self.typed_dim(dim, &opts)?;
         let dim = &e[..len];
         let plan = self.typed_plan(dim, &opts)?;
         self.check_typed_accesses(&opts, dim, &plan, args)?;
-        match device {
-            Device::Cpu => {
-                let f = self.cpu(pass)?;
-                if plan.size == 0 {
-                    return Ok(());
-                }
-                let owned = self.owned_args(args)?;
-                let r = crate::launch::cpu::run(self, f, &plan.bounds, &owned);
-                self.inner.give_args(owned);
-                r
-            }
-            Device::Cuda(_) => self.launch_cuda_typed(&opts, &plan, stream, args),
+        if device.is_cuda() {
+            // No function for this pass: the refusal names it.
+            self.cuda(pass)?;
         }
+        let f = self.cpu(pass)?;
+        if plan.size == 0 {
+            return Ok(());
+        }
+        let owned = self.owned_args(args)?;
+        let r = crate::launch::cpu::run(self, f, &plan.bounds, &owned);
+        self.inner.give_args(owned);
+        r
     }
 
-    /// The CUDA part of an immediate positional launch: the stream and its
-    /// context, the spare argument block filled in place, the arrays noted
-    /// as used by queued work, the driver call.
+    /// The CUDA part of an immediate positional launch, in `block` (the
+    /// kernel's spare one for positional launches). When the block's last
+    /// launch had the same arrays, domain, device, access mode and stream
+    /// context ([`TypedBlock::remembers`]), their checks passed then and
+    /// their bytes are still in the block: only the values are written.
+    /// Otherwise every check runs and every argument is written. Then the
+    /// arrays are noted as used by queued work and the driver launches.
     fn launch_cuda_typed(
         &self,
-        opts: &Options,
-        plan: &Plan,
-        stream: Option<&Stream>,
-        args: &[TypedArg<'_>],
+        k: &DynKernel,
+        block: &mut TypedBlock,
+        l: &TypedLaunch<'_, '_>,
     ) -> Result<()> {
-        let pass = opts.pass;
-        let k = self.cuda(pass)?;
-        let ctx = opts.device.context()?;
+        if let Some(cfg) = block.remembered(l.device) {
+            let default;
+            let stream = match l.stream {
+                Some(s) => s,
+                None => {
+                    default = l.device.default_stream()?;
+                    &default
+                }
+            };
+            let query = Query {
+                dim: l.dim,
+                how: l.how,
+                device: l.device,
+                mode: l.mode,
+                ctx: stream.context().raw() as usize,
+                args: l.args,
+            };
+            if block.remembers(&query) {
+                for (i, arg) in l.args.iter().enumerate() {
+                    if let TypedArg::Value(v) = arg {
+                        // SAFETY: the remembered launch checked a value of
+                        // this size for this parameter (its dtype's size).
+                        unsafe { block.block.set_bytes(i + 1, v) }?;
+                    }
+                }
+                note_uses(l.args);
+                return Ok(k.launch(stream, cfg, &block.block)?);
+            }
+        }
+        block.forget();
+        self.check_typed(l.pass, l.device, l.mode, l.args)?;
+        let opts = self.typed_options(l.device, l.pass, l.mode, l.how);
+        let (e, len) = self.typed_dim(l.dim, &opts)?;
+        let dim = &e[..len];
+        let plan = self.typed_plan(dim, &opts)?;
+        self.check_typed_accesses(&opts, dim, &plan, l.args)?;
+        let ctx = l.device.context()?;
         let default;
-        let stream = match stream {
+        let stream = match l.stream {
             Some(s) => {
                 check_stream_context(self, s, &ctx)?;
                 s
             }
             None => {
-                default = opts.device.default_stream()?;
+                default = l.device.default_stream()?;
                 &default
             }
         };
-        let smem = self.shared_mem(pass);
+        let smem = self.shared_mem(l.pass);
         if smem > DEFAULT_SHARED_LIMIT && k.function().limits(&ctx)?.max_dynamic_shared_bytes < smem
         {
             // As a recorded launch does (and Warp when it loads a module).
@@ -537,52 +648,44 @@ impl Kernel {
             (plan.block[0], plan.block[1], plan.block[2]),
         )
         .with_shared_mem(smem);
-        let Some(functions) = &self.inner.cuda else {
-            return Err(Error::NoCudaFunction {
-                kernel: self.name().to_string(),
-                pass,
-            });
-        };
-        let mut block = functions.take_block(pass, k);
-        let result = (|| -> Result<()> {
-            let b = &plan.bounds;
-            let bounds = encode::launch_bounds(b.ndim, &b.shape, b.size, b.coord_mult);
-            // SAFETY: parameter 0 is launch_bounds_t<N> with N the kernel's
-            // dimension (declared so and checked against the driver's
-            // layout); these are its bytes.
-            unsafe { block.set_bytes(0, &bounds[..b.byte_len()]) }?;
-            for (i, arg) in args.iter().enumerate() {
-                let array;
-                let bytes: &[u8] = match arg {
-                    TypedArg::Array(a) => {
-                        array = encode::array_t(&a.abi());
-                        &array
-                    }
-                    TypedArg::Value(v) => v,
-                    TypedArg::Struct(s) => s.bytes(),
-                };
-                // SAFETY: `check_typed` matched every argument to its declared
-                // parameter (an array of the dtype, a value of the dtype's
-                // size, the declared struct), and the declaration was checked
-                // against the driver's layout; array addresses stay valid
-                // while the kernel runs because their allocations are noted
-                // as used below (their frees wait for the work).
-                unsafe { block.set_bytes(i + 1, bytes) }?;
-            }
-            for a in args.iter().filter_map(|a| match a {
-                TypedArg::Array(a) => Some(*a),
-                _ => None,
-            }) {
-                for a in std::iter::once(a).chain(a.grad()) {
-                    if let Some(alloc) = a.storage().allocation() {
-                        alloc.record_use();
-                    }
+        let b = &plan.bounds;
+        let bounds = encode::launch_bounds(b.ndim, &b.shape, b.size, b.coord_mult);
+        // SAFETY: parameter 0 is launch_bounds_t<N> with N the kernel's
+        // dimension (declared so and checked against the driver's layout);
+        // these are its bytes.
+        unsafe { block.block.set_bytes(0, &bounds[..b.byte_len()]) }?;
+        for (i, arg) in l.args.iter().enumerate() {
+            let array;
+            let bytes: &[u8] = match arg {
+                TypedArg::Array(a) => {
+                    array = encode::array_t(&a.abi());
+                    &array
                 }
-            }
-            Ok(k.launch(stream, cfg, &block)?)
-        })();
-        functions.give_block(pass, block);
-        result
+                TypedArg::Value(v) => v,
+                TypedArg::Struct(s) => s.bytes(),
+            };
+            // SAFETY: `check_typed` matched every argument to its declared
+            // parameter (an array of the dtype, a value of the dtype's
+            // size, the declared struct), and the declaration was checked
+            // against the driver's layout; array addresses stay valid while
+            // the kernel runs because their allocations are noted as used
+            // below (their frees wait for the work).
+            unsafe { block.block.set_bytes(i + 1, bytes) }?;
+        }
+        note_uses(l.args);
+        k.launch(stream, cfg, &block.block)?;
+        block.remember(
+            &Query {
+                dim: l.dim,
+                how: l.how,
+                device: l.device,
+                mode: l.mode,
+                ctx: stream.context().raw() as usize,
+                args: l.args,
+            },
+            cfg,
+        );
+        Ok(())
     }
 
     /// The checked [`Launch`] of a positional launch (replay, tape).
@@ -592,15 +695,71 @@ impl Kernel {
         dim: &Dim,
         stream: Option<&Stream>,
         args: &[TypedArg<'_>],
-        tiled: bool,
+        how: How,
     ) -> Result<Launch> {
         let device = launch_device(args, stream);
         let mode = thread_access_mode();
         self.check_typed(pass, device, mode, args)?;
-        let opts = self.typed_options(device, pass, mode, tiled);
-        let (e, len) = self.typed_dim(dim, &opts)?;
+        let opts = self.typed_options(device, pass, mode, how);
+        let (e, len) = self.typed_dim(dim.as_slice(), &opts)?;
         let owned = self.owned_args(args)?;
         Launch::build(self, &e[..len], owned, opts, stream.cloned())
+    }
+}
+
+/// How a positional launch treats its domain and the kernel's access
+/// rules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct How {
+    /// `wp.launch_tiled`: the block size is appended to the domain.
+    pub tiled: bool,
+    /// The access rules are skipped (the caller's promise).
+    pub unchecked: bool,
+}
+
+impl How {
+    /// A checked launch over the domain as given.
+    pub const PLAIN: How = How {
+        tiled: false,
+        unchecked: false,
+    };
+    /// A checked tiled launch.
+    pub const TILED: How = How {
+        tiled: true,
+        unchecked: false,
+    };
+    /// A launch without the access rules.
+    pub const UNCHECKED: How = How {
+        tiled: false,
+        unchecked: true,
+    };
+}
+
+/// An immediate positional launch as [`Kernel::launch_args`] was asked
+/// for it.
+struct TypedLaunch<'q, 'a> {
+    pass: Pass,
+    device: Device,
+    mode: AccessMode,
+    /// The domain as given (before a tiled launch appends its extent).
+    dim: &'q [i64],
+    how: How,
+    stream: Option<&'q Stream>,
+    args: &'q [TypedArg<'a>],
+}
+
+/// Notes that queued work uses the arrays of `args` and their gradients,
+/// so host reads of them and their frees wait for it.
+fn note_uses(args: &[TypedArg<'_>]) {
+    for a in args.iter().filter_map(|a| match a {
+        TypedArg::Array(a) => Some(*a),
+        _ => None,
+    }) {
+        for a in std::iter::once(a).chain(a.grad()) {
+            if let Some(alloc) = a.storage().allocation() {
+                alloc.record_use();
+            }
+        }
     }
 }
 

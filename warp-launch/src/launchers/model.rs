@@ -228,9 +228,18 @@ const KEYWORDS: &[&str] = &[
 const NOT_RAW: &[&str] = &["self", "Self", "super", "crate", "_"];
 
 /// A Rust identifier for the Warp name `name`, not in `taken` (which it
-/// joins): a keyword becomes raw, anything else invalid or taken gets `_`
-/// appended until it is free.
+/// joins): a name with capitals becomes `snake_case` (`X` → `x`, `dX` →
+/// `d_x`, as Rust names values), a keyword becomes raw, anything else
+/// invalid or taken gets `_` appended until it is free.
 pub(super) fn ident(name: &str, taken: &mut HashSet<String>) -> Ident {
+    use heck::ToSnakeCase;
+    let snake;
+    let name = if name.chars().any(|c| c.is_ascii_uppercase()) {
+        snake = name.to_snake_case();
+        snake.as_str()
+    } else {
+        name
+    };
     let mut base: String = name
         .chars()
         .map(|c| {
@@ -823,6 +832,9 @@ mod tests {
         assert_eq!(ident("self", &mut taken).to_string(), "self_");
         assert_eq!(ident("dim", &mut taken).to_string(), "dim_");
         assert_eq!(ident("dim", &mut taken).to_string(), "dim__");
+        assert_eq!(ident("X", &mut taken).to_string(), "x_");
+        assert_eq!(ident("dX", &mut taken).to_string(), "d_x");
+        assert_eq!(ident("A", &mut taken).to_string(), "a");
         let mut types = HashSet::new();
         assert_eq!(
             type_ident("saxpy", "Kernel", &mut types).to_string(),

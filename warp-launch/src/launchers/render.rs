@@ -164,17 +164,44 @@ enum Method {
     Tiled,
     TiledOn,
     TiledAdjoint,
+    /// The `unsafe` launches of a kernel whose accesses cannot be checked.
+    Unchecked,
+    TiledUnchecked,
+    AdjointUnchecked,
+    TiledAdjointUnchecked,
 }
 
 impl Method {
     fn adjoint(self) -> bool {
-        matches!(self, Method::Adjoint | Method::TiledAdjoint)
+        matches!(
+            self,
+            Method::Adjoint
+                | Method::TiledAdjoint
+                | Method::AdjointUnchecked
+                | Method::TiledAdjointUnchecked
+        )
     }
     fn on_stream(self) -> bool {
         matches!(self, Method::LaunchOn | Method::TiledOn)
     }
     fn tiled(self) -> bool {
-        matches!(self, Method::Tiled | Method::TiledOn | Method::TiledAdjoint)
+        matches!(
+            self,
+            Method::Tiled
+                | Method::TiledOn
+                | Method::TiledAdjoint
+                | Method::TiledUnchecked
+                | Method::TiledAdjointUnchecked
+        )
+    }
+    fn unchecked(self) -> bool {
+        matches!(
+            self,
+            Method::Unchecked
+                | Method::TiledUnchecked
+                | Method::AdjointUnchecked
+                | Method::TiledAdjointUnchecked
+        )
     }
 }
 
@@ -187,6 +214,10 @@ fn method(k: &KernelModel, m: Method, model: &Model) -> TokenStream {
         Method::Tiled => "launch_tiled",
         Method::TiledOn => "launch_tiled_on",
         Method::TiledAdjoint => "launch_tiled_adjoint",
+        Method::Unchecked => "launch_unchecked",
+        Method::TiledUnchecked => "launch_tiled_unchecked",
+        Method::AdjointUnchecked => "launch_adjoint_unchecked",
+        Method::TiledAdjointUnchecked => "launch_tiled_adjoint_unchecked",
     };
     let fn_name = format_ident!("{name}");
     let generics: Vec<&proc_macro2::Ident> = k
@@ -230,11 +261,15 @@ fn method(k: &KernelModel, m: Method, model: &Model) -> TokenStream {
     };
     let stream_param = if m.on_stream() {
         quote!(stream: &::warp_launch::Stream,)
+    } else if m.unchecked() {
+        quote!(stream: ::core::option::Option<&::warp_launch::Stream>,)
     } else {
         quote!()
     };
     let stream = if m.on_stream() {
         quote!(::core::option::Option::Some(stream))
+    } else if m.unchecked() {
+        quote!(stream)
     } else {
         quote!(::core::option::Option::None)
     };
@@ -243,6 +278,18 @@ fn method(k: &KernelModel, m: Method, model: &Model) -> TokenStream {
             quote!(::warp_launch::Result<::warp_launch::Launch>),
             quote!(self.0.record_args(#pass, dim, &[#(#pass_args),*])),
         ),
+        _ if m.unchecked() => {
+            let f = if m.tiled() {
+                quote!(launch_tiled_args_unchecked)
+            } else {
+                quote!(launch_args_unchecked)
+            };
+            (
+                quote!(::warp_launch::Result<()>),
+                // render() writes the block's SAFETY comment (quote! keeps none).
+                quote!(unsafe { self.0.#f(#pass, dim, #stream, &[#(#pass_args),*]) }),
+            )
+        }
         _ if m.tiled() => (
             quote!(::warp_launch::Result<()>),
             quote!(self.0.launch_tiled_args(#pass, dim, #stream, &[#(#pass_args),*])),
@@ -253,16 +300,23 @@ fn method(k: &KernelModel, m: Method, model: &Model) -> TokenStream {
         ),
     };
     let doc = docs(&method_doc(k, m, model));
-    let many = k.params.len() * if m.adjoint() { 2 } else { 1 } + 1 + usize::from(m.on_stream());
+    let many = k.params.len() * if m.adjoint() { 2 } else { 1 }
+        + 1
+        + usize::from(m.on_stream() || m.unchecked());
     let allow = if many > 6 {
         quote!(#[allow(clippy::too_many_arguments)])
+    } else {
+        quote!()
+    };
+    let unsafety = if m.unchecked() {
+        quote!(unsafe)
     } else {
         quote!()
     };
     quote! {
         #doc
         #allow
-        pub fn #fn_name #generics(
+        pub #unsafety fn #fn_name #generics(
             &self,
             #stream_param
             dim: impl ::core::convert::Into<::warp_launch::Dim>,
@@ -313,7 +367,36 @@ fn method_doc(k: &KernelModel, m: Method, model: &Model) -> Vec<String> {
             "The backward kernel of `{key}`, launched tiled as `launch_tiled` launches the forward one: the forward arguments, then one adjoint per parameter ({}).",
             adj.join(", ")
         )],
+        Method::Unchecked => vec![format!(
+            "Launches `{key}` over `dim` on `stream` (`None`: the default stream of the arrays' device) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`."
+        )],
+        Method::TiledUnchecked => vec![format!(
+            "`launch_tiled` without the kernel's access rules, on `stream` (`None`: the default stream of the arrays' device); see `launch_unchecked`."
+        )],
+        Method::AdjointUnchecked => vec![format!(
+            "The backward kernel of `{key}` over `dim` on `stream` (`None`: the default stream of the arrays' device) without its access rules: the forward arguments, then one adjoint per parameter ({}).",
+            adj.join(", ")
+        )],
+        Method::TiledAdjointUnchecked => vec![format!(
+            "The backward kernel of `{key}`, launched tiled, on `stream` (`None`: the default stream of the arrays' device) without its access rules: the forward arguments, then one adjoint per parameter ({}).",
+            adj.join(", ")
+        )],
     };
+    if m.unchecked() {
+        d.push(String::new());
+        d.push("Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.".into());
+        d.push(String::new());
+        d.push("# Safety".into());
+        d.push(String::new());
+        d.push(format!(
+            "The caller promises what `LaunchBuilder::unchecked` asks: `{key}`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = \"debug\"` turns a broken promise into a device assert instead of silent corruption."
+        ));
+        d.push(String::new());
+        d.push("# Errors".into());
+        d.push(String::new());
+        d.push("Those of `Kernel::launch_args_unchecked`: arrays on different devices or not on the stream's, a stream of another context, and the driver's errors.".into());
+        return d;
+    }
     d.push(String::new());
     d.push("Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.".into());
     d.push(String::new());
@@ -397,13 +480,19 @@ fn kernel_doc(k: &KernelModel, model: &Model) -> Vec<String> {
             (ParamTy::Array { .. }, None) => ", read only".into(),
             _ => String::new(),
         };
-        d.push(format!("- `{}`: {what}{effect}", p.name));
+        let rust = p.ident.to_string();
+        let rust = rust.trim_start_matches("r#");
+        if rust == p.name {
+            d.push(format!("- `{}`: {what}{effect}", p.name));
+        } else {
+            d.push(format!("- `{}` (Rust `{rust}`): {what}{effect}", p.name));
+        }
     }
     d.push(String::new());
     match &k.unproven {
         Some(u) => {
             d.push(format!(
-                "**Safe launches of this kernel are refused** (`Error::Unproven`): at `{}`, {}. It runs only through `AotModule::kernel` and the `unsafe` `LaunchBuilder::unchecked`.",
+                "**Safe launches of this kernel are refused** (`Error::Unproven`): at `{}`, {}. It runs only through the `unsafe` `launch_unchecked`, on the caller's promise that it stays inside its arrays.",
                 u.location,
                 prose(&u.reason)
             ));
@@ -425,7 +514,7 @@ fn kernel_doc(k: &KernelModel, model: &Model) -> Vec<String> {
     if let Some(u) = &k.unproven_backward {
         d.push(String::new());
         d.push(format!(
-            "**Safe launches of its backward kernel are refused** (`Error::Unproven`): at `{}`, {}.",
+            "**Safe launches of its backward kernel are refused** (`Error::Unproven`): at `{}`, {}. It runs through the `unsafe` `launch_adjoint_unchecked`.",
             u.location,
             prose(&u.reason)
         ));
@@ -474,6 +563,22 @@ fn kernel_item(k: &KernelModel, model: &Model) -> TokenStream {
         methods.push(method(k, Method::TiledOn, model));
         if k.has_backward {
             methods.push(method(k, Method::TiledAdjoint, model));
+        }
+    }
+    // Kernels whose accesses no launch can check get `unsafe` launches
+    // that skip the access rules (the caller's promise instead).
+    let backward_unproven =
+        k.has_backward && (k.unproven.is_some() || k.unproven_backward.is_some());
+    if k.unproven.is_some() {
+        methods.push(method(k, Method::Unchecked, model));
+        if k.tiled {
+            methods.push(method(k, Method::TiledUnchecked, model));
+        }
+    }
+    if backward_unproven {
+        methods.push(method(k, Method::AdjointUnchecked, model));
+        if k.tiled {
+            methods.push(method(k, Method::TiledAdjointUnchecked, model));
         }
     }
     let new_doc = docs(&[
@@ -662,6 +767,12 @@ fn module_item(model: &Model) -> TokenStream {
         let t = &k.ident;
         quote!(#f: #t::new(module)?)
     });
+    // A module with no launchable kernel takes nothing from `module`.
+    let unused = if model.kernels.is_empty() {
+        quote!(let _ = module;)
+    } else {
+        quote!()
+    };
     quote! {
         #doc
         #[derive(::core::clone::Clone, ::core::fmt::Debug)]
@@ -680,6 +791,7 @@ fn module_item(model: &Model) -> TokenStream {
             /// The first error of a kernel's `new`: a kernel missing from the
             /// module, or one whose parameters differ from its launcher's.
             pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
+                #unused
                 ::core::result::Result::Ok(Self {
                     #(#inits),*
                 })
@@ -738,6 +850,16 @@ pub(super) fn render(model: &Model, banner: &[String]) -> Result<String, String>
             && let Some(s) = model.structs.iter().find(|s| s.ident == name)
         {
             out.push_str(&safety_comment(s));
+            out.push('\n');
+        }
+        // The one kind of unsafe block the launchers have: an unchecked
+        // launch inside an `unsafe fn` whose `# Safety` is its promise.
+        if line.trim() == "unsafe {" {
+            let indent = &line[..line.len() - line.trim_start().len()];
+            out.push_str(indent);
+            out.push_str(
+                "// SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.",
+            );
             out.push('\n');
         }
         out.push_str(line);

@@ -340,7 +340,7 @@ impl ComputeEmEnergy {
 /// - `y_index`: `int32` (`i32`)
 /// - `e_x_plane`: array of `float32`, 2-D (`&TypedArray<f32, 2>`), **written** (`wp::array_store`, `wp_example_fdtd_3d.cu:1122`)
 ///
-/// **Safe launches of this kernel are refused** (`Error::Unproven`): at `wp_example_fdtd_3d.cu:1119`, `var_2=wp::address(var_e_x,var_0,var_y_index,var_1);` indexes 'e_x': the index `var_y_index` is computed (from data or arithmetic), not a thread coordinate or a constant. It runs only through `AotModule::kernel` and the `unsafe` `LaunchBuilder::unchecked`.
+/// **Safe launches of this kernel are refused** (`Error::Unproven`): at `wp_example_fdtd_3d.cu:1119`, `var_2=wp::address(var_e_x,var_0,var_y_index,var_1);` indexes 'e_x': the index `var_y_index` is computed (from data or arithmetic), not a thread coordinate or a constant. It runs only through the `unsafe` `launch_unchecked`, on the caller's promise that it stays inside its arrays.
 ///
 /// The module has no backward kernel for it (`enable_backward=False`).
 #[derive(::core::clone::Clone, ::core::fmt::Debug)]
@@ -466,6 +466,41 @@ impl ExtractEXCenterPlane {
                     ::warp_launch::TypedArg::Array(e_x_plane.as_array()),
                 ],
             )
+    }
+    /// Launches `extract_e_x_center_plane` over `dim` on `stream` (`None`: the default stream of the arrays' device) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
+    ///
+    /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
+    ///
+    /// # Safety
+    ///
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `extract_e_x_center_plane`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args_unchecked`: arrays on different devices or not on the stream's, a stream of another context, and the driver's errors.
+    pub unsafe fn launch_unchecked(
+        &self,
+        stream: ::core::option::Option<&::warp_launch::Stream>,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        e_x: &::warp_launch::TypedArray<f32, 3>,
+        y_index: i32,
+        e_x_plane: &::warp_launch::TypedArray<f32, 2>,
+    ) -> ::warp_launch::Result<()> {
+        let y_index = y_index.to_le_bytes();
+        // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
+        unsafe {
+            self.0
+                .launch_args_unchecked(
+                    ::warp_launch::Pass::Forward,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(e_x.as_array()),
+                        ::warp_launch::TypedArg::Value(&y_index),
+                        ::warp_launch::TypedArg::Array(e_x_plane.as_array()),
+                    ],
+                )
+        }
     }
 }
 /// Typed launcher of the Warp kernel `increment_timestep` (module `example_fdtd_3d`).
@@ -594,7 +629,7 @@ impl IncrementTimestep {
 /// - `e_y`: array of `float32`, 3-D (`&TypedArray<f32, 3>`), **written** (`wp::array_store`, `wp_example_fdtd_3d.cu:730`)
 /// - `e_z`: array of `float32`, 3-D (`&TypedArray<f32, 3>`), **written** (`wp::array_store`, `wp_example_fdtd_3d.cu:780`)
 ///
-/// **Safe launches of this kernel are refused** (`Error::Unproven`): at `wp_example_fdtd_3d.cu:640`, `var_46=wp::address(var_h_z,var_0,var_45,var_2);` indexes 'h_z': the index `var_45` is computed (from data or arithmetic), not a thread coordinate or a constant. It runs only through `AotModule::kernel` and the `unsafe` `LaunchBuilder::unchecked`.
+/// **Safe launches of this kernel are refused** (`Error::Unproven`): at `wp_example_fdtd_3d.cu:640`, `var_46=wp::address(var_h_z,var_0,var_45,var_2);` indexes 'h_z': the index `var_45` is computed (from data or arithmetic), not a thread coordinate or a constant. It runs only through the `unsafe` `launch_unchecked`, on the caller's promise that it stays inside its arrays.
 ///
 /// The module has no backward kernel for it (`enable_backward=False`).
 #[derive(::core::clone::Clone, ::core::fmt::Debug)]
@@ -802,6 +837,53 @@ impl UpdateE {
                 ],
             )
     }
+    /// Launches `update_e` over `dim` on `stream` (`None`: the default stream of the arrays' device) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
+    ///
+    /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
+    ///
+    /// # Safety
+    ///
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `update_e`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args_unchecked`: arrays on different devices or not on the stream's, a stream of another context, and the driver's errors.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn launch_unchecked(
+        &self,
+        stream: ::core::option::Option<&::warp_launch::Stream>,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        h_x: &::warp_launch::TypedArray<f32, 3>,
+        h_y: &::warp_launch::TypedArray<f32, 3>,
+        h_z: &::warp_launch::TypedArray<f32, 3>,
+        gamma_integer: &::warp_launch::TypedArray<f32, 1>,
+        gamma_half_offset: &::warp_launch::TypedArray<f32, 1>,
+        timestep_counter: &::warp_launch::TypedArray<i32, 1>,
+        e_x: &::warp_launch::TypedArray<f32, 3>,
+        e_y: &::warp_launch::TypedArray<f32, 3>,
+        e_z: &::warp_launch::TypedArray<f32, 3>,
+    ) -> ::warp_launch::Result<()> {
+        // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
+        unsafe {
+            self.0
+                .launch_args_unchecked(
+                    ::warp_launch::Pass::Forward,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(h_x.as_array()),
+                        ::warp_launch::TypedArg::Array(h_y.as_array()),
+                        ::warp_launch::TypedArg::Array(h_z.as_array()),
+                        ::warp_launch::TypedArg::Array(gamma_integer.as_array()),
+                        ::warp_launch::TypedArg::Array(gamma_half_offset.as_array()),
+                        ::warp_launch::TypedArg::Array(timestep_counter.as_array()),
+                        ::warp_launch::TypedArg::Array(e_x.as_array()),
+                        ::warp_launch::TypedArg::Array(e_y.as_array()),
+                        ::warp_launch::TypedArg::Array(e_z.as_array()),
+                    ],
+                )
+        }
+    }
 }
 /// Typed launcher of the Warp kernel `update_h` (module `example_fdtd_3d`).
 ///
@@ -821,7 +903,7 @@ impl UpdateE {
 /// - `h_y`: array of `float32`, 3-D (`&TypedArray<f32, 3>`), **written** (`wp::array_store`, `wp_example_fdtd_3d.cu:1043`)
 /// - `h_z`: array of `float32`, 3-D (`&TypedArray<f32, 3>`), **written** (`wp::array_store`, `wp_example_fdtd_3d.cu:1084`)
 ///
-/// **Safe launches of this kernel are refused** (`Error::Unproven`): at `wp_example_fdtd_3d.cu:983`, `var_24=wp::address(var_e_z,var_0,var_23,var_2);` indexes 'e_z': the index `var_23` is computed (from data or arithmetic), not a thread coordinate or a constant. It runs only through `AotModule::kernel` and the `unsafe` `LaunchBuilder::unchecked`.
+/// **Safe launches of this kernel are refused** (`Error::Unproven`): at `wp_example_fdtd_3d.cu:983`, `var_24=wp::address(var_e_z,var_0,var_23,var_2);` indexes 'e_z': the index `var_23` is computed (from data or arithmetic), not a thread coordinate or a constant. It runs only through the `unsafe` `launch_unchecked`, on the caller's promise that it stays inside its arrays.
 ///
 /// The module has no backward kernel for it (`enable_backward=False`).
 #[derive(::core::clone::Clone, ::core::fmt::Debug)]
@@ -1015,5 +1097,50 @@ impl UpdateH {
                     ::warp_launch::TypedArg::Array(h_z.as_array()),
                 ],
             )
+    }
+    /// Launches `update_h` over `dim` on `stream` (`None`: the default stream of the arrays' device) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
+    ///
+    /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
+    ///
+    /// # Safety
+    ///
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `update_h`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args_unchecked`: arrays on different devices or not on the stream's, a stream of another context, and the driver's errors.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn launch_unchecked(
+        &self,
+        stream: ::core::option::Option<&::warp_launch::Stream>,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        e_x: &::warp_launch::TypedArray<f32, 3>,
+        e_y: &::warp_launch::TypedArray<f32, 3>,
+        e_z: &::warp_launch::TypedArray<f32, 3>,
+        gamma_integer: &::warp_launch::TypedArray<f32, 1>,
+        gamma_half_offset: &::warp_launch::TypedArray<f32, 1>,
+        h_x: &::warp_launch::TypedArray<f32, 3>,
+        h_y: &::warp_launch::TypedArray<f32, 3>,
+        h_z: &::warp_launch::TypedArray<f32, 3>,
+    ) -> ::warp_launch::Result<()> {
+        // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
+        unsafe {
+            self.0
+                .launch_args_unchecked(
+                    ::warp_launch::Pass::Forward,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(e_x.as_array()),
+                        ::warp_launch::TypedArg::Array(e_y.as_array()),
+                        ::warp_launch::TypedArg::Array(e_z.as_array()),
+                        ::warp_launch::TypedArg::Array(gamma_integer.as_array()),
+                        ::warp_launch::TypedArg::Array(gamma_half_offset.as_array()),
+                        ::warp_launch::TypedArg::Array(h_x.as_array()),
+                        ::warp_launch::TypedArg::Array(h_y.as_array()),
+                        ::warp_launch::TypedArg::Array(h_z.as_array()),
+                    ],
+                )
+        }
     }
 }

@@ -54,7 +54,7 @@ impl ExampleFluid {
 /// - `rho1`: array of `float32`, 2-D (`&TypedArray<f32, 2>`), **written** (`wp::array_store`, `wp_example_fluid.cu:962`)
 /// - `dt`: `float32` (`f32`)
 ///
-/// **Safe launches of this kernel are refused** (`Error::Unproven`): at `wp_example_fluid.cu:956`, `var_14=sample_vel_0(var_u0,var_11,var_13);` uses array 'u0' in a way a launch cannot check (a view, a copy, a call of another function, or a field other than shape). It runs only through `AotModule::kernel` and the `unsafe` `LaunchBuilder::unchecked`.
+/// **Safe launches of this kernel are refused** (`Error::Unproven`): at `wp_example_fluid.cu:956`, `var_14=sample_vel_0(var_u0,var_11,var_13);` uses array 'u0' in a way a launch cannot check (a view, a copy, a call of another function, or a field other than shape). It runs only through the `unsafe` `launch_unchecked`, on the caller's promise that it stays inside its arrays.
 #[derive(::core::clone::Clone, ::core::fmt::Debug)]
 pub struct Advect(::warp_launch::Kernel);
 impl Advect {
@@ -249,6 +249,97 @@ impl Advect {
                 ],
             )
     }
+    /// Launches `advect` over `dim` on `stream` (`None`: the default stream of the arrays' device) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
+    ///
+    /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
+    ///
+    /// # Safety
+    ///
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `advect`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args_unchecked`: arrays on different devices or not on the stream's, a stream of another context, and the driver's errors.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn launch_unchecked(
+        &self,
+        stream: ::core::option::Option<&::warp_launch::Stream>,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        u0: &::warp_launch::TypedArray<[f32; 2], 2>,
+        u1: &::warp_launch::TypedArray<[f32; 2], 2>,
+        rho0: &::warp_launch::TypedArray<f32, 2>,
+        rho1: &::warp_launch::TypedArray<f32, 2>,
+        dt: f32,
+    ) -> ::warp_launch::Result<()> {
+        let dt = dt.to_le_bytes();
+        // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
+        unsafe {
+            self.0
+                .launch_args_unchecked(
+                    ::warp_launch::Pass::Forward,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(u0.as_array()),
+                        ::warp_launch::TypedArg::Array(u1.as_array()),
+                        ::warp_launch::TypedArg::Array(rho0.as_array()),
+                        ::warp_launch::TypedArg::Array(rho1.as_array()),
+                        ::warp_launch::TypedArg::Value(&dt),
+                    ],
+                )
+        }
+    }
+    /// The backward kernel of `advect` over `dim` on `stream` (`None`: the default stream of the arrays' device) without its access rules: the forward arguments, then one adjoint per parameter (`adj_u0`, `adj_u1`, `adj_rho0`, `adj_rho1`, `adj_dt`).
+    ///
+    /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
+    ///
+    /// # Safety
+    ///
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `advect`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args_unchecked`: arrays on different devices or not on the stream's, a stream of another context, and the driver's errors.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn launch_adjoint_unchecked(
+        &self,
+        stream: ::core::option::Option<&::warp_launch::Stream>,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        u0: &::warp_launch::TypedArray<[f32; 2], 2>,
+        u1: &::warp_launch::TypedArray<[f32; 2], 2>,
+        rho0: &::warp_launch::TypedArray<f32, 2>,
+        rho1: &::warp_launch::TypedArray<f32, 2>,
+        dt: f32,
+        adj_u0: &::warp_launch::TypedArray<[f32; 2], 2>,
+        adj_u1: &::warp_launch::TypedArray<[f32; 2], 2>,
+        adj_rho0: &::warp_launch::TypedArray<f32, 2>,
+        adj_rho1: &::warp_launch::TypedArray<f32, 2>,
+        adj_dt: f32,
+    ) -> ::warp_launch::Result<()> {
+        let dt = dt.to_le_bytes();
+        let adj_dt = adj_dt.to_le_bytes();
+        // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
+        unsafe {
+            self.0
+                .launch_args_unchecked(
+                    ::warp_launch::Pass::Adjoint,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(u0.as_array()),
+                        ::warp_launch::TypedArg::Array(u1.as_array()),
+                        ::warp_launch::TypedArg::Array(rho0.as_array()),
+                        ::warp_launch::TypedArg::Array(rho1.as_array()),
+                        ::warp_launch::TypedArg::Value(&dt),
+                        ::warp_launch::TypedArg::Array(adj_u0.as_array()),
+                        ::warp_launch::TypedArg::Array(adj_u1.as_array()),
+                        ::warp_launch::TypedArg::Array(adj_rho0.as_array()),
+                        ::warp_launch::TypedArg::Array(adj_rho1.as_array()),
+                        ::warp_launch::TypedArg::Value(&adj_dt),
+                    ],
+                )
+        }
+    }
 }
 /// Typed launcher of the Warp kernel `divergence` (module `example_fluid`).
 ///
@@ -262,7 +353,7 @@ impl Advect {
 /// - `u`: array of `vec2f`, 2-D (`&TypedArray<[f32; 2], 2>`), read only
 /// - `div`: array of `float32`, 2-D (`&TypedArray<f32, 2>`), **written** (`wp::array_store`, `wp_example_fluid.cu:1827`)
 ///
-/// **Safe launches of this kernel are refused** (`Error::Unproven`): at `wp_example_fluid.cu:1807`, `var_12=wp::address(var_u,var_11,var_1);` indexes 'u': the index `var_11` is computed (from data or arithmetic), not a thread coordinate or a constant. It runs only through `AotModule::kernel` and the `unsafe` `LaunchBuilder::unchecked`.
+/// **Safe launches of this kernel are refused** (`Error::Unproven`): at `wp_example_fluid.cu:1807`, `var_12=wp::address(var_u,var_11,var_1);` indexes 'u': the index `var_11` is computed (from data or arithmetic), not a thread coordinate or a constant. It runs only through the `unsafe` `launch_unchecked`, on the caller's promise that it stays inside its arrays.
 #[derive(::core::clone::Clone, ::core::fmt::Debug)]
 pub struct Divergence(::warp_launch::Kernel);
 impl Divergence {
@@ -401,6 +492,74 @@ impl Divergence {
                     ::warp_launch::TypedArg::Array(adj_div.as_array()),
                 ],
             )
+    }
+    /// Launches `divergence` over `dim` on `stream` (`None`: the default stream of the arrays' device) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
+    ///
+    /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
+    ///
+    /// # Safety
+    ///
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `divergence`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args_unchecked`: arrays on different devices or not on the stream's, a stream of another context, and the driver's errors.
+    pub unsafe fn launch_unchecked(
+        &self,
+        stream: ::core::option::Option<&::warp_launch::Stream>,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        u: &::warp_launch::TypedArray<[f32; 2], 2>,
+        div: &::warp_launch::TypedArray<f32, 2>,
+    ) -> ::warp_launch::Result<()> {
+        // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
+        unsafe {
+            self.0
+                .launch_args_unchecked(
+                    ::warp_launch::Pass::Forward,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(u.as_array()),
+                        ::warp_launch::TypedArg::Array(div.as_array()),
+                    ],
+                )
+        }
+    }
+    /// The backward kernel of `divergence` over `dim` on `stream` (`None`: the default stream of the arrays' device) without its access rules: the forward arguments, then one adjoint per parameter (`adj_u`, `adj_div`).
+    ///
+    /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
+    ///
+    /// # Safety
+    ///
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `divergence`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args_unchecked`: arrays on different devices or not on the stream's, a stream of another context, and the driver's errors.
+    pub unsafe fn launch_adjoint_unchecked(
+        &self,
+        stream: ::core::option::Option<&::warp_launch::Stream>,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        u: &::warp_launch::TypedArray<[f32; 2], 2>,
+        div: &::warp_launch::TypedArray<f32, 2>,
+        adj_u: &::warp_launch::TypedArray<[f32; 2], 2>,
+        adj_div: &::warp_launch::TypedArray<f32, 2>,
+    ) -> ::warp_launch::Result<()> {
+        // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
+        unsafe {
+            self.0
+                .launch_args_unchecked(
+                    ::warp_launch::Pass::Adjoint,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(u.as_array()),
+                        ::warp_launch::TypedArg::Array(div.as_array()),
+                        ::warp_launch::TypedArg::Array(adj_u.as_array()),
+                        ::warp_launch::TypedArg::Array(adj_div.as_array()),
+                    ],
+                )
+        }
     }
 }
 /// Typed launcher of the Warp kernel `init` (module `example_fluid`).
@@ -780,7 +939,7 @@ impl Integrate {
 /// - `p`: array of `float32`, 2-D (`&TypedArray<f32, 2>`), read only
 /// - `u`: array of `vec2f`, 2-D (`&TypedArray<[f32; 2], 2>`), **written** (`wp::array_store`, `wp_example_fluid.cu:1196`)
 ///
-/// **Safe launches of this kernel are refused** (`Error::Unproven`): at `wp_example_fluid.cu:1177`, `var_18=wp::address(var_p,var_17,var_1);` indexes 'p': the index `var_17` is computed (from data or arithmetic), not a thread coordinate or a constant. It runs only through `AotModule::kernel` and the `unsafe` `LaunchBuilder::unchecked`.
+/// **Safe launches of this kernel are refused** (`Error::Unproven`): at `wp_example_fluid.cu:1177`, `var_18=wp::address(var_p,var_17,var_1);` indexes 'p': the index `var_17` is computed (from data or arithmetic), not a thread coordinate or a constant. It runs only through the `unsafe` `launch_unchecked`, on the caller's promise that it stays inside its arrays.
 #[derive(::core::clone::Clone, ::core::fmt::Debug)]
 pub struct PressureApply(::warp_launch::Kernel);
 impl PressureApply {
@@ -920,6 +1079,74 @@ impl PressureApply {
                 ],
             )
     }
+    /// Launches `pressure_apply` over `dim` on `stream` (`None`: the default stream of the arrays' device) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
+    ///
+    /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
+    ///
+    /// # Safety
+    ///
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `pressure_apply`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args_unchecked`: arrays on different devices or not on the stream's, a stream of another context, and the driver's errors.
+    pub unsafe fn launch_unchecked(
+        &self,
+        stream: ::core::option::Option<&::warp_launch::Stream>,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        p: &::warp_launch::TypedArray<f32, 2>,
+        u: &::warp_launch::TypedArray<[f32; 2], 2>,
+    ) -> ::warp_launch::Result<()> {
+        // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
+        unsafe {
+            self.0
+                .launch_args_unchecked(
+                    ::warp_launch::Pass::Forward,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(p.as_array()),
+                        ::warp_launch::TypedArg::Array(u.as_array()),
+                    ],
+                )
+        }
+    }
+    /// The backward kernel of `pressure_apply` over `dim` on `stream` (`None`: the default stream of the arrays' device) without its access rules: the forward arguments, then one adjoint per parameter (`adj_p`, `adj_u`).
+    ///
+    /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
+    ///
+    /// # Safety
+    ///
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `pressure_apply`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args_unchecked`: arrays on different devices or not on the stream's, a stream of another context, and the driver's errors.
+    pub unsafe fn launch_adjoint_unchecked(
+        &self,
+        stream: ::core::option::Option<&::warp_launch::Stream>,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        p: &::warp_launch::TypedArray<f32, 2>,
+        u: &::warp_launch::TypedArray<[f32; 2], 2>,
+        adj_p: &::warp_launch::TypedArray<f32, 2>,
+        adj_u: &::warp_launch::TypedArray<[f32; 2], 2>,
+    ) -> ::warp_launch::Result<()> {
+        // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
+        unsafe {
+            self.0
+                .launch_args_unchecked(
+                    ::warp_launch::Pass::Adjoint,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(p.as_array()),
+                        ::warp_launch::TypedArg::Array(u.as_array()),
+                        ::warp_launch::TypedArg::Array(adj_p.as_array()),
+                        ::warp_launch::TypedArg::Array(adj_u.as_array()),
+                    ],
+                )
+        }
+    }
 }
 /// Typed launcher of the Warp kernel `pressure_solve` (module `example_fluid`).
 ///
@@ -934,7 +1161,7 @@ impl PressureApply {
 /// - `p1`: array of `float32`, 2-D (`&TypedArray<f32, 2>`), **written** (`wp::array_store`, `wp_example_fluid.cu:768`)
 /// - `div`: array of `float32`, 2-D (`&TypedArray<f32, 2>`), read only
 ///
-/// **Safe launches of this kernel are refused** (`Error::Unproven`): at `wp_example_fluid.cu:749`, `var_4=lookup_float_0(var_p0,var_3,var_1);` uses array 'p0' in a way a launch cannot check (a view, a copy, a call of another function, or a field other than shape). It runs only through `AotModule::kernel` and the `unsafe` `LaunchBuilder::unchecked`.
+/// **Safe launches of this kernel are refused** (`Error::Unproven`): at `wp_example_fluid.cu:749`, `var_4=lookup_float_0(var_p0,var_3,var_1);` uses array 'p0' in a way a launch cannot check (a view, a copy, a call of another function, or a field other than shape). It runs only through the `unsafe` `launch_unchecked`, on the caller's promise that it stays inside its arrays.
 #[derive(::core::clone::Clone, ::core::fmt::Debug)]
 pub struct PressureSolve(::warp_launch::Kernel);
 impl PressureSolve {
@@ -1091,5 +1318,80 @@ impl PressureSolve {
                     ::warp_launch::TypedArg::Array(adj_div.as_array()),
                 ],
             )
+    }
+    /// Launches `pressure_solve` over `dim` on `stream` (`None`: the default stream of the arrays' device) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
+    ///
+    /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
+    ///
+    /// # Safety
+    ///
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `pressure_solve`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args_unchecked`: arrays on different devices or not on the stream's, a stream of another context, and the driver's errors.
+    pub unsafe fn launch_unchecked(
+        &self,
+        stream: ::core::option::Option<&::warp_launch::Stream>,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        p0: &::warp_launch::TypedArray<f32, 2>,
+        p1: &::warp_launch::TypedArray<f32, 2>,
+        div: &::warp_launch::TypedArray<f32, 2>,
+    ) -> ::warp_launch::Result<()> {
+        // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
+        unsafe {
+            self.0
+                .launch_args_unchecked(
+                    ::warp_launch::Pass::Forward,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(p0.as_array()),
+                        ::warp_launch::TypedArg::Array(p1.as_array()),
+                        ::warp_launch::TypedArg::Array(div.as_array()),
+                    ],
+                )
+        }
+    }
+    /// The backward kernel of `pressure_solve` over `dim` on `stream` (`None`: the default stream of the arrays' device) without its access rules: the forward arguments, then one adjoint per parameter (`adj_p0`, `adj_p1`, `adj_div`).
+    ///
+    /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
+    ///
+    /// # Safety
+    ///
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `pressure_solve`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args_unchecked`: arrays on different devices or not on the stream's, a stream of another context, and the driver's errors.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn launch_adjoint_unchecked(
+        &self,
+        stream: ::core::option::Option<&::warp_launch::Stream>,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        p0: &::warp_launch::TypedArray<f32, 2>,
+        p1: &::warp_launch::TypedArray<f32, 2>,
+        div: &::warp_launch::TypedArray<f32, 2>,
+        adj_p0: &::warp_launch::TypedArray<f32, 2>,
+        adj_p1: &::warp_launch::TypedArray<f32, 2>,
+        adj_div: &::warp_launch::TypedArray<f32, 2>,
+    ) -> ::warp_launch::Result<()> {
+        // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
+        unsafe {
+            self.0
+                .launch_args_unchecked(
+                    ::warp_launch::Pass::Adjoint,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(p0.as_array()),
+                        ::warp_launch::TypedArg::Array(p1.as_array()),
+                        ::warp_launch::TypedArg::Array(div.as_array()),
+                        ::warp_launch::TypedArg::Array(adj_p0.as_array()),
+                        ::warp_launch::TypedArg::Array(adj_p1.as_array()),
+                        ::warp_launch::TypedArg::Array(adj_div.as_array()),
+                    ],
+                )
+        }
     }
 }

@@ -495,7 +495,7 @@ impl WaveDisplace {
 /// - `k_damp`: `float32` (`f32`)
 /// - `dt`: `float32` (`f32`)
 ///
-/// **Safe launches of this kernel are refused** (`Error::Unproven`): at `wp_example_wave.cu:411`, `var_3=laplacian_0(var_hcurrent,var_1,var_2,var_width,var_height);` uses array 'hcurrent' in a way a launch cannot check (a view, a copy, a call of another function, or a field other than shape). It runs only through `AotModule::kernel` and the `unsafe` `LaunchBuilder::unchecked`.
+/// **Safe launches of this kernel are refused** (`Error::Unproven`): at `wp_example_wave.cu:411`, `var_3=laplacian_0(var_hcurrent,var_1,var_2,var_width,var_height);` uses array 'hcurrent' in a way a launch cannot check (a view, a copy, a call of another function, or a field other than shape). It runs only through the `unsafe` `launch_unchecked`, on the caller's promise that it stays inside its arrays.
 #[derive(::core::clone::Clone, ::core::fmt::Debug)]
 pub struct WaveSolve(::warp_launch::Kernel);
 impl WaveSolve {
@@ -752,5 +752,129 @@ impl WaveSolve {
                     ::warp_launch::TypedArg::Value(&adj_dt),
                 ],
             )
+    }
+    /// Launches `wave_solve` over `dim` on `stream` (`None`: the default stream of the arrays' device) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
+    ///
+    /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
+    ///
+    /// # Safety
+    ///
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `wave_solve`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args_unchecked`: arrays on different devices or not on the stream's, a stream of another context, and the driver's errors.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn launch_unchecked(
+        &self,
+        stream: ::core::option::Option<&::warp_launch::Stream>,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        hprevious: &::warp_launch::TypedArray<f32, 1>,
+        hcurrent: &::warp_launch::TypedArray<f32, 1>,
+        width: i32,
+        height: i32,
+        inv_cell: f32,
+        k_speed: f32,
+        k_damp: f32,
+        dt: f32,
+    ) -> ::warp_launch::Result<()> {
+        let width = width.to_le_bytes();
+        let height = height.to_le_bytes();
+        let inv_cell = inv_cell.to_le_bytes();
+        let k_speed = k_speed.to_le_bytes();
+        let k_damp = k_damp.to_le_bytes();
+        let dt = dt.to_le_bytes();
+        // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
+        unsafe {
+            self.0
+                .launch_args_unchecked(
+                    ::warp_launch::Pass::Forward,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(hprevious.as_array()),
+                        ::warp_launch::TypedArg::Array(hcurrent.as_array()),
+                        ::warp_launch::TypedArg::Value(&width),
+                        ::warp_launch::TypedArg::Value(&height),
+                        ::warp_launch::TypedArg::Value(&inv_cell),
+                        ::warp_launch::TypedArg::Value(&k_speed),
+                        ::warp_launch::TypedArg::Value(&k_damp),
+                        ::warp_launch::TypedArg::Value(&dt),
+                    ],
+                )
+        }
+    }
+    /// The backward kernel of `wave_solve` over `dim` on `stream` (`None`: the default stream of the arrays' device) without its access rules: the forward arguments, then one adjoint per parameter (`adj_hprevious`, `adj_hcurrent`, `adj_width`, `adj_height`, `adj_inv_cell`, `adj_k_speed`, `adj_k_damp`, `adj_dt`).
+    ///
+    /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
+    ///
+    /// # Safety
+    ///
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `wave_solve`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args_unchecked`: arrays on different devices or not on the stream's, a stream of another context, and the driver's errors.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn launch_adjoint_unchecked(
+        &self,
+        stream: ::core::option::Option<&::warp_launch::Stream>,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        hprevious: &::warp_launch::TypedArray<f32, 1>,
+        hcurrent: &::warp_launch::TypedArray<f32, 1>,
+        width: i32,
+        height: i32,
+        inv_cell: f32,
+        k_speed: f32,
+        k_damp: f32,
+        dt: f32,
+        adj_hprevious: &::warp_launch::TypedArray<f32, 1>,
+        adj_hcurrent: &::warp_launch::TypedArray<f32, 1>,
+        adj_width: i32,
+        adj_height: i32,
+        adj_inv_cell: f32,
+        adj_k_speed: f32,
+        adj_k_damp: f32,
+        adj_dt: f32,
+    ) -> ::warp_launch::Result<()> {
+        let width = width.to_le_bytes();
+        let height = height.to_le_bytes();
+        let inv_cell = inv_cell.to_le_bytes();
+        let k_speed = k_speed.to_le_bytes();
+        let k_damp = k_damp.to_le_bytes();
+        let dt = dt.to_le_bytes();
+        let adj_width = adj_width.to_le_bytes();
+        let adj_height = adj_height.to_le_bytes();
+        let adj_inv_cell = adj_inv_cell.to_le_bytes();
+        let adj_k_speed = adj_k_speed.to_le_bytes();
+        let adj_k_damp = adj_k_damp.to_le_bytes();
+        let adj_dt = adj_dt.to_le_bytes();
+        // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
+        unsafe {
+            self.0
+                .launch_args_unchecked(
+                    ::warp_launch::Pass::Adjoint,
+                    dim,
+                    stream,
+                    &[
+                        ::warp_launch::TypedArg::Array(hprevious.as_array()),
+                        ::warp_launch::TypedArg::Array(hcurrent.as_array()),
+                        ::warp_launch::TypedArg::Value(&width),
+                        ::warp_launch::TypedArg::Value(&height),
+                        ::warp_launch::TypedArg::Value(&inv_cell),
+                        ::warp_launch::TypedArg::Value(&k_speed),
+                        ::warp_launch::TypedArg::Value(&k_damp),
+                        ::warp_launch::TypedArg::Value(&dt),
+                        ::warp_launch::TypedArg::Array(adj_hprevious.as_array()),
+                        ::warp_launch::TypedArg::Array(adj_hcurrent.as_array()),
+                        ::warp_launch::TypedArg::Value(&adj_width),
+                        ::warp_launch::TypedArg::Value(&adj_height),
+                        ::warp_launch::TypedArg::Value(&adj_inv_cell),
+                        ::warp_launch::TypedArg::Value(&adj_k_speed),
+                        ::warp_launch::TypedArg::Value(&adj_k_damp),
+                        ::warp_launch::TypedArg::Value(&adj_dt),
+                    ],
+                )
+        }
     }
 }

@@ -397,6 +397,46 @@ fn the_launch_shape_rule_is_checked() {
         matches!(&e, Error::Unproven(u) if u.kernel == "gather"),
         "{e}"
     );
+    // Unchecked positional launches skip the access rules, and only them:
+    // the unproven kernel and a domain past `short` pass, a wrong dtype
+    // does not.
+    let unchecked = gather.typed_options(
+        Device::Cuda(0),
+        Pass::Forward,
+        AccessMode::Checked,
+        How::UNCHECKED,
+    );
+    gather
+        .check_typed_accesses(
+            &unchecked,
+            &[4],
+            &plan,
+            &[(&idx).into(), (&x).into(), (&y).into()],
+        )
+        .unwrap();
+    let u = k.typed_options(
+        Device::Cuda(0),
+        Pass::Forward,
+        AccessMode::Checked,
+        How::UNCHECKED,
+    );
+    let plan8 = k.typed_plan(&[8], &u).unwrap();
+    k.check_typed_accesses(
+        &u,
+        &[8],
+        &plan8,
+        &[TypedArg::value(&a), (&x).into(), (&short).into()],
+    )
+    .unwrap();
+    let e = k
+        .check_typed(
+            Pass::Forward,
+            Device::Cpu,
+            AccessMode::Checked,
+            &[TypedArg::value(&a), (&idx).into(), (&y).into()],
+        )
+        .unwrap_err();
+    assert!(matches!(&e, Error::Argument { .. }), "{e}");
     // Tile kernels: whole blocks only.
     let tiles = warp_kernel(TILES_CU, TILES_META, "scale_tiles", none(), None);
     let o = Options {
@@ -810,8 +850,15 @@ fn host_work_of_builder_and_positional_launches() {
         let args = black_box(&args);
         k.check_typed(Pass::Forward, Device::Cpu, thread_access_mode(), args)
             .unwrap();
-        let opts = k.typed_options(Device::Cuda(0), Pass::Forward, AccessMode::Checked, false);
-        let (e, n) = k.typed_dim(&Dim::from(black_box(N)), &opts).unwrap();
+        let opts = k.typed_options(
+            Device::Cuda(0),
+            Pass::Forward,
+            AccessMode::Checked,
+            How::PLAIN,
+        );
+        let (e, n) = k
+            .typed_dim(Dim::from(black_box(N)).as_slice(), &opts)
+            .unwrap();
         let plan = k.typed_plan(&e[..n], &opts).unwrap();
         k.check_typed_accesses(&cuda, &e[..n], &plan, args).unwrap();
         let b = &plan.bounds;
@@ -836,9 +883,16 @@ fn host_work_of_builder_and_positional_launches() {
         )
         .unwrap();
     });
-    let opts = k.typed_options(Device::Cuda(0), Pass::Forward, AccessMode::Checked, false);
+    let opts = k.typed_options(
+        Device::Cuda(0),
+        Pass::Forward,
+        AccessMode::Checked,
+        How::PLAIN,
+    );
     let t_plan = time(&mut || {
-        let (e, n) = k.typed_dim(&Dim::from(black_box(N)), &opts).unwrap();
+        let (e, n) = k
+            .typed_dim(Dim::from(black_box(N)).as_slice(), &opts)
+            .unwrap();
         black_box(k.typed_plan(&e[..n], &opts).unwrap());
     });
     let plan = k.typed_plan(&[N as i64], &opts).unwrap();
@@ -849,8 +903,28 @@ fn host_work_of_builder_and_positional_launches() {
     let t_enc = time(&mut || {
         black_box(encode::array_t(&black_box(&x).abi()));
     });
+    // What a repeated launch with the same arrays compares instead of all
+    // of the above (its values are written, its arrays are not).
+    let query = |args| crate::launch::memo::Query {
+        dim: &[N as i64],
+        how: How::PLAIN,
+        device: Device::Cuda(0),
+        mode: AccessMode::Checked,
+        ctx: 0x1000,
+        args,
+    };
+    let memo = crate::launch::memo::Memo::of(
+        &query(&args),
+        cuda_api::LaunchConfig::new((1, 1, 1), (256, 1, 1)),
+        Vec::new(),
+    )
+    .ok()
+    .unwrap();
+    let t_memo = time(&mut || {
+        assert!(memo.matches(&query(black_box(&args))));
+    });
     println!(
-        "pieces: check {t_check:.3} plan {t_plan:.3} rules {t_rules:.3} one array_t {t_enc:.3}"
+        "pieces: check {t_check:.3} plan {t_plan:.3} rules {t_rules:.3} one array_t {t_enc:.3}; a repeated launch's memo compare {t_memo:.3}"
     );
     println!(
         "host work per launch (no driver): builder build+check {t_builder:.3} us, positional checks+encode {t_typed:.3} us ({:.2}x)",
