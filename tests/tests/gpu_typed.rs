@@ -24,7 +24,7 @@ fn typed(args: &[Arg]) -> Vec<TypedArg<'_>> {
         .map(|a| match a {
             Arg::Array(a) => TypedArg::Array(a),
             Arg::Value(v) => TypedArg::Value(v.bytes()),
-            Arg::Struct(s) => TypedArg::Struct(s),
+            Arg::Struct(s) => s.into(),
             other => panic!("no positional form for {}", other.describe()),
         })
         .collect()

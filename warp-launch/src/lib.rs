@@ -155,7 +155,7 @@ pub use source::WarpFeature;
 // Launching: arguments, the builder, the reusable launch, CUDA graphs.
 pub use graph::Graph;
 pub use launch::{
-    Arg, Dim, IntoArg, IntoArgs, Launch, LaunchBuilder, MaxBlocks, StructValue, TypedArg,
+    Arg, Dim, IntoArg, IntoArgs, Launch, LaunchBuilder, MaxBlocks, StructRef, StructValue, TypedArg,
 };
 
 // The CPU device: kernels implemented in Rust.

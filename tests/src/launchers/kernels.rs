@@ -1627,14 +1627,13 @@ impl UseStruct {
         x: &::warp_launch::TypedArray<[f32; 3], 1>,
         out: &::warp_launch::TypedArray<[f32; 3], 1>,
     ) -> ::warp_launch::Result<()> {
-        let p = ::warp_launch::StructValue::of(p);
         self.0
             .launch_args(
                 ::warp_launch::Pass::Forward,
                 dim,
                 ::core::option::Option::None,
                 &[
-                    ::warp_launch::TypedArg::Struct(&p),
+                    ::warp_launch::TypedArg::of_struct(p),
                     ::warp_launch::TypedArg::Array(x.as_array()),
                     ::warp_launch::TypedArg::Array(out.as_array()),
                 ],
@@ -1655,14 +1654,13 @@ impl UseStruct {
         x: &::warp_launch::TypedArray<[f32; 3], 1>,
         out: &::warp_launch::TypedArray<[f32; 3], 1>,
     ) -> ::warp_launch::Result<()> {
-        let p = ::warp_launch::StructValue::of(p);
         self.0
             .launch_args(
                 ::warp_launch::Pass::Forward,
                 dim,
                 ::core::option::Option::Some(stream),
                 &[
-                    ::warp_launch::TypedArg::Struct(&p),
+                    ::warp_launch::TypedArg::of_struct(p),
                     ::warp_launch::TypedArg::Array(x.as_array()),
                     ::warp_launch::TypedArg::Array(out.as_array()),
                 ],
@@ -1682,13 +1680,12 @@ impl UseStruct {
         x: &::warp_launch::TypedArray<[f32; 3], 1>,
         out: &::warp_launch::TypedArray<[f32; 3], 1>,
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
-        let p = ::warp_launch::StructValue::of(p);
         self.0
             .record_args(
                 ::warp_launch::Pass::Forward,
                 dim,
                 &[
-                    ::warp_launch::TypedArg::Struct(&p),
+                    ::warp_launch::TypedArg::of_struct(p),
                     ::warp_launch::TypedArg::Array(x.as_array()),
                     ::warp_launch::TypedArg::Array(out.as_array()),
                 ],
@@ -1712,18 +1709,16 @@ impl UseStruct {
         adj_x: &::warp_launch::TypedArray<[f32; 3], 1>,
         adj_out: &::warp_launch::TypedArray<[f32; 3], 1>,
     ) -> ::warp_launch::Result<()> {
-        let p = ::warp_launch::StructValue::of(p);
-        let adj_p = ::warp_launch::StructValue::of(adj_p);
         self.0
             .launch_args(
                 ::warp_launch::Pass::Adjoint,
                 dim,
                 ::core::option::Option::None,
                 &[
-                    ::warp_launch::TypedArg::Struct(&p),
+                    ::warp_launch::TypedArg::of_struct(p),
                     ::warp_launch::TypedArg::Array(x.as_array()),
                     ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::Struct(&adj_p),
+                    ::warp_launch::TypedArg::of_struct(adj_p),
                     ::warp_launch::TypedArg::Array(adj_x.as_array()),
                     ::warp_launch::TypedArg::Array(adj_out.as_array()),
                 ],

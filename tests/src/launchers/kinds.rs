@@ -585,7 +585,6 @@ impl Mixed {
         small: i8,
         out: &::warp_launch::TypedArray<f64, 1>,
     ) -> ::warp_launch::Result<()> {
-        let o = ::warp_launch::StructValue::of(o);
         let m = m.map(|row| row.map(f64::to_le_bytes));
         let q = q.map(f32::to_le_bytes);
         let t = t.map(f32::to_le_bytes);
@@ -598,7 +597,7 @@ impl Mixed {
                 dim,
                 ::core::option::Option::None,
                 &[
-                    ::warp_launch::TypedArg::Struct(&o),
+                    ::warp_launch::TypedArg::of_struct(o),
                     ::warp_launch::TypedArg::Value(m.as_flattened().as_flattened()),
                     ::warp_launch::TypedArg::Value(q.as_flattened()),
                     ::warp_launch::TypedArg::Value(t.as_flattened()),
@@ -630,7 +629,6 @@ impl Mixed {
         small: i8,
         out: &::warp_launch::TypedArray<f64, 1>,
     ) -> ::warp_launch::Result<()> {
-        let o = ::warp_launch::StructValue::of(o);
         let m = m.map(|row| row.map(f64::to_le_bytes));
         let q = q.map(f32::to_le_bytes);
         let t = t.map(f32::to_le_bytes);
@@ -643,7 +641,7 @@ impl Mixed {
                 dim,
                 ::core::option::Option::Some(stream),
                 &[
-                    ::warp_launch::TypedArg::Struct(&o),
+                    ::warp_launch::TypedArg::of_struct(o),
                     ::warp_launch::TypedArg::Value(m.as_flattened().as_flattened()),
                     ::warp_launch::TypedArg::Value(q.as_flattened()),
                     ::warp_launch::TypedArg::Value(t.as_flattened()),
@@ -674,7 +672,6 @@ impl Mixed {
         small: i8,
         out: &::warp_launch::TypedArray<f64, 1>,
     ) -> ::warp_launch::Result<::warp_launch::Launch> {
-        let o = ::warp_launch::StructValue::of(o);
         let m = m.map(|row| row.map(f64::to_le_bytes));
         let q = q.map(f32::to_le_bytes);
         let t = t.map(f32::to_le_bytes);
@@ -686,7 +683,7 @@ impl Mixed {
                 ::warp_launch::Pass::Forward,
                 dim,
                 &[
-                    ::warp_launch::TypedArg::Struct(&o),
+                    ::warp_launch::TypedArg::of_struct(o),
                     ::warp_launch::TypedArg::Value(m.as_flattened().as_flattened()),
                     ::warp_launch::TypedArg::Value(q.as_flattened()),
                     ::warp_launch::TypedArg::Value(t.as_flattened()),
@@ -725,14 +722,12 @@ impl Mixed {
         adj_small: i8,
         adj_out: &::warp_launch::TypedArray<f64, 1>,
     ) -> ::warp_launch::Result<()> {
-        let o = ::warp_launch::StructValue::of(o);
         let m = m.map(|row| row.map(f64::to_le_bytes));
         let q = q.map(f32::to_le_bytes);
         let t = t.map(f32::to_le_bytes);
         let on = [u8::from(on)];
         let big = big.to_le_bytes();
         let small = small.to_le_bytes();
-        let adj_o = ::warp_launch::StructValue::of(adj_o);
         let adj_m = adj_m.map(|row| row.map(f64::to_le_bytes));
         let adj_q = adj_q.map(f32::to_le_bytes);
         let adj_t = adj_t.map(f32::to_le_bytes);
@@ -745,7 +740,7 @@ impl Mixed {
                 dim,
                 ::core::option::Option::None,
                 &[
-                    ::warp_launch::TypedArg::Struct(&o),
+                    ::warp_launch::TypedArg::of_struct(o),
                     ::warp_launch::TypedArg::Value(m.as_flattened().as_flattened()),
                     ::warp_launch::TypedArg::Value(q.as_flattened()),
                     ::warp_launch::TypedArg::Value(t.as_flattened()),
@@ -753,7 +748,7 @@ impl Mixed {
                     ::warp_launch::TypedArg::Value(&big),
                     ::warp_launch::TypedArg::Value(&small),
                     ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::Struct(&adj_o),
+                    ::warp_launch::TypedArg::of_struct(adj_o),
                     ::warp_launch::TypedArg::Value(adj_m.as_flattened().as_flattened()),
                     ::warp_launch::TypedArg::Value(adj_q.as_flattened()),
                     ::warp_launch::TypedArg::Value(adj_t.as_flattened()),

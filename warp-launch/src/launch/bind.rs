@@ -57,6 +57,52 @@ impl StructValue {
     pub fn bytes(&self) -> &[u8] {
         &self.bytes
     }
+
+    /// An owned copy of a borrowed struct value.
+    pub(crate) fn from_ref(r: StructRef<'_>) -> StructValue {
+        StructValue {
+            name: r.name.into(),
+            bytes: r.bytes.into(),
+        }
+    }
+}
+
+/// A borrowed `wp.struct` value, as a positional launch takes it: the
+/// struct's name and its bytes, made from a [`WarpStruct`] (no copy) or a
+/// [`StructValue`].
+#[derive(Clone, Copy, Debug)]
+pub struct StructRef<'a> {
+    name: &'a str,
+    bytes: &'a [u8],
+}
+
+impl<'a> StructRef<'a> {
+    /// The value of a Rust struct with the Warp struct's layout, borrowed.
+    pub fn of<S: WarpStruct>(value: &'a S) -> StructRef<'a> {
+        StructRef {
+            name: S::NAME,
+            bytes: crate::abi::encode::struct_bytes(value),
+        }
+    }
+
+    /// The struct's name.
+    pub fn name(&self) -> &'a str {
+        self.name
+    }
+
+    /// Its bytes.
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+}
+
+impl<'a> From<&'a StructValue> for StructRef<'a> {
+    fn from(v: &'a StructValue) -> Self {
+        StructRef {
+            name: v.name(),
+            bytes: v.bytes(),
+        }
+    }
 }
 
 /// One argument of a launch.

@@ -394,7 +394,7 @@ mod tests {
         let x = Array::zeros::<f32>("cpu", &[8])?;
         // SAFETY: the bytes are only compared, never launched.
         let s = unsafe { crate::StructValue::from_bytes("Params", &[0u8; 4]) };
-        let args = [(&x).into(), TypedArg::Struct(&s)];
+        let args = [(&x).into(), (&s).into()];
         assert!(Memo::of(&query(&[8], &args), cfg(), Vec::new()).is_err());
         Ok(())
     }

@@ -16,7 +16,7 @@ pub(crate) mod record;
 mod spare;
 mod typed;
 
-pub use bind::{Arg, IntoArg, IntoArgs, StructValue};
+pub use bind::{Arg, IntoArg, IntoArgs, StructRef, StructValue};
 pub use builder::{Dim, LaunchBuilder, MaxBlocks};
 pub use cpu::{CpuArgs, CpuArray, CpuFn, CpuIndex, Thread, cpu_fn};
 pub use domain::DimError;

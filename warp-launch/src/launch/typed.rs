@@ -20,7 +20,7 @@
 
 use cuda_api::{DynKernel, LaunchConfig, Stream};
 
-use super::bind::{self, Arg, Site, StructValue};
+use super::bind::{self, Arg, Site, StructRef, StructValue};
 use super::builder::{Dim, MaxBlocks};
 use super::domain::{self, KernelShape, Plan};
 use super::kernel::Kernel;
@@ -29,7 +29,7 @@ use super::launch::{
 };
 use super::memo::{Query, TypedBlock};
 use super::record;
-use crate::abi::{Element, Value, encode};
+use crate::abi::{Element, Value, WarpStruct, encode};
 use crate::array::{AccessMode, Array, TypedArray, thread_access_mode};
 use crate::device::Device;
 use crate::error::{Error, Result};
@@ -46,8 +46,9 @@ pub enum TypedArg<'a> {
     /// parameter's dtype size ([`TypedArg::value`] makes them from a Rust
     /// value).
     Value(&'a [u8]),
-    /// A `wp.struct` by value ([`StructValue::of`]).
-    Struct(&'a StructValue),
+    /// A `wp.struct` by value, borrowed ([`TypedArg::of_struct`], or
+    /// from a [`StructValue`]).
+    Struct(StructRef<'a>),
 }
 
 impl<'a> TypedArg<'a> {
@@ -55,6 +56,12 @@ impl<'a> TypedArg<'a> {
     /// value argument.
     pub fn value<T: Element>(v: &'a T) -> TypedArg<'a> {
         TypedArg::Value(encode::element_bytes(std::slice::from_ref(v)))
+    }
+
+    /// A Rust struct with a Warp struct's layout ([`WarpStruct`]) as a
+    /// struct argument, borrowed: nothing is copied.
+    pub fn of_struct<S: WarpStruct>(v: &'a S) -> TypedArg<'a> {
+        TypedArg::Struct(StructRef::of(v))
     }
 }
 
@@ -72,7 +79,7 @@ impl<'a, T: Element, const N: usize> From<&'a TypedArray<T, N>> for TypedArg<'a>
 
 impl<'a> From<&'a StructValue> for TypedArg<'a> {
     fn from(s: &'a StructValue) -> Self {
-        TypedArg::Struct(s)
+        TypedArg::Struct(s.into())
     }
 }
 
@@ -388,7 +395,7 @@ impl Kernel {
         };
         let owned = match arg {
             TypedArg::Array(a) => Arg::Array((*a).clone()),
-            TypedArg::Struct(s) => Arg::Struct((*s).clone()),
+            TypedArg::Struct(s) => Arg::Struct(StructValue::from_ref(*s)),
             TypedArg::Value(b) => {
                 let hint = match kind {
                     ParamKind::Value(d) => format!(
@@ -418,7 +425,7 @@ impl Kernel {
         for (i, a) in args.iter().enumerate() {
             out.push(match a {
                 TypedArg::Array(a) => Arg::Array((*a).clone()),
-                TypedArg::Struct(s) => Arg::Struct((*s).clone()),
+                TypedArg::Struct(s) => Arg::Struct(StructValue::from_ref(*s)),
                 TypedArg::Value(b) => {
                     let kind = &self.params()[i % n].kind;
                     match kind {

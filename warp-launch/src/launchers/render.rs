@@ -124,7 +124,7 @@ fn prepare(p: &Param, name: &proc_macro2::Ident) -> TokenStream {
             let enc = encoder(s);
             quote!(let #name = #name.map(|row| row.map(#enc));)
         }
-        ParamTy::Struct(_) => quote!(let #name = ::warp_launch::StructValue::of(#name);),
+        ParamTy::Struct(_) => quote!(),
         ParamTy::Array { .. } => quote!(),
     }
 }
@@ -149,7 +149,7 @@ fn typed_arg(p: &Param, name: &proc_macro2::Ident) -> TokenStream {
         ParamTy::Value(_, ValueTy::Matrix(..)) => {
             quote!(::warp_launch::TypedArg::Value(#name.as_flattened().as_flattened()))
         }
-        ParamTy::Struct(_) => quote!(::warp_launch::TypedArg::Struct(&#name)),
+        ParamTy::Struct(_) => quote!(::warp_launch::TypedArg::of_struct(#name)),
         ParamTy::Array { .. } => quote!(::warp_launch::TypedArg::Array(#name.as_array())),
     }
 }
