@@ -13,6 +13,9 @@ use sdk_tests::launchers::{kernels::Kernels, kinds, tiles::Tiles};
 use sdk_tests::warp::data_dir;
 use warp_launch::{AotModule, Device, Error, Stream, Tape, TypedArray};
 
+#[global_allocator]
+static GLOBAL: sdk_tests::alloc::CountingAlloc = sdk_tests::alloc::CountingAlloc;
+
 const DEV: Device = Device::Cuda(0);
 
 fn load(sub: &str) -> AotModule {
@@ -81,6 +84,18 @@ fn values_arrays_and_structs_reach_the_kernels_of_kernels_py() {
         .map(|q| std::array::from_fn(|c| 2.0 * q[c] + p.offset[c] * 3.0))
         .collect();
     assert_eq!(moved.to_vec().unwrap(), want, "use_struct");
+    // A struct argument is borrowed, not copied: repeated launches with a
+    // struct allocate nothing (other tests may allocate meanwhile: a launch
+    // that allocated would add at least 100).
+    let before = sdk_tests::alloc::allocations();
+    for _ in 0..100 {
+        k.use_struct.launch(n, &p, &v, &moved).unwrap();
+    }
+    let allocs = sdk_tests::alloc::allocations() - before;
+    assert!(
+        allocs < 100,
+        "{allocs} allocations in 100 launches with a struct"
+    );
 
     // transform: out = m (t v), m not symmetric (a transposed m differs).
     let m = [[1.0f32, 2.0, 0.0], [0.0, 1.0, 3.0], [4.0, 0.0, 1.0]];
