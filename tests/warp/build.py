@@ -67,11 +67,13 @@ HERE = Path(__file__).resolve().parent
 
 
 def main() -> int:
-    if len(sys.argv) != 2:
+    args = [a for a in sys.argv[1:] if a != "--cpu"]
+    cpu_only = len(args) != len(sys.argv) - 1
+    if len(args) != 1:
         print(__doc__.split("\n\n")[1], file=sys.stderr)
-        print("usage: build.py OUT_DIR", file=sys.stderr)
+        print("usage: build.py [--cpu] OUT_DIR", file=sys.stderr)
         return 2
-    out = Path(sys.argv[1]).resolve()
+    out = Path(args[0]).resolve()
     out.mkdir(parents=True, exist_ok=True)
 
     import warp as wp
@@ -79,6 +81,10 @@ def main() -> int:
     # Keep Warp's kernel cache next to the output, not in the home directory.
     wp.config.kernel_cache_dir = str(out / ".warp-cache")
     wp.config.quiet = True
+    # Warp's CPU device computes every reference for a generic x86-64 (no -march=native,
+    # whose FMA contraction would depend on the build machine): the same target the CPU
+    # code warp-build compiles with the system C++ compiler uses.
+    wp.config.cpu_compiler_flags = ""
     wp.init()
     if wp.__version__ != "1.19.0":
         print(f"build.py: expected warp-lang 1.19.0, found {wp.__version__}", file=sys.stderr)
@@ -94,6 +100,18 @@ def main() -> int:
     artifacts = wp.compile_aot_module(kernels, arch=90, module_dir=str(aot), use_ptx=False, strip_hash=True)
     names = sorted(p.name for p in aot.iterdir())
     print("compile_aot_module returned", [str(Path(p).name) for p in artifacts], "; aot/ holds", names)
+
+    if cpu_only:
+        # --cpu: what the CPU tests need, no more: kernels.py's sources (its CUDA source
+        # declares the kernels; warp-build compiles its CPU source), the cases and the tape
+        # cases computed on Warp's CPU device, and the manifest.
+        cases_dir = out / "cases"
+        if cases_dir.exists():
+            shutil.rmtree(cases_dir)
+        builder = Builder(wp, kernels, out)
+        builder.build_all()
+        write_manifest(wp, out, builder)
+        return 0
 
     # The launch-shape analysis module (warp-launch's access rules): compiled only.
     import access  # noqa: E402
@@ -115,7 +133,12 @@ def main() -> int:
     build_many(wp, out)
     build_kinds(wp, out)
     build_corpus(wp, out)
+    write_manifest(wp, out, builder)
+    return 0
 
+
+def write_manifest(wp, out: Path, builder) -> None:
+    """OUT_DIR/manifest.json: the module, its structs and kernels, and every case."""
     manifest = {
         "warp_version": wp.__version__,
         "numpy_version": np.__version__,
@@ -133,7 +156,6 @@ def main() -> int:
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=False) + "\n")
     print(f"wrote {len(builder.cases)} cases and {len(builder.tape_cases)} tape cases to {out / 'manifest.json'}")
-    return 0
 
 
 def build_multi_arch(wp, kernels, multi: Path) -> None:

@@ -1116,6 +1116,8 @@ def main() -> int:
         return 1
     wp.config.kernel_cache_dir = str(out / ".warp-cache")
     wp.config.quiet = True
+    # References on Warp's CPU device for a generic x86-64, as build.py computes them.
+    wp.config.cpu_compiler_flags = ""
     wp.init()
     if str(HERE) not in sys.path:
         sys.path.insert(0, str(HERE))
