@@ -112,6 +112,7 @@ mod images;
 mod launch;
 #[cfg(feature = "build")]
 mod launchers;
+mod native_types;
 mod signature;
 mod source;
 
@@ -124,8 +125,8 @@ pub use device::{Device, IntoDevice};
 
 // Errors.
 pub use error::{
-    AccessError, AccessRuleError, AccessRuleProblem, ArgumentError, BoundsError, Error, Result,
-    UnmodelledError, UnprovenError,
+    AccessError, AccessRuleError, AccessRuleProblem, ArgumentError, BoundsError, CpuLayoutError,
+    Error, Result, UnmodelledError, UnprovenError,
 };
 pub use launch::DimError;
 
@@ -145,6 +146,9 @@ pub use array::{
 // Kernels: their signatures, Warp modules compiled ahead of time, CUDA C declarations.
 pub use aot::{AotModule, WARP_VERSION};
 pub use images::{EmbeddedImage, EmbeddedModule};
+pub use native_types::{
+    CpuAssertFn, CpuBackwardFn, CpuForwardFn, CpuLayoutFn, EmbeddedCpu, EmbeddedCpuKernel,
+};
 pub use launch::{Kernel, KernelSpec};
 pub use signature::{
     AccessTarget, Accesses, ArrayAccess, AxisIndex, KernelParam, ParamKind, Pass, StructField,
@@ -158,8 +162,8 @@ pub use launch::{
     Arg, Dim, IntoArg, IntoArgs, Launch, LaunchBuilder, MaxBlocks, StructRef, StructValue, TypedArg,
 };
 
-// The CPU device: kernels implemented in Rust.
-pub use launch::{CpuArgs, CpuArray, CpuFn, CpuIndex, Thread, cpu_fn};
+// The CPU device: kernels implemented in Rust, or a module's compiled CPU code.
+pub use launch::{CpuArgs, CpuArray, CpuFn, CpuIndex, Thread, cpu_fn, cpu_threads, set_cpu_threads};
 
 // Automatic differentiation.
 pub use autodiff::{GradientCheck, Recording, Tape, check_gradients};
