@@ -496,8 +496,16 @@ fn bind_cpu(
         if lazy.backward.is_some() != native.has_backward() {
             log::debug!(
                 "warp-launch: {module}: kernel '{key}': the CUDA source {} a backward kernel, the CPU code {}",
-                if lazy.backward.is_some() { "has" } else { "has no" },
-                if native.has_backward() { "has one" } else { "has none" }
+                if lazy.backward.is_some() {
+                    "has"
+                } else {
+                    "has no"
+                },
+                if native.has_backward() {
+                    "has one"
+                } else {
+                    "has none"
+                }
             );
         }
         lazy.cpu = Some(CpuKernel::Native(native));

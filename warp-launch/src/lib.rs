@@ -146,10 +146,10 @@ pub use array::{
 // Kernels: their signatures, Warp modules compiled ahead of time, CUDA C declarations.
 pub use aot::{AotModule, WARP_VERSION};
 pub use images::{EmbeddedImage, EmbeddedModule};
+pub use launch::{Kernel, KernelSpec};
 pub use native_types::{
     CpuAssertFn, CpuBackwardFn, CpuForwardFn, CpuLayoutFn, EmbeddedCpu, EmbeddedCpuKernel,
 };
-pub use launch::{Kernel, KernelSpec};
 pub use signature::{
     AccessTarget, Accesses, ArrayAccess, AxisIndex, KernelParam, ParamKind, Pass, StructField,
     StructType, Unproven,
@@ -163,7 +163,9 @@ pub use launch::{
 };
 
 // The CPU device: kernels implemented in Rust, or a module's compiled CPU code.
-pub use launch::{CpuArgs, CpuArray, CpuFn, CpuIndex, Thread, cpu_fn, cpu_threads, set_cpu_threads};
+pub use launch::{
+    CpuArgs, CpuArray, CpuFn, CpuIndex, Thread, cpu_fn, cpu_threads, set_cpu_threads,
+};
 
 // Automatic differentiation.
 pub use autodiff::{GradientCheck, Recording, Tape, check_gradients};

@@ -496,9 +496,8 @@ impl CudaSlot {
         crate::device::Device::ensure_context()?;
         // SAFETY: `KernelSpec::declare_deferred`'s caller promised the
         // declared types for the functions `d` names in this library.
-        let fwd = unsafe {
-            DynKernel::declare(library.function(&d.forward)?, spec.declaration(false))
-        }?;
+        let fwd =
+            unsafe { DynKernel::declare(library.function(&d.forward)?, spec.declaration(false)) }?;
         let bwd = d.backward.as_ref().map(|b| LazyBackward {
             library: library.clone(),
             name: b.clone(),

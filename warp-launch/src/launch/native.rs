@@ -142,8 +142,7 @@ pub(crate) fn is_elementwise(kernel_dim: usize, forward: &Accesses, atomics: boo
         && list.iter().all(|a| {
             a.target == AccessTarget::Param
                 && a.indices.len() == kernel_dim
-                && a
-                    .indices
+                && a.indices
                     .iter()
                     .enumerate()
                     .all(|(k, i)| *i == AxisIndex::Thread(k))
@@ -339,7 +338,16 @@ impl NativeKernel {
                     self.run_parallel(&dim, &fwd, bounds.size, threads)
                 } else {
                     // SAFETY: see `run_chunk`.
-                    unsafe { run_chunk(self.forward, self.take_assert, &dim, &mut fwd, 0, bounds.size) }
+                    unsafe {
+                        run_chunk(
+                            self.forward,
+                            self.take_assert,
+                            &dim,
+                            &mut fwd,
+                            0,
+                            bounds.size,
+                        )
+                    }
                 }
             }
             Pass::Adjoint => {
@@ -395,7 +403,16 @@ impl NativeKernel {
             // SAFETY: see `run_chunk`; the launch (`threads_for`) found
             // that no two work items touch the same element, so chunks
             // running at once do not race.
-            unsafe { run_chunk(forward, take, dim, &mut own, first, (first + chunk).min(size)) }
+            unsafe {
+                run_chunk(
+                    forward,
+                    take,
+                    dim,
+                    &mut own,
+                    first,
+                    (first + chunk).min(size),
+                )
+            }
         };
         std::thread::scope(|s| {
             let mut spawned = Vec::with_capacity(threads);
@@ -407,7 +424,9 @@ impl NativeKernel {
                 {
                     Ok(h) => spawned.push((first, h)),
                     Err(e) => {
-                        log::debug!("warp-launch: no thread for a CPU chunk ({e}); running it on the launch's thread");
+                        log::debug!(
+                            "warp-launch: no thread for a CPU chunk ({e}); running it on the launch's thread"
+                        );
                         here.push(first);
                     }
                 }
@@ -420,10 +439,9 @@ impl NativeKernel {
                 match h.join() {
                     Ok(Some(m)) => failed.push((first, m)),
                     Ok(None) => {}
-                    Err(_) => failed.push((
-                        first,
-                        "the thread running this chunk panicked".to_string(),
-                    )),
+                    Err(_) => {
+                        failed.push((first, "the thread running this chunk panicked".to_string()))
+                    }
                 }
             }
             failed.into_iter().min_by_key(|f| f.0).map(|f| f.1)
@@ -508,4 +526,157 @@ fn disjoint(args: &[Arg]) -> bool {
                         && std::ptr::eq(a.dtype(), b.dtype()))
             })
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::signature::ParamKind;
+
+    const CU: &str = include_str!("../../tests/fixtures/wp_kernels.cu");
+    const META: &str = include_str!("../../tests/fixtures/wp_kernels.meta");
+
+    #[test]
+    fn forward_kernels_are_elementwise_only_without_atomics_and_with_identity_indices() {
+        let decls = crate::aot::declarations(CU, "wp_kernels.cu", META, "wp_kernels.meta").unwrap();
+        let mut got: Vec<(String, bool)> = decls
+            .iter()
+            .map(|d| {
+                let s = &d.spec;
+                let e = is_elementwise(s.kernel_dim(), s.accesses(Pass::Forward), d.atomics);
+                (d.key.clone(), e)
+            })
+            .collect();
+        got.sort();
+        let want: Vec<(String, bool)> = [
+            ("add2d", true),
+            // loss[0] += y[i] * y[i]: a constant index and an atomic.
+            ("chain_loss", false),
+            ("chain_sin", true),
+            // count[i] += 1 is identity-indexed, but atomic.
+            ("count_visits", false),
+            ("index4d", true),
+            ("lean_fill", true),
+            ("normalize_scale", true),
+            ("saxpy", true),
+            ("transform", true),
+            ("use_struct", true),
+        ]
+        .into_iter()
+        .map(|(k, e)| (k.to_string(), e))
+        .collect();
+        assert_eq!(got, want);
+        // The atomics come from the generated code: only those two use any.
+        let mut atomic: Vec<&str> = decls
+            .iter()
+            .filter(|d| d.atomics)
+            .map(|d| d.key.as_str())
+            .collect();
+        atomic.sort_unstable();
+        assert_eq!(atomic, ["chain_loss", "count_visits"]);
+        // Other index forms are not elementwise: a transposed 2-D access, a
+        // 1-D index of a 2-D kernel, an adjoint, an unproven kernel.
+        let rule = |indices: Vec<AxisIndex>, target| crate::signature::ArrayAccess {
+            param: "a".into(),
+            target,
+            indices,
+            null_ok: false,
+            line: 0,
+        };
+        let checked = |r| Accesses::Checked(vec![r]);
+        let (t0, t1) = (AxisIndex::Thread(0), AxisIndex::Thread(1));
+        assert!(is_elementwise(
+            2,
+            &checked(rule(vec![t0, t1], AccessTarget::Param)),
+            false
+        ));
+        assert!(!is_elementwise(
+            2,
+            &checked(rule(vec![t1, t0], AccessTarget::Param)),
+            false
+        ));
+        assert!(!is_elementwise(
+            2,
+            &checked(rule(vec![t0], AccessTarget::Param)),
+            false
+        ));
+        assert!(!is_elementwise(
+            1,
+            &checked(rule(vec![t0], AccessTarget::Adjoint)),
+            false
+        ));
+        assert!(!is_elementwise(
+            1,
+            &checked(rule(vec![AxisIndex::WorkItem], AccessTarget::Param)),
+            false
+        ));
+        assert!(!is_elementwise(
+            1,
+            &checked(rule(vec![t0], AccessTarget::Param)),
+            true
+        ));
+        let unproven = Accesses::Unproven(crate::signature::Unproven {
+            param: "a".into(),
+            location: "x".into(),
+            reason: "y".into(),
+        });
+        assert!(!is_elementwise(1, &unproven, false));
+        assert!(is_elementwise(1, &Accesses::Checked(Vec::new()), false));
+    }
+
+    #[test]
+    fn the_declared_argument_struct_is_c_layout_with_array_t() {
+        let decls = crate::aot::declarations(CU, "wp_kernels.cu", META, "wp_kernels.meta").unwrap();
+        let layout = |key: &str| {
+            let d = decls.iter().find(|d| d.key == key).unwrap();
+            let st = declared_layout(d.spec.params());
+            (
+                st.size,
+                st.align,
+                st.fields.iter().map(|f| f.offset).collect::<Vec<_>>(),
+            )
+        };
+        // { float a; array_t x; array_t y; }: array_t is 56 bytes, 8-aligned.
+        assert_eq!(layout("saxpy"), (120, 8, vec![0, 8, 64]));
+        // { Params p (20 B, 4-aligned); array_t x; array_t out; }
+        assert_eq!(layout("use_struct"), (136, 8, vec![0, 24, 80]));
+        // { mat33 m (36 B); array_t t, v, out }
+        assert_eq!(layout("transform"), (208, 8, vec![0, 40, 96, 152]));
+        // { int value; array_t out; }
+        assert_eq!(layout("lean_fill"), (64, 8, vec![0, 8]));
+        let p = ParamKind::Value(crate::abi::DType::FLOAT64);
+        let st = declared_layout(&[
+            crate::signature::KernelParam {
+                name: "c".into(),
+                kind: ParamKind::Value(crate::abi::DType::INT8),
+            },
+            crate::signature::KernelParam {
+                name: "d".into(),
+                kind: p,
+            },
+        ]);
+        assert_eq!((st.size, st.align, st.fields[1].offset), (16, 8, 8));
+    }
+
+    #[test]
+    fn launch_bounds_words_are_warps_struct() {
+        let b = Bounds {
+            ndim: 2,
+            shape: [3, 5, 0, 0],
+            size: 30,
+            coord_mult: 2,
+        };
+        let w = bounds_words(&b);
+        // launch_bounds_t<2>: int shape[2]; size_t size; size_t coord_mult;
+        assert_eq!(w[0], 3 | (5 << 32));
+        assert_eq!((w[1], w[2], w[3]), (30, 2, 0));
+        let b = Bounds {
+            ndim: 1,
+            shape: [7, 0, 0, 0],
+            size: 7,
+            coord_mult: 1,
+        };
+        // launch_bounds_t<1>: int shape[1]; (4 bytes padding) size; coord_mult.
+        assert_eq!(bounds_words(&b), [7, 7, 1, 0]);
+    }
 }
