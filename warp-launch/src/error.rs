@@ -582,7 +582,7 @@ impl fmt::Display for Error {
                 pass: Pass::Forward,
             } => write!(
                 f,
-                "kernel '{kernel}' has no CPU implementation, so it cannot run on \"cpu\"; add one with Kernel::with_cpu or launch on a cuda device"
+                "kernel '{kernel}' has no CPU implementation, so it cannot run on \"cpu\"; compile its Warp module with CPU code (warp_launch::build, embedded), add one with Kernel::with_cpu, or launch on a cuda device"
             ),
             Error::NoCpuFunction {
                 kernel,

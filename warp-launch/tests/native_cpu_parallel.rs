@@ -142,7 +142,7 @@ fn only_elementwise_forward_launches_of_enough_work_run_on_several_threads() {
         loss_k
             .launch(N)
             .device("cpu")
-            .inputs(&ones(N))
+            .inputs(ones(N))
             .outputs(&loss)
             .run()
             .unwrap()

@@ -170,7 +170,7 @@ pub unsafe extern "C" fn saxpy_forward(
         // SAFETY: the launch checked i below the arrays' extents.
         unsafe {
             let y = at::<f32>(&a.y, &[i]);
-            *y = a.a * *at::<f32>(&a.x, &[i]) + *y;
+            *y += a.a * *at::<f32>(&a.x, &[i]);
         }
     }
 }
