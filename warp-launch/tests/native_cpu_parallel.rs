@@ -1,7 +1,7 @@
 //! Which launches of compiled Warp CPU code run on several threads: only
 //! forward launches whose work items cannot touch the same element (no
 //! atomics, every array indexed by the thread's coordinates, no folded
-//! extent, contiguous arrays that do not overlap, at least 65536 work
+//! extent, contiguous arrays that do not overlap, at least 2^18 work
 //! items), split into contiguous ranges; everything else on the launch's
 //! thread. The entry points are the test doubles of `native/mod.rs`, which
 //! note the threads and ranges they ran on. One test: the thread count is
@@ -73,15 +73,15 @@ fn only_elementwise_forward_launches_of_enough_work_run_on_several_threads() {
     let (small_x, small_y) = (ones(1000), ones(1000));
     let (threads, ranges) = noted(|| run(1000, &small_x, &small_y));
     assert_eq!((threads, ranges), (1, vec![(0, 1000)]));
-    // Just enough: 65536 work items, 16384 per thread.
+    // One work item short of 2^18: serial.
     let (threads, _) = noted(|| {
         run(
-            65536,
-            &x.slice(0, 0..65536).unwrap(),
-            &y.slice(0, 0..65536).unwrap(),
+            N - 1,
+            &x.slice(0, 0..N - 1).unwrap(),
+            &y.slice(0, 0..N - 1).unwrap(),
         )
     });
-    assert_eq!(threads, 4);
+    assert_eq!(threads, 1);
 
     // The same array as input and output (one view): still disjoint.
     let (threads, _) = noted(|| run(N, &y, &y));

@@ -26,7 +26,7 @@
 //!   (`a[i]`, `a[i, j]` with `i, j = wp.tid()`, read or write), the
 //!   domain folds no extra dimension into `coord_mult`, the arrays are
 //!   contiguous and no two of them overlap (unless they are the same view),
-//!   and the domain has at least [`PARALLEL_MIN_TASKS`] work items.
+//!   and the domain has at least `PARALLEL_MIN_TASKS` (2^18) work items.
 //!   Everything else, and every backward pass (adjoints accumulate into
 //!   shared elements), runs serially on the calling thread.
 //!   [`set_cpu_threads`] (or `WARP_LAUNCH_CPU_THREADS`) sets the count.
@@ -45,12 +45,15 @@ use crate::launch::kernel::Kernel;
 use crate::native_types::{CpuAssertFn, CpuBackwardFn, CpuForwardFn, EmbeddedCpuKernel};
 use crate::signature::{AccessTarget, Accesses, AxisIndex, KernelParam, Pass, StructType};
 
-/// Fewest work items a forward launch runs on several threads. Starting and
-/// joining a scoped thread costs some 10 to 30 µs on the machines measured;
-/// Warp's compiled saxpy takes about 1.7 ns per element serially, so 65536
-/// elements take about 110 µs: below that the threads' start-up is a
-/// large part of the whole and the gain small or negative.
-pub(crate) const PARALLEL_MIN_TASKS: usize = 65536;
+/// Fewest work items a forward launch runs on several threads (2^18).
+/// Starting and joining the threads is not free: spawning and joining 3
+/// scoped threads took a median 100 µs on the shared 2-core machine this was
+/// written on (tens of µs on an idle one). Warp's compiled saxpy runs at
+/// about 1.7 ns per element serially, so 2^18 elements take about 450 µs:
+/// from there the start-up costs at most about a fifth of the serial time
+/// even on a busy machine, and each thread gets at least 2^16 elements.
+/// Smaller launches run serially.
+pub(crate) const PARALLEL_MIN_TASKS: usize = 1 << 18;
 
 /// Fewest work items per thread (a quarter of [`PARALLEL_MIN_TASKS`]).
 const MIN_CHUNK: usize = PARALLEL_MIN_TASKS / 4;
@@ -78,8 +81,8 @@ pub fn set_cpu_threads(n: usize) {
 /// variable `WARP_LAUNCH_CPU_THREADS` (read once), else the machine's
 /// available parallelism. Only launches whose work items cannot touch the
 /// same element use more than one (no atomics, every array indexed by the
-/// thread's coordinates, at least 65536 work items); others and backward
-/// passes run serially.
+/// thread's coordinates, at least 2^18 = 262144 work items, at least 2^16
+/// per thread); others and backward passes run serially.
 pub fn cpu_threads() -> usize {
     match CPU_THREADS.load(Ordering::Relaxed) {
         0 => default_threads(),
