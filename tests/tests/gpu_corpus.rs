@@ -326,7 +326,11 @@ impl Modules {
             for (name, (dir, _)) in &case.modules {
                 let m = AotModule::load(dir)
                     .unwrap_or_else(|e| panic!("{}: {name}: {e}", case.example));
-                assert_eq!(m.image(), format!("wp_{name}.sm90.cubin"), "{name}");
+                assert_eq!(
+                    m.image().unwrap_or_else(|e| panic!("{name}: {e}")),
+                    format!("wp_{name}.sm90.cubin"),
+                    "{name}"
+                );
                 loaded.insert(name.as_str(), m);
             }
         }

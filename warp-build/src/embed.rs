@@ -76,6 +76,7 @@ pub(crate) fn generate(
             source: include_str!(#cu),
             meta: include_str!(#meta),
             images: &[#(#images),*],
+            cpu: None,
         };
     };
     let file: syn::File = syn::parse2(tokens).map_err(|e| BuildError::Codegen {

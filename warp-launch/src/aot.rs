@@ -2,8 +2,11 @@
 //! arch=[..], module_dir=DIR, strip_hash=True)`, from its directory or
 //! compiled into the program: the kernels' parameters come from the
 //! generated `wp_<module>.cu`, dynamic shared memory from
-//! `wp_<module>.meta`, the code from the image chosen for the device among
-//! `wp_<module>.sm<arch>.cubin` and `.ptx`. No Python at run time.
+//! `wp_<module>.meta`, the CUDA code from the image chosen for the device
+//! among `wp_<module>.sm<arch>.cubin` and `.ptx` (on first CUDA use), the
+//! CPU code from what the compile step linked into the program
+//! ([`EmbeddedModule::cpu`]). No Python at run time, and no driver until a
+//! CUDA device is used.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
@@ -11,13 +14,17 @@ use std::fmt;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
-use cuda_api::Library;
+use cuda_api::{ImageTarget, Library};
 
 use crate::abi::DType;
 use crate::error::{Error, Result};
 use crate::images::{self, Candidate, EmbeddedModule};
+use crate::launch::cpu::CpuKernel;
+use crate::launch::kernel::DeferredCuda;
+use crate::launch::native::{NativeKernel, is_elementwise};
 use crate::launch::{Kernel, KernelSpec};
-use crate::signature::{Accesses, ParamKind, StructType, Unproven};
+use crate::native_types::EmbeddedCpu;
+use crate::signature::{Accesses, ParamKind, Pass, StructType, Unproven};
 use crate::source::{self, Direction, KernelBody, Meta, Source, SourceKernel, SourceStruct};
 
 /// The Warp release whose output this crate reads: its kernel ABI
@@ -78,26 +85,59 @@ const WARP_CUDA_HEADER: &str = r#"#define WP_TILE_BLOCK_DIM {block_dim}
 /// A loaded Warp AOT module: its kernels by key.
 ///
 /// Loading reads the source once (every kernel's parameters and access
-/// rules, checked) and loads the chosen image; each kernel's functions are
-/// declared against the driver's parameter layout on its first
-/// [`AotModule::kernel`] call, once, so loading a module of many kernels
-/// costs the parse and the image load, not one declaration per kernel.
+/// rules, checked) and binds the module's CPU code, if it has any (each
+/// kernel's argument layout checked against its declaration), without
+/// touching the CUDA driver: a machine without a GPU loads a module, lists
+/// its kernels and runs them on `"cpu"`. The CUDA image is chosen and
+/// loaded when a CUDA device first needs it (a kernel's first CUDA launch,
+/// [`Kernel::cuda_function`], [`AotModule::image`]), and each kernel's CUDA
+/// functions are declared against the driver's parameter layout on the
+/// kernel's first CUDA use, once, so a module of many kernels costs the
+/// parse, not one declaration per kernel.
 pub struct AotModule {
     name: String,
     /// The directory, or `embedded module '<name>'`.
     origin: String,
-    /// The chosen image's file name.
-    image: String,
-    library: Library,
+    /// The images, loaded on first CUDA use.
+    images: Arc<ModuleImages>,
     kernels: BTreeMap<String, LazyKernel>,
+    /// Whether the module has CPU code.
+    cpu: bool,
 }
 
-/// A kernel of a loaded module: its declaration read from the source, and
-/// the kernel once its functions are declared (on first use).
+/// A module's CUDA images: their bytes and targets (read at load, no
+/// driver), and the one chosen for the device, loaded on first use.
+struct ModuleImages {
+    origin: String,
+    candidates: Vec<Candidate<'static>>,
+    targets: Vec<ImageTarget>,
+    loaded: OnceLock<(usize, Library)>,
+}
+
+impl ModuleImages {
+    /// The chosen image's file name and its library, chosen and loaded now
+    /// if they are not yet (a failure is not kept: the next call tries
+    /// again).
+    fn library(&self) -> Result<(&str, &Library)> {
+        if let Some((i, library)) = self.loaded.get() {
+            return Ok((&self.candidates[*i].file, library));
+        }
+        let chosen = images::choose(&self.origin, &self.candidates, &self.targets)?;
+        let library = Library::from_image(&self.candidates[chosen].bytes).map_err(Error::from)?;
+        // Another thread may have loaded it meanwhile: one library wins.
+        let (i, library) = self.loaded.get_or_init(|| (chosen, library));
+        Ok((&self.candidates[*i].file, library))
+    }
+}
+
+/// A kernel of a loaded module: its declaration read from the source, its
+/// CPU implementation (bound at load), and the kernel once made (on first
+/// use).
 struct LazyKernel {
     forward: String,
     backward: Option<String>,
     spec: KernelSpec,
+    cpu: Option<CpuKernel>,
     kernel: OnceLock<Kernel>,
 }
 
@@ -106,7 +146,15 @@ impl fmt::Debug for AotModule {
         f.debug_struct("AotModule")
             .field("name", &self.name)
             .field("origin", &self.origin)
-            .field("image", &self.image)
+            .field(
+                "image",
+                &self
+                    .images
+                    .loaded
+                    .get()
+                    .map(|(i, _)| &self.images.candidates[*i].file),
+            )
+            .field("cpu", &self.cpu)
             .field("kernels", &self.kernels.keys().collect::<Vec<_>>())
             .finish()
     }
@@ -147,7 +195,7 @@ impl AotModule {
     ///
     /// [`Error::Io`] when `dir` or its files cannot be read, [`Error::Source`] when it holds no
     /// single `wp_*.cu` or the source or `.meta` cannot be read as Warp's output (the message
-    /// names the file and line), [`Error::Cuda`] when the driver refuses the module's image.
+    /// names the file and line); see [`AotModule::load_named`].
     pub fn load(dir: impl AsRef<Path>) -> Result<AotModule> {
         let dir = dir.as_ref();
         let modules: Vec<String> = list(dir)?
@@ -174,11 +222,16 @@ impl AotModule {
     /// Loads module `name` from `dir` (`wp_<name>.cu`, `.meta`, and the
     /// images `wp_<name>.sm<arch>.cubin` and `.ptx`).
     ///
-    /// The image is chosen for the current CUDA device of this thread (else
-    /// device 0) by [`cuda_api::choose_image`]'s rule: the cubin of the
-    /// device's compute capability, else a cubin of the same major version
-    /// and a lower minor, else PTX the driver's JIT compiles;
-    /// [`AotModule::image`] says which.
+    /// The images are read here (and each cubin's ELF header checked
+    /// against its file name); the one a CUDA device runs is chosen and
+    /// loaded on the module's first CUDA use, for the current CUDA device
+    /// of that thread (else device 0) by [`cuda_api::choose_image`]'s rule:
+    /// the cubin of the device's compute capability, else a cubin of the
+    /// same major version and a lower minor, else PTX the driver's JIT
+    /// compiles; [`AotModule::image`] says which. A directory holds no CPU
+    /// code (that is linked into the program: [`AotModule::from_embedded`]),
+    /// so its kernels run on `"cpu"` only with a Rust implementation
+    /// ([`Kernel::with_cpu`]).
     ///
     /// Each kernel's parameters and array access rules come from the
     /// generated source (see [`KernelSpec::accesses`]): a kernel whose every
@@ -186,22 +239,23 @@ impl AotModule {
     /// safely with those checks; any other is refused by safe launches and
     /// runs only through the `unsafe`
     /// [`LaunchBuilder::unchecked`](crate::LaunchBuilder::unchecked).
-    /// Every kernel's declaration is read and checked here; its functions
-    /// are declared against the driver on its first [`AotModule::kernel`]
-    /// call, so the load costs the parse and the image load.
+    /// Every kernel's declaration is read and checked here; its CUDA
+    /// functions are declared against the driver on its first CUDA use, so
+    /// the load costs the parse.
     ///
     /// # Errors
     ///
     /// Besides unreadable or malformed files: a module not written by Warp
     /// [`WARP_VERSION`] (its generated header or `.meta` keys differ from
-    /// 1.19.0's) is refused before its image is loaded, naming both
-    /// versions as far as they are known. No image for the device:
-    /// [`Error::Cuda`] holding [`CudaError::NoImage`](crate::CudaError::NoImage),
-    /// which lists every image and what the device and driver need; a
-    /// cubin whose ELF header disagrees with its file name: [`Error::Source`].
-    /// A module compiled in a mode this crate does not model (deterministic
-    /// mode, thread block clusters, ...): [`Error::Unmodelled`], naming the
-    /// feature, the kernel and the line.
+    /// 1.19.0's) is refused, naming both versions as far as they are
+    /// known; a cubin whose ELF header disagrees with its file name:
+    /// [`Error::Source`]. A module compiled in a mode this crate does not
+    /// model (deterministic mode, thread block clusters, ...):
+    /// [`Error::Unmodelled`], naming the feature, the kernel and the line.
+    /// No image for the device ([`Error::Cuda`] holding
+    /// [`CudaError::NoImage`](crate::CudaError::NoImage), which lists every
+    /// image and what the device and driver need), no driver, or no image
+    /// at all ([`Error::Source`]) are reported by the first CUDA use.
     pub fn load_named(dir: impl AsRef<Path>, name: &str) -> Result<AotModule> {
         let dir = dir.as_ref();
         let cu_path = dir.join(format!("wp_{name}.cu"));
@@ -214,21 +268,32 @@ impl AotModule {
             name,
             (&text, &cu_path.display().to_string()),
             (&meta_text, &meta_path.display().to_string()),
-            &images,
+            images,
+            None,
         )
     }
 
-    /// Loads a module compiled into the program (see [`EmbeddedModule`]),
-    /// choosing its image for the device as [`AotModule::load`] does, from
-    /// memory (`cuLibraryLoadData`): no file is read.
+    /// Loads a module compiled into the program (see [`EmbeddedModule`]):
+    /// no file is read. Its CUDA image is chosen for the device as
+    /// [`AotModule::load_named`] does, on first CUDA use, and loaded from
+    /// memory (`cuLibraryLoadData`). Its CPU code ([`EmbeddedModule::cpu`])
+    /// is bound here: each kernel's argument struct, as the compiled code
+    /// lays it out, must be the one its declaration gives; its kernels then
+    /// run on `"cpu"` (a kernel the compile step could not build for the
+    /// CPU is refused there with [`Error::CpuUnsupported`]).
     ///
     /// # Errors
     ///
-    /// As [`AotModule::load_named`], except for file errors.
+    /// As [`AotModule::load_named`], except for file errors; and for the
+    /// CPU code: [`Error::CpuLayout`] for a kernel whose compiled argument
+    /// struct differs from its declaration (naming the field and both
+    /// offsets), [`Error::CpuCode`] for CPU code of a kernel the source does
+    /// not declare, a declared kernel the CPU code neither runs nor lists as
+    /// unsupported, or an argument struct of another field count.
     pub fn from_embedded(module: &EmbeddedModule) -> Result<AotModule> {
         let name = module.name;
         let origin = format!("embedded module '{name}'");
-        let images: Vec<Candidate<'_>> = module
+        let images: Vec<Candidate<'static>> = module
             .images
             .iter()
             .map(|i| Candidate {
@@ -241,48 +306,78 @@ impl AotModule {
             name,
             (module.source, &format!("{origin}/wp_{name}.cu")),
             (module.meta, &format!("{origin}/wp_{name}.meta")),
-            &images,
+            images,
+            module.cpu,
         )
     }
 
     /// The common path of directories and embedded modules: declarations
-    /// from the source (the Warp version checked first), then the image
-    /// chosen for the device, loaded, and every kernel declared against it.
+    /// from the source (the Warp version checked first), the images'
+    /// targets (read from their bytes), and the CPU code bound to the
+    /// declarations. No driver call.
     fn load_parts(
         origin: &str,
         name: &str,
         (text, cu_file): (&str, &str),
         (meta_text, meta_file): (&str, &str),
-        images: &[Candidate<'_>],
+        candidates: Vec<Candidate<'static>>,
+        cpu: Option<&EmbeddedCpu>,
     ) -> Result<AotModule> {
         let decls = declarations(text, cu_file, meta_text, meta_file)?;
-        let chosen = images::choose(origin, images)?;
-        let library = Library::from_image(&images[chosen].bytes).map_err(Error::from)?;
-        let kernels = decls
-            .into_iter()
-            .map(|d| {
-                let lazy = LazyKernel {
+        let targets = images::targets(origin, &candidates)?;
+        let mut kernels: BTreeMap<String, LazyKernel> = BTreeMap::new();
+        let mut atomics = HashMap::new();
+        for d in decls {
+            atomics.insert(d.key.clone(), d.atomics);
+            kernels.insert(
+                d.key,
+                LazyKernel {
                     forward: d.forward,
                     backward: d.backward,
                     spec: d.spec,
+                    cpu: None,
                     kernel: OnceLock::new(),
-                };
-                (d.key, lazy)
-            })
-            .collect();
+                },
+            );
+        }
+        let module = format!("Warp module '{name}' ({origin})");
+        if let Some(cpu) = cpu {
+            bind_cpu(&module, cpu, &mut kernels, &atomics)?;
+        }
         Ok(AotModule {
             name: name.to_string(),
             origin: origin.to_string(),
-            image: images[chosen].file.clone(),
-            library,
+            images: Arc::new(ModuleImages {
+                origin: origin.to_string(),
+                candidates,
+                targets,
+                loaded: OnceLock::new(),
+            }),
             kernels,
+            cpu: cpu.is_some(),
         })
     }
 
-    /// The file name of the image chosen for the device, e.g.
-    /// `wp_kernels.sm90.cubin`.
-    pub fn image(&self) -> &str {
-        &self.image
+    /// The file name of the image chosen for the CUDA device, e.g.
+    /// `wp_kernels.sm90.cubin`: the module's first CUDA use, if no kernel
+    /// was launched on a CUDA device yet (the image is chosen for this
+    /// thread's current CUDA device, else device 0, and loaded).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Cuda`] without a driver or device, or with
+    /// [`CudaError::NoImage`](crate::CudaError::NoImage) when no image runs
+    /// on the device (listing them); [`Error::Source`] for a module without
+    /// images; the driver's refusal of the image as [`Error::Cuda`].
+    pub fn image(&self) -> Result<&str> {
+        self.images.library().map(|(file, _)| file)
+    }
+
+    /// Whether the module has CPU code (compiled from Warp's generated C++
+    /// and linked into the program): its kernels run on `"cpu"`, except
+    /// those the compile step could not build for the CPU.
+    pub fn has_cpu_code(&self) -> bool {
+        self.cpu
     }
 
     /// The module's name.
@@ -290,18 +385,18 @@ impl AotModule {
         &self.name
     }
 
-    /// Kernel `key` (the Python function's name). The first call for a
-    /// key declares the kernel's forward function against the driver's
-    /// parameter layout (a few driver queries; the backward function is
-    /// declared on the first adjoint launch); later calls return the same
-    /// kernel (a reference-count increment).
+    /// Kernel `key` (the Python function's name), with its CPU code if the
+    /// module has it. No driver call: the kernel's CUDA forward function is
+    /// declared against the driver's parameter layout on its first CUDA
+    /// use (the backward function on the first CUDA adjoint launch), and
+    /// that use reports a missing driver, image or function, or a layout
+    /// that differs from the declaration read from the source. Later calls
+    /// return the same kernel (a reference-count increment).
     ///
     /// # Errors
     ///
     /// [`Error::NoSuchKernel`] when the module has no kernel `key` (the message lists the
-    /// kernels it has); [`Error::Cuda`] when the driver has no function of the kernel's mangled
-    /// name, or its parameter layout differs from the declaration read from the source (the
-    /// next call tries again).
+    /// kernels it has).
     pub fn kernel(&self, key: &str) -> Result<Kernel> {
         let Some(lazy) = self.kernels.get(key) else {
             return Err(Error::NoSuchKernel {
@@ -313,31 +408,134 @@ impl AotModule {
         if let Some(k) = lazy.kernel.get() {
             return Ok(k.clone());
         }
+        let images = self.images.clone();
+        let deferred = DeferredCuda {
+            library: Arc::new(move || images.library().map(|(_, l)| l.clone())),
+            forward: lazy.forward.clone(),
+            backward: lazy.backward.clone(),
+        };
         // SAFETY: the declaration (parameter types and access rules) was
         // read from the source that Warp 1.19.0 (checked at load) compiled
         // into this module's images, kernel by kernel; the driver's layout
-        // confirms counts, sizes and offsets.
+        // confirms counts, sizes and offsets on first use. The CPU code,
+        // when native, was compiled from the same Warp output (the
+        // `EmbeddedCpu` contract) and its layout was checked at load.
         let kernel = unsafe {
             lazy.spec
                 .clone()
-                .load_cuda(&self.library, &lazy.forward, lazy.backward.as_deref())
+                .declare_deferred(Some(deferred), lazy.cpu.clone())
         }?;
         // Another thread may have declared it meanwhile: one kernel wins.
         Ok(lazy.kernel.get_or_init(|| kernel).clone())
     }
 
-    /// Whether kernel `key`'s functions have been declared (by a first
-    /// [`AotModule::kernel`] call).
+    /// Whether kernel `key`'s CUDA forward function has been declared
+    /// against the driver (by its first CUDA use).
     pub fn is_declared(&self, key: &str) -> bool {
         self.kernels
             .get(key)
-            .is_some_and(|k| k.kernel.get().is_some())
+            .and_then(|k| k.kernel.get())
+            .is_some_and(Kernel::is_cuda_declared)
     }
 
     /// Every kernel's key.
     pub fn keys(&self) -> impl Iterator<Item = &str> {
         self.kernels.keys().map(String::as_str)
     }
+}
+
+/// Binds a module's CPU code to its declarations: each kernel's entry
+/// points to the kernel of its key (its compiled argument layout checked
+/// against the declaration), each unsupported kernel to its reason; every
+/// declared kernel must be one or the other, and every key declared.
+fn bind_cpu(
+    module: &str,
+    cpu: &EmbeddedCpu,
+    kernels: &mut BTreeMap<String, LazyKernel>,
+    atomics: &HashMap<String, bool>,
+) -> Result<()> {
+    let code_err = |kernel: &str, message: String| Error::CpuCode {
+        module: module.to_string(),
+        kernel: kernel.to_string(),
+        message,
+    };
+    let known = |kernels: &BTreeMap<String, LazyKernel>| {
+        kernels.keys().cloned().collect::<Vec<_>>().join(", ")
+    };
+    for entry in cpu.kernels() {
+        let key = entry.key();
+        let listed = known(kernels);
+        let Some(lazy) = kernels.get_mut(key) else {
+            return Err(code_err(
+                key,
+                format!(
+                    "the source declares no kernel '{key}' (it declares {listed}); the CPU code was compiled from another Warp output than the source: rebuild the module"
+                ),
+            ));
+        };
+        if lazy.cpu.is_some() {
+            return Err(code_err(
+                key,
+                "the CPU code lists the kernel twice; rebuild the module".into(),
+            ));
+        }
+        let spec = &lazy.spec;
+        let elementwise = is_elementwise(
+            spec.kernel_dim(),
+            spec.accesses(Pass::Forward),
+            atomics.get(key).copied().unwrap_or(true),
+        );
+        let native = NativeKernel::bind(
+            module,
+            key,
+            spec.params(),
+            entry,
+            cpu.take_assert(),
+            elementwise,
+        )?;
+        if lazy.backward.is_some() != native.has_backward() {
+            log::debug!(
+                "warp-launch: {module}: kernel '{key}': the CUDA source {} a backward kernel, the CPU code {}",
+                if lazy.backward.is_some() {
+                    "has"
+                } else {
+                    "has no"
+                },
+                if native.has_backward() {
+                    "has one"
+                } else {
+                    "has none"
+                }
+            );
+        }
+        lazy.cpu = Some(CpuKernel::Native(native));
+    }
+    for &(key, why) in cpu.unsupported() {
+        let listed = known(kernels);
+        let Some(lazy) = kernels.get_mut(key) else {
+            return Err(code_err(
+                key,
+                format!(
+                    "listed as CPU-unsupported, but the source declares no kernel '{key}' (it declares {listed}); rebuild the module"
+                ),
+            ));
+        };
+        if lazy.cpu.is_some() {
+            return Err(code_err(
+                key,
+                "listed both with CPU entry points and as CPU-unsupported; rebuild the module"
+                    .into(),
+            ));
+        }
+        lazy.cpu = Some(CpuKernel::Unsupported(why.to_string()));
+    }
+    if let Some((key, _)) = kernels.iter().find(|(_, k)| k.cpu.is_none()) {
+        return Err(code_err(
+            key,
+            "the source declares the kernel, but the CPU code neither runs it nor lists it as unsupported; the CPU code was compiled from another Warp output than the source: rebuild the module".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// One forward kernel of a module, declared from the source.
@@ -347,6 +545,8 @@ pub(crate) struct Declared {
     pub forward: String,
     pub backward: Option<String>,
     pub spec: KernelSpec,
+    /// Whether the forward body uses atomics (`wp::atomic_*`).
+    pub atomics: bool,
 }
 
 /// Everything `load_named` needs before the image: the Warp version check,
@@ -388,6 +588,7 @@ pub(crate) fn declarations(
             forward: k.name.clone(),
             backward: backward.map(|b| b.name.clone()),
             spec,
+            atomics: ctx.body_of(k).contains("atomic_"),
         });
     }
     Ok(out)
@@ -508,6 +709,20 @@ impl<'a> ModuleContext<'a> {
         }
     }
 
+    /// The text of kernel `k` (the lines after its name up to the next
+    /// kernel's).
+    fn body_of(&self, k: &SourceKernel) -> &'a str {
+        let end = match self.kernel_lines.binary_search(&k.line) {
+            Ok(i) => self.kernel_lines[i..]
+                .iter()
+                .copied()
+                .find(|&l| l > k.line)
+                .unwrap_or(usize::MAX),
+            Err(_) => usize::MAX,
+        };
+        self.lines_after(k.line, end)
+    }
+
     /// The text of lines `from + 1 .. to` (1-based `from` is the kernel's
     /// line; `to` the next kernel's), as `index_arity` reads them.
     fn lines_after(&self, from: usize, to: usize) -> &'a str {
@@ -565,15 +780,7 @@ pub(crate) fn spec_of(
         .get(k.key())
         .map(|line| ndim_hints(line, k.key()))
         .unwrap_or_default();
-    let end = match ctx.kernel_lines.binary_search(&k.line) {
-        Ok(i) => ctx.kernel_lines[i..]
-            .iter()
-            .copied()
-            .find(|&l| l > k.line)
-            .unwrap_or(usize::MAX),
-        Err(_) => usize::MAX,
-    };
-    let body = ctx.lines_after(k.line, end);
+    let body = ctx.body_of(k);
     let params = k.params.get(1..).unwrap_or(&[]);
     for p in params {
         if !hints.contains_key(p.label())

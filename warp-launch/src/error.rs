@@ -302,6 +302,56 @@ pub enum Error {
     /// refused; `unsafe` [`LaunchBuilder::unchecked`](crate::LaunchBuilder::unchecked)
     /// runs it.
     Unproven(Box<UnprovenError>),
+    /// A kernel's compiled CPU code lays out its argument struct
+    /// (`wp_args_<key>`) otherwise than its declaration says.
+    CpuLayout(Box<CpuLayoutError>),
+    /// A module's CPU code does not match its declarations: a kernel key
+    /// the source does not declare, a declared kernel the CPU code neither
+    /// runs nor lists as unsupported, or a layout it cannot report.
+    CpuCode {
+        /// The module (`Warp module 'name' (origin)`).
+        module: String,
+        /// The kernel.
+        kernel: String,
+        /// What does not match, and what to do.
+        message: String,
+    },
+    /// A kernel whose module has CPU code, but not for this kernel: the
+    /// compile step could not build it for the CPU (tile code, cooperative
+    /// lane functions).
+    CpuUnsupported {
+        /// The kernel.
+        kernel: String,
+        /// Why, as the compile step recorded it.
+        reason: String,
+    },
+    /// A kernel assertion (`assert` in the kernel) failed during a launch
+    /// on `"cpu"`.
+    KernelAssert {
+        /// The kernel.
+        kernel: String,
+        /// Forward or backward.
+        pass: Pass,
+        /// The assertion's message (Warp's text, file and line).
+        message: String,
+    },
+}
+
+/// A field of a kernel's argument struct whose offset in the compiled CPU
+/// code differs from the declaration's ([`Error::CpuLayout`]); `field` is
+/// `sizeof` or `alignof` when the struct's size or alignment differs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuLayoutError {
+    /// The module (`Warp module 'name' (origin)`).
+    pub module: String,
+    /// The kernel.
+    pub kernel: String,
+    /// The parameter, or `sizeof` / `alignof`.
+    pub field: String,
+    /// The offset (size, alignment) the declaration gives.
+    pub declared: usize,
+    /// The offset (size, alignment) the compiled code reports.
+    pub compiled: usize,
 }
 
 /// A launch refused by an array access rule ([`Error::OutOfBounds`]).
@@ -532,7 +582,7 @@ impl fmt::Display for Error {
                 pass: Pass::Forward,
             } => write!(
                 f,
-                "kernel '{kernel}' has no CPU implementation, so it cannot run on \"cpu\"; add one with Kernel::with_cpu or launch on a cuda device"
+                "kernel '{kernel}' has no CPU implementation, so it cannot run on \"cpu\"; compile its Warp module with CPU code (warp_launch::build, embedded), add one with Kernel::with_cpu, or launch on a cuda device"
             ),
             Error::NoCpuFunction {
                 kernel,
@@ -747,6 +797,36 @@ impl fmt::Display for Error {
                 }
                 Ok(())
             }
+            Error::CpuLayout(l) => write!(
+                f,
+                "{}: kernel '{}': the compiled CPU code has the argument struct wp_args_{} with {} {} where the declaration read from the source gives {}; the CPU code was compiled from another Warp output than the source: rebuild the module (CPU code and source in one compile step)",
+                l.module,
+                l.kernel,
+                l.kernel,
+                match l.field.as_str() {
+                    "sizeof" | "alignof" => l.field.clone(),
+                    f => format!("field '{f}' at offset"),
+                },
+                l.compiled,
+                l.declared
+            ),
+            Error::CpuCode {
+                module,
+                kernel,
+                message,
+            } => write!(f, "{module}: CPU code of kernel '{kernel}': {message}"),
+            Error::CpuUnsupported { kernel, reason } => write!(
+                f,
+                "kernel '{kernel}' cannot run on \"cpu\": the compile step built no CPU code for it ({reason}); launch it on a cuda device, or give it a Rust implementation with Kernel::with_cpu"
+            ),
+            Error::KernelAssert {
+                kernel,
+                pass,
+                message,
+            } => write!(
+                f,
+                "kernel '{kernel}' ({pass}) on \"cpu\": assertion failed: {message}; the launch ran to its end, so its outputs are not to be trusted"
+            ),
             Error::Unproven(u) => {
                 let who = if u.unproven.param.is_empty() {
                     String::new()

@@ -23,6 +23,7 @@ use crate::error::{Error, Result};
 ///     source: "/* wp_kernels.cu */",
 ///     meta: "{}",
 ///     images: &[EmbeddedImage { file: "wp_kernels.sm90.cubin", bytes: b"\x7fELF" }],
+///     cpu: None,
 /// };
 /// assert_eq!(KERNELS.images[0].file, "wp_kernels.sm90.cubin");
 /// ```
@@ -37,6 +38,11 @@ pub struct EmbeddedModule {
     /// The images, each under the file name Warp gave it
     /// (`wp_<name>.sm<arch>.cubin`, `wp_<name>.sm<arch>.ptx`).
     pub images: &'static [EmbeddedImage],
+    /// The module's CPU code, compiled from Warp's generated C++ and linked
+    /// into the program (`None`: the module was compiled without it, and
+    /// its kernels run on `"cpu"` only with a Rust implementation,
+    /// [`Kernel::with_cpu`](crate::Kernel::with_cpu)).
+    pub cpu: Option<&'static crate::native_types::EmbeddedCpu>,
 }
 
 /// One image of an [`EmbeddedModule`].
@@ -111,26 +117,16 @@ fn target_device() -> Result<CudaDevice> {
     }
 }
 
-/// Chooses the image the target device runs (see [`cuda_api::choose_image`]
-/// for the rule) and returns its index in `candidates`. Every image's
-/// target is read from its bytes; a cubin whose architecture differs from
-/// its file name is refused.
-pub(crate) fn choose(origin: &str, candidates: &[Candidate<'_>]) -> Result<usize> {
+/// Reads every image's target from its bytes (no driver call): a cubin
+/// whose architecture differs from its file name is refused. An empty list
+/// is no error here (a module may have only CPU code); [`choose`] reports it
+/// when a CUDA device asks for an image.
+pub(crate) fn targets(origin: &str, candidates: &[Candidate<'_>]) -> Result<Vec<ImageTarget>> {
     let file_err = |file: &str, message: String| Error::Source {
         file: format!("{origin}/{file}"),
         line: 0,
         message,
     };
-    if candidates.is_empty() {
-        return Err(Error::Source {
-            file: origin.to_string(),
-            line: 0,
-            message: "no image (wp_<module>.sm<arch>.cubin or .ptx); compile the module with \
-                      warp_launch::build (feature `build`), `cargo xtask warp-aot`, or \
-                      wp.compile_aot_module(..., arch=[...], strip_hash=True)"
-                .into(),
-        });
-    }
     let mut targets = Vec::with_capacity(candidates.len());
     for c in candidates {
         let target = ImageTarget::of(&c.bytes).map_err(|e| file_err(&c.file, e.to_string()))?;
@@ -151,15 +147,42 @@ pub(crate) fn choose(origin: &str, candidates: &[Candidate<'_>]) -> Result<usize
                 ));
             }
         }
-        targets.push((c.file.clone(), target));
+        targets.push(target);
     }
+    Ok(targets)
+}
+
+/// Chooses the image the target device runs (see [`cuda_api::choose_image`]
+/// for the rule) among `candidates`, whose targets [`targets`] read, and
+/// returns its index.
+pub(crate) fn choose(
+    origin: &str,
+    candidates: &[Candidate<'_>],
+    targets: &[ImageTarget],
+) -> Result<usize> {
+    if candidates.is_empty() {
+        return Err(Error::Source {
+            file: origin.to_string(),
+            line: 0,
+            message: "no image (wp_<module>.sm<arch>.cubin or .ptx) to run on a CUDA device; \
+                      compile the module for CUDA with warp_launch::build (feature `build`), \
+                      `cargo xtask warp-aot`, or wp.compile_aot_module(..., arch=[...], \
+                      strip_hash=True)"
+                .into(),
+        });
+    }
+    let named: Vec<(&str, ImageTarget)> = candidates
+        .iter()
+        .zip(targets)
+        .map(|(c, t)| (c.file.as_str(), *t))
+        .collect();
     let device = target_device()?;
-    let chosen = device.choose_image(&targets)?;
+    let chosen = device.choose_image(&named)?;
     log::debug!(
         "warp-launch: {origin}: chose {} ({}) of {} image(s) for device {}",
-        targets[chosen].0,
-        targets[chosen].1,
-        targets.len(),
+        named[chosen].0,
+        named[chosen].1,
+        named.len(),
         device.ordinal()
     );
     Ok(chosen)

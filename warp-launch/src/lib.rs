@@ -20,7 +20,11 @@
 //! [`Launch::launch_on`] on another); [`Tape`] records launches and
 //! runs their backward kernels; [`Graph`] captures launches into a CUDA graph
 //! whose kernel nodes can be updated in place; the `"cpu"` device runs
-//! kernels that have a Rust implementation.
+//! a Warp module's kernels from its CPU code (Warp's generated C++, compiled
+//! by the compile step and linked into the program: [`EmbeddedCpu`]) and
+//! kernels that have a Rust implementation ([`Kernel::with_cpu`]). A module
+//! loads, lists its kernels and runs them on `"cpu"` without a GPU: its
+//! CUDA image is loaded on the first CUDA use.
 //!
 //! Typed launchers generated from a module's source call the positional
 //! form, [`Kernel::launch_args`] / [`Kernel::record_args`] with
@@ -47,8 +51,11 @@
 //! [`KernelSpec::load_cuda`] covers the declared parameter types and that
 //! the kernel stays in bounds whenever its declared rules hold (modules
 //! loaded by [`AotModule`] meet it when written by Warp
-//! [`WARP_VERSION`], which `AotModule` checks). The CPU device runs
-//! Rust implementations, whose array accesses are bounds-checked.
+//! [`WARP_VERSION`], which `AotModule` checks). On the CPU device, Rust
+//! implementations are bounds-checked; a module's compiled CPU code is not
+//! (Warp's C++ indexes host memory directly), so its launches check the
+//! access rules exactly as CUDA launches do, after its argument struct's
+//! layout was checked against the declaration when the module loaded.
 //!
 //! Tile kernels launch with [`Kernel::launch_tiled`] (the block size
 //! appended to the domain, at the block size the module was compiled
@@ -112,6 +119,7 @@ mod images;
 mod launch;
 #[cfg(feature = "build")]
 mod launchers;
+mod native_types;
 mod signature;
 mod source;
 
@@ -124,8 +132,8 @@ pub use device::{Device, IntoDevice};
 
 // Errors.
 pub use error::{
-    AccessError, AccessRuleError, AccessRuleProblem, ArgumentError, BoundsError, Error, Result,
-    UnmodelledError, UnprovenError,
+    AccessError, AccessRuleError, AccessRuleProblem, ArgumentError, BoundsError, CpuLayoutError,
+    Error, Result, UnmodelledError, UnprovenError,
 };
 pub use launch::DimError;
 
@@ -146,6 +154,9 @@ pub use array::{
 pub use aot::{AotModule, WARP_VERSION};
 pub use images::{EmbeddedImage, EmbeddedModule};
 pub use launch::{Kernel, KernelSpec};
+pub use native_types::{
+    CpuAssertFn, CpuBackwardFn, CpuForwardFn, CpuLayoutFn, EmbeddedCpu, EmbeddedCpuKernel,
+};
 pub use signature::{
     AccessTarget, Accesses, ArrayAccess, AxisIndex, KernelParam, ParamKind, Pass, StructField,
     StructType, Unproven,
@@ -158,8 +169,10 @@ pub use launch::{
     Arg, Dim, IntoArg, IntoArgs, Launch, LaunchBuilder, MaxBlocks, StructRef, StructValue, TypedArg,
 };
 
-// The CPU device: kernels implemented in Rust.
-pub use launch::{CpuArgs, CpuArray, CpuFn, CpuIndex, Thread, cpu_fn};
+// The CPU device: kernels implemented in Rust, or a module's compiled CPU code.
+pub use launch::{
+    CpuArgs, CpuArray, CpuFn, CpuIndex, Thread, cpu_fn, cpu_threads, set_cpu_threads,
+};
 
 // Automatic differentiation.
 pub use autodiff::{GradientCheck, Recording, Tape, check_gradients};

@@ -95,7 +95,7 @@ fn run() -> Result<String> {
     Ok(format!(
         "warp-tape: {N} elements, loss {loss_value:.6e} (closed form {loss_exact:.6e}), max |grad error| \
          {grad_err:.2e}, image {} of {} embedded",
-        module.image(),
+        module.image()?,
         KERNELS.images.len()
     ))
 }

@@ -1,13 +1,16 @@
-//! The CPU device: a kernel with a Rust implementation runs over the domain
-//! with block_dim 1, serially, on host-reachable arrays, through the same
+//! The CPU device: a kernel with a Rust implementation, or a Warp kernel
+//! with its module's compiled CPU code (`launch::native`), runs over the
+//! domain with block_dim 1 on host-reachable arrays, through the same
 //! checks, `Launch` commands and tape as CUDA launches.
 //!
-//! Serial on purpose: kernels write through shared arrays without
-//! synchronisation (Warp's model); running indices on several threads
-//! would make overlapping writes data races in Rust's sense. For the same
-//! reason a launch holds the locks of the storages it uses while it runs
-//! (see [`crate::array`]): a launch or copy on another thread that uses
-//! one of them waits; launches on unrelated arrays do not.
+//! Rust implementations run serially on purpose: kernels write through
+//! shared arrays without synchronisation (Warp's model); running indices on
+//! several threads would make overlapping writes data races in Rust's
+//! sense. (Compiled Warp code runs on several threads only where its
+//! declaration proves that the work items touch disjoint elements; see
+//! `launch::native`.) A launch holds the locks of the storages it uses
+//! while it runs (see [`crate::array`]): a launch or copy on another thread
+//! that uses one of them waits; launches on unrelated arrays do not.
 //!
 //! A kernel body must not wait for another thread (join, channel, a mutex)
 //! that uses one of the launch's own arrays: that thread waits for the
@@ -22,6 +25,8 @@ use crate::error::{Error, Result};
 use crate::launch::bind::Arg;
 use crate::launch::domain::Bounds;
 use crate::launch::kernel::Kernel;
+use crate::launch::native::NativeKernel;
+use crate::signature::Pass;
 
 /// A CPU kernel body: called once per index of the domain with the thread's
 /// coordinates and the launch's arguments.
@@ -32,15 +37,51 @@ pub fn cpu_fn(f: impl Fn(&Thread, &CpuArgs<'_>) -> Result<()> + Send + Sync + 's
     Arc::new(f)
 }
 
-pub(crate) struct CpuKernel {
-    pub forward: CpuFn,
-    pub backward: Option<CpuFn>,
+/// A kernel's implementation on the CPU device.
+#[derive(Clone)]
+pub(crate) enum CpuKernel {
+    /// Rust closures ([`Kernel::with_cpu`](crate::Kernel::with_cpu)).
+    Rust {
+        forward: CpuFn,
+        backward: Option<CpuFn>,
+    },
+    /// The module's CPU code, compiled from Warp's generated C++.
+    Native(NativeKernel),
+    /// The module has CPU code, but none for this kernel: why.
+    Unsupported(String),
 }
 
 impl CpuKernel {
-    pub fn new(forward: CpuFn, backward: Option<CpuFn>) -> CpuKernel {
-        CpuKernel { forward, backward }
+    pub(crate) fn has_backward(&self) -> bool {
+        match self {
+            CpuKernel::Rust { backward, .. } => backward.is_some(),
+            CpuKernel::Native(n) => n.has_backward(),
+            CpuKernel::Unsupported(_) => false,
+        }
     }
+}
+
+impl std::fmt::Debug for CpuKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CpuKernel::Rust { backward, .. } => {
+                write!(f, "rust (backward: {})", backward.is_some())
+            }
+            CpuKernel::Native(n) => write!(
+                f,
+                "compiled (backward: {}, parallel forward: {})",
+                n.has_backward(),
+                n.is_elementwise()
+            ),
+            CpuKernel::Unsupported(why) => write!(f, "unsupported ({why})"),
+        }
+    }
+}
+
+/// The function a CPU launch runs.
+pub(crate) enum CpuBody<'a> {
+    Rust(&'a CpuFn),
+    Native(&'a NativeKernel),
 }
 
 /// One thread of a CPU launch: `wp.tid()`.
@@ -321,9 +362,15 @@ impl<T: Element> CpuArray<'_, T> {
     }
 }
 
-/// Runs body `f` of `kernel` once per work item of `bounds` (block_dim 1,
-/// in order) on `args`. `kernel` names the parameters in messages.
-pub(crate) fn run(kernel: &Kernel, f: &CpuFn, bounds: &Bounds, args: &[Arg]) -> Result<()> {
+/// Runs the `pass` function of `kernel` on the CPU once per work item of
+/// `bounds` (block_dim 1) on `args` (checked by the launch): a Rust body in
+/// order, compiled Warp code as `launch::native` decides. `kernel` names
+/// the parameters in messages.
+pub(crate) fn run(kernel: &Kernel, pass: Pass, bounds: &Bounds, args: &[Arg]) -> Result<()> {
+    let body = kernel.cpu(pass)?;
+    if bounds.size == 0 {
+        return Ok(());
+    }
     // The locks of every storage the launch uses (arrays and gradients),
     // held while the kernel runs: kernels write arrays through their
     // addresses, so a launch or copy on another thread using one of them
@@ -341,6 +388,10 @@ pub(crate) fn run(kernel: &Kernel, f: &CpuFn, bounds: &Bounds, args: &[Arg]) -> 
             alloc.wait_idle()?;
         }
     }
+    let f = match body {
+        CpuBody::Rust(f) => f,
+        CpuBody::Native(n) => return n.run(kernel, pass, bounds, args),
+    };
     let nd = bounds.ndim;
     let shape = &bounds.shape[..nd];
     let cpu_args = CpuArgs {

@@ -199,6 +199,11 @@ impl KernelSpec {
         &self.name
     }
 
+    /// Coordinates of `wp.tid()`.
+    pub(crate) fn kernel_dim(&self) -> usize {
+        self.kernel_dim
+    }
+
     /// The parameters.
     pub fn params(&self) -> &[KernelParam] {
         &self.params
@@ -354,8 +359,35 @@ impl KernelSpec {
             inner: Arc::new(KernelInner::new(
                 self,
                 rules,
-                Some(CudaFunctions::new(fwd, bwd)),
+                Some(CudaSlot::ready(CudaFunctions::new(fwd, bwd))),
                 None,
+            )),
+        })
+    }
+
+    /// The kernel of a Warp module: its CUDA functions are looked up in
+    /// the module's image and declared against the driver's layout on
+    /// their first use (the image itself is chosen and loaded then), so
+    /// making it touches no driver; `cpu` is its CPU implementation (the
+    /// module's compiled CPU code), if any.
+    ///
+    /// # Safety
+    ///
+    /// As for [`KernelSpec::load_cuda`], for the functions `deferred`
+    /// names in the library it loads; and `cpu`, when native, runs this
+    /// declaration's kernel.
+    pub(crate) unsafe fn declare_deferred(
+        self,
+        deferred: Option<DeferredCuda>,
+        cpu: Option<crate::launch::cpu::CpuKernel>,
+    ) -> Result<Kernel> {
+        let rules = self.check()?;
+        Ok(Kernel {
+            inner: Arc::new(KernelInner::new(
+                self,
+                rules,
+                deferred.map(CudaSlot::deferred),
+                cpu,
             )),
         })
     }
@@ -385,6 +417,94 @@ impl KernelSpec {
         Ok(Kernel {
             inner: Arc::new(KernelInner::new(self, rules, None, None)),
         })
+    }
+}
+
+/// How a kernel's CUDA functions are made on first use: the module's
+/// library (chosen and loaded on the first call of `library`, which may
+/// fail: no driver, no image for the device), and the functions' names.
+#[derive(Clone)]
+pub(crate) struct DeferredCuda {
+    pub library: Arc<dyn Fn() -> Result<Library> + Send + Sync>,
+    pub forward: String,
+    pub backward: Option<String>,
+}
+
+/// A kernel's CUDA functions: given when the kernel was made, or declared
+/// from its module's image on first use.
+pub(crate) struct CudaSlot {
+    deferred: Option<DeferredCuda>,
+    ready: OnceLock<CudaFunctions>,
+}
+
+impl CudaSlot {
+    fn ready(functions: CudaFunctions) -> CudaSlot {
+        CudaSlot {
+            deferred: None,
+            ready: OnceLock::from(functions),
+        }
+    }
+
+    fn deferred(deferred: DeferredCuda) -> CudaSlot {
+        CudaSlot {
+            deferred: Some(deferred),
+            ready: OnceLock::new(),
+        }
+    }
+
+    /// The same source of functions, with fresh spare blocks.
+    fn fresh(&self) -> CudaSlot {
+        let ready = OnceLock::new();
+        if let Some(c) = self.ready.get() {
+            let _ = ready.set(CudaFunctions::new(c.forward.clone(), c.backward.clone()));
+        }
+        CudaSlot {
+            deferred: self.deferred.clone(),
+            ready,
+        }
+    }
+
+    /// The functions if they are declared already.
+    pub(crate) fn loaded(&self) -> Option<&CudaFunctions> {
+        self.ready.get()
+    }
+
+    /// Whether the kernel has a backward CUDA function.
+    fn has_backward(&self) -> bool {
+        match (self.ready.get(), &self.deferred) {
+            (Some(c), _) => c.backward.is_some(),
+            (None, Some(d)) => d.backward.is_some(),
+            (None, None) => false,
+        }
+    }
+
+    /// The functions, declared now if they are not yet (the module's image
+    /// loaded first if no kernel of it loaded it yet). A failure is not
+    /// kept: the next call tries again.
+    pub(crate) fn get(&self, spec: &KernelSpec) -> Result<&CudaFunctions> {
+        if let Some(c) = self.ready.get() {
+            return Ok(c);
+        }
+        let Some(d) = &self.deferred else {
+            // `ready` is set whenever `deferred` is not.
+            return Err(Error::NoCudaFunction {
+                kernel: spec.name.clone(),
+                pass: Pass::Forward,
+            });
+        };
+        let library = (d.library)()?;
+        crate::device::Device::ensure_context()?;
+        // SAFETY: `KernelSpec::declare_deferred`'s caller promised the
+        // declared types for the functions `d` names in this library.
+        let fwd =
+            unsafe { DynKernel::declare(library.function(&d.forward)?, spec.declaration(false)) }?;
+        let bwd = d.backward.as_ref().map(|b| LazyBackward {
+            library: library.clone(),
+            name: b.clone(),
+            declared: OnceLock::new(),
+        });
+        // Another thread may have declared them meanwhile: one set wins.
+        Ok(self.ready.get_or_init(|| CudaFunctions::new(fwd, bwd)))
     }
 }
 
@@ -471,7 +591,7 @@ pub(crate) struct KernelInner {
     pub spec: KernelSpec,
     /// The access rules of the forward and backward functions, resolved.
     pub rules: [Rules; 2],
-    pub cuda: Option<CudaFunctions>,
+    pub cuda: Option<CudaSlot>,
     pub cpu: Option<crate::launch::cpu::CpuKernel>,
     /// The argument vector of a finished launch, reused (emptied) by the
     /// next one: immediate launches then allocate nothing.
@@ -482,7 +602,7 @@ impl KernelInner {
     fn new(
         spec: KernelSpec,
         rules: [Rules; 2],
-        cuda: Option<CudaFunctions>,
+        cuda: Option<CudaSlot>,
         cpu: Option<crate::launch::cpu::CpuKernel>,
     ) -> KernelInner {
         // Capacity of reusable argument vectors: every parameter and its
@@ -526,7 +646,7 @@ impl fmt::Debug for Kernel {
             .field("params", &self.inner.spec.params.len())
             .field("grid_stride", &self.is_grid_stride())
             .field("cuda", &self.inner.cuda.is_some())
-            .field("cpu", &self.inner.cpu.is_some())
+            .field("cpu", &self.inner.cpu)
             .finish()
     }
 }
@@ -609,17 +729,24 @@ impl Kernel {
         self.inner.spec.block_dim
     }
 
-    /// Whether it has a backward CUDA function.
+    /// Whether it has a backward function (CUDA, or CPU: a Rust one or the
+    /// module's compiled CPU code).
     pub fn has_backward(&self) -> bool {
-        self.inner
-            .cuda
-            .as_ref()
-            .is_some_and(|c| c.backward.is_some())
+        self.inner.cuda.as_ref().is_some_and(CudaSlot::has_backward)
             || self
                 .inner
                 .cpu
                 .as_ref()
-                .is_some_and(|c| c.backward.is_some())
+                .is_some_and(crate::launch::cpu::CpuKernel::has_backward)
+    }
+
+    /// Whether its CUDA forward function is declared against the driver
+    /// (a kernel of a Warp module declares it on its first CUDA use).
+    pub(crate) fn is_cuda_declared(&self) -> bool {
+        self.inner
+            .cuda
+            .as_ref()
+            .is_some_and(|c| c.loaded().is_some())
     }
 
     /// The same kernel with a CPU implementation (forward and, for adjoint
@@ -634,16 +761,13 @@ impl Kernel {
         backward: Option<crate::launch::cpu::CpuFn>,
     ) -> Kernel {
         let old = &self.inner;
-        let cuda = old
-            .cuda
-            .as_ref()
-            .map(|c| CudaFunctions::new(c.forward.clone(), c.backward.clone()));
+        let cuda = old.cuda.as_ref().map(CudaSlot::fresh);
         Kernel {
             inner: Arc::new(KernelInner::new(
                 old.spec.clone(),
                 old.rules.clone(),
                 cuda,
-                Some(crate::launch::cpu::CpuKernel::new(forward, backward)),
+                Some(crate::launch::cpu::CpuKernel::Rust { forward, backward }),
             )),
         }
     }
@@ -691,11 +815,18 @@ impl Kernel {
     }
 
     /// The CUDA function of the forward or backward kernel: attributes,
-    /// occupancy, limits, and its launch handle for raw driver calls.
+    /// occupancy, limits, and its launch handle for raw driver calls. For
+    /// a kernel of a Warp module, the first CUDA use: the module's image is
+    /// chosen and loaded (if no kernel of it did so yet) and the function
+    /// declared against the driver's parameter layout.
     ///
     /// # Errors
     ///
-    /// [`Error::NoCudaFunction`] when the kernel has no such function.
+    /// [`Error::NoCudaFunction`] when the kernel has no such function; for
+    /// a kernel of a Warp module, the errors of loading its image
+    /// ([`Error::Cuda`] without a driver or an image for the device,
+    /// [`Error::Source`] for a module without images) and of declaring the
+    /// function.
     pub fn cuda_function(&self, pass: Pass) -> Result<&cuda_api::Function> {
         Ok(self.cuda(pass)?.function())
     }
@@ -706,19 +837,44 @@ impl Kernel {
             pass,
         };
         let c = self.inner.cuda.as_ref().ok_or_else(missing)?;
-        c.function(pass, &self.inner.spec)?.ok_or_else(missing)
+        c.get(&self.inner.spec)?
+            .function(pass, &self.inner.spec)?
+            .ok_or_else(missing)
     }
 
-    /// The CPU function of the forward or backward kernel.
-    pub(crate) fn cpu(&self, pass: Pass) -> Result<&crate::launch::cpu::CpuFn> {
+    /// The CPU function of the forward or backward kernel: a Rust
+    /// implementation or the module's compiled CPU code.
+    pub(crate) fn cpu(&self, pass: Pass) -> Result<crate::launch::cpu::CpuBody<'_>> {
+        use crate::launch::cpu::{CpuBody, CpuKernel};
         let missing = || Error::NoCpuFunction {
             kernel: self.name().to_string(),
             pass,
         };
-        let c = self.inner.cpu.as_ref().ok_or_else(missing)?;
-        match pass {
-            Pass::Forward => Ok(&c.forward),
-            Pass::Adjoint => c.backward.as_ref().ok_or_else(missing),
+        match self.inner.cpu.as_ref().ok_or_else(missing)? {
+            CpuKernel::Rust { forward, backward } => match pass {
+                Pass::Forward => Ok(CpuBody::Rust(forward)),
+                Pass::Adjoint => backward.as_ref().map(CpuBody::Rust).ok_or_else(missing),
+            },
+            CpuKernel::Native(n) => {
+                if pass == Pass::Adjoint && !n.has_backward() {
+                    return Err(missing());
+                }
+                Ok(CpuBody::Native(n))
+            }
+            CpuKernel::Unsupported(reason) => Err(Error::CpuUnsupported {
+                kernel: self.name().to_string(),
+                reason: reason.clone(),
+            }),
         }
+    }
+
+    /// Whether a launch on `"cpu"` runs the module's compiled CPU code
+    /// (whose array accesses are not bounds-checked, so the launch-shape
+    /// rules apply as on CUDA) rather than a Rust implementation.
+    pub(crate) fn runs_native_on_cpu(&self) -> bool {
+        matches!(
+            self.inner.cpu,
+            Some(crate::launch::cpu::CpuKernel::Native(_))
+        )
     }
 }

@@ -135,8 +135,10 @@ fn write_arg(
 /// Checks the kernel's array access rules for a launch with `plan` and the
 /// arguments `arg(i)` (forward parameters, then adjoints), refusing a
 /// launch that could leave an array. `only`: check just the rules of that
-/// argument. Nothing is checked for unchecked launches, CPU launches (their
-/// implementation is safe Rust) and launches of size 0.
+/// argument. Nothing is checked for unchecked launches, CPU launches of a
+/// Rust implementation (safe Rust, bounds-checked) and launches of size 0;
+/// CPU launches of a module's compiled CPU code are checked as CUDA ones
+/// (Warp's C++ indexes host memory without bounds checks).
 pub(crate) fn check_accesses<'a>(
     kernel: &Kernel,
     opts: &Options,
@@ -180,7 +182,10 @@ pub(crate) fn check_access_rules<'a>(
     arg: impl Fn(usize) -> Extents<'a>,
     only: Option<usize>,
 ) -> Result<()> {
-    if opts.unchecked || opts.device == Device::Cpu || plan.size == 0 {
+    if opts.unchecked
+        || (opts.device == Device::Cpu && !kernel.runs_native_on_cpu())
+        || plan.size == 0
+    {
         return Ok(());
     }
     let rules = match &kernel.inner.rules[opts.pass.index()] {
@@ -358,7 +363,7 @@ impl Launch {
                         k.function().set_max_dynamic_shared_memory(ctx, smem)?;
                     }
                 }
-                Some(match &kernel.inner.cuda {
+                Some(match kernel.inner.cuda.as_ref().and_then(|c| c.loaded()) {
                     Some(c) => c.take_block(opts.pass, k),
                     None => Box::new(k.args()),
                 })
@@ -682,8 +687,12 @@ impl Launch {
             return Ok(());
         }
         let Some(block) = &self.block else {
-            let f = self.kernel.cpu(self.opts.pass)?;
-            return crate::launch::cpu::run(&self.kernel, f, &self.plan.bounds, &self.args);
+            return crate::launch::cpu::run(
+                &self.kernel,
+                self.opts.pass,
+                &self.plan.bounds,
+                &self.args,
+            );
         };
         let default;
         let stream = match stream {
@@ -751,7 +760,10 @@ impl Launch {
 
 impl Drop for Launch {
     fn drop(&mut self) {
-        if let (Some(block), Some(c)) = (self.block.take(), &self.kernel.inner.cuda) {
+        if let (Some(block), Some(c)) = (
+            self.block.take(),
+            self.kernel.inner.cuda.as_ref().and_then(|c| c.loaded()),
+        ) {
             c.give_block(self.opts.pass, block);
         }
         // SAFETY: `drop` runs once and `args` is not used after this.

@@ -6,12 +6,13 @@
 
 mod bind;
 mod builder;
-mod cpu;
+pub(crate) mod cpu;
 pub(crate) mod domain;
-mod kernel;
+pub(crate) mod kernel;
 #[allow(clippy::module_inception)]
 mod launch;
 pub(crate) mod memo;
+pub(crate) mod native;
 pub(crate) mod record;
 mod spare;
 mod typed;
@@ -22,4 +23,5 @@ pub use cpu::{CpuArgs, CpuArray, CpuFn, CpuIndex, Thread, cpu_fn};
 pub use domain::DimError;
 pub use kernel::{Kernel, KernelSpec};
 pub use launch::Launch;
+pub use native::{cpu_threads, set_cpu_threads};
 pub use typed::TypedArg;

@@ -542,8 +542,13 @@ impl Kernel {
         let device = launch_device(args, stream);
         let mode = thread_access_mode();
         let dim = dim.as_slice();
-        if device.is_cuda()
-            && let Some(functions) = &self.inner.cuda
+        let cuda = match &self.inner.cuda {
+            // The first CUDA use of a Warp module's kernel declares it (and
+            // loads the module's image); a failure is this launch's error.
+            Some(slot) if device.is_cuda() => Some(slot.get(&self.inner.spec)?),
+            _ => None,
+        };
+        if let Some(functions) = cuda
             && let Some(k) = functions.function(pass, &self.inner.spec)?
         {
             let mut block = functions.take_typed(pass, k);
@@ -570,12 +575,12 @@ impl Kernel {
             // No function for this pass: the refusal names it.
             self.cuda(pass)?;
         }
-        let f = self.cpu(pass)?;
+        self.cpu(pass)?;
         if plan.size == 0 {
             return Ok(());
         }
         let owned = self.owned_args(args)?;
-        let r = crate::launch::cpu::run(self, f, &plan.bounds, &owned);
+        let r = crate::launch::cpu::run(self, pass, &plan.bounds, &owned);
         self.inner.give_args(owned);
         r
     }
