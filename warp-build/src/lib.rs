@@ -55,6 +55,9 @@
 #![deny(missing_docs)]
 #![warn(clippy::missing_errors_doc)]
 
+mod cpu_library;
+mod cpu_parse;
+mod cpu_shim;
 mod embed;
 mod error;
 mod module;
