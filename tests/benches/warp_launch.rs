@@ -345,6 +345,7 @@ fn module_load(dir: &std::path::Path) -> (f64, f64) {
         source: text("cu"),
         meta: text("meta"),
         images,
+        cpu: None,
     };
     let (mut loads, mut embeds) = (Vec::new(), Vec::new());
     for _ in 0..21 {

@@ -96,6 +96,7 @@ fn embedded(dir: &Path) -> EmbeddedModule {
         source: text("wp_kernels.cu"),
         meta: text("wp_kernels.meta"),
         images: Box::leak(images.into_boxed_slice()),
+        cpu: None,
     }
 }
 

@@ -23,6 +23,7 @@ use crate::error::{Error, Result};
 ///     source: "/* wp_kernels.cu */",
 ///     meta: "{}",
 ///     images: &[EmbeddedImage { file: "wp_kernels.sm90.cubin", bytes: b"\x7fELF" }],
+///     cpu: None,
 /// };
 /// assert_eq!(KERNELS.images[0].file, "wp_kernels.sm90.cubin");
 /// ```
@@ -37,6 +38,9 @@ pub struct EmbeddedModule {
     /// The images, each under the file name Warp gave it
     /// (`wp_<name>.sm<arch>.cubin`, `wp_<name>.sm<arch>.ptx`).
     pub images: &'static [EmbeddedImage],
+    /// The module's CPU entry points (warp-build's `WarpModule::cpu`), or
+    /// `None` when it was compiled without CPU code.
+    pub cpu: Option<&'static crate::EmbeddedCpu>,
 }
 
 /// One image of an [`EmbeddedModule`].

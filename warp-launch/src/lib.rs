@@ -109,6 +109,7 @@ mod error;
 pub mod fuzzing;
 mod graph;
 mod images;
+mod native_types;
 mod launch;
 #[cfg(feature = "build")]
 mod launchers;
@@ -145,6 +146,9 @@ pub use array::{
 // Kernels: their signatures, Warp modules compiled ahead of time, CUDA C declarations.
 pub use aot::{AotModule, WARP_VERSION};
 pub use images::{EmbeddedImage, EmbeddedModule};
+pub use native_types::{
+    CpuAssertFn, CpuBackwardFn, CpuForwardFn, CpuLayoutFn, EmbeddedCpu, EmbeddedCpuKernel,
+};
 pub use launch::{Kernel, KernelSpec};
 pub use signature::{
     AccessTarget, Accesses, ArrayAccess, AxisIndex, KernelParam, ParamKind, Pass, StructField,
