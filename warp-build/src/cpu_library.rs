@@ -174,15 +174,11 @@ fn print_stdlib(target: Option<&str>) {
 /// set), else one assembled from the running binary's architecture and OS.
 fn host_triple() -> String {
     let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-    let from_rustc = Command::new(rustc)
-        .arg("-vV")
-        .output()
-        .ok()
-        .and_then(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .find_map(|l| l.strip_prefix("host: ").map(str::to_string))
-        });
+    let from_rustc = Command::new(rustc).arg("-vV").output().ok().and_then(|o| {
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .find_map(|l| l.strip_prefix("host: ").map(str::to_string))
+    });
     from_rustc.unwrap_or_else(|| {
         let arch = std::env::consts::ARCH;
         match std::env::consts::OS {

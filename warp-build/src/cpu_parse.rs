@@ -54,10 +54,12 @@ pub(crate) fn parse(text: &str) -> Result<Vec<CpuKernel>, String> {
         }
         if let Some(name) = function_name(head) {
             // Overloads of a user function: one entry, every body.
-            let f = functions.entry(name.to_string()).or_insert_with(|| Function {
-                head: head.to_string(),
-                body: String::new(),
-            });
+            let f = functions
+                .entry(name.to_string())
+                .or_insert_with(|| Function {
+                    head: head.to_string(),
+                    body: String::new(),
+                });
             f.body.push_str(&item.body);
             f.body.push('\n');
         }
@@ -75,13 +77,17 @@ pub(crate) fn parse(text: &str) -> Result<Vec<CpuKernel>, String> {
                 f.head
             )
         })?;
-        let fields = structs.get(key).cloned().ok_or_else(|| {
-            format!("kernel `{key}` has `{name}` but no `struct wp_args_{key}`")
-        })?;
+        let fields = structs
+            .get(key)
+            .cloned()
+            .ok_or_else(|| format!("kernel `{key}` has `{name}` but no `struct wp_args_{key}`"))?;
         let backward_name = format!("{key}_cpu_kernel_backward");
         let backward = functions.contains_key(&backward_name);
         let mut unsupported = None;
-        for (pass, fname) in [("forward", name.as_str()), ("backward", backward_name.as_str())] {
+        for (pass, fname) in [
+            ("forward", name.as_str()),
+            ("backward", backward_name.as_str()),
+        ] {
             if let Some(f) = functions.get(fname)
                 && let Some(why) = cooperative(&f.body, &functions, &mut BTreeSet::new())
             {
@@ -357,7 +363,10 @@ mod tests {
             })
             .collect();
         assert_eq!(keys, cu_keys);
-        assert!(kernels.iter().all(|k| k.unsupported.is_none()), "{kernels:?}");
+        assert!(
+            kernels.iter().all(|k| k.unsupported.is_none()),
+            "{kernels:?}"
+        );
         assert!(kernels.iter().all(|k| k.backward));
         let saxpy = kernel(&kernels, "saxpy");
         assert_eq!(saxpy.fields, ["a", "x", "y"]);

@@ -267,7 +267,9 @@ mod tests {
         )
         .unwrap();
         // The safety comment sits right above the static with the unsafe block.
-        assert!(text.contains(&format!("{CPU_SAFETY}\nstatic M_CPU: warp_launch::EmbeddedCpu")));
+        assert!(text.contains(&format!(
+            "{CPU_SAFETY}\nstatic M_CPU: warp_launch::EmbeddedCpu"
+        )));
         assert!(!text.contains("wpl_m__row_sums__forward"));
         assert!(!text.contains("wpl_m__fill__backward"));
         insta::assert_snapshot!(text);
