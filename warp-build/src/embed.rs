@@ -100,14 +100,18 @@ fn cpu_items(
         });
     }
     let doc = format!(" The CPU entry points of the Warp module `{module}`.");
+    // The declarations are local to the static's initializer: two modules'
+    // files included side by side (both declare wpl_take_assert) do not clash.
     let items = quote! {
-        unsafe extern "C" {
-            #(#decls)*
-            fn wpl_take_assert() -> *const ::core::ffi::c_char;
-        }
         #[doc = #doc]
-        static #cpu_static: warp_launch::EmbeddedCpu = unsafe {
-            warp_launch::EmbeddedCpu::new(&[#(#entries),*], &[#(#unsupported),*], wpl_take_assert)
+        static #cpu_static: warp_launch::EmbeddedCpu = {
+            unsafe extern "C" {
+                #(#decls)*
+                fn wpl_take_assert() -> *const ::core::ffi::c_char;
+            }
+            unsafe {
+                warp_launch::EmbeddedCpu::new(&[#(#entries),*], &[#(#unsupported),*], wpl_take_assert)
+            }
         };
     };
     (items, quote! { Some(&#cpu_static) })
@@ -160,12 +164,18 @@ pub(crate) fn generate(
     })?;
     let mut text = prettyplease::unparse(&file);
     if cpu.is_some() {
+        // The safety comment goes right above the static's `unsafe {`.
         let cpu_static = format!("static {}_CPU:", static_name(module));
+        let mut in_static = false;
         text = text
             .lines()
             .map(|l| {
-                if l.starts_with(&cpu_static) {
-                    format!("{CPU_SAFETY}\n{l}\n")
+                in_static |= l.starts_with(&cpu_static);
+                if in_static && l == "    unsafe {" {
+                    in_static = false;
+                    let comment: String =
+                        CPU_SAFETY.lines().map(|c| format!("    {c}\n")).collect();
+                    format!("{comment}{l}\n")
                 } else {
                     format!("{l}\n")
                 }
@@ -266,10 +276,12 @@ mod tests {
             "Doc line.",
         )
         .unwrap();
-        // The safety comment sits right above the static with the unsafe block.
-        assert!(text.contains(&format!(
-            "{CPU_SAFETY}\nstatic M_CPU: warp_launch::EmbeddedCpu"
-        )));
+        // The safety comment sits right above the unsafe block.
+        let comment: String = CPU_SAFETY.lines().map(|c| format!("    {c}\n")).collect();
+        assert!(
+            text.contains(&format!("{comment}    unsafe {{\n")),
+            "{text}"
+        );
         assert!(!text.contains("wpl_m__row_sums__forward"));
         assert!(!text.contains("wpl_m__fill__backward"));
         insta::assert_snapshot!(text);

@@ -12,6 +12,15 @@ use crate::{ENV_ARCHS, ENV_PYTHON, ENV_PYTHONPATH, WARP_VERSION, cpu_library, em
 /// The Python side of the compile step, run with `python -c`.
 const SCRIPT: &str = include_str!("compile.py");
 
+/// The code that writes the embedding file and the CPU entry points: part
+/// of the stamp, so that a warp-build that writes them differently
+/// recompiles.
+const GENERATORS: [&str; 3] = [
+    include_str!("embed.rs"),
+    include_str!("cpu_shim.rs"),
+    include_str!("cpu_parse.rs"),
+];
+
 /// Warp's default block dimension.
 const DEFAULT_BLOCK_DIM: u32 = 256;
 /// The most threads a CUDA block may have.
@@ -182,7 +191,7 @@ impl WarpModule {
         }
 
         let key = format!(
-            "module={module}\nsource={}\narchs={archs:?}\nptx={}\nblock_dim={}\nembed={}\ncpu={}\nout_dir={}\nwarp={WARP_VERSION}\nscript={SCRIPT}\nruntime={}",
+            "module={module}\nsource={}\narchs={archs:?}\nptx={}\nblock_dim={}\nembed={}\ncpu={}\nout_dir={}\nwarp={WARP_VERSION}\nscript={SCRIPT}\nruntime={}\ngenerators={GENERATORS:?}",
             source.path.display(),
             self.ptx,
             self.block_dim,
