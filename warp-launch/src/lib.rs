@@ -109,10 +109,10 @@ mod error;
 pub mod fuzzing;
 mod graph;
 mod images;
-mod native_types;
 mod launch;
 #[cfg(feature = "build")]
 mod launchers;
+mod native_types;
 mod signature;
 mod source;
 
@@ -146,10 +146,10 @@ pub use array::{
 // Kernels: their signatures, Warp modules compiled ahead of time, CUDA C declarations.
 pub use aot::{AotModule, WARP_VERSION};
 pub use images::{EmbeddedImage, EmbeddedModule};
+pub use launch::{Kernel, KernelSpec};
 pub use native_types::{
     CpuAssertFn, CpuBackwardFn, CpuForwardFn, CpuLayoutFn, EmbeddedCpu, EmbeddedCpuKernel,
 };
-pub use launch::{Kernel, KernelSpec};
 pub use signature::{
     AccessTarget, Accesses, ArrayAccess, AxisIndex, KernelParam, ParamKind, Pass, StructField,
     StructType, Unproven,
