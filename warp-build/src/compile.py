@@ -7,6 +7,7 @@ Run by the warp-build crate as `python -B -c <this file> REQUEST_JSON`. REQUEST_
      "archs": [int] or null (null: every arch Warp's NVRTC compiles from sm_75 up),
      "ptx": bool (also PTX for the lowest arch),
      "block_dim": int,
+     "cpu": bool (also Warp's generated C++ for the CPU, wp_<module>.cpp),
      "out_dir": abs path,
      "kernel_cache_dir": abs path (Warp's kernel cache, kept out of $HOME),
      "exclude": [abs path] (directories whose modules are not the user's sources),
@@ -17,7 +18,8 @@ object, the summary:
 
     {"ok": true, "warp_version": str, "module": str, "block_dim": int, "archs": [int],
      "ptx_arch": int | null, "files": [file name in out_dir], "kernels": [key],
-     "sources": [abs path of every .py file of the user's that was imported]}
+     "sources": [abs path of every .py file of the user's that was imported],
+     "warp_dir": abs path of the imported warp package (its native/ holds the headers)}
     {"ok": false, "stage": "import" | "version" | "arch" | "compile" | "output" | "internal",
      "error": str, "error_type": str, "supported_archs": [int] (stage "arch" only)}
 """
@@ -67,6 +69,24 @@ def user_sources(root, exclude):
         if under(f, root) and not any(under(f, e) for e in exclude):
             found.add(f)
     return sorted(found)
+
+
+def compile_cpu(wp, mod, module, out_dir):
+    """Warp's generated C++ for the CPU: wp_<module>.cpp. warp-build compiles it itself
+    (with the `cc` crate), so the object Warp's own LLVM builds beside it is removed.
+    Empty cpu_compiler_flags: portable code generation (no -march=native, no warning)."""
+    meta = os.path.join(out_dir, f"wp_{module}.meta")
+    with open(meta, "rb") as f:
+        cuda_meta = f.read()
+    wp.set_module_options({"cpu_compiler_flags": ""}, mod)
+    wp.compile_aot_module(mod, device="cpu", module_dir=out_dir, strip_hash=True)
+    # The CUDA compile's metadata stays the module's .meta (the CPU compile rewrites it).
+    with open(meta, "wb") as f:
+        f.write(cuda_meta)
+    prefix = f"wp_{module}."
+    for name in os.listdir(out_dir):
+        if name.startswith(prefix) and name.endswith(".o"):
+            os.remove(os.path.join(out_dir, name))
 
 
 def run(req):
@@ -126,6 +146,8 @@ def run(req):
         if req["ptx"]:
             ptx_arch = archs[0]
             wp.compile_aot_module(mod, arch=[ptx_arch], module_dir=out_dir, use_ptx=True, strip_hash=True)
+        if req.get("cpu"):
+            compile_cpu(wp, mod, module, out_dir)
     except Exception as e:
         return fail("compile", str(e), type(e).__name__, sources=sources)
 
@@ -133,6 +155,8 @@ def run(req):
     expected = [f"wp_{module}.cu", f"wp_{module}.meta"] + [f"wp_{module}.sm{a}.cubin" for a in archs]
     if ptx_arch is not None:
         expected.append(f"wp_{module}.sm{ptx_arch}.ptx")
+    if req.get("cpu"):
+        expected.append(f"wp_{module}.cpp")
     missing = [n for n in expected if n not in files]
     if missing:
         return fail("output", "Warp reported success but did not write " + ", ".join(missing), sources=sources)
@@ -152,6 +176,7 @@ def run(req):
         "files": files,
         "kernels": kernels,
         "sources": sources,
+        "warp_dir": os.path.dirname(os.path.abspath(wp.__file__)),
     }
 
 

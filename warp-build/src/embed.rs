@@ -7,6 +7,8 @@ use std::path::Path;
 use heck::ToShoutySnakeCase;
 use quote::quote;
 
+use crate::cpu_parse::CpuKernel;
+use crate::cpu_shim::symbol;
 use crate::error::BuildError;
 
 /// The name of the static for `module` (`kernels` -> `KERNELS`).
@@ -42,15 +44,91 @@ pub(crate) fn images(files: &[String]) -> Vec<&str> {
     cubins
 }
 
-/// The text of `<module>.rs`: a header comment and the documented static.
+/// The comment above the static holding the CPU entry points (clippy's
+/// `undocumented_unsafe_blocks` reads it; prettyplease drops comments, so it
+/// is put back after formatting).
+const CPU_SAFETY: &str = "// SAFETY: the functions are the wpl_ entry points warp-build generated for these\n\
+     // kernels of this module (linked from its static library), and wpl_take_assert is\n\
+     // warp-build's CPU runtime's.";
+
+fn ident(name: &str) -> syn::Ident {
+    syn::Ident::new(name, proc_macro2::Span::call_site())
+}
+
+/// The `unsafe extern "C"` block and the `EmbeddedCpu` static of a module's
+/// CPU code, and the expression for the module's `cpu` field.
+fn cpu_items(
+    module: &str,
+    kernels: Option<&[CpuKernel]>,
+) -> (proc_macro2::TokenStream, proc_macro2::TokenStream) {
+    let Some(kernels) = kernels else {
+        return (quote! {}, quote! { None });
+    };
+    let cpu_static = ident(&format!("{}_CPU", static_name(module)));
+    let mut decls = Vec::new();
+    let mut entries = Vec::new();
+    let mut unsupported = Vec::new();
+    for k in kernels {
+        let key = k.key.as_str();
+        if let Some(why) = &k.unsupported {
+            unsupported.push(quote! { (#key, #why) });
+            continue;
+        }
+        let fwd = ident(&symbol(module, key, "forward"));
+        let layout = ident(&symbol(module, key, "layout"));
+        decls.push(quote! {
+            fn #fwd(dim: *const ::core::ffi::c_void, args: *mut ::core::ffi::c_void, first: usize, last: usize);
+            fn #layout(out: *mut usize, cap: usize) -> usize;
+        });
+        let bwd = if k.backward {
+            let bwd = ident(&symbol(module, key, "backward"));
+            decls.push(quote! {
+                fn #bwd(
+                    dim: *const ::core::ffi::c_void,
+                    args: *mut ::core::ffi::c_void,
+                    adj_args: *mut ::core::ffi::c_void,
+                    first: usize,
+                    last: usize,
+                );
+            });
+            quote! { Some(#bwd) }
+        } else {
+            quote! { None }
+        };
+        entries.push(quote! {
+            warp_launch::EmbeddedCpuKernel::new(#key, #fwd, #bwd, #layout)
+        });
+    }
+    let doc = format!(" The CPU entry points of the Warp module `{module}`.");
+    // The declarations are local to the static's initializer: two modules'
+    // files included side by side (both declare wpl_take_assert) do not clash.
+    let items = quote! {
+        #[doc = #doc]
+        static #cpu_static: warp_launch::EmbeddedCpu = {
+            unsafe extern "C" {
+                #(#decls)*
+                fn wpl_take_assert() -> *const ::core::ffi::c_char;
+            }
+            unsafe {
+                warp_launch::EmbeddedCpu::new(&[#(#entries),*], &[#(#unsupported),*], wpl_take_assert)
+            }
+        };
+    };
+    (items, quote! { Some(&#cpu_static) })
+}
+
+/// The text of `<module>.rs`: a header comment and the documented static
+/// (with the module's CPU entry points when `cpu` is given).
 pub(crate) fn generate(
     module: &str,
     dir: &Path,
     files: &[String],
+    cpu: Option<&[CpuKernel]>,
     doc: &str,
 ) -> Result<String, BuildError> {
     let path = |f: &str| dir.join(f).to_string_lossy().into_owned();
-    let ident = syn::Ident::new(&static_name(module), proc_macro2::Span::call_site());
+    let ident = ident(&static_name(module));
+    let (cpu_items, cpu_field) = cpu_items(module, cpu);
     let cu = path(&format!("wp_{module}.cu"));
     let meta = path(&format!("wp_{module}.meta"));
     let images = images(files).into_iter().map(|file| {
@@ -70,23 +148,43 @@ pub(crate) fn generate(
         }
     });
     let tokens = quote! {
+        #cpu_items
         #(#[doc = #doc_lines])*
         pub static #ident: warp_launch::EmbeddedModule = warp_launch::EmbeddedModule {
             name: #module,
             source: include_str!(#cu),
             meta: include_str!(#meta),
             images: &[#(#images),*],
-            cpu: None,
+            cpu: #cpu_field,
         };
     };
     let file: syn::File = syn::parse2(tokens).map_err(|e| BuildError::Codegen {
         module: module.to_string(),
         problem: e.to_string(),
     })?;
+    let mut text = prettyplease::unparse(&file);
+    if cpu.is_some() {
+        // The safety comment goes right above the static's `unsafe {`.
+        let cpu_static = format!("static {}_CPU:", static_name(module));
+        let mut in_static = false;
+        text = text
+            .lines()
+            .map(|l| {
+                in_static |= l.starts_with(&cpu_static);
+                if in_static && l == "    unsafe {" {
+                    in_static = false;
+                    let comment: String =
+                        CPU_SAFETY.lines().map(|c| format!("    {c}\n")).collect();
+                    format!("{comment}{l}\n")
+                } else {
+                    format!("{l}\n")
+                }
+            })
+            .collect();
+    }
     Ok(format!(
-        "// @generated by warp-build from Warp's output in {}; do not edit.\n\n{}",
+        "// @generated by warp-build from Warp's output in {}; do not edit.\n\n{text}",
         dir.display(),
-        prettyplease::unparse(&file)
     ))
 }
 
@@ -135,9 +233,57 @@ mod tests {
             "m",
             Path::new("/out/warp/m"),
             &files,
+            None,
             "Doc line.\n\nSecond.",
         )
         .unwrap();
+        insta::assert_snapshot!(text);
+    }
+
+    #[test]
+    fn generated_code_declares_the_cpu_entry_points() {
+        let files: Vec<String> = ["wp_m.cu", "wp_m.meta", "wp_m.sm90.cubin", "wp_m.cpp"]
+            .map(String::from)
+            .to_vec();
+        let kernels = [
+            CpuKernel {
+                key: "saxpy".into(),
+                dim: 1,
+                backward: true,
+                fields: vec!["a".into(), "x".into(), "y".into()],
+                unsupported: None,
+            },
+            CpuKernel {
+                key: "fill".into(),
+                dim: 2,
+                backward: false,
+                fields: vec!["out".into()],
+                unsupported: None,
+            },
+            CpuKernel {
+                key: "row_sums".into(),
+                dim: 1,
+                backward: true,
+                fields: vec!["a".into(), "out".into()],
+                unsupported: Some("its forward code uses `wp::tile_load`".into()),
+            },
+        ];
+        let text = generate(
+            "m",
+            Path::new("/out/warp/m"),
+            &files,
+            Some(&kernels),
+            "Doc line.",
+        )
+        .unwrap();
+        // The safety comment sits right above the unsafe block.
+        let comment: String = CPU_SAFETY.lines().map(|c| format!("    {c}\n")).collect();
+        assert!(
+            text.contains(&format!("{comment}    unsafe {{\n")),
+            "{text}"
+        );
+        assert!(!text.contains("wpl_m__row_sums__forward"));
+        assert!(!text.contains("wpl_m__fill__backward"));
         insta::assert_snapshot!(text);
     }
 }

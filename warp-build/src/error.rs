@@ -140,6 +140,38 @@ pub enum BuildError {
         /// The operating system's error.
         error: std::io::Error,
     },
+    /// Warp's generated CPU code (`wp_<module>.cpp`) is not as Warp
+    /// 1.19.0 writes it, so its entry points cannot be generated.
+    CpuSource {
+        /// The module.
+        module: String,
+        /// The file.
+        path: PathBuf,
+        /// What is not as expected.
+        problem: String,
+    },
+    /// No C++ compiler was found for the module's CPU code.
+    CpuCompilerMissing {
+        /// The module.
+        module: String,
+        /// The compiler that was tried (as the `cc` crate resolved it: `CXX`,
+        /// else the target's default such as `c++`).
+        compiler: PathBuf,
+        /// The operating system's or the `cc` crate's message.
+        problem: String,
+    },
+    /// The C++ compiler failed on the module's CPU code.
+    CpuCompile {
+        /// The module.
+        module: String,
+        /// The compiler.
+        compiler: PathBuf,
+        /// The file it compiled.
+        path: PathBuf,
+        /// The `cc` crate's message (the compiler's own messages are printed
+        /// above it in the build output).
+        problem: String,
+    },
     /// The generated embedding code did not parse (a bug in warp-build).
     Codegen {
         /// The module.
@@ -341,6 +373,42 @@ impl fmt::Display for BuildError {
                 path,
                 error,
             } => write!(f, "{CALL}: {action} {}: {error}", path.display()),
+            BuildError::CpuSource {
+                module,
+                path,
+                problem,
+            } => write!(
+                f,
+                "{CALL}: Warp module {module:?}: Warp's CPU code {} is not as Warp {WARP_VERSION} writes it \
+                 ({problem}); compile without CPU code with WarpModule::cpu(false), and please report it",
+                path.display()
+            ),
+            BuildError::CpuCompilerMissing {
+                module,
+                compiler,
+                problem,
+            } => write!(
+                f,
+                "{CALL}: Warp module {module:?}: no C++ compiler for its CPU code: {} could not be run \
+                 ({problem}). Install a C++17 compiler, g++ 9 or newer or clang 10 or newer \
+                 (Debian/Ubuntu: `apt-get install g++`), or set CXX to one; or compile without CPU code \
+                 with WarpModule::cpu(false)",
+                compiler.display()
+            ),
+            BuildError::CpuCompile {
+                module,
+                compiler,
+                path,
+                problem,
+            } => write!(
+                f,
+                "{CALL}: Warp module {module:?}: {} failed to compile its CPU code {} ({problem}); the \
+                 compiler's messages are above in the build output. Warp's CPU code needs a C++17 compiler, \
+                 g++ 9 or newer or clang 10 or newer (set CXX to one); or compile without CPU code with \
+                 WarpModule::cpu(false)",
+                compiler.display(),
+                path.display()
+            ),
             BuildError::Codegen { module, problem } => write!(
                 f,
                 "{CALL}: Warp module {module:?}: the generated embedding code does not parse ({problem}); \

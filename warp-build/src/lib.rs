@@ -40,6 +40,18 @@
 //! output) and reuses it. Warp's kernel cache stays in
 //! `<target>/warp-build/kernel-cache`, not in the home directory.
 //!
+//! # CPU code
+//!
+//! By default ([`WarpModule::cpu`]) the module is also compiled for the CPU:
+//! Warp writes its generated C++ (`wp_<module>.cpp`), warp-build adds
+//! `wp_<module>.cpu.cpp` with C entry points per kernel
+//! (`wpl_<module>__<kernel>__forward`, `__backward`, `__layout`) and
+//! compiles both, with a small runtime of its own, into
+//! `<out_dir>/cpu/libwpl_<module>.a` using the [`cc`](https://docs.rs/cc)
+//! crate (a C++17 compiler: g++ 9 or newer, or clang 10 or newer). Kernels
+//! that use tiles get no CPU entry points ([`Compiled::cpu_unsupported`]).
+//! `.cpu(false)` needs no C++ compiler.
+//!
 //! `WARP_BUILD_ARCHS` (`90,80`) overrides [`WarpModule::archs`], for example
 //! to compile fewer architectures in CI.
 //!
@@ -55,6 +67,9 @@
 #![deny(missing_docs)]
 #![warn(clippy::missing_errors_doc)]
 
+mod cpu_library;
+mod cpu_parse;
+mod cpu_shim;
 mod embed;
 mod error;
 mod module;

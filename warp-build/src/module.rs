@@ -7,10 +7,19 @@ use serde::Deserialize;
 use crate::error::{BuildError, WarpStage, io};
 use crate::python::{self, Python, tail};
 use crate::stamp::{self, Stamp};
-use crate::{ENV_ARCHS, ENV_PYTHON, ENV_PYTHONPATH, WARP_VERSION, embed};
+use crate::{ENV_ARCHS, ENV_PYTHON, ENV_PYTHONPATH, WARP_VERSION, cpu_library, embed};
 
 /// The Python side of the compile step, run with `python -c`.
 const SCRIPT: &str = include_str!("compile.py");
+
+/// The code that writes the embedding file and the CPU entry points: part
+/// of the stamp, so that a warp-build that writes them differently
+/// recompiles.
+const GENERATORS: [&str; 3] = [
+    include_str!("embed.rs"),
+    include_str!("cpu_shim.rs"),
+    include_str!("cpu_parse.rs"),
+];
 
 /// Warp's default block dimension.
 const DEFAULT_BLOCK_DIM: u32 = 256;
@@ -45,6 +54,7 @@ pub struct WarpModule {
     block_dim: u32,
     out_dir: Option<PathBuf>,
     embed: bool,
+    cpu: bool,
     cargo_metadata: Option<bool>,
     python: Option<PathBuf>,
 }
@@ -61,6 +71,7 @@ impl WarpModule {
             block_dim: DEFAULT_BLOCK_DIM,
             out_dir: None,
             embed: false,
+            cpu: true,
             cargo_metadata: None,
             python: None,
         }
@@ -104,9 +115,33 @@ impl WarpModule {
         self
     }
 
+    /// Whether to also compile the module for the CPU (default `true`: one
+    /// kernel source for both devices).
+    ///
+    /// Warp writes its generated C++ (`wp_<module>.cpp`); warp-build adds
+    /// `wp_<module>.cpu.cpp`, the C entry points `warp_launch` calls
+    /// (`wpl_<module>__<kernel>__forward`, `__backward`, `__layout`), and
+    /// compiles both with its small CPU runtime into the static library
+    /// `<out_dir>/cpu/libwpl_<module>.a`, with the [`cc`](https://docs.rs/cc)
+    /// crate: a C++17 compiler is needed, g++ 9 or newer or clang 10 or newer
+    /// (`CXX` picks one), with `-O2 -ffp-contract=off` and no `-march`, so
+    /// that the code runs on any CPU of the target and rounds as written. In a
+    /// build script the library is linked into the crate (cargo metadata).
+    /// Kernels that use tiles or other cooperative block code get no CPU
+    /// entry points ([`Compiled::cpu_unsupported`] says which and why).
+    /// `.cpu(false)` skips all of it: no C++ compiler needed.
+    ///
+    /// Module names become C symbol names: two crates linked into one binary
+    /// must not both compile CPU code for modules of the same name.
+    pub fn cpu(&mut self, cpu: bool) -> &mut WarpModule {
+        self.cpu = cpu;
+        self
+    }
+
     /// Whether to print `cargo:rerun-if-changed` for every source file and
-    /// `cargo:rerun-if-env-changed` for the variables read (default: only in
-    /// a build script, that is when `OUT_DIR`, `TARGET` and `HOST` are set).
+    /// `cargo:rerun-if-env-changed` for the variables read, and the cargo
+    /// lines that link the CPU code (default: only in a build script, that is
+    /// when `OUT_DIR`, `TARGET` and `HOST` are set).
     pub fn cargo_metadata(&mut self, emit: bool) -> &mut WarpModule {
         self.cargo_metadata = Some(emit);
         self
@@ -156,12 +191,14 @@ impl WarpModule {
         }
 
         let key = format!(
-            "module={module}\nsource={}\narchs={archs:?}\nptx={}\nblock_dim={}\nembed={}\nout_dir={}\nwarp={WARP_VERSION}\nscript={SCRIPT}",
+            "module={module}\nsource={}\narchs={archs:?}\nptx={}\nblock_dim={}\nembed={}\ncpu={}\nout_dir={}\nwarp={WARP_VERSION}\nscript={SCRIPT}\nruntime={}\ngenerators={GENERATORS:?}",
             source.path.display(),
             self.ptx,
             self.block_dim,
             self.embed,
+            self.cpu,
             out_dir.display(),
+            if self.cpu { cpu_library::RUNTIME } else { "" },
         );
         let embed_name = self.embed.then(|| format!("{module}.rs"));
 
@@ -172,6 +209,7 @@ impl WarpModule {
                 .files
                 .iter()
                 .chain(old.embed.iter())
+                .chain(old.cpu_lib.iter())
                 .all(|f| out_dir.join(f).is_file());
             if outputs_exist
                 && old.embed == embed_name
@@ -179,6 +217,9 @@ impl WarpModule {
             {
                 log::debug!("warp-build: {module}: up to date in {}", out_dir.display());
                 emit_extra_sources(metadata, &source.files, &old.sources);
+                if metadata && old.cpu_lib.is_some() {
+                    cpu_library::print_link(&module, &out_dir);
+                }
                 return Ok(Compiled::from_stamp(out_dir, module, old, true));
             }
         }
@@ -189,10 +230,22 @@ impl WarpModule {
         let target = python::target_dir(&out_dir);
         let summary = run_script(&python, &source, &archs, self, &out_dir, target.as_deref())?;
 
+        let cpu = if self.cpu {
+            Some(cpu_library::build(
+                &module,
+                &out_dir,
+                &summary.warp_dir,
+                metadata,
+            )?)
+        } else {
+            None
+        };
+        let cpu_kernels = cpu.as_ref().map(|c| c.kernels.as_slice());
+
         let embed_path = out_dir.join(format!("{module}.rs"));
         if self.embed {
-            let doc = embed_doc(&module, &source.path, &summary);
-            let text = embed::generate(&module, &out_dir, &summary.files, &doc)?;
+            let doc = embed_doc(&module, &source.path, &summary, cpu_kernels);
+            let text = embed::generate(&module, &out_dir, &summary.files, cpu_kernels, &doc)?;
             std::fs::write(&embed_path, text).map_err(io("writing", &embed_path))?;
         } else if embed_path.is_file() {
             std::fs::remove_file(&embed_path).map_err(io("removing", &embed_path))?;
@@ -213,6 +266,23 @@ impl WarpModule {
             kernels: summary.kernels,
             sources: summary.sources,
             embed: embed_name,
+            cpu_lib: cpu.as_ref().and_then(|c| {
+                c.lib
+                    .strip_prefix(&out_dir)
+                    .ok()
+                    .map(|p| p.to_string_lossy().into_owned())
+            }),
+            cpu_kernels: cpu_kernels
+                .unwrap_or_default()
+                .iter()
+                .filter(|k| k.unsupported.is_none())
+                .map(|k| k.key.clone())
+                .collect(),
+            cpu_unsupported: cpu_kernels
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|k| Some((k.key.clone(), k.unsupported.clone()?)))
+                .collect(),
         };
         stamp::write(&out_dir, &stamp)?;
         emit_extra_sources(metadata, &source.files, &stamp.sources);
@@ -473,6 +543,8 @@ struct Summary {
     kernels: Vec<String>,
     #[serde(default)]
     sources: Vec<PathBuf>,
+    #[serde(default)]
+    warp_dir: PathBuf,
 }
 
 fn run_script(
@@ -497,6 +569,7 @@ fn run_script(
         "archs": archs,
         "ptx": options.ptx,
         "block_dim": options.block_dim,
+        "cpu": options.cpu,
         "out_dir": out_dir,
         "kernel_cache_dir": cache,
         "exclude": exclude,
@@ -560,15 +633,50 @@ fn run_script(
     Ok(summary)
 }
 
-fn embed_doc(module: &str, source: &Path, summary: &Summary) -> String {
+fn embed_doc(
+    module: &str,
+    source: &Path,
+    summary: &Summary,
+    cpu: Option<&[crate::cpu_parse::CpuKernel]>,
+) -> String {
     let archs: Vec<String> = summary.archs.iter().map(|a| format!("sm_{a}")).collect();
     let ptx = summary
         .ptx_arch
         .map(|a| format!(" and PTX for sm_{a}"))
         .unwrap_or_default();
+    let cpu = match cpu {
+        None => "No CPU code (compiled with `cpu(false)`).".to_string(),
+        Some(kernels) => {
+            let on: Vec<&str> = kernels
+                .iter()
+                .filter(|k| k.unsupported.is_none())
+                .map(|k| k.key.as_str())
+                .collect();
+            let off: Vec<&str> = kernels
+                .iter()
+                .filter(|k| k.unsupported.is_some())
+                .map(|k| k.key.as_str())
+                .collect();
+            let mut text = format!(
+                "CPU code (Warp's generated C++, linked as `libwpl_{module}.a`) for: {}.",
+                if on.is_empty() {
+                    "none".to_string()
+                } else {
+                    on.join(", ")
+                }
+            );
+            if !off.is_empty() {
+                text.push_str(&format!(
+                    " Not on the CPU (cooperative tile code): {}.",
+                    off.join(", ")
+                ));
+            }
+            text
+        }
+    };
     format!(
         "The Warp module `{module}`, compiled ahead of time by Warp {WARP_VERSION} from `{}`\n\
-         (block_dim {}): cubins for {}{ptx}; kernels: {}.\n\n\
+         (block_dim {}): cubins for {}{ptx}; kernels: {}.\n{cpu}\n\n\
          Load it with `warp_launch::AotModule::from_embedded(&{})`.",
         source.display(),
         summary.block_dim,
@@ -653,5 +761,23 @@ impl Compiled {
     /// modules beside it that it imported).
     pub fn sources(&self) -> &[PathBuf] {
         &self.stamp.sources
+    }
+
+    /// The static library of the module's CPU code
+    /// (`<dir>/cpu/libwpl_<module>.a`), when it was compiled for the CPU
+    /// ([`WarpModule::cpu`]).
+    pub fn cpu_lib(&self) -> Option<PathBuf> {
+        self.stamp.cpu_lib.as_ref().map(|f| self.dir.join(f))
+    }
+
+    /// The kernels with CPU entry points (empty without CPU code).
+    pub fn cpu_kernels(&self) -> &[String] {
+        &self.stamp.cpu_kernels
+    }
+
+    /// The kernels compiled for the CPU without entry points, each with the
+    /// reason (they need Warp's cooperative block runtime: tiles).
+    pub fn cpu_unsupported(&self) -> &[(String, String)] {
+        &self.stamp.cpu_unsupported
     }
 }

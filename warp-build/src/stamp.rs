@@ -32,6 +32,16 @@ pub(crate) struct Stamp {
     pub sources: Vec<PathBuf>,
     /// The generated Rust file's name, when embedding.
     pub embed: Option<String>,
+    /// The CPU code's static library (path in the output directory), when
+    /// compiled for the CPU.
+    #[serde(default)]
+    pub cpu_lib: Option<String>,
+    /// The kernels with CPU entry points.
+    #[serde(default)]
+    pub cpu_kernels: Vec<String>,
+    /// The kernels without, and why.
+    #[serde(default)]
+    pub cpu_unsupported: Vec<(String, String)>,
 }
 
 /// SHA-256 over `key` (the options, the Warp version, the script) and the

@@ -55,6 +55,7 @@ fn compiles_two_archs_and_ptx_then_reuses_then_recompiles_a_touched_source() {
     assert_eq!(
         names,
         [
+            "wp_kernels.cpp",
             "wp_kernels.cu",
             "wp_kernels.meta",
             "wp_kernels.sm80.cubin",
@@ -89,6 +90,14 @@ fn compiles_two_archs_and_ptx_then_reuses_then_recompiles_a_touched_source() {
         "WP_TILE_BLOCK_DIM 128 in wp_kernels.cu"
     );
     assert!(cu.contains("saxpy_cuda_kernel_forward"));
+    // ... and Warp's CPU code (compiled by default).
+    let cpp = String::from_utf8(read(&c.dir().join("wp_kernels.cpp"))).unwrap();
+    assert!(
+        cpp.lines()
+            .any(|l| l.trim() == "#define WP_TILE_BLOCK_DIM 128"),
+        "WP_TILE_BLOCK_DIM 128 in wp_kernels.cpp"
+    );
+    assert!(c.cpu_lib().is_some_and(|l| l.is_file()));
     let meta: serde_json::Value =
         serde_json::from_slice(&read(&c.dir().join("wp_kernels.meta"))).unwrap();
     assert!(meta.get("saxpy_cuda_kernel_forward_smem_bytes").is_some());
@@ -98,9 +107,12 @@ fn compiles_two_archs_and_ptx_then_reuses_then_recompiles_a_touched_source() {
     assert_eq!(rs_path, c.dir().join("kernels.rs"));
     let rs = std::fs::read_to_string(&rs_path).unwrap();
     let file = syn::parse_file(&rs).unwrap_or_else(|e| panic!("{e}\n{rs}"));
-    let [syn::Item::Static(item)] = file.items.as_slice() else {
-        panic!("one static item: {rs}");
+    let [syn::Item::Static(cpu), syn::Item::Static(item)] = file.items.as_slice() else {
+        panic!("two static items: {rs}");
     };
+    assert_eq!(cpu.ident, "KERNELS_CPU");
+    assert!(rs.contains("cpu: Some(&KERNELS_CPU)"), "{rs}");
+    assert!(rs.contains("wpl_kernels__saxpy__forward"), "{rs}");
     assert_eq!(item.ident, "KERNELS");
     assert_eq!(c.static_name(), "KERNELS");
     let ty = &item.ty;
@@ -141,6 +153,8 @@ fn compiles_two_archs_and_ptx_then_reuses_then_recompiles_a_touched_source() {
     assert!(again.reused());
     assert_eq!(again.files(), c.files());
     assert_eq!(again.kernels(), c.kernels());
+    assert_eq!(again.cpu_lib(), c.cpu_lib());
+    assert_eq!(again.cpu_kernels(), c.cpu_kernels());
     let after = std::fs::metadata(c.dir().join("wp_kernels.sm90.cubin"))
         .unwrap()
         .modified()

@@ -15,13 +15,15 @@ tasks:
   fuzz [--seconds N] [--target NAME] [--seed N]
                       bounded mutation fuzzing (stable Rust) of the spec loader, the image validator and
                       Warp's .cu/.meta readers, N seconds per target (default 10); findings go to target/fuzz/
-  warp-aot [FILE] [--arch 80,90] [--block-dim N] [--out DIR] [--embed]
+  warp-aot [FILE] [--arch 80,90] [--block-dim N] [--out DIR] [--embed] [--no-cpu]
                       compile a Python file or package of Warp kernels ahead of time with Warp 1.19.0
                       (through warp-build; Warp is installed with pip into target/warp-build/python
                       when not importable): a cubin per arch (default: every arch Warp compiles from
                       sm_75 up; WARP_BUILD_ARCHS overrides --arch), PTX for the lowest, and with
-                      --embed the Rust code that embeds them. No FILE: tests/warp/kernels.py into
-                      target/warp-aot/aot, the module the Warp examples load; else target/warp-aot/<stem>
+                      --embed the Rust code that embeds them; also Warp's C++ for the CPU, compiled with
+                      the host's C++ compiler into <out>/cpu/libwpl_<module>.a (--no-cpu: none). No FILE:
+                      tests/warp/kernels.py into target/warp-aot/aot, the module the Warp examples load;
+                      else target/warp-aot/<stem>
   public-api [--all] [CRATE_DIR..]
                       list each library crate's public items with every path that reaches them (default
                       cuda-api and warp-launch): one line of counts, then the items reachable by two or more

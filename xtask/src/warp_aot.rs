@@ -1,6 +1,8 @@
-//! `cargo xtask warp-aot [FILE] [--arch 80,90] [--block-dim N] [--out DIR] [--embed]`:
+//! `cargo xtask warp-aot [FILE] [--arch 80,90] [--block-dim N] [--out DIR] [--embed] [--no-cpu]`:
 //! Warp's AOT compile of a Python file or package of kernels, through
-//! `warp-build` (the same step a user's build script runs).
+//! `warp-build` (the same step a user's build script runs), CPU code included
+//! (Warp's generated C++ compiled into `<out>/cpu/libwpl_<module>.a` with the
+//! host's C++ compiler) unless `--no-cpu`.
 //!
 //! Without FILE it compiles the test module `tests/warp/kernels.py` into
 //! `target/warp-aot/aot`, the directory the Warp examples in
@@ -13,7 +15,8 @@ use warp_build::WarpModule;
 use crate::Result;
 
 /// The usage line of the task.
-pub const USAGE: &str = "warp-aot [FILE] [--arch 80,90] [--block-dim N] [--out DIR] [--embed]";
+pub const USAGE: &str =
+    "warp-aot [FILE] [--arch 80,90] [--block-dim N] [--out DIR] [--embed] [--no-cpu]";
 
 /// The parsed command line.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -28,6 +31,8 @@ pub struct Args {
     pub out: Option<PathBuf>,
     /// `--embed`: also write `<out>/<module>.rs`.
     pub embed: bool,
+    /// `--no-cpu`: no CPU code (no C++ compiler needed).
+    pub no_cpu: bool,
 }
 
 /// Parses the arguments after `warp-aot`; unknown flags are errors.
@@ -69,6 +74,7 @@ pub fn parse(args: &[String]) -> Result<Args> {
             }
             "--out" => parsed.out = Some(PathBuf::from(value("--out")?)),
             "--embed" if inline.is_none() => parsed.embed = true,
+            "--no-cpu" if inline.is_none() => parsed.no_cpu = true,
             f if f.starts_with('-') => {
                 return Err(
                     format!("warp-aot: unknown flag {arg:?}\nusage: cargo xtask {USAGE}").into(),
@@ -114,7 +120,11 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
         .unwrap_or_else(|| root.join("tests/warp/kernels.py"));
     let out = out_dir(root, &args);
     let mut module = WarpModule::new(&file);
-    module.out_dir(&out).embed(args.embed).cargo_metadata(false);
+    module
+        .out_dir(&out)
+        .embed(args.embed)
+        .cpu(!args.no_cpu)
+        .cargo_metadata(false);
     if let Some(archs) = &args.archs {
         module.archs(archs.iter().copied());
     }
@@ -144,6 +154,19 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
             ""
         },
     );
+    match c.cpu_lib() {
+        Some(lib) => {
+            println!(
+                "xtask warp-aot: CPU code for {} kernels in {}",
+                c.cpu_kernels().len(),
+                lib.display()
+            );
+            for (key, why) in c.cpu_unsupported() {
+                println!("xtask warp-aot: not on the CPU: {key}: {why}");
+            }
+        }
+        None => println!("xtask warp-aot: no CPU code (--no-cpu)"),
+    }
     Ok(())
 }
 
@@ -166,6 +189,7 @@ mod tests {
             "--out",
             "o",
             "--embed",
+            "--no-cpu",
         ]))
         .unwrap();
         assert_eq!(
@@ -176,6 +200,7 @@ mod tests {
                 block_dim: Some(128),
                 out: Some("o".into()),
                 embed: true,
+                no_cpu: true,
             }
         );
         let e = parse(&args(&["--archs", "80"])).unwrap_err().to_string();
