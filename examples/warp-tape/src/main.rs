@@ -8,9 +8,15 @@
 //! `loss = sum((a * sin(x))^2)`, so `d loss / d x = a^2 * sin(2x)`: the
 //! gradient the tape computes is checked against that closed form. The last
 //! line is a summary; a failure exits with status 1 and the error's message.
-//! Without a GPU driver it prints the driver-not-found error.
 //!
-//! `cargo run -p warp-tape-example --release`
+//! The same kernels also run on the CPU: `build.rs` compiled Warp's CPU code
+//! for them with the system C++ compiler and linked it in, so the device is
+//! the only thing that changes.
+//!
+//! `cargo run -p warp-tape-example --release` (on `cuda:0`; without a GPU
+//! driver it prints the driver-not-found error), or
+//! `cargo run -p warp-tape-example --release -- cpu` (on the CPU, no GPU
+//! needed).
 
 use std::process::ExitCode;
 
@@ -36,12 +42,11 @@ const LOSS_TOLERANCE: f64 = 1e-3;
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
-fn run() -> Result<String> {
+fn run(dev: Device) -> Result<String> {
     let module = AotModule::from_embedded(&KERNELS)?;
     // Each launcher checks once that the module's kernel takes its parameters.
     let kernels = Kernels::new(&module)?;
 
-    let dev = Device::Cuda(0);
     let xs: Vec<f32> = (0..N).map(|i| -3.0 + 6.0 * i as f32 / N as f32).collect();
     let x = TypedArray::<f32, 1>::from_slice(dev, &xs, [N])?.with_grad()?;
     let y = TypedArray::<f32, 1>::zeros(dev, [N])?.with_grad()?;
@@ -92,16 +97,30 @@ fn run() -> Result<String> {
         )
         .into());
     }
+    let code = match dev {
+        Device::Cpu => "Warp's CPU code compiled by build.rs".to_string(),
+        _ => format!(
+            "image {} of {} embedded",
+            module.image()?,
+            KERNELS.images.len()
+        ),
+    };
     Ok(format!(
-        "warp-tape: {N} elements, loss {loss_value:.6e} (closed form {loss_exact:.6e}), max |grad error| \
-         {grad_err:.2e}, image {} of {} embedded",
-        module.image()?,
-        KERNELS.images.len()
+        "warp-tape: {N} elements on {dev}, loss {loss_value:.6e} (closed form {loss_exact:.6e}), max |grad error| \
+         {grad_err:.2e}, {code}"
     ))
 }
 
 fn main() -> ExitCode {
-    match run() {
+    let dev = match std::env::args().nth(1).as_deref().map(str::parse::<Device>) {
+        None => Device::Cuda(0),
+        Some(Ok(d)) => d,
+        Some(Err(e)) => {
+            eprintln!("warp-tape: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match run(dev) {
         Ok(summary) => {
             println!("{summary}");
             ExitCode::SUCCESS
