@@ -142,9 +142,51 @@ fn compile_corpus(script: &Path, out: &Path) -> Result<PathBuf, Box<dyn Error>> 
     Ok(dir.join("corpus"))
 }
 
+/// The Warp test module `tests/warp/kernels.py` for the CPU tests: compiled by
+/// warp-build with its CPU code (linked into this crate, embedded as
+/// `OUT_DIR/warp/kernels/kernels.rs`), and its cases and tape cases run on
+/// Warp's own CPU device by `tests/warp/build.py --cpu` into
+/// `OUT_DIR/kernels-ref` (the references of `tests/cpu_kernels.rs`).
+fn compile_kernels(manifest_dir: &Path, out: &Path) -> Result<(), Box<dyn Error>> {
+    let source = manifest_dir.join("../warp/kernels.py");
+    warp_launch::build::WarpModule::new(&source)
+        .archs([90])
+        .ptx(false)
+        .embed(true)
+        .out_dir(out.join("warp/kernels"))
+        .compile()?;
+    let script = manifest_dir.join("../warp/build.py");
+    println!("cargo:rerun-if-changed={}", script.display());
+    let refs = out.join("kernels-ref");
+    let python = WarpPython::find(out)?;
+    let output = python
+        .command()
+        .arg("-B")
+        .arg(&script)
+        .arg("--cpu")
+        .arg(&refs)
+        .output()
+        .map_err(|e| format!("running {}: {e}", python.exe().display()))?;
+    if !output.status.success() {
+        return Err(format!(
+            "{} -B {} --cpu {} failed ({}):\n{}\n{}",
+            python.exe().display(),
+            script.display(),
+            refs.display(),
+            output.status,
+            tail(&output.stdout),
+            tail(&output.stderr)
+        )
+        .into());
+    }
+    let _ = std::fs::remove_dir_all(refs.join(".warp-cache"));
+    Ok(())
+}
+
 fn run() -> Result<(), Box<dyn Error>> {
     let manifest_dir = env_path("CARGO_MANIFEST_DIR")?;
     let out = env_path("OUT_DIR")?;
+    compile_kernels(&manifest_dir, &out)?;
     let script = manifest_dir.join("../warp/corpus.py");
     println!("cargo:rerun-if-changed={}", script.display());
     let corpus = compile_corpus(&script, &out)?;

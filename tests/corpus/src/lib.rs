@@ -17,5 +17,17 @@
 
 include!(concat!(env!("OUT_DIR"), "/corpus.rs"));
 
+/// The Warp test module `tests/warp/kernels.py`, compiled by warp-build for
+/// sm_90 and for the CPU (its CPU code linked into this crate):
+/// `pub static KERNELS: warp_launch::EmbeddedModule`.
+pub mod kernels {
+    include!(concat!(env!("OUT_DIR"), "/warp/kernels/kernels.rs"));
+}
+
+/// Warp's CPU results for `tests/warp/kernels.py`'s cases and tape cases
+/// (`manifest.json`, `cases/`), computed at build time by
+/// `tests/warp/build.py --cpu`.
+pub const KERNELS_REF_DIR: &str = concat!(env!("OUT_DIR"), "/kernels-ref");
+
 /// Where the build script wrote the launchers: `<example>/<module>.rs`.
 pub const LAUNCHERS_DIR: &str = concat!(env!("OUT_DIR"), "/launchers");

@@ -1,0 +1,161 @@
+//! Warp's own CPU code for the Warp test module `tests/warp/kernels.py`,
+//! compiled by warp-build with the system C++ compiler and linked into this
+//! crate, run on warp-launch's `"cpu"` device: every case of the module and
+//! its tape case give exactly Warp's CPU results (computed at build time by
+//! `tests/warp/build.py --cpu`, both for a generic x86-64). No GPU.
+
+use std::path::Path;
+
+use sdk_tests::warp::{arg_from, array_from, manifest, storage_bytes};
+use serde_json::Value as Json;
+use warp_corpus::KERNELS_REF_DIR;
+use warp_corpus::kernels::KERNELS;
+use warp_launch::{AotModule, Arg, Array, Device, Tape};
+
+fn dims(v: &Json) -> Vec<i64> {
+    v.as_array()
+        .expect("dim")
+        .iter()
+        .map(|e| e.as_i64().expect("int"))
+        .collect()
+}
+
+/// Bit for bit, or the first differing element.
+fn same_bytes(what: &str, got: &[u8], want: &[u8]) -> Result<(), String> {
+    if got == want {
+        return Ok(());
+    }
+    let i = got.iter().zip(want).position(|(g, w)| g != w).unwrap_or(0);
+    Err(format!(
+        "{what}: {} bytes, {} expected; first difference at byte {i}",
+        got.len(),
+        want.len()
+    ))
+}
+
+#[test]
+fn every_case_of_kernels_py_equals_warps_cpu_bit_for_bit() {
+    let dir = Path::new(KERNELS_REF_DIR);
+    let m = manifest(dir);
+    let module = AotModule::from_embedded(&KERNELS).expect("the module loads without a GPU");
+    let mut compared = 0;
+    let mut kernels = std::collections::BTreeSet::new();
+    for case in m["cases"].as_array().expect("cases") {
+        let name = case["name"].as_str().expect("name");
+        let key = case["kernel"].as_str().expect("kernel");
+        let kernel = module.kernel(key).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let specs = case["args"].as_array().expect("args");
+        let args: Vec<Arg> = specs
+            .iter()
+            .map(|a| arg_from(dir, Device::Cpu, a))
+            .collect();
+        kernel
+            .launch(dims(&case["dim"]))
+            .inputs(args.clone())
+            .device(Device::Cpu)
+            .run()
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        for (spec, arg) in specs.iter().zip(&args) {
+            let Some(file) = spec["expected_file"].as_str() else {
+                continue;
+            };
+            let want = std::fs::read(dir.join(file)).expect("expected file");
+            let a = arg.as_array().expect("array argument");
+            same_bytes(
+                &format!("{name}: argument '{}'", spec["name"]),
+                &storage_bytes(a),
+                &want,
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+            compared += 1;
+        }
+        kernels.insert(key.to_string());
+        println!(
+            "{name}: {key} over {:?} on cpu: equal to Warp's CPU bit for bit",
+            case["dim"]
+        );
+    }
+    println!(
+        "cpu: {} cases of {} kernels, {compared} outputs equal to Warp's CPU device bit for bit",
+        m["cases"].as_array().map_or(0, Vec::len),
+        kernels.len()
+    );
+    assert!(compared >= 15, "only {compared} outputs compared");
+}
+
+#[test]
+fn the_tape_gives_warps_gradients_on_the_cpu_bit_for_bit() {
+    let dir = Path::new(KERNELS_REF_DIR);
+    let m = manifest(dir);
+    let module = AotModule::from_embedded(&KERNELS).expect("the module loads without a GPU");
+    let case = &m["tape_cases"][0];
+    let arrays: Vec<(String, Array)> = case["arrays"]
+        .as_object()
+        .expect("arrays")
+        .iter()
+        .map(|(id, a)| {
+            let arr = array_from(dir, Device::Cpu, a, "file");
+            let arr = if a["requires_grad"].as_bool().expect("bool") {
+                arr.with_grad().expect("grad")
+            } else {
+                arr
+            };
+            (id.clone(), arr)
+        })
+        .collect();
+    let find = |id: &str| {
+        arrays
+            .iter()
+            .find(|(i, _)| i == id)
+            .expect("array id")
+            .1
+            .clone()
+    };
+    let mut tape = Tape::new();
+    {
+        let _rec = tape.recording();
+        for l in case["launches"].as_array().expect("launches") {
+            let kernel = module
+                .kernel(l["kernel"].as_str().expect("kernel"))
+                .unwrap();
+            let args: Vec<Arg> = l["args"]
+                .as_array()
+                .expect("args")
+                .iter()
+                .map(|a| match a.get("array").and_then(Json::as_str) {
+                    Some(id) => Arg::Array(find(id)),
+                    None => arg_from(dir, Device::Cpu, a),
+                })
+                .collect();
+            kernel
+                .launch(dims(&l["dim"]))
+                .inputs(args)
+                .device(Device::Cpu)
+                .run()
+                .unwrap();
+        }
+    }
+    assert_eq!(tape.launches().len(), 2);
+    tape.backward(&find(case["loss"].as_str().expect("loss")))
+        .unwrap();
+    let mut grads = 0;
+    for (id, a) in &arrays {
+        let spec = &case["arrays"][id];
+        let want = std::fs::read(dir.join(spec["expected_file"].as_str().expect("file"))).unwrap();
+        same_bytes(id, &storage_bytes(a), &want).unwrap_or_else(|e| panic!("{e}"));
+        if let Some(g) = spec["grad_expected_file"].as_str() {
+            let want = std::fs::read(dir.join(g)).unwrap();
+            same_bytes(
+                &format!("{id}.grad"),
+                &storage_bytes(a.grad().expect("grad")),
+                &want,
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+            grads += 1;
+        }
+    }
+    println!(
+        "cpu tape: values and {grads} gradients equal to Warp's tape on its CPU device bit for bit"
+    );
+    assert!(grads >= 2, "only {grads} gradients compared");
+}
