@@ -1,0 +1,149 @@
+//! Warp's own kernels on warp-launch's `"cpu"` device: the Warp test
+//! module's `saxpy` (1-D, 4M elements) and `add2d` (2-D, 2048 x 2048), Warp's
+//! CPU code compiled by warp-build (generic x86-64, `-O2`), serially and on
+//! every core (`set_cpu_threads`), against a hand-written Rust `saxpy` on
+//! `"cpu"` (a `cpu_fn` closure, the only way before) and Warp 1.19.0's own
+//! CPU device on the same machine with the same target flags
+//! (`tests/warp/cpu_bench.py`, run with `WARP_BUILD_PYTHONPATH`'s Warp when
+//! set). Medians of 15 launches after a warm-up.
+//!
+//! `cargo bench -p warp-corpus --bench cpu`
+
+use std::process::Command;
+use std::time::Instant;
+
+use warp_corpus::kernels::KERNELS;
+use warp_launch::{AotModule, Array, Device, cpu_fn, set_cpu_threads};
+
+const N: usize = 1 << 22;
+const ROWS: usize = 2048;
+const COLS: usize = 2048;
+const ROUNDS: usize = 15;
+
+fn median(mut f: impl FnMut()) -> f64 {
+    f();
+    let mut t: Vec<f64> = (0..ROUNDS)
+        .map(|_| {
+            let s = Instant::now();
+            f();
+            s.elapsed().as_secs_f64()
+        })
+        .collect();
+    t.sort_by(f64::total_cmp);
+    t[t.len() / 2]
+}
+
+/// Warp's CPU device on the same kernels: (saxpy, add2d) ns per element.
+fn warp_peer() -> Result<(f64, f64), String> {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../warp/cpu_bench.py");
+    let mut cmd = Command::new(std::env::var("WARP_BUILD_PYTHON").unwrap_or("python3".into()));
+    if let Some(p) = std::env::var_os("WARP_BUILD_PYTHONPATH") {
+        cmd.env("PYTHONPATH", p);
+    }
+    let out = cmd
+        .args([
+            script,
+            &N.to_string(),
+            &ROWS.to_string(),
+            &COLS.to_string(),
+            &ROUNDS.to_string(),
+        ])
+        .output()
+        .map_err(|e| format!("running python3: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "cpu_bench.py failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .last()
+                .unwrap_or("")
+        ));
+    }
+    let line = String::from_utf8_lossy(&out.stdout);
+    let v: serde_json::Value = serde_json::from_str(line.trim()).map_err(|e| e.to_string())?;
+    Ok((
+        v["saxpy_ns_per_elem"].as_f64().ok_or("no saxpy figure")?,
+        v["add2d_ns_per_elem"].as_f64().ok_or("no add2d figure")?,
+    ))
+}
+
+fn main() {
+    let module = AotModule::from_embedded(&KERNELS).expect("module");
+    let saxpy = module.kernel("saxpy").expect("saxpy");
+    let add2d = module.kernel("add2d").expect("add2d");
+    let xs: Vec<f32> = (0..N).map(|i| i as f32 / N as f32).collect();
+    let x = Array::from_slice(Device::Cpu, &xs, &[N]).expect("x");
+    let y = Array::zeros::<f32>(Device::Cpu, &[N]).expect("y");
+    let a = Array::from_slice(Device::Cpu, &vec![1.0f32; ROWS * COLS], &[ROWS, COLS]).expect("a");
+    let b = Array::from_slice(Device::Cpu, &vec![1.0f32; ROWS * COLS], &[ROWS, COLS]).expect("b");
+    let out = Array::zeros::<f32>(Device::Cpu, &[ROWS, COLS]).expect("out");
+    let threads = warp_launch::cpu_threads();
+
+    let run_saxpy = || {
+        saxpy
+            .launch(N)
+            .inputs((2.0f32, &x, &y))
+            .device(Device::Cpu)
+            .run()
+            .expect("saxpy")
+    };
+    let run_add = || {
+        add2d
+            .launch([ROWS as i64, COLS as i64])
+            .inputs((&a, &b, &out))
+            .device(Device::Cpu)
+            .run()
+            .expect("add2d")
+    };
+    set_cpu_threads(1);
+    let saxpy_serial = median(run_saxpy) * 1e9 / N as f64;
+    let add_serial = median(run_add) * 1e9 / (ROWS * COLS) as f64;
+    set_cpu_threads(0);
+    let saxpy_threaded = median(run_saxpy) * 1e9 / N as f64;
+    let add_threaded = median(run_add) * 1e9 / (ROWS * COLS) as f64;
+
+    // The same saxpy written by hand in Rust (a cpu_fn closure).
+    let rust = saxpy.with_cpu(
+        cpu_fn(|t, args| {
+            let a: f32 = args.value(0)?;
+            let x = args.array::<f32>(1)?;
+            let y = args.array::<f32>(2)?;
+            let i = t.tid();
+            y.set(i, a * x.get(i)? + y.get(i)?)
+        }),
+        None,
+    );
+    let saxpy_rust = median(|| {
+        rust.launch(N)
+            .inputs((2.0f32, &x, &y))
+            .device(Device::Cpu)
+            .run()
+            .expect("rust saxpy")
+    }) * 1e9
+        / N as f64;
+
+    let gps = |ns: f64| 1.0 / ns;
+    println!(
+        "bench cpu: saxpy ({N} elements): Warp's CPU code serial {saxpy_serial:.3} ns/element ({:.2} G elements/s), threaded ({threads} threads) {saxpy_threaded:.3} ns/element, hand-written Rust cpu_fn {saxpy_rust:.3} ns/element",
+        gps(saxpy_serial)
+    );
+    println!(
+        "bench cpu: add2d ({ROWS} x {COLS}): Warp's CPU code serial {add_serial:.3} ns/element ({:.2} G elements/s), threaded ({threads} threads) {add_threaded:.3} ns/element",
+        gps(add_serial)
+    );
+    match warp_peer() {
+        Ok((w_saxpy, w_add)) => println!(
+            "bench cpu summary: serial vs Warp 1.19.0's CPU device (same machine, generic x86-64): saxpy {:.2}x faster ({saxpy_serial:.3} vs {w_saxpy:.3} ns/element), add2d {:.2}x faster ({add_serial:.3} vs {w_add:.3} ns/element); threaded ({threads} threads) saxpy {:.2}x, add2d {:.2}x serial; hand-written Rust saxpy {:.1}x slower than Warp's CPU code",
+            w_saxpy / saxpy_serial,
+            w_add / add_serial,
+            saxpy_serial / saxpy_threaded,
+            add_serial / add_threaded,
+            saxpy_rust / saxpy_serial
+        ),
+        Err(e) => println!(
+            "bench cpu summary: Warp's CPU device not measured ({e}); threaded ({threads} threads) saxpy {:.2}x, add2d {:.2}x serial",
+            saxpy_serial / saxpy_threaded,
+            add_serial / add_threaded
+        ),
+    }
+}
