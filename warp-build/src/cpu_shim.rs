@@ -21,6 +21,24 @@ use std::fmt::Write as _;
 use crate::cpu_parse::CpuKernel;
 
 /// The symbol prefix of `module`'s functions (`wpl_<module>__<key>__`).
+/// The loop over task indices `[first, last)` calling `kernel` (Warp's
+/// `<key>_cpu_kernel_{forward,backward}` template) with `args`. For a 1-D
+/// kernel whose domain folds no extra dimension (`coord_mult == 1`), Warp's
+/// linear specialization (`<true>`: `wp.tid()` is the task index, no
+/// division), as Warp's CPU code generation selects once outside its task
+/// loop; otherwise the general one (`<false>`).
+fn task_loop(dim: u32, kernel: &str, args: &str) -> String {
+    let general =
+        format!("for (size_t i = first; i < last; ++i) {kernel}<false>(bounds, i, {args});");
+    if dim == 1 {
+        format!(
+            "if (bounds.coord_mult == 1) {{\n        for (size_t i = first; i < last; ++i) {kernel}<true>(bounds, i, {args});\n    }} else {{\n        {general}\n    }}"
+        )
+    } else {
+        general
+    }
+}
+
 pub(crate) fn symbol(module: &str, key: &str, what: &str) -> String {
     format!("wpl_{module}__{key}__{what}")
 }
@@ -83,11 +101,11 @@ pub(crate) fn generate(module: &str, warp_cpp: &str, kernels: &[CpuKernel]) -> S
              {{\n    \
                  const wp::launch_bounds_t<{n}>& bounds = *static_cast<const wp::launch_bounds_t<{n}>*>(dim);\n    \
                  {args}* a = static_cast<{args}*>(args);\n    \
-                 for (size_t i = first; i < last; ++i)\n        \
-                     {key}_cpu_kernel_forward<false>(bounds, i, a);\n\
+                 {loop}\n\
              }}",
             k.fields.join(", "),
             fwd = symbol(module, key, "forward"),
+            loop = task_loop(n, &format!("{key}_cpu_kernel_forward"), "a"),
         );
         if k.backward {
             let _ = writeln!(
@@ -97,10 +115,10 @@ pub(crate) fn generate(module: &str, warp_cpp: &str, kernels: &[CpuKernel]) -> S
                      const wp::launch_bounds_t<{n}>& bounds = *static_cast<const wp::launch_bounds_t<{n}>*>(dim);\n    \
                      {args}* a = static_cast<{args}*>(args);\n    \
                      {args}* adj = static_cast<{args}*>(adj_args);\n    \
-                     for (size_t i = first; i < last; ++i)\n        \
-                         {key}_cpu_kernel_backward<false>(bounds, i, a, adj);\n\
+                     {loop}\n\
                  }}",
                 bwd = symbol(module, key, "backward"),
+                loop = task_loop(n, &format!("{key}_cpu_kernel_backward"), "a, adj"),
             );
         }
         let mut values = vec![format!("sizeof({args})"), format!("alignof({args})")];

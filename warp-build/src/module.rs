@@ -15,10 +15,12 @@ const SCRIPT: &str = include_str!("compile.py");
 /// The code that writes the embedding file and the CPU entry points: part
 /// of the stamp, so that a warp-build that writes them differently
 /// recompiles.
-const GENERATORS: [&str; 3] = [
+const GENERATORS: [&str; 4] = [
     include_str!("embed.rs"),
     include_str!("cpu_shim.rs"),
     include_str!("cpu_parse.rs"),
+    // The C++ compile's flags.
+    include_str!("cpu_library.rs"),
 ];
 
 /// Warp's default block dimension.
@@ -124,7 +126,7 @@ impl WarpModule {
     /// compiles both with its small CPU runtime into the static library
     /// `<out_dir>/cpu/libwpl_<module>.a`, with the [`cc`](https://docs.rs/cc)
     /// crate: a C++17 compiler is needed, g++ 9 or newer or clang 10 or newer
-    /// (`CXX` picks one), with `-O2 -ffp-contract=off` and no `-march`, so
+    /// (`CXX` picks one), with `-O3 -ffp-contract=off -DNDEBUG` (Warp's release build) and no `-march`, so
     /// that the code runs on any CPU of the target and rounds as written. In a
     /// build script the library is linked into the crate (cargo metadata).
     /// Kernels that use tiles or other cooperative block code get no CPU

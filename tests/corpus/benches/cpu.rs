@@ -1,6 +1,6 @@
 //! Warp's own kernels on warp-launch's `"cpu"` device: the Warp test
 //! module's `saxpy` (1-D, 4M elements) and `add2d` (2-D, 2048 x 2048), Warp's
-//! CPU code compiled by warp-build (generic x86-64, `-O2`), serially and on
+//! CPU code compiled by warp-build (generic x86-64, `-O3`), serially and on
 //! every core (`set_cpu_threads`), against a hand-written Rust `saxpy` on
 //! `"cpu"` (a `cpu_fn` closure, the only way before) and Warp 1.19.0's own
 //! CPU device on the same machine with the same target flags
@@ -59,8 +59,15 @@ fn warp_peer() -> Result<(f64, f64), String> {
                 .unwrap_or("")
         ));
     }
-    let line = String::from_utf8_lossy(&out.stdout);
-    let v: serde_json::Value = serde_json::from_str(line.trim()).map_err(|e| e.to_string())?;
+    // Warp prints its own lines first; the figures are the last line.
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
+    let v: serde_json::Value =
+        serde_json::from_str(line.trim()).map_err(|e| format!("{e}: {line}"))?;
     Ok((
         v["saxpy_ns_per_elem"].as_f64().ok_or("no saxpy figure")?,
         v["add2d_ns_per_elem"].as_f64().ok_or("no add2d figure")?,
