@@ -240,7 +240,9 @@ fn compile_cpu_examples(
             return Err(format!("manifest: {name}: not exactly one Warp module").into());
         };
         if field(module, "module")? != *name {
-            return Err(format!("manifest: {name}: its Warp module is not named as the example").into());
+            return Err(
+                format!("manifest: {name}: its Warp module is not named as the example").into(),
+            );
         }
         let block_dim = module["block_dim"]
             .as_u64()
@@ -250,7 +252,9 @@ fn compile_cpu_examples(
             name.to_string(),
             examples_root.join(field(example, "file")?),
             block_dim,
-            corpus.join(field(module, "dir")?).join(format!("wp_{name}.cu")),
+            corpus
+                .join(field(module, "dir")?)
+                .join(format!("wp_{name}.cu")),
         ));
     }
     let threads = std::env::var("NUM_JOBS")
@@ -269,7 +273,10 @@ fn compile_cpu_examples(
                         break;
                     };
                     let r = compile_cpu_example(name, file, *block_dim, corpus_cu, out);
-                    results.lock().expect("no thread panics").push((name.clone(), r));
+                    results
+                        .lock()
+                        .expect("no thread panics")
+                        .push((name.clone(), r));
                 }
             });
         }
@@ -334,7 +341,12 @@ fn run() -> Result<(), Box<dyn Error>> {
     let compile_time = started.elapsed().as_secs_f64();
     let started = Instant::now();
     let only = format!("--only={}", CPU_EXAMPLES.join(","));
-    let cases = compile_corpus(&script, &out, "warp-corpus-cpu-cases", &["--cases".into(), only])?;
+    let cases = compile_corpus(
+        &script,
+        &out,
+        "warp-corpus-cpu-cases",
+        &["--cases".into(), only],
+    )?;
     std::fs::write(
         out.join("cpu-build-time.txt"),
         format!(
@@ -425,11 +437,7 @@ fn run() -> Result<(), Box<dyn Error>> {
             }
         }
         if let Some((embed, _)) = embeds.get(name) {
-            writeln!(
-                rs,
-                "    include!({:?});",
-                embed.display().to_string()
-            )?;
+            writeln!(rs, "    include!({:?});", embed.display().to_string())?;
         }
         rs.push_str("}\n");
     }
