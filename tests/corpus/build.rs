@@ -19,6 +19,14 @@
 //!    named as the example) or `pub mod <example>::<module>` (another
 //!    module of the example); `src/lib.rs` includes that, so building the
 //!    crate compiles every launcher.
+//! 4. For `tests/cpu_corpus.rs`: warp-build compiles the Warp modules of
+//!    [`CPU_EXAMPLES`] and [`TILE_EXAMPLES`] again, with their CPU code
+//!    (linked into the crate, each embedding file included in its
+//!    `pub mod <example>`), into `<target>/warp-corpus-cpu/<example>`; their
+//!    `wp_<example>.cu` must equal the corpus's. `corpus.py --cases
+//!    --only=<CPU_EXAMPLES>` records the examples' launch sequences on Warp's
+//!    CPU device into `<target>/warp-corpus-cpu-cases/<key>` (cached like the
+//!    corpus). `OUT_DIR/cpu-build-time.txt` says how long both took.
 
 use std::collections::BTreeMap;
 use std::error::Error;
@@ -218,7 +226,8 @@ fn compile_kernels(manifest_dir: &Path, out: &Path) -> Result<(), Box<dyn Error>
 
 /// Compiles the Warp module of each example of [`CPU_EXAMPLES`] and
 /// [`TILE_EXAMPLES`] with warp-build (CPU code embedded and linked), at the
-/// block dimension corpus.py compiled it with, into `OUT_DIR/warp/<example>`,
+/// block dimension corpus.py compiled it with, into
+/// `<target>/warp-corpus-cpu/<example>`,
 /// and checks that Warp's CUDA source there equals the corpus's (so the
 /// launchers generated from the corpus declare these modules' kernels).
 /// Returns each example's embedding file and the name of its static.
@@ -228,6 +237,10 @@ fn compile_cpu_examples(
     out: &Path,
 ) -> Result<BTreeMap<String, (PathBuf, String)>, Box<dyn Error>> {
     let examples_root = PathBuf::from(field(manifest, "examples_root")?);
+    // In the target directory, not OUT_DIR: `cargo clippy` runs this script
+    // with another OUT_DIR than `cargo build`; warp-build's stamp makes the
+    // second run reuse the first's output (and link it again).
+    let cache = target_dir(out)?.join("warp-corpus-cpu");
     let mut jobs = Vec::new();
     for name in CPU_EXAMPLES.iter().chain(&TILE_EXAMPLES) {
         let example = manifest["examples"]
@@ -272,7 +285,7 @@ fn compile_cpu_examples(
                     let Some((name, file, block_dim, corpus_cu)) = jobs.get(i) else {
                         break;
                     };
-                    let r = compile_cpu_example(name, file, *block_dim, corpus_cu, out);
+                    let r = compile_cpu_example(name, file, *block_dim, corpus_cu, &cache);
                     results
                         .lock()
                         .expect("no thread panics")
@@ -293,7 +306,7 @@ fn compile_cpu_example(
     file: &Path,
     block_dim: u32,
     corpus_cu: &Path,
-    out: &Path,
+    cache: &Path,
 ) -> Result<(PathBuf, String), String> {
     let compiled = warp_launch::build::WarpModule::new(file)
         .archs([90])
@@ -301,7 +314,7 @@ fn compile_cpu_example(
         .block_dim(block_dim)
         .cpu(true)
         .embed(true)
-        .out_dir(out.join("warp").join(name))
+        .out_dir(cache.join(name))
         .compile()
         .map_err(|e| format!("{name}: {e}"))?;
     let cu = compiled.dir().join(format!("wp_{name}.cu"));

@@ -145,6 +145,11 @@ fn warp_examples_run_through_typed_launchers_equal_to_warps_cpu() {
         m
     });
     let r = replay_all(&cases, &modules, device, tolerance, "GPU", &[]);
+    assert!(
+        r.unsupported.is_empty(),
+        "refused on the GPU: {:?}",
+        r.unsupported
+    );
     let checked_kernels = r.tally.values().filter(|t| t.unchecked == 0).count();
     println!(
         "corpus: {} examples, {} kernels launched, all equal Warp's CPU results (bit-exact: {}, within tolerance: {})",

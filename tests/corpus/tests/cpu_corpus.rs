@@ -117,7 +117,7 @@ fn warp_examples_run_on_cpu_through_warps_cpu_code_equal_to_warps_cpu_device() {
 /// A zeroed `[f64; 2]` (`vec2d`) array on `"cpu"`, of the shape the tile
 /// example's `__main__` block launches with (`TILE_M` x `TILE_N`).
 fn vec2d(rows: usize, cols: usize) -> TypedArray<[f64; 2], 2> {
-    warp_launch::Array::zeros_dtype(Device::Cpu, &DType::VEC2D, &[rows, cols])
+    warp_launch::Array::zeros_dtype(Device::Cpu, DType::VEC2D, &[rows, cols])
         .expect("allocate")
         .typed::<[f64; 2], 2>()
         .expect("vec2d")
