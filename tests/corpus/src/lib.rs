@@ -14,6 +14,13 @@
 //! kernel's parameters, which kernels take ids of `wp.Mesh`, `wp.Volume`,
 //! `wp.HashGrid` or `wp.Bvh` objects, and every skip with its reason);
 //! [`LAUNCHERS_DIR`] the generated files.
+//!
+//! The examples of [`CPU_EXAMPLES`] and [`TILE_EXAMPLES`] are also compiled
+//! by warp-build with their CPU code, linked into this crate:
+//! `warp_corpus::<example>::<EXAMPLE>` (an `EmbeddedModule`, also
+//! [`embedded`]), with the launch sequences of [`CPU_EXAMPLES`] recorded on
+//! Warp's CPU device under [`CPU_CASES_DIR`] (`tests/cpu_corpus.rs` replays
+//! them on `"cpu"`).
 
 include!(concat!(env!("OUT_DIR"), "/corpus.rs"));
 
