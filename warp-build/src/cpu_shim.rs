@@ -39,6 +39,44 @@ fn task_loop(dim: u32, kernel: &str, args: &str) -> String {
     }
 }
 
+/// `wp::launch_coord` for 2 to 4 dimensions, declared after Warp's headers
+/// and before Warp's kernels: the unravelling of a task index into thread
+/// coordinates that `wp.tid()` does for every thread, with 32-bit divisions
+/// when the index fits in 32 bits (any launch of fewer than 2^32 threads)
+/// and Warp's 64-bit ones otherwise; the same coordinates as Warp's
+/// template. Warp's `tid` calls `launch_coord` unqualified, so these
+/// non-template overloads, visible where its kernels are instantiated, are
+/// chosen over the template. g++ divides 64-bit integers as such (LLVM,
+/// which Warp's own CPU build uses, tries a 32-bit division first), and
+/// that division made 2-D kernels a third slower than Warp's own CPU
+/// device.
+const LAUNCH_COORD: &str = "// wp::launch_coord with 32-bit divisions when the task index fits (warp-build).
+namespace wp {
+template <int N> inline launch_coord_t wpl_launch_coord(size_t linear, const launch_bounds_t<N>& bounds)
+{
+    launch_coord_t coord = { 0, 0, 0, 0 };
+    if (bounds.coord_mult > 1)
+        linear /= bounds.coord_mult;
+    if (linear <= 0xffffffffu) {
+        uint32_t l = (uint32_t)linear;
+        if constexpr (N > 3) { coord.l = l % bounds.shape[3]; l /= bounds.shape[3]; }
+        if constexpr (N > 2) { coord.k = l % bounds.shape[2]; l /= bounds.shape[2]; }
+        if constexpr (N > 1) { coord.j = l % bounds.shape[1]; l /= bounds.shape[1]; }
+        coord.i = l;
+        return coord;
+    }
+    if constexpr (N > 3) { coord.l = linear % bounds.shape[3]; linear /= bounds.shape[3]; }
+    if constexpr (N > 2) { coord.k = linear % bounds.shape[2]; linear /= bounds.shape[2]; }
+    if constexpr (N > 1) { coord.j = linear % bounds.shape[1]; linear /= bounds.shape[1]; }
+    coord.i = linear;
+    return coord;
+}
+inline launch_coord_t launch_coord(size_t linear, const launch_bounds_t<2>& b) { return wpl_launch_coord<2>(linear, b); }
+inline launch_coord_t launch_coord(size_t linear, const launch_bounds_t<3>& b) { return wpl_launch_coord<3>(linear, b); }
+inline launch_coord_t launch_coord(size_t linear, const launch_bounds_t<4>& b) { return wpl_launch_coord<4>(linear, b); }
+}  // namespace wp
+";
+
 pub(crate) fn symbol(module: &str, key: &str, what: &str) -> String {
     format!("wpl_{module}__{key}__{what}")
 }
@@ -85,6 +123,7 @@ pub(crate) fn generate(module: &str, warp_cpp: &str, kernels: &[CpuKernel]) -> S
          namespace {ns} {{\n\
          #include \"builtin.h\"\n\
          #include \"deterministic.h\"\n\
+         {LAUNCH_COORD}\
          // Warp's entry points (extern \"C\" {{ WP_API void <key>_cpu_forward(...) }}): internal linkage.\n\
          #undef WP_API\n\
          #define WP_API static\n\
