@@ -159,3 +159,59 @@ fn the_tape_gives_warps_gradients_on_the_cpu_bit_for_bit() {
     );
     assert!(grads >= 2, "only {grads} gradients compared");
 }
+
+/// The entry points walk the coordinates of 2- to 4-D launches instead of
+/// dividing each task index (`warp-build`'s cursor): every thread must still
+/// see its own coordinates, on one thread and when the launch is split
+/// across threads at task indices that fall inside a row (2^18 work items or
+/// more, shapes prime to the thread count).
+#[test]
+fn large_2d_and_4d_launches_see_every_coordinate_serial_and_threaded() {
+    let module = AotModule::from_embedded(&KERNELS).expect("module");
+    let index4d = module.kernel("index4d").expect("index4d");
+    let add2d = module.kernel("add2d").expect("add2d");
+    let shape4 = [3usize, 37, 41, 59];
+    let n4: usize = shape4.iter().product();
+    let (rows, cols) = (517usize, 509usize);
+    assert!(n4 >= 1 << 18 && rows * cols >= 1 << 18);
+    let av: Vec<f32> = (0..rows * cols).map(|v| (v % 1013) as f32 * 0.25).collect();
+    let bv: Vec<f32> = (0..rows * cols).map(|v| (v % 769) as f32 - 300.0).collect();
+    let a = Array::from_slice(Device::Cpu, &av, &[rows, cols]).expect("a");
+    let b = Array::from_slice(Device::Cpu, &bv, &[rows, cols]).expect("b");
+    for threads in [1, 3] {
+        warp_launch::set_cpu_threads(threads);
+        let out4 = Array::zeros::<i32>(Device::Cpu, &shape4).expect("out4");
+        index4d
+            .launch(shape4.map(|d| d as i64))
+            .inputs((&out4,))
+            .device(Device::Cpu)
+            .run()
+            .expect("index4d");
+        let got = out4.to_vec::<i32>().expect("out4");
+        if let Some(bad) = (0..n4).find(|&t| got[t] != t as i32) {
+            panic!(
+                "{threads} thread(s): index4d element {bad} holds {}",
+                got[bad]
+            );
+        }
+        let out = Array::zeros::<f32>(Device::Cpu, &[rows, cols]).expect("out");
+        add2d
+            .launch([rows as i64, cols as i64])
+            .inputs((&a, &b, &out))
+            .device(Device::Cpu)
+            .run()
+            .expect("add2d");
+        let got = out.to_vec::<f32>().expect("out");
+        for t in 0..rows * cols {
+            let want = 2.0f32 * av[t] + bv[t];
+            assert_eq!(
+                got[t].to_bits(),
+                want.to_bits(),
+                "{threads} thread(s): add2d element ({}, {})",
+                t / cols,
+                t % cols
+            );
+        }
+    }
+    warp_launch::set_cpu_threads(0);
+}
