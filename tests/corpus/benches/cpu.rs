@@ -15,7 +15,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use warp_corpus::kernels::KERNELS;
-use warp_launch::{AotModule, Array, Device, cpu_fn, set_cpu_threads};
+use warp_launch::{AotModule, Array, Device, Kernel, cpu_fn, set_cpu_threads};
 
 const N: usize = 1 << 22;
 const ROWS: usize = 2048;
@@ -76,47 +76,74 @@ fn warp_peer() -> Result<(f64, f64), String> {
     ))
 }
 
+/// The bench's arrays: saxpy's `x` and `y`, add2d's `a`, `b` and `out`.
+struct Data {
+    x: Array,
+    y: Array,
+    a: Array,
+    b: Array,
+    out: Array,
+}
+
+impl Data {
+    fn new() -> Data {
+        let xs: Vec<f32> = (0..N).map(|i| i as f32 / N as f32).collect();
+        let ones = vec![1.0f32; ROWS * COLS];
+        Data {
+            x: Array::from_slice(Device::Cpu, &xs, &[N]).expect("x"),
+            y: Array::zeros::<f32>(Device::Cpu, &[N]).expect("y"),
+            a: Array::from_slice(Device::Cpu, &ones, &[ROWS, COLS]).expect("a"),
+            b: Array::from_slice(Device::Cpu, &ones, &[ROWS, COLS]).expect("b"),
+            out: Array::zeros::<f32>(Device::Cpu, &[ROWS, COLS]).expect("out"),
+        }
+    }
+
+    /// (saxpy, add2d) ns per element, medians of `ROUNDS` launches.
+    fn times(&self, saxpy: &Kernel, add2d: &Kernel) -> (f64, f64) {
+        let s = median(|| {
+            saxpy
+                .launch(N)
+                .inputs((2.0f32, &self.x, &self.y))
+                .device(Device::Cpu)
+                .run()
+                .expect("saxpy")
+        });
+        let a = median(|| {
+            add2d
+                .launch([ROWS as i64, COLS as i64])
+                .inputs((&self.a, &self.b, &self.out))
+                .device(Device::Cpu)
+                .run()
+                .expect("add2d")
+        });
+        (s * 1e9 / N as f64, a * 1e9 / (ROWS * COLS) as f64)
+    }
+}
+
 fn main() {
     let module = AotModule::from_embedded(&KERNELS).expect("module");
     let saxpy = module.kernel("saxpy").expect("saxpy");
     let add2d = module.kernel("add2d").expect("add2d");
-    let xs: Vec<f32> = (0..N).map(|i| i as f32 / N as f32).collect();
-    let x = Array::from_slice(Device::Cpu, &xs, &[N]).expect("x");
-    let y = Array::zeros::<f32>(Device::Cpu, &[N]).expect("y");
-    let a = Array::from_slice(Device::Cpu, &vec![1.0f32; ROWS * COLS], &[ROWS, COLS]).expect("a");
-    let b = Array::from_slice(Device::Cpu, &vec![1.0f32; ROWS * COLS], &[ROWS, COLS]).expect("b");
-    let out = Array::zeros::<f32>(Device::Cpu, &[ROWS, COLS]).expect("out");
+    let data = Data::new();
+    let (x, y) = (&data.x, &data.y);
     let threads = warp_launch::cpu_threads();
 
-    let run_saxpy = || {
-        saxpy
-            .launch(N)
-            .inputs((2.0f32, &x, &y))
-            .device(Device::Cpu)
-            .run()
-            .expect("saxpy")
-    };
-    let run_add = || {
-        add2d
-            .launch([ROWS as i64, COLS as i64])
-            .inputs((&a, &b, &out))
-            .device(Device::Cpu)
-            .run()
-            .expect("add2d")
-    };
     // On every core first, then serial.
     set_cpu_threads(0);
-    let saxpy_threaded = median(run_saxpy) * 1e9 / N as f64;
-    let add_threaded = median(run_add) * 1e9 / (ROWS * COLS) as f64;
+    let (saxpy_threaded, add_threaded) = data.times(&saxpy, &add2d);
 
     // Serial runs and Warp's CPU device take turns (five rounds), so that
-    // both see the same state of this shared machine; medians of the rounds.
+    // both see the same state of this shared machine; each round allocates
+    // its arrays afresh (as each of Warp's runs, a new process, does): these
+    // kernels stream memory, and where their pages land moves a run by up
+    // to 1.7x. Medians of the rounds.
     set_cpu_threads(1);
     let mut ours = (Vec::new(), Vec::new());
     let mut peer: Result<(Vec<f64>, Vec<f64>), String> = Ok((Vec::new(), Vec::new()));
     for _ in 0..5 {
-        ours.0.push(median(run_saxpy) * 1e9 / N as f64);
-        ours.1.push(median(run_add) * 1e9 / (ROWS * COLS) as f64);
+        let (s, a) = Data::new().times(&saxpy, &add2d);
+        ours.0.push(s);
+        ours.1.push(a);
         if let Ok((s, a)) = &mut peer {
             match warp_peer() {
                 Ok((ws, wa)) => {
@@ -147,7 +174,7 @@ fn main() {
     );
     let saxpy_rust = median(|| {
         rust.launch(N)
-            .inputs((2.0f32, &x, &y))
+            .inputs((2.0f32, x, y))
             .device(Device::Cpu)
             .run()
             .expect("rust saxpy")
