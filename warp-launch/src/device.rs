@@ -8,6 +8,14 @@ use cuda_api::{Context, Stream};
 
 use crate::error::{Error, Result};
 
+/// Whether CUDA can be used in this process: a driver loads and reports at
+/// least one device (asked once, then remembered). On `false`,
+/// [`Device::current`] is `"cpu"`.
+pub fn cuda_available() -> bool {
+    static AVAILABLE: OnceLock<bool> = OnceLock::new();
+    *AVAILABLE.get_or_init(|| cuda_api::CudaDevice::count().is_ok_and(|n| n > 0))
+}
+
 /// Where a launch runs and arrays live: the CPU or a CUDA device by ordinal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -19,16 +27,26 @@ pub enum Device {
 }
 
 impl Device {
-    /// The current device: the device of the context current on this thread
-    /// if there is one ([`cuda_api::CudaDevice::current`]), else `cuda:0` (as
-    /// Warp's default device). Changes nothing.
+    /// The default device, by Warp's rule (`wp.get_device()` with no
+    /// argument): the device of the CUDA context current on this thread if
+    /// there is one, else `cuda:0` when a CUDA driver loads and reports a
+    /// device, else `"cpu"`. A launch that names no device and no stream
+    /// runs here, so on a machine without a GPU it runs on the CPU. The
+    /// driver is asked once per process whether it has a device. Changes
+    /// nothing.
     ///
-    /// # Errors
-    ///
-    /// [`Error::Cuda`] when the driver cannot be loaded or cannot say which
-    /// context is current.
-    pub fn current() -> Result<Device> {
-        Ok(cuda_api::CudaDevice::current()?.map_or(Device::Cuda(0), |d| Device::from(&d)))
+    /// ```
+    /// use warp_launch::Device;
+    /// let d = Device::current();
+    /// // cuda:0 on a machine with a GPU, "cpu" without one.
+    /// assert_eq!(d.is_cuda(), warp_launch::cuda_available());
+    /// ```
+    pub fn current() -> Device {
+        match cuda_api::CudaDevice::current() {
+            Ok(Some(d)) => Device::from(&d),
+            _ if cuda_available() => Device::Cuda(0),
+            _ => Device::Cpu,
+        }
     }
 
     /// Makes sure a context is current on this thread (the driver needs one

@@ -286,6 +286,17 @@ pub enum Error {
     },
     /// An error from `cuda-api` (driver calls, declarations, launches).
     Cuda(cuda_api::CudaError),
+    /// A launch on a CUDA device in a process where no CUDA driver loads
+    /// (on a machine without a GPU, a launch that names no device runs on
+    /// the CPU instead: [`Device::current`]).
+    NoDriver {
+        /// The kernel.
+        kernel: String,
+        /// The CUDA device the launch was for.
+        device: Device,
+        /// Each driver library path tried, with why it failed.
+        tried: Vec<(String, String)>,
+    },
     /// A CPU launch or host copy that would wait forever for an array held
     /// by another thread that waits, in turn, for an array this thread
     /// holds (see [`Storage`](crate::Storage)).
@@ -732,6 +743,26 @@ impl fmt::Display for Error {
             }
             Error::Io { path, error } => write!(f, "cannot read {}: {error}", path.display()),
             Error::Cuda(e) => write!(f, "{e}"),
+            Error::NoDriver {
+                kernel,
+                device,
+                tried,
+            } => {
+                write!(
+                    f,
+                    "launch of '{kernel}' on {device}: no CUDA driver could be loaded ("
+                )?;
+                for (i, (path, why)) in tried.iter().enumerate() {
+                    let sep = if i == 0 { "" } else { "; " };
+                    write!(f, "{sep}{path}: {why}")?;
+                }
+                write!(
+                    f,
+                    "); to run it on the CPU, launch with .device(\"cpu\") and arrays on \"cpu\" \
+                     (or name no device: without a driver the default device is \"cpu\"), \
+                     else install the NVIDIA driver or set CUDA_SYS_DRIVER_LIBRARY to libcuda.so"
+                )
+            }
             Error::WouldDeadlock { call, message } => {
                 write!(f, "{call}: refused, it would deadlock: {message}")
             }
@@ -846,6 +877,23 @@ impl fmt::Display for Error {
                     u.unproven.reason
                 )
             }
+        }
+    }
+}
+
+impl Error {
+    /// This launch's error: a driver that cannot be loaded becomes
+    /// [`Error::NoDriver`], naming the kernel and the way to the CPU.
+    pub(crate) fn for_launch(self, kernel: &str, device: Device) -> Error {
+        match self {
+            Error::Cuda(cuda_api::CudaError::DriverNotFound { tried }) if device.is_cuda() => {
+                Error::NoDriver {
+                    kernel: kernel.to_string(),
+                    device,
+                    tried,
+                }
+            }
+            e => e,
         }
     }
 }

@@ -128,7 +128,7 @@ mod source;
 pub use cuda_api::{
     Context, CudaDevice, CudaError, Event, Location, MemoryKind, MemoryType, NoImageError, Stream,
 };
-pub use device::{Device, IntoDevice};
+pub use device::{Device, IntoDevice, cuda_available};
 
 // Errors.
 pub use error::{

@@ -271,8 +271,9 @@ impl<'k> LaunchBuilder<'k> {
     }
 
     /// The device (`Device`, or a string such as `"cuda:0"` or `"cpu"`).
-    /// Default: the stream's device if a stream is given, else the current
-    /// device.
+    /// Default: the stream's device if a stream is given, else the default
+    /// device ([`Device::current`]: `cuda:0` when a CUDA driver has a device,
+    /// else `"cpu"`, as in Warp; the arrays do not choose it).
     #[inline]
     pub fn device(mut self, device: impl IntoDevice) -> Self {
         match device.into_device() {
@@ -382,8 +383,14 @@ impl<'k> LaunchBuilder<'k> {
         let device = match (self.device, self.stream) {
             (Some(d), _) => d,
             (None, Some(s)) => Device::from(s.context().device()),
-            (None, None) => Device::current()?,
+            (None, None) => Device::current(),
         };
+        let kernel = self.kernel;
+        self.build_launch(keep_stream, device)
+            .map_err(|e| e.for_launch(kernel.name(), device))
+    }
+
+    fn build_launch(self, keep_stream: bool, device: Device) -> Result<Launch> {
         let n_fwd = self.args.len();
         let mut args = self.args;
         if self.pass == Pass::Adjoint {
@@ -460,8 +467,11 @@ impl<'k> LaunchBuilder<'k> {
     pub fn run(self) -> Result<()> {
         let stream = self.stream;
         let recording = self.record_tape && self.pass == Pass::Forward && record::is_recording();
+        let (kernel, device) = (self.kernel, self.device);
         let launch = self.into_launch(recording)?;
-        launch.run_on(stream)?;
+        launch
+            .run_on(stream)
+            .map_err(|e| e.for_launch(kernel.name(), device.unwrap_or(launch.device())))?;
         if recording {
             record::record(launch);
         }

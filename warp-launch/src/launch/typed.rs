@@ -85,7 +85,8 @@ impl<'a> From<&'a StructValue> for TypedArg<'a> {
 
 /// The device a positional launch runs on: the stream's if one is given,
 /// else the first CUDA array's, else the CPU when there are arrays (all
-/// on the host), else `cuda:0`. The other arrays must be reachable from it
+/// on the host), else the default device ([`Device::current`]). The other
+/// arrays must be reachable from it
 /// (checked by the access mode, as for any launch).
 fn launch_device(args: &[TypedArg<'_>], stream: Option<&Stream>) -> Device {
     if let Some(s) = stream {
@@ -100,7 +101,7 @@ fn launch_device(args: &[TypedArg<'_>], stream: Option<&Stream>) -> Device {
             }
         }
     }
-    if host { Device::Cpu } else { Device::Cuda(0) }
+    if host { Device::Cpu } else { Device::current() }
 }
 
 /// Whether a struct type `given` (from a typed launcher) is the declared
@@ -524,6 +525,18 @@ impl Kernel {
 
     /// The immediate positional launch.
     fn run_typed(
+        &self,
+        pass: Pass,
+        dim: &Dim,
+        stream: Option<&Stream>,
+        args: &[TypedArg<'_>],
+        how: How,
+    ) -> Result<()> {
+        self.run_typed_on(pass, dim, stream, args, how)
+            .map_err(|e| e.for_launch(self.name(), launch_device(args, stream)))
+    }
+
+    fn run_typed_on(
         &self,
         pass: Pass,
         dim: &Dim,
