@@ -17,15 +17,18 @@
 //!   missing the function returns [`CUresult::CUDA_ERROR_NOT_FOUND`] and
 //!   [`loader::resolve`] explains why. Nothing here panics.
 //!
-//! ```no_run
+//! Runs anywhere (without a driver, it prints why none was loaded):
+//!
+//! ```
 //! use cuda_sys::*;
 //! let mut count = 0;
 //! // SAFETY: plain values and a valid out-pointer.
 //! let r = unsafe { cuInit(0) };
 //! if r.is_success() {
+//!     // SAFETY: a valid out-pointer.
 //!     unsafe { cuDeviceGetCount(&mut count) };
 //! } else if let Err(e) = loader::resolve("cuInit") {
-//!     eprintln!("{e}");
+//!     println!("{e}");
 //! }
 //! ```
 //!

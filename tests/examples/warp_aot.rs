@@ -5,7 +5,8 @@
 //! `cargo run -p sdk-tests --example warp_aot -- DIR` (default:
 //! `$SDK_WARP_DATA/aot`, else `target/warp-aot/aot`: run it after
 //! `cargo xtask warp-aot`, which compiles `tests/warp/kernels.py` there).
-//! Without a GPU driver it prints the driver-not-found error.
+//! Needs no GPU: loading reads and checks the declarations; the driver is
+//! first used by a CUDA launch.
 
 use std::process::ExitCode;
 

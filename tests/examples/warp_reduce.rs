@@ -2,7 +2,7 @@
 //! `warp_launch.h`, in `tests/kernels/warp_header.cu`) sums 4 Mi floats in
 //! one launch on the resident grid, checked by `cuda-api`'s cooperative
 //! path. Kernels: `$SDK_TEST_KERNELS` or `target/kernels` (`cargo xtask
-//! gpu-bundle`). Without a GPU driver it prints the driver-not-found error.
+//! gpu-bundle`; without them it says so). Needs a GPU.
 
 use std::process::ExitCode;
 
@@ -34,6 +34,15 @@ fn run() -> warp_launch::Result<()> {
 }
 
 fn main() -> ExitCode {
+    let cubin = sdk_tests::kernels_dir().join("warp_header.cubin");
+    if !cubin.is_file() {
+        eprintln!(
+            "warp_reduce: {} is missing: the test kernels are compiled with nvcc by \
+             `cargo xtask gpu-bundle` (into target/kernels; SDK_TEST_KERNELS names another directory)",
+            cubin.display()
+        );
+        return ExitCode::FAILURE;
+    }
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -66,6 +66,9 @@
 //! are refused at load with [`Error::Unmodelled`]; native code
 //! (`wp.func_native`, a CUDA preamble) makes a module's kernels unproven.
 //!
+//! On a GPU, after `cargo xtask warp-aot` (which compiles
+//! `tests/warp/kernels.py` into `target/warp-aot/aot`):
+//!
 //! ```no_run
 //! use warp_launch::{AotModule, Array, Device, Stream, Tape};
 //!
@@ -99,6 +102,41 @@
 //!         launch.launch()?; // on `stream`, the one it was recorded for
 //!     }
 //!     stream.synchronize()?;
+//!     Ok(())
+//! }
+//! ```
+//!
+//! Anywhere, with no GPU: a kernel declared in Rust with a Rust body for
+//! the `"cpu"` device, over a 2-D domain (`i, j = wp.tid()`). (Warp
+//! modules compiled by warp-build bring Warp's own CPU code instead, forward
+//! and backward: `examples/warp-tape`.)
+//!
+//! ```
+//! use warp_launch::{Array, KernelSpec, cpu_fn};
+//!
+//! fn main() -> warp_launch::Result<()> {
+//!     // out[i, j] = a * x[i, j]
+//!     let scale = KernelSpec::new("scale", 2)
+//!         .value::<f32>("a")
+//!         .array::<f32>("x", 2)
+//!         .array::<f32>("out", 2)
+//!         .declare()?
+//!         .with_cpu(
+//!             cpu_fn(|t, args| {
+//!                 let a: f32 = args.value(0)?;
+//!                 let ij = t.tid2();
+//!                 args.array::<f32>(2)?.set(ij, a * args.array::<f32>(1)?.get(ij)?)
+//!             }),
+//!             None,
+//!         );
+//!     let x = Array::from_slice("cpu", &[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3])?;
+//!     let out = Array::zeros::<f32>("cpu", &[2, 3])?;
+//!     scale.launch([2, 3]).inputs((3.0f32, &x)).outputs(&out).device("cpu").run()?;
+//!     assert_eq!(out.to_vec::<f32>()?, [3.0, 6.0, 9.0, 12.0, 15.0, 18.0]);
+//!
+//!     // An index outside the array is an error naming the kernel, not a crash.
+//!     let small = Array::zeros::<f32>("cpu", &[1, 1])?;
+//!     assert!(scale.launch([2, 3]).inputs((3.0f32, &x)).outputs(&small).device("cpu").run().is_err());
 //!     Ok(())
 //! }
 //! ```

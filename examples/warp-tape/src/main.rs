@@ -6,8 +6,10 @@
 //! argument types, checked by the compiler).
 //!
 //! `loss = sum((a * sin(x))^2)`, so `d loss / d x = a^2 * sin(2x)`: the
-//! gradient the tape computes is checked against that closed form. The last
-//! line is a summary; a failure exits with status 1 and the error's message.
+//! gradient the tape computes is checked against that closed form. Then the
+//! same on a 2-D domain (`i, j = wp.tid()`): `loss2 = sum(a u^2 + u)`, whose
+//! gradient is `2 a u + 1`. The last line is a summary; a failure exits with
+//! status 1 and the error's message.
 //!
 //! The same kernels also run on the CPU: `build.rs` compiled Warp's CPU code
 //! for them with the system C++ compiler and linked it in, so the device is
@@ -97,6 +99,7 @@ fn run(dev: Device) -> Result<String> {
         )
         .into());
     }
+    let grid_err = grid(dev, &kernels)?;
     let code = match dev {
         Device::Cpu => "Warp's CPU code compiled by build.rs".to_string(),
         _ => format!(
@@ -107,8 +110,44 @@ fn run(dev: Device) -> Result<String> {
     };
     Ok(format!(
         "warp-tape: {N} elements on {dev}, loss {loss_value:.6e} (closed form {loss_exact:.6e}), max |grad error| \
-         {grad_err:.2e}, {code}"
+         {grad_err:.2e}; {ROWS}x{COLS} grid: max |grad error| {grid_err:.2e}; {code}"
     ))
+}
+
+/// Rows and columns of the 2-D part: neither a multiple of the other.
+const ROWS: usize = 301;
+const COLS: usize = 517;
+
+/// The 2-D part: over a `ROWS` x `COLS` domain (`i, j = wp.tid()`),
+/// `v = a u^2 + u` and `loss2 = sum(v)`, so `d loss2 / d u = 2 a u + 1`.
+/// Returns the largest |gradient - closed form|.
+fn grid(dev: Device, kernels: &Kernels) -> Result<f64> {
+    let us: Vec<f32> = (0..ROWS * COLS)
+        .map(|k| ((k % 97) as f32 - 48.0) / 16.0)
+        .collect();
+    let u = TypedArray::<f32, 2>::from_slice(dev, &us, [ROWS, COLS])?.with_grad()?;
+    let v = TypedArray::<f32, 2>::zeros(dev, [ROWS, COLS])?.with_grad()?;
+    let loss = TypedArray::<f32, 1>::zeros(dev, [1])?.with_grad()?;
+    let mut tape = Tape::new();
+    tape.record(|| -> warp_launch::Result<()> {
+        kernels.square_plus.launch([ROWS, COLS], &u, A, &v)?;
+        kernels.sum2d.launch([ROWS, COLS], &v, &loss)
+    })?;
+    tape.backward(&loss)?;
+    let grad = u.grad().ok_or("u has no gradient")?.to_vec::<f32>()?;
+    let a = f64::from(A);
+    let err = us
+        .iter()
+        .zip(&grad)
+        .map(|(ui, gi)| (f64::from(*gi) - (2.0 * a * f64::from(*ui) + 1.0)).abs())
+        .fold(0.0f64, f64::max);
+    if err > GRAD_TOLERANCE {
+        return Err(format!(
+            "2-D backward: max |d loss2/du - (2 a u + 1)| = {err:e} exceeds {GRAD_TOLERANCE:e}"
+        )
+        .into());
+    }
+    Ok(err)
 }
 
 fn main() -> ExitCode {
