@@ -12,7 +12,6 @@ use crate::signature::Pass;
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// What went wrong.
-#[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
     /// A device string that is not `"cpu"`, `"cuda"` or `"cuda:N"`.
@@ -847,6 +846,14 @@ impl fmt::Display for Error {
                 )
             }
         }
+    }
+}
+
+/// The same message as `Display`, so that `fn main() -> Result<(), E>`, `unwrap`, `anyhow` and
+/// `eyre` print the readable message (the fields stay public for matching).
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
     }
 }
 
