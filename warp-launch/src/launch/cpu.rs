@@ -159,6 +159,14 @@ impl<'a> CpuArgs<'a> {
     }
 
     fn wrong(&self, index: usize, want: String) -> Error {
+        self.wrong_with(
+            index,
+            want,
+            "the CPU implementation reads the parameter as another type than declared; fix the closure".into(),
+        )
+    }
+
+    fn wrong_with(&self, index: usize, want: String, hint: String) -> Error {
         let name = self
             .kernel
             .param_at(index)
@@ -172,7 +180,7 @@ impl<'a> CpuArgs<'a> {
                 .args
                 .get(index)
                 .map_or("nothing".into(), |a| a.describe()),
-            hint: "the CPU implementation reads the parameter as another type than declared; fix the closure".into(),
+            hint,
         }))
     }
 
@@ -236,9 +244,13 @@ impl<'a> CpuArgs<'a> {
     pub fn value<T: Element>(&self, index: usize) -> Result<T> {
         match self.arg(index)? {
             Arg::Value(v) => {
-                let v: Value = v
-                    .convert(T::DTYPE)
-                    .ok_or_else(|| self.wrong(index, format!("a {} value", T::DTYPE)))?;
+                let v: Value = v.try_convert(T::DTYPE).map_err(|why| {
+                    self.wrong_with(
+                        index,
+                        format!("a {} value", T::DTYPE),
+                        crate::launch::bind::conversion_hint(T::DTYPE, why),
+                    )
+                })?;
                 crate::abi::encode::element_from(v.bytes())
                     .ok_or_else(|| self.wrong(index, format!("a {} value", T::DTYPE)))
             }
