@@ -324,6 +324,9 @@ pub enum Error {
         /// Why, as the compile step recorded it.
         reason: String,
     },
+    /// A kernel's Rust CPU implementation indexed an array outside its
+    /// shape ([`CpuArray::get`](crate::CpuArray::get), `set`, `add`).
+    CpuIndex(Box<CpuIndexError>),
     /// A kernel assertion (`assert` in the kernel) failed during a launch
     /// on `"cpu"`.
     KernelAssert {
@@ -351,6 +354,27 @@ pub struct CpuLayoutError {
     pub declared: usize,
     /// The offset (size, alignment) the compiled code reports.
     pub compiled: usize,
+}
+
+/// An index outside an array in a kernel's Rust CPU implementation
+/// ([`Error::CpuIndex`]): which kernel, function, parameter and thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuIndexError {
+    /// The kernel.
+    pub kernel: String,
+    /// The function running (forward or backward).
+    pub pass: Pass,
+    /// Position of the array parameter (adjoints follow the forward
+    /// parameters).
+    pub param_index: usize,
+    /// The parameter's name (`adj_` prefixed for an adjoint).
+    pub param: String,
+    /// The thread's coordinates (`wp.tid()`).
+    pub thread: Vec<i32>,
+    /// The index asked for.
+    pub index: Vec<i32>,
+    /// The array's shape (empty for a null array).
+    pub shape: Vec<usize>,
 }
 
 /// A launch refused by an array access rule ([`Error::OutOfBounds`]).
@@ -818,6 +842,31 @@ impl fmt::Display for Error {
                 f,
                 "kernel '{kernel}' cannot run on \"cpu\": the compile step built no CPU code for it ({reason}); launch it on a cuda device, or give it a Rust implementation with Kernel::with_cpu"
             ),
+            Error::CpuIndex(c) => {
+                write!(
+                    f,
+                    "kernel '{}' ({}) on \"cpu\", thread {:?} (wp.tid()): argument {} '{}': index {:?} is outside ",
+                    c.kernel, c.pass, c.thread, c.param_index, c.param, c.index
+                )?;
+                if c.shape.is_empty() {
+                    f.write_str("a null array (None: no elements); pass an array, or test for None in the kernel")
+                } else if c.index.len() != c.shape.len() {
+                    write!(
+                        f,
+                        "the array of shape {:?}: it has {} dimension(s) but the index has {} coordinate(s); index with {}",
+                        c.shape,
+                        c.shape.len(),
+                        c.index.len(),
+                        c.shape.len()
+                    )
+                } else {
+                    write!(
+                        f,
+                        "the array of shape {:?}; index each axis from 0 to below its extent: launch over a domain that fits the array, or pass a larger one",
+                        c.shape
+                    )
+                }
+            }
             Error::KernelAssert {
                 kernel,
                 pass,

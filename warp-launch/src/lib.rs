@@ -132,8 +132,8 @@ pub use device::{Device, IntoDevice};
 
 // Errors.
 pub use error::{
-    AccessError, AccessRuleError, AccessRuleProblem, ArgumentError, BoundsError, CpuLayoutError,
-    Error, Result, UnmodelledError, UnprovenError,
+    AccessError, AccessRuleError, AccessRuleProblem, ArgumentError, BoundsError, CpuIndexError,
+    CpuLayoutError, Error, Result, UnmodelledError, UnprovenError,
 };
 pub use launch::DimError;
 
