@@ -133,7 +133,8 @@ pub use device::{Device, IntoDevice};
 // Errors.
 pub use error::{
     AccessError, AccessRuleError, AccessRuleProblem, ArgumentError, BoundsError, CpuIndexError,
-    CpuLayoutError, Error, Result, UnmodelledError, UnprovenError,
+    CpuLayoutError, DeclarationError, DeclarationProblem, Error, Result, UnmodelledError,
+    UnprovenError,
 };
 pub use launch::DimError;
 
