@@ -226,7 +226,7 @@ impl fmt::Display for ImageTarget {
 
 /// No image of a module runs on the device: what the module holds and what
 /// the device and driver need.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct NoImageError {
     /// The device's compute capability.
     pub device: ComputeCapability,
@@ -299,6 +299,14 @@ impl fmt::Display for NoImageError {
             }
         }
         Ok(())
+    }
+}
+
+/// The same message as `Display`, so that `fn main() -> Result<(), E>`, `unwrap`, `anyhow` and
+/// `eyre` print the readable message (the fields stay public for matching).
+impl fmt::Debug for NoImageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
     }
 }
 

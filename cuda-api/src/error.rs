@@ -12,7 +12,7 @@ use crate::kernel::ArgError;
 use crate::launch::LaunchError;
 
 /// A `CUresult` other than success, with the call it came from.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct DriverError {
     /// The driver function, e.g. `cuLaunchCooperativeKernel`.
     pub call: &'static str,
@@ -73,6 +73,14 @@ impl fmt::Display for DriverError {
     }
 }
 
+/// The same message as `Display`, so that `fn main() -> Result<(), E>`, `unwrap`, `anyhow` and
+/// `eyre` print the readable message (the fields stay public for matching).
+impl fmt::Debug for DriverError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
 impl std::error::Error for DriverError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         Some(&self.code)
@@ -80,7 +88,7 @@ impl std::error::Error for DriverError {
 }
 
 /// A kernel declaration that does not match the kernel's parameters.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SignatureError {
     /// The kernel has a different number of parameters.
@@ -176,10 +184,18 @@ impl fmt::Display for SignatureError {
     }
 }
 
+/// The same message as `Display`, so that `fn main() -> Result<(), E>`, `unwrap`, `anyhow` and
+/// `eyre` print the readable message (the fields stay public for matching).
+impl fmt::Debug for SignatureError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
 impl std::error::Error for SignatureError {}
 
 /// Every error of cuda-api.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum CudaError {
     /// A driver call failed.
@@ -376,6 +392,14 @@ impl fmt::Display for CudaError {
     }
 }
 
+/// The same message as `Display`, so that `fn main() -> Result<(), E>`, `unwrap`, `anyhow` and
+/// `eyre` print the readable message (the fields stay public for matching).
+impl fmt::Debug for CudaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
 impl std::error::Error for CudaError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
@@ -504,7 +528,7 @@ fn fail(code: CUresult, call: &'static str) -> CudaError {
 }
 
 /// Why peer access cannot be given.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum PeerError {
     /// Both sides are on the same device: there is no peer to reach, the
@@ -537,6 +561,14 @@ impl fmt::Display for PeerError {
                 "cuda:{from} cannot access cuda:{to}'s memory (cuDeviceCanAccessPeer says 0); copy the data to cuda:{from} or use page-locked or managed memory"
             ),
         }
+    }
+}
+
+/// The same message as `Display`, so that `fn main() -> Result<(), E>`, `unwrap`, `anyhow` and
+/// `eyre` print the readable message (the fields stay public for matching).
+impl fmt::Debug for PeerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
     }
 }
 
@@ -592,6 +624,28 @@ mod tests {
         let e: CudaError = LoaderError::UnknownFunction("cuMadeUp".into()).into();
         insta::assert_snapshot!("unknown_function", e.to_string());
         assert!(!e.to_string().contains("0.0"));
+    }
+
+    /// `Debug` prints the message, as `Display` does, for errors of real
+    /// calls: what `fn main() -> Result<(), CudaError>`, `unwrap`, `anyhow`
+    /// and `eyre` show.
+    #[test]
+    fn debug_is_the_message() {
+        let image = crate::check_image(&[]).unwrap_err();
+        assert_eq!(format!("{image:?}"), format!("{image}"));
+        let e = CudaError::from(image);
+        assert_eq!(format!("{e:?}"), format!("{e}"));
+        assert!(!format!("{e:?}").contains("InvalidImage("), "{e:?}");
+        let e = CudaError::from(cuda_sys::loader::resolve("cuMadeUp").unwrap_err());
+        assert_eq!(format!("{e:?}"), format!("{e}"));
+        assert!(format!("{e:?}").starts_with("cuMadeUp is not a driver function"));
+        let e = shared_len::<u8>("cuX", "count", &[("a", Some(300))]).unwrap_err();
+        assert_eq!(format!("{e:?}"), format!("{e}"));
+        let e = PeerError::SameDevice {
+            call: "Context::enable_peer_access",
+            device: 0,
+        };
+        assert_eq!(format!("{e:?}"), format!("{e}"));
     }
 
     #[test]

@@ -27,7 +27,7 @@ impl fmt::Display for ImageKind {
 
 /// An image refused before the driver saw it: where (byte offset from the
 /// start of the slice) and what is wrong.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ImageError {
     /// The call that refused it, e.g. `Module::from_image`.
@@ -66,6 +66,14 @@ impl fmt::Display for ImageError {
              a truncated or corrupted file must be rebuilt",
             self.call, self.len, self.offset, self.problem
         )
+    }
+}
+
+/// The same message as `Display`, so that `fn main() -> Result<(), E>`, `unwrap`, `anyhow` and
+/// `eyre` print the readable message (the fields stay public for matching).
+impl fmt::Debug for ImageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
     }
 }
 

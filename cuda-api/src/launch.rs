@@ -169,7 +169,7 @@ pub struct ClusterLimits {
 }
 
 /// A launch refused before it reached the driver.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LaunchError {
     /// A module's function launched on a stream of another context.
@@ -529,6 +529,14 @@ impl fmt::Display for LaunchError {
                 "programmatic dependent launch of '{kernel}' refused: {device} has compute capability {major}.{minor} but programmatic dependent launch needs 9.0 or later; launch without programmatic"
             ),
         }
+    }
+}
+
+/// The same message as `Display`, so that `fn main() -> Result<(), E>`, `unwrap`, `anyhow` and
+/// `eyre` print the readable message (the fields stay public for matching).
+impl fmt::Debug for LaunchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
     }
 }
 

@@ -92,6 +92,9 @@
 //! ```
 
 #![deny(missing_docs)]
+// Messages go through `log` (users route or silence them), never
+// straight to stdout or stderr; tests may print.
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
 #![warn(clippy::missing_errors_doc, clippy::missing_panics_doc)]
 
 #[rustfmt::skip]

@@ -35,6 +35,9 @@
 //! The safe layer is the `cuda-api` crate.
 
 #![deny(missing_docs)]
+// Messages go through `log` (users route or silence them), never
+// straight to stdout or stderr; tests may print.
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
 
 // The generated items keep cuda.h's spelling (`CUresult`, `cuMemAlloc_v2`,
 // `hStream`, `CU_LAUNCH_PARAM_END`) and its signatures (some functions take

@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 /// Why the driver or one of its functions is unavailable.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub enum LoaderError {
     /// No driver library could be opened.
     LibraryNotFound {
@@ -78,6 +78,14 @@ impl fmt::Display for LoaderError {
                 write!(f, "`{name}` is not a driver function known to cuda-sys")
             }
         }
+    }
+}
+
+/// The same message as `Display`, so that `fn main() -> Result<(), E>`, `unwrap`, `anyhow` and
+/// `eyre` print the readable message (the fields stay public for matching).
+impl fmt::Debug for LoaderError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
     }
 }
 
@@ -343,5 +351,15 @@ mod tests {
             tried: vec![("libcuda.so.1".into(), "not found".into())],
         };
         assert!(e.to_string().contains("libcuda.so.1: not found"));
+    }
+
+    /// `Debug` prints the message, as `Display` does: what
+    /// `fn main() -> Result<(), LoaderError>` and `unwrap` show.
+    #[test]
+    fn debug_is_the_message() {
+        let e = resolve("cuNoSuchFunction").unwrap_err();
+        assert_eq!(format!("{e:?}"), format!("{e}"));
+        assert!(format!("{e:?}").contains("`cuNoSuchFunction` is not a driver function"));
+        assert!(!format!("{e:?}").contains("UnknownFunction("));
     }
 }

@@ -142,11 +142,11 @@ pub(crate) fn build(
 /// Prints the cargo lines that link `module`'s library (already built in
 /// `out_dir`): for a compile that reused the last one.
 pub(crate) fn print_link(module: &str, out_dir: &Path) {
-    println!(
-        "cargo:rustc-link-search=native={}",
+    crate::cargo_instruction(format_args!(
+        "rustc-link-search=native={}",
         lib_dir(out_dir).display()
-    );
-    println!("cargo:rustc-link-lib=static={}", lib_name(module));
+    ));
+    crate::cargo_instruction(format_args!("rustc-link-lib=static={}", lib_name(module)));
     print_stdlib(std::env::var("TARGET").ok().as_deref());
 }
 
@@ -154,7 +154,7 @@ pub(crate) fn print_link(module: &str, out_dir: &Path) {
 /// handling): `CXXSTDLIB` when set (empty: none), else the target's default,
 /// as the `cc` crate chooses it.
 fn print_stdlib(target: Option<&str>) {
-    println!("cargo:rerun-if-env-changed=CXXSTDLIB");
+    crate::cargo_instruction(format_args!("rerun-if-env-changed=CXXSTDLIB"));
     let lib = match std::env::var("CXXSTDLIB") {
         Ok(v) => (!v.is_empty()).then_some(v),
         Err(_) => {
@@ -171,7 +171,7 @@ fn print_stdlib(target: Option<&str>) {
         }
     };
     if let Some(lib) = lib {
-        println!("cargo:rustc-link-lib={lib}");
+        crate::cargo_instruction(format_args!("rustc-link-lib={lib}"));
     }
 }
 

@@ -9,7 +9,6 @@ use crate::{PIP_REQUIREMENTS, WARP_VERSION};
 ///
 /// Every message names the call, the file or setting involved, and what to
 /// do (what to install and the exact command, which value is allowed).
-#[derive(Debug)]
 #[non_exhaustive]
 pub enum BuildError {
     /// A builder option is out of range.
@@ -418,6 +417,14 @@ impl fmt::Display for BuildError {
     }
 }
 
+/// The same message as `Display`, so that `fn main() -> Result<(), E>`, `unwrap`, `anyhow` and
+/// `eyre` print the readable message (the fields stay public for matching).
+impl fmt::Debug for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
 impl std::error::Error for BuildError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
@@ -437,5 +444,30 @@ pub(crate) fn io(
         action,
         path,
         error,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::WarpModule;
+
+    /// `Debug` prints the message, as `Display` does, for an error of a
+    /// real compile: what a build script's `.unwrap()` and
+    /// `fn main() -> Result<(), BuildError>` show.
+    #[test]
+    fn debug_is_the_message() {
+        let dir = std::env::temp_dir();
+        let e = WarpModule::new("no/such/dir/kernels.py")
+            .out_dir(&dir)
+            .cargo_metadata(false)
+            .compile()
+            .unwrap_err();
+        assert_eq!(format!("{e:?}"), format!("{e}"));
+        assert!(
+            format!("{e:?}")
+                .starts_with("warp_build::WarpModule::compile: source no/such/dir/kernels.py:"),
+            "{e:?}"
+        );
+        assert!(!format!("{e:?}").contains("Source {"), "{e:?}");
     }
 }

@@ -66,6 +66,9 @@
 
 #![deny(missing_docs)]
 #![warn(clippy::missing_errors_doc)]
+// Messages go through `log`: users route or silence them. Only Cargo's
+// instructions are printed (`cargo_instruction`); tests may print.
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
 
 mod cpu_library;
 mod cpu_parse;
@@ -77,6 +80,17 @@ mod python;
 mod stamp;
 
 pub use error::{BuildError, WarpStage};
+
+/// Prints one instruction to Cargo (`cargo:<line>`) for the build script
+/// running the compile: the one place this crate writes to stdout, where
+/// Cargo reads a build script's instructions. Messages go through `log`.
+#[allow(
+    clippy::print_stdout,
+    reason = "Cargo reads a build script's instructions from its stdout"
+)]
+pub(crate) fn cargo_instruction(line: std::fmt::Arguments<'_>) {
+    println!("cargo:{line}");
+}
 pub use module::{Compiled, WarpModule, WarpPython};
 
 /// The Warp version whose compiler warp-build runs and whose kernel ABI

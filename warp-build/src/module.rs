@@ -182,13 +182,16 @@ impl WarpModule {
         let metadata = self.cargo_metadata.unwrap_or_else(in_build_script);
         if metadata {
             for var in [ENV_ARCHS, ENV_PYTHON, ENV_PYTHONPATH] {
-                println!("cargo:rerun-if-env-changed={var}");
+                crate::cargo_instruction(format_args!("rerun-if-env-changed={var}"));
             }
             if source.is_package {
-                println!("cargo:rerun-if-changed={}", source.path.display());
+                crate::cargo_instruction(format_args!(
+                    "rerun-if-changed={}",
+                    source.path.display()
+                ));
             }
             for f in &source.files {
-                println!("cargo:rerun-if-changed={}", f.display());
+                crate::cargo_instruction(format_args!("rerun-if-changed={}", f.display()));
             }
         }
 
@@ -487,7 +490,7 @@ impl WarpPython {
         let metadata = in_build_script();
         if metadata {
             for var in [ENV_PYTHON, ENV_PYTHONPATH] {
-                println!("cargo:rerun-if-env-changed={var}");
+                crate::cargo_instruction(format_args!("rerun-if-env-changed={var}"));
             }
         }
         let (exe, origin) = interpreter(None);
@@ -516,7 +519,7 @@ fn in_build_script() -> bool {
 fn emit_extra_sources(metadata: bool, primary: &[PathBuf], extra: &[PathBuf]) {
     if metadata {
         for f in extra.iter().filter(|f| !primary.contains(f)) {
-            println!("cargo:rerun-if-changed={}", f.display());
+            crate::cargo_instruction(format_args!("rerun-if-changed={}", f.display()));
         }
     }
 }

@@ -218,7 +218,7 @@ fn pip_install(python: &Python, install: &Path, cargo_warnings: bool) -> Result<
     let message = format!("warp-build: installing Warp for the kernel compile step: {command}");
     log::info!("{message}");
     if cargo_warnings {
-        println!("cargo:warning={message}");
+        crate::cargo_instruction(format_args!("warning={message}"));
     }
     let mut cmd = Command::new(&python.exe);
     cmd.args([

@@ -12,7 +12,6 @@ use crate::signature::Pass;
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// What went wrong.
-#[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
     /// A device string that is not `"cpu"`, `"cuda"` or `"cuda:N"`.
@@ -190,6 +189,9 @@ pub enum Error {
         /// The kernel.
         kernel: String,
     },
+    /// A kernel declaration no kernel can have ([`KernelSpec`](crate::KernelSpec)):
+    /// refused when the kernel is made, not at its first launch.
+    Declaration(Box<DeclarationError>),
     /// A kernel declared with a `wp.tid()` arity outside 1 to 4.
     KernelDim {
         /// The kernel.
@@ -336,6 +338,9 @@ pub enum Error {
         /// Why, as the compile step recorded it.
         reason: String,
     },
+    /// A kernel's Rust CPU implementation indexed an array outside its
+    /// shape ([`CpuArray::get`](crate::CpuArray::get), `set`, `add`).
+    CpuIndex(Box<CpuIndexError>),
     /// A kernel assertion (`assert` in the kernel) failed during a launch
     /// on `"cpu"`.
     KernelAssert {
@@ -363,6 +368,71 @@ pub struct CpuLayoutError {
     pub declared: usize,
     /// The offset (size, alignment) the compiled code reports.
     pub compiled: usize,
+}
+
+/// A kernel declaration no kernel can have ([`Error::Declaration`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeclarationError {
+    /// The kernel (empty for [`DeclarationProblem::EmptyKernelName`]).
+    pub kernel: String,
+    /// What is wrong.
+    pub problem: DeclarationProblem,
+}
+
+/// What is wrong with a kernel declaration ([`DeclarationError`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DeclarationProblem {
+    /// The kernel's name is empty.
+    EmptyKernelName,
+    /// A parameter's name is empty.
+    EmptyParamName {
+        /// Its position.
+        index: usize,
+    },
+    /// Two parameters of one name, or one named as another's adjoint
+    /// (`adj_<name>`, the name its adjoint takes in backward launches).
+    DuplicateParam {
+        /// Position of the first.
+        first: usize,
+        /// Its name.
+        first_name: String,
+        /// Position of the second.
+        index: usize,
+        /// Its name.
+        name: String,
+    },
+    /// An array of 0 dimensions or more than Warp's
+    /// [`ARRAY_MAX_DIMS`](crate::ARRAY_MAX_DIMS).
+    ArrayDims {
+        /// The parameter's position.
+        index: usize,
+        /// Its name.
+        name: String,
+        /// The dimensions declared.
+        ndim: u8,
+    },
+}
+
+/// An index outside an array in a kernel's Rust CPU implementation
+/// ([`Error::CpuIndex`]): which kernel, function, parameter and thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuIndexError {
+    /// The kernel.
+    pub kernel: String,
+    /// The function running (forward or backward).
+    pub pass: Pass,
+    /// Position of the array parameter (adjoints follow the forward
+    /// parameters).
+    pub param_index: usize,
+    /// The parameter's name (`adj_` prefixed for an adjoint).
+    pub param: String,
+    /// The thread's coordinates (`wp.tid()`).
+    pub thread: Vec<i32>,
+    /// The index asked for.
+    pub index: Vec<i32>,
+    /// The array's shape (empty for a null array).
+    pub shape: Vec<usize>,
 }
 
 /// A launch refused by an array access rule ([`Error::OutOfBounds`]).
@@ -651,6 +721,40 @@ impl fmt::Display for Error {
                 f,
                 "kernel '{kernel}': a CPU launch cannot be a CUDA graph node; build it for a cuda device"
             ),
+            Error::Declaration(d) => {
+                let kernel = &d.kernel;
+                match &d.problem {
+                    DeclarationProblem::EmptyKernelName => f.write_str(
+                        "KernelSpec: the kernel name is empty; name the kernel as its source does (Warp's key, e.g. \"saxpy\"): messages, modules and launchers find kernels by name",
+                    ),
+                    DeclarationProblem::EmptyParamName { index } => write!(
+                        f,
+                        "KernelSpec of kernel '{kernel}': parameter {index} has an empty name; name each parameter as the kernel's source does (launches find parameters by name)"
+                    ),
+                    DeclarationProblem::DuplicateParam {
+                        first,
+                        first_name,
+                        index,
+                        name,
+                    } => {
+                        write!(f, "KernelSpec of kernel '{kernel}': parameter {index} '{name}' ")?;
+                        if first_name == name {
+                            write!(f, "has the name of parameter {first}")?;
+                        } else {
+                            write!(
+                                f,
+                                "clashes with parameter {first} '{first_name}' (the adjoint of a parameter 'x' is named 'adj_x')"
+                            )?;
+                        }
+                        f.write_str("; give each parameter its own name, as the kernel's source does (set_param_by_name, access rules and messages find parameters by name)")
+                    }
+                    DeclarationProblem::ArrayDims { index, name, ndim } => write!(
+                        f,
+                        "KernelSpec of kernel '{kernel}': parameter {index} '{name}' is declared as an array of {ndim} dimension(s), but Warp's arrays have 1 to {max} (ARRAY_MAX_DIMS = {max}); declare the dimensions the kernel's array_t has (1 to {max})",
+                        max = crate::abi::ARRAY_MAX_DIMS
+                    ),
+                }
+            }
             Error::KernelDim { kernel, given } => write!(
                 f,
                 "kernel '{kernel}': wp.tid() has 1 to 4 coordinates but the declaration says {given}; declare 1 to 4"
@@ -850,6 +954,31 @@ impl fmt::Display for Error {
                 f,
                 "kernel '{kernel}' cannot run on \"cpu\": the compile step built no CPU code for it ({reason}); launch it on a cuda device, or give it a Rust implementation with Kernel::with_cpu"
             ),
+            Error::CpuIndex(c) => {
+                write!(
+                    f,
+                    "kernel '{}' ({}) on \"cpu\", thread {:?} (wp.tid()): argument {} '{}': index {:?} is outside ",
+                    c.kernel, c.pass, c.thread, c.param_index, c.param, c.index
+                )?;
+                if c.shape.is_empty() {
+                    f.write_str("a null array (None: no elements); pass an array, or test for None in the kernel")
+                } else if c.index.len() != c.shape.len() {
+                    write!(
+                        f,
+                        "the array of shape {:?}: it has {} dimension(s) but the index has {} coordinate(s); index with {}",
+                        c.shape,
+                        c.shape.len(),
+                        c.index.len(),
+                        c.shape.len()
+                    )
+                } else {
+                    write!(
+                        f,
+                        "the array of shape {:?}; index each axis from 0 to below its extent: launch over a domain that fits the array, or pass a larger one",
+                        c.shape
+                    )
+                }
+            }
             Error::KernelAssert {
                 kernel,
                 pass,
@@ -895,6 +1024,14 @@ impl Error {
             }
             e => e,
         }
+    }
+}
+
+/// The same message as `Display`, so that `fn main() -> Result<(), E>`, `unwrap`, `anyhow` and
+/// `eyre` print the readable message (the fields stay public for matching).
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
     }
 }
 

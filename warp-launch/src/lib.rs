@@ -142,6 +142,9 @@
 //! ```
 
 #![deny(missing_docs)]
+// Messages go through `log` (users route or silence them), never
+// straight to stdout or stderr; tests may print.
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
 #![warn(clippy::missing_errors_doc)]
 
 mod abi;
@@ -170,8 +173,9 @@ pub use device::{Device, IntoDevice, cuda_available};
 
 // Errors.
 pub use error::{
-    AccessError, AccessRuleError, AccessRuleProblem, ArgumentError, BoundsError, CpuLayoutError,
-    Error, Result, UnmodelledError, UnprovenError,
+    AccessError, AccessRuleError, AccessRuleProblem, ArgumentError, BoundsError, CpuIndexError,
+    CpuLayoutError, DeclarationError, DeclarationProblem, Error, Result, UnmodelledError,
+    UnprovenError,
 };
 pub use launch::DimError;
 

@@ -75,7 +75,7 @@ pub(crate) mod sealed {
 pub(crate) use sealed::{Mismatch, Token};
 
 /// An argument that does not fit the kernel's declared parameters.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ArgError {
     /// A value of another type than the parameter's.
@@ -214,6 +214,14 @@ impl fmt::Display for ArgError {
                 "an argument block made for kernel '{block_kernel}' was given to kernel '{kernel}'; make the block with that kernel's args()"
             ),
         }
+    }
+}
+
+/// The same message as `Display`, so that `fn main() -> Result<(), E>`, `unwrap`, `anyhow` and
+/// `eyre` print the readable message (the fields stay public for matching).
+impl fmt::Debug for ArgError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
     }
 }
 

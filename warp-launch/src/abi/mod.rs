@@ -18,4 +18,5 @@ pub use generated::layout::{
 };
 #[cfg(feature = "build")]
 pub(crate) use values::ELEMENT_TYPES;
+pub(crate) use values::Refusal;
 pub use values::{Element, INLINE_VALUE_BYTES, Value, WarpStruct};

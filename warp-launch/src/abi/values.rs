@@ -166,44 +166,61 @@ impl Value {
         }
     }
 
-    /// The value converted to `to` the way Warp converts a Python number
-    /// passed for a scalar parameter: any integer to any integer type when it
-    /// fits, any number to a floating-point type. `None` when it cannot be
-    /// (never a panic: every dtype comes from the closed table [`DTYPES`],
-    /// and sizes are checked again here).
+    /// The value converted to `to` by the rule for values known at run time
+    /// (Warp's, for a Python number passed for a scalar parameter): any
+    /// integer to any integer type when it fits, any number to a
+    /// floating-point type, rounded to nearest (precision may be lost);
+    /// infinities and NaN pass as themselves. `None` when it cannot be:
+    /// not a scalar, an integer out of the target's range, a float for an
+    /// integer type, or a finite number that the float type cannot hold (it
+    /// would become infinity: `1e40` for `float32`, `70000` for `float16`).
+    /// Never a panic: every dtype comes from the closed table [`DTYPES`],
+    /// and sizes are checked again here.
     pub fn convert(&self, to: &'static DType) -> Option<Value> {
+        self.try_convert(to).ok()
+    }
+
+    /// [`Value::convert`], with why it cannot be.
+    pub(crate) fn try_convert(&self, to: &'static DType) -> Result<Value, Refusal> {
         if std::ptr::eq(to, self.dtype) {
-            return Some(self.clone());
+            return Ok(self.clone());
         }
         if self.dtype.kind != Kind::Scalar || to.kind != Kind::Scalar {
-            return None;
+            return Err(Refusal::Kind);
         }
         let out: Vec<u8> = match to.scalar {
             Scalar::Float32 | Scalar::Float64 | Scalar::Float16 => {
-                let x = encode::float_of(self.dtype.scalar, self.bytes())?;
-                encode::float_bytes(to.scalar, x, f32_to_f16)?
+                let x = encode::float_of(self.dtype.scalar, self.bytes()).ok_or(Refusal::Kind)?;
+                let out = encode::float_bytes(to.scalar, x, f32_to_f16).ok_or(Refusal::Kind)?;
+                if x.is_finite() && !float_is_finite(to.scalar, &out) {
+                    return Err(Refusal::Overflow {
+                        value: x,
+                        max: float_max(to.scalar),
+                    });
+                }
+                out
             }
             s => {
-                let i = self.as_i128()?;
-                let fits = |lo: i128, hi: i128| (lo..=hi).contains(&i);
-                let ok = match s {
-                    Scalar::Int8 => fits(i8::MIN.into(), i8::MAX.into()),
-                    Scalar::UInt8 | Scalar::Bool => fits(0, u8::MAX.into()),
-                    Scalar::Int16 => fits(i16::MIN.into(), i16::MAX.into()),
-                    Scalar::UInt16 => fits(0, u16::MAX.into()),
-                    Scalar::Int32 => fits(i32::MIN.into(), i32::MAX.into()),
-                    Scalar::UInt32 => fits(0, u32::MAX.into()),
-                    Scalar::Int64 => fits(i64::MIN.into(), i64::MAX.into()),
-                    Scalar::UInt64 => fits(0, u64::MAX.into()),
-                    _ => false,
+                let i = self.as_i128().ok_or(Refusal::Kind)?;
+                let range = |lo: i128, hi: i128| ((lo..=hi).contains(&i), lo, hi);
+                let (ok, lo, hi) = match s {
+                    Scalar::Int8 => range(i8::MIN.into(), i8::MAX.into()),
+                    Scalar::UInt8 | Scalar::Bool => range(0, u8::MAX.into()),
+                    Scalar::Int16 => range(i16::MIN.into(), i16::MAX.into()),
+                    Scalar::UInt16 => range(0, u16::MAX.into()),
+                    Scalar::Int32 => range(i32::MIN.into(), i32::MAX.into()),
+                    Scalar::UInt32 => range(0, u32::MAX.into()),
+                    Scalar::Int64 => range(i64::MIN.into(), i64::MAX.into()),
+                    Scalar::UInt64 => range(0, u64::MAX.into()),
+                    _ => return Err(Refusal::Kind),
                 };
                 if !ok {
-                    return None;
+                    return Err(Refusal::Range { lo, hi });
                 }
-                encode::int_bytes(i, to.size)?
+                encode::int_bytes(i, to.size).ok_or(Refusal::Kind)?
             }
         };
-        Value::from_bytes(to, &out)
+        Value::from_bytes(to, &out).ok_or(Refusal::Kind)
     }
 
     /// The value as text: its components, e.g. `300`, `2.5` or `[1, 0, 0]`.
@@ -242,6 +259,46 @@ impl Value {
             return None;
         }
         encode::int_of(self.dtype.scalar, self.bytes())
+    }
+}
+
+/// Why [`Value::try_convert`] refuses a conversion.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Refusal {
+    /// Not scalar to scalar, or a float for an integer type.
+    Kind,
+    /// An integer outside the target's range `lo..=hi`.
+    Range {
+        /// The smallest value the target holds.
+        lo: i128,
+        /// The largest value the target holds.
+        hi: i128,
+    },
+    /// A finite number beyond the float type's largest finite value `max`:
+    /// it would become infinity.
+    Overflow {
+        /// The value given.
+        value: f64,
+        /// The largest finite value of the target.
+        max: f64,
+    },
+}
+
+/// Whether the float scalar `out` (bytes of `scalar`) is finite.
+fn float_is_finite(scalar: Scalar, out: &[u8]) -> bool {
+    match scalar {
+        // The exponent bits all set: infinity or NaN.
+        Scalar::Float16 => encode::half_bits(out).is_some_and(|h| h & 0x7c00 != 0x7c00),
+        s => encode::float_of(s, out).is_some_and(f64::is_finite),
+    }
+}
+
+/// The largest finite value of a float scalar.
+fn float_max(scalar: Scalar) -> f64 {
+    match scalar {
+        Scalar::Float16 => 65504.0,
+        Scalar::Float32 => f32::MAX.into(),
+        _ => f64::MAX,
     }
 }
 
@@ -408,5 +465,59 @@ mod tests {
         assert_eq!(f32_to_f16(-2.0), 0xc000);
         assert_eq!(f32_to_f16(65504.0), 0x7bff);
         assert_eq!(f32_to_f16(1e9), 0x7c00);
+    }
+
+    /// A finite number that the float type cannot hold is refused (it
+    /// would become infinity); the largest ones that round to a finite
+    /// value, infinities and NaN pass.
+    #[test]
+    fn finite_numbers_that_overflow_a_float_type_are_refused() {
+        let f32t = DType::FLOAT32;
+        let f16t = DType::FLOAT16;
+        assert_eq!(
+            Value::of(1e40f64).try_convert(f32t).unwrap_err(),
+            Refusal::Overflow {
+                value: 1e40,
+                max: f32::MAX.into()
+            }
+        );
+        assert!(Value::of(-1e40f64).convert(f32t).is_none());
+        assert_eq!(
+            Value::of(3.0e38f64).convert(f32t).unwrap().bytes(),
+            3.0e38f32.to_le_bytes()
+        );
+        assert_eq!(
+            Value::of(f64::from(f32::MAX))
+                .convert(f32t)
+                .unwrap()
+                .bytes(),
+            f32::MAX.to_le_bytes()
+        );
+        assert_eq!(
+            Value::of(f64::INFINITY).convert(f32t).unwrap().bytes(),
+            f32::INFINITY.to_le_bytes()
+        );
+        let nan = Value::of(f64::NAN).convert(f32t).unwrap();
+        assert!(f32::from_le_bytes(nan.bytes().try_into().unwrap()).is_nan());
+        // float16: 65504 is its largest finite value; 65520 rounds to infinity.
+        assert_eq!(
+            Value::of(65504.0f32).convert(f16t).unwrap().bytes(),
+            0x7bffu16.to_le_bytes()
+        );
+        assert!(matches!(
+            Value::of(65520.0f32).try_convert(f16t),
+            Err(Refusal::Overflow { max: 65504.0, .. })
+        ));
+        assert!(Value::of(70000i32).convert(f16t).is_none());
+        assert!(Value::of(1e40f64).convert(f16t).is_none());
+        assert_eq!(
+            Value::of(f32::NEG_INFINITY).convert(f16t).unwrap().bytes(),
+            0xfc00u16.to_le_bytes()
+        );
+        // Integers: the range is reported.
+        assert_eq!(
+            Value::of(300i32).try_convert(DType::UINT8).unwrap_err(),
+            Refusal::Range { lo: 0, hi: 255 }
+        );
     }
 }

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use crate::abi::{ArrayT, Element, Value, WarpStruct};
+use crate::abi::{ArrayT, DType, Element, Refusal, Value, WarpStruct};
 use crate::array::{AccessMode, Array, TypedArray};
 use crate::device::Device;
 use crate::error::{Error, Result};
@@ -146,6 +146,22 @@ impl Arg {
 }
 
 /// Anything that can be passed as a kernel argument.
+///
+/// # Values and the parameter's dtype
+///
+/// A value passed for a scalar parameter of another dtype is converted to
+/// the parameter's dtype when the launch is checked, by Warp's rule for
+/// values known at run time ([`Value::convert`]): an integer to an integer
+/// type when it fits, any number to a float type, rounded to nearest
+/// (precision may be lost: `0.1f64` becomes the nearest `float32`);
+/// infinities and NaN pass as themselves. Refused with
+/// [`Error::Argument`](crate::Error::Argument), naming the kernel, the
+/// parameter, its dtype and the value: an integer out of the parameter
+/// type's range (`300` for `uint8`), a float for an integer parameter, and
+/// a finite number the float type cannot hold (`1e40` for `float32`,
+/// `70000` for `float16`), which would otherwise become infinity in
+/// silence. Vectors, matrices and structs are never converted: pass the
+/// parameter's own type.
 pub trait IntoArg {
     /// The argument.
     fn into_arg(self) -> Arg;
@@ -328,15 +344,11 @@ pub(crate) fn check<'a>(
         (ParamKind::Value(dtype), Arg::Value(v)) if std::ptr::eq(v.dtype(), *dtype) => {
             Ok(Bound::Bytes(v.bytes()))
         }
-        (ParamKind::Value(dtype), Arg::Value(v)) => match v.convert(dtype) {
-            Some(c) => Ok(Bound::Value(c)),
-            None => Err(site.error(
-                kind.describe(),
-                arg.describe(),
-                format!(
-                    "pass a {dtype} value (integers convert to integer types when they fit, numbers to float types, as Warp converts Python numbers)"
-                ),
-            )),
+        (ParamKind::Value(dtype), Arg::Value(v)) => match v.try_convert(dtype) {
+            Ok(c) => Ok(Bound::Value(c)),
+            Err(why) => {
+                Err(site.error(kind.describe(), arg.describe(), conversion_hint(dtype, why)))
+            }
         },
         (ParamKind::Struct(st), Arg::Struct(s)) => {
             if (s.name() != st.name && s.name() != st.key()) || s.bytes().len() != st.size {
@@ -352,6 +364,22 @@ pub(crate) fn check<'a>(
             Ok(Bound::Bytes(s.bytes()))
         }
         (_, _) => Err(site.error(kind.describe(), arg.describe(), kind_hint(kind))),
+    }
+}
+
+/// What to do about a value that does not convert to `dtype` (see
+/// [`Value::convert`] for the rule).
+pub(crate) fn conversion_hint(dtype: &DType, why: Refusal) -> String {
+    match why {
+        Refusal::Kind => format!(
+            "pass a {dtype} value (integers convert to integer types when they fit, numbers to float types, as Warp converts Python numbers)"
+        ),
+        Refusal::Range { lo, hi } => format!(
+            "{dtype} holds integers from {lo} to {hi}; pass a value in that range, or give the kernel a wider integer parameter"
+        ),
+        Refusal::Overflow { value, max } => format!(
+            "{value:e} is finite but beyond the largest finite {dtype} ({max:e}), so it would become infinity; pass a value within -{max:e}..={max:e} (infinity and NaN pass as themselves), or give the kernel a wider float parameter (float64)"
+        ),
     }
 }
 

@@ -237,6 +237,10 @@ impl<'k> LaunchBuilder<'k> {
     }
 
     /// Input arguments (a tuple of arrays and values, or a `Vec<Arg>`).
+    /// Values are converted to their parameters' dtypes when the launch is
+    /// checked, and refused when they do not fit (an integer out of range,
+    /// a finite number that a float parameter would turn into infinity):
+    /// see [`IntoArg`](crate::IntoArg) for the rule.
     #[inline]
     pub fn inputs(mut self, args: impl IntoArgs) -> Self {
         let outputs = self.args.split_off(self.n_inputs);

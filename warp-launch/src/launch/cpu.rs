@@ -146,6 +146,10 @@ pub struct CpuArgs<'a> {
     kernel: &'a Kernel,
     /// The arguments: forward, then adjoints for an adjoint launch.
     args: &'a [Arg],
+    /// The function running, for messages.
+    pass: Pass,
+    /// The thread being run, for messages (set before each call).
+    thread: std::cell::Cell<Thread>,
     /// Not `Sync`: the arguments stay on the launch's thread, so a kernel
     /// body cannot hand them to other threads that would write concurrently.
     _local: PhantomData<*const ()>,
@@ -159,6 +163,14 @@ impl<'a> CpuArgs<'a> {
     }
 
     fn wrong(&self, index: usize, want: String) -> Error {
+        self.wrong_with(
+            index,
+            want,
+            "the CPU implementation reads the parameter as another type than declared; fix the closure".into(),
+        )
+    }
+
+    fn wrong_with(&self, index: usize, want: String, hint: String) -> Error {
         let name = self
             .kernel
             .param_at(index)
@@ -172,8 +184,18 @@ impl<'a> CpuArgs<'a> {
                 .args
                 .get(index)
                 .map_or("nothing".into(), |a| a.describe()),
-            hint: "the CPU implementation reads the parameter as another type than declared; fix the closure".into(),
+            hint,
         }))
+    }
+
+    /// Where an array of parameter `index` is read: for its messages.
+    fn site(&self, index: usize) -> ArraySite<'a> {
+        ArraySite {
+            kernel: self.kernel,
+            pass: self.pass,
+            param: index,
+            thread: self.thread.get(),
+        }
     }
 
     /// Index of parameter `name`.
@@ -204,6 +226,8 @@ impl<'a> CpuArgs<'a> {
                     shape,
                     strides,
                     ndim: a.ndim(),
+                    null: false,
+                    site: self.site(index),
                     _t: PhantomData,
                 })
             }
@@ -212,6 +236,8 @@ impl<'a> CpuArgs<'a> {
                 shape: [0; 4],
                 strides: [0; 4],
                 ndim: 1,
+                null: true,
+                site: self.site(index),
                 _t: PhantomData,
             }),
             _ => Err(self.wrong(index, format!("an array of {}", T::DTYPE))),
@@ -236,9 +262,13 @@ impl<'a> CpuArgs<'a> {
     pub fn value<T: Element>(&self, index: usize) -> Result<T> {
         match self.arg(index)? {
             Arg::Value(v) => {
-                let v: Value = v
-                    .convert(T::DTYPE)
-                    .ok_or_else(|| self.wrong(index, format!("a {} value", T::DTYPE)))?;
+                let v: Value = v.try_convert(T::DTYPE).map_err(|why| {
+                    self.wrong_with(
+                        index,
+                        format!("a {} value", T::DTYPE),
+                        crate::launch::bind::conversion_hint(T::DTYPE, why),
+                    )
+                })?;
                 crate::abi::encode::element_from(v.bytes())
                     .ok_or_else(|| self.wrong(index, format!("a {} value", T::DTYPE)))
             }
@@ -291,7 +321,20 @@ pub struct CpuArray<'a, T> {
     shape: [usize; 4],
     strides: [isize; 4],
     ndim: usize,
+    /// Warp's `None`: no array at all.
+    null: bool,
+    site: ArraySite<'a>,
     _t: PhantomData<(&'a (), *const T)>,
+}
+
+/// The kernel, function, parameter and thread a [`CpuArray`] was made
+/// for: what its index errors name.
+#[derive(Clone, Copy)]
+struct ArraySite<'a> {
+    kernel: &'a Kernel,
+    pass: Pass,
+    param: usize,
+    thread: Thread,
 }
 
 impl<T: Element> CpuArray<'_, T> {
@@ -306,26 +349,41 @@ impl<T: Element> CpuArray<'_, T> {
             || self.base == 0
             || (0..n).any(|d| c[d] < 0 || c[d] as usize >= self.shape[d])
         {
-            return Err(Error::Shape {
-                call: "CpuArray index",
-                message: format!(
-                    "index {:?} is outside an array of shape {:?}; index with {} coordinate(s) inside the shape",
-                    &c[..n],
-                    self.shape(),
-                    self.ndim
-                ),
-            });
+            return Err(self.outside(&c[..n]));
         }
         let off: isize = (0..n).map(|d| c[d] as isize * self.strides[d]).sum();
         Ok((self.base as isize + off) as usize as *mut T)
+    }
+
+    /// The error of an index outside the array.
+    #[cold]
+    fn outside(&self, index: &[i32]) -> Error {
+        let site = &self.site;
+        let param = site
+            .kernel
+            .param_at(site.param)
+            .map_or(format!("#{}", site.param), |p| p.0.into_owned());
+        Error::CpuIndex(Box::new(crate::error::CpuIndexError {
+            kernel: site.kernel.name().to_string(),
+            pass: site.pass,
+            param_index: site.param,
+            param,
+            thread: site.thread.coords().to_vec(),
+            index: index.to_vec(),
+            shape: if self.null {
+                Vec::new()
+            } else {
+                self.shape().to_vec()
+            },
+        }))
     }
 
     /// The element at `idx`.
     ///
     /// # Errors
     ///
-    /// [`Error::OutOfBounds`] when `idx` lies outside the array (the message names the index
-    /// and the shape).
+    /// [`Error::CpuIndex`] when `idx` lies outside the array (the message names the kernel,
+    /// the parameter, the thread, the index and the shape).
     pub fn get(&self, idx: impl CpuIndex) -> Result<T> {
         let p = self.address(idx)?;
         // SAFETY: the index is inside the shape; the array's view was
@@ -338,7 +396,7 @@ impl<T: Element> CpuArray<'_, T> {
     ///
     /// # Errors
     ///
-    /// [`Error::Shape`] as [`CpuArray::get`].
+    /// [`Error::CpuIndex`] as [`CpuArray::get`].
     pub fn set(&self, idx: impl CpuIndex, v: T) -> Result<()> {
         let p = self.address(idx)?;
         // SAFETY: as in `get`; the launch holds the storage's lock and
@@ -352,7 +410,7 @@ impl<T: Element> CpuArray<'_, T> {
     ///
     /// # Errors
     ///
-    /// [`Error::Shape`] as [`CpuArray::get`].
+    /// [`Error::CpuIndex`] as [`CpuArray::get`].
     pub fn add(&self, idx: impl CpuIndex + Copy, v: T) -> Result<()>
     where
         T: Add<Output = T>,
@@ -397,6 +455,11 @@ pub(crate) fn run(kernel: &Kernel, pass: Pass, bounds: &Bounds, args: &[Arg]) ->
     let cpu_args = CpuArgs {
         kernel,
         args,
+        pass,
+        thread: std::cell::Cell::new(Thread {
+            coords: [0; 4],
+            ndim: nd,
+        }),
         _local: PhantomData,
     };
     for idx in 0..bounds.size {
@@ -404,6 +467,7 @@ pub(crate) fn run(kernel: &Kernel, pass: Pass, bounds: &Bounds, args: &[Arg]) ->
             coords: launch_coord(idx, shape, bounds.coord_mult),
             ndim: nd,
         };
+        cpu_args.thread.set(t);
         f(&t, &cpu_args)?;
     }
     Ok(())

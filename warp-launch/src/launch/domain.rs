@@ -221,7 +221,7 @@ impl Plan {
 }
 
 /// Why a `dim` / `block_dim` / `max_blocks` combination cannot be launched.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum DimError {
     /// `dim` has more than 4 extents (`MAX_DIMS`).
@@ -367,6 +367,14 @@ impl fmt::Display for DimError {
                  {capacity} work items; build the kernel with grid_stride=True"
             ),
         }
+    }
+}
+
+/// The same message as `Display`, so that `fn main() -> Result<(), E>`, `unwrap`, `anyhow` and
+/// `eyre` print the readable message (the fields stay public for matching).
+impl fmt::Debug for DimError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
     }
 }
 

@@ -12,7 +12,9 @@ use super::builder::{Dim, LaunchBuilder};
 use super::memo::TypedBlock;
 use super::spare::Spare;
 use crate::abi::Element;
-use crate::error::{AccessRuleError, AccessRuleProblem, Error, Result};
+use crate::error::{
+    AccessRuleError, AccessRuleProblem, DeclarationError, DeclarationProblem, Error, Result,
+};
 use crate::signature::{
     AccessTarget, Accesses, ArrayAccess, AxisIndex, KernelParam, ParamKind, Pass, Unproven,
 };
@@ -219,7 +221,52 @@ impl KernelSpec {
         self.block_dim
     }
 
+    /// Refuses a declaration no kernel can have: an empty kernel or
+    /// parameter name, two parameters of one name (or one named as
+    /// another's adjoint, `adj_<name>`), an array of no dimension or more
+    /// than Warp's [`ARRAY_MAX_DIMS`](crate::ARRAY_MAX_DIMS).
+    fn check_params(&self) -> Result<()> {
+        let bad = |problem| {
+            Err(Error::Declaration(Box::new(DeclarationError {
+                kernel: self.name.clone(),
+                problem,
+            })))
+        };
+        if self.name.trim().is_empty() {
+            return bad(DeclarationProblem::EmptyKernelName);
+        }
+        for (index, p) in self.params.iter().enumerate() {
+            if p.name.trim().is_empty() {
+                return bad(DeclarationProblem::EmptyParamName { index });
+            }
+            let clash = self.params[..index].iter().position(|q| {
+                q.name == p.name
+                    || p.name.strip_prefix("adj_") == Some(q.name.as_str())
+                    || q.name.strip_prefix("adj_") == Some(p.name.as_str())
+            });
+            if let Some(first) = clash {
+                return bad(DeclarationProblem::DuplicateParam {
+                    first,
+                    first_name: self.params[first].name.clone(),
+                    index,
+                    name: p.name.clone(),
+                });
+            }
+            if let ParamKind::Array { ndim: Some(n), .. } = p.kind
+                && !(1..=crate::abi::ARRAY_MAX_DIMS).contains(&usize::from(n))
+            {
+                return bad(DeclarationProblem::ArrayDims {
+                    index,
+                    name: p.name.clone(),
+                    ndim: n,
+                });
+            }
+        }
+        Ok(())
+    }
+
     fn check(&self) -> Result<[Rules; 2]> {
+        self.check_params()?;
         if !(1..=4).contains(&self.kernel_dim) {
             return Err(Error::KernelDim {
                 kernel: self.name.clone(),
@@ -332,9 +379,10 @@ impl KernelSpec {
     ///
     /// # Errors
     ///
-    /// [`Error::KernelDim`] when the kernel dimension is not 1 to 4; [`Error::AccessRule`]
-    /// when a declared access rule names a parameter the kernel does not have or one that is
-    /// not an array; [`Error::Cuda`] when the driver has no function named `forward`, or
+    /// [`Error::Declaration`] for an empty kernel or parameter name, two parameters of one
+    /// name, or an array of 0 or more than 4 dimensions; [`Error::KernelDim`] when the kernel
+    /// dimension is not 1 to 4; [`Error::AccessRule`] when a declared access rule names a
+    /// parameter the kernel does not have or one that is not an array; [`Error::Cuda`] when the driver has no function named `forward`, or
     /// the declared parameters do not match its parameter layout (for `backward`, the first
     /// adjoint launch reports these).
     pub unsafe fn load_cuda(
@@ -410,8 +458,11 @@ impl KernelSpec {
     ///
     /// # Errors
     ///
-    /// [`Error::KernelDim`] or [`Error::AccessRule`] for a declaration whose
-    /// `wp.tid()` arity or access rules do not fit.
+    /// [`Error::Declaration`] for an empty kernel or parameter name, two
+    /// parameters of one name, or an array of 0 or more than 4 dimensions
+    /// (Warp's `ARRAY_MAX_DIMS`); [`Error::KernelDim`] or
+    /// [`Error::AccessRule`] for a declaration whose `wp.tid()` arity or
+    /// access rules do not fit.
     pub fn declare(self) -> Result<Kernel> {
         let rules = self.check()?;
         Ok(Kernel {

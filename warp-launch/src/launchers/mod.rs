@@ -255,7 +255,6 @@ fn read(path: &Path) -> Result<String, LauncherError> {
 }
 
 /// Why launchers could not be generated.
-#[derive(Debug)]
 #[non_exhaustive]
 pub enum LauncherError {
     /// A file could not be read or written.
@@ -308,6 +307,14 @@ impl fmt::Display for LauncherError {
                  does not parse ({problem}); this is a bug of the generator, please report it with the module"
             ),
         }
+    }
+}
+
+/// The same message as `Display`, so that `fn main() -> Result<(), E>`, `unwrap`, `anyhow` and
+/// `eyre` print the readable message (the fields stay public for matching).
+impl fmt::Debug for LauncherError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
     }
 }
 
