@@ -7,7 +7,7 @@
 //! `N passed, M failed`.
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use regex::Regex;
 
@@ -66,14 +66,34 @@ done
 echo "gpu-bundle: $passed passed, $failed failed"
 "#;
 
+/// Runs `cmd` with its standard error on the terminal (cargo's and pip's
+/// progress, nvcc's warnings) and returns its standard output.
 fn run(cmd: &mut Command) -> Result<String> {
     let out = cmd
+        .stderr(Stdio::inherit())
         .output()
         .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
     if !out.status.success() {
-        return Err(format!("{cmd:?} failed:\n{}", String::from_utf8_lossy(&out.stderr)).into());
+        return Err(format!("{cmd:?} failed ({}); its messages are above", out.status).into());
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Runs `cmd` with its output on the terminal.
+fn run_shown(cmd: &mut Command) -> Result<()> {
+    let status = cmd
+        .status()
+        .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{cmd:?} failed ({status}); its messages are above").into())
+    }
+}
+
+/// Says on the terminal which step of the bundle starts.
+fn step(what: impl std::fmt::Display) {
+    println!("xtask gpu-bundle: {what} ...");
 }
 
 /// The kernel sources the bundle compiles (`tests/kernels/NAME.cu`), each
@@ -88,6 +108,7 @@ pub fn compile_kernels(root: &Path, dir: &Path) -> Result<()> {
     for name in KERNEL_SOURCES {
         let src = root.join("tests/kernels").join(format!("{name}.cu"));
         for ext in ["ptx", "cubin"] {
+            step(format!("nvcc tests/kernels/{name}.cu -> {name}.{ext}"));
             run(Command::new(&nvcc)
                 .args(["-arch=sm_90", "-O3", "-std=c++17", &format!("-{ext}")])
                 .arg("-I")
@@ -110,23 +131,31 @@ pub const WARP_PYTHON: &[&str] = &["warp-lang==1.19.0", "numpy==2.2.6"];
 pub fn build_warp_data(root: &Path, out: &Path) -> Result<()> {
     let py = root.join("target/cuda-cache/warp-py");
     if !py.join("warp/__init__.py").is_file() || !py.join("numpy/__init__.py").is_file() {
-        eprintln!(
-            "xtask: installing {} with pip into {}",
+        println!(
+            "xtask: installing {} with pip into {} (pip shows its progress) ...",
             WARP_PYTHON.join(" "),
             py.display()
         );
-        run(Command::new("python3")
-            .args(["-m", "pip", "install", "--quiet", "--no-deps", "--target"])
-            .arg(&py)
-            .args(WARP_PYTHON))?;
+        run_shown(
+            Command::new("python3")
+                .args(["-m", "pip", "install", "--no-deps", "--target"])
+                .arg(&py)
+                .args(WARP_PYTHON),
+        )?;
     }
     if out.exists() {
         std::fs::remove_dir_all(out)?;
     }
-    run(Command::new("python3")
-        .env("PYTHONPATH", &py)
-        .arg(root.join("tests/warp/build.py"))
-        .arg(out))?;
+    step(format!(
+        "Warp compiles tests/warp/kernels.py and computes the expected results (tests/warp/build.py) into {}",
+        out.display()
+    ));
+    run_shown(
+        Command::new("python3")
+            .env("PYTHONPATH", &py)
+            .arg(root.join("tests/warp/build.py"))
+            .arg(out),
+    )?;
     // Warp's kernel cache is not needed on the GPU machine.
     let cache = out.join(".warp-cache");
     if cache.exists() {
@@ -168,6 +197,7 @@ pub fn build(root: &Path) -> Result<()> {
     build_warp_data(root, &root.join("target/warp-aot"))?;
     copy_dir(&root.join("target/warp-aot"), &out.join("warp"))?;
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    step("building the release test binaries (cargo test --release --no-run)");
     let json = run(Command::new(&cargo).current_dir(root).args([
         "test",
         "--release",
@@ -207,7 +237,8 @@ pub fn build(root: &Path) -> Result<()> {
         std::fs::copy(path, out.join("bin").join(&name))?;
         count += 1;
     }
-    run(Command::new(&cargo).current_dir(root).args([
+    step("building the examples (release)");
+    run_shown(Command::new(&cargo).current_dir(root).args([
         "build",
         "--release",
         "-p",
@@ -228,7 +259,8 @@ pub fn build(root: &Path) -> Result<()> {
     }
     // The example crate: a Warp module compiled by its build.rs (every
     // architecture it lists, or WARP_BUILD_ARCHS) and embedded in the binary.
-    run(Command::new(&cargo).current_dir(root).args([
+    step("building warp-tape-example (release)");
+    run_shown(Command::new(&cargo).current_dir(root).args([
         "build",
         "--release",
         "-p",
@@ -238,6 +270,7 @@ pub fn build(root: &Path) -> Result<()> {
         root.join("target/release/warp-tape-example"),
         out.join("examples").join("warp_tape"),
     )?;
+    step("building the benchmarks (release)");
     let bench_json = run(Command::new(&cargo).current_dir(root).args([
         "bench",
         "--no-run",
@@ -271,6 +304,7 @@ pub fn build(root: &Path) -> Result<()> {
     // The bundle outgrew the device tool's 64 MiB carry limit (91 MB with
     // the Warp corpus): a gzip archive of it (about a third) is carried
     // instead and unpacked on the GPU machine.
+    step("packing target/pack/gpu-bundle.tgz");
     let pack = root.join("target/pack");
     std::fs::create_dir_all(&pack)?;
     run(Command::new("tar").current_dir(root).args([
