@@ -43,7 +43,11 @@ fn a_faulting_kernel_is_sticky() {
 #[ignore = "needs a CUDA GPU"]
 fn child_faults_and_drops_resources() {
     if std::env::var_os("SDK_STICKY_CHILD").is_none() {
-        return; // only meaningful as the child of one_fault_one_line
+        sdk_tests::skip(
+            "child_faults_and_drops_resources",
+            "runs only as the child process of one_fault_one_line",
+        );
+        return;
     }
     // cuda-api reports failed releases through `log`; print them.
     sdk_tests::logger::log_to_stderr();

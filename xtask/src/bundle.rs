@@ -4,7 +4,13 @@
 //! cubin), the examples (`examples/warp_tape` is the `warp-tape-example`
 //! crate: its Warp module is embedded in the binary), and `run.sh`, which
 //! runs each binary with `--include-ignored` and ends with one summary line
-//! `N passed, M failed`.
+//! `N passed, M failed, K skipped`. A test that cannot run on the machine
+//! (the two-GPU tests on one GPU; the helper tests that only run as another
+//! test's child process) calls `sdk_tests::skip`, which prints
+//! `SKIPPED: <test>: <why>`, and returns: libtest counts it as passed, so
+//! `run.sh` counts each such line as skipped and takes it off the passed
+//! ([`COUNT_SH`], tested on real libtest output by
+//! `cargo test -p sdk-tests --test bundle_counts`).
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -15,7 +21,9 @@ use crate::{Result, provision};
 
 const RUN_SH: &str = r#"#!/usr/bin/env bash
 # Runs every test binary of the bundle with the GPU tests included; the last
-# line is the summary: `N passed, M failed`.
+# line is the summary: `N passed, M failed, K skipped`, where a test that
+# printed `SKIPPED: <test>: <why>` (it cannot run on this machine, e.g. a
+# two-GPU test on one GPU) is counted as skipped, not passed.
 # `run.sh --sanitize` runs the GPU tests of cuda-api and warp-launch (not the
 # sticky-fault and image-corruption ones, which fail on purpose) under the
 # toolkit's compute-sanitizer (memcheck with leak check, racecheck,
@@ -45,16 +53,18 @@ if [ "${1:-}" = "--sanitize" ]; then
   echo "gpu-bundle sanitize: $errors errors"
   exit 0
 fi
-passed=0; failed=0
+passed=0; failed=0; skipped=0
 for t in bin/*; do
   echo "== $t"
   out=$("./$t" --include-ignored --test-threads=1 --nocapture 2>&1)
   echo "$out"
-  p=$(echo "$out" | sed -n 's/^test result: .* \([0-9]*\) passed; \([0-9]*\) failed.*/\1 \2/p' | awk '{p+=$1; f+=$2} END {print p+0, f+0}')
-  passed=$((passed + ${p% *})); failed=$((failed + ${p#* }))
-  if ! echo "$out" | grep -q '^test result: '; then failed=$((failed + 1)); echo "!! $t did not report a result"; fi
+  read -r p f s < <(printf '%s\n' "$out" | count_results)
+  passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
+  if ! echo "$out" | grep -q '^test result: '; then echo "!! $t did not report a result"; fi
+  [ "$s" -eq 0 ] || echo "== $t: $p passed, $f failed, $s skipped"
 done
 for e in examples/*; do
+  [ -e "$e" ] || continue
   echo "== $e"
   if "./$e"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 done
@@ -63,8 +73,19 @@ for b in benches/*; do
   echo "== $b"
   "./$b" || failed=$((failed + 1))
 done
-echo "gpu-bundle: $passed passed, $failed failed"
+echo "gpu-bundle: $passed passed, $failed failed, $skipped skipped"
 "#;
+
+/// The counting of `run.sh` (`count_results`: one test binary's output in,
+/// `PASSED FAILED SKIPPED` out), a file of its own so that a test can run it
+/// on real libtest output (`cargo test -p sdk-tests --test bundle_counts`).
+pub const COUNT_SH: &str = include_str!("gpu_bundle_count.sh");
+
+/// The text of `run.sh`: [`COUNT_SH`] after the first line, then the runner.
+pub fn run_sh() -> String {
+    let (shebang, rest) = RUN_SH.split_once('\n').unwrap_or((RUN_SH, ""));
+    format!("{shebang}\n{COUNT_SH}{rest}")
+}
 
 /// Runs `cmd` with its standard error on the terminal (cargo's and pip's
 /// progress, nvcc's warnings) and returns its standard output.
@@ -294,12 +315,12 @@ pub fn build(root: &Path) -> Result<()> {
             )?;
         }
     }
-    let run_sh = out.join("run.sh");
-    std::fs::write(&run_sh, RUN_SH)?;
+    let run_sh_path = out.join("run.sh");
+    std::fs::write(&run_sh_path, run_sh())?;
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&run_sh, std::fs::Permissions::from_mode(0o755))?;
+        std::fs::set_permissions(&run_sh_path, std::fs::Permissions::from_mode(0o755))?;
     }
     // The bundle outgrew the device tool's 64 MiB carry limit (91 MB with
     // the Warp corpus): a gzip archive of it (about a third) is carried
