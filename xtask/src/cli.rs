@@ -8,7 +8,7 @@ use std::process::Command;
 
 use clap::{Parser, Subcommand};
 
-use crate::{Result, bundle, codegen, fuzz, import, provision, public_api, warp_aot};
+use crate::{Result, bundle, codegen, fuzz, provision, public_api, warp_aot};
 
 /// `cargo xtask <task>`: the generator and the developer tasks of the
 /// workspace.
@@ -131,7 +131,7 @@ pub fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Some(Task::Codegen { check }) => codegen::run(&root, &specs, check),
-        Some(Task::Import { check }) => import::run(&specs, check),
+        Some(Task::Import { check }) => import_task(&root, &specs, check),
         Some(Task::GpuBundle) => bundle::build(&root),
         Some(Task::Test { args, .. }) => test(&root, &args),
         Some(Task::Fuzz {
@@ -149,6 +149,50 @@ pub fn run(cli: Cli) -> Result<()> {
         }
         Some(Task::WarpAot(args)) => warp_aot::run(&root, &args),
         Some(Task::PublicApi { all, crates }) => public_api::run(&root, all, &crates),
+    }
+}
+
+/// `import`: xtask built with its `import` feature (bindgen) runs the
+/// importer.
+#[cfg(feature = "import")]
+fn import_task(_root: &Path, specs: &Path, check: bool) -> Result<()> {
+    crate::import::run(specs, check)
+}
+
+/// `import` without bindgen built in: runs `cargo run --package xtask
+/// --features import -- import [--check]`, which builds bindgen on first use
+/// (codegen and the other tasks never build it).
+#[cfg(not(feature = "import"))]
+fn import_task(root: &Path, _specs: &Path, check: bool) -> Result<()> {
+    const AGAIN: &str = "XTASK_IMPORT_FEATURE_RUN";
+    if std::env::var_os(AGAIN).is_some() {
+        return Err("xtask was run with `--features import` but has no bindgen".into());
+    }
+    println!(
+        "xtask import: building xtask with its `import` feature (bindgen, clang-sys) and running it ..."
+    );
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.args([
+        "run",
+        "--package",
+        "xtask",
+        "--features",
+        "import",
+        "--",
+        "import",
+    ])
+    .env(AGAIN, "1")
+    .current_dir(root);
+    if check {
+        cmd.arg("--check");
+    }
+    let status = cmd
+        .status()
+        .map_err(|e| format!("cannot run cargo to build the importer: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("the importer failed ({status}); its messages are above").into())
     }
 }
 

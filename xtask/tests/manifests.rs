@@ -93,7 +93,9 @@ fn every_crate_declares_its_msrv_and_package_metadata() {
         let p = packages[id];
         let name = p["name"].as_str().unwrap();
         let Some(rv) = s(p, "rust_version") else {
-            problems.push(format!("{name}: no rust-version (add `rust-version.workspace = true`)"));
+            problems.push(format!(
+                "{name}: no rust-version (add `rust-version.workspace = true`)"
+            ));
             continue;
         };
         if version(rv) < MSRV {
@@ -135,13 +137,17 @@ fn every_crate_declares_its_msrv_and_package_metadata() {
         }
         published_seen.insert(name);
         if rv != "1.88" {
-            problems.push(format!("{name}: a library declares the workspace's 1.88, not {rv}"));
+            problems.push(format!(
+                "{name}: a library declares the workspace's 1.88, not {rv}"
+            ));
         }
         if s(p, "readme").is_none() {
             problems.push(format!("{name}: no readme"));
         }
         if p["metadata"]["docs"]["rs"]["all-features"] != Value::Bool(true) {
-            problems.push(format!("{name}: no [package.metadata.docs.rs] all-features = true"));
+            problems.push(format!(
+                "{name}: no [package.metadata.docs.rs] all-features = true"
+            ));
         }
         for d in p["dependencies"].as_array().unwrap() {
             if d.get("path").is_some_and(|p| !p.is_null())
@@ -171,7 +177,9 @@ fn the_workspace_declares_1_88() {
         .expect("a [workspace.package] table");
     let section = section.split("\n[").next().unwrap();
     assert!(
-        section.lines().any(|l| l.trim() == "rust-version = \"1.88\""),
+        section
+            .lines()
+            .any(|l| l.trim() == "rust-version = \"1.88\""),
         "{section}"
     );
 }
