@@ -71,7 +71,7 @@ pub enum Task {
     ///
     /// The `spec` target runs in this process; the others in
     /// `cargo test --release -p sdk-tests --test fuzz`. Crashing and hanging
-    /// inputs are saved under target/fuzz/<target>/ and fail the task.
+    /// inputs are saved under `target/fuzz/<target>/` and fail the task.
     #[command(allow_negative_numbers = true)]
     Fuzz {
         /// Seconds per target, from 0 to 86400.
@@ -89,10 +89,10 @@ pub enum Task {
     /// A cubin per arch (default: every arch Warp compiles from sm_75 up;
     /// WARP_BUILD_ARCHS overrides --arch), PTX for the lowest, and with --embed
     /// the Rust code that embeds them; also Warp's C++ for the CPU, compiled
-    /// with the host's C++ compiler into <out>/cpu/libwpl_<module>.a (--no-cpu:
+    /// with the host's C++ compiler into `<out>/cpu/libwpl_<module>.a` (--no-cpu:
     /// none). Warp is installed with pip into target/warp-build/python when not
     /// importable. No FILE: tests/warp/kernels.py into target/warp-aot/aot, the
-    /// module the Warp examples load; else target/warp-aot/<stem>.
+    /// module the Warp examples load; else `target/warp-aot/<stem>`.
     WarpAot(warp_aot::Args),
     /// List each library crate's public items with every path that reaches them.
     ///

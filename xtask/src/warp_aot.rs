@@ -26,7 +26,7 @@ pub struct Args {
     /// Threads per block.
     #[arg(long, value_name = "N")]
     pub block_dim: Option<u32>,
-    /// The output directory (default: target/warp-aot/aot for the test module, else target/warp-aot/<stem>).
+    /// The output directory (default: target/warp-aot/aot for the test module, else `target/warp-aot/<stem>`).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Also write `<out>/<module>.rs`, the Rust code that embeds the module.
