@@ -41,6 +41,14 @@ pub fn kernels_dir() -> PathBuf {
     }
 }
 
+/// Says that `test` cannot run on this machine and why, as one line
+/// `SKIPPED: <test>: <why>` on standard output; the caller then returns.
+/// libtest counts such a test as passed, so the GPU bundle's `run.sh` counts
+/// these lines and reports them as skipped (`N passed, M failed, K skipped`).
+pub fn skip(test: &str, why: &str) {
+    println!("SKIPPED: {test}: {why}");
+}
+
 /// The README's Rust examples, compiled as doctests so they cannot rot.
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]

@@ -180,7 +180,11 @@ fn random_corruptions_never_crash_the_process() {
 #[ignore = "needs a CUDA GPU"]
 fn child_loads_random_corruptions() {
     if std::env::var_os("SDK_IMAGES_CHILD").is_none() {
-        return; // only meaningful as the child of random_corruptions_never_crash_the_process
+        sdk_tests::skip(
+            "child_loads_random_corruptions",
+            "runs only as the child process of random_corruptions_never_crash_the_process",
+        );
+        return;
     }
     let ctx = ctx();
     let rounds: usize = std::env::var("SDK_IMAGES_ROUNDS")

@@ -4,8 +4,9 @@
 //! between the two devices' arrays.
 //!
 //! `#[ignore = "needs two CUDA GPUs"]`; run with `--include-ignored` (the GPU
-//! bundle does). With fewer than two devices each test prints that it was
-//! skipped and why, and passes.
+//! bundle does). With fewer than two devices each test prints
+//! `SKIPPED: <test>: <why>` (`sdk_tests::skip`) and returns; the bundle's
+//! run.sh counts it as skipped.
 
 use cuda_api::{
     Context, CudaDevice, CudaError, DeviceBuffer, DevicePtr, LaunchConfig, LaunchError, Library,
@@ -16,7 +17,10 @@ use warp_launch::{AccessMode, Array, Device, Error};
 fn two_devices(test: &str) -> bool {
     let n = CudaDevice::count().unwrap_or(0);
     if n < 2 {
-        println!("{test}: skipped: this machine has {n} CUDA device(s); the test needs two");
+        sdk_tests::skip(
+            test,
+            &format!("this machine has {n} CUDA device(s); the test needs two"),
+        );
     }
     n >= 2
 }
@@ -24,7 +28,7 @@ fn two_devices(test: &str) -> bool {
 #[test]
 #[ignore = "needs two CUDA GPUs"]
 fn one_library_kernel_on_two_devices_with_each_devices_facts() {
-    if !two_devices("one_library_kernel_on_two_devices") {
+    if !two_devices("one_library_kernel_on_two_devices_with_each_devices_facts") {
         return;
     }
     let cubin = std::fs::read(sdk_tests::kernels_dir().join("kernels.cubin")).unwrap();
@@ -60,7 +64,7 @@ fn one_library_kernel_on_two_devices_with_each_devices_facts() {
 #[test]
 #[ignore = "needs two CUDA GPUs"]
 fn a_stream_of_one_device_is_refused_for_a_module_of_the_other() {
-    if !two_devices("a_stream_of_one_device_is_refused") {
+    if !two_devices("a_stream_of_one_device_is_refused_for_a_module_of_the_other") {
         return;
     }
     let ctx0 = Context::primary(&CudaDevice::get(0).unwrap()).unwrap();
@@ -84,7 +88,7 @@ fn a_stream_of_one_device_is_refused_for_a_module_of_the_other() {
 #[test]
 #[ignore = "needs two CUDA GPUs"]
 fn warp_launch_on_cuda_1_with_strict_checked_and_peer_access() {
-    if !two_devices("warp_launch_on_cuda_1") {
+    if !two_devices("warp_launch_on_cuda_1_with_strict_checked_and_peer_access") {
         return;
     }
     let k = sdk_tests::warp::header_kernels().unwrap().scale2d;

@@ -4,10 +4,16 @@
 //! cubin), the examples (`examples/warp_tape` is the `warp-tape-example`
 //! crate: its Warp module is embedded in the binary), and `run.sh`, which
 //! runs each binary with `--include-ignored` and ends with one summary line
-//! `N passed, M failed`.
+//! `N passed, M failed, K skipped`. A test that cannot run on the machine
+//! (the two-GPU tests on one GPU; the helper tests that only run as another
+//! test's child process) calls `sdk_tests::skip`, which prints
+//! `SKIPPED: <test>: <why>`, and returns: libtest counts it as passed, so
+//! `run.sh` counts each such line as skipped and takes it off the passed
+//! ([`COUNT_SH`], tested on real libtest output by
+//! `cargo test -p sdk-tests --test bundle_counts`).
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use regex::Regex;
 
@@ -15,7 +21,9 @@ use crate::{Result, provision};
 
 const RUN_SH: &str = r#"#!/usr/bin/env bash
 # Runs every test binary of the bundle with the GPU tests included; the last
-# line is the summary: `N passed, M failed`.
+# line is the summary: `N passed, M failed, K skipped`, where a test that
+# printed `SKIPPED: <test>: <why>` (it cannot run on this machine, e.g. a
+# two-GPU test on one GPU) is counted as skipped, not passed.
 # `run.sh --sanitize` runs the GPU tests of cuda-api and warp-launch (not the
 # sticky-fault and image-corruption ones, which fail on purpose) under the
 # toolkit's compute-sanitizer (memcheck with leak check, racecheck,
@@ -45,16 +53,18 @@ if [ "${1:-}" = "--sanitize" ]; then
   echo "gpu-bundle sanitize: $errors errors"
   exit 0
 fi
-passed=0; failed=0
+passed=0; failed=0; skipped=0
 for t in bin/*; do
   echo "== $t"
   out=$("./$t" --include-ignored --test-threads=1 --nocapture 2>&1)
   echo "$out"
-  p=$(echo "$out" | sed -n 's/^test result: .* \([0-9]*\) passed; \([0-9]*\) failed.*/\1 \2/p' | awk '{p+=$1; f+=$2} END {print p+0, f+0}')
-  passed=$((passed + ${p% *})); failed=$((failed + ${p#* }))
-  if ! echo "$out" | grep -q '^test result: '; then failed=$((failed + 1)); echo "!! $t did not report a result"; fi
+  read -r p f s < <(printf '%s\n' "$out" | count_results)
+  passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
+  if ! echo "$out" | grep -q '^test result: '; then echo "!! $t did not report a result"; fi
+  [ "$s" -eq 0 ] || echo "== $t: $p passed, $f failed, $s skipped"
 done
 for e in examples/*; do
+  [ -e "$e" ] || continue
   echo "== $e"
   if "./$e"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 done
@@ -63,17 +73,48 @@ for b in benches/*; do
   echo "== $b"
   "./$b" || failed=$((failed + 1))
 done
-echo "gpu-bundle: $passed passed, $failed failed"
+echo "gpu-bundle: $passed passed, $failed failed, $skipped skipped"
 "#;
 
+/// The counting of `run.sh` (`count_results`: one test binary's output in,
+/// `PASSED FAILED SKIPPED` out), a file of its own so that a test can run it
+/// on real libtest output (`cargo test -p sdk-tests --test bundle_counts`).
+pub const COUNT_SH: &str = include_str!("gpu_bundle_count.sh");
+
+/// The text of `run.sh`: [`COUNT_SH`] after the first line, then the runner.
+pub fn run_sh() -> String {
+    let (shebang, rest) = RUN_SH.split_once('\n').unwrap_or((RUN_SH, ""));
+    format!("{shebang}\n{COUNT_SH}{rest}")
+}
+
+/// Runs `cmd` with its standard error on the terminal (cargo's and pip's
+/// progress, nvcc's warnings) and returns its standard output.
 fn run(cmd: &mut Command) -> Result<String> {
     let out = cmd
+        .stderr(Stdio::inherit())
         .output()
         .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
     if !out.status.success() {
-        return Err(format!("{cmd:?} failed:\n{}", String::from_utf8_lossy(&out.stderr)).into());
+        return Err(format!("{cmd:?} failed ({}); its messages are above", out.status).into());
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Runs `cmd` with its output on the terminal.
+fn run_shown(cmd: &mut Command) -> Result<()> {
+    let status = cmd
+        .status()
+        .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{cmd:?} failed ({status}); its messages are above").into())
+    }
+}
+
+/// Says on the terminal which step of the bundle starts.
+fn step(what: impl std::fmt::Display) {
+    println!("xtask gpu-bundle: {what} ...");
 }
 
 /// The kernel sources the bundle compiles (`tests/kernels/NAME.cu`), each
@@ -88,6 +129,7 @@ pub fn compile_kernels(root: &Path, dir: &Path) -> Result<()> {
     for name in KERNEL_SOURCES {
         let src = root.join("tests/kernels").join(format!("{name}.cu"));
         for ext in ["ptx", "cubin"] {
+            step(format!("nvcc tests/kernels/{name}.cu -> {name}.{ext}"));
             run(Command::new(&nvcc)
                 .args(["-arch=sm_90", "-O3", "-std=c++17", &format!("-{ext}")])
                 .arg("-I")
@@ -110,23 +152,31 @@ pub const WARP_PYTHON: &[&str] = &["warp-lang==1.19.0", "numpy==2.2.6"];
 pub fn build_warp_data(root: &Path, out: &Path) -> Result<()> {
     let py = root.join("target/cuda-cache/warp-py");
     if !py.join("warp/__init__.py").is_file() || !py.join("numpy/__init__.py").is_file() {
-        eprintln!(
-            "xtask: installing {} with pip into {}",
+        println!(
+            "xtask: installing {} with pip into {} (pip shows its progress) ...",
             WARP_PYTHON.join(" "),
             py.display()
         );
-        run(Command::new("python3")
-            .args(["-m", "pip", "install", "--quiet", "--no-deps", "--target"])
-            .arg(&py)
-            .args(WARP_PYTHON))?;
+        run_shown(
+            Command::new("python3")
+                .args(["-m", "pip", "install", "--no-deps", "--target"])
+                .arg(&py)
+                .args(WARP_PYTHON),
+        )?;
     }
     if out.exists() {
         std::fs::remove_dir_all(out)?;
     }
-    run(Command::new("python3")
-        .env("PYTHONPATH", &py)
-        .arg(root.join("tests/warp/build.py"))
-        .arg(out))?;
+    step(format!(
+        "Warp compiles tests/warp/kernels.py and computes the expected results (tests/warp/build.py) into {}",
+        out.display()
+    ));
+    run_shown(
+        Command::new("python3")
+            .env("PYTHONPATH", &py)
+            .arg(root.join("tests/warp/build.py"))
+            .arg(out),
+    )?;
     // Warp's kernel cache is not needed on the GPU machine.
     let cache = out.join(".warp-cache");
     if cache.exists() {
@@ -168,6 +218,7 @@ pub fn build(root: &Path) -> Result<()> {
     build_warp_data(root, &root.join("target/warp-aot"))?;
     copy_dir(&root.join("target/warp-aot"), &out.join("warp"))?;
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    step("building the release test binaries (cargo test --release --no-run)");
     let json = run(Command::new(&cargo).current_dir(root).args([
         "test",
         "--release",
@@ -207,7 +258,8 @@ pub fn build(root: &Path) -> Result<()> {
         std::fs::copy(path, out.join("bin").join(&name))?;
         count += 1;
     }
-    run(Command::new(&cargo).current_dir(root).args([
+    step("building the examples (release)");
+    run_shown(Command::new(&cargo).current_dir(root).args([
         "build",
         "--release",
         "-p",
@@ -228,7 +280,8 @@ pub fn build(root: &Path) -> Result<()> {
     }
     // The example crate: a Warp module compiled by its build.rs (every
     // architecture it lists, or WARP_BUILD_ARCHS) and embedded in the binary.
-    run(Command::new(&cargo).current_dir(root).args([
+    step("building warp-tape-example (release)");
+    run_shown(Command::new(&cargo).current_dir(root).args([
         "build",
         "--release",
         "-p",
@@ -238,6 +291,7 @@ pub fn build(root: &Path) -> Result<()> {
         root.join("target/release/warp-tape-example"),
         out.join("examples").join("warp_tape"),
     )?;
+    step("building the benchmarks (release)");
     let bench_json = run(Command::new(&cargo).current_dir(root).args([
         "bench",
         "--no-run",
@@ -261,16 +315,17 @@ pub fn build(root: &Path) -> Result<()> {
             )?;
         }
     }
-    let run_sh = out.join("run.sh");
-    std::fs::write(&run_sh, RUN_SH)?;
+    let run_sh_path = out.join("run.sh");
+    std::fs::write(&run_sh_path, run_sh())?;
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&run_sh, std::fs::Permissions::from_mode(0o755))?;
+        std::fs::set_permissions(&run_sh_path, std::fs::Permissions::from_mode(0o755))?;
     }
     // The bundle outgrew the device tool's 64 MiB carry limit (91 MB with
     // the Warp corpus): a gzip archive of it (about a third) is carried
     // instead and unpacked on the GPU machine.
+    step("packing target/pack/gpu-bundle.tgz");
     let pack = root.join("target/pack");
     std::fs::create_dir_all(&pack)?;
     run(Command::new("tar").current_dir(root).args([

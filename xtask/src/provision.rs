@@ -166,19 +166,12 @@ fn fetch_wheel_with(
 ) -> Result<()> {
     let wheels = cache_dir().join("wheels");
     std::fs::create_dir_all(&wheels)?;
-    eprintln!(
-        "xtask: fetching {requirement} with pip into {}",
+    println!(
+        "xtask: fetching {requirement} with pip into {} (pip shows its progress) ...",
         wheels.display()
     );
     let mut pip = Command::new("python3");
-    pip.args([
-        "-m",
-        "pip",
-        "download",
-        "--quiet",
-        "--no-deps",
-        "--only-binary=:all:",
-    ]);
+    pip.args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:"]);
     if let Some(platform) = platform {
         pip.args(["--platform", platform]);
     }
@@ -214,6 +207,12 @@ fn fetch_wheel_with(
             )
         })?;
     std::fs::create_dir_all(dest)?;
+    println!(
+        "xtask: unpacking {}{} into {} ...",
+        wheel.display(),
+        only.map(|p| format!(" ({p} only)")).unwrap_or_default(),
+        dest.display()
+    );
     let status = match only {
         None => Command::new("python3")
             .args(["-m", "zipfile", "-e"])
@@ -271,13 +270,13 @@ pub fn nvcc() -> Result<PathBuf> {
     let dir = cache_dir().join("nvcc");
     let bin = dir.join("nvidia").join("cu13").join("bin").join("nvcc");
     if !bin.is_file() {
-        eprintln!(
-            "xtask: installing nvcc 13.0 ({}) with pip into {}",
+        println!(
+            "xtask: installing nvcc 13.0 ({}) with pip into {} (pip shows its progress) ...",
             NVCC_WHEELS.join(" "),
             dir.display()
         );
         let status = Command::new("python3")
-            .args(["-m", "pip", "install", "--quiet", "--no-deps", "--target"])
+            .args(["-m", "pip", "install", "--no-deps", "--target"])
             .arg(&dir)
             .args(NVCC_WHEELS)
             .status()

@@ -751,20 +751,16 @@ pub fn load_workspace_crate(root: &Path, dir: &str) -> Result<Crate> {
     Crate::load(&name, &root.join(dir).join("src/lib.rs"), &Disk)
 }
 
-/// `cargo xtask public-api [--all] [CRATE_DIR..]`: for each crate (default
-/// [`CRATES`]), one line of counts, then every item reachable by two or more
-/// paths with its paths (`--all`: every item and module).
+/// `cargo xtask public-api [--all] [CRATE_DIR..]`: for each crate directory
+/// of `dirs` (none: [`CRATES`]), one line of counts, then every item
+/// reachable by two or more paths with its paths (`all`: every item and
+/// module).
 ///
 /// # Errors
 ///
 /// A crate cannot be read (see [`Crate::load`]).
-pub fn run(root: &Path, args: &[String]) -> Result<()> {
-    let all = args.iter().any(|a| a == "--all");
-    let dirs: Vec<&str> = args
-        .iter()
-        .filter(|a| !a.starts_with("--"))
-        .map(String::as_str)
-        .collect();
+pub fn run(root: &Path, all: bool, dirs: &[String]) -> Result<()> {
+    let dirs: Vec<&str> = dirs.iter().map(String::as_str).collect();
     let dirs: Vec<&str> = if dirs.is_empty() {
         CRATES.iter().map(|(d, _)| *d).collect()
     } else {

@@ -14,83 +14,44 @@ use warp_build::WarpModule;
 
 use crate::Result;
 
-/// The usage line of the task.
-pub const USAGE: &str =
-    "warp-aot [FILE] [--arch 80,90] [--block-dim N] [--out DIR] [--embed] [--no-cpu]";
-
-/// The parsed command line.
-#[derive(Debug, Default, PartialEq, Eq)]
+/// The parsed command line (`cargo xtask warp-aot --help`).
+#[derive(Debug, Default, PartialEq, Eq, clap::Args)]
 pub struct Args {
-    /// The Python file or package (default: the test module).
+    /// The Python file or package of Warp kernels (default: tests/warp/kernels.py).
+    #[arg(value_name = "FILE")]
     pub file: Option<PathBuf>,
-    /// `--arch`: the architectures (default: warp-build's, every one Warp compiles from sm_75 up).
-    pub archs: Option<Vec<u32>>,
-    /// `--block-dim`.
+    /// The architectures, comma-separated (80,90 or sm_80,sm_90; default: every one Warp compiles from sm_75 up).
+    #[arg(long = "arch", value_name = "80,90", value_parser = parse_archs)]
+    pub archs: Option<Archs>,
+    /// Threads per block.
+    #[arg(long, value_name = "N")]
     pub block_dim: Option<u32>,
-    /// `--out`.
+    /// The output directory (default: target/warp-aot/aot for the test module, else `target/warp-aot/<stem>`).
+    #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// `--embed`: also write `<out>/<module>.rs`.
+    /// Also write `<out>/<module>.rs`, the Rust code that embeds the module.
+    #[arg(long)]
     pub embed: bool,
-    /// `--no-cpu`: no CPU code (no C++ compiler needed).
+    /// No CPU code (no C++ compiler needed).
+    #[arg(long)]
     pub no_cpu: bool,
 }
 
-/// Parses the arguments after `warp-aot`; unknown flags are errors.
-pub fn parse(args: &[String]) -> Result<Args> {
-    let mut parsed = Args::default();
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
-            _ => (arg.as_str(), None),
-        };
-        let mut value = |name: &str| -> Result<String> {
-            inline
-                .clone()
-                .or_else(|| it.next().cloned())
-                .ok_or_else(|| {
-                    format!("warp-aot: {name} needs a value\nusage: cargo xtask {USAGE}").into()
-                })
-        };
-        match flag {
-            "--arch" => {
-                let v = value("--arch")?;
-                let archs: std::result::Result<Vec<u32>, _> = v
-                    .split(',')
-                    .map(|a| {
-                        let a = a.trim();
-                        a.strip_prefix("sm_").unwrap_or(a).parse::<u32>()
-                    })
-                    .collect();
-                parsed.archs = Some(archs.map_err(|_| {
-                    format!("warp-aot: --arch {v:?}: give a comma-separated list such as 80,90")
-                })?);
-            }
-            "--block-dim" => {
-                let v = value("--block-dim")?;
-                parsed.block_dim = Some(v.parse().map_err(|_| {
-                    format!("warp-aot: --block-dim {v:?}: give a number of threads such as 256")
-                })?);
-            }
-            "--out" => parsed.out = Some(PathBuf::from(value("--out")?)),
-            "--embed" if inline.is_none() => parsed.embed = true,
-            "--no-cpu" if inline.is_none() => parsed.no_cpu = true,
-            f if f.starts_with('-') => {
-                return Err(
-                    format!("warp-aot: unknown flag {arg:?}\nusage: cargo xtask {USAGE}").into(),
-                );
-            }
-            _ if parsed.file.is_none() => parsed.file = Some(PathBuf::from(arg)),
-            _ => {
-                return Err(format!(
-                    "warp-aot: one FILE only, got {:?} and {arg:?}\nusage: cargo xtask {USAGE}",
-                    parsed.file.as_deref().unwrap_or(Path::new(""))
-                )
-                .into());
-            }
-        }
-    }
-    Ok(parsed)
+/// The architectures of `--arch` (a newtype: clap reads a `Vec` as a list
+/// of occurrences, this is one comma-separated value).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Archs(pub Vec<u32>);
+
+/// `--arch`: a comma-separated list such as `80,90` or `sm_80,sm_90`.
+fn parse_archs(v: &str) -> std::result::Result<Archs, String> {
+    v.split(',')
+        .map(|a| {
+            let a = a.trim();
+            a.strip_prefix("sm_").unwrap_or(a).parse::<u32>()
+        })
+        .collect::<std::result::Result<Vec<u32>, _>>()
+        .map(Archs)
+        .map_err(|_| format!("give a comma-separated list such as 80,90, not {v:?}"))
 }
 
 /// The output directory: `--out`, else `target/warp-aot/aot` for the test
@@ -112,25 +73,29 @@ fn out_dir(root: &Path, args: &Args) -> PathBuf {
 }
 
 /// Runs the task.
-pub fn run(root: &Path, args: &[String]) -> Result<()> {
-    let args = parse(args)?;
+pub fn run(root: &Path, args: &Args) -> Result<()> {
     let file = args
         .file
         .clone()
         .unwrap_or_else(|| root.join("tests/warp/kernels.py"));
-    let out = out_dir(root, &args);
+    let out = out_dir(root, args);
     let mut module = WarpModule::new(&file);
     module
         .out_dir(&out)
         .embed(args.embed)
         .cpu(!args.no_cpu)
         .cargo_metadata(false);
-    if let Some(archs) = &args.archs {
+    if let Some(Archs(archs)) = &args.archs {
         module.archs(archs.iter().copied());
     }
     if let Some(b) = args.block_dim {
         module.block_dim(b);
     }
+    println!(
+        "xtask warp-aot: compiling {} with Warp 1.19.0 into {} ...",
+        file.display(),
+        out.display()
+    );
     let c = module.compile()?;
     let archs: Vec<String> = c.archs().iter().map(|a| format!("sm_{a}")).collect();
     let ptx = c
@@ -173,47 +138,6 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn args(a: &[&str]) -> Vec<String> {
-        a.iter().map(|s| s.to_string()).collect()
-    }
-
-    #[test]
-    fn parses_flags_and_refuses_unknown_ones() {
-        assert_eq!(parse(&[]).unwrap(), Args::default());
-        let a = parse(&args(&[
-            "k.py",
-            "--arch",
-            "80,sm_90",
-            "--block-dim=128",
-            "--out",
-            "o",
-            "--embed",
-            "--no-cpu",
-        ]))
-        .unwrap();
-        assert_eq!(
-            a,
-            Args {
-                file: Some("k.py".into()),
-                archs: Some(vec![80, 90]),
-                block_dim: Some(128),
-                out: Some("o".into()),
-                embed: true,
-                no_cpu: true,
-            }
-        );
-        let e = parse(&args(&["--archs", "80"])).unwrap_err().to_string();
-        assert!(e.contains("unknown flag \"--archs\""), "{e}");
-        let e = parse(&args(&["--arch"])).unwrap_err().to_string();
-        assert!(e.contains("--arch needs a value"), "{e}");
-        let e = parse(&args(&["--arch", "ninety"])).unwrap_err().to_string();
-        assert!(e.contains("comma-separated"), "{e}");
-        let e = parse(&args(&["a.py", "b.py"])).unwrap_err().to_string();
-        assert!(e.contains("one FILE only"), "{e}");
-        let e = parse(&args(&["--embed=yes"])).unwrap_err().to_string();
-        assert!(e.contains("unknown flag"), "{e}");
-    }
 
     #[test]
     fn default_output_is_the_examples_directory() {

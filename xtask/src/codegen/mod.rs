@@ -155,7 +155,28 @@ pub fn generate(specs: &Specs) -> Result<Vec<(String, String)>> {
 /// (or, with `check`, fails naming the files that differ). Nothing is
 /// written when the specs have errors.
 pub fn run(root: &Path, specs_dir: &Path, check: bool) -> Result<()> {
+    println!(
+        "xtask codegen: loading and validating the specs in {} ...",
+        specs_dir.display()
+    );
     let specs = load::load_dir(specs_dir)?;
+    let functions: usize = specs.groups.iter().map(|(_, g)| g.functions.len()).sum();
+    println!(
+        "xtask codegen: rendering {} functions, {} type files{} ...",
+        functions,
+        specs.types.len(),
+        if specs.warp.is_some() {
+            " and Warp's ABI"
+        } else {
+            ""
+        }
+    );
     let files = generate(&specs)?;
+    println!(
+        "xtask codegen: {} {} files under {} ...",
+        if check { "comparing" } else { "writing" },
+        files.len(),
+        root.display()
+    );
     write::apply(root, &files, check, "cargo xtask codegen")
 }

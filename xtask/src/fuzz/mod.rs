@@ -95,63 +95,27 @@ pub const SPEC_TOKENS: &[&[u8]] = &[
     FILE_MARK.as_bytes(),
 ];
 
-/// The task: parses its arguments, runs the `spec` target here and the
-/// others in `cargo test --release -p sdk-tests --test fuzz`.
-pub fn run(root: &Path, args: &[String]) -> Result<()> {
-    let mut seconds = 10.0f64;
-    let mut target: Option<String> = None;
-    let mut seed: u64 = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(1);
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let mut value = |flag: &str| {
-            it.next()
-                .cloned()
-                .ok_or_else(|| format!("`{flag}` needs a value; see `cargo xtask help`"))
-        };
-        match a.as_str() {
-            "--seconds" => {
-                let v = value("--seconds")?;
-                seconds = v
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|s| s.is_finite() && *s >= 0.0 && *s <= 86_400.0)
-                    .ok_or_else(|| {
-                        format!(
-                            "--seconds {v}: give a number of seconds per target from 0 to 86400"
-                        )
-                    })?;
-            }
-            "--target" => {
-                let v = value("--target")?;
-                if !TARGETS.contains(&v.as_str()) {
-                    return Err(format!(
-                        "--target {v}: unknown target; the targets are {}",
-                        TARGETS.join(", ")
-                    )
-                    .into());
-                }
-                target = Some(v);
-            }
-            "--seed" => {
-                let v = value("--seed")?;
-                seed = v
-                    .parse()
-                    .map_err(|_| format!("--seed {v}: give a non-negative integer"))?;
-            }
-            other => {
-                return Err(format!(
-                    "cargo xtask fuzz: unknown argument `{other}`; usage: cargo xtask fuzz [--seconds N] [--target {}] [--seed N]",
-                    TARGETS.join("|")
-                )
-                .into());
-            }
-        }
+/// The task (`cargo xtask fuzz`, its flags parsed by [`crate::cli`]):
+/// `seconds` per target, only `target` when given (one of [`TARGETS`]),
+/// mutations drawn from `seed`; runs the `spec` target here and the others
+/// in `cargo test --release -p sdk-tests --test fuzz`.
+///
+/// # Errors
+///
+/// An unknown target, `cargo test` cannot run, or a target found a crash or
+/// a hang (the inputs are under `target/fuzz/<target>/`).
+pub fn run(root: &Path, seconds: f64, target: Option<&str>, seed: u64) -> Result<()> {
+    if let Some(t) = target
+        && !TARGETS.contains(&t)
+    {
+        return Err(format!(
+            "--target {t}: unknown target; the targets are {}",
+            TARGETS.join(", ")
+        )
+        .into());
     }
     let out_dir = root.join("target/fuzz");
-    let wants = |t: &str| target.as_deref().is_none_or(|x| x == t);
+    let wants = |t: &str| target.is_none_or(|x| x == t);
     let mut failures = Vec::new();
     if wants("spec") {
         let config = engine::Config {
@@ -167,6 +131,7 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
             tokens: SPEC_TOKENS,
             run: &spec_target,
         };
+        println!("fuzz: target spec in this process for {seconds} s (seed {seed}) ...");
         let report = engine::run(&t, &config);
         println!("{}", report.summary());
         if !report.crashes.is_empty() {

@@ -32,6 +32,7 @@ pub struct RawHeader {
 }
 
 /// Runs bindgen on `cuda.h` in `include_dir`.
+#[cfg(feature = "import")]
 pub fn run_bindgen(
     include_dir: &Path,
     libclang_dir: &Path,
@@ -65,6 +66,22 @@ pub fn run_bindgen(
         )
     })?;
     Ok(bindings.to_string())
+}
+
+/// Without the `import` feature xtask has no bindgen: `cargo xtask import`
+/// runs xtask again with it (see `xtask::cli`), so this is not reached.
+#[cfg(not(feature = "import"))]
+pub fn run_bindgen(
+    include_dir: &Path,
+    _libclang_dir: &Path,
+    _builtin_include: Option<&Path>,
+) -> Result<String> {
+    Err(format!(
+        "xtask was built without its `import` feature (bindgen), so it cannot read {}; \
+         run `cargo xtask import`, which builds xtask with it",
+        include_dir.join("cuda.h").display()
+    )
+    .into())
 }
 
 fn doc_of(attrs: &[syn::Attribute]) -> String {

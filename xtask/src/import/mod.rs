@@ -25,11 +25,20 @@ pub fn run(specs_dir: &Path, check: bool) -> Result<()> {
     let builtin = provision::cc_builtin_include_dir();
     let cuda_h = std::fs::read_to_string(include.join("cuda.h"))?;
     let typedefs_h = std::fs::read_to_string(include.join("cudaTypedefs.h"))?;
+    println!(
+        "xtask import: parsing {} with bindgen (libclang in {}) ...",
+        include.join("cuda.h").display(),
+        libclang.display()
+    );
     let bindings = bindgen_ast::run_bindgen(&include, &libclang, builtin.as_deref())?;
     let raw = bindgen_ast::read(&bindings)?;
     let facts = header::scan_cuda_h(&cuda_h);
     let pfn = header::scan_typedefs_h(&typedefs_h);
 
+    println!(
+        "xtask import: merging the header's facts with the annotations in {} ...",
+        specs_dir.display()
+    );
     let old = if specs_dir.join("errors.yaml").exists() {
         Some(load::load_dir(specs_dir).map_err(|e| e.to_string())?)
     } else {

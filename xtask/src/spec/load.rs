@@ -64,7 +64,14 @@ impl fmt::Display for SpecErrors {
 impl std::error::Error for SpecErrors {}
 
 fn parse<T: DeserializeOwned>(file: &str, text: &str) -> Result<T, SpecError> {
-    serde_saphyr::from_str::<T>(text).map_err(|e| {
+    let mut path = None;
+    serde_saphyr::with_deserializer_from_str(text, |de| {
+        serde_path_to_error::deserialize(de).map_err(|e| {
+            path = Some(e.path().clone());
+            e.into_inner()
+        })
+    })
+    .map_err(|e| {
         let loc = e.location();
         let plain = e.without_snippet().to_string();
         // serde-saphyr appends its own position; ours leads the line instead.
@@ -74,6 +81,10 @@ fn parse<T: DeserializeOwned>(file: &str, text: &str) -> Result<T, SpecError> {
             .unwrap_or(&plain)
             .trim()
             .to_string();
+        let message = match path.as_ref().map(|p| where_in(text, p)) {
+            Some(w) if !w.is_empty() => format!("{w}: {message}"),
+            _ => message,
+        };
         SpecError {
             file: file.to_string(),
             line: loc.as_ref().map(|l| l.line()).unwrap_or(0),
@@ -81,6 +92,89 @@ fn parse<T: DeserializeOwned>(file: &str, text: &str) -> Result<T, SpecError> {
             message,
         }
     })
+}
+
+/// What a list of the spec format holds, by its key (`functions:` holds
+/// functions).
+fn entry_kind(list: &str) -> String {
+    match list {
+        "params" => "parameter".into(),
+        // A record's (a C struct's) fields are its members; "field" is a key.
+        "fields" => "member".into(),
+        "entries" => "entry".into(),
+        "aliases" => "alias".into(),
+        other => other.strip_suffix('s').unwrap_or(other).into(),
+    }
+}
+
+/// Where in a spec document `path` (serde's path to the value that did not
+/// deserialize) is, in words: each list entry by its kind and `name:`
+/// (`function `cuDeviceGet``, or `functions[3]` when it has none), then
+/// the field, e.g. "function `cuDeviceGet`, field `proc_version`".
+pub fn where_in(text: &str, path: &serde_path_to_error::Path) -> String {
+    use serde_path_to_error::Segment;
+    // The document as plain data, to name list entries; on a syntax error
+    // there is none and entries are named by their index.
+    let doc: Option<serde_json::Value> = serde_saphyr::from_str(text).ok();
+    let mut node = doc.as_ref();
+    let mut parts: Vec<String> = Vec::new();
+    let mut list: Option<String> = None;
+    let mut field: Option<String> = None;
+    for seg in path {
+        match seg {
+            Segment::Map { key } => {
+                // serde-saphyr's `Spanned<T>` reads its value through a
+                // field of its own (`value`, not in the document): the field
+                // is the one above it.
+                let in_doc = node.and_then(|n| n.get(key)).is_some();
+                if field.is_some() && !in_doc && (key == "value" || key.starts_with("__")) {
+                    continue;
+                }
+                if let Some(f) = field.take() {
+                    parts.push(format!("field `{f}`"));
+                }
+                node = node.and_then(|n| n.get(key));
+                list = Some(key.clone());
+                field = Some(key.clone());
+            }
+            Segment::Seq { index } => {
+                field = None;
+                let kind = list
+                    .as_deref()
+                    .map(entry_kind)
+                    .unwrap_or_else(|| "entry".into());
+                node = node.and_then(|n| n.get(index));
+                let name = node.and_then(|n| n.get("name")).and_then(|n| n.as_str());
+                parts.push(match name {
+                    Some(name) => format!("{kind} `{name}`"),
+                    None => format!(
+                        "{kind} {} of `{}`",
+                        index + 1,
+                        list.as_deref().unwrap_or("?")
+                    ),
+                });
+            }
+            Segment::Enum { variant } => {
+                if let Some(f) = field.take() {
+                    parts.push(format!("field `{f}`"));
+                }
+                parts.push(format!("variant `{variant}`"));
+            }
+            Segment::Unknown => {}
+        }
+    }
+    if let Some(f) = field {
+        parts.push(format!("field `{f}`"));
+    }
+    let mut out = parts.join(", ");
+    match node {
+        Some(serde_json::Value::String(v)) => out.push_str(&format!(" (`{v}`)")),
+        Some(v @ (serde_json::Value::Number(_) | serde_json::Value::Bool(_))) => {
+            out.push_str(&format!(" (`{v}`)"))
+        }
+        _ => {}
+    }
+    out
 }
 
 /// Loads specs from `(display path, text)` pairs: `…/errors.yaml`,
