@@ -208,6 +208,14 @@ pub enum Error {
         /// Which array.
         array: String,
     },
+    /// A loss for [`Tape::backward`](crate::Tape::backward) or
+    /// [`check_gradients`](crate::check_gradients) that is not one element.
+    LossShape {
+        /// The call.
+        call: &'static str,
+        /// The loss's shape.
+        shape: Vec<usize>,
+    },
     /// A loss that is not a float32 or float64 scalar array.
     LossDType {
         /// The call.
@@ -794,6 +802,12 @@ impl fmt::Display for Error {
                 f,
                 "{call}: the {array} has no gradient; create it with .with_grad()"
             ),
+            Error::LossShape { call, shape } => write!(
+                f,
+                "{call}: the loss has shape {shape:?} but must be one element (a scalar loss, as in Warp); \
+                 reduce it to one element (a sum kernel), or seed the gradients of chosen outputs with \
+                 Tape::backward_with"
+            ),
             Error::LossDType { call, dtype } => write!(
                 f,
                 "{call}: the loss is {dtype} but must be float32 or float64; reduce it to a float scalar array"
@@ -1189,5 +1203,43 @@ mod tests {
         let e = check_gradients(&[&x, &no_grad], &loss, 1e-3, || Ok(())).unwrap_err();
         assert!(matches!(&e, Error::GradientInput { index: 1, .. }), "{e}");
         assert!(e.to_string().contains("input 1"), "{e}");
+        // A loss of three elements: Warp takes one-element losses only (on
+        // 8f769ee backward seeded all three and check_gradients answered
+        // max_abs 6.0 for this case).
+        let loss3 = Array::zeros::<f32>(Device::Cpu, &[3])
+            .unwrap()
+            .with_grad()
+            .unwrap();
+        let e = Tape::new().backward(&loss3).unwrap_err();
+        assert!(
+            matches!(&e, Error::LossShape { call: "Tape::backward", shape } if shape == &[3]),
+            "{e}"
+        );
+        assert!(e.to_string().contains("backward_with"), "{e}");
+        let e = check_gradients(&[&x], &loss3, 1e-3, || Ok(())).unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                Error::LossShape {
+                    call: "check_gradients",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        // backward_with: an output without a gradient is refused.
+        let e = Tape::new()
+            .backward_with(&[(&no_grad, &no_grad)])
+            .unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                Error::NoGradient {
+                    call: "Tape::backward_with",
+                    ..
+                }
+            ),
+            "{e}"
+        );
     }
 }

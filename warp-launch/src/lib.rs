@@ -90,8 +90,10 @@
 //!     tape.record(|| saxpy.launch(4).inputs((2.0f32, &x)).outputs(&y).run())?;
 //!     println!("y = {:?}", y.to_vec::<f32>()?);
 //!
-//!     // Gradients: dy/dx = a for each element.
-//!     tape.backward(&y)?;
+//!     // Gradients: dy/dx = a for each element. y has 4 elements, so its
+//!     // gradient is seeded explicitly (backward(&loss) takes a one-element loss).
+//!     let ones = Array::from_slice(dev, &[1.0f32; 4], &[4])?;
+//!     tape.backward_with(&[(&y, &ones)])?;
 //!     println!("dy/dx = {:?}", x.grad().unwrap().to_vec::<f32>()?);
 //!
 //!     // A reusable launch: checked once, replayed without allocating.

@@ -233,7 +233,13 @@ fn the_tape_runs_the_backward_entry_point() {
     .unwrap();
     assert_eq!(tape.launches().len(), 1);
     assert_eq!(y.to_vec::<f32>().unwrap(), [3.0, 6.0, 9.0]);
-    tape.backward(&y).unwrap();
+    // y has 3 elements: Warp's backward takes a one-element loss.
+    let e = tape.backward(&y).unwrap_err();
+    assert!(
+        matches!(&e, warp_launch::Error::LossShape { shape, .. } if shape == &[3]),
+        "{e}"
+    );
+    tape.backward_with(&[(&y, &host(&[1.0; 3]))]).unwrap();
     // dy/dx = a, y's gradient seeded with ones.
     assert_eq!(x.grad().unwrap().to_vec::<f32>().unwrap(), [3.0; 3]);
     // A kernel whose CPU code has no backward entry point: the tape says so.
@@ -308,7 +314,9 @@ fn typed_launches_and_their_replays_run_the_compiled_code() {
         )
     })
     .unwrap();
-    tape.backward(&yg).unwrap();
+    let ones = TypedArray::<f32, 1>::from_slice(Device::Cpu, &[1.0, 1.0], [2]).unwrap();
+    tape.backward_with(&[(yg.as_array(), ones.as_array())])
+        .unwrap();
     assert_eq!(xg.grad().unwrap().to_vec::<f32>().unwrap(), [2.0, 2.0]);
     // The backward pass positionally: forward arguments, then adjoints.
     let gx = TypedArray::<f32, 1>::zeros(Device::Cpu, [2]).unwrap();

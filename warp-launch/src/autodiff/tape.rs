@@ -74,17 +74,22 @@ impl Tape {
         &self.launches
     }
 
-    /// Seeds `loss`'s gradient with ones and runs the recorded launches'
+    /// Seeds `loss`'s gradient with one and runs the recorded launches'
     /// backward kernels in reverse order, each with its forward arguments
     /// followed by one adjoint per parameter: the array's gradient (a null
-    /// array when it has none), zero for values and structs.
+    /// array when it has none), zero for values and structs. As in Warp,
+    /// the loss is one element (a scalar loss); to start from the gradients
+    /// of outputs with more elements, seed them with
+    /// [`Tape::backward_with`].
     ///
     /// # Errors
     ///
-    /// [`Error::NoGradient`] when `loss` has no gradient, [`Error::NoCudaFunction`] /
-    /// [`Error::NoCpuFunction`] when a recorded kernel has no backward function for its device,
-    /// and any error of a launch ([`LaunchBuilder::run`](crate::LaunchBuilder::run)) or of
-    /// zeroing memory.
+    /// [`Error::NoGradient`] when `loss` has no gradient, [`Error::LossShape`]
+    /// when it is not one element, [`Error::LossDType`] when it is not
+    /// float32/float64, [`Error::NoCudaFunction`] / [`Error::NoCpuFunction`]
+    /// when a recorded kernel has no backward function for its device, and
+    /// any error of a launch ([`LaunchBuilder::run`](crate::LaunchBuilder::run))
+    /// or of writing memory.
     pub fn backward(&self, loss: &Array) -> Result<()> {
         let Some(grad) = loss.grad() else {
             return Err(Error::NoGradient {
@@ -92,7 +97,41 @@ impl Tape {
                 array: "loss array".into(),
             });
         };
+        if loss.len() != 1 {
+            return Err(Error::LossShape {
+                call: "Tape::backward",
+                shape: loss.shape().to_vec(),
+            });
+        }
         fill_ones(grad)?;
+        self.run_adjoints()
+    }
+
+    /// Warp's `tape.backward(grads={out: seed, ...})`: copies each seed into
+    /// its output's gradient (any shape; the seed has the gradient's dtype
+    /// and shape), then runs the recorded launches' backward kernels in
+    /// reverse order as [`Tape::backward`] does.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoGradient`] for an output without a gradient, the errors of
+    /// [`Array::copy_from`](crate::Array::copy_from) for a seed of another
+    /// dtype or shape, and those of [`Tape::backward`]'s launches.
+    pub fn backward_with(&self, grads: &[(&Array, &Array)]) -> Result<()> {
+        for (i, (out, seed)) in grads.iter().enumerate() {
+            let Some(grad) = out.grad() else {
+                return Err(Error::NoGradient {
+                    call: "Tape::backward_with",
+                    array: format!("output {i}"),
+                });
+            };
+            grad.copy_from(seed)?;
+        }
+        self.run_adjoints()
+    }
+
+    /// The recorded launches' backward kernels, in reverse order.
+    fn run_adjoints(&self) -> Result<()> {
         for launch in self.launches.iter().rev() {
             let adjoints = launch
                 .kernel()
@@ -251,6 +290,12 @@ pub fn check_gradients(
                 array: format!("{a:?}"),
             });
         }
+    }
+    if loss.len() != 1 {
+        return Err(Error::LossShape {
+            call: "check_gradients",
+            shape: loss.shape().to_vec(),
+        });
     }
     let mut tape = Tape::new();
     loss.zero()?;
