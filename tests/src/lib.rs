@@ -10,6 +10,7 @@ pub mod alloc;
 pub mod chart;
 pub mod logger;
 pub mod warp;
+pub mod warp_tape;
 
 use std::path::PathBuf;
 

@@ -153,6 +153,7 @@ def write_manifest(wp, out: Path, builder) -> None:
         "kernels": builder.kernel_info(),
         "cases": builder.cases,
         "tape_cases": builder.tape_cases,
+        "tape_parity": builder.tape_parity,
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=False) + "\n")
     print(f"wrote {len(builder.cases)} cases and {len(builder.tape_cases)} tape cases to {out / 'manifest.json'}")
@@ -379,6 +380,7 @@ class Builder:
         self.out = out
         self.cases: list[dict] = []
         self.tape_cases: list[dict] = []
+        self.tape_parity: dict[str, dict] = {}
         self.rng = np.random.default_rng(20240611)
         self.bases: dict[int, object] = {}
 
@@ -640,6 +642,156 @@ class Builder:
         )
 
         self.build_tape()
+        self.build_tape_parity()
+
+    def parity_case(self, case: str, tape, arrays: dict, inputs: dict, note: str):
+        """One tape_parity case: every array's input bytes (before the program), its values
+        and gradient after Warp's backward pass, and which arrays Warp's tape.gradients holds."""
+        wp = self.wp
+        out = {}
+        for ident, arr in arrays.items():
+            out[ident] = {
+                "dtype": self.dtype_name(arr.dtype),
+                "shape": list(arr.shape),
+                "strides": list(arr.strides),
+                "file": self.write(f"cases/{case}/{ident}.bin", inputs[ident]),
+                "requires_grad": arr.requires_grad,
+                "retain_grad": bool(arr.requires_grad and arr.retain_grad),
+                "expected_file": self.write(f"cases/{case}/{ident}.expected.bin", arr.numpy().tobytes()),
+                "grad_expected_file": (
+                    self.write(f"cases/{case}/{ident}.grad.expected.bin", arr.grad.numpy().tobytes())
+                    if arr.grad is not None
+                    else None
+                ),
+            }
+        listed = [
+            ident
+            for ident, arr in arrays.items()
+            if any(k is arr for k in tape.gradients.keys() if isinstance(k, wp.array))
+        ]
+        self.tape_parity[case] = {"note": note, "arrays": out, "gradients": listed}
+
+    def build_tape_parity(self):
+        """The tape against Warp's own tape on its CPU device, one program per case (the Rust
+        tests run the same program: tests/src/warp_tape.rs)."""
+        wp, k = self.wp, self.k
+        cpu = "cpu"
+        n = 8
+        a = 1.5
+
+        def grad_arr(values, retain=False):
+            arr = wp.array(values, dtype=wp.float32, device=cpu, requires_grad=True)
+            if retain:
+                arr.retain_grad = True
+            return arr
+
+        # (a) copy_tape: y = sin(x) * a; wp.copy(z, y); loss = sum(z * z). The copy is recorded
+        # with its adjoint: z.grad flows into y.grad (and z.grad is consumed).
+        # (b) copy_retain_tape: the same with z.retain_grad = True: z.grad is kept.
+        for case, retain in (("copy_tape", False), ("copy_retain_tape", True)):
+            xs = self.f32(n)
+            x = grad_arr(xs)
+            y = grad_arr(np.zeros(n, np.float32))
+            z = grad_arr(np.zeros(n, np.float32), retain)
+            loss = grad_arr(np.zeros(1, np.float32))
+            inputs = {i: v.numpy().tobytes() for i, v in (("x", x), ("y", y), ("z", z), ("loss", loss))}
+            tape = wp.Tape()
+            with tape:
+                wp.launch(k.chain_sin, dim=n, inputs=[x, a], outputs=[y], device=cpu)
+                wp.copy(z, y)
+                wp.launch(k.chain_loss, dim=n, inputs=[z], outputs=[loss], device=cpu)
+            tape.backward(loss=loss)
+            y_ref = np.sin(xs.astype(np.float64)) * a
+            assert np.allclose(x.grad.numpy(), 2.0 * y_ref * a * np.cos(xs), rtol=1e-4, atol=1e-5)
+            assert np.any(z.grad.numpy()) == retain
+            self.parity_case(
+                case,
+                tape,
+                {"x": x, "y": y, "z": z, "loss": loss},
+                inputs,
+                "chain_sin(x, 1.5) -> y; wp.copy(z, y); chain_loss(z) -> loss; backward(loss)"
+                + ("; z.retain_grad = True" if retain else ""),
+            )
+
+        # (c) retain_tape: chain_sin then chain_loss with y.retain_grad = True: the array_t flag
+        # keeps y.grad = 2 y where chain_tape's y.grad ends zero.
+        xs = self.f32(n)
+        x = grad_arr(xs)
+        y = grad_arr(np.zeros(n, np.float32), True)
+        loss = grad_arr(np.zeros(1, np.float32))
+        inputs = {i: v.numpy().tobytes() for i, v in (("x", x), ("y", y), ("loss", loss))}
+        tape = wp.Tape()
+        with tape:
+            wp.launch(k.chain_sin, dim=n, inputs=[x, a], outputs=[y], device=cpu)
+            wp.launch(k.chain_loss, dim=n, inputs=[y], outputs=[loss], device=cpu)
+        tape.backward(loss=loss)
+        assert np.allclose(y.grad.numpy(), 2.0 * y.numpy(), rtol=1e-5)
+        self.parity_case(
+            "retain_tape",
+            tape,
+            {"x": x, "y": y, "loss": loss},
+            inputs,
+            "chain_sin(x, 1.5) -> y (retain_grad); chain_loss(y) -> loss; backward(loss)",
+        )
+
+        # (d) nested_tape: nested_square(Outer{inner: Inner{x, w = 0.75}, y}) -> out;
+        # chain_loss(out) -> loss. Warp gives x (two structs deep) and y their gradients.
+        xs = self.f32(n)
+        x = grad_arr(xs)
+        y = grad_arr(self.f32(n))
+        out = grad_arr(np.zeros(n, np.float32))
+        loss = grad_arr(np.zeros(1, np.float32))
+        inputs = {i: v.numpy().tobytes() for i, v in (("x", x), ("y", y), ("out", out), ("loss", loss))}
+        inner = k.Inner()
+        inner.x = x
+        inner.w = 0.75
+        outer = k.Outer()
+        outer.inner = inner
+        outer.y = y
+        tape = wp.Tape()
+        with tape:
+            wp.launch(k.nested_square, dim=n, inputs=[outer], outputs=[out], device=cpu)
+            wp.launch(k.chain_loss, dim=n, inputs=[out], outputs=[loss], device=cpu)
+        tape.backward(loss=loss)
+        o = out.numpy().astype(np.float64)
+        assert np.allclose(x.grad.numpy(), 2.0 * o * 2.0 * 0.75 * xs, rtol=1e-4, atol=1e-5)
+        assert np.allclose(y.grad.numpy(), 2.0 * o, rtol=1e-5, atol=1e-6)
+        self.parity_case(
+            "nested_tape",
+            tape,
+            {"x": x, "y": y, "out": out, "loss": loss},
+            inputs,
+            "nested_square(Outer{inner: Inner{x, w: 0.75}, y}) -> out; chain_loss(out) -> loss; backward(loss)",
+        )
+
+        # (e) func_tape: chain_sin(x, 1.5) -> y; a host step z = 2 y (numpy) recorded with
+        # record_func (backward: y.grad += 2 z.grad); backward(grads={z: seed}).
+        xs = self.f32(n)
+        seed_v = self.f32(n)
+        x = grad_arr(xs)
+        y = grad_arr(np.zeros(n, np.float32))
+        z = grad_arr(np.zeros(n, np.float32))
+        seed = wp.array(seed_v, dtype=wp.float32, device=cpu)
+        inputs = {i: v.numpy().tobytes() for i, v in (("x", x), ("y", y), ("z", z), ("seed", seed))}
+        tape = wp.Tape()
+        with tape:
+            wp.launch(k.chain_sin, dim=n, inputs=[x, a], outputs=[y], device=cpu)
+        z.assign(2.0 * y.numpy())
+
+        def host_backward():
+            y.grad.assign(y.grad.numpy() + 2.0 * z.grad.numpy())
+
+        tape.record_func(backward=host_backward, arrays=[y, z])
+        tape.backward(grads={z: seed})
+        assert np.allclose(x.grad.numpy(), 2.0 * seed_v * a * np.cos(xs), rtol=1e-4, atol=1e-5)
+        self.parity_case(
+            "func_tape",
+            tape,
+            {"x": x, "y": y, "z": z, "seed": seed},
+            inputs,
+            "chain_sin(x, 1.5) -> y; z = 2 y on the host with record_func(y.grad += 2 z.grad, [y, z]); "
+            "backward(grads={z: seed})",
+        )
 
     def build_tape(self):
         """(7) y = sin(x) * a ; loss += sum(y*y); backward with loss.grad = 1."""

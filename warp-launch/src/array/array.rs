@@ -46,6 +46,8 @@ pub struct Array {
     strides: [isize; MAX_DIMS],
     device: Device,
     grad: Option<Box<Array>>,
+    /// Warp's `retain_grad`: sets `ARRAY_FLAG_RETAIN_GRAD` in the `array_t`.
+    retain_grad: bool,
 }
 
 impl fmt::Debug for Array {
@@ -277,6 +279,7 @@ impl Array {
             shape,
             device,
             grad: None,
+            retain_grad: false,
         }
         .checked(call)
     }
@@ -373,6 +376,7 @@ impl Array {
             strides: st,
             device,
             grad: None,
+            retain_grad: false,
         }
         .checked(call)
     }
@@ -450,10 +454,57 @@ impl Array {
             strides: self.strides,
             device: self.device,
             grad: None,
+            retain_grad: false,
         }
         .checked(call)?;
         self.grad = Some(Box::new(g));
         Ok(self)
+    }
+
+    /// Warp's `retain_grad`: with `true`, the array's `array_t` carries
+    /// `ARRAY_FLAG_RETAIN_GRAD`, so backward kernels keep its gradient where
+    /// they would consume it (the adjoint of an overwrite `a[i] = ...`
+    /// zeroes `a.grad[i]` otherwise), and a tape's copy adjoint keeps the
+    /// destination's gradient. Views made from the array afterwards keep
+    /// the setting.
+    ///
+    /// ```
+    /// use warp_launch::{ARRAY_FLAG_RETAIN_GRAD, Array, Device};
+    /// # fn main() -> warp_launch::Result<()> {
+    /// let y = Array::zeros::<f32>(Device::Cpu, &[4])?
+    ///     .with_grad()?
+    ///     .with_retain_grad(true)?;
+    /// assert!(y.retain_grad());
+    /// assert_eq!(y.abi().flags, ARRAY_FLAG_RETAIN_GRAD);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoGradient`] when `retain` is `true` and the array has no
+    /// gradient (Warp: "retain_grad=True requires requires_grad=True").
+    pub fn with_retain_grad(mut self, retain: bool) -> Result<Array> {
+        if retain && self.grad.is_none() {
+            return Err(Error::NoGradient {
+                call: "Array::with_retain_grad",
+                array: format!("{self:?} (make it with Array::with_grad first)"),
+            });
+        }
+        self.retain_grad = retain;
+        Ok(self)
+    }
+
+    /// Whether the array keeps its gradient in backward passes
+    /// ([`Array::with_retain_grad`]).
+    ///
+    /// ```
+    /// use warp_launch::{Array, Device};
+    /// # fn main() -> warp_launch::Result<()> {
+    /// assert!(!Array::zeros::<f32>(Device::Cpu, &[2])?.retain_grad());
+    /// # Ok(()) }
+    /// ```
+    pub fn retain_grad(&self) -> bool {
+        self.retain_grad
     }
     /// The gradient array, if any.
     pub fn grad(&self) -> Option<&Array> {
@@ -870,7 +921,10 @@ impl Array {
     }
 
     /// Copies all of `src` into `self` (same dtype, shape, contiguous both;
-    /// any devices or memory kinds).
+    /// any devices or memory kinds). While a [`Tape`](crate::Tape) records
+    /// on this thread and both arrays have gradients, the tape records the
+    /// copy: its backward pass adds `self`'s gradient into `src`'s and then
+    /// zeroes `self`'s (unless [`Array::retain_grad`]), as Warp's `wp.copy`.
     ///
     /// # Errors
     ///
@@ -898,7 +952,9 @@ impl Array {
             &src.storage,
             src.offset,
             self.len() * self.dtype.size,
-        )
+        )?;
+        crate::launch::record::record_copy(src, self);
+        Ok(())
     }
 
     /// The array as the kernel receives it (`wp::array_t<T>`).
@@ -916,7 +972,11 @@ impl Array {
             shape,
             strides,
             ndim: self.ndim as _,
-            flags: 0,
+            flags: if self.retain_grad {
+                crate::abi::ARRAY_FLAG_RETAIN_GRAD
+            } else {
+                0
+            },
             ..ArrayT::default()
         }
     }

@@ -1,24 +1,73 @@
-//! The tape: launches recorded while a [`Tape`] records on this thread,
-//! replayed backward (their backward kernels, in reverse order, with the
-//! arrays' gradients) by [`Tape::backward`]; and a finite-difference
-//! gradient check.
+//! The tape: launches, copies and host steps recorded while a [`Tape`]
+//! records on this thread, replayed backward (their backward kernels and
+//! adjoints, in reverse order, with the arrays' gradients) by
+//! [`Tape::backward`]; and a finite-difference gradient check.
 
+use std::fmt;
 use std::marker::PhantomData;
+use std::ops::Add;
 
 use crate::abi::{Kind, Scalar, Value, encode};
 use crate::array::Array;
 use crate::error::{Error, Result};
+use crate::launch::record::{BackwardFn, Recorded};
 use crate::launch::{Arg, Launch, StructValue, record};
 use crate::signature::{ParamKind, StructType};
 
-/// Records launches and runs them backward (Warp's `wp.Tape`).
-#[derive(Debug, Default)]
-pub struct Tape {
-    launches: Vec<Launch>,
+/// One recorded operation, in order.
+enum Op {
+    /// `launches[i]`.
+    Launch(usize),
+    /// A copy of `src` into `dst` (both with gradients).
+    Copy { src: Array, dst: Array },
+    /// A host step's backward and the arrays whose gradients it uses.
+    Func(BackwardFn, Vec<Array>),
 }
 
-/// Recording in progress: launches made on this thread while it is the
-/// innermost live guard are added to its tape when it is dropped.
+/// Records launches, array copies and host steps, and runs them backward
+/// (Warp's `wp.Tape`).
+///
+/// ```
+/// use warp_launch::{Array, Device, Tape};
+/// # fn main() -> warp_launch::Result<()> {
+/// let x = Array::from_slice(Device::Cpu, &[1.0f32, 2.0], &[2])?.with_grad()?;
+/// let y = Array::zeros::<f32>(Device::Cpu, &[2])?.with_grad()?;
+/// let mut tape = Tape::new();
+/// // A copy inside a recording is recorded with its adjoint, as wp.copy is.
+/// tape.record(|| y.copy_from(&x))?;
+/// let seed = Array::from_slice(Device::Cpu, &[3.0f32, 4.0], &[2])?;
+/// tape.backward_with(&[(&y, &seed)])?;
+/// assert_eq!(x.grad().unwrap().to_vec::<f32>()?, vec![3.0, 4.0]);
+/// # Ok(()) }
+/// ```
+#[derive(Default)]
+pub struct Tape {
+    launches: Vec<Launch>,
+    ops: Vec<Op>,
+}
+
+impl fmt::Debug for Tape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let copies = self
+            .ops
+            .iter()
+            .filter(|o| matches!(o, Op::Copy { .. }))
+            .count();
+        let funcs = self
+            .ops
+            .iter()
+            .filter(|o| matches!(o, Op::Func(..)))
+            .count();
+        f.debug_struct("Tape")
+            .field("launches", &self.launches)
+            .field("copies", &copies)
+            .field("funcs", &funcs)
+            .finish()
+    }
+}
+
+/// Recording in progress: launches and copies made on this thread while it
+/// is the innermost live guard are added to its tape when it is dropped.
 ///
 /// Each guard has an id and removes its own entry when dropped, so guards
 /// may be dropped in any order: a launch goes to the most recent guard
@@ -26,6 +75,20 @@ pub struct Tape {
 /// `Send` nor `Sync`): recording is per thread. Forgetting a guard
 /// (`std::mem::forget`) leaks its recording, and later launches on the
 /// thread go to it while it is the innermost.
+///
+/// ```
+/// use warp_launch::{Array, Device, Tape};
+/// # fn main() -> warp_launch::Result<()> {
+/// let x = Array::zeros::<f32>(Device::Cpu, &[2])?.with_grad()?;
+/// let y = Array::zeros::<f32>(Device::Cpu, &[2])?.with_grad()?;
+/// let mut tape = Tape::new();
+/// {
+///     let _rec = tape.recording();
+///     y.copy_from(&x)?;
+/// }
+/// assert_eq!(tape.gradients().len(), 2);
+/// # Ok(()) }
+/// ```
 #[must_use = "recording stops when this guard is dropped"]
 pub struct Recording<'t> {
     tape: &'t mut Tape,
@@ -36,24 +99,104 @@ pub struct Recording<'t> {
 
 impl Recording<'_> {
     /// The guard's id, unique among this thread's guards.
+    ///
+    /// ```
+    /// use warp_launch::Tape;
+    /// let (mut a, mut b) = (Tape::new(), Tape::new());
+    /// let (ra, rb) = (a.recording(), b.recording());
+    /// assert_ne!(ra.id(), rb.id());
+    /// ```
     pub fn id(&self) -> u64 {
         self.id
+    }
+
+    /// [`Tape::record_func`] in the middle of a recording: the host step
+    /// takes its place between the launches and copies recorded before and
+    /// after it.
+    ///
+    /// ```
+    /// use warp_launch::{Array, Device, Tape};
+    /// # fn main() -> warp_launch::Result<()> {
+    /// let x = Array::zeros::<f32>(Device::Cpu, &[1])?.with_grad()?;
+    /// let mut tape = Tape::new();
+    /// {
+    ///     let rec = tape.recording();
+    ///     let g = x.grad().unwrap().clone();
+    ///     rec.record_func(move || g.copy_from_slice(&[5.0f32]), &[&x])?;
+    /// }
+    /// tape.backward_with(&[])?;
+    /// assert_eq!(x.grad().unwrap().to_vec::<f32>()?, vec![5.0]);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Tape::record_func`].
+    pub fn record_func(
+        &self,
+        backward: impl Fn() -> Result<()> + Send + Sync + 'static,
+        arrays: &[&Array],
+    ) -> Result<()> {
+        let arrays = func_arrays("Recording::record_func", arrays)?;
+        record::record_in(self.id, Recorded::Func(Box::new(backward), arrays));
+        Ok(())
     }
 }
 
 impl Drop for Recording<'_> {
     fn drop(&mut self) {
-        self.tape.launches.extend(record::close(self.id));
+        for op in record::close(self.id) {
+            self.tape.push(op);
+        }
     }
+}
+
+/// The arrays of a host step: each must have a gradient (as Warp requires).
+fn func_arrays(call: &'static str, arrays: &[&Array]) -> Result<Vec<Array>> {
+    arrays
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            if a.grad().is_none() {
+                return Err(Error::NoGradient {
+                    call,
+                    array: format!("arrays[{i}] {a:?} (make it with Array::with_grad)"),
+                });
+            }
+            Ok((*a).clone())
+        })
+        .collect()
 }
 
 impl Tape {
     /// An empty tape.
+    ///
+    /// ```
+    /// assert!(warp_launch::Tape::new().launches().is_empty());
+    /// ```
     pub fn new() -> Tape {
         Tape::default()
     }
 
+    fn push(&mut self, op: Recorded) {
+        match op {
+            Recorded::Launch(l) => {
+                self.ops.push(Op::Launch(self.launches.len()));
+                self.launches.push(l);
+            }
+            Recorded::Copy { src, dst } => self.ops.push(Op::Copy { src, dst }),
+            Recorded::Func(f, arrays) => self.ops.push(Op::Func(f, arrays)),
+        }
+    }
+
     /// Starts recording on this thread until the guard is dropped.
+    ///
+    /// ```
+    /// let mut tape = warp_launch::Tape::new();
+    /// let rec = tape.recording();
+    /// drop(rec);
+    /// assert!(tape.launches().is_empty());
+    /// ```
     pub fn recording(&mut self) -> Recording<'_> {
         let id = record::open();
         Recording {
@@ -63,15 +206,130 @@ impl Tape {
         }
     }
 
-    /// Records the launches `f` makes on this thread.
+    /// Records the launches and copies `f` makes on this thread.
+    ///
+    /// ```
+    /// use warp_launch::{Array, Device, Tape};
+    /// # fn main() -> warp_launch::Result<()> {
+    /// let x = Array::zeros::<f32>(Device::Cpu, &[2])?.with_grad()?;
+    /// let y = Array::zeros::<f32>(Device::Cpu, &[2])?.with_grad()?;
+    /// let mut tape = Tape::new();
+    /// tape.record(|| y.copy_from(&x))?;
+    /// assert_eq!(tape.gradients().len(), 2);
+    /// # Ok(()) }
+    /// ```
     pub fn record<R>(&mut self, f: impl FnOnce() -> R) -> R {
         let _rec = self.recording();
         f()
     }
 
+    /// Warp's `tape.record_func(backward, arrays)`: records a host step
+    /// whose backward pass is `backward`, run in its place (reverse order)
+    /// by [`Tape::backward`]. `arrays` are the arrays whose gradients it
+    /// uses: [`Tape::zero`] zeroes them and [`Tape::gradients`] lists them.
+    /// Within a recording, use [`Recording::record_func`].
+    ///
+    /// ```
+    /// use warp_launch::{Array, Device, Tape};
+    /// # fn main() -> warp_launch::Result<()> {
+    /// // A host step y = 3 x, with its own backward: x.grad += 3 y.grad.
+    /// let x = Array::from_slice(Device::Cpu, &[1.0f32, 2.0], &[2])?.with_grad()?;
+    /// let y = Array::zeros::<f32>(Device::Cpu, &[2])?.with_grad()?;
+    /// let v: Vec<f32> = x.to_vec::<f32>()?.iter().map(|v| 3.0 * v).collect();
+    /// y.copy_from_slice(&v)?;
+    /// let mut tape = Tape::new();
+    /// let (gx, gy) = (x.grad().unwrap().clone(), y.grad().unwrap().clone());
+    /// tape.record_func(
+    ///     move || {
+    ///         let add: Vec<f32> = gx.to_vec::<f32>()?.iter().zip(gy.to_vec::<f32>()?)
+    ///             .map(|(a, b)| a + 3.0 * b).collect();
+    ///         gx.copy_from_slice(&add)
+    ///     },
+    ///     &[&x, &y],
+    /// )?;
+    /// let ones = Array::from_slice(Device::Cpu, &[1.0f32, 1.0], &[2])?;
+    /// tape.backward_with(&[(&y, &ones)])?;
+    /// assert_eq!(x.grad().unwrap().to_vec::<f32>()?, vec![3.0, 3.0]);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoGradient`] for an array of `arrays` without a gradient
+    /// (Warp raises there too); nothing is recorded then.
+    pub fn record_func(
+        &mut self,
+        backward: impl Fn() -> Result<()> + Send + Sync + 'static,
+        arrays: &[&Array],
+    ) -> Result<()> {
+        let arrays = func_arrays("Tape::record_func", arrays)?;
+        self.ops.push(Op::Func(Box::new(backward), arrays));
+        Ok(())
+    }
+
     /// The recorded launches, in order.
+    ///
+    /// ```
+    /// assert!(warp_launch::Tape::new().launches().is_empty());
+    /// ```
     pub fn launches(&self) -> &[Launch] {
         &self.launches
+    }
+
+    /// Warp's `tape.gradients`: every array with a gradient that the tape
+    /// uses, once each, in the order first recorded: the array arguments
+    /// of the recorded launches, both sides of recorded copies, and the
+    /// arrays of host steps. Each one's gradient ([`Array::grad`]) is what
+    /// [`Tape::backward`] computes into and [`Tape::zero`] zeroes. (Arrays
+    /// inside struct arguments are reached only through the struct's bytes
+    /// and are not listed.)
+    ///
+    /// ```
+    /// use warp_launch::{Array, Device, Tape};
+    /// # fn main() -> warp_launch::Result<()> {
+    /// let x = Array::zeros::<f32>(Device::Cpu, &[2])?.with_grad()?;
+    /// let y = Array::zeros::<f32>(Device::Cpu, &[2])?.with_grad()?;
+    /// let plain = Array::zeros::<f32>(Device::Cpu, &[2])?;
+    /// let mut tape = Tape::new();
+    /// tape.record(|| -> warp_launch::Result<()> {
+    ///     y.copy_from(&x)?;
+    ///     plain.copy_from(&x) // no gradient on `plain`: not recorded
+    /// })?;
+    /// let listed = tape.gradients();
+    /// assert_eq!(listed.len(), 2);
+    /// assert_eq!(listed[0].data_address(), x.data_address());
+    /// # Ok(()) }
+    /// ```
+    pub fn gradients(&self) -> Vec<Array> {
+        let mut out: Vec<Array> = Vec::new();
+        let mut add = |a: &Array| {
+            let Some(g) = a.grad() else { return };
+            let same = |b: &Array| {
+                b.grad().map(Array::data_address) == Some(g.data_address())
+                    && b.shape() == a.shape()
+                    && b.strides() == a.strides()
+            };
+            if !out.iter().any(same) {
+                out.push(a.clone());
+            }
+        };
+        for op in &self.ops {
+            match op {
+                Op::Launch(i) => {
+                    for a in self.launches[*i].args() {
+                        if let Some(a) = a.as_array() {
+                            add(a);
+                        }
+                    }
+                }
+                Op::Copy { src, dst } => {
+                    add(dst);
+                    add(src);
+                }
+                Op::Func(_, arrays) => arrays.iter().for_each(&mut add),
+            }
+        }
+        out
     }
 
     /// Seeds `loss`'s gradient with one and runs the recorded launches'
@@ -130,32 +388,50 @@ impl Tape {
         self.run_adjoints()
     }
 
-    /// The recorded launches' backward kernels, in reverse order.
+    /// The recorded operations' adjoints, in reverse order.
     fn run_adjoints(&self) -> Result<()> {
-        for launch in self.launches.iter().rev() {
-            let adjoints = launch
-                .kernel()
-                .params()
-                .iter()
-                .zip(launch.args())
-                .map(|(p, a)| adjoint_for(&p.kind, a))
-                .collect();
-            launch.adjoint_of(adjoints)?.launch()?;
+        for op in self.ops.iter().rev() {
+            match op {
+                Op::Launch(i) => {
+                    let launch = &self.launches[*i];
+                    let adjoints = launch
+                        .kernel()
+                        .params()
+                        .iter()
+                        .zip(launch.args())
+                        .map(|(p, a)| adjoint_for(&p.kind, a))
+                        .collect();
+                    launch.adjoint_of(adjoints)?.launch()?;
+                }
+                Op::Copy { src, dst } => adj_copy(src, dst)?,
+                Op::Func(f, _) => f()?,
+            }
         }
         Ok(())
     }
 
-    /// Zeroes the gradient of every array the recorded launches use.
+    /// Zeroes the gradient of every array [`Tape::gradients`] lists.
+    ///
+    /// ```
+    /// use warp_launch::{Array, Device, Tape};
+    /// # fn main() -> warp_launch::Result<()> {
+    /// let x = Array::zeros::<f32>(Device::Cpu, &[1])?.with_grad()?;
+    /// let y = Array::zeros::<f32>(Device::Cpu, &[1])?.with_grad()?;
+    /// let mut tape = Tape::new();
+    /// tape.record(|| y.copy_from(&x))?;
+    /// x.grad().unwrap().copy_from_slice(&[2.0f32])?;
+    /// tape.zero()?;
+    /// assert_eq!(x.grad().unwrap().to_vec::<f32>()?, vec![0.0]);
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
     /// The errors of [`Array::zero`](crate::Array::zero) for a gradient.
     pub fn zero(&self) -> Result<()> {
-        for l in &self.launches {
-            for a in l.args() {
-                if let Some(g) = a.as_array().and_then(Array::grad) {
-                    g.zero()?;
-                }
+        for a in self.gradients() {
+            if let Some(g) = a.grad() {
+                g.zero()?;
             }
         }
         Ok(())
@@ -169,6 +445,7 @@ impl Tape {
     pub fn reset(&mut self) -> Result<()> {
         self.zero()?;
         self.launches.clear();
+        self.ops.clear();
         Ok(())
     }
 }
@@ -186,38 +463,123 @@ fn adjoint_for(kind: &ParamKind, arg: &Arg) -> Arg {
     }
 }
 
-/// Warp's adjoint of a struct argument: array fields become their
-/// gradients (the array with `data` set to its `grad`, or a null array),
-/// every other field zero.
+/// Warp's adjoint of a struct argument (`Tape.get_adjoint`): array fields
+/// become their gradients (the array with `data` set to its `grad`, or a
+/// null array), nested struct fields their own adjoints (recursively, as
+/// Warp does), every other field zero.
 fn struct_adjoint(st: &StructType, arg: &Arg) -> StructValue {
-    use crate::abi::ArrayT;
     let mut out = vec![0u8; st.size];
     if let Arg::Struct(v) = arg
         && v.bytes().len() == st.size
     {
-        for f in &st.fields {
-            if let ParamKind::Array { .. } = f.kind {
-                let n = size_of::<ArrayT>();
-                let Some(src) = v.bytes().get(f.offset..f.offset + n) else {
-                    continue;
-                };
-                let Some(mut a) = encode::array_t_from(src) else {
-                    continue;
-                };
-                if a.grad == 0 {
-                    a = ArrayT::default();
-                } else {
-                    a.data = a.grad;
-                    a.grad = 0;
-                }
-                out[f.offset..f.offset + n].copy_from_slice(&encode::array_t(&a));
-            }
-        }
+        struct_adjoint_bytes(st, v.bytes(), &mut out);
     }
     // SAFETY: the addresses are the gradients the forward value's array_t's
     // name; whoever made that value (`StructValue::from_bytes`) promised
     // them live for the backward launches too.
     unsafe { StructValue::from_bytes(&st.name, &out) }
+}
+
+/// Writes the adjoint of struct value `src` (of type `st`) into `out`
+/// (zeroed, of the same size).
+fn struct_adjoint_bytes(st: &StructType, src: &[u8], out: &mut [u8]) {
+    use crate::abi::ArrayT;
+    for f in &st.fields {
+        match &f.kind {
+            ParamKind::Array { .. } => {
+                let n = size_of::<ArrayT>();
+                let Some(bytes) = src.get(f.offset..f.offset + n) else {
+                    continue;
+                };
+                let Some(mut a) = encode::array_t_from(bytes) else {
+                    continue;
+                };
+                if a.grad == 0 {
+                    a = ArrayT::default();
+                } else {
+                    // The adjoint is the gradient array itself: its flags
+                    // are its own (none), not the forward array's.
+                    a.data = a.grad;
+                    a.grad = 0;
+                    a.flags = 0;
+                }
+                if let Some(dst) = out.get_mut(f.offset..f.offset + n) {
+                    dst.copy_from_slice(&encode::array_t(&a));
+                }
+            }
+            ParamKind::Struct(inner) => {
+                let range = f.offset..f.offset + inner.size;
+                if let (Some(s), Some(o)) = (src.get(range.clone()), out.get_mut(range)) {
+                    struct_adjoint_bytes(inner, s, o);
+                }
+            }
+            ParamKind::Value(_) => {}
+        }
+    }
+}
+
+/// Warp's `adj_copy` for a recorded copy of `src` into `dst` (same dtype
+/// and shape, both contiguous with gradients): for an addable dtype (any
+/// but bool; float16/bfloat16 are not added here) and gradients that do
+/// not overlap, `src.grad += dst.grad`, then `dst.grad` is zeroed unless
+/// `dst` retains its gradient (the copy overwrote `dst`, so what flowed
+/// into it is consumed); otherwise, as Warp's fallback, `dst.grad` is
+/// copied over `src.grad` (with a warning).
+fn adj_copy(src: &Array, dst: &Array) -> Result<()> {
+    let (Some(gs), Some(gd)) = (src.grad(), dst.grad()) else {
+        return Ok(());
+    };
+    let scalar = gs.dtype().scalar;
+    let addable = !matches!(scalar, Scalar::Bool | Scalar::Float16 | Scalar::BFloat16)
+        && std::ptr::eq(gs.dtype(), gd.dtype());
+    let overlap = std::sync::Arc::ptr_eq(gs.storage(), gd.storage()) && {
+        let n = gs.len() * gs.dtype().size;
+        gs.offset() < gd.offset() + n && gd.offset() < gs.offset() + n
+    };
+    if !addable || overlap || !gs.is_contiguous() || !gd.is_contiguous() {
+        log::warn!(
+            "Tape::backward: the adjoint of a recorded copy of {src:?} into {dst:?} overwrites the source's gradient (dtype {} not added here, or overlapping gradients), as Warp's fallback does",
+            gs.dtype().name
+        );
+        return gs.copy_from(gd);
+    }
+    let mut sum = gs.to_bytes()?;
+    add_elements(scalar, &mut sum, &gd.to_bytes()?);
+    gs.storage().copy_from_host(gs.offset(), &sum)?;
+    if !dst.retain_grad() {
+        gd.zero()?;
+    }
+    Ok(())
+}
+
+/// `acc += add`, component by component, both little-endian `scalar`s
+/// (integers wrap, as in Warp's kernels).
+fn add_elements(scalar: Scalar, acc: &mut [u8], add: &[u8]) {
+    macro_rules! add_as {
+        ($t:ty, $op:ident) => {{
+            const N: usize = size_of::<$t>();
+            for (a, b) in acc.chunks_exact_mut(N).zip(add.chunks_exact(N)) {
+                let (Ok(x), Ok(y)) = (<[u8; N]>::try_from(&*a), <[u8; N]>::try_from(b)) else {
+                    continue;
+                };
+                let v = <$t>::from_le_bytes(x).$op(<$t>::from_le_bytes(y));
+                a.copy_from_slice(&v.to_le_bytes());
+            }
+        }};
+    }
+    match scalar {
+        Scalar::Float32 => add_as!(f32, add),
+        Scalar::Float64 => add_as!(f64, add),
+        Scalar::Int8 => add_as!(i8, wrapping_add),
+        Scalar::UInt8 => add_as!(u8, wrapping_add),
+        Scalar::Int16 => add_as!(i16, wrapping_add),
+        Scalar::UInt16 => add_as!(u16, wrapping_add),
+        Scalar::Int32 => add_as!(i32, wrapping_add),
+        Scalar::UInt32 => add_as!(u32, wrapping_add),
+        Scalar::Int64 => add_as!(i64, wrapping_add),
+        Scalar::UInt64 => add_as!(u64, wrapping_add),
+        Scalar::Bool | Scalar::Float16 | Scalar::BFloat16 => {}
+    }
 }
 
 fn fill_ones(a: &Array) -> Result<()> {
@@ -335,4 +697,101 @@ pub fn check_gradients(
     loss.zero()?;
     forward()?;
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::abi::{ARRAY_FLAG_RETAIN_GRAD, ArrayT, DType};
+    use crate::device::Device;
+    use crate::signature::StructField;
+
+    fn array_field(name: &str, offset: usize) -> StructField {
+        StructField {
+            name: name.into(),
+            kind: ParamKind::Array {
+                dtype: DType::FLOAT32,
+                ndim: Some(1),
+            },
+            offset,
+        }
+    }
+
+    /// Warp's `Tape.get_adjoint` recurses into nested structs: an array two
+    /// structs deep gets its gradient as the adjoint (data = its grad, no
+    /// grad, no flags), an array without a gradient a null array, values 0.
+    #[test]
+    fn struct_adjoints_recurse_into_nested_structs() {
+        // Inner { x: array_t (0..56), w: float32 (56..60) } padded to 64;
+        // Outer { inner: Inner (0..64), y: array_t (64..120) }.
+        let inner = Arc::new(StructType {
+            name: "Inner_00000000".into(),
+            fields: vec![
+                array_field("x", 0),
+                StructField {
+                    name: "w".into(),
+                    kind: ParamKind::Value(DType::FLOAT32),
+                    offset: 56,
+                },
+            ],
+            size: 64,
+            align: 8,
+        });
+        let outer = StructType {
+            name: "Outer_00000000".into(),
+            fields: vec![
+                StructField {
+                    name: "inner".into(),
+                    kind: ParamKind::Struct(inner),
+                    offset: 0,
+                },
+                array_field("y", 64),
+            ],
+            size: 120,
+            align: 8,
+        };
+        let x = Array::zeros::<f32>(Device::Cpu, &[4])
+            .unwrap()
+            .with_grad()
+            .unwrap()
+            .with_retain_grad(true)
+            .unwrap();
+        let y = Array::zeros::<f32>(Device::Cpu, &[4]).unwrap();
+        let mut bytes = vec![0u8; 120];
+        bytes[0..56].copy_from_slice(&encode::array_t(&x.abi()));
+        bytes[56..60].copy_from_slice(&0.75f32.to_le_bytes());
+        bytes[64..120].copy_from_slice(&encode::array_t(&y.abi()));
+        assert_eq!(x.abi().flags, ARRAY_FLAG_RETAIN_GRAD);
+        // SAFETY: the addresses are x's and y's, alive for the test; nothing launches.
+        let value = unsafe { StructValue::from_bytes(&outer.name, &bytes) };
+        let adj = struct_adjoint(&outer, &Arg::Struct(value));
+        let ax = encode::array_t_from(&adj.bytes()[0..56]).unwrap();
+        let g = x.grad().unwrap();
+        assert_eq!(ax.data, g.data_address(), "x's adjoint is its gradient");
+        assert_eq!((ax.grad, ax.flags), (0, 0));
+        assert_eq!(ax.shape, x.abi().shape);
+        assert_eq!(&adj.bytes()[56..64], &[0u8; 8], "value fields are zero");
+        let ay = encode::array_t_from(&adj.bytes()[64..120]).unwrap();
+        assert_eq!(ay, ArrayT::default(), "no gradient: a null array");
+    }
+
+    #[test]
+    fn copy_adjoints_add_integers_wrapping_and_floats() {
+        let mut acc = [1i32, i32::MAX]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect::<Vec<_>>();
+        let add = [2i32, 1]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect::<Vec<_>>();
+        add_elements(Scalar::Int32, &mut acc, &add);
+        assert_eq!(acc[..4], 3i32.to_le_bytes());
+        assert_eq!(acc[4..], i32::MIN.to_le_bytes());
+        let mut f = 1.5f64.to_le_bytes().to_vec();
+        add_elements(Scalar::Float64, &mut f, &0.25f64.to_le_bytes());
+        assert_eq!(f, 1.75f64.to_le_bytes());
+    }
 }

@@ -1,17 +1,50 @@
-//! This thread's recordings of immediate launches: a stack of open
-//! recordings, innermost last. A [`crate::Tape`]'s guard opens one and
-//! takes its launches when it closes; [`super::LaunchBuilder::run`] hands
-//! each forward launch to the innermost one. Kept beside the launch so the
-//! launch path needs nothing from the tape.
+//! This thread's recordings of immediate launches and copies: a stack of
+//! open recordings, innermost last. A [`crate::Tape`]'s guard opens one and
+//! takes what was recorded when it closes; [`super::LaunchBuilder::run`]
+//! hands each forward launch to the innermost one, and array copies hand
+//! themselves over with [`record_copy`]. Kept beside the launch so the
+//! launch path and the arrays need nothing from the tape.
 
 use std::cell::{Cell, RefCell};
+use std::fmt;
 
 use super::launch::Launch;
+use crate::array::Array;
+use crate::error::Result;
+
+/// A host step's backward, as [`crate::Tape::record_func`] keeps it.
+pub(crate) type BackwardFn = Box<dyn Fn() -> Result<()> + Send + Sync>;
+
+/// One operation of a recording, in the order it happened.
+pub(crate) enum Recorded {
+    /// A forward kernel launch.
+    Launch(Launch),
+    /// A copy of `src` into `dst`, both with gradients (Warp's `wp.copy`
+    /// records its adjoint only then).
+    Copy {
+        /// The source.
+        src: Array,
+        /// The destination.
+        dst: Array,
+    },
+    /// A host step's backward function and the arrays whose gradients it uses.
+    Func(BackwardFn, Vec<Array>),
+}
+
+impl fmt::Debug for Recorded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Recorded::Launch(l) => write!(f, "Launch({})", l.kernel().name()),
+            Recorded::Copy { src, dst } => write!(f, "Copy({src:?} -> {dst:?})"),
+            Recorded::Func(_, arrays) => write!(f, "Func({} arrays)", arrays.len()),
+        }
+    }
+}
 
 thread_local! {
     /// The recordings in progress on this thread, innermost last: each
-    /// guard's id and the launches recorded for it.
-    static RECORDING: RefCell<Vec<(u64, Vec<Launch>)>> = const { RefCell::new(Vec::new()) };
+    /// guard's id and what was recorded for it.
+    static RECORDING: RefCell<Vec<(u64, Vec<Recorded>)>> = const { RefCell::new(Vec::new()) };
     /// The next guard id on this thread.
     static NEXT_ID: Cell<u64> = const { Cell::new(0) };
 }
@@ -19,9 +52,39 @@ thread_local! {
 /// Called by immediate launches: the innermost recording of this thread
 /// (the most recent guard still alive) keeps the launch.
 pub(crate) fn record(launch: Launch) {
+    push(Recorded::Launch(launch));
+}
+
+/// The one hook for copies: every array copy (`Array::copy_from` and any
+/// other copy of one array into another) calls it after copying `src` into
+/// `dst`. When a recording is open on this thread and both arrays have
+/// gradients, the innermost recording keeps the copy, and the tape's
+/// backward pass runs its adjoint (the gradient of `dst` flows into that of
+/// `src`, as Warp's `wp.copy` records it); otherwise nothing happens.
+pub(crate) fn record_copy(src: &Array, dst: &Array) {
+    if src.grad().is_some() && dst.grad().is_some() {
+        push(Recorded::Copy {
+            src: src.clone(),
+            dst: dst.clone(),
+        });
+    }
+}
+
+/// Adds `op` to recording `id` (when it is still open on this thread).
+pub(crate) fn record_in(id: u64, op: Recorded) {
     RECORDING.with(|r| {
+        if let Some((_, ops)) = r.borrow_mut().iter_mut().rfind(|(rid, _)| *rid == id) {
+            ops.push(op);
+        }
+    });
+}
+
+/// Adds `op` to the innermost recording, if any.
+fn push(op: Recorded) {
+    // `try_with`: nothing to record into while the thread is torn down.
+    let _ = RECORDING.try_with(|r| {
         if let Some((_, top)) = r.borrow_mut().last_mut() {
-            top.push(launch);
+            top.push(op);
         }
     });
 }
@@ -43,9 +106,9 @@ pub(crate) fn open() -> u64 {
     id
 }
 
-/// Closes recording `id` wherever it stands in the stack and returns its
-/// launches (none when the thread's state is already torn down).
-pub(crate) fn close(id: u64) -> Vec<Launch> {
+/// Closes recording `id` wherever it stands in the stack and returns what
+/// it recorded (nothing when the thread's state is already torn down).
+pub(crate) fn close(id: u64) -> Vec<Recorded> {
     // `try_with`: a guard dropped while the thread's state is torn down
     // has nothing left to collect.
     RECORDING
