@@ -183,19 +183,23 @@ fn compile_corpus(
     Ok(dir.join("corpus"))
 }
 
-/// The Warp test module `tests/warp/kernels.py` for the CPU tests: compiled by
+/// The Warp test modules `tests/warp/kernels.py` and `tests/warp/tape.py`
+/// for the CPU tests: compiled by
 /// warp-build with its CPU code (linked into this crate, embedded as
-/// `OUT_DIR/warp/kernels/kernels.rs`), and its cases and tape cases run on
+/// `OUT_DIR/warp/{kernels,tape}/*.rs`), and their cases and tape cases run on
 /// Warp's own CPU device by `tests/warp/build.py --cpu` into
 /// `OUT_DIR/kernels-ref` (the references of `tests/cpu_kernels.rs`).
 fn compile_kernels(manifest_dir: &Path, out: &Path) -> Result<(), Box<dyn Error>> {
-    let source = manifest_dir.join("../warp/kernels.py");
-    warp_launch::build::WarpModule::new(&source)
-        .archs([90])
-        .ptx(false)
-        .embed(true)
-        .out_dir(out.join("warp/kernels"))
-        .compile()?;
+    // kernels.py, and tape.py (the programs of build.py's tape_parity cases).
+    for module in ["kernels", "tape"] {
+        let source = manifest_dir.join(format!("../warp/{module}.py"));
+        warp_launch::build::WarpModule::new(&source)
+            .archs([90])
+            .ptx(false)
+            .embed(true)
+            .out_dir(out.join(format!("warp/{module}")))
+            .compile()?;
+    }
     let script = manifest_dir.join("../warp/build.py");
     println!("cargo:rerun-if-changed={}", script.display());
     let refs = out.join("kernels-ref");

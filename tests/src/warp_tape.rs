@@ -82,7 +82,7 @@ fn run_program(
     find: &dyn Fn(&str) -> Array,
 ) -> Result<Tape> {
     let kernel = |k: &str| -> Kernel { module.kernel(k).unwrap_or_else(|e| panic!("{name}: {e}")) };
-    let (sin, loss_k) = (kernel("chain_sin"), kernel("chain_loss"));
+    let (sin, loss_k) = (kernel("tape_sin"), kernel("tape_loss"));
     let a = 1.5f32;
     let mut tape = Tape::new();
     match name {
@@ -199,7 +199,8 @@ fn run_program(
 }
 
 /// Runs every `tape_parity` case of the manifest `m` (written by
-/// `tests/warp/build.py` into `dir`) on `device` with `module`'s kernels
+/// `tests/warp/build.py` into `dir`) on `device` with the kernels of
+/// `module` (`tests/warp/tape.py` compiled)
 /// and compares every array's values and gradient with Warp's: bit for bit
 /// when `rel` is `None` (our CPU device running Warp's CPU code), else
 /// within the relative tolerance `rel`; and the arrays the tape lists

@@ -13,6 +13,7 @@ Writes:
     OUT_DIR/aot/wp_kernels.sm90.cubin   sm_90 cubin (strip_hash=True, so names carry no hash)
     OUT_DIR/access/wp_access.{cu,meta,sm90.cubin}  access.py, for the launch-shape checks
     OUT_DIR/kinds/wp_kinds.{cu,meta,sm90.cubin}    kinds.py, for the generated launchers' GPU test
+    OUT_DIR/tape/wp_tape.{cu,meta,sm90.cubin}      tape.py, for the tape-parity GPU test
     OUT_DIR/multi/all/wp_kernels.{cu,meta,sm80.cubin,sm90.cubin,sm100.cubin,sm120.cubin,sm75.ptx}
     OUT_DIR/multi/no90/wp_kernels.{cu,meta,sm80.cubin,sm100.cubin,sm75.ptx}
                                         kernels.py for several architectures (the image choice)
@@ -32,7 +33,7 @@ Manifest schema (all paths relative to OUT_DIR):
       "kernels": {KEY: {"forward": str, "backward": str, "launch_ndim": int,
                         "grid_stride": bool,
                         "params": [{"name", "kind", "dtype", "ndim"?}]}},
-      "cases": [CASE], "tape_cases": [TAPE_CASE]
+      "cases": [CASE], "tape_cases": [TAPE_CASE], "tape_parity": {NAME: PARITY_CASE}
     }
     CASE = {"name": str, "kernel": KEY, "dim": [int], "block_dim": int, "max_blocks": int,
             "adjoint": false, "note": str, "args": [ARG, ...]}   # args in kernel order
@@ -51,6 +52,10 @@ Manifest schema (all paths relative to OUT_DIR):
                  "launches": [{"kernel", "dim", "block_dim", "max_blocks",
                                "args": [ARG with "array": ID instead of file fields for arrays]}],
                  "loss": ID, "loss_grad_seed": 1.0}
+    PARITY_CASE = {"note": str, "gradients": [ID] (the arrays of Warp's tape.gradients),
+                   "arrays": {ID: {"dtype", "shape", "strides", "file", "requires_grad", "retain_grad",
+                                   "expected_file", "grad_expected_file" | null}}}
+                   one program of tape.py per NAME, run by Warp's tape on its CPU device (build_tape_parity)
 """
 
 from __future__ import annotations
@@ -120,6 +125,14 @@ def main() -> int:
     if access_dir.exists():
         shutil.rmtree(access_dir)
     wp.compile_aot_module(access, arch=90, module_dir=str(access_dir), use_ptx=False, strip_hash=True)
+
+    # The tape-parity module (tests/src/warp_tape.rs runs its programs on the GPU).
+    import tape  # noqa: E402
+
+    tape_dir = out / "tape"
+    if tape_dir.exists():
+        shutil.rmtree(tape_dir)
+    wp.compile_aot_module(tape, arch=90, module_dir=str(tape_dir), use_ptx=False, strip_hash=True)
 
     build_multi_arch(wp, kernels, out / "multi")
 
@@ -674,7 +687,9 @@ class Builder:
     def build_tape_parity(self):
         """The tape against Warp's own tape on its CPU device, one program per case (the Rust
         tests run the same program: tests/src/warp_tape.rs)."""
-        wp, k = self.wp, self.k
+        import tape as k  # noqa: E402 (tests/warp is on sys.path)
+
+        wp = self.wp
         cpu = "cpu"
         n = 8
         a = 1.5
@@ -697,9 +712,9 @@ class Builder:
             inputs = {i: v.numpy().tobytes() for i, v in (("x", x), ("y", y), ("z", z), ("loss", loss))}
             tape = wp.Tape()
             with tape:
-                wp.launch(k.chain_sin, dim=n, inputs=[x, a], outputs=[y], device=cpu)
+                wp.launch(k.tape_sin, dim=n, inputs=[x, a], outputs=[y], device=cpu)
                 wp.copy(z, y)
-                wp.launch(k.chain_loss, dim=n, inputs=[z], outputs=[loss], device=cpu)
+                wp.launch(k.tape_loss, dim=n, inputs=[z], outputs=[loss], device=cpu)
             tape.backward(loss=loss)
             y_ref = np.sin(xs.astype(np.float64)) * a
             assert np.allclose(x.grad.numpy(), 2.0 * y_ref * a * np.cos(xs), rtol=1e-4, atol=1e-5)
@@ -709,11 +724,11 @@ class Builder:
                 tape,
                 {"x": x, "y": y, "z": z, "loss": loss},
                 inputs,
-                "chain_sin(x, 1.5) -> y; wp.copy(z, y); chain_loss(z) -> loss; backward(loss)"
+                "tape_sin(x, 1.5) -> y; wp.copy(z, y); tape_loss(z) -> loss; backward(loss)"
                 + ("; z.retain_grad = True" if retain else ""),
             )
 
-        # (c) retain_tape: chain_sin then chain_loss with y.retain_grad = True: the array_t flag
+        # (c) retain_tape: tape_sin then tape_loss with y.retain_grad = True: the array_t flag
         # keeps y.grad = 2 y where chain_tape's y.grad ends zero.
         xs = self.f32(n)
         x = grad_arr(xs)
@@ -722,8 +737,8 @@ class Builder:
         inputs = {i: v.numpy().tobytes() for i, v in (("x", x), ("y", y), ("loss", loss))}
         tape = wp.Tape()
         with tape:
-            wp.launch(k.chain_sin, dim=n, inputs=[x, a], outputs=[y], device=cpu)
-            wp.launch(k.chain_loss, dim=n, inputs=[y], outputs=[loss], device=cpu)
+            wp.launch(k.tape_sin, dim=n, inputs=[x, a], outputs=[y], device=cpu)
+            wp.launch(k.tape_loss, dim=n, inputs=[y], outputs=[loss], device=cpu)
         tape.backward(loss=loss)
         assert np.allclose(y.grad.numpy(), 2.0 * y.numpy(), rtol=1e-5)
         self.parity_case(
@@ -731,11 +746,11 @@ class Builder:
             tape,
             {"x": x, "y": y, "loss": loss},
             inputs,
-            "chain_sin(x, 1.5) -> y (retain_grad); chain_loss(y) -> loss; backward(loss)",
+            "tape_sin(x, 1.5) -> y (retain_grad); tape_loss(y) -> loss; backward(loss)",
         )
 
         # (d) nested_tape: nested_square(Outer{inner: Inner{x, w = 0.75}, y}) -> out;
-        # chain_loss(out) -> loss. Warp gives x (two structs deep) and y their gradients.
+        # tape_loss(out) -> loss. Warp gives x (two structs deep) and y their gradients.
         xs = self.f32(n)
         x = grad_arr(xs)
         y = grad_arr(self.f32(n))
@@ -751,7 +766,7 @@ class Builder:
         tape = wp.Tape()
         with tape:
             wp.launch(k.nested_square, dim=n, inputs=[outer], outputs=[out], device=cpu)
-            wp.launch(k.chain_loss, dim=n, inputs=[out], outputs=[loss], device=cpu)
+            wp.launch(k.tape_loss, dim=n, inputs=[out], outputs=[loss], device=cpu)
         tape.backward(loss=loss)
         o = out.numpy().astype(np.float64)
         assert np.allclose(x.grad.numpy(), 2.0 * o * 2.0 * 0.75 * xs, rtol=1e-4, atol=1e-5)
@@ -761,7 +776,7 @@ class Builder:
             tape,
             {"x": x, "y": y, "out": out, "loss": loss},
             inputs,
-            "nested_square(Outer{inner: Inner{x, w: 0.75}, y}) -> out; chain_loss(out) -> loss; backward(loss)",
+            "nested_square(Outer{inner: Inner{x, w: 0.75}, y}) -> out; tape_loss(out) -> loss; backward(loss)",
         )
 
         # (e) func_tape: chain_sin(x, 1.5) -> y; a host step z = 2 y (numpy) recorded with
@@ -775,7 +790,7 @@ class Builder:
         inputs = {i: v.numpy().tobytes() for i, v in (("x", x), ("y", y), ("z", z), ("seed", seed))}
         tape = wp.Tape()
         with tape:
-            wp.launch(k.chain_sin, dim=n, inputs=[x, a], outputs=[y], device=cpu)
+            wp.launch(k.tape_sin, dim=n, inputs=[x, a], outputs=[y], device=cpu)
         z.assign(2.0 * y.numpy())
 
         def host_backward():
@@ -789,7 +804,7 @@ class Builder:
             tape,
             {"x": x, "y": y, "z": z, "seed": seed},
             inputs,
-            "chain_sin(x, 1.5) -> y; z = 2 y on the host with record_func(y.grad += 2 z.grad, [y, z]); "
+            "tape_sin(x, 1.5) -> y; z = 2 y on the host with record_func(y.grad += 2 z.grad, [y, z]); "
             "backward(grads={z: seed})",
         )
 

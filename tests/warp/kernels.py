@@ -90,23 +90,3 @@ def chain_loss(y: wp.array(dtype=wp.float32), loss: wp.array(dtype=wp.float32)):
 def count_visits(count: wp.array(dtype=wp.int32)):
     i = wp.tid()
     wp.atomic_add(count, i, 1)
-
-
-# (9) Structs nested two deep holding arrays, for the tape's struct adjoints: Warp gives every
-# array inside (at any depth) its gradient array as the adjoint.
-@wp.struct
-class Inner:
-    x: wp.array(dtype=wp.float32)
-    w: wp.float32
-
-
-@wp.struct
-class Outer:
-    inner: Inner
-    y: wp.array(dtype=wp.float32)
-
-
-@wp.kernel
-def nested_square(o: Outer, out: wp.array(dtype=wp.float32)):
-    i = wp.tid()
-    out[i] = o.inner.w * o.inner.x[i] * o.inner.x[i] + o.y[i]

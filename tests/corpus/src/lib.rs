@@ -31,8 +31,15 @@ pub mod kernels {
     include!(concat!(env!("OUT_DIR"), "/warp/kernels/kernels.rs"));
 }
 
+/// The Warp test module `tests/warp/tape.py` (the programs of the tape-parity
+/// cases), compiled by warp-build for sm_90 and for the CPU (its CPU code
+/// linked into this crate): `pub static TAPE: warp_launch::EmbeddedModule`.
+pub mod tape {
+    include!(concat!(env!("OUT_DIR"), "/warp/tape/tape.rs"));
+}
+
 /// Warp's CPU results for `tests/warp/kernels.py`'s cases and tape cases
-/// (`manifest.json`, `cases/`), computed at build time by
+/// and `tests/warp/tape.py`'s tape-parity programs (`manifest.json`, `cases/`), computed at build time by
 /// `tests/warp/build.py --cpu`.
 pub const KERNELS_REF_DIR: &str = concat!(env!("OUT_DIR"), "/kernels-ref");
 

@@ -220,7 +220,8 @@ fn large_2d_and_4d_launches_see_every_coordinate_serial_and_threaded() {
 fn the_tape_matches_warps_tape_for_copies_retain_grad_nested_structs_and_host_steps() {
     let dir = Path::new(KERNELS_REF_DIR);
     let m = manifest(dir);
-    let module = AotModule::from_embedded(&KERNELS).expect("the module loads without a GPU");
+    let module =
+        AotModule::from_embedded(&warp_corpus::tape::TAPE).expect("the module loads without a GPU");
     let grads = sdk_tests::warp_tape::run_tape_parity(dir, &m, &module, Device::Cpu, None);
     println!("cpu tape parity: {grads} gradients equal to Warp's tape bit for bit");
     assert!(grads >= 18, "only {grads} gradients compared");
