@@ -14,6 +14,7 @@ Writes:
     OUT_DIR/access/wp_access.{cu,meta,sm90.cubin}  access.py, for the launch-shape checks
     OUT_DIR/kinds/wp_kinds.{cu,meta,sm90.cubin}    kinds.py, for the generated launchers' GPU test
     OUT_DIR/tape/wp_tape.{cu,meta,sm90.cubin}      tape.py, for the tape-parity GPU test
+    OUT_DIR/conditional/wp_conditional.{cu,meta,sm90.cubin}  conditional.py, for gpu_conditional
     OUT_DIR/multi/all/wp_kernels.{cu,meta,sm80.cubin,sm90.cubin,sm100.cubin,sm120.cubin,sm75.ptx}
     OUT_DIR/multi/no90/wp_kernels.{cu,meta,sm80.cubin,sm100.cubin,sm75.ptx}
                                         kernels.py for several architectures (the image choice)
@@ -133,6 +134,14 @@ def main() -> int:
     if tape_dir.exists():
         shutil.rmtree(tape_dir)
     wp.compile_aot_module(tape, arch=90, module_dir=str(tape_dir), use_ptx=False, strip_hash=True)
+
+    # The conditional-graph test's kernels (tests/tests/gpu_conditional.rs).
+    import conditional  # noqa: E402
+
+    cond_dir = out / "conditional"
+    if cond_dir.exists():
+        shutil.rmtree(cond_dir)
+    wp.compile_aot_module(conditional, arch=90, module_dir=str(cond_dir), use_ptx=False, strip_hash=True)
 
     build_multi_arch(wp, kernels, out / "multi")
 

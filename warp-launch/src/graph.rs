@@ -90,6 +90,22 @@ impl Graph {
         })
     }
 
+    /// A graph from its parts (the conditional graphs of
+    /// [`Graph::build`]): its launches have no node of their own to update
+    /// (`None`), their nodes lying inside child graphs.
+    pub(crate) fn from_parts(
+        exec: CudaGraphExec<'static>,
+        graph: cuda_api::CudaGraph<'static>,
+        launches: Vec<Launch>,
+    ) -> Graph {
+        Graph {
+            exec,
+            graph,
+            nodes: vec![None; launches.len()],
+            launches,
+        }
+    }
+
     /// Runs the whole graph on `stream` (of the graph's context).
     ///
     /// # Errors

@@ -153,6 +153,7 @@ mod abi;
 mod aot;
 mod array;
 mod autodiff;
+mod conditional;
 mod device;
 mod error;
 #[doc(hidden)]
@@ -208,6 +209,7 @@ pub use signature::{
 pub use source::WarpFeature;
 
 // Launching: arguments, the builder, the reusable launch, CUDA graphs.
+pub use conditional::GraphStep;
 pub use graph::Graph;
 pub use launch::{
     Arg, Dim, IntoArg, IntoArgs, Launch, LaunchBuilder, MaxBlocks, StructRef, StructValue, TypedArg,

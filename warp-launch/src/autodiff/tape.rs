@@ -296,8 +296,10 @@ impl Tape {
     ///     plain.copy_from(&x) // no gradient on `plain`: not recorded
     /// })?;
     /// let listed = tape.gradients();
+    /// // A copy lists its destination, then its source (as Warp's wp.copy).
     /// assert_eq!(listed.len(), 2);
-    /// assert_eq!(listed[0].data_address(), x.data_address());
+    /// assert_eq!(listed[0].data_address(), y.data_address());
+    /// assert_eq!(listed[1].data_address(), x.data_address());
     /// # Ok(()) }
     /// ```
     pub fn gradients(&self) -> Vec<Array> {
