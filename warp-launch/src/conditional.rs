@@ -280,7 +280,8 @@ impl Graph {
     /// let stream = Stream::new(&gpu.context()?)?;
     /// let (counter, cond) = (Array::from_slice(gpu, &[5i32], &[1])?, Array::from_slice(gpu, &[1i32], &[1])?);
     /// let (log, x) = (Array::zeros::<i32>(gpu, &[8])?, Array::zeros::<i32>(gpu, &[4])?);
-    /// let count = module.kernel("count_down")?.launch(1).inputs((&counter, &cond, &log));
+    /// let count_down = module.kernel("count_down")?;
+    /// let count = count_down.launch(1).inputs((&counter, &cond, &log));
     /// // SAFETY: count_down touches counter[0], cond[0] and log[c - 1] for 0 < c <= 8 only.
     /// let count = unsafe { count.unchecked() }.record_cmd()?;
     /// let add = module.kernel("add_value")?.launch(4).inputs((&x, 1i32)).record_cmd()?;
