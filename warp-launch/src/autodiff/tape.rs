@@ -342,6 +342,18 @@ impl Tape {
     /// of outputs with more elements, seed them with
     /// [`Tape::backward_with`].
     ///
+    /// ```
+    /// use warp_launch::{Array, Device, Tape};
+    /// # fn main() -> warp_launch::Result<()> {
+    /// let x = Array::from_slice(Device::Cpu, &[2.0f32], &[1])?.with_grad()?;
+    /// let loss = Array::zeros::<f32>(Device::Cpu, &[1])?.with_grad()?;
+    /// let mut tape = Tape::new();
+    /// tape.record(|| loss.copy_from(&x))?; // loss = x
+    /// tape.backward(&loss)?;
+    /// assert_eq!(x.grad().unwrap().to_vec::<f32>()?, vec![1.0]);
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`Error::NoGradient`] when `loss` has no gradient, [`Error::LossShape`]
@@ -371,6 +383,19 @@ impl Tape {
     /// its output's gradient (any shape; the seed has the gradient's dtype
     /// and shape), then runs the recorded launches' backward kernels in
     /// reverse order as [`Tape::backward`] does.
+    ///
+    /// ```
+    /// use warp_launch::{Array, Device, Tape};
+    /// # fn main() -> warp_launch::Result<()> {
+    /// let x = Array::zeros::<f32>(Device::Cpu, &[2])?.with_grad()?;
+    /// let y = Array::zeros::<f32>(Device::Cpu, &[2])?.with_grad()?;
+    /// let mut tape = Tape::new();
+    /// tape.record(|| y.copy_from(&x))?;
+    /// let seed = Array::from_slice(Device::Cpu, &[0.5f32, -1.0], &[2])?;
+    /// tape.backward_with(&[(&y, &seed)])?;
+    /// assert_eq!(x.grad().unwrap().to_vec::<f32>()?, vec![0.5, -1.0]);
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -440,6 +465,18 @@ impl Tape {
     }
 
     /// Zeroes the gradients and forgets the recording.
+    ///
+    /// ```
+    /// use warp_launch::{Array, Device, Tape};
+    /// # fn main() -> warp_launch::Result<()> {
+    /// let x = Array::zeros::<f32>(Device::Cpu, &[1])?.with_grad()?;
+    /// let y = Array::zeros::<f32>(Device::Cpu, &[1])?.with_grad()?;
+    /// let mut tape = Tape::new();
+    /// tape.record(|| y.copy_from(&x))?;
+    /// tape.reset()?;
+    /// assert!(tape.gradients().is_empty());
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -614,6 +651,11 @@ fn write_floats(a: &Array, v: &[f64]) -> Result<()> {
 
 /// The result of [`check_gradients`]: the largest differences between the
 /// tape's gradients and central finite differences.
+///
+/// ```
+/// let r = warp_launch::GradientCheck { max_abs: 0.0, max_rel: 0.0, compared: 3 };
+/// assert_eq!(r.compared, 3);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GradientCheck {
     /// Largest absolute difference.
@@ -630,6 +672,18 @@ pub struct GradientCheck {
 /// `forward` runs the computation (it is called once under a tape, then
 /// twice per input element with the element perturbed by `eps`); `loss`
 /// must be a one-element float array with a gradient.
+///
+/// ```
+/// use warp_launch::{Array, Device, check_gradients};
+/// # fn main() -> warp_launch::Result<()> {
+/// let x = Array::from_slice(Device::Cpu, &[0.5f64], &[1])?.with_grad()?;
+/// let loss = Array::zeros::<f64>(Device::Cpu, &[1])?.with_grad()?;
+/// // loss = x, through a copy the tape records with its adjoint.
+/// let report = check_gradients(&[&x], &loss, 1e-3, || loss.copy_from(&x))?;
+/// assert_eq!(report.compared, 1);
+/// assert!(report.max_abs < 1e-9, "{report:?}");
+/// # Ok(()) }
+/// ```
 ///
 /// # Errors
 ///
@@ -777,6 +831,86 @@ mod tests {
         assert_eq!(&adj.bytes()[56..64], &[0u8; 8], "value fields are zero");
         let ay = encode::array_t_from(&adj.bytes()[64..120]).unwrap();
         assert_eq!(ay, ArrayT::default(), "no gradient: a null array");
+    }
+
+    /// Warp refuses `record_func` arrays without a gradient and
+    /// `retain_grad` without one; a copy adjoint consumes the destination's
+    /// gradient unless it retains it; a copy without gradients is not
+    /// recorded; nested recordings keep their own copies.
+    #[test]
+    fn record_func_retain_grad_and_copies_follow_warp() {
+        let plain = Array::zeros::<f32>(Device::Cpu, &[2]).unwrap();
+        let mut tape = Tape::new();
+        let e = tape.record_func(|| Ok(()), &[&plain]).unwrap_err();
+        assert!(
+            matches!(&e, Error::NoGradient { call: "Tape::record_func", array } if array.starts_with("arrays[0]")),
+            "{e}"
+        );
+        let e = plain.clone().with_retain_grad(true).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::NoGradient {
+                    call: "Array::with_retain_grad",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(plain.clone().with_retain_grad(false).is_ok());
+
+        for retain in [false, true] {
+            let x = Array::from_slice(Device::Cpu, &[1.0f32, 2.0], &[2])
+                .unwrap()
+                .with_grad()
+                .unwrap();
+            let y = Array::zeros::<f32>(Device::Cpu, &[2])
+                .unwrap()
+                .with_grad()
+                .unwrap()
+                .with_retain_grad(retain)
+                .unwrap();
+            let mut tape = Tape::new();
+            tape.record(|| -> Result<()> {
+                y.copy_from(&x)?;
+                plain.copy_from(&x) // no gradient on `plain`: not recorded
+            })
+            .unwrap();
+            assert_eq!(tape.gradients().len(), 2);
+            x.grad().unwrap().copy_from_slice(&[10.0f32, 20.0]).unwrap();
+            let seed = Array::from_slice(Device::Cpu, &[1.0f32, 2.0], &[2]).unwrap();
+            tape.backward_with(&[(&y, &seed)]).unwrap();
+            // Added to what the source's gradient held, as Warp's adj_copy.
+            assert_eq!(x.grad().unwrap().to_vec::<f32>().unwrap(), vec![11.0, 22.0]);
+            let want = if retain {
+                vec![1.0, 2.0]
+            } else {
+                vec![0.0, 0.0]
+            };
+            assert_eq!(
+                y.grad().unwrap().to_vec::<f32>().unwrap(),
+                want,
+                "retain {retain}"
+            );
+        }
+
+        // Nested recordings: a copy goes to the innermost one.
+        let x = Array::zeros::<f32>(Device::Cpu, &[1])
+            .unwrap()
+            .with_grad()
+            .unwrap();
+        let y = Array::zeros::<f32>(Device::Cpu, &[1])
+            .unwrap()
+            .with_grad()
+            .unwrap();
+        let (mut outer, mut inner) = (Tape::new(), Tape::new());
+        {
+            let _o = outer.recording();
+            inner.record(|| y.copy_from(&x)).unwrap();
+            x.copy_from(&y).unwrap();
+        }
+        assert_eq!((outer.gradients().len(), inner.gradients().len()), (2, 2));
+        assert!(format!("{outer:?}").contains("copies: 1"), "{outer:?}");
     }
 
     #[test]
