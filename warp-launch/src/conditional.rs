@@ -113,6 +113,84 @@ impl From<Launch> for GraphStep {
     }
 }
 
+/// Element 0 of a condition array, read on the host (waiting for the
+/// work that writes it, as any read of the array does).
+fn read_condition(call: &'static str, condition: &Array) -> Result<bool> {
+    check_condition(call, 0, condition, condition.device())?;
+    let first = condition.slice(0, 0..1)?;
+    Ok(first.to_vec::<i32>()?.first().is_some_and(|&v| v != 0))
+}
+
+/// Warp's `wp.capture_while(condition, body)` outside a graph capture: runs
+/// `body` again and again while element 0 of `condition` (an int32 array
+/// on any device) is nonzero, read on the host before each pass; returns
+/// how many passes ran. The same program as a [`GraphStep::While`] of a
+/// graph, run on the host (and on the CPU device).
+///
+/// ```
+/// use warp_launch::{Array, Device, run_while};
+/// # fn main() -> warp_launch::Result<()> {
+/// let cond = Array::from_slice(Device::Cpu, &[1i32], &[1])?;
+/// let mut left = 3;
+/// let passes = run_while(&cond, || {
+///     left -= 1;
+///     if left == 0 {
+///         cond.copy_from_slice(&[0i32])?;
+///     }
+///     Ok(())
+/// })?;
+/// assert_eq!(passes, 3);
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+///
+/// [`Error::Shape`] when `condition` is not an int32 array of at least one
+/// element; the errors of reading it and `body`'s.
+pub fn run_while(condition: &Array, mut body: impl FnMut() -> Result<()>) -> Result<usize> {
+    let mut passes = 0;
+    while read_condition("run_while", condition)? {
+        body()?;
+        passes += 1;
+    }
+    Ok(passes)
+}
+
+/// Warp's `wp.capture_if(condition, on_true, on_false)` outside a graph
+/// capture: runs `on_true` when element 0 of `condition` (an int32 array
+/// on any device) is nonzero, read on the host now, else `on_false`;
+/// returns which ran. The same program as a [`GraphStep::If`] of a graph,
+/// run on the host (and on the CPU device).
+///
+/// ```
+/// use warp_launch::{Array, Device, run_if};
+/// # fn main() -> warp_launch::Result<()> {
+/// let cond = Array::from_slice(Device::Cpu, &[-2i32], &[1])?;
+/// let mut ran = "";
+/// let took = run_if(&cond, || { ran = "true"; Ok(()) }, || Ok(()))?;
+/// assert!(took);
+/// assert_eq!(ran, "true"); // any nonzero value is true
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+///
+/// [`Error::Shape`] when `condition` is not an int32 array of at least one
+/// element; the errors of reading it and of the branch that runs.
+pub fn run_if(
+    condition: &Array,
+    on_true: impl FnOnce() -> Result<()>,
+    on_false: impl FnOnce() -> Result<()>,
+) -> Result<bool> {
+    let took = read_condition("run_if", condition)?;
+    if took {
+        on_true()?
+    } else {
+        on_false()?
+    }
+    Ok(took)
+}
+
 /// Checks a condition array: int32, at least one element, on `device`.
 fn check_condition(call: &'static str, step: usize, a: &Array, device: Device) -> Result<()> {
     let problem = if !std::ptr::eq(a.dtype(), DType::INT32) {
@@ -362,6 +440,69 @@ impl Graph {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The host forms: the same count-down program as the GPU test, with a
+    /// Warp-style kernel on the CPU device clearing the condition.
+    #[test]
+    fn run_while_and_run_if_read_the_condition_before_each_pass() {
+        use crate::launch::cpu_fn;
+        let count_down = KernelSpec::new("count_down", 1)
+            .array::<i32>("counter", 1)
+            .array::<i32>("cond", 1)
+            .declare()
+            .unwrap()
+            .with_cpu(
+                cpu_fn(|_, args| {
+                    let (counter, cond) = (args.array::<i32>(0)?, args.array::<i32>(1)?);
+                    let c = counter.get(0)? - 1;
+                    counter.set(0, c)?;
+                    if c == 0 {
+                        cond.set(0, 0)?;
+                    }
+                    Ok(())
+                }),
+                None,
+            );
+        let counter = Array::from_slice(Device::Cpu, &[5i32], &[1]).unwrap();
+        let cond = Array::from_slice(Device::Cpu, &[1i32, 7], &[2]).unwrap();
+        let passes = run_while(&cond, || {
+            let b = count_down.launch(1).inputs((&counter, &cond)).device("cpu");
+            // SAFETY: the Rust body touches element 0 of each array only.
+            unsafe { b.unchecked() }.run()
+        })
+        .unwrap();
+        assert_eq!(passes, 5);
+        assert_eq!(counter.to_vec::<i32>().unwrap(), vec![0]);
+        assert_eq!(
+            run_while(&cond, || Ok(())).unwrap(),
+            0,
+            "condition 0: no pass"
+        );
+        let mut which = Vec::new();
+        for v in [3, 0, -1] {
+            cond.copy_from_slice(&[v, 7]).unwrap();
+            let branch = std::cell::Cell::new("");
+            let took = run_if(
+                &cond,
+                || {
+                    branch.set("true");
+                    Ok(())
+                },
+                || {
+                    branch.set("false");
+                    Ok(())
+                },
+            );
+            which.push((took.unwrap(), branch.get()));
+        }
+        assert_eq!(
+            which,
+            vec![(true, "true"), (false, "false"), (true, "true")]
+        );
+        let float = Array::from_slice(Device::Cpu, &[1.0f32], &[1]).unwrap();
+        let e = run_while(&float, || Ok(())).unwrap_err().to_string();
+        assert!(e.contains("run_while") && e.contains("float32"), "{e}");
+    }
 
     #[test]
     fn conditions_are_int32_arrays_with_an_element_on_the_graphs_device() {
