@@ -542,5 +542,10 @@ mod tests {
             assert!(ptx.contains(p), "{p}");
         }
         assert!(ptx.contains("call.uni") && ptx.contains("cudaGraphSetConditional"));
+        assert_eq!(
+            cuda_api::check_image(ptx.as_bytes()).unwrap(),
+            cuda_api::ImageKind::Ptx,
+            "the loader's image check accepts it"
+        );
     }
 }

@@ -465,8 +465,10 @@ impl Array {
     /// `ARRAY_FLAG_RETAIN_GRAD`, so backward kernels keep its gradient where
     /// they would consume it (the adjoint of an overwrite `a[i] = ...`
     /// zeroes `a.grad[i]` otherwise), and a tape's copy adjoint keeps the
-    /// destination's gradient. Views made from the array afterwards keep
-    /// the setting.
+    /// destination's gradient. As in Warp, a view made from the array
+    /// ([`Array::slice`], [`Array::transpose`], [`Array::reshape`]) is a new
+    /// array that does not retain its gradient unless told so; clones and
+    /// [`Array::typed`] are the same array and keep the setting.
     ///
     /// ```
     /// use warp_launch::{ARRAY_FLAG_RETAIN_GRAD, Array, Device};
@@ -476,6 +478,7 @@ impl Array {
     ///     .with_retain_grad(true)?;
     /// assert!(y.retain_grad());
     /// assert_eq!(y.abi().flags, ARRAY_FLAG_RETAIN_GRAD);
+    /// assert!(!y.slice(0, 0..2)?.retain_grad()); // a view, as in Warp
     /// # Ok(()) }
     /// ```
     ///
@@ -629,6 +632,7 @@ impl Array {
         let extent = range.len().div_ceil(step);
         let stride = self.strides[axis] as i128;
         let mut v = self.clone();
+        v.retain_grad = false; // a view is a new Warp array: it does not retain
         if extent > 0 {
             // Exact: start <= 2^31 and |stride| <= 2^31.
             let offset = self.offset as i128 + range.start as i128 * stride;
@@ -668,6 +672,7 @@ impl Array {
             });
         }
         let mut v = self.clone();
+        v.retain_grad = false; // a view is a new Warp array: it does not retain
         v.shape.swap(a, b);
         v.strides.swap(a, b);
         v.grad = match &self.grad {
@@ -707,6 +712,7 @@ impl Array {
             });
         }
         let mut v = self.clone();
+        v.retain_grad = false; // a view is a new Warp array: it does not retain
         v.ndim = ndim;
         v.shape = s;
         v.strides = fit_strides(&contiguous_strides(ndim, &s, self.dtype.size)[..ndim], call)?;
