@@ -186,6 +186,8 @@ pub struct Symbol {
     version: u32,
     per_thread_symbol: Option<&'static CStr>,
     per_thread_version: u32,
+    since: u32,
+    removed: u32,
     ptr: AtomicPtr<c_void>,
 }
 
@@ -216,8 +218,40 @@ impl Symbol {
             version,
             per_thread_symbol,
             per_thread_version,
+            since: 0,
+            removed: 0,
             ptr: AtomicPtr::new(std::ptr::null_mut()),
         }
+    }
+
+    /// The same entry with the releases that declare it (used by the
+    /// generated code): `since`, the first CUDA version with it (12040 for
+    /// 12.4; 0 when unknown), and `removed`, the first pinned release whose
+    /// `cuda.h` no longer declares it (0 when the newest still does).
+    pub const fn dated(mut self, since: u32, removed: u32) -> Symbol {
+        self.since = since;
+        self.removed = removed;
+        self
+    }
+
+    /// The first CUDA version with this function, e.g. 12040; `None` when unknown.
+    pub fn since(&self) -> Option<u32> {
+        (self.since != 0).then_some(self.since)
+    }
+
+    /// The first pinned CUDA release whose `cuda.h` no longer declares this
+    /// function (its declaration is then the last header's that had it);
+    /// `None` while the newest pinned header declares it.
+    pub fn removed(&self) -> Option<u32> {
+        (self.removed != 0).then_some(self.removed)
+    }
+
+    /// Whether the driver can have this entry point: `false` when its
+    /// reported CUDA version is older than the ABI version this build calls
+    /// (the entry point is then never asked for), `true` otherwise.
+    pub fn driver_is_new_enough(&self, driver: &Driver) -> bool {
+        let (_, version) = self.target();
+        driver.version.is_none_or(|d| d >= version as i32)
     }
 
     /// The C API name.
@@ -254,6 +288,17 @@ impl Symbol {
         }
         let d = driver()?;
         let (symbol, version) = self.target();
+        // A driver older than the ABI this build calls is not asked: it may
+        // hand out an older ABI of the same name, whose parameters or
+        // records differ from this declaration's.
+        if !self.driver_is_new_enough(d) {
+            return Err(LoaderError::SymbolNotFound {
+                function: self.name.to_string(),
+                symbol: symbol.to_string_lossy().into_owned(),
+                needs_version: version,
+                driver_version: d.version,
+            });
+        }
         let mut found: *mut c_void = std::ptr::null_mut();
         if let Some(gpa) = d.get_proc_address {
             let mut status = 0i32;

@@ -16,14 +16,19 @@ void check_signatures(void) {
     { CUresult (CUDAAPI *p)(CUDA_ARRAY_MEMORY_REQUIREMENTS *memoryRequirements, CUarray array, CUdevice device); (void)sizeof(p = cuArrayGetMemoryRequirements); }
     { CUresult (CUDAAPI *p)(CUarray *pPlaneArray, CUarray hArray, unsigned int planeIdx); (void)sizeof(p = cuArrayGetPlane); }
     { CUresult (CUDAAPI *p)(CUDA_ARRAY_SPARSE_PROPERTIES *sparseProperties, CUarray array); (void)sizeof(p = cuArrayGetSparseProperties); }
+    { CUresult (CUDAAPI *p)(CUcheckpointOperationHandle handle); (void)sizeof(p = cuCheckpointOperationComplete); }
     { CUresult (CUDAAPI *p)(int pid, CUcheckpointCheckpointArgs *args); (void)sizeof(p = cuCheckpointProcessCheckpoint); }
     { CUresult (CUDAAPI *p)(int pid, int *tid); (void)sizeof(p = cuCheckpointProcessGetRestoreThreadId); }
     { CUresult (CUDAAPI *p)(int pid, CUprocessState *state); (void)sizeof(p = cuCheckpointProcessGetState); }
     { CUresult (CUDAAPI *p)(int pid, CUcheckpointLockArgs *args); (void)sizeof(p = cuCheckpointProcessLock); }
     { CUresult (CUDAAPI *p)(int pid, CUcheckpointRestoreArgs *args); (void)sizeof(p = cuCheckpointProcessRestore); }
     { CUresult (CUDAAPI *p)(int pid, CUcheckpointUnlockArgs *args); (void)sizeof(p = cuCheckpointProcessUnlock); }
+    { CUresult (CUDAAPI *p)(CUcoredumpCallbackHandle callback); (void)sizeof(p = cuCoredumpDeregisterCompleteCallback); }
+    { CUresult (CUDAAPI *p)(CUcoredumpCallbackHandle callback); (void)sizeof(p = cuCoredumpDeregisterStartCallback); }
     { CUresult (CUDAAPI *p)(CUcoredumpSettings attrib, void *value, size_t *size); (void)sizeof(p = cuCoredumpGetAttribute); }
     { CUresult (CUDAAPI *p)(CUcoredumpSettings attrib, void *value, size_t *size); (void)sizeof(p = cuCoredumpGetAttributeGlobal); }
+    { CUresult (CUDAAPI *p)(CUcoredumpStatusCallback callback, void *userData, CUcoredumpCallbackHandle *callbackOut); (void)sizeof(p = cuCoredumpRegisterCompleteCallback); }
+    { CUresult (CUDAAPI *p)(CUcoredumpStatusCallback callback, void *userData, CUcoredumpCallbackHandle *callbackOut); (void)sizeof(p = cuCoredumpRegisterStartCallback); }
     { CUresult (CUDAAPI *p)(CUcoredumpSettings attrib, void *value, size_t *size); (void)sizeof(p = cuCoredumpSetAttribute); }
     { CUresult (CUDAAPI *p)(CUcoredumpSettings attrib, void *value, size_t *size); (void)sizeof(p = cuCoredumpSetAttributeGlobal); }
     { CUresult (CUDAAPI *p)(CUcontext *pctx, unsigned int flags); (void)sizeof(p = cuCtxAttach); }
@@ -60,16 +65,20 @@ void check_signatures(void) {
     { CUresult (CUDAAPI *p)(CUexternalMemory extMem); (void)sizeof(p = cuDestroyExternalMemory); }
     { CUresult (CUDAAPI *p)(CUexternalSemaphore extSem); (void)sizeof(p = cuDestroyExternalSemaphore); }
     { CUresult (CUDAAPI *p)(CUdevResourceDesc *phDesc, CUdevResource *resources, unsigned int nbResources); (void)sizeof(p = cuDevResourceGenerateDesc); }
-    { CUresult (CUDAAPI *p)(CUdevResource *result, unsigned int *nbGroups, const CUdevResource *input, CUdevResource *remaining, unsigned int useFlags, unsigned int minCount); (void)sizeof(p = cuDevSmResourceSplitByCount); }
+    { CUresult (CUDAAPI *p)(CUdevResource *result, unsigned int nbGroups, const CUdevResource *input, CUdevResource *remainder, unsigned int flags, CU_DEV_SM_RESOURCE_GROUP_PARAMS *groupParams); (void)sizeof(p = cuDevSmResourceSplit); }
+    { CUresult (CUDAAPI *p)(CUdevResource *result, unsigned int *nbGroups, const CUdevResource *input, CUdevResource *remainder, unsigned int flags, unsigned int minCount); (void)sizeof(p = cuDevSmResourceSplitByCount); }
     { CUresult (CUDAAPI *p)(int *canAccessPeer, CUdevice dev, CUdevice peerDev); (void)sizeof(p = cuDeviceCanAccessPeer); }
     { CUresult (CUDAAPI *p)(int *major, int *minor, CUdevice dev); (void)sizeof(p = cuDeviceComputeCapability); }
     { CUresult (CUDAAPI *p)(CUdevice *device, int ordinal); (void)sizeof(p = cuDeviceGet); }
     { CUresult (CUDAAPI *p)(int *pi, CUdevice_attribute attrib, CUdevice dev); (void)sizeof(p = cuDeviceGetAttribute); }
     { CUresult (CUDAAPI *p)(CUdevice *dev, const char *pciBusId); (void)sizeof(p = cuDeviceGetByPCIBusId); }
+    { CUresult (CUDAAPI *p)(size_t *count, CUdevice dev); (void)sizeof(p = cuDeviceGetCliqueCount); }
+    { CUresult (CUDAAPI *p)(CUcliqueInfo *cliqueInfo, size_t *count, CUdevice dev); (void)sizeof(p = cuDeviceGetCliqueInfo); }
     { CUresult (CUDAAPI *p)(int *count); (void)sizeof(p = cuDeviceGetCount); }
     { CUresult (CUDAAPI *p)(CUmemoryPool *pool_out, CUdevice dev); (void)sizeof(p = cuDeviceGetDefaultMemPool); }
     { CUresult (CUDAAPI *p)(CUdevice device, CUdevResource *resource, CUdevResourceType type); (void)sizeof(p = cuDeviceGetDevResource); }
     { CUresult (CUDAAPI *p)(int *pi, CUexecAffinityType type, CUdevice dev); (void)sizeof(p = cuDeviceGetExecAffinitySupport); }
+    { CUresult (CUDAAPI *p)(CUuuid *uuid, CUdevice dev); (void)sizeof(p = cuDeviceGetFabricClusterUuid); }
     { CUresult (CUDAAPI *p)(CUdevice device, CUgraphMem_attribute attr, void *value); (void)sizeof(p = cuDeviceGetGraphMemAttribute); }
     { CUresult (CUDAAPI *p)(unsigned int *capabilities, const CUatomicOperation *operations, unsigned int count, CUdevice dev); (void)sizeof(p = cuDeviceGetHostAtomicCapabilities); }
     { CUresult (CUDAAPI *p)(char *luid, unsigned int *deviceNodeMask, CUdevice dev); (void)sizeof(p = cuDeviceGetLuid); }
@@ -103,10 +112,12 @@ void check_signatures(void) {
     { CUresult (CUDAAPI *p)(CUevent hEvent); (void)sizeof(p = cuEventSynchronize); }
     { CUresult (CUDAAPI *p)(CUdeviceptr *devPtr, CUexternalMemory extMem, const CUDA_EXTERNAL_MEMORY_BUFFER_DESC *bufferDesc); (void)sizeof(p = cuExternalMemoryGetMappedBuffer); }
     { CUresult (CUDAAPI *p)(CUmipmappedArray *mipmap, CUexternalMemory extMem, const CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC *mipmapDesc); (void)sizeof(p = cuExternalMemoryGetMappedMipmappedArray); }
+    { CUresult (CUDAAPI *p)(size_t numOps, CUDA_FABRIC_COPY_BATCH_OP *opList, unsigned long long flags, CUstream hStream); (void)sizeof(p = cuFabricCpyBatchAsync); }
     { CUresult (CUDAAPI *p)(CUflushGPUDirectRDMAWritesTarget target, CUflushGPUDirectRDMAWritesScope scope); (void)sizeof(p = cuFlushGPUDirectRDMAWrites); }
     { CUresult (CUDAAPI *p)(int *pi, CUfunction_attribute attrib, CUfunction hfunc); (void)sizeof(p = cuFuncGetAttribute); }
     { CUresult (CUDAAPI *p)(CUmodule *hmod, CUfunction hfunc); (void)sizeof(p = cuFuncGetModule); }
     { CUresult (CUDAAPI *p)(const char **name, CUfunction hfunc); (void)sizeof(p = cuFuncGetName); }
+    { CUresult (CUDAAPI *p)(CUfunction func, size_t *paramCount); (void)sizeof(p = cuFuncGetParamCount); }
     { CUresult (CUDAAPI *p)(CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize); (void)sizeof(p = cuFuncGetParamInfo); }
     { CUresult (CUDAAPI *p)(CUfunctionLoadingState *state, CUfunction function); (void)sizeof(p = cuFuncIsLoaded); }
     { CUresult (CUDAAPI *p)(CUfunction function); (void)sizeof(p = cuFuncLoad); }
@@ -134,6 +145,7 @@ void check_signatures(void) {
     { CUresult (CUDAAPI *p)(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_MEMCPY3D *copyParams, CUcontext ctx); (void)sizeof(p = cuGraphAddMemcpyNode); }
     { CUresult (CUDAAPI *p)(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx); (void)sizeof(p = cuGraphAddMemsetNode); }
     { CUresult (CUDAAPI *p)(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, CUgraphNodeParams *nodeParams); (void)sizeof(p = cuGraphAddNode); }
+    { CUresult (CUDAAPI *p)(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, CUgraphNodeParams *nodeParams); (void)sizeof(p = cuGraphAddNode_v3); }
     { CUresult (CUDAAPI *p)(CUgraphNode hNode, CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams_out); (void)sizeof(p = cuGraphBatchMemOpNodeGetParams); }
     { CUresult (CUDAAPI *p)(CUgraphNode hNode, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams); (void)sizeof(p = cuGraphBatchMemOpNodeSetParams); }
     { CUresult (CUDAAPI *p)(CUgraphNode hNode, CUgraph *phGraph); (void)sizeof(p = cuGraphChildGraphNodeGetGraph); }
@@ -155,6 +167,7 @@ void check_signatures(void) {
     { CUresult (CUDAAPI *p)(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *nodeParams); (void)sizeof(p = cuGraphExecExternalSemaphoresSignalNodeSetParams); }
     { CUresult (CUDAAPI *p)(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_EXT_SEM_WAIT_NODE_PARAMS *nodeParams); (void)sizeof(p = cuGraphExecExternalSemaphoresWaitNodeSetParams); }
     { CUresult (CUDAAPI *p)(CUgraphExec hGraphExec, cuuint64_t *flags); (void)sizeof(p = cuGraphExecGetFlags); }
+    { CUresult (CUDAAPI *p)(CUgraphExec hGraphExec, unsigned int *graphId); (void)sizeof(p = cuGraphExecGetId); }
     { CUresult (CUDAAPI *p)(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_HOST_NODE_PARAMS *nodeParams); (void)sizeof(p = cuGraphExecHostNodeSetParams); }
     { CUresult (CUDAAPI *p)(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *nodeParams); (void)sizeof(p = cuGraphExecKernelNodeSetParams); }
     { CUresult (CUDAAPI *p)(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_MEMCPY3D *copyParams, CUcontext ctx); (void)sizeof(p = cuGraphExecMemcpyNodeSetParams); }
@@ -166,6 +179,7 @@ void check_signatures(void) {
     { CUresult (CUDAAPI *p)(CUgraphNode hNode, CUDA_EXT_SEM_WAIT_NODE_PARAMS *params_out); (void)sizeof(p = cuGraphExternalSemaphoresWaitNodeGetParams); }
     { CUresult (CUDAAPI *p)(CUgraphNode hNode, const CUDA_EXT_SEM_WAIT_NODE_PARAMS *nodeParams); (void)sizeof(p = cuGraphExternalSemaphoresWaitNodeSetParams); }
     { CUresult (CUDAAPI *p)(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to, CUgraphEdgeData *edgeData, size_t *numEdges); (void)sizeof(p = cuGraphGetEdges); }
+    { CUresult (CUDAAPI *p)(CUgraph hGraph, unsigned int *graphId); (void)sizeof(p = cuGraphGetId); }
     { CUresult (CUDAAPI *p)(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes); (void)sizeof(p = cuGraphGetNodes); }
     { CUresult (CUDAAPI *p)(CUgraph hGraph, CUgraphNode *rootNodes, size_t *numRootNodes); (void)sizeof(p = cuGraphGetRootNodes); }
     { CUresult (CUDAAPI *p)(CUgraphNode hNode, CUDA_HOST_NODE_PARAMS *nodeParams); (void)sizeof(p = cuGraphHostNodeGetParams); }
@@ -185,12 +199,17 @@ void check_signatures(void) {
     { CUresult (CUDAAPI *p)(CUgraphNode hNode, CUDA_MEMSET_NODE_PARAMS *nodeParams); (void)sizeof(p = cuGraphMemsetNodeGetParams); }
     { CUresult (CUDAAPI *p)(CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS *nodeParams); (void)sizeof(p = cuGraphMemsetNodeSetParams); }
     { CUresult (CUDAAPI *p)(CUgraphNode *phNode, CUgraphNode hOriginalNode, CUgraph hClonedGraph); (void)sizeof(p = cuGraphNodeFindInClone); }
+    { CUresult (CUDAAPI *p)(CUgraphNode hNode, CUgraph *phGraph); (void)sizeof(p = cuGraphNodeGetContainingGraph); }
     { CUresult (CUDAAPI *p)(CUgraphNode hNode, CUgraphNode *dependencies, CUgraphEdgeData *edgeData, size_t *numDependencies); (void)sizeof(p = cuGraphNodeGetDependencies); }
     { CUresult (CUDAAPI *p)(CUgraphNode hNode, CUgraphNode *dependentNodes, CUgraphEdgeData *edgeData, size_t *numDependentNodes); (void)sizeof(p = cuGraphNodeGetDependentNodes); }
     { CUresult (CUDAAPI *p)(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int *isEnabled); (void)sizeof(p = cuGraphNodeGetEnabled); }
+    { CUresult (CUDAAPI *p)(CUgraphNode hNode, unsigned int *nodeId); (void)sizeof(p = cuGraphNodeGetLocalId); }
+    { CUresult (CUDAAPI *p)(CUgraphNode hNode, CUgraphNodeParams *nodeParams); (void)sizeof(p = cuGraphNodeGetParams); }
+    { CUresult (CUDAAPI *p)(CUgraphNode hNode, unsigned long long *toolsNodeId); (void)sizeof(p = cuGraphNodeGetToolsId); }
     { CUresult (CUDAAPI *p)(CUgraphNode hNode, CUgraphNodeType *type); (void)sizeof(p = cuGraphNodeGetType); }
     { CUresult (CUDAAPI *p)(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int isEnabled); (void)sizeof(p = cuGraphNodeSetEnabled); }
     { CUresult (CUDAAPI *p)(CUgraphNode hNode, CUgraphNodeParams *nodeParams); (void)sizeof(p = cuGraphNodeSetParams); }
+    { CUresult (CUDAAPI *p)(CUgraphNode hNode, CUgraphNodeParams *nodeParams); (void)sizeof(p = cuGraphNodeSetParams_v2); }
     { CUresult (CUDAAPI *p)(CUgraph graph, CUuserObject object, unsigned int count); (void)sizeof(p = cuGraphReleaseUserObject); }
     { CUresult (CUDAAPI *p)(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to, const CUgraphEdgeData *edgeData, size_t numDependencies); (void)sizeof(p = cuGraphRemoveDependencies); }
     { CUresult (CUDAAPI *p)(CUgraph graph, CUuserObject object, unsigned int count, unsigned int flags); (void)sizeof(p = cuGraphRetainUserObject); }
@@ -221,6 +240,7 @@ void check_signatures(void) {
     { CUresult (CUDAAPI *p)(CUfunction *pFunc, CUkernel kernel); (void)sizeof(p = cuKernelGetFunction); }
     { CUresult (CUDAAPI *p)(CUlibrary *pLib, CUkernel kernel); (void)sizeof(p = cuKernelGetLibrary); }
     { CUresult (CUDAAPI *p)(const char **name, CUkernel hfunc); (void)sizeof(p = cuKernelGetName); }
+    { CUresult (CUDAAPI *p)(CUkernel kernel, size_t *paramCount); (void)sizeof(p = cuKernelGetParamCount); }
     { CUresult (CUDAAPI *p)(CUkernel kernel, size_t paramIndex, size_t *paramOffset, size_t *paramSize); (void)sizeof(p = cuKernelGetParamInfo); }
     { CUresult (CUDAAPI *p)(CUfunction_attribute attrib, int val, CUkernel kernel, CUdevice dev); (void)sizeof(p = cuKernelSetAttribute); }
     { CUresult (CUDAAPI *p)(CUkernel kernel, CUfunc_cache config, CUdevice dev); (void)sizeof(p = cuKernelSetCacheConfig); }
@@ -230,6 +250,7 @@ void check_signatures(void) {
     { CUresult (CUDAAPI *p)(CUfunction f, int grid_width, int grid_height); (void)sizeof(p = cuLaunchGrid); }
     { CUresult (CUDAAPI *p)(CUfunction f, int grid_width, int grid_height, CUstream hStream); (void)sizeof(p = cuLaunchGridAsync); }
     { CUresult (CUDAAPI *p)(CUstream hStream, CUhostFn fn, void *userData); (void)sizeof(p = cuLaunchHostFunc); }
+    { CUresult (CUDAAPI *p)(CUstream hStream, CUhostFn fn, void *userData, unsigned int syncMode); (void)sizeof(p = cuLaunchHostFunc_v2); }
     { CUresult (CUDAAPI *p)(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra); (void)sizeof(p = cuLaunchKernel); }
     { CUresult (CUDAAPI *p)(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra); (void)sizeof(p = cuLaunchKernelEx); }
     { CUresult (CUDAAPI *p)(CUkernel *kernels, unsigned int numKernels, CUlibrary lib); (void)sizeof(p = cuLibraryEnumerateKernels); }
@@ -247,6 +268,18 @@ void check_signatures(void) {
     { CUresult (CUDAAPI *p)(CUlinkState state, void **cubinOut, size_t *sizeOut); (void)sizeof(p = cuLinkComplete); }
     { CUresult (CUDAAPI *p)(unsigned int numOptions, CUjit_option *options, void **optionValues, CUlinkState *stateOut); (void)sizeof(p = cuLinkCreate); }
     { CUresult (CUDAAPI *p)(CUlinkState state); (void)sizeof(p = cuLinkDestroy); }
+    { CUresult (CUDAAPI *p)(CUlogicalEndpointId leId, CUdevice dev); (void)sizeof(p = cuLogicalEndpointAddDevice); }
+    { CUresult (CUDAAPI *p)(CUlogicalEndpointId leId, CUdevice dev, cuuint64_t offset, void *ptr, cuuint64_t size, unsigned long long flags); (void)sizeof(p = cuLogicalEndpointBindAddr); }
+    { CUresult (CUDAAPI *p)(CUlogicalEndpointId leId, CUdevice dev, cuuint64_t offset, CUmemGenericAllocationHandle memHandle, cuuint64_t memOffset, cuuint64_t size, unsigned long long flags); (void)sizeof(p = cuLogicalEndpointBindMem); }
+    { CUresult (CUDAAPI *p)(CUlogicalEndpointId leId, const CUlogicalEndpointProp *prop); (void)sizeof(p = cuLogicalEndpointCreate); }
+    { CUresult (CUDAAPI *p)(CUlogicalEndpointId leId); (void)sizeof(p = cuLogicalEndpointDestroy); }
+    { CUresult (CUDAAPI *p)(void *handle, CUlogicalEndpointId leId, CUlogicalEndpointIpcHandleType handleType); (void)sizeof(p = cuLogicalEndpointExport); }
+    { CUresult (CUDAAPI *p)(cuuint64_t *bindAlignment, cuuint64_t *maxSize, const CUlogicalEndpointProp *prop); (void)sizeof(p = cuLogicalEndpointGetLimits); }
+    { CUresult (CUDAAPI *p)(CUlogicalEndpointId baseLeId, cuuint32_t count); (void)sizeof(p = cuLogicalEndpointIdRelease); }
+    { CUresult (CUDAAPI *p)(CUlogicalEndpointId *baseLeId, cuuint32_t count); (void)sizeof(p = cuLogicalEndpointIdReserve); }
+    { CUresult (CUDAAPI *p)(CUlogicalEndpointId leId, const void *handle, CUlogicalEndpointIpcHandleType handleType); (void)sizeof(p = cuLogicalEndpointImport); }
+    { CUresult (CUDAAPI *p)(CUlogicalEndpointId leId, cuuint32_t count, int *queryStatus); (void)sizeof(p = cuLogicalEndpointQuery); }
+    { CUresult (CUDAAPI *p)(CUlogicalEndpointId leId, CUdevice dev, cuuint64_t offset, cuuint64_t size); (void)sizeof(p = cuLogicalEndpointUnbind); }
     { CUresult (CUDAAPI *p)(CUlogIterator *iterator_out, unsigned int flags); (void)sizeof(p = cuLogsCurrent); }
     { CUresult (CUDAAPI *p)(CUlogIterator *iterator, const char *pathToFile, unsigned int flags); (void)sizeof(p = cuLogsDumpToFile); }
     { CUresult (CUDAAPI *p)(CUlogIterator *iterator, char *buffer, size_t *size, unsigned int flags); (void)sizeof(p = cuLogsDumpToMemory); }
@@ -276,6 +309,7 @@ void check_signatures(void) {
     { CUresult (CUDAAPI *p)(CUmemoryPool *pool_out, CUmemLocation *location, CUmemAllocationType type); (void)sizeof(p = cuMemGetDefaultMemPool); }
     { CUresult (CUDAAPI *p)(void *handle, CUdeviceptr dptr, size_t size, CUmemRangeHandleType handleType, unsigned long long flags); (void)sizeof(p = cuMemGetHandleForAddressRange); }
     { CUresult (CUDAAPI *p)(size_t *free, size_t *total); (void)sizeof(p = cuMemGetInfo); }
+    { CUresult (CUDAAPI *p)(CUdeviceptr ptr, size_t size, size_t summaryGranularity, size_t samplingGranularity, CUmemLocation *location_out); (void)sizeof(p = cuMemGetLocationInfo); }
     { CUresult (CUDAAPI *p)(CUmemoryPool *pool, CUmemLocation *location, CUmemAllocationType type); (void)sizeof(p = cuMemGetMemPool); }
     { CUresult (CUDAAPI *p)(void **pp, size_t bytesize, unsigned int Flags); (void)sizeof(p = cuMemHostAlloc); }
     { CUresult (CUDAAPI *p)(CUdeviceptr *pdptr, void *p, unsigned int Flags); (void)sizeof(p = cuMemHostGetDevicePointer); }
@@ -314,6 +348,7 @@ void check_signatures(void) {
     { CUresult (CUDAAPI *p)(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, unsigned long long flags, CUstream hStream); (void)sizeof(p = cuMemcpy3DBatchAsync); }
     { CUresult (CUDAAPI *p)(const CUDA_MEMCPY3D_PEER *pCopy); (void)sizeof(p = cuMemcpy3DPeer); }
     { CUresult (CUDAAPI *p)(const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream); (void)sizeof(p = cuMemcpy3DPeerAsync); }
+    { CUresult (CUDAAPI *p)(CUDA_MEMCPY3D_BATCH_OP *op, unsigned long long flags, CUstream hStream); (void)sizeof(p = cuMemcpy3DWithAttributesAsync); }
     { CUresult (CUDAAPI *p)(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream); (void)sizeof(p = cuMemcpyAsync); }
     { CUresult (CUDAAPI *p)(CUarray dstArray, size_t dstOffset, CUarray srcArray, size_t srcOffset, size_t ByteCount); (void)sizeof(p = cuMemcpyAtoA); }
     { CUresult (CUDAAPI *p)(CUdeviceptr dstDevice, CUarray srcArray, size_t srcOffset, size_t ByteCount); (void)sizeof(p = cuMemcpyAtoD); }
@@ -331,6 +366,7 @@ void check_signatures(void) {
     { CUresult (CUDAAPI *p)(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream); (void)sizeof(p = cuMemcpyHtoDAsync); }
     { CUresult (CUDAAPI *p)(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount); (void)sizeof(p = cuMemcpyPeer); }
     { CUresult (CUDAAPI *p)(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount, CUstream hStream); (void)sizeof(p = cuMemcpyPeerAsync); }
+    { CUresult (CUDAAPI *p)(CUdeviceptr dst, CUdeviceptr src, size_t size, CUmemcpyAttributes *attr, CUstream hStream); (void)sizeof(p = cuMemcpyWithAttributesAsync); }
     { CUresult (CUDAAPI *p)(CUdeviceptr dstDevice, unsigned short us, size_t N); (void)sizeof(p = cuMemsetD16); }
     { CUresult (CUDAAPI *p)(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream); (void)sizeof(p = cuMemsetD16Async); }
     { CUresult (CUDAAPI *p)(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width, size_t Height); (void)sizeof(p = cuMemsetD2D16); }
@@ -362,7 +398,9 @@ void check_signatures(void) {
     { CUresult (CUDAAPI *p)(CUmodule hmod); (void)sizeof(p = cuModuleUnload); }
     { CUresult (CUDAAPI *p)(CUmemGenericAllocationHandle mcHandle, CUdevice dev); (void)sizeof(p = cuMulticastAddDevice); }
     { CUresult (CUDAAPI *p)(CUmemGenericAllocationHandle mcHandle, size_t mcOffset, CUdeviceptr memptr, size_t size, unsigned long long flags); (void)sizeof(p = cuMulticastBindAddr); }
+    { CUresult (CUDAAPI *p)(CUmemGenericAllocationHandle mcHandle, CUdevice dev, size_t mcOffset, CUdeviceptr memptr, size_t size, unsigned long long flags); (void)sizeof(p = cuMulticastBindAddr_v2); }
     { CUresult (CUDAAPI *p)(CUmemGenericAllocationHandle mcHandle, size_t mcOffset, CUmemGenericAllocationHandle memHandle, size_t memOffset, size_t size, unsigned long long flags); (void)sizeof(p = cuMulticastBindMem); }
+    { CUresult (CUDAAPI *p)(CUmemGenericAllocationHandle mcHandle, CUdevice dev, size_t mcOffset, CUmemGenericAllocationHandle memHandle, size_t memOffset, size_t size, unsigned long long flags); (void)sizeof(p = cuMulticastBindMem_v2); }
     { CUresult (CUDAAPI *p)(CUmemGenericAllocationHandle *mcHandle, const CUmulticastObjectProp *prop); (void)sizeof(p = cuMulticastCreate); }
     { CUresult (CUDAAPI *p)(size_t *granularity, const CUmulticastObjectProp *prop, CUmulticastGranularity_flags option); (void)sizeof(p = cuMulticastGetGranularity); }
     { CUresult (CUDAAPI *p)(CUmemGenericAllocationHandle mcHandle, CUdevice dev, size_t mcOffset, size_t size); (void)sizeof(p = cuMulticastUnbind); }
@@ -386,16 +424,20 @@ void check_signatures(void) {
     { CUresult (CUDAAPI *p)(CUstream hStream, CUdeviceptr dptr, size_t length, unsigned int flags); (void)sizeof(p = cuStreamAttachMemAsync); }
     { CUresult (CUDAAPI *p)(CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray, unsigned int flags); (void)sizeof(p = cuStreamBatchMemOp); }
     { CUresult (CUDAAPI *p)(CUstream hStream, CUstreamCaptureMode mode); (void)sizeof(p = cuStreamBeginCapture); }
+    { CUresult (CUDAAPI *p)(CUstream hStream, CUstreamCigCaptureParams *streamCigCaptureParams); (void)sizeof(p = cuStreamBeginCaptureToCig); }
     { CUresult (CUDAAPI *p)(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, CUstreamCaptureMode mode); (void)sizeof(p = cuStreamBeginCaptureToGraph); }
+    { CUresult (CUDAAPI *p)(CUstream hStream, CUstreamCaptureMode mode, CUgraph hGraph, CUgraphRecaptureCallback callbackFunc, void *userData); (void)sizeof(p = cuStreamBeginRecaptureToGraph); }
     { CUresult (CUDAAPI *p)(CUstream dst, CUstream src); (void)sizeof(p = cuStreamCopyAttributes); }
     { CUresult (CUDAAPI *p)(CUstream *phStream, unsigned int Flags); (void)sizeof(p = cuStreamCreate); }
     { CUresult (CUDAAPI *p)(CUstream *phStream, unsigned int flags, int priority); (void)sizeof(p = cuStreamCreateWithPriority); }
     { CUresult (CUDAAPI *p)(CUstream hStream); (void)sizeof(p = cuStreamDestroy); }
     { CUresult (CUDAAPI *p)(CUstream hStream, CUgraph *phGraph); (void)sizeof(p = cuStreamEndCapture); }
+    { CUresult (CUDAAPI *p)(CUstream hStream); (void)sizeof(p = cuStreamEndCaptureToCig); }
     { CUresult (CUDAAPI *p)(CUstream hStream, CUstreamAttrID attr, CUstreamAttrValue *value_out); (void)sizeof(p = cuStreamGetAttribute); }
     { CUresult (CUDAAPI *p)(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out, CUgraph *graph_out, const CUgraphNode **dependencies_out, const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out); (void)sizeof(p = cuStreamGetCaptureInfo); }
     { CUresult (CUDAAPI *p)(CUstream hStream, CUcontext *pctx); (void)sizeof(p = cuStreamGetCtx); }
     { CUresult (CUDAAPI *p)(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx); (void)sizeof(p = cuStreamGetCtx_v2); }
+    { CUresult (CUDAAPI *p)(CUstream hStream, CUdevResource *resource, CUdevResourceType type); (void)sizeof(p = cuStreamGetDevResource); }
     { CUresult (CUDAAPI *p)(CUstream hStream, CUdevice *device); (void)sizeof(p = cuStreamGetDevice); }
     { CUresult (CUDAAPI *p)(CUstream hStream, unsigned int *flags); (void)sizeof(p = cuStreamGetFlags); }
     { CUresult (CUDAAPI *p)(CUstream hStream, CUgreenCtx *phCtx); (void)sizeof(p = cuStreamGetGreenCtx); }
@@ -420,6 +462,7 @@ void check_signatures(void) {
     { CUresult (CUDAAPI *p)(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides, int pixelBoxLowerCornerWidth, int pixelBoxUpperCornerWidth, cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn, const cuuint32_t *elementStrides, CUtensorMapInterleave interleave, CUtensorMapIm2ColWideMode mode, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill); (void)sizeof(p = cuTensorMapEncodeIm2colWide); }
     { CUresult (CUDAAPI *p)(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides, const cuuint32_t *boxDim, const cuuint32_t *elementStrides, CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill); (void)sizeof(p = cuTensorMapEncodeTiled); }
     { CUresult (CUDAAPI *p)(CUtensorMap *tensorMap, void *globalAddress); (void)sizeof(p = cuTensorMapReplaceAddress); }
+    { CUresult (CUDAAPI *p)(CUtensorMap *tensorMap, CUtensorMapAllocClass allocClass, CUtensorMapAllocClass *outAllocClass); (void)sizeof(p = cuTensorMapSetAllocationClass); }
     { CUresult (CUDAAPI *p)(CUtexObject *pTexObject, const CUDA_RESOURCE_DESC *pResDesc, const CUDA_TEXTURE_DESC *pTexDesc, const CUDA_RESOURCE_VIEW_DESC *pResViewDesc); (void)sizeof(p = cuTexObjectCreate); }
     { CUresult (CUDAAPI *p)(CUtexObject texObject); (void)sizeof(p = cuTexObjectDestroy); }
     { CUresult (CUDAAPI *p)(CUDA_RESOURCE_DESC *pResDesc, CUtexObject texObject); (void)sizeof(p = cuTexObjectGetResourceDesc); }
@@ -479,6 +522,7 @@ int main(void) {
     printf("offset CUstreamBatchMemOpParams_union.writeValue %lld\n", (long long)(offsetof(union CUstreamBatchMemOpParams_union, writeValue)));
     printf("offset CUstreamBatchMemOpParams_union.flushRemoteWrites %lld\n", (long long)(offsetof(union CUstreamBatchMemOpParams_union, flushRemoteWrites)));
     printf("offset CUstreamBatchMemOpParams_union.memoryBarrier %lld\n", (long long)(offsetof(union CUstreamBatchMemOpParams_union, memoryBarrier)));
+    printf("offset CUstreamBatchMemOpParams_union.atomicReduction %lld\n", (long long)(offsetof(union CUstreamBatchMemOpParams_union, atomicReduction)));
     printf("offset CUstreamBatchMemOpParams_union.pad %lld\n", (long long)(offsetof(union CUstreamBatchMemOpParams_union, pad)));
     printf("size CUstreamBatchMemOpParams_union_CUstreamMemOpWaitValueParams_st %lld\n", (long long)sizeof(struct CUstreamMemOpWaitValueParams_st));
     printf("align CUstreamBatchMemOpParams_union_CUstreamMemOpWaitValueParams_st %lld\n", (long long)_Alignof(struct CUstreamMemOpWaitValueParams_st));
@@ -506,6 +550,15 @@ int main(void) {
     printf("align CUstreamBatchMemOpParams_union_CUstreamMemOpMemoryBarrierParams_st %lld\n", (long long)_Alignof(struct CUstreamMemOpMemoryBarrierParams_st));
     printf("offset CUstreamBatchMemOpParams_union_CUstreamMemOpMemoryBarrierParams_st.operation %lld\n", (long long)(offsetof(struct CUstreamMemOpMemoryBarrierParams_st, operation)));
     printf("offset CUstreamBatchMemOpParams_union_CUstreamMemOpMemoryBarrierParams_st.flags %lld\n", (long long)(offsetof(struct CUstreamMemOpMemoryBarrierParams_st, flags)));
+    printf("size CUstreamBatchMemOpParams_union_CUstreamMemOpAtomicReductionParams_st %lld\n", (long long)sizeof(struct CUstreamMemOpAtomicReductionParams_st));
+    printf("align CUstreamBatchMemOpParams_union_CUstreamMemOpAtomicReductionParams_st %lld\n", (long long)_Alignof(struct CUstreamMemOpAtomicReductionParams_st));
+    printf("offset CUstreamBatchMemOpParams_union_CUstreamMemOpAtomicReductionParams_st.operation %lld\n", (long long)(offsetof(struct CUstreamMemOpAtomicReductionParams_st, operation)));
+    printf("offset CUstreamBatchMemOpParams_union_CUstreamMemOpAtomicReductionParams_st.flags %lld\n", (long long)(offsetof(struct CUstreamMemOpAtomicReductionParams_st, flags)));
+    printf("offset CUstreamBatchMemOpParams_union_CUstreamMemOpAtomicReductionParams_st.reductionOp %lld\n", (long long)(offsetof(struct CUstreamMemOpAtomicReductionParams_st, reductionOp)));
+    printf("offset CUstreamBatchMemOpParams_union_CUstreamMemOpAtomicReductionParams_st.dataType %lld\n", (long long)(offsetof(struct CUstreamMemOpAtomicReductionParams_st, dataType)));
+    printf("offset CUstreamBatchMemOpParams_union_CUstreamMemOpAtomicReductionParams_st.address %lld\n", (long long)(offsetof(struct CUstreamMemOpAtomicReductionParams_st, address)));
+    printf("offset CUstreamBatchMemOpParams_union_CUstreamMemOpAtomicReductionParams_st.value %lld\n", (long long)(offsetof(struct CUstreamMemOpAtomicReductionParams_st, value)));
+    printf("offset CUstreamBatchMemOpParams_union_CUstreamMemOpAtomicReductionParams_st.alias %lld\n", (long long)(offsetof(struct CUstreamMemOpAtomicReductionParams_st, alias)));
     printf("size CUDA_BATCH_MEM_OP_NODE_PARAMS_v1_st %lld\n", (long long)sizeof(struct CUDA_BATCH_MEM_OP_NODE_PARAMS_v1_st));
     printf("align CUDA_BATCH_MEM_OP_NODE_PARAMS_v1_st %lld\n", (long long)_Alignof(struct CUDA_BATCH_MEM_OP_NODE_PARAMS_v1_st));
     printf("offset CUDA_BATCH_MEM_OP_NODE_PARAMS_v1_st.ctx %lld\n", (long long)(offsetof(struct CUDA_BATCH_MEM_OP_NODE_PARAMS_v1_st, ctx)));
@@ -612,6 +665,10 @@ int main(void) {
     printf("align CUDA_HOST_NODE_PARAMS_v2_st %lld\n", (long long)_Alignof(struct CUDA_HOST_NODE_PARAMS_v2_st));
     printf("offset CUDA_HOST_NODE_PARAMS_v2_st.fn %lld\n", (long long)(offsetof(struct CUDA_HOST_NODE_PARAMS_v2_st, fn)));
     printf("offset CUDA_HOST_NODE_PARAMS_v2_st.userData %lld\n", (long long)(offsetof(struct CUDA_HOST_NODE_PARAMS_v2_st, userData)));
+    printf("offset CUDA_HOST_NODE_PARAMS_v2_st.syncMode %lld\n", (long long)(offsetof(struct CUDA_HOST_NODE_PARAMS_v2_st, syncMode)));
+    printf("offset CUDA_HOST_NODE_PARAMS_v2_st.anon1 %lld\n", (long long)(offsetof(struct CUDA_HOST_NODE_PARAMS_v2_st, ctx)));
+    printf("offset CUDA_HOST_NODE_PARAMS_v2_st_anon1.ctx %lld\n", (long long)(offsetof(struct CUDA_HOST_NODE_PARAMS_v2_st, ctx) - offsetof(struct CUDA_HOST_NODE_PARAMS_v2_st, ctx)));
+    printf("offset CUDA_HOST_NODE_PARAMS_v2_st_anon1.gCtx %lld\n", (long long)(offsetof(struct CUDA_HOST_NODE_PARAMS_v2_st, gCtx) - offsetof(struct CUDA_HOST_NODE_PARAMS_v2_st, ctx)));
     printf("size CUDA_CONDITIONAL_NODE_PARAMS %lld\n", (long long)sizeof(struct CUDA_CONDITIONAL_NODE_PARAMS));
     printf("align CUDA_CONDITIONAL_NODE_PARAMS %lld\n", (long long)_Alignof(struct CUDA_CONDITIONAL_NODE_PARAMS));
     printf("offset CUDA_CONDITIONAL_NODE_PARAMS.handle %lld\n", (long long)(offsetof(struct CUDA_CONDITIONAL_NODE_PARAMS, handle)));
@@ -653,6 +710,8 @@ int main(void) {
     printf("offset CUlaunchAttributeValue_union.deviceUpdatableKernelNode %lld\n", (long long)(offsetof(union CUlaunchAttributeValue_union, deviceUpdatableKernelNode)));
     printf("offset CUlaunchAttributeValue_union.sharedMemCarveout %lld\n", (long long)(offsetof(union CUlaunchAttributeValue_union, sharedMemCarveout)));
     printf("offset CUlaunchAttributeValue_union.nvlinkUtilCentricScheduling %lld\n", (long long)(offsetof(union CUlaunchAttributeValue_union, nvlinkUtilCentricScheduling)));
+    printf("offset CUlaunchAttributeValue_union.portableClusterSizeMode %lld\n", (long long)(offsetof(union CUlaunchAttributeValue_union, portableClusterSizeMode)));
+    printf("offset CUlaunchAttributeValue_union.sharedMemoryMode %lld\n", (long long)(offsetof(union CUlaunchAttributeValue_union, sharedMemoryMode)));
     printf("size CUlaunchAttributeValue_union_clusterDim %lld\n", (long long)sizeof(__typeof__(((union CUlaunchAttributeValue_union*)0)->clusterDim)));
     printf("align CUlaunchAttributeValue_union_clusterDim %lld\n", (long long)_Alignof(__typeof__(((union CUlaunchAttributeValue_union*)0)->clusterDim)));
     printf("offset CUlaunchAttributeValue_union_clusterDim.x %lld\n", (long long)(offsetof(union CUlaunchAttributeValue_union, clusterDim.x) - offsetof(union CUlaunchAttributeValue_union, clusterDim.x)));
@@ -712,6 +771,13 @@ int main(void) {
     printf("offset CUctxCreateParams_st.execAffinityParams %lld\n", (long long)(offsetof(struct CUctxCreateParams_st, execAffinityParams)));
     printf("offset CUctxCreateParams_st.numExecAffinityParams %lld\n", (long long)(offsetof(struct CUctxCreateParams_st, numExecAffinityParams)));
     printf("offset CUctxCreateParams_st.cigParams %lld\n", (long long)(offsetof(struct CUctxCreateParams_st, cigParams)));
+    printf("size CUstreamCigParam_st %lld\n", (long long)sizeof(struct CUstreamCigParam_st));
+    printf("align CUstreamCigParam_st %lld\n", (long long)_Alignof(struct CUstreamCigParam_st));
+    printf("offset CUstreamCigParam_st.streamSharedDataType %lld\n", (long long)(offsetof(struct CUstreamCigParam_st, streamSharedDataType)));
+    printf("offset CUstreamCigParam_st.streamSharedData %lld\n", (long long)(offsetof(struct CUstreamCigParam_st, streamSharedData)));
+    printf("size CUstreamCigCaptureParams_st %lld\n", (long long)sizeof(struct CUstreamCigCaptureParams_st));
+    printf("align CUstreamCigCaptureParams_st %lld\n", (long long)_Alignof(struct CUstreamCigCaptureParams_st));
+    printf("offset CUstreamCigCaptureParams_st.streamCigParams %lld\n", (long long)(offsetof(struct CUstreamCigCaptureParams_st, streamCigParams)));
     printf("size CUlibraryHostUniversalFunctionAndDataTable_st %lld\n", (long long)sizeof(struct CUlibraryHostUniversalFunctionAndDataTable_st));
     printf("align CUlibraryHostUniversalFunctionAndDataTable_st %lld\n", (long long)_Alignof(struct CUlibraryHostUniversalFunctionAndDataTable_st));
     printf("offset CUlibraryHostUniversalFunctionAndDataTable_st.functionTable %lld\n", (long long)(offsetof(struct CUlibraryHostUniversalFunctionAndDataTable_st, functionTable)));
@@ -1000,6 +1066,9 @@ int main(void) {
     printf("offset CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_v2_st.extSemArray %lld\n", (long long)(offsetof(struct CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_v2_st, extSemArray)));
     printf("offset CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_v2_st.paramsArray %lld\n", (long long)(offsetof(struct CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_v2_st, paramsArray)));
     printf("offset CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_v2_st.numExtSems %lld\n", (long long)(offsetof(struct CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_v2_st, numExtSems)));
+    printf("offset CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_v2_st.anon1 %lld\n", (long long)(offsetof(struct CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_v2_st, ctx)));
+    printf("offset CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_v2_st_anon1.ctx %lld\n", (long long)(offsetof(struct CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_v2_st, ctx) - offsetof(struct CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_v2_st, ctx)));
+    printf("offset CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_v2_st_anon1.gCtx %lld\n", (long long)(offsetof(struct CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_v2_st, gCtx) - offsetof(struct CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_v2_st, ctx)));
     printf("size CUDA_EXT_SEM_WAIT_NODE_PARAMS_st %lld\n", (long long)sizeof(struct CUDA_EXT_SEM_WAIT_NODE_PARAMS_st));
     printf("align CUDA_EXT_SEM_WAIT_NODE_PARAMS_st %lld\n", (long long)_Alignof(struct CUDA_EXT_SEM_WAIT_NODE_PARAMS_st));
     printf("offset CUDA_EXT_SEM_WAIT_NODE_PARAMS_st.extSemArray %lld\n", (long long)(offsetof(struct CUDA_EXT_SEM_WAIT_NODE_PARAMS_st, extSemArray)));
@@ -1010,6 +1079,9 @@ int main(void) {
     printf("offset CUDA_EXT_SEM_WAIT_NODE_PARAMS_v2_st.extSemArray %lld\n", (long long)(offsetof(struct CUDA_EXT_SEM_WAIT_NODE_PARAMS_v2_st, extSemArray)));
     printf("offset CUDA_EXT_SEM_WAIT_NODE_PARAMS_v2_st.paramsArray %lld\n", (long long)(offsetof(struct CUDA_EXT_SEM_WAIT_NODE_PARAMS_v2_st, paramsArray)));
     printf("offset CUDA_EXT_SEM_WAIT_NODE_PARAMS_v2_st.numExtSems %lld\n", (long long)(offsetof(struct CUDA_EXT_SEM_WAIT_NODE_PARAMS_v2_st, numExtSems)));
+    printf("offset CUDA_EXT_SEM_WAIT_NODE_PARAMS_v2_st.anon1 %lld\n", (long long)(offsetof(struct CUDA_EXT_SEM_WAIT_NODE_PARAMS_v2_st, ctx)));
+    printf("offset CUDA_EXT_SEM_WAIT_NODE_PARAMS_v2_st_anon1.ctx %lld\n", (long long)(offsetof(struct CUDA_EXT_SEM_WAIT_NODE_PARAMS_v2_st, ctx) - offsetof(struct CUDA_EXT_SEM_WAIT_NODE_PARAMS_v2_st, ctx)));
+    printf("offset CUDA_EXT_SEM_WAIT_NODE_PARAMS_v2_st_anon1.gCtx %lld\n", (long long)(offsetof(struct CUDA_EXT_SEM_WAIT_NODE_PARAMS_v2_st, gCtx) - offsetof(struct CUDA_EXT_SEM_WAIT_NODE_PARAMS_v2_st, ctx)));
     printf("size CUarrayMapInfo_st %lld\n", (long long)sizeof(struct CUarrayMapInfo_st));
     printf("align CUarrayMapInfo_st %lld\n", (long long)_Alignof(struct CUarrayMapInfo_st));
     printf("offset CUarrayMapInfo_st.resourceType %lld\n", (long long)(offsetof(struct CUarrayMapInfo_st, resourceType)));
@@ -1052,7 +1124,13 @@ int main(void) {
     printf("size CUmemLocation_st %lld\n", (long long)sizeof(struct CUmemLocation_st));
     printf("align CUmemLocation_st %lld\n", (long long)_Alignof(struct CUmemLocation_st));
     printf("offset CUmemLocation_st.type %lld\n", (long long)(offsetof(struct CUmemLocation_st, type)));
-    printf("offset CUmemLocation_st.id %lld\n", (long long)(offsetof(struct CUmemLocation_st, id)));
+    printf("offset CUmemLocation_st.anon1 %lld\n", (long long)(offsetof(struct CUmemLocation_st, id)));
+    printf("offset CUmemLocation_st_anon1.id %lld\n", (long long)(offsetof(struct CUmemLocation_st, id) - offsetof(struct CUmemLocation_st, id)));
+    printf("offset CUmemLocation_st_anon1.localized %lld\n", (long long)(offsetof(struct CUmemLocation_st, localized) - offsetof(struct CUmemLocation_st, id)));
+    printf("size CUmemLocation_st_anon1_localized %lld\n", (long long)sizeof(__typeof__(((struct CUmemLocation_st*)0)->localized)));
+    printf("align CUmemLocation_st_anon1_localized %lld\n", (long long)_Alignof(__typeof__(((struct CUmemLocation_st*)0)->localized)));
+    printf("offset CUmemLocation_st_anon1_localized.deviceId %lld\n", (long long)(offsetof(struct CUmemLocation_st, localized.deviceId) - offsetof(struct CUmemLocation_st, localized.deviceId)));
+    printf("offset CUmemLocation_st_anon1_localized.localityDomainId %lld\n", (long long)(offsetof(struct CUmemLocation_st, localized.localityDomainId) - offsetof(struct CUmemLocation_st, localized.deviceId)));
     printf("size CUmemAllocationProp_st %lld\n", (long long)sizeof(struct CUmemAllocationProp_st));
     printf("align CUmemAllocationProp_st %lld\n", (long long)_Alignof(struct CUmemAllocationProp_st));
     printf("offset CUmemAllocationProp_st.type %lld\n", (long long)(offsetof(struct CUmemAllocationProp_st, type)));
@@ -1089,6 +1167,7 @@ int main(void) {
     printf("offset CUmemPoolProps_st.win32SecurityAttributes %lld\n", (long long)(offsetof(struct CUmemPoolProps_st, win32SecurityAttributes)));
     printf("offset CUmemPoolProps_st.maxSize %lld\n", (long long)(offsetof(struct CUmemPoolProps_st, maxSize)));
     printf("offset CUmemPoolProps_st.usage %lld\n", (long long)(offsetof(struct CUmemPoolProps_st, usage)));
+    printf("offset CUmemPoolProps_st.gpuDirectRDMACapable %lld\n", (long long)(offsetof(struct CUmemPoolProps_st, gpuDirectRDMACapable)));
     printf("offset CUmemPoolProps_st.reserved %lld\n", (long long)(offsetof(struct CUmemPoolProps_st, reserved)));
     printf("size CUmemPoolPtrExportData_st %lld\n", (long long)sizeof(struct CUmemPoolPtrExportData_st));
     printf("align CUmemPoolPtrExportData_st %lld\n", (long long)_Alignof(struct CUmemPoolPtrExportData_st));
@@ -1158,9 +1237,32 @@ int main(void) {
     printf("size CUDA_EVENT_RECORD_NODE_PARAMS_st %lld\n", (long long)sizeof(struct CUDA_EVENT_RECORD_NODE_PARAMS_st));
     printf("align CUDA_EVENT_RECORD_NODE_PARAMS_st %lld\n", (long long)_Alignof(struct CUDA_EVENT_RECORD_NODE_PARAMS_st));
     printf("offset CUDA_EVENT_RECORD_NODE_PARAMS_st.event %lld\n", (long long)(offsetof(struct CUDA_EVENT_RECORD_NODE_PARAMS_st, event)));
+    printf("offset CUDA_EVENT_RECORD_NODE_PARAMS_st.anon1 %lld\n", (long long)(offsetof(struct CUDA_EVENT_RECORD_NODE_PARAMS_st, ctx)));
+    printf("offset CUDA_EVENT_RECORD_NODE_PARAMS_st_anon1.ctx %lld\n", (long long)(offsetof(struct CUDA_EVENT_RECORD_NODE_PARAMS_st, ctx) - offsetof(struct CUDA_EVENT_RECORD_NODE_PARAMS_st, ctx)));
+    printf("offset CUDA_EVENT_RECORD_NODE_PARAMS_st_anon1.gCtx %lld\n", (long long)(offsetof(struct CUDA_EVENT_RECORD_NODE_PARAMS_st, gCtx) - offsetof(struct CUDA_EVENT_RECORD_NODE_PARAMS_st, ctx)));
     printf("size CUDA_EVENT_WAIT_NODE_PARAMS_st %lld\n", (long long)sizeof(struct CUDA_EVENT_WAIT_NODE_PARAMS_st));
     printf("align CUDA_EVENT_WAIT_NODE_PARAMS_st %lld\n", (long long)_Alignof(struct CUDA_EVENT_WAIT_NODE_PARAMS_st));
     printf("offset CUDA_EVENT_WAIT_NODE_PARAMS_st.event %lld\n", (long long)(offsetof(struct CUDA_EVENT_WAIT_NODE_PARAMS_st, event)));
+    printf("size CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st %lld\n", (long long)sizeof(struct CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st));
+    printf("align CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st %lld\n", (long long)_Alignof(struct CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st));
+    printf("offset CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st.count %lld\n", (long long)(offsetof(struct CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st, count)));
+    printf("offset CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st.dsts %lld\n", (long long)(offsetof(struct CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st, dsts)));
+    printf("offset CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st.srcs %lld\n", (long long)(offsetof(struct CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st, srcs)));
+    printf("offset CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st.sizes %lld\n", (long long)(offsetof(struct CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st, sizes)));
+    printf("offset CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st.attrs %lld\n", (long long)(offsetof(struct CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st, attrs)));
+    printf("offset CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st.attrsIdxs %lld\n", (long long)(offsetof(struct CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st, attrsIdxs)));
+    printf("offset CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st.numAttrs %lld\n", (long long)(offsetof(struct CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st, numAttrs)));
+    printf("offset CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st.anon1 %lld\n", (long long)(offsetof(struct CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st, ctx)));
+    printf("offset CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st_anon1.ctx %lld\n", (long long)(offsetof(struct CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st, ctx) - offsetof(struct CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st, ctx)));
+    printf("offset CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st_anon1.gCtx %lld\n", (long long)(offsetof(struct CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st, gCtx) - offsetof(struct CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st, ctx)));
+    printf("size CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st %lld\n", (long long)sizeof(struct CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st));
+    printf("align CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st %lld\n", (long long)_Alignof(struct CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st));
+    printf("offset CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st.numOps %lld\n", (long long)(offsetof(struct CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st, numOps)));
+    printf("offset CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st.opList %lld\n", (long long)(offsetof(struct CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st, opList)));
+    printf("offset CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st.flags %lld\n", (long long)(offsetof(struct CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st, flags)));
+    printf("offset CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st.anon1 %lld\n", (long long)(offsetof(struct CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st, ctx)));
+    printf("offset CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st_anon1.ctx %lld\n", (long long)(offsetof(struct CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st, ctx) - offsetof(struct CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st, ctx)));
+    printf("offset CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st_anon1.gCtx %lld\n", (long long)(offsetof(struct CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st, gCtx) - offsetof(struct CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st, ctx)));
     printf("size CUgraphNodeParams_st %lld\n", (long long)sizeof(struct CUgraphNodeParams_st));
     printf("align CUgraphNodeParams_st %lld\n", (long long)_Alignof(struct CUgraphNodeParams_st));
     printf("offset CUgraphNodeParams_st.type %lld\n", (long long)(offsetof(struct CUgraphNodeParams_st, type)));
@@ -1181,6 +1283,19 @@ int main(void) {
     printf("offset CUgraphNodeParams_st_anon1.free %lld\n", (long long)(offsetof(struct CUgraphNodeParams_st, free) - offsetof(struct CUgraphNodeParams_st, reserved1)));
     printf("offset CUgraphNodeParams_st_anon1.memOp %lld\n", (long long)(offsetof(struct CUgraphNodeParams_st, memOp) - offsetof(struct CUgraphNodeParams_st, reserved1)));
     printf("offset CUgraphNodeParams_st_anon1.conditional %lld\n", (long long)(offsetof(struct CUgraphNodeParams_st, conditional) - offsetof(struct CUgraphNodeParams_st, reserved1)));
+    printf("offset CUgraphNodeParams_st_anon1.memcpyBatch %lld\n", (long long)(offsetof(struct CUgraphNodeParams_st, memcpyBatch) - offsetof(struct CUgraphNodeParams_st, reserved1)));
+    printf("offset CUgraphNodeParams_st_anon1.fabricCpyBatch %lld\n", (long long)(offsetof(struct CUgraphNodeParams_st, fabricCpyBatch) - offsetof(struct CUgraphNodeParams_st, reserved1)));
+    printf("offset CUgraphNodeParams_st_anon1.asBytes %lld\n", (long long)(offsetof(struct CUgraphNodeParams_st, asBytes) - offsetof(struct CUgraphNodeParams_st, reserved1)));
+    printf("size CUcheckpointCustomStoragePerDeviceData_st %lld\n", (long long)sizeof(struct CUcheckpointCustomStoragePerDeviceData_st));
+    printf("align CUcheckpointCustomStoragePerDeviceData_st %lld\n", (long long)_Alignof(struct CUcheckpointCustomStoragePerDeviceData_st));
+    printf("offset CUcheckpointCustomStoragePerDeviceData_st.devPtr %lld\n", (long long)(offsetof(struct CUcheckpointCustomStoragePerDeviceData_st, devPtr)));
+    printf("offset CUcheckpointCustomStoragePerDeviceData_st.size %lld\n", (long long)(offsetof(struct CUcheckpointCustomStoragePerDeviceData_st, size)));
+    printf("offset CUcheckpointCustomStoragePerDeviceData_st.stream %lld\n", (long long)(offsetof(struct CUcheckpointCustomStoragePerDeviceData_st, stream)));
+    printf("size CUcheckpointCustomStorageInfo_st %lld\n", (long long)sizeof(struct CUcheckpointCustomStorageInfo_st));
+    printf("align CUcheckpointCustomStorageInfo_st %lld\n", (long long)_Alignof(struct CUcheckpointCustomStorageInfo_st));
+    printf("offset CUcheckpointCustomStorageInfo_st.handle %lld\n", (long long)(offsetof(struct CUcheckpointCustomStorageInfo_st, handle)));
+    printf("offset CUcheckpointCustomStorageInfo_st.perDeviceData %lld\n", (long long)(offsetof(struct CUcheckpointCustomStorageInfo_st, perDeviceData)));
+    printf("offset CUcheckpointCustomStorageInfo_st.deviceCount %lld\n", (long long)(offsetof(struct CUcheckpointCustomStorageInfo_st, deviceCount)));
     printf("size CUcheckpointLockArgs_st %lld\n", (long long)sizeof(struct CUcheckpointLockArgs_st));
     printf("align CUcheckpointLockArgs_st %lld\n", (long long)_Alignof(struct CUcheckpointLockArgs_st));
     printf("offset CUcheckpointLockArgs_st.timeoutMs %lld\n", (long long)(offsetof(struct CUcheckpointLockArgs_st, timeoutMs)));
@@ -1188,6 +1303,7 @@ int main(void) {
     printf("offset CUcheckpointLockArgs_st.reserved1 %lld\n", (long long)(offsetof(struct CUcheckpointLockArgs_st, reserved1)));
     printf("size CUcheckpointCheckpointArgs_st %lld\n", (long long)sizeof(struct CUcheckpointCheckpointArgs_st));
     printf("align CUcheckpointCheckpointArgs_st %lld\n", (long long)_Alignof(struct CUcheckpointCheckpointArgs_st));
+    printf("offset CUcheckpointCheckpointArgs_st.customStorageInfo_out %lld\n", (long long)(offsetof(struct CUcheckpointCheckpointArgs_st, customStorageInfo_out)));
     printf("offset CUcheckpointCheckpointArgs_st.reserved %lld\n", (long long)(offsetof(struct CUcheckpointCheckpointArgs_st, reserved)));
     printf("size CUcheckpointGpuPair_st %lld\n", (long long)sizeof(struct CUcheckpointGpuPair_st));
     printf("align CUcheckpointGpuPair_st %lld\n", (long long)_Alignof(struct CUcheckpointGpuPair_st));
@@ -1197,8 +1313,9 @@ int main(void) {
     printf("align CUcheckpointRestoreArgs_st %lld\n", (long long)_Alignof(struct CUcheckpointRestoreArgs_st));
     printf("offset CUcheckpointRestoreArgs_st.gpuPairs %lld\n", (long long)(offsetof(struct CUcheckpointRestoreArgs_st, gpuPairs)));
     printf("offset CUcheckpointRestoreArgs_st.gpuPairsCount %lld\n", (long long)(offsetof(struct CUcheckpointRestoreArgs_st, gpuPairsCount)));
+    printf("offset CUcheckpointRestoreArgs_st.padding0 %lld\n", (long long)(offsetof(struct CUcheckpointRestoreArgs_st, padding0)));
+    printf("offset CUcheckpointRestoreArgs_st.customStorageInfo_out %lld\n", (long long)(offsetof(struct CUcheckpointRestoreArgs_st, customStorageInfo_out)));
     printf("offset CUcheckpointRestoreArgs_st.reserved %lld\n", (long long)(offsetof(struct CUcheckpointRestoreArgs_st, reserved)));
-    printf("offset CUcheckpointRestoreArgs_st.reserved1 %lld\n", (long long)(offsetof(struct CUcheckpointRestoreArgs_st, reserved1)));
     printf("size CUcheckpointUnlockArgs_st %lld\n", (long long)sizeof(struct CUcheckpointUnlockArgs_st));
     printf("align CUcheckpointUnlockArgs_st %lld\n", (long long)_Alignof(struct CUcheckpointUnlockArgs_st));
     printf("offset CUcheckpointUnlockArgs_st.reserved %lld\n", (long long)(offsetof(struct CUcheckpointUnlockArgs_st, reserved)));
@@ -1211,17 +1328,82 @@ int main(void) {
     printf("offset CUmemDecompressParams_st.dst %lld\n", (long long)(offsetof(struct CUmemDecompressParams_st, dst)));
     printf("offset CUmemDecompressParams_st.algo %lld\n", (long long)(offsetof(struct CUmemDecompressParams_st, algo)));
     printf("offset CUmemDecompressParams_st.padding %lld\n", (long long)(offsetof(struct CUmemDecompressParams_st, padding)));
+    printf("size CUcliqueInfo_st %lld\n", (long long)sizeof(struct CUcliqueInfo_st));
+    printf("align CUcliqueInfo_st %lld\n", (long long)_Alignof(struct CUcliqueInfo_st));
+    printf("offset CUcliqueInfo_st.type %lld\n", (long long)(offsetof(struct CUcliqueInfo_st, type)));
+    printf("offset CUcliqueInfo_st.id %lld\n", (long long)(offsetof(struct CUcliqueInfo_st, id)));
+    printf("size CUlogicalEndpointFabricHandle_st %lld\n", (long long)sizeof(struct CUlogicalEndpointFabricHandle_st));
+    printf("align CUlogicalEndpointFabricHandle_st %lld\n", (long long)_Alignof(struct CUlogicalEndpointFabricHandle_st));
+    printf("offset CUlogicalEndpointFabricHandle_st.data %lld\n", (long long)(offsetof(struct CUlogicalEndpointFabricHandle_st, data)));
+    printf("size CUlogicalEndpointProp_struct %lld\n", (long long)sizeof(struct CUlogicalEndpointProp_struct));
+    printf("align CUlogicalEndpointProp_struct %lld\n", (long long)_Alignof(struct CUlogicalEndpointProp_struct));
+    printf("offset CUlogicalEndpointProp_struct.type %lld\n", (long long)(offsetof(struct CUlogicalEndpointProp_struct, type)));
+    printf("offset CUlogicalEndpointProp_struct.anon1 %lld\n", (long long)(offsetof(struct CUlogicalEndpointProp_struct, unicast)));
+    printf("offset CUlogicalEndpointProp_struct.size %lld\n", (long long)(offsetof(struct CUlogicalEndpointProp_struct, size)));
+    printf("offset CUlogicalEndpointProp_struct.ipcHandleTypes %lld\n", (long long)(offsetof(struct CUlogicalEndpointProp_struct, ipcHandleTypes)));
+    printf("offset CUlogicalEndpointProp_struct.flags %lld\n", (long long)(offsetof(struct CUlogicalEndpointProp_struct, flags)));
+    printf("offset CUlogicalEndpointProp_struct_anon1.unicast %lld\n", (long long)(offsetof(struct CUlogicalEndpointProp_struct, unicast) - offsetof(struct CUlogicalEndpointProp_struct, unicast)));
+    printf("offset CUlogicalEndpointProp_struct_anon1.multicast %lld\n", (long long)(offsetof(struct CUlogicalEndpointProp_struct, multicast) - offsetof(struct CUlogicalEndpointProp_struct, unicast)));
+    printf("size CUlogicalEndpointProp_struct_anon1_unicast %lld\n", (long long)sizeof(__typeof__(((struct CUlogicalEndpointProp_struct*)0)->unicast)));
+    printf("align CUlogicalEndpointProp_struct_anon1_unicast %lld\n", (long long)_Alignof(__typeof__(((struct CUlogicalEndpointProp_struct*)0)->unicast)));
+    printf("offset CUlogicalEndpointProp_struct_anon1_unicast.device %lld\n", (long long)(offsetof(struct CUlogicalEndpointProp_struct, unicast.device) - offsetof(struct CUlogicalEndpointProp_struct, unicast.device)));
+    printf("size CUlogicalEndpointProp_struct_anon1_multicast %lld\n", (long long)sizeof(__typeof__(((struct CUlogicalEndpointProp_struct*)0)->multicast)));
+    printf("align CUlogicalEndpointProp_struct_anon1_multicast %lld\n", (long long)_Alignof(__typeof__(((struct CUlogicalEndpointProp_struct*)0)->multicast)));
+    printf("offset CUlogicalEndpointProp_struct_anon1_multicast.numDevices %lld\n", (long long)(offsetof(struct CUlogicalEndpointProp_struct, multicast.numDevices) - offsetof(struct CUlogicalEndpointProp_struct, multicast.numDevices)));
+    printf("size CUfabricCpyOperand_st %lld\n", (long long)sizeof(struct CUfabricCpyOperand_st));
+    printf("align CUfabricCpyOperand_st %lld\n", (long long)_Alignof(struct CUfabricCpyOperand_st));
+    printf("offset CUfabricCpyOperand_st.type %lld\n", (long long)(offsetof(struct CUfabricCpyOperand_st, type)));
+    printf("offset CUfabricCpyOperand_st.op %lld\n", (long long)(offsetof(struct CUfabricCpyOperand_st, op)));
+    printf("size CUfabricCpyOperand_st_op %lld\n", (long long)sizeof(__typeof__(((struct CUfabricCpyOperand_st*)0)->op)));
+    printf("align CUfabricCpyOperand_st_op %lld\n", (long long)_Alignof(__typeof__(((struct CUfabricCpyOperand_st*)0)->op)));
+    printf("offset CUfabricCpyOperand_st_op.ptr %lld\n", (long long)(offsetof(struct CUfabricCpyOperand_st, op.ptr) - offsetof(struct CUfabricCpyOperand_st, op.ptr)));
+    printf("offset CUfabricCpyOperand_st_op.le %lld\n", (long long)(offsetof(struct CUfabricCpyOperand_st, op.le) - offsetof(struct CUfabricCpyOperand_st, op.ptr)));
+    printf("size CUfabricCpyOperand_st_op_ptr %lld\n", (long long)sizeof(__typeof__(((struct CUfabricCpyOperand_st*)0)->op.ptr)));
+    printf("align CUfabricCpyOperand_st_op_ptr %lld\n", (long long)_Alignof(__typeof__(((struct CUfabricCpyOperand_st*)0)->op.ptr)));
+    printf("offset CUfabricCpyOperand_st_op_ptr.ptr %lld\n", (long long)(offsetof(struct CUfabricCpyOperand_st, op.ptr.ptr) - offsetof(struct CUfabricCpyOperand_st, op.ptr.ptr)));
+    printf("offset CUfabricCpyOperand_st_op_ptr.locHint %lld\n", (long long)(offsetof(struct CUfabricCpyOperand_st, op.ptr.locHint) - offsetof(struct CUfabricCpyOperand_st, op.ptr.ptr)));
+    printf("size CUfabricCpyOperand_st_op_le %lld\n", (long long)sizeof(__typeof__(((struct CUfabricCpyOperand_st*)0)->op.le)));
+    printf("align CUfabricCpyOperand_st_op_le %lld\n", (long long)_Alignof(__typeof__(((struct CUfabricCpyOperand_st*)0)->op.le)));
+    printf("offset CUfabricCpyOperand_st_op_le.id %lld\n", (long long)(offsetof(struct CUfabricCpyOperand_st, op.le.id) - offsetof(struct CUfabricCpyOperand_st, op.le.id)));
+    printf("offset CUfabricCpyOperand_st_op_le.offset %lld\n", (long long)(offsetof(struct CUfabricCpyOperand_st, op.le.offset) - offsetof(struct CUfabricCpyOperand_st, op.le.id)));
+    printf("size CUDA_FABRIC_COPY_BATCH_OP_st %lld\n", (long long)sizeof(struct CUDA_FABRIC_COPY_BATCH_OP_st));
+    printf("align CUDA_FABRIC_COPY_BATCH_OP_st %lld\n", (long long)_Alignof(struct CUDA_FABRIC_COPY_BATCH_OP_st));
+    printf("offset CUDA_FABRIC_COPY_BATCH_OP_st.src %lld\n", (long long)(offsetof(struct CUDA_FABRIC_COPY_BATCH_OP_st, src)));
+    printf("offset CUDA_FABRIC_COPY_BATCH_OP_st.dst %lld\n", (long long)(offsetof(struct CUDA_FABRIC_COPY_BATCH_OP_st, dst)));
+    printf("offset CUDA_FABRIC_COPY_BATCH_OP_st.size %lld\n", (long long)(offsetof(struct CUDA_FABRIC_COPY_BATCH_OP_st, size)));
+    printf("offset CUDA_FABRIC_COPY_BATCH_OP_st.flags %lld\n", (long long)(offsetof(struct CUDA_FABRIC_COPY_BATCH_OP_st, flags)));
     printf("size CUdevSmResource_st %lld\n", (long long)sizeof(struct CUdevSmResource_st));
     printf("align CUdevSmResource_st %lld\n", (long long)_Alignof(struct CUdevSmResource_st));
     printf("offset CUdevSmResource_st.smCount %lld\n", (long long)(offsetof(struct CUdevSmResource_st, smCount)));
     printf("offset CUdevSmResource_st.minSmPartitionSize %lld\n", (long long)(offsetof(struct CUdevSmResource_st, minSmPartitionSize)));
     printf("offset CUdevSmResource_st.smCoscheduledAlignment %lld\n", (long long)(offsetof(struct CUdevSmResource_st, smCoscheduledAlignment)));
+    printf("offset CUdevSmResource_st.flags %lld\n", (long long)(offsetof(struct CUdevSmResource_st, flags)));
+    printf("offset CUdevSmResource_st.localityDomainId %lld\n", (long long)(offsetof(struct CUdevSmResource_st, localityDomainId)));
+    printf("size CUdevWorkqueueConfigResource_st %lld\n", (long long)sizeof(struct CUdevWorkqueueConfigResource_st));
+    printf("align CUdevWorkqueueConfigResource_st %lld\n", (long long)_Alignof(struct CUdevWorkqueueConfigResource_st));
+    printf("offset CUdevWorkqueueConfigResource_st.device %lld\n", (long long)(offsetof(struct CUdevWorkqueueConfigResource_st, device)));
+    printf("offset CUdevWorkqueueConfigResource_st.wqConcurrencyLimit %lld\n", (long long)(offsetof(struct CUdevWorkqueueConfigResource_st, wqConcurrencyLimit)));
+    printf("offset CUdevWorkqueueConfigResource_st.sharingScope %lld\n", (long long)(offsetof(struct CUdevWorkqueueConfigResource_st, sharingScope)));
+    printf("size CUdevWorkqueueResource_st %lld\n", (long long)sizeof(struct CUdevWorkqueueResource_st));
+    printf("align CUdevWorkqueueResource_st %lld\n", (long long)_Alignof(struct CUdevWorkqueueResource_st));
+    printf("offset CUdevWorkqueueResource_st.reserved %lld\n", (long long)(offsetof(struct CUdevWorkqueueResource_st, reserved)));
+    printf("size CU_DEV_SM_RESOURCE_GROUP_PARAMS_st %lld\n", (long long)sizeof(struct CU_DEV_SM_RESOURCE_GROUP_PARAMS_st));
+    printf("align CU_DEV_SM_RESOURCE_GROUP_PARAMS_st %lld\n", (long long)_Alignof(struct CU_DEV_SM_RESOURCE_GROUP_PARAMS_st));
+    printf("offset CU_DEV_SM_RESOURCE_GROUP_PARAMS_st.smCount %lld\n", (long long)(offsetof(struct CU_DEV_SM_RESOURCE_GROUP_PARAMS_st, smCount)));
+    printf("offset CU_DEV_SM_RESOURCE_GROUP_PARAMS_st.coscheduledSmCount %lld\n", (long long)(offsetof(struct CU_DEV_SM_RESOURCE_GROUP_PARAMS_st, coscheduledSmCount)));
+    printf("offset CU_DEV_SM_RESOURCE_GROUP_PARAMS_st.preferredCoscheduledSmCount %lld\n", (long long)(offsetof(struct CU_DEV_SM_RESOURCE_GROUP_PARAMS_st, preferredCoscheduledSmCount)));
+    printf("offset CU_DEV_SM_RESOURCE_GROUP_PARAMS_st.flags %lld\n", (long long)(offsetof(struct CU_DEV_SM_RESOURCE_GROUP_PARAMS_st, flags)));
+    printf("offset CU_DEV_SM_RESOURCE_GROUP_PARAMS_st.localityDomainId %lld\n", (long long)(offsetof(struct CU_DEV_SM_RESOURCE_GROUP_PARAMS_st, localityDomainId)));
+    printf("offset CU_DEV_SM_RESOURCE_GROUP_PARAMS_st.reserved %lld\n", (long long)(offsetof(struct CU_DEV_SM_RESOURCE_GROUP_PARAMS_st, reserved)));
     printf("size CUdevResource_st %lld\n", (long long)sizeof(struct CUdevResource_st));
     printf("align CUdevResource_st %lld\n", (long long)_Alignof(struct CUdevResource_st));
     printf("offset CUdevResource_st.type %lld\n", (long long)(offsetof(struct CUdevResource_st, type)));
     printf("offset CUdevResource_st._internal_padding %lld\n", (long long)(offsetof(struct CUdevResource_st, _internal_padding)));
     printf("offset CUdevResource_st.anon1 %lld\n", (long long)(offsetof(struct CUdevResource_st, sm)));
+    printf("offset CUdevResource_st.nextResource %lld\n", (long long)(offsetof(struct CUdevResource_st, nextResource)));
     printf("offset CUdevResource_st_anon1.sm %lld\n", (long long)(offsetof(struct CUdevResource_st, sm) - offsetof(struct CUdevResource_st, sm)));
+    printf("offset CUdevResource_st_anon1.wqConfig %lld\n", (long long)(offsetof(struct CUdevResource_st, wqConfig) - offsetof(struct CUdevResource_st, sm)));
+    printf("offset CUdevResource_st_anon1.wq %lld\n", (long long)(offsetof(struct CUdevResource_st, wq) - offsetof(struct CUdevResource_st, sm)));
     printf("offset CUdevResource_st_anon1._oversize %lld\n", (long long)(offsetof(struct CUdevResource_st, _oversize) - offsetof(struct CUdevResource_st, sm)));
     printf("size CUipcMem_flags_enum %lld\n", (long long)sizeof(enum CUipcMem_flags_enum));
     printf("value CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS %lld\n", (long long)CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
@@ -1257,6 +1439,9 @@ int main(void) {
     printf("value NVCL_CTX_SCHED_SPIN %lld\n", (long long)NVCL_CTX_SCHED_SPIN);
     printf("value NVCL_CTX_SCHED_YIELD %lld\n", (long long)NVCL_CTX_SCHED_YIELD);
     printf("value NVCL_CTX_SCHED_BLOCKING_SYNC %lld\n", (long long)NVCL_CTX_SCHED_BLOCKING_SYNC);
+    printf("size CUhostTaskSyncMode_enum %lld\n", (long long)sizeof(enum CUhostTaskSyncMode_enum));
+    printf("value CU_HOST_TASK_BLOCKING %lld\n", (long long)CU_HOST_TASK_BLOCKING);
+    printf("value CU_HOST_TASK_SPINWAIT %lld\n", (long long)CU_HOST_TASK_SPINWAIT);
     printf("size CUstream_flags_enum %lld\n", (long long)sizeof(enum CUstream_flags_enum));
     printf("value CU_STREAM_DEFAULT %lld\n", (long long)CU_STREAM_DEFAULT);
     printf("value CU_STREAM_NON_BLOCKING %lld\n", (long long)CU_STREAM_NON_BLOCKING);
@@ -1271,6 +1456,29 @@ int main(void) {
     printf("size CUevent_wait_flags_enum %lld\n", (long long)sizeof(enum CUevent_wait_flags_enum));
     printf("value CU_EVENT_WAIT_DEFAULT %lld\n", (long long)CU_EVENT_WAIT_DEFAULT);
     printf("value CU_EVENT_WAIT_EXTERNAL %lld\n", (long long)CU_EVENT_WAIT_EXTERNAL);
+    printf("size CUatomicOperation_enum %lld\n", (long long)sizeof(enum CUatomicOperation_enum));
+    printf("value CU_ATOMIC_OPERATION_INTEGER_ADD %lld\n", (long long)CU_ATOMIC_OPERATION_INTEGER_ADD);
+    printf("value CU_ATOMIC_OPERATION_INTEGER_MIN %lld\n", (long long)CU_ATOMIC_OPERATION_INTEGER_MIN);
+    printf("value CU_ATOMIC_OPERATION_INTEGER_MAX %lld\n", (long long)CU_ATOMIC_OPERATION_INTEGER_MAX);
+    printf("value CU_ATOMIC_OPERATION_INTEGER_INCREMENT %lld\n", (long long)CU_ATOMIC_OPERATION_INTEGER_INCREMENT);
+    printf("value CU_ATOMIC_OPERATION_INTEGER_DECREMENT %lld\n", (long long)CU_ATOMIC_OPERATION_INTEGER_DECREMENT);
+    printf("value CU_ATOMIC_OPERATION_AND %lld\n", (long long)CU_ATOMIC_OPERATION_AND);
+    printf("value CU_ATOMIC_OPERATION_OR %lld\n", (long long)CU_ATOMIC_OPERATION_OR);
+    printf("value CU_ATOMIC_OPERATION_XOR %lld\n", (long long)CU_ATOMIC_OPERATION_XOR);
+    printf("value CU_ATOMIC_OPERATION_EXCHANGE %lld\n", (long long)CU_ATOMIC_OPERATION_EXCHANGE);
+    printf("value CU_ATOMIC_OPERATION_CAS %lld\n", (long long)CU_ATOMIC_OPERATION_CAS);
+    printf("value CU_ATOMIC_OPERATION_FLOAT_ADD %lld\n", (long long)CU_ATOMIC_OPERATION_FLOAT_ADD);
+    printf("value CU_ATOMIC_OPERATION_FLOAT_MIN %lld\n", (long long)CU_ATOMIC_OPERATION_FLOAT_MIN);
+    printf("value CU_ATOMIC_OPERATION_FLOAT_MAX %lld\n", (long long)CU_ATOMIC_OPERATION_FLOAT_MAX);
+    printf("value CU_ATOMIC_OPERATION_MAX %lld\n", (long long)CU_ATOMIC_OPERATION_MAX);
+    printf("size CUatomicOperationCapability_enum %lld\n", (long long)sizeof(enum CUatomicOperationCapability_enum));
+    printf("value CU_ATOMIC_CAPABILITY_SIGNED %lld\n", (long long)CU_ATOMIC_CAPABILITY_SIGNED);
+    printf("value CU_ATOMIC_CAPABILITY_UNSIGNED %lld\n", (long long)CU_ATOMIC_CAPABILITY_UNSIGNED);
+    printf("value CU_ATOMIC_CAPABILITY_REDUCTION %lld\n", (long long)CU_ATOMIC_CAPABILITY_REDUCTION);
+    printf("value CU_ATOMIC_CAPABILITY_SCALAR_32 %lld\n", (long long)CU_ATOMIC_CAPABILITY_SCALAR_32);
+    printf("value CU_ATOMIC_CAPABILITY_SCALAR_64 %lld\n", (long long)CU_ATOMIC_CAPABILITY_SCALAR_64);
+    printf("value CU_ATOMIC_CAPABILITY_SCALAR_128 %lld\n", (long long)CU_ATOMIC_CAPABILITY_SCALAR_128);
+    printf("value CU_ATOMIC_CAPABILITY_VECTOR_32x4 %lld\n", (long long)CU_ATOMIC_CAPABILITY_VECTOR_32x4);
     printf("size CUstreamWaitValue_flags_enum %lld\n", (long long)sizeof(enum CUstreamWaitValue_flags_enum));
     printf("value CU_STREAM_WAIT_VALUE_GEQ %lld\n", (long long)CU_STREAM_WAIT_VALUE_GEQ);
     printf("value CU_STREAM_WAIT_VALUE_EQ %lld\n", (long long)CU_STREAM_WAIT_VALUE_EQ);
@@ -1286,10 +1494,18 @@ int main(void) {
     printf("value CU_STREAM_MEM_OP_WAIT_VALUE_64 %lld\n", (long long)CU_STREAM_MEM_OP_WAIT_VALUE_64);
     printf("value CU_STREAM_MEM_OP_WRITE_VALUE_64 %lld\n", (long long)CU_STREAM_MEM_OP_WRITE_VALUE_64);
     printf("value CU_STREAM_MEM_OP_BARRIER %lld\n", (long long)CU_STREAM_MEM_OP_BARRIER);
+    printf("value CU_STREAM_MEM_OP_ATOMIC_REDUCTION %lld\n", (long long)CU_STREAM_MEM_OP_ATOMIC_REDUCTION);
     printf("value CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES %lld\n", (long long)CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES);
     printf("size CUstreamMemoryBarrier_flags_enum %lld\n", (long long)sizeof(enum CUstreamMemoryBarrier_flags_enum));
     printf("value CU_STREAM_MEMORY_BARRIER_TYPE_SYS %lld\n", (long long)CU_STREAM_MEMORY_BARRIER_TYPE_SYS);
     printf("value CU_STREAM_MEMORY_BARRIER_TYPE_GPU %lld\n", (long long)CU_STREAM_MEMORY_BARRIER_TYPE_GPU);
+    printf("size CUstreamAtomicReductionOpType_enum %lld\n", (long long)sizeof(enum CUstreamAtomicReductionOpType_enum));
+    printf("value CU_STREAM_ATOMIC_REDUCTION_OP_OR %lld\n", (long long)CU_STREAM_ATOMIC_REDUCTION_OP_OR);
+    printf("value CU_STREAM_ATOMIC_REDUCTION_OP_AND %lld\n", (long long)CU_STREAM_ATOMIC_REDUCTION_OP_AND);
+    printf("value CU_STREAM_ATOMIC_REDUCTION_OP_ADD %lld\n", (long long)CU_STREAM_ATOMIC_REDUCTION_OP_ADD);
+    printf("size CUstreamAtomicReductionDataType_enum %lld\n", (long long)sizeof(enum CUstreamAtomicReductionDataType_enum));
+    printf("value CU_STREAM_ATOMIC_REDUCTION_UNSIGNED_32 %lld\n", (long long)CU_STREAM_ATOMIC_REDUCTION_UNSIGNED_32);
+    printf("value CU_STREAM_ATOMIC_REDUCTION_UNSIGNED_64 %lld\n", (long long)CU_STREAM_ATOMIC_REDUCTION_UNSIGNED_64);
     printf("size CUoccupancy_flags_enum %lld\n", (long long)sizeof(enum CUoccupancy_flags_enum));
     printf("value CU_OCCUPANCY_DEFAULT %lld\n", (long long)CU_OCCUPANCY_DEFAULT);
     printf("value CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE %lld\n", (long long)CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE);
@@ -1350,6 +1566,20 @@ int main(void) {
     printf("value CU_AD_FORMAT_YUV444_8bit_SemiPlanar %lld\n", (long long)CU_AD_FORMAT_YUV444_8bit_SemiPlanar);
     printf("value CU_AD_FORMAT_YUV444_16bit_SemiPlanar %lld\n", (long long)CU_AD_FORMAT_YUV444_16bit_SemiPlanar);
     printf("value CU_AD_FORMAT_UNORM_INT_101010_2 %lld\n", (long long)CU_AD_FORMAT_UNORM_INT_101010_2);
+    printf("value CU_AD_FORMAT_UINT8_PACKED_422 %lld\n", (long long)CU_AD_FORMAT_UINT8_PACKED_422);
+    printf("value CU_AD_FORMAT_UINT8_PACKED_444 %lld\n", (long long)CU_AD_FORMAT_UINT8_PACKED_444);
+    printf("value CU_AD_FORMAT_UINT8_SEMIPLANAR_420 %lld\n", (long long)CU_AD_FORMAT_UINT8_SEMIPLANAR_420);
+    printf("value CU_AD_FORMAT_UINT16_SEMIPLANAR_420 %lld\n", (long long)CU_AD_FORMAT_UINT16_SEMIPLANAR_420);
+    printf("value CU_AD_FORMAT_UINT8_SEMIPLANAR_422 %lld\n", (long long)CU_AD_FORMAT_UINT8_SEMIPLANAR_422);
+    printf("value CU_AD_FORMAT_UINT16_SEMIPLANAR_422 %lld\n", (long long)CU_AD_FORMAT_UINT16_SEMIPLANAR_422);
+    printf("value CU_AD_FORMAT_UINT8_SEMIPLANAR_444 %lld\n", (long long)CU_AD_FORMAT_UINT8_SEMIPLANAR_444);
+    printf("value CU_AD_FORMAT_UINT16_SEMIPLANAR_444 %lld\n", (long long)CU_AD_FORMAT_UINT16_SEMIPLANAR_444);
+    printf("value CU_AD_FORMAT_UINT8_PLANAR_420 %lld\n", (long long)CU_AD_FORMAT_UINT8_PLANAR_420);
+    printf("value CU_AD_FORMAT_UINT16_PLANAR_420 %lld\n", (long long)CU_AD_FORMAT_UINT16_PLANAR_420);
+    printf("value CU_AD_FORMAT_UINT8_PLANAR_422 %lld\n", (long long)CU_AD_FORMAT_UINT8_PLANAR_422);
+    printf("value CU_AD_FORMAT_UINT16_PLANAR_422 %lld\n", (long long)CU_AD_FORMAT_UINT16_PLANAR_422);
+    printf("value CU_AD_FORMAT_UINT8_PLANAR_444 %lld\n", (long long)CU_AD_FORMAT_UINT8_PLANAR_444);
+    printf("value CU_AD_FORMAT_UINT16_PLANAR_444 %lld\n", (long long)CU_AD_FORMAT_UINT16_PLANAR_444);
     printf("value CU_AD_FORMAT_MAX %lld\n", (long long)CU_AD_FORMAT_MAX);
     printf("size CUaddress_mode_enum %lld\n", (long long)sizeof(enum CUaddress_mode_enum));
     printf("value CU_TR_ADDRESS_MODE_WRAP %lld\n", (long long)CU_TR_ADDRESS_MODE_WRAP);
@@ -1513,6 +1743,20 @@ int main(void) {
     printf("value CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED %lld\n", (long long)CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED);
     printf("value CU_DEVICE_ATTRIBUTE_HOST_ALLOC_DMA_BUF_SUPPORTED %lld\n", (long long)CU_DEVICE_ATTRIBUTE_HOST_ALLOC_DMA_BUF_SUPPORTED);
     printf("value CU_DEVICE_ATTRIBUTE_ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED %lld\n", (long long)CU_DEVICE_ATTRIBUTE_ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED);
+    printf("value CU_DEVICE_ATTRIBUTE_ATOMIC_REDUCTION_SUPPORTED %lld\n", (long long)CU_DEVICE_ATTRIBUTE_ATOMIC_REDUCTION_SUPPORTED);
+    printf("value CU_DEVICE_ATTRIBUTE_LOCALITY_DOMAIN_COUNT %lld\n", (long long)CU_DEVICE_ATTRIBUTE_LOCALITY_DOMAIN_COUNT);
+    printf("value CU_DEVICE_ATTRIBUTE_MAX_OVERSIZED_SHARED_MEMORY_PER_BLOCK %lld\n", (long long)CU_DEVICE_ATTRIBUTE_MAX_OVERSIZED_SHARED_MEMORY_PER_BLOCK);
+    printf("value CU_DEVICE_ATTRIBUTE_D3D12_CIG_STREAMS_SUPPORTED %lld\n", (long long)CU_DEVICE_ATTRIBUTE_D3D12_CIG_STREAMS_SUPPORTED);
+    printf("value CU_DEVICE_ATTRIBUTE_DMA_BUF_MMAP_SUPPORTED %lld\n", (long long)CU_DEVICE_ATTRIBUTE_DMA_BUF_MMAP_SUPPORTED);
+    printf("value CU_DEVICE_ATTRIBUTE_LOGICAL_ENDPOINT_UNICAST_SUPPORTED %lld\n", (long long)CU_DEVICE_ATTRIBUTE_LOGICAL_ENDPOINT_UNICAST_SUPPORTED);
+    printf("value CU_DEVICE_ATTRIBUTE_LOGICAL_ENDPOINT_MULTICAST_SUPPORTED %lld\n", (long long)CU_DEVICE_ATTRIBUTE_LOGICAL_ENDPOINT_MULTICAST_SUPPORTED);
+    printf("value CU_DEVICE_ATTRIBUTE_LOGICAL_ENDPOINT_COUNTED_OPS_SUPPORTED %lld\n", (long long)CU_DEVICE_ATTRIBUTE_LOGICAL_ENDPOINT_COUNTED_OPS_SUPPORTED);
+    printf("value CU_DEVICE_ATTRIBUTE_LOGICAL_ENDPOINT_UNICAST_ACCESS_ON_OWNER_DEVICE_SUPPORTED %lld\n", (long long)CU_DEVICE_ATTRIBUTE_LOGICAL_ENDPOINT_UNICAST_ACCESS_ON_OWNER_DEVICE_SUPPORTED);
+    printf("value CU_DEVICE_ATTRIBUTE_LOCALITY_DOMAIN_MULTIPROCESSOR_COUNT %lld\n", (long long)CU_DEVICE_ATTRIBUTE_LOCALITY_DOMAIN_MULTIPROCESSOR_COUNT);
+    printf("value CU_DEVICE_ATTRIBUTE_LOGICAL_ENDPOINT_SUPPORTED_HANDLE_TYPES %lld\n", (long long)CU_DEVICE_ATTRIBUTE_LOGICAL_ENDPOINT_SUPPORTED_HANDLE_TYPES);
+    printf("value CU_DEVICE_ATTRIBUTE_VULKAN_CIG_STREAMS_SUPPORTED %lld\n", (long long)CU_DEVICE_ATTRIBUTE_VULKAN_CIG_STREAMS_SUPPORTED);
+    printf("value CU_DEVICE_ATTRIBUTE_TENSOR_MAP_LARGE_TENSOR_MIN_SIZE %lld\n", (long long)CU_DEVICE_ATTRIBUTE_TENSOR_MAP_LARGE_TENSOR_MIN_SIZE);
+    printf("value CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_LOCALIZED_MEMORY_SUPPORTED %lld\n", (long long)CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_LOCALIZED_MEMORY_SUPPORTED);
     printf("value CU_DEVICE_ATTRIBUTE_MAX %lld\n", (long long)CU_DEVICE_ATTRIBUTE_MAX);
     printf("size CUpointer_attribute_enum %lld\n", (long long)sizeof(enum CUpointer_attribute_enum));
     printf("value CU_POINTER_ATTRIBUTE_CONTEXT %lld\n", (long long)CU_POINTER_ATTRIBUTE_CONTEXT);
@@ -1536,6 +1780,7 @@ int main(void) {
     printf("value CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR %lld\n", (long long)CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR);
     printf("value CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID %lld\n", (long long)CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID);
     printf("value CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE %lld\n", (long long)CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE);
+    printf("value CU_POINTER_ATTRIBUTE_LOCALITY_DOMAIN_ORDINAL %lld\n", (long long)CU_POINTER_ATTRIBUTE_LOCALITY_DOMAIN_ORDINAL);
     printf("size CUfunction_attribute_enum %lld\n", (long long)sizeof(enum CUfunction_attribute_enum));
     printf("value CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK %lld\n", (long long)CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
     printf("value CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES %lld\n", (long long)CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES);
@@ -1553,6 +1798,8 @@ int main(void) {
     printf("value CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH %lld\n", (long long)CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH);
     printf("value CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED %lld\n", (long long)CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED);
     printf("value CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE %lld\n", (long long)CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE);
+    printf("value CU_FUNC_ATTRIBUTE_DEVICE_NODE_UPDATE_SUPPORTED %lld\n", (long long)CU_FUNC_ATTRIBUTE_DEVICE_NODE_UPDATE_SUPPORTED);
+    printf("value CU_FUNC_ATTRIBUTE_SHARED_MEMORY_MODE %lld\n", (long long)CU_FUNC_ATTRIBUTE_SHARED_MEMORY_MODE);
     printf("value CU_FUNC_ATTRIBUTE_MAX %lld\n", (long long)CU_FUNC_ATTRIBUTE_MAX);
     printf("size CUfunc_cache_enum %lld\n", (long long)sizeof(enum CUfunc_cache_enum));
     printf("value CU_FUNC_CACHE_PREFER_NONE %lld\n", (long long)CU_FUNC_CACHE_PREFER_NONE);
@@ -1628,6 +1875,7 @@ int main(void) {
     printf("value CU_JIT_MAX_THREADS_PER_BLOCK %lld\n", (long long)CU_JIT_MAX_THREADS_PER_BLOCK);
     printf("value CU_JIT_OVERRIDE_DIRECTIVE_VALUES %lld\n", (long long)CU_JIT_OVERRIDE_DIRECTIVE_VALUES);
     printf("value CU_JIT_SPLIT_COMPILE %lld\n", (long long)CU_JIT_SPLIT_COMPILE);
+    printf("value CU_JIT_BINARY_LOADER_THREAD_COUNT %lld\n", (long long)CU_JIT_BINARY_LOADER_THREAD_COUNT);
     printf("value CU_JIT_NUM_OPTIONS %lld\n", (long long)CU_JIT_NUM_OPTIONS);
     printf("size CUjit_target_enum %lld\n", (long long)sizeof(enum CUjit_target_enum));
     printf("value CU_TARGET_COMPUTE_30 %lld\n", (long long)CU_TARGET_COMPUTE_30);
@@ -1651,17 +1899,20 @@ int main(void) {
     printf("value CU_TARGET_COMPUTE_100 %lld\n", (long long)CU_TARGET_COMPUTE_100);
     printf("value CU_TARGET_COMPUTE_110 %lld\n", (long long)CU_TARGET_COMPUTE_110);
     printf("value CU_TARGET_COMPUTE_103 %lld\n", (long long)CU_TARGET_COMPUTE_103);
+    printf("value CU_TARGET_COMPUTE_107 %lld\n", (long long)CU_TARGET_COMPUTE_107);
     printf("value CU_TARGET_COMPUTE_120 %lld\n", (long long)CU_TARGET_COMPUTE_120);
     printf("value CU_TARGET_COMPUTE_121 %lld\n", (long long)CU_TARGET_COMPUTE_121);
     printf("value CU_TARGET_COMPUTE_90A %lld\n", (long long)CU_TARGET_COMPUTE_90A);
     printf("value CU_TARGET_COMPUTE_100A %lld\n", (long long)CU_TARGET_COMPUTE_100A);
     printf("value CU_TARGET_COMPUTE_110A %lld\n", (long long)CU_TARGET_COMPUTE_110A);
     printf("value CU_TARGET_COMPUTE_103A %lld\n", (long long)CU_TARGET_COMPUTE_103A);
+    printf("value CU_TARGET_COMPUTE_107A %lld\n", (long long)CU_TARGET_COMPUTE_107A);
     printf("value CU_TARGET_COMPUTE_120A %lld\n", (long long)CU_TARGET_COMPUTE_120A);
     printf("value CU_TARGET_COMPUTE_121A %lld\n", (long long)CU_TARGET_COMPUTE_121A);
     printf("value CU_TARGET_COMPUTE_100F %lld\n", (long long)CU_TARGET_COMPUTE_100F);
     printf("value CU_TARGET_COMPUTE_110F %lld\n", (long long)CU_TARGET_COMPUTE_110F);
     printf("value CU_TARGET_COMPUTE_103F %lld\n", (long long)CU_TARGET_COMPUTE_103F);
+    printf("value CU_TARGET_COMPUTE_107F %lld\n", (long long)CU_TARGET_COMPUTE_107F);
     printf("value CU_TARGET_COMPUTE_120F %lld\n", (long long)CU_TARGET_COMPUTE_120F);
     printf("value CU_TARGET_COMPUTE_121F %lld\n", (long long)CU_TARGET_COMPUTE_121F);
     printf("size CUjit_fallback_enum %lld\n", (long long)sizeof(enum CUjit_fallback_enum));
@@ -1707,6 +1958,7 @@ int main(void) {
     printf("value CU_LIMIT_SHMEM_SIZE %lld\n", (long long)CU_LIMIT_SHMEM_SIZE);
     printf("value CU_LIMIT_CIG_ENABLED %lld\n", (long long)CU_LIMIT_CIG_ENABLED);
     printf("value CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED %lld\n", (long long)CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED);
+    printf("value CU_LIMIT_PER_BLOCK_MEMORY_SIZE %lld\n", (long long)CU_LIMIT_PER_BLOCK_MEMORY_SIZE);
     printf("value CU_LIMIT_MAX %lld\n", (long long)CU_LIMIT_MAX);
     printf("size CUresourcetype_enum %lld\n", (long long)sizeof(enum CUresourcetype_enum));
     printf("value CU_RESOURCE_TYPE_ARRAY %lld\n", (long long)CU_RESOURCE_TYPE_ARRAY);
@@ -1736,6 +1988,10 @@ int main(void) {
     printf("value CU_GRAPH_NODE_TYPE_MEM_FREE %lld\n", (long long)CU_GRAPH_NODE_TYPE_MEM_FREE);
     printf("value CU_GRAPH_NODE_TYPE_BATCH_MEM_OP %lld\n", (long long)CU_GRAPH_NODE_TYPE_BATCH_MEM_OP);
     printf("value CU_GRAPH_NODE_TYPE_CONDITIONAL %lld\n", (long long)CU_GRAPH_NODE_TYPE_CONDITIONAL);
+    printf("value CU_GRAPH_NODE_TYPE_MEMCPY_BATCH %lld\n", (long long)CU_GRAPH_NODE_TYPE_MEMCPY_BATCH);
+    printf("value CU_GRAPH_NODE_TYPE_RESERVED_16 %lld\n", (long long)CU_GRAPH_NODE_TYPE_RESERVED_16);
+    printf("value CU_GRAPH_NODE_TYPE_EXTERNAL_ENGINE %lld\n", (long long)CU_GRAPH_NODE_TYPE_EXTERNAL_ENGINE);
+    printf("value CU_GRAPH_NODE_TYPE_FABRIC_CPY_BATCH %lld\n", (long long)CU_GRAPH_NODE_TYPE_FABRIC_CPY_BATCH);
     printf("size CUgraphDependencyType_enum %lld\n", (long long)sizeof(enum CUgraphDependencyType_enum));
     printf("value CU_GRAPH_DEPENDENCY_TYPE_DEFAULT %lld\n", (long long)CU_GRAPH_DEPENDENCY_TYPE_DEFAULT);
     printf("value CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC %lld\n", (long long)CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC);
@@ -1755,9 +2011,20 @@ int main(void) {
     printf("value CU_CLUSTER_SCHEDULING_POLICY_DEFAULT %lld\n", (long long)CU_CLUSTER_SCHEDULING_POLICY_DEFAULT);
     printf("value CU_CLUSTER_SCHEDULING_POLICY_SPREAD %lld\n", (long long)CU_CLUSTER_SCHEDULING_POLICY_SPREAD);
     printf("value CU_CLUSTER_SCHEDULING_POLICY_LOAD_BALANCING %lld\n", (long long)CU_CLUSTER_SCHEDULING_POLICY_LOAD_BALANCING);
+    printf("value CU_CLUSTER_SCHEDULING_POLICY_RUBIN_DSMEM_LOCALITY %lld\n", (long long)CU_CLUSTER_SCHEDULING_POLICY_RUBIN_DSMEM_LOCALITY);
     printf("size CUlaunchMemSyncDomain_enum %lld\n", (long long)sizeof(enum CUlaunchMemSyncDomain_enum));
     printf("value CU_LAUNCH_MEM_SYNC_DOMAIN_DEFAULT %lld\n", (long long)CU_LAUNCH_MEM_SYNC_DOMAIN_DEFAULT);
     printf("value CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE %lld\n", (long long)CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE);
+    printf("size CUlaunchAttributePortableClusterMode_enum %lld\n", (long long)sizeof(enum CUlaunchAttributePortableClusterMode_enum));
+    printf("value CU_LAUNCH_PORTABLE_CLUSTER_MODE_DEFAULT %lld\n", (long long)CU_LAUNCH_PORTABLE_CLUSTER_MODE_DEFAULT);
+    printf("value CU_LAUNCH_PORTABLE_CLUSTER_MODE_REQUIRE_PORTABLE %lld\n", (long long)CU_LAUNCH_PORTABLE_CLUSTER_MODE_REQUIRE_PORTABLE);
+    printf("value CU_LAUNCH_PORTABLE_CLUSTER_MODE_ALLOW_NON_PORTABLE %lld\n", (long long)CU_LAUNCH_PORTABLE_CLUSTER_MODE_ALLOW_NON_PORTABLE);
+    printf("size CUsharedMemoryMode_enum %lld\n", (long long)sizeof(enum CUsharedMemoryMode_enum));
+    printf("value CU_SHARED_MEMORY_MODE_DEFAULT %lld\n", (long long)CU_SHARED_MEMORY_MODE_DEFAULT);
+    printf("value CU_SHARED_MEMORY_MODE_REQUIRE_PORTABLE %lld\n", (long long)CU_SHARED_MEMORY_MODE_REQUIRE_PORTABLE);
+    printf("value CU_SHARED_MEMORY_MODE_ALLOW_NON_PORTABLE %lld\n", (long long)CU_SHARED_MEMORY_MODE_ALLOW_NON_PORTABLE);
+    printf("value CU_SHARED_MEMORY_MODE_ALLOW_OVERSIZED_SHARED_MEMORY %lld\n", (long long)CU_SHARED_MEMORY_MODE_ALLOW_OVERSIZED_SHARED_MEMORY);
+    printf("value CU_SHARED_MEMORY_MODE_PREFER_OVERSIZED_SHARED_MEMORY %lld\n", (long long)CU_SHARED_MEMORY_MODE_PREFER_OVERSIZED_SHARED_MEMORY);
     printf("size CUlaunchAttributeID_enum %lld\n", (long long)sizeof(enum CUlaunchAttributeID_enum));
     printf("value CU_LAUNCH_ATTRIBUTE_IGNORE %lld\n", (long long)CU_LAUNCH_ATTRIBUTE_IGNORE);
     printf("value CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW %lld\n", (long long)CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW);
@@ -1775,6 +2042,8 @@ int main(void) {
     printf("value CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE %lld\n", (long long)CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE);
     printf("value CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT %lld\n", (long long)CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT);
     printf("value CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING %lld\n", (long long)CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING);
+    printf("value CU_LAUNCH_ATTRIBUTE_PORTABLE_CLUSTER_SIZE_MODE %lld\n", (long long)CU_LAUNCH_ATTRIBUTE_PORTABLE_CLUSTER_SIZE_MODE);
+    printf("value CU_LAUNCH_ATTRIBUTE_SHARED_MEMORY_MODE %lld\n", (long long)CU_LAUNCH_ATTRIBUTE_SHARED_MEMORY_MODE);
     printf("size CUstreamCaptureStatus_enum %lld\n", (long long)sizeof(enum CUstreamCaptureStatus_enum));
     printf("value CU_STREAM_CAPTURE_STATUS_NONE %lld\n", (long long)CU_STREAM_CAPTURE_STATUS_NONE);
     printf("value CU_STREAM_CAPTURE_STATUS_ACTIVE %lld\n", (long long)CU_STREAM_CAPTURE_STATUS_ACTIVE);
@@ -1797,6 +2066,9 @@ int main(void) {
     printf("size CUcigDataType_enum %lld\n", (long long)sizeof(enum CUcigDataType_enum));
     printf("value CIG_DATA_TYPE_D3D12_COMMAND_QUEUE %lld\n", (long long)CIG_DATA_TYPE_D3D12_COMMAND_QUEUE);
     printf("value CIG_DATA_TYPE_NV_BLOB %lld\n", (long long)CIG_DATA_TYPE_NV_BLOB);
+    printf("size CUstreamCigDataType_enum %lld\n", (long long)sizeof(enum CUstreamCigDataType_enum));
+    printf("value STREAM_CIG_DATA_TYPE_D3D12_COMMAND_LIST %lld\n", (long long)STREAM_CIG_DATA_TYPE_D3D12_COMMAND_LIST);
+    printf("value STREAM_CIG_DATA_TYPE_VULKAN_COMMAND_BUFFER_HANDLE_NV %lld\n", (long long)STREAM_CIG_DATA_TYPE_VULKAN_COMMAND_BUFFER_HANDLE_NV);
     printf("size CUlibraryOption_enum %lld\n", (long long)sizeof(enum CUlibraryOption_enum));
     printf("value CU_LIBRARY_HOST_UNIVERSAL_FUNCTION_AND_DATA_TABLE %lld\n", (long long)CU_LIBRARY_HOST_UNIVERSAL_FUNCTION_AND_DATA_TABLE);
     printf("value CU_LIBRARY_BINARY_IS_PRESERVED %lld\n", (long long)CU_LIBRARY_BINARY_IS_PRESERVED);
@@ -1814,6 +2086,7 @@ int main(void) {
     printf("value CUDA_ERROR_STUB_LIBRARY %lld\n", (long long)CUDA_ERROR_STUB_LIBRARY);
     printf("value CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER %lld\n", (long long)CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER);
     printf("value CUDA_ERROR_DEVICE_UNAVAILABLE %lld\n", (long long)CUDA_ERROR_DEVICE_UNAVAILABLE);
+    printf("value CUDA_ERROR_MULTICAST_RESOURCE_FULL %lld\n", (long long)CUDA_ERROR_MULTICAST_RESOURCE_FULL);
     printf("value CUDA_ERROR_NO_DEVICE %lld\n", (long long)CUDA_ERROR_NO_DEVICE);
     printf("value CUDA_ERROR_INVALID_DEVICE %lld\n", (long long)CUDA_ERROR_INVALID_DEVICE);
     printf("value CUDA_ERROR_DEVICE_NOT_LICENSED %lld\n", (long long)CUDA_ERROR_DEVICE_NOT_LICENSED);
@@ -1842,6 +2115,7 @@ int main(void) {
     printf("value CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY %lld\n", (long long)CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY);
     printf("value CUDA_ERROR_UNSUPPORTED_DEVSIDE_SYNC %lld\n", (long long)CUDA_ERROR_UNSUPPORTED_DEVSIDE_SYNC);
     printf("value CUDA_ERROR_CONTAINED %lld\n", (long long)CUDA_ERROR_CONTAINED);
+    printf("value CUDA_ERROR_INSUFFICIENT_LOADER_VERSION %lld\n", (long long)CUDA_ERROR_INSUFFICIENT_LOADER_VERSION);
     printf("value CUDA_ERROR_INVALID_SOURCE %lld\n", (long long)CUDA_ERROR_INVALID_SOURCE);
     printf("value CUDA_ERROR_FILE_NOT_FOUND %lld\n", (long long)CUDA_ERROR_FILE_NOT_FOUND);
     printf("value CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND %lld\n", (long long)CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND);
@@ -1902,6 +2176,9 @@ int main(void) {
     printf("value CUDA_ERROR_INVALID_RESOURCE_TYPE %lld\n", (long long)CUDA_ERROR_INVALID_RESOURCE_TYPE);
     printf("value CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION %lld\n", (long long)CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION);
     printf("value CUDA_ERROR_KEY_ROTATION %lld\n", (long long)CUDA_ERROR_KEY_ROTATION);
+    printf("value CUDA_ERROR_STREAM_DETACHED %lld\n", (long long)CUDA_ERROR_STREAM_DETACHED);
+    printf("value CUDA_ERROR_GRAPH_RECAPTURE_FAILURE %lld\n", (long long)CUDA_ERROR_GRAPH_RECAPTURE_FAILURE);
+    printf("value CUDA_ERROR_FABRIC_NOT_READY %lld\n", (long long)CUDA_ERROR_FABRIC_NOT_READY);
     printf("value CUDA_ERROR_UNKNOWN %lld\n", (long long)CUDA_ERROR_UNKNOWN);
     printf("size CUdevice_P2PAttribute_enum %lld\n", (long long)sizeof(enum CUdevice_P2PAttribute_enum));
     printf("value CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK %lld\n", (long long)CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK);
@@ -1910,29 +2187,6 @@ int main(void) {
     printf("value CU_DEVICE_P2P_ATTRIBUTE_ACCESS_ACCESS_SUPPORTED %lld\n", (long long)CU_DEVICE_P2P_ATTRIBUTE_ACCESS_ACCESS_SUPPORTED);
     printf("value CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED %lld\n", (long long)CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED);
     printf("value CU_DEVICE_P2P_ATTRIBUTE_ONLY_PARTIAL_NATIVE_ATOMIC_SUPPORTED %lld\n", (long long)CU_DEVICE_P2P_ATTRIBUTE_ONLY_PARTIAL_NATIVE_ATOMIC_SUPPORTED);
-    printf("size CUatomicOperation_enum %lld\n", (long long)sizeof(enum CUatomicOperation_enum));
-    printf("value CU_ATOMIC_OPERATION_INTEGER_ADD %lld\n", (long long)CU_ATOMIC_OPERATION_INTEGER_ADD);
-    printf("value CU_ATOMIC_OPERATION_INTEGER_MIN %lld\n", (long long)CU_ATOMIC_OPERATION_INTEGER_MIN);
-    printf("value CU_ATOMIC_OPERATION_INTEGER_MAX %lld\n", (long long)CU_ATOMIC_OPERATION_INTEGER_MAX);
-    printf("value CU_ATOMIC_OPERATION_INTEGER_INCREMENT %lld\n", (long long)CU_ATOMIC_OPERATION_INTEGER_INCREMENT);
-    printf("value CU_ATOMIC_OPERATION_INTEGER_DECREMENT %lld\n", (long long)CU_ATOMIC_OPERATION_INTEGER_DECREMENT);
-    printf("value CU_ATOMIC_OPERATION_AND %lld\n", (long long)CU_ATOMIC_OPERATION_AND);
-    printf("value CU_ATOMIC_OPERATION_OR %lld\n", (long long)CU_ATOMIC_OPERATION_OR);
-    printf("value CU_ATOMIC_OPERATION_XOR %lld\n", (long long)CU_ATOMIC_OPERATION_XOR);
-    printf("value CU_ATOMIC_OPERATION_EXCHANGE %lld\n", (long long)CU_ATOMIC_OPERATION_EXCHANGE);
-    printf("value CU_ATOMIC_OPERATION_CAS %lld\n", (long long)CU_ATOMIC_OPERATION_CAS);
-    printf("value CU_ATOMIC_OPERATION_FLOAT_ADD %lld\n", (long long)CU_ATOMIC_OPERATION_FLOAT_ADD);
-    printf("value CU_ATOMIC_OPERATION_FLOAT_MIN %lld\n", (long long)CU_ATOMIC_OPERATION_FLOAT_MIN);
-    printf("value CU_ATOMIC_OPERATION_FLOAT_MAX %lld\n", (long long)CU_ATOMIC_OPERATION_FLOAT_MAX);
-    printf("value CU_ATOMIC_OPERATION_MAX %lld\n", (long long)CU_ATOMIC_OPERATION_MAX);
-    printf("size CUatomicOperationCapability_enum %lld\n", (long long)sizeof(enum CUatomicOperationCapability_enum));
-    printf("value CU_ATOMIC_CAPABILITY_SIGNED %lld\n", (long long)CU_ATOMIC_CAPABILITY_SIGNED);
-    printf("value CU_ATOMIC_CAPABILITY_UNSIGNED %lld\n", (long long)CU_ATOMIC_CAPABILITY_UNSIGNED);
-    printf("value CU_ATOMIC_CAPABILITY_REDUCTION %lld\n", (long long)CU_ATOMIC_CAPABILITY_REDUCTION);
-    printf("value CU_ATOMIC_CAPABILITY_SCALAR_32 %lld\n", (long long)CU_ATOMIC_CAPABILITY_SCALAR_32);
-    printf("value CU_ATOMIC_CAPABILITY_SCALAR_64 %lld\n", (long long)CU_ATOMIC_CAPABILITY_SCALAR_64);
-    printf("value CU_ATOMIC_CAPABILITY_SCALAR_128 %lld\n", (long long)CU_ATOMIC_CAPABILITY_SCALAR_128);
-    printf("value CU_ATOMIC_CAPABILITY_VECTOR_32x4 %lld\n", (long long)CU_ATOMIC_CAPABILITY_VECTOR_32x4);
     printf("size CUresourceViewFormat_enum %lld\n", (long long)sizeof(enum CUresourceViewFormat_enum));
     printf("value CU_RES_VIEW_FORMAT_NONE %lld\n", (long long)CU_RES_VIEW_FORMAT_NONE);
     printf("value CU_RES_VIEW_FORMAT_UINT_1X8 %lld\n", (long long)CU_RES_VIEW_FORMAT_UINT_1X8);
@@ -2009,6 +2263,10 @@ int main(void) {
     printf("size CUtensorMapIm2ColWideMode_enum %lld\n", (long long)sizeof(enum CUtensorMapIm2ColWideMode_enum));
     printf("value CU_TENSOR_MAP_IM2COL_WIDE_MODE_W %lld\n", (long long)CU_TENSOR_MAP_IM2COL_WIDE_MODE_W);
     printf("value CU_TENSOR_MAP_IM2COL_WIDE_MODE_W128 %lld\n", (long long)CU_TENSOR_MAP_IM2COL_WIDE_MODE_W128);
+    printf("size CUtensorMapAllocClass_enum %lld\n", (long long)sizeof(enum CUtensorMapAllocClass_enum));
+    printf("value CU_TENSOR_MAP_ALLOC_CLASS_AUTO %lld\n", (long long)CU_TENSOR_MAP_ALLOC_CLASS_AUTO);
+    printf("value CU_TENSOR_MAP_ALLOC_CLASS_SMALL %lld\n", (long long)CU_TENSOR_MAP_ALLOC_CLASS_SMALL);
+    printf("value CU_TENSOR_MAP_ALLOC_CLASS_LARGE %lld\n", (long long)CU_TENSOR_MAP_ALLOC_CLASS_LARGE);
     printf("size CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS_enum %lld\n", (long long)sizeof(enum CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS_enum));
     printf("value CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE %lld\n", (long long)CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE);
     printf("value CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READ %lld\n", (long long)CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READ);
@@ -2053,6 +2311,8 @@ int main(void) {
     printf("value CU_MEM_LOCATION_TYPE_HOST %lld\n", (long long)CU_MEM_LOCATION_TYPE_HOST);
     printf("value CU_MEM_LOCATION_TYPE_HOST_NUMA %lld\n", (long long)CU_MEM_LOCATION_TYPE_HOST_NUMA);
     printf("value CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT %lld\n", (long long)CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT);
+    printf("value CU_MEM_LOCATION_TYPE_INVISIBLE %lld\n", (long long)CU_MEM_LOCATION_TYPE_INVISIBLE);
+    printf("value CU_MEM_LOCATION_TYPE_DEVICE_LOCALITY_DOMAIN %lld\n", (long long)CU_MEM_LOCATION_TYPE_DEVICE_LOCALITY_DOMAIN);
     printf("value CU_MEM_LOCATION_TYPE_MAX %lld\n", (long long)CU_MEM_LOCATION_TYPE_MAX);
     printf("size CUmemAllocationType_enum %lld\n", (long long)sizeof(enum CUmemAllocationType_enum));
     printf("value CU_MEM_ALLOCATION_TYPE_INVALID %lld\n", (long long)CU_MEM_ALLOCATION_TYPE_INVALID);
@@ -2100,6 +2360,13 @@ int main(void) {
     printf("value CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH %lld\n", (long long)CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH);
     printf("value CU_MEMPOOL_ATTR_USED_MEM_CURRENT %lld\n", (long long)CU_MEMPOOL_ATTR_USED_MEM_CURRENT);
     printf("value CU_MEMPOOL_ATTR_USED_MEM_HIGH %lld\n", (long long)CU_MEMPOOL_ATTR_USED_MEM_HIGH);
+    printf("value CU_MEMPOOL_ATTR_ALLOCATION_TYPE %lld\n", (long long)CU_MEMPOOL_ATTR_ALLOCATION_TYPE);
+    printf("value CU_MEMPOOL_ATTR_EXPORT_HANDLE_TYPES %lld\n", (long long)CU_MEMPOOL_ATTR_EXPORT_HANDLE_TYPES);
+    printf("value CU_MEMPOOL_ATTR_LOCATION_ID %lld\n", (long long)CU_MEMPOOL_ATTR_LOCATION_ID);
+    printf("value CU_MEMPOOL_ATTR_LOCATION_TYPE %lld\n", (long long)CU_MEMPOOL_ATTR_LOCATION_TYPE);
+    printf("value CU_MEMPOOL_ATTR_MAX_POOL_SIZE %lld\n", (long long)CU_MEMPOOL_ATTR_MAX_POOL_SIZE);
+    printf("value CU_MEMPOOL_ATTR_HW_DECOMPRESS_ENABLED %lld\n", (long long)CU_MEMPOOL_ATTR_HW_DECOMPRESS_ENABLED);
+    printf("value CU_MEMPOOL_ATTR_LOCALITY_DOMAIN_ID %lld\n", (long long)CU_MEMPOOL_ATTR_LOCALITY_DOMAIN_ID);
     printf("size CUmemcpyFlags_enum %lld\n", (long long)sizeof(enum CUmemcpyFlags_enum));
     printf("value CU_MEMCPY_FLAG_DEFAULT %lld\n", (long long)CU_MEMCPY_FLAG_DEFAULT);
     printf("value CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE %lld\n", (long long)CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE);
@@ -2121,6 +2388,7 @@ int main(void) {
     printf("size CUgraphChildGraphNodeOwnership_enum %lld\n", (long long)sizeof(enum CUgraphChildGraphNodeOwnership_enum));
     printf("value CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE %lld\n", (long long)CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE);
     printf("value CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE %lld\n", (long long)CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE);
+    printf("value CU_GRAPH_CHILD_GRAPH_OWNERSHIP_INVALID %lld\n", (long long)CU_GRAPH_CHILD_GRAPH_OWNERSHIP_INVALID);
     printf("size CUflushGPUDirectRDMAWritesOptions_enum %lld\n", (long long)sizeof(enum CUflushGPUDirectRDMAWritesOptions_enum));
     printf("value CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_HOST %lld\n", (long long)CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_HOST);
     printf("value CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_MEMOPS %lld\n", (long long)CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_MEMOPS);
@@ -2150,6 +2418,8 @@ int main(void) {
     printf("value CU_GRAPH_DEBUG_DOT_FLAGS_BATCH_MEM_OP_NODE_PARAMS %lld\n", (long long)CU_GRAPH_DEBUG_DOT_FLAGS_BATCH_MEM_OP_NODE_PARAMS);
     printf("value CU_GRAPH_DEBUG_DOT_FLAGS_EXTRA_TOPO_INFO %lld\n", (long long)CU_GRAPH_DEBUG_DOT_FLAGS_EXTRA_TOPO_INFO);
     printf("value CU_GRAPH_DEBUG_DOT_FLAGS_CONDITIONAL_NODE_PARAMS %lld\n", (long long)CU_GRAPH_DEBUG_DOT_FLAGS_CONDITIONAL_NODE_PARAMS);
+    printf("value CU_GRAPH_DEBUG_DOT_FLAGS_MEMCPY_BATCH_NODE_PARAMS %lld\n", (long long)CU_GRAPH_DEBUG_DOT_FLAGS_MEMCPY_BATCH_NODE_PARAMS);
+    printf("value CU_GRAPH_DEBUG_DOT_FLAGS_FABRIC_CPY_BATCH_NODE_PARAMS %lld\n", (long long)CU_GRAPH_DEBUG_DOT_FLAGS_FABRIC_CPY_BATCH_NODE_PARAMS);
     printf("size CUuserObject_flags_enum %lld\n", (long long)sizeof(enum CUuserObject_flags_enum));
     printf("value CU_USER_OBJECT_NO_DESTRUCTOR_SYNC %lld\n", (long long)CU_USER_OBJECT_NO_DESTRUCTOR_SYNC);
     printf("size CUuserObjectRetain_flags_enum %lld\n", (long long)sizeof(enum CUuserObjectRetain_flags_enum));
@@ -2167,6 +2437,8 @@ int main(void) {
     printf("value CU_PROCESS_STATE_LOCKED %lld\n", (long long)CU_PROCESS_STATE_LOCKED);
     printf("value CU_PROCESS_STATE_CHECKPOINTED %lld\n", (long long)CU_PROCESS_STATE_CHECKPOINTED);
     printf("value CU_PROCESS_STATE_FAILED %lld\n", (long long)CU_PROCESS_STATE_FAILED);
+    printf("value CU_PROCESS_STATE_CHECKPOINTING %lld\n", (long long)CU_PROCESS_STATE_CHECKPOINTING);
+    printf("value CU_PROCESS_STATE_RESTORING %lld\n", (long long)CU_PROCESS_STATE_RESTORING);
     printf("size CUmoduleLoadingMode_enum %lld\n", (long long)sizeof(enum CUmoduleLoadingMode_enum));
     printf("value CU_MODULE_EAGER_LOADING %lld\n", (long long)CU_MODULE_EAGER_LOADING);
     printf("value CU_MODULE_LAZY_LOADING %lld\n", (long long)CU_MODULE_LAZY_LOADING);
@@ -2175,6 +2447,29 @@ int main(void) {
     printf("value CU_MEM_DECOMPRESS_ALGORITHM_DEFLATE %lld\n", (long long)CU_MEM_DECOMPRESS_ALGORITHM_DEFLATE);
     printf("value CU_MEM_DECOMPRESS_ALGORITHM_SNAPPY %lld\n", (long long)CU_MEM_DECOMPRESS_ALGORITHM_SNAPPY);
     printf("value CU_MEM_DECOMPRESS_ALGORITHM_LZ4 %lld\n", (long long)CU_MEM_DECOMPRESS_ALGORITHM_LZ4);
+    printf("size CUcliqueType_enum %lld\n", (long long)sizeof(enum CUcliqueType_enum));
+    printf("value CU_CLIQUE_TYPE_UNICAST_POINTER %lld\n", (long long)CU_CLIQUE_TYPE_UNICAST_POINTER);
+    printf("value CU_CLIQUE_TYPE_MULTICAST_POINTER %lld\n", (long long)CU_CLIQUE_TYPE_MULTICAST_POINTER);
+    printf("value CU_CLIQUE_TYPE_UNICAST_LOGICAL_ENDPOINT %lld\n", (long long)CU_CLIQUE_TYPE_UNICAST_LOGICAL_ENDPOINT);
+    printf("value CU_CLIQUE_TYPE_MULTICAST_LOGICAL_ENDPOINT %lld\n", (long long)CU_CLIQUE_TYPE_MULTICAST_LOGICAL_ENDPOINT);
+    printf("size CUlogicalEndpointIpcHandleType_enum %lld\n", (long long)sizeof(enum CUlogicalEndpointIpcHandleType_enum));
+    printf("value CU_LOGICAL_ENDPOINT_IPC_HANDLE_TYPE_NONE %lld\n", (long long)CU_LOGICAL_ENDPOINT_IPC_HANDLE_TYPE_NONE);
+    printf("value CU_LOGICAL_ENDPOINT_IPC_HANDLE_TYPE_FABRIC %lld\n", (long long)CU_LOGICAL_ENDPOINT_IPC_HANDLE_TYPE_FABRIC);
+    printf("size CUlogicalEndpointType_enum %lld\n", (long long)sizeof(enum CUlogicalEndpointType_enum));
+    printf("value CU_LOGICAL_ENDPOINT_TYPE_INVALID %lld\n", (long long)CU_LOGICAL_ENDPOINT_TYPE_INVALID);
+    printf("value CU_LOGICAL_ENDPOINT_TYPE_UNICAST %lld\n", (long long)CU_LOGICAL_ENDPOINT_TYPE_UNICAST);
+    printf("value CU_LOGICAL_ENDPOINT_TYPE_MULTICAST %lld\n", (long long)CU_LOGICAL_ENDPOINT_TYPE_MULTICAST);
+    printf("size CUlogicalEndpointFlag_enum %lld\n", (long long)sizeof(enum CUlogicalEndpointFlag_enum));
+    printf("value CU_LOGICAL_ENDPOINT_FLAG_NONE %lld\n", (long long)CU_LOGICAL_ENDPOINT_FLAG_NONE);
+    printf("value CU_LOGICAL_ENDPOINT_FLAG_COUNTED_OPS %lld\n", (long long)CU_LOGICAL_ENDPOINT_FLAG_COUNTED_OPS);
+    printf("size CUfabricCpyOperandType_enum %lld\n", (long long)sizeof(enum CUfabricCpyOperandType_enum));
+    printf("value CU_FABRIC_COPY_OPERAND_TYPE_POINTER %lld\n", (long long)CU_FABRIC_COPY_OPERAND_TYPE_POINTER);
+    printf("value CU_FABRIC_COPY_OPERAND_TYPE_LOGICAL_ENDPOINT %lld\n", (long long)CU_FABRIC_COPY_OPERAND_TYPE_LOGICAL_ENDPOINT);
+    printf("value CU_FABRIC_COPY_OPERAND_TYPE_MAX %lld\n", (long long)CU_FABRIC_COPY_OPERAND_TYPE_MAX);
+    printf("size CUgraphRecaptureStatus_enum %lld\n", (long long)sizeof(enum CUgraphRecaptureStatus_enum));
+    printf("value CU_GRAPH_RECAPTURE_ELIGIBLE_FOR_UPDATE %lld\n", (long long)CU_GRAPH_RECAPTURE_ELIGIBLE_FOR_UPDATE);
+    printf("value CU_GRAPH_RECAPTURE_INELIGIBLE_FOR_UPDATE %lld\n", (long long)CU_GRAPH_RECAPTURE_INELIGIBLE_FOR_UPDATE);
+    printf("value CU_GRAPH_RECAPTURE_ERROR %lld\n", (long long)CU_GRAPH_RECAPTURE_ERROR);
     printf("size CUfunctionLoadingState_enum %lld\n", (long long)sizeof(enum CUfunctionLoadingState_enum));
     printf("value CU_FUNCTION_LOADING_STATE_UNLOADED %lld\n", (long long)CU_FUNCTION_LOADING_STATE_UNLOADED);
     printf("value CU_FUNCTION_LOADING_STATE_LOADED %lld\n", (long long)CU_FUNCTION_LOADING_STATE_LOADED);
@@ -2196,15 +2491,31 @@ int main(void) {
     printf("value CU_COREDUMP_SKIP_LOCAL_MEMORY %lld\n", (long long)CU_COREDUMP_SKIP_LOCAL_MEMORY);
     printf("value CU_COREDUMP_SKIP_ABORT %lld\n", (long long)CU_COREDUMP_SKIP_ABORT);
     printf("value CU_COREDUMP_SKIP_CONSTBANK_MEMORY %lld\n", (long long)CU_COREDUMP_SKIP_CONSTBANK_MEMORY);
+    printf("value CU_COREDUMP_GZIP_COMPRESS %lld\n", (long long)CU_COREDUMP_GZIP_COMPRESS);
+    printf("value CU_COREDUMP_FAULTED_CONTEXTS_ONLY %lld\n", (long long)CU_COREDUMP_FAULTED_CONTEXTS_ONLY);
+    printf("value CU_COREDUMP_SKIP_TENSOR_MEMORY %lld\n", (long long)CU_COREDUMP_SKIP_TENSOR_MEMORY);
+    printf("value CU_COREDUMP_NO_ERRBAR_AT_EXIT %lld\n", (long long)CU_COREDUMP_NO_ERRBAR_AT_EXIT);
+    printf("value CU_COREDUMP_LOG_ONLY %lld\n", (long long)CU_COREDUMP_LOG_ONLY);
     printf("value CU_COREDUMP_LIGHTWEIGHT_FLAGS %lld\n", (long long)CU_COREDUMP_LIGHTWEIGHT_FLAGS);
     printf("size CUgreenCtxCreate_flags %lld\n", (long long)sizeof(CUgreenCtxCreate_flags));
+    printf("value CU_GREEN_CTX_NONE %lld\n", (long long)CU_GREEN_CTX_NONE);
     printf("value CU_GREEN_CTX_DEFAULT_STREAM %lld\n", (long long)CU_GREEN_CTX_DEFAULT_STREAM);
-    printf("size CUdevSmResourceSplit_flags %lld\n", (long long)sizeof(CUdevSmResourceSplit_flags));
+    printf("size CUdevSmResourceGroup_flags %lld\n", (long long)sizeof(CUdevSmResourceGroup_flags));
+    printf("value CU_DEV_SM_RESOURCE_GROUP_DEFAULT %lld\n", (long long)CU_DEV_SM_RESOURCE_GROUP_DEFAULT);
+    printf("value CU_DEV_SM_RESOURCE_GROUP_BACKFILL %lld\n", (long long)CU_DEV_SM_RESOURCE_GROUP_BACKFILL);
+    printf("value CU_DEV_SM_RESOURCE_GROUP_LOCALITY_DOMAIN_ID %lld\n", (long long)CU_DEV_SM_RESOURCE_GROUP_LOCALITY_DOMAIN_ID);
+    printf("value CU_DEV_SM_RESOURCE_GROUP_LOCALITY_DOMAIN_SUPPLEMENTAL_SMS %lld\n", (long long)CU_DEV_SM_RESOURCE_GROUP_LOCALITY_DOMAIN_SUPPLEMENTAL_SMS);
+    printf("size CUdevSmResourceSplitByCount_flags %lld\n", (long long)sizeof(CUdevSmResourceSplitByCount_flags));
     printf("value CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING %lld\n", (long long)CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING);
     printf("value CU_DEV_SM_RESOURCE_SPLIT_MAX_POTENTIAL_CLUSTER_SIZE %lld\n", (long long)CU_DEV_SM_RESOURCE_SPLIT_MAX_POTENTIAL_CLUSTER_SIZE);
     printf("size CUdevResourceType %lld\n", (long long)sizeof(CUdevResourceType));
     printf("value CU_DEV_RESOURCE_TYPE_INVALID %lld\n", (long long)CU_DEV_RESOURCE_TYPE_INVALID);
     printf("value CU_DEV_RESOURCE_TYPE_SM %lld\n", (long long)CU_DEV_RESOURCE_TYPE_SM);
+    printf("value CU_DEV_RESOURCE_TYPE_WORKQUEUE_CONFIG %lld\n", (long long)CU_DEV_RESOURCE_TYPE_WORKQUEUE_CONFIG);
+    printf("value CU_DEV_RESOURCE_TYPE_WORKQUEUE %lld\n", (long long)CU_DEV_RESOURCE_TYPE_WORKQUEUE);
+    printf("size CUdevWorkqueueConfigScope %lld\n", (long long)sizeof(CUdevWorkqueueConfigScope));
+    printf("value CU_WORKQUEUE_SCOPE_DEVICE_CTX %lld\n", (long long)CU_WORKQUEUE_SCOPE_DEVICE_CTX);
+    printf("value CU_WORKQUEUE_SCOPE_GREEN_CTX_BALANCED %lld\n", (long long)CU_WORKQUEUE_SCOPE_GREEN_CTX_BALANCED);
     printf("size CUlogLevel_enum %lld\n", (long long)sizeof(enum CUlogLevel_enum));
     printf("value CU_LOG_LEVEL_ERROR %lld\n", (long long)CU_LOG_LEVEL_ERROR);
     printf("value CU_LOG_LEVEL_WARNING %lld\n", (long long)CU_LOG_LEVEL_WARNING);
@@ -2232,14 +2543,19 @@ int main(void) {
     printf("size CUevent_sched_flags %lld\n", (long long)sizeof(CUevent_sched_flags));
     printf("size cl_event_flags %lld\n", (long long)sizeof(cl_event_flags));
     printf("size cl_context_flags %lld\n", (long long)sizeof(cl_context_flags));
+    printf("size CUhostTaskSyncMode %lld\n", (long long)sizeof(CUhostTaskSyncMode));
     printf("size CUstream_flags %lld\n", (long long)sizeof(CUstream_flags));
     printf("size CUevent_flags %lld\n", (long long)sizeof(CUevent_flags));
     printf("size CUevent_record_flags %lld\n", (long long)sizeof(CUevent_record_flags));
     printf("size CUevent_wait_flags %lld\n", (long long)sizeof(CUevent_wait_flags));
+    printf("size CUatomicOperation %lld\n", (long long)sizeof(CUatomicOperation));
+    printf("size CUatomicOperationCapability %lld\n", (long long)sizeof(CUatomicOperationCapability));
     printf("size CUstreamWaitValue_flags %lld\n", (long long)sizeof(CUstreamWaitValue_flags));
     printf("size CUstreamWriteValue_flags %lld\n", (long long)sizeof(CUstreamWriteValue_flags));
     printf("size CUstreamBatchMemOpType %lld\n", (long long)sizeof(CUstreamBatchMemOpType));
     printf("size CUstreamMemoryBarrier_flags %lld\n", (long long)sizeof(CUstreamMemoryBarrier_flags));
+    printf("size CUstreamAtomicReductionOpType %lld\n", (long long)sizeof(CUstreamAtomicReductionOpType));
+    printf("size CUstreamAtomicReductionDataType %lld\n", (long long)sizeof(CUstreamAtomicReductionDataType));
     printf("size CUstreamBatchMemOpParams_v1 %lld\n", (long long)sizeof(CUstreamBatchMemOpParams_v1));
     printf("size CUstreamBatchMemOpParams %lld\n", (long long)sizeof(CUstreamBatchMemOpParams));
     printf("size CUDA_BATCH_MEM_OP_NODE_PARAMS_v1 %lld\n", (long long)sizeof(CUDA_BATCH_MEM_OP_NODE_PARAMS_v1));
@@ -2297,6 +2613,8 @@ int main(void) {
     printf("size CUclusterSchedulingPolicy %lld\n", (long long)sizeof(CUclusterSchedulingPolicy));
     printf("size CUlaunchMemSyncDomain %lld\n", (long long)sizeof(CUlaunchMemSyncDomain));
     printf("size CUlaunchMemSyncDomainMap %lld\n", (long long)sizeof(CUlaunchMemSyncDomainMap));
+    printf("size CUlaunchAttributePortableClusterMode %lld\n", (long long)sizeof(CUlaunchAttributePortableClusterMode));
+    printf("size CUsharedMemoryMode %lld\n", (long long)sizeof(CUsharedMemoryMode));
     printf("size CUlaunchAttributeID %lld\n", (long long)sizeof(CUlaunchAttributeID));
     printf("size CUlaunchAttributeValue %lld\n", (long long)sizeof(CUlaunchAttributeValue));
     printf("size CUlaunchAttribute %lld\n", (long long)sizeof(CUlaunchAttribute));
@@ -2319,12 +2637,13 @@ int main(void) {
     printf("size CUcigDataType %lld\n", (long long)sizeof(CUcigDataType));
     printf("size CUctxCigParam %lld\n", (long long)sizeof(CUctxCigParam));
     printf("size CUctxCreateParams %lld\n", (long long)sizeof(CUctxCreateParams));
+    printf("size CUstreamCigDataType %lld\n", (long long)sizeof(CUstreamCigDataType));
+    printf("size CUstreamCigParam %lld\n", (long long)sizeof(CUstreamCigParam));
+    printf("size CUstreamCigCaptureParams %lld\n", (long long)sizeof(CUstreamCigCaptureParams));
     printf("size CUlibraryOption %lld\n", (long long)sizeof(CUlibraryOption));
     printf("size CUlibraryHostUniversalFunctionAndDataTable %lld\n", (long long)sizeof(CUlibraryHostUniversalFunctionAndDataTable));
     printf("size CUresult %lld\n", (long long)sizeof(CUresult));
     printf("size CUdevice_P2PAttribute %lld\n", (long long)sizeof(CUdevice_P2PAttribute));
-    printf("size CUatomicOperation %lld\n", (long long)sizeof(CUatomicOperation));
-    printf("size CUatomicOperationCapability %lld\n", (long long)sizeof(CUatomicOperationCapability));
     printf("size CUDA_MEMCPY2D_v2 %lld\n", (long long)sizeof(CUDA_MEMCPY2D_v2));
     printf("size CUDA_MEMCPY2D %lld\n", (long long)sizeof(CUDA_MEMCPY2D));
     printf("size CUDA_MEMCPY3D_v2 %lld\n", (long long)sizeof(CUDA_MEMCPY3D_v2));
@@ -2354,6 +2673,7 @@ int main(void) {
     printf("size CUtensorMapL2promotion %lld\n", (long long)sizeof(CUtensorMapL2promotion));
     printf("size CUtensorMapFloatOOBfill %lld\n", (long long)sizeof(CUtensorMapFloatOOBfill));
     printf("size CUtensorMapIm2ColWideMode %lld\n", (long long)sizeof(CUtensorMapIm2ColWideMode));
+    printf("size CUtensorMapAllocClass %lld\n", (long long)sizeof(CUtensorMapAllocClass));
     printf("size CUDA_POINTER_ATTRIBUTE_P2P_TOKENS_v1 %lld\n", (long long)sizeof(CUDA_POINTER_ATTRIBUTE_P2P_TOKENS_v1));
     printf("size CUDA_POINTER_ATTRIBUTE_P2P_TOKENS %lld\n", (long long)sizeof(CUDA_POINTER_ATTRIBUTE_P2P_TOKENS));
     printf("size CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS %lld\n", (long long)sizeof(CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS));
@@ -2433,6 +2753,12 @@ int main(void) {
     printf("size CUDA_CHILD_GRAPH_NODE_PARAMS %lld\n", (long long)sizeof(CUDA_CHILD_GRAPH_NODE_PARAMS));
     printf("size CUDA_EVENT_RECORD_NODE_PARAMS %lld\n", (long long)sizeof(CUDA_EVENT_RECORD_NODE_PARAMS));
     printf("size CUDA_EVENT_WAIT_NODE_PARAMS %lld\n", (long long)sizeof(CUDA_EVENT_WAIT_NODE_PARAMS));
+    printf("size CUDA_MEMCPY_BATCH_NODE_PARAMS_V1 %lld\n", (long long)sizeof(CUDA_MEMCPY_BATCH_NODE_PARAMS_V1));
+    printf("size CUDA_MEMCPY_BATCH_NODE_PARAMS %lld\n", (long long)sizeof(CUDA_MEMCPY_BATCH_NODE_PARAMS));
+    printf("size CUDA_FABRIC_COPY_BATCH_OP_v1 %lld\n", (long long)sizeof(CUDA_FABRIC_COPY_BATCH_OP_v1));
+    printf("size CUDA_FABRIC_COPY_BATCH_OP %lld\n", (long long)sizeof(CUDA_FABRIC_COPY_BATCH_OP));
+    printf("size CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1 %lld\n", (long long)sizeof(CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1));
+    printf("size CUDA_FABRIC_CPY_BATCH_NODE_PARAMS %lld\n", (long long)sizeof(CUDA_FABRIC_CPY_BATCH_NODE_PARAMS));
     printf("size CUgraphNodeParams %lld\n", (long long)sizeof(CUgraphNodeParams));
     printf("size CUflushGPUDirectRDMAWritesOptions %lld\n", (long long)sizeof(CUflushGPUDirectRDMAWritesOptions));
     printf("size CUGPUDirectRDMAWritesOrdering %lld\n", (long long)sizeof(CUGPUDirectRDMAWritesOrdering));
@@ -2444,6 +2770,8 @@ int main(void) {
     printf("size CUgraphInstantiate_flags %lld\n", (long long)sizeof(CUgraphInstantiate_flags));
     printf("size CUdeviceNumaConfig %lld\n", (long long)sizeof(CUdeviceNumaConfig));
     printf("size CUprocessState %lld\n", (long long)sizeof(CUprocessState));
+    printf("size CUcheckpointCustomStoragePerDeviceData %lld\n", (long long)sizeof(CUcheckpointCustomStoragePerDeviceData));
+    printf("size CUcheckpointCustomStorageInfo %lld\n", (long long)sizeof(CUcheckpointCustomStorageInfo));
     printf("size CUcheckpointLockArgs %lld\n", (long long)sizeof(CUcheckpointLockArgs));
     printf("size CUcheckpointCheckpointArgs %lld\n", (long long)sizeof(CUcheckpointCheckpointArgs));
     printf("size CUcheckpointGpuPair %lld\n", (long long)sizeof(CUcheckpointGpuPair));
@@ -2452,9 +2780,23 @@ int main(void) {
     printf("size CUmoduleLoadingMode %lld\n", (long long)sizeof(CUmoduleLoadingMode));
     printf("size CUmemDecompressAlgorithm %lld\n", (long long)sizeof(CUmemDecompressAlgorithm));
     printf("size CUmemDecompressParams %lld\n", (long long)sizeof(CUmemDecompressParams));
+    printf("size CUcliqueType %lld\n", (long long)sizeof(CUcliqueType));
+    printf("size CUcliqueInfo %lld\n", (long long)sizeof(CUcliqueInfo));
+    printf("size CUlogicalEndpointId %lld\n", (long long)sizeof(CUlogicalEndpointId));
+    printf("size CUlogicalEndpointIpcHandleType %lld\n", (long long)sizeof(CUlogicalEndpointIpcHandleType));
+    printf("size CUlogicalEndpointFabricHandle %lld\n", (long long)sizeof(CUlogicalEndpointFabricHandle));
+    printf("size CUlogicalEndpointType %lld\n", (long long)sizeof(CUlogicalEndpointType));
+    printf("size CUlogicalEndpointFlag %lld\n", (long long)sizeof(CUlogicalEndpointFlag));
+    printf("size CUlogicalEndpointProp %lld\n", (long long)sizeof(CUlogicalEndpointProp));
+    printf("size CUfabricCpyOperandType %lld\n", (long long)sizeof(CUfabricCpyOperandType));
+    printf("size CUfabricCpyOperand %lld\n", (long long)sizeof(CUfabricCpyOperand));
+    printf("size CUgraphRecaptureStatus %lld\n", (long long)sizeof(CUgraphRecaptureStatus));
     printf("size CUfunctionLoadingState %lld\n", (long long)sizeof(CUfunctionLoadingState));
     printf("size CUcoredumpSettings %lld\n", (long long)sizeof(CUcoredumpSettings));
     printf("size CUdevSmResource %lld\n", (long long)sizeof(CUdevSmResource));
+    printf("size CUdevWorkqueueConfigResource %lld\n", (long long)sizeof(CUdevWorkqueueConfigResource));
+    printf("size CUdevWorkqueueResource %lld\n", (long long)sizeof(CUdevWorkqueueResource));
+    printf("size CU_DEV_SM_RESOURCE_GROUP_PARAMS %lld\n", (long long)sizeof(CU_DEV_SM_RESOURCE_GROUP_PARAMS));
     printf("size CUdevResource_v1 %lld\n", (long long)sizeof(CUdevResource_v1));
     printf("size CUdevResource %lld\n", (long long)sizeof(CUdevResource));
     printf("size CUlogLevel %lld\n", (long long)sizeof(CUlogLevel));
@@ -2482,12 +2824,16 @@ int main(void) {
     printf("size CUasyncCallbackHandle %lld\n", (long long)sizeof(CUasyncCallbackHandle));
     printf("size CUgreenCtx %lld\n", (long long)sizeof(CUgreenCtx));
     printf("size CUlinkState %lld\n", (long long)sizeof(CUlinkState));
+    printf("size CUcheckpointOperationHandle %lld\n", (long long)sizeof(CUcheckpointOperationHandle));
+    printf("size CUcoredumpCallbackHandle %lld\n", (long long)sizeof(CUcoredumpCallbackHandle));
     printf("size CUdevResourceDesc %lld\n", (long long)sizeof(CUdevResourceDesc));
     printf("size CUlogsCallbackHandle %lld\n", (long long)sizeof(CUlogsCallbackHandle));
     printf("size CUasyncCallback %lld\n", (long long)sizeof(CUasyncCallback));
     printf("size CUhostFn %lld\n", (long long)sizeof(CUhostFn));
     printf("size CUstreamCallback %lld\n", (long long)sizeof(CUstreamCallback));
     printf("size CUoccupancyB2DSize %lld\n", (long long)sizeof(CUoccupancyB2DSize));
+    printf("size CUgraphRecaptureCallback %lld\n", (long long)sizeof(CUgraphRecaptureCallback));
+    printf("size CUcoredumpStatusCallback %lld\n", (long long)sizeof(CUcoredumpStatusCallback));
     printf("size CUlogsCallback %lld\n", (long long)sizeof(CUlogsCallback));
     printf("value CUDA_VERSION %lld\n", (long long)CUDA_VERSION);
     printf("value CU_IPC_HANDLE_SIZE %lld\n", (long long)CU_IPC_HANDLE_SIZE);
@@ -2513,6 +2859,7 @@ int main(void) {
     printf("value CUDA_NVSCISYNC_ATTR_WAIT %lld\n", (long long)CUDA_NVSCISYNC_ATTR_WAIT);
     printf("value CU_MEM_CREATE_USAGE_TILE_POOL %lld\n", (long long)CU_MEM_CREATE_USAGE_TILE_POOL);
     printf("value CU_MEM_CREATE_USAGE_HW_DECOMPRESS %lld\n", (long long)CU_MEM_CREATE_USAGE_HW_DECOMPRESS);
+    printf("value CU_MEM_CREATE_USAGE_GPU_DIRECT_RDMA_OVER_PCIE %lld\n", (long long)CU_MEM_CREATE_USAGE_GPU_DIRECT_RDMA_OVER_PCIE);
     printf("value CU_MEM_POOL_CREATE_USAGE_HW_DECOMPRESS %lld\n", (long long)CU_MEM_POOL_CREATE_USAGE_HW_DECOMPRESS);
     printf("value CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_PRE_LAUNCH_SYNC %lld\n", (long long)CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_PRE_LAUNCH_SYNC);
     printf("value CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_POST_LAUNCH_SYNC %lld\n", (long long)CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_POST_LAUNCH_SYNC);
@@ -2537,7 +2884,6 @@ int main(void) {
     printf("value CU_LAUNCH_PARAM_BUFFER_POINTER_AS_INT %lld\n", (long long)CU_LAUNCH_PARAM_BUFFER_POINTER_AS_INT);
     printf("value CU_LAUNCH_PARAM_BUFFER_SIZE_AS_INT %lld\n", (long long)CU_LAUNCH_PARAM_BUFFER_SIZE_AS_INT);
     printf("value CU_PARAM_TR_DEFAULT %lld\n", (long long)CU_PARAM_TR_DEFAULT);
-    printf("value RESOURCE_ABI_VERSION %lld\n", (long long)RESOURCE_ABI_VERSION);
-    printf("value RESOURCE_ABI_EXTERNAL_BYTES %lld\n", (long long)RESOURCE_ABI_EXTERNAL_BYTES);
+    printf("value CU_DEV_SM_RESOURCE_GROUP_LOCALITY_DOMAIN_ID_ANY %lld\n", (long long)CU_DEV_SM_RESOURCE_GROUP_LOCALITY_DOMAIN_ID_ANY);
     return 0;
 }

@@ -21,14 +21,14 @@ pub fn cuda_include_dir() -> Result<PathBuf, String> {
     let candidates = [
         std::env::var_os("CUDA_INCLUDE_DIR").map(PathBuf::from),
         std::env::var_os("CUDA_HOME").map(|h| PathBuf::from(h).join("include")),
-        Some(root.join("target/cuda-cache/cuda-runtime/nvidia/cu13/include")),
+        Some(root.join("target/cuda-cache/cuda-runtime-13.5.37/nvidia/cu13/include")),
     ];
     for c in candidates.into_iter().flatten() {
         if c.join("cuda.h").is_file() {
             return Ok(c);
         }
     }
-    Err("no cuda.h found: run the tests through `cargo xtask test`, which fetches the pinned CUDA 13.0 header, or set CUDA_INCLUDE_DIR".into())
+    Err("no cuda.h found: run the tests through `cargo xtask test`, which fetches the pinned CUDA 13.5 header, or set CUDA_INCLUDE_DIR".into())
 }
 
 /// The directory with the compiled test kernels (`kernels.ptx`, `kernels.cubin`):

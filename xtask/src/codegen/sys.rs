@@ -287,7 +287,19 @@ pub fn functions(specs: &Specs) -> Result<TokenStream> {
         let ver = f.proc_version;
         let pt_ver = f.per_thread_version.unwrap_or(f.proc_version);
         let pname = cstr(crate::import::header::proc_name(&f.symbol));
-        table.push(quote! { Symbol::new(#name, #pname, #sym, #ver, #pt_sym, #pt_ver) });
+        let since = f
+            .since
+            .as_deref()
+            .map(crate::import::merge::release_number)
+            .unwrap_or(0);
+        let removed = f
+            .removed
+            .as_deref()
+            .map(crate::import::merge::release_number)
+            .unwrap_or(0);
+        table.push(
+            quote! { Symbol::new(#name, #pname, #sym, #ver, #pt_sym, #pt_ver).dated(#since, #removed) },
+        );
 
         let fname = ident(name);
         let params: Vec<proc_macro2::Ident> = f.params.iter().map(|p| ident(&p.name)).collect();
