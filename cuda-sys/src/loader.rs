@@ -8,7 +8,7 @@
 use std::ffi::{CStr, c_void};
 use std::fmt;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 
 /// Why the driver or one of its functions is unavailable.
 #[derive(Clone, PartialEq, Eq)]
@@ -188,6 +188,8 @@ pub struct Symbol {
     per_thread_version: u32,
     since: u32,
     removed: u32,
+    older: &'static [(&'static CStr, u32)],
+    resolved_version: AtomicU32,
     ptr: AtomicPtr<c_void>,
 }
 
@@ -220,6 +222,8 @@ impl Symbol {
             per_thread_version,
             since: 0,
             removed: 0,
+            older: &[],
+            resolved_version: AtomicU32::new(0),
             ptr: AtomicPtr::new(std::ptr::null_mut()),
         }
     }
@@ -234,6 +238,31 @@ impl Symbol {
         self
     }
 
+    /// The same entry with the earlier ABIs a driver older than `version`
+    /// is asked for instead (used by the generated code): `(symbol,
+    /// cuGetProcAddress version)`, newest first, only those with the same C
+    /// parameter list as the current ABI.
+    pub const fn older_abis(mut self, older: &'static [(&'static CStr, u32)]) -> Symbol {
+        self.older = older;
+        self
+    }
+
+    /// The earlier ABIs with the same parameter list, newest first (see
+    /// [`Symbol::older_abis`]).
+    pub fn older(&self) -> &'static [(&'static CStr, u32)] {
+        self.older
+    }
+
+    /// The `cuGetProcAddress` version of the ABI this entry was resolved at
+    /// (the current one, or an older one on an older driver); `None` before
+    /// it is resolved.
+    pub fn resolved_version(&self) -> Option<u32> {
+        match self.resolved_version.load(Ordering::Acquire) {
+            0 => None,
+            v => Some(v),
+        }
+    }
+
     /// The first CUDA version with this function, e.g. 12040; `None` when unknown.
     pub fn since(&self) -> Option<u32> {
         (self.since != 0).then_some(self.since)
@@ -246,12 +275,23 @@ impl Symbol {
         (self.removed != 0).then_some(self.removed)
     }
 
-    /// Whether the driver can have this entry point: `false` when its
-    /// reported CUDA version is older than the ABI version this build calls
-    /// (the entry point is then never asked for), `true` otherwise.
-    pub fn driver_is_new_enough(&self, driver: &Driver) -> bool {
-        let (_, version) = self.target();
-        driver.version.is_none_or(|d| d >= version as i32)
+    /// The ABI (symbol, `cuGetProcAddress` version) to ask `driver` for:
+    /// the current one when the driver's CUDA version reaches it, else the
+    /// newest earlier ABI with the same parameter list that it reaches;
+    /// `None` when there is none (the call returns `NotSupported`).
+    pub fn abi_for(&self, driver: &Driver) -> Option<(&'static CStr, u32)> {
+        let (symbol, version) = self.target();
+        let Some(d) = driver.version else {
+            return Some((symbol, version));
+        };
+        if d >= version as i32 {
+            return Some((symbol, version));
+        }
+        // The per-thread variants of older ABIs are not recorded.
+        if cfg!(feature = "per-thread-default-stream") && self.per_thread_symbol.is_some() {
+            return None;
+        }
+        self.older.iter().copied().find(|(_, v)| d >= *v as i32)
     }
 
     /// The C API name.
@@ -287,18 +327,19 @@ impl Symbol {
             return Ok(p);
         }
         let d = driver()?;
-        let (symbol, version) = self.target();
-        // A driver older than the ABI this build calls is not asked: it may
-        // hand out an older ABI of the same name, whose parameters or
-        // records differ from this declaration's.
-        if !self.driver_is_new_enough(d) {
+        // A driver older than the ABI this build calls is not asked for it:
+        // it may hand out an older ABI of the same name, whose parameters
+        // differ from this declaration's. An older ABI with the same
+        // parameter list is asked for instead, where the specs record one.
+        let Some((symbol, version)) = self.abi_for(d) else {
+            let (symbol, version) = self.target();
             return Err(LoaderError::SymbolNotFound {
                 function: self.name.to_string(),
                 symbol: symbol.to_string_lossy().into_owned(),
                 needs_version: version,
                 driver_version: d.version,
             });
-        }
+        };
         let mut found: *mut c_void = std::ptr::null_mut();
         if let Some(gpa) = d.get_proc_address {
             let mut status = 0i32;
@@ -330,6 +371,7 @@ impl Symbol {
                 driver_version: d.version,
             });
         }
+        self.resolved_version.store(version, Ordering::Release);
         self.ptr.store(found, Ordering::Release);
         Ok(found)
     }

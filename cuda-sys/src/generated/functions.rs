@@ -742,7 +742,8 @@ pub static SYMBOLS: [Symbol; 506] = [
             None,
             11040u32,
         )
-        .dated(9020u32, 0u32),
+        .dated(9020u32, 0u32)
+        .older_abis(&[(c"cuDeviceGetUuid", 9020u32)]),
     Symbol::new(
             "cuDeviceGetUuid_v2",
             c"cuDeviceGetUuid",
@@ -886,7 +887,8 @@ pub static SYMBOLS: [Symbol; 506] = [
             None,
             12080u32,
         )
-        .dated(2000u32, 0u32),
+        .dated(2000u32, 0u32)
+        .older_abis(&[(c"cuEventElapsedTime", 2000u32)]),
     Symbol::new(
             "cuEventElapsedTime_v2",
             c"cuEventElapsedTime",
@@ -1237,9 +1239,9 @@ pub static SYMBOLS: [Symbol; 506] = [
             "cuGraphAddNode",
             c"cuGraphAddNode",
             c"cuGraphAddNode_v2",
-            13040u32,
+            12030u32,
             None,
-            13040u32,
+            12030u32,
         )
         .dated(12020u32, 0u32),
     Symbol::new(
@@ -1849,9 +1851,9 @@ pub static SYMBOLS: [Symbol; 506] = [
             "cuGraphNodeSetParams",
             c"cuGraphNodeSetParams",
             c"cuGraphNodeSetParams",
-            13040u32,
+            12020u32,
             None,
-            13040u32,
+            12020u32,
         )
         .dated(12020u32, 0u32),
     Symbol::new(
@@ -7274,7 +7276,7 @@ pub unsafe fn cuDeviceGetTexture1DLinearMaxWidth(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuDeviceGetUuid_v2` (ABI of CUDA 11.4); first in CUDA 9.2; in the CUDA 12.0 header: symbol `cuDeviceGetUuid` (ABI of CUDA 11.4). NVIDIA reference: [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html) (`cuDeviceGetUuid`).
+/// Resolves symbol `cuDeviceGetUuid_v2` (ABI of CUDA 11.4); first in CUDA 9.2; in the CUDA 12.0 header: symbol `cuDeviceGetUuid` (ABI of CUDA 9.2). NVIDIA reference: [Device Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html) (`cuDeviceGetUuid`).
 #[inline]
 pub unsafe fn cuDeviceGetUuid(uuid: *mut CUuuid, dev: CUdevice) -> CUresult {
     let Some(__entry) = SYMBOLS[84].get() else { return CUresult::CUDA_ERROR_NOT_FOUND };
@@ -7773,7 +7775,7 @@ pub unsafe fn cuEventDestroy(hEvent: CUevent) -> CUresult {
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuEventElapsedTime_v2` (ABI of CUDA 12.8); first in CUDA 2.0; in the CUDA 12.0 header: symbol `cuEventElapsedTime` (ABI of CUDA 2.0); in the CUDA 12.8 header: symbol `cuEventElapsedTime` (ABI of CUDA 12.8). NVIDIA reference: [Event Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EVENT.html) (`cuEventElapsedTime`).
+/// Resolves symbol `cuEventElapsedTime_v2` (ABI of CUDA 12.8); first in CUDA 2.0; in the CUDA 12.0 header: symbol `cuEventElapsedTime` (ABI of CUDA 2.0). NVIDIA reference: [Event Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EVENT.html) (`cuEventElapsedTime`).
 #[inline]
 pub unsafe fn cuEventElapsedTime(
     pMilliseconds: *mut f32,
@@ -9439,7 +9441,7 @@ pub unsafe fn cuGraphAddMemsetNode(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuGraphAddNode_v2` (ABI of CUDA 13.4); first in CUDA 12.2; in the CUDA 12.4 header: symbol `cuGraphAddNode` (ABI of CUDA 12.2), other parameters; in the CUDA 13.0 header: symbol `cuGraphAddNode_v2` (ABI of CUDA 12.3). NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html) (`cuGraphAddNode`).
+/// Resolves symbol `cuGraphAddNode_v2` (ABI of CUDA 12.3); first in CUDA 12.2; in the CUDA 12.4 header: symbol `cuGraphAddNode` (ABI of CUDA 12.2), other parameters. NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html) (`cuGraphAddNode`).
 #[inline]
 pub unsafe fn cuGraphAddNode(
     phGraphNode: *mut CUgraphNode,
@@ -12011,7 +12013,7 @@ pub unsafe fn cuGraphNodeSetEnabled(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuGraphNodeSetParams` (ABI of CUDA 13.4); first in CUDA 12.2; in the CUDA 12.4 header: symbol `cuGraphNodeSetParams` (ABI of CUDA 12.2). NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html) (`cuGraphNodeSetParams`).
+/// Resolves symbol `cuGraphNodeSetParams` (ABI of CUDA 12.2); first in CUDA 12.2. NVIDIA reference: [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html) (`cuGraphNodeSetParams`).
 #[inline]
 pub unsafe fn cuGraphNodeSetParams(
     hNode: CUgraphNode,
@@ -15202,7 +15204,7 @@ pub unsafe fn cuMemAddressReserve(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuMemAdvise_v2` (ABI of CUDA 12.2); first in CUDA 8.0; in the CUDA 12.0 header: symbol `cuMemAdvise` (ABI of CUDA 8.0), other parameters; in the CUDA 12.4 header: symbol `cuMemAdvise` (ABI of CUDA 12.2), other parameters. NVIDIA reference: [Unified Addressing](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__UNIFIED.html) (`cuMemAdvise`).
+/// Resolves symbol `cuMemAdvise_v2` (ABI of CUDA 12.2); first in CUDA 8.0; in the CUDA 12.0 header: symbol `cuMemAdvise` (ABI of CUDA 8.0), other parameters. NVIDIA reference: [Unified Addressing](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__UNIFIED.html) (`cuMemAdvise`).
 #[inline]
 pub unsafe fn cuMemAdvise(
     devPtr: CUdeviceptr,

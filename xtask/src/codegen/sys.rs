@@ -297,8 +297,27 @@ pub fn functions(specs: &Specs) -> Result<TokenStream> {
             .as_deref()
             .map(crate::import::merge::release_number)
             .unwrap_or(0);
+        // Earlier ABIs a driver older than `proc_version` is asked for: same
+        // parameter list, newest first.
+        let mut older: Vec<(&str, u32)> = f
+            .abi
+            .iter()
+            .filter(|a| a.params.is_none() && a.proc_version < f.proc_version)
+            .map(|a| (a.symbol.as_str(), a.proc_version))
+            .collect();
+        older.sort_by(|a, b| b.1.cmp(&a.1));
+        older.dedup();
+        let older = if older.is_empty() {
+            quote!()
+        } else {
+            let items = older.iter().map(|(s, v)| {
+                let c = cstr(s);
+                quote!((#c, #v))
+            });
+            quote!(.older_abis(&[#(#items),*]))
+        };
         table.push(
-            quote! { Symbol::new(#name, #pname, #sym, #ver, #pt_sym, #pt_ver).dated(#since, #removed) },
+            quote! { Symbol::new(#name, #pname, #sym, #ver, #pt_sym, #pt_ver).dated(#since, #removed)#older },
         );
 
         let fname = ident(name);

@@ -166,6 +166,40 @@ impl PfnVersions {
     }
 }
 
+impl PfnVersions {
+    /// Like [`PfnVersions::version_for`], for ABI symbol `symbol`: where
+    /// several current versions have that arity (13.5's `cuGraphAddNode` at
+    /// 12030 and 13040, declared as `cuGraphAddNode_v2` and
+    /// `cuGraphAddNode_v3`), the symbol's `_vN` suffix picks the N-th of all
+    /// the name's versions (no suffix: the first).
+    pub fn version_for_symbol(&self, symbol: &str, params: usize) -> Option<u32> {
+        let proc = proc_name(symbol);
+        let same_arity: Vec<u32> = self
+            .current
+            .get(proc)?
+            .iter()
+            .copied()
+            .filter(|v| self.arity.get(&(proc.to_string(), *v)) == Some(&params))
+            .collect();
+        if same_arity.len() > 1 {
+            let ordinal = symbol
+                .strip_prefix(proc)
+                .and_then(|rest| rest.strip_prefix("_v"))
+                .and_then(|n| n.parse::<usize>().ok())
+                .unwrap_or(1);
+            if let Some(v) = self
+                .all
+                .get(proc)
+                .and_then(|all| all.iter().nth(ordinal.checked_sub(1)?))
+                .filter(|v| same_arity.contains(v))
+            {
+                return Some(*v);
+            }
+        }
+        self.version_for(proc, params)
+    }
+}
+
 /// Reads the `PFN_` typedef names of `cudaTypedefs.h`.
 pub fn scan_typedefs_h(text: &str) -> PfnVersions {
     let pfn = Regex::new(
@@ -337,5 +371,13 @@ CUresult CUDAAPI cuOutsideAnyGroup(int x);
         assert_eq!(v.version_for("cuCtxGetDevice", 2), Some(13000));
         assert_eq!(v.version_for("cuCtxSynchronize", 0), Some(2000));
         assert_eq!(version_string(12050), "12.5");
+        // 13.5: two ABIs of one arity, told apart by the symbol's suffix.
+        let t = "typedef CUresult (CUDAAPI *PFN_cuGraphAddNode_v12020)(CUgraphNode *a, CUgraph b, size_t n);\n\
+                 typedef CUresult (CUDAAPI *PFN_cuGraphAddNode_v12030)(CUgraphNode *a, CUgraph b, const CUgraphEdgeData *e, size_t n);\n\
+                 typedef CUresult (CUDAAPI *PFN_cuGraphAddNode_v13040)(CUgraphNode *a, CUgraph b, const CUgraphEdgeData *e, size_t n);\n";
+        let v = scan_typedefs_h(t);
+        assert_eq!(v.version_for_symbol("cuGraphAddNode_v2", 4), Some(12030));
+        assert_eq!(v.version_for_symbol("cuGraphAddNode_v3", 4), Some(13040));
+        assert_eq!(v.version_for_symbol("cuGraphAddNode", 3), Some(12020));
     }
 }

@@ -257,7 +257,9 @@ pub fn build(
         }
         let group_name = &facts.groups[group].name;
         let proc = header::proc_name(&rf.symbol).to_string();
-        let proc_version = pfn.version_for(&proc, rf.params.len()).unwrap_or(13000);
+        let proc_version = pfn
+            .version_for_symbol(&rf.symbol, rf.params.len())
+            .unwrap_or(13000);
         let since = pfn
             .all
             .get(&api)
