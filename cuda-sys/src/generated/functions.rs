@@ -13814,7 +13814,7 @@ pub unsafe fn cuLaunchKernelEx(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuLibraryEnumerateKernels` (ABI of CUDA 12.4); first in CUDA 12.4; in the CUDA 12.4 header: symbol `cuLibraryEnumerateKernels` (ABI of CUDA 13.0). NVIDIA reference: [Library Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__LIBRARY.html) (`cuLibraryEnumerateKernels`).
+/// Resolves symbol `cuLibraryEnumerateKernels` (ABI of CUDA 12.4); first in CUDA 12.4. NVIDIA reference: [Library Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__LIBRARY.html) (`cuLibraryEnumerateKernels`).
 #[inline]
 pub unsafe fn cuLibraryEnumerateKernels(
     kernels: *mut CUkernel,
@@ -13936,7 +13936,7 @@ pub unsafe fn cuLibraryGetKernel(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuLibraryGetKernelCount` (ABI of CUDA 12.4); first in CUDA 12.4; in the CUDA 12.4 header: symbol `cuLibraryGetKernelCount` (ABI of CUDA 13.0). NVIDIA reference: [Library Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__LIBRARY.html) (`cuLibraryGetKernelCount`).
+/// Resolves symbol `cuLibraryGetKernelCount` (ABI of CUDA 12.4); first in CUDA 12.4. NVIDIA reference: [Library Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__LIBRARY.html) (`cuLibraryGetKernelCount`).
 #[inline]
 pub unsafe fn cuLibraryGetKernelCount(
     count: *mut ::core::ffi::c_uint,
@@ -19190,7 +19190,7 @@ pub unsafe fn cuMipmappedArrayGetSparseProperties(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuModuleEnumerateFunctions` (ABI of CUDA 12.4); first in CUDA 12.4; in the CUDA 12.4 header: symbol `cuModuleEnumerateFunctions` (ABI of CUDA 13.0). NVIDIA reference: [Module Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MODULE.html) (`cuModuleEnumerateFunctions`).
+/// Resolves symbol `cuModuleEnumerateFunctions` (ABI of CUDA 12.4); first in CUDA 12.4. NVIDIA reference: [Module Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MODULE.html) (`cuModuleEnumerateFunctions`).
 #[inline]
 pub unsafe fn cuModuleEnumerateFunctions(
     functions: *mut CUfunction,
@@ -19269,7 +19269,7 @@ pub unsafe fn cuModuleGetFunction(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuModuleGetFunctionCount` (ABI of CUDA 12.4); first in CUDA 12.4; in the CUDA 12.4 header: symbol `cuModuleGetFunctionCount` (ABI of CUDA 13.0). NVIDIA reference: [Module Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MODULE.html) (`cuModuleGetFunctionCount`).
+/// Resolves symbol `cuModuleGetFunctionCount` (ABI of CUDA 12.4); first in CUDA 12.4. NVIDIA reference: [Module Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MODULE.html) (`cuModuleGetFunctionCount`).
 #[inline]
 pub unsafe fn cuModuleGetFunctionCount(
     count: *mut ::core::ffi::c_uint,

@@ -177,7 +177,13 @@ pub fn merge(all: &[ReleaseSpecs]) -> Specs {
                     continue;
                 };
                 let this = (x.symbol.clone(), x.proc_version, signature(x));
-                if this != current && prev.as_ref() != Some(&this) {
+                // Same symbol and parameters at a newer version is no earlier
+                // ABI: that header's `cudaTypedefs.h` lacked the function's
+                // `PFN_` (12.8 and `cuLibraryGetKernelCount`), so the importer
+                // fell back to the header's own version.
+                let no_earlier_abi =
+                    this.0 == current.0 && this.2 == current.2 && this.1 >= current.1;
+                if !no_earlier_abi && prev.as_ref() != Some(&this) {
                     abi.push(ReleaseAbi {
                         release: releases[i].to_string(),
                         symbol: this.0.clone(),

@@ -239,6 +239,7 @@ pub fn build(
         })
         .unwrap_or_default();
 
+    let header_version = header::cuda_version(cuda_h).unwrap_or(13000);
     let mut by_group: BTreeMap<usize, Vec<Function>> = BTreeMap::new();
     for rf in &raw.functions {
         let Some((api, group)) = header::api_name(facts, &rf.symbol) else {
@@ -257,9 +258,11 @@ pub fn build(
         }
         let group_name = &facts.groups[group].name;
         let proc = header::proc_name(&rf.symbol).to_string();
+        // A function `cudaTypedefs.h` has no `PFN_` for (12.4's
+        // `cuLibraryGetKernelCount`) is asked for at the header's own version.
         let proc_version = pfn
             .version_for_symbol(&rf.symbol, rf.params.len())
-            .unwrap_or(13000);
+            .unwrap_or(header_version);
         let since = pfn
             .all
             .get(&api)
