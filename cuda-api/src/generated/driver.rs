@@ -812,7 +812,7 @@ pub unsafe fn ctx_create_v3(
 /// Thin wrapper over [`cuda_sys::cuCtxCreate_v4`]:
 ///
 /// - `pctx`: returned in `Ok`
-/// - `ctx_create_params` (C `ctxCreateParams`): `CUctxCreateParams *` (in)
+/// - `ctx_create_params` (C `ctxCreateParams`): `CUctxCreateParams *` (in, may be null)
 /// - `flags`: `unsigned int` (in)
 /// - `dev`: `CUdevice` (in)
 ///
@@ -824,7 +824,7 @@ pub unsafe fn ctx_create_v3(
 ///
 /// The caller promises:
 ///
-/// - `ctx_create_params` (`CUctxCreateParams *`) is readable for everything the driver accesses through it for the duration of the call.
+/// - `ctx_create_params` (`CUctxCreateParams *`) is readable for everything the driver accesses through it for the duration of the call (or null).
 ///
 /// NVIDIA reference: `cuCtxCreate_v4` in [Context Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html).
 #[doc(alias = "cuCtxCreate_v4")]
@@ -2836,7 +2836,7 @@ pub unsafe fn event_elapsed_time(h_start: CUevent, h_end: CUevent) -> CudaResult
 ///
 /// Thin wrapper over [`cuda_sys::cuEventElapsedTime_v2`]:
 ///
-/// - `p_milliseconds` (C `pMilliseconds`): `float *` (in)
+/// - `p_milliseconds` (C `pMilliseconds`): returned in `Ok`
 /// - `h_start` (C `hStart`): `CUevent` (in)
 /// - `h_end` (C `hEnd`): `CUevent` (in)
 ///
@@ -2848,21 +2848,21 @@ pub unsafe fn event_elapsed_time(h_start: CUevent, h_end: CUevent) -> CudaResult
 ///
 /// The caller promises:
 ///
-/// - `p_milliseconds` (`float *`) is readable for everything the driver accesses through it for the duration of the call.
 /// - `h_start` is an event that has not been destroyed.
 /// - `h_end` is an event that has not been destroyed.
 ///
 /// NVIDIA reference: `cuEventElapsedTime_v2` in [Event Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EVENT.html).
 #[doc(alias = "cuEventElapsedTime_v2")]
 pub unsafe fn event_elapsed_time_v2(
-    p_milliseconds: *mut f32,
     h_start: CUevent,
     h_end: CUevent,
-) -> CudaResult<()> {
+) -> CudaResult<f32> {
+    // SAFETY: every cuda-sys value type is valid when all bits are zero.
+    let mut p_milliseconds: f32 = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
-    let __r = unsafe { cuEventElapsedTime_v2(p_milliseconds, h_start, h_end) };
+    let __r = unsafe { cuEventElapsedTime_v2(&mut p_milliseconds, h_start, h_end) };
     check(__r, "cuEventElapsedTime_v2")?;
-    Ok(())
+    Ok(p_milliseconds)
 }
 /// Reports whether the work captured by the event has finished, returning CUDA_ERROR_NOT_READY if it has not.
 ///
@@ -3775,10 +3775,10 @@ pub unsafe fn graph_add_dependencies(
 /// Thin wrapper over [`cuda_sys::cuGraphAddDependencies_v2`]:
 ///
 /// - `h_graph` (C `hGraph`): `CUgraph` (in)
-/// - `from`: `const CUgraphNode *` by reference
-/// - `to`: `const CUgraphNode *` by reference
+/// - `from`: slice; its length is checked and passed as `num_dependencies`
+/// - `to`: slice; its length is checked and passed as `num_dependencies`
 /// - `edge_data` (C `edgeData`): slice; its length is checked and passed as `num_dependencies` (`None` passes null)
-/// - `num_dependencies` (C `numDependencies`): the length of `edge_data`, each checked against it
+/// - `num_dependencies` (C `numDependencies`): the length of `from`, `to`, `edge_data`, each checked against it
 ///
 /// # Errors
 ///
@@ -3796,21 +3796,25 @@ pub unsafe fn graph_add_dependencies(
 #[doc(alias = "cuGraphAddDependencies_v2")]
 pub unsafe fn graph_add_dependencies_v2(
     h_graph: CUgraph,
-    from: &CUgraphNode,
-    to: &CUgraphNode,
+    from: &[CUgraphNode],
+    to: &[CUgraphNode],
     edge_data: ::core::option::Option<&[CUgraphEdgeData]>,
 ) -> CudaResult<()> {
     let num_dependencies: usize = shared_len(
         "cuGraphAddDependencies_v2",
         "num_dependencies",
-        &[("edge_data", edge_data.as_ref().map(|s| s.len()))],
+        &[
+            ("from", ::core::option::Option::Some(from.len())),
+            ("to", ::core::option::Option::Some(to.len())),
+            ("edge_data", edge_data.as_ref().map(|s| s.len())),
+        ],
     )?;
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe {
         cuGraphAddDependencies_v2(
             h_graph,
-            from,
-            to,
+            from.as_ptr(),
+            to.as_ptr(),
             match edge_data {
                 Some(s) => s.as_ptr(),
                 None => ::core::ptr::null(),
@@ -4448,10 +4452,10 @@ pub unsafe fn graph_add_node(
 ///
 /// - `ph_graph_node` (C `phGraphNode`): returned in `Ok`
 /// - `h_graph` (C `hGraph`): `CUgraph` (in)
-/// - `dependencies`: `const CUgraphNode *` by reference
+/// - `dependencies`: slice; its length is checked and passed as `num_dependencies`
 /// - `dependency_data` (C `dependencyData`): slice; its length is checked and passed as `num_dependencies` (`None` passes null)
-/// - `num_dependencies` (C `numDependencies`): the length of `dependency_data`, each checked against it
-/// - `node_params` (C `nodeParams`): `CUgraphNodeParams *` (in)
+/// - `num_dependencies` (C `numDependencies`): the length of `dependencies`, `dependency_data`, each checked against it
+/// - `node_params` (C `nodeParams`): `&mut` (read and written)
 ///
 /// # Errors
 ///
@@ -4463,29 +4467,32 @@ pub unsafe fn graph_add_node(
 ///
 /// - `h_graph` is a graph that has not been destroyed.
 /// - `dependencies` is a node of a graph that has not been destroyed.
-/// - `node_params` (`CUgraphNodeParams *`) is readable for everything the driver accesses through it for the duration of the call.
+/// - every handle and pointer inside `node_params` (`CUgraphNodeParams`) is live and valid for the accesses it describes.
 ///
 /// NVIDIA reference: `cuGraphAddNode_v2` in [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 #[doc(alias = "cuGraphAddNode_v2")]
 pub unsafe fn graph_add_node_v2(
     h_graph: CUgraph,
-    dependencies: &CUgraphNode,
+    dependencies: &[CUgraphNode],
     dependency_data: ::core::option::Option<&[CUgraphEdgeData]>,
-    node_params: *mut CUgraphNodeParams,
+    node_params: &mut CUgraphNodeParams,
 ) -> CudaResult<CUgraphNode> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut ph_graph_node: CUgraphNode = unsafe { ::core::mem::zeroed() };
     let num_dependencies: usize = shared_len(
         "cuGraphAddNode_v2",
         "num_dependencies",
-        &[("dependency_data", dependency_data.as_ref().map(|s| s.len()))],
+        &[
+            ("dependencies", ::core::option::Option::Some(dependencies.len())),
+            ("dependency_data", dependency_data.as_ref().map(|s| s.len())),
+        ],
     )?;
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe {
         cuGraphAddNode_v2(
             &mut ph_graph_node,
             h_graph,
-            dependencies,
+            dependencies.as_ptr(),
             match dependency_data {
                 Some(s) => s.as_ptr(),
                 None => ::core::ptr::null(),
@@ -4503,10 +4510,10 @@ pub unsafe fn graph_add_node_v2(
 ///
 /// - `ph_graph_node` (C `phGraphNode`): returned in `Ok`
 /// - `h_graph` (C `hGraph`): `CUgraph` (in)
-/// - `dependencies`: `const CUgraphNode *` by reference
+/// - `dependencies`: slice; its length is checked and passed as `num_dependencies`
 /// - `dependency_data` (C `dependencyData`): slice; its length is checked and passed as `num_dependencies` (`None` passes null)
-/// - `num_dependencies` (C `numDependencies`): the length of `dependency_data`, each checked against it
-/// - `node_params` (C `nodeParams`): `CUgraphNodeParams *` (in)
+/// - `num_dependencies` (C `numDependencies`): the length of `dependencies`, `dependency_data`, each checked against it
+/// - `node_params` (C `nodeParams`): `&mut` (read and written)
 ///
 /// # Errors
 ///
@@ -4518,29 +4525,32 @@ pub unsafe fn graph_add_node_v2(
 ///
 /// - `h_graph` is a graph that has not been destroyed.
 /// - `dependencies` is a node of a graph that has not been destroyed.
-/// - `node_params` (`CUgraphNodeParams *`) is readable for everything the driver accesses through it for the duration of the call.
+/// - every handle and pointer inside `node_params` (`CUgraphNodeParams`) is live and valid for the accesses it describes.
 ///
 /// NVIDIA reference: `cuGraphAddNode_v3` in [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 #[doc(alias = "cuGraphAddNode_v3")]
 pub unsafe fn graph_add_node_v3(
     h_graph: CUgraph,
-    dependencies: &CUgraphNode,
+    dependencies: &[CUgraphNode],
     dependency_data: ::core::option::Option<&[CUgraphEdgeData]>,
-    node_params: *mut CUgraphNodeParams,
+    node_params: &mut CUgraphNodeParams,
 ) -> CudaResult<CUgraphNode> {
     // SAFETY: every cuda-sys value type is valid when all bits are zero.
     let mut ph_graph_node: CUgraphNode = unsafe { ::core::mem::zeroed() };
     let num_dependencies: usize = shared_len(
         "cuGraphAddNode_v3",
         "num_dependencies",
-        &[("dependency_data", dependency_data.as_ref().map(|s| s.len()))],
+        &[
+            ("dependencies", ::core::option::Option::Some(dependencies.len())),
+            ("dependency_data", dependency_data.as_ref().map(|s| s.len())),
+        ],
     )?;
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe {
         cuGraphAddNode_v3(
             &mut ph_graph_node,
             h_graph,
-            dependencies,
+            dependencies.as_ptr(),
             match dependency_data {
                 Some(s) => s.as_ptr(),
                 None => ::core::ptr::null(),
@@ -5664,38 +5674,59 @@ pub unsafe fn graph_get_edges(
 /// Thin wrapper over [`cuda_sys::cuGraphGetEdges_v2`]:
 ///
 /// - `h_graph` (C `hGraph`): `CUgraph` (in)
-/// - `from`: `CUgraphNode *` (in)
-/// - `to`: `CUgraphNode *` (in)
-/// - `edge_data` (C `edgeData`): `CUgraphEdgeData *` (in, may be null)
-/// - `num_edges` (C `numEdges`): `size_t *` (in)
+/// - `from`: filled by the driver; its length is passed in `num_edges` (`None` passes null and asks only for the count)
+/// - `to`: filled by the driver; its length is passed in `num_edges` (`None` passes null and asks only for the count)
+/// - `edge_data` (C `edgeData`): filled by the driver; its length is passed in `num_edges` (`None` passes null and asks only for the count)
+/// - `num_edges` (C `numEdges`): in, the length of `from`, `to`, `edge_data` (each checked against it); out, the count the driver reports, returned in `Ok`
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphGetEdges_v2`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_LOSSY_QUERY`](cuda_sys::CUresult::CUDA_ERROR_LOSSY_QUERY), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphGetEdges_v2`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_LOSSY_QUERY`](cuda_sys::CUresult::CUDA_ERROR_LOSSY_QUERY), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
 /// The caller promises:
 ///
 /// - `h_graph` is a graph that has not been destroyed.
-/// - `from` (`CUgraphNode *`) is readable for everything the driver accesses through it for the duration of the call.
-/// - `to` (`CUgraphNode *`) is readable for everything the driver accesses through it for the duration of the call.
-/// - `edge_data` (`CUgraphEdgeData *`) is readable for `num_edges` elements for the duration of the call (or null).
-/// - `num_edges` (`size_t *`) is readable for everything the driver accesses through it for the duration of the call.
 ///
 /// NVIDIA reference: `cuGraphGetEdges_v2` in [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 #[doc(alias = "cuGraphGetEdges_v2")]
 pub unsafe fn graph_get_edges_v2(
     h_graph: CUgraph,
-    from: *mut CUgraphNode,
-    to: *mut CUgraphNode,
-    edge_data: *mut CUgraphEdgeData,
-    num_edges: *mut usize,
-) -> CudaResult<()> {
+    from: ::core::option::Option<&mut [CUgraphNode]>,
+    to: ::core::option::Option<&mut [CUgraphNode]>,
+    edge_data: ::core::option::Option<&mut [CUgraphEdgeData]>,
+) -> CudaResult<usize> {
+    let mut num_edges: usize = shared_len(
+        "cuGraphGetEdges_v2",
+        "num_edges",
+        &[
+            ("from", from.as_ref().map(|s| s.len())),
+            ("to", to.as_ref().map(|s| s.len())),
+            ("edge_data", edge_data.as_ref().map(|s| s.len())),
+        ],
+    )?;
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
-    let __r = unsafe { cuGraphGetEdges_v2(h_graph, from, to, edge_data, num_edges) };
+    let __r = unsafe {
+        cuGraphGetEdges_v2(
+            h_graph,
+            match from {
+                Some(s) => s.as_mut_ptr(),
+                None => ::core::ptr::null_mut(),
+            },
+            match to {
+                Some(s) => s.as_mut_ptr(),
+                None => ::core::ptr::null_mut(),
+            },
+            match edge_data {
+                Some(s) => s.as_mut_ptr(),
+                None => ::core::ptr::null_mut(),
+            },
+            &mut num_edges,
+        )
+    };
     check(__r, "cuGraphGetEdges_v2")?;
-    Ok(())
+    Ok(num_edges)
 }
 /// Calls `cuGraphGetId`.
 ///
@@ -6434,42 +6465,52 @@ pub unsafe fn graph_node_get_dependencies(
 /// Thin wrapper over [`cuda_sys::cuGraphNodeGetDependencies_v2`]:
 ///
 /// - `h_node` (C `hNode`): `CUgraphNode` (in)
-/// - `dependencies`: returned in `Ok`
-/// - `edge_data` (C `edgeData`): `CUgraphEdgeData *` (in, may be null)
-/// - `num_dependencies` (C `numDependencies`): `size_t *` (in)
+/// - `dependencies`: filled by the driver; its length is passed in `num_dependencies` (`None` passes null and asks only for the count)
+/// - `edge_data` (C `edgeData`): filled by the driver; its length is passed in `num_dependencies` (`None` passes null and asks only for the count)
+/// - `num_dependencies` (C `numDependencies`): in, the length of `dependencies`, `edge_data` (each checked against it); out, the count the driver reports, returned in `Ok`
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphNodeGetDependencies_v2`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_LOSSY_QUERY`](cuda_sys::CUresult::CUDA_ERROR_LOSSY_QUERY), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphNodeGetDependencies_v2`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_LOSSY_QUERY`](cuda_sys::CUresult::CUDA_ERROR_LOSSY_QUERY), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
 /// The caller promises:
 ///
 /// - `h_node` is a node of a graph that has not been destroyed.
-/// - `edge_data` (`CUgraphEdgeData *`) is readable for `num_dependencies` elements for the duration of the call (or null).
-/// - `num_dependencies` (`size_t *`) is readable for everything the driver accesses through it for the duration of the call.
 ///
 /// NVIDIA reference: `cuGraphNodeGetDependencies_v2` in [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 #[doc(alias = "cuGraphNodeGetDependencies_v2")]
 pub unsafe fn graph_node_get_dependencies_v2(
     h_node: CUgraphNode,
-    edge_data: *mut CUgraphEdgeData,
-    num_dependencies: *mut usize,
-) -> CudaResult<CUgraphNode> {
-    // SAFETY: every cuda-sys value type is valid when all bits are zero.
-    let mut dependencies: CUgraphNode = unsafe { ::core::mem::zeroed() };
+    dependencies: ::core::option::Option<&mut [CUgraphNode]>,
+    edge_data: ::core::option::Option<&mut [CUgraphEdgeData]>,
+) -> CudaResult<usize> {
+    let mut num_dependencies: usize = shared_len(
+        "cuGraphNodeGetDependencies_v2",
+        "num_dependencies",
+        &[
+            ("dependencies", dependencies.as_ref().map(|s| s.len())),
+            ("edge_data", edge_data.as_ref().map(|s| s.len())),
+        ],
+    )?;
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe {
         cuGraphNodeGetDependencies_v2(
             h_node,
-            &mut dependencies,
-            edge_data,
-            num_dependencies,
+            match dependencies {
+                Some(s) => s.as_mut_ptr(),
+                None => ::core::ptr::null_mut(),
+            },
+            match edge_data {
+                Some(s) => s.as_mut_ptr(),
+                None => ::core::ptr::null_mut(),
+            },
+            &mut num_dependencies,
         )
     };
     check(__r, "cuGraphNodeGetDependencies_v2")?;
-    Ok(dependencies)
+    Ok(num_dependencies)
 }
 /// Lists the nodes that depend on a node, optionally with edge data.
 ///
@@ -6531,42 +6572,52 @@ pub unsafe fn graph_node_get_dependent_nodes(
 /// Thin wrapper over [`cuda_sys::cuGraphNodeGetDependentNodes_v2`]:
 ///
 /// - `h_node` (C `hNode`): `CUgraphNode` (in)
-/// - `dependent_nodes` (C `dependentNodes`): returned in `Ok`
-/// - `edge_data` (C `edgeData`): `CUgraphEdgeData *` (out, may be null)
-/// - `num_dependent_nodes` (C `numDependentNodes`): `size_t *` (in)
+/// - `dependent_nodes` (C `dependentNodes`): filled by the driver; its length is passed in `num_dependent_nodes` (`None` passes null and asks only for the count)
+/// - `edge_data` (C `edgeData`): filled by the driver; its length is passed in `num_dependent_nodes` (`None` passes null and asks only for the count)
+/// - `num_dependent_nodes` (C `numDependentNodes`): in, the length of `dependent_nodes`, `edge_data` (each checked against it); out, the count the driver reports, returned in `Ok`
 ///
 /// # Errors
 ///
-/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphNodeGetDependentNodes_v2`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). The header documents these codes for it: [`CUDA_ERROR_LOSSY_QUERY`](cuda_sys::CUresult::CUDA_ERROR_LOSSY_QUERY), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
+/// A failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `cuGraphNodeGetDependentNodes_v2`; a driver without it gives [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported). Slices whose lengths differ, or a length the C count cannot hold, give [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) before the driver is called. The header documents these codes for it: [`CUDA_ERROR_LOSSY_QUERY`](cuda_sys::CUresult::CUDA_ERROR_LOSSY_QUERY), [`CUDA_ERROR_DEINITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_DEINITIALIZED), [`CUDA_ERROR_NOT_INITIALIZED`](cuda_sys::CUresult::CUDA_ERROR_NOT_INITIALIZED), [`CUDA_ERROR_INVALID_VALUE`](cuda_sys::CUresult::CUDA_ERROR_INVALID_VALUE).
 ///
 /// # Safety
 ///
 /// The caller promises:
 ///
 /// - `h_node` is a node of a graph that has not been destroyed.
-/// - `edge_data` (`CUgraphEdgeData *`) is writable for `num_dependent_nodes` elements for the duration of the call (or null).
-/// - `num_dependent_nodes` (`size_t *`) is readable for everything the driver accesses through it for the duration of the call.
 ///
 /// NVIDIA reference: `cuGraphNodeGetDependentNodes_v2` in [Graph Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GRAPH.html).
 #[doc(alias = "cuGraphNodeGetDependentNodes_v2")]
 pub unsafe fn graph_node_get_dependent_nodes_v2(
     h_node: CUgraphNode,
-    edge_data: *mut CUgraphEdgeData,
-    num_dependent_nodes: *mut usize,
-) -> CudaResult<CUgraphNode> {
-    // SAFETY: every cuda-sys value type is valid when all bits are zero.
-    let mut dependent_nodes: CUgraphNode = unsafe { ::core::mem::zeroed() };
+    dependent_nodes: ::core::option::Option<&mut [CUgraphNode]>,
+    edge_data: ::core::option::Option<&mut [CUgraphEdgeData]>,
+) -> CudaResult<usize> {
+    let mut num_dependent_nodes: usize = shared_len(
+        "cuGraphNodeGetDependentNodes_v2",
+        "num_dependent_nodes",
+        &[
+            ("dependent_nodes", dependent_nodes.as_ref().map(|s| s.len())),
+            ("edge_data", edge_data.as_ref().map(|s| s.len())),
+        ],
+    )?;
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe {
         cuGraphNodeGetDependentNodes_v2(
             h_node,
-            &mut dependent_nodes,
-            edge_data,
-            num_dependent_nodes,
+            match dependent_nodes {
+                Some(s) => s.as_mut_ptr(),
+                None => ::core::ptr::null_mut(),
+            },
+            match edge_data {
+                Some(s) => s.as_mut_ptr(),
+                None => ::core::ptr::null_mut(),
+            },
+            &mut num_dependent_nodes,
         )
     };
     check(__r, "cuGraphNodeGetDependentNodes_v2")?;
-    Ok(dependent_nodes)
+    Ok(num_dependent_nodes)
 }
 /// Reports whether a node of an instantiated graph is currently enabled (1) or disabled (0).
 ///
@@ -6903,10 +6954,10 @@ pub unsafe fn graph_remove_dependencies(
 /// Thin wrapper over [`cuda_sys::cuGraphRemoveDependencies_v2`]:
 ///
 /// - `h_graph` (C `hGraph`): `CUgraph` (in)
-/// - `from`: `const CUgraphNode *` by reference
-/// - `to`: `const CUgraphNode *` by reference
+/// - `from`: slice; its length is checked and passed as `num_dependencies`
+/// - `to`: slice; its length is checked and passed as `num_dependencies`
 /// - `edge_data` (C `edgeData`): slice; its length is checked and passed as `num_dependencies` (`None` passes null)
-/// - `num_dependencies` (C `numDependencies`): the length of `edge_data`, each checked against it
+/// - `num_dependencies` (C `numDependencies`): the length of `from`, `to`, `edge_data`, each checked against it
 ///
 /// # Errors
 ///
@@ -6924,21 +6975,25 @@ pub unsafe fn graph_remove_dependencies(
 #[doc(alias = "cuGraphRemoveDependencies_v2")]
 pub unsafe fn graph_remove_dependencies_v2(
     h_graph: CUgraph,
-    from: &CUgraphNode,
-    to: &CUgraphNode,
+    from: &[CUgraphNode],
+    to: &[CUgraphNode],
     edge_data: ::core::option::Option<&[CUgraphEdgeData]>,
 ) -> CudaResult<()> {
     let num_dependencies: usize = shared_len(
         "cuGraphRemoveDependencies_v2",
         "num_dependencies",
-        &[("edge_data", edge_data.as_ref().map(|s| s.len()))],
+        &[
+            ("from", ::core::option::Option::Some(from.len())),
+            ("to", ::core::option::Option::Some(to.len())),
+            ("edge_data", edge_data.as_ref().map(|s| s.len())),
+        ],
     )?;
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe {
         cuGraphRemoveDependencies_v2(
             h_graph,
-            from,
-            to,
+            from.as_ptr(),
+            to.as_ptr(),
             match edge_data {
                 Some(s) => s.as_ptr(),
                 None => ::core::ptr::null(),
@@ -8207,7 +8262,7 @@ pub unsafe fn launch_host_func(
 ///
 /// - `h_stream` (C `hStream`): `CUstream` (in)
 /// - `fn_` (C `fn`): `CUhostFn` (in)
-/// - `user_data` (C `userData`): `void *` (in)
+/// - `user_data` (C `userData`): `void *` (in, may be null)
 /// - `sync_mode` (C `syncMode`): `unsigned int` (in)
 ///
 /// # Errors
@@ -8216,11 +8271,13 @@ pub unsafe fn launch_host_func(
 ///
 /// # Safety
 ///
+/// `fn_` runs on a driver thread once earlier work on `h_stream` has finished; it must not call the CUDA API, and `user_data` must stay valid until it has run.
+///
 /// The caller promises:
 ///
 /// - `h_stream` is a stream of a live context that has not been destroyed, or null (or `CU_STREAM_LEGACY` / `CU_STREAM_PER_THREAD`) for a default stream.
 /// - `fn_` (`CUhostFn`) is safe to call from a driver thread with the user data passed with it.
-/// - `user_data` (`void *`) is readable for everything the driver accesses through it until the work this call enqueues has finished.
+/// - `user_data` (`void *`) is readable for everything the driver accesses through it until the work this call enqueues has finished (or null).
 ///
 /// NVIDIA reference: `cuLaunchHostFunc_v2` in [Execution Control](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC.html).
 #[doc(alias = "cuLaunchHostFunc_v2")]
@@ -14929,12 +14986,12 @@ pub unsafe fn stream_get_capture_info(
 /// Thin wrapper over [`cuda_sys::cuStreamGetCaptureInfo_v3`]:
 ///
 /// - `h_stream` (C `hStream`): `CUstream` (in)
-/// - `capture_status_out` (C `captureStatus_out`): `CUstreamCaptureStatus *` (in)
-/// - `id_out`: `cuuint64_t *` (in, may be null)
-/// - `graph_out`: `CUgraph *` (in, may be null)
-/// - `dependencies_out`: `const CUgraphNode **` (in, may be null)
-/// - `edge_data_out` (C `edgeData_out`): `const CUgraphEdgeData **` (in, may be null)
-/// - `num_dependencies_out` (C `numDependencies_out`): `size_t *` (in, may be null)
+/// - `capture_status_out` (C `captureStatus_out`): returned in `Ok`
+/// - `id_out`: returned in `Ok`
+/// - `graph_out`: returned in `Ok`
+/// - `dependencies_out`: `const CUgraphNode **` (out, may be null)
+/// - `edge_data_out` (C `edgeData_out`): `const CUgraphEdgeData **` (out, may be null)
+/// - `num_dependencies_out` (C `numDependencies_out`): returned in `Ok`
 ///
 /// # Errors
 ///
@@ -14945,38 +15002,38 @@ pub unsafe fn stream_get_capture_info(
 /// The caller promises:
 ///
 /// - `h_stream` is a stream of a live context that has not been destroyed, or null (or `CU_STREAM_LEGACY` / `CU_STREAM_PER_THREAD`) for a default stream.
-/// - `capture_status_out` (`CUstreamCaptureStatus *`) is readable for everything the driver accesses through it until the work this call enqueues has finished.
-/// - `id_out` (`cuuint64_t *`) is readable for everything the driver accesses through it until the work this call enqueues has finished (or null).
-/// - `graph_out` (`CUgraph *`) is readable for everything the driver accesses through it until the work this call enqueues has finished (or null).
-/// - `dependencies_out` (`const CUgraphNode **`) is readable for everything the driver accesses through it until the work this call enqueues has finished (or null).
-/// - `edge_data_out` (`const CUgraphEdgeData **`) is readable for `num_dependencies_out` elements until the work this call enqueues has finished (or null).
-/// - `num_dependencies_out` (`size_t *`) is readable for everything the driver accesses through it until the work this call enqueues has finished (or null).
+/// - `dependencies_out` (`const CUgraphNode **`) is writable for everything the driver accesses through it until the work this call enqueues has finished (or null).
+/// - `edge_data_out` (`const CUgraphEdgeData **`) is writable for everything the driver accesses through it until the work this call enqueues has finished (or null).
 ///
 /// NVIDIA reference: `cuStreamGetCaptureInfo_v3` in [Stream Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html).
 #[doc(alias = "cuStreamGetCaptureInfo_v3")]
 pub unsafe fn stream_get_capture_info_v3(
     h_stream: CUstream,
-    capture_status_out: *mut CUstreamCaptureStatus,
-    id_out: *mut cuuint64_t,
-    graph_out: *mut CUgraph,
     dependencies_out: *mut *const CUgraphNode,
     edge_data_out: *mut *const CUgraphEdgeData,
-    num_dependencies_out: *mut usize,
-) -> CudaResult<()> {
+) -> CudaResult<(CUstreamCaptureStatus, cuuint64_t, CUgraph, usize)> {
+    // SAFETY: every cuda-sys value type is valid when all bits are zero.
+    let mut capture_status_out: CUstreamCaptureStatus = unsafe { ::core::mem::zeroed() };
+    // SAFETY: every cuda-sys value type is valid when all bits are zero.
+    let mut id_out: cuuint64_t = unsafe { ::core::mem::zeroed() };
+    // SAFETY: every cuda-sys value type is valid when all bits are zero.
+    let mut graph_out: CUgraph = unsafe { ::core::mem::zeroed() };
+    // SAFETY: every cuda-sys value type is valid when all bits are zero.
+    let mut num_dependencies_out: usize = unsafe { ::core::mem::zeroed() };
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe {
         cuStreamGetCaptureInfo_v3(
             h_stream,
-            capture_status_out,
-            id_out,
-            graph_out,
+            &mut capture_status_out,
+            &mut id_out,
+            &mut graph_out,
             dependencies_out,
             edge_data_out,
-            num_dependencies_out,
+            &mut num_dependencies_out,
         )
     };
     check(__r, "cuStreamGetCaptureInfo_v3")?;
-    Ok(())
+    Ok((capture_status_out, id_out, graph_out, num_dependencies_out))
 }
 /// Returns the context a stream is associated with.
 ///
@@ -15384,9 +15441,9 @@ pub unsafe fn stream_update_capture_dependencies(
 /// Thin wrapper over [`cuda_sys::cuStreamUpdateCaptureDependencies_v2`]:
 ///
 /// - `h_stream` (C `hStream`): `CUstream` (in)
-/// - `dependencies`: `CUgraphNode *` (in)
+/// - `dependencies`: slice; its length is checked and passed as `num_dependencies`
 /// - `dependency_data` (C `dependencyData`): slice; its length is checked and passed as `num_dependencies` (`None` passes null)
-/// - `num_dependencies` (C `numDependencies`): the length of `dependency_data`, each checked against it
+/// - `num_dependencies` (C `numDependencies`): the length of `dependencies`, `dependency_data`, each checked against it
 /// - `flags`: `unsigned int` (in)
 ///
 /// # Errors
@@ -15398,26 +15455,29 @@ pub unsafe fn stream_update_capture_dependencies(
 /// The caller promises:
 ///
 /// - `h_stream` is a stream of a live context that has not been destroyed, or null (or `CU_STREAM_LEGACY` / `CU_STREAM_PER_THREAD`) for a default stream.
-/// - `dependencies` (`CUgraphNode *`) is readable for everything the driver accesses through it until the work this call enqueues has finished.
+/// - `dependencies` is a node of a graph that has not been destroyed.
 ///
 /// NVIDIA reference: `cuStreamUpdateCaptureDependencies_v2` in [Stream Management](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html).
 #[doc(alias = "cuStreamUpdateCaptureDependencies_v2")]
 pub unsafe fn stream_update_capture_dependencies_v2(
     h_stream: CUstream,
-    dependencies: *mut CUgraphNode,
+    dependencies: &[CUgraphNode],
     dependency_data: ::core::option::Option<&[CUgraphEdgeData]>,
     flags: ::core::ffi::c_uint,
 ) -> CudaResult<()> {
     let num_dependencies: usize = shared_len(
         "cuStreamUpdateCaptureDependencies_v2",
         "num_dependencies",
-        &[("dependency_data", dependency_data.as_ref().map(|s| s.len()))],
+        &[
+            ("dependencies", ::core::option::Option::Some(dependencies.len())),
+            ("dependency_data", dependency_data.as_ref().map(|s| s.len())),
+        ],
     )?;
     // SAFETY: the caller upholds this function's `# Safety` contract for its handles and raw pointers; the other arguments are references, length-checked slices or locals.
     let __r = unsafe {
         cuStreamUpdateCaptureDependencies_v2(
             h_stream,
-            dependencies,
+            dependencies.as_ptr().cast_mut(),
             match dependency_data {
                 Some(s) => s.as_ptr(),
                 None => ::core::ptr::null(),

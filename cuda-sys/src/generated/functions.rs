@@ -5346,7 +5346,7 @@ pub unsafe fn cuCtxCreate_v3(
 /// # Parameters
 ///
 /// - `pctx`: out, `CUcontext *`
-/// - `ctxCreateParams`: in, `CUctxCreateParams *`
+/// - `ctxCreateParams`: in, `CUctxCreateParams *`, may be null
 /// - `flags`: in, `unsigned int`
 /// - `dev`: in, `CUdevice`
 ///
@@ -7799,7 +7799,7 @@ pub unsafe fn cuEventElapsedTime(
 ///
 /// # Parameters
 ///
-/// - `pMilliseconds`: in, `float *`
+/// - `pMilliseconds`: out, `float *`
 /// - `hStart`: in, `CUevent`
 /// - `hEnd`: in, `CUevent`
 ///
@@ -8851,8 +8851,8 @@ pub unsafe fn cuGraphAddDependencies(
 /// # Parameters
 ///
 /// - `hGraph`: in, `CUgraph`
-/// - `from`: in, `const CUgraphNode *`
-/// - `to`: in, `const CUgraphNode *`
+/// - `from`: in, `const CUgraphNode *`, array of `numDependencies` elements
+/// - `to`: in, `const CUgraphNode *`, array of `numDependencies` elements
 /// - `edgeData`: in, `const CUgraphEdgeData *`, array of `numDependencies` elements, may be null
 /// - `numDependencies`: in, `size_t`
 ///
@@ -9486,10 +9486,10 @@ pub unsafe fn cuGraphAddNode(
 ///
 /// - `phGraphNode`: out, `CUgraphNode *`
 /// - `hGraph`: in, `CUgraph`
-/// - `dependencies`: in, `const CUgraphNode *`
+/// - `dependencies`: in, `const CUgraphNode *`, array of `numDependencies` elements
 /// - `dependencyData`: in, `const CUgraphEdgeData *`, array of `numDependencies` elements, may be null
 /// - `numDependencies`: in, `size_t`
-/// - `nodeParams`: in, `CUgraphNodeParams *`
+/// - `nodeParams`: in-out, `CUgraphNodeParams *`
 ///
 /// # Errors
 ///
@@ -9544,10 +9544,10 @@ pub unsafe fn cuGraphAddNode_v2(
 ///
 /// - `phGraphNode`: out, `CUgraphNode *`
 /// - `hGraph`: in, `CUgraph`
-/// - `dependencies`: in, `const CUgraphNode *`
+/// - `dependencies`: in, `const CUgraphNode *`, array of `numDependencies` elements
 /// - `dependencyData`: in, `const CUgraphEdgeData *`, array of `numDependencies` elements, may be null
 /// - `numDependencies`: in, `size_t`
-/// - `nodeParams`: in, `CUgraphNodeParams *`
+/// - `nodeParams`: in-out, `CUgraphNodeParams *`
 ///
 /// # Errors
 ///
@@ -10825,10 +10825,10 @@ pub unsafe fn cuGraphGetEdges(
 /// # Parameters
 ///
 /// - `hGraph`: in, `CUgraph`
-/// - `from`: in, `CUgraphNode *`
-/// - `to`: in, `CUgraphNode *`
-/// - `edgeData`: in, `CUgraphEdgeData *`, array of `numEdges` elements, may be null
-/// - `numEdges`: in, `size_t *`
+/// - `from`: out, `CUgraphNode *`, array of `numEdges` elements, may be null
+/// - `to`: out, `CUgraphNode *`, array of `numEdges` elements, may be null
+/// - `edgeData`: out, `CUgraphEdgeData *`, array of `numEdges` elements, may be null
+/// - `numEdges`: in-out, `size_t *`
 ///
 /// # Errors
 ///
@@ -11658,9 +11658,9 @@ pub unsafe fn cuGraphNodeGetDependencies(
 /// # Parameters
 ///
 /// - `hNode`: in, `CUgraphNode`
-/// - `dependencies`: out, `CUgraphNode *`
-/// - `edgeData`: in, `CUgraphEdgeData *`, array of `numDependencies` elements, may be null
-/// - `numDependencies`: in, `size_t *`
+/// - `dependencies`: out, `CUgraphNode *`, array of `numDependencies` elements, may be null
+/// - `edgeData`: out, `CUgraphEdgeData *`, array of `numDependencies` elements, may be null
+/// - `numDependencies`: in-out, `size_t *`
 ///
 /// # Errors
 ///
@@ -11744,9 +11744,9 @@ pub unsafe fn cuGraphNodeGetDependentNodes(
 /// # Parameters
 ///
 /// - `hNode`: in, `CUgraphNode`
-/// - `dependentNodes`: out, `CUgraphNode *`
+/// - `dependentNodes`: out, `CUgraphNode *`, array of `numDependentNodes` elements, may be null
 /// - `edgeData`: out, `CUgraphEdgeData *`, array of `numDependentNodes` elements, may be null
-/// - `numDependentNodes`: in, `size_t *`
+/// - `numDependentNodes`: in-out, `size_t *`
 ///
 /// # Errors
 ///
@@ -12153,8 +12153,8 @@ pub unsafe fn cuGraphRemoveDependencies(
 /// # Parameters
 ///
 /// - `hGraph`: in, `CUgraph`
-/// - `from`: in, `const CUgraphNode *`
-/// - `to`: in, `const CUgraphNode *`
+/// - `from`: in, `const CUgraphNode *`, array of `numDependencies` elements
+/// - `to`: in, `const CUgraphNode *`, array of `numDependencies` elements
 /// - `edgeData`: in, `const CUgraphEdgeData *`, array of `numDependencies` elements, may be null
 /// - `numDependencies`: in, `size_t`
 ///
@@ -13640,7 +13640,7 @@ pub unsafe fn cuLaunchHostFunc(
 ///
 /// - `hStream`: in, `CUstream`
 /// - `fn`: in, `CUhostFn`
-/// - `userData`: in, `void *`
+/// - `userData`: in, `void *`, may be null
 /// - `syncMode`: in, `unsigned int`
 ///
 /// # Errors
@@ -21288,12 +21288,12 @@ pub unsafe fn cuStreamGetCaptureInfo(
 /// # Parameters
 ///
 /// - `hStream`: in, `CUstream`
-/// - `captureStatus_out`: in, `CUstreamCaptureStatus *`
-/// - `id_out`: in, `cuuint64_t *`, may be null
-/// - `graph_out`: in, `CUgraph *`, may be null
-/// - `dependencies_out`: in, `const CUgraphNode **`, may be null
-/// - `edgeData_out`: in, `const CUgraphEdgeData **`, array of `numDependencies_out` elements, may be null
-/// - `numDependencies_out`: in, `size_t *`, may be null
+/// - `captureStatus_out`: out, `CUstreamCaptureStatus *`
+/// - `id_out`: out, `cuuint64_t *`, may be null
+/// - `graph_out`: out, `CUgraph *`, may be null
+/// - `dependencies_out`: out, `const CUgraphNode **`, may be null
+/// - `edgeData_out`: out, `const CUgraphEdgeData **`, may be null
+/// - `numDependencies_out`: out, `size_t *`, may be null
 ///
 /// # Errors
 ///
@@ -21804,7 +21804,7 @@ pub unsafe fn cuStreamUpdateCaptureDependencies(
 /// # Parameters
 ///
 /// - `hStream`: in, `CUstream`
-/// - `dependencies`: in, `CUgraphNode *`
+/// - `dependencies`: in, `CUgraphNode *`, array of `numDependencies` elements
 /// - `dependencyData`: in, `const CUgraphEdgeData *`, array of `numDependencies` elements, may be null
 /// - `numDependencies`: in, `size_t`
 /// - `flags`: in, `unsigned int`

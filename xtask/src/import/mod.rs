@@ -320,7 +320,15 @@ pub fn build(
         };
         match old_fns.get(api.as_str()) {
             Some(o) => annotate::keep(&mut f, o),
-            None => annotate::propose(&mut f, &header::param_docs(&rf.doc)),
+            None => {
+                annotate::propose(&mut f, &header::param_docs(&rf.doc));
+                let base = header::proc_name(&api);
+                if base != api
+                    && let Some(sibling) = old_fns.get(base)
+                {
+                    annotate::inherit(&mut f, sibling);
+                }
+            }
         }
         by_group.entry(group).or_default().push(f);
     }
