@@ -473,10 +473,18 @@ impl From<SignatureError> for CudaError {
 /// cuda-api's result type.
 pub type CudaResult<T, E = CudaError> = std::result::Result<T, E>;
 
-/// Turns a `CUresult` from `call` into a `CudaResult`; a `CUDA_ERROR_NOT_FOUND`
-/// caused by the loader becomes [`CudaError::DriverNotFound`] or [`CudaError::NotSupported`].
+/// Turns a `CUresult` that `call` (a driver function's C name) returned into
+/// a `CudaResult`: what every cuda-api call does, for code that calls
+/// `cuda_sys` directly. Success costs one comparison.
+///
+/// # Errors
+///
+/// A failing code is [`CudaError::Driver`] naming `call`, with the lines the
+/// driver logged for it ([`DriverError::driver_log`], CUDA 12.9+ drivers); a
+/// `CUDA_ERROR_NOT_FOUND` caused by the loader is
+/// [`CudaError::DriverNotFound`] or [`CudaError::NotSupported`].
 #[inline]
-pub(crate) fn check(code: CUresult, call: &'static str) -> CudaResult<()> {
+pub fn check(code: CUresult, call: &'static str) -> CudaResult<()> {
     if code.is_success() {
         return Ok(());
     }
@@ -711,6 +719,10 @@ mod tests {
         assert!(std::error::Error::source(&e).is_some());
         let e = CudaError::Driver(DriverError::new("cuInit", CUresult(9999)));
         insta::assert_snapshot!("unknown", e.to_string());
+        let mut e = DriverError::new("cuLogsDumpToMemory", CUresult::CUDA_ERROR_INVALID_VALUE);
+        e.driver_log =
+            vec!["[22:21:32.099][25642][CUDA][E][cuLogsDumpToMemory] buffer cannot be NULL".into()];
+        insta::assert_snapshot!("with_driver_log", e.to_string());
     }
 
     #[test]
@@ -730,6 +742,13 @@ mod tests {
                 ..
             }
         ));
+        assert!(!supports("cuMadeUp"));
+        assert_eq!(
+            require("cuMadeUp"),
+            Err(CudaError::UnknownFunction {
+                function: "cuMadeUp".into()
+            })
+        );
         let e: CudaError = LoaderError::UnknownFunction("cuMadeUp".into()).into();
         insta::assert_snapshot!("unknown_function", e.to_string());
         assert!(!e.to_string().contains("0.0"));

@@ -128,7 +128,7 @@ pub use generated::driver;
 // Errors: one error type for every call, and the typed reasons it carries.
 pub use error::PeerError;
 pub use error::{
-    CudaError, CudaResult, DRIVER_LOG_LINES, DriverError, SignatureError, require,
+    CudaError, CudaResult, DRIVER_LOG_LINES, DriverError, SignatureError, check, require,
     set_driver_log_in_errors, supports,
 };
 pub use image::ImageError;

@@ -275,13 +275,14 @@ impl Symbol {
         (self.removed != 0).then_some(self.removed)
     }
 
-    /// The ABI (symbol, `cuGetProcAddress` version) to ask `driver` for:
+    /// The ABI (symbol, `cuGetProcAddress` version) to ask a driver of CUDA
+    /// version `driver_version` (`cuDriverGetVersion`; `None`: unknown) for:
     /// the current one when the driver's CUDA version reaches it, else the
     /// newest earlier ABI with the same parameter list that it reaches;
     /// `None` when there is none (the call returns `NotSupported`).
-    pub fn abi_for(&self, driver: &Driver) -> Option<(&'static CStr, u32)> {
+    pub fn abi_for(&self, driver_version: Option<i32>) -> Option<(&'static CStr, u32)> {
         let (symbol, version) = self.target();
-        let Some(d) = driver.version else {
+        let Some(d) = driver_version else {
             return Some((symbol, version));
         };
         if d >= version as i32 {
@@ -331,7 +332,7 @@ impl Symbol {
         // it may hand out an older ABI of the same name, whose parameters
         // differ from this declaration's. An older ABI with the same
         // parameter list is asked for instead, where the specs record one.
-        let Some((symbol, version)) = self.abi_for(d) else {
+        let Some((symbol, version)) = self.abi_for(d.version) else {
             let (symbol, version) = self.target();
             return Err(LoaderError::SymbolNotFound {
                 function: self.name.to_string(),
@@ -416,6 +417,33 @@ mod tests {
         if !cfg!(feature = "per-thread-default-stream") {
             assert_eq!((sym.to_str().unwrap(), ver), ("cuMemAlloc_v2", 3020));
         }
+        // The gate: a function newer than the driver is never asked for; an
+        // older ABI with the same parameters is, where there is one.
+        let new = symbol("cuTensorMapSetAllocationClass").expect("a 13.5 function");
+        assert_eq!(new.since(), Some(13050));
+        assert_eq!(new.abi_for(Some(13000)), None);
+        assert_eq!(
+            new.abi_for(Some(13050)),
+            Some((c"cuTensorMapSetAllocationClass", 13050))
+        );
+        if !cfg!(feature = "per-thread-default-stream") {
+            let elapsed = symbol("cuEventElapsedTime").expect("specified");
+            assert_eq!(
+                elapsed.abi_for(Some(13000)),
+                Some((c"cuEventElapsedTime_v2", 12080))
+            );
+            assert_eq!(
+                elapsed.abi_for(Some(12040)),
+                Some((c"cuEventElapsedTime", 2000))
+            );
+        }
+        // cuCtxCreate_v4 (12050) has other parameters than 12.0's
+        // cuCtxCreate_v2: a 12.4 driver gets NotSupported, not the old ABI.
+        let create = symbol("cuCtxCreate").expect("specified");
+        assert_eq!(create.abi_for(Some(12040)), None);
+        assert_eq!(create.abi_for(None), Some((c"cuCtxCreate_v4", 12050)));
+        let removed = symbol("cuCtxCreate_v3").expect("a 12.x-only name");
+        assert_eq!(removed.removed(), Some(13000));
         assert!(matches!(
             resolve("cuNoSuchFunction"),
             Err(LoaderError::UnknownFunction(_))

@@ -6920,9 +6920,15 @@ impl ::core::fmt::Debug for CUlogLevel {
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct CUdevSmResourceSplit_flags(pub u32);
 impl CUdevSmResourceSplit_flags {
+    /// `CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING` = 1.
+    pub const CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING: Self = Self(1);
+    /// `CU_DEV_SM_RESOURCE_SPLIT_MAX_POTENTIAL_CLUSTER_SIZE` = 2.
+    pub const CU_DEV_SM_RESOURCE_SPLIT_MAX_POTENTIAL_CLUSTER_SIZE: Self = Self(2);
     /// The enumerator's name, or `None` for a value this crate does not know.
     pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
         match self.0 {
+            1 => Some("CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING"),
+            2 => Some("CU_DEV_SM_RESOURCE_SPLIT_MAX_POTENTIAL_CLUSTER_SIZE"),
             _ => None,
         }
     }

@@ -305,7 +305,7 @@ pub fn functions(specs: &Specs) -> Result<TokenStream> {
             .filter(|a| a.params.is_none() && a.proc_version < f.proc_version)
             .map(|a| (a.symbol.as_str(), a.proc_version))
             .collect();
-        older.sort_by(|a, b| b.1.cmp(&a.1));
+        older.sort_by_key(|a| std::cmp::Reverse(a.1));
         older.dedup();
         let older = if older.is_empty() {
             quote!()

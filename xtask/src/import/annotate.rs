@@ -40,10 +40,7 @@ pub fn inherit(new: &mut Function, sibling: &Function) {
             .find(|op| op.name == p.name && op.ty.value == p.ty.value)
         {
             p.role = op.role.clone();
-            p.len = op
-                .len
-                .clone()
-                .filter(|l| names.iter().any(|n| *n == l.value));
+            p.len = op.len.clone().filter(|l| names.contains(&l.value));
             p.optional = op.optional;
             p.rust_name = op.rust_name.clone();
             p.fixed = op.fixed;

@@ -211,7 +211,7 @@ pub fn merge(all: &[ReleaseSpecs]) -> Specs {
         .iter()
         .flat_map(|r| r.specs.types.iter().map(|(n, _)| n.clone()))
         .collect();
-    let mut types: Vec<(String, TypesFile)> = Vec::new();
+    let mut types = Vec::new();
     for file in files {
         let per: Vec<TypesFile> = all
             .iter()
@@ -322,22 +322,6 @@ pub fn merge(all: &[ReleaseSpecs]) -> Specs {
             ),
         };
         types.push((file, t));
-    }
-
-    // An enum the newest header renamed (13.0's `CUdevSmResourceSplit_flags`
-    // is 13.5's `CUdevSmResourceSplitByCount_flags`) keeps only the values
-    // the newest header does not declare elsewhere: C has one namespace for
-    // enumerators.
-    let current_values: BTreeSet<String> = types
-        .iter()
-        .flat_map(|(_, t)| t.enums.iter())
-        .filter(|e| e.removed.is_none())
-        .flat_map(|e| e.values.iter().map(|v| v.name.value.clone()))
-        .collect();
-    for (_, t) in &mut types {
-        for e in t.enums.iter_mut().filter(|e| e.removed.is_some()) {
-            e.values.retain(|v| !current_values.contains(&v.name.value));
-        }
     }
 
     let errors = ErrorCatalogue {
