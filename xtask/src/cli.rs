@@ -35,13 +35,16 @@ pub enum Task {
         #[arg(long)]
         check: bool,
     },
-    /// Refresh specs/ from the real cuda.h (pinned CUDA 13.0), keeping hand annotations.
+    /// Refresh specs/ from the real cuda.h of every pinned release (CUDA 12.0, 12.4, 12.8, 13.0, 13.5), merged, keeping hand annotations.
     ///
-    /// cuda.h comes from CUDA_HOME or CUDA_PATH, else from the pinned wheel
-    /// nvidia-cuda-runtime==13.0.96 (fetched with pip into target/cuda-cache);
-    /// libclang from LIBCLANG_PATH, the system, or the wheel libclang==18.1.1.
+    /// Each release's cuda.h and cudaTypedefs.h come from a wheel pinned by
+    /// exact version (nvidia-cuda-runtime-cu12==12.0.107, ==12.4.127, ==12.8.90,
+    /// nvidia-cuda-runtime==13.0.96, ==13.5.37; fetched with pip into
+    /// target/cuda-cache); with CUDA_HOME or CUDA_PATH set, only that header is
+    /// read and compared. libclang from LIBCLANG_PATH, the system, or the wheel
+    /// libclang==18.1.1.
     Import {
-        /// Write nothing; fail if the specs' facts differ from the header (listing each difference).
+        /// Write nothing; fail if the specs' facts differ from the headers (listing each difference).
         #[arg(long)]
         check: bool,
     },

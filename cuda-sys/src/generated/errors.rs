@@ -487,7 +487,7 @@ impl ::core::fmt::Display for CUresult {
             _ => {
                 write!(
                     f,
-                    "CUresult {} (not known to this crate; the driver may be newer than CUDA 13.0)",
+                    "CUresult {} (not known to this crate; the driver may be newer than CUDA 13.5)",
                     self.0
                 )
             }
