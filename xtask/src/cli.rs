@@ -200,11 +200,22 @@ fn import_task(root: &Path, _specs: &Path, check: bool) -> Result<()> {
 }
 
 /// Provisions the pinned headers, then runs the workspace tests with
-/// `CUDA_INCLUDE_DIR` (cuda.h) and `WARP_NATIVE_INCLUDE_DIR` (Warp's
-/// `warp/native/*.h`) pointing at them (the ABI tests compile against them).
+/// `CUDA_INCLUDE_DIR` (the newest cuda.h), `CUDA_RELEASE_INCLUDE_DIRS`
+/// (`12.0=DIR;...`: every pinned release's) and `WARP_NATIVE_INCLUDE_DIR`
+/// (Warp's `warp/native/*.h`) pointing at them (the ABI tests compile
+/// against them).
 fn test(root: &Path, extra: &[String]) -> Result<()> {
     let include = provision::cuda_include_dir()?;
     let warp_include = provision::warp_native_include_dir()?;
+    // The older pinned releases' headers, for their ABI probes.
+    let mut releases = Vec::new();
+    for r in provision::PINNED_RELEASES {
+        releases.push(format!(
+            "{}={}",
+            r.release,
+            provision::release_include_dir(r)?.display()
+        ));
+    }
     println!(
         "xtask test: cargo test --workspace {} (CUDA_INCLUDE_DIR={}, WARP_NATIVE_INCLUDE_DIR={})",
         extra.join(" "),
@@ -215,6 +226,7 @@ fn test(root: &Path, extra: &[String]) -> Result<()> {
         .args(["test", "--workspace"])
         .args(extra)
         .env("CUDA_INCLUDE_DIR", &include)
+        .env("CUDA_RELEASE_INCLUDE_DIRS", releases.join(";"))
         .env("WARP_NATIVE_INCLUDE_DIR", &warp_include)
         .current_dir(root)
         .status()?;

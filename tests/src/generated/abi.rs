@@ -4168,3 +4168,70 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         CU_DEV_SM_RESOURCE_GROUP_LOCALITY_DOMAIN_ID_ANY as i64)
     ]
 }
+/// The same facts for the items only older pinned headers declare
+/// (`removed` in the specs), which the older releases' probes print.
+#[allow(deprecated)]
+pub fn older_facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
+    ::std::vec![
+        ("size", "CUDA_BATCH_MEM_OP_NODE_PARAMS_st", ::core::mem::size_of:: <
+        CUDA_BATCH_MEM_OP_NODE_PARAMS_st > () as i64), ("align",
+        "CUDA_BATCH_MEM_OP_NODE_PARAMS_st", ::core::mem::align_of:: <
+        CUDA_BATCH_MEM_OP_NODE_PARAMS_st > () as i64), ("offset",
+        "CUDA_BATCH_MEM_OP_NODE_PARAMS_st.ctx",
+        ::core::mem::offset_of!(CUDA_BATCH_MEM_OP_NODE_PARAMS_st, ctx) as i64),
+        ("offset", "CUDA_BATCH_MEM_OP_NODE_PARAMS_st.count",
+        ::core::mem::offset_of!(CUDA_BATCH_MEM_OP_NODE_PARAMS_st, count) as i64),
+        ("offset", "CUDA_BATCH_MEM_OP_NODE_PARAMS_st.paramArray",
+        ::core::mem::offset_of!(CUDA_BATCH_MEM_OP_NODE_PARAMS_st, paramArray) as i64),
+        ("offset", "CUDA_BATCH_MEM_OP_NODE_PARAMS_st.flags",
+        ::core::mem::offset_of!(CUDA_BATCH_MEM_OP_NODE_PARAMS_st, flags) as i64),
+        ("size", "CUDA_MEM_ALLOC_NODE_PARAMS_st", ::core::mem::size_of:: <
+        CUDA_MEM_ALLOC_NODE_PARAMS_st > () as i64), ("align",
+        "CUDA_MEM_ALLOC_NODE_PARAMS_st", ::core::mem::align_of:: <
+        CUDA_MEM_ALLOC_NODE_PARAMS_st > () as i64), ("offset",
+        "CUDA_MEM_ALLOC_NODE_PARAMS_st.poolProps",
+        ::core::mem::offset_of!(CUDA_MEM_ALLOC_NODE_PARAMS_st, poolProps) as i64),
+        ("offset", "CUDA_MEM_ALLOC_NODE_PARAMS_st.accessDescs",
+        ::core::mem::offset_of!(CUDA_MEM_ALLOC_NODE_PARAMS_st, accessDescs) as i64),
+        ("offset", "CUDA_MEM_ALLOC_NODE_PARAMS_st.accessDescCount",
+        ::core::mem::offset_of!(CUDA_MEM_ALLOC_NODE_PARAMS_st, accessDescCount) as i64),
+        ("offset", "CUDA_MEM_ALLOC_NODE_PARAMS_st.bytesize",
+        ::core::mem::offset_of!(CUDA_MEM_ALLOC_NODE_PARAMS_st, bytesize) as i64),
+        ("offset", "CUDA_MEM_ALLOC_NODE_PARAMS_st.dptr",
+        ::core::mem::offset_of!(CUDA_MEM_ALLOC_NODE_PARAMS_st, dptr) as i64), ("value",
+        "CU_TARGET_COMPUTE_101", CUjit_target_enum::CU_TARGET_COMPUTE_101.0 as i64),
+        ("value", "CU_TARGET_COMPUTE_101A", CUjit_target_enum::CU_TARGET_COMPUTE_101A.0
+        as i64), ("size", "CUdevSmResourceSplit_flags", ::core::mem::size_of:: <
+        CUdevSmResourceSplit_flags > () as i64), ("value",
+        "CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING",
+        CUdevSmResourceSplit_flags::CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING.0 as
+        i64), ("value", "CU_DEV_SM_RESOURCE_SPLIT_MAX_POTENTIAL_CLUSTER_SIZE",
+        CUdevSmResourceSplit_flags::CU_DEV_SM_RESOURCE_SPLIT_MAX_POTENTIAL_CLUSTER_SIZE.0
+        as i64), ("value", "RESOURCE_ABI_VERSION", RESOURCE_ABI_VERSION as i64),
+        ("value", "RESOURCE_ABI_EXTERNAL_BYTES", RESOURCE_ABI_EXTERNAL_BYTES as i64)
+    ]
+}
+/// The values and forced alignments the specs record as different in
+/// an older release (`earlier`, `earlier_align`), as `("value@12.0",
+/// name, value)`: what that release's probe prints for them.
+pub fn release_facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
+    ::std::vec![
+        ("value@12.0", "CU_CTX_FLAGS_MASK", 31i64), ("value@12.0",
+        "CU_DEVICE_ATTRIBUTE_MAX", 130i64), ("value@12.4", "CU_DEVICE_ATTRIBUTE_MAX",
+        135i64), ("value@12.8", "CU_DEVICE_ATTRIBUTE_MAX", 144i64), ("value@13.0",
+        "CU_DEVICE_ATTRIBUTE_MAX", 148i64), ("value@12.0", "CU_FUNC_ATTRIBUTE_MAX",
+        16i64), ("value@12.4", "CU_FUNC_ATTRIBUTE_MAX", 16i64), ("value@12.8",
+        "CU_FUNC_ATTRIBUTE_MAX", 16i64), ("value@13.0", "CU_FUNC_ATTRIBUTE_MAX", 16i64),
+        ("value@12.0", "CU_JIT_NUM_OPTIONS", 31i64), ("value@12.4", "CU_JIT_NUM_OPTIONS",
+        34i64), ("value@12.8", "CU_JIT_NUM_OPTIONS", 34i64), ("value@13.0",
+        "CU_JIT_NUM_OPTIONS", 35i64), ("value@12.0", "CU_LIMIT_MAX", 7i64),
+        ("value@12.4", "CU_LIMIT_MAX", 7i64), ("value@12.8", "CU_LIMIT_MAX", 10i64),
+        ("value@13.0", "CU_LIMIT_MAX", 10i64), ("value@12.4", "CU_COREDUMP_MAX", 7i64),
+        ("value@12.8", "CU_COREDUMP_LIGHTWEIGHT_FLAGS", 47i64), ("value@13.0",
+        "CU_COREDUMP_LIGHTWEIGHT_FLAGS", 47i64), ("value@12.0", "CUDA_VERSION",
+        12000i64), ("value@12.4", "CUDA_VERSION", 12040i64), ("value@12.8",
+        "CUDA_VERSION", 12080i64), ("value@13.0", "CUDA_VERSION", 13000i64),
+        ("align@12.0", "CUtensorMap_st", 64i64), ("align@12.4", "CUtensorMap_st", 64i64),
+        ("align@12.8", "CUtensorMap_st", 64i64)
+    ]
+}

@@ -404,6 +404,7 @@ pub fn read(bindings: &str) -> Result<RawHeader> {
                     value,
                     since: None,
                     removed: None,
+                    earlier: Vec::new(),
                 });
             }
             Item::ForeignMod(m) => {
@@ -460,6 +461,7 @@ pub fn read(bindings: &str) -> Result<RawHeader> {
                 value,
                 since: None,
                 removed: None,
+                earlier: Vec::new(),
             });
         }
     }
@@ -498,6 +500,7 @@ fn record<'a>(
         kind,
         c_name: None,
         align: None,
+        earlier_align: Vec::new(),
         c_path: paths.get(name).cloned(),
         summary: None,
         fields: out,

@@ -324,6 +324,62 @@ pub fn merge(all: &[ReleaseSpecs]) -> Specs {
         types.push((file, t));
     }
 
+    // Values and forced alignments that older headers give otherwise.
+    let earlier = |current: i64, per_release: &dyn Fn(usize) -> Option<i64>| -> Vec<ReleaseValue> {
+        (0..all.len().saturating_sub(1))
+            .filter_map(|i| {
+                per_release(i)
+                    .filter(|v| *v != current)
+                    .map(|value| ReleaseValue {
+                        release: releases[i].to_string(),
+                        value,
+                    })
+            })
+            .collect()
+    };
+    for (file, t) in &mut types {
+        let per = |i: usize| {
+            all[i]
+                .specs
+                .types
+                .iter()
+                .find(|(n, _)| n == file)
+                .map(|(_, t)| t)
+        };
+        for e in &mut t.enums {
+            for v in &mut e.values {
+                v.earlier = earlier(v.value, &|i| {
+                    per(i)?
+                        .enums
+                        .iter()
+                        .find(|x| x.name.value == e.name.value)?
+                        .values
+                        .iter()
+                        .find(|x| x.name.value == v.name.value)
+                        .map(|x| x.value)
+                });
+            }
+        }
+        for c in &mut t.constants {
+            c.earlier = earlier(c.value, &|i| {
+                per(i)?
+                    .constants
+                    .iter()
+                    .find(|x| x.name.value == c.name.value)
+                    .map(|x| x.value)
+            });
+        }
+        for r in &mut t.records {
+            r.earlier_align = earlier(i64::from(r.align.unwrap_or(0)), &|i| {
+                per(i)?
+                    .records
+                    .iter()
+                    .find(|x| x.name.value == r.name.value)
+                    .map(|x| i64::from(x.align.unwrap_or(0)))
+            });
+        }
+    }
+
     let errors = ErrorCatalogue {
         errors: union(
             &releases,

@@ -113,6 +113,16 @@ pub struct ReleaseAbi {
     pub params: Option<String>,
 }
 
+/// A value an item had in an earlier pinned release (fact).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReleaseValue {
+    /// The pinned release, e.g. `"12.0"`.
+    pub release: String,
+    /// The value in that release's header.
+    pub value: i64,
+}
+
 /// Direction of a parameter (ours, proposed by the importer from the header's docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -258,6 +268,9 @@ pub struct EnumValue {
     pub name: Str,
     /// Value.
     pub value: i64,
+    /// Each older pinned release whose header gives it another value (fact).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier: Vec<ReleaseValue>,
     /// The first pinned release whose header has it, when not the oldest
     /// pinned release (fact).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -297,6 +310,10 @@ pub struct Record {
     /// An alignment the header forces (`alignas`), in bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub align: Option<u32>,
+    /// Each older pinned release whose header forces another alignment
+    /// (`value`: bytes, 0 for none) (fact).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier_align: Vec<ReleaseValue>,
     /// What it is for, in our words (ours).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
@@ -367,6 +384,9 @@ pub struct Constant {
     pub ty: String,
     /// Value.
     pub value: i64,
+    /// Each older pinned release whose header gives it another value (fact).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier: Vec<ReleaseValue>,
     /// The first pinned release whose header has it, when not the oldest
     /// pinned release (fact).
     #[serde(default, skip_serializing_if = "Option::is_none")]
