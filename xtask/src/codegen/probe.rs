@@ -198,7 +198,7 @@ fn as_in_release(specs: &Specs, release: &str) -> Specs {
 const PINNED: [&str; 5] = ["12.0", "12.4", "12.8", "13.0", "13.5"];
 
 /// `tests/abi/probe_<release>.c` for each older pinned release: what
-/// [`as_in_release`] keeps, compiled against that release's header.
+/// `as_in_release` keeps, compiled against that release's header.
 pub fn c_probes_of_older_releases(specs: &Specs) -> Result<Vec<(String, String)>> {
     PINNED[..PINNED.len() - 1]
         .iter()
@@ -355,7 +355,7 @@ fn render_c_probe(
 }
 
 /// `tests/src/generated/abi.rs`: the same facts computed from `cuda-sys`:
-/// [`facts`] of the newest header's items, `older_facts` of the items only
+/// `facts` of the newest header's items, `older_facts` of the items only
 /// older headers declare (for the older releases' probes).
 pub fn rust_expectations(specs: &Specs) -> Result<TokenStream> {
     let current = fact_rows(&current_only(specs))?;
