@@ -57,6 +57,7 @@ void check_signatures(void) {
     { CUresult (CUDAAPI *p)(CUexternalMemory extMem); (void)sizeof(p = cuDestroyExternalMemory); }
     { CUresult (CUDAAPI *p)(CUexternalSemaphore extSem); (void)sizeof(p = cuDestroyExternalSemaphore); }
     { CUresult (CUDAAPI *p)(CUdevResourceDesc *phDesc, CUdevResource *resources, unsigned int nbResources); (void)sizeof(p = cuDevResourceGenerateDesc); }
+    { CUresult (CUDAAPI *p)(CUdevResource *result, unsigned int *nbGroups, const CUdevResource *input, CUdevResource *remainder, unsigned int flags, unsigned int minCount); (void)sizeof(p = cuDevSmResourceSplitByCount); }
     { CUresult (CUDAAPI *p)(int *canAccessPeer, CUdevice dev, CUdevice peerDev); (void)sizeof(p = cuDeviceCanAccessPeer); }
     { CUresult (CUDAAPI *p)(int *major, int *minor, CUdevice dev); (void)sizeof(p = cuDeviceComputeCapability); }
     { CUresult (CUDAAPI *p)(CUdevice *device, int ordinal); (void)sizeof(p = cuDeviceGet); }

@@ -2210,7 +2210,7 @@ pub static SYMBOLS: [Symbol; 506] = [
             c"cuLaunchHostFunc",
             10000u32,
             Some(c"cuLaunchHostFunc_ptsz"),
-            13010u32,
+            10000u32,
         )
         .dated(10000u32, 0u32),
     Symbol::new(
@@ -3848,7 +3848,7 @@ pub static SYMBOLS: [Symbol; 506] = [
             c"cuStreamGetCtx",
             9020u32,
             Some(c"cuStreamGetCtx_ptsz"),
-            12050u32,
+            9020u32,
         )
         .dated(9020u32, 0u32),
     Symbol::new(
@@ -6403,7 +6403,7 @@ pub unsafe fn cuDevSmResourceSplit(
 ///
 /// This calls the driver directly. Every pointer must be valid for the access its role implies (read for `in`, written for `out`) and for the element count the driver will use, every handle must be live and belong to the current context where the driver requires one, and the function's documented preconditions must hold.
 ///
-/// Resolves symbol `cuDevSmResourceSplitByCount` (ABI of CUDA 12.4); first in CUDA 12.4; in the CUDA 12.4 header: symbol `cuDevSmResourceSplitByCount` (ABI of CUDA 12.4), other parameters. NVIDIA reference: [Green Contexts](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GREEN__CONTEXTS.html) (`cuDevSmResourceSplitByCount`).
+/// Resolves symbol `cuDevSmResourceSplitByCount` (ABI of CUDA 12.4); first in CUDA 12.4. NVIDIA reference: [Green Contexts](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__GREEN__CONTEXTS.html) (`cuDevSmResourceSplitByCount`).
 #[inline]
 pub unsafe fn cuDevSmResourceSplitByCount(
     result: *mut CUdevResource,

@@ -141,6 +141,8 @@ pub struct PfnVersions {
     pub current: BTreeMap<String, BTreeSet<u32>>,
     /// API name → per-thread (`_ptds`/`_ptsz`) versions.
     pub per_thread: BTreeMap<String, BTreeSet<u32>>,
+    /// (API name, version) → number of parameters, for the per-thread versions.
+    pub per_thread_arity: BTreeMap<(String, u32), usize>,
     /// API name → every version, legacy ones included.
     pub all: BTreeMap<String, BTreeSet<u32>>,
     /// (API name, version) → number of parameters of that ABI, for the
@@ -167,6 +169,18 @@ impl PfnVersions {
 }
 
 impl PfnVersions {
+    /// The newest per-thread (`_ptds`/`_ptsz`) version of `proc` with
+    /// `params` parameters (13.5's `cuLaunchHostFunc` has a 3-parameter
+    /// `_ptsz` at 10000 and a 4-parameter one at 13010).
+    pub fn per_thread_version_for(&self, proc: &str, params: usize) -> Option<u32> {
+        self.per_thread
+            .get(proc)?
+            .iter()
+            .rev()
+            .find(|v| self.per_thread_arity.get(&(proc.to_string(), **v)) == Some(&params))
+            .copied()
+    }
+
     /// Like [`PfnVersions::version_for`], for ABI symbol `symbol`: where
     /// several current versions have that arity (13.5's `cuGraphAddNode` at
     /// 12030 and 13040, declared as `cuGraphAddNode_v2` and
@@ -217,15 +231,16 @@ pub fn scan_typedefs_h(text: &str) -> PfnVersions {
             if internal {
                 continue;
             }
+            let params = c[4].trim();
+            let arity = if params.is_empty() || params == "void" {
+                0
+            } else {
+                params.matches(',').count() + 1
+            };
             if c.get(3).is_some() {
+                v.per_thread_arity.insert((name.clone(), ver), arity);
                 v.per_thread.entry(name).or_default().insert(ver);
             } else {
-                let params = c[4].trim();
-                let arity = if params.is_empty() || params == "void" {
-                    0
-                } else {
-                    params.matches(',').count() + 1
-                };
                 v.arity.insert((name.clone(), ver), arity);
                 v.current.entry(name).or_default().insert(ver);
             }
@@ -379,5 +394,10 @@ CUresult CUDAAPI cuOutsideAnyGroup(int x);
         assert_eq!(v.version_for_symbol("cuGraphAddNode_v2", 4), Some(12030));
         assert_eq!(v.version_for_symbol("cuGraphAddNode_v3", 4), Some(13040));
         assert_eq!(v.version_for_symbol("cuGraphAddNode", 3), Some(12020));
+        let t = "typedef CUresult (CUDAAPI *PFN_cuLaunchHostFunc_v10000_ptsz)(CUstream s, CUhostFn f, void *u);\n\
+                 typedef CUresult (CUDAAPI *PFN_cuLaunchHostFunc_v13010_ptsz)(CUstream s, CUhostFn f, void *u, unsigned int m);\n";
+        let v = scan_typedefs_h(t);
+        assert_eq!(v.per_thread_version_for("cuLaunchHostFunc", 3), Some(10000));
+        assert_eq!(v.per_thread_version_for("cuLaunchHostFunc", 4), Some(13010));
     }
 }

@@ -86,8 +86,18 @@ fn union<T: Clone>(
         .collect()
 }
 
-/// A function's C parameter list, for comparing ABIs.
+/// A function's C parameter types, for comparing ABIs (names do not matter:
+/// 13.5 renamed `cuDevSmResourceSplitByCount`'s `remaining` to `remainder`).
 fn signature(f: &Function) -> String {
+    f.params
+        .iter()
+        .map(|p| p.ty.value.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A function's C parameter list with names, as recorded in `abi:`.
+fn parameter_list(f: &Function) -> String {
     f.params
         .iter()
         .map(|p| format!("{} {}", p.ty.value, p.name))
@@ -188,7 +198,7 @@ pub fn merge(all: &[ReleaseSpecs]) -> Specs {
                         release: releases[i].to_string(),
                         symbol: this.0.clone(),
                         proc_version: this.1,
-                        params: (this.2 != current.2).then(|| this.2.clone()),
+                        params: (this.2 != current.2).then(|| parameter_list(x)),
                     });
                 }
                 prev = Some(this);

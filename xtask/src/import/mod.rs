@@ -273,9 +273,8 @@ pub fn build(
             .map(|v| header::version_string(*v));
         let per_thread_symbol = facts.per_thread.get(&api).cloned();
         let per_thread_version = per_thread_symbol.as_ref().map(|_| {
-            pfn.per_thread
-                .get(&proc)
-                .and_then(|v| v.last().copied())
+            pfn.per_thread_version_for(&proc, rf.params.len())
+                .or_else(|| pfn.per_thread.get(&proc).and_then(|v| v.last().copied()))
                 .unwrap_or(proc_version)
                 .max(proc_version)
         });
