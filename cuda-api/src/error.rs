@@ -24,9 +24,11 @@ pub struct DriverError {
     pub context: Option<String>,
     /// The lines the driver wrote to its error log for this failure (CUDA
     /// 12.9+ drivers, `cuLogsDumpToMemory`): the lines logged since the
-    /// previous failed call that cuda-api turned into an error, at most
-    /// [`DRIVER_LOG_LINES`]; empty on older drivers or when switched off
-    /// with [`set_driver_log_in_errors`].
+    /// previous failed call that cuda-api turned into an error (in any
+    /// thread: the driver's log is per process), at most
+    /// [`DRIVER_LOG_LINES`]; empty on older drivers, for
+    /// `CUDA_ERROR_NOT_READY` (a polled status), or when switched off with
+    /// [`set_driver_log_in_errors`].
     pub driver_log: Vec<String>,
 }
 
@@ -545,7 +547,11 @@ fn fail(code: CUresult, call: &'static str) -> CudaError {
         return e.into();
     }
     let mut e = DriverError::new(call, code);
-    e.driver_log = driver_log_since_last_failure();
+    // `CUDA_ERROR_NOT_READY` is a status polled for (`cuStreamQuery`,
+    // `cuEventQuery`), not a failure the driver explains: no log read.
+    if code != CUresult::CUDA_ERROR_NOT_READY {
+        e.driver_log = driver_log_since_last_failure();
+    }
     CudaError::Driver(e)
 }
 
