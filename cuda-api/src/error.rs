@@ -2,9 +2,11 @@
 //! parameter, the limit and the value, and saying what to do.
 
 use std::fmt;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use cuda_sys::CUresult;
 use cuda_sys::loader::LoaderError;
+use cuda_sys::{CUlogIterator, CUresult};
 
 use crate::choice::NoImageError;
 use crate::image::ImageError;
@@ -20,6 +22,14 @@ pub struct DriverError {
     pub code: CUresult,
     /// What was being done, where known: `kernel 'saxpy' on NVIDIA H200`.
     pub context: Option<String>,
+    /// The lines the driver wrote to its error log for this failure (CUDA
+    /// 12.9+ drivers, `cuLogsDumpToMemory`): the lines logged since the
+    /// previous failed call that cuda-api turned into an error (in any
+    /// thread: the driver's log is per process), at most
+    /// [`DRIVER_LOG_LINES`]; empty on older drivers, for
+    /// `CUDA_ERROR_NOT_READY` (a polled status), or when switched off with
+    /// [`set_driver_log_in_errors`].
+    pub driver_log: Vec<String>,
 }
 
 impl DriverError {
@@ -29,6 +39,7 @@ impl DriverError {
             call,
             code,
             context: None,
+            driver_log: Vec::new(),
         }
     }
     /// The code's name, e.g. `CUDA_ERROR_ILLEGAL_ADDRESS` (`None` if unknown to this crate).
@@ -59,7 +70,7 @@ impl fmt::Display for DriverError {
             Some(n) => write!(f, " with {n} ({})", self.code.0)?,
             None => write!(
                 f,
-                " with CUresult {} (unknown to cuda-api; the driver may be newer than CUDA 13.0)",
+                " with CUresult {} (unknown to cuda-api; the driver may be newer than CUDA 13.5)",
                 self.code.0
             )?,
         }
@@ -68,6 +79,9 @@ impl fmt::Display for DriverError {
         }
         if self.is_sticky() {
             f.write_str("; this error is sticky: the context is unusable and every later call on it fails, so restart the process")?;
+        }
+        if !self.driver_log.is_empty() {
+            write!(f, "; the driver's log: {}", self.driver_log.join(" | "))?;
         }
         Ok(())
     }
@@ -461,10 +475,18 @@ impl From<SignatureError> for CudaError {
 /// cuda-api's result type.
 pub type CudaResult<T, E = CudaError> = std::result::Result<T, E>;
 
-/// Turns a `CUresult` from `call` into a `CudaResult`; a `CUDA_ERROR_NOT_FOUND`
-/// caused by the loader becomes [`CudaError::DriverNotFound`] or [`CudaError::NotSupported`].
+/// Turns a `CUresult` that `call` (a driver function's C name) returned into
+/// a `CudaResult`: what every cuda-api call does, for code that calls
+/// `cuda_sys` directly. Success costs one comparison.
+///
+/// # Errors
+///
+/// A failing code is [`CudaError::Driver`] naming `call`, with the lines the
+/// driver logged for it ([`DriverError::driver_log`], CUDA 12.9+ drivers); a
+/// `CUDA_ERROR_NOT_FOUND` caused by the loader is
+/// [`CudaError::DriverNotFound`] or [`CudaError::NotSupported`].
 #[inline]
-pub(crate) fn check(code: CUresult, call: &'static str) -> CudaResult<()> {
+pub fn check(code: CUresult, call: &'static str) -> CudaResult<()> {
     if code.is_success() {
         return Ok(());
     }
@@ -524,7 +546,108 @@ fn fail(code: CUresult, call: &'static str) -> CudaError {
     {
         return e.into();
     }
-    CudaError::Driver(DriverError::new(call, code))
+    let mut e = DriverError::new(call, code);
+    // `CUDA_ERROR_NOT_READY` is a status polled for (`cuStreamQuery`,
+    // `cuEventQuery`), not a failure the driver explains: no log read.
+    if code != CUresult::CUDA_ERROR_NOT_READY {
+        e.driver_log = driver_log_since_last_failure();
+    }
+    CudaError::Driver(e)
+}
+
+/// At most this many of the driver's log lines are attached to one
+/// [`DriverError`] (the newest).
+pub const DRIVER_LOG_LINES: usize = 8;
+
+static DRIVER_LOG_ON: AtomicBool = AtomicBool::new(true);
+
+/// Where the driver's log was read up to: the `CUlogIterator` after the last
+/// failure's lines, `None` before the first.
+static DRIVER_LOG_AT: Mutex<Option<CUlogIterator>> = Mutex::new(None);
+
+/// Switches attaching the driver's log lines to [`DriverError`]s on (the
+/// default) or off.
+///
+/// It costs nothing on calls that succeed: only a failed call reads the log
+/// (`cuLogsDumpToMemory`, one driver call), and only on a driver that has it
+/// (CUDA 12.9 or later). Off, [`DriverError::driver_log`] stays empty.
+pub fn set_driver_log_in_errors(on: bool) {
+    DRIVER_LOG_ON.store(on, Ordering::Relaxed);
+}
+
+/// The driver's log lines written since the previous failure (the driver
+/// keeps the newest 25600 bytes), newest last, at most [`DRIVER_LOG_LINES`].
+fn driver_log_since_last_failure() -> Vec<String> {
+    if !DRIVER_LOG_ON.load(Ordering::Relaxed) {
+        return Vec::new();
+    }
+    let available = |name| cuda_sys::loader::symbol(name).is_some_and(|s| s.resolve().is_ok());
+    if !available("cuLogsDumpToMemory") || !available("cuLogsCurrent") {
+        return Vec::new();
+    }
+    let mut at = DRIVER_LOG_AT.lock().unwrap_or_else(|p| p.into_inner());
+    // The driver's log holds at most 25600 bytes, and null-terminates.
+    let mut buf = vec![0u8; 25_601];
+    let mut size = buf.len();
+    let r = match at.as_mut() {
+        // SAFETY: `it` is an iterator the driver gave out, `buf` is writable
+        // for `size` bytes and `size` is a valid in/out pointer.
+        Some(it) => unsafe {
+            cuda_sys::cuLogsDumpToMemory(it, buf.as_mut_ptr().cast(), &mut size, 0)
+        },
+        None => {
+            // SAFETY: a null iterator dumps the whole log; the rest as above.
+            let r = unsafe {
+                cuda_sys::cuLogsDumpToMemory(
+                    std::ptr::null_mut(),
+                    buf.as_mut_ptr().cast(),
+                    &mut size,
+                    0,
+                )
+            };
+            let mut it: CUlogIterator = 0;
+            // SAFETY: `it` is a valid out-pointer; flags must be 0.
+            if unsafe { cuda_sys::cuLogsCurrent(&mut it, 0) }.is_success() {
+                *at = Some(it);
+            }
+            r
+        }
+    };
+    if !r.is_success() {
+        log::debug!("cuLogsDumpToMemory failed with {r}; the error carries no driver log");
+        return Vec::new();
+    }
+    let text = String::from_utf8_lossy(&buf[..size.min(buf.len())]);
+    let lines: Vec<String> = text
+        .lines()
+        .map(|l| l.trim_matches(['\0', ' ', '\r']).to_string())
+        .filter(|l| !l.is_empty())
+        .collect();
+    let skip = lines.len().saturating_sub(DRIVER_LOG_LINES);
+    lines.into_iter().skip(skip).collect()
+}
+
+/// Whether the installed driver has `function` (a C name, `"cuLogsCurrent"`)
+/// at the ABI this build calls: `false` when no driver loads, when the
+/// driver is older than the function's ABI version (it is then never asked),
+/// when it lacks the entry point, or when the name is not a driver function
+/// of cuda-sys's specs. Lets a program choose a path before calling; the
+/// call itself would return [`CudaError::NotSupported`].
+pub fn supports(function: &str) -> bool {
+    cuda_sys::loader::resolve(function).is_ok()
+}
+
+/// Like [`supports`], with the reason when the driver lacks `function`.
+///
+/// # Errors
+///
+/// [`CudaError::NotSupported`] naming the function, the CUDA version its ABI
+/// needs and the driver's; [`CudaError::DriverNotFound`] with the library
+/// paths tried; [`CudaError::UnknownFunction`] for a name cuda-sys does not know.
+pub fn require(function: &str) -> CudaResult<()> {
+    cuda_sys::loader::resolve(function)
+        .map(|_| ())
+        .map_err(CudaError::from)
 }
 
 /// Why peer access cannot be given.
@@ -602,6 +725,10 @@ mod tests {
         assert!(std::error::Error::source(&e).is_some());
         let e = CudaError::Driver(DriverError::new("cuInit", CUresult(9999)));
         insta::assert_snapshot!("unknown", e.to_string());
+        let mut e = DriverError::new("cuLogsDumpToMemory", CUresult::CUDA_ERROR_INVALID_VALUE);
+        e.driver_log =
+            vec!["[22:21:32.099][25642][CUDA][E][cuLogsDumpToMemory] buffer cannot be NULL".into()];
+        insta::assert_snapshot!("with_driver_log", e.to_string());
     }
 
     #[test]
@@ -621,6 +748,13 @@ mod tests {
                 ..
             }
         ));
+        assert!(!supports("cuMadeUp"));
+        assert_eq!(
+            require("cuMadeUp"),
+            Err(CudaError::UnknownFunction {
+                function: "cuMadeUp".into()
+            })
+        );
         let e: CudaError = LoaderError::UnknownFunction("cuMadeUp".into()).into();
         insta::assert_snapshot!("unknown_function", e.to_string());
         assert!(!e.to_string().contains("0.0"));

@@ -8,7 +8,7 @@
 use std::ffi::{CStr, c_void};
 use std::fmt;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 
 /// Why the driver or one of its functions is unavailable.
 #[derive(Clone, PartialEq, Eq)]
@@ -186,6 +186,10 @@ pub struct Symbol {
     version: u32,
     per_thread_symbol: Option<&'static CStr>,
     per_thread_version: u32,
+    since: u32,
+    removed: u32,
+    older: &'static [(&'static CStr, u32)],
+    resolved_version: AtomicU32,
     ptr: AtomicPtr<c_void>,
 }
 
@@ -216,8 +220,79 @@ impl Symbol {
             version,
             per_thread_symbol,
             per_thread_version,
+            since: 0,
+            removed: 0,
+            older: &[],
+            resolved_version: AtomicU32::new(0),
             ptr: AtomicPtr::new(std::ptr::null_mut()),
         }
+    }
+
+    /// The same entry with the releases that declare it (used by the
+    /// generated code): `since`, the first CUDA version with it (12040 for
+    /// 12.4; 0 when unknown), and `removed`, the first pinned release whose
+    /// `cuda.h` no longer declares it (0 when the newest still does).
+    pub const fn dated(mut self, since: u32, removed: u32) -> Symbol {
+        self.since = since;
+        self.removed = removed;
+        self
+    }
+
+    /// The same entry with the earlier ABIs a driver older than `version`
+    /// is asked for instead (used by the generated code): `(symbol,
+    /// cuGetProcAddress version)`, newest first, only those with the same C
+    /// parameter list as the current ABI.
+    pub const fn older_abis(mut self, older: &'static [(&'static CStr, u32)]) -> Symbol {
+        self.older = older;
+        self
+    }
+
+    /// The earlier ABIs with the same parameter list, newest first (see
+    /// [`Symbol::older_abis`]).
+    pub fn older(&self) -> &'static [(&'static CStr, u32)] {
+        self.older
+    }
+
+    /// The `cuGetProcAddress` version of the ABI this entry was resolved at
+    /// (the current one, or an older one on an older driver); `None` before
+    /// it is resolved.
+    pub fn resolved_version(&self) -> Option<u32> {
+        match self.resolved_version.load(Ordering::Acquire) {
+            0 => None,
+            v => Some(v),
+        }
+    }
+
+    /// The first CUDA version with this function, e.g. 12040; `None` when unknown.
+    pub fn since(&self) -> Option<u32> {
+        (self.since != 0).then_some(self.since)
+    }
+
+    /// The first pinned CUDA release whose `cuda.h` no longer declares this
+    /// function (its declaration is then the last header's that had it);
+    /// `None` while the newest pinned header declares it.
+    pub fn removed(&self) -> Option<u32> {
+        (self.removed != 0).then_some(self.removed)
+    }
+
+    /// The ABI (symbol, `cuGetProcAddress` version) to ask a driver of CUDA
+    /// version `driver_version` (`cuDriverGetVersion`; `None`: unknown) for:
+    /// the current one when the driver's CUDA version reaches it, else the
+    /// newest earlier ABI with the same parameter list that it reaches;
+    /// `None` when there is none (the call returns `NotSupported`).
+    pub fn abi_for(&self, driver_version: Option<i32>) -> Option<(&'static CStr, u32)> {
+        let (symbol, version) = self.target();
+        let Some(d) = driver_version else {
+            return Some((symbol, version));
+        };
+        if d >= version as i32 {
+            return Some((symbol, version));
+        }
+        // The per-thread variants of older ABIs are not recorded.
+        if cfg!(feature = "per-thread-default-stream") && self.per_thread_symbol.is_some() {
+            return None;
+        }
+        self.older.iter().copied().find(|(_, v)| d >= *v as i32)
     }
 
     /// The C API name.
@@ -253,7 +328,19 @@ impl Symbol {
             return Ok(p);
         }
         let d = driver()?;
-        let (symbol, version) = self.target();
+        // A driver older than the ABI this build calls is not asked for it:
+        // it may hand out an older ABI of the same name, whose parameters
+        // differ from this declaration's. An older ABI with the same
+        // parameter list is asked for instead, where the specs record one.
+        let Some((symbol, version)) = self.abi_for(d.version) else {
+            let (symbol, version) = self.target();
+            return Err(LoaderError::SymbolNotFound {
+                function: self.name.to_string(),
+                symbol: symbol.to_string_lossy().into_owned(),
+                needs_version: version,
+                driver_version: d.version,
+            });
+        };
         let mut found: *mut c_void = std::ptr::null_mut();
         if let Some(gpa) = d.get_proc_address {
             let mut status = 0i32;
@@ -285,6 +372,7 @@ impl Symbol {
                 driver_version: d.version,
             });
         }
+        self.resolved_version.store(version, Ordering::Release);
         self.ptr.store(found, Ordering::Release);
         Ok(found)
     }
@@ -329,6 +417,33 @@ mod tests {
         if !cfg!(feature = "per-thread-default-stream") {
             assert_eq!((sym.to_str().unwrap(), ver), ("cuMemAlloc_v2", 3020));
         }
+        // The gate: a function newer than the driver is never asked for; an
+        // older ABI with the same parameters is, where there is one.
+        let new = symbol("cuTensorMapSetAllocationClass").expect("a 13.5 function");
+        assert_eq!(new.since(), Some(13050));
+        assert_eq!(new.abi_for(Some(13000)), None);
+        assert_eq!(
+            new.abi_for(Some(13050)),
+            Some((c"cuTensorMapSetAllocationClass", 13050))
+        );
+        if !cfg!(feature = "per-thread-default-stream") {
+            let elapsed = symbol("cuEventElapsedTime").expect("specified");
+            assert_eq!(
+                elapsed.abi_for(Some(13000)),
+                Some((c"cuEventElapsedTime_v2", 12080))
+            );
+            assert_eq!(
+                elapsed.abi_for(Some(12040)),
+                Some((c"cuEventElapsedTime", 2000))
+            );
+        }
+        // cuCtxCreate_v4 (12050) has other parameters than 12.0's
+        // cuCtxCreate_v2: a 12.4 driver gets NotSupported, not the old ABI.
+        let create = symbol("cuCtxCreate").expect("specified");
+        assert_eq!(create.abi_for(Some(12040)), None);
+        assert_eq!(create.abi_for(None), Some((c"cuCtxCreate_v4", 12050)));
+        let removed = symbol("cuCtxCreate_v3").expect("a 12.x-only name");
+        assert_eq!(removed.removed(), Some(13000));
         assert!(matches!(
             resolve("cuNoSuchFunction"),
             Err(LoaderError::UnknownFunction(_))

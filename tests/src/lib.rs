@@ -14,6 +14,38 @@ pub mod warp_tape;
 
 use std::path::PathBuf;
 
+/// The include directory of an older pinned release's `cuda.h` (`"12.0"`,
+/// `"12.4"`, `"12.8"`, `"13.0"`): from `CUDA_RELEASE_INCLUDE_DIRS`
+/// (`12.0=DIR;12.4=DIR;...`, set by `cargo xtask test`), else the wheel
+/// cache that `cargo xtask import` and `cargo xtask test` fill.
+pub fn release_include_dir(release: &str) -> Result<PathBuf, String> {
+    if let Ok(list) = std::env::var("CUDA_RELEASE_INCLUDE_DIRS") {
+        for entry in list.split(';') {
+            if let Some((r, dir)) = entry.split_once('=')
+                && r == release
+            {
+                return Ok(PathBuf::from(dir));
+            }
+        }
+    }
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/cuda-cache");
+    let dir = match release {
+        "12.0" => root.join("cuda-runtime-12.0.107/nvidia/cuda_runtime/include"),
+        "12.4" => root.join("cuda-runtime-12.4.127/nvidia/cuda_runtime/include"),
+        "12.8" => root.join("cuda-runtime-12.8.90/nvidia/cuda_runtime/include"),
+        "13.0" => root.join("cuda-runtime-13.0.96/nvidia/cu13/include"),
+        other => return Err(format!("CUDA {other} is no older pinned release")),
+    };
+    if dir.join("cuda.h").is_file() {
+        Ok(dir)
+    } else {
+        Err(format!(
+            "no cuda.h of CUDA {release} in {}: run the tests through `cargo xtask test` (or run `cargo xtask import --check` once), which fetches the pinned headers",
+            dir.display()
+        ))
+    }
+}
+
 /// The directory holding the real `cuda.h` the ABI test compiles against:
 /// `CUDA_INCLUDE_DIR` (set by `cargo xtask test`), else `$CUDA_HOME/include`,
 /// else the pinned wheel cache that `cargo xtask import`/`test` fill.
@@ -22,14 +54,14 @@ pub fn cuda_include_dir() -> Result<PathBuf, String> {
     let candidates = [
         std::env::var_os("CUDA_INCLUDE_DIR").map(PathBuf::from),
         std::env::var_os("CUDA_HOME").map(|h| PathBuf::from(h).join("include")),
-        Some(root.join("target/cuda-cache/cuda-runtime/nvidia/cu13/include")),
+        Some(root.join("target/cuda-cache/cuda-runtime-13.5.37/nvidia/cu13/include")),
     ];
     for c in candidates.into_iter().flatten() {
         if c.join("cuda.h").is_file() {
             return Ok(c);
         }
     }
-    Err("no cuda.h found: run the tests through `cargo xtask test`, which fetches the pinned CUDA 13.0 header, or set CUDA_INCLUDE_DIR".into())
+    Err("no cuda.h found: run the tests through `cargo xtask test`, which fetches the pinned CUDA 13.5 header, or set CUDA_INCLUDE_DIR".into())
 }
 
 /// The directory with the compiled test kernels (`kernels.ptx`, `kernels.cubin`):

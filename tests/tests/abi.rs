@@ -10,6 +10,11 @@ use std::process::Command;
 
 fn run_probe() -> BTreeMap<(String, String), i64> {
     let include = sdk_tests::cuda_include_dir().unwrap_or_else(|e| panic!("{e}"));
+    run_probe_of("probe", &include)
+}
+
+/// Compiles `tests/abi/<stem>.c` against `include` and runs it.
+fn run_probe_of(stem: &str, include: &std::path::Path) -> BTreeMap<(String, String), i64> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let out_dir = root.join("../target/abi-probe");
     std::fs::create_dir_all(&out_dir).unwrap();
@@ -21,7 +26,7 @@ fn run_probe() -> BTreeMap<(String, String), i64> {
         .opt_level(0)
         .out_dir(&out_dir)
         .get_compiler();
-    let exe = out_dir.join("probe");
+    let exe = out_dir.join(stem);
     let output = compiler
         .to_command()
         .arg("-std=gnu11")
@@ -29,14 +34,14 @@ fn run_probe() -> BTreeMap<(String, String), i64> {
         .arg("-Werror=int-conversion")
         .arg("-Wno-deprecated-declarations")
         .arg(format!("-I{}", include.display()))
-        .arg(root.join("abi/probe.c"))
+        .arg(root.join(format!("abi/{stem}.c")))
         .arg("-o")
         .arg(&exe)
         .output()
         .expect("the C compiler runs");
     assert!(
         output.status.success(),
-        "probe.c does not compile against {}: a spec's signature or type differs from the header:\n{}",
+        "{stem}.c does not compile against {}: a spec's signature or type differs from the header:\n{}",
         include.display(),
         String::from_utf8_lossy(&output.stderr)
     );
@@ -103,4 +108,58 @@ fn every_layout_and_value_matches_the_real_header() {
         count("offset") > 500 && count("value") > 800,
         "the probe covers every record and enum"
     );
+}
+
+/// The older pinned releases (CUDA 12.0, 12.4, 12.8, 13.0): every item the
+/// specs place in that release's header unchanged since (records without a
+/// newer field, values, aliases, constants, functions whose parameters have
+/// not changed) has cuda-sys's size, alignment, offsets, value and signature
+/// there too. The headers are those `cargo xtask import` and `cargo xtask
+/// test` fetch into target/cuda-cache (or `CUDA_RELEASE_INCLUDE_DIRS`,
+/// `12.0=DIR;12.4=DIR;...`).
+#[test]
+fn every_older_release_matches_its_header() {
+    let rust: BTreeMap<(String, String), i64> = sdk_tests::generated::abi::facts()
+        .into_iter()
+        .chain(sdk_tests::generated::abi::older_facts())
+        .chain(sdk_tests::generated::abi::release_facts())
+        .map(|(k, n, v)| ((k.to_string(), n.to_string()), v))
+        .collect();
+    for release in ["12.0", "12.4", "12.8", "13.0"] {
+        let include = sdk_tests::release_include_dir(release).unwrap_or_else(|e| panic!("{e}"));
+        let c = run_probe_of(&format!("probe_{release}"), &include);
+        let mut mismatches = Vec::new();
+        for (key, cv) in &c {
+            match rust.get(key) {
+                Some(rv) if rv == cv => {}
+                Some(rv) => mismatches.push(format!(
+                    "{} {}: CUDA {release} header {cv}, cuda-sys {rv}",
+                    key.0, key.1
+                )),
+                None => mismatches.push(format!(
+                    "{} {}: printed by the CUDA {release} probe but not in cuda-sys",
+                    key.0, key.1
+                )),
+            }
+        }
+        assert!(
+            mismatches.is_empty(),
+            "CUDA {release}: {} ABI mismatches:\n{}",
+            mismatches.len(),
+            mismatches.join("\n")
+        );
+        let count = |k: &str| c.keys().filter(|(kind, _)| kind == k).count();
+        eprintln!(
+            "ABI of CUDA {release} ({}): {} sizes, {} alignments, {} offsets, {} values equal cuda-sys",
+            include.display(),
+            count("size"),
+            count("align"),
+            count("offset"),
+            count("value")
+        );
+        assert!(
+            count("offset") > 300 && count("value") > 500,
+            "the CUDA {release} probe covers the records and enums of that release"
+        );
+    }
 }

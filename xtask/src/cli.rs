@@ -35,13 +35,16 @@ pub enum Task {
         #[arg(long)]
         check: bool,
     },
-    /// Refresh specs/ from the real cuda.h (pinned CUDA 13.0), keeping hand annotations.
+    /// Refresh specs/ from the real cuda.h of every pinned release (CUDA 12.0, 12.4, 12.8, 13.0, 13.5), merged, keeping hand annotations.
     ///
-    /// cuda.h comes from CUDA_HOME or CUDA_PATH, else from the pinned wheel
-    /// nvidia-cuda-runtime==13.0.96 (fetched with pip into target/cuda-cache);
-    /// libclang from LIBCLANG_PATH, the system, or the wheel libclang==18.1.1.
+    /// Each release's cuda.h and cudaTypedefs.h come from a wheel pinned by
+    /// exact version (nvidia-cuda-runtime-cu12==12.0.107, ==12.4.127, ==12.8.90,
+    /// nvidia-cuda-runtime==13.0.96, ==13.5.37; fetched with pip into
+    /// target/cuda-cache); with CUDA_HOME or CUDA_PATH set, only that header is
+    /// read and compared. libclang from LIBCLANG_PATH, the system, or the wheel
+    /// libclang==18.1.1.
     Import {
-        /// Write nothing; fail if the specs' facts differ from the header (listing each difference).
+        /// Write nothing; fail if the specs' facts differ from the headers (listing each difference).
         #[arg(long)]
         check: bool,
     },
@@ -197,11 +200,22 @@ fn import_task(root: &Path, _specs: &Path, check: bool) -> Result<()> {
 }
 
 /// Provisions the pinned headers, then runs the workspace tests with
-/// `CUDA_INCLUDE_DIR` (cuda.h) and `WARP_NATIVE_INCLUDE_DIR` (Warp's
-/// `warp/native/*.h`) pointing at them (the ABI tests compile against them).
+/// `CUDA_INCLUDE_DIR` (the newest cuda.h), `CUDA_RELEASE_INCLUDE_DIRS`
+/// (`12.0=DIR;...`: every pinned release's) and `WARP_NATIVE_INCLUDE_DIR`
+/// (Warp's `warp/native/*.h`) pointing at them (the ABI tests compile
+/// against them).
 fn test(root: &Path, extra: &[String]) -> Result<()> {
     let include = provision::cuda_include_dir()?;
     let warp_include = provision::warp_native_include_dir()?;
+    // The older pinned releases' headers, for their ABI probes.
+    let mut releases = Vec::new();
+    for r in provision::PINNED_RELEASES {
+        releases.push(format!(
+            "{}={}",
+            r.release,
+            provision::release_include_dir(r)?.display()
+        ));
+    }
     println!(
         "xtask test: cargo test --workspace {} (CUDA_INCLUDE_DIR={}, WARP_NATIVE_INCLUDE_DIR={})",
         extra.join(" "),
@@ -212,6 +226,7 @@ fn test(root: &Path, extra: &[String]) -> Result<()> {
         .args(["test", "--workspace"])
         .args(extra)
         .env("CUDA_INCLUDE_DIR", &include)
+        .env("CUDA_RELEASE_INCLUDE_DIRS", releases.join(";"))
         .env("WARP_NATIVE_INCLUDE_DIR", &warp_include)
         .current_dir(root)
         .status()?;

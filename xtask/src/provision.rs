@@ -8,8 +8,85 @@ use std::process::Command;
 
 use crate::Result;
 
-/// The wheel that carries the pinned `cuda.h` (CUDA 13.0).
-pub const CUDA_RUNTIME_WHEEL: &str = "nvidia-cuda-runtime==13.0.96";
+/// One pinned CUDA release whose `cuda.h` and `cudaTypedefs.h` the importer
+/// reads, from a PyPI wheel pinned by exact version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PinnedRelease {
+    /// The CUDA release, e.g. `"12.0"` (the header's `CUDA_VERSION`).
+    pub release: &'static str,
+    /// The wheel, pinned, e.g. `nvidia-cuda-runtime-cu12==12.0.107`.
+    pub wheel: &'static str,
+    /// Where the wheel keeps the headers.
+    pub include: &'static str,
+}
+
+/// The releases the specs merge, oldest first: CUDA 12.0 (the oldest 12.x
+/// whose runtime wheel ships both `cuda.h` and `cudaTypedefs.h`), 12.4, 12.8,
+/// 13.0 and 13.5. The last is the newest: its declarations are the specs'.
+pub const PINNED_RELEASES: &[PinnedRelease] = &[
+    PinnedRelease {
+        release: "12.0",
+        wheel: "nvidia-cuda-runtime-cu12==12.0.107",
+        include: "nvidia/cuda_runtime/include",
+    },
+    PinnedRelease {
+        release: "12.4",
+        wheel: "nvidia-cuda-runtime-cu12==12.4.127",
+        include: "nvidia/cuda_runtime/include",
+    },
+    PinnedRelease {
+        release: "12.8",
+        wheel: "nvidia-cuda-runtime-cu12==12.8.90",
+        include: "nvidia/cuda_runtime/include",
+    },
+    PinnedRelease {
+        release: "13.0",
+        wheel: "nvidia-cuda-runtime==13.0.96",
+        include: "nvidia/cu13/include",
+    },
+    PinnedRelease {
+        release: "13.5",
+        wheel: "nvidia-cuda-runtime==13.5.37",
+        include: "nvidia/cu13/include",
+    },
+];
+
+/// The newest pinned release: the header the ABI probe and `cargo xtask
+/// test` use.
+pub fn newest_release() -> &'static PinnedRelease {
+    &PINNED_RELEASES[PINNED_RELEASES.len() - 1]
+}
+
+/// The wheel that carries the newest pinned `cuda.h` (CUDA 13.5).
+pub const CUDA_RUNTIME_WHEEL: &str = "nvidia-cuda-runtime==13.5.37";
+
+/// The include directory of one pinned release's headers, fetched with pip
+/// into `target/cuda-cache/cuda-runtime-<wheel version>` on first use.
+///
+/// # Errors
+///
+/// pip failing, or a wheel without `cuda.h` / `cudaTypedefs.h`.
+pub fn release_include_dir(r: &PinnedRelease) -> Result<PathBuf> {
+    let version = r.wheel.split("==").nth(1).unwrap_or(r.release);
+    let dir = cache_dir().join(format!("cuda-runtime-{version}"));
+    let inc = dir.join(r.include);
+    let complete =
+        |inc: &Path| inc.join("cuda.h").is_file() && inc.join("cudaTypedefs.h").is_file();
+    if !complete(&inc) {
+        fetch_wheel_with(r.wheel, &dir, None, Some(r.include))?;
+    }
+    if !complete(&inc) {
+        return Err(format!(
+            "{} unpacked to {} but has no cuda.h and cudaTypedefs.h in {}",
+            r.wheel,
+            dir.display(),
+            r.include
+        )
+        .into());
+    }
+    Ok(inc)
+}
+
 /// The wheel that carries Warp's native headers (`warp/native/*.h`).
 pub const WARP_WHEEL: &str = "warp-lang==1.19.0";
 /// The platform whose `WARP_WHEEL` build is fetched (the headers are the
@@ -32,7 +109,8 @@ fn cache_dir() -> PathBuf {
 }
 
 /// The directory holding `cuda.h`: `$CUDA_HOME/include` or `$CUDA_PATH/include`
-/// when set, otherwise the pinned wheel's include directory (fetched on first use).
+/// when set, otherwise the newest pinned release's include directory (fetched
+/// on first use).
 pub fn cuda_include_dir() -> Result<PathBuf> {
     for var in ["CUDA_HOME", "CUDA_PATH"] {
         if let Some(root) = std::env::var_os(var) {
@@ -47,19 +125,7 @@ pub fn cuda_include_dir() -> Result<PathBuf> {
             .into());
         }
     }
-    let dir = cache_dir().join("cuda-runtime");
-    let inc = dir.join("nvidia").join("cu13").join("include");
-    if !inc.join("cuda.h").is_file() {
-        fetch_wheel(CUDA_RUNTIME_WHEEL, &dir)?;
-    }
-    if !inc.join("cuda.h").is_file() {
-        return Err(format!(
-            "{CUDA_RUNTIME_WHEEL} unpacked to {} but has no cuda.h",
-            dir.display()
-        )
-        .into());
-    }
-    Ok(inc)
+    release_include_dir(newest_release())
 }
 
 /// The directory holding a `libclang.so` for bindgen: `LIBCLANG_PATH` when set,

@@ -102,7 +102,7 @@ fn a_wrong_value_type_names_file_entry_and_field() {
             "specs/types/records.yaml",
             "  align: 128",
             "  align: wide",
-            824,
+            903,
             &[
                 "record `CUtensorMap_st`",
                 "field `align` (`wide`)",
@@ -125,7 +125,7 @@ fn a_wrong_value_type_names_file_entry_and_field() {
             "specs/errors.yaml",
             "  sticky: true\n",
             "  sticky: yes please\n",
-            134,
+            136,
             &["error `CUDA_ERROR_CONTAINED`", "field `sticky`"],
         ),
         (

@@ -71,6 +71,7 @@ impl CUresult {
                     "The device cannot be used right now, usually because its compute mode is exclusive-process (and taken) or prohibited.",
                 )
             }
+            47 => Some("Multicast resource full."),
             100 => {
                 Some(
                     "The driver found no CUDA-capable GPU on this system (or none is visible to the process).",
@@ -191,6 +192,7 @@ impl CUresult {
                     "A device fault (for example a bad peer access over NVLink or a hardware error) was contained by the GPU; the process must be restarted to use CUDA again.",
                 )
             }
+            227 => Some("Insufficient loader version."),
             300 => {
                 Some(
                     "The device source could not be built because of compile or link errors in it.",
@@ -457,6 +459,9 @@ impl CUresult {
                     "The encryption key rotation sequence (confidential computing) failed.",
                 )
             }
+            917 => Some("Stream detached."),
+            918 => Some("Graph recapture failure."),
+            919 => Some("Fabric not ready."),
             999 => Some("The driver hit an internal error it could not classify."),
             _ => None,
         }
@@ -482,7 +487,7 @@ impl ::core::fmt::Display for CUresult {
             _ => {
                 write!(
                     f,
-                    "CUresult {} (not known to this crate; the driver may be newer than CUDA 13.0)",
+                    "CUresult {} (not known to this crate; the driver may be newer than CUDA 13.5)",
                     self.0
                 )
             }

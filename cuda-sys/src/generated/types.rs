@@ -2,6 +2,13 @@
 
 /// The driver-owned object behind a handle; never created or read from Rust.
 ///
+/// See [CUIcheckpointOperation_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(C)]
+pub struct CUIcheckpointOperation_st {
+    _unused: [u8; 0],
+}
+/// The driver-owned object behind a handle; never created or read from Rust.
+///
 /// See [CUarray_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 pub struct CUarray_st {
@@ -12,6 +19,13 @@ pub struct CUarray_st {
 /// See [CUasyncCallbackEntry_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 pub struct CUasyncCallbackEntry_st {
+    _unused: [u8; 0],
+}
+/// The driver-owned object behind a handle; never created or read from Rust.
+///
+/// See [CUcoredumpCallbackEntry_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(C)]
+pub struct CUcoredumpCallbackEntry_st {
     _unused: [u8; 0],
 }
 /// The driver-owned object behind a handle; never created or read from Rust.
@@ -267,6 +281,14 @@ pub type CUgreenCtx = *mut CUgreenCtx_st;
 ///
 /// See [CUlinkState](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 pub type CUlinkState = *mut CUlinkState_st;
+/// Handle `CUcheckpointOperationHandle`: a pointer to the driver-owned `CUIcheckpointOperation_st`.
+///
+/// See [CUcheckpointOperationHandle](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+pub type CUcheckpointOperationHandle = *mut CUIcheckpointOperation_st;
+/// Handle `CUcoredumpCallbackHandle`: a pointer to the driver-owned `CUcoredumpCallbackEntry_st`.
+///
+/// See [CUcoredumpCallbackHandle](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+pub type CUcoredumpCallbackHandle = *mut CUcoredumpCallbackEntry_st;
 /// Handle `CUdevResourceDesc`: a pointer to the driver-owned `CUdevResourceDesc_st`.
 ///
 /// See [CUdevResourceDesc](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
@@ -359,6 +381,8 @@ pub type CUevent_sched_flags_enum = CUevent_sched_flags;
 pub type cl_event_flags_enum = cl_event_flags;
 /// The C enum tag `cl_context_flags_enum`; the same type as [`cl_context_flags`].
 pub type cl_context_flags_enum = cl_context_flags;
+/// The C enum tag `CUhostTaskSyncMode_enum`; the same type as [`CUhostTaskSyncMode`].
+pub type CUhostTaskSyncMode_enum = CUhostTaskSyncMode;
 /// The C enum tag `CUstream_flags_enum`; the same type as [`CUstream_flags`].
 pub type CUstream_flags_enum = CUstream_flags;
 /// The C enum tag `CUevent_flags_enum`; the same type as [`CUevent_flags`].
@@ -367,6 +391,10 @@ pub type CUevent_flags_enum = CUevent_flags;
 pub type CUevent_record_flags_enum = CUevent_record_flags;
 /// The C enum tag `CUevent_wait_flags_enum`; the same type as [`CUevent_wait_flags`].
 pub type CUevent_wait_flags_enum = CUevent_wait_flags;
+/// The C enum tag `CUatomicOperation_enum`; the same type as [`CUatomicOperation`].
+pub type CUatomicOperation_enum = CUatomicOperation;
+/// The C enum tag `CUatomicOperationCapability_enum`; the same type as [`CUatomicOperationCapability`].
+pub type CUatomicOperationCapability_enum = CUatomicOperationCapability;
 /// The C enum tag `CUstreamWaitValue_flags_enum`; the same type as [`CUstreamWaitValue_flags`].
 pub type CUstreamWaitValue_flags_enum = CUstreamWaitValue_flags;
 /// The C enum tag `CUstreamWriteValue_flags_enum`; the same type as [`CUstreamWriteValue_flags`].
@@ -375,6 +403,10 @@ pub type CUstreamWriteValue_flags_enum = CUstreamWriteValue_flags;
 pub type CUstreamBatchMemOpType_enum = CUstreamBatchMemOpType;
 /// The C enum tag `CUstreamMemoryBarrier_flags_enum`; the same type as [`CUstreamMemoryBarrier_flags`].
 pub type CUstreamMemoryBarrier_flags_enum = CUstreamMemoryBarrier_flags;
+/// The C enum tag `CUstreamAtomicReductionOpType_enum`; the same type as [`CUstreamAtomicReductionOpType`].
+pub type CUstreamAtomicReductionOpType_enum = CUstreamAtomicReductionOpType;
+/// The C enum tag `CUstreamAtomicReductionDataType_enum`; the same type as [`CUstreamAtomicReductionDataType`].
+pub type CUstreamAtomicReductionDataType_enum = CUstreamAtomicReductionDataType;
 /// C typedef `CUstreamBatchMemOpParams_v1` = `CUstreamBatchMemOpParams_union`.
 ///
 /// See [CUstreamBatchMemOpParams_v1](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
@@ -535,6 +567,10 @@ pub type CUlaunchMemSyncDomain_enum = CUlaunchMemSyncDomain;
 ///
 /// See [CUlaunchMemSyncDomainMap](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 pub type CUlaunchMemSyncDomainMap = CUlaunchMemSyncDomainMap_st;
+/// The C enum tag `CUlaunchAttributePortableClusterMode_enum`; the same type as [`CUlaunchAttributePortableClusterMode`].
+pub type CUlaunchAttributePortableClusterMode_enum = CUlaunchAttributePortableClusterMode;
+/// The C enum tag `CUsharedMemoryMode_enum`; the same type as [`CUsharedMemoryMode`].
+pub type CUsharedMemoryMode_enum = CUsharedMemoryMode;
 /// The C enum tag `CUlaunchAttributeID_enum`; the same type as [`CUlaunchAttributeID`].
 pub type CUlaunchAttributeID_enum = CUlaunchAttributeID;
 /// C typedef `CUlaunchAttributeValue` = `CUlaunchAttributeValue_union`.
@@ -609,6 +645,16 @@ pub type CUctxCigParam = CUctxCigParam_st;
 ///
 /// See [CUctxCreateParams](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 pub type CUctxCreateParams = CUctxCreateParams_st;
+/// The C enum tag `CUstreamCigDataType_enum`; the same type as [`CUstreamCigDataType`].
+pub type CUstreamCigDataType_enum = CUstreamCigDataType;
+/// C typedef `CUstreamCigParam` = `CUstreamCigParam_st`.
+///
+/// See [CUstreamCigParam](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+pub type CUstreamCigParam = CUstreamCigParam_st;
+/// C typedef `CUstreamCigCaptureParams` = `CUstreamCigCaptureParams_st`.
+///
+/// See [CUstreamCigCaptureParams](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+pub type CUstreamCigCaptureParams = CUstreamCigCaptureParams_st;
 /// The C enum tag `CUlibraryOption_enum`; the same type as [`CUlibraryOption`].
 pub type CUlibraryOption_enum = CUlibraryOption;
 /// C typedef `CUlibraryHostUniversalFunctionAndDataTable` = `CUlibraryHostUniversalFunctionAndDataTable_st`.
@@ -619,10 +665,6 @@ pub type CUlibraryHostUniversalFunctionAndDataTable = CUlibraryHostUniversalFunc
 pub type cudaError_enum = CUresult;
 /// The C enum tag `CUdevice_P2PAttribute_enum`; the same type as [`CUdevice_P2PAttribute`].
 pub type CUdevice_P2PAttribute_enum = CUdevice_P2PAttribute;
-/// The C enum tag `CUatomicOperation_enum`; the same type as [`CUatomicOperation`].
-pub type CUatomicOperation_enum = CUatomicOperation;
-/// The C enum tag `CUatomicOperationCapability_enum`; the same type as [`CUatomicOperationCapability`].
-pub type CUatomicOperationCapability_enum = CUatomicOperationCapability;
 /// C typedef `CUDA_MEMCPY2D_v2` = `CUDA_MEMCPY2D_st`.
 ///
 /// See [CUDA_MEMCPY2D_v2](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
@@ -725,6 +767,8 @@ pub type CUtensorMapL2promotion_enum = CUtensorMapL2promotion;
 pub type CUtensorMapFloatOOBfill_enum = CUtensorMapFloatOOBfill;
 /// The C enum tag `CUtensorMapIm2ColWideMode_enum`; the same type as [`CUtensorMapIm2ColWideMode`].
 pub type CUtensorMapIm2ColWideMode_enum = CUtensorMapIm2ColWideMode;
+/// The C enum tag `CUtensorMapAllocClass_enum`; the same type as [`CUtensorMapAllocClass`].
+pub type CUtensorMapAllocClass_enum = CUtensorMapAllocClass;
 /// C typedef `CUDA_POINTER_ATTRIBUTE_P2P_TOKENS_v1` = `CUDA_POINTER_ATTRIBUTE_P2P_TOKENS_st`.
 ///
 /// See [CUDA_POINTER_ATTRIBUTE_P2P_TOKENS_v1](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
@@ -997,6 +1041,30 @@ pub type CUDA_EVENT_RECORD_NODE_PARAMS = CUDA_EVENT_RECORD_NODE_PARAMS_st;
 ///
 /// See [CUDA_EVENT_WAIT_NODE_PARAMS](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 pub type CUDA_EVENT_WAIT_NODE_PARAMS = CUDA_EVENT_WAIT_NODE_PARAMS_st;
+/// C typedef `CUDA_MEMCPY_BATCH_NODE_PARAMS_V1` = `CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st`.
+///
+/// See [CUDA_MEMCPY_BATCH_NODE_PARAMS_V1](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+pub type CUDA_MEMCPY_BATCH_NODE_PARAMS_V1 = CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st;
+/// C typedef `CUDA_MEMCPY_BATCH_NODE_PARAMS` = `CUDA_MEMCPY_BATCH_NODE_PARAMS_V1`.
+///
+/// See [CUDA_MEMCPY_BATCH_NODE_PARAMS](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+pub type CUDA_MEMCPY_BATCH_NODE_PARAMS = CUDA_MEMCPY_BATCH_NODE_PARAMS_V1;
+/// C typedef `CUDA_FABRIC_COPY_BATCH_OP_v1` = `CUDA_FABRIC_COPY_BATCH_OP_st`.
+///
+/// See [CUDA_FABRIC_COPY_BATCH_OP_v1](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+pub type CUDA_FABRIC_COPY_BATCH_OP_v1 = CUDA_FABRIC_COPY_BATCH_OP_st;
+/// C typedef `CUDA_FABRIC_COPY_BATCH_OP` = `CUDA_FABRIC_COPY_BATCH_OP_v1`.
+///
+/// See [CUDA_FABRIC_COPY_BATCH_OP](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+pub type CUDA_FABRIC_COPY_BATCH_OP = CUDA_FABRIC_COPY_BATCH_OP_v1;
+/// C typedef `CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1` = `CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st`.
+///
+/// See [CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+pub type CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1 = CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st;
+/// C typedef `CUDA_FABRIC_CPY_BATCH_NODE_PARAMS` = `CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1`.
+///
+/// See [CUDA_FABRIC_CPY_BATCH_NODE_PARAMS](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+pub type CUDA_FABRIC_CPY_BATCH_NODE_PARAMS = CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1;
 /// C typedef `CUgraphNodeParams` = `CUgraphNodeParams_st`.
 ///
 /// See [CUgraphNodeParams](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
@@ -1021,6 +1089,14 @@ pub type CUgraphInstantiate_flags_enum = CUgraphInstantiate_flags;
 pub type CUdeviceNumaConfig_enum = CUdeviceNumaConfig;
 /// The C enum tag `CUprocessState_enum`; the same type as [`CUprocessState`].
 pub type CUprocessState_enum = CUprocessState;
+/// C typedef `CUcheckpointCustomStoragePerDeviceData` = `CUcheckpointCustomStoragePerDeviceData_st`.
+///
+/// See [CUcheckpointCustomStoragePerDeviceData](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+pub type CUcheckpointCustomStoragePerDeviceData = CUcheckpointCustomStoragePerDeviceData_st;
+/// C typedef `CUcheckpointCustomStorageInfo` = `CUcheckpointCustomStorageInfo_st`.
+///
+/// See [CUcheckpointCustomStorageInfo](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+pub type CUcheckpointCustomStorageInfo = CUcheckpointCustomStorageInfo_st;
 /// C typedef `CUcheckpointLockArgs` = `CUcheckpointLockArgs_st`.
 ///
 /// See [CUcheckpointLockArgs](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
@@ -1049,6 +1125,38 @@ pub type CUmemDecompressAlgorithm_enum = CUmemDecompressAlgorithm;
 ///
 /// See [CUmemDecompressParams](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 pub type CUmemDecompressParams = CUmemDecompressParams_st;
+/// The C enum tag `CUcliqueType_enum`; the same type as [`CUcliqueType`].
+pub type CUcliqueType_enum = CUcliqueType;
+/// C typedef `CUcliqueInfo` = `CUcliqueInfo_st`.
+///
+/// See [CUcliqueInfo](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+pub type CUcliqueInfo = CUcliqueInfo_st;
+/// C typedef `CUlogicalEndpointId` = `cuuint32_t`.
+///
+/// See [CUlogicalEndpointId](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+pub type CUlogicalEndpointId = cuuint32_t;
+/// The C enum tag `CUlogicalEndpointIpcHandleType_enum`; the same type as [`CUlogicalEndpointIpcHandleType`].
+pub type CUlogicalEndpointIpcHandleType_enum = CUlogicalEndpointIpcHandleType;
+/// C typedef `CUlogicalEndpointFabricHandle` = `CUlogicalEndpointFabricHandle_st`.
+///
+/// See [CUlogicalEndpointFabricHandle](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+pub type CUlogicalEndpointFabricHandle = CUlogicalEndpointFabricHandle_st;
+/// The C enum tag `CUlogicalEndpointType_enum`; the same type as [`CUlogicalEndpointType`].
+pub type CUlogicalEndpointType_enum = CUlogicalEndpointType;
+/// The C enum tag `CUlogicalEndpointFlag_enum`; the same type as [`CUlogicalEndpointFlag`].
+pub type CUlogicalEndpointFlag_enum = CUlogicalEndpointFlag;
+/// C typedef `CUlogicalEndpointProp` = `CUlogicalEndpointProp_struct`.
+///
+/// See [CUlogicalEndpointProp](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+pub type CUlogicalEndpointProp = CUlogicalEndpointProp_struct;
+/// The C enum tag `CUfabricCpyOperandType_enum`; the same type as [`CUfabricCpyOperandType`].
+pub type CUfabricCpyOperandType_enum = CUfabricCpyOperandType;
+/// C typedef `CUfabricCpyOperand` = `CUfabricCpyOperand_st`.
+///
+/// See [CUfabricCpyOperand](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+pub type CUfabricCpyOperand = CUfabricCpyOperand_st;
+/// The C enum tag `CUgraphRecaptureStatus_enum`; the same type as [`CUgraphRecaptureStatus`].
+pub type CUgraphRecaptureStatus_enum = CUgraphRecaptureStatus;
 /// The C enum tag `CUfunctionLoadingState_enum`; the same type as [`CUfunctionLoadingState`].
 pub type CUfunctionLoadingState_enum = CUfunctionLoadingState;
 /// The C enum tag `CUcoredumpSettings_enum`; the same type as [`CUcoredumpSettings`].
@@ -1057,6 +1165,18 @@ pub type CUcoredumpSettings_enum = CUcoredumpSettings;
 ///
 /// See [CUdevSmResource](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 pub type CUdevSmResource = CUdevSmResource_st;
+/// C typedef `CUdevWorkqueueConfigResource` = `CUdevWorkqueueConfigResource_st`.
+///
+/// See [CUdevWorkqueueConfigResource](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+pub type CUdevWorkqueueConfigResource = CUdevWorkqueueConfigResource_st;
+/// C typedef `CUdevWorkqueueResource` = `CUdevWorkqueueResource_st`.
+///
+/// See [CUdevWorkqueueResource](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+pub type CUdevWorkqueueResource = CUdevWorkqueueResource_st;
+/// C typedef `CU_DEV_SM_RESOURCE_GROUP_PARAMS` = `CU_DEV_SM_RESOURCE_GROUP_PARAMS_st`.
+///
+/// See [CU_DEV_SM_RESOURCE_GROUP_PARAMS](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+pub type CU_DEV_SM_RESOURCE_GROUP_PARAMS = CU_DEV_SM_RESOURCE_GROUP_PARAMS_st;
 /// C typedef `CUdevResource_v1` = `CUdevResource_st`.
 ///
 /// See [CUdevResource_v1](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
@@ -1150,11 +1270,11 @@ impl CUctx_flags {
     pub const CU_CTX_MAP_HOST: Self = Self(8);
     /// `CU_CTX_LMEM_RESIZE_TO_MAX` = 16.
     pub const CU_CTX_LMEM_RESIZE_TO_MAX: Self = Self(16);
-    /// `CU_CTX_COREDUMP_ENABLE` = 32.
+    /// `CU_CTX_COREDUMP_ENABLE` = 32 (since CUDA 12.4).
     pub const CU_CTX_COREDUMP_ENABLE: Self = Self(32);
-    /// `CU_CTX_USER_COREDUMP_ENABLE` = 64.
+    /// `CU_CTX_USER_COREDUMP_ENABLE` = 64 (since CUDA 12.4).
     pub const CU_CTX_USER_COREDUMP_ENABLE: Self = Self(64);
-    /// `CU_CTX_SYNC_MEMOPS` = 128.
+    /// `CU_CTX_SYNC_MEMOPS` = 128 (since CUDA 12.4).
     pub const CU_CTX_SYNC_MEMOPS: Self = Self(128);
     /// `CU_CTX_FLAGS_MASK` = 255.
     pub const CU_CTX_FLAGS_MASK: Self = Self(255);
@@ -1286,6 +1406,34 @@ impl ::core::fmt::Debug for cl_context_flags {
         }
     }
 }
+/// The C enum `CUhostTaskSyncMode_enum`. First in CUDA 13.5.
+///
+/// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUhostTaskSyncMode_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct CUhostTaskSyncMode(pub u32);
+impl CUhostTaskSyncMode {
+    /// `CU_HOST_TASK_BLOCKING` = 0.
+    pub const CU_HOST_TASK_BLOCKING: Self = Self(0);
+    /// `CU_HOST_TASK_SPINWAIT` = 1.
+    pub const CU_HOST_TASK_SPINWAIT: Self = Self(1);
+    /// The enumerator's name, or `None` for a value this crate does not know.
+    pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
+        match self.0 {
+            0 => Some("CU_HOST_TASK_BLOCKING"),
+            1 => Some("CU_HOST_TASK_SPINWAIT"),
+            _ => None,
+        }
+    }
+}
+impl ::core::fmt::Debug for CUhostTaskSyncMode {
+    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+        match self.variant_name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "CUhostTaskSyncMode({})", self.0),
+        }
+    }
+}
 /// The C enum `CUstream_flags_enum`.
 ///
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUstream_flags_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
@@ -1404,6 +1552,113 @@ impl ::core::fmt::Debug for CUevent_wait_flags {
         }
     }
 }
+/// The C enum `CUatomicOperation_enum`. First in CUDA 13.0.
+///
+/// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUatomicOperation_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct CUatomicOperation(pub u32);
+impl CUatomicOperation {
+    /// `CU_ATOMIC_OPERATION_INTEGER_ADD` = 0.
+    pub const CU_ATOMIC_OPERATION_INTEGER_ADD: Self = Self(0);
+    /// `CU_ATOMIC_OPERATION_INTEGER_MIN` = 1.
+    pub const CU_ATOMIC_OPERATION_INTEGER_MIN: Self = Self(1);
+    /// `CU_ATOMIC_OPERATION_INTEGER_MAX` = 2.
+    pub const CU_ATOMIC_OPERATION_INTEGER_MAX: Self = Self(2);
+    /// `CU_ATOMIC_OPERATION_INTEGER_INCREMENT` = 3.
+    pub const CU_ATOMIC_OPERATION_INTEGER_INCREMENT: Self = Self(3);
+    /// `CU_ATOMIC_OPERATION_INTEGER_DECREMENT` = 4.
+    pub const CU_ATOMIC_OPERATION_INTEGER_DECREMENT: Self = Self(4);
+    /// `CU_ATOMIC_OPERATION_AND` = 5.
+    pub const CU_ATOMIC_OPERATION_AND: Self = Self(5);
+    /// `CU_ATOMIC_OPERATION_OR` = 6.
+    pub const CU_ATOMIC_OPERATION_OR: Self = Self(6);
+    /// `CU_ATOMIC_OPERATION_XOR` = 7.
+    pub const CU_ATOMIC_OPERATION_XOR: Self = Self(7);
+    /// `CU_ATOMIC_OPERATION_EXCHANGE` = 8.
+    pub const CU_ATOMIC_OPERATION_EXCHANGE: Self = Self(8);
+    /// `CU_ATOMIC_OPERATION_CAS` = 9.
+    pub const CU_ATOMIC_OPERATION_CAS: Self = Self(9);
+    /// `CU_ATOMIC_OPERATION_FLOAT_ADD` = 10.
+    pub const CU_ATOMIC_OPERATION_FLOAT_ADD: Self = Self(10);
+    /// `CU_ATOMIC_OPERATION_FLOAT_MIN` = 11.
+    pub const CU_ATOMIC_OPERATION_FLOAT_MIN: Self = Self(11);
+    /// `CU_ATOMIC_OPERATION_FLOAT_MAX` = 12.
+    pub const CU_ATOMIC_OPERATION_FLOAT_MAX: Self = Self(12);
+    /// `CU_ATOMIC_OPERATION_MAX` = 13.
+    pub const CU_ATOMIC_OPERATION_MAX: Self = Self(13);
+    /// The enumerator's name, or `None` for a value this crate does not know.
+    pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
+        match self.0 {
+            0 => Some("CU_ATOMIC_OPERATION_INTEGER_ADD"),
+            1 => Some("CU_ATOMIC_OPERATION_INTEGER_MIN"),
+            2 => Some("CU_ATOMIC_OPERATION_INTEGER_MAX"),
+            3 => Some("CU_ATOMIC_OPERATION_INTEGER_INCREMENT"),
+            4 => Some("CU_ATOMIC_OPERATION_INTEGER_DECREMENT"),
+            5 => Some("CU_ATOMIC_OPERATION_AND"),
+            6 => Some("CU_ATOMIC_OPERATION_OR"),
+            7 => Some("CU_ATOMIC_OPERATION_XOR"),
+            8 => Some("CU_ATOMIC_OPERATION_EXCHANGE"),
+            9 => Some("CU_ATOMIC_OPERATION_CAS"),
+            10 => Some("CU_ATOMIC_OPERATION_FLOAT_ADD"),
+            11 => Some("CU_ATOMIC_OPERATION_FLOAT_MIN"),
+            12 => Some("CU_ATOMIC_OPERATION_FLOAT_MAX"),
+            13 => Some("CU_ATOMIC_OPERATION_MAX"),
+            _ => None,
+        }
+    }
+}
+impl ::core::fmt::Debug for CUatomicOperation {
+    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+        match self.variant_name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "CUatomicOperation({})", self.0),
+        }
+    }
+}
+/// The C enum `CUatomicOperationCapability_enum`. First in CUDA 13.0.
+///
+/// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUatomicOperationCapability_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct CUatomicOperationCapability(pub u32);
+impl CUatomicOperationCapability {
+    /// `CU_ATOMIC_CAPABILITY_SIGNED` = 1.
+    pub const CU_ATOMIC_CAPABILITY_SIGNED: Self = Self(1);
+    /// `CU_ATOMIC_CAPABILITY_UNSIGNED` = 2.
+    pub const CU_ATOMIC_CAPABILITY_UNSIGNED: Self = Self(2);
+    /// `CU_ATOMIC_CAPABILITY_REDUCTION` = 4.
+    pub const CU_ATOMIC_CAPABILITY_REDUCTION: Self = Self(4);
+    /// `CU_ATOMIC_CAPABILITY_SCALAR_32` = 8.
+    pub const CU_ATOMIC_CAPABILITY_SCALAR_32: Self = Self(8);
+    /// `CU_ATOMIC_CAPABILITY_SCALAR_64` = 16.
+    pub const CU_ATOMIC_CAPABILITY_SCALAR_64: Self = Self(16);
+    /// `CU_ATOMIC_CAPABILITY_SCALAR_128` = 32.
+    pub const CU_ATOMIC_CAPABILITY_SCALAR_128: Self = Self(32);
+    /// `CU_ATOMIC_CAPABILITY_VECTOR_32x4` = 64.
+    pub const CU_ATOMIC_CAPABILITY_VECTOR_32x4: Self = Self(64);
+    /// The enumerator's name, or `None` for a value this crate does not know.
+    pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
+        match self.0 {
+            1 => Some("CU_ATOMIC_CAPABILITY_SIGNED"),
+            2 => Some("CU_ATOMIC_CAPABILITY_UNSIGNED"),
+            4 => Some("CU_ATOMIC_CAPABILITY_REDUCTION"),
+            8 => Some("CU_ATOMIC_CAPABILITY_SCALAR_32"),
+            16 => Some("CU_ATOMIC_CAPABILITY_SCALAR_64"),
+            32 => Some("CU_ATOMIC_CAPABILITY_SCALAR_128"),
+            64 => Some("CU_ATOMIC_CAPABILITY_VECTOR_32x4"),
+            _ => None,
+        }
+    }
+}
+impl ::core::fmt::Debug for CUatomicOperationCapability {
+    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+        match self.variant_name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "CUatomicOperationCapability({})", self.0),
+        }
+    }
+}
 /// The C enum `CUstreamWaitValue_flags_enum`.
 ///
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUstreamWaitValue_flags_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
@@ -1486,6 +1741,8 @@ impl CUstreamBatchMemOpType {
     pub const CU_STREAM_MEM_OP_WRITE_VALUE_64: Self = Self(5);
     /// `CU_STREAM_MEM_OP_BARRIER` = 6.
     pub const CU_STREAM_MEM_OP_BARRIER: Self = Self(6);
+    /// `CU_STREAM_MEM_OP_ATOMIC_REDUCTION` = 8 (since CUDA 13.5).
+    pub const CU_STREAM_MEM_OP_ATOMIC_REDUCTION: Self = Self(8);
     /// `CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES` = 3.
     pub const CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES: Self = Self(3);
     /// The enumerator's name, or `None` for a value this crate does not know.
@@ -1496,6 +1753,7 @@ impl CUstreamBatchMemOpType {
             4 => Some("CU_STREAM_MEM_OP_WAIT_VALUE_64"),
             5 => Some("CU_STREAM_MEM_OP_WRITE_VALUE_64"),
             6 => Some("CU_STREAM_MEM_OP_BARRIER"),
+            8 => Some("CU_STREAM_MEM_OP_ATOMIC_REDUCTION"),
             3 => Some("CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES"),
             _ => None,
         }
@@ -1534,6 +1792,65 @@ impl ::core::fmt::Debug for CUstreamMemoryBarrier_flags {
         match self.variant_name() {
             Some(n) => f.write_str(n),
             None => write!(f, "CUstreamMemoryBarrier_flags({})", self.0),
+        }
+    }
+}
+/// The C enum `CUstreamAtomicReductionOpType_enum`. First in CUDA 13.5.
+///
+/// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUstreamAtomicReductionOpType_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct CUstreamAtomicReductionOpType(pub u32);
+impl CUstreamAtomicReductionOpType {
+    /// `CU_STREAM_ATOMIC_REDUCTION_OP_OR` = 6.
+    pub const CU_STREAM_ATOMIC_REDUCTION_OP_OR: Self = Self(6);
+    /// `CU_STREAM_ATOMIC_REDUCTION_OP_AND` = 5.
+    pub const CU_STREAM_ATOMIC_REDUCTION_OP_AND: Self = Self(5);
+    /// `CU_STREAM_ATOMIC_REDUCTION_OP_ADD` = 0.
+    pub const CU_STREAM_ATOMIC_REDUCTION_OP_ADD: Self = Self(0);
+    /// The enumerator's name, or `None` for a value this crate does not know.
+    pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
+        match self.0 {
+            6 => Some("CU_STREAM_ATOMIC_REDUCTION_OP_OR"),
+            5 => Some("CU_STREAM_ATOMIC_REDUCTION_OP_AND"),
+            0 => Some("CU_STREAM_ATOMIC_REDUCTION_OP_ADD"),
+            _ => None,
+        }
+    }
+}
+impl ::core::fmt::Debug for CUstreamAtomicReductionOpType {
+    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+        match self.variant_name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "CUstreamAtomicReductionOpType({})", self.0),
+        }
+    }
+}
+/// The C enum `CUstreamAtomicReductionDataType_enum`. First in CUDA 13.5.
+///
+/// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUstreamAtomicReductionDataType_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct CUstreamAtomicReductionDataType(pub u32);
+impl CUstreamAtomicReductionDataType {
+    /// `CU_STREAM_ATOMIC_REDUCTION_UNSIGNED_32` = 14.
+    pub const CU_STREAM_ATOMIC_REDUCTION_UNSIGNED_32: Self = Self(14);
+    /// `CU_STREAM_ATOMIC_REDUCTION_UNSIGNED_64` = 22.
+    pub const CU_STREAM_ATOMIC_REDUCTION_UNSIGNED_64: Self = Self(22);
+    /// The enumerator's name, or `None` for a value this crate does not know.
+    pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
+        match self.0 {
+            14 => Some("CU_STREAM_ATOMIC_REDUCTION_UNSIGNED_32"),
+            22 => Some("CU_STREAM_ATOMIC_REDUCTION_UNSIGNED_64"),
+            _ => None,
+        }
+    }
+}
+impl ::core::fmt::Debug for CUstreamAtomicReductionDataType {
+    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+        match self.variant_name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "CUstreamAtomicReductionDataType({})", self.0),
         }
     }
 }
@@ -1593,7 +1910,7 @@ impl ::core::fmt::Debug for CUstreamUpdateCaptureDependencies_flags {
         }
     }
 }
-/// The C enum `CUasyncNotificationType_enum`.
+/// The C enum `CUasyncNotificationType_enum`. First in CUDA 12.4.
 ///
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUasyncNotificationType_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
@@ -1695,39 +2012,67 @@ impl CUarray_format {
     pub const CU_AD_FORMAT_BC7_UNORM: Self = Self(157);
     /// `CU_AD_FORMAT_BC7_UNORM_SRGB` = 158.
     pub const CU_AD_FORMAT_BC7_UNORM_SRGB: Self = Self(158);
-    /// `CU_AD_FORMAT_P010` = 159.
+    /// `CU_AD_FORMAT_P010` = 159 (since CUDA 12.8).
     pub const CU_AD_FORMAT_P010: Self = Self(159);
-    /// `CU_AD_FORMAT_P016` = 161.
+    /// `CU_AD_FORMAT_P016` = 161 (since CUDA 12.8).
     pub const CU_AD_FORMAT_P016: Self = Self(161);
-    /// `CU_AD_FORMAT_NV16` = 162.
+    /// `CU_AD_FORMAT_NV16` = 162 (since CUDA 12.8).
     pub const CU_AD_FORMAT_NV16: Self = Self(162);
-    /// `CU_AD_FORMAT_P210` = 163.
+    /// `CU_AD_FORMAT_P210` = 163 (since CUDA 12.8).
     pub const CU_AD_FORMAT_P210: Self = Self(163);
-    /// `CU_AD_FORMAT_P216` = 164.
+    /// `CU_AD_FORMAT_P216` = 164 (since CUDA 12.8).
     pub const CU_AD_FORMAT_P216: Self = Self(164);
-    /// `CU_AD_FORMAT_YUY2` = 165.
+    /// `CU_AD_FORMAT_YUY2` = 165 (since CUDA 12.8).
     pub const CU_AD_FORMAT_YUY2: Self = Self(165);
-    /// `CU_AD_FORMAT_Y210` = 166.
+    /// `CU_AD_FORMAT_Y210` = 166 (since CUDA 12.8).
     pub const CU_AD_FORMAT_Y210: Self = Self(166);
-    /// `CU_AD_FORMAT_Y216` = 167.
+    /// `CU_AD_FORMAT_Y216` = 167 (since CUDA 12.8).
     pub const CU_AD_FORMAT_Y216: Self = Self(167);
-    /// `CU_AD_FORMAT_AYUV` = 168.
+    /// `CU_AD_FORMAT_AYUV` = 168 (since CUDA 12.8).
     pub const CU_AD_FORMAT_AYUV: Self = Self(168);
-    /// `CU_AD_FORMAT_Y410` = 169.
+    /// `CU_AD_FORMAT_Y410` = 169 (since CUDA 12.8).
     pub const CU_AD_FORMAT_Y410: Self = Self(169);
-    /// `CU_AD_FORMAT_Y416` = 177.
+    /// `CU_AD_FORMAT_Y416` = 177 (since CUDA 12.8).
     pub const CU_AD_FORMAT_Y416: Self = Self(177);
-    /// `CU_AD_FORMAT_Y444_PLANAR8` = 178.
+    /// `CU_AD_FORMAT_Y444_PLANAR8` = 178 (since CUDA 12.8).
     pub const CU_AD_FORMAT_Y444_PLANAR8: Self = Self(178);
-    /// `CU_AD_FORMAT_Y444_PLANAR10` = 179.
+    /// `CU_AD_FORMAT_Y444_PLANAR10` = 179 (since CUDA 12.8).
     pub const CU_AD_FORMAT_Y444_PLANAR10: Self = Self(179);
-    /// `CU_AD_FORMAT_YUV444_8bit_SemiPlanar` = 180.
+    /// `CU_AD_FORMAT_YUV444_8bit_SemiPlanar` = 180 (since CUDA 12.8).
     pub const CU_AD_FORMAT_YUV444_8bit_SemiPlanar: Self = Self(180);
-    /// `CU_AD_FORMAT_YUV444_16bit_SemiPlanar` = 181.
+    /// `CU_AD_FORMAT_YUV444_16bit_SemiPlanar` = 181 (since CUDA 12.8).
     pub const CU_AD_FORMAT_YUV444_16bit_SemiPlanar: Self = Self(181);
-    /// `CU_AD_FORMAT_UNORM_INT_101010_2` = 80.
+    /// `CU_AD_FORMAT_UNORM_INT_101010_2` = 80 (since CUDA 12.8).
     pub const CU_AD_FORMAT_UNORM_INT_101010_2: Self = Self(80);
-    /// `CU_AD_FORMAT_MAX` = 2147483647.
+    /// `CU_AD_FORMAT_UINT8_PACKED_422` = 81 (since CUDA 13.5).
+    pub const CU_AD_FORMAT_UINT8_PACKED_422: Self = Self(81);
+    /// `CU_AD_FORMAT_UINT8_PACKED_444` = 82 (since CUDA 13.5).
+    pub const CU_AD_FORMAT_UINT8_PACKED_444: Self = Self(82);
+    /// `CU_AD_FORMAT_UINT8_SEMIPLANAR_420` = 83 (since CUDA 13.5).
+    pub const CU_AD_FORMAT_UINT8_SEMIPLANAR_420: Self = Self(83);
+    /// `CU_AD_FORMAT_UINT16_SEMIPLANAR_420` = 84 (since CUDA 13.5).
+    pub const CU_AD_FORMAT_UINT16_SEMIPLANAR_420: Self = Self(84);
+    /// `CU_AD_FORMAT_UINT8_SEMIPLANAR_422` = 85 (since CUDA 13.5).
+    pub const CU_AD_FORMAT_UINT8_SEMIPLANAR_422: Self = Self(85);
+    /// `CU_AD_FORMAT_UINT16_SEMIPLANAR_422` = 86 (since CUDA 13.5).
+    pub const CU_AD_FORMAT_UINT16_SEMIPLANAR_422: Self = Self(86);
+    /// `CU_AD_FORMAT_UINT8_SEMIPLANAR_444` = 87 (since CUDA 13.5).
+    pub const CU_AD_FORMAT_UINT8_SEMIPLANAR_444: Self = Self(87);
+    /// `CU_AD_FORMAT_UINT16_SEMIPLANAR_444` = 88 (since CUDA 13.5).
+    pub const CU_AD_FORMAT_UINT16_SEMIPLANAR_444: Self = Self(88);
+    /// `CU_AD_FORMAT_UINT8_PLANAR_420` = 89 (since CUDA 13.5).
+    pub const CU_AD_FORMAT_UINT8_PLANAR_420: Self = Self(89);
+    /// `CU_AD_FORMAT_UINT16_PLANAR_420` = 90 (since CUDA 13.5).
+    pub const CU_AD_FORMAT_UINT16_PLANAR_420: Self = Self(90);
+    /// `CU_AD_FORMAT_UINT8_PLANAR_422` = 91 (since CUDA 13.5).
+    pub const CU_AD_FORMAT_UINT8_PLANAR_422: Self = Self(91);
+    /// `CU_AD_FORMAT_UINT16_PLANAR_422` = 92 (since CUDA 13.5).
+    pub const CU_AD_FORMAT_UINT16_PLANAR_422: Self = Self(92);
+    /// `CU_AD_FORMAT_UINT8_PLANAR_444` = 93 (since CUDA 13.5).
+    pub const CU_AD_FORMAT_UINT8_PLANAR_444: Self = Self(93);
+    /// `CU_AD_FORMAT_UINT16_PLANAR_444` = 94 (since CUDA 13.5).
+    pub const CU_AD_FORMAT_UINT16_PLANAR_444: Self = Self(94);
+    /// `CU_AD_FORMAT_MAX` = 2147483647 (since CUDA 12.8).
     pub const CU_AD_FORMAT_MAX: Self = Self(2147483647);
     /// The enumerator's name, or `None` for a value this crate does not know.
     pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
@@ -1783,6 +2128,20 @@ impl CUarray_format {
             180 => Some("CU_AD_FORMAT_YUV444_8bit_SemiPlanar"),
             181 => Some("CU_AD_FORMAT_YUV444_16bit_SemiPlanar"),
             80 => Some("CU_AD_FORMAT_UNORM_INT_101010_2"),
+            81 => Some("CU_AD_FORMAT_UINT8_PACKED_422"),
+            82 => Some("CU_AD_FORMAT_UINT8_PACKED_444"),
+            83 => Some("CU_AD_FORMAT_UINT8_SEMIPLANAR_420"),
+            84 => Some("CU_AD_FORMAT_UINT16_SEMIPLANAR_420"),
+            85 => Some("CU_AD_FORMAT_UINT8_SEMIPLANAR_422"),
+            86 => Some("CU_AD_FORMAT_UINT16_SEMIPLANAR_422"),
+            87 => Some("CU_AD_FORMAT_UINT8_SEMIPLANAR_444"),
+            88 => Some("CU_AD_FORMAT_UINT16_SEMIPLANAR_444"),
+            89 => Some("CU_AD_FORMAT_UINT8_PLANAR_420"),
+            90 => Some("CU_AD_FORMAT_UINT16_PLANAR_420"),
+            91 => Some("CU_AD_FORMAT_UINT8_PLANAR_422"),
+            92 => Some("CU_AD_FORMAT_UINT16_PLANAR_422"),
+            93 => Some("CU_AD_FORMAT_UINT8_PLANAR_444"),
+            94 => Some("CU_AD_FORMAT_UINT16_PLANAR_444"),
             2147483647 => Some("CU_AD_FORMAT_MAX"),
             _ => None,
         }
@@ -2143,54 +2502,92 @@ impl CUdevice_attribute {
     pub const CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT: Self = Self(126);
     /// `CU_DEVICE_ATTRIBUTE_TENSOR_MAP_ACCESS_SUPPORTED` = 127.
     pub const CU_DEVICE_ATTRIBUTE_TENSOR_MAP_ACCESS_SUPPORTED: Self = Self(127);
-    /// `CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED` = 128.
+    /// `CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED` = 128 (since CUDA 12.4).
     pub const CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED: Self = Self(128);
     /// `CU_DEVICE_ATTRIBUTE_UNIFIED_FUNCTION_POINTERS` = 129.
     pub const CU_DEVICE_ATTRIBUTE_UNIFIED_FUNCTION_POINTERS: Self = Self(129);
-    /// `CU_DEVICE_ATTRIBUTE_NUMA_CONFIG` = 130.
+    /// `CU_DEVICE_ATTRIBUTE_NUMA_CONFIG` = 130 (since CUDA 12.4).
     pub const CU_DEVICE_ATTRIBUTE_NUMA_CONFIG: Self = Self(130);
-    /// `CU_DEVICE_ATTRIBUTE_NUMA_ID` = 131.
+    /// `CU_DEVICE_ATTRIBUTE_NUMA_ID` = 131 (since CUDA 12.4).
     pub const CU_DEVICE_ATTRIBUTE_NUMA_ID: Self = Self(131);
-    /// `CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED` = 132.
+    /// `CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED` = 132 (since CUDA 12.4).
     pub const CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED: Self = Self(132);
-    /// `CU_DEVICE_ATTRIBUTE_MPS_ENABLED` = 133.
+    /// `CU_DEVICE_ATTRIBUTE_MPS_ENABLED` = 133 (since CUDA 12.4).
     pub const CU_DEVICE_ATTRIBUTE_MPS_ENABLED: Self = Self(133);
-    /// `CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID` = 134.
+    /// `CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID` = 134 (since CUDA 12.4).
     pub const CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID: Self = Self(134);
-    /// `CU_DEVICE_ATTRIBUTE_D3D12_CIG_SUPPORTED` = 135.
+    /// `CU_DEVICE_ATTRIBUTE_D3D12_CIG_SUPPORTED` = 135 (since CUDA 12.8).
     pub const CU_DEVICE_ATTRIBUTE_D3D12_CIG_SUPPORTED: Self = Self(135);
-    /// `CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_ALGORITHM_MASK` = 136.
+    /// `CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_ALGORITHM_MASK` = 136 (since CUDA 12.8).
     pub const CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_ALGORITHM_MASK: Self = Self(136);
-    /// `CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_MAXIMUM_LENGTH` = 137.
+    /// `CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_MAXIMUM_LENGTH` = 137 (since CUDA 12.8).
     pub const CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_MAXIMUM_LENGTH: Self = Self(137);
-    /// `CU_DEVICE_ATTRIBUTE_VULKAN_CIG_SUPPORTED` = 138.
+    /// `CU_DEVICE_ATTRIBUTE_VULKAN_CIG_SUPPORTED` = 138 (since CUDA 13.0).
     pub const CU_DEVICE_ATTRIBUTE_VULKAN_CIG_SUPPORTED: Self = Self(138);
-    /// `CU_DEVICE_ATTRIBUTE_GPU_PCI_DEVICE_ID` = 139.
+    /// `CU_DEVICE_ATTRIBUTE_GPU_PCI_DEVICE_ID` = 139 (since CUDA 12.8).
     pub const CU_DEVICE_ATTRIBUTE_GPU_PCI_DEVICE_ID: Self = Self(139);
-    /// `CU_DEVICE_ATTRIBUTE_GPU_PCI_SUBSYSTEM_ID` = 140.
+    /// `CU_DEVICE_ATTRIBUTE_GPU_PCI_SUBSYSTEM_ID` = 140 (since CUDA 12.8).
     pub const CU_DEVICE_ATTRIBUTE_GPU_PCI_SUBSYSTEM_ID: Self = Self(140);
-    /// `CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED` = 141.
+    /// `CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED` = 141 (since CUDA 13.0).
     pub const CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: Self = Self(
         141,
     );
-    /// `CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED` = 142.
+    /// `CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED` = 142 (since CUDA 13.0).
     pub const CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED: Self = Self(142);
-    /// `CU_DEVICE_ATTRIBUTE_HOST_NUMA_MULTINODE_IPC_SUPPORTED` = 143.
+    /// `CU_DEVICE_ATTRIBUTE_HOST_NUMA_MULTINODE_IPC_SUPPORTED` = 143 (since CUDA 12.8).
     pub const CU_DEVICE_ATTRIBUTE_HOST_NUMA_MULTINODE_IPC_SUPPORTED: Self = Self(143);
-    /// `CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED` = 144.
+    /// `CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED` = 144 (since CUDA 13.0).
     pub const CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED: Self = Self(144);
-    /// `CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED` = 145.
+    /// `CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED` = 145 (since CUDA 13.0).
     pub const CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: Self = Self(
         145,
     );
-    /// `CU_DEVICE_ATTRIBUTE_HOST_ALLOC_DMA_BUF_SUPPORTED` = 146.
+    /// `CU_DEVICE_ATTRIBUTE_HOST_ALLOC_DMA_BUF_SUPPORTED` = 146 (since CUDA 13.0).
     pub const CU_DEVICE_ATTRIBUTE_HOST_ALLOC_DMA_BUF_SUPPORTED: Self = Self(146);
-    /// `CU_DEVICE_ATTRIBUTE_ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED` = 147.
+    /// `CU_DEVICE_ATTRIBUTE_ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED` = 147 (since CUDA 13.0).
     pub const CU_DEVICE_ATTRIBUTE_ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED: Self = Self(
         147,
     );
-    /// `CU_DEVICE_ATTRIBUTE_MAX` = 148.
-    pub const CU_DEVICE_ATTRIBUTE_MAX: Self = Self(148);
+    /// `CU_DEVICE_ATTRIBUTE_ATOMIC_REDUCTION_SUPPORTED` = 148 (since CUDA 13.5).
+    pub const CU_DEVICE_ATTRIBUTE_ATOMIC_REDUCTION_SUPPORTED: Self = Self(148);
+    /// `CU_DEVICE_ATTRIBUTE_LOCALITY_DOMAIN_COUNT` = 149 (since CUDA 13.5).
+    pub const CU_DEVICE_ATTRIBUTE_LOCALITY_DOMAIN_COUNT: Self = Self(149);
+    /// `CU_DEVICE_ATTRIBUTE_MAX_OVERSIZED_SHARED_MEMORY_PER_BLOCK` = 150 (since CUDA 13.5).
+    pub const CU_DEVICE_ATTRIBUTE_MAX_OVERSIZED_SHARED_MEMORY_PER_BLOCK: Self = Self(
+        150,
+    );
+    /// `CU_DEVICE_ATTRIBUTE_D3D12_CIG_STREAMS_SUPPORTED` = 151 (since CUDA 13.5).
+    pub const CU_DEVICE_ATTRIBUTE_D3D12_CIG_STREAMS_SUPPORTED: Self = Self(151);
+    /// `CU_DEVICE_ATTRIBUTE_DMA_BUF_MMAP_SUPPORTED` = 152 (since CUDA 13.5).
+    pub const CU_DEVICE_ATTRIBUTE_DMA_BUF_MMAP_SUPPORTED: Self = Self(152);
+    /// `CU_DEVICE_ATTRIBUTE_LOGICAL_ENDPOINT_UNICAST_SUPPORTED` = 153 (since CUDA 13.5).
+    pub const CU_DEVICE_ATTRIBUTE_LOGICAL_ENDPOINT_UNICAST_SUPPORTED: Self = Self(153);
+    /// `CU_DEVICE_ATTRIBUTE_LOGICAL_ENDPOINT_MULTICAST_SUPPORTED` = 154 (since CUDA 13.5).
+    pub const CU_DEVICE_ATTRIBUTE_LOGICAL_ENDPOINT_MULTICAST_SUPPORTED: Self = Self(154);
+    /// `CU_DEVICE_ATTRIBUTE_LOGICAL_ENDPOINT_COUNTED_OPS_SUPPORTED` = 155 (since CUDA 13.5).
+    pub const CU_DEVICE_ATTRIBUTE_LOGICAL_ENDPOINT_COUNTED_OPS_SUPPORTED: Self = Self(
+        155,
+    );
+    /// `CU_DEVICE_ATTRIBUTE_LOGICAL_ENDPOINT_UNICAST_ACCESS_ON_OWNER_DEVICE_SUPPORTED` = 156 (since CUDA 13.5).
+    pub const CU_DEVICE_ATTRIBUTE_LOGICAL_ENDPOINT_UNICAST_ACCESS_ON_OWNER_DEVICE_SUPPORTED: Self = Self(
+        156,
+    );
+    /// `CU_DEVICE_ATTRIBUTE_LOCALITY_DOMAIN_MULTIPROCESSOR_COUNT` = 157 (since CUDA 13.5).
+    pub const CU_DEVICE_ATTRIBUTE_LOCALITY_DOMAIN_MULTIPROCESSOR_COUNT: Self = Self(157);
+    /// `CU_DEVICE_ATTRIBUTE_LOGICAL_ENDPOINT_SUPPORTED_HANDLE_TYPES` = 158 (since CUDA 13.5).
+    pub const CU_DEVICE_ATTRIBUTE_LOGICAL_ENDPOINT_SUPPORTED_HANDLE_TYPES: Self = Self(
+        158,
+    );
+    /// `CU_DEVICE_ATTRIBUTE_VULKAN_CIG_STREAMS_SUPPORTED` = 159 (since CUDA 13.5).
+    pub const CU_DEVICE_ATTRIBUTE_VULKAN_CIG_STREAMS_SUPPORTED: Self = Self(159);
+    /// `CU_DEVICE_ATTRIBUTE_TENSOR_MAP_LARGE_TENSOR_MIN_SIZE` = 160 (since CUDA 13.5).
+    pub const CU_DEVICE_ATTRIBUTE_TENSOR_MAP_LARGE_TENSOR_MIN_SIZE: Self = Self(160);
+    /// `CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_LOCALIZED_MEMORY_SUPPORTED` = 161 (since CUDA 13.5).
+    pub const CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_LOCALIZED_MEMORY_SUPPORTED: Self = Self(
+        161,
+    );
+    /// `CU_DEVICE_ATTRIBUTE_MAX` = 162.
+    pub const CU_DEVICE_ATTRIBUTE_MAX: Self = Self(162);
     /// The enumerator's name, or `None` for a value this crate does not know.
     pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
         match self.0 {
@@ -2347,7 +2744,29 @@ impl CUdevice_attribute {
             145 => Some("CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED"),
             146 => Some("CU_DEVICE_ATTRIBUTE_HOST_ALLOC_DMA_BUF_SUPPORTED"),
             147 => Some("CU_DEVICE_ATTRIBUTE_ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED"),
-            148 => Some("CU_DEVICE_ATTRIBUTE_MAX"),
+            148 => Some("CU_DEVICE_ATTRIBUTE_ATOMIC_REDUCTION_SUPPORTED"),
+            149 => Some("CU_DEVICE_ATTRIBUTE_LOCALITY_DOMAIN_COUNT"),
+            150 => Some("CU_DEVICE_ATTRIBUTE_MAX_OVERSIZED_SHARED_MEMORY_PER_BLOCK"),
+            151 => Some("CU_DEVICE_ATTRIBUTE_D3D12_CIG_STREAMS_SUPPORTED"),
+            152 => Some("CU_DEVICE_ATTRIBUTE_DMA_BUF_MMAP_SUPPORTED"),
+            153 => Some("CU_DEVICE_ATTRIBUTE_LOGICAL_ENDPOINT_UNICAST_SUPPORTED"),
+            154 => Some("CU_DEVICE_ATTRIBUTE_LOGICAL_ENDPOINT_MULTICAST_SUPPORTED"),
+            155 => Some("CU_DEVICE_ATTRIBUTE_LOGICAL_ENDPOINT_COUNTED_OPS_SUPPORTED"),
+            156 => {
+                Some(
+                    "CU_DEVICE_ATTRIBUTE_LOGICAL_ENDPOINT_UNICAST_ACCESS_ON_OWNER_DEVICE_SUPPORTED",
+                )
+            }
+            157 => Some("CU_DEVICE_ATTRIBUTE_LOCALITY_DOMAIN_MULTIPROCESSOR_COUNT"),
+            158 => Some("CU_DEVICE_ATTRIBUTE_LOGICAL_ENDPOINT_SUPPORTED_HANDLE_TYPES"),
+            159 => Some("CU_DEVICE_ATTRIBUTE_VULKAN_CIG_STREAMS_SUPPORTED"),
+            160 => Some("CU_DEVICE_ATTRIBUTE_TENSOR_MAP_LARGE_TENSOR_MIN_SIZE"),
+            161 => {
+                Some(
+                    "CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_LOCALIZED_MEMORY_SUPPORTED",
+                )
+            }
+            162 => Some("CU_DEVICE_ATTRIBUTE_MAX"),
             _ => None,
         }
     }
@@ -2407,8 +2826,10 @@ impl CUpointer_attribute {
     pub const CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR: Self = Self(19);
     /// `CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID` = 20.
     pub const CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID: Self = Self(20);
-    /// `CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE` = 21.
+    /// `CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE` = 21 (since CUDA 12.8).
     pub const CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE: Self = Self(21);
+    /// `CU_POINTER_ATTRIBUTE_LOCALITY_DOMAIN_ORDINAL` = 22 (since CUDA 13.5).
+    pub const CU_POINTER_ATTRIBUTE_LOCALITY_DOMAIN_ORDINAL: Self = Self(22);
     /// The enumerator's name, or `None` for a value this crate does not know.
     pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
         match self.0 {
@@ -2433,6 +2854,7 @@ impl CUpointer_attribute {
             19 => Some("CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR"),
             20 => Some("CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID"),
             21 => Some("CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE"),
+            22 => Some("CU_POINTER_ATTRIBUTE_LOCALITY_DOMAIN_ORDINAL"),
             _ => None,
         }
     }
@@ -2484,8 +2906,12 @@ impl CUfunction_attribute {
     pub const CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED: Self = Self(14);
     /// `CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE` = 15.
     pub const CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE: Self = Self(15);
-    /// `CU_FUNC_ATTRIBUTE_MAX` = 16.
-    pub const CU_FUNC_ATTRIBUTE_MAX: Self = Self(16);
+    /// `CU_FUNC_ATTRIBUTE_DEVICE_NODE_UPDATE_SUPPORTED` = 16 (since CUDA 13.5).
+    pub const CU_FUNC_ATTRIBUTE_DEVICE_NODE_UPDATE_SUPPORTED: Self = Self(16);
+    /// `CU_FUNC_ATTRIBUTE_SHARED_MEMORY_MODE` = 17 (since CUDA 13.5).
+    pub const CU_FUNC_ATTRIBUTE_SHARED_MEMORY_MODE: Self = Self(17);
+    /// `CU_FUNC_ATTRIBUTE_MAX` = 18.
+    pub const CU_FUNC_ATTRIBUTE_MAX: Self = Self(18);
     /// The enumerator's name, or `None` for a value this crate does not know.
     pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
         match self.0 {
@@ -2505,7 +2931,9 @@ impl CUfunction_attribute {
             13 => Some("CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH"),
             14 => Some("CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED"),
             15 => Some("CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE"),
-            16 => Some("CU_FUNC_ATTRIBUTE_MAX"),
+            16 => Some("CU_FUNC_ATTRIBUTE_DEVICE_NODE_UPDATE_SUPPORTED"),
+            17 => Some("CU_FUNC_ATTRIBUTE_SHARED_MEMORY_MODE"),
+            18 => Some("CU_FUNC_ATTRIBUTE_MAX"),
             _ => None,
         }
     }
@@ -2734,13 +3162,13 @@ impl CUmem_range_attribute {
     pub const CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY: Self = Self(3);
     /// `CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION` = 4.
     pub const CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION: Self = Self(4);
-    /// `CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE` = 5.
+    /// `CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE` = 5 (since CUDA 12.4).
     pub const CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE: Self = Self(5);
-    /// `CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_ID` = 6.
+    /// `CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_ID` = 6 (since CUDA 12.4).
     pub const CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_ID: Self = Self(6);
-    /// `CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_TYPE` = 7.
+    /// `CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_TYPE` = 7 (since CUDA 12.4).
     pub const CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_TYPE: Self = Self(7);
-    /// `CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_ID` = 8.
+    /// `CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_ID` = 8 (since CUDA 12.4).
     pub const CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_ID: Self = Self(8);
     /// The enumerator's name, or `None` for a value this crate does not know.
     pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
@@ -2834,16 +3262,18 @@ impl CUjit_option {
     pub const CU_JIT_OPTIMIZE_UNUSED_DEVICE_VARIABLES: Self = Self(29);
     /// `CU_JIT_POSITION_INDEPENDENT_CODE` = 30.
     pub const CU_JIT_POSITION_INDEPENDENT_CODE: Self = Self(30);
-    /// `CU_JIT_MIN_CTA_PER_SM` = 31.
+    /// `CU_JIT_MIN_CTA_PER_SM` = 31 (since CUDA 12.4).
     pub const CU_JIT_MIN_CTA_PER_SM: Self = Self(31);
-    /// `CU_JIT_MAX_THREADS_PER_BLOCK` = 32.
+    /// `CU_JIT_MAX_THREADS_PER_BLOCK` = 32 (since CUDA 12.4).
     pub const CU_JIT_MAX_THREADS_PER_BLOCK: Self = Self(32);
-    /// `CU_JIT_OVERRIDE_DIRECTIVE_VALUES` = 33.
+    /// `CU_JIT_OVERRIDE_DIRECTIVE_VALUES` = 33 (since CUDA 12.4).
     pub const CU_JIT_OVERRIDE_DIRECTIVE_VALUES: Self = Self(33);
-    /// `CU_JIT_SPLIT_COMPILE` = 34.
+    /// `CU_JIT_SPLIT_COMPILE` = 34 (since CUDA 13.0).
     pub const CU_JIT_SPLIT_COMPILE: Self = Self(34);
-    /// `CU_JIT_NUM_OPTIONS` = 35.
-    pub const CU_JIT_NUM_OPTIONS: Self = Self(35);
+    /// `CU_JIT_BINARY_LOADER_THREAD_COUNT` = 35 (since CUDA 13.5).
+    pub const CU_JIT_BINARY_LOADER_THREAD_COUNT: Self = Self(35);
+    /// `CU_JIT_NUM_OPTIONS` = 36.
+    pub const CU_JIT_NUM_OPTIONS: Self = Self(36);
     /// The enumerator's name, or `None` for a value this crate does not know.
     pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
         match self.0 {
@@ -2882,7 +3312,8 @@ impl CUjit_option {
             32 => Some("CU_JIT_MAX_THREADS_PER_BLOCK"),
             33 => Some("CU_JIT_OVERRIDE_DIRECTIVE_VALUES"),
             34 => Some("CU_JIT_SPLIT_COMPILE"),
-            35 => Some("CU_JIT_NUM_OPTIONS"),
+            35 => Some("CU_JIT_BINARY_LOADER_THREAD_COUNT"),
+            36 => Some("CU_JIT_NUM_OPTIONS"),
             _ => None,
         }
     }
@@ -2938,38 +3369,48 @@ impl CUjit_target {
     pub const CU_TARGET_COMPUTE_89: Self = Self(89);
     /// `CU_TARGET_COMPUTE_90` = 90.
     pub const CU_TARGET_COMPUTE_90: Self = Self(90);
-    /// `CU_TARGET_COMPUTE_100` = 100.
+    /// `CU_TARGET_COMPUTE_100` = 100 (since CUDA 12.8).
     pub const CU_TARGET_COMPUTE_100: Self = Self(100);
-    /// `CU_TARGET_COMPUTE_110` = 110.
+    /// `CU_TARGET_COMPUTE_110` = 110 (since CUDA 13.0).
     pub const CU_TARGET_COMPUTE_110: Self = Self(110);
-    /// `CU_TARGET_COMPUTE_103` = 103.
+    /// `CU_TARGET_COMPUTE_103` = 103 (since CUDA 13.0).
     pub const CU_TARGET_COMPUTE_103: Self = Self(103);
-    /// `CU_TARGET_COMPUTE_120` = 120.
+    /// `CU_TARGET_COMPUTE_107` = 107 (since CUDA 13.5).
+    pub const CU_TARGET_COMPUTE_107: Self = Self(107);
+    /// `CU_TARGET_COMPUTE_120` = 120 (since CUDA 12.8).
     pub const CU_TARGET_COMPUTE_120: Self = Self(120);
-    /// `CU_TARGET_COMPUTE_121` = 121.
+    /// `CU_TARGET_COMPUTE_121` = 121 (since CUDA 13.0).
     pub const CU_TARGET_COMPUTE_121: Self = Self(121);
     /// `CU_TARGET_COMPUTE_90A` = 65626.
     pub const CU_TARGET_COMPUTE_90A: Self = Self(65626);
-    /// `CU_TARGET_COMPUTE_100A` = 65636.
+    /// `CU_TARGET_COMPUTE_100A` = 65636 (since CUDA 12.8).
     pub const CU_TARGET_COMPUTE_100A: Self = Self(65636);
-    /// `CU_TARGET_COMPUTE_110A` = 65646.
+    /// `CU_TARGET_COMPUTE_110A` = 65646 (since CUDA 13.0).
     pub const CU_TARGET_COMPUTE_110A: Self = Self(65646);
-    /// `CU_TARGET_COMPUTE_103A` = 65639.
+    /// `CU_TARGET_COMPUTE_103A` = 65639 (since CUDA 13.0).
     pub const CU_TARGET_COMPUTE_103A: Self = Self(65639);
-    /// `CU_TARGET_COMPUTE_120A` = 65656.
+    /// `CU_TARGET_COMPUTE_107A` = 65643 (since CUDA 13.5).
+    pub const CU_TARGET_COMPUTE_107A: Self = Self(65643);
+    /// `CU_TARGET_COMPUTE_120A` = 65656 (since CUDA 12.8).
     pub const CU_TARGET_COMPUTE_120A: Self = Self(65656);
-    /// `CU_TARGET_COMPUTE_121A` = 65657.
+    /// `CU_TARGET_COMPUTE_121A` = 65657 (since CUDA 13.0).
     pub const CU_TARGET_COMPUTE_121A: Self = Self(65657);
-    /// `CU_TARGET_COMPUTE_100F` = 131172.
+    /// `CU_TARGET_COMPUTE_100F` = 131172 (since CUDA 13.0).
     pub const CU_TARGET_COMPUTE_100F: Self = Self(131172);
-    /// `CU_TARGET_COMPUTE_110F` = 131182.
+    /// `CU_TARGET_COMPUTE_110F` = 131182 (since CUDA 13.0).
     pub const CU_TARGET_COMPUTE_110F: Self = Self(131182);
-    /// `CU_TARGET_COMPUTE_103F` = 131175.
+    /// `CU_TARGET_COMPUTE_103F` = 131175 (since CUDA 13.0).
     pub const CU_TARGET_COMPUTE_103F: Self = Self(131175);
-    /// `CU_TARGET_COMPUTE_120F` = 131192.
+    /// `CU_TARGET_COMPUTE_107F` = 131179 (since CUDA 13.5).
+    pub const CU_TARGET_COMPUTE_107F: Self = Self(131179);
+    /// `CU_TARGET_COMPUTE_120F` = 131192 (since CUDA 13.0).
     pub const CU_TARGET_COMPUTE_120F: Self = Self(131192);
-    /// `CU_TARGET_COMPUTE_121F` = 131193.
+    /// `CU_TARGET_COMPUTE_121F` = 131193 (since CUDA 13.0).
     pub const CU_TARGET_COMPUTE_121F: Self = Self(131193);
+    /// `CU_TARGET_COMPUTE_101` = 101 (since CUDA 12.8; not in the CUDA 13.0 header and later).
+    pub const CU_TARGET_COMPUTE_101: Self = Self(101);
+    /// `CU_TARGET_COMPUTE_101A` = 65637 (since CUDA 12.8; not in the CUDA 13.0 header and later).
+    pub const CU_TARGET_COMPUTE_101A: Self = Self(65637);
     /// The enumerator's name, or `None` for a value this crate does not know.
     pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
         match self.0 {
@@ -2994,19 +3435,24 @@ impl CUjit_target {
             100 => Some("CU_TARGET_COMPUTE_100"),
             110 => Some("CU_TARGET_COMPUTE_110"),
             103 => Some("CU_TARGET_COMPUTE_103"),
+            107 => Some("CU_TARGET_COMPUTE_107"),
             120 => Some("CU_TARGET_COMPUTE_120"),
             121 => Some("CU_TARGET_COMPUTE_121"),
             65626 => Some("CU_TARGET_COMPUTE_90A"),
             65636 => Some("CU_TARGET_COMPUTE_100A"),
             65646 => Some("CU_TARGET_COMPUTE_110A"),
             65639 => Some("CU_TARGET_COMPUTE_103A"),
+            65643 => Some("CU_TARGET_COMPUTE_107A"),
             65656 => Some("CU_TARGET_COMPUTE_120A"),
             65657 => Some("CU_TARGET_COMPUTE_121A"),
             131172 => Some("CU_TARGET_COMPUTE_100F"),
             131182 => Some("CU_TARGET_COMPUTE_110F"),
             131175 => Some("CU_TARGET_COMPUTE_103F"),
+            131179 => Some("CU_TARGET_COMPUTE_107F"),
             131192 => Some("CU_TARGET_COMPUTE_120F"),
             131193 => Some("CU_TARGET_COMPUTE_121F"),
+            101 => Some("CU_TARGET_COMPUTE_101"),
+            65637 => Some("CU_TARGET_COMPUTE_101A"),
             _ => None,
         }
     }
@@ -3250,14 +3696,16 @@ impl CUlimit {
     pub const CU_LIMIT_MAX_L2_FETCH_GRANULARITY: Self = Self(5);
     /// `CU_LIMIT_PERSISTING_L2_CACHE_SIZE` = 6.
     pub const CU_LIMIT_PERSISTING_L2_CACHE_SIZE: Self = Self(6);
-    /// `CU_LIMIT_SHMEM_SIZE` = 7.
+    /// `CU_LIMIT_SHMEM_SIZE` = 7 (since CUDA 12.8).
     pub const CU_LIMIT_SHMEM_SIZE: Self = Self(7);
-    /// `CU_LIMIT_CIG_ENABLED` = 8.
+    /// `CU_LIMIT_CIG_ENABLED` = 8 (since CUDA 12.8).
     pub const CU_LIMIT_CIG_ENABLED: Self = Self(8);
-    /// `CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED` = 9.
+    /// `CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED` = 9 (since CUDA 12.8).
     pub const CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED: Self = Self(9);
-    /// `CU_LIMIT_MAX` = 10.
-    pub const CU_LIMIT_MAX: Self = Self(10);
+    /// `CU_LIMIT_PER_BLOCK_MEMORY_SIZE` = 10 (since CUDA 13.5).
+    pub const CU_LIMIT_PER_BLOCK_MEMORY_SIZE: Self = Self(10);
+    /// `CU_LIMIT_MAX` = 11.
+    pub const CU_LIMIT_MAX: Self = Self(11);
     /// The enumerator's name, or `None` for a value this crate does not know.
     pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
         match self.0 {
@@ -3271,7 +3719,8 @@ impl CUlimit {
             7 => Some("CU_LIMIT_SHMEM_SIZE"),
             8 => Some("CU_LIMIT_CIG_ENABLED"),
             9 => Some("CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED"),
-            10 => Some("CU_LIMIT_MAX"),
+            10 => Some("CU_LIMIT_PER_BLOCK_MEMORY_SIZE"),
+            11 => Some("CU_LIMIT_MAX"),
             _ => None,
         }
     }
@@ -3349,7 +3798,7 @@ impl ::core::fmt::Debug for CUaccessProperty {
         }
     }
 }
-/// The C enum `CUgraphConditionalNodeType_enum`.
+/// The C enum `CUgraphConditionalNodeType_enum`. First in CUDA 12.4.
 ///
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUgraphConditionalNodeType_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
@@ -3360,7 +3809,7 @@ impl CUgraphConditionalNodeType {
     pub const CU_GRAPH_COND_TYPE_IF: Self = Self(0);
     /// `CU_GRAPH_COND_TYPE_WHILE` = 1.
     pub const CU_GRAPH_COND_TYPE_WHILE: Self = Self(1);
-    /// `CU_GRAPH_COND_TYPE_SWITCH` = 2.
+    /// `CU_GRAPH_COND_TYPE_SWITCH` = 2 (since CUDA 12.8).
     pub const CU_GRAPH_COND_TYPE_SWITCH: Self = Self(2);
     /// The enumerator's name, or `None` for a value this crate does not know.
     pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
@@ -3413,8 +3862,16 @@ impl CUgraphNodeType {
     pub const CU_GRAPH_NODE_TYPE_MEM_FREE: Self = Self(11);
     /// `CU_GRAPH_NODE_TYPE_BATCH_MEM_OP` = 12.
     pub const CU_GRAPH_NODE_TYPE_BATCH_MEM_OP: Self = Self(12);
-    /// `CU_GRAPH_NODE_TYPE_CONDITIONAL` = 13.
+    /// `CU_GRAPH_NODE_TYPE_CONDITIONAL` = 13 (since CUDA 12.4).
     pub const CU_GRAPH_NODE_TYPE_CONDITIONAL: Self = Self(13);
+    /// `CU_GRAPH_NODE_TYPE_MEMCPY_BATCH` = 14 (since CUDA 13.5).
+    pub const CU_GRAPH_NODE_TYPE_MEMCPY_BATCH: Self = Self(14);
+    /// `CU_GRAPH_NODE_TYPE_RESERVED_16` = 16 (since CUDA 13.5).
+    pub const CU_GRAPH_NODE_TYPE_RESERVED_16: Self = Self(16);
+    /// `CU_GRAPH_NODE_TYPE_EXTERNAL_ENGINE` = 17 (since CUDA 13.5).
+    pub const CU_GRAPH_NODE_TYPE_EXTERNAL_ENGINE: Self = Self(17);
+    /// `CU_GRAPH_NODE_TYPE_FABRIC_CPY_BATCH` = 18 (since CUDA 13.5).
+    pub const CU_GRAPH_NODE_TYPE_FABRIC_CPY_BATCH: Self = Self(18);
     /// The enumerator's name, or `None` for a value this crate does not know.
     pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
         match self.0 {
@@ -3432,6 +3889,10 @@ impl CUgraphNodeType {
             11 => Some("CU_GRAPH_NODE_TYPE_MEM_FREE"),
             12 => Some("CU_GRAPH_NODE_TYPE_BATCH_MEM_OP"),
             13 => Some("CU_GRAPH_NODE_TYPE_CONDITIONAL"),
+            14 => Some("CU_GRAPH_NODE_TYPE_MEMCPY_BATCH"),
+            16 => Some("CU_GRAPH_NODE_TYPE_RESERVED_16"),
+            17 => Some("CU_GRAPH_NODE_TYPE_EXTERNAL_ENGINE"),
+            18 => Some("CU_GRAPH_NODE_TYPE_FABRIC_CPY_BATCH"),
             _ => None,
         }
     }
@@ -3444,7 +3905,7 @@ impl ::core::fmt::Debug for CUgraphNodeType {
         }
     }
 }
-/// The C enum `CUgraphDependencyType_enum`.
+/// The C enum `CUgraphDependencyType_enum`. First in CUDA 12.4.
 ///
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUgraphDependencyType_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
@@ -3489,7 +3950,7 @@ impl CUgraphInstantiateResult {
     pub const CUDA_GRAPH_INSTANTIATE_NODE_OPERATION_NOT_SUPPORTED: Self = Self(3);
     /// `CUDA_GRAPH_INSTANTIATE_MULTIPLE_CTXS_NOT_SUPPORTED` = 4.
     pub const CUDA_GRAPH_INSTANTIATE_MULTIPLE_CTXS_NOT_SUPPORTED: Self = Self(4);
-    /// `CUDA_GRAPH_INSTANTIATE_CONDITIONAL_HANDLE_UNUSED` = 5.
+    /// `CUDA_GRAPH_INSTANTIATE_CONDITIONAL_HANDLE_UNUSED` = 5 (since CUDA 12.8).
     pub const CUDA_GRAPH_INSTANTIATE_CONDITIONAL_HANDLE_UNUSED: Self = Self(5);
     /// The enumerator's name, or `None` for a value this crate does not know.
     pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
@@ -3559,12 +4020,15 @@ impl CUclusterSchedulingPolicy {
     pub const CU_CLUSTER_SCHEDULING_POLICY_SPREAD: Self = Self(1);
     /// `CU_CLUSTER_SCHEDULING_POLICY_LOAD_BALANCING` = 2.
     pub const CU_CLUSTER_SCHEDULING_POLICY_LOAD_BALANCING: Self = Self(2);
+    /// `CU_CLUSTER_SCHEDULING_POLICY_RUBIN_DSMEM_LOCALITY` = 3 (since CUDA 13.5).
+    pub const CU_CLUSTER_SCHEDULING_POLICY_RUBIN_DSMEM_LOCALITY: Self = Self(3);
     /// The enumerator's name, or `None` for a value this crate does not know.
     pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
         match self.0 {
             0 => Some("CU_CLUSTER_SCHEDULING_POLICY_DEFAULT"),
             1 => Some("CU_CLUSTER_SCHEDULING_POLICY_SPREAD"),
             2 => Some("CU_CLUSTER_SCHEDULING_POLICY_LOAD_BALANCING"),
+            3 => Some("CU_CLUSTER_SCHEDULING_POLICY_RUBIN_DSMEM_LOCALITY"),
             _ => None,
         }
     }
@@ -3605,6 +4069,74 @@ impl ::core::fmt::Debug for CUlaunchMemSyncDomain {
         }
     }
 }
+/// The C enum `CUlaunchAttributePortableClusterMode_enum`. First in CUDA 13.5.
+///
+/// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUlaunchAttributePortableClusterMode_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct CUlaunchAttributePortableClusterMode(pub u32);
+impl CUlaunchAttributePortableClusterMode {
+    /// `CU_LAUNCH_PORTABLE_CLUSTER_MODE_DEFAULT` = 0.
+    pub const CU_LAUNCH_PORTABLE_CLUSTER_MODE_DEFAULT: Self = Self(0);
+    /// `CU_LAUNCH_PORTABLE_CLUSTER_MODE_REQUIRE_PORTABLE` = 1.
+    pub const CU_LAUNCH_PORTABLE_CLUSTER_MODE_REQUIRE_PORTABLE: Self = Self(1);
+    /// `CU_LAUNCH_PORTABLE_CLUSTER_MODE_ALLOW_NON_PORTABLE` = 2.
+    pub const CU_LAUNCH_PORTABLE_CLUSTER_MODE_ALLOW_NON_PORTABLE: Self = Self(2);
+    /// The enumerator's name, or `None` for a value this crate does not know.
+    pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
+        match self.0 {
+            0 => Some("CU_LAUNCH_PORTABLE_CLUSTER_MODE_DEFAULT"),
+            1 => Some("CU_LAUNCH_PORTABLE_CLUSTER_MODE_REQUIRE_PORTABLE"),
+            2 => Some("CU_LAUNCH_PORTABLE_CLUSTER_MODE_ALLOW_NON_PORTABLE"),
+            _ => None,
+        }
+    }
+}
+impl ::core::fmt::Debug for CUlaunchAttributePortableClusterMode {
+    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+        match self.variant_name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "CUlaunchAttributePortableClusterMode({})", self.0),
+        }
+    }
+}
+/// The C enum `CUsharedMemoryMode_enum`. First in CUDA 13.5.
+///
+/// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUsharedMemoryMode_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct CUsharedMemoryMode(pub u32);
+impl CUsharedMemoryMode {
+    /// `CU_SHARED_MEMORY_MODE_DEFAULT` = 0.
+    pub const CU_SHARED_MEMORY_MODE_DEFAULT: Self = Self(0);
+    /// `CU_SHARED_MEMORY_MODE_REQUIRE_PORTABLE` = 1.
+    pub const CU_SHARED_MEMORY_MODE_REQUIRE_PORTABLE: Self = Self(1);
+    /// `CU_SHARED_MEMORY_MODE_ALLOW_NON_PORTABLE` = 2.
+    pub const CU_SHARED_MEMORY_MODE_ALLOW_NON_PORTABLE: Self = Self(2);
+    /// `CU_SHARED_MEMORY_MODE_ALLOW_OVERSIZED_SHARED_MEMORY` = 3.
+    pub const CU_SHARED_MEMORY_MODE_ALLOW_OVERSIZED_SHARED_MEMORY: Self = Self(3);
+    /// `CU_SHARED_MEMORY_MODE_PREFER_OVERSIZED_SHARED_MEMORY` = 4.
+    pub const CU_SHARED_MEMORY_MODE_PREFER_OVERSIZED_SHARED_MEMORY: Self = Self(4);
+    /// The enumerator's name, or `None` for a value this crate does not know.
+    pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
+        match self.0 {
+            0 => Some("CU_SHARED_MEMORY_MODE_DEFAULT"),
+            1 => Some("CU_SHARED_MEMORY_MODE_REQUIRE_PORTABLE"),
+            2 => Some("CU_SHARED_MEMORY_MODE_ALLOW_NON_PORTABLE"),
+            3 => Some("CU_SHARED_MEMORY_MODE_ALLOW_OVERSIZED_SHARED_MEMORY"),
+            4 => Some("CU_SHARED_MEMORY_MODE_PREFER_OVERSIZED_SHARED_MEMORY"),
+            _ => None,
+        }
+    }
+}
+impl ::core::fmt::Debug for CUsharedMemoryMode {
+    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+        match self.variant_name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "CUsharedMemoryMode({})", self.0),
+        }
+    }
+}
 /// The C enum `CUlaunchAttributeID_enum`.
 ///
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUlaunchAttributeID_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
@@ -3634,16 +4166,20 @@ impl CUlaunchAttributeID {
     pub const CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP: Self = Self(9);
     /// `CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN` = 10.
     pub const CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN: Self = Self(10);
-    /// `CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION` = 11.
+    /// `CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION` = 11 (since CUDA 12.8).
     pub const CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION: Self = Self(11);
-    /// `CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT` = 12.
+    /// `CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT` = 12 (since CUDA 12.4).
     pub const CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT: Self = Self(12);
-    /// `CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE` = 13.
+    /// `CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE` = 13 (since CUDA 12.4).
     pub const CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE: Self = Self(13);
-    /// `CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT` = 14.
+    /// `CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT` = 14 (since CUDA 12.8).
     pub const CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT: Self = Self(14);
-    /// `CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING` = 16.
+    /// `CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING` = 16 (since CUDA 13.0).
     pub const CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING: Self = Self(16);
+    /// `CU_LAUNCH_ATTRIBUTE_PORTABLE_CLUSTER_SIZE_MODE` = 17 (since CUDA 13.5).
+    pub const CU_LAUNCH_ATTRIBUTE_PORTABLE_CLUSTER_SIZE_MODE: Self = Self(17);
+    /// `CU_LAUNCH_ATTRIBUTE_SHARED_MEMORY_MODE` = 18 (since CUDA 13.5).
+    pub const CU_LAUNCH_ATTRIBUTE_SHARED_MEMORY_MODE: Self = Self(18);
     /// The enumerator's name, or `None` for a value this crate does not know.
     pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
         match self.0 {
@@ -3663,6 +4199,8 @@ impl CUlaunchAttributeID {
             13 => Some("CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE"),
             14 => Some("CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT"),
             16 => Some("CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING"),
+            17 => Some("CU_LAUNCH_ATTRIBUTE_PORTABLE_CLUSTER_SIZE_MODE"),
+            18 => Some("CU_LAUNCH_ATTRIBUTE_SHARED_MEMORY_MODE"),
             _ => None,
         }
     }
@@ -3827,7 +4365,7 @@ impl ::core::fmt::Debug for CUexecAffinityType {
         }
     }
 }
-/// The C enum `CUcigDataType_enum`.
+/// The C enum `CUcigDataType_enum`. First in CUDA 12.8.
 ///
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUcigDataType_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
@@ -3836,7 +4374,7 @@ pub struct CUcigDataType(pub u32);
 impl CUcigDataType {
     /// `CIG_DATA_TYPE_D3D12_COMMAND_QUEUE` = 1.
     pub const CIG_DATA_TYPE_D3D12_COMMAND_QUEUE: Self = Self(1);
-    /// `CIG_DATA_TYPE_NV_BLOB` = 2.
+    /// `CIG_DATA_TYPE_NV_BLOB` = 2 (since CUDA 13.0).
     pub const CIG_DATA_TYPE_NV_BLOB: Self = Self(2);
     /// The enumerator's name, or `None` for a value this crate does not know.
     pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
@@ -3852,6 +4390,34 @@ impl ::core::fmt::Debug for CUcigDataType {
         match self.variant_name() {
             Some(n) => f.write_str(n),
             None => write!(f, "CUcigDataType({})", self.0),
+        }
+    }
+}
+/// The C enum `CUstreamCigDataType_enum`. First in CUDA 13.5.
+///
+/// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUstreamCigDataType_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct CUstreamCigDataType(pub u32);
+impl CUstreamCigDataType {
+    /// `STREAM_CIG_DATA_TYPE_D3D12_COMMAND_LIST` = 1.
+    pub const STREAM_CIG_DATA_TYPE_D3D12_COMMAND_LIST: Self = Self(1);
+    /// `STREAM_CIG_DATA_TYPE_VULKAN_COMMAND_BUFFER_HANDLE_NV` = 2.
+    pub const STREAM_CIG_DATA_TYPE_VULKAN_COMMAND_BUFFER_HANDLE_NV: Self = Self(2);
+    /// The enumerator's name, or `None` for a value this crate does not know.
+    pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
+        match self.0 {
+            1 => Some("STREAM_CIG_DATA_TYPE_D3D12_COMMAND_LIST"),
+            2 => Some("STREAM_CIG_DATA_TYPE_VULKAN_COMMAND_BUFFER_HANDLE_NV"),
+            _ => None,
+        }
+    }
+}
+impl ::core::fmt::Debug for CUstreamCigDataType {
+    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+        match self.variant_name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "CUstreamCigDataType({})", self.0),
         }
     }
 }
@@ -3913,10 +4479,12 @@ impl CUresult {
     pub const CUDA_ERROR_PROFILER_ALREADY_STOPPED: Self = Self(8);
     /// `CUDA_ERROR_STUB_LIBRARY` = 34.
     pub const CUDA_ERROR_STUB_LIBRARY: Self = Self(34);
-    /// `CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER` = 36.
+    /// `CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER` = 36 (since CUDA 13.0).
     pub const CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER: Self = Self(36);
     /// `CUDA_ERROR_DEVICE_UNAVAILABLE` = 46.
     pub const CUDA_ERROR_DEVICE_UNAVAILABLE: Self = Self(46);
+    /// `CUDA_ERROR_MULTICAST_RESOURCE_FULL` = 47 (since CUDA 13.5).
+    pub const CUDA_ERROR_MULTICAST_RESOURCE_FULL: Self = Self(47);
     /// `CUDA_ERROR_NO_DEVICE` = 100.
     pub const CUDA_ERROR_NO_DEVICE: Self = Self(100);
     /// `CUDA_ERROR_INVALID_DEVICE` = 101.
@@ -3969,10 +4537,12 @@ impl CUresult {
     pub const CUDA_ERROR_JIT_COMPILATION_DISABLED: Self = Self(223);
     /// `CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY` = 224.
     pub const CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY: Self = Self(224);
-    /// `CUDA_ERROR_UNSUPPORTED_DEVSIDE_SYNC` = 225.
+    /// `CUDA_ERROR_UNSUPPORTED_DEVSIDE_SYNC` = 225 (since CUDA 12.4).
     pub const CUDA_ERROR_UNSUPPORTED_DEVSIDE_SYNC: Self = Self(225);
-    /// `CUDA_ERROR_CONTAINED` = 226.
+    /// `CUDA_ERROR_CONTAINED` = 226 (since CUDA 12.8).
     pub const CUDA_ERROR_CONTAINED: Self = Self(226);
+    /// `CUDA_ERROR_INSUFFICIENT_LOADER_VERSION` = 227 (since CUDA 13.5).
+    pub const CUDA_ERROR_INSUFFICIENT_LOADER_VERSION: Self = Self(227);
     /// `CUDA_ERROR_INVALID_SOURCE` = 300.
     pub const CUDA_ERROR_INVALID_SOURCE: Self = Self(300);
     /// `CUDA_ERROR_FILE_NOT_FOUND` = 301.
@@ -3987,7 +4557,7 @@ impl CUresult {
     pub const CUDA_ERROR_INVALID_HANDLE: Self = Self(400);
     /// `CUDA_ERROR_ILLEGAL_STATE` = 401.
     pub const CUDA_ERROR_ILLEGAL_STATE: Self = Self(401);
-    /// `CUDA_ERROR_LOSSY_QUERY` = 402.
+    /// `CUDA_ERROR_LOSSY_QUERY` = 402 (since CUDA 12.4).
     pub const CUDA_ERROR_LOSSY_QUERY: Self = Self(402);
     /// `CUDA_ERROR_NOT_FOUND` = 500.
     pub const CUDA_ERROR_NOT_FOUND: Self = Self(500);
@@ -4031,7 +4601,7 @@ impl CUresult {
     pub const CUDA_ERROR_LAUNCH_FAILED: Self = Self(719);
     /// `CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE` = 720.
     pub const CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE: Self = Self(720);
-    /// `CUDA_ERROR_TENSOR_MEMORY_LEAK` = 721.
+    /// `CUDA_ERROR_TENSOR_MEMORY_LEAK` = 721 (since CUDA 12.8).
     pub const CUDA_ERROR_TENSOR_MEMORY_LEAK: Self = Self(721);
     /// `CUDA_ERROR_NOT_PERMITTED` = 800.
     pub const CUDA_ERROR_NOT_PERMITTED: Self = Self(800);
@@ -4085,14 +4655,20 @@ impl CUresult {
     pub const CUDA_ERROR_EXTERNAL_DEVICE: Self = Self(911);
     /// `CUDA_ERROR_INVALID_CLUSTER_SIZE` = 912.
     pub const CUDA_ERROR_INVALID_CLUSTER_SIZE: Self = Self(912);
-    /// `CUDA_ERROR_FUNCTION_NOT_LOADED` = 913.
+    /// `CUDA_ERROR_FUNCTION_NOT_LOADED` = 913 (since CUDA 12.4).
     pub const CUDA_ERROR_FUNCTION_NOT_LOADED: Self = Self(913);
-    /// `CUDA_ERROR_INVALID_RESOURCE_TYPE` = 914.
+    /// `CUDA_ERROR_INVALID_RESOURCE_TYPE` = 914 (since CUDA 12.4).
     pub const CUDA_ERROR_INVALID_RESOURCE_TYPE: Self = Self(914);
-    /// `CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION` = 915.
+    /// `CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION` = 915 (since CUDA 12.4).
     pub const CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION: Self = Self(915);
-    /// `CUDA_ERROR_KEY_ROTATION` = 916.
+    /// `CUDA_ERROR_KEY_ROTATION` = 916 (since CUDA 12.8).
     pub const CUDA_ERROR_KEY_ROTATION: Self = Self(916);
+    /// `CUDA_ERROR_STREAM_DETACHED` = 917 (since CUDA 13.5).
+    pub const CUDA_ERROR_STREAM_DETACHED: Self = Self(917);
+    /// `CUDA_ERROR_GRAPH_RECAPTURE_FAILURE` = 918 (since CUDA 13.5).
+    pub const CUDA_ERROR_GRAPH_RECAPTURE_FAILURE: Self = Self(918);
+    /// `CUDA_ERROR_FABRIC_NOT_READY` = 919 (since CUDA 13.5).
+    pub const CUDA_ERROR_FABRIC_NOT_READY: Self = Self(919);
     /// `CUDA_ERROR_UNKNOWN` = 999.
     pub const CUDA_ERROR_UNKNOWN: Self = Self(999);
     /// The enumerator's name, or `None` for a value this crate does not know.
@@ -4110,6 +4686,7 @@ impl CUresult {
             34 => Some("CUDA_ERROR_STUB_LIBRARY"),
             36 => Some("CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER"),
             46 => Some("CUDA_ERROR_DEVICE_UNAVAILABLE"),
+            47 => Some("CUDA_ERROR_MULTICAST_RESOURCE_FULL"),
             100 => Some("CUDA_ERROR_NO_DEVICE"),
             101 => Some("CUDA_ERROR_INVALID_DEVICE"),
             102 => Some("CUDA_ERROR_DEVICE_NOT_LICENSED"),
@@ -4138,6 +4715,7 @@ impl CUresult {
             224 => Some("CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY"),
             225 => Some("CUDA_ERROR_UNSUPPORTED_DEVSIDE_SYNC"),
             226 => Some("CUDA_ERROR_CONTAINED"),
+            227 => Some("CUDA_ERROR_INSUFFICIENT_LOADER_VERSION"),
             300 => Some("CUDA_ERROR_INVALID_SOURCE"),
             301 => Some("CUDA_ERROR_FILE_NOT_FOUND"),
             302 => Some("CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND"),
@@ -4198,6 +4776,9 @@ impl CUresult {
             914 => Some("CUDA_ERROR_INVALID_RESOURCE_TYPE"),
             915 => Some("CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION"),
             916 => Some("CUDA_ERROR_KEY_ROTATION"),
+            917 => Some("CUDA_ERROR_STREAM_DETACHED"),
+            918 => Some("CUDA_ERROR_GRAPH_RECAPTURE_FAILURE"),
+            919 => Some("CUDA_ERROR_FABRIC_NOT_READY"),
             999 => Some("CUDA_ERROR_UNKNOWN"),
             _ => None,
         }
@@ -4228,7 +4809,7 @@ impl CUdevice_P2PAttribute {
     pub const CU_DEVICE_P2P_ATTRIBUTE_ACCESS_ACCESS_SUPPORTED: Self = Self(4);
     /// `CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED` = 4.
     pub const CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED: Self = Self(4);
-    /// `CU_DEVICE_P2P_ATTRIBUTE_ONLY_PARTIAL_NATIVE_ATOMIC_SUPPORTED` = 5.
+    /// `CU_DEVICE_P2P_ATTRIBUTE_ONLY_PARTIAL_NATIVE_ATOMIC_SUPPORTED` = 5 (since CUDA 13.0).
     pub const CU_DEVICE_P2P_ATTRIBUTE_ONLY_PARTIAL_NATIVE_ATOMIC_SUPPORTED: Self = Self(
         5,
     );
@@ -4249,113 +4830,6 @@ impl ::core::fmt::Debug for CUdevice_P2PAttribute {
         match self.variant_name() {
             Some(n) => f.write_str(n),
             None => write!(f, "CUdevice_P2PAttribute({})", self.0),
-        }
-    }
-}
-/// The C enum `CUatomicOperation_enum`.
-///
-/// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUatomicOperation_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-#[repr(transparent)]
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUatomicOperation(pub u32);
-impl CUatomicOperation {
-    /// `CU_ATOMIC_OPERATION_INTEGER_ADD` = 0.
-    pub const CU_ATOMIC_OPERATION_INTEGER_ADD: Self = Self(0);
-    /// `CU_ATOMIC_OPERATION_INTEGER_MIN` = 1.
-    pub const CU_ATOMIC_OPERATION_INTEGER_MIN: Self = Self(1);
-    /// `CU_ATOMIC_OPERATION_INTEGER_MAX` = 2.
-    pub const CU_ATOMIC_OPERATION_INTEGER_MAX: Self = Self(2);
-    /// `CU_ATOMIC_OPERATION_INTEGER_INCREMENT` = 3.
-    pub const CU_ATOMIC_OPERATION_INTEGER_INCREMENT: Self = Self(3);
-    /// `CU_ATOMIC_OPERATION_INTEGER_DECREMENT` = 4.
-    pub const CU_ATOMIC_OPERATION_INTEGER_DECREMENT: Self = Self(4);
-    /// `CU_ATOMIC_OPERATION_AND` = 5.
-    pub const CU_ATOMIC_OPERATION_AND: Self = Self(5);
-    /// `CU_ATOMIC_OPERATION_OR` = 6.
-    pub const CU_ATOMIC_OPERATION_OR: Self = Self(6);
-    /// `CU_ATOMIC_OPERATION_XOR` = 7.
-    pub const CU_ATOMIC_OPERATION_XOR: Self = Self(7);
-    /// `CU_ATOMIC_OPERATION_EXCHANGE` = 8.
-    pub const CU_ATOMIC_OPERATION_EXCHANGE: Self = Self(8);
-    /// `CU_ATOMIC_OPERATION_CAS` = 9.
-    pub const CU_ATOMIC_OPERATION_CAS: Self = Self(9);
-    /// `CU_ATOMIC_OPERATION_FLOAT_ADD` = 10.
-    pub const CU_ATOMIC_OPERATION_FLOAT_ADD: Self = Self(10);
-    /// `CU_ATOMIC_OPERATION_FLOAT_MIN` = 11.
-    pub const CU_ATOMIC_OPERATION_FLOAT_MIN: Self = Self(11);
-    /// `CU_ATOMIC_OPERATION_FLOAT_MAX` = 12.
-    pub const CU_ATOMIC_OPERATION_FLOAT_MAX: Self = Self(12);
-    /// `CU_ATOMIC_OPERATION_MAX` = 13.
-    pub const CU_ATOMIC_OPERATION_MAX: Self = Self(13);
-    /// The enumerator's name, or `None` for a value this crate does not know.
-    pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
-        match self.0 {
-            0 => Some("CU_ATOMIC_OPERATION_INTEGER_ADD"),
-            1 => Some("CU_ATOMIC_OPERATION_INTEGER_MIN"),
-            2 => Some("CU_ATOMIC_OPERATION_INTEGER_MAX"),
-            3 => Some("CU_ATOMIC_OPERATION_INTEGER_INCREMENT"),
-            4 => Some("CU_ATOMIC_OPERATION_INTEGER_DECREMENT"),
-            5 => Some("CU_ATOMIC_OPERATION_AND"),
-            6 => Some("CU_ATOMIC_OPERATION_OR"),
-            7 => Some("CU_ATOMIC_OPERATION_XOR"),
-            8 => Some("CU_ATOMIC_OPERATION_EXCHANGE"),
-            9 => Some("CU_ATOMIC_OPERATION_CAS"),
-            10 => Some("CU_ATOMIC_OPERATION_FLOAT_ADD"),
-            11 => Some("CU_ATOMIC_OPERATION_FLOAT_MIN"),
-            12 => Some("CU_ATOMIC_OPERATION_FLOAT_MAX"),
-            13 => Some("CU_ATOMIC_OPERATION_MAX"),
-            _ => None,
-        }
-    }
-}
-impl ::core::fmt::Debug for CUatomicOperation {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        match self.variant_name() {
-            Some(n) => f.write_str(n),
-            None => write!(f, "CUatomicOperation({})", self.0),
-        }
-    }
-}
-/// The C enum `CUatomicOperationCapability_enum`.
-///
-/// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUatomicOperationCapability_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
-#[repr(transparent)]
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUatomicOperationCapability(pub u32);
-impl CUatomicOperationCapability {
-    /// `CU_ATOMIC_CAPABILITY_SIGNED` = 1.
-    pub const CU_ATOMIC_CAPABILITY_SIGNED: Self = Self(1);
-    /// `CU_ATOMIC_CAPABILITY_UNSIGNED` = 2.
-    pub const CU_ATOMIC_CAPABILITY_UNSIGNED: Self = Self(2);
-    /// `CU_ATOMIC_CAPABILITY_REDUCTION` = 4.
-    pub const CU_ATOMIC_CAPABILITY_REDUCTION: Self = Self(4);
-    /// `CU_ATOMIC_CAPABILITY_SCALAR_32` = 8.
-    pub const CU_ATOMIC_CAPABILITY_SCALAR_32: Self = Self(8);
-    /// `CU_ATOMIC_CAPABILITY_SCALAR_64` = 16.
-    pub const CU_ATOMIC_CAPABILITY_SCALAR_64: Self = Self(16);
-    /// `CU_ATOMIC_CAPABILITY_SCALAR_128` = 32.
-    pub const CU_ATOMIC_CAPABILITY_SCALAR_128: Self = Self(32);
-    /// `CU_ATOMIC_CAPABILITY_VECTOR_32x4` = 64.
-    pub const CU_ATOMIC_CAPABILITY_VECTOR_32x4: Self = Self(64);
-    /// The enumerator's name, or `None` for a value this crate does not know.
-    pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
-        match self.0 {
-            1 => Some("CU_ATOMIC_CAPABILITY_SIGNED"),
-            2 => Some("CU_ATOMIC_CAPABILITY_UNSIGNED"),
-            4 => Some("CU_ATOMIC_CAPABILITY_REDUCTION"),
-            8 => Some("CU_ATOMIC_CAPABILITY_SCALAR_32"),
-            16 => Some("CU_ATOMIC_CAPABILITY_SCALAR_64"),
-            32 => Some("CU_ATOMIC_CAPABILITY_SCALAR_128"),
-            64 => Some("CU_ATOMIC_CAPABILITY_VECTOR_32x4"),
-            _ => None,
-        }
-    }
-}
-impl ::core::fmt::Debug for CUatomicOperationCapability {
-    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-        match self.variant_name() {
-            Some(n) => f.write_str(n),
-            None => write!(f, "CUatomicOperationCapability({})", self.0),
         }
     }
 }
@@ -4519,11 +4993,11 @@ impl CUtensorMapDataType {
     pub const CU_TENSOR_MAP_DATA_TYPE_TFLOAT32: Self = Self(11);
     /// `CU_TENSOR_MAP_DATA_TYPE_TFLOAT32_FTZ` = 12.
     pub const CU_TENSOR_MAP_DATA_TYPE_TFLOAT32_FTZ: Self = Self(12);
-    /// `CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN8B` = 13.
+    /// `CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN8B` = 13 (since CUDA 12.8).
     pub const CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN8B: Self = Self(13);
-    /// `CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN16B` = 14.
+    /// `CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN16B` = 14 (since CUDA 12.8).
     pub const CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN16B: Self = Self(14);
-    /// `CU_TENSOR_MAP_DATA_TYPE_16U6_ALIGN16B` = 15.
+    /// `CU_TENSOR_MAP_DATA_TYPE_16U6_ALIGN16B` = 15 (since CUDA 12.8).
     pub const CU_TENSOR_MAP_DATA_TYPE_16U6_ALIGN16B: Self = Self(15);
     /// The enumerator's name, or `None` for a value this crate does not know.
     pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
@@ -4602,11 +5076,11 @@ impl CUtensorMapSwizzle {
     pub const CU_TENSOR_MAP_SWIZZLE_64B: Self = Self(2);
     /// `CU_TENSOR_MAP_SWIZZLE_128B` = 3.
     pub const CU_TENSOR_MAP_SWIZZLE_128B: Self = Self(3);
-    /// `CU_TENSOR_MAP_SWIZZLE_128B_ATOM_32B` = 4.
+    /// `CU_TENSOR_MAP_SWIZZLE_128B_ATOM_32B` = 4 (since CUDA 12.8).
     pub const CU_TENSOR_MAP_SWIZZLE_128B_ATOM_32B: Self = Self(4);
-    /// `CU_TENSOR_MAP_SWIZZLE_128B_ATOM_32B_FLIP_8B` = 5.
+    /// `CU_TENSOR_MAP_SWIZZLE_128B_ATOM_32B_FLIP_8B` = 5 (since CUDA 12.8).
     pub const CU_TENSOR_MAP_SWIZZLE_128B_ATOM_32B_FLIP_8B: Self = Self(5);
-    /// `CU_TENSOR_MAP_SWIZZLE_128B_ATOM_64B` = 6.
+    /// `CU_TENSOR_MAP_SWIZZLE_128B_ATOM_64B` = 6 (since CUDA 12.8).
     pub const CU_TENSOR_MAP_SWIZZLE_128B_ATOM_64B: Self = Self(6);
     /// The enumerator's name, or `None` for a value this crate does not know.
     pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
@@ -4692,7 +5166,7 @@ impl ::core::fmt::Debug for CUtensorMapFloatOOBfill {
         }
     }
 }
-/// The C enum `CUtensorMapIm2ColWideMode_enum`.
+/// The C enum `CUtensorMapIm2ColWideMode_enum`. First in CUDA 12.8.
 ///
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUtensorMapIm2ColWideMode_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
@@ -4717,6 +5191,37 @@ impl ::core::fmt::Debug for CUtensorMapIm2ColWideMode {
         match self.variant_name() {
             Some(n) => f.write_str(n),
             None => write!(f, "CUtensorMapIm2ColWideMode({})", self.0),
+        }
+    }
+}
+/// The C enum `CUtensorMapAllocClass_enum`. First in CUDA 13.5.
+///
+/// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUtensorMapAllocClass_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct CUtensorMapAllocClass(pub u32);
+impl CUtensorMapAllocClass {
+    /// `CU_TENSOR_MAP_ALLOC_CLASS_AUTO` = 0.
+    pub const CU_TENSOR_MAP_ALLOC_CLASS_AUTO: Self = Self(0);
+    /// `CU_TENSOR_MAP_ALLOC_CLASS_SMALL` = 1.
+    pub const CU_TENSOR_MAP_ALLOC_CLASS_SMALL: Self = Self(1);
+    /// `CU_TENSOR_MAP_ALLOC_CLASS_LARGE` = 2.
+    pub const CU_TENSOR_MAP_ALLOC_CLASS_LARGE: Self = Self(2);
+    /// The enumerator's name, or `None` for a value this crate does not know.
+    pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
+        match self.0 {
+            0 => Some("CU_TENSOR_MAP_ALLOC_CLASS_AUTO"),
+            1 => Some("CU_TENSOR_MAP_ALLOC_CLASS_SMALL"),
+            2 => Some("CU_TENSOR_MAP_ALLOC_CLASS_LARGE"),
+            _ => None,
+        }
+    }
+}
+impl ::core::fmt::Debug for CUtensorMapAllocClass {
+    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+        match self.variant_name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "CUtensorMapAllocClass({})", self.0),
         }
     }
 }
@@ -4774,7 +5279,7 @@ impl CUexternalMemoryHandleType {
     pub const CU_EXTERNAL_MEMORY_HANDLE_TYPE_D3D11_RESOURCE_KMT: Self = Self(7);
     /// `CU_EXTERNAL_MEMORY_HANDLE_TYPE_NVSCIBUF` = 8.
     pub const CU_EXTERNAL_MEMORY_HANDLE_TYPE_NVSCIBUF: Self = Self(8);
-    /// `CU_EXTERNAL_MEMORY_HANDLE_TYPE_DMABUF_FD` = 9.
+    /// `CU_EXTERNAL_MEMORY_HANDLE_TYPE_DMABUF_FD` = 9 (since CUDA 13.0).
     pub const CU_EXTERNAL_MEMORY_HANDLE_TYPE_DMABUF_FD: Self = Self(9);
     /// The enumerator's name, or `None` for a value this crate does not know.
     pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
@@ -4869,7 +5374,7 @@ impl CUmemAllocationHandleType {
     pub const CU_MEM_HANDLE_TYPE_WIN32: Self = Self(2);
     /// `CU_MEM_HANDLE_TYPE_WIN32_KMT` = 4.
     pub const CU_MEM_HANDLE_TYPE_WIN32_KMT: Self = Self(4);
-    /// `CU_MEM_HANDLE_TYPE_FABRIC` = 8.
+    /// `CU_MEM_HANDLE_TYPE_FABRIC` = 8 (since CUDA 12.4).
     pub const CU_MEM_HANDLE_TYPE_FABRIC: Self = Self(8);
     /// `CU_MEM_HANDLE_TYPE_MAX` = 2147483647.
     pub const CU_MEM_HANDLE_TYPE_MAX: Self = Self(2147483647);
@@ -4937,16 +5442,20 @@ pub struct CUmemLocationType(pub u32);
 impl CUmemLocationType {
     /// `CU_MEM_LOCATION_TYPE_INVALID` = 0.
     pub const CU_MEM_LOCATION_TYPE_INVALID: Self = Self(0);
-    /// `CU_MEM_LOCATION_TYPE_NONE` = 0.
+    /// `CU_MEM_LOCATION_TYPE_NONE` = 0 (since CUDA 13.0).
     pub const CU_MEM_LOCATION_TYPE_NONE: Self = Self(0);
     /// `CU_MEM_LOCATION_TYPE_DEVICE` = 1.
     pub const CU_MEM_LOCATION_TYPE_DEVICE: Self = Self(1);
-    /// `CU_MEM_LOCATION_TYPE_HOST` = 2.
+    /// `CU_MEM_LOCATION_TYPE_HOST` = 2 (since CUDA 12.4).
     pub const CU_MEM_LOCATION_TYPE_HOST: Self = Self(2);
-    /// `CU_MEM_LOCATION_TYPE_HOST_NUMA` = 3.
+    /// `CU_MEM_LOCATION_TYPE_HOST_NUMA` = 3 (since CUDA 12.4).
     pub const CU_MEM_LOCATION_TYPE_HOST_NUMA: Self = Self(3);
-    /// `CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT` = 4.
+    /// `CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT` = 4 (since CUDA 12.4).
     pub const CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT: Self = Self(4);
+    /// `CU_MEM_LOCATION_TYPE_INVISIBLE` = 5 (since CUDA 13.5).
+    pub const CU_MEM_LOCATION_TYPE_INVISIBLE: Self = Self(5);
+    /// `CU_MEM_LOCATION_TYPE_DEVICE_LOCALITY_DOMAIN` = 6 (since CUDA 13.5).
+    pub const CU_MEM_LOCATION_TYPE_DEVICE_LOCALITY_DOMAIN: Self = Self(6);
     /// `CU_MEM_LOCATION_TYPE_MAX` = 2147483647.
     pub const CU_MEM_LOCATION_TYPE_MAX: Self = Self(2147483647);
     /// The enumerator's name, or `None` for a value this crate does not know.
@@ -4957,6 +5466,8 @@ impl CUmemLocationType {
             2 => Some("CU_MEM_LOCATION_TYPE_HOST"),
             3 => Some("CU_MEM_LOCATION_TYPE_HOST_NUMA"),
             4 => Some("CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT"),
+            5 => Some("CU_MEM_LOCATION_TYPE_INVISIBLE"),
+            6 => Some("CU_MEM_LOCATION_TYPE_DEVICE_LOCALITY_DOMAIN"),
             2147483647 => Some("CU_MEM_LOCATION_TYPE_MAX"),
             _ => None,
         }
@@ -4981,7 +5492,7 @@ impl CUmemAllocationType {
     pub const CU_MEM_ALLOCATION_TYPE_INVALID: Self = Self(0);
     /// `CU_MEM_ALLOCATION_TYPE_PINNED` = 1.
     pub const CU_MEM_ALLOCATION_TYPE_PINNED: Self = Self(1);
-    /// `CU_MEM_ALLOCATION_TYPE_MANAGED` = 2.
+    /// `CU_MEM_ALLOCATION_TYPE_MANAGED` = 2 (since CUDA 13.0).
     pub const CU_MEM_ALLOCATION_TYPE_MANAGED: Self = Self(2);
     /// `CU_MEM_ALLOCATION_TYPE_MAX` = 2147483647.
     pub const CU_MEM_ALLOCATION_TYPE_MAX: Self = Self(2147483647);
@@ -5060,7 +5571,7 @@ impl ::core::fmt::Debug for CUmemRangeHandleType {
         }
     }
 }
-/// The C enum `CUmemRangeFlags_enum`.
+/// The C enum `CUmemRangeFlags_enum`. First in CUDA 12.8.
 ///
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUmemRangeFlags_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
@@ -5194,7 +5705,7 @@ impl ::core::fmt::Debug for CUmemAllocationCompType {
         }
     }
 }
-/// The C enum `CUmulticastGranularity_flags_enum`.
+/// The C enum `CUmulticastGranularity_flags_enum`. First in CUDA 12.4.
 ///
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUmulticastGranularity_flags_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
@@ -5294,6 +5805,20 @@ impl CUmemPool_attribute {
     pub const CU_MEMPOOL_ATTR_USED_MEM_CURRENT: Self = Self(7);
     /// `CU_MEMPOOL_ATTR_USED_MEM_HIGH` = 8.
     pub const CU_MEMPOOL_ATTR_USED_MEM_HIGH: Self = Self(8);
+    /// `CU_MEMPOOL_ATTR_ALLOCATION_TYPE` = 9 (since CUDA 13.5).
+    pub const CU_MEMPOOL_ATTR_ALLOCATION_TYPE: Self = Self(9);
+    /// `CU_MEMPOOL_ATTR_EXPORT_HANDLE_TYPES` = 10 (since CUDA 13.5).
+    pub const CU_MEMPOOL_ATTR_EXPORT_HANDLE_TYPES: Self = Self(10);
+    /// `CU_MEMPOOL_ATTR_LOCATION_ID` = 11 (since CUDA 13.5).
+    pub const CU_MEMPOOL_ATTR_LOCATION_ID: Self = Self(11);
+    /// `CU_MEMPOOL_ATTR_LOCATION_TYPE` = 12 (since CUDA 13.5).
+    pub const CU_MEMPOOL_ATTR_LOCATION_TYPE: Self = Self(12);
+    /// `CU_MEMPOOL_ATTR_MAX_POOL_SIZE` = 13 (since CUDA 13.5).
+    pub const CU_MEMPOOL_ATTR_MAX_POOL_SIZE: Self = Self(13);
+    /// `CU_MEMPOOL_ATTR_HW_DECOMPRESS_ENABLED` = 14 (since CUDA 13.5).
+    pub const CU_MEMPOOL_ATTR_HW_DECOMPRESS_ENABLED: Self = Self(14);
+    /// `CU_MEMPOOL_ATTR_LOCALITY_DOMAIN_ID` = 15 (since CUDA 13.5).
+    pub const CU_MEMPOOL_ATTR_LOCALITY_DOMAIN_ID: Self = Self(15);
     /// The enumerator's name, or `None` for a value this crate does not know.
     pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
         match self.0 {
@@ -5305,6 +5830,13 @@ impl CUmemPool_attribute {
             6 => Some("CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH"),
             7 => Some("CU_MEMPOOL_ATTR_USED_MEM_CURRENT"),
             8 => Some("CU_MEMPOOL_ATTR_USED_MEM_HIGH"),
+            9 => Some("CU_MEMPOOL_ATTR_ALLOCATION_TYPE"),
+            10 => Some("CU_MEMPOOL_ATTR_EXPORT_HANDLE_TYPES"),
+            11 => Some("CU_MEMPOOL_ATTR_LOCATION_ID"),
+            12 => Some("CU_MEMPOOL_ATTR_LOCATION_TYPE"),
+            13 => Some("CU_MEMPOOL_ATTR_MAX_POOL_SIZE"),
+            14 => Some("CU_MEMPOOL_ATTR_HW_DECOMPRESS_ENABLED"),
+            15 => Some("CU_MEMPOOL_ATTR_LOCALITY_DOMAIN_ID"),
             _ => None,
         }
     }
@@ -5317,7 +5849,7 @@ impl ::core::fmt::Debug for CUmemPool_attribute {
         }
     }
 }
-/// The C enum `CUmemcpyFlags_enum`.
+/// The C enum `CUmemcpyFlags_enum`. First in CUDA 12.8.
 ///
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUmemcpyFlags_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
@@ -5345,7 +5877,7 @@ impl ::core::fmt::Debug for CUmemcpyFlags {
         }
     }
 }
-/// The C enum `CUmemcpySrcAccessOrder_enum`.
+/// The C enum `CUmemcpySrcAccessOrder_enum`. First in CUDA 12.8.
 ///
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUmemcpySrcAccessOrder_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
@@ -5382,7 +5914,7 @@ impl ::core::fmt::Debug for CUmemcpySrcAccessOrder {
         }
     }
 }
-/// The C enum `CUmemcpy3DOperandType_enum`.
+/// The C enum `CUmemcpy3DOperandType_enum`. First in CUDA 12.8.
 ///
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUmemcpy3DOperandType_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
@@ -5447,22 +5979,25 @@ impl ::core::fmt::Debug for CUgraphMem_attribute {
         }
     }
 }
-/// The C enum `CUgraphChildGraphNodeOwnership_enum`.
+/// The C enum `CUgraphChildGraphNodeOwnership_enum`. First in CUDA 13.0.
 ///
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUgraphChildGraphNodeOwnership_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUgraphChildGraphNodeOwnership(pub u32);
+pub struct CUgraphChildGraphNodeOwnership(pub i32);
 impl CUgraphChildGraphNodeOwnership {
     /// `CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE` = 0.
     pub const CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE: Self = Self(0);
     /// `CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE` = 1.
     pub const CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE: Self = Self(1);
+    /// `CU_GRAPH_CHILD_GRAPH_OWNERSHIP_INVALID` = -1 (since CUDA 13.5).
+    pub const CU_GRAPH_CHILD_GRAPH_OWNERSHIP_INVALID: Self = Self(-1);
     /// The enumerator's name, or `None` for a value this crate does not know.
     pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
         match self.0 {
             0 => Some("CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE"),
             1 => Some("CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE"),
+            -1 => Some("CU_GRAPH_CHILD_GRAPH_OWNERSHIP_INVALID"),
             _ => None,
         }
     }
@@ -5624,8 +6159,12 @@ impl CUgraphDebugDot_flags {
     pub const CU_GRAPH_DEBUG_DOT_FLAGS_BATCH_MEM_OP_NODE_PARAMS: Self = Self(8192);
     /// `CU_GRAPH_DEBUG_DOT_FLAGS_EXTRA_TOPO_INFO` = 16384.
     pub const CU_GRAPH_DEBUG_DOT_FLAGS_EXTRA_TOPO_INFO: Self = Self(16384);
-    /// `CU_GRAPH_DEBUG_DOT_FLAGS_CONDITIONAL_NODE_PARAMS` = 32768.
+    /// `CU_GRAPH_DEBUG_DOT_FLAGS_CONDITIONAL_NODE_PARAMS` = 32768 (since CUDA 12.4).
     pub const CU_GRAPH_DEBUG_DOT_FLAGS_CONDITIONAL_NODE_PARAMS: Self = Self(32768);
+    /// `CU_GRAPH_DEBUG_DOT_FLAGS_MEMCPY_BATCH_NODE_PARAMS` = 65536 (since CUDA 13.5).
+    pub const CU_GRAPH_DEBUG_DOT_FLAGS_MEMCPY_BATCH_NODE_PARAMS: Self = Self(65536);
+    /// `CU_GRAPH_DEBUG_DOT_FLAGS_FABRIC_CPY_BATCH_NODE_PARAMS` = 131072 (since CUDA 13.5).
+    pub const CU_GRAPH_DEBUG_DOT_FLAGS_FABRIC_CPY_BATCH_NODE_PARAMS: Self = Self(131072);
     /// The enumerator's name, or `None` for a value this crate does not know.
     pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
         match self.0 {
@@ -5645,6 +6184,8 @@ impl CUgraphDebugDot_flags {
             8192 => Some("CU_GRAPH_DEBUG_DOT_FLAGS_BATCH_MEM_OP_NODE_PARAMS"),
             16384 => Some("CU_GRAPH_DEBUG_DOT_FLAGS_EXTRA_TOPO_INFO"),
             32768 => Some("CU_GRAPH_DEBUG_DOT_FLAGS_CONDITIONAL_NODE_PARAMS"),
+            65536 => Some("CU_GRAPH_DEBUG_DOT_FLAGS_MEMCPY_BATCH_NODE_PARAMS"),
+            131072 => Some("CU_GRAPH_DEBUG_DOT_FLAGS_FABRIC_CPY_BATCH_NODE_PARAMS"),
             _ => None,
         }
     }
@@ -5741,7 +6282,7 @@ impl ::core::fmt::Debug for CUgraphInstantiate_flags {
         }
     }
 }
-/// The C enum `CUdeviceNumaConfig_enum`.
+/// The C enum `CUdeviceNumaConfig_enum`. First in CUDA 12.4.
 ///
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUdeviceNumaConfig_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
@@ -5769,7 +6310,7 @@ impl ::core::fmt::Debug for CUdeviceNumaConfig {
         }
     }
 }
-/// The C enum `CUprocessState_enum`.
+/// The C enum `CUprocessState_enum`. First in CUDA 12.8.
 ///
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUprocessState_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
@@ -5784,6 +6325,10 @@ impl CUprocessState {
     pub const CU_PROCESS_STATE_CHECKPOINTED: Self = Self(2);
     /// `CU_PROCESS_STATE_FAILED` = 3.
     pub const CU_PROCESS_STATE_FAILED: Self = Self(3);
+    /// `CU_PROCESS_STATE_CHECKPOINTING` = 4 (since CUDA 13.5).
+    pub const CU_PROCESS_STATE_CHECKPOINTING: Self = Self(4);
+    /// `CU_PROCESS_STATE_RESTORING` = 5 (since CUDA 13.5).
+    pub const CU_PROCESS_STATE_RESTORING: Self = Self(5);
     /// The enumerator's name, or `None` for a value this crate does not know.
     pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
         match self.0 {
@@ -5791,6 +6336,8 @@ impl CUprocessState {
             1 => Some("CU_PROCESS_STATE_LOCKED"),
             2 => Some("CU_PROCESS_STATE_CHECKPOINTED"),
             3 => Some("CU_PROCESS_STATE_FAILED"),
+            4 => Some("CU_PROCESS_STATE_CHECKPOINTING"),
+            5 => Some("CU_PROCESS_STATE_RESTORING"),
             _ => None,
         }
     }
@@ -5831,7 +6378,7 @@ impl ::core::fmt::Debug for CUmoduleLoadingMode {
         }
     }
 }
-/// The C enum `CUmemDecompressAlgorithm_enum`.
+/// The C enum `CUmemDecompressAlgorithm_enum`. First in CUDA 12.8.
 ///
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUmemDecompressAlgorithm_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
@@ -5844,7 +6391,7 @@ impl CUmemDecompressAlgorithm {
     pub const CU_MEM_DECOMPRESS_ALGORITHM_DEFLATE: Self = Self(1);
     /// `CU_MEM_DECOMPRESS_ALGORITHM_SNAPPY` = 2.
     pub const CU_MEM_DECOMPRESS_ALGORITHM_SNAPPY: Self = Self(2);
-    /// `CU_MEM_DECOMPRESS_ALGORITHM_LZ4` = 4.
+    /// `CU_MEM_DECOMPRESS_ALGORITHM_LZ4` = 4 (since CUDA 13.0).
     pub const CU_MEM_DECOMPRESS_ALGORITHM_LZ4: Self = Self(4);
     /// The enumerator's name, or `None` for a value this crate does not know.
     pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
@@ -5865,7 +6412,190 @@ impl ::core::fmt::Debug for CUmemDecompressAlgorithm {
         }
     }
 }
-/// The C enum `CUfunctionLoadingState_enum`.
+/// The C enum `CUcliqueType_enum`. First in CUDA 13.5.
+///
+/// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUcliqueType_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct CUcliqueType(pub u32);
+impl CUcliqueType {
+    /// `CU_CLIQUE_TYPE_UNICAST_POINTER` = 0.
+    pub const CU_CLIQUE_TYPE_UNICAST_POINTER: Self = Self(0);
+    /// `CU_CLIQUE_TYPE_MULTICAST_POINTER` = 1.
+    pub const CU_CLIQUE_TYPE_MULTICAST_POINTER: Self = Self(1);
+    /// `CU_CLIQUE_TYPE_UNICAST_LOGICAL_ENDPOINT` = 2.
+    pub const CU_CLIQUE_TYPE_UNICAST_LOGICAL_ENDPOINT: Self = Self(2);
+    /// `CU_CLIQUE_TYPE_MULTICAST_LOGICAL_ENDPOINT` = 3.
+    pub const CU_CLIQUE_TYPE_MULTICAST_LOGICAL_ENDPOINT: Self = Self(3);
+    /// The enumerator's name, or `None` for a value this crate does not know.
+    pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
+        match self.0 {
+            0 => Some("CU_CLIQUE_TYPE_UNICAST_POINTER"),
+            1 => Some("CU_CLIQUE_TYPE_MULTICAST_POINTER"),
+            2 => Some("CU_CLIQUE_TYPE_UNICAST_LOGICAL_ENDPOINT"),
+            3 => Some("CU_CLIQUE_TYPE_MULTICAST_LOGICAL_ENDPOINT"),
+            _ => None,
+        }
+    }
+}
+impl ::core::fmt::Debug for CUcliqueType {
+    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+        match self.variant_name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "CUcliqueType({})", self.0),
+        }
+    }
+}
+/// The C enum `CUlogicalEndpointIpcHandleType_enum`. First in CUDA 13.5.
+///
+/// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUlogicalEndpointIpcHandleType_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct CUlogicalEndpointIpcHandleType(pub u32);
+impl CUlogicalEndpointIpcHandleType {
+    /// `CU_LOGICAL_ENDPOINT_IPC_HANDLE_TYPE_NONE` = 0.
+    pub const CU_LOGICAL_ENDPOINT_IPC_HANDLE_TYPE_NONE: Self = Self(0);
+    /// `CU_LOGICAL_ENDPOINT_IPC_HANDLE_TYPE_FABRIC` = 1.
+    pub const CU_LOGICAL_ENDPOINT_IPC_HANDLE_TYPE_FABRIC: Self = Self(1);
+    /// The enumerator's name, or `None` for a value this crate does not know.
+    pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
+        match self.0 {
+            0 => Some("CU_LOGICAL_ENDPOINT_IPC_HANDLE_TYPE_NONE"),
+            1 => Some("CU_LOGICAL_ENDPOINT_IPC_HANDLE_TYPE_FABRIC"),
+            _ => None,
+        }
+    }
+}
+impl ::core::fmt::Debug for CUlogicalEndpointIpcHandleType {
+    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+        match self.variant_name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "CUlogicalEndpointIpcHandleType({})", self.0),
+        }
+    }
+}
+/// The C enum `CUlogicalEndpointType_enum`. First in CUDA 13.5.
+///
+/// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUlogicalEndpointType_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct CUlogicalEndpointType(pub u32);
+impl CUlogicalEndpointType {
+    /// `CU_LOGICAL_ENDPOINT_TYPE_INVALID` = 0.
+    pub const CU_LOGICAL_ENDPOINT_TYPE_INVALID: Self = Self(0);
+    /// `CU_LOGICAL_ENDPOINT_TYPE_UNICAST` = 1.
+    pub const CU_LOGICAL_ENDPOINT_TYPE_UNICAST: Self = Self(1);
+    /// `CU_LOGICAL_ENDPOINT_TYPE_MULTICAST` = 2.
+    pub const CU_LOGICAL_ENDPOINT_TYPE_MULTICAST: Self = Self(2);
+    /// The enumerator's name, or `None` for a value this crate does not know.
+    pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
+        match self.0 {
+            0 => Some("CU_LOGICAL_ENDPOINT_TYPE_INVALID"),
+            1 => Some("CU_LOGICAL_ENDPOINT_TYPE_UNICAST"),
+            2 => Some("CU_LOGICAL_ENDPOINT_TYPE_MULTICAST"),
+            _ => None,
+        }
+    }
+}
+impl ::core::fmt::Debug for CUlogicalEndpointType {
+    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+        match self.variant_name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "CUlogicalEndpointType({})", self.0),
+        }
+    }
+}
+/// The C enum `CUlogicalEndpointFlag_enum`. First in CUDA 13.5.
+///
+/// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUlogicalEndpointFlag_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct CUlogicalEndpointFlag(pub u32);
+impl CUlogicalEndpointFlag {
+    /// `CU_LOGICAL_ENDPOINT_FLAG_NONE` = 0.
+    pub const CU_LOGICAL_ENDPOINT_FLAG_NONE: Self = Self(0);
+    /// `CU_LOGICAL_ENDPOINT_FLAG_COUNTED_OPS` = 1.
+    pub const CU_LOGICAL_ENDPOINT_FLAG_COUNTED_OPS: Self = Self(1);
+    /// The enumerator's name, or `None` for a value this crate does not know.
+    pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
+        match self.0 {
+            0 => Some("CU_LOGICAL_ENDPOINT_FLAG_NONE"),
+            1 => Some("CU_LOGICAL_ENDPOINT_FLAG_COUNTED_OPS"),
+            _ => None,
+        }
+    }
+}
+impl ::core::fmt::Debug for CUlogicalEndpointFlag {
+    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+        match self.variant_name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "CUlogicalEndpointFlag({})", self.0),
+        }
+    }
+}
+/// The C enum `CUfabricCpyOperandType_enum`. First in CUDA 13.5.
+///
+/// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUfabricCpyOperandType_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct CUfabricCpyOperandType(pub u32);
+impl CUfabricCpyOperandType {
+    /// `CU_FABRIC_COPY_OPERAND_TYPE_POINTER` = 1.
+    pub const CU_FABRIC_COPY_OPERAND_TYPE_POINTER: Self = Self(1);
+    /// `CU_FABRIC_COPY_OPERAND_TYPE_LOGICAL_ENDPOINT` = 2.
+    pub const CU_FABRIC_COPY_OPERAND_TYPE_LOGICAL_ENDPOINT: Self = Self(2);
+    /// `CU_FABRIC_COPY_OPERAND_TYPE_MAX` = 2147483647.
+    pub const CU_FABRIC_COPY_OPERAND_TYPE_MAX: Self = Self(2147483647);
+    /// The enumerator's name, or `None` for a value this crate does not know.
+    pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
+        match self.0 {
+            1 => Some("CU_FABRIC_COPY_OPERAND_TYPE_POINTER"),
+            2 => Some("CU_FABRIC_COPY_OPERAND_TYPE_LOGICAL_ENDPOINT"),
+            2147483647 => Some("CU_FABRIC_COPY_OPERAND_TYPE_MAX"),
+            _ => None,
+        }
+    }
+}
+impl ::core::fmt::Debug for CUfabricCpyOperandType {
+    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+        match self.variant_name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "CUfabricCpyOperandType({})", self.0),
+        }
+    }
+}
+/// The C enum `CUgraphRecaptureStatus_enum`. First in CUDA 13.5.
+///
+/// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUgraphRecaptureStatus_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct CUgraphRecaptureStatus(pub u32);
+impl CUgraphRecaptureStatus {
+    /// `CU_GRAPH_RECAPTURE_ELIGIBLE_FOR_UPDATE` = 0.
+    pub const CU_GRAPH_RECAPTURE_ELIGIBLE_FOR_UPDATE: Self = Self(0);
+    /// `CU_GRAPH_RECAPTURE_INELIGIBLE_FOR_UPDATE` = 1.
+    pub const CU_GRAPH_RECAPTURE_INELIGIBLE_FOR_UPDATE: Self = Self(1);
+    /// `CU_GRAPH_RECAPTURE_ERROR` = 2.
+    pub const CU_GRAPH_RECAPTURE_ERROR: Self = Self(2);
+    /// The enumerator's name, or `None` for a value this crate does not know.
+    pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
+        match self.0 {
+            0 => Some("CU_GRAPH_RECAPTURE_ELIGIBLE_FOR_UPDATE"),
+            1 => Some("CU_GRAPH_RECAPTURE_INELIGIBLE_FOR_UPDATE"),
+            2 => Some("CU_GRAPH_RECAPTURE_ERROR"),
+            _ => None,
+        }
+    }
+}
+impl ::core::fmt::Debug for CUgraphRecaptureStatus {
+    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+        match self.variant_name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "CUgraphRecaptureStatus({})", self.0),
+        }
+    }
+}
+/// The C enum `CUfunctionLoadingState_enum`. First in CUDA 12.4.
 ///
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUfunctionLoadingState_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
@@ -5896,7 +6626,7 @@ impl ::core::fmt::Debug for CUfunctionLoadingState {
         }
     }
 }
-/// The C enum `CUcoredumpSettings_enum`.
+/// The C enum `CUcoredumpSettings_enum`. First in CUDA 12.4.
 ///
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUcoredumpSettings_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
@@ -5915,7 +6645,7 @@ impl CUcoredumpSettings {
     pub const CU_COREDUMP_FILE: Self = Self(5);
     /// `CU_COREDUMP_PIPE` = 6.
     pub const CU_COREDUMP_PIPE: Self = Self(6);
-    /// `CU_COREDUMP_GENERATION_FLAGS` = 7.
+    /// `CU_COREDUMP_GENERATION_FLAGS` = 7 (since CUDA 12.8).
     pub const CU_COREDUMP_GENERATION_FLAGS: Self = Self(7);
     /// `CU_COREDUMP_MAX` = 8.
     pub const CU_COREDUMP_MAX: Self = Self(8);
@@ -5942,12 +6672,12 @@ impl ::core::fmt::Debug for CUcoredumpSettings {
         }
     }
 }
-/// The C enum `CUCoredumpGenerationFlags`.
+/// The C enum `CUCoredumpGenerationFlags`. First in CUDA 12.8.
 ///
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUCoredumpGenerationFlags](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUCoredumpGenerationFlags(pub u32);
+pub struct CUCoredumpGenerationFlags(pub i32);
 impl CUCoredumpGenerationFlags {
     /// `CU_COREDUMP_DEFAULT_FLAGS` = 0.
     pub const CU_COREDUMP_DEFAULT_FLAGS: Self = Self(0);
@@ -5963,8 +6693,18 @@ impl CUCoredumpGenerationFlags {
     pub const CU_COREDUMP_SKIP_ABORT: Self = Self(16);
     /// `CU_COREDUMP_SKIP_CONSTBANK_MEMORY` = 32.
     pub const CU_COREDUMP_SKIP_CONSTBANK_MEMORY: Self = Self(32);
-    /// `CU_COREDUMP_LIGHTWEIGHT_FLAGS` = 47.
-    pub const CU_COREDUMP_LIGHTWEIGHT_FLAGS: Self = Self(47);
+    /// `CU_COREDUMP_GZIP_COMPRESS` = 64 (since CUDA 13.5).
+    pub const CU_COREDUMP_GZIP_COMPRESS: Self = Self(64);
+    /// `CU_COREDUMP_FAULTED_CONTEXTS_ONLY` = 128 (since CUDA 13.5).
+    pub const CU_COREDUMP_FAULTED_CONTEXTS_ONLY: Self = Self(128);
+    /// `CU_COREDUMP_SKIP_TENSOR_MEMORY` = 256 (since CUDA 13.5).
+    pub const CU_COREDUMP_SKIP_TENSOR_MEMORY: Self = Self(256);
+    /// `CU_COREDUMP_NO_ERRBAR_AT_EXIT` = 1073741824 (since CUDA 13.5).
+    pub const CU_COREDUMP_NO_ERRBAR_AT_EXIT: Self = Self(1073741824);
+    /// `CU_COREDUMP_LOG_ONLY` = -2147483648 (since CUDA 13.5).
+    pub const CU_COREDUMP_LOG_ONLY: Self = Self(-2147483648);
+    /// `CU_COREDUMP_LIGHTWEIGHT_FLAGS` = 303.
+    pub const CU_COREDUMP_LIGHTWEIGHT_FLAGS: Self = Self(303);
     /// The enumerator's name, or `None` for a value this crate does not know.
     pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
         match self.0 {
@@ -5975,7 +6715,12 @@ impl CUCoredumpGenerationFlags {
             8 => Some("CU_COREDUMP_SKIP_LOCAL_MEMORY"),
             16 => Some("CU_COREDUMP_SKIP_ABORT"),
             32 => Some("CU_COREDUMP_SKIP_CONSTBANK_MEMORY"),
-            47 => Some("CU_COREDUMP_LIGHTWEIGHT_FLAGS"),
+            64 => Some("CU_COREDUMP_GZIP_COMPRESS"),
+            128 => Some("CU_COREDUMP_FAULTED_CONTEXTS_ONLY"),
+            256 => Some("CU_COREDUMP_SKIP_TENSOR_MEMORY"),
+            1073741824 => Some("CU_COREDUMP_NO_ERRBAR_AT_EXIT"),
+            -2147483648 => Some("CU_COREDUMP_LOG_ONLY"),
+            303 => Some("CU_COREDUMP_LIGHTWEIGHT_FLAGS"),
             _ => None,
         }
     }
@@ -5988,18 +6733,21 @@ impl ::core::fmt::Debug for CUCoredumpGenerationFlags {
         }
     }
 }
-/// The C enum `CUgreenCtxCreate_flags`.
+/// The C enum `CUgreenCtxCreate_flags`. First in CUDA 12.4.
 ///
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUgreenCtxCreate_flags](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct CUgreenCtxCreate_flags(pub u32);
 impl CUgreenCtxCreate_flags {
+    /// `CU_GREEN_CTX_NONE` = 0 (since CUDA 13.5).
+    pub const CU_GREEN_CTX_NONE: Self = Self(0);
     /// `CU_GREEN_CTX_DEFAULT_STREAM` = 1.
     pub const CU_GREEN_CTX_DEFAULT_STREAM: Self = Self(1);
     /// The enumerator's name, or `None` for a value this crate does not know.
     pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
         match self.0 {
+            0 => Some("CU_GREEN_CTX_NONE"),
             1 => Some("CU_GREEN_CTX_DEFAULT_STREAM"),
             _ => None,
         }
@@ -6013,13 +6761,47 @@ impl ::core::fmt::Debug for CUgreenCtxCreate_flags {
         }
     }
 }
-/// The C enum `CUdevSmResourceSplit_flags`.
+/// The C enum `CUdevSmResourceGroup_flags`. First in CUDA 13.5.
 ///
-/// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUdevSmResourceSplit_flags](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUdevSmResourceGroup_flags](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct CUdevSmResourceSplit_flags(pub u32);
-impl CUdevSmResourceSplit_flags {
+pub struct CUdevSmResourceGroup_flags(pub u32);
+impl CUdevSmResourceGroup_flags {
+    /// `CU_DEV_SM_RESOURCE_GROUP_DEFAULT` = 0.
+    pub const CU_DEV_SM_RESOURCE_GROUP_DEFAULT: Self = Self(0);
+    /// `CU_DEV_SM_RESOURCE_GROUP_BACKFILL` = 1.
+    pub const CU_DEV_SM_RESOURCE_GROUP_BACKFILL: Self = Self(1);
+    /// `CU_DEV_SM_RESOURCE_GROUP_LOCALITY_DOMAIN_ID` = 2.
+    pub const CU_DEV_SM_RESOURCE_GROUP_LOCALITY_DOMAIN_ID: Self = Self(2);
+    /// `CU_DEV_SM_RESOURCE_GROUP_LOCALITY_DOMAIN_SUPPLEMENTAL_SMS` = 4.
+    pub const CU_DEV_SM_RESOURCE_GROUP_LOCALITY_DOMAIN_SUPPLEMENTAL_SMS: Self = Self(4);
+    /// The enumerator's name, or `None` for a value this crate does not know.
+    pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
+        match self.0 {
+            0 => Some("CU_DEV_SM_RESOURCE_GROUP_DEFAULT"),
+            1 => Some("CU_DEV_SM_RESOURCE_GROUP_BACKFILL"),
+            2 => Some("CU_DEV_SM_RESOURCE_GROUP_LOCALITY_DOMAIN_ID"),
+            4 => Some("CU_DEV_SM_RESOURCE_GROUP_LOCALITY_DOMAIN_SUPPLEMENTAL_SMS"),
+            _ => None,
+        }
+    }
+}
+impl ::core::fmt::Debug for CUdevSmResourceGroup_flags {
+    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+        match self.variant_name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "CUdevSmResourceGroup_flags({})", self.0),
+        }
+    }
+}
+/// The C enum `CUdevSmResourceSplitByCount_flags`. First in CUDA 13.5.
+///
+/// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUdevSmResourceSplitByCount_flags](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct CUdevSmResourceSplitByCount_flags(pub u32);
+impl CUdevSmResourceSplitByCount_flags {
     /// `CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING` = 1.
     pub const CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING: Self = Self(1);
     /// `CU_DEV_SM_RESOURCE_SPLIT_MAX_POTENTIAL_CLUSTER_SIZE` = 2.
@@ -6033,15 +6815,15 @@ impl CUdevSmResourceSplit_flags {
         }
     }
 }
-impl ::core::fmt::Debug for CUdevSmResourceSplit_flags {
+impl ::core::fmt::Debug for CUdevSmResourceSplitByCount_flags {
     fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
         match self.variant_name() {
             Some(n) => f.write_str(n),
-            None => write!(f, "CUdevSmResourceSplit_flags({})", self.0),
+            None => write!(f, "CUdevSmResourceSplitByCount_flags({})", self.0),
         }
     }
 }
-/// The C enum `CUdevResourceType`.
+/// The C enum `CUdevResourceType`. First in CUDA 12.4.
 ///
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUdevResourceType](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
@@ -6052,11 +6834,17 @@ impl CUdevResourceType {
     pub const CU_DEV_RESOURCE_TYPE_INVALID: Self = Self(0);
     /// `CU_DEV_RESOURCE_TYPE_SM` = 1.
     pub const CU_DEV_RESOURCE_TYPE_SM: Self = Self(1);
+    /// `CU_DEV_RESOURCE_TYPE_WORKQUEUE_CONFIG` = 1000 (since CUDA 13.5).
+    pub const CU_DEV_RESOURCE_TYPE_WORKQUEUE_CONFIG: Self = Self(1000);
+    /// `CU_DEV_RESOURCE_TYPE_WORKQUEUE` = 10000 (since CUDA 13.5).
+    pub const CU_DEV_RESOURCE_TYPE_WORKQUEUE: Self = Self(10000);
     /// The enumerator's name, or `None` for a value this crate does not know.
     pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
         match self.0 {
             0 => Some("CU_DEV_RESOURCE_TYPE_INVALID"),
             1 => Some("CU_DEV_RESOURCE_TYPE_SM"),
+            1000 => Some("CU_DEV_RESOURCE_TYPE_WORKQUEUE_CONFIG"),
+            10000 => Some("CU_DEV_RESOURCE_TYPE_WORKQUEUE"),
             _ => None,
         }
     }
@@ -6069,7 +6857,35 @@ impl ::core::fmt::Debug for CUdevResourceType {
         }
     }
 }
-/// The C enum `CUlogLevel_enum`.
+/// The C enum `CUdevWorkqueueConfigScope`. First in CUDA 13.5.
+///
+/// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUdevWorkqueueConfigScope](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct CUdevWorkqueueConfigScope(pub u32);
+impl CUdevWorkqueueConfigScope {
+    /// `CU_WORKQUEUE_SCOPE_DEVICE_CTX` = 0.
+    pub const CU_WORKQUEUE_SCOPE_DEVICE_CTX: Self = Self(0);
+    /// `CU_WORKQUEUE_SCOPE_GREEN_CTX_BALANCED` = 1.
+    pub const CU_WORKQUEUE_SCOPE_GREEN_CTX_BALANCED: Self = Self(1);
+    /// The enumerator's name, or `None` for a value this crate does not know.
+    pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
+        match self.0 {
+            0 => Some("CU_WORKQUEUE_SCOPE_DEVICE_CTX"),
+            1 => Some("CU_WORKQUEUE_SCOPE_GREEN_CTX_BALANCED"),
+            _ => None,
+        }
+    }
+}
+impl ::core::fmt::Debug for CUdevWorkqueueConfigScope {
+    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+        match self.variant_name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "CUdevWorkqueueConfigScope({})", self.0),
+        }
+    }
+}
+/// The C enum `CUlogLevel_enum`. First in CUDA 13.0.
 ///
 /// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUlogLevel_enum](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(transparent)]
@@ -6097,9 +6913,37 @@ impl ::core::fmt::Debug for CUlogLevel {
         }
     }
 }
+/// The C enum `CUdevSmResourceSplit_flags`. First in CUDA 12.8. Not in the CUDA 13.5 header and later.
+///
+/// A transparent newtype over the C value: a value this crate does not know (from a newer driver) is kept as it is, never undefined behaviour. See [CUdevSmResourceSplit_flags](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct CUdevSmResourceSplit_flags(pub u32);
+impl CUdevSmResourceSplit_flags {
+    /// `CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING` = 1 (not in the CUDA 13.5 header and later).
+    pub const CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING: Self = Self(1);
+    /// `CU_DEV_SM_RESOURCE_SPLIT_MAX_POTENTIAL_CLUSTER_SIZE` = 2 (not in the CUDA 13.5 header and later).
+    pub const CU_DEV_SM_RESOURCE_SPLIT_MAX_POTENTIAL_CLUSTER_SIZE: Self = Self(2);
+    /// The enumerator's name, or `None` for a value this crate does not know.
+    pub const fn variant_name(self) -> ::core::option::Option<&'static str> {
+        match self.0 {
+            1 => Some("CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING"),
+            2 => Some("CU_DEV_SM_RESOURCE_SPLIT_MAX_POTENTIAL_CLUSTER_SIZE"),
+            _ => None,
+        }
+    }
+}
+impl ::core::fmt::Debug for CUdevSmResourceSplit_flags {
+    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+        match self.variant_name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "CUdevSmResourceSplit_flags({})", self.0),
+        }
+    }
+}
 /// The C struct `CUuuid_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUuuid_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUuuid_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUuuid_st {
@@ -6112,9 +6956,9 @@ impl ::core::default::Default for CUuuid_st {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The C struct `CUmemFabricHandle_st`.
+/// The C struct `CUmemFabricHandle_st`. First in CUDA 12.4.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUmemFabricHandle_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUmemFabricHandle_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUmemFabricHandle_st {
@@ -6129,7 +6973,7 @@ impl ::core::default::Default for CUmemFabricHandle_st {
 }
 /// The C struct `CUipcEventHandle_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUipcEventHandle_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUipcEventHandle_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUipcEventHandle_st {
@@ -6144,7 +6988,7 @@ impl ::core::default::Default for CUipcEventHandle_st {
 }
 /// The C struct `CUipcMemHandle_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUipcMemHandle_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUipcMemHandle_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUipcMemHandle_st {
@@ -6159,7 +7003,7 @@ impl ::core::default::Default for CUipcMemHandle_st {
 }
 /// The C union `CUstreamBatchMemOpParams_union`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUstreamBatchMemOpParams_union](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUstreamBatchMemOpParams_union](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub union CUstreamBatchMemOpParams_union {
@@ -6173,6 +7017,8 @@ pub union CUstreamBatchMemOpParams_union {
     pub flushRemoteWrites: CUstreamBatchMemOpParams_union_CUstreamMemOpFlushRemoteWritesParams_st,
     /// C field `CUstreamBatchMemOpParams_union_CUstreamMemOpMemoryBarrierParams_st memoryBarrier`.
     pub memoryBarrier: CUstreamBatchMemOpParams_union_CUstreamMemOpMemoryBarrierParams_st,
+    /// C field `CUstreamBatchMemOpParams_union_CUstreamMemOpAtomicReductionParams_st atomicReduction` (since CUDA 13.5).
+    pub atomicReduction: CUstreamBatchMemOpParams_union_CUstreamMemOpAtomicReductionParams_st,
     /// C field `cuuint64_t pad[6]`.
     pub pad: [cuuint64_t; 6],
 }
@@ -6184,7 +7030,7 @@ impl ::core::default::Default for CUstreamBatchMemOpParams_union {
 }
 /// The C struct `CUstreamBatchMemOpParams_union_CUstreamMemOpWaitValueParams_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUstreamBatchMemOpParams_union_CUstreamMemOpWaitValueParams_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUstreamBatchMemOpParams_union_CUstreamMemOpWaitValueParams_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUstreamBatchMemOpParams_union_CUstreamMemOpWaitValueParams_st {
@@ -6208,7 +7054,7 @@ for CUstreamBatchMemOpParams_union_CUstreamMemOpWaitValueParams_st {
 }
 /// The anonymous C union at `CUstreamBatchMemOpParams_union_CUstreamMemOpWaitValueParams_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUstreamBatchMemOpParams_union_CUstreamMemOpWaitValueParams_st_anon1](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUstreamBatchMemOpParams_union_CUstreamMemOpWaitValueParams_st_anon1](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub union CUstreamBatchMemOpParams_union_CUstreamMemOpWaitValueParams_st_anon1 {
@@ -6226,7 +7072,7 @@ for CUstreamBatchMemOpParams_union_CUstreamMemOpWaitValueParams_st_anon1 {
 }
 /// The C struct `CUstreamBatchMemOpParams_union_CUstreamMemOpWriteValueParams_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUstreamBatchMemOpParams_union_CUstreamMemOpWriteValueParams_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUstreamBatchMemOpParams_union_CUstreamMemOpWriteValueParams_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUstreamBatchMemOpParams_union_CUstreamMemOpWriteValueParams_st {
@@ -6250,7 +7096,7 @@ for CUstreamBatchMemOpParams_union_CUstreamMemOpWriteValueParams_st {
 }
 /// The anonymous C union at `CUstreamBatchMemOpParams_union_CUstreamMemOpWriteValueParams_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUstreamBatchMemOpParams_union_CUstreamMemOpWriteValueParams_st_anon1](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUstreamBatchMemOpParams_union_CUstreamMemOpWriteValueParams_st_anon1](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub union CUstreamBatchMemOpParams_union_CUstreamMemOpWriteValueParams_st_anon1 {
@@ -6268,7 +7114,7 @@ for CUstreamBatchMemOpParams_union_CUstreamMemOpWriteValueParams_st_anon1 {
 }
 /// The C struct `CUstreamBatchMemOpParams_union_CUstreamMemOpFlushRemoteWritesParams_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUstreamBatchMemOpParams_union_CUstreamMemOpFlushRemoteWritesParams_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUstreamBatchMemOpParams_union_CUstreamMemOpFlushRemoteWritesParams_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUstreamBatchMemOpParams_union_CUstreamMemOpFlushRemoteWritesParams_st {
@@ -6286,7 +7132,7 @@ for CUstreamBatchMemOpParams_union_CUstreamMemOpFlushRemoteWritesParams_st {
 }
 /// The C struct `CUstreamBatchMemOpParams_union_CUstreamMemOpMemoryBarrierParams_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUstreamBatchMemOpParams_union_CUstreamMemOpMemoryBarrierParams_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUstreamBatchMemOpParams_union_CUstreamMemOpMemoryBarrierParams_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUstreamBatchMemOpParams_union_CUstreamMemOpMemoryBarrierParams_st {
@@ -6302,9 +7148,37 @@ for CUstreamBatchMemOpParams_union_CUstreamMemOpMemoryBarrierParams_st {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The C struct `CUDA_BATCH_MEM_OP_NODE_PARAMS_v1_st`.
+/// The C struct `CUstreamBatchMemOpParams_union_CUstreamMemOpAtomicReductionParams_st`. First in CUDA 13.5.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_BATCH_MEM_OP_NODE_PARAMS_v1_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUstreamBatchMemOpParams_union_CUstreamMemOpAtomicReductionParams_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CUstreamBatchMemOpParams_union_CUstreamMemOpAtomicReductionParams_st {
+    /// C field `CUstreamBatchMemOpType operation`.
+    pub operation: CUstreamBatchMemOpType,
+    /// C field `unsigned int flags`.
+    pub flags: ::core::ffi::c_uint,
+    /// C field `CUstreamAtomicReductionOpType reductionOp`.
+    pub reductionOp: CUstreamAtomicReductionOpType,
+    /// C field `CUstreamAtomicReductionDataType dataType`.
+    pub dataType: CUstreamAtomicReductionDataType,
+    /// C field `CUdeviceptr address`.
+    pub address: CUdeviceptr,
+    /// C field `cuuint64_t value`.
+    pub value: cuuint64_t,
+    /// C field `CUdeviceptr alias`.
+    pub alias: CUdeviceptr,
+}
+impl ::core::default::Default
+for CUstreamBatchMemOpParams_union_CUstreamMemOpAtomicReductionParams_st {
+    fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
+        unsafe { ::core::mem::zeroed() }
+    }
+}
+/// The C struct `CUDA_BATCH_MEM_OP_NODE_PARAMS_v1_st`. First in CUDA 12.4.
+///
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_BATCH_MEM_OP_NODE_PARAMS_v1_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_BATCH_MEM_OP_NODE_PARAMS_v1_st {
@@ -6323,9 +7197,9 @@ impl ::core::default::Default for CUDA_BATCH_MEM_OP_NODE_PARAMS_v1_st {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The C struct `CUDA_BATCH_MEM_OP_NODE_PARAMS_v2_st`.
+/// The C struct `CUDA_BATCH_MEM_OP_NODE_PARAMS_v2_st`. First in CUDA 12.4.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_BATCH_MEM_OP_NODE_PARAMS_v2_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_BATCH_MEM_OP_NODE_PARAMS_v2_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_BATCH_MEM_OP_NODE_PARAMS_v2_st {
@@ -6344,9 +7218,9 @@ impl ::core::default::Default for CUDA_BATCH_MEM_OP_NODE_PARAMS_v2_st {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The C struct `CUasyncNotificationInfo_st`.
+/// The C struct `CUasyncNotificationInfo_st`. First in CUDA 12.4.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUasyncNotificationInfo_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUasyncNotificationInfo_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUasyncNotificationInfo_st {
@@ -6361,9 +7235,9 @@ impl ::core::default::Default for CUasyncNotificationInfo_st {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The anonymous C union at `CUasyncNotificationInfo_st.info`.
+/// The anonymous C union at `CUasyncNotificationInfo_st.info`. First in CUDA 12.4.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUasyncNotificationInfo_st_info](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUasyncNotificationInfo_st_info](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub union CUasyncNotificationInfo_st_info {
@@ -6376,9 +7250,9 @@ impl ::core::default::Default for CUasyncNotificationInfo_st_info {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The anonymous C struct at `CUasyncNotificationInfo_st.info.overBudget`.
+/// The anonymous C struct at `CUasyncNotificationInfo_st.info.overBudget`. First in CUDA 12.4.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUasyncNotificationInfo_st_info_overBudget](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUasyncNotificationInfo_st_info_overBudget](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUasyncNotificationInfo_st_info_overBudget {
@@ -6393,7 +7267,7 @@ impl ::core::default::Default for CUasyncNotificationInfo_st_info_overBudget {
 }
 /// The C struct `CUdevprop_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUdevprop_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUdevprop_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUdevprop_st {
@@ -6426,7 +7300,7 @@ impl ::core::default::Default for CUdevprop_st {
 }
 /// The C struct `CUaccessPolicyWindow_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUaccessPolicyWindow_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUaccessPolicyWindow_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUaccessPolicyWindow_st {
@@ -6449,7 +7323,7 @@ impl ::core::default::Default for CUaccessPolicyWindow_st {
 }
 /// The C struct `CUDA_KERNEL_NODE_PARAMS_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_KERNEL_NODE_PARAMS_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_KERNEL_NODE_PARAMS_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_KERNEL_NODE_PARAMS_st {
@@ -6482,7 +7356,7 @@ impl ::core::default::Default for CUDA_KERNEL_NODE_PARAMS_st {
 }
 /// The C struct `CUDA_KERNEL_NODE_PARAMS_v2_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_KERNEL_NODE_PARAMS_v2_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_KERNEL_NODE_PARAMS_v2_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_KERNEL_NODE_PARAMS_v2_st {
@@ -6517,9 +7391,9 @@ impl ::core::default::Default for CUDA_KERNEL_NODE_PARAMS_v2_st {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The C struct `CUDA_KERNEL_NODE_PARAMS_v3_st`.
+/// The C struct `CUDA_KERNEL_NODE_PARAMS_v3_st`. First in CUDA 12.4.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_KERNEL_NODE_PARAMS_v3_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_KERNEL_NODE_PARAMS_v3_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_KERNEL_NODE_PARAMS_v3_st {
@@ -6556,7 +7430,7 @@ impl ::core::default::Default for CUDA_KERNEL_NODE_PARAMS_v3_st {
 }
 /// The C struct `CUDA_MEMSET_NODE_PARAMS_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_MEMSET_NODE_PARAMS_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_MEMSET_NODE_PARAMS_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_MEMSET_NODE_PARAMS_st {
@@ -6579,9 +7453,9 @@ impl ::core::default::Default for CUDA_MEMSET_NODE_PARAMS_st {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The C struct `CUDA_MEMSET_NODE_PARAMS_v2_st`.
+/// The C struct `CUDA_MEMSET_NODE_PARAMS_v2_st`. First in CUDA 12.4.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_MEMSET_NODE_PARAMS_v2_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_MEMSET_NODE_PARAMS_v2_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_MEMSET_NODE_PARAMS_v2_st {
@@ -6608,7 +7482,7 @@ impl ::core::default::Default for CUDA_MEMSET_NODE_PARAMS_v2_st {
 }
 /// The C struct `CUDA_HOST_NODE_PARAMS_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_HOST_NODE_PARAMS_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_HOST_NODE_PARAMS_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_HOST_NODE_PARAMS_st {
@@ -6623,9 +7497,9 @@ impl ::core::default::Default for CUDA_HOST_NODE_PARAMS_st {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The C struct `CUDA_HOST_NODE_PARAMS_v2_st`.
+/// The C struct `CUDA_HOST_NODE_PARAMS_v2_st`. First in CUDA 12.4.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_HOST_NODE_PARAMS_v2_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_HOST_NODE_PARAMS_v2_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_HOST_NODE_PARAMS_v2_st {
@@ -6633,6 +7507,10 @@ pub struct CUDA_HOST_NODE_PARAMS_v2_st {
     pub fn_: CUhostFn,
     /// C field `void *userData`.
     pub userData: *mut ::core::ffi::c_void,
+    /// C field `unsigned int syncMode` (since CUDA 13.5).
+    pub syncMode: ::core::ffi::c_uint,
+    /// C field `CUDA_HOST_NODE_PARAMS_v2_st_anon1 anon1` (since CUDA 13.5).
+    pub anon1: CUDA_HOST_NODE_PARAMS_v2_st_anon1,
 }
 impl ::core::default::Default for CUDA_HOST_NODE_PARAMS_v2_st {
     fn default() -> Self {
@@ -6640,9 +7518,26 @@ impl ::core::default::Default for CUDA_HOST_NODE_PARAMS_v2_st {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The C struct `CUDA_CONDITIONAL_NODE_PARAMS`.
+/// The anonymous C union at `CUDA_HOST_NODE_PARAMS_v2_st`. First in CUDA 13.5.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_CONDITIONAL_NODE_PARAMS](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_HOST_NODE_PARAMS_v2_st_anon1](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union CUDA_HOST_NODE_PARAMS_v2_st_anon1 {
+    /// C field `CUcontext ctx`.
+    pub ctx: CUcontext,
+    /// C field `CUgreenCtx gCtx`.
+    pub gCtx: CUgreenCtx,
+}
+impl ::core::default::Default for CUDA_HOST_NODE_PARAMS_v2_st_anon1 {
+    fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
+        unsafe { ::core::mem::zeroed() }
+    }
+}
+/// The C struct `CUDA_CONDITIONAL_NODE_PARAMS`. First in CUDA 12.4.
+///
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_CONDITIONAL_NODE_PARAMS](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_CONDITIONAL_NODE_PARAMS {
@@ -6663,9 +7558,9 @@ impl ::core::default::Default for CUDA_CONDITIONAL_NODE_PARAMS {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The C struct `CUgraphEdgeData_st`.
+/// The C struct `CUgraphEdgeData_st`. First in CUDA 12.4.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUgraphEdgeData_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUgraphEdgeData_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUgraphEdgeData_st {
@@ -6686,7 +7581,7 @@ impl ::core::default::Default for CUgraphEdgeData_st {
 }
 /// The C struct `CUDA_GRAPH_INSTANTIATE_PARAMS_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_GRAPH_INSTANTIATE_PARAMS_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_GRAPH_INSTANTIATE_PARAMS_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_GRAPH_INSTANTIATE_PARAMS_st {
@@ -6707,7 +7602,7 @@ impl ::core::default::Default for CUDA_GRAPH_INSTANTIATE_PARAMS_st {
 }
 /// The C struct `CUlaunchMemSyncDomainMap_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUlaunchMemSyncDomainMap_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUlaunchMemSyncDomainMap_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUlaunchMemSyncDomainMap_st {
@@ -6724,7 +7619,7 @@ impl ::core::default::Default for CUlaunchMemSyncDomainMap_st {
 }
 /// The C union `CUlaunchAttributeValue_union`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUlaunchAttributeValue_union](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUlaunchAttributeValue_union](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub union CUlaunchAttributeValue_union {
@@ -6744,7 +7639,7 @@ pub union CUlaunchAttributeValue_union {
     pub programmaticStreamSerializationAllowed: ::core::ffi::c_int,
     /// C field `CUlaunchAttributeValue_union_programmaticEvent programmaticEvent`.
     pub programmaticEvent: CUlaunchAttributeValue_union_programmaticEvent,
-    /// C field `CUlaunchAttributeValue_union_launchCompletionEvent launchCompletionEvent`.
+    /// C field `CUlaunchAttributeValue_union_launchCompletionEvent launchCompletionEvent` (since CUDA 12.4).
     pub launchCompletionEvent: CUlaunchAttributeValue_union_launchCompletionEvent,
     /// C field `int priority`.
     pub priority: ::core::ffi::c_int,
@@ -6752,14 +7647,18 @@ pub union CUlaunchAttributeValue_union {
     pub memSyncDomainMap: CUlaunchMemSyncDomainMap,
     /// C field `CUlaunchMemSyncDomain memSyncDomain`.
     pub memSyncDomain: CUlaunchMemSyncDomain,
-    /// C field `CUlaunchAttributeValue_union_preferredClusterDim preferredClusterDim`.
+    /// C field `CUlaunchAttributeValue_union_preferredClusterDim preferredClusterDim` (since CUDA 12.8).
     pub preferredClusterDim: CUlaunchAttributeValue_union_preferredClusterDim,
-    /// C field `CUlaunchAttributeValue_union_deviceUpdatableKernelNode deviceUpdatableKernelNode`.
+    /// C field `CUlaunchAttributeValue_union_deviceUpdatableKernelNode deviceUpdatableKernelNode` (since CUDA 12.4).
     pub deviceUpdatableKernelNode: CUlaunchAttributeValue_union_deviceUpdatableKernelNode,
-    /// C field `unsigned int sharedMemCarveout`.
+    /// C field `unsigned int sharedMemCarveout` (since CUDA 12.8).
     pub sharedMemCarveout: ::core::ffi::c_uint,
-    /// C field `unsigned int nvlinkUtilCentricScheduling`.
+    /// C field `unsigned int nvlinkUtilCentricScheduling` (since CUDA 13.0).
     pub nvlinkUtilCentricScheduling: ::core::ffi::c_uint,
+    /// C field `CUlaunchAttributePortableClusterMode portableClusterSizeMode` (since CUDA 13.5).
+    pub portableClusterSizeMode: CUlaunchAttributePortableClusterMode,
+    /// C field `CUsharedMemoryMode sharedMemoryMode` (since CUDA 13.5).
+    pub sharedMemoryMode: CUsharedMemoryMode,
 }
 impl ::core::default::Default for CUlaunchAttributeValue_union {
     fn default() -> Self {
@@ -6769,7 +7668,7 @@ impl ::core::default::Default for CUlaunchAttributeValue_union {
 }
 /// The anonymous C struct at `CUlaunchAttributeValue_union.clusterDim`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUlaunchAttributeValue_union_clusterDim](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUlaunchAttributeValue_union_clusterDim](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUlaunchAttributeValue_union_clusterDim {
@@ -6788,7 +7687,7 @@ impl ::core::default::Default for CUlaunchAttributeValue_union_clusterDim {
 }
 /// The anonymous C struct at `CUlaunchAttributeValue_union.programmaticEvent`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUlaunchAttributeValue_union_programmaticEvent](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUlaunchAttributeValue_union_programmaticEvent](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUlaunchAttributeValue_union_programmaticEvent {
@@ -6805,9 +7704,9 @@ impl ::core::default::Default for CUlaunchAttributeValue_union_programmaticEvent
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The anonymous C struct at `CUlaunchAttributeValue_union.launchCompletionEvent`.
+/// The anonymous C struct at `CUlaunchAttributeValue_union.launchCompletionEvent`. First in CUDA 12.4.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUlaunchAttributeValue_union_launchCompletionEvent](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUlaunchAttributeValue_union_launchCompletionEvent](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUlaunchAttributeValue_union_launchCompletionEvent {
@@ -6822,9 +7721,9 @@ impl ::core::default::Default for CUlaunchAttributeValue_union_launchCompletionE
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The anonymous C struct at `CUlaunchAttributeValue_union.preferredClusterDim`.
+/// The anonymous C struct at `CUlaunchAttributeValue_union.preferredClusterDim`. First in CUDA 12.8.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUlaunchAttributeValue_union_preferredClusterDim](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUlaunchAttributeValue_union_preferredClusterDim](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUlaunchAttributeValue_union_preferredClusterDim {
@@ -6841,9 +7740,9 @@ impl ::core::default::Default for CUlaunchAttributeValue_union_preferredClusterD
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The anonymous C struct at `CUlaunchAttributeValue_union.deviceUpdatableKernelNode`.
+/// The anonymous C struct at `CUlaunchAttributeValue_union.deviceUpdatableKernelNode`. First in CUDA 12.4.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUlaunchAttributeValue_union_deviceUpdatableKernelNode](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUlaunchAttributeValue_union_deviceUpdatableKernelNode](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUlaunchAttributeValue_union_deviceUpdatableKernelNode {
@@ -6861,7 +7760,7 @@ for CUlaunchAttributeValue_union_deviceUpdatableKernelNode {
 }
 /// The C struct `CUlaunchAttribute_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUlaunchAttribute_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUlaunchAttribute_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUlaunchAttribute_st {
@@ -6880,7 +7779,7 @@ impl ::core::default::Default for CUlaunchAttribute_st {
 }
 /// The C struct `CUlaunchConfig_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUlaunchConfig_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUlaunchConfig_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUlaunchConfig_st {
@@ -6913,7 +7812,7 @@ impl ::core::default::Default for CUlaunchConfig_st {
 }
 /// The C struct `CUexecAffinitySmCount_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUexecAffinitySmCount_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUexecAffinitySmCount_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUexecAffinitySmCount_st {
@@ -6928,7 +7827,7 @@ impl ::core::default::Default for CUexecAffinitySmCount_st {
 }
 /// The C struct `CUexecAffinityParam_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUexecAffinityParam_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUexecAffinityParam_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUexecAffinityParam_st {
@@ -6945,7 +7844,7 @@ impl ::core::default::Default for CUexecAffinityParam_st {
 }
 /// The anonymous C union at `CUexecAffinityParam_st.param`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUexecAffinityParam_st_param](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUexecAffinityParam_st_param](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub union CUexecAffinityParam_st_param {
@@ -6958,9 +7857,9 @@ impl ::core::default::Default for CUexecAffinityParam_st_param {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The C struct `CUctxCigParam_st`.
+/// The C struct `CUctxCigParam_st`. First in CUDA 12.8.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUctxCigParam_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUctxCigParam_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUctxCigParam_st {
@@ -6975,9 +7874,9 @@ impl ::core::default::Default for CUctxCigParam_st {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The C struct `CUctxCreateParams_st`.
+/// The C struct `CUctxCreateParams_st`. First in CUDA 12.8.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUctxCreateParams_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUctxCreateParams_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUctxCreateParams_st {
@@ -6994,9 +7893,41 @@ impl ::core::default::Default for CUctxCreateParams_st {
         unsafe { ::core::mem::zeroed() }
     }
 }
+/// The C struct `CUstreamCigParam_st`. First in CUDA 13.5.
+///
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUstreamCigParam_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CUstreamCigParam_st {
+    /// C field `CUstreamCigDataType streamSharedDataType`.
+    pub streamSharedDataType: CUstreamCigDataType,
+    /// C field `void *streamSharedData`.
+    pub streamSharedData: *mut ::core::ffi::c_void,
+}
+impl ::core::default::Default for CUstreamCigParam_st {
+    fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
+        unsafe { ::core::mem::zeroed() }
+    }
+}
+/// The C struct `CUstreamCigCaptureParams_st`. First in CUDA 13.5.
+///
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUstreamCigCaptureParams_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CUstreamCigCaptureParams_st {
+    /// C field `CUstreamCigParam *streamCigParams`.
+    pub streamCigParams: *mut CUstreamCigParam,
+}
+impl ::core::default::Default for CUstreamCigCaptureParams_st {
+    fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
+        unsafe { ::core::mem::zeroed() }
+    }
+}
 /// The C struct `CUlibraryHostUniversalFunctionAndDataTable_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUlibraryHostUniversalFunctionAndDataTable_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUlibraryHostUniversalFunctionAndDataTable_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUlibraryHostUniversalFunctionAndDataTable_st {
@@ -7017,7 +7948,7 @@ impl ::core::default::Default for CUlibraryHostUniversalFunctionAndDataTable_st 
 }
 /// The C struct `CUDA_MEMCPY2D_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_MEMCPY2D_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_MEMCPY2D_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_MEMCPY2D_st {
@@ -7062,7 +7993,7 @@ impl ::core::default::Default for CUDA_MEMCPY2D_st {
 }
 /// The C struct `CUDA_MEMCPY3D_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_MEMCPY3D_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_MEMCPY3D_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_MEMCPY3D_st {
@@ -7125,7 +8056,7 @@ impl ::core::default::Default for CUDA_MEMCPY3D_st {
 }
 /// The C struct `CUDA_MEMCPY3D_PEER_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_MEMCPY3D_PEER_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_MEMCPY3D_PEER_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_MEMCPY3D_PEER_st {
@@ -7186,9 +8117,9 @@ impl ::core::default::Default for CUDA_MEMCPY3D_PEER_st {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The C struct `CUDA_MEMCPY_NODE_PARAMS_st`.
+/// The C struct `CUDA_MEMCPY_NODE_PARAMS_st`. First in CUDA 12.4.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_MEMCPY_NODE_PARAMS_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_MEMCPY_NODE_PARAMS_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_MEMCPY_NODE_PARAMS_st {
@@ -7209,7 +8140,7 @@ impl ::core::default::Default for CUDA_MEMCPY_NODE_PARAMS_st {
 }
 /// The C struct `CUDA_ARRAY_DESCRIPTOR_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_ARRAY_DESCRIPTOR_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_ARRAY_DESCRIPTOR_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_ARRAY_DESCRIPTOR_st {
@@ -7230,7 +8161,7 @@ impl ::core::default::Default for CUDA_ARRAY_DESCRIPTOR_st {
 }
 /// The C struct `CUDA_ARRAY3D_DESCRIPTOR_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_ARRAY3D_DESCRIPTOR_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_ARRAY3D_DESCRIPTOR_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_ARRAY3D_DESCRIPTOR_st {
@@ -7255,7 +8186,7 @@ impl ::core::default::Default for CUDA_ARRAY3D_DESCRIPTOR_st {
 }
 /// The C struct `CUDA_ARRAY_SPARSE_PROPERTIES_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_ARRAY_SPARSE_PROPERTIES_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_ARRAY_SPARSE_PROPERTIES_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_ARRAY_SPARSE_PROPERTIES_st {
@@ -7278,7 +8209,7 @@ impl ::core::default::Default for CUDA_ARRAY_SPARSE_PROPERTIES_st {
 }
 /// The anonymous C struct at `CUDA_ARRAY_SPARSE_PROPERTIES_st.tileExtent`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_ARRAY_SPARSE_PROPERTIES_st_tileExtent](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_ARRAY_SPARSE_PROPERTIES_st_tileExtent](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_ARRAY_SPARSE_PROPERTIES_st_tileExtent {
@@ -7297,7 +8228,7 @@ impl ::core::default::Default for CUDA_ARRAY_SPARSE_PROPERTIES_st_tileExtent {
 }
 /// The C struct `CUDA_ARRAY_MEMORY_REQUIREMENTS_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_ARRAY_MEMORY_REQUIREMENTS_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_ARRAY_MEMORY_REQUIREMENTS_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_ARRAY_MEMORY_REQUIREMENTS_st {
@@ -7316,7 +8247,7 @@ impl ::core::default::Default for CUDA_ARRAY_MEMORY_REQUIREMENTS_st {
 }
 /// The C struct `CUDA_RESOURCE_DESC_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_RESOURCE_DESC_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_RESOURCE_DESC_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_RESOURCE_DESC_st {
@@ -7335,7 +8266,7 @@ impl ::core::default::Default for CUDA_RESOURCE_DESC_st {
 }
 /// The anonymous C union at `CUDA_RESOURCE_DESC_st.res`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_RESOURCE_DESC_st_res](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_RESOURCE_DESC_st_res](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub union CUDA_RESOURCE_DESC_st_res {
@@ -7358,7 +8289,7 @@ impl ::core::default::Default for CUDA_RESOURCE_DESC_st_res {
 }
 /// The anonymous C struct at `CUDA_RESOURCE_DESC_st.res.array`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_RESOURCE_DESC_st_res_array](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_RESOURCE_DESC_st_res_array](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_RESOURCE_DESC_st_res_array {
@@ -7373,7 +8304,7 @@ impl ::core::default::Default for CUDA_RESOURCE_DESC_st_res_array {
 }
 /// The anonymous C struct at `CUDA_RESOURCE_DESC_st.res.mipmap`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_RESOURCE_DESC_st_res_mipmap](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_RESOURCE_DESC_st_res_mipmap](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_RESOURCE_DESC_st_res_mipmap {
@@ -7388,7 +8319,7 @@ impl ::core::default::Default for CUDA_RESOURCE_DESC_st_res_mipmap {
 }
 /// The anonymous C struct at `CUDA_RESOURCE_DESC_st.res.linear`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_RESOURCE_DESC_st_res_linear](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_RESOURCE_DESC_st_res_linear](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_RESOURCE_DESC_st_res_linear {
@@ -7409,7 +8340,7 @@ impl ::core::default::Default for CUDA_RESOURCE_DESC_st_res_linear {
 }
 /// The anonymous C struct at `CUDA_RESOURCE_DESC_st.res.pitch2D`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_RESOURCE_DESC_st_res_pitch2D](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_RESOURCE_DESC_st_res_pitch2D](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_RESOURCE_DESC_st_res_pitch2D {
@@ -7434,7 +8365,7 @@ impl ::core::default::Default for CUDA_RESOURCE_DESC_st_res_pitch2D {
 }
 /// The anonymous C struct at `CUDA_RESOURCE_DESC_st.res.reserved`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_RESOURCE_DESC_st_res_reserved](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_RESOURCE_DESC_st_res_reserved](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_RESOURCE_DESC_st_res_reserved {
@@ -7449,7 +8380,7 @@ impl ::core::default::Default for CUDA_RESOURCE_DESC_st_res_reserved {
 }
 /// The C struct `CUDA_TEXTURE_DESC_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_TEXTURE_DESC_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_TEXTURE_DESC_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_TEXTURE_DESC_st {
@@ -7482,7 +8413,7 @@ impl ::core::default::Default for CUDA_TEXTURE_DESC_st {
 }
 /// The C struct `CUDA_RESOURCE_VIEW_DESC_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_RESOURCE_VIEW_DESC_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_RESOURCE_VIEW_DESC_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_RESOURCE_VIEW_DESC_st {
@@ -7513,7 +8444,7 @@ impl ::core::default::Default for CUDA_RESOURCE_VIEW_DESC_st {
 }
 /// The C struct `CUtensorMap_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUtensorMap_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUtensorMap_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C, align(128))]
 #[derive(Clone, Copy)]
 pub struct CUtensorMap_st {
@@ -7528,7 +8459,7 @@ impl ::core::default::Default for CUtensorMap_st {
 }
 /// The C struct `CUDA_POINTER_ATTRIBUTE_P2P_TOKENS_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_POINTER_ATTRIBUTE_P2P_TOKENS_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_POINTER_ATTRIBUTE_P2P_TOKENS_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_POINTER_ATTRIBUTE_P2P_TOKENS_st {
@@ -7545,7 +8476,7 @@ impl ::core::default::Default for CUDA_POINTER_ATTRIBUTE_P2P_TOKENS_st {
 }
 /// The C struct `CUDA_LAUNCH_PARAMS_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_LAUNCH_PARAMS_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_LAUNCH_PARAMS_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_LAUNCH_PARAMS_st {
@@ -7578,7 +8509,7 @@ impl ::core::default::Default for CUDA_LAUNCH_PARAMS_st {
 }
 /// The C struct `CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st {
@@ -7601,7 +8532,7 @@ impl ::core::default::Default for CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st {
 }
 /// The anonymous C union at `CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st.handle`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st_handle](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st_handle](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub union CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st_handle {
@@ -7620,7 +8551,7 @@ impl ::core::default::Default for CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st_handle {
 }
 /// The anonymous C struct at `CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st.handle.win32`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st_handle_win32](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st_handle_win32](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st_handle_win32 {
@@ -7637,7 +8568,7 @@ impl ::core::default::Default for CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st_handle_win
 }
 /// The C struct `CUDA_EXTERNAL_MEMORY_BUFFER_DESC_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_EXTERNAL_MEMORY_BUFFER_DESC_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_EXTERNAL_MEMORY_BUFFER_DESC_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_EXTERNAL_MEMORY_BUFFER_DESC_st {
@@ -7658,7 +8589,7 @@ impl ::core::default::Default for CUDA_EXTERNAL_MEMORY_BUFFER_DESC_st {
 }
 /// The C struct `CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC_st {
@@ -7679,7 +8610,7 @@ impl ::core::default::Default for CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC_st {
 }
 /// The C struct `CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC_st {
@@ -7700,7 +8631,7 @@ impl ::core::default::Default for CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC_st {
 }
 /// The anonymous C union at `CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC_st.handle`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC_st_handle](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC_st_handle](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub union CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC_st_handle {
@@ -7719,7 +8650,7 @@ impl ::core::default::Default for CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC_st_handle 
 }
 /// The anonymous C struct at `CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC_st.handle.win32`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC_st_handle_win32](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC_st_handle_win32](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC_st_handle_win32 {
@@ -7736,7 +8667,7 @@ impl ::core::default::Default for CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC_st_handle_
 }
 /// The C struct `CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS_st {
@@ -7755,7 +8686,7 @@ impl ::core::default::Default for CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS_st {
 }
 /// The anonymous C struct at `CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS_st.params`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS_st_params](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS_st_params](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS_st_params {
@@ -7776,7 +8707,7 @@ impl ::core::default::Default for CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS_st_param
 }
 /// The anonymous C struct at `CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS_st.params.fence`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS_st_params_fence](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS_st_params_fence](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS_st_params_fence {
@@ -7791,7 +8722,7 @@ impl ::core::default::Default for CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS_st_param
 }
 /// The anonymous C union at `CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS_st.params.nvSciSync`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS_st_params_nvSciSync](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS_st_params_nvSciSync](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub union CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS_st_params_nvSciSync {
@@ -7809,7 +8740,7 @@ for CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS_st_params_nvSciSync {
 }
 /// The anonymous C struct at `CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS_st.params.keyedMutex`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS_st_params_keyedMutex](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS_st_params_keyedMutex](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS_st_params_keyedMutex {
@@ -7825,7 +8756,7 @@ for CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS_st_params_keyedMutex {
 }
 /// The C struct `CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_st {
@@ -7844,7 +8775,7 @@ impl ::core::default::Default for CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_st {
 }
 /// The anonymous C struct at `CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_st.params`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_st_params](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_st_params](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_st_params {
@@ -7865,7 +8796,7 @@ impl ::core::default::Default for CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_st_params 
 }
 /// The anonymous C struct at `CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_st.params.fence`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_st_params_fence](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_st_params_fence](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_st_params_fence {
@@ -7880,7 +8811,7 @@ impl ::core::default::Default for CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_st_params_
 }
 /// The anonymous C union at `CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_st.params.nvSciSync`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_st_params_nvSciSync](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_st_params_nvSciSync](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub union CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_st_params_nvSciSync {
@@ -7898,7 +8829,7 @@ for CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_st_params_nvSciSync {
 }
 /// The anonymous C struct at `CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_st.params.keyedMutex`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_st_params_keyedMutex](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_st_params_keyedMutex](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_st_params_keyedMutex {
@@ -7916,7 +8847,7 @@ for CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_st_params_keyedMutex {
 }
 /// The C struct `CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_st {
@@ -7933,9 +8864,9 @@ impl ::core::default::Default for CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_st {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The C struct `CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_v2_st`.
+/// The C struct `CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_v2_st`. First in CUDA 12.4.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_v2_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_v2_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_v2_st {
@@ -7945,6 +8876,8 @@ pub struct CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_v2_st {
     pub paramsArray: *const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS,
     /// C field `unsigned int numExtSems`.
     pub numExtSems: ::core::ffi::c_uint,
+    /// C field `CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_v2_st_anon1 anon1` (since CUDA 13.5).
+    pub anon1: CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_v2_st_anon1,
 }
 impl ::core::default::Default for CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_v2_st {
     fn default() -> Self {
@@ -7952,9 +8885,26 @@ impl ::core::default::Default for CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_v2_st {
         unsafe { ::core::mem::zeroed() }
     }
 }
+/// The anonymous C union at `CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_v2_st`. First in CUDA 13.5.
+///
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_v2_st_anon1](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_v2_st_anon1 {
+    /// C field `CUcontext ctx`.
+    pub ctx: CUcontext,
+    /// C field `CUgreenCtx gCtx`.
+    pub gCtx: CUgreenCtx,
+}
+impl ::core::default::Default for CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_v2_st_anon1 {
+    fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
+        unsafe { ::core::mem::zeroed() }
+    }
+}
 /// The C struct `CUDA_EXT_SEM_WAIT_NODE_PARAMS_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_EXT_SEM_WAIT_NODE_PARAMS_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_EXT_SEM_WAIT_NODE_PARAMS_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_EXT_SEM_WAIT_NODE_PARAMS_st {
@@ -7971,9 +8921,9 @@ impl ::core::default::Default for CUDA_EXT_SEM_WAIT_NODE_PARAMS_st {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The C struct `CUDA_EXT_SEM_WAIT_NODE_PARAMS_v2_st`.
+/// The C struct `CUDA_EXT_SEM_WAIT_NODE_PARAMS_v2_st`. First in CUDA 12.4.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_EXT_SEM_WAIT_NODE_PARAMS_v2_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_EXT_SEM_WAIT_NODE_PARAMS_v2_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_EXT_SEM_WAIT_NODE_PARAMS_v2_st {
@@ -7983,6 +8933,8 @@ pub struct CUDA_EXT_SEM_WAIT_NODE_PARAMS_v2_st {
     pub paramsArray: *const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS,
     /// C field `unsigned int numExtSems`.
     pub numExtSems: ::core::ffi::c_uint,
+    /// C field `CUDA_EXT_SEM_WAIT_NODE_PARAMS_v2_st_anon1 anon1` (since CUDA 13.5).
+    pub anon1: CUDA_EXT_SEM_WAIT_NODE_PARAMS_v2_st_anon1,
 }
 impl ::core::default::Default for CUDA_EXT_SEM_WAIT_NODE_PARAMS_v2_st {
     fn default() -> Self {
@@ -7990,9 +8942,26 @@ impl ::core::default::Default for CUDA_EXT_SEM_WAIT_NODE_PARAMS_v2_st {
         unsafe { ::core::mem::zeroed() }
     }
 }
+/// The anonymous C union at `CUDA_EXT_SEM_WAIT_NODE_PARAMS_v2_st`. First in CUDA 13.5.
+///
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_EXT_SEM_WAIT_NODE_PARAMS_v2_st_anon1](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union CUDA_EXT_SEM_WAIT_NODE_PARAMS_v2_st_anon1 {
+    /// C field `CUcontext ctx`.
+    pub ctx: CUcontext,
+    /// C field `CUgreenCtx gCtx`.
+    pub gCtx: CUgreenCtx,
+}
+impl ::core::default::Default for CUDA_EXT_SEM_WAIT_NODE_PARAMS_v2_st_anon1 {
+    fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
+        unsafe { ::core::mem::zeroed() }
+    }
+}
 /// The C struct `CUarrayMapInfo_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUarrayMapInfo_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUarrayMapInfo_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUarrayMapInfo_st {
@@ -8027,7 +8996,7 @@ impl ::core::default::Default for CUarrayMapInfo_st {
 }
 /// The anonymous C union at `CUarrayMapInfo_st.resource`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUarrayMapInfo_st_resource](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUarrayMapInfo_st_resource](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub union CUarrayMapInfo_st_resource {
@@ -8044,7 +9013,7 @@ impl ::core::default::Default for CUarrayMapInfo_st_resource {
 }
 /// The anonymous C union at `CUarrayMapInfo_st.subresource`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUarrayMapInfo_st_subresource](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUarrayMapInfo_st_subresource](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub union CUarrayMapInfo_st_subresource {
@@ -8061,7 +9030,7 @@ impl ::core::default::Default for CUarrayMapInfo_st_subresource {
 }
 /// The anonymous C struct at `CUarrayMapInfo_st.subresource.sparseLevel`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUarrayMapInfo_st_subresource_sparseLevel](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUarrayMapInfo_st_subresource_sparseLevel](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUarrayMapInfo_st_subresource_sparseLevel {
@@ -8090,7 +9059,7 @@ impl ::core::default::Default for CUarrayMapInfo_st_subresource_sparseLevel {
 }
 /// The anonymous C struct at `CUarrayMapInfo_st.subresource.miptail`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUarrayMapInfo_st_subresource_miptail](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUarrayMapInfo_st_subresource_miptail](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUarrayMapInfo_st_subresource_miptail {
@@ -8109,7 +9078,7 @@ impl ::core::default::Default for CUarrayMapInfo_st_subresource_miptail {
 }
 /// The anonymous C union at `CUarrayMapInfo_st.memHandle`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUarrayMapInfo_st_memHandle](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUarrayMapInfo_st_memHandle](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub union CUarrayMapInfo_st_memHandle {
@@ -8124,14 +9093,14 @@ impl ::core::default::Default for CUarrayMapInfo_st_memHandle {
 }
 /// The C struct `CUmemLocation_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUmemLocation_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUmemLocation_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUmemLocation_st {
     /// C field `CUmemLocationType type`.
     pub type_: CUmemLocationType,
-    /// C field `int id`.
-    pub id: ::core::ffi::c_int,
+    /// C field `CUmemLocation_st_anon1 anon1` (since CUDA 13.5).
+    pub anon1: CUmemLocation_st_anon1,
 }
 impl ::core::default::Default for CUmemLocation_st {
     fn default() -> Self {
@@ -8139,9 +9108,43 @@ impl ::core::default::Default for CUmemLocation_st {
         unsafe { ::core::mem::zeroed() }
     }
 }
+/// The anonymous C union at `CUmemLocation_st`. First in CUDA 13.5.
+///
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUmemLocation_st_anon1](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union CUmemLocation_st_anon1 {
+    /// C field `int id`.
+    pub id: ::core::ffi::c_int,
+    /// C field `CUmemLocation_st_anon1_localized localized`.
+    pub localized: CUmemLocation_st_anon1_localized,
+}
+impl ::core::default::Default for CUmemLocation_st_anon1 {
+    fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
+        unsafe { ::core::mem::zeroed() }
+    }
+}
+/// The anonymous C struct at `CUmemLocation_st.localized`. First in CUDA 13.5.
+///
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUmemLocation_st_anon1_localized](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CUmemLocation_st_anon1_localized {
+    /// C field `unsigned char deviceId`.
+    pub deviceId: ::core::ffi::c_uchar,
+    /// C field `unsigned char localityDomainId`.
+    pub localityDomainId: ::core::ffi::c_uchar,
+}
+impl ::core::default::Default for CUmemLocation_st_anon1_localized {
+    fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
+        unsafe { ::core::mem::zeroed() }
+    }
+}
 /// The C struct `CUmemAllocationProp_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUmemAllocationProp_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUmemAllocationProp_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUmemAllocationProp_st {
@@ -8164,7 +9167,7 @@ impl ::core::default::Default for CUmemAllocationProp_st {
 }
 /// The anonymous C struct at `CUmemAllocationProp_st.allocFlags`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUmemAllocationProp_st_allocFlags](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUmemAllocationProp_st_allocFlags](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUmemAllocationProp_st_allocFlags {
@@ -8183,9 +9186,9 @@ impl ::core::default::Default for CUmemAllocationProp_st_allocFlags {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The C struct `CUmulticastObjectProp_st`.
+/// The C struct `CUmulticastObjectProp_st`. First in CUDA 12.4.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUmulticastObjectProp_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUmulticastObjectProp_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUmulticastObjectProp_st {
@@ -8206,7 +9209,7 @@ impl ::core::default::Default for CUmulticastObjectProp_st {
 }
 /// The C struct `CUmemAccessDesc_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUmemAccessDesc_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUmemAccessDesc_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUmemAccessDesc_st {
@@ -8223,7 +9226,7 @@ impl ::core::default::Default for CUmemAccessDesc_st {
 }
 /// The C struct `CUgraphExecUpdateResultInfo_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUgraphExecUpdateResultInfo_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUgraphExecUpdateResultInfo_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUgraphExecUpdateResultInfo_st {
@@ -8242,7 +9245,7 @@ impl ::core::default::Default for CUgraphExecUpdateResultInfo_st {
 }
 /// The C struct `CUmemPoolProps_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUmemPoolProps_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUmemPoolProps_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUmemPoolProps_st {
@@ -8254,12 +9257,14 @@ pub struct CUmemPoolProps_st {
     pub location: CUmemLocation,
     /// C field `void *win32SecurityAttributes`.
     pub win32SecurityAttributes: *mut ::core::ffi::c_void,
-    /// C field `size_t maxSize`.
+    /// C field `size_t maxSize` (since CUDA 12.4).
     pub maxSize: usize,
-    /// C field `unsigned short usage`.
+    /// C field `unsigned short usage` (since CUDA 12.8).
     pub usage: ::core::ffi::c_ushort,
-    /// C field `unsigned char reserved[54]`.
-    pub reserved: [::core::ffi::c_uchar; 54],
+    /// C field `unsigned char gpuDirectRDMACapable` (since CUDA 13.5).
+    pub gpuDirectRDMACapable: ::core::ffi::c_uchar,
+    /// C field `unsigned char reserved[53]` (since CUDA 13.5).
+    pub reserved: [::core::ffi::c_uchar; 53],
 }
 impl ::core::default::Default for CUmemPoolProps_st {
     fn default() -> Self {
@@ -8269,7 +9274,7 @@ impl ::core::default::Default for CUmemPoolProps_st {
 }
 /// The C struct `CUmemPoolPtrExportData_st`.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUmemPoolPtrExportData_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUmemPoolPtrExportData_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUmemPoolPtrExportData_st {
@@ -8282,9 +9287,9 @@ impl ::core::default::Default for CUmemPoolPtrExportData_st {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The C struct `CUmemcpyAttributes_st`.
+/// The C struct `CUmemcpyAttributes_st`. First in CUDA 12.8.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUmemcpyAttributes_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUmemcpyAttributes_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUmemcpyAttributes_st {
@@ -8303,9 +9308,9 @@ impl ::core::default::Default for CUmemcpyAttributes_st {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The C struct `CUoffset3D_st`.
+/// The C struct `CUoffset3D_st`. First in CUDA 12.8.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUoffset3D_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUoffset3D_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUoffset3D_st {
@@ -8322,9 +9327,9 @@ impl ::core::default::Default for CUoffset3D_st {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The C struct `CUextent3D_st`.
+/// The C struct `CUextent3D_st`. First in CUDA 12.8.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUextent3D_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUextent3D_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUextent3D_st {
@@ -8341,9 +9346,9 @@ impl ::core::default::Default for CUextent3D_st {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The C struct `CUmemcpy3DOperand_st`.
+/// The C struct `CUmemcpy3DOperand_st`. First in CUDA 12.8.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUmemcpy3DOperand_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUmemcpy3DOperand_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUmemcpy3DOperand_st {
@@ -8358,9 +9363,9 @@ impl ::core::default::Default for CUmemcpy3DOperand_st {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The anonymous C union at `CUmemcpy3DOperand_st.op`.
+/// The anonymous C union at `CUmemcpy3DOperand_st.op`. First in CUDA 12.8.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUmemcpy3DOperand_st_op](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUmemcpy3DOperand_st_op](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub union CUmemcpy3DOperand_st_op {
@@ -8375,9 +9380,9 @@ impl ::core::default::Default for CUmemcpy3DOperand_st_op {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The anonymous C struct at `CUmemcpy3DOperand_st.op.ptr`.
+/// The anonymous C struct at `CUmemcpy3DOperand_st.op.ptr`. First in CUDA 12.8.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUmemcpy3DOperand_st_op_ptr](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUmemcpy3DOperand_st_op_ptr](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUmemcpy3DOperand_st_op_ptr {
@@ -8396,9 +9401,9 @@ impl ::core::default::Default for CUmemcpy3DOperand_st_op_ptr {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The anonymous C struct at `CUmemcpy3DOperand_st.op.array`.
+/// The anonymous C struct at `CUmemcpy3DOperand_st.op.array`. First in CUDA 12.8.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUmemcpy3DOperand_st_op_array](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUmemcpy3DOperand_st_op_array](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUmemcpy3DOperand_st_op_array {
@@ -8413,9 +9418,9 @@ impl ::core::default::Default for CUmemcpy3DOperand_st_op_array {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The C struct `CUDA_MEMCPY3D_BATCH_OP_st`.
+/// The C struct `CUDA_MEMCPY3D_BATCH_OP_st`. First in CUDA 12.8.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_MEMCPY3D_BATCH_OP_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_MEMCPY3D_BATCH_OP_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_MEMCPY3D_BATCH_OP_st {
@@ -8436,9 +9441,9 @@ impl ::core::default::Default for CUDA_MEMCPY3D_BATCH_OP_st {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The C struct `CUDA_MEM_ALLOC_NODE_PARAMS_v1_st`.
+/// The C struct `CUDA_MEM_ALLOC_NODE_PARAMS_v1_st`. First in CUDA 12.4.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_MEM_ALLOC_NODE_PARAMS_v1_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_MEM_ALLOC_NODE_PARAMS_v1_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_MEM_ALLOC_NODE_PARAMS_v1_st {
@@ -8459,9 +9464,9 @@ impl ::core::default::Default for CUDA_MEM_ALLOC_NODE_PARAMS_v1_st {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The C struct `CUDA_MEM_ALLOC_NODE_PARAMS_v2_st`.
+/// The C struct `CUDA_MEM_ALLOC_NODE_PARAMS_v2_st`. First in CUDA 12.4.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_MEM_ALLOC_NODE_PARAMS_v2_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_MEM_ALLOC_NODE_PARAMS_v2_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_MEM_ALLOC_NODE_PARAMS_v2_st {
@@ -8482,9 +9487,9 @@ impl ::core::default::Default for CUDA_MEM_ALLOC_NODE_PARAMS_v2_st {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The C struct `CUDA_MEM_FREE_NODE_PARAMS_st`.
+/// The C struct `CUDA_MEM_FREE_NODE_PARAMS_st`. First in CUDA 12.4.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_MEM_FREE_NODE_PARAMS_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_MEM_FREE_NODE_PARAMS_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_MEM_FREE_NODE_PARAMS_st {
@@ -8497,15 +9502,15 @@ impl ::core::default::Default for CUDA_MEM_FREE_NODE_PARAMS_st {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The C struct `CUDA_CHILD_GRAPH_NODE_PARAMS_st`.
+/// The C struct `CUDA_CHILD_GRAPH_NODE_PARAMS_st`. First in CUDA 12.4.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_CHILD_GRAPH_NODE_PARAMS_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_CHILD_GRAPH_NODE_PARAMS_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_CHILD_GRAPH_NODE_PARAMS_st {
     /// C field `CUgraph graph`.
     pub graph: CUgraph,
-    /// C field `CUgraphChildGraphNodeOwnership ownership`.
+    /// C field `CUgraphChildGraphNodeOwnership ownership` (since CUDA 13.0).
     pub ownership: CUgraphChildGraphNodeOwnership,
 }
 impl ::core::default::Default for CUDA_CHILD_GRAPH_NODE_PARAMS_st {
@@ -8514,14 +9519,16 @@ impl ::core::default::Default for CUDA_CHILD_GRAPH_NODE_PARAMS_st {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The C struct `CUDA_EVENT_RECORD_NODE_PARAMS_st`.
+/// The C struct `CUDA_EVENT_RECORD_NODE_PARAMS_st`. First in CUDA 12.4.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_EVENT_RECORD_NODE_PARAMS_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_EVENT_RECORD_NODE_PARAMS_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_EVENT_RECORD_NODE_PARAMS_st {
     /// C field `CUevent event`.
     pub event: CUevent,
+    /// C field `CUDA_EVENT_RECORD_NODE_PARAMS_st_anon1 anon1` (since CUDA 13.5).
+    pub anon1: CUDA_EVENT_RECORD_NODE_PARAMS_st_anon1,
 }
 impl ::core::default::Default for CUDA_EVENT_RECORD_NODE_PARAMS_st {
     fn default() -> Self {
@@ -8529,9 +9536,26 @@ impl ::core::default::Default for CUDA_EVENT_RECORD_NODE_PARAMS_st {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The C struct `CUDA_EVENT_WAIT_NODE_PARAMS_st`.
+/// The anonymous C union at `CUDA_EVENT_RECORD_NODE_PARAMS_st`. First in CUDA 13.5.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUDA_EVENT_WAIT_NODE_PARAMS_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_EVENT_RECORD_NODE_PARAMS_st_anon1](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union CUDA_EVENT_RECORD_NODE_PARAMS_st_anon1 {
+    /// C field `CUcontext ctx`.
+    pub ctx: CUcontext,
+    /// C field `CUgreenCtx gCtx`.
+    pub gCtx: CUgreenCtx,
+}
+impl ::core::default::Default for CUDA_EVENT_RECORD_NODE_PARAMS_st_anon1 {
+    fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
+        unsafe { ::core::mem::zeroed() }
+    }
+}
+/// The C struct `CUDA_EVENT_WAIT_NODE_PARAMS_st`. First in CUDA 12.4.
+///
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_EVENT_WAIT_NODE_PARAMS_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUDA_EVENT_WAIT_NODE_PARAMS_st {
@@ -8544,9 +9568,93 @@ impl ::core::default::Default for CUDA_EVENT_WAIT_NODE_PARAMS_st {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The C struct `CUgraphNodeParams_st`.
+/// The C struct `CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st`. First in CUDA 13.5.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUgraphNodeParams_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st {
+    /// C field `size_t count`.
+    pub count: usize,
+    /// C field `CUdeviceptr *dsts`.
+    pub dsts: *mut CUdeviceptr,
+    /// C field `CUdeviceptr *srcs`.
+    pub srcs: *mut CUdeviceptr,
+    /// C field `size_t *sizes`.
+    pub sizes: *mut usize,
+    /// C field `CUmemcpyAttributes *attrs`.
+    pub attrs: *mut CUmemcpyAttributes,
+    /// C field `size_t *attrsIdxs`.
+    pub attrsIdxs: *mut usize,
+    /// C field `size_t numAttrs`.
+    pub numAttrs: usize,
+    /// C field `CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st_anon1 anon1`.
+    pub anon1: CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st_anon1,
+}
+impl ::core::default::Default for CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st {
+    fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
+        unsafe { ::core::mem::zeroed() }
+    }
+}
+/// The anonymous C union at `CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st`. First in CUDA 13.5.
+///
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st_anon1](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st_anon1 {
+    /// C field `CUcontext ctx`.
+    pub ctx: CUcontext,
+    /// C field `CUgreenCtx gCtx`.
+    pub gCtx: CUgreenCtx,
+}
+impl ::core::default::Default for CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st_anon1 {
+    fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
+        unsafe { ::core::mem::zeroed() }
+    }
+}
+/// The C struct `CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st`. First in CUDA 13.5.
+///
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st {
+    /// C field `size_t numOps`.
+    pub numOps: usize,
+    /// C field `CUDA_FABRIC_COPY_BATCH_OP *opList`.
+    pub opList: *mut CUDA_FABRIC_COPY_BATCH_OP,
+    /// C field `unsigned long long flags`.
+    pub flags: ::core::ffi::c_ulonglong,
+    /// C field `CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st_anon1 anon1`.
+    pub anon1: CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st_anon1,
+}
+impl ::core::default::Default for CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st {
+    fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
+        unsafe { ::core::mem::zeroed() }
+    }
+}
+/// The anonymous C union at `CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st`. First in CUDA 13.5.
+///
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st_anon1](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st_anon1 {
+    /// C field `CUcontext ctx`.
+    pub ctx: CUcontext,
+    /// C field `CUgreenCtx gCtx`.
+    pub gCtx: CUgreenCtx,
+}
+impl ::core::default::Default for CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st_anon1 {
+    fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
+        unsafe { ::core::mem::zeroed() }
+    }
+}
+/// The C struct `CUgraphNodeParams_st`. First in CUDA 12.4.
+///
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUgraphNodeParams_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUgraphNodeParams_st {
@@ -8565,9 +9673,9 @@ impl ::core::default::Default for CUgraphNodeParams_st {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The anonymous C union at `CUgraphNodeParams_st`.
+/// The anonymous C union at `CUgraphNodeParams_st`. First in CUDA 12.4.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUgraphNodeParams_st_anon1](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUgraphNodeParams_st_anon1](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub union CUgraphNodeParams_st_anon1 {
@@ -8599,6 +9707,12 @@ pub union CUgraphNodeParams_st_anon1 {
     pub memOp: CUDA_BATCH_MEM_OP_NODE_PARAMS_v2,
     /// C field `CUDA_CONDITIONAL_NODE_PARAMS conditional`.
     pub conditional: CUDA_CONDITIONAL_NODE_PARAMS,
+    /// C field `CUDA_MEMCPY_BATCH_NODE_PARAMS_V1 memcpyBatch` (since CUDA 13.5).
+    pub memcpyBatch: CUDA_MEMCPY_BATCH_NODE_PARAMS_V1,
+    /// C field `CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1 fabricCpyBatch` (since CUDA 13.5).
+    pub fabricCpyBatch: CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1,
+    /// C field `char asBytes[232]` (since CUDA 13.5).
+    pub asBytes: [::core::ffi::c_char; 232],
 }
 impl ::core::default::Default for CUgraphNodeParams_st_anon1 {
     fn default() -> Self {
@@ -8606,9 +9720,47 @@ impl ::core::default::Default for CUgraphNodeParams_st_anon1 {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The C struct `CUcheckpointLockArgs_st`.
+/// The C struct `CUcheckpointCustomStoragePerDeviceData_st`. First in CUDA 13.5.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUcheckpointLockArgs_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUcheckpointCustomStoragePerDeviceData_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CUcheckpointCustomStoragePerDeviceData_st {
+    /// C field `CUdeviceptr devPtr`.
+    pub devPtr: CUdeviceptr,
+    /// C field `size_t size`.
+    pub size: usize,
+    /// C field `CUstream stream`.
+    pub stream: CUstream,
+}
+impl ::core::default::Default for CUcheckpointCustomStoragePerDeviceData_st {
+    fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
+        unsafe { ::core::mem::zeroed() }
+    }
+}
+/// The C struct `CUcheckpointCustomStorageInfo_st`. First in CUDA 13.5.
+///
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUcheckpointCustomStorageInfo_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CUcheckpointCustomStorageInfo_st {
+    /// C field `CUcheckpointOperationHandle handle`.
+    pub handle: CUcheckpointOperationHandle,
+    /// C field `CUcheckpointCustomStoragePerDeviceData *perDeviceData`.
+    pub perDeviceData: *mut CUcheckpointCustomStoragePerDeviceData,
+    /// C field `unsigned int deviceCount`.
+    pub deviceCount: ::core::ffi::c_uint,
+}
+impl ::core::default::Default for CUcheckpointCustomStorageInfo_st {
+    fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
+        unsafe { ::core::mem::zeroed() }
+    }
+}
+/// The C struct `CUcheckpointLockArgs_st`. First in CUDA 12.8.
+///
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUcheckpointLockArgs_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUcheckpointLockArgs_st {
@@ -8625,14 +9777,16 @@ impl ::core::default::Default for CUcheckpointLockArgs_st {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The C struct `CUcheckpointCheckpointArgs_st`.
+/// The C struct `CUcheckpointCheckpointArgs_st`. First in CUDA 12.8.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUcheckpointCheckpointArgs_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUcheckpointCheckpointArgs_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUcheckpointCheckpointArgs_st {
-    /// C field `cuuint64_t reserved[8]`.
-    pub reserved: [cuuint64_t; 8],
+    /// C field `CUcheckpointCustomStorageInfo **customStorageInfo_out` (since CUDA 13.5).
+    pub customStorageInfo_out: *mut *mut CUcheckpointCustomStorageInfo,
+    /// C field `char reserved[56]` (since CUDA 13.5).
+    pub reserved: [::core::ffi::c_char; 56],
 }
 impl ::core::default::Default for CUcheckpointCheckpointArgs_st {
     fn default() -> Self {
@@ -8640,9 +9794,9 @@ impl ::core::default::Default for CUcheckpointCheckpointArgs_st {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The C struct `CUcheckpointGpuPair_st`.
+/// The C struct `CUcheckpointGpuPair_st`. First in CUDA 13.0.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUcheckpointGpuPair_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUcheckpointGpuPair_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUcheckpointGpuPair_st {
@@ -8657,20 +9811,22 @@ impl ::core::default::Default for CUcheckpointGpuPair_st {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The C struct `CUcheckpointRestoreArgs_st`.
+/// The C struct `CUcheckpointRestoreArgs_st`. First in CUDA 12.8.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUcheckpointRestoreArgs_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUcheckpointRestoreArgs_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUcheckpointRestoreArgs_st {
-    /// C field `CUcheckpointGpuPair *gpuPairs`.
+    /// C field `CUcheckpointGpuPair *gpuPairs` (since CUDA 13.0).
     pub gpuPairs: *mut CUcheckpointGpuPair,
-    /// C field `unsigned int gpuPairsCount`.
+    /// C field `unsigned int gpuPairsCount` (since CUDA 13.0).
     pub gpuPairsCount: ::core::ffi::c_uint,
-    /// C field `char reserved[44]`.
-    pub reserved: [::core::ffi::c_char; 44],
-    /// C field `cuuint64_t reserved1`.
-    pub reserved1: cuuint64_t,
+    /// C field `unsigned int padding0` (since CUDA 13.5).
+    pub padding0: ::core::ffi::c_uint,
+    /// C field `CUcheckpointCustomStorageInfo **customStorageInfo_out` (since CUDA 13.5).
+    pub customStorageInfo_out: *mut *mut CUcheckpointCustomStorageInfo,
+    /// C field `char reserved[40]` (since CUDA 13.5).
+    pub reserved: [::core::ffi::c_char; 40],
 }
 impl ::core::default::Default for CUcheckpointRestoreArgs_st {
     fn default() -> Self {
@@ -8678,9 +9834,9 @@ impl ::core::default::Default for CUcheckpointRestoreArgs_st {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The C struct `CUcheckpointUnlockArgs_st`.
+/// The C struct `CUcheckpointUnlockArgs_st`. First in CUDA 12.8.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUcheckpointUnlockArgs_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUcheckpointUnlockArgs_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUcheckpointUnlockArgs_st {
@@ -8693,9 +9849,9 @@ impl ::core::default::Default for CUcheckpointUnlockArgs_st {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The C struct `CUmemDecompressParams_st`.
+/// The C struct `CUmemDecompressParams_st`. First in CUDA 12.8.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUmemDecompressParams_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUmemDecompressParams_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUmemDecompressParams_st {
@@ -8720,18 +9876,213 @@ impl ::core::default::Default for CUmemDecompressParams_st {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The C struct `CUdevSmResource_st`.
+/// The C struct `CUcliqueInfo_st`. First in CUDA 13.5.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUdevSmResource_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUcliqueInfo_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CUcliqueInfo_st {
+    /// C field `CUcliqueType type`.
+    pub type_: CUcliqueType,
+    /// C field `unsigned int id`.
+    pub id: ::core::ffi::c_uint,
+}
+impl ::core::default::Default for CUcliqueInfo_st {
+    fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
+        unsafe { ::core::mem::zeroed() }
+    }
+}
+/// The C struct `CUlogicalEndpointFabricHandle_st`. First in CUDA 13.5.
+///
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUlogicalEndpointFabricHandle_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CUlogicalEndpointFabricHandle_st {
+    /// C field `unsigned char data[64]`.
+    pub data: [::core::ffi::c_uchar; 64],
+}
+impl ::core::default::Default for CUlogicalEndpointFabricHandle_st {
+    fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
+        unsafe { ::core::mem::zeroed() }
+    }
+}
+/// The C struct `CUlogicalEndpointProp_struct`. First in CUDA 13.5.
+///
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUlogicalEndpointProp_struct](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CUlogicalEndpointProp_struct {
+    /// C field `CUlogicalEndpointType type`.
+    pub type_: CUlogicalEndpointType,
+    /// C field `CUlogicalEndpointProp_struct_anon1 anon1`.
+    pub anon1: CUlogicalEndpointProp_struct_anon1,
+    /// C field `unsigned long long size`.
+    pub size: ::core::ffi::c_ulonglong,
+    /// C field `unsigned int ipcHandleTypes`.
+    pub ipcHandleTypes: ::core::ffi::c_uint,
+    /// C field `unsigned int flags`.
+    pub flags: ::core::ffi::c_uint,
+}
+impl ::core::default::Default for CUlogicalEndpointProp_struct {
+    fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
+        unsafe { ::core::mem::zeroed() }
+    }
+}
+/// The anonymous C union at `CUlogicalEndpointProp_struct`. First in CUDA 13.5.
+///
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUlogicalEndpointProp_struct_anon1](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union CUlogicalEndpointProp_struct_anon1 {
+    /// C field `CUlogicalEndpointProp_struct_anon1_unicast unicast`.
+    pub unicast: CUlogicalEndpointProp_struct_anon1_unicast,
+    /// C field `CUlogicalEndpointProp_struct_anon1_multicast multicast`.
+    pub multicast: CUlogicalEndpointProp_struct_anon1_multicast,
+}
+impl ::core::default::Default for CUlogicalEndpointProp_struct_anon1 {
+    fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
+        unsafe { ::core::mem::zeroed() }
+    }
+}
+/// The anonymous C struct at `CUlogicalEndpointProp_struct.unicast`. First in CUDA 13.5.
+///
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUlogicalEndpointProp_struct_anon1_unicast](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CUlogicalEndpointProp_struct_anon1_unicast {
+    /// C field `CUdevice device`.
+    pub device: CUdevice,
+}
+impl ::core::default::Default for CUlogicalEndpointProp_struct_anon1_unicast {
+    fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
+        unsafe { ::core::mem::zeroed() }
+    }
+}
+/// The anonymous C struct at `CUlogicalEndpointProp_struct.multicast`. First in CUDA 13.5.
+///
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUlogicalEndpointProp_struct_anon1_multicast](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CUlogicalEndpointProp_struct_anon1_multicast {
+    /// C field `unsigned int numDevices`.
+    pub numDevices: ::core::ffi::c_uint,
+}
+impl ::core::default::Default for CUlogicalEndpointProp_struct_anon1_multicast {
+    fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
+        unsafe { ::core::mem::zeroed() }
+    }
+}
+/// The C struct `CUfabricCpyOperand_st`. First in CUDA 13.5.
+///
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUfabricCpyOperand_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CUfabricCpyOperand_st {
+    /// C field `CUfabricCpyOperandType type`.
+    pub type_: CUfabricCpyOperandType,
+    /// C field `CUfabricCpyOperand_st_op op`.
+    pub op: CUfabricCpyOperand_st_op,
+}
+impl ::core::default::Default for CUfabricCpyOperand_st {
+    fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
+        unsafe { ::core::mem::zeroed() }
+    }
+}
+/// The anonymous C union at `CUfabricCpyOperand_st.op`. First in CUDA 13.5.
+///
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUfabricCpyOperand_st_op](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union CUfabricCpyOperand_st_op {
+    /// C field `CUfabricCpyOperand_st_op_ptr ptr`.
+    pub ptr: CUfabricCpyOperand_st_op_ptr,
+    /// C field `CUfabricCpyOperand_st_op_le le`.
+    pub le: CUfabricCpyOperand_st_op_le,
+}
+impl ::core::default::Default for CUfabricCpyOperand_st_op {
+    fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
+        unsafe { ::core::mem::zeroed() }
+    }
+}
+/// The anonymous C struct at `CUfabricCpyOperand_st.op.ptr`. First in CUDA 13.5.
+///
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUfabricCpyOperand_st_op_ptr](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CUfabricCpyOperand_st_op_ptr {
+    /// C field `CUdeviceptr ptr`.
+    pub ptr: CUdeviceptr,
+    /// C field `CUmemLocation locHint`.
+    pub locHint: CUmemLocation,
+}
+impl ::core::default::Default for CUfabricCpyOperand_st_op_ptr {
+    fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
+        unsafe { ::core::mem::zeroed() }
+    }
+}
+/// The anonymous C struct at `CUfabricCpyOperand_st.op.le`. First in CUDA 13.5.
+///
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUfabricCpyOperand_st_op_le](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CUfabricCpyOperand_st_op_le {
+    /// C field `CUlogicalEndpointId id`.
+    pub id: CUlogicalEndpointId,
+    /// C field `cuuint64_t offset`.
+    pub offset: cuuint64_t,
+}
+impl ::core::default::Default for CUfabricCpyOperand_st_op_le {
+    fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
+        unsafe { ::core::mem::zeroed() }
+    }
+}
+/// The C struct `CUDA_FABRIC_COPY_BATCH_OP_st`. First in CUDA 13.5.
+///
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_FABRIC_COPY_BATCH_OP_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CUDA_FABRIC_COPY_BATCH_OP_st {
+    /// C field `CUfabricCpyOperand src`.
+    pub src: CUfabricCpyOperand,
+    /// C field `CUfabricCpyOperand dst`.
+    pub dst: CUfabricCpyOperand,
+    /// C field `size_t size`.
+    pub size: usize,
+    /// C field `unsigned int flags`.
+    pub flags: ::core::ffi::c_uint,
+}
+impl ::core::default::Default for CUDA_FABRIC_COPY_BATCH_OP_st {
+    fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
+        unsafe { ::core::mem::zeroed() }
+    }
+}
+/// The C struct `CUdevSmResource_st`. First in CUDA 12.4.
+///
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUdevSmResource_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUdevSmResource_st {
     /// C field `unsigned int smCount`.
     pub smCount: ::core::ffi::c_uint,
-    /// C field `unsigned int minSmPartitionSize`.
+    /// C field `unsigned int minSmPartitionSize` (since CUDA 13.0).
     pub minSmPartitionSize: ::core::ffi::c_uint,
-    /// C field `unsigned int smCoscheduledAlignment`.
+    /// C field `unsigned int smCoscheduledAlignment` (since CUDA 13.0).
     pub smCoscheduledAlignment: ::core::ffi::c_uint,
+    /// C field `unsigned int flags` (since CUDA 13.5).
+    pub flags: ::core::ffi::c_uint,
+    /// C field `unsigned int localityDomainId` (since CUDA 13.5).
+    pub localityDomainId: ::core::ffi::c_uint,
 }
 impl ::core::default::Default for CUdevSmResource_st {
     fn default() -> Self {
@@ -8739,9 +10090,68 @@ impl ::core::default::Default for CUdevSmResource_st {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The C struct `CUdevResource_st`.
+/// The C struct `CUdevWorkqueueConfigResource_st`. First in CUDA 13.5.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUdevResource_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUdevWorkqueueConfigResource_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CUdevWorkqueueConfigResource_st {
+    /// C field `CUdevice device`.
+    pub device: CUdevice,
+    /// C field `unsigned int wqConcurrencyLimit`.
+    pub wqConcurrencyLimit: ::core::ffi::c_uint,
+    /// C field `CUdevWorkqueueConfigScope sharingScope`.
+    pub sharingScope: CUdevWorkqueueConfigScope,
+}
+impl ::core::default::Default for CUdevWorkqueueConfigResource_st {
+    fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
+        unsafe { ::core::mem::zeroed() }
+    }
+}
+/// The C struct `CUdevWorkqueueResource_st`. First in CUDA 13.5.
+///
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUdevWorkqueueResource_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CUdevWorkqueueResource_st {
+    /// C field `unsigned char reserved[40]`.
+    pub reserved: [::core::ffi::c_uchar; 40],
+}
+impl ::core::default::Default for CUdevWorkqueueResource_st {
+    fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
+        unsafe { ::core::mem::zeroed() }
+    }
+}
+/// The C struct `CU_DEV_SM_RESOURCE_GROUP_PARAMS_st`. First in CUDA 13.5.
+///
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CU_DEV_SM_RESOURCE_GROUP_PARAMS_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CU_DEV_SM_RESOURCE_GROUP_PARAMS_st {
+    /// C field `unsigned int smCount`.
+    pub smCount: ::core::ffi::c_uint,
+    /// C field `unsigned int coscheduledSmCount`.
+    pub coscheduledSmCount: ::core::ffi::c_uint,
+    /// C field `unsigned int preferredCoscheduledSmCount`.
+    pub preferredCoscheduledSmCount: ::core::ffi::c_uint,
+    /// C field `unsigned int flags`.
+    pub flags: ::core::ffi::c_uint,
+    /// C field `unsigned int localityDomainId`.
+    pub localityDomainId: ::core::ffi::c_uint,
+    /// C field `unsigned int reserved[11]`.
+    pub reserved: [::core::ffi::c_uint; 11],
+}
+impl ::core::default::Default for CU_DEV_SM_RESOURCE_GROUP_PARAMS_st {
+    fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
+        unsafe { ::core::mem::zeroed() }
+    }
+}
+/// The C struct `CUdevResource_st`. First in CUDA 12.4.
+///
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUdevResource_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUdevResource_st {
@@ -8751,6 +10161,8 @@ pub struct CUdevResource_st {
     pub _internal_padding: [::core::ffi::c_uchar; 92],
     /// C field `CUdevResource_st_anon1 anon1`.
     pub anon1: CUdevResource_st_anon1,
+    /// C field `CUdevResource_st *nextResource` (since CUDA 13.5).
+    pub nextResource: *mut CUdevResource_st,
 }
 impl ::core::default::Default for CUdevResource_st {
     fn default() -> Self {
@@ -8758,18 +10170,66 @@ impl ::core::default::Default for CUdevResource_st {
         unsafe { ::core::mem::zeroed() }
     }
 }
-/// The anonymous C union at `CUdevResource_st`.
+/// The anonymous C union at `CUdevResource_st`. First in CUDA 12.4.
 ///
-/// `#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [CUdevResource_st_anon1](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUdevResource_st_anon1](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub union CUdevResource_st_anon1 {
     /// C field `CUdevSmResource sm`.
     pub sm: CUdevSmResource,
-    /// C field `unsigned char _oversize[48]`.
-    pub _oversize: [::core::ffi::c_uchar; 48],
+    /// C field `CUdevWorkqueueConfigResource wqConfig` (since CUDA 13.5).
+    pub wqConfig: CUdevWorkqueueConfigResource,
+    /// C field `CUdevWorkqueueResource wq` (since CUDA 13.5).
+    pub wq: CUdevWorkqueueResource,
+    /// C field `unsigned char _oversize[40]` (since CUDA 13.5).
+    pub _oversize: [::core::ffi::c_uchar; 40],
 }
 impl ::core::default::Default for CUdevResource_st_anon1 {
+    fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
+        unsafe { ::core::mem::zeroed() }
+    }
+}
+/// The C struct `CUDA_BATCH_MEM_OP_NODE_PARAMS_st`. Not in the CUDA 12.4 header and later.
+///
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_BATCH_MEM_OP_NODE_PARAMS_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CUDA_BATCH_MEM_OP_NODE_PARAMS_st {
+    /// C field `CUcontext ctx`.
+    pub ctx: CUcontext,
+    /// C field `unsigned int count`.
+    pub count: ::core::ffi::c_uint,
+    /// C field `CUstreamBatchMemOpParams *paramArray`.
+    pub paramArray: *mut CUstreamBatchMemOpParams,
+    /// C field `unsigned int flags`.
+    pub flags: ::core::ffi::c_uint,
+}
+impl ::core::default::Default for CUDA_BATCH_MEM_OP_NODE_PARAMS_st {
+    fn default() -> Self {
+        // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
+        unsafe { ::core::mem::zeroed() }
+    }
+}
+/// The C struct `CUDA_MEM_ALLOC_NODE_PARAMS_st`. Not in the CUDA 12.4 header and later.
+///
+/// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUDA_MEM_ALLOC_NODE_PARAMS_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CUDA_MEM_ALLOC_NODE_PARAMS_st {
+    /// C field `CUmemPoolProps poolProps`.
+    pub poolProps: CUmemPoolProps,
+    /// C field `const CUmemAccessDesc *accessDescs`.
+    pub accessDescs: *const CUmemAccessDesc,
+    /// C field `size_t accessDescCount`.
+    pub accessDescCount: usize,
+    /// C field `size_t bytesize`.
+    pub bytesize: usize,
+    /// C field `CUdeviceptr dptr`.
+    pub dptr: CUdeviceptr,
+}
+impl ::core::default::Default for CUDA_MEM_ALLOC_NODE_PARAMS_st {
     fn default() -> Self {
         // SAFETY: a C struct or union of integers, floats, raw pointers, nullable function pointers and such records is valid all-zero.
         unsafe { ::core::mem::zeroed() }
@@ -8807,6 +10267,28 @@ pub type CUstreamCallback = ::core::option::Option<
 pub type CUoccupancyB2DSize = ::core::option::Option<
     unsafe extern "C" fn(blockSize: ::core::ffi::c_int) -> usize,
 >;
+/// Callback type `CUgraphRecaptureCallback` that the driver calls; `None` is a null function pointer.
+///
+/// See [CUgraphRecaptureCallback](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+pub type CUgraphRecaptureCallback = ::core::option::Option<
+    unsafe extern "C" fn(
+        data: *mut ::core::ffi::c_void,
+        node: CUgraphNode,
+        originalParams: *const CUgraphNodeParams,
+        recaptureParams: *const CUgraphNodeParams,
+        status: CUgraphRecaptureStatus,
+    ) -> CUresult,
+>;
+/// Callback type `CUcoredumpStatusCallback` that the driver calls; `None` is a null function pointer.
+///
+/// See [CUcoredumpStatusCallback](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+pub type CUcoredumpStatusCallback = ::core::option::Option<
+    unsafe extern "C" fn(
+        userData: *mut ::core::ffi::c_void,
+        pid: ::core::ffi::c_int,
+        dev: CUdevice,
+    ),
+>;
 /// Callback type `CUlogsCallback` that the driver calls; `None` is a null function pointer.
 ///
 /// See [CUlogsCallback](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
@@ -8818,21 +10300,21 @@ pub type CUlogsCallback = ::core::option::Option<
         length: usize,
     ),
 >;
-/// `#define CUDA_VERSION 13000` from `cuda.h`.
-pub const CUDA_VERSION: u32 = 13000;
+/// `#define CUDA_VERSION 13050` from `cuda.h`.
+pub const CUDA_VERSION: u32 = 13050;
 /// `#define CU_IPC_HANDLE_SIZE 64` from `cuda.h`.
 pub const CU_IPC_HANDLE_SIZE: u32 = 64;
 /// `#define CU_COMPUTE_ACCELERATED_TARGET_BASE 65536` from `cuda.h`.
 pub const CU_COMPUTE_ACCELERATED_TARGET_BASE: u32 = 65536;
-/// `#define CU_COMPUTE_FAMILY_TARGET_BASE 131072` from `cuda.h`.
+/// `#define CU_COMPUTE_FAMILY_TARGET_BASE 131072` from `cuda.h` (since CUDA 13.0).
 pub const CU_COMPUTE_FAMILY_TARGET_BASE: u32 = 131072;
-/// `#define CU_GRAPH_COND_ASSIGN_DEFAULT 1` from `cuda.h`.
+/// `#define CU_GRAPH_COND_ASSIGN_DEFAULT 1` from `cuda.h` (since CUDA 12.4).
 pub const CU_GRAPH_COND_ASSIGN_DEFAULT: u32 = 1;
-/// `#define CU_GRAPH_KERNEL_NODE_PORT_DEFAULT 0` from `cuda.h`.
+/// `#define CU_GRAPH_KERNEL_NODE_PORT_DEFAULT 0` from `cuda.h` (since CUDA 12.4).
 pub const CU_GRAPH_KERNEL_NODE_PORT_DEFAULT: u32 = 0;
-/// `#define CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC 1` from `cuda.h`.
+/// `#define CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC 1` from `cuda.h` (since CUDA 12.4).
 pub const CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC: u32 = 1;
-/// `#define CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER 2` from `cuda.h`.
+/// `#define CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER 2` from `cuda.h` (since CUDA 12.4).
 pub const CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER: u32 = 2;
 /// `#define CU_MEMHOSTALLOC_PORTABLE 1` from `cuda.h`.
 pub const CU_MEMHOSTALLOC_PORTABLE: u32 = 1;
@@ -8864,9 +10346,11 @@ pub const CUDA_NVSCISYNC_ATTR_SIGNAL: u32 = 1;
 pub const CUDA_NVSCISYNC_ATTR_WAIT: u32 = 2;
 /// `#define CU_MEM_CREATE_USAGE_TILE_POOL 1` from `cuda.h`.
 pub const CU_MEM_CREATE_USAGE_TILE_POOL: u32 = 1;
-/// `#define CU_MEM_CREATE_USAGE_HW_DECOMPRESS 2` from `cuda.h`.
+/// `#define CU_MEM_CREATE_USAGE_HW_DECOMPRESS 2` from `cuda.h` (since CUDA 12.8).
 pub const CU_MEM_CREATE_USAGE_HW_DECOMPRESS: u32 = 2;
-/// `#define CU_MEM_POOL_CREATE_USAGE_HW_DECOMPRESS 2` from `cuda.h`.
+/// `#define CU_MEM_CREATE_USAGE_GPU_DIRECT_RDMA_OVER_PCIE 4` from `cuda.h` (since CUDA 13.5).
+pub const CU_MEM_CREATE_USAGE_GPU_DIRECT_RDMA_OVER_PCIE: u32 = 4;
+/// `#define CU_MEM_POOL_CREATE_USAGE_HW_DECOMPRESS 2` from `cuda.h` (since CUDA 12.8).
 pub const CU_MEM_POOL_CREATE_USAGE_HW_DECOMPRESS: u32 = 2;
 /// `#define CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_PRE_LAUNCH_SYNC 1` from `cuda.h`.
 pub const CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_PRE_LAUNCH_SYNC: u32 = 1;
@@ -8890,7 +10374,7 @@ pub const CUDA_ARRAY3D_COLOR_ATTACHMENT: u32 = 32;
 pub const CUDA_ARRAY3D_SPARSE: u32 = 64;
 /// `#define CUDA_ARRAY3D_DEFERRED_MAPPING 128` from `cuda.h`.
 pub const CUDA_ARRAY3D_DEFERRED_MAPPING: u32 = 128;
-/// `#define CUDA_ARRAY3D_VIDEO_ENCODE_DECODE 256` from `cuda.h`.
+/// `#define CUDA_ARRAY3D_VIDEO_ENCODE_DECODE 256` from `cuda.h` (since CUDA 12.8).
 pub const CUDA_ARRAY3D_VIDEO_ENCODE_DECODE: u32 = 256;
 /// `#define CU_TRSA_OVERRIDE_FORMAT 1` from `cuda.h`.
 pub const CU_TRSA_OVERRIDE_FORMAT: u32 = 1;
@@ -8904,7 +10388,7 @@ pub const CU_TRSF_SRGB: u32 = 16;
 pub const CU_TRSF_DISABLE_TRILINEAR_OPTIMIZATION: u32 = 32;
 /// `#define CU_TRSF_SEAMLESS_CUBEMAP 64` from `cuda.h`.
 pub const CU_TRSF_SEAMLESS_CUBEMAP: u32 = 64;
-/// `#define CU_LAUNCH_KERNEL_REQUIRED_BLOCK_DIM 1` from `cuda.h`.
+/// `#define CU_LAUNCH_KERNEL_REQUIRED_BLOCK_DIM 1` from `cuda.h` (since CUDA 13.0).
 pub const CU_LAUNCH_KERNEL_REQUIRED_BLOCK_DIM: u32 = 1;
 /// `#define CU_LAUNCH_PARAM_END_AS_INT 0` from `cuda.h`.
 pub const CU_LAUNCH_PARAM_END_AS_INT: u32 = 0;
@@ -8914,7 +10398,9 @@ pub const CU_LAUNCH_PARAM_BUFFER_POINTER_AS_INT: u32 = 1;
 pub const CU_LAUNCH_PARAM_BUFFER_SIZE_AS_INT: u32 = 2;
 /// `#define CU_PARAM_TR_DEFAULT -1` from `cuda.h`.
 pub const CU_PARAM_TR_DEFAULT: i32 = -1;
-/// `#define RESOURCE_ABI_VERSION 1` from `cuda.h`.
+/// `#define CU_DEV_SM_RESOURCE_GROUP_LOCALITY_DOMAIN_ID_ANY 4294967295` from `cuda.h` (since CUDA 13.5).
+pub const CU_DEV_SM_RESOURCE_GROUP_LOCALITY_DOMAIN_ID_ANY: u32 = 4294967295;
+/// `#define RESOURCE_ABI_VERSION 1` from `cuda.h` (since CUDA 12.4; not in the CUDA 13.5 header and later).
 pub const RESOURCE_ABI_VERSION: u32 = 1;
-/// `#define RESOURCE_ABI_EXTERNAL_BYTES 48` from `cuda.h`.
+/// `#define RESOURCE_ABI_EXTERNAL_BYTES 48` from `cuda.h` (since CUDA 12.4; not in the CUDA 13.5 header and later).
 pub const RESOURCE_ABI_EXTERNAL_BYTES: u32 = 48;

@@ -2,7 +2,7 @@
 
 use cuda_sys::*;
 /// Number of facts in [`facts`].
-pub const FACT_COUNT: usize = 2079usize;
+pub const FACT_COUNT: usize = 2382usize;
 /// `(kind, name, value)` for every layout fact and value the ABI probe
 /// also prints from the real header: `size`, `align` and `offset` of records,
 /// `size` of enums and aliases, `value` of enumerators and constants.
@@ -37,6 +37,8 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         ::core::mem::offset_of!(CUstreamBatchMemOpParams_union, flushRemoteWrites) as
         i64), ("offset", "CUstreamBatchMemOpParams_union.memoryBarrier",
         ::core::mem::offset_of!(CUstreamBatchMemOpParams_union, memoryBarrier) as i64),
+        ("offset", "CUstreamBatchMemOpParams_union.atomicReduction",
+        ::core::mem::offset_of!(CUstreamBatchMemOpParams_union, atomicReduction) as i64),
         ("offset", "CUstreamBatchMemOpParams_union.pad",
         ::core::mem::offset_of!(CUstreamBatchMemOpParams_union, pad) as i64), ("size",
         "CUstreamBatchMemOpParams_union_CUstreamMemOpWaitValueParams_st",
@@ -121,7 +123,36 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         operation) as i64), ("offset",
         "CUstreamBatchMemOpParams_union_CUstreamMemOpMemoryBarrierParams_st.flags",
         ::core::mem::offset_of!(CUstreamBatchMemOpParams_union_CUstreamMemOpMemoryBarrierParams_st,
-        flags) as i64), ("size", "CUDA_BATCH_MEM_OP_NODE_PARAMS_v1_st",
+        flags) as i64), ("size",
+        "CUstreamBatchMemOpParams_union_CUstreamMemOpAtomicReductionParams_st",
+        ::core::mem::size_of:: <
+        CUstreamBatchMemOpParams_union_CUstreamMemOpAtomicReductionParams_st > () as
+        i64), ("align",
+        "CUstreamBatchMemOpParams_union_CUstreamMemOpAtomicReductionParams_st",
+        ::core::mem::align_of:: <
+        CUstreamBatchMemOpParams_union_CUstreamMemOpAtomicReductionParams_st > () as
+        i64), ("offset",
+        "CUstreamBatchMemOpParams_union_CUstreamMemOpAtomicReductionParams_st.operation",
+        ::core::mem::offset_of!(CUstreamBatchMemOpParams_union_CUstreamMemOpAtomicReductionParams_st,
+        operation) as i64), ("offset",
+        "CUstreamBatchMemOpParams_union_CUstreamMemOpAtomicReductionParams_st.flags",
+        ::core::mem::offset_of!(CUstreamBatchMemOpParams_union_CUstreamMemOpAtomicReductionParams_st,
+        flags) as i64), ("offset",
+        "CUstreamBatchMemOpParams_union_CUstreamMemOpAtomicReductionParams_st.reductionOp",
+        ::core::mem::offset_of!(CUstreamBatchMemOpParams_union_CUstreamMemOpAtomicReductionParams_st,
+        reductionOp) as i64), ("offset",
+        "CUstreamBatchMemOpParams_union_CUstreamMemOpAtomicReductionParams_st.dataType",
+        ::core::mem::offset_of!(CUstreamBatchMemOpParams_union_CUstreamMemOpAtomicReductionParams_st,
+        dataType) as i64), ("offset",
+        "CUstreamBatchMemOpParams_union_CUstreamMemOpAtomicReductionParams_st.address",
+        ::core::mem::offset_of!(CUstreamBatchMemOpParams_union_CUstreamMemOpAtomicReductionParams_st,
+        address) as i64), ("offset",
+        "CUstreamBatchMemOpParams_union_CUstreamMemOpAtomicReductionParams_st.value",
+        ::core::mem::offset_of!(CUstreamBatchMemOpParams_union_CUstreamMemOpAtomicReductionParams_st,
+        value) as i64), ("offset",
+        "CUstreamBatchMemOpParams_union_CUstreamMemOpAtomicReductionParams_st.alias",
+        ::core::mem::offset_of!(CUstreamBatchMemOpParams_union_CUstreamMemOpAtomicReductionParams_st,
+        alias) as i64), ("size", "CUDA_BATCH_MEM_OP_NODE_PARAMS_v1_st",
         ::core::mem::size_of:: < CUDA_BATCH_MEM_OP_NODE_PARAMS_v1_st > () as i64),
         ("align", "CUDA_BATCH_MEM_OP_NODE_PARAMS_v1_st", ::core::mem::align_of:: <
         CUDA_BATCH_MEM_OP_NODE_PARAMS_v1_st > () as i64), ("offset",
@@ -319,8 +350,16 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         "CUDA_HOST_NODE_PARAMS_v2_st.fn",
         ::core::mem::offset_of!(CUDA_HOST_NODE_PARAMS_v2_st, fn_) as i64), ("offset",
         "CUDA_HOST_NODE_PARAMS_v2_st.userData",
-        ::core::mem::offset_of!(CUDA_HOST_NODE_PARAMS_v2_st, userData) as i64), ("size",
-        "CUDA_CONDITIONAL_NODE_PARAMS", ::core::mem::size_of:: <
+        ::core::mem::offset_of!(CUDA_HOST_NODE_PARAMS_v2_st, userData) as i64),
+        ("offset", "CUDA_HOST_NODE_PARAMS_v2_st.syncMode",
+        ::core::mem::offset_of!(CUDA_HOST_NODE_PARAMS_v2_st, syncMode) as i64),
+        ("offset", "CUDA_HOST_NODE_PARAMS_v2_st.anon1",
+        ::core::mem::offset_of!(CUDA_HOST_NODE_PARAMS_v2_st, anon1) as i64), ("offset",
+        "CUDA_HOST_NODE_PARAMS_v2_st_anon1.ctx",
+        ::core::mem::offset_of!(CUDA_HOST_NODE_PARAMS_v2_st_anon1, ctx) as i64),
+        ("offset", "CUDA_HOST_NODE_PARAMS_v2_st_anon1.gCtx",
+        ::core::mem::offset_of!(CUDA_HOST_NODE_PARAMS_v2_st_anon1, gCtx) as i64),
+        ("size", "CUDA_CONDITIONAL_NODE_PARAMS", ::core::mem::size_of:: <
         CUDA_CONDITIONAL_NODE_PARAMS > () as i64), ("align",
         "CUDA_CONDITIONAL_NODE_PARAMS", ::core::mem::align_of:: <
         CUDA_CONDITIONAL_NODE_PARAMS > () as i64), ("offset",
@@ -400,8 +439,12 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         ::core::mem::offset_of!(CUlaunchAttributeValue_union, sharedMemCarveout) as i64),
         ("offset", "CUlaunchAttributeValue_union.nvlinkUtilCentricScheduling",
         ::core::mem::offset_of!(CUlaunchAttributeValue_union,
-        nvlinkUtilCentricScheduling) as i64), ("size",
-        "CUlaunchAttributeValue_union_clusterDim", ::core::mem::size_of:: <
+        nvlinkUtilCentricScheduling) as i64), ("offset",
+        "CUlaunchAttributeValue_union.portableClusterSizeMode",
+        ::core::mem::offset_of!(CUlaunchAttributeValue_union, portableClusterSizeMode) as
+        i64), ("offset", "CUlaunchAttributeValue_union.sharedMemoryMode",
+        ::core::mem::offset_of!(CUlaunchAttributeValue_union, sharedMemoryMode) as i64),
+        ("size", "CUlaunchAttributeValue_union_clusterDim", ::core::mem::size_of:: <
         CUlaunchAttributeValue_union_clusterDim > () as i64), ("align",
         "CUlaunchAttributeValue_union_clusterDim", ::core::mem::align_of:: <
         CUlaunchAttributeValue_union_clusterDim > () as i64), ("offset",
@@ -506,8 +549,20 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         ::core::mem::offset_of!(CUctxCreateParams_st, numExecAffinityParams) as i64),
         ("offset", "CUctxCreateParams_st.cigParams",
         ::core::mem::offset_of!(CUctxCreateParams_st, cigParams) as i64), ("size",
-        "CUlibraryHostUniversalFunctionAndDataTable_st", ::core::mem::size_of:: <
-        CUlibraryHostUniversalFunctionAndDataTable_st > () as i64), ("align",
+        "CUstreamCigParam_st", ::core::mem::size_of:: < CUstreamCigParam_st > () as i64),
+        ("align", "CUstreamCigParam_st", ::core::mem::align_of:: < CUstreamCigParam_st >
+        () as i64), ("offset", "CUstreamCigParam_st.streamSharedDataType",
+        ::core::mem::offset_of!(CUstreamCigParam_st, streamSharedDataType) as i64),
+        ("offset", "CUstreamCigParam_st.streamSharedData",
+        ::core::mem::offset_of!(CUstreamCigParam_st, streamSharedData) as i64), ("size",
+        "CUstreamCigCaptureParams_st", ::core::mem::size_of:: <
+        CUstreamCigCaptureParams_st > () as i64), ("align",
+        "CUstreamCigCaptureParams_st", ::core::mem::align_of:: <
+        CUstreamCigCaptureParams_st > () as i64), ("offset",
+        "CUstreamCigCaptureParams_st.streamCigParams",
+        ::core::mem::offset_of!(CUstreamCigCaptureParams_st, streamCigParams) as i64),
+        ("size", "CUlibraryHostUniversalFunctionAndDataTable_st", ::core::mem::size_of::
+        < CUlibraryHostUniversalFunctionAndDataTable_st > () as i64), ("align",
         "CUlibraryHostUniversalFunctionAndDataTable_st", ::core::mem::align_of:: <
         CUlibraryHostUniversalFunctionAndDataTable_st > () as i64), ("offset",
         "CUlibraryHostUniversalFunctionAndDataTable_st.functionTable",
@@ -1052,6 +1107,12 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         ::core::mem::offset_of!(CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_v2_st, paramsArray) as
         i64), ("offset", "CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_v2_st.numExtSems",
         ::core::mem::offset_of!(CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_v2_st, numExtSems) as
+        i64), ("offset", "CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_v2_st.anon1",
+        ::core::mem::offset_of!(CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_v2_st, anon1) as i64),
+        ("offset", "CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_v2_st_anon1.ctx",
+        ::core::mem::offset_of!(CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_v2_st_anon1, ctx) as
+        i64), ("offset", "CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_v2_st_anon1.gCtx",
+        ::core::mem::offset_of!(CUDA_EXT_SEM_SIGNAL_NODE_PARAMS_v2_st_anon1, gCtx) as
         i64), ("size", "CUDA_EXT_SEM_WAIT_NODE_PARAMS_st", ::core::mem::size_of:: <
         CUDA_EXT_SEM_WAIT_NODE_PARAMS_st > () as i64), ("align",
         "CUDA_EXT_SEM_WAIT_NODE_PARAMS_st", ::core::mem::align_of:: <
@@ -1072,6 +1133,12 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         ::core::mem::offset_of!(CUDA_EXT_SEM_WAIT_NODE_PARAMS_v2_st, paramsArray) as
         i64), ("offset", "CUDA_EXT_SEM_WAIT_NODE_PARAMS_v2_st.numExtSems",
         ::core::mem::offset_of!(CUDA_EXT_SEM_WAIT_NODE_PARAMS_v2_st, numExtSems) as i64),
+        ("offset", "CUDA_EXT_SEM_WAIT_NODE_PARAMS_v2_st.anon1",
+        ::core::mem::offset_of!(CUDA_EXT_SEM_WAIT_NODE_PARAMS_v2_st, anon1) as i64),
+        ("offset", "CUDA_EXT_SEM_WAIT_NODE_PARAMS_v2_st_anon1.ctx",
+        ::core::mem::offset_of!(CUDA_EXT_SEM_WAIT_NODE_PARAMS_v2_st_anon1, ctx) as i64),
+        ("offset", "CUDA_EXT_SEM_WAIT_NODE_PARAMS_v2_st_anon1.gCtx",
+        ::core::mem::offset_of!(CUDA_EXT_SEM_WAIT_NODE_PARAMS_v2_st_anon1, gCtx) as i64),
         ("size", "CUarrayMapInfo_st", ::core::mem::size_of:: < CUarrayMapInfo_st > () as
         i64), ("align", "CUarrayMapInfo_st", ::core::mem::align_of:: < CUarrayMapInfo_st
         > () as i64), ("offset", "CUarrayMapInfo_st.resourceType",
@@ -1146,8 +1213,20 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         ("align", "CUmemLocation_st", ::core::mem::align_of:: < CUmemLocation_st > () as
         i64), ("offset", "CUmemLocation_st.type",
         ::core::mem::offset_of!(CUmemLocation_st, type_) as i64), ("offset",
-        "CUmemLocation_st.id", ::core::mem::offset_of!(CUmemLocation_st, id) as i64),
-        ("size", "CUmemAllocationProp_st", ::core::mem::size_of:: <
+        "CUmemLocation_st.anon1", ::core::mem::offset_of!(CUmemLocation_st, anon1) as
+        i64), ("offset", "CUmemLocation_st_anon1.id",
+        ::core::mem::offset_of!(CUmemLocation_st_anon1, id) as i64), ("offset",
+        "CUmemLocation_st_anon1.localized",
+        ::core::mem::offset_of!(CUmemLocation_st_anon1, localized) as i64), ("size",
+        "CUmemLocation_st_anon1_localized", ::core::mem::size_of:: <
+        CUmemLocation_st_anon1_localized > () as i64), ("align",
+        "CUmemLocation_st_anon1_localized", ::core::mem::align_of:: <
+        CUmemLocation_st_anon1_localized > () as i64), ("offset",
+        "CUmemLocation_st_anon1_localized.deviceId",
+        ::core::mem::offset_of!(CUmemLocation_st_anon1_localized, deviceId) as i64),
+        ("offset", "CUmemLocation_st_anon1_localized.localityDomainId",
+        ::core::mem::offset_of!(CUmemLocation_st_anon1_localized, localityDomainId) as
+        i64), ("size", "CUmemAllocationProp_st", ::core::mem::size_of:: <
         CUmemAllocationProp_st > () as i64), ("align", "CUmemAllocationProp_st",
         ::core::mem::align_of:: < CUmemAllocationProp_st > () as i64), ("offset",
         "CUmemAllocationProp_st.type", ::core::mem::offset_of!(CUmemAllocationProp_st,
@@ -1209,7 +1288,9 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         ("offset", "CUmemPoolProps_st.maxSize",
         ::core::mem::offset_of!(CUmemPoolProps_st, maxSize) as i64), ("offset",
         "CUmemPoolProps_st.usage", ::core::mem::offset_of!(CUmemPoolProps_st, usage) as
-        i64), ("offset", "CUmemPoolProps_st.reserved",
+        i64), ("offset", "CUmemPoolProps_st.gpuDirectRDMACapable",
+        ::core::mem::offset_of!(CUmemPoolProps_st, gpuDirectRDMACapable) as i64),
+        ("offset", "CUmemPoolProps_st.reserved",
         ::core::mem::offset_of!(CUmemPoolProps_st, reserved) as i64), ("size",
         "CUmemPoolPtrExportData_st", ::core::mem::size_of:: < CUmemPoolPtrExportData_st >
         () as i64), ("align", "CUmemPoolPtrExportData_st", ::core::mem::align_of:: <
@@ -1329,21 +1410,68 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         CUDA_EVENT_RECORD_NODE_PARAMS_st > () as i64), ("offset",
         "CUDA_EVENT_RECORD_NODE_PARAMS_st.event",
         ::core::mem::offset_of!(CUDA_EVENT_RECORD_NODE_PARAMS_st, event) as i64),
+        ("offset", "CUDA_EVENT_RECORD_NODE_PARAMS_st.anon1",
+        ::core::mem::offset_of!(CUDA_EVENT_RECORD_NODE_PARAMS_st, anon1) as i64),
+        ("offset", "CUDA_EVENT_RECORD_NODE_PARAMS_st_anon1.ctx",
+        ::core::mem::offset_of!(CUDA_EVENT_RECORD_NODE_PARAMS_st_anon1, ctx) as i64),
+        ("offset", "CUDA_EVENT_RECORD_NODE_PARAMS_st_anon1.gCtx",
+        ::core::mem::offset_of!(CUDA_EVENT_RECORD_NODE_PARAMS_st_anon1, gCtx) as i64),
         ("size", "CUDA_EVENT_WAIT_NODE_PARAMS_st", ::core::mem::size_of:: <
         CUDA_EVENT_WAIT_NODE_PARAMS_st > () as i64), ("align",
         "CUDA_EVENT_WAIT_NODE_PARAMS_st", ::core::mem::align_of:: <
         CUDA_EVENT_WAIT_NODE_PARAMS_st > () as i64), ("offset",
         "CUDA_EVENT_WAIT_NODE_PARAMS_st.event",
         ::core::mem::offset_of!(CUDA_EVENT_WAIT_NODE_PARAMS_st, event) as i64), ("size",
-        "CUgraphNodeParams_st", ::core::mem::size_of:: < CUgraphNodeParams_st > () as
-        i64), ("align", "CUgraphNodeParams_st", ::core::mem::align_of:: <
-        CUgraphNodeParams_st > () as i64), ("offset", "CUgraphNodeParams_st.type",
-        ::core::mem::offset_of!(CUgraphNodeParams_st, type_) as i64), ("offset",
-        "CUgraphNodeParams_st.reserved0", ::core::mem::offset_of!(CUgraphNodeParams_st,
-        reserved0) as i64), ("offset", "CUgraphNodeParams_st.anon1",
-        ::core::mem::offset_of!(CUgraphNodeParams_st, anon1) as i64), ("offset",
-        "CUgraphNodeParams_st.reserved2", ::core::mem::offset_of!(CUgraphNodeParams_st,
-        reserved2) as i64), ("offset", "CUgraphNodeParams_st_anon1.reserved1",
+        "CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st", ::core::mem::size_of:: <
+        CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st > () as i64), ("align",
+        "CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st", ::core::mem::align_of:: <
+        CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st > () as i64), ("offset",
+        "CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st.count",
+        ::core::mem::offset_of!(CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st, count) as i64),
+        ("offset", "CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st.dsts",
+        ::core::mem::offset_of!(CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st, dsts) as i64),
+        ("offset", "CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st.srcs",
+        ::core::mem::offset_of!(CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st, srcs) as i64),
+        ("offset", "CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st.sizes",
+        ::core::mem::offset_of!(CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st, sizes) as i64),
+        ("offset", "CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st.attrs",
+        ::core::mem::offset_of!(CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st, attrs) as i64),
+        ("offset", "CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st.attrsIdxs",
+        ::core::mem::offset_of!(CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st, attrsIdxs) as i64),
+        ("offset", "CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st.numAttrs",
+        ::core::mem::offset_of!(CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st, numAttrs) as i64),
+        ("offset", "CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st.anon1",
+        ::core::mem::offset_of!(CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st, anon1) as i64),
+        ("offset", "CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st_anon1.ctx",
+        ::core::mem::offset_of!(CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st_anon1, ctx) as i64),
+        ("offset", "CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st_anon1.gCtx",
+        ::core::mem::offset_of!(CUDA_MEMCPY_BATCH_NODE_PARAMS_V1_st_anon1, gCtx) as i64),
+        ("size", "CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st", ::core::mem::size_of:: <
+        CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st > () as i64), ("align",
+        "CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st", ::core::mem::align_of:: <
+        CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st > () as i64), ("offset",
+        "CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st.numOps",
+        ::core::mem::offset_of!(CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st, numOps) as i64),
+        ("offset", "CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st.opList",
+        ::core::mem::offset_of!(CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st, opList) as i64),
+        ("offset", "CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st.flags",
+        ::core::mem::offset_of!(CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st, flags) as i64),
+        ("offset", "CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st.anon1",
+        ::core::mem::offset_of!(CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st, anon1) as i64),
+        ("offset", "CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st_anon1.ctx",
+        ::core::mem::offset_of!(CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st_anon1, ctx) as
+        i64), ("offset", "CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st_anon1.gCtx",
+        ::core::mem::offset_of!(CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1_st_anon1, gCtx) as
+        i64), ("size", "CUgraphNodeParams_st", ::core::mem::size_of:: <
+        CUgraphNodeParams_st > () as i64), ("align", "CUgraphNodeParams_st",
+        ::core::mem::align_of:: < CUgraphNodeParams_st > () as i64), ("offset",
+        "CUgraphNodeParams_st.type", ::core::mem::offset_of!(CUgraphNodeParams_st, type_)
+        as i64), ("offset", "CUgraphNodeParams_st.reserved0",
+        ::core::mem::offset_of!(CUgraphNodeParams_st, reserved0) as i64), ("offset",
+        "CUgraphNodeParams_st.anon1", ::core::mem::offset_of!(CUgraphNodeParams_st,
+        anon1) as i64), ("offset", "CUgraphNodeParams_st.reserved2",
+        ::core::mem::offset_of!(CUgraphNodeParams_st, reserved2) as i64), ("offset",
+        "CUgraphNodeParams_st_anon1.reserved1",
         ::core::mem::offset_of!(CUgraphNodeParams_st_anon1, reserved1) as i64),
         ("offset", "CUgraphNodeParams_st_anon1.kernel",
         ::core::mem::offset_of!(CUgraphNodeParams_st_anon1, kernel) as i64), ("offset",
@@ -1371,6 +1499,32 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         ::core::mem::offset_of!(CUgraphNodeParams_st_anon1, memOp) as i64), ("offset",
         "CUgraphNodeParams_st_anon1.conditional",
         ::core::mem::offset_of!(CUgraphNodeParams_st_anon1, conditional) as i64),
+        ("offset", "CUgraphNodeParams_st_anon1.memcpyBatch",
+        ::core::mem::offset_of!(CUgraphNodeParams_st_anon1, memcpyBatch) as i64),
+        ("offset", "CUgraphNodeParams_st_anon1.fabricCpyBatch",
+        ::core::mem::offset_of!(CUgraphNodeParams_st_anon1, fabricCpyBatch) as i64),
+        ("offset", "CUgraphNodeParams_st_anon1.asBytes",
+        ::core::mem::offset_of!(CUgraphNodeParams_st_anon1, asBytes) as i64), ("size",
+        "CUcheckpointCustomStoragePerDeviceData_st", ::core::mem::size_of:: <
+        CUcheckpointCustomStoragePerDeviceData_st > () as i64), ("align",
+        "CUcheckpointCustomStoragePerDeviceData_st", ::core::mem::align_of:: <
+        CUcheckpointCustomStoragePerDeviceData_st > () as i64), ("offset",
+        "CUcheckpointCustomStoragePerDeviceData_st.devPtr",
+        ::core::mem::offset_of!(CUcheckpointCustomStoragePerDeviceData_st, devPtr) as
+        i64), ("offset", "CUcheckpointCustomStoragePerDeviceData_st.size",
+        ::core::mem::offset_of!(CUcheckpointCustomStoragePerDeviceData_st, size) as i64),
+        ("offset", "CUcheckpointCustomStoragePerDeviceData_st.stream",
+        ::core::mem::offset_of!(CUcheckpointCustomStoragePerDeviceData_st, stream) as
+        i64), ("size", "CUcheckpointCustomStorageInfo_st", ::core::mem::size_of:: <
+        CUcheckpointCustomStorageInfo_st > () as i64), ("align",
+        "CUcheckpointCustomStorageInfo_st", ::core::mem::align_of:: <
+        CUcheckpointCustomStorageInfo_st > () as i64), ("offset",
+        "CUcheckpointCustomStorageInfo_st.handle",
+        ::core::mem::offset_of!(CUcheckpointCustomStorageInfo_st, handle) as i64),
+        ("offset", "CUcheckpointCustomStorageInfo_st.perDeviceData",
+        ::core::mem::offset_of!(CUcheckpointCustomStorageInfo_st, perDeviceData) as i64),
+        ("offset", "CUcheckpointCustomStorageInfo_st.deviceCount",
+        ::core::mem::offset_of!(CUcheckpointCustomStorageInfo_st, deviceCount) as i64),
         ("size", "CUcheckpointLockArgs_st", ::core::mem::size_of:: <
         CUcheckpointLockArgs_st > () as i64), ("align", "CUcheckpointLockArgs_st",
         ::core::mem::align_of:: < CUcheckpointLockArgs_st > () as i64), ("offset",
@@ -1384,7 +1538,9 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         CUcheckpointCheckpointArgs_st > () as i64), ("align",
         "CUcheckpointCheckpointArgs_st", ::core::mem::align_of:: <
         CUcheckpointCheckpointArgs_st > () as i64), ("offset",
-        "CUcheckpointCheckpointArgs_st.reserved",
+        "CUcheckpointCheckpointArgs_st.customStorageInfo_out",
+        ::core::mem::offset_of!(CUcheckpointCheckpointArgs_st, customStorageInfo_out) as
+        i64), ("offset", "CUcheckpointCheckpointArgs_st.reserved",
         ::core::mem::offset_of!(CUcheckpointCheckpointArgs_st, reserved) as i64),
         ("size", "CUcheckpointGpuPair_st", ::core::mem::size_of:: <
         CUcheckpointGpuPair_st > () as i64), ("align", "CUcheckpointGpuPair_st",
@@ -1399,10 +1555,12 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         ::core::mem::offset_of!(CUcheckpointRestoreArgs_st, gpuPairs) as i64), ("offset",
         "CUcheckpointRestoreArgs_st.gpuPairsCount",
         ::core::mem::offset_of!(CUcheckpointRestoreArgs_st, gpuPairsCount) as i64),
-        ("offset", "CUcheckpointRestoreArgs_st.reserved",
-        ::core::mem::offset_of!(CUcheckpointRestoreArgs_st, reserved) as i64), ("offset",
-        "CUcheckpointRestoreArgs_st.reserved1",
-        ::core::mem::offset_of!(CUcheckpointRestoreArgs_st, reserved1) as i64), ("size",
+        ("offset", "CUcheckpointRestoreArgs_st.padding0",
+        ::core::mem::offset_of!(CUcheckpointRestoreArgs_st, padding0) as i64), ("offset",
+        "CUcheckpointRestoreArgs_st.customStorageInfo_out",
+        ::core::mem::offset_of!(CUcheckpointRestoreArgs_st, customStorageInfo_out) as
+        i64), ("offset", "CUcheckpointRestoreArgs_st.reserved",
+        ::core::mem::offset_of!(CUcheckpointRestoreArgs_st, reserved) as i64), ("size",
         "CUcheckpointUnlockArgs_st", ::core::mem::size_of:: < CUcheckpointUnlockArgs_st >
         () as i64), ("align", "CUcheckpointUnlockArgs_st", ::core::mem::align_of:: <
         CUcheckpointUnlockArgs_st > () as i64), ("offset",
@@ -1424,6 +1582,86 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         ::core::mem::offset_of!(CUmemDecompressParams_st, algo) as i64), ("offset",
         "CUmemDecompressParams_st.padding",
         ::core::mem::offset_of!(CUmemDecompressParams_st, padding) as i64), ("size",
+        "CUcliqueInfo_st", ::core::mem::size_of:: < CUcliqueInfo_st > () as i64),
+        ("align", "CUcliqueInfo_st", ::core::mem::align_of:: < CUcliqueInfo_st > () as
+        i64), ("offset", "CUcliqueInfo_st.type", ::core::mem::offset_of!(CUcliqueInfo_st,
+        type_) as i64), ("offset", "CUcliqueInfo_st.id",
+        ::core::mem::offset_of!(CUcliqueInfo_st, id) as i64), ("size",
+        "CUlogicalEndpointFabricHandle_st", ::core::mem::size_of:: <
+        CUlogicalEndpointFabricHandle_st > () as i64), ("align",
+        "CUlogicalEndpointFabricHandle_st", ::core::mem::align_of:: <
+        CUlogicalEndpointFabricHandle_st > () as i64), ("offset",
+        "CUlogicalEndpointFabricHandle_st.data",
+        ::core::mem::offset_of!(CUlogicalEndpointFabricHandle_st, data) as i64), ("size",
+        "CUlogicalEndpointProp_struct", ::core::mem::size_of:: <
+        CUlogicalEndpointProp_struct > () as i64), ("align",
+        "CUlogicalEndpointProp_struct", ::core::mem::align_of:: <
+        CUlogicalEndpointProp_struct > () as i64), ("offset",
+        "CUlogicalEndpointProp_struct.type",
+        ::core::mem::offset_of!(CUlogicalEndpointProp_struct, type_) as i64), ("offset",
+        "CUlogicalEndpointProp_struct.anon1",
+        ::core::mem::offset_of!(CUlogicalEndpointProp_struct, anon1) as i64), ("offset",
+        "CUlogicalEndpointProp_struct.size",
+        ::core::mem::offset_of!(CUlogicalEndpointProp_struct, size) as i64), ("offset",
+        "CUlogicalEndpointProp_struct.ipcHandleTypes",
+        ::core::mem::offset_of!(CUlogicalEndpointProp_struct, ipcHandleTypes) as i64),
+        ("offset", "CUlogicalEndpointProp_struct.flags",
+        ::core::mem::offset_of!(CUlogicalEndpointProp_struct, flags) as i64), ("offset",
+        "CUlogicalEndpointProp_struct_anon1.unicast",
+        ::core::mem::offset_of!(CUlogicalEndpointProp_struct_anon1, unicast) as i64),
+        ("offset", "CUlogicalEndpointProp_struct_anon1.multicast",
+        ::core::mem::offset_of!(CUlogicalEndpointProp_struct_anon1, multicast) as i64),
+        ("size", "CUlogicalEndpointProp_struct_anon1_unicast", ::core::mem::size_of:: <
+        CUlogicalEndpointProp_struct_anon1_unicast > () as i64), ("align",
+        "CUlogicalEndpointProp_struct_anon1_unicast", ::core::mem::align_of:: <
+        CUlogicalEndpointProp_struct_anon1_unicast > () as i64), ("offset",
+        "CUlogicalEndpointProp_struct_anon1_unicast.device",
+        ::core::mem::offset_of!(CUlogicalEndpointProp_struct_anon1_unicast, device) as
+        i64), ("size", "CUlogicalEndpointProp_struct_anon1_multicast",
+        ::core::mem::size_of:: < CUlogicalEndpointProp_struct_anon1_multicast > () as
+        i64), ("align", "CUlogicalEndpointProp_struct_anon1_multicast",
+        ::core::mem::align_of:: < CUlogicalEndpointProp_struct_anon1_multicast > () as
+        i64), ("offset", "CUlogicalEndpointProp_struct_anon1_multicast.numDevices",
+        ::core::mem::offset_of!(CUlogicalEndpointProp_struct_anon1_multicast, numDevices)
+        as i64), ("size", "CUfabricCpyOperand_st", ::core::mem::size_of:: <
+        CUfabricCpyOperand_st > () as i64), ("align", "CUfabricCpyOperand_st",
+        ::core::mem::align_of:: < CUfabricCpyOperand_st > () as i64), ("offset",
+        "CUfabricCpyOperand_st.type", ::core::mem::offset_of!(CUfabricCpyOperand_st,
+        type_) as i64), ("offset", "CUfabricCpyOperand_st.op",
+        ::core::mem::offset_of!(CUfabricCpyOperand_st, op) as i64), ("size",
+        "CUfabricCpyOperand_st_op", ::core::mem::size_of:: < CUfabricCpyOperand_st_op >
+        () as i64), ("align", "CUfabricCpyOperand_st_op", ::core::mem::align_of:: <
+        CUfabricCpyOperand_st_op > () as i64), ("offset", "CUfabricCpyOperand_st_op.ptr",
+        ::core::mem::offset_of!(CUfabricCpyOperand_st_op, ptr) as i64), ("offset",
+        "CUfabricCpyOperand_st_op.le", ::core::mem::offset_of!(CUfabricCpyOperand_st_op,
+        le) as i64), ("size", "CUfabricCpyOperand_st_op_ptr", ::core::mem::size_of:: <
+        CUfabricCpyOperand_st_op_ptr > () as i64), ("align",
+        "CUfabricCpyOperand_st_op_ptr", ::core::mem::align_of:: <
+        CUfabricCpyOperand_st_op_ptr > () as i64), ("offset",
+        "CUfabricCpyOperand_st_op_ptr.ptr",
+        ::core::mem::offset_of!(CUfabricCpyOperand_st_op_ptr, ptr) as i64), ("offset",
+        "CUfabricCpyOperand_st_op_ptr.locHint",
+        ::core::mem::offset_of!(CUfabricCpyOperand_st_op_ptr, locHint) as i64), ("size",
+        "CUfabricCpyOperand_st_op_le", ::core::mem::size_of:: <
+        CUfabricCpyOperand_st_op_le > () as i64), ("align",
+        "CUfabricCpyOperand_st_op_le", ::core::mem::align_of:: <
+        CUfabricCpyOperand_st_op_le > () as i64), ("offset",
+        "CUfabricCpyOperand_st_op_le.id",
+        ::core::mem::offset_of!(CUfabricCpyOperand_st_op_le, id) as i64), ("offset",
+        "CUfabricCpyOperand_st_op_le.offset",
+        ::core::mem::offset_of!(CUfabricCpyOperand_st_op_le, offset) as i64), ("size",
+        "CUDA_FABRIC_COPY_BATCH_OP_st", ::core::mem::size_of:: <
+        CUDA_FABRIC_COPY_BATCH_OP_st > () as i64), ("align",
+        "CUDA_FABRIC_COPY_BATCH_OP_st", ::core::mem::align_of:: <
+        CUDA_FABRIC_COPY_BATCH_OP_st > () as i64), ("offset",
+        "CUDA_FABRIC_COPY_BATCH_OP_st.src",
+        ::core::mem::offset_of!(CUDA_FABRIC_COPY_BATCH_OP_st, src) as i64), ("offset",
+        "CUDA_FABRIC_COPY_BATCH_OP_st.dst",
+        ::core::mem::offset_of!(CUDA_FABRIC_COPY_BATCH_OP_st, dst) as i64), ("offset",
+        "CUDA_FABRIC_COPY_BATCH_OP_st.size",
+        ::core::mem::offset_of!(CUDA_FABRIC_COPY_BATCH_OP_st, size) as i64), ("offset",
+        "CUDA_FABRIC_COPY_BATCH_OP_st.flags",
+        ::core::mem::offset_of!(CUDA_FABRIC_COPY_BATCH_OP_st, flags) as i64), ("size",
         "CUdevSmResource_st", ::core::mem::size_of:: < CUdevSmResource_st > () as i64),
         ("align", "CUdevSmResource_st", ::core::mem::align_of:: < CUdevSmResource_st > ()
         as i64), ("offset", "CUdevSmResource_st.smCount",
@@ -1432,6 +1670,43 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         ::core::mem::offset_of!(CUdevSmResource_st, minSmPartitionSize) as i64),
         ("offset", "CUdevSmResource_st.smCoscheduledAlignment",
         ::core::mem::offset_of!(CUdevSmResource_st, smCoscheduledAlignment) as i64),
+        ("offset", "CUdevSmResource_st.flags",
+        ::core::mem::offset_of!(CUdevSmResource_st, flags) as i64), ("offset",
+        "CUdevSmResource_st.localityDomainId",
+        ::core::mem::offset_of!(CUdevSmResource_st, localityDomainId) as i64), ("size",
+        "CUdevWorkqueueConfigResource_st", ::core::mem::size_of:: <
+        CUdevWorkqueueConfigResource_st > () as i64), ("align",
+        "CUdevWorkqueueConfigResource_st", ::core::mem::align_of:: <
+        CUdevWorkqueueConfigResource_st > () as i64), ("offset",
+        "CUdevWorkqueueConfigResource_st.device",
+        ::core::mem::offset_of!(CUdevWorkqueueConfigResource_st, device) as i64),
+        ("offset", "CUdevWorkqueueConfigResource_st.wqConcurrencyLimit",
+        ::core::mem::offset_of!(CUdevWorkqueueConfigResource_st, wqConcurrencyLimit) as
+        i64), ("offset", "CUdevWorkqueueConfigResource_st.sharingScope",
+        ::core::mem::offset_of!(CUdevWorkqueueConfigResource_st, sharingScope) as i64),
+        ("size", "CUdevWorkqueueResource_st", ::core::mem::size_of:: <
+        CUdevWorkqueueResource_st > () as i64), ("align", "CUdevWorkqueueResource_st",
+        ::core::mem::align_of:: < CUdevWorkqueueResource_st > () as i64), ("offset",
+        "CUdevWorkqueueResource_st.reserved",
+        ::core::mem::offset_of!(CUdevWorkqueueResource_st, reserved) as i64), ("size",
+        "CU_DEV_SM_RESOURCE_GROUP_PARAMS_st", ::core::mem::size_of:: <
+        CU_DEV_SM_RESOURCE_GROUP_PARAMS_st > () as i64), ("align",
+        "CU_DEV_SM_RESOURCE_GROUP_PARAMS_st", ::core::mem::align_of:: <
+        CU_DEV_SM_RESOURCE_GROUP_PARAMS_st > () as i64), ("offset",
+        "CU_DEV_SM_RESOURCE_GROUP_PARAMS_st.smCount",
+        ::core::mem::offset_of!(CU_DEV_SM_RESOURCE_GROUP_PARAMS_st, smCount) as i64),
+        ("offset", "CU_DEV_SM_RESOURCE_GROUP_PARAMS_st.coscheduledSmCount",
+        ::core::mem::offset_of!(CU_DEV_SM_RESOURCE_GROUP_PARAMS_st, coscheduledSmCount)
+        as i64), ("offset",
+        "CU_DEV_SM_RESOURCE_GROUP_PARAMS_st.preferredCoscheduledSmCount",
+        ::core::mem::offset_of!(CU_DEV_SM_RESOURCE_GROUP_PARAMS_st,
+        preferredCoscheduledSmCount) as i64), ("offset",
+        "CU_DEV_SM_RESOURCE_GROUP_PARAMS_st.flags",
+        ::core::mem::offset_of!(CU_DEV_SM_RESOURCE_GROUP_PARAMS_st, flags) as i64),
+        ("offset", "CU_DEV_SM_RESOURCE_GROUP_PARAMS_st.localityDomainId",
+        ::core::mem::offset_of!(CU_DEV_SM_RESOURCE_GROUP_PARAMS_st, localityDomainId) as
+        i64), ("offset", "CU_DEV_SM_RESOURCE_GROUP_PARAMS_st.reserved",
+        ::core::mem::offset_of!(CU_DEV_SM_RESOURCE_GROUP_PARAMS_st, reserved) as i64),
         ("size", "CUdevResource_st", ::core::mem::size_of:: < CUdevResource_st > () as
         i64), ("align", "CUdevResource_st", ::core::mem::align_of:: < CUdevResource_st >
         () as i64), ("offset", "CUdevResource_st.type",
@@ -1439,7 +1714,12 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         "CUdevResource_st._internal_padding", ::core::mem::offset_of!(CUdevResource_st,
         _internal_padding) as i64), ("offset", "CUdevResource_st.anon1",
         ::core::mem::offset_of!(CUdevResource_st, anon1) as i64), ("offset",
-        "CUdevResource_st_anon1.sm", ::core::mem::offset_of!(CUdevResource_st_anon1, sm)
+        "CUdevResource_st.nextResource", ::core::mem::offset_of!(CUdevResource_st,
+        nextResource) as i64), ("offset", "CUdevResource_st_anon1.sm",
+        ::core::mem::offset_of!(CUdevResource_st_anon1, sm) as i64), ("offset",
+        "CUdevResource_st_anon1.wqConfig",
+        ::core::mem::offset_of!(CUdevResource_st_anon1, wqConfig) as i64), ("offset",
+        "CUdevResource_st_anon1.wq", ::core::mem::offset_of!(CUdevResource_st_anon1, wq)
         as i64), ("offset", "CUdevResource_st_anon1._oversize",
         ::core::mem::offset_of!(CUdevResource_st_anon1, _oversize) as i64), ("size",
         "CUipcMem_flags_enum", ::core::mem::size_of:: < CUipcMem_flags_enum > () as i64),
@@ -1487,25 +1767,71 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         "NVCL_CTX_SCHED_YIELD", cl_context_flags_enum::NVCL_CTX_SCHED_YIELD.0 as i64),
         ("value", "NVCL_CTX_SCHED_BLOCKING_SYNC",
         cl_context_flags_enum::NVCL_CTX_SCHED_BLOCKING_SYNC.0 as i64), ("size",
-        "CUstream_flags_enum", ::core::mem::size_of:: < CUstream_flags_enum > () as i64),
-        ("value", "CU_STREAM_DEFAULT", CUstream_flags_enum::CU_STREAM_DEFAULT.0 as i64),
-        ("value", "CU_STREAM_NON_BLOCKING", CUstream_flags_enum::CU_STREAM_NON_BLOCKING.0
-        as i64), ("size", "CUevent_flags_enum", ::core::mem::size_of:: <
-        CUevent_flags_enum > () as i64), ("value", "CU_EVENT_DEFAULT",
-        CUevent_flags_enum::CU_EVENT_DEFAULT.0 as i64), ("value",
-        "CU_EVENT_BLOCKING_SYNC", CUevent_flags_enum::CU_EVENT_BLOCKING_SYNC.0 as i64),
-        ("value", "CU_EVENT_DISABLE_TIMING", CUevent_flags_enum::CU_EVENT_DISABLE_TIMING
-        .0 as i64), ("value", "CU_EVENT_INTERPROCESS",
-        CUevent_flags_enum::CU_EVENT_INTERPROCESS.0 as i64), ("size",
-        "CUevent_record_flags_enum", ::core::mem::size_of:: < CUevent_record_flags_enum >
-        () as i64), ("value", "CU_EVENT_RECORD_DEFAULT",
+        "CUhostTaskSyncMode_enum", ::core::mem::size_of:: < CUhostTaskSyncMode_enum > ()
+        as i64), ("value", "CU_HOST_TASK_BLOCKING",
+        CUhostTaskSyncMode_enum::CU_HOST_TASK_BLOCKING.0 as i64), ("value",
+        "CU_HOST_TASK_SPINWAIT", CUhostTaskSyncMode_enum::CU_HOST_TASK_SPINWAIT.0 as
+        i64), ("size", "CUstream_flags_enum", ::core::mem::size_of:: <
+        CUstream_flags_enum > () as i64), ("value", "CU_STREAM_DEFAULT",
+        CUstream_flags_enum::CU_STREAM_DEFAULT.0 as i64), ("value",
+        "CU_STREAM_NON_BLOCKING", CUstream_flags_enum::CU_STREAM_NON_BLOCKING.0 as i64),
+        ("size", "CUevent_flags_enum", ::core::mem::size_of:: < CUevent_flags_enum > ()
+        as i64), ("value", "CU_EVENT_DEFAULT", CUevent_flags_enum::CU_EVENT_DEFAULT.0 as
+        i64), ("value", "CU_EVENT_BLOCKING_SYNC",
+        CUevent_flags_enum::CU_EVENT_BLOCKING_SYNC.0 as i64), ("value",
+        "CU_EVENT_DISABLE_TIMING", CUevent_flags_enum::CU_EVENT_DISABLE_TIMING.0 as i64),
+        ("value", "CU_EVENT_INTERPROCESS", CUevent_flags_enum::CU_EVENT_INTERPROCESS.0 as
+        i64), ("size", "CUevent_record_flags_enum", ::core::mem::size_of:: <
+        CUevent_record_flags_enum > () as i64), ("value", "CU_EVENT_RECORD_DEFAULT",
         CUevent_record_flags_enum::CU_EVENT_RECORD_DEFAULT.0 as i64), ("value",
         "CU_EVENT_RECORD_EXTERNAL", CUevent_record_flags_enum::CU_EVENT_RECORD_EXTERNAL.0
         as i64), ("size", "CUevent_wait_flags_enum", ::core::mem::size_of:: <
         CUevent_wait_flags_enum > () as i64), ("value", "CU_EVENT_WAIT_DEFAULT",
         CUevent_wait_flags_enum::CU_EVENT_WAIT_DEFAULT.0 as i64), ("value",
         "CU_EVENT_WAIT_EXTERNAL", CUevent_wait_flags_enum::CU_EVENT_WAIT_EXTERNAL.0 as
-        i64), ("size", "CUstreamWaitValue_flags_enum", ::core::mem::size_of:: <
+        i64), ("size", "CUatomicOperation_enum", ::core::mem::size_of:: <
+        CUatomicOperation_enum > () as i64), ("value", "CU_ATOMIC_OPERATION_INTEGER_ADD",
+        CUatomicOperation_enum::CU_ATOMIC_OPERATION_INTEGER_ADD.0 as i64), ("value",
+        "CU_ATOMIC_OPERATION_INTEGER_MIN",
+        CUatomicOperation_enum::CU_ATOMIC_OPERATION_INTEGER_MIN.0 as i64), ("value",
+        "CU_ATOMIC_OPERATION_INTEGER_MAX",
+        CUatomicOperation_enum::CU_ATOMIC_OPERATION_INTEGER_MAX.0 as i64), ("value",
+        "CU_ATOMIC_OPERATION_INTEGER_INCREMENT",
+        CUatomicOperation_enum::CU_ATOMIC_OPERATION_INTEGER_INCREMENT.0 as i64),
+        ("value", "CU_ATOMIC_OPERATION_INTEGER_DECREMENT",
+        CUatomicOperation_enum::CU_ATOMIC_OPERATION_INTEGER_DECREMENT.0 as i64),
+        ("value", "CU_ATOMIC_OPERATION_AND",
+        CUatomicOperation_enum::CU_ATOMIC_OPERATION_AND.0 as i64), ("value",
+        "CU_ATOMIC_OPERATION_OR", CUatomicOperation_enum::CU_ATOMIC_OPERATION_OR.0 as
+        i64), ("value", "CU_ATOMIC_OPERATION_XOR",
+        CUatomicOperation_enum::CU_ATOMIC_OPERATION_XOR.0 as i64), ("value",
+        "CU_ATOMIC_OPERATION_EXCHANGE",
+        CUatomicOperation_enum::CU_ATOMIC_OPERATION_EXCHANGE.0 as i64), ("value",
+        "CU_ATOMIC_OPERATION_CAS", CUatomicOperation_enum::CU_ATOMIC_OPERATION_CAS.0 as
+        i64), ("value", "CU_ATOMIC_OPERATION_FLOAT_ADD",
+        CUatomicOperation_enum::CU_ATOMIC_OPERATION_FLOAT_ADD.0 as i64), ("value",
+        "CU_ATOMIC_OPERATION_FLOAT_MIN",
+        CUatomicOperation_enum::CU_ATOMIC_OPERATION_FLOAT_MIN.0 as i64), ("value",
+        "CU_ATOMIC_OPERATION_FLOAT_MAX",
+        CUatomicOperation_enum::CU_ATOMIC_OPERATION_FLOAT_MAX.0 as i64), ("value",
+        "CU_ATOMIC_OPERATION_MAX", CUatomicOperation_enum::CU_ATOMIC_OPERATION_MAX.0 as
+        i64), ("size", "CUatomicOperationCapability_enum", ::core::mem::size_of:: <
+        CUatomicOperationCapability_enum > () as i64), ("value",
+        "CU_ATOMIC_CAPABILITY_SIGNED",
+        CUatomicOperationCapability_enum::CU_ATOMIC_CAPABILITY_SIGNED.0 as i64),
+        ("value", "CU_ATOMIC_CAPABILITY_UNSIGNED",
+        CUatomicOperationCapability_enum::CU_ATOMIC_CAPABILITY_UNSIGNED.0 as i64),
+        ("value", "CU_ATOMIC_CAPABILITY_REDUCTION",
+        CUatomicOperationCapability_enum::CU_ATOMIC_CAPABILITY_REDUCTION.0 as i64),
+        ("value", "CU_ATOMIC_CAPABILITY_SCALAR_32",
+        CUatomicOperationCapability_enum::CU_ATOMIC_CAPABILITY_SCALAR_32.0 as i64),
+        ("value", "CU_ATOMIC_CAPABILITY_SCALAR_64",
+        CUatomicOperationCapability_enum::CU_ATOMIC_CAPABILITY_SCALAR_64.0 as i64),
+        ("value", "CU_ATOMIC_CAPABILITY_SCALAR_128",
+        CUatomicOperationCapability_enum::CU_ATOMIC_CAPABILITY_SCALAR_128.0 as i64),
+        ("value", "CU_ATOMIC_CAPABILITY_VECTOR_32x4",
+        CUatomicOperationCapability_enum::CU_ATOMIC_CAPABILITY_VECTOR_32x4.0 as i64),
+        ("size", "CUstreamWaitValue_flags_enum", ::core::mem::size_of:: <
         CUstreamWaitValue_flags_enum > () as i64), ("value", "CU_STREAM_WAIT_VALUE_GEQ",
         CUstreamWaitValue_flags_enum::CU_STREAM_WAIT_VALUE_GEQ.0 as i64), ("value",
         "CU_STREAM_WAIT_VALUE_EQ", CUstreamWaitValue_flags_enum::CU_STREAM_WAIT_VALUE_EQ
@@ -1532,7 +1858,9 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         "CU_STREAM_MEM_OP_WRITE_VALUE_64",
         CUstreamBatchMemOpType_enum::CU_STREAM_MEM_OP_WRITE_VALUE_64.0 as i64), ("value",
         "CU_STREAM_MEM_OP_BARRIER", CUstreamBatchMemOpType_enum::CU_STREAM_MEM_OP_BARRIER
-        .0 as i64), ("value", "CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES",
+        .0 as i64), ("value", "CU_STREAM_MEM_OP_ATOMIC_REDUCTION",
+        CUstreamBatchMemOpType_enum::CU_STREAM_MEM_OP_ATOMIC_REDUCTION.0 as i64),
+        ("value", "CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES",
         CUstreamBatchMemOpType_enum::CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES.0 as i64),
         ("size", "CUstreamMemoryBarrier_flags_enum", ::core::mem::size_of:: <
         CUstreamMemoryBarrier_flags_enum > () as i64), ("value",
@@ -1540,7 +1868,21 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         CUstreamMemoryBarrier_flags_enum::CU_STREAM_MEMORY_BARRIER_TYPE_SYS.0 as i64),
         ("value", "CU_STREAM_MEMORY_BARRIER_TYPE_GPU",
         CUstreamMemoryBarrier_flags_enum::CU_STREAM_MEMORY_BARRIER_TYPE_GPU.0 as i64),
-        ("size", "CUoccupancy_flags_enum", ::core::mem::size_of:: <
+        ("size", "CUstreamAtomicReductionOpType_enum", ::core::mem::size_of:: <
+        CUstreamAtomicReductionOpType_enum > () as i64), ("value",
+        "CU_STREAM_ATOMIC_REDUCTION_OP_OR",
+        CUstreamAtomicReductionOpType_enum::CU_STREAM_ATOMIC_REDUCTION_OP_OR.0 as i64),
+        ("value", "CU_STREAM_ATOMIC_REDUCTION_OP_AND",
+        CUstreamAtomicReductionOpType_enum::CU_STREAM_ATOMIC_REDUCTION_OP_AND.0 as i64),
+        ("value", "CU_STREAM_ATOMIC_REDUCTION_OP_ADD",
+        CUstreamAtomicReductionOpType_enum::CU_STREAM_ATOMIC_REDUCTION_OP_ADD.0 as i64),
+        ("size", "CUstreamAtomicReductionDataType_enum", ::core::mem::size_of:: <
+        CUstreamAtomicReductionDataType_enum > () as i64), ("value",
+        "CU_STREAM_ATOMIC_REDUCTION_UNSIGNED_32",
+        CUstreamAtomicReductionDataType_enum::CU_STREAM_ATOMIC_REDUCTION_UNSIGNED_32.0 as
+        i64), ("value", "CU_STREAM_ATOMIC_REDUCTION_UNSIGNED_64",
+        CUstreamAtomicReductionDataType_enum::CU_STREAM_ATOMIC_REDUCTION_UNSIGNED_64.0 as
+        i64), ("size", "CUoccupancy_flags_enum", ::core::mem::size_of:: <
         CUoccupancy_flags_enum > () as i64), ("value", "CU_OCCUPANCY_DEFAULT",
         CUoccupancy_flags_enum::CU_OCCUPANCY_DEFAULT.0 as i64), ("value",
         "CU_OCCUPANCY_DISABLE_CACHING_OVERRIDE",
@@ -1626,6 +1968,34 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         CUarray_format_enum::CU_AD_FORMAT_YUV444_16bit_SemiPlanar.0 as i64), ("value",
         "CU_AD_FORMAT_UNORM_INT_101010_2",
         CUarray_format_enum::CU_AD_FORMAT_UNORM_INT_101010_2.0 as i64), ("value",
+        "CU_AD_FORMAT_UINT8_PACKED_422",
+        CUarray_format_enum::CU_AD_FORMAT_UINT8_PACKED_422.0 as i64), ("value",
+        "CU_AD_FORMAT_UINT8_PACKED_444",
+        CUarray_format_enum::CU_AD_FORMAT_UINT8_PACKED_444.0 as i64), ("value",
+        "CU_AD_FORMAT_UINT8_SEMIPLANAR_420",
+        CUarray_format_enum::CU_AD_FORMAT_UINT8_SEMIPLANAR_420.0 as i64), ("value",
+        "CU_AD_FORMAT_UINT16_SEMIPLANAR_420",
+        CUarray_format_enum::CU_AD_FORMAT_UINT16_SEMIPLANAR_420.0 as i64), ("value",
+        "CU_AD_FORMAT_UINT8_SEMIPLANAR_422",
+        CUarray_format_enum::CU_AD_FORMAT_UINT8_SEMIPLANAR_422.0 as i64), ("value",
+        "CU_AD_FORMAT_UINT16_SEMIPLANAR_422",
+        CUarray_format_enum::CU_AD_FORMAT_UINT16_SEMIPLANAR_422.0 as i64), ("value",
+        "CU_AD_FORMAT_UINT8_SEMIPLANAR_444",
+        CUarray_format_enum::CU_AD_FORMAT_UINT8_SEMIPLANAR_444.0 as i64), ("value",
+        "CU_AD_FORMAT_UINT16_SEMIPLANAR_444",
+        CUarray_format_enum::CU_AD_FORMAT_UINT16_SEMIPLANAR_444.0 as i64), ("value",
+        "CU_AD_FORMAT_UINT8_PLANAR_420",
+        CUarray_format_enum::CU_AD_FORMAT_UINT8_PLANAR_420.0 as i64), ("value",
+        "CU_AD_FORMAT_UINT16_PLANAR_420",
+        CUarray_format_enum::CU_AD_FORMAT_UINT16_PLANAR_420.0 as i64), ("value",
+        "CU_AD_FORMAT_UINT8_PLANAR_422",
+        CUarray_format_enum::CU_AD_FORMAT_UINT8_PLANAR_422.0 as i64), ("value",
+        "CU_AD_FORMAT_UINT16_PLANAR_422",
+        CUarray_format_enum::CU_AD_FORMAT_UINT16_PLANAR_422.0 as i64), ("value",
+        "CU_AD_FORMAT_UINT8_PLANAR_444",
+        CUarray_format_enum::CU_AD_FORMAT_UINT8_PLANAR_444.0 as i64), ("value",
+        "CU_AD_FORMAT_UINT16_PLANAR_444",
+        CUarray_format_enum::CU_AD_FORMAT_UINT16_PLANAR_444.0 as i64), ("value",
         "CU_AD_FORMAT_MAX", CUarray_format_enum::CU_AD_FORMAT_MAX.0 as i64), ("size",
         "CUaddress_mode_enum", ::core::mem::size_of:: < CUaddress_mode_enum > () as i64),
         ("value", "CU_TR_ADDRESS_MODE_WRAP", CUaddress_mode_enum::CU_TR_ADDRESS_MODE_WRAP
@@ -1948,6 +2318,38 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         CUdevice_attribute_enum::CU_DEVICE_ATTRIBUTE_HOST_ALLOC_DMA_BUF_SUPPORTED.0 as
         i64), ("value", "CU_DEVICE_ATTRIBUTE_ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED",
         CUdevice_attribute_enum::CU_DEVICE_ATTRIBUTE_ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED
+        .0 as i64), ("value", "CU_DEVICE_ATTRIBUTE_ATOMIC_REDUCTION_SUPPORTED",
+        CUdevice_attribute_enum::CU_DEVICE_ATTRIBUTE_ATOMIC_REDUCTION_SUPPORTED.0 as
+        i64), ("value", "CU_DEVICE_ATTRIBUTE_LOCALITY_DOMAIN_COUNT",
+        CUdevice_attribute_enum::CU_DEVICE_ATTRIBUTE_LOCALITY_DOMAIN_COUNT.0 as i64),
+        ("value", "CU_DEVICE_ATTRIBUTE_MAX_OVERSIZED_SHARED_MEMORY_PER_BLOCK",
+        CUdevice_attribute_enum::CU_DEVICE_ATTRIBUTE_MAX_OVERSIZED_SHARED_MEMORY_PER_BLOCK
+        .0 as i64), ("value", "CU_DEVICE_ATTRIBUTE_D3D12_CIG_STREAMS_SUPPORTED",
+        CUdevice_attribute_enum::CU_DEVICE_ATTRIBUTE_D3D12_CIG_STREAMS_SUPPORTED.0 as
+        i64), ("value", "CU_DEVICE_ATTRIBUTE_DMA_BUF_MMAP_SUPPORTED",
+        CUdevice_attribute_enum::CU_DEVICE_ATTRIBUTE_DMA_BUF_MMAP_SUPPORTED.0 as i64),
+        ("value", "CU_DEVICE_ATTRIBUTE_LOGICAL_ENDPOINT_UNICAST_SUPPORTED",
+        CUdevice_attribute_enum::CU_DEVICE_ATTRIBUTE_LOGICAL_ENDPOINT_UNICAST_SUPPORTED.0
+        as i64), ("value", "CU_DEVICE_ATTRIBUTE_LOGICAL_ENDPOINT_MULTICAST_SUPPORTED",
+        CUdevice_attribute_enum::CU_DEVICE_ATTRIBUTE_LOGICAL_ENDPOINT_MULTICAST_SUPPORTED
+        .0 as i64), ("value",
+        "CU_DEVICE_ATTRIBUTE_LOGICAL_ENDPOINT_COUNTED_OPS_SUPPORTED",
+        CUdevice_attribute_enum::CU_DEVICE_ATTRIBUTE_LOGICAL_ENDPOINT_COUNTED_OPS_SUPPORTED
+        .0 as i64), ("value",
+        "CU_DEVICE_ATTRIBUTE_LOGICAL_ENDPOINT_UNICAST_ACCESS_ON_OWNER_DEVICE_SUPPORTED",
+        CUdevice_attribute_enum::CU_DEVICE_ATTRIBUTE_LOGICAL_ENDPOINT_UNICAST_ACCESS_ON_OWNER_DEVICE_SUPPORTED
+        .0 as i64), ("value", "CU_DEVICE_ATTRIBUTE_LOCALITY_DOMAIN_MULTIPROCESSOR_COUNT",
+        CUdevice_attribute_enum::CU_DEVICE_ATTRIBUTE_LOCALITY_DOMAIN_MULTIPROCESSOR_COUNT
+        .0 as i64), ("value",
+        "CU_DEVICE_ATTRIBUTE_LOGICAL_ENDPOINT_SUPPORTED_HANDLE_TYPES",
+        CUdevice_attribute_enum::CU_DEVICE_ATTRIBUTE_LOGICAL_ENDPOINT_SUPPORTED_HANDLE_TYPES
+        .0 as i64), ("value", "CU_DEVICE_ATTRIBUTE_VULKAN_CIG_STREAMS_SUPPORTED",
+        CUdevice_attribute_enum::CU_DEVICE_ATTRIBUTE_VULKAN_CIG_STREAMS_SUPPORTED.0 as
+        i64), ("value", "CU_DEVICE_ATTRIBUTE_TENSOR_MAP_LARGE_TENSOR_MIN_SIZE",
+        CUdevice_attribute_enum::CU_DEVICE_ATTRIBUTE_TENSOR_MAP_LARGE_TENSOR_MIN_SIZE.0
+        as i64), ("value",
+        "CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_LOCALIZED_MEMORY_SUPPORTED",
+        CUdevice_attribute_enum::CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_LOCALIZED_MEMORY_SUPPORTED
         .0 as i64), ("value", "CU_DEVICE_ATTRIBUTE_MAX",
         CUdevice_attribute_enum::CU_DEVICE_ATTRIBUTE_MAX.0 as i64), ("size",
         "CUpointer_attribute_enum", ::core::mem::size_of:: < CUpointer_attribute_enum >
@@ -1993,7 +2395,9 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         CUpointer_attribute_enum::CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID.0 as i64),
         ("value", "CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE",
         CUpointer_attribute_enum::CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE.0 as
-        i64), ("size", "CUfunction_attribute_enum", ::core::mem::size_of:: <
+        i64), ("value", "CU_POINTER_ATTRIBUTE_LOCALITY_DOMAIN_ORDINAL",
+        CUpointer_attribute_enum::CU_POINTER_ATTRIBUTE_LOCALITY_DOMAIN_ORDINAL.0 as i64),
+        ("size", "CUfunction_attribute_enum", ::core::mem::size_of:: <
         CUfunction_attribute_enum > () as i64), ("value",
         "CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK",
         CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK.0 as i64),
@@ -2027,7 +2431,11 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED.0
         as i64), ("value", "CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE",
         CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE
-        .0 as i64), ("value", "CU_FUNC_ATTRIBUTE_MAX",
+        .0 as i64), ("value", "CU_FUNC_ATTRIBUTE_DEVICE_NODE_UPDATE_SUPPORTED",
+        CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_DEVICE_NODE_UPDATE_SUPPORTED.0 as
+        i64), ("value", "CU_FUNC_ATTRIBUTE_SHARED_MEMORY_MODE",
+        CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_SHARED_MEMORY_MODE.0 as i64),
+        ("value", "CU_FUNC_ATTRIBUTE_MAX",
         CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX.0 as i64), ("size",
         "CUfunc_cache_enum", ::core::mem::size_of:: < CUfunc_cache_enum > () as i64),
         ("value", "CU_FUNC_CACHE_PREFER_NONE",
@@ -2144,34 +2552,37 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         "CU_JIT_OVERRIDE_DIRECTIVE_VALUES",
         CUjit_option_enum::CU_JIT_OVERRIDE_DIRECTIVE_VALUES.0 as i64), ("value",
         "CU_JIT_SPLIT_COMPILE", CUjit_option_enum::CU_JIT_SPLIT_COMPILE.0 as i64),
-        ("value", "CU_JIT_NUM_OPTIONS", CUjit_option_enum::CU_JIT_NUM_OPTIONS.0 as i64),
-        ("size", "CUjit_target_enum", ::core::mem::size_of:: < CUjit_target_enum > () as
-        i64), ("value", "CU_TARGET_COMPUTE_30", CUjit_target_enum::CU_TARGET_COMPUTE_30.0
-        as i64), ("value", "CU_TARGET_COMPUTE_32",
-        CUjit_target_enum::CU_TARGET_COMPUTE_32.0 as i64), ("value",
-        "CU_TARGET_COMPUTE_35", CUjit_target_enum::CU_TARGET_COMPUTE_35.0 as i64),
-        ("value", "CU_TARGET_COMPUTE_37", CUjit_target_enum::CU_TARGET_COMPUTE_37.0 as
-        i64), ("value", "CU_TARGET_COMPUTE_50", CUjit_target_enum::CU_TARGET_COMPUTE_50.0
-        as i64), ("value", "CU_TARGET_COMPUTE_52",
-        CUjit_target_enum::CU_TARGET_COMPUTE_52.0 as i64), ("value",
-        "CU_TARGET_COMPUTE_53", CUjit_target_enum::CU_TARGET_COMPUTE_53.0 as i64),
-        ("value", "CU_TARGET_COMPUTE_60", CUjit_target_enum::CU_TARGET_COMPUTE_60.0 as
-        i64), ("value", "CU_TARGET_COMPUTE_61", CUjit_target_enum::CU_TARGET_COMPUTE_61.0
-        as i64), ("value", "CU_TARGET_COMPUTE_62",
-        CUjit_target_enum::CU_TARGET_COMPUTE_62.0 as i64), ("value",
-        "CU_TARGET_COMPUTE_70", CUjit_target_enum::CU_TARGET_COMPUTE_70.0 as i64),
-        ("value", "CU_TARGET_COMPUTE_72", CUjit_target_enum::CU_TARGET_COMPUTE_72.0 as
-        i64), ("value", "CU_TARGET_COMPUTE_75", CUjit_target_enum::CU_TARGET_COMPUTE_75.0
-        as i64), ("value", "CU_TARGET_COMPUTE_80",
-        CUjit_target_enum::CU_TARGET_COMPUTE_80.0 as i64), ("value",
-        "CU_TARGET_COMPUTE_86", CUjit_target_enum::CU_TARGET_COMPUTE_86.0 as i64),
-        ("value", "CU_TARGET_COMPUTE_87", CUjit_target_enum::CU_TARGET_COMPUTE_87.0 as
-        i64), ("value", "CU_TARGET_COMPUTE_89", CUjit_target_enum::CU_TARGET_COMPUTE_89.0
-        as i64), ("value", "CU_TARGET_COMPUTE_90",
-        CUjit_target_enum::CU_TARGET_COMPUTE_90.0 as i64), ("value",
-        "CU_TARGET_COMPUTE_100", CUjit_target_enum::CU_TARGET_COMPUTE_100.0 as i64),
-        ("value", "CU_TARGET_COMPUTE_110", CUjit_target_enum::CU_TARGET_COMPUTE_110.0 as
-        i64), ("value", "CU_TARGET_COMPUTE_103", CUjit_target_enum::CU_TARGET_COMPUTE_103
+        ("value", "CU_JIT_BINARY_LOADER_THREAD_COUNT",
+        CUjit_option_enum::CU_JIT_BINARY_LOADER_THREAD_COUNT.0 as i64), ("value",
+        "CU_JIT_NUM_OPTIONS", CUjit_option_enum::CU_JIT_NUM_OPTIONS.0 as i64), ("size",
+        "CUjit_target_enum", ::core::mem::size_of:: < CUjit_target_enum > () as i64),
+        ("value", "CU_TARGET_COMPUTE_30", CUjit_target_enum::CU_TARGET_COMPUTE_30.0 as
+        i64), ("value", "CU_TARGET_COMPUTE_32", CUjit_target_enum::CU_TARGET_COMPUTE_32.0
+        as i64), ("value", "CU_TARGET_COMPUTE_35",
+        CUjit_target_enum::CU_TARGET_COMPUTE_35.0 as i64), ("value",
+        "CU_TARGET_COMPUTE_37", CUjit_target_enum::CU_TARGET_COMPUTE_37.0 as i64),
+        ("value", "CU_TARGET_COMPUTE_50", CUjit_target_enum::CU_TARGET_COMPUTE_50.0 as
+        i64), ("value", "CU_TARGET_COMPUTE_52", CUjit_target_enum::CU_TARGET_COMPUTE_52.0
+        as i64), ("value", "CU_TARGET_COMPUTE_53",
+        CUjit_target_enum::CU_TARGET_COMPUTE_53.0 as i64), ("value",
+        "CU_TARGET_COMPUTE_60", CUjit_target_enum::CU_TARGET_COMPUTE_60.0 as i64),
+        ("value", "CU_TARGET_COMPUTE_61", CUjit_target_enum::CU_TARGET_COMPUTE_61.0 as
+        i64), ("value", "CU_TARGET_COMPUTE_62", CUjit_target_enum::CU_TARGET_COMPUTE_62.0
+        as i64), ("value", "CU_TARGET_COMPUTE_70",
+        CUjit_target_enum::CU_TARGET_COMPUTE_70.0 as i64), ("value",
+        "CU_TARGET_COMPUTE_72", CUjit_target_enum::CU_TARGET_COMPUTE_72.0 as i64),
+        ("value", "CU_TARGET_COMPUTE_75", CUjit_target_enum::CU_TARGET_COMPUTE_75.0 as
+        i64), ("value", "CU_TARGET_COMPUTE_80", CUjit_target_enum::CU_TARGET_COMPUTE_80.0
+        as i64), ("value", "CU_TARGET_COMPUTE_86",
+        CUjit_target_enum::CU_TARGET_COMPUTE_86.0 as i64), ("value",
+        "CU_TARGET_COMPUTE_87", CUjit_target_enum::CU_TARGET_COMPUTE_87.0 as i64),
+        ("value", "CU_TARGET_COMPUTE_89", CUjit_target_enum::CU_TARGET_COMPUTE_89.0 as
+        i64), ("value", "CU_TARGET_COMPUTE_90", CUjit_target_enum::CU_TARGET_COMPUTE_90.0
+        as i64), ("value", "CU_TARGET_COMPUTE_100",
+        CUjit_target_enum::CU_TARGET_COMPUTE_100.0 as i64), ("value",
+        "CU_TARGET_COMPUTE_110", CUjit_target_enum::CU_TARGET_COMPUTE_110.0 as i64),
+        ("value", "CU_TARGET_COMPUTE_103", CUjit_target_enum::CU_TARGET_COMPUTE_103.0 as
+        i64), ("value", "CU_TARGET_COMPUTE_107", CUjit_target_enum::CU_TARGET_COMPUTE_107
         .0 as i64), ("value", "CU_TARGET_COMPUTE_120",
         CUjit_target_enum::CU_TARGET_COMPUTE_120.0 as i64), ("value",
         "CU_TARGET_COMPUTE_121", CUjit_target_enum::CU_TARGET_COMPUTE_121.0 as i64),
@@ -2180,33 +2591,36 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         CUjit_target_enum::CU_TARGET_COMPUTE_100A.0 as i64), ("value",
         "CU_TARGET_COMPUTE_110A", CUjit_target_enum::CU_TARGET_COMPUTE_110A.0 as i64),
         ("value", "CU_TARGET_COMPUTE_103A", CUjit_target_enum::CU_TARGET_COMPUTE_103A.0
-        as i64), ("value", "CU_TARGET_COMPUTE_120A",
-        CUjit_target_enum::CU_TARGET_COMPUTE_120A.0 as i64), ("value",
-        "CU_TARGET_COMPUTE_121A", CUjit_target_enum::CU_TARGET_COMPUTE_121A.0 as i64),
-        ("value", "CU_TARGET_COMPUTE_100F", CUjit_target_enum::CU_TARGET_COMPUTE_100F.0
-        as i64), ("value", "CU_TARGET_COMPUTE_110F",
-        CUjit_target_enum::CU_TARGET_COMPUTE_110F.0 as i64), ("value",
-        "CU_TARGET_COMPUTE_103F", CUjit_target_enum::CU_TARGET_COMPUTE_103F.0 as i64),
-        ("value", "CU_TARGET_COMPUTE_120F", CUjit_target_enum::CU_TARGET_COMPUTE_120F.0
-        as i64), ("value", "CU_TARGET_COMPUTE_121F",
-        CUjit_target_enum::CU_TARGET_COMPUTE_121F.0 as i64), ("size",
-        "CUjit_fallback_enum", ::core::mem::size_of:: < CUjit_fallback_enum > () as i64),
-        ("value", "CU_PREFER_PTX", CUjit_fallback_enum::CU_PREFER_PTX.0 as i64),
-        ("value", "CU_PREFER_BINARY", CUjit_fallback_enum::CU_PREFER_BINARY.0 as i64),
-        ("size", "CUjit_cacheMode_enum", ::core::mem::size_of:: < CUjit_cacheMode_enum >
-        () as i64), ("value", "CU_JIT_CACHE_OPTION_NONE",
-        CUjit_cacheMode_enum::CU_JIT_CACHE_OPTION_NONE.0 as i64), ("value",
-        "CU_JIT_CACHE_OPTION_CG", CUjit_cacheMode_enum::CU_JIT_CACHE_OPTION_CG.0 as i64),
-        ("value", "CU_JIT_CACHE_OPTION_CA", CUjit_cacheMode_enum::CU_JIT_CACHE_OPTION_CA
-        .0 as i64), ("size", "CUjitInputType_enum", ::core::mem::size_of:: <
-        CUjitInputType_enum > () as i64), ("value", "CU_JIT_INPUT_CUBIN",
-        CUjitInputType_enum::CU_JIT_INPUT_CUBIN.0 as i64), ("value", "CU_JIT_INPUT_PTX",
-        CUjitInputType_enum::CU_JIT_INPUT_PTX.0 as i64), ("value",
-        "CU_JIT_INPUT_FATBINARY", CUjitInputType_enum::CU_JIT_INPUT_FATBINARY.0 as i64),
-        ("value", "CU_JIT_INPUT_OBJECT", CUjitInputType_enum::CU_JIT_INPUT_OBJECT.0 as
-        i64), ("value", "CU_JIT_INPUT_LIBRARY", CUjitInputType_enum::CU_JIT_INPUT_LIBRARY
-        .0 as i64), ("value", "CU_JIT_INPUT_NVVM", CUjitInputType_enum::CU_JIT_INPUT_NVVM
-        .0 as i64), ("value", "CU_JIT_NUM_INPUT_TYPES",
+        as i64), ("value", "CU_TARGET_COMPUTE_107A",
+        CUjit_target_enum::CU_TARGET_COMPUTE_107A.0 as i64), ("value",
+        "CU_TARGET_COMPUTE_120A", CUjit_target_enum::CU_TARGET_COMPUTE_120A.0 as i64),
+        ("value", "CU_TARGET_COMPUTE_121A", CUjit_target_enum::CU_TARGET_COMPUTE_121A.0
+        as i64), ("value", "CU_TARGET_COMPUTE_100F",
+        CUjit_target_enum::CU_TARGET_COMPUTE_100F.0 as i64), ("value",
+        "CU_TARGET_COMPUTE_110F", CUjit_target_enum::CU_TARGET_COMPUTE_110F.0 as i64),
+        ("value", "CU_TARGET_COMPUTE_103F", CUjit_target_enum::CU_TARGET_COMPUTE_103F.0
+        as i64), ("value", "CU_TARGET_COMPUTE_107F",
+        CUjit_target_enum::CU_TARGET_COMPUTE_107F.0 as i64), ("value",
+        "CU_TARGET_COMPUTE_120F", CUjit_target_enum::CU_TARGET_COMPUTE_120F.0 as i64),
+        ("value", "CU_TARGET_COMPUTE_121F", CUjit_target_enum::CU_TARGET_COMPUTE_121F.0
+        as i64), ("size", "CUjit_fallback_enum", ::core::mem::size_of:: <
+        CUjit_fallback_enum > () as i64), ("value", "CU_PREFER_PTX",
+        CUjit_fallback_enum::CU_PREFER_PTX.0 as i64), ("value", "CU_PREFER_BINARY",
+        CUjit_fallback_enum::CU_PREFER_BINARY.0 as i64), ("size", "CUjit_cacheMode_enum",
+        ::core::mem::size_of:: < CUjit_cacheMode_enum > () as i64), ("value",
+        "CU_JIT_CACHE_OPTION_NONE", CUjit_cacheMode_enum::CU_JIT_CACHE_OPTION_NONE.0 as
+        i64), ("value", "CU_JIT_CACHE_OPTION_CG",
+        CUjit_cacheMode_enum::CU_JIT_CACHE_OPTION_CG.0 as i64), ("value",
+        "CU_JIT_CACHE_OPTION_CA", CUjit_cacheMode_enum::CU_JIT_CACHE_OPTION_CA.0 as i64),
+        ("size", "CUjitInputType_enum", ::core::mem::size_of:: < CUjitInputType_enum > ()
+        as i64), ("value", "CU_JIT_INPUT_CUBIN", CUjitInputType_enum::CU_JIT_INPUT_CUBIN
+        .0 as i64), ("value", "CU_JIT_INPUT_PTX", CUjitInputType_enum::CU_JIT_INPUT_PTX.0
+        as i64), ("value", "CU_JIT_INPUT_FATBINARY",
+        CUjitInputType_enum::CU_JIT_INPUT_FATBINARY.0 as i64), ("value",
+        "CU_JIT_INPUT_OBJECT", CUjitInputType_enum::CU_JIT_INPUT_OBJECT.0 as i64),
+        ("value", "CU_JIT_INPUT_LIBRARY", CUjitInputType_enum::CU_JIT_INPUT_LIBRARY.0 as
+        i64), ("value", "CU_JIT_INPUT_NVVM", CUjitInputType_enum::CU_JIT_INPUT_NVVM.0 as
+        i64), ("value", "CU_JIT_NUM_INPUT_TYPES",
         CUjitInputType_enum::CU_JIT_NUM_INPUT_TYPES.0 as i64), ("size",
         "CUgraphicsRegisterFlags_enum", ::core::mem::size_of:: <
         CUgraphicsRegisterFlags_enum > () as i64), ("value",
@@ -2257,7 +2671,8 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         "CU_LIMIT_CIG_ENABLED", CUlimit_enum::CU_LIMIT_CIG_ENABLED.0 as i64), ("value",
         "CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED",
         CUlimit_enum::CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED.0 as i64), ("value",
-        "CU_LIMIT_MAX", CUlimit_enum::CU_LIMIT_MAX.0 as i64), ("size",
+        "CU_LIMIT_PER_BLOCK_MEMORY_SIZE", CUlimit_enum::CU_LIMIT_PER_BLOCK_MEMORY_SIZE.0
+        as i64), ("value", "CU_LIMIT_MAX", CUlimit_enum::CU_LIMIT_MAX.0 as i64), ("size",
         "CUresourcetype_enum", ::core::mem::size_of:: < CUresourcetype_enum > () as i64),
         ("value", "CU_RESOURCE_TYPE_ARRAY", CUresourcetype_enum::CU_RESOURCE_TYPE_ARRAY.0
         as i64), ("value", "CU_RESOURCE_TYPE_MIPMAPPED_ARRAY",
@@ -2303,7 +2718,15 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         .0 as i64), ("value", "CU_GRAPH_NODE_TYPE_BATCH_MEM_OP",
         CUgraphNodeType_enum::CU_GRAPH_NODE_TYPE_BATCH_MEM_OP.0 as i64), ("value",
         "CU_GRAPH_NODE_TYPE_CONDITIONAL",
-        CUgraphNodeType_enum::CU_GRAPH_NODE_TYPE_CONDITIONAL.0 as i64), ("size",
+        CUgraphNodeType_enum::CU_GRAPH_NODE_TYPE_CONDITIONAL.0 as i64), ("value",
+        "CU_GRAPH_NODE_TYPE_MEMCPY_BATCH",
+        CUgraphNodeType_enum::CU_GRAPH_NODE_TYPE_MEMCPY_BATCH.0 as i64), ("value",
+        "CU_GRAPH_NODE_TYPE_RESERVED_16",
+        CUgraphNodeType_enum::CU_GRAPH_NODE_TYPE_RESERVED_16.0 as i64), ("value",
+        "CU_GRAPH_NODE_TYPE_EXTERNAL_ENGINE",
+        CUgraphNodeType_enum::CU_GRAPH_NODE_TYPE_EXTERNAL_ENGINE.0 as i64), ("value",
+        "CU_GRAPH_NODE_TYPE_FABRIC_CPY_BATCH",
+        CUgraphNodeType_enum::CU_GRAPH_NODE_TYPE_FABRIC_CPY_BATCH.0 as i64), ("size",
         "CUgraphDependencyType_enum", ::core::mem::size_of:: < CUgraphDependencyType_enum
         > () as i64), ("value", "CU_GRAPH_DEPENDENCY_TYPE_DEFAULT",
         CUgraphDependencyType_enum::CU_GRAPH_DEPENDENCY_TYPE_DEFAULT.0 as i64), ("value",
@@ -2339,14 +2762,35 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         CUclusterSchedulingPolicy_enum::CU_CLUSTER_SCHEDULING_POLICY_SPREAD.0 as i64),
         ("value", "CU_CLUSTER_SCHEDULING_POLICY_LOAD_BALANCING",
         CUclusterSchedulingPolicy_enum::CU_CLUSTER_SCHEDULING_POLICY_LOAD_BALANCING.0 as
-        i64), ("size", "CUlaunchMemSyncDomain_enum", ::core::mem::size_of:: <
+        i64), ("value", "CU_CLUSTER_SCHEDULING_POLICY_RUBIN_DSMEM_LOCALITY",
+        CUclusterSchedulingPolicy_enum::CU_CLUSTER_SCHEDULING_POLICY_RUBIN_DSMEM_LOCALITY
+        .0 as i64), ("size", "CUlaunchMemSyncDomain_enum", ::core::mem::size_of:: <
         CUlaunchMemSyncDomain_enum > () as i64), ("value",
         "CU_LAUNCH_MEM_SYNC_DOMAIN_DEFAULT",
         CUlaunchMemSyncDomain_enum::CU_LAUNCH_MEM_SYNC_DOMAIN_DEFAULT.0 as i64),
         ("value", "CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE",
         CUlaunchMemSyncDomain_enum::CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE.0 as i64), ("size",
-        "CUlaunchAttributeID_enum", ::core::mem::size_of:: < CUlaunchAttributeID_enum >
-        () as i64), ("value", "CU_LAUNCH_ATTRIBUTE_IGNORE",
+        "CUlaunchAttributePortableClusterMode_enum", ::core::mem::size_of:: <
+        CUlaunchAttributePortableClusterMode_enum > () as i64), ("value",
+        "CU_LAUNCH_PORTABLE_CLUSTER_MODE_DEFAULT",
+        CUlaunchAttributePortableClusterMode_enum::CU_LAUNCH_PORTABLE_CLUSTER_MODE_DEFAULT
+        .0 as i64), ("value", "CU_LAUNCH_PORTABLE_CLUSTER_MODE_REQUIRE_PORTABLE",
+        CUlaunchAttributePortableClusterMode_enum::CU_LAUNCH_PORTABLE_CLUSTER_MODE_REQUIRE_PORTABLE
+        .0 as i64), ("value", "CU_LAUNCH_PORTABLE_CLUSTER_MODE_ALLOW_NON_PORTABLE",
+        CUlaunchAttributePortableClusterMode_enum::CU_LAUNCH_PORTABLE_CLUSTER_MODE_ALLOW_NON_PORTABLE
+        .0 as i64), ("size", "CUsharedMemoryMode_enum", ::core::mem::size_of:: <
+        CUsharedMemoryMode_enum > () as i64), ("value", "CU_SHARED_MEMORY_MODE_DEFAULT",
+        CUsharedMemoryMode_enum::CU_SHARED_MEMORY_MODE_DEFAULT.0 as i64), ("value",
+        "CU_SHARED_MEMORY_MODE_REQUIRE_PORTABLE",
+        CUsharedMemoryMode_enum::CU_SHARED_MEMORY_MODE_REQUIRE_PORTABLE.0 as i64),
+        ("value", "CU_SHARED_MEMORY_MODE_ALLOW_NON_PORTABLE",
+        CUsharedMemoryMode_enum::CU_SHARED_MEMORY_MODE_ALLOW_NON_PORTABLE.0 as i64),
+        ("value", "CU_SHARED_MEMORY_MODE_ALLOW_OVERSIZED_SHARED_MEMORY",
+        CUsharedMemoryMode_enum::CU_SHARED_MEMORY_MODE_ALLOW_OVERSIZED_SHARED_MEMORY.0 as
+        i64), ("value", "CU_SHARED_MEMORY_MODE_PREFER_OVERSIZED_SHARED_MEMORY",
+        CUsharedMemoryMode_enum::CU_SHARED_MEMORY_MODE_PREFER_OVERSIZED_SHARED_MEMORY.0
+        as i64), ("size", "CUlaunchAttributeID_enum", ::core::mem::size_of:: <
+        CUlaunchAttributeID_enum > () as i64), ("value", "CU_LAUNCH_ATTRIBUTE_IGNORE",
         CUlaunchAttributeID_enum::CU_LAUNCH_ATTRIBUTE_IGNORE.0 as i64), ("value",
         "CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW",
         CUlaunchAttributeID_enum::CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW.0 as i64),
@@ -2378,7 +2822,11 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         CUlaunchAttributeID_enum::CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT.0
         as i64), ("value", "CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING",
         CUlaunchAttributeID_enum::CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING.0 as
-        i64), ("size", "CUstreamCaptureStatus_enum", ::core::mem::size_of:: <
+        i64), ("value", "CU_LAUNCH_ATTRIBUTE_PORTABLE_CLUSTER_SIZE_MODE",
+        CUlaunchAttributeID_enum::CU_LAUNCH_ATTRIBUTE_PORTABLE_CLUSTER_SIZE_MODE.0 as
+        i64), ("value", "CU_LAUNCH_ATTRIBUTE_SHARED_MEMORY_MODE",
+        CUlaunchAttributeID_enum::CU_LAUNCH_ATTRIBUTE_SHARED_MEMORY_MODE.0 as i64),
+        ("size", "CUstreamCaptureStatus_enum", ::core::mem::size_of:: <
         CUstreamCaptureStatus_enum > () as i64), ("value",
         "CU_STREAM_CAPTURE_STATUS_NONE",
         CUstreamCaptureStatus_enum::CU_STREAM_CAPTURE_STATUS_NONE.0 as i64), ("value",
@@ -2417,8 +2865,15 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         CUcigDataType_enum > () as i64), ("value", "CIG_DATA_TYPE_D3D12_COMMAND_QUEUE",
         CUcigDataType_enum::CIG_DATA_TYPE_D3D12_COMMAND_QUEUE.0 as i64), ("value",
         "CIG_DATA_TYPE_NV_BLOB", CUcigDataType_enum::CIG_DATA_TYPE_NV_BLOB.0 as i64),
-        ("size", "CUlibraryOption_enum", ::core::mem::size_of:: < CUlibraryOption_enum >
-        () as i64), ("value", "CU_LIBRARY_HOST_UNIVERSAL_FUNCTION_AND_DATA_TABLE",
+        ("size", "CUstreamCigDataType_enum", ::core::mem::size_of:: <
+        CUstreamCigDataType_enum > () as i64), ("value",
+        "STREAM_CIG_DATA_TYPE_D3D12_COMMAND_LIST",
+        CUstreamCigDataType_enum::STREAM_CIG_DATA_TYPE_D3D12_COMMAND_LIST.0 as i64),
+        ("value", "STREAM_CIG_DATA_TYPE_VULKAN_COMMAND_BUFFER_HANDLE_NV",
+        CUstreamCigDataType_enum::STREAM_CIG_DATA_TYPE_VULKAN_COMMAND_BUFFER_HANDLE_NV.0
+        as i64), ("size", "CUlibraryOption_enum", ::core::mem::size_of:: <
+        CUlibraryOption_enum > () as i64), ("value",
+        "CU_LIBRARY_HOST_UNIVERSAL_FUNCTION_AND_DATA_TABLE",
         CUlibraryOption_enum::CU_LIBRARY_HOST_UNIVERSAL_FUNCTION_AND_DATA_TABLE.0 as
         i64), ("value", "CU_LIBRARY_BINARY_IS_PRESERVED",
         CUlibraryOption_enum::CU_LIBRARY_BINARY_IS_PRESERVED.0 as i64), ("value",
@@ -2442,14 +2897,16 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         ("value", "CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER",
         cudaError_enum::CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER.0 as i64), ("value",
         "CUDA_ERROR_DEVICE_UNAVAILABLE", cudaError_enum::CUDA_ERROR_DEVICE_UNAVAILABLE.0
-        as i64), ("value", "CUDA_ERROR_NO_DEVICE", cudaError_enum::CUDA_ERROR_NO_DEVICE.0
-        as i64), ("value", "CUDA_ERROR_INVALID_DEVICE",
-        cudaError_enum::CUDA_ERROR_INVALID_DEVICE.0 as i64), ("value",
-        "CUDA_ERROR_DEVICE_NOT_LICENSED", cudaError_enum::CUDA_ERROR_DEVICE_NOT_LICENSED
-        .0 as i64), ("value", "CUDA_ERROR_INVALID_IMAGE",
-        cudaError_enum::CUDA_ERROR_INVALID_IMAGE.0 as i64), ("value",
-        "CUDA_ERROR_INVALID_CONTEXT", cudaError_enum::CUDA_ERROR_INVALID_CONTEXT.0 as
-        i64), ("value", "CUDA_ERROR_CONTEXT_ALREADY_CURRENT",
+        as i64), ("value", "CUDA_ERROR_MULTICAST_RESOURCE_FULL",
+        cudaError_enum::CUDA_ERROR_MULTICAST_RESOURCE_FULL.0 as i64), ("value",
+        "CUDA_ERROR_NO_DEVICE", cudaError_enum::CUDA_ERROR_NO_DEVICE.0 as i64), ("value",
+        "CUDA_ERROR_INVALID_DEVICE", cudaError_enum::CUDA_ERROR_INVALID_DEVICE.0 as i64),
+        ("value", "CUDA_ERROR_DEVICE_NOT_LICENSED",
+        cudaError_enum::CUDA_ERROR_DEVICE_NOT_LICENSED.0 as i64), ("value",
+        "CUDA_ERROR_INVALID_IMAGE", cudaError_enum::CUDA_ERROR_INVALID_IMAGE.0 as i64),
+        ("value", "CUDA_ERROR_INVALID_CONTEXT",
+        cudaError_enum::CUDA_ERROR_INVALID_CONTEXT.0 as i64), ("value",
+        "CUDA_ERROR_CONTEXT_ALREADY_CURRENT",
         cudaError_enum::CUDA_ERROR_CONTEXT_ALREADY_CURRENT.0 as i64), ("value",
         "CUDA_ERROR_MAP_FAILED", cudaError_enum::CUDA_ERROR_MAP_FAILED.0 as i64),
         ("value", "CUDA_ERROR_UNMAP_FAILED", cudaError_enum::CUDA_ERROR_UNMAP_FAILED.0 as
@@ -2487,6 +2944,8 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         "CUDA_ERROR_UNSUPPORTED_DEVSIDE_SYNC",
         cudaError_enum::CUDA_ERROR_UNSUPPORTED_DEVSIDE_SYNC.0 as i64), ("value",
         "CUDA_ERROR_CONTAINED", cudaError_enum::CUDA_ERROR_CONTAINED.0 as i64), ("value",
+        "CUDA_ERROR_INSUFFICIENT_LOADER_VERSION",
+        cudaError_enum::CUDA_ERROR_INSUFFICIENT_LOADER_VERSION.0 as i64), ("value",
         "CUDA_ERROR_INVALID_SOURCE", cudaError_enum::CUDA_ERROR_INVALID_SOURCE.0 as i64),
         ("value", "CUDA_ERROR_FILE_NOT_FOUND", cudaError_enum::CUDA_ERROR_FILE_NOT_FOUND
         .0 as i64), ("value", "CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND",
@@ -2585,8 +3044,13 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         "CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION",
         cudaError_enum::CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION.0 as i64), ("value",
         "CUDA_ERROR_KEY_ROTATION", cudaError_enum::CUDA_ERROR_KEY_ROTATION.0 as i64),
-        ("value", "CUDA_ERROR_UNKNOWN", cudaError_enum::CUDA_ERROR_UNKNOWN.0 as i64),
-        ("size", "CUdevice_P2PAttribute_enum", ::core::mem::size_of:: <
+        ("value", "CUDA_ERROR_STREAM_DETACHED",
+        cudaError_enum::CUDA_ERROR_STREAM_DETACHED.0 as i64), ("value",
+        "CUDA_ERROR_GRAPH_RECAPTURE_FAILURE",
+        cudaError_enum::CUDA_ERROR_GRAPH_RECAPTURE_FAILURE.0 as i64), ("value",
+        "CUDA_ERROR_FABRIC_NOT_READY", cudaError_enum::CUDA_ERROR_FABRIC_NOT_READY.0 as
+        i64), ("value", "CUDA_ERROR_UNKNOWN", cudaError_enum::CUDA_ERROR_UNKNOWN.0 as
+        i64), ("size", "CUdevice_P2PAttribute_enum", ::core::mem::size_of:: <
         CUdevice_P2PAttribute_enum > () as i64), ("value",
         "CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK",
         CUdevice_P2PAttribute_enum::CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK.0 as i64),
@@ -2601,49 +3065,7 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         as i64), ("value",
         "CU_DEVICE_P2P_ATTRIBUTE_ONLY_PARTIAL_NATIVE_ATOMIC_SUPPORTED",
         CUdevice_P2PAttribute_enum::CU_DEVICE_P2P_ATTRIBUTE_ONLY_PARTIAL_NATIVE_ATOMIC_SUPPORTED
-        .0 as i64), ("size", "CUatomicOperation_enum", ::core::mem::size_of:: <
-        CUatomicOperation_enum > () as i64), ("value", "CU_ATOMIC_OPERATION_INTEGER_ADD",
-        CUatomicOperation_enum::CU_ATOMIC_OPERATION_INTEGER_ADD.0 as i64), ("value",
-        "CU_ATOMIC_OPERATION_INTEGER_MIN",
-        CUatomicOperation_enum::CU_ATOMIC_OPERATION_INTEGER_MIN.0 as i64), ("value",
-        "CU_ATOMIC_OPERATION_INTEGER_MAX",
-        CUatomicOperation_enum::CU_ATOMIC_OPERATION_INTEGER_MAX.0 as i64), ("value",
-        "CU_ATOMIC_OPERATION_INTEGER_INCREMENT",
-        CUatomicOperation_enum::CU_ATOMIC_OPERATION_INTEGER_INCREMENT.0 as i64),
-        ("value", "CU_ATOMIC_OPERATION_INTEGER_DECREMENT",
-        CUatomicOperation_enum::CU_ATOMIC_OPERATION_INTEGER_DECREMENT.0 as i64),
-        ("value", "CU_ATOMIC_OPERATION_AND",
-        CUatomicOperation_enum::CU_ATOMIC_OPERATION_AND.0 as i64), ("value",
-        "CU_ATOMIC_OPERATION_OR", CUatomicOperation_enum::CU_ATOMIC_OPERATION_OR.0 as
-        i64), ("value", "CU_ATOMIC_OPERATION_XOR",
-        CUatomicOperation_enum::CU_ATOMIC_OPERATION_XOR.0 as i64), ("value",
-        "CU_ATOMIC_OPERATION_EXCHANGE",
-        CUatomicOperation_enum::CU_ATOMIC_OPERATION_EXCHANGE.0 as i64), ("value",
-        "CU_ATOMIC_OPERATION_CAS", CUatomicOperation_enum::CU_ATOMIC_OPERATION_CAS.0 as
-        i64), ("value", "CU_ATOMIC_OPERATION_FLOAT_ADD",
-        CUatomicOperation_enum::CU_ATOMIC_OPERATION_FLOAT_ADD.0 as i64), ("value",
-        "CU_ATOMIC_OPERATION_FLOAT_MIN",
-        CUatomicOperation_enum::CU_ATOMIC_OPERATION_FLOAT_MIN.0 as i64), ("value",
-        "CU_ATOMIC_OPERATION_FLOAT_MAX",
-        CUatomicOperation_enum::CU_ATOMIC_OPERATION_FLOAT_MAX.0 as i64), ("value",
-        "CU_ATOMIC_OPERATION_MAX", CUatomicOperation_enum::CU_ATOMIC_OPERATION_MAX.0 as
-        i64), ("size", "CUatomicOperationCapability_enum", ::core::mem::size_of:: <
-        CUatomicOperationCapability_enum > () as i64), ("value",
-        "CU_ATOMIC_CAPABILITY_SIGNED",
-        CUatomicOperationCapability_enum::CU_ATOMIC_CAPABILITY_SIGNED.0 as i64),
-        ("value", "CU_ATOMIC_CAPABILITY_UNSIGNED",
-        CUatomicOperationCapability_enum::CU_ATOMIC_CAPABILITY_UNSIGNED.0 as i64),
-        ("value", "CU_ATOMIC_CAPABILITY_REDUCTION",
-        CUatomicOperationCapability_enum::CU_ATOMIC_CAPABILITY_REDUCTION.0 as i64),
-        ("value", "CU_ATOMIC_CAPABILITY_SCALAR_32",
-        CUatomicOperationCapability_enum::CU_ATOMIC_CAPABILITY_SCALAR_32.0 as i64),
-        ("value", "CU_ATOMIC_CAPABILITY_SCALAR_64",
-        CUatomicOperationCapability_enum::CU_ATOMIC_CAPABILITY_SCALAR_64.0 as i64),
-        ("value", "CU_ATOMIC_CAPABILITY_SCALAR_128",
-        CUatomicOperationCapability_enum::CU_ATOMIC_CAPABILITY_SCALAR_128.0 as i64),
-        ("value", "CU_ATOMIC_CAPABILITY_VECTOR_32x4",
-        CUatomicOperationCapability_enum::CU_ATOMIC_CAPABILITY_VECTOR_32x4.0 as i64),
-        ("size", "CUresourceViewFormat_enum", ::core::mem::size_of:: <
+        .0 as i64), ("size", "CUresourceViewFormat_enum", ::core::mem::size_of:: <
         CUresourceViewFormat_enum > () as i64), ("value", "CU_RES_VIEW_FORMAT_NONE",
         CUresourceViewFormat_enum::CU_RES_VIEW_FORMAT_NONE.0 as i64), ("value",
         "CU_RES_VIEW_FORMAT_UINT_1X8",
@@ -2790,7 +3212,15 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         CUtensorMapIm2ColWideMode_enum::CU_TENSOR_MAP_IM2COL_WIDE_MODE_W.0 as i64),
         ("value", "CU_TENSOR_MAP_IM2COL_WIDE_MODE_W128",
         CUtensorMapIm2ColWideMode_enum::CU_TENSOR_MAP_IM2COL_WIDE_MODE_W128.0 as i64),
-        ("size", "CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS_enum", ::core::mem::size_of:: <
+        ("size", "CUtensorMapAllocClass_enum", ::core::mem::size_of:: <
+        CUtensorMapAllocClass_enum > () as i64), ("value",
+        "CU_TENSOR_MAP_ALLOC_CLASS_AUTO",
+        CUtensorMapAllocClass_enum::CU_TENSOR_MAP_ALLOC_CLASS_AUTO.0 as i64), ("value",
+        "CU_TENSOR_MAP_ALLOC_CLASS_SMALL",
+        CUtensorMapAllocClass_enum::CU_TENSOR_MAP_ALLOC_CLASS_SMALL.0 as i64), ("value",
+        "CU_TENSOR_MAP_ALLOC_CLASS_LARGE",
+        CUtensorMapAllocClass_enum::CU_TENSOR_MAP_ALLOC_CLASS_LARGE.0 as i64), ("size",
+        "CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS_enum", ::core::mem::size_of:: <
         CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS_enum > () as i64), ("value",
         "CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE",
         CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS_enum::CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE.0
@@ -2873,6 +3303,10 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         CUmemLocationType_enum::CU_MEM_LOCATION_TYPE_HOST_NUMA.0 as i64), ("value",
         "CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT",
         CUmemLocationType_enum::CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT.0 as i64),
+        ("value", "CU_MEM_LOCATION_TYPE_INVISIBLE",
+        CUmemLocationType_enum::CU_MEM_LOCATION_TYPE_INVISIBLE.0 as i64), ("value",
+        "CU_MEM_LOCATION_TYPE_DEVICE_LOCALITY_DOMAIN",
+        CUmemLocationType_enum::CU_MEM_LOCATION_TYPE_DEVICE_LOCALITY_DOMAIN.0 as i64),
         ("value", "CU_MEM_LOCATION_TYPE_MAX",
         CUmemLocationType_enum::CU_MEM_LOCATION_TYPE_MAX.0 as i64), ("size",
         "CUmemAllocationType_enum", ::core::mem::size_of:: < CUmemAllocationType_enum >
@@ -2962,7 +3396,21 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         "CU_MEMPOOL_ATTR_USED_MEM_CURRENT",
         CUmemPool_attribute_enum::CU_MEMPOOL_ATTR_USED_MEM_CURRENT.0 as i64), ("value",
         "CU_MEMPOOL_ATTR_USED_MEM_HIGH",
-        CUmemPool_attribute_enum::CU_MEMPOOL_ATTR_USED_MEM_HIGH.0 as i64), ("size",
+        CUmemPool_attribute_enum::CU_MEMPOOL_ATTR_USED_MEM_HIGH.0 as i64), ("value",
+        "CU_MEMPOOL_ATTR_ALLOCATION_TYPE",
+        CUmemPool_attribute_enum::CU_MEMPOOL_ATTR_ALLOCATION_TYPE.0 as i64), ("value",
+        "CU_MEMPOOL_ATTR_EXPORT_HANDLE_TYPES",
+        CUmemPool_attribute_enum::CU_MEMPOOL_ATTR_EXPORT_HANDLE_TYPES.0 as i64),
+        ("value", "CU_MEMPOOL_ATTR_LOCATION_ID",
+        CUmemPool_attribute_enum::CU_MEMPOOL_ATTR_LOCATION_ID.0 as i64), ("value",
+        "CU_MEMPOOL_ATTR_LOCATION_TYPE",
+        CUmemPool_attribute_enum::CU_MEMPOOL_ATTR_LOCATION_TYPE.0 as i64), ("value",
+        "CU_MEMPOOL_ATTR_MAX_POOL_SIZE",
+        CUmemPool_attribute_enum::CU_MEMPOOL_ATTR_MAX_POOL_SIZE.0 as i64), ("value",
+        "CU_MEMPOOL_ATTR_HW_DECOMPRESS_ENABLED",
+        CUmemPool_attribute_enum::CU_MEMPOOL_ATTR_HW_DECOMPRESS_ENABLED.0 as i64),
+        ("value", "CU_MEMPOOL_ATTR_LOCALITY_DOMAIN_ID",
+        CUmemPool_attribute_enum::CU_MEMPOOL_ATTR_LOCALITY_DOMAIN_ID.0 as i64), ("size",
         "CUmemcpyFlags_enum", ::core::mem::size_of:: < CUmemcpyFlags_enum > () as i64),
         ("value", "CU_MEMCPY_FLAG_DEFAULT", CUmemcpyFlags_enum::CU_MEMCPY_FLAG_DEFAULT.0
         as i64), ("value", "CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE",
@@ -3001,6 +3449,8 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         CUgraphChildGraphNodeOwnership_enum::CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE.0 as
         i64), ("value", "CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE",
         CUgraphChildGraphNodeOwnership_enum::CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE.0 as
+        i64), ("value", "CU_GRAPH_CHILD_GRAPH_OWNERSHIP_INVALID",
+        CUgraphChildGraphNodeOwnership_enum::CU_GRAPH_CHILD_GRAPH_OWNERSHIP_INVALID.0 as
         i64), ("size", "CUflushGPUDirectRDMAWritesOptions_enum", ::core::mem::size_of:: <
         CUflushGPUDirectRDMAWritesOptions_enum > () as i64), ("value",
         "CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_HOST",
@@ -3059,7 +3509,11 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         CUgraphDebugDot_flags_enum::CU_GRAPH_DEBUG_DOT_FLAGS_EXTRA_TOPO_INFO.0 as i64),
         ("value", "CU_GRAPH_DEBUG_DOT_FLAGS_CONDITIONAL_NODE_PARAMS",
         CUgraphDebugDot_flags_enum::CU_GRAPH_DEBUG_DOT_FLAGS_CONDITIONAL_NODE_PARAMS.0 as
-        i64), ("size", "CUuserObject_flags_enum", ::core::mem::size_of:: <
+        i64), ("value", "CU_GRAPH_DEBUG_DOT_FLAGS_MEMCPY_BATCH_NODE_PARAMS",
+        CUgraphDebugDot_flags_enum::CU_GRAPH_DEBUG_DOT_FLAGS_MEMCPY_BATCH_NODE_PARAMS.0
+        as i64), ("value", "CU_GRAPH_DEBUG_DOT_FLAGS_FABRIC_CPY_BATCH_NODE_PARAMS",
+        CUgraphDebugDot_flags_enum::CU_GRAPH_DEBUG_DOT_FLAGS_FABRIC_CPY_BATCH_NODE_PARAMS
+        .0 as i64), ("size", "CUuserObject_flags_enum", ::core::mem::size_of:: <
         CUuserObject_flags_enum > () as i64), ("value",
         "CU_USER_OBJECT_NO_DESTRUCTOR_SYNC",
         CUuserObject_flags_enum::CU_USER_OBJECT_NO_DESTRUCTOR_SYNC.0 as i64), ("size",
@@ -3089,7 +3543,10 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         i64), ("value", "CU_PROCESS_STATE_CHECKPOINTED",
         CUprocessState_enum::CU_PROCESS_STATE_CHECKPOINTED.0 as i64), ("value",
         "CU_PROCESS_STATE_FAILED", CUprocessState_enum::CU_PROCESS_STATE_FAILED.0 as
-        i64), ("size", "CUmoduleLoadingMode_enum", ::core::mem::size_of:: <
+        i64), ("value", "CU_PROCESS_STATE_CHECKPOINTING",
+        CUprocessState_enum::CU_PROCESS_STATE_CHECKPOINTING.0 as i64), ("value",
+        "CU_PROCESS_STATE_RESTORING", CUprocessState_enum::CU_PROCESS_STATE_RESTORING.0
+        as i64), ("size", "CUmoduleLoadingMode_enum", ::core::mem::size_of:: <
         CUmoduleLoadingMode_enum > () as i64), ("value", "CU_MODULE_EAGER_LOADING",
         CUmoduleLoadingMode_enum::CU_MODULE_EAGER_LOADING.0 as i64), ("value",
         "CU_MODULE_LAZY_LOADING", CUmoduleLoadingMode_enum::CU_MODULE_LAZY_LOADING.0 as
@@ -3103,7 +3560,52 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         CUmemDecompressAlgorithm_enum::CU_MEM_DECOMPRESS_ALGORITHM_SNAPPY.0 as i64),
         ("value", "CU_MEM_DECOMPRESS_ALGORITHM_LZ4",
         CUmemDecompressAlgorithm_enum::CU_MEM_DECOMPRESS_ALGORITHM_LZ4.0 as i64),
-        ("size", "CUfunctionLoadingState_enum", ::core::mem::size_of:: <
+        ("size", "CUcliqueType_enum", ::core::mem::size_of:: < CUcliqueType_enum > () as
+        i64), ("value", "CU_CLIQUE_TYPE_UNICAST_POINTER",
+        CUcliqueType_enum::CU_CLIQUE_TYPE_UNICAST_POINTER.0 as i64), ("value",
+        "CU_CLIQUE_TYPE_MULTICAST_POINTER",
+        CUcliqueType_enum::CU_CLIQUE_TYPE_MULTICAST_POINTER.0 as i64), ("value",
+        "CU_CLIQUE_TYPE_UNICAST_LOGICAL_ENDPOINT",
+        CUcliqueType_enum::CU_CLIQUE_TYPE_UNICAST_LOGICAL_ENDPOINT.0 as i64), ("value",
+        "CU_CLIQUE_TYPE_MULTICAST_LOGICAL_ENDPOINT",
+        CUcliqueType_enum::CU_CLIQUE_TYPE_MULTICAST_LOGICAL_ENDPOINT.0 as i64), ("size",
+        "CUlogicalEndpointIpcHandleType_enum", ::core::mem::size_of:: <
+        CUlogicalEndpointIpcHandleType_enum > () as i64), ("value",
+        "CU_LOGICAL_ENDPOINT_IPC_HANDLE_TYPE_NONE",
+        CUlogicalEndpointIpcHandleType_enum::CU_LOGICAL_ENDPOINT_IPC_HANDLE_TYPE_NONE.0
+        as i64), ("value", "CU_LOGICAL_ENDPOINT_IPC_HANDLE_TYPE_FABRIC",
+        CUlogicalEndpointIpcHandleType_enum::CU_LOGICAL_ENDPOINT_IPC_HANDLE_TYPE_FABRIC.0
+        as i64), ("size", "CUlogicalEndpointType_enum", ::core::mem::size_of:: <
+        CUlogicalEndpointType_enum > () as i64), ("value",
+        "CU_LOGICAL_ENDPOINT_TYPE_INVALID",
+        CUlogicalEndpointType_enum::CU_LOGICAL_ENDPOINT_TYPE_INVALID.0 as i64), ("value",
+        "CU_LOGICAL_ENDPOINT_TYPE_UNICAST",
+        CUlogicalEndpointType_enum::CU_LOGICAL_ENDPOINT_TYPE_UNICAST.0 as i64), ("value",
+        "CU_LOGICAL_ENDPOINT_TYPE_MULTICAST",
+        CUlogicalEndpointType_enum::CU_LOGICAL_ENDPOINT_TYPE_MULTICAST.0 as i64),
+        ("size", "CUlogicalEndpointFlag_enum", ::core::mem::size_of:: <
+        CUlogicalEndpointFlag_enum > () as i64), ("value",
+        "CU_LOGICAL_ENDPOINT_FLAG_NONE",
+        CUlogicalEndpointFlag_enum::CU_LOGICAL_ENDPOINT_FLAG_NONE.0 as i64), ("value",
+        "CU_LOGICAL_ENDPOINT_FLAG_COUNTED_OPS",
+        CUlogicalEndpointFlag_enum::CU_LOGICAL_ENDPOINT_FLAG_COUNTED_OPS.0 as i64),
+        ("size", "CUfabricCpyOperandType_enum", ::core::mem::size_of:: <
+        CUfabricCpyOperandType_enum > () as i64), ("value",
+        "CU_FABRIC_COPY_OPERAND_TYPE_POINTER",
+        CUfabricCpyOperandType_enum::CU_FABRIC_COPY_OPERAND_TYPE_POINTER.0 as i64),
+        ("value", "CU_FABRIC_COPY_OPERAND_TYPE_LOGICAL_ENDPOINT",
+        CUfabricCpyOperandType_enum::CU_FABRIC_COPY_OPERAND_TYPE_LOGICAL_ENDPOINT.0 as
+        i64), ("value", "CU_FABRIC_COPY_OPERAND_TYPE_MAX",
+        CUfabricCpyOperandType_enum::CU_FABRIC_COPY_OPERAND_TYPE_MAX.0 as i64), ("size",
+        "CUgraphRecaptureStatus_enum", ::core::mem::size_of:: <
+        CUgraphRecaptureStatus_enum > () as i64), ("value",
+        "CU_GRAPH_RECAPTURE_ELIGIBLE_FOR_UPDATE",
+        CUgraphRecaptureStatus_enum::CU_GRAPH_RECAPTURE_ELIGIBLE_FOR_UPDATE.0 as i64),
+        ("value", "CU_GRAPH_RECAPTURE_INELIGIBLE_FOR_UPDATE",
+        CUgraphRecaptureStatus_enum::CU_GRAPH_RECAPTURE_INELIGIBLE_FOR_UPDATE.0 as i64),
+        ("value", "CU_GRAPH_RECAPTURE_ERROR",
+        CUgraphRecaptureStatus_enum::CU_GRAPH_RECAPTURE_ERROR.0 as i64), ("size",
+        "CUfunctionLoadingState_enum", ::core::mem::size_of:: <
         CUfunctionLoadingState_enum > () as i64), ("value",
         "CU_FUNCTION_LOADING_STATE_UNLOADED",
         CUfunctionLoadingState_enum::CU_FUNCTION_LOADING_STATE_UNLOADED.0 as i64),
@@ -3138,20 +3640,48 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         "CU_COREDUMP_SKIP_ABORT", CUCoredumpGenerationFlags::CU_COREDUMP_SKIP_ABORT.0 as
         i64), ("value", "CU_COREDUMP_SKIP_CONSTBANK_MEMORY",
         CUCoredumpGenerationFlags::CU_COREDUMP_SKIP_CONSTBANK_MEMORY.0 as i64), ("value",
-        "CU_COREDUMP_LIGHTWEIGHT_FLAGS",
+        "CU_COREDUMP_GZIP_COMPRESS", CUCoredumpGenerationFlags::CU_COREDUMP_GZIP_COMPRESS
+        .0 as i64), ("value", "CU_COREDUMP_FAULTED_CONTEXTS_ONLY",
+        CUCoredumpGenerationFlags::CU_COREDUMP_FAULTED_CONTEXTS_ONLY.0 as i64), ("value",
+        "CU_COREDUMP_SKIP_TENSOR_MEMORY",
+        CUCoredumpGenerationFlags::CU_COREDUMP_SKIP_TENSOR_MEMORY.0 as i64), ("value",
+        "CU_COREDUMP_NO_ERRBAR_AT_EXIT",
+        CUCoredumpGenerationFlags::CU_COREDUMP_NO_ERRBAR_AT_EXIT.0 as i64), ("value",
+        "CU_COREDUMP_LOG_ONLY", CUCoredumpGenerationFlags::CU_COREDUMP_LOG_ONLY.0 as
+        i64), ("value", "CU_COREDUMP_LIGHTWEIGHT_FLAGS",
         CUCoredumpGenerationFlags::CU_COREDUMP_LIGHTWEIGHT_FLAGS.0 as i64), ("size",
         "CUgreenCtxCreate_flags", ::core::mem::size_of:: < CUgreenCtxCreate_flags > () as
-        i64), ("value", "CU_GREEN_CTX_DEFAULT_STREAM",
+        i64), ("value", "CU_GREEN_CTX_NONE", CUgreenCtxCreate_flags::CU_GREEN_CTX_NONE.0
+        as i64), ("value", "CU_GREEN_CTX_DEFAULT_STREAM",
         CUgreenCtxCreate_flags::CU_GREEN_CTX_DEFAULT_STREAM.0 as i64), ("size",
-        "CUdevSmResourceSplit_flags", ::core::mem::size_of:: < CUdevSmResourceSplit_flags
-        > () as i64), ("value", "CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING",
-        CUdevSmResourceSplit_flags::CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING.0 as
-        i64), ("value", "CU_DEV_SM_RESOURCE_SPLIT_MAX_POTENTIAL_CLUSTER_SIZE",
-        CUdevSmResourceSplit_flags::CU_DEV_SM_RESOURCE_SPLIT_MAX_POTENTIAL_CLUSTER_SIZE.0
-        as i64), ("size", "CUdevResourceType", ::core::mem::size_of:: < CUdevResourceType
-        > () as i64), ("value", "CU_DEV_RESOURCE_TYPE_INVALID",
+        "CUdevSmResourceGroup_flags", ::core::mem::size_of:: < CUdevSmResourceGroup_flags
+        > () as i64), ("value", "CU_DEV_SM_RESOURCE_GROUP_DEFAULT",
+        CUdevSmResourceGroup_flags::CU_DEV_SM_RESOURCE_GROUP_DEFAULT.0 as i64), ("value",
+        "CU_DEV_SM_RESOURCE_GROUP_BACKFILL",
+        CUdevSmResourceGroup_flags::CU_DEV_SM_RESOURCE_GROUP_BACKFILL.0 as i64),
+        ("value", "CU_DEV_SM_RESOURCE_GROUP_LOCALITY_DOMAIN_ID",
+        CUdevSmResourceGroup_flags::CU_DEV_SM_RESOURCE_GROUP_LOCALITY_DOMAIN_ID.0 as
+        i64), ("value", "CU_DEV_SM_RESOURCE_GROUP_LOCALITY_DOMAIN_SUPPLEMENTAL_SMS",
+        CUdevSmResourceGroup_flags::CU_DEV_SM_RESOURCE_GROUP_LOCALITY_DOMAIN_SUPPLEMENTAL_SMS
+        .0 as i64), ("size", "CUdevSmResourceSplitByCount_flags", ::core::mem::size_of::
+        < CUdevSmResourceSplitByCount_flags > () as i64), ("value",
+        "CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING",
+        CUdevSmResourceSplitByCount_flags::CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING
+        .0 as i64), ("value", "CU_DEV_SM_RESOURCE_SPLIT_MAX_POTENTIAL_CLUSTER_SIZE",
+        CUdevSmResourceSplitByCount_flags::CU_DEV_SM_RESOURCE_SPLIT_MAX_POTENTIAL_CLUSTER_SIZE
+        .0 as i64), ("size", "CUdevResourceType", ::core::mem::size_of:: <
+        CUdevResourceType > () as i64), ("value", "CU_DEV_RESOURCE_TYPE_INVALID",
         CUdevResourceType::CU_DEV_RESOURCE_TYPE_INVALID.0 as i64), ("value",
         "CU_DEV_RESOURCE_TYPE_SM", CUdevResourceType::CU_DEV_RESOURCE_TYPE_SM.0 as i64),
+        ("value", "CU_DEV_RESOURCE_TYPE_WORKQUEUE_CONFIG",
+        CUdevResourceType::CU_DEV_RESOURCE_TYPE_WORKQUEUE_CONFIG.0 as i64), ("value",
+        "CU_DEV_RESOURCE_TYPE_WORKQUEUE",
+        CUdevResourceType::CU_DEV_RESOURCE_TYPE_WORKQUEUE.0 as i64), ("size",
+        "CUdevWorkqueueConfigScope", ::core::mem::size_of:: < CUdevWorkqueueConfigScope >
+        () as i64), ("value", "CU_WORKQUEUE_SCOPE_DEVICE_CTX",
+        CUdevWorkqueueConfigScope::CU_WORKQUEUE_SCOPE_DEVICE_CTX.0 as i64), ("value",
+        "CU_WORKQUEUE_SCOPE_GREEN_CTX_BALANCED",
+        CUdevWorkqueueConfigScope::CU_WORKQUEUE_SCOPE_GREEN_CTX_BALANCED.0 as i64),
         ("size", "CUlogLevel_enum", ::core::mem::size_of:: < CUlogLevel_enum > () as
         i64), ("value", "CU_LOG_LEVEL_ERROR", CUlogLevel_enum::CU_LOG_LEVEL_ERROR.0 as
         i64), ("value", "CU_LOG_LEVEL_WARNING", CUlogLevel_enum::CU_LOG_LEVEL_WARNING.0
@@ -3181,16 +3711,24 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         < CUevent_sched_flags > () as i64), ("size", "cl_event_flags",
         ::core::mem::size_of:: < cl_event_flags > () as i64), ("size",
         "cl_context_flags", ::core::mem::size_of:: < cl_context_flags > () as i64),
-        ("size", "CUstream_flags", ::core::mem::size_of:: < CUstream_flags > () as i64),
-        ("size", "CUevent_flags", ::core::mem::size_of:: < CUevent_flags > () as i64),
-        ("size", "CUevent_record_flags", ::core::mem::size_of:: < CUevent_record_flags >
-        () as i64), ("size", "CUevent_wait_flags", ::core::mem::size_of:: <
-        CUevent_wait_flags > () as i64), ("size", "CUstreamWaitValue_flags",
+        ("size", "CUhostTaskSyncMode", ::core::mem::size_of:: < CUhostTaskSyncMode > ()
+        as i64), ("size", "CUstream_flags", ::core::mem::size_of:: < CUstream_flags > ()
+        as i64), ("size", "CUevent_flags", ::core::mem::size_of:: < CUevent_flags > () as
+        i64), ("size", "CUevent_record_flags", ::core::mem::size_of:: <
+        CUevent_record_flags > () as i64), ("size", "CUevent_wait_flags",
+        ::core::mem::size_of:: < CUevent_wait_flags > () as i64), ("size",
+        "CUatomicOperation", ::core::mem::size_of:: < CUatomicOperation > () as i64),
+        ("size", "CUatomicOperationCapability", ::core::mem::size_of:: <
+        CUatomicOperationCapability > () as i64), ("size", "CUstreamWaitValue_flags",
         ::core::mem::size_of:: < CUstreamWaitValue_flags > () as i64), ("size",
         "CUstreamWriteValue_flags", ::core::mem::size_of:: < CUstreamWriteValue_flags >
         () as i64), ("size", "CUstreamBatchMemOpType", ::core::mem::size_of:: <
         CUstreamBatchMemOpType > () as i64), ("size", "CUstreamMemoryBarrier_flags",
         ::core::mem::size_of:: < CUstreamMemoryBarrier_flags > () as i64), ("size",
+        "CUstreamAtomicReductionOpType", ::core::mem::size_of:: <
+        CUstreamAtomicReductionOpType > () as i64), ("size",
+        "CUstreamAtomicReductionDataType", ::core::mem::size_of:: <
+        CUstreamAtomicReductionDataType > () as i64), ("size",
         "CUstreamBatchMemOpParams_v1", ::core::mem::size_of:: <
         CUstreamBatchMemOpParams_v1 > () as i64), ("size", "CUstreamBatchMemOpParams",
         ::core::mem::size_of:: < CUstreamBatchMemOpParams > () as i64), ("size",
@@ -3263,7 +3801,10 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         CUclusterSchedulingPolicy > () as i64), ("size", "CUlaunchMemSyncDomain",
         ::core::mem::size_of:: < CUlaunchMemSyncDomain > () as i64), ("size",
         "CUlaunchMemSyncDomainMap", ::core::mem::size_of:: < CUlaunchMemSyncDomainMap >
-        () as i64), ("size", "CUlaunchAttributeID", ::core::mem::size_of:: <
+        () as i64), ("size", "CUlaunchAttributePortableClusterMode",
+        ::core::mem::size_of:: < CUlaunchAttributePortableClusterMode > () as i64),
+        ("size", "CUsharedMemoryMode", ::core::mem::size_of:: < CUsharedMemoryMode > ()
+        as i64), ("size", "CUlaunchAttributeID", ::core::mem::size_of:: <
         CUlaunchAttributeID > () as i64), ("size", "CUlaunchAttributeValue",
         ::core::mem::size_of:: < CUlaunchAttributeValue > () as i64), ("size",
         "CUlaunchAttribute", ::core::mem::size_of:: < CUlaunchAttribute > () as i64),
@@ -3291,29 +3832,30 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         ("size", "CUcigDataType", ::core::mem::size_of:: < CUcigDataType > () as i64),
         ("size", "CUctxCigParam", ::core::mem::size_of:: < CUctxCigParam > () as i64),
         ("size", "CUctxCreateParams", ::core::mem::size_of:: < CUctxCreateParams > () as
-        i64), ("size", "CUlibraryOption", ::core::mem::size_of:: < CUlibraryOption > ()
-        as i64), ("size", "CUlibraryHostUniversalFunctionAndDataTable",
+        i64), ("size", "CUstreamCigDataType", ::core::mem::size_of:: <
+        CUstreamCigDataType > () as i64), ("size", "CUstreamCigParam",
+        ::core::mem::size_of:: < CUstreamCigParam > () as i64), ("size",
+        "CUstreamCigCaptureParams", ::core::mem::size_of:: < CUstreamCigCaptureParams >
+        () as i64), ("size", "CUlibraryOption", ::core::mem::size_of:: < CUlibraryOption
+        > () as i64), ("size", "CUlibraryHostUniversalFunctionAndDataTable",
         ::core::mem::size_of:: < CUlibraryHostUniversalFunctionAndDataTable > () as i64),
         ("size", "CUresult", ::core::mem::size_of:: < CUresult > () as i64), ("size",
         "CUdevice_P2PAttribute", ::core::mem::size_of:: < CUdevice_P2PAttribute > () as
-        i64), ("size", "CUatomicOperation", ::core::mem::size_of:: < CUatomicOperation >
-        () as i64), ("size", "CUatomicOperationCapability", ::core::mem::size_of:: <
-        CUatomicOperationCapability > () as i64), ("size", "CUDA_MEMCPY2D_v2",
-        ::core::mem::size_of:: < CUDA_MEMCPY2D_v2 > () as i64), ("size", "CUDA_MEMCPY2D",
-        ::core::mem::size_of:: < CUDA_MEMCPY2D > () as i64), ("size", "CUDA_MEMCPY3D_v2",
-        ::core::mem::size_of:: < CUDA_MEMCPY3D_v2 > () as i64), ("size", "CUDA_MEMCPY3D",
-        ::core::mem::size_of:: < CUDA_MEMCPY3D > () as i64), ("size",
-        "CUDA_MEMCPY3D_PEER_v1", ::core::mem::size_of:: < CUDA_MEMCPY3D_PEER_v1 > () as
-        i64), ("size", "CUDA_MEMCPY3D_PEER", ::core::mem::size_of:: < CUDA_MEMCPY3D_PEER
-        > () as i64), ("size", "CUDA_MEMCPY_NODE_PARAMS", ::core::mem::size_of:: <
-        CUDA_MEMCPY_NODE_PARAMS > () as i64), ("size", "CUDA_ARRAY_DESCRIPTOR_v2",
-        ::core::mem::size_of:: < CUDA_ARRAY_DESCRIPTOR_v2 > () as i64), ("size",
-        "CUDA_ARRAY_DESCRIPTOR", ::core::mem::size_of:: < CUDA_ARRAY_DESCRIPTOR > () as
-        i64), ("size", "CUDA_ARRAY3D_DESCRIPTOR_v2", ::core::mem::size_of:: <
-        CUDA_ARRAY3D_DESCRIPTOR_v2 > () as i64), ("size", "CUDA_ARRAY3D_DESCRIPTOR",
-        ::core::mem::size_of:: < CUDA_ARRAY3D_DESCRIPTOR > () as i64), ("size",
-        "CUDA_ARRAY_SPARSE_PROPERTIES_v1", ::core::mem::size_of:: <
-        CUDA_ARRAY_SPARSE_PROPERTIES_v1 > () as i64), ("size",
+        i64), ("size", "CUDA_MEMCPY2D_v2", ::core::mem::size_of:: < CUDA_MEMCPY2D_v2 > ()
+        as i64), ("size", "CUDA_MEMCPY2D", ::core::mem::size_of:: < CUDA_MEMCPY2D > () as
+        i64), ("size", "CUDA_MEMCPY3D_v2", ::core::mem::size_of:: < CUDA_MEMCPY3D_v2 > ()
+        as i64), ("size", "CUDA_MEMCPY3D", ::core::mem::size_of:: < CUDA_MEMCPY3D > () as
+        i64), ("size", "CUDA_MEMCPY3D_PEER_v1", ::core::mem::size_of:: <
+        CUDA_MEMCPY3D_PEER_v1 > () as i64), ("size", "CUDA_MEMCPY3D_PEER",
+        ::core::mem::size_of:: < CUDA_MEMCPY3D_PEER > () as i64), ("size",
+        "CUDA_MEMCPY_NODE_PARAMS", ::core::mem::size_of:: < CUDA_MEMCPY_NODE_PARAMS > ()
+        as i64), ("size", "CUDA_ARRAY_DESCRIPTOR_v2", ::core::mem::size_of:: <
+        CUDA_ARRAY_DESCRIPTOR_v2 > () as i64), ("size", "CUDA_ARRAY_DESCRIPTOR",
+        ::core::mem::size_of:: < CUDA_ARRAY_DESCRIPTOR > () as i64), ("size",
+        "CUDA_ARRAY3D_DESCRIPTOR_v2", ::core::mem::size_of:: < CUDA_ARRAY3D_DESCRIPTOR_v2
+        > () as i64), ("size", "CUDA_ARRAY3D_DESCRIPTOR", ::core::mem::size_of:: <
+        CUDA_ARRAY3D_DESCRIPTOR > () as i64), ("size", "CUDA_ARRAY_SPARSE_PROPERTIES_v1",
+        ::core::mem::size_of:: < CUDA_ARRAY_SPARSE_PROPERTIES_v1 > () as i64), ("size",
         "CUDA_ARRAY_SPARSE_PROPERTIES", ::core::mem::size_of:: <
         CUDA_ARRAY_SPARSE_PROPERTIES > () as i64), ("size",
         "CUDA_ARRAY_MEMORY_REQUIREMENTS_v1", ::core::mem::size_of:: <
@@ -3337,7 +3879,8 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         ::core::mem::size_of:: < CUtensorMapL2promotion > () as i64), ("size",
         "CUtensorMapFloatOOBfill", ::core::mem::size_of:: < CUtensorMapFloatOOBfill > ()
         as i64), ("size", "CUtensorMapIm2ColWideMode", ::core::mem::size_of:: <
-        CUtensorMapIm2ColWideMode > () as i64), ("size",
+        CUtensorMapIm2ColWideMode > () as i64), ("size", "CUtensorMapAllocClass",
+        ::core::mem::size_of:: < CUtensorMapAllocClass > () as i64), ("size",
         "CUDA_POINTER_ATTRIBUTE_P2P_TOKENS_v1", ::core::mem::size_of:: <
         CUDA_POINTER_ATTRIBUTE_P2P_TOKENS_v1 > () as i64), ("size",
         "CUDA_POINTER_ATTRIBUTE_P2P_TOKENS", ::core::mem::size_of:: <
@@ -3457,7 +4000,18 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         "CUDA_EVENT_RECORD_NODE_PARAMS", ::core::mem::size_of:: <
         CUDA_EVENT_RECORD_NODE_PARAMS > () as i64), ("size",
         "CUDA_EVENT_WAIT_NODE_PARAMS", ::core::mem::size_of:: <
-        CUDA_EVENT_WAIT_NODE_PARAMS > () as i64), ("size", "CUgraphNodeParams",
+        CUDA_EVENT_WAIT_NODE_PARAMS > () as i64), ("size",
+        "CUDA_MEMCPY_BATCH_NODE_PARAMS_V1", ::core::mem::size_of:: <
+        CUDA_MEMCPY_BATCH_NODE_PARAMS_V1 > () as i64), ("size",
+        "CUDA_MEMCPY_BATCH_NODE_PARAMS", ::core::mem::size_of:: <
+        CUDA_MEMCPY_BATCH_NODE_PARAMS > () as i64), ("size",
+        "CUDA_FABRIC_COPY_BATCH_OP_v1", ::core::mem::size_of:: <
+        CUDA_FABRIC_COPY_BATCH_OP_v1 > () as i64), ("size", "CUDA_FABRIC_COPY_BATCH_OP",
+        ::core::mem::size_of:: < CUDA_FABRIC_COPY_BATCH_OP > () as i64), ("size",
+        "CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1", ::core::mem::size_of:: <
+        CUDA_FABRIC_CPY_BATCH_NODE_PARAMS_V1 > () as i64), ("size",
+        "CUDA_FABRIC_CPY_BATCH_NODE_PARAMS", ::core::mem::size_of:: <
+        CUDA_FABRIC_CPY_BATCH_NODE_PARAMS > () as i64), ("size", "CUgraphNodeParams",
         ::core::mem::size_of:: < CUgraphNodeParams > () as i64), ("size",
         "CUflushGPUDirectRDMAWritesOptions", ::core::mem::size_of:: <
         CUflushGPUDirectRDMAWritesOptions > () as i64), ("size",
@@ -3474,29 +4028,52 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         ::core::mem::size_of:: < CUgraphInstantiate_flags > () as i64), ("size",
         "CUdeviceNumaConfig", ::core::mem::size_of:: < CUdeviceNumaConfig > () as i64),
         ("size", "CUprocessState", ::core::mem::size_of:: < CUprocessState > () as i64),
-        ("size", "CUcheckpointLockArgs", ::core::mem::size_of:: < CUcheckpointLockArgs >
-        () as i64), ("size", "CUcheckpointCheckpointArgs", ::core::mem::size_of:: <
-        CUcheckpointCheckpointArgs > () as i64), ("size", "CUcheckpointGpuPair",
-        ::core::mem::size_of:: < CUcheckpointGpuPair > () as i64), ("size",
-        "CUcheckpointRestoreArgs", ::core::mem::size_of:: < CUcheckpointRestoreArgs > ()
-        as i64), ("size", "CUcheckpointUnlockArgs", ::core::mem::size_of:: <
-        CUcheckpointUnlockArgs > () as i64), ("size", "CUmoduleLoadingMode",
-        ::core::mem::size_of:: < CUmoduleLoadingMode > () as i64), ("size",
-        "CUmemDecompressAlgorithm", ::core::mem::size_of:: < CUmemDecompressAlgorithm >
-        () as i64), ("size", "CUmemDecompressParams", ::core::mem::size_of:: <
-        CUmemDecompressParams > () as i64), ("size", "CUfunctionLoadingState",
+        ("size", "CUcheckpointCustomStoragePerDeviceData", ::core::mem::size_of:: <
+        CUcheckpointCustomStoragePerDeviceData > () as i64), ("size",
+        "CUcheckpointCustomStorageInfo", ::core::mem::size_of:: <
+        CUcheckpointCustomStorageInfo > () as i64), ("size", "CUcheckpointLockArgs",
+        ::core::mem::size_of:: < CUcheckpointLockArgs > () as i64), ("size",
+        "CUcheckpointCheckpointArgs", ::core::mem::size_of:: < CUcheckpointCheckpointArgs
+        > () as i64), ("size", "CUcheckpointGpuPair", ::core::mem::size_of:: <
+        CUcheckpointGpuPair > () as i64), ("size", "CUcheckpointRestoreArgs",
+        ::core::mem::size_of:: < CUcheckpointRestoreArgs > () as i64), ("size",
+        "CUcheckpointUnlockArgs", ::core::mem::size_of:: < CUcheckpointUnlockArgs > () as
+        i64), ("size", "CUmoduleLoadingMode", ::core::mem::size_of:: <
+        CUmoduleLoadingMode > () as i64), ("size", "CUmemDecompressAlgorithm",
+        ::core::mem::size_of:: < CUmemDecompressAlgorithm > () as i64), ("size",
+        "CUmemDecompressParams", ::core::mem::size_of:: < CUmemDecompressParams > () as
+        i64), ("size", "CUcliqueType", ::core::mem::size_of:: < CUcliqueType > () as
+        i64), ("size", "CUcliqueInfo", ::core::mem::size_of:: < CUcliqueInfo > () as
+        i64), ("size", "CUlogicalEndpointId", ::core::mem::size_of:: <
+        CUlogicalEndpointId > () as i64), ("size", "CUlogicalEndpointIpcHandleType",
+        ::core::mem::size_of:: < CUlogicalEndpointIpcHandleType > () as i64), ("size",
+        "CUlogicalEndpointFabricHandle", ::core::mem::size_of:: <
+        CUlogicalEndpointFabricHandle > () as i64), ("size", "CUlogicalEndpointType",
+        ::core::mem::size_of:: < CUlogicalEndpointType > () as i64), ("size",
+        "CUlogicalEndpointFlag", ::core::mem::size_of:: < CUlogicalEndpointFlag > () as
+        i64), ("size", "CUlogicalEndpointProp", ::core::mem::size_of:: <
+        CUlogicalEndpointProp > () as i64), ("size", "CUfabricCpyOperandType",
+        ::core::mem::size_of:: < CUfabricCpyOperandType > () as i64), ("size",
+        "CUfabricCpyOperand", ::core::mem::size_of:: < CUfabricCpyOperand > () as i64),
+        ("size", "CUgraphRecaptureStatus", ::core::mem::size_of:: <
+        CUgraphRecaptureStatus > () as i64), ("size", "CUfunctionLoadingState",
         ::core::mem::size_of:: < CUfunctionLoadingState > () as i64), ("size",
         "CUcoredumpSettings", ::core::mem::size_of:: < CUcoredumpSettings > () as i64),
         ("size", "CUdevSmResource", ::core::mem::size_of:: < CUdevSmResource > () as
-        i64), ("size", "CUdevResource_v1", ::core::mem::size_of:: < CUdevResource_v1 > ()
-        as i64), ("size", "CUdevResource", ::core::mem::size_of:: < CUdevResource > () as
-        i64), ("size", "CUlogLevel", ::core::mem::size_of:: < CUlogLevel > () as i64),
-        ("size", "CUlogIterator", ::core::mem::size_of:: < CUlogIterator > () as i64),
-        ("size", "CUcontext", ::core::mem::size_of:: < CUcontext > () as i64), ("size",
-        "CUmodule", ::core::mem::size_of:: < CUmodule > () as i64), ("size",
-        "CUfunction", ::core::mem::size_of:: < CUfunction > () as i64), ("size",
-        "CUlibrary", ::core::mem::size_of:: < CUlibrary > () as i64), ("size",
-        "CUkernel", ::core::mem::size_of:: < CUkernel > () as i64), ("size", "CUarray",
+        i64), ("size", "CUdevWorkqueueConfigResource", ::core::mem::size_of:: <
+        CUdevWorkqueueConfigResource > () as i64), ("size", "CUdevWorkqueueResource",
+        ::core::mem::size_of:: < CUdevWorkqueueResource > () as i64), ("size",
+        "CU_DEV_SM_RESOURCE_GROUP_PARAMS", ::core::mem::size_of:: <
+        CU_DEV_SM_RESOURCE_GROUP_PARAMS > () as i64), ("size", "CUdevResource_v1",
+        ::core::mem::size_of:: < CUdevResource_v1 > () as i64), ("size", "CUdevResource",
+        ::core::mem::size_of:: < CUdevResource > () as i64), ("size", "CUlogLevel",
+        ::core::mem::size_of:: < CUlogLevel > () as i64), ("size", "CUlogIterator",
+        ::core::mem::size_of:: < CUlogIterator > () as i64), ("size", "CUcontext",
+        ::core::mem::size_of:: < CUcontext > () as i64), ("size", "CUmodule",
+        ::core::mem::size_of:: < CUmodule > () as i64), ("size", "CUfunction",
+        ::core::mem::size_of:: < CUfunction > () as i64), ("size", "CUlibrary",
+        ::core::mem::size_of:: < CUlibrary > () as i64), ("size", "CUkernel",
+        ::core::mem::size_of:: < CUkernel > () as i64), ("size", "CUarray",
         ::core::mem::size_of:: < CUarray > () as i64), ("size", "CUmipmappedArray",
         ::core::mem::size_of:: < CUmipmappedArray > () as i64), ("size", "CUtexref",
         ::core::mem::size_of:: < CUtexref > () as i64), ("size", "CUsurfref",
@@ -3515,21 +4092,27 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         i64), ("size", "CUasyncCallbackHandle", ::core::mem::size_of:: <
         CUasyncCallbackHandle > () as i64), ("size", "CUgreenCtx", ::core::mem::size_of::
         < CUgreenCtx > () as i64), ("size", "CUlinkState", ::core::mem::size_of:: <
-        CUlinkState > () as i64), ("size", "CUdevResourceDesc", ::core::mem::size_of:: <
+        CUlinkState > () as i64), ("size", "CUcheckpointOperationHandle",
+        ::core::mem::size_of:: < CUcheckpointOperationHandle > () as i64), ("size",
+        "CUcoredumpCallbackHandle", ::core::mem::size_of:: < CUcoredumpCallbackHandle >
+        () as i64), ("size", "CUdevResourceDesc", ::core::mem::size_of:: <
         CUdevResourceDesc > () as i64), ("size", "CUlogsCallbackHandle",
         ::core::mem::size_of:: < CUlogsCallbackHandle > () as i64), ("size",
         "CUasyncCallback", ::core::mem::size_of:: < CUasyncCallback > () as i64),
         ("size", "CUhostFn", ::core::mem::size_of:: < CUhostFn > () as i64), ("size",
         "CUstreamCallback", ::core::mem::size_of:: < CUstreamCallback > () as i64),
         ("size", "CUoccupancyB2DSize", ::core::mem::size_of:: < CUoccupancyB2DSize > ()
-        as i64), ("size", "CUlogsCallback", ::core::mem::size_of:: < CUlogsCallback > ()
-        as i64), ("value", "CUDA_VERSION", CUDA_VERSION as i64), ("value",
-        "CU_IPC_HANDLE_SIZE", CU_IPC_HANDLE_SIZE as i64), ("value",
-        "CU_COMPUTE_ACCELERATED_TARGET_BASE", CU_COMPUTE_ACCELERATED_TARGET_BASE as i64),
-        ("value", "CU_COMPUTE_FAMILY_TARGET_BASE", CU_COMPUTE_FAMILY_TARGET_BASE as i64),
-        ("value", "CU_GRAPH_COND_ASSIGN_DEFAULT", CU_GRAPH_COND_ASSIGN_DEFAULT as i64),
-        ("value", "CU_GRAPH_KERNEL_NODE_PORT_DEFAULT", CU_GRAPH_KERNEL_NODE_PORT_DEFAULT
-        as i64), ("value", "CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC",
+        as i64), ("size", "CUgraphRecaptureCallback", ::core::mem::size_of:: <
+        CUgraphRecaptureCallback > () as i64), ("size", "CUcoredumpStatusCallback",
+        ::core::mem::size_of:: < CUcoredumpStatusCallback > () as i64), ("size",
+        "CUlogsCallback", ::core::mem::size_of:: < CUlogsCallback > () as i64), ("value",
+        "CUDA_VERSION", CUDA_VERSION as i64), ("value", "CU_IPC_HANDLE_SIZE",
+        CU_IPC_HANDLE_SIZE as i64), ("value", "CU_COMPUTE_ACCELERATED_TARGET_BASE",
+        CU_COMPUTE_ACCELERATED_TARGET_BASE as i64), ("value",
+        "CU_COMPUTE_FAMILY_TARGET_BASE", CU_COMPUTE_FAMILY_TARGET_BASE as i64), ("value",
+        "CU_GRAPH_COND_ASSIGN_DEFAULT", CU_GRAPH_COND_ASSIGN_DEFAULT as i64), ("value",
+        "CU_GRAPH_KERNEL_NODE_PORT_DEFAULT", CU_GRAPH_KERNEL_NODE_PORT_DEFAULT as i64),
+        ("value", "CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC",
         CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC as i64), ("value",
         "CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER", CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER
         as i64), ("value", "CU_MEMHOSTALLOC_PORTABLE", CU_MEMHOSTALLOC_PORTABLE as i64),
@@ -3551,9 +4134,10 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         "CUDA_NVSCISYNC_ATTR_WAIT", CUDA_NVSCISYNC_ATTR_WAIT as i64), ("value",
         "CU_MEM_CREATE_USAGE_TILE_POOL", CU_MEM_CREATE_USAGE_TILE_POOL as i64), ("value",
         "CU_MEM_CREATE_USAGE_HW_DECOMPRESS", CU_MEM_CREATE_USAGE_HW_DECOMPRESS as i64),
-        ("value", "CU_MEM_POOL_CREATE_USAGE_HW_DECOMPRESS",
-        CU_MEM_POOL_CREATE_USAGE_HW_DECOMPRESS as i64), ("value",
-        "CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_PRE_LAUNCH_SYNC",
+        ("value", "CU_MEM_CREATE_USAGE_GPU_DIRECT_RDMA_OVER_PCIE",
+        CU_MEM_CREATE_USAGE_GPU_DIRECT_RDMA_OVER_PCIE as i64), ("value",
+        "CU_MEM_POOL_CREATE_USAGE_HW_DECOMPRESS", CU_MEM_POOL_CREATE_USAGE_HW_DECOMPRESS
+        as i64), ("value", "CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_PRE_LAUNCH_SYNC",
         CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_PRE_LAUNCH_SYNC as i64), ("value",
         "CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_POST_LAUNCH_SYNC",
         CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_POST_LAUNCH_SYNC as i64), ("value",
@@ -3579,8 +4163,75 @@ pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
         "CU_LAUNCH_PARAM_BUFFER_POINTER_AS_INT", CU_LAUNCH_PARAM_BUFFER_POINTER_AS_INT as
         i64), ("value", "CU_LAUNCH_PARAM_BUFFER_SIZE_AS_INT",
         CU_LAUNCH_PARAM_BUFFER_SIZE_AS_INT as i64), ("value", "CU_PARAM_TR_DEFAULT",
-        CU_PARAM_TR_DEFAULT as i64), ("value", "RESOURCE_ABI_VERSION",
-        RESOURCE_ABI_VERSION as i64), ("value", "RESOURCE_ABI_EXTERNAL_BYTES",
-        RESOURCE_ABI_EXTERNAL_BYTES as i64)
+        CU_PARAM_TR_DEFAULT as i64), ("value",
+        "CU_DEV_SM_RESOURCE_GROUP_LOCALITY_DOMAIN_ID_ANY",
+        CU_DEV_SM_RESOURCE_GROUP_LOCALITY_DOMAIN_ID_ANY as i64)
+    ]
+}
+/// The same facts for the items only older pinned headers declare
+/// (`removed` in the specs), which the older releases' probes print.
+#[allow(deprecated)]
+pub fn older_facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
+    ::std::vec![
+        ("size", "CUDA_BATCH_MEM_OP_NODE_PARAMS_st", ::core::mem::size_of:: <
+        CUDA_BATCH_MEM_OP_NODE_PARAMS_st > () as i64), ("align",
+        "CUDA_BATCH_MEM_OP_NODE_PARAMS_st", ::core::mem::align_of:: <
+        CUDA_BATCH_MEM_OP_NODE_PARAMS_st > () as i64), ("offset",
+        "CUDA_BATCH_MEM_OP_NODE_PARAMS_st.ctx",
+        ::core::mem::offset_of!(CUDA_BATCH_MEM_OP_NODE_PARAMS_st, ctx) as i64),
+        ("offset", "CUDA_BATCH_MEM_OP_NODE_PARAMS_st.count",
+        ::core::mem::offset_of!(CUDA_BATCH_MEM_OP_NODE_PARAMS_st, count) as i64),
+        ("offset", "CUDA_BATCH_MEM_OP_NODE_PARAMS_st.paramArray",
+        ::core::mem::offset_of!(CUDA_BATCH_MEM_OP_NODE_PARAMS_st, paramArray) as i64),
+        ("offset", "CUDA_BATCH_MEM_OP_NODE_PARAMS_st.flags",
+        ::core::mem::offset_of!(CUDA_BATCH_MEM_OP_NODE_PARAMS_st, flags) as i64),
+        ("size", "CUDA_MEM_ALLOC_NODE_PARAMS_st", ::core::mem::size_of:: <
+        CUDA_MEM_ALLOC_NODE_PARAMS_st > () as i64), ("align",
+        "CUDA_MEM_ALLOC_NODE_PARAMS_st", ::core::mem::align_of:: <
+        CUDA_MEM_ALLOC_NODE_PARAMS_st > () as i64), ("offset",
+        "CUDA_MEM_ALLOC_NODE_PARAMS_st.poolProps",
+        ::core::mem::offset_of!(CUDA_MEM_ALLOC_NODE_PARAMS_st, poolProps) as i64),
+        ("offset", "CUDA_MEM_ALLOC_NODE_PARAMS_st.accessDescs",
+        ::core::mem::offset_of!(CUDA_MEM_ALLOC_NODE_PARAMS_st, accessDescs) as i64),
+        ("offset", "CUDA_MEM_ALLOC_NODE_PARAMS_st.accessDescCount",
+        ::core::mem::offset_of!(CUDA_MEM_ALLOC_NODE_PARAMS_st, accessDescCount) as i64),
+        ("offset", "CUDA_MEM_ALLOC_NODE_PARAMS_st.bytesize",
+        ::core::mem::offset_of!(CUDA_MEM_ALLOC_NODE_PARAMS_st, bytesize) as i64),
+        ("offset", "CUDA_MEM_ALLOC_NODE_PARAMS_st.dptr",
+        ::core::mem::offset_of!(CUDA_MEM_ALLOC_NODE_PARAMS_st, dptr) as i64), ("value",
+        "CU_TARGET_COMPUTE_101", CUjit_target_enum::CU_TARGET_COMPUTE_101.0 as i64),
+        ("value", "CU_TARGET_COMPUTE_101A", CUjit_target_enum::CU_TARGET_COMPUTE_101A.0
+        as i64), ("size", "CUdevSmResourceSplit_flags", ::core::mem::size_of:: <
+        CUdevSmResourceSplit_flags > () as i64), ("value",
+        "CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING",
+        CUdevSmResourceSplit_flags::CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING.0 as
+        i64), ("value", "CU_DEV_SM_RESOURCE_SPLIT_MAX_POTENTIAL_CLUSTER_SIZE",
+        CUdevSmResourceSplit_flags::CU_DEV_SM_RESOURCE_SPLIT_MAX_POTENTIAL_CLUSTER_SIZE.0
+        as i64), ("value", "RESOURCE_ABI_VERSION", RESOURCE_ABI_VERSION as i64),
+        ("value", "RESOURCE_ABI_EXTERNAL_BYTES", RESOURCE_ABI_EXTERNAL_BYTES as i64)
+    ]
+}
+/// The values and forced alignments the specs record as different in
+/// an older release (`earlier`, `earlier_align`), as `("value@12.0",
+/// name, value)`: what that release's probe prints for them.
+pub fn release_facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
+    ::std::vec![
+        ("value@12.0", "CU_CTX_FLAGS_MASK", 31i64), ("value@12.0",
+        "CU_DEVICE_ATTRIBUTE_MAX", 130i64), ("value@12.4", "CU_DEVICE_ATTRIBUTE_MAX",
+        135i64), ("value@12.8", "CU_DEVICE_ATTRIBUTE_MAX", 144i64), ("value@13.0",
+        "CU_DEVICE_ATTRIBUTE_MAX", 148i64), ("value@12.0", "CU_FUNC_ATTRIBUTE_MAX",
+        16i64), ("value@12.4", "CU_FUNC_ATTRIBUTE_MAX", 16i64), ("value@12.8",
+        "CU_FUNC_ATTRIBUTE_MAX", 16i64), ("value@13.0", "CU_FUNC_ATTRIBUTE_MAX", 16i64),
+        ("value@12.0", "CU_JIT_NUM_OPTIONS", 31i64), ("value@12.4", "CU_JIT_NUM_OPTIONS",
+        34i64), ("value@12.8", "CU_JIT_NUM_OPTIONS", 34i64), ("value@13.0",
+        "CU_JIT_NUM_OPTIONS", 35i64), ("value@12.0", "CU_LIMIT_MAX", 7i64),
+        ("value@12.4", "CU_LIMIT_MAX", 7i64), ("value@12.8", "CU_LIMIT_MAX", 10i64),
+        ("value@13.0", "CU_LIMIT_MAX", 10i64), ("value@12.4", "CU_COREDUMP_MAX", 7i64),
+        ("value@12.8", "CU_COREDUMP_LIGHTWEIGHT_FLAGS", 47i64), ("value@13.0",
+        "CU_COREDUMP_LIGHTWEIGHT_FLAGS", 47i64), ("value@12.0", "CUDA_VERSION",
+        12000i64), ("value@12.4", "CUDA_VERSION", 12040i64), ("value@12.8",
+        "CUDA_VERSION", 12080i64), ("value@13.0", "CUDA_VERSION", 13000i64),
+        ("align@12.0", "CUtensorMap_st", 64i64), ("align@12.4", "CUtensorMap_st", 64i64),
+        ("align@12.8", "CUtensorMap_st", 64i64)
     ]
 }

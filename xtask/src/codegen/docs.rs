@@ -108,7 +108,8 @@ pub fn raw_function(f: &Function, g: &GroupFile) -> String {
     s.push_str(
         " When the driver library or this entry point cannot be loaded, returns \
          [`CUDA_ERROR_NOT_FOUND`](crate::CUresult::CUDA_ERROR_NOT_FOUND) without calling anything; \
-         [`crate::loader::resolve`] says why.\n\n",
+         [`crate::loader::resolve`] says why; so does a driver older than the ABI's CUDA version, \
+         which is not asked for the entry point at all.\n\n",
     );
     s.push_str("# Safety\n\n");
     s.push_str(
@@ -117,10 +118,28 @@ pub fn raw_function(f: &Function, g: &GroupFile) -> String {
          must be live and belong to the current context where the driver requires one, and the function's \
          documented preconditions must hold.\n\n",
     );
-    let version = match &f.since {
+    let mut version = match &f.since {
         Some(v) => format!("; first in CUDA {v}"),
         None => String::new(),
     };
+    if let Some(r) = &f.removed {
+        version.push_str(&format!(
+            "; no longer declared by the CUDA {r} header (the declaration is the last header's that had it)"
+        ));
+    }
+    for a in &f.abi {
+        version.push_str(&format!(
+            "; in the CUDA {} header: symbol `{}` (ABI of CUDA {}){}",
+            a.release,
+            a.symbol,
+            crate::import::header::version_string(a.proc_version),
+            if a.params.is_some() {
+                ", other parameters"
+            } else {
+                ""
+            }
+        ));
+    }
     s.push_str(&format!(
         "Resolves symbol `{}` (ABI of CUDA {}){version}. NVIDIA reference: [{}]({}) (`{}`).",
         f.symbol,

@@ -123,6 +123,7 @@ pub fn generate(specs: &Specs) -> Result<Vec<(String, String)>> {
             format(probe::rust_expectations(specs)?)?,
         ),
     ];
+    files.extend(probe::c_probes_of_older_releases(specs)?);
     if let Some(abi) = &specs.warp {
         files.extend([
             (

@@ -13,6 +13,7 @@ use quote::{format_ident, quote};
 
 use crate::Result;
 use crate::ctype::CType;
+use crate::import::merge::{present_in, release_key};
 use crate::names::escape;
 use crate::spec::model::*;
 
@@ -94,12 +95,154 @@ fn c_offset(r: &Record, field: &Field, by_name: &BTreeMap<&str, &Record>) -> Str
     )
 }
 
-/// `tests/abi/probe.c`.
-pub fn c_probe(specs: &Specs) -> Result<String> {
-    let by_name: BTreeMap<&str, &Record> = specs
+/// The specs without what the newest pinned header no longer declares
+/// (`removed`): the probe compiles against the newest header.
+fn current_only(specs: &Specs) -> Specs {
+    let mut s = specs.clone();
+    for (_, g) in &mut s.groups {
+        g.functions.retain(|f| f.removed.is_none());
+    }
+    for (_, t) in &mut s.types {
+        t.handles.retain(|x| x.removed.is_none());
+        t.typedefs.retain(|x| x.removed.is_none());
+        t.enums.retain(|x| x.removed.is_none());
+        for e in &mut t.enums {
+            e.values.retain(|v| v.removed.is_none());
+        }
+        t.records.retain(|x| x.removed.is_none());
+        t.callbacks.retain(|x| x.removed.is_none());
+        t.constants.retain(|x| x.removed.is_none());
+    }
+    s
+}
+
+/// Whether an item with `since` / `removed` is in the pinned header of `release`.
+fn in_release(since: &Option<String>, removed: &Option<String>, release: &str) -> bool {
+    let k = release_key(release);
+    since.as_deref().is_none_or(|s| release_key(s) <= k)
+        && removed.as_deref().is_none_or(|r| release_key(r) > k)
+}
+
+/// The specs' items that the header of an older pinned `release` declares
+/// exactly as cuda-sys does: records (and their fields) of that release
+/// with no field added since, enums and values, aliases, constants, and the
+/// functions whose parameters have not changed since (no `abi:` entry with
+/// other `params`).
+fn as_in_release(specs: &Specs, release: &str) -> Specs {
+    let mut s = specs.clone();
+    let here =
+        |since: &Option<String>, removed: &Option<String>| in_release(since, removed, release);
+    for (_, g) in &mut s.groups {
+        g.functions.retain(|f| {
+            present_in(f, release, &PINNED)
+                && f.removed.is_none()
+                && f.abi.iter().all(|a| a.params.is_none())
+        });
+    }
+    for (_, t) in &mut s.types {
+        t.handles.retain(|x| here(&x.since, &x.removed));
+        t.typedefs.retain(|x| here(&x.since, &x.removed));
+        t.enums.retain(|x| here(&x.since, &x.removed));
+        for e in &mut t.enums {
+            e.values.retain(|v| here(&v.since, &v.removed));
+        }
+        t.records.retain(|x| {
+            here(&x.since, &x.removed) && x.fields.iter().all(|f| here(&f.since, &None))
+        });
+        t.callbacks.retain(|x| here(&x.since, &x.removed));
+        t.constants.retain(|x| here(&x.since, &x.removed));
+    }
+    // An alias of a record that grew since (or of such an alias) has the
+    // record's newer size: leave it out with the record.
+    let kept: std::collections::BTreeSet<String> =
+        s.records().map(|r| r.name.value.clone()).collect();
+    let mut grown: std::collections::BTreeSet<String> = specs
         .records()
-        .map(|r| (r.name.value.as_str(), r))
+        .map(|r| r.name.value.clone())
+        .filter(|n| !kept.contains(n))
         .collect();
+    loop {
+        let more: Vec<String> = s
+            .typedefs()
+            .filter(|t| {
+                let target =
+                    t.ty.value
+                        .trim_start_matches("struct ")
+                        .trim_start_matches("union ");
+                grown.contains(target) && !grown.contains(&t.name.value)
+            })
+            .map(|t| t.name.value.clone())
+            .collect();
+        if more.is_empty() {
+            break;
+        }
+        grown.extend(more);
+    }
+    for (_, t) in &mut s.types {
+        t.typedefs.retain(|x| !grown.contains(&x.name.value));
+    }
+    // An anonymous record is reached through its parent: keep it only with it.
+    let names: std::collections::BTreeSet<String> =
+        s.records().map(|r| r.name.value.clone()).collect();
+    for (_, t) in &mut s.types {
+        t.records.retain(|r| {
+            r.c_path
+                .as_deref()
+                .is_none_or(|p| names.contains(p.split('.').next().unwrap_or_default()))
+        });
+    }
+    s
+}
+
+/// The pinned releases, oldest first.
+const PINNED: [&str; 5] = ["12.0", "12.4", "12.8", "13.0", "13.5"];
+
+/// `tests/abi/probe_<release>.c` for each older pinned release: what
+/// `as_in_release` keeps, compiled against that release's header.
+pub fn c_probes_of_older_releases(specs: &Specs) -> Result<Vec<(String, String)>> {
+    PINNED[..PINNED.len() - 1]
+        .iter()
+        .map(|r| {
+            Ok((
+                format!("tests/abi/probe_{r}.c"),
+                render_c_probe(
+                    &as_in_release(specs, r),
+                    specs,
+                    &format!("CUDA {r}'s cuda.h"),
+                    Some(r),
+                )?,
+            ))
+        })
+        .collect()
+}
+
+/// `tests/abi/probe.c`: every item the newest pinned header declares.
+pub fn c_probe(specs: &Specs) -> Result<String> {
+    let current = current_only(specs);
+    render_c_probe(&current, &current, "the newest pinned cuda.h", None)
+}
+
+/// The kind a fact is printed under: `value`, or `value@12.0` for a value
+/// the specs record as different in that older release (checked against the
+/// specs' `earlier`, not against cuda-sys).
+fn kind(base: &str, release: Option<&str>, earlier: &[ReleaseValue]) -> String {
+    match release {
+        Some(r) if earlier.iter().any(|e| e.release == r) => format!("{base}@{r}"),
+        _ => base.to_string(),
+    }
+}
+
+/// The probe of `specs`; records are looked up in `all` (an anonymous
+/// record is reached through its first field, which an older release has
+/// even when the record gained members since).
+fn render_c_probe(
+    specs: &Specs,
+    all: &Specs,
+    header: &str,
+    release: Option<&str>,
+) -> Result<String> {
+    let by_name: BTreeMap<&str, &Record> =
+        all.records().map(|r| (r.name.value.as_str(), r)).collect();
     let mut body = String::new();
     for r in specs.records() {
         let a = access(r, &by_name);
@@ -118,10 +261,19 @@ pub fn c_probe(specs: &Specs) -> Result<String> {
                 body,
                 "    printf(\"size {n} %lld\\n\", (long long)sizeof({expr}));"
             )?;
-            writeln!(
-                body,
-                "    printf(\"align {n} %lld\\n\", (long long)_Alignof({expr}));"
-            )?;
+            let align = kind("align", release, &r.earlier_align);
+            // An older header without a forced alignment: nothing recorded to compare.
+            let unforced = release.is_some_and(|rel| {
+                r.earlier_align
+                    .iter()
+                    .any(|e| e.release == rel && e.value == 0)
+            });
+            if !unforced {
+                writeln!(
+                    body,
+                    "    printf(\"{align} {n} %lld\\n\", (long long)_Alignof({expr}));"
+                )?;
+            }
         }
         for f in &r.fields {
             writeln!(
@@ -146,8 +298,9 @@ pub fn c_probe(specs: &Specs) -> Result<String> {
         for v in &e.values {
             writeln!(
                 body,
-                "    printf(\"value {0} %lld\\n\", (long long){0});",
-                v.name.value
+                "    printf(\"{1} {0} %lld\\n\", (long long){0});",
+                v.name.value,
+                kind("value", release, &v.earlier)
             )?;
         }
     }
@@ -165,8 +318,9 @@ pub fn c_probe(specs: &Specs) -> Result<String> {
     for c in specs.constants() {
         writeln!(
             body,
-            "    printf(\"value {0} %lld\\n\", (long long){0});",
-            c.name.value
+            "    printf(\"{1} {0} %lld\\n\", (long long){0});",
+            c.name.value,
+            kind("value", release, &c.earlier)
         )?;
     }
     let mut sigs = String::new();
@@ -190,7 +344,7 @@ pub fn c_probe(specs: &Specs) -> Result<String> {
     }
     Ok(format!(
         "// @generated by cargo xtask codegen from specs/; do not edit.\n\
-         // ABI probe: compiled against the real cuda.h by tests/tests/abi.rs.\n\
+         // ABI probe: compiled against {header} by tests/tests/abi.rs.\n\
          #include <stddef.h>\n#include <stdio.h>\n#include <cuda.h>\n\n\
          /* Each specified signature must match the header's declaration exactly\n   \
          (compiled with -Werror=incompatible-pointer-types); `sizeof` keeps the\n   \
@@ -200,51 +354,43 @@ pub fn c_probe(specs: &Specs) -> Result<String> {
     ))
 }
 
-/// `tests/src/generated/abi.rs`: the same facts computed from `cuda-sys`.
+/// `tests/src/generated/abi.rs`: the same facts computed from `cuda-sys`:
+/// `facts` of the newest header's items, `older_facts` of the items only
+/// older headers declare (for the older releases' probes).
 pub fn rust_expectations(specs: &Specs) -> Result<TokenStream> {
-    let by_name: BTreeMap<&str, &Record> = specs
-        .records()
-        .map(|r| (r.name.value.as_str(), r))
+    let current = fact_rows(&current_only(specs))?;
+    let all = fact_rows(specs)?;
+    let current_keys: std::collections::BTreeSet<String> =
+        current.iter().map(|(k, _)| k.clone()).collect();
+    let older: Vec<&TokenStream> = all
+        .iter()
+        .filter(|(k, _)| !current_keys.contains(k))
+        .map(|(_, t)| t)
         .collect();
-    let mut rows = Vec::new();
-    for r in specs.records() {
-        let n = &r.name.value;
-        let t = format_ident!("{}", escape(n));
-        if access(r, &by_name).sizable {
-            rows.push(quote! { ("size", #n, ::core::mem::size_of::<#t>() as i64) });
-            rows.push(quote! { ("align", #n, ::core::mem::align_of::<#t>() as i64) });
+    let rows: Vec<&TokenStream> = current.iter().map(|(_, t)| t).collect();
+    let count = rows.len();
+    let mut release_rows = Vec::new();
+    let mut push = |base: &str, name: &str, earlier: &[ReleaseValue]| {
+        for e in earlier
+            .iter()
+            .filter(|e| !(base == "align" && e.value == 0))
+        {
+            let k = format!("{base}@{}", e.release);
+            let v = e.value;
+            release_rows.push(quote! { (#k, #name, #v) });
         }
-        for f in &r.fields {
-            let key = format!("{n}.{}", f.name);
-            let fi = format_ident!("{}", escape(&f.name));
-            rows.push(quote! { ("offset", #key, ::core::mem::offset_of!(#t, #fi) as i64) });
-        }
-    }
+    };
     for e in specs.enums() {
-        let n = &e.name.value;
-        let t = format_ident!("{}", escape(n));
-        rows.push(quote! { ("size", #n, ::core::mem::size_of::<#t>() as i64) });
         for v in &e.values {
-            let vn = &v.name.value;
-            let vi = format_ident!("{}", vn);
-            rows.push(quote! { ("value", #vn, #t::#vi.0 as i64) });
+            push("value", &v.name.value, &v.earlier);
         }
-    }
-    for n in specs
-        .typedefs()
-        .map(|t| &t.name.value)
-        .chain(specs.handles().map(|h| &h.name.value))
-        .chain(specs.callbacks().map(|c| &c.name.value))
-    {
-        let t = format_ident!("{}", escape(n));
-        rows.push(quote! { ("size", #n, ::core::mem::size_of::<#t>() as i64) });
     }
     for c in specs.constants() {
-        let n = &c.name.value;
-        let ci = format_ident!("{}", n);
-        rows.push(quote! { ("value", #n, #ci as i64) });
+        push("value", &c.name.value, &c.earlier);
     }
-    let count = rows.len();
+    for r in specs.records() {
+        push("align", &r.name.value, &r.earlier_align);
+    }
     Ok(quote! {
         use cuda_sys::*;
 
@@ -257,5 +403,84 @@ pub fn rust_expectations(specs: &Specs) -> Result<TokenStream> {
         pub fn facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
             ::std::vec![ #(#rows),* ]
         }
+
+        /// The same facts for the items only older pinned headers declare
+        /// (`removed` in the specs), which the older releases' probes print.
+        #[allow(deprecated)]
+        pub fn older_facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
+            ::std::vec![ #(#older),* ]
+        }
+
+        /// The values and forced alignments the specs record as different in
+        /// an older release (`earlier`, `earlier_align`), as `("value@12.0",
+        /// name, value)`: what that release's probe prints for them.
+        pub fn release_facts() -> ::std::vec::Vec<(&'static str, &'static str, i64)> {
+            ::std::vec![ #(#release_rows),* ]
+        }
     })
+}
+
+/// One row per fact: `("kind name", tokens)`.
+fn fact_rows(specs: &Specs) -> Result<Vec<(String, TokenStream)>> {
+    let by_name: BTreeMap<&str, &Record> = specs
+        .records()
+        .map(|r| (r.name.value.as_str(), r))
+        .collect();
+    let mut rows = Vec::new();
+    for r in specs.records() {
+        let n = &r.name.value;
+        let t = format_ident!("{}", escape(n));
+        if access(r, &by_name).sizable {
+            rows.push((
+                format!("size {n}"),
+                quote! { ("size", #n, ::core::mem::size_of::<#t>() as i64) },
+            ));
+            rows.push((
+                format!("align {n}"),
+                quote! { ("align", #n, ::core::mem::align_of::<#t>() as i64) },
+            ));
+        }
+        for f in &r.fields {
+            let key = format!("{n}.{}", f.name);
+            let fi = format_ident!("{}", escape(&f.name));
+            rows.push((
+                format!("offset {key}"),
+                quote! { ("offset", #key, ::core::mem::offset_of!(#t, #fi) as i64) },
+            ));
+        }
+    }
+    for e in specs.enums() {
+        let n = &e.name.value;
+        let t = format_ident!("{}", escape(n));
+        rows.push((
+            format!("size {n}"),
+            quote! { ("size", #n, ::core::mem::size_of::<#t>() as i64) },
+        ));
+        for v in &e.values {
+            let vn = &v.name.value;
+            let vi = format_ident!("{}", vn);
+            rows.push((
+                format!("value {n}::{vn}"),
+                quote! { ("value", #vn, #t::#vi.0 as i64) },
+            ));
+        }
+    }
+    for n in specs
+        .typedefs()
+        .map(|t| &t.name.value)
+        .chain(specs.handles().map(|h| &h.name.value))
+        .chain(specs.callbacks().map(|c| &c.name.value))
+    {
+        let t = format_ident!("{}", escape(n));
+        rows.push((
+            format!("size {n}"),
+            quote! { ("size", #n, ::core::mem::size_of::<#t>() as i64) },
+        ));
+    }
+    for c in specs.constants() {
+        let n = &c.name.value;
+        let ci = format_ident!("{}", n);
+        rows.push((format!("value {n}"), quote! { ("value", #n, #ci as i64) }));
+    }
+    Ok(rows)
 }

@@ -142,12 +142,37 @@ pub fn types(specs: &Specs) -> Result<TokenStream> {
         let t = ty(&c.ty)?;
         let v = Literal::i64_unsuffixed(c.value);
         let doc = docs::attrs(&format!(
-            "`#define {} {}` from `cuda.h`.",
-            c.name.value, c.value
+            "`#define {} {}` from `cuda.h`{}.",
+            c.name.value,
+            c.value,
+            dates(&c.since, &c.removed)
         ));
         out.extend(quote! { #doc pub const #name: #t = #v; });
     }
     Ok(out)
+}
+
+/// ` (since CUDA 13.5)`, ` (CUDA 12.4 to 12.8; not in the 13.0 header)`,
+/// or nothing for an item of every pinned header.
+fn dates(since: &Option<String>, removed: &Option<String>) -> String {
+    match (since, removed) {
+        (None, None) => String::new(),
+        (Some(s), None) => format!(" (since CUDA {s})"),
+        (None, Some(r)) => format!(" (not in the CUDA {r} header and later)"),
+        (Some(s), Some(r)) => format!(" (since CUDA {s}; not in the CUDA {r} header and later)"),
+    }
+}
+
+/// The same as sentences after a summary: ` First in CUDA 13.5.`
+fn dates_sentence(since: &Option<String>, removed: &Option<String>) -> String {
+    let mut out = String::new();
+    if let Some(s) = since {
+        out.push_str(&format!(" First in CUDA {s}."));
+    }
+    if let Some(r) = removed {
+        out.push_str(&format!(" Not in the CUDA {r} header and later."));
+    }
+    out
 }
 
 fn enum_item(e: &Enum, rust_name: &str) -> Result<TokenStream> {
@@ -158,8 +183,9 @@ fn enum_item(e: &Enum, rust_name: &str) -> Result<TokenStream> {
         .clone()
         .unwrap_or_else(|| format!("The C enum `{}`.", e.name.value));
     let doc = docs::attrs(&format!(
-        "{summary}\n\nA transparent newtype over the C value: a value this crate does not know (from a newer driver) \
+        "{summary}{}\n\nA transparent newtype over the C value: a value this crate does not know (from a newer driver) \
          is kept as it is, never undefined behaviour. See [{}]({}).",
+        dates_sentence(&e.since, &e.removed),
         e.name.value,
         docs::types_url()
     ));
@@ -169,7 +195,12 @@ fn enum_item(e: &Enum, rust_name: &str) -> Result<TokenStream> {
     for v in &e.values {
         let vn = ident(&v.name.value);
         let lit = literal(&e.repr, v.value);
-        let d = docs::attrs(&format!("`{}` = {}.", v.name.value, v.value));
+        let d = docs::attrs(&format!(
+            "`{}` = {}{}.",
+            v.name.value,
+            v.value,
+            dates(&v.since, &v.removed)
+        ));
         consts.push(quote! { #d pub const #vn: Self = Self(#lit); });
         if seen.insert(v.value) {
             let s = &v.name.value;
@@ -220,7 +251,8 @@ fn record_item(r: &Record) -> Result<TokenStream> {
         None => format!("The C {kind} `{}`.", r.name.value),
     });
     let doc = docs::attrs(&format!(
-        "{summary}\n\n`#[repr(C)]` with the header's field order; `Default` is all-zero bytes. See [{}]({}).",
+        "{summary}{}\n\n`#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [{}]({}).",
+        dates_sentence(&r.since, &r.removed),
         r.name.value,
         docs::types_url()
     ));
@@ -231,8 +263,9 @@ fn record_item(r: &Record) -> Result<TokenStream> {
             let n = ident(&f.name);
             let t = ty(&f.ty.value)?;
             let d = docs::attrs(&format!(
-                "C field `{}`.",
-                CType::parse(&f.ty.value)?.declare(&f.name)
+                "C field `{}`{}.",
+                CType::parse(&f.ty.value)?.declare(&f.name),
+                dates(&f.since, &None)
             ));
             Ok(quote! { #d pub #n: #t, })
         })
@@ -287,7 +320,38 @@ pub fn functions(specs: &Specs) -> Result<TokenStream> {
         let ver = f.proc_version;
         let pt_ver = f.per_thread_version.unwrap_or(f.proc_version);
         let pname = cstr(crate::import::header::proc_name(&f.symbol));
-        table.push(quote! { Symbol::new(#name, #pname, #sym, #ver, #pt_sym, #pt_ver) });
+        let since = f
+            .since
+            .as_deref()
+            .map(crate::import::merge::release_number)
+            .unwrap_or(0);
+        let removed = f
+            .removed
+            .as_deref()
+            .map(crate::import::merge::release_number)
+            .unwrap_or(0);
+        // Earlier ABIs a driver older than `proc_version` is asked for: same
+        // parameter list, newest first.
+        let mut older: Vec<(&str, u32)> = f
+            .abi
+            .iter()
+            .filter(|a| a.params.is_none() && a.proc_version < f.proc_version)
+            .map(|a| (a.symbol.as_str(), a.proc_version))
+            .collect();
+        older.sort_by_key(|a| std::cmp::Reverse(a.1));
+        older.dedup();
+        let older = if older.is_empty() {
+            quote!()
+        } else {
+            let items = older.iter().map(|(s, v)| {
+                let c = cstr(s);
+                quote!((#c, #v))
+            });
+            quote!(.older_abis(&[#(#items),*]))
+        };
+        table.push(
+            quote! { Symbol::new(#name, #pname, #sym, #ver, #pt_sym, #pt_ver).dated(#since, #removed)#older },
+        );
 
         let fname = ident(name);
         let params: Vec<proc_macro2::Ident> = f.params.iter().map(|p| ident(&p.name)).collect();
@@ -403,7 +467,7 @@ pub fn errors(specs: &Specs) -> Result<TokenStream> {
                 match (self.name(), self.description()) {
                     (Some(n), Some(d)) => write!(f, "{n} ({}): {d}", self.0),
                     (Some(n), None) => write!(f, "{n} ({})", self.0),
-                    _ => write!(f, "CUresult {} (not known to this crate; the driver may be newer than CUDA 13.0)", self.0),
+                    _ => write!(f, "CUresult {} (not known to this crate; the driver may be newer than CUDA 13.5)", self.0),
                 }
             }
         }

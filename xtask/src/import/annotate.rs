@@ -24,6 +24,31 @@ pub fn keep(new: &mut Function, old: &Function) {
     }
 }
 
+/// For a new ABI spelling of an annotated function (`cuGraphAddNode_v3`
+/// beside `cuGraphAddNode`): after [`propose`], copies the sibling's safety
+/// class, safety contract and the annotations of every parameter with the same
+/// name and C type (a `len` only when it names a parameter of `new`). The
+/// summary stays unset: the new ABI may do more.
+pub fn inherit(new: &mut Function, sibling: &Function) {
+    new.safety = sibling.safety;
+    new.safety_doc = sibling.safety_doc.clone();
+    let names: Vec<String> = new.params.iter().map(|p| p.name.clone()).collect();
+    for p in &mut new.params {
+        if let Some(op) = sibling
+            .params
+            .iter()
+            .find(|op| op.name == p.name && op.ty.value == p.ty.value)
+        {
+            p.role = op.role.clone();
+            p.len = op.len.clone().filter(|l| names.contains(&l.value));
+            p.optional = op.optional;
+            p.rust_name = op.rust_name.clone();
+            p.fixed = op.fixed;
+            p.boolean = op.boolean;
+        }
+    }
+}
+
 fn spanned<T>(v: T) -> serde_saphyr::Spanned<T> {
     serde_saphyr::Spanned::new(
         v,

@@ -313,6 +313,8 @@ pub fn read(bindings: &str) -> Result<RawHeader> {
                     typedef_only: false,
                     summary: None,
                     values: Vec::new(),
+                    since: None,
+                    removed: None,
                 });
             }
             Item::Struct(s) => {
@@ -348,6 +350,8 @@ pub fn read(bindings: &str) -> Result<RawHeader> {
                     raw.types.typedefs.push(Typedef {
                         name: str(r.rename.to_string()),
                         ty: str(r.ident.to_string()),
+                        since: None,
+                        removed: None,
                     });
                 }
             }
@@ -364,6 +368,8 @@ pub fn read(bindings: &str) -> Result<RawHeader> {
                                 ty: str(ty),
                             })
                             .collect(),
+                        since: None,
+                        removed: None,
                     });
                     continue;
                 }
@@ -376,11 +382,15 @@ pub fn read(bindings: &str) -> Result<RawHeader> {
                     raw.types.handles.push(Handle {
                         name: str(name),
                         opaque: ct.base,
+                        since: None,
+                        removed: None,
                     });
                 } else {
                     raw.types.typedefs.push(Typedef {
                         name: str(name),
                         ty: str(ct.to_string()),
+                        since: None,
+                        removed: None,
                     });
                 }
             }
@@ -392,6 +402,9 @@ pub fn read(bindings: &str) -> Result<RawHeader> {
                     name: str(c.ident.to_string()),
                     ty,
                     value,
+                    since: None,
+                    removed: None,
+                    earlier: Vec::new(),
                 });
             }
             Item::ForeignMod(m) => {
@@ -446,6 +459,9 @@ pub fn read(bindings: &str) -> Result<RawHeader> {
             raw.types.enums[idx].values.push(EnumValue {
                 name: str(c.ident.to_string()),
                 value,
+                since: None,
+                removed: None,
+                earlier: Vec::new(),
             });
         }
     }
@@ -473,6 +489,7 @@ fn record<'a>(
         out.push(Field {
             name: fname,
             ty: str(c_type(&f.ty, renames)?.to_string()),
+            since: None,
         });
     }
     Ok(Record {
@@ -483,9 +500,12 @@ fn record<'a>(
         kind,
         c_name: None,
         align: None,
+        earlier_align: Vec::new(),
         c_path: paths.get(name).cloned(),
         summary: None,
         fields: out,
+        since: None,
+        removed: None,
     })
 }
 

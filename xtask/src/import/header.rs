@@ -141,6 +141,8 @@ pub struct PfnVersions {
     pub current: BTreeMap<String, BTreeSet<u32>>,
     /// API name → per-thread (`_ptds`/`_ptsz`) versions.
     pub per_thread: BTreeMap<String, BTreeSet<u32>>,
+    /// (API name, version) → number of parameters, for the per-thread versions.
+    pub per_thread_arity: BTreeMap<(String, u32), usize>,
     /// API name → every version, legacy ones included.
     pub all: BTreeMap<String, BTreeSet<u32>>,
     /// (API name, version) → number of parameters of that ABI, for the
@@ -166,6 +168,52 @@ impl PfnVersions {
     }
 }
 
+impl PfnVersions {
+    /// The newest per-thread (`_ptds`/`_ptsz`) version of `proc` with
+    /// `params` parameters (13.5's `cuLaunchHostFunc` has a 3-parameter
+    /// `_ptsz` at 10000 and a 4-parameter one at 13010).
+    pub fn per_thread_version_for(&self, proc: &str, params: usize) -> Option<u32> {
+        self.per_thread
+            .get(proc)?
+            .iter()
+            .rev()
+            .find(|v| self.per_thread_arity.get(&(proc.to_string(), **v)) == Some(&params))
+            .copied()
+    }
+
+    /// Like [`PfnVersions::version_for`], for ABI symbol `symbol`: where
+    /// several current versions have that arity (13.5's `cuGraphAddNode` at
+    /// 12030 and 13040, declared as `cuGraphAddNode_v2` and
+    /// `cuGraphAddNode_v3`), the symbol's `_vN` suffix picks the N-th of all
+    /// the name's versions (no suffix: the first).
+    pub fn version_for_symbol(&self, symbol: &str, params: usize) -> Option<u32> {
+        let proc = proc_name(symbol);
+        let same_arity: Vec<u32> = self
+            .current
+            .get(proc)?
+            .iter()
+            .copied()
+            .filter(|v| self.arity.get(&(proc.to_string(), *v)) == Some(&params))
+            .collect();
+        if same_arity.len() > 1 {
+            let ordinal = symbol
+                .strip_prefix(proc)
+                .and_then(|rest| rest.strip_prefix("_v"))
+                .and_then(|n| n.parse::<usize>().ok())
+                .unwrap_or(1);
+            if let Some(v) = self
+                .all
+                .get(proc)
+                .and_then(|all| all.iter().nth(ordinal.checked_sub(1)?))
+                .filter(|v| same_arity.contains(v))
+            {
+                return Some(*v);
+            }
+        }
+        self.version_for(proc, params)
+    }
+}
+
 /// Reads the `PFN_` typedef names of `cudaTypedefs.h`.
 pub fn scan_typedefs_h(text: &str) -> PfnVersions {
     let pfn = Regex::new(
@@ -183,15 +231,16 @@ pub fn scan_typedefs_h(text: &str) -> PfnVersions {
             if internal {
                 continue;
             }
+            let params = c[4].trim();
+            let arity = if params.is_empty() || params == "void" {
+                0
+            } else {
+                params.matches(',').count() + 1
+            };
             if c.get(3).is_some() {
+                v.per_thread_arity.insert((name.clone(), ver), arity);
                 v.per_thread.entry(name).or_default().insert(ver);
             } else {
-                let params = c[4].trim();
-                let arity = if params.is_empty() || params == "void" {
-                    0
-                } else {
-                    params.matches(',').count() + 1
-                };
                 v.arity.insert((name.clone(), ver), arity);
                 v.current.entry(name).or_default().insert(ver);
             }
@@ -337,5 +386,18 @@ CUresult CUDAAPI cuOutsideAnyGroup(int x);
         assert_eq!(v.version_for("cuCtxGetDevice", 2), Some(13000));
         assert_eq!(v.version_for("cuCtxSynchronize", 0), Some(2000));
         assert_eq!(version_string(12050), "12.5");
+        // 13.5: two ABIs of one arity, told apart by the symbol's suffix.
+        let t = "typedef CUresult (CUDAAPI *PFN_cuGraphAddNode_v12020)(CUgraphNode *a, CUgraph b, size_t n);\n\
+                 typedef CUresult (CUDAAPI *PFN_cuGraphAddNode_v12030)(CUgraphNode *a, CUgraph b, const CUgraphEdgeData *e, size_t n);\n\
+                 typedef CUresult (CUDAAPI *PFN_cuGraphAddNode_v13040)(CUgraphNode *a, CUgraph b, const CUgraphEdgeData *e, size_t n);\n";
+        let v = scan_typedefs_h(t);
+        assert_eq!(v.version_for_symbol("cuGraphAddNode_v2", 4), Some(12030));
+        assert_eq!(v.version_for_symbol("cuGraphAddNode_v3", 4), Some(13040));
+        assert_eq!(v.version_for_symbol("cuGraphAddNode", 3), Some(12020));
+        let t = "typedef CUresult (CUDAAPI *PFN_cuLaunchHostFunc_v10000_ptsz)(CUstream s, CUhostFn f, void *u);\n\
+                 typedef CUresult (CUDAAPI *PFN_cuLaunchHostFunc_v13010_ptsz)(CUstream s, CUhostFn f, void *u, unsigned int m);\n";
+        let v = scan_typedefs_h(t);
+        assert_eq!(v.per_thread_version_for("cuLaunchHostFunc", 3), Some(10000));
+        assert_eq!(v.per_thread_version_for("cuLaunchHostFunc", 4), Some(13010));
     }
 }

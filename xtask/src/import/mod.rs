@@ -9,8 +9,9 @@
 mod annotate;
 mod bindgen_ast;
 pub mod header;
+pub mod merge;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use crate::spec::model::*;
@@ -18,9 +19,142 @@ use crate::spec::{load, write};
 use crate::{Result, provision};
 
 /// Runs the importer against `specs_dir`. With `check`, writes nothing and
-/// fails when the specs' facts differ from the header.
+/// fails when the specs' facts differ from the headers.
+///
+/// With `CUDA_HOME` / `CUDA_PATH` set, that one header is imported (or, with
+/// `check`, compared: every difference is listed). Otherwise every pinned
+/// release ([`provision::PINNED_RELEASES`]) is imported and the specs are
+/// their merge (see [`merge`]).
 pub fn run(specs_dir: &Path, check: bool) -> Result<()> {
-    let include = provision::cuda_include_dir()?;
+    let old = if specs_dir.join("errors.yaml").exists() {
+        Some(load::load_dir(specs_dir).map_err(|e| e.to_string())?)
+    } else {
+        None
+    };
+    if std::env::var_os("CUDA_HOME").is_some() || std::env::var_os("CUDA_PATH").is_some() {
+        let include = provision::cuda_include_dir()?;
+        let one = import_header(&include, old.as_ref(), "from CUDA_HOME/CUDA_PATH")?;
+        if one.spec_count != one.header_count {
+            let msg = format!(
+                "the header declares {} functions but {} were imported",
+                one.header_count, one.spec_count
+            );
+            if !check {
+                return Err(format!("{msg}; nothing written").into());
+            }
+            println!("  note: {msg}");
+        }
+        if let Some(old) = &old {
+            for line in diff_summary(old, &one.specs) {
+                println!("  {line}");
+            }
+        }
+        let files = write::render_specs(&one.specs)?;
+        return write::apply(specs_dir, &files, check, "cargo xtask import");
+    }
+
+    let mut per_release = Vec::new();
+    let mut declared: Vec<BTreeSet<String>> = Vec::new();
+    for r in provision::PINNED_RELEASES {
+        let include = provision::release_include_dir(r)?;
+        let one = import_header(&include, old.as_ref(), r.wheel)?;
+        let version = header::cuda_version(&one.cuda_h);
+        if version != Some(merge::release_number(r.release)) {
+            return Err(format!(
+                "{} ({}) declares CUDA_VERSION {:?}, not CUDA {}; fix PINNED_RELEASES",
+                include.join("cuda.h").display(),
+                r.wheel,
+                version,
+                r.release
+            )
+            .into());
+        }
+        if one.spec_count != one.header_count {
+            return Err(format!(
+                "CUDA {} ({}): the header declares {} functions but {} were imported",
+                r.release, r.wheel, one.header_count, one.spec_count
+            )
+            .into());
+        }
+        declared.push(
+            one.specs
+                .functions()
+                .map(|(_, _, f)| f.name.value.clone())
+                .collect(),
+        );
+        per_release.push(merge::ReleaseSpecs {
+            release: r.release,
+            specs: one.specs,
+        });
+    }
+    println!(
+        "xtask import: merging {} releases ({}) ...",
+        per_release.len(),
+        per_release
+            .iter()
+            .map(|r| r.release)
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let new = merge::merge(&per_release);
+    let releases: Vec<&str> = per_release.iter().map(|r| r.release).collect();
+    // Every release's header against the merged specs: the functions that
+    // `since` / `removed` place in that release are exactly those it declares.
+    let mut wrong = Vec::new();
+    for (r, names) in releases.iter().zip(&declared) {
+        let placed: BTreeSet<String> = new
+            .functions()
+            .filter(|(_, _, f)| merge::present_in(f, r, &releases))
+            .map(|(_, _, f)| f.name.value.clone())
+            .collect();
+        for n in placed.difference(names) {
+            wrong.push(format!(
+                "CUDA {r}: the specs place {n} in it but its header does not declare it"
+            ));
+        }
+        for n in names.difference(&placed) {
+            wrong.push(format!(
+                "CUDA {r}: its header declares {n} but the specs' since/removed leave it out"
+            ));
+        }
+    }
+    if !wrong.is_empty() {
+        return Err(format!(
+            "the merged specs disagree with the headers:\n  {}",
+            wrong.join("\n  ")
+        )
+        .into());
+    }
+    let counts = merge::functions_per_release(&new, &releases);
+    println!(
+        "xtask import: `CUresult CUDAAPI` functions per release: {}; {} in the merged specs",
+        counts
+            .iter()
+            .map(|(r, n)| format!("CUDA {r}: {n}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        new.functions().count()
+    );
+    if let Some(old) = &old {
+        for line in diff_summary(old, &new) {
+            println!("  {line}");
+        }
+    }
+    let files = write::render_specs(&new)?;
+    write::apply(specs_dir, &files, check, "cargo xtask import")
+}
+
+/// One header, imported.
+struct Imported {
+    specs: Specs,
+    cuda_h: String,
+    spec_count: usize,
+    header_count: usize,
+}
+
+/// Imports the `cuda.h` / `cudaTypedefs.h` in `include`, keeping `old`'s
+/// annotations; prints what it read.
+fn import_header(include: &Path, old: Option<&Specs>, pinned: &str) -> Result<Imported> {
     let libclang = provision::libclang_dir()?;
     let builtin = provision::cc_builtin_include_dir();
     let cuda_h = std::fs::read_to_string(include.join("cuda.h"))?;
@@ -30,21 +164,11 @@ pub fn run(specs_dir: &Path, check: bool) -> Result<()> {
         include.join("cuda.h").display(),
         libclang.display()
     );
-    let bindings = bindgen_ast::run_bindgen(&include, &libclang, builtin.as_deref())?;
+    let bindings = bindgen_ast::run_bindgen(include, &libclang, builtin.as_deref())?;
     let raw = bindgen_ast::read(&bindings)?;
     let facts = header::scan_cuda_h(&cuda_h);
     let pfn = header::scan_typedefs_h(&typedefs_h);
-
-    println!(
-        "xtask import: merging the header's facts with the annotations in {} ...",
-        specs_dir.display()
-    );
-    let old = if specs_dir.join("errors.yaml").exists() {
-        Some(load::load_dir(specs_dir).map_err(|e| e.to_string())?)
-    } else {
-        None
-    };
-    let (new, notes) = build(&raw, &cuda_h, &facts, &pfn, old.as_ref())?;
+    let (new, notes) = build(&raw, &cuda_h, &facts, &pfn, old)?;
 
     let header_count = facts
         .decl_group
@@ -63,14 +187,8 @@ pub fn run(specs_dir: &Path, check: bool) -> Result<()> {
         Some(v) => format!("CUDA {}", header::version_string(v)),
         None => "unknown CUDA version".to_string(),
     };
-    let pinned =
-        if std::env::var_os("CUDA_HOME").is_some() || std::env::var_os("CUDA_PATH").is_some() {
-            "from CUDA_HOME/CUDA_PATH".to_string()
-        } else {
-            provision::CUDA_RUNTIME_WHEEL.to_string()
-        };
     println!(
-        "xtask import: {} ({source}, {pinned}): {spec_count} `CUresult CUDAAPI` functions in specs, {header_count} declared in the header; \
+        "xtask import: {} ({source}, {pinned}): {spec_count} `CUresult CUDAAPI` functions imported, {header_count} declared in the header; \
          {} enums, {} records, {} handles, {} typedefs, {} callbacks, {} constants, {} CUresult codes",
         include.join("cuda.h").display(),
         new.enums().count(),
@@ -84,21 +202,12 @@ pub fn run(specs_dir: &Path, check: bool) -> Result<()> {
     for n in &notes {
         println!("  note: {n}");
     }
-    if spec_count != header_count {
-        let msg =
-            format!("the header declares {header_count} functions but {spec_count} were imported");
-        if !check {
-            return Err(format!("{msg}; nothing written").into());
-        }
-        println!("  note: {msg}");
-    }
-    if let Some(old) = &old {
-        for line in diff_summary(old, &new) {
-            println!("  {line}");
-        }
-    }
-    let files = write::render_specs(&new)?;
-    write::apply(specs_dir, &files, check, "cargo xtask import")
+    Ok(Imported {
+        specs: new,
+        cuda_h,
+        spec_count,
+        header_count,
+    })
 }
 
 /// Builds the new specs from header facts, keeping annotations from `old`.
@@ -130,6 +239,7 @@ pub fn build(
         })
         .unwrap_or_default();
 
+    let header_version = header::cuda_version(cuda_h).unwrap_or(13000);
     let mut by_group: BTreeMap<usize, Vec<Function>> = BTreeMap::new();
     for rf in &raw.functions {
         let Some((api, group)) = header::api_name(facts, &rf.symbol) else {
@@ -148,7 +258,11 @@ pub fn build(
         }
         let group_name = &facts.groups[group].name;
         let proc = header::proc_name(&rf.symbol).to_string();
-        let proc_version = pfn.version_for(&proc, rf.params.len()).unwrap_or(13000);
+        // A function `cudaTypedefs.h` has no `PFN_` for (12.4's
+        // `cuLibraryGetKernelCount`) is asked for at the header's own version.
+        let proc_version = pfn
+            .version_for_symbol(&rf.symbol, rf.params.len())
+            .unwrap_or(header_version);
         let since = pfn
             .all
             .get(&api)
@@ -159,9 +273,8 @@ pub fn build(
             .map(|v| header::version_string(*v));
         let per_thread_symbol = facts.per_thread.get(&api).cloned();
         let per_thread_version = per_thread_symbol.as_ref().map(|_| {
-            pfn.per_thread
-                .get(&proc)
-                .and_then(|v| v.last().copied())
+            pfn.per_thread_version_for(&proc, rf.params.len())
+                .or_else(|| pfn.per_thread.get(&proc).and_then(|v| v.last().copied()))
                 .unwrap_or(proc_version)
                 .max(proc_version)
         });
@@ -177,6 +290,8 @@ pub fn build(
             per_thread_version,
             proc_version,
             since,
+            removed: None,
+            abi: Vec::new(),
             deprecated,
             rust_name: None,
             safety: Safety::Unsafe,
@@ -204,7 +319,15 @@ pub fn build(
         };
         match old_fns.get(api.as_str()) {
             Some(o) => annotate::keep(&mut f, o),
-            None => annotate::propose(&mut f, &header::param_docs(&rf.doc)),
+            None => {
+                annotate::propose(&mut f, &header::param_docs(&rf.doc));
+                let base = header::proc_name(&api);
+                if base != api
+                    && let Some(sibling) = old_fns.get(base)
+                {
+                    annotate::inherit(&mut f, sibling);
+                }
+            }
         }
         by_group.entry(group).or_default().push(f);
     }
@@ -227,6 +350,27 @@ pub fn build(
     groups.sort_by(|a, b| a.0.cmp(&b.0));
 
     let mut types = raw.types.clone();
+    // A macro the header `#undef`s after using it (13.5's
+    // `RESOURCE_ABI_VERSION`) is no constant of its API.
+    // bindgen evaluates `~0u` as the `int` -1; C's value is unsigned.
+    let unsigned_literal = regex::Regex::new(r"\b(0x[0-9a-fA-F]+|\d+)[uU]\b").unwrap();
+    for c in &mut types.constants {
+        let define = format!("#define {}", c.name.value);
+        let unsigned = cuda_h.lines().any(|l| {
+            l.trim().strip_prefix(&define).is_some_and(|rest| {
+                rest.starts_with([' ', '\t']) && unsigned_literal.is_match(rest)
+            })
+        });
+        if unsigned && c.value < 0 && c.value >= i64::from(i32::MIN) {
+            c.value = i64::from(c.value as i32 as u32);
+            c.ty = "uint32_t".to_string();
+        }
+    }
+    types.constants.retain(|c| {
+        !cuda_h
+            .lines()
+            .any(|l| l.trim().strip_prefix("#undef").map(str::trim) == Some(c.name.value.as_str()))
+    });
     for e in &mut types.enums {
         e.typedef_only = !header::has_tag(cuda_h, "enum", &e.name.value);
     }

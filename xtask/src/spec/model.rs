@@ -66,6 +66,15 @@ pub struct Function {
     /// The CUDA release the function first appeared in, e.g. `"2.0"` (fact, where known).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<String>,
+    /// The first pinned release whose header no longer declares it, e.g.
+    /// `"13.0"`; the entry is then that of the last header declaring it (fact).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removed: Option<String>,
+    /// Earlier ABIs: where a pinned release's header resolved this name to
+    /// another symbol or `cuGetProcAddress` version than `symbol` /
+    /// `proc_version`, the first release of each such run (fact).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub abi: Vec<ReleaseAbi>,
     /// Whether the header marks it deprecated (fact).
     #[serde(default, skip_serializing_if = "is_false")]
     pub deprecated: bool,
@@ -86,6 +95,32 @@ pub struct Function {
     pub params: Vec<Param>,
     /// The `CUresult` codes the header documents for it (fact).
     pub errors: Vec<Str>,
+}
+
+/// The ABI a function had in earlier pinned releases (fact).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReleaseAbi {
+    /// The first pinned release with this ABI, e.g. `"12.0"`; it holds until
+    /// the next entry's release, or the function's current ABI.
+    pub release: String,
+    /// The ABI symbol in that release, e.g. `cuCtxCreate_v2`.
+    pub symbol: String,
+    /// The `cuGetProcAddress` version of that symbol.
+    pub proc_version: u32,
+    /// The C parameter list of that ABI, when it differs from the current one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<String>,
+}
+
+/// A value an item had in an earlier pinned release (fact).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReleaseValue {
+    /// The pinned release, e.g. `"12.0"`.
+    pub release: String,
+    /// The value in that release's header.
+    pub value: i64,
 }
 
 /// Direction of a parameter (ours, proposed by the importer from the header's docs).
@@ -173,6 +208,13 @@ pub struct Handle {
     pub name: Str,
     /// The incomplete struct it points to, e.g. `CUctx_st`.
     pub opaque: String,
+    /// The first pinned release whose header has it, when not the oldest
+    /// pinned release (fact).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// The first pinned release whose header no longer has it (fact).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removed: Option<String>,
 }
 
 /// A type alias.
@@ -184,6 +226,13 @@ pub struct Typedef {
     /// Aliased C type.
     #[serde(rename = "type")]
     pub ty: Str,
+    /// The first pinned release whose header has it, when not the oldest
+    /// pinned release (fact).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// The first pinned release whose header no longer has it (fact).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removed: Option<String>,
 }
 
 /// A C enum.
@@ -202,6 +251,13 @@ pub struct Enum {
     pub summary: Option<String>,
     /// Every enumerator.
     pub values: Vec<EnumValue>,
+    /// The first pinned release whose header has it, when not the oldest
+    /// pinned release (fact).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// The first pinned release whose header no longer has it (fact).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removed: Option<String>,
 }
 
 /// One enumerator.
@@ -212,6 +268,16 @@ pub struct EnumValue {
     pub name: Str,
     /// Value.
     pub value: i64,
+    /// Each older pinned release whose header gives it another value (fact).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier: Vec<ReleaseValue>,
+    /// The first pinned release whose header has it, when not the oldest
+    /// pinned release (fact).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// The first pinned release whose header no longer has it (fact).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removed: Option<String>,
 }
 
 /// Whether a record is a struct or a union.
@@ -244,11 +310,22 @@ pub struct Record {
     /// An alignment the header forces (`alignas`), in bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub align: Option<u32>,
+    /// Each older pinned release whose header forces another alignment
+    /// (`value`: bytes, 0 for none) (fact).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier_align: Vec<ReleaseValue>,
     /// What it is for, in our words (ours).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
     /// Fields in declaration order.
     pub fields: Vec<Field>,
+    /// The first pinned release whose header has it, when not the oldest
+    /// pinned release (fact).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// The first pinned release whose header no longer has it (fact).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removed: Option<String>,
 }
 
 /// A record field.
@@ -260,6 +337,10 @@ pub struct Field {
     /// C type, arrays as `T[N]`.
     #[serde(rename = "type")]
     pub ty: Str,
+    /// The first pinned release whose header has this field in this
+    /// record, when not the oldest pinned release (fact).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
 }
 
 /// A function-pointer typedef.
@@ -272,6 +353,13 @@ pub struct Callback {
     pub returns: Str,
     /// Parameters.
     pub params: Vec<CallbackParam>,
+    /// The first pinned release whose header has it, when not the oldest
+    /// pinned release (fact).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// The first pinned release whose header no longer has it (fact).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removed: Option<String>,
 }
 
 /// A callback parameter.
@@ -296,6 +384,16 @@ pub struct Constant {
     pub ty: String,
     /// Value.
     pub value: i64,
+    /// Each older pinned release whose header gives it another value (fact).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier: Vec<ReleaseValue>,
+    /// The first pinned release whose header has it, when not the oldest
+    /// pinned release (fact).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// The first pinned release whose header no longer has it (fact).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removed: Option<String>,
 }
 
 /// `specs/errors.yaml`: our catalogue of every `CUresult`.

@@ -7,7 +7,7 @@ use std::path::Path;
 use super::model::*;
 use crate::Result;
 
-const SPEC_BANNER: &str = "# Imported from the CUDA 13.0 cuda.h by `cargo xtask import`: facts are refreshed on each\n\
+const SPEC_BANNER: &str = "# Merged from the cuda.h of CUDA 12.0, 12.4, 12.8, 13.0 and 13.5 by `cargo xtask import`: facts are refreshed on each\n\
 # import; annotations (rust_name, role, len, optional, safety, summary, sticky) are ours and kept.\n";
 
 fn yaml<T: serde::Serialize>(v: &T) -> Result<String> {

@@ -1,0 +1,172 @@
+//! The merged specs across the pinned releases (CUDA 12.0, 12.4, 12.8, 13.0,
+//! 13.5): what each release declares, what each added and removed, the
+//! earlier ABIs, and the types' dates, as snapshots of the real `specs/`.
+//! `cargo xtask import --check` compares the same facts with the headers.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+use xtask::import::merge::{functions_per_release, present_in, release_key};
+use xtask::provision::{PINNED_RELEASES, workspace_root};
+use xtask::spec::{load, model::Specs};
+
+fn specs() -> Specs {
+    load::load_dir(&workspace_root().join("specs"))
+        .unwrap_or_else(|e| panic!("specs/ must load:\n{e}"))
+}
+
+fn releases() -> Vec<&'static str> {
+    PINNED_RELEASES.iter().map(|r| r.release).collect()
+}
+
+fn declared(specs: &Specs, release: &str, releases: &[&str]) -> BTreeSet<String> {
+    specs
+        .functions()
+        .filter(|(_, _, f)| present_in(f, release, releases))
+        .map(|(_, _, f)| f.name.value.clone())
+        .collect()
+}
+
+#[test]
+fn functions_declared_by_each_release() {
+    let specs = specs();
+    let releases = releases();
+    let counts = functions_per_release(&specs, &releases);
+    // The numbers `cargo xtask import` printed from the headers themselves.
+    assert_eq!(
+        counts,
+        [
+            ("12.0".to_string(), 380),
+            ("12.4".to_string(), 429),
+            ("12.8".to_string(), 447),
+            ("13.0".to_string(), 449),
+            ("13.5".to_string(), 492),
+        ]
+    );
+    assert_eq!(specs.functions().count(), 506, "the union of all five");
+    let mut text = String::new();
+    let mut before = BTreeSet::new();
+    for r in &releases {
+        let now = declared(&specs, r, &releases);
+        let added: Vec<&String> = now.difference(&before).collect();
+        let removed: Vec<&String> = before.difference(&now).collect();
+        writeln!(text, "CUDA {r}: {} functions", now.len()).unwrap();
+        if !before.is_empty() {
+            writeln!(text, "  added ({}): {added:?}", added.len()).unwrap();
+            writeln!(text, "  removed ({}): {removed:?}", removed.len()).unwrap();
+        }
+        before = now;
+    }
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn every_function_has_since_and_removed_ones_name_the_release() {
+    let specs = specs();
+    let releases = releases();
+    for (_, _, f) in specs.functions() {
+        let since = f
+            .since
+            .as_deref()
+            .unwrap_or_else(|| panic!("{} has no since", f.name.value));
+        assert!(
+            release_key(since) <= release_key(releases[releases.len() - 1]),
+            "{}: since {since} is after the newest pinned release",
+            f.name.value
+        );
+        if let Some(r) = &f.removed {
+            assert!(
+                releases.contains(&r.as_str()),
+                "{}: removed {r} is no pinned release",
+                f.name.value
+            );
+            assert!(release_key(r) > release_key(since), "{}", f.name.value);
+        }
+        // Every function is declared by at least one pinned header.
+        assert!(
+            releases.iter().any(|r| present_in(f, r, &releases)),
+            "{} is declared by no pinned header",
+            f.name.value
+        );
+    }
+}
+
+#[test]
+fn earlier_abis() {
+    let specs = specs();
+    let mut text = String::new();
+    for (_, _, f) in specs.functions() {
+        for a in &f.abi {
+            writeln!(
+                text,
+                "{} (now {}@{}): CUDA {}: {}@{}{}",
+                f.name.value,
+                f.symbol,
+                f.proc_version,
+                a.release,
+                a.symbol,
+                a.proc_version,
+                if a.params.is_some() {
+                    ", other parameters"
+                } else {
+                    ""
+                }
+            )
+            .unwrap();
+        }
+    }
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn type_dates() {
+    let specs = specs();
+    let releases = releases();
+    let mut text = String::new();
+    for r in &releases {
+        let since = |s: &Option<String>| s.as_deref() == Some(*r);
+        let enums = specs.enums().filter(|e| since(&e.since)).count();
+        let values = specs
+            .enums()
+            .flat_map(|e| e.values.iter())
+            .filter(|v| since(&v.since))
+            .count();
+        let records = specs.records().filter(|x| since(&x.since)).count();
+        let fields = specs
+            .records()
+            .flat_map(|x| x.fields.iter())
+            .filter(|f| since(&f.since))
+            .count();
+        let constants = specs.constants().filter(|c| since(&c.since)).count();
+        let removed_records: Vec<&str> = specs
+            .records()
+            .filter(|x| since(&x.removed))
+            .map(|x| x.name.value.as_str())
+            .collect();
+        let removed_values: Vec<&str> = specs
+            .enums()
+            .flat_map(|e| e.values.iter())
+            .filter(|v| since(&v.removed))
+            .map(|v| v.name.value.as_str())
+            .collect();
+        writeln!(
+            text,
+            "CUDA {r}: new: {enums} enums, {values} values of older enums, {records} records, \
+             {fields} fields of older records, {constants} constants; \
+             removed records {removed_records:?}, removed values {removed_values:?}"
+        )
+        .unwrap();
+    }
+    // Records that grew: fields newer than the record.
+    for x in specs.records() {
+        let grown: Vec<String> = x
+            .fields
+            .iter()
+            .filter_map(|f| f.since.as_ref().map(|s| format!("{} ({s})", f.name)))
+            .collect();
+        if !grown.is_empty() {
+            writeln!(text, "{} grew: {}", x.name.value, grown.join(", ")).unwrap();
+        }
+    }
+    insta::assert_snapshot!(text);
+}
