@@ -116,8 +116,10 @@ mod launch;
 mod location;
 mod memory;
 mod module;
+mod ordered;
 mod params;
 mod peer;
+mod pool;
 mod priority;
 mod stream;
 
@@ -138,6 +140,8 @@ pub use device::{CudaDevice, driver_version, init};
 pub use priority::PriorityRange;
 
 // Streams and events.
+pub use ordered::FillWord;
+pub use pool::MemPool;
 pub use stream::{Event, Stream};
 
 // Device memory, pointers to it, and where memory lives.
