@@ -171,7 +171,7 @@ mod source;
 pub use cuda_api::{
     Context, CudaDevice, CudaError, Event, Location, MemoryKind, MemoryType, NoImageError, Stream,
 };
-pub use device::{Device, IntoDevice, cuda_available};
+pub use device::{Device, IntoDevice, ScopedDevice, ScopedStream, cuda_available, wait_stream};
 
 // Errors.
 pub use error::{
@@ -208,7 +208,7 @@ pub use signature::{
 pub use source::WarpFeature;
 
 // Launching: arguments, the builder, the reusable launch, CUDA graphs.
-pub use graph::Graph;
+pub use graph::{Graph, GraphCapture};
 pub use launch::{
     Arg, Dim, IntoArg, IntoArgs, Launch, LaunchBuilder, MaxBlocks, StructRef, StructValue, TypedArg,
 };

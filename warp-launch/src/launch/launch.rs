@@ -698,14 +698,14 @@ impl Launch {
         let stream = match stream {
             Some(s) => s,
             None => {
-                default = self.opts.device.default_stream()?;
+                default = self.opts.device.stream()?;
                 &default
             }
         };
         if let Some(ctx) = &self.ctx {
             check_stream_context(&self.kernel, stream, ctx)?;
         }
-        self.note_uses();
+        self.note_uses(stream);
         let k = self.kernel.cuda(self.opts.pass)?;
         if self.opts.cooperative {
             Ok(k.launch_cooperative(stream, self.cfg, block)?)
@@ -717,11 +717,11 @@ impl Launch {
     /// Notes that queued work uses this launch's arrays (and their
     /// gradients), so host reads of them and their frees wait for it
     /// ([`cuda_api::Allocation::record_use`]).
-    pub(crate) fn note_uses(&self) {
+    pub(crate) fn note_uses(&self, stream: &Stream) {
         for a in self.args.iter().filter_map(Arg::as_array) {
             for a in std::iter::once(a).chain(a.grad()) {
                 if let Some(alloc) = a.storage().allocation() {
-                    alloc.record_use();
+                    alloc.record_use_on(stream);
                 }
             }
         }
