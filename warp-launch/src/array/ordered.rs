@@ -271,14 +271,18 @@ pub(crate) fn fill_plan(
     } else {
         (u, 1)
     };
-    // The height axis: the innermost remaining one, when its rows do not
-    // overlap (the driver's pitch is at least the row).
-    let (height, pitch) = match axes.last() {
-        Some(&(e, s)) if s >= row_bytes as i128 => {
-            axes.pop();
+    // The height axis: the remaining one of largest extent whose rows do
+    // not overlap (the driver's pitch is at least the row); the others
+    // are looped over.
+    let pick = (0..axes.len())
+        .filter(|&i| axes[i].1 >= row_bytes as i128)
+        .max_by_key(|&i| (axes[i].0, i));
+    let (height, pitch) = match pick {
+        Some(i) => {
+            let (e, s) = axes.remove(i);
             (e, s as usize)
         }
-        _ => (1, row_bytes),
+        None => (1, row_bytes),
     };
     for_each_offset(off, &axes, &mut |at| {
         for &(dx, word) in &words {
@@ -349,12 +353,15 @@ pub(crate) fn copy_plan(
         }
         _ => size,
     };
-    let (height, dp, sp) = match axes.last() {
-        Some(&(e, d, s)) if d >= row as i128 && s >= row as i128 => {
-            axes.pop();
+    let pick = (0..axes.len())
+        .filter(|&i| axes[i].1 >= row as i128 && axes[i].2 >= row as i128)
+        .max_by_key(|&i| (axes[i].0, i));
+    let (height, dp, sp) = match pick {
+        Some(i) => {
+            let (e, d, s) = axes.remove(i);
             (e, d as usize, s as usize)
         }
-        _ => (1, row, row),
+        None => (1, row, row),
     };
     copy_rows(doff, soff, &axes, &mut |d, s| {
         emit(CopyJob {
@@ -1233,6 +1240,7 @@ mod tests {
         })
         .unwrap();
         assert_eq!(v.len(), 2);
-        assert!(v.iter().all(|j| j.width == 4 && j.height == 3));
+        assert!(v.iter().all(|j| j.width == 4 && j.height == 3), "{v:?}");
+        assert_eq!((v[1].dst, v[1].dst_pitch, v[1].src, v[1].src_pitch), (4, 8, 1012, 4));
     }
 }
