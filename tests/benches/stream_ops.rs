@@ -108,7 +108,10 @@ fn main() {
         // saxpy forward kernel's parameters (bounds, float, array_t,
         // array_t) lie at the addresses above, alive for the calls.
         unsafe {
-            check(cuda_sys::cuMemsetD32Async(yd, 0, N, s), "cuMemsetD32Async y");
+            check(
+                cuda_sys::cuMemsetD32Async(yd, 0, N, s),
+                "cuMemsetD32Async y",
+            );
             check(
                 cuda_sys::cuMemsetD32Async(xd, 2.0f32.to_bits(), N, s),
                 "cuMemsetD32Async x",
@@ -201,7 +204,11 @@ fn main() {
     );
     let rows = [
         ("raw: 2 x cuMemsetD32Async + cuLaunchKernel", m[0].0, 1.0),
-        ("warp-launch: zero_on + fill_on + Launch::launch_on", m[1].0, m[1].1),
+        (
+            "warp-launch: zero_on + fill_on + Launch::launch_on",
+            m[1].0,
+            m[1].1,
+        ),
         ("raw: cuGraphLaunch of the same 3 nodes", m[2].0, 1.0),
         ("warp-launch: Graph::launch (capture_with)", m[3].0, m[3].1),
     ];
@@ -226,8 +233,9 @@ fn write_results(rows: &[(&str, f64, f64)]) {
     let out = std::env::var_os("SDK_BENCH_OUT")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("bench-results"));
-    let mut md =
-        String::from("| sequence (zero + fill + saxpy, 256 floats) | median us | x raw |\n|---|---:|---:|\n");
+    let mut md = String::from(
+        "| sequence (zero + fill + saxpy, 256 floats) | median us | x raw |\n|---|---:|---:|\n",
+    );
     for (name, t, r) in rows {
         md += &format!("| {name} | {t:.3} | {r:.3} |\n");
     }

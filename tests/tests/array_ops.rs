@@ -9,11 +9,16 @@ use warp_launch::{Array, DType, Device, ScopedDevice, Storage, Value};
 
 #[test]
 fn zero_and_fill_write_only_the_views_elements() {
-    let a = Array::from_slice("cpu", &(1..=12).map(|v| v as f32).collect::<Vec<_>>(), &[3, 4])
-        .unwrap();
+    let a = Array::from_slice(
+        "cpu",
+        &(1..=12).map(|v| v as f32).collect::<Vec<_>>(),
+        &[3, 4],
+    )
+    .unwrap();
     // Column 1 of every row, then the last row reversed.
     a.slice(1, 1..2).unwrap().zero_on(None).unwrap();
-    let rev = Array::from_parts(a.storage().clone(), "cpu", 44, DType::FLOAT32, &[4], &[-4]).unwrap();
+    let rev =
+        Array::from_parts(a.storage().clone(), "cpu", 44, DType::FLOAT32, &[4], &[-4]).unwrap();
     rev.fill_on(&Value::of(-1.0f32), None).unwrap();
     assert_eq!(
         a.to_vec::<f32>().unwrap(),
@@ -27,7 +32,11 @@ fn zero_and_fill_write_only_the_views_elements() {
         .unwrap();
     let got = m.to_vec::<[[f32; 2]; 2]>().unwrap();
     for (i, g) in got.iter().enumerate() {
-        let want = if i % 2 == 1 { [[1.0, 2.0], [3.0, 4.0]] } else { [[0.0; 2]; 2] };
+        let want = if i % 2 == 1 {
+            [[1.0, 2.0], [3.0, 4.0]]
+        } else {
+            [[0.0; 2]; 2]
+        };
         assert_eq!(*g, want, "element {i}");
     }
     // A number converts to the scalar type, by Warp's rule.
@@ -45,7 +54,10 @@ fn fill_refuses_a_value_of_another_dtype_naming_both() {
         "{e}"
     );
     let i = Array::zeros::<i32>("cpu", &[2]).unwrap();
-    assert!(i.fill(&Value::of(1.5f32)).is_err(), "a float does not become an int");
+    assert!(
+        i.fill(&Value::of(1.5f32)).is_err(),
+        "a float does not become an int"
+    );
 }
 
 #[test]
@@ -56,8 +68,14 @@ fn assign_copies_across_strides_and_refuses_other_shapes_and_dtypes() {
     assert_eq!(dst.to_vec::<i32>().unwrap(), [1, 4, 2, 5, 3, 6]);
     // Into a strided destination.
     let wide = Array::zeros::<i32>("cpu", &[2, 6]).unwrap();
-    wide.slice_step(1, 0..6, 2).unwrap().assign_on(&src, None).unwrap();
-    assert_eq!(wide.to_vec::<i32>().unwrap(), [1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6, 0]);
+    wide.slice_step(1, 0..6, 2)
+        .unwrap()
+        .assign_on(&src, None)
+        .unwrap();
+    assert_eq!(
+        wide.to_vec::<i32>().unwrap(),
+        [1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6, 0]
+    );
     let e = dst.assign(&src).unwrap_err().to_string();
     assert!(
         e.starts_with("Array::assign_on: copying int32 [2, 3] into int32 [3, 2] needs the same dtype and shape"),
@@ -65,11 +83,23 @@ fn assign_copies_across_strides_and_refuses_other_shapes_and_dtypes() {
     );
     let f = Array::zeros::<f32>("cpu", &[2, 3]).unwrap();
     let e = f.assign_on(&src, None).unwrap_err().to_string();
-    assert!(e.contains("copying int32 [2, 3] into float32 [2, 3]"), "{e}");
+    assert!(
+        e.contains("copying int32 [2, 3] into float32 [2, 3]"),
+        "{e}"
+    );
     // A slice, row-major into a strided view, with its length checked.
-    let e = dst.copy_from_slice_on(&[1i32; 5], None).unwrap_err().to_string();
-    assert!(e.contains("the array has 6 elements but the slice 5"), "{e}");
-    assert!(dst.copy_from_slice_on(&[1.0f32; 6], None).is_err(), "another dtype");
+    let e = dst
+        .copy_from_slice_on(&[1i32; 5], None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("the array has 6 elements but the slice 5"),
+        "{e}"
+    );
+    assert!(
+        dst.copy_from_slice_on(&[1.0f32; 6], None).is_err(),
+        "another dtype"
+    );
 }
 
 #[test]
@@ -135,7 +165,11 @@ fn scoped_devices_nest_and_stay_on_their_thread() {
             let other = std::thread::spawn(Device::current).join().unwrap();
             assert_eq!(other, before, "another thread keeps its own default");
         }
-        assert_eq!(Device::current(), Device::Cpu, "the inner guard restored the outer");
+        assert_eq!(
+            Device::current(),
+            Device::Cpu,
+            "the inner guard restored the outer"
+        );
     }
     assert_eq!(Device::current(), before);
     assert!(ScopedDevice::new("gpu:0").is_err());

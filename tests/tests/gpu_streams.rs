@@ -44,12 +44,24 @@ fn each_operation_on_a_user_stream_is_ordered_with_launches() {
     let keep = Array::zeros::<f32>(dev(), &[N]).unwrap();
     // fill, launch, assign, zero, launch: each after the previous on `s`.
     x.fill_on(&Value::of(2.0f32), &s).unwrap();
-    k.launch(N).inputs((3.0f32, &x, &y)).stream(&s).run().unwrap();
+    k.launch(N)
+        .inputs((3.0f32, &x, &y))
+        .stream(&s)
+        .run()
+        .unwrap();
     keep.assign_on(&y, &s).unwrap();
     y.zero_on(&s).unwrap();
-    k.launch(N).inputs((1.0f32, &x, &y)).stream(&s).run().unwrap();
+    k.launch(N)
+        .inputs((1.0f32, &x, &y))
+        .stream(&s)
+        .run()
+        .unwrap();
     s.synchronize().unwrap();
-    assert_all("keep = 3 * 2 + 0 (assign after the launch)", &f32s(&keep), |_| 6.0);
+    assert_all(
+        "keep = 3 * 2 + 0 (assign after the launch)",
+        &f32s(&keep),
+        |_| 6.0,
+    );
     assert_all("y = 1 * 2 + 0 (zeroed after the copy)", &f32s(&y), |_| 2.0);
 
     // A number converts to the scalar type (Warp's fill_ of a Python int).
@@ -90,24 +102,42 @@ fn each_operation_on_a_user_stream_is_ordered_with_launches() {
     let got = f32s(&wide);
     for r in 0..3 {
         for c in 0..8 {
-            let want = if (2..6).contains(&c) { (r * 4 + c - 2) as f32 } else { 0.0 };
+            let want = if (2..6).contains(&c) {
+                (r * 4 + c - 2) as f32
+            } else {
+                0.0
+            };
             assert_eq!(got[r * 8 + c], want, "column block: [{r}, {c}]");
         }
     }
     // Reversed views on both sides walk forwards together.
     let rev_src = a.reshape(&[12]).unwrap();
     let rev = Array::zeros::<f32>(dev(), &[12]).unwrap();
-    let rev_view = Array::from_parts(rev.storage().clone(), dev(), 44, DType::FLOAT32, &[12], &[-4])
-        .unwrap();
+    let rev_view = Array::from_parts(
+        rev.storage().clone(),
+        dev(),
+        44,
+        DType::FLOAT32,
+        &[12],
+        &[-4],
+    )
+    .unwrap();
     rev_view.assign_on(&rev_src, &s).unwrap();
     s.synchronize().unwrap();
-    assert_eq!(f32s(&rev), src.iter().rev().copied().collect::<Vec<_>>(), "reversed destination");
+    assert_eq!(
+        f32s(&rev),
+        src.iter().rev().copied().collect::<Vec<_>>(),
+        "reversed destination"
+    );
 
     // to(device) and back to the host (page-locked), queued on `s`.
     let h = Array::from_slice("cpu", &src, &[12]).unwrap();
     let d = h.to_on(dev(), &s).unwrap();
     let back = d.to_on("cpu", &s).unwrap();
-    assert_eq!(back.memory(), warp_launch::Memory::Cuda(MemoryKind::PinnedHost));
+    assert_eq!(
+        back.memory(),
+        warp_launch::Memory::Cuda(MemoryKind::PinnedHost)
+    );
     assert_eq!(f32s(&back), src, "cpu -> cuda:0 -> cpu");
 
     // Values wider than 4 bytes: vec3f of three words (three memsets at the
@@ -122,7 +152,11 @@ fn each_operation_on_a_user_stream_is_ordered_with_launches() {
     s.synchronize().unwrap();
     let got = v3.to_vec::<[f32; 3]>().unwrap();
     for (i, g) in got.iter().enumerate() {
-        let want = if i % 2 == 0 { [1.0, 2.0, 3.0] } else { [0.0; 3] };
+        let want = if i % 2 == 0 {
+            [1.0, 2.0, 3.0]
+        } else {
+            [0.0; 3]
+        };
         assert_eq!(*g, want, "vec3f fill of every other element: element {i}");
     }
     assert_eq!(d64.to_vec::<f64>().unwrap(), vec![0.1; 5], "float64 fill");
@@ -137,7 +171,8 @@ fn each_operation_on_a_user_stream_is_ordered_with_launches() {
 fn a_graph_captures_a_copy_a_fill_and_a_launch_and_replays_them() {
     let k = saxpy();
     let s = stream();
-    let src = Array::from_slice(dev(), &(0..N).map(|i| i as f32).collect::<Vec<_>>(), &[N]).unwrap();
+    let src =
+        Array::from_slice(dev(), &(0..N).map(|i| i as f32).collect::<Vec<_>>(), &[N]).unwrap();
     let x = Array::zeros::<f32>(dev(), &[N]).unwrap();
     let y = Array::zeros::<f32>(dev(), &[N]).unwrap();
     // The result also goes to page-locked host memory, inside the graph.
@@ -160,7 +195,9 @@ fn a_graph_captures_a_copy_a_fill_and_a_launch_and_replays_them() {
     graph.launch(&s).unwrap();
     s.synchronize().unwrap();
     assert_all("x after replay 1", &f32s(&x), |i| i as f32);
-    assert_all("y after replay 1 (2 * src + 1)", &f32s(&y), |i| 2.0 * i as f32 + 1.0);
+    assert_all("y after replay 1 (2 * src + 1)", &f32s(&y), |i| {
+        2.0 * i as f32 + 1.0
+    });
     // Changed input: the graph copies the new values, fills y again.
     src.copy_from_slice(&(0..N).map(|i| (N - i) as f32).collect::<Vec<_>>())
         .unwrap();
@@ -169,7 +206,9 @@ fn a_graph_captures_a_copy_a_fill_and_a_launch_and_replays_them() {
     assert_all("out after replay 2 (2 * new src + 1)", &f32s(&out), |i| {
         2.0 * (N - i) as f32 + 1.0
     });
-    assert_all("y after replay 2", &f32s(&y), |i| 2.0 * (N - i) as f32 + 1.0);
+    assert_all("y after replay 2", &f32s(&y), |i| {
+        2.0 * (N - i) as f32 + 1.0
+    });
     // Plain host memory cannot be captured.
     let host = Array::zeros::<f32>("cpu", &[N]).unwrap();
     let e = Graph::capture_with(&s, |g| g.assign(&host, &y)).unwrap_err();
@@ -192,22 +231,41 @@ fn pool_arrays_are_freed_in_stream_order() {
         x.storage().allocation().unwrap().home_stream().is_some(),
         "a pool array knows its stream"
     );
-    assert!(pool.used().unwrap() >= used0 + bytes, "the pool counts the array");
+    assert!(
+        pool.used().unwrap() >= used0 + bytes,
+        "the pool counts the array"
+    );
     let y = Array::zeros::<f32>(dev(), &[N]).unwrap();
     x.fill_on(&Value::of(7.0f32), &s).unwrap();
-    k.launch(N).inputs((1.0f32, &x, &y)).stream(&s).run().unwrap();
+    k.launch(N)
+        .inputs((1.0f32, &x, &y))
+        .stream(&s)
+        .run()
+        .unwrap();
     // Dropped while the launch may still run: freed after it, on `s`.
     drop(x);
     // The next pool array on `s` may reuse those bytes; it is zeroed after
     // the free, so it reads 0, and y got 7 from the launch before the free.
     let z = Array::zeros_on::<f32>(&s, &[N]).unwrap();
-    k.launch(N).inputs((1.0f32, &z, &y)).stream(&s).run().unwrap();
+    k.launch(N)
+        .inputs((1.0f32, &z, &y))
+        .stream(&s)
+        .run()
+        .unwrap();
     s.synchronize().unwrap();
-    assert_all("y = 7 + 0 (read before the free, z zeroed)", &f32s(&y), |_| 7.0);
+    assert_all(
+        "y = 7 + 0 (read before the free, z zeroed)",
+        &f32s(&y),
+        |_| 7.0,
+    );
     assert_all("z", &f32s(&z), |_| 0.0);
     drop(z);
     s.synchronize().unwrap();
-    assert_eq!(pool.used().unwrap(), used0, "both arrays went back to the pool");
+    assert_eq!(
+        pool.used().unwrap(),
+        used0,
+        "both arrays went back to the pool"
+    );
 
     // Used on a second stream too: the free waits for the device first.
     let s2 = stream();
@@ -215,10 +273,18 @@ fn pool_arrays_are_freed_in_stream_order() {
     w.fill_on(&Value::of(3.0f32), &s).unwrap();
     s2.wait_stream(&s).unwrap();
     let y2 = Array::zeros::<f32>(dev(), &[N]).unwrap();
-    k.launch(N).inputs((2.0f32, &w, &y2)).stream(&s2).run().unwrap();
+    k.launch(N)
+        .inputs((2.0f32, &w, &y2))
+        .stream(&s2)
+        .run()
+        .unwrap();
     drop(w);
     s2.synchronize().unwrap();
-    assert_all("y2 = 2 * 3 (launch on the second stream)", &f32s(&y2), |_| 6.0);
+    assert_all(
+        "y2 = 2 * 3 (launch on the second stream)",
+        &f32s(&y2),
+        |_| 6.0,
+    );
     s.synchronize().unwrap();
     assert_eq!(pool.used().unwrap(), used0);
     dev().set_mempool_release_threshold(0).unwrap();
@@ -236,7 +302,11 @@ fn wait_stream_orders_one_stream_after_another() {
     x.fill_on(&Value::of(1.0f32), &s1).unwrap();
     // Enough work on s1 that an unordered copy on s2 would see a partial sum.
     for _ in 0..200 {
-        k.launch(BIG).inputs((1.0f32, &x, &y)).stream(&s1).run().unwrap();
+        k.launch(BIG)
+            .inputs((1.0f32, &x, &y))
+            .stream(&s1)
+            .run()
+            .unwrap();
     }
     s2.wait_stream(&s1).unwrap();
     copy.assign_on(&y, &s2).unwrap();
@@ -259,13 +329,20 @@ fn scoped_stream_and_device_are_the_defaults_inside_their_scope() {
     let x = Array::from_slice(dev(), &[1.0f32; 256], &[256]).unwrap();
     let y = Array::zeros::<f32>(dev(), &[256]).unwrap();
     let outside = dev().stream().unwrap();
-    assert!(outside.raw().is_null(), "the default stream outside any scope");
+    assert!(
+        outside.raw().is_null(),
+        "the default stream outside any scope"
+    );
     {
         let _cpu = ScopedDevice::new("cpu").unwrap();
         assert_eq!(Device::current(), Device::Cpu);
         {
             let _g = ScopedStream::new(&s).unwrap();
-            assert_eq!(Device::current(), dev(), "ScopedStream makes its device current");
+            assert_eq!(
+                Device::current(),
+                dev(),
+                "ScopedStream makes its device current"
+            );
             assert_eq!(dev().stream().unwrap().raw(), s.raw());
             // A launch and operations with no stream go on `s`.
             y.fill_on(&Value::of(10.0f32), None).unwrap();
@@ -276,7 +353,11 @@ fn scoped_stream_and_device_are_the_defaults_inside_their_scope() {
                 .unwrap();
             assert!(other, "scopes are per thread");
         }
-        assert_eq!(Device::current(), Device::Cpu, "inner scope restored the outer");
+        assert_eq!(
+            Device::current(),
+            Device::Cpu,
+            "inner scope restored the outer"
+        );
         assert!(dev().stream().unwrap().raw().is_null());
     }
     s.synchronize().unwrap();

@@ -173,7 +173,9 @@ impl Device {
             return Err(Error::NotCuda { call, device: self });
         };
         self.context()?;
-        Ok(cuda_api::MemPool::default_for(&cuda_api::CudaDevice::get(n)?)?)
+        Ok(cuda_api::MemPool::default_for(&cuda_api::CudaDevice::get(
+            n,
+        )?)?)
     }
 
     /// Whether the device has a stream-ordered memory pool (Warp's

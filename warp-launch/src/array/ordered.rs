@@ -336,9 +336,7 @@ pub(crate) fn copy_plan(
     let mut merged: Vec<Axis2> = Vec::with_capacity(axes.len());
     for a in axes.into_iter().rev() {
         match merged.last_mut() {
-            Some(inner)
-                if a.1 == inner.0 as i128 * inner.1 && a.2 == inner.0 as i128 * inner.2 =>
-            {
+            Some(inner) if a.1 == inner.0 as i128 * inner.1 && a.2 == inner.0 as i128 * inner.2 => {
                 inner.0 *= a.0;
             }
             _ => merged.push(a),
@@ -470,7 +468,8 @@ pub(crate) fn fill(dst: &Array, value: &[u8], q: Option<&Queue>, call: &'static 
 fn no_stream(call: &'static str) -> Error {
     Error::Shape {
         call,
-        message: "work on CUDA memory is queued on a stream, and none was found; pass a stream".into(),
+        message: "work on CUDA memory is queued on a stream, and none was found; pass a stream"
+            .into(),
     }
 }
 
@@ -522,7 +521,12 @@ fn host_fill(dst: &Array, value: &[u8], call: &'static str) -> Result<()> {
 
 /// Copies every element of `src` into `dst` (same dtype size and shape;
 /// any strides, devices and memories): Warp's `assign` and `wp.copy`.
-pub(crate) fn assign(dst: &Array, src: &Array, q: Option<&Queue>, call: &'static str) -> Result<()> {
+pub(crate) fn assign(
+    dst: &Array,
+    src: &Array,
+    q: Option<&Queue>,
+    call: &'static str,
+) -> Result<()> {
     if dst.dtype().size != src.dtype().size
         || !std::ptr::eq(dst.dtype(), src.dtype())
         || dst.shape() != src.shape()
@@ -639,7 +643,11 @@ fn host_assign(dst: &Array, bytes: &[u8]) -> Result<()> {
                 let s = job.src as usize + r * job.src_pitch;
                 let part = bytes.get(s..s + job.width).ok_or_else(|| Error::Shape {
                     call: "Array::assign",
-                    message: format!("{} B of elements for a view of {} B", bytes.len(), s + job.width),
+                    message: format!(
+                        "{} B of elements for a view of {} B",
+                        bytes.len(),
+                        s + job.width
+                    ),
                 })?;
                 dst.storage()
                     .copy_from_host(job.dst as usize + r * job.dst_pitch, part)?;
@@ -1197,7 +1205,10 @@ mod tests {
         let j = fills(0, &[5], &[12], &v);
         assert_eq!(j.len(), 3);
         for (k, job) in j.iter().enumerate() {
-            assert_eq!((job.address, job.pitch, job.width, job.height), (4 * k as u64, 12, 1, 5));
+            assert_eq!(
+                (job.address, job.pitch, job.width, job.height),
+                (4 * k as u64, 12, 1, 5)
+            );
         }
         // A float64 of equal 4-byte halves is periodic: one memset.
         let j = fills(0, &[5], &[8], &[0xAB; 8]);
@@ -1241,6 +1252,9 @@ mod tests {
         .unwrap();
         assert_eq!(v.len(), 2);
         assert!(v.iter().all(|j| j.width == 4 && j.height == 3), "{v:?}");
-        assert_eq!((v[1].dst, v[1].dst_pitch, v[1].src, v[1].src_pitch), (4, 8, 1012, 4));
+        assert_eq!(
+            (v[1].dst, v[1].dst_pitch, v[1].src, v[1].src_pitch),
+            (4, 8, 1012, 4)
+        );
     }
 }
