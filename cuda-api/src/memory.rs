@@ -547,7 +547,7 @@ impl Allocation {
         const CALL: &str = "Allocation::zeroed_on";
         stream.refuse_if_capturing(|| CALL.into())?;
         let ctx = stream.context();
-        crate::pool::MemPool::require(&ctx.device(), CALL)?;
+        crate::pool::MemPool::require(ctx.device(), CALL)?;
         // Empty until the driver has allocated (a failed allocation frees nothing).
         let mut a = Allocation {
             ptr: 0,

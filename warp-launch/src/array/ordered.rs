@@ -190,7 +190,7 @@ fn for_each_offset(
 fn word_size(size: usize, also: impl Iterator<Item = i128> + Clone) -> usize {
     [4usize, 2, 1]
         .into_iter()
-        .find(|&u| size % u == 0 && also.clone().all(|v| v.rem_euclid(u as i128) == 0))
+        .find(|&u| size.is_multiple_of(u) && also.clone().all(|v| v.rem_euclid(u as i128) == 0))
         .unwrap_or(1)
 }
 
@@ -232,7 +232,7 @@ pub(crate) fn fill_plan(
         }
         axes.push((e, s.abs()));
     }
-    axes.sort_by(|a, b| b.1.cmp(&a.1));
+    axes.sort_by_key(|a| std::cmp::Reverse(a.1));
     let mut merged: Vec<Axis1> = Vec::with_capacity(axes.len());
     for a in axes.into_iter().rev() {
         // Innermost first here: `a` is outer to the last merged axis.
@@ -688,8 +688,8 @@ fn cuda_assign(dst: &Array, src: &Array, q: &Queue, call: &'static str) -> Resul
 }
 
 /// Runs `op` on the queue `stream` names, or the default one.
-fn on_stream<'s>(
-    stream: Option<&'s Stream>,
+fn on_stream(
+    stream: Option<&Stream>,
     arrays: &[&Array],
     op: impl FnOnce(Option<&Queue>) -> Result<()>,
 ) -> Result<()> {
