@@ -159,8 +159,8 @@ impl Device {
             s.borrow()
                 .iter()
                 .rev()
-                .find(|(d, _)| *d == self)
-                .map(|(_, s)| s.clone())
+                .find(|(d, _, _)| *d == self)
+                .map(|(_, s, _)| s.clone())
         });
         match scoped {
             Some(s) => Ok(s),
@@ -245,7 +245,9 @@ thread_local! {
     /// The innermost [`ScopedDevice`] of this thread.
     static SCOPED_DEVICE: Cell<Option<Device>> = const { Cell::new(None) };
     /// The [`ScopedStream`]s of this thread, innermost last.
-    static SCOPED_STREAMS: RefCell<Vec<(Device, Stream)>> = const { RefCell::new(Vec::new()) };
+    static SCOPED_STREAMS: RefCell<Vec<(Device, Stream, u64)>> = const { RefCell::new(Vec::new()) };
+    /// The number of the next [`ScopedStream`] of this thread.
+    static NEXT_SCOPE: Cell<u64> = const { Cell::new(0) };
 }
 
 /// Makes a device the default for this thread until dropped (Warp's
@@ -322,6 +324,7 @@ impl Drop for ScopedDevice {
 #[must_use = "the stream is current only while the guard lives"]
 pub struct ScopedStream {
     device: Device,
+    id: u64,
     _scope: ScopedDevice,
 }
 
@@ -362,9 +365,11 @@ impl ScopedStream {
     /// ```
     pub fn unsynced(stream: &Stream) -> ScopedStream {
         let device = Device::from(stream.context().device());
-        SCOPED_STREAMS.with(|s| s.borrow_mut().push((device, stream.clone())));
+        let id = NEXT_SCOPE.with(|n| n.replace(n.get() + 1));
+        SCOPED_STREAMS.with(|s| s.borrow_mut().push((device, stream.clone(), id)));
         ScopedStream {
             device,
+            id,
             _scope: ScopedDevice {
                 previous: SCOPED_DEVICE.with(|d| d.replace(Some(device))),
                 _thread: PhantomData,
@@ -377,7 +382,7 @@ impl Drop for ScopedStream {
     fn drop(&mut self) {
         SCOPED_STREAMS.with(|s| {
             let mut s = s.borrow_mut();
-            if let Some(i) = s.iter().rposition(|(d, _)| *d == self.device) {
+            if let Some(i) = s.iter().rposition(|e| e.2 == self.id) {
                 s.remove(i);
             }
         });

@@ -116,8 +116,10 @@ impl Queue<'_> {
     fn copy_2d(&self, job: &CopyJob) -> Result<()> {
         // SAFETY: both ranges lie inside their views' storages (the plan
         // covers exactly the views' elements), CUDA memory with unified
-        // addresses kept allocated until the work has run (held above);
-        // overlapping ranges of one storage were refused by the caller.
+        // addresses kept allocated until the work has run (held by
+        // `Queue::hold`, or page-locked staging memory that `assign` keeps
+        // until it has waited for the stream); overlapping ranges of one
+        // storage were refused by the caller.
         unsafe {
             match self {
                 Queue::Stream(s) => s.copy_2d_raw(
@@ -559,7 +561,7 @@ pub(crate) fn assign(
         return Err(host_in_graph(call));
     }
     let Queue::Stream(stream) = q else {
-        return cuda_assign(dst, src, q, call);
+        return cuda_assign(dst, src, q, call, Hold::Both);
     };
     if sh {
         // Host to CUDA: gather, stage in page-locked memory, copy on the
@@ -567,20 +569,25 @@ pub(crate) fn assign(
         let bytes = src.to_bytes()?;
         let staging = staging(stream, &bytes)?;
         let staged = contiguous_view(&staging, src)?;
-        cuda_assign(dst, &staged, q, call)?;
-        stream.synchronize()?;
-        return Ok(());
+        // Wait even when queueing failed part way: queued copies read the
+        // staging memory, which is not held (it goes when this returns).
+        let queued = cuda_assign(dst, &staged, q, call, Hold::Dst);
+        let waited = stream.synchronize();
+        queued?;
+        return Ok(waited?);
     }
     if dh {
         // CUDA to host: copy into page-locked memory on the stream, wait,
         // scatter on the host.
         let staging = staging_zeroed(stream, src.len() * src.dtype().size)?;
         let staged = contiguous_view(&staging, src)?;
-        cuda_assign(&staged, src, q, call)?;
-        stream.synchronize()?;
+        let queued = cuda_assign(&staged, src, q, call, Hold::Src);
+        let waited = stream.synchronize();
+        queued?;
+        waited?;
         return host_assign(dst, &staged.to_bytes()?);
     }
-    cuda_assign(dst, src, q, call)
+    cuda_assign(dst, src, q, call, Hold::Both)
 }
 
 /// Page-locked memory of the stream's context holding `bytes`.
@@ -658,7 +665,17 @@ fn host_assign(dst: &Array, bytes: &[u8]) -> Result<()> {
 }
 
 /// Copies between two CUDA memories on `q`.
-fn cuda_assign(dst: &Array, src: &Array, q: &Queue, call: &'static str) -> Result<()> {
+/// Which side of a copy [`Queue::hold`] keeps: both, or only the user's
+/// array when the other is staging memory that the caller keeps until it
+/// has waited for the stream (so its drop need not wait for the context).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Hold {
+    Both,
+    Dst,
+    Src,
+}
+
+fn cuda_assign(dst: &Array, src: &Array, q: &Queue, call: &'static str, hold: Hold) -> Result<()> {
     if Arc::ptr_eq(dst.storage(), src.storage()) {
         let (a, b) = (dst.byte_span(), src.byte_span());
         if a.0 < b.1 && b.0 < a.1 {
@@ -672,8 +689,12 @@ fn cuda_assign(dst: &Array, src: &Array, q: &Queue, call: &'static str) -> Resul
         }
     }
     check_context(dst, q, call)?;
-    q.hold(dst.storage());
-    q.hold(src.storage());
+    if hold != Hold::Src {
+        q.hold(dst.storage());
+    }
+    if hold != Hold::Dst {
+        q.hold(src.storage());
+    }
     copy_plan(
         dst.storage().address(),
         dst.offset(),
