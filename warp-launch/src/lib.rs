@@ -19,7 +19,12 @@
 //! `record_cmd=True`; [`Launch::launch`] runs it on its stream,
 //! [`Launch::launch_on`] on another); [`Tape`] records launches and
 //! runs their backward kernels; [`Graph`] captures launches into a CUDA graph
-//! whose kernel nodes can be updated in place; the `"cpu"` device runs
+//! whose kernel nodes can be updated in place, with stream-ordered array
+//! operations between them ([`Graph::capture_with`]); array operations
+//! ([`Array::zero_on`], [`Array::fill_on`], [`Array::assign_on`],
+//! [`Array::to_on`], ...) are queued on a stream as launches are, on the
+//! current one ([`Device::stream`], [`ScopedStream`]) when none is named;
+//! the `"cpu"` device runs
 //! a Warp module's kernels from its CPU code (Warp's generated C++, compiled
 //! by the compile step and linked into the program: [`EmbeddedCpu`]) and
 //! kernels that have a Rust implementation ([`Kernel::with_cpu`]). A module
