@@ -161,6 +161,20 @@ fn each_operation_on_a_user_stream_is_ordered_with_launches() {
     }
     assert_eq!(d64.to_vec::<f64>().unwrap(), vec![0.1; 5], "float64 fill");
 
+    // Overlapping ranges of one allocation are refused (the driver does not
+    // order their bytes); through a contiguous copy they are fine.
+    let sq = Array::from_slice(dev(), &src[..9], &[3, 3]).unwrap();
+    let e = sq.assign_on(&sq.transpose(0, 1).unwrap(), &s).unwrap_err();
+    assert!(e.to_string().contains("overlap"), "{e}");
+    let t = sq.transpose(0, 1).unwrap().contiguous_on(&s).unwrap();
+    sq.assign_on(&t, &s).unwrap();
+    s.synchronize().unwrap();
+    assert_eq!(
+        f32s(&sq),
+        [0., 3., 6., 1., 4., 7., 2., 5., 8.],
+        "transposed in place via a copy"
+    );
+
     // A view as another dtype of the same size reads the same bytes.
     let bits = x.view(DType::UINT32).unwrap();
     assert_eq!(bits.to_vec::<u32>().unwrap()[0], 5.0f32.to_bits());
