@@ -344,6 +344,17 @@ impl Allocation {
     /// ([`Allocation::zeroed_on`]) used only on the stream it was allocated
     /// on, the free stays in stream order on that stream (no host wait) and
     /// a blocking host access waits for that stream only, not the context.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_api::CudaResult<()> {
+    /// // GPU: a layer that queues its own work on `stream` notes the use.
+    /// let ctx = cuda_api::CudaDevice::get(0)?.primary_context()?;
+    /// let stream = cuda_api::Stream::new(&ctx)?;
+    /// let a = cuda_api::Allocation::zeroed_on(&stream, 256)?;
+    /// a.record_use_on(&stream); // still freed in order on `stream`
+    /// a.wait_idle()?; // synchronises `stream` only
+    /// # Ok(()) }
+    /// ```
     #[inline]
     pub fn record_use_on(&self, stream: &Stream) {
         match &self.home {
@@ -356,6 +367,7 @@ impl Allocation {
 
     /// The stream a pool allocation ([`Allocation::zeroed_on`]) was made on
     /// and is freed on; `None` for other memory.
+    /// Example: [`Allocation::zeroed_on`].
     pub fn home_stream(&self) -> Option<&Stream> {
         self.home.as_ref()
     }
@@ -534,6 +546,17 @@ impl Allocation {
     /// used it (see [`Allocation::record_use_on`]). The pool keeps freed
     /// memory for reuse up to its release threshold
     /// ([`MemPool::set_release_threshold`](crate::MemPool::set_release_threshold)).
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_api::CudaResult<()> {
+    /// // GPU: scratch memory that lives and dies on one stream.
+    /// let ctx = cuda_api::CudaDevice::get(0)?.primary_context()?;
+    /// let stream = cuda_api::Stream::new(&ctx)?;
+    /// let scratch = cuda_api::Allocation::zeroed_on(&stream, 1 << 20)?;
+    /// assert!(scratch.home_stream().is_some());
+    /// drop(scratch); // cuMemFreeAsync on `stream`: no host wait
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///

@@ -18,6 +18,12 @@ use crate::stream::Stream;
 
 /// The word a memset writes again and again: 1, 2 or 4 bytes
 /// (`cuMemsetD8`, `D16`, `D32`).
+///
+/// ```
+/// use cuda_api::FillWord;
+/// assert_eq!(FillWord::U32(1.0f32.to_bits()).size(), 4);
+/// assert_eq!(FillWord::U8(0).size(), 1);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FillWord {
     /// One byte.
@@ -108,6 +114,20 @@ impl Stream {
     /// `cuMemsetD2D8/16/32Async` for more). `dst` and `pitch` must be
     /// multiples of the word's size, and `pitch` at least `width` words.
     ///
+    /// ```no_run
+    /// # fn main() -> cuda_api::CudaResult<()> {
+    /// // GPU: 1.0f32 into column 0 of a 4 x 8 float array (rows 32 B apart).
+    /// let ctx = cuda_api::CudaDevice::get(0)?.primary_context()?;
+    /// let stream = cuda_api::Stream::new(&ctx)?;
+    /// let a = cuda_api::Allocation::zeroed(&ctx, 128, cuda_api::MemoryKind::Device)?;
+    /// a.record_use_on(&stream);
+    /// let word = cuda_api::FillWord::U32(1.0f32.to_bits());
+    /// // SAFETY: 4 rows of one word, 32 B apart, lie inside `a`, which waits
+    /// // for `stream` before it is freed (the use was noted above).
+    /// unsafe { stream.fill_2d_raw(a.device_address(), 32, word, 1, 4)? };
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Safety
     ///
     /// Every byte written lies in live memory with a unified address (device,
@@ -136,6 +156,22 @@ impl Stream {
     /// one row, `cuMemcpy2DAsync` with unified addresses for more); any
     /// devices, page-locked host or managed memory. Pitches must be at
     /// least `width` for more than one row.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_api::CudaResult<()> {
+    /// // GPU: the first 16 B of each of 3 rows of `src` (rows 64 B apart)
+    /// // into a packed 3 x 16 B block of `dst`.
+    /// let ctx = cuda_api::CudaDevice::get(0)?.primary_context()?;
+    /// let stream = cuda_api::Stream::new(&ctx)?;
+    /// let src = cuda_api::Allocation::zeroed(&ctx, 192, cuda_api::MemoryKind::Device)?;
+    /// let dst = cuda_api::Allocation::zeroed(&ctx, 48, cuda_api::MemoryKind::Device)?;
+    /// src.record_use_on(&stream);
+    /// dst.record_use_on(&stream);
+    /// // SAFETY: both ranges lie inside their allocations, which wait for
+    /// // `stream` before they are freed; they do not overlap.
+    /// unsafe { stream.copy_2d_raw(dst.device_address(), 16, src.device_address(), 64, 16, 3)? };
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Safety
     ///
@@ -198,6 +234,24 @@ impl Capture<'_> {
     /// Captures a fill into the graph, as [`Stream::fill_2d_raw`] queues one
     /// (a memset node).
     ///
+    /// ```no_run
+    /// # fn main() -> cuda_api::CudaResult<()> {
+    /// // GPU: a graph that zeroes 256 bytes each time it runs.
+    /// use cuda_api::{Allocation, CaptureMode, FillWord, MemoryKind, Stream};
+    /// let ctx = cuda_api::CudaDevice::get(0)?.primary_context()?;
+    /// let stream = Stream::new(&ctx)?;
+    /// let a = Allocation::zeroed(&ctx, 256, MemoryKind::Device)?;
+    /// let graph = stream.capture(CaptureMode::ThreadLocal, |c| -> cuda_api::CudaResult<()> {
+    ///     // SAFETY: 64 words inside `a`, which outlives the graph below.
+    ///     unsafe { c.fill_2d_raw(a.device_address(), 256, FillWord::U32(0), 64, 1) }
+    /// })?;
+    /// let exec = graph.instantiate()?;
+    /// a.record_use(); // the graph's launches use `a`
+    /// exec.launch(&stream)?;
+    /// stream.synchronize()?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Safety
     ///
     /// As [`Stream::fill_2d_raw`], for every launch of the graph: the
@@ -222,6 +276,22 @@ impl Capture<'_> {
 
     /// Captures a copy into the graph, as [`Stream::copy_2d_raw`] queues one
     /// (a memcpy node).
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_api::CudaResult<()> {
+    /// // GPU: a graph that copies 64 bytes from `src` to `dst` each time it runs.
+    /// use cuda_api::{Allocation, CaptureMode, MemoryKind, Stream};
+    /// let ctx = cuda_api::CudaDevice::get(0)?.primary_context()?;
+    /// let stream = Stream::new(&ctx)?;
+    /// let src = Allocation::zeroed(&ctx, 64, MemoryKind::Device)?;
+    /// let dst = Allocation::zeroed(&ctx, 64, MemoryKind::Device)?;
+    /// let graph = stream.capture(CaptureMode::ThreadLocal, |c| -> cuda_api::CudaResult<()> {
+    ///     // SAFETY: both 64-byte ranges outlive the graph; they do not overlap.
+    ///     unsafe { c.copy_2d_raw(dst.device_address(), 64, src.device_address(), 64, 64, 1) }
+    /// })?;
+    /// # drop(graph);
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Safety
     ///

@@ -60,6 +60,13 @@ impl MemPool {
     /// Whether `device` has stream-ordered memory pools
     /// (`CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED`).
     ///
+    /// ```no_run
+    /// # fn main() -> cuda_api::CudaResult<()> {
+    /// // GPU
+    /// assert!(cuda_api::MemPool::supported(&cuda_api::CudaDevice::get(0)?)?); // an H200 has them
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// The driver's failure to read the attribute.
@@ -68,6 +75,14 @@ impl MemPool {
     }
 
     /// The default pool of `device` (`cuDeviceGetDefaultMemPool`).
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_api::CudaResult<()> {
+    /// // GPU
+    /// let pool = cuda_api::MemPool::default_for(&cuda_api::CudaDevice::get(0)?)?;
+    /// assert_eq!(pool.device().ordinal(), 0);
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -117,7 +132,8 @@ impl MemPool {
         }
     }
 
-    /// The release threshold in bytes ([`MemPool::set_release_threshold`]).
+    /// The release threshold in bytes ([`MemPool::set_release_threshold`],
+    /// whose example reads it).
     ///
     /// # Errors
     ///
@@ -129,6 +145,21 @@ impl MemPool {
     /// Bytes of live allocations from the pool, freed in stream order only
     /// once the stream has reached the free (`CU_MEMPOOL_ATTR_USED_MEM_CURRENT`).
     ///
+    /// ```no_run
+    /// # fn main() -> cuda_api::CudaResult<()> {
+    /// // GPU: a pool allocation counts until its stream has freed it.
+    /// let dev = cuda_api::CudaDevice::get(0)?;
+    /// let pool = cuda_api::MemPool::default_for(&dev)?;
+    /// let stream = cuda_api::Stream::new(&dev.primary_context()?)?;
+    /// let a = cuda_api::Allocation::zeroed_on(&stream, 1 << 20)?;
+    /// stream.synchronize()?;
+    /// assert!(pool.used()? >= 1 << 20);
+    /// drop(a);
+    /// stream.synchronize()?;
+    /// println!("{} B used, {} B reserved", pool.used()?, pool.reserved()?);
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// The driver's failure.
@@ -137,7 +168,7 @@ impl MemPool {
     }
 
     /// Bytes the pool holds from the system, used or kept for reuse
-    /// (`CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT`).
+    /// (`CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT`): see [`MemPool::used`].
     ///
     /// # Errors
     ///
@@ -148,6 +179,13 @@ impl MemPool {
 
     /// Returns unused reserved memory to the system until at most `keep`
     /// bytes stay reserved (`cuMemPoolTrimTo`).
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_api::CudaResult<()> {
+    /// // GPU: give everything unused back.
+    /// cuda_api::MemPool::default_for(&cuda_api::CudaDevice::get(0)?)?.trim_to(0)?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///

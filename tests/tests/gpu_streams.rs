@@ -245,9 +245,11 @@ fn pool_arrays_are_freed_in_stream_order() {
         x.storage().allocation().unwrap().home_stream().is_some(),
         "a pool array knows its stream"
     );
+    s.synchronize().unwrap();
+    let used1 = pool.used().unwrap();
     assert!(
-        pool.used().unwrap() >= used0 + bytes,
-        "the pool counts the array"
+        used1 >= used0 + bytes,
+        "the pool counts the array: {used1} B used, {used0} B before, array of {bytes} B"
     );
     let y = Array::zeros::<f32>(dev(), &[N]).unwrap();
     x.fill_on(&Value::of(7.0f32), &s).unwrap();

@@ -218,7 +218,8 @@ impl Device {
     }
 
     /// The default pool's release threshold in bytes (Warp's
-    /// `wp.get_mempool_release_threshold`).
+    /// `wp.get_mempool_release_threshold`); see
+    /// [`Device::set_mempool_release_threshold`]'s example.
     ///
     /// # Errors
     ///
@@ -232,6 +233,17 @@ impl Device {
     /// Bytes of live allocations from the default pool (Warp's
     /// `wp.get_mempool_used_mem_current`): a pool array's bytes leave it
     /// when its stream reaches the free.
+    ///
+    /// ```no_run
+    /// # fn main() -> warp_launch::Result<()> {
+    /// // GPU
+    /// let s = warp_launch::Stream::new(&warp_launch::Device::Cuda(0).context()?)?;
+    /// let a = warp_launch::Array::zeros_on::<u8>(&s, &[1 << 20])?;
+    /// s.synchronize()?;
+    /// assert!(warp_launch::Device::Cuda(0).mempool_used()? >= 1 << 20);
+    /// # drop(a);
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -321,6 +333,21 @@ impl Drop for ScopedDevice {
 /// [`ScopedStream::new`] orders the new stream after the work already
 /// queued on the device's previous current stream (Warp's default
 /// `sync_enter=True`); [`ScopedStream::unsynced`] does not.
+///
+/// ```no_run
+/// # fn main() -> warp_launch::Result<()> {
+/// // GPU: everything inside runs on `s` without naming it.
+/// use warp_launch::{Array, Device, ScopedStream, Stream, Value};
+/// let s = Stream::new(&Device::Cuda(0).context()?)?;
+/// let a = Array::zeros::<f32>("cuda:0", &[16])?;
+/// {
+///     let _on_s = ScopedStream::new(&s)?;
+///     a.fill_on(&Value::of(1.0f32), None)?; // on `s`
+///     // kernel.launch(16).inputs(..).run()? would run on `s` too
+/// }
+/// s.synchronize()?;
+/// # Ok(()) }
+/// ```
 #[must_use = "the stream is current only while the guard lives"]
 pub struct ScopedStream {
     device: Device,
@@ -338,7 +365,8 @@ impl fmt::Debug for ScopedStream {
 
 impl ScopedStream {
     /// Makes `stream` current, after making it wait for the device's
-    /// previous current stream ([`Stream::wait_stream`]).
+    /// previous current stream ([`Stream::wait_stream`]); see the type's
+    /// example.
     ///
     /// # Errors
     ///

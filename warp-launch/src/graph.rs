@@ -214,6 +214,24 @@ impl Graph {
 /// and stream-ordered array operations, in order. Each operation is the
 /// one [`Array`]'s `_on` methods queue on a stream (the same function),
 /// captured instead: memset and memcpy nodes.
+///
+/// ```no_run
+/// # fn main() -> warp_launch::Result<()> {
+/// // GPU: zero an accumulator, then copy a result out to page-locked host
+/// // memory, every replay.
+/// use warp_launch::{Array, Device, Graph, MemoryKind, Stream};
+/// let stream = Stream::new(&Device::Cuda(0).context()?)?;
+/// let acc = Array::zeros::<f32>("cuda:0", &[64])?;
+/// let out = Array::zeros_in::<f32>("cpu", &[64], MemoryKind::PinnedHost)?;
+/// let graph = Graph::capture_with(&stream, |g| {
+///     g.zero(&acc)?;
+///     // g.launch(...)? for the kernels that accumulate into `acc`
+///     g.assign(&out, &acc)
+/// })?;
+/// graph.launch(&stream)?;
+/// assert_eq!(out.to_vec::<f32>()?, vec![0.0; 64]); // waits for the replay
+/// # Ok(()) }
+/// ```
 pub struct GraphCapture<'c> {
     capture: &'c cuda_api::Capture<'static>,
     held: &'c RefCell<Vec<Arc<Storage>>>,
@@ -243,6 +261,7 @@ impl GraphCapture<'_> {
     /// Adds `launch` (a recorded launch of the graph's device), which the
     /// graph keeps; launches of size 0 add no node. Its index among the
     /// graph's launches is the one [`Graph::update`] takes.
+    /// Example: [`GraphCapture`], [`Graph::capture_with`].
     ///
     /// # Errors
     ///
@@ -278,6 +297,7 @@ impl GraphCapture<'_> {
 
     /// Captures [`Array::zero_on`]: zeroes `array` at this point of every
     /// replay.
+    /// Example: [`GraphCapture`], [`Graph::capture_with`].
     ///
     /// # Errors
     ///
@@ -290,6 +310,7 @@ impl GraphCapture<'_> {
 
     /// Captures [`Array::fill_on`]: fills `array` with `value` (taken now)
     /// at this point of every replay.
+    /// Example: [`GraphCapture`], [`Graph::capture_with`].
     ///
     /// # Errors
     ///
@@ -301,6 +322,7 @@ impl GraphCapture<'_> {
 
     /// Captures [`Array::assign_on`]: copies `src` into `dst` (their
     /// contents at replay time) at this point of every replay.
+    /// Example: [`GraphCapture`], [`Graph::capture_with`].
     ///
     /// # Errors
     ///

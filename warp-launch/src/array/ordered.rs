@@ -396,9 +396,13 @@ fn copy_rows(
 /// given: the current stream ([`Device::stream`]) of the first CUDA
 /// memory's device; `None` when all memory is plain host memory.
 fn default_stream(arrays: &[&Array]) -> Result<Option<Stream>> {
-    for a in arrays {
-        if let Some(alloc) = a.storage().allocation() {
-            return Ok(Some(Device::from(alloc.context().device()).stream()?));
+    for a in arrays.iter().filter(|a| !is_host(a)) {
+        let device = match a.storage().allocation() {
+            Some(alloc) => Device::from(alloc.context().device()),
+            None => a.device(),
+        };
+        if device.is_cuda() {
+            return Ok(Some(device.stream()?));
         }
     }
     Ok(None)
@@ -420,8 +424,10 @@ fn check_context(a: &Array, q: &Queue, call: &'static str) -> Result<()> {
     Ok(())
 }
 
+/// Whether the array is in plain host memory, which the host writes
+/// (anything else is CUDA memory with a unified address).
 fn is_host(a: &Array) -> bool {
-    a.storage().allocation().is_none()
+    matches!(a.memory(), Memory::Host)
 }
 
 /// The bytes of `value` for `dst`'s dtype: the value itself, or a scalar
@@ -1121,6 +1127,15 @@ impl Array {
     }
 
     /// [`Array::zeros_on`] for a dtype known at run time.
+    ///
+    /// ```no_run
+    /// # fn main() -> warp_launch::Result<()> {
+    /// // GPU
+    /// let s = warp_launch::Stream::new(&warp_launch::Device::Cuda(0).context()?)?;
+    /// let v = warp_launch::Array::zeros_dtype_on(&s, warp_launch::DType::VEC3F, &[8])?;
+    /// assert_eq!(v.dtype().name, "vec3f");
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
