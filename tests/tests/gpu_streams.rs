@@ -379,3 +379,123 @@ fn scoped_stream_and_device_are_the_defaults_inside_their_scope() {
     s.synchronize().unwrap();
     assert_all("y = 2 * 1 + 10 on the scoped stream", &f32s(&y), |_| 12.0);
 }
+
+/// cuda-api's own layer under the array operations: pitched fills and
+/// copies on a stream and in a captured graph, a pool allocation and its
+/// pool's counters, `Stream::wait_stream`.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn cuda_api_pitched_fills_copies_pool_and_wait_stream() {
+    use cuda_api::{Allocation, CaptureMode, FillWord};
+    let ctx = dev().context().unwrap();
+    let s = stream();
+    // A 4 x 8 float32 matrix (rows 32 B apart): column 0 set to 1.0, then
+    // columns 0..2 of every row copied into a packed 4 x 2 block.
+    let m = Allocation::zeroed(&ctx, 128, MemoryKind::Device).unwrap();
+    let block = Allocation::zeroed(&ctx, 32, MemoryKind::Device).unwrap();
+    m.record_use_on(&s);
+    block.record_use_on(&s);
+    // SAFETY: 4 rows of one word at a 32 B pitch lie inside `m` (128 B),
+    // which waits for `s` before a host read or its free.
+    unsafe {
+        s.fill_2d_raw(
+            m.device_address(),
+            32,
+            FillWord::U32(1.0f32.to_bits()),
+            1,
+            4,
+        )
+        .unwrap()
+    };
+    // SAFETY: 4 rows of 8 B from `m` (pitch 32) into `block` (pitch 8),
+    // inside both; both wait for `s`; distinct allocations.
+    unsafe {
+        s.copy_2d_raw(block.device_address(), 8, m.device_address(), 32, 8, 4)
+            .unwrap()
+    };
+    let mut got = [0u8; 32];
+    block.copy_to_host(0, &mut got).unwrap();
+    let floats: Vec<f32> = got
+        .chunks(4)
+        .map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    assert_eq!(
+        floats,
+        [1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0],
+        "column 0 of each row"
+    );
+
+    // The same fill captured: runs at each graph launch, not at capture.
+    let g = Allocation::zeroed(&ctx, 64, MemoryKind::Device).unwrap();
+    let graph = s
+        .capture(CaptureMode::ThreadLocal, |c| -> cuda_api::CudaResult<()> {
+            // SAFETY: 16 words inside `g`, which outlives the graph.
+            unsafe { c.fill_2d_raw(g.device_address(), 64, FillWord::U32(7), 16, 1) }
+        })
+        .unwrap();
+    let mut before = [0u8; 64];
+    g.copy_to_host(0, &mut before).unwrap();
+    assert_eq!(before, [0u8; 64], "nothing ran at capture");
+    let exec = graph.instantiate().unwrap();
+    g.record_use();
+    exec.launch(&s).unwrap();
+    let mut after = [0u8; 64];
+    g.copy_to_host(0, &mut after).unwrap();
+    assert!(
+        after.chunks(4).all(|c| c == 7u32.to_ne_bytes()),
+        "the graph's fill: {after:?}"
+    );
+    drop(exec);
+    drop(graph);
+
+    // Pool memory: zeroed in order on its stream, counted by the pool,
+    // back in the pool once the stream has reached its free.
+    let pool = MemPool::default_for(&cuda_api::CudaDevice::get(0).unwrap()).unwrap();
+    s.synchronize().unwrap();
+    let used0 = pool.used().unwrap();
+    let p = Allocation::zeroed_on(&s, 4096).unwrap();
+    assert_eq!(p.home_stream().map(Stream::raw), Some(s.raw()));
+    let mut zeros = [1u8; 4096];
+    p.copy_to_host(0, &mut zeros).unwrap();
+    assert!(zeros.iter().all(|&b| b == 0), "pool memory is zeroed");
+    assert!(pool.used().unwrap() >= used0 + 4096);
+    drop(p);
+    s.synchronize().unwrap();
+    assert_eq!(pool.used().unwrap(), used0, "freed in order on its stream");
+
+    // wait_stream: s2's copy runs after s's fill.
+    let s2 = stream();
+    let big = Allocation::zeroed(&ctx, 64 << 20, MemoryKind::Device).unwrap();
+    let out = Allocation::zeroed(&ctx, 64 << 20, MemoryKind::Device).unwrap();
+    big.record_use_on(&s);
+    out.record_use_on(&s2);
+    // SAFETY: the whole of `big` (16 Mi words), which waits for `s`.
+    unsafe {
+        s.fill_2d_raw(
+            big.device_address(),
+            64 << 20,
+            FillWord::U32(0x0101_0101),
+            16 << 20,
+            1,
+        )
+        .unwrap()
+    };
+    s2.wait_stream(&s).unwrap();
+    big.record_use_on(&s2);
+    // SAFETY: all of `big` into all of `out`, both waiting for their streams.
+    unsafe {
+        s2.copy_2d_raw(
+            out.device_address(),
+            0,
+            big.device_address(),
+            0,
+            64 << 20,
+            1,
+        )
+        .unwrap()
+    };
+    s2.synchronize().unwrap();
+    let mut tail = [0u8; 16];
+    out.copy_to_host((64 << 20) - 16, &mut tail).unwrap();
+    assert_eq!(tail, [1u8; 16], "the copy on s2 saw s's fill");
+}
