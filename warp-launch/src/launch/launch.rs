@@ -522,6 +522,27 @@ impl Launch {
         &self.args
     }
 
+    /// The stream it was built for ([`LaunchBuilder::stream`](crate::LaunchBuilder::stream)), if
+    /// any: where [`Launch::launch`] runs it, and where array operations go
+    /// to stay in order with it (`None` means the device's current stream,
+    /// [`Device::stream`], for both).
+    ///
+    /// ```no_run
+    /// # fn main() -> warp_launch::Result<()> {
+    /// // GPU: zero the output on the launch's stream before each replay.
+    /// use warp_launch::{AotModule, Array, Device, Stream};
+    /// let saxpy = AotModule::load("target/warp-aot/aot")?.kernel("saxpy")?;
+    /// let stream = Stream::new(&Device::Cuda(0).context()?)?;
+    /// let (x, y) = (Array::zeros::<f32>("cuda:0", &[64])?, Array::zeros::<f32>("cuda:0", &[64])?);
+    /// let l = saxpy.launch(64).inputs((2.0f32, &x, &y)).stream(&stream).record_cmd()?;
+    /// y.zero_on(l.stream())?;
+    /// l.launch()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn stream(&self) -> Option<&Stream> {
+        self.stream.as_ref()
+    }
+
     /// Sets the domain (checked as a fresh launch, the kernel's array
     /// access rules included). A launch made by
     /// [`Kernel::launch_tiled`](crate::Kernel::launch_tiled) takes the domain
@@ -658,8 +679,9 @@ impl Launch {
     }
 
     /// Runs the launch (Warp's `Launch.launch()`) on the stream it was
-    /// built for ([`LaunchBuilder::stream`](crate::LaunchBuilder::stream)), else the device's default
-    /// stream; on the CPU device, runs it on this thread. Allocates nothing;
+    /// built for ([`LaunchBuilder::stream`](crate::LaunchBuilder::stream)), else the device's current
+    /// stream ([`Device::stream`]: a [`ScopedStream`](crate::ScopedStream)'s, or the default
+    /// one); on the CPU device, runs it on this thread. Allocates nothing;
     /// a domain of size 0 launches nothing.
     ///
     /// # Errors
