@@ -461,6 +461,9 @@ pub(crate) fn fill(dst: &Array, value: &[u8], q: Option<&Queue>, call: &'static 
         return Err(no_stream(call));
     };
     check_context(dst, q, call)?;
+    // Page-locked and managed memory: not while a CPU launch on another
+    // thread holds it (that launch waits for queued work before it runs).
+    let _lock = lock_for(q, [&**dst.storage()], call)?;
     q.hold(dst.storage());
     let base = dst.storage().address();
     fill_plan(
@@ -671,6 +674,19 @@ fn host_assign(dst: &Array, bytes: &[u8]) -> Result<()> {
 }
 
 /// Copies between two CUDA memories on `q`.
+/// The storage locks of host-reachable memory while work on it is queued
+/// on a stream (see `lock_storages`); none while capturing (nothing runs).
+fn lock_for<'a>(
+    q: &Queue,
+    storages: impl IntoIterator<Item = &'a Storage>,
+    call: &'static str,
+) -> Result<Option<crate::array::storage::StorageLocks>> {
+    if q.capturing() {
+        return Ok(None);
+    }
+    Ok(Some(crate::array::lock_storages(storages, call)?))
+}
+
 /// Which side of a copy [`Queue::hold`] keeps: both, or only the user's
 /// array when the other is staging memory that the caller keeps until it
 /// has waited for the stream (so its drop need not wait for the context).
@@ -695,6 +711,7 @@ fn cuda_assign(dst: &Array, src: &Array, q: &Queue, call: &'static str, hold: Ho
         }
     }
     check_context(dst, q, call)?;
+    let _lock = lock_for(q, [&**dst.storage(), &**src.storage()], call)?;
     if hold != Hold::Src {
         q.hold(dst.storage());
     }
