@@ -179,7 +179,7 @@ impl Kernel {
     /// CUDA array's, else the CPU when every array is a host array, else
     /// `cuda:0`; every other array must be reachable from it under this
     /// thread's access mode ([`crate::thread_access_mode`]). The stream
-    /// is `stream`, else the device's default stream; the block size is the
+    /// is `stream`, else the device's current stream ([`Device::stream`](crate::Device::stream)); the block size is the
     /// one the kernel was compiled for (else 256; 1 on the CPU). Every
     /// check of [`LaunchBuilder::run`](crate::LaunchBuilder::run) runs: count, kind, dtype and dimensions
     /// of each argument (compared by identity and integers, no name
