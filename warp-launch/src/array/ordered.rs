@@ -785,6 +785,29 @@ impl Array {
     /// [`Array::zero`] is the synchronous form. Capture it into a graph with
     /// [`GraphCapture::zero`](crate::GraphCapture::zero).
     ///
+    /// # How, and the limits (all stream-ordered operations)
+    ///
+    /// No kernel is compiled into this crate (that would need nvcc at build
+    /// time), so the operations are the driver's pitched memsets
+    /// (`cuMemsetD2D8/16/32Async`) and pitched copies (`cuMemcpy2DAsync`,
+    /// `cuMemcpyAsync` for one row) on unified addresses. A view is first
+    /// simplified (extents of 1 dropped, negative strides walked forwards,
+    /// for a copy only where both sides run backwards, contiguous axes
+    /// merged); then a contiguous array is one driver call, a 2-D strided
+    /// view (a column block, padded rows) one call, and each further
+    /// strided axis multiplies the calls by its extent; a view whose
+    /// innermost axis is strided (a transpose, `slice_step`) moves one
+    /// element per row, many rows per call. A fill writes the value as one
+    /// 1-, 2- or 4-byte word when its bytes repeat with that period (zero,
+    /// `1.0f32`, `[2.0f32; 3]`), else as one memset per word of the element
+    /// at the element's pitch (`[1.0f32, 2.0, 3.0]`: three memsets; a
+    /// `float64` such as `0.1`: two). Each call is a node in a captured
+    /// graph. Plain host memory is written by the host; copies between it
+    /// and CUDA memory are staged through page-locked memory and wait for
+    /// the stream, and cannot be captured (use
+    /// [`MemoryKind::PinnedHost`] arrays there). Copies between overlapping
+    /// ranges of one CUDA allocation are refused.
+    ///
     /// ```
     /// # fn main() -> warp_launch::Result<()> {
     /// let a = warp_launch::Array::from_slice("cpu", &[1.0f32, 2.0, 3.0], &[3])?;
@@ -807,8 +830,8 @@ impl Array {
     /// Sets every element to `value` on `stream` (Warp's `fill_`): a value
     /// of the array's dtype ([`Value::of`]`([1.0f32, 2.0, 3.0])` for a
     /// `vec3f` array), or a number converted to its scalar type by Warp's
-    /// rule. Queued as [`Array::zero_on`] is (see the module notes for the
-    /// memsets a value wider than 4 bytes takes); `None` for the current
+    /// rule. Queued as [`Array::zero_on`] is (see there for the memsets a
+    /// value wider than 4 bytes takes); `None` for the current
     /// stream. [`Array::fill`] is the synchronous form.
     ///
     /// ```
@@ -860,7 +883,8 @@ impl Array {
     /// no host wait; to or from plain host memory it is staged through
     /// page-locked memory and waits for the stream. `None` for the current
     /// stream of the destination's device (else the source's). The one
-    /// copy entry point; [`Array::assign`] is the synchronous form.
+    /// copy entry point; [`Array::assign`] is the synchronous form. How
+    /// many driver copies a layout takes: [`Array::zero_on`].
     ///
     /// ```
     /// use warp_launch::Array;
