@@ -509,27 +509,33 @@ impl Allocation {
     /// mechanism of [`Allocation::record_use`]: other streams' work is not
     /// ordered before the home stream's free). While the home stream is
     /// being captured, a free queued on it would become a node of the
-    /// graph, so the memory is freed at once (`cuMemFree`) after the wait.
+    /// graph, and waiting for the context would break the capture: the
+    /// memory is then not freed (it stays with the pool's reservation until
+    /// the process ends) and the context reports it.
     fn free_pooled(&self, home: &Stream) {
-        let capturing = home.is_capturing();
-        let wait = if capturing {
-            self.queued.store(ANYWHERE, Ordering::Relaxed);
-            self.wait_idle()
-        } else if self.queued.load(Ordering::Acquire) == ANYWHERE {
+        if home.is_capturing() {
+            self.ctx.report_release_error(
+                "pool memory allocation",
+                &CudaError::invalid_argument(
+                    "Allocation::drop",
+                    "self",
+                    format!(
+                        "{} bytes of pool memory were dropped while their stream is being captured into a graph; a stream-ordered free would become a node of the graph and a wait would end the capture, so the memory is not freed: drop pool memory outside the capture",
+                        self.bytes
+                    ),
+                ),
+            );
+            return;
+        }
+        let wait = if self.queued.load(Ordering::Acquire) == ANYWHERE {
             self.wait_idle()
         } else {
             Ok(())
         };
         let r = wait.and_then(|_| self.ctx.bind()).and_then(|_| {
-            if capturing {
-                // SAFETY: we own the allocation and free it once; no work
-                // uses it any more (waited for above).
-                unsafe { driver::mem_free(self.ptr) }
-            } else {
-                // SAFETY: we own the allocation and free it once, in stream
-                // order after every use (all on `home`, or waited for).
-                unsafe { driver::mem_free_async(self.ptr, home.raw()) }
-            }
+            // SAFETY: we own the allocation and free it once, in stream
+            // order after every use (all on `home`, or waited for above).
+            unsafe { driver::mem_free_async(self.ptr, home.raw()) }
         });
         if let Err(e) = r {
             self.ctx.report_release_error("pool memory allocation", &e);
@@ -543,7 +549,9 @@ impl Allocation {
     /// [`Stream::wait_stream`]); a blocking host access waits for it. When
     /// dropped, the memory goes back to the pool in stream order on
     /// `stream` (`cuMemFreeAsync`), without a host wait when only `stream`
-    /// used it (see [`Allocation::record_use_on`]). The pool keeps freed
+    /// used it (see [`Allocation::record_use_on`]); dropped while `stream`
+    /// is being captured into a graph, it is not freed (a logged warning),
+    /// since neither a free on the stream nor a wait can run then. The pool keeps freed
     /// memory for reuse up to its release threshold
     /// ([`MemPool::set_release_threshold`](crate::MemPool::set_release_threshold)).
     ///
