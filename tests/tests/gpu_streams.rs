@@ -34,6 +34,10 @@ fn assert_all(what: &str, got: &[f32], want: impl Fn(usize) -> f32) {
 
 const N: usize = 1 << 16;
 
+/// The tests that read the default pool's counters run one at a time (the
+/// harness runs tests on several threads).
+static POOL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn each_operation_on_a_user_stream_is_ordered_with_launches() {
@@ -232,6 +236,7 @@ fn a_graph_captures_a_copy_a_fill_and_a_launch_and_replays_them() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn pool_arrays_are_freed_in_stream_order() {
+    let _pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
     let k = saxpy();
     let s = stream();
     let pool = MemPool::default_for(&cuda_api::CudaDevice::get(0).unwrap()).unwrap();
@@ -386,6 +391,7 @@ fn scoped_stream_and_device_are_the_defaults_inside_their_scope() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn cuda_api_pitched_fills_copies_pool_and_wait_stream() {
+    let _pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
     use cuda_api::{Allocation, CaptureMode, FillWord};
     let ctx = dev().context().unwrap();
     let s = stream();
