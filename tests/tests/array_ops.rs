@@ -178,3 +178,32 @@ fn scoped_devices_nest_and_stay_on_their_thread() {
     assert!(Device::Cpu.stream().is_err());
     assert!(Device::Cpu.mempool_release_threshold().is_err());
 }
+
+#[test]
+fn copy_range_is_warps_copy_with_offsets_and_count() {
+    let src = Array::from_slice("cpu", &[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]).unwrap();
+    let dst = Array::zeros::<f32>("cpu", &[4]).unwrap();
+    // count 0: from src_offset to the end of src.
+    dst.copy_range_on(0, &src, 2, 0, None).unwrap();
+    assert_eq!(dst.to_vec::<f32>().unwrap(), [3.0, 4.0, 5.0, 6.0]);
+    dst.copy_range_on(1, &src, 0, 2, None).unwrap();
+    assert_eq!(dst.to_vec::<f32>().unwrap(), [3.0, 1.0, 2.0, 6.0]);
+    let e = dst
+        .copy_range_on(3, &src, 0, 2, None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("Array::copy_range_on: copying elements 0..2 of float32 [2, 3] into elements 3..5 of float32 [4]"),
+        "{e}"
+    );
+    let e = dst
+        .copy_range_on(0, &src.transpose(0, 1).unwrap(), 0, 2, None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("(not contiguous)"), "{e}");
+    let ints = Array::zeros::<i32>("cpu", &[4]).unwrap();
+    assert!(
+        ints.copy_range_on(0, &src, 0, 1, None).is_err(),
+        "another dtype"
+    );
+}

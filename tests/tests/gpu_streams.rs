@@ -165,6 +165,12 @@ fn each_operation_on_a_user_stream_is_ordered_with_launches() {
     }
     assert_eq!(d64.to_vec::<f64>().unwrap(), vec![0.1; 5], "float64 fill");
 
+    // wp.copy with offsets: elements 2..6 of a device array into 0..4 of
+    // page-locked host memory.
+    let pinned = Array::zeros_in::<f32>("cpu", &[4], MemoryKind::PinnedHost).unwrap();
+    pinned.copy_range_on(0, &a, 2, 4, &s).unwrap();
+    assert_eq!(f32s(&pinned), [2.0, 3.0, 4.0, 5.0], "copy_range_on");
+
     // Overlapping ranges of one allocation are refused (the driver does not
     // order their bytes); through a contiguous copy they are fine.
     let sq = Array::from_slice(dev(), &src[..9], &[3, 3]).unwrap();

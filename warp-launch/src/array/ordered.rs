@@ -931,6 +931,86 @@ impl Array {
         sync(s.as_ref())
     }
 
+    /// Copies `count` elements of `src`, from its flat (row-major) element
+    /// `src_offset` on, into this array from element `dst_offset` on, on
+    /// `stream` (Warp's `wp.copy(dest, src, dest_offset, src_offset,
+    /// count)`; `count` 0 copies from `src_offset` to the end of `src`).
+    /// Both arrays are contiguous and of the same dtype; the ranges may lie
+    /// on any devices and memories, as [`Array::assign_on`], which does the
+    /// copy.
+    ///
+    /// ```
+    /// # fn main() -> warp_launch::Result<()> {
+    /// let src = warp_launch::Array::from_slice("cpu", &[1i32, 2, 3, 4], &[2, 2])?;
+    /// let dst = warp_launch::Array::zeros::<i32>("cpu", &[6])?;
+    /// dst.copy_range_on(3, &src, 1, 3, None)?;
+    /// assert_eq!(dst.to_vec::<i32>()?, [0, 0, 0, 2, 3, 4]);
+    /// // A range past either end is refused, naming both.
+    /// assert!(dst.copy_range_on(4, &src, 0, 3, None).is_err());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Shape`] for another dtype, an array that is not contiguous,
+    /// or a range past the end of either array; as [`Array::assign_on`].
+    pub fn copy_range_on<'s>(
+        &self,
+        dst_offset: usize,
+        src: &Array,
+        src_offset: usize,
+        count: usize,
+        stream: impl Into<Option<&'s Stream>>,
+    ) -> Result<()> {
+        let call = "Array::copy_range_on";
+        let count = if count == 0 {
+            src.len().saturating_sub(src_offset)
+        } else {
+            count
+        };
+        let fits = |a: &Array, at: usize| at.checked_add(count).is_some_and(|e| e <= a.len());
+        if !std::ptr::eq(self.dtype(), src.dtype())
+            || !self.is_contiguous()
+            || !src.is_contiguous()
+            || !fits(self, dst_offset)
+            || !fits(src, src_offset)
+        {
+            return Err(Error::Shape {
+                call,
+                message: format!(
+                    "copying elements {src_offset}..{} of {} {:?}{} into elements {dst_offset}..{} of {} {:?}{} needs the same dtype, contiguous arrays and ranges inside both; use assign_on for strided arrays",
+                    src_offset.saturating_add(count),
+                    src.dtype().name,
+                    src.shape(),
+                    if src.is_contiguous() {
+                        ""
+                    } else {
+                        " (not contiguous)"
+                    },
+                    dst_offset.saturating_add(count),
+                    self.dtype().name,
+                    self.shape(),
+                    if self.is_contiguous() {
+                        ""
+                    } else {
+                        " (not contiguous)"
+                    },
+                ),
+            });
+        }
+        if count == 0 {
+            return Ok(());
+        }
+        let d = self
+            .reshape(&[self.len()])?
+            .slice(0, dst_offset..dst_offset + count)?;
+        let s = src
+            .reshape(&[src.len()])?
+            .slice(0, src_offset..src_offset + count)?;
+        let stream = stream.into();
+        on_stream(stream, &[&d, &s], |q| assign(&d, &s, q, call))
+    }
+
     /// Copies `data` (row-major) into this array on `stream` (any strides),
     /// staged through page-locked memory; waits for the stream, since the
     /// slice is borrowed only for this call (Warp's `assign` of a NumPy
