@@ -826,6 +826,11 @@ impl fmt::Debug for Capture<'_> {
 }
 
 impl<'a> Capture<'a> {
+    /// The handle through which captured work is queued.
+    pub(crate) fn queue(&self) -> &Stream {
+        &self.stream
+    }
+
     /// The context of the captured stream.
     pub fn context(&self) -> &Context {
         self.stream.context()

@@ -14,7 +14,10 @@
 //!   [`Module`], [`Library`], [`Function`], [`TypedKernel`]s and run-time
 //!   [`DynKernel`]s with [`ArgBlock`]s, and CUDA [`CudaGraph`]s captured from a
 //!   stream ([`Stream::capture`]), instantiated ([`CudaGraphExec`]) and updated
-//!   in place with the checks of a launch; where memory lives
+//!   in place with the checks of a launch; stream-ordered pool memory
+//!   ([`Allocation::zeroed_on`], [`MemPool`]), [`Stream::wait_stream`], raw
+//!   pitched fills and copies on a stream or in a capture
+//!   ([`Stream::fill_2d_raw`], [`Capture::copy_2d_raw`]); where memory lives
 //!   ([`pointer_location`], [`Allocation::location`]), peer access
 //!   ([`CudaDevice::can_access_peer`], [`Context::enable_peer_access`]), a
 //!   device's one primary context ([`CudaDevice::primary_context`]) and the
@@ -55,7 +58,9 @@
 //! module's, and device memory of another context; every buffer a launch or
 //! asynchronous copy uses is noted ([`Allocation::record_use`]), so the next
 //! blocking host read or write and the free wait for the context's queued
-//! work (on any stream) first; the current context is read from the driver
+//! work (on any stream) first (pool memory, [`Allocation::zeroed_on`], used
+//! only on the stream it was allocated on, is freed in order on that stream
+//! instead, with no host wait: [`Allocation::record_use_on`]); the current context is read from the driver
 //! ([`Context::bind`]), never from a cache that other code could make stale;
 //! cached kernel facts hold the context they were queried in.
 //!
@@ -116,8 +121,10 @@ mod launch;
 mod location;
 mod memory;
 mod module;
+mod ordered;
 mod params;
 mod peer;
+mod pool;
 mod priority;
 mod stream;
 
@@ -141,6 +148,8 @@ pub use device::{CudaDevice, driver_version, init};
 pub use priority::PriorityRange;
 
 // Streams and events.
+pub use ordered::FillWord;
+pub use pool::MemPool;
 pub use stream::{Event, Stream};
 
 // Device memory, pointers to it, and where memory lives.

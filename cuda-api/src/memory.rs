@@ -14,7 +14,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::ops::Range;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use cuda_sys::CUdeviceptr;
 
@@ -226,9 +226,14 @@ pub struct Allocation {
     bytes: usize,
     kind: MemoryKind,
     ctx: Context,
-    /// Set when work queued on a stream may use the memory; the next
-    /// blocking host access, and the free, wait for the context first.
-    queued: AtomicBool,
+    /// Whether work queued on a stream may use the memory: [`IDLE`],
+    /// [`ON_HOME`] (only on the home stream of a pool allocation) or
+    /// [`ANYWHERE`]. The next blocking host access, and the free, wait
+    /// for the home stream or the context first.
+    queued: AtomicU8,
+    /// For memory from a stream-ordered pool ([`Allocation::zeroed_on`]):
+    /// the stream it was allocated on, on which it is freed.
+    home: Option<Stream>,
     /// Where the driver says it lives, asked on first use
     /// ([`Allocation::location`]).
     pub(crate) location: OnceLock<Location>,
@@ -266,7 +271,8 @@ impl Allocation {
             bytes,
             kind,
             ctx: ctx.clone(),
-            queued: AtomicBool::new(false),
+            queued: AtomicU8::new(IDLE),
+            home: None,
             location: OnceLock::new(),
         };
         if bytes == 0 {
@@ -326,30 +332,68 @@ impl Allocation {
     /// kernel, on any stream. cuda-api's launches and asynchronous copies
     /// call this for every buffer they are given; a layer that launches
     /// through [`Function::launch_raw`](crate::Function::launch_raw) calls it
-    /// for the memory it passes. One relaxed atomic store.
+    /// for the memory it passes. One relaxed atomic store. When the stream
+    /// is known, [`record_use_on`](Self::record_use_on) is finer.
     #[inline]
     pub fn record_use(&self) {
-        self.queued.store(true, Ordering::Relaxed);
+        self.queued.store(ANYWHERE, Ordering::Relaxed);
+    }
+
+    /// Notes that work queued on `stream` may use this memory: as
+    /// [`record_use`](Self::record_use), except that for pool memory
+    /// ([`Allocation::zeroed_on`]) used only on the stream it was allocated
+    /// on, the free stays in stream order on that stream (no host wait) and
+    /// a blocking host access waits for that stream only, not the context.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_api::CudaResult<()> {
+    /// // GPU: a layer that queues its own work on `stream` notes the use.
+    /// let ctx = cuda_api::CudaDevice::get(0)?.primary_context()?;
+    /// let stream = cuda_api::Stream::new(&ctx)?;
+    /// let a = cuda_api::Allocation::zeroed_on(&stream, 256)?;
+    /// a.record_use_on(&stream); // still freed in order on `stream`
+    /// a.wait_idle()?; // synchronises `stream` only
+    /// # Ok(()) }
+    /// ```
+    #[inline]
+    pub fn record_use_on(&self, stream: &Stream) {
+        match &self.home {
+            Some(h) if h.raw() == stream.raw() => {
+                self.queued.fetch_max(ON_HOME, Ordering::Relaxed);
+            }
+            _ => self.record_use(),
+        }
+    }
+
+    /// The stream a pool allocation ([`Allocation::zeroed_on`]) was made on
+    /// and is freed on; `None` for other memory.
+    /// Example: [`Allocation::zeroed_on`].
+    pub fn home_stream(&self) -> Option<&Stream> {
+        self.home.as_ref()
     }
 
     /// Waits until no queued work may use the memory: when a launch or an
     /// asynchronous copy was noted ([`record_use`](Self::record_use)) since
-    /// the last wait, synchronises the allocation's context; otherwise does
+    /// the last wait, synchronises the allocation's context (or, for pool
+    /// memory used only on its home stream, that stream); otherwise does
     /// nothing. For code that reads or writes page-locked or managed memory
     /// directly from the host. The blocking copies and the free call it.
     ///
     /// # Errors
     ///
-    /// The driver's failure of `cuCtxSynchronize` (a failure of the queued
-    /// work; a sticky one is kept by the context).
+    /// The driver's failure of `cuCtxSynchronize` or `cuStreamSynchronize`
+    /// (a failure of the queued work; a sticky one is kept by the context).
     pub fn wait_idle(&self) -> CudaResult<()> {
-        if self.queued.swap(false, Ordering::AcqRel)
-            && let Err(e) = self.ctx.synchronize()
-        {
-            self.queued.store(true, Ordering::Relaxed);
-            return Err(e);
+        let state = self.queued.swap(IDLE, Ordering::AcqRel);
+        let r = match (state, &self.home) {
+            (IDLE, _) => Ok(()),
+            (ON_HOME, Some(h)) => h.synchronize(),
+            _ => self.ctx.synchronize(),
+        };
+        if r.is_err() {
+            self.queued.fetch_max(state, Ordering::Relaxed);
         }
-        Ok(())
+        r
     }
 
     /// Copies `src` to byte `offset` (blocking).
@@ -437,6 +481,9 @@ impl Drop for Allocation {
         if self.bytes == 0 {
             return;
         }
+        if let Some(home) = &self.home {
+            return self.free_pooled(home);
+        }
         // NVIDIA documents only that cuMemFree *may* wait for work using the
         // memory (a managed free was measured not to): memory that queued
         // work may use is freed after the context has finished it.
@@ -454,6 +501,116 @@ impl Drop for Allocation {
         }
     }
 }
+
+impl Allocation {
+    /// The free of pool memory: in stream order on its home stream
+    /// (`cuMemFreeAsync`), with no host wait when no other stream used it;
+    /// after the context has finished its work when one did (the one
+    /// mechanism of [`Allocation::record_use`]: other streams' work is not
+    /// ordered before the home stream's free). While the home stream is
+    /// being captured, a free queued on it would become a node of the
+    /// graph, and waiting for the context would break the capture: the
+    /// memory is then not freed (it stays with the pool's reservation until
+    /// the process ends) and the context reports it.
+    fn free_pooled(&self, home: &Stream) {
+        if home.is_capturing() {
+            self.ctx.report_release_error(
+                "pool memory allocation",
+                &CudaError::invalid_argument(
+                    "Allocation::drop",
+                    "self",
+                    format!(
+                        "{} bytes of pool memory were dropped while their stream is being captured into a graph; a stream-ordered free would become a node of the graph and a wait would end the capture, so the memory is not freed: drop pool memory outside the capture",
+                        self.bytes
+                    ),
+                ),
+            );
+            return;
+        }
+        let wait = if self.queued.load(Ordering::Acquire) == ANYWHERE {
+            self.wait_idle()
+        } else {
+            Ok(())
+        };
+        let r = wait.and_then(|_| self.ctx.bind()).and_then(|_| {
+            // SAFETY: we own the allocation and free it once, in stream
+            // order after every use (all on `home`, or waited for above).
+            unsafe { driver::mem_free_async(self.ptr, home.raw()) }
+        });
+        if let Err(e) = r {
+            self.ctx.report_release_error("pool memory allocation", &e);
+        }
+    }
+
+    /// `bytes` bytes of device memory from the default stream-ordered memory
+    /// pool of `stream`'s device (`cuMemAllocAsync`), zeroed on `stream`
+    /// (`cuMemsetD8Async`): usable by work queued on `stream` after this
+    /// call (and by other streams once ordered after it, for example with
+    /// [`Stream::wait_stream`]); a blocking host access waits for it. When
+    /// dropped, the memory goes back to the pool in stream order on
+    /// `stream` (`cuMemFreeAsync`), without a host wait when only `stream`
+    /// used it (see [`Allocation::record_use_on`]); dropped while `stream`
+    /// is being captured into a graph, it is not freed (a logged warning),
+    /// since neither a free on the stream nor a wait can run then. The pool keeps freed
+    /// memory for reuse up to its release threshold
+    /// ([`MemPool::set_release_threshold`](crate::MemPool::set_release_threshold)).
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_api::CudaResult<()> {
+    /// // GPU: scratch memory that lives and dies on one stream.
+    /// let ctx = cuda_api::CudaDevice::get(0)?.primary_context()?;
+    /// let stream = cuda_api::Stream::new(&ctx)?;
+    /// let scratch = cuda_api::Allocation::zeroed_on(&stream, 1 << 20)?;
+    /// assert!(scratch.home_stream().is_some());
+    /// drop(scratch); // cuMemFreeAsync on `stream`: no host wait
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::InvalidArgument`] when the device has no memory pools
+    /// (`CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED` is 0) or while
+    /// `stream` is being captured (the
+    /// allocation would become a node of the graph); the driver's failure to
+    /// allocate (`CUDA_ERROR_OUT_OF_MEMORY`: free some or ask for less) or
+    /// to queue the zeroing.
+    pub fn zeroed_on(stream: &Stream, bytes: usize) -> CudaResult<Allocation> {
+        const CALL: &str = "Allocation::zeroed_on";
+        stream.refuse_if_capturing(|| CALL.into())?;
+        let ctx = stream.context();
+        crate::pool::MemPool::require(ctx.device(), CALL)?;
+        // Empty until the driver has allocated (a failed allocation frees nothing).
+        let mut a = Allocation {
+            ptr: 0,
+            host: std::ptr::null_mut(),
+            bytes: 0,
+            kind: MemoryKind::Device,
+            ctx: ctx.clone(),
+            queued: AtomicU8::new(IDLE),
+            home: Some(stream.clone()),
+            location: OnceLock::new(),
+        };
+        if bytes == 0 {
+            return Ok(a);
+        }
+        ctx.bind()?;
+        // SAFETY: the stream is live (borrowed) and of `ctx`, which is current.
+        a.ptr = unsafe { driver::mem_alloc_async(bytes, stream.raw()) }?;
+        a.bytes = bytes;
+        a.record_use_on(stream);
+        // SAFETY: `a.ptr` addresses `bytes` bytes allocated in order on this
+        // stream, before this memset.
+        unsafe { driver::memset_d8_async(a.ptr, 0, bytes, stream.raw()) }?;
+        Ok(a)
+    }
+}
+
+/// [`Allocation::queued`]: no queued work uses the memory.
+const IDLE: u8 = 0;
+/// Only work on the pool allocation's home stream uses it.
+const ON_HOME: u8 = 1;
+/// Work on any stream may use it.
+const ANYWHERE: u8 = 2;
 
 /// An owned allocation of `len` values of `T` (device memory by default;
 /// page-locked host or managed memory through the `_in` constructors), freed
@@ -699,7 +856,7 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
         }
         check_stream(&self.alloc, stream, "DeviceBuffer::fill_async")?;
         self.alloc.ctx.bind()?;
-        self.alloc.record_use();
+        self.alloc.record_use_on(stream);
         let (p, n, s) = (self.alloc.ptr, self.len, stream.raw());
         // SAFETY: `value` is plain data of the matching width; the allocation holds len elements.
         unsafe {

@@ -18,6 +18,9 @@ struct StreamInner {
     /// queued through this handle (and its clones) would be captured with
     /// borrows that end before the graph does, so it is refused meanwhile.
     capturing: AtomicBool,
+    /// The event [`Stream::wait_stream`] records on this stream, made on
+    /// first use.
+    event: std::sync::OnceLock<Event>,
     /// Keeps a borrowed stream's owner (e.g. a cudarc stream) alive.
     _keep: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
@@ -71,6 +74,7 @@ impl Stream {
                 ctx: ctx.clone(),
                 owned,
                 capturing: AtomicBool::new(false),
+                event: std::sync::OnceLock::new(),
                 _keep: keep,
             }),
         }
@@ -208,6 +212,22 @@ impl Stream {
         self.inner.ctx.bind()?;
         // SAFETY: the stream is alive while `self` is; its context is current.
         unsafe { driver::stream_synchronize(self.inner.raw) }.map_err(|e| self.inner.ctx.note(e))
+    }
+
+    /// The event [`Stream::wait_stream`] records on this stream (made once,
+    /// without timing).
+    pub(crate) fn cached_event(&self) -> CudaResult<&Event> {
+        if let Some(e) = self.inner.event.get() {
+            return Ok(e);
+        }
+        self.inner.ctx.bind()?;
+        let raw = driver::event_create(CUevent_flags::CU_EVENT_DISABLE_TIMING.0)?;
+        let e = Event {
+            raw,
+            ctx: self.inner.ctx.clone(),
+        };
+        // Another thread may have made one meanwhile: the loser is dropped.
+        Ok(self.inner.event.get_or_init(|| e))
     }
 
     /// Makes later work on this stream wait for `event`.

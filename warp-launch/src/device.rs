@@ -1,6 +1,8 @@
 //! Devices: `"cpu"`, `"cuda:N"`, `"cuda"`.
 
+use std::cell::{Cell, RefCell};
 use std::fmt;
+use std::marker::PhantomData;
 use std::str::FromStr;
 use std::sync::OnceLock;
 
@@ -28,7 +30,8 @@ pub enum Device {
 
 impl Device {
     /// The default device, by Warp's rule (`wp.get_device()` with no
-    /// argument): the device of the CUDA context current on this thread if
+    /// argument): the device of the innermost [`ScopedDevice`] (or
+    /// [`ScopedStream`]) alive on this thread, else the device of the CUDA context current on this thread if
     /// there is one, else `cuda:0` when a CUDA driver loads and reports a
     /// device, else `"cpu"`. A launch that names no device and no stream
     /// runs here, so on a machine without a GPU it runs on the CPU. The
@@ -42,6 +45,9 @@ impl Device {
     /// assert_eq!(d.is_cuda(), warp_launch::cuda_available());
     /// ```
     pub fn current() -> Device {
+        if let Some(d) = SCOPED_DEVICE.with(Cell::get) {
+            return d;
+        }
         match cuda_api::CudaDevice::current() {
             Ok(Some(d)) => Device::from(&d),
             _ if cuda_available() => Device::Cuda(0),
@@ -128,6 +134,315 @@ impl Device {
             None => stream,
         })
     }
+
+    /// The device's current stream on this thread (Warp's
+    /// `wp.get_stream(device)`): the stream of the innermost
+    /// [`ScopedStream`] alive on this thread for this device, else its
+    /// [`Device::default_stream`]. Launches, array operations and graph
+    /// replays that name no stream run here.
+    ///
+    /// ```no_run
+    /// # fn main() -> warp_launch::Result<()> {
+    /// // GPU: inside the scope, launches without a stream run on `s`.
+    /// let dev = warp_launch::Device::Cuda(0);
+    /// let s = warp_launch::Stream::new(&dev.context()?)?;
+    /// let _scope = warp_launch::ScopedStream::new(&s)?;
+    /// assert_eq!(dev.stream()?.raw(), s.raw());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Device::default_stream`].
+    pub fn stream(self) -> Result<Stream> {
+        let scoped = SCOPED_STREAMS.with(|s| {
+            s.borrow()
+                .iter()
+                .rev()
+                .find(|(d, _, _)| *d == self)
+                .map(|(_, s, _)| s.clone())
+        });
+        match scoped {
+            Some(s) => Ok(s),
+            None => self.default_stream(),
+        }
+    }
+
+    fn pool(self, call: &'static str) -> Result<cuda_api::MemPool> {
+        let Some(n) = self.ordinal() else {
+            return Err(Error::NotCuda { call, device: self });
+        };
+        self.context()?;
+        Ok(cuda_api::MemPool::default_for(&cuda_api::CudaDevice::get(
+            n,
+        )?)?)
+    }
+
+    /// Whether the device has a stream-ordered memory pool (Warp's
+    /// `wp.is_mempool_supported`); `false` for the CPU.
+    ///
+    /// ```
+    /// assert!(!warp_launch::Device::Cpu.is_mempool_supported());
+    /// ```
+    pub fn is_mempool_supported(self) -> bool {
+        match self.ordinal() {
+            Some(n) => cuda_api::CudaDevice::get(n)
+                .and_then(|d| cuda_api::MemPool::supported(&d))
+                .unwrap_or(false),
+            None => false,
+        }
+    }
+
+    /// Sets how many bytes of freed memory the device's default pool keeps
+    /// for reuse instead of returning them to the system at each
+    /// synchronisation (Warp's `wp.set_mempool_release_threshold`; the
+    /// driver's default is 0). Pool arrays come from [`Array::zeros_on`](crate::Array::zeros_on).
+    ///
+    /// ```no_run
+    /// # fn main() -> warp_launch::Result<()> {
+    /// // GPU
+    /// let d = warp_launch::Device::Cuda(0);
+    /// d.set_mempool_release_threshold(256 << 20)?;
+    /// assert_eq!(d.mempool_release_threshold()?, 256 << 20);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotCuda`] for the CPU; [`Error::Cuda`] when the device has no
+    /// memory pools or the driver refuses.
+    pub fn set_mempool_release_threshold(self, bytes: u64) -> Result<()> {
+        Ok(self
+            .pool("Device::set_mempool_release_threshold")?
+            .set_release_threshold(bytes)?)
+    }
+
+    /// The default pool's release threshold in bytes (Warp's
+    /// `wp.get_mempool_release_threshold`); see
+    /// [`Device::set_mempool_release_threshold`]'s example.
+    ///
+    /// # Errors
+    ///
+    /// As [`Device::set_mempool_release_threshold`].
+    pub fn mempool_release_threshold(self) -> Result<u64> {
+        Ok(self
+            .pool("Device::mempool_release_threshold")?
+            .release_threshold()?)
+    }
+
+    /// Bytes of live allocations from the default pool (Warp's
+    /// `wp.get_mempool_used_mem_current`): a pool array's bytes leave it
+    /// when its stream reaches the free.
+    ///
+    /// ```no_run
+    /// # fn main() -> warp_launch::Result<()> {
+    /// // GPU
+    /// let s = warp_launch::Stream::new(&warp_launch::Device::Cuda(0).context()?)?;
+    /// let a = warp_launch::Array::zeros_on::<u8>(&s, &[1 << 20])?;
+    /// s.synchronize()?;
+    /// assert!(warp_launch::Device::Cuda(0).mempool_used()? >= 1 << 20);
+    /// # drop(a);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Device::set_mempool_release_threshold`].
+    pub fn mempool_used(self) -> Result<u64> {
+        Ok(self.pool("Device::mempool_used")?.used()?)
+    }
+}
+
+thread_local! {
+    /// The innermost [`ScopedDevice`] of this thread.
+    static SCOPED_DEVICE: Cell<Option<Device>> = const { Cell::new(None) };
+    /// The [`ScopedStream`]s of this thread, innermost last.
+    static SCOPED_STREAMS: RefCell<Vec<(Device, Stream, u64)>> = const { RefCell::new(Vec::new()) };
+    /// The number of the next [`ScopedStream`] of this thread.
+    static NEXT_SCOPE: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Makes a device the default for this thread until dropped (Warp's
+/// `wp.ScopedDevice`): [`Device::current`] returns it, so launches and
+/// arrays that name no device use it.
+///
+/// Scopes nest: each guard restores, when dropped, the default it replaced.
+/// They are per thread (a thread-local; other threads keep their own
+/// default, and a new thread starts with none) and a guard cannot leave
+/// its thread (it is neither `Send` nor `Sync`). Dropped out of order (one
+/// kept past an inner one's drop), a guard still restores what it
+/// replaced, so drop them in reverse order. Unlike Warp, the guard does
+/// not make the device's CUDA context current: every call here binds the
+/// context it needs.
+///
+/// ```
+/// use warp_launch::{Device, ScopedDevice};
+/// # fn main() -> warp_launch::Result<()> {
+/// let before = Device::current();
+/// {
+///     let _cpu = ScopedDevice::new("cpu")?;
+///     assert_eq!(Device::current(), Device::Cpu);
+/// }
+/// assert_eq!(Device::current(), before);
+/// # Ok(()) }
+/// ```
+#[must_use = "the device is the default only while the guard lives"]
+pub struct ScopedDevice {
+    previous: Option<Device>,
+    _thread: PhantomData<*const ()>,
+}
+
+impl fmt::Debug for ScopedDevice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ScopedDevice")
+            .field("device", &SCOPED_DEVICE.with(Cell::get))
+            .field("previous", &self.previous)
+            .finish()
+    }
+}
+
+impl ScopedDevice {
+    /// Makes `device` (a [`Device`] or a name) this thread's default.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::BadDevice`] for a name that is no device.
+    pub fn new(device: impl IntoDevice) -> Result<ScopedDevice> {
+        let device = device.into_device()?;
+        Ok(ScopedDevice {
+            previous: SCOPED_DEVICE.with(|d| d.replace(Some(device))),
+            _thread: PhantomData,
+        })
+    }
+}
+
+impl Drop for ScopedDevice {
+    fn drop(&mut self) {
+        SCOPED_DEVICE.with(|d| d.set(self.previous));
+    }
+}
+
+/// Makes a stream its device's current stream on this thread, and its
+/// device the default, until dropped (Warp's `wp.ScopedStream`):
+/// [`Device::stream`] returns it, so launches, array operations
+/// ([`Array::zero_on`](crate::Array::zero_on) with `None`, ...) and graph
+/// replays that name no stream run on it. Nesting and threads as
+/// [`ScopedDevice`]: per thread, innermost wins, each guard restores what
+/// it replaced.
+///
+/// [`ScopedStream::new`] orders the new stream after the work already
+/// queued on the device's previous current stream (Warp's default
+/// `sync_enter=True`); [`ScopedStream::unsynced`] does not.
+///
+/// ```no_run
+/// # fn main() -> warp_launch::Result<()> {
+/// // GPU: everything inside runs on `s` without naming it.
+/// use warp_launch::{Array, Device, ScopedStream, Stream, Value};
+/// let s = Stream::new(&Device::Cuda(0).context()?)?;
+/// let a = Array::zeros::<f32>("cuda:0", &[16])?;
+/// {
+///     let _on_s = ScopedStream::new(&s)?;
+///     a.fill_on(&Value::of(1.0f32), None)?; // on `s`
+///     // kernel.launch(16).inputs(..).run()? would run on `s` too
+/// }
+/// s.synchronize()?;
+/// # Ok(()) }
+/// ```
+#[must_use = "the stream is current only while the guard lives"]
+pub struct ScopedStream {
+    device: Device,
+    id: u64,
+    _scope: ScopedDevice,
+}
+
+impl fmt::Debug for ScopedStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ScopedStream")
+            .field("device", &self.device)
+            .finish()
+    }
+}
+
+impl ScopedStream {
+    /// Makes `stream` current, after making it wait for the device's
+    /// previous current stream ([`Stream::wait_stream`]); see the type's
+    /// example.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Cuda`] when the wait cannot be queued (for example while
+    /// the previous stream is being captured).
+    pub fn new(stream: &Stream) -> Result<ScopedStream> {
+        let device = Device::from(stream.context().device());
+        let previous = device.stream()?;
+        if previous.raw() != stream.raw() {
+            stream.wait_stream(&previous)?;
+        }
+        Ok(Self::unsynced(stream))
+    }
+
+    /// Makes `stream` current without ordering it after the previous one.
+    ///
+    /// ```no_run
+    /// # fn main() -> warp_launch::Result<()> {
+    /// // GPU
+    /// let s = warp_launch::Stream::new(&warp_launch::Device::Cuda(0).context()?)?;
+    /// let _g = warp_launch::ScopedStream::unsynced(&s);
+    /// assert_eq!(warp_launch::Device::current(), warp_launch::Device::Cuda(0));
+    /// # Ok(()) }
+    /// ```
+    pub fn unsynced(stream: &Stream) -> ScopedStream {
+        let device = Device::from(stream.context().device());
+        let id = NEXT_SCOPE.with(|n| n.replace(n.get() + 1));
+        SCOPED_STREAMS.with(|s| s.borrow_mut().push((device, stream.clone(), id)));
+        ScopedStream {
+            device,
+            id,
+            _scope: ScopedDevice {
+                previous: SCOPED_DEVICE.with(|d| d.replace(Some(device))),
+                _thread: PhantomData,
+            },
+        }
+    }
+}
+
+impl Drop for ScopedStream {
+    fn drop(&mut self) {
+        SCOPED_STREAMS.with(|s| {
+            let mut s = s.borrow_mut();
+            if let Some(i) = s.iter().rposition(|e| e.2 == self.id) {
+                s.remove(i);
+            }
+        });
+    }
+}
+
+/// Makes the current stream of the current device ([`Device::current`],
+/// [`Device::stream`]) wait for the work queued on `other` so far (Warp's
+/// `wp.wait_stream`), without a host wait.
+///
+/// ```no_run
+/// # fn main() -> warp_launch::Result<()> {
+/// // GPU
+/// let other = warp_launch::Stream::new(&warp_launch::Device::Cuda(0).context()?)?;
+/// let _g = warp_launch::ScopedDevice::new("cuda:0")?;
+/// warp_launch::wait_stream(&other)?;
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+///
+/// [`Error::NotCuda`] when the current device is the CPU; [`Error::Cuda`]
+/// as [`Stream::wait_stream`].
+pub fn wait_stream(other: &Stream) -> Result<()> {
+    let d = Device::current();
+    if !d.is_cuda() {
+        return Err(Error::NotCuda {
+            call: "wait_stream",
+            device: d,
+        });
+    }
+    Ok(d.stream()?.wait_stream(other)?)
 }
 
 impl fmt::Display for Device {

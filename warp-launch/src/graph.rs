@@ -13,10 +13,14 @@
 //! the graph keeps the launches (and so the arrays) alive for as long as its
 //! executable graph, which it releases first.
 
+use std::cell::RefCell;
 use std::fmt;
+use std::sync::Arc;
 
 use cuda_api::{CaptureMode, CudaGraphExec, GraphNode, Stream};
 
+use crate::abi::Value;
+use crate::array::{Array, Queue, Storage};
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::launch::Launch;
@@ -30,6 +34,8 @@ pub struct Graph {
     graph: cuda_api::CudaGraph<'static>,
     nodes: Vec<Option<GraphNode>>,
     launches: Vec<Launch>,
+    /// The memory of captured fills and copies ([`GraphCapture`]).
+    held: Vec<Arc<Storage>>,
 }
 
 impl fmt::Debug for Graph {
@@ -53,33 +59,65 @@ impl Graph {
     /// `stream` is not of the launches' context, [`Error::Cuda`] when capture or instantiation
     /// fails.
     pub fn capture(stream: &Stream, launches: Vec<Launch>) -> Result<Graph> {
+        Graph::capture_with(stream, |g| {
+            for l in launches {
+                g.launch(l)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Captures what `f` queues through its [`GraphCapture`] (launches,
+    /// and the stream-ordered array operations: zero, fill, assign), in
+    /// order, on `stream` (a created stream of the launches' device) into a
+    /// graph and instantiates it, as Warp's `wp.capture_begin` ..
+    /// `wp.capture_end` around launches and `zero_` / `fill_` / `assign`.
+    /// The graph keeps every array it uses alive, and each replay notes
+    /// them as used on its stream, so host reads and frees wait for it.
+    ///
+    /// ```no_run
+    /// # fn main() -> warp_launch::Result<()> {
+    /// // GPU: a fill, a copy and a launch replayed as one graph launch.
+    /// use warp_launch::{Array, Device, Graph, Stream, Value};
+    /// let dev = Device::Cuda(0);
+    /// let stream = Stream::new(&dev.context()?)?;
+    /// let x = Array::zeros::<f32>(dev, &[256])?;
+    /// let y = Array::zeros::<f32>(dev, &[256])?;
+    /// let graph = Graph::capture_with(&stream, |g| {
+    ///     g.fill(&x, &Value::of(2.0f32))?;
+    ///     g.assign(&y, &x)?;
+    ///     // g.launch(kernel.launch(256).inputs(...).stream(&stream).record_cmd()?)?;
+    ///     Ok(())
+    /// })?;
+    /// graph.launch(&stream)?;
+    /// stream.synchronize()?;
+    /// assert_eq!(y.to_vec::<f32>()?, vec![2.0; 256]);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Graph::capture`]; `f`'s errors, among them those of
+    /// [`GraphCapture`]'s operations (plain host memory cannot be captured).
+    pub fn capture_with(
+        stream: &Stream,
+        f: impl FnOnce(&mut GraphCapture<'_>) -> Result<()>,
+    ) -> Result<Graph> {
         let device = Device::from(stream.context().device());
         if stream.raw().is_null() {
             return Err(Error::DefaultStreamCapture);
         }
-        if let Some(l) = launches.iter().find(|l| l.device() != device) {
-            return Err(Error::StreamDevice {
-                launch: format!("Graph::capture: launch of kernel '{}'", l.kernel().name()),
-                stream: device,
-                device: l.device(),
-            });
-        }
-        let mut nodes = Vec::with_capacity(launches.len());
+        let mut nodes = Vec::new();
+        let mut launches = Vec::new();
+        let held = RefCell::new(Vec::new());
         let graph = stream.capture(CaptureMode::ThreadLocal, |c| -> Result<()> {
-            for l in &launches {
-                if l.plan().size == 0 {
-                    nodes.push(None);
-                    continue;
-                }
-                let (kernel, cfg, block, cooperative) = l.graph_parts()?;
-                let node = if cooperative {
-                    c.launch_cooperative(kernel, cfg, block)?
-                } else {
-                    c.launch(kernel, cfg, block)?
-                };
-                nodes.push(Some(node));
-            }
-            Ok(())
+            f(&mut GraphCapture {
+                capture: c,
+                held: &held,
+                launches: &mut launches,
+                nodes: &mut nodes,
+                device,
+            })
         })?;
         let exec = graph.instantiate()?;
         Ok(Graph {
@@ -87,6 +125,7 @@ impl Graph {
             graph,
             nodes,
             launches,
+            held: held.into_inner(),
         })
     }
 
@@ -103,6 +142,7 @@ impl Graph {
             graph,
             nodes: vec![None; launches.len()],
             launches,
+            held: Vec::new(),
         }
     }
 
@@ -121,7 +161,10 @@ impl Graph {
             });
         }
         for l in &self.launches {
-            l.note_uses();
+            l.note_uses(stream);
+        }
+        for a in self.held.iter().filter_map(|s| s.allocation()) {
+            a.record_use_on(stream);
         }
         Ok(self.exec.launch(stream)?)
     }
@@ -181,5 +224,128 @@ impl Graph {
         // arrays `changed` keeps alive from here on.
         self.launches[index] = changed;
         Ok(())
+    }
+}
+
+/// What a [`Graph::capture_with`] closure queues into the graph: launches
+/// and stream-ordered array operations, in order. Each operation is the
+/// one [`Array`]'s `_on` methods queue on a stream (the same function),
+/// captured instead: memset and memcpy nodes.
+///
+/// ```no_run
+/// # fn main() -> warp_launch::Result<()> {
+/// // GPU: zero an accumulator, then copy a result out to page-locked host
+/// // memory, every replay.
+/// use warp_launch::{Array, Device, Graph, MemoryKind, Stream};
+/// let stream = Stream::new(&Device::Cuda(0).context()?)?;
+/// let acc = Array::zeros::<f32>("cuda:0", &[64])?;
+/// let out = Array::zeros_in::<f32>("cpu", &[64], MemoryKind::PinnedHost)?;
+/// let graph = Graph::capture_with(&stream, |g| {
+///     g.zero(&acc)?;
+///     // g.launch(...)? for the kernels that accumulate into `acc`
+///     g.assign(&out, &acc)
+/// })?;
+/// graph.launch(&stream)?;
+/// assert_eq!(out.to_vec::<f32>()?, vec![0.0; 64]); // waits for the replay
+/// # Ok(()) }
+/// ```
+pub struct GraphCapture<'c> {
+    capture: &'c cuda_api::Capture<'static>,
+    held: &'c RefCell<Vec<Arc<Storage>>>,
+    launches: &'c mut Vec<Launch>,
+    nodes: &'c mut Vec<Option<GraphNode>>,
+    device: Device,
+}
+
+impl fmt::Debug for GraphCapture<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GraphCapture")
+            .field("device", &self.device)
+            .field("launches", &self.launches.len())
+            .field("arrays", &self.held.borrow().len())
+            .finish()
+    }
+}
+
+impl GraphCapture<'_> {
+    fn queue(&self) -> Queue<'_> {
+        Queue::Capture {
+            capture: self.capture,
+            keep: self.held,
+        }
+    }
+
+    /// Adds `launch` (a recorded launch of the graph's device), which the
+    /// graph keeps; launches of size 0 add no node. Its index among the
+    /// graph's launches is the one [`Graph::update`] takes.
+    /// Example: [`GraphCapture`], [`Graph::capture_with`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::StreamDevice`] for a launch of another device,
+    /// [`Error::CpuGraphNode`] for a launch on the CPU, [`Error::Cuda`] when
+    /// the capture fails.
+    pub fn launch(&mut self, launch: Launch) -> Result<()> {
+        if launch.device() != self.device {
+            return Err(Error::StreamDevice {
+                launch: format!(
+                    "Graph::capture: launch of kernel '{}'",
+                    launch.kernel().name()
+                ),
+                stream: self.device,
+                device: launch.device(),
+            });
+        }
+        if launch.plan().size == 0 {
+            self.nodes.push(None);
+            self.launches.push(launch);
+            return Ok(());
+        }
+        let (kernel, cfg, block, cooperative) = launch.graph_parts()?;
+        let node = if cooperative {
+            self.capture.launch_cooperative(kernel, cfg, block)?
+        } else {
+            self.capture.launch(kernel, cfg, block)?
+        };
+        self.nodes.push(Some(node));
+        self.launches.push(launch);
+        Ok(())
+    }
+
+    /// Captures [`Array::zero_on`]: zeroes `array` at this point of every
+    /// replay.
+    /// Example: [`GraphCapture`], [`Graph::capture_with`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Array::zero_on`]; [`Error::Shape`] for plain host memory (use
+    /// page-locked memory in graphs).
+    pub fn zero(&mut self, array: &Array) -> Result<()> {
+        let zeros = vec![0u8; array.dtype().size];
+        crate::array::fill(array, &zeros, Some(&self.queue()), "GraphCapture::zero")
+    }
+
+    /// Captures [`Array::fill_on`]: fills `array` with `value` (taken now)
+    /// at this point of every replay.
+    /// Example: [`GraphCapture`], [`Graph::capture_with`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Array::fill_on`]; [`Error::Shape`] for plain host memory.
+    pub fn fill(&mut self, array: &Array, value: &Value) -> Result<()> {
+        let bytes = crate::array::value_bytes(array, value, "GraphCapture::fill")?;
+        crate::array::fill(array, &bytes, Some(&self.queue()), "GraphCapture::fill")
+    }
+
+    /// Captures [`Array::assign_on`]: copies `src` into `dst` (their
+    /// contents at replay time) at this point of every replay.
+    /// Example: [`GraphCapture`], [`Graph::capture_with`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Array::assign_on`]; [`Error::Shape`] when either is plain host
+    /// memory.
+    pub fn assign(&mut self, dst: &Array, src: &Array) -> Result<()> {
+        crate::array::assign(dst, src, Some(&self.queue()), "GraphCapture::assign")
     }
 }

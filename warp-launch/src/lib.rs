@@ -19,7 +19,12 @@
 //! `record_cmd=True`; [`Launch::launch`] runs it on its stream,
 //! [`Launch::launch_on`] on another); [`Tape`] records launches and
 //! runs their backward kernels; [`Graph`] captures launches into a CUDA graph
-//! whose kernel nodes can be updated in place; the `"cpu"` device runs
+//! whose kernel nodes can be updated in place, with stream-ordered array
+//! operations between them ([`Graph::capture_with`]); array operations
+//! ([`Array::zero_on`], [`Array::fill_on`], [`Array::assign_on`],
+//! [`Array::to_on`], ...) are queued on a stream as launches are, on the
+//! current one ([`Device::stream`], [`ScopedStream`]) when none is named;
+//! the `"cpu"` device runs
 //! a Warp module's kernels from its CPU code (Warp's generated C++, compiled
 //! by the compile step and linked into the program: [`EmbeddedCpu`]) and
 //! kernels that have a Rust implementation ([`Kernel::with_cpu`]). A module
@@ -172,7 +177,7 @@ mod source;
 pub use cuda_api::{
     Context, CudaDevice, CudaError, Event, Location, MemoryKind, MemoryType, NoImageError, Stream,
 };
-pub use device::{Device, IntoDevice, cuda_available};
+pub use device::{Device, IntoDevice, ScopedDevice, ScopedStream, cuda_available, wait_stream};
 
 // Errors.
 pub use error::{
@@ -210,7 +215,7 @@ pub use source::WarpFeature;
 
 // Launching: arguments, the builder, the reusable launch, CUDA graphs.
 pub use conditional::{GraphStep, run_if, run_while};
-pub use graph::Graph;
+pub use graph::{Graph, GraphCapture};
 pub use launch::{
     Arg, Dim, IntoArg, IntoArgs, Launch, LaunchBuilder, MaxBlocks, StructRef, StructValue, TypedArg,
 };

@@ -854,7 +854,10 @@ impl Array {
         Ok(v)
     }
 
-    /// Copies `data` (row-major) into a contiguous array.
+    /// Copies `data` (row-major) into a contiguous array. Synchronous: a
+    /// blocking copy outside any stream, after the queued work that uses
+    /// the array (on any stream); [`Array::copy_from_slice_on`] is the
+    /// stream-ordered form (any strides).
     ///
     /// # Errors
     ///
@@ -883,6 +886,9 @@ impl Array {
 
     /// Sets every element to zero (bytes 0); for a non-contiguous view,
     /// only its elements (runs of adjacent elements are written at once).
+    /// Synchronous: blocking writes outside any stream, after the queued
+    /// work that uses the array; [`Array::zero_on`] is the stream-ordered,
+    /// capturable form (Warp's `zero_`).
     ///
     /// # Errors
     ///
@@ -927,10 +933,14 @@ impl Array {
     }
 
     /// Copies all of `src` into `self` (same dtype, shape, contiguous both;
-    /// any devices or memory kinds). While a [`Tape`](crate::Tape) records
-    /// on this thread and both arrays have gradients, the tape records the
-    /// copy: its backward pass adds `self`'s gradient into `src`'s and then
-    /// zeroes `self`'s (unless [`Array::retain_grad`]), as Warp's `wp.copy`.
+    /// any devices or memory kinds). Synchronous: a blocking copy outside
+    /// any stream, after the queued work that uses either array;
+    /// [`Array::assign_on`] is the stream-ordered, capturable form (any
+    /// strides; Warp's `assign` and `wp.copy`). While a [`Tape`](crate::Tape)
+    /// records on this thread and both arrays have gradients, the tape
+    /// records the copy: its backward pass adds `self`'s gradient into
+    /// `src`'s and then zeroes `self`'s (unless [`Array::retain_grad`]), as
+    /// Warp's `wp.copy`.
     ///
     /// # Errors
     ///

@@ -6,10 +6,12 @@
 mod access;
 #[allow(clippy::module_inception)]
 mod array;
+mod ordered;
 mod storage;
 
 pub(crate) use access::check;
 pub use access::{AccessMode, enable_peer_access, set_thread_access_mode, thread_access_mode};
 pub use array::{Array, TypedArray};
+pub(crate) use ordered::{Queue, assign, fill, value_bytes};
 pub(crate) use storage::lock_storages;
 pub use storage::{HostMemory, Memory, Storage};

@@ -6,9 +6,10 @@
 use std::fmt;
 use std::marker::PhantomData;
 use std::ops::Add;
+use std::sync::Arc;
 
 use crate::abi::{Kind, Scalar, Value, encode};
-use crate::array::Array;
+use crate::array::{Array, Storage};
 use crate::error::{Error, Result};
 use crate::launch::record::{BackwardFn, Recorded};
 use crate::launch::{Arg, Launch, StructValue, record};
@@ -558,7 +559,7 @@ fn struct_adjoint_bytes(st: &StructType, src: &[u8], out: &mut [u8]) {
 }
 
 /// Warp's `adj_copy` for a recorded copy of `src` into `dst` (same dtype
-/// and shape, both contiguous with gradients): for an addable dtype (any
+/// and shape, any strides, both with gradients): for an addable dtype (any
 /// but bool; float16/bfloat16 are not added here) and gradients that do
 /// not overlap, `src.grad += dst.grad`, then `dst.grad` is zeroed unless
 /// `dst` retains its gradient (the copy overwrote `dst`, so what flowed
@@ -575,16 +576,37 @@ fn adj_copy(src: &Array, dst: &Array) -> Result<()> {
         let n = gs.len() * gs.dtype().size;
         gs.offset() < gd.offset() + n && gd.offset() < gs.offset() + n
     };
-    if !addable || overlap || !gs.is_contiguous() || !gd.is_contiguous() {
+    if !addable || overlap {
         log::warn!(
             "Tape::backward: the adjoint of a recorded copy of {src:?} into {dst:?} overwrites the source's gradient (dtype {} not added here, or overlapping gradients), as Warp's fallback does",
             gs.dtype().name
         );
-        return gs.copy_from(gd);
+        return gs.assign(gd);
     }
+    // Both gradients in logical element order (views gathered), added on
+    // the host, and written back through the source gradient's own layout.
     let mut sum = gs.to_bytes()?;
     add_elements(scalar, &mut sum, &gd.to_bytes()?);
-    gs.storage().copy_from_host(gs.offset(), &sum)?;
+    if gs.is_contiguous() {
+        gs.storage().copy_from_host(gs.offset(), &sum)?;
+    } else {
+        let staging = Arc::new(Storage::host(sum.len())?);
+        staging.copy_from_host(0, &sum)?;
+        let es = gs.dtype().size as isize;
+        let mut strides = vec![es; gs.ndim()];
+        for i in (0..gs.ndim().saturating_sub(1)).rev() {
+            strides[i] = strides[i + 1] * gs.shape()[i + 1] as isize;
+        }
+        let sum = Array::from_parts(
+            staging,
+            crate::Device::Cpu,
+            0,
+            gs.dtype(),
+            gs.shape(),
+            &strides,
+        )?;
+        gs.assign(&sum)?;
+    }
     if !dst.retain_grad() {
         gd.zero()?;
     }
@@ -911,6 +933,41 @@ mod tests {
         }
         assert_eq!((outer.gradients().len(), inner.gradients().len()), (2, 2));
         assert!(format!("{outer:?}").contains("copies: 1"), "{outer:?}");
+    }
+
+    #[test]
+    fn assign_and_strided_copies_are_recorded_as_copy_from_is() {
+        // `assign` (any strides) goes through the same hook as `copy_from`:
+        // a transposed source's gradient receives the destination's,
+        // element by element in the source's own layout.
+        let x = Array::from_slice(Device::Cpu, &[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3])
+            .unwrap()
+            .with_grad()
+            .unwrap();
+        let xt = x.transpose(0, 1).unwrap();
+        let y = Array::zeros::<f32>(Device::Cpu, &[3, 2])
+            .unwrap()
+            .with_grad()
+            .unwrap();
+        let mut tape = Tape::new();
+        tape.record(|| y.assign(&xt)).unwrap();
+        assert_eq!(
+            y.to_vec::<f32>().unwrap(),
+            vec![1.0, 4.0, 2.0, 5.0, 3.0, 6.0]
+        );
+        assert_eq!(tape.gradients().len(), 2, "{tape:?}");
+        let seed = Array::from_slice(
+            Device::Cpu,
+            &[10.0f32, 40.0, 20.0, 50.0, 30.0, 60.0],
+            &[3, 2],
+        )
+        .unwrap();
+        tape.backward_with(&[(&y, &seed)]).unwrap();
+        assert_eq!(
+            x.grad().unwrap().to_vec::<f32>().unwrap(),
+            vec![10.0, 20.0, 30.0, 40.0, 50.0, 60.0]
+        );
+        assert_eq!(y.grad().unwrap().to_vec::<f32>().unwrap(), vec![0.0; 6]);
     }
 
     #[test]

@@ -287,7 +287,7 @@ impl<'k> LaunchBuilder<'k> {
         self
     }
 
-    /// The stream (default: the device's default stream).
+    /// The stream (default: the device's current stream, [`Device::stream`](crate::Device::stream): a [`ScopedStream`](crate::ScopedStream)'s or the default one).
     #[inline]
     pub fn stream(mut self, stream: &'k Stream) -> Self {
         self.stream = Some(stream);
@@ -484,7 +484,7 @@ impl<'k> LaunchBuilder<'k> {
 
     /// Checks everything and returns the launch without running it (Warp's
     /// `wp.launch(..., record_cmd=True)`): run it with [`Launch::launch`]
-    /// (on the stream given here, or the device's default stream) or
+    /// (on the stream given here, or the device's current stream, [`Device::stream`](crate::Device::stream)) or
     /// [`Launch::launch_on`]. A tape does not record it.
     ///
     /// # Errors

@@ -522,6 +522,27 @@ impl Launch {
         &self.args
     }
 
+    /// The stream it was built for ([`LaunchBuilder::stream`](crate::LaunchBuilder::stream)), if
+    /// any: where [`Launch::launch`] runs it, and where array operations go
+    /// to stay in order with it (`None` means the device's current stream,
+    /// [`Device::stream`], for both).
+    ///
+    /// ```no_run
+    /// # fn main() -> warp_launch::Result<()> {
+    /// // GPU: zero the output on the launch's stream before each replay.
+    /// use warp_launch::{AotModule, Array, Device, Stream};
+    /// let saxpy = AotModule::load("target/warp-aot/aot")?.kernel("saxpy")?;
+    /// let stream = Stream::new(&Device::Cuda(0).context()?)?;
+    /// let (x, y) = (Array::zeros::<f32>("cuda:0", &[64])?, Array::zeros::<f32>("cuda:0", &[64])?);
+    /// let l = saxpy.launch(64).inputs((2.0f32, &x, &y)).stream(&stream).record_cmd()?;
+    /// y.zero_on(l.stream())?;
+    /// l.launch()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn stream(&self) -> Option<&Stream> {
+        self.stream.as_ref()
+    }
+
     /// Sets the domain (checked as a fresh launch, the kernel's array
     /// access rules included). A launch made by
     /// [`Kernel::launch_tiled`](crate::Kernel::launch_tiled) takes the domain
@@ -658,8 +679,9 @@ impl Launch {
     }
 
     /// Runs the launch (Warp's `Launch.launch()`) on the stream it was
-    /// built for ([`LaunchBuilder::stream`](crate::LaunchBuilder::stream)), else the device's default
-    /// stream; on the CPU device, runs it on this thread. Allocates nothing;
+    /// built for ([`LaunchBuilder::stream`](crate::LaunchBuilder::stream)), else the device's current
+    /// stream ([`Device::stream`]: a [`ScopedStream`](crate::ScopedStream)'s, or the default
+    /// one); on the CPU device, runs it on this thread. Allocates nothing;
     /// a domain of size 0 launches nothing.
     ///
     /// # Errors
@@ -698,14 +720,14 @@ impl Launch {
         let stream = match stream {
             Some(s) => s,
             None => {
-                default = self.opts.device.default_stream()?;
+                default = self.opts.device.stream()?;
                 &default
             }
         };
         if let Some(ctx) = &self.ctx {
             check_stream_context(&self.kernel, stream, ctx)?;
         }
-        self.note_uses();
+        self.note_uses(stream);
         let k = self.kernel.cuda(self.opts.pass)?;
         if self.opts.cooperative {
             Ok(k.launch_cooperative(stream, self.cfg, block)?)
@@ -717,11 +739,11 @@ impl Launch {
     /// Notes that queued work uses this launch's arrays (and their
     /// gradients), so host reads of them and their frees wait for it
     /// ([`cuda_api::Allocation::record_use`]).
-    pub(crate) fn note_uses(&self) {
+    pub(crate) fn note_uses(&self, stream: &Stream) {
         for a in self.args.iter().filter_map(Arg::as_array) {
             for a in std::iter::once(a).chain(a.grad()) {
                 if let Some(alloc) = a.storage().allocation() {
-                    alloc.record_use();
+                    alloc.record_use_on(stream);
                 }
             }
         }

@@ -179,7 +179,7 @@ impl Kernel {
     /// CUDA array's, else the CPU when every array is a host array, else
     /// `cuda:0`; every other array must be reachable from it under this
     /// thread's access mode ([`crate::thread_access_mode`]). The stream
-    /// is `stream`, else the device's default stream; the block size is the
+    /// is `stream`, else the device's current stream ([`Device::stream`](crate::Device::stream)); the block size is the
     /// one the kernel was compiled for (else 256; 1 on the CPU). Every
     /// check of [`LaunchBuilder::run`](crate::LaunchBuilder::run) runs: count, kind, dtype and dimensions
     /// of each argument (compared by identity and integers, no name
@@ -616,7 +616,7 @@ impl Kernel {
             let stream = match l.stream {
                 Some(s) => s,
                 None => {
-                    default = l.device.default_stream()?;
+                    default = l.device.stream()?;
                     &default
                 }
             };
@@ -636,7 +636,7 @@ impl Kernel {
                         unsafe { block.block.set_bytes(i + 1, v) }?;
                     }
                 }
-                note_uses(l.args);
+                note_uses(l.args, stream);
                 return Ok(k.launch(stream, cfg, &block.block)?);
             }
         }
@@ -655,7 +655,7 @@ impl Kernel {
                 s
             }
             None => {
-                default = l.device.default_stream()?;
+                default = l.device.stream()?;
                 &default
             }
         };
@@ -697,7 +697,7 @@ impl Kernel {
             // below (their frees wait for the work).
             unsafe { block.block.set_bytes(i + 1, bytes) }?;
         }
-        note_uses(l.args);
+        note_uses(l.args, stream);
         k.launch(stream, cfg, &block.block)?;
         block.remember(
             &Query {
@@ -775,14 +775,14 @@ struct TypedLaunch<'q, 'a> {
 
 /// Notes that queued work uses the arrays of `args` and their gradients,
 /// so host reads of them and their frees wait for it.
-fn note_uses(args: &[TypedArg<'_>]) {
+fn note_uses(args: &[TypedArg<'_>], stream: &Stream) {
     for a in args.iter().filter_map(|a| match a {
         TypedArg::Array(a) => Some(*a),
         _ => None,
     }) {
         for a in std::iter::once(a).chain(a.grad()) {
             if let Some(alloc) = a.storage().allocation() {
-                alloc.record_use();
+                alloc.record_use_on(stream);
             }
         }
     }

@@ -1,0 +1,1427 @@
+//! Stream-ordered array operations (Warp's `zero_`, `fill_`, `assign`,
+//! `wp.copy`, `to`, `contiguous`, `view`): queued on a stream after the
+//! work already there, or captured into a [`Graph`](crate::Graph) through
+//! a [`GraphCapture`](crate::GraphCapture), as launches are.
+//!
+//! One function per operation does the work for both destinations
+//! ([`zero`], [`fill`], [`assign`] over a [`Queue`]); the public methods on
+//! [`Array`] and [`GraphCapture`](crate::GraphCapture) only pick the queue.
+//!
+//! # How the driver does it (and the limits)
+//!
+//! Without a kernel (none is compiled into this crate: that needs nvcc at
+//! build time), every operation is made of the driver's pitched memsets
+//! (`cuMemsetD2D8/16/32Async`) and pitched copies (`cuMemcpy2DAsync`, or
+//! `cuMemcpyAsync` for one row), with unified addresses, so one call covers
+//! a run of contiguous bytes repeated at a constant pitch:
+//!
+//! - a view is first simplified: axes of extent 1 dropped, negative strides
+//!   turned around (for a copy, only where both sides run backwards),
+//!   adjacent axes that are contiguous in each other merged;
+//! - a contiguous array is one call; a 2-D strided view (a column slice, a
+//!   padded row) is one call; each further axis multiplies the calls by its
+//!   extent; a view whose innermost axis is not contiguous (a transpose, a
+//!   `slice_step`) copies one element per row, `height` rows per call;
+//! - a fill writes the value as one 1-, 2- or 4-byte word when its bytes
+//!   repeat with that period (zero, `1.0f32`, a vector of equal words), else
+//!   as one memset per 4-byte word of the element (`vec3f` with three
+//!   different components: 3 memsets), each at the element's pitch.
+//!
+//! So the number of driver calls (graph nodes) is small for the layouts
+//! Warp makes, and grows with the product of the outer extents for views
+//! that are strided on three or four axes. Plain host memory (the `"cpu"`
+//! device's arrays) is written by the host, synchronously; copies between
+//! it and CUDA memory are staged through page-locked memory and wait for
+//! the stream (as CUDA's own copies from pageable memory do), and cannot be
+//! captured into a graph: use page-locked arrays
+//! ([`MemoryKind::PinnedHost`]) there, which every operation reaches
+//! asynchronously. Copies between two ranges of one allocation that overlap
+//! are refused (the driver does not order their bytes).
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use cuda_api::{Allocation, FillWord, MemoryKind, Stream};
+
+use crate::abi::{DType, Element, Value};
+use crate::array::{Array, Memory, Storage};
+use crate::device::Device;
+use crate::error::{Error, Result};
+
+/// Where an operation's driver work goes.
+pub(crate) enum Queue<'q> {
+    /// Queued on a stream now.
+    Stream(&'q Stream),
+    /// Captured into a graph, which keeps the storages alive.
+    Capture {
+        /// The capture.
+        capture: &'q cuda_api::Capture<'static>,
+        /// The storages the graph must keep (and note as used on launch).
+        keep: &'q RefCell<Vec<Arc<Storage>>>,
+    },
+}
+
+impl Queue<'_> {
+    fn context(&self) -> &cuda_api::Context {
+        match self {
+            Queue::Stream(s) => s.context(),
+            Queue::Capture { capture, .. } => capture.context(),
+        }
+    }
+
+    fn capturing(&self) -> bool {
+        matches!(self, Queue::Capture { .. })
+    }
+
+    /// Keeps `storage` alive for the work about to be queued: for a stream,
+    /// notes the use (its free and host reads wait); for a capture, hands
+    /// it to the graph.
+    fn hold(&self, storage: &Arc<Storage>) {
+        match self {
+            Queue::Stream(s) => {
+                if let Some(a) = storage.allocation() {
+                    a.record_use_on(s);
+                }
+            }
+            Queue::Capture { keep, .. } => {
+                let mut k = keep.borrow_mut();
+                if !k.iter().any(|x| Arc::ptr_eq(x, storage)) {
+                    k.push(storage.clone());
+                }
+            }
+        }
+    }
+
+    /// Queues one pitched fill of CUDA memory held by [`Queue::hold`].
+    fn fill_2d(&self, job: &FillJob) -> Result<()> {
+        // SAFETY: every byte written lies inside the destination view's
+        // storage (the plan covers exactly the view's elements, which
+        // `Array` keeps inside its storage), which is CUDA memory with a
+        // unified address, kept allocated until the work has run (held
+        // above: the free waits for the stream, or the graph owns it).
+        unsafe {
+            match self {
+                Queue::Stream(s) => {
+                    s.fill_2d_raw(job.address, job.pitch, job.word, job.width, job.height)?
+                }
+                Queue::Capture { capture, .. } => {
+                    capture.fill_2d_raw(job.address, job.pitch, job.word, job.width, job.height)?
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Queues one pitched copy between CUDA memories held by [`Queue::hold`].
+    fn copy_2d(&self, job: &CopyJob) -> Result<()> {
+        // SAFETY: both ranges lie inside their views' storages (the plan
+        // covers exactly the views' elements), CUDA memory with unified
+        // addresses kept allocated until the work has run (held by
+        // `Queue::hold`, or page-locked staging memory that `assign` keeps
+        // until it has waited for the stream); overlapping ranges of one
+        // storage were refused by the caller.
+        unsafe {
+            match self {
+                Queue::Stream(s) => s.copy_2d_raw(
+                    job.dst,
+                    job.dst_pitch,
+                    job.src,
+                    job.src_pitch,
+                    job.width,
+                    job.height,
+                )?,
+                Queue::Capture { capture, .. } => capture.copy_2d_raw(
+                    job.dst,
+                    job.dst_pitch,
+                    job.src,
+                    job.src_pitch,
+                    job.width,
+                    job.height,
+                )?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One pitched memset: `height` rows of `width` words at `address`, `pitch` apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FillJob {
+    pub address: u64,
+    pub pitch: usize,
+    pub word: FillWord,
+    pub width: usize,
+    pub height: usize,
+}
+
+/// One pitched copy: `height` rows of `width` bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CopyJob {
+    pub dst: u64,
+    pub dst_pitch: usize,
+    pub src: u64,
+    pub src_pitch: usize,
+    pub width: usize,
+    pub height: usize,
+}
+
+/// An axis of a simplified view: extent, then byte stride(s).
+type Axis1 = (usize, i128);
+type Axis2 = (usize, i128, i128);
+
+/// Calls `f` with the offset of every combination of `axes` (outermost
+/// first), from `base`.
+fn for_each_offset(
+    base: i128,
+    axes: &[(usize, i128)],
+    f: &mut dyn FnMut(i128) -> Result<()>,
+) -> Result<()> {
+    match axes.split_first() {
+        None => f(base),
+        Some((&(ext, st), rest)) => {
+            for i in 0..ext {
+                for_each_offset(base + i as i128 * st, rest, f)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The largest word (4, 2, 1 bytes) that divides `size` and every value of
+/// `also`.
+fn word_size(size: usize, also: impl Iterator<Item = i128> + Clone) -> usize {
+    [4usize, 2, 1]
+        .into_iter()
+        .find(|&u| size.is_multiple_of(u) && also.clone().all(|v| v.rem_euclid(u as i128) == 0))
+        .unwrap_or(1)
+}
+
+fn word_of(bytes: &[u8]) -> FillWord {
+    match bytes.len() {
+        4 => FillWord::U32(u32::from_ne_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])),
+        2 => FillWord::U16(u16::from_ne_bytes([bytes[0], bytes[1]])),
+        _ => FillWord::U8(bytes.first().copied().unwrap_or(0)),
+    }
+}
+
+/// The pitched memsets that write `value` (one element's bytes) into every
+/// element of the view at byte `offset` (from `base`) with `shape` and
+/// byte `strides`, in order. Pure arithmetic: unit-tested without a GPU.
+pub(crate) fn fill_plan(
+    base: u64,
+    offset: usize,
+    shape: &[usize],
+    strides: &[isize],
+    value: &[u8],
+    emit: &mut dyn FnMut(FillJob) -> Result<()>,
+) -> Result<()> {
+    let size = value.len();
+    if size == 0 || shape.contains(&0) {
+        return Ok(());
+    }
+    // Simplify: drop extents 1 and strides 0 (the same bytes again), turn
+    // negative strides around (every element gets the same value, so the
+    // order does not matter), innermost last by stride, merge contiguous.
+    let mut off = offset as i128;
+    let mut axes: Vec<Axis1> = Vec::with_capacity(shape.len());
+    for (&e, &s) in shape.iter().zip(strides) {
+        let s = s as i128;
+        if e <= 1 || s == 0 {
+            continue;
+        }
+        if s < 0 {
+            off += (e as i128 - 1) * s;
+        }
+        axes.push((e, s.abs()));
+    }
+    axes.sort_by_key(|a| std::cmp::Reverse(a.1));
+    let mut merged: Vec<Axis1> = Vec::with_capacity(axes.len());
+    for a in axes.into_iter().rev() {
+        // Innermost first here: `a` is outer to the last merged axis.
+        match merged.last_mut() {
+            Some(inner) if a.1 == inner.0 as i128 * inner.1 => {
+                inner.0 *= a.0;
+            }
+            _ => merged.push(a),
+        }
+    }
+    merged.reverse();
+    let axes = merged;
+    let strides_iter = axes.iter().map(|a| a.1).chain(std::iter::once(off));
+    let u = word_size(size, strides_iter);
+    let periodic = value.chunks(u).all(|c| c == &value[..u]);
+    let words: Vec<(usize, FillWord)> = if periodic {
+        vec![(0, word_of(&value[..u]))]
+    } else {
+        value
+            .chunks(u)
+            .enumerate()
+            .map(|(j, c)| (j * u, word_of(c)))
+            .collect()
+    };
+    // The row: a contiguous run of whole elements when periodic, one
+    // element's word otherwise.
+    let mut axes = axes;
+    let (row_bytes, width) = if periodic {
+        match axes.last() {
+            Some(&(e, s)) if s == size as i128 => {
+                axes.pop();
+                (e * size, e * size / u)
+            }
+            _ => (size, size / u),
+        }
+    } else {
+        (u, 1)
+    };
+    // The height axis: the remaining one of largest extent whose rows do
+    // not overlap (the driver's pitch is at least the row); the others
+    // are looped over.
+    let pick = (0..axes.len())
+        .filter(|&i| axes[i].1 >= row_bytes as i128)
+        .max_by_key(|&i| (axes[i].0, i));
+    let (height, pitch) = match pick {
+        Some(i) => {
+            let (e, s) = axes.remove(i);
+            (e, s as usize)
+        }
+        None => (1, row_bytes),
+    };
+    for_each_offset(off, &axes, &mut |at| {
+        for &(dx, word) in &words {
+            emit(FillJob {
+                address: base + (at + dx as i128) as u64,
+                pitch,
+                word,
+                width,
+                height,
+            })?;
+        }
+        Ok(())
+    })
+}
+
+/// The pitched copies that copy every element of the source view into the
+/// destination view of the same shape (element `i` to element `i`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn copy_plan(
+    dst_base: u64,
+    dst_offset: usize,
+    dst_strides: &[isize],
+    src_base: u64,
+    src_offset: usize,
+    src_strides: &[isize],
+    shape: &[usize],
+    size: usize,
+    emit: &mut dyn FnMut(CopyJob) -> Result<()>,
+) -> Result<()> {
+    if size == 0 || shape.contains(&0) {
+        return Ok(());
+    }
+    let (mut doff, mut soff) = (dst_offset as i128, src_offset as i128);
+    let mut axes: Vec<Axis2> = Vec::with_capacity(shape.len());
+    for i in 0..shape.len() {
+        let (e, mut d, mut s) = (shape[i], dst_strides[i] as i128, src_strides[i] as i128);
+        if e <= 1 {
+            continue;
+        }
+        if d < 0 && s < 0 {
+            // Both backwards: walk both forwards (pairs stay pairs).
+            doff += (e as i128 - 1) * d;
+            soff += (e as i128 - 1) * s;
+            d = -d;
+            s = -s;
+        }
+        axes.push((e, d, s));
+    }
+    // Outermost first by destination stride (loop order only: pairs stay).
+    axes.sort_by(|a, b| b.1.abs().cmp(&a.1.abs()).then(b.2.abs().cmp(&a.2.abs())));
+    let mut merged: Vec<Axis2> = Vec::with_capacity(axes.len());
+    for a in axes.into_iter().rev() {
+        match merged.last_mut() {
+            Some(inner) if a.1 == inner.0 as i128 * inner.1 && a.2 == inner.0 as i128 * inner.2 => {
+                inner.0 *= a.0;
+            }
+            _ => merged.push(a),
+        }
+    }
+    merged.reverse();
+    let mut axes = merged;
+    let row = match axes.last() {
+        Some(&(e, d, s)) if d == size as i128 && s == size as i128 => {
+            axes.pop();
+            e * size
+        }
+        _ => size,
+    };
+    let pick = (0..axes.len())
+        .filter(|&i| axes[i].1 >= row as i128 && axes[i].2 >= row as i128)
+        .max_by_key(|&i| (axes[i].0, i));
+    let (height, dp, sp) = match pick {
+        Some(i) => {
+            let (e, d, s) = axes.remove(i);
+            (e, d as usize, s as usize)
+        }
+        None => (1, row, row),
+    };
+    copy_rows(doff, soff, &axes, &mut |d, s| {
+        emit(CopyJob {
+            dst: dst_base + d as u64,
+            dst_pitch: dp,
+            src: src_base + s as u64,
+            src_pitch: sp,
+            width: row,
+            height,
+        })
+    })
+}
+
+fn copy_rows(
+    d: i128,
+    s: i128,
+    axes: &[Axis2],
+    f: &mut dyn FnMut(i128, i128) -> Result<()>,
+) -> Result<()> {
+    match axes.split_first() {
+        None => f(d, s),
+        Some((&(e, ds, ss), rest)) => {
+            for i in 0..e as i128 {
+                copy_rows(d + i * ds, s + i * ss, rest, f)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The stream an operation on arrays of `devices` goes on when none is
+/// given: the current stream ([`Device::stream`]) of the first CUDA
+/// memory's device; `None` when all memory is plain host memory.
+fn default_stream(arrays: &[&Array]) -> Result<Option<Stream>> {
+    for a in arrays.iter().filter(|a| !is_host(a)) {
+        let device = match a.storage().allocation() {
+            Some(alloc) => Device::from(alloc.context().device()),
+            None => a.device(),
+        };
+        if device.is_cuda() {
+            return Ok(Some(device.stream()?));
+        }
+    }
+    Ok(None)
+}
+
+/// Refuses device memory of another context than the queue's (a memset or
+/// copy there would run in the wrong context).
+fn check_context(a: &Array, q: &Queue, call: &'static str) -> Result<()> {
+    if let Some(alloc) = a.storage().allocation()
+        && alloc.kind() == MemoryKind::Device
+        && alloc.context() != q.context()
+    {
+        return Err(Error::StreamContext {
+            launch: call.to_string(),
+            stream: q.context().to_string(),
+            expected: alloc.context().to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// Whether the array is in plain host memory, which the host writes
+/// (anything else is CUDA memory with a unified address).
+fn is_host(a: &Array) -> bool {
+    matches!(a.memory(), Memory::Host)
+}
+
+/// The bytes of `value` for `dst`'s dtype: the value itself, or a scalar
+/// converted by Warp's rule for numbers.
+pub(crate) fn value_bytes(dst: &Array, value: &Value, call: &'static str) -> Result<Vec<u8>> {
+    let v = value.convert(dst.dtype()).ok_or_else(|| Error::Shape {
+        call,
+        message: format!(
+            "a value of {} cannot fill an array of {} (only a value of the array's dtype, or a number that converts to its scalar type, can); pass Value::of of a {}",
+            value.dtype().name,
+            dst.dtype().name,
+            dst.dtype().name
+        ),
+    })?;
+    Ok(v.bytes().to_vec())
+}
+
+/// Writes `value` into every element of `dst` (the one fill: zero is a fill
+/// of zero bytes).
+pub(crate) fn fill(dst: &Array, value: &[u8], q: Option<&Queue>, call: &'static str) -> Result<()> {
+    if dst.is_empty() {
+        return Ok(());
+    }
+    if is_host(dst) {
+        if q.is_some_and(Queue::capturing) {
+            return Err(host_in_graph(call));
+        }
+        return host_fill(dst, value, call);
+    }
+    let Some(q) = q else {
+        return Err(no_stream(call));
+    };
+    check_context(dst, q, call)?;
+    // Page-locked and managed memory: not while a CPU launch on another
+    // thread holds it (that launch waits for queued work before it runs).
+    let _lock = lock_for(q, [&**dst.storage()], call)?;
+    q.hold(dst.storage());
+    let base = dst.storage().address();
+    fill_plan(
+        base,
+        dst.offset(),
+        dst.shape(),
+        dst.strides(),
+        value,
+        &mut |job| q.fill_2d(&job),
+    )
+}
+
+fn no_stream(call: &'static str) -> Error {
+    Error::Shape {
+        call,
+        message: "work on CUDA memory is queued on a stream, and none was found; pass a stream"
+            .into(),
+    }
+}
+
+fn host_in_graph(call: &'static str) -> Error {
+    Error::Shape {
+        call,
+        message: "plain host memory (the \"cpu\" device's arrays) cannot be captured into a CUDA graph: the graph would read or write it later without the host's locks; use a page-locked array (MemoryKind::PinnedHost) or do this outside the graph".into(),
+    }
+}
+
+/// The host's fill of plain host memory (synchronous).
+fn host_fill(dst: &Array, value: &[u8], call: &'static str) -> Result<()> {
+    let size = value.len();
+    let n = dst.len();
+    if dst.is_contiguous() {
+        let mut buf = Vec::new();
+        buf.try_reserve_exact(n * size).map_err(|_| Error::Alloc {
+            call,
+            bytes: n * size,
+            memory: Memory::Host.to_string(),
+        })?;
+        for _ in 0..n {
+            buf.extend_from_slice(value);
+        }
+        return dst.storage().copy_from_host(dst.offset(), &buf);
+    }
+    fill_plan(
+        0,
+        dst.offset(),
+        dst.shape(),
+        dst.strides(),
+        value,
+        &mut |job| {
+            let w = job.word.size();
+            let bytes: Vec<u8> = match job.word {
+                FillWord::U8(v) => vec![v; job.width],
+                FillWord::U16(v) => v.to_ne_bytes().repeat(job.width),
+                FillWord::U32(v) => v.to_ne_bytes().repeat(job.width),
+            };
+            debug_assert_eq!(bytes.len(), job.width * w);
+            for r in 0..job.height {
+                dst.storage()
+                    .copy_from_host(job.address as usize + r * job.pitch, &bytes)?;
+            }
+            Ok(())
+        },
+    )
+}
+
+/// Copies every element of `src` into `dst` (same dtype size and shape;
+/// any strides, devices and memories): Warp's `assign` and `wp.copy`. Every
+/// array-to-array copy goes through here, so a [`Tape`](crate::Tape)
+/// recording on this thread records it (when both arrays have gradients)
+/// with its adjoint, as Warp's `wp.copy` is recorded.
+pub(crate) fn assign(
+    dst: &Array,
+    src: &Array,
+    q: Option<&Queue>,
+    call: &'static str,
+) -> Result<()> {
+    copy_elements(dst, src, q, call)?;
+    crate::launch::record::record_copy(src, dst);
+    Ok(())
+}
+
+/// The copy of [`assign`], without the tape.
+fn copy_elements(dst: &Array, src: &Array, q: Option<&Queue>, call: &'static str) -> Result<()> {
+    if dst.dtype().size != src.dtype().size
+        || !std::ptr::eq(dst.dtype(), src.dtype())
+        || dst.shape() != src.shape()
+    {
+        return Err(Error::Shape {
+            call,
+            message: format!(
+                "copying {} {:?} into {} {:?} needs the same dtype and shape; view or reshape one of them first",
+                src.dtype().name,
+                src.shape(),
+                dst.dtype().name,
+                dst.shape()
+            ),
+        });
+    }
+    if dst.is_empty() {
+        return Ok(());
+    }
+    let (dh, sh) = (is_host(dst), is_host(src));
+    if dh && sh {
+        if q.is_some_and(Queue::capturing) {
+            return Err(host_in_graph(call));
+        }
+        return host_assign(dst, &src.to_bytes()?);
+    }
+    let Some(q) = q else {
+        return Err(no_stream(call));
+    };
+    if (dh || sh) && q.capturing() {
+        return Err(host_in_graph(call));
+    }
+    let Queue::Stream(stream) = q else {
+        return cuda_assign(dst, src, q, call, Hold::Both);
+    };
+    if sh {
+        // Host to CUDA: gather, stage in page-locked memory, copy on the
+        // stream, wait (the staging memory is freed after the copy).
+        let bytes = src.to_bytes()?;
+        let staging = staging(stream, &bytes)?;
+        let staged = contiguous_view(&staging, src)?;
+        // Wait even when queueing failed part way: queued copies read the
+        // staging memory, which is not held (it goes when this returns).
+        let queued = cuda_assign(dst, &staged, q, call, Hold::Dst);
+        let waited = stream.synchronize();
+        queued?;
+        return Ok(waited?);
+    }
+    if dh {
+        // CUDA to host: copy into page-locked memory on the stream, wait,
+        // scatter on the host.
+        let staging = staging_zeroed(stream, src.len() * src.dtype().size)?;
+        let staged = contiguous_view(&staging, src)?;
+        let queued = cuda_assign(&staged, src, q, call, Hold::Src);
+        let waited = stream.synchronize();
+        queued?;
+        waited?;
+        return host_assign(dst, &staged.to_bytes()?);
+    }
+    cuda_assign(dst, src, q, call, Hold::Both)
+}
+
+/// Page-locked memory of the stream's context holding `bytes`.
+fn staging(stream: &Stream, bytes: &[u8]) -> Result<Arc<Storage>> {
+    let s = staging_zeroed(stream, bytes.len())?;
+    s.copy_from_host(0, bytes)?;
+    Ok(s)
+}
+
+fn staging_zeroed(stream: &Stream, bytes: usize) -> Result<Arc<Storage>> {
+    Ok(Arc::new(Storage::cuda(Allocation::zeroed(
+        stream.context(),
+        bytes,
+        MemoryKind::PinnedHost,
+    )?)))
+}
+
+/// A contiguous array over `storage` with `like`'s dtype and shape.
+fn contiguous_view(storage: &Arc<Storage>, like: &Array) -> Result<Array> {
+    let (shape, strides) = packed(like.shape(), like.dtype());
+    Array::from_parts(
+        storage.clone(),
+        Device::Cpu,
+        0,
+        like.dtype(),
+        like.shape(),
+        &strides[..shape],
+    )
+}
+
+/// Row-major byte strides (the array's shape was checked when it was made).
+fn packed(shape: &[usize], dtype: &DType) -> (usize, [isize; 4]) {
+    let mut st = [0isize; 4];
+    let mut acc = dtype.size as isize;
+    for i in (0..shape.len()).rev() {
+        st[i] = acc;
+        acc = acc.saturating_mul(shape[i].max(1) as isize);
+    }
+    (shape.len(), st)
+}
+
+/// Scatters row-major element bytes into a plain host array.
+fn host_assign(dst: &Array, bytes: &[u8]) -> Result<()> {
+    if dst.is_contiguous() {
+        return dst.storage().copy_from_host(dst.offset(), bytes);
+    }
+    let size = dst.dtype().size;
+    let (n, st) = packed(dst.shape(), dst.dtype());
+    copy_plan(
+        0,
+        dst.offset(),
+        dst.strides(),
+        0,
+        0,
+        &st[..n],
+        dst.shape(),
+        size,
+        &mut |job| {
+            for r in 0..job.height {
+                let s = job.src as usize + r * job.src_pitch;
+                let part = bytes.get(s..s + job.width).ok_or_else(|| Error::Shape {
+                    call: "Array::assign",
+                    message: format!(
+                        "{} B of elements for a view of {} B",
+                        bytes.len(),
+                        s + job.width
+                    ),
+                })?;
+                dst.storage()
+                    .copy_from_host(job.dst as usize + r * job.dst_pitch, part)?;
+            }
+            Ok(())
+        },
+    )
+}
+
+/// Copies between two CUDA memories on `q`.
+/// The storage locks of host-reachable memory while work on it is queued
+/// on a stream (see `lock_storages`); none while capturing (nothing runs).
+fn lock_for<'a>(
+    q: &Queue,
+    storages: impl IntoIterator<Item = &'a Storage>,
+    call: &'static str,
+) -> Result<Option<crate::array::storage::StorageLocks>> {
+    if q.capturing() {
+        return Ok(None);
+    }
+    Ok(Some(crate::array::lock_storages(storages, call)?))
+}
+
+/// Which side of a copy [`Queue::hold`] keeps: both, or only the user's
+/// array when the other is staging memory that the caller keeps until it
+/// has waited for the stream (so its drop need not wait for the context).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Hold {
+    Both,
+    Dst,
+    Src,
+}
+
+fn cuda_assign(dst: &Array, src: &Array, q: &Queue, call: &'static str, hold: Hold) -> Result<()> {
+    if Arc::ptr_eq(dst.storage(), src.storage()) {
+        let (a, b) = (dst.byte_span(), src.byte_span());
+        if a.0 < b.1 && b.0 < a.1 {
+            return Err(Error::Shape {
+                call,
+                message: format!(
+                    "the source (bytes {}..{}) and the destination (bytes {}..{}) overlap in one allocation, and the driver does not order overlapping copies; copy the source first (src.contiguous_on(stream))",
+                    b.0, b.1, a.0, a.1
+                ),
+            });
+        }
+    }
+    check_context(dst, q, call)?;
+    let _lock = lock_for(q, [&**dst.storage(), &**src.storage()], call)?;
+    if hold != Hold::Src {
+        q.hold(dst.storage());
+    }
+    if hold != Hold::Dst {
+        q.hold(src.storage());
+    }
+    copy_plan(
+        dst.storage().address(),
+        dst.offset(),
+        dst.strides(),
+        src.storage().address(),
+        src.offset(),
+        src.strides(),
+        dst.shape(),
+        dst.dtype().size,
+        &mut |job| q.copy_2d(&job),
+    )
+}
+
+/// Runs `op` on the queue `stream` names, or the default one.
+fn on_stream(
+    stream: Option<&Stream>,
+    arrays: &[&Array],
+    op: impl FnOnce(Option<&Queue>) -> Result<()>,
+) -> Result<()> {
+    let default;
+    let stream = match stream {
+        Some(s) => Some(s),
+        None => {
+            default = default_stream(arrays)?;
+            default.as_ref()
+        }
+    };
+    match stream {
+        Some(s) => op(Some(&Queue::Stream(s))),
+        None => op(None),
+    }
+}
+
+impl Array {
+    /// The same view without a gradient.
+    fn without_grad(&self) -> Result<Array> {
+        Array::from_parts(
+            self.storage().clone(),
+            self.device(),
+            self.offset(),
+            self.dtype(),
+            self.shape(),
+            self.strides(),
+        )
+    }
+
+    /// The byte range of the storage the view reaches (first byte, end).
+    fn byte_span(&self) -> (usize, usize) {
+        let mut lo = self.offset() as i128;
+        let mut hi = lo;
+        if !self.is_empty() {
+            for (&e, &s) in self.shape().iter().zip(self.strides()) {
+                let ext = (e as i128 - 1) * s as i128;
+                if ext < 0 { lo += ext } else { hi += ext }
+            }
+            hi += self.dtype().size as i128;
+        }
+        (lo.max(0) as usize, hi.max(0) as usize)
+    }
+
+    /// Sets every element to zero on `stream`, after the work queued there
+    /// (Warp's `zero_`): pitched memsets, no host wait; `None` for the
+    /// current stream of the array's device ([`Device::stream`]). Plain host
+    /// memory (the `"cpu"` device) is zeroed by the host, synchronously.
+    /// [`Array::zero`] is the synchronous form. Capture it into a graph with
+    /// [`GraphCapture::zero`](crate::GraphCapture::zero).
+    ///
+    /// # How, and the limits (all stream-ordered operations)
+    ///
+    /// No kernel is compiled into this crate (that would need nvcc at build
+    /// time), so the operations are the driver's pitched memsets
+    /// (`cuMemsetD2D8/16/32Async`) and pitched copies (`cuMemcpy2DAsync`,
+    /// `cuMemcpyAsync` for one row) on unified addresses. A view is first
+    /// simplified (extents of 1 dropped, negative strides walked forwards,
+    /// for a copy only where both sides run backwards, contiguous axes
+    /// merged); then a contiguous array is one driver call, a 2-D strided
+    /// view (a column block, padded rows) one call, and each further
+    /// strided axis multiplies the calls by its extent; a view whose
+    /// innermost axis is strided (a transpose, `slice_step`) moves one
+    /// element per row, many rows per call. A fill writes the value as one
+    /// 1-, 2- or 4-byte word when its bytes repeat with that period (zero,
+    /// `1.0f32`, `[2.0f32; 3]`), else as one memset per word of the element
+    /// at the element's pitch (`[1.0f32, 2.0, 3.0]`: three memsets; a
+    /// `float64` such as `0.1`: two). Each call is a node in a captured
+    /// graph. Plain host memory is written by the host; copies between it
+    /// and CUDA memory are staged through page-locked memory and wait for
+    /// the stream, and cannot be captured (use
+    /// [`MemoryKind::PinnedHost`] arrays there). Copies between overlapping
+    /// ranges of one CUDA allocation are refused.
+    ///
+    /// ```
+    /// # fn main() -> warp_launch::Result<()> {
+    /// let a = warp_launch::Array::from_slice("cpu", &[1.0f32, 2.0, 3.0], &[3])?;
+    /// a.zero_on(None)?; // "cpu": done when it returns
+    /// assert_eq!(a.to_vec::<f32>()?, [0.0; 3]);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::StreamContext`] for device memory of another context than
+    /// the stream's; [`Error::Cuda`] when the driver refuses a memset.
+    pub fn zero_on<'s>(&self, stream: impl Into<Option<&'s Stream>>) -> Result<()> {
+        let zeros = vec![0u8; self.dtype().size];
+        on_stream(stream.into(), &[self], |q| {
+            fill(self, &zeros, q, "Array::zero_on")
+        })
+    }
+
+    /// Sets every element to `value` on `stream` (Warp's `fill_`): a value
+    /// of the array's dtype ([`Value::of`]`([1.0f32, 2.0, 3.0])` for a
+    /// `vec3f` array), or a number converted to its scalar type by Warp's
+    /// rule. Queued as [`Array::zero_on`] is (see there for the memsets a
+    /// value wider than 4 bytes takes); `None` for the current
+    /// stream. [`Array::fill`] is the synchronous form.
+    ///
+    /// ```
+    /// use warp_launch::{Array, Value};
+    /// # fn main() -> warp_launch::Result<()> {
+    /// let a = Array::zeros::<[f32; 3]>("cpu", &[2])?;
+    /// a.fill_on(&Value::of([1.0f32, 2.0, 3.0]), None)?;
+    /// assert_eq!(a.to_vec::<[f32; 3]>()?, [[1.0, 2.0, 3.0]; 2]);
+    /// // A value of another dtype that is not a number of the scalar type is refused.
+    /// assert!(a.fill_on(&Value::of(1.0f64), None).is_err());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Shape`] for a value that is not of the array's dtype and does
+    /// not convert to it; otherwise as [`Array::zero_on`].
+    pub fn fill_on<'s>(&self, value: &Value, stream: impl Into<Option<&'s Stream>>) -> Result<()> {
+        let bytes = value_bytes(self, value, "Array::fill_on")?;
+        on_stream(stream.into(), &[self], |q| {
+            fill(self, &bytes, q, "Array::fill_on")
+        })
+    }
+
+    /// [`Array::fill_on`] on the current stream, then waits for that stream
+    /// (synchronous).
+    ///
+    /// ```
+    /// # fn main() -> warp_launch::Result<()> {
+    /// let a = warp_launch::Array::zeros::<i32>("cpu", &[4])?;
+    /// a.fill(&warp_launch::Value::of(7i32))?;
+    /// assert_eq!(a.to_vec::<i32>()?, [7; 4]);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Array::fill_on`], and a failure of the stream's work.
+    pub fn fill(&self, value: &Value) -> Result<()> {
+        let s = default_stream(&[self])?;
+        self.fill_on(value, s.as_ref())?;
+        sync(s.as_ref())
+    }
+
+    /// Copies every element of `src` into this array on `stream`, after the
+    /// work queued there (Warp's `assign` and `wp.copy`): the same dtype and
+    /// shape, any strides, devices and memories. Between CUDA memories
+    /// (device, page-locked, managed; one device or two) it is queued with
+    /// no host wait; to or from plain host memory it is staged through
+    /// page-locked memory and waits for the stream. `None` for the current
+    /// stream of the destination's device (else the source's). The one
+    /// copy entry point; [`Array::assign`] is the synchronous form. How
+    /// many driver copies a layout takes: [`Array::zero_on`].
+    ///
+    /// ```
+    /// use warp_launch::Array;
+    /// # fn main() -> warp_launch::Result<()> {
+    /// let src = Array::from_slice("cpu", &[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3])?;
+    /// let dst = Array::zeros::<f32>("cpu", &[3, 2])?;
+    /// // Across strides: the transpose of src into dst.
+    /// dst.assign_on(&src.transpose(0, 1)?, None)?;
+    /// assert_eq!(dst.to_vec::<f32>()?, [1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);
+    /// // Another shape is refused.
+    /// assert!(dst.assign_on(&src, None).is_err());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Shape`] for another dtype or shape, or overlapping ranges of
+    /// one CUDA allocation; [`Error::StreamContext`] for device memory of
+    /// another context than the stream's; [`Error::Cuda`] when the driver
+    /// refuses a copy.
+    pub fn assign_on<'s>(&self, src: &Array, stream: impl Into<Option<&'s Stream>>) -> Result<()> {
+        on_stream(stream.into(), &[self, src], |q| {
+            assign(self, src, q, "Array::assign_on")
+        })
+    }
+
+    /// [`Array::assign_on`] on the current stream, then waits for it
+    /// (synchronous).
+    ///
+    /// ```
+    /// # fn main() -> warp_launch::Result<()> {
+    /// let a = warp_launch::Array::zeros::<f32>("cpu", &[2])?;
+    /// a.assign(&warp_launch::Array::from_slice("cpu", &[1.0f32, 2.0], &[2])?)?;
+    /// assert_eq!(a.to_vec::<f32>()?, [1.0, 2.0]);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Array::assign_on`], and a failure of the stream's work.
+    pub fn assign(&self, src: &Array) -> Result<()> {
+        let s = default_stream(&[self, src])?;
+        self.assign_on(src, s.as_ref())?;
+        sync(s.as_ref())
+    }
+
+    /// Copies `count` elements of `src`, from its flat (row-major) element
+    /// `src_offset` on, into this array from element `dst_offset` on, on
+    /// `stream` (Warp's `wp.copy(dest, src, dest_offset, src_offset,
+    /// count)`; `count` 0 copies from `src_offset` to the end of `src`).
+    /// Both arrays are contiguous and of the same dtype; the ranges may lie
+    /// on any devices and memories, as [`Array::assign_on`], which does the
+    /// copy.
+    ///
+    /// ```
+    /// # fn main() -> warp_launch::Result<()> {
+    /// let src = warp_launch::Array::from_slice("cpu", &[1i32, 2, 3, 4], &[2, 2])?;
+    /// let dst = warp_launch::Array::zeros::<i32>("cpu", &[6])?;
+    /// dst.copy_range_on(3, &src, 1, 3, None)?;
+    /// assert_eq!(dst.to_vec::<i32>()?, [0, 0, 0, 2, 3, 4]);
+    /// // A range past either end is refused, naming both.
+    /// assert!(dst.copy_range_on(4, &src, 0, 3, None).is_err());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Shape`] for another dtype, an array that is not contiguous,
+    /// or a range past the end of either array; as [`Array::assign_on`].
+    pub fn copy_range_on<'s>(
+        &self,
+        dst_offset: usize,
+        src: &Array,
+        src_offset: usize,
+        count: usize,
+        stream: impl Into<Option<&'s Stream>>,
+    ) -> Result<()> {
+        let call = "Array::copy_range_on";
+        let count = if count == 0 {
+            src.len().saturating_sub(src_offset)
+        } else {
+            count
+        };
+        let fits = |a: &Array, at: usize| at.checked_add(count).is_some_and(|e| e <= a.len());
+        if !std::ptr::eq(self.dtype(), src.dtype())
+            || !self.is_contiguous()
+            || !src.is_contiguous()
+            || !fits(self, dst_offset)
+            || !fits(src, src_offset)
+        {
+            return Err(Error::Shape {
+                call,
+                message: format!(
+                    "copying elements {src_offset}..{} of {} {:?}{} into elements {dst_offset}..{} of {} {:?}{} needs the same dtype, contiguous arrays and ranges inside both; use assign_on for strided arrays",
+                    src_offset.saturating_add(count),
+                    src.dtype().name,
+                    src.shape(),
+                    if src.is_contiguous() {
+                        ""
+                    } else {
+                        " (not contiguous)"
+                    },
+                    dst_offset.saturating_add(count),
+                    self.dtype().name,
+                    self.shape(),
+                    if self.is_contiguous() {
+                        ""
+                    } else {
+                        " (not contiguous)"
+                    },
+                ),
+            });
+        }
+        if count == 0 {
+            return Ok(());
+        }
+        let d = self
+            .reshape(&[self.len()])?
+            .slice(0, dst_offset..dst_offset + count)?;
+        let s = src
+            .reshape(&[src.len()])?
+            .slice(0, src_offset..src_offset + count)?;
+        let stream = stream.into();
+        on_stream(stream, &[&d, &s], |q| assign(&d, &s, q, call))
+    }
+
+    /// Copies `data` (row-major) into this array on `stream` (any strides),
+    /// staged through page-locked memory; waits for the stream, since the
+    /// slice is borrowed only for this call (Warp's `assign` of a NumPy
+    /// array).
+    ///
+    /// ```
+    /// # fn main() -> warp_launch::Result<()> {
+    /// let a = warp_launch::Array::zeros::<u16>("cpu", &[4])?;
+    /// a.slice_step(0, 0..4, 2)?.copy_from_slice_on(&[5u16, 6], None)?;
+    /// assert_eq!(a.to_vec::<u16>()?, [5, 0, 6, 0]);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ElementType`] when `T` is not the array's dtype,
+    /// [`Error::Shape`] when `data` has another length; as
+    /// [`Array::assign_on`].
+    pub fn copy_from_slice_on<'s, T: Element>(
+        &self,
+        data: &[T],
+        stream: impl Into<Option<&'s Stream>>,
+    ) -> Result<()> {
+        let call = "Array::copy_from_slice_on";
+        if !std::ptr::eq(T::DTYPE, self.dtype()) {
+            return Err(Error::ElementType {
+                call,
+                array: self.dtype().name,
+                requested: T::DTYPE.name,
+                rust: std::any::type_name::<T>(),
+            });
+        }
+        if data.len() != self.len() {
+            return Err(Error::Shape {
+                call,
+                message: format!(
+                    "the array has {} elements but the slice {}; pass a slice of {} elements",
+                    self.len(),
+                    data.len(),
+                    self.len()
+                ),
+            });
+        }
+        let src = Array::from_slice(Device::Cpu, data, self.shape())?;
+        let stream = stream.into();
+        on_stream(stream, &[self], |q| assign(self, &src, q, call))
+    }
+
+    /// A copy of the array on `device`, queued on `stream` (Warp's `to`):
+    /// the array itself (sharing its memory) when it already lives there;
+    /// on a CUDA device, device memory; on `"cpu"` from CUDA memory,
+    /// page-locked host memory, so the copy stays queued (reading it, as
+    /// [`Array::to_vec`] does, waits for it). The copy has no gradient.
+    /// [`Array::to`] is the synchronous form.
+    ///
+    /// ```no_run
+    /// # fn main() -> warp_launch::Result<()> {
+    /// // GPU: to cuda:0 and back to the host.
+    /// let h = warp_launch::Array::from_slice("cpu", &[1.0f32, 2.0], &[2])?;
+    /// let stream = warp_launch::Stream::new(&warp_launch::Device::Cuda(0).context()?)?;
+    /// let d = h.to_on("cuda:0", &stream)?;
+    /// let back = d.to_on("cpu", &stream)?;
+    /// assert_eq!(back.to_vec::<f32>()?, [1.0, 2.0]);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::BadDevice`] for a name that is no device; the allocation's
+    /// errors (as [`Array::zeros`]); the copy's (as [`Array::assign_on`]).
+    pub fn to_on<'s>(
+        &self,
+        device: impl crate::device::IntoDevice,
+        stream: impl Into<Option<&'s Stream>>,
+    ) -> Result<Array> {
+        let device = device.into_device()?;
+        if device == self.device() {
+            return self.without_grad();
+        }
+        let kind = if device == Device::Cpu && !is_host(self) {
+            MemoryKind::PinnedHost
+        } else {
+            MemoryKind::Device
+        };
+        let out = Array::zeros_dtype_in(device, self.dtype(), self.shape(), kind)?;
+        out.assign_on(self, stream)?;
+        Ok(out)
+    }
+
+    /// [`Array::to_on`] on the current stream, then waits for it
+    /// (synchronous).
+    ///
+    /// ```
+    /// # fn main() -> warp_launch::Result<()> {
+    /// let a = warp_launch::Array::from_slice("cpu", &[1u8, 2], &[2])?;
+    /// assert_eq!(a.to("cpu")?.to_vec::<u8>()?, [1, 2]);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Array::to_on`], and a failure of the stream's work.
+    pub fn to(&self, device: impl crate::device::IntoDevice) -> Result<Array> {
+        let out = self.to_on(device, None)?;
+        sync(default_stream(&[&out, self])?.as_ref())?;
+        Ok(out)
+    }
+
+    /// The array with its elements packed row-major (Warp's `contiguous`):
+    /// itself when it already is; else a new array on the same device, in
+    /// the same kind of memory, filled on `stream` ([`Array::assign_on`]).
+    /// No gradient. [`Array::contiguous`] is the synchronous form.
+    ///
+    /// ```
+    /// # fn main() -> warp_launch::Result<()> {
+    /// let a = warp_launch::Array::from_slice("cpu", &[1i32, 2, 3, 4, 5, 6], &[2, 3])?;
+    /// let t = a.transpose(0, 1)?.contiguous_on(None)?;
+    /// assert!(t.is_contiguous());
+    /// assert_eq!(t.to_vec::<i32>()?, [1, 4, 2, 5, 3, 6]);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Array::to_on`].
+    pub fn contiguous_on<'s>(&self, stream: impl Into<Option<&'s Stream>>) -> Result<Array> {
+        if self.is_contiguous() {
+            return self.without_grad();
+        }
+        let kind = match self.memory() {
+            Memory::Cuda(k) => k,
+            _ => MemoryKind::Device,
+        };
+        let out = Array::zeros_dtype_in(self.device(), self.dtype(), self.shape(), kind)?;
+        out.assign_on(self, stream)?;
+        Ok(out)
+    }
+
+    /// [`Array::contiguous_on`] on the current stream, then waits for it
+    /// (synchronous).
+    ///
+    /// ```
+    /// # fn main() -> warp_launch::Result<()> {
+    /// let a = warp_launch::Array::from_slice("cpu", &[1i32, 2, 3, 4], &[4])?;
+    /// assert_eq!(a.slice_step(0, 0..4, 2)?.contiguous()?.to_vec::<i32>()?, [1, 3]);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Array::contiguous_on`], and a failure of the stream's work.
+    pub fn contiguous(&self) -> Result<Array> {
+        let out = self.contiguous_on(None)?;
+        sync(default_stream(&[&out])?.as_ref())?;
+        Ok(out)
+    }
+
+    /// The same memory seen as elements of `dtype` (Warp's `view`): no copy,
+    /// no stream. `dtype` must have the byte size of the array's dtype (as
+    /// Warp requires; `float32` as `int32` or `uint32`, `vec2f` as `float64`
+    /// or `int64`), and the offset and strides must suit its alignment
+    /// (`vec2f` data at a 4-byte offset cannot be seen as `float64`). The
+    /// view has no gradient.
+    ///
+    /// ```
+    /// use warp_launch::{Array, DType};
+    /// # fn main() -> warp_launch::Result<()> {
+    /// let a = Array::from_slice("cpu", &[1.0f32, -2.0], &[2])?;
+    /// let bits = a.view(DType::UINT32)?;
+    /// assert_eq!(bits.to_vec::<u32>()?, [1.0f32.to_bits(), (-2.0f32).to_bits()]);
+    /// // Another size is refused, naming both.
+    /// assert!(a.view(DType::FLOAT64).unwrap_err().to_string().contains("4 B"));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Shape`] when the sizes differ or the view would be
+    /// misaligned for `dtype`.
+    pub fn view(&self, dtype: &'static DType) -> Result<Array> {
+        let call = "Array::view";
+        if dtype.size != self.dtype().size {
+            return Err(Error::Shape {
+                call,
+                message: format!(
+                    "{} has {} B elements but {} has {} B; view as a dtype of the same size (as Warp's view)",
+                    self.dtype().name,
+                    self.dtype().size,
+                    dtype.name,
+                    dtype.size
+                ),
+            });
+        }
+        Array::from_parts(
+            self.storage().clone(),
+            self.device(),
+            self.offset(),
+            dtype,
+            self.shape(),
+            self.strides(),
+        )
+        .map_err(|e| match e {
+            Error::Shape { message, .. } => Error::Shape { call, message },
+            e => e,
+        })
+    }
+
+    /// A zeroed array of `T` from the stream-ordered memory pool of
+    /// `stream`'s device (Warp's mempool allocation): allocated and zeroed
+    /// in order on `stream` (`cuMemAllocAsync`), so work queued there after
+    /// this call may use it, and freed in stream order on `stream` when the
+    /// last handle (array, view, recorded launch, graph) drops, without a
+    /// host wait unless another stream used it (then the free waits for
+    /// the device first). Other streams must be ordered after `stream`
+    /// before they use it ([`Stream::wait_stream`]). The pool keeps freed
+    /// memory up to its release threshold
+    /// ([`Device::set_mempool_release_threshold`]).
+    ///
+    /// ```no_run
+    /// # fn main() -> warp_launch::Result<()> {
+    /// // GPU: a scratch array that lives and dies on one stream.
+    /// let stream = warp_launch::Stream::new(&warp_launch::Device::Cuda(0).context()?)?;
+    /// let tmp = warp_launch::Array::zeros_on::<f32>(&stream, &[1 << 20])?;
+    /// tmp.fill_on(&warp_launch::Value::of(1.0f32), &stream)?;
+    /// drop(tmp); // freed after the fill, in stream order
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Array::zeros`]; [`Error::Cuda`] when the device has no memory
+    /// pools or `stream` is being captured.
+    pub fn zeros_on<T: Element>(stream: &Stream, shape: &[usize]) -> Result<Array> {
+        Self::zeros_dtype_on(stream, T::DTYPE, shape)
+    }
+
+    /// [`Array::zeros_on`] for a dtype known at run time.
+    ///
+    /// ```no_run
+    /// # fn main() -> warp_launch::Result<()> {
+    /// // GPU
+    /// let s = warp_launch::Stream::new(&warp_launch::Device::Cuda(0).context()?)?;
+    /// let v = warp_launch::Array::zeros_dtype_on(&s, warp_launch::DType::VEC3F, &[8])?;
+    /// assert_eq!(v.dtype().name, "vec3f");
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Array::zeros_on`].
+    pub fn zeros_dtype_on(
+        stream: &Stream,
+        dtype: &'static DType,
+        shape: &[usize],
+    ) -> Result<Array> {
+        let call = "Array::zeros_on";
+        let device = Device::from(stream.context().device());
+        // Refused before allocating, as `zeros` does: 1 to 4 extents, each
+        // and each byte stride within Warp's int32, the bytes within isize.
+        let too_big = || Error::Shape {
+            call,
+            message: format!(
+                "shape {shape:?} of {} ({} B elements) does not fit Warp's array_t (1 to 4 extents, int32 extents and byte strides) or the address space; use a smaller shape",
+                dtype.name, dtype.size
+            ),
+        };
+        if shape.is_empty() || shape.len() > 4 {
+            return Err(too_big());
+        }
+        let mut stride = dtype.size as u128;
+        for &e in shape.iter().rev() {
+            if e as u128 > i32::MAX as u128 || stride > i32::MAX as u128 && e > 1 {
+                return Err(too_big());
+            }
+            stride = stride.saturating_mul(e.max(1) as u128);
+        }
+        let n = shape
+            .iter()
+            .try_fold(1usize, |a, &e| a.checked_mul(e))
+            .and_then(|n| n.checked_mul(dtype.size))
+            .filter(|&b| b <= isize::MAX as usize)
+            .ok_or_else(too_big)?;
+        let (nd, st) = packed(shape, dtype);
+        let storage = Arc::new(Storage::cuda(Allocation::zeroed_on(stream, n)?));
+        Array::from_parts(storage, device, 0, dtype, shape, &st[..nd])
+    }
+}
+
+/// Waits for `stream` (nothing for host-only work).
+fn sync(stream: Option<&Stream>) -> Result<()> {
+    if let Some(s) = stream {
+        s.synchronize()?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fills(offset: usize, shape: &[usize], strides: &[isize], value: &[u8]) -> Vec<FillJob> {
+        let mut v = Vec::new();
+        fill_plan(0, offset, shape, strides, value, &mut |j| {
+            v.push(j);
+            Ok(())
+        })
+        .unwrap();
+        v
+    }
+
+    #[test]
+    fn a_contiguous_zero_is_one_memset_of_words() {
+        let j = fills(0, &[4, 8], &[32, 4], &[0; 4]);
+        assert_eq!(
+            j,
+            [FillJob {
+                address: 0,
+                pitch: 128,
+                word: FillWord::U32(0),
+                width: 32,
+                height: 1
+            }]
+        );
+    }
+
+    #[test]
+    fn a_column_slice_is_one_pitched_memset() {
+        // Columns 1..3 of a 4x8 float32 array: rows of 2 floats, 32 B apart.
+        let one = 1.0f32.to_ne_bytes();
+        let j = fills(4, &[4, 2], &[32, 4], &one);
+        assert_eq!(
+            j,
+            [FillJob {
+                address: 4,
+                pitch: 32,
+                word: FillWord::U32(u32::from_ne_bytes(one)),
+                width: 2,
+                height: 4
+            }]
+        );
+    }
+
+    #[test]
+    fn a_wide_value_is_one_memset_per_word_at_the_element_pitch() {
+        let v: Vec<u8> = [1.0f32, 2.0, 3.0]
+            .iter()
+            .flat_map(|x| x.to_ne_bytes())
+            .collect();
+        let j = fills(0, &[5], &[12], &v);
+        assert_eq!(j.len(), 3);
+        for (k, job) in j.iter().enumerate() {
+            assert_eq!(
+                (job.address, job.pitch, job.width, job.height),
+                (4 * k as u64, 12, 1, 5)
+            );
+        }
+        // A float64 of equal 4-byte halves is periodic: one memset.
+        let j = fills(0, &[5], &[8], &[0xAB; 8]);
+        assert_eq!(j.len(), 1);
+        assert_eq!((j[0].width, j[0].word), (10, FillWord::U32(0xABAB_ABAB)));
+    }
+
+    #[test]
+    fn negative_and_zero_strides_fill_the_same_bytes_forwards() {
+        let j = fills(12, &[4, 3], &[-4, 0], &[0; 4]);
+        assert_eq!(j.len(), 1);
+        assert_eq!((j[0].address, j[0].width), (0, 4));
+    }
+
+    #[test]
+    fn copies_merge_contiguous_axes_and_pitch_the_next() {
+        let mut v = Vec::new();
+        // 3x4 float32 into the left 3x4 of a 3x8 array.
+        copy_plan(0, 0, &[32, 4], 1000, 0, &[16, 4], &[3, 4], 4, &mut |j| {
+            v.push(j);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(
+            v,
+            [CopyJob {
+                dst: 0,
+                dst_pitch: 32,
+                src: 1000,
+                src_pitch: 16,
+                width: 16,
+                height: 3
+            }]
+        );
+        // A transpose: one element per row, a pitched copy per outer index.
+        v.clear();
+        copy_plan(0, 0, &[8, 4], 1000, 0, &[4, 12], &[3, 2], 4, &mut |j| {
+            v.push(j);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(v.len(), 2);
+        assert!(v.iter().all(|j| j.width == 4 && j.height == 3), "{v:?}");
+        assert_eq!(
+            (v[1].dst, v[1].dst_pitch, v[1].src, v[1].src_pitch),
+            (4, 8, 1012, 4)
+        );
+    }
+}
