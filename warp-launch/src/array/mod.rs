@@ -6,6 +6,7 @@
 mod access;
 #[allow(clippy::module_inception)]
 mod array;
+mod external;
 mod storage;
 
 pub(crate) use access::check;
