@@ -6,6 +6,8 @@
 mod access;
 #[allow(clippy::module_inception)]
 mod array;
+#[cfg(feature = "candle")]
+mod candle;
 #[cfg(feature = "cudarc")]
 mod cudarc;
 #[cfg(feature = "dlpack")]
