@@ -236,6 +236,9 @@ pub struct Allocation {
     /// Memory owned elsewhere ([`Allocation::from_raw_parts`]): kept alive
     /// until the drop has waited for queued work, never freed here.
     owner: Option<Arc<dyn Any + Send + Sync>>,
+    /// Set when other handles reach the memory ([`Allocation::share`]):
+    /// their queued work is not noted here, so every wait synchronises.
+    shared: AtomicBool,
 }
 
 // SAFETY: the allocation is only reached through the driver; the handle may move between threads.
@@ -273,6 +276,7 @@ impl Allocation {
             queued: AtomicBool::new(false),
             location: OnceLock::new(),
             owner: None,
+            shared: AtomicBool::new(false),
         };
         if bytes == 0 {
             return Ok(a);
@@ -339,8 +343,8 @@ impl Allocation {
 
     /// Waits until no queued work may use the memory: when a launch or an
     /// asynchronous copy was noted ([`record_use`](Self::record_use)) since
-    /// the last wait, synchronises the allocation's context; otherwise does
-    /// nothing. For code that reads or writes page-locked or managed memory
+    /// the last wait, or the memory is shared ([`Allocation::share`]),
+    /// synchronises the allocation's context; otherwise does nothing. For code that reads or writes page-locked or managed memory
     /// directly from the host. The blocking copies and the free call it.
     ///
     /// # Errors
@@ -348,7 +352,7 @@ impl Allocation {
     /// The driver's failure of `cuCtxSynchronize` (a failure of the queued
     /// work; a sticky one is kept by the context).
     pub fn wait_idle(&self) -> CudaResult<()> {
-        if self.queued.swap(false, Ordering::AcqRel)
+        if (self.queued.swap(false, Ordering::AcqRel) || self.shared.load(Ordering::Relaxed))
             && let Err(e) = self.ctx.synchronize()
         {
             self.queued.store(true, Ordering::Relaxed);
@@ -1174,7 +1178,43 @@ impl Allocation {
             queued: AtomicBool::new(false),
             location: OnceLock::new(),
             owner: Some(owner),
+            shared: AtomicBool::new(true),
         })
+    }
+
+    /// Marks the memory as reached through other handles too (exported as
+    /// a DLPack tensor, lent to cudarc, viewed by an allocation made with
+    /// [`Allocation::from_raw_parts`]): work queued through those handles
+    /// is not noted here, so from now on every blocking host access and
+    /// the drop synchronise the context ([`Allocation::wait_idle`]) instead
+    /// of only after a noted use. Memory owned elsewhere is marked so from
+    /// the start. Irreversible.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_api::CudaResult<()> {
+    /// use cuda_api::{Allocation, Context, CudaDevice, MemoryKind};
+    /// let ctx = Context::primary(&CudaDevice::get(0)?)?;
+    /// let a = Allocation::zeroed(&ctx, 64, MemoryKind::Device)?;
+    /// a.share();
+    /// assert!(a.is_shared());
+    /// # Ok(()) }
+    /// ```
+    pub fn share(&self) {
+        self.shared.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the memory is reached through other handles too
+    /// ([`Allocation::share`]).
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_api::CudaResult<()> {
+    /// use cuda_api::{Allocation, Context, CudaDevice, MemoryKind};
+    /// let ctx = Context::primary(&CudaDevice::get(0)?)?;
+    /// assert!(!Allocation::zeroed(&ctx, 64, MemoryKind::Device)?.is_shared());
+    /// # Ok(()) }
+    /// ```
+    pub fn is_shared(&self) -> bool {
+        self.shared.load(Ordering::Relaxed)
     }
 
     /// The owner of memory owned elsewhere ([`Allocation::from_raw_parts`]);

@@ -147,6 +147,18 @@ fn a_cuda_array_round_trips_through_dlpack_without_copying() {
     let c = Array::from_dlpack(col.to_dlpack().unwrap(), None).unwrap();
     assert_eq!((c.shape(), c.strides()), (&[2, 1][..], &[12isize, 4][..]));
     assert_eq!(c.to_vec::<f32>().unwrap(), vec![10.0, 40.0]);
+    // Two live storages over one memory: a launch through the import is
+    // seen by a host read through the exporter (its storage synchronises
+    // once shared).
+    let x = Array::from_slice("cuda:0", &seq(4), &[2, 2]).unwrap();
+    let y = Array::from_dlpack(x.to_dlpack().unwrap(), None).unwrap();
+    assert_eq!(x.to_vec::<f32>().unwrap(), seq(4));
+    scale(&y, 5.0);
+    assert_eq!(
+        x.to_vec::<f32>().unwrap(),
+        vec![0.0, 5.0, 10.0, 15.0],
+        "the exporter reads the import's launch"
+    );
     println!("DLPack export/import on cuda:0: shared memory scaled and read back");
 }
 

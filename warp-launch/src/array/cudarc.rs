@@ -118,9 +118,10 @@ impl Array {
     /// `stream`'s device.
     ///
     /// Work queued on the array (by launches on any stream) is waited for
-    /// first; work that cudarc queues on the slice is recorded on the
-    /// storage when the slice drops, so later host reads and the free wait
-    /// for it. Launches of this crate on other streams are ordered with
+    /// first. Work that cudarc queues on the slice is not seen by this
+    /// crate, so the storage is marked shared
+    /// ([`cuda_api::Allocation::share`]): from then on every host read or
+    /// write of it, and its free, synchronise the device's context. Launches of this crate on other streams are ordered with
     /// cudarc's stream by the caller (an event, or a synchronise).
     ///
     /// ```no_run
@@ -194,7 +195,7 @@ impl Array {
             });
         };
         alloc.wait_idle()?;
-        alloc.record_use();
+        alloc.share();
         // SAFETY: the array's storage, held by the returned value, keeps
         // `len` contiguous values of T at the data address alive in the
         // primary context of the stream's device; the slice is never

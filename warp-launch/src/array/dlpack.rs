@@ -324,9 +324,10 @@ impl Array {
     /// page-locked or managed memory) and `kDLCUDA`, `kDLCUDAHost` or
     /// `kDLCUDAManaged` (by memory kind) with the ordinal for `cuda:N`.
     ///
-    /// Work queued on the array is waited for first, and the consumer's
-    /// later work on the memory is waited for by this crate's next host
-    /// read and by the free (the use is recorded).
+    /// Work queued on the array is waited for first. The consumer's work
+    /// on the memory is not seen by this crate, so the storage is marked
+    /// shared ([`cuda_api::Allocation::share`]): from then on every host
+    /// read or write of it, and its free, synchronise the device's context.
     ///
     /// ```
     /// let a = warp_launch::Array::zeros::<u8>("cpu", &[4, 2])?;
@@ -396,7 +397,7 @@ impl Array {
         };
         if let Some(a) = self.storage().allocation() {
             a.wait_idle()?;
-            a.record_use();
+            a.share();
         }
         let mut init = Dynamic::new(shape, strides)
             .prepare_as::<M>()

@@ -96,6 +96,12 @@ impl Array {
     /// leaves it is refused; when it does not, the storage is exactly the
     /// bytes the view reaches, and the promise below covers them.
     ///
+    /// The new storage's host reads, writes and free synchronise the
+    /// device's context (work on the memory through other handles is not
+    /// seen here), and so do those of an [`Array`] given as the owner
+    /// ([`cuda_api::Allocation::share`]). Any other handle to the memory
+    /// orders its own host access after this array's launches.
+    ///
     /// ```no_run
     /// use std::sync::Arc;
     /// use warp_launch::{Array, DType, MemoryKind};
@@ -228,6 +234,15 @@ impl Array {
             ));
         }
         let (start, bytes) = (start as u64, bytes as usize);
+        // An array as the owner: its memory is now reached through two
+        // storages, and launches on one are not noted on the other, so its
+        // host reads and free synchronise from now on.
+        if let Some(a) = owner
+            .downcast_ref::<Array>()
+            .and_then(|a| a.storage().allocation())
+        {
+            a.share();
+        }
         let (storage, offset) = match device {
             Device::Cpu => {
                 // SAFETY: the caller promises the bytes the view reaches
