@@ -444,9 +444,12 @@ impl Allocation {
 impl Drop for Allocation {
     fn drop(&mut self) {
         if self.owner.is_some() {
-            // Memory owned elsewhere: wait for queued work that may use it,
-            // then let the owner go (after this function), never free.
-            if let Err(e) = self.wait_idle() {
+            // Memory owned elsewhere: wait for the work queued through this
+            // allocation, then let the owner go (after this function); never
+            // free. Work through other handles is their owners' to order.
+            if self.queued.swap(false, Ordering::AcqRel)
+                && let Err(e) = self.ctx.synchronize()
+            {
                 self.ctx.report_release_error("memory owned elsewhere", &e);
             }
             return;
