@@ -319,3 +319,64 @@ fn from_ptr_over_cuda_memory_checks_the_extent_and_keeps_the_owner() {
         "from_ptr on cuda:0: strided view scaled; escaping view and unknown host memory refused"
     );
 }
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn cuda_api_memory_owned_elsewhere_is_bounded_by_the_drivers_allocation() {
+    use cuda_api::{Allocation, DeviceBuffer, MemoryKind};
+    let ctx = Device::Cuda(0).context().unwrap();
+    let buf = DeviceBuffer::from_slice(&ctx, &[1.0f32, 2.0, 3.0, 4.0]).unwrap();
+    let addr = buf.device_address();
+    let (base, size) = ctx.address_range(addr + 4).unwrap().unwrap();
+    assert_eq!(
+        base, addr,
+        "the range of an inner address starts at the allocation"
+    );
+    assert!(size >= 16, "{size}");
+    assert_eq!(
+        ctx.address_range(0x10).unwrap(),
+        None,
+        "no allocation at 0x10"
+    );
+    let owner = Arc::new(buf);
+    // SAFETY: refused before anything is read (one byte past the range).
+    let e = unsafe {
+        Allocation::from_raw_parts(&ctx, addr, size + 1, MemoryKind::Device, owner.clone())
+    }
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("Allocation::from_raw_parts") && e.contains("run past the driver's allocation"),
+        "{e}"
+    );
+    // SAFETY: elements 1 and 2 of the buffer, which the owner holds.
+    let a =
+        unsafe { Allocation::from_raw_parts(&ctx, addr + 4, 8, MemoryKind::Device, owner.clone()) }
+            .unwrap();
+    assert!(a.is_shared() && a.owner().is_some());
+    let mut out = [0u8; 8];
+    a.copy_to_host(0, &mut out).unwrap();
+    assert_eq!(
+        [
+            f32::from_ne_bytes(out[..4].try_into().unwrap()),
+            f32::from_ne_bytes(out[4..].try_into().unwrap())
+        ],
+        [2.0, 3.0]
+    );
+    assert_eq!(
+        Arc::strong_count(&owner),
+        2,
+        "the allocation holds the owner"
+    );
+    drop(a);
+    assert_eq!(
+        Arc::strong_count(&owner),
+        1,
+        "and lets it go on drop, without freeing"
+    );
+    assert_eq!(
+        owner.to_vec().unwrap(),
+        vec![1.0, 2.0, 3.0, 4.0],
+        "the memory is still the buffer's"
+    );
+}
