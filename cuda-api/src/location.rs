@@ -142,6 +142,48 @@ pub fn pointer_location(address: CUdeviceptr) -> CudaResult<Option<Location>> {
     }))
 }
 
+impl crate::context::Context {
+    /// The driver's allocation that holds device address `address`: its
+    /// base address and size in bytes (`cuMemGetAddressRange`, asked with
+    /// this context current), or `None` when the driver knows no
+    /// allocation there (memory of another API, host memory it does not
+    /// map, a stale or made-up address). A query only: nothing is read or
+    /// written at `address`.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_api::CudaResult<()> {
+    /// use cuda_api::{Context, CudaDevice, DeviceBuffer};
+    /// let ctx = Context::primary(&CudaDevice::get(0)?)?;
+    /// let b = DeviceBuffer::<f32>::zeroed(&ctx, 100)?;
+    /// let (base, size) = ctx.address_range(b.device_address() + 8)?.unwrap();
+    /// assert_eq!(base, b.device_address());
+    /// assert!(size >= 400);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The driver's failure to make the context current or to answer,
+    /// other than "not found" / "invalid value" (which give `None`).
+    pub fn address_range(&self, address: CUdeviceptr) -> CudaResult<Option<(CUdeviceptr, usize)>> {
+        use cuda_sys::CUresult as R;
+        self.bind()?;
+        // SAFETY: cuMemGetAddressRange only looks `address` up in the
+        // driver's tables; it never dereferences it, whatever its value.
+        match unsafe { driver::mem_get_address_range(address) } {
+            Ok(r) => Ok(Some(r)),
+            Err(e)
+                if e.driver().is_some_and(|d| {
+                    d.code == R::CUDA_ERROR_NOT_FOUND || d.code == R::CUDA_ERROR_INVALID_VALUE
+                }) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

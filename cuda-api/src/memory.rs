@@ -8,13 +8,14 @@
 //! and write goes through a driver copy, so a kernel running at the same time
 //! cannot race with a Rust reference.
 
+use std::any::Any;
 use std::cell::Cell;
 use std::ffi::c_void;
 use std::fmt;
 use std::marker::PhantomData;
 use std::ops::Range;
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use cuda_sys::CUdeviceptr;
 
@@ -237,6 +238,12 @@ pub struct Allocation {
     /// Where the driver says it lives, asked on first use
     /// ([`Allocation::location`]).
     pub(crate) location: OnceLock<Location>,
+    /// Memory owned elsewhere ([`Allocation::from_raw_parts`]): kept alive
+    /// until the drop has waited for queued work, never freed here.
+    owner: Option<Arc<dyn Any + Send + Sync>>,
+    /// Set when other handles reach the memory ([`Allocation::share`]):
+    /// their queued work is not noted here, so every wait synchronises.
+    shared: AtomicBool,
 }
 
 // SAFETY: the allocation is only reached through the driver; the handle may move between threads.
@@ -274,6 +281,8 @@ impl Allocation {
             queued: AtomicU8::new(IDLE),
             home: None,
             location: OnceLock::new(),
+            owner: None,
+            shared: AtomicBool::new(false),
         };
         if bytes == 0 {
             return Ok(a);
@@ -374,8 +383,9 @@ impl Allocation {
 
     /// Waits until no queued work may use the memory: when a launch or an
     /// asynchronous copy was noted ([`record_use`](Self::record_use)) since
-    /// the last wait, synchronises the allocation's context (or, for pool
-    /// memory used only on its home stream, that stream); otherwise does
+    /// the last wait, or the memory is shared ([`Allocation::share`]),
+    /// synchronises the allocation's context (or, for pool memory used only
+    /// on its home stream and not shared, that stream); otherwise does
     /// nothing. For code that reads or writes page-locked or managed memory
     /// directly from the host. The blocking copies and the free call it.
     ///
@@ -386,6 +396,7 @@ impl Allocation {
     pub fn wait_idle(&self) -> CudaResult<()> {
         let state = self.queued.swap(IDLE, Ordering::AcqRel);
         let r = match (state, &self.home) {
+            _ if self.shared.load(Ordering::Relaxed) => self.ctx.synchronize(),
             (IDLE, _) => Ok(()),
             (ON_HOME, Some(h)) => h.synchronize(),
             _ => self.ctx.synchronize(),
@@ -478,6 +489,17 @@ impl Allocation {
 
 impl Drop for Allocation {
     fn drop(&mut self) {
+        if self.owner.is_some() {
+            // Memory owned elsewhere: wait for the work queued through this
+            // allocation, then let the owner go (after this function); never
+            // free. Work through other handles is their owners' to order.
+            if self.queued.swap(IDLE, Ordering::AcqRel) != IDLE
+                && let Err(e) = self.ctx.synchronize()
+            {
+                self.ctx.report_release_error("memory owned elsewhere", &e);
+            }
+            return;
+        }
         if self.bytes == 0 {
             return;
         }
@@ -527,7 +549,11 @@ impl Allocation {
             );
             return;
         }
-        let wait = if self.queued.load(Ordering::Acquire) == ANYWHERE {
+        // Shared memory (reached through other handles too) waits for the
+        // whole context, as every wait on it does.
+        let wait = if self.queued.load(Ordering::Acquire) == ANYWHERE
+            || self.shared.load(Ordering::Relaxed)
+        {
             self.wait_idle()
         } else {
             Ok(())
@@ -589,6 +615,8 @@ impl Allocation {
             queued: AtomicU8::new(IDLE),
             home: Some(stream.clone()),
             location: OnceLock::new(),
+            owner: None,
+            shared: AtomicBool::new(false),
         };
         if bytes == 0 {
             return Ok(a);
@@ -1234,5 +1262,141 @@ impl Stream {
         let value = r?;
         synced?;
         Ok(value)
+    }
+}
+
+impl Allocation {
+    /// An allocation over `bytes` bytes of `kind` memory at device address
+    /// `address` in `ctx`, owned elsewhere: `owner` (a cudarc slice, a DLPack
+    /// deleter, any value that keeps the memory alive) is held until this
+    /// allocation drops, and the memory is never freed here. Launches and
+    /// copies record their use as for any allocation
+    /// ([`Allocation::record_use`]), so the drop waits for the context's
+    /// queued work before it lets the owner go.
+    ///
+    /// When the driver knows the allocation that holds `address`
+    /// ([`Context::address_range`]), a range that leaves it is refused.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_api::CudaResult<()> {
+    /// use std::sync::Arc;
+    /// use cuda_api::{Allocation, Context, CudaDevice, DeviceBuffer, MemoryKind};
+    /// let ctx = Context::primary(&CudaDevice::get(0)?)?;
+    /// let buffer = DeviceBuffer::<f32>::zeroed(&ctx, 256)?;
+    /// let address = buffer.device_address();
+    /// // SAFETY: `buffer`, moved into the owner, holds 1024 bytes of device
+    /// // memory of `ctx` at `address` for as long as it lives.
+    /// let shared = unsafe {
+    ///     Allocation::from_raw_parts(&ctx, address, 1024, MemoryKind::Device, Arc::new(buffer))?
+    /// };
+    /// assert_eq!(shared.bytes(), 1024);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Safety
+    ///
+    /// `address..address + bytes` must be `kind` memory reachable from
+    /// `ctx`'s device, valid to read and write for as long as `owner`
+    /// lives, and written by no one else while work that this allocation
+    /// queues may run (other users order their work with it themselves).
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::InvalidArgument`] when `address` is 0 for a non-empty
+    /// range, or when the driver's allocation holding `address` ends before
+    /// `address + bytes` (the message gives both extents); the driver's
+    /// failure to answer the range query.
+    pub unsafe fn from_raw_parts(
+        ctx: &Context,
+        address: CUdeviceptr,
+        bytes: usize,
+        kind: MemoryKind,
+        owner: Arc<dyn Any + Send + Sync>,
+    ) -> CudaResult<Allocation> {
+        let call = "Allocation::from_raw_parts";
+        if bytes > 0 && address == 0 {
+            return Err(CudaError::invalid_argument(
+                call,
+                "address",
+                format!("address 0 for {bytes} bytes; pass the address of live memory"),
+            ));
+        }
+        if bytes > 0
+            && let Some((base, size)) = ctx.address_range(address)?
+        {
+            let end = (base as u128) + (size as u128);
+            if (address as u128) + (bytes as u128) > end {
+                return Err(CudaError::invalid_argument(
+                    call,
+                    "bytes",
+                    format!(
+                        "{bytes} bytes at {address:#x} run past the driver's allocation {base:#x}..{:#x} ({size} bytes); at most {} bytes lie there",
+                        end,
+                        end.saturating_sub(address as u128)
+                    ),
+                ));
+            }
+        }
+        Ok(Allocation {
+            ptr: address,
+            host: std::ptr::null_mut(),
+            bytes,
+            kind,
+            ctx: ctx.clone(),
+            queued: AtomicU8::new(IDLE),
+            home: None,
+            location: OnceLock::new(),
+            owner: Some(owner),
+            shared: AtomicBool::new(true),
+        })
+    }
+
+    /// Marks the memory as reached through other handles too (exported as
+    /// a DLPack tensor, lent to cudarc, viewed by an allocation made with
+    /// [`Allocation::from_raw_parts`]): work queued through those handles
+    /// is not noted here, so from now on every blocking host access and
+    /// the drop synchronise the context ([`Allocation::wait_idle`]) instead
+    /// of only after a noted use. Memory owned elsewhere is marked so from
+    /// the start. Irreversible.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_api::CudaResult<()> {
+    /// use cuda_api::{Allocation, Context, CudaDevice, MemoryKind};
+    /// let ctx = Context::primary(&CudaDevice::get(0)?)?;
+    /// let a = Allocation::zeroed(&ctx, 64, MemoryKind::Device)?;
+    /// a.share();
+    /// assert!(a.is_shared());
+    /// # Ok(()) }
+    /// ```
+    pub fn share(&self) {
+        self.shared.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the memory is reached through other handles too
+    /// ([`Allocation::share`]).
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_api::CudaResult<()> {
+    /// use cuda_api::{Allocation, Context, CudaDevice, MemoryKind};
+    /// let ctx = Context::primary(&CudaDevice::get(0)?)?;
+    /// assert!(!Allocation::zeroed(&ctx, 64, MemoryKind::Device)?.is_shared());
+    /// # Ok(()) }
+    /// ```
+    pub fn is_shared(&self) -> bool {
+        self.shared.load(Ordering::Relaxed)
+    }
+
+    /// The owner of memory owned elsewhere ([`Allocation::from_raw_parts`]);
+    /// `None` for memory this allocation allocated and frees.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_api::CudaResult<()> {
+    /// use cuda_api::{Allocation, Context, CudaDevice, MemoryKind};
+    /// let ctx = Context::primary(&CudaDevice::get(0)?)?;
+    /// assert!(Allocation::zeroed(&ctx, 64, MemoryKind::Device)?.owner().is_none());
+    /// # Ok(()) }
+    /// ```
+    pub fn owner(&self) -> Option<&Arc<dyn Any + Send + Sync>> {
+        self.owner.as_ref()
     }
 }

@@ -238,6 +238,19 @@ pub enum Error {
         /// The device given.
         device: Device,
     },
+    /// Memory from elsewhere (a raw pointer, a cudarc slice, a DLPack
+    /// tensor, a candle tensor) that cannot be an array as given, or an
+    /// array that cannot be handed out as one: the dtype, shape, strides,
+    /// device or extent does not match.
+    Interop {
+        /// The call.
+        call: &'static str,
+        /// What does not match (`"dtype"`, `"shape"`, `"strides"`,
+        /// `"device"`, `"extent"`, ...).
+        what: &'static str,
+        /// What was given, what was expected, and what to do.
+        message: String,
+    },
     /// The legacy default stream given to a graph capture.
     DefaultStreamCapture,
     /// A launch index a graph does not have.
@@ -820,6 +833,11 @@ impl fmt::Display for Error {
                 f,
                 "{call}: {device} is not a CUDA device, and this needs one (a CUDA context, stream or peer access); use a cuda:N device"
             ),
+            Error::Interop {
+                call,
+                what,
+                message,
+            } => write!(f, "{call}: {what}: {message}"),
             Error::DefaultStreamCapture => f.write_str(
                 "Graph::capture: the legacy default stream cannot be captured; use Stream::new",
             ),

@@ -199,6 +199,9 @@ pub use array::{
     AccessMode, Array, HostMemory, Memory, Storage, TypedArray, enable_peer_access,
     set_thread_access_mode, thread_access_mode,
 };
+// Zero-copy exchange with cudarc (feature `cudarc`).
+#[cfg(feature = "cudarc")]
+pub use array::CudarcSlice;
 
 // Kernels: their signatures, Warp modules compiled ahead of time, CUDA C declarations.
 pub use aot::{AotModule, WARP_VERSION};

@@ -6,12 +6,21 @@
 mod access;
 #[allow(clippy::module_inception)]
 mod array;
+#[cfg(feature = "candle")]
+mod candle;
+#[cfg(feature = "cudarc")]
+mod cudarc;
+#[cfg(feature = "dlpack")]
+mod dlpack;
+mod external;
 mod ordered;
 mod storage;
 
 pub(crate) use access::check;
 pub use access::{AccessMode, enable_peer_access, set_thread_access_mode, thread_access_mode};
 pub use array::{Array, TypedArray};
+#[cfg(feature = "cudarc")]
+pub use cudarc::CudarcSlice;
 pub(crate) use ordered::{Queue, assign, fill, value_bytes};
 pub(crate) use storage::lock_storages;
 pub use storage::{HostMemory, Memory, Storage};

@@ -29,8 +29,10 @@
 //! running CPU kernel takes that mutex. Unrelated arrays never block each
 //! other, whatever user locks are held.
 
+use std::any::Any;
 use std::fmt;
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 use cuda_api::{Allocation, MemoryKind};
 
@@ -61,6 +63,9 @@ pub struct HostMemory {
     ptr: NonNull<u128>,
     words: usize,
     bytes: usize,
+    /// Memory owned elsewhere ([`Storage::from_raw_host`]): kept alive
+    /// while this lives, never freed here.
+    owner: Option<Arc<dyn Any + Send + Sync>>,
 }
 
 // SAFETY: the memory is owned and reached only through raw pointers, by
@@ -84,12 +89,17 @@ impl HostMemory {
             ptr: NonNull::new(ptr.cast::<u128>())?,
             words,
             bytes,
+            owner: None,
         })
     }
 }
 
 impl Drop for HostMemory {
     fn drop(&mut self) {
+        if self.owner.is_some() {
+            // Owned elsewhere: the owner goes after this, nothing is freed.
+            return;
+        }
         // SAFETY: `zeroed` allocated `words` u128s with the global
         // allocator and the layout of `[u128; words]`, as a Vec of that
         // capacity does; the Vec frees it with the same layout.
@@ -335,6 +345,87 @@ impl Storage {
         }
     }
 
+    /// Host memory owned elsewhere, for arrays on the CPU device: `bytes`
+    /// bytes at `ptr`, kept alive by `owner` (a `Vec`, a DLPack deleter,
+    /// anything that holds the memory) until the storage drops; never
+    /// freed here. CUDA memory owned elsewhere is
+    /// [`Storage::cuda`]`(`[`Allocation::from_raw_parts`]`(..))`.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use warp_launch::Storage;
+    /// let data: Arc<Vec<f32>> = Arc::new(vec![1.0, 2.0, 3.0]);
+    /// // SAFETY: the Vec, kept alive as the owner, holds 12 bytes at that
+    /// // address, written by nothing else while the storage is used.
+    /// let s = unsafe { Storage::from_raw_host(data.as_ptr() as *mut u8, 12, data.clone())? };
+    /// let mut back = [0u8; 4];
+    /// s.copy_to_host(4, &mut back)?;
+    /// assert_eq!(f32::from_ne_bytes(back), 2.0);
+    /// # Ok::<(), warp_launch::Error>(())
+    /// ```
+    ///
+    /// # Safety
+    ///
+    /// `ptr..ptr + bytes` must be valid to read and write for as long as
+    /// `owner` lives, and be reached by nothing else (no Rust reference,
+    /// no other thread) while the storage's arrays are used.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Shape`] when `ptr` is null for a non-empty range or the
+    /// range passes the end of the address space.
+    pub unsafe fn from_raw_host(
+        ptr: *mut u8,
+        bytes: usize,
+        owner: Arc<dyn Any + Send + Sync>,
+    ) -> Result<Storage> {
+        let call = "Storage::from_raw_host";
+        let ptr = match NonNull::new(ptr.cast::<u128>()) {
+            Some(p) => p,
+            None if bytes == 0 => NonNull::dangling(),
+            None => {
+                return Err(Error::Shape {
+                    call,
+                    message: format!(
+                        "a null pointer for {bytes} bytes; pass the address of live memory"
+                    ),
+                });
+            }
+        };
+        if (ptr.as_ptr() as usize).checked_add(bytes).is_none() || bytes > isize::MAX as usize {
+            return Err(Error::Shape {
+                call,
+                message: format!(
+                    "{bytes} bytes at {:#x} pass the end of the address space; pass the memory's real length",
+                    ptr.as_ptr() as usize
+                ),
+            });
+        }
+        Ok(Storage {
+            backing: Backing::Host(HostMemory {
+                ptr,
+                words: 0,
+                bytes,
+                owner: Some(owner),
+            }),
+        })
+    }
+
+    /// What keeps memory owned elsewhere alive ([`Storage::from_raw_host`],
+    /// [`Allocation::from_raw_parts`]); `None` for memory the storage
+    /// allocated itself.
+    ///
+    /// ```
+    /// assert!(warp_launch::Storage::host(64)?.owner().is_none());
+    /// # Ok::<(), warp_launch::Error>(())
+    /// ```
+    pub fn owner(&self) -> Option<&Arc<dyn Any + Send + Sync>> {
+        match &self.backing {
+            Backing::Cuda(a) => a.owner(),
+            Backing::Host(h) => h.owner.as_ref(),
+        }
+    }
+
     /// The CUDA allocation, `None` for host memory.
     pub fn allocation(&self) -> Option<&Allocation> {
         match &self.backing {
@@ -557,9 +648,10 @@ impl Storage {
         match &self.backing {
             Backing::Cuda(a) => Ok(a.fill_bytes(0)?),
             Backing::Host(h) => {
-                // SAFETY: the whole allocation is written, through its
-                // pointer; the lock keeps CPU kernels and copies off it.
-                unsafe { std::ptr::write_bytes(h.ptr.as_ptr(), 0, h.words) };
+                // SAFETY: the whole memory is written, bytewise through its
+                // pointer (memory owned elsewhere need not be 16-byte
+                // aligned); the lock keeps CPU kernels and copies off it.
+                unsafe { std::ptr::write_bytes(h.ptr.as_ptr().cast::<u8>(), 0, h.bytes) };
                 Ok(())
             }
         }
