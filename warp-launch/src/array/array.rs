@@ -936,7 +936,9 @@ impl Array {
     /// any devices or memory kinds). Synchronous: a blocking copy outside
     /// any stream, after the queued work that uses either array;
     /// [`Array::assign_on`] is the stream-ordered, capturable form (any
-    /// strides; Warp's `assign` and `wp.copy`). While a [`Tape`](crate::Tape)
+    /// strides; Warp's `assign` and `wp.copy`). When both arrays have
+    /// gradients, `src`'s gradient is copied into `self`'s too, as Warp's
+    /// `wp.copy` does. While a [`Tape`](crate::Tape)
     /// records on this thread and both arrays have gradients, the tape
     /// records the copy: its backward pass adds `self`'s gradient into
     /// `src`'s and then zeroes `self`'s (unless [`Array::retain_grad`]), as
@@ -969,6 +971,11 @@ impl Array {
             src.offset,
             self.len() * self.dtype.size,
         )?;
+        // As Warp's `wp.copy`: when both arrays have gradients, the source's
+        // gradient is copied too.
+        if let (Some(sg), Some(dg)) = (&src.grad, &self.grad) {
+            dg.copy_from(sg)?;
+        }
         crate::launch::record::record_copy(src, self);
         Ok(())
     }

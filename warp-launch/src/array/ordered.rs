@@ -531,7 +531,9 @@ fn host_fill(dst: &Array, value: &[u8], call: &'static str) -> Result<()> {
 }
 
 /// Copies every element of `src` into `dst` (same dtype size and shape;
-/// any strides, devices and memories): Warp's `assign` and `wp.copy`. Every
+/// any strides, devices and memories): Warp's `assign` and `wp.copy`; when
+/// both have gradients, `src`'s gradient is copied into `dst`'s too (as
+/// `wp.copy` does). Every
 /// array-to-array copy goes through here, so a [`Tape`](crate::Tape)
 /// recording on this thread records it (when both arrays have gradients)
 /// with its adjoint, as Warp's `wp.copy` is recorded.
@@ -542,6 +544,10 @@ pub(crate) fn assign(
     call: &'static str,
 ) -> Result<()> {
     copy_elements(dst, src, q, call)?;
+    // As Warp's `wp.copy`: the gradients travel with the values.
+    if let (Some(sg), Some(dg)) = (src.grad(), dst.grad()) {
+        copy_elements(dg, sg, q, call)?;
+    }
     crate::launch::record::record_copy(src, dst);
     Ok(())
 }
@@ -894,7 +900,10 @@ impl Array {
     /// page-locked memory and waits for the stream. `None` for the current
     /// stream of the destination's device (else the source's). The one
     /// copy entry point; [`Array::assign`] is the synchronous form. How
-    /// many driver copies a layout takes: [`Array::zero_on`].
+    /// many driver copies a layout takes: [`Array::zero_on`]. When both
+    /// arrays have gradients, `src`'s gradient is copied into this array's
+    /// too, and a recording [`Tape`](crate::Tape) records the copy with its
+    /// adjoint (both as Warp's `wp.copy`).
     ///
     /// ```
     /// use warp_launch::Array;

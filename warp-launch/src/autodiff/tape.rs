@@ -949,6 +949,17 @@ mod tests {
             .unwrap()
             .with_grad()
             .unwrap();
+        // As Warp's wp.copy, the source's gradient travels with the values.
+        x.grad()
+            .unwrap()
+            .copy_from_slice(&[0.5f32, 0.0, 0.0, 0.0, 0.0, 0.25])
+            .unwrap();
+        y.assign(&xt).unwrap();
+        assert_eq!(
+            y.grad().unwrap().to_vec::<f32>().unwrap(),
+            vec![0.5, 0.0, 0.0, 0.0, 0.0, 0.25]
+        );
+        x.grad().unwrap().zero().unwrap();
         let mut tape = Tape::new();
         tape.record(|| y.assign(&xt)).unwrap();
         assert_eq!(
