@@ -198,8 +198,9 @@ fn copy_dir(from: &Path, to: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Builds the bundle in `gpu-bundle/`.
-pub fn build(root: &Path) -> Result<()> {
+/// Builds the bundle in `gpu-bundle/`; with `candle`, the candle CUDA
+/// interop test too (`bin/gpu_candle-*`, see [`crate::candle`]).
+pub fn build(root: &Path, candle: bool) -> Result<()> {
     let out = root.join("gpu-bundle");
     if out.exists() {
         std::fs::remove_dir_all(&out)?;
@@ -256,6 +257,16 @@ pub fn build(root: &Path) -> Result<()> {
             continue;
         }
         std::fs::copy(path, out.join("bin").join(&name))?;
+        count += 1;
+    }
+    if candle {
+        step("building the candle CUDA interop test (tests/candle-interop, release)");
+        let exe = crate::candle::build_test(root)?;
+        let name = exe
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        std::fs::copy(&exe, out.join("bin").join(name))?;
         count += 1;
     }
     step("building the examples (release)");

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use clap::{Parser, Subcommand};
 
-use crate::{Result, bundle, codegen, fuzz, provision, public_api, warp_aot};
+use crate::{Result, bundle, candle, codegen, fuzz, provision, public_api, warp_aot};
 
 /// `cargo xtask <task>`: the generator and the developer tasks of the
 /// workspace.
@@ -52,7 +52,19 @@ pub enum Task {
     ///
     /// Carry gpu-bundle/ (or target/pack/gpu-bundle.tgz) to a GPU machine and run
     /// `bash gpu-bundle/run.sh`; its last line is `gpu-bundle: N passed, M failed, K skipped`.
-    GpuBundle,
+    /// Includes `bin/gpu_candle-*`, the candle CUDA interop test of tests/candle-interop
+    /// (its first build compiles candle's CUDA kernels with nvcc: minutes).
+    GpuBundle {
+        /// Leave out the candle CUDA interop test (tests/candle-interop).
+        #[arg(long)]
+        no_candle: bool,
+    },
+    /// Build the candle CUDA interop test (tests/candle-interop, outside the workspace) and print its path.
+    ///
+    /// Release, not run: candle's CUDA kernels are compiled for sm_90 by the
+    /// pinned nvcc 13.0; the CUDA libraries are linked from pinned wheels and a
+    /// libcuda stub, and found at run time under /usr/local/cuda/lib64.
+    CandleTest,
     /// Provision the pinned cuda.h and Warp headers, then run `cargo test --workspace ARGS..`.
     ///
     /// Every argument after `test` goes to `cargo test --workspace` as given,
@@ -135,7 +147,12 @@ pub fn run(cli: Cli) -> Result<()> {
         }
         Some(Task::Codegen { check }) => codegen::run(&root, &specs, check),
         Some(Task::Import { check }) => import_task(&root, &specs, check),
-        Some(Task::GpuBundle) => bundle::build(&root),
+        Some(Task::GpuBundle { no_candle }) => bundle::build(&root, !no_candle),
+        Some(Task::CandleTest) => {
+            let exe = candle::build_test(&root)?;
+            println!("xtask candle-test: {}", exe.display());
+            Ok(())
+        }
         Some(Task::Test { args, .. }) => test(&root, &args),
         Some(Task::Fuzz {
             seconds,
@@ -377,7 +394,15 @@ mod tests {
             parse(&["import", "--check"]).unwrap(),
             Some(Task::Import { check: true })
         );
-        assert_eq!(parse(&["gpu-bundle"]).unwrap(), Some(Task::GpuBundle));
+        assert_eq!(
+            parse(&["gpu-bundle"]).unwrap(),
+            Some(Task::GpuBundle { no_candle: false })
+        );
+        assert_eq!(
+            parse(&["gpu-bundle", "--no-candle"]).unwrap(),
+            Some(Task::GpuBundle { no_candle: true })
+        );
+        assert_eq!(parse(&["candle-test"]).unwrap(), Some(Task::CandleTest));
     }
 
     fn test_args(args: &[&str]) -> Vec<String> {

@@ -5,6 +5,7 @@
 //! `tests/`). xtask never depends on the crates it generates.
 
 pub mod bundle;
+pub mod candle;
 pub mod cli;
 pub mod codegen;
 pub mod ctype;

@@ -104,7 +104,7 @@ pub fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
-fn cache_dir() -> PathBuf {
+pub(crate) fn cache_dir() -> PathBuf {
     workspace_root().join("target").join("cuda-cache")
 }
 
@@ -224,7 +224,7 @@ fn fetch_wheel(requirement: &str, dest: &Path) -> Result<()> {
 /// Downloads one pinned wheel with pip (for `platform` when given, else for
 /// this machine) and unpacks it into `dest`: only the members whose path
 /// starts with `only` when given, else all of it.
-fn fetch_wheel_with(
+pub(crate) fn fetch_wheel_with(
     requirement: &str,
     dest: &Path,
     platform: Option<&str>,

@@ -53,6 +53,7 @@ fn help_lists_every_task_and_each_task_has_its_own() {
             "codegen",
             "import",
             "gpu-bundle",
+            "candle-test",
             "test",
             "fuzz",
             "warp-aot",
@@ -68,7 +69,8 @@ fn help_lists_every_task_and_each_task_has_its_own() {
         ("warp-aot", "--no-cpu"),
         ("public-api", "--all"),
         ("test", "[ARGS]..."),
-        ("gpu-bundle", "Usage: cargo xtask gpu-bundle"),
+        ("gpu-bundle", "--no-candle"),
+        ("candle-test", "Usage: cargo xtask candle-test"),
     ] {
         for args in [[task, "--help"], ["help", task]] {
             let out = xtask(&args);

@@ -1,0 +1,218 @@
+//! The GPU test of candle CUDA tensors as Warp arrays (`tests/candle-interop`,
+//! test `gpu_candle`): a crate outside the root workspace, built here for the
+//! GPU bundle.
+//!
+//! candle-core's `cuda` feature turns on cudarc's `dynamic-linking`, which
+//! cudarc's build script refuses together with the root workspace's
+//! `dynamic-loading` (cuda-api's `cudarc` feature, always on in sdk-tests):
+//! the crate is a workspace of its own (listed in the root's `exclude`, with
+//! its own `Cargo.lock`), so only candle's cudarc is in its build. candle's
+//! kernels are compiled at build time (candle-kernels, with cudaforge) by the
+//! pinned nvcc 13.0 ([`provision::nvcc`]) for sm_90 (`CUDA_COMPUTE_CAP=90`:
+//! no GPU here), and the binary links libcuda, cuBLAS, cuBLASLt, cuRAND,
+//! NVRTC and the CUDA runtime. At link time they come from
+//! `target/cuda-cache/candle-cuda/lib` (`CUDA_HOME` for cudarc's build
+//! script): a libcuda stub generated from the pinned `cuda.h` (soname
+//! `libcuda.so.1`; the driver's library is loaded at run time), and the
+//! libraries of the pinned wheels [`CANDLE_WHEELS`] (only their
+//! `nvidia/cu13/lib/` is unpacked). At run time the binary finds the
+//! toolkit's libraries through its rpath (`/usr/local/cuda/lib64`, see
+//! `tests/candle-interop/build.rs`): cuBLASLt alone is over 500 MB, too big
+//! for the bundle.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use regex::Regex;
+
+use crate::{Result, provision};
+
+/// The CUDA 13.0 libraries candle's cudarc links, pinned (the releases of
+/// CUDA 13.0 update 1; only their sonames matter at link time:
+/// `libcublas.so.13`, `libcublasLt.so.13`, `libcurand.so.10`,
+/// `libnvrtc.so.13`).
+pub const CANDLE_WHEELS: &[&str] = &[
+    "nvidia-cublas==13.0.2.14",
+    "nvidia-curand==10.4.0.35",
+    "nvidia-cuda-nvrtc==13.0.88",
+];
+
+/// The libraries the link needs, as `(link name, file in the wheels' lib/)`.
+const LINKED: &[(&str, &str)] = &[
+    ("cublas", "libcublas.so.13"),
+    ("cublasLt", "libcublasLt.so.13"),
+    ("curand", "libcurand.so.10"),
+    ("nvrtc", "libnvrtc.so.13"),
+];
+
+/// The crate's directory, relative to the workspace root.
+pub const CRATE_DIR: &str = "tests/candle-interop";
+
+/// Its target directory, inside the root's `target/`.
+pub const TARGET_DIR: &str = "target/candle-interop";
+
+/// The names a libcuda stub defines: every `cu` + capital identifier of
+/// `cuda.h` (the functions, and the versioned names its macros map them to,
+/// e.g. `cuMemAlloc_v2`); a stub with a few names too many links the same.
+pub fn stub_names(cuda_h: &str) -> Vec<String> {
+    let re = Regex::new(r"\bcu[A-Z][A-Za-z0-9_]*\b").expect("a valid regex");
+    let mut names: Vec<String> = re
+        .find_iter(cuda_h)
+        .map(|m| m.as_str().to_string())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// Makes `target/cuda-cache/candle-cuda/lib` (link-time libraries, see the
+/// module docs) on first use and returns `target/cuda-cache/candle-cuda`,
+/// the `CUDA_HOME` of the build.
+pub fn link_root(nvcc: &Path) -> Result<PathBuf> {
+    let home = provision::cache_dir().join("candle-cuda");
+    let lib = home.join("lib");
+    std::fs::create_dir_all(&lib)?;
+    let libs = provision::cache_dir().join("candle-libs");
+    let wheel_lib = libs.join("nvidia/cu13/lib");
+    if LINKED
+        .iter()
+        .any(|(_, file)| !wheel_lib.join(file).is_file())
+    {
+        for req in CANDLE_WHEELS {
+            provision::fetch_wheel_with(req, &libs, None, Some("nvidia/cu13/lib/"))?;
+        }
+    }
+    for (name, file) in LINKED {
+        let from = wheel_lib.join(file);
+        if !from.is_file() {
+            return Err(format!(
+                "{} is missing after unpacking {}; delete {} and run again",
+                from.display(),
+                CANDLE_WHEELS.join(" "),
+                libs.display()
+            )
+            .into());
+        }
+        link(&from, &lib.join(format!("lib{name}.so")))?;
+    }
+    // The CUDA runtime of the nvcc set (candle-kernels links cudart).
+    let cu13 = nvcc
+        .parent()
+        .and_then(Path::parent)
+        .ok_or_else(|| format!("nvcc at {} is not in a bin/ folder", nvcc.display()))?;
+    link(&cu13.join("lib/libcudart.so.13"), &lib.join("libcudart.so"))?;
+    let stub = lib.join("libcuda.so");
+    if !stub.is_file() {
+        let header = cu13.join("include/cuda.h");
+        let text = std::fs::read_to_string(&header)
+            .map_err(|e| format!("cannot read {}: {e}", header.display()))?;
+        let names = stub_names(&text);
+        let src = home.join("libcuda_stub.c");
+        let body: String = names
+            .iter()
+            .map(|n| format!("void {n}(void) {{}}\n"))
+            .collect();
+        std::fs::write(
+            &src,
+            format!(
+                "/* Link-time stub of libcuda, generated by `cargo xtask` from {}: never run. */\n{body}",
+                header.display()
+            ),
+        )?;
+        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+        let status = Command::new(&cc)
+            .args(["-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o"])
+            .arg(&stub)
+            .arg(&src)
+            .status()
+            .map_err(|e| format!("cannot run {cc} to build the libcuda stub: {e}"))?;
+        if !status.success() {
+            return Err(format!("{cc} failed ({status}) building the libcuda stub").into());
+        }
+    }
+    Ok(home)
+}
+
+/// A symbolic link `to` → `from` (replacing an old one).
+fn link(from: &Path, to: &Path) -> Result<()> {
+    if !from.is_file() {
+        return Err(format!("{} is missing", from.display()).into());
+    }
+    if to.symlink_metadata().is_ok() {
+        std::fs::remove_file(to)?;
+    }
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(from, to)?;
+    #[cfg(not(unix))]
+    std::fs::copy(from, to)?;
+    Ok(())
+}
+
+/// Builds `tests/candle-interop`'s test `gpu_candle` (release, no run) into
+/// [`TARGET_DIR`] and returns the test binary's path.
+pub fn build_test(root: &Path) -> Result<PathBuf> {
+    let nvcc = provision::nvcc()?;
+    let home = link_root(&nvcc)?;
+    let bin = nvcc
+        .parent()
+        .ok_or_else(|| format!("nvcc at {} has no folder", nvcc.display()))?;
+    let path = std::env::join_paths(std::iter::once(bin.to_path_buf()).chain(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+    ))?;
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(&cargo);
+    cmd.current_dir(root.join(CRATE_DIR))
+        .args(["test", "--release", "--no-run", "--locked"])
+        .args(["--message-format=json", "--test", "gpu_candle"])
+        .arg("--target-dir")
+        .arg(root.join(TARGET_DIR))
+        .env("CUDA_HOME", &home)
+        .env("NVCC", &nvcc)
+        .env("PATH", path)
+        .env("CUDA_COMPUTE_CAP", "90")
+        .env("CUDARC_CUDA_VERSION", "13000")
+        .stderr(Stdio::inherit());
+    println!(
+        "xtask: building {CRATE_DIR} (candle's CUDA kernels with {}, sm_90; the first build takes minutes) ...",
+        nvcc.display()
+    );
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        // With --message-format=json the compiler's messages are JSON lines.
+        for line in stdout.lines() {
+            if let Ok(v) = serde_json::from_str::<serde_json::Value>(line)
+                && let Some(r) = v["message"]["rendered"].as_str()
+            {
+                eprint!("{r}");
+            }
+        }
+        return Err(format!("{cmd:?} failed ({}); its messages are above", out.status).into());
+    }
+    let exe = Regex::new(r#""executable":"([^"]+)""#)?;
+    stdout
+        .lines()
+        .filter(|l| l.contains("\"reason\":\"compiler-artifact\""))
+        .filter_map(|l| exe.captures(l).map(|c| PathBuf::from(&c[1])))
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("gpu_candle-"))
+        })
+        .ok_or_else(|| format!("{cmd:?} reported no gpu_candle test binary").into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stub_names_are_cuda_h_functions_and_their_versioned_names() {
+        let h = "CUresult CUDAAPI cuInit(unsigned int Flags);\n\
+                 #define cuMemAlloc cuMemAlloc_v2\n\
+                 CUresult CUDAAPI cuMemAlloc(CUdeviceptr *dptr, size_t bytesize);\n\
+                 typedef struct CUctx_st *CUcontext; /* cuda.h */";
+        assert_eq!(stub_names(h), ["cuInit", "cuMemAlloc", "cuMemAlloc_v2"]);
+    }
+}
