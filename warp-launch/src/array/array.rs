@@ -75,7 +75,10 @@ const INT32_MAX: i128 = i32::MAX as i128;
 /// Smallest byte stride `array_t` holds.
 const INT32_MIN: i128 = i32::MIN as i128;
 
-fn check_shape(shape: &[usize], call: &'static str) -> Result<(usize, [usize; MAX_DIMS])> {
+pub(crate) fn check_shape(
+    shape: &[usize],
+    call: &'static str,
+) -> Result<(usize, [usize; MAX_DIMS])> {
     if shape.is_empty() || shape.len() > MAX_DIMS {
         return Err(Error::Shape {
             call,

@@ -14,9 +14,6 @@ use crate::array::{Array, Storage};
 use crate::device::{Device, IntoDevice};
 use crate::error::{Error, Result};
 
-/// Most dimensions an array has (Warp's `ARRAY_MAX_DIMS`).
-const MAX_DIMS: usize = 4;
-
 fn interop(call: &'static str, what: &'static str, message: String) -> Error {
     Error::Interop {
         call,
@@ -176,15 +173,7 @@ impl Array {
         owner: Arc<dyn Any + Send + Sync>,
         call: &'static str,
     ) -> Result<Array> {
-        if shape.is_empty() || shape.len() > MAX_DIMS {
-            return Err(Error::Shape {
-                call,
-                message: format!(
-                    "an array has 1 to {MAX_DIMS} dimensions but shape {shape:?} has {}; pass 1 to {MAX_DIMS} extents",
-                    shape.len()
-                ),
-            });
-        }
+        crate::array::array::check_shape(shape, call)?;
         let strides = match strides {
             Some(s) if s.len() != shape.len() => {
                 return Err(Error::Shape {

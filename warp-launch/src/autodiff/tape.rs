@@ -6,10 +6,9 @@
 use std::fmt;
 use std::marker::PhantomData;
 use std::ops::Add;
-use std::sync::Arc;
 
 use crate::abi::{Kind, Scalar, Value, encode};
-use crate::array::{Array, Storage};
+use crate::array::Array;
 use crate::error::{Error, Result};
 use crate::launch::record::{BackwardFn, Recorded};
 use crate::launch::{Arg, Launch, StructValue, record};
@@ -590,22 +589,9 @@ fn adj_copy(src: &Array, dst: &Array) -> Result<()> {
     if gs.is_contiguous() {
         gs.storage().copy_from_host(gs.offset(), &sum)?;
     } else {
-        let staging = Arc::new(Storage::host(sum.len())?);
-        staging.copy_from_host(0, &sum)?;
-        let es = gs.dtype().size as isize;
-        let mut strides = vec![es; gs.ndim()];
-        for i in (0..gs.ndim().saturating_sub(1)).rev() {
-            strides[i] = strides[i + 1] * gs.shape()[i + 1] as isize;
-        }
-        let sum = Array::from_parts(
-            staging,
-            crate::Device::Cpu,
-            0,
-            gs.dtype(),
-            gs.shape(),
-            &strides,
-        )?;
-        gs.assign(&sum)?;
+        let staged = Array::zeros_dtype(crate::Device::Cpu, gs.dtype(), gs.shape())?;
+        staged.storage().copy_from_host(0, &sum)?;
+        gs.assign(&staged)?;
     }
     if !dst.retain_grad() {
         gd.zero()?;
