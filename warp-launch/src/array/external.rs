@@ -286,7 +286,7 @@ impl Array {
     }
 
     /// What keeps this array's memory alive when it is owned elsewhere
-    /// ([`Array::from_ptr`], [`Array::from_cudarc`](crate::Array::from_cudarc),
+    /// ([`Array::from_ptr`], `Array::from_cudarc` with feature `cudarc`,
     /// a DLPack import); `None` for memory this crate allocated.
     ///
     /// ```
