@@ -23,10 +23,11 @@ pub struct DriverError {
     /// What was being done, where known: `kernel 'saxpy' on NVIDIA H200`.
     pub context: Option<String>,
     /// The lines the driver wrote to its error log for this failure (CUDA
-    /// 12.9+ drivers, `cuLogsDumpToMemory`): the lines logged since the
-    /// previous failed call that cuda-api turned into an error (in any
-    /// thread: the driver's log is per process), at most
-    /// [`DRIVER_LOG_LINES`]; empty on older drivers, for
+    /// 12.9+ drivers, `cuLogsDumpToMemory`): the lines this thread logged
+    /// since its previous failed call that cuda-api turned into an error,
+    /// at most [`DRIVER_LOG_LINES`]. The driver's log is per process; each
+    /// line names the thread that wrote it, and lines of other threads are
+    /// kept for those threads' own errors. Empty on older drivers, for
     /// `CUDA_ERROR_NOT_READY` (a polled status), or when switched off with
     /// [`set_driver_log_in_errors`].
     pub driver_log: Vec<String>,
@@ -561,9 +562,89 @@ pub const DRIVER_LOG_LINES: usize = 8;
 
 static DRIVER_LOG_ON: AtomicBool = AtomicBool::new(true);
 
-/// Where the driver's log was read up to: the `CUlogIterator` after the last
-/// failure's lines, `None` before the first.
-static DRIVER_LOG_AT: Mutex<Option<CUlogIterator>> = Mutex::new(None);
+/// Lines of other threads kept for them are dropped beyond this many
+/// threads (the oldest first).
+const DRIVER_LOG_THREADS: usize = 64;
+
+/// What has been read of the driver's log.
+struct DriverLog {
+    /// Where it was read up to: the `CUlogIterator` after the last
+    /// failure's lines, `None` before the first.
+    at: Option<CUlogIterator>,
+    /// Lines read for one thread's failure that other threads wrote, kept
+    /// for those threads' next errors: (thread, its newest lines).
+    pending: Vec<(u64, Vec<String>)>,
+}
+
+static DRIVER_LOG: Mutex<DriverLog> = Mutex::new(DriverLog {
+    at: None,
+    pending: Vec::new(),
+});
+
+/// The calling thread as the driver's log names it: the second bracketed
+/// field of a line, `[04:26:32.758][140534779737792][CUDA][E] ...`, is the
+/// writer's `pthread_self()` on Linux. `None` where that is not known.
+fn log_thread_id() -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: pthread_self has no preconditions and cannot fail.
+        Some(unsafe { libc::pthread_self() } as u64)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
+}
+
+/// The thread a line of the driver's log names, if it has the
+/// `[time][thread][...]` form.
+fn line_thread(line: &str) -> Option<u64> {
+    let rest = line.strip_prefix('[')?;
+    let (_, rest) = rest.split_once("][")?;
+    let (thread, _) = rest.split_once(']')?;
+    thread.parse().ok()
+}
+
+/// Splits newly read lines between the calling thread (`me`) and the
+/// others: returns `me`'s lines (those kept for it earlier first), newest
+/// last, at most [`DRIVER_LOG_LINES`], and keeps the other threads' lines
+/// in `pending` (at most [`DRIVER_LOG_LINES`] each, for at most
+/// [`DRIVER_LOG_THREADS`] threads). Lines naming no thread, and every line
+/// when `me` is unknown, go to the caller.
+fn route_log_lines(
+    lines: Vec<String>,
+    me: Option<u64>,
+    pending: &mut Vec<(u64, Vec<String>)>,
+) -> Vec<String> {
+    let mut mine = match me.and_then(|me| pending.iter().position(|(t, _)| *t == me)) {
+        Some(i) => pending.remove(i).1,
+        None => Vec::new(),
+    };
+    for line in lines {
+        match (me, line_thread(&line)) {
+            (Some(me), Some(t)) if t != me => {
+                let i = match pending.iter().position(|(p, _)| *p == t) {
+                    Some(i) => i,
+                    None => {
+                        if pending.len() == DRIVER_LOG_THREADS {
+                            pending.remove(0);
+                        }
+                        pending.push((t, Vec::new()));
+                        pending.len() - 1
+                    }
+                };
+                let kept = &mut pending[i].1;
+                kept.push(line);
+                let over = kept.len().saturating_sub(DRIVER_LOG_LINES);
+                kept.drain(..over);
+            }
+            _ => mine.push(line),
+        }
+    }
+    let skip = mine.len().saturating_sub(DRIVER_LOG_LINES);
+    mine.drain(..skip);
+    mine
+}
 
 /// Switches attaching the driver's log lines to [`DriverError`]s on (the
 /// default) or off.
@@ -575,8 +656,9 @@ pub fn set_driver_log_in_errors(on: bool) {
     DRIVER_LOG_ON.store(on, Ordering::Relaxed);
 }
 
-/// The driver's log lines written since the previous failure (the driver
-/// keeps the newest 25600 bytes), newest last, at most [`DRIVER_LOG_LINES`].
+/// The driver's log lines this thread wrote since its previous failure (the
+/// driver keeps the newest 25600 bytes), newest last, at most
+/// [`DRIVER_LOG_LINES`].
 fn driver_log_since_last_failure() -> Vec<String> {
     if !DRIVER_LOG_ON.load(Ordering::Relaxed) {
         return Vec::new();
@@ -585,7 +667,8 @@ fn driver_log_since_last_failure() -> Vec<String> {
     if !available("cuLogsDumpToMemory") || !available("cuLogsCurrent") {
         return Vec::new();
     }
-    let mut at = DRIVER_LOG_AT.lock().unwrap_or_else(|p| p.into_inner());
+    let mut state = DRIVER_LOG.lock().unwrap_or_else(|p| p.into_inner());
+    let DriverLog { at, pending } = &mut *state;
     // The driver's log holds at most 25600 bytes, and null-terminates.
     let mut buf = vec![0u8; 25_601];
     let mut size = buf.len();
@@ -623,8 +706,7 @@ fn driver_log_since_last_failure() -> Vec<String> {
         .map(|l| l.trim_matches(['\0', ' ', '\r']).to_string())
         .filter(|l| !l.is_empty())
         .collect();
-    let skip = lines.len().saturating_sub(DRIVER_LOG_LINES);
-    lines.into_iter().skip(skip).collect()
+    route_log_lines(lines, log_thread_id(), pending)
 }
 
 /// Whether the installed driver has `function` (a C name, `"cuLogsCurrent"`)
@@ -729,6 +811,64 @@ mod tests {
         e.driver_log =
             vec!["[22:21:32.099][25642][CUDA][E][cuLogsDumpToMemory] buffer cannot be NULL".into()];
         insta::assert_snapshot!("with_driver_log", e.to_string());
+    }
+
+    #[test]
+    fn driver_log_lines_go_to_the_thread_that_wrote_them() {
+        // Lines as the H200's 13.0 driver writes them: the second field is
+        // the writer's pthread_self().
+        let a = 140534779737792u64;
+        let b = 140120309102272u64;
+        let line = |t: u64, m: &str| format!("[04:26:32.758][{t}][CUDA][E] {m}");
+        assert_eq!(line_thread(&line(a, "x")), Some(a));
+        assert_eq!(line_thread("buffer cannot be NULL"), None);
+        assert_eq!(line_thread("[04:26:32.758][main][CUDA][E] x"), None);
+        let mut pending = Vec::new();
+        // b's failure reads a's line too: b gets its own, a's is kept.
+        let got = route_log_lines(
+            vec![
+                line(a, "No CUDA context is current"),
+                line(b, "buffer cannot be NULL"),
+                "no thread".into(),
+            ],
+            Some(b),
+            &mut pending,
+        );
+        assert_eq!(
+            got,
+            vec![line(b, "buffer cannot be NULL"), "no thread".to_string()]
+        );
+        assert_eq!(
+            pending,
+            vec![(a, vec![line(a, "No CUDA context is current")])]
+        );
+        // a's next failure gets the kept line first, then its new ones.
+        let got = route_log_lines(vec![line(a, "Returning 201")], Some(a), &mut pending);
+        assert_eq!(
+            got,
+            vec![
+                line(a, "No CUDA context is current"),
+                line(a, "Returning 201")
+            ]
+        );
+        assert!(pending.is_empty(), "{pending:?}");
+        // With the thread unknown, every line goes to the caller.
+        let got = route_log_lines(vec![line(a, "1"), line(b, "2")], None, &mut pending);
+        assert_eq!(got.len(), 2);
+        // At most DRIVER_LOG_LINES per thread, the newest; at most
+        // DRIVER_LOG_THREADS threads kept, the oldest dropped.
+        let many: Vec<String> = (0..20).map(|i| line(a, &i.to_string())).collect();
+        let got = route_log_lines(many, Some(a), &mut pending);
+        assert_eq!(got.len(), DRIVER_LOG_LINES);
+        assert_eq!(got.last(), Some(&line(a, "19")));
+        let others: Vec<String> = (0..DRIVER_LOG_THREADS as u64 + 3)
+            .flat_map(|t| (0..10).map(move |i| line(1000 + t, &i.to_string())))
+            .collect();
+        route_log_lines(others, Some(a), &mut pending);
+        assert_eq!(pending.len(), DRIVER_LOG_THREADS);
+        assert_eq!(pending[0].0, 1003, "the oldest threads are dropped first");
+        assert!(pending.iter().all(|(_, l)| l.len() == DRIVER_LOG_LINES));
+        assert_eq!(pending[0].1.last(), Some(&line(1003, "9")));
     }
 
     #[test]

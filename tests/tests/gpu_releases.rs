@@ -226,3 +226,72 @@ fn a_driver_error_carries_the_drivers_log_line() {
     cuda_api::set_driver_log_in_errors(true);
     assert!(e3.driver().is_some_and(|x| x.driver_log.is_empty()), "{e3}");
 }
+
+/// The driver's log is per process, but each line names the thread that
+/// wrote it: a failure in one thread does not take another thread's lines.
+/// Thread A's raw call fails (no context is current there) and is not
+/// turned into an error yet; thread B then fails and reads the log, which
+/// holds A's lines too. B's error carries only B's lines, and A's error,
+/// made afterwards, still carries A's.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn driver_log_lines_reach_the_thread_that_wrote_them() {
+    let d = driver_version();
+    if d < 12090 {
+        sdk_tests::skip(
+            "driver_log_lines_reach_the_thread_that_wrote_them",
+            &format!(
+                "the driver supports CUDA {}; its log needs 12.9",
+                version(d)
+            ),
+        );
+        return;
+    }
+    let (failed_tx, failed_rx) = std::sync::mpsc::channel::<CUresult>();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let a = std::thread::spawn(move || {
+        let mut ptr = 0;
+        // SAFETY: `ptr` is a valid out-pointer; no context is current on
+        // this new thread, which is the failure wanted.
+        let r = unsafe { cuda_sys::cuMemAlloc(&mut ptr, 64) };
+        failed_tx.send(r).unwrap();
+        go_rx.recv().unwrap();
+        cuda_api::check(r, "cuMemAlloc")
+            .expect_err("no context is current on this thread")
+            .to_string()
+    });
+    let r_a = failed_rx.recv().unwrap();
+    assert_eq!(
+        r_a,
+        CUresult::CUDA_ERROR_INVALID_CONTEXT,
+        "cuMemAlloc on a thread without a context"
+    );
+    let mut size = 64usize;
+    // SAFETY: a null buffer is what is being refused; `size` is a valid pointer.
+    let r_b = unsafe {
+        cuda_sys::cuLogsDumpToMemory(std::ptr::null_mut(), std::ptr::null_mut(), &mut size, 0)
+    };
+    let e_b = cuda_api::check(r_b, "cuLogsDumpToMemory")
+        .expect_err("a null buffer is refused")
+        .to_string();
+    go_tx.send(()).unwrap();
+    let e_a = a.join().unwrap();
+    println!("thread B's error: {e_b}");
+    println!("thread A's error, made after B read the log: {e_a}");
+    assert!(
+        e_b.contains("buffer cannot be NULL"),
+        "B's error lacks its own line: {e_b}"
+    );
+    assert!(
+        !e_b.contains("cuMemAlloc") && !e_b.contains("No CUDA context"),
+        "B's error carries thread A's lines: {e_b}"
+    );
+    assert!(
+        e_a.contains("Returning 201") || e_a.contains("No CUDA context"),
+        "A's error lost its lines to B's read: {e_a}"
+    );
+    assert!(
+        !e_a.contains("buffer cannot be NULL"),
+        "A's error carries B's line: {e_a}"
+    );
+}
