@@ -5076,7 +5076,7 @@ pub unsafe fn cuCoredumpGetAttributeGlobal(
 ///
 /// - `callback`: in, `CUcoredumpStatusCallback`
 /// - `userData`: in, `void *`
-/// - `callbackOut`: in, `CUcoredumpCallbackHandle *`, may be null
+/// - `callbackOut`: out, `CUcoredumpCallbackHandle *`, may be null
 ///
 /// # Errors
 ///
@@ -5114,7 +5114,7 @@ pub unsafe fn cuCoredumpRegisterCompleteCallback(
 ///
 /// - `callback`: in, `CUcoredumpStatusCallback`
 /// - `userData`: in, `void *`
-/// - `callbackOut`: in, `CUcoredumpCallbackHandle *`, may be null
+/// - `callbackOut`: out, `CUcoredumpCallbackHandle *`, may be null
 ///
 /// # Errors
 ///
@@ -6341,12 +6341,12 @@ pub unsafe fn cuDevResourceGenerateDesc(
 ///
 /// # Parameters
 ///
-/// - `result`: in, `CUdevResource *`, may be null
+/// - `result`: out, `CUdevResource *`, array of `nbGroups` elements, may be null
 /// - `nbGroups`: in, `unsigned int`
 /// - `input`: in, `const CUdevResource *`
-/// - `remainder`: in, `CUdevResource *`
+/// - `remainder`: out, `CUdevResource *`, may be null
 /// - `flags`: in, `unsigned int`
-/// - `groupParams`: in, `CU_DEV_SM_RESOURCE_GROUP_PARAMS *`
+/// - `groupParams`: in-out, `CU_DEV_SM_RESOURCE_GROUP_PARAMS *`, array of `nbGroups` elements
 ///
 /// # Errors
 ///
@@ -6614,7 +6614,7 @@ pub unsafe fn cuDeviceGetByPCIBusId(
 ///
 /// # Parameters
 ///
-/// - `count`: in, `size_t *`
+/// - `count`: out, `size_t *`
 /// - `dev`: in, `CUdevice`
 ///
 /// # Errors
@@ -6643,8 +6643,8 @@ pub unsafe fn cuDeviceGetCliqueCount(count: *mut usize, dev: CUdevice) -> CUresu
 ///
 /// # Parameters
 ///
-/// - `cliqueInfo`: in, `CUcliqueInfo *`, array of `count` elements
-/// - `count`: in, `size_t *`
+/// - `cliqueInfo`: out, `CUcliqueInfo *`, array of `count` elements
+/// - `count`: in-out, `size_t *`
 /// - `dev`: in, `CUdevice`
 ///
 /// # Errors
@@ -6813,7 +6813,7 @@ pub unsafe fn cuDeviceGetExecAffinitySupport(
 ///
 /// # Parameters
 ///
-/// - `uuid`: in, `CUuuid *`
+/// - `uuid`: out, `CUuuid *`
 /// - `dev`: in, `CUdevice`
 ///
 /// # Errors
@@ -8043,7 +8043,7 @@ pub unsafe fn cuExternalMemoryGetMappedMipmappedArray(
 /// # Parameters
 ///
 /// - `numOps`: in, `size_t`
-/// - `opList`: in, `CUDA_FABRIC_COPY_BATCH_OP *`
+/// - `opList`: in, `CUDA_FABRIC_COPY_BATCH_OP *`, array of `numOps` elements
 /// - `flags`: in, `unsigned long long`
 /// - `hStream`: in, `CUstream`
 ///
@@ -10351,7 +10351,7 @@ pub unsafe fn cuGraphExecGetFlags(
 /// # Parameters
 ///
 /// - `hGraphExec`: in, `CUgraphExec`
-/// - `graphId`: in, `unsigned int *`
+/// - `graphId`: out, `unsigned int *`
 ///
 /// # Errors
 ///
@@ -10871,7 +10871,7 @@ pub unsafe fn cuGraphGetEdges_v2(
 /// # Parameters
 ///
 /// - `hGraph`: in, `CUgraph`
-/// - `graphId`: in, `unsigned int *`
+/// - `graphId`: out, `unsigned int *`
 ///
 /// # Errors
 ///
@@ -11581,7 +11581,7 @@ pub unsafe fn cuGraphNodeFindInClone(
 /// # Parameters
 ///
 /// - `hNode`: in, `CUgraphNode`
-/// - `phGraph`: in, `CUgraph *`
+/// - `phGraph`: out, `CUgraph *`
 ///
 /// # Errors
 ///
@@ -11895,7 +11895,7 @@ pub unsafe fn cuGraphNodeGetParams(
 /// # Parameters
 ///
 /// - `hNode`: in, `CUgraphNode`
-/// - `toolsNodeId`: in, `unsigned long long *`
+/// - `toolsNodeId`: out, `unsigned long long *`
 ///
 /// # Errors
 ///
@@ -14656,7 +14656,7 @@ pub unsafe fn cuLogicalEndpointDestroy(leId: CUlogicalEndpointId) -> CUresult {
 ///
 /// # Parameters
 ///
-/// - `handle`: in, `void *`
+/// - `handle`: out, `void *`
 /// - `leId`: in, `CUlogicalEndpointId`
 /// - `handleType`: in, `CUlogicalEndpointIpcHandleType`
 ///
@@ -14696,8 +14696,8 @@ pub unsafe fn cuLogicalEndpointExport(
 ///
 /// # Parameters
 ///
-/// - `bindAlignment`: in, `cuuint64_t *`
-/// - `maxSize`: in, `cuuint64_t *`
+/// - `bindAlignment`: out, `cuuint64_t *`
+/// - `maxSize`: out, `cuuint64_t *`
 /// - `prop`: in, `const CUlogicalEndpointProp *`
 ///
 /// # Errors
@@ -14770,7 +14770,7 @@ pub unsafe fn cuLogicalEndpointIdRelease(
 ///
 /// # Parameters
 ///
-/// - `baseLeId`: in, `CUlogicalEndpointId *`, array of `count` elements
+/// - `baseLeId`: out, `CUlogicalEndpointId *`
 /// - `count`: in, `cuuint32_t`
 ///
 /// # Errors
@@ -14846,7 +14846,7 @@ pub unsafe fn cuLogicalEndpointImport(
 ///
 /// - `leId`: in, `CUlogicalEndpointId`
 /// - `count`: in, `cuuint32_t`
-/// - `queryStatus`: in, `int *`
+/// - `queryStatus`: out, `int *`
 ///
 /// # Errors
 ///
@@ -16116,7 +16116,7 @@ pub unsafe fn cuMemGetInfo(free: *mut usize, total: *mut usize) -> CUresult {
 /// - `size`: in, `size_t`
 /// - `summaryGranularity`: in, `size_t`
 /// - `samplingGranularity`: in, `size_t`
-/// - `location_out`: in, `CUmemLocation *`
+/// - `location_out`: out, `CUmemLocation *`
 ///
 /// # Errors
 ///
@@ -21417,7 +21417,7 @@ pub unsafe fn cuStreamGetCtx_v2(
 /// # Parameters
 ///
 /// - `hStream`: in, `CUstream`
-/// - `resource`: in, `CUdevResource *`
+/// - `resource`: out, `CUdevResource *`
 /// - `type`: in, `CUdevResourceType`
 ///
 /// # Errors
@@ -22543,9 +22543,9 @@ pub unsafe fn cuTensorMapReplaceAddress(
 ///
 /// # Parameters
 ///
-/// - `tensorMap`: in, `CUtensorMap *`
+/// - `tensorMap`: in-out, `CUtensorMap *`
 /// - `allocClass`: in, `CUtensorMapAllocClass`
-/// - `outAllocClass`: in, `CUtensorMapAllocClass *`, may be null
+/// - `outAllocClass`: out, `CUtensorMapAllocClass *`, may be null
 ///
 /// # Errors
 ///
