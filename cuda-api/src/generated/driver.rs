@@ -259,7 +259,10 @@ pub unsafe fn array_get_sparse_properties(
     check(__r, "cuArrayGetSparseProperties")?;
     Ok(sparse_properties)
 }
-/// Calls `cuCheckpointOperationComplete`.
+/// Finishes a checkpoint or restore that used custom storage, once the application has done or queued its copies to or from that storage.
+///
+/// - The driver first synchronizes the streams the checkpoint or restore call handed out (none of which may be capturing), then unmaps the GPU memory mapped for the operation.
+/// - On success the process is checkpointed after a checkpoint, or locked after a restore.
 ///
 /// Thin wrapper over [`cuda_sys::cuCheckpointOperationComplete`]:
 ///
@@ -454,7 +457,10 @@ pub unsafe fn checkpoint_process_unlock(
     check(__r, "cuCheckpointProcessUnlock")?;
     Ok(())
 }
-/// Calls `cuCoredumpDeregisterCompleteCallback`.
+/// Removes a coredump callback registered with cuCoredumpRegisterCompleteCallback.
+///
+/// - Its handle is invalid afterwards.
+/// - A handle from another registration function, or one already deregistered, is not accepted.
 ///
 /// Thin wrapper over [`cuda_sys::cuCoredumpDeregisterCompleteCallback`]:
 ///
@@ -482,7 +488,10 @@ pub unsafe fn coredump_deregister_complete_callback(
     check(__r, "cuCoredumpDeregisterCompleteCallback")?;
     Ok(())
 }
-/// Calls `cuCoredumpDeregisterStartCallback`.
+/// Removes a coredump callback registered with cuCoredumpRegisterStartCallback.
+///
+/// - Its handle is invalid afterwards.
+/// - A handle from another registration function, or one already deregistered, is not accepted.
 ///
 /// Thin wrapper over [`cuda_sys::cuCoredumpDeregisterStartCallback`]:
 ///
@@ -574,7 +583,10 @@ pub unsafe fn coredump_get_attribute_global(
     check(__r, "cuCoredumpGetAttributeGlobal")?;
     Ok(())
 }
-/// Calls `cuCoredumpRegisterCompleteCallback`.
+/// Registers callback to be called with userData, the process id and the device once a GPU coredump has been collected and written out.
+///
+/// - It returns a handle for cuCoredumpDeregisterCompleteCallback.
+/// - Callbacks run synchronously in registration order and hold up the coredump while they run, and registering the same function again (with other user data) gives a separate handle.
 ///
 /// Thin wrapper over [`cuda_sys::cuCoredumpRegisterCompleteCallback`]:
 ///
@@ -610,7 +622,10 @@ pub unsafe fn coredump_register_complete_callback(
     check(__r, "cuCoredumpRegisterCompleteCallback")?;
     Ok(callback_out)
 }
-/// Calls `cuCoredumpRegisterStartCallback`.
+/// Registers callback to be called with userData, the process id and the device when a GPU coredump begins, before its data is collected.
+///
+/// - It returns a handle for cuCoredumpDeregisterStartCallback.
+/// - Callbacks run synchronously in registration order and hold up the coredump while they run, and registering the same function again (with other user data) gives a separate handle.
 ///
 /// Thin wrapper over [`cuda_sys::cuCoredumpRegisterStartCallback`]:
 ///
@@ -772,7 +787,11 @@ pub unsafe fn ctx_create(
     check(__r, "cuCtxCreate")?;
     Ok(pctx)
 }
-/// Calls `cuCtxCreate_v3`.
+/// Creates a context on dev with its execution resources limited by the numParams entries of paramsArray (such as an SM count), and makes it current.
+///
+/// - This is the execution-affinity ABI (11.4+) under the explicit name the 12.x headers declared.
+/// - CUDA 13.0's header dropped it, where cuCtxCreate takes a CUctxCreateParams instead.
+/// - Destroy the context with cuCtxDestroy.
 ///
 /// Thin wrapper over [`cuda_sys::cuCtxCreate_v3`]:
 ///
@@ -817,7 +836,11 @@ pub unsafe fn ctx_create_v3(
     check(__r, "cuCtxCreate_v3")?;
     Ok(pctx)
 }
-/// Calls `cuCtxCreate_v4`.
+/// Creates a context on dev with the given flags and optional execution-affinity or CUDA-in-graphics parameters in ctxCreateParams, and makes it current.
+///
+/// - It is the ABI cuCtxCreate resolves to since CUDA 13.0, under the explicit name the 12.x headers declared from 12.5.
+/// - Setting both the affinity and the CIG parameters is undefined.
+/// - Destroy the context with cuCtxDestroy.
 ///
 /// Thin wrapper over [`cuda_sys::cuCtxCreate_v4`]:
 ///
@@ -1640,7 +1663,11 @@ pub unsafe fn dev_resource_generate_desc(
     check(__r, "cuDevResourceGenerateDesc")?;
     Ok(ph_desc)
 }
-/// Calls `cuDevSmResourceSplit`.
+/// Splits an SM resource into nbGroups groups of co-scheduled SMs as described by groupParams, writing them to result and any SMs left over to remainder.
+///
+/// - An smCount of 0 in a groupParams entry asks the driver to choose the count and write it back, and result may then be NULL to only discover counts.
+/// - Entries are handled in order from index 0.
+/// - Each groupParams entry must be zeroed apart from the fields set, a group may not end up with 0 SMs or fewer than its co-scheduled count (CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION), and flags must be 0.
 ///
 /// Thin wrapper over [`cuda_sys::cuDevSmResourceSplit`]:
 ///
@@ -1879,7 +1906,7 @@ pub unsafe fn device_get_by_pci_bus_id(
     check(__r, "cuDeviceGetByPCIBusId")?;
     Ok(dev)
 }
-/// Calls `cuDeviceGetCliqueCount`.
+/// Returns how many fabric cliques device dev belongs to, which is the array size cuDeviceGetCliqueInfo needs.
 ///
 /// Thin wrapper over [`cuda_sys::cuDeviceGetCliqueCount`]:
 ///
@@ -1900,7 +1927,10 @@ pub fn device_get_clique_count(dev: CUdevice) -> CudaResult<usize> {
     check(__r, "cuDeviceGetCliqueCount")?;
     Ok(count)
 }
-/// Calls `cuDeviceGetCliqueInfo`.
+/// Fills cliqueInfo with the type and id of each fabric clique device dev belongs to.
+///
+/// - On entry count holds the array's capacity.
+/// - On return, the number of entries the driver wrote.
 ///
 /// Thin wrapper over [`cuda_sys::cuDeviceGetCliqueInfo`]:
 ///
@@ -2023,7 +2053,7 @@ pub fn device_get_exec_affinity_support(
     check(__r, "cuDeviceGetExecAffinitySupport")?;
     Ok(pi != 0)
 }
-/// Calls `cuDeviceGetFabricClusterUuid`.
+/// Returns the UUID of the fabric cluster that device dev is part of.
 ///
 /// Thin wrapper over [`cuda_sys::cuDeviceGetFabricClusterUuid`]:
 ///
@@ -2424,7 +2454,10 @@ pub fn device_get_uuid(dev: CUdevice) -> CudaResult<CUuuid> {
     check(__r, "cuDeviceGetUuid")?;
     Ok(uuid)
 }
-/// Calls `cuDeviceGetUuid_v2`.
+/// Writes the 16-byte UUID of device dev into uuid.
+///
+/// - For a device in MIG mode it is the UUID of the MIG compute instance.
+/// - It is the ABI cuDeviceGetUuid resolves to since CUDA 13.0, under the explicit name the 12.x headers declared.
 ///
 /// Thin wrapper over [`cuda_sys::cuDeviceGetUuid_v2`]:
 ///
@@ -2842,7 +2875,11 @@ pub unsafe fn event_elapsed_time(h_start: CUevent, h_end: CUevent) -> CudaResult
     check(__r, "cuEventElapsedTime")?;
     Ok(p_milliseconds)
 }
-/// Calls `cuEventElapsedTime_v2`.
+/// Writes to pMilliseconds the time between the recorded events hStart and hEnd, in milliseconds with a resolution of about half a microsecond.
+///
+/// - It is the ABI cuEventElapsedTime resolves to since CUDA 13.0, under the explicit name the 12.x headers declared from 12.8.
+/// - It fails with CUDA_ERROR_NOT_READY while either event is pending and CUDA_ERROR_INVALID_HANDLE if either was never recorded or was created with CU_EVENT_DISABLE_TIMING.
+/// - Work from other streams may run between the two events and lengthen the time.
 ///
 /// Thin wrapper over [`cuda_sys::cuEventElapsedTime_v2`]:
 ///
@@ -3056,7 +3093,12 @@ pub unsafe fn external_memory_get_mapped_mipmapped_array(
     check(__r, "cuExternalMemoryGetMappedMipmappedArray")?;
     Ok(mipmap)
 }
-/// Calls `cuFabricCpyBatchAsync`.
+/// Enqueues on hStream a batch of numOps copies described by opList, between device-accessible pointers and logical endpoints (at an offset).
+///
+/// - The batch is ordered in the stream as a whole but its copies run in no fixed order, so copies that depend on each other are undefined.
+/// - An entry of size 0 is a no-op whose operands are still checked.
+/// - For pointer-to-pointer copies one side must be local (on the stream's device or in host memory), a pointer copied to or from an endpoint must be local, and endpoint-to-pointer copies need a unicast endpoint.
+/// - Operands must stay valid until the copies have run, flags must be 0, the legacy NULL stream is refused, and platforms without logical endpoints return CUDA_ERROR_NOT_SUPPORTED.
 ///
 /// Thin wrapper over [`cuda_sys::cuFabricCpyBatchAsync`]:
 ///
@@ -3214,7 +3256,7 @@ pub unsafe fn func_get_name(
     check(__r, "cuFuncGetName")?;
     Ok(())
 }
-/// Calls `cuFuncGetParamCount`.
+/// Returns the number of kernel parameters func takes.
 ///
 /// Thin wrapper over [`cuda_sys::cuFuncGetParamCount`]:
 ///
@@ -3786,7 +3828,10 @@ pub unsafe fn graph_add_dependencies(
     check(__r, "cuGraphAddDependencies")?;
     Ok(())
 }
-/// Calls `cuGraphAddDependencies_v2`.
+/// Adds the edges from\[i\] -> to\[i\] to hGraph with optional per-edge data (NULL for default), under the explicit name the 12.x headers declared from 12.3.
+///
+/// - Since CUDA 13.0 cuGraphAddDependencies itself resolves to this edge-data ABI.
+/// - Every node must belong to hGraph, and adding an edge that already exists is an error.
 ///
 /// Thin wrapper over [`cuda_sys::cuGraphAddDependencies_v2`]:
 ///
@@ -4462,7 +4507,11 @@ pub unsafe fn graph_add_node(
     check(__r, "cuGraphAddNode")?;
     Ok(ph_graph_node)
 }
-/// Calls `cuGraphAddNode_v2`.
+/// Adds a node of any type to hGraph from the tagged union nodeParams, with optional per-dependency edge data.
+///
+/// - This is the explicit name the 12.x headers declared from 12.3.
+/// - Since CUDA 13.0 cuGraphAddNode itself resolves to this ABI.
+/// - Unused bytes of nodeParams must be zero, and some node types write results back into it (such as an allocation's address).
 ///
 /// Thin wrapper over [`cuda_sys::cuGraphAddNode_v2`]:
 ///
@@ -4520,7 +4569,10 @@ pub unsafe fn graph_add_node_v2(
     check(__r, "cuGraphAddNode_v2")?;
     Ok(ph_graph_node)
 }
-/// Calls `cuGraphAddNode_v3`.
+/// Adds a node of any type to hGraph like cuGraphAddNode, also checking a kernel node's ctx against the context its function was loaded into.
+///
+/// - When both are set and their device contexts differ, it fails with CUDA_ERROR_INVALID_CONTEXT.
+/// - NodeParams is a tagged union whose unused bytes must be zero, dependencyData may be NULL for default edges, and some node types write results back into nodeParams (such as an allocation's address).
 ///
 /// Thin wrapper over [`cuda_sys::cuGraphAddNode_v3`]:
 ///
@@ -5249,7 +5301,7 @@ pub unsafe fn graph_exec_get_flags(h_graph_exec: CUgraphExec) -> CudaResult<cuui
     check(__r, "cuGraphExecGetFlags")?;
     Ok(flags)
 }
-/// Calls `cuGraphExecGetId`.
+/// Returns the id of the executable graph hGraphExec, the number cuGraphDebugDotPrint shows for it.
 ///
 /// Thin wrapper over [`cuda_sys::cuGraphExecGetId`]:
 ///
@@ -5685,7 +5737,12 @@ pub unsafe fn graph_get_edges(
     check(__r, "cuGraphGetEdges")?;
     Ok(num_edges)
 }
-/// Calls `cuGraphGetEdges_v2`.
+/// Lists hGraph's dependency edges as parallel from/to arrays with optional per-edge data, under the explicit name the 12.x headers declared from 12.3.
+///
+/// - Since CUDA 13.0 cuGraphGetEdges itself resolves to this edge-data ABI.
+/// - NULL arrays ask only for the count in numEdges.
+/// - Otherwise numEdges holds the capacity on entry and the number written on return.
+/// - Leaving out edgeData while an edge has non-default data fails with CUDA_ERROR_LOSSY_QUERY, and edgeData needs from and to.
 ///
 /// Thin wrapper over [`cuda_sys::cuGraphGetEdges_v2`]:
 ///
@@ -5744,7 +5801,7 @@ pub unsafe fn graph_get_edges_v2(
     check(__r, "cuGraphGetEdges_v2")?;
     Ok(num_edges)
 }
-/// Calls `cuGraphGetId`.
+/// Returns the id of hGraph, the number cuGraphDebugDotPrint shows for it.
 ///
 /// Thin wrapper over [`cuda_sys::cuGraphGetId`]:
 ///
@@ -6390,7 +6447,9 @@ pub unsafe fn graph_node_find_in_clone(
     check(__r, "cuGraphNodeFindInClone")?;
     Ok(ph_node)
 }
-/// Calls `cuGraphNodeGetContainingGraph`.
+/// Returns the graph that holds hNode.
+///
+/// - For a node inside a child graph that is the child graph, not its parent.
 ///
 /// Thin wrapper over [`cuda_sys::cuGraphNodeGetContainingGraph`]:
 ///
@@ -6474,7 +6533,11 @@ pub unsafe fn graph_node_get_dependencies(
     check(__r, "cuGraphNodeGetDependencies")?;
     Ok(num_dependencies)
 }
-/// Calls `cuGraphNodeGetDependencies_v2`.
+/// Lists the nodes hNode depends on, with optional edge data, under the explicit name the 12.x headers declared from 12.3.
+///
+/// - Since CUDA 13.0 cuGraphNodeGetDependencies itself resolves to this edge-data ABI.
+/// - NULL for dependencies asks only for the count.
+/// - Leaving out edgeData while an edge has non-default data fails with CUDA_ERROR_LOSSY_QUERY.
 ///
 /// Thin wrapper over [`cuda_sys::cuGraphNodeGetDependencies_v2`]:
 ///
@@ -6581,7 +6644,11 @@ pub unsafe fn graph_node_get_dependent_nodes(
     check(__r, "cuGraphNodeGetDependentNodes")?;
     Ok(num_dependent_nodes)
 }
-/// Calls `cuGraphNodeGetDependentNodes_v2`.
+/// Lists the nodes that depend on hNode, with optional edge data, under the explicit name the 12.x headers declared from 12.3.
+///
+/// - Since CUDA 13.0 cuGraphNodeGetDependentNodes itself resolves to this edge-data ABI.
+/// - NULL for dependentNodes asks only for the count.
+/// - Leaving out edgeData while an edge has non-default data fails with CUDA_ERROR_LOSSY_QUERY.
 ///
 /// Thin wrapper over [`cuda_sys::cuGraphNodeGetDependentNodes_v2`]:
 ///
@@ -6667,7 +6734,9 @@ pub unsafe fn graph_node_get_enabled(
     check(__r, "cuGraphNodeGetEnabled")?;
     Ok(is_enabled != 0)
 }
-/// Calls `cuGraphNodeGetLocalId`.
+/// Returns the id of hNode within its graph, the number cuGraphDebugDotPrint shows for it.
+///
+/// - Together with the graph's id (cuGraphGetId) it identifies the node uniquely.
 ///
 /// Thin wrapper over [`cuda_sys::cuGraphNodeGetLocalId`]:
 ///
@@ -6696,7 +6765,10 @@ pub unsafe fn graph_node_get_local_id(
     check(__r, "cuGraphNodeGetLocalId")?;
     Ok(node_id)
 }
-/// Calls `cuGraphNodeGetParams`.
+/// Writes a description of hNode's parameters into nodeParams as the generic tagged union.
+///
+/// - Pointers in the result refer to memory the driver owns for as long as the node lives, which must not be written.
+/// - The description may differ from what created the node and is not always enough to create an identical one.
 ///
 /// Thin wrapper over [`cuda_sys::cuGraphNodeGetParams`]:
 ///
@@ -6725,7 +6797,7 @@ pub unsafe fn graph_node_get_params(
     check(__r, "cuGraphNodeGetParams")?;
     Ok(node_params)
 }
-/// Calls `cuGraphNodeGetToolsId`.
+/// Returns the 64-bit id by which profiling and debugging tools refer to hNode.
 ///
 /// Thin wrapper over [`cuda_sys::cuGraphNodeGetToolsId`]:
 ///
@@ -6846,7 +6918,10 @@ pub unsafe fn graph_node_set_params(
     check(__r, "cuGraphNodeSetParams")?;
     Ok(())
 }
-/// Calls `cuGraphNodeSetParams_v2`.
+/// Replaces a graph node's parameters from the generic tagged union like cuGraphNodeSetParams, also checking a kernel node's ctx against its function's context.
+///
+/// - A kernel node whose function and ctx are on different device contexts is refused with CUDA_ERROR_INVALID_CONTEXT.
+/// - The type in nodeParams must match the node's, every unused byte must be zero, and memory allocation and free nodes cannot be changed this way.
 ///
 /// Thin wrapper over [`cuda_sys::cuGraphNodeSetParams_v2`]:
 ///
@@ -6963,7 +7038,10 @@ pub unsafe fn graph_remove_dependencies(
     check(__r, "cuGraphRemoveDependencies")?;
     Ok(())
 }
-/// Calls `cuGraphRemoveDependencies_v2`.
+/// Removes the edges from\[i\] -> to\[i\] whose data matches edgeData (NULL for default) from hGraph, under the explicit name the 12.x headers declared from 12.3.
+///
+/// - Since CUDA 13.0 cuGraphRemoveDependencies itself resolves to this edge-data ABI.
+/// - Every listed edge must exist, and graphs holding memory allocation or free nodes do not allow removal.
 ///
 /// Thin wrapper over [`cuda_sys::cuGraphRemoveDependencies_v2`]:
 ///
@@ -7886,7 +7964,7 @@ pub unsafe fn kernel_get_name(
     check(__r, "cuKernelGetName")?;
     Ok(())
 }
-/// Calls `cuKernelGetParamCount`.
+/// Returns the number of kernel parameters kernel takes.
 ///
 /// Thin wrapper over [`cuda_sys::cuKernelGetParamCount`]:
 ///
@@ -8270,7 +8348,12 @@ pub unsafe fn launch_host_func(
     check(__r, "cuLaunchHostFunc")?;
     Ok(())
 }
-/// Calls `cuLaunchHostFunc_v2`.
+/// Enqueues a host call of fn(userData) in hStream like cuLaunchHostFunc, with syncMode choosing how the driver's host-task thread waits for work.
+///
+/// # Rules
+///
+/// - SyncMode takes a CUhostTaskSyncMode: CU_HOST_TASK_BLOCKING blocks until a task is ready, CU_HOST_TASK_SPINWAIT spins.
+/// - As with cuLaunchHostFunc, fn runs after earlier work in the stream, holds back later work until it returns, must not call CUDA and is not run if the context has failed.
 ///
 /// Thin wrapper over [`cuda_sys::cuLaunchHostFunc_v2`]:
 ///
@@ -9089,7 +9172,9 @@ pub unsafe fn link_destroy(state: CUlinkState) -> CudaResult<()> {
     check(__r, "cuLinkDestroy")?;
     Ok(())
 }
-/// Calls `cuLogicalEndpointAddDevice`.
+/// Adds device dev to the team of the multicast logical endpoint leId, for the endpoint's whole life.
+///
+/// - No memory can be bound until the whole team has joined, and a device outside the clique of those already added may be refused with CUDA_ERROR_INVALID_DEVICE.
 ///
 /// Thin wrapper over [`cuda_sys::cuLogicalEndpointAddDevice`]:
 ///
@@ -9115,7 +9200,11 @@ pub unsafe fn logical_endpoint_add_device(
     check(__r, "cuLogicalEndpointAddDevice")?;
     Ok(())
 }
-/// Calls `cuLogicalEndpointBindAddr`.
+/// Binds size bytes of the mapped allocation at ptr (made by cuMemCreate or cudaMallocAsync) to the logical endpoint leId at offset, for device dev.
+///
+/// - Size, offset and ptr must be multiples of the bind alignment from cuLogicalEndpointGetLimits, size may not exceed the allocation nor offset + size the endpoint, and flags must be 0.
+/// - Device memory must be on dev and host NUMA memory on dev's nearest NUMA node.
+/// - Dev must be the unicast owner or a multicast team member, the endpoint must have been reported ready by cuLogicalEndpointQuery (else CUDA_ERROR_INVALID_VALUE), shareable or imported multicast endpoints take only shareable memory, and imported unicast endpoints take none.
 ///
 /// Thin wrapper over [`cuda_sys::cuLogicalEndpointBindAddr`]:
 ///
@@ -9151,7 +9240,9 @@ pub unsafe fn logical_endpoint_bind_addr(
     check(__r, "cuLogicalEndpointBindAddr")?;
     Ok(())
 }
-/// Calls `cuLogicalEndpointBindMem`.
+/// Binds size bytes of the cuMemCreate allocation memHandle, starting memOffset bytes in, to the logical endpoint leId at offset, for device dev.
+///
+/// - As for cuLogicalEndpointBindAddr, offsets and size must be multiples of the bind alignment, both ranges must fit, flags must be 0, dev must be the owner or a team member, and the endpoint must have been reported ready by cuLogicalEndpointQuery.
 ///
 /// Thin wrapper over [`cuda_sys::cuLogicalEndpointBindMem`]:
 ///
@@ -9191,7 +9282,10 @@ pub unsafe fn logical_endpoint_bind_mem(
     check(__r, "cuLogicalEndpointBindMem")?;
     Ok(())
 }
-/// Calls `cuLogicalEndpointCreate`.
+/// Creates a logical endpoint from prop on the reserved id leId, either unicast (owned by one device) or multicast (a team of numDevices devices).
+///
+/// - Devices join a multicast endpoint with cuLogicalEndpointAddDevice, and either kind must be reported ready by cuLogicalEndpointQuery before memory is bound with cuLogicalEndpointBindAddr or cuLogicalEndpointBindMem.
+/// - The size per device must be a multiple of the bind alignment and at most the maximum size that cuLogicalEndpointGetLimits reports for prop.
 ///
 /// Thin wrapper over [`cuda_sys::cuLogicalEndpointCreate`]:
 ///
@@ -9217,7 +9311,10 @@ pub unsafe fn logical_endpoint_create(
     check(__r, "cuLogicalEndpointCreate")?;
     Ok(())
 }
-/// Calls `cuLogicalEndpointDestroy`.
+/// Detaches the logical endpoint from the id leId, unbinding all memory this process bound to it on any device.
+///
+/// - The endpoint's resources are freed when this was its last reference.
+/// - The id itself stays reserved until cuLogicalEndpointIdRelease.
 ///
 /// Thin wrapper over [`cuda_sys::cuLogicalEndpointDestroy`]:
 ///
@@ -9239,7 +9336,9 @@ pub unsafe fn logical_endpoint_destroy(le_id: CUlogicalEndpointId) -> CudaResult
     check(__r, "cuLogicalEndpointDestroy")?;
     Ok(())
 }
-/// Calls `cuLogicalEndpointExport`.
+/// Writes to handle a shareable handle of type handleType for the logical endpoint leId, which another process turns back into an endpoint with cuLogicalEndpointImport.
+///
+/// - HandleType decides what handle points to and its size: a CUlogicalEndpointFabricHandle for CU_LOGICAL_ENDPOINT_IPC_HANDLE_TYPE_FABRIC.
 ///
 /// Thin wrapper over [`cuda_sys::cuLogicalEndpointExport`]:
 ///
@@ -9269,7 +9368,9 @@ pub unsafe fn logical_endpoint_export(
     check(__r, "cuLogicalEndpointExport")?;
     Ok(())
 }
-/// Calls `cuLogicalEndpointGetLimits`.
+/// Computes, for the endpoint properties in prop, the bind alignment and the largest size an endpoint may have.
+///
+/// - Sizes and bind offsets must be multiples of bindAlignment, and when maxSize is below the size in prop the request must be reduced.
 ///
 /// Thin wrapper over [`cuda_sys::cuLogicalEndpointGetLimits`]:
 ///
@@ -9297,7 +9398,9 @@ pub fn logical_endpoint_get_limits(
     check(__r, "cuLogicalEndpointGetLimits")?;
     Ok((bind_alignment, max_size))
 }
-/// Calls `cuLogicalEndpointIdRelease`.
+/// Gives back the count logical endpoint ids starting at baseLeId.
+///
+/// - Every id in the range must have been reserved, and every endpoint on them destroyed first.
 ///
 /// Thin wrapper over [`cuda_sys::cuLogicalEndpointIdRelease`]:
 ///
@@ -9323,7 +9426,9 @@ pub unsafe fn logical_endpoint_id_release(
     check(__r, "cuLogicalEndpointIdRelease")?;
     Ok(())
 }
-/// Calls `cuLogicalEndpointIdReserve`.
+/// Reserves count consecutive logical endpoint ids and returns the first of them in baseLeId.
+///
+/// - The ids can then be given to cuLogicalEndpointCreate or cuLogicalEndpointImport, and are given back with cuLogicalEndpointIdRelease.
 ///
 /// Thin wrapper over [`cuda_sys::cuLogicalEndpointIdReserve`]:
 ///
@@ -9346,7 +9451,9 @@ pub fn logical_endpoint_id_reserve(
     check(__r, "cuLogicalEndpointIdReserve")?;
     Ok(base_le_id)
 }
-/// Calls `cuLogicalEndpointImport`.
+/// Imports the logical endpoint described by the shareable handle of type handleType and attaches it to the reserved id leId.
+///
+/// - It fails with CUDA_ERROR_NOT_SUPPORTED when this process cannot support that endpoint, and with CUDA_ERROR_NOT_PERMITTED for a fabric handle it has no access to.
 ///
 /// Thin wrapper over [`cuda_sys::cuLogicalEndpointImport`]:
 ///
@@ -9376,7 +9483,10 @@ pub unsafe fn logical_endpoint_import(
     check(__r, "cuLogicalEndpointImport")?;
     Ok(())
 }
-/// Calls `cuLogicalEndpointQuery`.
+/// Reports, without blocking, whether every logical endpoint on the count ids from leId is fully constructed (queryStatus non-zero) or not yet (0).
+///
+/// - Each endpoint must be reported constructed before it is used.
+/// - A multicast endpoint whose devices are not all in one clique can fail here.
 ///
 /// Thin wrapper over [`cuda_sys::cuLogicalEndpointQuery`]:
 ///
@@ -9401,7 +9511,9 @@ pub fn logical_endpoint_query(
     check(__r, "cuLogicalEndpointQuery")?;
     Ok(query_status)
 }
-/// Calls `cuLogicalEndpointUnbind`.
+/// Unbinds the memory bound to the logical endpoint leId on dev in the size bytes from offset.
+///
+/// - Offset must be where an earlier bind started and the range must cover whole binds (one or several), both multiples of the bind alignment.
 ///
 /// Thin wrapper over [`cuda_sys::cuLogicalEndpointUnbind`]:
 ///
@@ -9688,7 +9800,11 @@ pub unsafe fn mem_advise(
     check(__r, "cuMemAdvise")?;
     Ok(())
 }
-/// Calls `cuMemAdvise_v2`.
+/// Gives the unified memory system a usage hint for count bytes of managed memory at devPtr, naming the processor concerned by a CUmemLocation.
+///
+/// - This is the explicit name the 12.x headers declared from 12.2.
+/// - Since CUDA 13.0 cuMemAdvise itself resolves to this ABI.
+/// - Hints such as read-mostly, preferred location or accessed-by change placement and mapping, never the contents.
 ///
 /// Thin wrapper over [`cuda_sys::cuMemAdvise_v2`]:
 ///
@@ -10467,7 +10583,10 @@ pub fn mem_get_info() -> CudaResult<(usize, usize)> {
     check(__r, "cuMemGetInfo")?;
     Ok((free, total))
 }
-/// Calls `cuMemGetLocationInfo`.
+/// Reports where the memory in the size bytes at ptr resides, as one CUmemLocation per summaryGranularity bytes written to location_out.
+///
+/// - Each entry is the location most common among samples taken every samplingGranularity bytes (0 picks a system default, and ties are broken at random), and a region resident nowhere gets CU_MEM_LOCATION_TYPE_NONE.
+/// - The range must be managed memory or pageable system memory not registered with cuMemHostRegister, summaryGranularity must be between 1 and size and samplingGranularity at most summaryGranularity, and every device must support concurrent managed access (else CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// Thin wrapper over [`cuda_sys::cuMemGetLocationInfo`]:
 ///
@@ -11205,7 +11324,12 @@ pub unsafe fn mem_prefetch_async(
     check(__r, "cuMemPrefetchAsync")?;
     Ok(())
 }
-/// Calls `cuMemPrefetchAsync_v2`.
+/// Enqueues on hStream a prefetch of count bytes of managed memory at devPtr to a CUmemLocation rather than a device ordinal.
+///
+/// - This is the explicit name the 12.x headers declared from 12.2.
+/// - Since CUDA 13.0 cuMemPrefetchAsync itself resolves to this ABI.
+/// - The location may be a device, the host, a host NUMA node or the NUMA node nearest the calling thread.
+/// - The range is widened to whole CPU pages, it is only a hint (the memory stays coherent while it moves), and flags must be 0.
 ///
 /// Thin wrapper over [`cuda_sys::cuMemPrefetchAsync_v2`]:
 ///
@@ -11828,7 +11952,9 @@ pub unsafe fn memcpy_3d_peer_async(
     check(__r, "cuMemcpy3DPeerAsync")?;
     Ok(())
 }
-/// Calls `cuMemcpy3DWithAttributesAsync`.
+/// Enqueues on hStream the single 3D copy described by op (operands, extent and attributes), as one entry of cuMemcpy3DBatchAsync would do.
+///
+/// - Flags must be 0, and the operands must stay valid until the copy has run.
 ///
 /// Thin wrapper over [`cuda_sys::cuMemcpy3DWithAttributesAsync`]:
 ///
@@ -12529,7 +12655,10 @@ pub unsafe fn memcpy_peer_async(
     check(__r, "cuMemcpyPeerAsync")?;
     Ok(())
 }
-/// Calls `cuMemcpyWithAttributesAsync`.
+/// Enqueues on hStream a copy of size bytes from src to dst with the copy attributes in attr, as one entry of cuMemcpyBatchAsync would do.
+///
+/// - The attributes give the source access order, location hints and flags.
+/// - Both ranges must stay valid until the copy has run.
 ///
 /// Thin wrapper over [`cuda_sys::cuMemcpyWithAttributesAsync`]:
 ///
@@ -13629,7 +13758,10 @@ pub unsafe fn multicast_bind_addr(
     check(__r, "cuMulticastBindAddr")?;
     Ok(())
 }
-/// Calls `cuMulticastBindAddr_v2`.
+/// Like cuMulticastBindAddr, attaches size bytes of the mapped memory at memptr to a multicast object at mcOffset, but for one team device dev.
+///
+/// - Dev must have been added with cuMulticastAddDevice, device memory must have been created on dev and host NUMA memory on dev's nearest NUMA node.
+/// - Memptr, mcOffset and size follow the multicast granularity and flags must be 0.
 ///
 /// Thin wrapper over [`cuda_sys::cuMulticastBindAddr_v2`]:
 ///
@@ -13709,7 +13841,10 @@ pub unsafe fn multicast_bind_mem(
     check(__r, "cuMulticastBindMem")?;
     Ok(())
 }
-/// Calls `cuMulticastBindMem_v2`.
+/// Like cuMulticastBindMem, attaches size bytes of the allocation memHandle from memOffset to a multicast object at mcOffset, but for one team device dev.
+///
+/// - Dev must have been added with cuMulticastAddDevice, device memory must have been created on dev and host NUMA memory on dev's nearest NUMA node.
+/// - Offsets and size follow the multicast granularity and flags must be 0.
 ///
 /// Thin wrapper over [`cuda_sys::cuMulticastBindMem_v2`]:
 ///
@@ -14610,7 +14745,11 @@ pub unsafe fn stream_begin_capture(
     check(__r, "cuStreamBeginCapture")?;
     Ok(())
 }
-/// Calls `cuStreamBeginCaptureToCig`.
+/// Puts hStream into CUDA-in-Graphics capture: its kernels, copies and memsets are recorded into the graphics command list or buffer named in streamCigCaptureParams instead of running.
+///
+/// - The recorded work runs, in order, when the graphics API executes that list.
+/// - It needs a context created in CIG mode (else CUDA_ERROR_INVALID_CONTEXT) and a stream other than CU_STREAM_LEGACY that is not already in CIG capture.
+/// - Host functions, stream callbacks and synchronization, stream waits and batch memory operations, other captures and stream-ordered allocation are refused during it.
 ///
 /// Thin wrapper over [`cuda_sys::cuStreamBeginCaptureToCig`]:
 ///
@@ -14703,7 +14842,12 @@ pub unsafe fn stream_begin_capture_to_graph(
     check(__r, "cuStreamBeginCaptureToGraph")?;
     Ok(())
 }
-/// Calls `cuStreamBeginRecaptureToGraph`.
+/// Starts capturing hStream's work into the existing graph hGraph, which must be rebuilt node for node in its original creation order.
+///
+/// - Mode works as for cuStreamBeginCapture.
+/// - Topology changes or changed allocation or free parameters fail at once.
+/// - Other parameter differences are passed to callbackFunc with userData, and a return other than CUDA_SUCCESS ends the recapture.
+/// - After any failure hGraph is in an undefined state and should be destroyed, and user objects attached to hGraph are released before the recapture starts.
 ///
 /// Thin wrapper over [`cuda_sys::cuStreamBeginRecaptureToGraph`]:
 ///
@@ -14881,7 +15025,10 @@ pub unsafe fn stream_end_capture(h_stream: CUstream) -> CudaResult<CUgraph> {
     check(__r, "cuStreamEndCapture")?;
     Ok(ph_graph)
 }
-/// Calls `cuStreamEndCaptureToCig`.
+/// Ends the CUDA-in-Graphics capture that cuStreamBeginCaptureToCig began on hStream and lifts its restrictions.
+///
+/// - The recorded command list may now be submitted.
+/// - HStream and streams depending on it must not be destroyed until that list has finished on the GPU.
 ///
 /// Thin wrapper over [`cuda_sys::cuStreamEndCaptureToCig`]:
 ///
@@ -14992,7 +15139,12 @@ pub unsafe fn stream_get_capture_info(
     check(__r, "cuStreamGetCaptureInfo")?;
     Ok((capture_status_out, id_out, graph_out, num_dependencies_out))
 }
-/// Calls `cuStreamGetCaptureInfo_v3`.
+/// Queries hStream's capture status and, while capturing, optionally its id, target graph and current dependency nodes with edge data.
+///
+/// - This is the explicit name the 12.x headers declared from 12.3.
+/// - Since CUDA 13.0 cuStreamGetCaptureInfo itself resolves to this ABI.
+/// - The returned arrays belong to the driver and stay valid until the next call on the stream or the end of capture.
+/// - Asking for dependencies without edge data while an edge has data fails with CUDA_ERROR_LOSSY_QUERY.
 ///
 /// Thin wrapper over [`cuda_sys::cuStreamGetCaptureInfo_v3`]:
 ///
@@ -15110,7 +15262,9 @@ pub unsafe fn stream_get_ctx_v2(
     check(__r, "cuStreamGetCtx_v2")?;
     Ok((p_ctx, p_green_ctx))
 }
-/// Calls `cuStreamGetDevResource`.
+/// Fills resource with what hStream has available of the given resource type.
+///
+/// - The work-queue types (CU_DEV_RESOURCE_TYPE_WORKQUEUE and CU_DEV_RESOURCE_TYPE_WORKQUEUE_CONFIG) are refused with CUDA_ERROR_INVALID_RESOURCE_TYPE.
 ///
 /// Thin wrapper over [`cuda_sys::cuStreamGetDevResource`]:
 ///
@@ -15447,7 +15601,11 @@ pub unsafe fn stream_update_capture_dependencies(
     check(__r, "cuStreamUpdateCaptureDependencies")?;
     Ok(())
 }
-/// Calls `cuStreamUpdateCaptureDependencies_v2`.
+/// Adds to, or with CU_STREAM_SET_CAPTURE_DEPENDENCIES replaces, the nodes (with optional edge data) that the next node captured in hStream will depend on.
+///
+/// - This is the explicit name the 12.x headers declared from 12.3.
+/// - Since CUDA 13.0 cuStreamUpdateCaptureDependencies itself resolves to this ABI.
+/// - It fails with CUDA_ERROR_ILLEGAL_STATE when the stream is not capturing.
 ///
 /// Thin wrapper over [`cuda_sys::cuStreamUpdateCaptureDependencies_v2`]:
 ///
@@ -16101,7 +16259,11 @@ pub unsafe fn tensor_map_replace_address(
     check(__r, "cuTensorMapReplaceAddress")?;
     Ok(())
 }
-/// Calls `cuTensorMapSetAllocationClass`.
+/// Changes the TMA allocation class encoded in an already encoded tensorMap in place, without re-encoding it, and reports the class in effect through outAllocClass.
+///
+/// - CU_TENSOR_MAP_ALLOC_CLASS_SMALL selects the 4 KiB out-of-bounds window, _LARGE the 128 KiB one and _AUTO lets the driver recompute it from the tensor's geometry.
+/// - The class reported is always SMALL or LARGE.
+/// - On failure, or on GPUs where the class has no effect, tensorMap is left as it was and SMALL is reported.
 ///
 /// Thin wrapper over [`cuda_sys::cuTensorMapSetAllocationClass`]:
 ///
