@@ -130,6 +130,15 @@ fn length_must_name_a_parameter() {
 }
 
 #[test]
+fn array_must_be_a_pointer() {
+    insta::assert_snapshot!(broken(
+        "functions/demo.yaml",
+        "  - name: chunk\n    type: size_t\n    role: in\n",
+        "  - name: chunk\n    type: size_t\n    role: in\n    array: true\n"
+    ));
+}
+
+#[test]
 fn out_parameter_must_be_a_pointer() {
     insta::assert_snapshot!(broken(
         "functions/demo.yaml",

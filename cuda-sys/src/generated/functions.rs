@@ -4700,7 +4700,7 @@ pub unsafe fn cuArrayGetSparseProperties(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(sparseProperties, array) }
 }
-/// Raw binding to `cuCheckpointOperationComplete` from the driver's CUDA Checkpointing API.
+/// Finishes a checkpoint or restore that used custom storage, once the application has done or queued its copies to or from that storage. The driver first synchronizes the streams the checkpoint or restore call handed out (none of which may be capturing), then unmaps the GPU memory mapped for the operation. On success the process is checkpointed after a checkpoint, or locked after a restore.
 ///
 /// # Parameters
 ///
@@ -4934,7 +4934,7 @@ pub unsafe fn cuCheckpointProcessUnlock(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pid, args) }
 }
-/// Raw binding to `cuCoredumpDeregisterCompleteCallback` from the driver's Coredump Attributes Control API API.
+/// Removes a coredump callback registered with cuCoredumpRegisterCompleteCallback; its handle is invalid afterwards. A handle from another registration function, or one already deregistered, is not accepted.
 ///
 /// # Parameters
 ///
@@ -4964,7 +4964,7 @@ pub unsafe fn cuCoredumpDeregisterCompleteCallback(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(callback) }
 }
-/// Raw binding to `cuCoredumpDeregisterStartCallback` from the driver's Coredump Attributes Control API API.
+/// Removes a coredump callback registered with cuCoredumpRegisterStartCallback; its handle is invalid afterwards. A handle from another registration function, or one already deregistered, is not accepted.
 ///
 /// # Parameters
 ///
@@ -5070,13 +5070,13 @@ pub unsafe fn cuCoredumpGetAttributeGlobal(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(attrib, value, size) }
 }
-/// Raw binding to `cuCoredumpRegisterCompleteCallback` from the driver's Coredump Attributes Control API API.
+/// Registers callback to be called with userData, the process id and the device once a GPU coredump has been collected and written out. It returns a handle for cuCoredumpDeregisterCompleteCallback; callbacks run synchronously in registration order and hold up the coredump while they run, and registering the same function again (with other user data) gives a separate handle.
 ///
 /// # Parameters
 ///
 /// - `callback`: in, `CUcoredumpStatusCallback`
 /// - `userData`: in, `void *`
-/// - `callbackOut`: in, `CUcoredumpCallbackHandle *`, may be null
+/// - `callbackOut`: out, `CUcoredumpCallbackHandle *`, may be null
 ///
 /// # Errors
 ///
@@ -5108,13 +5108,13 @@ pub unsafe fn cuCoredumpRegisterCompleteCallback(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(callback, userData, callbackOut) }
 }
-/// Raw binding to `cuCoredumpRegisterStartCallback` from the driver's Coredump Attributes Control API API.
+/// Registers callback to be called with userData, the process id and the device when a GPU coredump begins, before its data is collected. It returns a handle for cuCoredumpDeregisterStartCallback; callbacks run synchronously in registration order and hold up the coredump while they run, and registering the same function again (with other user data) gives a separate handle.
 ///
 /// # Parameters
 ///
 /// - `callback`: in, `CUcoredumpStatusCallback`
 /// - `userData`: in, `void *`
-/// - `callbackOut`: in, `CUcoredumpCallbackHandle *`, may be null
+/// - `callbackOut`: out, `CUcoredumpCallbackHandle *`, may be null
 ///
 /// # Errors
 ///
@@ -5297,7 +5297,7 @@ pub unsafe fn cuCtxCreate(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pctx, ctxCreateParams, flags, dev) }
 }
-/// Raw binding to `cuCtxCreate_v3` from the driver's Context Management API.
+/// Creates a context on dev with its execution resources limited by the numParams entries of paramsArray (such as an SM count), and makes it current. This is the execution-affinity ABI (11.4+) under the explicit name the 12.x headers declared; CUDA 13.0's header dropped it, where cuCtxCreate takes a CUctxCreateParams instead. Destroy the context with cuCtxDestroy.
 ///
 /// # Parameters
 ///
@@ -5341,7 +5341,7 @@ pub unsafe fn cuCtxCreate_v3(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pctx, paramsArray, numParams, flags, dev) }
 }
-/// Raw binding to `cuCtxCreate_v4` from the driver's Context Management API.
+/// Creates a context on dev with the given flags and optional execution-affinity or CUDA-in-graphics parameters in ctxCreateParams, and makes it current. It is the ABI cuCtxCreate resolves to since CUDA 13.0, under the explicit name the 12.x headers declared from 12.5. Setting both the affinity and the CIG parameters is undefined; destroy the context with cuCtxDestroy.
 ///
 /// # Parameters
 ///
@@ -6337,16 +6337,16 @@ pub unsafe fn cuDevResourceGenerateDesc(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(phDesc, resources, nbResources) }
 }
-/// Raw binding to `cuDevSmResourceSplit` from the driver's Green Contexts API.
+/// Splits an SM resource into nbGroups groups of co-scheduled SMs as described by groupParams, writing them to result and any SMs left over to remainder. An smCount of 0 in a groupParams entry asks the driver to choose the count and write it back, and result may then be NULL to only discover counts; entries are handled in order from index 0. Each groupParams entry must be zeroed apart from the fields set, a group may not end up with 0 SMs or fewer than its co-scheduled count (CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION), and flags must be 0.
 ///
 /// # Parameters
 ///
-/// - `result`: in, `CUdevResource *`, may be null
+/// - `result`: out, `CUdevResource *`, array of `nbGroups` elements, may be null
 /// - `nbGroups`: in, `unsigned int`
 /// - `input`: in, `const CUdevResource *`
-/// - `remainder`: in, `CUdevResource *`
+/// - `remainder`: out, `CUdevResource *`, may be null
 /// - `flags`: in, `unsigned int`
-/// - `groupParams`: in, `CU_DEV_SM_RESOURCE_GROUP_PARAMS *`
+/// - `groupParams`: in-out, `CU_DEV_SM_RESOURCE_GROUP_PARAMS *`, array of `nbGroups` elements
 ///
 /// # Errors
 ///
@@ -6610,11 +6610,11 @@ pub unsafe fn cuDeviceGetByPCIBusId(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(dev, pciBusId) }
 }
-/// Raw binding to `cuDeviceGetCliqueCount` from the driver's Fabric Clique Information API.
+/// Returns how many fabric cliques device dev belongs to, which is the array size cuDeviceGetCliqueInfo needs.
 ///
 /// # Parameters
 ///
-/// - `count`: in, `size_t *`
+/// - `count`: out, `size_t *`
 /// - `dev`: in, `CUdevice`
 ///
 /// # Errors
@@ -6639,12 +6639,12 @@ pub unsafe fn cuDeviceGetCliqueCount(count: *mut usize, dev: CUdevice) -> CUresu
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(count, dev) }
 }
-/// Raw binding to `cuDeviceGetCliqueInfo` from the driver's Fabric Clique Information API.
+/// Fills cliqueInfo with the type and id of each fabric clique device dev belongs to. On entry count holds the array's capacity; on return, the number of entries the driver wrote.
 ///
 /// # Parameters
 ///
-/// - `cliqueInfo`: in, `CUcliqueInfo *`, array of `count` elements
-/// - `count`: in, `size_t *`
+/// - `cliqueInfo`: out, `CUcliqueInfo *`, array of `count` elements
+/// - `count`: in-out, `size_t *`
 /// - `dev`: in, `CUdevice`
 ///
 /// # Errors
@@ -6809,11 +6809,11 @@ pub unsafe fn cuDeviceGetExecAffinitySupport(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pi, type_, dev) }
 }
-/// Raw binding to `cuDeviceGetFabricClusterUuid` from the driver's Fabric Clique Information API.
+/// Returns the UUID of the fabric cluster that device dev is part of.
 ///
 /// # Parameters
 ///
-/// - `uuid`: in, `CUuuid *`
+/// - `uuid`: out, `CUuuid *`
 /// - `dev`: in, `CUdevice`
 ///
 /// # Errors
@@ -7290,7 +7290,7 @@ pub unsafe fn cuDeviceGetUuid(uuid: *mut CUuuid, dev: CUdevice) -> CUresult {
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(uuid, dev) }
 }
-/// Raw binding to `cuDeviceGetUuid_v2` from the driver's Device Management API.
+/// Writes the 16-byte UUID of device dev into uuid; for a device in MIG mode it is the UUID of the MIG compute instance. It is the ABI cuDeviceGetUuid resolves to since CUDA 13.0, under the explicit name the 12.x headers declared.
 ///
 /// # Parameters
 ///
@@ -7795,7 +7795,7 @@ pub unsafe fn cuEventElapsedTime(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pMilliseconds, hStart, hEnd) }
 }
-/// Raw binding to `cuEventElapsedTime_v2` from the driver's Event Management API.
+/// Writes to pMilliseconds the time between the recorded events hStart and hEnd, in milliseconds with a resolution of about half a microsecond. It is the ABI cuEventElapsedTime resolves to since CUDA 13.0, under the explicit name the 12.x headers declared from 12.8. It fails with CUDA_ERROR_NOT_READY while either event is pending and CUDA_ERROR_INVALID_HANDLE if either was never recorded or was created with CU_EVENT_DISABLE_TIMING; work from other streams may run between the two events and lengthen the time.
 ///
 /// # Parameters
 ///
@@ -8038,12 +8038,12 @@ pub unsafe fn cuExternalMemoryGetMappedMipmappedArray(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(mipmap, extMem, mipmapDesc) }
 }
-/// Raw binding to `cuFabricCpyBatchAsync` from the driver's Fabric Copy API.
+/// Enqueues on hStream a batch of numOps copies described by opList, between device-accessible pointers and logical endpoints (at an offset). The batch is ordered in the stream as a whole but its copies run in no fixed order, so copies that depend on each other are undefined; an entry of size 0 is a no-op whose operands are still checked. For pointer-to-pointer copies one side must be local (on the stream's device or in host memory), a pointer copied to or from an endpoint must be local, and endpoint-to-pointer copies need a unicast endpoint. Operands must stay valid until the copies have run, flags must be 0, the legacy NULL stream is refused, and platforms without logical endpoints return CUDA_ERROR_NOT_SUPPORTED.
 ///
 /// # Parameters
 ///
 /// - `numOps`: in, `size_t`
-/// - `opList`: in, `CUDA_FABRIC_COPY_BATCH_OP *`
+/// - `opList`: in, `CUDA_FABRIC_COPY_BATCH_OP *`, array of `numOps` elements
 /// - `flags`: in, `unsigned long long`
 /// - `hStream`: in, `CUstream`
 ///
@@ -8223,7 +8223,7 @@ pub unsafe fn cuFuncGetName(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(name, hfunc) }
 }
-/// Raw binding to `cuFuncGetParamCount` from the driver's Execution Control API.
+/// Returns the number of kernel parameters func takes.
 ///
 /// # Parameters
 ///
@@ -8846,7 +8846,7 @@ pub unsafe fn cuGraphAddDependencies(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hGraph, from, to, edgeData, numDependencies) }
 }
-/// Raw binding to `cuGraphAddDependencies_v2` from the driver's Graph Management API.
+/// Adds the edges from\[i\] -> to\[i\] to hGraph with optional per-edge data (NULL for default), under the explicit name the 12.x headers declared from 12.3; since CUDA 13.0 cuGraphAddDependencies itself resolves to this edge-data ABI. Every node must belong to hGraph, and adding an edge that already exists is an error.
 ///
 /// # Parameters
 ///
@@ -9480,7 +9480,7 @@ pub unsafe fn cuGraphAddNode(
         )
     }
 }
-/// Raw binding to `cuGraphAddNode_v2` from the driver's Graph Management API.
+/// Adds a node of any type to hGraph from the tagged union nodeParams, with optional per-dependency edge data. This is the explicit name the 12.x headers declared from 12.3; since CUDA 13.0 cuGraphAddNode itself resolves to this ABI. Unused bytes of nodeParams must be zero, and some node types write results back into it (such as an allocation's address).
 ///
 /// # Parameters
 ///
@@ -9538,7 +9538,7 @@ pub unsafe fn cuGraphAddNode_v2(
         )
     }
 }
-/// Raw binding to `cuGraphAddNode_v3` from the driver's Graph Management API.
+/// Adds a node of any type to hGraph like cuGraphAddNode, also checking a kernel node's ctx against the context its function was loaded into. When both are set and their device contexts differ, it fails with CUDA_ERROR_INVALID_CONTEXT. nodeParams is a tagged union whose unused bytes must be zero, dependencyData may be NULL for default edges, and some node types write results back into nodeParams (such as an allocation's address).
 ///
 /// # Parameters
 ///
@@ -10346,12 +10346,12 @@ pub unsafe fn cuGraphExecGetFlags(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hGraphExec, flags) }
 }
-/// Raw binding to `cuGraphExecGetId` from the driver's Graph Management API.
+/// Returns the id of the executable graph hGraphExec, the number cuGraphDebugDotPrint shows for it.
 ///
 /// # Parameters
 ///
 /// - `hGraphExec`: in, `CUgraphExec`
-/// - `graphId`: in, `unsigned int *`
+/// - `graphId`: out, `unsigned int *`
 ///
 /// # Errors
 ///
@@ -10820,7 +10820,7 @@ pub unsafe fn cuGraphGetEdges(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hGraph, from, to, edgeData, numEdges) }
 }
-/// Raw binding to `cuGraphGetEdges_v2` from the driver's Graph Management API.
+/// Lists hGraph's dependency edges as parallel from/to arrays with optional per-edge data, under the explicit name the 12.x headers declared from 12.3; since CUDA 13.0 cuGraphGetEdges itself resolves to this edge-data ABI. NULL arrays ask only for the count in numEdges; otherwise numEdges holds the capacity on entry and the number written on return. Leaving out edgeData while an edge has non-default data fails with CUDA_ERROR_LOSSY_QUERY, and edgeData needs from and to.
 ///
 /// # Parameters
 ///
@@ -10866,12 +10866,12 @@ pub unsafe fn cuGraphGetEdges_v2(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hGraph, from, to, edgeData, numEdges) }
 }
-/// Raw binding to `cuGraphGetId` from the driver's Graph Management API.
+/// Returns the id of hGraph, the number cuGraphDebugDotPrint shows for it.
 ///
 /// # Parameters
 ///
 /// - `hGraph`: in, `CUgraph`
-/// - `graphId`: in, `unsigned int *`
+/// - `graphId`: out, `unsigned int *`
 ///
 /// # Errors
 ///
@@ -11576,12 +11576,12 @@ pub unsafe fn cuGraphNodeFindInClone(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(phNode, hOriginalNode, hClonedGraph) }
 }
-/// Raw binding to `cuGraphNodeGetContainingGraph` from the driver's Graph Management API.
+/// Returns the graph that holds hNode; for a node inside a child graph that is the child graph, not its parent.
 ///
 /// # Parameters
 ///
 /// - `hNode`: in, `CUgraphNode`
-/// - `phGraph`: in, `CUgraph *`
+/// - `phGraph`: out, `CUgraph *`
 ///
 /// # Errors
 ///
@@ -11653,7 +11653,7 @@ pub unsafe fn cuGraphNodeGetDependencies(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hNode, dependencies, edgeData, numDependencies) }
 }
-/// Raw binding to `cuGraphNodeGetDependencies_v2` from the driver's Graph Management API.
+/// Lists the nodes hNode depends on, with optional edge data, under the explicit name the 12.x headers declared from 12.3; since CUDA 13.0 cuGraphNodeGetDependencies itself resolves to this edge-data ABI. NULL for dependencies asks only for the count; leaving out edgeData while an edge has non-default data fails with CUDA_ERROR_LOSSY_QUERY.
 ///
 /// # Parameters
 ///
@@ -11739,7 +11739,7 @@ pub unsafe fn cuGraphNodeGetDependentNodes(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hNode, dependentNodes, edgeData, numDependentNodes) }
 }
-/// Raw binding to `cuGraphNodeGetDependentNodes_v2` from the driver's Graph Management API.
+/// Lists the nodes that depend on hNode, with optional edge data, under the explicit name the 12.x headers declared from 12.3; since CUDA 13.0 cuGraphNodeGetDependentNodes itself resolves to this edge-data ABI. NULL for dependentNodes asks only for the count; leaving out edgeData while an edge has non-default data fails with CUDA_ERROR_LOSSY_QUERY.
 ///
 /// # Parameters
 ///
@@ -11822,7 +11822,7 @@ pub unsafe fn cuGraphNodeGetEnabled(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hGraphExec, hNode, isEnabled) }
 }
-/// Raw binding to `cuGraphNodeGetLocalId` from the driver's Graph Management API.
+/// Returns the id of hNode within its graph, the number cuGraphDebugDotPrint shows for it. Together with the graph's id (cuGraphGetId) it identifies the node uniquely.
 ///
 /// # Parameters
 ///
@@ -11856,7 +11856,7 @@ pub unsafe fn cuGraphNodeGetLocalId(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hNode, nodeId) }
 }
-/// Raw binding to `cuGraphNodeGetParams` from the driver's Graph Management API.
+/// Writes a description of hNode's parameters into nodeParams as the generic tagged union. Pointers in the result refer to memory the driver owns for as long as the node lives, which must not be written; the description may differ from what created the node and is not always enough to create an identical one.
 ///
 /// # Parameters
 ///
@@ -11890,12 +11890,12 @@ pub unsafe fn cuGraphNodeGetParams(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hNode, nodeParams) }
 }
-/// Raw binding to `cuGraphNodeGetToolsId` from the driver's Graph Management API.
+/// Returns the 64-bit id by which profiling and debugging tools refer to hNode.
 ///
 /// # Parameters
 ///
 /// - `hNode`: in, `CUgraphNode`
-/// - `toolsNodeId`: in, `unsigned long long *`
+/// - `toolsNodeId`: out, `unsigned long long *`
 ///
 /// # Errors
 ///
@@ -12032,7 +12032,7 @@ pub unsafe fn cuGraphNodeSetParams(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hNode, nodeParams) }
 }
-/// Raw binding to `cuGraphNodeSetParams_v2` from the driver's Graph Management API.
+/// Replaces a graph node's parameters from the generic tagged union like cuGraphNodeSetParams, also checking a kernel node's ctx against its function's context. A kernel node whose function and ctx are on different device contexts is refused with CUDA_ERROR_INVALID_CONTEXT. The type in nodeParams must match the node's, every unused byte must be zero, and memory allocation and free nodes cannot be changed this way.
 ///
 /// # Parameters
 ///
@@ -12148,7 +12148,7 @@ pub unsafe fn cuGraphRemoveDependencies(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hGraph, from, to, edgeData, numDependencies) }
 }
-/// Raw binding to `cuGraphRemoveDependencies_v2` from the driver's Graph Management API.
+/// Removes the edges from\[i\] -> to\[i\] whose data matches edgeData (NULL for default) from hGraph, under the explicit name the 12.x headers declared from 12.3; since CUDA 13.0 cuGraphRemoveDependencies itself resolves to this edge-data ABI. Every listed edge must exist, and graphs holding memory allocation or free nodes do not allow removal.
 ///
 /// # Parameters
 ///
@@ -13196,7 +13196,7 @@ pub unsafe fn cuKernelGetName(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(name, hfunc) }
 }
-/// Raw binding to `cuKernelGetParamCount` from the driver's Library Management API.
+/// Returns the number of kernel parameters kernel takes.
 ///
 /// # Parameters
 ///
@@ -13634,7 +13634,7 @@ pub unsafe fn cuLaunchHostFunc(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hStream, fn_, userData) }
 }
-/// Raw binding to `cuLaunchHostFunc_v2` from the driver's Execution Control API.
+/// Enqueues a host call of fn(userData) in hStream like cuLaunchHostFunc, with syncMode choosing how the driver's host-task thread waits for work. syncMode takes a CUhostTaskSyncMode: CU_HOST_TASK_BLOCKING blocks until a task is ready, CU_HOST_TASK_SPINWAIT spins. As with cuLaunchHostFunc, fn runs after earlier work in the stream, holds back later work until it returns, must not call CUDA and is not run if the context has failed.
 ///
 /// # Parameters
 ///
@@ -14450,7 +14450,7 @@ pub unsafe fn cuLinkDestroy(state: CUlinkState) -> CUresult {
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(state) }
 }
-/// Raw binding to `cuLogicalEndpointAddDevice` from the driver's Logical Endpoint API.
+/// Adds device dev to the team of the multicast logical endpoint leId, for the endpoint's whole life. No memory can be bound until the whole team has joined, and a device outside the clique of those already added may be refused with CUDA_ERROR_INVALID_DEVICE.
 ///
 /// # Parameters
 ///
@@ -14484,7 +14484,7 @@ pub unsafe fn cuLogicalEndpointAddDevice(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(leId, dev) }
 }
-/// Raw binding to `cuLogicalEndpointBindAddr` from the driver's Logical Endpoint API.
+/// Binds size bytes of the mapped allocation at ptr (made by cuMemCreate or cudaMallocAsync) to the logical endpoint leId at offset, for device dev. size, offset and ptr must be multiples of the bind alignment from cuLogicalEndpointGetLimits, size may not exceed the allocation nor offset + size the endpoint, and flags must be 0; device memory must be on dev and host NUMA memory on dev's nearest NUMA node. dev must be the unicast owner or a multicast team member, the endpoint must have been reported ready by cuLogicalEndpointQuery (else CUDA_ERROR_INVALID_VALUE), shareable or imported multicast endpoints take only shareable memory, and imported unicast endpoints take none.
 ///
 /// # Parameters
 ///
@@ -14533,7 +14533,7 @@ pub unsafe fn cuLogicalEndpointBindAddr(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(leId, dev, offset, ptr, size, flags) }
 }
-/// Raw binding to `cuLogicalEndpointBindMem` from the driver's Logical Endpoint API.
+/// Binds size bytes of the cuMemCreate allocation memHandle, starting memOffset bytes in, to the logical endpoint leId at offset, for device dev. As for cuLogicalEndpointBindAddr, offsets and size must be multiples of the bind alignment, both ranges must fit, flags must be 0, dev must be the owner or a team member, and the endpoint must have been reported ready by cuLogicalEndpointQuery.
 ///
 /// # Parameters
 ///
@@ -14585,7 +14585,7 @@ pub unsafe fn cuLogicalEndpointBindMem(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(leId, dev, offset, memHandle, memOffset, size, flags) }
 }
-/// Raw binding to `cuLogicalEndpointCreate` from the driver's Logical Endpoint API.
+/// Creates a logical endpoint from prop on the reserved id leId, either unicast (owned by one device) or multicast (a team of numDevices devices). Devices join a multicast endpoint with cuLogicalEndpointAddDevice, and either kind must be reported ready by cuLogicalEndpointQuery before memory is bound with cuLogicalEndpointBindAddr or cuLogicalEndpointBindMem. The size per device must be a multiple of the bind alignment and at most the maximum size that cuLogicalEndpointGetLimits reports for prop.
 ///
 /// # Parameters
 ///
@@ -14622,7 +14622,7 @@ pub unsafe fn cuLogicalEndpointCreate(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(leId, prop) }
 }
-/// Raw binding to `cuLogicalEndpointDestroy` from the driver's Logical Endpoint API.
+/// Detaches the logical endpoint from the id leId, unbinding all memory this process bound to it on any device; the endpoint's resources are freed when this was its last reference. The id itself stays reserved until cuLogicalEndpointIdRelease.
 ///
 /// # Parameters
 ///
@@ -14652,11 +14652,11 @@ pub unsafe fn cuLogicalEndpointDestroy(leId: CUlogicalEndpointId) -> CUresult {
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(leId) }
 }
-/// Raw binding to `cuLogicalEndpointExport` from the driver's Logical Endpoint API.
+/// Writes to handle a shareable handle of type handleType for the logical endpoint leId, which another process turns back into an endpoint with cuLogicalEndpointImport. handleType decides what handle points to and its size: a CUlogicalEndpointFabricHandle for CU_LOGICAL_ENDPOINT_IPC_HANDLE_TYPE_FABRIC.
 ///
 /// # Parameters
 ///
-/// - `handle`: in, `void *`
+/// - `handle`: out, `void *`
 /// - `leId`: in, `CUlogicalEndpointId`
 /// - `handleType`: in, `CUlogicalEndpointIpcHandleType`
 ///
@@ -14692,12 +14692,12 @@ pub unsafe fn cuLogicalEndpointExport(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(handle, leId, handleType) }
 }
-/// Raw binding to `cuLogicalEndpointGetLimits` from the driver's Logical Endpoint API.
+/// Computes, for the endpoint properties in prop, the bind alignment and the largest size an endpoint may have. Sizes and bind offsets must be multiples of bindAlignment, and when maxSize is below the size in prop the request must be reduced.
 ///
 /// # Parameters
 ///
-/// - `bindAlignment`: in, `cuuint64_t *`
-/// - `maxSize`: in, `cuuint64_t *`
+/// - `bindAlignment`: out, `cuuint64_t *`
+/// - `maxSize`: out, `cuuint64_t *`
 /// - `prop`: in, `const CUlogicalEndpointProp *`
 ///
 /// # Errors
@@ -14732,7 +14732,7 @@ pub unsafe fn cuLogicalEndpointGetLimits(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(bindAlignment, maxSize, prop) }
 }
-/// Raw binding to `cuLogicalEndpointIdRelease` from the driver's Logical Endpoint API.
+/// Gives back the count logical endpoint ids starting at baseLeId. Every id in the range must have been reserved, and every endpoint on them destroyed first.
 ///
 /// # Parameters
 ///
@@ -14766,11 +14766,11 @@ pub unsafe fn cuLogicalEndpointIdRelease(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(baseLeId, count) }
 }
-/// Raw binding to `cuLogicalEndpointIdReserve` from the driver's Logical Endpoint API.
+/// Reserves count consecutive logical endpoint ids and returns the first of them in baseLeId. The ids can then be given to cuLogicalEndpointCreate or cuLogicalEndpointImport, and are given back with cuLogicalEndpointIdRelease.
 ///
 /// # Parameters
 ///
-/// - `baseLeId`: in, `CUlogicalEndpointId *`, array of `count` elements
+/// - `baseLeId`: out, `CUlogicalEndpointId *`
 /// - `count`: in, `cuuint32_t`
 ///
 /// # Errors
@@ -14800,7 +14800,7 @@ pub unsafe fn cuLogicalEndpointIdReserve(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(baseLeId, count) }
 }
-/// Raw binding to `cuLogicalEndpointImport` from the driver's Logical Endpoint API.
+/// Imports the logical endpoint described by the shareable handle of type handleType and attaches it to the reserved id leId. It fails with CUDA_ERROR_NOT_SUPPORTED when this process cannot support that endpoint, and with CUDA_ERROR_NOT_PERMITTED for a fabric handle it has no access to.
 ///
 /// # Parameters
 ///
@@ -14840,13 +14840,13 @@ pub unsafe fn cuLogicalEndpointImport(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(leId, handle, handleType) }
 }
-/// Raw binding to `cuLogicalEndpointQuery` from the driver's Logical Endpoint API.
+/// Reports, without blocking, whether every logical endpoint on the count ids from leId is fully constructed (queryStatus non-zero) or not yet (0). Each endpoint must be reported constructed before it is used; a multicast endpoint whose devices are not all in one clique can fail here.
 ///
 /// # Parameters
 ///
 /// - `leId`: in, `CUlogicalEndpointId`
 /// - `count`: in, `cuuint32_t`
-/// - `queryStatus`: in, `int *`
+/// - `queryStatus`: out, `int *`
 ///
 /// # Errors
 ///
@@ -14880,7 +14880,7 @@ pub unsafe fn cuLogicalEndpointQuery(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(leId, count, queryStatus) }
 }
-/// Raw binding to `cuLogicalEndpointUnbind` from the driver's Logical Endpoint API.
+/// Unbinds the memory bound to the logical endpoint leId on dev in the size bytes from offset. offset must be where an earlier bind started and the range must cover whole binds (one or several), both multiples of the bind alignment.
 ///
 /// # Parameters
 ///
@@ -15230,7 +15230,7 @@ pub unsafe fn cuMemAdvise(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(devPtr, count, advice, location) }
 }
-/// Raw binding to `cuMemAdvise_v2` from the driver's Unified Addressing API.
+/// Gives the unified memory system a usage hint for count bytes of managed memory at devPtr, naming the processor concerned by a CUmemLocation. This is the explicit name the 12.x headers declared from 12.2; since CUDA 13.0 cuMemAdvise itself resolves to this ABI. Hints such as read-mostly, preferred location or accessed-by change placement and mapping, never the contents.
 ///
 /// # Parameters
 ///
@@ -16108,7 +16108,7 @@ pub unsafe fn cuMemGetInfo(free: *mut usize, total: *mut usize) -> CUresult {
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(free, total) }
 }
-/// Raw binding to `cuMemGetLocationInfo` from the driver's Unified Addressing API.
+/// Reports where the memory in the size bytes at ptr resides, as one CUmemLocation per summaryGranularity bytes written to location_out. Each entry is the location most common among samples taken every samplingGranularity bytes (0 picks a system default, and ties are broken at random), and a region resident nowhere gets CU_MEM_LOCATION_TYPE_NONE. The range must be managed memory or pageable system memory not registered with cuMemHostRegister, summaryGranularity must be between 1 and size and samplingGranularity at most summaryGranularity, and every device must support concurrent managed access (else CUDA_ERROR_NOT_SUPPORTED).
 ///
 /// # Parameters
 ///
@@ -16116,7 +16116,7 @@ pub unsafe fn cuMemGetInfo(free: *mut usize, total: *mut usize) -> CUresult {
 /// - `size`: in, `size_t`
 /// - `summaryGranularity`: in, `size_t`
 /// - `samplingGranularity`: in, `size_t`
-/// - `location_out`: in, `CUmemLocation *`
+/// - `location_out`: out, `CUmemLocation *`
 ///
 /// # Errors
 ///
@@ -16966,7 +16966,7 @@ pub unsafe fn cuMemPrefetchAsync(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(devPtr, count, location, flags, hStream) }
 }
-/// Raw binding to `cuMemPrefetchAsync_v2` from the driver's Unified Addressing API.
+/// Enqueues on hStream a prefetch of count bytes of managed memory at devPtr to a CUmemLocation rather than a device ordinal. This is the explicit name the 12.x headers declared from 12.2; since CUDA 13.0 cuMemPrefetchAsync itself resolves to this ABI. The location may be a device, the host, a host NUMA node or the NUMA node nearest the calling thread; the range is widened to whole CPU pages, it is only a hint (the memory stays coherent while it moves), and flags must be 0.
 ///
 /// # Parameters
 ///
@@ -17655,7 +17655,7 @@ pub unsafe fn cuMemcpy3DPeerAsync(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(pCopy, hStream) }
 }
-/// Raw binding to `cuMemcpy3DWithAttributesAsync` from the driver's Memory Management API.
+/// Enqueues on hStream the single 3D copy described by op (operands, extent and attributes), as one entry of cuMemcpy3DBatchAsync would do. flags must be 0, and the operands must stay valid until the copy has run.
 ///
 /// # Parameters
 ///
@@ -18419,7 +18419,7 @@ pub unsafe fn cuMemcpyPeerAsync(
         __driver_fn(dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream)
     }
 }
-/// Raw binding to `cuMemcpyWithAttributesAsync` from the driver's Memory Management API.
+/// Enqueues on hStream a copy of size bytes from src to dst with the copy attributes in attr, as one entry of cuMemcpyBatchAsync would do. The attributes give the source access order, location hints and flags; both ranges must stay valid until the copy has run.
 ///
 /// # Parameters
 ///
@@ -19709,7 +19709,7 @@ pub unsafe fn cuMulticastBindAddr(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(mcHandle, mcOffset, memptr, size, flags) }
 }
-/// Raw binding to `cuMulticastBindAddr_v2` from the driver's Multicast Object Management API.
+/// Like cuMulticastBindAddr, attaches size bytes of the mapped memory at memptr to a multicast object at mcOffset, but for one team device dev. dev must have been added with cuMulticastAddDevice, device memory must have been created on dev and host NUMA memory on dev's nearest NUMA node; memptr, mcOffset and size follow the multicast granularity and flags must be 0.
 ///
 /// # Parameters
 ///
@@ -19807,7 +19807,7 @@ pub unsafe fn cuMulticastBindMem(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(mcHandle, mcOffset, memHandle, memOffset, size, flags) }
 }
-/// Raw binding to `cuMulticastBindMem_v2` from the driver's Multicast Object Management API.
+/// Like cuMulticastBindMem, attaches size bytes of the allocation memHandle from memOffset to a multicast object at mcOffset, but for one team device dev. dev must have been added with cuMulticastAddDevice, device memory must have been created on dev and host NUMA memory on dev's nearest NUMA node; offsets and size follow the multicast granularity and flags must be 0.
 ///
 /// # Parameters
 ///
@@ -20854,7 +20854,7 @@ pub unsafe fn cuStreamBeginCapture(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hStream, mode) }
 }
-/// Raw binding to `cuStreamBeginCaptureToCig` from the driver's Stream Management API.
+/// Puts hStream into CUDA-in-Graphics capture: its kernels, copies and memsets are recorded into the graphics command list or buffer named in streamCigCaptureParams instead of running. The recorded work runs, in order, when the graphics API executes that list. It needs a context created in CIG mode (else CUDA_ERROR_INVALID_CONTEXT) and a stream other than CU_STREAM_LEGACY that is not already in CIG capture; host functions, stream callbacks and synchronization, stream waits and batch memory operations, other captures and stream-ordered allocation are refused during it.
 ///
 /// # Parameters
 ///
@@ -20939,7 +20939,7 @@ pub unsafe fn cuStreamBeginCaptureToGraph(
         __driver_fn(hStream, hGraph, dependencies, dependencyData, numDependencies, mode)
     }
 }
-/// Raw binding to `cuStreamBeginRecaptureToGraph` from the driver's Stream Management API.
+/// Starts capturing hStream's work into the existing graph hGraph, which must be rebuilt node for node in its original creation order; mode works as for cuStreamBeginCapture. Topology changes or changed allocation or free parameters fail at once; other parameter differences are passed to callbackFunc with userData, and a return other than CUDA_SUCCESS ends the recapture. After any failure hGraph is in an undefined state and should be destroyed, and user objects attached to hGraph are released before the recapture starts.
 ///
 /// # Parameters
 ///
@@ -21151,7 +21151,7 @@ pub unsafe fn cuStreamEndCapture(hStream: CUstream, phGraph: *mut CUgraph) -> CU
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hStream, phGraph) }
 }
-/// Raw binding to `cuStreamEndCaptureToCig` from the driver's Stream Management API.
+/// Ends the CUDA-in-Graphics capture that cuStreamBeginCaptureToCig began on hStream and lifts its restrictions; the recorded command list may now be submitted. hStream and streams depending on it must not be destroyed until that list has finished on the GPU.
 ///
 /// # Parameters
 ///
@@ -21283,7 +21283,7 @@ pub unsafe fn cuStreamGetCaptureInfo(
         )
     }
 }
-/// Raw binding to `cuStreamGetCaptureInfo_v3` from the driver's Stream Management API.
+/// Queries hStream's capture status and, while capturing, optionally its id, target graph and current dependency nodes with edge data. This is the explicit name the 12.x headers declared from 12.3; since CUDA 13.0 cuStreamGetCaptureInfo itself resolves to this ABI. The returned arrays belong to the driver and stay valid until the next call on the stream or the end of capture; asking for dependencies without edge data while an edge has data fails with CUDA_ERROR_LOSSY_QUERY.
 ///
 /// # Parameters
 ///
@@ -21412,12 +21412,12 @@ pub unsafe fn cuStreamGetCtx_v2(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hStream, pCtx, pGreenCtx) }
 }
-/// Raw binding to `cuStreamGetDevResource` from the driver's Green Contexts API.
+/// Fills resource with what hStream has available of the given resource type. The work-queue types (CU_DEV_RESOURCE_TYPE_WORKQUEUE and CU_DEV_RESOURCE_TYPE_WORKQUEUE_CONFIG) are refused with CUDA_ERROR_INVALID_RESOURCE_TYPE.
 ///
 /// # Parameters
 ///
 /// - `hStream`: in, `CUstream`
-/// - `resource`: in, `CUdevResource *`
+/// - `resource`: out, `CUdevResource *`
 /// - `type`: in, `CUdevResourceType`
 ///
 /// # Errors
@@ -21799,7 +21799,7 @@ pub unsafe fn cuStreamUpdateCaptureDependencies(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(hStream, dependencies, dependencyData, numDependencies, flags) }
 }
-/// Raw binding to `cuStreamUpdateCaptureDependencies_v2` from the driver's Stream Management API.
+/// Adds to, or with CU_STREAM_SET_CAPTURE_DEPENDENCIES replaces, the nodes (with optional edge data) that the next node captured in hStream will depend on. This is the explicit name the 12.x headers declared from 12.3; since CUDA 13.0 cuStreamUpdateCaptureDependencies itself resolves to this ABI. It fails with CUDA_ERROR_ILLEGAL_STATE when the stream is not capturing.
 ///
 /// # Parameters
 ///
@@ -22539,13 +22539,13 @@ pub unsafe fn cuTensorMapReplaceAddress(
     // SAFETY: the caller upholds this function's contract (see # Safety).
     unsafe { __driver_fn(tensorMap, globalAddress) }
 }
-/// Raw binding to `cuTensorMapSetAllocationClass` from the driver's Tensor Map Object Managment API.
+/// Changes the TMA allocation class encoded in an already encoded tensorMap in place, without re-encoding it, and reports the class in effect through outAllocClass. CU_TENSOR_MAP_ALLOC_CLASS_SMALL selects the 4 KiB out-of-bounds window, _LARGE the 128 KiB one and _AUTO lets the driver recompute it from the tensor's geometry; the class reported is always SMALL or LARGE. On failure, or on GPUs where the class has no effect, tensorMap is left as it was and SMALL is reported.
 ///
 /// # Parameters
 ///
-/// - `tensorMap`: in, `CUtensorMap *`
+/// - `tensorMap`: in-out, `CUtensorMap *`
 /// - `allocClass`: in, `CUtensorMapAllocClass`
-/// - `outAllocClass`: in, `CUtensorMapAllocClass *`, may be null
+/// - `outAllocClass`: out, `CUtensorMapAllocClass *`, may be null
 ///
 /// # Errors
 ///

@@ -260,9 +260,10 @@ pub fn classify(f: &Function) -> Vec<Shape> {
         if !t.is_pointer() {
             continue;
         }
-        // An array whose length could not be used stays a raw pointer: it is
-        // never a single value.
-        if p.len.is_some() {
+        // An array whose length could not be used, or whose count no
+        // parameter holds (`array`), stays a raw pointer: it is never a
+        // single value.
+        if p.len.is_some() || p.array {
             shapes[i] = Shape::Raw;
             continue;
         }

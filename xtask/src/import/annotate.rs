@@ -20,6 +20,7 @@ pub fn keep(new: &mut Function, old: &Function) {
             p.rust_name = op.rust_name.clone();
             p.fixed = op.fixed;
             p.boolean = op.boolean;
+            p.array = op.array;
         }
     }
 }
@@ -45,6 +46,7 @@ pub fn inherit(new: &mut Function, sibling: &Function) {
             p.rust_name = op.rust_name.clone();
             p.fixed = op.fixed;
             p.boolean = op.boolean;
+            p.array = op.array;
         }
     }
 }

@@ -313,6 +313,7 @@ pub fn build(
                     rust_name: None,
                     fixed: None,
                     boolean: false,
+                    array: false,
                 })
                 .collect(),
             errors,

@@ -174,6 +174,11 @@ pub struct Param {
     /// An `out` integer the header documents as 0 or 1, returned as `bool` (ours).
     #[serde(default, skip_serializing_if = "is_false")]
     pub boolean: bool,
+    /// A pointer to an array whose element count no parameter holds (the
+    /// driver derives it from other arguments): always passed as a raw
+    /// pointer, never as a single value (ours).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub array: bool,
 }
 
 /// The files under `specs/types/`; each file fills some of these lists.

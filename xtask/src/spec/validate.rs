@@ -341,6 +341,23 @@ pub fn validate(specs: &Specs, prefix: &str) -> Vec<SpecError> {
                         ),
                     ));
                 }
+                if p.array && !t.is_pointer() {
+                    errs.push(SpecError::at(
+                        &file,
+                        &p.ty,
+                        format!(
+                            "{whose} is marked `array` but `{}` is not a pointer; drop `array` or fix the type",
+                            p.ty.value
+                        ),
+                    ));
+                }
+                if let (true, Some(len)) = (p.array, &p.len) {
+                    errs.push(SpecError::at(
+                        &file,
+                        len,
+                        format!("{whose} has both `array` and `len`; `array` is for an array whose count no parameter holds, so drop one"),
+                    ));
+                }
                 if let Some(len) = &p.len {
                     if !t.is_pointer() {
                         errs.push(SpecError::at(
