@@ -170,3 +170,63 @@ fn type_dates() {
     }
     insta::assert_snapshot!(text);
 }
+
+/// Fields older headers had that a record's newest layout lacks (removed),
+/// or declared with another C type (retyped), from `earlier_fields`; each
+/// entry's releases are consistent with the record's and the field's.
+#[test]
+fn removed_and_retyped_fields() {
+    let specs = specs();
+    let releases = releases();
+    let at = |r: &str| {
+        releases
+            .iter()
+            .position(|x| *x == r)
+            .unwrap_or_else(|| panic!("{r} is no pinned release"))
+    };
+    let mut text = String::new();
+    let (mut removed, mut retyped) = (0, 0);
+    for x in specs.records() {
+        let record_first = x.since.as_deref().map_or(0, at);
+        let record_end = x.removed.as_deref().map_or(releases.len(), at);
+        for e in &x.earlier_fields {
+            let first = e.since.as_deref().map_or(record_first, at);
+            let end = at(&e.removed);
+            assert!(
+                record_first <= first && first < end && end < record_end,
+                "{}.{}: since {:?} / removed {} outside the record's releases",
+                x.name.value,
+                e.name,
+                e.since,
+                e.removed
+            );
+            let now = x.fields.iter().find(|f| f.name == e.name);
+            if let Some(f) = now {
+                assert_ne!(f.ty.value, e.ty, "{}.{}", x.name.value, e.name);
+                assert!(e.moved_to.is_none(), "{}.{}", x.name.value, e.name);
+                retyped += 1;
+            } else {
+                removed += 1;
+            }
+            writeln!(
+                text,
+                "{}.{}: {} in CUDA {}..{}, {}",
+                x.name.value,
+                e.name,
+                e.ty,
+                releases[first],
+                releases[end - 1],
+                match now {
+                    Some(f) => format!("type changed in {} (now {})", e.removed, f.ty.value),
+                    None => match &e.moved_to {
+                        Some(m) => format!("moved into the unnamed member {m} in {}", e.removed),
+                        None => format!("removed in {}", e.removed),
+                    },
+                }
+            )
+            .unwrap();
+        }
+    }
+    writeln!(text, "{removed} removed, {retyped} retyped").unwrap();
+    insta::assert_snapshot!(text);
+}
