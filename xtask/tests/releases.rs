@@ -138,6 +138,12 @@ fn type_dates() {
             .filter(|f| since(&f.since))
             .count();
         let constants = specs.constants().filter(|c| since(&c.since)).count();
+        // Fields of older records this release removed or gave another type.
+        let gone_fields = specs
+            .records()
+            .flat_map(|x| x.earlier_fields.iter())
+            .filter(|e| e.removed == *r)
+            .count();
         let removed_records: Vec<&str> = specs
             .records()
             .filter(|x| since(&x.removed))
@@ -153,6 +159,7 @@ fn type_dates() {
             text,
             "CUDA {r}: new: {enums} enums, {values} values of older enums, {records} records, \
              {fields} fields of older records, {constants} constants; \
+             {gone_fields} fields removed or retyped, \
              removed records {removed_records:?}, removed values {removed_values:?}"
         )
         .unwrap();
