@@ -209,7 +209,7 @@ fn removed_and_retyped_fields() {
             );
             let now = x.fields.iter().find(|f| f.name == e.name);
             if let Some(f) = now {
-                assert_ne!(f.ty.value, e.ty, "{}.{}", x.name.value, e.name);
+                assert_ne!(f.ty.value, e.ty.value, "{}.{}", x.name.value, e.name);
                 assert!(e.moved_to.is_none(), "{}.{}", x.name.value, e.name);
                 retyped += 1;
             } else {
@@ -220,7 +220,7 @@ fn removed_and_retyped_fields() {
                 "{}.{}: {} in CUDA {}..{}, {}",
                 x.name.value,
                 e.name,
-                e.ty,
+                e.ty.value,
                 releases[first],
                 releases[end - 1],
                 match now {

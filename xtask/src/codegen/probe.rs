@@ -376,7 +376,7 @@ fn earlier_field_checks(
             if !in_release(&e.since, &Some(e.removed.clone()), release) {
                 continue;
             }
-            let mut t = CType::parse(&e.ty)?;
+            let mut t = CType::parse(&e.ty.value)?;
             if let Some(x) = by_name.get(t.base.as_str()) {
                 if x.c_path.is_some() {
                     continue;
@@ -393,7 +393,7 @@ fn earlier_field_checks(
                 t.declare("").trim_end(),
                 r.name.value,
                 e.name,
-                e.ty
+                e.ty.value
             )?;
         }
     }

@@ -270,7 +270,7 @@ fn release_range(r: &Record, e: &EarlierField) -> String {
 fn earlier_layouts(r: &Record) -> Result<String> {
     let mut out = String::new();
     for e in &r.earlier_fields {
-        let decl = CType::parse(&e.ty)?.declare(&e.name);
+        let decl = CType::parse(&e.ty.value)?.declare(&e.name);
         let range = release_range(r, e);
         if r.fields.iter().any(|f| f.name == e.name) {
             out.push_str(&format!(
@@ -328,7 +328,7 @@ fn record_item(r: &Record) -> Result<TokenStream> {
                 .map(|e| {
                     Ok(format!(
                         "`{}` in CUDA {}",
-                        CType::parse(&e.ty)?.declare(&e.name),
+                        CType::parse(&e.ty.value)?.declare(&e.name),
                         release_range(r, e)
                     ))
                 })

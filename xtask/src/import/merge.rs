@@ -139,7 +139,7 @@ fn earlier_fields<'a>(
         open = kept;
         out.extend(ended.into_iter().map(|(name, ty, first)| EarlierField {
             name,
-            ty,
+            ty: str(ty),
             since: (first > record_first).then(|| releases[first].to_string()),
             removed: releases[i].to_string(),
             moved_to: None,
@@ -373,7 +373,7 @@ pub fn merge(all: &[ReleaseSpecs]) -> Specs {
                                         && y.c_path.as_deref().is_some_and(|p| p.ends_with(".*"))
                                         && y.fields
                                             .iter()
-                                            .any(|g| g.name == e.name && g.ty.value == e.ty)
+                                            .any(|g| g.name == e.name && g.ty.value == e.ty.value)
                                 })
                             })
                             .map(|f| f.name.clone());

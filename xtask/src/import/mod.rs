@@ -659,7 +659,7 @@ pub fn type_diff(old: &Specs, new: &Specs) -> Vec<String> {
 pub fn earlier_field(e: &EarlierField) -> String {
     format!(
         "{} {} ({}not in {}{})",
-        e.ty,
+        e.ty.value,
         e.name,
         e.since
             .as_deref()

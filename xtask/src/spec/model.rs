@@ -338,14 +338,14 @@ pub struct Record {
 
 /// A field of an older layout of a record that its newest layout lacks:
 /// removed, or retyped when the record's `fields` has the same name (fact).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EarlierField {
     /// Field name (for an unnamed member, `anonN`).
     pub name: String,
     /// Its C type in those releases, arrays as `T[N]`.
     #[serde(rename = "type")]
-    pub ty: String,
+    pub ty: Str,
     /// The first pinned release whose header has this field with this type,
     /// when newer than the record itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -390,7 +390,8 @@ pub struct Field {
     #[serde(rename = "type")]
     pub ty: Str,
     /// The first pinned release whose header has this field in this
-    /// record, when not the oldest pinned release (fact).
+    /// record with this type, when newer than the record (fact); the type
+    /// older headers gave it is in the record's `earlier_fields`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<String>,
 }
