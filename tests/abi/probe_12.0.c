@@ -378,6 +378,11 @@ void check_signatures(void) {
     { CUresult (CUDAAPI *p)(const CUexternalSemaphore *extSemArray, const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *paramsArray, unsigned int numExtSems, CUstream stream); (void)sizeof(p = cuWaitExternalSemaphoresAsync); }
 }
 
+/* Fields this header has that the newest lacks or types otherwise
+   (the specs' `earlier_fields`), with their C types. */
+_Static_assert(__builtin_types_compatible_p(__typeof__(((struct CUmemLocation_st*)0)->id), int), "CUDA 12.0: CUmemLocation_st.id is int");
+_Static_assert(__builtin_types_compatible_p(__typeof__(((struct CUmemPoolProps_st*)0)->reserved), unsigned char [64]), "CUDA 12.0: CUmemPoolProps_st.reserved is unsigned char[64]");
+
 int main(void) {
     printf("size CUuuid_st %lld\n", (long long)sizeof(struct CUuuid_st));
     printf("align CUuuid_st %lld\n", (long long)_Alignof(struct CUuuid_st));

@@ -446,6 +446,15 @@ void check_signatures(void) {
     { CUresult (CUDAAPI *p)(const CUexternalSemaphore *extSemArray, const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *paramsArray, unsigned int numExtSems, CUstream stream); (void)sizeof(p = cuWaitExternalSemaphoresAsync); }
 }
 
+/* Fields this header has that the newest lacks or types otherwise
+   (the specs' `earlier_fields`), with their C types. */
+_Static_assert(__builtin_types_compatible_p(__typeof__(((struct CUmemLocation_st*)0)->id), int), "CUDA 13.0: CUmemLocation_st.id is int");
+_Static_assert(__builtin_types_compatible_p(__typeof__(((struct CUmemPoolProps_st*)0)->reserved), unsigned char [54]), "CUDA 13.0: CUmemPoolProps_st.reserved is unsigned char[54]");
+_Static_assert(__builtin_types_compatible_p(__typeof__(((struct CUcheckpointCheckpointArgs_st*)0)->reserved), cuuint64_t [8]), "CUDA 13.0: CUcheckpointCheckpointArgs_st.reserved is cuuint64_t[8]");
+_Static_assert(__builtin_types_compatible_p(__typeof__(((struct CUcheckpointRestoreArgs_st*)0)->reserved), char [44]), "CUDA 13.0: CUcheckpointRestoreArgs_st.reserved is char[44]");
+_Static_assert(__builtin_types_compatible_p(__typeof__(((struct CUcheckpointRestoreArgs_st*)0)->reserved1), cuuint64_t), "CUDA 13.0: CUcheckpointRestoreArgs_st.reserved1 is cuuint64_t");
+_Static_assert(__builtin_types_compatible_p(__typeof__(((struct CUdevResource_st*)0)->_oversize), unsigned char [48]), "CUDA 13.0: CUdevResource_st_anon1._oversize is unsigned char[48]");
+
 int main(void) {
     printf("size CUuuid_st %lld\n", (long long)sizeof(struct CUuuid_st));
     printf("align CUuuid_st %lld\n", (long long)_Alignof(struct CUuuid_st));

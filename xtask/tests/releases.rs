@@ -138,6 +138,12 @@ fn type_dates() {
             .filter(|f| since(&f.since))
             .count();
         let constants = specs.constants().filter(|c| since(&c.since)).count();
+        // Fields of older records this release removed or gave another type.
+        let gone_fields = specs
+            .records()
+            .flat_map(|x| x.earlier_fields.iter())
+            .filter(|e| e.removed == *r)
+            .count();
         let removed_records: Vec<&str> = specs
             .records()
             .filter(|x| since(&x.removed))
@@ -153,6 +159,7 @@ fn type_dates() {
             text,
             "CUDA {r}: new: {enums} enums, {values} values of older enums, {records} records, \
              {fields} fields of older records, {constants} constants; \
+             {gone_fields} fields removed or retyped, \
              removed records {removed_records:?}, removed values {removed_values:?}"
         )
         .unwrap();
@@ -168,5 +175,65 @@ fn type_dates() {
             writeln!(text, "{} grew: {}", x.name.value, grown.join(", ")).unwrap();
         }
     }
+    insta::assert_snapshot!(text);
+}
+
+/// Fields older headers had that a record's newest layout lacks (removed),
+/// or declared with another C type (retyped), from `earlier_fields`; each
+/// entry's releases are consistent with the record's and the field's.
+#[test]
+fn removed_and_retyped_fields() {
+    let specs = specs();
+    let releases = releases();
+    let at = |r: &str| {
+        releases
+            .iter()
+            .position(|x| *x == r)
+            .unwrap_or_else(|| panic!("{r} is no pinned release"))
+    };
+    let mut text = String::new();
+    let (mut removed, mut retyped) = (0, 0);
+    for x in specs.records() {
+        let record_first = x.since.as_deref().map_or(0, at);
+        let record_end = x.removed.as_deref().map_or(releases.len(), at);
+        for e in &x.earlier_fields {
+            let first = e.since.as_deref().map_or(record_first, at);
+            let end = at(&e.removed);
+            assert!(
+                record_first <= first && first < end && end < record_end,
+                "{}.{}: since {:?} / removed {} outside the record's releases",
+                x.name.value,
+                e.name,
+                e.since,
+                e.removed
+            );
+            let now = x.fields.iter().find(|f| f.name == e.name);
+            if let Some(f) = now {
+                assert_ne!(f.ty.value, e.ty.value, "{}.{}", x.name.value, e.name);
+                assert!(e.moved_to.is_none(), "{}.{}", x.name.value, e.name);
+                retyped += 1;
+            } else {
+                removed += 1;
+            }
+            writeln!(
+                text,
+                "{}.{}: {} in CUDA {}..{}, {}",
+                x.name.value,
+                e.name,
+                e.ty.value,
+                releases[first],
+                releases[end - 1],
+                match now {
+                    Some(f) => format!("type changed in {} (now {})", e.removed, f.ty.value),
+                    None => match &e.moved_to {
+                        Some(m) => format!("moved into the unnamed member {m} in {}", e.removed),
+                        None => format!("removed in {}", e.removed),
+                    },
+                }
+            )
+            .unwrap();
+        }
+    }
+    writeln!(text, "{removed} removed, {retyped} retyped").unwrap();
     insta::assert_snapshot!(text);
 }

@@ -164,3 +164,30 @@ fn an_unknown_field_names_its_entry() {
         "{e}"
     );
 }
+
+/// An `earlier_fields` entry is checked like a field: its C type must name a
+/// defined type, and `moved_to` a field of its record.
+#[test]
+fn an_earlier_field_is_checked() {
+    let e = error_for(
+        "specs/types/records.yaml",
+        "    type: cuuint64_t[8]\n    removed: \"13.5\"",
+        "    type: cuuint65_t[8]\n    removed: \"13.5\"",
+    );
+    assert!(e.starts_with("specs/types/records.yaml:"), "{e}");
+    assert!(
+        e.contains("earlier field `CUcheckpointCheckpointArgs_st.reserved` (removed 13.5)")
+            && e.contains("no type `cuuint65_t` is defined"),
+        "{e}"
+    );
+    let e = error_for(
+        "specs/types/records.yaml",
+        "    moved_to: anon1",
+        "    moved_to: anon7",
+    );
+    assert!(
+        e.contains("earlier field `CUmemLocation_st.id` (removed 13.5) has moved_to `anon7`")
+            && e.contains("record `CUmemLocation_st` has no field `anon7`"),
+        "{e}"
+    );
+}

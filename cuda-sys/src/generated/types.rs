@@ -9094,6 +9094,8 @@ impl ::core::default::Default for CUarrayMapInfo_st_memHandle {
 /// The C struct `CUmemLocation_st`.
 ///
 /// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUmemLocation_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+///
+/// Earlier layouts, from the pinned headers: In CUDA 12.0–13.0 `int id` was a direct member; since CUDA 13.5 it is in the unnamed member `anon1` (C still writes `.id`).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUmemLocation_st {
@@ -9246,6 +9248,8 @@ impl ::core::default::Default for CUgraphExecUpdateResultInfo_st {
 /// The C struct `CUmemPoolProps_st`.
 ///
 /// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUmemPoolProps_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+///
+/// Earlier layouts, from the pinned headers: In CUDA 12.0 the field `reserved` was `unsigned char reserved[64]`; CUDA 12.4 changed its type. In CUDA 12.4 the field `reserved` was `unsigned char reserved[56]`; CUDA 12.8 changed its type. In CUDA 12.8–13.0 the field `reserved` was `unsigned char reserved[54]`; CUDA 13.5 changed its type.
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUmemPoolProps_st {
@@ -9263,7 +9267,7 @@ pub struct CUmemPoolProps_st {
     pub usage: ::core::ffi::c_ushort,
     /// C field `unsigned char gpuDirectRDMACapable` (since CUDA 13.5).
     pub gpuDirectRDMACapable: ::core::ffi::c_uchar,
-    /// C field `unsigned char reserved[53]` (since CUDA 13.5).
+    /// C field `unsigned char reserved[53]` (this type since CUDA 13.5); before: `unsigned char reserved[64]` in CUDA 12.0, `unsigned char reserved[56]` in CUDA 12.4, `unsigned char reserved[54]` in CUDA 12.8–13.0.
     pub reserved: [::core::ffi::c_uchar; 53],
 }
 impl ::core::default::Default for CUmemPoolProps_st {
@@ -9780,12 +9784,14 @@ impl ::core::default::Default for CUcheckpointLockArgs_st {
 /// The C struct `CUcheckpointCheckpointArgs_st`. First in CUDA 12.8.
 ///
 /// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUcheckpointCheckpointArgs_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+///
+/// Earlier layouts, from the pinned headers: In CUDA 12.8–13.0 the field `reserved` was `cuuint64_t reserved[8]`; CUDA 13.5 changed its type.
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUcheckpointCheckpointArgs_st {
     /// C field `CUcheckpointCustomStorageInfo **customStorageInfo_out` (since CUDA 13.5).
     pub customStorageInfo_out: *mut *mut CUcheckpointCustomStorageInfo,
-    /// C field `char reserved[56]` (since CUDA 13.5).
+    /// C field `char reserved[56]` (this type since CUDA 13.5); before: `cuuint64_t reserved[8]` in CUDA 12.8–13.0.
     pub reserved: [::core::ffi::c_char; 56],
 }
 impl ::core::default::Default for CUcheckpointCheckpointArgs_st {
@@ -9814,6 +9820,8 @@ impl ::core::default::Default for CUcheckpointGpuPair_st {
 /// The C struct `CUcheckpointRestoreArgs_st`. First in CUDA 12.8.
 ///
 /// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUcheckpointRestoreArgs_st](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+///
+/// Earlier layouts, from the pinned headers: In CUDA 12.8 the field `reserved` was `cuuint64_t reserved[8]`; CUDA 13.0 changed its type. In CUDA 13.0 the field `reserved` was `char reserved[44]`; CUDA 13.5 changed its type. Before CUDA 13.5 this record also had `cuuint64_t reserved1` (13.0).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CUcheckpointRestoreArgs_st {
@@ -9825,7 +9833,7 @@ pub struct CUcheckpointRestoreArgs_st {
     pub padding0: ::core::ffi::c_uint,
     /// C field `CUcheckpointCustomStorageInfo **customStorageInfo_out` (since CUDA 13.5).
     pub customStorageInfo_out: *mut *mut CUcheckpointCustomStorageInfo,
-    /// C field `char reserved[40]` (since CUDA 13.5).
+    /// C field `char reserved[40]` (this type since CUDA 13.5); before: `cuuint64_t reserved[8]` in CUDA 12.8, `char reserved[44]` in CUDA 13.0.
     pub reserved: [::core::ffi::c_char; 40],
 }
 impl ::core::default::Default for CUcheckpointRestoreArgs_st {
@@ -10173,6 +10181,8 @@ impl ::core::default::Default for CUdevResource_st {
 /// The anonymous C union at `CUdevResource_st`. First in CUDA 12.4.
 ///
 /// `#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [CUdevResource_st_anon1](https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html).
+///
+/// Earlier layouts, from the pinned headers: In CUDA 12.4–13.0 the field `_oversize` was `unsigned char _oversize[48]`; CUDA 13.5 changed its type.
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub union CUdevResource_st_anon1 {
@@ -10182,7 +10192,7 @@ pub union CUdevResource_st_anon1 {
     pub wqConfig: CUdevWorkqueueConfigResource,
     /// C field `CUdevWorkqueueResource wq` (since CUDA 13.5).
     pub wq: CUdevWorkqueueResource,
-    /// C field `unsigned char _oversize[40]` (since CUDA 13.5).
+    /// C field `unsigned char _oversize[40]` (this type since CUDA 13.5); before: `unsigned char _oversize[48]` in CUDA 12.4–13.0.
     pub _oversize: [::core::ffi::c_uchar; 40],
 }
 impl ::core::default::Default for CUdevResource_st_anon1 {

@@ -125,7 +125,7 @@ fn in_release(since: &Option<String>, removed: &Option<String>, release: &str) -
 
 /// The specs' items that the header of an older pinned `release` declares
 /// exactly as cuda-sys does: records (and their fields) of that release
-/// with no field added since, enums and values, aliases, constants, and the
+/// with no field added, removed or retyped since, enums and values, aliases, constants, and the
 /// functions whose parameters have not changed since (no `abi:` entry with
 /// other `params`).
 fn as_in_release(specs: &Specs, release: &str) -> Specs {
@@ -146,9 +146,8 @@ fn as_in_release(specs: &Specs, release: &str) -> Specs {
         for e in &mut t.enums {
             e.values.retain(|v| here(&v.since, &v.removed));
         }
-        t.records.retain(|x| {
-            here(&x.since, &x.removed) && x.fields.iter().all(|f| here(&f.since, &None))
-        });
+        t.records
+            .retain(|x| here(&x.since, &x.removed) && !x.layout_differs_in(release, &PINNED));
         t.callbacks.retain(|x| here(&x.since, &x.removed));
         t.constants.retain(|x| here(&x.since, &x.removed));
     }
@@ -323,6 +322,10 @@ fn render_c_probe(
             kind("value", release, &c.earlier)
         )?;
     }
+    let layouts = match release {
+        Some(rel) => earlier_field_checks(all, rel, &by_name)?,
+        None => String::new(),
+    };
     let mut sigs = String::new();
     let mut fns: Vec<&Function> = specs.functions().map(|(_, _, f)| f).collect();
     fns.sort_by(|a, b| a.name.value.cmp(&b.name.value));
@@ -349,8 +352,57 @@ fn render_c_probe(
          /* Each specified signature must match the header's declaration exactly\n   \
          (compiled with -Werror=incompatible-pointer-types); `sizeof` keeps the\n   \
          assignment unevaluated, so nothing needs the driver to link. */\n\
-         void check_signatures(void) {{\n{sigs}}}\n\n\
+         void check_signatures(void) {{\n{sigs}}}\n\n{layouts}\
          int main(void) {{\n{body}    return 0;\n}}\n"
+    ))
+}
+
+/// For an older pinned `release`: a compile-time check that each field the
+/// specs' `earlier_fields` place in that release's header (removed or
+/// retyped since) is declared there with that C type. Fields whose type is
+/// an anonymous record (no C name) are left out.
+fn earlier_field_checks(
+    all: &Specs,
+    release: &str,
+    by_name: &BTreeMap<&str, &Record>,
+) -> Result<String> {
+    let mut out = String::new();
+    for r in all.records() {
+        if !in_release(&r.since, &r.removed, release) {
+            continue;
+        }
+        let a = access(r, by_name);
+        for e in &r.earlier_fields {
+            if !in_release(&e.since, &Some(e.removed.clone()), release) {
+                continue;
+            }
+            let mut t = CType::parse(&e.ty.value)?;
+            if let Some(x) = by_name.get(t.base.as_str()) {
+                if x.c_path.is_some() {
+                    continue;
+                }
+                t.base = c_type_name(x);
+            }
+            writeln!(
+                out,
+                "_Static_assert(__builtin_types_compatible_p(__typeof__((({}*)0)->{}{}), {}), \
+                 \"CUDA {release}: {}.{} is {}\");",
+                a.root,
+                a.prefix,
+                e.name,
+                t.declare("").trim_end(),
+                r.name.value,
+                e.name,
+                e.ty.value
+            )?;
+        }
+    }
+    if out.is_empty() {
+        return Ok(out);
+    }
+    Ok(format!(
+        "/* Fields this header has that the newest lacks or types otherwise\n   \
+         (the specs' `earlier_fields`), with their C types. */\n{out}\n"
     ))
 }
 

@@ -240,6 +240,63 @@ fn literal(repr: &str, v: i64) -> Literal {
     }
 }
 
+/// `12.0–12.8` (or `12.4`): the pinned releases whose headers have an
+/// earlier field, from its `since` (else the record's, else the oldest
+/// pinned release) to the last pinned release before its `removed`.
+fn release_range(r: &Record, e: &EarlierField) -> String {
+    let releases: Vec<&str> = crate::provision::PINNED_RELEASES
+        .iter()
+        .map(|p| p.release)
+        .collect();
+    let first = e
+        .since
+        .as_deref()
+        .or(r.since.as_deref())
+        .unwrap_or(releases[0]);
+    let last = releases
+        .iter()
+        .position(|x| *x == e.removed)
+        .and_then(|i| i.checked_sub(1))
+        .map_or(e.removed.as_str(), |i| releases[i]);
+    if first == last {
+        first.to_string()
+    } else {
+        format!("{first}–{last}")
+    }
+}
+
+/// The record doc's paragraph on the fields older headers had and the newest
+/// lacks (`earlier_fields`): removed ones, and ones with another type.
+fn earlier_layouts(r: &Record) -> Result<String> {
+    let mut out = String::new();
+    for e in &r.earlier_fields {
+        let decl = CType::parse(&e.ty.value)?.declare(&e.name);
+        let range = release_range(r, e);
+        if r.fields.iter().any(|f| f.name == e.name) {
+            out.push_str(&format!(
+                " In CUDA {range} the field `{}` was `{decl}`; CUDA {} changed its type.",
+                e.name, e.removed
+            ));
+        } else if let Some(m) = &e.moved_to {
+            out.push_str(&format!(
+                " In CUDA {range} `{decl}` was a direct member; since CUDA {} it is in the unnamed member `{m}` (C still writes `.{}`).",
+                e.removed, e.name
+            ));
+        } else {
+            out.push_str(&format!(
+                " Before CUDA {} this record also had `{decl}` ({range}).",
+                e.removed
+            ));
+        }
+    }
+    if out.is_empty() {
+        return Ok(out);
+    }
+    Ok(format!(
+        "\n\nEarlier layouts, from the pinned headers:{out}"
+    ))
+}
+
 fn record_item(r: &Record) -> Result<TokenStream> {
     let name = ident(&r.name.value);
     let kind = match r.kind {
@@ -251,10 +308,11 @@ fn record_item(r: &Record) -> Result<TokenStream> {
         None => format!("The C {kind} `{}`.", r.name.value),
     });
     let doc = docs::attrs(&format!(
-        "{summary}{}\n\n`#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [{}]({}).",
+        "{summary}{}\n\n`#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [{}]({}).{}",
         dates_sentence(&r.since, &r.removed),
         r.name.value,
-        docs::types_url()
+        docs::types_url(),
+        earlier_layouts(r)?
     ));
     let fields = r
         .fields
@@ -262,10 +320,30 @@ fn record_item(r: &Record) -> Result<TokenStream> {
         .map(|f| {
             let n = ident(&f.name);
             let t = ty(&f.ty.value)?;
+            // A field that older headers declared with another type.
+            let before = r
+                .earlier_fields
+                .iter()
+                .filter(|e| e.name == f.name)
+                .map(|e| {
+                    Ok(format!(
+                        "`{}` in CUDA {}",
+                        CType::parse(&e.ty.value)?.declare(&e.name),
+                        release_range(r, e)
+                    ))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let (dated, before) = match (&f.since, before.is_empty()) {
+                (_, true) => (dates(&f.since, &None), String::new()),
+                (Some(s), false) => (
+                    format!(" (this type since CUDA {s})"),
+                    format!("; before: {}", before.join(", ")),
+                ),
+                (None, false) => (String::new(), format!("; before: {}", before.join(", "))),
+            };
             let d = docs::attrs(&format!(
-                "C field `{}`{}.",
+                "C field `{}`{dated}{before}.",
                 CType::parse(&f.ty.value)?.declare(&f.name),
-                dates(&f.since, &None)
             ));
             Ok(quote! { #d pub #n: #t, })
         })

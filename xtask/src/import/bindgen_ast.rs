@@ -504,6 +504,7 @@ fn record<'a>(
         c_path: paths.get(name).cloned(),
         summary: None,
         fields: out,
+        earlier_fields: Vec::new(),
         since: None,
         removed: None,
     })

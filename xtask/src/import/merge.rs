@@ -105,6 +105,54 @@ fn parameter_list(f: &Function) -> String {
         .join(", ")
 }
 
+/// The fields that older layouts of a record had and its layout of release
+/// `from` (the newest having it) lacks, by name and C type: each run of
+/// consecutive releases declaring the record with a field of that name and
+/// type, unless the run lasts to `from`. A run ends at the first release
+/// declaring the record without it (or not declaring the record: a gap),
+/// which is its `removed`; its `since` is its first release, when later
+/// than the record's. In the order the runs ended, then in the order they
+/// began (a header's declaration order).
+fn earlier_fields<'a>(
+    releases: &[&'static str],
+    layout: &dyn Fn(usize) -> Option<&'a Record>,
+    from: usize,
+) -> Vec<EarlierField> {
+    let Some(record_first) = (0..=from).find(|i| layout(*i).is_some()) else {
+        return Vec::new();
+    };
+    // Open runs: (name, type, first release), in declaration order.
+    let mut open: Vec<(String, String, usize)> = Vec::new();
+    let mut out = Vec::new();
+    for i in record_first..=from {
+        let now: Vec<(String, String)> = layout(i)
+            .map(|y| {
+                y.fields
+                    .iter()
+                    .map(|f| (f.name.clone(), f.ty.value.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let (ended, kept): (Vec<_>, Vec<_>) = open
+            .into_iter()
+            .partition(|(n, t, _)| !now.iter().any(|(m, u)| m == n && u == t));
+        open = kept;
+        out.extend(ended.into_iter().map(|(name, ty, first)| EarlierField {
+            name,
+            ty: str(ty),
+            since: (first > record_first).then(|| releases[first].to_string()),
+            removed: releases[i].to_string(),
+            moved_to: None,
+        }));
+        for (n, t) in now {
+            if !open.iter().any(|(m, u, _)| *m == n && *u == t) {
+                open.push((n, t, i));
+            }
+        }
+    }
+    out
+}
+
 /// Merges the releases' specs (oldest first) into one set.
 pub fn merge(all: &[ReleaseSpecs]) -> Specs {
     let releases: Vec<&'static str> = all.iter().map(|r| r.release).collect();
@@ -309,6 +357,26 @@ pub fn merge(all: &[ReleaseSpecs]) -> Specs {
                         }
                         let record_first = (0..=from).find(|i| layout(*i).is_some()).unwrap_or(0);
                         field.since = (first > record_first).then(|| releases[first].to_string());
+                    }
+                    x.earlier_fields = earlier_fields(&releases, &layout, from);
+                    // A field now declared inside an unnamed member.
+                    for e in &mut x.earlier_fields {
+                        if x.fields.iter().any(|f| f.name == e.name) {
+                            continue;
+                        }
+                        e.moved_to = x
+                            .fields
+                            .iter()
+                            .find(|f| {
+                                per[from].records.iter().any(|y| {
+                                    y.name.value == f.ty.value
+                                        && y.c_path.as_deref().is_some_and(|p| p.ends_with(".*"))
+                                        && y.fields
+                                            .iter()
+                                            .any(|g| g.name == e.name && g.ty.value == e.ty.value)
+                                })
+                            })
+                            .map(|f| f.name.clone());
                     }
                 },
             ),

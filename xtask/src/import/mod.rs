@@ -604,6 +604,24 @@ pub fn type_diff(old: &Specs, new: &Specs) -> Vec<String> {
             ))
         },
     ));
+    // Removed and retyped fields (of records in both; added and removed
+    // records are listed above).
+    let earlier = |s: &Specs| -> BTreeMap<String, String> {
+        s.records()
+            .map(|r| {
+                let list: Vec<String> = r.earlier_fields.iter().map(earlier_field).collect();
+                (r.name.value.clone(), format!("[{}]", list.join(", ")))
+            })
+            .collect()
+    };
+    let (fo, fnew) = (earlier(old), earlier(new));
+    for (k, b) in &fnew {
+        if let Some(a) = fo.get(k)
+            && a != b
+        {
+            out.push(format!("changed earlier fields of record {k}: {a} -> {b}"));
+        }
+    }
     let aliases = |s: &Specs| -> BTreeMap<String, String> {
         s.typedefs()
             .map(|t| (t.name.value.clone(), t.ty.value.clone()))
@@ -635,6 +653,25 @@ pub fn type_diff(old: &Specs, new: &Specs) -> Vec<String> {
         |a, b| (a != b).then(|| format!("{a} -> {b}")),
     ));
     out
+}
+
+/// `unsigned char[64] reserved (since 12.4; not in 13.5)`: an earlier
+/// field, its C type and releases, for messages.
+pub fn earlier_field(e: &EarlierField) -> String {
+    format!(
+        "{} {} ({}not in {}{})",
+        e.ty.value,
+        e.name,
+        e.since
+            .as_deref()
+            .map(|s| format!("since {s}; "))
+            .unwrap_or_default(),
+        e.removed,
+        e.moved_to
+            .as_deref()
+            .map(|m| format!("; now in {m}"))
+            .unwrap_or_default()
+    )
 }
 
 /// Lines describing what changed between two spec sets (facts only).

@@ -324,6 +324,14 @@ pub struct Record {
     pub summary: Option<String>,
     /// Fields in declaration order.
     pub fields: Vec<Field>,
+    /// Fields an older pinned release's layout of this record had and
+    /// `fields` (the newest layout) does not: a field a later header removed,
+    /// or one it gave another C type (same name in `fields`, other `type`).
+    /// One entry per run of releases with that name and type, in the order
+    /// the runs ended (the release order of `removed`), then in the order
+    /// they began (a header's declaration order) (fact).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier_fields: Vec<EarlierField>,
     /// The first pinned release whose header has it, when not the oldest
     /// pinned release (fact).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -331,6 +339,50 @@ pub struct Record {
     /// The first pinned release whose header no longer has it (fact).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub removed: Option<String>,
+}
+
+/// A field of an older layout of a record that its newest layout lacks:
+/// removed, or retyped when the record's `fields` has the same name (fact).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EarlierField {
+    /// Field name (for an unnamed member, `anonN`).
+    pub name: String,
+    /// Its C type in those releases, arrays as `T[N]`.
+    #[serde(rename = "type")]
+    pub ty: Str,
+    /// The first pinned release whose header has this field with this type,
+    /// when newer than the record itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// The first pinned release whose header has the record without this
+    /// field, or with another type for it.
+    pub removed: String,
+    /// Where the newest layout declares a field of this name and type inside
+    /// an unnamed member instead (`anon1` of `CUmemLocation_st` holds `id`
+    /// since CUDA 13.5): that member's name. C code still reaches the field
+    /// by its own name; in Rust it is behind the member.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moved_to: Option<String>,
+}
+
+impl Record {
+    /// Whether the header of pinned `release` (one of `releases`, oldest
+    /// first) declared this record with a layout other than its newest: a
+    /// field of `fields` newer than `release`, or an `earlier_fields` entry
+    /// that `release` has.
+    pub fn layout_differs_in(&self, release: &str, releases: &[&str]) -> bool {
+        let pos = |r: &str| releases.iter().position(|x| *x == r);
+        let Some(at) = pos(release) else {
+            return false;
+        };
+        let newer = |s: &Option<String>| s.as_deref().and_then(pos).is_some_and(|s| s > at);
+        self.fields.iter().any(|f| newer(&f.since))
+            || self
+                .earlier_fields
+                .iter()
+                .any(|e| !newer(&e.since) && pos(&e.removed).is_some_and(|removed| removed > at))
+    }
 }
 
 /// A record field.
@@ -343,7 +395,8 @@ pub struct Field {
     #[serde(rename = "type")]
     pub ty: Str,
     /// The first pinned release whose header has this field in this
-    /// record, when not the oldest pinned release (fact).
+    /// record with this type, when newer than the record (fact); the type
+    /// older headers gave it is in the record's `earlier_fields`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<String>,
 }

@@ -225,6 +225,35 @@ pub fn validate(specs: &Specs, prefix: &str) -> Vec<SpecError> {
                     &format!("field `{}.{}`", r.name.value, fl.name),
                 );
             }
+            for e in &r.earlier_fields {
+                let whose = format!(
+                    "earlier field `{}.{}` (removed {})",
+                    r.name.value, e.name, e.removed
+                );
+                check_type(&mut errs, &file, &e.ty, &whose);
+                if let Some(s) = &e.since
+                    && crate::import::merge::release_key(s)
+                        >= crate::import::merge::release_key(&e.removed)
+                {
+                    errs.push(SpecError::at(
+                        &file,
+                        &e.ty,
+                        format!("{whose} has since {s}, not before its removed; run `cargo xtask import`"),
+                    ));
+                }
+                if let Some(m) = &e.moved_to
+                    && !r.fields.iter().any(|f| &f.name == m)
+                {
+                    errs.push(SpecError::at(
+                        &file,
+                        &e.ty,
+                        format!(
+                            "{whose} has moved_to `{m}` but record `{}` has no field `{m}`; name one of its unnamed members or run `cargo xtask import`",
+                            r.name.value
+                        ),
+                    ));
+                }
+            }
         }
         for c in &t.callbacks {
             check_type(
