@@ -1,7 +1,7 @@
 //! The adjoint of a recorded copy on a CUDA device: `src.grad += dst.grad`
 //! by one of warp-launch's own kernels (`copy_adjoint.cu`, embedded as
 //! PTX), queued on a stream, with no host round trip: stream-ordered
-//! with the backward launches, and capturable with them.
+//! with the backward launches.
 //!
 //! One kernel per component type: float16 and bfloat16 are added in
 //! float32 and rounded to nearest (ties to even), as Warp adds them;

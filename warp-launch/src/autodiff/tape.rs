@@ -21,19 +21,38 @@ use crate::signature::{ParamKind, StructType};
 enum Op {
     /// `launches[i]`.
     Launch(usize),
-    /// A copy of `src` into `dst` (both with gradients), on `stream` if it
-    /// named one.
-    Copy {
-        src: Array,
-        dst: Array,
-        stream: Option<Stream>,
-    },
+    /// A copy (both arrays with gradients).
+    Copy(Box<CopyStep>),
     /// A host step's backward and the arrays whose gradients it uses.
     Func(BackwardFn, Vec<Array>),
 }
 
+/// A recorded copy of `src` into `dst`, on `stream` if it named one.
+struct CopyStep {
+    src: Array,
+    dst: Array,
+    stream: Option<Stream>,
+}
+
 /// Records launches, array copies and host steps, and runs them backward
 /// (Warp's `wp.Tape`).
+///
+/// A copy between two arrays with gradients ([`Array::copy_from`],
+/// [`Array::assign_on`], ...) is recorded with its adjoint, as Warp's
+/// `wp.copy` is: backward adds the destination's gradient into the
+/// source's (any strides, up to four axes; vectors and matrices component
+/// by component; float16 and bfloat16 added in float32 and rounded to
+/// nearest even, integers modulo 2^bits), then zeroes the destination's
+/// unless it [retains it](Array::retain_grad). When both gradients are
+/// device memory of one CUDA context, this is a kernel of warp-launch's
+/// and a memset, queued on the stream the copy was queued on (else the
+/// device's current stream, [`Device::stream`](crate::Device::stream)) and
+/// ordered with the device's current stream both ways: no host wait, no
+/// copy through the host. Otherwise (the CPU, page-locked or managed
+/// memory, two devices) the sum is made on the host, synchronously. Bool
+/// gradients, gradients of another dtype or shape, and overlapping
+/// gradients are copied over the source's instead (Warp's fallback, with a
+/// warning).
 ///
 /// ```
 /// use warp_launch::{Array, Device, Tape};
@@ -56,11 +75,7 @@ pub struct Tape {
 
 impl fmt::Debug for Tape {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let copies = self
-            .ops
-            .iter()
-            .filter(|o| matches!(o, Op::Copy { .. }))
-            .count();
+        let copies = self.ops.iter().filter(|o| matches!(o, Op::Copy(_))).count();
         let funcs = self
             .ops
             .iter()
@@ -192,7 +207,10 @@ impl Tape {
                 self.ops.push(Op::Launch(self.launches.len()));
                 self.launches.push(l);
             }
-            Recorded::Copy { src, dst, stream } => self.ops.push(Op::Copy { src, dst, stream }),
+            Recorded::Copy { src, dst, stream } => {
+                self.ops
+                    .push(Op::Copy(Box::new(CopyStep { src, dst, stream })));
+            }
             Recorded::Func(f, arrays) => self.ops.push(Op::Func(f, arrays)),
         }
     }
@@ -332,9 +350,9 @@ impl Tape {
                         }
                     }
                 }
-                Op::Copy { src, dst, .. } => {
-                    add(dst);
-                    add(src);
+                Op::Copy(c) => {
+                    add(&c.dst);
+                    add(&c.src);
                 }
                 Op::Func(_, arrays) => arrays.iter().for_each(&mut add),
             }
@@ -438,7 +456,7 @@ impl Tape {
                         .collect();
                     launch.adjoint_of(adjoints)?.launch()?;
                 }
-                Op::Copy { src, dst, stream } => adj_copy(src, dst, stream.as_ref())?,
+                Op::Copy(c) => adj_copy(&c.src, &c.dst, c.stream.as_ref())?,
                 Op::Func(f, _) => f()?,
             }
         }
@@ -579,7 +597,7 @@ fn struct_adjoint_bytes(st: &StructType, src: &[u8], out: &mut [u8]) {
 /// both queued on the stream the copy was queued on (else the device's
 /// current stream), ordered after the work on the device's current stream
 /// and before what is queued there next (Warp's `ScopedStream` with
-/// `sync_enter` and `sync_exit`): no host wait, no host copy, capturable.
+/// `sync_enter` and `sync_exit`): no host wait, no host copy.
 /// Otherwise (CPU arrays, page-locked or managed memory, two devices) both
 /// gradients are read to the host, added there and written back,
 /// synchronously.
