@@ -3,8 +3,9 @@
 //! `src.grad += dst.grad` over strided views of up to four axes for float32,
 //! float16 (added in float32 and rounded to nearest even, not overwritten),
 //! float64 (with a destination that retains its gradient), bfloat16, int32
-//! (wrapping) and vec3f, each backward pass run twice so the sums
-//! accumulate; and a copy from the CPU into CUDA memory (added on the host).
+//! (wrapping) and vec3f (the floating-point ones through two backward
+//! passes, so the sums accumulate); and copies from the CPU into CUDA memory and between two
+//! devices (added on the host; the second test skips with one GPU).
 //! Every value is read back from the GPU. The float16 expectations are
 //! numpy's (float16 sums of float32 sums) for the same steps.
 //!
@@ -319,4 +320,44 @@ fn copy_adjoint_from_the_cpu_into_cuda_memory_adds_on_the_host() {
         "cpu x.grad = 0.5 + 2 * [3, 4] after two seeded passes"
     );
     assert_eq!(y.grad().unwrap().to_vec::<f32>().unwrap(), [0.0, 0.0]);
+}
+
+#[test]
+#[ignore = "needs two CUDA GPUs"]
+fn copy_adjoint_between_two_devices_adds_on_the_host() {
+    let test = "copy_adjoint_between_two_devices_adds_on_the_host";
+    let n = cuda_api::CudaDevice::count().unwrap_or(0);
+    if n < 2 {
+        sdk_tests::skip(
+            test,
+            &format!("this machine has {n} CUDA device(s); the test needs two"),
+        );
+        return;
+    }
+    let x = Array::from_slice(Device::Cuda(0), &[1.0f32, 2.0, 3.0], &[3])
+        .unwrap()
+        .with_grad()
+        .unwrap();
+    let y = Array::zeros::<f32>(Device::Cuda(1), &[3])
+        .unwrap()
+        .with_grad()
+        .unwrap();
+    let mut tape = Tape::new();
+    tape.record(|| y.assign(&x)).unwrap();
+    assert_eq!(y.to_vec::<f32>().unwrap(), [1.0, 2.0, 3.0]);
+    x.grad()
+        .unwrap()
+        .copy_from_slice(&[0.25f32, 0.5, 0.75])
+        .unwrap();
+    y.grad()
+        .unwrap()
+        .copy_from_slice(&[10.0f32, 20.0, 30.0])
+        .unwrap();
+    tape.backward_with(&[]).unwrap();
+    assert_eq!(
+        x.grad().unwrap().to_vec::<f32>().unwrap(),
+        [10.25, 20.5, 30.75],
+        "cuda:0 x.grad = [0.25, 0.5, 0.75] + cuda:1 y.grad [10, 20, 30]"
+    );
+    assert_eq!(y.grad().unwrap().to_vec::<f32>().unwrap(), [0.0; 3]);
 }
