@@ -7,7 +7,10 @@
 //! passes, so the sums accumulate); and copies from the CPU into CUDA memory and between two
 //! devices (added on the host; the second test skips with one GPU).
 //! Every value is read back from the GPU. The float16 expectations are
-//! numpy's (float16 sums of float32 sums) for the same steps.
+//! what Warp 1.19.0's own tape computes for the same program on its CPU
+//! device (and numpy's float16 sums of float32 sums); warp-launch's CPU
+//! unit test `float16_copy_adjoints_over_4d_views_give_warps_numbers`
+//! checks the host path against the same numbers.
 //!
 //! `#[ignore = "needs a CUDA GPU"]`; the GPU bundle runs them.
 
@@ -160,7 +163,7 @@ fn float16_copy_adjoint_adds_over_4d_strided_views_and_rounds_to_even() {
             2052.0, 1.0, 2.5, 3.0, 5.0, 5.0, 6.25, 7.0, 8.75, 9.0, 11.25, 11.0, 13.5, 13.0, 16.0,
             15.0, 18.5, 17.0, 19.75, 19.0, 22.25, 21.0, 24.75, 23.0
         ],
-        "x.grad after one backward (numpy float16 for the same steps)"
+        "x.grad after one backward (what Warp 1.19.0's tape gives for the same program on its CPU device)"
     );
     assert_eq!(get_f16(gy), [0.0; 12], "y.grad consumed by the adjoint");
     set_f16(gy, &[1.0; 12]);

@@ -1319,6 +1319,54 @@ mod tests {
     }
 
     #[test]
+    fn float16_copy_adjoints_over_4d_views_give_warps_numbers() {
+        // The program of gpu_copy_adjoint's float16 test on the CPU: every
+        // other element of x's last axis copied into y's transpose; the
+        // expected gradients are what Warp 1.19.0's own tape computes for
+        // wp.copy(y.transpose((0, 1, 3, 2)), x[:, :, :, ::2]) on its CPU
+        // device with the same gradients.
+        let x = f16_array(
+            &(0..24).map(|i| i as f32).collect::<Vec<_>>(),
+            &[2, 1, 2, 6],
+        );
+        let y = f16_array(&[0.0; 12], &[2, 1, 3, 2]);
+        let xs = x.slice_step(3, 0..6, 2).unwrap();
+        let yt = y.transpose(2, 3).unwrap();
+        let mut tape = Tape::new();
+        tape.record(|| yt.assign(&xs)).unwrap();
+        let set = |a: &Array, v: &[f32]| {
+            a.view(crate::DType::UINT16)
+                .unwrap()
+                .copy_from_slice(&v.iter().map(|&v| h(v)).collect::<Vec<_>>())
+                .unwrap();
+        };
+        let mut xg: Vec<f32> = (0..24).map(|i| i as f32).collect();
+        xg[0] = 2048.0;
+        set(x.grad().unwrap(), &xg);
+        let mut yg: Vec<f32> = (0..12).map(|i| i as f32 * 0.25).collect();
+        yg[0] = 3.0;
+        set(y.grad().unwrap(), &yg);
+        tape.backward_with(&[]).unwrap();
+        assert_eq!(
+            f16_values(x.grad().unwrap()),
+            [
+                2052.0, 1.0, 2.5, 3.0, 5.0, 5.0, 6.25, 7.0, 8.75, 9.0, 11.25, 11.0, 13.5, 13.0,
+                16.0, 15.0, 18.5, 17.0, 19.75, 19.0, 22.25, 21.0, 24.75, 23.0
+            ]
+        );
+        assert_eq!(f16_values(y.grad().unwrap()), [0.0; 12]);
+        set(y.grad().unwrap(), &[1.0; 12]);
+        tape.backward_with(&[]).unwrap();
+        assert_eq!(
+            f16_values(x.grad().unwrap()),
+            [
+                2052.0, 1.0, 3.5, 3.0, 6.0, 5.0, 7.25, 7.0, 9.75, 9.0, 12.25, 11.0, 14.5, 13.0,
+                17.0, 15.0, 19.5, 17.0, 20.75, 19.0, 23.25, 21.0, 25.75, 23.0
+            ]
+        );
+    }
+
+    #[test]
     fn bfloat16_copy_adjoints_accumulate_on_the_host() {
         let x = Array::zeros_dtype(Device::Cpu, crate::DType::BFLOAT16, &[4])
             .unwrap()
