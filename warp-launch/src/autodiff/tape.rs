@@ -615,7 +615,9 @@ fn adj_copy(src: &Array, dst: &Array, stream: Option<&Stream>) -> Result<()> {
         );
         return gs.assign(gd);
     }
-    if let Some(ctx) = one_device_context(gs, gd) {
+    // The kernel adds each element from its own thread: a source gradient
+    // whose elements share bytes is added on the host, one after another.
+    if let Some(ctx) = one_device_context(gs, gd).filter(|_| !self_overlapping(gs)) {
         return adj_copy_on_device(gs, gd, dst.retain_grad(), &ctx, stream);
     }
     // Both gradients in logical element order (views gathered), added on
@@ -683,9 +685,20 @@ fn adj_copy_on_device(
     Ok(())
 }
 
-/// Whether the bytes the two views reach may overlap (one storage, and
-/// their spans from lowest to highest byte intersect).
+/// Whether the bytes the two views reach may overlap, as Warp judges it
+/// (`_address_ranges_overlap`): a view with a stride that is not positive
+/// (on an axis of more than one element) may; else two views of one
+/// storage whose spans, from lowest to highest byte, intersect.
 fn overlap(a: &Array, b: &Array) -> bool {
+    let positive = |x: &Array| {
+        x.shape()
+            .iter()
+            .zip(x.strides())
+            .all(|(&n, &s)| n <= 1 || s > 0)
+    };
+    if !positive(a) || !positive(b) {
+        return true;
+    }
     if !std::sync::Arc::ptr_eq(a.storage(), b.storage()) || a.is_empty() || b.is_empty() {
         return false;
     }
@@ -703,6 +716,28 @@ fn overlap(a: &Array, b: &Array) -> bool {
     };
     let ((alo, ahi), (blo, bhi)) = (span(a), span(b));
     alo < bhi && blo < ahi
+}
+
+/// Whether two elements of the view may share bytes: with its axes of more
+/// than one element ordered by stride, some stride is shorter than the
+/// bytes the axes inside it span.
+fn self_overlapping(a: &Array) -> bool {
+    let mut axes: Vec<(usize, usize)> = a
+        .shape()
+        .iter()
+        .zip(a.strides())
+        .filter(|&(&n, _)| n > 1)
+        .map(|(&n, &s)| (n, s.unsigned_abs()))
+        .collect();
+    axes.sort_by_key(|&(_, s)| s);
+    let mut inner = a.dtype().size;
+    for (n, s) in axes {
+        if s < inner {
+            return true;
+        }
+        inner = s.saturating_mul(n - 1).saturating_add(inner);
+    }
+    false
 }
 
 /// `acc += add`, component by component, both little-endian `scalar`s
@@ -1412,5 +1447,35 @@ mod tests {
         ));
         let b = Array::zeros::<f32>(Device::Cpu, &[4, 4]).unwrap();
         assert!(!overlap(&a, &b));
+        // Views do not share bytes among their own elements, whatever
+        // their strides; a zero stride (a broadcast) does.
+        assert!(!self_overlapping(&a));
+        assert!(!self_overlapping(&a.transpose(0, 1).unwrap()));
+        assert!(!self_overlapping(&a.slice_step(1, 0..4, 2).unwrap()));
+        let s = a.storage().clone();
+        let wide = |shape: &[usize], strides: &[isize]| {
+            Array::from_parts(
+                s.clone(),
+                Device::Cpu,
+                0,
+                crate::DType::FLOAT32,
+                shape,
+                strides,
+            )
+            .unwrap()
+        };
+        assert!(
+            self_overlapping(&wide(&[4, 4], &[4, 4])),
+            "rows one element apart"
+        );
+        assert!(self_overlapping(&wide(&[3], &[0])), "a broadcast");
+        assert!(
+            !self_overlapping(&wide(&[1, 4], &[0, 4])),
+            "a zero stride on one element"
+        );
+        assert!(
+            overlap(&wide(&[3], &[0]), &b),
+            "Warp routes a broadcast to its fallback"
+        );
     }
 }
