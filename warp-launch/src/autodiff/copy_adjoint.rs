@@ -265,6 +265,11 @@ mod tests {
             PTX.contains("\n.version 8.0\n.target sm_75\n"),
             "PTX header"
         );
+        assert_eq!(
+            cuda_api::check_image(PTX.as_bytes()).unwrap(),
+            cuda_api::ImageKind::Ptx,
+            "the loader's image check accepts it"
+        );
     }
 
     /// The checked-in PTX is what the pinned nvcc 13.0.88 makes of the .cu
