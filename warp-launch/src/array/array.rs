@@ -979,7 +979,7 @@ impl Array {
         if let (Some(sg), Some(dg)) = (&src.grad, &self.grad) {
             dg.copy_from(sg)?;
         }
-        crate::launch::record::record_copy(src, self);
+        crate::launch::record::record_copy(src, self, None);
         Ok(())
     }
 

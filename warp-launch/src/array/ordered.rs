@@ -548,7 +548,12 @@ pub(crate) fn assign(
     if let (Some(sg), Some(dg)) = (src.grad(), dst.grad()) {
         copy_elements(dg, sg, q, call)?;
     }
-    crate::launch::record::record_copy(src, dst);
+    // A captured copy's adjoint runs on the device's current stream.
+    let stream = match q {
+        Some(Queue::Stream(s)) => Some(*s),
+        _ => None,
+    };
+    crate::launch::record::record_copy(src, dst, stream);
     Ok(())
 }
 

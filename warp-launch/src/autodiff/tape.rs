@@ -7,6 +7,9 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::ops::Add;
 
+use cuda_api::{Context, MemoryKind, Stream};
+
+use super::copy_adjoint;
 use crate::abi::{Kind, Scalar, Value, encode};
 use crate::array::Array;
 use crate::error::{Error, Result};
@@ -18,14 +21,38 @@ use crate::signature::{ParamKind, StructType};
 enum Op {
     /// `launches[i]`.
     Launch(usize),
-    /// A copy of `src` into `dst` (both with gradients).
-    Copy { src: Array, dst: Array },
+    /// A copy (both arrays with gradients).
+    Copy(Box<CopyStep>),
     /// A host step's backward and the arrays whose gradients it uses.
     Func(BackwardFn, Vec<Array>),
 }
 
+/// A recorded copy of `src` into `dst`, on `stream` if it named one.
+struct CopyStep {
+    src: Array,
+    dst: Array,
+    stream: Option<Stream>,
+}
+
 /// Records launches, array copies and host steps, and runs them backward
 /// (Warp's `wp.Tape`).
+///
+/// A copy between two arrays with gradients ([`Array::copy_from`],
+/// [`Array::assign_on`], ...) is recorded with its adjoint, as Warp's
+/// `wp.copy` is: backward adds the destination's gradient into the
+/// source's (any strides, up to four axes; vectors and matrices component
+/// by component; float16 and bfloat16 added in float32 and rounded to
+/// nearest even, integers modulo 2^bits), then zeroes the destination's
+/// unless it [retains it](Array::retain_grad). When both gradients are
+/// device memory of one CUDA context, this is a kernel of warp-launch's
+/// and a memset, queued on the stream the copy was queued on (else the
+/// device's current stream, [`Device::stream`](crate::Device::stream)) and
+/// ordered with the device's current stream both ways: no host wait, no
+/// copy through the host. Otherwise (the CPU, page-locked or managed
+/// memory, two devices) the sum is made on the host, synchronously. Bool
+/// gradients, gradients of another dtype or shape, and overlapping
+/// gradients are copied over the source's instead (Warp's fallback, with a
+/// warning).
 ///
 /// ```
 /// use warp_launch::{Array, Device, Tape};
@@ -48,11 +75,7 @@ pub struct Tape {
 
 impl fmt::Debug for Tape {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let copies = self
-            .ops
-            .iter()
-            .filter(|o| matches!(o, Op::Copy { .. }))
-            .count();
+        let copies = self.ops.iter().filter(|o| matches!(o, Op::Copy(_))).count();
         let funcs = self
             .ops
             .iter()
@@ -184,7 +207,10 @@ impl Tape {
                 self.ops.push(Op::Launch(self.launches.len()));
                 self.launches.push(l);
             }
-            Recorded::Copy { src, dst } => self.ops.push(Op::Copy { src, dst }),
+            Recorded::Copy { src, dst, stream } => {
+                self.ops
+                    .push(Op::Copy(Box::new(CopyStep { src, dst, stream })));
+            }
             Recorded::Func(f, arrays) => self.ops.push(Op::Func(f, arrays)),
         }
     }
@@ -324,9 +350,9 @@ impl Tape {
                         }
                     }
                 }
-                Op::Copy { src, dst } => {
-                    add(dst);
-                    add(src);
+                Op::Copy(c) => {
+                    add(&c.dst);
+                    add(&c.src);
                 }
                 Op::Func(_, arrays) => arrays.iter().for_each(&mut add),
             }
@@ -430,7 +456,7 @@ impl Tape {
                         .collect();
                     launch.adjoint_of(adjoints)?.launch()?;
                 }
-                Op::Copy { src, dst } => adj_copy(src, dst)?,
+                Op::Copy(c) => adj_copy(&c.src, &c.dst, c.stream.as_ref())?,
                 Op::Func(f, _) => f()?,
             }
         }
@@ -559,28 +585,40 @@ fn struct_adjoint_bytes(st: &StructType, src: &[u8], out: &mut [u8]) {
 
 /// Warp's `adj_copy` for a recorded copy of `src` into `dst` (same dtype
 /// and shape, any strides, both with gradients): for an addable dtype (any
-/// but bool; float16/bfloat16 are not added here) and gradients that do
-/// not overlap, `src.grad += dst.grad`, then `dst.grad` is zeroed unless
-/// `dst` retains its gradient (the copy overwrote `dst`, so what flowed
-/// into it is consumed); otherwise, as Warp's fallback, `dst.grad` is
-/// copied over `src.grad` (with a warning).
-fn adj_copy(src: &Array, dst: &Array) -> Result<()> {
+/// but bool) and gradients that do not overlap, `src.grad += dst.grad`
+/// (float16 and bfloat16 added in float32 and rounded to nearest, ties to
+/// even; integers wrap), then `dst.grad` is zeroed unless `dst` retains its
+/// gradient (the copy overwrote `dst`, so what flowed into it is consumed);
+/// otherwise, as Warp's fallback, `dst.grad` is copied over `src.grad`
+/// (with a warning).
+///
+/// When both gradients are device memory of one CUDA context, the sum is a
+/// kernel of warp-launch's ([`copy_adjoint`]) and the zeroing a memset,
+/// both queued on the stream the copy was queued on (else the device's
+/// current stream), ordered after the work on the device's current stream
+/// and before what is queued there next (Warp's `ScopedStream` with
+/// `sync_enter` and `sync_exit`): no host wait, no host copy.
+/// Otherwise (CPU arrays, page-locked or managed memory, two devices) both
+/// gradients are read to the host, added there and written back,
+/// synchronously.
+fn adj_copy(src: &Array, dst: &Array, stream: Option<&Stream>) -> Result<()> {
     let (Some(gs), Some(gd)) = (src.grad(), dst.grad()) else {
         return Ok(());
     };
     let scalar = gs.dtype().scalar;
-    let addable = !matches!(scalar, Scalar::Bool | Scalar::Float16 | Scalar::BFloat16)
-        && std::ptr::eq(gs.dtype(), gd.dtype());
-    let overlap = std::sync::Arc::ptr_eq(gs.storage(), gd.storage()) && {
-        let n = gs.len() * gs.dtype().size;
-        gs.offset() < gd.offset() + n && gd.offset() < gs.offset() + n
-    };
-    if !addable || overlap {
+    let addable =
+        scalar != Scalar::Bool && std::ptr::eq(gs.dtype(), gd.dtype()) && gs.shape() == gd.shape();
+    if !addable || overlap(gs, gd) {
         log::warn!(
-            "Tape::backward: the adjoint of a recorded copy of {src:?} into {dst:?} overwrites the source's gradient (dtype {} not added here, or overlapping gradients), as Warp's fallback does",
+            "Tape::backward: the adjoint of a recorded copy of {src:?} into {dst:?} overwrites the source's gradient (dtype {} not added, or overlapping gradients), as Warp's fallback does",
             gs.dtype().name
         );
         return gs.assign(gd);
+    }
+    // The kernel adds each element from its own thread: a source gradient
+    // whose elements share bytes is added on the host, one after another.
+    if let Some(ctx) = one_device_context(gs, gd).filter(|_| !self_overlapping(gs)) {
+        return adj_copy_on_device(gs, gd, dst.retain_grad(), &ctx, stream);
     }
     // Both gradients in logical element order (views gathered), added on
     // the host, and written back through the source gradient's own layout.
@@ -599,8 +637,112 @@ fn adj_copy(src: &Array, dst: &Array) -> Result<()> {
     Ok(())
 }
 
+/// The context whose device memory holds both `a` and `b`, if one does.
+fn one_device_context(a: &Array, b: &Array) -> Option<Context> {
+    let (Some(x), Some(y)) = (a.storage().allocation(), b.storage().allocation()) else {
+        return None;
+    };
+    (x.kind() == MemoryKind::Device && y.kind() == MemoryKind::Device && x.context() == y.context())
+        .then(|| x.context().clone())
+}
+
+/// [`adj_copy`]'s stream-ordered form for gradients in device memory of
+/// `ctx`: on `recorded` (the copy's stream) when it is of `ctx`, else on
+/// the device's current stream (or `ctx`'s default stream when that is of
+/// another context).
+fn adj_copy_on_device(
+    gs: &Array,
+    gd: &Array,
+    retain: bool,
+    ctx: &Context,
+    recorded: Option<&Stream>,
+) -> Result<()> {
+    let device = crate::Device::from(ctx.device());
+    let current = device.stream()?;
+    let current = if current.context() == ctx {
+        current
+    } else {
+        ctx.default_stream()
+    };
+    let same = |a: &Stream, b: &Stream| a.raw() == b.raw() && a.context() == b.context();
+    let stream = match recorded {
+        Some(s) if s.context() == ctx => s.clone(),
+        _ => current.clone(),
+    };
+    let other = !same(&stream, &current);
+    if other {
+        // After the adjoints already queued on the current stream.
+        stream.wait_stream(&current)?;
+    }
+    copy_adjoint::add_on(gs, gd, &stream)?;
+    if !retain {
+        gd.zero_on(&stream)?;
+    }
+    if other {
+        // Before the adjoints queued next on the current stream.
+        current.wait_stream(&stream)?;
+    }
+    Ok(())
+}
+
+/// Whether the bytes the two views reach may overlap, as Warp judges it
+/// (`_address_ranges_overlap`): a view with a stride that is not positive
+/// (on an axis of more than one element) may; else two views of one
+/// storage whose spans, from lowest to highest byte, intersect.
+fn overlap(a: &Array, b: &Array) -> bool {
+    let positive = |x: &Array| {
+        x.shape()
+            .iter()
+            .zip(x.strides())
+            .all(|(&n, &s)| n <= 1 || s > 0)
+    };
+    if !positive(a) || !positive(b) {
+        return true;
+    }
+    if !std::sync::Arc::ptr_eq(a.storage(), b.storage()) || a.is_empty() || b.is_empty() {
+        return false;
+    }
+    let span = |x: &Array| {
+        let (mut lo, mut hi) = (x.offset() as i128, x.offset() as i128);
+        for (&n, &s) in x.shape().iter().zip(x.strides()) {
+            let reach = s as i128 * (n as i128 - 1);
+            if reach < 0 {
+                lo += reach;
+            } else {
+                hi += reach;
+            }
+        }
+        (lo, hi + x.dtype().size as i128)
+    };
+    let ((alo, ahi), (blo, bhi)) = (span(a), span(b));
+    alo < bhi && blo < ahi
+}
+
+/// Whether two elements of the view may share bytes: with its axes of more
+/// than one element ordered by stride, some stride is shorter than the
+/// bytes the axes inside it span.
+fn self_overlapping(a: &Array) -> bool {
+    let mut axes: Vec<(usize, usize)> = a
+        .shape()
+        .iter()
+        .zip(a.strides())
+        .filter(|&(&n, _)| n > 1)
+        .map(|(&n, &s)| (n, s.unsigned_abs()))
+        .collect();
+    axes.sort_by_key(|&(_, s)| s);
+    let mut inner = a.dtype().size;
+    for (n, s) in axes {
+        if s < inner {
+            return true;
+        }
+        inner = s.saturating_mul(n - 1).saturating_add(inner);
+    }
+    false
+}
+
 /// `acc += add`, component by component, both little-endian `scalar`s
-/// (integers wrap, as in Warp's kernels).
+/// (integers wrap, as in Warp's kernels; float16 and bfloat16 are added in
+/// float32 and rounded to nearest, ties to even, as Warp adds them).
 fn add_elements(scalar: Scalar, acc: &mut [u8], add: &[u8]) {
     macro_rules! add_as {
         ($t:ty, $op:ident) => {{
@@ -614,7 +756,20 @@ fn add_elements(scalar: Scalar, acc: &mut [u8], add: &[u8]) {
             }
         }};
     }
+    macro_rules! add_half {
+        ($to_f32:ident, $from_f32:ident) => {{
+            for (a, b) in acc.chunks_exact_mut(2).zip(add.chunks_exact(2)) {
+                let (Ok(x), Ok(y)) = (<[u8; 2]>::try_from(&*a), <[u8; 2]>::try_from(b)) else {
+                    continue;
+                };
+                let sum = $to_f32(u16::from_le_bytes(x)) + $to_f32(u16::from_le_bytes(y));
+                a.copy_from_slice(&$from_f32(sum).to_le_bytes());
+            }
+        }};
+    }
     match scalar {
+        Scalar::Float16 => add_half!(f16_to_f32, f32_to_f16),
+        Scalar::BFloat16 => add_half!(bf16_to_f32, f32_to_bf16),
         Scalar::Float32 => add_as!(f32, add),
         Scalar::Float64 => add_as!(f64, add),
         Scalar::Int8 => add_as!(i8, wrapping_add),
@@ -625,8 +780,75 @@ fn add_elements(scalar: Scalar, acc: &mut [u8], add: &[u8]) {
         Scalar::UInt32 => add_as!(u32, wrapping_add),
         Scalar::Int64 => add_as!(i64, wrapping_add),
         Scalar::UInt64 => add_as!(u64, wrapping_add),
-        Scalar::Bool | Scalar::Float16 | Scalar::BFloat16 => {}
+        _ => {}
     }
+}
+
+/// The value of IEEE binary16 bits `h` (exact).
+fn f16_to_f32(h: u16) -> f32 {
+    let sign = u32::from(h >> 15) << 31;
+    let exp = u32::from((h >> 10) & 0x1f);
+    let man = u32::from(h & 0x3ff);
+    let bits = match exp {
+        // Zero and subnormals: man * 2^-24, exact in float32.
+        0 => {
+            let v = man as f32 * f32::from_bits(0x3380_0000);
+            return if sign == 0 { v } else { -v };
+        }
+        // Infinities and NaNs (payload kept).
+        0x1f => sign | 0x7f80_0000 | (man << 13),
+        // Normals: the exponent rebiased from 15 to 127.
+        e => sign | ((e + 112) << 23) | (man << 13),
+    };
+    f32::from_bits(bits)
+}
+
+/// `f` rounded to IEEE binary16 bits: to nearest, ties to even; past the
+/// largest finite value (65504, halfway to the next power included) to an
+/// infinity; a NaN stays a (quiet) NaN.
+fn f32_to_f16(f: f32) -> u16 {
+    let x = f.to_bits();
+    let sign = ((x >> 16) & 0x8000) as u16;
+    let a = x & 0x7fff_ffff;
+    if a > 0x7f80_0000 {
+        return sign | 0x7e00 | ((a >> 13) & 0x3ff) as u16;
+    }
+    if a >= 0x477f_f000 {
+        // 65520 and above (infinity included).
+        return sign | 0x7c00;
+    }
+    if a < 0x3880_0000 {
+        // Below 2^-14: a subnormal (or zero) of binary16, man * 2^-24
+        // (1024 * 2^-24 when it rounds up to the smallest normal, which
+        // has those very bits).
+        let scaled = f32::from_bits(a) * f32::from_bits(0x4b80_0000); // * 2^24, exact
+        return sign | scaled.round_ties_even() as u16;
+    }
+    let exp = (a >> 23) - 112;
+    let man = a & 0x7f_ffff;
+    let mut h = (exp << 10) | (man >> 13);
+    let rest = man & 0x1fff;
+    if rest > 0x1000 || (rest == 0x1000 && h & 1 == 1) {
+        // A carry out of the mantissa steps the exponent, as it should.
+        h += 1;
+    }
+    sign | h as u16
+}
+
+/// The value of bfloat16 bits `h` (exact: the top half of a float32).
+fn bf16_to_f32(h: u16) -> f32 {
+    f32::from_bits(u32::from(h) << 16)
+}
+
+/// `f` rounded to bfloat16 bits: to nearest, ties to even (overflowing to
+/// an infinity); a NaN stays a (quiet) NaN.
+fn f32_to_bf16(f: f32) -> u16 {
+    let u = f.to_bits();
+    if u & 0x7fff_ffff > 0x7f80_0000 {
+        return ((u >> 16) | 0x0040) as u16;
+    }
+    let rounded = u.wrapping_add(0x7fff + ((u >> 16) & 1));
+    (rounded >> 16) as u16
 }
 
 fn fill_ones(a: &Array) -> Result<()> {
@@ -983,5 +1205,277 @@ mod tests {
         let mut f = 1.5f64.to_le_bytes().to_vec();
         add_elements(Scalar::Float64, &mut f, &0.25f64.to_le_bytes());
         assert_eq!(f, 1.75f64.to_le_bytes());
+    }
+
+    /// binary16 bits of `v` (exactly representable) for tests.
+    fn h(v: f32) -> u16 {
+        let b = f32_to_f16(v);
+        assert_eq!(f16_to_f32(b), v, "{v} is not a float16");
+        b
+    }
+
+    #[test]
+    fn float16_conversions_round_to_nearest_even() {
+        // Every finite float16 survives the trip through float32, and the
+        // float32 halfway between two neighbours rounds to the even one.
+        for bits in 0u16..=0xffff {
+            let v = f16_to_f32(bits);
+            if v.is_nan() {
+                assert!(f16_to_f32(f32_to_f16(v)).is_nan(), "{bits:#06x}");
+                continue;
+            }
+            assert_eq!(f32_to_f16(v), bits, "{bits:#06x} = {v}");
+            let next = bits.wrapping_add(1);
+            if bits & 0x7fff < 0x7bff && bits != 0x7fff {
+                let mid = (f64::from(v) + f64::from(f16_to_f32(next))) / 2.0;
+                let want = if bits & 1 == 0 { bits } else { next };
+                assert_eq!(f32_to_f16(mid as f32), want, "halfway after {bits:#06x}");
+            }
+        }
+        assert_eq!(f32_to_f16(65519.0), 0x7bff);
+        assert_eq!(f32_to_f16(65520.0), 0x7c00);
+        assert_eq!(f32_to_f16(-1e9), 0xfc00);
+        assert_eq!(f16_to_f32(0x0001), 2f32.powi(-24));
+        assert_eq!(
+            f32_to_f16(2f32.powi(-25)),
+            0,
+            "a tie below the least subnormal goes to 0"
+        );
+        assert_eq!(
+            f32_to_f16(3.0 * 2f32.powi(-25)),
+            2,
+            "1.5 ulp rounds to 2 ulp (even)"
+        );
+    }
+
+    #[test]
+    fn bfloat16_conversions_round_to_nearest_even() {
+        for bits in 0u16..=0xffff {
+            let v = bf16_to_f32(bits);
+            if v.is_nan() {
+                assert!(bf16_to_f32(f32_to_bf16(v)).is_nan(), "{bits:#06x}");
+                continue;
+            }
+            assert_eq!(f32_to_bf16(v), bits, "{bits:#06x} = {v}");
+        }
+        // bfloat16 keeps 8 significant bits: 256 + 1 is a tie (to 256),
+        // 256 + 3 a tie (to 260), 256 + 1.5 rounds to 258.
+        assert_eq!(bf16_to_f32(f32_to_bf16(257.0)), 256.0);
+        assert_eq!(bf16_to_f32(f32_to_bf16(259.0)), 260.0);
+        assert_eq!(bf16_to_f32(f32_to_bf16(257.5)), 258.0);
+        assert_eq!(f32_to_bf16(f32::MAX), 0x7f80, "rounds up to infinity");
+        // A NaN whose top mantissa bits are zero stays a NaN.
+        assert!(bf16_to_f32(f32_to_bf16(f32::from_bits(0x7f80_0001))).is_nan());
+    }
+
+    #[test]
+    fn half_copy_adjoints_add_in_float32_and_round() {
+        // float16: 1.5 + 0.25 = 1.75 (exact); 2048 + 1 and 2048 + 3 are
+        // ties between float16s 2 apart (to 2048 and 2052, the even ones).
+        let bytes = |v: &[u16]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<_>>();
+        let mut acc = bytes(&[h(1.5), h(2048.0), h(2048.0), h(-3.0)]);
+        add_elements(
+            Scalar::Float16,
+            &mut acc,
+            &bytes(&[h(0.25), h(1.0), h(3.0), h(0.5)]),
+        );
+        assert_eq!(acc, bytes(&[h(1.75), h(2048.0), h(2052.0), h(-2.5)]));
+        let b = |v: f32| f32_to_bf16(v);
+        let mut acc = bytes(&[b(1.5), b(256.0), b(256.0)]);
+        add_elements(
+            Scalar::BFloat16,
+            &mut acc,
+            &bytes(&[b(0.25), b(1.0), b(3.0)]),
+        );
+        assert_eq!(acc, bytes(&[b(1.75), b(256.0), b(260.0)]));
+    }
+
+    /// A float16 array of `shape` holding `values` (row-major), with a
+    /// gradient.
+    fn f16_array(values: &[f32], shape: &[usize]) -> Array {
+        let a = Array::zeros_dtype(Device::Cpu, crate::DType::FLOAT16, shape).unwrap();
+        a.view(crate::DType::UINT16)
+            .unwrap()
+            .copy_from_slice(&values.iter().map(|&v| h(v)).collect::<Vec<_>>())
+            .unwrap();
+        a.with_grad().unwrap()
+    }
+
+    fn f16_values(a: &Array) -> Vec<f32> {
+        a.view(crate::DType::UINT16)
+            .unwrap()
+            .to_vec::<u16>()
+            .unwrap()
+            .into_iter()
+            .map(f16_to_f32)
+            .collect()
+    }
+
+    #[test]
+    fn float16_copy_adjoints_accumulate_through_strided_views() {
+        // x (2x3 float16) copied transposed into y (3x2); backward twice:
+        // the source's gradient accumulates (it is not overwritten), and
+        // the destination's is consumed each time.
+        let x = f16_array(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
+        let xt = x.transpose(0, 1).unwrap();
+        let y = f16_array(&[0.0; 6], &[3, 2]);
+        let mut tape = Tape::new();
+        tape.record(|| y.assign(&xt)).unwrap();
+        assert_eq!(f16_values(&y), [1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);
+        let gx = x.grad().unwrap();
+        gx.view(crate::DType::UINT16)
+            .unwrap()
+            .copy_from_slice(&[h(0.5), 0, 0, 0, 0, h(2048.0)])
+            .unwrap();
+        let seed = |v: &[f32]| {
+            y.grad()
+                .unwrap()
+                .view(crate::DType::UINT16)
+                .unwrap()
+                .copy_from_slice(&v.iter().map(|&v| h(v)).collect::<Vec<_>>())
+                .unwrap();
+        };
+        // y.grad[i][j] flows into x.grad[j][i].
+        seed(&[10.0, 40.0, 20.0, 50.0, 30.0, 3.0]);
+        tape.backward_with(&[]).unwrap();
+        assert_eq!(
+            f16_values(gx),
+            [10.5, 20.0, 30.0, 40.0, 50.0, 2052.0],
+            "x.grad after one backward (2048 + 3 rounds to 2052)"
+        );
+        assert_eq!(f16_values(y.grad().unwrap()), [0.0; 6], "y.grad consumed");
+        seed(&[0.25, 1.0, 0.5, 1.0, 0.75, 1.0]);
+        tape.backward_with(&[]).unwrap();
+        assert_eq!(
+            f16_values(gx),
+            [10.75, 20.5, 30.75, 41.0, 51.0, 2052.0],
+            "x.grad after two (2052 + 1 is a tie between 2052 and 2054: 2052)"
+        );
+    }
+
+    #[test]
+    fn float16_copy_adjoints_over_4d_views_give_warps_numbers() {
+        // The program of gpu_copy_adjoint's float16 test on the CPU: every
+        // other element of x's last axis copied into y's transpose; the
+        // expected gradients are what Warp 1.19.0's own tape computes for
+        // wp.copy(y.transpose((0, 1, 3, 2)), x[:, :, :, ::2]) on its CPU
+        // device with the same gradients.
+        let x = f16_array(
+            &(0..24).map(|i| i as f32).collect::<Vec<_>>(),
+            &[2, 1, 2, 6],
+        );
+        let y = f16_array(&[0.0; 12], &[2, 1, 3, 2]);
+        let xs = x.slice_step(3, 0..6, 2).unwrap();
+        let yt = y.transpose(2, 3).unwrap();
+        let mut tape = Tape::new();
+        tape.record(|| yt.assign(&xs)).unwrap();
+        let set = |a: &Array, v: &[f32]| {
+            a.view(crate::DType::UINT16)
+                .unwrap()
+                .copy_from_slice(&v.iter().map(|&v| h(v)).collect::<Vec<_>>())
+                .unwrap();
+        };
+        let mut xg: Vec<f32> = (0..24).map(|i| i as f32).collect();
+        xg[0] = 2048.0;
+        set(x.grad().unwrap(), &xg);
+        let mut yg: Vec<f32> = (0..12).map(|i| i as f32 * 0.25).collect();
+        yg[0] = 3.0;
+        set(y.grad().unwrap(), &yg);
+        tape.backward_with(&[]).unwrap();
+        assert_eq!(
+            f16_values(x.grad().unwrap()),
+            [
+                2052.0, 1.0, 2.5, 3.0, 5.0, 5.0, 6.25, 7.0, 8.75, 9.0, 11.25, 11.0, 13.5, 13.0,
+                16.0, 15.0, 18.5, 17.0, 19.75, 19.0, 22.25, 21.0, 24.75, 23.0
+            ]
+        );
+        assert_eq!(f16_values(y.grad().unwrap()), [0.0; 12]);
+        set(y.grad().unwrap(), &[1.0; 12]);
+        tape.backward_with(&[]).unwrap();
+        assert_eq!(
+            f16_values(x.grad().unwrap()),
+            [
+                2052.0, 1.0, 3.5, 3.0, 6.0, 5.0, 7.25, 7.0, 9.75, 9.0, 12.25, 11.0, 14.5, 13.0,
+                17.0, 15.0, 19.5, 17.0, 20.75, 19.0, 23.25, 21.0, 25.75, 23.0
+            ]
+        );
+    }
+
+    #[test]
+    fn bfloat16_copy_adjoints_accumulate_on_the_host() {
+        let x = Array::zeros_dtype(Device::Cpu, crate::DType::BFLOAT16, &[4])
+            .unwrap()
+            .with_grad()
+            .unwrap();
+        let y = Array::zeros_dtype(Device::Cpu, crate::DType::BFLOAT16, &[4])
+            .unwrap()
+            .with_grad()
+            .unwrap();
+        let mut tape = Tape::new();
+        tape.record(|| y.assign(&x)).unwrap();
+        let bits = |v: &[f32]| v.iter().map(|&v| f32_to_bf16(v)).collect::<Vec<_>>();
+        let u16s = |a: &Array| a.view(crate::DType::UINT16).unwrap();
+        u16s(x.grad().unwrap())
+            .copy_from_slice(&bits(&[1.0, 256.0, 256.0, -1.0]))
+            .unwrap();
+        u16s(y.grad().unwrap())
+            .copy_from_slice(&bits(&[0.5, 1.0, 3.0, 0.25]))
+            .unwrap();
+        tape.backward_with(&[]).unwrap();
+        let got: Vec<f32> = u16s(x.grad().unwrap())
+            .to_vec::<u16>()
+            .unwrap()
+            .into_iter()
+            .map(bf16_to_f32)
+            .collect();
+        assert_eq!(got, [1.5, 256.0, 260.0, -0.75]);
+    }
+
+    #[test]
+    fn overlapping_views_are_detected_by_their_spans() {
+        let a = Array::zeros::<f32>(Device::Cpu, &[4, 4]).unwrap();
+        let col0 = a.slice(1, 0..1).unwrap();
+        let col1 = a.slice(1, 1..2).unwrap();
+        let row3 = a.slice(0, 3..4).unwrap();
+        // Columns interleave in memory: their spans intersect (refused as
+        // overlapping, as Warp's range check does); disjoint rows do not.
+        assert!(overlap(&col0, &col1));
+        assert!(overlap(&col0, &row3));
+        assert!(!overlap(
+            &a.slice(0, 0..2).unwrap(),
+            &a.slice(0, 2..4).unwrap()
+        ));
+        let b = Array::zeros::<f32>(Device::Cpu, &[4, 4]).unwrap();
+        assert!(!overlap(&a, &b));
+        // Views do not share bytes among their own elements, whatever
+        // their strides; a zero stride (a broadcast) does.
+        assert!(!self_overlapping(&a));
+        assert!(!self_overlapping(&a.transpose(0, 1).unwrap()));
+        assert!(!self_overlapping(&a.slice_step(1, 0..4, 2).unwrap()));
+        let s = a.storage().clone();
+        let wide = |shape: &[usize], strides: &[isize]| {
+            Array::from_parts(
+                s.clone(),
+                Device::Cpu,
+                0,
+                crate::DType::FLOAT32,
+                shape,
+                strides,
+            )
+            .unwrap()
+        };
+        assert!(
+            self_overlapping(&wide(&[4, 4], &[4, 4])),
+            "rows one element apart"
+        );
+        assert!(self_overlapping(&wide(&[3], &[0])), "a broadcast");
+        assert!(
+            !self_overlapping(&wide(&[1, 4], &[0, 4])),
+            "a zero stride on one element"
+        );
+        assert!(
+            overlap(&wide(&[3], &[0]), &b),
+            "Warp routes a broadcast to its fallback"
+        );
     }
 }

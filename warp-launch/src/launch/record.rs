@@ -8,6 +8,8 @@
 use std::cell::{Cell, RefCell};
 use std::fmt;
 
+use cuda_api::Stream;
+
 use super::launch::Launch;
 use crate::array::Array;
 use crate::error::Result;
@@ -26,6 +28,9 @@ pub(crate) enum Recorded {
         src: Array,
         /// The destination.
         dst: Array,
+        /// The stream the copy was queued on, if it named one (the
+        /// adjoint runs there, as Warp's runs on the copy's stream).
+        stream: Option<Stream>,
     },
     /// A host step's backward function and the arrays whose gradients it uses.
     Func(BackwardFn, Vec<Array>),
@@ -35,7 +40,7 @@ impl fmt::Debug for Recorded {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Recorded::Launch(l) => write!(f, "Launch({})", l.kernel().name()),
-            Recorded::Copy { src, dst } => write!(f, "Copy({src:?} -> {dst:?})"),
+            Recorded::Copy { src, dst, .. } => write!(f, "Copy({src:?} -> {dst:?})"),
             Recorded::Func(_, arrays) => write!(f, "Func({} arrays)", arrays.len()),
         }
     }
@@ -60,12 +65,15 @@ pub(crate) fn record(launch: Launch) {
 /// `dst`. When a recording is open on this thread and both arrays have
 /// gradients, the innermost recording keeps the copy, and the tape's
 /// backward pass runs its adjoint (the gradient of `dst` flows into that of
-/// `src`, as Warp's `wp.copy` records it); otherwise nothing happens.
-pub(crate) fn record_copy(src: &Array, dst: &Array) {
+/// `src`, as Warp's `wp.copy` records it) on `stream`, the stream the copy
+/// was queued on (`None`: the device's current stream then); otherwise
+/// nothing happens.
+pub(crate) fn record_copy(src: &Array, dst: &Array, stream: Option<&Stream>) {
     if src.grad().is_some() && dst.grad().is_some() {
         push(Recorded::Copy {
             src: src.clone(),
             dst: dst.clone(),
+            stream: stream.cloned(),
         });
     }
 }
