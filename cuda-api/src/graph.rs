@@ -576,7 +576,7 @@ impl<'a> CudaGraph<'a> {
                 call,
                 "cond",
                 format!(
-                    "the condition was made by graph #{} but this is graph #{}; make it with this graph's condition()",
+                    "the condition was made by graph #{} but this is graph #{}; make it with the condition() of the graph or conditional body that gets the node",
                     cond.graph, self.shared.id
                 ),
             )
