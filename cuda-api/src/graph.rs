@@ -1,6 +1,7 @@
 //! CUDA graphs, safely: work captured from a stream ([`Stream::capture`])
 //! or assembled from other graphs ([`CudaGraph::add_child_graph`], conditional
-//! [`CudaGraph::add_if`] / [`CudaGraph::add_while`] nodes), instantiated into a
+//! [`CudaGraph::add_if`] / [`CudaGraph::add_while`] nodes, or nested ones built in
+//! place with [`CudaGraph::add_if_with`] / [`CudaGraph::add_while_with`]), instantiated into a
 //! [`CudaGraphExec`] that is launched or uploaded on a stream, and whose kernel
 //! nodes can be changed in place ([`CudaGraphExec::update_kernel`]) with the
 //! checks of a launch.
@@ -68,10 +69,16 @@ struct Shared {
     id: u64,
     ctx: Context,
     graph: Mutex<RawGraph>,
+    /// False for a conditional node's body graph, which the node owns
+    /// ([`ConditionalBody`]).
+    owned: bool,
 }
 
 impl Drop for Shared {
     fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
         let raw = self.graph.get_mut().unwrap_or_else(|p| p.into_inner()).raw;
         let r = self.ctx.bind().and_then(|_| {
             // SAFETY: we own the graph; every executable graph made from it
@@ -90,6 +97,18 @@ impl Shared {
             id,
             ctx,
             graph: Mutex::new(RawGraph { raw }),
+            owned: true,
+        })
+    }
+
+    /// A graph the driver owns (a conditional node's body), never destroyed
+    /// through this handle.
+    fn borrowed(raw: CUgraph, ctx: Context) -> Arc<Shared> {
+        Arc::new(Shared {
+            id: NEXT_GRAPH_ID.fetch_add(1, Ordering::Relaxed),
+            ctx,
+            graph: Mutex::new(RawGraph { raw }),
+            owned: false,
         })
     }
 
@@ -270,6 +289,9 @@ impl Condition {
 /// [`CudaError::NotSupported`] naming the function and that version.
 const CONDITIONAL_FUNCTIONS: [&str; 2] = ["cuGraphConditionalHandleCreate", "cuGraphAddNode"];
 
+const IF: CUgraphConditionalNodeType = CUgraphConditionalNodeType::CU_GRAPH_COND_TYPE_IF;
+const WHILE: CUgraphConditionalNodeType = CUgraphConditionalNodeType::CU_GRAPH_COND_TYPE_WHILE;
+
 fn require_conditional_nodes() -> CudaResult<()> {
     for f in CONDITIONAL_FUNCTIONS {
         cuda_sys::loader::resolve(f)?;
@@ -384,10 +406,18 @@ impl<'a> CudaGraph<'a> {
         child: &CudaGraph<'a>,
         deps: &[GraphNode],
     ) -> CudaResult<GraphNode> {
-        const CALL: &str = "CudaGraph::add_child_graph";
+        self.add_child_graph_as("CudaGraph::add_child_graph", child, deps)
+    }
+
+    fn add_child_graph_as(
+        &mut self,
+        call: &str,
+        child: &CudaGraph<'a>,
+        deps: &[GraphNode],
+    ) -> CudaResult<GraphNode> {
         self.shared
-            .check_context(CALL, "child", &child.shared.ctx)?;
-        let deps = self.raw_deps(CALL, deps)?;
+            .check_context(call, "child", &child.shared.ctx)?;
+        let deps = self.raw_deps(call, deps)?;
         let g = self.shared.lock();
         let c = child.shared.lock();
         self.shared.ctx.bind()?;
@@ -449,18 +479,16 @@ impl<'a> CudaGraph<'a> {
         body: &CudaGraph<'a>,
         deps: &[GraphNode],
     ) -> CudaResult<GraphNode> {
-        self.add_conditional(
-            "CudaGraph::add_if",
-            CUgraphConditionalNodeType::CU_GRAPH_COND_TYPE_IF,
-            cond,
-            body,
-            deps,
-        )
+        self.add_copied("CudaGraph::add_if", IF, cond, body, deps)
     }
 
     /// Adds a node that runs a copy of `body` again and again while `cond`
     /// is non-zero (checked before each run), after every node of `deps`.
     /// A kernel of `body` must eventually set the condition to 0.
+    ///
+    /// `body` is embedded as a child graph, and the driver refuses a child
+    /// graph that holds conditional nodes: to nest an if or a while inside
+    /// the body, build it in place with [`CudaGraph::add_while_with`].
     ///
     /// # Errors
     ///
@@ -469,23 +497,58 @@ impl<'a> CudaGraph<'a> {
     /// another graph, or `body` of another context; a driver error (the
     /// driver refuses bodies with node kinds conditional bodies cannot hold:
     /// kernel, empty, memset, memcpy, child-graph and conditional nodes are
-    /// allowed).
+    /// allowed, and a child graph may not hold conditional nodes).
     pub fn add_while(
         &mut self,
         cond: &Condition,
         body: &CudaGraph<'a>,
         deps: &[GraphNode],
     ) -> CudaResult<GraphNode> {
-        self.add_conditional(
-            "CudaGraph::add_while",
-            CUgraphConditionalNodeType::CU_GRAPH_COND_TYPE_WHILE,
-            cond,
-            body,
-            deps,
-        )
+        self.add_copied("CudaGraph::add_while", WHILE, cond, body, deps)
     }
 
-    fn add_conditional(
+    /// Adds an if node after every node of `deps` and lets `build` fill its
+    /// body in place: what `build` adds to the [`ConditionalBody`] runs once
+    /// when `cond` is non-zero at that point. Unlike [`CudaGraph::add_if`],
+    /// the body may hold conditional nodes (an if or a while nested inside
+    /// it), whose conditions the body makes ([`ConditionalBody::condition`])
+    /// and kernels inside the body set. The graph then borrows the buffers
+    /// of everything added to the body.
+    ///
+    /// # Errors
+    ///
+    /// As [`CudaGraph::add_while_with`].
+    pub fn add_if_with<E: From<CudaError>>(
+        &mut self,
+        cond: &Condition,
+        deps: &[GraphNode],
+        build: impl FnOnce(&mut ConditionalBody<'a>) -> Result<(), E>,
+    ) -> Result<GraphNode, E> {
+        self.add_conditional("CudaGraph::add_if_with", IF, cond, deps, build)
+    }
+
+    /// Adds a while node after every node of `deps` and lets `build` fill
+    /// its body in place: what `build` adds to the [`ConditionalBody`] runs
+    /// again and again while `cond` is non-zero (checked before each run).
+    /// The body may hold conditional nodes (see [`CudaGraph::add_if_with`]).
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::NotSupported`] when the driver has no conditional nodes;
+    /// [`CudaError::InvalidArgument`] when `cond` or a node of `deps` is of
+    /// another graph; a driver error adding the node; `build`'s error. On
+    /// any error the node is removed again, with what `build` added.
+    pub fn add_while_with<E: From<CudaError>>(
+        &mut self,
+        cond: &Condition,
+        deps: &[GraphNode],
+        build: impl FnOnce(&mut ConditionalBody<'a>) -> Result<(), E>,
+    ) -> Result<GraphNode, E> {
+        self.add_conditional("CudaGraph::add_while_with", WHILE, cond, deps, build)
+    }
+
+    /// A conditional node whose body is a copy of `body`.
+    fn add_copied(
         &mut self,
         call: &str,
         kind: CUgraphConditionalNodeType,
@@ -493,21 +556,36 @@ impl<'a> CudaGraph<'a> {
         body: &CudaGraph<'a>,
         deps: &[GraphNode],
     ) -> CudaResult<GraphNode> {
+        self.shared.check_context(call, "body", &body.shared.ctx)?;
+        self.add_conditional(call, kind, cond, deps, |b| {
+            b.graph.add_child_graph_as(call, body, &[]).map(|_| ())
+        })
+    }
+
+    fn add_conditional<E: From<CudaError>>(
+        &mut self,
+        call: &str,
+        kind: CUgraphConditionalNodeType,
+        cond: &Condition,
+        deps: &[GraphNode],
+        build: impl FnOnce(&mut ConditionalBody<'a>) -> Result<(), E>,
+    ) -> Result<GraphNode, E> {
         require_conditional_nodes()?;
         if cond.graph != self.shared.id {
             return Err(CudaError::invalid_argument(
                 call,
                 "cond",
                 format!(
-                    "the condition was made by graph #{} but this is graph #{}; make it with this graph's CudaGraph::condition",
+                    "the condition was made by graph #{} but this is graph #{}; make it with the condition() of the graph or conditional body that gets the node",
                     cond.graph, self.shared.id
                 ),
-            ));
+            )
+            .into());
         }
-        self.shared.check_context(call, "body", &body.shared.ctx)?;
         let deps = self.raw_deps(call, deps)?;
+        // Held while `build` fills the body (the body graph is part of this
+        // graph); `build` cannot reach this graph, which is borrowed mutably.
         let g = self.shared.lock();
-        let b = body.shared.lock();
         self.shared.ctx.bind()?;
         let mut params = CUgraphNodeParams {
             type_: CUgraphNodeType::CU_GRAPH_NODE_TYPE_CONDITIONAL,
@@ -530,35 +608,50 @@ impl<'a> CudaGraph<'a> {
         // of `size` (1) body graphs, owned by the node.
         let out = unsafe { params.anon1.conditional.phGraph_out };
         let body_graph = if out.is_null() {
-            None
+            std::ptr::null_mut()
         } else {
             // SAFETY: a non-null pointer to the driver's array of one graph.
-            Some(unsafe { *out })
+            unsafe { *out }
         };
-        let added = match body_graph {
-            Some(body_graph) if !body_graph.is_null() => {
-                // SAFETY: the driver made `body_graph`, owned by the node, for
-                // the node's body; `b` is the live, locked body graph, which
-                // the driver copies into it.
-                unsafe { driver::graph_add_child_graph_node(body_graph, &[], b.raw) }.map(|_| ())
-            }
-            _ => Err(CudaError::invalid_argument(
+        let built = if body_graph.is_null() {
+            Err(CudaError::invalid_argument(
                 call,
                 "body",
                 "the driver returned no body graph for the conditional node".into(),
-            )),
+            )
+            .into())
+        } else {
+            // The driver made `body_graph` for the node, which owns it (and
+            // destroys it with the node); the handle given to `build` never
+            // destroys it and cannot outlive this call (`ConditionalBody`
+            // has no constructor of its own, so `build` cannot swap it out).
+            let mut body = ConditionalBody {
+                graph: CudaGraph {
+                    shared: Shared::borrowed(body_graph, self.shared.ctx.clone()),
+                    uses: Vec::new(),
+                },
+            };
+            build(&mut body).map(|()| body.graph.uses)
         };
-        if let Err(e) = added {
-            // SAFETY: the node was just added and is not handed out.
-            let _ = unsafe { driver::graph_destroy_node(raw) };
-            return Err(e);
+        match built {
+            Ok(uses) => {
+                drop(g);
+                add_uses(&mut self.uses, uses);
+                Ok(GraphNode {
+                    raw,
+                    graph: self.shared.id,
+                })
+            }
+            Err(e) => {
+                let _ = self.shared.ctx.bind();
+                // SAFETY: the node was just added and is not handed out; the
+                // body handle is gone, and nodes and conditions of the body
+                // carry its graph id, which no other graph accepts.
+                let _ = unsafe { driver::graph_destroy_node(raw) };
+                drop(g);
+                Err(e)
+            }
         }
-        drop((b, g));
-        add_uses(&mut self.uses, body.uses.iter().copied());
-        Ok(GraphNode {
-            raw,
-            graph: self.shared.id,
-        })
     }
 
     /// Instantiates the graph (`cuGraphInstantiate`) as it is now.
@@ -581,6 +674,121 @@ impl<'a> CudaGraph<'a> {
             uses: self.uses.clone(),
             updated: HashMap::new(),
         })
+    }
+}
+
+/// The body graph of a conditional node while [`CudaGraph::add_if_with`] or
+/// [`CudaGraph::add_while_with`] (or the same calls on a body, to nest)
+/// builds it in place. The node owns the graph; this handle lives only as
+/// long as the call. Nodes and conditions made here belong to the body:
+/// a nested conditional node's condition is made by [`ConditionalBody::condition`]
+/// and set by a kernel inside this body (before the nested node), and a
+/// nested while's body sets it again at its end.
+pub struct ConditionalBody<'a> {
+    graph: CudaGraph<'a>,
+}
+
+impl fmt::Debug for ConditionalBody<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConditionalBody")
+            .field("id", &self.graph.shared.id)
+            .field("context", &self.graph.shared.ctx)
+            .field("buffers", &self.graph.uses.len())
+            .finish()
+    }
+}
+
+impl<'a> ConditionalBody<'a> {
+    /// The context its kernels run in (the conditional node's).
+    pub fn context(&self) -> &Context {
+        &self.graph.shared.ctx
+    }
+
+    /// A new condition for conditional nodes of this body, as
+    /// [`CudaGraph::condition`].
+    ///
+    /// # Errors
+    ///
+    /// As [`CudaGraph::condition`].
+    pub fn condition(&mut self, default: Option<u32>) -> CudaResult<Condition> {
+        self.graph.condition(default)
+    }
+
+    /// Adds a copy of `child` (which may not hold conditional nodes) after
+    /// every node of `deps`, as [`CudaGraph::add_child_graph`].
+    ///
+    /// # Errors
+    ///
+    /// As [`CudaGraph::add_child_graph`].
+    pub fn add_child_graph(
+        &mut self,
+        child: &CudaGraph<'a>,
+        deps: &[GraphNode],
+    ) -> CudaResult<GraphNode> {
+        self.graph
+            .add_child_graph_as("ConditionalBody::add_child_graph", child, deps)
+    }
+
+    /// A nested if node whose body is a copy of `body`, as
+    /// [`CudaGraph::add_if`].
+    ///
+    /// # Errors
+    ///
+    /// As [`CudaGraph::add_while`].
+    pub fn add_if(
+        &mut self,
+        cond: &Condition,
+        body: &CudaGraph<'a>,
+        deps: &[GraphNode],
+    ) -> CudaResult<GraphNode> {
+        self.graph
+            .add_copied("ConditionalBody::add_if", IF, cond, body, deps)
+    }
+
+    /// A nested while node whose body is a copy of `body`, as
+    /// [`CudaGraph::add_while`].
+    ///
+    /// # Errors
+    ///
+    /// As [`CudaGraph::add_while`].
+    pub fn add_while(
+        &mut self,
+        cond: &Condition,
+        body: &CudaGraph<'a>,
+        deps: &[GraphNode],
+    ) -> CudaResult<GraphNode> {
+        self.graph
+            .add_copied("ConditionalBody::add_while", WHILE, cond, body, deps)
+    }
+
+    /// A nested if node built in place, as [`CudaGraph::add_if_with`].
+    ///
+    /// # Errors
+    ///
+    /// As [`CudaGraph::add_while_with`].
+    pub fn add_if_with<E: From<CudaError>>(
+        &mut self,
+        cond: &Condition,
+        deps: &[GraphNode],
+        build: impl FnOnce(&mut ConditionalBody<'a>) -> Result<(), E>,
+    ) -> Result<GraphNode, E> {
+        self.graph
+            .add_conditional("ConditionalBody::add_if_with", IF, cond, deps, build)
+    }
+
+    /// A nested while node built in place, as [`CudaGraph::add_while_with`].
+    ///
+    /// # Errors
+    ///
+    /// As [`CudaGraph::add_while_with`].
+    pub fn add_while_with<E: From<CudaError>>(
+        &mut self,
+        cond: &Condition,
+        deps: &[GraphNode],
+        build: impl FnOnce(&mut ConditionalBody<'a>) -> Result<(), E>,
+    ) -> Result<GraphNode, E> {
+        self.graph
+            .add_conditional("ConditionalBody::add_while_with", WHILE, cond, deps, build)
     }
 }
 

@@ -180,7 +180,10 @@ pub use launch::{
 };
 
 // CUDA graphs: captured from a stream, instantiated, updated in place.
-pub use graph::{Capture, CaptureMode, Condition, CudaGraph, CudaGraphExec, GraphNode, KernelNode};
+pub use graph::{
+    Capture, CaptureMode, Condition, ConditionalBody, CudaGraph, CudaGraphExec, GraphNode,
+    KernelNode,
+};
 
 // Interop with cudarc (feature `cudarc`): its slices as cuda-api views.
 #[cfg(feature = "cudarc")]

@@ -5,7 +5,9 @@
 //! pointers detached from a buffer's borrow are made only in `unsafe` code
 //! (`tests/ui/detached_device_pointers_need_unsafe.rs`), and the key to the
 //! argument traits' methods cannot be named outside cuda-api
-//! (`tests/ui/argument_traits_key_is_private.rs`).
+//! (`tests/ui/argument_traits_key_is_private.rs`). A conditional node's body
+//! handle cannot leave the call that builds it, nor be swapped with a nested
+//! one (`tests/ui/conditional_body_stays_in_its_call.rs`).
 
 #[test]
 fn typed_launches_refuse_wrong_arguments_at_compile_time() {

@@ -1,6 +1,7 @@
 //! Conditional CUDA graphs through warp-launch (Warp's `capture_while` and
 //! `capture_if`, [`Graph::build`]): a while loop that runs until a kernel of
-//! its body clears the device-side condition, and an if with both outcomes,
+//! its body clears the device-side condition, an if with both outcomes, and
+//! nested steps (an if in a while body, a while in a while, a while in an if),
 //! with Warp kernels (`tests/warp/conditional.py`, compiled by Warp 1.19.0 in
 //! `cargo xtask gpu-bundle`). Every value is read back from the GPU.
 
@@ -31,6 +32,14 @@ fn add(m: &AotModule, x: &Array, v: i32) -> Launch {
         .unwrap()
 }
 
+fn parity(m: &AotModule, counter: &Array, flag: &Array) -> Launch {
+    let k = m.kernel("parity").unwrap();
+    let b = k.launch(1).inputs((counter, flag));
+    // SAFETY: parity runs one thread reading counter[0] and writing flag[0]
+    // (each array has an element).
+    unsafe { b.unchecked() }.record_cmd().unwrap()
+}
+
 fn count_down(m: &AotModule, counter: &Array, cond: &Array, log: &Array) -> Launch {
     let k = m.kernel("count_down").unwrap();
     let b = k.launch(1).inputs((counter, cond, log));
@@ -56,7 +65,10 @@ fn a_while_graph_iterates_until_a_kernel_clears_the_device_side_condition() {
             GraphStep::Launch(add(&m, &before, 7)),
             GraphStep::capture_while(
                 &cond,
-                vec![add(&m, &x, 1), count_down(&m, &counter, &cond, &log)],
+                vec![
+                    add(&m, &x, 1).into(),
+                    count_down(&m, &counter, &cond, &log).into(),
+                ],
             ),
             GraphStep::Launch(add(&m, &after, 3)),
         ],
@@ -135,8 +147,12 @@ fn an_if_graph_takes_the_branch_the_device_side_condition_says() {
     let graph = Graph::build(
         &stream,
         vec![
-            GraphStep::capture_if(&cond, vec![add(&m, &yes, 1)], vec![add(&m, &no, 10)]),
-            GraphStep::capture_if(&cond, vec![add(&m, &only_true, 100)], vec![]),
+            GraphStep::capture_if(
+                &cond,
+                vec![add(&m, &yes, 1).into()],
+                vec![add(&m, &no, 10).into()],
+            ),
+            GraphStep::capture_if(&cond, vec![add(&m, &only_true, 100).into()], vec![]),
         ],
     )
     .unwrap();
@@ -188,16 +204,296 @@ fn a_condition_that_is_not_one_int32_on_the_device_is_refused() {
     let float = Array::from_slice(gpu, &[1.0f32], &[1]).unwrap();
     let e = Graph::build(
         &stream,
-        vec![GraphStep::capture_while(&float, vec![add(&m, &x, 1)])],
+        vec![GraphStep::capture_while(
+            &float,
+            vec![add(&m, &x, 1).into()],
+        )],
     )
     .unwrap_err();
     assert!(e.to_string().contains("float32"), "{e}");
     let host = Array::from_slice(Device::Cpu, &[1i32], &[1]).unwrap();
     let e = Graph::build(
         &stream,
-        vec![GraphStep::capture_if(&host, vec![add(&m, &x, 1)], vec![])],
+        vec![GraphStep::capture_if(
+            &host,
+            vec![add(&m, &x, 1).into()],
+            vec![],
+        )],
     )
     .unwrap_err();
     assert!(e.to_string().contains("is on cpu"), "{e}");
+    // Nested conditions are checked too, named by their step path.
+    let ok = ints(gpu, &[1]);
+    let e = Graph::build(
+        &stream,
+        vec![
+            add(&m, &x, 1).into(),
+            GraphStep::capture_while(
+                &ok,
+                vec![
+                    add(&m, &x, 1).into(),
+                    GraphStep::capture_if(
+                        &ok,
+                        vec![],
+                        vec![GraphStep::capture_while(&host, vec![])],
+                    ),
+                ],
+            ),
+        ],
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().contains(
+            "step 1 > while body step 1 > if on_false step 0: the condition array is on cpu"
+        ),
+        "{e}"
+    );
     assert_eq!(x.to_vec::<i32>().unwrap(), vec![0; 4], "nothing ran");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn an_if_nested_in_a_while_body_picks_a_kernel_by_a_device_side_flag_on_every_pass() {
+    let m = module();
+    let (gpu, stream) = gpu();
+    let counter = ints(gpu, &[5]);
+    let cond = ints(gpu, &[1]);
+    let flag = ints(gpu, &[0]);
+    let log = ints(gpu, &[0; 8]);
+    let odd = ints(gpu, &[0; 32]);
+    let even = ints(gpu, &[0; 32]);
+    let passes = ints(gpu, &[0]);
+    // while cond: count the counter down (clearing cond at 0), flag =
+    // counter % 2, count the pass, then if flag: odd += 1 else even += 10.
+    let graph = Graph::build(
+        &stream,
+        vec![
+            add(&m, &passes, 100).into(),
+            GraphStep::capture_while(
+                &cond,
+                vec![
+                    count_down(&m, &counter, &cond, &log).into(),
+                    parity(&m, &counter, &flag).into(),
+                    add(&m, &passes, 1).into(),
+                    GraphStep::capture_if(
+                        &flag,
+                        vec![add(&m, &odd, 1).into()],
+                        vec![add(&m, &even, 10).into()],
+                    ),
+                ],
+            ),
+        ],
+    )
+    .unwrap();
+    // (counter before the launch, odd, even, passes) after each launch: the
+    // counter after each pass is 4 3 2 1 0 (odd twice, even three times),
+    // then 3 2 1 0 (twice each), then no pass with the condition at 0.
+    for (launch, start, want_odd, want_even, want_passes) in [
+        (1, Some(5), 2, 30, 105),
+        (2, Some(4), 4, 50, 209),
+        (3, None, 4, 50, 309),
+    ] {
+        if let Some(start) = start {
+            counter.copy_from_slice(&[start]).unwrap();
+            cond.copy_from_slice(&[1i32]).unwrap();
+        }
+        graph.launch(&stream).unwrap();
+        stream.synchronize().unwrap();
+        let what = match start {
+            Some(s) => format!("launch {launch}, counter from {s}"),
+            None => format!("launch {launch}, condition already 0"),
+        };
+        assert_eq!(
+            odd.to_vec::<i32>().unwrap(),
+            vec![want_odd; 32],
+            "{what}: odd (on_true of the nested if)"
+        );
+        assert_eq!(
+            even.to_vec::<i32>().unwrap(),
+            vec![want_even; 32],
+            "{what}: even (on_false of the nested if)"
+        );
+        assert_eq!(
+            passes.to_vec::<i32>().unwrap(),
+            vec![want_passes],
+            "{what}: 100 per launch + 1 per pass"
+        );
+        assert_eq!(counter.to_vec::<i32>().unwrap(), vec![0], "{what}: counter");
+        assert_eq!(cond.to_vec::<i32>().unwrap(), vec![0], "{what}: condition");
+        assert_eq!(
+            flag.to_vec::<i32>().unwrap(),
+            vec![0],
+            "{what}: flag (0 % 2)"
+        );
+    }
+    assert_eq!(
+        log.to_vec::<i32>().unwrap(),
+        vec![1, 2, 3, 4, 5, 0, 0, 0],
+        "count_down logged counters 5..1"
+    );
+    println!("nested if in while: odd 4, even 50, passes 309 after three launches");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_while_nested_in_a_while_runs_its_inner_loop_on_every_outer_pass() {
+    let m = module();
+    let (gpu, stream) = gpu();
+    let outer = ints(gpu, &[4]);
+    let outer_cond = ints(gpu, &[1]);
+    let outer_log = ints(gpu, &[0; 8]);
+    // The inner loop leaves its counter and condition at 0; each outer pass
+    // arms it again by adding 3 and 1.
+    let inner = ints(gpu, &[0]);
+    let inner_cond = ints(gpu, &[0]);
+    let inner_log = ints(gpu, &[0; 8]);
+    let x = ints(gpu, &[0; 64]);
+    let outer_passes = ints(gpu, &[0]);
+    let graph = Graph::build(
+        &stream,
+        vec![GraphStep::capture_while(
+            &outer_cond,
+            vec![
+                add(&m, &inner, 3).into(),
+                add(&m, &inner_cond, 1).into(),
+                GraphStep::capture_while(
+                    &inner_cond,
+                    vec![
+                        add(&m, &x, 1).into(),
+                        count_down(&m, &inner, &inner_cond, &inner_log).into(),
+                    ],
+                ),
+                add(&m, &outer_passes, 1).into(),
+                count_down(&m, &outer, &outer_cond, &outer_log).into(),
+            ],
+        )],
+    )
+    .unwrap();
+    // (outer counter before the launch, x, outer passes): 4 outer passes of
+    // 3 inner ones, then 2 more of 3.
+    for (launch, start, want_x, want_passes) in [(1, 4, 12, 4), (2, 2, 18, 6)] {
+        outer.copy_from_slice(&[start]).unwrap();
+        outer_cond.copy_from_slice(&[1i32]).unwrap();
+        graph.launch(&stream).unwrap();
+        stream.synchronize().unwrap();
+        let what = format!("launch {launch}, outer counter from {start}, inner 3 per pass");
+        assert_eq!(
+            x.to_vec::<i32>().unwrap(),
+            vec![want_x; 64],
+            "{what}: x (one per inner pass)"
+        );
+        assert_eq!(
+            outer_passes.to_vec::<i32>().unwrap(),
+            vec![want_passes],
+            "{what}: outer passes"
+        );
+        assert_eq!(
+            outer.to_vec::<i32>().unwrap(),
+            vec![0],
+            "{what}: outer counter"
+        );
+        assert_eq!(
+            outer_cond.to_vec::<i32>().unwrap(),
+            vec![0],
+            "{what}: outer condition"
+        );
+        assert_eq!(
+            inner.to_vec::<i32>().unwrap(),
+            vec![0],
+            "{what}: inner counter"
+        );
+        assert_eq!(
+            inner_cond.to_vec::<i32>().unwrap(),
+            vec![0],
+            "{what}: inner condition"
+        );
+        assert_eq!(
+            inner_log.to_vec::<i32>().unwrap(),
+            vec![1, 2, 3, 0, 0, 0, 0, 0],
+            "{what}: the inner count_down logged 3..1"
+        );
+    }
+    assert_eq!(
+        outer_log.to_vec::<i32>().unwrap(),
+        vec![1, 2, 3, 4, 0, 0, 0, 0],
+        "the outer count_down logged 4..1"
+    );
+    println!("while in while: 4 x 3 then 2 x 3 inner passes");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_while_nested_in_an_if_branch_runs_only_when_the_branch_is_taken() {
+    let m = module();
+    let (gpu, stream) = gpu();
+    let take = ints(gpu, &[1]);
+    let counter = ints(gpu, &[3]);
+    let cond = ints(gpu, &[1]);
+    let log = ints(gpu, &[0; 8]);
+    let x = ints(gpu, &[0; 16]);
+    let other = ints(gpu, &[0; 16]);
+    let graph = Graph::build(
+        &stream,
+        vec![GraphStep::capture_if(
+            &take,
+            vec![GraphStep::capture_while(
+                &cond,
+                vec![
+                    add(&m, &x, 1).into(),
+                    count_down(&m, &counter, &cond, &log).into(),
+                ],
+            )],
+            vec![add(&m, &other, 5).into()],
+        )],
+    )
+    .unwrap();
+    graph.launch(&stream).unwrap();
+    stream.synchronize().unwrap();
+    assert_eq!(
+        x.to_vec::<i32>().unwrap(),
+        vec![3; 16],
+        "take 1: the while ran 3 passes"
+    );
+    assert_eq!(
+        other.to_vec::<i32>().unwrap(),
+        vec![0; 16],
+        "take 1: on_false did not run"
+    );
+    // The branch not taken: the loop's condition is set again, but no pass runs.
+    take.copy_from_slice(&[0i32]).unwrap();
+    counter.copy_from_slice(&[2i32]).unwrap();
+    cond.copy_from_slice(&[1i32]).unwrap();
+    graph.launch(&stream).unwrap();
+    stream.synchronize().unwrap();
+    assert_eq!(
+        x.to_vec::<i32>().unwrap(),
+        vec![3; 16],
+        "take 0: the while did not run"
+    );
+    assert_eq!(
+        other.to_vec::<i32>().unwrap(),
+        vec![5; 16],
+        "take 0: on_false ran"
+    );
+    assert_eq!(
+        counter.to_vec::<i32>().unwrap(),
+        vec![2],
+        "take 0: counter untouched"
+    );
+    // Taken again: 2 passes.
+    take.copy_from_slice(&[7i32]).unwrap();
+    graph.launch(&stream).unwrap();
+    stream.synchronize().unwrap();
+    assert_eq!(
+        x.to_vec::<i32>().unwrap(),
+        vec![5; 16],
+        "take 7: 2 more passes"
+    );
+    assert_eq!(
+        other.to_vec::<i32>().unwrap(),
+        vec![5; 16],
+        "take 7: on_false did not run"
+    );
+    assert_eq!(cond.to_vec::<i32>().unwrap(), vec![0]);
+    println!("while in if: 3, 0 and 2 passes as the branch condition said");
 }

@@ -1,7 +1,7 @@
 //! cuda-api's safe CUDA graphs on a real GPU: capture, instantiate, launch
 //! and upload; kernel nodes listed; in-place kernel updates checked like a
-//! launch; child graphs; conditional if and while nodes. Kernels from
-//! `tests/kernels/graph.cu` (`cargo xtask gpu-bundle`).
+//! launch; child graphs; conditional if and while nodes, nested ones built
+//! in place. Kernels from `tests/kernels/graph.cu` (`cargo xtask gpu-bundle`).
 
 use cuda_api::{
     CaptureMode, Context, CudaDevice, CudaError, CudaGraph, DeviceBuffer, DevicePtr, Event, Extent,
@@ -385,4 +385,121 @@ fn while_nodes_repeat_their_body_until_a_kernel_clears_the_condition() {
     }
     assert_eq!(counter.to_vec().unwrap(), vec![0]);
     assert_eq!(log.to_vec().unwrap(), vec![1, 2, 3, 4, 5, 0, 0, 0]);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn conditional_bodies_built_in_place_hold_nested_if_nodes() {
+    let (ctx, stream, module) = setup();
+    let k = add_step(&module);
+    // SAFETY: count_down(handle, unsigned *counter, unsigned *log, unsigned len)
+    // touches counter[0] and log[i] for i < len only.
+    let count = unsafe { module.kernel::<CountDown>("count_down") }
+        .unwrap()
+        .bound(1, Extent::Elements(1))
+        .unwrap()
+        .bound(2, Extent::Param(3))
+        .unwrap();
+    // SAFETY: set_condition(handle, const int *flag) reads flag[0] only.
+    let set = unsafe { module.kernel::<SetCondition>("set_condition") }
+        .unwrap()
+        .bound(1, Extent::Elements(1))
+        .unwrap();
+    let mut counter = DeviceBuffer::from_slice(&ctx, &[4u32]).unwrap();
+    let mut log = DeviceBuffer::<u32>::zeroed(&ctx, 8).unwrap();
+    let mut ran = DeviceBuffer::<i32>::zeroed(&ctx, N as usize).unwrap();
+    let mut skipped = DeviceBuffer::<i32>::zeroed(&ctx, N as usize).unwrap();
+    let one = DeviceBuffer::from_slice(&ctx, &[1i32]).unwrap();
+    let zero = DeviceBuffer::from_slice(&ctx, &[0i32]).unwrap();
+    {
+        let mut g = CudaGraph::new(&ctx).unwrap();
+        let outer = g.condition(Some(1)).unwrap();
+        let mut count_args = count.as_dyn().args();
+        count_args
+            .push(outer.raw())
+            .unwrap()
+            .push(&mut counter)
+            .unwrap()
+            .push(&mut log)
+            .unwrap()
+            .push(8u32)
+            .unwrap();
+        let counting = stream
+            .capture(CaptureMode::ThreadLocal, |c| {
+                c.launch(count.as_dyn(), LaunchConfig::new(1, 32), &count_args)
+                    .map(|_| ())
+            })
+            .unwrap();
+        let mut ran_args = k.as_dyn().args();
+        ran_args
+            .push(&mut ran)
+            .unwrap()
+            .push(1i32)
+            .unwrap()
+            .push(N)
+            .unwrap();
+        let ran_body = stream
+            .capture(CaptureMode::ThreadLocal, |c| {
+                c.launch(k.as_dyn(), cfg(N), &ran_args).map(|_| ())
+            })
+            .unwrap();
+        let mut skip_args = k.as_dyn().args();
+        skip_args
+            .push(&mut skipped)
+            .unwrap()
+            .push(1i32)
+            .unwrap()
+            .push(N)
+            .unwrap();
+        let skip_body = stream
+            .capture(CaptureMode::ThreadLocal, |c| {
+                c.launch(k.as_dyn(), cfg(N), &skip_args).map(|_| ())
+            })
+            .unwrap();
+        // while outer (4 passes): count down; if (one) ran += 1, built in
+        // place; if (zero) skipped += 1, a copied body. Each nested
+        // condition is made by the body and set by a kernel inside it.
+        g.add_while_with(&outer, &[], |b| -> cuda_api::CudaResult<()> {
+            let first = b.add_child_graph(&counting, &[])?;
+            let (yes, no) = (b.condition(None)?, b.condition(None)?);
+            // A condition of the enclosing graph is refused for a nested node.
+            let e = b.add_if(&outer, &ran_body, &[first]).unwrap_err();
+            assert!(matches!(e, CudaError::InvalidArgument { .. }), "{e}");
+            let mut set_yes = set.as_dyn().args();
+            set_yes.push(yes.raw())?.push(&one)?;
+            let mut set_no = set.as_dyn().args();
+            set_no.push(no.raw())?.push(&zero)?;
+            let setters = stream.capture(CaptureMode::ThreadLocal, |c| {
+                c.launch(set.as_dyn(), LaunchConfig::new(1, 32), &set_yes)?;
+                c.launch(set.as_dyn(), LaunchConfig::new(1, 32), &set_no)
+                    .map(|_| ())
+            })?;
+            let set_node = b.add_child_graph(&setters, &[first])?;
+            let if_node = b.add_if_with(&yes, &[set_node], |inner| {
+                inner.add_child_graph(&ran_body, &[]).map(|_| ())
+            })?;
+            b.add_if(&no, &skip_body, &[if_node])?;
+            Ok(())
+        })
+        .unwrap();
+        let exec = g.instantiate().unwrap();
+        exec.launch(&stream).unwrap();
+        stream.synchronize().unwrap();
+    }
+    assert_eq!(counter.to_vec().unwrap(), vec![0], "counter after 4 passes");
+    assert_eq!(
+        log.to_vec().unwrap(),
+        vec![1, 2, 3, 4, 0, 0, 0, 0],
+        "count_down logged 4..1"
+    );
+    assert_eq!(
+        ran.to_vec().unwrap(),
+        vec![4; N as usize],
+        "the nested if on a flag of 1 ran on each of the 4 passes"
+    );
+    assert_eq!(
+        skipped.to_vec().unwrap(),
+        vec![0; N as usize],
+        "the nested if on a flag of 0 never ran"
+    );
 }

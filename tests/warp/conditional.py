@@ -24,3 +24,9 @@ def count_down(counter: wp.array(dtype=wp.int32), cond: wp.array(dtype=wp.int32)
 def add_value(x: wp.array(dtype=wp.int32), v: wp.int32):
     i = wp.tid()
     x[i] = x[i] + v
+
+
+# flag[0] = counter[0] % 2: which branch an if nested in a while body takes on each pass.
+@wp.kernel
+def parity(counter: wp.array(dtype=wp.int32), flag: wp.array(dtype=wp.int32)):
+    flag[0] = counter[0] % 2

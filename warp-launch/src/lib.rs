@@ -217,7 +217,7 @@ pub use signature::{
 pub use source::WarpFeature;
 
 // Launching: arguments, the builder, the reusable launch, CUDA graphs.
-pub use conditional::{GraphStep, run_if, run_while};
+pub use conditional::{GraphStep, run_if, run_steps, run_while};
 pub use graph::{Graph, GraphCapture};
 pub use launch::{
     Arg, Dim, IntoArg, IntoArgs, Launch, LaunchBuilder, MaxBlocks, StructRef, StructValue, TypedArg,
