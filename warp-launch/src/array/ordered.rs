@@ -808,8 +808,9 @@ impl Array {
     ///
     /// # How, and the limits (all stream-ordered operations)
     ///
-    /// No kernel is compiled into this crate (that would need nvcc at build
-    /// time), so the operations are the driver's pitched memsets
+    /// These operations use no kernel of their own (the crate's few PTX
+    /// kernels, compiled ahead of time and checked in, serve conditional
+    /// graphs and the copy adjoint), so they are the driver's pitched memsets
     /// (`cuMemsetD2D8/16/32Async`) and pitched copies (`cuMemcpy2DAsync`,
     /// `cuMemcpyAsync` for one row) on unified addresses. A view is first
     /// simplified (extents of 1 dropped, negative strides walked forwards,

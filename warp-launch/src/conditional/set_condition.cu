@@ -1,4 +1,5 @@
-// warp-launch's one own device kernel: sets the condition of a CUDA graph's
+// One of warp-launch's own device kernels (the others are the copy
+// adjoint's, autodiff/copy_adjoint.cu): sets the condition of a CUDA graph's
 // conditional node (Warp's capture_if / capture_while) from element 0 of an
 // int32 array, with the parameter layout of a Warp kernel of one launch
 // dimension (launch_bounds_t<1>, then the arguments), so warp-launch declares
