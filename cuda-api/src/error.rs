@@ -652,8 +652,29 @@ fn route_log_lines(
 /// It costs nothing on calls that succeed: only a failed call reads the log
 /// (`cuLogsDumpToMemory`, one driver call), and only on a driver that has it
 /// (CUDA 12.9 or later). Off, [`DriverError::driver_log`] stays empty.
+/// Switched back on, it starts from the log's current end: lines the driver
+/// wrote while it was off (the failures of that time, which no error read)
+/// are never attached to a later error.
 pub fn set_driver_log_in_errors(on: bool) {
-    DRIVER_LOG_ON.store(on, Ordering::Relaxed);
+    let was = DRIVER_LOG_ON.swap(on, Ordering::Relaxed);
+    if on && !was {
+        skip_driver_log_to_its_end();
+    }
+}
+
+/// Moves the read position to the driver's log's current end and forgets
+/// the lines kept for other threads; nothing where the driver has no log.
+fn skip_driver_log_to_its_end() {
+    if !cuda_sys::loader::symbol("cuLogsCurrent").is_some_and(|s| s.resolve().is_ok()) {
+        return;
+    }
+    let mut state = DRIVER_LOG.lock().unwrap_or_else(|p| p.into_inner());
+    let mut it: CUlogIterator = 0;
+    // SAFETY: `it` is a valid out-pointer; flags must be 0.
+    if unsafe { cuda_sys::cuLogsCurrent(&mut it, 0) }.is_success() {
+        state.at = Some(it);
+        state.pending.clear();
+    }
 }
 
 /// The driver's log lines this thread wrote since its previous failure (the

@@ -225,6 +225,18 @@ fn a_driver_error_carries_the_drivers_log_line() {
     let e3 = cuda_api::check(r, "cuLogsDumpToMemory").expect_err("refused");
     cuda_api::set_driver_log_in_errors(true);
     assert!(e3.driver().is_some_and(|x| x.driver_log.is_empty()), "{e3}");
+    // Back on, the lines the driver wrote while it was off (e3's) are not
+    // attached to the next failure: it carries only its own.
+    let e4 = driver::mem_alloc(0).expect_err("a zero-byte allocation is refused");
+    println!("the first failure after switching back on: {e4}");
+    assert!(
+        !e4.to_string().contains("buffer cannot be NULL"),
+        "the log written while off reached a later error: {e4}"
+    );
+    assert!(
+        e4.driver().is_some_and(|x| !x.driver_log.is_empty()),
+        "the failure after switching back on carries no log: {e4}"
+    );
 }
 
 /// The driver's log is per process, but each line names the thread that
