@@ -37,7 +37,7 @@ if [ "${1:-}" = "--sanitize" ]; then
   for tool in memcheck racecheck synccheck initcheck; do
     opts="--tool $tool --report-api-errors no"
     [ "$tool" = memcheck ] && opts="$opts --leak-check full"
-    for t in bin/gpu_api-* bin/gpu_args-* bin/gpu_safety-* bin/gpu_warp-* bin/gpu_where-* bin/gpu_graph-* bin/gpu_arch-* bin/gpu_tiles-* bin/gpu_typed-* bin/gpu_launchers-* bin/gpu_corpus-* bin/gpu_streams-* bin/gpu_interop-* bin/gpu_conditional-* bin/gpu_releases-*; do
+    for t in bin/gpu_api-* bin/gpu_args-* bin/gpu_safety-* bin/gpu_warp-* bin/gpu_where-* bin/gpu_graph-* bin/gpu_arch-* bin/gpu_tiles-* bin/gpu_typed-* bin/gpu_launchers-* bin/gpu_corpus-* bin/gpu_streams-* bin/gpu_interop-* bin/gpu_conditional-* bin/gpu_copy_adjoint-* bin/gpu_releases-*; do
       [ -e "$t" ] || continue
       out=$("$san" $opts "./$t" --include-ignored --test-threads=1 2>&1)
       # racecheck ends with `RACECHECK SUMMARY: H hazards displayed (E errors, W warnings)`.
