@@ -665,7 +665,7 @@ pub fn set_driver_log_in_errors(on: bool) {
 /// Moves the read position to the driver's log's current end and forgets
 /// the lines kept for other threads; nothing where the driver has no log.
 fn skip_driver_log_to_its_end() {
-    if !cuda_sys::loader::symbol("cuLogsCurrent").is_some_and(|s| s.resolve().is_ok()) {
+    if cuda_sys::loader::symbol("cuLogsCurrent").is_none_or(|s| s.resolve().is_err()) {
         return;
     }
     let mut state = DRIVER_LOG.lock().unwrap_or_else(|p| p.into_inner());
