@@ -532,6 +532,27 @@ impl<'a> CudaGraph<'a> {
     /// again and again while `cond` is non-zero (checked before each run).
     /// The body may hold conditional nodes (see [`CudaGraph::add_if_with`]).
     ///
+    /// ```no_run
+    /// # fn main() -> cuda_api::CudaResult<()> {
+    /// // GPU. A while loop whose body runs `step` and then, when a flag of
+    /// // the body is set, `step` once more. `step` stands for a captured
+    /// // graph (`Stream::capture`) whose kernels clear `outer` when the loop
+    /// // is done and set `inner` (each through `Condition::raw` passed to
+    /// // the kernel, which calls `cudaGraphSetConditional`).
+    /// use cuda_api::{CudaDevice, CudaGraph};
+    /// let ctx = CudaDevice::get(0)?.primary_context()?;
+    /// let step = CudaGraph::new(&ctx)?;
+    /// let mut graph = CudaGraph::new(&ctx)?;
+    /// let outer = graph.condition(Some(1))?;
+    /// graph.add_while_with(&outer, &[], |body| -> cuda_api::CudaResult<()> {
+    ///     let first = body.add_child_graph(&step, &[])?;
+    ///     let inner = body.condition(Some(0))?;
+    ///     body.add_if(&inner, &step, &[first])?;
+    ///     Ok(())
+    /// })?;
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`CudaError::NotSupported`] when the driver has no conditional nodes;
