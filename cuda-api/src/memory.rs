@@ -306,6 +306,7 @@ impl Allocation {
         }
         // SAFETY: `a.ptr` addresses `bytes` bytes just allocated.
         unsafe { driver::memset_d8(a.ptr, 0, bytes)? };
+        finish_blocking_call(&a.ctx)?;
         Ok(a)
     }
 
@@ -422,7 +423,8 @@ impl Allocation {
         self.wait_idle()?;
         self.ctx.bind()?;
         // SAFETY: the range lies inside the allocation; `src` holds its length.
-        unsafe { driver::memcpy_htod(self.ptr + offset as u64, src.as_ptr().cast(), src.len()) }
+        unsafe { driver::memcpy_htod(self.ptr + offset as u64, src.as_ptr().cast(), src.len())? };
+        finish_blocking_call(&self.ctx)
     }
 
     /// Copies from byte `offset` into `dst` (blocking).
@@ -467,7 +469,8 @@ impl Allocation {
         src.wait_idle()?;
         self.ctx.bind()?;
         // SAFETY: both ranges lie inside live allocations.
-        unsafe { driver::memcpy(self.ptr + offset as u64, src.ptr + src_offset as u64, len) }
+        unsafe { driver::memcpy(self.ptr + offset as u64, src.ptr + src_offset as u64, len)? };
+        finish_blocking_call(&self.ctx)
     }
 
     /// Sets every byte to `byte` (blocking).
@@ -483,8 +486,22 @@ impl Allocation {
         self.wait_idle()?;
         self.ctx.bind()?;
         // SAFETY: the allocation holds `bytes` bytes.
-        unsafe { driver::memset_d8(self.ptr, byte, self.bytes) }
+        unsafe { driver::memset_d8(self.ptr, byte, self.bytes)? };
+        finish_blocking_call(&self.ctx)
     }
+}
+
+/// Waits until the blocking copy or memset just issued (on the context's
+/// legacy default stream, which the context's current thread has bound) has
+/// run. The driver may return from those calls before their work is done
+/// (a memset always; a device-to-device copy; a copy from pageable host
+/// memory once it is staged), and cuda-api's streams are non-blocking, so
+/// work queued on them afterwards would not wait for it: a graph replayed
+/// right after [`Allocation::copy_from_host`] read the old bytes on the H200.
+fn finish_blocking_call(ctx: &Context) -> CudaResult<()> {
+    // SAFETY: the null handle names the legacy default stream of the
+    // context bound by the caller.
+    unsafe { driver::stream_synchronize(std::ptr::null_mut()) }.map_err(|e| ctx.note(e))
 }
 
 impl Drop for Allocation {

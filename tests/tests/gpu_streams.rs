@@ -511,3 +511,65 @@ fn cuda_api_pitched_fills_copies_pool_and_wait_stream() {
     out.copy_to_host((64 << 20) - 16, &mut tail).unwrap();
     assert_eq!(tail, [1u8; 16], "the copy on s2 saw s's fill");
 }
+
+/// The blocking forms (`copy_from_slice` from pageable host memory,
+/// `copy_from` between device arrays, `zero`) are done before the next work
+/// on any stream starts: the driver may return from a blocking copy or
+/// memset before its work has run, on the legacy default stream, which
+/// cuda-api's non-blocking streams do not wait for. On the H200, before the
+/// fix, about one replay in four right after `copy_from_slice` copied the
+/// old input (the results stayed wrong after synchronising).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_graph_replayed_right_after_a_blocking_write_sees_it() {
+    let k = saxpy();
+    let s = stream();
+    let src = Array::zeros::<f32>(dev(), &[N]).unwrap();
+    let staged = Array::zeros::<f32>(dev(), &[N]).unwrap();
+    let x = Array::zeros::<f32>(dev(), &[N]).unwrap();
+    let y = Array::zeros::<f32>(dev(), &[N]).unwrap();
+    let out = Array::zeros_in::<f32>("cpu", &[N], MemoryKind::PinnedHost).unwrap();
+    let launch = k
+        .launch(N)
+        .inputs((2.0f32, &x, &y))
+        .stream(&s)
+        .record_cmd()
+        .unwrap();
+    let graph = Graph::capture_with(&s, |g| {
+        g.assign(&x, &src)?;
+        g.fill(&y, &Value::of(1.0f32))?;
+        g.launch(launch)?;
+        g.assign(&out, &y)
+    })
+    .unwrap();
+    for round in 0..120usize {
+        let v: Vec<f32> = (0..N)
+            .map(|i| ((i * 7 + round * 13) % 1009) as f32)
+            .collect();
+        let how = match round % 3 {
+            0 => {
+                src.copy_from_slice(&v).unwrap();
+                "copy_from_slice"
+            }
+            1 => {
+                staged.copy_from_slice(&v).unwrap();
+                src.copy_from(&staged).unwrap();
+                "copy_from"
+            }
+            _ => {
+                // Zeroed, then the replay must see zeros, not the last input.
+                src.zero().unwrap();
+                "zero"
+            }
+        };
+        graph.launch(&s).unwrap();
+        let got = f32s(&out);
+        for (i, &g) in got.iter().enumerate() {
+            let want = if how == "zero" { 1.0 } else { 2.0 * v[i] + 1.0 };
+            assert_eq!(
+                g, want,
+                "round {round}, replay right after {how}: element {i} is {g}, want {want}"
+            );
+        }
+    }
+}
