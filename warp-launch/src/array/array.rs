@@ -859,7 +859,8 @@ impl Array {
 
     /// Copies `data` (row-major) into a contiguous array. Synchronous: a
     /// blocking copy outside any stream, after the queued work that uses
-    /// the array (on any stream); [`Array::copy_from_slice_on`] is the
+    /// the array (on any stream), done when it returns (work queued on any
+    /// stream afterwards sees the data); [`Array::copy_from_slice_on`] is the
     /// stream-ordered form (any strides).
     ///
     /// # Errors
@@ -937,8 +938,8 @@ impl Array {
 
     /// Copies all of `src` into `self` (same dtype, shape, contiguous both;
     /// any devices or memory kinds). Synchronous: a blocking copy outside
-    /// any stream, after the queued work that uses either array;
-    /// [`Array::assign_on`] is the stream-ordered, capturable form (any
+    /// any stream, after the queued work that uses either array, done when
+    /// it returns; [`Array::assign_on`] is the stream-ordered, capturable form (any
     /// strides; Warp's `assign` and `wp.copy`). When both arrays have
     /// gradients, `src`'s gradient is copied into `self`'s too, as Warp's
     /// `wp.copy` does. While a [`Tape`](crate::Tape)
