@@ -7,6 +7,7 @@
 //! byte order).
 
 pub(crate) mod encode;
+pub(crate) mod half;
 #[rustfmt::skip]
 mod generated;
 mod values;

@@ -6,6 +6,7 @@
 use std::fmt;
 
 use super::encode;
+use super::half::f32_to_f16;
 
 use super::{DTYPES, DType, Kind, Scalar};
 
@@ -308,44 +309,6 @@ fn scalar_dtype(s: Scalar) -> &'static DType {
         .iter()
         .find(|d| d.kind == Kind::Scalar && d.scalar == s)
         .unwrap_or(&DTYPES[0])
-}
-
-/// IEEE half precision from single precision (round to nearest even).
-fn f32_to_f16(x: f32) -> u16 {
-    let b = x.to_bits();
-    let sign = ((b >> 16) & 0x8000) as u16;
-    let exp = ((b >> 23) & 0xff) as i32;
-    let man = b & 0x7f_ffff;
-    if exp == 0xff {
-        return sign | 0x7c00 | if man != 0 { 0x200 } else { 0 };
-    }
-    let e = exp - 127 + 15;
-    if e >= 0x1f {
-        return sign | 0x7c00;
-    }
-    if e <= 0 {
-        if e < -10 {
-            return sign;
-        }
-        let m = man | 0x80_0000;
-        let shift = (14 - e) as u32;
-        let half = 1u32 << (shift - 1);
-        let r = m >> shift;
-        let rem = m & ((1 << shift) - 1);
-        let r = if rem > half || (rem == half && r & 1 == 1) {
-            r + 1
-        } else {
-            r
-        };
-        return sign | r as u16;
-    }
-    let r = man >> 13;
-    let rem = man & 0x1fff;
-    let mut v = ((e as u32) << 10) | r;
-    if rem > 0x1000 || (rem == 0x1000 && v & 1 == 1) {
-        v += 1;
-    }
-    sign | v as u16
 }
 
 #[cfg(test)]
