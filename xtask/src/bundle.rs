@@ -24,20 +24,39 @@ const RUN_SH: &str = r#"#!/usr/bin/env bash
 # line is the summary: `N passed, M failed, K skipped`, where a test that
 # printed `SKIPPED: <test>: <why>` (it cannot run on this machine, e.g. a
 # two-GPU test on one GPU) is counted as skipped, not passed.
-# `run.sh --sanitize` runs the GPU tests of cuda-api and warp-launch (not the
-# sticky-fault and image-corruption ones, which fail on purpose) under the
-# toolkit's compute-sanitizer (memcheck with leak check, racecheck,
-# synccheck, initcheck); the last line is `gpu-bundle sanitize: N errors`.
+# `run.sh --sanitize [TOOL] [BINARY...]` runs GPU test binaries under the
+# toolkit's compute-sanitizer: TOOL is memcheck (with leak check),
+# racecheck, synccheck, initcheck or `all` (the default: each in turn); the
+# binaries default to every `bin/gpu_*` but `gpu_sticky` and `gpu_images`,
+# which fault on purpose (a BINARY is a name such as `gpu_views`). One tool
+# over every binary fits a 10-minute device call; each tool's wall time is
+# printed. The last line is `gpu-bundle sanitize: N errors`.
 cd "$(dirname "$0")"
 export SDK_TEST_KERNELS="$PWD/kernels"
 export SDK_WARP_DATA="$PWD/warp"
 if [ "${1:-}" = "--sanitize" ]; then
+  shift
   san=${COMPUTE_SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}
+  tools="memcheck racecheck synccheck initcheck"
+  case "${1:-all}" in
+    all) [ $# -gt 0 ] && shift ;;
+    memcheck|racecheck|synccheck|initcheck) tools=$1; shift ;;
+  esac
+  bins=()
+  if [ $# -gt 0 ]; then
+    for b in "$@"; do for t in bin/"$b"-*; do [ -e "$t" ] && bins+=("$t"); done; done
+  else
+    for t in bin/gpu_*; do
+      case "${t#bin/}" in gpu_sticky-*|gpu_images-*) continue ;; esac
+      bins+=("$t")
+    done
+  fi
   errors=0
-  for tool in memcheck racecheck synccheck initcheck; do
+  for tool in $tools; do
     opts="--tool $tool --report-api-errors no"
     [ "$tool" = memcheck ] && opts="$opts --leak-check full"
-    for t in bin/gpu_api-* bin/gpu_args-* bin/gpu_safety-* bin/gpu_warp-* bin/gpu_where-* bin/gpu_graph-* bin/gpu_arch-* bin/gpu_tiles-* bin/gpu_typed-* bin/gpu_launchers-* bin/gpu_corpus-* bin/gpu_streams-* bin/gpu_interop-* bin/gpu_conditional-* bin/gpu_copy_adjoint-* bin/gpu_releases-*; do
+    tool_start=$(date +%s)
+    for t in "${bins[@]}"; do
       [ -e "$t" ] || continue
       out=$("$san" $opts "./$t" --include-ignored --test-threads=1 2>&1)
       # racecheck ends with `RACECHECK SUMMARY: H hazards displayed (E errors, W warnings)`.
@@ -49,6 +68,7 @@ if [ "${1:-}" = "--sanitize" ]; then
       errors=$((errors + ${n:-1}))
       echo "$res" | grep -q ' 0 failed' || errors=$((errors + 1))
     done
+    echo "sanitize $tool: ${#bins[@]} binaries in $(( $(date +%s) - tool_start )) s"
   done
   echo "gpu-bundle sanitize: $errors errors"
   exit 0

@@ -9,7 +9,8 @@ use cuda_api::Stream;
 use super::bind::{Arg, IntoArgs};
 use super::domain;
 use super::kernel::Kernel;
-use super::launch::{Launch, Options, stream_device_mismatch};
+use super::launch::{Launch, Options};
+use super::prepare;
 use super::record;
 use crate::array::{AccessMode, thread_access_mode};
 use crate::device::{Device, IntoDevice};
@@ -399,29 +400,21 @@ impl<'k> LaunchBuilder<'k> {
         let mut args = self.args;
         if self.pass == Pass::Adjoint {
             let n_adj = self.adj.len();
-            if n_adj != n_fwd || n_fwd != self.kernel.params().len() {
-                let mut expected: Vec<String> = self
-                    .kernel
-                    .params()
-                    .iter()
-                    .map(|p| p.name.clone())
-                    .collect();
-                let list = if n_fwd != self.kernel.params().len() {
-                    "inputs + outputs"
-                } else {
-                    expected = expected.iter().map(|n| format!("adj_{n}")).collect();
-                    "adj_inputs + adj_outputs"
-                };
-                return Err(Error::ArgumentCount {
-                    kernel: self.kernel.name().to_string(),
-                    list,
-                    given: if list == "inputs + outputs" {
-                        n_fwd
-                    } else {
-                        n_adj
-                    },
-                    expected,
-                });
+            if n_fwd != self.kernel.params().len() {
+                return Err(prepare::count_error(
+                    self.kernel,
+                    Pass::Forward,
+                    "inputs + outputs",
+                    n_fwd,
+                ));
+            }
+            if n_adj != n_fwd {
+                return Err(prepare::count_error(
+                    self.kernel,
+                    Pass::Adjoint,
+                    "adj_inputs + adj_outputs",
+                    n_adj,
+                ));
             }
             args.extend(self.adj);
         }
@@ -443,10 +436,8 @@ impl<'k> LaunchBuilder<'k> {
         } else {
             None
         };
-        if let Some(s) = self.stream
-            && device != Device::from(s.context().device())
-        {
-            return Err(stream_device_mismatch(self.kernel, s, device));
+        if let Some(s) = self.stream {
+            prepare::check_stream_device(self.kernel, s, device)?;
         }
         if self.tiled {
             let (e, n) =

@@ -17,9 +17,7 @@ use crate::signature::{AccessTarget, AxisIndex, Pass};
 
 use super::builder::{Dim, MaxBlocks};
 use super::kernel::{Kernel, Rules};
-
-/// Dynamic shared memory a kernel may use without opting in (48 KiB).
-pub(super) const DEFAULT_SHARED_LIMIT: u32 = 48 * 1024;
+use super::prepare;
 
 /// Everything that decides a launch besides its arguments.
 #[derive(Debug, Clone, Copy)]
@@ -82,27 +80,6 @@ impl fmt::Debug for Launch {
             .field("block", &self.cfg.block)
             .finish()
     }
-}
-
-pub(super) fn stream_device_mismatch(kernel: &Kernel, s: &Stream, device: Device) -> Error {
-    Error::StreamDevice {
-        launch: format!("launch of kernel '{}'", kernel.name()),
-        stream: Device::from(s.context().device()),
-        device,
-    }
-}
-
-/// Refuses a stream of another context than `ctx`, the one the launch's
-/// arrays and checks belong to (a device's primary context).
-pub(super) fn check_stream_context(kernel: &Kernel, s: &Stream, ctx: &Context) -> Result<()> {
-    if s.context() == ctx {
-        return Ok(());
-    }
-    Err(Error::StreamContext {
-        launch: format!("launch of kernel '{}'", kernel.name()),
-        stream: s.context().to_string(),
-        expected: ctx.to_string(),
-    })
 }
 
 /// Checks `arg` for parameter `index` and writes its bytes into `block`.
@@ -314,29 +291,9 @@ impl Launch {
         opts: Options,
         stream: Option<Stream>,
     ) -> Result<Launch> {
-        let n = kernel.params().len();
-        let adjoint = opts.pass == Pass::Adjoint;
-        let expected = if adjoint { 2 * n } else { n };
-        if args.len() != expected {
-            let mut names: Vec<String> = kernel.params().iter().map(|p| p.name.clone()).collect();
-            if adjoint {
-                names.extend(kernel.params().iter().map(|p| format!("adj_{}", p.name)));
-            }
-            return Err(Error::ArgumentCount {
-                kernel: kernel.name().to_string(),
-                list: if adjoint {
-                    "inputs + outputs + adj_inputs + adj_outputs"
-                } else {
-                    "inputs + outputs"
-                },
-                expected: names,
-                given: args.len(),
-            });
-        }
-        if let Some(s) = &stream
-            && opts.device != Device::from(s.context().device())
-        {
-            return Err(stream_device_mismatch(kernel, s, opts.device));
+        prepare::check_count(kernel, opts.pass, args.len())?;
+        if let Some(s) = &stream {
+            prepare::check_stream_device(kernel, s, opts.device)?;
         }
         let ctx = match opts.device {
             Device::Cuda(_) => Some(opts.device.context()?),
@@ -348,20 +305,12 @@ impl Launch {
                 None
             }
             Device::Cuda(_) => {
-                if let (Some(s), Some(ctx)) = (&stream, &ctx) {
-                    check_stream_context(kernel, s, ctx)?;
-                }
                 let k = kernel.cuda(opts.pass)?;
-                let smem = kernel.shared_mem(opts.pass);
-                if smem > DEFAULT_SHARED_LIMIT {
-                    // As Warp does when it loads a module: let the kernel use
-                    // the dynamic shared memory its .meta asks for (once per
-                    // context; the limit is cached with the function).
-                    if let Some(ctx) = &ctx
-                        && k.function().limits(ctx)?.max_dynamic_shared_bytes < smem
-                    {
-                        k.function().set_max_dynamic_shared_memory(ctx, smem)?;
+                if let Some(ctx) = &ctx {
+                    if let Some(s) = &stream {
+                        prepare::check_stream_context(kernel, s, ctx)?;
                     }
+                    prepare::opt_in_shared_mem(k, ctx, kernel.shared_mem(opts.pass))?;
                 }
                 Some(match kernel.inner.cuda.as_ref().and_then(|c| c.loaded()) {
                     Some(c) => c.take_block(opts.pass, k),
@@ -463,22 +412,10 @@ impl Launch {
     }
 
     fn write_bounds(&mut self) -> Result<()> {
-        let Some(block) = &mut self.block else {
-            return Ok(());
-        };
-        let bounds = &self.plan.bounds;
-        let buf = crate::abi::encode::launch_bounds(
-            bounds.ndim,
-            &bounds.shape,
-            bounds.size,
-            bounds.coord_mult,
-        );
-        let n = bounds.byte_len();
-        // SAFETY: parameter 0 is launch_bounds_t<N> with N the kernel's
-        // dimension (declared so, checked against the layout); these are
-        // its bytes.
-        unsafe { block.set_bytes(0, &buf[..n]) }?;
-        Ok(())
+        match &mut self.block {
+            Some(block) => prepare::write_bounds(block, &self.plan),
+            None => Ok(()),
+        }
     }
 
     fn write_arg(&mut self, index: usize, arg: &Arg) -> Result<()> {
@@ -651,14 +588,12 @@ impl Launch {
         let mut args = Vec::with_capacity(self.args.len());
         values.push_into(&mut args);
         if args.len() != self.args.len() {
-            return Err(Error::ArgumentCount {
-                kernel: self.kernel.name().to_string(),
-                list: "set_params",
-                expected: (0..self.args.len())
-                    .filter_map(|i| self.kernel.param_at(i).map(|p| p.0.into_owned()))
-                    .collect(),
-                given: args.len(),
-            });
+            return Err(prepare::count_error(
+                &self.kernel,
+                Pass::Forward,
+                "set_params",
+                args.len(),
+            ));
         }
         for (i, a) in args.iter().enumerate() {
             write_arg(&self.kernel, &self.opts, None, i, a)?;
@@ -716,17 +651,18 @@ impl Launch {
                 &self.args,
             );
         };
-        let default;
-        let stream = match stream {
-            Some(s) => s,
+        // A CUDA launch always has its context (`build` sets it with the
+        // block); the device's is the same one.
+        let owned;
+        let ctx = match &self.ctx {
+            Some(c) => c,
             None => {
-                default = self.opts.device.stream()?;
-                &default
+                owned = self.opts.device.context()?;
+                &owned
             }
         };
-        if let Some(ctx) = &self.ctx {
-            check_stream_context(&self.kernel, stream, ctx)?;
-        }
+        let mut slot = None;
+        let stream = prepare::launch_stream(&self.kernel, self.opts.device, ctx, stream, &mut slot)?;
         self.note_uses(stream);
         let k = self.kernel.cuda(self.opts.pass)?;
         if self.opts.cooperative {
@@ -740,13 +676,7 @@ impl Launch {
     /// gradients), so host reads of them and their frees wait for it
     /// ([`cuda_api::Allocation::record_use`]).
     pub(crate) fn note_uses(&self, stream: &Stream) {
-        for a in self.args.iter().filter_map(Arg::as_array) {
-            for a in std::iter::once(a).chain(a.grad()) {
-                if let Some(alloc) = a.storage().allocation() {
-                    alloc.record_use_on(stream);
-                }
-            }
-        }
+        prepare::note_uses(self.args.iter().filter_map(Arg::as_array), stream);
     }
 
     /// What a CUDA graph node running this launch needs: the kernel, the

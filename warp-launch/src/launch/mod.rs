@@ -13,6 +13,7 @@ pub(crate) mod kernel;
 mod launch;
 pub(crate) mod memo;
 pub(crate) mod native;
+pub(crate) mod prepare;
 pub(crate) mod record;
 mod spare;
 mod typed;

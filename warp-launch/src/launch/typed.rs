@@ -24,9 +24,8 @@ use super::bind::{self, Arg, Site, StructRef, StructValue};
 use super::builder::{Dim, MaxBlocks};
 use super::domain::{self, KernelShape, Plan};
 use super::kernel::Kernel;
-use super::launch::{
-    DEFAULT_SHARED_LIMIT, Extents, Launch, Options, check_access_rules, check_stream_context,
-};
+use super::launch::{Extents, Launch, Options, check_access_rules};
+use super::prepare;
 use super::memo::{Query, TypedBlock};
 use super::record;
 use crate::abi::{Element, Value, WarpStruct, encode};
@@ -200,7 +199,8 @@ impl Kernel {
     /// [`Error::OutOfBounds`], [`Error::PartialTileBlock`] or
     /// [`Error::Unproven`] when the kernel's access rules refuse the launch
     /// shape; [`Error::StreamContext`] for a stream of another context than
-    /// the device's primary one; [`Error::NoCudaFunction`] /
+    /// the device's primary one, whether named or current (a
+    /// [`ScopedStream`](crate::ScopedStream) of another context); [`Error::NoCudaFunction`] /
     /// [`Error::NoCpuFunction`] when the kernel has no function for the
     /// pass and device; the driver's refusal as [`Error::Cuda`].
     pub fn launch_args(
@@ -287,8 +287,8 @@ impl Kernel {
     }
 
     /// The launch [`Kernel::launch_args`] would run, checked the same way
-    /// and returned for replay ([`Launch::launch`] on the device's default
-    /// stream, [`Launch::launch_on`] on another; no allocation per replay).
+    /// and returned for replay ([`Launch::launch`] on the device's current
+    /// stream ([`Device::stream`](crate::Device::stream)), [`Launch::launch_on`] on another; no allocation per replay).
     /// A tape does not record it.
     ///
     /// # Errors
@@ -328,23 +328,7 @@ impl Kernel {
     ) -> Result<()> {
         let params = self.params();
         let n = params.len();
-        let adjoint = pass == Pass::Adjoint;
-        if args.len() != if adjoint { 2 * n } else { n } {
-            let mut names: Vec<String> = params.iter().map(|p| p.name.clone()).collect();
-            if adjoint {
-                names.extend(params.iter().map(|p| format!("adj_{}", p.name)));
-            }
-            return Err(Error::ArgumentCount {
-                kernel: self.name().to_string(),
-                list: if adjoint {
-                    "inputs + outputs + adj_inputs + adj_outputs"
-                } else {
-                    "inputs + outputs"
-                },
-                expected: names,
-                given: args.len(),
-            });
-        }
+        prepare::check_count(self, pass, args.len())?;
         for (i, arg) in args.iter().enumerate() {
             let p = &params[i % n];
             let fits = match (&p.kind, arg) {
@@ -612,13 +596,14 @@ impl Kernel {
         l: &TypedLaunch<'_, '_>,
     ) -> Result<()> {
         if let Some(cfg) = block.remembered(l.device) {
-            let default;
+            // The remembered launch checked its stream's context
+            // (`prepare::launch_stream`); `remembers` compares this
+            // stream's context with it, so a stream of another context,
+            // named or current, falls through to the full checks below.
+            let mut slot = None;
             let stream = match l.stream {
                 Some(s) => s,
-                None => {
-                    default = l.device.stream()?;
-                    &default
-                }
+                None => slot.insert(l.device.stream()?),
             };
             let query = Query {
                 dim: l.dim,
@@ -648,23 +633,10 @@ impl Kernel {
         let plan = self.typed_plan(dim, &opts)?;
         self.check_typed_accesses(&opts, dim, &plan, l.args)?;
         let ctx = l.device.context()?;
-        let default;
-        let stream = match l.stream {
-            Some(s) => {
-                check_stream_context(self, s, &ctx)?;
-                s
-            }
-            None => {
-                default = l.device.stream()?;
-                &default
-            }
-        };
+        let mut slot = None;
+        let stream = prepare::launch_stream(self, l.device, &ctx, l.stream, &mut slot)?;
         let smem = self.shared_mem(l.pass);
-        if smem > DEFAULT_SHARED_LIMIT && k.function().limits(&ctx)?.max_dynamic_shared_bytes < smem
-        {
-            // As a recorded launch does (and Warp when it loads a module).
-            k.function().set_max_dynamic_shared_memory(&ctx, smem)?;
-        }
+        prepare::opt_in_shared_mem(k, &ctx, smem)?;
         if plan.size == 0 {
             return Ok(());
         }
@@ -673,12 +645,7 @@ impl Kernel {
             (plan.block[0], plan.block[1], plan.block[2]),
         )
         .with_shared_mem(smem);
-        let b = &plan.bounds;
-        let bounds = encode::launch_bounds(b.ndim, &b.shape, b.size, b.coord_mult);
-        // SAFETY: parameter 0 is launch_bounds_t<N> with N the kernel's
-        // dimension (declared so and checked against the driver's layout);
-        // these are its bytes.
-        unsafe { block.block.set_bytes(0, &bounds[..b.byte_len()]) }?;
+        prepare::write_bounds(&mut block.block, &plan)?;
         for (i, arg) in l.args.iter().enumerate() {
             let array;
             let bytes: &[u8] = match arg {
@@ -773,19 +740,16 @@ struct TypedLaunch<'q, 'a> {
     args: &'q [TypedArg<'a>],
 }
 
-/// Notes that queued work uses the arrays of `args` and their gradients,
-/// so host reads of them and their frees wait for it.
+/// Notes that queued work uses the arrays of `args` and their gradients
+/// ([`prepare::note_uses`]).
 fn note_uses(args: &[TypedArg<'_>], stream: &Stream) {
-    for a in args.iter().filter_map(|a| match a {
-        TypedArg::Array(a) => Some(*a),
-        _ => None,
-    }) {
-        for a in std::iter::once(a).chain(a.grad()) {
-            if let Some(alloc) = a.storage().allocation() {
-                alloc.record_use_on(stream);
-            }
-        }
-    }
+    prepare::note_uses(
+        args.iter().filter_map(|a| match a {
+            TypedArg::Array(a) => Some(*a),
+            _ => None,
+        }),
+        stream,
+    );
 }
 
 #[cfg(test)]

@@ -343,14 +343,14 @@ fn method_doc(k: &KernelModel, m: Method, model: &Model) -> Vec<String> {
         });
     let mut d: Vec<String> = match m {
         Method::Launch => vec![format!(
-            "Launches `{key}` over `dim` on the default stream of the arrays' device (`cuda:0` without arrays): Warp's `wp.launch({key}, dim, inputs=[{}])`.",
+            "Launches `{key}` over `dim` on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, a `ScopedStream`'s or the default one, refused when of another context: Warp's `wp.launch({key}, dim, inputs=[{}])`.",
             inputs.join(", ")
         )],
         Method::LaunchOn => vec![format!(
             "Launches `{key}` over `dim` on `stream`, which must belong to the arrays' device."
         )],
         Method::Record => vec![format!(
-            "Checks a launch of `{key}` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the default stream of the arrays' device."
+            "Checks a launch of `{key}` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`)."
         )],
         Method::Adjoint => vec![format!(
             "Launches the backward kernel of `{key}` over `dim`: the forward arguments, then one adjoint per parameter ({}), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.",
@@ -368,17 +368,17 @@ fn method_doc(k: &KernelModel, m: Method, model: &Model) -> Vec<String> {
             adj.join(", ")
         )],
         Method::Unchecked => vec![format!(
-            "Launches `{key}` over `dim` on `stream` (`None`: the default stream of the arrays' device) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`."
+            "Launches `{key}` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`."
         )],
         Method::TiledUnchecked => vec![format!(
-            "`launch_tiled` without the kernel's access rules, on `stream` (`None`: the default stream of the arrays' device); see `launch_unchecked`."
+            "`launch_tiled` without the kernel's access rules, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`); see `launch_unchecked`."
         )],
         Method::AdjointUnchecked => vec![format!(
-            "The backward kernel of `{key}` over `dim` on `stream` (`None`: the default stream of the arrays' device) without its access rules: the forward arguments, then one adjoint per parameter ({}).",
+            "The backward kernel of `{key}` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter ({}).",
             adj.join(", ")
         )],
         Method::TiledAdjointUnchecked => vec![format!(
-            "The backward kernel of `{key}`, launched tiled, on `stream` (`None`: the default stream of the arrays' device) without its access rules: the forward arguments, then one adjoint per parameter ({}).",
+            "The backward kernel of `{key}`, launched tiled, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter ({}).",
             adj.join(", ")
         )],
     };

@@ -1,0 +1,163 @@
+//! The preparation step every launch road goes through: each check a
+//! launch makes lives here once, and the roads call it instead of writing
+//! it again.
+//!
+//! The roads: the builder ([`LaunchBuilder::run`](crate::LaunchBuilder::run),
+//! [`LaunchBuilder::record_cmd`](crate::LaunchBuilder::record_cmd)), the
+//! positional launches typed launchers make ([`Kernel::launch_args`],
+//! [`Kernel::record_args`]), [`Launch`](crate::Launch) replays and their
+//! setters, graphs ([`Graph::capture_with`](crate::Graph::capture_with),
+//! [`Graph::build`](crate::Graph::build), conditional bodies) and the CPU
+//! device. Every one of them reaches the driver or the CPU runner through
+//! [`Launch::build`](super::launch::Launch) / `Launch::run_on` or through the
+//! positional fast path of `launch/typed.rs`, and both call the functions
+//! below.
+//!
+//! | check | where | covered by |
+//! |---|---|---|
+//! | argument count (forward: one per parameter; adjoint: then one per adjoint) | [`check_count`] | `tests/tests/roads.rs` (`a_wrong_count_is_refused_on_every_road`), `launch/typed/tests.rs` |
+//! | the stream's device is the launch's | [`check_stream_device`] | `gpu_streams`, `gpu_roads::every_road_refuses_every_hazard` |
+//! | the stream's context is the one the launch was checked for, whether the stream was named or came from [`Device::stream`] (a [`ScopedStream`](crate::ScopedStream)'s or the default) | [`launch_stream`] | `gpu_roads::every_road_refuses_every_hazard` (another context's stream, named and through `ScopedStream`), `gpu_safety` |
+//! | each argument's kind, dtype, dimensions and where its memory lives under the access mode | `bind::check` (builder, replay setters) and `Kernel::check_typed` (positional), both through `crate::array::check` | `gpu_roads` (host array on CUDA, array of another context), `launch/typed/tests.rs`, `bind.rs` tests |
+//! | the kernel's access proof against `dim` | `launch::check_access_rules` | `gpu_roads` (`dim` larger than an array, an unproven kernel), `roads.rs` on `"cpu"` |
+//! | dynamic shared memory above the default limit is opted into once per context | [`opt_in_shared_mem`] | `gpu_warp` (tile kernels) |
+//! | launch bounds bytes (`launch_bounds_t<N>`, parameter 0) | [`write_bounds`] | `launch/launch.rs` tests, `gpu_warp` |
+//! | use tracking: frees and host reads of every array (and gradient) wait for the queued work, and a pool array's allocation is ordered before its use on another stream | [`note_uses`] | `gpu_streams`, `gpu_safety` |
+//!
+//! A launch without a stream runs on the device's current stream,
+//! [`Device::stream`]: the innermost [`ScopedStream`](crate::ScopedStream)
+//! of this thread, else the device's default stream. That stream is
+//! checked exactly as a named one.
+
+use cuda_api::{ArgBlock, Context, DynKernel, Stream};
+
+use super::domain::Plan;
+use super::kernel::Kernel;
+use crate::array::Array;
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::signature::Pass;
+
+/// Dynamic shared memory a kernel may use without opting in (48 KiB).
+pub(super) const DEFAULT_SHARED_LIMIT: u32 = 48 * 1024;
+
+/// The error for `given` arguments where the launch takes one per
+/// parameter of `kernel` (then one adjoint per parameter for
+/// [`Pass::Adjoint`]); `list` names the argument list as the caller took
+/// it (`"inputs + outputs"`, `"adj_inputs + adj_outputs"`, `"set_params"`).
+pub(super) fn count_error(kernel: &Kernel, pass: Pass, list: &'static str, given: usize) -> Error {
+    let params = kernel.params();
+    let mut expected: Vec<String> = params.iter().map(|p| p.name.clone()).collect();
+    if pass == Pass::Adjoint {
+        if list == "adj_inputs + adj_outputs" {
+            expected = expected.iter().map(|n| format!("adj_{n}")).collect();
+        } else {
+            expected.extend(params.iter().map(|p| format!("adj_{}", p.name)));
+        }
+    }
+    Error::ArgumentCount {
+        kernel: kernel.name().to_string(),
+        list,
+        expected,
+        given,
+    }
+}
+
+/// Refuses `given` arguments unless the launch takes exactly that many:
+/// one per parameter for [`Pass::Forward`], twice that for
+/// [`Pass::Adjoint`] (the parameters, then one adjoint each).
+pub(super) fn check_count(kernel: &Kernel, pass: Pass, given: usize) -> Result<()> {
+    let n = kernel.params().len();
+    let expected = if pass == Pass::Adjoint { 2 * n } else { n };
+    if given == expected {
+        return Ok(());
+    }
+    let list = if pass == Pass::Adjoint {
+        "inputs + outputs + adj_inputs + adj_outputs"
+    } else {
+        "inputs + outputs"
+    };
+    Err(count_error(kernel, pass, list, given))
+}
+
+/// Refuses a stream of another device than the launch's.
+pub(super) fn check_stream_device(kernel: &Kernel, s: &Stream, device: Device) -> Result<()> {
+    let on = Device::from(s.context().device());
+    if on == device {
+        return Ok(());
+    }
+    Err(Error::StreamDevice {
+        launch: format!("launch of kernel '{}'", kernel.name()),
+        stream: on,
+        device,
+    })
+}
+
+/// Refuses a stream of another context than `ctx`, the one the launch's
+/// arrays and checks belong to (a device's primary context).
+pub(crate) fn check_stream_context(kernel: &Kernel, s: &Stream, ctx: &Context) -> Result<()> {
+    if s.context() == ctx {
+        return Ok(());
+    }
+    Err(Error::StreamContext {
+        launch: format!("launch of kernel '{}'", kernel.name()),
+        stream: s.context().to_string(),
+        expected: ctx.to_string(),
+    })
+}
+
+/// The stream a CUDA launch on `device` runs on, checked against `ctx`
+/// (the context the launch was checked for): `given`, else the device's
+/// current stream ([`Device::stream`]: a [`ScopedStream`](crate::ScopedStream)'s
+/// or the default one), which `slot` then holds. A stream of another
+/// context is refused whichever way it came.
+pub(super) fn launch_stream<'s>(
+    kernel: &Kernel,
+    device: Device,
+    ctx: &Context,
+    given: Option<&'s Stream>,
+    slot: &'s mut Option<Stream>,
+) -> Result<&'s Stream> {
+    let stream = match given {
+        Some(s) => s,
+        None => slot.insert(device.stream()?),
+    };
+    check_stream_context(kernel, stream, ctx)?;
+    Ok(stream)
+}
+
+/// Lets `k` use `smem` bytes of dynamic shared memory in `ctx` when that is
+/// above the default limit, as Warp does when it loads a module (once per
+/// context: the limit is cached with the function).
+pub(super) fn opt_in_shared_mem(k: &DynKernel, ctx: &Context, smem: u32) -> Result<()> {
+    if smem > DEFAULT_SHARED_LIMIT && k.function().limits(ctx)?.max_dynamic_shared_bytes < smem {
+        k.function().set_max_dynamic_shared_memory(ctx, smem)?;
+    }
+    Ok(())
+}
+
+/// Writes the launch bounds of `plan` (`launch_bounds_t<N>`, parameter 0)
+/// into `block`.
+pub(super) fn write_bounds(block: &mut ArgBlock<'static>, plan: &Plan) -> Result<()> {
+    let b = &plan.bounds;
+    let buf = crate::abi::encode::launch_bounds(b.ndim, &b.shape, b.size, b.coord_mult);
+    // SAFETY: parameter 0 of every kernel the crate declares is
+    // launch_bounds_t<N> with N the kernel's dimension (declared so and
+    // checked against the driver's layout); these are its bytes.
+    unsafe { block.set_bytes(0, &buf[..b.byte_len()]) }?;
+    Ok(())
+}
+
+/// Notes that work queued on `stream` uses `arrays` and their gradients,
+/// so host reads of them and their frees wait for it, and memory made on
+/// another stream (a pool array's allocation and zeroing) is ordered before
+/// it ([`cuda_api::Allocation::record_use_on`]).
+pub(super) fn note_uses<'a>(arrays: impl Iterator<Item = &'a Array>, stream: &Stream) {
+    for a in arrays {
+        for a in std::iter::once(a).chain(a.grad()) {
+            if let Some(alloc) = a.storage().allocation() {
+                alloc.record_use_on(stream);
+            }
+        }
+    }
+}
