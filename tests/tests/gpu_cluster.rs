@@ -325,7 +325,10 @@ fn a_programmatic_pair_overlaps_and_computes_the_same() {
     // Serialised (no attribute): the secondary starts after the primary ended.
     let (out, start, end) = run_pair(&ctx, &s, &pair, false).unwrap();
     assert_eq!(out, expected);
-    eprintln!("plain pair: secondary started {}", relative_start(start, end));
+    eprintln!(
+        "plain pair: secondary started {}",
+        relative_start(start, end)
+    );
     assert!(
         start >= end,
         "a plain launch started before the one before it ended"
@@ -338,7 +341,10 @@ fn a_programmatic_pair_overlaps_and_computes_the_same() {
     assert!(pair.1.as_dyn().allows_programmatic_launch());
     let (out, start, end) = run_pair(&ctx, &s, &pair, true).unwrap();
     assert_eq!(out, expected);
-    eprintln!("programmatic pair: secondary started {}", relative_start(start, end));
+    eprintln!(
+        "programmatic pair: secondary started {}",
+        relative_start(start, end)
+    );
     // A tool injected into the driver (compute-sanitizer, Nsight) sets
     // CUDA_INJECTION64_PATH and instruments every launch, which serialises
     // the pair: overlap cannot be judged then, only the results.

@@ -117,6 +117,66 @@ fn positional_launches_refuse_what_the_builder_refuses() {
     assert!(short.to_vec().unwrap().iter().all(|&v| v == 0.0));
 }
 
+/// A positional launch without a stream runs on the device's current
+/// stream; a `ScopedStream` of another context is refused as a named one
+/// is, before and after the kernel remembers a launch (8fa438c launched on
+/// it unchecked: a host read right after saw 0 of 1,048,576 written).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn positional_launches_refuse_a_current_stream_of_another_context() {
+    use warp_launch::ScopedStream;
+    let module = module(&data_dir());
+    let saxpy = module.kernel("saxpy").unwrap();
+    let dev = Device::Cuda(0);
+    let n = 1usize << 20;
+    let x = TypedArray::<f32, 1>::from_slice(dev, &vec![1.0f32; n], [n]).unwrap();
+    let y = TypedArray::<f32, 1>::zeros(dev, [n]).unwrap();
+    let a = 2.0f32;
+    let pos = || {
+        saxpy.launch_args(
+            Pass::Forward,
+            n,
+            None,
+            &[TypedArg::value(&a), (&*x).into(), (&*y).into()],
+        )
+    };
+    let other = Context::new(dev.context().unwrap().device()).unwrap();
+    let foreign = Stream::new(&other).unwrap();
+    for warm in [false, true] {
+        if warm {
+            // The kernel now remembers a checked launch with these arrays.
+            pos().unwrap();
+            pos().unwrap();
+        }
+        let scope = ScopedStream::new(&foreign).unwrap();
+        let e = pos().unwrap_err();
+        assert!(matches!(e, Error::StreamContext { .. }), "warm {warm}: {e}");
+        let b = saxpy
+            .launch(n)
+            .inputs((2.0f32, &*x, &*y))
+            .run()
+            .unwrap_err();
+        assert_eq!(e.to_string(), b.to_string(), "warm {warm}");
+        let r = saxpy
+            .record_args(
+                Pass::Forward,
+                n,
+                &[TypedArg::value(&a), (&*x).into(), (&*y).into()],
+            )
+            .unwrap();
+        assert!(matches!(
+            r.launch().unwrap_err(),
+            Error::StreamContext { .. }
+        ));
+        drop(scope);
+        println!("warm {warm}: {e}");
+    }
+    pos().unwrap();
+    // The two warm launches and this one ran, none of the refused: y = 3 * 2.
+    let v = y.to_vec().unwrap();
+    assert_eq!(v.iter().filter(|&&e| e == 6.0).count(), n, "{:?}", &v[..4]);
+}
+
 /// A repeated launch with the same arrays, domain, device, access mode and
 /// stream context skips the checks of its arrays (the kernel remembers its
 /// last launch): every change is still seen, and every refusal still comes.

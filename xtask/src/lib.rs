@@ -15,6 +15,7 @@ pub mod layers;
 pub mod names;
 pub mod provision;
 pub mod public_api;
+pub mod roads;
 pub mod spec;
 pub mod warp_aot;
 

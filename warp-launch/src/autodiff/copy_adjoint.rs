@@ -188,9 +188,8 @@ pub(crate) fn add_on(acc: &Array, add: &Array, stream: &Stream) -> Result<()> {
     let grid = plan.count.div_ceil(u64::from(BLOCK)).min(MAX_GRID);
     // `grid` is at most MAX_GRID, which fits.
     let cfg = LaunchConfig::new(u32::try_from(grid).unwrap_or(1), BLOCK);
-    acc_alloc.record_use_on(stream);
-    add_alloc.record_use_on(stream);
-    kernel.launch(
+    crate::launch::prepare::enqueue_own(
+        kernel,
         stream,
         cfg,
         (
@@ -202,6 +201,7 @@ pub(crate) fn add_on(acc: &Array, add: &Array, stream: &Stream) -> Result<()> {
             plan.count,
             plan.components,
         ),
+        &[acc_alloc, add_alloc],
     )?;
     Ok(())
 }

@@ -644,12 +644,7 @@ impl Launch {
             return Ok(());
         }
         let Some(block) = &self.block else {
-            return crate::launch::cpu::run(
-                &self.kernel,
-                self.opts.pass,
-                &self.plan.bounds,
-                &self.args,
-            );
+            return prepare::run_cpu(&self.kernel, self.opts.pass, &self.plan.bounds, &self.args);
         };
         // A CUDA launch always has its context (`build` sets it with the
         // block); the device's is the same one.
@@ -662,14 +657,11 @@ impl Launch {
             }
         };
         let mut slot = None;
-        let stream = prepare::launch_stream(&self.kernel, self.opts.device, ctx, stream, &mut slot)?;
+        let stream =
+            prepare::launch_stream(&self.kernel, self.opts.device, ctx, stream, &mut slot)?;
         self.note_uses(stream);
         let k = self.kernel.cuda(self.opts.pass)?;
-        if self.opts.cooperative {
-            Ok(k.launch_cooperative(stream, self.cfg, block)?)
-        } else {
-            Ok(k.launch(stream, self.cfg, block)?)
-        }
+        prepare::enqueue(k, stream, self.cfg, block, self.opts.cooperative)
     }
 
     /// Notes that queued work uses this launch's arrays (and their

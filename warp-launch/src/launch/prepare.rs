@@ -29,9 +29,13 @@
 //! of this thread, else the device's default stream. That stream is
 //! checked exactly as a named one.
 
-use cuda_api::{ArgBlock, Context, DynKernel, Stream};
+use cuda_api::{
+    Allocation, ArgBlock, Context, DynKernel, KernelArgs, KernelSignature, LaunchConfig, Stream,
+    TypedKernel,
+};
 
-use super::domain::Plan;
+use super::bind::Arg;
+use super::domain::{Bounds, Plan};
 use super::kernel::Kernel;
 use crate::array::Array;
 use crate::device::Device;
@@ -160,4 +164,43 @@ pub(super) fn note_uses<'a>(arrays: impl Iterator<Item = &'a Array>, stream: &St
             }
         }
     }
+}
+
+/// Enqueues a checked CUDA launch of `k` on `stream`: the one place
+/// warp-launch's kernels reach the driver's launch (plain or cooperative).
+/// The caller ran the checks above and noted the launch's uses.
+pub(super) fn enqueue(
+    k: &DynKernel,
+    stream: &Stream,
+    cfg: LaunchConfig,
+    block: &ArgBlock<'_>,
+    cooperative: bool,
+) -> Result<()> {
+    if cooperative {
+        Ok(k.launch_cooperative(stream, cfg, block)?)
+    } else {
+        Ok(k.launch(stream, cfg, block)?)
+    }
+}
+
+/// Runs a checked launch on the CPU device: the one call of the CPU
+/// runner.
+pub(super) fn run_cpu(kernel: &Kernel, pass: Pass, bounds: &Bounds, args: &[Arg]) -> Result<()> {
+    super::cpu::run(kernel, pass, bounds, args)
+}
+
+/// Enqueues one of warp-launch's own kernels (the tape's copy adjoint),
+/// typed by cuda-api, after noting that the work uses `uses` (each
+/// checked by the caller to be device memory of `stream`'s context).
+pub(crate) fn enqueue_own<S: KernelSignature>(
+    k: &TypedKernel<S>,
+    stream: &Stream,
+    cfg: LaunchConfig,
+    args: impl KernelArgs<S>,
+    uses: &[&Allocation],
+) -> Result<()> {
+    for a in uses {
+        a.record_use_on(stream);
+    }
+    Ok(k.launch(stream, cfg, args)?)
 }

@@ -25,8 +25,8 @@ use super::builder::{Dim, MaxBlocks};
 use super::domain::{self, KernelShape, Plan};
 use super::kernel::Kernel;
 use super::launch::{Extents, Launch, Options, check_access_rules};
-use super::prepare;
 use super::memo::{Query, TypedBlock};
+use super::prepare;
 use super::record;
 use crate::abi::{Element, Value, WarpStruct, encode};
 use crate::array::{AccessMode, Array, TypedArray, thread_access_mode};
@@ -577,7 +577,7 @@ impl Kernel {
             return Ok(());
         }
         let owned = self.owned_args(args)?;
-        let r = crate::launch::cpu::run(self, pass, &plan.bounds, &owned);
+        let r = prepare::run_cpu(self, pass, &plan.bounds, &owned);
         self.inner.give_args(owned);
         r
     }
@@ -622,7 +622,7 @@ impl Kernel {
                     }
                 }
                 note_uses(l.args, stream);
-                return Ok(k.launch(stream, cfg, &block.block)?);
+                return prepare::enqueue(k, stream, cfg, &block.block, false);
             }
         }
         block.forget();
@@ -665,7 +665,7 @@ impl Kernel {
             unsafe { block.block.set_bytes(i + 1, bytes) }?;
         }
         note_uses(l.args, stream);
-        k.launch(stream, cfg, &block.block)?;
+        prepare::enqueue(k, stream, cfg, &block.block, false)?;
         block.remember(
             &Query {
                 dim: l.dim,
