@@ -522,7 +522,7 @@ impl<'a> CudaGraph<'a> {
         &mut self,
         cond: &Condition,
         deps: &[GraphNode],
-        build: impl FnOnce(&mut ConditionalBody<'a>) -> Result<(), E>,
+        build: impl for<'id> FnOnce(&mut ConditionalBody<'a, 'id>) -> Result<(), E>,
     ) -> Result<GraphNode, E> {
         self.add_conditional("CudaGraph::add_if_with", IF, cond, deps, build)
     }
@@ -563,7 +563,7 @@ impl<'a> CudaGraph<'a> {
         &mut self,
         cond: &Condition,
         deps: &[GraphNode],
-        build: impl FnOnce(&mut ConditionalBody<'a>) -> Result<(), E>,
+        build: impl for<'id> FnOnce(&mut ConditionalBody<'a, 'id>) -> Result<(), E>,
     ) -> Result<GraphNode, E> {
         self.add_conditional("CudaGraph::add_while_with", WHILE, cond, deps, build)
     }
@@ -589,7 +589,7 @@ impl<'a> CudaGraph<'a> {
         kind: CUgraphConditionalNodeType,
         cond: &Condition,
         deps: &[GraphNode],
-        build: impl FnOnce(&mut ConditionalBody<'a>) -> Result<(), E>,
+        build: impl for<'id> FnOnce(&mut ConditionalBody<'a, 'id>) -> Result<(), E>,
     ) -> Result<GraphNode, E> {
         require_conditional_nodes()?;
         if cond.graph != self.shared.id {
@@ -644,13 +644,17 @@ impl<'a> CudaGraph<'a> {
         } else {
             // The driver made `body_graph` for the node, which owns it (and
             // destroys it with the node); the handle given to `build` never
-            // destroys it and cannot outlive this call (`ConditionalBody`
-            // has no constructor of its own, so `build` cannot swap it out).
+            // destroys it and cannot outlive this call: `ConditionalBody` has
+            // no constructor of its own, and its brand `'id`, universal in
+            // `build`'s bound, gives it a type no other body has (so `build`
+            // cannot swap it with another graph's) and no outer variable
+            // can name (so `build` cannot store it).
             let mut body = ConditionalBody {
                 graph: CudaGraph {
                     shared: Shared::borrowed(body_graph, self.shared.ctx.clone()),
                     uses: Vec::new(),
                 },
+                _brand: PhantomData,
             };
             build(&mut body).map(|()| body.graph.uses)
         };
@@ -705,11 +709,35 @@ impl<'a> CudaGraph<'a> {
 /// a nested conditional node's condition is made by [`ConditionalBody::condition`]
 /// and set by a kernel inside this body (before the nested node), and a
 /// nested while's body sets it again at its end.
-pub struct ConditionalBody<'a> {
+///
+/// # The brand `'id`
+///
+/// `'a` is the borrow of the buffers, as for [`CudaGraph<'a>`]. `'id` names
+/// one build closure: each `*_with` call hands its closure a body of a fresh
+/// `'id` that the closure must accept for every lifetime
+/// (`for<'id> FnOnce(&mut ConditionalBody<'a, 'id>)`), and the body is
+/// invariant in `'id`. So no two bodies share a type, not even bodies of two
+/// graphs built in closures nested one in the other, and no type outside the
+/// closure can hold one. Without it, `&mut ConditionalBody<'a>` of one
+/// graph's closure could be swapped (`std::mem::swap`) with that of another
+/// graph's closure: after the other graph was dropped, the handle left in the
+/// first closure named a destroyed body graph, and the driver accepted nodes
+/// added to it. The brand settles which handle is which at compile time
+/// (`tests/ui/conditional_body_stays_in_its_graph.rs`); nodes and
+/// conditions, which are `Copy` values without it, are still checked at run
+/// time to belong to the graph or body they are given to.
+///
+/// Closures need no annotation: `|body| { .. }` passed to a `*_with` call
+/// gets the brand from the call. A function that takes a body names both
+/// lifetimes, for example `fn fill(body: &mut ConditionalBody<'_, '_>)`.
+pub struct ConditionalBody<'a, 'id> {
     graph: CudaGraph<'a>,
+    /// The brand: invariant, so `'id` neither grows nor shrinks to match
+    /// another closure's.
+    _brand: PhantomData<fn(&'id ()) -> &'id ()>,
 }
 
-impl fmt::Debug for ConditionalBody<'_> {
+impl fmt::Debug for ConditionalBody<'_, '_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ConditionalBody")
             .field("id", &self.graph.shared.id)
@@ -719,7 +747,7 @@ impl fmt::Debug for ConditionalBody<'_> {
     }
 }
 
-impl<'a> ConditionalBody<'a> {
+impl<'a> ConditionalBody<'a, '_> {
     /// The context its kernels run in (the conditional node's).
     pub fn context(&self) -> &Context {
         &self.graph.shared.ctx
@@ -791,7 +819,7 @@ impl<'a> ConditionalBody<'a> {
         &mut self,
         cond: &Condition,
         deps: &[GraphNode],
-        build: impl FnOnce(&mut ConditionalBody<'a>) -> Result<(), E>,
+        build: impl for<'id> FnOnce(&mut ConditionalBody<'a, 'id>) -> Result<(), E>,
     ) -> Result<GraphNode, E> {
         self.graph
             .add_conditional("ConditionalBody::add_if_with", IF, cond, deps, build)
@@ -806,7 +834,7 @@ impl<'a> ConditionalBody<'a> {
         &mut self,
         cond: &Condition,
         deps: &[GraphNode],
-        build: impl FnOnce(&mut ConditionalBody<'a>) -> Result<(), E>,
+        build: impl for<'id> FnOnce(&mut ConditionalBody<'a, 'id>) -> Result<(), E>,
     ) -> Result<GraphNode, E> {
         self.graph
             .add_conditional("ConditionalBody::add_while_with", WHILE, cond, deps, build)

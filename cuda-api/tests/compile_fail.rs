@@ -7,7 +7,10 @@
 //! argument traits' methods cannot be named outside cuda-api
 //! (`tests/ui/argument_traits_key_is_private.rs`). A conditional node's body
 //! handle cannot leave the call that builds it, nor be swapped with a nested
-//! one (`tests/ui/conditional_body_stays_in_its_call.rs`).
+//! one (`tests/ui/conditional_body_stays_in_its_call.rs`), nor with the body
+//! of another graph built in a nested closure, directly or through an outer
+//! variable (`tests/ui/conditional_body_stays_in_its_graph.rs`: each build
+//! closure has its own brand lifetime).
 
 #[test]
 fn typed_launches_refuse_wrong_arguments_at_compile_time() {

@@ -1,11 +1,12 @@
 //! cuda-api's safe CUDA graphs on a real GPU: capture, instantiate, launch
 //! and upload; kernel nodes listed; in-place kernel updates checked like a
 //! launch; child graphs; conditional if and while nodes, nested ones built
-//! in place. Kernels from `tests/kernels/graph.cu` (`cargo xtask gpu-bundle`).
+//! in place, and bodies of two graphs built in nested closures. Kernels from `tests/kernels/graph.cu` (`cargo xtask gpu-bundle`).
 
 use cuda_api::{
-    CaptureMode, Context, CudaDevice, CudaError, CudaGraph, DeviceBuffer, DevicePtr, Event, Extent,
-    LaunchConfig, Library, Module, Stream, TypedKernel,
+    CaptureMode, ConditionalBody, Context, CudaDevice, CudaError, CudaGraph, CudaResult,
+    DeviceBuffer, DevicePtr, Event, Extent, GraphNode, LaunchConfig, Library, Module, Stream,
+    TypedKernel,
 };
 
 type AddStep = (DevicePtr<i32>, i32, u32);
@@ -501,5 +502,93 @@ fn conditional_bodies_built_in_place_hold_nested_if_nodes() {
         skipped.to_vec().unwrap(),
         vec![0; N as usize],
         "the nested if on a flag of 0 never ran"
+    );
+}
+
+/// Adds `child` to a conditional body: a function that takes a body names
+/// its brand lifetime (here elided) besides the buffers' `'a`.
+fn add_to_body<'a>(
+    body: &mut ConditionalBody<'a, '_>,
+    child: &CudaGraph<'a>,
+    deps: &[GraphNode],
+) -> CudaResult<GraphNode> {
+    body.add_child_graph(child, deps)
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bodies_of_two_graphs_built_in_nested_closures_stay_in_their_graphs() {
+    let (ctx, stream, module) = setup();
+    let k = add_step(&module);
+    let mut first = DeviceBuffer::<i32>::zeroed(&ctx, N as usize).unwrap();
+    let mut second = DeviceBuffer::<i32>::zeroed(&ctx, N as usize).unwrap();
+    {
+        let mut add1_args = k.as_dyn().args();
+        add1_args
+            .push(&mut first)
+            .unwrap()
+            .push(1i32)
+            .unwrap()
+            .push(N)
+            .unwrap();
+        let add1 = stream
+            .capture(CaptureMode::ThreadLocal, |c| {
+                c.launch(k.as_dyn(), cfg(N), &add1_args).map(|_| ())
+            })
+            .unwrap();
+        let mut add10_args = k.as_dyn().args();
+        add10_args
+            .push(&mut second)
+            .unwrap()
+            .push(10i32)
+            .unwrap()
+            .push(N)
+            .unwrap();
+        let add10 = stream
+            .capture(CaptureMode::ThreadLocal, |c| {
+                c.launch(k.as_dyn(), cfg(N), &add10_args).map(|_| ())
+            })
+            .unwrap();
+        let mut g1 = CudaGraph::new(&ctx).unwrap();
+        let c1 = g1.condition(Some(1)).unwrap();
+        // g1's body is filled before and after a second graph, made, filled
+        // in place, run and dropped inside g1's build closure: each body
+        // gets the nodes of its own closure, and g1's body stays usable once
+        // g2 (with its body) is gone.
+        g1.add_if_with(&c1, &[], |b1| -> CudaResult<()> {
+            let before = add_to_body(b1, &add1, &[])?;
+            let mut g2 = CudaGraph::new(&ctx)?;
+            let c2 = g2.condition(Some(1))?;
+            g2.add_if_with(&c2, &[], |b2| -> CudaResult<()> {
+                // Conditions are `Copy` values without a brand: one of the
+                // other graph is refused at run time.
+                let e = b2.add_if(&c1, &add10, &[]).unwrap_err();
+                assert!(matches!(e, CudaError::InvalidArgument { .. }), "{e}");
+                add_to_body(b2, &add10, &[])?;
+                Ok(())
+            })?;
+            let exec2 = g2.instantiate()?;
+            exec2.launch(&stream)?;
+            stream.synchronize()?;
+            drop(exec2);
+            drop(g2);
+            add_to_body(b1, &add1, &[before])?;
+            Ok(())
+        })
+        .unwrap();
+        let exec1 = g1.instantiate().unwrap();
+        exec1.launch(&stream).unwrap();
+        exec1.launch(&stream).unwrap();
+        stream.synchronize().unwrap();
+    }
+    assert_eq!(
+        first.to_vec().unwrap(),
+        vec![4; N as usize],
+        "g1's body held both of its adds of 1 and ran on each of 2 launches"
+    );
+    assert_eq!(
+        second.to_vec().unwrap(),
+        vec![10; N as usize],
+        "g2's body held its add of 10 and ran on g2's one launch, never in g1"
     );
 }

@@ -452,13 +452,13 @@ trait Target {
         &mut self,
         cond: &Condition,
         deps: &[GraphNode],
-        build: impl FnOnce(&mut ConditionalBody<'static>) -> Result<()>,
+        build: impl for<'id> FnOnce(&mut ConditionalBody<'static, 'id>) -> Result<()>,
     ) -> Result<GraphNode>;
     fn add_while_in(
         &mut self,
         cond: &Condition,
         deps: &[GraphNode],
-        build: impl FnOnce(&mut ConditionalBody<'static>) -> Result<()>,
+        build: impl for<'id> FnOnce(&mut ConditionalBody<'static, 'id>) -> Result<()>,
     ) -> Result<GraphNode>;
 }
 
@@ -473,7 +473,7 @@ impl Target for CudaGraph<'static> {
         &mut self,
         cond: &Condition,
         deps: &[GraphNode],
-        build: impl FnOnce(&mut ConditionalBody<'static>) -> Result<()>,
+        build: impl for<'id> FnOnce(&mut ConditionalBody<'static, 'id>) -> Result<()>,
     ) -> Result<GraphNode> {
         self.add_if_with(cond, deps, build)
     }
@@ -481,13 +481,13 @@ impl Target for CudaGraph<'static> {
         &mut self,
         cond: &Condition,
         deps: &[GraphNode],
-        build: impl FnOnce(&mut ConditionalBody<'static>) -> Result<()>,
+        build: impl for<'id> FnOnce(&mut ConditionalBody<'static, 'id>) -> Result<()>,
     ) -> Result<GraphNode> {
         self.add_while_with(cond, deps, build)
     }
 }
 
-impl Target for ConditionalBody<'static> {
+impl Target for ConditionalBody<'static, '_> {
     fn add_child(&mut self, g: &CudaGraph<'static>, deps: &[GraphNode]) -> CudaResult<GraphNode> {
         self.add_child_graph(g, deps)
     }
@@ -498,7 +498,7 @@ impl Target for ConditionalBody<'static> {
         &mut self,
         cond: &Condition,
         deps: &[GraphNode],
-        build: impl FnOnce(&mut ConditionalBody<'static>) -> Result<()>,
+        build: impl for<'id> FnOnce(&mut ConditionalBody<'static, 'id>) -> Result<()>,
     ) -> Result<GraphNode> {
         self.add_if_with(cond, deps, build)
     }
@@ -506,7 +506,7 @@ impl Target for ConditionalBody<'static> {
         &mut self,
         cond: &Condition,
         deps: &[GraphNode],
-        build: impl FnOnce(&mut ConditionalBody<'static>) -> Result<()>,
+        build: impl for<'id> FnOnce(&mut ConditionalBody<'static, 'id>) -> Result<()>,
     ) -> Result<GraphNode> {
         self.add_while_with(cond, deps, build)
     }

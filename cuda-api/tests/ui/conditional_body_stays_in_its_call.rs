@@ -4,7 +4,7 @@
 // the enclosing body is borrowed while a nested one is built).
 use cuda_api::{ConditionalBody, CudaGraph, CudaResult};
 
-fn escape<'g>(g: &mut CudaGraph<'static>) -> CudaResult<&'g mut ConditionalBody<'static>> {
+fn escape<'g>(g: &mut CudaGraph<'static>) -> CudaResult<&'g mut ConditionalBody<'static, 'g>> {
     let cond = g.condition(None)?;
     let mut out = None;
     g.add_while_with(&cond, &[], |body| -> CudaResult<()> {
