@@ -187,6 +187,9 @@ pub use error::{
 };
 pub use launch::DimError;
 
+// A launch's domain and the grid it becomes (pure arithmetic, no GPU).
+pub use launch::{Bounds, Dim, MaxBlocks, Plan};
+
 // Warp's kernel ABI: dtypes, values, structs and the layouts a kernel receives.
 pub use abi::{
     ARRAY_FLAG_RETAIN_GRAD, ARRAY_MAX_DIMS, ArrayT, DTYPES, DType, Element, INLINE_VALUE_BYTES,
@@ -219,9 +222,7 @@ pub use source::WarpFeature;
 // Launching: arguments, the builder, the reusable launch, CUDA graphs.
 pub use conditional::{GraphStep, run_if, run_steps, run_while};
 pub use graph::{Graph, GraphCapture};
-pub use launch::{
-    Arg, Dim, IntoArg, IntoArgs, Launch, LaunchBuilder, MaxBlocks, StructRef, StructValue, TypedArg,
-};
+pub use launch::{Arg, IntoArg, IntoArgs, Launch, LaunchBuilder, StructRef, StructValue, TypedArg};
 
 // The CPU device: kernels implemented in Rust, or a module's compiled CPU code.
 pub use launch::{

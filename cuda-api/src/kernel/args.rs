@@ -59,6 +59,9 @@ impl<'a> BufferUse<'a> {
     }
 }
 
+// Sealed on purpose: the traits' methods name these types, but no one
+// outside cuda-api may name (or make) them.
+#[allow(unnameable_types)]
 pub(crate) mod sealed {
     /// The key to the argument traits' methods: only cuda-api can make one,
     /// so no one else can implement the traits or call their methods (which

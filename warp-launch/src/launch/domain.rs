@@ -505,6 +505,165 @@ pub fn plan_with(
     })
 }
 
+/// How many blocks a grid-stride launch may use (Warp's `max_blocks`),
+/// given to [`LaunchBuilder::max_blocks`](crate::LaunchBuilder::max_blocks) as a `MaxBlocks` or as Warp's
+/// integer (0 or less is unlimited, a positive value a cap).
+///
+/// A cap is kept exactly as given, whatever its size: a launch refuses a
+/// cap above CUDA's `gridDim.x` limit (2^31 - 1, which Warp passes as a C
+/// `int`) with [`crate::launch::domain::DimError::MaxBlocksTooLarge`] naming the
+/// value given, and a cap on a lean kernel with
+/// [`crate::launch::domain::DimError::LeanMaxBlocks`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum MaxBlocks {
+    /// As many as the domain needs (Warp's `max_blocks=0`), up to CUDA's
+    /// `gridDim.x` limit.
+    #[default]
+    Unlimited,
+    /// At most this many (Warp's `max_blocks=N`); grid-stride loops cover
+    /// the rest.
+    Cap(NonZeroU64),
+    /// The resident grid: blocks per SM at this block size times SMs, from
+    /// the occupancy query (cached per kernel and context). Only for
+    /// grid-stride kernels.
+    Resident,
+}
+
+impl MaxBlocks {
+    /// Warp's integer: 0 or less is [`MaxBlocks::Unlimited`], a positive
+    /// value is a cap of exactly that many blocks.
+    pub fn from_warp(n: i64) -> MaxBlocks {
+        match u64::try_from(n).ok().and_then(NonZeroU64::new) {
+            Some(n) => MaxBlocks::Cap(n),
+            None => MaxBlocks::Unlimited,
+        }
+    }
+
+    /// The cap a planner uses: `None` for no cap; the resident grid must
+    /// have been worked out by then (`resident`).
+    pub(super) fn cap<E>(
+        self,
+        resident: impl FnOnce() -> Result<NonZeroU64, E>,
+    ) -> Result<Option<NonZeroU64>, E> {
+        Ok(match self {
+            MaxBlocks::Unlimited => None,
+            MaxBlocks::Cap(n) => Some(n),
+            MaxBlocks::Resident => Some(resident()?),
+        })
+    }
+}
+
+impl From<i64> for MaxBlocks {
+    /// Warp's integer, as [`MaxBlocks::from_warp`].
+    fn from(n: i64) -> MaxBlocks {
+        MaxBlocks::from_warp(n)
+    }
+}
+
+impl From<i32> for MaxBlocks {
+    /// Warp's integer, as [`MaxBlocks::from_warp`].
+    fn from(n: i32) -> MaxBlocks {
+        MaxBlocks::from_warp(i64::from(n))
+    }
+}
+
+impl From<u64> for MaxBlocks {
+    /// 0 is unlimited, any other value a cap of exactly that many blocks.
+    fn from(n: u64) -> MaxBlocks {
+        NonZeroU64::new(n).map_or(MaxBlocks::Unlimited, MaxBlocks::Cap)
+    }
+}
+
+impl From<u32> for MaxBlocks {
+    /// 0 is unlimited, any other value a cap of exactly that many blocks.
+    fn from(n: u32) -> MaxBlocks {
+        MaxBlocks::from(u64::from(n))
+    }
+}
+
+/// A launch domain: an integer or a list of extents (checked when the
+/// launch is built: at most 4, none negative). Up to 4 extents are held
+/// without allocating.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dim {
+    inline: [i64; 4],
+    len: usize,
+    more: Vec<i64>,
+}
+
+impl Dim {
+    /// The extents.
+    pub fn as_slice(&self) -> &[i64] {
+        if self.len <= 4 {
+            &self.inline[..self.len]
+        } else {
+            &self.more
+        }
+    }
+}
+
+impl From<&[i64]> for Dim {
+    fn from(e: &[i64]) -> Dim {
+        let mut inline = [0i64; 4];
+        let more = if e.len() <= 4 {
+            inline[..e.len()].copy_from_slice(e);
+            Vec::new()
+        } else {
+            e.to_vec()
+        };
+        Dim {
+            inline,
+            len: e.len(),
+            more,
+        }
+    }
+}
+
+macro_rules! dim_from_int {
+    ($($t:ty),*) => { $(
+        impl From<$t> for Dim {
+            fn from(n: $t) -> Dim { Dim::from(&[n as i64][..]) }
+        }
+        impl<const N: usize> From<[$t; N]> for Dim {
+            fn from(a: [$t; N]) -> Dim { a.as_slice().into() }
+        }
+        impl From<&[$t]> for Dim {
+            fn from(a: &[$t]) -> Dim {
+                if a.len() <= 4 {
+                    let mut e = [0i64; 4];
+                    for (d, &x) in e.iter_mut().zip(a) {
+                        *d = x as i64;
+                    }
+                    Dim::from(&e[..a.len()])
+                } else {
+                    Dim::from(&a.iter().map(|&x| x as i64).collect::<Vec<_>>()[..])
+                }
+            }
+        }
+        impl From<Vec<$t>> for Dim {
+            fn from(a: Vec<$t>) -> Dim { a.as_slice().into() }
+        }
+    )* };
+}
+dim_from_int!(i32, u32, usize);
+
+impl From<i64> for Dim {
+    fn from(n: i64) -> Dim {
+        Dim::from(&[n][..])
+    }
+}
+impl<const N: usize> From<[i64; N]> for Dim {
+    fn from(a: [i64; N]) -> Dim {
+        Dim::from(&a[..])
+    }
+}
+impl From<Vec<i64>> for Dim {
+    fn from(a: Vec<i64>) -> Dim {
+        Dim::from(&a[..])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,7 +8,8 @@ use std::sync::{Arc, OnceLock};
 
 use cuda_api::{ArgBlock, DynKernel, Library, Param, ParamType};
 
-use super::builder::{Dim, LaunchBuilder};
+use super::builder::LaunchBuilder;
+use super::domain::Dim;
 use super::memo::TypedBlock;
 use super::spare::Spare;
 use crate::abi::Element;

@@ -15,7 +15,7 @@ use crate::launch::bind::{self, Arg, IntoArg, IntoArgs, Site};
 use crate::launch::domain::{self, Plan};
 use crate::signature::{AccessTarget, AxisIndex, Pass};
 
-use super::builder::{Dim, MaxBlocks};
+use super::domain::{Dim, MaxBlocks};
 use super::kernel::{Kernel, Rules};
 use super::prepare;
 

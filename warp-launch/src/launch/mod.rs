@@ -19,9 +19,9 @@ mod spare;
 mod typed;
 
 pub use bind::{Arg, IntoArg, IntoArgs, StructRef, StructValue};
-pub use builder::{Dim, LaunchBuilder, MaxBlocks};
+pub use builder::LaunchBuilder;
 pub use cpu::{CpuArgs, CpuArray, CpuFn, CpuIndex, Thread, cpu_fn};
-pub use domain::DimError;
+pub use domain::{Bounds, Dim, DimError, MaxBlocks, Plan};
 pub use kernel::{Kernel, KernelSpec};
 pub use launch::Launch;
 pub use native::{cpu_threads, set_cpu_threads};

@@ -21,8 +21,8 @@
 use cuda_api::{DynKernel, LaunchConfig, Stream};
 
 use super::bind::{self, Arg, Site, StructRef, StructValue};
-use super::builder::{Dim, MaxBlocks};
 use super::domain::{self, KernelShape, Plan};
+use super::domain::{Dim, MaxBlocks};
 use super::kernel::Kernel;
 use super::launch::{Extents, Launch, Options, check_access_rules};
 use super::memo::{Query, TypedBlock};

@@ -214,7 +214,7 @@ fn import_header(include: &Path, old: Option<&Specs>, pinned: &str) -> Result<Im
 /// Returns notes on what was skipped (a declaration outside any
 /// `\defgroup`, a second declaration of one API name), so that a header of
 /// another CUDA release is compared instead of refused at its first surprise.
-pub fn build(
+pub(crate) fn build(
     raw: &bindgen_ast::RawHeader,
     cuda_h: &str,
     facts: &header::HeaderFacts,
