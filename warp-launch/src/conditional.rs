@@ -425,14 +425,16 @@ fn set_launch(
     unsafe { b.unchecked() }.record_cmd()
 }
 
-/// Captures `launches` in order on `stream` into a graph.
+/// Captures `launches` in order on `stream` into a graph, each checked for
+/// the stream's context (the graph's).
 fn capture(stream: &Stream, launches: &[Launch]) -> Result<CudaGraph<'static>> {
     stream.capture(CaptureMode::ThreadLocal, |c| -> Result<()> {
         for l in launches {
+            let (kernel, cfg, block, cooperative) =
+                l.graph_parts(stream.context(), "Graph::build")?;
             if l.plan().size == 0 {
                 continue;
             }
-            let (kernel, cfg, block, cooperative) = l.graph_parts()?;
             if cooperative {
                 c.launch_cooperative(kernel, cfg, block)?;
             } else {
@@ -645,7 +647,9 @@ impl Graph {
     /// conditional node's body graph, with their conditions set by launches
     /// inside that body. Needs a driver with conditional graph nodes (CUDA
     /// 12.3 or later). The graph owns the launches and the condition
-    /// arrays. Its launches lie inside child graphs, so [`Graph::update`]
+    /// arrays, and belongs to `stream`'s context: every launch (the steps',
+    /// and those setting the conditions) must have been checked for it. Its
+    /// launches lie inside child graphs, so [`Graph::update`]
     /// refuses them ([`Error::GraphNodeMissing`]): build again to change
     /// one. [`run_steps`] runs the same steps on the host.
     ///
@@ -688,7 +692,9 @@ impl Graph {
     ///
     /// [`Error::DefaultStreamCapture`] for the legacy default stream,
     /// [`Error::StreamDevice`] for a launch on another device than the
-    /// stream's, [`Error::Shape`] for a condition that is not an int32 array
+    /// stream's, [`Error::StreamContext`] for a stream of another context
+    /// than the one the launches were checked for (a context of its own on
+    /// their device, not its primary context), [`Error::Shape`] for a condition that is not an int32 array
     /// of at least one element on that device (each naming the step path,
     /// `step 2 > while body step 0`), [`Error::CpuGraphNode`] for a CPU
     /// launch, [`Error::Cuda`] when the driver has no conditional nodes or

@@ -5,10 +5,11 @@
 
 use std::fmt;
 use std::num::NonZeroU64;
+use std::sync::Arc;
 
 use cuda_api::{ArgBlock, Context, LaunchConfig, Stream};
 
-use crate::array::AccessMode;
+use crate::array::{AccessMode, Array, Storage};
 use crate::device::Device;
 use crate::error::{BoundsError, Error, Result, UnprovenError};
 use crate::launch::bind::{self, Arg, IntoArg, IntoArgs, Site};
@@ -95,13 +96,30 @@ pub(super) fn stream_device_mismatch(kernel: &Kernel, s: &Stream, device: Device
 /// Refuses a stream of another context than `ctx`, the one the launch's
 /// arrays and checks belong to (a device's primary context).
 pub(super) fn check_stream_context(kernel: &Kernel, s: &Stream, ctx: &Context) -> Result<()> {
-    if s.context() == ctx {
+    check_context(
+        || format!("launch of kernel '{}'", kernel.name()),
+        s.context(),
+        ctx,
+    )
+}
+
+/// The one context check of kernel work: work checked for `expected` (the
+/// context its arrays live in) refuses to be queued in `actual`, a stream's
+/// or a graph's context. `what` names the launch or the call. Launches
+/// ([`check_stream_context`]), graph nodes ([`Launch::graph_parts`]) and
+/// graph replays ([`crate::Graph::launch`]) all check here.
+pub(crate) fn check_context(
+    what: impl FnOnce() -> String,
+    actual: &Context,
+    expected: &Context,
+) -> Result<()> {
+    if actual == expected {
         return Ok(());
     }
     Err(Error::StreamContext {
-        launch: format!("launch of kernel '{}'", kernel.name()),
-        stream: s.context().to_string(),
-        expected: ctx.to_string(),
+        launch: what(),
+        stream: actual.to_string(),
+        expected: expected.to_string(),
     })
 }
 
@@ -740,25 +758,51 @@ impl Launch {
     /// gradients), so host reads of them and their frees wait for it
     /// ([`cuda_api::Allocation::record_use`]).
     pub(crate) fn note_uses(&self, stream: &Stream) {
-        for a in self.args.iter().filter_map(Arg::as_array) {
-            for a in std::iter::once(a).chain(a.grad()) {
-                if let Some(alloc) = a.storage().allocation() {
-                    alloc.record_use_on(stream);
-                }
+        for s in self.storages() {
+            if let Some(alloc) = s.allocation() {
+                alloc.record_use_on(stream);
             }
         }
     }
 
+    /// The storages of this launch's arrays and of their gradients (what
+    /// [`Launch::note_uses`] notes; a graph collects them once).
+    pub(crate) fn storages(&self) -> impl Iterator<Item = &Arc<Storage>> {
+        self.args
+            .iter()
+            .filter_map(Arg::as_array)
+            .flat_map(|a| std::iter::once(a).chain(a.grad()))
+            .map(Array::storage)
+    }
+
     /// What a CUDA graph node running this launch needs: the kernel, the
     /// configuration, the argument block and whether it is cooperative.
+    /// Every launch enters a graph through here, so this is where it is
+    /// checked for the graph's context `graph` (the context of the stream
+    /// it is captured on, or of the executable graph it updates): a graph
+    /// runs in one context, the one its launches were checked for and its
+    /// arrays live in, which host reads and frees of them wait for. `call`
+    /// names the graph call in the error.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::CpuGraphNode`] for a CPU launch, [`Error::StreamContext`]
+    /// when `graph` is not the launch's context.
     pub(crate) fn graph_parts(
         &self,
+        graph: &Context,
+        call: &str,
     ) -> Result<(&cuda_api::DynKernel, LaunchConfig, &ArgBlock<'static>, bool)> {
-        let Some(block) = &self.block else {
+        let (Some(block), Some(ctx)) = (&self.block, &self.ctx) else {
             return Err(Error::CpuGraphNode {
                 kernel: self.kernel.name().to_string(),
             });
         };
+        check_context(
+            || format!("{call}: launch of kernel '{}'", self.kernel.name()),
+            graph,
+            ctx,
+        )?;
         let k = self.kernel.cuda(self.opts.pass)?;
         Ok((k, self.cfg, block, self.opts.cooperative))
     }

@@ -23,5 +23,6 @@ pub use cpu::{CpuArgs, CpuArray, CpuFn, CpuIndex, Thread, cpu_fn};
 pub use domain::DimError;
 pub use kernel::{Kernel, KernelSpec};
 pub use launch::Launch;
+pub(crate) use launch::check_context;
 pub use native::{cpu_threads, set_cpu_threads};
 pub use typed::TypedArg;
