@@ -694,11 +694,12 @@ impl Graph {
     /// [`Error::StreamDevice`] for a launch on another device than the
     /// stream's, [`Error::StreamContext`] for a stream of another context
     /// than the one the launches were checked for (a context of its own on
-    /// their device, not its primary context), [`Error::Shape`] for a condition that is not an int32 array
-    /// of at least one element on that device (each naming the step path,
-    /// `step 2 > while body step 0`), [`Error::CpuGraphNode`] for a CPU
-    /// launch, [`Error::Cuda`] when the driver has no conditional nodes or
-    /// refuses the capture, a node or the instantiation.
+    /// their device, not its primary context), [`Error::Shape`] for a
+    /// condition that is not an int32 array of at least one element on that
+    /// device (each naming the step path, `step 2 > while body step 0`),
+    /// [`Error::CpuGraphNode`] for a CPU launch, [`Error::Cuda`] when the
+    /// driver has no conditional nodes or refuses the capture, a node or the
+    /// instantiation.
     pub fn build(stream: &Stream, steps: Vec<GraphStep>) -> Result<Graph> {
         const CALL: &str = "Graph::build";
         let device = Device::from(stream.context().device());

@@ -26,6 +26,7 @@
 //! node updated), and the frees of the arrays wait for the replay.
 
 use std::cell::RefCell;
+use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
 
@@ -162,14 +163,13 @@ impl Graph {
 
     /// Lists every CUDA allocation the launches and `held` use, once each.
     fn collect_uses(&mut self) {
-        let mut uses: Vec<Arc<Storage>> = Vec::new();
+        let mut seen = HashSet::new();
         let all = self.launches.iter().flat_map(Launch::storages);
-        for s in all.chain(&self.held) {
-            if s.allocation().is_some() && !uses.iter().any(|u| Arc::ptr_eq(u, s)) {
-                uses.push(s.clone());
-            }
-        }
-        self.uses = uses;
+        self.uses = all
+            .chain(&self.held)
+            .filter(|s| s.allocation().is_some() && seen.insert(Arc::as_ptr(s)))
+            .cloned()
+            .collect();
     }
 
     /// A graph from its parts (the conditional graphs of
