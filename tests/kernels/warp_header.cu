@@ -52,3 +52,15 @@ extern "C" __global__ void wl_grid_sum(wl::launch_bounds_t<1> dim, wl::array_t<w
         wl::index(out, 0) = total;
     }
 }
+
+// Waits about `cycles` clock cycles, then writes out[i] = i + 1 (grid-stride):
+// a launch still running when the host moves on (ordering tests).
+extern "C" __global__ void wl_spin_fill(wl::launch_bounds_t<1> dim, wl::array_t<wl::int32> out, wl::int64 cycles) {
+    long long start = clock64();
+    while (clock64() - start < cycles) {
+    }
+    WL_GRID_STRIDE_LOOP(idx, dim) {
+        wl::coord_t c = wl::coord(idx, dim);
+        wl::index(out, c.i) = c.i + 1;
+    }
+}

@@ -217,7 +217,7 @@ pub fn with_cpu(kernel: &Kernel, imp: &(CpuFn, CpuFn)) -> Kernel {
 
 /// The CUDA C kernels of `tests/kernels/warp_header.cu` (written against
 /// `warp_launch.h`), declared: `wl_scale2d`, `wl_fill4d`, `wl_lean_add`
-/// (lean) and `wl_grid_sum` (cooperative).
+/// (lean), `wl_grid_sum` (cooperative) and `wl_spin_fill` (slow).
 pub struct HeaderKernels {
     /// `a[i, j] *= s`.
     pub scale2d: Kernel,
@@ -227,6 +227,8 @@ pub struct HeaderKernels {
     pub lean_add: Kernel,
     /// `out[0] = sum(x)` with a grid sync; `partial` has one element per block.
     pub grid_sum: Kernel,
+    /// `out[i] = i + 1` after waiting about `cycles` clock cycles.
+    pub spin_fill: Kernel,
 }
 
 /// Loads `warp_header.cubin` from the kernels directory and declares its
@@ -239,7 +241,7 @@ pub fn header_kernels() -> warp_launch::Result<HeaderKernels> {
     // and their access rules are the kernels' indexing there: scale2d
     // a[c.i, c.j], fill4d out[c.i, c.j, c.k, c.l], lean_add v[c.i] (after
     // `idx < dim.size`), grid_sum x[idx] (idx < size), partial[blockIdx.x]
-    // (1-D grid) and out[0].
+    // (1-D grid) and out[0], spin_fill out[c.i].
     unsafe {
         Ok(HeaderKernels {
             scale2d: KernelSpec::new("wl_scale2d", 2)
@@ -265,6 +267,11 @@ pub fn header_kernels() -> warp_launch::Result<HeaderKernels> {
                 .access("partial", &[AxisIndex::Block])
                 .access("out", &[AxisIndex::Constant(0)])
                 .load_cuda(&lib, "wl_grid_sum", None)?,
+            spin_fill: KernelSpec::new("wl_spin_fill", 1)
+                .array::<i32>("out", 1)
+                .value::<i64>("cycles")
+                .indexed_by_thread("out")
+                .load_cuda(&lib, "wl_spin_fill", None)?,
         })
     }
 }

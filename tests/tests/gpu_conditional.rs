@@ -3,10 +3,18 @@
 //! its body clears the device-side condition, an if with both outcomes, and
 //! nested steps (an if in a while body, a while in a while, a while in an if),
 //! with Warp kernels (`tests/warp/conditional.py`, compiled by Warp 1.19.0 in
-//! `cargo xtask gpu-bundle`). Every value is read back from the GPU.
+//! `cargo xtask gpu-bundle`). Every value is read back from the GPU. And a
+//! graph's context and ordering, for [`Graph::build`] and
+//! [`Graph::capture_with`] alike: a graph on a stream of another context
+//! than its launches' is refused, and host reads and frees of a graph's
+//! arrays wait for a replay (a slow CUDA C kernel, `wl_spin_fill` of
+//! `tests/kernels/warp_header.cu`).
 
+use std::time::{Duration, Instant};
+
+use cuda_api::Context;
 use sdk_tests::warp::data_dir;
-use warp_launch::{AotModule, Array, Device, Graph, GraphStep, Launch, Stream};
+use warp_launch::{AotModule, Array, Device, Error, Graph, GraphStep, Kernel, Launch, Stream};
 
 fn module() -> AotModule {
     AotModule::load(data_dir().join("conditional"))
@@ -496,4 +504,212 @@ fn a_while_nested_in_an_if_branch_runs_only_when_the_branch_is_taken() {
     );
     assert_eq!(cond.to_vec::<i32>().unwrap(), vec![0]);
     println!("while in if: 3, 0 and 2 passes as the branch condition said");
+}
+
+/// A stream of a second context on cuda:0, a context of its own (not the
+/// primary context the launches are checked for and the arrays live in).
+fn foreign_stream(gpu: Device) -> (Context, Stream) {
+    let other = Context::new(gpu.context().unwrap().device()).unwrap();
+    let stream = Stream::new(&other).unwrap();
+    (other, stream)
+}
+
+/// The two ways to make a graph of launches.
+#[derive(Debug, Clone, Copy)]
+enum Make {
+    Build,
+    CaptureWith,
+}
+
+impl Make {
+    fn graph(self, stream: &Stream, launch: Launch) -> warp_launch::Result<Graph> {
+        match self {
+            Make::Build => Graph::build(stream, vec![launch.into()]),
+            Make::CaptureWith => Graph::capture_with(stream, |g| g.launch(launch)),
+        }
+    }
+}
+
+/// Elements of the slow tests' arrays.
+const SLOW_N: usize = 1 << 20;
+
+/// About `ms` milliseconds of clock64 cycles on cuda:0 (at its top clock:
+/// at least that long).
+fn cycles(ms: i64) -> i64 {
+    let d = cuda_api::CudaDevice::get(0).unwrap();
+    let khz = d
+        .attribute(cuda_api::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)
+        .unwrap() as i64;
+    khz * ms
+}
+
+/// `wl_spin_fill` over all of `out`: every thread waits about `ms`
+/// milliseconds, then writes out[i] = i + 1.
+fn spin_fill(k: &Kernel, out: &Array, ms: i64) -> Launch {
+    k.launch(out.len())
+        .inputs((out, cycles(ms)))
+        .record_cmd()
+        .unwrap()
+}
+
+/// How many elements hold what `wl_spin_fill` writes (i + 1).
+fn written(v: &[i32]) -> usize {
+    v.iter()
+        .enumerate()
+        .filter(|&(i, &x)| x as usize == i + 1)
+        .count()
+}
+
+/// A graph runs in one context, the one its launches were checked for
+/// (where their arrays live). On 8fa438c, `Graph::build` and
+/// `Graph::capture_with` compared devices only and returned `Ok` here: the
+/// graph's replays then ran in the other context, where nothing that waits
+/// for the arrays' context (host reads, frees) waits for them.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_graph_on_a_stream_of_another_context_is_refused() {
+    let m = module();
+    let (gpu, stream) = gpu();
+    let (other, foreign) = foreign_stream(gpu);
+    let primary = gpu.context().unwrap();
+    let x = ints(gpu, &[0; 64]);
+    let cond = ints(gpu, &[0]);
+    for make in [Make::Build, Make::CaptureWith] {
+        let e = make.graph(&foreign, add(&m, &x, 1)).unwrap_err();
+        let msg = e.to_string();
+        let call = match make {
+            Make::Build => "Graph::build",
+            Make::CaptureWith => "Graph::capture_with",
+        };
+        assert!(matches!(e, Error::StreamContext { .. }), "{make:?}: {e}");
+        assert!(
+            msg.contains(call)
+                && msg.contains("'add_value'")
+                && msg.contains(&other.to_string())
+                && msg.contains(&primary.to_string()),
+            "{make:?}: {msg}"
+        );
+        println!("{make:?} on another context's stream: {msg}");
+    }
+    // A conditional step alone: the launch that sets its condition is
+    // checked for the graph's context too.
+    let e = Graph::build(&foreign, vec![GraphStep::capture_while(&cond, vec![])]).unwrap_err();
+    assert!(matches!(e, Error::StreamContext { .. }), "{e}");
+    // A graph of the device's context: replayed on its own context's
+    // stream only.
+    let graph = Graph::build(&stream, vec![add(&m, &x, 1).into()]).unwrap();
+    let e = graph.launch(&foreign).unwrap_err();
+    assert!(
+        matches!(e, Error::StreamContext { .. }) && e.to_string().contains("Graph::launch"),
+        "{e}"
+    );
+    graph.launch(&stream).unwrap();
+    stream.synchronize().unwrap();
+    assert_eq!(x.to_vec::<i32>().unwrap(), vec![1; 64], "nothing else ran");
+}
+
+/// A host read right after a replay of a slow kernel waits for it, as
+/// after a launch: each replay notes the graph's arrays as used on its
+/// stream. The graph is tried on another context's stream first, where it
+/// must be refused: on 8fa438c it was made, and a read right after its
+/// replay saw 0 of 1,048,576 elements written (the read waited for the
+/// arrays' context, not the graph's).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_host_read_right_after_a_replay_sees_every_write() {
+    let k = sdk_tests::warp::header_kernels().unwrap().spin_fill;
+    let (gpu, stream) = gpu();
+    let (_other, foreign) = foreign_stream(gpu);
+    for make in [Make::Build, Make::CaptureWith] {
+        for (place, s) in [
+            ("another context", &foreign),
+            ("the device's context", &stream),
+        ] {
+            let out = Array::zeros::<i32>(gpu, &[SLOW_N]).unwrap();
+            let graph = match make.graph(s, spin_fill(&k, &out, 50)) {
+                Ok(graph) => graph,
+                Err(e) => {
+                    assert!(
+                        std::ptr::eq(s, &foreign) && matches!(e, Error::StreamContext { .. }),
+                        "{make:?} on {place}: {e}"
+                    );
+                    continue;
+                }
+            };
+            graph.launch(s).unwrap();
+            // No synchronize.
+            let n = written(&out.to_vec::<i32>().unwrap());
+            assert_eq!(
+                n, SLOW_N,
+                "{make:?} on {place}: a read right after the replay saw {n} of {SLOW_N} written"
+            );
+            println!("{make:?} on {place}: the read right after the replay saw all {n} writes");
+        }
+    }
+}
+
+/// Dropping a graph and its array right after a replay of a slow kernel
+/// waits for the replay (the array's free waits, as after a launch; the
+/// executable graph the driver frees when the replay ends), so new arrays
+/// are not written by it. On 8fa438c the graph on another context's stream
+/// was made; dropping it and its array took 0.3 ms while the kernel still
+/// ran, and all 1,048,576 late writes landed in newly allocated arrays.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn dropping_a_graph_and_its_array_during_a_replay_waits_for_it() {
+    let k = sdk_tests::warp::header_kernels().unwrap().spin_fill;
+    let (gpu, stream) = gpu();
+    let (_other, foreign) = foreign_stream(gpu);
+    for make in [Make::Build, Make::CaptureWith] {
+        for (place, s) in [
+            ("another context", &foreign),
+            ("the device's context", &stream),
+        ] {
+            let out = Array::zeros::<i32>(gpu, &[SLOW_N]).unwrap();
+            let graph = match make.graph(s, spin_fill(&k, &out, 50)) {
+                Ok(graph) => graph,
+                Err(e) => {
+                    assert!(
+                        std::ptr::eq(s, &foreign) && matches!(e, Error::StreamContext { .. }),
+                        "{make:?} on {place}: {e}"
+                    );
+                    continue;
+                }
+            };
+            let t = Instant::now();
+            graph.launch(s).unwrap();
+            drop(graph);
+            drop(out);
+            // From the replay's start (a tool that serialises launches may
+            // hold the launch call itself until the replay ends).
+            let waited = t.elapsed();
+            // Likely in the memory just freed.
+            let fresh: Vec<Array> = (0..8)
+                .map(|_| Array::zeros::<i32>(gpu, &[SLOW_N]).unwrap())
+                .collect();
+            s.synchronize().unwrap();
+            let late: usize = fresh
+                .iter()
+                .map(|a| {
+                    a.to_vec::<i32>()
+                        .unwrap()
+                        .iter()
+                        .filter(|&&v| v != 0)
+                        .count()
+                })
+                .sum();
+            assert_eq!(
+                late, 0,
+                "{make:?} on {place}: {late} late writes of the replay landed in new arrays (the drop took {waited:?})"
+            );
+            // Every thread spins 50 ms at least before it writes: the
+            // replay had ended when the drop returned (the array's free
+            // waited for it).
+            assert!(
+                waited >= Duration::from_millis(25),
+                "{make:?} on {place}: the replay and the drop took {waited:?}, less than the replay runs"
+            );
+            println!("{make:?} on {place}: the replay and the drop took {waited:?}; no late write");
+        }
+    }
 }

@@ -22,6 +22,7 @@ use crate::array::Array;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
+use crate::launch::prepare;
 use crate::launch::{Kernel, KernelSpec, Launch};
 
 /// `conditional/set_condition.cu` compiled by nvcc 13.0 (see its header).
@@ -425,19 +426,12 @@ fn set_launch(
     unsafe { b.unchecked() }.record_cmd()
 }
 
-/// Captures `launches` in order on `stream` into a graph.
+/// Captures `launches` in order on `stream` into a graph, each checked for
+/// the stream's context (the graph's).
 fn capture(stream: &Stream, launches: &[Launch]) -> Result<CudaGraph<'static>> {
     stream.capture(CaptureMode::ThreadLocal, |c| -> Result<()> {
         for l in launches {
-            if l.plan().size == 0 {
-                continue;
-            }
-            let (kernel, cfg, block, cooperative) = l.graph_parts()?;
-            if cooperative {
-                c.launch_cooperative(kernel, cfg, block)?;
-            } else {
-                c.launch(kernel, cfg, block)?;
-            }
+            prepare::capture_node(c, l, "Graph::build")?;
         }
         Ok(())
     })
@@ -645,7 +639,9 @@ impl Graph {
     /// conditional node's body graph, with their conditions set by launches
     /// inside that body. Needs a driver with conditional graph nodes (CUDA
     /// 12.3 or later). The graph owns the launches and the condition
-    /// arrays. Its launches lie inside child graphs, so [`Graph::update`]
+    /// arrays, and belongs to `stream`'s context: every launch (the steps',
+    /// and those setting the conditions) must have been checked for it. Its
+    /// launches lie inside child graphs, so [`Graph::update`]
     /// refuses them ([`Error::GraphNodeMissing`]): build again to change
     /// one. [`run_steps`] runs the same steps on the host.
     ///
@@ -688,11 +684,14 @@ impl Graph {
     ///
     /// [`Error::DefaultStreamCapture`] for the legacy default stream,
     /// [`Error::StreamDevice`] for a launch on another device than the
-    /// stream's, [`Error::Shape`] for a condition that is not an int32 array
-    /// of at least one element on that device (each naming the step path,
-    /// `step 2 > while body step 0`), [`Error::CpuGraphNode`] for a CPU
-    /// launch, [`Error::Cuda`] when the driver has no conditional nodes or
-    /// refuses the capture, a node or the instantiation.
+    /// stream's, [`Error::StreamContext`] for a stream of another context
+    /// than the one the launches were checked for (a context of its own on
+    /// their device, not its primary context), [`Error::Shape`] for a
+    /// condition that is not an int32 array of at least one element on that
+    /// device (each naming the step path, `step 2 > while body step 0`),
+    /// [`Error::CpuGraphNode`] for a CPU launch, [`Error::Cuda`] when the
+    /// driver has no conditional nodes or refuses the capture, a node or the
+    /// instantiation.
     pub fn build(stream: &Stream, steps: Vec<GraphStep>) -> Result<Graph> {
         const CALL: &str = "Graph::build";
         let device = Device::from(stream.context().device());

@@ -9,11 +9,24 @@
 //! It refuses other changes, and [`Graph::update`] then says so and leaves
 //! the graph as it was (re-capture to change the function).
 //!
+//! A graph belongs to one context, its stream's: every launch that enters
+//! it is checked for that context ([`Launch`]s are checked for their
+//! device's primary context, where their arrays live), and so is every
+//! stream it is replayed on. Each replay notes every array the graph uses
+//! as used on its stream (the list is collected once, when the graph is
+//! made), so host reads of them and their frees wait for the replay, as
+//! they do after a launch.
+//!
 //! The launches' argument blocks hold the device addresses of their arrays;
 //! the graph keeps the launches (and so the arrays) alive for as long as its
-//! executable graph, which it releases first.
+//! executable graph, which it releases first. Dropping the graph while a
+//! replay runs is safe: the driver lets a running replay of an executable
+//! graph finish before it frees it (`cuGraphExecDestroy`), the kernel nodes
+//! hold copies of the argument bytes (made when a launch is captured or a
+//! node updated), and the frees of the arrays wait for the replay.
 
 use std::cell::RefCell;
+use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
 
@@ -23,7 +36,7 @@ use crate::abi::Value;
 use crate::array::{Array, Queue, Storage};
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::launch::Launch;
+use crate::launch::{Launch, check_context, prepare};
 
 /// An instantiated CUDA graph of launches, which it owns (their arrays stay
 /// alive as long as the graph).
@@ -36,6 +49,9 @@ pub struct Graph {
     launches: Vec<Launch>,
     /// The memory of captured fills and copies ([`GraphCapture`]).
     held: Vec<Arc<Storage>>,
+    /// Every CUDA allocation the graph uses (its launches' arrays and
+    /// gradients, and `held`), once each: what a replay notes as used.
+    uses: Vec<Arc<Storage>>,
 }
 
 impl fmt::Debug for Graph {
@@ -55,9 +71,10 @@ impl Graph {
     /// # Errors
     ///
     /// [`Error::CpuGraphNode`] for a launch on the CPU device, [`Error::DefaultStreamCapture`]
-    /// for the legacy default stream, [`Error::StreamContext`] / [`Error::StreamDevice`] when
-    /// `stream` is not of the launches' context, [`Error::Cuda`] when capture or instantiation
-    /// fails.
+    /// for the legacy default stream, [`Error::StreamDevice`] when `stream` is not of the
+    /// launches' device, [`Error::StreamContext`] when it is of another context than the one
+    /// they were checked for (a context of its own on that device, not its primary context),
+    /// [`Error::Cuda`] when capture or instantiation fails.
     pub fn capture(stream: &Stream, launches: Vec<Launch>) -> Result<Graph> {
         Graph::capture_with(stream, |g| {
             for l in launches {
@@ -72,8 +89,10 @@ impl Graph {
     /// order, on `stream` (a created stream of the launches' device) into a
     /// graph and instantiates it, as Warp's `wp.capture_begin` ..
     /// `wp.capture_end` around launches and `zero_` / `fill_` / `assign`.
-    /// The graph keeps every array it uses alive, and each replay notes
-    /// them as used on its stream, so host reads and frees wait for it.
+    /// The graph belongs to `stream`'s context: each launch must have been
+    /// checked for it. The graph keeps every array it uses alive, and each
+    /// replay notes them as used on its stream, so host reads and frees
+    /// wait for it.
     ///
     /// ```no_run
     /// # fn main() -> warp_launch::Result<()> {
@@ -120,13 +139,37 @@ impl Graph {
             })
         })?;
         let exec = graph.instantiate()?;
-        Ok(Graph {
+        Ok(Graph::new(exec, graph, nodes, launches, held.into_inner()))
+    }
+
+    fn new(
+        exec: CudaGraphExec<'static>,
+        graph: cuda_api::CudaGraph<'static>,
+        nodes: Vec<Option<GraphNode>>,
+        launches: Vec<Launch>,
+        held: Vec<Arc<Storage>>,
+    ) -> Graph {
+        let mut g = Graph {
             exec,
             graph,
             nodes,
             launches,
-            held: held.into_inner(),
-        })
+            held,
+            uses: Vec::new(),
+        };
+        g.collect_uses();
+        g
+    }
+
+    /// Lists every CUDA allocation the launches and `held` use, once each.
+    fn collect_uses(&mut self) {
+        let mut seen = HashSet::new();
+        let all = self.launches.iter().flat_map(Launch::storages);
+        self.uses = all
+            .chain(&self.held)
+            .filter(|s| s.allocation().is_some() && seen.insert(Arc::as_ptr(s)))
+            .cloned()
+            .collect();
     }
 
     /// A graph from its parts (the conditional graphs of
@@ -137,33 +180,25 @@ impl Graph {
         graph: cuda_api::CudaGraph<'static>,
         launches: Vec<Launch>,
     ) -> Graph {
-        Graph {
-            exec,
-            graph,
-            nodes: vec![None; launches.len()],
-            launches,
-            held: Vec::new(),
-        }
+        let nodes = vec![None; launches.len()];
+        Graph::new(exec, graph, nodes, launches, Vec::new())
     }
 
-    /// Runs the whole graph on `stream` (of the graph's context).
+    /// Runs the whole graph on `stream` (of the graph's context), noting
+    /// every array it uses as used on `stream`: host reads of them and
+    /// their frees wait for this replay, as after a launch.
     ///
     /// # Errors
     ///
     /// [`Error::StreamContext`] when `stream` is not of the graph's context, [`Error::Cuda`]
     /// when the driver refuses the launch.
     pub fn launch(&self, stream: &Stream) -> Result<()> {
-        if stream.context() != self.graph.context() {
-            return Err(Error::StreamContext {
-                launch: "Graph::launch".into(),
-                stream: stream.context().to_string(),
-                expected: self.graph.context().to_string(),
-            });
-        }
-        for l in &self.launches {
-            l.note_uses(stream);
-        }
-        for a in self.held.iter().filter_map(|s| s.allocation()) {
+        check_context(
+            || "Graph::launch".into(),
+            stream.context(),
+            self.graph.context(),
+        )?;
+        for a in self.uses.iter().filter_map(|s| s.allocation()) {
             a.record_use_on(stream);
         }
         Ok(self.exec.launch(stream)?)
@@ -212,17 +247,19 @@ impl Graph {
                 kernel: changed.kernel().name().to_string(),
             });
         }
-        let (kernel, cfg, block, _) = changed.graph_parts()?;
-        self.exec
-            .update_kernel(&node, kernel, cfg, block)
-            .map_err(|error| Error::GraphUpdate {
+        let context = self.graph.context().clone();
+        prepare::update_node(&mut self.exec, &node, &changed, &context, "Graph::update")?.map_err(
+            |error| Error::GraphUpdate {
                 index,
                 kernel: changed.kernel().name().to_string(),
                 error: Box::new(error),
-            })?;
+            },
+        )?;
         // The executable graph holds a copy of `changed`'s arguments, whose
-        // arrays `changed` keeps alive from here on.
+        // arrays `changed` keeps alive from here on (a replay still running
+        // keeps the old ones: their frees wait for it).
         self.launches[index] = changed;
+        self.collect_uses();
         Ok(())
     }
 }
@@ -275,16 +312,18 @@ impl GraphCapture<'_> {
         }
     }
 
-    /// Adds `launch` (a recorded launch of the graph's device), which the
-    /// graph keeps; launches of size 0 add no node. Its index among the
-    /// graph's launches is the one [`Graph::update`] takes.
+    /// Adds `launch` (a recorded launch of the graph's device, checked for
+    /// the graph's context), which the graph keeps; launches of size 0 add
+    /// no node. Its index among the graph's launches is the one
+    /// [`Graph::update`] takes.
     /// Example: [`GraphCapture`], [`Graph::capture_with`].
     ///
     /// # Errors
     ///
     /// [`Error::StreamDevice`] for a launch of another device,
-    /// [`Error::CpuGraphNode`] for a launch on the CPU, [`Error::Cuda`] when
-    /// the capture fails.
+    /// [`Error::StreamContext`] for a launch checked for another context
+    /// than the graph's (the stream's), [`Error::CpuGraphNode`] for a
+    /// launch on the CPU, [`Error::Cuda`] when the capture fails.
     pub fn launch(&mut self, launch: Launch) -> Result<()> {
         if launch.device() != self.device {
             return Err(Error::StreamDevice {
@@ -296,18 +335,8 @@ impl GraphCapture<'_> {
                 device: launch.device(),
             });
         }
-        if launch.plan().size == 0 {
-            self.nodes.push(None);
-            self.launches.push(launch);
-            return Ok(());
-        }
-        let (kernel, cfg, block, cooperative) = launch.graph_parts()?;
-        let node = if cooperative {
-            self.capture.launch_cooperative(kernel, cfg, block)?
-        } else {
-            self.capture.launch(kernel, cfg, block)?
-        };
-        self.nodes.push(Some(node));
+        let node = prepare::capture_node(self.capture, &launch, "Graph::capture_with")?;
+        self.nodes.push(node);
         self.launches.push(launch);
         Ok(())
     }

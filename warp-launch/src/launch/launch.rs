@@ -5,10 +5,11 @@
 
 use std::fmt;
 use std::num::NonZeroU64;
+use std::sync::Arc;
 
 use cuda_api::{ArgBlock, Context, LaunchConfig, Stream};
 
-use crate::array::AccessMode;
+use crate::array::{AccessMode, Array, Storage};
 use crate::device::Device;
 use crate::error::{BoundsError, Error, Result, UnprovenError};
 use crate::launch::bind::{self, Arg, IntoArg, IntoArgs, Site};
@@ -671,16 +672,44 @@ impl Launch {
         prepare::note_uses(self.args.iter().filter_map(Arg::as_array), stream);
     }
 
+    /// The storages of this launch's arrays and of their gradients (what
+    /// [`Launch::note_uses`] notes; a graph collects them once).
+    pub(crate) fn storages(&self) -> impl Iterator<Item = &Arc<Storage>> {
+        self.args
+            .iter()
+            .filter_map(Arg::as_array)
+            .flat_map(|a| std::iter::once(a).chain(a.grad()))
+            .map(Array::storage)
+    }
+
     /// What a CUDA graph node running this launch needs: the kernel, the
     /// configuration, the argument block and whether it is cooperative.
+    /// Every launch enters a graph through here, so this is where it is
+    /// checked for the graph's context `graph` (the context of the stream
+    /// it is captured on, or of the executable graph it updates): a graph
+    /// runs in one context, the one its launches were checked for and its
+    /// arrays live in, which host reads and frees of them wait for. `call`
+    /// names the graph call in the error.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::CpuGraphNode`] for a CPU launch, [`Error::StreamContext`]
+    /// when `graph` is not the launch's context.
     pub(crate) fn graph_parts(
         &self,
+        graph: &Context,
+        call: &str,
     ) -> Result<(&cuda_api::DynKernel, LaunchConfig, &ArgBlock<'static>, bool)> {
-        let Some(block) = &self.block else {
+        let (Some(block), Some(ctx)) = (&self.block, &self.ctx) else {
             return Err(Error::CpuGraphNode {
                 kernel: self.kernel.name().to_string(),
             });
         };
+        prepare::check_context(
+            || format!("{call}: launch of kernel '{}'", self.kernel.name()),
+            graph,
+            ctx,
+        )?;
         let k = self.kernel.cuda(self.opts.pass)?;
         Ok((k, self.cfg, block, self.opts.cooperative))
     }

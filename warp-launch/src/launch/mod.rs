@@ -25,4 +25,5 @@ pub use domain::{Bounds, Dim, DimError, MaxBlocks, Plan};
 pub use kernel::{Kernel, KernelSpec};
 pub use launch::Launch;
 pub use native::{cpu_threads, set_cpu_threads};
+pub(crate) use prepare::check_context;
 pub use typed::TypedArg;

@@ -30,13 +30,14 @@
 //! checked exactly as a named one.
 
 use cuda_api::{
-    Allocation, ArgBlock, Context, DynKernel, KernelArgs, KernelSignature, LaunchConfig, Stream,
-    TypedKernel,
+    Allocation, ArgBlock, Capture, Context, CudaGraphExec, DynKernel, GraphNode, KernelArgs,
+    KernelSignature, LaunchConfig, Stream, TypedKernel,
 };
 
 use super::bind::Arg;
 use super::domain::{Bounds, Plan};
 use super::kernel::Kernel;
+use super::launch::Launch;
 use crate::array::Array;
 use crate::device::Device;
 use crate::error::{Error, Result};
@@ -100,13 +101,30 @@ pub(super) fn check_stream_device(kernel: &Kernel, s: &Stream, device: Device) -
 /// Refuses a stream of another context than `ctx`, the one the launch's
 /// arrays and checks belong to (a device's primary context).
 pub(crate) fn check_stream_context(kernel: &Kernel, s: &Stream, ctx: &Context) -> Result<()> {
-    if s.context() == ctx {
+    check_context(
+        || format!("launch of kernel '{}'", kernel.name()),
+        s.context(),
+        ctx,
+    )
+}
+
+/// The one context check of kernel work: work checked for `expected` (the
+/// context its arrays live in) refuses to be queued in `actual`, a stream's
+/// or a graph's context. `what` names the launch or the call. Launches
+/// ([`check_stream_context`]), graph nodes (`Launch::graph_parts`) and
+/// graph replays ([`crate::Graph::launch`]) all check here.
+pub(crate) fn check_context(
+    what: impl FnOnce() -> String,
+    actual: &Context,
+    expected: &Context,
+) -> Result<()> {
+    if actual == expected {
         return Ok(());
     }
     Err(Error::StreamContext {
-        launch: format!("launch of kernel '{}'", kernel.name()),
-        stream: s.context().to_string(),
-        expected: ctx.to_string(),
+        launch: what(),
+        stream: actual.to_string(),
+        expected: expected.to_string(),
     })
 }
 
@@ -203,4 +221,41 @@ pub(crate) fn enqueue_own<S: KernelSignature>(
         a.record_use_on(stream);
     }
     Ok(k.launch(stream, cfg, args)?)
+}
+
+/// Adds the checked `launch` as a kernel node of the graph `c` captures:
+/// refused unless the launch was checked for the capture's context
+/// (`Launch::graph_parts`); `None`, adding nothing, for a launch of size 0.
+/// `call` names the graph call in errors. The one way a launch enters a
+/// graph ([`Graph::capture_with`](crate::Graph::capture_with),
+/// [`Graph::build`](crate::Graph::build) and its conditional bodies).
+pub(crate) fn capture_node(
+    c: &Capture<'static>,
+    launch: &Launch,
+    call: &str,
+) -> Result<Option<GraphNode>> {
+    let (kernel, cfg, block, cooperative) = launch.graph_parts(c.context(), call)?;
+    if launch.plan().size == 0 {
+        return Ok(None);
+    }
+    Ok(Some(if cooperative {
+        c.launch_cooperative(kernel, cfg, block)?
+    } else {
+        c.launch(kernel, cfg, block)?
+    }))
+}
+
+/// Makes `node` of `exec` run the checked `launch` from its next replay
+/// on, refused unless the launch was checked for the graph's context
+/// `graph`. On the driver's refusal the node keeps its parameters and the
+/// error is the driver's, for the caller to name.
+pub(crate) fn update_node(
+    exec: &mut CudaGraphExec<'static>,
+    node: &GraphNode,
+    launch: &Launch,
+    graph: &Context,
+    call: &str,
+) -> Result<std::result::Result<(), cuda_api::CudaError>> {
+    let (kernel, cfg, block, _) = launch.graph_parts(graph, call)?;
+    Ok(exec.update_kernel(node, kernel, cfg, block))
 }
