@@ -135,7 +135,7 @@ fn a_cuda_array_round_trips_through_dlpack_without_copying() {
     }
     drop(a);
     // The export kept the storage alive; the import shares it.
-    let b = Array::from_dlpack(t, None).unwrap();
+    let b = Array::from_dlpack(t, None, None).unwrap();
     assert_eq!((b.device(), b.data_address()), (Device::Cuda(0), address));
     scale(&b, 10.0);
     assert_eq!(
@@ -144,14 +144,14 @@ fn a_cuda_array_round_trips_through_dlpack_without_copying() {
     );
     // A strided view exports its element strides and imports back to it.
     let col = b.slice(1, 1..2).unwrap();
-    let c = Array::from_dlpack(col.to_dlpack().unwrap(), None).unwrap();
+    let c = Array::from_dlpack(col.to_dlpack().unwrap(), None, None).unwrap();
     assert_eq!((c.shape(), c.strides()), (&[2, 1][..], &[12isize, 4][..]));
     assert_eq!(c.to_vec::<f32>().unwrap(), vec![10.0, 40.0]);
     // Two live storages over one memory: a launch through the import is
     // seen by a host read through the exporter (its storage synchronises
     // once shared).
     let x = Array::from_slice("cuda:0", &seq(4), &[2, 2]).unwrap();
-    let y = Array::from_dlpack(x.to_dlpack().unwrap(), None).unwrap();
+    let y = Array::from_dlpack(x.to_dlpack().unwrap(), None, None).unwrap();
     assert_eq!(x.to_vec::<f32>().unwrap(), seq(4));
     scale(&y, 5.0);
     assert_eq!(
@@ -199,7 +199,7 @@ fn a_foreign_cuda_dlpack_tensor_imports_with_its_strides_and_is_freed_after_use(
     // SAFETY: the slice, moved into the context, holds 16 float32 at `ptr`
     // until the deleter runs; the view reaches elements 1..=15.
     let t = unsafe { init.finish() };
-    let a = Array::from_dlpack(t, None).unwrap();
+    let a = Array::from_dlpack(t, None, None).unwrap();
     assert_eq!((a.shape(), a.strides()), (&[2, 4][..], &[32isize, 8][..]));
     scale(&a, 2.0);
     assert_eq!(
@@ -239,7 +239,7 @@ fn a_foreign_cuda_dlpack_tensor_imports_with_its_strides_and_is_freed_after_use(
         .set_dtype(DLDataType::scalar(DLDataTypeCode::FLOAT, 32));
     // SAFETY: refused before anything is read (the shape escapes the slice).
     let t = unsafe { init.finish() };
-    let e = Array::from_dlpack(t, None).unwrap_err().to_string();
+    let e = Array::from_dlpack(t, None, None).unwrap_err().to_string();
     if n > i64::from(i32::MAX) {
         // The driver reports a range wider than an array can reach: the
         // shape is refused for int32 first.

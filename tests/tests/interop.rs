@@ -71,7 +71,7 @@ fn foreign(data: Vec<u8>, s: Spec) -> (versioned::Dlpack, Arc<AtomicBool>) {
 }
 
 fn refusal(t: versioned::Dlpack, dtype: Option<&'static DType>) -> String {
-    match Array::from_dlpack(t, dtype) {
+    match Array::from_dlpack(t, dtype, None) {
         Ok(a) => panic!("imported as {a:?}, expected a refusal"),
         Err(e) => e.to_string(),
     }
@@ -126,10 +126,10 @@ fn vector_and_matrix_dtypes_export_their_inner_dimensions() {
     assert_eq!(r.strides(), Some(&[12i64, 4, 2, 1][..]));
     assert_eq!(r.dtype(), DLDataType::scalar(DLDataTypeCode::FLOAT, 64));
     // Back as the matrix type: the same array; as the scalar: 4 dimensions.
-    let back = Array::from_dlpack(m.to_dlpack().unwrap(), Some(DType::MAT22D)).unwrap();
+    let back = Array::from_dlpack(m.to_dlpack().unwrap(), Some(DType::MAT22D), None).unwrap();
     assert_eq!((back.shape(), back.strides()), (m.shape(), m.strides()));
     assert_eq!(back.data_address(), m.data_address());
-    let flat = Array::from_dlpack(t, None).unwrap();
+    let flat = Array::from_dlpack(t, None, None).unwrap();
     assert_eq!(flat.shape(), &[2, 3, 2, 2]);
     assert_eq!(flat.dtype().name, "float64");
 }
@@ -140,12 +140,12 @@ fn an_export_keeps_the_storage_alive_and_an_import_shares_it() {
     let address = a.data_address();
     let t = a.to_dlpack().unwrap();
     drop(a);
-    let b = Array::from_dlpack(t, None).unwrap();
+    let b = Array::from_dlpack(t, None, None).unwrap();
     assert_eq!(b.data_address(), address, "no copy");
     assert_eq!(b.to_vec::<i32>().unwrap(), vec![1, 2, 3, 4]);
     assert!(b.owner().is_some());
     // Writes through the import land in the exported memory.
-    let c = Array::from_dlpack(b.to_dlpack().unwrap(), None).unwrap();
+    let c = Array::from_dlpack(b.to_dlpack().unwrap(), None, None).unwrap();
     c.copy_from_slice(&[9i32, 8, 7, 6]).unwrap();
     assert_eq!(b.to_vec::<i32>().unwrap(), vec![9, 8, 7, 6]);
 }
@@ -157,7 +157,7 @@ fn a_foreign_tensor_is_read_with_its_strides_and_offset_and_freed_after_the_last
     let mut s = spec(&[2, 3], &[6, 2]);
     s.byte_offset = 4;
     let (t, dropped) = foreign(data, s);
-    let a = Array::from_dlpack(t, None).unwrap();
+    let a = Array::from_dlpack(t, None, None).unwrap();
     assert_eq!((a.shape(), a.strides()), (&[2, 3][..], &[24isize, 8][..]));
     assert_eq!(
         a.to_vec::<f32>().unwrap(),
@@ -180,7 +180,7 @@ fn a_foreign_tensor_is_read_with_its_strides_and_offset_and_freed_after_the_last
 #[test]
 fn a_zero_dimensional_tensor_is_one_element_and_vec3_rows_come_packed() {
     let (t, _) = foreign(f32_bytes(&[2.5]), spec(&[], &[]));
-    let a = Array::from_dlpack(t, None).unwrap();
+    let a = Array::from_dlpack(t, None, None).unwrap();
     assert_eq!(
         (a.shape(), a.to_vec::<f32>().unwrap()),
         (&[1][..], vec![2.5])
@@ -189,7 +189,7 @@ fn a_zero_dimensional_tensor_is_one_element_and_vec3_rows_come_packed() {
         f32_bytes(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
         spec(&[2, 3], &[3, 1]),
     );
-    let v = Array::from_dlpack(t, Some(DType::VEC3F)).unwrap();
+    let v = Array::from_dlpack(t, Some(DType::VEC3F), None).unwrap();
     assert_eq!((v.shape(), v.strides()), (&[2][..], &[12isize][..]));
     assert_eq!(v.device(), Device::Cpu);
 }
