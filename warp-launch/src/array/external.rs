@@ -331,7 +331,8 @@ impl Array {
 
     /// What keeps this array's memory alive when it is owned elsewhere
     /// ([`Array::from_ptr`], `Array::from_cudarc` with feature `cudarc`,
-    /// a DLPack import); `None` for memory this crate allocated.
+    /// a DLPack import); `None` for memory this crate allocated, also when
+    /// reached through an import of it (which is a view of its storage).
     ///
     /// ```
     /// let a = warp_launch::Array::zeros::<f32>("cpu", &[4])?;

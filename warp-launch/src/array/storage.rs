@@ -711,7 +711,7 @@ impl Storage {
 
     /// Copies `dst.len()` bytes from `offset` into host memory (waits; and
     /// waits for a CPU launch or copy on another thread that holds the
-    /// storage).
+    /// storage's bytes, through this storage or another over them).
     ///
     /// # Errors
     ///
@@ -768,7 +768,8 @@ impl Storage {
 
     /// Copies `len` bytes from `src` at `src_offset` to `offset` (any pair
     /// of memories; waits, as [`Storage::copy_to_host`]). Overlapping
-    /// ranges of one storage are copied as `memmove` does: as if through a
+    /// ranges (judged by address, so of one storage or of two storages
+    /// over the same memory) are copied as `memmove` does: as if through a
     /// temporary buffer.
     ///
     /// # Errors
