@@ -888,3 +888,103 @@ fn host_buffer(len: usize) -> Result<Vec<u8>> {
     tmp.resize(len, 0u8);
     Ok(tmp)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A host storage over `bytes` bytes of a buffer the caller keeps too,
+    /// so that its addresses are not reused by other tests while it lives.
+    fn raw(buf: &Arc<Vec<u128>>, from: usize, bytes: usize) -> Arc<Storage> {
+        let ptr = buf.as_ptr().cast::<u8>().wrapping_add(from).cast_mut();
+        // SAFETY: the buffer, kept alive as the owner, holds these bytes;
+        // the tests only read and write them through the storage.
+        Arc::new(unsafe { Storage::from_raw_host(ptr, bytes, buf.clone()) }.unwrap())
+    }
+
+    #[test]
+    fn the_record_table_joins_bytes_inside_refuses_partial_overlaps_and_forgets_drops() {
+        let buf = Arc::new(vec![0u128; 16]);
+        let base = buf.as_ptr() as u64;
+        let s = raw(&buf, 64, 64);
+        assert!(track(&s, "t").unwrap().is_none(), "entered");
+        assert!(track(&s, "t").unwrap().is_none(), "entered once");
+        // Bytes inside: the entered storage and the offset in it.
+        let (r, at) = tracked_record(base + 80, 16, "t").unwrap().unwrap();
+        assert!(Arc::ptr_eq(&r, &s));
+        assert_eq!(at, 16);
+        drop(r);
+        // A second storage over bytes inside joins rather than enters.
+        let inner = raw(&buf, 96, 32);
+        let (r, at) = track(&inner, "t").unwrap().unwrap();
+        assert!(Arc::ptr_eq(&r, &s) && at == 32);
+        drop(r);
+        // Partial overlaps and supersets: refused, naming the call.
+        for (from, bytes) in [(48, 32), (112, 32), (0, 256)] {
+            let e = tracked_record(base + from, bytes, "t").unwrap_err();
+            assert!(
+                matches!(
+                    &e,
+                    Error::Interop {
+                        call: "t",
+                        what: "overlap",
+                        ..
+                    }
+                ),
+                "{from}+{bytes}: {e}"
+            );
+        }
+        // Beside it, and empty ranges: nothing tracked.
+        assert!(tracked_record(base, 64, "t").unwrap().is_none());
+        assert!(tracked_record(base + 128, 64, "t").unwrap().is_none());
+        assert!(tracked_record(base + 80, 0, "t").unwrap().is_none());
+        drop((s, inner));
+        assert!(
+            tracked_record(base + 80, 16, "t").unwrap().is_none(),
+            "a dropped storage leaves the table"
+        );
+    }
+
+    #[test]
+    fn dead_entries_are_skipped_and_the_scan_stops_at_the_first_live_one_below() {
+        let buf = Arc::new(vec![0u128; 16]);
+        let live = raw(&buf, 0, 32);
+        let (a, b) = live.span();
+        let mut map = BTreeMap::new();
+        map.insert(
+            (a, 1),
+            Record {
+                end: b,
+                storage: Arc::downgrade(&live),
+            },
+        );
+        // A dropping storage over the same bytes, entered later: skipped.
+        map.insert(
+            (a + 8, 2),
+            Record {
+                end: b + 64,
+                storage: Weak::new(),
+            },
+        );
+        let (r, at) = find_record(&map, (a + 16, a + 24), "t").unwrap().unwrap();
+        assert!(Arc::ptr_eq(&r, &live) && at == 16);
+        // Past the live entry: nothing, though the dead one spans it.
+        assert!(find_record(&map, (b, b + 16), "t").unwrap().is_none());
+    }
+
+    #[test]
+    fn two_storages_over_one_memory_share_bytes_and_copy_between_them_as_memmove() {
+        let buf = Arc::new(vec![0u128; 4]);
+        let (x, y) = (raw(&buf, 0, 32), raw(&buf, 8, 32));
+        assert!(x.shares_bytes_with(&y) && y.shares_bytes_with(&x));
+        assert!(!x.shares_bytes_with(&raw(&buf, 32, 32)));
+        let bytes: Vec<u8> = (0..32).collect();
+        x.copy_from_host(0, &bytes).unwrap();
+        // y's bytes 0..24 are x's 8..32; copy them onto x's 0..24.
+        x.copy_from(0, &y, 0, 24).unwrap();
+        let mut got = [0u8; 32];
+        x.copy_to_host(0, &mut got).unwrap();
+        let want: Vec<u8> = (8..32).chain(24..32).collect();
+        assert_eq!(got.as_slice(), want.as_slice());
+    }
+}
