@@ -135,7 +135,7 @@ fn a_cuda_array_round_trips_through_dlpack_without_copying() {
     }
     drop(a);
     // The export kept the storage alive; the import shares it.
-    let b = Array::from_dlpack(t, None).unwrap();
+    let b = Array::from_dlpack(t, None, None).unwrap();
     assert_eq!((b.device(), b.data_address()), (Device::Cuda(0), address));
     scale(&b, 10.0);
     assert_eq!(
@@ -144,14 +144,15 @@ fn a_cuda_array_round_trips_through_dlpack_without_copying() {
     );
     // A strided view exports its element strides and imports back to it.
     let col = b.slice(1, 1..2).unwrap();
-    let c = Array::from_dlpack(col.to_dlpack().unwrap(), None).unwrap();
+    let c = Array::from_dlpack(col.to_dlpack().unwrap(), None, None).unwrap();
     assert_eq!((c.shape(), c.strides()), (&[2, 1][..], &[12isize, 4][..]));
     assert_eq!(c.to_vec::<f32>().unwrap(), vec![10.0, 40.0]);
-    // Two live storages over one memory: a launch through the import is
-    // seen by a host read through the exporter (its storage synchronises
-    // once shared).
+    // One owner record: the import of an export is a view of the
+    // exporter's storage, so a launch through it is seen by a host read
+    // through the exporter.
     let x = Array::from_slice("cuda:0", &seq(4), &[2, 2]).unwrap();
-    let y = Array::from_dlpack(x.to_dlpack().unwrap(), None).unwrap();
+    let y = Array::from_dlpack(x.to_dlpack().unwrap(), None, None).unwrap();
+    assert!(Arc::ptr_eq(x.storage(), y.storage()));
     assert_eq!(x.to_vec::<f32>().unwrap(), seq(4));
     scale(&y, 5.0);
     assert_eq!(
@@ -199,7 +200,7 @@ fn a_foreign_cuda_dlpack_tensor_imports_with_its_strides_and_is_freed_after_use(
     // SAFETY: the slice, moved into the context, holds 16 float32 at `ptr`
     // until the deleter runs; the view reaches elements 1..=15.
     let t = unsafe { init.finish() };
-    let a = Array::from_dlpack(t, None).unwrap();
+    let a = Array::from_dlpack(t, None, None).unwrap();
     assert_eq!((a.shape(), a.strides()), (&[2, 4][..], &[32isize, 8][..]));
     scale(&a, 2.0);
     assert_eq!(
@@ -239,7 +240,7 @@ fn a_foreign_cuda_dlpack_tensor_imports_with_its_strides_and_is_freed_after_use(
         .set_dtype(DLDataType::scalar(DLDataTypeCode::FLOAT, 32));
     // SAFETY: refused before anything is read (the shape escapes the slice).
     let t = unsafe { init.finish() };
-    let e = Array::from_dlpack(t, None).unwrap_err().to_string();
+    let e = Array::from_dlpack(t, None, None).unwrap_err().to_string();
     if n > i64::from(i32::MAX) {
         // The driver reports a range wider than an array can reach: the
         // shape is refused for int32 first.
@@ -379,4 +380,141 @@ fn cuda_api_memory_owned_elsewhere_is_bounded_by_the_drivers_allocation() {
         vec![1.0, 2.0, 3.0, 4.0],
         "the memory is still the buffer's"
     );
+}
+
+/// A page-locked array exported through DLPack (kDLCUDAHost) comes back as
+/// a `"cpu"` array. On 8fa438c that was a second storage, plain host memory
+/// with its own lock and no ordering: read right after launches on the
+/// original it saw 0 of 1,048,576 elements written. Now it is a view of
+/// the original's storage, whose host read waits for the launches.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_page_locked_import_read_right_after_launches_on_the_original_waits() {
+    const SIDE: usize = 1024;
+    let y =
+        Array::zeros_in::<f32>("cuda:0", &[SIDE, SIDE], cuda_api::MemoryKind::PinnedHost).unwrap();
+    y.copy_from_slice(&vec![1.0f32; SIDE * SIDE]).unwrap();
+    let t = y.to_dlpack().unwrap();
+    assert_eq!(
+        t.validate().unwrap().device().device_type,
+        DLDeviceType::CUDAHOST
+    );
+    let b = Array::from_dlpack(t, None, None).unwrap();
+    assert_eq!(b.device(), Device::Cpu);
+    assert!(Arc::ptr_eq(b.storage(), y.storage()), "one owner record");
+    // Twelve passes over 4 MiB of page-locked memory, across the bus: a
+    // few milliseconds of queued work, read through the import at once.
+    for _ in 0..12 {
+        scale(&y, 2.0);
+    }
+    let v = b.to_vec::<f32>().unwrap();
+    let written = v.iter().filter(|&&x| x == 4096.0).count();
+    assert_eq!(written, SIDE * SIDE, "{written} of {} written", SIDE * SIDE);
+}
+
+/// A `"cpu"` label over device memory: on 8fa438c `from_parts` took it,
+/// `to_dlpack` exported it as kDLCPU, `from_dlpack` made host storage over
+/// the device address and `to_vec` died with SIGSEGV. Each step is refused
+/// now, naming the device memory.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_cpu_label_over_device_memory_is_refused_without_a_fault() {
+    let a = Array::from_slice("cuda:0", &seq(4), &[4]).unwrap();
+    let e =
+        Array::from_parts(a.storage().clone(), "cpu", 0, DType::FLOAT32, &[4], &[4]).unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            Error::Interop {
+                call: "Array::from_parts",
+                what: "device",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    // Raw host storage over the device address: the driver says what it is.
+    // SAFETY: refused before anything is read.
+    let e = unsafe {
+        warp_launch::Storage::from_raw_host(a.data_address() as *mut u8, 16, Arc::new(a.clone()))
+    }
+    .unwrap_err();
+    assert!(matches!(&e, Error::Interop { what: "device", .. }), "{e}");
+    // A foreign tensor labelled kDLCPU over device memory.
+    let stream = CudaContext::new(0).unwrap().default_stream();
+    let slice = stream.clone_htod(&seq(4)).unwrap();
+    stream.synchronize().unwrap();
+    let ptr = {
+        let (p, _g) = slice.device_ptr(&stream);
+        p
+    };
+    let mut init = Dynamic::new(vec![4i64], vec![1i64])
+        .initialize(Box::new(slice))
+        .unwrap();
+    init.set_data(ptr as *mut std::ffi::c_void)
+        .set_device(DLDevice::CPU)
+        .set_dtype(DLDataType::scalar(DLDataTypeCode::FLOAT, 32));
+    // SAFETY: refused before anything is read.
+    let t = unsafe { init.finish() };
+    let e = Array::from_dlpack(t, None, None).unwrap_err().to_string();
+    assert!(e.starts_with("Array::from_dlpack: device:"), "{e}");
+    // The array itself still reads.
+    assert_eq!(a.to_vec::<f32>().unwrap(), seq(4));
+}
+
+/// A foreign DLPack tensor whose producer's writes are still queued on a
+/// stream: `ready_on` names it, and a copy of the import on another
+/// non-blocking stream sees every value written. (Without it the copy
+/// would run beside the producer's kernel.)
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_foreign_import_is_ordered_after_its_ready_on_stream() {
+    use cuda_api::{DeviceBuffer, DevicePtr, Extent, LaunchConfig, Module, Stream};
+    let ctx = Device::Cuda(0).context().unwrap();
+    let ptx = std::fs::read_to_string(sdk_tests::kernels_dir().join("kernels.ptx"))
+        .expect("kernels.ptx (run cargo xtask gpu-bundle)");
+    let m = Module::from_ptx(&ctx, &ptx).unwrap();
+    // SAFETY: spin_write(unsigned *out, unsigned n, long long cycles) waits,
+    // then writes out[i] = i + 1 for i < n.
+    let k = unsafe {
+        m.kernel::<(DevicePtr<u32>, u32, i64)>("spin_write")
+            .unwrap()
+    }
+    .bound(0, Extent::Param(1))
+    .unwrap();
+    let khz = cuda_api::CudaDevice::get(0)
+        .unwrap()
+        .attribute(cuda_api::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)
+        .unwrap() as i64;
+    let n = 1u32 << 20;
+    let producer = Stream::new(&ctx).unwrap();
+    let mut out = DeviceBuffer::<u32>::zeroed(&ctx, n as usize).unwrap();
+    let ptr = out.device_address();
+    k.launch(
+        &producer,
+        LaunchConfig::new(264, 256),
+        (&mut out, n, khz * 20),
+    )
+    .unwrap();
+    let mut init = Dynamic::new(vec![i64::from(n)], vec![1i64])
+        .initialize(Box::new(out))
+        .unwrap();
+    init.set_data(ptr as *mut std::ffi::c_void)
+        .set_device(DLDevice::cuda(0))
+        .set_dtype(DLDataType::scalar(DLDataTypeCode::UINT, 32));
+    // SAFETY: the buffer, moved into the context, holds n u32 at `ptr`
+    // until the deleter runs; its writer is named as `ready_on`.
+    let t = unsafe { init.finish() };
+    let a = Array::from_dlpack(t, None, Some(&producer)).unwrap();
+    let copy = Array::zeros::<u32>("cuda:0", &[n as usize]).unwrap();
+    let other = Stream::new(&ctx).unwrap();
+    copy.assign_on(&a, &other).unwrap();
+    other.synchronize().unwrap();
+    let v = copy.to_vec::<u32>().unwrap();
+    let written = v
+        .iter()
+        .enumerate()
+        .filter(|&(i, &x)| x == i as u32 + 1)
+        .count();
+    assert_eq!(written, n as usize, "{written} of {n} written");
 }

@@ -71,7 +71,7 @@ fn foreign(data: Vec<u8>, s: Spec) -> (versioned::Dlpack, Arc<AtomicBool>) {
 }
 
 fn refusal(t: versioned::Dlpack, dtype: Option<&'static DType>) -> String {
-    match Array::from_dlpack(t, dtype) {
+    match Array::from_dlpack(t, dtype, None) {
         Ok(a) => panic!("imported as {a:?}, expected a refusal"),
         Err(e) => e.to_string(),
     }
@@ -126,10 +126,10 @@ fn vector_and_matrix_dtypes_export_their_inner_dimensions() {
     assert_eq!(r.strides(), Some(&[12i64, 4, 2, 1][..]));
     assert_eq!(r.dtype(), DLDataType::scalar(DLDataTypeCode::FLOAT, 64));
     // Back as the matrix type: the same array; as the scalar: 4 dimensions.
-    let back = Array::from_dlpack(m.to_dlpack().unwrap(), Some(DType::MAT22D)).unwrap();
+    let back = Array::from_dlpack(m.to_dlpack().unwrap(), Some(DType::MAT22D), None).unwrap();
     assert_eq!((back.shape(), back.strides()), (m.shape(), m.strides()));
     assert_eq!(back.data_address(), m.data_address());
-    let flat = Array::from_dlpack(t, None).unwrap();
+    let flat = Array::from_dlpack(t, None, None).unwrap();
     assert_eq!(flat.shape(), &[2, 3, 2, 2]);
     assert_eq!(flat.dtype().name, "float64");
 }
@@ -140,14 +140,89 @@ fn an_export_keeps_the_storage_alive_and_an_import_shares_it() {
     let address = a.data_address();
     let t = a.to_dlpack().unwrap();
     drop(a);
-    let b = Array::from_dlpack(t, None).unwrap();
+    let b = Array::from_dlpack(t, None, None).unwrap();
     assert_eq!(b.data_address(), address, "no copy");
     assert_eq!(b.to_vec::<i32>().unwrap(), vec![1, 2, 3, 4]);
-    assert!(b.owner().is_some());
+    // One owner record: the import is a view of the exported storage (this
+    // crate's allocation, so no foreign owner), not a second storage.
+    assert!(b.owner().is_none());
     // Writes through the import land in the exported memory.
-    let c = Array::from_dlpack(b.to_dlpack().unwrap(), None).unwrap();
+    let c = Array::from_dlpack(b.to_dlpack().unwrap(), None, None).unwrap();
+    assert!(Arc::ptr_eq(b.storage(), c.storage()));
     c.copy_from_slice(&[9i32, 8, 7, 6]).unwrap();
     assert_eq!(b.to_vec::<i32>().unwrap(), vec![9, 8, 7, 6]);
+}
+
+/// The audit's second owner: `from_dlpack(a.to_dlpack())` made a storage
+/// with its own lock over `a`'s bytes. Now an import of memory the process
+/// tracks (a view of an export included) joins the storage that holds it,
+/// at the same address, and keeps it alive.
+#[test]
+fn an_import_of_tracked_memory_joins_its_owner_record() {
+    let a = Array::from_slice(
+        "cpu",
+        &(0..12).map(|i| i as f32).collect::<Vec<_>>(),
+        &[3, 4],
+    )
+    .unwrap();
+    let col = a.slice(1, 2..3).unwrap();
+    let b = Array::from_dlpack(col.to_dlpack().unwrap(), None, None).unwrap();
+    assert!(Arc::ptr_eq(b.storage(), a.storage()));
+    assert_eq!(
+        (b.offset(), b.data_address()),
+        (col.offset(), col.data_address())
+    );
+    let weak = Arc::downgrade(a.storage());
+    drop((a, col));
+    assert_eq!(b.to_vec::<f32>().unwrap(), vec![2.0, 6.0, 10.0]);
+    assert!(
+        weak.upgrade().is_some(),
+        "the import keeps the record alive"
+    );
+    drop(b);
+    assert!(
+        weak.upgrade().is_none(),
+        "and lets it go with the last array"
+    );
+}
+
+/// Foreign memory imported twice: bytes inside the first import join it;
+/// bytes that overlap it without lying inside it are refused, naming both
+/// ranges, since they would need a second record.
+#[test]
+fn overlapping_imports_join_when_inside_and_are_refused_when_not() {
+    let data: Arc<Vec<f32>> = Arc::new((0..8).map(|i| i as f32).collect());
+    let at = |i: usize| data.as_ptr() as u64 + 4 * i as u64;
+    // SAFETY: the Vec (the owner) holds 8 float32 from `at(0)`; every view
+    // below lies inside them.
+    let import = |i: usize, n: usize| unsafe {
+        Array::from_ptr("cpu", at(i), DType::FLOAT32, &[n], None, data.clone())
+    };
+    let first = import(2, 4).unwrap();
+    let inner = import(3, 2).unwrap();
+    assert!(Arc::ptr_eq(first.storage(), inner.storage()));
+    assert_eq!(inner.to_vec::<f32>().unwrap(), vec![3.0, 4.0]);
+    for (i, n) in [(0, 4), (4, 4), (0, 8)] {
+        let e = import(i, n).unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                Error::Interop {
+                    call: "Array::from_ptr",
+                    what: "overlap",
+                    ..
+                }
+            ),
+            "elements {i}..{}: {e}",
+            i + n
+        );
+    }
+    // Memory beside the first import is not tracked: its own record.
+    let beside = import(6, 2).unwrap();
+    assert!(!Arc::ptr_eq(first.storage(), beside.storage()));
+    // Once the first record is gone, the whole buffer may be imported.
+    drop((first, inner, beside));
+    assert_eq!(import(0, 8).unwrap().len(), 8);
 }
 
 #[test]
@@ -157,7 +232,7 @@ fn a_foreign_tensor_is_read_with_its_strides_and_offset_and_freed_after_the_last
     let mut s = spec(&[2, 3], &[6, 2]);
     s.byte_offset = 4;
     let (t, dropped) = foreign(data, s);
-    let a = Array::from_dlpack(t, None).unwrap();
+    let a = Array::from_dlpack(t, None, None).unwrap();
     assert_eq!((a.shape(), a.strides()), (&[2, 3][..], &[24isize, 8][..]));
     assert_eq!(
         a.to_vec::<f32>().unwrap(),
@@ -180,7 +255,7 @@ fn a_foreign_tensor_is_read_with_its_strides_and_offset_and_freed_after_the_last
 #[test]
 fn a_zero_dimensional_tensor_is_one_element_and_vec3_rows_come_packed() {
     let (t, _) = foreign(f32_bytes(&[2.5]), spec(&[], &[]));
-    let a = Array::from_dlpack(t, None).unwrap();
+    let a = Array::from_dlpack(t, None, None).unwrap();
     assert_eq!(
         (a.shape(), a.to_vec::<f32>().unwrap()),
         (&[1][..], vec![2.5])
@@ -189,7 +264,7 @@ fn a_zero_dimensional_tensor_is_one_element_and_vec3_rows_come_packed() {
         f32_bytes(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
         spec(&[2, 3], &[3, 1]),
     );
-    let v = Array::from_dlpack(t, Some(DType::VEC3F)).unwrap();
+    let v = Array::from_dlpack(t, Some(DType::VEC3F), None).unwrap();
     assert_eq!((v.shape(), v.strides()), (&[2][..], &[12isize][..]));
     assert_eq!(v.device(), Device::Cpu);
 }

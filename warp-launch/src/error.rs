@@ -246,7 +246,8 @@ pub enum Error {
         /// The call.
         call: &'static str,
         /// What does not match (`"dtype"`, `"shape"`, `"strides"`,
-        /// `"device"`, `"extent"`, ...).
+        /// `"device"`, `"extent"`, `"overlap"` for memory that overlaps a
+        /// tracked array's storage without lying inside it, ...).
         what: &'static str,
         /// What was given, what was expected, and what to do.
         message: String,

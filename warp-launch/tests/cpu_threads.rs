@@ -126,6 +126,94 @@ fn a_copy_into_an_array_waits_for_the_cpu_kernel_writing_it() {
     );
 }
 
+/// [`a_copy_into_an_array_waits_for_the_cpu_kernel_writing_it`] through a
+/// second handle of the same memory: an array made over the original's
+/// bytes (`Array::from_ptr`, as a DLPack import of its export does). On
+/// 8fa438c that was a second storage with its own lock, and the copy
+/// interleaved with the launch (3,726 + 370 of 4,096); now the import is a
+/// view of the original's storage, one record with one lock.
+#[test]
+fn a_copy_into_a_second_handle_waits_for_the_cpu_kernel_writing_the_first() {
+    const N: usize = 4096;
+    let a = Array::zeros_dtype(Device::Cpu, f32t(), &[N]).unwrap();
+    // SAFETY: `a`, the owner, holds N float32 at its data address.
+    let alias = unsafe {
+        Array::from_ptr(
+            "cpu",
+            a.data_address(),
+            f32t(),
+            &[N],
+            None,
+            Arc::new(a.clone()),
+        )
+    }
+    .unwrap();
+    assert!(
+        Arc::ptr_eq(alias.storage(), a.storage()),
+        "one owner record"
+    );
+    let started = Arc::new(AtomicBool::new(false));
+    let k = fill(N as i32 / 2, started.clone());
+    std::thread::scope(|s| {
+        let launch = s.spawn(|| k.launch(N).inputs((1.0f32, &a)).device("cpu").run());
+        while !started.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        alias.copy_from_slice(&[2.0f32; N]).unwrap();
+        launch.join().unwrap().unwrap();
+    });
+    let v = a.to_vec::<f32>().unwrap();
+    let ones = v.iter().filter(|&&x| x == 1.0).count();
+    let twos = v.iter().filter(|&&x| x == 2.0).count();
+    assert!(
+        ones == N || twos == N,
+        "interleaved writes: {ones} ones and {twos} twos of {N}"
+    );
+}
+
+/// Host locks are over address ranges, not storage handles: a raw storage
+/// over the second half of an array's bytes (used directly, never made an
+/// array, so it is no view of the array's storage) waits for a CPU kernel
+/// writing the array.
+#[test]
+fn a_raw_storage_over_an_arrays_bytes_waits_for_the_cpu_kernel_writing_it() {
+    const N: usize = 4096;
+    let a = Array::zeros_dtype(Device::Cpu, f32t(), &[N]).unwrap();
+    let half = (N / 2 * 4) as u64;
+    // SAFETY: `a`, the owner, holds the N / 2 float32 from its middle; the
+    // storage's lock is what is tested.
+    let raw = unsafe {
+        warp_launch::Storage::from_raw_host(
+            (a.data_address() + half) as *mut u8,
+            N / 2 * 4,
+            Arc::new(a.clone()),
+        )
+    }
+    .unwrap();
+    let started = Arc::new(AtomicBool::new(false));
+    // Pauses at the first element, before it writes the second half.
+    let k = fill(0, started.clone());
+    std::thread::scope(|s| {
+        let launch = s.spawn(|| k.launch(N).inputs((1.0f32, &a)).device("cpu").run());
+        while !started.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        let twos: Vec<u8> = [2.0f32; N / 2]
+            .iter()
+            .flat_map(|x| x.to_ne_bytes())
+            .collect();
+        raw.copy_from_host(0, &twos).unwrap();
+        launch.join().unwrap().unwrap();
+    });
+    let v = a.to_vec::<f32>().unwrap();
+    let twos = v[N / 2..].iter().filter(|&&x| x == 2.0).count();
+    let ones = v[N / 2..].iter().filter(|&&x| x == 1.0).count();
+    assert!(
+        twos == N / 2 && v[..N / 2].iter().all(|&x| x == 1.0),
+        "the copy did not wait for the launch: {ones} ones and {twos} twos in the second half"
+    );
+}
+
 /// A CPU kernel's helper thread copies into and reads an array the launch
 /// does not use. Under 38e7deb's process-wide lock the helper waited for
 /// the launch, which waited for the helper: a deadlock.

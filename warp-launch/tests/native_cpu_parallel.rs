@@ -98,6 +98,30 @@ fn only_elementwise_forward_launches_of_enough_work_run_on_several_threads() {
     let v = both.to_vec::<f32>().unwrap();
     // y[i] = 2 x[i] + y[i] with y[i] = x[i + 1], in order: element k + 1 = 2 * element k + 1.
     assert_eq!(&v[..4], [1.0, 3.0, 7.0, 15.0]);
+    // The same through a second handle of the memory (an array over its
+    // bytes, as a DLPack import of its export is): one record, so serial
+    // with the serial result. On 8fa438c the handles were two storages and
+    // the race check, comparing storages, ran this on four threads.
+    let both = ones(N + 1);
+    // SAFETY: `both`, the owner, holds N + 1 float32 at its data address.
+    let alias = unsafe {
+        Array::from_ptr(
+            Device::Cpu,
+            both.data_address(),
+            warp_launch::DType::FLOAT32,
+            &[N + 1],
+            None,
+            std::sync::Arc::new(both.clone()),
+        )
+    }
+    .unwrap();
+    let (xv, yv) = (
+        both.slice(0, 0..N).unwrap(),
+        alias.slice(0, 1..N + 1).unwrap(),
+    );
+    let (threads, _) = noted(|| run(N, &xv, &yv));
+    assert_eq!(threads, 1);
+    assert_eq!(&both.to_vec::<f32>().unwrap()[..4], [1.0, 3.0, 7.0, 15.0]);
     // A strided view: not contiguous, serial.
     let wide = ones(2 * N);
     let strided = wide.slice_step(0, 0..2 * N, 2).unwrap();

@@ -168,6 +168,35 @@ fn element_count(shape: &[usize], dtype: &DType, call: &'static str) -> Result<u
         })
 }
 
+/// Refuses memory that host code cannot reach for an array on `"cpu"`:
+/// device memory, by its kind or (for other CUDA memory, whose kind was
+/// promised by whoever made the allocation) by the driver's answer, asked
+/// once per allocation.
+fn host_reachable(storage: &Storage, call: &'static str) -> Result<()> {
+    let refuse = |what: String| {
+        Err(Error::Interop {
+            call,
+            what: "device",
+            message: format!(
+                "the storage at {:#x} is {what}, which host code (\"cpu\") cannot read or write; label the array with the CUDA device that holds it",
+                storage.address()
+            ),
+        })
+    };
+    match storage.memory() {
+        Memory::Cuda(MemoryKind::Device) if storage.bytes() > 0 => {
+            refuse(MemoryKind::Device.to_string())
+        }
+        Memory::Cuda(_) => match storage.location()? {
+            Some(l) if l.memory_type == cuda_api::MemoryType::Device && !l.managed => {
+                refuse(l.to_string())
+            }
+            _ => Ok(()),
+        },
+        _ => Ok(()),
+    }
+}
+
 /// Zeroed storage of `bytes` bytes for an array on `device` in `kind` memory.
 fn allocate(
     device: Device,
@@ -191,7 +220,11 @@ fn allocate(
         )?),
         (_, _) => Storage::cuda(Allocation::zeroed(&device.context()?, bytes, kind)?),
     };
-    Ok(Arc::new(storage))
+    let storage = Arc::new(storage);
+    // Fresh memory: no live record holds it, so this enters the storage
+    // as the record of its bytes (imports of them join it).
+    crate::array::storage::track(&storage, call)?;
+    Ok(storage)
 }
 
 impl Array {
@@ -341,10 +374,40 @@ impl Array {
     /// the view reaches (computed exactly, without overflow) lies inside the
     /// storage; an empty view's offset must lie inside it too.
     ///
+    /// One memory has one owner record (lock and ordering state): when an
+    /// array's storage already holds the bytes of `storage` (a storage over
+    /// memory owned elsewhere, [`Storage::from_raw_host`] or
+    /// [`Allocation::from_raw_parts`]), the array is a view of that storage
+    /// instead, at the same address, and keeps it alive; `storage` is not
+    /// kept. A storage that overlaps an array's storage without lying
+    /// inside it is refused.
+    ///
+    /// `"cpu"` arrays are read and written by host code, so device memory
+    /// is refused for them (the driver is asked about other CUDA memory;
+    /// [`Storage::from_raw_host`] asks about host storage when it is made).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use warp_launch::{Array, DType, Storage};
+    /// let a = Array::from_slice("cpu", &[1.0f32, 2.0, 3.0, 4.0], &[4])?;
+    /// // SAFETY: `a`, kept alive as the owner, holds these 16 bytes.
+    /// let alias = unsafe {
+    ///     Storage::from_raw_host(a.data_address() as *mut u8, 16, Arc::new(a.clone()))?
+    /// };
+    /// let b = Array::from_parts(Arc::new(alias), "cpu", 4, DType::FLOAT32, &[2], &[4])?;
+    /// // One record: `b` views `a`'s storage.
+    /// assert!(Arc::ptr_eq(b.storage(), a.storage()));
+    /// assert_eq!(b.to_vec::<f32>()?, vec![2.0, 3.0]);
+    /// # Ok::<(), warp_launch::Error>(())
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`Error::Shape`] when the shape, strides or offset break any rule above (the message
-    /// names the rule and the values); [`Error::BadDevice`] for a device name that is none.
+    /// names the rule and the values); [`Error::BadDevice`] for a device name that is none;
+    /// [`Error::Interop`] for a storage that overlaps an array's storage without lying inside
+    /// it (`what` is `"overlap"`), or device memory for `"cpu"` (`"device"`); [`Error::Cuda`]
+    /// when the driver cannot say where CUDA memory for `"cpu"` lives.
     pub fn from_parts(
         storage: Arc<Storage>,
         device: impl IntoDevice,
@@ -370,6 +433,21 @@ impl Array {
             *w = s as i128;
         }
         let st = fit_strides(&wide[..ndim], call)?;
+        let (storage, offset) = match crate::array::storage::track(&storage, call)? {
+            None => (storage, offset),
+            Some((record, at)) => {
+                let offset = at.checked_add(offset).ok_or_else(|| Error::Shape {
+                    call,
+                    message: format!(
+                        "offset {offset} B passes the end of the address space; use an offset inside the storage"
+                    ),
+                })?;
+                (record, offset)
+            }
+        };
+        if device == Device::Cpu {
+            host_reachable(&storage, call)?;
+        }
         Array {
             storage,
             offset,

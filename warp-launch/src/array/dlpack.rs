@@ -14,7 +14,7 @@ use crate::abi::{DType, Kind, Scalar};
 use crate::array::{Array, Memory};
 use crate::device::Device;
 use crate::error::{Error, Result};
-use cuda_api::MemoryKind;
+use cuda_api::{MemoryKind, Stream};
 
 /// The DLPack type of a Warp scalar.
 fn dl_dtype(s: Scalar) -> DLDataType {
@@ -259,20 +259,33 @@ impl Array {
     /// is asked what the memory is and a view that leaves its allocation is
     /// refused. A 0-d tensor becomes one element of shape `[1]`.
     ///
-    /// DLPack carries no stream: the producer's work on the memory must be
-    /// done (or ordered before this crate's launches) when it is handed
-    /// over, as in Python's `__dlpack__` exchange.
+    /// DLPack carries no stream, so the import states what the tensor is
+    /// ordered after: `ready_on` is the stream the producer queued its
+    /// writes of the memory on, and the import waits for the work queued
+    /// on it so far (`cuStreamSynchronize`), so the array's uses on every
+    /// stream, and host reads, come after it (Python's `__dlpack__(stream)`
+    /// exchange does the same with an event). `None` states that no work
+    /// on the memory is pending: the producer finished it, or the tensor
+    /// is this crate's own export.
+    ///
+    /// Memory this process already tracks (an export of an array, a view of
+    /// one, memory imported before) is not a second array memory: the
+    /// array is a view of the storage that holds it, with its one lock and
+    /// ordering state (see [`Array::from_ptr`]), and the tensor's deleter
+    /// runs at once.
     ///
     /// ```
+    /// use std::sync::Arc;
     /// use warp_launch::{Array, DType};
     /// let a = Array::from_slice("cpu", &[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3])?;
     /// let t = a.to_dlpack()?; // keeps `a`'s storage alive
+    /// let b = Array::from_dlpack(t, None, None)?;
+    /// assert!(Arc::ptr_eq(b.storage(), a.storage()), "one owner record");
     /// drop(a);
-    /// let b = Array::from_dlpack(t, None)?;
     /// assert_eq!(b.shape(), &[2, 3]);
     /// assert_eq!(b.to_vec::<f32>()?, vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
     /// // Two rows of a vec3f.
-    /// let v = Array::from_dlpack(b.to_dlpack()?, Some(DType::VEC3F))?;
+    /// let v = Array::from_dlpack(b.to_dlpack()?, Some(DType::VEC3F), None)?;
     /// assert_eq!((v.shape(), v.dtype().name), (&[2][..], "vec3f"));
     /// # Ok::<(), warp_launch::Error>(())
     /// ```
@@ -284,16 +297,31 @@ impl Array {
     /// than the four above (`"device"`), a type that is no Warp scalar or
     /// not `dtype`'s (`"dtype"`), inner dimensions that are not the dtype's
     /// (`"shape"`), strides or an offset outside the address space, or a
-    /// view that leaves the driver's allocation (`"extent"`); [`Error::Shape`]
-    /// for more than 4 outer dimensions, extents or byte strides above
-    /// `int32`, or misaligned data; [`Error::Cuda`] when the driver cannot
-    /// answer.
+    /// view that leaves the driver's allocation (`"extent"`), device memory
+    /// labelled `kDLCPU` (`"device"`), memory that overlaps a tracked
+    /// array's storage without lying inside it (`"overlap"`), or a
+    /// `ready_on` stream that is being captured into a graph, which
+    /// cannot be waited for (`"ready_on"`); [`Error::Shape`] for more than
+    /// 4 outer dimensions, extents or byte strides above `int32`, or
+    /// misaligned data; [`Error::Cuda`] when the driver cannot answer or
+    /// the work on `ready_on` failed.
     pub fn from_dlpack<M: ManagedTensorBase>(
         tensor: Managed<M>,
         dtype: Option<&'static DType>,
+        ready_on: Option<&Stream>,
     ) -> Result<Array> {
         let call = "Array::from_dlpack";
         let p = plan(&tensor, dtype, call)?;
+        if let Some(s) = ready_on {
+            if s.is_capturing() {
+                return Err(interop(
+                    call,
+                    "ready_on",
+                    "the stream is being captured into a graph, so the producer's work on it has not run and cannot be waited for; end the capture first, or pass the stream the work runs on".into(),
+                ));
+            }
+            s.synchronize()?;
+        }
         let owner = Arc::new(tensor.into_deleter());
         // SAFETY: a `Managed` tensor is valid by dlpark's contract (made
         // by `Managed::from_raw`'s caller or a safe producer): its data

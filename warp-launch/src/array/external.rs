@@ -93,11 +93,23 @@ impl Array {
     /// leaves it is refused; when it does not, the storage is exactly the
     /// bytes the view reaches, and the promise below covers them.
     ///
-    /// The new storage's host reads, writes and free synchronise the
-    /// device's context (work on the memory through other handles is not
-    /// seen here), and so do those of an [`Array`] given as the owner
-    /// ([`cuda_api::Allocation::share`]). Any other handle to the memory
-    /// orders its own host access after this array's launches.
+    /// For `"cpu"`, when a CUDA driver can be loaded it is asked where the
+    /// memory lives, and device memory is refused (host code cannot reach
+    /// it); without a driver no device memory exists and the address is
+    /// taken as host memory.
+    ///
+    /// Memory this process already tracks (bytes that the storage of a live
+    /// array holds: one made here, imported, or exported and imported back)
+    /// has one owner record: the new array is a view of that storage, with
+    /// its lock, ordering state and kind, and keeps it alive; `owner` is
+    /// dropped at once. Bytes that overlap such a storage without lying
+    /// inside it are refused.
+    ///
+    /// Otherwise a new storage is made. Its host reads, writes and free
+    /// synchronise the device's context (work on the memory through other
+    /// handles is not seen here), and so do those of an [`Array`] given as
+    /// the owner ([`cuda_api::Allocation::share`]). Any other handle to the
+    /// memory orders its own host access after this array's launches.
     ///
     /// ```no_run
     /// use std::sync::Arc;
@@ -133,9 +145,11 @@ impl Array {
     /// for a shape, strides or alignment that no array has (as
     /// [`Array::from_parts`]), a null address for a non-empty view;
     /// [`Error::Interop`] for CUDA memory of another device or memory the
-    /// driver does not know, or a view that leaves the driver's
-    /// allocation (`what` is `"extent"`); [`Error::Cuda`] when the driver
-    /// cannot answer.
+    /// driver does not know, device memory for `"cpu"` (`what` is
+    /// `"device"`), a view that leaves the driver's allocation
+    /// (`"extent"`), or one that overlaps a tracked storage without lying
+    /// inside it (`"overlap"`); [`Error::Cuda`] when the driver cannot
+    /// answer.
     pub unsafe fn from_ptr(
         device: impl IntoDevice,
         address: u64,
@@ -223,9 +237,57 @@ impl Array {
             ));
         }
         let (start, bytes) = (start as u64, bytes as usize);
-        // An array as the owner: its memory is now reached through two
-        // storages, and launches on one are not noted on the other, so its
-        // host reads and free synchronise from now on.
+        let rename = |e| match e {
+            Error::Shape { message, .. } => Error::Shape { call, message },
+            Error::Interop { what, message, .. } => Error::Interop {
+                call,
+                what,
+                message,
+            },
+            e => e,
+        };
+        // The label and the extent against the driver, joined or not: what
+        // the memory is, and the allocation that holds it when the driver
+        // knows it (a view that leaves it is refused).
+        let mut cuda = None;
+        if let (Device::Cuda(_), false) = (device, empty) {
+            let kind = cuda_kind(address, device, call)?;
+            let ctx = device.context()?;
+            let (base, size) = match ctx.address_range(address)? {
+                Some((base, size)) => {
+                    let end = base as u128 + size as u128;
+                    if (start as u128) < base as u128 || start as u128 + bytes as u128 > end {
+                        return Err(interop(
+                            call,
+                            "extent",
+                            format!(
+                                "the view (shape {shape:?}, strides {strides:?}, {} B elements) at {address:#x} reaches {start:#x}..{:#x}, but the driver's allocation there is {base:#x}..{end:#x} ({size} B); use a shape and strides inside it",
+                                dtype.size,
+                                start as u128 + bytes as u128
+                            ),
+                        ));
+                    }
+                    (base, size)
+                }
+                None => (start, bytes),
+            };
+            cuda = Some((ctx, kind, base, size));
+        }
+        if !empty {
+            // One memory, one owner record: bytes an array's storage
+            // already holds are a view of that storage (its lock and
+            // ordering state), which keeps the memory alive; `owner` is
+            // not needed for that and goes now.
+            if let Some((record, at)) = crate::array::storage::tracked_record(start, bytes, call)? {
+                let offset = at + (address - start) as usize;
+                drop(owner);
+                return Array::from_parts(record, device, offset, dtype, shape, &strides)
+                    .map_err(rename);
+            }
+        }
+        // An array as the owner of memory it does not hold: reached
+        // through two storages, and launches on one are not noted on the
+        // other, so its host reads and free synchronise from now on.
         if let Some(a) = owner
             .downcast_ref::<Array>()
             .and_then(|a| a.storage().allocation())
@@ -236,38 +298,12 @@ impl Array {
             Device::Cpu => {
                 // SAFETY: the caller promises the bytes the view reaches
                 // for as long as `owner` lives.
-                let s = unsafe { Storage::from_raw_host(start as *mut u8, bytes, owner)? };
+                let s = unsafe { Storage::from_raw_host(start as *mut u8, bytes, owner) }
+                    .map_err(rename)?;
                 (s, (address - start) as usize)
             }
-            Device::Cuda(_) => {
-                let ctx = device.context()?;
-                if empty {
-                    // SAFETY: an empty range reaches no memory.
-                    let a = unsafe {
-                        Allocation::from_raw_parts(&ctx, 0, 0, MemoryKind::Device, owner)?
-                    };
-                    (Storage::cuda(a), 0)
-                } else {
-                    let kind = cuda_kind(address, device, call)?;
-                    let (base, size) = match ctx.address_range(address)? {
-                        Some((base, size)) => {
-                            let end = base as u128 + size as u128;
-                            if (start as u128) < base as u128 || start as u128 + bytes as u128 > end
-                            {
-                                return Err(interop(
-                                    call,
-                                    "extent",
-                                    format!(
-                                        "the view (shape {shape:?}, strides {strides:?}, {} B elements) at {address:#x} reaches {start:#x}..{:#x}, but the driver's allocation there is {base:#x}..{end:#x} ({size} B); use a shape and strides inside it",
-                                        dtype.size,
-                                        start as u128 + bytes as u128
-                                    ),
-                                ));
-                            }
-                            (base, size)
-                        }
-                        None => (start, bytes),
-                    };
+            Device::Cuda(_) => match cuda {
+                Some((ctx, kind, base, size)) => {
                     // SAFETY: the caller promises the memory (the whole
                     // driver allocation when it is known) for as long as
                     // `owner` lives; the range was checked against the
@@ -275,19 +311,28 @@ impl Array {
                     let a = unsafe { Allocation::from_raw_parts(&ctx, base, size, kind, owner)? };
                     (Storage::cuda(a), (address - base) as usize)
                 }
-            }
+                None => {
+                    // SAFETY: an empty range reaches no memory.
+                    let a = unsafe {
+                        Allocation::from_raw_parts(
+                            &device.context()?,
+                            0,
+                            0,
+                            MemoryKind::Device,
+                            owner,
+                        )?
+                    };
+                    (Storage::cuda(a), 0)
+                }
+            },
         };
-        Array::from_parts(Arc::new(storage), device, offset, dtype, shape, &strides).map_err(|e| {
-            match e {
-                Error::Shape { message, .. } => Error::Shape { call, message },
-                e => e,
-            }
-        })
+        Array::from_parts(Arc::new(storage), device, offset, dtype, shape, &strides).map_err(rename)
     }
 
     /// What keeps this array's memory alive when it is owned elsewhere
     /// ([`Array::from_ptr`], `Array::from_cudarc` with feature `cudarc`,
-    /// a DLPack import); `None` for memory this crate allocated.
+    /// a DLPack import); `None` for memory this crate allocated, also when
+    /// reached through an import of it (which is a view of its storage).
     ///
     /// ```
     /// let a = warp_launch::Array::zeros::<f32>("cpu", &[4])?;

@@ -719,13 +719,19 @@ enum Hold {
 }
 
 fn cuda_assign(dst: &Array, src: &Array, q: &Queue, call: &'static str, hold: Hold) -> Result<()> {
-    if Arc::ptr_eq(dst.storage(), src.storage()) {
-        let (a, b) = (dst.byte_span(), src.byte_span());
+    if dst.storage().shares_bytes_with(src.storage()) {
+        // By address: two handles of one memory overlap as one does.
+        let at = |x: &Array| {
+            let (lo, hi) = x.byte_span();
+            let base = x.storage().address() as i128;
+            (base + lo as i128, base + hi as i128)
+        };
+        let (a, b) = (at(dst), at(src));
         if a.0 < b.1 && b.0 < a.1 {
             return Err(Error::Shape {
                 call,
                 message: format!(
-                    "the source (bytes {}..{}) and the destination (bytes {}..{}) overlap in one allocation, and the driver does not order overlapping copies; copy the source first (src.contiguous_on(stream))",
+                    "the source (bytes {:#x}..{:#x}) and the destination (bytes {:#x}..{:#x}) overlap in one memory, and the driver does not order overlapping copies; copy the source first (src.contiguous_on(stream))",
                     b.0, b.1, a.0, a.1
                 ),
             });

@@ -2,12 +2,30 @@
 //! host or managed memory) or plain host memory for the CPU device. Shared
 //! through `Arc` by every array view and recorded launch that uses it.
 //!
+//! # One owner record per memory
+//!
+//! A storage is the owner record of its bytes: their lock (below), the
+//! ordering state of their CUDA allocation (queued use, shared, pool
+//! stream), their kind and their context. Memory reached through two
+//! storages would have two of each, and neither would wait for work noted
+//! on the other. So every storage an array is made over is entered in a
+//! process-wide table of address ranges (weak references: the table keeps
+//! nothing alive), and a new storage whose bytes an entered one already
+//! holds is not entered: arrays made over it become views of the entered
+//! storage, which they keep alive ([`tracked_record`], used by
+//! `Array::from_parts` and by every import). A new storage that overlaps an
+//! entered one without lying inside it is refused. The table is touched
+//! when arrays are made over a new storage and when a storage drops, never
+//! per launch.
+//!
 //! # Storage locks
 //!
 //! Host code writes host-reachable memory (plain host, page-locked, managed)
 //! in two ways: CPU kernels through array addresses, and copies. Two writers
 //! on one storage from two threads would be a data race, so each such
-//! storage has a lock, re-entrant on the thread that holds it: a CPU launch
+//! storage has a lock over its address range, re-entrant on the thread
+//! that holds it; two storages whose ranges overlap (which the table above
+//! keeps from arrays, but raw storages may do) take the same lock: a CPU launch
 //! holds the locks of every storage its arguments use (arrays and their
 //! gradients) for the whole launch; a copy, zeroing or read holds those of
 //! its source and destination. Device memory is not locked: host code never
@@ -30,9 +48,11 @@
 //! other, whatever user locks are held.
 
 use std::any::Any;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::ptr::NonNull;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
+use std::sync::{Arc, Weak};
 
 use cuda_api::{Allocation, MemoryKind};
 
@@ -107,14 +127,23 @@ impl Drop for HostMemory {
     }
 }
 
-/// The lock table: which thread holds which storage (and how many times),
-/// and which storages each waiting thread waits for. Only ever held for
-/// bookkeeping, never while user code runs or while waiting.
+/// A byte range `start..end` of the address space (device addresses and
+/// host addresses share one space under CUDA's unified addressing).
+type Span = (u64, u64);
+
+/// Whether two byte ranges share a byte.
+fn overlaps(a: Span, b: Span) -> bool {
+    a.0 < b.1 && b.0 < a.1
+}
+
+/// The lock table: which thread holds which address range (and how many
+/// times), and which ranges each waiting thread waits for. Only ever held
+/// for bookkeeping, never while user code runs or while waiting.
 struct LockTable {
-    /// (storage key, owner thread, depth).
-    held: Vec<(usize, u64, usize)>,
-    /// (waiting thread, the storage keys it waits for).
-    waiting: Vec<(u64, Vec<usize>)>,
+    /// (range, owner thread, depth).
+    held: Vec<(Span, u64, usize)>,
+    /// (waiting thread, the ranges it waits for).
+    waiting: Vec<(u64, Vec<Span>)>,
 }
 
 static LOCKS: std::sync::Mutex<LockTable> = std::sync::Mutex::new(LockTable {
@@ -134,17 +163,21 @@ fn thread_token() -> u64 {
 }
 
 impl LockTable {
-    fn owner(&self, key: usize) -> Option<u64> {
-        self.held.iter().find(|h| h.0 == key).map(|h| h.1)
+    /// The threads holding a range that overlaps `span`.
+    fn owners(&self, span: Span) -> impl Iterator<Item = u64> + '_ {
+        self.held
+            .iter()
+            .filter(move |h| overlaps(h.0, span))
+            .map(|h| h.1)
     }
 
-    /// Whether waiting for `keys` would close a cycle back to `me`: some
-    /// owner of a key waits, directly or through other waiters, for a key
-    /// `me` holds.
-    fn would_deadlock(&self, me: u64, keys: &[usize]) -> bool {
-        let mut todo: Vec<u64> = keys
+    /// Whether waiting for `spans` would close a cycle back to `me`: some
+    /// owner of an overlapping range waits, directly or through other
+    /// waiters, for a range that overlaps one `me` holds.
+    fn would_deadlock(&self, me: u64, spans: &[Span]) -> bool {
+        let mut todo: Vec<u64> = spans
             .iter()
-            .filter_map(|&k| self.owner(k))
+            .flat_map(|&k| self.owners(k))
             .filter(|&o| o != me)
             .collect();
         let mut seen: Vec<u64> = Vec::new();
@@ -160,7 +193,7 @@ impl LockTable {
                 todo.extend(
                     wants
                         .iter()
-                        .filter_map(|&k| self.owner(k))
+                        .flat_map(|&k| self.owners(k))
                         .filter(|&o| o != t),
                 );
             }
@@ -185,16 +218,16 @@ pub(crate) struct StorageLocks {
     keys: Keys,
 }
 
-/// Storage keys, sorted and deduplicated; up to 8 without allocating (a
+/// Address ranges, sorted and deduplicated; up to 8 without allocating (a
 /// CPU launch takes its locks on every run).
 enum Keys {
-    Inline([usize; 8], usize),
-    Heap(Vec<usize>),
+    Inline([Span; 8], usize),
+    Heap(Vec<Span>),
 }
 
 impl Keys {
-    fn new(it: impl Iterator<Item = usize>) -> Keys {
-        let mut keys = Keys::Inline([0; 8], 0);
+    fn new(it: impl Iterator<Item = Span>) -> Keys {
+        let mut keys = Keys::Inline([(0, 0); 8], 0);
         for k in it {
             match &mut keys {
                 Keys::Inline(buf, n) if *n < buf.len() => {
@@ -230,7 +263,7 @@ impl Keys {
         keys
     }
 
-    fn as_slice(&self) -> &[usize] {
+    fn as_slice(&self) -> &[Span] {
         match self {
             Keys::Inline(buf, n) => &buf[..*n],
             Keys::Heap(v) => v,
@@ -258,10 +291,11 @@ impl Drop for StorageLocks {
     }
 }
 
-/// Takes the locks of the host-reachable storages among `storages` (all at
-/// once; duplicates and storages already held by this thread are fine).
-/// Waits while another thread holds one; refuses with
-/// [`Error::WouldDeadlock`] when that thread waits for one this thread holds.
+/// Takes the locks of the address ranges of the host-reachable storages
+/// among `storages` (all at once; duplicates, storages over the same bytes
+/// and ranges already held by this thread are fine). Waits while another
+/// thread holds an overlapping range; refuses with [`Error::WouldDeadlock`]
+/// when that thread waits for one this thread holds.
 pub(crate) fn lock_storages<'a>(
     storages: impl IntoIterator<Item = &'a Storage>,
     call: &'static str,
@@ -270,7 +304,7 @@ pub(crate) fn lock_storages<'a>(
         storages
             .into_iter()
             .filter(|s| s.host_reachable())
-            .map(Storage::key),
+            .map(Storage::span),
     );
     if keys.as_slice().is_empty() {
         return Ok(StorageLocks { keys });
@@ -279,10 +313,10 @@ pub(crate) fn lock_storages<'a>(
     let mut t = lock_table();
     loop {
         let wanted = keys.as_slice();
-        let busy = wanted.iter().any(|&k| t.owner(k).is_some_and(|o| o != me));
+        let busy = wanted.iter().any(|&k| t.owners(k).any(|o| o != me));
         if !busy {
             for &k in wanted {
-                match t.held.iter_mut().find(|h| h.0 == k) {
+                match t.held.iter_mut().find(|h| h.0 == k && h.1 == me) {
                     Some(h) => h.2 += 1,
                     None => t.held.push((k, me, 1)),
                 }
@@ -304,9 +338,161 @@ pub(crate) fn lock_storages<'a>(
     }
 }
 
+/// One entry of the owner-record table: the end of the storage's range
+/// (the key holds its start) and a weak reference to it.
+struct Record {
+    end: u64,
+    storage: Weak<Storage>,
+}
+
+/// The owner records: every storage an array was made over, by (start
+/// address, storage identity); entries of live storages never overlap.
+static RECORDS: std::sync::Mutex<BTreeMap<(u64, usize), Record>> =
+    std::sync::Mutex::new(BTreeMap::new());
+
+fn records() -> std::sync::MutexGuard<'static, BTreeMap<(u64, usize), Record>> {
+    // Poisoning cannot leave the map half-updated: no code that can panic
+    // runs while it is held, except allocation, which aborts.
+    RECORDS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// What the owner-record table holds for `span`: `Ok(None)` when no live
+/// storage is entered over any of its bytes; the entered storage and the
+/// byte offset of `span` in it when one holds all of `span`; a refusal
+/// naming both ranges when one holds only part of it. Empty ranges have no
+/// bytes: `Ok(None)`.
+///
+/// Called in one lock with `enter`, so two threads cannot both enter
+/// storages over the same new bytes.
+fn find_record(
+    map: &BTreeMap<(u64, usize), Record>,
+    span: Span,
+    call: &'static str,
+) -> Result<Option<(Arc<Storage>, usize)>> {
+    if span.0 >= span.1 {
+        return Ok(None);
+    }
+    // Live entries are disjoint: scanning down from the last entry that
+    // starts before the end of `span`, the first live one that ends at or
+    // before its start means no earlier one can reach it.
+    for (&(start, _), r) in map.range(..(span.1, 0)).rev() {
+        if r.storage.strong_count() == 0 {
+            // Dropping: its own drop removes it.
+            continue;
+        }
+        if r.end <= span.0 {
+            break;
+        }
+        if start <= span.0 && span.1 <= r.end {
+            // `upgrade` fails only if the last reference went since
+            // `strong_count`: then it is dropping, as above.
+            if let Some(s) = r.storage.upgrade() {
+                return Ok(Some((s, (span.0 - start) as usize)));
+            }
+            continue;
+        }
+        return Err(Error::Interop {
+            call,
+            what: "overlap",
+            message: format!(
+                "bytes {:#x}..{:#x} overlap the array memory {start:#x}..{:#x} without lying inside it, and one memory has one owner record (lock and ordering); make the array over bytes inside that memory (or over all of it first), or drop the arrays over it",
+                span.0, span.1, r.end
+            ),
+        });
+    }
+    Ok(None)
+}
+
+/// The storage that already holds the bytes `start..start + bytes` (and
+/// their offset in it) when an array was made over one, so that an import
+/// of memory this process tracks joins its record instead of making a
+/// second one; `Ok(None)` for bytes no live array's storage holds.
+///
+/// # Errors
+///
+/// [`Error::Interop`] (`what` is `"overlap"`) when a tracked storage holds
+/// some of the bytes but not all.
+pub(crate) fn tracked_record(
+    start: u64,
+    bytes: usize,
+    call: &'static str,
+) -> Result<Option<(Arc<Storage>, usize)>> {
+    let span = (start, start.saturating_add(bytes as u64));
+    let map = records();
+    find_record(&map, span, call)
+}
+
+/// Enters `storage` as the owner record of its bytes, or finds the record
+/// that already holds them: `Ok(None)` when `storage` is the record (it was
+/// entered before, is empty, or is entered now), the record and the byte
+/// offset of `storage`'s first byte in it otherwise. Cheap for a storage
+/// entered before (one atomic load).
+///
+/// # Errors
+///
+/// As [`tracked_record`].
+pub(crate) fn track(
+    storage: &Arc<Storage>,
+    call: &'static str,
+) -> Result<Option<(Arc<Storage>, usize)>> {
+    if storage.entered.load(AtomicOrdering::Acquire) || storage.bytes() == 0 {
+        return Ok(None);
+    }
+    let span = storage.span();
+    let mut map = records();
+    if storage.entered.load(AtomicOrdering::Acquire) {
+        return Ok(None);
+    }
+    if let Some(found) = find_record(&map, span, call)? {
+        return Ok(Some(found));
+    }
+    map.insert(
+        (span.0, storage.key()),
+        Record {
+            end: span.1,
+            storage: Arc::downgrade(storage),
+        },
+    );
+    storage.entered.store(true, AtomicOrdering::Release);
+    Ok(None)
+}
+
+/// Checks that host code may reach `bytes` bytes at `address`: when a CUDA
+/// driver can be loaded, asks it where the address lives and refuses device
+/// memory (host code reading it faults). Without a driver no device memory
+/// can exist, and the memory is taken as host memory.
+pub(crate) fn refuse_device_memory(address: u64, bytes: usize, call: &'static str) -> Result<()> {
+    if bytes == 0 || cuda_api::init().is_err() {
+        return Ok(());
+    }
+    match cuda_api::pointer_location(address)? {
+        Some(l) if l.memory_type == cuda_api::MemoryType::Device && !l.managed => {
+            Err(Error::Interop {
+                call,
+                what: "device",
+                message: format!(
+                    "the memory at {address:#x} is {l}, which host code (\"cpu\") cannot read or write; make the array on the CUDA device that holds it"
+                ),
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
 /// An array's storage: CUDA memory or host memory.
 pub struct Storage {
     backing: Backing,
+    /// Whether the storage is in the owner-record table ([`track`]); its
+    /// drop then takes it out.
+    entered: AtomicBool,
+}
+
+impl Drop for Storage {
+    fn drop(&mut self) {
+        if *self.entered.get_mut() {
+            records().remove(&(self.span().0, self.key()));
+        }
+    }
 }
 
 enum Backing {
@@ -335,6 +521,7 @@ impl Storage {
         })?;
         Ok(Storage {
             backing: Backing::Host(memory),
+            entered: AtomicBool::new(false),
         })
     }
 
@@ -342,6 +529,7 @@ impl Storage {
     pub fn cuda(allocation: Allocation) -> Storage {
         Storage {
             backing: Backing::Cuda(allocation),
+            entered: AtomicBool::new(false),
         }
     }
 
@@ -370,10 +558,15 @@ impl Storage {
     /// `owner` lives, and be reached by nothing else (no Rust reference,
     /// no other thread) while the storage's arrays are used.
     ///
+    /// When a CUDA driver can be loaded it is asked where `ptr` lives, and
+    /// device memory is refused: host code cannot reach it.
+    ///
     /// # Errors
     ///
     /// [`Error::Shape`] when `ptr` is null for a non-empty range or the
-    /// range passes the end of the address space.
+    /// range passes the end of the address space; [`Error::Interop`]
+    /// (`what` is `"device"`) when the driver reports device memory there;
+    /// [`Error::Cuda`] when it cannot answer.
     pub unsafe fn from_raw_host(
         ptr: *mut u8,
         bytes: usize,
@@ -401,6 +594,7 @@ impl Storage {
                 ),
             });
         }
+        refuse_device_memory(ptr.as_ptr() as u64, bytes, call)?;
         Ok(Storage {
             backing: Backing::Host(HostMemory {
                 ptr,
@@ -408,6 +602,7 @@ impl Storage {
                 bytes,
                 owner: Some(owner),
             }),
+            entered: AtomicBool::new(false),
         })
     }
 
@@ -495,15 +690,28 @@ impl Storage {
         !matches!(self.memory(), Memory::Cuda(MemoryKind::Device)) && self.bytes() > 0
     }
 
-    /// The storage's identity for its lock: its address (stable while it
-    /// is borrowed; an `Arc`'s for shared storages).
+    /// The storage's identity in the owner-record table: its address
+    /// (stable while it is borrowed; an `Arc`'s for shared storages).
     fn key(&self) -> usize {
         std::ptr::from_ref(self) as usize
     }
 
+    /// The bytes it holds, as an address range (empty for empty storage).
+    pub(crate) fn span(&self) -> (u64, u64) {
+        let start = self.address();
+        (start, start.saturating_add(self.bytes() as u64))
+    }
+
+    /// Whether this storage and `other` hold a byte in common (the same
+    /// storage does, unless it is empty): launches and copies compare
+    /// memory, not handles.
+    pub(crate) fn shares_bytes_with(&self, other: &Storage) -> bool {
+        overlaps(self.span(), other.span())
+    }
+
     /// Copies `dst.len()` bytes from `offset` into host memory (waits; and
     /// waits for a CPU launch or copy on another thread that holds the
-    /// storage).
+    /// storage's bytes, through this storage or another over them).
     ///
     /// # Errors
     ///
@@ -560,7 +768,8 @@ impl Storage {
 
     /// Copies `len` bytes from `src` at `src_offset` to `offset` (any pair
     /// of memories; waits, as [`Storage::copy_to_host`]). Overlapping
-    /// ranges of one storage are copied as `memmove` does: as if through a
+    /// ranges (judged by address, so of one storage or of two storages
+    /// over the same memory) are copied as `memmove` does: as if through a
     /// temporary buffer.
     ///
     /// # Errors
@@ -580,7 +789,14 @@ impl Storage {
             return Ok(());
         }
         let _lock = lock_storages([self, src], "Storage::copy_from")?;
-        let same = std::ptr::eq(self, src);
+        // Whether the two ranges share bytes, by address: also across two
+        // storages over the same memory.
+        let at = |s: &Storage, o: usize| s.address().saturating_add(o as u64);
+        let (d, s) = (at(self, offset), at(src, src_offset));
+        let overlap = overlaps(
+            (d, d.saturating_add(len as u64)),
+            (s, s.saturating_add(len as u64)),
+        );
         match (&self.backing, &src.backing) {
             (Backing::Host(d), Backing::Host(s)) => {
                 // SAFETY: both ranges were checked to lie inside their
@@ -596,41 +812,42 @@ impl Storage {
                 };
                 Ok(())
             }
+            (Backing::Cuda(_), Backing::Host(_)) | (Backing::Host(_), Backing::Cuda(_))
+                if overlap =>
+            {
+                // One memory reached as host and as CUDA memory: no slice
+                // over bytes the driver writes; through a host buffer.
+                let mut tmp = host_buffer(len)?;
+                src.copy_to_host(src_offset, &mut tmp)?;
+                self.copy_from_host(offset, &tmp)
+            }
             (Backing::Cuda(d), Backing::Host(s)) => {
-                // SAFETY: the source range was checked; the destination is
-                // CUDA memory, a different allocation, so nothing writes
-                // these bytes while the shared slice lives (the lock keeps
-                // CPU kernels and copies off them).
+                // SAFETY: the source range was checked; the destination
+                // does not overlap it (checked by address above), so
+                // nothing writes these bytes while the shared slice lives
+                // (the lock keeps CPU kernels and copies off them).
                 let bytes = unsafe {
                     std::slice::from_raw_parts(s.ptr.as_ptr().cast::<u8>().add(src_offset), len)
                 };
                 Ok(d.copy_from_host(offset, bytes)?)
             }
             (Backing::Host(d), Backing::Cuda(s)) => {
-                // SAFETY: the destination range was checked; the source is
-                // CUDA memory, a different allocation, so this is the only
-                // access to these bytes while the slice lives (the lock
-                // keeps CPU kernels and copies off them).
+                // SAFETY: the destination range was checked; the source
+                // does not overlap it (checked by address above), so this
+                // is the only access to these bytes while the slice lives
+                // (the lock keeps CPU kernels and copies off them).
                 let bytes = unsafe {
                     std::slice::from_raw_parts_mut(d.ptr.as_ptr().cast::<u8>().add(offset), len)
                 };
                 Ok(s.copy_to_host(src_offset, bytes)?)
             }
             (Backing::Cuda(d), Backing::Cuda(s)) => {
-                let overlap = same && offset < src_offset + len && src_offset < offset + len;
                 if !overlap {
                     return Ok(d.copy_from(offset, s, src_offset, len)?);
                 }
                 // The driver's copies do not promise memmove semantics:
                 // go through host memory.
-                let mut tmp = Vec::new();
-                tmp.try_reserve_exact(len).map_err(|_| Error::Shape {
-                    call: "Storage::copy_from",
-                    message: format!(
-                        "overlapping ranges of one CUDA allocation are copied through a host buffer of {len} B, which cannot be allocated; copy through a separate array"
-                    ),
-                })?;
-                tmp.resize(len, 0u8);
+                let mut tmp = host_buffer(len)?;
                 s.copy_to_host(src_offset, &mut tmp)?;
                 Ok(d.copy_from_host(offset, &tmp)?)
             }
@@ -655,5 +872,119 @@ impl Storage {
                 Ok(())
             }
         }
+    }
+}
+
+/// A zeroed host buffer of `len` bytes for a copy between overlapping
+/// ranges, or a refusal when it cannot be allocated.
+fn host_buffer(len: usize) -> Result<Vec<u8>> {
+    let mut tmp = Vec::new();
+    tmp.try_reserve_exact(len).map_err(|_| Error::Shape {
+        call: "Storage::copy_from",
+        message: format!(
+            "overlapping ranges of one memory are copied through a host buffer of {len} B, which cannot be allocated; copy through a separate array"
+        ),
+    })?;
+    tmp.resize(len, 0u8);
+    Ok(tmp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A host storage over `bytes` bytes of a buffer the caller keeps too,
+    /// so that its addresses are not reused by other tests while it lives.
+    fn raw(buf: &Arc<Vec<u128>>, from: usize, bytes: usize) -> Arc<Storage> {
+        let ptr = buf.as_ptr().cast::<u8>().wrapping_add(from).cast_mut();
+        // SAFETY: the buffer, kept alive as the owner, holds these bytes;
+        // the tests only read and write them through the storage.
+        Arc::new(unsafe { Storage::from_raw_host(ptr, bytes, buf.clone()) }.unwrap())
+    }
+
+    #[test]
+    fn the_record_table_joins_bytes_inside_refuses_partial_overlaps_and_forgets_drops() {
+        let buf = Arc::new(vec![0u128; 16]);
+        let base = buf.as_ptr() as u64;
+        let s = raw(&buf, 64, 64);
+        assert!(track(&s, "t").unwrap().is_none(), "entered");
+        assert!(track(&s, "t").unwrap().is_none(), "entered once");
+        // Bytes inside: the entered storage and the offset in it.
+        let (r, at) = tracked_record(base + 80, 16, "t").unwrap().unwrap();
+        assert!(Arc::ptr_eq(&r, &s));
+        assert_eq!(at, 16);
+        drop(r);
+        // A second storage over bytes inside joins rather than enters.
+        let inner = raw(&buf, 96, 32);
+        let (r, at) = track(&inner, "t").unwrap().unwrap();
+        assert!(Arc::ptr_eq(&r, &s) && at == 32);
+        drop(r);
+        // Partial overlaps and supersets: refused, naming the call.
+        for (from, bytes) in [(48, 32), (112, 32), (0, 256)] {
+            let e = tracked_record(base + from, bytes, "t").unwrap_err();
+            assert!(
+                matches!(
+                    &e,
+                    Error::Interop {
+                        call: "t",
+                        what: "overlap",
+                        ..
+                    }
+                ),
+                "{from}+{bytes}: {e}"
+            );
+        }
+        // Beside it, and empty ranges: nothing tracked.
+        assert!(tracked_record(base, 64, "t").unwrap().is_none());
+        assert!(tracked_record(base + 128, 64, "t").unwrap().is_none());
+        assert!(tracked_record(base + 80, 0, "t").unwrap().is_none());
+        drop((s, inner));
+        assert!(
+            tracked_record(base + 80, 16, "t").unwrap().is_none(),
+            "a dropped storage leaves the table"
+        );
+    }
+
+    #[test]
+    fn dead_entries_are_skipped_and_the_scan_stops_at_the_first_live_one_below() {
+        let buf = Arc::new(vec![0u128; 16]);
+        let live = raw(&buf, 0, 32);
+        let (a, b) = live.span();
+        let mut map = BTreeMap::new();
+        map.insert(
+            (a, 1),
+            Record {
+                end: b,
+                storage: Arc::downgrade(&live),
+            },
+        );
+        // A dropping storage over the same bytes, entered later: skipped.
+        map.insert(
+            (a + 8, 2),
+            Record {
+                end: b + 64,
+                storage: Weak::new(),
+            },
+        );
+        let (r, at) = find_record(&map, (a + 16, a + 24), "t").unwrap().unwrap();
+        assert!(Arc::ptr_eq(&r, &live) && at == 16);
+        // Past the live entry: nothing, though the dead one spans it.
+        assert!(find_record(&map, (b, b + 16), "t").unwrap().is_none());
+    }
+
+    #[test]
+    fn two_storages_over_one_memory_share_bytes_and_copy_between_them_as_memmove() {
+        let buf = Arc::new(vec![0u128; 4]);
+        let (x, y) = (raw(&buf, 0, 32), raw(&buf, 8, 32));
+        assert!(x.shares_bytes_with(&y) && y.shares_bytes_with(&x));
+        assert!(!x.shares_bytes_with(&raw(&buf, 32, 32)));
+        let bytes: Vec<u8> = (0..32).collect();
+        x.copy_from_host(0, &bytes).unwrap();
+        // y's bytes 0..24 are x's 8..32; copy them onto x's 0..24.
+        x.copy_from(0, &y, 0, 24).unwrap();
+        let mut got = [0u8; 32];
+        x.copy_to_host(0, &mut got).unwrap();
+        let want: Vec<u8> = (8..32).chain(24..32).collect();
+        assert_eq!(got.as_slice(), want.as_slice());
     }
 }

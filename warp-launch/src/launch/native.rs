@@ -516,14 +516,16 @@ fn bounds_words(bounds: &Bounds) -> [u64; 4] {
 
 /// Whether the arrays of `args` give each work item elements of its own:
 /// every array is contiguous (no two indices share an element), and two
-/// arrays on one storage are the same view (else `y[i]` may be `x[i + 1]`).
+/// arrays whose storages share memory (compared by address range, so two
+/// handles of one memory count as one) are the same view (else `y[i]` may
+/// be `x[i + 1]`).
 fn disjoint(args: &[Arg]) -> bool {
     let arrays: Vec<&crate::array::Array> = args.iter().filter_map(Arg::as_array).collect();
     arrays.iter().all(|a| a.is_contiguous())
         && arrays.iter().enumerate().all(|(i, a)| {
             arrays[..i].iter().all(|b| {
-                !std::sync::Arc::ptr_eq(a.storage(), b.storage())
-                    || (a.offset() == b.offset()
+                !a.storage().shares_bytes_with(b.storage())
+                    || (a.data_address() == b.data_address()
                         && a.shape() == b.shape()
                         && a.strides() == b.strides()
                         && std::ptr::eq(a.dtype(), b.dtype()))
