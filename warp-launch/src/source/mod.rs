@@ -32,6 +32,10 @@
 //! (the kernel and struct declarations), `accesses` (how a kernel body
 //! indexes its arrays) and `meta` (the `.meta` JSON, read with
 //! `serde_json`).
+//!
+//! Every function here stays short enough to check by reading (the
+//! workspace's `clippy.toml` sets the limit).
+#![deny(clippy::too_many_lines)]
 
 use std::fmt;
 
