@@ -54,6 +54,7 @@ pub use cu::parse_cu;
 pub use meta::{Meta, parse_meta};
 pub use modes::WarpFeature;
 pub(crate) use modes::refuse_unmodelled;
+pub(crate) use tokens::list_items;
 
 /// Everything [`parse_cu`] found in one Warp-generated CUDA source file.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
