@@ -1,5 +1,9 @@
 //! Checking an image (cubin, fatbin or PTX text) against its own length
 //! before the driver reads it.
+//!
+//! Every function here stays short enough to check by reading (the
+//! workspace's `clippy.toml` sets the limit).
+#![deny(clippy::too_many_lines)]
 
 use std::fmt;
 
@@ -281,8 +285,49 @@ struct Section {
     entsize: u64,
 }
 
-/// Checks an ELF cubin occupying all of `r`.
+/// Checks an ELF cubin occupying all of `r`, pass by pass; each pass
+/// checks what the driver would otherwise follow blindly, and the first
+/// problem is the error:
+///
+/// 1. [`elf_header`]: identification, machine and header size;
+/// 2. [`program_headers`]: every segment lies inside the image;
+/// 3. [`section_table`]: every section header (offset, size, alignment,
+///    link, entry size; header 0 all zero);
+/// 4. [`Sections::string_tables`]: the section-name table, NUL-terminated
+///    string tables and every section name;
+/// 5. [`Sections::symbol_tables`]: symbol names, section indices and
+///    function extents;
+/// 6. [`Sections::relocations`]: symbols and offsets of relocations;
+/// 7. [`Sections::section_infos`]: every `sh_info` the driver reads as an
+///    index or a count;
+/// 8. [`Sections::notes_and_attributes`]: ELF notes and `.nv.info`
+///    records.
 fn elf(r: &Region<'_>, what: &str) -> Result<()> {
+    let header = elf_header(r, what)?;
+    program_headers(r, &header)?;
+    let sections = section_table(r, &header)?;
+    sections.string_tables(header.shstrndx)?;
+    let symbols = sections.symbol_tables()?;
+    sections.relocations(&symbols)?;
+    sections.section_infos(&symbols)?;
+    sections.notes_and_attributes(&symbols)
+}
+
+/// The ELF64 header fields the later passes read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ElfHeader {
+    phoff: u64,
+    phentsize: u16,
+    phnum: u16,
+    shoff: u64,
+    shentsize: u16,
+    shnum: u16,
+    shstrndx: u16,
+}
+
+/// Pass 1: the 64-byte ELF header: a little-endian ELF64 of version 1 for
+/// `EM_CUDA`, with a header size of at least 64.
+fn elf_header(r: &Region<'_>, what: &str) -> Result<ElfHeader> {
     let h = r.range(0, 64, &format!("the 64-byte ELF header of the {what}"))?;
     if h.bytes[4] != 2 {
         return Err(r.err(
@@ -319,51 +364,77 @@ fn elf(r: &Region<'_>, what: &str) -> Result<()> {
             format!("e_ehsize is {ehsize}, smaller than the 64-byte ELF64 header"),
         ));
     }
-    let phoff = r.u64(32, "e_phoff")?;
-    let phentsize = r.u16(54, "e_phentsize")?;
-    let phnum = r.u16(56, "e_phnum")?;
-    let shoff = r.u64(40, "e_shoff")?;
-    let shentsize = r.u16(58, "e_shentsize")?;
-    let shnum = r.u16(60, "e_shnum")?;
-    let shstrndx = r.u16(62, "e_shstrndx")?;
+    Ok(ElfHeader {
+        phoff: r.u64(32, "e_phoff")?,
+        phentsize: r.u16(54, "e_phentsize")?,
+        phnum: r.u16(56, "e_phnum")?,
+        shoff: r.u64(40, "e_shoff")?,
+        shentsize: r.u16(58, "e_shentsize")?,
+        shnum: r.u16(60, "e_shnum")?,
+        shstrndx: r.u16(62, "e_shstrndx")?,
+    })
+}
 
-    // Program headers.
-    if phnum > 0 {
-        if phentsize != 56 {
-            return Err(r.err(
-                54,
-                format!("e_phentsize is {phentsize}, not 56 (an ELF64 program header)"),
-            ));
-        }
-        let table = r.range(
-            phoff,
-            u64::from(phnum) * 56,
-            &format!("the program header table ({phnum} entries at e_phoff {phoff})"),
-        )?;
-        for i in 0..u64::from(phnum) {
-            let at = i * 56;
-            let p_offset = table.u64(at + 8, "p_offset")?;
-            let p_filesz = table.u64(at + 32, "p_filesz")?;
-            if p_filesz > 0 {
-                r.range(
-                    p_offset,
-                    p_filesz,
-                    &format!("program header {i}'s segment"),
+/// Pass 2: the program header table, and every segment with bytes, lie
+/// inside the image.
+fn program_headers(r: &Region<'_>, h: &ElfHeader) -> Result<()> {
+    let (phoff, phnum) = (h.phoff, h.phnum);
+    if phnum == 0 {
+        return Ok(());
+    }
+    if h.phentsize != 56 {
+        return Err(r.err(
+            54,
+            format!(
+                "e_phentsize is {}, not 56 (an ELF64 program header)",
+                h.phentsize
+            ),
+        ));
+    }
+    let table = r.range(
+        phoff,
+        u64::from(phnum) * 56,
+        &format!("the program header table ({phnum} entries at e_phoff {phoff})"),
+    )?;
+    for i in 0..u64::from(phnum) {
+        let at = i * 56;
+        let p_offset = table.u64(at + 8, "p_offset")?;
+        let p_filesz = table.u64(at + 32, "p_filesz")?;
+        if p_filesz > 0 {
+            r.range(
+                p_offset,
+                p_filesz,
+                &format!("program header {i}'s segment"),
+            )
+            .map_err(|_| {
+                table.err(
+                    at + 8,
+                    format!(
+                        "program header {i}: segment at offset {p_offset} of {p_filesz} bytes runs past the end of the {} bytes",
+                        r.len()
+                    ),
                 )
-                .map_err(|_| {
-                    table.err(
-                        at + 8,
-                        format!(
-                            "program header {i}: segment at offset {p_offset} of {p_filesz} bytes runs past the end of the {} bytes",
-                            r.len()
-                        ),
-                    )
-                })?;
-            }
+            })?;
         }
     }
+    Ok(())
+}
 
-    // Section headers.
+/// A cubin's checked section headers, for the passes that follow them.
+struct Sections<'a> {
+    /// The whole ELF.
+    r: Region<'a>,
+    /// The section header table.
+    table: Region<'a>,
+    list: Vec<Section>,
+    shnum: u16,
+}
+
+/// Pass 3: the section header table lies inside the image, and so does
+/// every section (its offset, and its bytes unless it has none); header 0
+/// is all zero; alignments, links and entry sizes are sane.
+fn section_table<'a>(r: &Region<'a>, h: &ElfHeader) -> Result<Sections<'a>> {
+    let (shoff, shnum) = (h.shoff, h.shnum);
     if shnum == 0 {
         return Err(r.err(
             60,
@@ -374,10 +445,13 @@ fn elf(r: &Region<'_>, what: &str) -> Result<()> {
             },
         ));
     }
-    if shentsize != 64 {
+    if h.shentsize != 64 {
         return Err(r.err(
             58,
-            format!("e_shentsize is {shentsize}, not 64 (an ELF64 section header)"),
+            format!(
+                "e_shentsize is {}, not 64 (an ELF64 section header)",
+                h.shentsize
+            ),
         ));
     }
     let table = r.range(
@@ -385,290 +459,356 @@ fn elf(r: &Region<'_>, what: &str) -> Result<()> {
         u64::from(shnum) * 64,
         &format!("the section header table ({shnum} entries at e_shoff {shoff})"),
     )?;
-    let mut sections = Vec::with_capacity(usize::from(shnum));
-    for i in 0..usize::from(shnum) {
-        let at = i as u64 * 64;
-        let s = Section {
-            index: i,
-            header: at,
-            name: table.u32(at, "sh_name")?,
-            kind: table.u32(at + 4, "sh_type")?,
-            offset: table.u64(at + 24, "sh_offset")?,
-            size: table.u64(at + 32, "sh_size")?,
-            link: table.u32(at + 40, "sh_link")?,
-            info: table.u32(at + 44, "sh_info")?,
-            entsize: table.u64(at + 56, "sh_entsize")?,
-        };
-        if i == 0 {
-            // SHN_UNDEF: the ELF specification's all-zero entry. The driver
-            // reads it like any other (a corrupted sh_offset here crashed
-            // cuModuleLoadData on the H200).
-            let entry = table.range(0, 64, "section header 0")?;
-            if let Some(k) = entry.bytes.iter().position(|&b| b != 0) {
-                return Err(table.err(
-                    k as u64,
-                    "section header 0 (SHN_UNDEF) is not all zero bytes, as ELF requires"
-                        .to_string(),
-                ));
-            }
-        }
-        if s.offset > r.len() as u64 {
-            return Err(table.err(
-                at + 24,
-                format!(
-                    "section {i}: sh_offset {} lies past the end of the {} bytes",
-                    s.offset,
-                    r.len()
-                ),
-            ));
-        }
-        let align = table.u64(at + 48, "sh_addralign")?;
-        if align > 1 << 16 || (align > 1 && !align.is_power_of_two()) {
-            return Err(table.err(
-                at + 48,
-                format!("section {i}: sh_addralign {align} is not 0 or a power of two up to 65536"),
-            ));
-        }
-        if s.kind != SHT_NOBITS && s.kind != SHT_NULL && s.size > 0 {
-            r.range(s.offset, s.size, "").map_err(|_| {
-                table.err(
-                    at + 24,
-                    format!(
-                        "section {i}: its {} bytes at offset {} run past the end of the {} bytes",
-                        s.size,
-                        s.offset,
-                        r.len()
-                    ),
-                )
-            })?;
-        }
-        if s.link >= u32::from(shnum) {
-            return Err(table.err(
-                at + 40,
-                format!(
-                    "section {i}: sh_link {} is not a section index (there are {shnum})",
-                    s.link
-                ),
-            ));
-        }
-        if s.entsize > u64::from(u16::MAX) {
-            return Err(table.err(
-                at + 56,
-                format!(
-                    "section {i}: sh_entsize {} is not a sane entry size",
-                    s.entsize
-                ),
-            ));
-        }
-        sections.push(s);
-    }
-    let bytes_of = |s: &Section| -> Result<Region<'_>> {
-        if s.kind == SHT_NOBITS || s.kind == SHT_NULL {
-            Ok(Region {
-                bytes: &[],
-                base: r.base,
-            })
-        } else {
-            r.range(s.offset, s.size, "section")
-        }
-    };
+    let list = (0..usize::from(shnum))
+        .map(|i| section_header(r, &table, i, shnum))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Sections {
+        r: *r,
+        table,
+        list,
+        shnum,
+    })
+}
 
-    // Names.
-    if shstrndx >= shnum {
-        return Err(r.err(
-            62,
-            format!("e_shstrndx {shstrndx} is not a section index (there are {shnum})"),
-        ));
+/// Section header `i` of `table` (of `shnum`), checked against the ELF `r`.
+fn section_header(r: &Region<'_>, table: &Region<'_>, i: usize, shnum: u16) -> Result<Section> {
+    let at = i as u64 * 64;
+    let s = Section {
+        index: i,
+        header: at,
+        name: table.u32(at, "sh_name")?,
+        kind: table.u32(at + 4, "sh_type")?,
+        offset: table.u64(at + 24, "sh_offset")?,
+        size: table.u64(at + 32, "sh_size")?,
+        link: table.u32(at + 40, "sh_link")?,
+        info: table.u32(at + 44, "sh_info")?,
+        entsize: table.u64(at + 56, "sh_entsize")?,
+    };
+    if i == 0 {
+        // SHN_UNDEF: the ELF specification's all-zero entry. The driver
+        // reads it like any other (a corrupted sh_offset here crashed
+        // cuModuleLoadData on the H200).
+        let entry = table.range(0, 64, "section header 0")?;
+        if let Some(k) = entry.bytes.iter().position(|&b| b != 0) {
+            return Err(table.err(
+                k as u64,
+                "section header 0 (SHN_UNDEF) is not all zero bytes, as ELF requires".to_string(),
+            ));
+        }
     }
-    let shstr = &sections[usize::from(shstrndx)];
-    if shstr.kind != SHT_STRTAB {
+    if s.offset > r.len() as u64 {
         return Err(table.err(
-            shstr.header + 4,
+            at + 24,
             format!(
-                "the section-name table (section {shstrndx}) has type {:#x}, not SHT_STRTAB",
-                shstr.kind
+                "section {i}: sh_offset {} lies past the end of the {} bytes",
+                s.offset,
+                r.len()
             ),
         ));
     }
-    // Every string table ends with a NUL, so a string starting inside it ends inside it.
-    for s in &sections {
-        if s.kind == SHT_STRTAB && s.size > 0 {
-            let b = bytes_of(s)?;
-            if b.bytes.last() != Some(&0) {
-                return Err(b.err(
-                    s.size - 1,
-                    format!("string table (section {}) does not end with a NUL", s.index),
-                ));
-            }
-        }
+    let align = table.u64(at + 48, "sh_addralign")?;
+    if align > 1 << 16 || (align > 1 && !align.is_power_of_two()) {
+        return Err(table.err(
+            at + 48,
+            format!("section {i}: sh_addralign {align} is not 0 or a power of two up to 65536"),
+        ));
     }
-    for s in &sections {
-        if u64::from(s.name) >= shstr.size {
-            return Err(table.err(
-                s.header,
+    if s.kind != SHT_NOBITS && s.kind != SHT_NULL && s.size > 0 {
+        r.range(s.offset, s.size, "").map_err(|_| {
+            table.err(
+                at + 24,
                 format!(
-                    "section {}: name offset {} is outside the {}-byte section-name table",
-                    s.index, s.name, shstr.size
+                    "section {i}: its {} bytes at offset {} run past the end of the {} bytes",
+                    s.size,
+                    s.offset,
+                    r.len()
                 ),
-            ));
+            )
+        })?;
+    }
+    if s.link >= u32::from(shnum) {
+        return Err(table.err(
+            at + 40,
+            format!(
+                "section {i}: sh_link {} is not a section index (there are {shnum})",
+                s.link
+            ),
+        ));
+    }
+    if s.entsize > u64::from(u16::MAX) {
+        return Err(table.err(
+            at + 56,
+            format!(
+                "section {i}: sh_entsize {} is not a sane entry size",
+                s.entsize
+            ),
+        ));
+    }
+    Ok(s)
+}
+
+/// The symbol tables of a cubin: each one's section index and symbol
+/// count.
+type SymbolTables = Vec<(usize, u64)>;
+
+/// The symbol count of the symbol table at section `index`; 0 when that
+/// section is no symbol table.
+fn symbol_count(symbols: &SymbolTables, index: usize) -> u64 {
+    symbols
+        .iter()
+        .find(|(i, _)| *i == index)
+        .map_or(0, |&(_, n)| n)
+}
+
+impl<'a> Sections<'a> {
+    /// The bytes of section `s` (none for `SHT_NOBITS` and `SHT_NULL`).
+    fn bytes_of(&self, s: &Section) -> Result<Region<'a>> {
+        if s.kind == SHT_NOBITS || s.kind == SHT_NULL {
+            Ok(Region {
+                bytes: &[],
+                base: self.r.base,
+            })
+        } else {
+            self.r.range(s.offset, s.size, "section")
         }
     }
 
-    // Symbol tables.
-    let mut symbols: Vec<(usize, u64)> = Vec::new();
-    for s in sections
-        .iter()
-        .filter(|s| s.kind == SHT_SYMTAB || s.kind == SHT_DYNSYM)
-    {
-        if s.entsize != 24 {
-            return Err(table.err(
-                s.header + 56,
+    /// Pass 4: `e_shstrndx` names a string table; every string table ends
+    /// with a NUL (so a string starting inside one ends inside it); every
+    /// section's name starts inside the section-name table.
+    fn string_tables(&self, shstrndx: u16) -> Result<()> {
+        let shnum = self.shnum;
+        if shstrndx >= shnum {
+            return Err(self.r.err(
+                62,
+                format!("e_shstrndx {shstrndx} is not a section index (there are {shnum})"),
+            ));
+        }
+        let shstr = &self.list[usize::from(shstrndx)];
+        if shstr.kind != SHT_STRTAB {
+            return Err(self.table.err(
+                shstr.header + 4,
                 format!(
-                    "symbol table (section {}): sh_entsize {} is not 24",
-                    s.index, s.entsize
+                    "the section-name table (section {shstrndx}) has type {:#x}, not SHT_STRTAB",
+                    shstr.kind
                 ),
             ));
         }
-        if s.size % 24 != 0 {
-            return Err(table.err(
-                s.header + 32,
-                format!(
-                    "symbol table (section {}): size {} is not a multiple of 24",
-                    s.index, s.size
-                ),
-            ));
+        for s in &self.list {
+            if s.kind == SHT_STRTAB && s.size > 0 {
+                let b = self.bytes_of(s)?;
+                if b.bytes.last() != Some(&0) {
+                    return Err(b.err(
+                        s.size - 1,
+                        format!("string table (section {}) does not end with a NUL", s.index),
+                    ));
+                }
+            }
         }
-        let strtab = &sections[s.link as usize];
-        if strtab.kind != SHT_STRTAB {
-            return Err(table.err(
-                s.header + 40,
-                format!(
-                    "symbol table (section {}): sh_link {} is not a string table",
-                    s.index, s.link
-                ),
-            ));
-        }
-        let b = bytes_of(s)?;
-        for k in 0..s.size / 24 {
-            let at = k * 24;
-            let name = b.u32(at, "st_name")?;
-            if name != 0 && u64::from(name) >= strtab.size {
-                return Err(b.err(
-                    at,
+        for s in &self.list {
+            if u64::from(s.name) >= shstr.size {
+                return Err(self.table.err(
+                    s.header,
                     format!(
-                        "symbol {k}: name offset {name} is outside its {}-byte string table",
-                        strtab.size
+                        "section {}: name offset {} is outside the {}-byte section-name table",
+                        s.index, s.name, shstr.size
                     ),
                 ));
             }
-            let info = b.u8(at + 4, "st_info")?;
-            let shndx = b.u16(at + 6, "st_shndx")?;
-            if shndx < SHN_LORESERVE && shndx >= shnum {
-                return Err(b.err(
-                    at + 6,
-                    format!("symbol {k}: section index {shndx} does not exist (there are {shnum})"),
+        }
+        Ok(())
+    }
+
+    /// Pass 5: every `SHT_SYMTAB` and `SHT_DYNSYM` table: 24-byte entries
+    /// linked to a string table, each symbol's name inside it, its section
+    /// index a section, and a function's bytes inside its section. Returns
+    /// the tables with their symbol counts.
+    fn symbol_tables(&self) -> Result<SymbolTables> {
+        let mut symbols = Vec::new();
+        for s in self
+            .list
+            .iter()
+            .filter(|s| s.kind == SHT_SYMTAB || s.kind == SHT_DYNSYM)
+        {
+            if s.entsize != 24 {
+                return Err(self.table.err(
+                    s.header + 56,
+                    format!(
+                        "symbol table (section {}): sh_entsize {} is not 24",
+                        s.index, s.entsize
+                    ),
                 ));
             }
-            let value = b.u64(at + 8, "st_value")?;
-            let size = b.u64(at + 16, "st_size")?;
-            if info & 0xf == STT_FUNC && shndx != 0 && shndx < SHN_LORESERVE {
-                let code = &sections[usize::from(shndx)];
-                let end = value.checked_add(size);
-                if code.kind != SHT_NOBITS && end.is_none_or(|e| e > code.size) {
+            if s.size % 24 != 0 {
+                return Err(self.table.err(
+                    s.header + 32,
+                    format!(
+                        "symbol table (section {}): size {} is not a multiple of 24",
+                        s.index, s.size
+                    ),
+                ));
+            }
+            let strtab = &self.list[s.link as usize];
+            if strtab.kind != SHT_STRTAB {
+                return Err(self.table.err(
+                    s.header + 40,
+                    format!(
+                        "symbol table (section {}): sh_link {} is not a string table",
+                        s.index, s.link
+                    ),
+                ));
+            }
+            let b = self.bytes_of(s)?;
+            for k in 0..s.size / 24 {
+                self.symbol(&b, k, strtab.size)?;
+            }
+            symbols.push((s.index, s.size / 24));
+        }
+        Ok(symbols)
+    }
+
+    /// Symbol `k` of the symbol table bytes `b`, whose string table holds
+    /// `strtab_size` bytes.
+    fn symbol(&self, b: &Region<'_>, k: u64, strtab_size: u64) -> Result<()> {
+        let shnum = self.shnum;
+        let at = k * 24;
+        let name = b.u32(at, "st_name")?;
+        if name != 0 && u64::from(name) >= strtab_size {
+            return Err(b.err(
+                at,
+                format!(
+                    "symbol {k}: name offset {name} is outside its {strtab_size}-byte string table"
+                ),
+            ));
+        }
+        let info = b.u8(at + 4, "st_info")?;
+        let shndx = b.u16(at + 6, "st_shndx")?;
+        if shndx < SHN_LORESERVE && shndx >= shnum {
+            return Err(b.err(
+                at + 6,
+                format!("symbol {k}: section index {shndx} does not exist (there are {shnum})"),
+            ));
+        }
+        let value = b.u64(at + 8, "st_value")?;
+        let size = b.u64(at + 16, "st_size")?;
+        if info & 0xf == STT_FUNC && shndx != 0 && shndx < SHN_LORESERVE {
+            let code = &self.list[usize::from(shndx)];
+            let end = value.checked_add(size);
+            if code.kind != SHT_NOBITS && end.is_none_or(|e| e > code.size) {
+                return Err(b.err(
+                    at + 8,
+                    format!(
+                        "function symbol {k}: bytes {value}..+{size} lie outside its {}-byte section {shndx}",
+                        code.size
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Pass 6: every `SHT_REL` and `SHT_RELA` table: entries of its kind's
+    /// size, linked to a symbol table, applied to a section (`sh_info`);
+    /// each relocation's symbol exists and its offset lies inside the
+    /// target section.
+    fn relocations(&self, symbols: &SymbolTables) -> Result<()> {
+        let shnum = self.shnum;
+        for s in self
+            .list
+            .iter()
+            .filter(|s| s.kind == SHT_REL || s.kind == SHT_RELA)
+        {
+            let want = if s.kind == SHT_RELA { 24 } else { 16 };
+            if s.entsize != want || s.size % want != 0 {
+                return Err(self.table.err(
+                    s.header + 56,
+                    format!(
+                        "relocation table (section {}): entry size {} and size {} do not fit entries of {want} bytes",
+                        s.index, s.entsize, s.size
+                    ),
+                ));
+            }
+            let Some(&(_, nsyms)) = symbols.iter().find(|(i, _)| *i == s.link as usize) else {
+                return Err(self.table.err(
+                    s.header + 40,
+                    format!(
+                        "relocation table (section {}): sh_link {} is not a symbol table",
+                        s.index, s.link
+                    ),
+                ));
+            };
+            let target = self.list.get(s.info as usize).ok_or_else(|| {
+                self.table.err(
+                    s.header + 44,
+                    format!(
+                        "relocation table (section {}): sh_info {} is not a section index (there are {shnum})",
+                        s.index, s.info
+                    ),
+                )
+            })?;
+            let b = self.bytes_of(s)?;
+            for k in 0..s.size / want {
+                let at = k * want;
+                let offset = b.u64(at, "r_offset")?;
+                let info = b.u64(at + 8, "r_info")?;
+                if info >> 32 >= nsyms {
                     return Err(b.err(
                         at + 8,
                         format!(
-                            "function symbol {k}: bytes {value}..+{size} lie outside its {}-byte section {shndx}",
-                            code.size
+                            "relocation {k}: symbol {} does not exist (the table has {nsyms})",
+                            info >> 32
+                        ),
+                    ));
+                }
+                if target.kind != SHT_NOBITS && offset >= target.size {
+                    return Err(b.err(
+                        at,
+                        format!(
+                            "relocation {k}: offset {offset} is outside its {}-byte target section {}",
+                            target.size, target.index
                         ),
                     ));
                 }
             }
         }
-        symbols.push((s.index, s.size / 24));
+        Ok(())
     }
 
-    // Relocations.
-    for s in sections
-        .iter()
-        .filter(|s| s.kind == SHT_REL || s.kind == SHT_RELA)
-    {
-        let want = if s.kind == SHT_RELA { 24 } else { 16 };
-        if s.entsize != want || s.size % want != 0 {
-            return Err(table.err(
-                s.header + 56,
-                format!(
-                    "relocation table (section {}): entry size {} and size {} do not fit entries of {want} bytes",
-                    s.index, s.entsize, s.size
-                ),
-            ));
-        }
-        let Some(&(_, nsyms)) = symbols.iter().find(|(i, _)| *i == s.link as usize) else {
-            return Err(table.err(
-                s.header + 40,
-                format!(
-                    "relocation table (section {}): sh_link {} is not a symbol table",
-                    s.index, s.link
-                ),
-            ));
-        };
-        let target = sections.get(s.info as usize).ok_or_else(|| {
-            table.err(
-                s.header + 44,
-                format!(
-                    "relocation table (section {}): sh_info {} is not a section index (there are {shnum})",
-                    s.index, s.info
-                ),
-            )
-        })?;
-        let b = bytes_of(s)?;
-        for k in 0..s.size / want {
-            let at = k * want;
-            let offset = b.u64(at, "r_offset")?;
-            let info = b.u64(at + 8, "r_info")?;
-            if info >> 32 >= nsyms {
-                return Err(b.err(
-                    at + 8,
+    /// Pass 7: every section's `sh_info`. The driver uses it as a section
+    /// index (the function a `.nv.info.<fn>`, relocation table or constant
+    /// bank belongs to), as the function's symbol in a code section (low 24
+    /// bits), and as the count of local symbols in the symbol table.
+    /// Out-of-range values crashed cuModuleLoadData on the H200
+    /// (gpu_images seeds 0x36, 0x4c).
+    fn section_infos(&self, symbols: &SymbolTables) -> Result<()> {
+        for s in &self.list {
+            let flags = self.table.u64(s.header + 8, "sh_flags")?;
+            if let Some(limit) = self.info_out_of_range(s, flags, symbols) {
+                return Err(self.table.err(
+                    s.header + 44,
                     format!(
-                        "relocation {k}: symbol {} does not exist (the table has {nsyms})",
-                        info >> 32
-                    ),
-                ));
-            }
-            if target.kind != SHT_NOBITS && offset >= target.size {
-                return Err(b.err(
-                    at,
-                    format!(
-                        "relocation {k}: offset {offset} is outside its {}-byte target section {}",
-                        target.size, target.index
+                        "section {}: sh_info {} is out of range (there are {limit})",
+                        s.index, s.info
                     ),
                 ));
             }
         }
+        Ok(())
     }
 
-    // sh_info: the driver uses it as a section index (the function a
-    // `.nv.info.<fn>`, relocation table or constant bank belongs to), as the
-    // function's symbol in a code section (low 24 bits), and as the count of local
-    // symbols in the symbol table. Out-of-range values crashed
-    // cuModuleLoadData on the H200 (gpu_images seeds 0x36, 0x4c).
-    const SHF_EXECINSTR: u64 = 0x4;
-    let nsyms_of = |index: usize| {
-        symbols
-            .iter()
-            .find(|(i, _)| *i == index)
-            .map_or(0, |&(_, n)| n)
-    };
-    for s in &sections {
-        let flags = table.u64(s.header + 8, "sh_flags")?;
+    /// The limit section `s`'s `sh_info` passes (for the message), or
+    /// `None` when it is in range.
+    fn info_out_of_range(&self, s: &Section, flags: u64, symbols: &SymbolTables) -> Option<String> {
+        const SHF_EXECINSTR: u64 = 0x4;
+        let shnum = self.shnum;
         let merc_syms = |index: usize| {
-            sections
+            self.list
                 .get(index)
                 .filter(|t| t.kind == SHT_CUDA_MERC_SYMTAB)
                 .map(|t| t.size / 24)
         };
-        let bad = if s.kind == SHT_SYMTAB {
-            let n = nsyms_of(s.index);
+        if s.kind == SHT_SYMTAB {
+            let n = symbol_count(symbols, s.index);
             (u64::from(s.info) > n).then(|| format!("{n} symbols"))
         } else if s.kind == SHT_CUDA_MERC_SYMTAB {
             // Like a symbol table's: the count of local symbols.
@@ -685,40 +825,31 @@ fn elf(r: &Region<'_>, what: &str) -> Result<()> {
             // low 24 bits and, for sm_75 to sm_89 cubins of nvcc 13.0, the
             // register count in the high 8 (e.g. 0x0400_0008: symbol 8, 4
             // registers, in `tests/images/one.sm75.cubin`).
-            let n = nsyms_of(s.link as usize);
+            let n = symbol_count(symbols, s.link as usize);
             (u64::from(s.info & 0x00ff_ffff) >= n)
                 .then(|| format!("{n} symbols in its symbol table"))
         } else {
             (s.info >= u32::from(shnum)).then(|| format!("{shnum} sections"))
-        };
-        if let Some(limit) = bad {
-            return Err(table.err(
-                s.header + 44,
-                format!(
-                    "section {}: sh_info {} is out of range (there are {limit})",
-                    s.index, s.info
-                ),
-            ));
         }
     }
 
-    // Notes and `.nv.info` records.
-    for s in &sections {
-        match s.kind {
-            SHT_NOTE => notes(&bytes_of(s)?, s.index)?,
-            SHT_CUDA_INFO => {
-                // Records that name a symbol index in their first four
-                // bytes, checked against the section's symbol table.
-                let nsyms = symbols
-                    .iter()
-                    .find(|(i, _)| *i == s.link as usize)
-                    .map_or(0, |&(_, n)| n);
-                nv_info(&bytes_of(s)?, s.index, nsyms)?
+    /// Pass 8: the ELF notes ([`notes`]) and the `.nv.info` attribute
+    /// records ([`nv_info`]), whose symbol indices are checked against
+    /// the section's linked symbol table.
+    fn notes_and_attributes(&self, symbols: &SymbolTables) -> Result<()> {
+        for s in &self.list {
+            match s.kind {
+                SHT_NOTE => notes(&self.bytes_of(s)?, s.index)?,
+                SHT_CUDA_INFO => nv_info(
+                    &self.bytes_of(s)?,
+                    s.index,
+                    symbol_count(symbols, s.link as usize),
+                )?,
+                _ => {}
             }
-            _ => {}
         }
+        Ok(())
     }
-    Ok(())
 }
 
 /// `.nv.info` attributes (format 4, sized) whose value starts with a
@@ -1029,6 +1160,48 @@ const ZSTD_WINDOW_FLOOR: u64 = 8 << 20;
 /// entry's decompressed size, and the blocks must be able to produce that
 /// many bytes. Returns the frame's window size (the decoder's buffer).
 fn zstd_frame(s: &Region<'_>, expected: u64, what: &str) -> Result<u64> {
+    let header = zstd_frame_header(s, expected, what)?;
+    let window = header.window;
+    let (mut at, most) = zstd_blocks(s, header.len, window.min(ZSTD_MAX_BLOCK), what)?;
+    if header.checksum {
+        s.range(at, 4, &format!("{what}: the zstd frame checksum"))?;
+        at += 4;
+    }
+    if at != s.len() as u64 {
+        return Err(s.err(
+            at,
+            format!(
+                "{what}: the zstd frame ends at byte {at} but the entry states {} compressed bytes",
+                s.len()
+            ),
+        ));
+    }
+    if most < expected {
+        return Err(s.err(
+            0,
+            format!(
+                "{what}: the zstd frame's blocks can make at most {most} bytes, not the stated {expected}"
+            ),
+        ));
+    }
+    Ok(window)
+}
+
+/// What a zstd frame header says.
+#[derive(Debug, PartialEq, Eq)]
+struct ZstdFrameHeader {
+    /// Its length: the offset of the first block header.
+    len: u64,
+    /// The window size (the decoder's buffer).
+    window: u64,
+    /// Whether a 4-byte checksum follows the last block.
+    checksum: bool,
+}
+
+/// The zstd frame header at the start of `s`: magic, no reserved bit, no
+/// dictionary, a stated content size equal to `expected`, and a window no
+/// larger than `expected` bytes of content can need.
+fn zstd_frame_header(s: &Region<'_>, expected: u64, what: &str) -> Result<ZstdFrameHeader> {
     let magic = s.u32(0, &format!("{what}: the zstd frame's magic"))?;
     if magic != 0xFD2F_B528 {
         return Err(s.err(
@@ -1065,7 +1238,7 @@ fn zstd_frame(s: &Region<'_>, expected: u64, what: &str) -> Result<u64> {
     } else {
         Some(s.u8(5, &format!("{what}: the zstd frame header"))?)
     };
-    let mut at = 5 + u64::from(!single_segment) + dict_len;
+    let at = 5 + u64::from(!single_segment) + dict_len;
     let fcs = s.range(at, fcs_len, &format!("{what}: the zstd frame header"))?;
     let content = match fcs_len {
         0 => None,
@@ -1101,10 +1274,19 @@ fn zstd_frame(s: &Region<'_>, expected: u64, what: &str) -> Result<u64> {
             ),
         ));
     }
-    let block_max = window.min(ZSTD_MAX_BLOCK);
-    at += fcs_len;
-    // The most the blocks can produce: a raw or RLE block states its size, a
-    // compressed one makes at most `block_max` bytes.
+    Ok(ZstdFrameHeader {
+        len: at + fcs_len,
+        window,
+        checksum,
+    })
+}
+
+/// The zstd blocks from `at` to the last: each one's size within the
+/// limits (`block_max`: the frame's block limit) and its bytes inside `s`.
+/// Returns the offset past the last block and the most the blocks can
+/// produce (a raw or RLE block states its size, a compressed one makes at
+/// most `block_max` bytes).
+fn zstd_blocks(s: &Region<'_>, mut at: u64, block_max: u64, what: &str) -> Result<(u64, u64)> {
     let mut most = 0u64;
     loop {
         let hdr = s.array::<3>(at, &format!("{what}: a zstd block header"))?;
@@ -1138,31 +1320,9 @@ fn zstd_frame(s: &Region<'_>, expected: u64, what: &str) -> Result<u64> {
         s.range(at + 3, stored, &format!("{what}: a zstd block"))?;
         at += 3 + stored;
         if last {
-            break;
+            return Ok((at, most));
         }
     }
-    if checksum {
-        s.range(at, 4, &format!("{what}: the zstd frame checksum"))?;
-        at += 4;
-    }
-    if at != s.len() as u64 {
-        return Err(s.err(
-            at,
-            format!(
-                "{what}: the zstd frame ends at byte {at} but the entry states {} compressed bytes",
-                s.len()
-            ),
-        ));
-    }
-    if most < expected {
-        return Err(s.err(
-            0,
-            format!(
-                "{what}: the zstd frame's blocks can make at most {most} bytes, not the stated {expected}"
-            ),
-        ));
-    }
-    Ok(window)
 }
 
 /// Decompresses a zstd frame already walked by [`zstd_frame`] (which
@@ -1381,5 +1541,361 @@ mod tests {
         assert!(lz_decompress(&r, 7, "t").is_err());
         let bad = [0x40, b'a', b'b', b'c', b'd', 5, 0];
         assert!(lz_decompress(&Region::whole(&bad), 8, "t").is_err());
+    }
+
+    // ---- The ELF passes, one test each, on a real sm_90 cubin (`readelf
+    // -a` of it: 15 sections at 2464, 5 program headers at 3424, section 1
+    // the section-name table, 3 the symbol table of 10 symbols linked to
+    // the string table 2, 11 a relocation table for 4, 12 `.text.add_one`
+    // whose function is symbol 8).
+
+    const CUBIN: &[u8] = include_bytes!("../tests/fixtures/images/add_one.sm_90.cubin");
+    const SHOFF: usize = 2464;
+    const PHOFF: usize = 3424;
+    const SYMTAB: usize = 0x2b8;
+
+    /// The cubin with `width` bytes at `at` set to `value`.
+    fn patched(at: usize, width: usize, value: u64) -> Vec<u8> {
+        let mut v = CUBIN.to_vec();
+        v[at..at + width].copy_from_slice(&value.to_le_bytes()[..width]);
+        v
+    }
+
+    /// Passes 1 to 3 over `image`.
+    fn sections(image: &[u8]) -> Result<Sections<'_>> {
+        let r = Region::whole(image);
+        section_table(&r, &elf_header(&r, "cubin")?)
+    }
+
+    /// The error's offset and problem.
+    fn refusal<T>(result: Result<T>) -> (usize, String) {
+        match result {
+            Ok(_) => panic!("expected a refusal"),
+            Err(e) => (e.offset, e.problem),
+        }
+    }
+
+    #[test]
+    fn elf_header_reads_the_header_of_a_cuda_elf64() {
+        let header = elf_header(&Region::whole(CUBIN), "cubin").unwrap();
+        assert_eq!(
+            header,
+            ElfHeader {
+                phoff: PHOFF as u64,
+                phentsize: 56,
+                phnum: 5,
+                shoff: SHOFF as u64,
+                shentsize: 64,
+                shnum: 15,
+                shstrndx: 1,
+            }
+        );
+        let check = |v: &[u8]| refusal(elf_header(&Region::whole(v), "cubin"));
+        assert_eq!(
+            check(&patched(4, 1, 1)),
+            (
+                4,
+                "ELF class 1 is not ELF64 (2); the driver loads 64-bit cubins".into()
+            )
+        );
+        assert_eq!(check(&patched(5, 1, 2)).0, 5);
+        assert_eq!(check(&patched(6, 1, 0)).0, 6);
+        assert_eq!(
+            check(&patched(18, 2, 62)),
+            (
+                18,
+                "e_machine is 62, not EM_CUDA (190): this ELF is not a cubin".into()
+            )
+        );
+        assert_eq!(check(&patched(52, 2, 40)).0, 52);
+        let (_, problem) = check(&CUBIN[..63]);
+        assert!(
+            problem.contains("the 64-byte ELF header of the cubin"),
+            "{problem}"
+        );
+    }
+
+    #[test]
+    fn program_headers_keep_every_segment_inside_the_image() {
+        let r = Region::whole(CUBIN);
+        let header = elf_header(&r, "cubin").unwrap();
+        program_headers(&r, &header).unwrap();
+        // Segment 2 (the code at 0x600) made 4 KiB long.
+        let v = patched(PHOFF + 2 * 56 + 32, 8, 4096);
+        let (at, problem) = refusal(program_headers(&Region::whole(&v), &header));
+        assert_eq!(at, PHOFF + 2 * 56 + 8);
+        assert_eq!(
+            problem,
+            "program header 2: segment at offset 1536 of 4096 bytes runs past the end of the 3704 bytes"
+        );
+        let odd = ElfHeader {
+            phentsize: 32,
+            ..header
+        };
+        assert_eq!(refusal(program_headers(&r, &odd)).0, 54);
+        // No program headers: their table is not read.
+        let none = ElfHeader {
+            phnum: 0,
+            phoff: u64::MAX,
+            ..header
+        };
+        program_headers(&r, &none).unwrap();
+    }
+
+    #[test]
+    fn section_table_checks_every_section_header() {
+        let s = sections(CUBIN).unwrap();
+        assert_eq!(s.list.len(), 15);
+        assert_eq!((s.list[3].kind, s.list[3].link), (SHT_SYMTAB, 2));
+        assert_eq!((s.list[13].kind, s.list[12].info), (SHT_NOBITS, 8));
+        assert_eq!(s.table.base, SHOFF);
+        let v = patched(SHOFF + 12 * 64 + 40, 4, 15);
+        assert_eq!(
+            refusal(sections(&v)),
+            (
+                SHOFF + 12 * 64 + 40,
+                "section 12: sh_link 15 is not a section index (there are 15)".into()
+            )
+        );
+        let v = patched(SHOFF + 4 * 64 + 56, 8, 1 << 20);
+        let (at, problem) = refusal(sections(&v));
+        assert_eq!(at, SHOFF + 4 * 64 + 56);
+        assert!(problem.contains("not a sane entry size"), "{problem}");
+        let v = patched(SHOFF + 4 * 64 + 32, 8, 4096);
+        let (at, problem) = refusal(sections(&v));
+        assert_eq!(at, SHOFF + 4 * 64 + 24);
+        assert!(problem.contains("section 4: its 4096 bytes"), "{problem}");
+        let (at, problem) = refusal(sections(&patched(60, 2, 0)));
+        assert_eq!(at, 60);
+        assert!(problem.contains("extended section numbering"), "{problem}");
+        assert_eq!(refusal(sections(&patched(58, 2, 40))).0, 58);
+    }
+
+    #[test]
+    fn string_tables_end_with_nul_and_hold_every_section_name() {
+        sections(CUBIN).unwrap().string_tables(1).unwrap();
+        let s = sections(CUBIN).unwrap();
+        assert_eq!(
+            refusal(s.string_tables(3)),
+            (
+                SHOFF + 3 * 64 + 4,
+                "the section-name table (section 3) has type 0x2, not SHT_STRTAB".into()
+            )
+        );
+        assert_eq!(
+            refusal(s.string_tables(15)).1,
+            "e_shstrndx 15 is not a section index (there are 15)"
+        );
+        // The last byte of .strtab (section 2, 0x149 bytes at 0x16e).
+        let v = patched(0x16e + 0x148, 1, u64::from(b'x'));
+        assert_eq!(
+            refusal(sections(&v).unwrap().string_tables(1)),
+            (
+                0x16e + 0x148,
+                "string table (section 2) does not end with a NUL".into()
+            )
+        );
+        let v = patched(SHOFF + 4 * 64, 4, 0x107);
+        assert_eq!(
+            refusal(sections(&v).unwrap().string_tables(1)),
+            (
+                SHOFF + 4 * 64,
+                "section 4: name offset 263 is outside the 263-byte section-name table".into()
+            )
+        );
+    }
+
+    #[test]
+    fn symbol_tables_check_names_sections_and_function_extents() {
+        assert_eq!(sections(CUBIN).unwrap().symbol_tables().unwrap(), [(3, 10)]);
+        let v = patched(SYMTAB + 5 * 24 + 6, 2, 99);
+        assert_eq!(
+            refusal(sections(&v).unwrap().symbol_tables()),
+            (
+                SYMTAB + 5 * 24 + 6,
+                "symbol 5: section index 99 does not exist (there are 15)".into()
+            )
+        );
+        // add_one (symbol 8) made longer than its 384-byte section.
+        let v = patched(SYMTAB + 8 * 24 + 16, 8, 385);
+        assert_eq!(
+            refusal(sections(&v).unwrap().symbol_tables()),
+            (
+                SYMTAB + 8 * 24 + 8,
+                "function symbol 8: bytes 0..+385 lie outside its 384-byte section 12".into()
+            )
+        );
+        let v = patched(SYMTAB + 8 * 24, 4, 0x149);
+        let (at, problem) = refusal(sections(&v).unwrap().symbol_tables());
+        assert_eq!(at, SYMTAB + 8 * 24);
+        assert!(
+            problem.contains("outside its 329-byte string table"),
+            "{problem}"
+        );
+        let v = patched(SHOFF + 3 * 64 + 56, 8, 16);
+        assert_eq!(
+            refusal(sections(&v).unwrap().symbol_tables()).0,
+            SHOFF + 3 * 64 + 56
+        );
+    }
+
+    #[test]
+    fn relocations_name_existing_symbols_and_offsets_inside_their_target() {
+        let symbols = vec![(3, 10)];
+        sections(CUBIN).unwrap().relocations(&symbols).unwrap();
+        // The one relocation (at 0x598) names symbol 8 at offset 0x44 of
+        // .debug_frame (0x68 bytes).
+        let s = sections(CUBIN).unwrap();
+        assert_eq!(
+            refusal(s.relocations(&vec![(3, 8)])),
+            (
+                0x598 + 8,
+                "relocation 0: symbol 8 does not exist (the table has 8)".into()
+            )
+        );
+        assert_eq!(
+            refusal(s.relocations(&vec![])),
+            (
+                SHOFF + 11 * 64 + 40,
+                "relocation table (section 11): sh_link 3 is not a symbol table".into()
+            )
+        );
+        let v = patched(0x598, 8, 0x68);
+        assert_eq!(
+            refusal(sections(&v).unwrap().relocations(&symbols)),
+            (
+                0x598,
+                "relocation 0: offset 104 is outside its 104-byte target section 4".into()
+            )
+        );
+    }
+
+    #[test]
+    fn section_infos_stay_inside_what_they_index_or_count() {
+        let symbols = vec![(3, 10)];
+        sections(CUBIN).unwrap().section_infos(&symbols).unwrap();
+        let info = |section: usize, value: u64| {
+            let v = patched(SHOFF + section * 64 + 44, 4, value);
+            sections(&v)
+                .unwrap()
+                .section_infos(&symbols)
+                .map_err(|e| e.problem)
+        };
+        // A code section's function symbol: low 24 bits; the high 8 are free.
+        assert_eq!(info(12, 0x0400_0008), Ok(()));
+        assert_eq!(
+            info(12, 10),
+            Err(
+                "section 12: sh_info 10 is out of range (there are 10 symbols in its symbol table)"
+                    .into()
+            )
+        );
+        // The symbol table's local-symbol count.
+        assert_eq!(info(3, 10), Ok(()));
+        assert_eq!(
+            info(3, 11),
+            Err("section 3: sh_info 11 is out of range (there are 10 symbols)".into())
+        );
+        // Any other section's sh_info is a section index.
+        assert_eq!(
+            info(14, 15),
+            Err("section 14: sh_info 15 is out of range (there are 15 sections)".into())
+        );
+    }
+
+    #[test]
+    fn notes_and_attributes_tile_their_sections_and_name_existing_symbols() {
+        let s = sections(CUBIN).unwrap();
+        s.notes_and_attributes(&vec![(3, 10)]).unwrap();
+        // With no symbol table, a symbol-naming .nv.info record is refused.
+        let (_, problem) = refusal(s.notes_and_attributes(&vec![]));
+        assert!(problem.contains("but the symbol table has 0"), "{problem}");
+        // The first note of section 5 (at 0x410) with a 4 KiB name.
+        let v = patched(0x410, 4, 4096);
+        let (_, problem) = refusal(sections(&v).unwrap().notes_and_attributes(&vec![(3, 10)]));
+        assert!(
+            problem.contains("note in section 5: name and descriptor"),
+            "{problem}"
+        );
+    }
+
+    /// A zstd frame of `blocks` RLE blocks of 1024 dots, with frame header
+    /// descriptor `fhd` and then `header` (window descriptor, content size).
+    fn zstd(fhd: u8, header: &[u8], blocks: usize) -> Vec<u8> {
+        let mut f = vec![0x28, 0xb5, 0x2f, 0xfd, fhd];
+        f.extend_from_slice(header);
+        for i in 0..blocks {
+            let h = u32::from(i + 1 == blocks) | 1 << 1 | 1024 << 3;
+            f.extend_from_slice(&h.to_le_bytes()[..3]);
+            f.push(b'.');
+        }
+        f
+    }
+
+    #[test]
+    fn zstd_frame_headers_state_window_content_and_checksum() {
+        let header = |f: &[u8], expected| zstd_frame_header(&Region::whole(f), expected, "t");
+        // Window descriptor 0: 1 KiB; no content size.
+        assert_eq!(
+            header(&zstd(0, &[0], 1), 4096).unwrap(),
+            ZstdFrameHeader {
+                len: 6,
+                window: 1024,
+                checksum: false
+            }
+        );
+        // Single segment, 1-byte content size 100: the window is the content.
+        assert_eq!(
+            header(&zstd(0x24, &[100], 1), 100).unwrap(),
+            ZstdFrameHeader {
+                len: 6,
+                window: 100,
+                checksum: true
+            }
+        );
+        let e = header(&zstd(0x20, &[100], 1), 99).unwrap_err();
+        assert_eq!(
+            (e.offset, e.problem.as_str()),
+            (
+                5,
+                "t: the zstd frame holds 100 bytes but the entry states 99"
+            )
+        );
+        let e = header(&zstd(0x08, &[0], 1), 1024).unwrap_err();
+        assert_eq!(e.problem, "t: the zstd frame header sets a reserved bit");
+        assert!(header(&zstd(0x01, &[0], 1), 1024).is_err());
+        // A 2 TiB window for 4 KiB.
+        let e = header(&zstd(0, &[31 << 3], 1), 4096).unwrap_err();
+        assert!(
+            e.problem.contains("2199023255552-byte window"),
+            "{}",
+            e.problem
+        );
+    }
+
+    #[test]
+    fn zstd_blocks_are_walked_to_the_last_within_their_limits() {
+        let f = zstd(0, &[0], 3);
+        assert_eq!(
+            zstd_blocks(&Region::whole(&f), 6, 1024, "t").unwrap(),
+            (18, 3072)
+        );
+        // Without the last block.
+        assert!(zstd_blocks(&Region::whole(&f[..14]), 6, 1024, "t").is_err());
+        let e = zstd_blocks(&Region::whole(&f), 6, 512, "t").unwrap_err();
+        assert_eq!(
+            (e.offset, e.problem.as_str()),
+            (
+                6,
+                "t: a zstd block of 1024 bytes exceeds the frame's 512-byte block limit"
+            )
+        );
+        let mut f = f;
+        f[10] |= 3 << 1;
+        let e = zstd_blocks(&Region::whole(&f), 6, 1024, "t").unwrap_err();
+        assert_eq!(
+            (e.offset, e.problem.as_str()),
+            (10, "t: a zstd block has the reserved type 3")
+        );
     }
 }

@@ -914,27 +914,10 @@ pub(crate) fn ndim_hints(line: &str, key: &str) -> BTreeMap<String, u8> {
     if !line.trim_start().starts_with(&needle) {
         return out;
     }
-    let sig = line
-        .trim_start()
-        .trim_start_matches(&needle[..needle.len() - 1]);
-    let Some(sig) = sig.split("):").next() else {
+    // The parameters, up to the `)` that closes them (or the line's end).
+    let Some(parts) = source::list_items(&line.trim_start()[needle.len()..]) else {
         return out;
     };
-    let sig = sig.trim_start_matches('(');
-    // split on top-level commas
-    let (mut depth, mut start, mut parts) = (0i32, 0usize, Vec::new());
-    for (i, c) in sig.char_indices() {
-        match c {
-            '(' | '[' => depth += 1,
-            ')' | ']' => depth -= 1,
-            ',' if depth == 0 => {
-                parts.push(&sig[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    parts.push(&sig[start..]);
     for p in parts {
         let Some((name, ann)) = p.split_once(':') else {
             continue;
@@ -971,24 +954,7 @@ pub(crate) fn ndim_hints(line: &str, key: &str) -> BTreeMap<String, u8> {
 /// `wp.array[dtype, Literal[n]]` / `wp.array[dtype, n]` (`n`), given the
 /// text after `wp.array[`.
 fn subscript_ndim(sub: &str) -> Option<u8> {
-    let mut depth = 0i32;
-    let mut args = vec![String::new()];
-    for c in sub.chars() {
-        match c {
-            '[' | '(' => depth += 1,
-            ']' | ')' if depth == 0 => break,
-            ']' | ')' => depth -= 1,
-            ',' if depth == 0 => {
-                args.push(String::new());
-                continue;
-            }
-            _ => {}
-        }
-        if let Some(a) = args.last_mut() {
-            a.push(c);
-        }
-    }
-    match args.as_slice() {
+    match source::list_items(sub)?.as_slice() {
         [_] => Some(1),
         [_, n] => {
             let n = n.trim();
@@ -1115,6 +1081,17 @@ mod tests {
                 ("c".into(), 3),
                 ("d".into(), 4)
             ]
+        );
+        // Parameters are split with source's tokenizer: a `)` or `,` in a
+        // string does not end or split one (the old character splitter read
+        // one parameter named `b"], b` here, and lost `c`).
+        let h = ndim_hints(
+            r#"// def k(s: Literal[")", "a,b"], b: wp.array2d(dtype=float), c: wp.array(dtype=float, ndim=3)):"#,
+            "k",
+        );
+        assert_eq!(
+            h.into_iter().collect::<Vec<_>>(),
+            [("b".into(), 2), ("c".into(), 3)]
         );
         // add2d's signature spans lines, so the body's indexing decides.
         assert!(ndim_hints_of(CU, "add2d").is_empty());

@@ -236,7 +236,45 @@ fn parse_extern_function(
     start: usize,
     file: &str,
 ) -> Result<Option<(SourceKernel, usize)>, SourceError> {
-    // Head: words and attribute macros up to the name followed by `(`.
+    let Some(name_idx) = kernel_head(toks, close, start, file)? else {
+        return Ok(None);
+    };
+    let name_tok = &toks[name_idx];
+    let open = name_idx + 1;
+    let Some(close_end) = skip_balanced(close, open) else {
+        return Err(SourceError::new(
+            file,
+            name_tok.line,
+            format!(
+                "parameter list of kernel `{}` is not closed by `)`",
+                name_tok.text
+            ),
+        ));
+    };
+    let params = kernel_params(toks, open, close_end, name_tok.text, file)?;
+    let (body, accesses, next) = kernel_body(toks, close, close_end, name_tok.text, &params, file)?;
+    Ok(Some((
+        SourceKernel {
+            name: name_tok.text.to_owned(),
+            params,
+            line: name_tok.line,
+            body,
+            accesses,
+        },
+        next,
+    )))
+}
+
+/// The head of an `extern "C"` function at `start`: words and attribute
+/// macros up to the name followed by `(`. The name's index when it is a
+/// `__global__ void` function; `None` when it is not `__global__`; an error
+/// for a `__global__` head that is not `void NAME(`.
+fn kernel_head(
+    toks: &[Tok<'_>],
+    close: &[usize],
+    start: usize,
+    file: &str,
+) -> Result<Option<usize>, SourceError> {
     let mut i = start;
     let mut global = false;
     let mut void = false;
@@ -298,19 +336,20 @@ fn parse_extern_function(
             ),
         ));
     }
-    let open = name_idx + 1;
-    let Some(close_end) = skip_balanced(close, open) else {
-        return Err(SourceError::new(
-            file,
-            name_tok.line,
-            format!(
-                "parameter list of kernel `{}` is not closed by `)`",
-                name_tok.text
-            ),
-        ));
-    };
+    Ok(Some(name_idx))
+}
+
+/// The parameters of kernel `name`, whose parameter list opens at `open`
+/// and ends just before `close_end`.
+fn kernel_params(
+    toks: &[Tok<'_>],
+    open: usize,
+    close_end: usize,
+    name: &str,
+    file: &str,
+) -> Result<Vec<SourceParam>, SourceError> {
     let inner = &toks[open + 1..close_end - 1];
-    let kernel_ctx = format!("parameter of kernel `{}`", name_tok.text);
+    let kernel_ctx = format!("parameter of kernel `{name}`");
     let mut params = Vec::new();
     let empty = inner.is_empty() || (inner.len() == 1 && is_word(inner.first(), "void"));
     if !empty {
@@ -324,44 +363,44 @@ fn parse_extern_function(
             });
         }
     }
-    // Body or declaration.
-    let (body, accesses, next) = match toks.get(close_end) {
+    Ok(params)
+}
+
+/// The body or `;` of kernel `name` after its parameter list, which ends
+/// just before `close_end`: the body's shape, its accesses, and the index
+/// after it.
+fn kernel_body(
+    toks: &[Tok<'_>],
+    close: &[usize],
+    close_end: usize,
+    name: &str,
+    params: &[SourceParam],
+    file: &str,
+) -> Result<(KernelBody, Accesses, usize), SourceError> {
+    match toks.get(close_end) {
         Some(t) if t.kind == TokKind::Punct && t.text == ";" => {
-            (KernelBody::Declaration, Accesses::default(), close_end + 1)
+            Ok((KernelBody::Declaration, Accesses::default(), close_end + 1))
         }
         Some(t) if t.kind == TokKind::Punct && t.text == "{" => {
             let Some(end) = skip_balanced(close, close_end) else {
                 return Err(SourceError::new(
                     file,
                     t.line,
-                    format!("body of kernel `{}` is not closed by `}}`", name_tok.text),
+                    format!("body of kernel `{name}` is not closed by `}}`"),
                 ));
             };
-            let accesses = analyse_body(toks, close, close_end + 1, end - 1, &params, file);
-            (classify_body(&toks[close_end..end]), accesses, end)
+            let accesses = analyse_body(toks, close, close_end + 1, end - 1, params, file);
+            Ok((classify_body(&toks[close_end..end]), accesses, end))
         }
         other => {
             let line = other.map_or(toks[close_end - 1].line, |t| t.line);
-            return Err(SourceError::new(
+            Err(SourceError::new(
                 file,
                 line,
-                format!(
-                    "expected `{{` or `;` after the parameter list of kernel `{}`",
-                    name_tok.text
-                ),
-            ));
+                format!("expected `{{` or `;` after the parameter list of kernel `{name}`"),
+            ))
         }
-    };
-    Ok(Some((
-        SourceKernel {
-            name: name_tok.text.to_owned(),
-            params,
-            line: name_tok.line,
-            body,
-            accesses,
-        },
-        next,
-    )))
+    }
 }
 
 /// Finds Warp's `_idx` declaration: `for (size_t _idx` or `const size_t _idx`.
@@ -759,5 +798,82 @@ extern "C" __device__ int helper(int x) { return x; }
         assert!(e.message().contains("unterminated"));
         let e = err("struct S {\n int a;\n");
         assert!(e.message().contains("not closed"), "{e}");
+    }
+
+    fn toks(text: &str) -> (Vec<Tok<'_>>, Vec<usize>) {
+        let t = tokenize(text, "h.cu").unwrap();
+        let close = match_brackets(&t);
+        (t, close)
+    }
+
+    #[test]
+    fn kernel_head_finds_the_name_of_a_global_void_function() {
+        let head = |text: &str| {
+            let (t, close) = toks(text);
+            kernel_head(&t, &close, 0, "h.cu")
+                .map(|i| i.map(|i| t[i].text.to_owned()))
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            head("__launch_bounds__(256) __global__ void WP_MAXNREG(64) k(int a) {}"),
+            Ok(Some("k".into()))
+        );
+        // Not __global__: no kernel, whatever follows.
+        assert_eq!(head("void f(int a);"), Ok(None));
+        assert_eq!(head("int x;"), Ok(None));
+        assert_eq!(head("{ WP_API void k_cpu_forward(); }"), Ok(None));
+        let e = head("__global__ int k(int a) {}").unwrap_err();
+        assert!(e.contains("does not return void"), "{e}");
+        let e = head("__global__ void *k(int a) {}").unwrap_err();
+        assert!(e.contains("unexpected `*`"), "{e}");
+        let e = head("__global__ void WP_MAXNREG(64 k(int a) {}").unwrap_err();
+        assert!(e.contains("unbalanced `(` after WP_MAXNREG"), "{e}");
+    }
+
+    #[test]
+    fn kernel_params_reads_each_declaration_in_order() {
+        let (t, close) = toks("k(wp::launch_bounds_t<1> dim,\n wp::array_t<wp::float32> var_x)");
+        let params = kernel_params(&t, 1, close[1] + 1, "k", "h.cu").unwrap();
+        let got: Vec<_> = params
+            .iter()
+            .map(|p| (p.name.as_str(), p.cpp_type.as_str(), p.line))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("dim", "wp::launch_bounds_t<1>", 1),
+                ("var_x", "wp::array_t<wp::float32>", 2)
+            ]
+        );
+        let (t, close) = toks("k(void)");
+        assert_eq!(kernel_params(&t, 1, close[1] + 1, "k", "h.cu").unwrap(), []);
+        let (t, close) = toks("k(int)");
+        let e = kernel_params(&t, 1, close[1] + 1, "k", "h.cu").unwrap_err();
+        assert!(e.to_string().contains("parameter of kernel `k`"), "{e}");
+    }
+
+    #[test]
+    fn kernel_body_is_a_declaration_or_a_closed_body() {
+        let body = |text: &str| {
+            let (t, close) = toks(text);
+            kernel_body(&t, &close, close[1] + 1, "k", &[], "h.cu")
+                .map(|(b, a, next)| (b, a, next, t.len()))
+                .map_err(|e| e.to_string())
+        };
+        let (shape, accesses, next, len) = body("k(); int x;").unwrap();
+        assert_eq!(
+            (shape, accesses, next, len),
+            (KernelBody::Declaration, Accesses::default(), 4, 7)
+        );
+        let (shape, accesses, next, len) = body("k() { }").unwrap();
+        assert_ne!(shape, KernelBody::Declaration);
+        assert_eq!((accesses, next, len), (Accesses::Checked(vec![]), 5, 5));
+        let e = body("k() {").unwrap_err();
+        assert!(e.contains("body of kernel `k` is not closed by `}`"), "{e}");
+        let e = body("k() int").unwrap_err();
+        assert!(
+            e.contains("expected `{` or `;` after the parameter list of kernel `k`"),
+            "{e}"
+        );
     }
 }

@@ -32,6 +32,10 @@
 //! (the kernel and struct declarations), `accesses` (how a kernel body
 //! indexes its arrays) and `meta` (the `.meta` JSON, read with
 //! `serde_json`).
+//!
+//! Every function here stays short enough to check by reading (the
+//! workspace's `clippy.toml` sets the limit).
+#![deny(clippy::too_many_lines)]
 
 use std::fmt;
 
@@ -50,6 +54,7 @@ pub use cu::parse_cu;
 pub use meta::{Meta, parse_meta};
 pub use modes::WarpFeature;
 pub(crate) use modes::refuse_unmodelled;
+pub(crate) use tokens::list_items;
 
 /// Everything [`parse_cu`] found in one Warp-generated CUDA source file.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -173,79 +173,111 @@ pub(super) fn read_tile_call(
     }
     // The tile's shape, and the offsets.
     let (shape, offsets, what) = if name == "tile_load" {
-        let mut shape = Vec::new();
-        for t in targs.iter().skip(3) {
-            match t {
-                [n] if n.kind == TokKind::Number => match n.text.parse::<u32>() {
-                    Ok(v) => shape.push(v),
-                    Err(_) => {
-                        return refuse(format!(
-                            "`{call}`: tile extent {} is not a number this crate reads",
-                            n.text
-                        ));
-                    }
-                },
-                _ => return refuse(format!("`{call}`: a tile extent is not a literal")),
-            }
+        match loaded_tile_shape(body, j, tiles, &targs, &call) {
+            Ok(shape) => (shape, &args[1..], "load"),
+            Err(reason) => return refuse(reason),
         }
-        // The result must go straight into a register tile.
-        let target = (j >= 4
-            && body[j - 1].text == "::"
-            && body[j - 2].text == "wp"
-            && body[j - 3].text == "=")
-            .then(|| body[j - 4].text);
-        match target.and_then(|v| tiles.get(v)) {
-            Some(d) if d.storage == TileStorage::Register => {}
-            Some(_) => {
-                return refuse(format!(
-                    "`{call}` loads into a shared-memory tile (storage=\"shared\"): Warp copies shared tiles through a vectorized path whose element index is a 32-bit int, which wraps for arrays with rows gigabytes long; shared tiles are not analysed"
-                ));
-            }
-            None => {
-                return refuse(format!(
-                    "`{call}`: the loaded tile is not assigned to a register tile variable"
-                ));
-            }
-        }
-        (shape, &args[1..], "load")
     } else {
-        let Some(&(ta, tb)) = args.last().filter(|_| args.len() >= 3) else {
+        let Some(&tile) = args.last().filter(|_| args.len() >= 3) else {
             return refuse(format!("`{call}` has no tile argument this crate reads"));
         };
-        let decl = (tb == ta + 1).then(|| tiles.get(body[ta].text)).flatten();
-        let shape = match decl {
-            Some(d) if d.storage == TileStorage::Register => d.shape.clone(),
-            Some(_) => {
-                return refuse(format!(
-                    "`{call}` stores a shared-memory tile: Warp copies shared tiles through a vectorized path whose element index is a 32-bit int, which wraps for arrays with rows gigabytes long; shared tiles are not analysed"
-                ));
-            }
-            None => {
-                return refuse(format!(
-                    "`{call}`: its tile `{}` is not a tile variable this crate reads",
-                    spell(&body[ta..tb])
-                ));
-            }
+        let what = if name == "tile_store" {
+            "store"
+        } else {
+            "atomic add"
         };
-        (
-            shape,
-            &args[1..args.len() - 1],
-            if name == "tile_store" {
-                "store"
-            } else {
-                "atomic add"
-            },
-        )
+        match stored_tile_shape(body, tile, tiles, &call) {
+            Ok(shape) => (shape, &args[1..args.len() - 1], what),
+            Err(reason) => return refuse(reason),
+        }
     };
+    match tile_indices(&shape, offsets, offset, &call, what) {
+        Ok(indices) => TileCall::Access { array, indices },
+        Err(reason) => refuse(reason),
+    }
+}
+
+/// The shape of the tile `wp::tile_load<...>` at `j` loads (its template
+/// arguments `targs`, spelled `call`): literal extents, and the result
+/// assigned straight to a register tile; else why it is refused.
+fn loaded_tile_shape(
+    body: &[Tok<'_>],
+    j: usize,
+    tiles: &HashMap<&str, TileDecl>,
+    targs: &[&[Tok<'_>]],
+    call: &str,
+) -> Result<Vec<u32>, String> {
+    let mut shape = Vec::new();
+    for t in targs.iter().skip(3) {
+        match t {
+            [n] if n.kind == TokKind::Number => match n.text.parse::<u32>() {
+                Ok(v) => shape.push(v),
+                Err(_) => {
+                    return Err(format!(
+                        "`{call}`: tile extent {} is not a number this crate reads",
+                        n.text
+                    ));
+                }
+            },
+            _ => return Err(format!("`{call}`: a tile extent is not a literal")),
+        }
+    }
+    // The result must go straight into a register tile.
+    let target =
+        (j >= 4 && body[j - 1].text == "::" && body[j - 2].text == "wp" && body[j - 3].text == "=")
+            .then(|| body[j - 4].text);
+    match target.and_then(|v| tiles.get(v)) {
+        Some(d) if d.storage == TileStorage::Register => Ok(shape),
+        Some(_) => Err(format!(
+            "`{call}` loads into a shared-memory tile (storage=\"shared\"): Warp copies shared tiles through a vectorized path whose element index is a 32-bit int, which wraps for arrays with rows gigabytes long; shared tiles are not analysed"
+        )),
+        None => Err(format!(
+            "`{call}`: the loaded tile is not assigned to a register tile variable"
+        )),
+    }
+}
+
+/// The shape of the tile argument `(ta, tb)` a `wp::tile_store` or
+/// `wp::tile_atomic_add` (spelled `call`) writes: a register tile variable;
+/// else why it is refused.
+fn stored_tile_shape(
+    body: &[Tok<'_>],
+    (ta, tb): (usize, usize),
+    tiles: &HashMap<&str, TileDecl>,
+    call: &str,
+) -> Result<Vec<u32>, String> {
+    let decl = (tb == ta + 1).then(|| tiles.get(body[ta].text)).flatten();
+    match decl {
+        Some(d) if d.storage == TileStorage::Register => Ok(d.shape.clone()),
+        Some(_) => Err(format!(
+            "`{call}` stores a shared-memory tile: Warp copies shared tiles through a vectorized path whose element index is a 32-bit int, which wraps for arrays with rows gigabytes long; shared tiles are not analysed"
+        )),
+        None => Err(format!(
+            "`{call}`: its tile `{}` is not a tile variable this crate reads",
+            spell(&body[ta..tb])
+        )),
+    }
+}
+
+/// The tile rule of each axis of the tile a `call` (a tile `what`) reaches:
+/// one offset argument per tile dimension (1 to 4), each read by `offset`;
+/// else why it is refused.
+fn tile_indices(
+    shape: &[u32],
+    offsets: &[(usize, usize)],
+    offset: impl Fn(usize, usize) -> Result<(Option<usize>, u32, u32), String>,
+    call: &str,
+    what: &str,
+) -> Result<Vec<AxisIndex>, String> {
     if shape.is_empty() || shape.len() > 4 || shape.len() != offsets.len() {
-        return refuse(format!(
+        return Err(format!(
             "`{call}`: a {}-D tile with {} offset(s)",
             shape.len(),
             offsets.len()
         ));
     }
     let mut indices = Vec::with_capacity(shape.len());
-    for (&(a, b), &len) in offsets.iter().zip(&shape) {
+    for (&(a, b), &len) in offsets.iter().zip(shape) {
         match offset(a, b) {
             Ok((thread, scale, offset)) => indices.push(AxisIndex::Tile {
                 thread,
@@ -254,13 +286,13 @@ pub(super) fn read_tile_call(
                 len,
             }),
             Err(e) => {
-                return refuse(format!(
+                return Err(format!(
                     "tile {what} `{call}`: {e}; Warp's tile bounds checks cover only the array's end, so a start below 0 (or past 2^31) reaches outside it"
                 ));
             }
         }
     }
-    TileCall::Access { array, indices }
+    Ok(indices)
 }
 
 /// The `(` of a call `NAME<...>(` whose name is at `j`: just past the `>`
@@ -302,10 +334,14 @@ pub(super) fn refused_builtin(name: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{TileStorage, tile_declarations};
+    use super::{
+        TileStorage, loaded_tile_shape, stored_tile_shape, template_call_open, tile_declarations,
+        tile_indices,
+    };
     use crate::signature::{AccessTarget, Accesses, AxisIndex};
     use crate::source::parse_cu;
     use crate::source::tokens::tokenize;
+    use crate::source::tokens::{Tok, split_top_level_commas};
 
     /// Warp 1.19.0's output for `tests/warp/tiles.py` at block_dim 64.
     const TILES_CU: &str = include_str!("../../tests/fixtures/wp_tiles.cu");
@@ -510,6 +546,107 @@ mod tests {
         assert_eq!(
             (d.storage, d.shape.as_slice()),
             (TileStorage::Shared, &[8, 16][..])
+        );
+    }
+
+    const DECLS: &str = "wp::tile_register_t<wp::float32,wp::tile_layout_register_t<wp::tile_shape_t<8,16>>> var_r; \
+        wp::tile_shared_t<wp::float32,wp::tile_layout_strided_t<wp::tile_shape_t<8,16>, wp::tile_stride_t<16,1>>, true> var_s; ";
+
+    /// Runs `f` on the tokens of `DECLS` then `code`, and the position of
+    /// the last `tile_*` name (the call's, where `code` has one).
+    fn tile_call<R>(code: &str, f: impl FnOnce(&[Tok<'_>], usize) -> R) -> R {
+        let text = format!("{DECLS}{code}");
+        let toks = tokenize(&text, "t.cu").unwrap();
+        let j = toks
+            .iter()
+            .rposition(|t| t.text.starts_with("tile_"))
+            .unwrap();
+        f(&toks, j)
+    }
+
+    fn targs<'t, 'a>(toks: &'t [Tok<'a>], j: usize) -> Vec<&'t [Tok<'a>]> {
+        let open = template_call_open(toks, j).unwrap();
+        split_top_level_commas(&toks[j + 2..open - 1])
+    }
+
+    #[test]
+    fn loaded_tile_shape_is_literal_extents_into_a_register_tile() {
+        let shape = |code: &str| {
+            tile_call(code, |toks, j| {
+                let decls = tile_declarations(toks);
+                loaded_tile_shape(toks, j, &decls, &targs(toks, j), "C")
+            })
+        };
+        assert_eq!(
+            shape("var_r = wp::tile_load<wp::float32, true, false, 8, 16>(var_a, var_0, var_1);"),
+            Ok(vec![8, 16])
+        );
+        assert_eq!(
+            shape("var_s = wp::tile_load<wp::float32, true, false, 8, 16>(var_a, var_0, var_1);")
+                .unwrap_err()
+                .split(':')
+                .next(),
+            Some("`C` loads into a shared-memory tile (storage=\"shared\")")
+        );
+        assert_eq!(
+            shape("var_q = wp::tile_load<wp::float32, true, false, 8>(var_a, var_0);"),
+            Err("`C`: the loaded tile is not assigned to a register tile variable".into())
+        );
+        assert_eq!(
+            shape("var_r = wp::tile_load<wp::float32, true, false, N>(var_a, var_0);"),
+            Err("`C`: a tile extent is not a literal".into())
+        );
+        assert_eq!(
+            shape("var_r = wp::tile_load<wp::float32, true, false, 0x8>(var_a, var_0);"),
+            Err("`C`: tile extent 0x8 is not a number this crate reads".into())
+        );
+    }
+
+    #[test]
+    fn stored_tile_shape_is_a_register_tile_variables() {
+        tile_call("var_r; var_s; var_r + var_s;", |toks, _| {
+            let decls = tile_declarations(toks);
+            let at = |text: &str| toks.iter().rposition(|t| t.text == text).unwrap();
+            let (r, s) = (at("var_r"), at("var_s"));
+            assert_eq!(
+                stored_tile_shape(toks, (r, r + 1), &decls, "C"),
+                Ok(vec![8, 16])
+            );
+            assert!(
+                stored_tile_shape(toks, (s, s + 1), &decls, "C")
+                    .unwrap_err()
+                    .starts_with("`C` stores a shared-memory tile")
+            );
+            assert_eq!(
+                stored_tile_shape(toks, (r, s + 1), &decls, "C"),
+                Err("`C`: its tile `var_r+var_s` is not a tile variable this crate reads".into())
+            );
+        });
+    }
+
+    #[test]
+    fn tile_indices_read_one_offset_per_dimension() {
+        // Offsets are token spans; this `offset` reads a span's start as a
+        // coordinate, and refuses 9.
+        let offset = |a: usize, _b: usize| match a {
+            9 => Err("nine".to_owned()),
+            a => Ok((Some(a), 2, 1)),
+        };
+        assert_eq!(
+            tile_indices(&[8, 16], &[(0, 1), (1, 2)], offset, "C", "load"),
+            Ok(vec![tile(Some(0), 2, 1, 8), tile(Some(1), 2, 1, 16)])
+        );
+        assert_eq!(
+            tile_indices(&[8, 16], &[(0, 1)], offset, "C", "load"),
+            Err("`C`: a 2-D tile with 1 offset(s)".into())
+        );
+        assert_eq!(
+            tile_indices(&[1; 5], &[(0, 1); 5], offset, "C", "load"),
+            Err("`C`: a 5-D tile with 5 offset(s)".into())
+        );
+        assert_eq!(
+            tile_indices(&[8], &[(9, 10)], offset, "C", "store"),
+            Err("tile store `C`: nine; Warp's tile bounds checks cover only the array's end, so a start below 0 (or past 2^31) reaches outside it".into())
         );
     }
 }

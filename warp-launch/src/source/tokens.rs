@@ -227,6 +227,36 @@ pub(super) fn is_word(t: Option<&Tok<'_>>, s: &str) -> bool {
     matches!(t, Some(t) if t.kind == TokKind::Word && t.text == s)
 }
 
+/// The items of a list whose opening bracket comes just before `text`
+/// (`a, f(b, c), d) ...` gives `a`, ` f(b, c)`, ` d`): the text up to the
+/// closing bracket at depth 0 (or to its end, where the list goes on past
+/// it), split at commas outside `()`, `[]`, `{}`, as slices of `text`. Read
+/// with the tokenizer, so commas in string literals and comments do not
+/// split; `None` where `text` does not tokenize.
+pub(crate) fn list_items(text: &str) -> Option<Vec<&str>> {
+    let toks = tokenize(text, "list").ok()?;
+    // Every token's text is a slice of `text`.
+    let offset = |t: &Tok<'_>| t.text.as_ptr() as usize - text.as_ptr() as usize;
+    let (mut items, mut depth, mut start) = (Vec::new(), 0usize, 0usize);
+    for t in toks.iter().filter(|t| t.kind == TokKind::Punct) {
+        match t.text {
+            "(" | "[" | "{" => depth += 1,
+            ")" | "]" | "}" if depth == 0 => {
+                items.push(&text[start..offset(t)]);
+                return Some(items);
+            }
+            ")" | "]" | "}" => depth -= 1,
+            "," if depth == 0 => {
+                items.push(&text[start..offset(t)]);
+                start = offset(t) + 1;
+            }
+            _ => {}
+        }
+    }
+    items.push(&text[start..]);
+    Some(items)
+}
+
 /// Splits `toks` at commas outside `<>`, `()`, `[]`, `{}`.
 pub(super) fn split_top_level_commas<'t, 'a>(toks: &'t [Tok<'a>]) -> Vec<&'t [Tok<'a>]> {
     let mut parts = Vec::new();
@@ -248,4 +278,38 @@ pub(super) fn split_top_level_commas<'t, 'a>(toks: &'t [Tok<'a>]) -> Vec<&'t [To
     }
     parts.push(&toks[start..]);
     parts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::list_items;
+
+    #[test]
+    fn list_items_split_at_top_level_commas_up_to_the_closing_bracket() {
+        // A Python signature after `def k(`: the list ends at its `)`.
+        assert_eq!(
+            list_items("a: wp.array2d(dtype=float), b: wp.array[float, 3]): # x, y"),
+            Some(vec!["a: wp.array2d(dtype=float)", " b: wp.array[float, 3]"])
+        );
+        // After `wp.array[`: the subscript's arguments.
+        assert_eq!(
+            list_items("wp.vec3, Literal[2]], c: int"),
+            Some(vec!["wp.vec3", " Literal[2]"])
+        );
+        // Commas and brackets inside strings, and braces, do not split.
+        assert_eq!(
+            list_items(r#"s: Literal[")", "a,b"], d: dict = {1: 2, 3: 4}, e)"#),
+            Some(vec![
+                r#"s: Literal[")", "a,b"]"#,
+                " d: dict = {1: 2, 3: 4}",
+                " e"
+            ])
+        );
+        // A list that goes on past the text (a signature over several lines).
+        assert_eq!(list_items("a: int,"), Some(vec!["a: int", ""]));
+        assert_eq!(list_items(""), Some(vec![""]));
+        assert_eq!(list_items("]"), Some(vec![""]));
+        // Text that does not tokenize.
+        assert_eq!(list_items(r#"a: Literal["x)"#), None);
+    }
 }
