@@ -95,7 +95,7 @@ impl RowSums {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `row_sums` over `dim` on the default stream of the arrays' device (`cuda:0` without arrays): Warp's `wp.launch(row_sums, dim, inputs=[a, out])`.
+    /// Launches `row_sums` over `dim` on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, a `ScopedStream`'s or the default one, refused when of another context: Warp's `wp.launch(row_sums, dim, inputs=[a, out])`.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -144,7 +144,7 @@ impl RowSums {
                 ],
             )
     }
-    /// Checks a launch of `row_sums` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the default stream of the arrays' device.
+    /// Checks a launch of `row_sums` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -272,7 +272,7 @@ impl RowSums {
                 ],
             )
     }
-    /// The backward kernel of `row_sums` over `dim` on `stream` (`None`: the default stream of the arrays' device) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`).
+    /// The backward kernel of `row_sums` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`).
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -308,7 +308,7 @@ impl RowSums {
                 )
         }
     }
-    /// The backward kernel of `row_sums`, launched tiled, on `stream` (`None`: the default stream of the arrays' device) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`).
+    /// The backward kernel of `row_sums`, launched tiled, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`).
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -404,7 +404,7 @@ impl ScaleShared {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `scale_shared` over `dim` on the default stream of the arrays' device (`cuda:0` without arrays): Warp's `wp.launch(scale_shared, dim, inputs=[a, s, out])`.
+    /// Launches `scale_shared` over `dim` on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, a `ScopedStream`'s or the default one, refused when of another context: Warp's `wp.launch(scale_shared, dim, inputs=[a, s, out])`.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -459,7 +459,7 @@ impl ScaleShared {
                 ],
             )
     }
-    /// Checks a launch of `scale_shared` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the default stream of the arrays' device.
+    /// Checks a launch of `scale_shared` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -610,7 +610,7 @@ impl ScaleShared {
                 ],
             )
     }
-    /// Launches `scale_shared` over `dim` on `stream` (`None`: the default stream of the arrays' device) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
+    /// Launches `scale_shared` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -645,7 +645,7 @@ impl ScaleShared {
                 )
         }
     }
-    /// `launch_tiled` without the kernel's access rules, on `stream` (`None`: the default stream of the arrays' device); see `launch_unchecked`.
+    /// `launch_tiled` without the kernel's access rules, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`); see `launch_unchecked`.
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -680,7 +680,7 @@ impl ScaleShared {
                 )
         }
     }
-    /// The backward kernel of `scale_shared` over `dim` on `stream` (`None`: the default stream of the arrays' device) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`).
+    /// The backward kernel of `scale_shared` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`).
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -723,7 +723,7 @@ impl ScaleShared {
                 )
         }
     }
-    /// The backward kernel of `scale_shared`, launched tiled, on `stream` (`None`: the default stream of the arrays' device) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`).
+    /// The backward kernel of `scale_shared`, launched tiled, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`).
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -828,7 +828,7 @@ impl ScaleTiles {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `scale_tiles` over `dim` on the default stream of the arrays' device (`cuda:0` without arrays): Warp's `wp.launch(scale_tiles, dim, inputs=[a, s, out])`.
+    /// Launches `scale_tiles` over `dim` on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, a `ScopedStream`'s or the default one, refused when of another context: Warp's `wp.launch(scale_tiles, dim, inputs=[a, s, out])`.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -883,7 +883,7 @@ impl ScaleTiles {
                 ],
             )
     }
-    /// Checks a launch of `scale_tiles` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the default stream of the arrays' device.
+    /// Checks a launch of `scale_tiles` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -1034,7 +1034,7 @@ impl ScaleTiles {
                 ],
             )
     }
-    /// The backward kernel of `scale_tiles` over `dim` on `stream` (`None`: the default stream of the arrays' device) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`).
+    /// The backward kernel of `scale_tiles` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`).
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -1077,7 +1077,7 @@ impl ScaleTiles {
                 )
         }
     }
-    /// The backward kernel of `scale_tiles`, launched tiled, on `stream` (`None`: the default stream of the arrays' device) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`).
+    /// The backward kernel of `scale_tiles`, launched tiled, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`).
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -1180,7 +1180,7 @@ impl ScaleUnchecked {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `scale_unchecked` over `dim` on the default stream of the arrays' device (`cuda:0` without arrays): Warp's `wp.launch(scale_unchecked, dim, inputs=[a, s, out])`.
+    /// Launches `scale_unchecked` over `dim` on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, a `ScopedStream`'s or the default one, refused when of another context: Warp's `wp.launch(scale_unchecked, dim, inputs=[a, s, out])`.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -1235,7 +1235,7 @@ impl ScaleUnchecked {
                 ],
             )
     }
-    /// Checks a launch of `scale_unchecked` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the default stream of the arrays' device.
+    /// Checks a launch of `scale_unchecked` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -1386,7 +1386,7 @@ impl ScaleUnchecked {
                 ],
             )
     }
-    /// Launches `scale_unchecked` over `dim` on `stream` (`None`: the default stream of the arrays' device) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
+    /// Launches `scale_unchecked` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -1421,7 +1421,7 @@ impl ScaleUnchecked {
                 )
         }
     }
-    /// `launch_tiled` without the kernel's access rules, on `stream` (`None`: the default stream of the arrays' device); see `launch_unchecked`.
+    /// `launch_tiled` without the kernel's access rules, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`); see `launch_unchecked`.
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -1456,7 +1456,7 @@ impl ScaleUnchecked {
                 )
         }
     }
-    /// The backward kernel of `scale_unchecked` over `dim` on `stream` (`None`: the default stream of the arrays' device) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`).
+    /// The backward kernel of `scale_unchecked` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`).
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -1499,7 +1499,7 @@ impl ScaleUnchecked {
                 )
         }
     }
-    /// The backward kernel of `scale_unchecked`, launched tiled, on `stream` (`None`: the default stream of the arrays' device) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`).
+    /// The backward kernel of `scale_unchecked`, launched tiled, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`).
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -1597,7 +1597,7 @@ impl ShiftedRows {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `shifted_rows` over `dim` on the default stream of the arrays' device (`cuda:0` without arrays): Warp's `wp.launch(shifted_rows, dim, inputs=[a, out])`.
+    /// Launches `shifted_rows` over `dim` on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, a `ScopedStream`'s or the default one, refused when of another context: Warp's `wp.launch(shifted_rows, dim, inputs=[a, out])`.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -1646,7 +1646,7 @@ impl ShiftedRows {
                 ],
             )
     }
-    /// Checks a launch of `shifted_rows` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the default stream of the arrays' device.
+    /// Checks a launch of `shifted_rows` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -1774,7 +1774,7 @@ impl ShiftedRows {
                 ],
             )
     }
-    /// Launches `shifted_rows` over `dim` on `stream` (`None`: the default stream of the arrays' device) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
+    /// Launches `shifted_rows` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -1806,7 +1806,7 @@ impl ShiftedRows {
                 )
         }
     }
-    /// `launch_tiled` without the kernel's access rules, on `stream` (`None`: the default stream of the arrays' device); see `launch_unchecked`.
+    /// `launch_tiled` without the kernel's access rules, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`); see `launch_unchecked`.
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -1838,7 +1838,7 @@ impl ShiftedRows {
                 )
         }
     }
-    /// The backward kernel of `shifted_rows` over `dim` on `stream` (`None`: the default stream of the arrays' device) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`).
+    /// The backward kernel of `shifted_rows` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`).
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -1874,7 +1874,7 @@ impl ShiftedRows {
                 )
         }
     }
-    /// The backward kernel of `shifted_rows`, launched tiled, on `stream` (`None`: the default stream of the arrays' device) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`).
+    /// The backward kernel of `shifted_rows`, launched tiled, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`).
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -1967,7 +1967,7 @@ impl TotalSum {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `total_sum` over `dim` on the default stream of the arrays' device (`cuda:0` without arrays): Warp's `wp.launch(total_sum, dim, inputs=[a, total])`.
+    /// Launches `total_sum` over `dim` on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, a `ScopedStream`'s or the default one, refused when of another context: Warp's `wp.launch(total_sum, dim, inputs=[a, total])`.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -2016,7 +2016,7 @@ impl TotalSum {
                 ],
             )
     }
-    /// Checks a launch of `total_sum` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the default stream of the arrays' device.
+    /// Checks a launch of `total_sum` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -2144,7 +2144,7 @@ impl TotalSum {
                 ],
             )
     }
-    /// The backward kernel of `total_sum` over `dim` on `stream` (`None`: the default stream of the arrays' device) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_total`).
+    /// The backward kernel of `total_sum` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_total`).
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -2180,7 +2180,7 @@ impl TotalSum {
                 )
         }
     }
-    /// The backward kernel of `total_sum`, launched tiled, on `stream` (`None`: the default stream of the arrays' device) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_total`).
+    /// The backward kernel of `total_sum`, launched tiled, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_total`).
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
