@@ -303,3 +303,28 @@ fn every_road_refuses_every_hazard() {
     assert_eq!(unreachable.len(), 4, "{unreachable:?}");
     drop(primary);
 }
+
+/// A launch for one device with a stream of another (here the CPU device
+/// with a stream of cuda:0) is refused on the builder and recorded roads.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_stream_of_another_device_is_refused() {
+    let aot = AotModule::load(data_dir().join("aot")).expect("kernels.py's module (gpu-bundle)");
+    let saxpy = aot.kernel("saxpy").unwrap();
+    let s = Stream::new(&DEV.context().unwrap()).unwrap();
+    let x = Array::zeros::<f32>(Device::Cpu, &[N]).unwrap();
+    let y = Array::zeros::<f32>(Device::Cpu, &[N]).unwrap();
+    for record in [false, true] {
+        let b = saxpy
+            .launch(N)
+            .inputs((2.0f32, &x, &y))
+            .device("cpu")
+            .stream(&s);
+        let e = if record {
+            b.record_cmd().unwrap_err()
+        } else {
+            b.run().unwrap_err()
+        };
+        assert!(matches!(e, Error::StreamDevice { .. }), "{e}");
+    }
+}

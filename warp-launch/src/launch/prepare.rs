@@ -15,14 +15,15 @@
 //!
 //! | check | where | covered by |
 //! |---|---|---|
-//! | argument count (forward: one per parameter; adjoint: then one per adjoint) | [`check_count`] | `tests/tests/roads.rs` (`a_wrong_count_is_refused_on_every_road`), `launch/typed/tests.rs` |
-//! | the stream's device is the launch's | [`check_stream_device`] | `gpu_streams`, `gpu_roads::every_road_refuses_every_hazard` |
-//! | the stream's context is the one the launch was checked for, whether the stream was named or came from [`Device::stream`] (a [`ScopedStream`](crate::ScopedStream)'s or the default) | [`launch_stream`] | `gpu_roads::every_road_refuses_every_hazard` (another context's stream, named and through `ScopedStream`), `gpu_safety` |
-//! | each argument's kind, dtype, dimensions and where its memory lives under the access mode | `bind::check` (builder, replay setters) and `Kernel::check_typed` (positional), both through `crate::array::check` | `gpu_roads` (host array on CUDA, array of another context), `launch/typed/tests.rs`, `bind.rs` tests |
-//! | the kernel's access proof against `dim` | `launch::check_access_rules` | `gpu_roads` (`dim` larger than an array, an unproven kernel), `roads.rs` on `"cpu"` |
-//! | dynamic shared memory above the default limit is opted into once per context | [`opt_in_shared_mem`] | `gpu_warp` (tile kernels) |
-//! | launch bounds bytes (`launch_bounds_t<N>`, parameter 0) | [`write_bounds`] | `launch/launch.rs` tests, `gpu_warp` |
-//! | use tracking: frees and host reads of every array (and gradient) wait for the queued work, and a pool array's allocation is ordered before its use on another stream | [`note_uses`] | `gpu_streams`, `gpu_safety` |
+//! | argument count (forward: one per parameter; adjoint: then one per adjoint; a setter's list) | [`check_count`], [`count_error`] | `warp_cpu::argument_errors`, `warp_typed_cpu::positional_refusals_are_the_builders`, `launch/typed/tests.rs` |
+//! | the stream's device is the launch's | [`check_stream_device`] | `gpu_roads::a_stream_of_another_device_is_refused` |
+//! | the stream's context is the one the launch was checked for, whether named or current ([`Device::stream`]: a [`ScopedStream`](crate::ScopedStream)'s or the default one); a graph's context is its launches' ([`check_context`], [`capture_node`], [`update_node`]) | [`launch_stream`], [`check_stream_context`] | `gpu_roads::every_road_refuses_every_hazard` (another context's stream, named and through `ScopedStream`, on every road), `gpu_typed::positional_launches_refuse_a_current_stream_of_another_context`, `gpu_safety::a_recorded_warp_launch_refuses_a_stream_of_another_context`, `gpu_conditional::a_graph_on_a_stream_of_another_context_is_refused` |
+//! | each argument's kind, dtype, dimensions, and where its memory lives under the access mode (device, context, host memory) | `bind::check` (builder, setters) and `Kernel::check_typed` (positional), both ending in `crate::array::check` | `gpu_roads` (host array on CUDA, array of another context, on every road), `warp_cpu::argument_errors`, `gpu_safety::a_warp_array_in_device_memory_of_a_separate_context_is_refused_in_every_mode` |
+//! | the kernel's access proof against `dim` (unproven kernels refused) | `launch::check_access_rules` | `gpu_roads` (`dim` larger than an array, an unproven kernel, on every road), `launch/launch.rs` tests, `gpu_tiles::launches_that_do_not_fit_a_tile_kernel_are_refused` |
+//! | dynamic shared memory above the default limit is opted into once per context | [`opt_in_shared_mem`] | `gpu_tiles::tile_kernels_give_warps_results_at_block_dim_64_and_128` |
+//! | launch-bounds bytes (`launch_bounds_t<N>`, parameter 0) | [`write_bounds`] | `gpu_warp`, `gpu_typed::positional_launches_give_warps_results` |
+//! | use tracking: frees and host reads of every array and gradient wait for the queued work; memory a pool made on another stream is ordered before this use | [`note_uses`], [`enqueue_own`] | `gpu_safety::a_warp_array_read_right_after_a_launch_on_a_non_blocking_stream_is_current`, `gpu_conditional::dropping_a_graph_and_its_array_during_a_replay_waits_for_it`, `gpu_streams` |
+//! | only this module starts kernel work: [`enqueue`], [`run_cpu`], [`capture_node`], [`update_node`], [`enqueue_own`] | | `cargo test -p xtask --test roads` (syn) |
 //!
 //! A launch without a stream runs on the device's current stream,
 //! [`Device::stream`]: the innermost [`ScopedStream`](crate::ScopedStream)
