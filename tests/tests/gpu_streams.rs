@@ -405,8 +405,8 @@ fn cuda_api_pitched_fills_copies_pool_and_wait_stream() {
     // columns 0..2 of every row copied into a packed 4 x 2 block.
     let m = Allocation::zeroed(&ctx, 128, MemoryKind::Device).unwrap();
     let block = Allocation::zeroed(&ctx, 32, MemoryKind::Device).unwrap();
-    m.record_use_on(&s);
-    block.record_use_on(&s);
+    m.record_use_on(&s).unwrap();
+    block.record_use_on(&s).unwrap();
     // SAFETY: 4 rows of one word at a 32 B pitch lie inside `m` (128 B),
     // which waits for `s` before a host read or its free.
     unsafe {
@@ -479,8 +479,8 @@ fn cuda_api_pitched_fills_copies_pool_and_wait_stream() {
     let s2 = stream();
     let big = Allocation::zeroed(&ctx, 64 << 20, MemoryKind::Device).unwrap();
     let out = Allocation::zeroed(&ctx, 64 << 20, MemoryKind::Device).unwrap();
-    big.record_use_on(&s);
-    out.record_use_on(&s2);
+    big.record_use_on(&s).unwrap();
+    out.record_use_on(&s2).unwrap();
     // SAFETY: the whole of `big` (16 Mi words), which waits for `s`.
     unsafe {
         s.fill_2d_raw(
@@ -493,7 +493,7 @@ fn cuda_api_pitched_fills_copies_pool_and_wait_stream() {
         .unwrap()
     };
     s2.wait_stream(&s).unwrap();
-    big.record_use_on(&s2);
+    big.record_use_on(&s2).unwrap();
     // SAFETY: all of `big` into all of `out`, both waiting for their streams.
     unsafe {
         s2.copy_2d_raw(

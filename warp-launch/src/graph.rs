@@ -161,10 +161,15 @@ impl Graph {
             });
         }
         for l in &self.launches {
-            l.note_uses(stream);
+            l.note_uses(stream)?;
         }
-        for a in self.held.iter().filter_map(|s| s.allocation()) {
-            a.record_use_on(stream);
+        for s in &self.held {
+            crate::array::note_use_on(
+                s,
+                stream,
+                || "Graph::launch".into(),
+                || format!("an array that a copy or fill of the graph uses ({s:?})"),
+            )?;
         }
         Ok(self.exec.launch(stream)?)
     }

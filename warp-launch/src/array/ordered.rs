@@ -48,6 +48,37 @@ use crate::array::{Array, Memory, Storage};
 use crate::device::Device;
 use crate::error::{Error, Result};
 
+/// Notes that work about to be queued on `stream` uses `storage`, the one
+/// step every road that queues CUDA work takes for each array (launches,
+/// typed launches, replays, graph launches, array operations):
+/// [`cuda_api::Allocation::record_use_on`], so the free and host reads wait
+/// for the work, the stream waits for a pool allocation's allocation and
+/// zeroing on its own stream, and memory lent to cudarc is refused
+/// ([`Error::Lent`], naming the call `call` gives and the array `what`
+/// describes; both are asked only for the error).
+///
+/// # Errors
+///
+/// [`Error::Lent`] while the memory is lent; [`Error::Cuda`] when the
+/// driver cannot make `stream` wait.
+pub(crate) fn note_use_on(
+    storage: &Storage,
+    stream: &Stream,
+    call: impl FnOnce() -> String,
+    what: impl FnOnce() -> String,
+) -> Result<()> {
+    let Some(a) = storage.allocation() else {
+        return Ok(());
+    };
+    a.record_use_on(stream).map_err(|e| match e {
+        cuda_api::CudaError::Lent { .. } => Error::Lent {
+            call: call(),
+            array: what(),
+        },
+        e => Error::Cuda(e),
+    })
+}
+
 /// Where an operation's driver work goes.
 pub(crate) enum Queue<'q> {
     /// Queued on a stream now.
@@ -73,16 +104,20 @@ impl Queue<'_> {
         matches!(self, Queue::Capture { .. })
     }
 
-    /// Keeps `storage` alive for the work about to be queued: for a stream,
-    /// notes the use (its free and host reads wait); for a capture, hands
-    /// it to the graph.
-    fn hold(&self, storage: &Arc<Storage>) {
+    /// Keeps `array`'s storage alive for the work about to be queued: for
+    /// a stream, notes the use ([`note_use_on`]: its free and host reads
+    /// wait, the stream is ordered after a pool allocation's zeroing, lent
+    /// memory is refused); for a capture, hands it to the graph (whose
+    /// launches note it).
+    fn hold(&self, array: &Array, call: &'static str, role: &str) -> Result<()> {
+        let storage = array.storage();
         match self {
-            Queue::Stream(s) => {
-                if let Some(a) = storage.allocation() {
-                    a.record_use_on(s);
-                }
-            }
+            Queue::Stream(s) => note_use_on(
+                storage,
+                s,
+                || call.to_string(),
+                || format!("{role} ({array:?})"),
+            )?,
             Queue::Capture { keep, .. } => {
                 let mut k = keep.borrow_mut();
                 if !k.iter().any(|x| Arc::ptr_eq(x, storage)) {
@@ -90,6 +125,7 @@ impl Queue<'_> {
                 }
             }
         }
+        Ok(())
     }
 
     /// Queues one pitched fill of CUDA memory held by [`Queue::hold`].
@@ -464,7 +500,7 @@ pub(crate) fn fill(dst: &Array, value: &[u8], q: Option<&Queue>, call: &'static 
     // Page-locked and managed memory: not while a CPU launch on another
     // thread holds it (that launch waits for queued work before it runs).
     let _lock = lock_for(q, [&**dst.storage()], call)?;
-    q.hold(dst.storage());
+    q.hold(dst, call, "the destination")?;
     let base = dst.storage().address();
     fill_plan(
         base,
@@ -734,10 +770,10 @@ fn cuda_assign(dst: &Array, src: &Array, q: &Queue, call: &'static str, hold: Ho
     check_context(dst, q, call)?;
     let _lock = lock_for(q, [&**dst.storage(), &**src.storage()], call)?;
     if hold != Hold::Src {
-        q.hold(dst.storage());
+        q.hold(dst, call, "the destination")?;
     }
     if hold != Hold::Dst {
-        q.hold(src.storage());
+        q.hold(src, call, "the source")?;
     }
     copy_plan(
         dst.storage().address(),

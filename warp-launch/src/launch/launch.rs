@@ -8,7 +8,7 @@ use std::num::NonZeroU64;
 
 use cuda_api::{ArgBlock, Context, LaunchConfig, Stream};
 
-use crate::array::AccessMode;
+use crate::array::{AccessMode, Array};
 use crate::device::Device;
 use crate::error::{BoundsError, Error, Result, UnprovenError};
 use crate::launch::bind::{self, Arg, IntoArg, IntoArgs, Site};
@@ -727,7 +727,7 @@ impl Launch {
         if let Some(ctx) = &self.ctx {
             check_stream_context(&self.kernel, stream, ctx)?;
         }
-        self.note_uses(stream);
+        self.note_uses(stream)?;
         let k = self.kernel.cuda(self.opts.pass)?;
         if self.opts.cooperative {
             Ok(k.launch_cooperative(stream, self.cfg, block)?)
@@ -736,17 +736,13 @@ impl Launch {
         }
     }
 
-    /// Notes that queued work uses this launch's arrays (and their
-    /// gradients), so host reads of them and their frees wait for it
-    /// ([`cuda_api::Allocation::record_use`]).
-    pub(crate) fn note_uses(&self, stream: &Stream) {
-        for a in self.args.iter().filter_map(Arg::as_array) {
-            for a in std::iter::once(a).chain(a.grad()) {
-                if let Some(alloc) = a.storage().allocation() {
-                    alloc.record_use_on(stream);
-                }
-            }
-        }
+    /// Notes that work about to be queued on `stream` uses this launch's
+    /// arrays (and their gradients), at each run and replay
+    /// ([`note_use_on`](crate::array::note_use_on): host reads and frees
+    /// wait for it, `stream` waits for a pool array's zeroing on another
+    /// stream, lent arrays are refused).
+    pub(crate) fn note_uses(&self, stream: &Stream) -> Result<()> {
+        note_array_uses(&self.kernel, self.args.iter().map(Arg::as_array), stream)
     }
 
     /// What a CUDA graph node running this launch needs: the kernel, the
@@ -1601,4 +1597,30 @@ mod tests {
             1
         );
     }
+}
+
+/// Notes the uses of a launch's arrays on `stream` (`arrays` in argument
+/// order, `None` for arguments that are not arrays), each with its
+/// gradient, naming the argument in a refusal: the one loop of the
+/// recorded and the positional launches.
+pub(crate) fn note_array_uses<'a>(
+    kernel: &Kernel,
+    arrays: impl Iterator<Item = Option<&'a Array>>,
+    stream: &Stream,
+) -> Result<()> {
+    let call = || format!("launch of '{}'", kernel.name());
+    let name = |i: usize| match kernel.params().get(i) {
+        Some(p) => format!("argument '{}'", p.name),
+        None => format!("argument {i}"),
+    };
+    for (i, a) in arrays.enumerate() {
+        let Some(a) = a else { continue };
+        crate::array::note_use_on(a.storage(), stream, call, || format!("{} ({a:?})", name(i)))?;
+        if let Some(g) = a.grad() {
+            crate::array::note_use_on(g.storage(), stream, call, || {
+                format!("the gradient of {} ({g:?})", name(i))
+            })?;
+        }
+    }
+    Ok(())
 }

@@ -636,7 +636,7 @@ impl Kernel {
                         unsafe { block.block.set_bytes(i + 1, v) }?;
                     }
                 }
-                note_uses(l.args, stream);
+                note_uses(self, l.args, stream)?;
                 return Ok(k.launch(stream, cfg, &block.block)?);
             }
         }
@@ -697,7 +697,7 @@ impl Kernel {
             // below (their frees wait for the work).
             unsafe { block.block.set_bytes(i + 1, bytes) }?;
         }
-        note_uses(l.args, stream);
+        note_uses(self, l.args, stream)?;
         k.launch(stream, cfg, &block.block)?;
         block.remember(
             &Query {
@@ -773,19 +773,18 @@ struct TypedLaunch<'q, 'a> {
     args: &'q [TypedArg<'a>],
 }
 
-/// Notes that queued work uses the arrays of `args` and their gradients,
-/// so host reads of them and their frees wait for it.
-fn note_uses(args: &[TypedArg<'_>], stream: &Stream) {
-    for a in args.iter().filter_map(|a| match a {
-        TypedArg::Array(a) => Some(*a),
-        _ => None,
-    }) {
-        for a in std::iter::once(a).chain(a.grad()) {
-            if let Some(alloc) = a.storage().allocation() {
-                alloc.record_use_on(stream);
-            }
-        }
-    }
+/// Notes that work about to be queued on `stream` uses the arrays of
+/// `args` and their gradients, as a recorded launch does
+/// ([`note_array_uses`](super::launch::note_array_uses)).
+fn note_uses(kernel: &Kernel, args: &[TypedArg<'_>], stream: &Stream) -> Result<()> {
+    super::launch::note_array_uses(
+        kernel,
+        args.iter().map(|a| match a {
+            TypedArg::Array(a) => Some(*a),
+            _ => None,
+        }),
+        stream,
+    )
 }
 
 #[cfg(test)]
