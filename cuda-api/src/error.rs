@@ -963,6 +963,25 @@ mod tests {
     }
 
     #[test]
+    fn a_refused_use_of_lent_memory_names_the_call_the_memory_and_the_way_out() {
+        let e = CudaError::Lent {
+            call: "Allocation::record_use_on".into(),
+            address: 0x7f00_0000_1000,
+            bytes: 4096,
+        };
+        let m = e.to_string();
+        assert!(
+            m.starts_with("Allocation::record_use_on: the 4096 bytes at 0x7f0000001000 are lent"),
+            "{m}"
+        );
+        assert!(
+            m.contains("Allocation::lend") && m.contains("end the loan first"),
+            "{m}"
+        );
+        assert!(!e.is_sticky());
+    }
+
+    #[test]
     fn success_is_ok() {
         assert_eq!(check(CUresult::CUDA_SUCCESS, "cuInit"), Ok(()));
         assert!(matches!(

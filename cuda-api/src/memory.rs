@@ -258,8 +258,10 @@ pub struct Allocation {
 struct After {
     /// The stream the point is on (a clone: its handle stays unique).
     stream: Stream,
-    /// Recorded on `stream` at the point.
-    event: Event,
+    /// Recorded on `stream` at the point, once: a new point gets a new
+    /// event, so a host wait for this one (outside the lock) knows which
+    /// point it saw done.
+    event: Arc<Event>,
     /// The last other stream that waited for `event` (a clone, so that its
     /// handle cannot be reused by a new stream that never waited).
     waited: Option<Stream>,
@@ -417,16 +419,20 @@ impl Allocation {
     /// let a = cuda_api::Allocation::zeroed_on(&stream, 256)?;
     /// a.record_use_on(&stream)?; // still freed in order on `stream`
     /// a.wait_idle()?; // synchronises `stream` only
-    /// // Another stream waits for the zeroing queued on `stream` first.
+    ///
+    /// let b = cuda_api::Allocation::zeroed_on(&stream, 256)?;
     /// let other = cuda_api::Stream::new(&ctx)?;
-    /// a.record_use_on(&other)?;
+    /// // `other` waits for b's allocation and zeroing on `stream` first.
+    /// b.record_use_on(&other)?;
     /// # Ok(()) }
     /// ```
     ///
     /// # Errors
     ///
-    /// [`CudaError::Lent`] while the memory is lent; the driver's failure
-    /// to make `stream` wait.
+    /// [`CudaError::Lent`] while the memory is lent;
+    /// [`CudaError::InvalidArgument`] when `stream` must wait but is being
+    /// captured ([`Stream::capture`]); the driver's failure to make
+    /// `stream` wait.
     #[inline]
     pub fn record_use_on(&self, stream: &Stream) -> CudaResult<()> {
         if self.order.load(Ordering::Acquire) != 0 {
@@ -460,6 +466,8 @@ impl Allocation {
                 && self.order.load(Ordering::Acquire) & PENDING != 0
                 && !a.covers(stream)
             {
+                // A wait captured into a graph would not order its replays.
+                stream.refuse_if_capturing(|| "Allocation::record_use_on".into())?;
                 stream.wait(&a.event)?;
                 a.waited = Some(stream.clone());
             }
@@ -492,9 +500,11 @@ impl Allocation {
     /// on) after the work queued on `stream` so far: an event recorded on
     /// `stream` now, which each other stream waits for before its first
     /// use (`cuStreamWaitEvent`), until a blocking host wait
-    /// ([`Allocation::wait_idle`]) has seen it done. Replaces the previous
-    /// point. [`Allocation::zeroed_on`] calls it for its allocation and
-    /// zeroing; a lender calls it when the borrower's work ends.
+    /// ([`Allocation::wait_idle`]) has seen it done. The new point replaces
+    /// the previous one, after which it is ordered (`stream` waits for the
+    /// previous one first when it is still pending).
+    /// [`Allocation::zeroed_on`] calls it for its allocation and zeroing; a
+    /// lender calls it when the borrower's work ends.
     ///
     /// ```no_run
     /// # fn main() -> cuda_api::CudaResult<()> {
@@ -514,23 +524,21 @@ impl Allocation {
     /// ([`Event::record`](crate::Event::record)); the driver's failure to
     /// make or record the event. The previous point stays on failure.
     pub fn order_after(&self, stream: &Stream) -> CudaResult<()> {
+        let event = Event::without_timing(stream.context())?;
         let mut after = self.after.lock().unwrap_or_else(|p| p.into_inner());
-        match after.as_mut() {
-            Some(a) if a.event.context() == stream.context() => {
-                a.event.record(stream)?;
-                a.stream = stream.clone();
-                a.waited = None;
-            }
-            _ => {
-                let event = Event::without_timing(stream.context())?;
-                event.record(stream)?;
-                *after = Some(After {
-                    stream: stream.clone(),
-                    event,
-                    waited: None,
-                });
-            }
+        // The new point comes after the previous one, which it replaces.
+        if let Some(a) = after.as_ref()
+            && self.order.load(Ordering::Acquire) & PENDING != 0
+            && !a.covers(stream)
+        {
+            stream.wait(&a.event)?;
         }
+        event.record(stream)?;
+        *after = Some(After {
+            stream: stream.clone(),
+            event: Arc::new(event),
+            waited: None,
+        });
         self.order.fetch_or(PENDING, Ordering::AcqRel);
         Ok(())
     }
@@ -632,11 +640,20 @@ impl Allocation {
         if self.order.load(Ordering::Acquire) & PENDING == 0 {
             return Ok(());
         }
-        let after = self.after.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(a) = after.as_ref() {
-            a.event.synchronize()?;
+        let lock = || self.after.lock().unwrap_or_else(|p| p.into_inner());
+        // Waited for outside the lock, so uses on other threads go on.
+        let Some(event) = lock().as_ref().map(|a| a.event.clone()) else {
+            return Ok(());
+        };
+        event.synchronize()?;
+        let after = lock();
+        // A point recorded meanwhile is a new event, still pending.
+        if after
+            .as_ref()
+            .is_some_and(|a| Arc::ptr_eq(&a.event, &event))
+        {
+            self.order.fetch_and(!PENDING, Ordering::AcqRel);
         }
-        self.order.fetch_and(!PENDING, Ordering::AcqRel);
         Ok(())
     }
 

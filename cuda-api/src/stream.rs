@@ -276,11 +276,6 @@ impl Event {
         })
     }
 
-    /// The context the event was made in.
-    pub(crate) fn context(&self) -> &Context {
-        &self.ctx
-    }
-
     /// Records the event at the current end of `stream`.
     ///
     /// # Errors

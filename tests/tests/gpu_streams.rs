@@ -573,3 +573,187 @@ fn a_graph_replayed_right_after_a_blocking_write_sees_it() {
         }
     }
 }
+
+/// A ~`ms` millisecond kernel (`spin_write` from `tests/kernels`, on a
+/// buffer of its own) queued on a stream, so that what is queued there
+/// after it waits that long.
+struct Spin {
+    kernel: cuda_api::TypedKernel<(cuda_api::DevicePtr<u32>, u32, i64)>,
+    buffer: cuda_api::DeviceBuffer<u32>,
+    cycles: i64,
+}
+
+impl Spin {
+    fn new(ms: i64) -> Spin {
+        let ctx = dev().context().unwrap();
+        let ptx = std::fs::read_to_string(sdk_tests::kernels_dir().join("kernels.ptx"))
+            .expect("kernels.ptx (cargo xtask gpu-bundle)");
+        let m = cuda_api::Module::from_ptx(&ctx, &ptx).unwrap();
+        // SAFETY: spin_write(unsigned *out, unsigned n, long long cycles)
+        // writes out[i] for i < n only.
+        let kernel = unsafe {
+            m.kernel::<(cuda_api::DevicePtr<u32>, u32, i64)>("spin_write")
+                .unwrap()
+        }
+        .bound(0, cuda_api::Extent::Param(1))
+        .unwrap();
+        let khz = cuda_api::CudaDevice::get(0)
+            .unwrap()
+            .attribute(cuda_api::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)
+            .unwrap() as i64;
+        Spin {
+            kernel,
+            buffer: cuda_api::DeviceBuffer::zeroed(&ctx, 32).unwrap(),
+            cycles: khz * ms,
+        }
+    }
+
+    fn on(&mut self, s: &Stream) {
+        self.kernel
+            .launch(
+                s,
+                cuda_api::LaunchConfig::new(1, 32),
+                (&mut self.buffer, 32u32, self.cycles),
+            )
+            .unwrap();
+    }
+}
+
+/// The size the audit used: 1,048,576 float32s.
+const BIG: usize = 1 << 20;
+
+/// A pool array of `BIG` zeros made on `s1` over the memory of a dropped
+/// pool array that held 9s, while `s1` is busy with `spin`: its allocation
+/// and zeroing wait behind the kernel on `s1`, and until they run, its
+/// memory still holds the 9s.
+fn fresh_over_nines(s1: &Stream, spin: &mut Spin) -> Array {
+    let old = Array::zeros_on::<f32>(s1, &[BIG]).unwrap();
+    old.fill_on(&Value::of(9.0f32), s1).unwrap();
+    s1.synchronize().unwrap();
+    spin.on(s1);
+    let address = old.data_address();
+    drop(old); // freed in order on s1, after the kernel
+    let fresh = Array::zeros_on::<f32>(s1, &[BIG]).unwrap();
+    assert_eq!(
+        fresh.data_address(),
+        address,
+        "precondition: the pool gives the dropped array's memory to the next array on its stream"
+    );
+    fresh
+}
+
+fn count(got: &[f32], want: f32) -> usize {
+    got.iter().filter(|&&g| g == want).count()
+}
+
+/// Issue 29: a pool array's allocation and zeroing, queued on the stream
+/// that made it, come before its first use on another stream. On 8fa438c a
+/// copy of the fresh "zeroed" array on s2 held all 1,048,576 values of the
+/// dropped array, and a write of 5s on s2 was wiped by the zeroing, which
+/// ran later on s1.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_pool_arrays_first_use_on_another_stream_waits_for_its_zeroing() {
+    let _pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
+    let (s1, s2) = (stream(), stream());
+    let mut spin = Spin::new(300);
+
+    // A copy on s2 reads zeros, not the dropped array's 9s.
+    let fresh = fresh_over_nines(&s1, &mut spin);
+    let copy = Array::zeros::<f32>(dev(), &[BIG]).unwrap();
+    copy.assign_on(&fresh, &s2).unwrap();
+    s2.synchronize().unwrap();
+    let got = f32s(&copy);
+    assert_eq!(
+        count(&got, 0.0),
+        BIG,
+        "copy on s2: {} zeros, {} nines of {BIG}",
+        count(&got, 0.0),
+        count(&got, 9.0)
+    );
+    drop(fresh);
+
+    // A write on s2 is not wiped by the zeroing queued before it on s1.
+    let fresh = fresh_over_nines(&s1, &mut spin);
+    fresh.fill_on(&Value::of(5.0f32), &s2).unwrap();
+    s2.synchronize().unwrap();
+    s1.synchronize().unwrap();
+    let got = f32s(&fresh);
+    assert_eq!(
+        count(&got, 5.0),
+        BIG,
+        "fill of 5 on s2: {} fives, {} zeros of {BIG}",
+        count(&got, 5.0),
+        count(&got, 0.0)
+    );
+    // Used on s2 too: the free waits for the device, then goes back in
+    // order on s1.
+    drop(fresh);
+    s1.synchronize().unwrap();
+}
+
+/// Replays note their arrays at each run: a recorded launch replayed on s2
+/// waits for the zeroing of a pool array made on s1, also when a setter
+/// gives it another pool array between replays, and so does a graph.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn replays_on_another_stream_wait_for_a_pool_arrays_zeroing() {
+    let _pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
+    let k = saxpy();
+    let (s1, s2) = (stream(), stream());
+    let mut spin = Spin::new(300);
+    let y = Array::zeros::<f32>(dev(), &[BIG]).unwrap();
+    let a = fresh_over_nines(&s1, &mut spin);
+    // y = 1 * x + y with x a fresh pool array: y stays 0 (9 before the fix).
+    let mut launch = k
+        .launch(BIG)
+        .inputs((1.0f32, &a, &y))
+        .stream(&s2)
+        .record_cmd()
+        .unwrap();
+    launch.launch().unwrap();
+    s2.synchronize().unwrap();
+    let got = f32s(&y);
+    assert_eq!(
+        count(&got, 0.0),
+        BIG,
+        "first replay on s2: {} zeros, {} nines",
+        count(&got, 0.0),
+        count(&got, 9.0)
+    );
+    // Another fresh pool array, given between replays.
+    let b = fresh_over_nines(&s1, &mut spin);
+    launch.set_param_by_name("x", &b).unwrap();
+    launch.launch().unwrap();
+    s2.synchronize().unwrap();
+    let got = f32s(&y);
+    assert_eq!(
+        count(&got, 0.0),
+        BIG,
+        "replay after the setter: {} zeros, {} nines",
+        count(&got, 0.0),
+        count(&got, 9.0)
+    );
+    drop(launch);
+    // A graph of the launch over a third one, replayed on s2.
+    let c = fresh_over_nines(&s1, &mut spin);
+    let cmd = k
+        .launch(BIG)
+        .inputs((1.0f32, &c, &y))
+        .stream(&s2)
+        .record_cmd()
+        .unwrap();
+    let graph = Graph::capture_with(&s2, |g| g.launch(cmd)).unwrap();
+    graph.launch(&s2).unwrap();
+    s2.synchronize().unwrap();
+    let got = f32s(&y);
+    assert_eq!(
+        count(&got, 0.0),
+        BIG,
+        "graph replay on s2: {} zeros, {} nines",
+        count(&got, 0.0),
+        count(&got, 9.0)
+    );
+    drop((graph, a, b, c));
+    s1.synchronize().unwrap();
+}

@@ -70,13 +70,24 @@ pub(crate) fn note_use_on(
     let Some(a) = storage.allocation() else {
         return Ok(());
     };
-    a.record_use_on(stream).map_err(|e| match e {
+    a.record_use_on(stream)
+        .map_err(|e| use_error(e, call, what))
+}
+
+/// The error of a refused [`note_use_on`]: [`Error::Lent`] naming the call
+/// and the array for lent memory, the driver's error as it is otherwise.
+fn use_error(
+    e: cuda_api::CudaError,
+    call: impl FnOnce() -> String,
+    what: impl FnOnce() -> String,
+) -> Error {
+    match e {
         cuda_api::CudaError::Lent { .. } => Error::Lent {
             call: call(),
             array: what(),
         },
         e => Error::Cuda(e),
-    })
+    }
 }
 
 /// Where an operation's driver work goes.
@@ -1371,6 +1382,31 @@ fn sync(stream: Option<&Stream>) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_use_of_lent_memory_names_the_call_and_the_array() {
+        let lent = cuda_api::CudaError::Lent {
+            call: "Allocation::record_use_on".into(),
+            address: 0x1000,
+            bytes: 64,
+        };
+        let e = use_error(
+            lent,
+            || "launch of 'saxpy'".into(),
+            || "argument 'y' (Array(dtype=float32, shape=[16]))".into(),
+        );
+        assert!(matches!(e, Error::Lent { .. }), "{e}");
+        let m = e.to_string();
+        assert!(
+            m.starts_with("launch of 'saxpy': argument 'y' (Array(dtype=float32, shape=[16])) is lent to cudarc"),
+            "{m}"
+        );
+        assert!(m.contains("drop the slice first"), "{m}");
+        // Other failures (a driver's refusal to wait) pass through as they are.
+        let other = cuda_api::CudaError::invalid_argument("c", "p", "m".into());
+        let e = use_error(other.clone(), || unreachable!(), || unreachable!());
+        assert!(matches!(e, Error::Cuda(ref c) if *c == other), "{e}");
+    }
 
     fn fills(offset: usize, shape: &[usize], strides: &[isize], value: &[u8]) -> Vec<FillJob> {
         let mut v = Vec::new();
