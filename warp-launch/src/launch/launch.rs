@@ -842,6 +842,32 @@ impl Launch {
     }
 }
 
+/// Notes the uses of a launch's arrays on `stream` (`arrays` in argument
+/// order, `None` for arguments that are not arrays), each with its
+/// gradient, naming the argument in a refusal: the one loop of the
+/// recorded and the positional launches.
+pub(crate) fn note_array_uses<'a>(
+    kernel: &Kernel,
+    arrays: impl Iterator<Item = Option<&'a Array>>,
+    stream: &Stream,
+) -> Result<()> {
+    let call = || format!("launch of '{}'", kernel.name());
+    let name = |i: usize| match kernel.params().get(i) {
+        Some(p) => format!("argument '{}'", p.name),
+        None => format!("argument {i}"),
+    };
+    for (i, a) in arrays.enumerate() {
+        let Some(a) = a else { continue };
+        crate::array::note_use_on(a.storage(), stream, call, || format!("{} ({a:?})", name(i)))?;
+        if let Some(g) = a.grad() {
+            crate::array::note_use_on(g.storage(), stream, call, || {
+                format!("the gradient of {} ({g:?})", name(i))
+            })?;
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1597,30 +1623,4 @@ mod tests {
             1
         );
     }
-}
-
-/// Notes the uses of a launch's arrays on `stream` (`arrays` in argument
-/// order, `None` for arguments that are not arrays), each with its
-/// gradient, naming the argument in a refusal: the one loop of the
-/// recorded and the positional launches.
-pub(crate) fn note_array_uses<'a>(
-    kernel: &Kernel,
-    arrays: impl Iterator<Item = Option<&'a Array>>,
-    stream: &Stream,
-) -> Result<()> {
-    let call = || format!("launch of '{}'", kernel.name());
-    let name = |i: usize| match kernel.params().get(i) {
-        Some(p) => format!("argument '{}'", p.name),
-        None => format!("argument {i}"),
-    };
-    for (i, a) in arrays.enumerate() {
-        let Some(a) = a else { continue };
-        crate::array::note_use_on(a.storage(), stream, call, || format!("{} ({a:?})", name(i)))?;
-        if let Some(g) = a.grad() {
-            crate::array::note_use_on(g.storage(), stream, call, || {
-                format!("the gradient of {} ({g:?})", name(i))
-            })?;
-        }
-    }
-    Ok(())
 }
