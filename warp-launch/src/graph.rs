@@ -150,8 +150,9 @@ impl Graph {
     ///
     /// # Errors
     ///
-    /// [`Error::StreamContext`] when `stream` is not of the graph's context, [`Error::Cuda`]
-    /// when the driver refuses the launch.
+    /// [`Error::StreamContext`] when `stream` is not of the graph's context; [`Error::Lent`]
+    /// when an array the graph uses is lent to cudarc; [`Error::Cuda`] when the driver
+    /// refuses the launch.
     pub fn launch(&self, stream: &Stream) -> Result<()> {
         if stream.context() != self.graph.context() {
             return Err(Error::StreamContext {

@@ -888,7 +888,8 @@ impl Array {
     /// # Errors
     ///
     /// [`Error::StreamContext`] for device memory of another context than
-    /// the stream's; [`Error::Cuda`] when the driver refuses a memset.
+    /// the stream's; [`Error::Lent`] while the array is lent to cudarc;
+    /// [`Error::Cuda`] when the driver refuses a memset.
     pub fn zero_on<'s>(&self, stream: impl Into<Option<&'s Stream>>) -> Result<()> {
         let zeros = vec![0u8; self.dtype().size];
         on_stream(stream.into(), &[self], |q| {
@@ -975,8 +976,8 @@ impl Array {
     ///
     /// [`Error::Shape`] for another dtype or shape, or overlapping ranges of
     /// one CUDA allocation; [`Error::StreamContext`] for device memory of
-    /// another context than the stream's; [`Error::Cuda`] when the driver
-    /// refuses a copy.
+    /// another context than the stream's; [`Error::Lent`] while either array
+    /// is lent to cudarc; [`Error::Cuda`] when the driver refuses a copy.
     pub fn assign_on<'s>(&self, src: &Array, stream: impl Into<Option<&'s Stream>>) -> Result<()> {
         on_stream(stream.into(), &[self, src], |q| {
             assign(self, src, q, "Array::assign_on")
@@ -1296,8 +1297,10 @@ impl Array {
     /// this call may use it, and freed in stream order on `stream` when the
     /// last handle (array, view, recorded launch, graph) drops, without a
     /// host wait unless another stream used it (then the free waits for
-    /// the device first). Other streams must be ordered after `stream`
-    /// before they use it ([`Stream::wait_stream`]). The pool keeps freed
+    /// the device first). Work on another stream waits for the allocation
+    /// and the zeroing before its first use of the array (an event recorded
+    /// after them on `stream`, [`cuda_api::Allocation::order_after`]), as
+    /// do host reads. The pool keeps freed
     /// memory up to its release threshold
     /// ([`Device::set_mempool_release_threshold`]).
     ///

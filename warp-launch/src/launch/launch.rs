@@ -687,8 +687,10 @@ impl Launch {
     /// # Errors
     ///
     /// [`Error::StreamContext`] for a stream of another context than the
-    /// launch's; the driver's refusal as [`Error::Cuda`]; on the CPU, the
-    /// implementation's error.
+    /// launch's; [`Error::Lent`] for an array lent to cudarc
+    /// ([`Array::to_cudarc`](crate::Array::to_cudarc)); the driver's
+    /// refusal (or its failure to order the stream after a pool array's
+    /// zeroing) as [`Error::Cuda`]; on the CPU, the implementation's error.
     pub fn launch(&self) -> Result<()> {
         self.run_on(self.stream.as_ref())
     }

@@ -202,7 +202,8 @@ impl Kernel {
     /// shape; [`Error::StreamContext`] for a stream of another context than
     /// the device's primary one; [`Error::NoCudaFunction`] /
     /// [`Error::NoCpuFunction`] when the kernel has no function for the
-    /// pass and device; the driver's refusal as [`Error::Cuda`].
+    /// pass and device; [`Error::Lent`] for an array lent to cudarc; the
+    /// driver's refusal as [`Error::Cuda`].
     pub fn launch_args(
         &self,
         pass: Pass,
