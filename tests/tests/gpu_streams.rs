@@ -757,3 +757,67 @@ fn replays_on_another_stream_wait_for_a_pool_arrays_zeroing() {
     drop((graph, a, b, c));
     s1.synchronize().unwrap();
 }
+
+/// cuda-api's side of a loan (`Allocation::lend`, which `Array::to_cudarc`
+/// takes): while lent, `record_use_on` and cuda-api's own launches refuse
+/// the memory; `end_loan` orders later uses on other streams after the
+/// borrower's stream, here a fill queued behind a ~300 ms kernel.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn cuda_api_lent_memory_is_refused_until_the_loan_ends_and_then_ordered() {
+    use cuda_api::{Allocation, CudaError, FillWord, LaunchConfig};
+    let ctx = dev().context().unwrap();
+    let (s1, s2) = (stream(), stream());
+    let mut spin = Spin::new(300);
+    const BYTES: usize = 4 << 20;
+    let a = Allocation::zeroed(&ctx, BYTES, MemoryKind::Device).unwrap();
+    let out = Allocation::zeroed(&ctx, BYTES, MemoryKind::Device).unwrap();
+    a.lend();
+    assert!(a.is_lent() && a.is_shared());
+    let e = a.record_use_on(&s2).unwrap_err();
+    assert!(matches!(e, CudaError::Lent { .. }), "{e}");
+
+    // A typed cuda-api launch on a lent buffer is refused too.
+    spin.buffer.allocation().lend();
+    let cycles = spin.cycles;
+    let e = spin
+        .kernel
+        .launch(
+            &s1,
+            LaunchConfig::new(1, 32),
+            (&mut spin.buffer, 32u32, cycles),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(e, CudaError::Lent { .. }) && e.to_string().contains("launch of 'spin_write'"),
+        "{e}"
+    );
+    // SAFETY: nothing was lent out: no borrower reaches the buffer.
+    unsafe { spin.buffer.allocation().end_loan(&s1) };
+
+    // The borrower's work on `a`: a fill of 7s on s1 behind the kernel.
+    spin.on(&s1);
+    // SAFETY: the whole of `a`, which stays alive (it is shared: its drop
+    // synchronises the context) and which nothing else uses meanwhile.
+    unsafe {
+        s1.fill_2d_raw(a.device_address(), BYTES, FillWord::U32(7), BYTES / 4, 1)
+            .unwrap()
+    };
+    // SAFETY: the borrower (this test's fill) queued its work on s1.
+    unsafe { a.end_loan(&s1) };
+    assert!(!a.is_lent());
+    a.record_use_on(&s2).unwrap();
+    out.record_use_on(&s2).unwrap();
+    // SAFETY: all of `a` into all of `out`, both noted as used on s2.
+    unsafe {
+        s2.copy_2d_raw(out.device_address(), 0, a.device_address(), 0, BYTES, 1)
+            .unwrap()
+    };
+    s2.synchronize().unwrap();
+    let mut tail = [0u8; 16];
+    out.copy_to_host(BYTES - 16, &mut tail).unwrap();
+    assert!(
+        tail.chunks(4).all(|c| c == 7u32.to_ne_bytes()),
+        "the copy on s2 after the loan saw the borrower's fill: {tail:?}"
+    );
+}
