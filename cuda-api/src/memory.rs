@@ -521,9 +521,11 @@ impl Allocation {
     /// # Errors
     ///
     /// [`CudaError::InvalidArgument`] while `stream` is being captured
-    /// ([`Event::record`](crate::Event::record)); the driver's failure to
-    /// make or record the event. The previous point stays on failure.
+    /// ([`Stream::capture`]: the event would be part of the graph); the
+    /// driver's failure to make or record the event, or to order `stream`
+    /// after the previous point. The previous point stays on failure.
     pub fn order_after(&self, stream: &Stream) -> CudaResult<()> {
+        stream.refuse_if_capturing(|| "Allocation::order_after".into())?;
         let event = Event::without_timing(stream.context())?;
         let mut after = self.after.lock().unwrap_or_else(|p| p.into_inner());
         // The new point comes after the previous one, which it replaces.
