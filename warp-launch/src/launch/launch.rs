@@ -854,9 +854,12 @@ pub(crate) fn note_array_uses<'a>(
     stream: &Stream,
 ) -> Result<()> {
     let call = || format!("launch of '{}'", kernel.name());
-    let name = |i: usize| match kernel.params().get(i) {
-        Some(p) => format!("argument '{}'", p.name),
-        None => format!("argument {i}"),
+    // Adjoint launches pass one adjoint per parameter after the parameters.
+    let params = kernel.params();
+    let name = |i: usize| match (params.get(i), params.get(i.wrapping_sub(params.len()))) {
+        (Some(p), _) => format!("argument '{}'", p.name),
+        (None, Some(p)) => format!("the adjoint of argument '{}'", p.name),
+        (None, None) => format!("argument {i}"),
     };
     for (i, a) in arrays.enumerate() {
         let Some(a) = a else { continue };
