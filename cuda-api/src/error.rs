@@ -289,6 +289,17 @@ pub enum CudaError {
         /// Ordinal of the context's device.
         device: i32,
     },
+    /// Work refused on memory lent to another library
+    /// ([`Allocation::lend`](crate::Allocation::lend)), whose work on it
+    /// cuda-api can neither see nor order.
+    Lent {
+        /// The call refused.
+        call: String,
+        /// The memory's device address.
+        address: u64,
+        /// Its size in bytes.
+        bytes: usize,
+    },
 }
 
 impl CudaError {
@@ -402,6 +413,14 @@ impl fmt::Display for CudaError {
             CudaError::ForeignContext { device } => write!(
                 f,
                 "Context::current: the context current on this thread (on cuda:{device}) was made outside cuda-api, which cannot hold it safely (its maker may destroy it); make a cuda-api context current with Context::bind, or use CudaDevice::current for its device"
+            ),
+            CudaError::Lent {
+                call,
+                address,
+                bytes,
+            } => write!(
+                f,
+                "{call}: the {bytes} bytes at {address:#x} are lent to another library (Allocation::lend), whose work on them cannot be ordered with work queued here; end the loan first (drop the value that borrows them), or copy the data"
             ),
         }
     }
@@ -941,6 +960,25 @@ mod tests {
             device: 0,
         };
         assert_eq!(format!("{e:?}"), format!("{e}"));
+    }
+
+    #[test]
+    fn a_refused_use_of_lent_memory_names_the_call_the_memory_and_the_way_out() {
+        let e = CudaError::Lent {
+            call: "Allocation::record_use_on".into(),
+            address: 0x7f00_0000_1000,
+            bytes: 4096,
+        };
+        let m = e.to_string();
+        assert!(
+            m.starts_with("Allocation::record_use_on: the 4096 bytes at 0x7f0000001000 are lent"),
+            "{m}"
+        );
+        assert!(
+            m.contains("Allocation::lend") && m.contains("end the loan first"),
+            "{m}"
+        );
+        assert!(!e.is_sticky());
     }
 
     #[test]

@@ -922,17 +922,22 @@ impl<'a> CudaGraphExec<'a> {
     /// # Errors
     ///
     /// [`CudaError::InvalidArgument`] for a stream of another context, or one
-    /// being captured; a driver error (kept as the context's sticky error
-    /// when it is one).
+    /// being captured; [`CudaError::Lent`] when a buffer is lent
+    /// ([`Allocation::lend`]); a driver error (kept as the context's sticky
+    /// error when it is one).
     pub fn launch(&self, stream: &Stream) -> CudaResult<()> {
         self.check_stream("CudaGraphExec::launch", stream)?;
         let ctx = &self.shared.ctx;
         ctx.bind()?;
-        for a in self
-            .uses
-            .iter()
-            .chain(self.updated.values().flat_map(|n| &n.uses))
-        {
+        let uses = || {
+            self.uses
+                .iter()
+                .chain(self.updated.values().flat_map(|n| &n.uses))
+        };
+        for a in uses() {
+            a.refuse_if_lent(|| "CudaGraphExec::launch".into())?;
+        }
+        for a in uses() {
             a.record_use();
         }
         // SAFETY: the executable graph is live while `self` is; the stream

@@ -60,7 +60,10 @@
 //! blocking host read or write and the free wait for the context's queued
 //! work (on any stream) first (pool memory, [`Allocation::zeroed_on`], used
 //! only on the stream it was allocated on, is freed in order on that stream
-//! instead, with no host wait: [`Allocation::record_use_on`]); the current context is read from the driver
+//! instead, with no host wait: [`Allocation::record_use_on`], which also
+//! makes another stream's first use of pool memory wait for its allocation
+//! and zeroing, and refuses memory lent to another library,
+//! [`Allocation::lend`]); the current context is read from the driver
 //! ([`Context::bind`]), never from a cache that other code could make stale;
 //! cached kernel facts hold the context they were queried in.
 //!

@@ -14,8 +14,8 @@ use std::ffi::c_void;
 use std::fmt;
 use std::marker::PhantomData;
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use cuda_sys::CUdeviceptr;
 
@@ -24,7 +24,7 @@ use crate::driver;
 use crate::error::{CudaError, CudaResult};
 use crate::kernel::BufferUse;
 use crate::location::{Location, pointer_location};
-use crate::stream::Stream;
+use crate::stream::{Event, Stream};
 
 /// Plain data that can live in device memory and be copied back: `Copy`, no
 /// pointers into host memory, and valid for every bit pattern.
@@ -244,7 +244,48 @@ pub struct Allocation {
     /// Set when other handles reach the memory ([`Allocation::share`]):
     /// their queued work is not noted here, so every wait synchronises.
     shared: AtomicBool,
+    /// What a use on a stream must check first, 0 in the common case:
+    /// [`PENDING`] while `after` holds work that uses on other streams
+    /// must wait for, plus [`LOAN`] for each live loan ([`Allocation::lend`]).
+    order: AtomicU64,
+    /// The work that uses on other streams wait for
+    /// ([`Allocation::order_after`]); read only while [`PENDING`] is set.
+    after: Mutex<Option<After>>,
 }
+
+/// A point on one stream that work using the memory on any other stream
+/// is ordered after ([`Allocation::order_after`]).
+struct After {
+    /// The stream the point is on (a clone: its handle stays unique).
+    stream: Stream,
+    /// Recorded on `stream` at the point, once: a new point gets a new
+    /// event, so a host wait for this one (outside the lock) knows which
+    /// point it saw done.
+    event: Arc<Event>,
+    /// The last other stream that waited for `event` (a clone, so that its
+    /// handle cannot be reused by a new stream that never waited).
+    waited: Option<Stream>,
+}
+
+impl After {
+    /// Whether work queued on `stream` now is already ordered after the
+    /// point: it is the point's stream, or the last one that waited.
+    fn covers(&self, stream: &Stream) -> bool {
+        same_stream(&self.stream, stream)
+            || self.waited.as_ref().is_some_and(|w| same_stream(w, stream))
+    }
+}
+
+/// Whether two live handles name one driver stream (the null handle names
+/// each context's own legacy stream).
+fn same_stream(a: &Stream, b: &Stream) -> bool {
+    a.raw() == b.raw() && a.context() == b.context()
+}
+
+/// [`Allocation::order`]: uses on streams other than `after`'s wait for it.
+const PENDING: u64 = 1;
+/// [`Allocation::order`]: one live loan ([`Allocation::lend`]).
+const LOAN: u64 = 2;
 
 // SAFETY: the allocation is only reached through the driver; the handle may move between threads.
 unsafe impl Send for Allocation {}
@@ -283,6 +324,8 @@ impl Allocation {
             location: OnceLock::new(),
             owner: None,
             shared: AtomicBool::new(false),
+            order: AtomicU64::new(0),
+            after: Mutex::new(None),
         };
         if bytes == 0 {
             return Ok(a);
@@ -349,11 +392,24 @@ impl Allocation {
         self.queued.store(ANYWHERE, Ordering::Relaxed);
     }
 
-    /// Notes that work queued on `stream` may use this memory: as
-    /// [`record_use`](Self::record_use), except that for pool memory
-    /// ([`Allocation::zeroed_on`]) used only on the stream it was allocated
-    /// on, the free stays in stream order on that stream (no host wait) and
-    /// a blocking host access waits for that stream only, not the context.
+    /// Notes that work queued on `stream` may use this memory, and orders
+    /// that work after what the memory waits for; call it before queuing
+    /// the work.
+    ///
+    /// - As [`record_use`](Self::record_use), except that for pool memory
+    ///   ([`Allocation::zeroed_on`]) used only on the stream it was
+    ///   allocated on, the free stays in stream order on that stream (no
+    ///   host wait) and a blocking host access waits for that stream only,
+    ///   not the context.
+    /// - When the memory is ordered after work on another stream
+    ///   ([`Allocation::order_after`]: a pool allocation's allocation and
+    ///   zeroing on its stream), `stream` waits for that work
+    ///   (`cuStreamWaitEvent`) the first time it uses the memory.
+    /// - While the memory is lent ([`Allocation::lend`]), the use is refused.
+    ///
+    /// The common case (no ordering point, no loan) costs one atomic load
+    /// and compare more than [`record_use`](Self::record_use), and never
+    /// allocates.
     ///
     /// ```no_run
     /// # fn main() -> cuda_api::CudaResult<()> {
@@ -361,18 +417,189 @@ impl Allocation {
     /// let ctx = cuda_api::CudaDevice::get(0)?.primary_context()?;
     /// let stream = cuda_api::Stream::new(&ctx)?;
     /// let a = cuda_api::Allocation::zeroed_on(&stream, 256)?;
-    /// a.record_use_on(&stream); // still freed in order on `stream`
+    /// a.record_use_on(&stream)?; // still freed in order on `stream`
     /// a.wait_idle()?; // synchronises `stream` only
+    ///
+    /// let b = cuda_api::Allocation::zeroed_on(&stream, 256)?;
+    /// let other = cuda_api::Stream::new(&ctx)?;
+    /// // `other` waits for b's allocation and zeroing on `stream` first.
+    /// b.record_use_on(&other)?;
     /// # Ok(()) }
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::Lent`] while the memory is lent;
+    /// [`CudaError::InvalidArgument`] when `stream` must wait but is being
+    /// captured ([`Stream::capture`]); the driver's failure to make
+    /// `stream` wait.
     #[inline]
-    pub fn record_use_on(&self, stream: &Stream) {
+    pub fn record_use_on(&self, stream: &Stream) -> CudaResult<()> {
+        if self.order.load(Ordering::Acquire) != 0 {
+            return self.order_use_on(stream);
+        }
+        self.note_use_on(stream);
+        Ok(())
+    }
+
+    /// The note of [`Allocation::record_use_on`], without ordering.
+    #[inline]
+    fn note_use_on(&self, stream: &Stream) {
         match &self.home {
             Some(h) if h.raw() == stream.raw() => {
                 self.queued.fetch_max(ON_HOME, Ordering::Relaxed);
             }
             _ => self.record_use(),
         }
+    }
+
+    /// [`Allocation::record_use_on`] when the memory is lent or has an
+    /// ordering point.
+    #[cold]
+    fn order_use_on(&self, stream: &Stream) -> CudaResult<()> {
+        if self.order.load(Ordering::Acquire) >= LOAN {
+            return Err(self.lent("Allocation::record_use_on"));
+        }
+        {
+            let mut after = self.after.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(a) = after.as_mut()
+                && self.order.load(Ordering::Acquire) & PENDING != 0
+                && !a.covers(stream)
+            {
+                // A wait captured into a graph would not order its replays.
+                stream.refuse_if_capturing(|| "Allocation::record_use_on".into())?;
+                stream.wait(&a.event)?;
+                a.waited = Some(stream.clone());
+            }
+        }
+        self.note_use_on(stream);
+        Ok(())
+    }
+
+    /// Refuses work on lent memory ([`Allocation::lend`]), naming `call`:
+    /// for the layers that note uses without a stream.
+    pub(crate) fn refuse_if_lent(&self, call: impl FnOnce() -> String) -> CudaResult<()> {
+        if self.is_lent() {
+            return Err(self.lent(&call()));
+        }
+        Ok(())
+    }
+
+    /// The refusal of work on lent memory, naming `call`.
+    fn lent(&self, call: &str) -> CudaError {
+        CudaError::Lent {
+            call: call.to_string(),
+            address: self.ptr,
+            bytes: self.bytes,
+        }
+    }
+
+    /// Orders every later use of this memory on a stream other than
+    /// `stream` ([`Allocation::record_use_on`], which the launches and
+    /// operations of the layers above call for each stream they queue
+    /// on) after the work queued on `stream` so far: an event recorded on
+    /// `stream` now, which each other stream waits for before its first
+    /// use (`cuStreamWaitEvent`), until a blocking host wait
+    /// ([`Allocation::wait_idle`]) has seen it done. The new point replaces
+    /// the previous one, after which it is ordered (`stream` waits for the
+    /// previous one first when it is still pending).
+    /// [`Allocation::zeroed_on`] calls it for its allocation and zeroing; a
+    /// lender calls it when the borrower's work ends.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_api::CudaResult<()> {
+    /// // GPU: work of `other` that uses `a` waits for `producer`'s work so far.
+    /// use cuda_api::{Allocation, MemoryKind, Stream};
+    /// let ctx = cuda_api::CudaDevice::get(0)?.primary_context()?;
+    /// let (producer, other) = (Stream::new(&ctx)?, Stream::new(&ctx)?);
+    /// let a = Allocation::zeroed(&ctx, 256, MemoryKind::Device)?;
+    /// a.order_after(&producer)?;
+    /// a.record_use_on(&other)?; // `other` waits for the event
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::InvalidArgument`] while `stream` is being captured
+    /// ([`Stream::capture`]: the event would be part of the graph); the
+    /// driver's failure to make or record the event, or to order `stream`
+    /// after the previous point. The previous point stays on failure.
+    pub fn order_after(&self, stream: &Stream) -> CudaResult<()> {
+        stream.refuse_if_capturing(|| "Allocation::order_after".into())?;
+        let event = Event::without_timing(stream.context())?;
+        let mut after = self.after.lock().unwrap_or_else(|p| p.into_inner());
+        // The new point comes after the previous one, which it replaces.
+        if let Some(a) = after.as_ref()
+            && self.order.load(Ordering::Acquire) & PENDING != 0
+            && !a.covers(stream)
+        {
+            stream.wait(&a.event)?;
+        }
+        event.record(stream)?;
+        *after = Some(After {
+            stream: stream.clone(),
+            event: Arc::new(event),
+            waited: None,
+        });
+        self.order.fetch_or(PENDING, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Lends the memory to another library whose work on it this crate
+    /// can neither see nor order (cudarc's slices keep their ordering
+    /// events to themselves): until the loan ends
+    /// ([`Allocation::end_loan`]), [`Allocation::record_use_on`] refuses
+    /// every use with [`CudaError::Lent`], so no work queued through this
+    /// allocation can race with the borrower's. Blocking host accesses stay
+    /// allowed: the memory is marked shared ([`Allocation::share`]), so they
+    /// synchronise the context, the borrower's work included. Loans nest.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_api::CudaResult<()> {
+    /// use cuda_api::{Allocation, MemoryKind, Stream};
+    /// let ctx = cuda_api::CudaDevice::get(0)?.primary_context()?;
+    /// let (s, borrower) = (Stream::new(&ctx)?, Stream::new(&ctx)?);
+    /// let a = Allocation::zeroed(&ctx, 256, MemoryKind::Device)?;
+    /// a.lend();
+    /// assert!(a.record_use_on(&s).is_err());
+    /// // SAFETY: nothing borrowed reaches `a` any more; the borrower
+    /// // queued its work on `borrower`.
+    /// unsafe { a.end_loan(&borrower) };
+    /// a.record_use_on(&s)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn lend(&self) {
+        self.share();
+        self.order.fetch_add(LOAN, Ordering::AcqRel);
+    }
+
+    /// Ends a loan ([`Allocation::lend`]): later uses on streams other than
+    /// `borrower` wait for the work queued on `borrower` so far
+    /// ([`Allocation::order_after`]), where the borrower's work on the
+    /// memory ends.
+    ///
+    /// # Safety
+    ///
+    /// Called once per [`Allocation::lend`], by its lender, when nothing
+    /// borrowed reaches the memory any more, with every use of the borrower
+    /// queued on `borrower` or ordered before its current end.
+    ///
+    /// For lenders' `Drop`s, it never fails: when the point cannot be
+    /// recorded, it synchronises the context instead, and a failure of that
+    /// is logged (as other failures to release resources are).
+    pub unsafe fn end_loan(&self, borrower: &Stream) {
+        if let Err(e) = self
+            .order_after(borrower)
+            .or_else(|_| self.ctx.synchronize())
+        {
+            self.ctx.report_release_error("loan of memory", &e);
+        }
+        self.order.fetch_sub(LOAN, Ordering::AcqRel);
+    }
+
+    /// Whether the memory is lent ([`Allocation::lend`]).
+    pub fn is_lent(&self) -> bool {
+        self.order.load(Ordering::Acquire) >= LOAN
     }
 
     /// The stream a pool allocation ([`Allocation::zeroed_on`]) was made on
@@ -401,11 +628,35 @@ impl Allocation {
             (IDLE, _) => Ok(()),
             (ON_HOME, Some(h)) => h.synchronize(),
             _ => self.ctx.synchronize(),
-        };
+        }
+        .and_then(|_| self.wait_for_point());
         if r.is_err() {
             self.queued.fetch_max(state, Ordering::Relaxed);
         }
         r
+    }
+
+    /// Waits for the ordering point ([`Allocation::order_after`]) on the
+    /// host; once it is done, uses on other streams need not wait for it.
+    fn wait_for_point(&self) -> CudaResult<()> {
+        if self.order.load(Ordering::Acquire) & PENDING == 0 {
+            return Ok(());
+        }
+        let lock = || self.after.lock().unwrap_or_else(|p| p.into_inner());
+        // Waited for outside the lock, so uses on other threads go on.
+        let Some(event) = lock().as_ref().map(|a| a.event.clone()) else {
+            return Ok(());
+        };
+        event.synchronize()?;
+        let after = lock();
+        // A point recorded meanwhile is a new event, still pending.
+        if after
+            .as_ref()
+            .is_some_and(|a| Arc::ptr_eq(&a.event, &event))
+        {
+            self.order.fetch_and(!PENDING, Ordering::AcqRel);
+        }
+        Ok(())
     }
 
     /// Copies `src` to byte `offset` (blocking).
@@ -588,8 +839,10 @@ impl Allocation {
     /// `bytes` bytes of device memory from the default stream-ordered memory
     /// pool of `stream`'s device (`cuMemAllocAsync`), zeroed on `stream`
     /// (`cuMemsetD8Async`): usable by work queued on `stream` after this
-    /// call (and by other streams once ordered after it, for example with
-    /// [`Stream::wait_stream`]); a blocking host access waits for it. When
+    /// call; work on another stream noted with
+    /// [`Allocation::record_use_on`] waits for the allocation and the
+    /// zeroing first (an event recorded after them,
+    /// [`Allocation::order_after`]); a blocking host access waits for them. When
     /// dropped, the memory goes back to the pool in stream order on
     /// `stream` (`cuMemFreeAsync`), without a host wait when only `stream`
     /// used it (see [`Allocation::record_use_on`]); dropped while `stream`
@@ -634,6 +887,8 @@ impl Allocation {
             location: OnceLock::new(),
             owner: None,
             shared: AtomicBool::new(false),
+            order: AtomicU64::new(0),
+            after: Mutex::new(None),
         };
         if bytes == 0 {
             return Ok(a);
@@ -642,10 +897,12 @@ impl Allocation {
         // SAFETY: the stream is live (borrowed) and of `ctx`, which is current.
         a.ptr = unsafe { driver::mem_alloc_async(bytes, stream.raw()) }?;
         a.bytes = bytes;
-        a.record_use_on(stream);
+        a.note_use_on(stream);
         // SAFETY: `a.ptr` addresses `bytes` bytes allocated in order on this
         // stream, before this memset.
         unsafe { driver::memset_d8_async(a.ptr, 0, bytes, stream.raw()) }?;
+        // Other streams' first uses wait for the allocation and the zeroing.
+        a.order_after(stream)?;
         Ok(a)
     }
 }
@@ -901,7 +1158,7 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
         }
         check_stream(&self.alloc, stream, "DeviceBuffer::fill_async")?;
         self.alloc.ctx.bind()?;
-        self.alloc.record_use_on(stream);
+        self.alloc.record_use_on(stream)?;
         let (p, n, s) = (self.alloc.ptr, self.len, stream.raw());
         // SAFETY: `value` is plain data of the matching width; the allocation holds len elements.
         unsafe {
@@ -1365,6 +1622,8 @@ impl Allocation {
             location: OnceLock::new(),
             owner: Some(owner),
             shared: AtomicBool::new(true),
+            order: AtomicU64::new(0),
+            after: Mutex::new(None),
         })
     }
 

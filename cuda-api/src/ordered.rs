@@ -120,7 +120,7 @@ impl Stream {
     /// let ctx = cuda_api::CudaDevice::get(0)?.primary_context()?;
     /// let stream = cuda_api::Stream::new(&ctx)?;
     /// let a = cuda_api::Allocation::zeroed(&ctx, 128, cuda_api::MemoryKind::Device)?;
-    /// a.record_use_on(&stream);
+    /// a.record_use_on(&stream)?;
     /// let word = cuda_api::FillWord::U32(1.0f32.to_bits());
     /// // SAFETY: 4 rows of one word, 32 B apart, lie inside `a`, which waits
     /// // for `stream` before it is freed (the use was noted above).
@@ -165,8 +165,8 @@ impl Stream {
     /// let stream = cuda_api::Stream::new(&ctx)?;
     /// let src = cuda_api::Allocation::zeroed(&ctx, 192, cuda_api::MemoryKind::Device)?;
     /// let dst = cuda_api::Allocation::zeroed(&ctx, 48, cuda_api::MemoryKind::Device)?;
-    /// src.record_use_on(&stream);
-    /// dst.record_use_on(&stream);
+    /// src.record_use_on(&stream)?;
+    /// dst.record_use_on(&stream)?;
     /// // SAFETY: both ranges lie inside their allocations, which wait for
     /// // `stream` before they are freed; they do not overlap.
     /// unsafe { stream.copy_2d_raw(dst.device_address(), 16, src.device_address(), 64, 16, 3)? };

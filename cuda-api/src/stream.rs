@@ -220,12 +220,7 @@ impl Stream {
         if let Some(e) = self.inner.event.get() {
             return Ok(e);
         }
-        self.inner.ctx.bind()?;
-        let raw = driver::event_create(CUevent_flags::CU_EVENT_DISABLE_TIMING.0)?;
-        let e = Event {
-            raw,
-            ctx: self.inner.ctx.clone(),
-        };
+        let e = Event::without_timing(&self.inner.ctx)?;
         // Another thread may have made one meanwhile: the loser is dropped.
         Ok(self.inner.event.get_or_init(|| e))
     }
@@ -264,6 +259,17 @@ impl Event {
     pub fn new(ctx: &Context) -> CudaResult<Event> {
         ctx.bind()?;
         let raw = driver::event_create(CUevent_flags::CU_EVENT_DEFAULT.0)?;
+        Ok(Event {
+            raw,
+            ctx: ctx.clone(),
+        })
+    }
+
+    /// A new event without timing (`CU_EVENT_DISABLE_TIMING`), for ordering
+    /// only: cheaper to record and wait for.
+    pub(crate) fn without_timing(ctx: &Context) -> CudaResult<Event> {
+        ctx.bind()?;
+        let raw = driver::event_create(CUevent_flags::CU_EVENT_DISABLE_TIMING.0)?;
         Ok(Event {
             raw,
             ctx: ctx.clone(),

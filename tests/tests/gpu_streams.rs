@@ -405,8 +405,8 @@ fn cuda_api_pitched_fills_copies_pool_and_wait_stream() {
     // columns 0..2 of every row copied into a packed 4 x 2 block.
     let m = Allocation::zeroed(&ctx, 128, MemoryKind::Device).unwrap();
     let block = Allocation::zeroed(&ctx, 32, MemoryKind::Device).unwrap();
-    m.record_use_on(&s);
-    block.record_use_on(&s);
+    m.record_use_on(&s).unwrap();
+    block.record_use_on(&s).unwrap();
     // SAFETY: 4 rows of one word at a 32 B pitch lie inside `m` (128 B),
     // which waits for `s` before a host read or its free.
     unsafe {
@@ -479,8 +479,8 @@ fn cuda_api_pitched_fills_copies_pool_and_wait_stream() {
     let s2 = stream();
     let big = Allocation::zeroed(&ctx, 64 << 20, MemoryKind::Device).unwrap();
     let out = Allocation::zeroed(&ctx, 64 << 20, MemoryKind::Device).unwrap();
-    big.record_use_on(&s);
-    out.record_use_on(&s2);
+    big.record_use_on(&s).unwrap();
+    out.record_use_on(&s2).unwrap();
     // SAFETY: the whole of `big` (16 Mi words), which waits for `s`.
     unsafe {
         s.fill_2d_raw(
@@ -493,7 +493,7 @@ fn cuda_api_pitched_fills_copies_pool_and_wait_stream() {
         .unwrap()
     };
     s2.wait_stream(&s).unwrap();
-    big.record_use_on(&s2);
+    big.record_use_on(&s2).unwrap();
     // SAFETY: all of `big` into all of `out`, both waiting for their streams.
     unsafe {
         s2.copy_2d_raw(
@@ -572,4 +572,256 @@ fn a_graph_replayed_right_after_a_blocking_write_sees_it() {
             );
         }
     }
+}
+
+/// A ~`ms` millisecond kernel (`spin_write` from `tests/kernels`, on a
+/// buffer of its own) queued on a stream, so that what is queued there
+/// after it waits that long.
+struct Spin {
+    kernel: cuda_api::TypedKernel<(cuda_api::DevicePtr<u32>, u32, i64)>,
+    buffer: cuda_api::DeviceBuffer<u32>,
+    cycles: i64,
+}
+
+impl Spin {
+    fn new(ms: i64) -> Spin {
+        let ctx = dev().context().unwrap();
+        let ptx = std::fs::read_to_string(sdk_tests::kernels_dir().join("kernels.ptx"))
+            .expect("kernels.ptx (cargo xtask gpu-bundle)");
+        let m = cuda_api::Module::from_ptx(&ctx, &ptx).unwrap();
+        // SAFETY: spin_write(unsigned *out, unsigned n, long long cycles)
+        // writes out[i] for i < n only.
+        let kernel = unsafe {
+            m.kernel::<(cuda_api::DevicePtr<u32>, u32, i64)>("spin_write")
+                .unwrap()
+        }
+        .bound(0, cuda_api::Extent::Param(1))
+        .unwrap();
+        let khz = cuda_api::CudaDevice::get(0)
+            .unwrap()
+            .attribute(cuda_api::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)
+            .unwrap() as i64;
+        Spin {
+            kernel,
+            buffer: cuda_api::DeviceBuffer::zeroed(&ctx, 32).unwrap(),
+            cycles: khz * ms,
+        }
+    }
+
+    fn on(&mut self, s: &Stream) {
+        self.kernel
+            .launch(
+                s,
+                cuda_api::LaunchConfig::new(1, 32),
+                (&mut self.buffer, 32u32, self.cycles),
+            )
+            .unwrap();
+    }
+}
+
+/// The size the audit used: 1,048,576 float32s.
+const BIG: usize = 1 << 20;
+
+/// A pool array of `BIG` zeros made on `s1` over the memory of a dropped
+/// pool array that held 9s, while `s1` is busy with `spin`: its allocation
+/// and zeroing wait behind the kernel on `s1`, and until they run, its
+/// memory still holds the 9s.
+fn fresh_over_nines(s1: &Stream, spin: &mut Spin) -> Array {
+    let old = Array::zeros_on::<f32>(s1, &[BIG]).unwrap();
+    old.fill_on(&Value::of(9.0f32), s1).unwrap();
+    s1.synchronize().unwrap();
+    spin.on(s1);
+    let address = old.data_address();
+    drop(old); // freed in order on s1, after the kernel
+    let fresh = Array::zeros_on::<f32>(s1, &[BIG]).unwrap();
+    // The pool gives the dropped array's memory to the next array on its
+    // stream (the audit's case, seen on the H200). Where it does not (a
+    // sanitizer may keep freed memory apart), the checks still hold but
+    // cannot tell an unordered use from an ordered one.
+    if fresh.data_address() != address {
+        eprintln!(
+            "note: the pool did not reuse the dropped array's memory ({address:#x}); this run cannot show an unordered use"
+        );
+    }
+    fresh
+}
+
+fn count(got: &[f32], want: f32) -> usize {
+    got.iter().filter(|&&g| g == want).count()
+}
+
+/// Issue 29: a pool array's allocation and zeroing, queued on the stream
+/// that made it, come before its first use on another stream. On 8fa438c a
+/// copy of the fresh "zeroed" array on s2 held all 1,048,576 values of the
+/// dropped array, and a write of 5s on s2 was wiped by the zeroing, which
+/// ran later on s1.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_pool_arrays_first_use_on_another_stream_waits_for_its_zeroing() {
+    let _pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
+    let (s1, s2) = (stream(), stream());
+    let mut spin = Spin::new(300);
+
+    // A copy on s2 reads zeros, not the dropped array's 9s.
+    let fresh = fresh_over_nines(&s1, &mut spin);
+    let copy = Array::zeros::<f32>(dev(), &[BIG]).unwrap();
+    copy.assign_on(&fresh, &s2).unwrap();
+    s2.synchronize().unwrap();
+    let got = f32s(&copy);
+    assert_eq!(
+        count(&got, 0.0),
+        BIG,
+        "copy on s2: {} zeros, {} nines of {BIG}",
+        count(&got, 0.0),
+        count(&got, 9.0)
+    );
+    drop(fresh);
+
+    // A write on s2 is not wiped by the zeroing queued before it on s1.
+    let fresh = fresh_over_nines(&s1, &mut spin);
+    fresh.fill_on(&Value::of(5.0f32), &s2).unwrap();
+    s2.synchronize().unwrap();
+    s1.synchronize().unwrap();
+    let got = f32s(&fresh);
+    assert_eq!(
+        count(&got, 5.0),
+        BIG,
+        "fill of 5 on s2: {} fives, {} zeros of {BIG}",
+        count(&got, 5.0),
+        count(&got, 0.0)
+    );
+    // Used on s2 too: the free waits for the device, then goes back in
+    // order on s1.
+    drop(fresh);
+    s1.synchronize().unwrap();
+}
+
+/// Replays note their arrays at each run: a recorded launch replayed on s2
+/// waits for the zeroing of a pool array made on s1, also when a setter
+/// gives it another pool array between replays, and so does a graph.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn replays_on_another_stream_wait_for_a_pool_arrays_zeroing() {
+    let _pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
+    let k = saxpy();
+    let (s1, s2) = (stream(), stream());
+    let mut spin = Spin::new(300);
+    let y = Array::zeros::<f32>(dev(), &[BIG]).unwrap();
+    let a = fresh_over_nines(&s1, &mut spin);
+    // y = 1 * x + y with x a fresh pool array: y stays 0 (9 before the fix).
+    let mut launch = k
+        .launch(BIG)
+        .inputs((1.0f32, &a, &y))
+        .stream(&s2)
+        .record_cmd()
+        .unwrap();
+    launch.launch().unwrap();
+    s2.synchronize().unwrap();
+    let got = f32s(&y);
+    assert_eq!(
+        count(&got, 0.0),
+        BIG,
+        "first replay on s2: {} zeros, {} nines",
+        count(&got, 0.0),
+        count(&got, 9.0)
+    );
+    // Another fresh pool array, given between replays.
+    let b = fresh_over_nines(&s1, &mut spin);
+    launch.set_param_by_name("x", &b).unwrap();
+    launch.launch().unwrap();
+    s2.synchronize().unwrap();
+    let got = f32s(&y);
+    assert_eq!(
+        count(&got, 0.0),
+        BIG,
+        "replay after the setter: {} zeros, {} nines",
+        count(&got, 0.0),
+        count(&got, 9.0)
+    );
+    drop(launch);
+    // A graph of the launch over a third one, replayed on s2.
+    let c = fresh_over_nines(&s1, &mut spin);
+    let cmd = k
+        .launch(BIG)
+        .inputs((1.0f32, &c, &y))
+        .stream(&s2)
+        .record_cmd()
+        .unwrap();
+    let graph = Graph::capture_with(&s2, |g| g.launch(cmd)).unwrap();
+    graph.launch(&s2).unwrap();
+    s2.synchronize().unwrap();
+    let got = f32s(&y);
+    assert_eq!(
+        count(&got, 0.0),
+        BIG,
+        "graph replay on s2: {} zeros, {} nines",
+        count(&got, 0.0),
+        count(&got, 9.0)
+    );
+    drop((graph, a, b, c));
+    s1.synchronize().unwrap();
+}
+
+/// cuda-api's side of a loan (`Allocation::lend`, which `Array::to_cudarc`
+/// takes): while lent, `record_use_on` and cuda-api's own launches refuse
+/// the memory; `end_loan` orders later uses on other streams after the
+/// borrower's stream, here a fill queued behind a ~300 ms kernel.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn cuda_api_lent_memory_is_refused_until_the_loan_ends_and_then_ordered() {
+    use cuda_api::{Allocation, CudaError, FillWord, LaunchConfig};
+    let ctx = dev().context().unwrap();
+    let (s1, s2) = (stream(), stream());
+    let mut spin = Spin::new(300);
+    const BYTES: usize = 4 << 20;
+    let a = Allocation::zeroed(&ctx, BYTES, MemoryKind::Device).unwrap();
+    let out = Allocation::zeroed(&ctx, BYTES, MemoryKind::Device).unwrap();
+    a.lend();
+    assert!(a.is_lent() && a.is_shared());
+    let e = a.record_use_on(&s2).unwrap_err();
+    assert!(matches!(e, CudaError::Lent { .. }), "{e}");
+
+    // A typed cuda-api launch on a lent buffer is refused too.
+    spin.buffer.allocation().lend();
+    let cycles = spin.cycles;
+    let e = spin
+        .kernel
+        .launch(
+            &s1,
+            LaunchConfig::new(1, 32),
+            (&mut spin.buffer, 32u32, cycles),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(e, CudaError::Lent { .. }) && e.to_string().contains("launch of 'spin_write'"),
+        "{e}"
+    );
+    // SAFETY: nothing was lent out: no borrower reaches the buffer.
+    unsafe { spin.buffer.allocation().end_loan(&s1) };
+
+    // The borrower's work on `a`: a fill of 7s on s1 behind the kernel.
+    spin.on(&s1);
+    // SAFETY: the whole of `a`, which stays alive (it is shared: its drop
+    // synchronises the context) and which nothing else uses meanwhile.
+    unsafe {
+        s1.fill_2d_raw(a.device_address(), BYTES, FillWord::U32(7), BYTES / 4, 1)
+            .unwrap()
+    };
+    // SAFETY: the borrower (this test's fill) queued its work on s1.
+    unsafe { a.end_loan(&s1) };
+    assert!(!a.is_lent());
+    a.record_use_on(&s2).unwrap();
+    out.record_use_on(&s2).unwrap();
+    // SAFETY: all of `a` into all of `out`, both noted as used on s2.
+    unsafe {
+        s2.copy_2d_raw(out.device_address(), 0, a.device_address(), 0, BYTES, 1)
+            .unwrap()
+    };
+    s2.synchronize().unwrap();
+    let mut tail = [0u8; 16];
+    out.copy_to_host(BYTES - 16, &mut tail).unwrap();
+    assert!(
+        tail.chunks(4).all(|c| c == 7u32.to_ne_bytes()),
+        "the copy on s2 after the loan saw the borrower's fill: {tail:?}"
+    );
 }

@@ -252,6 +252,16 @@ pub enum Error {
         /// What was given, what was expected, and what to do.
         message: String,
     },
+    /// Work refused on an array whose memory is lent to cudarc
+    /// ([`Array::to_cudarc`](crate::Array::to_cudarc)) while the
+    /// `CudarcSlice` lives: cudarc's work on it cannot be ordered with this
+    /// crate's (see [`cuda_api::Allocation::lend`]).
+    Lent {
+        /// The call refused (a launch names its kernel).
+        call: String,
+        /// The array, described (which argument or operand it is).
+        array: String,
+    },
     /// The legacy default stream given to a graph capture.
     DefaultStreamCapture,
     /// A launch index a graph does not have.
@@ -839,6 +849,10 @@ impl fmt::Display for Error {
                 what,
                 message,
             } => write!(f, "{call}: {what}: {message}"),
+            Error::Lent { call, array } => write!(
+                f,
+                "{call}: {array} is lent to cudarc (Array::to_cudarc), whose work on it cannot be ordered with this crate's, so no work is queued on it while the CudarcSlice lives; drop the slice first (later work then waits for cudarc's), or copy the array"
+            ),
             Error::DefaultStreamCapture => f.write_str(
                 "Graph::capture: the legacy default stream cannot be captured; use Stream::new",
             ),

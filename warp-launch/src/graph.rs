@@ -190,16 +190,22 @@ impl Graph {
     ///
     /// # Errors
     ///
-    /// [`Error::StreamContext`] when `stream` is not of the graph's context, [`Error::Cuda`]
-    /// when the driver refuses the launch.
+    /// [`Error::StreamContext`] when `stream` is not of the graph's context; [`Error::Lent`]
+    /// when an array the graph uses is lent to cudarc; [`Error::Cuda`] when the driver
+    /// refuses the launch.
     pub fn launch(&self, stream: &Stream) -> Result<()> {
         check_context(
             || "Graph::launch".into(),
             stream.context(),
             self.graph.context(),
         )?;
-        for a in self.uses.iter().filter_map(|s| s.allocation()) {
-            a.record_use_on(stream);
+        for s in &self.uses {
+            crate::array::note_use_on(
+                s,
+                stream,
+                || "Graph::launch".into(),
+                || format!("an array the graph uses ({s:?})"),
+            )?;
         }
         Ok(self.exec.launch(stream)?)
     }

@@ -38,8 +38,9 @@ impl<'a> BufferUse<'a> {
         BufferUse { alloc, ctx, len }
     }
 
-    /// Refuses device memory of another context than the launch's, and
-    /// notes that the launch uses the memory ([`Allocation::record_use`]).
+    /// Refuses device memory of another context than the launch's and lent
+    /// memory ([`Allocation::lend`]), and notes that the launch uses the
+    /// memory ([`Allocation::record_use`]).
     pub(crate) fn enter(&self, kernel: &str, index: usize, ctx: &Context) -> CudaResult<()> {
         let device = self.alloc.is_none_or(|a| a.kind() == MemoryKind::Device);
         if device && self.ctx != ctx {
@@ -53,6 +54,7 @@ impl<'a> BufferUse<'a> {
             ));
         }
         if let Some(a) = self.alloc {
+            a.refuse_if_lent(|| format!("launch of '{kernel}', argument {index}"))?;
             a.record_use();
         }
         Ok(())

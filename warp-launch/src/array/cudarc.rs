@@ -117,12 +117,33 @@ impl Array {
     /// memory. The array must be a contiguous CUDA array of `T`'s dtype on
     /// `stream`'s device.
     ///
-    /// Work queued on the array (by launches on any stream) is waited for
-    /// first. Work that cudarc queues on the slice is not seen by this
-    /// crate, so the storage is marked shared
-    /// ([`cuda_api::Allocation::share`]): from then on every host read or
-    /// write of it, and its free, synchronise the device's context. Launches of this crate on other streams are ordered with
-    /// cudarc's stream by the caller (an event, or a synchronise).
+    /// Ordering, both ways, without the caller's help:
+    ///
+    /// - **Before the loan.** Work queued on the array (launches and
+    ///   operations on any stream, a pool array's zeroing) is waited for on
+    ///   the host before the slice is made, so cudarc sees it on every
+    ///   stream.
+    /// - **During the loan.** While the slice lives, every launch, replay,
+    ///   graph launch and stream-ordered operation of this crate on the
+    ///   array's storage (this array, its views, its other handles) is
+    ///   refused with [`Error::Lent`] ([`cuda_api::Allocation::lend`]).
+    ///   Ordering such work after the fact is not possible: cudarc 0.19
+    ///   keeps a slice's read and write events to itself, so an event this
+    ///   crate recorded could make only the slice's own stream wait, while
+    ///   cudarc may read the slice from any of its streams. Refusing keeps
+    ///   one rule that covers them all. Blocking host reads and writes stay
+    ///   allowed: they synchronise the device's context (the storage is
+    ///   marked shared, [`cuda_api::Allocation::share`]), cudarc's work
+    ///   included.
+    /// - **After the loan.** Dropping the slice orders later work of this
+    ///   crate on the array, on any stream, after cudarc's work on the
+    ///   slice: cudarc's drop of the slice makes its stream wait for the
+    ///   slice's last uses on other cudarc streams (with cudarc's event
+    ///   tracking on, its default), and this crate's next use of the array
+    ///   on another stream waits for an event recorded on that stream then.
+    ///
+    /// To interleave the two crates' work, drop the slice and lend again
+    /// (each loan waits for the array's queued work on the host).
     ///
     /// ```no_run
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -143,6 +164,8 @@ impl Array {
     /// (`"device"`) or of a context other than the primary one
     /// (`"context"`), or memory that is not CUDA memory (`"memory"`);
     /// [`Error::Cuda`] when waiting for the array's queued work fails.
+    /// Work of this crate on the array while the slice lives:
+    /// [`Error::Lent`].
     pub fn to_cudarc<T: Element + cudarc::driver::DeviceRepr>(
         &self,
         stream: &Arc<CudaStream>,
@@ -194,8 +217,19 @@ impl Array {
                 ),
             });
         };
-        alloc.wait_idle()?;
-        alloc.share();
+        // Lent first, then waited for: a use noted after this is refused,
+        // and the wait covers every one noted before.
+        alloc.lend();
+        if let Err(e) = alloc.wait_idle() {
+            // SAFETY: nothing was lent out; no borrower queued work.
+            unsafe {
+                alloc.end_loan(&cuda_api::Stream::from_cudarc(
+                    alloc.context(),
+                    stream.clone(),
+                ))
+            };
+            return Err(e.into());
+        }
         // SAFETY: the array's storage, held by the returned value, keeps
         // `len` contiguous values of T at the data address alive in the
         // primary context of the stream's device; the slice is never
@@ -212,7 +246,9 @@ impl Array {
 /// An array's memory lent to cudarc ([`Array::to_cudarc`]): derefs to a
 /// [`CudaSlice<T>`] for cudarc's copies and launches (writable through
 /// [`CudarcSlice::as_view_mut`]); holds the array, so its storage lives at
-/// least as long. Dropping it never frees the memory.
+/// least as long. While it lives, this crate's stream work on the storage
+/// is refused ([`Error::Lent`]); dropping it ends the loan, orders later
+/// work after cudarc's, and never frees the memory.
 ///
 /// ```no_run
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -279,12 +315,18 @@ impl<T> Drop for CudarcSlice<T> {
     fn drop(&mut self) {
         // SAFETY: taken once, here; the field is not used again.
         let slice = unsafe { ManuallyDrop::take(&mut self.slice) };
+        let stream = slice.stream().clone();
         // Orders cudarc's stream after the slice's reads and writes, and
         // gives the memory back without freeing it.
         let _ = slice.leak();
-        // cudarc's work may still run: host reads and the free wait for it.
         if let Some(a) = self.array.storage().allocation() {
+            // cudarc's work may still run: host reads and the free wait for it.
             a.record_use();
+            let borrower = cuda_api::Stream::from_cudarc(a.context(), stream);
+            // SAFETY: one loan, taken by `to_cudarc` for this slice, which
+            // is gone: cudarc no longer reaches the memory, and its stream
+            // was just ordered after the slice's last uses.
+            unsafe { a.end_loan(&borrower) };
         }
     }
 }

@@ -21,6 +21,6 @@ pub use access::{AccessMode, enable_peer_access, set_thread_access_mode, thread_
 pub use array::{Array, TypedArray};
 #[cfg(feature = "cudarc")]
 pub use cudarc::CudarcSlice;
-pub(crate) use ordered::{Queue, assign, fill, value_bytes};
+pub(crate) use ordered::{Queue, assign, fill, note_use_on, value_bytes};
 pub(crate) use storage::lock_storages;
 pub use storage::{HostMemory, Memory, Storage};

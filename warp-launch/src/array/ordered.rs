@@ -48,6 +48,48 @@ use crate::array::{Array, Memory, Storage};
 use crate::device::Device;
 use crate::error::{Error, Result};
 
+/// Notes that work about to be queued on `stream` uses `storage`, the one
+/// step every road that queues CUDA work takes for each array (launches,
+/// typed launches, replays, graph launches, array operations):
+/// [`cuda_api::Allocation::record_use_on`], so the free and host reads wait
+/// for the work, the stream waits for a pool allocation's allocation and
+/// zeroing on its own stream, and memory lent to cudarc is refused
+/// ([`Error::Lent`], naming the call `call` gives and the array `what`
+/// describes; both are asked only for the error).
+///
+/// # Errors
+///
+/// [`Error::Lent`] while the memory is lent; [`Error::Cuda`] when the
+/// driver cannot make `stream` wait.
+pub(crate) fn note_use_on(
+    storage: &Storage,
+    stream: &Stream,
+    call: impl FnOnce() -> String,
+    what: impl FnOnce() -> String,
+) -> Result<()> {
+    let Some(a) = storage.allocation() else {
+        return Ok(());
+    };
+    a.record_use_on(stream)
+        .map_err(|e| use_error(e, call, what))
+}
+
+/// The error of a refused [`note_use_on`]: [`Error::Lent`] naming the call
+/// and the array for lent memory, the driver's error as it is otherwise.
+fn use_error(
+    e: cuda_api::CudaError,
+    call: impl FnOnce() -> String,
+    what: impl FnOnce() -> String,
+) -> Error {
+    match e {
+        cuda_api::CudaError::Lent { .. } => Error::Lent {
+            call: call(),
+            array: what(),
+        },
+        e => Error::Cuda(e),
+    }
+}
+
 /// Where an operation's driver work goes.
 pub(crate) enum Queue<'q> {
     /// Queued on a stream now.
@@ -73,16 +115,20 @@ impl Queue<'_> {
         matches!(self, Queue::Capture { .. })
     }
 
-    /// Keeps `storage` alive for the work about to be queued: for a stream,
-    /// notes the use (its free and host reads wait); for a capture, hands
-    /// it to the graph.
-    fn hold(&self, storage: &Arc<Storage>) {
+    /// Keeps `array`'s storage alive for the work about to be queued: for
+    /// a stream, notes the use ([`note_use_on`]: its free and host reads
+    /// wait, the stream is ordered after a pool allocation's zeroing, lent
+    /// memory is refused); for a capture, hands it to the graph (whose
+    /// launches note it).
+    fn hold(&self, array: &Array, call: &'static str, role: &str) -> Result<()> {
+        let storage = array.storage();
         match self {
-            Queue::Stream(s) => {
-                if let Some(a) = storage.allocation() {
-                    a.record_use_on(s);
-                }
-            }
+            Queue::Stream(s) => note_use_on(
+                storage,
+                s,
+                || call.to_string(),
+                || format!("{role} ({array:?})"),
+            )?,
             Queue::Capture { keep, .. } => {
                 let mut k = keep.borrow_mut();
                 if !k.iter().any(|x| Arc::ptr_eq(x, storage)) {
@@ -90,6 +136,7 @@ impl Queue<'_> {
                 }
             }
         }
+        Ok(())
     }
 
     /// Queues one pitched fill of CUDA memory held by [`Queue::hold`].
@@ -464,7 +511,7 @@ pub(crate) fn fill(dst: &Array, value: &[u8], q: Option<&Queue>, call: &'static 
     // Page-locked and managed memory: not while a CPU launch on another
     // thread holds it (that launch waits for queued work before it runs).
     let _lock = lock_for(q, [&**dst.storage()], call)?;
-    q.hold(dst.storage());
+    q.hold(dst, call, "the destination")?;
     let base = dst.storage().address();
     fill_plan(
         base,
@@ -740,10 +787,10 @@ fn cuda_assign(dst: &Array, src: &Array, q: &Queue, call: &'static str, hold: Ho
     check_context(dst, q, call)?;
     let _lock = lock_for(q, [&**dst.storage(), &**src.storage()], call)?;
     if hold != Hold::Src {
-        q.hold(dst.storage());
+        q.hold(dst, call, "the destination")?;
     }
     if hold != Hold::Dst {
-        q.hold(src.storage());
+        q.hold(src, call, "the source")?;
     }
     copy_plan(
         dst.storage().address(),
@@ -847,7 +894,8 @@ impl Array {
     /// # Errors
     ///
     /// [`Error::StreamContext`] for device memory of another context than
-    /// the stream's; [`Error::Cuda`] when the driver refuses a memset.
+    /// the stream's; [`Error::Lent`] while the array is lent to cudarc;
+    /// [`Error::Cuda`] when the driver refuses a memset.
     pub fn zero_on<'s>(&self, stream: impl Into<Option<&'s Stream>>) -> Result<()> {
         let zeros = vec![0u8; self.dtype().size];
         on_stream(stream.into(), &[self], |q| {
@@ -934,8 +982,8 @@ impl Array {
     ///
     /// [`Error::Shape`] for another dtype or shape, or overlapping ranges of
     /// one CUDA allocation; [`Error::StreamContext`] for device memory of
-    /// another context than the stream's; [`Error::Cuda`] when the driver
-    /// refuses a copy.
+    /// another context than the stream's; [`Error::Lent`] while either array
+    /// is lent to cudarc; [`Error::Cuda`] when the driver refuses a copy.
     pub fn assign_on<'s>(&self, src: &Array, stream: impl Into<Option<&'s Stream>>) -> Result<()> {
         on_stream(stream.into(), &[self, src], |q| {
             assign(self, src, q, "Array::assign_on")
@@ -1255,8 +1303,10 @@ impl Array {
     /// this call may use it, and freed in stream order on `stream` when the
     /// last handle (array, view, recorded launch, graph) drops, without a
     /// host wait unless another stream used it (then the free waits for
-    /// the device first). Other streams must be ordered after `stream`
-    /// before they use it ([`Stream::wait_stream`]). The pool keeps freed
+    /// the device first). Work on another stream waits for the allocation
+    /// and the zeroing before its first use of the array (an event recorded
+    /// after them on `stream`, [`cuda_api::Allocation::order_after`]), as
+    /// do host reads. The pool keeps freed
     /// memory up to its release threshold
     /// ([`Device::set_mempool_release_threshold`]).
     ///
@@ -1341,6 +1391,31 @@ fn sync(stream: Option<&Stream>) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_use_of_lent_memory_names_the_call_and_the_array() {
+        let lent = cuda_api::CudaError::Lent {
+            call: "Allocation::record_use_on".into(),
+            address: 0x1000,
+            bytes: 64,
+        };
+        let e = use_error(
+            lent,
+            || "launch of 'saxpy'".into(),
+            || "argument 'y' (Array(dtype=float32, shape=[16]))".into(),
+        );
+        assert!(matches!(e, Error::Lent { .. }), "{e}");
+        let m = e.to_string();
+        assert!(
+            m.starts_with("launch of 'saxpy': argument 'y' (Array(dtype=float32, shape=[16])) is lent to cudarc"),
+            "{m}"
+        );
+        assert!(m.contains("drop the slice first"), "{m}");
+        // Other failures (a driver's refusal to wait) pass through as they are.
+        let other = cuda_api::CudaError::invalid_argument("c", "p", "m".into());
+        let e = use_error(other.clone(), || unreachable!(), || unreachable!());
+        assert!(matches!(e, Error::Cuda(ref c) if *c == other), "{e}");
+    }
 
     fn fills(offset: usize, shape: &[usize], strides: &[isize], value: &[u8]) -> Vec<FillJob> {
         let mut v = Vec::new();

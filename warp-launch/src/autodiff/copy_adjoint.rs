@@ -13,7 +13,7 @@
 
 use std::sync::OnceLock;
 
-use cuda_api::{Allocation, LaunchConfig, Library, MemoryKind, Stream, TypedKernel};
+use cuda_api::{LaunchConfig, Library, MemoryKind, Stream, TypedKernel};
 
 use crate::abi::Scalar;
 use crate::array::Array;
@@ -124,13 +124,13 @@ fn plan(acc: &Array, add: &Array) -> Result<Plan> {
     Ok(plan)
 }
 
-/// The device allocation of `a`, in `stream`'s context.
-fn device_allocation<'a>(a: &'a Array, stream: &Stream, which: &str) -> Result<&'a Allocation> {
+/// Refuses `a` unless it is device memory of `stream`'s context.
+fn check_device_memory(a: &Array, stream: &Stream, which: &str) -> Result<()> {
     match a.storage().allocation() {
         Some(alloc)
             if alloc.kind() == MemoryKind::Device && alloc.context() == stream.context() =>
         {
-            Ok(alloc)
+            Ok(())
         }
         Some(alloc) if alloc.kind() == MemoryKind::Device => Err(Error::StreamContext {
             launch: format!(
@@ -179,8 +179,8 @@ fn kernels() -> Result<&'static [TypedKernel<Signature>]> {
 /// the kernels do not load or the launch fails.
 pub(crate) fn add_on(acc: &Array, add: &Array, stream: &Stream) -> Result<()> {
     let plan = plan(acc, add)?;
-    let acc_alloc = device_allocation(acc, stream, "the source's gradient")?;
-    let add_alloc = device_allocation(add, stream, "the destination's gradient")?;
+    check_device_memory(acc, stream, "the source's gradient")?;
+    check_device_memory(add, stream, "the destination's gradient")?;
     if plan.count == 0 {
         return Ok(());
     }
@@ -201,7 +201,11 @@ pub(crate) fn add_on(acc: &Array, add: &Array, stream: &Stream) -> Result<()> {
             plan.count,
             plan.components,
         ),
-        &[acc_alloc, add_alloc],
+        CALL,
+        &[
+            (acc, "the source's gradient"),
+            (add, "the destination's gradient"),
+        ],
     )?;
     Ok(())
 }

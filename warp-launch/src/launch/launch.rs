@@ -623,8 +623,10 @@ impl Launch {
     /// # Errors
     ///
     /// [`Error::StreamContext`] for a stream of another context than the
-    /// launch's; the driver's refusal as [`Error::Cuda`]; on the CPU, the
-    /// implementation's error.
+    /// launch's; [`Error::Lent`] for an array lent to cudarc
+    /// ([`Array::to_cudarc`](crate::Array::to_cudarc)); the driver's
+    /// refusal (or its failure to order the stream after a pool array's
+    /// zeroing) as [`Error::Cuda`]; on the CPU, the implementation's error.
     pub fn launch(&self) -> Result<()> {
         self.run_on(self.stream.as_ref())
     }
@@ -660,16 +662,18 @@ impl Launch {
         let mut slot = None;
         let stream =
             prepare::launch_stream(&self.kernel, self.opts.device, ctx, stream, &mut slot)?;
-        self.note_uses(stream);
+        self.note_uses(stream)?;
         let k = self.kernel.cuda(self.opts.pass)?;
         prepare::enqueue(k, stream, self.cfg, block, self.opts.cooperative)
     }
 
-    /// Notes that queued work uses this launch's arrays (and their
-    /// gradients), so host reads of them and their frees wait for it
-    /// ([`cuda_api::Allocation::record_use`]).
-    pub(crate) fn note_uses(&self, stream: &Stream) {
-        prepare::note_uses(self.args.iter().filter_map(Arg::as_array), stream);
+    /// Notes that work about to be queued on `stream` uses this launch's
+    /// arrays (and their gradients), at each run and replay
+    /// ([`prepare::note_uses`]: host reads and frees wait for it, `stream`
+    /// waits for a pool array's zeroing on another stream, lent arrays are
+    /// refused).
+    pub(crate) fn note_uses(&self, stream: &Stream) -> Result<()> {
+        prepare::note_uses(&self.kernel, self.args.iter().map(Arg::as_array), stream)
     }
 
     /// The storages of this launch's arrays and of their gradients (what

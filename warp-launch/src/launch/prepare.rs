@@ -31,8 +31,8 @@
 //! checked exactly as a named one.
 
 use cuda_api::{
-    Allocation, ArgBlock, Capture, Context, CudaGraphExec, DynKernel, GraphNode, KernelArgs,
-    KernelSignature, LaunchConfig, Stream, TypedKernel,
+    ArgBlock, Capture, Context, CudaGraphExec, DynKernel, GraphNode, KernelArgs, KernelSignature,
+    LaunchConfig, Stream, TypedKernel,
 };
 
 use super::bind::Arg;
@@ -171,18 +171,35 @@ pub(super) fn write_bounds(block: &mut ArgBlock<'static>, plan: &Plan) -> Result
     Ok(())
 }
 
-/// Notes that work queued on `stream` uses `arrays` and their gradients,
-/// so host reads of them and their frees wait for it, and memory made on
-/// another stream (a pool array's allocation and zeroing) is ordered before
-/// it ([`cuda_api::Allocation::record_use_on`]).
-pub(super) fn note_uses<'a>(arrays: impl Iterator<Item = &'a Array>, stream: &Stream) {
-    for a in arrays {
-        for a in std::iter::once(a).chain(a.grad()) {
-            if let Some(alloc) = a.storage().allocation() {
-                alloc.record_use_on(stream);
-            }
+/// Notes that work about to be queued on `stream` uses a launch's arrays
+/// (`arrays` in argument order, `None` for arguments that are not arrays),
+/// each with its gradient ([`crate::array::note_use_on`]): host reads and
+/// frees wait for it, `stream` waits for a pool array's zeroing queued on
+/// another stream, and an array lent to cudarc is refused, naming the
+/// argument: the one loop of every launch road.
+pub(super) fn note_uses<'a>(
+    kernel: &Kernel,
+    arrays: impl Iterator<Item = Option<&'a Array>>,
+    stream: &Stream,
+) -> Result<()> {
+    let call = || format!("launch of '{}'", kernel.name());
+    // Adjoint launches pass one adjoint per parameter after the parameters.
+    let params = kernel.params();
+    let name = |i: usize| match (params.get(i), params.get(i.wrapping_sub(params.len()))) {
+        (Some(p), _) => format!("argument '{}'", p.name),
+        (None, Some(p)) => format!("the adjoint of argument '{}'", p.name),
+        (None, None) => format!("argument {i}"),
+    };
+    for (i, a) in arrays.enumerate() {
+        let Some(a) = a else { continue };
+        crate::array::note_use_on(a.storage(), stream, call, || format!("{} ({a:?})", name(i)))?;
+        if let Some(g) = a.grad() {
+            crate::array::note_use_on(g.storage(), stream, call, || {
+                format!("the gradient of {} ({g:?})", name(i))
+            })?;
         }
     }
+    Ok(())
 }
 
 /// Enqueues a checked CUDA launch of `k` on `stream`: the one place
@@ -209,17 +226,25 @@ pub(super) fn run_cpu(kernel: &Kernel, pass: Pass, bounds: &Bounds, args: &[Arg]
 }
 
 /// Enqueues one of warp-launch's own kernels (the tape's copy adjoint),
-/// typed by cuda-api, after noting that the work uses `uses` (each
-/// checked by the caller to be device memory of `stream`'s context).
+/// typed by cuda-api, after noting that the work uses `uses` (each an
+/// array named for a refusal, checked by the caller to be device memory of
+/// `stream`'s context), as [`note_uses`] does for a launch. `call` names
+/// the work in a refusal.
 pub(crate) fn enqueue_own<S: KernelSignature>(
     k: &TypedKernel<S>,
     stream: &Stream,
     cfg: LaunchConfig,
     args: impl KernelArgs<S>,
-    uses: &[&Allocation],
+    call: &str,
+    uses: &[(&Array, &str)],
 ) -> Result<()> {
-    for a in uses {
-        a.record_use_on(stream);
+    for (a, what) in uses {
+        crate::array::note_use_on(
+            a.storage(),
+            stream,
+            || call.into(),
+            || format!("{what} ({a:?})"),
+        )?;
     }
     Ok(k.launch(stream, cfg, args)?)
 }

@@ -202,7 +202,8 @@ impl Kernel {
     /// the device's primary one, whether named or current (a
     /// [`ScopedStream`](crate::ScopedStream) of another context); [`Error::NoCudaFunction`] /
     /// [`Error::NoCpuFunction`] when the kernel has no function for the
-    /// pass and device; the driver's refusal as [`Error::Cuda`].
+    /// pass and device; [`Error::Lent`] for an array lent to cudarc; the
+    /// driver's refusal as [`Error::Cuda`].
     pub fn launch_args(
         &self,
         pass: Pass,
@@ -621,7 +622,7 @@ impl Kernel {
                         unsafe { block.block.set_bytes(i + 1, v) }?;
                     }
                 }
-                note_uses(l.args, stream);
+                note_uses(self, l.args, stream)?;
                 return prepare::enqueue(k, stream, cfg, &block.block, false);
             }
         }
@@ -664,7 +665,7 @@ impl Kernel {
             // below (their frees wait for the work).
             unsafe { block.block.set_bytes(i + 1, bytes) }?;
         }
-        note_uses(l.args, stream);
+        note_uses(self, l.args, stream)?;
         prepare::enqueue(k, stream, cfg, &block.block, false)?;
         block.remember(
             &Query {
@@ -740,16 +741,18 @@ struct TypedLaunch<'q, 'a> {
     args: &'q [TypedArg<'a>],
 }
 
-/// Notes that queued work uses the arrays of `args` and their gradients
+/// Notes that work about to be queued on `stream` uses the arrays of
+/// `args` and their gradients, as a recorded launch does
 /// ([`prepare::note_uses`]).
-fn note_uses(args: &[TypedArg<'_>], stream: &Stream) {
+fn note_uses(kernel: &Kernel, args: &[TypedArg<'_>], stream: &Stream) -> Result<()> {
     prepare::note_uses(
-        args.iter().filter_map(|a| match a {
+        kernel,
+        args.iter().map(|a| match a {
             TypedArg::Array(a) => Some(*a),
             _ => None,
         }),
         stream,
-    );
+    )
 }
 
 #[cfg(test)]
