@@ -328,3 +328,66 @@ fn a_stream_of_another_device_is_refused() {
         assert!(matches!(e, Error::StreamDevice { .. }), "{e}");
     }
 }
+
+/// The same roads with an array on cuda:1 for a launch on cuda:0 (Strict
+/// access mode: an array of another device is refused without asking the
+/// driver about peer access), and with a stream of cuda:1 for a launch
+/// whose arrays are on cuda:0. Skips on a machine with one GPU.
+#[test]
+#[ignore = "needs two CUDA GPUs"]
+fn every_road_refuses_an_array_or_stream_of_another_device() {
+    const TEST: &str = "every_road_refuses_an_array_or_stream_of_another_device";
+    let n = CudaDevice::count().unwrap_or(0);
+    if n < 2 {
+        sdk_tests::skip(
+            TEST,
+            &format!("this machine has {n} CUDA device(s); the test needs two"),
+        );
+        return;
+    }
+    warp_launch::set_thread_access_mode(warp_launch::AccessMode::Strict);
+    let aot = AotModule::load(data_dir().join("aot")).expect("kernels.py's module (gpu-bundle)");
+    let kernels = Kernels::new(&aot).unwrap();
+    let saxpy = aot.kernel("saxpy").unwrap();
+    let x = Array::from_slice(DEV, &vec![1.0f32; N], &[N]).unwrap();
+    let y = Array::from_slice(DEV, &vec![1.0f32; N], &[N]).unwrap();
+    let y1 = Array::from_slice(Device::Cuda(1), &vec![1.0f32; N], &[N]).unwrap();
+    let s1 = Stream::new(&Device::Cuda(1).context().unwrap()).unwrap();
+    let good = vec![2.0f32.into_arg(), (&x).into_arg(), (&y).into_arg()];
+    let other_array = vec![2.0f32.into_arg(), (&x).into_arg(), (&y1).into_arg()];
+    let mut refused = 0;
+    for road in ROADS {
+        for (what, args, stream) in [
+            ("an array of cuda:1", other_array.clone(), None),
+            ("a stream of cuda:1", good.clone(), Some(&s1)),
+        ] {
+            let case = Case {
+                kernel: &saxpy,
+                args,
+                good: good.clone(),
+                dim: N,
+                stream,
+            };
+            match attempt(road, Hazard::HostArray, &case, &kernels) {
+                None => panic!("{road:?} is reachable"),
+                Some(Ok(())) => panic!("{what} x {road:?}: accepted"),
+                Some(Err(e)) => {
+                    assert!(
+                        matches!(
+                            e,
+                            Error::Access(_)
+                                | Error::StreamDevice { .. }
+                                | Error::StreamContext { .. }
+                        ),
+                        "{what} x {road:?}: {e}"
+                    );
+                    println!("{what} x {road:?}: {e}");
+                    refused += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(refused, 2 * ROADS.len());
+    assert!(y.to_vec::<f32>().unwrap().iter().all(|&v| v == 1.0));
+    assert!(y1.to_vec::<f32>().unwrap().iter().all(|&v| v == 1.0));
+}
