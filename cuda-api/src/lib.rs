@@ -170,13 +170,14 @@ pub use params::{Param, ParamRepr, ParamSlot, ParamType};
 
 // Kernels, typed and run-time declared, their arguments and buffer bounds.
 pub use kernel::{
-    ArgBlock, Bound, BufferUse, DynArg, DynKernel, Extent, KernelArg, KernelArgs, KernelSignature,
-    MAX_TYPED_PARAMS, TypedKernel,
+    ArgBlock, Axis, Bound, BufferUse, DynArg, DynKernel, Extent, ExtentExpr, KernelArg, KernelArgs,
+    KernelSignature, MAX_TYPED_PARAMS, TypedKernel,
 };
 
 // Launch configuration and the limits it is checked against.
 pub use launch::{
     ClusterLimits, DeviceLimits, Dim3, FunctionLimits, LaunchConfig, PORTABLE_CLUSTER_SIZE,
+    PotentialBlockSize,
 };
 
 // CUDA graphs: captured from a stream, instantiated, updated in place.
