@@ -105,6 +105,7 @@
 #[rustfmt::skip]
 mod generated;
 
+mod cast;
 mod choice;
 mod context;
 #[cfg(feature = "cudarc")]
@@ -158,6 +159,9 @@ pub use memory::{
     Allocation, ConstDevicePtr, DeviceBuffer, DevicePtr, DeviceRepr, DeviceView, DeviceViewMut,
     MemoryKind, Scope,
 };
+
+// Reinterpreting views of plain data (`DeviceBuffer::view_as`, `DeviceView::cast`).
+pub use cast::Plain;
 
 // Loading code: modules, libraries, the image validator, functions.
 pub use choice::{ComputeCapability, ImageTarget, NoImageError, PtxIsa, choose_image};

@@ -479,7 +479,7 @@ fn zero_blocks_and_impossible_configurations_are_refused_before_the_driver() {
             "{e}"
         );
     }
-    let e = k.max_cooperative_grid(&stream, 0, 0).unwrap_err();
+    let e = k.max_cooperative_grid(&ctx, 0, 0).unwrap_err();
     assert!(
         matches!(e, CudaError::Launch(LaunchError::ZeroDimension { .. })),
         "{e}"
@@ -489,7 +489,7 @@ fn zero_blocks_and_impossible_configurations_are_refused_before_the_driver() {
     let b = unsafe { m.kernel::<(DevicePtr<u32>,)>("bounded128").unwrap() };
     let limits = b.function().limits(&ctx).unwrap();
     assert_eq!(limits.max_threads_per_block, 128);
-    let e = b.max_cooperative_grid(&stream, 256, 0).unwrap_err();
+    let e = b.max_cooperative_grid(&ctx, 256, 0).unwrap_err();
     eprintln!("{e}");
     assert!(
         matches!(
@@ -508,7 +508,7 @@ fn zero_blocks_and_impossible_configurations_are_refused_before_the_driver() {
         "{e}"
     );
     let e = b
-        .max_cooperative_grid(&stream, 128, limits.max_dynamic_shared_bytes + 1)
+        .max_cooperative_grid(&ctx, 128, limits.max_dynamic_shared_bytes + 1)
         .unwrap_err();
     assert!(
         matches!(
@@ -517,7 +517,7 @@ fn zero_blocks_and_impossible_configurations_are_refused_before_the_driver() {
         ),
         "{e}"
     );
-    assert!(b.max_cooperative_grid(&stream, 128, 0).unwrap() > 0);
+    assert!(b.max_cooperative_grid(&ctx, 128, 0).unwrap() > 0);
     let mut out = DeviceBuffer::<u32>::zeroed(&ctx, 256).unwrap();
     let e = b
         .launch(&stream, LaunchConfig::new(1, 256), (&mut out,))
