@@ -180,7 +180,7 @@ impl DeviceLimits {
 /// fills the device at that size ([`Function::max_potential_block_size`](crate::Function::max_potential_block_size)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PotentialBlockSize {
-    /// Threads per block.
+    /// Threads per block (0 when no block size fits, as CUDA answers).
     pub block_threads: u32,
     /// Blocks that fill the device at once: resident blocks per SM times
     /// the SMs (`minGridSize` in CUDA; 0 when no block size fits).
@@ -216,7 +216,7 @@ pub(crate) fn max_potential_block_size<E>(
         l => l.min(max_block),
     };
     let mut best = PotentialBlockSize {
-        block_threads: max_block,
+        block_threads: 0,
         min_grid_blocks: 0,
         shared_mem_bytes: 0,
     };
@@ -1137,6 +1137,9 @@ mod tests {
         let p = max_potential_block_size(&ga102, &f768, 0, |_| 0, |t, _| Ok::<_, ()>(1536 / t))
             .unwrap();
         assert_eq!((p.block_threads, p.min_grid_blocks), (768, 168));
+        // No size fits (every block's shared memory too large): 0 and 0.
+        let p = max_potential_block_size(&h200(), &f, 0, |_| u64::MAX, occupancy).unwrap();
+        assert_eq!((p.block_threads, p.min_grid_blocks), (0, 0));
         // An occupancy error is passed on.
         assert_eq!(
             max_potential_block_size(&h200(), &f, 0, |_| 0, |_, _| Err::<u32, _>("e")),
