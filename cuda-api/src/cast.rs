@@ -57,12 +57,12 @@ fn cast_len<T: Plain, U: Plain>(call: &'static str, addr: u64, len: usize) -> Cu
             "{u} has no bytes, so {len} {t} cannot be counted in it; view as a type of at least one byte"
         ));
     }
-    if bytes % size != 0 {
+    if !bytes.is_multiple_of(size) {
         return refuse(format!(
             "{len} {t} are {bytes} bytes, not a whole number of {u} ({size} bytes each); slice the view to a multiple of {size} bytes first"
         ));
     }
-    if addr % align as u64 != 0 {
+    if !addr.is_multiple_of(align as u64) {
         return refuse(format!(
             "the view starts at {addr:#x}, which is not aligned for {u} (alignment {align}); start the view at a multiple of {align} bytes"
         ));

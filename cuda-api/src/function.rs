@@ -17,9 +17,8 @@ use crate::driver;
 use crate::error::{CudaError, CudaResult};
 use crate::launch::{
     ClusterLimits, DeviceLimits, Dim3, FunctionLimits, LaunchConfig, LaunchError,
-    PotentialBlockSize, check_block,
-    check_cluster_fit, check_cluster_shape, check_cluster_size, check_cooperative, check_nonzero,
-    check_programmatic, check_shape,
+    PotentialBlockSize, check_block, check_cluster_fit, check_cluster_shape, check_cluster_size,
+    check_cooperative, check_nonzero, check_programmatic, check_shape,
 };
 use crate::module::{LibraryInner, ModuleInner};
 use crate::params::ParamSlot;

@@ -6,9 +6,9 @@
 use std::sync::Arc;
 
 use cuda_api::{
-    Allocation, ArgBlock, Axis, ConstDevicePtr, Context, CudaDevice, CudaError, DeviceBuffer, DevicePtr,
-    Extent, LaunchConfig, LaunchError, Library, MemoryKind, Module, Param, ParamRepr, ParamType,
-    SignatureError, Stream,
+    Allocation, ArgBlock, Axis, ConstDevicePtr, Context, CudaDevice, CudaError, DeviceBuffer,
+    DevicePtr, Extent, LaunchConfig, LaunchError, Library, MemoryKind, Module, Param, ParamRepr,
+    ParamType, SignatureError, Stream,
 };
 
 fn setup() -> (Context, Stream, Module) {
@@ -722,7 +722,10 @@ fn a_fixed_block_a_grid_limit_and_shared_memory_of_the_block_are_checked() {
         eprintln!("{e}");
         e
     };
-    let e = refused(LaunchConfig::new(16, (32, 16)).with_shared_mem(smem), &mut y);
+    let e = refused(
+        LaunchConfig::new(16, (32, 16)).with_shared_mem(smem),
+        &mut y,
+    );
     assert!(
         matches!(e, CudaError::Launch(LaunchError::BlockNotDeclared { .. })),
         "{e}"
@@ -821,7 +824,10 @@ fn a_buffer_viewed_as_a_wider_type_is_bounded_in_that_type() {
     // 1022 floats are not a whole number of float4: the view is refused.
     let odd = DeviceBuffer::<f32>::zeroed(&ctx, 1022).unwrap();
     let e = odd.view_as::<[f32; 4]>().err().expect("refused");
-    assert!(e.to_string().contains("not a whole number of [f32; 4]"), "{e}");
+    assert!(
+        e.to_string().contains("not a whole number of [f32; 4]"),
+        "{e}"
+    );
     // A view starting 4 bytes in is not aligned for float4.
     let e = buf
         .slice(1..1021)
@@ -839,10 +845,18 @@ fn a_buffer_viewed_as_a_wider_type_is_bounded_in_that_type() {
 #[ignore = "needs a CUDA GPU"]
 fn the_potential_block_size_equals_the_drivers() {
     let (ctx, _stream, m) = setup();
-    for name in ["saxpy", "coop_sum", "bounded128", "smem_user", "tile_transpose"] {
+    for name in [
+        "saxpy",
+        "coop_sum",
+        "bounded128",
+        "smem_user",
+        "tile_transpose",
+    ] {
         let f = m.function(name).unwrap();
         for smem in [0u32, 4096, 40 * 1024] {
-            let ours = f.max_potential_block_size(&ctx, 0, |_| u64::from(smem)).unwrap();
+            let ours = f
+                .max_potential_block_size(&ctx, 0, |_| u64::from(smem))
+                .unwrap();
             let raw = f.function_in(&ctx).unwrap();
             // SAFETY: `raw` is this context's function of a loaded module;
             // no callback (a fixed shared-memory size).

@@ -83,7 +83,9 @@ pub enum Extent {
     Expr(ExtentExpr),
 }
 
-/// One factor of a product.
+/// One factor of a product (a parameter index in 16 bits: CUDA's parameter
+/// space of at most 32764 bytes holds fewer parameters; 4 bytes keep an
+/// [`Extent`] small enough to copy).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Atom {
     Threads,
@@ -91,7 +93,7 @@ enum Atom {
     BlockThreads,
     Grid(Axis),
     Block(Axis),
-    Param(usize),
+    Param(u16),
 }
 
 /// Most terms of an [`ExtentExpr`].
@@ -208,7 +210,13 @@ impl Extent {
             Extent::BlockThreads => atom(Atom::BlockThreads),
             Extent::Grid(a) => atom(Atom::Grid(a)),
             Extent::Block(a) => atom(Atom::Block(a)),
-            Extent::Param(i) => atom(Atom::Param(i)),
+            Extent::Param(i) => match u16::try_from(i) {
+                Ok(i) => atom(Atom::Param(i)),
+                Err(_) => ExtentExpr {
+                    too_large: true,
+                    ..ExtentExpr::EMPTY
+                },
+            },
             Extent::Elements(n) => ExtentExpr::term(n, None),
             Extent::Expr(e) => e,
         }
@@ -223,7 +231,7 @@ impl Extent {
             .zip(e.terms().flat_map(|t| t.factors.iter().flatten()))
         {
             if let Atom::Param(i) = f {
-                *slot = Some(*i);
+                *slot = Some(usize::from(*i));
             }
         }
         out.into_iter().flatten()
@@ -261,6 +269,7 @@ impl Extent {
                 Atom::Grid(x) => u64::from(x.of(cfg.grid)),
                 Atom::Block(x) => u64::from(x.of(cfg.block)),
                 Atom::Param(j) => {
+                    let j = usize::from(j);
                     let int = ints.get(j).copied().flatten()?;
                     let p = values.get(j)?;
                     // SAFETY: the caller guarantees the parameter's bytes.
@@ -273,7 +282,12 @@ impl Extent {
             Extent::Elements(n) => Some(n),
             Extent::Blocks => atom(Atom::Blocks),
             Extent::Threads => atom(Atom::Threads),
-            Extent::Param(j) => atom(Atom::Param(j)),
+            Extent::Param(j) => {
+                let int = ints.get(j).copied().flatten()?;
+                let p = values.get(j)?;
+                // SAFETY: the caller guarantees the parameter's bytes.
+                unsafe { int.read(p.cast::<u8>()) }.into()
+            }
             other => {
                 let mut sum = 0u64;
                 for t in other.expr().terms() {
@@ -309,7 +323,7 @@ impl Extent {
             Atom::BlockThreads => "the block's threads".to_string(),
             Atom::Grid(x) => format!("grid.{}", x.name()),
             Atom::Block(x) => format!("block.{}", x.name()),
-            Atom::Param(j) => name(j),
+            Atom::Param(j) => name(usize::from(j)),
         };
         match self {
             Extent::Elements(n) => format!("{n} element(s)"),
@@ -320,7 +334,8 @@ impl Extent {
                     if k > 0 {
                         out.push_str(" + ");
                     }
-                    let factors: Vec<String> = t.factors.iter().flatten().map(|f| atom(*f)).collect();
+                    let factors: Vec<String> =
+                        t.factors.iter().flatten().map(|f| atom(*f)).collect();
                     if t.coef != 1 || factors.is_empty() {
                         out.push_str(&t.coef.to_string());
                         if !factors.is_empty() {
@@ -532,11 +547,9 @@ impl Rules {
         };
         let ints: Vec<Option<IntParam>> = params.iter().map(IntParam::of).collect();
         let check_extent = |e: Extent| -> CudaResult<()> {
-            if let Extent::Expr(x) = e
-                && x.too_large
-            {
+            if e.expr().too_large {
                 return Err(bad(format!(
-                    "the extent {} has more than {MAX_TERMS} terms, more than {MAX_FACTORS} factors in a term, or a constant that overflows 64 bits; state a simpler extent",
+                    "the extent {} has more than {MAX_TERMS} terms, more than {MAX_FACTORS} factors in a term, a constant that overflows 64 bits, or a parameter index past 65535; state a simpler extent",
                     e.describe(params)
                 )));
             }
@@ -817,6 +830,9 @@ mod tests {
         assert!(e.to_string().contains("has 4 parameter(s)"), "{e}");
         let e = resolve(Bound::new(0, Extent::Param(7) * 2)).unwrap_err();
         assert!(e.to_string().contains("reads parameter 7"), "{e}");
+        // An index past 16 bits is refused too, never read as 0.
+        let e = resolve(Bound::new(0, Extent::Param(1 << 20))).unwrap_err();
+        assert!(e.to_string().contains("state a simpler extent"), "{e}");
     }
 
     /// spmv_csr(const int* row_ptr, const int* col, const float* val,
@@ -861,7 +877,10 @@ mod tests {
     #[test]
     fn an_argument_times_the_grid_is_checked_and_an_overflow_is_refused() {
         // partial[blockIdx.x * k + j] for j < k: k values per block.
-        let p = vec![Param::of::<DevicePtr<f32>>("partial"), Param::of::<u64>("k")];
+        let p = vec![
+            Param::of::<DevicePtr<f32>>("partial"),
+            Param::of::<u64>("k"),
+        ];
         let r = rules(
             &p,
             &[Bound::new(0, Extent::Param(1) * Extent::Blocks)],
@@ -871,8 +890,7 @@ mod tests {
         let values = [std::ptr::null_mut(), (&mut k as *mut u64).cast()];
         let cfg = LaunchConfig::new((66, 2), 128);
         // SAFETY: parameter 1 points to a u64.
-        let e = unsafe { r.check("partials", &p, &cfg, &[Some(1055), None], &values) }
-            .unwrap_err();
+        let e = unsafe { r.check("partials", &p, &cfg, &[Some(1055), None], &values) }.unwrap_err();
         assert!(
             matches!(
                 e,
@@ -966,8 +984,8 @@ mod tests {
     fn the_grid_limit_names_the_blocks_and_the_limit() {
         let ok = LaunchConfig::new(64, (32, 32)).with_shared_mem(8192);
         launch_merge(ok).unwrap();
-        let e = launch_merge(LaunchConfig::new((13, 5), (32, 32)).with_shared_mem(8192))
-            .unwrap_err();
+        let e =
+            launch_merge(LaunchConfig::new((13, 5), (32, 32)).with_shared_mem(8192)).unwrap_err();
         assert_eq!(
             e.to_string(),
             "launch of 'merge' refused: the grid 13x5x1 has 65 blocks but the kernel is declared safe for at most 64 (max_grid); launch at most 64 blocks"

@@ -55,8 +55,11 @@ impl Decl {
         values: &[*mut c_void],
     ) -> CudaResult<()> {
         // SAFETY: the caller's promise is passed on.
-        unsafe { self.rules.check(&self.name, &self.params, cfg, lens, values) }
-            .map_err(CudaError::from)
+        unsafe {
+            self.rules
+                .check(&self.name, &self.params, cfg, lens, values)
+        }
+        .map_err(CudaError::from)
     }
 }
 
@@ -367,7 +370,8 @@ impl DynKernel {
         if let Some(block) = shape.fixed_block {
             // Declared non-zero; a product past u32 is refused by occupancy.
             let threads = u32::try_from(block.product().unwrap_or(u64::MAX)).unwrap_or(u32::MAX);
-            let bytes = u32::try_from(smem.for_block(block).unwrap_or(u64::MAX)).unwrap_or(u32::MAX);
+            let bytes =
+                u32::try_from(smem.for_block(block).unwrap_or(u64::MAX)).unwrap_or(u32::MAX);
             let per_sm = self.func.occupancy(ctx, threads, bytes)?;
             return Ok(PotentialBlockSize {
                 block_threads: threads,
@@ -375,9 +379,10 @@ impl DynKernel {
                 shared_mem_bytes: bytes,
             });
         }
-        self.func.max_potential_block_size(ctx, block_limit, |threads| {
-            smem.for_block(threads).unwrap_or(u64::MAX)
-        })
+        self.func
+            .max_potential_block_size(ctx, block_limit, |threads| {
+                smem.for_block(threads).unwrap_or(u64::MAX)
+            })
     }
 
     /// The kernel's name.

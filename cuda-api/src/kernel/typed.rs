@@ -12,9 +12,9 @@ use std::marker::PhantomData;
 use super::args::{BufferUse, Token};
 use super::bounds::Extent;
 use super::dynamic::DynKernel;
+use crate::context::Context;
 use crate::error::CudaResult;
 use crate::function::Function;
-use crate::context::Context;
 use crate::launch::{Dim3, LaunchConfig, PotentialBlockSize};
 use crate::memory::{
     ConstDevicePtr, DeviceBuffer, DevicePtr, DeviceRepr, DeviceView, DeviceViewMut,
