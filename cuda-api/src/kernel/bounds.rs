@@ -510,6 +510,8 @@ pub(crate) struct Shape {
 /// integer parameter.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct Rules {
+    /// Whether there is anything to check (computed once, read per launch).
+    active: bool,
     bounds: Vec<Bound>,
     shape: Shape,
     /// How to read parameter `i` as a length (`None`: not an integer).
@@ -520,7 +522,7 @@ impl Rules {
     /// Whether a launch has anything to check.
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        self.bounds.is_empty() && self.shape == Shape::default()
+        !self.active
     }
 
     /// The declared buffer bounds.
@@ -604,6 +606,7 @@ impl Rules {
             )));
         }
         Ok(Rules {
+            active: !bounds.is_empty() || shape != Shape::default(),
             bounds,
             shape,
             ints,
@@ -1048,5 +1051,15 @@ mod tests {
         };
         assert!(Rules::resolve("k", &p, vec![], shape).is_err());
         assert!(Rules::default().is_empty());
+        assert!(
+            Rules::resolve("k", &p, vec![], Shape::default())
+                .unwrap()
+                .is_empty()
+        );
+        let shape = Shape {
+            max_blocks: Some(1),
+            ..Shape::default()
+        };
+        assert!(!Rules::resolve("k", &p, vec![], shape).unwrap().is_empty());
     }
 }
