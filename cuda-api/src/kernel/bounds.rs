@@ -256,7 +256,7 @@ impl Extent {
     /// `values[j]` points to the bytes of an integer of that kind.
     #[inline]
     unsafe fn eval(
-        self,
+        &self,
         cfg: &LaunchConfig,
         ints: &[Option<IntParam>],
         values: &[*mut std::ffi::c_void],
@@ -277,28 +277,30 @@ impl Extent {
                 }
             })
         };
+        let sum = |e: &ExtentExpr| -> Option<u64> {
+            let mut sum = 0u64;
+            for t in e.terms() {
+                let mut v = t.coef;
+                for f in t.factors.iter().flatten() {
+                    v = v.checked_mul(atom(*f)?)?;
+                }
+                sum = sum.checked_add(v)?;
+            }
+            Some(sum)
+        };
         match self {
             // The common forms, without the general loop.
-            Extent::Elements(n) => Some(n),
+            Extent::Elements(n) => Some(*n),
             Extent::Blocks => atom(Atom::Blocks),
             Extent::Threads => atom(Atom::Threads),
             Extent::Param(j) => {
-                let int = ints.get(j).copied().flatten()?;
-                let p = values.get(j)?;
+                let int = ints.get(*j).copied().flatten()?;
+                let p = values.get(*j)?;
                 // SAFETY: the caller guarantees the parameter's bytes.
                 unsafe { int.read(p.cast::<u8>()) }.into()
             }
-            other => {
-                let mut sum = 0u64;
-                for t in other.expr().terms() {
-                    let mut v = t.coef;
-                    for f in t.factors.iter().flatten() {
-                        v = v.checked_mul(atom(*f)?)?;
-                    }
-                    sum = sum.checked_add(v)?;
-                }
-                Some(sum)
-            }
+            Extent::Expr(e) => sum(e),
+            other => sum(&other.expr()),
         }
     }
 
