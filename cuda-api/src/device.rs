@@ -294,6 +294,9 @@ impl CudaDevice {
             ),
             compute_capability: (major as u32, minor as u32),
             cluster_launch: self.supports_cluster_launch()?,
+            warp_size: a(A::CU_DEVICE_ATTRIBUTE_WARP_SIZE)?,
+            max_threads_per_block: a(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
+            max_threads_per_sm: a(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)?,
         };
         Ok(self.inner.limits.get_or_init(|| limits))
     }

@@ -16,9 +16,9 @@ use crate::context::Context;
 use crate::driver;
 use crate::error::{CudaError, CudaResult};
 use crate::launch::{
-    ClusterLimits, DeviceLimits, Dim3, FunctionLimits, LaunchConfig, LaunchError, check_block,
-    check_cluster_fit, check_cluster_shape, check_cluster_size, check_cooperative, check_nonzero,
-    check_programmatic, check_shape,
+    ClusterLimits, DeviceLimits, Dim3, FunctionLimits, LaunchConfig, LaunchError,
+    PotentialBlockSize, check_block, check_cluster_fit, check_cluster_shape, check_cluster_size,
+    check_cooperative, check_nonzero, check_programmatic, check_shape,
 };
 use crate::module::{LibraryInner, ModuleInner};
 use crate::params::ParamSlot;
@@ -473,6 +473,42 @@ impl Function {
         shared_mem_bytes: u32,
     ) -> CudaResult<u32> {
         Ok(self.occupancy(ctx, block_threads, shared_mem_bytes)? * ctx.device().sm_count()?)
+    }
+
+    /// The 1-D block size with the most resident threads per SM in `ctx`,
+    /// the grid that fills the device at that size, and the dynamic shared
+    /// memory `shared_mem(threads)` the kernel needs at each size: what
+    /// `cudaOccupancyMaxPotentialBlockSizeVariableSMem` answers, computed
+    /// here over [`Function::occupancy`] (the driver's
+    /// `cuOccupancyMaxPotentialBlockSize` takes a C callback without a user
+    /// pointer, through which a Rust closure cannot pass). Block sizes go
+    /// from the largest the kernel and the device allow (at most
+    /// `block_limit`, 0 for no limit) down in warp-size steps; the first with
+    /// the most resident threads wins. A size whose shared memory exceeds
+    /// what the function may get is skipped.
+    ///
+    /// # Errors
+    ///
+    /// [`LaunchError::ContextMismatch`] for a context other than the
+    /// module's, the driver's failure to read the device's limits, or of an
+    /// occupancy query.
+    pub fn max_potential_block_size(
+        &self,
+        ctx: &Context,
+        block_limit: u32,
+        shared_mem: impl FnMut(u32) -> u64,
+    ) -> CudaResult<PotentialBlockSize> {
+        let device = ctx.device().limits()?;
+        self.with_facts(ctx, |f| {
+            ctx.bind()?;
+            crate::launch::max_potential_block_size(
+                device,
+                &f.limits(),
+                block_limit,
+                shared_mem,
+                |threads, bytes| self.occupancy_of(f, threads, bytes),
+            )
+        })
     }
 
     /// The cluster facts of `facts` (queried once; the context is bound).

@@ -120,8 +120,13 @@ impl LaunchConfig {
     }
 }
 
-/// What the device allows, queried once per device.
+/// What the device allows, queried once per device
+/// ([`CudaDevice::limits`](crate::CudaDevice::limits)). Fields may be added in
+/// later releases; to pass limits as values (in tests, or to reason about a
+/// device that is not present) start from [`DeviceLimits::new`] and set the
+/// fields that differ.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DeviceLimits {
     /// Device name, for messages.
     pub name: String,
@@ -138,6 +143,108 @@ pub struct DeviceLimits {
     /// Whether `CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH` is set (thread-block
     /// clusters; compute capability 9.0 and later).
     pub cluster_launch: bool,
+    /// Threads per warp (`CU_DEVICE_ATTRIBUTE_WARP_SIZE`; 32 on every
+    /// device so far).
+    pub warp_size: u32,
+    /// Most threads in one block (`CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK`).
+    pub max_threads_per_block: u32,
+    /// Most threads resident on one SM
+    /// (`CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR`; 2048 on an H200).
+    pub max_threads_per_sm: u32,
+}
+
+impl DeviceLimits {
+    /// Limits for a device named `name` with `sm_count` SMs and compute
+    /// capability `(major, minor)`; the other fields take the values every
+    /// device of compute capability 7.0 to 9.0 reports (blocks of at most
+    /// 1024 threads and 1024 x 1024 x 64, grids of at most
+    /// (2^31 - 1) x 65535 x 65535, warps of 32, 2048 threads per SM,
+    /// cooperative launches; clusters from 9.0). Set the fields that differ.
+    pub fn new(name: impl Into<String>, sm_count: u32, compute_capability: (u32, u32)) -> Self {
+        DeviceLimits {
+            name: name.into(),
+            sm_count,
+            cooperative_launch: true,
+            max_block: Dim3::new(1024, 1024, 64),
+            max_grid: Dim3::new(2147483647, 65535, 65535),
+            compute_capability,
+            cluster_launch: compute_capability.0 >= 9,
+            warp_size: 32,
+            max_threads_per_block: 1024,
+            max_threads_per_sm: 2048,
+        }
+    }
+}
+
+/// The block size with the most resident threads per SM, and the grid that
+/// fills the device at that size ([`Function::max_potential_block_size`](crate::Function::max_potential_block_size)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PotentialBlockSize {
+    /// Threads per block (0 when no block size fits, as CUDA answers).
+    pub block_threads: u32,
+    /// Blocks that fill the device at once: resident blocks per SM times
+    /// the SMs (`minGridSize` in CUDA; 0 when no block size fits).
+    pub min_grid_blocks: u32,
+    /// Dynamic shared memory per block at that block size, in bytes.
+    pub shared_mem_bytes: u32,
+}
+
+/// `cudaOccupancyMaxPotentialBlockSizeVariableSMem`'s search, over device
+/// and function limits and an occupancy function: block sizes from the
+/// largest the kernel may run (`min(device, function, block_limit)`; a
+/// `block_limit` of 0 means none) down in warp-size steps, each with its
+/// dynamic shared memory (`shared_mem(threads)`), keeping the first size
+/// with the most resident threads per SM (`threads x occupancy(threads,
+/// bytes)`), and stopping early at the SM's thread limit. A size whose
+/// shared memory exceeds what the function may get counts as occupancy 0
+/// and is never asked.
+///
+/// # Errors
+///
+/// The first error of `occupancy`.
+pub(crate) fn max_potential_block_size<E>(
+    device: &DeviceLimits,
+    func: &FunctionLimits,
+    block_limit: u32,
+    mut shared_mem: impl FnMut(u32) -> u64,
+    mut occupancy: impl FnMut(u32, u32) -> Result<u32, E>,
+) -> Result<PotentialBlockSize, E> {
+    let granularity = device.warp_size.max(1);
+    let max_block = device.max_threads_per_block.min(func.max_threads_per_block);
+    let limit = match block_limit {
+        0 => max_block,
+        l => l.min(max_block),
+    };
+    let mut best = PotentialBlockSize {
+        block_threads: 0,
+        min_grid_blocks: 0,
+        shared_mem_bytes: 0,
+    };
+    let mut best_threads = 0u64;
+    let mut aligned = limit.div_ceil(granularity).saturating_mul(granularity);
+    while aligned > 0 {
+        let threads = aligned.min(limit);
+        let smem = shared_mem(threads);
+        let blocks = match u32::try_from(smem) {
+            Ok(b) if b <= func.max_dynamic_shared_bytes => occupancy(threads, b)?,
+            _ => 0,
+        };
+        let resident = u64::from(threads) * u64::from(blocks);
+        if resident > best_threads {
+            best = PotentialBlockSize {
+                block_threads: threads,
+                min_grid_blocks: blocks.saturating_mul(device.sm_count),
+                // Fits: checked against the function's limit above.
+                shared_mem_bytes: smem as u32,
+            };
+            best_threads = resident;
+        }
+        if best_threads == u64::from(device.max_threads_per_sm) {
+            break;
+        }
+        aligned -= granularity;
+    }
+    Ok(best)
 }
 
 /// What one function allows, queried once per function.
@@ -344,6 +451,48 @@ pub enum LaunchError {
         /// The device's compute capability.
         compute_capability: (u32, u32),
     },
+    /// A grid of more blocks than the kernel's declaration allows
+    /// ([`DynKernel::max_grid`](crate::DynKernel::max_grid)).
+    GridAboveDeclared {
+        /// Kernel name.
+        kernel: String,
+        /// The grid.
+        grid: Dim3,
+        /// Its blocks.
+        blocks: u64,
+        /// The most blocks declared.
+        max: u64,
+    },
+    /// A block other than the one the kernel's declaration fixes
+    /// ([`DynKernel::fixed_block`](crate::DynKernel::fixed_block)).
+    BlockNotDeclared {
+        /// Kernel name.
+        kernel: String,
+        /// The block asked for.
+        block: Dim3,
+        /// The declared block.
+        required: Dim3,
+    },
+    /// Less dynamic shared memory than the kernel's declaration needs for
+    /// this launch ([`DynKernel::shared_mem`](crate::DynKernel::shared_mem)).
+    SharedMemoryBelowDeclared {
+        /// Kernel name.
+        kernel: String,
+        /// Bytes the launch gives.
+        given: u32,
+        /// The declared rule, in words.
+        rule: String,
+        /// Bytes the rule asks for at this launch.
+        needed: u64,
+    },
+    /// A declared extent ([`Extent`](crate::Extent)) whose value overflows
+    /// 64 bits for this launch: refused rather than wrapped.
+    ExtentOverflow {
+        /// Kernel name.
+        kernel: String,
+        /// The extent, in words.
+        extent: String,
+    },
     /// A bounded parameter given a raw pointer, whose length is unknown.
     BufferUnknown {
         /// Kernel name.
@@ -445,6 +594,36 @@ impl fmt::Display for LaunchError {
             } => write!(
                 f,
                 "launch of '{kernel}' refused: argument {index} ('{name}') must hold at least {extent} (a declared bound) but was given a raw pointer, whose length is unknown; pass the buffer or a view (`&buffer`, `&mut buffer`)"
+            ),
+            LaunchError::GridAboveDeclared {
+                kernel,
+                grid,
+                blocks,
+                max,
+            } => write!(
+                f,
+                "launch of '{kernel}' refused: the grid {grid} has {blocks} blocks but the kernel is declared safe for at most {max} (max_grid); launch at most {max} blocks"
+            ),
+            LaunchError::BlockNotDeclared {
+                kernel,
+                block,
+                required,
+            } => write!(
+                f,
+                "launch of '{kernel}' refused: the block is {block} but the kernel is written for blocks of exactly {required} (fixed_block); launch blocks of {required}"
+            ),
+            LaunchError::SharedMemoryBelowDeclared {
+                kernel,
+                given,
+                rule,
+                needed,
+            } => write!(
+                f,
+                "launch of '{kernel}' refused: it gets {given} B of dynamic shared memory per block but its declaration needs {rule} = {needed} B; give at least {needed} B (LaunchConfig::with_shared_mem)"
+            ),
+            LaunchError::ExtentOverflow { kernel, extent } => write!(
+                f,
+                "launch of '{kernel}' refused: the declared extent {extent} overflows 64 bits for this launch; pass smaller lengths or launch a smaller grid"
             ),
             LaunchError::ClusterNotSupported {
                 kernel,
@@ -857,7 +1036,115 @@ mod tests {
             max_grid: Dim3::new(2147483647, 65535, 65535),
             compute_capability: (9, 0),
             cluster_launch: true,
+            warp_size: 32,
+            max_threads_per_block: 1024,
+            max_threads_per_sm: 2048,
         }
+    }
+
+    #[test]
+    fn the_value_constructor_gives_the_h200_for_its_name_sms_and_capability() {
+        assert_eq!(DeviceLimits::new("NVIDIA H200", 132, (9, 0)), h200());
+        let a100 = DeviceLimits::new("NVIDIA A100", 108, (8, 0));
+        assert!(!a100.cluster_launch);
+    }
+
+    /// An H200-like occupancy model for a kernel of 64 registers per thread
+    /// with `smem_per_thread` bytes of dynamic shared memory per thread:
+    /// 65536 registers, 228 KiB of shared memory (1 KiB reserved per block),
+    /// 32 blocks and 2048 threads per SM, registers allocated per warp in
+    /// units of 256.
+    fn occupancy(threads: u32, smem: u32) -> Result<u32, ()> {
+        let warps = threads.div_ceil(32);
+        let regs_per_warp = (64 * 32u32).div_ceil(256) * 256;
+        let by_regs = 65536 / (warps * regs_per_warp);
+        let by_threads = 2048 / (warps * 32);
+        let by_smem = (228 * 1024) / (smem + 1024);
+        Ok(by_regs.min(by_threads).min(by_smem).min(32))
+    }
+
+    #[test]
+    fn the_potential_block_size_follows_the_runtime_search() {
+        let f = FunctionLimits {
+            max_threads_per_block: 1024,
+            max_dynamic_shared_bytes: 227 * 1024,
+        };
+        // No shared memory: registers allow 1024 threads per SM at any block
+        // size that divides 1024; the search starts at 1024 and keeps the
+        // first best (1024 threads x 1 block), so the answer is 1024 with
+        // 132 blocks to fill the device.
+        let p = max_potential_block_size(&h200(), &f, 0, |_| 0, occupancy).unwrap();
+        assert_eq!(
+            p,
+            PotentialBlockSize {
+                block_threads: 1024,
+                min_grid_blocks: 132,
+                shared_mem_bytes: 0,
+            }
+        );
+        // 64 bytes per thread: at 1024 threads a block needs 64 KiB + 1 KiB
+        // reserved, 3 blocks fit in 228 KiB but registers allow one (1024
+        // threads); at 992 threads registers still allow one. No size gives
+        // more than 1024 resident threads, so the first, 1024, is kept.
+        let p = max_potential_block_size(&h200(), &f, 0, |t| u64::from(t) * 64, occupancy).unwrap();
+        assert_eq!((p.block_threads, p.shared_mem_bytes), (1024, 65536));
+        // A limit of 1000 threads starts at 1000 (not a warp multiple, as the
+        // runtime does): one block, 1000 resident; 992 to 544 threads fit one
+        // block too (fewer threads); 512 threads fit two blocks (16 warps of
+        // 2048 registers, 33 KiB each): 1024 resident, the best.
+        let p =
+            max_potential_block_size(&h200(), &f, 1000, |t| u64::from(t) * 64, occupancy).unwrap();
+        assert_eq!(
+            (p.block_threads, p.min_grid_blocks, p.shared_mem_bytes),
+            (512, 264, 32768)
+        );
+        // 256 bytes per thread: 1024 threads need 257 KiB, more than the
+        // function may get, and count as 0 without a query; 864 threads need
+        // and 992 to 928 likewise; 896 threads need 224 KiB + 1 KiB reserved:
+        // one block, 896 resident. Below, 448 threads give two blocks (896),
+        // 224 threads four (896), 288 threads three (864): none more, so the
+        // first, 896, is kept.
+        let mut asked = Vec::new();
+        let p = max_potential_block_size(
+            &h200(),
+            &f,
+            0,
+            |t| u64::from(t) * 256,
+            |t, s| {
+                asked.push(t);
+                occupancy(t, s)
+            },
+        )
+        .unwrap();
+        assert!(!asked.contains(&1024) && !asked.contains(&928), "{asked:?}");
+        assert_eq!(asked[0], 896, "{asked:?}");
+        assert_eq!(
+            p,
+            PotentialBlockSize {
+                block_threads: 896,
+                min_grid_blocks: 132,
+                shared_mem_bytes: 229376,
+            }
+        );
+        // A device of 1536 threads per SM (compute capability 8.6) with a
+        // function limited to 768 threads: the search starts at 768.
+        let mut ga102 = DeviceLimits::new("NVIDIA RTX A6000", 84, (8, 6));
+        ga102.max_threads_per_sm = 1536;
+        let f768 = FunctionLimits {
+            max_threads_per_block: 768,
+            ..f
+        };
+        let p = max_potential_block_size(&ga102, &f768, 0, |_| 0, |t, _| Ok::<_, ()>(1536 / t))
+            .unwrap();
+        assert_eq!((p.block_threads, p.min_grid_blocks), (768, 168));
+        // No size fits (every block's shared memory too large): 0 and 0.
+        let p = max_potential_block_size(&h200(), &f, 0, |_| u64::MAX, occupancy).unwrap();
+        assert_eq!((p.block_threads, p.min_grid_blocks), (0, 0));
+        // An occupancy error is passed on.
+        assert_eq!(
+            max_potential_block_size(&h200(), &f, 0, |_| 0, |_, _| Err::<u32, _>("e")),
+            Err("e")
+        );
     }
 
     /// A 256-thread kernel that fits 8 blocks per SM (measured on the H200).

@@ -36,12 +36,16 @@
 //! - **Declaring a kernel** ([`Module::kernel`], [`Module::dyn_kernel`],
 //!   [`TypedKernel::declare`], [`DynKernel::declare`]) promises the parameter types
 //!   (count, sizes and offsets are checked against the driver's layout) *and*
-//!   where the kernel reads and writes: whenever every [`Bound`] declared on
-//!   the kernel holds, it touches only memory inside the buffers it is
-//!   given. Kernels index with the thread and block index and with length
-//!   arguments; [`Bound`] shows how to state that (`partial`
-//!   must hold one element per block, `x` at least `n` elements), and every
-//!   launch checks it against the lengths of the buffers passed.
+//!   where the kernel reads and writes: whenever every [`Bound`] and
+//!   launch-shape rule declared on the kernel holds, it touches only memory
+//!   inside the buffers it is given (and the dynamic shared memory the
+//!   launch gives it). Kernels index with the thread and block index and
+//!   with length arguments; [`Bound`] shows how to state that (`partial`
+//!   must hold one element per block, `x` at least `n` elements, a row
+//!   pointer `n + 1`: an [`Extent`] sums and multiplies such quantities),
+//!   [`DynKernel::max_grid`], [`DynKernel::fixed_block`] and
+//!   [`DynKernel::shared_mem`] state what the kernel needs of the grid, the
+//!   block and its shared memory, and every launch checks all of it.
 //! - **Device pointers detached from a borrow** ([`DevicePtr::from_raw`],
 //!   [`DeviceBuffer::as_mut_ptr`], views from raw parts) and **raw argument
 //!   bytes** ([`ArgBlock::set_bytes`]) promise that the memory is live and
@@ -108,6 +112,7 @@
 #[rustfmt::skip]
 mod generated;
 
+mod cast;
 mod choice;
 mod context;
 #[cfg(feature = "cudarc")]
@@ -162,6 +167,9 @@ pub use memory::{
     MemoryKind, Scope,
 };
 
+// Reinterpreting views of plain data (`DeviceBuffer::view_as`, `DeviceView::cast`).
+pub use cast::Plain;
+
 // Loading code: modules, libraries, the image validator, functions.
 pub use choice::{ComputeCapability, ImageTarget, NoImageError, PtxIsa, choose_image};
 pub use function::Function;
@@ -173,13 +181,14 @@ pub use params::{Param, ParamRepr, ParamSlot, ParamType};
 
 // Kernels, typed and run-time declared, their arguments and buffer bounds.
 pub use kernel::{
-    ArgBlock, Bound, BufferUse, DynArg, DynKernel, Extent, KernelArg, KernelArgs, KernelSignature,
-    MAX_TYPED_PARAMS, TypedKernel,
+    ArgBlock, Axis, Bound, BufferUse, DynArg, DynKernel, Extent, ExtentExpr, KernelArg, KernelArgs,
+    KernelSignature, MAX_TYPED_PARAMS, TypedKernel,
 };
 
 // Launch configuration and the limits it is checked against.
 pub use launch::{
     ClusterLimits, DeviceLimits, Dim3, FunctionLimits, LaunchConfig, PORTABLE_CLUSTER_SIZE,
+    PotentialBlockSize,
 };
 
 // CUDA graphs: captured from a stream, instantiated, updated in place.

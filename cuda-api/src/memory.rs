@@ -1462,11 +1462,34 @@ impl<'a, T: DeviceRepr> DeviceView<'a, T> {
     pub(crate) fn buffer_use(&self) -> BufferUse<'a> {
         BufferUse::of(self.alloc, self.ctx, self.len)
     }
+
+    /// The same memory (same allocation, context and borrow) as `len`
+    /// values of `U`; the caller (crate::cast) checked that they fit.
+    pub(crate) fn retyped<U: DeviceRepr>(self, len: usize) -> DeviceView<'a, U> {
+        DeviceView {
+            ptr: self.ptr,
+            len,
+            ctx: self.ctx,
+            alloc: self.alloc,
+            _t: PhantomData,
+        }
+    }
 }
 
 impl<'a, T: DeviceRepr> DeviceViewMut<'a, T> {
     pub(crate) fn buffer_use(&self) -> BufferUse<'a> {
         BufferUse::of(self.alloc, self.ctx, self.len)
+    }
+
+    /// As [`DeviceView::retyped`], writable.
+    pub(crate) fn retyped<U: DeviceRepr>(self, len: usize) -> DeviceViewMut<'a, U> {
+        DeviceViewMut {
+            ptr: self.ptr,
+            len,
+            ctx: self.ctx,
+            alloc: self.alloc,
+            _t: PhantomData,
+        }
     }
 }
 

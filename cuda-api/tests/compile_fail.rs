@@ -10,7 +10,8 @@
 //! one (`tests/ui/conditional_body_stays_in_its_call.rs`), nor with the body
 //! of another graph built in a nested closure, directly or through an outer
 //! variable (`tests/ui/conditional_body_stays_in_its_graph.rs`: each build
-//! closure has its own brand lifetime).
+//! closure has its own brand lifetime). Only cuda-api's plain types may be
+//! viewed as other types (`tests/ui/plain_is_sealed.rs`).
 
 #[test]
 fn typed_launches_refuse_wrong_arguments_at_compile_time() {

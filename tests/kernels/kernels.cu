@@ -146,3 +146,45 @@ extern "C" __global__ void spin_write(unsigned int *out, unsigned int n, long lo
         out[i] = i + 1;
     }
 }
+
+// The launch facts real CUDA C kernels trust, each stated in the Rust
+// declaration (tests/tests/gpu_args.rs) rather than in a comment:
+
+// out[i] = row_ptr[i + 1] - row_ptr[i] for i < n: a CSR row pointer holds
+// n + 1 entries.
+extern "C" __global__ void csr_row_lengths(const int *row_ptr, int *out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = row_ptr[i + 1] - row_ptr[i];
+}
+
+// partial[blockIdx.x * k + j] = blockIdx.x for j < k: k values per block.
+extern "C" __global__ void per_block(unsigned int *partial, unsigned int k) {
+    for (unsigned int j = threadIdx.x; j < k; j += blockDim.x) {
+        partial[blockIdx.x * k + j] = blockIdx.x;
+    }
+}
+
+// Transposes each 1024-element tile of `in` into `out` through a padded
+// (blockDim.x + 1) x blockDim.y tile of floats in dynamic shared memory, and
+// counts the tile in tiles_done[blockIdx.x], a table of 64 entries. Written
+// for blocks of exactly 32 x 32 threads and at most 64 blocks.
+__device__ unsigned int tiles_done[64];
+extern "C" __global__ void tile_transpose(const float *in, float *out) {
+    extern __shared__ float tile[];
+    unsigned int tx = threadIdx.x, ty = threadIdx.y, w = blockDim.x + 1;
+    unsigned int base = blockIdx.x * 1024;
+    tile[ty * w + tx] = in[base + ty * 32 + tx];
+    __syncthreads();
+    out[base + ty * 32 + tx] = tile[tx * w + ty];
+    if (tx == 0 && ty == 0) atomicAdd(&tiles_done[blockIdx.x], 1u);
+}
+
+// v[i] *= 2 for i < n, over float4 values: a float buffer viewed as a
+// quarter as many float4.
+extern "C" __global__ void scale4(float4 *v, unsigned int n) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float4 a = v[i];
+        v[i] = make_float4(2.0f * a.x, 2.0f * a.y, 2.0f * a.z, 2.0f * a.w);
+    }
+}

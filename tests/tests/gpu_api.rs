@@ -107,7 +107,7 @@ fn grid_sync_at_the_largest_cooperative_grid() {
     let m = module(&ctx);
     // SAFETY: coop_sum(const unsigned *in, unsigned long long *partial, unsigned long long *out, unsigned n)
     let k = unsafe { m.kernel::<CoopSum>("coop_sum").unwrap() };
-    let max = k.max_cooperative_grid(&stream, 256, 0).unwrap();
+    let max = k.max_cooperative_grid(&ctx, 256, 0).unwrap();
     let per_sm = k.function().occupancy(&ctx, 256, 0).unwrap();
     eprintln!(
         "coop_sum: {per_sm} blocks per SM x {} SMs = {max} blocks",

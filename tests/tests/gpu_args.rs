@@ -6,9 +6,9 @@
 use std::sync::Arc;
 
 use cuda_api::{
-    Allocation, ArgBlock, ConstDevicePtr, Context, CudaDevice, CudaError, DeviceBuffer, DevicePtr,
-    LaunchConfig, LaunchError, Library, MemoryKind, Module, Param, ParamRepr, ParamType,
-    SignatureError, Stream,
+    Allocation, ArgBlock, Axis, ConstDevicePtr, Context, CudaDevice, CudaError, DeviceBuffer,
+    DevicePtr, Extent, LaunchConfig, LaunchError, Library, MemoryKind, Module, Param, ParamRepr,
+    ParamType, SignatureError, Stream,
 };
 
 fn setup() -> (Context, Stream, Module) {
@@ -479,7 +479,7 @@ fn zero_blocks_and_impossible_configurations_are_refused_before_the_driver() {
             "{e}"
         );
     }
-    let e = k.max_cooperative_grid(&stream, 0, 0).unwrap_err();
+    let e = k.max_cooperative_grid(&ctx, 0, 0).unwrap_err();
     assert!(
         matches!(e, CudaError::Launch(LaunchError::ZeroDimension { .. })),
         "{e}"
@@ -489,7 +489,7 @@ fn zero_blocks_and_impossible_configurations_are_refused_before_the_driver() {
     let b = unsafe { m.kernel::<(DevicePtr<u32>,)>("bounded128").unwrap() };
     let limits = b.function().limits(&ctx).unwrap();
     assert_eq!(limits.max_threads_per_block, 128);
-    let e = b.max_cooperative_grid(&stream, 256, 0).unwrap_err();
+    let e = b.max_cooperative_grid(&ctx, 256, 0).unwrap_err();
     eprintln!("{e}");
     assert!(
         matches!(
@@ -508,7 +508,7 @@ fn zero_blocks_and_impossible_configurations_are_refused_before_the_driver() {
         "{e}"
     );
     let e = b
-        .max_cooperative_grid(&stream, 128, limits.max_dynamic_shared_bytes + 1)
+        .max_cooperative_grid(&ctx, 128, limits.max_dynamic_shared_bytes + 1)
         .unwrap_err();
     assert!(
         matches!(
@@ -517,7 +517,7 @@ fn zero_blocks_and_impossible_configurations_are_refused_before_the_driver() {
         ),
         "{e}"
     );
-    assert!(b.max_cooperative_grid(&stream, 128, 0).unwrap() > 0);
+    assert!(b.max_cooperative_grid(&ctx, 128, 0).unwrap() > 0);
     let mut out = DeviceBuffer::<u32>::zeroed(&ctx, 256).unwrap();
     let e = b
         .launch(&stream, LaunchConfig::new(1, 256), (&mut out,))
@@ -592,4 +592,284 @@ fn device_instances_are_shared_and_streams_clone() {
     drop(s2);
     stream.synchronize().unwrap();
     assert_eq!(d.to_vec().unwrap(), [5; 8]);
+}
+
+/// The device's warp size and thread limits, as `DeviceLimits` reads them.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn device_limits_carry_the_warp_and_thread_limits() {
+    let (ctx, _stream, _m) = setup();
+    let l = ctx.device().limits().unwrap();
+    eprintln!(
+        "{}: warp {}, {} threads per block, {} per SM",
+        l.name, l.warp_size, l.max_threads_per_block, l.max_threads_per_sm
+    );
+    assert_eq!(l.warp_size, 32);
+    assert_eq!(l.max_threads_per_block, 1024);
+    assert!(l.max_threads_per_sm >= 1024, "{l:?}");
+}
+
+/// csr_row_lengths(const int *row_ptr, int *out, int n): row_ptr holds n + 1.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_csr_row_pointer_of_n_entries_is_refused_and_n_plus_one_runs() {
+    let (ctx, stream, m) = setup();
+    // SAFETY: csr_row_lengths reads row_ptr[0..=n) and writes out[0..n).
+    let k = unsafe {
+        m.kernel::<(ConstDevicePtr<i32>, DevicePtr<i32>, i32)>("csr_row_lengths")
+            .unwrap()
+    }
+    .names(&["row_ptr", "out", "n"])
+    .unwrap()
+    .bound(0, Extent::Param(2) + 1)
+    .unwrap()
+    .bound(1, Extent::Param(2))
+    .unwrap();
+    let n = 1000i32;
+    let rows: Vec<i32> = (0..=n).map(|i| i * (i % 3)).collect();
+    let row_ptr = DeviceBuffer::from_slice(&ctx, &rows).unwrap();
+    let short = DeviceBuffer::from_slice(&ctx, &rows[..n as usize]).unwrap();
+    let mut out = DeviceBuffer::<i32>::zeroed(&ctx, n as usize).unwrap();
+    let cfg = LaunchConfig::for_elements(n as u32, 256);
+    let e = k.launch(&stream, cfg, (&short, &mut out, n)).unwrap_err();
+    eprintln!("{e}");
+    assert!(
+        matches!(
+            e,
+            CudaError::Launch(LaunchError::BufferTooShort {
+                index: 0,
+                len: 1000,
+                needed: 1001,
+                ..
+            })
+        ),
+        "{e}"
+    );
+    assert!(
+        e.to_string().contains("argument 0 ('row_ptr')")
+            && e.to_string().contains("argument 2 ('n') + 1 = 1001"),
+        "{e}"
+    );
+    k.launch(&stream, cfg, (&row_ptr, &mut out, n)).unwrap();
+    let got = out.to_vec().unwrap();
+    let want: Vec<i32> = rows.windows(2).map(|w| w[1] - w[0]).collect();
+    assert_eq!(got, want);
+}
+
+/// per_block(unsigned *partial, unsigned k): k values per block.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn an_argument_times_the_grid_is_checked_at_launch() {
+    let (ctx, stream, m) = setup();
+    // SAFETY: per_block writes partial[blockIdx.x * k + j] for j < k.
+    let pb = unsafe { m.kernel::<(DevicePtr<u32>, u32)>("per_block").unwrap() }
+        .names(&["partial", "k"])
+        .unwrap()
+        .bound(0, Extent::Param(1) * Extent::Blocks)
+        .unwrap();
+    let mut short = DeviceBuffer::<u32>::zeroed(&ctx, 16 * 8 - 1).unwrap();
+    let e = pb
+        .launch(&stream, LaunchConfig::new(16, 32), (&mut short, 8u32))
+        .unwrap_err();
+    eprintln!("{e}");
+    assert!(
+        matches!(
+            e,
+            CudaError::Launch(LaunchError::BufferTooShort { needed: 128, .. })
+        ),
+        "{e}"
+    );
+    let mut partial = DeviceBuffer::<u32>::zeroed(&ctx, 128).unwrap();
+    pb.launch(&stream, LaunchConfig::new(16, 32), (&mut partial, 8u32))
+        .unwrap();
+    let got = partial.to_vec().unwrap();
+    assert!(got.iter().enumerate().all(|(i, v)| *v == (i / 8) as u32));
+}
+
+/// tile_transpose(const float *in, float *out): blocks of exactly 32 x 32,
+/// at most 64 of them, (blockDim.x + 1) x blockDim.y floats of shared memory.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_fixed_block_a_grid_limit_and_shared_memory_of_the_block_are_checked() {
+    let (ctx, stream, m) = setup();
+    // SAFETY: tile_transpose reads in[blockIdx.x * 1024 + 32 ty + tx], writes
+    // out at the same indices, indexes tile[(blockDim.x + 1) * blockDim.y]
+    // and tiles_done[blockIdx.x] (64 entries); written for 32 x 32 blocks.
+    let k = unsafe {
+        m.kernel::<(ConstDevicePtr<f32>, DevicePtr<f32>)>("tile_transpose")
+            .unwrap()
+    }
+    .names(&["in", "out"])
+    .unwrap()
+    .fixed_block((32, 32))
+    .unwrap()
+    .max_grid(64)
+    .unwrap()
+    .shared_mem((Extent::Block(Axis::X) + 1) * Extent::Block(Axis::Y) * 4)
+    .unwrap()
+    .bound(0, Extent::Threads)
+    .unwrap()
+    .bound(1, Extent::Threads)
+    .unwrap();
+    let tiles = 64usize;
+    let input: Vec<f32> = (0..tiles * 1024).map(|i| i as f32).collect();
+    let x = DeviceBuffer::from_slice(&ctx, &input).unwrap();
+    let mut y = DeviceBuffer::<f32>::zeroed(&ctx, tiles * 1024).unwrap();
+    let smem = 33 * 32 * 4;
+    let ok = LaunchConfig::new(tiles as u32, (32, 32)).with_shared_mem(smem);
+    let refused = |cfg: LaunchConfig, y: &mut DeviceBuffer<f32>| {
+        let e = k.launch(&stream, cfg, (&x, y)).unwrap_err();
+        eprintln!("{e}");
+        e
+    };
+    let e = refused(
+        LaunchConfig::new(16, (32, 16)).with_shared_mem(smem),
+        &mut y,
+    );
+    assert!(
+        matches!(e, CudaError::Launch(LaunchError::BlockNotDeclared { .. })),
+        "{e}"
+    );
+    // 65 blocks need a buffer of 65 tiles too: the grid limit is named first.
+    let mut big = DeviceBuffer::<f32>::zeroed(&ctx, 65 * 1024).unwrap();
+    let x65 = DeviceBuffer::<f32>::zeroed(&ctx, 65 * 1024).unwrap();
+    let e = k
+        .launch(
+            &stream,
+            LaunchConfig::new(65, (32, 32)).with_shared_mem(smem),
+            (&x65, &mut big),
+        )
+        .unwrap_err();
+    eprintln!("{e}");
+    assert!(
+        matches!(
+            e,
+            CudaError::Launch(LaunchError::GridAboveDeclared {
+                blocks: 65,
+                max: 64,
+                ..
+            })
+        ),
+        "{e}"
+    );
+    let e = refused(ok.with_shared_mem(smem - 1), &mut y);
+    assert!(
+        matches!(
+            e,
+            CudaError::Launch(LaunchError::SharedMemoryBelowDeclared {
+                needed: 4224,
+                given: 4223,
+                ..
+            })
+        ),
+        "{e}"
+    );
+    k.launch(&stream, ok, (&x, &mut y)).unwrap();
+    let got = y.to_vec().unwrap();
+    for t in [0usize, 63] {
+        for r in 0..32 {
+            for c in 0..32 {
+                assert_eq!(got[t * 1024 + r * 32 + c], input[t * 1024 + c * 32 + r]);
+            }
+        }
+    }
+    // The declared rules size the occupancy answer: the fixed block with
+    // its shared memory.
+    let p = k.max_potential_block_size(&ctx, 0).unwrap();
+    assert_eq!((p.block_threads, p.shared_mem_bytes), (1024, 4224), "{p:?}");
+    assert_eq!(
+        p.min_grid_blocks,
+        k.max_cooperative_grid(&ctx, 1024, 4224).unwrap()
+    );
+    assert!(k.occupancy(&ctx, 1024, 4224).unwrap() >= 1);
+}
+
+/// scale4(float4 *v, unsigned n): a float buffer viewed as float4.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_buffer_viewed_as_a_wider_type_is_bounded_in_that_type() {
+    let (ctx, stream, m) = setup();
+    // SAFETY: scale4 reads and writes v[0..n) (float4 values).
+    let k = unsafe { m.kernel::<(DevicePtr<[f32; 4]>, u32)>("scale4").unwrap() }
+        .names(&["v", "n"])
+        .unwrap()
+        .bound(0, Extent::Param(1))
+        .unwrap();
+    let data: Vec<f32> = (0..1024).map(|i| i as f32).collect();
+    let mut buf = DeviceBuffer::from_slice(&ctx, &data).unwrap();
+    {
+        let mut v = buf.view_as_mut::<[f32; 4]>().unwrap();
+        assert_eq!(v.len(), 256);
+        // 257 float4 would read past the 1024 floats: refused in float4s.
+        let e = k
+            .launch(&stream, LaunchConfig::new(2, 256), (&mut v, 257u32))
+            .unwrap_err();
+        eprintln!("{e}");
+        assert!(
+            matches!(
+                e,
+                CudaError::Launch(LaunchError::BufferTooShort {
+                    len: 256,
+                    needed: 257,
+                    ..
+                })
+            ),
+            "{e}"
+        );
+        k.launch(&stream, LaunchConfig::new(1, 256), (&mut v, 256u32))
+            .unwrap();
+    }
+    let got = buf.to_vec().unwrap();
+    assert!(got.iter().enumerate().all(|(i, v)| *v == 2.0 * i as f32));
+    // 1022 floats are not a whole number of float4: the view is refused.
+    let odd = DeviceBuffer::<f32>::zeroed(&ctx, 1022).unwrap();
+    let e = odd.view_as::<[f32; 4]>().err().expect("refused");
+    assert!(
+        e.to_string().contains("not a whole number of [f32; 4]"),
+        "{e}"
+    );
+    // A view starting 4 bytes in is not aligned for float4.
+    let e = buf
+        .slice(1..1021)
+        .unwrap()
+        .cast::<[f32; 4]>()
+        .err()
+        .expect("refused");
+    assert!(e.to_string().contains("not aligned"), "{e}");
+}
+
+/// cuda-api's max_potential_block_size (the runtime's search over the
+/// occupancy query) against the driver's cuOccupancyMaxPotentialBlockSize
+/// for fixed shared-memory sizes.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_potential_block_size_equals_the_drivers() {
+    let (ctx, _stream, m) = setup();
+    for name in [
+        "saxpy",
+        "coop_sum",
+        "bounded128",
+        "smem_user",
+        "tile_transpose",
+    ] {
+        let f = m.function(name).unwrap();
+        for smem in [0u32, 4096, 40 * 1024] {
+            let ours = f
+                .max_potential_block_size(&ctx, 0, |_| u64::from(smem))
+                .unwrap();
+            let raw = f.function_in(&ctx).unwrap();
+            // SAFETY: `raw` is this context's function of a loaded module;
+            // no callback (a fixed shared-memory size).
+            let (min_grid, block) = unsafe {
+                cuda_api::driver::occupancy_max_potential_block_size(raw, None, smem as usize, 0)
+            }
+            .unwrap();
+            eprintln!("{name} at {smem} B: ours {ours:?}, driver ({min_grid}, {block})");
+            assert_eq!(
+                (ours.min_grid_blocks, ours.block_threads),
+                (min_grid as u32, block as u32),
+                "{name} at {smem} B"
+            );
+        }
+    }
 }

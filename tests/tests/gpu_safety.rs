@@ -55,7 +55,7 @@ fn the_readme_cooperative_sum_refuses_a_one_element_partial_buffer() {
         .unwrap()
         .bound(2, Extent::Elements(1))
         .unwrap();
-    let blocks = k.max_cooperative_grid(&stream, 256, 0).unwrap();
+    let blocks = k.max_cooperative_grid(&ctx, 256, 0).unwrap();
     let n = 1u32 << 20;
     let input = DeviceBuffer::from_slice(&ctx, &vec![1u32; n as usize]).unwrap();
     let mut partial = DeviceBuffer::<u64>::zeroed(&ctx, 1).unwrap();

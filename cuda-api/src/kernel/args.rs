@@ -667,7 +667,7 @@ mod tests {
             params: params.into(),
             layout: layout.into(),
             space: 28,
-            bounds: Vec::new(),
+            rules: Default::default(),
         }))
     }
 
@@ -737,7 +737,7 @@ mod tests {
             params: other.decl.params.clone(),
             layout: other.decl.layout.clone(),
             space: 28,
-            bounds: Vec::new(),
+            rules: Default::default(),
         };
         foreign.name = "scale".into();
         let e = b.ready_for(&Arc::new(foreign)).unwrap_err();

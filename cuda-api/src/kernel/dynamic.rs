@@ -8,11 +8,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::args::ArgBlock;
-use super::bounds::{self, Bound, Extent, Resolved};
+use super::bounds::{Bound, Extent, Rules, Shape};
 use crate::context::Context;
 use crate::error::{CudaError, CudaResult};
 use crate::function::Function;
-use crate::launch::{LaunchConfig, LaunchError, check_nonzero, check_shape};
+use crate::launch::{
+    Dim3, LaunchConfig, LaunchError, PotentialBlockSize, check_nonzero, check_shape,
+};
 use crate::params::{Param, ParamSlot, check_params};
 use crate::stream::Stream;
 
@@ -25,8 +27,8 @@ pub(crate) struct Decl {
     pub(super) layout: Arc<[ParamSlot]>,
     /// Bytes of the parameter space (end of the last parameter).
     pub(super) space: usize,
-    /// The buffer bounds declared with the kernel.
-    pub(super) bounds: Vec<Resolved>,
+    /// The buffer bounds and launch-shape rules declared with the kernel.
+    pub(super) rules: Rules,
 }
 
 impl Decl {
@@ -34,12 +36,13 @@ impl Decl {
         &self.name
     }
 
+    /// Whether a launch has declared rules to check.
     #[inline]
     pub(crate) fn has_bounds(&self) -> bool {
-        !self.bounds.is_empty()
+        !self.rules.is_empty()
     }
 
-    /// Checks the declared bounds of a launch.
+    /// Checks the declared bounds and launch-shape rules of a launch.
     ///
     /// # Safety
     ///
@@ -52,8 +55,11 @@ impl Decl {
         values: &[*mut c_void],
     ) -> CudaResult<()> {
         // SAFETY: the caller's promise is passed on.
-        unsafe { bounds::check(&self.name, &self.params, &self.bounds, cfg, lens, values) }
-            .map_err(CudaError::from)
+        unsafe {
+            self.rules
+                .check(&self.name, &self.params, cfg, lens, values)
+        }
+        .map_err(CudaError::from)
     }
 }
 
@@ -105,7 +111,7 @@ impl DynKernel {
                 params: params.into(),
                 layout,
                 space,
-                bounds: Vec::new(),
+                rules: Rules::default(),
             }),
             func: Arc::new(func),
             programmatic: false,
@@ -116,33 +122,129 @@ impl DynKernel {
         &self.decl
     }
 
+    /// The same kernel with its parameters, bounds or launch shape changed
+    /// by `change` and checked again: a new declaration (argument blocks
+    /// made before belong to the old one and are refused).
+    fn redeclare(
+        self,
+        change: impl FnOnce(&mut Vec<Param>, &mut Vec<Bound>, &mut Shape) -> CudaResult<()>,
+    ) -> CudaResult<DynKernel> {
+        let d = &self.decl;
+        let mut params = d.params.to_vec();
+        let mut list = d.rules.bounds().to_vec();
+        let mut shape = d.rules.shape();
+        change(&mut params, &mut list, &mut shape)?;
+        let rules = Rules::resolve(&d.name, &params, list, shape)?;
+        Ok(DynKernel {
+            decl: Arc::new(Decl {
+                id: NEXT_KERNEL_ID.fetch_add(1, Ordering::Relaxed),
+                name: d.name.clone(),
+                params: params.into(),
+                layout: d.layout.clone(),
+                space: d.space,
+                rules,
+            }),
+            func: self.func,
+            programmatic: self.programmatic,
+        })
+    }
+
     /// Adds a bound: the buffer passed for parameter `buffer` must hold at
     /// least `at_least` elements, checked at every launch (see
     /// [`Bound`]). Refused when `buffer` is not a pointer parameter,
-    /// or an [`Extent::Param`] names no integer parameter. Argument blocks
+    /// or an [`Extent`] reads a parameter that is no integer. Argument blocks
     /// made before the call belong to the old declaration and are refused.
     ///
     /// # Errors
     ///
     /// [`CudaError::InvalidArgument`] (call `Bound`) when `buffer` is no
-    /// pointer parameter, or `at_least` is an [`Extent::Param`] that names no
-    /// integer parameter.
+    /// pointer parameter, `at_least` reads a parameter that is no integer,
+    /// or `at_least` is a combination too large to state (see [`Extent`]).
     pub fn bound(self, buffer: usize, at_least: Extent) -> CudaResult<DynKernel> {
-        let mut list: Vec<Bound> = self.bounds();
-        list.push(Bound::new(buffer, at_least));
-        let resolved = bounds::resolve(&self.decl.name, &self.decl.params, &list)?;
-        let d = &self.decl;
-        Ok(DynKernel {
-            decl: Arc::new(Decl {
-                id: NEXT_KERNEL_ID.fetch_add(1, Ordering::Relaxed),
-                name: d.name.clone(),
-                params: d.params.clone(),
-                layout: d.layout.clone(),
-                space: d.space,
-                bounds: resolved,
-            }),
-            func: self.func,
-            programmatic: self.programmatic,
+        self.redeclare(|_, list, _| {
+            list.push(Bound::new(buffer, at_least));
+            Ok(())
+        })
+    }
+
+    /// Names the parameters, in order, for refusals (`'row_ptr'` rather
+    /// than `'#0'`): PTX and cubins name parameters `_param_N`, so names
+    /// come from the declaration. An empty name leaves that parameter's
+    /// name as it was.
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::InvalidArgument`] (call `DynKernel::names`) when the
+    /// count differs from the kernel's parameter count.
+    pub fn names(self, names: &[&str]) -> CudaResult<DynKernel> {
+        let kernel = self.decl.name.clone();
+        self.redeclare(|params, _, _| {
+            if names.len() != params.len() {
+                return Err(CudaError::invalid_argument(
+                    "DynKernel::names",
+                    "names",
+                    format!(
+                        "kernel '{kernel}' has {} parameter(s) but {} name(s) were given; give one name per parameter",
+                        params.len(),
+                        names.len()
+                    ),
+                ));
+            }
+            for (p, n) in params.iter_mut().zip(names) {
+                if !n.is_empty() {
+                    p.name = (*n).to_string();
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Declares that the kernel is safe only for grids of at most `blocks`
+    /// blocks (for example a merge step that indexes a fixed table per
+    /// block): a launch with more is refused with
+    /// [`LaunchError::GridAboveDeclared`]. A second call replaces the first.
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::InvalidArgument`] for 0 blocks.
+    pub fn max_grid(self, blocks: u64) -> CudaResult<DynKernel> {
+        self.redeclare(|_, _, shape| {
+            shape.max_blocks = Some(blocks);
+            Ok(())
+        })
+    }
+
+    /// Declares that the kernel is written for blocks of exactly `block`
+    /// (for example a 32 x 32 tile): a launch with another block is refused
+    /// with [`LaunchError::BlockNotDeclared`]. A second call replaces the
+    /// first.
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::InvalidArgument`] for a zero extent.
+    pub fn fixed_block(self, block: impl Into<Dim3>) -> CudaResult<DynKernel> {
+        let block = block.into();
+        self.redeclare(|_, _, shape| {
+            shape.fixed_block = Some(block);
+            Ok(())
+        })
+    }
+
+    /// Declares the dynamic shared memory the kernel indexes, in bytes, as
+    /// an [`Extent`] of the launch (for example `Extent::BlockThreads * 4`
+    /// for one `float` per thread): a launch that gives less is refused with
+    /// [`LaunchError::SharedMemoryBelowDeclared`]. An extent that reads only
+    /// the block also sizes [`DynKernel::max_potential_block_size`]'s
+    /// search. A second call replaces the first.
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::InvalidArgument`] when `bytes` reads a parameter that is
+    /// no integer or is too large to state.
+    pub fn shared_mem(self, bytes: Extent) -> CudaResult<DynKernel> {
+        self.redeclare(|_, _, shape| {
+            shape.shared_mem = Some(bytes);
+            Ok(())
         })
     }
 
@@ -184,7 +286,103 @@ impl DynKernel {
 
     /// The bounds declared with the kernel.
     pub fn bounds(&self) -> Vec<Bound> {
-        self.decl.bounds.iter().map(Resolved::bound).collect()
+        self.decl.rules.bounds().to_vec()
+    }
+
+    /// The most blocks declared with [`DynKernel::max_grid`], if any.
+    pub fn declared_max_grid(&self) -> Option<u64> {
+        self.decl.rules.shape().max_blocks
+    }
+
+    /// The block declared with [`DynKernel::fixed_block`], if any.
+    pub fn declared_block(&self) -> Option<Dim3> {
+        self.decl.rules.shape().fixed_block
+    }
+
+    /// The shared memory declared with [`DynKernel::shared_mem`], if any.
+    pub fn declared_shared_mem(&self) -> Option<Extent> {
+        self.decl.rules.shape().shared_mem
+    }
+
+    /// Resident blocks per SM in `ctx` at `block_threads` threads and
+    /// `shared_mem_bytes` of dynamic shared memory (see
+    /// [`Function::occupancy`]).
+    ///
+    /// # Errors
+    ///
+    /// As for [`Function::occupancy`].
+    pub fn occupancy(
+        &self,
+        ctx: &Context,
+        block_threads: u32,
+        shared_mem_bytes: u32,
+    ) -> CudaResult<u32> {
+        self.func.occupancy(ctx, block_threads, shared_mem_bytes)
+    }
+
+    /// The largest cooperative grid in `ctx` (see
+    /// [`Function::max_cooperative_grid`]).
+    ///
+    /// # Errors
+    ///
+    /// As for [`Function::max_cooperative_grid`].
+    pub fn max_cooperative_grid(
+        &self,
+        ctx: &Context,
+        block_threads: u32,
+        shared_mem_bytes: u32,
+    ) -> CudaResult<u32> {
+        self.func
+            .max_cooperative_grid(ctx, block_threads, shared_mem_bytes)
+    }
+
+    /// The 1-D block size with the most resident threads per SM in `ctx`
+    /// (see [`Function::max_potential_block_size`]), with the dynamic shared
+    /// memory declared with [`DynKernel::shared_mem`] at each size (none
+    /// when none is declared), and no larger than `block_limit` threads (0:
+    /// no limit). For a kernel declared with [`DynKernel::fixed_block`] the
+    /// answer is that block (its threads, its occupancy).
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::InvalidArgument`] when the declared shared memory reads
+    /// more than the block (a parameter or the grid: pass a closure to
+    /// [`Function::max_potential_block_size`] instead); otherwise as for
+    /// [`Function::max_potential_block_size`].
+    pub fn max_potential_block_size(
+        &self,
+        ctx: &Context,
+        block_limit: u32,
+    ) -> CudaResult<PotentialBlockSize> {
+        let shape = self.decl.rules.shape();
+        let smem = shape.shared_mem.unwrap_or(Extent::Elements(0));
+        if !smem.block_only() {
+            return Err(CudaError::invalid_argument(
+                "DynKernel::max_potential_block_size",
+                "shared_mem",
+                format!(
+                    "kernel '{}' declares its shared memory as {}, which reads more than the block; call Function::max_potential_block_size with a closure giving the bytes for a block size",
+                    self.decl.name,
+                    smem.describe(&self.decl.params)
+                ),
+            ));
+        }
+        if let Some(block) = shape.fixed_block {
+            // Declared non-zero; a product past u32 is refused by occupancy.
+            let threads = u32::try_from(block.product().unwrap_or(u64::MAX)).unwrap_or(u32::MAX);
+            let bytes =
+                u32::try_from(smem.for_block(block).unwrap_or(u64::MAX)).unwrap_or(u32::MAX);
+            let per_sm = self.func.occupancy(ctx, threads, bytes)?;
+            return Ok(PotentialBlockSize {
+                block_threads: threads,
+                min_grid_blocks: per_sm.saturating_mul(ctx.device().sm_count()?),
+                shared_mem_bytes: bytes,
+            });
+        }
+        self.func
+            .max_potential_block_size(ctx, block_limit, |threads| {
+                smem.for_block(threads).unwrap_or(u64::MAX)
+            })
     }
 
     /// The kernel's name.

@@ -3,7 +3,7 @@
 //! both checked against the driver's parameter layout; the arguments a
 //! launch passes (`args`: [`ArgBlock`], [`DynArg`], [`BufferUse`]); and the
 //! buffer bounds declared with a kernel and checked at every launch
-//! (`bounds`: [`Bound`], [`Extent`]).
+//! with the launch-shape rules (`bounds`: [`Bound`], [`Extent`]).
 //!
 //! `typed` stands on `dynamic` (a typed kernel is a checked run-time
 //! declaration plus a tuple type); both stand on `args` and `bounds`.
@@ -14,6 +14,6 @@ pub(crate) mod dynamic;
 pub(crate) mod typed;
 
 pub use args::{ArgBlock, ArgError, BufferUse, DynArg};
-pub use bounds::{Bound, Extent};
+pub use bounds::{Axis, Bound, Extent, ExtentExpr};
 pub use dynamic::DynKernel;
 pub use typed::{KernelArg, KernelArgs, KernelSignature, MAX_TYPED_PARAMS, TypedKernel};

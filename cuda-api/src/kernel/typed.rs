@@ -12,9 +12,10 @@ use std::marker::PhantomData;
 use super::args::{BufferUse, Token};
 use super::bounds::Extent;
 use super::dynamic::DynKernel;
+use crate::context::Context;
 use crate::error::CudaResult;
 use crate::function::Function;
-use crate::launch::LaunchConfig;
+use crate::launch::{Dim3, LaunchConfig, PotentialBlockSize};
 use crate::memory::{
     ConstDevicePtr, DeviceBuffer, DevicePtr, DeviceRepr, DeviceView, DeviceViewMut,
 };
@@ -222,6 +223,50 @@ impl<S: KernelSignature> TypedKernel<S> {
         Ok(self)
     }
 
+    /// Names the parameters, in order, for refusals (see
+    /// [`DynKernel::names`]): `.names(&["row_ptr", "col", "val", "x", "y", "n"])`.
+    ///
+    /// # Errors
+    ///
+    /// As for [`DynKernel::names`].
+    pub fn names(mut self, names: &[&str]) -> CudaResult<Self> {
+        self.dyn_kernel = self.dyn_kernel.names(names)?;
+        Ok(self)
+    }
+
+    /// Declares the most blocks the kernel is safe for (see
+    /// [`DynKernel::max_grid`]).
+    ///
+    /// # Errors
+    ///
+    /// As for [`DynKernel::max_grid`].
+    pub fn max_grid(mut self, blocks: u64) -> CudaResult<Self> {
+        self.dyn_kernel = self.dyn_kernel.max_grid(blocks)?;
+        Ok(self)
+    }
+
+    /// Declares the one block the kernel is written for (see
+    /// [`DynKernel::fixed_block`]).
+    ///
+    /// # Errors
+    ///
+    /// As for [`DynKernel::fixed_block`].
+    pub fn fixed_block(mut self, block: impl Into<Dim3>) -> CudaResult<Self> {
+        self.dyn_kernel = self.dyn_kernel.fixed_block(block)?;
+        Ok(self)
+    }
+
+    /// Declares the dynamic shared memory the kernel indexes, in bytes (see
+    /// [`DynKernel::shared_mem`]).
+    ///
+    /// # Errors
+    ///
+    /// As for [`DynKernel::shared_mem`].
+    pub fn shared_mem(mut self, bytes: Extent) -> CudaResult<Self> {
+        self.dyn_kernel = self.dyn_kernel.shared_mem(bytes)?;
+        Ok(self)
+    }
+
     /// Declares that the kernel may be launched as a programmatic dependent
     /// launch (see [`DynKernel::allow_programmatic_launch`]).
     ///
@@ -315,21 +360,54 @@ impl<S: KernelSignature> TypedKernel<S> {
         }
     }
 
-    /// The largest cooperative grid (blocks) for `block_threads` threads and
-    /// `shared_mem_bytes` per block on the stream's device; an impossible
+    /// Resident blocks per SM in `ctx` at `block_threads` threads and
+    /// `shared_mem_bytes` of dynamic shared memory (see
+    /// [`Function::occupancy`]). Like every occupancy query of the crate it
+    /// takes the [`Context`] (a stream's is [`Stream::context`]): occupancy
+    /// is a fact of the function on a device, not of a queue of work.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Function::occupancy`].
+    pub fn occupancy(
+        &self,
+        ctx: &Context,
+        block_threads: u32,
+        shared_mem_bytes: u32,
+    ) -> CudaResult<u32> {
+        self.dyn_kernel
+            .occupancy(ctx, block_threads, shared_mem_bytes)
+    }
+
+    /// The largest cooperative grid (blocks) in `ctx` for `block_threads`
+    /// threads and `shared_mem_bytes` per block; an impossible
     /// configuration is a [`crate::LaunchError`] saying why.
     ///
     /// # Errors
     ///
-    /// As for [`Function::max_cooperative_grid`] in the stream's context.
+    /// As for [`Function::max_cooperative_grid`].
     pub fn max_cooperative_grid(
         &self,
-        stream: &Stream,
+        ctx: &Context,
         block_threads: u32,
         shared_mem_bytes: u32,
     ) -> CudaResult<u32> {
-        self.function()
-            .max_cooperative_grid(stream.context(), block_threads, shared_mem_bytes)
+        self.dyn_kernel
+            .max_cooperative_grid(ctx, block_threads, shared_mem_bytes)
+    }
+
+    /// The block size with the most resident threads per SM in `ctx`, with
+    /// the declared shared memory (see [`DynKernel::max_potential_block_size`]).
+    ///
+    /// # Errors
+    ///
+    /// As for [`DynKernel::max_potential_block_size`].
+    pub fn max_potential_block_size(
+        &self,
+        ctx: &Context,
+        block_limit: u32,
+    ) -> CudaResult<PotentialBlockSize> {
+        self.dyn_kernel.max_potential_block_size(ctx, block_limit)
     }
 }
 
