@@ -143,7 +143,8 @@ fn the_access_rules_apply_on_the_cpu_before_the_code_runs() {
 fn unproven_kernels_are_refused_on_the_cpu_unless_unchecked() {
     // wp_access.cu: gather reads out[i] = x[idx[i]], an index from data.
     // SAFETY: no image and no CPU code: nothing to pair with the source.
-    let bare = unsafe { warp_launch::EmbeddedModule::new("access", ACCESS_CU, ACCESS_META, &[], None) };
+    let bare =
+        unsafe { warp_launch::EmbeddedModule::new("access", ACCESS_CU, ACCESS_META, &[], None) };
     let keys: Vec<String> = AotModule::from_embedded(&bare)
         .unwrap()
         .keys()
