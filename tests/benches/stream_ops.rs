@@ -68,7 +68,9 @@ fn check(r: cuda_sys::CUresult, what: &str) {
 
 fn main() {
     let dir = sdk_tests::warp::data_dir().join("aot");
-    let module = AotModule::load(&dir).expect("Warp AOT module (cargo xtask gpu-bundle)");
+    // SAFETY: a module directory of the bundle's Warp data: one Warp compile (tests/warp/build.py).
+    let module =
+        unsafe { AotModule::load(&dir) }.expect("Warp AOT module (cargo xtask gpu-bundle)");
     let saxpy = module.kernel("saxpy").unwrap();
     let dev = Device::Cuda(0);
     let stream = cuda_api::Stream::new(&dev.context().unwrap()).unwrap();

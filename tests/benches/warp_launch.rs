@@ -108,7 +108,9 @@ fn interleaved(
 
 fn main() {
     let dir = sdk_tests::warp::data_dir().join("aot");
-    let module = AotModule::load(&dir).expect("Warp AOT module (cargo xtask gpu-bundle)");
+    // SAFETY: a module directory of the bundle's Warp data: one Warp compile (tests/warp/build.py).
+    let module =
+        unsafe { AotModule::load(&dir) }.expect("Warp AOT module (cargo xtask gpu-bundle)");
     let saxpy = module.kernel("saxpy").unwrap();
     let dev = Device::Cuda(0);
     let stream = cuda_api::Stream::new(&dev.context().unwrap()).unwrap();
@@ -340,17 +342,13 @@ fn module_load(dir: &std::path::Path) -> (f64, f64) {
         bytes: read("sm90.cubin").leak(),
     }]
     .leak();
-    let embedded = EmbeddedModule {
-        name: "many",
-        source: text("cu"),
-        meta: text("meta"),
-        images,
-        cpu: None,
-    };
+    // SAFETY: the files of many/, one Warp compile (tests/warp/build.py).
+    let embedded = unsafe { EmbeddedModule::new("many", text("cu"), text("meta"), images, None) };
     let (mut loads, mut embeds) = (Vec::new(), Vec::new());
     for _ in 0..21 {
         let t = Instant::now();
-        let m = AotModule::load(dir).expect("many/ (tests/warp/build.py build_many)");
+        // SAFETY: many/ is one Warp compile (tests/warp/build.py build_many).
+        let m = unsafe { AotModule::load(dir) }.expect("many/ (tests/warp/build.py build_many)");
         // The image is loaded on first CUDA use: timed with the load, as before.
         m.image().unwrap();
         loads.push(t.elapsed().as_secs_f64() * 1e3);
@@ -383,7 +381,8 @@ fn first_launch(
     let name = c"saxpy_cuda_kernel_forward";
     let a = 2.0f32;
     let ours = || {
-        let module = AotModule::load(&aot).unwrap();
+        // SAFETY: a module directory of the bundle's Warp data: one Warp compile (tests/warp/build.py).
+        let module = unsafe { AotModule::load(&aot) }.unwrap();
         // The image is loaded on the module's first CUDA use: here, before
         // the timer, as the raw side loads its library before its timer.
         module.image().unwrap();

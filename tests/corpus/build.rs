@@ -462,8 +462,14 @@ fn run() -> Result<(), Box<dyn Error>> {
         "/// Loads every module of the corpus from `corpus` (laid out as [`CORPUS_DIR`]) with\n\
          /// `AotModule::load` and makes its typed launchers (each kernel's `check_signature`):\n\
          /// `(\"<example>/<module>\", the outcome)` per module. Needs a CUDA device.\n\
-         pub fn load_every_module(corpus: &::std::path::Path) -> ::std::vec::Vec<(&'static str, ::warp_launch::Result<()>)> {\n\
-         \x20   let load = |dir: &str| ::warp_launch::AotModule::load(corpus.join(dir));\n\
+         ///\n\
+         /// # Safety\n\
+         ///\n\
+         /// Each module directory under `corpus` holds one Warp compile, unchanged (as\n\
+         /// `tests/warp/corpus.py` writes it): `AotModule::load`'s contract.\n\
+         pub unsafe fn load_every_module(corpus: &::std::path::Path) -> ::std::vec::Vec<(&'static str, ::warp_launch::Result<()>)> {\n\
+         \x20   // SAFETY: the caller's promise, for each module directory.\n\
+         \x20   let load = |dir: &str| unsafe { ::warp_launch::AotModule::load(corpus.join(dir)) };\n\
          \x20   ::std::vec![\n",
     );
     for (ty, dir, name) in &loads {

@@ -7,6 +7,10 @@
 //! `cargo xtask warp-aot`, which compiles `tests/warp/kernels.py` there).
 //! Needs no GPU: loading reads and checks the declarations; the driver is
 //! first used by a CUDA launch.
+//!
+//! DIR must hold the files of one Warp compile, unchanged: the launches'
+//! safety rests on the source and the images belonging together, which
+//! loading cannot check (`AotModule::load` is `unsafe`).
 
 use std::process::ExitCode;
 
@@ -17,7 +21,8 @@ fn main() -> ExitCode {
         .nth(1)
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| sdk_tests::warp::data_dir().join("aot"));
-    let module = match AotModule::load(&dir) {
+    // SAFETY: the example's contract (module doc): DIR is one Warp compile.
+    let module = match unsafe { AotModule::load(&dir) } {
         Ok(m) => m,
         Err(e) => {
             eprintln!("warp_aot: {e}");

@@ -9,7 +9,8 @@ use std::process::ExitCode;
 use warp_launch::{AotModule, Array, Device};
 
 fn run() -> warp_launch::Result<()> {
-    let module = AotModule::load(sdk_tests::warp::data_dir().join("aot"))?;
+    // SAFETY: a module directory of the bundle's Warp data: one Warp compile (tests/warp/build.py).
+    let module = unsafe { AotModule::load(sdk_tests::warp::data_dir().join("aot")) }?;
     let saxpy = module.kernel("saxpy")?;
     let dev = Device::Cuda(0);
     let stream = warp_launch::Stream::new(&dev.context()?)?;

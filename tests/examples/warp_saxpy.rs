@@ -7,13 +7,18 @@
 //! `$SDK_WARP_DATA/aot`, else `target/warp-aot/aot`: run it after
 //! `cargo xtask warp-aot`). Without a GPU driver it prints the
 //! driver-not-found error.
+//!
+//! DIR must hold the files of one Warp compile, unchanged: the launches'
+//! safety rests on the source and the images belonging together, which
+//! loading cannot check (`AotModule::load` is `unsafe`).
 
 use std::process::ExitCode;
 
 use warp_launch::{AotModule, Array, Device, Tape};
 
 fn run(dir: &std::path::Path) -> warp_launch::Result<()> {
-    let module = AotModule::load(dir)?;
+    // SAFETY: the example's contract (module doc): DIR is one Warp compile.
+    let module = unsafe { AotModule::load(dir) }?;
     let saxpy = module.kernel("saxpy")?;
     let dev = Device::Cuda(0);
     let n = 8;

@@ -21,7 +21,9 @@ fn device_cc() -> (i32, i32) {
 #[ignore = "needs a CUDA GPU"]
 fn the_cubin_of_the_devices_architecture_is_chosen_among_four() {
     let dir = data_dir();
-    let module = AotModule::load(dir.join("multi/all")).expect("multi-arch module loads");
+    // SAFETY: a module directory of the bundle's Warp data: one Warp compile (tests/warp/build.py).
+    let module =
+        unsafe { AotModule::load(dir.join("multi/all")) }.expect("multi-arch module loads");
     let (major, minor) = device_cc();
     println!(
         "multi/all on compute capability {major}.{minor}: chose {}",
@@ -41,7 +43,9 @@ fn a_module_without_an_image_for_the_device_is_refused_naming_both_versions() {
     let dir = data_dir();
     // The declarations load without the driver; the first CUDA use (here
     // the image, then a kernel's CUDA function) reports the missing image.
-    let module = AotModule::load(dir.join("multi/no90")).expect("multi/no90 declarations load");
+    // SAFETY: a module directory of the bundle's Warp data: one Warp compile (tests/warp/build.py).
+    let module =
+        unsafe { AotModule::load(dir.join("multi/no90")) }.expect("multi/no90 declarations load");
     assert!(module.keys().count() > 0);
     let saxpy = module.kernel("saxpy").expect("kernels are listed");
     let e = saxpy
@@ -80,7 +84,12 @@ fn a_module_without_an_image_for_the_device_is_refused_naming_both_versions() {
 
 /// `AotModule::from_embedded` over the same files, leaked into `'static`
 /// as `include_bytes!` would give them.
-fn embedded(dir: &Path) -> EmbeddedModule {
+///
+/// # Safety
+///
+/// `dir` holds one Warp compile of module `kernels` (the bundle's
+/// multi/all), as [`EmbeddedModule::new`] asks.
+unsafe fn embedded(dir: &Path) -> EmbeddedModule {
     let leak = |f: &str| -> &'static [u8] {
         Box::leak(std::fs::read(dir.join(f)).expect(f).into_boxed_slice())
     };
@@ -104,12 +113,15 @@ fn embedded(dir: &Path) -> EmbeddedModule {
         bytes: leak(f),
     })
     .collect();
-    EmbeddedModule {
-        name: "kernels",
-        source: text("wp_kernels.cu"),
-        meta: text("wp_kernels.meta"),
-        images: Box::leak(images.into_boxed_slice()),
-        cpu: None,
+    // SAFETY: the caller's promise: the files of one Warp compile.
+    unsafe {
+        EmbeddedModule::new(
+            "kernels",
+            text("wp_kernels.cu"),
+            text("wp_kernels.meta"),
+            Box::leak(images.into_boxed_slice()),
+            None,
+        )
     }
 }
 
@@ -117,8 +129,9 @@ fn embedded(dir: &Path) -> EmbeddedModule {
 #[ignore = "needs a CUDA GPU"]
 fn an_embedded_module_loads_from_memory_and_gives_warps_results() {
     let dir = data_dir();
-    let module =
-        AotModule::from_embedded(&embedded(&dir.join("multi/all"))).expect("embedded module loads");
+    // SAFETY: multi/all is one Warp compile of module `kernels` (tests/warp/build.py).
+    let embedded = unsafe { embedded(&dir.join("multi/all")) };
+    let module = AotModule::from_embedded(&embedded).expect("embedded module loads");
     println!("embedded: chose {}", module.image().unwrap());
     if device_cc() == (9, 0) {
         assert_eq!(module.image().unwrap(), "wp_kernels.sm90.cubin");

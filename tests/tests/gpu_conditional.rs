@@ -17,7 +17,8 @@ use sdk_tests::warp::data_dir;
 use warp_launch::{AotModule, Array, Device, Error, Graph, GraphStep, Kernel, Launch, Stream};
 
 fn module() -> AotModule {
-    AotModule::load(data_dir().join("conditional"))
+    // SAFETY: a module directory of the bundle's Warp data: one Warp compile (tests/warp/build.py).
+    unsafe { AotModule::load(data_dir().join("conditional")) }
         .expect("conditional.py's AOT module loads (run cargo xtask gpu-bundle)")
 }
 

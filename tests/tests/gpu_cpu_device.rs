@@ -105,7 +105,8 @@ fn overlapping_copies_inside_one_cuda_allocation_move_like_memmove() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn relaxed_refuses_a_host_array_for_a_cuda_kernel_before_launch() {
-    let k = AotModule::load(data_dir().join("aot"))
+    // SAFETY: a module directory of the bundle's Warp data: one Warp compile (tests/warp/build.py).
+    let k = unsafe { AotModule::load(data_dir().join("aot")) }
         .expect("Warp AOT module loads")
         .kernel("saxpy")
         .unwrap();

@@ -262,10 +262,12 @@ fn warp_aot_module_with_a_bad_cubin_is_an_error() {
             }
         }
         std::fs::write(dir.join(&cubin_name), &image).unwrap();
-        let e = AotModule::load(&dir).expect_err(what);
+        // SAFETY: a copy of the bundle's module with its cubin damaged on purpose: the load must refuse it, and no kernel is made.
+        let e = unsafe { AotModule::load(&dir) }.expect_err(what);
         eprintln!("{what}: {e}");
         assert!(e.to_string().contains("refused the image"), "{what}: {e}");
     }
     std::fs::remove_dir_all(&dir).ok();
-    AotModule::load(&src).expect("the untouched Warp module still loads");
+    // SAFETY: a module directory of the bundle's Warp data: one Warp compile (tests/warp/build.py).
+    unsafe { AotModule::load(&src) }.expect("the untouched Warp module still loads");
 }

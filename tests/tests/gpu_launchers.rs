@@ -20,7 +20,8 @@ const DEV: Device = Device::Cuda(0);
 
 fn load(sub: &str) -> AotModule {
     let dir = data_dir().join(sub);
-    AotModule::load(&dir).unwrap_or_else(|e| {
+    // SAFETY: a module directory of the bundle's Warp data: one Warp compile (tests/warp/build.py).
+    unsafe { AotModule::load(&dir) }.unwrap_or_else(|e| {
         panic!(
             "{}: {e} (run tests/warp/build.py, or cargo xtask gpu-bundle)",
             dir.display()

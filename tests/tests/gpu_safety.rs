@@ -258,7 +258,8 @@ fn many_threads_launch_in_their_own_contexts_and_streams() {
 }
 
 fn warp_module() -> warp_launch::AotModule {
-    warp_launch::AotModule::load(sdk_tests::warp::data_dir().join("aot"))
+    // SAFETY: a module directory of the bundle's Warp data: one Warp compile (tests/warp/build.py).
+    unsafe { warp_launch::AotModule::load(sdk_tests::warp::data_dir().join("aot")) }
         .expect("Warp AOT module loads (run cargo xtask gpu-bundle)")
 }
 

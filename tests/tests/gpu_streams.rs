@@ -9,7 +9,8 @@ use warp_launch::{
 };
 
 fn saxpy() -> Kernel {
-    let module = AotModule::load(sdk_tests::warp::data_dir().join("aot"))
+    // SAFETY: a module directory of the bundle's Warp data: one Warp compile (tests/warp/build.py).
+    let module = unsafe { AotModule::load(sdk_tests::warp::data_dir().join("aot")) }
         .expect("Warp AOT module loads (cargo xtask gpu-bundle)");
     module.kernel("saxpy").expect("saxpy")
 }

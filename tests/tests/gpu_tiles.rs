@@ -99,7 +99,8 @@ fn tile_kernels_give_warps_results_at_block_dim_64_and_128() {
     let dev = Device::Cuda(0);
     let mut compared = 0;
     for (bd, module_dir) in modules(&dir, &m) {
-        let module = AotModule::load(&module_dir).expect("Warp tile module loads");
+        // SAFETY: a module directory of the bundle's Warp data: one Warp compile (tests/warp/build.py).
+        let module = unsafe { AotModule::load(&module_dir) }.expect("Warp tile module loads");
         for case in m["cases"].as_array().unwrap() {
             let name = case["name"].as_str().unwrap();
             let kernel = module.kernel(case["kernel"].as_str().unwrap()).unwrap();
@@ -128,7 +129,8 @@ fn tile_kernels_give_warps_results_at_block_dim_64_and_128() {
 }
 
 fn scale_at(dir: &Path, bd: u32) -> Kernel {
-    AotModule::load(dir.join(format!("tiles/bd{bd}")))
+    // SAFETY: a module directory of the bundle's Warp data: one Warp compile (tests/warp/build.py).
+    unsafe { AotModule::load(dir.join(format!("tiles/bd{bd}"))) }
         .unwrap()
         .kernel("scale_tiles")
         .unwrap()
@@ -225,7 +227,8 @@ fn refused_tile_kernels_run_only_unchecked() {
     let dev = Device::Cuda(0);
     let c = case(&m, "scale_tiles");
     for bd in [64, 128] {
-        let module = AotModule::load(dir.join(format!("tiles/bd{bd}"))).unwrap();
+        // SAFETY: a module directory of the bundle's Warp data: one Warp compile (tests/warp/build.py).
+        let module = unsafe { AotModule::load(dir.join(format!("tiles/bd{bd}"))) }.unwrap();
         // Same arithmetic as scale_tiles: a shared-memory tile, and bounds checks off.
         for key in ["scale_shared", "scale_unchecked"] {
             let k = module.kernel(key).unwrap();
@@ -283,7 +286,8 @@ fn refused_tile_kernels_run_only_unchecked() {
 fn backward_tile_kernels_are_refused_by_the_tape() {
     let dir = data_dir();
     let dev = Device::Cuda(0);
-    let module = AotModule::load(dir.join("tiles/bd64")).unwrap();
+    // SAFETY: a module directory of the bundle's Warp data: one Warp compile (tests/warp/build.py).
+    let module = unsafe { AotModule::load(dir.join("tiles/bd64")) }.unwrap();
     let total_sum = module.kernel("total_sum").unwrap();
     let a = Array::from_slice(dev, &[0.5f32; 1000], &[1000])
         .unwrap()

@@ -15,7 +15,9 @@ use warp_launch::{AotModule, Arg, Array, Device, Error, Pass, Tape, TypedArg, Ty
 static GLOBAL: sdk_tests::alloc::CountingAlloc = sdk_tests::alloc::CountingAlloc;
 
 fn module(dir: &Path) -> AotModule {
-    AotModule::load(dir.join("aot")).expect("Warp AOT module loads (cargo xtask gpu-bundle)")
+    // SAFETY: a module directory of the bundle's Warp data: one Warp compile (tests/warp/build.py).
+    unsafe { AotModule::load(dir.join("aot")) }
+        .expect("Warp AOT module loads (cargo xtask gpu-bundle)")
 }
 
 /// `args` as positional arguments (a null array has no positional form).
@@ -386,7 +388,8 @@ fn a_module_of_64_kernels_declares_them_on_first_use() {
     let dev = Device::Cuda(0);
     dev.context().unwrap();
     let t = std::time::Instant::now();
-    let module = AotModule::load(&dir).expect("many/ (tests/warp/build.py build_many)");
+    // SAFETY: a module directory of the bundle's Warp data: one Warp compile (tests/warp/build.py).
+    let module = unsafe { AotModule::load(&dir) }.expect("many/ (tests/warp/build.py build_many)");
     let ms = t.elapsed().as_secs_f64() * 1e3;
     println!(
         "AotModule::load of {} kernels: {ms:.2} ms",

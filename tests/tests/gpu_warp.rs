@@ -16,7 +16,8 @@ use serde_json::Value as Json;
 use warp_launch::{AccessMode, AotModule, Arg, Array, DType, Device, Error, Tape};
 
 fn module(dir: &Path) -> AotModule {
-    AotModule::load(dir.join("aot")).expect("Warp AOT module loads")
+    // SAFETY: a module directory of the bundle's Warp data: one Warp compile (tests/warp/build.py).
+    unsafe { AotModule::load(dir.join("aot")) }.expect("Warp AOT module loads")
 }
 
 #[test]
@@ -124,7 +125,8 @@ fn the_tape_gives_warps_gradients_on_cuda_and_on_the_cpu() {
 fn the_tape_matches_warps_tape_on_cuda() {
     let dir = data_dir();
     let m = manifest(&dir);
-    let tape = AotModule::load(dir.join("tape")).expect("tape.py's AOT module loads");
+    // SAFETY: a module directory of the bundle's Warp data: one Warp compile (tests/warp/build.py).
+    let tape = unsafe { AotModule::load(dir.join("tape")) }.expect("tape.py's AOT module loads");
     let grads = sdk_tests::warp_tape::run_tape_parity(&dir, &m, &tape, Device::Cuda(0), Some(1e-5));
     println!("cuda tape parity: {grads} gradients match Warp's tape");
     assert!(grads >= 18, "only {grads} gradients compared");
@@ -433,7 +435,9 @@ fn cuda_c_kernels_written_against_our_header() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn a_launch_larger_than_its_array_is_refused_and_the_neighbour_is_untouched() {
-    let access = AotModule::load(data_dir().join("access")).expect("access module loads");
+    // SAFETY: a module directory of the bundle's Warp data: one Warp compile (tests/warp/build.py).
+    let access =
+        unsafe { AotModule::load(data_dir().join("access")) }.expect("access module loads");
     let fill = access.kernel("fill").unwrap();
     let gpu = Device::Cuda(0);
     let f32t = DType::FLOAT32;
@@ -477,7 +481,9 @@ fn a_launch_larger_than_its_array_is_refused_and_the_neighbour_is_untouched() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn unproven_kernels_need_the_unchecked_launch() {
-    let access = AotModule::load(data_dir().join("access")).expect("access module loads");
+    // SAFETY: a module directory of the bundle's Warp data: one Warp compile (tests/warp/build.py).
+    let access =
+        unsafe { AotModule::load(data_dir().join("access")) }.expect("access module loads");
     let gather = access.kernel("gather").unwrap();
     let gpu = Device::Cuda(0);
     let idx = Array::from_slice(gpu, &[3i32, 2, 1, 0], &[4]).unwrap();

@@ -111,7 +111,13 @@ fn compiles_two_archs_and_ptx_then_reuses_then_recompiles_a_touched_source() {
         panic!("two static items: {rs}");
     };
     assert_eq!(cpu.ident, "KERNELS_CPU");
-    assert!(rs.contains("cpu: Some(&KERNELS_CPU)"), "{rs}");
+    assert!(rs.contains("        Some(&KERNELS_CPU),\n"), "{rs}");
+    // Built by the module's unsafe constructor, with the reason.
+    assert!(
+        rs.contains("// SAFETY: one compile produced them all")
+            && rs.contains("= unsafe {\n    warp_launch::EmbeddedModule::new(\n"),
+        "{rs}"
+    );
     assert!(rs.contains("wpl_kernels__saxpy__forward"), "{rs}");
     assert_eq!(item.ident, "KERNELS");
     assert_eq!(c.static_name(), "KERNELS");

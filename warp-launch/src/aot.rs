@@ -191,12 +191,32 @@ fn list(dir: &Path) -> Result<Vec<String>> {
 impl AotModule {
     /// Loads the one module in `dir` (the directory holds one `wp_*.cu`).
     ///
+    /// ```no_run
+    /// # fn main() -> warp_launch::Result<()> {
+    /// use warp_launch::AotModule;
+    /// // SAFETY: target/warp-aot/aot is one output of wp.compile_aot_module
+    /// // that nothing else writes.
+    /// let module = unsafe { AotModule::load("target/warp-aot/aot") }?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// Without `unsafe` it does not compile:
+    ///
+    /// ```compile_fail,E0133
+    /// let module = warp_launch::AotModule::load("target/warp-aot/aot");
+    /// ```
+    ///
+    /// # Safety
+    ///
+    /// As [`AotModule::load_named`]'s: the module's files in `dir` come
+    /// from one Warp compile.
+    ///
     /// # Errors
     ///
     /// [`Error::Io`] when `dir` or its files cannot be read, [`Error::Source`] when it holds no
     /// single `wp_*.cu` or the source or `.meta` cannot be read as Warp's output (the message
     /// names the file and line); see [`AotModule::load_named`].
-    pub fn load(dir: impl AsRef<Path>) -> Result<AotModule> {
+    pub unsafe fn load(dir: impl AsRef<Path>) -> Result<AotModule> {
         let dir = dir.as_ref();
         let modules: Vec<String> = list(dir)?
             .into_iter()
@@ -207,7 +227,8 @@ impl AotModule {
             })
             .collect();
         match modules.as_slice() {
-            [one] => Self::load_named(dir, one),
+            // SAFETY: the caller's promise, for the directory's one module.
+            [one] => unsafe { Self::load_named(dir, one) },
             _ => Err(Error::Source {
                 file: dir.display().to_string(),
                 line: 0,
@@ -243,6 +264,24 @@ impl AotModule {
     /// functions are declared against the driver on its first CUDA use, so
     /// the load costs the parse.
     ///
+    /// # Safety
+    ///
+    /// `wp_<name>.cu`, `wp_<name>.meta` and every image `wp_<name>.sm*`
+    /// in `dir` come from one Warp compile (`wp.compile_aot_module`,
+    /// `warp_launch::build`, `cargo xtask warp-aot`), and stay so while this
+    /// call reads them. The access rules that make launches safe are read
+    /// from the source, and the code that runs is the images': a source
+    /// edited or replaced after the compile (two kernels' bodies swapped,
+    /// say) gives rules that the code does not keep, and a launch that
+    /// passes as safe writes outside its arrays. No file in the directory
+    /// can prove the pairing: whoever can write the source can write a
+    /// digest beside it. So, as a dynamic library's
+    /// [`libloading::Library::new`](https://docs.rs/libloading/latest/libloading/struct.Library.html#method.new),
+    /// loading trusts the directory, and the caller vouches for it. The
+    /// checks that do run (Warp's version, each cubin's header against its
+    /// file name) catch mistakes, not forgeries. A module compiled into the
+    /// program loads safely: [`AotModule::from_embedded`].
+    ///
     /// # Errors
     ///
     /// Besides unreadable or malformed files: a module not written by Warp
@@ -256,7 +295,7 @@ impl AotModule {
     /// [`CudaError::NoImage`](crate::CudaError::NoImage), which lists every
     /// image and what the device and driver need), no driver, or no image
     /// at all ([`Error::Source`]) are reported by the first CUDA use.
-    pub fn load_named(dir: impl AsRef<Path>, name: &str) -> Result<AotModule> {
+    pub unsafe fn load_named(dir: impl AsRef<Path>, name: &str) -> Result<AotModule> {
         let dir = dir.as_ref();
         let cu_path = dir.join(format!("wp_{name}.cu"));
         let meta_path = dir.join(format!("wp_{name}.meta"));
@@ -282,6 +321,11 @@ impl AotModule {
     /// run on `"cpu"` (a kernel the compile step could not build for the
     /// CPU is refused there with [`Error::CpuUnsupported`]).
     ///
+    /// Safe, unlike loading a directory: that the source, images and CPU
+    /// code belong together was promised once, when the module was built
+    /// by the `unsafe` [`EmbeddedModule::new`] (as `warp-build`'s
+    /// generated code does), and the value cannot be re-paired since.
+    ///
     /// # Errors
     ///
     /// As [`AotModule::load_named`], except for file errors; and for the
@@ -291,10 +335,10 @@ impl AotModule {
     /// not declare, a declared kernel the CPU code neither runs nor lists as
     /// unsupported, or an argument struct of another field count.
     pub fn from_embedded(module: &EmbeddedModule) -> Result<AotModule> {
-        let name = module.name;
+        let name = module.name();
         let origin = format!("embedded module '{name}'");
         let images: Vec<Candidate<'static>> = module
-            .images
+            .images()
             .iter()
             .map(|i| Candidate {
                 file: i.file.to_string(),
@@ -304,10 +348,10 @@ impl AotModule {
         Self::load_parts(
             &origin,
             name,
-            (module.source, &format!("{origin}/wp_{name}.cu")),
-            (module.meta, &format!("{origin}/wp_{name}.meta")),
+            (module.source(), &format!("{origin}/wp_{name}.cu")),
+            (module.meta(), &format!("{origin}/wp_{name}.meta")),
             images,
-            module.cpu,
+            module.cpu(),
         )
     }
 
@@ -416,10 +460,11 @@ impl AotModule {
         };
         // SAFETY: the declaration (parameter types and access rules) was
         // read from the source that Warp 1.19.0 (checked at load) compiled
-        // into this module's images, kernel by kernel; the driver's layout
-        // confirms counts, sizes and offsets on first use. The CPU code,
-        // when native, was compiled from the same Warp output (the
-        // `EmbeddedCpu` contract) and its layout was checked at load.
+        // into this module's images and CPU code in one compile: the
+        // promise of `EmbeddedModule::new` or of the caller of the unsafe
+        // `load_named`, the only two ways a module is made. The driver's
+        // layout confirms counts, sizes and offsets on first use; the CPU
+        // code's layout was checked at load.
         let kernel = unsafe {
             lazy.spec
                 .clone()
@@ -1336,7 +1381,8 @@ mod tests {
         std::fs::write(dir.join("wp_m.cu"), older).unwrap();
         std::fs::write(dir.join("wp_m.meta"), META).unwrap();
         // No image: the version check must come first.
-        let e = AotModule::load(&dir).unwrap_err().to_string();
+        // SAFETY: the load is refused before any kernel is made.
+        let e = unsafe { AotModule::load(&dir) }.unwrap_err().to_string();
         let _ = std::fs::remove_dir_all(&dir);
         assert!(e.contains("not written by Warp 1.19.0"), "{e}");
     }

@@ -651,7 +651,8 @@ impl Graph {
     /// // tests/warp/conditional.py compiled by Warp: add_value(x, v) adds v to
     /// // every x[i]; count_down(counter, cond, log) counts counter[0] down
     /// // and writes cond[0] = 0 when it reaches zero.
-    /// let module = AotModule::load("target/warp-aot/conditional")?;
+    /// // SAFETY: the directory is one wp.compile_aot_module output, unchanged.
+    /// let module = unsafe { AotModule::load("target/warp-aot/conditional") }?;
     /// let gpu = Device::Cuda(0);
     /// let stream = Stream::new(&gpu.context()?)?;
     /// let (counter, cond) = (Array::from_slice(gpu, &[5i32], &[1])?, Array::from_slice(gpu, &[1i32], &[1])?);

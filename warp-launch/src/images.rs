@@ -10,42 +10,138 @@ use cuda_api::{CudaDevice, ImageTarget};
 
 use crate::error::{Error, Result};
 
-/// A Warp module compiled into the program: its generated source, metadata
-/// and images, as `include_str!`/`include_bytes!` give them. Written by the
+/// A Warp module compiled into the program: its generated source, metadata,
+/// images and CPU code, as one Warp compile wrote them. Written by the
 /// compile step (`warp_launch::build::WarpModule::embed`, feature `build`)
 /// into `OUT_DIR`; loaded with [`AotModule::from_embedded`](crate::AotModule::from_embedded).
+///
+/// # The trust root
+///
+/// A launch is safe because of access rules read from the source (every
+/// array index a kernel uses is a thread coordinate or a constant, see
+/// [`KernelSpec::accesses`](crate::KernelSpec::accesses)); the code that
+/// runs is the images' and the CPU entry points'. The rules hold for that
+/// code only if both came out of one compile of one Warp module. Nothing
+/// at run time can check that: a source with two kernels' bodies swapped
+/// reads as well as the genuine one, and a cubin or a C function does not
+/// say which source it came from. So the pairing is a promise, made in one
+/// place: [`EmbeddedModule::new`] is `unsafe` and takes the source, the
+/// metadata, the images and the CPU code together. The fields are private,
+/// so safe code cannot take a value the promise was made for and put
+/// another source (or other images, or other CPU code) beside its parts.
+///
+/// The parts need no promise of their own about the source. An
+/// [`EmbeddedImage`] is a file name and bytes, and safe to build: the
+/// bytes are checked as an image before the driver reads them, and an
+/// image is paired with access rules only by this constructor.
+/// [`EmbeddedCpu`](crate::EmbeddedCpu) and
+/// [`EmbeddedCpuKernel`](crate::EmbeddedCpuKernel) are `unsafe` to build
+/// for what the function pointers are (which kernel's entry points, over
+/// which argument layout), which is a promise about the functions alone;
+/// which source they run is, again, this constructor's promise.
+///
+/// A module read from a directory carries the same promise, made by the
+/// caller of the `unsafe` [`AotModule::load`](crate::AotModule::load).
 ///
 /// ```
 /// use warp_launch::{EmbeddedImage, EmbeddedModule};
 /// // What the generated file holds, in short (the real one includes the files).
-/// static KERNELS: EmbeddedModule = EmbeddedModule {
-///     name: "kernels",
-///     source: "/* wp_kernels.cu */",
-///     meta: "{}",
-///     images: &[EmbeddedImage { file: "wp_kernels.sm90.cubin", bytes: b"\x7fELF" }],
-///     cpu: None,
+/// // SAFETY: in the real file the source, metadata and image are the files
+/// // of one Warp compile; this one is never launched.
+/// static KERNELS: EmbeddedModule = unsafe {
+///     EmbeddedModule::new(
+///         "kernels",
+///         "/* wp_kernels.cu */",
+///         "{}",
+///         &[EmbeddedImage { file: "wp_kernels.sm90.cubin", bytes: b"\x7fELF" }],
+///         None,
+///     )
 /// };
-/// assert_eq!(KERNELS.images[0].file, "wp_kernels.sm90.cubin");
+/// assert_eq!(KERNELS.images()[0].file, "wp_kernels.sm90.cubin");
 /// ```
 #[derive(Debug, Clone, Copy)]
 pub struct EmbeddedModule {
+    name: &'static str,
+    source: &'static str,
+    meta: &'static str,
+    images: &'static [EmbeddedImage],
+    cpu: Option<&'static crate::native_types::EmbeddedCpu>,
+}
+
+impl EmbeddedModule {
+    /// Module `name` (`wp_<name>.cu`): its generated CUDA source
+    /// (`wp_<name>.cu`), its metadata (`wp_<name>.meta`), its images, each
+    /// under the file name Warp gave it (`wp_<name>.sm<arch>.cubin`,
+    /// `wp_<name>.sm<arch>.ptx`), and its CPU code (`None`: the module was
+    /// compiled without it, and its kernels run on `"cpu"` only with a
+    /// Rust implementation, [`Kernel::with_cpu`](crate::Kernel::with_cpu)).
+    ///
+    /// Usable in a `static`: `warp-build` writes one per module.
+    ///
+    /// # Safety
+    ///
+    /// `source`, `meta`, every image and the CPU code come from one Warp
+    /// compile of module `name`: the images were compiled by Warp from
+    /// exactly this `source` (and its module options, which `meta`
+    /// records), and the CPU entry points from the C++ Warp generated in
+    /// the same compile, with the same kernels. Loading checks what can be
+    /// checked (Warp's version, the images' headers, each CPU kernel's
+    /// argument layout against the source's declaration), but not that a
+    /// kernel's code does what the source says: access rules read from
+    /// another source would make an out-of-bounds launch pass as safe.
+    /// `warp-build` generates the call with all five from one output
+    /// directory.
+    pub const unsafe fn new(
+        name: &'static str,
+        source: &'static str,
+        meta: &'static str,
+        images: &'static [EmbeddedImage],
+        cpu: Option<&'static crate::native_types::EmbeddedCpu>,
+    ) -> Self {
+        EmbeddedModule {
+            name,
+            source,
+            meta,
+            images,
+            cpu,
+        }
+    }
+
     /// The module's name (`wp_<name>.cu`).
-    pub name: &'static str,
+    pub const fn name(&self) -> &'static str {
+        self.name
+    }
+
     /// The generated CUDA source, `wp_<name>.cu`.
-    pub source: &'static str,
+    pub const fn source(&self) -> &'static str {
+        self.source
+    }
+
     /// The metadata, `wp_<name>.meta`.
-    pub meta: &'static str,
+    pub const fn meta(&self) -> &'static str {
+        self.meta
+    }
+
     /// The images, each under the file name Warp gave it
     /// (`wp_<name>.sm<arch>.cubin`, `wp_<name>.sm<arch>.ptx`).
-    pub images: &'static [EmbeddedImage],
+    pub const fn images(&self) -> &'static [EmbeddedImage] {
+        self.images
+    }
+
     /// The module's CPU code, compiled from Warp's generated C++ and linked
     /// into the program (`None`: the module was compiled without it, and
     /// its kernels run on `"cpu"` only with a Rust implementation,
     /// [`Kernel::with_cpu`](crate::Kernel::with_cpu)).
-    pub cpu: Option<&'static crate::native_types::EmbeddedCpu>,
+    pub const fn cpu(&self) -> Option<&'static crate::native_types::EmbeddedCpu> {
+        self.cpu
+    }
 }
 
-/// One image of an [`EmbeddedModule`].
+/// One image of an [`EmbeddedModule`]: a file name and bytes. Safe to
+/// build, with public fields: an image on its own promises nothing about a
+/// source (its bytes are checked as an image before the driver reads them),
+/// and it is paired with a source only by the `unsafe`
+/// [`EmbeddedModule::new`].
 #[derive(Clone, Copy)]
 pub struct EmbeddedImage {
     /// The file name Warp gave it, e.g. `wp_kernels.sm90.cubin`.

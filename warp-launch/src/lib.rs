@@ -5,7 +5,9 @@
 //! to [`LaunchBounds4`], [`ArrayT`]):
 //! - kernels written in Warp and compiled ahead of time by Warp
 //!   (`wp.compile_aot_module(module, arch=90, module_dir=DIR, use_ptx=False,
-//!   strip_hash=True)`), loaded with [`AotModule::load`]; their parameters
+//!   strip_hash=True)`), loaded with [`AotModule::from_embedded`] when
+//!   compiled into the program, or the `unsafe` [`AotModule::load`] from a
+//!   directory (the caller vouches that its files belong together); their parameters
 //!   are read from the generated `.cu`, no Python at run time;
 //! - CUDA C kernels written against `include/warp_launch.h` (or any image),
 //!   declared in Rust with [`KernelSpec`].
@@ -83,7 +85,8 @@
 //!     //   def saxpy(a: float, x: wp.array(dtype=float), y: wp.array(dtype=float)):
 //!     //       i = wp.tid()
 //!     //       y[i] = a * x[i] + y[i]
-//!     let module = AotModule::load("target/warp-aot/aot")?;
+//!     // SAFETY: the directory is one wp.compile_aot_module output, unchanged.
+//!     let module = unsafe { AotModule::load("target/warp-aot/aot") }?;
 //!     let saxpy = module.kernel("saxpy")?;
 //!
 //!     let dev = Device::Cuda(0);

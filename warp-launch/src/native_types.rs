@@ -36,6 +36,9 @@ pub type CpuAssertFn = unsafe extern "C" fn() -> *const c_char;
 
 /// One kernel's CPU entry points, compiled from Warp's generated C++
 /// (`warp-build` writes these into the module's generated Rust file).
+/// Its fields are private: it is built only by the `unsafe`
+/// [`EmbeddedCpuKernel::new`], and launched only as part of an
+/// [`EmbeddedModule`](crate::EmbeddedModule).
 #[derive(Clone, Copy)]
 pub struct EmbeddedCpuKernel {
     key: &'static str,
@@ -50,10 +53,15 @@ impl EmbeddedCpuKernel {
     /// # Safety
     ///
     /// The functions are the `wpl_` functions `warp-build` generated for
-    /// kernel `key` of this module, compiled from the same Warp output as
-    /// the module's source (`EmbeddedModule::source`): they
-    /// run exactly the kernel that source declares, over the
-    /// `wp_args_<key>` layout that `layout` reports.
+    /// kernel `key` of one Warp module's compile: `forward` and `backward`
+    /// run that kernel over the `wp_args_<key>` layout that `layout`
+    /// reports, and `layout` writes at most `cap` values.
+    ///
+    /// Which source they run is not this call's promise: the entry points
+    /// reach a launch only inside an [`EmbeddedCpu`] inside an
+    /// [`EmbeddedModule`](crate::EmbeddedModule), whose `unsafe`
+    /// constructor promises that they were compiled with that module's
+    /// source.
     pub const unsafe fn new(
         key: &'static str,
         forward: CpuForwardFn,
@@ -110,9 +118,13 @@ impl EmbeddedCpu {
     ///
     /// # Safety
     ///
-    /// As for [`EmbeddedCpuKernel::new`], and `take_assert` is
-    /// `warp-build`'s `wpl_take_assert`, the record the kernels' failed
-    /// assertions go to.
+    /// Every kernel's entry points are one module compile's (as
+    /// [`EmbeddedCpuKernel::new`] promises), and `take_assert` is
+    /// `warp-build`'s `wpl_take_assert` linked with them, the record the
+    /// kernels' failed assertions go to: it returns null or a
+    /// NUL-terminated string that stays valid until the calling thread's
+    /// next record. As for the kernels, the pairing with a source is
+    /// [`EmbeddedModule::new`](crate::EmbeddedModule::new)'s promise.
     pub const unsafe fn new(
         kernels: &'static [EmbeddedCpuKernel],
         unsupported: &'static [(&'static str, &'static str)],

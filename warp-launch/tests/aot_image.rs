@@ -32,7 +32,8 @@ fn a_truncated_cubin_is_refused_before_the_driver() {
         ("empty", &CUBIN[..0]),
     ] {
         let dir = module_dir(tag, image);
-        let e = AotModule::load(&dir).expect_err("a truncated cubin loaded");
+        // SAFETY: the load must refuse the image; no kernel is made.
+        let e = unsafe { AotModule::load(&dir) }.expect_err("a truncated cubin loaded");
         std::fs::remove_dir_all(&dir).ok();
         let msg = e.to_string();
         // Refused while reading what the image was compiled for, before
@@ -50,7 +51,8 @@ fn a_corrupted_section_table_is_refused() {
     let mut image = CUBIN.to_vec();
     image[40..48].copy_from_slice(&(1u64 << 40).to_le_bytes()); // e_shoff
     let dir = module_dir("shoff", &image);
-    let e = AotModule::load(&dir).expect_err("a corrupted cubin loaded");
+    // SAFETY: the load must refuse the image; no kernel is made.
+    let e = unsafe { AotModule::load(&dir) }.expect_err("a corrupted cubin loaded");
     std::fs::remove_dir_all(&dir).ok();
     assert!(e.to_string().contains("section header table"), "{e}");
 }

@@ -142,13 +142,9 @@ fn the_access_rules_apply_on_the_cpu_before_the_code_runs() {
 #[test]
 fn unproven_kernels_are_refused_on_the_cpu_unless_unchecked() {
     // wp_access.cu: gather reads out[i] = x[idx[i]], an index from data.
-    let bare = warp_launch::EmbeddedModule {
-        name: "access",
-        source: ACCESS_CU,
-        meta: ACCESS_META,
-        images: &[],
-        cpu: None,
-    };
+    // SAFETY: no image and no CPU code: nothing to pair with the source.
+    let bare =
+        unsafe { warp_launch::EmbeddedModule::new("access", ACCESS_CU, ACCESS_META, &[], None) };
     let keys: Vec<String> = AotModule::from_embedded(&bare)
         .unwrap()
         .keys()
@@ -173,9 +169,16 @@ fn unproven_kernels_are_refused_on_the_cpu_unless_unchecked() {
             take_assert,
         )
     };
-    let m = AotModule::from_embedded(&warp_launch::EmbeddedModule {
-        cpu: Some(Box::leak(Box::new(cpu))),
-        ..bare
+    // SAFETY: the gather double runs wp_access.cu's gather as that source
+    // declares it (the pairing a Warp compile gives); there is no image.
+    let m = AotModule::from_embedded(&unsafe {
+        warp_launch::EmbeddedModule::new(
+            "access",
+            ACCESS_CU,
+            ACCESS_META,
+            &[],
+            Some(Box::leak(Box::new(cpu))),
+        )
     })
     .unwrap();
     let gather = m.kernel("gather").unwrap();
@@ -409,7 +412,9 @@ fn unsupported_kernels_are_refused_on_the_cpu_with_the_recorded_reason() {
 #[test]
 fn cpu_code_that_does_not_match_the_declarations_is_refused_at_load() {
     let err = |cpu: EmbeddedCpu| {
-        AotModule::from_embedded(&module_with(cpu))
+        // SAFETY: not kept: the CPU code differs from the source on purpose,
+        // the load must refuse it, and nothing is run.
+        AotModule::from_embedded(&unsafe { module_with(cpu) })
             .map(|_| ())
             .unwrap_err()
     };

@@ -105,7 +105,7 @@ fn run(dev: Device) -> Result<String> {
         _ => format!(
             "image {} of {} embedded",
             module.image()?,
-            KERNELS.images.len()
+            KERNELS.images().len()
         ),
     };
     Ok(format!(

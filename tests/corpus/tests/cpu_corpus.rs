@@ -54,7 +54,10 @@ fn modules() -> Modules {
     Modules::load(|name| {
         let embedded =
             warp_corpus::embedded(name).unwrap_or_else(|| panic!("{name} is not embedded"));
-        assert!(embedded.cpu.is_some(), "{name}: compiled without CPU code");
+        assert!(
+            embedded.cpu().is_some(),
+            "{name}: compiled without CPU code"
+        );
         AotModule::from_embedded(embedded).unwrap_or_else(|e| panic!("{name}: {e}"))
     })
 }
@@ -156,7 +159,7 @@ fn tile_examples_are_refused_on_cpu_with_the_reason() {
     // The same reason is what the embedded module lists.
     for example in TILE_EXAMPLES {
         let cpu = warp_corpus::embedded(example)
-            .and_then(|e| e.cpu)
+            .and_then(|e| e.cpu())
             .unwrap_or_else(|| panic!("{example}: no CPU code"));
         assert_eq!(cpu.unsupported().len(), 1, "{example}");
     }

@@ -3,7 +3,7 @@
 
 /// Typed launchers of the Warp module `kinds` (`wp_kinds.cu`, block_dim 256): one field per kernel, each checked against the module when it is made.
 ///
-/// Make it from the loaded module: `Kinds::new(&AotModule::load(dir)?)?`, or from its embedded images (`AotModule::from_embedded`).
+/// Make it from the loaded module: `Kinds::new(&AotModule::from_embedded(&EMBEDDED)?)?` from its embedded images, or `Kinds::new(&unsafe { AotModule::load(dir) }?)?` from its directory (`unsafe`: the caller vouches that the directory's files come from one Warp compile).
 ///
 /// Kernels without a typed launcher (use `AotModule::kernel`):
 /// - `half_value`: parameter `h` is a `float16` value, a dtype with no Rust type here (Rust has no stable half-precision float).

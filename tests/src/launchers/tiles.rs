@@ -3,7 +3,7 @@
 
 /// Typed launchers of the Warp module `tiles` (`wp_tiles.cu`, block_dim 64): one field per kernel, each checked against the module when it is made.
 ///
-/// Make it from the loaded module: `Tiles::new(&AotModule::load(dir)?)?`, or from its embedded images (`AotModule::from_embedded`).
+/// Make it from the loaded module: `Tiles::new(&AotModule::from_embedded(&EMBEDDED)?)?` from its embedded images, or `Tiles::new(&unsafe { AotModule::load(dir) }?)?` from its directory (`unsafe`: the caller vouches that the directory's files come from one Warp compile).
 #[derive(::core::clone::Clone, ::core::fmt::Debug)]
 pub struct Tiles {
     /// The kernel `row_sums`.

@@ -734,7 +734,8 @@ impl Kernel {
     /// # fn main() -> warp_launch::Result<()> {
     /// use warp_launch::{AotModule, Array, Device};
     /// // tiles.py: i, j = wp.tid(); t = wp.tile_load(a, shape=(8, 16), offset=(i * 8, j * 16)); ...
-    /// let module = AotModule::load("target/warp-aot/tiles/bd64")?;
+    /// // SAFETY: the directory is one wp.compile_aot_module output, unchanged.
+    /// let module = unsafe { AotModule::load("target/warp-aot/tiles/bd64") }?;
     /// let scale = module.kernel("scale_tiles")?;
     /// let a = Array::zeros::<f32>(Device::Cuda(0), &[37, 50])?;
     /// let out = Array::zeros::<f32>(Device::Cuda(0), &[37, 50])?;

@@ -469,7 +469,8 @@ impl Launch {
     /// # fn main() -> warp_launch::Result<()> {
     /// // GPU: zero the output on the launch's stream before each replay.
     /// use warp_launch::{AotModule, Array, Device, Stream};
-    /// let saxpy = AotModule::load("target/warp-aot/aot")?.kernel("saxpy")?;
+    /// // SAFETY: the directory is one wp.compile_aot_module output, unchanged.
+    /// let saxpy = unsafe { AotModule::load("target/warp-aot/aot") }?.kernel("saxpy")?;
     /// let stream = Stream::new(&Device::Cuda(0).context()?)?;
     /// let (x, y) = (Array::zeros::<f32>("cuda:0", &[64])?, Array::zeros::<f32>("cuda:0", &[64])?);
     /// let l = saxpy.launch(64).inputs((2.0f32, &x, &y)).stream(&stream).record_cmd()?;

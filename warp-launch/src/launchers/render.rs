@@ -744,7 +744,7 @@ fn module_item(model: &Model) -> TokenStream {
                 "Make it from the loaded module: `{ident}::new(&AotModule::from_embedded(&{s})?)?` (the images embedded beside these launchers)."
             ),
             None => format!(
-                "Make it from the loaded module: `{ident}::new(&AotModule::load(dir)?)?`, or from its embedded images (`AotModule::from_embedded`)."
+                "Make it from the loaded module: `{ident}::new(&AotModule::from_embedded(&EMBEDDED)?)?` from its embedded images, or `{ident}::new(&unsafe {{ AotModule::load(dir) }}?)?` from its directory (`unsafe`: the caller vouches that the directory's files come from one Warp compile)."
             ),
         },
     ];

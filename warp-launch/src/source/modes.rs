@@ -458,7 +458,8 @@ mod tests {
         std::fs::write(dir.join("wp_m.cu"), cu).unwrap();
         std::fs::write(dir.join("wp_m.meta"), meta).unwrap();
         // No image: the mode check must come first.
-        let e = crate::AotModule::load(&dir).unwrap_err();
+        // SAFETY: the load is refused before any kernel is made.
+        let e = unsafe { crate::AotModule::load(&dir) }.unwrap_err();
         let _ = std::fs::remove_dir_all(&dir);
         assert!(
             matches!(&e, Error::Unmodelled(u) if u.feature == WarpFeature::Cluster { ctas: 2 }),

@@ -418,21 +418,18 @@ pub static KERNELS_CPU: EmbeddedCpu = unsafe {
 
 /// The test module: Warp's real declarations, no image, the doubles as
 /// its CPU code.
-pub static KERNELS: EmbeddedModule = EmbeddedModule {
-    name: "kernels",
-    source: CU,
-    meta: META,
-    images: &[],
-    cpu: Some(&KERNELS_CPU),
-};
+// SAFETY: the doubles run the kernels of wp_kernels.cu as that source
+// declares them (the pairing a Warp compile gives), and there is no image.
+pub static KERNELS: EmbeddedModule =
+    unsafe { EmbeddedModule::new("kernels", CU, META, &[], Some(&KERNELS_CPU)) };
 
 /// A module of wp_kernels.cu whose CPU code is `cpu` (leaked: tests only).
-pub fn module_with(cpu: EmbeddedCpu) -> EmbeddedModule {
-    EmbeddedModule {
-        name: "kernels",
-        source: CU,
-        meta: META,
-        images: &[],
-        cpu: Some(Box::leak(Box::new(cpu))),
-    }
+///
+/// # Safety
+///
+/// `cpu`'s entry points run the kernels of wp_kernels.cu as that source
+/// declares them (as [`EmbeddedModule::new`] asks).
+pub unsafe fn module_with(cpu: EmbeddedCpu) -> EmbeddedModule {
+    // SAFETY: the caller's promise; there is no image.
+    unsafe { EmbeddedModule::new("kernels", CU, META, &[], Some(Box::leak(Box::new(cpu)))) }
 }

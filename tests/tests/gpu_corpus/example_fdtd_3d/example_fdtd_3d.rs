@@ -3,7 +3,7 @@
 
 /// Typed launchers of the Warp module `example_fdtd_3d` (`wp_example_fdtd_3d.cu`, block_dim 256): one field per kernel, each checked against the module when it is made.
 ///
-/// Make it from the loaded module: `ExampleFdtd3d::new(&AotModule::load(dir)?)?`, or from its embedded images (`AotModule::from_embedded`).
+/// Make it from the loaded module: `ExampleFdtd3d::new(&AotModule::from_embedded(&EMBEDDED)?)?` from its embedded images, or `ExampleFdtd3d::new(&unsafe { AotModule::load(dir) }?)?` from its directory (`unsafe`: the caller vouches that the directory's files come from one Warp compile).
 #[derive(::core::clone::Clone, ::core::fmt::Debug)]
 pub struct ExampleFdtd3d {
     /// The kernel `compute_em_energy`.

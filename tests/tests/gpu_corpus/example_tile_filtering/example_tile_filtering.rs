@@ -3,7 +3,7 @@
 
 /// Typed launchers of the Warp module `example_tile_filtering` (`wp_example_tile_filtering.cu`, block_dim 128): one field per kernel, each checked against the module when it is made.
 ///
-/// Make it from the loaded module: `ExampleTileFiltering::new(&AotModule::load(dir)?)?`, or from its embedded images (`AotModule::from_embedded`).
+/// Make it from the loaded module: `ExampleTileFiltering::new(&AotModule::from_embedded(&EMBEDDED)?)?` from its embedded images, or `ExampleTileFiltering::new(&unsafe { AotModule::load(dir) }?)?` from its directory (`unsafe`: the caller vouches that the directory's files come from one Warp compile).
 #[derive(::core::clone::Clone, ::core::fmt::Debug)]
 pub struct ExampleTileFiltering {
     /// The kernel `conv_tiled`.
