@@ -42,7 +42,7 @@ pub struct EmbeddedModule {
     /// into the program (`None`: the module was compiled without it, and
     /// its kernels run on `"cpu"` only with a Rust implementation,
     /// [`Kernel::with_cpu`](crate::Kernel::with_cpu)).
-    pub cpu: Option<&'static crate::native_types::EmbeddedCpu>,
+    pub cpu: Option<&'static crate::cpu::EmbeddedCpu>,
 }
 
 /// One image of an [`EmbeddedModule`].

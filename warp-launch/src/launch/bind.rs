@@ -9,7 +9,7 @@ use crate::abi::{ArrayT, DType, Element, Refusal, Value, WarpStruct};
 use crate::array::{AccessMode, Array, TypedArray};
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::signature::{ParamKind, StructType};
+use crate::signature::{KernelParam, ParamKind, StructType};
 
 /// A struct value for a `wp.struct` parameter: its bytes in the C layout of
 /// the struct, and the struct's name.
@@ -282,6 +282,56 @@ impl Bound<'_> {
             Bound::NullArray => f(&crate::abi::encode::array_t(&ArrayT::default())),
             Bound::Bytes(b) => f(b),
             Bound::Value(v) => f(v.bytes()),
+        }
+    }
+}
+
+/// A kernel's name and forward parameters, as a launch looks its
+/// parameters up: by index (the adjoints, `adj_<name>`, after the forward
+/// ones) or by name. What the CPU device needs of a kernel to name its
+/// parameters, without the kernel itself.
+#[derive(Clone, Copy)]
+pub(crate) struct Params<'a> {
+    pub name: &'a str,
+    pub params: &'a [KernelParam],
+}
+
+impl<'a> Params<'a> {
+    /// Index of parameter `name` (`adj_<name>` for an adjoint).
+    pub(crate) fn index(&self, name: &str) -> Result<usize> {
+        let n = self.params.len();
+        if let Some(i) = self.params.iter().position(|p| p.name == name) {
+            return Ok(i);
+        }
+        if let Some(base) = name.strip_prefix("adj_")
+            && let Some(i) = self.params.iter().position(|p| p.name == base)
+        {
+            return Ok(n + i);
+        }
+        Err(self.no_such_param(format!("'{name}'")))
+    }
+
+    /// The error of a parameter `given` that the kernel does not have.
+    pub(crate) fn no_such_param(&self, given: String) -> Error {
+        Error::NoSuchParam {
+            kernel: self.name.to_string(),
+            given,
+            known: self.params.iter().map(|p| p.name.clone()).collect(),
+        }
+    }
+
+    /// Parameter `index` of a launch (adjoints after the forward ones):
+    /// its name and kind.
+    pub(crate) fn at(&self, index: usize) -> Option<(std::borrow::Cow<'a, str>, &'a ParamKind)> {
+        let n = self.params.len();
+        if index < n {
+            let p = &self.params[index];
+            Some((p.name.as_str().into(), &p.kind))
+        } else if index < 2 * n {
+            let p = &self.params[index - n];
+            Some((format!("adj_{}", p.name).into(), &p.kind))
+        } else {
+            None
         }
     }
 }

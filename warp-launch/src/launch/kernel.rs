@@ -8,6 +8,7 @@ use std::sync::{Arc, OnceLock};
 
 use cuda_api::{ArgBlock, DynKernel, Library, Param, ParamType};
 
+use super::bind::Params;
 use super::builder::LaunchBuilder;
 use super::domain::Dim;
 use super::memo::TypedBlock;
@@ -428,7 +429,7 @@ impl KernelSpec {
     pub(crate) unsafe fn declare_deferred(
         self,
         deferred: Option<DeferredCuda>,
-        cpu: Option<crate::launch::cpu::CpuKernel>,
+        cpu: Option<crate::cpu::CpuKernel>,
     ) -> Result<Kernel> {
         let rules = self.check()?;
         Ok(Kernel {
@@ -644,7 +645,7 @@ pub(crate) struct KernelInner {
     /// The access rules of the forward and backward functions, resolved.
     pub rules: [Rules; 2],
     pub cuda: Option<CudaSlot>,
-    pub cpu: Option<crate::launch::cpu::CpuKernel>,
+    pub cpu: Option<crate::cpu::CpuKernel>,
     /// The argument vector of a finished launch, reused (emptied) by the
     /// next one: immediate launches then allocate nothing.
     spare_args: Spare<Vec<crate::launch::bind::Arg>>,
@@ -655,7 +656,7 @@ impl KernelInner {
         spec: KernelSpec,
         rules: [Rules; 2],
         cuda: Option<CudaSlot>,
-        cpu: Option<crate::launch::cpu::CpuKernel>,
+        cpu: Option<crate::cpu::CpuKernel>,
     ) -> KernelInner {
         // Capacity of reusable argument vectors: every parameter and its
         // adjoint.
@@ -789,7 +790,7 @@ impl Kernel {
                 .inner
                 .cpu
                 .as_ref()
-                .is_some_and(crate::launch::cpu::CpuKernel::has_backward)
+                .is_some_and(crate::cpu::CpuKernel::has_backward)
     }
 
     /// Whether its CUDA forward function is declared against the driver
@@ -809,8 +810,8 @@ impl Kernel {
     /// from an [`crate::AotModule`]. An implementation it had is replaced.
     pub fn with_cpu(
         &self,
-        forward: crate::launch::cpu::CpuFn,
-        backward: Option<crate::launch::cpu::CpuFn>,
+        forward: crate::cpu::CpuFn,
+        backward: Option<crate::cpu::CpuFn>,
     ) -> Kernel {
         let old = &self.inner;
         let cuda = old.cuda.as_ref().map(CudaSlot::fresh);
@@ -819,7 +820,7 @@ impl Kernel {
                 old.spec.clone(),
                 old.rules.clone(),
                 cuda,
-                Some(crate::launch::cpu::CpuKernel::Rust { forward, backward }),
+                Some(crate::cpu::CpuKernel::Rust { forward, backward }),
             )),
         }
     }
@@ -831,39 +832,25 @@ impl Kernel {
     ///
     /// [`Error::NoSuchParam`] when the kernel has no parameter `name` (the message lists them).
     pub fn param_index(&self, name: &str) -> Result<usize> {
-        let n = self.params().len();
-        if let Some(i) = self.params().iter().position(|p| p.name == name) {
-            return Ok(i);
+        self.declared().index(name)
+    }
+
+    /// The kernel's name and parameters, as launches look them up.
+    pub(crate) fn declared(&self) -> Params<'_> {
+        Params {
+            name: self.name(),
+            params: self.params(),
         }
-        if let Some(base) = name.strip_prefix("adj_")
-            && let Some(i) = self.params().iter().position(|p| p.name == base)
-        {
-            return Ok(n + i);
-        }
-        Err(self.no_such_param(format!("'{name}'")))
     }
 
     pub(crate) fn no_such_param(&self, given: String) -> Error {
-        Error::NoSuchParam {
-            kernel: self.name().to_string(),
-            given,
-            known: self.params().iter().map(|p| p.name.clone()).collect(),
-        }
+        self.declared().no_such_param(given)
     }
 
     /// Parameter `index` of a launch (adjoints after the forward ones):
     /// its name and kind.
     pub(crate) fn param_at(&self, index: usize) -> Option<(std::borrow::Cow<'_, str>, &ParamKind)> {
-        let n = self.params().len();
-        if index < n {
-            let p = &self.params()[index];
-            Some((p.name.as_str().into(), &p.kind))
-        } else if index < 2 * n {
-            let p = &self.params()[index - n];
-            Some((format!("adj_{}", p.name).into(), &p.kind))
-        } else {
-            None
-        }
+        self.declared().at(index)
     }
 
     /// The CUDA function of the forward or backward kernel: attributes,
@@ -896,8 +883,8 @@ impl Kernel {
 
     /// The CPU function of the forward or backward kernel: a Rust
     /// implementation or the module's compiled CPU code.
-    pub(crate) fn cpu(&self, pass: Pass) -> Result<crate::launch::cpu::CpuBody<'_>> {
-        use crate::launch::cpu::{CpuBody, CpuKernel};
+    pub(crate) fn cpu(&self, pass: Pass) -> Result<crate::cpu::CpuBody<'_>> {
+        use crate::cpu::{CpuBody, CpuKernel};
         let missing = || Error::NoCpuFunction {
             kernel: self.name().to_string(),
             pass,
@@ -924,9 +911,6 @@ impl Kernel {
     /// (whose array accesses are not bounds-checked, so the launch-shape
     /// rules apply as on CUDA) rather than a Rust implementation.
     pub(crate) fn runs_native_on_cpu(&self) -> bool {
-        matches!(
-            self.inner.cpu,
-            Some(crate::launch::cpu::CpuKernel::Native(_))
-        )
+        matches!(self.inner.cpu, Some(crate::cpu::CpuKernel::Native(_)))
     }
 }
