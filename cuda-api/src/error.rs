@@ -8,10 +8,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use cuda_sys::loader::LoaderError;
 use cuda_sys::{CUlogIterator, CUresult};
 
-use crate::choice::NoImageError;
 use crate::image::ImageError;
 use crate::kernel::ArgError;
 use crate::launch::LaunchError;
+use crate::target::NoImageError;
 
 /// A `CUresult` other than success, with the call it came from.
 #[derive(Clone, PartialEq, Eq)]

@@ -127,6 +127,7 @@ mod peer;
 mod pool;
 mod priority;
 mod stream;
+mod target;
 
 // The two lower layers: the generated thin wrappers and the raw bindings.
 pub use cuda_sys as sys;
@@ -160,10 +161,11 @@ pub use memory::{
 };
 
 // Loading code: modules, libraries, the image validator, functions.
-pub use choice::{ComputeCapability, ImageTarget, NoImageError, PtxIsa, choose_image};
+pub use choice::choose_image;
 pub use function::Function;
 pub use image::{ImageKind, check_image};
 pub use module::{Library, Module};
+pub use target::{ComputeCapability, ImageTarget, NoImageError, PtxIsa};
 
 // Kernel parameters: their types and the driver's layout.
 pub use params::{Param, ParamRepr, ParamSlot, ParamType};
