@@ -136,11 +136,10 @@ pub use generated::driver;
 // Errors: one error type for every call, and the typed reasons it carries.
 pub use error::PeerError;
 pub use error::{
-    CudaError, CudaResult, DRIVER_LOG_LINES, DriverError, SignatureError, check, require,
+    ArgError, CudaError, CudaResult, DRIVER_LOG_LINES, DriverError, SignatureError, check, require,
     set_driver_log_in_errors, supports,
 };
 pub use image::ImageError;
-pub use kernel::ArgError;
 pub use launch::LaunchError;
 
 // The driver, devices and contexts.

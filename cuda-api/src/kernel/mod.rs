@@ -13,7 +13,7 @@ pub(crate) mod bounds;
 pub(crate) mod dynamic;
 pub(crate) mod typed;
 
-pub use args::{ArgBlock, ArgError, BufferUse, DynArg};
+pub use args::{ArgBlock, BufferUse, DynArg};
 pub use bounds::{Bound, Extent};
 pub use dynamic::DynKernel;
 pub use typed::{KernelArg, KernelArgs, KernelSignature, MAX_TYPED_PARAMS, TypedKernel};
