@@ -155,8 +155,8 @@ pub use stream::{Event, Stream};
 // Device memory, pointers to it, and where memory lives.
 pub use location::{Location, MemoryType, pointer_location};
 pub use memory::{
-    Allocation, ConstDevicePtr, DeviceBuffer, DevicePtr, DeviceRepr, DeviceView, DeviceViewMut,
-    MemoryKind, Scope,
+    Allocation, BufferUse, ConstDevicePtr, DeviceBuffer, DevicePtr, DeviceRepr, DeviceView,
+    DeviceViewMut, MemoryKind, Scope,
 };
 
 // Loading code: modules, libraries, the image validator, functions.
@@ -171,7 +171,7 @@ pub use params::{Param, ParamRepr, ParamSlot, ParamType};
 
 // Kernels, typed and run-time declared, their arguments and buffer bounds.
 pub use kernel::{
-    ArgBlock, Bound, BufferUse, DynArg, DynKernel, Extent, KernelArg, KernelArgs, KernelSignature,
+    ArgBlock, Bound, DynArg, DynKernel, Extent, KernelArg, KernelArgs, KernelSignature,
     MAX_TYPED_PARAMS, TypedKernel,
 };
 

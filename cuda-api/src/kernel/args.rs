@@ -2,8 +2,8 @@
 //! [`DynKernel`] ([`ArgBlock`]), filled with values one by one (scalars,
 //! `#[repr(C)]` structs, device pointers, buffers), each checked against the
 //! declared parameter type and laid out at the offsets the driver reports;
-//! the values a block accepts ([`DynArg`]); what a launch learns of a buffer
-//! argument ([`BufferUse`]); and the key that seals the argument traits. A
+//! the values a block accepts ([`DynArg`]); and the key that seals the
+//! argument traits. A
 //! block is allocated once; setting values and relaunching it allocate
 //! nothing.
 
@@ -14,50 +14,11 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use super::dynamic::Decl;
-use crate::context::Context;
 use crate::error::{ArgError, CudaError, CudaResult};
 use crate::memory::{
-    Allocation, ConstDevicePtr, DeviceBuffer, DevicePtr, DeviceRepr, DeviceView, DeviceViewMut,
-    MemoryKind,
+    BufferUse, ConstDevicePtr, DeviceBuffer, DevicePtr, DeviceRepr, DeviceView, DeviceViewMut,
 };
 use crate::params::{ParamRepr, ParamType, label, short_type_name};
-
-/// What a launch needs to know of a buffer argument: the allocation (so host
-/// reads and the free wait for the launch) and its length in elements (for
-/// the kernel's [`Bound`](crate::Bound)s). Made only by cuda-api.
-#[derive(Clone, Copy, Debug)]
-pub struct BufferUse<'a> {
-    /// `None` for memory owned elsewhere (a cudarc slice).
-    pub(crate) alloc: Option<&'a Allocation>,
-    pub(crate) ctx: &'a Context,
-    pub(crate) len: usize,
-}
-
-impl<'a> BufferUse<'a> {
-    pub(crate) fn of(alloc: Option<&'a Allocation>, ctx: &'a Context, len: usize) -> Self {
-        BufferUse { alloc, ctx, len }
-    }
-
-    /// Refuses device memory of another context than the launch's, and
-    /// notes that the launch uses the memory ([`Allocation::record_use`]).
-    pub(crate) fn enter(&self, kernel: &str, index: usize, ctx: &Context) -> CudaResult<()> {
-        let device = self.alloc.is_none_or(|a| a.kind() == MemoryKind::Device);
-        if device && self.ctx != ctx {
-            return Err(CudaError::invalid_argument(
-                format!("launch of '{kernel}'"),
-                format!("argument {index}"),
-                format!(
-                    "the buffer is device memory of {} but the launch runs in {}; launch on a stream of the buffer's context, or copy the data there",
-                    self.ctx, ctx
-                ),
-            ));
-        }
-        if let Some(a) = self.alloc {
-            a.record_use();
-        }
-        Ok(())
-    }
-}
 
 // Sealed on purpose: the traits' methods name these types, but no one
 // outside cuda-api may name (or make) them.

@@ -1,7 +1,8 @@
 //! Kernels and what they are given: [`TypedKernel`]s (parameter types fixed
 //! at compile time as a tuple) beside [`DynKernel`]s (declared at run time),
 //! both checked against the driver's parameter layout; the arguments a
-//! launch passes (`args`: [`ArgBlock`], [`DynArg`], [`BufferUse`]); and the
+//! launch passes (`args`: [`ArgBlock`], [`DynArg`]; what it learns of a buffer
+//! argument is `memory`'s [`BufferUse`](crate::BufferUse)); and the
 //! buffer bounds declared with a kernel and checked at every launch
 //! (`bounds`: [`Bound`], [`Extent`]).
 //!
@@ -13,7 +14,7 @@ pub(crate) mod bounds;
 pub(crate) mod dynamic;
 pub(crate) mod typed;
 
-pub use args::{ArgBlock, BufferUse, DynArg};
+pub use args::{ArgBlock, DynArg};
 pub use bounds::{Bound, Extent};
 pub use dynamic::DynKernel;
 pub use typed::{KernelArg, KernelArgs, KernelSignature, MAX_TYPED_PARAMS, TypedKernel};

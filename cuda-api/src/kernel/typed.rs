@@ -9,14 +9,14 @@ use std::any::type_name;
 use std::ffi::c_void;
 use std::marker::PhantomData;
 
-use super::args::{BufferUse, Token};
+use super::args::Token;
 use super::bounds::Extent;
 use super::dynamic::DynKernel;
 use crate::error::CudaResult;
 use crate::function::Function;
 use crate::launch::LaunchConfig;
 use crate::memory::{
-    ConstDevicePtr, DeviceBuffer, DevicePtr, DeviceRepr, DeviceView, DeviceViewMut,
+    BufferUse, ConstDevicePtr, DeviceBuffer, DevicePtr, DeviceRepr, DeviceView, DeviceViewMut,
 };
 use crate::params::{Param, ParamRepr, ParamType};
 use crate::stream::Stream;
