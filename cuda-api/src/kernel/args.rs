@@ -13,7 +13,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use super::dynamic::Decl;
+use super::decl::Decl;
 use crate::error::{ArgError, CudaError, CudaResult};
 use crate::memory::{
     BufferUse, ConstDevicePtr, DeviceBuffer, DevicePtr, DeviceRepr, DeviceView, DeviceViewMut,

@@ -2,60 +2,21 @@
 //! names and types checked against the driver's layout, buffer bounds
 //! resolved once, launches that take an [`ArgBlock`].
 
-use std::ffi::c_void;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::args::ArgBlock;
 use super::bounds::{self, Bound, Extent, Resolved};
+use super::decl::Decl;
 use crate::context::Context;
-use crate::error::{CudaError, CudaResult};
+use crate::error::CudaResult;
 use crate::function::Function;
 use crate::launch::{LaunchConfig, LaunchError, check_nonzero, check_shape};
 use crate::params::{Param, ParamSlot, check_params};
 use crate::stream::Stream;
 
 static NEXT_KERNEL_ID: AtomicU64 = AtomicU64::new(1);
-
-pub(crate) struct Decl {
-    pub(super) id: u64,
-    pub(super) name: String,
-    pub(super) params: Arc<[Param]>,
-    pub(super) layout: Arc<[ParamSlot]>,
-    /// Bytes of the parameter space (end of the last parameter).
-    pub(super) space: usize,
-    /// The buffer bounds declared with the kernel.
-    pub(super) bounds: Vec<Resolved>,
-}
-
-impl Decl {
-    pub(crate) fn name(&self) -> &str {
-        &self.name
-    }
-
-    #[inline]
-    pub(crate) fn has_bounds(&self) -> bool {
-        !self.bounds.is_empty()
-    }
-
-    /// Checks the declared bounds of a launch.
-    ///
-    /// # Safety
-    ///
-    /// `values[i]` must point to parameter `i`'s value for every parameter
-    /// a bound reads.
-    pub(crate) unsafe fn check_bounds(
-        &self,
-        cfg: &LaunchConfig,
-        lens: &[Option<usize>],
-        values: &[*mut c_void],
-    ) -> CudaResult<()> {
-        // SAFETY: the caller's promise is passed on.
-        unsafe { bounds::check(&self.name, &self.params, &self.bounds, cfg, lens, values) }
-            .map_err(CudaError::from)
-    }
-}
 
 /// A kernel whose parameters were declared at run time (names and types)
 /// and checked against the driver's layout (count, size, offset). Launches

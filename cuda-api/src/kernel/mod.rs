@@ -7,10 +7,12 @@
 //! (`bounds`: [`Bound`], [`Extent`]).
 //!
 //! `typed` stands on `dynamic` (a typed kernel is a checked run-time
-//! declaration plus a tuple type); both stand on `args` and `bounds`.
+//! declaration plus a tuple type); both stand on `args`, which stands on
+//! `decl` (the declaration an argument block is made for) and `bounds`.
 
 pub(crate) mod args;
 pub(crate) mod bounds;
+pub(crate) mod decl;
 pub(crate) mod dynamic;
 pub(crate) mod typed;
 
