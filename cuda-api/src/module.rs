@@ -11,7 +11,7 @@ use crate::context::Context;
 use crate::device::{driver_version, init};
 use crate::driver;
 use crate::error::{CudaError, CudaResult};
-use crate::function::{Function, Owner};
+use crate::function::Function;
 use crate::image::{self, ImageKind};
 use crate::kernel::DynKernel;
 use crate::kernel::{KernelSignature, TypedKernel};
@@ -191,7 +191,7 @@ impl Module {
             raw,
             name,
             &self.inner.ctx,
-            Owner::Module(self.inner.clone()),
+            self.inner.clone(),
         ))
     }
 
@@ -314,11 +314,7 @@ impl Library {
         // SAFETY: live library, NUL-terminated name.
         let raw = unsafe { driver::library_get_kernel(self.inner.raw, &cname) }
             .map_err(|e| e.with_context(|| format!("kernel '{name}'")))?;
-        Ok(Function::from_kernel(
-            raw,
-            name,
-            Owner::Library(self.inner.clone()),
-        ))
+        Ok(Function::from_kernel(raw, name, self.inner.clone()))
     }
 
     /// Declares kernel `name` with parameter types `S`; see [`Module::kernel`].
