@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use crate::abi::{ArrayT, DType, Element, Refusal, Value, WarpStruct};
+use crate::abi::{ArrayT, DType, Element, Refusal, Value, WarpStruct, encode};
 use crate::array::{AccessMode, Array, TypedArray};
 use crate::device::Device;
 use crate::error::{Error, Result};
@@ -453,6 +453,54 @@ fn describe_struct_hint(st: &StructType) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     )
+}
+
+/// One positional argument of [`Kernel::launch_args`](crate::Kernel::launch_args) and
+/// [`Kernel::record_args`](crate::Kernel::record_args): borrowed, so passing it copies nothing.
+#[derive(Clone, Copy, Debug)]
+pub enum TypedArg<'a> {
+    /// A forward or adjoint array argument (any device; the launch checks
+    /// where it lives).
+    Array(&'a Array),
+    /// A scalar, vector or matrix: its little-endian bytes, exactly the
+    /// parameter's dtype size ([`TypedArg::value`] makes them from a Rust
+    /// value).
+    Value(&'a [u8]),
+    /// A `wp.struct` by value, borrowed ([`TypedArg::of_struct`], or
+    /// from a [`StructValue`]).
+    Struct(StructRef<'a>),
+}
+
+impl<'a> TypedArg<'a> {
+    /// The bytes of `v` (an [`Element`]: `f32`, `[f32; 3]`, ...) as a
+    /// value argument.
+    pub fn value<T: Element>(v: &'a T) -> TypedArg<'a> {
+        TypedArg::Value(encode::element_bytes(std::slice::from_ref(v)))
+    }
+
+    /// A Rust struct with a Warp struct's layout ([`WarpStruct`]) as a
+    /// struct argument, borrowed: nothing is copied.
+    pub fn of_struct<S: WarpStruct>(v: &'a S) -> TypedArg<'a> {
+        TypedArg::Struct(StructRef::of(v))
+    }
+}
+
+impl<'a> From<&'a Array> for TypedArg<'a> {
+    fn from(a: &'a Array) -> Self {
+        TypedArg::Array(a)
+    }
+}
+
+impl<'a, T: Element, const N: usize> From<&'a TypedArray<T, N>> for TypedArg<'a> {
+    fn from(a: &'a TypedArray<T, N>) -> Self {
+        TypedArg::Array(a.as_array())
+    }
+}
+
+impl<'a> From<&'a StructValue> for TypedArg<'a> {
+    fn from(s: &'a StructValue) -> Self {
+        TypedArg::Struct(s.into())
+    }
 }
 
 #[cfg(test)]

@@ -16,10 +16,9 @@ pub(crate) mod record;
 mod spare;
 mod typed;
 
-pub use bind::{Arg, IntoArg, IntoArgs, StructRef, StructValue};
+pub use bind::{Arg, IntoArg, IntoArgs, StructRef, StructValue, TypedArg};
 pub use builder::LaunchBuilder;
 pub use domain::{Bounds, Dim, DimError, MaxBlocks, Plan};
 pub use kernel::{Kernel, KernelSpec};
 pub use launch::Launch;
 pub(crate) use prepare::check_context;
-pub use typed::TypedArg;

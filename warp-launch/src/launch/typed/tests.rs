@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::abi::DType;
+use crate::array::{Array, TypedArray};
 use crate::cpu::cpu_fn;
 use crate::launch::builder::LaunchBuilder;
 use crate::launch::launch::check_accesses;
