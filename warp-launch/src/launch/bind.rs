@@ -1,4 +1,5 @@
-//! Arguments ([`Arg`]) and their checks against a kernel's parameters:
+//! Arguments ([`Arg`], and [`TypedArg`] for positional launches) and their
+//! checks against a kernel's parameters:
 //! kind (array, value, struct), dtype, dimensions, device and access mode,
 //! with messages that name the kernel, the parameter, what it takes, what
 //! was given, and what to do.
