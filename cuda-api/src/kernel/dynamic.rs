@@ -46,7 +46,7 @@ impl DynKernel {
     /// # Errors
     ///
     /// The driver's failure to report the parameter layout
-    /// ([`Function::param_layout`]), or [`CudaError::Signature`] when the
+    /// ([`Function::param_layout`]), or [`CudaError::Signature`](crate::CudaError::Signature) when the
     /// declared parameters differ from it in count, size or offset.
     ///
     /// # Safety
@@ -85,7 +85,7 @@ impl DynKernel {
     ///
     /// # Errors
     ///
-    /// [`CudaError::InvalidArgument`] (call `Bound`) when `buffer` is no
+    /// [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) (call `Bound`) when `buffer` is no
     /// pointer parameter, or `at_least` is an [`Extent::Param`] that names no
     /// integer parameter.
     pub fn bound(self, buffer: usize, at_least: Extent) -> CudaResult<DynKernel> {
@@ -180,11 +180,11 @@ impl DynKernel {
     /// # Errors
     ///
     /// [`ArgError::WrongKernel`](crate::ArgError::WrongKernel) or [`ArgError::Missing`](crate::ArgError::Missing) (in
-    /// [`CudaError::Argument`]) for a block of another declaration or with
+    /// [`CudaError::Argument`](crate::CudaError::Argument)) for a block of another declaration or with
     /// parameters unset; [`LaunchError::ProgrammaticNotDeclared`] for a
     /// programmatic launch of a kernel not declared for one;
     /// [`LaunchError::BufferTooShort`] when a declared [`Bound`] fails;
-    /// [`CudaError::InvalidArgument`] for a buffer of another context or a
+    /// [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) for a buffer of another context or a
     /// stream being captured; any other [`LaunchError`] of the configuration
     /// checks (zero or too large extents, cluster, programmatic launch on an
     /// older device); or the driver's failure of the launch.
