@@ -9,7 +9,7 @@
 //! - a `use` tree starting with `crate::`, `super::` or `self::`, however
 //!   it is grouped or renamed (`use super::domain::{self, Dim}`);
 //! - a path of that kind in code, types, patterns or `impl` headers
-//!   (`crate::launch::cpu::CpuKernel::Native`);
+//!   (`crate::launch::domain::Dim::new`);
 //! - a name that the directory's face (its `mod.rs`, or `lib.rs` at the
 //!   crate root) re-exports, which counts as an arrow to the room that
 //!   defines it (`crate::CudaError` in `cuda-api/src` reaches `error.rs`).
