@@ -4,27 +4,30 @@
 //!
 //! [`rooms`] parses a directory's `.rs` files with `syn`. Each file directly
 //! in the directory is a room, and so is each sub-folder (all its files
-//! together, with the file of the same name: `typed.rs` and `typed/`). An
-//! arrow runs from one room to another for every path that reaches it:
+//! together, with the file of the same name: `typed.rs` and `typed/`), but
+//! for the folders it is asked to open, whose files are rooms of their own
+//! (`launch/kernel.rs`). An arrow runs from one room to another for every
+//! path that reaches it:
 //! - a `use` tree starting with `crate::`, `super::` or `self::`, however
 //!   it is grouped or renamed (`use super::domain::{self, Dim}`);
 //! - a path of that kind in code, types, patterns or `impl` headers
 //!   (`crate::launch::domain::Dim::new`);
-//! - a name that the directory's face (its `mod.rs`, or `lib.rs` at the
-//!   crate root) re-exports, which counts as an arrow to the room that
-//!   defines it (`crate::CudaError` in `cuda-api/src` reaches `error.rs`).
+//! - a name that a module brings in with `use` (a face's `pub use`), which
+//!   is followed to the file that defines it (`crate::CudaError` reaches
+//!   cuda-api's `error.rs` through `lib.rs`).
 //!
-//! Not counted: the face itself (it declares the rooms and hands names on),
-//! glob imports of the face (`use super::*`), visibility paths
-//! (`pub(in crate::x)`), doc links, paths inside macro calls, paths that
-//! start with a name imported before (`use super::prepare;` draws the arrow,
-//! `prepare::run_cpu(..)` then adds nothing), and test code:
-//! `#[cfg(test)]` items, `#[test]` functions and the files of a
-//! `#[cfg(test)] mod tests;`.
+//! Not counted: faces (the directory's own `mod.rs` or `lib.rs`, and an open
+//! folder's `mod.rs`: they declare the rooms and hand names on), glob
+//! imports of a face (`use super::*`), visibility paths (`pub(in crate::x)`),
+//! doc links, paths inside macro calls, paths that start with a name
+//! imported before (`use super::prepare;` draws the arrow,
+//! `prepare::run_cpu(..)` then adds nothing), and test code: `#[cfg(test)]`
+//! items, `#[test]` functions and the files of a `#[cfg(test)] mod tests;`.
 //!
 //! [`circles`] finds the rooms that reach each other (the strongly connected
-//! components of two rooms or more); [`check_dir`] holds them against a list
-//! of allowed circles, each with its reason.
+//! components of two rooms or more); [`check_dir`] reads a whole crate and
+//! holds the circles among one folder's files against a list of allowed
+//! circles, each with its reason.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -479,13 +482,26 @@ pub fn judge(rooms: &Rooms, allowed: &[Allowed]) -> Vec<String> {
     problems
 }
 
-/// [`judge`] of the directory `dir` (module `module` of its crate).
+/// [`judge`] of the folder `folder` of the crate whose source directory is
+/// `src` (`""` for `src` itself, `"launch"` for `src/launch`). The whole
+/// crate is read, so that names its faces re-export (`crate::Kernel`)
+/// reach the file that defines them; only the folder's rooms
+/// (`launch/kernel.rs`) and the arrows between them are judged.
 ///
 /// # Errors
 ///
 /// A file cannot be read or does not parse.
-pub fn check_dir(dir: &Path, module: &[&str], allowed: &[Allowed]) -> Result<Vec<String>> {
-    Ok(judge(&rooms_of_dir(dir, module, &[])?, allowed))
+pub fn check_dir(src: &Path, folder: &str, allowed: &[Allowed]) -> Result<Vec<String>> {
+    let open: &[&str] = if folder.is_empty() { &[] } else { &[folder] };
+    let mut rooms = rooms_of_dir(src, &[], open)?;
+    if !folder.is_empty() {
+        let prefix = format!("{folder}/");
+        rooms.retain(|room, _| room.starts_with(&prefix));
+        for to in rooms.values_mut() {
+            to.retain(|room, _| room.starts_with(&prefix));
+        }
+    }
+    Ok(judge(&rooms, allowed))
 }
 
 #[cfg(test)]
