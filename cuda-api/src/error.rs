@@ -8,10 +8,162 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use cuda_sys::loader::LoaderError;
 use cuda_sys::{CUlogIterator, CUresult};
 
-use crate::choice::NoImageError;
 use crate::image::ImageError;
-use crate::kernel::ArgError;
 use crate::launch::LaunchError;
+use crate::target::NoImageError;
+
+/// An argument that does not fit the kernel's declared parameters.
+#[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ArgError {
+    /// A value of another type than the parameter's.
+    Type {
+        /// Kernel name.
+        kernel: String,
+        /// Zero-based parameter index.
+        index: usize,
+        /// Parameter name (or `#index`).
+        name: String,
+        /// The declared type.
+        expected: String,
+        /// What was given.
+        given: String,
+        /// What to do.
+        hint: String,
+    },
+    /// Raw bytes of another size than the parameter's.
+    Size {
+        /// Kernel name.
+        kernel: String,
+        /// Zero-based parameter index.
+        index: usize,
+        /// Parameter name (or `#index`).
+        name: String,
+        /// The parameter's size in bytes.
+        expected: usize,
+        /// Bytes given.
+        given: usize,
+    },
+    /// More values pushed than the kernel has parameters.
+    TooMany {
+        /// Kernel name.
+        kernel: String,
+        /// The kernel's parameter count.
+        count: usize,
+    },
+    /// A parameter index past the last one.
+    NoSuchIndex {
+        /// Kernel name.
+        kernel: String,
+        /// Index given.
+        index: usize,
+        /// The kernel's parameter count.
+        count: usize,
+    },
+    /// A parameter name the declaration does not have.
+    NoSuchName {
+        /// Kernel name.
+        kernel: String,
+        /// Name given.
+        name: String,
+        /// The declared names.
+        known: Vec<String>,
+    },
+    /// A launch with parameters not yet set.
+    Missing {
+        /// Kernel name.
+        kernel: String,
+        /// The first parameter not set.
+        index: usize,
+        /// Its name (or `#index`).
+        name: String,
+        /// How many are not set.
+        missing: usize,
+    },
+    /// A block made for another kernel.
+    WrongKernel {
+        /// The kernel launched.
+        kernel: String,
+        /// The kernel the block was made for.
+        block_kernel: String,
+    },
+}
+
+impl fmt::Display for ArgError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ArgError::Type {
+                kernel,
+                index,
+                name,
+                expected,
+                given,
+                hint,
+            } => write!(
+                f,
+                "kernel '{kernel}' argument {index} ('{name}') expects {expected} but was given {given}; {hint}"
+            ),
+            ArgError::Size {
+                kernel,
+                index,
+                name,
+                expected,
+                given,
+            } => write!(
+                f,
+                "kernel '{kernel}' argument {index} ('{name}') is {expected} bytes but {given} bytes were given; pass exactly {expected} bytes"
+            ),
+            ArgError::TooMany { kernel, count } => write!(
+                f,
+                "kernel '{kernel}' takes {count} argument(s) and all are pushed; set one by index or name to change it"
+            ),
+            ArgError::NoSuchIndex {
+                kernel,
+                index,
+                count,
+            } => write!(
+                f,
+                "kernel '{kernel}' has no argument {index}: it takes {count} (indices 0 to {})",
+                count.saturating_sub(1)
+            ),
+            ArgError::NoSuchName {
+                kernel,
+                name,
+                known,
+            } => write!(
+                f,
+                "kernel '{kernel}' has no parameter named '{name}'; its parameters are: {}",
+                known.join(", ")
+            ),
+            ArgError::Missing {
+                kernel,
+                index,
+                name,
+                missing,
+            } => write!(
+                f,
+                "kernel '{kernel}' launched with {missing} argument(s) not set, the first being {index} ('{name}'); set every argument before launching"
+            ),
+            ArgError::WrongKernel {
+                kernel,
+                block_kernel,
+            } => write!(
+                f,
+                "an argument block made for kernel '{block_kernel}' was given to kernel '{kernel}'; make the block with that kernel's args()"
+            ),
+        }
+    }
+}
+
+/// The same message as `Display`, so that `fn main() -> Result<(), E>`, `unwrap`, `anyhow` and
+/// `eyre` print the readable message (the fields stay public for matching).
+impl fmt::Debug for ArgError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl std::error::Error for ArgError {}
 
 /// A `CUresult` other than success, with the call it came from.
 #[derive(Clone, PartialEq, Eq)]

@@ -20,18 +20,13 @@ use crate::launch::{
     PotentialBlockSize, check_block, check_cluster_fit, check_cluster_shape, check_cluster_size,
     check_cooperative, check_nonzero, check_programmatic, check_shape,
 };
-use crate::module::{LibraryInner, ModuleInner};
 use crate::params::ParamSlot;
 use crate::stream::Stream;
 
-/// Keeps the image a function lives in loaded (held, never read).
-#[derive(Clone)]
-#[allow(dead_code)]
-pub(crate) enum Owner {
-    Module(Arc<ModuleInner>),
-    Library(Arc<LibraryInner>),
-    Foreign(Arc<dyn std::any::Any + Send + Sync>),
-}
+/// Keeps the image a function lives in loaded (held, never read): the
+/// inner part of its module or library, or what the caller of
+/// [`Function::from_raw`] hands in.
+pub(crate) type Owner = Arc<dyn std::any::Any + Send + Sync>;
 
 #[derive(Clone, Copy)]
 enum Handle {
@@ -185,12 +180,7 @@ impl Function {
         ctx: &Context,
         owner: Arc<dyn std::any::Any + Send + Sync>,
     ) -> Self {
-        Self::new(
-            Handle::Function(raw),
-            name,
-            Some(ctx.clone()),
-            Owner::Foreign(owner),
-        )
+        Self::new(Handle::Function(raw), name, Some(ctx.clone()), owner)
     }
 
     pub(crate) fn from_module(raw: CUfunction, name: &str, ctx: &Context, owner: Owner) -> Self {

@@ -135,6 +135,7 @@ mod peer;
 mod pool;
 mod priority;
 mod stream;
+mod target;
 
 // The two lower layers: the generated thin wrappers and the raw bindings.
 pub use cuda_sys as sys;
@@ -143,11 +144,10 @@ pub use generated::driver;
 // Errors: one error type for every call, and the typed reasons it carries.
 pub use error::PeerError;
 pub use error::{
-    CudaError, CudaResult, DRIVER_LOG_LINES, DriverError, SignatureError, check, require,
+    ArgError, CudaError, CudaResult, DRIVER_LOG_LINES, DriverError, SignatureError, check, require,
     set_driver_log_in_errors, supports,
 };
 pub use image::ImageError;
-pub use kernel::ArgError;
 pub use launch::LaunchError;
 
 // The driver, devices and contexts.
@@ -163,25 +163,26 @@ pub use stream::{Event, Stream};
 // Device memory, pointers to it, and where memory lives.
 pub use location::{Location, MemoryType, pointer_location};
 pub use memory::{
-    Allocation, ConstDevicePtr, DeviceBuffer, DevicePtr, DeviceRepr, DeviceView, DeviceViewMut,
-    MemoryKind, Scope,
+    Allocation, BufferUse, ConstDevicePtr, DeviceBuffer, DevicePtr, DeviceRepr, DeviceView,
+    DeviceViewMut, MemoryKind, Scope,
 };
 
 // Reinterpreting views of plain data (`DeviceBuffer::view_as`, `DeviceView::cast`).
 pub use cast::Plain;
 
 // Loading code: modules, libraries, the image validator, functions.
-pub use choice::{ComputeCapability, ImageTarget, NoImageError, PtxIsa, choose_image};
+pub use choice::choose_image;
 pub use function::Function;
 pub use image::{ImageKind, check_image};
 pub use module::{Library, Module};
+pub use target::{ComputeCapability, ImageTarget, NoImageError, PtxIsa};
 
 // Kernel parameters: their types and the driver's layout.
 pub use params::{Param, ParamRepr, ParamSlot, ParamType};
 
 // Kernels, typed and run-time declared, their arguments and buffer bounds.
 pub use kernel::{
-    ArgBlock, Axis, Bound, BufferUse, DynArg, DynKernel, Extent, ExtentExpr, KernelArg, KernelArgs,
+    ArgBlock, Axis, Bound, DynArg, DynKernel, Extent, ExtentExpr, KernelArg, KernelArgs,
     KernelSignature, MAX_TYPED_PARAMS, TypedKernel,
 };
 

@@ -22,7 +22,6 @@ use cuda_sys::CUdeviceptr;
 use crate::context::Context;
 use crate::driver;
 use crate::error::{CudaError, CudaResult};
-use crate::kernel::BufferUse;
 use crate::location::{Location, pointer_location};
 use crate::stream::{Event, Stream};
 
@@ -1449,6 +1448,44 @@ impl Drop for Scope<'_, '_> {
                 .context()
                 .report_release_error("scope of asynchronous copies", &e);
         }
+    }
+}
+
+/// What a launch needs to know of a buffer argument: the allocation (so host
+/// reads and the free wait for the launch) and its length in elements (for
+/// the kernel's [`Bound`](crate::Bound)s). Made only by cuda-api.
+#[derive(Clone, Copy, Debug)]
+pub struct BufferUse<'a> {
+    /// `None` for memory owned elsewhere (a cudarc slice).
+    pub(crate) alloc: Option<&'a Allocation>,
+    pub(crate) ctx: &'a Context,
+    pub(crate) len: usize,
+}
+
+impl<'a> BufferUse<'a> {
+    pub(crate) fn of(alloc: Option<&'a Allocation>, ctx: &'a Context, len: usize) -> Self {
+        BufferUse { alloc, ctx, len }
+    }
+
+    /// Refuses device memory of another context than the launch's, and
+    /// notes that the launch uses the memory ([`Allocation::record_use`]).
+    pub(crate) fn enter(&self, kernel: &str, index: usize, ctx: &Context) -> CudaResult<()> {
+        let device = self.alloc.is_none_or(|a| a.kind() == MemoryKind::Device);
+        if device && self.ctx != ctx {
+            return Err(CudaError::invalid_argument(
+                format!("launch of '{kernel}'"),
+                format!("argument {index}"),
+                format!(
+                    "the buffer is device memory of {} but the launch runs in {}; launch on a stream of the buffer's context, or copy the data there",
+                    self.ctx, ctx
+                ),
+            ));
+        }
+        if let Some(a) = self.alloc {
+            a.refuse_if_lent(|| format!("launch of '{kernel}', argument {index}"))?;
+            a.record_use();
+        }
+        Ok(())
     }
 }
 

@@ -11,36 +11,12 @@ use crate::context::Context;
 use crate::device::{driver_version, init};
 use crate::driver;
 use crate::error::{CudaError, CudaResult};
-use crate::function::{Function, Owner};
+use crate::function::Function;
 use crate::image::{self, ImageKind};
 use crate::kernel::DynKernel;
 use crate::kernel::{KernelSignature, TypedKernel};
 use crate::params::Param;
-
-/// The newest PTX ISA each driver release accepts (from NVIDIA's PTX ISA release notes).
-const PTX_ISA_BY_DRIVER: &[(i32, &str)] = &[
-    (12000, "8.0"),
-    (12010, "8.1"),
-    (12020, "8.2"),
-    (12030, "8.3"),
-    (12040, "8.4"),
-    (12050, "8.5"),
-    (12060, "8.5"),
-    (12080, "8.7"),
-    (12090, "8.8"),
-    (13000, "9.0"),
-    (13010, "9.1"),
-];
-
-/// The newest PTX ISA a driver of CUDA version `driver` accepts, where known.
-pub(crate) fn max_ptx_isa(driver: i32) -> Option<&'static str> {
-    PTX_ISA_BY_DRIVER
-        .iter()
-        .rev()
-        .find(|(v, _)| *v <= driver)
-        .filter(|(v, _)| driver - v < 100)
-        .map(|(_, isa)| *isa)
-}
+use crate::target::max_ptx_isa;
 
 /// The `.version X.Y` of a PTX text.
 pub(crate) fn ptx_isa_version(ptx: &[u8]) -> Option<String> {
@@ -215,7 +191,7 @@ impl Module {
             raw,
             name,
             &self.inner.ctx,
-            Owner::Module(self.inner.clone()),
+            self.inner.clone(),
         ))
     }
 
@@ -338,11 +314,7 @@ impl Library {
         // SAFETY: live library, NUL-terminated name.
         let raw = unsafe { driver::library_get_kernel(self.inner.raw, &cname) }
             .map_err(|e| e.with_context(|| format!("kernel '{name}'")))?;
-        Ok(Function::from_kernel(
-            raw,
-            name,
-            Owner::Library(self.inner.clone()),
-        ))
+        Ok(Function::from_kernel(raw, name, self.inner.clone()))
     }
 
     /// Declares kernel `name` with parameter types `S`; see [`Module::kernel`].

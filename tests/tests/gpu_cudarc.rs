@@ -75,7 +75,9 @@ fn an_array_lent_to_cudarc_is_ordered_with_cudarcs_streams_both_ways() {
     let (c1, c2) = (cctx.new_stream().unwrap(), cctx.new_stream().unwrap());
     let ctx = Context::from_cudarc(&cctx).unwrap();
     let s3 = Stream::new(&ctx).unwrap();
-    let k = warp_launch::AotModule::load(sdk_tests::warp::data_dir().join("aot"))
+    // SAFETY: the directory is one `wp.compile_aot_module` output written by
+    // the bundle's build.py, unchanged.
+    let k = unsafe { warp_launch::AotModule::load(sdk_tests::warp::data_dir().join("aot")) }
         .expect("Warp AOT module loads (cargo xtask gpu-bundle)")
         .kernel("saxpy")
         .unwrap();

@@ -23,6 +23,15 @@ use std::sync::Arc;
 use cuda_api::{Allocation, Context, CudaDevice, MemoryKind};
 use sdk_tests::launchers::kernels::Kernels;
 use sdk_tests::warp::data_dir;
+/// A module the bundle's `tests/warp/build.py` wrote under the Warp data
+/// directory.
+fn load(sub: &str) -> AotModule {
+    // SAFETY: the directory is one `wp.compile_aot_module` output written by
+    // build.py (source, metadata and images of one compile), unchanged.
+    unsafe { AotModule::load(data_dir().join(sub)) }
+        .unwrap_or_else(|e| panic!("{sub}: {e} (run cargo xtask gpu-bundle)"))
+}
+
 use warp_launch::{
     AotModule, Arg, Array, DType, Device, Error, Graph, GraphStep, IntoArg, Kernel, Pass,
     ScopedStream, Storage, Stream, TypedArg, run_steps,
@@ -222,8 +231,8 @@ fn is_refusal_of(hazard: Hazard, e: &Error) -> bool {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn every_road_refuses_every_hazard() {
-    let aot = AotModule::load(data_dir().join("aot")).expect("kernels.py's module (gpu-bundle)");
-    let access = AotModule::load(data_dir().join("access")).expect("access.py's module");
+    let aot = load("aot");
+    let access = load("access");
     let kernels = Kernels::new(&aot).unwrap();
     let saxpy = aot.kernel("saxpy").unwrap();
     let gather = access.kernel("gather").unwrap();
@@ -309,7 +318,7 @@ fn every_road_refuses_every_hazard() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn a_stream_of_another_device_is_refused() {
-    let aot = AotModule::load(data_dir().join("aot")).expect("kernels.py's module (gpu-bundle)");
+    let aot = load("aot");
     let saxpy = aot.kernel("saxpy").unwrap();
     let s = Stream::new(&DEV.context().unwrap()).unwrap();
     let x = Array::zeros::<f32>(Device::Cpu, &[N]).unwrap();
@@ -346,7 +355,7 @@ fn every_road_refuses_an_array_or_stream_of_another_device() {
         return;
     }
     warp_launch::set_thread_access_mode(warp_launch::AccessMode::Strict);
-    let aot = AotModule::load(data_dir().join("aot")).expect("kernels.py's module (gpu-bundle)");
+    let aot = load("aot");
     let kernels = Kernels::new(&aot).unwrap();
     let saxpy = aot.kernel("saxpy").unwrap();
     let x = Array::from_slice(DEV, &vec![1.0f32; N], &[N]).unwrap();

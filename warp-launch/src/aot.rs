@@ -17,13 +17,11 @@ use std::sync::{Arc, OnceLock};
 use cuda_api::{ImageTarget, Library};
 
 use crate::abi::DType;
+use crate::cpu::{CpuKernel, EmbeddedCpu, NativeKernel, is_elementwise};
 use crate::error::{Error, Result};
 use crate::images::{self, Candidate, EmbeddedModule};
-use crate::launch::cpu::CpuKernel;
 use crate::launch::kernel::DeferredCuda;
-use crate::launch::native::{NativeKernel, is_elementwise};
 use crate::launch::{Kernel, KernelSpec};
-use crate::native_types::EmbeddedCpu;
 use crate::signature::{Accesses, ParamKind, Pass, StructType, Unproven};
 use crate::source::{self, Direction, KernelBody, Meta, Source, SourceKernel, SourceStruct};
 

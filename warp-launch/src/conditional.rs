@@ -738,7 +738,7 @@ mod tests {
     /// Warp-style kernel on the CPU device clearing the condition.
     #[test]
     fn run_while_and_run_if_read_the_condition_before_each_pass() {
-        use crate::launch::cpu_fn;
+        use crate::cpu::cpu_fn;
         let count_down = KernelSpec::new("count_down", 1)
             .array::<i32>("counter", 1)
             .array::<i32>("cond", 1)
@@ -835,7 +835,7 @@ mod tests {
             .declare()
             .unwrap()
             .with_cpu(
-                crate::launch::cpu_fn(|_, args| {
+                crate::cpu::cpu_fn(|_, args| {
                     let (counter, cond, flag) = (
                         args.array::<i32>(0)?,
                         args.array::<i32>(1)?,
@@ -861,7 +861,7 @@ mod tests {
             .declare()
             .unwrap()
             .with_cpu(
-                crate::launch::cpu_fn(|t, args| {
+                crate::cpu::cpu_fn(|t, args| {
                     let x = args.array::<i32>(0)?;
                     x.set(t.tid(), x.get(t.tid())? + args.value::<i32>(1)?)
                 }),

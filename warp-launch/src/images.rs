@@ -65,7 +65,7 @@ pub struct EmbeddedModule {
     source: &'static str,
     meta: &'static str,
     images: &'static [EmbeddedImage],
-    cpu: Option<&'static crate::native_types::EmbeddedCpu>,
+    cpu: Option<&'static crate::cpu::EmbeddedCpu>,
 }
 
 impl EmbeddedModule {
@@ -96,7 +96,7 @@ impl EmbeddedModule {
         source: &'static str,
         meta: &'static str,
         images: &'static [EmbeddedImage],
-        cpu: Option<&'static crate::native_types::EmbeddedCpu>,
+        cpu: Option<&'static crate::cpu::EmbeddedCpu>,
     ) -> Self {
         EmbeddedModule {
             name,
@@ -132,7 +132,7 @@ impl EmbeddedModule {
     /// into the program (`None`: the module was compiled without it, and
     /// its kernels run on `"cpu"` only with a Rust implementation,
     /// [`Kernel::with_cpu`](crate::Kernel::with_cpu)).
-    pub const fn cpu(&self) -> Option<&'static crate::native_types::EmbeddedCpu> {
+    pub const fn cpu(&self) -> Option<&'static crate::cpu::EmbeddedCpu> {
         self.cpu
     }
 }

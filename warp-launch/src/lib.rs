@@ -162,6 +162,7 @@ mod aot;
 mod array;
 mod autodiff;
 mod conditional;
+mod cpu;
 mod device;
 mod error;
 #[doc(hidden)]
@@ -171,7 +172,6 @@ mod images;
 mod launch;
 #[cfg(feature = "build")]
 mod launchers;
-mod native_types;
 mod signature;
 mod source;
 
@@ -211,11 +211,11 @@ pub use array::CudarcSlice;
 
 // Kernels: their signatures, Warp modules compiled ahead of time, CUDA C declarations.
 pub use aot::{AotModule, WARP_VERSION};
-pub use images::{EmbeddedImage, EmbeddedModule};
-pub use launch::{Kernel, KernelSpec};
-pub use native_types::{
+pub use cpu::{
     CpuAssertFn, CpuBackwardFn, CpuForwardFn, CpuLayoutFn, EmbeddedCpu, EmbeddedCpuKernel,
 };
+pub use images::{EmbeddedImage, EmbeddedModule};
+pub use launch::{Kernel, KernelSpec};
 pub use signature::{
     AccessTarget, Accesses, ArrayAccess, AxisIndex, KernelParam, ParamKind, Pass, StructField,
     StructType, Unproven,
@@ -228,9 +228,7 @@ pub use graph::{Graph, GraphCapture};
 pub use launch::{Arg, IntoArg, IntoArgs, Launch, LaunchBuilder, StructRef, StructValue, TypedArg};
 
 // The CPU device: kernels implemented in Rust, or a module's compiled CPU code.
-pub use launch::{
-    CpuArgs, CpuArray, CpuFn, CpuIndex, Thread, cpu_fn, cpu_threads, set_cpu_threads,
-};
+pub use cpu::{CpuArgs, CpuArray, CpuFn, CpuIndex, Thread, cpu_fn, cpu_threads, set_cpu_threads};
 
 // Automatic differentiation.
 pub use autodiff::{GradientCheck, Recording, Tape, check_gradients};

@@ -147,10 +147,10 @@ impl<'ast> Visit<'ast> for Aliases {
 
 /// One flattened `use` path: its segments (a leading `::` dropped), the name
 /// it is imported as, and whether it ends in a glob.
-type UsePath = (Vec<String>, Option<String>, bool);
+pub(crate) type UsePath = (Vec<String>, Option<String>, bool);
 
 /// Every path a `use` tree imports.
-fn flatten(tree: &syn::UseTree) -> Vec<UsePath> {
+pub(crate) fn flatten(tree: &syn::UseTree) -> Vec<UsePath> {
     fn go(t: &syn::UseTree, prefix: &mut Vec<String>, out: &mut Vec<UsePath>) {
         match t {
             syn::UseTree::Path(p) => {

@@ -17,6 +17,7 @@ pub mod provision;
 pub mod public_api;
 pub mod roads;
 pub mod spec;
+pub mod use_circles;
 pub mod warp_aot;
 
 /// xtask's result type: any error, reported by `main` as one message.

@@ -88,7 +88,7 @@ struct Finder {
 }
 
 /// Whether `attrs` mark test code: `#[test]` or `#[cfg(test)]`.
-fn is_test(attrs: &[syn::Attribute]) -> bool {
+pub(crate) fn is_test(attrs: &[syn::Attribute]) -> bool {
     attrs.iter().any(|a| {
         a.path().is_ident("test")
             || (a.path().is_ident("cfg") && a.parse_args::<syn::Ident>().is_ok_and(|i| i == "test"))

@@ -36,7 +36,7 @@ fn the_rule_sees_every_entry_and_skips_builders_replays_and_tests() {
             fn coop(&self) { self.k.launch_cooperative(s, cfg, b)?; }
             fn node(c: &Capture) { c.launch(kernel, cfg, block)?; }
             fn update(e: &Exec) { e.update_kernel(node, kernel, cfg, block)?; }
-            fn host() { crate::launch::cpu::run(k, pass, &b, &args)?; }
+            fn host() { crate::cpu::run(k, body, pass, &b, &args)?; }
             fn builder(k: &Kernel) { k.launch(4).inputs(&x).run()?; }
             fn replay(g: &Graph, s: &Stream) { g.launch(s)?; }
         }
@@ -58,5 +58,5 @@ fn the_rule_sees_every_entry_and_skips_builders_replays_and_tests() {
         ],
         "{found:?}"
     );
-    assert_eq!(found[4].1, "crate::launch::cpu::run(..)");
+    assert_eq!(found[4].1, "crate::cpu::run(..)");
 }

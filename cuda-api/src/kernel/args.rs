@@ -2,8 +2,8 @@
 //! [`DynKernel`] ([`ArgBlock`]), filled with values one by one (scalars,
 //! `#[repr(C)]` structs, device pointers, buffers), each checked against the
 //! declared parameter type and laid out at the offsets the driver reports;
-//! the values a block accepts ([`DynArg`]); what a launch learns of a buffer
-//! argument ([`BufferUse`]); and the key that seals the argument traits. A
+//! the values a block accepts ([`DynArg`]); and the key that seals the
+//! argument traits. A
 //! block is allocated once; setting values and relaunching it allocate
 //! nothing.
 
@@ -13,53 +13,12 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use super::dynamic::Decl;
-use crate::context::Context;
-use crate::error::{CudaError, CudaResult};
+use super::decl::Decl;
+use crate::error::{ArgError, CudaError, CudaResult};
 use crate::memory::{
-    Allocation, ConstDevicePtr, DeviceBuffer, DevicePtr, DeviceRepr, DeviceView, DeviceViewMut,
-    MemoryKind,
+    BufferUse, ConstDevicePtr, DeviceBuffer, DevicePtr, DeviceRepr, DeviceView, DeviceViewMut,
 };
 use crate::params::{ParamRepr, ParamType, label, short_type_name};
-
-/// What a launch needs to know of a buffer argument: the allocation (so host
-/// reads and the free wait for the launch) and its length in elements (for
-/// the kernel's [`Bound`](crate::Bound)s). Made only by cuda-api.
-#[derive(Clone, Copy, Debug)]
-pub struct BufferUse<'a> {
-    /// `None` for memory owned elsewhere (a cudarc slice).
-    pub(crate) alloc: Option<&'a Allocation>,
-    pub(crate) ctx: &'a Context,
-    pub(crate) len: usize,
-}
-
-impl<'a> BufferUse<'a> {
-    pub(crate) fn of(alloc: Option<&'a Allocation>, ctx: &'a Context, len: usize) -> Self {
-        BufferUse { alloc, ctx, len }
-    }
-
-    /// Refuses device memory of another context than the launch's and lent
-    /// memory ([`Allocation::lend`]), and notes that the launch uses the
-    /// memory ([`Allocation::record_use`]).
-    pub(crate) fn enter(&self, kernel: &str, index: usize, ctx: &Context) -> CudaResult<()> {
-        let device = self.alloc.is_none_or(|a| a.kind() == MemoryKind::Device);
-        if device && self.ctx != ctx {
-            return Err(CudaError::invalid_argument(
-                format!("launch of '{kernel}'"),
-                format!("argument {index}"),
-                format!(
-                    "the buffer is device memory of {} but the launch runs in {}; launch on a stream of the buffer's context, or copy the data there",
-                    self.ctx, ctx
-                ),
-            ));
-        }
-        if let Some(a) = self.alloc {
-            a.refuse_if_lent(|| format!("launch of '{kernel}', argument {index}"))?;
-            a.record_use();
-        }
-        Ok(())
-    }
-}
 
 // Sealed on purpose: the traits' methods name these types, but no one
 // outside cuda-api may name (or make) them.
@@ -78,159 +37,6 @@ pub(crate) mod sealed {
     pub struct Mismatch(pub String);
 }
 pub(crate) use sealed::{Mismatch, Token};
-
-/// An argument that does not fit the kernel's declared parameters.
-#[derive(Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ArgError {
-    /// A value of another type than the parameter's.
-    Type {
-        /// Kernel name.
-        kernel: String,
-        /// Zero-based parameter index.
-        index: usize,
-        /// Parameter name (or `#index`).
-        name: String,
-        /// The declared type.
-        expected: String,
-        /// What was given.
-        given: String,
-        /// What to do.
-        hint: String,
-    },
-    /// Raw bytes of another size than the parameter's.
-    Size {
-        /// Kernel name.
-        kernel: String,
-        /// Zero-based parameter index.
-        index: usize,
-        /// Parameter name (or `#index`).
-        name: String,
-        /// The parameter's size in bytes.
-        expected: usize,
-        /// Bytes given.
-        given: usize,
-    },
-    /// More values pushed than the kernel has parameters.
-    TooMany {
-        /// Kernel name.
-        kernel: String,
-        /// The kernel's parameter count.
-        count: usize,
-    },
-    /// A parameter index past the last one.
-    NoSuchIndex {
-        /// Kernel name.
-        kernel: String,
-        /// Index given.
-        index: usize,
-        /// The kernel's parameter count.
-        count: usize,
-    },
-    /// A parameter name the declaration does not have.
-    NoSuchName {
-        /// Kernel name.
-        kernel: String,
-        /// Name given.
-        name: String,
-        /// The declared names.
-        known: Vec<String>,
-    },
-    /// A launch with parameters not yet set.
-    Missing {
-        /// Kernel name.
-        kernel: String,
-        /// The first parameter not set.
-        index: usize,
-        /// Its name (or `#index`).
-        name: String,
-        /// How many are not set.
-        missing: usize,
-    },
-    /// A block made for another kernel.
-    WrongKernel {
-        /// The kernel launched.
-        kernel: String,
-        /// The kernel the block was made for.
-        block_kernel: String,
-    },
-}
-
-impl fmt::Display for ArgError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ArgError::Type {
-                kernel,
-                index,
-                name,
-                expected,
-                given,
-                hint,
-            } => write!(
-                f,
-                "kernel '{kernel}' argument {index} ('{name}') expects {expected} but was given {given}; {hint}"
-            ),
-            ArgError::Size {
-                kernel,
-                index,
-                name,
-                expected,
-                given,
-            } => write!(
-                f,
-                "kernel '{kernel}' argument {index} ('{name}') is {expected} bytes but {given} bytes were given; pass exactly {expected} bytes"
-            ),
-            ArgError::TooMany { kernel, count } => write!(
-                f,
-                "kernel '{kernel}' takes {count} argument(s) and all are pushed; set one by index or name to change it"
-            ),
-            ArgError::NoSuchIndex {
-                kernel,
-                index,
-                count,
-            } => write!(
-                f,
-                "kernel '{kernel}' has no argument {index}: it takes {count} (indices 0 to {})",
-                count.saturating_sub(1)
-            ),
-            ArgError::NoSuchName {
-                kernel,
-                name,
-                known,
-            } => write!(
-                f,
-                "kernel '{kernel}' has no parameter named '{name}'; its parameters are: {}",
-                known.join(", ")
-            ),
-            ArgError::Missing {
-                kernel,
-                index,
-                name,
-                missing,
-            } => write!(
-                f,
-                "kernel '{kernel}' launched with {missing} argument(s) not set, the first being {index} ('{name}'); set every argument before launching"
-            ),
-            ArgError::WrongKernel {
-                kernel,
-                block_kernel,
-            } => write!(
-                f,
-                "an argument block made for kernel '{block_kernel}' was given to kernel '{kernel}'; make the block with that kernel's args()"
-            ),
-        }
-    }
-}
-
-/// The same message as `Display`, so that `fn main() -> Result<(), E>`, `unwrap`, `anyhow` and
-/// `eyre` print the readable message (the fields stay public for matching).
-impl fmt::Debug for ArgError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self, f)
-    }
-}
-
-impl std::error::Error for ArgError {}
 
 /// A value that can be passed as one run-time kernel argument for as long
 /// as `'a`: a [`ParamRepr`] by value, or a buffer or view by reference

@@ -2,13 +2,13 @@
 //! names and types checked against the driver's layout, buffer bounds
 //! resolved once, launches that take an [`ArgBlock`].
 
-use std::ffi::c_void;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::args::ArgBlock;
 use super::bounds::{Bound, Extent, Rules, Shape};
+use super::decl::Decl;
 use crate::context::Context;
 use crate::error::{CudaError, CudaResult};
 use crate::function::Function;
@@ -19,49 +19,6 @@ use crate::params::{Param, ParamSlot, check_params};
 use crate::stream::Stream;
 
 static NEXT_KERNEL_ID: AtomicU64 = AtomicU64::new(1);
-
-pub(crate) struct Decl {
-    pub(super) id: u64,
-    pub(super) name: String,
-    pub(super) params: Arc<[Param]>,
-    pub(super) layout: Arc<[ParamSlot]>,
-    /// Bytes of the parameter space (end of the last parameter).
-    pub(super) space: usize,
-    /// The buffer bounds and launch-shape rules declared with the kernel.
-    pub(super) rules: Rules,
-}
-
-impl Decl {
-    pub(crate) fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// Whether a launch has declared rules to check.
-    #[inline]
-    pub(crate) fn has_bounds(&self) -> bool {
-        !self.rules.is_empty()
-    }
-
-    /// Checks the declared bounds and launch-shape rules of a launch.
-    ///
-    /// # Safety
-    ///
-    /// `values[i]` must point to parameter `i`'s value for every parameter
-    /// a bound reads.
-    pub(crate) unsafe fn check_bounds(
-        &self,
-        cfg: &LaunchConfig,
-        lens: &[Option<usize>],
-        values: &[*mut c_void],
-    ) -> CudaResult<()> {
-        // SAFETY: the caller's promise is passed on.
-        unsafe {
-            self.rules
-                .check(&self.name, &self.params, cfg, lens, values)
-        }
-        .map_err(CudaError::from)
-    }
-}
 
 /// A kernel whose parameters were declared at run time (names and types)
 /// and checked against the driver's layout (count, size, offset). Launches
@@ -91,7 +48,7 @@ impl DynKernel {
     /// # Errors
     ///
     /// The driver's failure to report the parameter layout
-    /// ([`Function::param_layout`]), or [`CudaError::Signature`] when the
+    /// ([`Function::param_layout`]), or [`CudaError::Signature`](crate::CudaError::Signature) when the
     /// declared parameters differ from it in count, size or offset.
     ///
     /// # Safety
@@ -157,7 +114,7 @@ impl DynKernel {
     ///
     /// # Errors
     ///
-    /// [`CudaError::InvalidArgument`] (call `Bound`) when `buffer` is no
+    /// [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) (call `Bound`) when `buffer` is no
     /// pointer parameter, `at_least` reads a parameter that is no integer,
     /// or `at_least` is a combination too large to state (see [`Extent`]).
     pub fn bound(self, buffer: usize, at_least: Extent) -> CudaResult<DynKernel> {
@@ -417,11 +374,11 @@ impl DynKernel {
     /// # Errors
     ///
     /// [`ArgError::WrongKernel`](crate::ArgError::WrongKernel) or [`ArgError::Missing`](crate::ArgError::Missing) (in
-    /// [`CudaError::Argument`]) for a block of another declaration or with
+    /// [`CudaError::Argument`](crate::CudaError::Argument)) for a block of another declaration or with
     /// parameters unset; [`LaunchError::ProgrammaticNotDeclared`] for a
     /// programmatic launch of a kernel not declared for one;
     /// [`LaunchError::BufferTooShort`] when a declared [`Bound`] fails;
-    /// [`CudaError::InvalidArgument`] for a buffer of another context or a
+    /// [`CudaError::InvalidArgument`](crate::CudaError::InvalidArgument) for a buffer of another context or a
     /// stream being captured; any other [`LaunchError`] of the configuration
     /// checks (zero or too large extents, cluster, programmatic launch on an
     /// older device); or the driver's failure of the launch.

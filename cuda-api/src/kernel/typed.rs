@@ -9,7 +9,7 @@ use std::any::type_name;
 use std::ffi::c_void;
 use std::marker::PhantomData;
 
-use super::args::{BufferUse, Token};
+use super::args::Token;
 use super::bounds::Extent;
 use super::dynamic::DynKernel;
 use crate::context::Context;
@@ -17,7 +17,7 @@ use crate::error::CudaResult;
 use crate::function::Function;
 use crate::launch::{Dim3, LaunchConfig, PotentialBlockSize};
 use crate::memory::{
-    ConstDevicePtr, DeviceBuffer, DevicePtr, DeviceRepr, DeviceView, DeviceViewMut,
+    BufferUse, ConstDevicePtr, DeviceBuffer, DevicePtr, DeviceRepr, DeviceView, DeviceViewMut,
 };
 use crate::params::{Param, ParamRepr, ParamType};
 use crate::stream::Stream;

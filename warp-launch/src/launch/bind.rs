@@ -1,15 +1,16 @@
-//! Arguments ([`Arg`]) and their checks against a kernel's parameters:
+//! Arguments ([`Arg`], and [`TypedArg`] for positional launches) and their
+//! checks against a kernel's parameters:
 //! kind (array, value, struct), dtype, dimensions, device and access mode,
 //! with messages that name the kernel, the parameter, what it takes, what
 //! was given, and what to do.
 
 use std::sync::Arc;
 
-use crate::abi::{ArrayT, DType, Element, Refusal, Value, WarpStruct};
+use crate::abi::{ArrayT, DType, Element, Refusal, Value, WarpStruct, encode};
 use crate::array::{AccessMode, Array, TypedArray};
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::signature::{ParamKind, StructType};
+use crate::signature::{KernelParam, ParamKind, StructType};
 
 /// A struct value for a `wp.struct` parameter: its bytes in the C layout of
 /// the struct, and the struct's name.
@@ -286,6 +287,56 @@ impl Bound<'_> {
     }
 }
 
+/// A kernel's name and forward parameters, as a launch looks its
+/// parameters up: by index (the adjoints, `adj_<name>`, after the forward
+/// ones) or by name. What the CPU device needs of a kernel to name its
+/// parameters, without the kernel itself.
+#[derive(Clone, Copy)]
+pub(crate) struct Params<'a> {
+    pub name: &'a str,
+    pub params: &'a [KernelParam],
+}
+
+impl<'a> Params<'a> {
+    /// Index of parameter `name` (`adj_<name>` for an adjoint).
+    pub(crate) fn index(&self, name: &str) -> Result<usize> {
+        let n = self.params.len();
+        if let Some(i) = self.params.iter().position(|p| p.name == name) {
+            return Ok(i);
+        }
+        if let Some(base) = name.strip_prefix("adj_")
+            && let Some(i) = self.params.iter().position(|p| p.name == base)
+        {
+            return Ok(n + i);
+        }
+        Err(self.no_such_param(format!("'{name}'")))
+    }
+
+    /// The error of a parameter `given` that the kernel does not have.
+    pub(crate) fn no_such_param(&self, given: String) -> Error {
+        Error::NoSuchParam {
+            kernel: self.name.to_string(),
+            given,
+            known: self.params.iter().map(|p| p.name.clone()).collect(),
+        }
+    }
+
+    /// Parameter `index` of a launch (adjoints after the forward ones):
+    /// its name and kind.
+    pub(crate) fn at(&self, index: usize) -> Option<(std::borrow::Cow<'a, str>, &'a ParamKind)> {
+        let n = self.params.len();
+        if index < n {
+            let p = &self.params[index];
+            Some((p.name.as_str().into(), &p.kind))
+        } else if index < 2 * n {
+            let p = &self.params[index - n];
+            Some((format!("adj_{}", p.name).into(), &p.kind))
+        } else {
+            None
+        }
+    }
+}
+
 /// Where a parameter is, for messages.
 pub(crate) struct Site<'a> {
     pub kernel: &'a str,
@@ -403,6 +454,54 @@ fn describe_struct_hint(st: &StructType) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     )
+}
+
+/// One positional argument of [`Kernel::launch_args`](crate::Kernel::launch_args) and
+/// [`Kernel::record_args`](crate::Kernel::record_args): borrowed, so passing it copies nothing.
+#[derive(Clone, Copy, Debug)]
+pub enum TypedArg<'a> {
+    /// A forward or adjoint array argument (any device; the launch checks
+    /// where it lives).
+    Array(&'a Array),
+    /// A scalar, vector or matrix: its little-endian bytes, exactly the
+    /// parameter's dtype size ([`TypedArg::value`] makes them from a Rust
+    /// value).
+    Value(&'a [u8]),
+    /// A `wp.struct` by value, borrowed ([`TypedArg::of_struct`], or
+    /// from a [`StructValue`]).
+    Struct(StructRef<'a>),
+}
+
+impl<'a> TypedArg<'a> {
+    /// The bytes of `v` (an [`Element`]: `f32`, `[f32; 3]`, ...) as a
+    /// value argument.
+    pub fn value<T: Element>(v: &'a T) -> TypedArg<'a> {
+        TypedArg::Value(encode::element_bytes(std::slice::from_ref(v)))
+    }
+
+    /// A Rust struct with a Warp struct's layout ([`WarpStruct`]) as a
+    /// struct argument, borrowed: nothing is copied.
+    pub fn of_struct<S: WarpStruct>(v: &'a S) -> TypedArg<'a> {
+        TypedArg::Struct(StructRef::of(v))
+    }
+}
+
+impl<'a> From<&'a Array> for TypedArg<'a> {
+    fn from(a: &'a Array) -> Self {
+        TypedArg::Array(a)
+    }
+}
+
+impl<'a, T: Element, const N: usize> From<&'a TypedArray<T, N>> for TypedArg<'a> {
+    fn from(a: &'a TypedArray<T, N>) -> Self {
+        TypedArg::Array(a.as_array())
+    }
+}
+
+impl<'a> From<&'a StructValue> for TypedArg<'a> {
+    fn from(s: &'a StructValue) -> Self {
+        TypedArg::Struct(s.into())
+    }
 }
 
 #[cfg(test)]

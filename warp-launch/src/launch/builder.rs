@@ -1,6 +1,8 @@
 //! [`LaunchBuilder`]: a launch being described (Warp's `wp.launch` keyword
 //! arguments as methods, its domain a [`Dim`] and grid-stride cap a
 //! [`MaxBlocks`]); it checks everything once and becomes a [`Launch`].
+//! Its entries, [`Kernel::launch`] and [`Kernel::launch_tiled`], live here
+//! with it, so that `kernel` does not import the builder back.
 
 use cuda_api::Stream;
 
@@ -40,6 +42,51 @@ pub struct LaunchBuilder<'k> {
     unchecked: bool,
     tiled: bool,
     bad_device: Option<Box<Error>>,
+}
+
+impl Kernel {
+    /// Starts a launch over `dim`: an integer, or 1 to 4 extents
+    /// (`[n]`, `[rows, cols]`, `vec![...]`); see [`LaunchBuilder`].
+    pub fn launch(&self, dim: impl Into<Dim>) -> LaunchBuilder<'_> {
+        LaunchBuilder::new(self, dim.into())
+    }
+
+    /// Starts a tiled launch over `dim` (Warp's `wp.launch_tiled`): the
+    /// block size is appended to `dim` as one more extent, so the threads of
+    /// a block share every coordinate of `wp.tid()` and work on one tile
+    /// together (`launch_tiled([m, n])` launches `[m, n, block_dim]`; a
+    /// kernel whose `wp.tid()` has 2 coordinates folds the third into
+    /// `coord_mult`, as Warp does). The block size is the one the kernel was
+    /// compiled for (a Warp module's `block_dim`, `WP_TILE_BLOCK_DIM`), else
+    /// [`LaunchBuilder::block_dim`] or 256; the CPU device appends 1, as Warp
+    /// does without `enable_cpu_blocks`. Everything else is as
+    /// [`Kernel::launch`]; the domain may have at most 3 extents.
+    ///
+    /// Unlike Warp, which takes `block_dim` as an argument and compiles a
+    /// module for it on the fly, an ahead-of-time module runs only at the
+    /// block size it was compiled for: asking for another one with
+    /// [`LaunchBuilder::block_dim`] is refused with
+    /// [`Error::CompiledBlockDim`] (naming both); compile one module per
+    /// block size (`wp.set_module_options({"block_dim": n})`). Safe launches
+    /// of tile kernels check Warp's tile loads and stores as
+    /// [`AxisIndex::Tile`](crate::AxisIndex::Tile) rules.
+    ///
+    /// ```no_run
+    /// # fn main() -> warp_launch::Result<()> {
+    /// use warp_launch::{AotModule, Array, Device};
+    /// // tiles.py: i, j = wp.tid(); t = wp.tile_load(a, shape=(8, 16), offset=(i * 8, j * 16)); ...
+    /// // SAFETY: the directory is one wp.compile_aot_module output, unchanged.
+    /// let module = unsafe { AotModule::load("target/warp-aot/tiles/bd64") }?;
+    /// let scale = module.kernel("scale_tiles")?;
+    /// let a = Array::zeros::<f32>(Device::Cuda(0), &[37, 50])?;
+    /// let out = Array::zeros::<f32>(Device::Cuda(0), &[37, 50])?;
+    /// // 5 x 4 tiles of 8 x 16: the domain [5, 4, 64], 64 threads per tile.
+    /// scale.launch_tiled([5, 4]).inputs((&a, 0.5f32)).outputs(&out).run()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn launch_tiled(&self, dim: impl Into<Dim>) -> LaunchBuilder<'_> {
+        LaunchBuilder::new_tiled(self, dim.into())
+    }
 }
 
 impl<'k> LaunchBuilder<'k> {

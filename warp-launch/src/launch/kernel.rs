@@ -8,8 +8,7 @@ use std::sync::{Arc, OnceLock};
 
 use cuda_api::{ArgBlock, DynKernel, Library, Param, ParamType};
 
-use super::builder::LaunchBuilder;
-use super::domain::Dim;
+use super::bind::Params;
 use super::memo::TypedBlock;
 use super::spare::Spare;
 use crate::abi::Element;
@@ -428,7 +427,7 @@ impl KernelSpec {
     pub(crate) unsafe fn declare_deferred(
         self,
         deferred: Option<DeferredCuda>,
-        cpu: Option<crate::launch::cpu::CpuKernel>,
+        cpu: Option<crate::cpu::CpuKernel>,
     ) -> Result<Kernel> {
         let rules = self.check()?;
         Ok(Kernel {
@@ -644,7 +643,7 @@ pub(crate) struct KernelInner {
     /// The access rules of the forward and backward functions, resolved.
     pub rules: [Rules; 2],
     pub cuda: Option<CudaSlot>,
-    pub cpu: Option<crate::launch::cpu::CpuKernel>,
+    pub cpu: Option<crate::cpu::CpuKernel>,
     /// The argument vector of a finished launch, reused (emptied) by the
     /// next one: immediate launches then allocate nothing.
     spare_args: Spare<Vec<crate::launch::bind::Arg>>,
@@ -655,7 +654,7 @@ impl KernelInner {
         spec: KernelSpec,
         rules: [Rules; 2],
         cuda: Option<CudaSlot>,
-        cpu: Option<crate::launch::cpu::CpuKernel>,
+        cpu: Option<crate::cpu::CpuKernel>,
     ) -> KernelInner {
         // Capacity of reusable argument vectors: every parameter and its
         // adjoint.
@@ -704,49 +703,6 @@ impl fmt::Debug for Kernel {
 }
 
 impl Kernel {
-    /// Starts a launch over `dim`: an integer, or 1 to 4 extents
-    /// (`[n]`, `[rows, cols]`, `vec![...]`); see [`LaunchBuilder`].
-    pub fn launch(&self, dim: impl Into<Dim>) -> LaunchBuilder<'_> {
-        LaunchBuilder::new(self, dim.into())
-    }
-
-    /// Starts a tiled launch over `dim` (Warp's `wp.launch_tiled`): the
-    /// block size is appended to `dim` as one more extent, so the threads of
-    /// a block share every coordinate of `wp.tid()` and work on one tile
-    /// together (`launch_tiled([m, n])` launches `[m, n, block_dim]`; a
-    /// kernel whose `wp.tid()` has 2 coordinates folds the third into
-    /// `coord_mult`, as Warp does). The block size is the one the kernel was
-    /// compiled for (a Warp module's `block_dim`, `WP_TILE_BLOCK_DIM`), else
-    /// [`LaunchBuilder::block_dim`] or 256; the CPU device appends 1, as Warp
-    /// does without `enable_cpu_blocks`. Everything else is as
-    /// [`Kernel::launch`]; the domain may have at most 3 extents.
-    ///
-    /// Unlike Warp, which takes `block_dim` as an argument and compiles a
-    /// module for it on the fly, an ahead-of-time module runs only at the
-    /// block size it was compiled for: asking for another one with
-    /// [`LaunchBuilder::block_dim`] is refused with
-    /// [`Error::CompiledBlockDim`] (naming both); compile one module per
-    /// block size (`wp.set_module_options({"block_dim": n})`). Safe launches
-    /// of tile kernels check Warp's tile loads and stores as
-    /// [`AxisIndex::Tile`](crate::AxisIndex::Tile) rules.
-    ///
-    /// ```no_run
-    /// # fn main() -> warp_launch::Result<()> {
-    /// use warp_launch::{AotModule, Array, Device};
-    /// // tiles.py: i, j = wp.tid(); t = wp.tile_load(a, shape=(8, 16), offset=(i * 8, j * 16)); ...
-    /// // SAFETY: the directory is one wp.compile_aot_module output, unchanged.
-    /// let module = unsafe { AotModule::load("target/warp-aot/tiles/bd64") }?;
-    /// let scale = module.kernel("scale_tiles")?;
-    /// let a = Array::zeros::<f32>(Device::Cuda(0), &[37, 50])?;
-    /// let out = Array::zeros::<f32>(Device::Cuda(0), &[37, 50])?;
-    /// // 5 x 4 tiles of 8 x 16: the domain [5, 4, 64], 64 threads per tile.
-    /// scale.launch_tiled([5, 4]).inputs((&a, 0.5f32)).outputs(&out).run()?;
-    /// # Ok(()) }
-    /// ```
-    pub fn launch_tiled(&self, dim: impl Into<Dim>) -> LaunchBuilder<'_> {
-        LaunchBuilder::new_tiled(self, dim.into())
-    }
-
     /// The kernel's name (Warp's key).
     pub fn name(&self) -> &str {
         &self.inner.spec.name
@@ -790,7 +746,7 @@ impl Kernel {
                 .inner
                 .cpu
                 .as_ref()
-                .is_some_and(crate::launch::cpu::CpuKernel::has_backward)
+                .is_some_and(crate::cpu::CpuKernel::has_backward)
     }
 
     /// Whether its CUDA forward function is declared against the driver
@@ -810,8 +766,8 @@ impl Kernel {
     /// from an [`crate::AotModule`]. An implementation it had is replaced.
     pub fn with_cpu(
         &self,
-        forward: crate::launch::cpu::CpuFn,
-        backward: Option<crate::launch::cpu::CpuFn>,
+        forward: crate::cpu::CpuFn,
+        backward: Option<crate::cpu::CpuFn>,
     ) -> Kernel {
         let old = &self.inner;
         let cuda = old.cuda.as_ref().map(CudaSlot::fresh);
@@ -820,7 +776,7 @@ impl Kernel {
                 old.spec.clone(),
                 old.rules.clone(),
                 cuda,
-                Some(crate::launch::cpu::CpuKernel::Rust { forward, backward }),
+                Some(crate::cpu::CpuKernel::Rust { forward, backward }),
             )),
         }
     }
@@ -832,39 +788,25 @@ impl Kernel {
     ///
     /// [`Error::NoSuchParam`] when the kernel has no parameter `name` (the message lists them).
     pub fn param_index(&self, name: &str) -> Result<usize> {
-        let n = self.params().len();
-        if let Some(i) = self.params().iter().position(|p| p.name == name) {
-            return Ok(i);
+        self.declared().index(name)
+    }
+
+    /// The kernel's name and parameters, as launches look them up.
+    pub(crate) fn declared(&self) -> Params<'_> {
+        Params {
+            name: self.name(),
+            params: self.params(),
         }
-        if let Some(base) = name.strip_prefix("adj_")
-            && let Some(i) = self.params().iter().position(|p| p.name == base)
-        {
-            return Ok(n + i);
-        }
-        Err(self.no_such_param(format!("'{name}'")))
     }
 
     pub(crate) fn no_such_param(&self, given: String) -> Error {
-        Error::NoSuchParam {
-            kernel: self.name().to_string(),
-            given,
-            known: self.params().iter().map(|p| p.name.clone()).collect(),
-        }
+        self.declared().no_such_param(given)
     }
 
     /// Parameter `index` of a launch (adjoints after the forward ones):
     /// its name and kind.
     pub(crate) fn param_at(&self, index: usize) -> Option<(std::borrow::Cow<'_, str>, &ParamKind)> {
-        let n = self.params().len();
-        if index < n {
-            let p = &self.params()[index];
-            Some((p.name.as_str().into(), &p.kind))
-        } else if index < 2 * n {
-            let p = &self.params()[index - n];
-            Some((format!("adj_{}", p.name).into(), &p.kind))
-        } else {
-            None
-        }
+        self.declared().at(index)
     }
 
     /// The CUDA function of the forward or backward kernel: attributes,
@@ -897,8 +839,8 @@ impl Kernel {
 
     /// The CPU function of the forward or backward kernel: a Rust
     /// implementation or the module's compiled CPU code.
-    pub(crate) fn cpu(&self, pass: Pass) -> Result<crate::launch::cpu::CpuBody<'_>> {
-        use crate::launch::cpu::{CpuBody, CpuKernel};
+    pub(crate) fn cpu(&self, pass: Pass) -> Result<crate::cpu::CpuBody<'_>> {
+        use crate::cpu::{CpuBody, CpuKernel};
         let missing = || Error::NoCpuFunction {
             kernel: self.name().to_string(),
             pass,
@@ -925,9 +867,6 @@ impl Kernel {
     /// (whose array accesses are not bounds-checked, so the launch-shape
     /// rules apply as on CUDA) rather than a Rust implementation.
     pub(crate) fn runs_native_on_cpu(&self) -> bool {
-        matches!(
-            self.inner.cpu,
-            Some(crate::launch::cpu::CpuKernel::Native(_))
-        )
+        matches!(self.inner.cpu, Some(crate::cpu::CpuKernel::Native(_)))
     }
 }

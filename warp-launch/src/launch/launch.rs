@@ -828,7 +828,7 @@ mod tests {
             .spec
             .declare()
             .unwrap()
-            .with_cpu(crate::launch::cpu::cpu_fn(|_, _| Ok(())), None)
+            .with_cpu(crate::cpu::cpu_fn(|_, _| Ok(())), None)
     }
 
     fn opts(adjoint: bool, unchecked: bool) -> Options {
@@ -887,7 +887,7 @@ mod tests {
             .indexed_by_thread("x")
             .declare()
             .unwrap()
-            .with_cpu(crate::launch::cpu::cpu_fn(|_, _| Ok(())), None);
+            .with_cpu(crate::cpu::cpu_fn(|_, _| Ok(())), None);
         let x = Array::zeros::<f32>(Device::Cpu, &[4]).unwrap();
         for (cap, shown) in [
             (MaxBlocks::from(big as i64), "5000000000"),
@@ -918,7 +918,7 @@ mod tests {
             .grid_stride(false)
             .declare()
             .unwrap()
-            .with_cpu(crate::launch::cpu::cpu_fn(|_, _| Ok(())), None);
+            .with_cpu(crate::cpu::cpu_fn(|_, _| Ok(())), None);
         let e = lean
             .launch(4)
             .device("cpu")
@@ -956,7 +956,7 @@ mod tests {
             })
         ));
         // A forward-only CPU implementation refuses the adjoint pass.
-        let fwd = bare.with_cpu(crate::launch::cpu::cpu_fn(|_, _| Ok(())), None);
+        let fwd = bare.with_cpu(crate::cpu::cpu_fn(|_, _| Ok(())), None);
         let e = fwd
             .launch(4)
             .device("cpu")
@@ -1176,7 +1176,7 @@ mod tests {
 
     #[test]
     fn declared_rules_of_cuda_c_kernels() {
-        let body = || crate::launch::cpu::cpu_fn(|_, _| Ok(()));
+        let body = || crate::cpu::cpu_fn(|_, _| Ok(()));
         // grid_sum: x[idx] (work items), partial[blockIdx.x], out[0].
         let k = KernelSpec::new("grid_sum", 1)
             .array::<f32>("x", 1)

@@ -26,7 +26,6 @@ use std::sync::{Arc, Weak};
 use cuda_api::{ArgBlock, LaunchConfig};
 
 use super::domain;
-use super::typed::How;
 use crate::abi::DType;
 use crate::array::{AccessMode, Array, Storage};
 use crate::device::Device;
@@ -126,7 +125,7 @@ impl Memo {
         cfg: LaunchConfig,
         mut slots: Vec<Slot>,
     ) -> Result<Memo, Vec<Slot>> {
-        use super::typed::TypedArg;
+        use super::bind::TypedArg;
         slots.clear();
         if q.dim.len() > domain::MAX_DIMS {
             return Err(slots);
@@ -158,7 +157,7 @@ impl Memo {
     /// Whether `q` has exactly this launch's arrays, value sizes, domain,
     /// device, access mode and stream context.
     pub(crate) fn matches(&self, q: &Query<'_, '_>) -> bool {
-        use super::typed::TypedArg;
+        use super::bind::TypedArg;
         if self.dims != q.dim.len()
             || self.how != q.how
             || self.device != q.device
@@ -181,6 +180,34 @@ impl Memo {
     }
 }
 
+/// How a positional launch treats its domain and the kernel's access
+/// rules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct How {
+    /// `wp.launch_tiled`: the block size is appended to the domain.
+    pub tiled: bool,
+    /// The access rules are skipped (the caller's promise).
+    pub unchecked: bool,
+}
+
+impl How {
+    /// A checked launch over the domain as given.
+    pub const PLAIN: How = How {
+        tiled: false,
+        unchecked: false,
+    };
+    /// A checked tiled launch.
+    pub const TILED: How = How {
+        tiled: true,
+        unchecked: false,
+    };
+    /// A launch without the access rules.
+    pub const UNCHECKED: How = How {
+        tiled: false,
+        unchecked: true,
+    };
+}
+
 /// The launch facts a memo is compared with.
 pub(crate) struct Query<'q, 'a> {
     pub dim: &'q [i64],
@@ -188,7 +215,7 @@ pub(crate) struct Query<'q, 'a> {
     pub device: Device,
     pub mode: AccessMode,
     pub ctx: usize,
-    pub args: &'q [super::typed::TypedArg<'a>],
+    pub args: &'q [super::bind::TypedArg<'a>],
 }
 
 /// An argument block for positional launches, with what its last launch
@@ -252,7 +279,7 @@ impl TypedBlock {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::launch::typed::TypedArg;
+    use crate::launch::bind::TypedArg;
     use cuda_api::LaunchConfig;
 
     fn cfg() -> LaunchConfig {

@@ -1,29 +1,24 @@
 //! A launch from start to end: the kernel ([`Kernel`], [`KernelSpec`]), the
 //! domain arithmetic (`domain`, no CUDA), arguments and their checks
 //! ([`Arg`]), the builder ([`LaunchBuilder`]), the checked reusable
-//! [`Launch`], this thread's recordings for the tape, and the CPU device
-//! ([`cpu_fn`]).
+//! [`Launch`] and this thread's recordings for the tape. A launch on the
+//! CPU device runs through [`crate::cpu`], called from `prepare` alone.
 
-mod bind;
+pub(crate) mod bind;
 mod builder;
-pub(crate) mod cpu;
 pub(crate) mod domain;
 pub(crate) mod kernel;
 #[allow(clippy::module_inception)]
 mod launch;
 pub(crate) mod memo;
-pub(crate) mod native;
 pub(crate) mod prepare;
 pub(crate) mod record;
 mod spare;
 mod typed;
 
-pub use bind::{Arg, IntoArg, IntoArgs, StructRef, StructValue};
+pub use bind::{Arg, IntoArg, IntoArgs, StructRef, StructValue, TypedArg};
 pub use builder::LaunchBuilder;
-pub use cpu::{CpuArgs, CpuArray, CpuFn, CpuIndex, Thread, cpu_fn};
 pub use domain::{Bounds, Dim, DimError, MaxBlocks, Plan};
 pub use kernel::{Kernel, KernelSpec};
 pub use launch::Launch;
-pub use native::{cpu_threads, set_cpu_threads};
 pub(crate) use prepare::check_context;
-pub use typed::TypedArg;

@@ -222,7 +222,7 @@ pub(super) fn enqueue(
 /// Runs a checked launch on the CPU device: the one call of the CPU
 /// runner.
 pub(super) fn run_cpu(kernel: &Kernel, pass: Pass, bounds: &Bounds, args: &[Arg]) -> Result<()> {
-    super::cpu::run(kernel, pass, bounds, args)
+    crate::cpu::run(kernel.declared(), kernel.cpu(pass)?, pass, bounds, args)
 }
 
 /// Enqueues one of warp-launch's own kernels (the tape's copy adjoint),

@@ -20,67 +20,19 @@
 
 use cuda_api::{DynKernel, LaunchConfig, Stream};
 
-use super::bind::{self, Arg, Site, StructRef, StructValue};
+use super::bind::{self, Arg, Site, StructValue, TypedArg};
 use super::domain::{self, KernelShape, Plan};
 use super::domain::{Dim, MaxBlocks};
 use super::kernel::Kernel;
 use super::launch::{Extents, Launch, Options, check_access_rules};
-use super::memo::{Query, TypedBlock};
+use super::memo::{How, Query, TypedBlock};
 use super::prepare;
 use super::record;
-use crate::abi::{Element, Value, WarpStruct, encode};
-use crate::array::{AccessMode, Array, TypedArray, thread_access_mode};
+use crate::abi::{Value, encode};
+use crate::array::{AccessMode, thread_access_mode};
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::signature::{ParamKind, Pass, StructType};
-
-/// One positional argument of [`Kernel::launch_args`] and
-/// [`Kernel::record_args`]: borrowed, so passing it copies nothing.
-#[derive(Clone, Copy, Debug)]
-pub enum TypedArg<'a> {
-    /// A forward or adjoint array argument (any device; the launch checks
-    /// where it lives).
-    Array(&'a Array),
-    /// A scalar, vector or matrix: its little-endian bytes, exactly the
-    /// parameter's dtype size ([`TypedArg::value`] makes them from a Rust
-    /// value).
-    Value(&'a [u8]),
-    /// A `wp.struct` by value, borrowed ([`TypedArg::of_struct`], or
-    /// from a [`StructValue`]).
-    Struct(StructRef<'a>),
-}
-
-impl<'a> TypedArg<'a> {
-    /// The bytes of `v` (an [`Element`]: `f32`, `[f32; 3]`, ...) as a
-    /// value argument.
-    pub fn value<T: Element>(v: &'a T) -> TypedArg<'a> {
-        TypedArg::Value(encode::element_bytes(std::slice::from_ref(v)))
-    }
-
-    /// A Rust struct with a Warp struct's layout ([`WarpStruct`]) as a
-    /// struct argument, borrowed: nothing is copied.
-    pub fn of_struct<S: WarpStruct>(v: &'a S) -> TypedArg<'a> {
-        TypedArg::Struct(StructRef::of(v))
-    }
-}
-
-impl<'a> From<&'a Array> for TypedArg<'a> {
-    fn from(a: &'a Array) -> Self {
-        TypedArg::Array(a)
-    }
-}
-
-impl<'a, T: Element, const N: usize> From<&'a TypedArray<T, N>> for TypedArg<'a> {
-    fn from(a: &'a TypedArray<T, N>) -> Self {
-        TypedArg::Array(a.as_array())
-    }
-}
-
-impl<'a> From<&'a StructValue> for TypedArg<'a> {
-    fn from(s: &'a StructValue) -> Self {
-        TypedArg::Struct(s.into())
-    }
-}
 
 /// The device a positional launch runs on: the stream's if one is given,
 /// else the first CUDA array's, else the CPU when there are arrays (all
@@ -698,34 +650,6 @@ impl Kernel {
         let owned = self.owned_args(args)?;
         Launch::build(self, &e[..len], owned, opts, stream.cloned())
     }
-}
-
-/// How a positional launch treats its domain and the kernel's access
-/// rules.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct How {
-    /// `wp.launch_tiled`: the block size is appended to the domain.
-    pub tiled: bool,
-    /// The access rules are skipped (the caller's promise).
-    pub unchecked: bool,
-}
-
-impl How {
-    /// A checked launch over the domain as given.
-    pub const PLAIN: How = How {
-        tiled: false,
-        unchecked: false,
-    };
-    /// A checked tiled launch.
-    pub const TILED: How = How {
-        tiled: true,
-        unchecked: false,
-    };
-    /// A launch without the access rules.
-    pub const UNCHECKED: How = How {
-        tiled: false,
-        unchecked: true,
-    };
 }
 
 /// An immediate positional launch as [`Kernel::launch_args`] was asked

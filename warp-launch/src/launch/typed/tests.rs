@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use super::*;
 use crate::abi::DType;
+use crate::array::{Array, TypedArray};
+use crate::cpu::cpu_fn;
 use crate::launch::builder::LaunchBuilder;
-use crate::launch::cpu::cpu_fn;
 use crate::launch::launch::check_accesses;
 use crate::signature::{AccessTarget, AxisIndex};
 use crate::{Accesses, KernelSpec, Tape};
@@ -34,7 +35,7 @@ fn warp_kernel(cu: &str, meta: &str, key: &str, fwd: CpuFn, bwd: Option<CpuFn>) 
         .with_cpu(fwd, bwd)
 }
 
-use crate::launch::cpu::CpuFn;
+use crate::cpu::CpuFn;
 
 /// Warp's saxpy (`y[i] = a * x[i] + y[i]`), with a CPU body.
 fn saxpy() -> Kernel {

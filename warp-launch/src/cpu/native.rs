@@ -35,14 +35,13 @@ use std::ffi::{CStr, c_void};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use super::native_types::{CpuAssertFn, CpuBackwardFn, CpuForwardFn, EmbeddedCpuKernel};
 use crate::abi::encode;
 use crate::array::AccessMode;
 use crate::device::Device;
 use crate::error::{CpuLayoutError, Error, Result};
-use crate::launch::bind::{self, Arg, Site};
+use crate::launch::bind::{self, Arg, Params, Site};
 use crate::launch::domain::Bounds;
-use crate::launch::kernel::Kernel;
-use crate::native_types::{CpuAssertFn, CpuBackwardFn, CpuForwardFn, EmbeddedCpuKernel};
 use crate::signature::{AccessTarget, Accesses, AxisIndex, KernelParam, Pass, StructType};
 
 /// Fewest work items a forward launch runs on several threads (2^18).
@@ -238,11 +237,11 @@ impl NativeKernel {
     /// arguments for `base` 0, the adjoints for `base` n), each checked
     /// against its parameter again (the bytes written are exactly the
     /// declared size) and its arrays' gradients checked host-reachable.
-    fn pack(&self, kernel: &Kernel, args: &[Arg], base: usize) -> Result<Vec<u128>> {
+    fn pack(&self, kernel: Params<'_>, args: &[Arg], base: usize) -> Result<Vec<u128>> {
         let mut bytes = vec![0u8; self.size];
-        for (i, (p, &offset)) in kernel.params().iter().zip(&self.offsets).enumerate() {
+        for (i, (p, &offset)) in kernel.params.iter().zip(&self.offsets).enumerate() {
             let index = base + i;
-            let name = match kernel.param_at(index) {
+            let name = match kernel.at(index) {
                 Some((name, _)) => name.into_owned(),
                 None => return Err(kernel.no_such_param(format!("index {index}"))),
             };
@@ -250,7 +249,7 @@ impl NativeKernel {
                 return Err(kernel.no_such_param(format!("index {index}")));
             };
             let site = Site {
-                kernel: kernel.name(),
+                kernel: kernel.name,
                 index,
                 name: &name,
             };
@@ -261,7 +260,7 @@ impl NativeKernel {
                 && let Some(g) = a.grad()
             {
                 crate::array::check(
-                    kernel.name(),
+                    kernel.name,
                     &format!("{name} (its gradient)"),
                     g,
                     Device::Cpu,
@@ -317,7 +316,7 @@ impl NativeKernel {
     /// caller holds locked), then takes the assertion record.
     pub(crate) fn run(
         &self,
-        kernel: &Kernel,
+        kernel: Params<'_>,
         pass: Pass,
         bounds: &Bounds,
         args: &[Arg],
@@ -334,7 +333,7 @@ impl NativeKernel {
                 let threads = self.threads_for(pass, bounds, args);
                 log::trace!(
                     "warp-launch: kernel '{}' on cpu: {} work item(s) on {threads} thread(s)",
-                    kernel.name(),
+                    kernel.name,
                     bounds.size
                 );
                 if threads > 1 {
@@ -356,11 +355,11 @@ impl NativeKernel {
             Pass::Adjoint => {
                 let Some(backward) = self.backward else {
                     return Err(Error::NoCpuFunction {
-                        kernel: kernel.name().to_string(),
+                        kernel: kernel.name.to_string(),
                         pass,
                     });
                 };
-                let mut adj = self.pack(kernel, args, kernel.params().len())?;
+                let mut adj = self.pack(kernel, args, kernel.params.len())?;
                 // SAFETY: as for the forward function (`run_chunk`), with
                 // the adjoints packed the same way into a second
                 // `wp_args_<key>`, the struct the backward entry point
@@ -379,7 +378,7 @@ impl NativeKernel {
         };
         match failed {
             Some(message) => Err(Error::KernelAssert {
-                kernel: kernel.name().to_string(),
+                kernel: kernel.name.to_string(),
                 pass,
                 message,
             }),

@@ -1,5 +1,5 @@
 //! The CPU device: a kernel with a Rust implementation, or a Warp kernel
-//! with its module's compiled CPU code (`launch::native`), runs over the
+//! with its module's compiled CPU code (`cpu::native`), runs over the
 //! domain with block_dim 1 on host-reachable arrays, through the same
 //! checks, `Launch` commands and tape as CUDA launches.
 //!
@@ -8,9 +8,16 @@
 //! several threads would make overlapping writes data races in Rust's
 //! sense. (Compiled Warp code runs on several threads only where its
 //! declaration proves that the work items touch disjoint elements; see
-//! `launch::native`.) A launch holds the locks of the storages it uses
+//! `cpu::native`.) A launch holds the locks of the storages it uses
 //! while it runs (see [`crate::array`]): a launch or copy on another thread
 //! that uses one of them waits; launches on unrelated arrays do not.
+//!
+//! The room: this file (Rust bodies, [`cpu_fn`], the runner `run`),
+//! `native` (compiled Warp code, threading) and `native_types` (the entry
+//! points warp-build links in). The launch road calls `run` from
+//! `launch::prepare` alone, with a checked launch; of `launch` this room
+//! uses only leaves that import nothing of it back: the arguments and
+//! their checks (`launch::bind`) and the domain's [`Bounds`].
 //!
 //! A kernel body must not wait for another thread (join, channel, a mutex)
 //! that uses one of the launch's own arrays: that thread waits for the
@@ -22,11 +29,18 @@ use std::sync::Arc;
 
 use crate::abi::{Element, Value};
 use crate::error::{Error, Result};
-use crate::launch::bind::Arg;
+use crate::launch::bind::{Arg, Params};
 use crate::launch::domain::Bounds;
-use crate::launch::kernel::Kernel;
-use crate::launch::native::NativeKernel;
 use crate::signature::Pass;
+
+mod native;
+mod native_types;
+
+pub(crate) use native::{NativeKernel, is_elementwise};
+pub use native::{cpu_threads, set_cpu_threads};
+pub use native_types::{
+    CpuAssertFn, CpuBackwardFn, CpuForwardFn, CpuLayoutFn, EmbeddedCpu, EmbeddedCpuKernel,
+};
 
 /// A CPU kernel body: called once per index of the domain with the thread's
 /// coordinates and the launch's arguments.
@@ -143,7 +157,7 @@ pub fn launch_coord(linear: usize, shape: &[u32], coord_mult: usize) -> [i32; 4]
 /// forward parameters) or name.
 pub struct CpuArgs<'a> {
     /// The kernel, for parameter names and messages.
-    kernel: &'a Kernel,
+    kernel: Params<'a>,
     /// The arguments: forward, then adjoints for an adjoint launch.
     args: &'a [Arg],
     /// The function running, for messages.
@@ -173,10 +187,10 @@ impl<'a> CpuArgs<'a> {
     fn wrong_with(&self, index: usize, want: String, hint: String) -> Error {
         let name = self
             .kernel
-            .param_at(index)
+            .at(index)
             .map_or(format!("#{index}"), |p| p.0.into_owned());
         Error::Argument(Box::new(crate::error::ArgumentError {
-            kernel: self.kernel.name().to_string(),
+            kernel: self.kernel.name.to_string(),
             index,
             param: name,
             expected: want,
@@ -204,7 +218,7 @@ impl<'a> CpuArgs<'a> {
     ///
     /// [`Error::NoSuchParam`] when the kernel has no parameter `name` (the message lists them).
     pub fn index(&self, name: &str) -> Result<usize> {
-        self.kernel.param_index(name)
+        self.kernel.index(name)
     }
 
     /// Array parameter `index` as elements of `T` (its dtype's Rust type).
@@ -331,7 +345,7 @@ pub struct CpuArray<'a, T> {
 /// for: what its index errors name.
 #[derive(Clone, Copy)]
 struct ArraySite<'a> {
-    kernel: &'a Kernel,
+    kernel: Params<'a>,
     pass: Pass,
     param: usize,
     thread: Thread,
@@ -361,10 +375,10 @@ impl<T: Element> CpuArray<'_, T> {
         let site = &self.site;
         let param = site
             .kernel
-            .param_at(site.param)
+            .at(site.param)
             .map_or(format!("#{}", site.param), |p| p.0.into_owned());
         Error::CpuIndex(Box::new(crate::error::CpuIndexError {
-            kernel: site.kernel.name().to_string(),
+            kernel: site.kernel.name.to_string(),
             pass: site.pass,
             param_index: site.param,
             param,
@@ -420,12 +434,17 @@ impl<T: Element> CpuArray<'_, T> {
     }
 }
 
-/// Runs the `pass` function of `kernel` on the CPU once per work item of
-/// `bounds` (block_dim 1) on `args` (checked by the launch): a Rust body in
-/// order, compiled Warp code as `launch::native` decides. `kernel` names
-/// the parameters in messages.
-pub(crate) fn run(kernel: &Kernel, pass: Pass, bounds: &Bounds, args: &[Arg]) -> Result<()> {
-    let body = kernel.cpu(pass)?;
+/// Runs `body`, the `pass` function of `kernel`, on the CPU once per work
+/// item of `bounds` (block_dim 1) on `args` (checked by the launch): a Rust
+/// body in order, compiled Warp code as `cpu::native` decides. `kernel`
+/// names the parameters in messages.
+pub(crate) fn run(
+    kernel: Params<'_>,
+    body: CpuBody<'_>,
+    pass: Pass,
+    bounds: &Bounds,
+    args: &[Arg],
+) -> Result<()> {
     if bounds.size == 0 {
         return Ok(());
     }

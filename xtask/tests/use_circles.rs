@@ -1,0 +1,112 @@
+//! The rooms rule (DESIGN.md §6, "Rooms by concept"): no file-level `use`
+//! circle in `warp-launch/src/launch`, `cuda-api/src` or
+//! `cuda-api/src/kernel`, but the ones listed here, each with its reason;
+//! cuda-api's `error.rs` and its plain values import nothing back. See
+//! `xtask::use_circles`.
+
+use std::path::{Path, PathBuf};
+
+use xtask::use_circles::{Allowed, check_dir, rooms_of_dir};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask is inside the workspace")
+        .to_path_buf()
+}
+
+/// Checks `folder` of the crate source `src` (`""`: `src` itself).
+fn assert_no_circles(src: &str, folder: &str, allowed: &[Allowed]) {
+    let dir = if folder.is_empty() {
+        src.to_string()
+    } else {
+        format!("{src}/{folder}")
+    };
+    let problems = check_dir(&root().join(src), folder, allowed)
+        .unwrap_or_else(|e| panic!("{src} parses: {e}"));
+    assert!(
+        problems.is_empty(),
+        "{dir}: {} problem(s) with its file-level `use` circles; make the imports run one way \
+         (move the shared item into a leaf file both can import), or, where the circle must \
+         stay, list its rooms in xtask/tests/use_circles.rs with the reason:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn launch_has_no_use_circle_but_the_listed_ones() {
+    assert_no_circles(
+        "warp-launch/src",
+        "launch",
+        &[Allowed {
+            rooms: &["launch/launch.rs", "launch/prepare.rs"],
+            why: "Launch calls prepare's checks, and prepare, the one module that starts \
+                  kernel work, takes a Launch's parts (Launch::graph_parts, Launch::plan) to \
+                  make graph nodes; opening it means handing prepare those parts instead of \
+                  the Launch, in two files that issue 29's road work edits at the same time",
+        }],
+    );
+}
+
+#[test]
+fn cuda_api_has_no_use_circle_but_the_listed_ones() {
+    assert_no_circles(
+        "cuda-api/src",
+        "",
+        &[Allowed {
+            rooms: &["context.rs", "device.rs"],
+            why: "a device keeps its primary context (CudaDevice::primary_context caches \
+                  one per process in the device's record) and a context names its device: \
+                  breaking it moves that cache out of CudaDevice, a change of its own",
+        }],
+    );
+}
+
+#[test]
+fn cuda_api_kernel_has_no_use_circle() {
+    assert_no_circles("cuda-api/src", "kernel", &[]);
+}
+
+#[test]
+fn error_and_the_value_types_of_cuda_api_import_nothing_back() {
+    let rooms = rooms_of_dir(&root().join("cuda-api/src"), &[], &[]).expect("cuda-api/src parses");
+    // Plain values: launch shapes and limits, images and their targets.
+    let leaves = ["image.rs", "launch.rs", "target.rs"];
+    for leaf in leaves.iter().copied().chain(["error.rs"]) {
+        let imports: Vec<&String> = rooms[leaf].keys().collect();
+        assert!(
+            imports.iter().all(|r| leaves.contains(&r.as_str())),
+            "{leaf} imports {imports:?}; it may import only the leaves {leaves:?}, which import \
+             nothing that imports it back"
+        );
+    }
+}
+
+#[test]
+fn the_cpu_room_uses_only_leaves_of_launch() {
+    // launch/ calls the CPU runner (prepare.rs) and keeps a kernel's CPU
+    // body (kernel.rs); cpu/ uses only files of launch/ that import no other
+    // file of launch/ and nothing of cpu/.
+    let rooms = rooms_of_dir(&root().join("warp-launch/src"), &[], &["launch"])
+        .expect("warp-launch/src parses");
+    assert!(
+        rooms["launch/prepare.rs"].contains_key("cpu/"),
+        "the rule reads prepare.rs's call of the CPU runner: {:?}",
+        rooms["launch/prepare.rs"]
+    );
+    for (to, names) in &rooms["cpu/"] {
+        let Some(file) = to.strip_prefix("launch/") else {
+            continue;
+        };
+        let back: Vec<&String> = rooms[to]
+            .keys()
+            .filter(|r| r.starts_with("launch/") || *r == "cpu/")
+            .collect();
+        assert!(
+            back.is_empty(),
+            "cpu/ uses {names:?} of launch/{file}, which imports {back:?}; cpu/ may use only \
+             leaves of launch/: move what it needs into one"
+        );
+    }
+}
