@@ -301,23 +301,25 @@ pub(crate) fn find(
         with.pythonpath = Some(dir.to_path_buf());
         Ok(with.probe()?.has_warp())
     };
-    let mut run_pip = |staging: &Path| {
-        if !ambient.pip {
-            return Err(BuildError::PipMissing {
-                python: python.exe.clone(),
-                target: install.clone(),
-            });
-        }
-        pip_install(&python, staging, &install)
-    };
+    if !ambient.pip && !complete(&install)? {
+        return Err(BuildError::PipMissing {
+            python: python.exe.clone(),
+            target: install,
+        });
+    }
+    let mut run_pip = |staging: &Path| pip_install(&python, staging, &install);
     let mut say = |line: &str| {
         log::info!("{line}");
         if cargo_warnings {
             crate::cargo_instruction(format_args!("warning={line}"));
         }
     };
-    install_once(&install, &once, &mut complete, &mut run_pip, &mut say)?;
+    let installed = install_once(&install, &once, &mut complete, &mut run_pip, &mut say)?;
     python.pythonpath = Some(install);
+    if installed == Installed::Already {
+        // `complete` found Warp there.
+        return Ok(python);
+    }
     let probe = python.probe()?;
     if probe.has_warp() {
         Ok(python)
