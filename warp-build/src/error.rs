@@ -87,8 +87,9 @@ pub enum BuildError {
         /// The end of its output.
         output: String,
     },
-    /// Warp must be installed but no Cargo target directory was found to
-    /// install it into.
+    /// Warp must be installed into the target directory (`WARP_BUILD_CACHE=off`,
+    /// an interpreter of the user's choosing, or no user cache directory) but
+    /// no Cargo target directory was found.
     NoTargetDir {
         /// The output directory the search started from.
         out_dir: PathBuf,
