@@ -2,8 +2,9 @@
 //! cubin each, PTX for the lowest) and writes `$OUT_DIR/warp/kernels/kernels.rs`,
 //! which embeds them, and `$OUT_DIR/warp/kernels/kernels_launchers.rs`, the
 //! typed launchers of its kernels. `WARP_BUILD_ARCHS` overrides the list (CI
-//! compiles `90,80`). Warp is installed with pip into the target directory
-//! when Python cannot import it; see the warp-build crate docs.
+//! compiles `90,80`). Warp is installed with pip once per user (shared by
+//! every crate and target directory) when Python cannot import it; see the
+//! warp-build crate docs.
 
 use std::process::ExitCode;
 

@@ -2,8 +2,8 @@
 //! every module compiled.
 //!
 //! 1. `tests/warp/corpus.py` (run by the interpreter warp-build finds, Warp
-//!    installed with pip into the target directory when Python cannot import
-//!    it) imports every example of the wheel's `warp/examples` without
+//!    installed with pip once per user when Python cannot import it, see
+//!    the warp-build crate docs) imports every example of the wheel's `warp/examples` without
 //!    running its main, and compiles each Warp module holding kernels for
 //!    sm_90 into `<dir>/corpus/<example>/<module>/`, with
 //!    `<dir>/corpus/manifest.json` saying what was compiled, what was skipped

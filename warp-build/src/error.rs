@@ -87,8 +87,9 @@ pub enum BuildError {
         /// The end of its output.
         output: String,
     },
-    /// Warp must be installed but no Cargo target directory was found to
-    /// install it into.
+    /// Warp must be installed into the target directory (`WARP_BUILD_CACHE=off`,
+    /// an interpreter of the user's choosing, or no user cache directory) but
+    /// no Cargo target directory was found.
     NoTargetDir {
         /// The output directory the search started from.
         out_dir: PathBuf,
@@ -288,7 +289,7 @@ impl fmt::Display for BuildError {
                     f,
                     "{CALL}: {} with PYTHONPATH={} finds {what}, but warp-build needs warp-lang {WARP_VERSION} \
                      and numpy: install them there with `{}`, or unset WARP_BUILD_PYTHONPATH to let warp-build \
-                     install them into the target directory",
+                     install them (once per user, see the warp-build docs)",
                     python.display(),
                     pythonpath.display(),
                     pip_command(python, pythonpath)
@@ -316,9 +317,10 @@ impl fmt::Display for BuildError {
             ),
             BuildError::NoTargetDir { out_dir } => write!(
                 f,
-                "{CALL}: warp-lang {WARP_VERSION} must be installed but no Cargo target directory was found \
+                "{CALL}: warp-lang {WARP_VERSION} must be installed into the target directory (WARP_BUILD_CACHE=off, \
+                 an interpreter of your own, or no user cache directory) but no Cargo target directory was found \
                  (CARGO_TARGET_DIR is unset and no directory above {} holds CACHEDIR.TAG): set \
-                 CARGO_TARGET_DIR, or install Warp with `python3 -m pip install --target DIR {}` and set \
+                 CARGO_TARGET_DIR or WARP_BUILD_CACHE_DIR, or install Warp with `python3 -m pip install --target DIR {}` and set \
                  WARP_BUILD_PYTHONPATH=DIR",
                 out_dir.display(),
                 PIP_REQUIREMENTS.join(" ")

@@ -33,12 +33,31 @@
 //! `python3` (3.10 or newer). Warp is imported from `WARP_BUILD_PYTHONPATH`
 //! when set (a directory holding warp-lang 1.19.0 and numpy, as
 //! `pip install --target` writes it); else from the interpreter's own
-//! packages when they hold warp-lang 1.19.0; else warp-build installs it once
-//! with `python3 -m pip install --target <target>/warp-build/python
-//! warp-lang==1.19.0 numpy==2.2.6` into the Cargo target directory
-//! (`CARGO_TARGET_DIR`, else the directory holding `CACHEDIR.TAG` above the
-//! output) and reuses it. Warp's kernel cache stays in
-//! `<target>/warp-build/kernel-cache`, not in the home directory.
+//! packages when they hold warp-lang 1.19.0; else warp-build installs it
+//! with `python3 -m pip install --target <dir> warp-lang==1.19.0
+//! numpy==2.2.6` and reuses it:
+//!
+//! - by default once per user and machine, shared by every crate and target
+//!   directory: `<dir>` is `<cache>/warp-build/1.19.0-<hash>`, where
+//!   `<cache>` is the user's cache directory (`$XDG_CACHE_HOME`, else
+//!   `~/.cache` on Linux; `~/Library/Caches` on macOS; the local application
+//!   data folder on Windows) and `<hash>` is of the pip requirements and the
+//!   interpreter's version, ABI and platform. `WARP_BUILD_CACHE_DIR=<abs dir>`
+//!   replaces `<cache>/warp-build`. Builds running at once install it once:
+//!   the first takes the lock file `<dir>.lock`, installs into a staging
+//!   directory beside it and renames it to `<dir>`; the others wait and
+//!   reuse it. About 465 MB; `cargo clean` does not remove it (delete the
+//!   directory to);
+//! - into `<target>/warp-build/python`, once per Cargo target directory
+//!   (`CARGO_TARGET_DIR`, else the directory holding `CACHEDIR.TAG` above the
+//!   output; removed by `cargo clean`), with `WARP_BUILD_CACHE=off` or when
+//!   the interpreter is your own choice (`WARP_BUILD_PYTHON` or
+//!   [`WarpModule::python`]).
+//!
+//! The first install prints two `cargo:warning` lines (what it installs,
+//! where, and how long it took); later builds print nothing. Warp's kernel
+//! cache stays in `<target>/warp-build/kernel-cache`, not in the home
+//! directory.
 //!
 //! # CPU code
 //!
@@ -59,7 +78,7 @@
 //!
 //! In a build script, [`WarpModule::compile`] prints `cargo:rerun-if-changed`
 //! for every `.py` file of the source (and those beside it that it imports)
-//! and `cargo:rerun-if-env-changed` for the three variables. The output
+//! and `cargo:rerun-if-env-changed` for the `WARP_BUILD_*` variables. The output
 //! directory keeps a stamp (SHA-256 of the sources, the options, the Warp
 //! version and the compile script): when it matches and the outputs exist,
 //! nothing runs and [`Compiled::reused`] is `true`.
@@ -108,3 +127,11 @@ pub const ENV_PYTHON: &str = "WARP_BUILD_PYTHON";
 
 /// A directory holding warp-lang 1.19.0 and numpy, put first on `PYTHONPATH`.
 pub const ENV_PYTHONPATH: &str = "WARP_BUILD_PYTHONPATH";
+
+/// `off`: install Warp into each target directory (`<target>/warp-build/python`)
+/// instead of once per user.
+pub const ENV_CACHE: &str = "WARP_BUILD_CACHE";
+
+/// An absolute directory for the shared Warp install instead of the user's
+/// cache directory (`<dir>/1.19.0-<hash>`).
+pub const ENV_CACHE_DIR: &str = "WARP_BUILD_CACHE_DIR";

@@ -7,7 +7,10 @@ use serde::Deserialize;
 use crate::error::{BuildError, WarpStage, io};
 use crate::python::{self, Python, tail};
 use crate::stamp::{self, Stamp};
-use crate::{ENV_ARCHS, ENV_PYTHON, ENV_PYTHONPATH, WARP_VERSION, cpu_library, embed};
+use crate::{
+    ENV_ARCHS, ENV_CACHE, ENV_CACHE_DIR, ENV_PYTHON, ENV_PYTHONPATH, WARP_VERSION, cpu_library,
+    embed,
+};
 
 /// The Python side of the compile step, run with `python -c`.
 const SCRIPT: &str = include_str!("compile.py");
@@ -181,7 +184,13 @@ impl WarpModule {
         let out_dir = self.resolved_out_dir(&module)?;
         let metadata = self.cargo_metadata.unwrap_or_else(in_build_script);
         if metadata {
-            for var in [ENV_ARCHS, ENV_PYTHON, ENV_PYTHONPATH] {
+            for var in [
+                ENV_ARCHS,
+                ENV_PYTHON,
+                ENV_PYTHONPATH,
+                ENV_CACHE,
+                ENV_CACHE_DIR,
+            ] {
                 crate::cargo_instruction(format_args!("rerun-if-env-changed={var}"));
             }
             if source.is_package {
@@ -230,8 +239,8 @@ impl WarpModule {
         }
 
         stamp::remove(&out_dir)?;
-        let (exe, origin) = interpreter(self.python.as_deref());
-        let python = python::find(exe, origin, &out_dir, metadata)?;
+        let (exe, origin, chosen) = interpreter(self.python.as_deref());
+        let python = python::find(exe, origin, chosen, &out_dir, metadata)?;
         let target = python::target_dir(&out_dir);
         let summary = run_script(&python, &source, &archs, self, &out_dir, target.as_deref())?;
 
@@ -447,13 +456,16 @@ fn py_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), BuildError> {
 
 /// The interpreter to run and where that choice came from: `explicit`, else
 /// `WARP_BUILD_PYTHON`, else `python3`.
-fn interpreter(explicit: Option<&Path>) -> (PathBuf, &'static str) {
+/// The flag is whether the user chose it (then the shared Warp install is
+/// not used).
+fn interpreter(explicit: Option<&Path>) -> (PathBuf, &'static str, bool) {
     match (explicit, std::env::var_os(ENV_PYTHON)) {
-        (Some(p), _) => (p.to_path_buf(), "set with WarpModule::python"),
-        (None, Some(p)) if !p.is_empty() => (PathBuf::from(p), "from WARP_BUILD_PYTHON"),
+        (Some(p), _) => (p.to_path_buf(), "set with WarpModule::python", true),
+        (None, Some(p)) if !p.is_empty() => (PathBuf::from(p), "from WARP_BUILD_PYTHON", true),
         _ => (
             PathBuf::from("python3"),
             "the default; set WARP_BUILD_PYTHON to change it",
+            false,
         ),
     }
 }
@@ -476,9 +488,11 @@ pub struct WarpPython {
 impl WarpPython {
     /// Finds the interpreter (`WARP_BUILD_PYTHON`, else `python3`) and where
     /// it imports Warp from (`WARP_BUILD_PYTHONPATH`, else its own packages,
-    /// else `<target>/warp-build/python`, installed there with pip on first
-    /// use, the target directory found above `out_dir`). In a build script
-    /// it prints `cargo:rerun-if-env-changed` for the two variables.
+    /// else the shared install `<cache>/warp-build/1.19.0-<hash>`, or
+    /// `<target>/warp-build/python` as the [crate docs](crate) say, the
+    /// target directory found above `out_dir`; installed there with pip on
+    /// first use). In a build script it prints
+    /// `cargo:rerun-if-env-changed` for the `WARP_BUILD_*` variables it reads.
     ///
     /// # Errors
     ///
@@ -489,12 +503,12 @@ impl WarpPython {
     pub fn find(out_dir: impl AsRef<Path>) -> Result<WarpPython, BuildError> {
         let metadata = in_build_script();
         if metadata {
-            for var in [ENV_PYTHON, ENV_PYTHONPATH] {
+            for var in [ENV_PYTHON, ENV_PYTHONPATH, ENV_CACHE, ENV_CACHE_DIR] {
                 crate::cargo_instruction(format_args!("rerun-if-env-changed={var}"));
             }
         }
-        let (exe, origin) = interpreter(None);
-        let python = python::find(exe, origin, out_dir.as_ref(), metadata)?;
+        let (exe, origin, chosen) = interpreter(None);
+        let python = python::find(exe, origin, chosen, out_dir.as_ref(), metadata)?;
         Ok(WarpPython { python })
     }
 
@@ -507,6 +521,13 @@ impl WarpPython {
     /// The interpreter's path (as given, or `python3`).
     pub fn exe(&self) -> &Path {
         &self.python.exe
+    }
+
+    /// The directory put first on `PYTHONPATH` (`WARP_BUILD_PYTHONPATH`, the
+    /// shared install or the target directory's), or `None` when the
+    /// interpreter imports Warp from its own packages.
+    pub fn pythonpath(&self) -> Option<&Path> {
+        self.python.pythonpath.as_deref()
     }
 }
 

@@ -1,6 +1,5 @@
-//! warp-build against the real Warp 1.19.0 (Python; installed into the
-//! target directory with pip when not importable, as a user's build gets
-//! it). No GPU: Warp's NVRTC compiles. Run with `WARP_BUILD_ARCHS` unset
+//! warp-build against the real Warp 1.19.0 (Python; installed once per user
+//! with pip when not importable, as a user's build gets it). No GPU: Warp's NVRTC compiles. Run with `WARP_BUILD_ARCHS` unset
 //! or `90,80` (as CI sets it): it overrides the architectures asked for here.
 
 use std::path::{Path, PathBuf};

@@ -331,6 +331,19 @@ pub enum Error {
         /// Each driver library path tried, with why it failed.
         tried: Vec<(String, String)>,
     },
+    /// An array on a CUDA device (or in page-locked or managed memory) made
+    /// in a process where no CUDA driver loads: refused before any launch,
+    /// naming the way to the CPU.
+    NoDriverForArray {
+        /// The call (`Array::zeros`).
+        call: &'static str,
+        /// The device the array was for.
+        device: Device,
+        /// The memory asked for.
+        memory: cuda_api::MemoryKind,
+        /// Each driver library path tried, with why it failed.
+        tried: Vec<(String, String)>,
+    },
     /// A CPU launch or host copy that would wait forever for an array held
     /// by another thread that waits, in turn, for an array this thread
     /// holds (see [`Storage`](crate::Storage)).
@@ -901,17 +914,35 @@ impl fmt::Display for Error {
             } => {
                 write!(
                     f,
-                    "launch of '{kernel}' on {device}: no CUDA driver could be loaded ("
-                )?;
-                for (i, (path, why)) in tried.iter().enumerate() {
-                    let sep = if i == 0 { "" } else { "; " };
-                    write!(f, "{sep}{path}: {why}")?;
-                }
+                    "launch of '{kernel}' on {device}: no CUDA driver could be loaded ({}); to run it on the \
+                     CPU, launch with .device(\"cpu\") and arrays on \"cpu\" (or name no device: without \
+                     a driver the default device is \"cpu\"), else install the NVIDIA driver or set \
+                     CUDA_SYS_DRIVER_LIBRARY to libcuda.so",
+                    TriedLibraries(tried)
+                )
+            }
+            Error::NoDriverForArray {
+                call,
+                device,
+                memory,
+                tried,
+            } => {
+                let instead = if device.is_cuda() {
+                    format!(
+                        "make the array on \"cpu\" instead of \"{device}\" ({call}(\"cpu\", ..)) and launch on \
+                         \"cpu\""
+                    )
+                } else {
+                    format!(
+                        "make it in plain host memory on \"cpu\" (MemoryKind::Device, as {call}(\"cpu\", ..) \
+                         does) instead of {memory}"
+                    )
+                };
                 write!(
                     f,
-                    "); to run it on the CPU, launch with .device(\"cpu\") and arrays on \"cpu\" \
-                     (or name no device: without a driver the default device is \"cpu\"), \
-                     else install the NVIDIA driver or set CUDA_SYS_DRIVER_LIBRARY to libcuda.so"
+                    "{call}: {memory} for {device}: no CUDA driver could be loaded ({}); without a GPU, \
+                     {instead}, else install the NVIDIA driver or set CUDA_SYS_DRIVER_LIBRARY to libcuda.so",
+                    TriedLibraries(tried)
                 )
             }
             Error::WouldDeadlock { call, message } => {
@@ -1057,7 +1088,39 @@ impl fmt::Display for Error {
     }
 }
 
+/// The driver libraries tried, with why each failed: `path: why; path: why`.
+struct TriedLibraries<'a>(&'a [(String, String)]);
+
+impl fmt::Display for TriedLibraries<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (path, why)) in self.0.iter().enumerate() {
+            let sep = if i == 0 { "" } else { "; " };
+            write!(f, "{sep}{path}: {why}")?;
+        }
+        Ok(())
+    }
+}
+
 impl Error {
+    /// An allocation's error: a driver that cannot be loaded becomes
+    /// [`Error::NoDriverForArray`], naming the call and the way to the CPU.
+    pub(crate) fn for_allocation(
+        self,
+        call: &'static str,
+        device: Device,
+        memory: cuda_api::MemoryKind,
+    ) -> Error {
+        match self {
+            Error::Cuda(cuda_api::CudaError::DriverNotFound { tried }) => Error::NoDriverForArray {
+                call,
+                device,
+                memory,
+                tried,
+            },
+            e => e,
+        }
+    }
+
     /// This launch's error: a driver that cannot be loaded becomes
     /// [`Error::NoDriver`], naming the kernel and the way to the CPU.
     pub(crate) fn for_launch(self, kernel: &str, device: Device) -> Error {

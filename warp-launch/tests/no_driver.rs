@@ -8,7 +8,7 @@
 
 use std::process::Command;
 
-use warp_launch::{Array, Device, Error, Kernel, KernelSpec, Pass, TypedArg, cpu_fn};
+use warp_launch::{Array, Device, Error, Kernel, KernelSpec, MemoryKind, Pass, TypedArg, cpu_fn};
 
 const CHILD: &str = "WARP_LAUNCH_NO_DRIVER_CHILD";
 const MISSING: &str = "/nonexistent/libcuda-for-this-test.so.1";
@@ -30,26 +30,33 @@ fn scale() -> Kernel {
         )
 }
 
+/// In the parent: runs the test `name` in a child without a driver and
+/// asserts it passed, returning `false`; in the child, `true` (run the body).
+fn in_child_without_driver(name: &str) -> bool {
+    if std::env::var_os(CHILD).is_some() {
+        return true;
+    }
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--nocapture"])
+        .env(CHILD, "1")
+        .env("CUDA_SYS_DRIVER_LIBRARY", MISSING)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "the child failed:\n{text}");
+    assert!(text.contains("1 passed"), "the child did not run:\n{text}");
+    false
+}
+
 #[test]
 fn without_a_driver_launches_default_to_the_cpu_and_cuda_launches_say_how_to_run_there() {
-    if std::env::var_os(CHILD).is_none() {
-        let out = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "without_a_driver_launches_default_to_the_cpu_and_cuda_launches_say_how_to_run_there",
-                "--exact",
-                "--nocapture",
-            ])
-            .env(CHILD, "1")
-            .env("CUDA_SYS_DRIVER_LIBRARY", MISSING)
-            .output()
-            .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(out.status.success(), "the child failed:\n{text}");
-        assert!(text.contains("1 passed"), "the child did not run:\n{text}");
+    if !in_child_without_driver(
+        "without_a_driver_launches_default_to_the_cpu_and_cuda_launches_say_how_to_run_there",
+    ) {
         return;
     }
     assert!(!warp_launch::cuda_available());
@@ -85,4 +92,51 @@ fn without_a_driver_launches_default_to_the_cpu_and_cuda_launches_say_how_to_run
     for part in ["'scale_rows'", "cuda:0", MISSING, ".device(\"cpu\")"] {
         assert!(msg.contains(part), "'{part}' missing from: {msg}");
     }
+}
+
+/// Without a driver, an array on `cuda:0` fails before any launch: the
+/// message names the call, the device, the library tried, and suggests
+/// `"cpu"` (before, it was cuda-api's driver-not-found error, naming the
+/// libraries but not the CPU).
+#[test]
+fn without_a_driver_a_cuda_array_says_to_make_it_on_the_cpu() {
+    if !in_child_without_driver("without_a_driver_a_cuda_array_says_to_make_it_on_the_cpu") {
+        return;
+    }
+    let err = Array::zeros::<f32>("cuda:0", &[4]).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        matches!(&err, Error::NoDriverForArray { call: "Array::zeros", device: Device::Cuda(0),
+            memory: MemoryKind::Device, tried } if tried.iter().any(|(p, _)| p == MISSING)),
+        "{msg}"
+    );
+    for part in [
+        "Array::zeros: device memory for cuda:0",
+        MISSING,
+        "make the array on \"cpu\" instead of \"cuda:0\" (Array::zeros(\"cpu\", ..))",
+        "CUDA_SYS_DRIVER_LIBRARY",
+    ] {
+        assert!(msg.contains(part), "'{part}' missing from: {msg}");
+    }
+    // Every constructor goes through the same allocation.
+    let msg = Array::from_slice("cuda:0", &[1.0f32, 2.0], &[2])
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("on \"cpu\" instead of \"cuda:0\""), "{msg}");
+    // Page-locked memory for the CPU needs the driver too: plain host memory does not.
+    let msg = Array::zeros_in::<f32>("cpu", &[4], MemoryKind::PinnedHost)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains("page-locked host memory for cpu")
+            && msg.contains("plain host memory on \"cpu\" (MemoryKind::Device"),
+        "{msg}"
+    );
+    assert_eq!(
+        Array::zeros::<f32>("cpu", &[4])
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap(),
+        [0.0; 4]
+    );
 }

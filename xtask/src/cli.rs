@@ -105,10 +105,19 @@ pub enum Task {
     /// WARP_BUILD_ARCHS overrides --arch), PTX for the lowest, and with --embed
     /// the Rust code that embeds them; also Warp's C++ for the CPU, compiled
     /// with the host's C++ compiler into `<out>/cpu/libwpl_<module>.a` (--no-cpu:
-    /// none). Warp is installed with pip into target/warp-build/python when not
-    /// importable. No FILE: tests/warp/kernels.py into target/warp-aot/aot, the
+    /// none). Warp is installed with pip once per user (as warp-build does) when not
+    /// importable (see `warp-install`). No FILE: tests/warp/kernels.py into target/warp-aot/aot, the
     /// module the Warp examples load; else `target/warp-aot/<stem>`.
     WarpAot(warp_aot::Args),
+    /// Install Warp 1.19.0 and numpy for the kernel compile step where every build looks, once.
+    ///
+    /// What a build script's first Warp compile would do (about 465 MB with
+    /// pip, about a minute): into the shared install
+    /// `<cache>/warp-build/1.19.0-<hash>` (WARP_BUILD_CACHE_DIR replaces
+    /// `<cache>/warp-build`; WARP_BUILD_CACHE=off or WARP_BUILD_PYTHON:
+    /// target/warp-build/python), nothing when Python already imports it.
+    /// Prints the directory.
+    WarpInstall,
     /// List each library crate's public items with every path that reaches them.
     ///
     /// One line of counts per crate, then the items reachable by two or more
@@ -168,6 +177,7 @@ pub fn run(cli: Cli) -> Result<()> {
             fuzz::run(&root, seconds, target.as_deref(), seed)
         }
         Some(Task::WarpAot(args)) => warp_aot::run(&root, &args),
+        Some(Task::WarpInstall) => warp_aot::install(&root),
         Some(Task::PublicApi { all, crates }) => public_api::run(&root, all, &crates),
     }
 }

@@ -72,6 +72,30 @@ fn out_dir(root: &Path, args: &Args) -> PathBuf {
     }
 }
 
+/// `cargo xtask warp-install`: finds or installs Warp 1.19.0 exactly as a
+/// build script's compile does, and says where it is.
+pub fn install(root: &Path) -> Result<()> {
+    println!(
+        "xtask warp-install: finding Warp 1.19.0, installing it with pip if needed (about 465 MB, \
+         about a minute, once) ..."
+    );
+    let started = std::time::Instant::now();
+    let python = warp_build::WarpPython::find(root.join("target"))?;
+    let secs = started.elapsed().as_secs_f64();
+    match python.pythonpath() {
+        Some(dir) => println!(
+            "xtask warp-install: {} imports Warp 1.19.0 from {} ({secs:.0} s)",
+            python.exe().display(),
+            dir.display()
+        ),
+        None => println!(
+            "xtask warp-install: {} imports Warp 1.19.0 from its own packages: nothing to install",
+            python.exe().display()
+        ),
+    }
+    Ok(())
+}
+
 /// Runs the task.
 pub fn run(root: &Path, args: &Args) -> Result<()> {
     let file = args

@@ -57,6 +57,7 @@ fn help_lists_every_task_and_each_task_has_its_own() {
             "test",
             "fuzz",
             "warp-aot",
+            "warp-install",
             "public-api",
         ] {
             assert!(stdout.contains(&format!("  {task} ")), "{args:?}: {stdout}");
@@ -71,6 +72,7 @@ fn help_lists_every_task_and_each_task_has_its_own() {
         ("test", "[ARGS]..."),
         ("gpu-bundle", "--no-candle"),
         ("candle-test", "Usage: cargo xtask candle-test"),
+        ("warp-install", "Usage: cargo xtask warp-install"),
     ] {
         for args in [[task, "--help"], ["help", task]] {
             let out = xtask(&args);

@@ -213,12 +213,18 @@ fn allocate(
             },
             e => e,
         })?,
-        (Device::Cpu, _) => Storage::cuda(Allocation::zeroed(
-            &Device::Cuda(0).context()?,
-            bytes,
-            kind,
-        )?),
-        (_, _) => Storage::cuda(Allocation::zeroed(&device.context()?, bytes, kind)?),
+        (Device::Cpu, _) => Storage::cuda(
+            Device::Cuda(0)
+                .context()
+                .and_then(|context| Ok(Allocation::zeroed(&context, bytes, kind)?))
+                .map_err(|e| e.for_allocation(call, device, kind))?,
+        ),
+        (_, _) => Storage::cuda(
+            device
+                .context()
+                .and_then(|context| Ok(Allocation::zeroed(&context, bytes, kind)?))
+                .map_err(|e| e.for_allocation(call, device, kind))?,
+        ),
     };
     let storage = Arc::new(storage);
     // Fresh memory: no live record holds it, so this enters the storage
@@ -244,7 +250,9 @@ impl Array {
     /// anything is allocated, with [`Error::Shape`] when an extent or a byte
     /// stride does not fit Warp's `array_t` (`int32`), or the size does not
     /// fit the address space; an allocation the allocator refuses is
-    /// [`Error::Alloc`] (host memory) or [`Error::Cuda`], never an abort.
+    /// [`Error::Alloc`] (host memory) or [`Error::Cuda`], never an abort;
+    /// [`Error::NoDriverForArray`] (naming the libraries tried and
+    /// suggesting `"cpu"`) for CUDA memory where no CUDA driver loads.
     pub fn zeros<T: Element>(device: impl IntoDevice, shape: &[usize]) -> Result<Array> {
         Self::zeros_dtype_in(device, T::DTYPE, shape, MemoryKind::Device)
     }
