@@ -87,12 +87,14 @@ pub fn generate(specs: &Specs) -> Result<Vec<(String, String)>> {
         quote::quote! {
             //! Facts generated from the specs for the ABI tests.
             pub mod abi;
+            pub mod nvrtc_abi;
             pub mod warp_abi;
         }
     } else {
         quote::quote! {
             //! Facts generated from the specs for the ABI test.
             pub mod abi;
+            pub mod nvrtc_abi;
         }
     };
     let api_mod = quote::quote! {
@@ -157,7 +159,7 @@ pub fn generate(specs: &Specs) -> Result<Vec<(String, String)>> {
 /// Every file generated from NVRTC's specs (`specs/nvrtc/`), as
 /// `(path relative to the workspace root, contents)`.
 pub fn generate_nvrtc(specs: &Specs) -> Result<Vec<(String, String)>> {
-    Ok(vec![
+    Ok([
         (
             "cuda-sys/src/generated/nvrtc/mod.rs".into(),
             format(nvrtc::module())?,
@@ -174,7 +176,14 @@ pub fn generate_nvrtc(specs: &Specs) -> Result<Vec<(String, String)>> {
             "cuda-sys/src/generated/nvrtc/errors.rs".into(),
             format(nvrtc::errors(specs)?)?,
         ),
-    ])
+        (
+            "tests/src/generated/nvrtc_abi.rs".into(),
+            format(probe::rust_expectations_of(specs, quote!(cuda_sys::nvrtc))?)?,
+        ),
+    ]
+    .into_iter()
+    .chain(probe::nvrtc_c_probes(specs)?)
+    .collect())
 }
 
 /// Loads `specs_dir`, generates everything and writes it under `root`
