@@ -204,3 +204,11 @@ fn renders_nvrtc_functions() {
 fn renders_the_nvrtc_result_catalogue() {
     insta::assert_snapshot!(file(&nvrtc(), "cuda-sys/src/generated/nvrtc/errors.rs"));
 }
+
+/// The thin layer over NVRTC, by the driver's classification and safety
+/// rule: `nvrtcVersion` safe (out-values only), program handles `unsafe`,
+/// slices with their shared count checked.
+#[test]
+fn renders_the_nvrtc_thin_layer() {
+    insta::assert_snapshot!(file(&nvrtc(), "cuda-api/src/generated/nvrtc.rs"));
+}

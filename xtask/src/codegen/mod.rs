@@ -100,6 +100,7 @@ pub fn generate(specs: &Specs) -> Result<Vec<(String, String)>> {
     let api_mod = quote::quote! {
         //! Items generated from the specs.
         pub mod driver;
+        pub mod nvrtc;
     };
     let mut files = vec![
         ("cuda-api/src/generated/mod.rs".into(), format(api_mod)?),
@@ -175,6 +176,10 @@ pub fn generate_nvrtc(specs: &Specs) -> Result<Vec<(String, String)>> {
         (
             "cuda-sys/src/generated/nvrtc/errors.rs".into(),
             format(nvrtc::errors(specs)?)?,
+        ),
+        (
+            "cuda-api/src/generated/nvrtc.rs".into(),
+            format(api::nvrtc(specs)?)?,
         ),
         (
             "tests/src/generated/nvrtc_abi.rs".into(),
