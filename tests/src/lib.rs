@@ -73,7 +73,7 @@ pub fn nvrtc_include_dir(release: &str) -> Result<PathBuf, String> {
         Ok(dir)
     } else {
         Err(format!(
-            "no nvrtc.h of CUDA {release} in {}: run `cargo xtask import --check` once, which fetches the pinned NVRTC headers",
+            "no nvrtc.h of CUDA {release} in {}: run the tests through `cargo xtask test` (or run `cargo xtask import --check` once), which fetches the pinned NVRTC headers",
             dir.display()
         ))
     }
