@@ -452,6 +452,17 @@ pub enum CudaError {
         /// Its size in bytes.
         bytes: usize,
     },
+    /// An NVRTC call failed.
+    Nvrtc {
+        /// The C function, e.g. `nvrtcCompileProgram`.
+        call: &'static str,
+        /// What it returned.
+        code: cuda_sys::nvrtc::nvrtcResult,
+    },
+    /// NVRTC, or the NVRTC function a call needs, is not available: no
+    /// library loads (the libraries tried and what to install), or the loaded
+    /// NVRTC is older than the function (both versions).
+    NvrtcUnavailable(cuda_sys::nvrtc::NvrtcLoadError),
 }
 
 impl CudaError {
@@ -574,6 +585,8 @@ impl fmt::Display for CudaError {
                 f,
                 "{call}: the {bytes} bytes at {address:#x} are lent to another library (Allocation::lend), whose work on them cannot be ordered with work queued here; end the loan first (drop the value that borrows them), or copy the data"
             ),
+            CudaError::Nvrtc { call, code } => write!(f, "{call} failed with {code}"),
+            CudaError::NvrtcUnavailable(e) => e.fmt(f),
         }
     }
 }
@@ -663,6 +676,26 @@ pub fn check(code: CUresult, call: &'static str) -> CudaResult<()> {
         return Ok(());
     }
     Err(fail(code, call))
+}
+
+/// `Ok` for `NVRTC_SUCCESS`, else the error naming `call` (used by the
+/// generated thin layer over NVRTC).
+///
+/// # Errors
+///
+/// [`CudaError::NvrtcUnavailable`] when cuda-sys did not call NVRTC
+/// ([`cuda_sys::nvrtc::NOT_AVAILABLE`]: no library, or one older than
+/// `call`), else [`CudaError::Nvrtc`] with the code.
+pub fn check_nvrtc(code: cuda_sys::nvrtc::nvrtcResult, call: &'static str) -> CudaResult<()> {
+    if code.is_success() {
+        return Ok(());
+    }
+    if code == cuda_sys::nvrtc::NOT_AVAILABLE
+        && let Err(e) = cuda_sys::nvrtc::require(call)
+    {
+        return Err(CudaError::NvrtcUnavailable(e));
+    }
+    Err(CudaError::Nvrtc { call, code })
 }
 
 /// The one length that several slices sharing a C count must have, converted
@@ -980,6 +1013,42 @@ impl From<PeerError> for CudaError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A failing NVRTC call names the call, the code and our description;
+    /// a call cuda-sys did not make ([`cuda_sys::nvrtc::NOT_AVAILABLE`])
+    /// says why instead.
+    #[test]
+    fn nvrtc_errors_name_the_call_or_why_nvrtc_was_not_called() {
+        use cuda_sys::nvrtc::{NOT_AVAILABLE, NvrtcLoadError, nvrtcResult};
+        assert_eq!(
+            check_nvrtc(nvrtcResult::NVRTC_SUCCESS, "nvrtcVersion"),
+            Ok(())
+        );
+        let e =
+            check_nvrtc(nvrtcResult::NVRTC_ERROR_COMPILATION, "nvrtcCompileProgram").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "nvrtcCompileProgram failed with NVRTC_ERROR_COMPILATION (6): The source did not compile; the program log has the diagnostics."
+        );
+        let e = check_nvrtc(NOT_AVAILABLE, "nvrtcNoSuchFunction").unwrap_err();
+        assert_eq!(
+            e,
+            CudaError::NvrtcUnavailable(NvrtcLoadError::UnknownFunction(
+                "nvrtcNoSuchFunction".into()
+            ))
+        );
+        // Through the generated thin layer: where no NVRTC loads, the
+        // error lists the libraries tried and what to install.
+        match crate::nvrtc::version() {
+            Ok((major, _)) => assert!(major >= 12),
+            Err(CudaError::NvrtcUnavailable(NvrtcLoadError::LibraryNotFound { tried })) => {
+                assert!(!tried.is_empty());
+                let msg = crate::nvrtc::version().unwrap_err().to_string();
+                assert!(msg.contains("pip install nvidia-cuda-nvrtc"), "{msg}");
+            }
+            Err(other) => panic!("unexpected {other}"),
+        }
+    }
 
     #[test]
     fn driver_errors_name_the_call_code_and_stickiness() {

@@ -140,12 +140,13 @@ mod target;
 // The two lower layers: the generated thin wrappers and the raw bindings.
 pub use cuda_sys as sys;
 pub use generated::driver;
+pub use generated::nvrtc;
 
 // Errors: one error type for every call, and the typed reasons it carries.
 pub use error::PeerError;
 pub use error::{
-    ArgError, CudaError, CudaResult, DRIVER_LOG_LINES, DriverError, SignatureError, check, require,
-    set_driver_log_in_errors, supports,
+    ArgError, CudaError, CudaResult, DRIVER_LOG_LINES, DriverError, SignatureError, check,
+    check_nvrtc, require, set_driver_log_in_errors, supports,
 };
 pub use image::ImageError;
 pub use launch::LaunchError;

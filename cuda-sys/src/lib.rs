@@ -66,6 +66,7 @@
 #[rustfmt::skip]
 mod generated;
 pub mod loader;
+pub mod nvrtc;
 
 pub use generated::functions::*;
 pub use generated::types::*;

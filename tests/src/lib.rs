@@ -46,6 +46,39 @@ pub fn release_include_dir(release: &str) -> Result<PathBuf, String> {
     }
 }
 
+/// The include directory of one pinned release's `nvrtc.h` (`"12.0"` …
+/// `"13.5"`): `NVRTC_RELEASE_INCLUDE_DIRS` (`12.0=DIR;12.4=DIR;...`) when it
+/// names the release, else the pinned wheel's headers that `cargo xtask
+/// import` unpacks into target/cuda-cache.
+pub fn nvrtc_include_dir(release: &str) -> Result<PathBuf, String> {
+    if let Ok(list) = std::env::var("NVRTC_RELEASE_INCLUDE_DIRS") {
+        for entry in list.split(';') {
+            if let Some((r, dir)) = entry.split_once('=')
+                && r == release
+            {
+                return Ok(PathBuf::from(dir));
+            }
+        }
+    }
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/cuda-cache");
+    let dir = match release {
+        "12.0" => root.join("cuda-nvrtc-12.0.76/nvidia/cuda_nvrtc/include"),
+        "12.4" => root.join("cuda-nvrtc-12.4.127/nvidia/cuda_nvrtc/include"),
+        "12.8" => root.join("cuda-nvrtc-12.8.93/nvidia/cuda_nvrtc/include"),
+        "13.0" => root.join("cuda-nvrtc-13.0.88/nvidia/cu13/include"),
+        "13.5" => root.join("cuda-nvrtc-13.5.37/nvidia/cu13/include"),
+        other => return Err(format!("CUDA {other} is no pinned NVRTC release")),
+    };
+    if dir.join("nvrtc.h").is_file() {
+        Ok(dir)
+    } else {
+        Err(format!(
+            "no nvrtc.h of CUDA {release} in {}: run the tests through `cargo xtask test` (or run `cargo xtask import --check` once), which fetches the pinned NVRTC headers",
+            dir.display()
+        ))
+    }
+}
+
 /// The directory holding the real `cuda.h` the ABI test compiles against:
 /// `CUDA_INCLUDE_DIR` (set by `cargo xtask test`), else `$CUDA_HOME/include`,
 /// else the pinned wheel cache that `cargo xtask import`/`test` fill.

@@ -163,3 +163,57 @@ fn every_older_release_matches_its_header() {
         );
     }
 }
+
+/// `nvrtc.h` of every pinned release (CUDA 12.0 … 13.5) against
+/// `cuda_sys::nvrtc`: the newest header's probe (`nvrtc_probe.c`) and each
+/// older one's (`nvrtc_probe_12.0.c` …) compile with every specified
+/// signature assigned from the header's function, and every size and value
+/// they print equals cuda-sys's.
+#[test]
+fn every_pinned_nvrtc_h_matches_cuda_sys() {
+    let rust: BTreeMap<(String, String), i64> = sdk_tests::generated::nvrtc_abi::facts()
+        .into_iter()
+        .chain(sdk_tests::generated::nvrtc_abi::older_facts())
+        .chain(sdk_tests::generated::nvrtc_abi::release_facts())
+        .map(|(k, n, v)| ((k.to_string(), n.to_string()), v))
+        .collect();
+    for release in ["12.0", "12.4", "12.8", "13.0", "13.5"] {
+        let include = sdk_tests::nvrtc_include_dir(release).unwrap_or_else(|e| panic!("{e}"));
+        let stem = if release == "13.5" {
+            "nvrtc_probe".to_string()
+        } else {
+            format!("nvrtc_probe_{release}")
+        };
+        let c = run_probe_of(&stem, &include);
+        let mut mismatches = Vec::new();
+        for (key, cv) in &c {
+            match rust.get(key) {
+                Some(rv) if rv == cv => {}
+                Some(rv) => mismatches.push(format!(
+                    "{} {}: CUDA {release} nvrtc.h {cv}, cuda-sys {rv}",
+                    key.0, key.1
+                )),
+                None => mismatches.push(format!(
+                    "{} {}: printed by the CUDA {release} NVRTC probe but not in cuda-sys",
+                    key.0, key.1
+                )),
+            }
+        }
+        assert!(
+            mismatches.is_empty(),
+            "CUDA {release} NVRTC: {} ABI mismatches:\n{}",
+            mismatches.len(),
+            mismatches.join("\n")
+        );
+        let values = c.keys().filter(|(kind, _)| kind == "value").count();
+        eprintln!(
+            "NVRTC ABI of CUDA {release} ({}): {} facts, {values} values equal cuda-sys",
+            include.display(),
+            c.len()
+        );
+        assert!(
+            values >= 12,
+            "the CUDA {release} NVRTC probe prints the nvrtcResult codes"
+        );
+    }
+}

@@ -228,7 +228,8 @@ fn import_task(root: &Path, _specs: &Path, check: bool) -> Result<()> {
 
 /// Provisions the pinned headers, then runs the workspace tests with
 /// `CUDA_INCLUDE_DIR` (the newest cuda.h), `CUDA_RELEASE_INCLUDE_DIRS`
-/// (`12.0=DIR;...`: every pinned release's) and `WARP_NATIVE_INCLUDE_DIR`
+/// (`12.0=DIR;...`: every pinned release's), `NVRTC_RELEASE_INCLUDE_DIRS`
+/// (the same for `nvrtc.h`) and `WARP_NATIVE_INCLUDE_DIR`
 /// (Warp's `warp/native/*.h`) pointing at them (the ABI tests compile
 /// against them).
 fn test(root: &Path, extra: &[String]) -> Result<()> {
@@ -243,6 +244,14 @@ fn test(root: &Path, extra: &[String]) -> Result<()> {
             provision::release_include_dir(r)?.display()
         ));
     }
+    let mut nvrtc = Vec::new();
+    for r in provision::PINNED_NVRTC {
+        nvrtc.push(format!(
+            "{}={}",
+            r.release,
+            provision::nvrtc_include_dir(r)?.display()
+        ));
+    }
     println!(
         "xtask test: cargo test --workspace {} (CUDA_INCLUDE_DIR={}, WARP_NATIVE_INCLUDE_DIR={})",
         extra.join(" "),
@@ -254,6 +263,7 @@ fn test(root: &Path, extra: &[String]) -> Result<()> {
         .args(extra)
         .env("CUDA_INCLUDE_DIR", &include)
         .env("CUDA_RELEASE_INCLUDE_DIRS", releases.join(";"))
+        .env("NVRTC_RELEASE_INCLUDE_DIRS", nvrtc.join(";"))
         .env("WARP_NATIVE_INCLUDE_DIR", &warp_include)
         .current_dir(root)
         .status()?;

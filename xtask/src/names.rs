@@ -84,7 +84,11 @@ const TOKENS: &[(&str, &str)] = &[
 /// `heck`'s snake case of a function name without its `cu` prefix: the name
 /// the generator uses when the spec gives no `rust_name`.
 pub fn heck_name(c_name: &str) -> String {
-    c_name.strip_prefix("cu").unwrap_or(c_name).to_snake_case()
+    c_name
+        .strip_prefix("cu")
+        .or_else(|| c_name.strip_prefix("nvrtc"))
+        .unwrap_or(c_name)
+        .to_snake_case()
 }
 
 /// The name the importer proposes where `heck` gets it wrong

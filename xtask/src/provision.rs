@@ -87,6 +87,75 @@ pub fn release_include_dir(r: &PinnedRelease) -> Result<PathBuf> {
     Ok(inc)
 }
 
+/// One pinned NVRTC release whose `nvrtc.h` the importer reads, from a PyPI
+/// wheel pinned by exact version (one per release of [`PINNED_RELEASES`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PinnedNvrtc {
+    /// The CUDA release, e.g. `"12.0"`; the wheel's version starts with it.
+    pub release: &'static str,
+    /// The wheel, pinned, e.g. `nvidia-cuda-nvrtc-cu12==12.0.76`.
+    pub wheel: &'static str,
+    /// Where the wheel keeps `nvrtc.h`.
+    pub include: &'static str,
+}
+
+/// The NVRTC releases the NVRTC specs merge, oldest first: the same CUDA
+/// releases as [`PINNED_RELEASES`] (`nvrtc.h` has no version macro: the
+/// wheel's version names the release).
+pub const PINNED_NVRTC: &[PinnedNvrtc] = &[
+    PinnedNvrtc {
+        release: "12.0",
+        wheel: "nvidia-cuda-nvrtc-cu12==12.0.76",
+        include: "nvidia/cuda_nvrtc/include",
+    },
+    PinnedNvrtc {
+        release: "12.4",
+        wheel: "nvidia-cuda-nvrtc-cu12==12.4.127",
+        include: "nvidia/cuda_nvrtc/include",
+    },
+    PinnedNvrtc {
+        release: "12.8",
+        wheel: "nvidia-cuda-nvrtc-cu12==12.8.93",
+        include: "nvidia/cuda_nvrtc/include",
+    },
+    PinnedNvrtc {
+        release: "13.0",
+        wheel: "nvidia-cuda-nvrtc==13.0.88",
+        include: "nvidia/cu13/include",
+    },
+    PinnedNvrtc {
+        release: "13.5",
+        wheel: "nvidia-cuda-nvrtc==13.5.37",
+        include: "nvidia/cu13/include",
+    },
+];
+
+/// The include directory holding one pinned release's `nvrtc.h`, fetched
+/// with pip into `target/cuda-cache/cuda-nvrtc-<wheel version>` on first use
+/// (only the headers are unpacked).
+///
+/// # Errors
+///
+/// pip failing, or a wheel without `nvrtc.h`.
+pub fn nvrtc_include_dir(r: &PinnedNvrtc) -> Result<PathBuf> {
+    let version = r.wheel.split("==").nth(1).unwrap_or(r.release);
+    let dir = cache_dir().join(format!("cuda-nvrtc-{version}"));
+    let inc = dir.join(r.include);
+    if !inc.join("nvrtc.h").is_file() {
+        fetch_wheel_with(r.wheel, &dir, None, Some(r.include))?;
+    }
+    if !inc.join("nvrtc.h").is_file() {
+        return Err(format!(
+            "{} unpacked to {} but has no nvrtc.h in {}",
+            r.wheel,
+            dir.display(),
+            r.include
+        )
+        .into());
+    }
+    Ok(inc)
+}
+
 /// The wheel that carries Warp's native headers (`warp/native/*.h`).
 pub const WARP_WHEEL: &str = "warp-lang==1.19.0";
 /// The platform whose `WARP_WHEEL` build is fetched (the headers are the

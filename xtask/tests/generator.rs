@@ -179,3 +179,36 @@ fn a_broken_spec_writes_nothing() {
     );
     std::fs::remove_dir_all(&tmp).ok();
 }
+
+/// NVRTC's generated raw layer, from a fixture cut from `specs/nvrtc/`:
+/// a function of every release span (since 12.0, since 12.8 with an inline
+/// callback type, removed in 13.0 and deprecated), the handle, the
+/// `nvrtcResult` newtype and its catalogue.
+fn nvrtc() -> Vec<(String, String)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nvrtc/specs");
+    let specs = load_dir(&dir).unwrap_or_else(|e| panic!("the NVRTC fixture must load:\n{e}"));
+    codegen::generate_nvrtc(&specs).expect("the NVRTC fixture generates")
+}
+
+#[test]
+fn renders_nvrtc_types() {
+    insta::assert_snapshot!(file(&nvrtc(), "cuda-sys/src/generated/nvrtc/types.rs"));
+}
+
+#[test]
+fn renders_nvrtc_functions() {
+    insta::assert_snapshot!(file(&nvrtc(), "cuda-sys/src/generated/nvrtc/functions.rs"));
+}
+
+#[test]
+fn renders_the_nvrtc_result_catalogue() {
+    insta::assert_snapshot!(file(&nvrtc(), "cuda-sys/src/generated/nvrtc/errors.rs"));
+}
+
+/// The thin layer over NVRTC, by the driver's classification and safety
+/// rule: `nvrtcVersion` safe (out-values only), program handles `unsafe`,
+/// slices with their shared count checked.
+#[test]
+fn renders_the_nvrtc_thin_layer() {
+    insta::assert_snapshot!(file(&nvrtc(), "cuda-api/src/generated/nvrtc.rs"));
+}

@@ -237,3 +237,60 @@ fn removed_and_retyped_fields() {
     writeln!(text, "{removed} removed, {retyped} retyped").unwrap();
     insta::assert_snapshot!(text);
 }
+
+/// `specs/nvrtc/`: what each pinned `nvrtc.h` declares (the counts
+/// `cargo xtask import` printed from the headers), each function's
+/// `proc_version` is its `since` (the NVRTC version the loader gates it
+/// on), and the driver's specs do not take in NVRTC's.
+#[test]
+fn nvrtc_functions_and_codes_of_each_release() {
+    use xtask::import::merge::release_number;
+    use xtask::provision::PINNED_NVRTC;
+    let nvrtc = load::load_dir(&workspace_root().join("specs").join("nvrtc"))
+        .unwrap_or_else(|e| panic!("specs/nvrtc/ must load:\n{e}"));
+    let releases: Vec<&str> = PINNED_NVRTC.iter().map(|r| r.release).collect();
+    assert_eq!(releases, self::releases(), "one NVRTC wheel per release");
+    let counts = functions_per_release(&nvrtc, &releases);
+    assert_eq!(
+        counts,
+        [
+            ("12.0".to_string(), 20),
+            ("12.4".to_string(), 20),
+            ("12.8".to_string(), 25),
+            ("13.0".to_string(), 23),
+            ("13.5".to_string(), 28),
+        ]
+    );
+    for (_, _, f) in nvrtc.functions() {
+        let since = f.since.as_deref().expect("every NVRTC function has since");
+        assert_eq!(f.proc_version, release_number(since), "{}", f.name.value);
+    }
+    let mut text = String::new();
+    let mut before = BTreeSet::new();
+    for r in &releases {
+        let now = declared(&nvrtc, r, &releases);
+        let added: Vec<&String> = now.difference(&before).collect();
+        let removed: Vec<&String> = before.difference(&now).collect();
+        writeln!(text, "CUDA {r}: {} functions", now.len()).unwrap();
+        if !before.is_empty() {
+            writeln!(text, "  added ({}): {added:?}", added.len()).unwrap();
+            writeln!(text, "  removed ({}): {removed:?}", removed.len()).unwrap();
+        }
+        before = now;
+    }
+    writeln!(text, "nvrtcResult codes:").unwrap();
+    for e in nvrtc.enums().filter(|e| e.name.value == "nvrtcResult") {
+        for v in &e.values {
+            let since = v.since.as_deref().unwrap_or("12.0");
+            writeln!(text, "  {} = {} (since {since})", v.name.value, v.value).unwrap();
+        }
+    }
+    insta::assert_snapshot!(text);
+    let driver = specs();
+    assert!(
+        driver
+            .functions()
+            .all(|(_, _, f)| !f.name.value.starts_with("nvrtc")),
+        "specs/ must not load specs/nvrtc/ into the driver's set"
+    );
+}

@@ -2,3 +2,4 @@
 
 //! Items generated from the specs.
 pub mod driver;
+pub mod nvrtc;

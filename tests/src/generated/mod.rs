@@ -2,4 +2,5 @@
 
 //! Facts generated from the specs for the ABI tests.
 pub mod abi;
+pub mod nvrtc_abi;
 pub mod warp_abi;

@@ -23,6 +23,26 @@ use crate::ctype::CType;
 use crate::names::{self, snake};
 use crate::spec::model::*;
 
+/// Which API a thin layer wraps: the driver (`cuda-api/src/generated/driver.rs`
+/// over `cuda_sys`) or NVRTC (`nvrtc.rs` over `cuda_sys::nvrtc`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// `cuda.h`.
+    Driver,
+    /// `nvrtc.h`.
+    Nvrtc,
+}
+
+impl Target {
+    /// The raw module's path.
+    fn sys(self) -> &'static str {
+        match self {
+            Target::Driver => "cuda_sys",
+            Target::Nvrtc => "cuda_sys::nvrtc",
+        }
+    }
+}
+
 /// How one parameter appears in the safe signature.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Shape {
@@ -394,7 +414,7 @@ pub fn driver(specs: &Specs) -> Result<TokenStream> {
     all.sort_by_key(|a| fn_name(a.1));
     let mut fns = Vec::new();
     for (g, f) in all {
-        fns.push(wrapper(g, f, &types)?);
+        fns.push(wrapper(g, f, &types, Target::Driver)?);
     }
     let (total, safe, unsafe_) = coverage(specs);
     let doc = format!(
@@ -418,6 +438,48 @@ pub fn driver(specs: &Specs) -> Result<TokenStream> {
         use crate::error::{check, shared_len, CudaResult};
         #(#fns)*
     })
+}
+
+/// `generated/nvrtc.rs`: the thin layer over `cuda_sys::nvrtc`, by the same
+/// classification and safety rule as the driver's. Its wording says NVRTC
+/// where the driver's says the driver.
+pub fn nvrtc(specs: &Specs) -> Result<TokenStream> {
+    let types = TypeInfo::new(specs);
+    let mut all: Vec<(&GroupFile, &Function)> = specs.functions().map(|(_, g, f)| (g, f)).collect();
+    all.sort_by_key(|a| fn_name(a.1));
+    let mut fns = Vec::new();
+    for (g, f) in all {
+        fns.push(wrapper(g, f, &types, Target::Nvrtc)?);
+    }
+    let (total, safe, unsafe_) = coverage(specs);
+    let doc = format!(
+        "The thin layer over NVRTC: one function per NVRTC function ({total} in all: {safe} safe, {unsafe_} `unsafe`), \
+         named in snake_case after the C name (each carries it as a `doc(alias)`), by the same rules as \
+         [`driver`](crate::driver): a wrapper is safe only when no argument can make NVRTC touch memory or an \
+         object that safe Rust cannot vouch for; a program handle (`nvrtcProgram`), a callback or a raw pointer \
+         makes it `unsafe`. Out-parameters are returned in `Ok`, a pointer with its count is a slice, and a failing \
+         `nvrtcResult` is a [`CudaError::Nvrtc`](crate::CudaError::Nvrtc) naming the call; no NVRTC, or one older \
+         than the function, is [`CudaError::NvrtcUnavailable`](crate::CudaError::NvrtcUnavailable).\n\n\
+         NVIDIA reference: <{}>.",
+        super::nvrtc::NVRTC_DOCS
+    );
+    let doc = docs::inner_attrs(&doc);
+    let tokens = quote! {
+        #doc
+        use cuda_sys::nvrtc::*;
+        use crate::error::{check_nvrtc, shared_len, CudaResult};
+        #(#fns)*
+    };
+    // The driver's wording, said of NVRTC.
+    let text = tokens
+        .to_string()
+        .replace("a driver thread", "an NVRTC thread")
+        .replace("obtained from the driver", "obtained from NVRTC")
+        .replace("before the driver is called", "before NVRTC is called")
+        .replace("the driver", "NVRTC");
+    Ok(syn::parse_str::<syn::File>(&text)
+        .map_err(|e| format!("the NVRTC thin layer does not parse: {e}"))?
+        .into_token_stream())
 }
 
 /// The sentence-level summary and the rest of a spec summary: the summary is
@@ -559,7 +621,8 @@ fn safety_section(f: &Function, shapes: &[Shape], types: &TypeInfo) -> String {
     s
 }
 
-fn wrapper(g: &GroupFile, f: &Function, types: &TypeInfo) -> Result<TokenStream> {
+fn wrapper(g: &GroupFile, f: &Function, types: &TypeInfo, target: Target) -> Result<TokenStream> {
+    let sys = target.sys();
     let shapes = classify(f);
     let safe = is_safe(f, &shapes, types);
     let c_name = &f.name.value;
@@ -826,17 +889,23 @@ fn wrapper(g: &GroupFile, f: &Function, types: &TypeInfo) -> Result<TokenStream>
         }
         doc.pop();
     }
-    doc.push_str(&format!("\n\nThin wrapper over [`cuda_sys::{c_name}`]"));
+    doc.push_str(&format!("\n\nThin wrapper over [`{sys}::{c_name}`]"));
     if !param_docs.is_empty() {
         doc.push_str(":\n\n");
         doc.push_str(&param_docs.join("\n"));
     } else {
         doc.push('.');
     }
-    doc.push_str(&format!(
-        "\n\n# Errors\n\nA failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `{c_name}`; a driver without it gives \
-         [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported)."
-    ));
+    doc.push_str(&match target {
+        Target::Driver => format!(
+            "\n\n# Errors\n\nA failing `CUresult` is [`CudaError::Driver`](crate::CudaError::Driver) naming `{c_name}`; a driver without it gives \
+             [`CudaError::DriverNotFound`](crate::CudaError::DriverNotFound) or [`CudaError::NotSupported`](crate::CudaError::NotSupported)."
+        ),
+        Target::Nvrtc => format!(
+            "\n\n# Errors\n\nA failing `nvrtcResult` is [`CudaError::Nvrtc`](crate::CudaError::Nvrtc) naming `{c_name}`; no NVRTC, or one older than \
+             `{c_name}`, gives [`CudaError::NvrtcUnavailable`](crate::CudaError::NvrtcUnavailable)."
+        ),
+    });
     if shapes
         .iter()
         .any(|s| matches!(s, Shape::LenOf(_) | Shape::FilledCount(_)))
@@ -850,7 +919,11 @@ fn wrapper(g: &GroupFile, f: &Function, types: &TypeInfo) -> Result<TokenStream>
         .errors
         .iter()
         .filter(|e| e.value != "CUDA_SUCCESS")
-        .map(|e| format!("[`{0}`](cuda_sys::CUresult::{0})", e.value))
+        .filter(|e| e.value != "NVRTC_SUCCESS")
+        .map(|e| match target {
+            Target::Driver => format!("[`{0}`](cuda_sys::CUresult::{0})", e.value),
+            Target::Nvrtc => format!("[`{0}`](cuda_sys::nvrtc::nvrtcResult::{0})", e.value),
+        })
         .collect();
     if !codes.is_empty() {
         doc.push_str(&format!(
@@ -865,11 +938,18 @@ fn wrapper(g: &GroupFile, f: &Function, types: &TypeInfo) -> Result<TokenStream>
     doc.push_str(&format!(
         "\n\nNVIDIA reference: `{c_name}` in [{}]({}).",
         docs::escape(&g.title),
-        docs::group_url(&g.group)
+        match target {
+            Target::Driver => docs::group_url(&g.group),
+            Target::Nvrtc => super::nvrtc::NVRTC_DOCS.to_string(),
+        }
     ));
     let doc = docs::attrs(&doc);
     let deprecated = if f.deprecated {
-        quote!(#[deprecated(note = "deprecated in cuda.h")] #[allow(deprecated)])
+        let note = match target {
+            Target::Driver => "deprecated in cuda.h",
+            Target::Nvrtc => "deprecated in nvrtc.h",
+        };
+        quote!(#[deprecated(note = #note)] #[allow(deprecated)])
     } else {
         quote!()
     };
@@ -885,11 +965,15 @@ fn wrapper(g: &GroupFile, f: &Function, types: &TypeInfo) -> Result<TokenStream>
              other arguments are references, length-checked slices or locals.",
         )
     };
+    let check = match target {
+        Target::Driver => quote!(check),
+        Target::Nvrtc => quote!(check_nvrtc),
+    };
     let body = quote! {
         #(#pre)*
         #call_mark
         let __r = unsafe { #sys_fn(#(#call),*) };
-        check(__r, #lit)?;
+        #check(__r, #lit)?;
         #(#post)*
         Ok(#ret_val)
     };

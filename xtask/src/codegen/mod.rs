@@ -3,6 +3,7 @@
 
 pub mod api;
 pub mod docs;
+pub mod nvrtc;
 pub mod probe;
 pub mod sys;
 pub mod warp;
@@ -76,26 +77,30 @@ pub fn format(tokens: TokenStream) -> Result<String> {
 pub fn generate(specs: &Specs) -> Result<Vec<(String, String)>> {
     let sys_mod = quote::quote! {
         //! Items generated from the specs: types, the driver function table and
-        //! the `CUresult` catalogue.
+        //! the `CUresult` catalogue; NVRTC's in `nvrtc`.
         pub mod errors;
         pub mod functions;
+        pub mod nvrtc;
         pub mod types;
     };
     let tests_mod = if specs.warp.is_some() {
         quote::quote! {
             //! Facts generated from the specs for the ABI tests.
             pub mod abi;
+            pub mod nvrtc_abi;
             pub mod warp_abi;
         }
     } else {
         quote::quote! {
             //! Facts generated from the specs for the ABI test.
             pub mod abi;
+            pub mod nvrtc_abi;
         }
     };
     let api_mod = quote::quote! {
         //! Items generated from the specs.
         pub mod driver;
+        pub mod nvrtc;
     };
     let mut files = vec![
         ("cuda-api/src/generated/mod.rs".into(), format(api_mod)?),
@@ -152,6 +157,40 @@ pub fn generate(specs: &Specs) -> Result<Vec<(String, String)>> {
     Ok(files)
 }
 
+/// Every file generated from NVRTC's specs (`specs/nvrtc/`), as
+/// `(path relative to the workspace root, contents)`.
+pub fn generate_nvrtc(specs: &Specs) -> Result<Vec<(String, String)>> {
+    Ok([
+        (
+            "cuda-sys/src/generated/nvrtc/mod.rs".into(),
+            format(nvrtc::module())?,
+        ),
+        (
+            "cuda-sys/src/generated/nvrtc/types.rs".into(),
+            format(nvrtc::types(specs)?)?,
+        ),
+        (
+            "cuda-sys/src/generated/nvrtc/functions.rs".into(),
+            format(nvrtc::functions(specs)?)?,
+        ),
+        (
+            "cuda-sys/src/generated/nvrtc/errors.rs".into(),
+            format(nvrtc::errors(specs)?)?,
+        ),
+        (
+            "cuda-api/src/generated/nvrtc.rs".into(),
+            format(api::nvrtc(specs)?)?,
+        ),
+        (
+            "tests/src/generated/nvrtc_abi.rs".into(),
+            format(probe::rust_expectations_of(specs, quote!(cuda_sys::nvrtc))?)?,
+        ),
+    ]
+    .into_iter()
+    .chain(probe::nvrtc_c_probes(specs)?)
+    .collect())
+}
+
 /// Loads `specs_dir`, generates everything and writes it under `root`
 /// (or, with `check`, fails naming the files that differ). Nothing is
 /// written when the specs have errors.
@@ -172,7 +211,16 @@ pub fn run(root: &Path, specs_dir: &Path, check: bool) -> Result<()> {
             ""
         }
     );
-    let files = generate(&specs)?;
+    let mut files = generate(&specs)?;
+    let nvrtc_dir = specs_dir.join("nvrtc");
+    if nvrtc_dir.is_dir() {
+        let nvrtc = load::load_dir(&nvrtc_dir)?;
+        println!(
+            "xtask codegen: rendering {} NVRTC functions ...",
+            nvrtc.functions().count()
+        );
+        files.extend(generate_nvrtc(&nvrtc)?);
+    }
     println!(
         "xtask codegen: {} {} files under {} ...",
         if check { "comparing" } else { "writing" },

@@ -50,18 +50,47 @@ pub fn enum_names(specs: &Specs) -> BTreeMap<String, String> {
     out
 }
 
+/// Which API a set of types belongs to, for their rustdoc.
+#[derive(Debug, Clone, Copy)]
+pub struct Api {
+    /// The header, e.g. `cuda.h`.
+    pub header: &'static str,
+    /// Who owns handles and calls callbacks: `the driver`, `NVRTC`.
+    pub owner: &'static str,
+    /// The library, as in "from a newer driver": `driver`, `NVRTC`.
+    pub library: &'static str,
+    /// NVIDIA's reference page for the types.
+    pub types_url: fn() -> String,
+}
+
+/// The driver API (`cuda.h`).
+pub const DRIVER: Api = Api {
+    header: "cuda.h",
+    owner: "the driver",
+    library: "driver",
+    types_url: docs::types_url,
+};
+
 /// `generated/types.rs`.
 pub fn types(specs: &Specs) -> Result<TokenStream> {
+    types_of(specs, DRIVER)
+}
+
+/// The types of `specs` (a `types.rs`), documented as `api`'s.
+pub fn types_of(specs: &Specs, api: Api) -> Result<TokenStream> {
     let mut out = TokenStream::new();
     let enum_names = enum_names(specs);
     let renamed: BTreeSet<&str> = enum_names.values().map(String::as_str).collect();
-    let types_url = docs::types_url();
+    let types_url = (api.types_url)();
+    let owner = api.owner;
+    let header = api.header;
 
     let opaque: BTreeSet<&str> = specs.handles().map(|h| h.opaque.as_str()).collect();
     for o in opaque {
         let name = ident(o);
         let doc = docs::attrs(&format!(
-            "The driver-owned object behind a handle; never created or read from Rust.\n\nSee [{o}]({types_url})."
+            "The {}-owned object behind a handle; never created or read from Rust.\n\nSee [{o}]({types_url}).",
+            api.library
         ));
         out.extend(quote! {
             #doc
@@ -73,8 +102,8 @@ pub fn types(specs: &Specs) -> Result<TokenStream> {
         let name = ident(&h.name.value);
         let opaque = ident(&h.opaque);
         let doc = docs::attrs(&format!(
-            "Handle `{}`: a pointer to the driver-owned `{}`.\n\nSee [{}]({types_url}).",
-            h.name.value, h.opaque, h.name.value
+            "Handle `{}`: a pointer to the {}-owned `{}`.\n\nSee [{}]({types_url}).",
+            h.name.value, api.library, h.opaque, h.name.value
         ));
         out.extend(quote! { #doc pub type #name = *mut #opaque; });
     }
@@ -105,10 +134,10 @@ pub fn types(specs: &Specs) -> Result<TokenStream> {
             .get(&e.name.value)
             .cloned()
             .unwrap_or_else(|| e.name.value.clone());
-        out.extend(enum_item(e, &rust)?);
+        out.extend(enum_item(e, &rust, api)?);
     }
     for r in specs.records() {
-        out.extend(record_item(r)?);
+        out.extend(record_item(r, api)?);
     }
     for c in specs.callbacks() {
         let name = ident(&c.name.value);
@@ -132,7 +161,7 @@ pub fn types(specs: &Specs) -> Result<TokenStream> {
             quote!(-> #t)
         };
         let doc = docs::attrs(&format!(
-            "Callback type `{}` that the driver calls; `None` is a null function pointer.\n\nSee [{}]({types_url}).",
+            "Callback type `{}` that {owner} calls; `None` is a null function pointer.\n\nSee [{}]({types_url}).",
             c.name.value, c.name.value
         ));
         out.extend(quote! { #doc pub type #name = ::core::option::Option<unsafe extern "C" fn(#(#params),*) #ret>; });
@@ -142,7 +171,7 @@ pub fn types(specs: &Specs) -> Result<TokenStream> {
         let t = ty(&c.ty)?;
         let v = Literal::i64_unsuffixed(c.value);
         let doc = docs::attrs(&format!(
-            "`#define {} {}` from `cuda.h`{}.",
+            "`#define {} {}` from `{header}`{}.",
             c.name.value,
             c.value,
             dates(&c.since, &c.removed)
@@ -175,7 +204,7 @@ fn dates_sentence(since: &Option<String>, removed: &Option<String>) -> String {
     out
 }
 
-fn enum_item(e: &Enum, rust_name: &str) -> Result<TokenStream> {
+fn enum_item(e: &Enum, rust_name: &str, api: Api) -> Result<TokenStream> {
     let name = ident(rust_name);
     let repr = format_ident!("{}", e.repr);
     let summary = e
@@ -183,11 +212,12 @@ fn enum_item(e: &Enum, rust_name: &str) -> Result<TokenStream> {
         .clone()
         .unwrap_or_else(|| format!("The C enum `{}`.", e.name.value));
     let doc = docs::attrs(&format!(
-        "{summary}{}\n\nA transparent newtype over the C value: a value this crate does not know (from a newer driver) \
+        "{summary}{}\n\nA transparent newtype over the C value: a value this crate does not know (from a newer {}) \
          is kept as it is, never undefined behaviour. See [{}]({}).",
         dates_sentence(&e.since, &e.removed),
+        api.library,
         e.name.value,
-        docs::types_url()
+        (api.types_url)()
     ));
     let mut consts = Vec::new();
     let mut arms = Vec::new();
@@ -297,7 +327,7 @@ fn earlier_layouts(r: &Record) -> Result<String> {
     ))
 }
 
-fn record_item(r: &Record) -> Result<TokenStream> {
+fn record_item(r: &Record, api: Api) -> Result<TokenStream> {
     let name = ident(&r.name.value);
     let kind = match r.kind {
         RecordKind::Struct => "struct",
@@ -311,7 +341,7 @@ fn record_item(r: &Record) -> Result<TokenStream> {
         "{summary}{}\n\n`#[repr(C)]` with the newest header's field order; `Default` is all-zero bytes. See [{}]({}).{}",
         dates_sentence(&r.since, &r.removed),
         r.name.value,
-        docs::types_url(),
+        (api.types_url)(),
         earlier_layouts(r)?
     ));
     let fields = r

@@ -32,9 +32,20 @@ pub struct RawHeader {
 }
 
 /// Runs bindgen on `cuda.h` in `include_dir`.
-#[cfg(feature = "import")]
 pub fn run_bindgen(
     include_dir: &Path,
+    libclang_dir: &Path,
+    builtin_include: Option<&Path>,
+) -> Result<String> {
+    run_bindgen_on(include_dir, "cuda.h", libclang_dir, builtin_include)
+}
+
+/// Runs bindgen on the header `header` (`cuda.h`, `nvrtc.h`) in
+/// `include_dir`, keeping only what that file declares.
+#[cfg(feature = "import")]
+pub fn run_bindgen_on(
+    include_dir: &Path,
+    header: &str,
     libclang_dir: &Path,
     builtin_include: Option<&Path>,
 ) -> Result<String> {
@@ -42,9 +53,9 @@ pub fn run_bindgen(
     // variable when it loads libclang below.
     unsafe { std::env::set_var("LIBCLANG_PATH", libclang_dir) };
     let mut builder = bindgen::Builder::default()
-        .header(include_dir.join("cuda.h").to_string_lossy())
+        .header(include_dir.join(header).to_string_lossy())
         .clang_arg(format!("-I{}", include_dir.display()))
-        .allowlist_file(r".*[/\\]cuda\.h")
+        .allowlist_file(format!(r".*[/\\]{}", regex::escape(header)))
         .default_enum_style(bindgen::EnumVariation::NewType {
             is_bitfield: false,
             is_global: false,
@@ -62,7 +73,7 @@ pub fn run_bindgen(
     let bindings = builder.generate().map_err(|e| {
         format!(
             "bindgen could not parse {}: {e}",
-            include_dir.join("cuda.h").display()
+            include_dir.join(header).display()
         )
     })?;
     Ok(bindings.to_string())
@@ -71,15 +82,16 @@ pub fn run_bindgen(
 /// Without the `import` feature xtask has no bindgen: `cargo xtask import`
 /// runs xtask again with it (see `xtask::cli`), so this is not reached.
 #[cfg(not(feature = "import"))]
-pub fn run_bindgen(
+pub fn run_bindgen_on(
     include_dir: &Path,
+    header: &str,
     _libclang_dir: &Path,
     _builtin_include: Option<&Path>,
 ) -> Result<String> {
     Err(format!(
         "xtask was built without its `import` feature (bindgen), so it cannot read {}; \
          run `cargo xtask import`, which builds xtask with it",
-        include_dir.join("cuda.h").display()
+        include_dir.join(header).display()
     )
     .into())
 }
@@ -211,9 +223,18 @@ fn callback_of(ty: &Type, renames: &BTreeMap<String, String>) -> Result<Option<C
     Ok(Some((ret, params)))
 }
 
-/// Reads bindgen's output into facts. Anonymous records (`X__bindgen_ty_N`) are
-/// renamed after the field that holds them and get a `c_path`.
+/// Reads bindgen's output of `cuda.h` into facts: see [`read_api`].
 pub fn read(bindings: &str) -> Result<RawHeader> {
+    read_api(bindings, "CUresult")
+}
+
+/// Reads bindgen's output into facts; the functions are those returning
+/// `result` (`CUresult`, `nvrtcResult`). Anonymous records (`X__bindgen_ty_N`)
+/// are renamed after the field that holds them and get a `c_path`. A
+/// parameter declared as a function pointer in place (`nvrtcSetFlowCallback`'s
+/// `int (*callback)(void *, void *)`) becomes a callback type named
+/// `FUNCTION_PARAM`, as anonymous records are named after their field.
+pub fn read_api(bindings: &str, result: &str) -> Result<RawHeader> {
     let file = syn::parse_file(bindings)?;
     // First pass: anonymous record names → readable names and C paths.
     let mut renames: BTreeMap<String, String> = BTreeMap::new();
@@ -410,7 +431,7 @@ pub fn read(bindings: &str) -> Result<RawHeader> {
             Item::ForeignMod(m) => {
                 for fi in &m.items {
                     let ForeignItem::Fn(f) = fi else { continue };
-                    let returns_result = matches!(&f.sig.output, syn::ReturnType::Type(_, t) if quote::quote!(#t).to_string() == "CUresult");
+                    let returns_result = matches!(&f.sig.output, syn::ReturnType::Type(_, t) if quote::quote!(#t).to_string() == result);
                     if !returns_result {
                         continue;
                     }
@@ -420,10 +441,26 @@ pub fn read(bindings: &str) -> Result<RawHeader> {
                         let syn::Pat::Ident(id) = &*pt.pat else {
                             continue;
                         };
-                        params.push((
-                            c_name(&id.ident.to_string()),
-                            c_type(&pt.ty, &renames)?.to_string(),
-                        ));
+                        let name = c_name(&id.ident.to_string());
+                        if let Some((ret, cb)) = callback_of(&pt.ty, &renames)? {
+                            let ty = format!("{}_{name}", f.sig.ident);
+                            raw.types.callbacks.push(Callback {
+                                name: str(ty.clone()),
+                                returns: str(ret),
+                                params: cb
+                                    .into_iter()
+                                    .map(|(n, ty)| CallbackParam {
+                                        name: n,
+                                        ty: str(ty),
+                                    })
+                                    .collect(),
+                                since: None,
+                                removed: None,
+                            });
+                            params.push((name, ty));
+                            continue;
+                        }
+                        params.push((name, c_type(&pt.ty, &renames)?.to_string()));
                     }
                     raw.functions.push(RawFunction {
                         symbol: f.sig.ident.to_string(),

@@ -10,6 +10,7 @@ mod annotate;
 mod bindgen_ast;
 pub mod header;
 pub mod merge;
+pub mod nvrtc;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -24,7 +25,8 @@ use crate::{Result, provision};
 /// With `CUDA_HOME` / `CUDA_PATH` set, that one header is imported (or, with
 /// `check`, compared: every difference is listed). Otherwise every pinned
 /// release ([`provision::PINNED_RELEASES`]) is imported and the specs are
-/// their merge (see [`merge`]).
+/// their merge (see [`merge`]); then the pinned `nvrtc.h` set into
+/// `specs/nvrtc/` (see [`nvrtc`]).
 pub fn run(specs_dir: &Path, check: bool) -> Result<()> {
     let old = if specs_dir.join("errors.yaml").exists() {
         Some(load::load_dir(specs_dir).map_err(|e| e.to_string())?)
@@ -141,7 +143,8 @@ pub fn run(specs_dir: &Path, check: bool) -> Result<()> {
         }
     }
     let files = write::render_specs(&new)?;
-    write::apply(specs_dir, &files, check, "cargo xtask import")
+    write::apply(specs_dir, &files, check, "cargo xtask import")?;
+    nvrtc::run(&specs_dir.join("nvrtc"), check)
 }
 
 /// One header, imported.
@@ -350,118 +353,7 @@ pub(crate) fn build(
     }
     groups.sort_by(|a, b| a.0.cmp(&b.0));
 
-    let mut types = raw.types.clone();
-    // A macro the header `#undef`s after using it (13.5's
-    // `RESOURCE_ABI_VERSION`) is no constant of its API.
-    // bindgen evaluates `~0u` as the `int` -1; C's value is unsigned.
-    let unsigned_literal = regex::Regex::new(r"\b(0x[0-9a-fA-F]+|\d+)[uU]\b").unwrap();
-    for c in &mut types.constants {
-        let define = format!("#define {}", c.name.value);
-        let unsigned = cuda_h.lines().any(|l| {
-            l.trim().strip_prefix(&define).is_some_and(|rest| {
-                rest.starts_with([' ', '\t']) && unsigned_literal.is_match(rest)
-            })
-        });
-        if unsigned && c.value < 0 && c.value >= i64::from(i32::MIN) {
-            c.value = i64::from(c.value as i32 as u32);
-            c.ty = "uint32_t".to_string();
-        }
-    }
-    types.constants.retain(|c| {
-        !cuda_h
-            .lines()
-            .any(|l| l.trim().strip_prefix("#undef").map(str::trim) == Some(c.name.value.as_str()))
-    });
-    for e in &mut types.enums {
-        e.typedef_only = !header::has_tag(cuda_h, "enum", &e.name.value);
-    }
-    for r in &mut types.records {
-        if r.c_path.is_some() {
-            continue;
-        }
-        let kw = if r.kind == RecordKind::Struct {
-            "struct"
-        } else {
-            "union"
-        };
-        let name = r.name.value.clone();
-        if header::has_tag(cuda_h, kw, &name) {
-            continue;
-        }
-        // A record declared inside another: bindgen's name is `Parent_Tag`.
-        let nested = name
-            .match_indices('_')
-            .map(|(i, _)| &name[i + 1..])
-            .find(|tag| !tag.is_empty() && header::has_tag(cuda_h, kw, tag));
-        r.c_name = Some(match nested {
-            Some(tag) => format!("{kw} {tag}"),
-            None => name,
-        });
-    }
-    if let Some(o) = old {
-        let enum_sums: BTreeMap<&str, &Option<String>> = o
-            .enums()
-            .map(|e| (e.name.value.as_str(), &e.summary))
-            .collect();
-        for e in &mut types.enums {
-            if let Some(s) = enum_sums.get(e.name.value.as_str()) {
-                e.summary = (*s).clone();
-            }
-        }
-        let rec_sums: BTreeMap<&str, &Option<String>> = o
-            .records()
-            .map(|r| (r.name.value.as_str(), &r.summary))
-            .collect();
-        for r in &mut types.records {
-            if let Some(s) = rec_sums.get(r.name.value.as_str()) {
-                r.summary = (*s).clone();
-            }
-        }
-    }
-    let split = vec![
-        (
-            "callbacks.yaml".to_string(),
-            TypesFile {
-                callbacks: types.callbacks,
-                ..Default::default()
-            },
-        ),
-        (
-            "constants.yaml".to_string(),
-            TypesFile {
-                constants: types.constants,
-                ..Default::default()
-            },
-        ),
-        (
-            "enums.yaml".to_string(),
-            TypesFile {
-                enums: types.enums,
-                ..Default::default()
-            },
-        ),
-        (
-            "handles.yaml".to_string(),
-            TypesFile {
-                handles: types.handles,
-                ..Default::default()
-            },
-        ),
-        (
-            "records.yaml".to_string(),
-            TypesFile {
-                records: types.records,
-                ..Default::default()
-            },
-        ),
-        (
-            "typedefs.yaml".to_string(),
-            TypesFile {
-                typedefs: types.typedefs,
-                ..Default::default()
-            },
-        ),
-    ];
+    let split = header_types(&raw.types, cuda_h, old);
 
     // The error catalogue: one entry per CUresult value, keeping our text.
     let cu_result = split
@@ -506,6 +398,129 @@ pub(crate) fn build(
         },
         notes,
     ))
+}
+
+/// The type files of one header's types (`raw`, from bindgen), with what
+/// bindgen's output lacks taken from the header's text: unsigned `#define`
+/// literals, `#undef`ed macros dropped, typedef-only enums, the C names of
+/// records without a tag; summaries kept from `old`.
+pub(crate) fn header_types(
+    raw: &TypesFile,
+    header: &str,
+    old: Option<&Specs>,
+) -> Vec<(String, TypesFile)> {
+    let mut types = raw.clone();
+    // A macro the header `#undef`s after using it (13.5's
+    // `RESOURCE_ABI_VERSION`) is no constant of its API.
+    // bindgen evaluates `~0u` as the `int` -1; C's value is unsigned.
+    let unsigned_literal = regex::Regex::new(r"\b(0x[0-9a-fA-F]+|\d+)[uU]\b").unwrap();
+    for c in &mut types.constants {
+        let define = format!("#define {}", c.name.value);
+        let unsigned = header.lines().any(|l| {
+            l.trim().strip_prefix(&define).is_some_and(|rest| {
+                rest.starts_with([' ', '\t']) && unsigned_literal.is_match(rest)
+            })
+        });
+        if unsigned && c.value < 0 && c.value >= i64::from(i32::MIN) {
+            c.value = i64::from(c.value as i32 as u32);
+            c.ty = "uint32_t".to_string();
+        }
+    }
+    types.constants.retain(|c| {
+        !header
+            .lines()
+            .any(|l| l.trim().strip_prefix("#undef").map(str::trim) == Some(c.name.value.as_str()))
+    });
+    for e in &mut types.enums {
+        e.typedef_only = !header::has_tag(header, "enum", &e.name.value);
+    }
+    for r in &mut types.records {
+        if r.c_path.is_some() {
+            continue;
+        }
+        let kw = if r.kind == RecordKind::Struct {
+            "struct"
+        } else {
+            "union"
+        };
+        let name = r.name.value.clone();
+        if header::has_tag(header, kw, &name) {
+            continue;
+        }
+        // A record declared inside another: bindgen's name is `Parent_Tag`.
+        let nested = name
+            .match_indices('_')
+            .map(|(i, _)| &name[i + 1..])
+            .find(|tag| !tag.is_empty() && header::has_tag(header, kw, tag));
+        r.c_name = Some(match nested {
+            Some(tag) => format!("{kw} {tag}"),
+            None => name,
+        });
+    }
+    if let Some(o) = old {
+        let enum_sums: BTreeMap<&str, &Option<String>> = o
+            .enums()
+            .map(|e| (e.name.value.as_str(), &e.summary))
+            .collect();
+        for e in &mut types.enums {
+            if let Some(s) = enum_sums.get(e.name.value.as_str()) {
+                e.summary = (*s).clone();
+            }
+        }
+        let rec_sums: BTreeMap<&str, &Option<String>> = o
+            .records()
+            .map(|r| (r.name.value.as_str(), &r.summary))
+            .collect();
+        for r in &mut types.records {
+            if let Some(s) = rec_sums.get(r.name.value.as_str()) {
+                r.summary = (*s).clone();
+            }
+        }
+    }
+    vec![
+        (
+            "callbacks.yaml".to_string(),
+            TypesFile {
+                callbacks: types.callbacks,
+                ..Default::default()
+            },
+        ),
+        (
+            "constants.yaml".to_string(),
+            TypesFile {
+                constants: types.constants,
+                ..Default::default()
+            },
+        ),
+        (
+            "enums.yaml".to_string(),
+            TypesFile {
+                enums: types.enums,
+                ..Default::default()
+            },
+        ),
+        (
+            "handles.yaml".to_string(),
+            TypesFile {
+                handles: types.handles,
+                ..Default::default()
+            },
+        ),
+        (
+            "records.yaml".to_string(),
+            TypesFile {
+                records: types.records,
+                ..Default::default()
+            },
+        ),
+        (
+            "typedefs.yaml".to_string(),
+            TypesFile {
+                typedefs: types.typedefs,
+                ..Default::default()
+            },
+        ),
+    ]
 }
 
 /// Added, removed and changed names between two keyed lists, as lines.

@@ -244,8 +244,14 @@ fn display_prefix(sources: &[(String, String)]) -> String {
         .unwrap_or_default()
 }
 
-/// Reads every `*.yaml` under `dir` and loads it. Paths are shown as
-/// `specs/…` (the directory's own name, then the relative path).
+/// Directories directly under `specs/` that hold a spec set of their own,
+/// loaded by their own [`load_dir`] call and skipped by the driver's:
+/// `nvrtc/` (from `nvrtc.h`).
+pub const SEPARATE_SETS: &[&str] = &["nvrtc"];
+
+/// Reads every `*.yaml` under `dir` and loads it, except the
+/// [`SEPARATE_SETS`] directly under it. Paths are shown as `specs/…` (the
+/// directory's own name, then the relative path).
 pub fn load_dir(dir: &Path) -> Result<Specs, SpecErrors> {
     let label = dir
         .file_name()
@@ -294,7 +300,11 @@ pub fn load_dir(dir: &Path) -> Result<Specs, SpecErrors> {
                     message: "is a symbolic link, which is not followed (a link to a directory above it would loop forever); put the real file or directory under specs/".into(),
                 });
             } else if ft.is_dir() {
-                visit.push(p);
+                let separate =
+                    d == dir && SEPARATE_SETS.contains(&e.file_name().to_string_lossy().as_ref());
+                if !separate {
+                    visit.push(p);
+                }
             } else if p.extension().is_some_and(|x| x == "yaml") {
                 match std::fs::read_to_string(&p) {
                     Ok(text) => sources.push((format!("{label}/{rel}"), text)),

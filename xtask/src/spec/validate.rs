@@ -11,6 +11,20 @@ use crate::names::{fn_name, is_c_ident, is_ident};
 /// The enum whose values are the driver's result codes.
 pub const RESULT_ENUM: &str = "cudaError_enum";
 
+/// The enum whose values are NVRTC's result codes (`specs/nvrtc/`).
+pub const NVRTC_RESULT_ENUM: &str = "nvrtcResult";
+
+/// The result enum of a spec set: the driver's, else NVRTC's.
+fn result_enum(specs: &Specs) -> &'static str {
+    if specs.enums().any(|e| e.name.value == NVRTC_RESULT_ENUM)
+        && !specs.enums().any(|e| e.name.value == RESULT_ENUM)
+    {
+        NVRTC_RESULT_ENUM
+    } else {
+        RESULT_ENUM
+    }
+}
+
 /// Every name that becomes a Rust identifier, checked with its position
 /// (`at`: the name itself, or the nearest positioned value of its entry).
 fn identifiers(specs: &Specs, prefix: &str, errs: &mut Vec<SpecError>) {
@@ -306,9 +320,10 @@ pub fn validate(specs: &Specs, prefix: &str) -> Vec<SpecError> {
         }
     }
 
+    let result_enum = result_enum(specs);
     let results: BTreeSet<&str> = specs
         .enums()
-        .filter(|e| e.name.value == RESULT_ENUM)
+        .filter(|e| e.name.value == result_enum)
         .flat_map(|e| e.values.iter().map(|v| v.name.value.as_str()))
         .collect();
 
@@ -416,7 +431,7 @@ pub fn validate(specs: &Specs, prefix: &str) -> Vec<SpecError> {
                         &file,
                         e,
                         format!(
-                            "`{name}` documents error `{}`, which is not a value of {RESULT_ENUM}",
+                            "`{name}` documents error `{}`, which is not a value of {result_enum}",
                             e.value
                         ),
                     ));
@@ -439,7 +454,7 @@ pub fn validate(specs: &Specs, prefix: &str) -> Vec<SpecError> {
             errs.push(SpecError::at(
                 &errors_file,
                 &e.name,
-                format!("`{}` is not a value of {RESULT_ENUM}", e.name.value),
+                format!("`{}` is not a value of {result_enum}", e.name.value),
             ));
         }
         if e.summary.trim().is_empty() {
@@ -456,7 +471,7 @@ pub fn validate(specs: &Specs, prefix: &str) -> Vec<SpecError> {
                 file: errors_file.clone(),
                 line: 1,
                 col: 1,
-                message: format!("{RESULT_ENUM} value `{r}` has no catalogue entry; add one"),
+                message: format!("{result_enum} value `{r}` has no catalogue entry; add one"),
             });
         }
     }

@@ -10,20 +10,30 @@ use crate::Result;
 const SPEC_BANNER: &str = "# Merged from the cuda.h of CUDA 12.0, 12.4, 12.8, 13.0 and 13.5 by `cargo xtask import`: facts are refreshed on each\n\
 # import; annotations (rust_name, role, len, optional, safety, summary, sticky) are ours and kept.\n";
 
-fn yaml<T: serde::Serialize>(v: &T) -> Result<String> {
-    Ok(format!("{SPEC_BANNER}{}", serde_saphyr::to_string(v)?))
+fn yaml<T: serde::Serialize>(banner: &str, v: &T) -> Result<String> {
+    Ok(format!("{banner}{}", serde_saphyr::to_string(v)?))
 }
+
+/// The banner of `specs/nvrtc/`'s files.
+pub const NVRTC_SPEC_BANNER: &str = "# Merged from the nvrtc.h of CUDA 12.0, 12.4, 12.8, 13.0 and 13.5 by `cargo xtask import`: facts are refreshed on each\n\
+# import; annotations (rust_name, role, len, optional, safety, summary) are ours and kept.\n";
 
 /// Every spec file as `(path relative to specs/, contents)`.
 pub fn render_specs(specs: &Specs) -> Result<Vec<(String, String)>> {
+    render_specs_with(specs, SPEC_BANNER)
+}
+
+/// Every spec file of a set as `(path relative to its directory, contents)`,
+/// each starting with `banner`.
+pub fn render_specs_with(specs: &Specs, banner: &str) -> Result<Vec<(String, String)>> {
     let mut out = Vec::new();
     for (name, g) in &specs.groups {
-        out.push((format!("functions/{name}"), yaml(g)?));
+        out.push((format!("functions/{name}"), yaml(banner, g)?));
     }
     for (name, t) in &specs.types {
-        out.push((format!("types/{name}"), yaml(t)?));
+        out.push((format!("types/{name}"), yaml(banner, t)?));
     }
-    out.push(("errors.yaml".to_string(), yaml(&specs.errors)?));
+    out.push(("errors.yaml".to_string(), yaml(banner, &specs.errors)?));
     Ok(out)
 }
 
