@@ -163,7 +163,7 @@ impl Add2d {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `add2d` over `dim` on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, a `ScopedStream`'s or the default one, refused when of another context: Warp's `wp.launch(add2d, dim, inputs=[a, b, out])`.
+    /// Launches `add2d` over `dim` (Warp's `wp.launch(add2d, dim, inputs=[a, b, out])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -327,7 +327,7 @@ impl ChainLoss {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `chain_loss` over `dim` on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, a `ScopedStream`'s or the default one, refused when of another context: Warp's `wp.launch(chain_loss, dim, inputs=[y, loss])`.
+    /// Launches `chain_loss` over `dim` (Warp's `wp.launch(chain_loss, dim, inputs=[y, loss])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -485,7 +485,7 @@ impl ChainSin {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `chain_sin` over `dim` on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, a `ScopedStream`'s or the default one, refused when of another context: Warp's `wp.launch(chain_sin, dim, inputs=[x, a, y])`.
+    /// Launches `chain_sin` over `dim` (Warp's `wp.launch(chain_sin, dim, inputs=[x, a, y])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -646,7 +646,7 @@ impl CountVisits {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `count_visits` over `dim` on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, a `ScopedStream`'s or the default one, refused when of another context: Warp's `wp.launch(count_visits, dim, inputs=[count])`.
+    /// Launches `count_visits` over `dim` (Warp's `wp.launch(count_visits, dim, inputs=[count])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -775,7 +775,7 @@ impl Index4d {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `index4d` over `dim` on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, a `ScopedStream`'s or the default one, refused when of another context: Warp's `wp.launch(index4d, dim, inputs=[out])`.
+    /// Launches `index4d` over `dim` (Warp's `wp.launch(index4d, dim, inputs=[out])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -911,7 +911,7 @@ impl LeanFill {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `lean_fill` over `dim` on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, a `ScopedStream`'s or the default one, refused when of another context: Warp's `wp.launch(lean_fill, dim, inputs=[value, out])`.
+    /// Launches `lean_fill` over `dim` (Warp's `wp.launch(lean_fill, dim, inputs=[value, out])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -1074,7 +1074,7 @@ impl NormalizeScale {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `normalize_scale` over `dim` on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, a `ScopedStream`'s or the default one, refused when of another context: Warp's `wp.launch(normalize_scale, dim, inputs=[v, s, out])`.
+    /// Launches `normalize_scale` over `dim` (Warp's `wp.launch(normalize_scale, dim, inputs=[v, s, out])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -1248,7 +1248,7 @@ impl Saxpy {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `saxpy` over `dim` on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, a `ScopedStream`'s or the default one, refused when of another context: Warp's `wp.launch(saxpy, dim, inputs=[a, x, y])`.
+    /// Launches `saxpy` over `dim` (Warp's `wp.launch(saxpy, dim, inputs=[a, x, y])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -1427,7 +1427,7 @@ impl Transform {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `transform` over `dim` on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, a `ScopedStream`'s or the default one, refused when of another context: Warp's `wp.launch(transform, dim, inputs=[m, t, v, out])`.
+    /// Launches `transform` over `dim` (Warp's `wp.launch(transform, dim, inputs=[m, t, v, out])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -1613,7 +1613,7 @@ impl UseStruct {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `use_struct` over `dim` on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, a `ScopedStream`'s or the default one, refused when of another context: Warp's `wp.launch(use_struct, dim, inputs=[p, x, out])`.
+    /// Launches `use_struct` over `dim` (Warp's `wp.launch(use_struct, dim, inputs=[p, x, out])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///

@@ -202,7 +202,7 @@ impl Clone {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `clone` over `dim` on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, a `ScopedStream`'s or the default one, refused when of another context: Warp's `wp.launch(clone, dim, inputs=[src, dst])`.
+    /// Launches `clone` over `dim` (Warp's `wp.launch(clone, dim, inputs=[src, dst])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -371,7 +371,7 @@ impl Elements {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `elements` over `dim` on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, a `ScopedStream`'s or the default one, refused when of another context: Warp's `wp.launch(elements, dim, inputs=[ids, frames, counts, bytes_])`.
+    /// Launches `elements` over `dim` (Warp's `wp.launch(elements, dim, inputs=[ids, frames, counts, bytes_])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -565,7 +565,7 @@ impl Mixed {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `mixed` over `dim` on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, a `ScopedStream`'s or the default one, refused when of another context: Warp's `wp.launch(mixed, dim, inputs=[o, m, q, t, on, big, small, out])`.
+    /// Launches `mixed` over `dim` (Warp's `wp.launch(mixed, dim, inputs=[o, m, q, t, on, big, small, out])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -822,7 +822,7 @@ impl Names {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `names` over `dim` on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, a `ScopedStream`'s or the default one, refused when of another context: Warp's `wp.launch(names, dim, inputs=[type, match, dim, stream])`.
+    /// Launches `names` over `dim` (Warp's `wp.launch(names, dim, inputs=[type, match, dim, stream])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -998,7 +998,7 @@ impl Ok {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `ok` over `dim` on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, a `ScopedStream`'s or the default one, refused when of another context: Warp's `wp.launch(ok, dim, inputs=[flags])`.
+    /// Launches `ok` over `dim` (Warp's `wp.launch(ok, dim, inputs=[flags])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -1135,7 +1135,7 @@ impl ShapeOnly {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `shape_only` over `dim` on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, a `ScopedStream`'s or the default one, refused when of another context: Warp's `wp.launch(shape_only, dim, inputs=[a, out])`.
+    /// Launches `shape_only` over `dim` (Warp's `wp.launch(shape_only, dim, inputs=[a, out])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///

@@ -95,7 +95,7 @@ impl RowSums {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `row_sums` over `dim` on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, a `ScopedStream`'s or the default one, refused when of another context: Warp's `wp.launch(row_sums, dim, inputs=[a, out])`.
+    /// Launches `row_sums` over `dim` (Warp's `wp.launch(row_sums, dim, inputs=[a, out])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -404,7 +404,7 @@ impl ScaleShared {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `scale_shared` over `dim` on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, a `ScopedStream`'s or the default one, refused when of another context: Warp's `wp.launch(scale_shared, dim, inputs=[a, s, out])`.
+    /// Launches `scale_shared` over `dim` (Warp's `wp.launch(scale_shared, dim, inputs=[a, s, out])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -828,7 +828,7 @@ impl ScaleTiles {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `scale_tiles` over `dim` on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, a `ScopedStream`'s or the default one, refused when of another context: Warp's `wp.launch(scale_tiles, dim, inputs=[a, s, out])`.
+    /// Launches `scale_tiles` over `dim` (Warp's `wp.launch(scale_tiles, dim, inputs=[a, s, out])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -1180,7 +1180,7 @@ impl ScaleUnchecked {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `scale_unchecked` over `dim` on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, a `ScopedStream`'s or the default one, refused when of another context: Warp's `wp.launch(scale_unchecked, dim, inputs=[a, s, out])`.
+    /// Launches `scale_unchecked` over `dim` (Warp's `wp.launch(scale_unchecked, dim, inputs=[a, s, out])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -1597,7 +1597,7 @@ impl ShiftedRows {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `shifted_rows` over `dim` on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, a `ScopedStream`'s or the default one, refused when of another context: Warp's `wp.launch(shifted_rows, dim, inputs=[a, out])`.
+    /// Launches `shifted_rows` over `dim` (Warp's `wp.launch(shifted_rows, dim, inputs=[a, out])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -1967,7 +1967,7 @@ impl TotalSum {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `total_sum` over `dim` on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, a `ScopedStream`'s or the default one, refused when of another context: Warp's `wp.launch(total_sum, dim, inputs=[a, total])`.
+    /// Launches `total_sum` over `dim` (Warp's `wp.launch(total_sum, dim, inputs=[a, total])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///

@@ -343,7 +343,7 @@ fn method_doc(k: &KernelModel, m: Method, model: &Model) -> Vec<String> {
         });
     let mut d: Vec<String> = match m {
         Method::Launch => vec![format!(
-            "Launches `{key}` over `dim` on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, a `ScopedStream`'s or the default one, refused when of another context: Warp's `wp.launch({key}, dim, inputs=[{}])`.",
+            "Launches `{key}` over `dim` (Warp's `wp.launch({key}, dim, inputs=[{}])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.",
             inputs.join(", ")
         )],
         Method::LaunchOn => vec![format!(

@@ -79,7 +79,7 @@ impl ApplyGravity {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `apply_gravity` over `dim` on the default stream of the arrays' device (`cuda:0` without arrays): Warp's `wp.launch(apply_gravity, dim, inputs=[velocities, dt])`.
+    /// Launches `apply_gravity` over `dim` (Warp's `wp.launch(apply_gravity, dim, inputs=[velocities, dt])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -130,7 +130,7 @@ impl ApplyGravity {
                 ],
             )
     }
-    /// Checks a launch of `apply_gravity` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the default stream of the arrays' device.
+    /// Checks a launch of `apply_gravity` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -242,7 +242,7 @@ impl EnforceGround {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `enforce_ground` over `dim` on the default stream of the arrays' device (`cuda:0` without arrays): Warp's `wp.launch(enforce_ground, dim, inputs=[positions, velocities, restitution])`.
+    /// Launches `enforce_ground` over `dim` (Warp's `wp.launch(enforce_ground, dim, inputs=[positions, velocities, restitution])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -297,7 +297,7 @@ impl EnforceGround {
                 ],
             )
     }
-    /// Checks a launch of `enforce_ground` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the default stream of the arrays' device.
+    /// Checks a launch of `enforce_ground` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -416,7 +416,7 @@ impl Integrate {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `integrate` over `dim` on the default stream of the arrays' device (`cuda:0` without arrays): Warp's `wp.launch(integrate, dim, inputs=[positions, velocities, dt])`.
+    /// Launches `integrate` over `dim` (Warp's `wp.launch(integrate, dim, inputs=[positions, velocities, dt])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -471,7 +471,7 @@ impl Integrate {
                 ],
             )
     }
-    /// Checks a launch of `integrate` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the default stream of the arrays' device.
+    /// Checks a launch of `integrate` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///

@@ -140,7 +140,7 @@ impl ComputeEmEnergy {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `compute_em_energy` over `dim` on the default stream of the arrays' device (`cuda:0` without arrays): Warp's `wp.launch(compute_em_energy, dim, inputs=[e_x, e_y, e_z, h_x, h_y, h_z, electric_energy_sum, magnetic_energy_sum])`.
+    /// Launches `compute_em_energy` over `dim` (Warp's `wp.launch(compute_em_energy, dim, inputs=[e_x, e_y, e_z, h_x, h_y, h_z, electric_energy_sum, magnetic_energy_sum])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -215,7 +215,7 @@ impl ComputeEmEnergy {
                 ],
             )
     }
-    /// Checks a launch of `compute_em_energy` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the default stream of the arrays' device.
+    /// Checks a launch of `compute_em_energy` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -386,7 +386,7 @@ impl ExtractEXCenterPlane {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `extract_e_x_center_plane` over `dim` on the default stream of the arrays' device (`cuda:0` without arrays): Warp's `wp.launch(extract_e_x_center_plane, dim, inputs=[e_x, y_index, e_x_plane])`.
+    /// Launches `extract_e_x_center_plane` over `dim` (Warp's `wp.launch(extract_e_x_center_plane, dim, inputs=[e_x, y_index, e_x_plane])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -441,7 +441,7 @@ impl ExtractEXCenterPlane {
                 ],
             )
     }
-    /// Checks a launch of `extract_e_x_center_plane` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the default stream of the arrays' device.
+    /// Checks a launch of `extract_e_x_center_plane` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -467,7 +467,7 @@ impl ExtractEXCenterPlane {
                 ],
             )
     }
-    /// Launches `extract_e_x_center_plane` over `dim` on `stream` (`None`: the default stream of the arrays' device) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
+    /// Launches `extract_e_x_center_plane` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -549,7 +549,7 @@ impl IncrementTimestep {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `increment_timestep` over `dim` on the default stream of the arrays' device (`cuda:0` without arrays): Warp's `wp.launch(increment_timestep, dim, inputs=[timestep_counter])`.
+    /// Launches `increment_timestep` over `dim` (Warp's `wp.launch(increment_timestep, dim, inputs=[timestep_counter])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -590,7 +590,7 @@ impl IncrementTimestep {
                 &[::warp_launch::TypedArg::Array(timestep_counter.as_array())],
             )
     }
-    /// Checks a launch of `increment_timestep` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the default stream of the arrays' device.
+    /// Checks a launch of `increment_timestep` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -720,7 +720,7 @@ impl UpdateE {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `update_e` over `dim` on the default stream of the arrays' device (`cuda:0` without arrays): Warp's `wp.launch(update_e, dim, inputs=[h_x, h_y, h_z, gamma_integer, gamma_half_offset, timestep_counter, e_x, e_y, e_z])`.
+    /// Launches `update_e` over `dim` (Warp's `wp.launch(update_e, dim, inputs=[h_x, h_y, h_z, gamma_integer, gamma_half_offset, timestep_counter, e_x, e_y, e_z])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -799,7 +799,7 @@ impl UpdateE {
                 ],
             )
     }
-    /// Checks a launch of `update_e` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the default stream of the arrays' device.
+    /// Checks a launch of `update_e` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -837,7 +837,7 @@ impl UpdateE {
                 ],
             )
     }
-    /// Launches `update_e` over `dim` on `stream` (`None`: the default stream of the arrays' device) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
+    /// Launches `update_e` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -987,7 +987,7 @@ impl UpdateH {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `update_h` over `dim` on the default stream of the arrays' device (`cuda:0` without arrays): Warp's `wp.launch(update_h, dim, inputs=[e_x, e_y, e_z, gamma_integer, gamma_half_offset, h_x, h_y, h_z])`.
+    /// Launches `update_h` over `dim` (Warp's `wp.launch(update_h, dim, inputs=[e_x, e_y, e_z, gamma_integer, gamma_half_offset, h_x, h_y, h_z])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -1062,7 +1062,7 @@ impl UpdateH {
                 ],
             )
     }
-    /// Checks a launch of `update_h` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the default stream of the arrays' device.
+    /// Checks a launch of `update_h` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -1098,7 +1098,7 @@ impl UpdateH {
                 ],
             )
     }
-    /// Launches `update_h` over `dim` on `stream` (`None`: the default stream of the arrays' device) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
+    /// Launches `update_h` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///

@@ -112,7 +112,7 @@ impl Advect {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `advect` over `dim` on the default stream of the arrays' device (`cuda:0` without arrays): Warp's `wp.launch(advect, dim, inputs=[u0, u1, rho0, rho1, dt])`.
+    /// Launches `advect` over `dim` (Warp's `wp.launch(advect, dim, inputs=[u0, u1, rho0, rho1, dt])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -176,7 +176,7 @@ impl Advect {
                 ],
             )
     }
-    /// Checks a launch of `advect` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the default stream of the arrays' device.
+    /// Checks a launch of `advect` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -249,7 +249,7 @@ impl Advect {
                 ],
             )
     }
-    /// Launches `advect` over `dim` on `stream` (`None`: the default stream of the arrays' device) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
+    /// Launches `advect` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -289,7 +289,7 @@ impl Advect {
                 )
         }
     }
-    /// The backward kernel of `advect` over `dim` on `stream` (`None`: the default stream of the arrays' device) without its access rules: the forward arguments, then one adjoint per parameter (`adj_u0`, `adj_u1`, `adj_rho0`, `adj_rho1`, `adj_dt`).
+    /// The backward kernel of `advect` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_u0`, `adj_u1`, `adj_rho0`, `adj_rho1`, `adj_dt`).
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -393,7 +393,7 @@ impl Divergence {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `divergence` over `dim` on the default stream of the arrays' device (`cuda:0` without arrays): Warp's `wp.launch(divergence, dim, inputs=[u, div])`.
+    /// Launches `divergence` over `dim` (Warp's `wp.launch(divergence, dim, inputs=[u, div])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -442,7 +442,7 @@ impl Divergence {
                 ],
             )
     }
-    /// Checks a launch of `divergence` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the default stream of the arrays' device.
+    /// Checks a launch of `divergence` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -493,7 +493,7 @@ impl Divergence {
                 ],
             )
     }
-    /// Launches `divergence` over `dim` on `stream` (`None`: the default stream of the arrays' device) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
+    /// Launches `divergence` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -525,7 +525,7 @@ impl Divergence {
                 )
         }
     }
-    /// The backward kernel of `divergence` over `dim` on `stream` (`None`: the default stream of the arrays' device) without its access rules: the forward arguments, then one adjoint per parameter (`adj_u`, `adj_div`).
+    /// The backward kernel of `divergence` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_u`, `adj_div`).
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -621,7 +621,7 @@ impl Init {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `init` over `dim` on the default stream of the arrays' device (`cuda:0` without arrays): Warp's `wp.launch(init, dim, inputs=[rho, u, radius, dir])`.
+    /// Launches `init` over `dim` (Warp's `wp.launch(init, dim, inputs=[rho, u, radius, dir])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -682,7 +682,7 @@ impl Init {
                 ],
             )
     }
-    /// Checks a launch of `init` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the default stream of the arrays' device.
+    /// Checks a launch of `init` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -810,7 +810,7 @@ impl Integrate {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `integrate` over `dim` on the default stream of the arrays' device (`cuda:0` without arrays): Warp's `wp.launch(integrate, dim, inputs=[u, rho, dt])`.
+    /// Launches `integrate` over `dim` (Warp's `wp.launch(integrate, dim, inputs=[u, rho, dt])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -865,7 +865,7 @@ impl Integrate {
                 ],
             )
     }
-    /// Checks a launch of `integrate` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the default stream of the arrays' device.
+    /// Checks a launch of `integrate` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -979,7 +979,7 @@ impl PressureApply {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `pressure_apply` over `dim` on the default stream of the arrays' device (`cuda:0` without arrays): Warp's `wp.launch(pressure_apply, dim, inputs=[p, u])`.
+    /// Launches `pressure_apply` over `dim` (Warp's `wp.launch(pressure_apply, dim, inputs=[p, u])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -1028,7 +1028,7 @@ impl PressureApply {
                 ],
             )
     }
-    /// Checks a launch of `pressure_apply` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the default stream of the arrays' device.
+    /// Checks a launch of `pressure_apply` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -1079,7 +1079,7 @@ impl PressureApply {
                 ],
             )
     }
-    /// Launches `pressure_apply` over `dim` on `stream` (`None`: the default stream of the arrays' device) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
+    /// Launches `pressure_apply` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -1111,7 +1111,7 @@ impl PressureApply {
                 )
         }
     }
-    /// The backward kernel of `pressure_apply` over `dim` on `stream` (`None`: the default stream of the arrays' device) without its access rules: the forward arguments, then one adjoint per parameter (`adj_p`, `adj_u`).
+    /// The backward kernel of `pressure_apply` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_p`, `adj_u`).
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -1208,7 +1208,7 @@ impl PressureSolve {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `pressure_solve` over `dim` on the default stream of the arrays' device (`cuda:0` without arrays): Warp's `wp.launch(pressure_solve, dim, inputs=[p0, p1, div])`.
+    /// Launches `pressure_solve` over `dim` (Warp's `wp.launch(pressure_solve, dim, inputs=[p0, p1, div])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -1261,7 +1261,7 @@ impl PressureSolve {
                 ],
             )
     }
-    /// Checks a launch of `pressure_solve` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the default stream of the arrays' device.
+    /// Checks a launch of `pressure_solve` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -1319,7 +1319,7 @@ impl PressureSolve {
                 ],
             )
     }
-    /// Launches `pressure_solve` over `dim` on `stream` (`None`: the default stream of the arrays' device) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
+    /// Launches `pressure_solve` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -1353,7 +1353,7 @@ impl PressureSolve {
                 )
         }
     }
-    /// The backward kernel of `pressure_solve` over `dim` on `stream` (`None`: the default stream of the arrays' device) without its access rules: the forward arguments, then one adjoint per parameter (`adj_p0`, `adj_p1`, `adj_div`).
+    /// The backward kernel of `pressure_solve` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_p0`, `adj_p1`, `adj_div`).
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///

@@ -102,7 +102,7 @@ impl Fbm {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `fbm` over `dim` on the default stream of the arrays' device (`cuda:0` without arrays): Warp's `wp.launch(fbm, dim, inputs=[kernel_seed, frequency, amplitude, x, y, z])`.
+    /// Launches `fbm` over `dim` (Warp's `wp.launch(fbm, dim, inputs=[kernel_seed, frequency, amplitude, x, y, z])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -175,7 +175,7 @@ impl Fbm {
                 ],
             )
     }
-    /// Checks a launch of `fbm` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the default stream of the arrays' device.
+    /// Checks a launch of `fbm` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -311,7 +311,7 @@ impl Slide {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `slide` over `dim` on the default stream of the arrays' device (`cuda:0` without arrays): Warp's `wp.launch(slide, dim, inputs=[x, shift])`.
+    /// Launches `slide` over `dim` (Warp's `wp.launch(slide, dim, inputs=[x, shift])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -362,7 +362,7 @@ impl Slide {
                 ],
             )
     }
-    /// Checks a launch of `slide` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the default stream of the arrays' device.
+    /// Checks a launch of `slide` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///

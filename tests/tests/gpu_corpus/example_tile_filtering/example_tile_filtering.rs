@@ -88,7 +88,7 @@ impl ConvTiled {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `conv_tiled` over `dim` on the default stream of the arrays' device (`cuda:0` without arrays): Warp's `wp.launch(conv_tiled, dim, inputs=[x, y, z])`.
+    /// Launches `conv_tiled` over `dim` (Warp's `wp.launch(conv_tiled, dim, inputs=[x, y, z])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -141,7 +141,7 @@ impl ConvTiled {
                 ],
             )
     }
-    /// Checks a launch of `conv_tiled` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the default stream of the arrays' device.
+    /// Checks a launch of `conv_tiled` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///

@@ -82,7 +82,7 @@ impl GridUpdate {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `grid_update` over `dim` on the default stream of the arrays' device (`cuda:0` without arrays): Warp's `wp.launch(grid_update, dim, inputs=[heights, vertices])`.
+    /// Launches `grid_update` over `dim` (Warp's `wp.launch(grid_update, dim, inputs=[heights, vertices])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -131,7 +131,7 @@ impl GridUpdate {
                 ],
             )
     }
-    /// Checks a launch of `grid_update` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the default stream of the arrays' device.
+    /// Checks a launch of `grid_update` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -267,7 +267,7 @@ impl WaveDisplace {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `wave_displace` over `dim` on the default stream of the arrays' device (`cuda:0` without arrays): Warp's `wp.launch(wave_displace, dim, inputs=[hcurrent, hprevious, width, height, center_x, center_y, r, mag, t])`.
+    /// Launches `wave_displace` over `dim` (Warp's `wp.launch(wave_displace, dim, inputs=[hcurrent, hprevious, width, height, center_x, center_y, r, mag, t])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -360,7 +360,7 @@ impl WaveDisplace {
                 ],
             )
     }
-    /// Checks a launch of `wave_displace` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the default stream of the arrays' device.
+    /// Checks a launch of `wave_displace` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -559,7 +559,7 @@ impl WaveSolve {
     pub fn kernel(&self) -> &::warp_launch::Kernel {
         &self.0
     }
-    /// Launches `wave_solve` over `dim` on the default stream of the arrays' device (`cuda:0` without arrays): Warp's `wp.launch(wave_solve, dim, inputs=[hprevious, hcurrent, width, height, inv_cell, k_speed, k_damp, dt])`.
+    /// Launches `wave_solve` over `dim` (Warp's `wp.launch(wave_solve, dim, inputs=[hprevious, hcurrent, width, height, inv_cell, k_speed, k_damp, dt])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -646,7 +646,7 @@ impl WaveSolve {
                 ],
             )
     }
-    /// Checks a launch of `wave_solve` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the default stream of the arrays' device.
+    /// Checks a launch of `wave_solve` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -753,7 +753,7 @@ impl WaveSolve {
                 ],
             )
     }
-    /// Launches `wave_solve` over `dim` on `stream` (`None`: the default stream of the arrays' device) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
+    /// Launches `wave_solve` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -804,7 +804,7 @@ impl WaveSolve {
                 )
         }
     }
-    /// The backward kernel of `wave_solve` over `dim` on `stream` (`None`: the default stream of the arrays' device) without its access rules: the forward arguments, then one adjoint per parameter (`adj_hprevious`, `adj_hcurrent`, `adj_width`, `adj_height`, `adj_inv_cell`, `adj_k_speed`, `adj_k_damp`, `adj_dt`).
+    /// The backward kernel of `wave_solve` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_hprevious`, `adj_hcurrent`, `adj_width`, `adj_height`, `adj_inv_cell`, `adj_k_speed`, `adj_k_damp`, `adj_dt`).
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
