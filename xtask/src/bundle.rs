@@ -31,9 +31,30 @@ const RUN_SH: &str = r#"#!/usr/bin/env bash
 # which fault on purpose (a BINARY is a name such as `gpu_views`). One tool
 # over every binary fits a 10-minute device call; each tool's wall time is
 # printed. The last line is `gpu-bundle sanitize: N errors`.
+# `run.sh --compare DIR [ROUNDS]` runs each benchmark of DIR (the bench
+# binaries of another commit, built there with `cargo bench -p sdk-tests
+# --no-run`) and the bundle's own of the same name in turn, ROUNDS times
+# (default 3), in this one call, and prints their summary lines tagged
+# `base` and `new` with the round: the ratios to raw of both builds come
+# from the same machine state.
 cd "$(dirname "$0")"
 export SDK_TEST_KERNELS="$PWD/kernels"
 export SDK_WARP_DATA="$PWD/warp"
+if [ "${1:-}" = "--compare" ]; then
+  base=${2:?"run.sh --compare DIR [ROUNDS]: DIR holds the other commit's bench binaries"}
+  rounds=${3:-3}
+  for r in $(seq 1 "$rounds"); do
+    for b in benches/*; do
+      name=$(basename "$b"); stem=${name%%-*}
+      for other in "$base/$stem" "$base/$stem"-*; do
+        [ -x "$other" ] || continue
+        "$other" 2>&1 | grep -E 'summary|first launch|load of 64' | sed "s/^/compare base round $r $stem: /"
+      done
+      "./$b" 2>&1 | grep -E 'summary|first launch|load of 64' | sed "s/^/compare new round $r $stem: /"
+    done
+  done
+  exit 0
+fi
 if [ "${1:-}" = "--sanitize" ]; then
   shift
   san=${COMPUTE_SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}
