@@ -354,7 +354,7 @@ fn every_road_refuses_an_array_or_stream_of_another_device() {
         );
         return;
     }
-    warp_launch::set_thread_access_mode(warp_launch::AccessMode::Strict);
+    let previous = warp_launch::set_thread_access_mode(warp_launch::AccessMode::Strict);
     let aot = load("aot");
     let kernels = Kernels::new(&aot).unwrap();
     let saxpy = aot.kernel("saxpy").unwrap();
@@ -396,6 +396,7 @@ fn every_road_refuses_an_array_or_stream_of_another_device() {
             }
         }
     }
+    warp_launch::set_thread_access_mode(previous);
     assert_eq!(refused, 2 * ROADS.len());
     assert!(y.to_vec::<f32>().unwrap().iter().all(|&v| v == 1.0));
     assert!(y1.to_vec::<f32>().unwrap().iter().all(|&v| v == 1.0));
