@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use cuda_sys::loader::LoaderError;
 use cuda_sys::{CUlogIterator, CUresult};
 
+use crate::compile_error::{CompileError, PtxRefused};
 use crate::image::ImageError;
 use crate::launch::LaunchError;
-use crate::program::error::{CompileError, PtxRefused};
 use crate::target::NoImageError;
 
 /// An argument that does not fit the kernel's declared parameters.

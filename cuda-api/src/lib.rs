@@ -114,6 +114,7 @@ mod generated;
 
 mod cast;
 mod choice;
+mod compile_error;
 mod context;
 #[cfg(feature = "cudarc")]
 mod cudarc_interop;

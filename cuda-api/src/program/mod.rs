@@ -5,7 +5,6 @@
 //! driver's `cuLink*`.
 
 pub(crate) mod cache;
-pub(crate) mod error;
 mod link;
 
 use std::ffi::{CStr, CString, c_char};
@@ -21,8 +20,8 @@ use crate::module::{Library, Module};
 use crate::nvrtc;
 use crate::target::{ComputeCapability, PtxIsa, ptx_isa_written_by};
 
+pub use crate::compile_error::{CompileError, Diagnostic, PtxRefused};
 pub use cache::{CACHE_ENV, CacheOutcome};
-pub use error::{CompileError, Diagnostic, PtxRefused};
 pub use link::Linker;
 
 /// What a [`Program`] compiles to.

@@ -1,14 +1,15 @@
 //! What a run-time compile says when it fails: [`CompileError`] (NVRTC's
 //! log read into `file:line` diagnostics, the options and the NVRTC
 //! version) and [`PtxRefused`] (PTX asked of an NVRTC newer than the
-//! driver). A leaf: `error` names these types and they import nothing back.
+//! driver), for [`Program`](crate::Program). A leaf: `error` names these
+//! types, and they import only `target`.
 
 use std::fmt;
 
 use crate::target::PtxIsa;
 
 /// `13050` → `13.5`.
-pub(crate) fn cuda_version(v: u32) -> String {
+fn cuda_version(v: u32) -> String {
     format!("{}.{}", v / 1000, (v % 1000) / 10)
 }
 
