@@ -209,20 +209,38 @@ pub(crate) struct Dir {
 /// The directory of the safe road: [`CACHE_ENV`], else the user's cache
 /// directory; `None` when turned off or there is none.
 pub(crate) fn default_dir() -> Option<Dir> {
-    let path = match std::env::var(CACHE_ENV) {
-        Ok(v) if ["off", "0", "false", "no"].contains(&v.trim().to_ascii_lowercase().as_str()) => {
+    dir_from(std::env::var(CACHE_ENV).ok().as_deref(), dirs::cache_dir())
+}
+
+/// The directory of the safe road for a value of [`CACHE_ENV`] and the
+/// user's cache directory.
+pub(crate) fn dir_from(env: Option<&str>, user_cache: Option<PathBuf>) -> Option<Dir> {
+    let path = match env.map(str::trim) {
+        Some(v) if ["off", "0", "false", "no"].contains(&v.to_ascii_lowercase().as_str()) => {
             return None;
         }
-        Ok(v) if !v.trim().is_empty() => PathBuf::from(v),
-        _ => dirs::cache_dir()?.join("cuda-api").join("nvrtc"),
+        Some(v) if !v.is_empty() => PathBuf::from(v),
+        _ => user_cache?.join("cuda-api").join("nvrtc"),
     };
-    Some(Dir {
-        path,
-        checked: true,
-    })
+    Some(Dir::checked(path))
 }
 
 impl Dir {
+    /// A directory of the safe road: used only when it and its entries
+    /// belong to this user and no one else can write them.
+    pub(crate) fn checked(path: PathBuf) -> Dir {
+        Dir {
+            path,
+            checked: true,
+        }
+    }
+
+    /// The directory.
+    #[cfg(test)]
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// A directory the caller vouches for (no ownership checks).
     pub(crate) fn trusted(path: PathBuf) -> Dir {
         Dir {

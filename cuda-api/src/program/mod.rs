@@ -102,6 +102,9 @@ enum CachePolicy {
     Off,
     /// A directory the caller vouches for ([`Program::cache_dir`]).
     Trusted(PathBuf),
+    /// A directory checked as the default one is (tests of the check).
+    #[cfg(test)]
+    Checked(PathBuf),
 }
 
 /// CUDA C++ source to compile with NVRTC at run time.
@@ -316,6 +319,8 @@ impl Program {
             CachePolicy::Off => None,
             CachePolicy::Default => cache::default_dir(),
             CachePolicy::Trusted(d) => Some(cache::Dir::trusted(d.clone())),
+            #[cfg(test)]
+            CachePolicy::Checked(d) => Some(cache::Dir::checked(d.clone())),
         };
         let mut outcome = CacheOutcome::Off;
         if let Some(dir) = &dir {

@@ -396,3 +396,71 @@ fn the_second_compile_is_a_cache_hit_and_a_corrupt_entry_is_replaced() {
         CacheOutcome::Off
     );
 }
+
+#[test]
+fn the_cache_variable_picks_the_directory_or_turns_it_off() {
+    let user = Some(std::path::PathBuf::from("/home/u/.cache"));
+    let default = std::path::Path::new("/home/u/.cache/cuda-api/nvrtc");
+    assert_eq!(cache::dir_from(None, user.clone()).unwrap().path(), default);
+    assert_eq!(
+        cache::dir_from(Some(" "), user.clone()).unwrap().path(),
+        default
+    );
+    for off in ["off", "OFF", "0", "false", "no"] {
+        assert!(cache::dir_from(Some(off), user.clone()).is_none(), "{off}");
+    }
+    assert_eq!(
+        cache::dir_from(Some("/data/nvrtc"), user).unwrap().path(),
+        std::path::Path::new("/data/nvrtc")
+    );
+    assert!(cache::dir_from(None, None).is_none());
+}
+
+#[test]
+fn without_nvrtc_compile_says_what_to_install() {
+    if nvrtc::version().is_ok() {
+        eprintln!("skipped: an NVRTC is loaded");
+        return;
+    }
+    let e = uncached(Program::new("k.cu", SAXPY))
+        .arch(ComputeCapability::new(9, 0))
+        .compile()
+        .unwrap_err();
+    assert!(matches!(e, CudaError::NvrtcUnavailable(_)), "{e}");
+    assert!(
+        e.to_string().contains("pip install nvidia-cuda-nvrtc"),
+        "{e}"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn the_safe_road_skips_a_cache_others_can_write() {
+    use std::os::unix::fs::PermissionsExt;
+    if nvrtc_or_skip().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cache_dir = dir.path().join("nvrtc");
+    let mut program = Program::new("saxpy.cu", SAXPY).arch(ComputeCapability::new(8, 0));
+    program.cache = CachePolicy::Checked(cache_dir.clone());
+    assert_eq!(program.compile().unwrap().cache(), CacheOutcome::Miss);
+    let mode = std::fs::metadata(&cache_dir).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o700, "the cache directory is made private");
+    assert_eq!(program.compile().unwrap().cache(), CacheOutcome::Hit);
+    // Others may write it now: the entry is not read (NVRTC runs again).
+    std::fs::set_permissions(&cache_dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    assert_eq!(program.compile().unwrap().cache(), CacheOutcome::Off);
+    // Private again, but the entry itself writable by others: not read.
+    std::fs::set_permissions(&cache_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let entry = std::fs::read_dir(&cache_dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o666)).unwrap();
+    assert_eq!(program.compile().unwrap().cache(), CacheOutcome::Off);
+    std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert_eq!(program.compile().unwrap().cache(), CacheOutcome::Hit);
+}
