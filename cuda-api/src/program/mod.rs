@@ -114,6 +114,39 @@ enum CachePolicy {
 /// [`Program::compile`]. The loaded NVRTC is the one
 /// [`cuda_sys::nvrtc::library`] opens (`CUDA_SYS_NVRTC_LIBRARY` picks one).
 ///
+/// # The cache
+///
+/// Results are kept on disk, one file per compile, named by the SHA-256 of
+/// everything that decides NVRTC's output: its version, the output kind, the
+/// name, the source, the headers, the options (the architecture included)
+/// and the name expressions. [`Compiled::cache`] says what happened. The
+/// directory is [`CACHE_ENV`] (a directory, or `off`), else the user's cache
+/// directory (`~/.cache/cuda-api/nvrtc` on Linux); [`Program::cache`]`(false)`
+/// turns it off for one program.
+///
+/// The cache is a trust root. An entry is handed back as the compiled output
+/// of this source, and kernels declared on it are launched with the bounds
+/// the *source* justifies: whoever writes the directory decides what runs.
+/// So:
+///
+/// - every entry stores the SHA-256 of its contents (the image, the lowered
+///   names, the log), checked on every read: a truncated or corrupted entry
+///   is compiled again and replaced ([`CacheOutcome::Replaced`]);
+/// - the safe roads (the default directory and [`CACHE_ENV`], which only
+///   this process's environment sets: `std::env::set_var` is `unsafe`) read
+///   a directory only when, on Unix, it and the entry belong to the
+///   effective user, are no symbolic links, and have no group or other write
+///   bit; otherwise the cache is skipped ([`CacheOutcome::Off`], with a
+///   warning through `log`). The directory is made with mode 0700, entries
+///   with 0600, written to a temporary file and renamed into place;
+/// - any other directory is [`Program::cache_dir`], `unsafe`.
+///
+/// # Safety
+///
+/// Reading a cache directory that others can write is the caller's promise
+/// ([`Program::cache_dir`]): the content hash detects corruption, not an
+/// attacker, who can store a matching hash with any image.
+///
 /// ```no_run
 /// use cuda_api::{Context, CudaDevice, Program};
 /// # fn main() -> cuda_api::CudaResult<()> {
