@@ -147,7 +147,16 @@ impl fmt::Display for CompileError {
                 }
                 write!(f, "; fix the source at {}:{}", d.file, d.line)?;
             }
-            None => f.write_str("; read its log below")?,
+            None => match self
+                .log
+                .lines()
+                .map(str::trim)
+                .find(|l| l.contains("error"))
+            {
+                // An error with no file:line is about the options.
+                Some(line) => write!(f, ": {line}; check the options")?,
+                None => f.write_str("; read its log below")?,
+            },
         }
         write!(f, " (options: {})", self.options.join(" "))?;
         let log = self.log.trim_end();

@@ -464,3 +464,22 @@ fn the_safe_road_skips_a_cache_others_can_write() {
     std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o600)).unwrap();
     assert_eq!(program.compile().unwrap().cache(), CacheOutcome::Hit);
 }
+
+#[test]
+fn an_architecture_nvrtc_does_not_know_is_a_compile_error_with_its_log() {
+    if nvrtc_or_skip().is_none() {
+        return;
+    }
+    let e = uncached(Program::new("saxpy.cu", SAXPY))
+        .arch(ComputeCapability::new(1, 0))
+        .output(Output::Cubin)
+        .compile()
+        .unwrap_err();
+    let CudaError::Compile(c) = &e else {
+        panic!("{e}")
+    };
+    assert!(c.first_error().is_none(), "{}", c.log);
+    assert_eq!(c.options, vec!["--gpu-architecture=sm_10".to_string()]);
+    let msg = e.to_string();
+    assert!(msg.contains("could not compile program `saxpy.cu`: nvrtc: error: invalid value for --gpu-architecture (-arch); check the options (options: --gpu-architecture=sm_10)"), "{msg}");
+}
