@@ -25,16 +25,19 @@ fn main() -> CudaResult<()> {
     let ctx = Context::primary(&dev)?;
     let stream = Stream::new(&ctx)?;
 
+    // The second run of this example reads the cache (Hit) instead.
+    let started = std::time::Instant::now();
     let compiled = Program::new("axpy.cu", SOURCE)
         .name_expression("axpy<float>")
         .option("-std=c++17")
         .for_device(&dev)?
         .compile()?;
     println!(
-        "NVRTC {} compiled axpy.cu to {:?} for compute capability {} (cache: {:?})",
+        "NVRTC {} compiled axpy.cu to {:?} for compute capability {} in {:?} (cache: {:?})",
         compiled.nvrtc_version(),
         compiled.output(),
         compiled.arch(),
+        started.elapsed(),
         compiled.cache()
     );
     let module = compiled.load(&ctx)?;

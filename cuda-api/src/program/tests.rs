@@ -483,3 +483,29 @@ fn an_architecture_nvrtc_does_not_know_is_a_compile_error_with_its_log() {
     let msg = e.to_string();
     assert!(msg.contains("could not compile program `saxpy.cu`: nvrtc: error: invalid value for --gpu-architecture (-arch); check the options (options: --gpu-architecture=sm_10)"), "{msg}");
 }
+
+#[test]
+fn relocatable_code_passes_the_image_check_the_linker_applies() {
+    if nvrtc_or_skip().is_none() {
+        return;
+    }
+    let src = "extern __device__ float twice(float);\n\
+               extern \"C\" __global__ void k(float *x) { x[0] = twice(x[0]); }\n";
+    for output in [Output::Cubin, Output::Ptx] {
+        let c = uncached(Program::new("main.cu", src))
+            .option("-rdc=true")
+            .arch(ComputeCapability::new(9, 0))
+            .output(output)
+            .compile()
+            .unwrap();
+        let kind =
+            crate::image::check_image(c.image()).unwrap_or_else(|e| panic!("{output:?}: {e}"));
+        assert_eq!(
+            kind,
+            match output {
+                Output::Cubin => crate::ImageKind::Cubin,
+                Output::Ptx => crate::ImageKind::Ptx,
+            }
+        );
+    }
+}
