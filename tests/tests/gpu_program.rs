@@ -88,6 +88,25 @@ fn a_templated_kernel_compiled_at_run_time_launches_checked() {
     for (i, v) in got.iter().enumerate() {
         assert_eq!(*v, 2.0 * i as f32 + 1.0, "y[{i}]");
     }
+    // The same kernel with its arguments chosen at run time (DynKernel).
+    let mut args = kernel.as_dyn().args();
+    args.push(1.0f32)
+        .unwrap()
+        .push(&x)
+        .unwrap()
+        .push(&mut y)
+        .unwrap()
+        .push(n)
+        .unwrap();
+    kernel
+        .as_dyn()
+        .launch(&stream, LaunchConfig::for_elements(n, 256), &args)
+        .unwrap();
+    drop(args);
+    let got = y.to_vec().unwrap();
+    for (i, v) in got.iter().enumerate() {
+        assert_eq!(*v, 3.0 * i as f32 + 1.0, "y[{i}] after the second launch");
+    }
     // n past the buffers is refused before the driver sees it.
     let e = kernel
         .launch(
