@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use cuda_sys::loader::LoaderError;
 use cuda_sys::{CUlogIterator, CUresult};
 
+use crate::compile_error::{CompileError, PtxRefused};
 use crate::image::ImageError;
 use crate::launch::LaunchError;
 use crate::target::NoImageError;
@@ -463,6 +464,12 @@ pub enum CudaError {
     /// library loads (the libraries tried and what to install), or the loaded
     /// NVRTC is older than the function (both versions).
     NvrtcUnavailable(cuda_sys::nvrtc::NvrtcLoadError),
+    /// NVRTC could not compile a [`Program`](crate::Program): its log as
+    /// `file:line` diagnostics, the options and the NVRTC version.
+    Compile(Box<CompileError>),
+    /// PTX was asked of a [`Program`](crate::Program) while the loaded NVRTC
+    /// is newer than the driver (both versions named).
+    PtxRefused(PtxRefused),
 }
 
 impl CudaError {
@@ -587,6 +594,8 @@ impl fmt::Display for CudaError {
             ),
             CudaError::Nvrtc { call, code } => write!(f, "{call} failed with {code}"),
             CudaError::NvrtcUnavailable(e) => e.fmt(f),
+            CudaError::Compile(e) => e.fmt(f),
+            CudaError::PtxRefused(e) => e.fmt(f),
         }
     }
 }

@@ -114,6 +114,7 @@ mod generated;
 
 mod cast;
 mod choice;
+mod compile_error;
 mod context;
 #[cfg(feature = "cudarc")]
 mod cudarc_interop;
@@ -134,6 +135,7 @@ mod params;
 mod peer;
 mod pool;
 mod priority;
+mod program;
 mod stream;
 mod target;
 
@@ -176,6 +178,10 @@ pub use choice::choose_image;
 pub use function::Function;
 pub use image::{ImageKind, check_image};
 pub use module::{Library, Module};
+pub use program::{
+    CACHE_ENV as NVRTC_CACHE_ENV, CacheOutcome, CompileError, Compiled, Diagnostic, Linker, Output,
+    Program, PtxRefused,
+};
 pub use target::{ComputeCapability, ImageTarget, NoImageError, PtxIsa};
 
 // Kernel parameters: their types and the driver's layout.

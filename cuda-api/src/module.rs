@@ -64,14 +64,31 @@ fn prepare<'a>(image: &'a [u8], call: &'static str) -> CudaResult<Prepared<'a>> 
     if !needs_nul && (image.as_ptr() as usize).is_multiple_of(8) {
         return Ok(Prepared::Borrowed(image));
     }
-    let len = image.len() + usize::from(needs_nul);
+    Ok(Prepared::Aligned(words(image, needs_nul)))
+}
+
+/// `image` copied into 8-byte words, with a NUL after it when `nul`.
+fn words(image: &[u8], nul: bool) -> Vec<u64> {
+    let len = image.len() + usize::from(nul);
     let mut words = vec![0u64; len.div_ceil(8)];
     for (w, chunk) in words.iter_mut().zip(image.chunks(8)) {
         let mut b = [0u8; 8];
         b[..chunk.len()].copy_from_slice(chunk);
         *w = u64::from_ne_bytes(b);
     }
-    Ok(Prepared::Aligned(words))
+    words
+}
+
+/// Checks `image` (the error names `call`) and returns its kind, an owned
+/// 8-byte-aligned copy (PTX NUL-terminated) and the byte length to pass to
+/// the driver (PTX's NUL included).
+pub(crate) fn prepare_owned(
+    image: &[u8],
+    call: &'static str,
+) -> CudaResult<(ImageKind, Vec<u64>, usize)> {
+    let kind = image::check_image(image).map_err(|e| CudaError::InvalidImage(e.in_call(call)))?;
+    let nul = kind == ImageKind::Ptx && image.last() != Some(&0);
+    Ok((kind, words(image, nul), image.len() + usize::from(nul)))
 }
 
 /// Turns a load failure into [`CudaError::PtxTooNew`] when the PTX is too new.

@@ -33,6 +33,15 @@ pub(crate) fn max_ptx_isa(driver: i32) -> Option<&'static str> {
         .map(|(_, isa)| *isa)
 }
 
+/// The PTX ISA that CUDA release `version` writes (its nvcc and NVRTC), for a
+/// release in the table only: a later release may write a newer one.
+pub(crate) fn ptx_isa_written_by(version: i32) -> Option<PtxIsa> {
+    PTX_ISA_BY_DRIVER
+        .iter()
+        .find(|(v, _)| *v == version)
+        .and_then(|(_, isa)| PtxIsa::parse(isa))
+}
+
 /// A compute capability, e.g. 9.0 for an H100/H200, 12.0 for an RTX 50 GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ComputeCapability {

@@ -11,7 +11,11 @@
 //! of another graph built in a nested closure, directly or through an outer
 //! variable (`tests/ui/conditional_body_stays_in_its_graph.rs`: each build
 //! closure has its own brand lifetime). Only cuda-api's plain types may be
-//! viewed as other types (`tests/ui/plain_is_sealed.rs`).
+//! viewed as other types (`tests/ui/plain_is_sealed.rs`). A `Program`'s
+//! cache directory other than the checked default is chosen only in
+//! `unsafe` code, and a `Compiled` cannot be built from bytes
+//! (`tests/ui/cache_dir_needs_unsafe.rs`,
+//! `tests/ui/compiled_is_made_only_by_a_compile.rs`).
 
 #[test]
 fn typed_launches_refuse_wrong_arguments_at_compile_time() {

@@ -324,6 +324,7 @@ pub fn build(root: &Path, candle: bool) -> Result<()> {
         "warp_aot",
         "warp_reduce",
         "warp_replay",
+        "nvrtc_template",
     ] {
         std::fs::copy(
             root.join("target/release/examples").join(example),
