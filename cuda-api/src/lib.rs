@@ -176,7 +176,7 @@ pub use choice::choose_image;
 pub use function::Function;
 pub use image::{ImageKind, check_image};
 pub use module::{Library, Module};
-pub use target::{ComputeCapability, ImageTarget, NoImageError, PtxIsa};
+pub use target::{ArchVariant, ComputeCapability, ImageTarget, NoImageError, PtxIsa};
 
 // Kernel parameters: their types and the driver's layout.
 pub use params::{Param, ParamRepr, ParamSlot, ParamType};

@@ -132,6 +132,77 @@ impl fmt::Display for PtxIsa {
     }
 }
 
+/// Which devices a cubin of an architecture runs on, by the suffix of its
+/// target (`sm_90`, `sm_90a`, `sm_100f`), after NVIDIA's feature sets
+/// (CUDA Programming Guide, "Feature Availability"; the family-specific
+/// set came with CUDA 12.9, see NVIDIA's blog post "NVIDIA Blackwell and
+/// NVIDIA CUDA 12.9 Introduce Family-Specific Architecture Features").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[non_exhaustive]
+pub enum ArchVariant {
+    /// No suffix (`sm_90`): runs on devices of the same major version and
+    /// an equal or higher minor one (8.0 code on 8.6, 10.0 on 10.3).
+    #[default]
+    Generic,
+    /// `f`, family-specific (`sm_100f`): the same devices as
+    /// [`ArchVariant::Generic`], the family of that major version from the
+    /// cubin's minor up (`sm_100f` on 10.0 and 10.3, `sm_103f` on 10.3 only).
+    Family,
+    /// `a`, architecture-specific (`sm_90a`, `sm_100a`): exactly that
+    /// compute capability (`sm_100a` on 10.0, not on 10.3).
+    Specific,
+}
+
+impl ArchVariant {
+    /// The suffix: `""`, `"f"` or `"a"`.
+    pub const fn suffix(self) -> &'static str {
+        match self {
+            ArchVariant::Generic => "",
+            ArchVariant::Family => "f",
+            ArchVariant::Specific => "a",
+        }
+    }
+
+    /// Reads the architecture and suffix of `sm_XY[a|f]` / `smXY[a|f]`
+    /// (the `sm` and `_` optional), e.g. a Warp image's `sm100a`.
+    ///
+    /// ```
+    /// use cuda_api::{ArchVariant, ComputeCapability as Cc};
+    /// assert_eq!(ArchVariant::parse_sm("sm100a"), Some((Cc::new(10, 0), ArchVariant::Specific)));
+    /// assert_eq!(ArchVariant::parse_sm("sm_120f"), Some((Cc::new(12, 0), ArchVariant::Family)));
+    /// assert_eq!(ArchVariant::parse_sm("sm_90"), Some((Cc::new(9, 0), ArchVariant::Generic)));
+    /// assert_eq!(ArchVariant::parse_sm("sm_90x"), None);
+    /// ```
+    pub fn parse_sm(text: &str) -> Option<(ComputeCapability, ArchVariant)> {
+        let (digits, variant) = match text.as_bytes().last() {
+            Some(b'a') => (&text[..text.len() - 1], ArchVariant::Specific),
+            Some(b'f') => (&text[..text.len() - 1], ArchVariant::Family),
+            _ => (text, ArchVariant::Generic),
+        };
+        Some((ComputeCapability::parse_sm(digits)?, variant))
+    }
+
+    /// Whether a cubin for `arch` with this suffix runs on a device of
+    /// compute capability `device`.
+    ///
+    /// ```
+    /// use cuda_api::{ArchVariant, ComputeCapability as Cc};
+    /// let (b200, b300) = (Cc::new(10, 0), Cc::new(10, 3));
+    /// assert!(ArchVariant::Specific.runs_on(b200, b200));
+    /// assert!(!ArchVariant::Specific.runs_on(b200, b300));
+    /// assert!(ArchVariant::Family.runs_on(b200, b300));
+    /// assert!(!ArchVariant::Family.runs_on(b300, b200));
+    /// ```
+    pub fn runs_on(self, arch: ComputeCapability, device: ComputeCapability) -> bool {
+        match self {
+            ArchVariant::Specific => arch == device,
+            ArchVariant::Generic | ArchVariant::Family => {
+                arch.major == device.major && arch.minor <= device.minor
+            }
+        }
+    }
+}
+
 /// What an image was compiled for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -140,6 +211,11 @@ pub enum ImageTarget {
     Cubin {
         /// The architecture in the ELF header.
         arch: ComputeCapability,
+        /// The suffix of its target (`a`, `f` or none), as far as the
+        /// cubin says it (see [`ImageTarget::of`]); where it does not, the
+        /// caller may know it from the file name
+        /// ([`ArchVariant::parse_sm`]).
+        variant: ArchVariant,
     },
     /// PTX text, compiled by the driver's JIT at load.
     Ptx {
@@ -156,6 +232,12 @@ impl ImageTarget {
     /// Reads what `image` was compiled for: a cubin's architecture from its
     /// ELF header, PTX's `.target` and `.version`. The image is checked with
     /// [`check_image`](crate::check_image) first.
+    ///
+    /// A cubin's suffix (`sm_100a`, `sm_100f`) is not in its ELF header:
+    /// ptxas of CUDA 13.0 writes the same `e_flags` for `sm_100`,
+    /// `sm_100a` and `sm_100f`. It is read from the `-arch sm_XY[a|f]`
+    /// option that ptxas records in the cubin's `.note.nv.tkinfo` note;
+    /// a cubin without that record reads as [`ArchVariant::Generic`].
     ///
     /// ```
     /// use cuda_api::{ComputeCapability, ImageTarget, PtxIsa};
@@ -198,8 +280,10 @@ impl ImageTarget {
                         ),
                     ));
                 }
+                let arch = ComputeCapability::new(sm / 10, sm % 10);
                 Ok(ImageTarget::Cubin {
-                    arch: ComputeCapability::new(sm / 10, sm % 10),
+                    arch,
+                    variant: recorded_variant(image, arch),
                 })
             }
             ImageKind::Ptx => {
@@ -226,10 +310,38 @@ impl ImageTarget {
     }
 }
 
+/// The suffix of the `-arch sm_XY[a|f]` option that ptxas records in a
+/// cubin's tool-info note (`.note.nv.tkinfo`, whose text holds e.g.
+/// `-arch sm_100a`), where it names `arch`; [`ArchVariant::Generic`]
+/// otherwise. A plain byte search: the image was checked whole before.
+fn recorded_variant(image: &[u8], arch: ComputeCapability) -> ArchVariant {
+    const KEY: &[u8] = b"-arch sm_";
+    let digits = format!("{}{}", arch.major, arch.minor);
+    image
+        .windows(KEY.len())
+        .enumerate()
+        .filter(|(_, w)| *w == KEY)
+        .find_map(|(i, _)| {
+            let rest = &image[i + KEY.len()..];
+            let rest = rest.strip_prefix(digits.as_bytes())?;
+            // The option ends at a space or NUL; a longer number is another
+            // architecture.
+            let (variant, next) = match rest.first() {
+                Some(b'a') => (ArchVariant::Specific, rest.get(1)),
+                Some(b'f') => (ArchVariant::Family, rest.get(1)),
+                other => (ArchVariant::Generic, other),
+            };
+            matches!(next, None | Some(b' ' | b'\0')).then_some(variant)
+        })
+        .unwrap_or_default()
+}
+
 impl fmt::Display for ImageTarget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ImageTarget::Cubin { arch } => write!(f, "{} cubin", arch.sm()),
+            ImageTarget::Cubin { arch, variant } => {
+                write!(f, "{}{} cubin", arch.sm(), variant.suffix())
+            }
             ImageTarget::Ptx { target, isa } => write!(f, "PTX ISA {isa} for {}", target.sm()),
             ImageTarget::Fatbin => f.write_str("fatbin"),
         }
@@ -327,11 +439,17 @@ impl std::error::Error for NoImageError {}
 /// Why `target` does not run on the error's device and driver.
 fn why_not(target: ImageTarget, e: &NoImageError) -> String {
     match target {
-        ImageTarget::Cubin { arch } if arch.major != e.device.major => format!(
+        ImageTarget::Cubin {
+            arch,
+            variant: ArchVariant::Specific,
+        } => format!(
+            "which is architecture-specific and runs only on compute capability {arch} exactly"
+        ),
+        ImageTarget::Cubin { arch, .. } if arch.major != e.device.major => format!(
             "which runs only on compute capability {}.x from {arch}",
             arch.major
         ),
-        ImageTarget::Cubin { arch } => {
+        ImageTarget::Cubin { arch, .. } => {
             format!(
                 "which needs compute capability {arch} or a higher {}.x",
                 arch.major

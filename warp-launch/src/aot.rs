@@ -18,6 +18,7 @@ use cuda_api::{ImageTarget, Library};
 
 use crate::abi::DType;
 use crate::cpu::{CpuKernel, EmbeddedCpu, NativeKernel, is_elementwise};
+use crate::device::{Device, PerDevice};
 use crate::error::{Error, Result};
 use crate::images::{self, Candidate, EmbeddedModule};
 use crate::launch::kernel::DeferredCuda;
@@ -104,27 +105,39 @@ pub struct AotModule {
 }
 
 /// A module's CUDA images: their bytes and targets (read at load, no
-/// driver), and the one chosen for the device, loaded on first use.
+/// driver), the one chosen for each device, and each image's library,
+/// loaded on the first use by a device that chose it (on a host with GPUs
+/// of two architectures, each loads its own image; devices of one
+/// architecture share the library).
 struct ModuleImages {
     origin: String,
     candidates: Vec<Candidate<'static>>,
     targets: Vec<ImageTarget>,
-    loaded: OnceLock<(usize, Library)>,
+    /// The index of the image chosen for each device.
+    chosen: PerDevice<usize>,
+    /// Each image's library, once a device chose and loaded it.
+    libraries: Box<[OnceLock<Library>]>,
 }
 
 impl ModuleImages {
-    /// The chosen image's file name and its library, chosen and loaded now
-    /// if they are not yet (a failure is not kept: the next call tries
-    /// again).
-    fn library(&self) -> Result<(&str, &Library)> {
-        if let Some((i, library)) = self.loaded.get() {
-            return Ok((&self.candidates[*i].file, library));
-        }
-        let chosen = images::choose(&self.origin, &self.candidates, &self.targets)?;
-        let library = Library::from_image(&self.candidates[chosen].bytes).map_err(Error::from)?;
-        // Another thread may have loaded it meanwhile: one library wins.
-        let (i, library) = self.loaded.get_or_init(|| (chosen, library));
-        Ok((&self.candidates[*i].file, library))
+    /// The file name of the image chosen for device `ordinal`, and its
+    /// library, chosen and loaded now if they are not yet (a failure is not
+    /// kept: the next call tries again).
+    fn library(&self, ordinal: i32) -> Result<(&str, &Library)> {
+        let chosen = *self.chosen.get_or_make(ordinal, || {
+            images::choose(&self.origin, &self.candidates, &self.targets, ordinal)
+        })?;
+        let slot = &self.libraries[chosen];
+        let library = match slot.get() {
+            Some(l) => l,
+            None => {
+                let library =
+                    Library::from_image(&self.candidates[chosen].bytes).map_err(Error::from)?;
+                // Another thread may have loaded it meanwhile: one library wins.
+                slot.get_or_init(|| library)
+            }
+        };
+        Ok((&self.candidates[chosen].file, library))
     }
 }
 
@@ -145,12 +158,13 @@ impl fmt::Debug for AotModule {
             .field("name", &self.name)
             .field("origin", &self.origin)
             .field(
-                "image",
+                "images",
                 &self
                     .images
-                    .loaded
-                    .get()
-                    .map(|(i, _)| &self.images.candidates[*i].file),
+                    .chosen
+                    .made()
+                    .map(|(d, i)| (d, &self.images.candidates[*i].file))
+                    .collect::<Vec<_>>(),
             )
             .field("cpu", &self.cpu)
             .field("kernels", &self.kernels.keys().collect::<Vec<_>>())
@@ -391,28 +405,48 @@ impl AotModule {
             origin: origin.to_string(),
             images: Arc::new(ModuleImages {
                 origin: origin.to_string(),
+                libraries: candidates.iter().map(|_| OnceLock::new()).collect(),
                 candidates,
                 targets,
-                loaded: OnceLock::new(),
+                chosen: PerDevice::new(),
             }),
             kernels,
             cpu: cpu.is_some(),
         })
     }
 
-    /// The file name of the image chosen for the CUDA device, e.g.
-    /// `wp_kernels.sm90.cubin`: the module's first CUDA use, if no kernel
-    /// was launched on a CUDA device yet (the image is chosen for this
-    /// thread's current CUDA device, else device 0, and loaded).
+    /// The file name of the image chosen for this thread's current CUDA
+    /// device ([`Device::current`]: the innermost
+    /// [`ScopedDevice`](crate::ScopedDevice), else the current context's
+    /// device, else `cuda:0`), e.g. `wp_kernels.sm90.cubin`: chosen and
+    /// loaded now if no kernel of the module was used on that device yet.
+    /// [`AotModule::image_on`] names the device.
+    ///
+    /// # Errors
+    ///
+    /// As [`AotModule::image_on`].
+    pub fn image(&self) -> Result<&str> {
+        self.image_on(Device::current())
+    }
+
+    /// The file name of the image chosen for `device` (`"cpu"` counts as
+    /// `cuda:0`), chosen and loaded now if no kernel of the module was used
+    /// on that device yet. Each device gets its own choice: on a host with
+    /// an H200 (9.0) and an RTX 5090 (12.0), a module compiled for both
+    /// runs `wp_<name>.sm90.cubin` on the one and `wp_<name>.sm120.cubin`
+    /// on the other.
     ///
     /// # Errors
     ///
     /// [`Error::Cuda`] without a driver or device, or with
     /// [`CudaError::NoImage`](crate::CudaError::NoImage) when no image runs
-    /// on the device (listing them); [`Error::Source`] for a module without
+    /// on the device (listing them); [`Error::NoSuchDevice`] for an ordinal
+    /// the driver does not have; [`Error::Source`] for a module without
     /// images; the driver's refusal of the image as [`Error::Cuda`].
-    pub fn image(&self) -> Result<&str> {
-        self.images.library().map(|(file, _)| file)
+    pub fn image_on(&self, device: Device) -> Result<&str> {
+        self.images
+            .library(device.ordinal().unwrap_or(0))
+            .map(|(file, _)| file)
     }
 
     /// Whether the module has CPU code (compiled from Warp's generated C++
@@ -452,7 +486,7 @@ impl AotModule {
         }
         let images = self.images.clone();
         let deferred = DeferredCuda {
-            library: Arc::new(move || images.library().map(|(_, l)| l.clone())),
+            library: Arc::new(move |ordinal| images.library(ordinal).map(|(_, l)| l.clone())),
             forward: lazy.forward.clone(),
             backward: lazy.backward.clone(),
         };
