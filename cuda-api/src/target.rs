@@ -8,7 +8,20 @@ use std::fmt;
 
 use crate::image::{self, ImageError, ImageKind};
 
-/// The newest PTX ISA each driver release accepts (from NVIDIA's PTX ISA release notes).
+/// The newest PTX ISA each driver release accepts: the PTX ISA of its CUDA
+/// release, from the "PTX Release History" table of NVIDIA's PTX ISA
+/// release notes
+/// (<https://docs.nvidia.com/cuda/parallel-thread-execution/#release-notes-ptx-release-history>,
+/// which `cuda.bindings.utils.get_minimal_required_cuda_ver_from_ptx_ver`
+/// also follows, up to 9.1) and, for the releases after, each release's
+/// own PTX ISA document (the `docs/cuda/archive/<release>/parallel-thread-execution`
+/// pages: 13.4.1's is "v9.4"). Checked against NVRTC's output: the pip
+/// wheels of NVRTC 12.0.76, 12.4.127, 12.8.93 and 13.5.37 write `.version`
+/// 8.0, 8.4, 8.7 and 9.5, and nvcc 13.0.88 writes 9.0. CUDA 12.6 kept 8.5;
+/// 12.7 (PTX ISA 8.6) had no toolkit release, but drivers of the R565
+/// branch report it.
+/// 13.2 and 13.3 follow the rule every 13.x release has kept (ISA 9.N for
+/// CUDA 13.N); no page of theirs was at hand to cite.
 const PTX_ISA_BY_DRIVER: &[(i32, &str)] = &[
     (12000, "8.0"),
     (12010, "8.1"),
@@ -17,10 +30,15 @@ const PTX_ISA_BY_DRIVER: &[(i32, &str)] = &[
     (12040, "8.4"),
     (12050, "8.5"),
     (12060, "8.5"),
+    (12070, "8.6"),
     (12080, "8.7"),
     (12090, "8.8"),
     (13000, "9.0"),
     (13010, "9.1"),
+    (13020, "9.2"),
+    (13030, "9.3"),
+    (13040, "9.4"),
+    (13050, "9.5"),
 ];
 
 /// The newest PTX ISA a driver of CUDA version `driver` accepts, where known.
@@ -471,4 +489,48 @@ fn driver_for_isa(isa: PtxIsa) -> Option<i32> {
     (12000..=20000)
         .step_by(10)
         .find(|v| PtxIsa::accepted_by(*v).is_some_and(|m| m >= isa))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each release of the table, and the ones between: a driver takes the
+    /// ISA of its own release, a patch release (12.4.1 reports 12040 too)
+    /// the same; an unknown older one nothing.
+    #[test]
+    fn the_jit_takes_the_isa_of_its_release_up_to_cuda_13_5() {
+        let expect = [
+            (12000, "8.0"),
+            (12020, "8.2"),
+            (12040, "8.4"),
+            (12060, "8.5"),
+            (12070, "8.6"),
+            (12080, "8.7"),
+            (12090, "8.8"),
+            (13000, "9.0"),
+            (13010, "9.1"),
+            (13020, "9.2"),
+            (13030, "9.3"),
+            (13040, "9.4"),
+            (13050, "9.5"),
+        ];
+        for (driver, isa) in expect {
+            assert_eq!(max_ptx_isa(driver), Some(isa), "{driver}");
+            assert_eq!(PtxIsa::accepted_by(driver), PtxIsa::parse(isa), "{driver}");
+        }
+        assert_eq!(max_ptx_isa(11080), None);
+        // A 13.x release newer than the table takes at least 13.5's ISA.
+        assert_eq!(max_ptx_isa(13060), Some("9.5"));
+        // Sorted, and no release takes less than the one before.
+        assert!(
+            PTX_ISA_BY_DRIVER
+                .windows(2)
+                .all(|w| w[0].0 < w[1].0 && PtxIsa::parse(w[0].1) <= PtxIsa::parse(w[1].1))
+        );
+        // The oldest driver that takes Warp 1.19's PTX (ISA 9.4) is CUDA 13.4.
+        assert_eq!(driver_for_isa(PtxIsa::new(9, 4)), Some(13040));
+        assert_eq!(driver_for_isa(PtxIsa::new(9, 5)), Some(13050));
+        assert_eq!(driver_for_isa(PtxIsa::new(9, 6)), None);
+    }
 }
