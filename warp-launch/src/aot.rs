@@ -2,8 +2,8 @@
 //! arch=[..], module_dir=DIR, strip_hash=True)`, from its directory or
 //! compiled into the program: the kernels' parameters come from the
 //! generated `wp_<module>.cu`, dynamic shared memory from
-//! `wp_<module>.meta`, the CUDA code from the image chosen for the device
-//! among `wp_<module>.sm<arch>.cubin` and `.ptx` (on first CUDA use), the
+//! `wp_<module>.meta`, the CUDA code from the image chosen for each device
+//! among `wp_<module>.sm<arch>.cubin` and `.ptx` (on its first use there), the
 //! CPU code from what the compile step linked into the program
 //! ([`EmbeddedModule::cpu`]). No Python at run time, and no driver until a
 //! CUDA device is used.
@@ -124,6 +124,14 @@ impl ModuleImages {
     /// library, chosen and loaded now if they are not yet (a failure is not
     /// kept: the next call tries again).
     fn library(&self, ordinal: i32) -> Result<(&str, &Library)> {
+        // The hook of the PTX fallback (issue 31, scope 3; its NVRTC
+        // compile is another change's): when `choose` finds nothing for the
+        // device (`CudaError::NoImage`), compile this module's source with
+        // the pinned NVRTC 12.0 (`cuda_api::nvrtc`) to PTX ISA 8.0, push it
+        // as one more candidate (with its target), and choose again. It
+        // belongs here, per device and once, so that a device with a
+        // matching cubin never pays for it. A module whose kernels call
+        // MathDx gets no such fallback (see `README.md`, "Which image runs").
         let chosen = *self.chosen.get_or_make(ordinal, || {
             images::choose(&self.origin, &self.candidates, &self.targets, ordinal)
         })?;
@@ -257,11 +265,15 @@ impl AotModule {
     ///
     /// The images are read here (and each cubin's ELF header checked
     /// against its file name); the one a CUDA device runs is chosen and
-    /// loaded on the module's first CUDA use, for the current CUDA device
-    /// of that thread (else device 0) by [`cuda_api::choose_image`]'s rule:
-    /// the cubin of the device's compute capability, else a cubin of the
-    /// same major version and a lower minor, else PTX the driver's JIT
-    /// compiles; [`AotModule::image`] says which. A directory holds no CPU
+    /// loaded on the module's first use on that device, for each device on
+    /// its own (a host with an H200 and an RTX 5090 runs the sm_90 cubin on
+    /// the one and the sm_120 cubin on the other), by
+    /// [`cuda_api::choose_image`]'s rule: the cubin of the device's compute
+    /// capability, else a cubin of the same major version and a lower minor
+    /// (never an architecture-specific `sm_XYa` one, which runs on exactly
+    /// its compute capability; a family `sm_XYf` one runs on its family),
+    /// else PTX the driver's JIT compiles; [`AotModule::image_on`] says
+    /// which. A directory holds no CPU
     /// code (that is linked into the program: [`AotModule::from_embedded`]),
     /// so its kernels run on `"cpu"` only with a Rust implementation
     /// ([`Kernel::with_cpu`]).
