@@ -132,6 +132,7 @@ impl ModuleImages {
         // belongs here, per device and once, so that a device with a
         // matching cubin never pays for it. A module whose kernels call
         // MathDx gets no such fallback (see `README.md`, "Which image runs").
+        images::check_any(&self.origin, &self.candidates)?;
         let chosen = *self.chosen.get_or_make(ordinal, || {
             images::choose(&self.origin, &self.candidates, &self.targets, ordinal)
         })?;

@@ -208,7 +208,7 @@ pub(crate) fn read_dir_images(
 /// whose architecture differs from its file name is refused, and so is one
 /// that records an `a` or `f` target its file name lacks; an `a` or `f`
 /// file name counts where the cubin records no suffix. An empty list
-/// is no error here (a module may have only CPU code); [`choose`] reports it
+/// is no error here (a module may have only CPU code); [`check_any`] reports it
 /// when a CUDA device asks for an image.
 pub(crate) fn targets(origin: &str, candidates: &[Candidate<'_>]) -> Result<Vec<ImageTarget>> {
     let file_err = |file: &str, message: String| Error::Source {
@@ -277,15 +277,9 @@ fn cubin_variant(
     }
 }
 
-/// Chooses the image CUDA device `ordinal` runs (see
-/// [`cuda_api::choose_image`] for the rule) among `candidates`, whose
-/// targets [`targets`] read, and returns its index.
-pub(crate) fn choose(
-    origin: &str,
-    candidates: &[Candidate<'_>],
-    targets: &[ImageTarget],
-    ordinal: i32,
-) -> Result<usize> {
+/// Refuses a module without images, before any driver call: its first
+/// CUDA use says so rather than that the driver is missing.
+pub(crate) fn check_any(origin: &str, candidates: &[Candidate<'_>]) -> Result<()> {
     if candidates.is_empty() {
         return Err(Error::Source {
             file: origin.to_string(),
@@ -297,6 +291,19 @@ pub(crate) fn choose(
                 .into(),
         });
     }
+    Ok(())
+}
+
+/// Chooses the image CUDA device `ordinal` runs (see
+/// [`cuda_api::choose_image`] for the rule) among `candidates` (at least
+/// one: [`check_any`]), whose targets [`targets`] read, and returns its
+/// index.
+pub(crate) fn choose(
+    origin: &str,
+    candidates: &[Candidate<'_>],
+    targets: &[ImageTarget],
+    ordinal: i32,
+) -> Result<usize> {
     let named: Vec<(&str, ImageTarget)> = candidates
         .iter()
         .zip(targets)

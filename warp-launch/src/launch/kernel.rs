@@ -568,8 +568,10 @@ impl CudaSlot {
         if let Some(c) = made.get(ordinal) {
             return Ok(c);
         }
+        // The library first: a module without images says so before the
+        // driver is asked anything.
+        let library = (d.library)(ordinal)?;
         made.get_or_make(ordinal, || {
-            let library = (d.library)(ordinal)?;
             crate::device::Device::ensure_context()?;
             // SAFETY: `KernelSpec::declare_deferred`'s caller promised the
             // declared types for the functions `d` names in this library.
