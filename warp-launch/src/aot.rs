@@ -37,7 +37,14 @@ pub const WARP_VERSION: &str = "1.19.0";
 /// the module's block size. Warp records its version nowhere in its AOT
 /// output (not in the `.cu`, the `.meta`, nor the cubin), so this header is
 /// the best evidence of which Warp wrote a module: it changes between
-/// releases (1.19.0 added the `WP_ENABLE_SMEM_SPILLING` block, for one).
+/// releases (1.16.0's differs at line 13, and lacks the `WP_MAXNREG` and
+/// `WP_ENABLE_SMEM_SPILLING` blocks). It does not tell every release apart:
+/// Warp 1.17.0 and 1.18.0 write `tests/warp/kernels.py`'s `.cu` and `.meta`
+/// byte for byte as 1.19.0 does (`cargo xtask warp-other-versions`), and
+/// such a module loads. Their kernel ABI is 1.19.0's: `array_t` and
+/// `launch_bounds_t` are the same structs (in 1.17.0 `launch_bounds_t`'s
+/// `shape` is `int[N]`, not `uint32_t[N]`: the same layout, and the same
+/// values for the extents a launch allows).
 const WARP_CUDA_HEADER: &str = r#"#define WP_TILE_BLOCK_DIM {block_dim}
 #define WP_NO_CRT
 #include "builtin.h"
@@ -1386,7 +1393,7 @@ mod tests {
             .unwrap()
             .replace("WP_TILE_BLOCK_DIM 256", "WP_TILE_BLOCK_DIM 64");
         assert!(check_warp_version(&plain, "x.cu").is_ok());
-        // Warp before 1.19.0 had no WP_ENABLE_SMEM_SPILLING block.
+        // A header without the WP_ENABLE_SMEM_SPILLING block (as 1.16.0's).
         let older = CU.replace(
             "// Allow PTXAS to spill registers into shared memory.",
             "// (an older header)",
@@ -1416,6 +1423,47 @@ mod tests {
         );
         let e = check_meta_version(&meta("{\"k_block_dim\": 256}"), "m.meta").unwrap_err();
         assert!(e.to_string().contains("\"k_block_dim\""), "{e}");
+    }
+
+    /// Real output of other releases (`cargo xtask warp-other-versions`
+    /// compiles `tests/warp/kernels.py` with each): 1.16.0's is refused at
+    /// the first header line that differs, naming 1.19.0 and that line;
+    /// 1.17.0's and 1.18.0's are byte for byte 1.19.0's, so nothing can
+    /// refuse them, and they load.
+    #[test]
+    fn real_output_of_other_warp_releases() {
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let other = fixtures.join("other-warp");
+        // SAFETY: the fixtures are one Warp compile each (never launched here).
+        let e = unsafe { AotModule::load_named(other.join("1.16.0"), "kernels") }
+            .map(|_| ())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("1.16.0/wp_kernels.cu:13: not written by Warp 1.19.0"),
+            "{e}"
+        );
+        assert!(
+            e.contains("line 13 of the module header is `// avoid namespacing of float type"),
+            "{e}"
+        );
+        assert!(
+            e.contains("where Warp 1.19.0 writes `#define builtin_tid1d()"),
+            "{e}"
+        );
+        for v in ["1.17.0", "1.18.0"] {
+            for f in ["wp_kernels.cu", "wp_kernels.meta"] {
+                assert!(
+                    std::fs::read(other.join(v).join(f)).unwrap()
+                        == std::fs::read(fixtures.join(f)).unwrap(),
+                    "Warp {v}'s {f} now differs from 1.19.0's: make the version check refuse it"
+                );
+            }
+            // SAFETY: as above.
+            let m = unsafe { AotModule::load_named(other.join(v), "kernels") }
+                .unwrap_or_else(|e| panic!("{v}: {e}"));
+            assert!(m.keys().count() >= 10, "{v}");
+        }
     }
 
     #[test]
