@@ -195,6 +195,17 @@ mod tests {
                 variant: ArchVariant::Generic,
             }
         );
+        // The older format's EF_CUDA_ACCELERATORS (bit 11) marks sm_90a.
+        let mut cubin = fixture("one.sm90.cubin");
+        cubin[7] = 0x33;
+        cubin[48..52].copy_from_slice(&0x005a_0d5au32.to_le_bytes());
+        assert_eq!(
+            ImageTarget::of(&cubin).unwrap(),
+            ImageTarget::Cubin {
+                arch: ComputeCapability::new(9, 0),
+                variant: ArchVariant::Specific,
+            }
+        );
     }
 
     fn targets(files: &[&str]) -> Vec<(String, ImageTarget)> {

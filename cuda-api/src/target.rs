@@ -251,11 +251,13 @@ impl ImageTarget {
     /// ELF header, PTX's `.target` and `.version`. The image is checked with
     /// [`check_image`](crate::check_image) first.
     ///
-    /// A cubin's suffix (`sm_100a`, `sm_100f`) is not in its ELF header:
-    /// ptxas of CUDA 13.0 writes the same `e_flags` for `sm_100`,
-    /// `sm_100a` and `sm_100f`. It is read from the `-arch sm_XY[a|f]`
-    /// option that ptxas records in the cubin's `.note.nv.tkinfo` note;
-    /// a cubin without that record reads as [`ArchVariant::Generic`].
+    /// A cubin's suffix (`sm_100a`, `sm_100f`) is not in the ELF header of
+    /// the format of CUDA 12.8 and later: ptxas of CUDA 13.0 writes the
+    /// same `e_flags` for `sm_100`, `sm_100a` and `sm_100f`. It is read
+    /// from the `-arch sm_XY[a|f]` option that ptxas records in the cubin's
+    /// `.note.nv.tkinfo` note; the older format's `EF_CUDA_ACCELERATORS`
+    /// flag (bit 11) also marks `a`. A cubin with neither reads as
+    /// [`ArchVariant::Generic`].
     ///
     /// ```
     /// use cuda_api::{ComputeCapability, ImageTarget, PtxIsa};
@@ -299,10 +301,15 @@ impl ImageTarget {
                     ));
                 }
                 let arch = ComputeCapability::new(sm / 10, sm % 10);
-                Ok(ImageTarget::Cubin {
-                    arch,
-                    variant: recorded_variant(image, arch),
-                })
+                // The older format marks an architecture-specific cubin
+                // (sm_90a) with EF_CUDA_ACCELERATORS, bit 11 (LLVM's
+                // BinaryFormat/ELF.h); the newer one does not mark it.
+                let variant = if image[7] != 0x41 && flags & 0x800 != 0 {
+                    ArchVariant::Specific
+                } else {
+                    recorded_variant(image, arch)
+                };
+                Ok(ImageTarget::Cubin { arch, variant })
             }
             ImageKind::Ptx => {
                 let text = String::from_utf8_lossy(&image[..image.len().min(1 << 16)]);
