@@ -4,9 +4,14 @@
 //! The rule, in order (NVIDIA's compatibility rules, see the
 //! [CUDA compatibility guide](https://docs.nvidia.com/deploy/cuda-compatibility/)
 //! and the [PTX ISA release notes](https://docs.nvidia.com/cuda/parallel-thread-execution/#release-notes)):
-//! 1. a cubin for exactly the device's compute capability;
+//! 1. a cubin for exactly the device's compute capability (of those, an
+//!    architecture-specific `a` one first, then a family `f` one, then a
+//!    plain one: each has at least the features of the next);
 //! 2. else a cubin of the same major version and a lower minor one (binary
-//!    compatibility holds within a major version, upwards), the highest such;
+//!    compatibility holds within a major version, upwards), the highest such,
+//!    never an `a` one (it runs on its exact compute capability only: an
+//!    `sm_100a` cubin does not run on a 10.3 device, an `sm_100f` or
+//!    `sm_100` one does);
 //! 3. else a fatbin (the driver picks inside it);
 //! 4. else PTX whose target is not above the device and whose ISA version the
 //!    driver can compile (its JIT takes PTX up to the ISA of its own CUDA
@@ -16,6 +21,8 @@
 
 use crate::device::{CudaDevice, driver_version};
 use crate::error::{CudaError, CudaResult};
+#[cfg(test)]
+use crate::target::ArchVariant;
 use crate::target::{ComputeCapability, ImageTarget, NoImageError, PtxIsa};
 
 /// How well an image fits, higher is better; `None`: it does not run.
@@ -28,11 +35,15 @@ type Score<'a> = dyn Fn(&ImageTarget) -> Option<(u32, u32, u32)> + 'a;
 /// the chosen index.
 ///
 /// ```
-/// use cuda_api::{ComputeCapability as Cc, ImageTarget, PtxIsa, choose_image};
+/// use cuda_api::{ArchVariant, ComputeCapability as Cc, ImageTarget, PtxIsa, choose_image};
+/// let cubin = |major, minor| ImageTarget::Cubin {
+///     arch: Cc::new(major, minor),
+///     variant: ArchVariant::Generic,
+/// };
 /// let images = [
-///     ("a.sm80.cubin", ImageTarget::Cubin { arch: Cc::new(8, 0) }),
-///     ("a.sm90.cubin", ImageTarget::Cubin { arch: Cc::new(9, 0) }),
-///     ("a.sm100.cubin", ImageTarget::Cubin { arch: Cc::new(10, 0) }),
+///     ("a.sm80.cubin", cubin(8, 0)),
+///     ("a.sm90.cubin", cubin(9, 0)),
+///     ("a.sm100.cubin", cubin(10, 0)),
 ///     ("a.sm75.ptx", ImageTarget::Ptx { target: Cc::new(7, 5), isa: PtxIsa::new(9, 4) }),
 /// ];
 /// // An H200 (9.0) on a CUDA 13.0 driver gets the sm_90 cubin,
@@ -63,14 +74,16 @@ pub fn choose_image<S: AsRef<str>>(
             .max_by(|(a, i), (b, j)| a.cmp(b).then(j.cmp(i)))
             .map(|(_, i)| i)
     };
-    let exact =
-        best(&|t| matches!(t, ImageTarget::Cubin { arch } if *arch == device).then_some((0, 0, 0)));
+    let exact = best(&|t| match t {
+        ImageTarget::Cubin { arch, variant } if *arch == device => Some((*variant as u32, 0, 0)),
+        _ => None,
+    });
     let lower = || {
         best(&|t| match t {
-            ImageTarget::Cubin { arch }
-                if arch.major == device.major && arch.minor < device.minor =>
+            ImageTarget::Cubin { arch, variant }
+                if arch.minor < device.minor && variant.runs_on(*arch, device) =>
             {
-                Some((arch.minor, 0, 0))
+                Some((arch.minor, *variant as u32, 0))
             }
             _ => None,
         })
@@ -141,7 +154,8 @@ mod tests {
             assert_eq!(
                 ImageTarget::of(&fixture(file)).unwrap(),
                 ImageTarget::Cubin {
-                    arch: ComputeCapability::new(major, minor)
+                    arch: ComputeCapability::new(major, minor),
+                    variant: ArchVariant::Generic,
                 },
                 "{file}"
             );
@@ -163,7 +177,8 @@ mod tests {
         assert_eq!(
             ImageTarget::of(&fixture("warp_tape.sm100.cubin")).unwrap(),
             ImageTarget::Cubin {
-                arch: ComputeCapability::new(10, 0)
+                arch: ComputeCapability::new(10, 0),
+                variant: ArchVariant::Generic,
             }
         );
     }
@@ -176,7 +191,19 @@ mod tests {
         assert_eq!(
             ImageTarget::of(&cubin).unwrap(),
             ImageTarget::Cubin {
-                arch: ComputeCapability::new(8, 6)
+                arch: ComputeCapability::new(8, 6),
+                variant: ArchVariant::Generic,
+            }
+        );
+        // The older format's EF_CUDA_ACCELERATORS (bit 11) marks sm_90a.
+        let mut cubin = fixture("one.sm90.cubin");
+        cubin[7] = 0x33;
+        cubin[48..52].copy_from_slice(&0x005a_0d5au32.to_le_bytes());
+        assert_eq!(
+            ImageTarget::of(&cubin).unwrap(),
+            ImageTarget::Cubin {
+                arch: ComputeCapability::new(9, 0),
+                variant: ArchVariant::Specific,
             }
         );
     }
@@ -230,6 +257,86 @@ mod tests {
         for (cc, file) in expect {
             assert_eq!(pick(&reversed, cc, 13000), Some(file), "device {cc:?}");
         }
+    }
+
+    /// nvcc 13.0 writes the same ELF flags for `sm_100`, `sm_100a` and
+    /// `sm_100f`: the suffix is read from the tool-info note.
+    #[test]
+    fn arch_specific_and_family_cubins_say_so() {
+        let expect = [
+            ("one.sm90.cubin", 9, 0, ArchVariant::Generic),
+            ("one.sm90a.cubin", 9, 0, ArchVariant::Specific),
+            ("one.sm100.cubin", 10, 0, ArchVariant::Generic),
+            ("one.sm100a.cubin", 10, 0, ArchVariant::Specific),
+            ("one.sm100f.cubin", 10, 0, ArchVariant::Family),
+            ("one.sm103f.cubin", 10, 3, ArchVariant::Family),
+            ("one.sm120a.cubin", 12, 0, ArchVariant::Specific),
+            ("warp_tape.sm100.cubin", 10, 0, ArchVariant::Generic),
+        ];
+        for (file, major, minor, variant) in expect {
+            let bytes = fixture(file);
+            assert_eq!(
+                ImageTarget::of(&bytes).unwrap(),
+                ImageTarget::Cubin {
+                    arch: ComputeCapability::new(major, minor),
+                    variant,
+                },
+                "{file}"
+            );
+        }
+        assert_eq!(
+            fixture("one.sm100.cubin")[48..52],
+            fixture("one.sm100a.cubin")[48..52],
+            "the ELF flags do not tell sm_100a from sm_100"
+        );
+        assert_eq!(
+            ImageTarget::of(&fixture("one.sm100f.cubin"))
+                .unwrap()
+                .to_string(),
+            "sm_100f cubin"
+        );
+    }
+
+    /// `a` only on exactly its compute capability, `f` on its family from
+    /// its minor up; real cubins, devices as values: B200 10.0, B300 10.3,
+    /// H200 9.0, RTX 5090 12.0, DGX Spark 12.1.
+    #[test]
+    fn arch_specific_cubins_run_only_where_they_can() {
+        let all = targets(&[
+            "one.sm90a.cubin",
+            "one.sm100a.cubin",
+            "one.sm100f.cubin",
+            "one.sm120a.cubin",
+        ]);
+        assert_eq!(pick(&all, (9, 0), 13000), Some("one.sm90a.cubin"));
+        assert_eq!(pick(&all, (10, 0), 13000), Some("one.sm100a.cubin"));
+        // The issue's case: sm_100a does not run on a 10.3 device, sm_100f does.
+        assert_eq!(pick(&all, (10, 3), 13000), Some("one.sm100f.cubin"));
+        let only_a = targets(&["one.sm100a.cubin", "one.sm90a.cubin", "one.sm120a.cubin"]);
+        assert_eq!(pick(&only_a, (10, 3), 13000), None);
+        assert_eq!(pick(&only_a, (12, 1), 13000), None);
+        assert_eq!(pick(&only_a, (12, 0), 13000), Some("one.sm120a.cubin"));
+        let e = choose_image(&only_a, ComputeCapability::new(10, 3), 13000).unwrap_err();
+        assert!(
+            e.to_string().contains(
+                "one.sm100a.cubin is an sm_100a cubin, which is architecture-specific and runs only on compute capability 10.0 exactly"
+            ),
+            "{e}"
+        );
+        // sm_103f runs on 10.3, not on 10.0; a family cubin never crosses a major.
+        let f103 = targets(&["one.sm103f.cubin"]);
+        assert_eq!(pick(&f103, (10, 3), 13000), Some("one.sm103f.cubin"));
+        assert_eq!(pick(&f103, (10, 0), 13000), None);
+        assert_eq!(pick(&f103, (12, 0), 13000), None);
+        // On its exact device an `a` cubin beats `f`, which beats plain;
+        // below it, `f` and plain of the same architecture are equals.
+        let mixed = targets(&["one.sm100.cubin", "one.sm100f.cubin", "one.sm100a.cubin"]);
+        assert_eq!(pick(&mixed, (10, 0), 13000), Some("one.sm100a.cubin"));
+        assert_eq!(pick(&mixed[..2], (10, 0), 13000), Some("one.sm100f.cubin"));
+        assert!(matches!(
+            pick(&mixed, (10, 3), 13000),
+            Some("one.sm100.cubin" | "one.sm100f.cubin")
+        ));
     }
 
     #[test]
@@ -287,12 +394,14 @@ mod tests {
                 "wp_kernels.sm80.cubin".to_string(),
                 ImageTarget::Cubin {
                     arch: ComputeCapability::new(8, 0),
+                    variant: ArchVariant::Generic,
                 },
             ),
             (
                 "wp_kernels.sm100.cubin".to_string(),
                 ImageTarget::Cubin {
                     arch: ComputeCapability::new(10, 0),
+                    variant: ArchVariant::Generic,
                 },
             ),
             (

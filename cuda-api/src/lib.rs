@@ -182,7 +182,7 @@ pub use program::{
     CACHE_ENV as NVRTC_CACHE_ENV, CacheOutcome, CompileError, Compiled, Diagnostic, Linker, Output,
     Program, PtxRefused,
 };
-pub use target::{ComputeCapability, ImageTarget, NoImageError, PtxIsa};
+pub use target::{ArchVariant, ComputeCapability, ImageTarget, NoImageError, PtxIsa};
 
 // Kernel parameters: their types and the driver's layout.
 pub use params::{Param, ParamRepr, ParamSlot, ParamType};

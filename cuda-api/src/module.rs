@@ -16,7 +16,7 @@ use crate::image::{self, ImageKind};
 use crate::kernel::DynKernel;
 use crate::kernel::{KernelSignature, TypedKernel};
 use crate::params::Param;
-use crate::target::max_ptx_isa;
+use crate::target::{PtxIsa, max_ptx_isa};
 
 /// The `.version X.Y` of a PTX text.
 pub(crate) fn ptx_isa_version(ptx: &[u8]) -> Option<String> {
@@ -91,6 +91,32 @@ pub(crate) fn prepare_owned(
     Ok((kind, words(image, nul), image.len() + usize::from(nul)))
 }
 
+/// Refuses PTX whose `.version` is newer than the JIT of a driver of CUDA
+/// version `driver_version` takes, before the driver reads it, where the
+/// table knows the driver's release (else the driver decides, and
+/// [`load_error`] names its refusal the same way). A shipped PTX newer
+/// than the oldest driver the specs cover (ISA 8.0, CUDA 12.0) fails here
+/// on an older driver with what it needs, instead of with the JIT's code.
+/// `driver_version` is asked for PTX only.
+fn check_ptx_isa(image: &[u8], driver_version: impl FnOnce() -> CudaResult<i32>) -> CudaResult<()> {
+    if is_binary(image) {
+        return Ok(());
+    }
+    let driver_version = driver_version()?;
+    let Some(max) = max_ptx_isa(driver_version) else {
+        return Ok(());
+    };
+    let isa = ptx_isa_version(image);
+    match (isa.as_deref().and_then(PtxIsa::parse), PtxIsa::parse(max)) {
+        (Some(have), Some(takes)) if have > takes => Err(CudaError::PtxTooNew {
+            ptx_isa: isa.unwrap_or_default(),
+            driver_max_isa: Some(max.to_string()),
+            driver_version: Some(driver_version),
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// Turns a load failure into [`CudaError::PtxTooNew`] when the PTX is too new.
 fn load_error(e: CudaError, image: &[u8]) -> CudaError {
     match e.driver().map(|d| d.code) {
@@ -148,6 +174,7 @@ impl Module {
     pub fn from_image(ctx: &Context, image: &[u8]) -> CudaResult<Module> {
         let data = prepare(image, "Module::from_image")?;
         ctx.bind()?;
+        check_ptx_isa(image, driver_version)?;
         // SAFETY: `data` is a checked image (every offset and size it holds
         // lies inside it; PTX NUL-terminated) that outlives the call.
         let raw =
@@ -294,6 +321,7 @@ impl Library {
     pub fn from_image(image: &[u8]) -> CudaResult<Library> {
         let data = prepare(image, "Library::from_image")?;
         init()?;
+        check_ptx_isa(image, driver_version)?;
         // SAFETY: `data` is a checked image (every offset and size it holds
         // lies inside it; PTX NUL-terminated) that outlives the call; no options.
         let raw = unsafe { driver::library_load_data(data.as_ptr(), None, None, None, None) }
@@ -374,6 +402,34 @@ mod tests {
         assert_eq!(max_ptx_isa(13000), Some("9.0"));
         assert_eq!(max_ptx_isa(12040), Some("8.4"));
         assert_eq!(max_ptx_isa(11080), None);
+    }
+
+    /// warp-launch's condition kernel is PTX ISA 8.3 (CUDA 12.3, the first
+    /// release with conditional nodes): a 12.2 driver refuses it before
+    /// the JIT, naming both versions; 12.3 takes it; an unknown release
+    /// and a cubin are left to the driver.
+    #[test]
+    fn ptx_newer_than_the_driver_is_refused_before_the_driver() {
+        let ptx = b"//\n.version 8.3\n.target sm_75\n.address_size 64\n";
+        match check_ptx_isa(ptx, || Ok(12020)) {
+            Err(CudaError::PtxTooNew {
+                ptx_isa,
+                driver_max_isa,
+                driver_version,
+            }) => {
+                assert_eq!(ptx_isa, "8.3");
+                assert_eq!(driver_max_isa.as_deref(), Some("8.2"));
+                assert_eq!(driver_version, Some(12020));
+            }
+            other => panic!("{other:?}"),
+        }
+        let e = check_ptx_isa(ptx, || Ok(12000)).unwrap_err().to_string();
+        assert!(e.contains("ISA 8.3") && e.contains("8.0"), "{e}");
+        check_ptx_isa(ptx, || Ok(12030)).unwrap();
+        check_ptx_isa(ptx, || Ok(13050)).unwrap();
+        check_ptx_isa(ptx, || Ok(11080)).unwrap();
+        let cubin = b"\x7fELF\x02\x01\x01";
+        check_ptx_isa(cubin, || panic!("a cubin asks no driver version")).unwrap();
     }
 
     #[test]

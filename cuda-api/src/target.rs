@@ -8,7 +8,20 @@ use std::fmt;
 
 use crate::image::{self, ImageError, ImageKind};
 
-/// The newest PTX ISA each driver release accepts (from NVIDIA's PTX ISA release notes).
+/// The newest PTX ISA each driver release accepts: the PTX ISA of its CUDA
+/// release, from the "PTX Release History" table of NVIDIA's PTX ISA
+/// release notes
+/// (<https://docs.nvidia.com/cuda/parallel-thread-execution/#release-notes-ptx-release-history>,
+/// which `cuda.bindings.utils.get_minimal_required_cuda_ver_from_ptx_ver`
+/// also follows, up to 9.1) and, for the releases after, each release's
+/// own PTX ISA document (the `docs/cuda/archive/<release>/parallel-thread-execution`
+/// pages: 13.4.1's is "v9.4"). Checked against NVRTC's output: the pip
+/// wheels of NVRTC 12.0.76, 12.4.127, 12.8.93 and 13.5.37 write `.version`
+/// 8.0, 8.4, 8.7 and 9.5, and nvcc 13.0.88 writes 9.0. CUDA 12.6 kept 8.5;
+/// 12.7 (PTX ISA 8.6) had no toolkit release, but drivers of the R565
+/// branch report it.
+/// 13.2 and 13.3 follow the rule every 13.x release has kept (ISA 9.N for
+/// CUDA 13.N); no page of theirs was at hand to cite.
 const PTX_ISA_BY_DRIVER: &[(i32, &str)] = &[
     (12000, "8.0"),
     (12010, "8.1"),
@@ -17,10 +30,15 @@ const PTX_ISA_BY_DRIVER: &[(i32, &str)] = &[
     (12040, "8.4"),
     (12050, "8.5"),
     (12060, "8.5"),
+    (12070, "8.6"),
     (12080, "8.7"),
     (12090, "8.8"),
     (13000, "9.0"),
     (13010, "9.1"),
+    (13020, "9.2"),
+    (13030, "9.3"),
+    (13040, "9.4"),
+    (13050, "9.5"),
 ];
 
 /// The newest PTX ISA a driver of CUDA version `driver` accepts, where known.
@@ -141,6 +159,77 @@ impl fmt::Display for PtxIsa {
     }
 }
 
+/// Which devices a cubin of an architecture runs on, by the suffix of its
+/// target (`sm_90`, `sm_90a`, `sm_100f`), after NVIDIA's feature sets
+/// (CUDA Programming Guide, "Feature Availability"; the family-specific
+/// set came with CUDA 12.9, see NVIDIA's blog post "NVIDIA Blackwell and
+/// NVIDIA CUDA 12.9 Introduce Family-Specific Architecture Features").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[non_exhaustive]
+pub enum ArchVariant {
+    /// No suffix (`sm_90`): runs on devices of the same major version and
+    /// an equal or higher minor one (8.0 code on 8.6, 10.0 on 10.3).
+    #[default]
+    Generic,
+    /// `f`, family-specific (`sm_100f`): the same devices as
+    /// [`ArchVariant::Generic`], the family of that major version from the
+    /// cubin's minor up (`sm_100f` on 10.0 and 10.3, `sm_103f` on 10.3 only).
+    Family,
+    /// `a`, architecture-specific (`sm_90a`, `sm_100a`): exactly that
+    /// compute capability (`sm_100a` on 10.0, not on 10.3).
+    Specific,
+}
+
+impl ArchVariant {
+    /// The suffix: `""`, `"f"` or `"a"`.
+    pub const fn suffix(self) -> &'static str {
+        match self {
+            ArchVariant::Generic => "",
+            ArchVariant::Family => "f",
+            ArchVariant::Specific => "a",
+        }
+    }
+
+    /// Reads the architecture and suffix of `sm_XY[a|f]` / `smXY[a|f]`
+    /// (the `sm` and `_` optional), e.g. a Warp image's `sm100a`.
+    ///
+    /// ```
+    /// use cuda_api::{ArchVariant, ComputeCapability as Cc};
+    /// assert_eq!(ArchVariant::parse_sm("sm100a"), Some((Cc::new(10, 0), ArchVariant::Specific)));
+    /// assert_eq!(ArchVariant::parse_sm("sm_120f"), Some((Cc::new(12, 0), ArchVariant::Family)));
+    /// assert_eq!(ArchVariant::parse_sm("sm_90"), Some((Cc::new(9, 0), ArchVariant::Generic)));
+    /// assert_eq!(ArchVariant::parse_sm("sm_90x"), None);
+    /// ```
+    pub fn parse_sm(text: &str) -> Option<(ComputeCapability, ArchVariant)> {
+        let (digits, variant) = match text.as_bytes().last() {
+            Some(b'a') => (&text[..text.len() - 1], ArchVariant::Specific),
+            Some(b'f') => (&text[..text.len() - 1], ArchVariant::Family),
+            _ => (text, ArchVariant::Generic),
+        };
+        Some((ComputeCapability::parse_sm(digits)?, variant))
+    }
+
+    /// Whether a cubin for `arch` with this suffix runs on a device of
+    /// compute capability `device`.
+    ///
+    /// ```
+    /// use cuda_api::{ArchVariant, ComputeCapability as Cc};
+    /// let (b200, b300) = (Cc::new(10, 0), Cc::new(10, 3));
+    /// assert!(ArchVariant::Specific.runs_on(b200, b200));
+    /// assert!(!ArchVariant::Specific.runs_on(b200, b300));
+    /// assert!(ArchVariant::Family.runs_on(b200, b300));
+    /// assert!(!ArchVariant::Family.runs_on(b300, b200));
+    /// ```
+    pub fn runs_on(self, arch: ComputeCapability, device: ComputeCapability) -> bool {
+        match self {
+            ArchVariant::Specific => arch == device,
+            ArchVariant::Generic | ArchVariant::Family => {
+                arch.major == device.major && arch.minor <= device.minor
+            }
+        }
+    }
+}
+
 /// What an image was compiled for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -149,6 +238,11 @@ pub enum ImageTarget {
     Cubin {
         /// The architecture in the ELF header.
         arch: ComputeCapability,
+        /// The suffix of its target (`a`, `f` or none), as far as the
+        /// cubin says it (see [`ImageTarget::of`]); where it does not, the
+        /// caller may know it from the file name
+        /// ([`ArchVariant::parse_sm`]).
+        variant: ArchVariant,
     },
     /// PTX text, compiled by the driver's JIT at load.
     Ptx {
@@ -165,6 +259,14 @@ impl ImageTarget {
     /// Reads what `image` was compiled for: a cubin's architecture from its
     /// ELF header, PTX's `.target` and `.version`. The image is checked with
     /// [`check_image`](crate::check_image) first.
+    ///
+    /// A cubin's suffix (`sm_100a`, `sm_100f`) is not in the ELF header of
+    /// the format of CUDA 12.8 and later: ptxas of CUDA 13.0 writes the
+    /// same `e_flags` for `sm_100`, `sm_100a` and `sm_100f`. It is read
+    /// from the `-arch sm_XY[a|f]` option that ptxas records in the cubin's
+    /// `.note.nv.tkinfo` note; the older format's `EF_CUDA_ACCELERATORS`
+    /// flag (bit 11) also marks `a`. A cubin with neither reads as
+    /// [`ArchVariant::Generic`].
     ///
     /// ```
     /// use cuda_api::{ComputeCapability, ImageTarget, PtxIsa};
@@ -207,9 +309,16 @@ impl ImageTarget {
                         ),
                     ));
                 }
-                Ok(ImageTarget::Cubin {
-                    arch: ComputeCapability::new(sm / 10, sm % 10),
-                })
+                let arch = ComputeCapability::new(sm / 10, sm % 10);
+                // The older format marks an architecture-specific cubin
+                // (sm_90a) with EF_CUDA_ACCELERATORS, bit 11 (LLVM's
+                // BinaryFormat/ELF.h); the newer one does not mark it.
+                let variant = if image[7] != 0x41 && flags & 0x800 != 0 {
+                    ArchVariant::Specific
+                } else {
+                    recorded_variant(image, arch)
+                };
+                Ok(ImageTarget::Cubin { arch, variant })
             }
             ImageKind::Ptx => {
                 let text = String::from_utf8_lossy(&image[..image.len().min(1 << 16)]);
@@ -235,10 +344,38 @@ impl ImageTarget {
     }
 }
 
+/// The suffix of the `-arch sm_XY[a|f]` option that ptxas records in a
+/// cubin's tool-info note (`.note.nv.tkinfo`, whose text holds e.g.
+/// `-arch sm_100a`), where it names `arch`; [`ArchVariant::Generic`]
+/// otherwise. A plain byte search: the image was checked whole before.
+fn recorded_variant(image: &[u8], arch: ComputeCapability) -> ArchVariant {
+    const KEY: &[u8] = b"-arch sm_";
+    let digits = format!("{}{}", arch.major, arch.minor);
+    image
+        .windows(KEY.len())
+        .enumerate()
+        .filter(|(_, w)| *w == KEY)
+        .find_map(|(i, _)| {
+            let rest = &image[i + KEY.len()..];
+            let rest = rest.strip_prefix(digits.as_bytes())?;
+            // The option ends at a space or NUL; a longer number is another
+            // architecture.
+            let (variant, next) = match rest.first() {
+                Some(b'a') => (ArchVariant::Specific, rest.get(1)),
+                Some(b'f') => (ArchVariant::Family, rest.get(1)),
+                other => (ArchVariant::Generic, other),
+            };
+            matches!(next, None | Some(b' ' | b'\0')).then_some(variant)
+        })
+        .unwrap_or_default()
+}
+
 impl fmt::Display for ImageTarget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ImageTarget::Cubin { arch } => write!(f, "{} cubin", arch.sm()),
+            ImageTarget::Cubin { arch, variant } => {
+                write!(f, "{}{} cubin", arch.sm(), variant.suffix())
+            }
             ImageTarget::Ptx { target, isa } => write!(f, "PTX ISA {isa} for {}", target.sm()),
             ImageTarget::Fatbin => f.write_str("fatbin"),
         }
@@ -336,11 +473,17 @@ impl std::error::Error for NoImageError {}
 /// Why `target` does not run on the error's device and driver.
 fn why_not(target: ImageTarget, e: &NoImageError) -> String {
     match target {
-        ImageTarget::Cubin { arch } if arch.major != e.device.major => format!(
+        ImageTarget::Cubin {
+            arch,
+            variant: ArchVariant::Specific,
+        } => format!(
+            "which is architecture-specific and runs only on compute capability {arch} exactly"
+        ),
+        ImageTarget::Cubin { arch, .. } if arch.major != e.device.major => format!(
             "which runs only on compute capability {}.x from {arch}",
             arch.major
         ),
-        ImageTarget::Cubin { arch } => {
+        ImageTarget::Cubin { arch, .. } => {
             format!(
                 "which needs compute capability {arch} or a higher {}.x",
                 arch.major
@@ -362,4 +505,48 @@ fn driver_for_isa(isa: PtxIsa) -> Option<i32> {
     (12000..=20000)
         .step_by(10)
         .find(|v| PtxIsa::accepted_by(*v).is_some_and(|m| m >= isa))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each release of the table, and the ones between: a driver takes the
+    /// ISA of its own release, a patch release (12.4.1 reports 12040 too)
+    /// the same; an unknown older one nothing.
+    #[test]
+    fn the_jit_takes_the_isa_of_its_release_up_to_cuda_13_5() {
+        let expect = [
+            (12000, "8.0"),
+            (12020, "8.2"),
+            (12040, "8.4"),
+            (12060, "8.5"),
+            (12070, "8.6"),
+            (12080, "8.7"),
+            (12090, "8.8"),
+            (13000, "9.0"),
+            (13010, "9.1"),
+            (13020, "9.2"),
+            (13030, "9.3"),
+            (13040, "9.4"),
+            (13050, "9.5"),
+        ];
+        for (driver, isa) in expect {
+            assert_eq!(max_ptx_isa(driver), Some(isa), "{driver}");
+            assert_eq!(PtxIsa::accepted_by(driver), PtxIsa::parse(isa), "{driver}");
+        }
+        assert_eq!(max_ptx_isa(11080), None);
+        // A 13.x release newer than the table takes at least 13.5's ISA.
+        assert_eq!(max_ptx_isa(13060), Some("9.5"));
+        // Sorted, and no release takes less than the one before.
+        assert!(
+            PTX_ISA_BY_DRIVER
+                .windows(2)
+                .all(|w| w[0].0 < w[1].0 && PtxIsa::parse(w[0].1) <= PtxIsa::parse(w[1].1))
+        );
+        // The oldest driver that takes Warp 1.19's PTX (ISA 9.4) is CUDA 13.4.
+        assert_eq!(driver_for_isa(PtxIsa::new(9, 4)), Some(13040));
+        assert_eq!(driver_for_isa(PtxIsa::new(9, 5)), Some(13050));
+        assert_eq!(driver_for_isa(PtxIsa::new(9, 6)), None);
+    }
 }

@@ -140,3 +140,63 @@ fn an_embedded_module_loads_from_memory_and_gives_warps_results() {
     assert!(checked >= 15, "only {checked} outputs compared");
     println!("embedded: {checked} outputs equal Warp's CPU results");
 }
+
+/// Each device gets the image of its own architecture, chosen and loaded
+/// on its first use: on a host of two architectures (an H200 and an RTX
+/// 5090, say) `multi/all` runs its sm_90 cubin on the one and its sm_120
+/// cubin on the other, and each gives Warp's results. On a host of one
+/// architecture every device gets the same choice, each through its own
+/// slot. An ordinal past the last device is refused naming the count.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn each_device_runs_the_image_chosen_for_its_own_architecture() {
+    use cuda_api::{ComputeCapability, ImageTarget, choose_image, driver_version};
+    let dir = data_dir();
+    let all = dir.join("multi/all");
+    // SAFETY: multi/all is one Warp compile of module `kernels` (tests/warp/build.py).
+    let module = unsafe { AotModule::load(&all) }.expect("multi-arch module loads");
+    let images: Vec<(String, ImageTarget)> = [
+        "wp_kernels.sm80.cubin",
+        "wp_kernels.sm90.cubin",
+        "wp_kernels.sm100.cubin",
+        "wp_kernels.sm120.cubin",
+        "wp_kernels.sm75.ptx",
+    ]
+    .into_iter()
+    .map(|f| {
+        let bytes = std::fs::read(all.join(f)).expect(f);
+        (f.to_string(), ImageTarget::of(&bytes).expect(f))
+    })
+    .collect();
+    let driver = driver_version().unwrap();
+    let count = CudaDevice::count().unwrap();
+    let mut chosen = Vec::new();
+    // The last device first: its choice must not be device 0's.
+    for n in (0..count).rev() {
+        let (major, minor) = CudaDevice::get(n).unwrap().compute_capability().unwrap();
+        let cc = ComputeCapability::new(major as u32, minor as u32);
+        let want = choose_image(&images, cc, driver).expect("an image for every device");
+        let got = module.image_on(Device::Cuda(n)).unwrap().to_string();
+        println!("cuda:{n} (compute capability {cc}): {got}");
+        assert_eq!(got, images[want].0, "cuda:{n}");
+        let checked = run_cases(&dir, &manifest(&dir), &module, Device::Cuda(n));
+        assert!(checked >= 15, "cuda:{n}: only {checked} outputs compared");
+        chosen.push(got);
+    }
+    // A kernel's function on each device comes from that device's image.
+    let saxpy = module.kernel("saxpy").unwrap();
+    for n in 0..count {
+        saxpy
+            .cuda_function_on(Device::Cuda(n), warp_launch::Pass::Forward)
+            .unwrap_or_else(|e| panic!("cuda:{n}: {e}"));
+    }
+    let e = module
+        .image_on(Device::Cuda(count))
+        .map(str::to_string)
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::NoSuchDevice { count: c, .. } if c == count),
+        "{e:?}"
+    );
+    println!("{count} device(s): {chosen:?}");
+}

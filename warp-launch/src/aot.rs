@@ -2,8 +2,8 @@
 //! arch=[..], module_dir=DIR, strip_hash=True)`, from its directory or
 //! compiled into the program: the kernels' parameters come from the
 //! generated `wp_<module>.cu`, dynamic shared memory from
-//! `wp_<module>.meta`, the CUDA code from the image chosen for the device
-//! among `wp_<module>.sm<arch>.cubin` and `.ptx` (on first CUDA use), the
+//! `wp_<module>.meta`, the CUDA code from the image chosen for each device
+//! among `wp_<module>.sm<arch>.cubin` and `.ptx` (on its first use there), the
 //! CPU code from what the compile step linked into the program
 //! ([`EmbeddedModule::cpu`]). No Python at run time, and no driver until a
 //! CUDA device is used.
@@ -18,6 +18,7 @@ use cuda_api::{ImageTarget, Library};
 
 use crate::abi::DType;
 use crate::cpu::{CpuKernel, EmbeddedCpu, NativeKernel, is_elementwise};
+use crate::device::{Device, PerDevice};
 use crate::error::{Error, Result};
 use crate::images::{self, Candidate, EmbeddedModule};
 use crate::launch::kernel::DeferredCuda;
@@ -36,7 +37,14 @@ pub const WARP_VERSION: &str = "1.19.0";
 /// the module's block size. Warp records its version nowhere in its AOT
 /// output (not in the `.cu`, the `.meta`, nor the cubin), so this header is
 /// the best evidence of which Warp wrote a module: it changes between
-/// releases (1.19.0 added the `WP_ENABLE_SMEM_SPILLING` block, for one).
+/// releases (1.16.0's differs at line 13, and lacks the `WP_MAXNREG` and
+/// `WP_ENABLE_SMEM_SPILLING` blocks). It does not tell every release apart:
+/// Warp 1.17.0 and 1.18.0 write `tests/warp/kernels.py`'s `.cu` and `.meta`
+/// byte for byte as 1.19.0 does (`cargo xtask warp-other-versions`), and
+/// such a module loads. Their kernel ABI is 1.19.0's: `array_t` and
+/// `launch_bounds_t` are the same structs (in 1.17.0 `launch_bounds_t`'s
+/// `shape` is `int[N]`, not `uint32_t[N]`: the same layout, and the same
+/// values for the extents a launch allows).
 const WARP_CUDA_HEADER: &str = r#"#define WP_TILE_BLOCK_DIM {block_dim}
 #define WP_NO_CRT
 #include "builtin.h"
@@ -104,27 +112,48 @@ pub struct AotModule {
 }
 
 /// A module's CUDA images: their bytes and targets (read at load, no
-/// driver), and the one chosen for the device, loaded on first use.
+/// driver), the one chosen for each device, and each image's library,
+/// loaded on the first use by a device that chose it (on a host with GPUs
+/// of two architectures, each loads its own image; devices of one
+/// architecture share the library).
 struct ModuleImages {
     origin: String,
     candidates: Vec<Candidate<'static>>,
     targets: Vec<ImageTarget>,
-    loaded: OnceLock<(usize, Library)>,
+    /// The index of the image chosen for each device.
+    chosen: PerDevice<usize>,
+    /// Each image's library, once a device chose and loaded it.
+    libraries: Box<[OnceLock<Library>]>,
 }
 
 impl ModuleImages {
-    /// The chosen image's file name and its library, chosen and loaded now
-    /// if they are not yet (a failure is not kept: the next call tries
-    /// again).
-    fn library(&self) -> Result<(&str, &Library)> {
-        if let Some((i, library)) = self.loaded.get() {
-            return Ok((&self.candidates[*i].file, library));
-        }
-        let chosen = images::choose(&self.origin, &self.candidates, &self.targets)?;
-        let library = Library::from_image(&self.candidates[chosen].bytes).map_err(Error::from)?;
-        // Another thread may have loaded it meanwhile: one library wins.
-        let (i, library) = self.loaded.get_or_init(|| (chosen, library));
-        Ok((&self.candidates[*i].file, library))
+    /// The file name of the image chosen for device `ordinal`, and its
+    /// library, chosen and loaded now if they are not yet (a failure is not
+    /// kept: the next call tries again).
+    fn library(&self, ordinal: i32) -> Result<(&str, &Library)> {
+        // The hook of the PTX fallback (issue 31, scope 3; its NVRTC
+        // compile is another change's): when `choose` finds nothing for the
+        // device (`CudaError::NoImage`), compile this module's source with
+        // the pinned NVRTC 12.0 (`cuda_api::nvrtc`) to PTX ISA 8.0, push it
+        // as one more candidate (with its target), and choose again. It
+        // belongs here, per device and once, so that a device with a
+        // matching cubin never pays for it. A module whose kernels call
+        // MathDx gets no such fallback (see `README.md`, "Which image runs").
+        images::check_any(&self.origin, &self.candidates)?;
+        let chosen = *self.chosen.get_or_make(ordinal, || {
+            images::choose(&self.origin, &self.candidates, &self.targets, ordinal)
+        })?;
+        let slot = &self.libraries[chosen];
+        let library = match slot.get() {
+            Some(l) => l,
+            None => {
+                let library =
+                    Library::from_image(&self.candidates[chosen].bytes).map_err(Error::from)?;
+                // Another thread may have loaded it meanwhile: one library wins.
+                slot.get_or_init(|| library)
+            }
+        };
+        Ok((&self.candidates[chosen].file, library))
     }
 }
 
@@ -145,12 +174,13 @@ impl fmt::Debug for AotModule {
             .field("name", &self.name)
             .field("origin", &self.origin)
             .field(
-                "image",
+                "images",
                 &self
                     .images
-                    .loaded
-                    .get()
-                    .map(|(i, _)| &self.images.candidates[*i].file),
+                    .chosen
+                    .made()
+                    .map(|(d, i)| (d, &self.images.candidates[*i].file))
+                    .collect::<Vec<_>>(),
             )
             .field("cpu", &self.cpu)
             .field("kernels", &self.kernels.keys().collect::<Vec<_>>())
@@ -243,11 +273,15 @@ impl AotModule {
     ///
     /// The images are read here (and each cubin's ELF header checked
     /// against its file name); the one a CUDA device runs is chosen and
-    /// loaded on the module's first CUDA use, for the current CUDA device
-    /// of that thread (else device 0) by [`cuda_api::choose_image`]'s rule:
-    /// the cubin of the device's compute capability, else a cubin of the
-    /// same major version and a lower minor, else PTX the driver's JIT
-    /// compiles; [`AotModule::image`] says which. A directory holds no CPU
+    /// loaded on the module's first use on that device, for each device on
+    /// its own (a host with an H200 and an RTX 5090 runs the sm_90 cubin on
+    /// the one and the sm_120 cubin on the other), by
+    /// [`cuda_api::choose_image`]'s rule: the cubin of the device's compute
+    /// capability, else a cubin of the same major version and a lower minor
+    /// (never an architecture-specific `sm_XYa` one, which runs on exactly
+    /// its compute capability; a family `sm_XYf` one runs on its family),
+    /// else PTX the driver's JIT compiles; [`AotModule::image_on`] says
+    /// which. A directory holds no CPU
     /// code (that is linked into the program: [`AotModule::from_embedded`]),
     /// so its kernels run on `"cpu"` only with a Rust implementation
     /// ([`Kernel::with_cpu`]).
@@ -391,28 +425,48 @@ impl AotModule {
             origin: origin.to_string(),
             images: Arc::new(ModuleImages {
                 origin: origin.to_string(),
+                libraries: candidates.iter().map(|_| OnceLock::new()).collect(),
                 candidates,
                 targets,
-                loaded: OnceLock::new(),
+                chosen: PerDevice::new(),
             }),
             kernels,
             cpu: cpu.is_some(),
         })
     }
 
-    /// The file name of the image chosen for the CUDA device, e.g.
-    /// `wp_kernels.sm90.cubin`: the module's first CUDA use, if no kernel
-    /// was launched on a CUDA device yet (the image is chosen for this
-    /// thread's current CUDA device, else device 0, and loaded).
+    /// The file name of the image chosen for this thread's current CUDA
+    /// device ([`Device::current`]: the innermost
+    /// [`ScopedDevice`](crate::ScopedDevice), else the current context's
+    /// device, else `cuda:0`), e.g. `wp_kernels.sm90.cubin`: chosen and
+    /// loaded now if no kernel of the module was used on that device yet.
+    /// [`AotModule::image_on`] names the device.
+    ///
+    /// # Errors
+    ///
+    /// As [`AotModule::image_on`].
+    pub fn image(&self) -> Result<&str> {
+        self.image_on(Device::current())
+    }
+
+    /// The file name of the image chosen for `device` (`"cpu"` counts as
+    /// `cuda:0`), chosen and loaded now if no kernel of the module was used
+    /// on that device yet. Each device gets its own choice: on a host with
+    /// an H200 (9.0) and an RTX 5090 (12.0), a module compiled for both
+    /// runs `wp_<name>.sm90.cubin` on the one and `wp_<name>.sm120.cubin`
+    /// on the other.
     ///
     /// # Errors
     ///
     /// [`Error::Cuda`] without a driver or device, or with
     /// [`CudaError::NoImage`](crate::CudaError::NoImage) when no image runs
-    /// on the device (listing them); [`Error::Source`] for a module without
+    /// on the device (listing them); [`Error::NoSuchDevice`] for an ordinal
+    /// the driver does not have; [`Error::Source`] for a module without
     /// images; the driver's refusal of the image as [`Error::Cuda`].
-    pub fn image(&self) -> Result<&str> {
-        self.images.library().map(|(file, _)| file)
+    pub fn image_on(&self, device: Device) -> Result<&str> {
+        self.images
+            .library(device.ordinal().unwrap_or(0))
+            .map(|(file, _)| file)
     }
 
     /// Whether the module has CPU code (compiled from Warp's generated C++
@@ -452,7 +506,7 @@ impl AotModule {
         }
         let images = self.images.clone();
         let deferred = DeferredCuda {
-            library: Arc::new(move || images.library().map(|(_, l)| l.clone())),
+            library: Arc::new(move |ordinal| images.library(ordinal).map(|(_, l)| l.clone())),
             forward: lazy.forward.clone(),
             backward: lazy.backward.clone(),
         };
@@ -1339,7 +1393,7 @@ mod tests {
             .unwrap()
             .replace("WP_TILE_BLOCK_DIM 256", "WP_TILE_BLOCK_DIM 64");
         assert!(check_warp_version(&plain, "x.cu").is_ok());
-        // Warp before 1.19.0 had no WP_ENABLE_SMEM_SPILLING block.
+        // A header without the WP_ENABLE_SMEM_SPILLING block (as 1.16.0's).
         let older = CU.replace(
             "// Allow PTXAS to spill registers into shared memory.",
             "// (an older header)",
@@ -1369,6 +1423,47 @@ mod tests {
         );
         let e = check_meta_version(&meta("{\"k_block_dim\": 256}"), "m.meta").unwrap_err();
         assert!(e.to_string().contains("\"k_block_dim\""), "{e}");
+    }
+
+    /// Real output of other releases (`cargo xtask warp-other-versions`
+    /// compiles `tests/warp/kernels.py` with each): 1.16.0's is refused at
+    /// the first header line that differs, naming 1.19.0 and that line;
+    /// 1.17.0's and 1.18.0's are byte for byte 1.19.0's, so nothing can
+    /// refuse them, and they load.
+    #[test]
+    fn real_output_of_other_warp_releases() {
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let other = fixtures.join("other-warp");
+        // SAFETY: the fixtures are one Warp compile each (never launched here).
+        let e = unsafe { AotModule::load_named(other.join("1.16.0"), "kernels") }
+            .map(|_| ())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("1.16.0/wp_kernels.cu:13: not written by Warp 1.19.0"),
+            "{e}"
+        );
+        assert!(
+            e.contains("line 13 of the module header is `// avoid namespacing of float type"),
+            "{e}"
+        );
+        assert!(
+            e.contains("where Warp 1.19.0 writes `#define builtin_tid1d()"),
+            "{e}"
+        );
+        for v in ["1.17.0", "1.18.0"] {
+            for f in ["wp_kernels.cu", "wp_kernels.meta"] {
+                assert!(
+                    std::fs::read(other.join(v).join(f)).unwrap()
+                        == std::fs::read(fixtures.join(f)).unwrap(),
+                    "Warp {v}'s {f} now differs from 1.19.0's: make the version check refuse it"
+                );
+            }
+            // SAFETY: as above.
+            let m = unsafe { AotModule::load_named(other.join(v), "kernels") }
+                .unwrap_or_else(|e| panic!("{v}: {e}"));
+            assert!(m.keys().count() >= 10, "{v}");
+        }
     }
 
     #[test]

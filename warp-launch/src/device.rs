@@ -510,9 +510,162 @@ impl From<&cuda_api::CudaDevice> for Device {
     }
 }
 
+/// One value per CUDA device, made on that device's first use: what a
+/// Warp module loads for a device (the image chosen for its architecture,
+/// the kernels' functions in it). A lookup is two atomic loads and an
+/// index; the slots are made once, as many as the driver has devices.
+pub(crate) struct PerDevice<T> {
+    slots: OnceLock<Box<[OnceLock<T>]>>,
+}
+
+impl<T> PerDevice<T> {
+    /// No device's value yet.
+    pub(crate) const fn new() -> PerDevice<T> {
+        PerDevice {
+            slots: OnceLock::new(),
+        }
+    }
+
+    /// The value of device `ordinal`, if it was made.
+    pub(crate) fn get(&self, ordinal: i32) -> Option<&T> {
+        self.slots.get()?.get(usize::try_from(ordinal).ok()?)?.get()
+    }
+
+    /// The value of device `ordinal`, made now by `make` if it is not yet
+    /// (a failure is not kept: the next call tries again; of two threads
+    /// making it at once, one value wins).
+    ///
+    /// # Errors
+    ///
+    /// `make`'s error; [`Error::NoSuchDevice`] for an ordinal the driver
+    /// does not have; the driver's failure to count its devices.
+    pub(crate) fn get_or_make(&self, ordinal: i32, make: impl FnOnce() -> Result<T>) -> Result<&T> {
+        self.get_or_make_with(ordinal, || Ok(cuda_api::CudaDevice::count()?), make)
+    }
+
+    /// [`PerDevice::get_or_make`] with the device count from `count`
+    /// (asked once, when the first value is made).
+    fn get_or_make_with(
+        &self,
+        ordinal: i32,
+        count: impl FnOnce() -> Result<i32>,
+        make: impl FnOnce() -> Result<T>,
+    ) -> Result<&T> {
+        if let Some(t) = self.get(ordinal) {
+            return Ok(t);
+        }
+        let slots = match self.slots.get() {
+            Some(s) => s,
+            None => {
+                let n = usize::try_from(count()?).unwrap_or(0);
+                self.slots
+                    .get_or_init(|| (0..n).map(|_| OnceLock::new()).collect())
+            }
+        };
+        let slot = usize::try_from(ordinal)
+            .ok()
+            .and_then(|i| slots.get(i))
+            .ok_or_else(|| Error::NoSuchDevice {
+                device: Device::Cuda(ordinal).to_string(),
+                count: i32::try_from(slots.len()).unwrap_or(i32::MAX),
+            })?;
+        let t = make()?;
+        Ok(slot.get_or_init(|| t))
+    }
+
+    /// A copy: each value made so far mapped by `f`, for the same devices.
+    pub(crate) fn map_made<U>(&self, f: impl Fn(&T) -> U) -> PerDevice<U> {
+        let copy = PerDevice::new();
+        if let Some(slots) = self.slots.get() {
+            let _ = copy.slots.set(
+                slots
+                    .iter()
+                    .map(|t| t.get().map(&f).map(OnceLock::from).unwrap_or_default())
+                    .collect(),
+            );
+        }
+        copy
+    }
+
+    /// The values made so far, with their devices' ordinals.
+    pub(crate) fn made(&self) -> impl Iterator<Item = (i32, &T)> {
+        self.slots
+            .get()
+            .into_iter()
+            .flat_map(|s| s.iter().enumerate())
+            .filter_map(|(i, t)| Some((i32::try_from(i).ok()?, t.get()?)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn per_device_values_are_made_once_per_device_on_first_use() {
+        let values: PerDevice<String> = PerDevice::new();
+        assert!(values.get(0).is_none());
+        let mut counted = 0;
+        let count = |counted: &mut i32| {
+            *counted += 1;
+            Ok(2)
+        };
+        let v = values
+            .get_or_make_with(1, || count(&mut counted), || Ok("sm_120 image".into()))
+            .unwrap();
+        assert_eq!(v, "sm_120 image");
+        // Device 0 is its own slot, made on its own first use.
+        assert!(values.get(0).is_none());
+        let v = values
+            .get_or_make_with(0, || count(&mut counted), || Ok("sm_90 image".into()))
+            .unwrap();
+        assert_eq!(v, "sm_90 image");
+        // Made once: a later make is not called.
+        let v = values
+            .get_or_make_with(1, || count(&mut counted), || panic!("made twice"))
+            .unwrap();
+        assert_eq!(v, "sm_120 image");
+        assert_eq!(counted, 1, "the devices are counted once");
+        let copy = values.map_made(|v| v.len());
+        assert_eq!(copy.get(0), Some(&11));
+        assert_eq!(copy.get(1), Some(&12));
+        assert_eq!(
+            values
+                .made()
+                .map(|(i, v)| (i, v.as_str()))
+                .collect::<Vec<_>>(),
+            [(0, "sm_90 image"), (1, "sm_120 image")]
+        );
+        // An ordinal the driver does not have, and a failed make, keep nothing.
+        let e = values
+            .get_or_make_with(2, || Ok(2), || Ok("x".into()))
+            .unwrap_err();
+        assert!(e.to_string().contains("cuda:2 does not exist"), "{e}");
+        let e = values
+            .get_or_make_with(-1, || Ok(2), || Ok("x".into()))
+            .unwrap_err();
+        assert!(matches!(e, Error::NoSuchDevice { .. }), "{e}");
+        let fresh: PerDevice<String> = PerDevice::new();
+        assert!(
+            fresh
+                .get_or_make_with(
+                    0,
+                    || Ok(1),
+                    || Err(Error::NotCuda {
+                        call: "t",
+                        device: Device::Cpu
+                    })
+                )
+                .is_err()
+        );
+        assert!(fresh.get(0).is_none());
+        assert_eq!(
+            fresh
+                .get_or_make_with(0, || Ok(1), || Ok("y".into()))
+                .unwrap(),
+            "y"
+        );
+    }
 
     #[test]
     fn device_strings() {

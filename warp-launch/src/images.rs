@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use std::fmt;
 use std::path::Path;
 
-use cuda_api::{CudaDevice, ImageTarget};
+use cuda_api::{ArchVariant, ComputeCapability, CudaDevice, ImageTarget};
 
 use crate::error::{Error, Result};
 
@@ -204,18 +204,11 @@ pub(crate) fn read_dir_images(
         .collect()
 }
 
-/// The device images are chosen for: the current CUDA device of this
-/// thread, else device 0.
-fn target_device() -> Result<CudaDevice> {
-    match CudaDevice::current()? {
-        Some(d) => Ok(d),
-        None => Ok(CudaDevice::get(0)?),
-    }
-}
-
 /// Reads every image's target from its bytes (no driver call): a cubin
-/// whose architecture differs from its file name is refused. An empty list
-/// is no error here (a module may have only CPU code); [`choose`] reports it
+/// whose architecture differs from its file name is refused, and so is one
+/// that records an `a` or `f` target its file name lacks; an `a` or `f`
+/// file name counts where the cubin records no suffix. An empty list
+/// is no error here (a module may have only CPU code); [`check_any`] reports it
 /// when a CUDA device asks for an image.
 pub(crate) fn targets(origin: &str, candidates: &[Candidate<'_>]) -> Result<Vec<ImageTarget>> {
     let file_err = |file: &str, message: String| Error::Source {
@@ -226,36 +219,67 @@ pub(crate) fn targets(origin: &str, candidates: &[Candidate<'_>]) -> Result<Vec<
     let mut targets = Vec::with_capacity(candidates.len());
     for c in candidates {
         let target = ImageTarget::of(&c.bytes).map_err(|e| file_err(&c.file, e.to_string()))?;
-        if let ImageTarget::Cubin { arch } = target {
-            let named = c
-                .file
-                .rsplit_once(".sm")
-                .and_then(|(_, r)| r.split_once('.'))
-                .map(|(a, _)| a.trim_end_matches(['a', 'f']));
-            if named != Some(&format!("{}{}", arch.major, arch.minor)) {
-                return Err(file_err(
-                    &c.file,
-                    format!(
-                        "the cubin's ELF header says {}, its file name another architecture; \
-                         the file was renamed or replaced: recompile the module",
-                        arch.sm()
-                    ),
-                ));
+        let target = match target {
+            ImageTarget::Cubin { arch, variant } => {
+                let (named, named_variant) = named_arch(&c.file).unzip();
+                if named != Some(arch) {
+                    return Err(file_err(
+                        &c.file,
+                        format!(
+                            "the cubin's ELF header says {}, its file name another architecture; \
+                             the file was renamed or replaced: recompile the module",
+                            arch.sm()
+                        ),
+                    ));
+                }
+                ImageTarget::Cubin {
+                    arch,
+                    variant: cubin_variant(arch, variant, named_variant)
+                        .map_err(|m| file_err(&c.file, m))?,
+                }
             }
-        }
+            other => other,
+        };
         targets.push(target);
     }
     Ok(targets)
 }
 
-/// Chooses the image the target device runs (see [`cuda_api::choose_image`]
-/// for the rule) among `candidates`, whose targets [`targets`] read, and
-/// returns its index.
-pub(crate) fn choose(
-    origin: &str,
-    candidates: &[Candidate<'_>],
-    targets: &[ImageTarget],
-) -> Result<usize> {
+/// The architecture and suffix a Warp image's file name gives
+/// (`wp_<name>.sm100a.cubin`: 10.0, architecture-specific).
+fn named_arch(file: &str) -> Option<(ComputeCapability, ArchVariant)> {
+    let (_, rest) = file.rsplit_once(".sm")?;
+    let (arch, _) = rest.split_once('.')?;
+    ArchVariant::parse_sm(arch)
+}
+
+/// A cubin's suffix from what it records (`recorded`, the `-arch` option
+/// ptxas noted in it) and its file name (`named`): a cubin that records
+/// none takes its name's (an `a` or `f` name narrows where it runs, so
+/// believing it is safe); one that records `a` or `f` must be named so,
+/// else the file was renamed.
+fn cubin_variant(
+    arch: ComputeCapability,
+    recorded: ArchVariant,
+    named: Option<ArchVariant>,
+) -> std::result::Result<ArchVariant, String> {
+    let named = named.unwrap_or_default();
+    match recorded {
+        ArchVariant::Generic => Ok(named),
+        r if r == named => Ok(r),
+        r => Err(format!(
+            "the cubin was compiled for {sm}{} (the -arch ptxas recorded in it), its file name \
+             says {sm}{}; the file was renamed or replaced: recompile the module",
+            r.suffix(),
+            named.suffix(),
+            sm = arch.sm(),
+        )),
+    }
+}
+
+/// Refuses a module without images, before any driver call: its first
+/// CUDA use says so rather than that the driver is missing.
+pub(crate) fn check_any(origin: &str, candidates: &[Candidate<'_>]) -> Result<()> {
     if candidates.is_empty() {
         return Err(Error::Source {
             file: origin.to_string(),
@@ -267,12 +291,25 @@ pub(crate) fn choose(
                 .into(),
         });
     }
+    Ok(())
+}
+
+/// Chooses the image CUDA device `ordinal` runs (see
+/// [`cuda_api::choose_image`] for the rule) among `candidates` (at least
+/// one: [`check_any`]), whose targets [`targets`] read, and returns its
+/// index.
+pub(crate) fn choose(
+    origin: &str,
+    candidates: &[Candidate<'_>],
+    targets: &[ImageTarget],
+    ordinal: i32,
+) -> Result<usize> {
     let named: Vec<(&str, ImageTarget)> = candidates
         .iter()
         .zip(targets)
         .map(|(c, t)| (c.file.as_str(), *t))
         .collect();
-    let device = target_device()?;
+    let device = CudaDevice::get(ordinal)?;
     let chosen = device.choose_image(&named)?;
     log::debug!(
         "warp-launch: {origin}: chose {} ({}) of {} image(s) for device {}",
@@ -287,6 +324,65 @@ pub(crate) fn choose(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn cubin(file: &'static str, fixture: &str) -> Candidate<'static> {
+        let path = format!(
+            "{}/../cuda-api/tests/images/{fixture}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        Candidate {
+            file: file.to_string(),
+            bytes: Cow::Owned(std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))),
+        }
+    }
+
+    /// The suffix comes from the cubin where it records one, else from the
+    /// file name; a cubin renamed to drop or change its suffix is refused.
+    #[test]
+    fn a_cubins_suffix_comes_from_its_record_or_its_name() {
+        let variant = |c: &Candidate<'_>| match targets("dir", std::slice::from_ref(c)) {
+            Ok(t) => match t[0] {
+                ImageTarget::Cubin { variant, .. } => Ok(variant),
+                other => panic!("{other}"),
+            },
+            Err(e) => Err(e.to_string()),
+        };
+        let ok = [
+            (
+                "wp_k.sm100a.cubin",
+                "one.sm100a.cubin",
+                ArchVariant::Specific,
+            ),
+            ("wp_k.sm100f.cubin", "one.sm100f.cubin", ArchVariant::Family),
+            ("wp_k.sm100.cubin", "one.sm100.cubin", ArchVariant::Generic),
+            // Records nothing (Warp's NVRTC cubin): the name says.
+            (
+                "wp_k.sm100a.cubin",
+                "warp_tape.sm100.cubin",
+                ArchVariant::Specific,
+            ),
+        ];
+        for (file, fixture, expect) in ok {
+            assert_eq!(
+                variant(&cubin(file, fixture)),
+                Ok(expect),
+                "{file} from {fixture}"
+            );
+        }
+        for (file, fixture) in [
+            ("wp_k.sm100.cubin", "one.sm100a.cubin"),
+            ("wp_k.sm100f.cubin", "one.sm100a.cubin"),
+            ("wp_k.sm100a.cubin", "one.sm100f.cubin"),
+        ] {
+            let e = variant(&cubin(file, fixture)).unwrap_err();
+            assert!(
+                e.contains(&format!("dir/{file}")) && e.contains("renamed or replaced"),
+                "{e}"
+            );
+        }
+        let e = variant(&cubin("wp_k.sm103f.cubin", "one.sm100f.cubin")).unwrap_err();
+        assert!(e.contains("ELF header says sm_100"), "{e}");
+    }
 
     #[test]
     fn image_names_follow_warps_naming() {

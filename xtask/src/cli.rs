@@ -118,6 +118,18 @@ pub enum Task {
     /// target/warp-build/python), nothing when Python already imports it.
     /// Prints the directory.
     WarpInstall,
+    /// Compile tests/warp/kernels.py with other warp-lang releases (1.16.0, 1.17.0, 1.18.0).
+    ///
+    /// Each is installed with pip once into target/warp-other/<version>;
+    /// their `wp_kernels.cu` and `.meta` are written to
+    /// warp-launch/tests/fixtures/other-warp/<version>/, the fixtures of
+    /// warp-launch's Warp version check. --check (the drift task) only
+    /// compares a fresh compile with the fixtures.
+    WarpOtherVersions {
+        /// Compare instead of writing; fail if a fixture differs.
+        #[arg(long)]
+        check: bool,
+    },
     /// List each library crate's public items with every path that reaches them.
     ///
     /// One line of counts per crate, then the items reachable by two or more
@@ -178,6 +190,7 @@ pub fn run(cli: Cli) -> Result<()> {
         }
         Some(Task::WarpAot(args)) => warp_aot::run(&root, &args),
         Some(Task::WarpInstall) => warp_aot::install(&root),
+        Some(Task::WarpOtherVersions { check }) => crate::warp_other::run(&root, check),
         Some(Task::PublicApi { all, crates }) => public_api::run(&root, all, &crates),
     }
 }
@@ -499,6 +512,18 @@ mod tests {
         assert_eq!(
             error(&["fuzz", "--seconds"]).kind(),
             ErrorKind::InvalidValue
+        );
+    }
+
+    #[test]
+    fn warp_other_versions_flags() {
+        assert_eq!(
+            parse(&["warp-other-versions"]).unwrap(),
+            Some(Task::WarpOtherVersions { check: false })
+        );
+        assert_eq!(
+            parse(&["warp-other-versions", "--check"]).unwrap(),
+            Some(Task::WarpOtherVersions { check: true })
         );
     }
 

@@ -19,6 +19,7 @@ pub mod roads;
 pub mod spec;
 pub mod use_circles;
 pub mod warp_aot;
+pub mod warp_other;
 
 /// xtask's result type: any error, reported by `main` as one message.
 pub type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;

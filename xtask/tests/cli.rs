@@ -58,6 +58,7 @@ fn help_lists_every_task_and_each_task_has_its_own() {
             "fuzz",
             "warp-aot",
             "warp-install",
+            "warp-other-versions",
             "public-api",
         ] {
             assert!(stdout.contains(&format!("  {task} ")), "{args:?}: {stdout}");
@@ -73,6 +74,7 @@ fn help_lists_every_task_and_each_task_has_its_own() {
         ("gpu-bundle", "--no-candle"),
         ("candle-test", "Usage: cargo xtask candle-test"),
         ("warp-install", "Usage: cargo xtask warp-install"),
+        ("warp-other-versions", "--check"),
     ] {
         for args in [[task, "--help"], ["help", task]] {
             let out = xtask(&args);

@@ -4,7 +4,7 @@
 
 use super::cache::{self, Entry, Key};
 use super::*;
-use crate::target::ImageTarget;
+use crate::target::{ArchVariant, ImageTarget};
 
 fn nvrtc_or_skip() -> Option<u32> {
     if std::env::var_os(cuda_sys::nvrtc::LIBRARY_ENV).is_none() {
@@ -294,7 +294,8 @@ fn ptx_and_cubin_for_the_architecture_asked() {
     assert_eq!(
         ImageTarget::of(cubin.image()).unwrap(),
         ImageTarget::Cubin {
-            arch: ComputeCapability::new(9, 0)
+            arch: ComputeCapability::new(9, 0),
+            variant: ArchVariant::Generic,
         }
     );
     // A driver older than this NVRTC: the default is a cubin, PTX refused.

@@ -12,6 +12,7 @@ use super::bind::Params;
 use super::memo::TypedBlock;
 use super::spare::Spare;
 use crate::abi::Element;
+use crate::device::{Device, PerDevice};
 use crate::error::{
     AccessRuleError, AccessRuleProblem, DeclarationError, DeclarationProblem, Error, Result,
 };
@@ -471,91 +472,119 @@ impl KernelSpec {
     }
 }
 
-/// How a kernel's CUDA functions are made on first use: the module's
-/// library (chosen and loaded on the first call of `library`, which may
-/// fail: no driver, no image for the device), and the functions' names.
+/// How a kernel's CUDA functions are made on first use on a device: the
+/// module's library for that device (its image chosen for the device's
+/// architecture and loaded on the first call of `library` with the
+/// device's ordinal, which may fail: no driver, no image for the device),
+/// and the functions' names.
 #[derive(Clone)]
 pub(crate) struct DeferredCuda {
-    pub library: Arc<dyn Fn() -> Result<Library> + Send + Sync>,
+    pub library: Arc<dyn Fn(i32) -> Result<Library> + Send + Sync>,
     pub forward: String,
     pub backward: Option<String>,
 }
 
-/// A kernel's CUDA functions: given when the kernel was made, or declared
-/// from its module's image on first use.
+/// A kernel's CUDA functions: given when the kernel was made (one library
+/// for every device), or declared from its module's image on first use on
+/// each device (on a host with GPUs of two architectures, each device runs
+/// the image chosen for it).
 pub(crate) struct CudaSlot {
-    deferred: Option<DeferredCuda>,
-    ready: OnceLock<CudaFunctions>,
+    /// Functions given when the kernel was made ([`KernelSpec::load_cuda`]).
+    given: Option<CudaFunctions>,
+    /// A Warp module's functions, declared per device on first use there.
+    deferred: Option<(DeferredCuda, PerDevice<CudaFunctions>)>,
 }
 
 impl CudaSlot {
     fn ready(functions: CudaFunctions) -> CudaSlot {
         CudaSlot {
+            given: Some(functions),
             deferred: None,
-            ready: OnceLock::from(functions),
         }
     }
 
     fn deferred(deferred: DeferredCuda) -> CudaSlot {
         CudaSlot {
-            deferred: Some(deferred),
-            ready: OnceLock::new(),
+            given: None,
+            deferred: Some((deferred, PerDevice::new())),
         }
     }
 
-    /// The same source of functions, with fresh spare blocks.
+    /// The same source of functions, with fresh spare blocks (the
+    /// functions declared so far are kept).
     fn fresh(&self) -> CudaSlot {
-        let ready = OnceLock::new();
-        if let Some(c) = self.ready.get() {
-            let _ = ready.set(CudaFunctions::new(c.forward.clone(), c.backward.clone()));
-        }
+        let copy = |c: &CudaFunctions| CudaFunctions::new(c.forward.clone(), c.backward.clone());
         CudaSlot {
-            deferred: self.deferred.clone(),
-            ready,
+            given: self.given.as_ref().map(copy),
+            deferred: self
+                .deferred
+                .as_ref()
+                .map(|(d, made)| (d.clone(), made.map_made(copy))),
         }
     }
 
-    /// The functions if they are declared already.
-    pub(crate) fn loaded(&self) -> Option<&CudaFunctions> {
-        self.ready.get()
+    /// The functions of device `ordinal` if they are declared already.
+    pub(crate) fn loaded(&self, ordinal: i32) -> Option<&CudaFunctions> {
+        match (&self.given, &self.deferred) {
+            (Some(c), _) => Some(c),
+            (None, Some((_, made))) => made.get(ordinal),
+            (None, None) => None,
+        }
+    }
+
+    /// Whether the functions are declared on some device.
+    fn declared_anywhere(&self) -> bool {
+        self.given.is_some()
+            || self
+                .deferred
+                .as_ref()
+                .is_some_and(|(_, made)| made.made().next().is_some())
     }
 
     /// Whether the kernel has a backward CUDA function.
     fn has_backward(&self) -> bool {
-        match (self.ready.get(), &self.deferred) {
+        match (&self.given, &self.deferred) {
             (Some(c), _) => c.backward.is_some(),
-            (None, Some(d)) => d.backward.is_some(),
+            (None, Some((d, _))) => d.backward.is_some(),
             (None, None) => false,
         }
     }
 
-    /// The functions, declared now if they are not yet (the module's image
-    /// loaded first if no kernel of it loaded it yet). A failure is not
-    /// kept: the next call tries again.
-    pub(crate) fn get(&self, spec: &KernelSpec) -> Result<&CudaFunctions> {
-        if let Some(c) = self.ready.get() {
+    /// The functions of device `ordinal`, declared now if they are not yet
+    /// (the module's image for that device chosen and loaded first if no
+    /// kernel of it did so yet). A failure is not kept: the next call tries
+    /// again.
+    pub(crate) fn get(&self, spec: &KernelSpec, ordinal: i32) -> Result<&CudaFunctions> {
+        if let Some(c) = &self.given {
             return Ok(c);
         }
-        let Some(d) = &self.deferred else {
-            // `ready` is set whenever `deferred` is not.
+        let Some((d, made)) = &self.deferred else {
+            // `given` is set whenever `deferred` is not.
             return Err(Error::NoCudaFunction {
                 kernel: spec.name.clone(),
                 pass: Pass::Forward,
             });
         };
-        let library = (d.library)()?;
-        crate::device::Device::ensure_context()?;
-        // SAFETY: `KernelSpec::declare_deferred`'s caller promised the
-        // declared types for the functions `d` names in this library.
-        let fwd =
-            unsafe { DynKernel::declare(library.function(&d.forward)?, spec.declaration(false)) }?;
-        let bwd = d.backward.as_ref().map(|b| LazyBackward {
-            library: library.clone(),
-            name: b.clone(),
-            declared: OnceLock::new(),
-        });
-        // Another thread may have declared them meanwhile: one set wins.
-        Ok(self.ready.get_or_init(|| CudaFunctions::new(fwd, bwd)))
+        if let Some(c) = made.get(ordinal) {
+            return Ok(c);
+        }
+        // The library first: a module without images says so before the
+        // driver is asked anything.
+        let library = (d.library)(ordinal)?;
+        made.get_or_make(ordinal, || {
+            crate::device::Device::ensure_context()?;
+            // SAFETY: `KernelSpec::declare_deferred`'s caller promised the
+            // declared types for the functions `d` names in this library.
+            let fwd = unsafe {
+                DynKernel::declare(library.function(&d.forward)?, spec.declaration(false))
+            }?;
+            let bwd = d.backward.as_ref().map(|b| LazyBackward {
+                library: library.clone(),
+                name: b.clone(),
+                declared: OnceLock::new(),
+            });
+            Ok(CudaFunctions::new(fwd, bwd))
+        })
     }
 }
 
@@ -755,7 +784,7 @@ impl Kernel {
         self.inner
             .cuda
             .as_ref()
-            .is_some_and(|c| c.loaded().is_some())
+            .is_some_and(CudaSlot::declared_anywhere)
     }
 
     /// The same kernel with a CPU implementation (forward and, for adjoint
@@ -809,30 +838,48 @@ impl Kernel {
         self.declared().at(index)
     }
 
-    /// The CUDA function of the forward or backward kernel: attributes,
-    /// occupancy, limits, and its launch handle for raw driver calls. For
-    /// a kernel of a Warp module, the first CUDA use: the module's image is
-    /// chosen and loaded (if no kernel of it did so yet) and the function
-    /// declared against the driver's parameter layout.
+    /// The CUDA function of the forward or backward kernel on this
+    /// thread's current CUDA device (the innermost
+    /// [`ScopedDevice`](crate::ScopedDevice), else the current context's
+    /// device, else `cuda:0`: [`Device::current`]): attributes, occupancy,
+    /// limits, and its launch handle for raw driver calls. For a kernel of
+    /// a Warp module, its first CUDA use on that device: the module's image
+    /// for the device is chosen and loaded (if no kernel of it did so yet)
+    /// and the function declared against the driver's parameter layout.
+    /// [`Kernel::cuda_function_on`] names the device.
+    ///
+    /// # Errors
+    ///
+    /// As [`Kernel::cuda_function_on`].
+    pub fn cuda_function(&self, pass: Pass) -> Result<&cuda_api::Function> {
+        self.cuda_function_on(Device::current(), pass)
+    }
+
+    /// The CUDA function of the forward or backward kernel on `device`
+    /// (`"cpu"` counts as `cuda:0`): on a host with GPUs of two
+    /// architectures, a Warp module's kernel has one function per device,
+    /// each from the image chosen for that device.
     ///
     /// # Errors
     ///
     /// [`Error::NoCudaFunction`] when the kernel has no such function; for
     /// a kernel of a Warp module, the errors of loading its image
     /// ([`Error::Cuda`] without a driver or an image for the device,
-    /// [`Error::Source`] for a module without images) and of declaring the
-    /// function.
-    pub fn cuda_function(&self, pass: Pass) -> Result<&cuda_api::Function> {
-        Ok(self.cuda(pass)?.function())
+    /// [`Error::NoSuchDevice`], [`Error::Source`] for a module without
+    /// images) and of declaring the function.
+    pub fn cuda_function_on(&self, device: Device, pass: Pass) -> Result<&cuda_api::Function> {
+        Ok(self.cuda(device.ordinal().unwrap_or(0), pass)?.function())
     }
 
-    pub(crate) fn cuda(&self, pass: Pass) -> Result<&DynKernel> {
+    /// The CUDA function of `pass` on device `ordinal`, declared on its
+    /// first use there.
+    pub(crate) fn cuda(&self, ordinal: i32, pass: Pass) -> Result<&DynKernel> {
         let missing = || Error::NoCudaFunction {
             kernel: self.name().to_string(),
             pass,
         };
         let c = self.inner.cuda.as_ref().ok_or_else(missing)?;
-        c.get(&self.inner.spec)?
+        c.get(&self.inner.spec, ordinal)?
             .function(pass, &self.inner.spec)?
             .ok_or_else(missing)
     }

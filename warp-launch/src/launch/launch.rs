@@ -305,18 +305,20 @@ impl Launch {
                 kernel.cpu(opts.pass)?;
                 None
             }
-            Device::Cuda(_) => {
-                let k = kernel.cuda(opts.pass)?;
+            Device::Cuda(ordinal) => {
+                let k = kernel.cuda(ordinal, opts.pass)?;
                 if let Some(ctx) = &ctx {
                     if let Some(s) = &stream {
                         prepare::check_stream_context(kernel, s, ctx)?;
                     }
                     prepare::opt_in_shared_mem(k, ctx, kernel.shared_mem(opts.pass))?;
                 }
-                Some(match kernel.inner.cuda.as_ref().and_then(|c| c.loaded()) {
-                    Some(c) => c.take_block(opts.pass, k),
-                    None => Box::new(k.args()),
-                })
+                Some(
+                    match kernel.inner.cuda.as_ref().and_then(|c| c.loaded(ordinal)) {
+                        Some(c) => c.take_block(opts.pass, k),
+                        None => Box::new(k.args()),
+                    },
+                )
             }
         };
         let plan = Self::plan_for(kernel, dim, &opts)?;
@@ -385,7 +387,9 @@ impl Launch {
                 return Ok(NonZeroU64::MIN);
             }
             let ctx = opts.device.context()?;
-            let f = kernel.cuda(opts.pass)?.function();
+            let f = kernel
+                .cuda(opts.device.ordinal().unwrap_or(0), opts.pass)?
+                .function();
             let grid = f.max_cooperative_grid(&ctx, block_dim, kernel.shared_mem(opts.pass))?;
             NonZeroU64::new(u64::from(grid)).ok_or_else(|| Error::NoResidentGrid {
                 kernel: kernel.name().to_string(),
@@ -664,8 +668,14 @@ impl Launch {
         let stream =
             prepare::launch_stream(&self.kernel, self.opts.device, ctx, stream, &mut slot)?;
         self.note_uses(stream)?;
-        let k = self.kernel.cuda(self.opts.pass)?;
+        let k = self.kernel.cuda(self.ordinal(), self.opts.pass)?;
         prepare::enqueue(k, stream, self.cfg, block, self.opts.cooperative)
+    }
+
+    /// The launch's CUDA device ordinal (0 for a CPU launch, which has no
+    /// CUDA functions).
+    fn ordinal(&self) -> i32 {
+        self.opts.device.ordinal().unwrap_or(0)
     }
 
     /// Notes that work about to be queued on `stream` uses this launch's
@@ -715,7 +725,7 @@ impl Launch {
             graph,
             ctx,
         )?;
-        let k = self.kernel.cuda(self.opts.pass)?;
+        let k = self.kernel.cuda(self.ordinal(), self.opts.pass)?;
         Ok((k, self.cfg, block, self.opts.cooperative))
     }
 
@@ -740,7 +750,11 @@ impl Drop for Launch {
     fn drop(&mut self) {
         if let (Some(block), Some(c)) = (
             self.block.take(),
-            self.kernel.inner.cuda.as_ref().and_then(|c| c.loaded()),
+            self.kernel
+                .inner
+                .cuda
+                .as_ref()
+                .and_then(|c| c.loaded(self.ordinal())),
         ) {
             c.give_block(self.opts.pass, block);
         }

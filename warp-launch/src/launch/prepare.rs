@@ -23,6 +23,7 @@
 //! | dynamic shared memory above the default limit is opted into once per context | [`opt_in_shared_mem`] | `gpu_tiles::tile_kernels_give_warps_results_at_block_dim_64_and_128` |
 //! | launch-bounds bytes (`launch_bounds_t<N>`, parameter 0) | [`write_bounds`] | `gpu_warp`, `gpu_typed::positional_launches_give_warps_results` |
 //! | use tracking: frees and host reads of every array and gradient wait for the queued work; memory a pool made on another stream is ordered before this use | [`note_uses`], [`enqueue_own`] | `gpu_safety::a_warp_array_read_right_after_a_launch_on_a_non_blocking_stream_is_current`, `gpu_conditional::dropping_a_graph_and_its_array_during_a_replay_waits_for_it`, `gpu_streams` |
+//! | the CUDA function is the launch's device's: a Warp module's image is chosen and loaded per device on its first use there (on a host of two architectures each device runs its own), and every road asks for the function with the launch's device ordinal | `Kernel::cuda`, `CudaSlot::get` (`launch/kernel.rs`) | `gpu_arch::each_device_runs_the_image_chosen_for_its_own_architecture`, `device::tests::per_device_values_are_made_once_per_device_on_first_use` |
 //! | only this module starts kernel work: [`enqueue`], [`run_cpu`], [`capture_node`], [`update_node`], [`enqueue_own`] | | `cargo test -p xtask --test roads` (syn) |
 //!
 //! A launch without a stream runs on the device's current stream,

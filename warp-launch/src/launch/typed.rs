@@ -495,7 +495,9 @@ impl Kernel {
         let cuda = match &self.inner.cuda {
             // The first CUDA use of a Warp module's kernel declares it (and
             // loads the module's image); a failure is this launch's error.
-            Some(slot) if device.is_cuda() => Some(slot.get(&self.inner.spec)?),
+            Some(slot) if let Device::Cuda(ordinal) = device => {
+                Some(slot.get(&self.inner.spec, ordinal)?)
+            }
             _ => None,
         };
         if let Some(functions) = cuda
@@ -521,9 +523,9 @@ impl Kernel {
         let dim = &e[..len];
         let plan = self.typed_plan(dim, &opts)?;
         self.check_typed_accesses(&opts, dim, &plan, args)?;
-        if device.is_cuda() {
+        if let Device::Cuda(ordinal) = device {
             // No function for this pass: the refusal names it.
-            self.cuda(pass)?;
+            self.cuda(ordinal, pass)?;
         }
         self.cpu(pass)?;
         if plan.size == 0 {
