@@ -55,7 +55,7 @@ use crate::signature::{AccessTarget, Accesses, AxisIndex, KernelParam, Pass, Str
 pub(crate) const PARALLEL_MIN_TASKS: usize = 1 << 18;
 
 /// Fewest work items per thread (a quarter of [`PARALLEL_MIN_TASKS`]).
-const MIN_CHUNK: usize = PARALLEL_MIN_TASKS / 4;
+pub(super) const MIN_CHUNK: usize = PARALLEL_MIN_TASKS / 4;
 
 /// Largest alignment of an argument struct the buffers here provide
 /// (`u128` words); a larger one is refused when the kernel is bound.
@@ -518,7 +518,7 @@ fn bounds_words(bounds: &Bounds) -> [u64; 4] {
 /// arrays whose storages share memory (compared by address range, so two
 /// handles of one memory count as one) are the same view (else `y[i]` may
 /// be `x[i + 1]`).
-fn disjoint(args: &[Arg]) -> bool {
+pub(super) fn disjoint(args: &[Arg]) -> bool {
     let arrays: Vec<&crate::array::Array> = args.iter().filter_map(Arg::as_array).collect();
     arrays.iter().all(|a| a.is_contiguous())
         && arrays.iter().enumerate().all(|(i, a)| {
