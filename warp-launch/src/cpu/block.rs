@@ -235,7 +235,7 @@ impl<'a> CpuBlockArgs<'a> {
         }
         let elem = size_of::<T>();
         let base = a.data_address() as usize;
-        if a.len() > 0 && !base.is_multiple_of(align_of::<T>()) {
+        if !a.is_empty() && !base.is_multiple_of(align_of::<T>()) {
             return Err(want(
                 format!("an array aligned to {} bytes", align_of::<T>()),
                 "the view starts at an address not aligned for its element type; pass a contiguous copy (Array::contiguous)",
@@ -353,7 +353,8 @@ pub(crate) fn run(
     let block_at = &block_at;
     std::thread::scope(|s| {
         let mut spawned = Vec::with_capacity(threads);
-        let mut here = vec![0..chunk.min(size)];
+        let mut here = Vec::with_capacity(threads);
+        here.push(0..chunk.min(size));
         for first in (chunk..size).step_by(chunk) {
             let r = first..(first + chunk).min(size);
             match std::thread::Builder::new()
@@ -418,7 +419,7 @@ mod tests {
                 let x = args.slice::<f32>(1)?;
                 let y = args.slice_mut::<f32>(2)?;
                 for (y, x) in y.iter_mut().zip(x) {
-                    *y = a * x + *y;
+                    *y += a * x;
                 }
                 Ok(())
             }),
@@ -628,7 +629,8 @@ mod tests {
         let (serial, one) = go(1);
         let (threaded, four) = go(4);
         set_cpu_threads(0);
-        assert_eq!(one, [0..m * n]);
+        assert_eq!(one.len(), 1);
+        assert_eq!(one[0], 0..m * n);
         assert_eq!(four.len(), 4, "{four:?}");
         assert!(four.windows(2).all(|w| w[0].end == w[1].start), "{four:?}");
         assert_eq!((four[0].start, four[3].end), (0, m * n));
