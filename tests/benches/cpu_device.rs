@@ -12,7 +12,7 @@
 //!   ([`set_cpu_threads`]).
 //! - a compute-bound 2-D kernel (2048 x 1024, 64 dependent multiply-adds
 //!   per element) as a block body, serially and threaded, and the plain
-//!   serial loop.
+//!   loop, serially and on as many scoped threads.
 //!
 //! Prints `bench cpu: ...` lines and a `bench cpu: summary` line. `cargo
 //! bench -p sdk-tests --bench cpu_device`; the GPU bundle runs it too.
@@ -270,6 +270,25 @@ fn main() {
             }
         }
     };
+    // The plain loop on `threads` scoped threads, rows split in contiguous chunks.
+    let plain2_threads = |out: &mut [f32]| {
+        let rows = ROWS.div_ceil(threads);
+        std::thread::scope(|s| {
+            for (c, (o, x)) in out
+                .chunks_mut(rows * COLS)
+                .zip(x2s.chunks(rows * COLS))
+                .enumerate()
+            {
+                s.spawn(move || {
+                    for (r, (o, x)) in o.chunks_mut(COLS).zip(x.chunks(COLS)).enumerate() {
+                        for (j, (o, &x)) in o.iter_mut().zip(x).enumerate() {
+                            *o = poly(x, c * rows + r, j);
+                        }
+                    }
+                });
+            }
+        });
+    };
     plain2(&mut out2s);
     set_cpu_threads(1);
     run2();
@@ -281,8 +300,12 @@ fn main() {
     let (mut p2, mut s2, mut t2, mut speedup, mut r_s2) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut blocks = 0;
+    let (mut p2t, mut plain_speedup) = (Vec::new(), Vec::new());
     for _ in 0..ROUNDS {
         let p = per(time(|| plain2(black_box(&mut out2s))), n2);
+        let pt = per(time(|| plain2_threads(black_box(&mut out2s))), n2);
+        p2t.push(pt);
+        plain_speedup.push(p / pt);
         set_cpu_threads(1);
         let s = per(time(run2), n2);
         set_cpu_threads(threads);
@@ -303,6 +326,12 @@ fn main() {
         );
     };
     line2("plain Rust loop, serial", &p2, String::new());
+    let psp = median(plain_speedup);
+    line2(
+        &format!("plain loop, {threads} threads"),
+        &p2t,
+        format!(" (speed-up {psp:.2}x over serial)"),
+    );
     let rs2 = median(r_s2);
     line2(
         "cpu_block_fn, serial",
@@ -316,6 +345,6 @@ fn main() {
         format!(" (speed-up {sp:.2}x over serial; {blocks} blocks)"),
     );
     println!(
-        "bench cpu: summary: {threads} threads; saxpy 2^{LOG2N}: block body serial {rb:.3}x the plain loop (target <= 1.5), threaded {rbt:.3}x the threaded plain loop (target <= 1.2), per-element cpu_fn {re:.1}x; plain loop threaded speed-up {rp:.2}x; 2-D compute-bound: block body serial {rs2:.3}x the plain loop, threaded speed-up {sp:.2}x over serial on {blocks} blocks (target >= 10 on 16 threads)"
+        "bench cpu: summary: {threads} threads; saxpy 2^{LOG2N}: block body serial {rb:.3}x the plain loop (target <= 1.5), threaded {rbt:.3}x the threaded plain loop (target <= 1.2), per-element cpu_fn {re:.1}x; plain loop threaded speed-up {rp:.2}x; 2-D compute-bound: block body serial {rs2:.3}x the plain loop, threaded speed-up {sp:.2}x over serial on {blocks} blocks (target >= 10 on 16 threads; the plain loop's: {psp:.2}x)"
     );
 }
