@@ -404,6 +404,13 @@ mod tests {
     use crate::cpu::{cpu_block_fn, cpu_fn, set_cpu_threads};
     use crate::{Array, Device, Error, Kernel, KernelSpec};
 
+    /// Held by the tests that set the process-wide thread count.
+    static THREADS: Mutex<()> = Mutex::new(());
+
+    fn threads_lock() -> std::sync::MutexGuard<'static, ()> {
+        THREADS.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn saxpy_spec() -> KernelSpec {
         KernelSpec::new("saxpy", 1)
             .value::<f32>("a")
@@ -562,28 +569,42 @@ mod tests {
 
     #[test]
     fn a_body_cannot_copy_into_its_own_launchs_memory() {
-        let y = cpu(&[1.0; 8]);
-        let seen = Arc::new(Mutex::new(None));
-        let (ys, s) = (y.clone(), seen.clone());
-        let k = saxpy_spec().declare().unwrap().with_cpu(
-            cpu_block_fn(move |_, args| {
-                let out = args.slice_mut::<f32>(2)?;
-                // The launch's own y, through another handle: refused.
-                *s.lock().unwrap() = Some(ys.to_vec::<f32>().map(|_| ()));
-                out[0] = 5.0;
-                Ok(())
-            }),
-            None,
-        );
-        run(&k, 8, &cpu(&[0.0; 8]), &y).unwrap();
-        let got = seen.lock().unwrap().take().unwrap();
-        assert!(matches!(got, Err(Error::WouldDeadlock { .. })), "{got:?}");
-        // After the launch, the thread is no longer sealed.
-        assert_eq!(y.to_vec::<f32>().unwrap()[0], 5.0);
+        let _threads = threads_lock();
+        // Serially (the launch's thread re-enters its own lock) and on four
+        // threads (a worker would wait for the launch's thread, which waits
+        // for it: without the seal this hangs).
+        let n = 1 << 18;
+        for threads in [1, 4] {
+            let y = Array::zeros::<f32>(Device::Cpu, &[n]).unwrap();
+            let seen = Arc::new(Mutex::new(Vec::new()));
+            let (ys, s) = (y.clone(), seen.clone());
+            let k = saxpy_spec().declare().unwrap().with_cpu(
+                cpu_block_fn(move |_, args| {
+                    let out = args.slice_mut::<f32>(2)?;
+                    // The launch's own y, through another handle: refused.
+                    s.lock().unwrap().push(ys.to_vec::<f32>().map(|_| ()));
+                    out[0] = 5.0;
+                    Ok(())
+                }),
+                None,
+            );
+            set_cpu_threads(threads);
+            let r = run(&k, n, &Array::zeros::<f32>(Device::Cpu, &[n]).unwrap(), &y);
+            set_cpu_threads(0);
+            r.unwrap();
+            let got = std::mem::take(&mut *seen.lock().unwrap());
+            assert_eq!(got.len(), threads);
+            for g in got {
+                assert!(matches!(g, Err(Error::WouldDeadlock { .. })), "{g:?}");
+            }
+            // After the launch, the thread is no longer sealed.
+            assert_eq!(y.to_vec::<f32>().unwrap()[0], 5.0);
+        }
     }
 
     #[test]
     fn threaded_runs_split_into_disjoint_blocks_and_equal_the_serial_run() {
+        let _threads = threads_lock();
         // A compute-heavy 2-D kernel over 1024 x 512 (2^19 work items).
         let ranges = Arc::new(Mutex::new(Vec::new()));
         let r = ranges.clone();
@@ -652,6 +673,7 @@ mod tests {
 
     #[test]
     fn a_whole_read_of_memory_another_block_writes_is_refused_on_any_thread_count() {
+        let _threads = threads_lock();
         // out[i] = x[n - 1 - i] with x and out the same array: every split
         // refuses it (the whole read overlaps every block's mutable part).
         let k = KernelSpec::new("reverse", 1)
