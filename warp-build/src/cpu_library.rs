@@ -24,6 +24,62 @@ pub(crate) fn lib_dir(out_dir: &Path) -> PathBuf {
     out_dir.join("cpu")
 }
 
+/// x86 target features (rustc's names) whose GCC/Clang `-m` flag means
+/// the same instruction set, with the flag's name where it differs. Only
+/// these are passed on; other features (and other architectures, whose
+/// baseline the compiler's target already gives) add no flag.
+const X86_FEATURES: &[(&str, &str)] = &[
+    ("sse3", "sse3"),
+    ("ssse3", "ssse3"),
+    ("sse4.1", "sse4.1"),
+    ("sse4.2", "sse4.2"),
+    ("popcnt", "popcnt"),
+    ("avx", "avx"),
+    ("avx2", "avx2"),
+    ("fma", "fma"),
+    ("f16c", "f16c"),
+    ("bmi1", "bmi"),
+    ("bmi2", "bmi2"),
+    ("lzcnt", "lzcnt"),
+    ("movbe", "movbe"),
+    ("avx512f", "avx512f"),
+    ("avx512bw", "avx512bw"),
+    ("avx512cd", "avx512cd"),
+    ("avx512dq", "avx512dq"),
+    ("avx512vl", "avx512vl"),
+];
+
+/// The C++ flags that give the CPU code the instruction set of Cargo's
+/// target: `features` is `CARGO_CFG_TARGET_FEATURE` (comma-separated, every
+/// feature enabled for the target, including those implied by
+/// `-C target-cpu`), `arch` is `CARGO_CFG_TARGET_ARCH`. Never `-march`:
+/// the library runs wherever the Rust code it links into runs (a bundle is
+/// built on one machine and run on another), no further. `-mfma` does not
+/// change results: the build keeps `-ffp-contract=off`, so no multiply and
+/// add are fused unless the source asks.
+pub(crate) fn target_feature_flags(arch: &str, features: &str) -> Vec<String> {
+    if !matches!(arch, "x86" | "x86_64") {
+        return Vec::new();
+    }
+    let on: Vec<&str> = features.split(',').map(str::trim).collect();
+    X86_FEATURES
+        .iter()
+        .filter(|(rust, _)| on.contains(rust))
+        .map(|(_, cc)| format!("-m{cc}"))
+        .collect()
+}
+
+/// [`target_feature_flags`] of the target Cargo builds for (none outside a
+/// build script, where no `CARGO_CFG_*` variable is set: the compiler's
+/// default target).
+pub(crate) fn cargo_target_flags() -> Vec<String> {
+    let var = |k: &str| std::env::var(k).unwrap_or_default();
+    target_feature_flags(
+        &var("CARGO_CFG_TARGET_ARCH"),
+        &var("CARGO_CFG_TARGET_FEATURE"),
+    )
+}
+
 /// What compiling a module's CPU code produced.
 #[derive(Debug)]
 pub(crate) struct CpuOutput {
@@ -81,6 +137,11 @@ pub(crate) fn build(
         .cargo_warnings(metadata)
         .file(&shim)
         .file(&runtime);
+    // The instruction set of Cargo's target (`-C target-cpu`,
+    // `-C target-feature`), as the Rust code around it gets.
+    for flag in cargo_target_flags() {
+        build.flag(&flag);
+    }
     let target = std::env::var("TARGET").ok();
     if target.is_none() {
         let host = host_triple();
@@ -192,4 +253,34 @@ fn host_triple() -> String {
             os => format!("{arch}-unknown-{os}-gnu"),
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::target_feature_flags;
+
+    #[test]
+    fn cpu_features_come_from_the_cargo_target_and_never_from_the_build_machine() {
+        // x86-64 baseline (the default target): nothing beyond the compiler's default.
+        assert!(target_feature_flags("x86_64", "fxsr,sse,sse2").is_empty());
+        // `-C target-cpu=x86-64-v3`: its features, in a fixed order.
+        let v3 = "avx,avx2,bmi1,bmi2,cmpxchg16b,f16c,fma,fxsr,lzcnt,movbe,popcnt,sse,sse2,sse3,sse4.1,sse4.2,ssse3,xsave";
+        assert_eq!(
+            target_feature_flags("x86_64", v3),
+            [
+                "-msse3", "-mssse3", "-msse4.1", "-msse4.2", "-mpopcnt", "-mavx", "-mavx2",
+                "-mfma", "-mf16c", "-mbmi", "-mbmi2", "-mlzcnt", "-mmovbe"
+            ]
+        );
+        // AVX-512 as rustc names it.
+        let flags = target_feature_flags("x86_64", "avx512f,avx512vl,crt-static");
+        assert_eq!(flags, ["-mavx512f", "-mavx512vl"]);
+        // Never -march (native or any other), never fast-math.
+        for f in target_feature_flags("x86_64", v3) {
+            assert!(!f.starts_with("-march") && !f.contains("fast-math"), "{f}");
+        }
+        // Other architectures: the target's baseline.
+        assert!(target_feature_flags("aarch64", "neon,fp-armv8,sve").is_empty());
+        assert!(target_feature_flags("", "").is_empty());
+    }
 }

@@ -129,8 +129,12 @@ impl WarpModule {
     /// compiles both with its small CPU runtime into the static library
     /// `<out_dir>/cpu/libwpl_<module>.a`, with the [`cc`](https://docs.rs/cc)
     /// crate: a C++17 compiler is needed, g++ 9 or newer or clang 10 or newer
-    /// (`CXX` picks one), with `-O3 -ffp-contract=off -DNDEBUG` (Warp's release build) and no `-march`, so
-    /// that the code runs on any CPU of the target and rounds as written. In a
+    /// (`CXX` picks one), with `-O3 -ffp-contract=off -DNDEBUG` (Warp's release build), no
+    /// `-ffast-math` and no `-march`: the instruction set is that of Cargo's
+    /// target (`CARGO_CFG_TARGET_FEATURE`, which `-C target-cpu` and
+    /// `-C target-feature` set: `-mavx2`, `-mfma`, ... for x86), never the
+    /// build machine's, so that the code runs wherever the program runs and
+    /// rounds as written. In a
     /// build script the library is linked into the crate (cargo metadata).
     /// Kernels that use tiles or other cooperative block code get no CPU
     /// entry points ([`Compiled::cpu_unsupported`] says which and why).
@@ -205,7 +209,7 @@ impl WarpModule {
         }
 
         let key = format!(
-            "module={module}\nsource={}\narchs={archs:?}\nptx={}\nblock_dim={}\nembed={}\ncpu={}\nout_dir={}\nwarp={WARP_VERSION}\nscript={SCRIPT}\nruntime={}\ngenerators={GENERATORS:?}",
+            "module={module}\nsource={}\narchs={archs:?}\nptx={}\nblock_dim={}\nembed={}\ncpu={}\nout_dir={}\nwarp={WARP_VERSION}\nscript={SCRIPT}\nruntime={}\ncpu_flags={:?}\ngenerators={GENERATORS:?}",
             source.path.display(),
             self.ptx,
             self.block_dim,
@@ -213,6 +217,11 @@ impl WarpModule {
             self.cpu,
             out_dir.display(),
             if self.cpu { cpu_library::RUNTIME } else { "" },
+            if self.cpu {
+                cpu_library::cargo_target_flags()
+            } else {
+                Vec::new()
+            },
         );
         let embed_name = self.embed.then(|| format!("{module}.rs"));
 

@@ -228,7 +228,10 @@ pub use graph::{Graph, GraphCapture};
 pub use launch::{Arg, IntoArg, IntoArgs, Launch, LaunchBuilder, StructRef, StructValue, TypedArg};
 
 // The CPU device: kernels implemented in Rust, or a module's compiled CPU code.
-pub use cpu::{CpuArgs, CpuArray, CpuFn, CpuIndex, Thread, cpu_fn, cpu_threads, set_cpu_threads};
+pub use cpu::{
+    Block, CpuArgs, CpuArray, CpuBlockArgs, CpuFn, CpuIndex, Thread, cpu_block_fn, cpu_fn,
+    cpu_threads, set_cpu_threads,
+};
 
 // Automatic differentiation.
 pub use autodiff::{GradientCheck, Recording, Tape, check_gradients};

@@ -22,5 +22,5 @@ pub use array::{Array, TypedArray};
 #[cfg(feature = "cudarc")]
 pub use cudarc::CudarcSlice;
 pub(crate) use ordered::{Queue, assign, fill, note_use_on, value_bytes};
-pub(crate) use storage::lock_storages;
 pub use storage::{HostMemory, Memory, Storage};
+pub(crate) use storage::{launch_owner, lock_storages, seal_launch_storages};

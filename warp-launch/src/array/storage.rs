@@ -291,6 +291,41 @@ impl Drop for StorageLocks {
     }
 }
 
+thread_local! {
+    /// The thread token of the launch whose block body runs on this thread
+    /// (0: none): see [`seal_launch_storages`].
+    static SEALED_BY: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// The thread a CPU launch runs on, for [`seal_launch_storages`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LaunchOwner(u64);
+
+/// The calling thread as a launch's owner.
+pub(crate) fn launch_owner() -> LaunchOwner {
+    LaunchOwner(thread_token())
+}
+
+/// Seals this thread for a block body of the launch running on thread
+/// `owner` until the guard drops: a lock request from it for a range that
+/// `owner` holds (a copy, or a CPU launch, on the launch's own memory) is
+/// refused with [`Error::WouldDeadlock`] instead of re-entering the lock
+/// (on the launch's thread) or waiting for it (on its worker threads, which
+/// the launch's thread waits for): the body may hold references into that
+/// memory, which nothing else may touch while they live.
+pub(crate) fn seal_launch_storages(owner: LaunchOwner) -> Sealed {
+    Sealed(SEALED_BY.with(|s| s.replace(owner.0)))
+}
+
+/// A sealed thread ([`seal_launch_storages`]); unsealed when dropped.
+pub(crate) struct Sealed(u64);
+
+impl Drop for Sealed {
+    fn drop(&mut self) {
+        SEALED_BY.with(|s| s.set(self.0));
+    }
+}
+
 /// Takes the locks of the address ranges of the host-reachable storages
 /// among `storages` (all at once; duplicates, storages over the same bytes
 /// and ranges already held by this thread are fine). Waits while another
@@ -311,6 +346,18 @@ pub(crate) fn lock_storages<'a>(
     }
     let me = thread_token();
     let mut t = lock_table();
+    let sealer = SEALED_BY.with(std::cell::Cell::get);
+    if sealer != 0
+        && keys
+            .as_slice()
+            .iter()
+            .any(|&k| t.owners(k).any(|o| o == sealer))
+    {
+        return Err(Error::WouldDeadlock {
+            call,
+            message: "it uses memory of the CPU launch whose block body (cpu_block_fn) runs on this thread, and that body may hold slices of it; copy or launch on those arrays before or after the launch, not from its body".into(),
+        });
+    }
     loop {
         let wanted = keys.as_slice();
         let busy = wanted.iter().any(|&k| t.owners(k).any(|o| o != me));

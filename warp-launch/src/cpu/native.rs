@@ -55,7 +55,7 @@ use crate::signature::{AccessTarget, Accesses, AxisIndex, KernelParam, Pass, Str
 pub(crate) const PARALLEL_MIN_TASKS: usize = 1 << 18;
 
 /// Fewest work items per thread (a quarter of [`PARALLEL_MIN_TASKS`]).
-const MIN_CHUNK: usize = PARALLEL_MIN_TASKS / 4;
+pub(super) const MIN_CHUNK: usize = PARALLEL_MIN_TASKS / 4;
 
 /// Largest alignment of an argument struct the buffers here provide
 /// (`u128` words); a larger one is refused when the kernel is bound.
@@ -66,7 +66,8 @@ const THREADS_ENV: &str = "WARP_LAUNCH_CPU_THREADS";
 
 static CPU_THREADS: AtomicUsize = AtomicUsize::new(0);
 
-/// Sets how many threads a forward launch of compiled Warp code on `"cpu"`
+/// Sets how many threads a forward launch of compiled Warp code on `"cpu"`,
+/// or a launch of a block body ([`cpu_block_fn`](crate::cpu_block_fn)),
 /// may use when it can run in parallel (see [`cpu_threads`]); 1 runs every
 /// launch serially (for benchmarks, or to compare with Warp's own CPU
 /// device, which runs serially), 0 restores the default. For the whole
@@ -75,13 +76,17 @@ pub fn set_cpu_threads(n: usize) {
     CPU_THREADS.store(n, Ordering::Relaxed);
 }
 
-/// How many threads a forward launch of compiled Warp code on `"cpu"` may
+/// How many threads a forward launch of compiled Warp code on `"cpu"`, or
+/// a launch of a block body ([`cpu_block_fn`](crate::cpu_block_fn)), may
 /// use: the count given to [`set_cpu_threads`], else the environment
 /// variable `WARP_LAUNCH_CPU_THREADS` (read once), else the machine's
 /// available parallelism. Only launches whose work items cannot touch the
-/// same element use more than one (no atomics, every array indexed by the
-/// thread's coordinates, at least 2^18 = 262144 work items, at least 2^16
-/// per thread); others and backward passes run serially.
+/// same element use more than one (compiled code: no atomics, every array
+/// indexed by the thread's coordinates; block bodies: each writes only its
+/// own block; both: contiguous arrays that do not overlap unless they are
+/// the same view, at least 2^18 = 262144 work items, at least 2^16 per
+/// thread); others, backward passes of compiled code and per-element
+/// [`cpu_fn`](crate::cpu_fn) bodies run serially.
 pub fn cpu_threads() -> usize {
     match CPU_THREADS.load(Ordering::Relaxed) {
         0 => default_threads(),
@@ -518,7 +523,7 @@ fn bounds_words(bounds: &Bounds) -> [u64; 4] {
 /// arrays whose storages share memory (compared by address range, so two
 /// handles of one memory count as one) are the same view (else `y[i]` may
 /// be `x[i + 1]`).
-fn disjoint(args: &[Arg]) -> bool {
+pub(super) fn disjoint(args: &[Arg]) -> bool {
     let arrays: Vec<&crate::array::Array> = args.iter().filter_map(Arg::as_array).collect();
     arrays.iter().all(|a| a.is_contiguous())
         && arrays.iter().enumerate().all(|(i, a)| {
