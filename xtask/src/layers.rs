@@ -78,11 +78,32 @@ pub fn raw_layer_names(src: &str) -> Result<Vec<(String, String)>> {
 ///
 /// A file cannot be read or does not parse; the message names the file.
 pub fn check_dir(dir: &Path, shown_from: &Path) -> Result<Vec<Finding>> {
+    scan_dir(dir, shown_from, |_| false, raw_layer_names)
+}
+
+/// Runs `scan` (a source's text in, `(enclosing items, what)` pairs out)
+/// over every `*.rs` file under `dir` but those `skip` names (a path
+/// relative to `dir`), in path order; files are shown relative to
+/// `shown_from`. The walk of the layer rule and of the launch-road rule
+/// (`crate::roads`).
+///
+/// # Errors
+///
+/// A file cannot be read, or `scan` fails on it; the message names the file.
+pub fn scan_dir(
+    dir: &Path,
+    shown_from: &Path,
+    skip: impl Fn(&Path) -> bool,
+    scan: impl Fn(&str) -> Result<Vec<(String, String)>>,
+) -> Result<Vec<Finding>> {
     let mut files = Vec::new();
     rs_files(dir, &mut files)?;
     files.sort();
     let mut out = Vec::new();
     for path in files {
+        if path.strip_prefix(dir).is_ok_and(&skip) {
+            continue;
+        }
         let src = std::fs::read_to_string(&path)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let shown = path
@@ -90,7 +111,7 @@ pub fn check_dir(dir: &Path, shown_from: &Path) -> Result<Vec<Finding>> {
             .unwrap_or(&path)
             .display()
             .to_string();
-        let found = raw_layer_names(&src).map_err(|e| format!("{shown}: {e}"))?;
+        let found = scan(&src).map_err(|e| format!("{shown}: {e}"))?;
         out.extend(found.into_iter().map(|(within, what)| Finding {
             file: shown.clone(),
             within,

@@ -22,7 +22,7 @@ use quote::ToTokens;
 use syn::visit::Visit;
 
 use crate::Result;
-use crate::layers::{Finding, rs_files};
+use crate::layers::{Finding, scan_dir};
 
 /// The preparation module, relative to `warp-launch/src`: the only file
 /// allowed to start kernel work.
@@ -53,32 +53,12 @@ pub fn launch_entries(src: &str) -> Result<Vec<(String, String)>> {
 ///
 /// A file that cannot be read or does not parse.
 pub fn check_dir(src: &Path, shown_from: &Path) -> Result<Vec<Finding>> {
-    let mut files = Vec::new();
-    rs_files(src, &mut files)?;
-    files.sort();
-    let mut out = Vec::new();
-    for path in files {
-        if path
-            .strip_prefix(src)
-            .is_ok_and(|p| p == Path::new(PREPARATION_MODULE))
-        {
-            continue;
-        }
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let shown = path
-            .strip_prefix(shown_from)
-            .unwrap_or(&path)
-            .display()
-            .to_string();
-        let found = launch_entries(&text).map_err(|e| format!("{shown}: {e}"))?;
-        out.extend(found.into_iter().map(|(within, what)| Finding {
-            file: shown.clone(),
-            within,
-            what,
-        }));
-    }
-    Ok(out)
+    scan_dir(
+        src,
+        shown_from,
+        |p| p == Path::new(PREPARATION_MODULE),
+        launch_entries,
+    )
 }
 
 #[derive(Default)]
