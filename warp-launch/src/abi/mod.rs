@@ -18,6 +18,6 @@ pub use generated::layout::{
     LaunchBounds3, LaunchBounds4,
 };
 #[cfg(feature = "build")]
-pub(crate) use values::ELEMENT_TYPES;
+pub(crate) use values::{ELEMENT_TYPES, HALF_ELEMENT_TYPES};
 pub(crate) use values::Refusal;
 pub use values::{Element, INLINE_VALUE_BYTES, Value, WarpStruct};

@@ -463,6 +463,11 @@ pub enum TypedArg<'a> {
     /// A forward or adjoint array argument (any device; the launch checks
     /// where it lives).
     Array(&'a Array),
+    /// No array (Warp's `None`): the kernel sees a null `array_t`. What an
+    /// adjoint launch passes for the adjoint of an input that needs no
+    /// gradient: Warp's backward code then adds into the input's own
+    /// gradient if it has one, else nowhere.
+    Null,
     /// A scalar, vector or matrix: its little-endian bytes, exactly the
     /// parameter's dtype size ([`TypedArg::value`] makes them from a Rust
     /// value).
@@ -483,6 +488,13 @@ impl<'a> TypedArg<'a> {
     /// struct argument, borrowed: nothing is copied.
     pub fn of_struct<S: WarpStruct>(v: &'a S) -> TypedArg<'a> {
         TypedArg::Struct(StructRef::of(v))
+    }
+}
+
+impl<'a, T: Element, const N: usize> From<Option<&'a TypedArray<T, N>>> for TypedArg<'a> {
+    /// The array, or [`TypedArg::Null`] for `None`.
+    fn from(a: Option<&'a TypedArray<T, N>>) -> Self {
+        a.map_or(TypedArg::Null, |a| TypedArg::Array(a.as_array()))
     }
 }
 

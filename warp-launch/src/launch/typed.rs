@@ -28,7 +28,7 @@ use super::launch::{Extents, Launch, Options, check_access_rules};
 use super::memo::{How, Query, TypedBlock};
 use super::prepare;
 use super::record;
-use crate::abi::{Value, encode};
+use crate::abi::{ArrayT, Value, encode};
 use crate::array::{AccessMode, thread_access_mode};
 use crate::device::Device;
 use crate::error::{Error, Result};
@@ -289,6 +289,7 @@ impl Kernel {
                     std::ptr::eq(a.dtype(), *dtype)
                         && ndim.is_none_or(|d| usize::from(d) == a.ndim())
                 }
+                (ParamKind::Array { .. }, TypedArg::Null) => true,
                 (ParamKind::Value(d), TypedArg::Value(b)) => b.len() == d.size,
                 (ParamKind::Struct(st), TypedArg::Struct(s)) => {
                     s.bytes().len() == st.size && (s.name() == st.name || s.name() == st.key())
@@ -333,6 +334,7 @@ impl Kernel {
         };
         let owned = match arg {
             TypedArg::Array(a) => Arg::Array((*a).clone()),
+            TypedArg::Null => Arg::Null,
             TypedArg::Struct(s) => Arg::Struct(StructValue::from_ref(*s)),
             TypedArg::Value(b) => {
                 let hint = match kind {
@@ -363,6 +365,7 @@ impl Kernel {
         for (i, a) in args.iter().enumerate() {
             out.push(match a {
                 TypedArg::Array(a) => Arg::Array((*a).clone()),
+                TypedArg::Null => Arg::Null,
                 TypedArg::Struct(s) => Arg::Struct(StructValue::from_ref(*s)),
                 TypedArg::Value(b) => {
                     let kind = &self.params()[i % n].kind;
@@ -454,6 +457,7 @@ impl Kernel {
             plan,
             |i| match args.get(i) {
                 Some(TypedArg::Array(a)) => Extents::Array(a.shape()),
+                Some(TypedArg::Null) => Extents::Null,
                 _ => Extents::Other,
             },
             None,
@@ -604,6 +608,10 @@ impl Kernel {
             let bytes: &[u8] = match arg {
                 TypedArg::Array(a) => {
                     array = encode::array_t(&a.abi());
+                    &array
+                }
+                TypedArg::Null => {
+                    array = encode::array_t(&ArrayT::default());
                     &array
                 }
                 TypedArg::Value(v) => v,

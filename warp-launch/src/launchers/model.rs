@@ -13,7 +13,7 @@ use std::sync::Arc;
 use proc_macro2::Span;
 use syn::Ident;
 
-use crate::abi::{DType, ELEMENT_TYPES, Kind, Scalar};
+use crate::abi::{DType, ELEMENT_TYPES, HALF_ELEMENT_TYPES, Kind, Scalar};
 use crate::aot::{self, Declared};
 use crate::error::Error;
 use crate::signature::{Accesses, AxisIndex, ParamKind, StructType, Unproven};
@@ -71,8 +71,8 @@ impl ValueTy {
     }
 }
 
-/// The Rust type of a Warp scalar, `None` for the half-precision ones
-/// (Rust has no stable `f16`, and warp-launch no element type for them).
+/// The Rust type of a Warp scalar: the half-precision ones are `half`'s
+/// types through warp-launch's re-export (its `half` feature).
 fn scalar_type(s: Scalar) -> Option<&'static str> {
     Some(match s {
         Scalar::Bool => "bool",
@@ -86,7 +86,8 @@ fn scalar_type(s: Scalar) -> Option<&'static str> {
         Scalar::UInt64 => "u64",
         Scalar::Float32 => "f32",
         Scalar::Float64 => "f64",
-        _ => return None,
+        Scalar::Float16 => "::warp_launch::half::f16",
+        Scalar::BFloat16 => "::warp_launch::half::bf16",
     })
 }
 
@@ -94,6 +95,7 @@ fn scalar_type(s: Scalar) -> Option<&'static str> {
 fn element_type(d: &'static DType) -> Option<&'static str> {
     ELEMENT_TYPES
         .iter()
+        .chain(HALF_ELEMENT_TYPES)
         .find(|(e, _)| std::ptr::eq(*e, d))
         .map(|(_, t)| *t)
 }

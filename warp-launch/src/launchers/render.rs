@@ -249,6 +249,13 @@ fn method(k: &KernelModel, m: Method, model: &Model) -> TokenStream {
     if m.adjoint() {
         for p in &k.params {
             let (id, ty) = (&p.adj_ident, param_type(p, model));
+            if let ParamTy::Array { .. } = p.ty {
+                // Warp's `None`: no adjoint for an input that needs no
+                // gradient (the kernel sees a null array_t).
+                args.push(quote!(#id: ::core::option::Option<#ty>));
+                pass_args.push(quote!(::warp_launch::TypedArg::from(#id)));
+                continue;
+            }
             args.push(quote!(#id: #ty));
             prep.push(prepare(p, id));
             pass_args.push(typed_arg(p, id));
@@ -382,6 +389,9 @@ fn method_doc(k: &KernelModel, m: Method, model: &Model) -> Vec<String> {
             adj.join(", ")
         )],
     };
+    if m.adjoint() {
+        d[0].push_str(" An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.");
+    }
     if m.unchecked() {
         d.push(String::new());
         d.push("Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.".into());
