@@ -147,7 +147,7 @@ fn adjoint_replay_stream_and_tape_through_the_launchers() {
     let adj_x = TypedArray::<f32, 1>::zeros(DEV, [n]).unwrap();
     let adj_y = TypedArray::<f32, 1>::from_slice(DEV, &vec![1.0; n], [n]).unwrap();
     k.saxpy
-        .launch_adjoint(n, 3.0, &x, &y, 0.0, &adj_x, &adj_y)
+        .launch_adjoint(n, 3.0, &x, &y, 0.0, Some(&adj_x), Some(&adj_y))
         .unwrap();
     assert_eq!(adj_x.to_vec().unwrap(), vec![3.0; n], "adj_x = a adj_y");
 
