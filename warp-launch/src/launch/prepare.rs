@@ -35,7 +35,7 @@ use cuda_api::{
     LaunchConfig, Stream, TypedKernel,
 };
 
-use super::bind::Arg;
+use super::bind::{Arg, HeldArray};
 use super::domain::{Bounds, Plan};
 use super::kernel::Kernel;
 use super::launch::Launch;
@@ -172,14 +172,15 @@ pub(super) fn write_bounds(block: &mut ArgBlock<'static>, plan: &Plan) -> Result
 }
 
 /// Notes that work about to be queued on `stream` uses a launch's arrays
-/// (`arrays` in argument order, `None` for arguments that are not arrays),
-/// each with its gradient ([`crate::array::note_use_on`]): host reads and
-/// frees wait for it, `stream` waits for a pool array's zeroing queued on
-/// another stream, and an array lent to cudarc is refused, naming the
-/// argument: the one loop of every launch road.
+/// (`arrays` in argument order: the argument if it is an array, and the
+/// arrays a struct argument holds), each with its gradient
+/// ([`crate::array::note_use_on`]): host reads and frees wait for it,
+/// `stream` waits for a pool array's zeroing queued on another stream, and
+/// an array lent to cudarc is refused, naming the argument (and the struct
+/// field): the one loop of every launch road.
 pub(super) fn note_uses<'a>(
     kernel: &Kernel,
-    arrays: impl Iterator<Item = Option<&'a Array>>,
+    arrays: impl Iterator<Item = (Option<&'a Array>, &'a [HeldArray])>,
     stream: &Stream,
 ) -> Result<()> {
     let call = || format!("launch of '{}'", kernel.name());
@@ -190,13 +191,21 @@ pub(super) fn note_uses<'a>(
         (None, Some(p)) => format!("the adjoint of argument '{}'", p.name),
         (None, None) => format!("argument {i}"),
     };
-    for (i, a) in arrays.enumerate() {
-        let Some(a) = a else { continue };
-        crate::array::note_use_on(a.storage(), stream, call, || format!("{} ({a:?})", name(i)))?;
+    let note = |a: &Array, what: &dyn Fn() -> String| -> Result<()> {
+        crate::array::note_use_on(a.storage(), stream, call, || format!("{} ({a:?})", what()))?;
         if let Some(g) = a.grad() {
             crate::array::note_use_on(g.storage(), stream, call, || {
-                format!("the gradient of {} ({g:?})", name(i))
+                format!("the gradient of {} ({g:?})", what())
             })?;
+        }
+        Ok(())
+    };
+    for (i, (a, held)) in arrays.enumerate() {
+        if let Some(a) = a {
+            note(a, &|| name(i))?;
+        }
+        for h in held {
+            note(&h.array, &|| format!("field '{}' of {}", h.path, name(i)))?;
         }
     }
     Ok(())

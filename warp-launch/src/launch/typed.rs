@@ -299,6 +299,19 @@ impl Kernel {
             if !fits {
                 return Err(self.refuse_typed(i, &p.kind, arg, device, mode));
             }
+            if let (ParamKind::Struct(st), TypedArg::Struct(s)) = (&p.kind, arg) {
+                let name = if i >= n {
+                    format!("adj_{}", p.name)
+                } else {
+                    p.name.clone()
+                };
+                let site = Site {
+                    kernel: self.name(),
+                    index: i,
+                    name: &name,
+                };
+                bind::check_held(&site, st, *s, device, mode)?;
+            }
             if let TypedArg::Array(a) = arg {
                 crate::array::check(self.name(), &p.name, a, device, mode).map_err(|mut e| {
                     if i >= n
@@ -680,8 +693,9 @@ fn note_uses(kernel: &Kernel, args: &[TypedArg<'_>], stream: &Stream) -> Result<
     prepare::note_uses(
         kernel,
         args.iter().map(|a| match a {
-            TypedArg::Array(a) => Some(*a),
-            _ => None,
+            TypedArg::Array(a) => (Some(*a), &[][..]),
+            TypedArg::Struct(s) => (None, s.held()),
+            _ => (None, &[][..]),
         }),
         stream,
     )

@@ -137,6 +137,13 @@ pub(super) struct Param {
 #[derive(Debug, Clone)]
 pub(super) enum FieldTy {
     Value(&'static DType, ValueTy),
+    /// An array: its dtype, element type (source text) and dimensions
+    /// (from the Python class; `None`: an untyped `Array`).
+    Array {
+        dtype: &'static DType,
+        element: &'static str,
+        ndim: Option<u8>,
+    },
     /// Index into [`Model::structs`].
     Struct(usize),
     /// `n` bytes of padding.
@@ -160,6 +167,10 @@ pub(super) struct StructModel {
     /// Line of the struct in the generated source.
     pub cu_line: Option<usize>,
     pub fields: Vec<Field>,
+    /// Whether it holds an array, itself or in a nested struct: then it
+    /// is no `WarpStruct` but a struct of typed arrays and values that
+    /// makes a checked `StructValue` (`to_value`).
+    pub holds_arrays: bool,
 }
 
 /// The Python `def` of a kernel.
@@ -559,7 +570,7 @@ pub(super) fn build(input: &Input<'_>) -> Result<Model, Error> {
                         break;
                     }
                 },
-                ParamKind::Struct(st) => match structs.add(st, &struct_lines, &mut types) {
+                ParamKind::Struct(st) => match structs.add(st, &struct_lines, input.python, &mut types) {
                     Ok(i) => ParamTy::Struct(i),
                     Err(why) => {
                         skip = Some(format!("parameter `{}` is {why}", p.name));
@@ -694,12 +705,13 @@ impl StructTable {
         &mut self,
         st: &Arc<StructType>,
         lines: &HashMap<&str, usize>,
+        python: &[PythonFile],
         types: &mut HashSet<String>,
     ) -> Result<usize, String> {
         if let Some(done) = self.by_name.get(&st.name) {
             return done.clone();
         }
-        let result = self.make(st, lines, types);
+        let result = self.make(st, lines, python, types);
         self.by_name.insert(st.name.clone(), result.clone());
         result
     }
@@ -708,8 +720,11 @@ impl StructTable {
         &mut self,
         st: &Arc<StructType>,
         lines: &HashMap<&str, usize>,
+        python: &[PythonFile],
         types: &mut HashSet<String>,
     ) -> Result<usize, String> {
+        let ndims = struct_ndims(python, st.key());
+        let mut holds_arrays = false;
         let mut fields = Vec::new();
         let mut names: HashSet<String> = HashSet::new();
         let mut pads = 0usize;
@@ -745,16 +760,29 @@ impl StructTable {
                         ));
                     }
                 },
-                ParamKind::Array { dtype, .. } => {
-                    return Err(format!(
-                        "the struct `{}` holding an array (field `{}`, of `{}`): a struct value cannot keep an array alive or have its accesses checked, so safe launches refuse the kernel (`Error::Unproven`) and no typed launcher is made; launch it with `AotModule::kernel` and the `unsafe` `LaunchBuilder::unchecked`",
-                        st.key(),
-                        f.name,
-                        dtype.name
-                    ));
-                }
-                ParamKind::Struct(inner) => match self.add(inner, lines, types) {
-                    Ok(i) => FieldTy::Struct(i),
+                ParamKind::Array { dtype, ndim } => match element_type(dtype) {
+                    Some(element) => {
+                        holds_arrays = true;
+                        FieldTy::Array {
+                            dtype,
+                            element,
+                            ndim: ndim.or_else(|| ndims.get(&f.name).copied()),
+                        }
+                    }
+                    None => {
+                        return Err(format!(
+                            "the struct `{}` whose field `{}` is an array of `{}`, a dtype warp-launch has no `Element` type for",
+                            st.key(),
+                            f.name,
+                            dtype.name
+                        ));
+                    }
+                },
+                ParamKind::Struct(inner) => match self.add(inner, lines, python, types) {
+                    Ok(i) => {
+                        holds_arrays |= self.list[i].holds_arrays;
+                        FieldTy::Struct(i)
+                    }
                     Err(why) => {
                         return Err(format!(
                             "the struct `{}` whose field `{}` is {why}",
@@ -783,8 +811,54 @@ impl StructTable {
             ident,
             cu_line: lines.get(st.name.as_str()).copied(),
             fields,
+            holds_arrays,
         });
         Ok(self.list.len() - 1)
+    }
+}
+
+/// The dimensions of the array fields of the Python class `key` (a
+/// `@wp.struct`), read from its annotations in the one file that defines
+/// it (`data: wp.array2d(dtype=float)`); fields it cannot read stay unknown.
+fn struct_ndims(files: &[PythonFile], key: &str) -> BTreeMap<String, u8> {
+    let mut found = Vec::new();
+    for f in files {
+        let lines: Vec<&str> = f.text.lines().collect();
+        for (n, l) in lines.iter().enumerate() {
+            let t = l.trim_start();
+            let Some(rest) = t.strip_prefix("class ") else {
+                continue;
+            };
+            let name_end = rest.find([':', '(']).unwrap_or(rest.len());
+            if rest[..name_end].trim() != key {
+                continue;
+            }
+            let indent = l.len() - t.len();
+            let mut fields = Vec::new();
+            for body in &lines[n + 1..] {
+                let b = body.trim_start();
+                if b.is_empty() || b.starts_with('#') {
+                    continue;
+                }
+                if body.len() - b.len() <= indent {
+                    break;
+                }
+                // `name: annotation` (docstrings and methods have no
+                // such colon before a parenthesis or quote).
+                if let Some((name, ann)) = b.split_once(':')
+                    && !name.is_empty()
+                    && name.trim().chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                {
+                    let ann = ann.split('#').next().unwrap_or("").trim();
+                    fields.push(format!("{}: {ann}", name.trim()));
+                }
+            }
+            found.push(fields);
+        }
+    }
+    match found.as_slice() {
+        [fields] => aot::ndim_hints(&format!("// def {key}({}):", fields.join(", ")), key),
+        _ => BTreeMap::new(),
     }
 }
 
