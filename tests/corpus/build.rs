@@ -183,15 +183,17 @@ fn compile_corpus(
     Ok(dir.join("corpus"))
 }
 
-/// The Warp test modules `tests/warp/kernels.py` and `tests/warp/tape.py`
-/// for the CPU tests: compiled by
+/// The Warp test modules `tests/warp/kernels.py`, `tests/warp/tape.py`
+/// and `tests/warp/access.py` for the CPU tests: compiled by
 /// warp-build with its CPU code (linked into this crate, embedded as
-/// `OUT_DIR/warp/{kernels,tape}/*.rs`), and their cases and tape cases run on
+/// `OUT_DIR/warp/{kernels,tape,access}/*.rs`), and their cases and tape cases run on
 /// Warp's own CPU device by `tests/warp/build.py --cpu` into
 /// `OUT_DIR/kernels-ref` (the references of `tests/cpu_kernels.rs`).
 fn compile_kernels(manifest_dir: &Path, out: &Path) -> Result<(), Box<dyn Error>> {
-    // kernels.py, and tape.py (the programs of build.py's tape_parity cases).
-    for module in ["kernels", "tape"] {
+    // kernels.py, tape.py (the programs of build.py's tape_parity cases),
+    // and access.py (a struct holding an array, run on "cpu" by
+    // `tests/cpu_kernels.rs`).
+    for module in ["kernels", "tape", "access"] {
         let source = manifest_dir.join(format!("../warp/{module}.py"));
         warp_launch::build::WarpModule::new(&source)
             .archs([90])
