@@ -743,7 +743,68 @@ impl<'a> From<&'a StructValue> for TypedArg<'a> {
 
 #[cfg(test)]
 mod tests {
-    use crate::abi::{ArrayT, LaunchBounds1, LaunchBounds2, LaunchBounds3, LaunchBounds4};
+    use super::*;
+    use crate::abi::{LaunchBounds1, LaunchBounds2, LaunchBounds3, LaunchBounds4};
+
+    /// The arrays a struct value holds are checked where the launch runs,
+    /// as array arguments are (`crate::array::check`, here: host memory for
+    /// a CUDA launch, refused before any driver call), named
+    /// `<param>.<field>`; the value writes their `array_t`s and keeps them.
+    #[test]
+    fn a_struct_held_array_is_checked_for_the_launch_device() {
+        let st = Arc::new(StructType::new(
+            "Holder_1a66b4b0",
+            vec![
+                (
+                    "data".into(),
+                    ParamKind::Array {
+                        dtype: DType::FLOAT32,
+                        ndim: None,
+                    },
+                ),
+                ("scale".into(), ParamKind::Value(DType::FLOAT32)),
+            ],
+        ));
+        let data = Array::from_slice(Device::Cpu, &[1.0f32, 2.0], &[2]).unwrap();
+        let v = StructValue::with_arrays(&st, vec![0; st.size], vec![data.clone()]).unwrap();
+        assert_eq!(&v.bytes()[..56], &encode::array_t(&data.abi())[..]);
+        assert_eq!(v.held().len(), 1);
+        let site = Site {
+            kernel: "through_struct",
+            index: 0,
+            name: "h",
+        };
+        let kind = ParamKind::Struct(st.clone());
+        let arg = Arg::Struct(v);
+        for mode in [AccessMode::Relaxed, AccessMode::Checked, AccessMode::Strict] {
+            let e = check(&site, &kind, &arg, Device::Cuda(0), mode)
+                .err()
+                .expect("a host array in a struct for a CUDA launch is refused");
+            assert!(
+                matches!(&e, Error::Access(a) if a.param == "h.data" && a.kernel == "through_struct"),
+                "{e}"
+            );
+        }
+        assert!(check(&site, &kind, &arg, Device::Cpu, AccessMode::Checked).is_ok());
+        // Refused when made: an array of another dtype, or none.
+        let ints = Array::zeros::<i32>(Device::Cpu, &[2]).unwrap();
+        for arrays in [vec![ints], vec![]] {
+            let e = StructValue::with_arrays(&st, vec![0; st.size], arrays).unwrap_err();
+            assert!(matches!(e, Error::StructArrays { .. }), "{e}");
+        }
+        // A value without the struct's arrays (a WarpStruct value, or one of
+        // a look-alike type) is refused at the launch.
+        let bare = StructValue {
+            name: st.name.as_str().into(),
+            bytes: vec![0xffu8; st.size].into(),
+            arrays: Arc::new([]),
+            vouched: false,
+        };
+        let e = check(&site, &kind, &Arg::Struct(bare), Device::Cpu, AccessMode::Relaxed)
+            .err()
+            .expect("refused");
+        assert!(matches!(&e, Error::Argument(a) if a.param == "h"), "{e}");
+    }
 
     /// The ABI types have no implicit padding: every byte is a field (the
     /// C layout's gaps are explicit `_pad` fields), so a struct embedding

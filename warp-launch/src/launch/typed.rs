@@ -35,8 +35,9 @@ use crate::error::{Error, Result};
 use crate::signature::{ParamKind, Pass, StructType};
 
 /// The device a positional launch runs on: the stream's if one is given,
-/// else the first CUDA array's, else the CPU when there are arrays (all
-/// on the host), else the default device ([`Device::current`]). The other
+/// else the first CUDA array's (arrays struct arguments hold included),
+/// else the CPU when there are arrays (all on the host), else the default
+/// device ([`Device::current`]). The other
 /// arrays must be reachable from it
 /// (checked by the access mode, as for any launch).
 fn launch_device(args: &[TypedArg<'_>], stream: Option<&Stream>) -> Device {
@@ -44,12 +45,18 @@ fn launch_device(args: &[TypedArg<'_>], stream: Option<&Stream>) -> Device {
         return Device::from(s.context().device());
     }
     let mut host = false;
-    for a in args {
-        if let TypedArg::Array(a) = a {
-            match a.device() {
-                Device::Cpu => host = true,
-                cuda => return cuda,
-            }
+    let arrays = args.iter().flat_map(|a| {
+        let (own, held) = match a {
+            TypedArg::Array(a) => (Some(*a), &[][..]),
+            TypedArg::Struct(s) => (None, s.held()),
+            _ => (None, &[][..]),
+        };
+        own.into_iter().chain(held.iter().map(|h| &h.array))
+    });
+    for a in arrays {
+        match a.device() {
+            Device::Cpu => host = true,
+            cuda => return cuda,
         }
     }
     if host { Device::Cpu } else { Device::current() }
