@@ -340,3 +340,25 @@ fn a_struct_holding_an_array_keeps_it_alive_and_is_checked() {
     // context for a CUDA launch, on every road); without one,
     // `launch::bind`'s `a_struct_held_array_is_checked_for_the_launch_device`.
 }
+
+/// A float16 value through its typed launcher (`half::f16`, warp-launch's
+/// `half` feature) into Warp's compiled CPU code (`kinds.py`'s
+/// `half_value`: `out[i] = wp.float32(h)`): Warp reads exactly the bits
+/// passed, so each result is the float16's exact value, as on Warp's CPU.
+#[test]
+fn a_float16_value_reaches_warps_cpu_code_bit_for_bit() {
+    use sdk_tests::launchers::kinds::Kinds;
+    use warp_corpus::kinds::KINDS;
+    use warp_launch::TypedArray;
+    use warp_launch::half::f16;
+    let module = AotModule::from_embedded(&KINDS).expect("module");
+    let k = Kinds::new(&module).expect("launchers");
+    let out = TypedArray::<f32, 1>::zeros("cpu", [3]).unwrap();
+    for bits in [0x3c00u16, 0xc500, 0x7bff, 0x0001, 0x8000, 0x3555] {
+        let h = f16::from_bits(bits);
+        k.half_value.launch(3, h, &out).unwrap();
+        for v in out.to_vec().unwrap() {
+            assert_eq!(v.to_bits(), h.to_f32().to_bits(), "{bits:#06x}");
+        }
+    }
+}
