@@ -302,8 +302,7 @@ fn every_road_refuses_every_hazard() {
     };
     let (host_holder, separate_holder, good_holder) =
         (holder(&host), holder(&separate), holder(&x));
-    let struct_args =
-        |h: &Holder| vec![Arg::Struct(h.to_value().unwrap()), (&y).into_arg()];
+    let struct_args = |h: &Holder| vec![Arg::Struct(h.to_value().unwrap()), (&y).into_arg()];
 
     let mut refused = 0;
     let mut unreachable = Vec::new();
@@ -501,8 +500,11 @@ fn dropping_an_array_held_in_a_struct_while_its_kernel_runs_waits_for_it() {
             "typed launcher" => {
                 // SAFETY: through_struct reads h.data[i] and writes out[i]
                 // for i < N (the domain); both arrays have N elements.
-                unsafe { acc.through_struct.launch_unchecked(Some(&stream), N, &h, &out) }
-                    .unwrap();
+                unsafe {
+                    acc.through_struct
+                        .launch_unchecked(Some(&stream), N, &h, &out)
+                }
+                .unwrap();
                 drop(h); // the only handle of the array
             }
             _ => {

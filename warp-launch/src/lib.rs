@@ -194,16 +194,16 @@ pub use launch::DimError;
 pub use launch::{Bounds, Dim, MaxBlocks, Plan};
 
 // Warp's kernel ABI: dtypes, values, structs and the layouts a kernel receives.
-/// The half crate (the `half` feature): `half::f16` and `half::bf16` are
-/// the [`Element`]s of Warp's float16 and bfloat16, as typed launchers
-/// name them.
-#[cfg(feature = "half")]
-pub use half;
 pub use abi::{
     ARRAY_FLAG_RETAIN_GRAD, ARRAY_MAX_DIMS, ArrayT, DTYPES, DType, Element, INLINE_VALUE_BYTES,
     Kind, LAUNCH_MAX_DIMS, LaunchBounds1, LaunchBounds2, LaunchBounds3, LaunchBounds4, Scalar,
     Value, WarpStruct,
 };
+/// The half crate (the `half` feature): `half::f16` and `half::bf16` are
+/// the [`Element`]s of Warp's float16 and bfloat16, as typed launchers
+/// name them.
+#[cfg(feature = "half")]
+pub use half;
 
 // Arrays, their memory and the access checks of a launch.
 pub use array::{

@@ -325,14 +325,11 @@ fn a_struct_holding_an_array_keeps_it_alive_and_is_checked() {
             .launch_args_unchecked(Pass::Forward, 4, None, &args)
     }
     .unwrap_err();
-    assert!(
-        matches!(&e, Error::Argument(a) if a.param == "h"),
-        "{e}"
-    );
+    assert!(matches!(&e, Error::Argument(a) if a.param == "h"), "{e}");
     // The wrong arrays for the struct's fields are refused when made.
     let ints = TypedArray::<i32, 1>::zeros("cpu", [4]).unwrap();
-    let e = StructValue::with_arrays(&ty, vec![0; ty.size], vec![ints.as_array().clone()])
-        .unwrap_err();
+    let e =
+        StructValue::with_arrays(&ty, vec![0; ty.size], vec![ints.as_array().clone()]).unwrap_err();
     assert!(matches!(e, Error::StructArrays { .. }), "{e}");
 
     // Where the held array lives is checked as an array argument's is: on a

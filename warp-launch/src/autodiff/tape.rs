@@ -14,8 +14,8 @@ use crate::abi::half::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
 use crate::abi::{Kind, Scalar, Value, encode};
 use crate::array::Array;
 use crate::error::{Error, Result};
-use crate::launch::record::{BackwardFn, Recorded};
 use crate::launch::bind::HeldArray;
+use crate::launch::record::{BackwardFn, Recorded};
 use crate::launch::{Arg, Launch, StructValue, record};
 use crate::signature::{ParamKind, StructType};
 

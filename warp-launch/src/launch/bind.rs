@@ -119,7 +119,11 @@ impl StructValue {
                 format!(
                     "{} array(s) ({})",
                     fields.len(),
-                    fields.iter().map(|f| f.1.as_str()).collect::<Vec<_>>().join(", ")
+                    fields
+                        .iter()
+                        .map(|f| f.1.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
                 format!("{} array(s)", arrays.len()),
             ));
@@ -800,9 +804,15 @@ mod tests {
             arrays: Arc::new([]),
             vouched: false,
         };
-        let e = check(&site, &kind, &Arg::Struct(bare), Device::Cpu, AccessMode::Relaxed)
-            .err()
-            .expect("refused");
+        let e = check(
+            &site,
+            &kind,
+            &Arg::Struct(bare),
+            Device::Cpu,
+            AccessMode::Relaxed,
+        )
+        .err()
+        .expect("refused");
         assert!(matches!(&e, Error::Argument(a) if a.param == "h"), "{e}");
     }
 

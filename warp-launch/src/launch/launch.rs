@@ -687,7 +687,11 @@ impl Launch {
     pub(crate) fn storages(&self) -> impl Iterator<Item = &Arc<Storage>> {
         self.args
             .iter()
-            .flat_map(|a| a.as_array().into_iter().chain(a.held().iter().map(|h| &h.array)))
+            .flat_map(|a| {
+                a.as_array()
+                    .into_iter()
+                    .chain(a.held().iter().map(|h| &h.array))
+            })
             .flat_map(|a| std::iter::once(a).chain(a.grad()))
             .map(Array::storage)
     }

@@ -570,13 +570,15 @@ pub(super) fn build(input: &Input<'_>) -> Result<Model, Error> {
                         break;
                     }
                 },
-                ParamKind::Struct(st) => match structs.add(st, &struct_lines, input.python, &mut types) {
-                    Ok(i) => ParamTy::Struct(i),
-                    Err(why) => {
-                        skip = Some(format!("parameter `{}` is {why}", p.name));
-                        break;
+                ParamKind::Struct(st) => {
+                    match structs.add(st, &struct_lines, input.python, &mut types) {
+                        Ok(i) => ParamTy::Struct(i),
+                        Err(why) => {
+                            skip = Some(format!("parameter `{}` is {why}", p.name));
+                            break;
+                        }
                     }
-                },
+                }
             };
             params.push(Param {
                 name: p.name.clone(),
@@ -847,7 +849,10 @@ fn struct_ndims(files: &[PythonFile], key: &str) -> BTreeMap<String, u8> {
                 // such colon before a parenthesis or quote).
                 if let Some((name, ann)) = b.split_once(':')
                     && !name.is_empty()
-                    && name.trim().chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                    && name
+                        .trim()
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_')
                 {
                     let ann = ann.split('#').next().unwrap_or("").trim();
                     fields.push(format!("{}: {ann}", name.trim()));

@@ -113,7 +113,9 @@ fn kinds_map_to_rust_and_unsupported_kernels_are_listed() {
     let module = item(&text, "/// Typed launchers of the Warp module `kinds`");
     // float16 values: half's type through warp-launch's re-export.
     assert!(!module.contains("- `half_value`"), "{module}");
-    let half = &text[text.find("impl HalfValue {").expect("a launcher of half_value")..];
+    let half = &text[text
+        .find("impl HalfValue {")
+        .expect("a launcher of half_value")..];
     assert!(half.contains("h: ::warp_launch::half::f16,"), "{half}");
     assert!(half.contains("let h = h.to_le_bytes();"), "{half}");
     assert!(
@@ -140,14 +142,21 @@ fn access_rules_writes_and_refusals_are_documented() {
     );
     assert!(holder.contains("pub scale: f32,"), "{holder}");
     assert!(!text.contains("unsafe impl ::warp_launch::WarpStruct for Holder"));
-    assert!(text.contains("pub fn to_value(&self) -> ::warp_launch::Result<::warp_launch::StructValue>"));
-    let through = &text[text.find("impl ThroughStruct {").expect("a launcher of through_struct")..];
+    assert!(
+        text.contains(
+            "pub fn to_value(&self) -> ::warp_launch::Result<::warp_launch::StructValue>"
+        )
+    );
+    let through = &text[text
+        .find("impl ThroughStruct {")
+        .expect("a launcher of through_struct")..];
     assert!(through.contains("h: &Holder,"), "{through}");
     assert!(through.contains("let h = h.to_value()?;"), "{through}");
-    assert!(through.contains("pub unsafe fn launch_unchecked("), "{through}");
-    assert!(text.contains(
-        "/// **Safe launches of this kernel are refused** (`Error::Unproven`)"
-    ));
+    assert!(
+        through.contains("pub unsafe fn launch_unchecked("),
+        "{through}"
+    );
+    assert!(text.contains("/// **Safe launches of this kernel are refused** (`Error::Unproven`)"));
     let gather = item(&text, "/// Typed launcher of the Warp kernel `gather`");
     assert!(gather.contains(
         "**Safe launches of this kernel are refused** (`Error::Unproven`): at `wp_access.cu:192`"
