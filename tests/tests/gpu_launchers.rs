@@ -151,9 +151,12 @@ fn adjoint_replay_stream_and_tape_through_the_launchers() {
         .unwrap();
     assert_eq!(adj_x.to_vec().unwrap(), vec![3.0; n], "adj_x = a adj_y");
     // None for x's adjoint (issue 31): a null array, which Warp's backward
-    // code skips, or, when x has a gradient, adds into that instead.
+    // code skips, or, when x has a gradient, adds into that instead. (A
+    // fresh adj_y each time: the backward kernel of `y[i] = .. + y[i]`
+    // adds into adj_y too.)
+    let ones = || TypedArray::<f32, 1>::from_slice(DEV, &vec![1.0; n], [n]).unwrap();
     k.saxpy
-        .launch_adjoint(n, 3.0, &x, &y, 0.0, None, Some(&adj_y))
+        .launch_adjoint(n, 3.0, &x, &y, 0.0, None, Some(&ones()))
         .unwrap();
     assert_eq!(
         adj_x.to_vec().unwrap(),
@@ -162,7 +165,7 @@ fn adjoint_replay_stream_and_tape_through_the_launchers() {
     );
     let xg = x.clone().with_grad().unwrap();
     k.saxpy
-        .launch_adjoint(n, 3.0, &xg, &y, 0.0, None, Some(&adj_y))
+        .launch_adjoint(n, 3.0, &xg, &y, 0.0, None, Some(&ones()))
         .unwrap();
     assert_eq!(
         xg.grad().unwrap().to_vec::<f32>().unwrap(),
