@@ -51,14 +51,14 @@ pub(super) enum ValueTy {
 }
 
 impl ValueTy {
-    /// The Rust type for `d`, when its scalar has one.
-    pub fn of(d: &'static DType) -> Option<ValueTy> {
-        let s = scalar_type(d.scalar)?;
-        Some(match d.kind {
+    /// The Rust type for `d` (every scalar has one).
+    pub fn of(d: &'static DType) -> ValueTy {
+        let s = scalar_type(d.scalar);
+        match d.kind {
             Kind::Scalar => ValueTy::Scalar(s),
             Kind::Matrix => ValueTy::Matrix(s, usize::from(d.rows), usize::from(d.cols)),
             _ => ValueTy::Vector(s, d.components()),
-        })
+        }
     }
 
     /// The Rust type as source text (`f32`, `[f32; 3]`, `[[f32; 3]; 3]`).
@@ -73,8 +73,8 @@ impl ValueTy {
 
 /// The Rust type of a Warp scalar: the half-precision ones are `half`'s
 /// types through warp-launch's re-export (its `half` feature).
-fn scalar_type(s: Scalar) -> Option<&'static str> {
-    Some(match s {
+fn scalar_type(s: Scalar) -> &'static str {
+    match s {
         Scalar::Bool => "bool",
         Scalar::Int8 => "i8",
         Scalar::UInt8 => "u8",
@@ -88,7 +88,7 @@ fn scalar_type(s: Scalar) -> Option<&'static str> {
         Scalar::Float64 => "f64",
         Scalar::Float16 => "::warp_launch::half::f16",
         Scalar::BFloat16 => "::warp_launch::half::bf16",
-    })
+    }
 }
 
 /// The [`Element`](crate::Element) type of arrays of `d`, as source text.
@@ -543,16 +543,7 @@ pub(super) fn build(input: &Input<'_>) -> Result<Model, Error> {
         let mut skip: Option<String> = None;
         for p in d.spec.params() {
             let ty = match &p.kind {
-                ParamKind::Value(dt) => match ValueTy::of(dt) {
-                    Some(v) => ParamTy::Value(dt, v),
-                    None => {
-                        skip = Some(format!(
-                            "parameter `{}` is a `{}` value, a dtype with no Rust type here (Rust has no stable half-precision float)",
-                            p.name, dt.name
-                        ));
-                        break;
-                    }
-                },
+                ParamKind::Value(dt) => ParamTy::Value(dt, ValueTy::of(dt)),
                 ParamKind::Array { dtype, ndim } => match element_type(dtype) {
                     Some(element) => ParamTy::Array {
                         dtype,
@@ -751,17 +742,7 @@ impl StructTable {
         let mut field_names: HashSet<String> = HashSet::new();
         for f in &st.fields {
             let ty = match &f.kind {
-                ParamKind::Value(d) => match ValueTy::of(d) {
-                    Some(v) => FieldTy::Value(d, v),
-                    None => {
-                        return Err(format!(
-                            "the struct `{}` whose field `{}` is a `{}`, a dtype with no Rust type here (Rust has no stable half-precision float)",
-                            st.key(),
-                            f.name,
-                            d.name
-                        ));
-                    }
-                },
+                ParamKind::Value(d) => FieldTy::Value(d, ValueTy::of(d)),
                 ParamKind::Array { dtype, ndim } => match element_type(dtype) {
                     Some(element) => {
                         holds_arrays = true;
