@@ -183,15 +183,17 @@ fn compile_corpus(
     Ok(dir.join("corpus"))
 }
 
-/// The Warp test modules `tests/warp/kernels.py` and `tests/warp/tape.py`
-/// for the CPU tests: compiled by
-/// warp-build with its CPU code (linked into this crate, embedded as
-/// `OUT_DIR/warp/{kernels,tape}/*.rs`), and their cases and tape cases run on
+/// The Warp test modules `tests/warp/kernels.py`, `tests/warp/tape.py`,
+/// `tests/warp/access.py` and `tests/warp/kinds.py` for the CPU tests:
+/// compiled by warp-build with its CPU code (linked into this crate,
+/// embedded as `OUT_DIR/warp/{kernels,tape,access,kinds}/*.rs`), and their cases and tape cases run on
 /// Warp's own CPU device by `tests/warp/build.py --cpu` into
 /// `OUT_DIR/kernels-ref` (the references of `tests/cpu_kernels.rs`).
 fn compile_kernels(manifest_dir: &Path, out: &Path) -> Result<(), Box<dyn Error>> {
-    // kernels.py, and tape.py (the programs of build.py's tape_parity cases).
-    for module in ["kernels", "tape"] {
+    // kernels.py, tape.py (the programs of build.py's tape_parity cases),
+    // access.py (a struct holding an array) and kinds.py (a float16 value),
+    // the last two run on "cpu" by `tests/cpu_kernels.rs`.
+    for module in ["kernels", "tape", "access", "kinds"] {
         let source = manifest_dir.join(format!("../warp/{module}.py"));
         warp_launch::build::WarpModule::new(&source)
             .archs([90])

@@ -147,9 +147,31 @@ fn adjoint_replay_stream_and_tape_through_the_launchers() {
     let adj_x = TypedArray::<f32, 1>::zeros(DEV, [n]).unwrap();
     let adj_y = TypedArray::<f32, 1>::from_slice(DEV, &vec![1.0; n], [n]).unwrap();
     k.saxpy
-        .launch_adjoint(n, 3.0, &x, &y, 0.0, &adj_x, &adj_y)
+        .launch_adjoint(n, 3.0, &x, &y, 0.0, Some(&adj_x), Some(&adj_y))
         .unwrap();
     assert_eq!(adj_x.to_vec().unwrap(), vec![3.0; n], "adj_x = a adj_y");
+    // None for x's adjoint (issue 31): a null array, which Warp's backward
+    // code skips, or, when x has a gradient, adds into that instead. (A
+    // fresh adj_y each time: the backward kernel of `y[i] = .. + y[i]`
+    // adds into adj_y too.)
+    let ones = || TypedArray::<f32, 1>::from_slice(DEV, &vec![1.0; n], [n]).unwrap();
+    k.saxpy
+        .launch_adjoint(n, 3.0, &x, &y, 0.0, None, Some(&ones()))
+        .unwrap();
+    assert_eq!(
+        adj_x.to_vec().unwrap(),
+        vec![3.0; n],
+        "None: adj_x untouched"
+    );
+    let xg = x.clone().with_grad().unwrap();
+    k.saxpy
+        .launch_adjoint(n, 3.0, &xg, &y, 0.0, None, Some(&ones()))
+        .unwrap();
+    assert_eq!(
+        xg.grad().unwrap().to_vec::<f32>().unwrap(),
+        vec![3.0; n],
+        "None: into x's own gradient"
+    );
 
     // A recorded launch, replayed twice: y = 2 x.
     let launch = k.saxpy.record(n, 1.0, &x, &y).unwrap();
@@ -279,6 +301,16 @@ fn every_parameter_kind_of_kinds_py() {
     let dst = TypedArray::<f32, 1>::zeros(DEV, [n]).unwrap();
     k.clone.launch(n, &src, &dst).unwrap();
     assert_eq!(dst.to_vec().unwrap(), src.to_vec().unwrap(), "clone");
+    // A float16 value (issue 31: half's f16): Warp's `wp.float32(h)` is
+    // exact, so each result has the bits of the value's float32.
+    let halves = TypedArray::<f32, 1>::zeros(DEV, [n]).unwrap();
+    for bits in [0x3c00u16, 0xc500, 0x7bff, 0x0001, 0x8000, 0x3555] {
+        let h = warp_launch::half::f16::from_bits(bits);
+        k.half_value.launch(n, h, &halves).unwrap();
+        for v in halves.to_vec().unwrap() {
+            assert_eq!(v.to_bits(), h.to_f32().to_bits(), "half_value {bits:#06x}");
+        }
+    }
     println!("typed launchers of kinds.py: every parameter kind arrives as Rust wrote it");
 }
 

@@ -13,14 +13,20 @@
 //! Hazards: a stream of another context (a second context on cuda:0),
 //! named and through `ScopedStream`; a `dim` larger than an array; a host
 //! array on CUDA; an unproven kernel; an array in device memory of another
-//! context. (Another device is `gpu_two`'s.) A road a hazard cannot reach
+//! context; the last two again held by a `wp.struct` argument (issue 31:
+//! `access.py`'s `Holder`, read by `through_struct`), the held array named
+//! `h.data`. (Another device is `gpu_two`'s.) A road a hazard cannot reach
 //! (a graph built on a stream named explicitly cannot meet a
 //! `ScopedStream`; a generated launcher of an unproven kernel has no safe
-//! `launch` at all: it does not compile) is listed as such.
+//! `launch` at all: it does not compile; a recorded launch of an unproven
+//! kernel, which the struct hazards' kernel is, cannot be recorded safely
+//! to be set) is listed as such.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use cuda_api::{Allocation, Context, CudaDevice, MemoryKind};
+use sdk_tests::launchers::access::{Access, Holder};
 use sdk_tests::launchers::kernels::Kernels;
 use sdk_tests::warp::data_dir;
 /// A module the bundle's `tests/warp/build.py` wrote under the Warp data
@@ -34,7 +40,7 @@ fn load(sub: &str) -> AotModule {
 
 use warp_launch::{
     AotModule, Arg, Array, DType, Device, Error, Graph, GraphStep, IntoArg, Kernel, Pass,
-    ScopedStream, Storage, Stream, TypedArg, run_steps,
+    ScopedStream, Storage, Stream, TypedArg, TypedArray, run_steps,
 };
 
 const DEV: Device = Device::Cuda(0);
@@ -75,15 +81,19 @@ enum Hazard {
     HostArray,
     Unproven,
     ForeignContextArray,
+    StructHostArray,
+    StructForeignContextArray,
 }
 
-const HAZARDS: [Hazard; 6] = [
+const HAZARDS: [Hazard; 8] = [
     Hazard::ForeignStream,
     Hazard::ForeignScopedStream,
     Hazard::DimTooLarge,
     Hazard::HostArray,
     Hazard::Unproven,
     Hazard::ForeignContextArray,
+    Hazard::StructHostArray,
+    Hazard::StructForeignContextArray,
 ];
 
 /// What one road is given: the kernel, its forward arguments, the domain,
@@ -95,6 +105,8 @@ struct Case<'a> {
     good: Vec<Arg>,
     dim: usize,
     stream: Option<&'a Stream>,
+    /// The struct argument of the struct hazards, for the typed launcher.
+    holder: Option<&'a Holder>,
 }
 
 fn typed(args: &[Arg]) -> Vec<TypedArg<'_>> {
@@ -102,6 +114,7 @@ fn typed(args: &[Arg]) -> Vec<TypedArg<'_>> {
         .map(|a| match a {
             Arg::Array(a) => TypedArg::Array(a),
             Arg::Value(v) => TypedArg::Value(v.bytes()),
+            Arg::Struct(s) => TypedArg::Struct(s.into()),
             other => panic!("no positional form for {other:?}"),
         })
         .collect()
@@ -127,6 +140,7 @@ fn attempt(
     hazard: Hazard,
     c: &Case<'_>,
     k: &Kernels,
+    acc: &Access,
 ) -> Option<warp_launch::Result<()>> {
     Some(match road {
         Road::Run => {
@@ -145,6 +159,18 @@ fn attempt(
                 // `gather`'s launcher has only the unsafe launch_unchecked.
                 return None;
             }
+            if let Some(h) = c.holder {
+                // `through_struct`'s safe launch checks its arguments
+                // (the held array among them) before its access proof.
+                let Arg::Array(out) = &c.args[1] else {
+                    unreachable!("through_struct's arguments")
+                };
+                let out = out.typed::<f32, 1>().unwrap();
+                return Some(match c.stream {
+                    Some(s) => acc.through_struct.launch_on(s, c.dim, h, &out),
+                    None => acc.through_struct.launch(c.dim, h, &out),
+                });
+            }
             let [Arg::Value(a), Arg::Array(x), Arg::Array(y)] = &c.args[..] else {
                 unreachable!("saxpy's arguments")
             };
@@ -162,6 +188,11 @@ fn attempt(
                 Some(s) => l.launch_on(s),
                 None => l.launch(),
             }),
+        Road::Setter if c.holder.is_some() => {
+            // `through_struct` is unproven: no launch of it is recorded
+            // safely, so there is none to set.
+            return None;
+        }
         Road::Setter => {
             // A launch recorded with good arguments on the primary context,
             // then changed to the hazard by its setters.
@@ -225,6 +256,11 @@ fn is_refusal_of(hazard: Hazard, e: &Error) -> bool {
         Hazard::HostArray => matches!(e, Error::Access(_)),
         Hazard::Unproven => matches!(e, Error::Unproven(_)),
         Hazard::ForeignContextArray => e.to_string().contains("a context of its own"),
+        Hazard::StructHostArray => matches!(e, Error::Access(a) if a.param == "h.data"),
+        Hazard::StructForeignContextArray => {
+            matches!(e, Error::Access(a) if a.param == "h.data")
+                && e.to_string().contains("a context of its own")
+        }
     }
 }
 
@@ -234,8 +270,10 @@ fn every_road_refuses_every_hazard() {
     let aot = load("aot");
     let access = load("access");
     let kernels = Kernels::new(&aot).unwrap();
+    let acc = Access::new(&access).unwrap();
     let saxpy = aot.kernel("saxpy").unwrap();
     let gather = access.kernel("gather").unwrap();
+    let through_struct = access.kernel("through_struct").unwrap();
     let primary = DEV.context().unwrap();
     let other = Context::new(&CudaDevice::get(0).unwrap()).unwrap();
     let foreign = Stream::new(&other).unwrap();
@@ -258,13 +296,31 @@ fn every_road_refuses_every_hazard() {
     let a = 2.0f32.into_arg();
     let saxpy_args = |x: &Array, y: &Array| vec![a.clone(), x.into_arg(), y.into_arg()];
     let good = saxpy_args(&x, &y);
+    let holder = |data: &Array| Holder {
+        data: data.typed::<f32, 1>().unwrap(),
+        scale: 2.0,
+    };
+    let (host_holder, separate_holder, good_holder) =
+        (holder(&host), holder(&separate), holder(&x));
+    let struct_args = |h: &Holder| vec![Arg::Struct(h.to_value().unwrap()), (&y).into_arg()];
 
     let mut refused = 0;
     let mut unreachable = Vec::new();
     for hazard in HAZARDS {
         for road in ROADS {
+            let holder = match hazard {
+                Hazard::StructHostArray => Some(&host_holder),
+                Hazard::StructForeignContextArray => Some(&separate_holder),
+                _ => None,
+            };
             let (kernel, args, good, stream): (&Kernel, Vec<Arg>, Vec<Arg>, Option<&Stream>) =
                 match hazard {
+                    Hazard::StructHostArray | Hazard::StructForeignContextArray => (
+                        &through_struct,
+                        struct_args(holder.unwrap()),
+                        struct_args(&good_holder),
+                        None,
+                    ),
                     Hazard::ForeignStream => (&saxpy, good.clone(), good.clone(), Some(&foreign)),
                     Hazard::ForeignScopedStream => (&saxpy, good.clone(), good.clone(), None),
                     Hazard::DimTooLarge => (&saxpy, saxpy_args(&x, &short), good.clone(), None),
@@ -283,10 +339,11 @@ fn every_road_refuses_every_hazard() {
                 good,
                 dim: N,
                 stream,
+                holder,
             };
             let scope = (hazard == Hazard::ForeignScopedStream)
                 .then(|| ScopedStream::new(&foreign).unwrap());
-            let got = attempt(road, hazard, &case, &kernels);
+            let got = attempt(road, hazard, &case, &kernels, &acc);
             drop(scope);
             match got {
                 None => unreachable.push(format!("{hazard:?} x {road:?}")),
@@ -309,7 +366,7 @@ fn every_road_refuses_every_hazard() {
         unreachable.join(", ")
     );
     assert_eq!(refused + unreachable.len(), HAZARDS.len() * ROADS.len());
-    assert_eq!(unreachable.len(), 4, "{unreachable:?}");
+    assert_eq!(unreachable.len(), 6, "{unreachable:?}");
     drop(primary);
 }
 
@@ -357,6 +414,7 @@ fn every_road_refuses_an_array_or_stream_of_another_device() {
     let previous = warp_launch::set_thread_access_mode(warp_launch::AccessMode::Strict);
     let aot = load("aot");
     let kernels = Kernels::new(&aot).unwrap();
+    let acc = Access::new(&load("access")).unwrap();
     let saxpy = aot.kernel("saxpy").unwrap();
     let x = Array::from_slice(DEV, &vec![1.0f32; N], &[N]).unwrap();
     let y = Array::from_slice(DEV, &vec![1.0f32; N], &[N]).unwrap();
@@ -376,8 +434,9 @@ fn every_road_refuses_an_array_or_stream_of_another_device() {
                 good: good.clone(),
                 dim: N,
                 stream,
+                holder: None,
             };
-            match attempt(road, Hazard::HostArray, &case, &kernels) {
+            match attempt(road, Hazard::HostArray, &case, &kernels, &acc) {
                 None => panic!("{road:?} is reachable"),
                 Some(Ok(())) => panic!("{what} x {road:?}: accepted"),
                 Some(Err(e)) => {
@@ -400,4 +459,87 @@ fn every_road_refuses_an_array_or_stream_of_another_device() {
     assert_eq!(refused, 2 * ROADS.len());
     assert!(y.to_vec::<f32>().unwrap().iter().all(|&v| v == 1.0));
     assert!(y1.to_vec::<f32>().unwrap().iter().all(|&v| v == 1.0));
+}
+
+/// About `ms` milliseconds of clock64 cycles on cuda:0 (at its top clock:
+/// at least that long).
+fn cycles(ms: i64) -> i64 {
+    let d = CudaDevice::get(0).unwrap();
+    let khz = d
+        .attribute(cuda_api::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)
+        .unwrap() as i64;
+    khz * ms
+}
+
+/// An array held only by a `wp.struct` argument (issue 31), dropped right
+/// after its kernel is queued behind a slow one: its free waits for the
+/// kernel (the launch noted the held array's use), so the kernel reads
+/// the array's values, not memory freed and reused. On the typed
+/// launcher (a positional launch) and a recorded launch replayed then
+/// dropped with its struct. Without the struct's arrays noted, the drop
+/// returns at once (well under the 50 ms the slow kernel runs).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn dropping_an_array_held_in_a_struct_while_its_kernel_runs_waits_for_it() {
+    let spin = sdk_tests::warp::header_kernels().unwrap().spin_fill;
+    let acc = Access::new(&load("access")).unwrap();
+    let stream = Stream::new(&DEV.context().unwrap()).unwrap();
+    let slow = Array::zeros::<i32>(DEV, &[1 << 20]).unwrap();
+    for road in ["typed launcher", "recorded launch"] {
+        let out = TypedArray::<f32, 1>::zeros(DEV, [N]).unwrap();
+        spin.launch(slow.len())
+            .inputs((&slow, cycles(50)))
+            .stream(&stream)
+            .run()
+            .unwrap();
+        let h = Holder {
+            data: TypedArray::from_slice(DEV, &vec![1.5f32; N], [N]).unwrap(),
+            scale: 2.0,
+        };
+        let t = Instant::now();
+        match road {
+            "typed launcher" => {
+                // SAFETY: through_struct reads h.data[i] and writes out[i]
+                // for i < N (the domain); both arrays have N elements.
+                unsafe {
+                    acc.through_struct
+                        .launch_unchecked(Some(&stream), N, &h, &out)
+                }
+                .unwrap();
+                drop(h); // the only handle of the array
+            }
+            _ => {
+                let value = h.to_value().unwrap();
+                drop(h);
+                // SAFETY: as above.
+                let l = unsafe {
+                    acc.through_struct
+                        .kernel()
+                        .launch(N)
+                        .inputs((value, out.as_array()))
+                        .unchecked()
+                }
+                .record_cmd()
+                .unwrap();
+                l.launch_on(&stream).unwrap();
+                drop(l); // the launch held the struct value, the value the array
+            }
+        }
+        let waited = t.elapsed();
+        // Likely in the memory just freed.
+        let fresh: Vec<Array> = (0..8)
+            .map(|_| Array::from_slice(DEV, &vec![-7.0f32; N], &[N]).unwrap())
+            .collect();
+        stream.synchronize().unwrap();
+        assert!(
+            out.to_vec().unwrap().iter().all(|&v| v == 3.0),
+            "{road}: the kernel read freed memory (the drop took {waited:?})"
+        );
+        assert!(
+            waited >= Duration::from_millis(25),
+            "{road}: the drop took {waited:?}, less than the queued kernels run: the held array was freed under them"
+        );
+        println!("{road}: the drop waited {waited:?}");
+        drop(fresh);
+    }
 }

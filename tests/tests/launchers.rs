@@ -19,6 +19,7 @@ const MODULES: &[(&str, &str)] = &[
     ("kernels", "tests/warp/kernels.py"),
     ("tiles", "tests/warp/tiles.py"),
     ("kinds", "tests/warp/kinds.py"),
+    ("access", "tests/warp/access.py"),
 ];
 
 fn root() -> PathBuf {

@@ -1,8 +1,8 @@
 """Warp kernels for warp-launch's launcher generator: the parameter types a typed launcher
 maps to Rust (scalars of every width, bool, vectors, matrices, quaternions, transforms,
 nested structs with padding, Rust keywords and the launchers' own names as parameter
-names, arrays whose dimensions Warp's output does not show), and the kernels it makes no
-launcher for (a float16 value, an array of a dtype without a Rust element type).
+names, arrays whose dimensions Warp's output does not show, a float16 value through half's
+f16), and the kernels it makes no launcher for (an array of a dtype without a Rust element type).
 
 Usage (no GPU needed; Warp compiles with its bundled NVRTC):
 
@@ -90,7 +90,7 @@ def elements(
     bytes_[i] = wp.uint8(frames[i][0, 0])
 
 
-# No launcher: a float16 value has no Rust type.
+# A float16 value: half's f16 (warp-launch's `half` feature).
 @wp.kernel(module="kinds")
 def half_value(h: wp.float16, out: wp.array(dtype=wp.float32)):
     i = wp.tid()

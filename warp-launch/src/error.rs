@@ -262,6 +262,20 @@ pub enum Error {
         /// The array, described (which argument or operand it is).
         array: String,
     },
+    /// A struct value's arrays that do not fit its `wp.struct`
+    /// ([`StructValue::with_arrays`](crate::StructValue::with_arrays)).
+    StructArrays {
+        /// The call.
+        call: &'static str,
+        /// The struct's name.
+        structure: String,
+        /// The field (`inner.data` for a nested struct's), or the count.
+        field: String,
+        /// What the struct takes there.
+        expected: String,
+        /// What was given.
+        given: String,
+    },
     /// The legacy default stream given to a graph capture.
     DefaultStreamCapture,
     /// A launch index a graph does not have.
@@ -865,6 +879,16 @@ impl fmt::Display for Error {
             Error::Lent { call, array } => write!(
                 f,
                 "{call}: {array} is lent to cudarc (Array::to_cudarc), whose work on it cannot be ordered with this crate's, so no work is queued on it while the CudarcSlice lives; drop the slice first (later work then waits for cudarc's), or copy the array"
+            ),
+            Error::StructArrays {
+                call,
+                structure,
+                field,
+                expected,
+                given,
+            } => write!(
+                f,
+                "{call}: struct '{structure}', {field}: takes {expected}, given {given}; pass one array per array field of the struct, in field order (a nested struct's fields where it sits), each of its field's dtype and dimensions"
             ),
             Error::DefaultStreamCapture => f.write_str(
                 "Graph::capture: the legacy default stream cannot be captured; use Stream::new",

@@ -199,6 +199,11 @@ pub use abi::{
     Kind, LAUNCH_MAX_DIMS, LaunchBounds1, LaunchBounds2, LaunchBounds3, LaunchBounds4, Scalar,
     Value, WarpStruct,
 };
+/// The half crate (the `half` feature): `half::f16` and `half::bf16` are
+/// the [`Element`]s of Warp's float16 and bfloat16, as typed launchers
+/// name them.
+#[cfg(feature = "half")]
+pub use half;
 
 // Arrays, their memory and the access checks of a launch.
 pub use array::{

@@ -38,6 +38,22 @@ pub mod tape {
     include!(concat!(env!("OUT_DIR"), "/warp/tape/tape.rs"));
 }
 
+/// The Warp test module `tests/warp/access.py` (among others, a kernel
+/// taking a `wp.struct` that holds an array), compiled by warp-build for
+/// sm_90 and for the CPU (its CPU code linked into this crate):
+/// `pub static ACCESS: warp_launch::EmbeddedModule`.
+pub mod access {
+    include!(concat!(env!("OUT_DIR"), "/warp/access/access.rs"));
+}
+
+/// The Warp test module `tests/warp/kinds.py` (every parameter kind a
+/// typed launcher maps to Rust, a float16 value among them), compiled by
+/// warp-build for sm_90 and for the CPU (its CPU code linked into this
+/// crate): `pub static KINDS: warp_launch::EmbeddedModule`.
+pub mod kinds {
+    include!(concat!(env!("OUT_DIR"), "/warp/kinds/kinds.rs"));
+}
+
 /// Warp's CPU results for `tests/warp/kernels.py`'s cases and tape cases
 /// and `tests/warp/tape.py`'s tape-parity programs (`manifest.json`, `cases/`), computed at build time by
 /// `tests/warp/build.py --cpu`.

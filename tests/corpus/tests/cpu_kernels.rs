@@ -226,3 +226,136 @@ fn the_tape_matches_warps_tape_for_copies_retain_grad_nested_structs_and_host_st
     println!("cpu tape parity: {grads} gradients equal to Warp's tape bit for bit");
     assert!(grads >= 18, "only {grads} gradients compared");
 }
+
+/// `launch_adjoint` takes `None` for the adjoint of an input that needs no
+/// gradient, as Warp's `adj_inputs` does: the backward kernel gets a null
+/// array and Warp's backward code (`adj_address`, `adj_atomic_add`) then
+/// adds into the input's own gradient if it has one, else nowhere.
+#[test]
+fn an_adjoint_of_none_is_a_null_array_as_in_warp() {
+    use sdk_tests::launchers::kernels::Kernels;
+    use warp_launch::TypedArray;
+    let module = AotModule::from_embedded(&KERNELS).expect("module");
+    let k = Kernels::new(&module).expect("launchers");
+    let ones = || TypedArray::<f32, 1>::from_slice("cpu", &[1.0; 4], [4]).unwrap();
+    let x = TypedArray::<f32, 1>::from_slice("cpu", &[1.0, 2.0, 3.0, 4.0], [4]).unwrap();
+    let y = TypedArray::<f32, 1>::zeros("cpu", [4]).unwrap();
+    // y = a * x + y: with an adjoint for x, it receives a * adj_y.
+    let adj_x = TypedArray::<f32, 1>::zeros("cpu", [4]).unwrap();
+    k.saxpy
+        .launch_adjoint(4, 3.0, &x, &y, 0.0, Some(&adj_x), Some(&ones()))
+        .unwrap();
+    assert_eq!(adj_x.to_vec().unwrap(), vec![3.0; 4]);
+    // None, and x has no gradient: nothing is written (adj_x keeps its sum).
+    k.saxpy
+        .launch_adjoint(4, 3.0, &x, &y, 0.0, None, Some(&ones()))
+        .unwrap();
+    assert_eq!(adj_x.to_vec().unwrap(), vec![3.0; 4]);
+    // None, and x has a gradient: Warp's backward code adds into it.
+    let xg = x.clone().with_grad().unwrap();
+    k.saxpy
+        .launch_adjoint(4, 3.0, &xg, &y, 0.0, None, Some(&ones()))
+        .unwrap();
+    assert_eq!(xg.grad().unwrap().to_vec::<f32>().unwrap(), vec![3.0; 4]);
+}
+
+/// A `wp.struct` holding an array (`access.py`'s `Holder`, read by
+/// `through_struct`) on `"cpu"` with Warp's compiled CPU code: the value
+/// keeps its array alive after every other handle is dropped, a value that
+/// does not hold the struct's arrays is refused, and safe launches are
+/// refused (accesses through a struct are not analysed).
+#[test]
+fn a_struct_holding_an_array_keeps_it_alive_and_is_checked() {
+    use sdk_tests::launchers::access::{Access, Holder};
+    use warp_corpus::access::ACCESS;
+    use warp_launch::{Error, ParamKind, Pass, StructType, StructValue, TypedArg, TypedArray};
+    let module = AotModule::from_embedded(&ACCESS).expect("module");
+    let k = Access::new(&module).expect("launchers");
+    let out = TypedArray::<f32, 1>::zeros("cpu", [4]).unwrap();
+    let data = TypedArray::<f32, 1>::from_slice("cpu", &[1.0, 2.0, 3.0, 4.0], [4]).unwrap();
+    let h = Holder {
+        data: data.clone(),
+        scale: 2.0,
+    };
+    let e = k.through_struct.launch(4, &h, &out).unwrap_err();
+    assert!(matches!(e, Error::Unproven(_)), "{e}");
+
+    // The value holds the only handle of its array.
+    let value = h.to_value().unwrap();
+    drop(h);
+    drop(data);
+    // Memory a freed array would give back is taken and overwritten.
+    let junk = TypedArray::<f32, 1>::from_slice("cpu", &[-9.0; 4], [4]).unwrap();
+    let args = [TypedArg::from(&value), (&out).into()];
+    // SAFETY: through_struct reads h.data[i] and writes out[i] for i < 4 (the
+    // domain), and both arrays have 4 elements.
+    unsafe {
+        k.through_struct
+            .kernel()
+            .launch_args_unchecked(Pass::Forward, 4, None, &args)
+    }
+    .unwrap();
+    assert_eq!(out.to_vec().unwrap(), vec![2.0, 4.0, 6.0, 8.0]);
+    drop(junk);
+
+    // The launcher makes the value itself.
+    let h = Holder {
+        data: TypedArray::from_slice("cpu", &[1.0; 4], [4]).unwrap(),
+        scale: 0.5,
+    };
+    // SAFETY: as above.
+    unsafe { k.through_struct.launch_unchecked(None, 4, &h, &out) }.unwrap();
+    assert_eq!(out.to_vec().unwrap(), vec![0.5; 4]);
+
+    // A value of a struct of the same name and size without its array
+    // field: its bytes where `data`'s array_t sits are not an array the
+    // launch checked, so it is refused, even unchecked.
+    let ty = Holder::warp_type();
+    let forged_ty = StructType::new(
+        ty.name.clone(),
+        vec![("data".into(), ParamKind::Value(warp_launch::DType::MAT44F))],
+    );
+    assert_eq!(forged_ty.size, ty.size);
+    let forged = StructValue::with_arrays(&forged_ty, vec![0xff; ty.size], vec![]).unwrap();
+    let args = [TypedArg::from(&forged), (&out).into()];
+    // SAFETY: refused before any launch.
+    let e = unsafe {
+        k.through_struct
+            .kernel()
+            .launch_args_unchecked(Pass::Forward, 4, None, &args)
+    }
+    .unwrap_err();
+    assert!(matches!(&e, Error::Argument(a) if a.param == "h"), "{e}");
+    // The wrong arrays for the struct's fields are refused when made.
+    let ints = TypedArray::<i32, 1>::zeros("cpu", [4]).unwrap();
+    let e =
+        StructValue::with_arrays(&ty, vec![0; ty.size], vec![ints.as_array().clone()]).unwrap_err();
+    assert!(matches!(e, Error::StructArrays { .. }), "{e}");
+
+    // Where the held array lives is checked as an array argument's is: on a
+    // GPU, gpu_roads' struct hazards (host memory and memory of another
+    // context for a CUDA launch, on every road); without one,
+    // `launch::bind`'s `a_struct_held_array_is_checked_for_the_launch_device`.
+}
+
+/// A float16 value through its typed launcher (`half::f16`, warp-launch's
+/// `half` feature) into Warp's compiled CPU code (`kinds.py`'s
+/// `half_value`: `out[i] = wp.float32(h)`): Warp reads exactly the bits
+/// passed, so each result is the float16's exact value, as on Warp's CPU.
+#[test]
+fn a_float16_value_reaches_warps_cpu_code_bit_for_bit() {
+    use sdk_tests::launchers::kinds::Kinds;
+    use warp_corpus::kinds::KINDS;
+    use warp_launch::TypedArray;
+    use warp_launch::half::f16;
+    let module = AotModule::from_embedded(&KINDS).expect("module");
+    let k = Kinds::new(&module).expect("launchers");
+    let out = TypedArray::<f32, 1>::zeros("cpu", [3]).unwrap();
+    for bits in [0x3c00u16, 0xc500, 0x7bff, 0x0001, 0x8000, 0x3555] {
+        let h = f16::from_bits(bits);
+        k.half_value.launch(3, h, &out).unwrap();
+        for v in out.to_vec().unwrap() {
+            assert_eq!(v.to_bits(), h.to_f32().to_bits(), "{bits:#06x}");
+        }
+    }
+}

@@ -241,7 +241,7 @@ impl Add2d {
                 ],
             )
     }
-    /// Launches the backward kernel of `add2d` over `dim`: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_b`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.
+    /// Launches the backward kernel of `add2d` over `dim`: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_b`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -255,9 +255,9 @@ impl Add2d {
         a: &::warp_launch::TypedArray<f32, 2>,
         b: &::warp_launch::TypedArray<f32, 2>,
         out: &::warp_launch::TypedArray<f32, 2>,
-        adj_a: &::warp_launch::TypedArray<f32, 2>,
-        adj_b: &::warp_launch::TypedArray<f32, 2>,
-        adj_out: &::warp_launch::TypedArray<f32, 2>,
+        adj_a: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
+        adj_b: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
+        adj_out: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
     ) -> ::warp_launch::Result<()> {
         self.0
             .launch_args(
@@ -268,9 +268,9 @@ impl Add2d {
                     ::warp_launch::TypedArg::Array(a.as_array()),
                     ::warp_launch::TypedArg::Array(b.as_array()),
                     ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_a.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_b.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
+                    ::warp_launch::TypedArg::from(adj_b),
+                    ::warp_launch::TypedArg::from(adj_out),
                 ],
             )
     }
@@ -399,7 +399,7 @@ impl ChainLoss {
                 ],
             )
     }
-    /// Launches the backward kernel of `chain_loss` over `dim`: the forward arguments, then one adjoint per parameter (`adj_y`, `adj_loss`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.
+    /// Launches the backward kernel of `chain_loss` over `dim`: the forward arguments, then one adjoint per parameter (`adj_y`, `adj_loss`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -411,8 +411,8 @@ impl ChainLoss {
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         y: &::warp_launch::TypedArray<f32, 1>,
         loss: &::warp_launch::TypedArray<f32, 1>,
-        adj_y: &::warp_launch::TypedArray<f32, 1>,
-        adj_loss: &::warp_launch::TypedArray<f32, 1>,
+        adj_y: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
+        adj_loss: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
     ) -> ::warp_launch::Result<()> {
         self.0
             .launch_args(
@@ -422,8 +422,8 @@ impl ChainLoss {
                 &[
                     ::warp_launch::TypedArg::Array(y.as_array()),
                     ::warp_launch::TypedArg::Array(loss.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_y.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_loss.as_array()),
+                    ::warp_launch::TypedArg::from(adj_y),
+                    ::warp_launch::TypedArg::from(adj_loss),
                 ],
             )
     }
@@ -566,7 +566,7 @@ impl ChainSin {
                 ],
             )
     }
-    /// Launches the backward kernel of `chain_sin` over `dim`: the forward arguments, then one adjoint per parameter (`adj_x`, `adj_a`, `adj_y`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.
+    /// Launches the backward kernel of `chain_sin` over `dim`: the forward arguments, then one adjoint per parameter (`adj_x`, `adj_a`, `adj_y`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -580,9 +580,9 @@ impl ChainSin {
         x: &::warp_launch::TypedArray<f32, 1>,
         a: f32,
         y: &::warp_launch::TypedArray<f32, 1>,
-        adj_x: &::warp_launch::TypedArray<f32, 1>,
+        adj_x: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
         adj_a: f32,
-        adj_y: &::warp_launch::TypedArray<f32, 1>,
+        adj_y: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
     ) -> ::warp_launch::Result<()> {
         let a = a.to_le_bytes();
         let adj_a = adj_a.to_le_bytes();
@@ -595,9 +595,9 @@ impl ChainSin {
                     ::warp_launch::TypedArg::Array(x.as_array()),
                     ::warp_launch::TypedArg::Value(&a),
                     ::warp_launch::TypedArg::Array(y.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_x.as_array()),
+                    ::warp_launch::TypedArg::from(adj_x),
                     ::warp_launch::TypedArg::Value(&adj_a),
-                    ::warp_launch::TypedArg::Array(adj_y.as_array()),
+                    ::warp_launch::TypedArg::from(adj_y),
                 ],
             )
     }
@@ -706,7 +706,7 @@ impl CountVisits {
                 &[::warp_launch::TypedArg::Array(count.as_array())],
             )
     }
-    /// Launches the backward kernel of `count_visits` over `dim`: the forward arguments, then one adjoint per parameter (`adj_count`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.
+    /// Launches the backward kernel of `count_visits` over `dim`: the forward arguments, then one adjoint per parameter (`adj_count`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -717,7 +717,7 @@ impl CountVisits {
         &self,
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         count: &::warp_launch::TypedArray<i32, 1>,
-        adj_count: &::warp_launch::TypedArray<i32, 1>,
+        adj_count: ::core::option::Option<&::warp_launch::TypedArray<i32, 1>>,
     ) -> ::warp_launch::Result<()> {
         self.0
             .launch_args(
@@ -726,7 +726,7 @@ impl CountVisits {
                 ::core::option::Option::None,
                 &[
                     ::warp_launch::TypedArg::Array(count.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_count.as_array()),
+                    ::warp_launch::TypedArg::from(adj_count),
                 ],
             )
     }
@@ -835,7 +835,7 @@ impl Index4d {
                 &[::warp_launch::TypedArg::Array(out.as_array())],
             )
     }
-    /// Launches the backward kernel of `index4d` over `dim`: the forward arguments, then one adjoint per parameter (`adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.
+    /// Launches the backward kernel of `index4d` over `dim`: the forward arguments, then one adjoint per parameter (`adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -846,7 +846,7 @@ impl Index4d {
         &self,
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         out: &::warp_launch::TypedArray<i32, 4>,
-        adj_out: &::warp_launch::TypedArray<i32, 4>,
+        adj_out: ::core::option::Option<&::warp_launch::TypedArray<i32, 4>>,
     ) -> ::warp_launch::Result<()> {
         self.0
             .launch_args(
@@ -855,7 +855,7 @@ impl Index4d {
                 ::core::option::Option::None,
                 &[
                     ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_out),
                 ],
             )
     }
@@ -986,7 +986,7 @@ impl LeanFill {
                 ],
             )
     }
-    /// Launches the backward kernel of `lean_fill` over `dim`: the forward arguments, then one adjoint per parameter (`adj_value`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.
+    /// Launches the backward kernel of `lean_fill` over `dim`: the forward arguments, then one adjoint per parameter (`adj_value`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -999,7 +999,7 @@ impl LeanFill {
         value: i32,
         out: &::warp_launch::TypedArray<i32, 2>,
         adj_value: i32,
-        adj_out: &::warp_launch::TypedArray<i32, 2>,
+        adj_out: ::core::option::Option<&::warp_launch::TypedArray<i32, 2>>,
     ) -> ::warp_launch::Result<()> {
         let value = value.to_le_bytes();
         let adj_value = adj_value.to_le_bytes();
@@ -1012,7 +1012,7 @@ impl LeanFill {
                     ::warp_launch::TypedArg::Value(&value),
                     ::warp_launch::TypedArg::Array(out.as_array()),
                     ::warp_launch::TypedArg::Value(&adj_value),
-                    ::warp_launch::TypedArg::Array(adj_out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_out),
                 ],
             )
     }
@@ -1155,7 +1155,7 @@ impl NormalizeScale {
                 ],
             )
     }
-    /// Launches the backward kernel of `normalize_scale` over `dim`: the forward arguments, then one adjoint per parameter (`adj_v`, `adj_s`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.
+    /// Launches the backward kernel of `normalize_scale` over `dim`: the forward arguments, then one adjoint per parameter (`adj_v`, `adj_s`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -1169,9 +1169,9 @@ impl NormalizeScale {
         v: &::warp_launch::TypedArray<[f32; 3], 1>,
         s: f32,
         out: &::warp_launch::TypedArray<[f32; 3], 1>,
-        adj_v: &::warp_launch::TypedArray<[f32; 3], 1>,
+        adj_v: ::core::option::Option<&::warp_launch::TypedArray<[f32; 3], 1>>,
         adj_s: f32,
-        adj_out: &::warp_launch::TypedArray<[f32; 3], 1>,
+        adj_out: ::core::option::Option<&::warp_launch::TypedArray<[f32; 3], 1>>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
         let adj_s = adj_s.to_le_bytes();
@@ -1184,9 +1184,9 @@ impl NormalizeScale {
                     ::warp_launch::TypedArg::Array(v.as_array()),
                     ::warp_launch::TypedArg::Value(&s),
                     ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_v.as_array()),
+                    ::warp_launch::TypedArg::from(adj_v),
                     ::warp_launch::TypedArg::Value(&adj_s),
-                    ::warp_launch::TypedArg::Array(adj_out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_out),
                 ],
             )
     }
@@ -1329,7 +1329,7 @@ impl Saxpy {
                 ],
             )
     }
-    /// Launches the backward kernel of `saxpy` over `dim`: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_x`, `adj_y`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.
+    /// Launches the backward kernel of `saxpy` over `dim`: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_x`, `adj_y`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -1344,8 +1344,8 @@ impl Saxpy {
         x: &::warp_launch::TypedArray<f32, 1>,
         y: &::warp_launch::TypedArray<f32, 1>,
         adj_a: f32,
-        adj_x: &::warp_launch::TypedArray<f32, 1>,
-        adj_y: &::warp_launch::TypedArray<f32, 1>,
+        adj_x: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
+        adj_y: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
     ) -> ::warp_launch::Result<()> {
         let a = a.to_le_bytes();
         let adj_a = adj_a.to_le_bytes();
@@ -1359,8 +1359,8 @@ impl Saxpy {
                     ::warp_launch::TypedArg::Array(x.as_array()),
                     ::warp_launch::TypedArg::Array(y.as_array()),
                     ::warp_launch::TypedArg::Value(&adj_a),
-                    ::warp_launch::TypedArg::Array(adj_x.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_y.as_array()),
+                    ::warp_launch::TypedArg::from(adj_x),
+                    ::warp_launch::TypedArg::from(adj_y),
                 ],
             )
     }
@@ -1514,7 +1514,7 @@ impl Transform {
                 ],
             )
     }
-    /// Launches the backward kernel of `transform` over `dim`: the forward arguments, then one adjoint per parameter (`adj_m`, `adj_t`, `adj_v`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.
+    /// Launches the backward kernel of `transform` over `dim`: the forward arguments, then one adjoint per parameter (`adj_m`, `adj_t`, `adj_v`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -1530,9 +1530,9 @@ impl Transform {
         v: &::warp_launch::TypedArray<[f32; 3], 1>,
         out: &::warp_launch::TypedArray<[f32; 3], 1>,
         adj_m: [[f32; 3]; 3],
-        adj_t: &::warp_launch::TypedArray<[[f32; 3]; 3], 1>,
-        adj_v: &::warp_launch::TypedArray<[f32; 3], 1>,
-        adj_out: &::warp_launch::TypedArray<[f32; 3], 1>,
+        adj_t: ::core::option::Option<&::warp_launch::TypedArray<[[f32; 3]; 3], 1>>,
+        adj_v: ::core::option::Option<&::warp_launch::TypedArray<[f32; 3], 1>>,
+        adj_out: ::core::option::Option<&::warp_launch::TypedArray<[f32; 3], 1>>,
     ) -> ::warp_launch::Result<()> {
         let m = m.map(|row| row.map(f32::to_le_bytes));
         let adj_m = adj_m.map(|row| row.map(f32::to_le_bytes));
@@ -1547,9 +1547,9 @@ impl Transform {
                     ::warp_launch::TypedArg::Array(v.as_array()),
                     ::warp_launch::TypedArg::Array(out.as_array()),
                     ::warp_launch::TypedArg::Value(adj_m.as_flattened().as_flattened()),
-                    ::warp_launch::TypedArg::Array(adj_t.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_v.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_t),
+                    ::warp_launch::TypedArg::from(adj_v),
+                    ::warp_launch::TypedArg::from(adj_out),
                 ],
             )
     }
@@ -1691,7 +1691,7 @@ impl UseStruct {
                 ],
             )
     }
-    /// Launches the backward kernel of `use_struct` over `dim`: the forward arguments, then one adjoint per parameter (`adj_p`, `adj_x`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.
+    /// Launches the backward kernel of `use_struct` over `dim`: the forward arguments, then one adjoint per parameter (`adj_p`, `adj_x`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -1706,8 +1706,8 @@ impl UseStruct {
         x: &::warp_launch::TypedArray<[f32; 3], 1>,
         out: &::warp_launch::TypedArray<[f32; 3], 1>,
         adj_p: &Params,
-        adj_x: &::warp_launch::TypedArray<[f32; 3], 1>,
-        adj_out: &::warp_launch::TypedArray<[f32; 3], 1>,
+        adj_x: ::core::option::Option<&::warp_launch::TypedArray<[f32; 3], 1>>,
+        adj_out: ::core::option::Option<&::warp_launch::TypedArray<[f32; 3], 1>>,
     ) -> ::warp_launch::Result<()> {
         self.0
             .launch_args(
@@ -1719,8 +1719,8 @@ impl UseStruct {
                     ::warp_launch::TypedArg::Array(x.as_array()),
                     ::warp_launch::TypedArg::Array(out.as_array()),
                     ::warp_launch::TypedArg::of_struct(adj_p),
-                    ::warp_launch::TypedArg::Array(adj_x.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_x),
+                    ::warp_launch::TypedArg::from(adj_out),
                 ],
             )
     }

@@ -6,7 +6,6 @@
 /// Make it from the loaded module: `Kinds::new(&AotModule::from_embedded(&EMBEDDED)?)?` from its embedded images, or `Kinds::new(&unsafe { AotModule::load(dir) }?)?` from its directory (`unsafe`: the caller vouches that the directory's files come from one Warp compile).
 ///
 /// Kernels without a typed launcher (use `AotModule::kernel`):
-/// - `half_value`: parameter `h` is a `float16` value, a dtype with no Rust type here (Rust has no stable half-precision float).
 /// - `quat_array`: parameter `q` is an array of `quatf`, a dtype warp-launch has no `Element` type for (so no `TypedArray` of it).
 #[derive(::core::clone::Clone, ::core::fmt::Debug)]
 pub struct Kinds {
@@ -14,6 +13,8 @@ pub struct Kinds {
     pub clone: Clone,
     /// The kernel `elements`.
     pub elements: Elements,
+    /// The kernel `half_value`.
+    pub half_value: HalfValue,
     /// The kernel `mixed`.
     pub mixed: Mixed,
     /// The kernel `names`.
@@ -36,6 +37,7 @@ impl Kinds {
         ::core::result::Result::Ok(Self {
             clone: Clone::new(module)?,
             elements: Elements::new(module)?,
+            half_value: HalfValue::new(module)?,
             mixed: Mixed::new(module)?,
             names: Names::new(module)?,
             ok: Ok::new(module)?,
@@ -274,7 +276,7 @@ impl Clone {
                 ],
             )
     }
-    /// Launches the backward kernel of `clone` over `dim`: the forward arguments, then one adjoint per parameter (`adj_src`, `adj_dst`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.
+    /// Launches the backward kernel of `clone` over `dim`: the forward arguments, then one adjoint per parameter (`adj_src`, `adj_dst`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -286,8 +288,8 @@ impl Clone {
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         src: &::warp_launch::TypedArray<f32, 1>,
         dst: &::warp_launch::TypedArray<f32, 1>,
-        adj_src: &::warp_launch::TypedArray<f32, 1>,
-        adj_dst: &::warp_launch::TypedArray<f32, 1>,
+        adj_src: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
+        adj_dst: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
     ) -> ::warp_launch::Result<()> {
         self.0
             .launch_args(
@@ -297,8 +299,8 @@ impl Clone {
                 &[
                     ::warp_launch::TypedArg::Array(src.as_array()),
                     ::warp_launch::TypedArg::Array(dst.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_src.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_dst.as_array()),
+                    ::warp_launch::TypedArg::from(adj_src),
+                    ::warp_launch::TypedArg::from(adj_dst),
                 ],
             )
     }
@@ -455,7 +457,7 @@ impl Elements {
                 ],
             )
     }
-    /// Launches the backward kernel of `elements` over `dim`: the forward arguments, then one adjoint per parameter (`adj_ids`, `adj_frames`, `adj_counts`, `adj_bytes_`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.
+    /// Launches the backward kernel of `elements` over `dim`: the forward arguments, then one adjoint per parameter (`adj_ids`, `adj_frames`, `adj_counts`, `adj_bytes_`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -470,10 +472,10 @@ impl Elements {
         frames: &::warp_launch::TypedArray<[[f32; 4]; 4], 1>,
         counts: &::warp_launch::TypedArray<u64, 1>,
         bytes_: &::warp_launch::TypedArray<u8, 1>,
-        adj_ids: &::warp_launch::TypedArray<[i32; 3], 2>,
-        adj_frames: &::warp_launch::TypedArray<[[f32; 4]; 4], 1>,
-        adj_counts: &::warp_launch::TypedArray<u64, 1>,
-        adj_bytes_: &::warp_launch::TypedArray<u8, 1>,
+        adj_ids: ::core::option::Option<&::warp_launch::TypedArray<[i32; 3], 2>>,
+        adj_frames: ::core::option::Option<&::warp_launch::TypedArray<[[f32; 4]; 4], 1>>,
+        adj_counts: ::core::option::Option<&::warp_launch::TypedArray<u64, 1>>,
+        adj_bytes_: ::core::option::Option<&::warp_launch::TypedArray<u8, 1>>,
     ) -> ::warp_launch::Result<()> {
         self.0
             .launch_args(
@@ -485,10 +487,165 @@ impl Elements {
                     ::warp_launch::TypedArg::Array(frames.as_array()),
                     ::warp_launch::TypedArg::Array(counts.as_array()),
                     ::warp_launch::TypedArg::Array(bytes_.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_ids.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_frames.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_counts.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_bytes_.as_array()),
+                    ::warp_launch::TypedArg::from(adj_ids),
+                    ::warp_launch::TypedArg::from(adj_frames),
+                    ::warp_launch::TypedArg::from(adj_counts),
+                    ::warp_launch::TypedArg::from(adj_bytes_),
+                ],
+            )
+    }
+}
+/// Typed launcher of the Warp kernel `half_value` (module `kinds`).
+///
+/// ```python
+/// def half_value(h: wp.float16, out: wp.array(dtype=wp.float32)):
+/// ```
+///
+/// Defined at `tests/warp/kinds.py:95`; Warp's CUDA at `wp_kinds.cu:157`.
+///
+/// Parameters:
+/// - `h`: `float16` (`::warp_launch::half::f16`)
+/// - `out`: array of `float32`, 1-D (`&TypedArray<f32, 1>`), **written** (`wp::array_store`, `wp_kinds.cu:182`)
+///
+/// Each launch checks these accesses against `dim` and the arrays' shapes (`tid k`: coordinate `k` of `wp.tid()`): `out[tid 0]`.
+#[derive(::core::clone::Clone, ::core::fmt::Debug)]
+pub struct HalfValue(::warp_launch::Kernel);
+impl HalfValue {
+    /// The kernel's name in its module (Warp's key).
+    pub const NAME: &'static str = "half_value";
+    /// Takes the kernel `half_value` from `module` and checks that its parameters are this launcher's (names, kinds, dtypes, array dimensions), once.
+    ///
+    /// # Errors
+    ///
+    /// `Error::NoSuchKernel` when the module has no kernel `half_value`; `Error::Signature` (from `Kernel::check_signature`, naming the parameter and both kinds) when the module's kernel takes other parameters: regenerate the launchers from the module.
+    pub fn new(module: &::warp_launch::AotModule) -> ::warp_launch::Result<Self> {
+        let kernel = module.kernel(Self::NAME)?;
+        kernel
+            .check_signature(
+                &[
+                    (
+                        "h",
+                        ::warp_launch::ParamKind::Value(::warp_launch::DType::FLOAT16),
+                    ),
+                    (
+                        "out",
+                        ::warp_launch::ParamKind::Array {
+                            dtype: ::warp_launch::DType::FLOAT32,
+                            ndim: ::core::option::Option::Some(1),
+                        },
+                    ),
+                ],
+            )?;
+        ::core::result::Result::Ok(Self(kernel))
+    }
+    /// The kernel, for what the typed launchers do not cover
+    /// (`Kernel::launch` and its builder: `max_blocks`, the tape's
+    /// options, the CPU device).
+    pub fn kernel(&self) -> &::warp_launch::Kernel {
+        &self.0
+    }
+    /// Launches `half_value` over `dim` (Warp's `wp.launch(half_value, dim, inputs=[h, out])`) on the current stream of the arrays' device (`cuda:0` without arrays): `Device::stream`, the innermost `ScopedStream`'s or the default one; a stream of another context is refused.
+    ///
+    /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args`: arrays on different devices or not on the stream's, a `dim` an array the kernel indexes by thread coordinate is too small for (`Error::OutOfBounds`), a kernel whose accesses cannot be checked (`Error::Unproven`), and the driver's errors.
+    pub fn launch(
+        &self,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        h: ::warp_launch::half::f16,
+        out: &::warp_launch::TypedArray<f32, 1>,
+    ) -> ::warp_launch::Result<()> {
+        let h = h.to_le_bytes();
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Value(&h),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
+    }
+    /// Launches `half_value` over `dim` on `stream`, which must belong to the arrays' device.
+    ///
+    /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args`: arrays on different devices or not on the stream's, a `dim` an array the kernel indexes by thread coordinate is too small for (`Error::OutOfBounds`), a kernel whose accesses cannot be checked (`Error::Unproven`), and the driver's errors.
+    pub fn launch_on(
+        &self,
+        stream: &::warp_launch::Stream,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        h: ::warp_launch::half::f16,
+        out: &::warp_launch::TypedArray<f32, 1>,
+    ) -> ::warp_launch::Result<()> {
+        let h = h.to_le_bytes();
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                ::core::option::Option::Some(stream),
+                &[
+                    ::warp_launch::TypedArg::Value(&h),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
+    }
+    /// Checks a launch of `half_value` over `dim` once and returns it as a reusable `Launch` (Warp's `record_cmd=True`), run with `Launch::launch` on the current stream of the arrays' device (`Device::stream`).
+    ///
+    /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::record_args`: arrays on different devices or not on the stream's, a `dim` an array the kernel indexes by thread coordinate is too small for (`Error::OutOfBounds`), a kernel whose accesses cannot be checked (`Error::Unproven`), and the driver's errors.
+    pub fn record(
+        &self,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        h: ::warp_launch::half::f16,
+        out: &::warp_launch::TypedArray<f32, 1>,
+    ) -> ::warp_launch::Result<::warp_launch::Launch> {
+        let h = h.to_le_bytes();
+        self.0
+            .record_args(
+                ::warp_launch::Pass::Forward,
+                dim,
+                &[
+                    ::warp_launch::TypedArg::Value(&h),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                ],
+            )
+    }
+    /// Launches the backward kernel of `half_value` over `dim`: the forward arguments, then one adjoint per parameter (`adj_h`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
+    ///
+    /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
+    ///
+    /// # Errors
+    ///
+    /// Those of `Kernel::launch_args`: arrays on different devices or not on the stream's, a `dim` an array the kernel indexes by thread coordinate is too small for (`Error::OutOfBounds`), a kernel whose accesses cannot be checked (`Error::Unproven`), and the driver's errors.
+    pub fn launch_adjoint(
+        &self,
+        dim: impl ::core::convert::Into<::warp_launch::Dim>,
+        h: ::warp_launch::half::f16,
+        out: &::warp_launch::TypedArray<f32, 1>,
+        adj_h: ::warp_launch::half::f16,
+        adj_out: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
+    ) -> ::warp_launch::Result<()> {
+        let h = h.to_le_bytes();
+        let adj_h = adj_h.to_le_bytes();
+        self.0
+            .launch_args(
+                ::warp_launch::Pass::Adjoint,
+                dim,
+                ::core::option::Option::None,
+                &[
+                    ::warp_launch::TypedArg::Value(&h),
+                    ::warp_launch::TypedArg::Array(out.as_array()),
+                    ::warp_launch::TypedArg::Value(&adj_h),
+                    ::warp_launch::TypedArg::from(adj_out),
                 ],
             )
     }
@@ -694,7 +851,7 @@ impl Mixed {
                 ],
             )
     }
-    /// Launches the backward kernel of `mixed` over `dim`: the forward arguments, then one adjoint per parameter (`adj_o`, `adj_m`, `adj_q`, `adj_t`, `adj_on`, `adj_big`, `adj_small`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.
+    /// Launches the backward kernel of `mixed` over `dim`: the forward arguments, then one adjoint per parameter (`adj_o`, `adj_m`, `adj_q`, `adj_t`, `adj_on`, `adj_big`, `adj_small`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -720,7 +877,7 @@ impl Mixed {
         adj_on: bool,
         adj_big: i64,
         adj_small: i8,
-        adj_out: &::warp_launch::TypedArray<f64, 1>,
+        adj_out: ::core::option::Option<&::warp_launch::TypedArray<f64, 1>>,
     ) -> ::warp_launch::Result<()> {
         let m = m.map(|row| row.map(f64::to_le_bytes));
         let q = q.map(f32::to_le_bytes);
@@ -755,7 +912,7 @@ impl Mixed {
                     ::warp_launch::TypedArg::Value(&adj_on),
                     ::warp_launch::TypedArg::Value(&adj_big),
                     ::warp_launch::TypedArg::Value(&adj_small),
-                    ::warp_launch::TypedArg::Array(adj_out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_out),
                 ],
             )
     }
@@ -912,7 +1069,7 @@ impl Names {
                 ],
             )
     }
-    /// Launches the backward kernel of `names` over `dim`: the forward arguments, then one adjoint per parameter (`adj_type`, `adj_match`, `adj_dim`, `adj_stream`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.
+    /// Launches the backward kernel of `names` over `dim`: the forward arguments, then one adjoint per parameter (`adj_type`, `adj_match`, `adj_dim`, `adj_stream`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -927,10 +1084,10 @@ impl Names {
         r#match: i32,
         dim_: u32,
         stream_: &::warp_launch::TypedArray<u32, 1>,
-        adj_type: &::warp_launch::TypedArray<i32, 1>,
+        adj_type: ::core::option::Option<&::warp_launch::TypedArray<i32, 1>>,
         adj_match: i32,
         adj_dim: u32,
-        adj_stream: &::warp_launch::TypedArray<u32, 1>,
+        adj_stream: ::core::option::Option<&::warp_launch::TypedArray<u32, 1>>,
     ) -> ::warp_launch::Result<()> {
         let r#match = r#match.to_le_bytes();
         let dim_ = dim_.to_le_bytes();
@@ -946,10 +1103,10 @@ impl Names {
                     ::warp_launch::TypedArg::Value(&r#match),
                     ::warp_launch::TypedArg::Value(&dim_),
                     ::warp_launch::TypedArg::Array(stream_.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_type.as_array()),
+                    ::warp_launch::TypedArg::from(adj_type),
                     ::warp_launch::TypedArg::Value(&adj_match),
                     ::warp_launch::TypedArg::Value(&adj_dim),
-                    ::warp_launch::TypedArg::Array(adj_stream.as_array()),
+                    ::warp_launch::TypedArg::from(adj_stream),
                 ],
             )
     }
@@ -1058,7 +1215,7 @@ impl Ok {
                 &[::warp_launch::TypedArg::Array(flags.as_array())],
             )
     }
-    /// Launches the backward kernel of `ok` over `dim`: the forward arguments, then one adjoint per parameter (`adj_flags`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.
+    /// Launches the backward kernel of `ok` over `dim`: the forward arguments, then one adjoint per parameter (`adj_flags`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -1069,7 +1226,7 @@ impl Ok {
         &self,
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         flags: &::warp_launch::TypedArray<i32, 1>,
-        adj_flags: &::warp_launch::TypedArray<i32, 1>,
+        adj_flags: ::core::option::Option<&::warp_launch::TypedArray<i32, 1>>,
     ) -> ::warp_launch::Result<()> {
         self.0
             .launch_args(
@@ -1078,7 +1235,7 @@ impl Ok {
                 ::core::option::Option::None,
                 &[
                     ::warp_launch::TypedArg::Array(flags.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_flags.as_array()),
+                    ::warp_launch::TypedArg::from(adj_flags),
                 ],
             )
     }
@@ -1207,7 +1364,7 @@ impl ShapeOnly {
                 ],
             )
     }
-    /// Launches the backward kernel of `shape_only` over `dim`: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.
+    /// Launches the backward kernel of `shape_only` over `dim`: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -1219,8 +1376,8 @@ impl ShapeOnly {
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         a: &::warp_launch::TypedArray<f32, 3>,
         out: &::warp_launch::TypedArray<i32, 1>,
-        adj_a: &::warp_launch::TypedArray<f32, 3>,
-        adj_out: &::warp_launch::TypedArray<i32, 1>,
+        adj_a: ::core::option::Option<&::warp_launch::TypedArray<f32, 3>>,
+        adj_out: ::core::option::Option<&::warp_launch::TypedArray<i32, 1>>,
     ) -> ::warp_launch::Result<()> {
         self.0
             .launch_args(
@@ -1230,8 +1387,8 @@ impl ShapeOnly {
                 &[
                     ::warp_launch::TypedArg::Array(a.as_array()),
                     ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_a.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
+                    ::warp_launch::TypedArg::from(adj_out),
                 ],
             )
     }

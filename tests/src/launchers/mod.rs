@@ -11,3 +11,5 @@ pub mod kernels;
 pub mod tiles;
 /// `tests/warp/kinds.py`.
 pub mod kinds;
+/// `tests/warp/access.py` (a struct holding an array, unproven kernels).
+pub mod access;

@@ -167,7 +167,7 @@ impl RowSums {
                 ],
             )
     }
-    /// Launches the backward kernel of `row_sums` over `dim`: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.
+    /// Launches the backward kernel of `row_sums` over `dim`: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -179,8 +179,8 @@ impl RowSums {
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         a: &::warp_launch::TypedArray<f32, 2>,
         out: &::warp_launch::TypedArray<f32, 1>,
-        adj_a: &::warp_launch::TypedArray<f32, 2>,
-        adj_out: &::warp_launch::TypedArray<f32, 1>,
+        adj_a: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
+        adj_out: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
     ) -> ::warp_launch::Result<()> {
         self.0
             .launch_args(
@@ -190,8 +190,8 @@ impl RowSums {
                 &[
                     ::warp_launch::TypedArg::Array(a.as_array()),
                     ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_a.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
+                    ::warp_launch::TypedArg::from(adj_out),
                 ],
             )
     }
@@ -244,7 +244,7 @@ impl RowSums {
                 ],
             )
     }
-    /// The backward kernel of `row_sums`, launched tiled as `launch_tiled` launches the forward one: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`).
+    /// The backward kernel of `row_sums`, launched tiled as `launch_tiled` launches the forward one: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -256,8 +256,8 @@ impl RowSums {
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         a: &::warp_launch::TypedArray<f32, 2>,
         out: &::warp_launch::TypedArray<f32, 1>,
-        adj_a: &::warp_launch::TypedArray<f32, 2>,
-        adj_out: &::warp_launch::TypedArray<f32, 1>,
+        adj_a: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
+        adj_out: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
     ) -> ::warp_launch::Result<()> {
         self.0
             .launch_tiled_args(
@@ -267,12 +267,12 @@ impl RowSums {
                 &[
                     ::warp_launch::TypedArg::Array(a.as_array()),
                     ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_a.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
+                    ::warp_launch::TypedArg::from(adj_out),
                 ],
             )
     }
-    /// The backward kernel of `row_sums` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`).
+    /// The backward kernel of `row_sums` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -289,8 +289,8 @@ impl RowSums {
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         a: &::warp_launch::TypedArray<f32, 2>,
         out: &::warp_launch::TypedArray<f32, 1>,
-        adj_a: &::warp_launch::TypedArray<f32, 2>,
-        adj_out: &::warp_launch::TypedArray<f32, 1>,
+        adj_a: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
+        adj_out: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
     ) -> ::warp_launch::Result<()> {
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
@@ -302,13 +302,13 @@ impl RowSums {
                     &[
                         ::warp_launch::TypedArg::Array(a.as_array()),
                         ::warp_launch::TypedArg::Array(out.as_array()),
-                        ::warp_launch::TypedArg::Array(adj_a.as_array()),
-                        ::warp_launch::TypedArg::Array(adj_out.as_array()),
+                        ::warp_launch::TypedArg::from(adj_a),
+                        ::warp_launch::TypedArg::from(adj_out),
                     ],
                 )
         }
     }
-    /// The backward kernel of `row_sums`, launched tiled, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`).
+    /// The backward kernel of `row_sums`, launched tiled, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -325,8 +325,8 @@ impl RowSums {
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         a: &::warp_launch::TypedArray<f32, 2>,
         out: &::warp_launch::TypedArray<f32, 1>,
-        adj_a: &::warp_launch::TypedArray<f32, 2>,
-        adj_out: &::warp_launch::TypedArray<f32, 1>,
+        adj_a: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
+        adj_out: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
     ) -> ::warp_launch::Result<()> {
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
@@ -338,8 +338,8 @@ impl RowSums {
                     &[
                         ::warp_launch::TypedArg::Array(a.as_array()),
                         ::warp_launch::TypedArg::Array(out.as_array()),
-                        ::warp_launch::TypedArg::Array(adj_a.as_array()),
-                        ::warp_launch::TypedArg::Array(adj_out.as_array()),
+                        ::warp_launch::TypedArg::from(adj_a),
+                        ::warp_launch::TypedArg::from(adj_out),
                     ],
                 )
         }
@@ -485,7 +485,7 @@ impl ScaleShared {
                 ],
             )
     }
-    /// Launches the backward kernel of `scale_shared` over `dim`: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.
+    /// Launches the backward kernel of `scale_shared` over `dim`: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -499,9 +499,9 @@ impl ScaleShared {
         a: &::warp_launch::TypedArray<f32, 2>,
         s: f32,
         out: &::warp_launch::TypedArray<f32, 2>,
-        adj_a: &::warp_launch::TypedArray<f32, 2>,
+        adj_a: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
         adj_s: f32,
-        adj_out: &::warp_launch::TypedArray<f32, 2>,
+        adj_out: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
         let adj_s = adj_s.to_le_bytes();
@@ -514,9 +514,9 @@ impl ScaleShared {
                     ::warp_launch::TypedArg::Array(a.as_array()),
                     ::warp_launch::TypedArg::Value(&s),
                     ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_a.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
                     ::warp_launch::TypedArg::Value(&adj_s),
-                    ::warp_launch::TypedArg::Array(adj_out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_out),
                 ],
             )
     }
@@ -575,7 +575,7 @@ impl ScaleShared {
                 ],
             )
     }
-    /// The backward kernel of `scale_shared`, launched tiled as `launch_tiled` launches the forward one: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`).
+    /// The backward kernel of `scale_shared`, launched tiled as `launch_tiled` launches the forward one: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -589,9 +589,9 @@ impl ScaleShared {
         a: &::warp_launch::TypedArray<f32, 2>,
         s: f32,
         out: &::warp_launch::TypedArray<f32, 2>,
-        adj_a: &::warp_launch::TypedArray<f32, 2>,
+        adj_a: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
         adj_s: f32,
-        adj_out: &::warp_launch::TypedArray<f32, 2>,
+        adj_out: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
         let adj_s = adj_s.to_le_bytes();
@@ -604,9 +604,9 @@ impl ScaleShared {
                     ::warp_launch::TypedArg::Array(a.as_array()),
                     ::warp_launch::TypedArg::Value(&s),
                     ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_a.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
                     ::warp_launch::TypedArg::Value(&adj_s),
-                    ::warp_launch::TypedArg::Array(adj_out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_out),
                 ],
             )
     }
@@ -680,7 +680,7 @@ impl ScaleShared {
                 )
         }
     }
-    /// The backward kernel of `scale_shared` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`).
+    /// The backward kernel of `scale_shared` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -699,9 +699,9 @@ impl ScaleShared {
         a: &::warp_launch::TypedArray<f32, 2>,
         s: f32,
         out: &::warp_launch::TypedArray<f32, 2>,
-        adj_a: &::warp_launch::TypedArray<f32, 2>,
+        adj_a: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
         adj_s: f32,
-        adj_out: &::warp_launch::TypedArray<f32, 2>,
+        adj_out: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
         let adj_s = adj_s.to_le_bytes();
@@ -716,14 +716,14 @@ impl ScaleShared {
                         ::warp_launch::TypedArg::Array(a.as_array()),
                         ::warp_launch::TypedArg::Value(&s),
                         ::warp_launch::TypedArg::Array(out.as_array()),
-                        ::warp_launch::TypedArg::Array(adj_a.as_array()),
+                        ::warp_launch::TypedArg::from(adj_a),
                         ::warp_launch::TypedArg::Value(&adj_s),
-                        ::warp_launch::TypedArg::Array(adj_out.as_array()),
+                        ::warp_launch::TypedArg::from(adj_out),
                     ],
                 )
         }
     }
-    /// The backward kernel of `scale_shared`, launched tiled, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`).
+    /// The backward kernel of `scale_shared`, launched tiled, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -742,9 +742,9 @@ impl ScaleShared {
         a: &::warp_launch::TypedArray<f32, 2>,
         s: f32,
         out: &::warp_launch::TypedArray<f32, 2>,
-        adj_a: &::warp_launch::TypedArray<f32, 2>,
+        adj_a: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
         adj_s: f32,
-        adj_out: &::warp_launch::TypedArray<f32, 2>,
+        adj_out: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
         let adj_s = adj_s.to_le_bytes();
@@ -759,9 +759,9 @@ impl ScaleShared {
                         ::warp_launch::TypedArg::Array(a.as_array()),
                         ::warp_launch::TypedArg::Value(&s),
                         ::warp_launch::TypedArg::Array(out.as_array()),
-                        ::warp_launch::TypedArg::Array(adj_a.as_array()),
+                        ::warp_launch::TypedArg::from(adj_a),
                         ::warp_launch::TypedArg::Value(&adj_s),
-                        ::warp_launch::TypedArg::Array(adj_out.as_array()),
+                        ::warp_launch::TypedArg::from(adj_out),
                     ],
                 )
         }
@@ -909,7 +909,7 @@ impl ScaleTiles {
                 ],
             )
     }
-    /// Launches the backward kernel of `scale_tiles` over `dim`: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.
+    /// Launches the backward kernel of `scale_tiles` over `dim`: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -923,9 +923,9 @@ impl ScaleTiles {
         a: &::warp_launch::TypedArray<f32, 2>,
         s: f32,
         out: &::warp_launch::TypedArray<f32, 2>,
-        adj_a: &::warp_launch::TypedArray<f32, 2>,
+        adj_a: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
         adj_s: f32,
-        adj_out: &::warp_launch::TypedArray<f32, 2>,
+        adj_out: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
         let adj_s = adj_s.to_le_bytes();
@@ -938,9 +938,9 @@ impl ScaleTiles {
                     ::warp_launch::TypedArg::Array(a.as_array()),
                     ::warp_launch::TypedArg::Value(&s),
                     ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_a.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
                     ::warp_launch::TypedArg::Value(&adj_s),
-                    ::warp_launch::TypedArg::Array(adj_out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_out),
                 ],
             )
     }
@@ -999,7 +999,7 @@ impl ScaleTiles {
                 ],
             )
     }
-    /// The backward kernel of `scale_tiles`, launched tiled as `launch_tiled` launches the forward one: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`).
+    /// The backward kernel of `scale_tiles`, launched tiled as `launch_tiled` launches the forward one: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -1013,9 +1013,9 @@ impl ScaleTiles {
         a: &::warp_launch::TypedArray<f32, 2>,
         s: f32,
         out: &::warp_launch::TypedArray<f32, 2>,
-        adj_a: &::warp_launch::TypedArray<f32, 2>,
+        adj_a: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
         adj_s: f32,
-        adj_out: &::warp_launch::TypedArray<f32, 2>,
+        adj_out: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
         let adj_s = adj_s.to_le_bytes();
@@ -1028,13 +1028,13 @@ impl ScaleTiles {
                     ::warp_launch::TypedArg::Array(a.as_array()),
                     ::warp_launch::TypedArg::Value(&s),
                     ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_a.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
                     ::warp_launch::TypedArg::Value(&adj_s),
-                    ::warp_launch::TypedArg::Array(adj_out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_out),
                 ],
             )
     }
-    /// The backward kernel of `scale_tiles` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`).
+    /// The backward kernel of `scale_tiles` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -1053,9 +1053,9 @@ impl ScaleTiles {
         a: &::warp_launch::TypedArray<f32, 2>,
         s: f32,
         out: &::warp_launch::TypedArray<f32, 2>,
-        adj_a: &::warp_launch::TypedArray<f32, 2>,
+        adj_a: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
         adj_s: f32,
-        adj_out: &::warp_launch::TypedArray<f32, 2>,
+        adj_out: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
         let adj_s = adj_s.to_le_bytes();
@@ -1070,14 +1070,14 @@ impl ScaleTiles {
                         ::warp_launch::TypedArg::Array(a.as_array()),
                         ::warp_launch::TypedArg::Value(&s),
                         ::warp_launch::TypedArg::Array(out.as_array()),
-                        ::warp_launch::TypedArg::Array(adj_a.as_array()),
+                        ::warp_launch::TypedArg::from(adj_a),
                         ::warp_launch::TypedArg::Value(&adj_s),
-                        ::warp_launch::TypedArg::Array(adj_out.as_array()),
+                        ::warp_launch::TypedArg::from(adj_out),
                     ],
                 )
         }
     }
-    /// The backward kernel of `scale_tiles`, launched tiled, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`).
+    /// The backward kernel of `scale_tiles`, launched tiled, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -1096,9 +1096,9 @@ impl ScaleTiles {
         a: &::warp_launch::TypedArray<f32, 2>,
         s: f32,
         out: &::warp_launch::TypedArray<f32, 2>,
-        adj_a: &::warp_launch::TypedArray<f32, 2>,
+        adj_a: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
         adj_s: f32,
-        adj_out: &::warp_launch::TypedArray<f32, 2>,
+        adj_out: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
         let adj_s = adj_s.to_le_bytes();
@@ -1113,9 +1113,9 @@ impl ScaleTiles {
                         ::warp_launch::TypedArg::Array(a.as_array()),
                         ::warp_launch::TypedArg::Value(&s),
                         ::warp_launch::TypedArg::Array(out.as_array()),
-                        ::warp_launch::TypedArg::Array(adj_a.as_array()),
+                        ::warp_launch::TypedArg::from(adj_a),
                         ::warp_launch::TypedArg::Value(&adj_s),
-                        ::warp_launch::TypedArg::Array(adj_out.as_array()),
+                        ::warp_launch::TypedArg::from(adj_out),
                     ],
                 )
         }
@@ -1261,7 +1261,7 @@ impl ScaleUnchecked {
                 ],
             )
     }
-    /// Launches the backward kernel of `scale_unchecked` over `dim`: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.
+    /// Launches the backward kernel of `scale_unchecked` over `dim`: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -1275,9 +1275,9 @@ impl ScaleUnchecked {
         a: &::warp_launch::TypedArray<f32, 2>,
         s: f32,
         out: &::warp_launch::TypedArray<f32, 2>,
-        adj_a: &::warp_launch::TypedArray<f32, 2>,
+        adj_a: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
         adj_s: f32,
-        adj_out: &::warp_launch::TypedArray<f32, 2>,
+        adj_out: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
         let adj_s = adj_s.to_le_bytes();
@@ -1290,9 +1290,9 @@ impl ScaleUnchecked {
                     ::warp_launch::TypedArg::Array(a.as_array()),
                     ::warp_launch::TypedArg::Value(&s),
                     ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_a.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
                     ::warp_launch::TypedArg::Value(&adj_s),
-                    ::warp_launch::TypedArg::Array(adj_out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_out),
                 ],
             )
     }
@@ -1351,7 +1351,7 @@ impl ScaleUnchecked {
                 ],
             )
     }
-    /// The backward kernel of `scale_unchecked`, launched tiled as `launch_tiled` launches the forward one: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`).
+    /// The backward kernel of `scale_unchecked`, launched tiled as `launch_tiled` launches the forward one: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -1365,9 +1365,9 @@ impl ScaleUnchecked {
         a: &::warp_launch::TypedArray<f32, 2>,
         s: f32,
         out: &::warp_launch::TypedArray<f32, 2>,
-        adj_a: &::warp_launch::TypedArray<f32, 2>,
+        adj_a: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
         adj_s: f32,
-        adj_out: &::warp_launch::TypedArray<f32, 2>,
+        adj_out: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
         let adj_s = adj_s.to_le_bytes();
@@ -1380,9 +1380,9 @@ impl ScaleUnchecked {
                     ::warp_launch::TypedArg::Array(a.as_array()),
                     ::warp_launch::TypedArg::Value(&s),
                     ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_a.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
                     ::warp_launch::TypedArg::Value(&adj_s),
-                    ::warp_launch::TypedArg::Array(adj_out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_out),
                 ],
             )
     }
@@ -1456,7 +1456,7 @@ impl ScaleUnchecked {
                 )
         }
     }
-    /// The backward kernel of `scale_unchecked` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`).
+    /// The backward kernel of `scale_unchecked` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -1475,9 +1475,9 @@ impl ScaleUnchecked {
         a: &::warp_launch::TypedArray<f32, 2>,
         s: f32,
         out: &::warp_launch::TypedArray<f32, 2>,
-        adj_a: &::warp_launch::TypedArray<f32, 2>,
+        adj_a: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
         adj_s: f32,
-        adj_out: &::warp_launch::TypedArray<f32, 2>,
+        adj_out: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
         let adj_s = adj_s.to_le_bytes();
@@ -1492,14 +1492,14 @@ impl ScaleUnchecked {
                         ::warp_launch::TypedArg::Array(a.as_array()),
                         ::warp_launch::TypedArg::Value(&s),
                         ::warp_launch::TypedArg::Array(out.as_array()),
-                        ::warp_launch::TypedArg::Array(adj_a.as_array()),
+                        ::warp_launch::TypedArg::from(adj_a),
                         ::warp_launch::TypedArg::Value(&adj_s),
-                        ::warp_launch::TypedArg::Array(adj_out.as_array()),
+                        ::warp_launch::TypedArg::from(adj_out),
                     ],
                 )
         }
     }
-    /// The backward kernel of `scale_unchecked`, launched tiled, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`).
+    /// The backward kernel of `scale_unchecked`, launched tiled, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_s`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -1518,9 +1518,9 @@ impl ScaleUnchecked {
         a: &::warp_launch::TypedArray<f32, 2>,
         s: f32,
         out: &::warp_launch::TypedArray<f32, 2>,
-        adj_a: &::warp_launch::TypedArray<f32, 2>,
+        adj_a: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
         adj_s: f32,
-        adj_out: &::warp_launch::TypedArray<f32, 2>,
+        adj_out: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
     ) -> ::warp_launch::Result<()> {
         let s = s.to_le_bytes();
         let adj_s = adj_s.to_le_bytes();
@@ -1535,9 +1535,9 @@ impl ScaleUnchecked {
                         ::warp_launch::TypedArg::Array(a.as_array()),
                         ::warp_launch::TypedArg::Value(&s),
                         ::warp_launch::TypedArg::Array(out.as_array()),
-                        ::warp_launch::TypedArg::Array(adj_a.as_array()),
+                        ::warp_launch::TypedArg::from(adj_a),
                         ::warp_launch::TypedArg::Value(&adj_s),
-                        ::warp_launch::TypedArg::Array(adj_out.as_array()),
+                        ::warp_launch::TypedArg::from(adj_out),
                     ],
                 )
         }
@@ -1669,7 +1669,7 @@ impl ShiftedRows {
                 ],
             )
     }
-    /// Launches the backward kernel of `shifted_rows` over `dim`: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.
+    /// Launches the backward kernel of `shifted_rows` over `dim`: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -1681,8 +1681,8 @@ impl ShiftedRows {
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         a: &::warp_launch::TypedArray<f32, 2>,
         out: &::warp_launch::TypedArray<f32, 1>,
-        adj_a: &::warp_launch::TypedArray<f32, 2>,
-        adj_out: &::warp_launch::TypedArray<f32, 1>,
+        adj_a: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
+        adj_out: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
     ) -> ::warp_launch::Result<()> {
         self.0
             .launch_args(
@@ -1692,8 +1692,8 @@ impl ShiftedRows {
                 &[
                     ::warp_launch::TypedArg::Array(a.as_array()),
                     ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_a.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
+                    ::warp_launch::TypedArg::from(adj_out),
                 ],
             )
     }
@@ -1746,7 +1746,7 @@ impl ShiftedRows {
                 ],
             )
     }
-    /// The backward kernel of `shifted_rows`, launched tiled as `launch_tiled` launches the forward one: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`).
+    /// The backward kernel of `shifted_rows`, launched tiled as `launch_tiled` launches the forward one: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -1758,8 +1758,8 @@ impl ShiftedRows {
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         a: &::warp_launch::TypedArray<f32, 2>,
         out: &::warp_launch::TypedArray<f32, 1>,
-        adj_a: &::warp_launch::TypedArray<f32, 2>,
-        adj_out: &::warp_launch::TypedArray<f32, 1>,
+        adj_a: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
+        adj_out: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
     ) -> ::warp_launch::Result<()> {
         self.0
             .launch_tiled_args(
@@ -1769,8 +1769,8 @@ impl ShiftedRows {
                 &[
                     ::warp_launch::TypedArg::Array(a.as_array()),
                     ::warp_launch::TypedArg::Array(out.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_a.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_out.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
+                    ::warp_launch::TypedArg::from(adj_out),
                 ],
             )
     }
@@ -1838,7 +1838,7 @@ impl ShiftedRows {
                 )
         }
     }
-    /// The backward kernel of `shifted_rows` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`).
+    /// The backward kernel of `shifted_rows` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -1855,8 +1855,8 @@ impl ShiftedRows {
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         a: &::warp_launch::TypedArray<f32, 2>,
         out: &::warp_launch::TypedArray<f32, 1>,
-        adj_a: &::warp_launch::TypedArray<f32, 2>,
-        adj_out: &::warp_launch::TypedArray<f32, 1>,
+        adj_a: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
+        adj_out: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
     ) -> ::warp_launch::Result<()> {
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
@@ -1868,13 +1868,13 @@ impl ShiftedRows {
                     &[
                         ::warp_launch::TypedArg::Array(a.as_array()),
                         ::warp_launch::TypedArg::Array(out.as_array()),
-                        ::warp_launch::TypedArg::Array(adj_a.as_array()),
-                        ::warp_launch::TypedArg::Array(adj_out.as_array()),
+                        ::warp_launch::TypedArg::from(adj_a),
+                        ::warp_launch::TypedArg::from(adj_out),
                     ],
                 )
         }
     }
-    /// The backward kernel of `shifted_rows`, launched tiled, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`).
+    /// The backward kernel of `shifted_rows`, launched tiled, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -1891,8 +1891,8 @@ impl ShiftedRows {
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         a: &::warp_launch::TypedArray<f32, 2>,
         out: &::warp_launch::TypedArray<f32, 1>,
-        adj_a: &::warp_launch::TypedArray<f32, 2>,
-        adj_out: &::warp_launch::TypedArray<f32, 1>,
+        adj_a: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
+        adj_out: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
     ) -> ::warp_launch::Result<()> {
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
@@ -1904,8 +1904,8 @@ impl ShiftedRows {
                     &[
                         ::warp_launch::TypedArg::Array(a.as_array()),
                         ::warp_launch::TypedArg::Array(out.as_array()),
-                        ::warp_launch::TypedArg::Array(adj_a.as_array()),
-                        ::warp_launch::TypedArg::Array(adj_out.as_array()),
+                        ::warp_launch::TypedArg::from(adj_a),
+                        ::warp_launch::TypedArg::from(adj_out),
                     ],
                 )
         }
@@ -2039,7 +2039,7 @@ impl TotalSum {
                 ],
             )
     }
-    /// Launches the backward kernel of `total_sum` over `dim`: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_total`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.
+    /// Launches the backward kernel of `total_sum` over `dim`: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_total`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -2051,8 +2051,8 @@ impl TotalSum {
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         a: &::warp_launch::TypedArray<f32, 1>,
         total: &::warp_launch::TypedArray<f32, 1>,
-        adj_a: &::warp_launch::TypedArray<f32, 1>,
-        adj_total: &::warp_launch::TypedArray<f32, 1>,
+        adj_a: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
+        adj_total: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
     ) -> ::warp_launch::Result<()> {
         self.0
             .launch_args(
@@ -2062,8 +2062,8 @@ impl TotalSum {
                 &[
                     ::warp_launch::TypedArg::Array(a.as_array()),
                     ::warp_launch::TypedArg::Array(total.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_a.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_total.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
+                    ::warp_launch::TypedArg::from(adj_total),
                 ],
             )
     }
@@ -2116,7 +2116,7 @@ impl TotalSum {
                 ],
             )
     }
-    /// The backward kernel of `total_sum`, launched tiled as `launch_tiled` launches the forward one: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_total`).
+    /// The backward kernel of `total_sum`, launched tiled as `launch_tiled` launches the forward one: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_total`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -2128,8 +2128,8 @@ impl TotalSum {
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         a: &::warp_launch::TypedArray<f32, 1>,
         total: &::warp_launch::TypedArray<f32, 1>,
-        adj_a: &::warp_launch::TypedArray<f32, 1>,
-        adj_total: &::warp_launch::TypedArray<f32, 1>,
+        adj_a: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
+        adj_total: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
     ) -> ::warp_launch::Result<()> {
         self.0
             .launch_tiled_args(
@@ -2139,12 +2139,12 @@ impl TotalSum {
                 &[
                     ::warp_launch::TypedArg::Array(a.as_array()),
                     ::warp_launch::TypedArg::Array(total.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_a.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_total.as_array()),
+                    ::warp_launch::TypedArg::from(adj_a),
+                    ::warp_launch::TypedArg::from(adj_total),
                 ],
             )
     }
-    /// The backward kernel of `total_sum` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_total`).
+    /// The backward kernel of `total_sum` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_total`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -2161,8 +2161,8 @@ impl TotalSum {
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         a: &::warp_launch::TypedArray<f32, 1>,
         total: &::warp_launch::TypedArray<f32, 1>,
-        adj_a: &::warp_launch::TypedArray<f32, 1>,
-        adj_total: &::warp_launch::TypedArray<f32, 1>,
+        adj_a: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
+        adj_total: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
     ) -> ::warp_launch::Result<()> {
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
@@ -2174,13 +2174,13 @@ impl TotalSum {
                     &[
                         ::warp_launch::TypedArg::Array(a.as_array()),
                         ::warp_launch::TypedArg::Array(total.as_array()),
-                        ::warp_launch::TypedArg::Array(adj_a.as_array()),
-                        ::warp_launch::TypedArg::Array(adj_total.as_array()),
+                        ::warp_launch::TypedArg::from(adj_a),
+                        ::warp_launch::TypedArg::from(adj_total),
                     ],
                 )
         }
     }
-    /// The backward kernel of `total_sum`, launched tiled, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_total`).
+    /// The backward kernel of `total_sum`, launched tiled, on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_a`, `adj_total`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -2197,8 +2197,8 @@ impl TotalSum {
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         a: &::warp_launch::TypedArray<f32, 1>,
         total: &::warp_launch::TypedArray<f32, 1>,
-        adj_a: &::warp_launch::TypedArray<f32, 1>,
-        adj_total: &::warp_launch::TypedArray<f32, 1>,
+        adj_a: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
+        adj_total: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
     ) -> ::warp_launch::Result<()> {
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
@@ -2210,8 +2210,8 @@ impl TotalSum {
                     &[
                         ::warp_launch::TypedArg::Array(a.as_array()),
                         ::warp_launch::TypedArg::Array(total.as_array()),
-                        ::warp_launch::TypedArg::Array(adj_a.as_array()),
-                        ::warp_launch::TypedArg::Array(adj_total.as_array()),
+                        ::warp_launch::TypedArg::from(adj_a),
+                        ::warp_launch::TypedArg::from(adj_total),
                     ],
                 )
         }

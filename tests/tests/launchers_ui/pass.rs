@@ -26,7 +26,7 @@ fn run(module: &AotModule, stream: &Stream) -> warp_launch::Result<Launch> {
 
     k.saxpy.launch(4, 2.0, &x, &y)?;
     k.saxpy.launch_on(stream, 4, 2.0, &x, &y)?;
-    k.saxpy.launch_adjoint(4, 2.0, &x, &y, 0.0, &x, &y)?;
+    k.saxpy.launch_adjoint(4, 2.0, &x, &y, 0.0, Some(&x), None)?;
     k.add2d.launch([4, 8], &grid, &grid, &grid)?;
     k.index4d.launch([2, 2, 2, 2], &counts)?;
     let p = kernels::Params {

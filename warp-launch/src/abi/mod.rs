@@ -17,7 +17,7 @@ pub use generated::layout::{
     ARRAY_FLAG_RETAIN_GRAD, ARRAY_MAX_DIMS, ArrayT, LAUNCH_MAX_DIMS, LaunchBounds1, LaunchBounds2,
     LaunchBounds3, LaunchBounds4,
 };
-#[cfg(feature = "build")]
-pub(crate) use values::ELEMENT_TYPES;
 pub(crate) use values::Refusal;
+#[cfg(feature = "build")]
+pub(crate) use values::{ELEMENT_TYPES, HALF_ELEMENT_TYPES};
 pub use values::{Element, INLINE_VALUE_BYTES, Value, WarpStruct};

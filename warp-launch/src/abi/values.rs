@@ -103,6 +103,44 @@ element!(
     [[f64; 2]; 2] => MAT22D, [[f64; 3]; 3] => MAT33D, [[f64; 4]; 4] => MAT44D,
 );
 
+#[cfg(feature = "half")]
+macro_rules! half_element {
+    ($($t:ty => $d:ident),* $(,)?) => {
+        $(
+            // SAFETY: half's `f16` and `bf16` are `#[repr(transparent)]`
+            // over `u16` (2 bytes, aligned to 2, every bit pattern a value),
+            // the layout of Warp's float16 and bfloat16 (checked against the
+            // table by `every_half_element_has_its_dtypes_layout`).
+            unsafe impl Element for $t {
+                const DTYPE: &'static DType = DType::$d;
+            }
+        )*
+    };
+}
+#[cfg(feature = "half")]
+half_element!(
+    half::f16 => FLOAT16, half::bf16 => BFLOAT16,
+    [half::f16; 2] => VEC2H, [half::f16; 3] => VEC3H, [half::f16; 4] => VEC4H,
+    [[half::f16; 2]; 2] => MAT22H, [[half::f16; 3]; 3] => MAT33H, [[half::f16; 4]; 4] => MAT44H,
+);
+
+/// The [`Element`] types of the `half` feature, as the launchers spell
+/// them (through warp-launch's re-export, so a crate using the launchers
+/// needs only warp-launch's `half` feature): listed whatever the features
+/// of the crate that generates, since the launchers are compiled in
+/// another crate.
+#[cfg(feature = "build")]
+pub(crate) const HALF_ELEMENT_TYPES: &[(&DType, &str)] = &[
+    (DType::FLOAT16, "::warp_launch::half::f16"),
+    (DType::BFLOAT16, "::warp_launch::half::bf16"),
+    (DType::VEC2H, "[::warp_launch::half::f16; 2]"),
+    (DType::VEC3H, "[::warp_launch::half::f16; 3]"),
+    (DType::VEC4H, "[::warp_launch::half::f16; 4]"),
+    (DType::MAT22H, "[[::warp_launch::half::f16; 2]; 2]"),
+    (DType::MAT33H, "[[::warp_launch::half::f16; 3]; 3]"),
+    (DType::MAT44H, "[[::warp_launch::half::f16; 4]; 4]"),
+];
+
 /// Largest value in bytes that a [`Value`] holds inline (a `mat44f`);
 /// larger dtypes (double matrices, spatial matrices) are shared on the heap.
 pub const INLINE_VALUE_BYTES: usize = 64;
@@ -349,6 +387,28 @@ mod tests {
         check::<[[f64; 2]; 2]>("mat22d");
         check::<[[f64; 3]; 3]>("mat33d");
         check::<[[f64; 4]; 4]>("mat44d");
+    }
+
+    #[cfg(feature = "half")]
+    #[test]
+    fn every_half_element_has_its_dtypes_layout() {
+        fn check<T: Element>(name: &str) {
+            let d = T::DTYPE;
+            assert_eq!(d.name, name);
+            assert_eq!(d.size, size_of::<T>(), "{name}");
+            assert_eq!(d.align, align_of::<T>(), "{name}");
+        }
+        check::<half::f16>("float16");
+        check::<half::bf16>("bfloat16");
+        check::<[half::f16; 2]>("vec2h");
+        check::<[half::f16; 3]>("vec3h");
+        check::<[half::f16; 4]>("vec4h");
+        check::<[[half::f16; 2]; 2]>("mat22h");
+        check::<[[half::f16; 3]; 3]>("mat33h");
+        check::<[[half::f16; 4]; 4]>("mat44h");
+        // The bits are Warp's: 1.0 is 0x3c00 in float16, 0x3f80 in bfloat16.
+        assert_eq!(Value::of(half::f16::ONE).bytes(), 0x3c00u16.to_le_bytes());
+        assert_eq!(Value::of(half::bf16::ONE).bytes(), 0x3f80u16.to_le_bytes());
     }
 
     /// Every generated constant is the table entry of its name (the same

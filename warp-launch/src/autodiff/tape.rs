@@ -14,6 +14,7 @@ use crate::abi::half::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
 use crate::abi::{Kind, Scalar, Value, encode};
 use crate::array::Array;
 use crate::error::{Error, Result};
+use crate::launch::bind::HeldArray;
 use crate::launch::record::{BackwardFn, Recorded};
 use crate::launch::{Arg, Launch, StructValue, record};
 use crate::signature::{ParamKind, StructType};
@@ -535,15 +536,30 @@ fn adjoint_for(kind: &ParamKind, arg: &Arg) -> Arg {
 /// Warp does), every other field zero.
 fn struct_adjoint(st: &StructType, arg: &Arg) -> StructValue {
     let mut out = vec![0u8; st.size];
+    let mut grads = Vec::new();
     if let Arg::Struct(v) = arg
         && v.bytes().len() == st.size
     {
         struct_adjoint_bytes(st, v.bytes(), &mut out);
+        // The gradients of the arrays the value holds: kept alive by the
+        // adjoint value, and noted by the backward launch.
+        grads = v
+            .held()
+            .iter()
+            .filter_map(|h| {
+                h.array.grad().map(|g| HeldArray {
+                    offset: h.offset,
+                    path: h.path.clone(),
+                    array: g.clone(),
+                })
+            })
+            .collect();
     }
-    // SAFETY: the addresses are the gradients the forward value's array_t's
-    // name; whoever made that value (`StructValue::from_bytes`) promised
-    // them live for the backward launches too.
-    unsafe { StructValue::from_bytes(&st.name, &out) }
+    // The addresses are the gradients the forward value's array_t's name:
+    // those of the arrays a checked value holds (`StructValue::with_arrays`),
+    // kept alive here, or those whoever made the value with the `unsafe`
+    // `StructValue::from_bytes` promised live for the backward launches too.
+    StructValue::vouched_with(&st.name, &out, grads)
 }
 
 /// Writes the adjoint of struct value `src` (of type `st`) into `out`

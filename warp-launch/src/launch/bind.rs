@@ -12,13 +12,61 @@ use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::signature::{KernelParam, ParamKind, StructType};
 
+/// An array a struct value holds: where its `array_t` sits in the struct's
+/// bytes, the field's name (`inner.data` inside a nested struct), and the
+/// array, which the value keeps alive.
+#[derive(Clone, Debug)]
+pub(crate) struct HeldArray {
+    pub offset: usize,
+    pub path: Arc<str>,
+    pub array: Array,
+}
+
+/// The array fields of `st`, nested structs' included, in field order
+/// (a nested struct's where it sits): offset, name (`inner.data`), kind.
+pub(crate) fn array_fields(st: &StructType) -> Vec<(usize, String, &ParamKind)> {
+    fn walk<'a>(
+        st: &'a StructType,
+        base: usize,
+        prefix: &str,
+        out: &mut Vec<(usize, String, &'a ParamKind)>,
+    ) {
+        for f in &st.fields {
+            let path = format!("{prefix}{}", f.name);
+            match &f.kind {
+                ParamKind::Array { .. } => out.push((base + f.offset, path, &f.kind)),
+                ParamKind::Struct(inner) => walk(inner, base + f.offset, &format!("{path}."), out),
+                ParamKind::Value(_) => {}
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(st, 0, "", &mut out);
+    out
+}
+
 /// A struct value for a `wp.struct` parameter: its bytes in the C layout of
-/// the struct, and the struct's name.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// the struct, the struct's name, and the arrays it holds (kept alive by
+/// the value, checked and noted by every launch that passes it).
+#[derive(Clone, Debug)]
 pub struct StructValue {
     name: Arc<str>,
     bytes: Arc<[u8]>,
+    arrays: Arc<[HeldArray]>,
+    /// Made by the `unsafe` [`StructValue::from_bytes`]: its caller vouches
+    /// for any address in the bytes.
+    vouched: bool,
 }
+
+impl PartialEq for StructValue {
+    /// The same struct name and bytes (an array field's bytes are its
+    /// `array_t`: the same addresses, shape and strides).
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name && self.bytes == other.bytes && self.vouched == other.vouched
+    }
+}
+
+impl Eq for StructValue {}
 
 impl StructValue {
     /// The value of a Rust struct with the Warp struct's layout.
@@ -26,12 +74,101 @@ impl StructValue {
         StructValue {
             name: S::NAME.into(),
             bytes: crate::abi::encode::struct_bytes(value).into(),
+            arrays: Arc::new([]),
+            vouched: false,
         }
     }
 
+    /// A value of the struct `ty` holding arrays, safely: `bytes` (exactly
+    /// `ty.size` of them) give its value fields, and `arrays` its array
+    /// fields, one per array field in field order (a nested struct's where
+    /// it sits), each of the field's dtype and dimensions (where the struct
+    /// declares them). Each array's `array_t` is written over the bytes of
+    /// its field, and the value keeps the arrays alive: a launch passing it
+    /// checks where each lives (device, context, access mode) as it checks
+    /// an array argument, and notes its use, so frees and host reads wait
+    /// for the kernel. What typed launchers' generated structs with array
+    /// fields make (their `to_value`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::StructArrays`] for bytes of another size, another number
+    /// of arrays, or an array of another dtype or dimensions than its
+    /// field's.
+    pub fn with_arrays(ty: &StructType, bytes: Vec<u8>, arrays: Vec<Array>) -> Result<StructValue> {
+        let call = "StructValue::with_arrays";
+        let refuse = |field: String, expected: String, given: String| Error::StructArrays {
+            call,
+            structure: ty.name.clone(),
+            field,
+            expected,
+            given,
+        };
+        let mut bytes = bytes;
+        if bytes.len() != ty.size {
+            return Err(refuse(
+                "its bytes".into(),
+                format!("{} byte(s)", ty.size),
+                format!("{} byte(s)", bytes.len()),
+            ));
+        }
+        let fields = array_fields(ty);
+        if fields.len() != arrays.len() {
+            return Err(refuse(
+                "its array fields".into(),
+                format!(
+                    "{} array(s) ({})",
+                    fields.len(),
+                    fields
+                        .iter()
+                        .map(|f| f.1.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                format!("{} array(s)", arrays.len()),
+            ));
+        }
+        let mut held = Vec::with_capacity(arrays.len());
+        for ((offset, path, kind), array) in fields.into_iter().zip(arrays) {
+            if let ParamKind::Array { dtype, ndim } = kind
+                && (!std::ptr::eq(array.dtype(), *dtype)
+                    || ndim.is_some_and(|n| usize::from(n) != array.ndim()))
+            {
+                return Err(refuse(
+                    format!("field '{path}'"),
+                    kind.describe(),
+                    Arg::Array(array).describe(),
+                ));
+            }
+            let t = encode::array_t(&array.abi());
+            match bytes.get_mut(offset..offset + t.len()) {
+                Some(dst) => dst.copy_from_slice(&t),
+                None => {
+                    return Err(refuse(
+                        format!("field '{path}'"),
+                        format!("an array_t at byte {offset}"),
+                        format!("{} byte(s)", ty.size),
+                    ));
+                }
+            }
+            held.push(HeldArray {
+                offset,
+                path: path.into(),
+                array,
+            });
+        }
+        Ok(StructValue {
+            name: ty.name.as_str().into(),
+            bytes: bytes.into(),
+            arrays: held.into(),
+            vouched: false,
+        })
+    }
+
     /// A value of struct `name` from its bytes (for structs known only at
-    /// run time, or holding arrays; see [`StructType`] for the layout). The
-    /// size is checked against the kernel's struct when it is passed.
+    /// run time; [`StructValue::with_arrays`] makes one holding arrays
+    /// safely; see [`StructType`] for the layout). The size is checked
+    /// against the kernel's struct when it is passed.
     ///
     /// # Safety
     ///
@@ -46,6 +183,20 @@ impl StructValue {
         StructValue {
             name: name.into(),
             bytes: bytes.into(),
+            arrays: Arc::new([]),
+            vouched: true,
+        }
+    }
+
+    /// A vouched value (as [`StructValue::from_bytes`] makes) that keeps
+    /// `arrays` alive and has launches note their use: the tape's adjoint
+    /// of a struct holding arrays (their gradients).
+    pub(crate) fn vouched_with(name: &str, bytes: &[u8], arrays: Vec<HeldArray>) -> StructValue {
+        StructValue {
+            name: name.into(),
+            bytes: bytes.into(),
+            arrays: arrays.into(),
+            vouched: true,
         }
     }
 
@@ -59,22 +210,31 @@ impl StructValue {
         &self.bytes
     }
 
+    /// The arrays it holds (made by [`StructValue::with_arrays`]).
+    pub(crate) fn held(&self) -> &[HeldArray] {
+        &self.arrays
+    }
+
     /// An owned copy of a borrowed struct value.
     pub(crate) fn from_ref(r: StructRef<'_>) -> StructValue {
         StructValue {
             name: r.name.into(),
             bytes: r.bytes.into(),
+            arrays: r.arrays.into(),
+            vouched: r.vouched,
         }
     }
 }
 
 /// A borrowed `wp.struct` value, as a positional launch takes it: the
 /// struct's name and its bytes, made from a [`WarpStruct`] (no copy) or a
-/// [`StructValue`].
+/// [`StructValue`] (with the arrays it holds).
 #[derive(Clone, Copy, Debug)]
 pub struct StructRef<'a> {
     name: &'a str,
     bytes: &'a [u8],
+    arrays: &'a [HeldArray],
+    vouched: bool,
 }
 
 impl<'a> StructRef<'a> {
@@ -83,6 +243,8 @@ impl<'a> StructRef<'a> {
         StructRef {
             name: S::NAME,
             bytes: crate::abi::encode::struct_bytes(value),
+            arrays: &[],
+            vouched: false,
         }
     }
 
@@ -95,6 +257,11 @@ impl<'a> StructRef<'a> {
     pub fn bytes(&self) -> &'a [u8] {
         self.bytes
     }
+
+    /// The arrays it holds.
+    pub(crate) fn held(&self) -> &'a [HeldArray] {
+        self.arrays
+    }
 }
 
 impl<'a> From<&'a StructValue> for StructRef<'a> {
@@ -102,8 +269,61 @@ impl<'a> From<&'a StructValue> for StructRef<'a> {
         StructRef {
             name: v.name(),
             bytes: v.bytes(),
+            arrays: &v.arrays,
+            vouched: v.vouched,
         }
     }
+}
+
+/// Checks the arrays struct value `s` holds against the declared struct
+/// `st` of the parameter at `site`: one per array field at its offset, of
+/// its dtype and dimensions, each where the launch on `device` can reach
+/// it under `mode` (`crate::array::check`, the check of every array
+/// argument, naming the parameter `h.data`). A value made by the `unsafe`
+/// [`StructValue::from_bytes`] is its caller's promise and checked for
+/// nothing more; any other value must hold exactly the struct's arrays
+/// (a [`WarpStruct`] value holds none, so it cannot stand for a struct
+/// with array fields).
+pub(crate) fn check_held(
+    site: &Site<'_>,
+    st: &StructType,
+    s: StructRef<'_>,
+    device: Device,
+    mode: AccessMode,
+) -> Result<()> {
+    if s.vouched {
+        return Ok(());
+    }
+    let fields = array_fields(st);
+    let fits = fields.len() == s.arrays.len()
+        && fields.iter().zip(s.arrays).all(|((offset, _, kind), h)| {
+            *offset == h.offset
+                && matches!(kind, ParamKind::Array { dtype, ndim }
+                    if std::ptr::eq(h.array.dtype(), *dtype)
+                        && ndim.is_none_or(|n| usize::from(n) == h.array.ndim()))
+        });
+    if !fits {
+        return Err(site.error(
+            format!(
+                "a value of struct '{}' holding {} array(s) ({})",
+                st.name,
+                fields.len(),
+                fields.iter().map(|f| format!("{}: {}", f.1, f.2.describe())).collect::<Vec<_>>().join(", ")
+            ),
+            format!(
+                "a value of struct '{}' holding {} array(s) ({})",
+                s.name,
+                s.arrays.len(),
+                s.arrays.iter().map(|h| format!("{} at byte {}: {} {}-D", h.path, h.offset, h.array.dtype().name, h.array.ndim())).collect::<Vec<_>>().join(", ")
+            ),
+            "make the value with StructValue::with_arrays (a typed launcher's struct: its to_value) from the struct's own type",
+        ));
+    }
+    for h in s.arrays {
+        let name = format!("{}.{}", site.name, h.path);
+        crate::array::check(site.kernel, &name, &h.array, device, mode)?;
+    }
+    Ok(())
 }
 
 /// One argument of a launch.
@@ -142,6 +362,14 @@ impl Arg {
         match self {
             Arg::Array(a) => Some(a),
             _ => None,
+        }
+    }
+
+    /// The arrays a struct argument holds (none for other arguments).
+    pub(crate) fn held(&self) -> &[HeldArray] {
+        match self {
+            Arg::Struct(s) => s.held(),
+            _ => &[],
         }
     }
 }
@@ -412,6 +640,7 @@ pub(crate) fn check<'a>(
                     ),
                 ));
             }
+            check_held(site, st, s.into(), device, mode)?;
             Ok(Bound::Bytes(s.bytes()))
         }
         (_, _) => Err(site.error(kind.describe(), arg.describe(), kind_hint(kind))),
@@ -463,6 +692,11 @@ pub enum TypedArg<'a> {
     /// A forward or adjoint array argument (any device; the launch checks
     /// where it lives).
     Array(&'a Array),
+    /// No array (Warp's `None`): the kernel sees a null `array_t`. What an
+    /// adjoint launch passes for the adjoint of an input that needs no
+    /// gradient: Warp's backward code then adds into the input's own
+    /// gradient if it has one, else nowhere.
+    Null,
     /// A scalar, vector or matrix: its little-endian bytes, exactly the
     /// parameter's dtype size ([`TypedArg::value`] makes them from a Rust
     /// value).
@@ -486,6 +720,13 @@ impl<'a> TypedArg<'a> {
     }
 }
 
+impl<'a, T: Element, const N: usize> From<Option<&'a TypedArray<T, N>>> for TypedArg<'a> {
+    /// The array, or [`TypedArg::Null`] for `None`.
+    fn from(a: Option<&'a TypedArray<T, N>>) -> Self {
+        a.map_or(TypedArg::Null, |a| TypedArg::Array(a.as_array()))
+    }
+}
+
 impl<'a> From<&'a Array> for TypedArg<'a> {
     fn from(a: &'a Array) -> Self {
         TypedArg::Array(a)
@@ -506,7 +747,74 @@ impl<'a> From<&'a StructValue> for TypedArg<'a> {
 
 #[cfg(test)]
 mod tests {
-    use crate::abi::{ArrayT, LaunchBounds1, LaunchBounds2, LaunchBounds3, LaunchBounds4};
+    use super::*;
+    use crate::abi::{LaunchBounds1, LaunchBounds2, LaunchBounds3, LaunchBounds4};
+
+    /// The arrays a struct value holds are checked where the launch runs,
+    /// as array arguments are (`crate::array::check`, here: host memory for
+    /// a CUDA launch, refused before any driver call), named
+    /// `<param>.<field>`; the value writes their `array_t`s and keeps them.
+    #[test]
+    fn a_struct_held_array_is_checked_for_the_launch_device() {
+        let st = Arc::new(StructType::new(
+            "Holder_1a66b4b0",
+            vec![
+                (
+                    "data".into(),
+                    ParamKind::Array {
+                        dtype: DType::FLOAT32,
+                        ndim: None,
+                    },
+                ),
+                ("scale".into(), ParamKind::Value(DType::FLOAT32)),
+            ],
+        ));
+        let data = Array::from_slice(Device::Cpu, &[1.0f32, 2.0], &[2]).unwrap();
+        let v = StructValue::with_arrays(&st, vec![0; st.size], vec![data.clone()]).unwrap();
+        assert_eq!(&v.bytes()[..56], &encode::array_t(&data.abi())[..]);
+        assert_eq!(v.held().len(), 1);
+        let site = Site {
+            kernel: "through_struct",
+            index: 0,
+            name: "h",
+        };
+        let kind = ParamKind::Struct(st.clone());
+        let arg = Arg::Struct(v);
+        for mode in [AccessMode::Relaxed, AccessMode::Checked, AccessMode::Strict] {
+            let e = check(&site, &kind, &arg, Device::Cuda(0), mode)
+                .err()
+                .expect("a host array in a struct for a CUDA launch is refused");
+            assert!(
+                matches!(&e, Error::Access(a) if a.param == "h.data" && a.kernel == "through_struct"),
+                "{e}"
+            );
+        }
+        assert!(check(&site, &kind, &arg, Device::Cpu, AccessMode::Checked).is_ok());
+        // Refused when made: an array of another dtype, or none.
+        let ints = Array::zeros::<i32>(Device::Cpu, &[2]).unwrap();
+        for arrays in [vec![ints], vec![]] {
+            let e = StructValue::with_arrays(&st, vec![0; st.size], arrays).unwrap_err();
+            assert!(matches!(e, Error::StructArrays { .. }), "{e}");
+        }
+        // A value without the struct's arrays (a WarpStruct value, or one of
+        // a look-alike type) is refused at the launch.
+        let bare = StructValue {
+            name: st.name.as_str().into(),
+            bytes: vec![0xffu8; st.size].into(),
+            arrays: Arc::new([]),
+            vouched: false,
+        };
+        let e = check(
+            &site,
+            &kind,
+            &Arg::Struct(bare),
+            Device::Cpu,
+            AccessMode::Relaxed,
+        )
+        .err()
+        .expect("refused");
+        assert!(matches!(&e, Error::Argument(a) if a.param == "h"), "{e}");
+    }
 
     /// The ABI types have no implicit padding: every byte is a field (the
     /// C layout's gaps are explicit `_pad` fields), so a struct embedding

@@ -684,15 +684,24 @@ impl Launch {
     /// waits for a pool array's zeroing on another stream, lent arrays are
     /// refused).
     pub(crate) fn note_uses(&self, stream: &Stream) -> Result<()> {
-        prepare::note_uses(&self.kernel, self.args.iter().map(Arg::as_array), stream)
+        prepare::note_uses(
+            &self.kernel,
+            self.args.iter().map(|a| (a.as_array(), a.held())),
+            stream,
+        )
     }
 
-    /// The storages of this launch's arrays and of their gradients (what
+    /// The storages of this launch's arrays (the arguments and the arrays
+    /// struct arguments hold) and of their gradients (what
     /// [`Launch::note_uses`] notes; a graph collects them once).
     pub(crate) fn storages(&self) -> impl Iterator<Item = &Arc<Storage>> {
         self.args
             .iter()
-            .filter_map(Arg::as_array)
+            .flat_map(|a| {
+                a.as_array()
+                    .into_iter()
+                    .chain(a.held().iter().map(|h| &h.array))
+            })
             .flat_map(|a| std::iter::once(a).chain(a.grad()))
             .map(Array::storage)
     }

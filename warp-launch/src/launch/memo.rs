@@ -98,6 +98,8 @@ pub(crate) enum Slot {
     Array(ArrayKey),
     /// A scalar, vector or matrix of this many bytes (written every launch).
     Value(usize),
+    /// Warp's `None` for an array: a null `array_t` in the block.
+    Null,
 }
 
 /// A positional launch that passed every check and was queued.
@@ -133,6 +135,7 @@ impl Memo {
         for a in q.args {
             match a {
                 TypedArg::Array(a) => slots.push(Slot::Array(ArrayKey::of(a))),
+                TypedArg::Null => slots.push(Slot::Null),
                 TypedArg::Value(b) => slots.push(Slot::Value(b.len())),
                 TypedArg::Struct(_) => {
                     slots.clear();
@@ -174,6 +177,7 @@ impl Memo {
         }
         self.slots.iter().zip(q.args).all(|(s, a)| match (s, a) {
             (Slot::Array(k), TypedArg::Array(a)) => k.matches(a),
+            (Slot::Null, TypedArg::Null) => true,
             (Slot::Value(n), TypedArg::Value(b)) => b.len() == *n,
             _ => false,
         })

@@ -19,10 +19,11 @@
 //! | the stream's device is the launch's | [`check_stream_device`] | `gpu_roads::a_stream_of_another_device_is_refused` |
 //! | the stream's context is the one the launch was checked for, whether named or current ([`Device::stream`]: a [`ScopedStream`](crate::ScopedStream)'s or the default one); a graph's context is its launches' ([`check_context`], [`capture_node`], [`update_node`]) | [`launch_stream`], [`check_stream_context`] | `gpu_roads::every_road_refuses_every_hazard` (another context's stream, named and through `ScopedStream`, on every road), `gpu_typed::positional_launches_refuse_a_current_stream_of_another_context`, `gpu_safety::a_recorded_warp_launch_refuses_a_stream_of_another_context`, `gpu_conditional::a_graph_on_a_stream_of_another_context_is_refused` |
 //! | each argument's kind, dtype, dimensions, and where its memory lives under the access mode (device, context, host memory) | `bind::check` (builder, setters) and `Kernel::check_typed` (positional), both ending in `crate::array::check` | `gpu_roads` (host array on CUDA, array of another context, on every road), `warp_cpu::argument_errors`, `gpu_safety::a_warp_array_in_device_memory_of_a_separate_context_is_refused_in_every_mode` |
+//! | the arrays a struct argument holds ([`StructValue::with_arrays`](crate::StructValue::with_arrays)): exactly the struct's array fields, each of its dtype and dimensions, and where each lives, as an array argument (named `h.data`) | `bind::check_held`, called by `bind::check` and `Kernel::check_typed`, ending in `crate::array::check` | `gpu_roads::every_road_refuses_every_hazard` (a struct holding a host array, an array of another context, on every road), `bind::tests::a_struct_held_array_is_checked_for_the_launch_device`, `cpu_kernels::a_struct_holding_an_array_keeps_it_alive_and_is_checked` |
 //! | the kernel's access proof against `dim` (unproven kernels refused) | `launch::check_access_rules` | `gpu_roads` (`dim` larger than an array, an unproven kernel, on every road), `launch/launch.rs` tests, `gpu_tiles::launches_that_do_not_fit_a_tile_kernel_are_refused` |
 //! | dynamic shared memory above the default limit is opted into once per context | [`opt_in_shared_mem`] | `gpu_tiles::tile_kernels_give_warps_results_at_block_dim_64_and_128` |
 //! | launch-bounds bytes (`launch_bounds_t<N>`, parameter 0) | [`write_bounds`] | `gpu_warp`, `gpu_typed::positional_launches_give_warps_results` |
-//! | use tracking: frees and host reads of every array and gradient wait for the queued work; memory a pool made on another stream is ordered before this use | [`note_uses`], [`enqueue_own`] | `gpu_safety::a_warp_array_read_right_after_a_launch_on_a_non_blocking_stream_is_current`, `gpu_conditional::dropping_a_graph_and_its_array_during_a_replay_waits_for_it`, `gpu_streams` |
+//! | use tracking: frees and host reads of every array and gradient (those a struct argument holds included; graphs through `Launch::storages`) wait for the queued work; memory a pool made on another stream is ordered before this use | [`note_uses`], [`enqueue_own`] | `gpu_safety::a_warp_array_read_right_after_a_launch_on_a_non_blocking_stream_is_current`, `gpu_conditional::dropping_a_graph_and_its_array_during_a_replay_waits_for_it`, `gpu_roads::dropping_an_array_held_in_a_struct_while_its_kernel_runs_waits_for_it`, `gpu_streams` |
 //! | the CUDA function is the launch's device's: a Warp module's image is chosen and loaded per device on its first use there (on a host of two architectures each device runs its own), and every road asks for the function with the launch's device ordinal | `Kernel::cuda`, `CudaSlot::get` (`launch/kernel.rs`) | `gpu_arch::each_device_runs_the_image_chosen_for_its_own_architecture`, `device::tests::per_device_values_are_made_once_per_device_on_first_use` |
 //! | only this module starts kernel work: [`enqueue`], [`run_cpu`], [`capture_node`], [`update_node`], [`enqueue_own`] | | `cargo test -p xtask --test roads` (syn) |
 //!
@@ -36,7 +37,7 @@ use cuda_api::{
     LaunchConfig, Stream, TypedKernel,
 };
 
-use super::bind::Arg;
+use super::bind::{Arg, HeldArray};
 use super::domain::{Bounds, Plan};
 use super::kernel::Kernel;
 use super::launch::Launch;
@@ -173,14 +174,15 @@ pub(super) fn write_bounds(block: &mut ArgBlock<'static>, plan: &Plan) -> Result
 }
 
 /// Notes that work about to be queued on `stream` uses a launch's arrays
-/// (`arrays` in argument order, `None` for arguments that are not arrays),
-/// each with its gradient ([`crate::array::note_use_on`]): host reads and
-/// frees wait for it, `stream` waits for a pool array's zeroing queued on
-/// another stream, and an array lent to cudarc is refused, naming the
-/// argument: the one loop of every launch road.
+/// (`arrays` in argument order: the argument if it is an array, and the
+/// arrays a struct argument holds), each with its gradient
+/// ([`crate::array::note_use_on`]): host reads and frees wait for it,
+/// `stream` waits for a pool array's zeroing queued on another stream, and
+/// an array lent to cudarc is refused, naming the argument (and the struct
+/// field): the one loop of every launch road.
 pub(super) fn note_uses<'a>(
     kernel: &Kernel,
-    arrays: impl Iterator<Item = Option<&'a Array>>,
+    arrays: impl Iterator<Item = (Option<&'a Array>, &'a [HeldArray])>,
     stream: &Stream,
 ) -> Result<()> {
     let call = || format!("launch of '{}'", kernel.name());
@@ -191,13 +193,21 @@ pub(super) fn note_uses<'a>(
         (None, Some(p)) => format!("the adjoint of argument '{}'", p.name),
         (None, None) => format!("argument {i}"),
     };
-    for (i, a) in arrays.enumerate() {
-        let Some(a) = a else { continue };
-        crate::array::note_use_on(a.storage(), stream, call, || format!("{} ({a:?})", name(i)))?;
+    let note = |a: &Array, what: &dyn Fn() -> String| -> Result<()> {
+        crate::array::note_use_on(a.storage(), stream, call, || format!("{} ({a:?})", what()))?;
         if let Some(g) = a.grad() {
             crate::array::note_use_on(g.storage(), stream, call, || {
-                format!("the gradient of {} ({g:?})", name(i))
+                format!("the gradient of {} ({g:?})", what())
             })?;
+        }
+        Ok(())
+    };
+    for (i, (a, held)) in arrays.enumerate() {
+        if let Some(a) = a {
+            note(a, &|| name(i))?;
+        }
+        for h in held {
+            note(&h.array, &|| format!("field '{}' of {}", h.path, name(i)))?;
         }
     }
     Ok(())

@@ -28,15 +28,16 @@ use super::launch::{Extents, Launch, Options, check_access_rules};
 use super::memo::{How, Query, TypedBlock};
 use super::prepare;
 use super::record;
-use crate::abi::{Value, encode};
+use crate::abi::{ArrayT, Value, encode};
 use crate::array::{AccessMode, thread_access_mode};
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::signature::{ParamKind, Pass, StructType};
 
 /// The device a positional launch runs on: the stream's if one is given,
-/// else the first CUDA array's, else the CPU when there are arrays (all
-/// on the host), else the default device ([`Device::current`]). The other
+/// else the first CUDA array's (arrays struct arguments hold included),
+/// else the CPU when there are arrays (all on the host), else the default
+/// device ([`Device::current`]). The other
 /// arrays must be reachable from it
 /// (checked by the access mode, as for any launch).
 fn launch_device(args: &[TypedArg<'_>], stream: Option<&Stream>) -> Device {
@@ -44,12 +45,18 @@ fn launch_device(args: &[TypedArg<'_>], stream: Option<&Stream>) -> Device {
         return Device::from(s.context().device());
     }
     let mut host = false;
-    for a in args {
-        if let TypedArg::Array(a) = a {
-            match a.device() {
-                Device::Cpu => host = true,
-                cuda => return cuda,
-            }
+    let arrays = args.iter().flat_map(|a| {
+        let (own, held) = match a {
+            TypedArg::Array(a) => (Some(*a), &[][..]),
+            TypedArg::Struct(s) => (None, s.held()),
+            _ => (None, &[][..]),
+        };
+        own.into_iter().chain(held.iter().map(|h| &h.array))
+    });
+    for a in arrays {
+        match a.device() {
+            Device::Cpu => host = true,
+            cuda => return cuda,
         }
     }
     if host { Device::Cpu } else { Device::current() }
@@ -289,6 +296,7 @@ impl Kernel {
                     std::ptr::eq(a.dtype(), *dtype)
                         && ndim.is_none_or(|d| usize::from(d) == a.ndim())
                 }
+                (ParamKind::Array { .. }, TypedArg::Null) => true,
                 (ParamKind::Value(d), TypedArg::Value(b)) => b.len() == d.size,
                 (ParamKind::Struct(st), TypedArg::Struct(s)) => {
                     s.bytes().len() == st.size && (s.name() == st.name || s.name() == st.key())
@@ -297,6 +305,19 @@ impl Kernel {
             };
             if !fits {
                 return Err(self.refuse_typed(i, &p.kind, arg, device, mode));
+            }
+            if let (ParamKind::Struct(st), TypedArg::Struct(s)) = (&p.kind, arg) {
+                let name = if i >= n {
+                    format!("adj_{}", p.name)
+                } else {
+                    p.name.clone()
+                };
+                let site = Site {
+                    kernel: self.name(),
+                    index: i,
+                    name: &name,
+                };
+                bind::check_held(&site, st, *s, device, mode)?;
             }
             if let TypedArg::Array(a) = arg {
                 crate::array::check(self.name(), &p.name, a, device, mode).map_err(|mut e| {
@@ -333,6 +354,7 @@ impl Kernel {
         };
         let owned = match arg {
             TypedArg::Array(a) => Arg::Array((*a).clone()),
+            TypedArg::Null => Arg::Null,
             TypedArg::Struct(s) => Arg::Struct(StructValue::from_ref(*s)),
             TypedArg::Value(b) => {
                 let hint = match kind {
@@ -363,6 +385,7 @@ impl Kernel {
         for (i, a) in args.iter().enumerate() {
             out.push(match a {
                 TypedArg::Array(a) => Arg::Array((*a).clone()),
+                TypedArg::Null => Arg::Null,
                 TypedArg::Struct(s) => Arg::Struct(StructValue::from_ref(*s)),
                 TypedArg::Value(b) => {
                     let kind = &self.params()[i % n].kind;
@@ -454,6 +477,7 @@ impl Kernel {
             plan,
             |i| match args.get(i) {
                 Some(TypedArg::Array(a)) => Extents::Array(a.shape()),
+                Some(TypedArg::Null) => Extents::Null,
                 _ => Extents::Other,
             },
             None,
@@ -608,6 +632,10 @@ impl Kernel {
                     array = encode::array_t(&a.abi());
                     &array
                 }
+                TypedArg::Null => {
+                    array = encode::array_t(&ArrayT::default());
+                    &array
+                }
                 TypedArg::Value(v) => v,
                 TypedArg::Struct(s) => s.bytes(),
             };
@@ -674,8 +702,9 @@ fn note_uses(kernel: &Kernel, args: &[TypedArg<'_>], stream: &Stream) -> Result<
     prepare::note_uses(
         kernel,
         args.iter().map(|a| match a {
-            TypedArg::Array(a) => Some(*a),
-            _ => None,
+            TypedArg::Array(a) => (Some(*a), &[][..]),
+            TypedArg::Struct(s) => (None, s.held()),
+            _ => (None, &[][..]),
         }),
         stream,
     )

@@ -21,24 +21,29 @@ use model::{Input, PythonFile};
 /// Read from Warp's output for the module (`wp_<module>.cu` and `.meta`),
 /// with the same reader [`AotModule::load`](crate::AotModule::load) uses:
 ///
-/// - scalars are their Rust types (`f32`, `i32`, `bool`, ...), vectors,
-///   quaternions and transforms arrays of their scalar (`[f32; 3]`),
-///   matrices row-major arrays of rows (`[[f32; 3]; 3]`);
+/// - scalars are their Rust types (`f32`, `i32`, `bool`, ...; `float16`
+///   and `bfloat16` are `::warp_launch::half::f16` / `bf16`, which need
+///   warp-launch's `half` feature where the launchers are compiled),
+///   vectors, quaternions and transforms arrays of their scalar
+///   (`[f32; 3]`), matrices row-major arrays of rows (`[[f32; 3]; 3]`);
 /// - arrays are `&TypedArray<T, N>`: `T` the [`Element`](crate::Element)
 ///   type of the dtype, `N` the dimensions from the Python signature Warp
 ///   copies into the source (or the file, when given with
 ///   [`Launchers::python_source`], for signatures spanning lines), else
 ///   from how the kernel indexes the array; an array whose dimensions
-///   nothing shows takes any number (a const generic);
+///   nothing shows takes any number (a const generic); an adjoint array of
+///   `launch_adjoint` is an `Option` (`None`: Warp's `None`, a null array);
 /// - a `wp.struct` is a generated `#[repr(C)]` struct implementing
 ///   [`WarpStruct`](crate::WarpStruct), its padding spelled out as fields,
 ///   its size, alignment and offsets asserted at compile time against the
-///   layout computed from the source.
+///   layout computed from the source; a struct holding arrays (itself or
+///   in a nested struct) is instead a struct of typed fields (arrays as
+///   `TypedArray`s, dimensions from the Python class) whose `to_value`
+///   makes the checked [`StructValue`](crate::StructValue) a launch takes
+///   ([`StructValue::with_arrays`](crate::StructValue::with_arrays)).
 ///
-/// No launcher is made for a kernel taking a dtype without a Rust type
-/// here (`float16` and `bfloat16` values, arrays of dtypes with no
-/// `Element` type) or a struct holding an array (whose accesses a launch
-/// cannot check, so safe launches refuse it): the module struct's docs
+/// No launcher is made for a kernel taking an array of a dtype with no
+/// `Element` type (quaternions, transforms, ...): the module struct's docs
 /// list each with the reason.
 ///
 /// Each launcher's rustdoc shows the kernel's Python signature, where it is

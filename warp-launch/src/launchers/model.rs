@@ -13,7 +13,7 @@ use std::sync::Arc;
 use proc_macro2::Span;
 use syn::Ident;
 
-use crate::abi::{DType, ELEMENT_TYPES, Kind, Scalar};
+use crate::abi::{DType, ELEMENT_TYPES, HALF_ELEMENT_TYPES, Kind, Scalar};
 use crate::aot::{self, Declared};
 use crate::error::Error;
 use crate::signature::{Accesses, AxisIndex, ParamKind, StructType, Unproven};
@@ -51,14 +51,14 @@ pub(super) enum ValueTy {
 }
 
 impl ValueTy {
-    /// The Rust type for `d`, when its scalar has one.
-    pub fn of(d: &'static DType) -> Option<ValueTy> {
-        let s = scalar_type(d.scalar)?;
-        Some(match d.kind {
+    /// The Rust type for `d` (every scalar has one).
+    pub fn of(d: &'static DType) -> ValueTy {
+        let s = scalar_type(d.scalar);
+        match d.kind {
             Kind::Scalar => ValueTy::Scalar(s),
             Kind::Matrix => ValueTy::Matrix(s, usize::from(d.rows), usize::from(d.cols)),
             _ => ValueTy::Vector(s, d.components()),
-        })
+        }
     }
 
     /// The Rust type as source text (`f32`, `[f32; 3]`, `[[f32; 3]; 3]`).
@@ -71,10 +71,10 @@ impl ValueTy {
     }
 }
 
-/// The Rust type of a Warp scalar, `None` for the half-precision ones
-/// (Rust has no stable `f16`, and warp-launch no element type for them).
-fn scalar_type(s: Scalar) -> Option<&'static str> {
-    Some(match s {
+/// The Rust type of a Warp scalar: the half-precision ones are `half`'s
+/// types through warp-launch's re-export (its `half` feature).
+fn scalar_type(s: Scalar) -> &'static str {
+    match s {
         Scalar::Bool => "bool",
         Scalar::Int8 => "i8",
         Scalar::UInt8 => "u8",
@@ -86,14 +86,16 @@ fn scalar_type(s: Scalar) -> Option<&'static str> {
         Scalar::UInt64 => "u64",
         Scalar::Float32 => "f32",
         Scalar::Float64 => "f64",
-        _ => return None,
-    })
+        Scalar::Float16 => "::warp_launch::half::f16",
+        Scalar::BFloat16 => "::warp_launch::half::bf16",
+    }
 }
 
 /// The [`Element`](crate::Element) type of arrays of `d`, as source text.
 fn element_type(d: &'static DType) -> Option<&'static str> {
     ELEMENT_TYPES
         .iter()
+        .chain(HALF_ELEMENT_TYPES)
         .find(|(e, _)| std::ptr::eq(*e, d))
         .map(|(_, t)| *t)
 }
@@ -135,6 +137,13 @@ pub(super) struct Param {
 #[derive(Debug, Clone)]
 pub(super) enum FieldTy {
     Value(&'static DType, ValueTy),
+    /// An array: its dtype, element type (source text) and dimensions
+    /// (from the Python class; `None`: an untyped `Array`).
+    Array {
+        dtype: &'static DType,
+        element: &'static str,
+        ndim: Option<u8>,
+    },
     /// Index into [`Model::structs`].
     Struct(usize),
     /// `n` bytes of padding.
@@ -158,6 +167,10 @@ pub(super) struct StructModel {
     /// Line of the struct in the generated source.
     pub cu_line: Option<usize>,
     pub fields: Vec<Field>,
+    /// Whether it holds an array, itself or in a nested struct: then it
+    /// is no `WarpStruct` but a struct of typed arrays and values that
+    /// makes a checked `StructValue` (`to_value`).
+    pub holds_arrays: bool,
 }
 
 /// The Python `def` of a kernel.
@@ -530,16 +543,7 @@ pub(super) fn build(input: &Input<'_>) -> Result<Model, Error> {
         let mut skip: Option<String> = None;
         for p in d.spec.params() {
             let ty = match &p.kind {
-                ParamKind::Value(dt) => match ValueTy::of(dt) {
-                    Some(v) => ParamTy::Value(dt, v),
-                    None => {
-                        skip = Some(format!(
-                            "parameter `{}` is a `{}` value, a dtype with no Rust type here (Rust has no stable half-precision float)",
-                            p.name, dt.name
-                        ));
-                        break;
-                    }
-                },
+                ParamKind::Value(dt) => ParamTy::Value(dt, ValueTy::of(dt)),
                 ParamKind::Array { dtype, ndim } => match element_type(dtype) {
                     Some(element) => ParamTy::Array {
                         dtype,
@@ -557,13 +561,15 @@ pub(super) fn build(input: &Input<'_>) -> Result<Model, Error> {
                         break;
                     }
                 },
-                ParamKind::Struct(st) => match structs.add(st, &struct_lines, &mut types) {
-                    Ok(i) => ParamTy::Struct(i),
-                    Err(why) => {
-                        skip = Some(format!("parameter `{}` is {why}", p.name));
-                        break;
+                ParamKind::Struct(st) => {
+                    match structs.add(st, &struct_lines, input.python, &mut types) {
+                        Ok(i) => ParamTy::Struct(i),
+                        Err(why) => {
+                            skip = Some(format!("parameter `{}` is {why}", p.name));
+                            break;
+                        }
                     }
-                },
+                }
             };
             params.push(Param {
                 name: p.name.clone(),
@@ -692,12 +698,13 @@ impl StructTable {
         &mut self,
         st: &Arc<StructType>,
         lines: &HashMap<&str, usize>,
+        python: &[PythonFile],
         types: &mut HashSet<String>,
     ) -> Result<usize, String> {
         if let Some(done) = self.by_name.get(&st.name) {
             return done.clone();
         }
-        let result = self.make(st, lines, types);
+        let result = self.make(st, lines, python, types);
         self.by_name.insert(st.name.clone(), result.clone());
         result
     }
@@ -706,8 +713,11 @@ impl StructTable {
         &mut self,
         st: &Arc<StructType>,
         lines: &HashMap<&str, usize>,
+        python: &[PythonFile],
         types: &mut HashSet<String>,
     ) -> Result<usize, String> {
+        let ndims = struct_ndims(python, st.key());
+        let mut holds_arrays = false;
         let mut fields = Vec::new();
         let mut names: HashSet<String> = HashSet::new();
         let mut pads = 0usize;
@@ -732,27 +742,30 @@ impl StructTable {
         let mut field_names: HashSet<String> = HashSet::new();
         for f in &st.fields {
             let ty = match &f.kind {
-                ParamKind::Value(d) => match ValueTy::of(d) {
-                    Some(v) => FieldTy::Value(d, v),
+                ParamKind::Value(d) => FieldTy::Value(d, ValueTy::of(d)),
+                ParamKind::Array { dtype, ndim } => match element_type(dtype) {
+                    Some(element) => {
+                        holds_arrays = true;
+                        FieldTy::Array {
+                            dtype,
+                            element,
+                            ndim: ndim.or_else(|| ndims.get(&f.name).copied()),
+                        }
+                    }
                     None => {
                         return Err(format!(
-                            "the struct `{}` whose field `{}` is a `{}`, a dtype with no Rust type here (Rust has no stable half-precision float)",
+                            "the struct `{}` whose field `{}` is an array of `{}`, a dtype warp-launch has no `Element` type for",
                             st.key(),
                             f.name,
-                            d.name
+                            dtype.name
                         ));
                     }
                 },
-                ParamKind::Array { dtype, .. } => {
-                    return Err(format!(
-                        "the struct `{}` holding an array (field `{}`, of `{}`): a struct value cannot keep an array alive or have its accesses checked, so safe launches refuse the kernel (`Error::Unproven`) and no typed launcher is made; launch it with `AotModule::kernel` and the `unsafe` `LaunchBuilder::unchecked`",
-                        st.key(),
-                        f.name,
-                        dtype.name
-                    ));
-                }
-                ParamKind::Struct(inner) => match self.add(inner, lines, types) {
-                    Ok(i) => FieldTy::Struct(i),
+                ParamKind::Struct(inner) => match self.add(inner, lines, python, types) {
+                    Ok(i) => {
+                        holds_arrays |= self.list[i].holds_arrays;
+                        FieldTy::Struct(i)
+                    }
                     Err(why) => {
                         return Err(format!(
                             "the struct `{}` whose field `{}` is {why}",
@@ -781,8 +794,57 @@ impl StructTable {
             ident,
             cu_line: lines.get(st.name.as_str()).copied(),
             fields,
+            holds_arrays,
         });
         Ok(self.list.len() - 1)
+    }
+}
+
+/// The dimensions of the array fields of the Python class `key` (a
+/// `@wp.struct`), read from its annotations in the one file that defines
+/// it (`data: wp.array2d(dtype=float)`); fields it cannot read stay unknown.
+fn struct_ndims(files: &[PythonFile], key: &str) -> BTreeMap<String, u8> {
+    let mut found = Vec::new();
+    for f in files {
+        let lines: Vec<&str> = f.text.lines().collect();
+        for (n, l) in lines.iter().enumerate() {
+            let t = l.trim_start();
+            let Some(rest) = t.strip_prefix("class ") else {
+                continue;
+            };
+            let name_end = rest.find([':', '(']).unwrap_or(rest.len());
+            if rest[..name_end].trim() != key {
+                continue;
+            }
+            let indent = l.len() - t.len();
+            let mut fields = Vec::new();
+            for body in &lines[n + 1..] {
+                let b = body.trim_start();
+                if b.is_empty() || b.starts_with('#') {
+                    continue;
+                }
+                if body.len() - b.len() <= indent {
+                    break;
+                }
+                // `name: annotation` (docstrings and methods have no
+                // such colon before a parenthesis or quote).
+                if let Some((name, ann)) = b.split_once(':')
+                    && !name.is_empty()
+                    && name
+                        .trim()
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_')
+                {
+                    let ann = ann.split('#').next().unwrap_or("").trim();
+                    fields.push(format!("{}: {ann}", name.trim()));
+                }
+            }
+            found.push(fields);
+        }
+    }
+    match found.as_slice() {
+        [fields] => aot::ndim_hints(&format!("// def {key}({}):", fields.join(", ")), key),
+        _ => BTreeMap::new(),
     }
 }
 

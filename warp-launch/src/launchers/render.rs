@@ -111,21 +111,42 @@ fn param_type(p: &Param, model: &Model) -> TokenStream {
 }
 
 /// The statement turning a by-value argument `name` into what the
-/// `TypedArg` borrows (its bytes, or a `StructValue`), if any.
-fn prepare(p: &Param, name: &proc_macro2::Ident) -> TokenStream {
+/// `TypedArg` borrows (its bytes, or a checked `StructValue` of a struct
+/// holding arrays), if any.
+fn prepare(p: &Param, name: &proc_macro2::Ident, model: &Model) -> TokenStream {
     match &p.ty {
-        ParamTy::Value(_, ValueTy::Scalar("bool")) => quote!(let #name = [u8::from(#name)];),
-        ParamTy::Value(_, ValueTy::Scalar(_)) => quote!(let #name = #name.to_le_bytes();),
-        ParamTy::Value(_, ValueTy::Vector(s, _)) => {
-            let enc = encoder(s);
-            quote!(let #name = #name.map(#enc);)
-        }
-        ParamTy::Value(_, ValueTy::Matrix(s, ..)) => {
-            let enc = encoder(s);
-            quote!(let #name = #name.map(|row| row.map(#enc));)
+        ParamTy::Value(_, v) => prepare_value(*v, name),
+        ParamTy::Struct(i) if model.structs[*i].holds_arrays => {
+            quote!(let #name = #name.to_value()?;)
         }
         ParamTy::Struct(_) => quote!(),
         ParamTy::Array { .. } => quote!(),
+    }
+}
+
+/// The statement turning the value `name` into its little-endian bytes
+/// (an array of them, or of arrays of them).
+fn prepare_value(v: ValueTy, name: &proc_macro2::Ident) -> TokenStream {
+    match v {
+        ValueTy::Scalar("bool") => quote!(let #name = [u8::from(#name)];),
+        ValueTy::Scalar(_) => quote!(let #name = #name.to_le_bytes();),
+        ValueTy::Vector(s, _) => {
+            let enc = encoder(s);
+            quote!(let #name = #name.map(#enc);)
+        }
+        ValueTy::Matrix(s, ..) => {
+            let enc = encoder(s);
+            quote!(let #name = #name.map(|row| row.map(#enc));)
+        }
+    }
+}
+
+/// The bytes of a value [`prepare_value`] prepared, as `&[u8]`.
+fn value_bytes(v: ValueTy, name: &proc_macro2::Ident) -> TokenStream {
+    match v {
+        ValueTy::Scalar(_) => quote!(&#name[..]),
+        ValueTy::Vector(..) => quote!(#name.as_flattened()),
+        ValueTy::Matrix(..) => quote!(#name.as_flattened().as_flattened()),
     }
 }
 
@@ -140,8 +161,11 @@ fn encoder(scalar: &str) -> TokenStream {
 }
 
 /// The `TypedArg` of a prepared argument.
-fn typed_arg(p: &Param, name: &proc_macro2::Ident) -> TokenStream {
+fn typed_arg(p: &Param, name: &proc_macro2::Ident, model: &Model) -> TokenStream {
     match &p.ty {
+        ParamTy::Struct(i) if model.structs[*i].holds_arrays => {
+            quote!(::warp_launch::TypedArg::Struct(::warp_launch::StructRef::from(&#name)))
+        }
         ParamTy::Value(_, ValueTy::Scalar(_)) => quote!(::warp_launch::TypedArg::Value(&#name)),
         ParamTy::Value(_, ValueTy::Vector(..)) => {
             quote!(::warp_launch::TypedArg::Value(#name.as_flattened()))
@@ -243,15 +267,22 @@ fn method(k: &KernelModel, m: Method, model: &Model) -> TokenStream {
     for p in &k.params {
         let (id, ty) = (&p.ident, param_type(p, model));
         args.push(quote!(#id: #ty));
-        prep.push(prepare(p, id));
-        pass_args.push(typed_arg(p, id));
+        prep.push(prepare(p, id, model));
+        pass_args.push(typed_arg(p, id, model));
     }
     if m.adjoint() {
         for p in &k.params {
             let (id, ty) = (&p.adj_ident, param_type(p, model));
+            if let ParamTy::Array { .. } = p.ty {
+                // Warp's `None`: no adjoint for an input that needs no
+                // gradient (the kernel sees a null array_t).
+                args.push(quote!(#id: ::core::option::Option<#ty>));
+                pass_args.push(quote!(::warp_launch::TypedArg::from(#id)));
+                continue;
+            }
             args.push(quote!(#id: #ty));
-            prep.push(prepare(p, id));
-            pass_args.push(typed_arg(p, id));
+            prep.push(prepare(p, id, model));
+            pass_args.push(typed_arg(p, id, model));
         }
     }
     let pass = if m.adjoint() {
@@ -382,6 +413,9 @@ fn method_doc(k: &KernelModel, m: Method, model: &Model) -> Vec<String> {
             adj.join(", ")
         )],
     };
+    if m.adjoint() {
+        d[0].push_str(" An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.");
+    }
     if m.unchecked() {
         d.push(String::new());
         d.push("Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.".into());
@@ -620,7 +654,172 @@ fn kernel_item(k: &KernelModel, model: &Model) -> TokenStream {
     }
 }
 
+/// A struct holding arrays: typed fields (arrays as `TypedArray`s of
+/// their dtype and dimensions), and `to_value`, which makes the checked
+/// `StructValue` a launch takes (`StructValue::with_arrays`: the arrays'
+/// `array_t`s written at their offsets, the arrays kept alive).
+fn array_struct_item(s: &StructModel, model: &Model) -> TokenStream {
+    let ident = &s.ident;
+    let warp_name = &s.ty.name;
+    let doc = docs(&[
+        format!(
+            "Warp's `wp.struct` `{}` (`{}` in the generated code{}), which holds arrays: {} bytes aligned to {} in Warp's layout.",
+            s.ty.key(),
+            warp_name,
+            s.cu_line
+                .map(|l| format!(", `{}:{l}`", model.cu_file))
+                .unwrap_or_default(),
+            s.ty.size,
+            s.ty.align
+        ),
+        String::new(),
+        "A launcher takes it by reference and passes `to_value()`: a `StructValue` that holds its arrays (kept alive while the kernel runs) and that each launch checks as it checks array arguments (device, context, access mode) and notes as used (frees and host reads wait). Accesses through a struct are not analysed, so such kernels' safe launches are refused (`Error::Unproven`) and they run through `launch_unchecked`.".into(),
+    ]);
+    let real: Vec<_> = s
+        .fields
+        .iter()
+        .filter(|f| !matches!(f.ty, FieldTy::Pad(_)))
+        .collect();
+    let fields = real.iter().map(|f| {
+        let id = &f.ident;
+        let (ty, fdoc) = match &f.ty {
+            FieldTy::Value(d, v) => (
+                parse_type(&v.text()),
+                format!("`{}`: `{}` at byte {}.", f.name, d.name, f.offset),
+            ),
+            FieldTy::Array {
+                dtype,
+                element,
+                ndim: Some(n),
+            } => {
+                let e = parse_type(element);
+                let nn = Literal::usize_unsuffixed(usize::from(*n));
+                (
+                    quote!(::warp_launch::TypedArray<#e, #nn>),
+                    format!(
+                        "`{}`: an array of `{}`, {n}-D, at byte {}.",
+                        f.name, dtype.name, f.offset
+                    ),
+                )
+            }
+            FieldTy::Array { dtype, .. } => (
+                quote!(::warp_launch::Array),
+                format!(
+                    "`{}`: an array of `{}` at byte {} (its dimensions are not in the Python class as read, so an untyped `Array`; its dtype is checked by `to_value`).",
+                    f.name, dtype.name, f.offset
+                ),
+            ),
+            FieldTy::Struct(i) => {
+                let inner = &model.structs[*i];
+                let t = &inner.ident;
+                (
+                    quote!(#t),
+                    format!(
+                        "`{}`: the struct `{}` at byte {}.",
+                        f.name,
+                        inner.ty.key(),
+                        f.offset
+                    ),
+                )
+            }
+            FieldTy::Pad(_) => (quote!(()), String::new()),
+        };
+        let fdoc = docs(&[fdoc]);
+        quote!(#fdoc pub #id: #ty)
+    });
+    let writes = real.iter().map(|f| {
+        let id = &f.ident;
+        let off = Literal::usize_unsuffixed(f.offset);
+        match &f.ty {
+            FieldTy::Value(_, v) => {
+                let v_id = format_ident!("v");
+                let prep = prepare_value(*v, &v_id);
+                let b = value_bytes(*v, &v_id);
+                quote! {
+                    {
+                        let v = self.#id;
+                        #prep
+                        let b: &[u8] = #b;
+                        if let ::core::option::Option::Some(d) = bytes.get_mut(at + #off..at + #off + b.len()) {
+                            d.copy_from_slice(b);
+                        }
+                    }
+                }
+            }
+            FieldTy::Array { ndim: Some(_), .. } => {
+                quote!(arrays.push(::core::clone::Clone::clone(self.#id.as_array()));)
+            }
+            FieldTy::Array { .. } => quote!(arrays.push(::core::clone::Clone::clone(&self.#id));),
+            FieldTy::Struct(i) if model.structs[*i].holds_arrays => {
+                quote!(self.#id.write_fields(bytes, at + #off, arrays);)
+            }
+            FieldTy::Struct(_) => quote! {
+                {
+                    let b = ::warp_launch::StructRef::of(&self.#id).bytes();
+                    if let ::core::option::Option::Some(d) = bytes.get_mut(at + #off..at + #off + b.len()) {
+                        d.copy_from_slice(b);
+                    }
+                }
+            },
+            FieldTy::Pad(_) => quote!(),
+        }
+    });
+    let size = Literal::usize_unsuffixed(s.ty.size);
+    let field_kinds = s.ty.fields.iter().map(|f| {
+        let name = &f.name;
+        let kind = kind_expr(&f.kind, None, model);
+        quote!((::std::string::String::from(#name), #kind))
+    });
+    quote! {
+        #doc
+        #[derive(::core::clone::Clone, ::core::fmt::Debug)]
+        pub struct #ident {
+            #(#fields),*
+        }
+
+        impl #ident {
+            /// Warp's declaration of the struct (fields, kinds and C
+            /// layout), as launchers check kernels against it.
+            pub fn warp_type() -> ::warp_launch::StructType {
+                ::warp_launch::StructType::new(#warp_name, ::std::vec![#(#field_kinds),*])
+            }
+
+            /// The value a launch takes: its value fields' bytes and its
+            /// arrays (`StructValue::with_arrays`, which writes each
+            /// array's `array_t` at its field and keeps the arrays alive).
+            ///
+            /// # Errors
+            ///
+            /// Those of `StructValue::with_arrays` (`Error::StructArrays`):
+            /// an untyped array field of another dtype.
+            pub fn to_value(&self) -> ::warp_launch::Result<::warp_launch::StructValue> {
+                let mut bytes = ::std::vec![0u8; #size];
+                let mut arrays = ::std::vec::Vec::new();
+                self.write_fields(&mut bytes, 0, &mut arrays);
+                ::warp_launch::StructValue::with_arrays(&Self::warp_type(), bytes, arrays)
+            }
+
+            /// Writes the value fields' bytes at `at` of `bytes` and
+            /// appends the arrays, in field order (what `to_value` and an
+            /// enclosing struct's call).
+            #[doc(hidden)]
+            pub fn write_fields(
+                &self,
+                bytes: &mut [u8],
+                at: usize,
+                arrays: &mut ::std::vec::Vec<::warp_launch::Array>,
+            ) {
+                let _ = (&bytes, at, &arrays);
+                #(#writes)*
+            }
+        }
+    }
+}
+
 fn struct_item(s: &StructModel, model: &Model) -> TokenStream {
+    if s.holds_arrays {
+        return array_struct_item(s, model);
+    }
     let ident = &s.ident;
     let warp_name = &s.ty.name;
     let mut doc = vec![format!(
@@ -658,6 +857,8 @@ fn struct_item(s: &StructModel, model: &Model) -> TokenStream {
                     ),
                 )
             }
+            // Structs holding arrays are `array_struct_item`'s.
+            FieldTy::Array { .. } => (quote!(()), String::new()),
             FieldTy::Pad(n) => {
                 let n = Literal::usize_unsuffixed(*n);
                 (

@@ -111,15 +111,18 @@ fn kinds_map_to_rust_and_unsupported_kernels_are_listed() {
         assert!(text.contains(expected), "missing `{expected}`");
     }
     let module = item(&text, "/// Typed launchers of the Warp module `kinds`");
-    assert!(
-        module.contains("- `half_value`: parameter `h` is a `float16` value"),
-        "{module}"
-    );
+    // float16 values: half's type through warp-launch's re-export.
+    assert!(!module.contains("- `half_value`"), "{module}");
+    let half = &text[text
+        .find("impl HalfValue {")
+        .expect("a launcher of half_value")..];
+    assert!(half.contains("h: ::warp_launch::half::f16,"), "{half}");
+    assert!(half.contains("let h = h.to_le_bytes();"), "{half}");
     assert!(
         module.contains("- `quat_array`: parameter `q` is an array of `quatf`"),
         "{module}"
     );
-    assert!(!text.contains("pub struct HalfValue"));
+    assert!(text.contains("pub struct HalfValue"));
     assert!(!text.contains("pub struct QuatArray"));
 }
 
@@ -127,13 +130,33 @@ fn kinds_map_to_rust_and_unsupported_kernels_are_listed() {
 fn access_rules_writes_and_refusals_are_documented() {
     let text = generate("access", Some("tests/warp/access.py"));
     let module = item(&text, "/// Typed launchers of the Warp module `access`");
-    // A struct holding an array: no launcher, and why.
+    // A struct holding an array: a struct of typed fields that makes a
+    // checked value; its kernel's accesses through it are unproven, so the
+    // launcher has the safe launches (refused) and `launch_unchecked`.
+    assert!(!module.contains("- `through_struct`"), "{module}");
+    let holder = &text[text.find("pub struct Holder {").expect("a Holder struct")..];
+    let holder = &holder[..holder.find("\n}\n").unwrap_or(holder.len())];
     assert!(
-        module
-            .contains("- `through_struct`: parameter `h` is the struct `Holder` holding an array"),
-        "{module}"
+        holder.contains("pub data: ::warp_launch::TypedArray<f32, 1>,"),
+        "{holder}"
     );
-    assert!(!text.contains("pub struct ThroughStruct"));
+    assert!(holder.contains("pub scale: f32,"), "{holder}");
+    assert!(!text.contains("unsafe impl ::warp_launch::WarpStruct for Holder"));
+    assert!(
+        text.contains(
+            "pub fn to_value(&self) -> ::warp_launch::Result<::warp_launch::StructValue>"
+        )
+    );
+    let through = &text[text
+        .find("impl ThroughStruct {")
+        .expect("a launcher of through_struct")..];
+    assert!(through.contains("h: &Holder,"), "{through}");
+    assert!(through.contains("let h = h.to_value()?;"), "{through}");
+    assert!(
+        through.contains("pub unsafe fn launch_unchecked("),
+        "{through}"
+    );
+    assert!(text.contains("/// **Safe launches of this kernel are refused** (`Error::Unproven`)"));
     let gather = item(&text, "/// Typed launcher of the Warp kernel `gather`");
     assert!(gather.contains(
         "**Safe launches of this kernel are refused** (`Error::Unproven`): at `wp_access.cu:192`"

@@ -154,7 +154,7 @@ impl ApplyGravity {
                 ],
             )
     }
-    /// Launches the backward kernel of `apply_gravity` over `dim`: the forward arguments, then one adjoint per parameter (`adj_velocities`, `adj_dt`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.
+    /// Launches the backward kernel of `apply_gravity` over `dim`: the forward arguments, then one adjoint per parameter (`adj_velocities`, `adj_dt`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -166,7 +166,7 @@ impl ApplyGravity {
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         velocities: &::warp_launch::TypedArray<[f32; 3], 1>,
         dt: f32,
-        adj_velocities: &::warp_launch::TypedArray<[f32; 3], 1>,
+        adj_velocities: ::core::option::Option<&::warp_launch::TypedArray<[f32; 3], 1>>,
         adj_dt: f32,
     ) -> ::warp_launch::Result<()> {
         let dt = dt.to_le_bytes();
@@ -179,7 +179,7 @@ impl ApplyGravity {
                 &[
                     ::warp_launch::TypedArg::Array(velocities.as_array()),
                     ::warp_launch::TypedArg::Value(&dt),
-                    ::warp_launch::TypedArg::Array(adj_velocities.as_array()),
+                    ::warp_launch::TypedArg::from(adj_velocities),
                     ::warp_launch::TypedArg::Value(&adj_dt),
                 ],
             )
@@ -323,7 +323,7 @@ impl EnforceGround {
                 ],
             )
     }
-    /// Launches the backward kernel of `enforce_ground` over `dim`: the forward arguments, then one adjoint per parameter (`adj_positions`, `adj_velocities`, `adj_restitution`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.
+    /// Launches the backward kernel of `enforce_ground` over `dim`: the forward arguments, then one adjoint per parameter (`adj_positions`, `adj_velocities`, `adj_restitution`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -337,8 +337,8 @@ impl EnforceGround {
         positions: &::warp_launch::TypedArray<[f32; 3], 1>,
         velocities: &::warp_launch::TypedArray<[f32; 3], 1>,
         restitution: f32,
-        adj_positions: &::warp_launch::TypedArray<[f32; 3], 1>,
-        adj_velocities: &::warp_launch::TypedArray<[f32; 3], 1>,
+        adj_positions: ::core::option::Option<&::warp_launch::TypedArray<[f32; 3], 1>>,
+        adj_velocities: ::core::option::Option<&::warp_launch::TypedArray<[f32; 3], 1>>,
         adj_restitution: f32,
     ) -> ::warp_launch::Result<()> {
         let restitution = restitution.to_le_bytes();
@@ -352,8 +352,8 @@ impl EnforceGround {
                     ::warp_launch::TypedArg::Array(positions.as_array()),
                     ::warp_launch::TypedArg::Array(velocities.as_array()),
                     ::warp_launch::TypedArg::Value(&restitution),
-                    ::warp_launch::TypedArg::Array(adj_positions.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_velocities.as_array()),
+                    ::warp_launch::TypedArg::from(adj_positions),
+                    ::warp_launch::TypedArg::from(adj_velocities),
                     ::warp_launch::TypedArg::Value(&adj_restitution),
                 ],
             )
@@ -497,7 +497,7 @@ impl Integrate {
                 ],
             )
     }
-    /// Launches the backward kernel of `integrate` over `dim`: the forward arguments, then one adjoint per parameter (`adj_positions`, `adj_velocities`, `adj_dt`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.
+    /// Launches the backward kernel of `integrate` over `dim`: the forward arguments, then one adjoint per parameter (`adj_positions`, `adj_velocities`, `adj_dt`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -511,8 +511,8 @@ impl Integrate {
         positions: &::warp_launch::TypedArray<[f32; 3], 1>,
         velocities: &::warp_launch::TypedArray<[f32; 3], 1>,
         dt: f32,
-        adj_positions: &::warp_launch::TypedArray<[f32; 3], 1>,
-        adj_velocities: &::warp_launch::TypedArray<[f32; 3], 1>,
+        adj_positions: ::core::option::Option<&::warp_launch::TypedArray<[f32; 3], 1>>,
+        adj_velocities: ::core::option::Option<&::warp_launch::TypedArray<[f32; 3], 1>>,
         adj_dt: f32,
     ) -> ::warp_launch::Result<()> {
         let dt = dt.to_le_bytes();
@@ -526,8 +526,8 @@ impl Integrate {
                     ::warp_launch::TypedArg::Array(positions.as_array()),
                     ::warp_launch::TypedArg::Array(velocities.as_array()),
                     ::warp_launch::TypedArg::Value(&dt),
-                    ::warp_launch::TypedArg::Array(adj_positions.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_velocities.as_array()),
+                    ::warp_launch::TypedArg::from(adj_positions),
+                    ::warp_launch::TypedArg::from(adj_velocities),
                     ::warp_launch::TypedArg::Value(&adj_dt),
                 ],
             )

@@ -206,7 +206,7 @@ impl Advect {
                 ],
             )
     }
-    /// Launches the backward kernel of `advect` over `dim`: the forward arguments, then one adjoint per parameter (`adj_u0`, `adj_u1`, `adj_rho0`, `adj_rho1`, `adj_dt`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.
+    /// Launches the backward kernel of `advect` over `dim`: the forward arguments, then one adjoint per parameter (`adj_u0`, `adj_u1`, `adj_rho0`, `adj_rho1`, `adj_dt`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -222,10 +222,10 @@ impl Advect {
         rho0: &::warp_launch::TypedArray<f32, 2>,
         rho1: &::warp_launch::TypedArray<f32, 2>,
         dt: f32,
-        adj_u0: &::warp_launch::TypedArray<[f32; 2], 2>,
-        adj_u1: &::warp_launch::TypedArray<[f32; 2], 2>,
-        adj_rho0: &::warp_launch::TypedArray<f32, 2>,
-        adj_rho1: &::warp_launch::TypedArray<f32, 2>,
+        adj_u0: ::core::option::Option<&::warp_launch::TypedArray<[f32; 2], 2>>,
+        adj_u1: ::core::option::Option<&::warp_launch::TypedArray<[f32; 2], 2>>,
+        adj_rho0: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
+        adj_rho1: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
         adj_dt: f32,
     ) -> ::warp_launch::Result<()> {
         let dt = dt.to_le_bytes();
@@ -241,10 +241,10 @@ impl Advect {
                     ::warp_launch::TypedArg::Array(rho0.as_array()),
                     ::warp_launch::TypedArg::Array(rho1.as_array()),
                     ::warp_launch::TypedArg::Value(&dt),
-                    ::warp_launch::TypedArg::Array(adj_u0.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_u1.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_rho0.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_rho1.as_array()),
+                    ::warp_launch::TypedArg::from(adj_u0),
+                    ::warp_launch::TypedArg::from(adj_u1),
+                    ::warp_launch::TypedArg::from(adj_rho0),
+                    ::warp_launch::TypedArg::from(adj_rho1),
                     ::warp_launch::TypedArg::Value(&adj_dt),
                 ],
             )
@@ -289,7 +289,7 @@ impl Advect {
                 )
         }
     }
-    /// The backward kernel of `advect` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_u0`, `adj_u1`, `adj_rho0`, `adj_rho1`, `adj_dt`).
+    /// The backward kernel of `advect` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_u0`, `adj_u1`, `adj_rho0`, `adj_rho1`, `adj_dt`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -310,10 +310,10 @@ impl Advect {
         rho0: &::warp_launch::TypedArray<f32, 2>,
         rho1: &::warp_launch::TypedArray<f32, 2>,
         dt: f32,
-        adj_u0: &::warp_launch::TypedArray<[f32; 2], 2>,
-        adj_u1: &::warp_launch::TypedArray<[f32; 2], 2>,
-        adj_rho0: &::warp_launch::TypedArray<f32, 2>,
-        adj_rho1: &::warp_launch::TypedArray<f32, 2>,
+        adj_u0: ::core::option::Option<&::warp_launch::TypedArray<[f32; 2], 2>>,
+        adj_u1: ::core::option::Option<&::warp_launch::TypedArray<[f32; 2], 2>>,
+        adj_rho0: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
+        adj_rho1: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
         adj_dt: f32,
     ) -> ::warp_launch::Result<()> {
         let dt = dt.to_le_bytes();
@@ -331,10 +331,10 @@ impl Advect {
                         ::warp_launch::TypedArg::Array(rho0.as_array()),
                         ::warp_launch::TypedArg::Array(rho1.as_array()),
                         ::warp_launch::TypedArg::Value(&dt),
-                        ::warp_launch::TypedArg::Array(adj_u0.as_array()),
-                        ::warp_launch::TypedArg::Array(adj_u1.as_array()),
-                        ::warp_launch::TypedArg::Array(adj_rho0.as_array()),
-                        ::warp_launch::TypedArg::Array(adj_rho1.as_array()),
+                        ::warp_launch::TypedArg::from(adj_u0),
+                        ::warp_launch::TypedArg::from(adj_u1),
+                        ::warp_launch::TypedArg::from(adj_rho0),
+                        ::warp_launch::TypedArg::from(adj_rho1),
                         ::warp_launch::TypedArg::Value(&adj_dt),
                     ],
                 )
@@ -465,7 +465,7 @@ impl Divergence {
                 ],
             )
     }
-    /// Launches the backward kernel of `divergence` over `dim`: the forward arguments, then one adjoint per parameter (`adj_u`, `adj_div`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.
+    /// Launches the backward kernel of `divergence` over `dim`: the forward arguments, then one adjoint per parameter (`adj_u`, `adj_div`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -477,8 +477,8 @@ impl Divergence {
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         u: &::warp_launch::TypedArray<[f32; 2], 2>,
         div: &::warp_launch::TypedArray<f32, 2>,
-        adj_u: &::warp_launch::TypedArray<[f32; 2], 2>,
-        adj_div: &::warp_launch::TypedArray<f32, 2>,
+        adj_u: ::core::option::Option<&::warp_launch::TypedArray<[f32; 2], 2>>,
+        adj_div: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
     ) -> ::warp_launch::Result<()> {
         self.0
             .launch_args(
@@ -488,8 +488,8 @@ impl Divergence {
                 &[
                     ::warp_launch::TypedArg::Array(u.as_array()),
                     ::warp_launch::TypedArg::Array(div.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_u.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_div.as_array()),
+                    ::warp_launch::TypedArg::from(adj_u),
+                    ::warp_launch::TypedArg::from(adj_div),
                 ],
             )
     }
@@ -525,7 +525,7 @@ impl Divergence {
                 )
         }
     }
-    /// The backward kernel of `divergence` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_u`, `adj_div`).
+    /// The backward kernel of `divergence` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_u`, `adj_div`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -542,8 +542,8 @@ impl Divergence {
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         u: &::warp_launch::TypedArray<[f32; 2], 2>,
         div: &::warp_launch::TypedArray<f32, 2>,
-        adj_u: &::warp_launch::TypedArray<[f32; 2], 2>,
-        adj_div: &::warp_launch::TypedArray<f32, 2>,
+        adj_u: ::core::option::Option<&::warp_launch::TypedArray<[f32; 2], 2>>,
+        adj_div: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
     ) -> ::warp_launch::Result<()> {
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
@@ -555,8 +555,8 @@ impl Divergence {
                     &[
                         ::warp_launch::TypedArg::Array(u.as_array()),
                         ::warp_launch::TypedArg::Array(div.as_array()),
-                        ::warp_launch::TypedArg::Array(adj_u.as_array()),
-                        ::warp_launch::TypedArg::Array(adj_div.as_array()),
+                        ::warp_launch::TypedArg::from(adj_u),
+                        ::warp_launch::TypedArg::from(adj_div),
                     ],
                 )
         }
@@ -711,7 +711,7 @@ impl Init {
                 ],
             )
     }
-    /// Launches the backward kernel of `init` over `dim`: the forward arguments, then one adjoint per parameter (`adj_rho`, `adj_u`, `adj_radius`, `adj_dir`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.
+    /// Launches the backward kernel of `init` over `dim`: the forward arguments, then one adjoint per parameter (`adj_rho`, `adj_u`, `adj_radius`, `adj_dir`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -726,8 +726,8 @@ impl Init {
         u: &::warp_launch::TypedArray<[f32; 2], 2>,
         radius: i32,
         dir: [f32; 2],
-        adj_rho: &::warp_launch::TypedArray<f32, 2>,
-        adj_u: &::warp_launch::TypedArray<[f32; 2], 2>,
+        adj_rho: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
+        adj_u: ::core::option::Option<&::warp_launch::TypedArray<[f32; 2], 2>>,
         adj_radius: i32,
         adj_dir: [f32; 2],
     ) -> ::warp_launch::Result<()> {
@@ -745,8 +745,8 @@ impl Init {
                     ::warp_launch::TypedArg::Array(u.as_array()),
                     ::warp_launch::TypedArg::Value(&radius),
                     ::warp_launch::TypedArg::Value(dir.as_flattened()),
-                    ::warp_launch::TypedArg::Array(adj_rho.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_u.as_array()),
+                    ::warp_launch::TypedArg::from(adj_rho),
+                    ::warp_launch::TypedArg::from(adj_u),
                     ::warp_launch::TypedArg::Value(&adj_radius),
                     ::warp_launch::TypedArg::Value(adj_dir.as_flattened()),
                 ],
@@ -891,7 +891,7 @@ impl Integrate {
                 ],
             )
     }
-    /// Launches the backward kernel of `integrate` over `dim`: the forward arguments, then one adjoint per parameter (`adj_u`, `adj_rho`, `adj_dt`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.
+    /// Launches the backward kernel of `integrate` over `dim`: the forward arguments, then one adjoint per parameter (`adj_u`, `adj_rho`, `adj_dt`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -905,8 +905,8 @@ impl Integrate {
         u: &::warp_launch::TypedArray<[f32; 2], 2>,
         rho: &::warp_launch::TypedArray<f32, 2>,
         dt: f32,
-        adj_u: &::warp_launch::TypedArray<[f32; 2], 2>,
-        adj_rho: &::warp_launch::TypedArray<f32, 2>,
+        adj_u: ::core::option::Option<&::warp_launch::TypedArray<[f32; 2], 2>>,
+        adj_rho: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
         adj_dt: f32,
     ) -> ::warp_launch::Result<()> {
         let dt = dt.to_le_bytes();
@@ -920,8 +920,8 @@ impl Integrate {
                     ::warp_launch::TypedArg::Array(u.as_array()),
                     ::warp_launch::TypedArg::Array(rho.as_array()),
                     ::warp_launch::TypedArg::Value(&dt),
-                    ::warp_launch::TypedArg::Array(adj_u.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_rho.as_array()),
+                    ::warp_launch::TypedArg::from(adj_u),
+                    ::warp_launch::TypedArg::from(adj_rho),
                     ::warp_launch::TypedArg::Value(&adj_dt),
                 ],
             )
@@ -1051,7 +1051,7 @@ impl PressureApply {
                 ],
             )
     }
-    /// Launches the backward kernel of `pressure_apply` over `dim`: the forward arguments, then one adjoint per parameter (`adj_p`, `adj_u`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.
+    /// Launches the backward kernel of `pressure_apply` over `dim`: the forward arguments, then one adjoint per parameter (`adj_p`, `adj_u`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -1063,8 +1063,8 @@ impl PressureApply {
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         p: &::warp_launch::TypedArray<f32, 2>,
         u: &::warp_launch::TypedArray<[f32; 2], 2>,
-        adj_p: &::warp_launch::TypedArray<f32, 2>,
-        adj_u: &::warp_launch::TypedArray<[f32; 2], 2>,
+        adj_p: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
+        adj_u: ::core::option::Option<&::warp_launch::TypedArray<[f32; 2], 2>>,
     ) -> ::warp_launch::Result<()> {
         self.0
             .launch_args(
@@ -1074,8 +1074,8 @@ impl PressureApply {
                 &[
                     ::warp_launch::TypedArg::Array(p.as_array()),
                     ::warp_launch::TypedArg::Array(u.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_p.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_u.as_array()),
+                    ::warp_launch::TypedArg::from(adj_p),
+                    ::warp_launch::TypedArg::from(adj_u),
                 ],
             )
     }
@@ -1111,7 +1111,7 @@ impl PressureApply {
                 )
         }
     }
-    /// The backward kernel of `pressure_apply` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_p`, `adj_u`).
+    /// The backward kernel of `pressure_apply` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_p`, `adj_u`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -1128,8 +1128,8 @@ impl PressureApply {
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         p: &::warp_launch::TypedArray<f32, 2>,
         u: &::warp_launch::TypedArray<[f32; 2], 2>,
-        adj_p: &::warp_launch::TypedArray<f32, 2>,
-        adj_u: &::warp_launch::TypedArray<[f32; 2], 2>,
+        adj_p: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
+        adj_u: ::core::option::Option<&::warp_launch::TypedArray<[f32; 2], 2>>,
     ) -> ::warp_launch::Result<()> {
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
@@ -1141,8 +1141,8 @@ impl PressureApply {
                     &[
                         ::warp_launch::TypedArg::Array(p.as_array()),
                         ::warp_launch::TypedArg::Array(u.as_array()),
-                        ::warp_launch::TypedArg::Array(adj_p.as_array()),
-                        ::warp_launch::TypedArg::Array(adj_u.as_array()),
+                        ::warp_launch::TypedArg::from(adj_p),
+                        ::warp_launch::TypedArg::from(adj_u),
                     ],
                 )
         }
@@ -1286,7 +1286,7 @@ impl PressureSolve {
                 ],
             )
     }
-    /// Launches the backward kernel of `pressure_solve` over `dim`: the forward arguments, then one adjoint per parameter (`adj_p0`, `adj_p1`, `adj_div`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.
+    /// Launches the backward kernel of `pressure_solve` over `dim`: the forward arguments, then one adjoint per parameter (`adj_p0`, `adj_p1`, `adj_div`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -1300,9 +1300,9 @@ impl PressureSolve {
         p0: &::warp_launch::TypedArray<f32, 2>,
         p1: &::warp_launch::TypedArray<f32, 2>,
         div: &::warp_launch::TypedArray<f32, 2>,
-        adj_p0: &::warp_launch::TypedArray<f32, 2>,
-        adj_p1: &::warp_launch::TypedArray<f32, 2>,
-        adj_div: &::warp_launch::TypedArray<f32, 2>,
+        adj_p0: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
+        adj_p1: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
+        adj_div: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
     ) -> ::warp_launch::Result<()> {
         self.0
             .launch_args(
@@ -1313,9 +1313,9 @@ impl PressureSolve {
                     ::warp_launch::TypedArg::Array(p0.as_array()),
                     ::warp_launch::TypedArg::Array(p1.as_array()),
                     ::warp_launch::TypedArg::Array(div.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_p0.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_p1.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_div.as_array()),
+                    ::warp_launch::TypedArg::from(adj_p0),
+                    ::warp_launch::TypedArg::from(adj_p1),
+                    ::warp_launch::TypedArg::from(adj_div),
                 ],
             )
     }
@@ -1353,7 +1353,7 @@ impl PressureSolve {
                 )
         }
     }
-    /// The backward kernel of `pressure_solve` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_p0`, `adj_p1`, `adj_div`).
+    /// The backward kernel of `pressure_solve` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_p0`, `adj_p1`, `adj_div`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -1372,9 +1372,9 @@ impl PressureSolve {
         p0: &::warp_launch::TypedArray<f32, 2>,
         p1: &::warp_launch::TypedArray<f32, 2>,
         div: &::warp_launch::TypedArray<f32, 2>,
-        adj_p0: &::warp_launch::TypedArray<f32, 2>,
-        adj_p1: &::warp_launch::TypedArray<f32, 2>,
-        adj_div: &::warp_launch::TypedArray<f32, 2>,
+        adj_p0: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
+        adj_p1: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
+        adj_div: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
     ) -> ::warp_launch::Result<()> {
         // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
         unsafe {
@@ -1387,9 +1387,9 @@ impl PressureSolve {
                         ::warp_launch::TypedArg::Array(p0.as_array()),
                         ::warp_launch::TypedArg::Array(p1.as_array()),
                         ::warp_launch::TypedArg::Array(div.as_array()),
-                        ::warp_launch::TypedArg::Array(adj_p0.as_array()),
-                        ::warp_launch::TypedArg::Array(adj_p1.as_array()),
-                        ::warp_launch::TypedArg::Array(adj_div.as_array()),
+                        ::warp_launch::TypedArg::from(adj_p0),
+                        ::warp_launch::TypedArg::from(adj_p1),
+                        ::warp_launch::TypedArg::from(adj_div),
                     ],
                 )
         }

@@ -210,7 +210,7 @@ impl Fbm {
                 ],
             )
     }
-    /// Launches the backward kernel of `fbm` over `dim`: the forward arguments, then one adjoint per parameter (`adj_kernel_seed`, `adj_frequency`, `adj_amplitude`, `adj_x`, `adj_y`, `adj_z`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.
+    /// Launches the backward kernel of `fbm` over `dim`: the forward arguments, then one adjoint per parameter (`adj_kernel_seed`, `adj_frequency`, `adj_amplitude`, `adj_x`, `adj_y`, `adj_z`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -230,9 +230,9 @@ impl Fbm {
         adj_kernel_seed: i32,
         adj_frequency: f32,
         adj_amplitude: f32,
-        adj_x: &::warp_launch::TypedArray<f32, 1>,
-        adj_y: &::warp_launch::TypedArray<f32, 1>,
-        adj_z: &::warp_launch::TypedArray<f32, 2>,
+        adj_x: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
+        adj_y: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
+        adj_z: ::core::option::Option<&::warp_launch::TypedArray<f32, 2>>,
     ) -> ::warp_launch::Result<()> {
         let kernel_seed = kernel_seed.to_le_bytes();
         let frequency = frequency.to_le_bytes();
@@ -255,9 +255,9 @@ impl Fbm {
                     ::warp_launch::TypedArg::Value(&adj_kernel_seed),
                     ::warp_launch::TypedArg::Value(&adj_frequency),
                     ::warp_launch::TypedArg::Value(&adj_amplitude),
-                    ::warp_launch::TypedArg::Array(adj_x.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_y.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_z.as_array()),
+                    ::warp_launch::TypedArg::from(adj_x),
+                    ::warp_launch::TypedArg::from(adj_y),
+                    ::warp_launch::TypedArg::from(adj_z),
                 ],
             )
     }
@@ -386,7 +386,7 @@ impl Slide {
                 ],
             )
     }
-    /// Launches the backward kernel of `slide` over `dim`: the forward arguments, then one adjoint per parameter (`adj_x`, `adj_shift`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.
+    /// Launches the backward kernel of `slide` over `dim`: the forward arguments, then one adjoint per parameter (`adj_x`, `adj_shift`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -398,7 +398,7 @@ impl Slide {
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         x: &::warp_launch::TypedArray<f32, 1>,
         shift: f32,
-        adj_x: &::warp_launch::TypedArray<f32, 1>,
+        adj_x: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
         adj_shift: f32,
     ) -> ::warp_launch::Result<()> {
         let shift = shift.to_le_bytes();
@@ -411,7 +411,7 @@ impl Slide {
                 &[
                     ::warp_launch::TypedArg::Array(x.as_array()),
                     ::warp_launch::TypedArg::Value(&shift),
-                    ::warp_launch::TypedArg::Array(adj_x.as_array()),
+                    ::warp_launch::TypedArg::from(adj_x),
                     ::warp_launch::TypedArg::Value(&adj_shift),
                 ],
             )

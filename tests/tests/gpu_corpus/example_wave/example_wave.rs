@@ -154,7 +154,7 @@ impl GridUpdate {
                 ],
             )
     }
-    /// Launches the backward kernel of `grid_update` over `dim`: the forward arguments, then one adjoint per parameter (`adj_heights`, `adj_vertices`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.
+    /// Launches the backward kernel of `grid_update` over `dim`: the forward arguments, then one adjoint per parameter (`adj_heights`, `adj_vertices`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -166,8 +166,8 @@ impl GridUpdate {
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
         heights: &::warp_launch::TypedArray<f32, 1>,
         vertices: &::warp_launch::TypedArray<[f32; 3], 1>,
-        adj_heights: &::warp_launch::TypedArray<f32, 1>,
-        adj_vertices: &::warp_launch::TypedArray<[f32; 3], 1>,
+        adj_heights: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
+        adj_vertices: ::core::option::Option<&::warp_launch::TypedArray<[f32; 3], 1>>,
     ) -> ::warp_launch::Result<()> {
         self.0
             .launch_args(
@@ -177,8 +177,8 @@ impl GridUpdate {
                 &[
                     ::warp_launch::TypedArg::Array(heights.as_array()),
                     ::warp_launch::TypedArg::Array(vertices.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_heights.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_vertices.as_array()),
+                    ::warp_launch::TypedArg::from(adj_heights),
+                    ::warp_launch::TypedArg::from(adj_vertices),
                 ],
             )
     }
@@ -405,7 +405,7 @@ impl WaveDisplace {
                 ],
             )
     }
-    /// Launches the backward kernel of `wave_displace` over `dim`: the forward arguments, then one adjoint per parameter (`adj_hcurrent`, `adj_hprevious`, `adj_width`, `adj_height`, `adj_center_x`, `adj_center_y`, `adj_r`, `adj_mag`, `adj_t`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.
+    /// Launches the backward kernel of `wave_displace` over `dim`: the forward arguments, then one adjoint per parameter (`adj_hcurrent`, `adj_hprevious`, `adj_width`, `adj_height`, `adj_center_x`, `adj_center_y`, `adj_r`, `adj_mag`, `adj_t`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -425,8 +425,8 @@ impl WaveDisplace {
         r: f32,
         mag: f32,
         t: f32,
-        adj_hcurrent: &::warp_launch::TypedArray<f32, 1>,
-        adj_hprevious: &::warp_launch::TypedArray<f32, 1>,
+        adj_hcurrent: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
+        adj_hprevious: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
         adj_width: i32,
         adj_height: i32,
         adj_center_x: f32,
@@ -464,8 +464,8 @@ impl WaveDisplace {
                     ::warp_launch::TypedArg::Value(&r),
                     ::warp_launch::TypedArg::Value(&mag),
                     ::warp_launch::TypedArg::Value(&t),
-                    ::warp_launch::TypedArg::Array(adj_hcurrent.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_hprevious.as_array()),
+                    ::warp_launch::TypedArg::from(adj_hcurrent),
+                    ::warp_launch::TypedArg::from(adj_hprevious),
                     ::warp_launch::TypedArg::Value(&adj_width),
                     ::warp_launch::TypedArg::Value(&adj_height),
                     ::warp_launch::TypedArg::Value(&adj_center_x),
@@ -688,7 +688,7 @@ impl WaveSolve {
                 ],
             )
     }
-    /// Launches the backward kernel of `wave_solve` over `dim`: the forward arguments, then one adjoint per parameter (`adj_hprevious`, `adj_hcurrent`, `adj_width`, `adj_height`, `adj_inv_cell`, `adj_k_speed`, `adj_k_damp`, `adj_dt`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints.
+    /// Launches the backward kernel of `wave_solve` over `dim`: the forward arguments, then one adjoint per parameter (`adj_hprevious`, `adj_hcurrent`, `adj_width`, `adj_height`, `adj_inv_cell`, `adj_k_speed`, `adj_k_damp`, `adj_dt`), as `wp.launch(..., adjoint=True)`; the backward kernel adds the gradients of the inputs into their adjoints. An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Checked before the driver sees it, without looking anything up by name: each array's device and context, the kernel's access rules against `dim` (the launch-shape rule), and the module's compiled block size.
     ///
@@ -707,8 +707,8 @@ impl WaveSolve {
         k_speed: f32,
         k_damp: f32,
         dt: f32,
-        adj_hprevious: &::warp_launch::TypedArray<f32, 1>,
-        adj_hcurrent: &::warp_launch::TypedArray<f32, 1>,
+        adj_hprevious: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
+        adj_hcurrent: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
         adj_width: i32,
         adj_height: i32,
         adj_inv_cell: f32,
@@ -742,8 +742,8 @@ impl WaveSolve {
                     ::warp_launch::TypedArg::Value(&k_speed),
                     ::warp_launch::TypedArg::Value(&k_damp),
                     ::warp_launch::TypedArg::Value(&dt),
-                    ::warp_launch::TypedArg::Array(adj_hprevious.as_array()),
-                    ::warp_launch::TypedArg::Array(adj_hcurrent.as_array()),
+                    ::warp_launch::TypedArg::from(adj_hprevious),
+                    ::warp_launch::TypedArg::from(adj_hcurrent),
                     ::warp_launch::TypedArg::Value(&adj_width),
                     ::warp_launch::TypedArg::Value(&adj_height),
                     ::warp_launch::TypedArg::Value(&adj_inv_cell),
@@ -804,7 +804,7 @@ impl WaveSolve {
                 )
         }
     }
-    /// The backward kernel of `wave_solve` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_hprevious`, `adj_hcurrent`, `adj_width`, `adj_height`, `adj_inv_cell`, `adj_k_speed`, `adj_k_damp`, `adj_dt`).
+    /// The backward kernel of `wave_solve` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_hprevious`, `adj_hcurrent`, `adj_width`, `adj_height`, `adj_inv_cell`, `adj_k_speed`, `adj_k_damp`, `adj_dt`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
     /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
     ///
@@ -828,8 +828,8 @@ impl WaveSolve {
         k_speed: f32,
         k_damp: f32,
         dt: f32,
-        adj_hprevious: &::warp_launch::TypedArray<f32, 1>,
-        adj_hcurrent: &::warp_launch::TypedArray<f32, 1>,
+        adj_hprevious: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
+        adj_hcurrent: ::core::option::Option<&::warp_launch::TypedArray<f32, 1>>,
         adj_width: i32,
         adj_height: i32,
         adj_inv_cell: f32,
@@ -865,8 +865,8 @@ impl WaveSolve {
                         ::warp_launch::TypedArg::Value(&k_speed),
                         ::warp_launch::TypedArg::Value(&k_damp),
                         ::warp_launch::TypedArg::Value(&dt),
-                        ::warp_launch::TypedArg::Array(adj_hprevious.as_array()),
-                        ::warp_launch::TypedArg::Array(adj_hcurrent.as_array()),
+                        ::warp_launch::TypedArg::from(adj_hprevious),
+                        ::warp_launch::TypedArg::from(adj_hcurrent),
                         ::warp_launch::TypedArg::Value(&adj_width),
                         ::warp_launch::TypedArg::Value(&adj_height),
                         ::warp_launch::TypedArg::Value(&adj_inv_cell),

@@ -873,6 +873,7 @@ fn host_work_of_builder_and_positional_launches() {
             let at = 64 * (i + 1);
             match a {
                 TypedArg::Array(a) => buf[at..at + 56].copy_from_slice(&encode::array_t(&a.abi())),
+                TypedArg::Null => buf[at..at + 56].fill(0),
                 TypedArg::Value(v) => buf[at..at + v.len()].copy_from_slice(v),
                 TypedArg::Struct(s) => buf[at..at + s.bytes().len()].copy_from_slice(s.bytes()),
             }
