@@ -18,8 +18,21 @@
 
 #pragma once
 
+#if defined(__CUDACC_RTC__)
+// NVRTC compiles without the C library's headers: its own size_t and
+// ptrdiff_t, and the fixed-width integers of the LP64 data model.
+typedef signed char int8_t;
+typedef unsigned char uint8_t;
+typedef short int16_t;
+typedef unsigned short uint16_t;
+typedef int int32_t;
+typedef unsigned int uint32_t;
+typedef long long int64_t;
+typedef unsigned long long uint64_t;
+#else
 #include <stddef.h>
 #include <stdint.h>
+#endif
 
 #if defined(__CUDACC__)
 #define WL_HOST_DEVICE __host__ __device__

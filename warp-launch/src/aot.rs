@@ -837,7 +837,7 @@ impl<'a> ModuleContext<'a> {
     }
 }
 
-fn src_err(e: source::SourceError) -> Error {
+pub(crate) fn src_err(e: source::SourceError) -> Error {
     Error::Source {
         file: e.file().to_string(),
         line: e.line(),

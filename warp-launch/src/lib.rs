@@ -163,6 +163,7 @@ mod array;
 mod autodiff;
 mod conditional;
 mod cpu;
+mod cuda_c;
 mod device;
 mod error;
 #[doc(hidden)]
@@ -219,6 +220,7 @@ pub use aot::{AotModule, WARP_VERSION};
 pub use cpu::{
     CpuAssertFn, CpuBackwardFn, CpuForwardFn, CpuLayoutFn, EmbeddedCpu, EmbeddedCpuKernel,
 };
+pub use cuda_c::CudaModule;
 pub use images::{EmbeddedImage, EmbeddedModule};
 pub use launch::{Kernel, KernelSpec};
 pub use signature::{

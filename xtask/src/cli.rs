@@ -244,7 +244,8 @@ fn import_task(root: &Path, _specs: &Path, check: bool) -> Result<()> {
 /// (`12.0=DIR;...`: every pinned release's), `NVRTC_RELEASE_INCLUDE_DIRS`
 /// (the same for `nvrtc.h`) and `WARP_NATIVE_INCLUDE_DIR`
 /// (Warp's `warp/native/*.h`) pointing at them (the ABI tests compile
-/// against them).
+/// against them), and `CUDA_SYS_NVRTC_LIBRARY` at the pinned NVRTC 13.0's
+/// library (unless set), so the NVRTC tests compile for real.
 fn test(root: &Path, extra: &[String]) -> Result<()> {
     let include = provision::cuda_include_dir()?;
     let warp_include = provision::warp_native_include_dir()?;
@@ -265,15 +266,21 @@ fn test(root: &Path, extra: &[String]) -> Result<()> {
             provision::nvrtc_include_dir(r)?.display()
         ));
     }
+    let nvrtc_lib = match std::env::var_os("CUDA_SYS_NVRTC_LIBRARY") {
+        Some(set) => std::path::PathBuf::from(set),
+        None => provision::nvrtc_library_dir()?,
+    };
     println!(
-        "xtask test: cargo test --workspace {} (CUDA_INCLUDE_DIR={}, WARP_NATIVE_INCLUDE_DIR={})",
+        "xtask test: cargo test --workspace {} (CUDA_INCLUDE_DIR={}, WARP_NATIVE_INCLUDE_DIR={}, CUDA_SYS_NVRTC_LIBRARY={})",
         extra.join(" "),
         include.display(),
-        warp_include.display()
+        warp_include.display(),
+        nvrtc_lib.display()
     );
     let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .args(["test", "--workspace"])
         .args(extra)
+        .env("CUDA_SYS_NVRTC_LIBRARY", &nvrtc_lib)
         .env("CUDA_INCLUDE_DIR", &include)
         .env("CUDA_RELEASE_INCLUDE_DIRS", releases.join(";"))
         .env("NVRTC_RELEASE_INCLUDE_DIRS", nvrtc.join(";"))

@@ -156,6 +156,40 @@ pub fn nvrtc_include_dir(r: &PinnedNvrtc) -> Result<PathBuf> {
     Ok(inc)
 }
 
+/// The NVRTC release whose library the CPU tests compile with: 13.0, the
+/// GPU machine's driver release (its PTX loads there).
+pub const TEST_NVRTC_RELEASE: &str = "13.0";
+
+/// The directory holding the test NVRTC's `libnvrtc.so.13` and its
+/// builtins ([`TEST_NVRTC_RELEASE`]'s pinned wheel, unpacked into
+/// `target/cuda-cache/cuda-nvrtc-<version>` on first use; the wheel is the
+/// one the importer already fetched for `nvrtc.h`).
+///
+/// # Errors
+///
+/// pip failing, or a wheel without the library.
+pub fn nvrtc_library_dir() -> Result<PathBuf> {
+    let r = PINNED_NVRTC
+        .iter()
+        .find(|r| r.release == TEST_NVRTC_RELEASE)
+        .ok_or("no pinned NVRTC wheel for the test release")?;
+    let version = r.wheel.split("==").nth(1).unwrap_or(r.release);
+    let dir = cache_dir().join(format!("cuda-nvrtc-{version}"));
+    let lib = dir.join("nvidia/cu13/lib");
+    if !lib.join("libnvrtc.so.13").is_file() {
+        fetch_wheel_with(r.wheel, &dir, None, Some("nvidia/cu13/lib/libnvrtc"))?;
+    }
+    if !lib.join("libnvrtc.so.13").is_file() {
+        return Err(format!(
+            "{} unpacked to {} but has no libnvrtc.so.13",
+            r.wheel,
+            dir.display()
+        )
+        .into());
+    }
+    Ok(lib)
+}
+
 /// The wheel that carries Warp's native headers (`warp/native/*.h`).
 pub const WARP_WHEEL: &str = "warp-lang==1.19.0";
 /// The platform whose `WARP_WHEEL` build is fetched (the headers are the

@@ -445,7 +445,7 @@ fn written_names<'t>(body: &[Tok<'t>], defining: &HashSet<usize>) -> HashSet<&'t
 /// Whether the name at `j` is changed there: assigned (`=`, `op=`, `<<=`,
 /// `>>=`), incremented or decremented, address-taken, or the first
 /// argument of a `*assign*` builtin.
-fn is_written(body: &[Tok<'_>], j: usize) -> bool {
+pub(super) fn is_written(body: &[Tok<'_>], j: usize) -> bool {
     let (n1, n2, n3) = (
         text_at(body, j + 1),
         text_at(body, j + 2),

@@ -43,6 +43,7 @@ use crate::signature::Accesses;
 
 mod accesses;
 mod cu;
+pub(crate) mod cuda_c;
 #[cfg(feature = "build")]
 pub(crate) mod effects;
 mod meta;

@@ -1,0 +1,520 @@
+//! CUDA C kernels written against `warp_launch.h`, compiled by this process
+//! at run time with NVRTC ([`cuda_api::Program`]) and declared from the same
+//! text: [`CudaModule`].
+
+use std::fmt;
+
+use cuda_api::{Library, Program};
+
+use crate::abi::DType;
+use crate::device::IntoDevice;
+use crate::error::{Error, Result};
+use crate::launch::{Kernel, KernelSpec};
+use crate::signature::{Accesses, ParamKind, Unproven};
+use crate::source::cuda_c::{CudaCKernel, array_element, read_cuda_c};
+
+/// The header every text may include as `"warp_launch.h"`: the one
+/// `warp-launch/include/` ships.
+const WARP_LAUNCH_H: &str = include_str!("../include/warp_launch.h");
+
+/// CUDA C kernels of one text written against `warp_launch.h` (Warp's
+/// kernel ABI: `wl::launch_bounds_t<N>` first, arrays as `wl::array_t<T>`),
+/// compiled by this process with NVRTC, each declared from that same text.
+///
+/// The declaration of every `extern "C" __global__` kernel comes from its
+/// source: the parameters' types and names, the launch's dimension count,
+/// grid-stride or lean, and the access rules every launch checks. A body
+/// in the subset the reader understands (arrays reached only through
+/// `wl::index(a, ...)` / `atomicOp(wl::address(a, ...), ...)` with thread
+/// coordinates, the work-item index, `blockIdx.x` or integer constants as
+/// indices; no pointers, subscripts or unknown calls) gets its rules; any
+/// other body is [`Accesses::Unproven`] with the first `file:line` it cannot
+/// read, and only the `unsafe` [`LaunchBuilder::unchecked`](crate::LaunchBuilder::unchecked)
+/// launches it. [`CudaModule::declarations`] gives the verdicts without a
+/// GPU.
+///
+/// Safe, because the rules and the code come from the same text in the
+/// same process: [`CudaModule::compile`] passes NVRTC the text and this
+/// crate's `warp_launch.h`, no options and no other header, so nothing can
+/// change what the tokens mean between the reading and the compile. Rules
+/// read from a text and paired with code compiled elsewhere are
+/// [`CudaModule::from_image`], which is `unsafe`.
+///
+/// On a GPU with NVRTC (`CUDA_SYS_NVRTC_LIBRARY` names a pip wheel's
+/// `nvidia/cu13/lib` when none is installed):
+///
+/// ```no_run
+/// use warp_launch::{Array, CudaModule, Device};
+///
+/// # fn main() -> warp_launch::Result<()> {
+/// let src = r#"
+/// #include "warp_launch.h"
+/// extern "C" __global__ void scale(wl::launch_bounds_t<1> dim, wl::array_t<float> a, float s) {
+///     WL_GRID_STRIDE_LOOP(idx, dim) {
+///         wl::coord_t c = wl::coord(idx, dim);
+///         wl::index(a, c.i) *= s;
+///     }
+/// }
+/// "#;
+/// let module = CudaModule::compile(Device::Cuda(0), "scale.cu", src)?;
+/// let scale = module.kernel("scale")?;
+/// let a = Array::from_slice(&[1.0f32, 2.0, 3.0], "cuda:0")?;
+/// scale.launch(&[3]).arg("a", &a).arg("s", 2.0f32).run()?;
+/// // A domain past the array is refused before the driver sees it.
+/// assert!(scale.launch(&[4]).arg("a", &a).arg("s", 2.0f32).run().is_err());
+/// # Ok(()) }
+/// ```
+pub struct CudaModule {
+    name: String,
+    specs: Vec<KernelSpec>,
+    library: Library,
+}
+
+impl fmt::Debug for CudaModule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CudaModule")
+            .field("name", &self.name)
+            .field(
+                "kernels",
+                &self.specs.iter().map(KernelSpec::name).collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl CudaModule {
+    /// The declarations of every kernel in `source` (its file name `name`,
+    /// used in messages), as [`CudaModule::compile`] makes them; no GPU and
+    /// no NVRTC needed.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Source`] naming `name` and the line where the text does not
+    /// tokenize, a kernel's head or parameters do not parse, or a
+    /// parameter's type is not `wl::launch_bounds_t<N>` (first),
+    /// `wl::array_t<T>` or a Warp scalar, vector or matrix type.
+    pub fn declarations(name: &str, source: &str) -> Result<Vec<KernelSpec>> {
+        let kernels = read_cuda_c(source, name).map_err(crate::aot::src_err)?;
+        kernels.iter().map(|k| spec_of(k, name)).collect()
+    }
+
+    /// Reads `source`, compiles it with NVRTC for `device` (its architecture;
+    /// PTX or a cubin as [`cuda_api::Output::choose`] decides for the loaded
+    /// NVRTC and driver; the on-disk cache of [`Program`]), and loads it.
+    /// `name` is the file name diagnostics use. The text may include
+    /// `"warp_launch.h"`; NVRTC gets no other header and no option.
+    ///
+    /// # Errors
+    ///
+    /// As for [`CudaModule::declarations`]; [`Error::NotCuda`] for the CPU
+    /// device; [`Error::Cuda`] holding [`cuda_api::CudaError::Compile`]
+    /// (NVRTC's log as `file:line` diagnostics) when NVRTC refuses the
+    /// text, `NvrtcUnavailable` when no NVRTC loads (what to install), or
+    /// the driver's failure to load the image.
+    pub fn compile(device: impl IntoDevice, name: &str, source: &str) -> Result<CudaModule> {
+        let device = device.into_device()?;
+        let specs = CudaModule::declarations(name, source)?;
+        let ctx = device.context()?;
+        let compiled = Program::new(name, source)
+            .header("warp_launch.h", WARP_LAUNCH_H)
+            .for_device(ctx.device())?
+            .compile()?;
+        Ok(CudaModule {
+            name: name.to_string(),
+            specs,
+            library: compiled.load_library()?,
+        })
+    }
+
+    /// The declarations read from `source`, paired with `image` (PTX,
+    /// cubin or fatbin) compiled elsewhere, e.g. by nvcc at build time.
+    ///
+    /// # Safety
+    ///
+    /// `image` must be `source` compiled with this crate's `warp_launch.h`
+    /// and no option or header that changes what the text means (no `-D`,
+    /// no `-include`, no other `warp_launch.h`): the rules are read from the
+    /// text and hold only for code compiled from exactly it.
+    ///
+    /// # Errors
+    ///
+    /// As for [`CudaModule::declarations`]; [`Error::Cuda`] when the driver
+    /// refuses the image.
+    pub unsafe fn from_image(name: &str, source: &str, image: &[u8]) -> Result<CudaModule> {
+        let specs = CudaModule::declarations(name, source)?;
+        Ok(CudaModule {
+            name: name.to_string(),
+            specs,
+            library: Library::from_image(image)?,
+        })
+    }
+
+    /// The kernel `name`, declared from the text and checked against the
+    /// driver's parameter layout.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoSuchKernel`] naming the kernels the text has;
+    /// [`Error::Cuda`] when the image has no such function or its
+    /// parameter layout differs from the text's.
+    pub fn kernel(&self, name: &str) -> Result<Kernel> {
+        let Some(spec) = self.specs.iter().find(|s| s.name() == name) else {
+            return Err(Error::NoSuchKernel {
+                module: format!("CUDA C module '{}'", self.name),
+                kernel: name.to_string(),
+                known: self.specs.iter().map(|s| s.name().to_string()).collect(),
+            });
+        };
+        // SAFETY: the declaration (types and rules) was read from the text
+        // that `compile` gave NVRTC with this crate's header and no option,
+        // or that the caller of the unsafe `from_image` vouched the image
+        // was compiled from.
+        unsafe { spec.clone().load_cuda(&self.library, name, None) }
+    }
+
+    /// The declarations, in the text's order.
+    pub fn specs(&self) -> &[KernelSpec] {
+        &self.specs
+    }
+
+    /// The module's name (the file name its messages use).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// The declaration of one hand-written kernel.
+fn spec_of(k: &CudaCKernel, file: &str) -> Result<KernelSpec> {
+    let err = |line: usize, message: String| Error::Source {
+        file: file.to_string(),
+        line,
+        message,
+    };
+    let Some(kernel_dim) = k.kernel_dim else {
+        return Err(err(
+            k.line,
+            format!(
+                "kernel '{}' does not start with a wl::launch_bounds_t<N> parameter (N from 1 to 4)",
+                k.name
+            ),
+        ));
+    };
+    let mut spec = KernelSpec::new(&k.name, kernel_dim).grid_stride(!k.lean);
+    for p in k.params.iter().skip(1) {
+        let kind = param_kind(&p.cpp_type, k.ndims.get(&p.name).copied()).ok_or_else(|| {
+            err(
+                p.line,
+                format!(
+                    "parameter '{}' of kernel '{}' has type '{}': read are wl::array_t<T> and Warp's scalar, vector and matrix types (wl::float32, float, wl::vec3f, ...)",
+                    p.name, k.name, p.cpp_type
+                ),
+            )
+        })?;
+        spec = spec.param(&p.name, kind);
+    }
+    let accesses = match &k.accesses {
+        Accesses::Unproven(u) => Accesses::Unproven(Unproven {
+            param: u.param.clone(),
+            location: u.location.clone(),
+            reason: u.reason.clone(),
+        }),
+        checked => checked.clone(),
+    };
+    Ok(spec.with_accesses(accesses, Accesses::default()))
+}
+
+/// A parameter's kind from its spelled type (`wl::` read as Warp's `wp::`).
+fn param_kind(cpp: &str, ndim: Option<u8>) -> Option<ParamKind> {
+    let warp = |t: &str| t.trim_start_matches("::").replace("wl::", "wp::");
+    if let Some(elem) = array_element(cpp) {
+        let dtype = DType::by_cpp(&warp(elem))?;
+        return Some(ParamKind::Array { dtype, ndim });
+    }
+    DType::by_cpp(&warp(cpp)).map(ParamKind::Value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::signature::{AxisIndex, Pass};
+
+    /// Kernels in the subset the reader proves: one of each index form.
+    const GOOD: &str = r#"
+#include "warp_launch.h"
+
+// a[i, j] *= s (grid-stride).
+extern "C" __global__ void scale2d(wl::launch_bounds_t<2> dim, wl::array_t<wl::float32> a, wl::float32 s) {
+    WL_GRID_STRIDE_LOOP(idx, dim) {
+        wl::coord_t c = wl::coord(idx, dim);
+        wl::index(a, c.i, c.j) *= s;
+    }
+}
+
+// out[i, j, k, l] = linear index, reading dim.shape.
+extern "C" __global__ void fill4d(wl::launch_bounds_t<4> dim, wl::array_t<int> out) {
+    WL_GRID_STRIDE_LOOP(idx, dim) {
+        wl::coord_t c = wl::coord(idx, dim);
+        int lin = ((c.i * int(dim.shape[1]) + c.j) * int(dim.shape[2]) + c.k) * int(dim.shape[3]) + c.l;
+        wl::index(out, c.i, c.j, c.k, c.l) = lin;
+    }
+}
+
+// v[i] += d (lean).
+extern "C" __global__ void lean_add(wl::launch_bounds_t<1> dim, wl::array_t<float> v, float d) {
+    size_t idx = wl::lean_index();
+    if (idx >= dim.size) return;
+    wl::coord_t c = wl::coord(idx, dim);
+    wl::index(v, c.i) += d;
+}
+
+// out[0] = sum(x): work items, blocks, a constant, a shared scalar.
+extern "C" __global__ void grid_sum(wl::launch_bounds_t<1> dim, wl::array_t<float> x,
+                                    wl::array_t<float> partial, wl::array_t<float> out) {
+    __shared__ float block_sum;
+    if (threadIdx.x == 0) block_sum = 0.0f;
+    __syncthreads();
+    float mine = 0.0f;
+    WL_GRID_STRIDE_LOOP(idx, dim) { mine += wl::index(x, int(idx)); }
+    atomicAdd(&block_sum, mine);
+    __syncthreads();
+    if (threadIdx.x == 0) wl::index(partial, int(blockIdx.x)) = block_sum;
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        atomicAdd(wl::address(out, 0), wl::index(partial, 0) * 0.0f);
+        wl::index(out, -1) = fmaxf(wl::index(out, 0), 0.0f);
+    }
+}
+"#;
+
+    fn specs(text: &str) -> Vec<KernelSpec> {
+        CudaModule::declarations("k.cu", text).unwrap()
+    }
+
+    fn rules(spec: &KernelSpec) -> Vec<(String, Vec<AxisIndex>)> {
+        match spec.accesses(Pass::Forward) {
+            Accesses::Checked(list) => list
+                .iter()
+                .map(|a| (a.param.clone(), a.indices.clone()))
+                .collect(),
+            Accesses::Unproven(u) => {
+                panic!("{}: unproven at {}: {}", spec.name(), u.location, u.reason)
+            }
+        }
+    }
+
+    fn r(p: &str, i: &[AxisIndex]) -> (String, Vec<AxisIndex>) {
+        (p.to_string(), i.to_vec())
+    }
+
+    #[test]
+    fn the_subset_becomes_rules_and_declarations() {
+        use AxisIndex::{Block, Constant, Thread, WorkItem};
+        let s = specs(GOOD);
+        let names: Vec<&str> = s.iter().map(KernelSpec::name).collect();
+        assert_eq!(names, ["scale2d", "fill4d", "lean_add", "grid_sum"]);
+        assert_eq!(rules(&s[0]), [r("a", &[Thread(0), Thread(1)])]);
+        assert_eq!(
+            rules(&s[1]),
+            [r("out", &[Thread(0), Thread(1), Thread(2), Thread(3)])]
+        );
+        assert_eq!(rules(&s[2]), [r("v", &[Thread(0)])]);
+        assert_eq!(
+            rules(&s[3]),
+            [
+                r("x", &[WorkItem]),
+                r("partial", &[Block]),
+                r("out", &[Constant(0)]),
+                r("partial", &[Constant(0)]),
+                r("out", &[Constant(-1)]),
+                r("out", &[Constant(0)]),
+            ]
+        );
+        // Kinds, dimensions (from the indices) and the loop shape.
+        let kinds: Vec<String> = s[0]
+            .params()
+            .iter()
+            .map(|p| format!("{} {}", p.name, p.kind.describe()))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "a an array of float32 with 2 dimension(s)",
+                "s a float32 value"
+            ]
+        );
+        assert!(s[0].is_grid_stride());
+        assert!(!s[2].is_grid_stride(), "lean_index makes a lean kernel");
+        assert_eq!(
+            s[1].params()[0].kind.describe(),
+            "an array of int32 with 4 dimension(s)"
+        );
+    }
+
+    /// A kernel with `body` in a 1-D grid-stride loop over `a` (float, 1-D),
+    /// `b` (int, 1-D) and a value `n`.
+    fn kernel(body: &str) -> String {
+        format!(
+            "#include \"warp_launch.h\"\nextern \"C\" __global__ void k(wl::launch_bounds_t<1> dim, wl::array_t<float> a, wl::array_t<int> b, int n) {{\n    WL_GRID_STRIDE_LOOP(idx, dim) {{\n        wl::coord_t c = wl::coord(idx, dim);\n        {body}\n    }}\n}}\n"
+        )
+    }
+
+    /// The reason and `file:line` of a refused body.
+    fn refusal(text: &str) -> (String, String) {
+        let s = specs(text);
+        match s[0].accesses(Pass::Forward) {
+            Accesses::Unproven(u) => (u.location.clone(), u.reason.clone()),
+            Accesses::Checked(list) => panic!("not refused: {list:?}\n{text}"),
+        }
+    }
+
+    #[test]
+    fn every_way_out_of_the_subset_is_refused_with_its_line() {
+        let cases: &[(&str, &str)] = &[
+            ("wl::index(a, c.i + 1) = 0.0f;", "index `c.i+1` of `a`"),
+            ("wl::index(a, n) = 0.0f;", "index `n` of `a`"),
+            (
+                "wl::index(a, wl::index(b, c.i)) = 1.0f;",
+                "index `wl::index(b,c.i)`",
+            ),
+            ("a.data[c.i] = 0.0f;", "array `a` used other than"),
+            (
+                "wl::array_t<float> v = a; wl::index(v, c.i) = 0.0f;",
+                "`wl::array_t`",
+            ),
+            ("float* p = wl::address(a, c.i); *p = 1.0f;", "unary `*`"),
+            ("float& r = wl::index(a, c.i); r = 1.0f;", "unary `&`"),
+            ("float* p = &wl::index(a, c.i); *p = 1.0f;", "unary `*`"),
+            ("auto p = wl::address(a, c.i);", "`wl::address`"),
+            ("float t[4]; t[c.i] = 1.0f;", "subscript"),
+            (
+                "idx += 1000; wl::index(a, int(idx)) = 0.0f;",
+                "`idx` is written",
+            ),
+            ("c.i = 1000; wl::index(a, c.i) = 0.0f;", "`c.i` is written"),
+            (
+                "wl::coord_t d = c; wl::index(a, d.i) = 0.0f;",
+                "`c` used other than",
+            ),
+            ("dim.size = 1u << 30;", "`dim.size` is written"),
+            (
+                "uint3 blockIdx = threadIdx; wl::index(a, blockIdx.x) = 0.0f;",
+                "`blockIdx` is written or defined again",
+            ),
+            (
+                "size_t idx = 5000; wl::index(a, int(idx)) = 0.0f;",
+                "`idx` is defined again",
+            ),
+            (
+                "{ int idx = 5000; wl::index(a, int(idx)) = 0.0f; }",
+                "`idx` is defined again",
+            ),
+            ("a.x = 1;", "array `a` used other than"),
+            (
+                "int x = dim.shape[1];",
+                "`dim.shape[1]` is past the launch's 1 dimensions",
+            ),
+            ("asm(\"trap;\");", "`asm`"),
+            ("printf(\"%d\", n);", "call of `printf`"),
+            ("n = sizeof(\"abcdef\");", "the literal"),
+            ("__ldg(&n);", "`__ldg`"),
+            ("my_helper(a);", "call of `my_helper`"),
+            ("atomicAdd(&n, 1);", "`atomicAdd` on something other than"),
+            ("atomicAdd(wl::address(a, n), 1.0f);", "index `n` of `a`"),
+            ("int q = n; q = q->x;", "`->`"),
+            ("k<<<1, 1>>>(dim, a, b, n);", "a kernel launch"),
+            ("wl::index(a, c.i, c.j, c.k, c.l, 0) = 0.0f;", "5 indices"),
+        ];
+        let wrong: Vec<String> = cases
+            .iter()
+            .filter_map(|(body, expect)| {
+                let (location, reason) = refusal(&kernel(body));
+                (!reason.contains(expect) || location != "k.cu:5")
+                    .then(|| format!("{body}\n  {location}: {reason}"))
+            })
+            .collect();
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    #[test]
+    fn texts_with_anything_but_kernels_are_refused_whole() {
+        let helper = format!(
+            "__device__ float twice(float x) {{ return 2.0f * x; }}\n{}",
+            kernel("wl::index(a, c.i) = 0.0f;")
+        );
+        let (location, reason) = refusal(&helper);
+        assert_eq!(location, "k.cu:1");
+        assert!(reason.contains("`__device__` at top level"), "{reason}");
+        let mac = format!("#define c d\n{}", kernel("wl::index(a, c.i) = 0.0f;"));
+        let (location, reason) = refusal(&mac);
+        assert_eq!(location, "k.cu:1");
+        assert!(
+            reason.contains("preprocessor line `#define c d`"),
+            "{reason}"
+        );
+        let inc = kernel("wl::index(a, c.i) = 0.0f;").replace("\"warp_launch.h\"", "\"other.h\"");
+        assert!(refusal(&inc).1.contains("#include \"other.h\""));
+        let cg = format!(
+            "#include <cooperative_groups.h>\n{}",
+            kernel("wl::index(a, c.i) = 0.0f;")
+        );
+        assert!(refusal(&cg).1.contains("#include <cooperative_groups.h>"));
+    }
+
+    #[test]
+    fn a_kernel_written_in_the_subset_is_checked() {
+        let ok = specs(&kernel(
+            "wl::index(a, c.i) = float(n) * sqrtf(2.0f); atomicAdd(wl::address(b, 0), n & 1);",
+        ));
+        assert_eq!(
+            rules(&ok[0]),
+            [
+                r("a", &[AxisIndex::Thread(0)]),
+                r("b", &[AxisIndex::Constant(0)])
+            ]
+        );
+        // Sequential loops may reuse the index and coordinate names.
+        let two = kernel(
+            "wl::index(a, c.i) = 1.0f; } WL_GRID_STRIDE_LOOP(idx, dim) { wl::coord_t c = wl::coord(idx, dim); wl::index(b, c.i) = 2;",
+        );
+        assert_eq!(rules(&specs(&two)[0]).len(), 2);
+    }
+
+    #[test]
+    fn parameter_types_outside_the_abi_are_errors_naming_the_line() {
+        let bad = "#include \"warp_launch.h\"\nextern \"C\" __global__ void k(wl::launch_bounds_t<1> dim,\n    float* p) {}\n";
+        let e = CudaModule::declarations("k.cu", bad)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("k.cu:3") && e.contains("parameter 'p' of kernel 'k' has type 'float*'"),
+            "{e}"
+        );
+        let no_bounds = "extern \"C\" __global__ void k(wl::array_t<float> a) {}\n";
+        let e = CudaModule::declarations("k.cu", no_bounds)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("does not start with a wl::launch_bounds_t<N>"),
+            "{e}"
+        );
+    }
+
+    /// The header and the subset compile with a real NVRTC, where
+    /// `CUDA_SYS_NVRTC_LIBRARY` names one (CI sets it: `cargo xtask test`).
+    #[test]
+    fn the_subset_compiles_with_nvrtc_against_this_header() {
+        if std::env::var_os("CUDA_SYS_NVRTC_LIBRARY").is_none() {
+            eprintln!("skipped: CUDA_SYS_NVRTC_LIBRARY is not set");
+            return;
+        }
+        let compiled = Program::new("good.cu", GOOD)
+            .header("warp_launch.h", WARP_LAUNCH_H)
+            .arch(cuda_api::ComputeCapability::new(9, 0))
+            .cache(false)
+            .compile()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let ptx = compiled.ptx().expect("PTX for an arch without a driver");
+        for k in ["scale2d", "fill4d", "lean_add", "grid_sum"] {
+            assert!(ptx.contains(&format!(".entry {k}(")), "{k} missing");
+        }
+    }
+}
