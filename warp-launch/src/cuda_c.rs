@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use cuda_api::{Library, Program};
+use cuda_api::{CacheOutcome, Library, Program};
 
 use crate::abi::DType;
 use crate::device::IntoDevice;
@@ -58,16 +58,18 @@ const WARP_LAUNCH_H: &str = include_str!("../include/warp_launch.h");
 /// "#;
 /// let module = CudaModule::compile(Device::Cuda(0), "scale.cu", src)?;
 /// let scale = module.kernel("scale")?;
-/// let a = Array::from_slice(&[1.0f32, 2.0, 3.0], "cuda:0")?;
-/// scale.launch(&[3]).arg("a", &a).arg("s", 2.0f32).run()?;
+/// let a = Array::from_slice(Device::Cuda(0), &[1.0f32, 2.0, 3.0], &[3])?;
+/// scale.launch(3).inputs((&a, 2.0f32)).run()?;
+/// assert_eq!(a.to_vec::<f32>()?, [2.0, 4.0, 6.0]);
 /// // A domain past the array is refused before the driver sees it.
-/// assert!(scale.launch(&[4]).arg("a", &a).arg("s", 2.0f32).run().is_err());
+/// assert!(scale.launch(4).inputs((&a, 2.0f32)).run().is_err());
 /// # Ok(()) }
 /// ```
 pub struct CudaModule {
     name: String,
     specs: Vec<KernelSpec>,
     library: Library,
+    cache: Option<CacheOutcome>,
 }
 
 impl fmt::Debug for CudaModule {
@@ -123,6 +125,7 @@ impl CudaModule {
             name: name.to_string(),
             specs,
             library: compiled.load_library()?,
+            cache: Some(compiled.cache()),
         })
     }
 
@@ -146,6 +149,7 @@ impl CudaModule {
             name: name.to_string(),
             specs,
             library: Library::from_image(image)?,
+            cache: None,
         })
     }
 
@@ -175,6 +179,13 @@ impl CudaModule {
     /// The declarations, in the text's order.
     pub fn specs(&self) -> &[KernelSpec] {
         &self.specs
+    }
+
+    /// Whether [`CudaModule::compile`] found the image in the NVRTC cache
+    /// ([`CacheOutcome::Hit`]) or compiled it; `None` for
+    /// [`CudaModule::from_image`].
+    pub fn cache(&self) -> Option<CacheOutcome> {
+        self.cache
     }
 
     /// The module's name (the file name its messages use).

@@ -179,7 +179,8 @@ mod source;
 // Devices, and the cuda-api types a Warp user handles (streams, events,
 // contexts, where memory lives), so one dependency is enough.
 pub use cuda_api::{
-    Context, CudaDevice, CudaError, Event, Location, MemoryKind, MemoryType, NoImageError, Stream,
+    CacheOutcome, CompileError, Context, CudaDevice, CudaError, Event, Location, MemoryKind,
+    MemoryType, NoImageError, Stream,
 };
 pub use device::{Device, IntoDevice, ScopedDevice, ScopedStream, cuda_available, wait_stream};
 

@@ -40,6 +40,10 @@ const RUN_SH: &str = r#"#!/usr/bin/env bash
 cd "$(dirname "$0")"
 export SDK_TEST_KERNELS="$PWD/kernels"
 export SDK_WARP_DATA="$PWD/warp"
+# NVRTC for the run-time compile tests: the machine's toolkit unless set.
+if [ -z "${CUDA_SYS_NVRTC_LIBRARY:-}" ] && [ -d /usr/local/cuda/lib64 ]; then
+  export CUDA_SYS_NVRTC_LIBRARY=/usr/local/cuda/lib64
+fi
 if [ "${1:-}" = "--compare" ]; then
   base=${2:?"run.sh --compare DIR [ROUNDS]: DIR holds the other commit's bench binaries"}
   rounds=${3:-3}
