@@ -120,9 +120,9 @@ pub enum Task {
     WarpInstall,
     /// Compile tests/warp/kernels.py with other warp-lang releases (1.16.0, 1.17.0, 1.18.0).
     ///
-    /// Each is installed with pip once into target/warp-other/<version>;
+    /// Each is installed with pip once into target/warp-other/VERSION;
     /// their `wp_kernels.cu` and `.meta` are written to
-    /// warp-launch/tests/fixtures/other-warp/<version>/, the fixtures of
+    /// warp-launch/tests/fixtures/other-warp/VERSION/, the fixtures of
     /// warp-launch's Warp version check. --check (the drift task) only
     /// compares a fresh compile with the fixtures.
     WarpOtherVersions {
