@@ -309,7 +309,7 @@ fn unproven(file: &str, param: &str, line: usize, reason: String) -> Accesses {
 }
 
 /// The first preprocessor line that is not one of [`PREPROCESSOR`].
-fn preprocessor(text: &str) -> Option<(usize, String)> {
+fn preprocessor(text: &str) -> Option<Refusal> {
     text.lines().enumerate().find_map(|(n, l)| {
         let l = l.trim();
         let squeezed = l.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -324,12 +324,15 @@ fn preprocessor(text: &str) -> Option<(usize, String)> {
     })
 }
 
-/// The kernels' bodies at top level (the name's index, the body's `{` and
-/// `}`), and the first top-level item that is not a kernel.
-fn top_level(
-    toks: &[Tok<'_>],
-    close: &[usize],
-) -> (Vec<(usize, usize, usize)>, Option<(usize, String)>) {
+/// A kernel at top level: its name's token, its body's `{` and `}`.
+type Body = (usize, usize, usize);
+
+/// The first place a text is refused whole: its line and why.
+type Refusal = (usize, String);
+
+/// The kernels' bodies at top level, and the first top-level item that is
+/// not a kernel.
+fn top_level(toks: &[Tok<'_>], close: &[usize]) -> (Vec<Body>, Option<Refusal>) {
     let mut bodies = Vec::new();
     let mut i = 0;
     while i < toks.len() {
@@ -353,7 +356,7 @@ fn top_level(
 
 /// An `extern "C" __global__ [__launch_bounds__(...)] void NAME(...) {...}`
 /// at `i`: the name's index and the body's braces.
-fn kernel_at(toks: &[Tok<'_>], close: &[usize], i: usize) -> Option<(usize, usize, usize)> {
+fn kernel_at(toks: &[Tok<'_>], close: &[usize], i: usize) -> Option<Body> {
     if !is_word(toks.get(i), "extern") || toks.get(i + 1)?.text != "\"C\"" {
         return None;
     }
