@@ -77,6 +77,13 @@ pub enum NvrtcLoadError {
     },
     /// No NVRTC function of that name is in the generated table.
     UnknownFunction(String),
+    /// [`use_library`] asked for one library after another was loaded.
+    OtherLibraryLoaded {
+        /// What was loaded (its path or name).
+        loaded: String,
+        /// What was asked for.
+        wanted: String,
+    },
 }
 
 fn version(v: u32) -> String {
@@ -119,6 +126,10 @@ impl fmt::Display for NvrtcLoadError {
             NvrtcLoadError::UnknownFunction(name) => {
                 write!(f, "`{name}` is not an NVRTC function known to cuda-sys")
             }
+            NvrtcLoadError::OtherLibraryLoaded { loaded, wanted } => write!(
+                f,
+                "this process already loaded NVRTC from {loaded}, so {wanted} cannot be used: one NVRTC per process, chosen by the first call (call nvrtc::use_library before any other NVRTC call)"
+            ),
         }
     }
 }
@@ -176,6 +187,40 @@ pub fn library() -> Result<&'static Nvrtc, NvrtcLoadError> {
         .get_or_init(|| open_from(&candidates()))
         .as_ref()
         .map_err(Clone::clone)
+}
+
+/// Makes the library in `dir` (a directory holding one of
+/// [`LIBRARY_NAMES`], or the library itself) the process's NVRTC, instead
+/// of what [`LIBRARY_ENV`] or the search path would give: for a program
+/// that needs one NVRTC release (a build step compiling PTX for an old
+/// driver). It must come before any other NVRTC call; asking again for the
+/// same library is fine.
+///
+/// # Errors
+///
+/// [`NvrtcLoadError::LibraryNotFound`] when nothing there loads;
+/// [`NvrtcLoadError::OtherLibraryLoaded`] when another NVRTC was loaded
+/// first.
+pub fn use_library(dir: &Path) -> Result<&'static Nvrtc, NvrtcLoadError> {
+    let wanted = if dir.is_dir() {
+        LIBRARY_NAMES
+            .iter()
+            .map(|n| dir.join(n).to_string_lossy().into_owned())
+            .collect()
+    } else {
+        vec![dir.to_string_lossy().into_owned()]
+    };
+    let lib = LIBRARY
+        .get_or_init(|| open_from(&wanted))
+        .as_ref()
+        .map_err(Clone::clone)?;
+    if !wanted.contains(&lib.path) {
+        return Err(NvrtcLoadError::OtherLibraryLoaded {
+            loaded: lib.path.clone(),
+            wanted: dir.display().to_string(),
+        });
+    }
+    Ok(lib)
 }
 
 /// The libraries [`library`] tries, in order: [`LIBRARY_ENV`] when set (in

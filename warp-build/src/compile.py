@@ -5,7 +5,6 @@ Run by the warp-build crate as `python -B -c <this file> REQUEST_JSON`. REQUEST_
     {"source": abs path of a .py file or a package directory,
      "module": the module name (file stem or directory name),
      "archs": [int] or null (null: every arch Warp's NVRTC compiles from sm_75 up),
-     "ptx": bool (also PTX for the lowest arch),
      "block_dim": int,
      "cpu": bool (also Warp's generated C++ for the CPU, wp_<module>.cpp),
      "out_dir": abs path,
@@ -17,9 +16,14 @@ Everything Warp or the user's module prints goes to stderr; stdout carries one J
 object, the summary:
 
     {"ok": true, "warp_version": str, "module": str, "block_dim": int, "archs": [int],
-     "ptx_arch": int | null, "files": [file name in out_dir], "kernels": [key],
+     "files": [file name in out_dir], "kernels": [key],
      "sources": [abs path of every .py file of the user's that was imported],
-     "warp_dir": abs path of the imported warp package (its native/ holds the headers)}
+     "warp_dir": abs path of the imported warp package (its native/ holds the headers),
+     "nvrtc_dir": abs path of the directory holding NVRTC 12.0's libnvrtc (the
+         nvidia-cuda-nvrtc-cu12 wheel beside warp-lang) or null,
+     "fast_math": bool, "fuse_fp": bool (the module's options, for the PTX fallback)}
+
+PTX is not Warp's to write here: warp-build compiles the .cu with NVRTC 12.0 itself.
     {"ok": false, "stage": "import" | "version" | "arch" | "compile" | "output" | "internal",
      "error": str, "error_type": str, "supported_archs": [int] (stage "arch" only)}
 """
@@ -142,10 +146,6 @@ def run(req):
     try:
         wp.set_module_options({"block_dim": int(req["block_dim"])}, mod)
         wp.compile_aot_module(mod, arch=archs, module_dir=out_dir, use_ptx=False, strip_hash=True)
-        ptx_arch = None
-        if req["ptx"]:
-            ptx_arch = archs[0]
-            wp.compile_aot_module(mod, arch=[ptx_arch], module_dir=out_dir, use_ptx=True, strip_hash=True)
         if req.get("cpu"):
             compile_cpu(wp, mod, module, out_dir)
     except Exception as e:
@@ -153,8 +153,6 @@ def run(req):
 
     files = sorted(n for n in os.listdir(out_dir) if n.startswith(prefix))
     expected = [f"wp_{module}.cu", f"wp_{module}.meta"] + [f"wp_{module}.sm{a}.cubin" for a in archs]
-    if ptx_arch is not None:
-        expected.append(f"wp_{module}.sm{ptx_arch}.ptx")
     if req.get("cpu"):
         expected.append(f"wp_{module}.cpp")
     missing = [n for n in expected if n not in files]
@@ -163,6 +161,7 @@ def run(req):
 
     import warp._src.context as ctx
 
+    options = wp.get_module_options(mod)
     kernels = sorted(
         k.key for k in vars(mod).values() if isinstance(k, ctx.Kernel) and k.module.name == module
     )
@@ -172,12 +171,32 @@ def run(req):
         "module": module,
         "block_dim": int(req["block_dim"]),
         "archs": archs,
-        "ptx_arch": ptx_arch,
         "files": files,
         "kernels": kernels,
         "sources": sources,
         "warp_dir": os.path.dirname(os.path.abspath(wp.__file__)),
+        "nvrtc_dir": nvrtc_dir(),
+        "fast_math": bool(options.get("fast_math", False)),
+        "fuse_fp": bool(options.get("fuse_fp", True)),
     }
+
+
+def nvrtc_dir():
+    """The directory of the nvidia-cuda-nvrtc-cu12 wheel's libnvrtc, or None."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("nvidia.cuda_nvrtc")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for root in spec.submodule_search_locations:
+        for sub in ("lib", "bin"):
+            d = os.path.join(root, sub)
+            if os.path.isdir(d):
+                return os.path.abspath(d)
+    return None
 
 
 def main():

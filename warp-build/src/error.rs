@@ -109,6 +109,14 @@ pub enum BuildError {
         /// Warp's message.
         message: String,
     },
+    /// The PTX fallback (NVRTC 12.0 compiling Warp's `.cu` to PTX ISA 8.0)
+    /// failed.
+    PtxFallback {
+        /// The module.
+        module: String,
+        /// What failed: NVRTC 12.0 missing, its log, or the PTX's version.
+        message: String,
+    },
     /// Warp's NVRTC does not compile for a requested architecture.
     UnsupportedArch {
         /// The module.
@@ -342,6 +350,14 @@ impl fmt::Display for BuildError {
                 }
                 write!(f, ": {message}")
             }
+            BuildError::PtxFallback { module, message } => write!(
+                f,
+                "{CALL}: Warp module {module:?}: the PTX fallback (NVRTC 12.0, PTX ISA {}) failed: {message}; \
+                 install {} beside warp-lang, or turn the fallback off with WarpModule::ptx(false) \
+                 (then only devices with a matching cubin run the module)",
+                crate::ptx::PTX_ISA,
+                crate::ptx::NVRTC_WHEEL
+            ),
             BuildError::UnsupportedArch {
                 module,
                 unsupported,

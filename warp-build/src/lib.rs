@@ -7,7 +7,13 @@
 //! kernels and writes one directory: `wp_<module>.cu` and `.meta` (the
 //! generated source and metadata `warp_launch::AotModule` reads), a
 //! `wp_<module>.sm<arch>.cubin` per architecture, and PTX for the lowest
-//! architecture as the fallback a driver can compile for newer GPUs. With
+//! architecture as the fallback a driver can compile for a GPU no cubin
+//! fits. The PTX is not Warp's (ISA 9.4, from its CUDA 13.4 NVRTC, which
+//! a CUDA 13.0 driver refuses): warp-build compiles Warp's `.cu` itself
+//! with NVRTC 12.0 (`nvidia-cuda-nvrtc-cu12==12.0.76`, installed with
+//! Warp, called through cuda-sys and cuda-api) and Warp's own NVRTC
+//! options, to PTX ISA 8.0, which every driver from CUDA 12.0 on takes. A
+//! module calling MathDx gets no PTX (see the README). With
 //! [`WarpModule::embed`] it also writes `<module>.rs`, a
 //! `warp_launch::EmbeddedModule` static that puts all of them into the
 //! binary (`AotModule::from_embedded`).
@@ -35,7 +41,7 @@
 //! `pip install --target` writes it); else from the interpreter's own
 //! packages when they hold warp-lang 1.19.0; else warp-build installs it
 //! with `python3 -m pip install --target <dir> warp-lang==1.19.0
-//! numpy==2.2.6` and reuses it:
+//! numpy==2.2.6 nvidia-cuda-nvrtc-cu12==12.0.76` and reuses it:
 //!
 //! - by default once per user and machine, shared by every crate and target
 //!   directory: `<dir>` is `<cache>/warp-build/1.19.0-<hash>`, where
@@ -95,6 +101,7 @@ mod cpu_shim;
 mod embed;
 mod error;
 mod module;
+mod ptx;
 mod python;
 mod stamp;
 
@@ -117,7 +124,13 @@ pub use module::{Compiled, WarpModule, WarpPython};
 pub const WARP_VERSION: &str = "1.19.0";
 
 /// What warp-build installs with pip when Warp is not importable.
-pub const PIP_REQUIREMENTS: &[&str] = &["warp-lang==1.19.0", "numpy==2.2.6"];
+/// `nvidia-cuda-nvrtc-cu12==12.0.76` is the NVRTC of the PTX fallback
+/// (Warp's `.cu` compiled to PTX ISA 8.0, for drivers from CUDA 12.0 on).
+pub const PIP_REQUIREMENTS: &[&str] = &[
+    "warp-lang==1.19.0",
+    "numpy==2.2.6",
+    "nvidia-cuda-nvrtc-cu12==12.0.76",
+];
 
 /// Overrides [`WarpModule::archs`]: a comma-separated list such as `90,80`.
 pub const ENV_ARCHS: &str = "WARP_BUILD_ARCHS";

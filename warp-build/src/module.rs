@@ -91,7 +91,11 @@ impl WarpModule {
     }
 
     /// Whether to also write PTX for the lowest architecture, the image a
-    /// driver can compile for a GPU no cubin fits (default `true`).
+    /// driver can compile for a GPU no cubin fits (default `true`): Warp's
+    /// `.cu` compiled by NVRTC 12.0 to PTX ISA 8.0, which drivers from CUDA
+    /// 12.0 on take (none for a module calling MathDx). It needs
+    /// `nvidia-cuda-nvrtc-cu12==12.0.76` beside warp-lang (warp-build's
+    /// own install has it); without it the compile fails saying so.
     pub fn ptx(&mut self, ptx: bool) -> &mut WarpModule {
         self.ptx = ptx;
         self
@@ -209,9 +213,10 @@ impl WarpModule {
         }
 
         let key = format!(
-            "module={module}\nsource={}\narchs={archs:?}\nptx={}\nblock_dim={}\nembed={}\ncpu={}\nout_dir={}\nwarp={WARP_VERSION}\nscript={SCRIPT}\nruntime={}\ncpu_flags={:?}\ngenerators={GENERATORS:?}",
+            "module={module}\nsource={}\narchs={archs:?}\nptx={} ({})\nblock_dim={}\nembed={}\ncpu={}\nout_dir={}\nwarp={WARP_VERSION}\nscript={SCRIPT}\nruntime={}\ncpu_flags={:?}\ngenerators={GENERATORS:?}",
             source.path.display(),
             self.ptx,
+            crate::ptx::NVRTC_WHEEL,
             self.block_dim,
             self.embed,
             self.cpu,
@@ -251,7 +256,22 @@ impl WarpModule {
         let (exe, origin, chosen) = interpreter(self.python.as_deref());
         let python = python::find(exe, origin, chosen, &out_dir, metadata)?;
         let target = python::target_dir(&out_dir);
-        let summary = run_script(&python, &source, &archs, self, &out_dir, target.as_deref())?;
+        let mut summary = run_script(&python, &source, &archs, self, &out_dir, target.as_deref())?;
+        if self.ptx
+            && let Some(&arch) = summary.archs.first()
+            && let Some(file) = crate::ptx::compile(
+                &out_dir,
+                &module,
+                &summary.warp_dir,
+                summary.nvrtc_dir.as_deref(),
+                (summary.fast_math, summary.fuse_fp),
+                arch,
+            )?
+        {
+            summary.files.push(file);
+            summary.files.sort();
+            summary.ptx_arch = Some(arch);
+        }
 
         let cpu = if self.cpu {
             Some(cpu_library::build(
@@ -580,6 +600,12 @@ struct Summary {
     sources: Vec<PathBuf>,
     #[serde(default)]
     warp_dir: PathBuf,
+    #[serde(default)]
+    nvrtc_dir: Option<PathBuf>,
+    #[serde(default)]
+    fast_math: bool,
+    #[serde(default)]
+    fuse_fp: bool,
 }
 
 fn run_script(
@@ -602,7 +628,6 @@ fn run_script(
         "source": source.path,
         "module": source.module,
         "archs": archs,
-        "ptx": options.ptx,
         "block_dim": options.block_dim,
         "cpu": options.cpu,
         "out_dir": out_dir,

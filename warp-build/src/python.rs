@@ -436,7 +436,8 @@ fn not_found(python: &Python, probe: &Probe) -> BuildError {
     }
 }
 
-/// `python -m pip install --target <staging> warp-lang==1.19.0 numpy==2.2.6`
+/// `python -m pip install --target <staging> warp-lang==1.19.0 numpy==2.2.6
+/// nvidia-cuda-nvrtc-cu12==12.0.76`
 /// (the command a failure names has `install`, where it ends up).
 fn pip_install(python: &Python, staging: &Path, install: &Path) -> Result<(), BuildError> {
     let command = pip_command(&python.exe, install);

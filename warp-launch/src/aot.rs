@@ -131,14 +131,10 @@ impl ModuleImages {
     /// library, chosen and loaded now if they are not yet (a failure is not
     /// kept: the next call tries again).
     fn library(&self, ordinal: i32) -> Result<(&str, &Library)> {
-        // The hook of the PTX fallback (issue 31, scope 3; its NVRTC
-        // compile is another change's): when `choose` finds nothing for the
-        // device (`CudaError::NoImage`), compile this module's source with
-        // the pinned NVRTC 12.0 (`cuda_api::nvrtc`) to PTX ISA 8.0, push it
-        // as one more candidate (with its target), and choose again. It
-        // belongs here, per device and once, so that a device with a
-        // matching cubin never pays for it. A module whose kernels call
-        // MathDx gets no such fallback (see `README.md`, "Which image runs").
+        // The PTX fallback is one of the candidates: warp-build compiles it
+        // at build time with NVRTC 12.0 (PTX ISA 8.0, any driver from CUDA
+        // 12.0 on), so no device pays for a compile here. A module whose
+        // kernels call MathDx has none (see `README.md`, "Which image runs").
         images::check_any(&self.origin, &self.candidates)?;
         let chosen = *self.chosen.get_or_make(ordinal, || {
             images::choose(&self.origin, &self.candidates, &self.targets, ordinal)

@@ -170,3 +170,25 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// The build's PTX fallback is NVRTC 12.0's: ISA 8.0, which every driver
+    /// from CUDA 12.0 on compiles, for the lowest architecture built.
+    #[test]
+    fn the_embedded_ptx_is_isa_8_0() {
+        let ptx: Vec<_> = super::KERNELS
+            .images()
+            .iter()
+            .filter(|i| i.file.ends_with(".ptx"))
+            .collect();
+        assert_eq!(ptx.len(), 1, "one PTX fallback");
+        let text = std::str::from_utf8(ptx[0].bytes).unwrap();
+        let version = text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(".version "))
+            .unwrap();
+        assert_eq!(version.trim(), "8.0", "{}", ptx[0].file);
+        assert!(text.contains("release 12.0"), "written by NVRTC 12.0");
+    }
+}
