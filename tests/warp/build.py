@@ -664,7 +664,109 @@ class Builder:
         )
 
         self.build_tape()
+        self.build_adjoint_cases()
         self.build_tape_parity()
+
+    def adjoint_case(self, case: str, kernel, dim, args: list, outputs: list, note: str):
+        """One launch of `kernel` forward and backward under Warp's tape on its CPU device. args:
+        (param, value) where an array is ("array", numpy data, Warp dtype), made with
+        requires_grad; every output's gradient is seeded with values of its own
+        (tape.backward(grads=...)). Writes each array's input, its values after the forward
+        launch and its gradient after the backward one, and each seed."""
+        wp = self.wp
+        cpu = "cpu"
+        arrays, raw, inputs = {}, {}, []
+        for pname, v in args:
+            if isinstance(v, tuple) and v and v[0] == "array":
+                arr = wp.array(v[1], dtype=v[2], device=cpu, requires_grad=True)
+                raw[pname] = arr.numpy().tobytes()
+                arrays[pname] = arr
+                inputs.append(arr)
+            else:
+                inputs.append(v)
+        tape = wp.Tape()
+        with tape:
+            wp.launch(kernel, dim=dim, inputs=inputs, device=cpu)
+        seeds, seed_files = {}, {}
+        for o in outputs:
+            arr = arrays[o]
+            seed = wp.array(self.f32(*arr.numpy().shape), dtype=arr.dtype, device=cpu)
+            seeds[arr] = seed
+            seed_files[o] = {
+                "dtype": self.dtype_name(seed.dtype),
+                "shape": list(seed.shape),
+                "strides": list(seed.strides),
+                "file": self.write(f"cases/{case}/{o}.seed.bin", seed.numpy().tobytes()),
+            }
+        tape.backward(grads=seeds)
+        wp.synchronize()
+        described = {}
+        for ident, arr in arrays.items():
+            described[ident] = {
+                "dtype": self.dtype_name(arr.dtype),
+                "shape": list(arr.shape),
+                "strides": list(arr.strides),
+                "file": self.write(f"cases/{case}/{ident}.bin", raw[ident]),
+                "requires_grad": True,
+                "expected_file": self.write(f"cases/{case}/{ident}.expected.bin", arr.numpy().tobytes()),
+                "grad_expected_file": self.write(f"cases/{case}/{ident}.grad.expected.bin", arr.grad.numpy().tobytes()),
+            }
+        launch_args = []
+        for pname, v in args:
+            if pname in arrays:
+                launch_args.append({"name": pname, "kind": "array", "array": pname, "is_output": pname in outputs})
+            elif isinstance(getattr(v, "_cls", None), wp._src.codegen.Struct):
+                launch_args.append(self.struct_arg(pname, v))
+            else:
+                ptype = next(a.type for a in kernel.adj.args if a.label == pname)
+                launch_args.append(self.scalar_arg(pname, ptype, v))
+        self.tape_cases.append(
+            {
+                "name": case,
+                "note": note,
+                "arrays": described,
+                "launches": [
+                    {
+                        "kernel": kernel.key,
+                        "dim": list(dim),
+                        "block_dim": 256,
+                        "max_blocks": 0,
+                        "args": launch_args,
+                    }
+                ],
+                "seeds": seed_files,
+            }
+        )
+
+    def build_adjoint_cases(self):
+        """Every kernel of kernels.py with a floating-point array, forward and backward on Warp's
+        CPU tape (index4d, lean_fill and count_visits write integers only: no gradient)."""
+        wp, k = self.wp, self.k
+        f32 = self.f32
+        self.adjoint_case("saxpy_adjoint", k.saxpy, (37,),
+                          [("a", 2.5), ("x", ("array", f32(37), wp.float32)), ("y", ("array", f32(37), wp.float32))],
+                          ["y"], "y = a x + y: adj_x = a adj_y, adj_y passes through")
+        self.adjoint_case("add2d_adjoint", k.add2d, (4, 5),
+                          [("a", ("array", f32(4, 5), wp.float32)), ("b", ("array", f32(4, 5), wp.float32)),
+                           ("out", ("array", np.zeros((4, 5), np.float32), wp.float32))],
+                          ["out"], "out = 2 a + b over a 2-D domain")
+        p = k.Params()
+        p.scale = 2.0
+        p.offset = wp.vec3(1.0, -2.0, 0.5)
+        p.count = 3
+        self.adjoint_case("use_struct_adjoint", k.use_struct, (8,),
+                          [("p", p), ("x", ("array", f32(8, 3), wp.vec3)),
+                           ("out", ("array", np.zeros((8, 3), np.float32), wp.vec3))],
+                          ["out"], "a struct by value (its adjoint is Warp's internal zeros)")
+        self.adjoint_case("normalize_scale_adjoint", k.normalize_scale, (10,),
+                          [("v", ("array", f32(10, 3) + 3.0, wp.vec3)), ("s", 3.0),
+                           ("out", ("array", np.zeros((10, 3), np.float32), wp.vec3))],
+                          ["out"], "normalize's adjoint over vec3 arrays")
+        m = wp.mat33(0.0, -1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 2.0)
+        self.adjoint_case("transform_adjoint", k.transform, (6,),
+                          [("m", m), ("t", ("array", f32(6, 3, 3), wp.mat33)), ("v", ("array", f32(6, 3), wp.vec3)),
+                           ("out", ("array", np.zeros((6, 3), np.float32), wp.vec3))],
+                          ["out"], "mat33 times vec3: adjoints of a matrix array and a vector array")
 
     def parity_case(self, case: str, tape, arrays: dict, inputs: dict, note: str):
         """One tape_parity case: every array's input bytes (before the program), its values

@@ -88,7 +88,45 @@ fn the_tape_gives_warps_gradients_on_the_cpu_bit_for_bit() {
     let dir = Path::new(KERNELS_REF_DIR);
     let m = manifest(dir);
     let module = AotModule::from_embedded(&KERNELS).expect("the module loads without a GPU");
-    let case = &m["tape_cases"][0];
+    let cases = m["tape_cases"].as_array().expect("tape_cases");
+    let mut grads = 0;
+    let mut kernels = std::collections::BTreeSet::new();
+    for case in cases {
+        let name = case["name"].as_str().expect("name");
+        grads += tape_case(dir, &module, case, &mut kernels);
+        println!("{name}: values and gradients equal to Warp's CPU tape bit for bit");
+    }
+    println!(
+        "cpu tape: {} cases of {} kernels ({}), {grads} gradients equal to Warp's tape on its CPU device bit for bit",
+        cases.len(),
+        kernels.len(),
+        kernels.iter().cloned().collect::<Vec<_>>().join(", ")
+    );
+    // chain_tape and one case per kernels.py kernel with a float array.
+    assert!(cases.len() >= 6, "only {} tape cases", cases.len());
+    for k in [
+        "saxpy",
+        "add2d",
+        "use_struct",
+        "normalize_scale",
+        "transform",
+        "chain_sin",
+        "chain_loss",
+    ] {
+        assert!(kernels.contains(k), "no tape case runs {k}");
+    }
+}
+
+/// Runs one tape case of the manifest on `"cpu"` (its launches recorded,
+/// then backward from its loss or its seeds) and compares every array's
+/// values and gradient with Warp's; the number of gradients compared.
+fn tape_case(
+    dir: &Path,
+    module: &AotModule,
+    case: &Json,
+    kernels: &mut std::collections::BTreeSet<String>,
+) -> usize {
+    let name = case["name"].as_str().expect("name");
     let arrays: Vec<(String, Array)> = case["arrays"]
         .as_object()
         .expect("arrays")
@@ -111,13 +149,13 @@ fn the_tape_gives_warps_gradients_on_the_cpu_bit_for_bit() {
             .1
             .clone()
     };
+    let launches = case["launches"].as_array().expect("launches");
     let mut tape = Tape::new();
     {
         let _rec = tape.recording();
-        for l in case["launches"].as_array().expect("launches") {
-            let kernel = module
-                .kernel(l["kernel"].as_str().expect("kernel"))
-                .unwrap();
+        for l in launches {
+            let key = l["kernel"].as_str().expect("kernel");
+            let kernel = module.kernel(key).unwrap();
             let args: Vec<Arg> = l["args"]
                 .as_array()
                 .expect("args")
@@ -132,21 +170,35 @@ fn the_tape_gives_warps_gradients_on_the_cpu_bit_for_bit() {
                 .inputs(args)
                 .device(Device::Cpu)
                 .run()
-                .unwrap();
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            kernels.insert(key.to_string());
         }
     }
-    assert_eq!(tape.launches().len(), 2);
-    tape.backward(&find(case["loss"].as_str().expect("loss")))
-        .unwrap();
+    assert_eq!(tape.launches().len(), launches.len(), "{name}");
+    match case["seeds"].as_object() {
+        Some(seeds) => {
+            let seeds: Vec<(Array, Array)> = seeds
+                .iter()
+                .map(|(id, spec)| (find(id), array_from(dir, Device::Cpu, spec, "file")))
+                .collect();
+            let pairs: Vec<(&Array, &Array)> = seeds.iter().map(|(o, s)| (o, s)).collect();
+            tape.backward_with(&pairs)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+        None => tape
+            .backward(&find(case["loss"].as_str().expect("loss")))
+            .unwrap_or_else(|e| panic!("{name}: {e}")),
+    }
     let mut grads = 0;
     for (id, a) in &arrays {
         let spec = &case["arrays"][id];
         let want = std::fs::read(dir.join(spec["expected_file"].as_str().expect("file"))).unwrap();
-        same_bytes(id, &storage_bytes(a), &want).unwrap_or_else(|e| panic!("{e}"));
+        same_bytes(&format!("{name}: {id}"), &storage_bytes(a), &want)
+            .unwrap_or_else(|e| panic!("{e}"));
         if let Some(g) = spec["grad_expected_file"].as_str() {
             let want = std::fs::read(dir.join(g)).unwrap();
             same_bytes(
-                &format!("{id}.grad"),
+                &format!("{name}: {id}.grad"),
                 &storage_bytes(a.grad().expect("grad")),
                 &want,
             )
@@ -154,10 +206,8 @@ fn the_tape_gives_warps_gradients_on_the_cpu_bit_for_bit() {
             grads += 1;
         }
     }
-    println!(
-        "cpu tape: values and {grads} gradients equal to Warp's tape on its CPU device bit for bit"
-    );
-    assert!(grads >= 2, "only {grads} gradients compared");
+    assert!(grads >= 2, "{name}: only {grads} gradients compared");
+    grads
 }
 
 /// The entry points walk the coordinates of 2- to 4-D launches instead of
