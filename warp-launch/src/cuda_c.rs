@@ -236,7 +236,11 @@ fn spec_of(k: &CudaCKernel, file: &str) -> Result<KernelSpec> {
 
 /// A parameter's kind from its spelled type (`wl::` read as Warp's `wp::`).
 fn param_kind(cpp: &str, ndim: Option<u8>) -> Option<ParamKind> {
-    let warp = |t: &str| t.trim_start_matches("::").replace("wl::", "wp::");
+    let warp = |t: &str| {
+        t.trim_start_matches("const ")
+            .trim_start_matches("::")
+            .replace("wl::", "wp::")
+    };
     if let Some(elem) = array_element(cpp) {
         let dtype = DType::by_cpp(&warp(elem))?;
         return Some(ParamKind::Array { dtype, ndim });
@@ -468,6 +472,20 @@ extern "C" __global__ void grid_sum(wl::launch_bounds_t<1> dim, wl::array_t<floa
             kernel("wl::index(a, c.i) = 0.0f;")
         );
         assert!(refusal(&cg).1.contains("#include <cooperative_groups.h>"));
+    }
+
+    #[test]
+    fn const_parameters_and_unroll_pragmas_are_read() {
+        let text = "#include \"warp_launch.h\"\nextern \"C\" __global__ void k(wl::launch_bounds_t<1> dim, const wl::array_t<float> a, const float s) {\n    WL_GRID_STRIDE_LOOP(idx, dim) {\n        wl::coord_t c = wl::coord(idx, dim);\n#pragma unroll 4\n        for (int t = 0; t < 4; ++t) { wl::index(a, c.i) *= s; }\n    }\n}\n";
+        let s = specs(text);
+        assert_eq!(rules(&s[0]), [r("a", &[AxisIndex::Thread(0)])]);
+        assert_eq!(
+            s[0].params()[1].kind.describe(),
+            "a float32 value",
+            "const float is a value"
+        );
+        let other = text.replace("#pragma unroll 4", "#pragma unroll x");
+        assert!(refusal(&other).1.contains("#pragma unroll x"));
     }
 
     #[test]

@@ -25,7 +25,7 @@
 //!
 //! and a whole text is refused when it holds anything but kernels at top
 //! level, or a preprocessor line other than `#include "warp_launch.h"`
-//! and `#pragma once` (a macro or another header could change what every
+//! and `#pragma once` / `#pragma unroll` (a macro or another header could change what every
 //! token means; NVRTC has no `cooperative_groups.h` of its own, so grid
 //! synchronisation is outside the subset).
 //!
@@ -313,7 +313,12 @@ fn preprocessor(text: &str) -> Option<Refusal> {
     text.lines().enumerate().find_map(|(n, l)| {
         let l = l.trim();
         let squeezed = l.split_whitespace().collect::<Vec<_>>().join(" ");
-        (l.starts_with('#') && !PREPROCESSOR.contains(&squeezed.as_str())).then(|| {
+        // `#pragma unroll [N]` only tells the compiler how to unroll a loop.
+        let unroll = squeezed == "#pragma unroll"
+            || squeezed
+                .strip_prefix("#pragma unroll ")
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()));
+        (l.starts_with('#') && !unroll && !PREPROCESSOR.contains(&squeezed.as_str())).then(|| {
             (
                 n + 1,
                 format!(
@@ -840,9 +845,11 @@ fn wl_type(name: &str) -> bool {
     name == "coord_t" || crate::abi::DType::by_cpp(&format!("wp::{name}")).is_some()
 }
 
-/// The element type of `wl::array_t<T>` (as spelled by the reader).
+/// The element type of `wl::array_t<T>` (as spelled by the reader; a
+/// `const` in front is allowed: the parameter is still passed by value).
 pub(crate) fn array_element(cpp: &str) -> Option<&str> {
-    cpp.trim_start_matches("::")
+    cpp.trim_start_matches("const ")
+        .trim_start_matches("::")
         .strip_prefix("wl::array_t<")?
         .strip_suffix('>')
 }
