@@ -737,6 +737,10 @@ class Recorder:
         self.launches = []
         self.host_launches = []
         self.capturing = None
+        # Per recorded launch: the kernel object and the argument values as given (for the tape).
+        self.py_launches = []
+        # Per array index: its bytes when first seen (the tape program's inputs).
+        self.first_bytes = {}
 
     # -- array states --------------------------------------------------------------------
 
@@ -824,6 +828,8 @@ class Recorder:
                 )
         if len(values) != len(kernel.adj.args):
             raise RuntimeError(f"corpus.py: {self.example}: {kernel.key} launched with {len(values)} arguments")
+        for i, a in arrays:
+            self.first_bytes.setdefault(i, a.numpy().tobytes())
         before = _unique([[i, self.state(i, a.numpy().tobytes())] for i, a in arrays])
         run_kw = dict(kw)
         if block_dim is not None:
@@ -832,6 +838,7 @@ class Recorder:
         wp.synchronize_device("cpu")
         after = _unique([[i, self.state(i, a.numpy().tobytes())] for i, a in arrays])
         dims = [int(d) for d in dim] if isinstance(dim, (list, tuple)) else [int(dim)]
+        self.py_launches.append((kernel, tiled, list(values), block_dim))
         self.launches.append(
             {
                 "module": where[0],
@@ -907,6 +914,77 @@ class Recorder:
             "launches": self.launches,
             "host_launches": self.host_launches,
         }
+
+
+# -- the tape: the first launches of a case, forward and backward under Warp's tape ---------
+#
+# CASE gains "tape" (or "tape_not_run": why): the first TAPE_LAUNCHES recorded launches
+# replayed as one program on Warp's CPU device under wp.Tape: every array starts from its
+# content when the case first passed it (work between launches is not repeated), float
+# arrays with requires_grad; then tape.backward(grads=...) with a seed of its own for every
+# float array. TAPE = {"launches": int, "blob": "cases/<example>.tape.bin",
+#   "seeds": [[array, blob_offset]], "values": [[array, blob_offset]], "grads": [[array, blob_offset]]}
+# (each an array's whole content, its "bytes" long).
+
+TAPE_LAUNCHES = 24
+
+
+def is_float_dtype(wp, dtype) -> bool:
+    from warp._src import types as wt
+
+    return wt.type_scalar_type(dtype) in (wp.float16, wp.float32, wp.float64)
+
+
+def tape_case(wp, rec, example: str):
+    """Runs the first TAPE_LAUNCHES launches of ``rec`` under Warp's tape (see above); the TAPE
+    entry and its blob."""
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    blob = bytearray()
+
+    def put(data: bytes) -> int:
+        at = len(blob)
+        blob.extend(data)
+        return at
+
+    arrays = {}
+    n = min(len(rec.launches), TAPE_LAUNCHES)
+    tape = wp.Tape()
+    with wp.ScopedDevice("cpu"), tape:
+        for l, (kernel, tiled, values, block_dim) in zip(rec.launches[:n], rec.py_launches[:n]):
+            inputs = []
+            for a, v in zip(l["args"], values):
+                if a["kind"] != "array":
+                    inputs.append(v)
+                    continue
+                i = a["array"]
+                if i not in arrays:
+                    info = rec.array_info[i]
+                    arr = wp.empty(shape=tuple(info["shape"]), dtype=v.dtype, device="cpu",
+                                   requires_grad=is_float_dtype(wp, v.dtype))
+                    raw = np.frombuffer(rec.first_bytes[i], np.uint8)
+                    arr.numpy().view(np.uint8).reshape(-1)[:] = raw
+                    arrays[i] = arr
+                inputs.append(arrays[i])
+            kw = {"block_dim": block_dim} if block_dim is not None else {}
+            launch = wp.launch_tiled if tiled else wp.launch
+            launch(kernel, dim=l["dim"], inputs=inputs, device="cpu", **kw)
+    seeds, seeded = {}, []
+    for i, arr in sorted(arrays.items()):
+        if arr.requires_grad:
+            shape = arr.numpy().shape
+            seed = wp.array(rng.uniform(-1.0, 1.0, size=shape).astype(arr.numpy().dtype), dtype=arr.dtype, device="cpu")
+            seeds[arr] = seed
+            seeded.append([i, put(seed.numpy().tobytes())])
+    if not seeded:
+        return None, bytes(blob)
+    tape.backward(grads=seeds)
+    wp.synchronize_device("cpu")
+    values = [[i, put(arr.numpy().tobytes())] for i, arr in sorted(arrays.items())]
+    grads = [[i, put(arr.grad.numpy().tobytes())] for i, arr in sorted(arrays.items()) if arr.requires_grad]
+    entry = {"launches": n, "blob": f"cases/{example}.tape.bin", "seeds": seeded, "values": values, "grads": grads}
+    return entry, bytes(blob)
 
 
 def _unique(pairs):
@@ -1079,7 +1157,21 @@ def build_cases(wp, out: Path, manifest: dict) -> dict:
         finally:
             config_restore(wp, baseline)
         (cases_dir / f"{name}.bin").write_bytes(bytes(rec.blob))
-        cases.append(rec.case(note, modules))
+        case = rec.case(note, modules)
+        if entry.get("config_changes", {}).get("enable_backward") is False:
+            case["tape_not_run"] = "the example sets wp.config.enable_backward = False: no adjoint kernels"
+        else:
+            config_restore(wp, {**baseline, **entry.get("config_changes", {})})
+            try:
+                tape, tape_blob = tape_case(wp, rec, name)
+            finally:
+                config_restore(wp, baseline)
+            if tape is None:
+                case["tape_not_run"] = "no float array among the first launches"
+            else:
+                (cases_dir / f"{name}.tape.bin").write_bytes(tape_blob)
+                case["tape"] = tape
+        cases.append(case)
         print(
             f"corpus: case {name}: {len(rec.launches)} launches of {len({l['kernel'] for l in rec.launches})} kernels, "
             f"{len(rec.blob)} bytes of states, {time.perf_counter() - started:.1f} s"

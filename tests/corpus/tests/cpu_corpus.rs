@@ -31,7 +31,7 @@ use warp_launch::{AotModule, DType, Device, Error, TypedArray};
 #[path = "../../tests/corpus_replay/mod.rs"]
 mod replay;
 
-use replay::{Modules, Tol, load_cases, replay_all};
+use replay::{Modules, Tol, load_cases, replay_all, tape_all};
 
 /// The tolerance of each kernel the cases launch: none. Both sides run
 /// Warp's generated C++ for the same kernel, compiled for a generic x86-64
@@ -115,6 +115,44 @@ fn warp_examples_run_on_cpu_through_warps_cpu_code_equal_to_warps_cpu_device() {
         reason.contains("cooperative block runtime"),
         "compute_em_energy: {reason}"
     );
+}
+
+/// The examples backward: the first launches of each case as one program
+/// under our [`Tape`](warp_launch::Tape) on `"cpu"` and under Warp's tape on
+/// its CPU device (`corpus.py`'s `tape_case`), seeded alike: every value and
+/// every gradient equal, bit for bit. `example_fdtd_3d` turns Warp's
+/// backward off (`wp.config.enable_backward = False`): it has no adjoints.
+#[test]
+fn warp_examples_run_backward_on_cpu_equal_to_warps_tape() {
+    let corpus = std::path::Path::new(CPU_CASES_DIR);
+    let (cases, _) = load_cases(corpus);
+    let modules = modules();
+    let (taped, not_run) = tape_all(&cases, &modules, Device::Cpu, 0.0);
+    for t in &taped {
+        println!(
+            "{}: {} launches forward and backward on cpu, {} of {} gradients equal to Warp's tape bit for bit ({} changed by the adjoints)",
+            t.example, t.launches, t.exact, t.grads, t.moved
+        );
+        assert_eq!(t.exact, t.grads, "{}: worst {}", t.example, t.worst);
+        assert!(
+            t.moved > 0,
+            "{}: the adjoints changed no gradient",
+            t.example
+        );
+    }
+    println!("not run backward: {}", not_run.join("; "));
+    let examples: Vec<&str> = taped.iter().map(|t| t.example.as_str()).collect();
+    assert_eq!(
+        examples,
+        [
+            "example_wave",
+            "example_fluid",
+            "example_graph_capture",
+            "example_alloc_tracker"
+        ]
+    );
+    assert_eq!(not_run.len(), 1);
+    assert!(not_run[0].starts_with("example_fdtd_3d: "), "{not_run:?}");
 }
 
 /// A zeroed `[f64; 2]` (`vec2d`) array on `"cpu"`, of the shape the tile

@@ -111,6 +111,20 @@ pub struct Case {
     launches: Vec<LaunchRec>,
     blob: Vec<u8>,
     host_launches: Vec<String>,
+    /// The first launches under Warp's tape, or why there are none.
+    tape: Result<TapeRec, String>,
+}
+
+/// The first `launches` of a case as one program under Warp's CPU tape
+/// (`corpus.py`'s `tape_case`): each array's whole content at offsets of
+/// `blob`, by array index.
+#[allow(dead_code, reason = "the tape runs on \"cpu\" only (cpu_corpus.rs)")]
+struct TapeRec {
+    launches: usize,
+    blob: Vec<u8>,
+    seeds: Vec<(usize, usize)>,
+    values: Vec<(usize, usize)>,
+    grads: Vec<(usize, usize)>,
 }
 
 fn usize_of(v: &Json) -> usize {
@@ -221,6 +235,21 @@ impl Case {
             .iter()
             .map(|h| format!("{}: {}", h["kernel"], h["reason"]))
             .collect();
+        let tape = match (&c["tape"], c["tape_not_run"].as_str()) {
+            (Json::Object(t), _) => {
+                let path = corpus.join(t["blob"].as_str().expect("blob"));
+                Ok(TapeRec {
+                    launches: usize_of(&t["launches"]),
+                    blob: std::fs::read(&path)
+                        .unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+                    seeds: pairs(&t["seeds"]),
+                    values: pairs(&t["values"]),
+                    grads: pairs(&t["grads"]),
+                })
+            }
+            (_, Some(why)) => Err(why.to_string()),
+            _ => Err("no tape recorded".into()),
+        };
         Case {
             example,
             note: c["note"].as_str().unwrap_or_default().to_string(),
@@ -230,6 +259,7 @@ impl Case {
             launches,
             blob,
             host_launches,
+            tape,
         }
     }
 }
@@ -611,6 +641,144 @@ pub fn load_cases(corpus: &Path) -> (Vec<Case>, Json) {
         .map(|c| Case::load(corpus, c))
         .collect();
     (cases, m)
+}
+
+/// What [`tape_all`] found for one case.
+#[allow(dead_code, reason = "the tape runs on \"cpu\" only (cpu_corpus.rs)")]
+pub struct Taped {
+    /// The example.
+    pub example: String,
+    /// Launches run forward and backward.
+    pub launches: usize,
+    /// Gradients compared, and how many were equal bit for bit.
+    pub grads: usize,
+    /// Those equal bit for bit.
+    pub exact: usize,
+    /// The largest difference of the others (relative to the largest
+    /// magnitude of Warp's gradient).
+    pub worst: f64,
+    /// Gradients Warp's backward changed from their seed (0 would mean the
+    /// adjoints did nothing, and the comparison proves little).
+    pub moved: usize,
+}
+
+/// Runs each case's tape program (the first launches, every array from its
+/// content when first passed, float arrays with gradients) on `device`
+/// through the typed launchers under a [`Tape`](warp_launch::Tape), then
+/// `backward_with` Warp's seeds, and compares every array's value and
+/// gradient with Warp's CPU tape: values bit for bit, gradients within
+/// `grad_tol` relative to the gradient's largest magnitude (0.0: bit for
+/// bit). Returns one entry per case that has a tape, and the others' reasons.
+#[allow(dead_code, reason = "the tape runs on \"cpu\" only (cpu_corpus.rs)")]
+pub fn tape_all(
+    cases: &[Case],
+    modules: &Modules,
+    device: Device,
+    grad_tol: f64,
+) -> (Vec<Taped>, Vec<String>) {
+    let mut taped = Vec::new();
+    let mut not_run = Vec::new();
+    for case in cases {
+        let t = match &case.tape {
+            Ok(t) => t,
+            Err(why) => {
+                not_run.push(format!("{}: {why}", case.example));
+                continue;
+            }
+        };
+        let mut replay = Replay::new(case, device, "CPU tape");
+        for (i, a) in replay.arrays.iter_mut().enumerate() {
+            if case.arrays[i].dtype.is_float() {
+                *a = a.clone().with_grad().expect("grad");
+            }
+        }
+        let mut tape = warp_launch::Tape::new();
+        {
+            let _rec = tape.recording();
+            for l in &case.launches[..t.launches] {
+                // Each array starts from its content when first passed; the
+                // program does not repeat the example's work between launches.
+                for &(a, sid) in &l.before {
+                    if replay.holds[a].is_none() {
+                        let bytes = replay.state(sid);
+                        replay.arrays[a]
+                            .storage()
+                            .copy_from_host(replay.arrays[a].offset(), &bytes)
+                            .expect("upload");
+                        replay.holds[a] = Some(sid);
+                    }
+                }
+                let (result, ran) = run(modules, &replay, l);
+                result.unwrap_or_else(|e| panic!("{}.{} ({ran:?}): {e}", l.module, l.kernel));
+            }
+        }
+        let at = |off: usize, a: usize| &t.blob[off..off + case.arrays[a].bytes];
+        let seeds: Vec<(Array, Array)> = t
+            .seeds
+            .iter()
+            .map(|&(a, off)| {
+                let info = &case.arrays[a];
+                let seed = Array::zeros_dtype(device, info.dtype, &info.shape).expect("seed");
+                seed.storage()
+                    .copy_from_host(seed.offset(), at(off, a))
+                    .expect("seed upload");
+                (replay.arrays[a].clone(), seed)
+            })
+            .collect();
+        let pairs: Vec<(&Array, &Array)> = seeds.iter().map(|(o, s)| (o, s)).collect();
+        tape.backward_with(&pairs)
+            .unwrap_or_else(|e| panic!("{}: backward: {e}", case.example));
+        for &(a, off) in &t.values {
+            let got = replay.arrays[a].to_bytes().expect("read");
+            compare(
+                case.arrays[a].dtype,
+                &got,
+                at(off, a),
+                Tol::Exact,
+                "CPU tape",
+            )
+            .unwrap_or_else(|e| {
+                panic!(
+                    "{}: array {a} after the forward launches: {e}",
+                    case.example
+                )
+            });
+        }
+        let mut r = Taped {
+            example: case.example.clone(),
+            launches: t.launches,
+            grads: 0,
+            exact: 0,
+            worst: 0.0,
+            moved: 0,
+        };
+        let tol = if grad_tol > 0.0 {
+            Tol::Rel(grad_tol)
+        } else {
+            Tol::Exact
+        };
+        for &(a, off) in &t.grads {
+            let got = replay.arrays[a]
+                .grad()
+                .expect("grad")
+                .to_bytes()
+                .expect("read");
+            let diff = compare(case.arrays[a].dtype, &got, at(off, a), tol, "CPU tape")
+                .unwrap_or_else(|e| panic!("{}: gradient of array {a}: {e}", case.example));
+            r.grads += 1;
+            if let Some(&(_, seed)) = t.seeds.iter().find(|(s, _)| *s == a)
+                && at(seed, a) != at(off, a)
+            {
+                r.moved += 1;
+            }
+            match diff {
+                None => r.exact += 1,
+                Some(d) => r.worst = r.worst.max(d),
+            }
+        }
+        taped.push(r);
+    }
+    (taped, not_run)
 }
 
 /// What [`replay_all`] found.
