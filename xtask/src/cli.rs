@@ -244,8 +244,10 @@ fn import_task(root: &Path, _specs: &Path, check: bool) -> Result<()> {
 /// (`12.0=DIR;...`: every pinned release's), `NVRTC_RELEASE_INCLUDE_DIRS`
 /// (the same for `nvrtc.h`) and `WARP_NATIVE_INCLUDE_DIR`
 /// (Warp's `warp/native/*.h`) pointing at them (the ABI tests compile
-/// against them), and `CUDA_SYS_NVRTC_LIBRARY` at the pinned NVRTC 13.0's
-/// library (unless set), so the NVRTC tests compile for real.
+/// against them), `CUDA_SYS_NVRTC_LIBRARY` at the pinned NVRTC 13.0's
+/// library (unless set), so the NVRTC tests compile for real, and
+/// `CUDA_CCCL_INCLUDE_DIR` at the pinned CCCL headers (NVRTC compiling the
+/// test kernels, whose `cooperative_groups.h` needs them).
 fn test(root: &Path, extra: &[String]) -> Result<()> {
     let include = provision::cuda_include_dir()?;
     let warp_include = provision::warp_native_include_dir()?;
@@ -266,6 +268,7 @@ fn test(root: &Path, extra: &[String]) -> Result<()> {
             provision::nvrtc_include_dir(r)?.display()
         ));
     }
+    let cccl = provision::cccl_include_dir()?;
     let nvrtc_lib = match std::env::var_os("CUDA_SYS_NVRTC_LIBRARY") {
         Some(set) => std::path::PathBuf::from(set),
         None => provision::nvrtc_library_dir()?,
@@ -281,6 +284,7 @@ fn test(root: &Path, extra: &[String]) -> Result<()> {
         .args(["test", "--workspace"])
         .args(extra)
         .env("CUDA_SYS_NVRTC_LIBRARY", &nvrtc_lib)
+        .env("CUDA_CCCL_INCLUDE_DIR", &cccl)
         .env("CUDA_INCLUDE_DIR", &include)
         .env("CUDA_RELEASE_INCLUDE_DIRS", releases.join(";"))
         .env("NVRTC_RELEASE_INCLUDE_DIRS", nvrtc.join(";"))

@@ -190,6 +190,32 @@ pub fn nvrtc_library_dir() -> Result<PathBuf> {
     Ok(lib)
 }
 
+/// The pinned CCCL headers (`nv/target`, `cuda/std/...`) that CUDA 13's
+/// `cooperative_groups.h` includes: the `nvidia-cuda-cccl` wheel of
+/// [`NVCC_WHEELS`], its `nvidia/cu13/include` unpacked into
+/// `target/cuda-cache/cuda-cccl-<version>` on first use. NVRTC needs it and
+/// its `cccl/` subdirectory on the include path (nvcc adds them itself).
+///
+/// # Errors
+///
+/// pip failing, or a wheel without `nv/target`.
+pub fn cccl_include_dir() -> Result<PathBuf> {
+    let wheel = NVCC_WHEELS
+        .iter()
+        .find(|w| w.starts_with("nvidia-cuda-cccl=="))
+        .ok_or("no pinned nvidia-cuda-cccl wheel")?;
+    let version = wheel.split("==").nth(1).unwrap_or("");
+    let dir = cache_dir().join(format!("cuda-cccl-{version}"));
+    let inc = dir.join("nvidia/cu13/include");
+    if !inc.join("nv/target").is_file() {
+        fetch_wheel_with(wheel, &dir, None, Some("nvidia/cu13/include"))?;
+    }
+    if !inc.join("nv/target").is_file() {
+        return Err(format!("{wheel} unpacked to {} but has no nv/target", dir.display()).into());
+    }
+    Ok(inc)
+}
+
 /// The wheel that carries Warp's native headers (`warp/native/*.h`).
 pub const WARP_WHEEL: &str = "warp-lang==1.19.0";
 /// The platform whose `WARP_WHEEL` build is fetched (the headers are the
