@@ -40,6 +40,18 @@ extern "C" __global__ void total(wl::launch_bounds_t<1> dim, wl::array_t<float> 
     }
 }
 
+// Waits about `cycles` clock cycles, then out[i] = i + 1 (a launch still
+// running when the host moves on).
+extern "C" __global__ void spin_fill(wl::launch_bounds_t<1> dim, wl::array_t<int> out, long long cycles) {
+    long long start = clock64();
+    while (clock64() - start < cycles) {
+    }
+    WL_GRID_STRIDE_LOOP(idx, dim) {
+        wl::coord_t c = wl::coord(idx, dim);
+        wl::index(out, c.i) = c.i + 1;
+    }
+}
+
 // y[i] = x[idx[i]]: an index read from data, which no rule covers.
 extern "C" __global__ void gather(wl::launch_bounds_t<1> dim, wl::array_t<int> idx, wl::array_t<float> x, wl::array_t<float> y) {
     WL_GRID_STRIDE_LOOP(i, dim) {
@@ -171,6 +183,36 @@ fn the_second_compile_of_a_text_is_a_cache_hit() {
     );
 }
 
+/// A kernel outlives the module it came from, and an array dropped while
+/// the kernel still runs on it is freed after the kernel: the arrays made
+/// right after hold their own values, not the late writes.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_kernel_outlives_its_module_and_a_drop_waits_for_its_launch() {
+    let spin = module().kernel("spin_fill").unwrap();
+    let n = 1 << 20;
+    let khz = warp_launch::CudaDevice::get(0)
+        .unwrap()
+        .attribute(cuda_api::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)
+        .unwrap() as i64;
+    let out = Array::zeros::<i32>(DEV, &[n]).unwrap();
+    spin.launch(n).inputs((&out, 50 * khz)).run().unwrap();
+    let t = Instant::now();
+    drop(out);
+    let waited = t.elapsed();
+    let fresh: Vec<Array> = (0..4)
+        .map(|_| Array::from_slice(DEV, &vec![-7i32; n], &[n]).unwrap())
+        .collect();
+    DEV.stream().unwrap().synchronize().unwrap();
+    for a in &fresh {
+        assert!(a.to_vec::<i32>().unwrap().iter().all(|&v| v == -7));
+    }
+    println!(
+        "a_kernel_outlives_its_module_and_a_drop_waits_for_its_launch: the drop took {:.1} ms (the kernel spins about 50 ms)",
+        waited.as_secs_f64() * 1e3
+    );
+}
+
 /// The same text read without a GPU: what the GPU tests rely on.
 #[test]
 fn the_text_declares_what_the_gpu_tests_expect() {
@@ -191,6 +233,7 @@ fn the_text_declares_what_the_gpu_tests_expect() {
             ("scale2d", true),
             ("lean_add", true),
             ("total", true),
+            ("spin_fill", true),
             ("gather", false)
         ]
     );

@@ -234,12 +234,34 @@ fn spec_of(k: &CudaCKernel, file: &str) -> Result<KernelSpec> {
     Ok(spec.with_accesses(accesses, Accesses::default()))
 }
 
-/// A parameter's kind from its spelled type (`wl::` read as Warp's `wp::`).
+/// C's spellings of fixed-size integers, as Warp's scalar names (`long`
+/// is not here: its size depends on the platform).
+const C_INTEGERS: &[(&str, &str)] = &[
+    ("signed char", "int8_t"),
+    ("char", "int8_t"),
+    ("unsigned char", "uint8_t"),
+    ("short", "int16_t"),
+    ("short int", "int16_t"),
+    ("unsigned short", "uint16_t"),
+    ("unsigned short int", "uint16_t"),
+    ("unsigned", "uint32_t"),
+    ("unsigned int", "uint32_t"),
+    ("long long", "int64_t"),
+    ("long long int", "int64_t"),
+    ("unsigned long long", "uint64_t"),
+    ("unsigned long long int", "uint64_t"),
+];
+
+/// A parameter's kind from its spelled type (`wl::` read as Warp's `wp::`,
+/// C's fixed-size integer spellings as their Warp scalars).
 fn param_kind(cpp: &str, ndim: Option<u8>) -> Option<ParamKind> {
     let warp = |t: &str| {
-        t.trim_start_matches("const ")
-            .trim_start_matches("::")
-            .replace("wl::", "wp::")
+        let t = t.trim_start_matches("const ").trim_start_matches("::");
+        let t = C_INTEGERS
+            .iter()
+            .find(|(c, _)| *c == t)
+            .map_or(t, |(_, w)| w);
+        t.replace("wl::", "wp::")
     };
     if let Some(elem) = array_element(cpp) {
         let dtype = DType::by_cpp(&warp(elem))?;
@@ -483,6 +505,11 @@ extern "C" __global__ void grid_sum(wl::launch_bounds_t<1> dim, wl::array_t<floa
             s[0].params()[1].kind.describe(),
             "a float32 value",
             "const float is a value"
+        );
+        let ints = text.replace("const float s", "long long s");
+        assert_eq!(
+            specs(&ints)[0].params()[1].kind.describe(),
+            "an int64 value"
         );
         let other = text.replace("#pragma unroll 4", "#pragma unroll x");
         assert!(refusal(&other).1.contains("#pragma unroll x"));
