@@ -6,12 +6,11 @@ use std::fmt;
 
 use cuda_api::{CacheOutcome, Library, Program};
 
-use crate::abi::DType;
 use crate::device::IntoDevice;
 use crate::error::{Error, Result};
 use crate::launch::{Kernel, KernelSpec};
 use crate::signature::{Accesses, ParamKind, Unproven};
-use crate::source::cuda_c::{CudaCKernel, array_element, read_cuda_c};
+use crate::source::cuda_c::{CudaCKernel, array_element, dtype_of, read_cuda_c};
 
 /// The header every text may include as `"warp_launch.h"`: the one
 /// `warp-launch/include/` ships.
@@ -234,40 +233,14 @@ fn spec_of(k: &CudaCKernel, file: &str) -> Result<KernelSpec> {
     Ok(spec.with_accesses(accesses, Accesses::default()))
 }
 
-/// C's spellings of fixed-size integers, as Warp's scalar names (`long`
-/// is not here: its size depends on the platform).
-const C_INTEGERS: &[(&str, &str)] = &[
-    ("signed char", "int8_t"),
-    ("char", "int8_t"),
-    ("unsigned char", "uint8_t"),
-    ("short", "int16_t"),
-    ("short int", "int16_t"),
-    ("unsigned short", "uint16_t"),
-    ("unsigned short int", "uint16_t"),
-    ("unsigned", "uint32_t"),
-    ("unsigned int", "uint32_t"),
-    ("long long", "int64_t"),
-    ("long long int", "int64_t"),
-    ("unsigned long long", "uint64_t"),
-    ("unsigned long long int", "uint64_t"),
-];
-
 /// A parameter's kind from its spelled type (`wl::` read as Warp's `wp::`,
 /// C's fixed-size integer spellings as their Warp scalars).
 fn param_kind(cpp: &str, ndim: Option<u8>) -> Option<ParamKind> {
-    let warp = |t: &str| {
-        let t = t.trim_start_matches("const ").trim_start_matches("::");
-        let t = C_INTEGERS
-            .iter()
-            .find(|(c, _)| *c == t)
-            .map_or(t, |(_, w)| w);
-        t.replace("wl::", "wp::")
-    };
     if let Some(elem) = array_element(cpp) {
-        let dtype = DType::by_cpp(&warp(elem))?;
+        let dtype = dtype_of(elem)?;
         return Some(ParamKind::Array { dtype, ndim });
     }
-    DType::by_cpp(&warp(cpp)).map(ParamKind::Value)
+    dtype_of(cpp).map(ParamKind::Value)
 }
 
 #[cfg(test)]
@@ -513,6 +486,32 @@ extern "C" __global__ void grid_sum(wl::launch_bounds_t<1> dim, wl::array_t<floa
         );
         let other = text.replace("#pragma unroll 4", "#pragma unroll x");
         assert!(refusal(&other).1.contains("#pragma unroll x"));
+    }
+
+    #[test]
+    fn constant_components_of_vectors_and_matrices_are_read() {
+        let text = "#include \"warp_launch.h\"\nextern \"C\" __global__ void k(wl::launch_bounds_t<1> dim, wl::array_t<wl::vec3f> v, wl::array_t<wl::mat33f> m, wl::vec3f d) {\n    WL_GRID_STRIDE_LOOP(idx, dim) {\n        wl::coord_t c = wl::coord(idx, dim);\n        d.c[1] = 0.0f;\n        wl::index(v, c.i).c[2] += d.c[0] * wl::index(m, c.i).data[2][1];\n    }\n}\n";
+        let s = specs(text);
+        assert_eq!(
+            rules(&s[0]),
+            [
+                r("v", &[AxisIndex::Thread(0)]),
+                r("m", &[AxisIndex::Thread(0)])
+            ]
+        );
+        for (bad, why) in [
+            ("c[2] +=", "c[3] +="),
+            ("data[2][1]", "data[3][1]"),
+            ("d.c[0]", "d.c[3]"),
+            ("d.c[0]", "d.c[c.i]"),
+        ] {
+            let t = text.replace(bad, why);
+            assert!(
+                refusal(&t).1.contains("subscript"),
+                "{why}: {:?}",
+                refusal(&t)
+            );
+        }
     }
 
     #[test]

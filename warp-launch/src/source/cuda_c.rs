@@ -40,6 +40,7 @@ use std::collections::{BTreeMap, HashSet};
 use super::accesses::{call_args, is_written as changed};
 use super::tokens::{Tok, TokKind, UNMATCHED, is_punct, is_word, match_brackets, spell, tokenize};
 use super::{SourceError, SourceParam, parse_cu};
+use crate::abi::{DType, Kind};
 use crate::signature::{AccessTarget, Accesses, ArrayAccess, AxisIndex, Unproven};
 
 /// One hand-written kernel: its parameters as spelled, the launch shape it
@@ -433,6 +434,15 @@ impl<'p> BodyScan<'p> {
             .any(|p| p.name == name && array_element(&p.cpp_type).is_some())
     }
 
+    /// The dtype of by-value parameter `name`, when it is a Warp scalar,
+    /// vector or matrix.
+    fn value_dtype(&self, name: &str) -> Option<&'static DType> {
+        self.params[1..]
+            .iter()
+            .find(|p| p.name == name && array_element(&p.cpp_type).is_none())
+            .and_then(|p| dtype_of(&p.cpp_type))
+    }
+
     /// Whether `name` is a by-value parameter.
     fn is_value(&self, name: &str) -> bool {
         self.params[1..]
@@ -557,7 +567,32 @@ impl<'p> BodyScan<'p> {
             null_ok: false,
             line,
         });
-        end + 1
+        let element = self.params[1..]
+            .iter()
+            .find(|p| p.name == array)
+            .and_then(|p| array_element(&p.cpp_type))
+            .and_then(dtype_of);
+        self.components(body, end + 1, element)
+    }
+
+    /// A constant component of the element or value before `j`:
+    /// `.c[K]` of a vector (K below its length), `.data[R][C]` of a matrix
+    /// (below its rows and columns); the index after it (`j` when there is
+    /// none). Any other subscript is left for [`BodyScan::token`] to refuse.
+    fn components(&mut self, body: &[Tok<'_>], j: usize, dtype: Option<&DType>) -> usize {
+        let text = |k: usize| body.get(k).map_or("", |t| t.text);
+        let Some(d) = dtype else { return j };
+        let lit = |k: usize| int_literal(text(k));
+        let sub = |k: usize, limit: u8| {
+            text(k) == "["
+                && text(k + 2) == "]"
+                && lit(k + 1).is_some_and(|v| (0..i64::from(limit)).contains(&v))
+        };
+        match (text(j), text(j + 1), d.kind) {
+            (".", "c", Kind::Vector) if sub(j + 2, d.rows) => j + 5,
+            (".", "data", Kind::Matrix) if sub(j + 2, d.rows) && sub(j + 5, d.cols) => j + 8,
+            _ => j,
+        }
     }
 
     /// One index expression as an [`AxisIndex`].
@@ -680,6 +715,14 @@ impl<'p> BodyScan<'p> {
     /// (`dim.size`, `dim.shape[LITERAL]`, `c.i`); a write is refused.
     fn read_form(&mut self, body: &[Tok<'_>], j: usize) -> Option<usize> {
         let text = |k: usize| body.get(k).map_or("", |t| t.text);
+        // A constant component of a by-value vector or matrix (the kernel's
+        // own copy: reading and writing it stays inside it).
+        if let Some(d) = self.value_dtype(text(j)) {
+            let after = self.components(body, j + 1, Some(d));
+            if after > j + 1 {
+                return Some(after);
+            }
+        }
         let last = if text(j) == self.dim && text(j + 1) == "." && text(j + 2) == "size" {
             j + 2
         } else if text(j) == self.dim
@@ -749,7 +792,7 @@ impl<'p> BodyScan<'p> {
     }
 
     /// Whether the `*` or `&` at `j` is a binary operator: after a number,
-    /// `)`, or a name that holds a value.
+    /// `)`, `]`, or a name that holds a value.
     fn binary_before(&self, body: &[Tok<'_>], j: usize) -> bool {
         let Some(prev) = j.checked_sub(1).map(|k| &body[k]) else {
             return false;
@@ -757,6 +800,9 @@ impl<'p> BodyScan<'p> {
         let member = j >= 2 && body[j - 2].text == ".";
         prev.kind == TokKind::Number
             || prev.text == ")"
+            // Only the accepted subscripts (constant components,
+            // `dim.shape[K]`) reach here: a value ends there.
+            || prev.text == "]"
             || (prev.kind == TokKind::Word
                 && (member
                     || self.locals.contains(prev.text)
@@ -843,6 +889,36 @@ enum NameKind {
 /// name, `coord_t`): harmless in a declaration or a cast.
 fn wl_type(name: &str) -> bool {
     name == "coord_t" || crate::abi::DType::by_cpp(&format!("wp::{name}")).is_some()
+}
+
+/// C's spellings of fixed-size integers, as Warp's scalar names (`long`
+/// is not here: its size depends on the platform).
+const C_INTEGERS: &[(&str, &str)] = &[
+    ("signed char", "int8_t"),
+    ("char", "int8_t"),
+    ("unsigned char", "uint8_t"),
+    ("short", "int16_t"),
+    ("short int", "int16_t"),
+    ("unsigned short", "uint16_t"),
+    ("unsigned short int", "uint16_t"),
+    ("unsigned", "uint32_t"),
+    ("unsigned int", "uint32_t"),
+    ("long long", "int64_t"),
+    ("long long int", "int64_t"),
+    ("unsigned long long", "uint64_t"),
+    ("unsigned long long int", "uint64_t"),
+];
+
+/// The Warp dtype a spelled scalar, vector or matrix type names (`wl::`
+/// read as Warp's `wp::`, C's fixed-size integers as Warp's, a leading
+/// `const` dropped).
+pub(crate) fn dtype_of(cpp: &str) -> Option<&'static DType> {
+    let t = cpp.trim_start_matches("const ").trim_start_matches("::");
+    let t = C_INTEGERS
+        .iter()
+        .find(|(c, _)| *c == t)
+        .map_or(t, |(_, w)| w);
+    DType::by_cpp(&t.replace("wl::", "wp::"))
 }
 
 /// The element type of `wl::array_t<T>` (as spelled by the reader; a
