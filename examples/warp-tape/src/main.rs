@@ -191,4 +191,33 @@ mod tests {
         assert_eq!(version.trim(), "8.0", "{}", ptx[0].file);
         assert!(text.contains("release 12.0"), "written by NVRTC 12.0");
     }
+
+    /// What the fallback is for: a GPU no cubin fits runs the PTX on every
+    /// driver from CUDA 12.0 on (Warp's own PTX, ISA 9.4, would need a CUDA
+    /// 13.4 driver), and a GPU a cubin fits still gets its cubin.
+    #[test]
+    fn a_gpu_without_a_cubin_runs_the_fallback_on_a_cuda_12_0_driver() {
+        use cuda_api::{ComputeCapability as Cc, ImageTarget, choose_image};
+        let images: Vec<(&str, ImageTarget)> = super::KERNELS
+            .images()
+            .iter()
+            .map(|i| (i.file, ImageTarget::of(i.bytes).unwrap()))
+            .collect();
+        let ptx = images
+            .iter()
+            .position(|(f, _)| f.ends_with(".ptx"))
+            .unwrap();
+        // A compute capability the build has no cubin for, below none of
+        // the cubins' majors: only PTX can run there.
+        let future = Cc::new(13, 0);
+        for driver in [12000, 12080, 13000] {
+            assert_eq!(
+                choose_image(&images, future, driver),
+                Ok(ptx),
+                "driver {driver}"
+            );
+        }
+        let h200 = choose_image(&images, Cc::new(9, 0), 12000).unwrap();
+        assert!(images[h200].0.ends_with(".cubin"), "{}", images[h200].0);
+    }
 }
