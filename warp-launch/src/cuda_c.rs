@@ -432,6 +432,14 @@ extern "C" __global__ void grid_sum(wl::launch_bounds_t<1> dim, wl::array_t<floa
             ("int q = n; q = q->x;", "`->`"),
             ("k<<<1, 1>>>(dim, a, b, n);", "a kernel launch"),
             ("wl::index(a, c.i, c.j, c.k, c.l, 0) = 0.0f;", "5 indices"),
+            ("float t<:4:>; t<:c.i:> = 1.0f;", "a digraph"),
+            ("int q = n %: 2;", "a digraph"),
+            ("n = n\\u0030;", "a backslash"),
+            (
+                "wl::index(a\u{200b}, c.i) = 0.0f;",
+                "not an array parameter",
+            ),
+            ("float \u{e9} = 0.0f;", "non-ASCII"),
         ];
         let wrong: Vec<String> = cases
             .iter()

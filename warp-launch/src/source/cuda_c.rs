@@ -12,8 +12,10 @@
 //! integer constant, plus its own scalar locals. So a body is refused
 //! (named by `file:line` and what stands there) when it has
 //!
-//! - a subscript `[...]` (other than `dim.shape[LITERAL]`), `->`, a unary
-//!   `*` or `&` (a pointer or a reference), `<<<`;
+//! - a subscript `[...]` (other than `dim.shape[LITERAL]` and constant
+//!   components of vectors and matrices), `->`, a unary `*` or `&` (a
+//!   pointer or a reference), `<<<`, a digraph (`<:` is `[`), a backslash
+//!   (universal character names, line splices) or a non-ASCII character;
 //! - a call of anything but the arithmetic, warp-shuffle, barrier and
 //!   atomic built-ins listed here, a cast, `wl::index` / `wl::address` /
 //!   `wl::coord` / `wl::lean_index`;
@@ -822,6 +824,18 @@ impl<'p> BodyScan<'p> {
         let member = j > 0 && body[j - 1].text == ".";
         let why = match t.text {
             _ if member && t.kind == TokKind::Word => None,
+            // A universal character name or a line splice can spell a name
+            // this reader does not see; a non-ASCII character likewise.
+            "\\" => Some("a backslash (a universal character name or a line splice)".to_string()),
+            _ if !t.text.is_ascii() => Some(format!("the non-ASCII character {:?}", t.text)),
+            // Digraphs: `<:` `:>` are `[` `]`, `<%` `%>` are `{` `}`, `%:` is `#`.
+            "<" if matches!(text(j + 1), ":" | "::" | "%") => {
+                Some("a digraph (`<:` or `<%`)".into())
+            }
+            ":" | "::" if text(j + 1) == ">" => Some("a digraph (`:>`)".into()),
+            "%" if matches!(text(j + 1), ">" | ":" | "::") => {
+                Some("a digraph (`%>` or `%:`)".into())
+            }
             "[" | "]" => {
                 Some("a subscript `[...]` (only `wl::index` reaches an array)".to_string())
             }
