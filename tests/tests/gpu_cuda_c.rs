@@ -8,9 +8,9 @@
 //! NVRTC comes from `CUDA_SYS_NVRTC_LIBRARY` or the system's search path
 //! (the bundle's run script sets it to the machine's CUDA 13.0 NVRTC).
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use warp_launch::{Array, CacheOutcome, CudaError, CudaModule, Device, Error};
+use warp_launch::{Array, CacheOutcome, CudaError, CudaModule, Device, Error, Stream};
 
 const DEV: Device = Device::Cuda(0);
 
@@ -183,9 +183,10 @@ fn the_second_compile_of_a_text_is_a_cache_hit() {
     );
 }
 
-/// A kernel outlives the module it came from, and an array dropped while
-/// the kernel still runs on it is freed after the kernel: the arrays made
-/// right after hold their own values, not the late writes.
+/// A kernel outlives the module it came from, and dropping the only
+/// handle of an array while the kernel still runs on it (on a stream of its
+/// own, about 50 ms) waits for the kernel: the drop takes at least half that,
+/// and arrays made right after hold their own values, not the late writes.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn a_kernel_outlives_its_module_and_a_drop_waits_for_its_launch() {
@@ -195,20 +196,30 @@ fn a_kernel_outlives_its_module_and_a_drop_waits_for_its_launch() {
         .unwrap()
         .attribute(cuda_api::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)
         .unwrap() as i64;
+    let stream = Stream::new(&DEV.context().unwrap()).unwrap();
     let out = Array::zeros::<i32>(DEV, &[n]).unwrap();
-    spin.launch(n).inputs((&out, 50 * khz)).run().unwrap();
+    spin.launch(n)
+        .inputs((&out, 50 * khz))
+        .stream(&stream)
+        .run()
+        .unwrap();
     let t = Instant::now();
     drop(out);
     let waited = t.elapsed();
     let fresh: Vec<Array> = (0..4)
         .map(|_| Array::from_slice(DEV, &vec![-7i32; n], &[n]).unwrap())
         .collect();
+    stream.synchronize().unwrap();
     DEV.stream().unwrap().synchronize().unwrap();
     for a in &fresh {
         assert!(a.to_vec::<i32>().unwrap().iter().all(|&v| v == -7));
     }
+    assert!(
+        waited >= Duration::from_millis(25),
+        "the drop took {waited:?}, less than the kernel runs: the array was freed under it"
+    );
     println!(
-        "a_kernel_outlives_its_module_and_a_drop_waits_for_its_launch: the drop took {:.1} ms (the kernel spins about 50 ms)",
+        "a_kernel_outlives_its_module_and_a_drop_waits_for_its_launch: the drop waited {:.1} ms",
         waited.as_secs_f64() * 1e3
     );
 }
