@@ -52,7 +52,7 @@
 //!   replaces `<cache>/warp-build`. Builds running at once install it once:
 //!   the first takes the lock file `<dir>.lock`, installs into a staging
 //!   directory beside it and renames it to `<dir>`; the others wait and
-//!   reuse it. About 465 MB; `cargo clean` does not remove it (delete the
+//!   reuse it. About 525 MB; `cargo clean` does not remove it (delete the
 //!   directory to);
 //! - into `<target>/warp-build/python`, once per Cargo target directory
 //!   (`CARGO_TARGET_DIR`, else the directory holding `CACHEDIR.TAG` above the

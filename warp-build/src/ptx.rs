@@ -14,14 +14,13 @@
 
 use std::path::Path;
 
-use cuda_api::{ComputeCapability, Output, Program};
-
 use crate::error::BuildError;
 
 /// The NVRTC the fallback compiles with.
 pub const NVRTC_WHEEL: &str = "nvidia-cuda-nvrtc-cu12==12.0.76";
 
 /// Its version as NVRTC reports it (`major * 1000 + minor * 10`).
+#[cfg(feature = "ptx-fallback")]
 const NVRTC_VERSION: u32 = 12000;
 
 /// The PTX ISA NVRTC 12.0 writes, the most a CUDA 12.0 driver takes.
@@ -29,6 +28,7 @@ pub const PTX_ISA: &str = "8.0";
 
 /// Warp 1.19's NVRTC options for PTX, as a CUDA 12.0 NVRTC gets them (the
 /// architecture and the include path are added per compile).
+#[cfg(feature = "ptx-fallback")]
 const WARP_OPTIONS: &[&str] = &[
     "--std=c++17",
     "--define-macro=NDEBUG",
@@ -42,6 +42,7 @@ const WARP_OPTIONS: &[&str] = &[
 
 /// Whether Warp's generated source calls MathDx (its LTO dispatch
 /// functions), which PTX cannot carry.
+#[cfg(any(feature = "ptx-fallback", test))]
 pub(crate) fn uses_mathdx(cu: &str) -> bool {
     cu.contains("_lto_dispatch_func")
 }
@@ -56,6 +57,7 @@ pub(crate) fn uses_mathdx(cu: &str) -> bool {
 /// [`BuildError::PtxFallback`] when NVRTC 12.0 is not there (what to
 /// install, or `ptx(false)`), another NVRTC was loaded first, the compile
 /// fails (NVRTC's log), or the PTX is not ISA 8.0.
+#[cfg(feature = "ptx-fallback")]
 pub(crate) fn compile(
     out_dir: &Path,
     module: &str,
@@ -90,9 +92,9 @@ pub(crate) fn compile(
             lib.version % 1000 / 10
         )));
     }
-    let mut program = Program::new(&cu_name, cu)
-        .arch(ComputeCapability::new(arch / 10, arch % 10))
-        .output(Output::Ptx)
+    let mut program = cuda_api::Program::new(&cu_name, cu)
+        .arch(cuda_api::ComputeCapability::new(arch / 10, arch % 10))
+        .output(cuda_api::Output::Ptx)
         .cache(false)
         .option(format!(
             "--include-path={}",
@@ -127,7 +129,26 @@ pub(crate) fn compile(
     Ok(Some(name))
 }
 
+/// Without the `ptx-fallback` feature there is no NVRTC to compile with:
+/// asking for PTX is an error that says so.
+#[cfg(not(feature = "ptx-fallback"))]
+pub(crate) fn compile(
+    _out_dir: &Path,
+    module: &str,
+    _warp_dir: &Path,
+    _nvrtc_dir: Option<&Path>,
+    _options: (bool, bool),
+    _arch: u32,
+) -> Result<Option<String>, BuildError> {
+    Err(BuildError::PtxFallback {
+        module: module.to_string(),
+        message: "warp-build was built without its `ptx-fallback` feature (the NVRTC 12.0 compile)"
+            .into(),
+    })
+}
+
 /// The `.version` of a PTX text.
+#[cfg(any(feature = "ptx-fallback", test))]
 pub fn ptx_version(ptx: &str) -> Option<&str> {
     ptx.lines()
         .map(str::trim)

@@ -405,7 +405,7 @@ pub(crate) fn install_once(
         STAGING.fetch_add(1, Ordering::Relaxed)
     ));
     say(&format!(
-        "warp-build: installing Warp {WARP_VERSION} and numpy into {} (about 465 MB, about a \
+        "warp-build: installing Warp {WARP_VERSION}, numpy and NVRTC 12.0 into {} (about 525 MB, about a \
          minute, {once})",
         dir.display()
     ));
@@ -419,7 +419,7 @@ pub(crate) fn install_once(
     }
     let seconds = start.elapsed().as_secs_f64();
     say(&format!(
-        "warp-build: installed Warp {WARP_VERSION} and numpy into {} in {seconds:.0} s; later \
+        "warp-build: installed Warp {WARP_VERSION}, numpy and NVRTC 12.0 into {} in {seconds:.0} s; later \
          builds reuse it",
         dir.display()
     ));
@@ -653,9 +653,9 @@ mod tests {
         assert_eq!(first.len(), 2, "{first:?}");
         let shown = dir.display().to_string();
         assert!(
-            first[0].contains("installing Warp 1.19.0 and numpy into")
+            first[0].contains("installing Warp 1.19.0, numpy and NVRTC 12.0 into")
                 && first[0].contains(&shown)
-                && first[0].contains("465 MB")
+                && first[0].contains("525 MB")
                 && first[0].contains("once per user and machine"),
             "{}",
             first[0]

@@ -102,7 +102,8 @@ pub enum Task {
     /// Compile a Python file or package of Warp kernels ahead of time with Warp 1.19.0 (through warp-build).
     ///
     /// A cubin per arch (default: every arch Warp compiles from sm_75 up;
-    /// WARP_BUILD_ARCHS overrides --arch), PTX for the lowest, and with --embed
+    /// WARP_BUILD_ARCHS overrides --arch; no PTX: the NVRTC 12.0 fallback is
+    /// warp-build's `ptx-fallback` feature, which xtask leaves out), and with --embed
     /// the Rust code that embeds them; also Warp's C++ for the CPU, compiled
     /// with the host's C++ compiler into `<out>/cpu/libwpl_<module>.a` (--no-cpu:
     /// none). Warp is installed with pip once per user (as warp-build does) when not
@@ -111,7 +112,7 @@ pub enum Task {
     WarpAot(warp_aot::Args),
     /// Install Warp 1.19.0 and numpy for the kernel compile step where every build looks, once.
     ///
-    /// What a build script's first Warp compile would do (about 465 MB with
+    /// What a build script's first Warp compile would do (about 525 MB with
     /// pip, about a minute): into the shared install
     /// `<cache>/warp-build/1.19.0-<hash>` (WARP_BUILD_CACHE_DIR replaces
     /// `<cache>/warp-build`; WARP_BUILD_CACHE=off or WARP_BUILD_PYTHON:

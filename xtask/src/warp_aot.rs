@@ -76,7 +76,7 @@ fn out_dir(root: &Path, args: &Args) -> PathBuf {
 /// build script's compile does, and says where it is.
 pub fn install(root: &Path) -> Result<()> {
     println!(
-        "xtask warp-install: finding Warp 1.19.0, installing it with pip if needed (about 465 MB, \
+        "xtask warp-install: finding Warp 1.19.0, installing it with pip if needed (about 525 MB, \
          about a minute, once) ..."
     );
     let started = std::time::Instant::now();
@@ -104,8 +104,11 @@ pub fn run(root: &Path, args: &Args) -> Result<()> {
         .unwrap_or_else(|| root.join("tests/warp/kernels.py"));
     let out = out_dir(root, args);
     let mut module = WarpModule::new(&file);
+    // Cubins only: the PTX fallback is warp-build's `ptx-fallback` feature
+    // (NVRTC through cuda-api), which xtask does not build.
     module
         .out_dir(&out)
+        .ptx(false)
         .embed(args.embed)
         .cpu(!args.no_cpu)
         .cargo_metadata(false);

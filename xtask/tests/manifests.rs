@@ -195,3 +195,36 @@ fn the_workspace_declares_1_88() {
         "{section}"
     );
 }
+
+/// xtask generates cuda-sys and cuda-api, so its own build never includes
+/// them (warp-build's `ptx-fallback`, which needs them, stays off for it):
+/// a broken generated file can always be regenerated.
+#[test]
+fn xtask_never_depends_on_the_crates_it_generates() {
+    let out = std::process::Command::new(env!("CARGO"))
+        .args([
+            "tree",
+            "-p",
+            "xtask",
+            "-e",
+            "normal,build",
+            "--prefix",
+            "none",
+            "--offline",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo tree runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tree = String::from_utf8_lossy(&out.stdout);
+    assert!(tree.lines().any(|l| l.starts_with("warp-build ")), "{tree}");
+    let generated: Vec<&str> = tree
+        .lines()
+        .filter(|l| l.starts_with("cuda-sys ") || l.starts_with("cuda-api "))
+        .collect();
+    assert!(generated.is_empty(), "xtask depends on {generated:?}");
+}
