@@ -196,12 +196,18 @@ pub fn library() -> Result<&'static Nvrtc, NvrtcLoadError> {
 /// driver). It must come before any other NVRTC call; asking again for the
 /// same library is fine.
 ///
+/// # Safety
+///
+/// The library there must be a genuine NVRTC: opening a shared library
+/// runs its initialisers, and any other library's may do anything (as
+/// `libloading::Library::new`, which this calls, says).
+///
 /// # Errors
 ///
 /// [`NvrtcLoadError::LibraryNotFound`] when nothing there loads;
 /// [`NvrtcLoadError::OtherLibraryLoaded`] when another NVRTC was loaded
 /// first.
-pub fn use_library(dir: &Path) -> Result<&'static Nvrtc, NvrtcLoadError> {
+pub unsafe fn use_library(dir: &Path) -> Result<&'static Nvrtc, NvrtcLoadError> {
     let wanted = if dir.is_dir() {
         LIBRARY_NAMES
             .iter()

@@ -3,7 +3,14 @@
 //! it), that library is chosen and a second one is refused naming both;
 //! elsewhere an empty directory is refused naming what was tried.
 
-use cuda_sys::nvrtc::{LIBRARY_ENV, NvrtcLoadError, use_library};
+use cuda_sys::nvrtc::{LIBRARY_ENV, NvrtcLoadError};
+
+/// `nvrtc::use_library` on `dir`.
+fn use_library(dir: &std::path::Path) -> Result<&'static cuda_sys::nvrtc::Nvrtc, NvrtcLoadError> {
+    // SAFETY: `dir` is `CUDA_SYS_NVRTC_LIBRARY` (an NVRTC, as `cargo xtask
+    // test` sets it) or an empty directory (nothing is opened).
+    unsafe { cuda_sys::nvrtc::use_library(dir) }
+}
 
 /// A directory with no library, removed at the end.
 struct Empty(std::path::PathBuf);

@@ -443,7 +443,7 @@ fn written_names<'t>(body: &[Tok<'t>], defining: &HashSet<usize>) -> HashSet<&'t
 }
 
 /// Whether the name at `j` is changed there: assigned (`=`, `op=`, `<<=`,
-/// `>>=`), incremented or decremented, address-taken, or the first
+/// `>>=`), incremented or decremented, address-taken (`&`, not `&&`), or the first
 /// argument of a `*assign*` builtin.
 pub(super) fn is_written(body: &[Tok<'_>], j: usize) -> bool {
     let (n1, n2, n3) = (
@@ -457,7 +457,8 @@ pub(super) fn is_written(body: &[Tok<'_>], j: usize) -> bool {
         || (matches!(n1, "<" | ">") && n2 == n1 && n3 == "=")
         || (n1 == "+" && n2 == "+")
         || (n1 == "-" && n2 == "-");
-    let touched = prev(1) == "&"
+    // `&x` takes its address; `&& x` is a logical and.
+    let touched = (prev(1) == "&" && prev(2) != "&")
         || (prev(1) == "+" && prev(2) == "+")
         || (prev(1) == "-" && prev(2) == "-")
         || (prev(1) == "(" && prev(2).contains("assign"));

@@ -39,7 +39,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use super::accesses::{call_args, is_written as changed};
+use super::accesses::{call_args, is_written};
 use super::tokens::{Tok, TokKind, UNMATCHED, is_punct, is_word, match_brackets, spell, tokenize};
 use super::{SourceError, SourceParam, parse_cu};
 use crate::abi::{DType, Kind};
@@ -877,18 +877,6 @@ impl<'p> BodyScan<'p> {
             self.refuse(param, t.line, why);
         }
     }
-}
-
-/// Whether the name at `j` is changed there (assigned, incremented,
-/// address-taken); `&&` before it is a logical and, not `&`.
-fn is_written(body: &[Tok<'_>], j: usize) -> bool {
-    let logical_and = j >= 2 && body[j - 1].text == "&" && body[j - 2].text == "&";
-    if logical_and {
-        // Only what follows can write it.
-        let rest = &body[j..];
-        return changed(rest, 0);
-    }
-    changed(body, j)
 }
 
 /// What a name the body defines holds.
