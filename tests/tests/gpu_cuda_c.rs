@@ -168,7 +168,19 @@ fn a_compile_error_names_its_line() {
 fn the_second_compile_of_a_text_is_a_cache_hit() {
     // A text of its own (a comment with the time), so the first compile
     // misses whatever an earlier run left in the cache.
-    let text = format!("// {:?}\n{TEXT}", std::time::SystemTime::now());
+    // (not a comment: NVRTC compiles the reader's re-emission, without
+    // comments).
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let text = TEXT.replacen(
+        "extern",
+        &format!(
+            "extern \"C\" __global__ void stamp_{nanos}(wl::launch_bounds_t<1> dim) {{}}\nextern"
+        ),
+        1,
+    );
     let t0 = Instant::now();
     let first = CudaModule::compile(DEV, "cached.cu", &text).unwrap();
     let t1 = Instant::now();
@@ -249,4 +261,65 @@ fn the_text_declares_what_the_gpu_tests_expect() {
         ]
     );
     assert!(!specs[1].is_grid_stride());
+}
+
+/// The attack texts (`tests/fuzz-regressions/cuda-c/`, one per class an
+/// earlier reader proved and that wrote outside `a`): each compiles, its
+/// safe launch over `a` (16 elements at the start of a 1,040-element
+/// allocation) is refused as unproven naming the text's line, and none of
+/// the 1,024 guard elements after `a` changes.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn every_attack_text_is_refused_and_writes_nothing() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz-regressions/cuda-c");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".cu"))
+        .collect();
+    names.sort();
+    assert!(names.len() >= 8, "{names:?}");
+    for name in &names {
+        let text = std::fs::read_to_string(dir.join(name)).unwrap();
+        let module = CudaModule::compile(DEV, name, &text).unwrap();
+        let k = module.kernel("k").unwrap();
+        let whole = Array::zeros::<f32>(DEV, &[16 + 1024]).unwrap();
+        let a = whole.slice(0, 0..16).unwrap();
+        let base = whole.data_address();
+        let run = match k.params()[1].name.as_str() {
+            "blockIdx" => k.launch(16).inputs((&a, [21.0f32, 0.0, 0.0, 1.0])).run(),
+            _ if k.params()[1].name == "addr" => k.launch(16).inputs((&a, base + 64 * 4)).run(),
+            _ => k.launch(16).inputs((&a, 16i32)).run(),
+        };
+        let e = run.expect_err(name);
+        assert!(matches!(e, Error::Unproven(_)), "{name}: {e}");
+        assert!(e.to_string().contains(&format!("{name}:")), "{name}: {e}");
+        DEV.stream().unwrap().synchronize().unwrap();
+        let after = whole.to_vec::<f32>().unwrap();
+        assert!(after.iter().all(|&v| v == 0.0), "{name}: memory changed");
+        println!("every_attack_text_is_refused_and_writes_nothing: {name}: {e}");
+    }
+}
+
+/// The guard check of the test above can fail: the same kernel of
+/// `paren-write-coordinate.cu` launched unchecked (the caller's promise
+/// broken on purpose, inside a guard the test owns) writes elements past
+/// `a`.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn an_unchecked_attack_writes_into_the_guard() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz-regressions/cuda-c");
+    let text = std::fs::read_to_string(dir.join("paren-write-coordinate.cu")).unwrap();
+    let module = CudaModule::compile(DEV, "paren-write-coordinate.cu", &text).unwrap();
+    let k = module.kernel("k").unwrap();
+    let whole = Array::zeros::<f32>(DEV, &[16 + 1024]).unwrap();
+    let a = whole.slice(0, 0..16).unwrap();
+    // SAFETY: not kept: `a` is a view of `whole`, so the kernel's writes at
+    // a[16..32] land in `whole`'s guard, memory this test owns.
+    unsafe { k.launch(16).inputs((&a, 16i32)).unchecked() }
+        .run()
+        .unwrap();
+    let after = whole.to_vec::<f32>().unwrap();
+    let written = after[16..].iter().filter(|&&v| v == 7.0).count();
+    assert_eq!(written, 16, "the unchecked run wrote a[16..32]");
 }

@@ -10,7 +10,7 @@ use crate::device::IntoDevice;
 use crate::error::{Error, Result};
 use crate::launch::{Kernel, KernelSpec};
 use crate::signature::{Accesses, ParamKind, Unproven};
-use crate::source::cuda_c::{CudaCKernel, array_element, dtype_of, read_cuda_c};
+use crate::source::cuda_c::{CudaCKernel, Weaken, array_element, dtype_of, read_text};
 
 /// The header every text may include as `"warp_launch.h"`: the one
 /// `warp-launch/include/` ships.
@@ -95,8 +95,7 @@ impl CudaModule {
     /// parameter's type is not `wl::launch_bounds_t<N>` (first),
     /// `wl::array_t<T>` or a Warp scalar, vector or matrix type.
     pub fn declarations(name: &str, source: &str) -> Result<Vec<KernelSpec>> {
-        let kernels = read_cuda_c(source, name).map_err(crate::aot::src_err)?;
-        kernels.iter().map(|k| spec_of(k, name)).collect()
+        declarations_weakened(source, name, Weaken::Nothing)
     }
 
     /// Reads `source`, compiles it with NVRTC for `device` (its architecture;
@@ -114,12 +113,34 @@ impl CudaModule {
     /// the driver's failure to load the image.
     pub fn compile(device: impl IntoDevice, name: &str, source: &str) -> Result<CudaModule> {
         let device = device.into_device()?;
-        let specs = CudaModule::declarations(name, source)?;
+        let read = read_text(source, name, Weaken::Nothing).map_err(crate::aot::src_err)?;
         let ctx = device.context()?;
-        let compiled = Program::new(name, source)
+        // The reader's re-emission when the text lexes: exactly the tokens
+        // that were proven, line for line. A text that does not lex has no
+        // proven kernel, and compiles as written.
+        let text = read.emitted.as_deref().unwrap_or(source);
+        let compiled = Program::new(name, text)
             .header("warp_launch.h", WARP_LAUNCH_H)
             .for_device(ctx.device())?
             .compile()?;
+        let mut kernels = read.kernels;
+        if let Some((line, warning)) = first_warning(compiled.log(), name) {
+            for k in &mut kernels {
+                if matches!(k.accesses, Accesses::Checked(_)) {
+                    k.accesses = Accesses::Unproven(Unproven {
+                        param: String::new(),
+                        location: format!("{name}:{line}"),
+                        reason: format!(
+                            "NVRTC warns about the text ({warning}); a proven kernel compiles without warnings"
+                        ),
+                    });
+                }
+            }
+        }
+        let specs = kernels
+            .iter()
+            .map(|k| spec_of(k, name))
+            .collect::<Result<Vec<_>>>()?;
         Ok(CudaModule {
             name: name.to_string(),
             specs,
@@ -191,6 +212,33 @@ impl CudaModule {
     pub fn name(&self) -> &str {
         &self.name
     }
+}
+
+/// The declarations of `source` as read with the refusal `weaken` names
+/// turned off (`Weaken::Nothing` for [`CudaModule::declarations`]; the
+/// others only for the differential fuzzer's own test).
+pub(crate) fn declarations_weakened(
+    source: &str,
+    name: &str,
+    weaken: Weaken,
+) -> Result<Vec<KernelSpec>> {
+    let read = read_text(source, name, weaken).map_err(crate::aot::src_err)?;
+    read.kernels.iter().map(|k| spec_of(k, name)).collect()
+}
+
+/// The first warning in an NVRTC log (`name(LINE): warning #N-D: text`):
+/// its line and text.
+fn first_warning(log: &str, name: &str) -> Option<(usize, String)> {
+    log.lines().find_map(|l| {
+        let (at, rest) = l.split_once(": warning")?;
+        let line = at
+            .strip_prefix(name)
+            .and_then(|r| r.strip_prefix('('))
+            .and_then(|r| r.strip_suffix(')'))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        Some((line, format!("warning{}", rest.trim_end())))
+    })
 }
 
 /// The declaration of one hand-written kernel.
@@ -388,27 +436,77 @@ extern "C" __global__ void grid_sum(wl::launch_bounds_t<1> dim, wl::array_t<floa
             ("a.data[c.i] = 0.0f;", "array `a` used other than"),
             (
                 "wl::array_t<float> v = a; wl::index(v, c.i) = 0.0f;",
-                "`wl::array_t`",
+                "the type `wl::array_t` of a local",
             ),
-            ("float* p = wl::address(a, c.i); *p = 1.0f;", "unary `*`"),
-            ("float& r = wl::index(a, c.i); r = 1.0f;", "unary `&`"),
-            ("float* p = &wl::index(a, c.i); *p = 1.0f;", "unary `*`"),
+            (
+                "float* p = wl::address(a, c.i); *p = 1.0f;",
+                "`*` after the type `float`",
+            ),
+            (
+                "float& r = wl::index(a, c.i); r = 1.0f;",
+                "`&` after the type `float`",
+            ),
+            ("float q = 0.0f; q = *&wl::index(a, c.i);", "a unary `*`"),
             ("auto p = wl::address(a, c.i);", "`wl::address`"),
-            ("float t[4]; t[c.i] = 1.0f;", "subscript"),
+            (
+                "float t[4]; t[c.i] = 1.0f;",
+                "`[` after the declaration of `t`",
+            ),
             (
                 "idx += 1000; wl::index(a, int(idx)) = 0.0f;",
-                "`idx` is written",
+                "the assignment to `idx`",
             ),
-            ("c.i = 1000; wl::index(a, c.i) = 0.0f;", "`c.i` is written"),
+            (
+                "c.i = 1000; wl::index(a, c.i) = 0.0f;",
+                "the assignment to `c.i`",
+            ),
             (
                 "wl::coord_t d = c; wl::index(a, d.i) = 0.0f;",
-                "`c` used other than",
+                "`c` where the grammar has `wl`",
             ),
-            ("dim.size = 1u << 30;", "`dim.size` is written"),
+            ("dim.size = 1u << 30;", "the assignment to `dim.size`"),
             (
                 "uint3 blockIdx = threadIdx; wl::index(a, blockIdx.x) = 0.0f;",
-                "`blockIdx` is written or defined again",
+                "`uint3` is not a name in scope",
             ),
+            (
+                "int blockIdx = 5; wl::index(a, blockIdx.x) = 0.0f;",
+                "`blockIdx` is defined again: it is a CUDA built-in variable",
+            ),
+            ("(c.i) += n;", "the assignment to `(c.i)`"),
+            ("(n > 0 ? n : n) = 5;", "the assignment to `(n>0?n:n)`"),
+            ("auto&& r = c.i; r += n;", "`&&` after the type `auto`"),
+            ("int q = 0, idx = n;", "`,` after the declaration of `q`"),
+            ("int q = 0; { int q = 1; }", "`q` is defined again"),
+            (
+                "(sqrtf)(2.0f);",
+                "a built-in function is called only as `sqrtf(...)`",
+            ),
+            ("switch (n) { case 0: break; }", "`switch`"),
+            ("goto out;", "`goto`"),
+            ("int q = 0; q++, q++;", "the comma operator"),
+            ("int(q) = 5;", "`(` after the type `int`"),
+            (
+                "float q = n ? 1.0f : 2.0f; q = ::wl::index(a, c.i);",
+                "`::` where the grammar has an expression",
+            ),
+            ("/* x */ #define Q 1", "a `#` after other text on its line"),
+            (
+                "int q = 1; /* a *\\\n/ q = 2; /* b */",
+                "a backslash in a comment",
+            ),
+            ("int q = 0x1p3;", "the number `0x1p3`"),
+            ("int q = 1'000;", "`'`"),
+            ("int q = 010;", "the number `010`"),
+            (
+                "wl::index(a, 2147483648) = 0.0f;",
+                "index `2147483648` of `a`",
+            ),
+            (
+                "wl::index(a, wl::lean_index()) = 0.0f;",
+                "index `wl::lean_index()` of `a`",
+            ),
+            ("int q = ??-0;", "`??`"),
             (
                 "size_t idx = 5000; wl::index(a, int(idx)) = 0.0f;",
                 "`idx` is defined again",
@@ -420,24 +518,24 @@ extern "C" __global__ void grid_sum(wl::launch_bounds_t<1> dim, wl::array_t<floa
             ("a.x = 1;", "array `a` used other than"),
             (
                 "int x = dim.shape[1];",
-                "`dim.shape[1]` is past the launch's 1 dimensions",
+                "`dim.shape[1]` is past the launch's 1 dimension(s)",
             ),
             ("asm(\"trap;\");", "`asm`"),
             ("printf(\"%d\", n);", "call of `printf`"),
-            ("n = sizeof(\"abcdef\");", "the literal"),
+            ("n = sizeof(\"abcdef\");", "the string \"abcdef\""),
             ("__ldg(&n);", "`__ldg`"),
             ("my_helper(a);", "call of `my_helper`"),
             ("atomicAdd(&n, 1);", "`atomicAdd` on something other than"),
             ("atomicAdd(wl::address(a, n), 1.0f);", "index `n` of `a`"),
-            ("int q = n; q = q->x;", "`->`"),
-            ("k<<<1, 1>>>(dim, a, b, n);", "a kernel launch"),
+            ("int q = n; q = q->x;", "the member `q->x`"),
+            ("k<<<1, 1>>>(dim, a, b, n);", "`k` is not a name in scope"),
             ("wl::index(a, c.i, c.j, c.k, c.l, 0) = 0.0f;", "5 indices"),
-            ("float t<:4:>; t<:c.i:> = 1.0f;", "a digraph"),
-            ("int q = n %: 2;", "a digraph"),
+            ("float t<:4:>; t<:c.i:> = 1.0f;", "the digraph `<:`"),
+            ("int q = n %: 2;", "the digraph `%:`"),
             ("n = n\\u0030;", "a backslash"),
             (
                 "wl::index(a\u{200b}, c.i) = 0.0f;",
-                "not an array parameter",
+                "the non-ASCII character",
             ),
             ("float \u{e9} = 0.0f;", "non-ASCII"),
         ];
@@ -454,12 +552,12 @@ extern "C" __global__ void grid_sum(wl::launch_bounds_t<1> dim, wl::array_t<floa
 
     #[test]
     fn texts_with_anything_but_kernels_are_refused_whole() {
-        let helper = format!(
-            "__device__ float twice(float x) {{ return 2.0f * x; }}\n{}",
-            kernel("wl::index(a, c.i) = 0.0f;")
+        let helper = kernel("wl::index(a, c.i) = 0.0f;").replace(
+            "\nextern",
+            "\n__device__ float twice(float x) { return 2.0f * x; }\nextern",
         );
         let (location, reason) = refusal(&helper);
-        assert_eq!(location, "k.cu:1");
+        assert_eq!(location, "k.cu:2");
         assert!(reason.contains("`__device__` at top level"), "{reason}");
         let mac = format!("#define c d\n{}", kernel("wl::index(a, c.i) = 0.0f;"));
         let (location, reason) = refusal(&mac);
@@ -515,7 +613,9 @@ extern "C" __global__ void grid_sum(wl::launch_bounds_t<1> dim, wl::array_t<floa
         ] {
             let t = text.replace(bad, why);
             assert!(
-                refusal(&t).1.contains("subscript"),
+                ["below its extent", "where the grammar has an integer"]
+                    .iter()
+                    .any(|w| refusal(&t).1.contains(w)),
                 "{why}: {:?}",
                 refusal(&t)
             );

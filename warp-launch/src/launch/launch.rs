@@ -277,6 +277,37 @@ pub(crate) fn check_access_rules<'a>(
     Ok(())
 }
 
+/// The plan and the access check of a CUDA launch of `kernel` over `dim`,
+/// made without a device (`max_blocks` 0: no cap): the differential
+/// fuzzer's question (`fuzzing::cuda_c_accepts`). `shapes` holds one entry
+/// per parameter after the launch bounds: an array's shape, `None` for a
+/// value.
+pub(crate) fn check_host(
+    kernel: &Kernel,
+    dim: &[i64],
+    block_dim: u32,
+    max_blocks: u64,
+    shapes: &[Option<Vec<usize>>],
+) -> Result<Plan> {
+    let opts = Options {
+        device: Device::Cuda(0),
+        pass: Pass::Forward,
+        block_dim,
+        max_blocks: NonZeroU64::new(max_blocks).map_or(MaxBlocks::Unlimited, MaxBlocks::Cap),
+        mode: AccessMode::Checked,
+        cooperative: false,
+        unchecked: false,
+        tiled: false,
+    };
+    let plan = Launch::plan_for(kernel, dim, &opts)?;
+    let arg = |i: usize| match shapes.get(i) {
+        Some(Some(s)) => Extents::Array(s.as_slice()),
+        _ => Extents::Other,
+    };
+    check_access_rules(kernel, &opts, dim, &plan, arg, None)?;
+    Ok(plan)
+}
+
 fn unchecked_setter(kernel: &Kernel, setter: &'static str) -> Error {
     Error::UncheckedSetter {
         kernel: kernel.name().to_string(),

@@ -21,4 +21,5 @@ pub use builder::LaunchBuilder;
 pub use domain::{Bounds, Dim, DimError, MaxBlocks, Plan};
 pub use kernel::{Kernel, KernelSpec};
 pub use launch::Launch;
+pub(crate) use launch::check_host;
 pub(crate) use prepare::check_context;
