@@ -622,6 +622,54 @@ extern "C" __global__ void grid_sum(wl::launch_bounds_t<1> dim, wl::array_t<floa
         }
     }
 
+    /// Each form the earlier reader proved soundly stays in the grammar:
+    /// both include spellings, `#pragma once`, `__launch_bounds__` before
+    /// and after `void`, a declaration without initialiser, a `__shared__`
+    /// scalar and an atomic on it, writes to constant components of a
+    /// by-value vector and matrix, `const` parameters, `#pragma unroll`,
+    /// CRLF line ends and non-ASCII text in comments.
+    #[test]
+    fn the_sound_forms_of_the_earlier_reader_are_in_the_grammar() {
+        let text = "#pragma once\r\n#include <warp_launch.h>\r\n// d\u{e9}j\u{e0} vu: a comment may hold any character\r\nextern \"C\" __global__ __launch_bounds__(256) void k(const wl::launch_bounds_t<1> dim, wl::array_t<float> a, wl::vec3f v, wl::mat22f m, const int n) {\r\n    __shared__ float s;\r\n    float t;\r\n    if (threadIdx.x == 0) s = 0.0f;\r\n    __syncthreads();\r\n    WL_GRID_STRIDE_LOOP(idx, dim) {\r\n        wl::coord_t c = wl::coord(idx, dim);\r\n        v.c[2] = 1.0f; m.data[1][0] = 2.0f;\r\n        t = v.c[2] + m.data[1][0] + float(n);\r\n#pragma unroll\r\n        for (int r = 0; r < 2; ++r) { atomicAdd(&s, t); }\r\n        wl::index(a, c.i) = t;\r\n    }\r\n}\r\nextern \"C\" __global__ void __launch_bounds__(128, 2) k2(wl::launch_bounds_t<1> dim, wl::array_t<float> a) {\r\n    WL_GRID_STRIDE_LOOP(w, dim) { wl::index(a, int(w)) = 1.0f; }\r\n}\r\n";
+        let s = specs(text);
+        assert_eq!(rules(&s[0]), [r("a", &[AxisIndex::Thread(0)])]);
+        assert_eq!(rules(&s[1]), [r("a", &[AxisIndex::WorkItem])]);
+        let quoted = text.replace("<warp_launch.h>", "\"warp_launch.h\"");
+        assert_eq!(rules(&specs(&quoted)[0]).len(), 1);
+        // The re-emission NVRTC compiles: no comment, line for line.
+        let read = crate::fuzzing::cuda_c_read(text, crate::fuzzing::Weaken::Nothing).unwrap();
+        let emitted = read.emitted.unwrap();
+        assert_eq!(emitted.lines().count(), text.lines().count());
+        assert!(
+            !emitted.contains("vu") && !emitted.contains('\r'),
+            "{emitted}"
+        );
+        assert_eq!(
+            emitted.lines().nth(13).unwrap(),
+            "for ( int r = 0 ; r < 2 ; ++ r ) { atomicAdd ( & s , t ) ; }"
+        );
+        // A lone carriage return and a byte-order mark are refused.
+        assert!(
+            refusal(&text.replacen("\r\n", "\r", 3))
+                .1
+                .contains("carriage return")
+        );
+        assert!(
+            refusal(&format!("\u{feff}{text}"))
+                .1
+                .contains("byte-order mark")
+        );
+        // `#pragma unroll` before anything but `for`, and `#pragma once` in a body.
+        assert!(
+            refusal(&text.replace(
+                "#pragma unroll\r\n        for",
+                "#pragma unroll\r\n        while (false) {}\r\n        for"
+            ))
+            .1
+            .contains("a `for` loop after `#pragma unroll`")
+        );
+    }
+
     #[test]
     fn a_kernel_written_in_the_subset_is_checked() {
         let ok = specs(&kernel(

@@ -1097,7 +1097,7 @@ impl fmt::Display for Error {
                 };
                 write!(
                     f,
-                    "kernel '{}'{}: no safe launch: at {}{who}: {}; no launch can check that it stays inside its arrays. If it does for your arguments, launch with `unsafe {{ kernel.launch(dim).inputs(..).unchecked() }}` (read LaunchBuilder::unchecked's Safety section); a module compiled with Warp's bounds checks (wp.config.mode = \"debug\") stops an out-of-bounds access with a device assert (which ends the CUDA context) instead of corrupting memory",
+                    "kernel '{}'{}: no safe launch: at {}{who}: {}; no launch can check that it stays inside its arrays. If it does for your arguments, launch with `unsafe {{ kernel.launch(dim).inputs(..).unchecked() }}` (read LaunchBuilder::unchecked's Safety section)",
                     u.kernel,
                     if u.pass == Pass::Adjoint {
                         " (backward)"

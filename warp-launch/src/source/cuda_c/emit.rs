@@ -28,6 +28,5 @@ pub(crate) fn emit(lexed: &Lexed) -> String {
         out.push('\n');
         line += 1;
     }
-    out.push('\n');
     out
 }

@@ -133,8 +133,11 @@ impl Lexer<'_> {
                 }
                 b'\r' if self.at(1) == b'\n' => self.pos += 1,
                 b'\r' => {
+                    // Compilers read a lone carriage return as a line end;
+                    // so do the declarations read past this refusal.
                     self.refuse("a carriage return that does not end a line");
                     self.pos += 1;
+                    self.newline();
                 }
                 b' ' | b'\t' => self.pos += 1,
                 b'\\' => {
@@ -175,7 +178,7 @@ impl Lexer<'_> {
     fn line_comment(&mut self) {
         self.line_used = true;
         let end = self.text[self.pos..]
-            .find('\n')
+            .find(['\n', '\r'])
             .map_or(self.src.len(), |n| self.pos + n);
         self.comment_bytes(self.pos, end);
         self.pos = end;
@@ -205,16 +208,14 @@ impl Lexer<'_> {
     /// Refuses what a comment may not hold: backslashes, `??`, a lone
     /// carriage return, control characters.
     fn comment_bytes(&mut self, start: usize, end: usize) {
-        let line = self.line;
-        let mut at = line;
-        let bytes = &self.src[start..end];
-        for (k, &b) in bytes.iter().enumerate() {
+        let mut at = self.line;
+        for k in start..end {
+            let b = self.src[k];
+            let next = self.src.get(k + 1).copied();
             let why = match b {
                 b'\\' => Some("a backslash in a comment (a line splice)"),
-                b'?' if bytes.get(k + 1) == Some(&b'?') => Some("`??` in a comment (a trigraph)"),
-                b'\r' if bytes.get(k + 1) != Some(&b'\n') => {
-                    Some("a carriage return that does not end a line")
-                }
+                b'?' if next == Some(b'?') => Some("`??` in a comment (a trigraph)"),
+                b'\r' if next != Some(b'\n') => Some("a carriage return that does not end a line"),
                 b'\n' | b'\t' | b'\r' => None,
                 0..=31 | 127 => Some("a control character in a comment"),
                 _ => None,
@@ -228,7 +229,6 @@ impl Lexer<'_> {
                 at += 1;
             }
         }
-        let _ = line;
     }
 
     /// A line starting with `#`: read whole, and refused unless it is one
@@ -236,9 +236,9 @@ impl Lexer<'_> {
     fn directive(&mut self) {
         let start = self.pos;
         let end = self.text[self.pos..]
-            .find('\n')
+            .find(['\n', '\r'])
             .map_or(self.src.len(), |n| self.pos + n);
-        let raw = self.text[start..end].trim_end_matches('\r');
+        let raw = &self.text[start..end];
         self.pos = end;
         let squeezed = raw.split_whitespace().collect::<Vec<_>>().join(" ");
         let unroll = squeezed == "#pragma unroll"

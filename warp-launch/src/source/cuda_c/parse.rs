@@ -910,7 +910,7 @@ impl<'t> Parser<'t> {
                 self.pos += 1;
                 self.expect("(")?;
                 let before = self.pos;
-                if !matches!(self.value_type()?, Some(_)) {
+                if self.value_type()?.is_none() {
                     self.pos = before;
                     self.expression()?;
                 }
@@ -927,43 +927,32 @@ impl<'t> Parser<'t> {
         self.kind(1) == Some(Kind::Word) && (INT_WORDS.contains(&t) || SCALAR_WORDS.contains(&t))
     }
 
+    /// A primary and what may follow it: `++`/`--` on an lvalue. A call,
+    /// subscript or member after it is outside the grammar.
     fn postfix(&mut self) -> Parsed<Operand> {
         let e = self.primary()?;
-        loop {
-            match self.text(0) {
-                "++" | "--" => {
-                    if !e.assignable {
-                        return self.fail(format!(
-                            "`{}{}`: only a mutable local, a by-value parameter and `wl::index(...)` are incremented",
-                            self.spell(e.start),
-                            self.text(0)
-                        ));
-                    }
-                    self.pos += 1;
-                    return Ok(value(e.start));
-                }
-                "(" => {
-                    return self.fail(format!(
-                        "a call of `{}`: only `NAME(...)` of the listed built-ins is a call",
-                        self.spell(e.start)
-                    ));
-                }
-                "[" => {
-                    return self.fail(format!(
-                        "a subscript of `{}`: only `wl::index` reaches an array, and only constant components (`.c[K]`, `.data[R][C]`) are subscripted",
-                        self.spell(e.start)
-                    ));
-                }
-                "." | "->" | ".*" | "->*" => {
-                    return self.fail(format!(
-                        "the member `{}{}{}`",
-                        self.spell(e.start),
-                        self.text(0),
-                        self.text(1)
-                    ));
-                }
-                _ => return Ok(e),
+        let what = self.spell(e.start);
+        match self.text(0) {
+            "++" | "--" if !e.assignable => self.fail(format!(
+                "`{what}{}`: only a mutable local, a by-value parameter and `wl::index(...)` are incremented",
+                self.text(0)
+            )),
+            "++" | "--" => {
+                self.pos += 1;
+                Ok(value(e.start))
             }
+            "(" => self.fail(format!(
+                "a call of `{what}`: only `NAME(...)` of the listed built-ins is a call"
+            )),
+            "[" => self.fail(format!(
+                "a subscript of `{what}`: only `wl::index` reaches an array, and only constant components (`.c[K]`, `.data[R][C]`) are subscripted"
+            )),
+            "." | "->" | ".*" | "->*" => self.fail(format!(
+                "the member `{what}{}{}`",
+                self.text(0),
+                self.text(1)
+            )),
+            _ => Ok(e),
         }
     }
 
@@ -1055,6 +1044,12 @@ impl<'t> Parser<'t> {
             self.expect(")")?;
             return Ok(value(start));
         }
+        self.named(start, w)
+    }
+
+    /// A name at the cursor that is not a built-in: a parameter or a local
+    /// in scope, read as its kind allows.
+    fn named(&mut self, start: usize, w: &'t str) -> Parsed<Operand> {
         let Some(sym) = self.lookup(w) else {
             let why = if CALLS.contains(&w) || ATOMICS.contains(&w) {
                 format!(
