@@ -717,15 +717,48 @@ extern "C" __global__ void grid_sum(wl::launch_bounds_t<1> dim, wl::array_t<floa
             eprintln!("skipped: CUDA_SYS_NVRTC_LIBRARY is not set");
             return;
         }
-        let compiled = Program::new("good.cu", GOOD)
+        let emitted = read_text(GOOD, "good.cu", Weaken::Nothing)
+            .unwrap()
+            .emitted
+            .expect("GOOD lexes");
+        let compiled = Program::new("good.cu", emitted)
             .header("warp_launch.h", WARP_LAUNCH_H)
             .arch(cuda_api::ComputeCapability::new(9, 0))
             .cache(false)
             .compile()
             .unwrap_or_else(|e| panic!("{e}"));
+        // What `CudaModule::compile` gives NVRTC compiles without a warning
+        // (a warning would make the kernels unproven).
+        assert_eq!(
+            first_warning(compiled.log(), "good.cu"),
+            None,
+            "{}",
+            compiled.log()
+        );
         let ptx = compiled.ptx().expect("PTX for an arch without a driver");
         for k in ["scale2d", "fill4d", "lean_add", "grid_sum"] {
             assert!(ptx.contains(&format!(".entry {k}(")), "{k} missing");
         }
+        // A kernel the grammar proves but NVRTC warns about (a variable set
+        // and never read): the warning is found at its line, which makes
+        // `compile` call the kernel unproven.
+        let warned = kernel("int unused = 0; wl::index(a, c.i) = 1.0f;");
+        assert!(matches!(
+            specs(&warned)[0].accesses(Pass::Forward),
+            Accesses::Checked(_)
+        ));
+        let emitted = read_text(&warned, "k.cu", Weaken::Nothing)
+            .unwrap()
+            .emitted
+            .unwrap();
+        let compiled = Program::new("k.cu", emitted)
+            .header("warp_launch.h", WARP_LAUNCH_H)
+            .arch(cuda_api::ComputeCapability::new(9, 0))
+            .cache(false)
+            .compile()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let (line, warning) = first_warning(compiled.log(), "k.cu").expect(compiled.log());
+        assert_eq!(line, 5, "{warning}");
+        assert!(warning.contains("unused"), "{warning}");
     }
 }
