@@ -43,13 +43,31 @@ impl<T: Plain, const N: usize> sealed::Sealed for [T; N] {}
 // every bit pattern is N values.
 unsafe impl<T: Plain, const N: usize> Plain for [T; N] {}
 
+/// The alignment a kernel reading `U` needs: Rust's, raised to CUDA's
+/// for vector types of `U`'s size. CUDA aligns `char2`, `short2`,
+/// `float2`/`int2`, `float4`/`int4`/`double2`/`longlong2` and
+/// `double4_32a` to their size (2, 4, 8, 16, 32 bytes), while `[f32; 4]`
+/// has Rust's alignment 4: a `float4` load from an address that is not a
+/// multiple of 16 is a sticky `CUDA_ERROR_MISALIGNED_ADDRESS` that ends the
+/// context. So a view as `U` must start at the largest power of two (up to
+/// 32) that divides `U`'s size (`float3`, 12 bytes: 4).
+pub(crate) fn cuda_align<U>() -> usize {
+    let size = size_of::<U>();
+    let vector = if size == 0 {
+        1
+    } else {
+        (1usize << size.trailing_zeros()).min(32)
+    };
+    vector.max(align_of::<U>())
+}
+
 /// How many `U`s the `len` values of `T` at `addr` are; refused when
 /// `U` is empty, the bytes do not split into whole `U`s, or `addr` is not
-/// aligned for `U`.
+/// aligned for `U` as CUDA aligns a vector of its size ([`cuda_align`]).
 fn cast_len<T: Plain, U: Plain>(call: &'static str, addr: u64, len: usize) -> CudaResult<usize> {
     let (t, u) = (type_name::<T>(), type_name::<U>());
     let refuse = |what: String| Err(CudaError::invalid_argument(call, "U", what));
-    let (size, align) = (size_of::<U>(), align_of::<U>());
+    let (size, align) = (size_of::<U>(), cuda_align::<U>());
     // Fits: the view's bytes were allocated.
     let bytes = len * size_of::<T>();
     if size == 0 {
@@ -64,7 +82,7 @@ fn cast_len<T: Plain, U: Plain>(call: &'static str, addr: u64, len: usize) -> Cu
     }
     if !addr.is_multiple_of(align as u64) {
         return refuse(format!(
-            "the view starts at {addr:#x}, which is not aligned for {u} (alignment {align}); start the view at a multiple of {align} bytes"
+            "the view starts at {addr:#x}, which is not aligned for {u} (alignment {align}: CUDA aligns a vector type such as float4 to its size); start the view at a multiple of {align} bytes"
         ));
     }
     Ok(bytes / size)
@@ -133,6 +151,25 @@ mod tests {
         assert_eq!(cast_len::<u8, u32>("c", 0x1000, 12), Ok(3));
         assert_eq!(cast_len::<[f32; 4], f32>("c", 0x1010, 3), Ok(12));
         assert_eq!(cast_len::<u8, u64>("c", 0x1000, 0), Ok(0));
+        // float3 (12 bytes) needs 4; float4 at a multiple of 16 is fine.
+        assert_eq!(cast_len::<f32, [f32; 3]>("c", 0x1004, 3), Ok(1));
+        assert_eq!(cast_len::<f32, [f32; 4]>("c", 0x1010, 4), Ok(1));
+        assert_eq!(
+            [
+                cuda_align::<[f32; 4]>(),
+                cuda_align::<[f32; 2]>(),
+                cuda_align::<[f32; 3]>()
+            ],
+            [16, 8, 4]
+        );
+        assert_eq!(
+            [
+                cuda_align::<[f64; 4]>(),
+                cuda_align::<[u8; 2]>(),
+                cuda_align::<u64>()
+            ],
+            [32, 2, 8]
+        );
     }
 
     #[test]
@@ -145,9 +182,20 @@ mod tests {
         let e = cast_len::<u8, u32>("DeviceView::cast", 0x1001, 8).unwrap_err();
         assert!(
             e.to_string()
-                .contains("starts at 0x1001, which is not aligned for u32 (alignment 4)"),
+                .contains("starts at 0x1001, which is not aligned for u32 (alignment 4"),
             "{e}"
         );
+        // CUDA's vector alignment, not Rust's: a float4 view 4 bytes in.
+        let e = cast_len::<f32, [f32; 4]>("DeviceView::cast", 0x1004, 1020).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("starts at 0x1004, which is not aligned for [f32; 4] (alignment 16"),
+            "{e}"
+        );
+        let e = cast_len::<f64, [f64; 2]>("DeviceView::cast", 0x1008, 2).unwrap_err();
+        assert!(e.to_string().contains("(alignment 16"), "{e}");
+        let e = cast_len::<f32, [f32; 2]>("DeviceView::cast", 0x1004, 2).unwrap_err();
+        assert!(e.to_string().contains("(alignment 8"), "{e}");
         let e = cast_len::<u8, [u8; 0]>("DeviceView::cast", 0x1000, 8).unwrap_err();
         assert!(e.to_string().contains("has no bytes"), "{e}");
     }
