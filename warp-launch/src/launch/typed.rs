@@ -307,10 +307,10 @@ impl Kernel {
                 return Err(self.refuse_typed(i, &p.kind, arg, device, mode));
             }
             if let (ParamKind::Struct(st), TypedArg::Struct(s)) = (&p.kind, arg) {
-                let name = if i >= n {
-                    format!("adj_{}", p.name)
+                let name: std::borrow::Cow<'_, str> = if i >= n {
+                    format!("adj_{}", p.name).into()
                 } else {
-                    p.name.clone()
+                    p.name.as_str().into()
                 };
                 let site = Site {
                     kernel: self.name(),
