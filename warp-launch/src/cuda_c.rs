@@ -508,6 +508,18 @@ extern "C" __global__ void grid_sum(wl::launch_bounds_t<1> dim, wl::array_t<floa
             ),
             ("int q = ??-0;", "`??`"),
             (
+                "wl::index(a, unsigned(-2)) = 0.0f;",
+                "index `unsigned(-2)` of `a`",
+            ),
+            (
+                "wl::index(a, (size_t)-1) = 0.0f;",
+                "index `(size_t)-1` of `a`",
+            ),
+            (
+                "wl::vec3f v; auto w = v; n = int(w.c[1]);",
+                "the member `w.c`",
+            ),
+            (
                 "size_t idx = 5000; wl::index(a, int(idx)) = 0.0f;",
                 "`idx` is defined again",
             ),
@@ -673,13 +685,14 @@ extern "C" __global__ void grid_sum(wl::launch_bounds_t<1> dim, wl::array_t<floa
     #[test]
     fn a_kernel_written_in_the_subset_is_checked() {
         let ok = specs(&kernel(
-            "wl::index(a, c.i) = float(n) * sqrtf(2.0f); atomicAdd(wl::address(b, 0), n & 1);",
+            "wl::index(a, c.i) = (float(n) + 1.0f) * sqrtf(2.0f); atomicAdd(wl::address(b, 0), n & 1); wl::index(a, (int)-1) = (float)(unsigned long)n;",
         ));
         assert_eq!(
             rules(&ok[0]),
             [
                 r("a", &[AxisIndex::Thread(0)]),
-                r("b", &[AxisIndex::Constant(0)])
+                r("b", &[AxisIndex::Constant(0)]),
+                r("a", &[AxisIndex::Constant(-1)])
             ]
         );
         // Sequential loops may reuse the index and coordinate names.

@@ -71,8 +71,10 @@
 //! index       = "wl" "::" "index" "(" A "," axis { "," axis } ")" ;          (* 1 to 4 axes *)
 //! atomic_target = "wl" "::" "address" "(" A "," axis { "," axis } ")" | "&" SHARED_SCALAR ;
 //! axis        = atom | ( "int" | "size_t" | "unsigned" ) "(" atom ")" | "(" ( "int" | "size_t" | "unsigned" ) ")" atom ;
-//! atom        = C "." ( "i" | "j" | "k" | "l" ) | W | "blockIdx" "." "x" | [ "-" ] INT ;   (* |INT| <= i32::MAX *)
-//! component   = "." "c" "[" INT "]" | "." "data" "[" INT "]" "[" INT "]" ;     (* of a vector / matrix, below its extents *)
+//! atom        = C "." ( "i" | "j" | "k" | "l" ) | W | "blockIdx" "." "x" | [ "-" ] INT ;
+//!                                   (* |INT| <= i32::MAX; no "-" inside size_t or unsigned *)
+//! component   = "." "c" "[" INT "]" | "." "data" "[" INT "]" "[" INT "]" ;
+//!                                   (* of a value whose declared type is a vector / matrix (not auto), below its extents *)
 //! ```
 //!
 //! `CALL` is one of [`vocabulary::CALLS`] (arithmetic, warp vote and

@@ -921,10 +921,19 @@ impl<'t> Parser<'t> {
         }
     }
 
-    /// Whether `(` at the cursor opens a C-style cast to a scalar type.
+    /// Whether `(` at the cursor opens a C-style cast to a scalar type:
+    /// type words and then `)` (`(float(n) + x)` is a parenthesised
+    /// expression that starts with a functional cast).
     fn cast_follows(&self) -> bool {
-        let t = self.text(1);
-        self.kind(1) == Some(Kind::Word) && (INT_WORDS.contains(&t) || SCALAR_WORDS.contains(&t))
+        let word = |k: usize| self.kind(k) == Some(Kind::Word);
+        if word(1) && SCALAR_WORDS.contains(&self.text(1)) {
+            return self.text(2) == ")";
+        }
+        let mut k = 1;
+        while word(k) && INT_WORDS.contains(&self.text(k)) {
+            k += 1;
+        }
+        k > 1 && self.text(k) == ")"
     }
 
     /// A primary and what may follow it: `++`/`--` on an lvalue. A call,
@@ -1230,19 +1239,26 @@ impl<'t> Parser<'t> {
     /// integer constant, bare or in an `int`/`size_t`/`unsigned` cast.
     fn index(&mut self, array: &str) -> Parsed<AxisIndex> {
         let start = self.pos;
-        let casted = if self.is("(") && INDEX_CASTS.contains(&self.text(1)) && self.text(2) == ")" {
-            self.pos += 3;
-            false
-        } else if INDEX_CASTS.contains(&self.text(0))
-            && self.kind(0) == Some(Kind::Word)
-            && self.text(1) == "("
-        {
-            self.pos += 2;
-            true
-        } else {
-            false
-        };
-        let index = self.index_atom();
+        let (casted, unsigned) =
+            if self.is("(") && INDEX_CASTS.contains(&self.text(1)) && self.text(2) == ")" {
+                let unsigned = self.text(1) != "int";
+                self.pos += 3;
+                (false, unsigned)
+            } else if INDEX_CASTS.contains(&self.text(0))
+                && self.kind(0) == Some(Kind::Word)
+                && self.text(1) == "("
+            {
+                let unsigned = self.text(0) != "int";
+                self.pos += 2;
+                (true, unsigned)
+            } else {
+                (false, false)
+            };
+        // A negative constant in an unsigned cast changes sign twice (NVRTC
+        // warns): outside the grammar.
+        let index = self
+            .index_atom()
+            .filter(|i| !(unsigned && matches!(i, AxisIndex::Constant(c) if *c < 0)));
         let closed = !casted || self.eat(")");
         match index {
             Some(i) if closed && (self.is(",") || self.is(")")) => Ok(i),
