@@ -770,7 +770,8 @@ extern "C" __global__ void grid_sum(wl::launch_bounds_t<1> dim, wl::array_t<floa
             .cache(false)
             .compile()
             .unwrap_or_else(|e| panic!("{e}"));
-        let (line, warning) = first_warning(compiled.log(), "k.cu").expect(compiled.log());
+        let (line, warning) =
+            first_warning(compiled.log(), "k.cu").unwrap_or_else(|| panic!("{}", compiled.log()));
         assert_eq!(line, 5, "{warning}");
         assert!(warning.contains("unused"), "{warning}");
     }
