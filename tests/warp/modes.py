@@ -1,5 +1,5 @@
 """Warp compile modes and kernel features that change the generated code or the launch
-contract, one small module each, for warp-launch's `source/modes.rs` tests.
+contract, one small module each, for the tests of warp-proof's `source/modes.rs`.
 
 Usage (no GPU needed; Warp compiles with its bundled NVRTC):
 
@@ -7,7 +7,7 @@ Usage (no GPU needed; Warp compiles with its bundled NVRTC):
 
 Writes OUT_DIR/wp_<module>.cu and .meta for each module below (the cubins are compiled
 too, then deleted: the tests read the source only). What each shows, and what
-warp-launch does with it, is in the table of `warp-launch/src/source/modes.rs`.
+warp-launch does with it, is in the table of `warp-proof/src/source/modes.rs`.
 """
 
 import shutil

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use crate::device::Device;
 use crate::launch::domain::DimError;
 use crate::signature::Pass;
+use warp_proof::UnmodelledError;
 
 /// Result of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -519,20 +520,6 @@ pub struct BoundsError {
     pub line: usize,
 }
 
-/// A kernel compiled in a mode this crate does not model
-/// ([`Error::Unmodelled`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnmodelledError {
-    /// The mode or feature.
-    pub feature: crate::source::WarpFeature,
-    /// The kernel (Warp's key).
-    pub kernel: String,
-    /// The generated source.
-    pub file: String,
-    /// 1-based line where the source shows it.
-    pub line: usize,
-}
-
 /// A kernel whose accesses cannot be checked ([`Error::Unproven`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnprovenError {
@@ -913,11 +900,8 @@ impl fmt::Display for Error {
                 f,
                 "Graph::update: launch {index} ('{kernel}') cannot be updated in place: {error}; fix the new arguments or re-capture the graph"
             ),
-            Error::Unmodelled(u) => write!(
-                f,
-                "{}:{}: kernel '{}' was compiled {}",
-                u.file, u.line, u.kernel, u.feature
-            ),
+            // "{file}:{line}: kernel '{kernel}' was compiled {feature}"
+            Error::Unmodelled(u) => write!(f, "{u}"),
             Error::Source {
                 file,
                 line,
@@ -1023,6 +1007,13 @@ impl fmt::Display for Error {
                         },
                         b.needed,
                         i32::MAX
+                    ),
+                    // A rule of a kind this crate does not know (warp-proof's
+                    // enums are `#[non_exhaustive]`; its version is pinned).
+                    Some(index) => write!(
+                        f,
+                        "the kernel indexes that axis with {index}, which needs {} position(s), but the array has {what}",
+                        b.needed
                     ),
                     None => write!(
                         f,
@@ -1184,6 +1175,13 @@ impl std::error::Error for Error {
 impl From<cuda_api::CudaError> for Error {
     fn from(e: cuda_api::CudaError) -> Self {
         Error::Cuda(e)
+    }
+}
+
+/// warp-proof's refusal of a mode a launch does not model.
+impl From<UnmodelledError> for Error {
+    fn from(e: UnmodelledError) -> Self {
+        Error::Unmodelled(Box::new(e))
     }
 }
 

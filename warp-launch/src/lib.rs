@@ -42,7 +42,10 @@
 //! Every public item has one path, at the crate root. The `cuda-api` types a
 //! Warp user handles ([`Stream`], [`Event`], [`Context`], [`MemoryKind`],
 //! [`Location`], [`MemoryType`], [`CudaDevice`], [`CudaError`]) are re-exported
-//! here, so one dependency is enough.
+//! here, so one dependency is enough; so are those of `warp-proof`, the
+//! crate that reads kernel text and proves access rules without GPU code
+//! (the dtype table [`DTYPES`], the ABI layouts, [`Accesses`] and the other
+//! signature types, [`WarpFeature`], [`UnmodelledError`]).
 //!
 //! # Safety contract
 //!
@@ -173,8 +176,11 @@ mod images;
 mod launch;
 #[cfg(feature = "build")]
 mod launchers;
-mod signature;
-mod source;
+mod proof;
+#[cfg(test)]
+mod proof_tests;
+
+use proof::{signature, source};
 
 // Devices, and the cuda-api types a Warp user handles (streams, events,
 // contexts, where memory lives), so one dependency is enough.
@@ -187,25 +193,26 @@ pub use device::{Device, IntoDevice, ScopedDevice, ScopedStream, cuda_available,
 // Errors.
 pub use error::{
     AccessError, AccessRuleError, AccessRuleProblem, ArgumentError, BoundsError, CpuIndexError,
-    CpuLayoutError, DeclarationError, DeclarationProblem, Error, Result, UnmodelledError,
-    UnprovenError,
+    CpuLayoutError, DeclarationError, DeclarationProblem, Error, Result, UnprovenError,
 };
 pub use launch::DimError;
+pub use warp_proof::UnmodelledError;
 
 // A launch's domain and the grid it becomes (pure arithmetic, no GPU).
 pub use launch::{Bounds, Dim, MaxBlocks, Plan};
 
-// Warp's kernel ABI: dtypes, values, structs and the layouts a kernel receives.
-pub use abi::{
-    ARRAY_FLAG_RETAIN_GRAD, ARRAY_MAX_DIMS, ArrayT, DTYPES, DType, Element, INLINE_VALUE_BYTES,
-    Kind, LAUNCH_MAX_DIMS, LaunchBounds1, LaunchBounds2, LaunchBounds3, LaunchBounds4, Scalar,
-    Value, WarpStruct,
-};
+// Warp's kernel ABI: dtypes, values, structs and the layouts a kernel
+// receives (the dtype table and the layouts are warp-proof's).
+pub use abi::{Element, INLINE_VALUE_BYTES, Value, WarpStruct};
 /// The half crate (the `half` feature): `half::f16` and `half::bf16` are
 /// the [`Element`]s of Warp's float16 and bfloat16, as typed launchers
 /// name them.
 #[cfg(feature = "half")]
 pub use half;
+pub use warp_proof::{
+    ARRAY_FLAG_RETAIN_GRAD, ARRAY_MAX_DIMS, ArrayT, DTYPES, DType, Kind, LAUNCH_MAX_DIMS,
+    LaunchBounds1, LaunchBounds2, LaunchBounds3, LaunchBounds4, Scalar,
+};
 
 // Arrays, their memory and the access checks of a launch.
 pub use array::{
@@ -224,11 +231,11 @@ pub use cpu::{
 pub use cuda_c::CudaModule;
 pub use images::{EmbeddedImage, EmbeddedModule};
 pub use launch::{Kernel, KernelSpec};
-pub use signature::{
+// Their access rules and signatures (warp-proof's).
+pub use warp_proof::{
     AccessTarget, Accesses, ArrayAccess, AxisIndex, KernelParam, ParamKind, Pass, StructField,
-    StructType, Unproven,
+    StructType, Unproven, WarpFeature,
 };
-pub use source::WarpFeature;
 
 // Launching: arguments, the builder, the reusable launch, CUDA graphs.
 pub use conditional::{GraphStep, run_if, run_steps, run_while};

@@ -139,7 +139,7 @@ pub enum Task {
         /// List every item and module, not only those reachable by two or more paths.
         #[arg(long)]
         all: bool,
-        /// Crate directories (default: cuda-api and warp-launch).
+        /// Crate directories (default: cuda-api, warp-proof and warp-launch).
         #[arg(value_name = "CRATE_DIR")]
         crates: Vec<String>,
     },

@@ -739,7 +739,11 @@ fn flatten(
 
 /// The library crates `cargo xtask public-api` lists by default: (directory,
 /// crate name).
-pub const CRATES: &[(&str, &str)] = &[("cuda-api", "cuda_api"), ("warp-launch", "warp_launch")];
+pub const CRATES: &[(&str, &str)] = &[
+    ("cuda-api", "cuda_api"),
+    ("warp-proof", "warp_proof"),
+    ("warp-launch", "warp_launch"),
+];
 
 /// Reads the library crate in `root/dir` (its `src/lib.rs`).
 ///

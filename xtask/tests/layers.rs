@@ -1,6 +1,8 @@
 //! The layer rule (DESIGN.md §6): `warp-launch` names no item of
 //! `cuda_api::driver` or `cuda_api::sys` (nor the `cuda_sys` crate), however
-//! the path or `use` tree is written. See `xtask::layers`.
+//! the path or `use` tree is written. See `xtask::layers`. Below it,
+//! `warp-proof` (the readers of kernel text and the access rules) has no GPU
+//! code at all: no driver or CUDA crate in its build.
 
 use std::path::{Path, PathBuf};
 
@@ -33,5 +35,92 @@ fn warp_launch_names_no_raw_cuda_layer() {
          cuda-api feature and use that:\n{}",
         found.len(),
         list.join("\n")
+    );
+}
+
+/// The GPU crates warp-proof must not build on: the driver's bindings, the
+/// safe API, cudarc, and candle (`candle-*`, whose CUDA tensors need nvcc).
+const GPU_CRATES: &[&str] = &["cuda-sys", "cuda-api", "cudarc"];
+
+/// warp-proof sits below warp-launch and below every GPU layer (issue 35):
+/// its normal dependencies, every feature on, include none of them, so it
+/// builds and its proofs run where no driver or toolkit is.
+#[test]
+fn warp_proof_depends_on_no_gpu_crate() {
+    let out = std::process::Command::new(env!("CARGO"))
+        .args([
+            "tree",
+            "-p",
+            "warp-proof",
+            "-e",
+            "normal",
+            "--all-features",
+            "--prefix",
+            "none",
+            "--offline",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo tree runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tree = String::from_utf8_lossy(&out.stdout);
+    assert!(tree.lines().any(|l| l.starts_with("warp-proof ")), "{tree}");
+    let gpu: Vec<&str> = tree
+        .lines()
+        .filter(|l| {
+            let name = l.split(' ').next().unwrap_or("");
+            GPU_CRATES.contains(&name) || name.starts_with("candle")
+        })
+        .collect();
+    assert!(gpu.is_empty(), "warp-proof depends on {gpu:?}");
+}
+
+/// warp-launch stands on warp-proof (the layer below it), which never
+/// depends back on warp-launch.
+#[test]
+fn warp_launch_stands_on_warp_proof() {
+    let tree = |package: &str| {
+        let out = std::process::Command::new(env!("CARGO"))
+            .args([
+                "tree",
+                "-p",
+                package,
+                "-e",
+                "normal",
+                "--prefix",
+                "none",
+                "--offline",
+            ])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .expect("cargo tree runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let names = |t: &str| -> Vec<String> {
+        t.lines()
+            .filter_map(|l| l.split(' ').next())
+            .map(str::to_string)
+            .collect()
+    };
+    assert!(
+        names(&tree("warp-launch"))
+            .iter()
+            .any(|n| n == "warp-proof"),
+        "warp-launch depends on warp-proof"
+    );
+    assert!(
+        !names(&tree("warp-proof"))
+            .iter()
+            .any(|n| n == "warp-launch"),
+        "warp-proof depends on warp-launch"
     );
 }

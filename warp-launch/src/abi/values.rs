@@ -1,7 +1,6 @@
-//! Element types: Warp's dtype table (generated from `specs/warp/abi.yaml`),
-//! lookups by Warp name and by the C++ spelling in Warp-generated sources,
-//! the Rust types that stand for dtypes ([`Element`]), and scalar values
-//! passed by value ([`Value`]).
+//! Element types: the Rust types that stand for the dtypes of Warp's dtype
+//! table (warp-proof's, with its lookups by Warp name and by C++ spelling)
+//! ([`Element`]), and scalar values passed by value ([`Value`]).
 
 use std::fmt;
 
@@ -9,45 +8,6 @@ use super::encode;
 use super::half::f32_to_f16;
 
 use super::{DTYPES, DType, Kind, Scalar};
-
-impl DType {
-    /// The dtype Warp calls `name` (`"float32"`, `"vec3f"`, `"mat33d"`, ...).
-    pub fn by_name(name: &str) -> Option<&'static DType> {
-        DTYPES.iter().find(|d| d.name == name)
-    }
-
-    /// The dtype a Warp-generated source spells `cpp` (whitespace ignored),
-    /// e.g. `wp::float32` or `wp::vec_t<3,wp::float32>`.
-    pub fn by_cpp(cpp: &str) -> Option<&'static DType> {
-        let key = squeeze(cpp);
-        DTYPES
-            .iter()
-            .find(|d| squeeze(d.cpp) == key || d.aliases.iter().any(|a| squeeze(a) == key))
-    }
-
-    /// Number of scalars in one element (`rows * cols`).
-    pub fn components(&self) -> usize {
-        self.rows as usize * self.cols as usize
-    }
-
-    /// Whether the scalar type is a floating-point type.
-    pub fn is_float(&self) -> bool {
-        matches!(
-            self.scalar,
-            Scalar::Float16 | Scalar::Float32 | Scalar::Float64
-        )
-    }
-}
-
-impl fmt::Display for DType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name)
-    }
-}
-
-fn squeeze(s: &str) -> String {
-    s.chars().filter(|c| !c.is_whitespace()).collect()
-}
 
 /// A Rust type that has the layout of a Warp dtype, for typed arrays and
 /// values passed by value.
@@ -409,29 +369,6 @@ mod tests {
         // The bits are Warp's: 1.0 is 0x3c00 in float16, 0x3f80 in bfloat16.
         assert_eq!(Value::of(half::f16::ONE).bytes(), 0x3c00u16.to_le_bytes());
         assert_eq!(Value::of(half::bf16::ONE).bytes(), 0x3f80u16.to_le_bytes());
-    }
-
-    /// Every generated constant is the table entry of its name (the same
-    /// address), and every table entry has a constant.
-    #[test]
-    fn dtype_constants_are_the_table_entries() {
-        for (c, name) in [
-            (DType::BOOL, "bool"),
-            (DType::FLOAT16, "float16"),
-            (DType::FLOAT32, "float32"),
-            (DType::FLOAT64, "float64"),
-            (DType::VEC3F, "vec3f"),
-            (DType::MAT33D, "mat33d"),
-            (DType::QUATF, "quatf"),
-            (DType::TRANSFORMD, "transformd"),
-            (DType::SPATIAL_MATRIXF, "spatial_matrixf"),
-        ] {
-            assert_eq!(c.name, name);
-            assert!(std::ptr::eq(c, DType::by_name(name).unwrap()), "{name}");
-        }
-        // Spot-check the ends of the table: the constants follow its order.
-        assert!(std::ptr::eq(DType::BOOL, &DTYPES[0]));
-        assert!(std::ptr::eq(DType::TRANSFORMD, &DTYPES[DTYPES.len() - 1]));
     }
 
     #[test]

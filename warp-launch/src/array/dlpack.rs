@@ -32,6 +32,9 @@ fn dl_dtype(s: Scalar) -> DLDataType {
         Scalar::BFloat16 => (DLDataTypeCode::BFLOAT, 16),
         Scalar::Float32 => (DLDataTypeCode::FLOAT, 32),
         Scalar::Float64 => (DLDataTypeCode::FLOAT, 64),
+        // A scalar this crate does not know (warp-proof's enums are
+        // `#[non_exhaustive]`): opaque bytes of its size.
+        other => (DLDataTypeCode::OPAQUEHANDLE, 8 * other.size() as u8),
     };
     DLDataType::scalar(code, bits)
 }

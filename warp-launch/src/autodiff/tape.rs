@@ -527,6 +527,9 @@ fn adjoint_for(kind: &ParamKind, arg: &Arg) -> Arg {
             Value::from_bytes(d, &vec![0u8; d.size]).map_or(Arg::Null, Arg::Value)
         }
         (ParamKind::Struct(st), arg) => Arg::Struct(struct_adjoint(st, arg)),
+        // A kind this crate does not know (warp-proof's enums are
+        // `#[non_exhaustive]`): no adjoint.
+        _ => Arg::Null,
     }
 }
 
@@ -595,7 +598,9 @@ fn struct_adjoint_bytes(st: &StructType, src: &[u8], out: &mut [u8]) {
                     struct_adjoint_bytes(inner, s, o);
                 }
             }
-            ParamKind::Value(_) => {}
+            // Values, and kinds this crate does not know (warp-proof's
+            // enums are `#[non_exhaustive]`): zero.
+            _ => {}
         }
     }
 }

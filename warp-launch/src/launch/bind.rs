@@ -36,7 +36,10 @@ pub(crate) fn array_fields(st: &StructType) -> Vec<(usize, String, &ParamKind)> 
             match &f.kind {
                 ParamKind::Array { .. } => out.push((base + f.offset, path, &f.kind)),
                 ParamKind::Struct(inner) => walk(inner, base + f.offset, &format!("{path}."), out),
-                ParamKind::Value(_) => {}
+                // Values, and kinds this crate does not know (warp-proof's
+                // enums are `#[non_exhaustive]`; a struct holding one is
+                // unproven: `aot::holds_array`).
+                _ => {}
             }
         }
     }
@@ -52,6 +55,9 @@ fn holds_arrays(st: &StructType) -> bool {
         ParamKind::Array { .. } => true,
         ParamKind::Struct(inner) => holds_arrays(inner),
         ParamKind::Value(_) => false,
+        // A kind this crate does not know: treat it as holding arrays, so
+        // the full check runs (and refuses what it cannot check).
+        _ => true,
     })
 }
 
@@ -682,6 +688,8 @@ pub(crate) fn kind_hint(kind: &ParamKind) -> String {
         }
         ParamKind::Value(d) => format!("pass a {d} value, not an array or struct"),
         ParamKind::Struct(st) => describe_struct_hint(st),
+        // A kind this crate does not know (warp-proof's enums are `#[non_exhaustive]`).
+        other => format!("pass {}", other.describe()),
     }
 }
 

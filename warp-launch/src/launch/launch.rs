@@ -268,6 +268,9 @@ pub(crate) fn check_access_rules<'a>(
                     };
                     (needed <= extent, needed)
                 }
+                // A rule of a kind this crate does not know (warp-proof's
+                // enums are `#[non_exhaustive]`): refused.
+                _ => (false, u64::MAX),
             };
             if !ok {
                 return refuse(axis, Some(index), needed);

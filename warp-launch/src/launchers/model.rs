@@ -88,6 +88,14 @@ fn scalar_type(s: Scalar) -> &'static str {
         Scalar::Float64 => "f64",
         Scalar::Float16 => "::warp_launch::half::f16",
         Scalar::BFloat16 => "::warp_launch::half::bf16",
+        // A scalar this crate does not know (warp-proof's enums are
+        // `#[non_exhaustive]`): its bits, as the unsigned integer of its size.
+        other => match other.size() {
+            1 => "u8",
+            2 => "u16",
+            4 => "u32",
+            _ => "u64",
+        },
     }
 }
 
@@ -445,6 +453,9 @@ fn describe_access(param: &str, indices: &[AxisIndex]) -> String {
                 };
                 format!("tile of {len} from {start}")
             }
+            // A rule of a kind this crate does not know (warp-proof's enums
+            // are `#[non_exhaustive]`).
+            other => other.to_string(),
         })
         .collect();
     format!("{param}[{}]", idx.join(", "))
@@ -569,6 +580,16 @@ pub(super) fn build(input: &Input<'_>) -> Result<Model, Error> {
                             break;
                         }
                     }
+                }
+                // A kind this crate does not know (warp-proof's enums are
+                // `#[non_exhaustive]`).
+                other => {
+                    skip = Some(format!(
+                        "parameter `{}` is {}, which the launcher generator does not know",
+                        p.name,
+                        other.describe()
+                    ));
+                    break;
                 }
             };
             params.push(Param {
@@ -774,6 +795,16 @@ impl StructTable {
                         ));
                     }
                 },
+                // A kind this crate does not know (warp-proof's enums are
+                // `#[non_exhaustive]`).
+                other => {
+                    return Err(format!(
+                        "the struct `{}` whose field `{}` is {}, which the launcher generator does not know",
+                        st.key(),
+                        f.name,
+                        other.describe()
+                    ));
+                }
             };
             real.push((f, ty));
         }
@@ -941,7 +972,7 @@ mod tests {
 
     #[test]
     fn every_dtype_constant_is_its_upper_case_name() {
-        let table = include_str!("../abi/generated/dtypes.rs");
+        let table = include_str!("../../../warp-proof/src/abi/generated/dtypes.rs");
         for d in crate::DTYPES.iter() {
             let c = format!("pub const {}: &'static DType", dtype_const(d));
             assert!(table.contains(&c), "{c}");

@@ -132,15 +132,15 @@ pub fn generate(specs: &Specs) -> Result<Vec<(String, String)>> {
     if let Some(abi) = &specs.warp {
         files.extend([
             (
-                "warp-launch/src/abi/generated/mod.rs".to_string(),
+                "warp-proof/src/abi/generated/mod.rs".to_string(),
                 format(warp::rust_mod(abi))?,
             ),
             (
-                "warp-launch/src/abi/generated/layout.rs".into(),
+                "warp-proof/src/abi/generated/layout.rs".into(),
                 format(warp::rust_abi(abi)?)?,
             ),
             (
-                "warp-launch/src/abi/generated/dtypes.rs".into(),
+                "warp-proof/src/abi/generated/dtypes.rs".into(),
                 format(warp::rust_dtypes(abi)?)?,
             ),
             (

@@ -1,5 +1,5 @@
 //! Renders Warp's kernel ABI (`specs/warp/abi.yaml`) into
-//! `warp-launch/src/abi/generated/` (ABI structs, constants, the dtype table),
+//! `warp-proof/src/abi/generated/` (ABI structs, constants, the dtype table),
 //! the C++ header `warp-launch/include/warp_launch.h`, and the ABI probe
 //! `tests/abi/warp_probe.cpp` with its Rust expectations.
 
@@ -55,7 +55,7 @@ fn c_field(f: &FieldSpec, n_name: &str) -> String {
     format!("    {} {}{len};  // {}\n", f.c_type, f.name.value, f.doc)
 }
 
-/// `warp-launch/src/abi/generated/mod.rs`.
+/// `warp-proof/src/abi/generated/mod.rs`.
 pub fn rust_mod(abi: &WarpAbi) -> TokenStream {
     let doc = format!(
         " Warp {}'s kernel ABI, generated from `specs/warp/abi.yaml`: the structs a",
@@ -120,7 +120,7 @@ fn abi_struct(
     })
 }
 
-/// `warp-launch/src/abi/generated/layout.rs`: constants, `LaunchBoundsN`, `ArrayT`,
+/// `warp-proof/src/abi/generated/layout.rs`: constants, `LaunchBoundsN`, `ArrayT`,
 /// each with compile-time checks of its size and alignment.
 pub fn rust_abi(abi: &WarpAbi) -> Result<TokenStream> {
     let mut items = Vec::new();
@@ -175,7 +175,7 @@ pub fn rust_abi(abi: &WarpAbi) -> Result<TokenStream> {
     })
 }
 
-/// `warp-launch/src/abi/generated/dtypes.rs`: `Scalar`, `Kind`, `DType`, `DTYPES`.
+/// `warp-proof/src/abi/generated/dtypes.rs`: `Scalar`, `Kind`, `DType`, `DTYPES`.
 pub fn rust_dtypes(abi: &WarpAbi) -> Result<TokenStream> {
     let mut variants = Vec::new();
     let mut name_arms = Vec::new();

@@ -44,7 +44,6 @@ use crate::signature::Accesses;
 mod accesses;
 mod cu;
 pub(crate) mod cuda_c;
-#[cfg(feature = "build")]
 pub(crate) mod effects;
 mod meta;
 mod modes;
@@ -53,9 +52,8 @@ mod tokens;
 
 pub use cu::parse_cu;
 pub use meta::{Meta, parse_meta};
-pub use modes::WarpFeature;
-pub(crate) use modes::refuse_unmodelled;
-pub(crate) use tokens::list_items;
+pub use modes::{UnmodelledError, WarpFeature, refuse_unmodelled};
+pub use tokens::list_items;
 
 /// Everything [`parse_cu`] found in one Warp-generated CUDA source file.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -275,22 +273,22 @@ impl fmt::Display for SourceError {
 impl std::error::Error for SourceError {}
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
     use std::time::{Duration, Instant};
 
     /// Set in a child test process started by [`run_in_child`].
-    pub(crate) const CHILD_ENV: &str = "WARP_LAUNCH_TEST_CHILD";
+    const CHILD_ENV: &str = "WARP_LAUNCH_TEST_CHILD";
 
     /// Whether this process is a child started by [`run_in_child`].
-    pub(crate) fn is_child() -> bool {
+    fn is_child() -> bool {
         std::env::var_os(CHILD_ENV).is_some()
     }
 
     /// Runs test `name` of this test binary in a child process and fails
     /// if it fails or runs longer than `limit` (then it is killed): a
     /// regression to super-linear time fails instead of hanging the run.
-    pub(crate) fn run_in_child(name: &str, limit: Duration) {
+    fn run_in_child(name: &str, limit: Duration) {
         let exe = std::env::current_exe().unwrap();
         let mut child = std::process::Command::new(exe)
             .args([name, "--exact", "--nocapture", "--test-threads=1"])
@@ -325,7 +323,7 @@ pub(crate) mod tests {
     }
 
     /// Parses `text` and fails if it takes a second or more.
-    pub(crate) fn timed<T>(what: &str, f: impl FnOnce() -> T) -> T {
+    fn timed<T>(what: &str, f: impl FnOnce() -> T) -> T {
         let start = Instant::now();
         let out = f();
         let took = start.elapsed();
@@ -334,7 +332,7 @@ pub(crate) mod tests {
         out
     }
 
-    const FIXTURE_CU: &str = include_str!("../../tests/fixtures/wp_kernels.cu");
+    const FIXTURE_CU: &str = include_str!("../../../warp-launch/tests/fixtures/wp_kernels.cu");
 
     /// Texts of about 1 MB that were slow on 38e7deb, and depth floods.
     fn big_inputs() -> Vec<(&'static str, String)> {

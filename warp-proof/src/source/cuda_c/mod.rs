@@ -111,7 +111,7 @@ pub enum Weaken {
 /// One hand-written kernel: its parameters as spelled, the launch shape it
 /// has, and what a launch checks.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct CudaCKernel {
+pub struct CudaCKernel {
     /// The symbol name (`extern "C"`, so unmangled).
     pub name: String,
     /// 1-based line of the name.
@@ -133,8 +133,11 @@ pub(crate) struct CudaCKernel {
 /// (`None` when the text does not lex: every kernel is then unproven, and
 /// the text is compiled as given).
 #[derive(Debug, Clone)]
-pub(crate) struct CudaCText {
+pub struct CudaCText {
+    /// Every `extern "C" __global__` kernel, in file order.
     pub kernels: Vec<CudaCKernel>,
+    /// The text NVRTC compiles: the tokens as read, printed back line for
+    /// line (`None` when the text does not lex).
     pub emitted: Option<String>,
 }
 
@@ -145,7 +148,7 @@ pub(crate) struct CudaCText {
 ///
 /// A [`SourceError`] naming `file` and the line where a kernel's head or
 /// parameters do not parse as declarations.
-pub(crate) fn read_text(text: &str, file: &str, weaken: Weaken) -> Result<CudaCText, SourceError> {
+pub fn read_text(text: &str, file: &str, weaken: Weaken) -> Result<CudaCText, SourceError> {
     let lexed = lex::lex(text);
     // The declarations come from the tokens as read, even past a refusal
     // (every kernel is then unproven, and only its parameters matter).
@@ -280,7 +283,7 @@ const C_INTEGERS: &[(&str, &str)] = &[
 /// The Warp dtype a spelled scalar, vector or matrix type names (`wl::`
 /// read as Warp's `wp::`, C's fixed-size integers as Warp's, a leading
 /// `const` dropped).
-pub(crate) fn dtype_of(cpp: &str) -> Option<&'static DType> {
+pub fn dtype_of(cpp: &str) -> Option<&'static DType> {
     let t = cpp.trim_start_matches("const ").trim_start_matches("::");
     let t = C_INTEGERS
         .iter()
@@ -291,7 +294,7 @@ pub(crate) fn dtype_of(cpp: &str) -> Option<&'static DType> {
 
 /// The element type of `wl::array_t<T>` (as spelled by the reader; a
 /// `const` in front is allowed: the parameter is still passed by value).
-pub(crate) fn array_element(cpp: &str) -> Option<&str> {
+pub fn array_element(cpp: &str) -> Option<&str> {
     cpp.trim_start_matches("const ")
         .trim_start_matches("::")
         .strip_prefix("wl::array_t<")?

@@ -12,7 +12,7 @@ use super::{Direction, Source, SourceError};
 
 /// What a kernel does to one array parameter, besides reading it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Effect {
+pub enum Effect {
     /// Stores into it (`a[i] = v`, `wp.tile_store`, an atomic exchange,
     /// min, max or bitwise operation, or a store through an element's
     /// address or a view): `(builtin, line)` of the first store.
@@ -38,7 +38,7 @@ impl Effect {
 
 /// The effects of one forward kernel.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Effects {
+pub struct Effects {
     /// By parameter label (`x` for `var_x`); parameters only read are absent.
     pub arrays: BTreeMap<String, Effect>,
     /// Whether the body uses Warp's tile builtins (`wp::tile_*`, besides the
@@ -92,7 +92,11 @@ const DERIVES: &[&str] = &["address", "view"];
 /// The effects of every forward kernel of `src` (by kernel name), read
 /// from `text`, the source `src` was parsed from. Linear in the size of
 /// the text.
-pub(crate) fn kernel_effects(
+///
+/// # Errors
+///
+/// A [`SourceError`] where `text` does not tokenize.
+pub fn kernel_effects(
     text: &str,
     file: &str,
     src: &Source,
@@ -284,7 +288,7 @@ mod tests {
 
     #[test]
     fn kernels_py_writes_and_accumulations() {
-        let text = include_str!("../../tests/fixtures/wp_kernels.cu");
+        let text = include_str!("../../../warp-launch/tests/fixtures/wp_kernels.cu");
         let all = effects_of(text, "wp_kernels.cu");
         let get = |k: &str| summary(&all[&format!("{k}_cuda_kernel_forward")]);
         assert_eq!(get("saxpy"), ["y: writes (wp::array_store)"]);
@@ -310,7 +314,7 @@ mod tests {
 
     #[test]
     fn tile_kernels_are_found_and_their_stores_are_writes() {
-        let text = include_str!("../../tests/fixtures/wp_tiles.cu");
+        let text = include_str!("../../../warp-launch/tests/fixtures/wp_tiles.cu");
         let all = effects_of(text, "wp_tiles.cu");
         for (k, e) in &all {
             assert!(e.tiles, "{k}");
@@ -321,7 +325,7 @@ mod tests {
             get("total_sum"),
             ["total: accumulates (wp::tile_atomic_add)"]
         );
-        let kernels = include_str!("../../tests/fixtures/wp_kernels.cu");
+        let kernels = include_str!("../../../warp-launch/tests/fixtures/wp_kernels.cu");
         assert!(
             effects_of(kernels, "k.cu").values().all(|e| !e.tiles),
             "the per-kernel shared-memory allocator is not tile code"
@@ -330,7 +334,7 @@ mod tests {
 
     #[test]
     fn calls_views_and_addresses_are_followed() {
-        let text = include_str!("../../tests/fixtures/wp_access.cu");
+        let text = include_str!("../../../warp-launch/tests/fixtures/wp_access.cu");
         let all = effects_of(text, "wp_access.cu");
         let get = |k: &str| summary(&all[&format!("{k}_cuda_kernel_forward")]);
         // row_view writes through a view of its array; call_func hands an

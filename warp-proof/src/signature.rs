@@ -1,8 +1,8 @@
 //! Kernel signatures: what each parameter takes (arrays, values, structs
 //! with their C layout) and how a kernel indexes its arrays (the access
 //! rules a launch checks). A leaf: it names only dtypes and the generated
-//! ABI types, and the readers (`source`, `aot`), the checks (`bind`), the
-//! kernels and the tape build on it.
+//! ABI types, and the readers (`source` here; warp-launch's `aot`), its
+//! checks (`bind`), kernels and tape build on it.
 
 use std::fmt;
 use std::sync::Arc;
@@ -61,8 +61,9 @@ impl ParamKind {
         }
     }
 
-    /// The type's name in declarations given to `cuda-api`.
-    pub(crate) fn type_name(&self) -> String {
+    /// The type's name in declarations given to `cuda-api` (warp-launch's).
+    #[doc(hidden)]
+    pub fn type_name(&self) -> String {
         match self {
             ParamKind::Array { dtype, .. } => format!("array_t<{}>", dtype.name),
             ParamKind::Value(d) => d.name.to_string(),
@@ -164,7 +165,7 @@ pub enum AxisIndex {
     /// len - 1`, fits in `i32`. A kernel with a tile rule must also run
     /// whole blocks (its threads meet at barriers): the launch refuses a
     /// domain whose size is not a multiple of the block size
-    /// ([`Error::PartialTileBlock`](crate::Error::PartialTileBlock)).
+    /// (warp-launch's `Error::PartialTileBlock`).
     Tile {
         /// The thread coordinate the start moves with, if any.
         thread: Option<usize>,
@@ -181,7 +182,8 @@ impl AxisIndex {
     /// Largest element index a [`AxisIndex::Tile`] reaches when its
     /// coordinate runs below `runs` (`runs` ignored without a coordinate;
     /// `runs` 0 counts as 1).
-    pub(crate) fn tile_last(scale: u32, offset: u32, len: u32, runs: u64) -> u128 {
+    #[doc(hidden)]
+    pub fn tile_last(scale: u32, offset: u32, len: u32, runs: u64) -> u128 {
         let steps = u128::from(runs.max(1) - 1);
         u128::from(scale) * steps + u128::from(offset) + u128::from(len.max(1) - 1)
     }
@@ -249,8 +251,7 @@ pub enum Accesses {
     Checked(Vec<ArrayAccess>),
     /// An access no launch can check (an index read from data, computed,
     /// looped over, or an array passed on): safe launches are refused; the
-    /// `unsafe` [`LaunchBuilder::unchecked`](crate::LaunchBuilder::unchecked)
-    /// runs it.
+    /// `unsafe` `LaunchBuilder::unchecked` of warp-launch runs it.
     Unproven(Unproven),
 }
 
@@ -311,7 +312,8 @@ pub enum Pass {
 
 impl Pass {
     /// 0 for forward, 1 for adjoint: the index of per-pass tables.
-    pub(crate) fn index(self) -> usize {
+    #[doc(hidden)]
+    pub fn index(self) -> usize {
         match self {
             Pass::Forward => 0,
             Pass::Adjoint => 1,

@@ -344,7 +344,7 @@ mod tests {
     use crate::source::tokens::{Tok, split_top_level_commas};
 
     /// Warp 1.19.0's output for `tests/warp/tiles.py` at block_dim 64.
-    const TILES_CU: &str = include_str!("../../tests/fixtures/wp_tiles.cu");
+    const TILES_CU: &str = include_str!("../../../warp-launch/tests/fixtures/wp_tiles.cu");
 
     fn accesses(text: &str, kernel: &str) -> Accesses {
         parse_cu(text, "wp_tiles.cu")

@@ -176,8 +176,8 @@ mod tests {
     use super::*;
     use crate::source::parse_cu;
 
-    const FIXTURE_CU: &str = include_str!("../../tests/fixtures/wp_kernels.cu");
-    const FIXTURE_META: &str = include_str!("../../tests/fixtures/wp_kernels.meta");
+    const FIXTURE_CU: &str = include_str!("../../../warp-launch/tests/fixtures/wp_kernels.cu");
+    const FIXTURE_META: &str = include_str!("../../../warp-launch/tests/fixtures/wp_kernels.meta");
     const CU: &str = "wp_kernels.cu";
 
     #[test]

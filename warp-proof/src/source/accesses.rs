@@ -844,10 +844,10 @@ mod tests {
     use crate::signature::{Accesses, AxisIndex};
     use crate::source::{Source, parse_cu};
 
-    const FIXTURE_CU: &str = include_str!("../../tests/fixtures/wp_kernels.cu");
+    const FIXTURE_CU: &str = include_str!("../../../warp-launch/tests/fixtures/wp_kernels.cu");
     const CU: &str = "wp_kernels.cu";
 
-    const ACCESS_CU: &str = include_str!("../../tests/fixtures/wp_access.cu");
+    const ACCESS_CU: &str = include_str!("../../../warp-launch/tests/fixtures/wp_access.cu");
 
     fn accesses<'s>(src: &'s Source, name: &str) -> &'s Accesses {
         &src.kernel(name).unwrap().accesses

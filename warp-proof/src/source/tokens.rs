@@ -233,7 +233,8 @@ pub(super) fn is_word(t: Option<&Tok<'_>>, s: &str) -> bool {
 /// it), split at commas outside `()`, `[]`, `{}`, as slices of `text`. Read
 /// with the tokenizer, so commas in string literals and comments do not
 /// split; `None` where `text` does not tokenize.
-pub(crate) fn list_items(text: &str) -> Option<Vec<&str>> {
+#[doc(hidden)]
+pub fn list_items(text: &str) -> Option<Vec<&str>> {
     let toks = tokenize(text, "list").ok()?;
     // Every token's text is a slice of `text`.
     let offset = |t: &Tok<'_>| t.text.as_ptr() as usize - text.as_ptr() as usize;

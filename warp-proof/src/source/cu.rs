@@ -495,7 +495,7 @@ mod tests {
     use super::*;
     use crate::source::Direction;
 
-    const FIXTURE_CU: &str = include_str!("../../tests/fixtures/wp_kernels.cu");
+    const FIXTURE_CU: &str = include_str!("../../../warp-launch/tests/fixtures/wp_kernels.cu");
     const CU: &str = "wp_kernels.cu";
 
     fn params(k: &SourceKernel) -> Vec<(&str, &str)> {

@@ -29,11 +29,10 @@
 use std::fmt;
 
 use super::{Source, SourceKernel};
-use crate::error::{Error, UnmodelledError};
 
 /// A Warp compile mode or kernel feature that changes how a kernel must be
-/// launched in a way this crate does not model, found in a module's source
-/// ([`Error::Unmodelled`]).
+/// launched in a way warp-launch does not model, found in a module's source
+/// ([`UnmodelledError`]; warp-launch's `Error::Unmodelled`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum WarpFeature {
@@ -89,6 +88,32 @@ impl fmt::Display for WarpFeature {
     }
 }
 
+/// A kernel compiled in a mode warp-launch does not model, found by
+/// [`refuse_unmodelled`] (warp-launch wraps it in its `Error::Unmodelled`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnmodelledError {
+    /// The mode or feature.
+    pub feature: WarpFeature,
+    /// The kernel (Warp's key).
+    pub kernel: String,
+    /// The generated source.
+    pub file: String,
+    /// 1-based line where the source shows it.
+    pub line: usize,
+}
+
+impl fmt::Display for UnmodelledError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{}: kernel '{}' was compiled {}",
+            self.file, self.line, self.kernel, self.feature
+        )
+    }
+}
+
+impl std::error::Error for UnmodelledError {}
+
 /// The block size of the module (`#define WP_TILE_BLOCK_DIM N`).
 fn block_dim(text: &str) -> Option<u32> {
     text.lines()
@@ -105,21 +130,22 @@ fn macro_args(line: &str, name: &str) -> Option<Vec<u32>> {
 }
 
 /// Refuses a module compiled in a mode, or holding a kernel feature, that a
-/// launch here does not model ([`WarpFeature`]), naming the feature, the
-/// kernel, `file` and the line. `text` is the source `src` was parsed from.
+/// warp-launch launch does not model ([`WarpFeature`]), naming the feature,
+/// the kernel, `file` and the line. `text` is the source `src` was parsed
+/// from ([`parse_cu`](crate::parse_cu)).
 ///
 /// # Errors
 ///
-/// [`Error::Unmodelled`] for the first such kernel in file order.
-pub(crate) fn refuse_unmodelled(text: &str, src: &Source, file: &str) -> Result<(), Error> {
+/// An [`UnmodelledError`] for the first such kernel in file order.
+pub fn refuse_unmodelled(text: &str, src: &Source, file: &str) -> Result<(), UnmodelledError> {
     let lines: Vec<&str> = text.lines().collect();
     let refuse = |feature, kernel: &SourceKernel, line: usize| {
-        Err(Error::Unmodelled(Box::new(UnmodelledError {
+        Err(UnmodelledError {
             feature,
             kernel: kernel.key().to_string(),
             file: file.to_string(),
             line,
-        })))
+        })
     };
     let constant_params = lines
         .iter()
@@ -258,212 +284,61 @@ pub(crate) fn native_code(text: &str) -> Option<NativeCode> {
 
 #[cfg(test)]
 mod tests {
-    use super::{WarpFeature, native_code};
-    use crate::aot::declarations;
-    use crate::error::Error;
-    use crate::signature::{Accesses, AxisIndex, Pass};
+    use super::native_code;
+    use crate::signature::Accesses;
+    use crate::source::parse_cu;
 
     /// Warp 1.19.0's output for `tests/warp/modes.py`, module by module.
     macro_rules! fixture {
         ($name:literal) => {
             (
-                include_str!(concat!("../../tests/fixtures/modes/wp_", $name, ".cu")),
-                include_str!(concat!("../../tests/fixtures/modes/wp_", $name, ".meta")),
+                include_str!(concat!(
+                    "../../../warp-launch/tests/fixtures/modes/wp_",
+                    $name,
+                    ".cu"
+                )),
                 concat!("wp_", $name, ".cu"),
             )
         };
     }
 
-    fn refusal((cu, meta, file): (&str, &str, &str)) -> Error {
-        match declarations(cu, file, meta, "m.meta") {
-            Err(e) => e,
-            Ok(d) => panic!("{file}: loaded {} kernels", d.len()),
-        }
-    }
-
+    /// The reader's half of warp-launch's
+    /// `proof_tests::native_code_makes_every_kernel_unproven` (which
+    /// checks the declarations a module load makes of the same texts).
     #[test]
-    fn unmodelled_modes_are_refused_naming_feature_kernel_file_and_line() {
-        for ((cu, meta, file), feature, kernel, line) in [
-            (
-                fixture!("modes_deterministic"),
-                WarpFeature::Deterministic,
-                "scatter",
-                59,
-            ),
-            (
-                fixture!("modes_cluster"),
-                WarpFeature::Cluster { ctas: 2 },
-                "clustered",
-                55,
-            ),
-            (
-                fixture!("modes_external"),
-                WarpFeature::ExternalConstantParams,
-                "external",
-                105,
-            ),
-            (
-                fixture!("modes_small_bounds"),
-                WarpFeature::LaunchBounds {
-                    max_threads: 128,
-                    block_dim: 256,
-                },
-                "small_bounds",
-                55,
-            ),
-        ] {
-            let e = refusal((cu, meta, file));
-            let Error::Unmodelled(u) = &e else {
-                panic!("{file}: expected Error::Unmodelled, got {e}");
-            };
-            assert_eq!(
-                (u.feature, u.kernel.as_str(), u.file.as_str(), u.line),
-                (feature, kernel, file, line)
-            );
-            insta::assert_snapshot!(kernel, e.to_string());
-        }
-        // The deterministic counter kernel is refused at its own parameters.
-        let (cu, meta, file) = fixture!("modes_deterministic");
-        let at = cu
-            .find("extern \"C\" __global__ void compact_cuda_kernel_forward")
-            .unwrap();
-        let only_compact = format!("{}{}", cu[..at].replace("_wp_det_", "wp_det_"), &cu[at..]);
-        let Error::Unmodelled(u) = refusal((&only_compact, meta, file)) else {
-            panic!("compact is deterministic too");
-        };
-        assert_eq!((u.kernel.as_str(), u.line), ("compact", 165));
-    }
-
-    #[test]
-    fn harmless_modes_load_with_their_access_rules() {
-        let (cu, meta, file) = fixture!("modes_harmless");
-        let d = declarations(cu, file, meta, "m.meta").unwrap();
-        let keys: Vec<(&str, bool)> = d
-            .iter()
-            .map(|d| (d.key.as_str(), d.backward.is_some()))
-            .collect();
-        assert_eq!(
-            keys,
-            [
-                ("forward_only", false),
-                ("few_registers", true),
-                ("spills", true),
-                ("bounded", true),
-                ("generic_scale", true)
-            ]
-        );
-        for d in &d {
-            let Accesses::Checked(rules) = d.spec.accesses(Pass::Forward) else {
-                panic!("{}: {:?}", d.key, d.spec.accesses(Pass::Forward));
-            };
-            assert!(
-                rules
-                    .iter()
-                    .all(|r| r.param == "x" && r.indices == [AxisIndex::Thread(0)]),
-                "{}: {rules:?}",
-                d.key
-            );
-            assert_eq!(d.spec.fixed_block_dim(), Some(256));
-        }
-        // mode="debug" (and lineinfo): #line directives between the lines the analysis reads.
-        let (cu, meta, file) = fixture!("modes_debug");
-        assert!(cu.lines().filter(|l| l.starts_with("#line ")).count() > 20);
-        let d = declarations(cu, file, meta, "m.meta").unwrap();
-        let Accesses::Checked(rules) = d[0].spec.accesses(Pass::Forward) else {
-            panic!("debug_fill: {:?}", d[0].spec.accesses(Pass::Forward));
-        };
-        assert_eq!(
-            (
-                d[0].key.as_str(),
-                rules[0].indices.as_slice(),
-                rules[0].line
-            ),
-            ("debug_fill", &[AxisIndex::Thread(0)][..], 87)
-        );
-        // Two overloads of a generic kernel: one kernel each, keyed with its hash.
-        let (cu, meta, file) = fixture!("modes_overloads_9fbfda6");
-        let d = declarations(cu, file, meta, "m.meta").unwrap();
-        let got: Vec<(&str, String)> = d
-            .iter()
-            .map(|d| (d.key.as_str(), d.spec.params()[1].kind.describe()))
-            .collect();
-        assert_eq!(
-            got,
-            [
-                ("overloaded_9e921ea2", "a float64 value".to_string()),
-                ("overloaded_f1803e4b", "a float32 value".to_string())
-            ]
-        );
-    }
-
-    /// Found by Warp's own `example_fdtd_3d` (module option
-    /// `enable_backward=False` and `@wp.func`s): the adjoint stubs Warp
-    /// writes were taken for native code, and every kernel was unproven.
-    #[test]
-    fn adjoint_stubs_of_a_forward_only_module_are_generated_code() {
-        let (cu, meta, file) = fixture!("modes_forward_only");
-        assert!(cu.contains("// reverse mode disabled"), "{file}");
-        let d = declarations(cu, file, meta, "m.meta").unwrap();
-        assert_eq!(d.len(), 1, "{file}");
-        let Accesses::Checked(rules) = d[0].spec.accesses(Pass::Forward) else {
-            panic!("{file}: {:?}", d[0].spec.accesses(Pass::Forward));
-        };
-        assert!(!rules.is_empty(), "{file}: halve_all indexes x by thread");
-    }
-
-    #[test]
-    fn native_code_makes_every_kernel_unproven() {
-        for ((cu, meta, file), line, says, kernels) in [
+    fn native_code_is_found_at_its_line_and_makes_every_kernel_unproven() {
+        for ((cu, file), line, says) in [
             (
                 fixture!("modes_native"),
                 55,
                 "native code from @wp.func_native (function `twice_into_0`)",
-                2,
             ),
-            (fixture!("modes_preamble"), 45, "extra CUDA preamble", 1),
+            (fixture!("modes_preamble"), 45, "extra CUDA preamble"),
         ] {
             let n = native_code(cu).unwrap();
             assert_eq!(n.line, line, "{file}");
-            let d = declarations(cu, file, meta, "m.meta").unwrap();
-            assert_eq!(d.len(), kernels, "{file}");
-            for d in &d {
-                for pass in [Pass::Forward, Pass::Adjoint] {
-                    let Accesses::Unproven(u) = d.spec.accesses(pass) else {
-                        panic!("{file} {}: {:?}", d.key, d.spec.accesses(pass));
-                    };
-                    assert_eq!(u.location, format!("{file}:{line}"));
-                    assert!(u.reason.contains(says), "{}", u.reason);
-                }
+            assert!(n.what.contains(says), "{}", n.what);
+            let src = parse_cu(cu, file).unwrap();
+            assert!(!src.kernels.is_empty(), "{file}");
+            for k in &src.kernels {
+                let Accesses::Unproven(u) = &k.accesses else {
+                    panic!("{file} {}: {:?}", k.name, k.accesses);
+                };
+                assert_eq!(u.location, format!("{file}:{line}"));
+                assert!(u.reason.contains(says), "{}", u.reason);
             }
         }
         // Warp's own functions (a @wp.func in wp_access.cu, and its adjoint
         // stub in a module without a backward pass) are not native code.
         for cu in [
             fixture!("modes_forward_only").0,
-            include_str!("../../tests/fixtures/wp_kernels.cu"),
-            include_str!("../../tests/fixtures/wp_access.cu"),
-            include_str!("../../tests/fixtures/wp_tiles.cu"),
-            include_str!("../../tests/fixtures/modes/wp_modes_debug.cu"),
-            include_str!("../../tests/fixtures/modes/wp_modes_harmless.cu"),
+            include_str!("../../../warp-launch/tests/fixtures/wp_kernels.cu"),
+            include_str!("../../../warp-launch/tests/fixtures/wp_access.cu"),
+            include_str!("../../../warp-launch/tests/fixtures/wp_tiles.cu"),
+            fixture!("modes_debug").0,
+            fixture!("modes_harmless").0,
         ] {
             assert_eq!(native_code(cu), None);
         }
-    }
-
-    #[test]
-    fn load_refuses_an_unmodelled_mode_before_the_image() {
-        let dir = std::env::temp_dir().join(format!("wl-modes-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let (cu, meta, _) = fixture!("modes_cluster");
-        std::fs::write(dir.join("wp_m.cu"), cu).unwrap();
-        std::fs::write(dir.join("wp_m.meta"), meta).unwrap();
-        // No image: the mode check must come first.
-        // SAFETY: the load is refused before any kernel is made.
-        let e = unsafe { crate::AotModule::load(&dir) }.unwrap_err();
-        let _ = std::fs::remove_dir_all(&dir);
-        assert!(
-            matches!(&e, Error::Unmodelled(u) if u.feature == WarpFeature::Cluster { ctas: 2 }),
-            "{e}"
-        );
     }
 }
