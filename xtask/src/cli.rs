@@ -82,14 +82,18 @@ pub enum Task {
         )]
         args: Vec<String>,
     },
-    /// Bounded mutation fuzzing (stable Rust) of the spec loader, the image validator and Warp's .cu/.meta readers.
+    /// Bounded mutation fuzzing (stable Rust) of the spec loader, the image validator and Warp's .cu/.meta readers; differential fuzzing of the CUDA C proof reader.
     ///
-    /// The `spec` target runs in this process; the others in
-    /// `cargo test --release -p sdk-tests --test fuzz`. Crashing and hanging
-    /// inputs are saved under `target/fuzz/<target>/` and fail the task.
+    /// The `spec` target runs in this process; `image`, `warp-cu` and
+    /// `warp-meta` in `cargo test --release -p sdk-tests --test fuzz`.
+    /// Crashing and hanging inputs are saved under `target/fuzz/<target>/`
+    /// and fail the task. `cuda-c` runs `cargo test --release -p sdk-tests
+    /// --test fuzz_cuda_c`: kernels the CUDA C reader proves are compiled by
+    /// NVRTC and g++ (AddressSanitizer) and launched on the CPU; an access
+    /// outside an array fails the task (`target/fuzz/cuda-c/fail-*`).
     #[command(allow_negative_numbers = true)]
     Fuzz {
-        /// Seconds per target, from 0 to 86400.
+        /// Seconds per target, from 0 to 86400 (cuda-c: 20 generated texts a second).
         #[arg(long, value_name = "N", default_value = "10", value_parser = parse_seconds)]
         seconds: f64,
         /// Fuzz only this target (default: every one).
@@ -516,7 +520,15 @@ mod tests {
         }
         let text = error(&["fuzz", "--target", "imag"]).render().to_string();
         assert!(text.contains("similar value exists: 'image'"), "{text}");
-        assert!(text.contains("spec, image, warp-cu, warp-meta"), "{text}");
+        assert!(
+            text.contains("spec, image, warp-cu, warp-meta, cuda-c"),
+            "{text}"
+        );
+        let Some(Task::Fuzz { target, .. }) = parse(&["fuzz", "--target", "cuda-c"]).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(target.as_deref(), Some("cuda-c"));
         assert_eq!(
             error(&["fuzz", "--seed", "-3"]).kind(),
             ErrorKind::ValueValidation

@@ -8,6 +8,13 @@
 //! validator), `warp-cu` and `warp-meta` (warp-launch's readers of Warp's
 //! generated `.cu` and `.meta`). Crashing and hanging inputs are saved under
 //! `target/fuzz/<target>/` and reported; the task fails when there is one.
+//!
+//! `cuda-c` is a differential fuzzer of the CUDA C proof reader, run by
+//! `cargo test --release -p sdk-tests --test fuzz_cuda_c` (see that file):
+//! generated and mutated kernels the reader proves are compiled by NVRTC and,
+//! against a host build of `warp_launch.h` with AddressSanitizer, by g++, and
+//! launches the safe launch accepts run on the CPU; an address outside an
+//! array is saved as `target/fuzz/cuda-c/fail-*.cu` (and `.case`).
 
 pub mod engine;
 
@@ -19,7 +26,16 @@ use crate::codegen;
 use crate::spec::load::load_sources;
 
 /// The targets, in run order.
-pub const TARGETS: &[&str] = &["spec", "image", "warp-cu", "warp-meta"];
+pub const TARGETS: &[&str] = &["spec", "image", "warp-cu", "warp-meta", "cuda-c"];
+
+/// The targets run by `cargo test --release -p sdk-tests --test fuzz`.
+const TEST_TARGETS: &[&str] = &["image", "warp-cu", "warp-meta"];
+
+/// Generated texts per second of `--seconds` for `cuda-c`: its test runs a
+/// number of texts, not a time (`FUZZ_CASES`); 20 a second is about what a
+/// release build does on two cores (1200 texts in 40 to 55 s, NVRTC and
+/// g++ included), so a run takes about the time asked, plus the build.
+pub const CUDA_C_TEXTS_PER_SECOND: f64 = 20.0;
 
 /// The separator between files of one `spec` input.
 const FILE_MARK: &str = "#@@ file ";
@@ -97,8 +113,12 @@ pub const SPEC_TOKENS: &[&[u8]] = &[
 
 /// The task (`cargo xtask fuzz`, its flags parsed by [`crate::cli`]):
 /// `seconds` per target, only `target` when given (one of [`TARGETS`]),
-/// mutations drawn from `seed`; runs the `spec` target here and the others
-/// in `cargo test --release -p sdk-tests --test fuzz`.
+/// mutations drawn from `seed`; runs the `spec` target here, `image`,
+/// `warp-cu` and `warp-meta` in `cargo test --release -p sdk-tests --test
+/// fuzz`, and `cuda-c` in `cargo test --release -p sdk-tests --test
+/// fuzz_cuda_c` (`FUZZ_CASES` = `seconds` x [`CUDA_C_TEXTS_PER_SECOND`],
+/// `FUZZ_SEED` = `seed`; NVRTC from `CUDA_SYS_NVRTC_LIBRARY`, else the
+/// pinned one `cargo xtask test` uses, fetched on first use).
 ///
 /// # Errors
 ///
@@ -138,7 +158,7 @@ pub fn run(root: &Path, seconds: f64, target: Option<&str>, seed: u64) -> Result
             failures.push("spec".to_string());
         }
     }
-    let others: Vec<&str> = TARGETS[1..].iter().copied().filter(|t| wants(t)).collect();
+    let others: Vec<&str> = TEST_TARGETS.iter().copied().filter(|t| wants(t)).collect();
     if !others.is_empty() {
         println!(
             "fuzz: cargo test --release -p sdk-tests --test fuzz ({}; seed {seed})",
@@ -165,6 +185,43 @@ pub fn run(root: &Path, seconds: f64, target: Option<&str>, seed: u64) -> Result
             .map_err(|e| format!("cannot run cargo test for the fuzz targets: {e}"))?;
         if !status.success() {
             failures.push(format!("{} ({status})", others.join(", ")));
+        }
+    }
+    if wants("cuda-c") {
+        let cases = (seconds * CUDA_C_TEXTS_PER_SECOND).round() as u64;
+        let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        cmd.args([
+            "test",
+            "--release",
+            "-p",
+            "sdk-tests",
+            "--test",
+            "fuzz_cuda_c",
+            "--",
+            "--nocapture",
+        ])
+        .env("FUZZ_CASES", cases.to_string())
+        .env("FUZZ_SEED", seed.to_string())
+        .env("FUZZ_OUT", &out_dir)
+        .current_dir(root);
+        if std::env::var_os("CUDA_SYS_NVRTC_LIBRARY").is_none() {
+            match crate::provision::nvrtc_library_dir() {
+                Ok(lib) => {
+                    cmd.env("CUDA_SYS_NVRTC_LIBRARY", lib);
+                }
+                Err(e) => {
+                    println!("fuzz: cuda-c without NVRTC (the pinned one is not at hand: {e})")
+                }
+            }
+        }
+        println!(
+            "fuzz: cargo test --release -p sdk-tests --test fuzz_cuda_c (cuda-c: {cases} texts for {seconds} s; seed {seed})"
+        );
+        let status = cmd
+            .status()
+            .map_err(|e| format!("cannot run cargo test for the cuda-c target: {e}"))?;
+        if !status.success() {
+            failures.push(format!("cuda-c ({status}; fail-* under cuda-c/)"));
         }
     }
     if failures.is_empty() {
