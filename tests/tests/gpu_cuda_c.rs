@@ -287,7 +287,15 @@ fn every_attack_text_is_refused_and_writes_nothing() {
         let a = whole.slice(0, 0..16).unwrap();
         let base = whole.data_address();
         let run = match k.params()[1].name.as_str() {
-            "blockIdx" => k.launch(16).inputs((&a, [21.0f32, 0.0, 0.0, 1.0])).run(),
+            "blockIdx" => {
+                // A wl::quatf with x = 21 (the index the text writes at).
+                let bytes: Vec<u8> = [21.0f32, 0.0, 0.0, 1.0]
+                    .iter()
+                    .flat_map(|v| v.to_le_bytes())
+                    .collect();
+                let q = warp_launch::Value::from_bytes(warp_launch::DType::QUATF, &bytes).unwrap();
+                k.launch(16).inputs((&a, q)).run()
+            }
             _ if k.params()[1].name == "addr" => k.launch(16).inputs((&a, base + 64 * 4)).run(),
             _ => k.launch(16).inputs((&a, 16i32)).run(),
         };
