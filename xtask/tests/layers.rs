@@ -42,23 +42,21 @@ fn warp_launch_names_no_raw_cuda_layer() {
 /// safe API, cudarc, and candle (`candle-*`, whose CUDA tensors need nvcc).
 const GPU_CRATES: &[&str] = &["cuda-sys", "cuda-api", "cudarc"];
 
-/// warp-proof sits below warp-launch and below every GPU layer (issue 35):
-/// its normal dependencies, every feature on, include none of them, so it
-/// builds and its proofs run where no driver or toolkit is.
-#[test]
-fn warp_proof_depends_on_no_gpu_crate() {
+/// The crate names in `package`'s normal dependency tree (itself first),
+/// from `cargo tree` with `extra` flags.
+fn tree_names(package: &str, extra: &[&str]) -> Vec<String> {
     let out = std::process::Command::new(env!("CARGO"))
         .args([
             "tree",
             "-p",
-            "warp-proof",
+            package,
             "-e",
             "normal",
-            "--all-features",
             "--prefix",
             "none",
             "--offline",
         ])
+        .args(extra)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("cargo tree runs");
@@ -67,14 +65,23 @@ fn warp_proof_depends_on_no_gpu_crate() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let tree = String::from_utf8_lossy(&out.stdout);
-    assert!(tree.lines().any(|l| l.starts_with("warp-proof ")), "{tree}");
-    let gpu: Vec<&str> = tree
+    String::from_utf8_lossy(&out.stdout)
         .lines()
-        .filter(|l| {
-            let name = l.split(' ').next().unwrap_or("");
-            GPU_CRATES.contains(&name) || name.starts_with("candle")
-        })
+        .filter_map(|l| l.split(' ').next())
+        .map(str::to_string)
+        .collect()
+}
+
+/// warp-proof sits below warp-launch and below every GPU layer (issue 35):
+/// its normal dependencies, every feature on, include none of them, so it
+/// builds and its proofs run where no driver or toolkit is.
+#[test]
+fn warp_proof_depends_on_no_gpu_crate() {
+    let names = tree_names("warp-proof", &["--all-features"]);
+    assert!(names.iter().any(|n| n == "warp-proof"), "{names:?}");
+    let gpu: Vec<&String> = names
+        .iter()
+        .filter(|n| GPU_CRATES.contains(&n.as_str()) || n.starts_with("candle"))
         .collect();
     assert!(gpu.is_empty(), "warp-proof depends on {gpu:?}");
 }
@@ -84,42 +91,14 @@ fn warp_proof_depends_on_no_gpu_crate() {
 /// may use it at build time).
 #[test]
 fn warp_launch_stands_on_warp_proof() {
-    let tree = |package: &str| {
-        let out = std::process::Command::new(env!("CARGO"))
-            .args([
-                "tree",
-                "-p",
-                package,
-                "-e",
-                "normal",
-                "--prefix",
-                "none",
-                "--offline",
-            ])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .output()
-            .expect("cargo tree runs");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
-    let names = |t: &str| -> Vec<String> {
-        t.lines()
-            .filter_map(|l| l.split(' ').next())
-            .map(str::to_string)
-            .collect()
-    };
     assert!(
-        names(&tree("warp-launch"))
+        tree_names("warp-launch", &[])
             .iter()
             .any(|n| n == "warp-proof"),
         "warp-launch depends on warp-proof"
     );
     assert!(
-        !names(&tree("warp-proof"))
+        !tree_names("warp-proof", &[])
             .iter()
             .any(|n| n == "warp-launch" || n == "warp-build"),
         "warp-proof depends on warp-launch or warp-build (it sits below both)"
