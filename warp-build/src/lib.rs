@@ -100,6 +100,8 @@ mod cpu_parse;
 mod cpu_shim;
 mod embed;
 mod error;
+#[cfg(feature = "launchers")]
+mod launchers;
 mod module;
 mod ptx;
 mod python;
@@ -118,6 +120,10 @@ pub(crate) fn cargo_instruction(line: std::fmt::Arguments<'_>) {
     println!("cargo:{line}");
 }
 pub use module::{Compiled, WarpModule, WarpPython};
+
+// Typed launchers for the compiled module (warp-proof's generator).
+#[cfg(feature = "launchers")]
+pub use launchers::{LauncherError, Launchers, write_launchers};
 
 /// The Warp version whose compiler warp-build runs and whose kernel ABI
 /// `warp-launch` pins.

@@ -16,77 +16,16 @@ use std::sync::{Arc, OnceLock};
 
 use cuda_api::{ImageTarget, Library};
 
-use crate::abi::DType;
 use crate::cpu::{CpuKernel, EmbeddedCpu, NativeKernel, is_elementwise};
 use crate::device::{Device, PerDevice};
 use crate::error::{Error, Result};
 use crate::images::{self, Candidate, EmbeddedModule};
 use crate::launch::kernel::DeferredCuda;
 use crate::launch::{Kernel, KernelSpec};
-use crate::signature::{Accesses, ParamKind, Pass, StructType, Unproven};
-use crate::source::{self, Direction, KernelBody, Meta, Source, SourceKernel, SourceStruct};
+use crate::signature::Pass;
+use crate::source;
 
-/// The Warp release whose output this crate reads: its kernel ABI
-/// (`launch_bounds_t`, `array_t`), the forms of its generated code that the
-/// access analysis reads, and the module header below are Warp 1.19.0's.
-pub const WARP_VERSION: &str = "1.19.0";
-
-/// The module header Warp 1.19.0 writes at the top of every CUDA source
-/// (`warp/_src/codegen.py`'s `cuda_module_header`, after an optional
-/// `#define WP_NO_BFLOAT16` and an empty line), `{block_dim}` standing for
-/// the module's block size. Warp records its version nowhere in its AOT
-/// output (not in the `.cu`, the `.meta`, nor the cubin), so this header is
-/// the best evidence of which Warp wrote a module: it changes between
-/// releases (1.16.0's differs at line 13, and lacks the `WP_MAXNREG` and
-/// `WP_ENABLE_SMEM_SPILLING` blocks). It does not tell every release apart:
-/// Warp 1.17.0 and 1.18.0 write `tests/warp/kernels.py`'s `.cu` and `.meta`
-/// byte for byte as 1.19.0 does (`cargo xtask warp-other-versions`), and
-/// such a module loads. Their kernel ABI is 1.19.0's: `array_t` and
-/// `launch_bounds_t` are the same structs (in 1.17.0 `launch_bounds_t`'s
-/// `shape` is `int[N]`, not `uint32_t[N]`: the same layout, and the same
-/// values for the extents a launch allows).
-const WARP_CUDA_HEADER: &str = r#"#define WP_TILE_BLOCK_DIM {block_dim}
-#define WP_NO_CRT
-#include "builtin.h"
-#include "deterministic.h"
-
-// Map wp.breakpoint() to a device brkpt at the call site so cuda-gdb attributes the stop to the generated .cu line
-#if defined(__CUDACC__) && !defined(_MSC_VER)
-#define __debugbreak() __brkpt()
-#endif
-
-#define builtin_tid1d() wp::tid(_idx, dim)
-#define builtin_tid2d(x, y) wp::tid(x, y, _idx, dim)
-#define builtin_tid3d(x, y, z) wp::tid(x, y, z, _idx, dim)
-#define builtin_tid4d(x, y, z, w) wp::tid(x, y, z, w, _idx, dim)
-
-#define builtin_block_dim() wp::block_dim()
-
-// CUDA Thread Block Cluster shape declaration. Expands to __cluster_dims__
-// only on devices that support clusters (compute capability 9.0+); otherwise
-// expands to nothing so the same source compiles cleanly for any target arch.
-#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
-#define WP_CLUSTER_DIMS(x, y, z) __cluster_dims__(x, y, z)
-#else
-#define WP_CLUSTER_DIMS(x, y, z)
-#endif
-
-// Maximum registers per thread. __maxnreg__ was added in CUDA Toolkit 12.4;
-// older toolkits ignore the opt-in so the same source remains compilable.
-#if defined(__CUDACC_VER_MAJOR__) && (__CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 4))
-#define WP_MAXNREG(n) __maxnreg__(n)
-#else
-#define WP_MAXNREG(n)
-#endif
-
-// Allow PTXAS to spill registers into shared memory. CUDA Toolkit 13.0
-// introduced the pragma, which is unavailable in device-debug compilation.
-#if defined(__CUDACC_VER_MAJOR__) && (__CUDACC_VER_MAJOR__ >= 13) && !defined(_DEBUG)
-#define WP_ENABLE_SMEM_SPILLING() asm volatile(".pragma \"enable_smem_spilling\";");
-#else
-#define WP_ENABLE_SMEM_SPILLING()
-#endif
-"#;
+pub use warp_proof::WARP_VERSION;
 
 /// A loaded Warp AOT module: its kernels by key.
 ///
@@ -631,7 +570,8 @@ fn bind_cpu(
     Ok(())
 }
 
-/// One forward kernel of a module, declared from the source.
+/// One forward kernel of a module, declared from the source
+/// ([`warp_proof::declarations`]), its declaration a [`KernelSpec`].
 #[derive(Debug)]
 pub(crate) struct Declared {
     pub key: String,
@@ -643,194 +583,26 @@ pub(crate) struct Declared {
 }
 
 /// Everything `load_named` needs before the image: the Warp version check,
-/// the parsed source and metadata, and every forward kernel's declaration.
-/// Linear in the size of the files.
+/// the parsed source and metadata, and every forward kernel's declaration
+/// (warp-proof's reader). Linear in the size of the files.
 pub(crate) fn declarations(
     text: &str,
     cu_file: &str,
     meta_text: &str,
     meta_file: &str,
 ) -> Result<Vec<Declared>> {
-    check_warp_version(text, cu_file)?;
-    let src = source::parse_cu(text, cu_file).map_err(src_err)?;
-    source::refuse_unmodelled(text, &src, cu_file)?;
-    let meta = source::parse_meta(meta_text, meta_file).map_err(src_err)?;
-    check_meta_version(&meta, meta_file)?;
-    let ctx = ModuleContext::new(text, &src);
-    let backwards: HashMap<&str, &SourceKernel> = src
-        .kernels
-        .iter()
-        .filter(|b| b.direction() == Some(Direction::Backward))
-        .map(|b| (b.key(), b))
-        .collect();
-    let mut out = Vec::new();
-    for k in src
-        .kernels
-        .iter()
-        .filter(|k| k.direction() == Some(Direction::Forward))
-    {
-        let backward = backwards.get(k.key()).copied();
-        let spec = spec_of(k, backward, &ctx, cu_file)?.shared_mem(
-            meta.shared_memory_bytes(&k.name).unwrap_or(0),
-            backward
-                .and_then(|b| meta.shared_memory_bytes(&b.name))
-                .unwrap_or(0),
-        );
-        out.push(Declared {
-            key: k.key().to_string(),
-            forward: k.name.clone(),
-            backward: backward.map(|b| b.name.clone()),
-            spec,
-            atomics: ctx.body_of(k).contains("atomic_"),
-        });
-    }
-    Ok(out)
-}
-
-/// Refuses a source not written by Warp [`WARP_VERSION`]: its module
-/// header must be 1.19.0's, line for line.
-fn check_warp_version(text: &str, file: &str) -> Result<()> {
-    let mut lines = text.lines().map(|l| l.strip_suffix('\r').unwrap_or(l));
-    let mut line_no = 1;
-    let mut first = lines.next();
-    if first == Some("#define WP_NO_BFLOAT16") {
-        first = lines.next();
-        line_no += 1;
-    }
-    let refuse = |line: usize, expected: &str, found: Option<&str>| Error::Source {
-        file: file.to_string(),
-        line,
-        message: format!(
-            "not written by Warp {WARP_VERSION}, the version this crate's kernel ABI is pinned to: line {line} of the module header is {} where Warp {WARP_VERSION} writes `{expected}`. Warp records no version in its AOT output, so the other version is known only as \"not {WARP_VERSION}\"; recompile the module with warp-lang=={WARP_VERSION} (wp.compile_aot_module(..., arch=90, use_ptx=False, strip_hash=True))",
-            found.map_or("missing (the file ends)".to_string(), |f| format!("`{f}`")),
-        ),
-    };
-    if first != Some("") {
-        return Err(refuse(line_no, "", first));
-    }
-    for expected in WARP_CUDA_HEADER.lines() {
-        line_no += 1;
-        let found = lines.next();
-        let ok = match expected.strip_suffix("{block_dim}") {
-            Some(prefix) => found
-                .and_then(|f| f.strip_prefix(prefix))
-                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())),
-            None => found == Some(expected),
-        };
-        if !ok {
-            return Err(refuse(line_no, expected, found));
-        }
-    }
-    Ok(())
-}
-
-/// Refuses `.meta` keys Warp 1.19.0 does not write (it writes only
-/// `<kernel>_smem_bytes`); a `warp_version` key, if some tool adds one,
-/// must say 1.19.0.
-fn check_meta_version(meta: &Meta, file: &str) -> Result<()> {
-    let Some((key, value)) = meta.other.iter().next() else {
-        return Ok(());
-    };
-    let found = match (key.as_str(), value) {
-        ("warp_version" | "version", serde_json::Value::String(v)) if v == WARP_VERSION => {
-            return Ok(());
-        }
-        ("warp_version" | "version", serde_json::Value::String(v)) => {
-            format!("it says it was written by Warp {v}")
-        }
-        _ => format!(
-            "it has the key \"{key}\", which Warp {WARP_VERSION} does not write (it writes only \"<kernel>_smem_bytes\")"
-        ),
-    };
-    Err(Error::Source {
-        file: file.to_string(),
-        line: 0,
-        message: format!(
-            "not written by Warp {WARP_VERSION}, the version this crate's kernel ABI is pinned to: {found}; recompile the module with warp-lang=={WARP_VERSION}"
-        ),
-    })
-}
-
-/// What every kernel of one module shares: the structs by name (resolved
-/// once each), Python signatures by kernel key, kernel lines, the compiled
-/// block size. Built in one pass over the source.
-pub(crate) struct ModuleContext<'a> {
-    text: &'a str,
-    src: &'a Source,
-    structs: HashMap<&'a str, &'a SourceStruct>,
-    resolved: std::cell::RefCell<HashMap<String, (Arc<StructType>, usize)>>,
-    signatures: HashMap<&'a str, &'a str>,
-    /// Byte offset of the start of every line (index = line - 1).
-    line_starts: Vec<usize>,
-    /// Every kernel's line, sorted.
-    kernel_lines: Vec<usize>,
-    block_dim: Option<u32>,
-}
-
-impl<'a> ModuleContext<'a> {
-    pub(crate) fn new(text: &'a str, src: &'a Source) -> ModuleContext<'a> {
-        let mut structs = HashMap::new();
-        for s in &src.structs {
-            structs.entry(s.name.as_str()).or_insert(s);
-        }
-        let mut signatures = HashMap::new();
-        let mut line_starts = vec![0];
-        for (i, b) in text.bytes().enumerate() {
-            if b == b'\n' {
-                line_starts.push(i + 1);
-            }
-        }
-        for line in text.lines() {
-            let code = line.trim_start();
-            if let Some(rest) = code.strip_prefix("// def ")
-                && let Some((key, _)) = rest.split_once('(')
-            {
-                signatures.entry(key).or_insert(code);
-            }
-        }
-        let mut kernel_lines: Vec<usize> = src.kernels.iter().map(|k| k.line).collect();
-        kernel_lines.sort_unstable();
-        ModuleContext {
-            text,
-            src,
-            structs,
-            resolved: Default::default(),
-            signatures,
-            line_starts,
-            kernel_lines,
-            block_dim: tile_block_dim(text),
-        }
-    }
-
-    /// The text of kernel `k` (the lines after its name up to the next
-    /// kernel's).
-    fn body_of(&self, k: &SourceKernel) -> &'a str {
-        let end = match self.kernel_lines.binary_search(&k.line) {
-            Ok(i) => self.kernel_lines[i..]
-                .iter()
-                .copied()
-                .find(|&l| l > k.line)
-                .unwrap_or(usize::MAX),
-            Err(_) => usize::MAX,
-        };
-        self.lines_after(k.line, end)
-    }
-
-    /// The text of lines `from + 1 .. to` (1-based `from` is the kernel's
-    /// line; `to` the next kernel's), as `index_arity` reads them.
-    fn lines_after(&self, from: usize, to: usize) -> &'a str {
-        let start = self
-            .line_starts
-            .get(from)
-            .copied()
-            .unwrap_or(self.text.len());
-        let end = to
-            .checked_sub(1)
-            .and_then(|l| self.line_starts.get(l).copied())
-            .unwrap_or(self.text.len())
-            .max(start);
-        self.text.get(start..end).unwrap_or("")
-    }
+    Ok(
+        warp_proof::declarations(text, cu_file, meta_text, meta_file)?
+            .into_iter()
+            .map(|d| Declared {
+                key: d.key,
+                forward: d.forward,
+                backward: d.backward,
+                spec: KernelSpec::from_decl(d.decl),
+                atomics: d.atomics,
+            })
+            .collect(),
+    )
 }
 
 pub(crate) fn src_err(e: source::SourceError) -> Error {
@@ -841,266 +613,10 @@ pub(crate) fn src_err(e: source::SourceError) -> Error {
     }
 }
 
-/// The declaration of forward kernel `k`: `launch_bounds_t<N>` first, then
-/// each parameter resolved to an array, value or struct type, and the
-/// access rules of the forward and backward bodies.
-pub(crate) fn spec_of(
-    k: &SourceKernel,
-    backward: Option<&SourceKernel>,
-    ctx: &ModuleContext<'_>,
-    file: &str,
-) -> Result<KernelSpec> {
-    let err = |line: usize, message: String| Error::Source {
-        file: file.to_string(),
-        line,
-        message,
-    };
-    let ndim = k.launch_ndim().ok_or_else(|| {
-        err(
-            k.line,
-            format!(
-                "kernel '{}' does not start with a wp::launch_bounds_t<N> parameter; not a Warp kernel",
-                k.name
-            ),
-        )
-    })?;
-    let mut spec = KernelSpec::new(k.key(), ndim).grid_stride(k.body != KernelBody::Lean);
-    if let Some(n) = ctx.block_dim {
-        spec = spec.compiled_block_dim(n);
-    }
-    let mut hints = ctx
-        .signatures
-        .get(k.key())
-        .map(|line| ndim_hints(line, k.key()))
-        .unwrap_or_default();
-    let body = ctx.body_of(k);
-    let params = k.params.get(1..).unwrap_or(&[]);
-    for p in params {
-        if !hints.contains_key(p.label())
-            && let Some(n) = index_arity(body, &p.name)
-        {
-            hints.insert(p.label().to_string(), n);
-        }
-    }
-    // Memory no rule covers: arrays inside structs, raw addresses.
-    let mut hidden: Option<Unproven> = ctx.src.raw_addresses.map(|line| Unproven {
-        param: String::new(),
-        location: format!("{file}:{line}"),
-        reason: "the module builds an array from a raw address (wp.array(ptr=...)) or calls a builtin that dereferences a uint64 handle (meshes, BVHs, hash grids, volumes)".into(),
-    });
-    for p in params {
-        let kind = resolve(&p.cpp_type, ctx, 0).map_err(|m| {
-            err(
-                p.line,
-                format!("parameter '{}' of kernel '{}': {m}", p.label(), k.key()),
-            )
-        })?;
-        if hidden.is_none()
-            && let ParamKind::Struct(st) = &kind
-            && holds_array(st)
-        {
-            hidden = Some(Unproven {
-                param: p.label().to_string(),
-                location: format!("{file}:{}", p.line),
-                reason: format!(
-                    "parameter '{}' is a struct '{}' holding an array: accesses through struct fields are not analysed",
-                    p.label(),
-                    st.name
-                ),
-            });
-        }
-        let kind = match kind {
-            ParamKind::Array { dtype, .. } => ParamKind::Array {
-                dtype,
-                ndim: hints.get(p.label()).copied(),
-            },
-            other => other,
-        };
-        spec = spec.param(p.label(), kind);
-    }
-    let (forward, backward) = match hidden {
-        Some(u) => (Accesses::Unproven(u.clone()), Accesses::Unproven(u)),
-        None => (
-            k.accesses.clone(),
-            backward.map_or_else(Accesses::default, |b| b.accesses.clone()),
-        ),
-    };
-    Ok(spec.with_accesses(forward, backward))
-}
-
-fn holds_array(st: &StructType) -> bool {
-    st.fields.iter().any(|f| match &f.kind {
-        ParamKind::Array { .. } => true,
-        ParamKind::Struct(inner) => holds_array(inner),
-        ParamKind::Value(_) => false,
-        // A kind this crate does not know (warp-proof's enums are
-        // `#[non_exhaustive]`): as if it held an array (unproven).
-        _ => true,
-    })
-}
-
-/// The block size Warp compiled the module for (`#define WP_TILE_BLOCK_DIM N`).
-fn tile_block_dim(text: &str) -> Option<u32> {
-    text.lines()
-        .find_map(|l| l.trim().strip_prefix("#define WP_TILE_BLOCK_DIM "))
-        .and_then(|v| v.trim().parse().ok())
-}
-
-/// Deepest struct nesting accepted (a parameter's struct is level 0).
-const MAX_STRUCT_DEPTH: usize = 16;
-
-/// A C++ type of a Warp-generated source as a parameter kind. Each struct
-/// is resolved once per module (an `Arc` shared by every use), so nested
-/// structs cost their size, not the number of paths to them.
-fn resolve(cpp: &str, ctx: &ModuleContext<'_>, depth: usize) -> Result<ParamKind, String> {
-    if let Some(inner) = cpp
-        .strip_prefix("wp::array_t<")
-        .and_then(|s| s.strip_suffix('>'))
-    {
-        let dtype = DType::by_cpp(inner).ok_or_else(|| {
-            format!("array element type '{inner}' is not a Warp dtype this crate knows")
-        })?;
-        return Ok(ParamKind::Array { dtype, ndim: None });
-    }
-    if let Some(d) = DType::by_cpp(cpp) {
-        return Ok(ParamKind::Value(d));
-    }
-    if let Some(s) = ctx.structs.get(cpp) {
-        let too_deep =
-            || format!("struct '{cpp}' nests too deeply (more than {MAX_STRUCT_DEPTH} levels)");
-        if let Some((st, height)) = ctx.resolved.borrow().get(cpp) {
-            // `height` levels of structs from this one down.
-            if depth + height > MAX_STRUCT_DEPTH + 1 {
-                return Err(too_deep());
-            }
-            return Ok(ParamKind::Struct(st.clone()));
-        }
-        if depth > MAX_STRUCT_DEPTH {
-            return Err(too_deep());
-        }
-        let mut height = 1;
-        let mut fields = Vec::with_capacity(s.fields.len());
-        for f in &s.fields {
-            let kind = resolve(&f.cpp_type, ctx, depth + 1)
-                .map_err(|m| format!("in struct '{cpp}': {m}"))?;
-            if let ParamKind::Struct(inner) = &kind
-                && let Some((_, h)) = ctx.resolved.borrow().get(inner.name.as_str())
-            {
-                height = height.max(h + 1);
-            }
-            fields.push((f.name.clone(), kind));
-        }
-        let st = Arc::new(StructType::new(s.name.clone(), fields));
-        ctx.resolved
-            .borrow_mut()
-            .insert(cpp.to_string(), (st.clone(), height));
-        return Ok(ParamKind::Struct(st));
-    }
-    Err(format!(
-        "type '{cpp}' is not one this crate reads (wp::array_t<T>, a Warp scalar, vector or matrix, or a struct defined in the file)"
-    ))
-}
-
-/// Array dimensions from the Python signature Warp copies into the source
-/// as a comment (`// def key(a: wp.array2d(dtype=...), ...):`, `line`),
-/// when it is on one line; arrays it cannot read stay unknown.
-pub(crate) fn ndim_hints(line: &str, key: &str) -> BTreeMap<String, u8> {
-    let mut out = BTreeMap::new();
-    let needle = format!("// def {key}(");
-    if !line.trim_start().starts_with(&needle) {
-        return out;
-    }
-    // The parameters, up to the `)` that closes them (or the line's end).
-    let Some(parts) = source::list_items(&line.trim_start()[needle.len()..]) else {
-        return out;
-    };
-    for p in parts {
-        let Some((name, ann)) = p.split_once(':') else {
-            continue;
-        };
-        let ann = ann.trim();
-        let n = if let Some(rest) = ann.strip_prefix("wp.array") {
-            if let Some(d) = rest.chars().next().and_then(|c| c.to_digit(10)) {
-                Some(d as u8)
-            } else if rest.starts_with('(') {
-                match rest.split("ndim=").nth(1) {
-                    Some(v) => v
-                        .chars()
-                        .next()
-                        .and_then(|c| c.to_digit(10))
-                        .map(|d| d as u8),
-                    None => Some(1),
-                }
-            } else if let Some(sub) = rest.strip_prefix('[') {
-                subscript_ndim(sub)
-            } else {
-                None
-            }
-        } else {
-            None
-        };
-        if let Some(n) = n {
-            out.insert(name.trim().to_string(), n);
-        }
-    }
-    out
-}
-
-/// Dimensions of Warp's subscript annotation `wp.array[dtype]` (one) or
-/// `wp.array[dtype, Literal[n]]` / `wp.array[dtype, n]` (`n`), given the
-/// text after `wp.array[`.
-fn subscript_ndim(sub: &str) -> Option<u8> {
-    match source::list_items(sub)?.as_slice() {
-        [_] => Some(1),
-        [_, n] => {
-            let n = n.trim();
-            let n = n
-                .strip_prefix("typing.")
-                .unwrap_or(n)
-                .strip_prefix("Literal[")
-                .and_then(|l| l.strip_suffix(']'))
-                .unwrap_or(n);
-            n.trim().parse().ok().filter(|n| (1..=4).contains(n))
-        }
-        _ => None,
-    }
-}
-
-/// Array dimensions from how the kernel body (`body`, the lines after the
-/// kernel's name up to the next kernel) indexes parameter `var`:
-/// `wp::address(var, i, j)` takes one index per dimension,
-/// `wp::array_store(var, i, j, value)` one per dimension and a value. Only
-/// when every such call agrees.
-fn index_arity(body: &str, var: &str) -> Option<u8> {
-    let mut found: Option<usize> = None;
-    for line in body.lines() {
-        let code = line.trim_start();
-        if code.starts_with("//") {
-            continue;
-        }
-        for (call, extra) in [("wp::address(", 1usize), ("wp::array_store(", 2)] {
-            let mut rest = code;
-            while let Some(at) = rest.find(call) {
-                rest = &rest[at + call.len()..];
-                let Some(close) = rest.find(')') else { break };
-                let args: Vec<&str> = rest[..close].split(',').map(str::trim).collect();
-                if args.first() != Some(&var) || args.len() <= extra {
-                    continue;
-                }
-                let n = args.len() - extra;
-                if found.is_some_and(|f| f != n) {
-                    return None;
-                }
-                found = Some(n);
-            }
-        }
-    }
-    found.filter(|n| (1..=4).contains(n)).map(|n| n as u8)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::signature::{Accesses, ParamKind};
 
     const CU: &str = include_str!("../tests/fixtures/wp_kernels.cu");
     const META: &str = include_str!("../tests/fixtures/wp_kernels.meta");
@@ -1112,15 +628,6 @@ mod tests {
             .find(|d| d.key == key)
             .unwrap()
             .spec
-    }
-
-    fn ndim_hints_of(text: &str, key: &str) -> BTreeMap<String, u8> {
-        let src = source::parse_cu(text, "x.cu").unwrap();
-        let ctx = ModuleContext::new(text, &src);
-        ctx.signatures
-            .get(key)
-            .map(|l| ndim_hints(l, key))
-            .unwrap_or_default()
     }
 
     fn describe(s: &KernelSpec) -> Vec<String> {
@@ -1152,66 +659,7 @@ mod tests {
 
     #[test]
     fn warp_kernels_keep_the_block_size_they_were_compiled_for() {
-        assert_eq!(tile_block_dim(CU), Some(256));
         assert_eq!(spec("saxpy").fixed_block_dim(), Some(256));
-    }
-
-    #[test]
-    fn ndim_comes_from_the_python_signature() {
-        let h = ndim_hints_of(CU, "lean_fill");
-        assert_eq!(h.get("out"), Some(&2));
-        let h = ndim_hints_of(CU, "index4d");
-        assert_eq!(h.get("out"), Some(&4));
-        let h = ndim_hints_of(CU, "saxpy");
-        assert_eq!((h.get("x"), h.get("y")), (Some(&1), Some(&1)));
-        // Warp's subscript annotations.
-        let h = ndim_hints(
-            "// def k(a: wp.array[float], b: wp.array[wp.vec3, Literal[2]], c: wp.array3d[float], d: wp.array[float, 4], e: wp.array[float, x]):",
-            "k",
-        );
-        assert_eq!(
-            h.into_iter().collect::<Vec<_>>(),
-            [
-                ("a".into(), 1),
-                ("b".into(), 2),
-                ("c".into(), 3),
-                ("d".into(), 4)
-            ]
-        );
-        // Parameters are split with source's tokenizer: a `)` or `,` in a
-        // string does not end or split one (the old character splitter read
-        // one parameter named `b"], b` here, and lost `c`).
-        let h = ndim_hints(
-            r#"// def k(s: Literal[")", "a,b"], b: wp.array2d(dtype=float), c: wp.array(dtype=float, ndim=3)):"#,
-            "k",
-        );
-        assert_eq!(
-            h.into_iter().collect::<Vec<_>>(),
-            [("b".into(), 2), ("c".into(), 3)]
-        );
-        // add2d's signature spans lines, so the body's indexing decides.
-        assert!(ndim_hints_of(CU, "add2d").is_empty());
-        let add2d = spec("add2d");
-        assert!(
-            add2d
-                .params()
-                .iter()
-                .all(|p| matches!(p.kind, ParamKind::Array { ndim: Some(2), .. }))
-        );
-    }
-
-    #[test]
-    fn unknown_types_are_errors_naming_file_and_line() {
-        let text = "extern \"C\" __global__ void k_cuda_kernel_forward(\n    wp::launch_bounds_t<1> dim,\n    wp::indexedarray_t<wp::float32> var_x)\n{\n}\n";
-        let src = source::parse_cu(text, "x.cu").unwrap();
-        let e = spec_of(
-            &src.kernels[0],
-            None,
-            &ModuleContext::new(text, &src),
-            "x.cu",
-        )
-        .unwrap_err();
-        insta::assert_snapshot!("unknown_type", e.to_string());
     }
 
     use crate::proof_tests::{is_child, run_in_child, timed};
@@ -1329,99 +777,6 @@ mod tests {
             ms[5],
             ms[0]
         );
-    }
-
-    #[test]
-    fn access_rules_reach_the_declarations() {
-        let text = include_str!("../tests/fixtures/wp_access.cu");
-        let meta = include_str!("../tests/fixtures/wp_access.meta");
-        let d = declarations(text, "wp_access.cu", meta, "wp_access.meta").unwrap();
-        let get = |k: &str| &d.iter().find(|d| d.key == k).unwrap().spec;
-        assert!(
-            matches!(get("fill").accesses(crate::Pass::Forward), Accesses::Checked(l) if l.len() == 1)
-        );
-        assert!(
-            matches!(get("fill").accesses(crate::Pass::Adjoint), Accesses::Checked(l) if l.len() == 2)
-        );
-        for k in ["gather", "shifted", "row_sum", "call_func", "row_view"] {
-            assert!(
-                matches!(get(k).accesses(crate::Pass::Forward), Accesses::Unproven(_)),
-                "{k}"
-            );
-        }
-        // A struct holding an array: refused at the parameter.
-        let Accesses::Unproven(u) = get("through_struct").accesses(crate::Pass::Forward) else {
-            panic!("through_struct is unproven");
-        };
-        assert_eq!(u.param, "h");
-        assert!(u.reason.contains("holding an array"), "{}", u.reason);
-        // Every kernel of kernels.py is checkable.
-        for d in declarations(CU, "wp_kernels.cu", META, "wp_kernels.meta").unwrap() {
-            assert!(
-                matches!(d.spec.accesses(crate::Pass::Forward), Accesses::Checked(_)),
-                "{}",
-                d.key
-            );
-            assert!(
-                matches!(d.spec.accesses(crate::Pass::Adjoint), Accesses::Checked(_)),
-                "{}",
-                d.key
-            );
-        }
-        // A module that builds arrays from raw addresses: every kernel.
-        let raw = CU.replacen(
-            "var_0 = builtin_tid1d();",
-            "var_0 = builtin_tid1d(); var_9 = wp::array_t<wp::float32>(var_p, var_n);",
-            1,
-        );
-        for d in declarations(&raw, "raw.cu", META, "wp_kernels.meta").unwrap() {
-            assert!(
-                matches!(d.spec.accesses(crate::Pass::Forward), Accesses::Unproven(_)),
-                "{}",
-                d.key
-            );
-        }
-    }
-
-    #[test]
-    fn modules_of_other_warp_versions_are_refused() {
-        assert!(check_warp_version(CU, "wp_kernels.cu").is_ok());
-        // Without the bfloat16 define, and with another block size.
-        let plain = CU
-            .strip_prefix("#define WP_NO_BFLOAT16\n")
-            .unwrap()
-            .replace("WP_TILE_BLOCK_DIM 256", "WP_TILE_BLOCK_DIM 64");
-        assert!(check_warp_version(&plain, "x.cu").is_ok());
-        // A header without the WP_ENABLE_SMEM_SPILLING block (as 1.16.0's).
-        let older = CU.replace(
-            "// Allow PTXAS to spill registers into shared memory.",
-            "// (an older header)",
-        );
-        let e = check_warp_version(&older, "old.cu")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.starts_with("old.cu:37: not written by Warp 1.19.0"),
-            "{e}"
-        );
-        assert!(
-            e.contains("is `// (an older header) CUDA Toolkit 13.0`"),
-            "{e}"
-        );
-        assert!(e.contains("warp-lang==1.19.0"), "{e}");
-        let e = check_warp_version("extern \"C\" __global__ void k() {}", "bare.cu").unwrap_err();
-        assert!(e.to_string().contains("not written by Warp 1.19.0"), "{e}");
-        // .meta keys Warp 1.19.0 does not write; a version key, if present.
-        let meta = |t: &str| source::parse_meta(t, "m.meta").unwrap();
-        assert!(check_meta_version(&meta(META), "m.meta").is_ok());
-        assert!(check_meta_version(&meta("{\"warp_version\": \"1.19.0\"}"), "m.meta").is_ok());
-        let e = check_meta_version(&meta("{\"warp_version\": \"1.20.0\"}"), "m.meta").unwrap_err();
-        assert!(
-            e.to_string().contains("Warp 1.20.0") && e.to_string().contains("Warp 1.19.0"),
-            "{e}"
-        );
-        let e = check_meta_version(&meta("{\"k_block_dim\": 256}"), "m.meta").unwrap_err();
-        assert!(e.to_string().contains("\"k_block_dim\""), "{e}");
     }
 
     /// Real output of other releases (`cargo xtask warp-other-versions`

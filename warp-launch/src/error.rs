@@ -1179,6 +1179,20 @@ impl From<cuda_api::CudaError> for Error {
 }
 
 /// warp-proof's refusal of a mode a launch does not model.
+impl From<warp_proof::DeclareError> for Error {
+    fn from(e: warp_proof::DeclareError) -> Self {
+        match e {
+            warp_proof::DeclareError::Source(e) => crate::aot::src_err(e),
+            warp_proof::DeclareError::Unmodelled(e) => Error::Unmodelled(Box::new(e)),
+            other => Error::Source {
+                file: String::new(),
+                line: 0,
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
 impl From<UnmodelledError> for Error {
     fn from(e: UnmodelledError) -> Self {
         Error::Unmodelled(Box::new(e))

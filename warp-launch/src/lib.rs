@@ -174,8 +174,6 @@ pub mod fuzzing;
 mod graph;
 mod images;
 mod launch;
-#[cfg(feature = "build")]
-mod launchers;
 mod proof;
 #[cfg(test)]
 mod proof_tests;
@@ -254,8 +252,10 @@ pub use autodiff::{GradientCheck, Recording, Tape, check_gradients};
 /// What a build script uses (feature `build`): the compile step, the
 /// `warp-build` crate, which runs Warp's AOT compiler on a Python file of
 /// kernels and writes the code that embeds the images ([`build::WarpModule`]),
-/// and the launcher generator, which writes typed Rust launchers for the
-/// module's kernels ([`build::Launchers`], [`build::write_launchers`]).
+/// and the launcher generator (warp-proof's, through warp-build), which
+/// writes typed Rust launchers for the module's kernels
+/// ([`build::Launchers`], [`build::write_launchers`]). The same items are
+/// at `warp_build::` for build scripts that depend on warp-build alone.
 ///
 /// ```no_run
 /// // build.rs, with warp-launch (feature "build") in [build-dependencies]:
@@ -273,6 +273,5 @@ pub use autodiff::{GradientCheck, Recording, Tape, check_gradients};
 /// ```
 #[cfg(feature = "build")]
 pub mod build {
-    pub use crate::launchers::{LauncherError, Launchers, write_launchers};
     pub use warp_build::*;
 }

@@ -19,10 +19,5 @@ pub(crate) mod signature {
 pub(crate) mod source {
     #[cfg(test)]
     pub(crate) use warp_proof::WarpFeature;
-    #[cfg(feature = "build")]
-    pub(crate) use warp_proof::effects;
-    pub(crate) use warp_proof::{
-        Direction, KernelBody, Meta, Source, SourceError, SourceKernel, SourceStruct, cuda_c,
-        list_items, parse_cu, parse_meta, refuse_unmodelled,
-    };
+    pub(crate) use warp_proof::{SourceError, cuda_c, parse_meta};
 }

@@ -16,6 +16,12 @@
 //!   [`WarpFeature`]). Every problem is an error naming the file and line
 //!   ([`SourceError`], [`UnmodelledError`]); nothing here panics on
 //!   malformed input.
+//! - A module's kernels declared from that output ([`declarations`]: each
+//!   a [`Declared`] with its [`KernelDecl`], after the check that Warp
+//!   [`WARP_VERSION`] wrote it), as warp-launch's `AotModule::load` reads
+//!   them, and the typed-launcher generator that renders the same
+//!   declarations as Rust ([`Launchers`], feature `launchers`, which
+//!   warp-build's build-script step uses).
 //!
 //! `warp-launch` re-exports the ABI and the access-rule types at its own
 //! root (`warp_launch::DType`, `warp_launch::Accesses`, ...), checks the
@@ -59,6 +65,9 @@
 #![warn(clippy::missing_errors_doc)]
 
 mod abi;
+mod declare;
+#[cfg(feature = "launchers")]
+mod launchers;
 mod signature;
 mod source;
 
@@ -79,6 +88,23 @@ pub use source::{
     Direction, KernelBody, Meta, Source, SourceError, SourceField, SourceKernel, SourceParam,
     SourceStruct, UnmodelledError, WarpFeature, parse_cu, parse_meta, refuse_unmodelled,
 };
+
+// A module's kernels declared from Warp's output, as a load and the
+// launcher generator both read them.
+pub use declare::{DeclareError, Declared, KernelDecl, WARP_VERSION, declarations};
+
+#[doc(hidden)]
+pub use declare::fuzz_cu;
+
+// The typed-launcher generator (feature `launchers`).
+#[cfg(feature = "launchers")]
+pub use launchers::{LauncherError, Launchers};
+
+/// The Rust types launchers spell for dtypes, for warp-launch's tests
+/// that keep them equal to its `Element` impls; not part of the API.
+#[cfg(feature = "launchers")]
+#[doc(hidden)]
+pub use launchers::elements;
 
 // Used by warp-launch only, not part of the API: the item lists of Rust
 // declarations, and the two modules below.

@@ -10,8 +10,6 @@ pub(crate) mod half;
 mod values;
 
 pub(crate) use values::Refusal;
-#[cfg(feature = "build")]
-pub(crate) use values::{ELEMENT_TYPES, HALF_ELEMENT_TYPES};
 pub use values::{Element, INLINE_VALUE_BYTES, Value, WarpStruct};
 pub(crate) use warp_proof::{
     ARRAY_FLAG_RETAIN_GRAD, ARRAY_MAX_DIMS, ArrayT, DTYPES, DType, Kind, LaunchBounds1,

@@ -47,9 +47,9 @@ macro_rules! element {
             }
         )*
         /// Every dtype with an [`Element`] type, and that type as Rust
-        /// source (`[f32; 3]`): the launcher generator's array element
-        /// types, from the same list as the impls, so they cannot drift.
-        #[cfg(feature = "build")]
+        /// source (`[f32; 3]`), from the same list as the impls: the
+        /// tests check warp-proof's launcher element types against it.
+        #[cfg(test)]
         pub(crate) const ELEMENT_TYPES: &[(&DType, &str)] = &[$((DType::$d, stringify!($t))),*];
     };
 }
@@ -75,6 +75,10 @@ macro_rules! half_element {
                 const DTYPE: &'static DType = DType::$d;
             }
         )*
+        /// The dtypes of the `half` feature's [`Element`] impls, for the
+        /// test against warp-proof's launcher element types.
+        #[cfg(test)]
+        pub(crate) const HALF_ELEMENT_DTYPES: &[&DType] = &[$(DType::$d),*];
     };
 }
 #[cfg(feature = "half")]
@@ -83,23 +87,6 @@ half_element!(
     [half::f16; 2] => VEC2H, [half::f16; 3] => VEC3H, [half::f16; 4] => VEC4H,
     [[half::f16; 2]; 2] => MAT22H, [[half::f16; 3]; 3] => MAT33H, [[half::f16; 4]; 4] => MAT44H,
 );
-
-/// The [`Element`] types of the `half` feature, as the launchers spell
-/// them (through warp-launch's re-export, so a crate using the launchers
-/// needs only warp-launch's `half` feature): listed whatever the features
-/// of the crate that generates, since the launchers are compiled in
-/// another crate.
-#[cfg(feature = "build")]
-pub(crate) const HALF_ELEMENT_TYPES: &[(&DType, &str)] = &[
-    (DType::FLOAT16, "::warp_launch::half::f16"),
-    (DType::BFLOAT16, "::warp_launch::half::bf16"),
-    (DType::VEC2H, "[::warp_launch::half::f16; 2]"),
-    (DType::VEC3H, "[::warp_launch::half::f16; 3]"),
-    (DType::VEC4H, "[::warp_launch::half::f16; 4]"),
-    (DType::MAT22H, "[[::warp_launch::half::f16; 2]; 2]"),
-    (DType::MAT33H, "[[::warp_launch::half::f16; 3]; 3]"),
-    (DType::MAT44H, "[[::warp_launch::half::f16; 4]; 4]"),
-];
 
 /// Largest value in bytes that a [`Value`] holds inline (a `mat44f`);
 /// larger dtypes (double matrices, spatial matrices) are shared on the heap.
@@ -312,6 +299,26 @@ fn scalar_dtype(s: Scalar) -> &'static DType {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The launchers (warp-proof's generator) spell exactly the element
+    /// types this crate implements: the same dtypes, the same Rust types.
+    #[test]
+    fn the_launchers_element_types_are_the_impls() {
+        let theirs = warp_proof::elements::ELEMENT_TYPES;
+        assert_eq!(theirs.len(), ELEMENT_TYPES.len());
+        for ((d, t), (ours_d, ours_t)) in theirs.iter().zip(ELEMENT_TYPES) {
+            assert!(std::ptr::eq(*d, *ours_d), "{} vs {}", d.name, ours_d.name);
+            assert_eq!(t.replace(' ', ""), ours_t.replace(' ', ""), "{}", d.name);
+        }
+        #[cfg(feature = "half")]
+        {
+            let theirs = warp_proof::elements::HALF_ELEMENT_TYPES;
+            assert_eq!(theirs.len(), HALF_ELEMENT_DTYPES.len());
+            for ((d, _), ours) in theirs.iter().zip(HALF_ELEMENT_DTYPES) {
+                assert!(std::ptr::eq(*d, *ours), "{} vs {}", d.name, ours.name);
+            }
+        }
+    }
 
     #[test]
     fn every_element_has_its_dtypes_layout() {

@@ -75,6 +75,19 @@ impl KernelSpec {
         }
     }
 
+    /// The spec of a kernel warp-proof declared from Warp's source.
+    pub(crate) fn from_decl(d: warp_proof::KernelDecl) -> KernelSpec {
+        KernelSpec {
+            name: d.name,
+            kernel_dim: d.kernel_dim,
+            params: d.params,
+            grid_stride: d.grid_stride,
+            shared_mem: d.shared_mem,
+            block_dim: d.block_dim,
+            accesses: [d.forward, d.backward],
+        }
+    }
+
     /// Adds a parameter.
     pub fn param(mut self, name: impl Into<String>, kind: ParamKind) -> Self {
         self.params.push(KernelParam {

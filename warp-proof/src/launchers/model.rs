@@ -13,9 +13,9 @@ use std::sync::Arc;
 use proc_macro2::Span;
 use syn::Ident;
 
-use crate::abi::{DType, ELEMENT_TYPES, HALF_ELEMENT_TYPES, Kind, Scalar};
-use crate::aot::{self, Declared};
-use crate::error::Error;
+use super::elements::{ELEMENT_TYPES, HALF_ELEMENT_TYPES};
+use crate::abi::{DType, Kind, Scalar};
+use crate::declare::{DeclareError, Declared, declarations, ndim_hints};
 use crate::signature::{Accesses, AxisIndex, ParamKind, StructType, Unproven};
 use crate::source::effects::{Effect, Effects, kernel_effects};
 use crate::source::{self, Source};
@@ -88,18 +88,10 @@ fn scalar_type(s: Scalar) -> &'static str {
         Scalar::Float64 => "f64",
         Scalar::Float16 => "::warp_launch::half::f16",
         Scalar::BFloat16 => "::warp_launch::half::bf16",
-        // A scalar this crate does not know (warp-proof's enums are
-        // `#[non_exhaustive]`): its bits, as the unsigned integer of its size.
-        other => match other.size() {
-            1 => "u8",
-            2 => "u16",
-            4 => "u32",
-            _ => "u64",
-        },
     }
 }
 
-/// The [`Element`](crate::Element) type of arrays of `d`, as source text.
+/// The `Element` type (warp-launch's) of arrays of `d`, as source text.
 fn element_type(d: &'static DType) -> Option<&'static str> {
     ELEMENT_TYPES
         .iter()
@@ -453,34 +445,21 @@ fn describe_access(param: &str, indices: &[AxisIndex]) -> String {
                 };
                 format!("tile of {len} from {start}")
             }
-            // A rule of a kind this crate does not know (warp-proof's enums
-            // are `#[non_exhaustive]`).
-            other => other.to_string(),
         })
         .collect();
     format!("{param}[{}]", idx.join(", "))
 }
 
 /// Builds the model of `input`.
-pub(super) fn build(input: &Input<'_>) -> Result<Model, Error> {
-    let declared = aot::declarations(
+pub(super) fn build(input: &Input<'_>) -> Result<Model, DeclareError> {
+    let declared = declarations(
         input.cu_text,
         input.cu_file,
         input.meta_text,
         input.meta_file,
     )?;
-    let src: Source =
-        source::parse_cu(input.cu_text, input.cu_file).map_err(|e| Error::Source {
-            file: e.file().to_string(),
-            line: e.line(),
-            message: e.message().to_string(),
-        })?;
-    let effects =
-        kernel_effects(input.cu_text, input.cu_file, &src).map_err(|e| Error::Source {
-            file: e.file().to_string(),
-            line: e.line(),
-            message: e.message().to_string(),
-        })?;
+    let src: Source = source::parse_cu(input.cu_text, input.cu_file)?;
+    let effects = kernel_effects(input.cu_text, input.cu_file, &src)?;
     let cu = Lines::new(input.cu_text);
     let mut kernel_lines: Vec<usize> = src.kernels.iter().map(|k| k.line).collect();
     kernel_lines.sort_unstable();
@@ -543,7 +522,7 @@ pub(super) fn build(input: &Input<'_>) -> Result<Model, Error> {
             && let Some(name) = def_name(&p.signature)
         {
             let line = format!("// {}", p.signature);
-            ndim_from_python = aot::ndim_hints(&line, name);
+            ndim_from_python = ndim_hints(&line, name);
         }
         let no_effects = Effects::default();
         let eff = effects.get(&d.forward).unwrap_or(&no_effects);
@@ -552,7 +531,7 @@ pub(super) fn build(input: &Input<'_>) -> Result<Model, Error> {
         let mut generics: HashSet<String> = HashSet::new();
         let mut params = Vec::new();
         let mut skip: Option<String> = None;
-        for p in d.spec.params() {
+        for p in d.decl.params.iter() {
             let ty = match &p.kind {
                 ParamKind::Value(dt) => ParamTy::Value(dt, ValueTy::of(dt)),
                 ParamKind::Array { dtype, ndim } => match element_type(dtype) {
@@ -581,16 +560,6 @@ pub(super) fn build(input: &Input<'_>) -> Result<Model, Error> {
                         }
                     }
                 }
-                // A kind this crate does not know (warp-proof's enums are
-                // `#[non_exhaustive]`).
-                other => {
-                    skip = Some(format!(
-                        "parameter `{}` is {}, which the launcher generator does not know",
-                        p.name,
-                        other.describe()
-                    ));
-                    break;
-                }
             };
             params.push(Param {
                 name: p.name.clone(),
@@ -611,16 +580,16 @@ pub(super) fn build(input: &Input<'_>) -> Result<Model, Error> {
         for p in &mut params {
             p.adj_ident = ident(&format!("adj_{}", p.name), &mut names);
         }
-        let unproven = match d.spec.accesses(crate::Pass::Forward) {
+        let unproven = match d.decl.accesses(crate::Pass::Forward) {
             Accesses::Unproven(u) => Some(u.clone()),
             Accesses::Checked(_) => None,
         };
-        let unproven_backward = match d.spec.accesses(crate::Pass::Adjoint) {
+        let unproven_backward = match d.decl.accesses(crate::Pass::Adjoint) {
             Accesses::Unproven(u) if unproven.is_none() && d.backward.is_some() => Some(u.clone()),
             _ => None,
         };
         let mut checks: Vec<String> = Vec::new();
-        if let Accesses::Checked(list) = d.spec.accesses(crate::Pass::Forward) {
+        if let Accesses::Checked(list) = d.decl.accesses(crate::Pass::Forward) {
             for a in list {
                 let s = describe_access(&a.param, &a.indices);
                 if !checks.contains(&s) {
@@ -635,7 +604,7 @@ pub(super) fn build(input: &Input<'_>) -> Result<Model, Error> {
             params,
             has_backward: d.backward.is_some(),
             tiled: eff.tiles,
-            lean: !d.spec.is_grid_stride(),
+            lean: !d.decl.grid_stride,
             python,
             cu_line: sk.line,
             unproven,
@@ -664,7 +633,7 @@ pub(super) fn build(input: &Input<'_>) -> Result<Model, Error> {
 fn ndim_from_rules(d: &Declared, param: &str) -> Option<u8> {
     let mut found: Option<usize> = None;
     for pass in [crate::Pass::Forward, crate::Pass::Adjoint] {
-        let Accesses::Checked(list) = d.spec.accesses(pass) else {
+        let Accesses::Checked(list) = d.decl.accesses(pass) else {
             continue;
         };
         for a in list.iter().filter(|a| a.param == param) {
@@ -795,16 +764,6 @@ impl StructTable {
                         ));
                     }
                 },
-                // A kind this crate does not know (warp-proof's enums are
-                // `#[non_exhaustive]`).
-                other => {
-                    return Err(format!(
-                        "the struct `{}` whose field `{}` is {}, which the launcher generator does not know",
-                        st.key(),
-                        f.name,
-                        other.describe()
-                    ));
-                }
             };
             real.push((f, ty));
         }
@@ -874,7 +833,7 @@ fn struct_ndims(files: &[PythonFile], key: &str) -> BTreeMap<String, u8> {
         }
     }
     match found.as_slice() {
-        [fields] => aot::ndim_hints(&format!("// def {key}({}):", fields.join(", ")), key),
+        [fields] => ndim_hints(&format!("// def {key}({}):", fields.join(", ")), key),
         _ => BTreeMap::new(),
     }
 }

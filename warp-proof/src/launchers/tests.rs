@@ -216,7 +216,7 @@ fn modules_the_loader_refuses_are_refused_with_its_message() {
     let e = Launchers::from_dir(fixtures(), "nothing").unwrap_err();
     let msg = e.to_string();
     assert!(
-        msg.starts_with("warp_launch::build::Launchers: reading "),
+        msg.starts_with("the launcher generator (Launchers): reading "),
         "{msg}"
     );
     assert!(msg.contains("wp_nothing.cu"), "{msg}");

@@ -1,11 +1,15 @@
-//! The launcher generator (feature `build`): typed Rust launchers for the
-//! kernels of a Warp module, read from Warp's generated source.
+//! The launcher generator (feature `launchers`): typed Rust launchers for
+//! the kernels of a Warp module, read from Warp's generated source, for
+//! warp-launch. warp-build runs it from build scripts
+//! (`warp_build::write_launchers`); warp-launch re-exports it as
+//! `warp_launch::build::Launchers`.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::aot::WARP_VERSION;
+use crate::declare::{DeclareError, WARP_VERSION};
 
+pub mod elements;
 mod model;
 mod render;
 
@@ -15,18 +19,18 @@ use model::{Input, PythonFile};
 /// ahead of time: one Rust struct per kernel whose `launch`, `launch_on`,
 /// `record` and `launch_adjoint` (and, for tile kernels, `launch_tiled`)
 /// take the kernel's arguments as Rust types, so wrong arguments fail to
-/// compile, and one struct for the module that takes every kernel from an
-/// [`AotModule`](crate::AotModule).
+/// compile, and one struct for the module that takes every kernel from a
+/// warp-launch `AotModule`.
 ///
 /// Read from Warp's output for the module (`wp_<module>.cu` and `.meta`),
-/// with the same reader [`AotModule::load`](crate::AotModule::load) uses:
+/// with the same reader warp-launch's `AotModule::load` uses:
 ///
 /// - scalars are their Rust types (`f32`, `i32`, `bool`, ...; `float16`
 ///   and `bfloat16` are `::warp_launch::half::f16` / `bf16`, which need
 ///   warp-launch's `half` feature where the launchers are compiled),
 ///   vectors, quaternions and transforms arrays of their scalar
 ///   (`[f32; 3]`), matrices row-major arrays of rows (`[[f32; 3]; 3]`);
-/// - arrays are `&TypedArray<T, N>`: `T` the [`Element`](crate::Element)
+/// - arrays are `&TypedArray<T, N>`: `T` the `Element`
 ///   type of the dtype, `N` the dimensions from the Python signature Warp
 ///   copies into the source (or the file, when given with
 ///   [`Launchers::python_source`], for signatures spanning lines), else
@@ -34,13 +38,13 @@ use model::{Input, PythonFile};
 ///   nothing shows takes any number (a const generic); an adjoint array of
 ///   `launch_adjoint` is an `Option` (`None`: Warp's `None`, a null array);
 /// - a `wp.struct` is a generated `#[repr(C)]` struct implementing
-///   [`WarpStruct`](crate::WarpStruct), its padding spelled out as fields,
+///   `WarpStruct`, its padding spelled out as fields,
 ///   its size, alignment and offsets asserted at compile time against the
 ///   layout computed from the source; a struct holding arrays (itself or
 ///   in a nested struct) is instead a struct of typed fields (arrays as
 ///   `TypedArray`s, dimensions from the Python class) whose `to_value`
-///   makes the checked [`StructValue`](crate::StructValue) a launch takes
-///   ([`StructValue::with_arrays`](crate::StructValue::with_arrays)).
+///   makes the checked `StructValue` a launch takes
+///   (`StructValue::with_arrays`).
 ///
 /// No launcher is made for a kernel taking an array of a dtype with no
 /// `Element` type (quaternions, transforms, ...): the module struct's docs
@@ -53,14 +57,17 @@ use model::{Input, PythonFile};
 /// absolute paths unless given), and begins with a banner saying it is
 /// generated.
 ///
-/// ```no_run
-/// # fn main() -> Result<(), warp_launch::build::LauncherError> {
-/// use warp_launch::build::Launchers;
-/// // The directory wp.compile_aot_module wrote for module `kernels`.
-/// let text = Launchers::from_dir("target/warp-aot/aot", "kernels")?
-///     .python_source("tests/warp/kernels.py")
+/// ```
+/// # fn main() -> Result<(), warp_proof::LauncherError> {
+/// use warp_proof::Launchers;
+/// // A directory wp.compile_aot_module wrote for module `kernels` (here
+/// // the workspace's fixture, with the Python file it was compiled from).
+/// let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+/// let text = Launchers::from_dir(format!("{root}/warp-launch/tests/fixtures"), "kernels")?
+///     .python_source(format!("{root}/tests/warp/kernels.py"))
 ///     .generate()?;
 /// assert!(text.contains("pub struct Kernels"));
+/// assert!(text.contains("pub fn launch("));
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone)]
@@ -101,17 +108,18 @@ impl Launchers {
         })
     }
 
-    /// The module a compile step produced ([`WarpModule::compile`](crate::build::WarpModule::compile)),
-    /// with the Python files it read (for the launchers' docs).
-    ///
-    /// # Errors
-    ///
-    /// [`LauncherError::Io`] when the module's source or metadata cannot be read.
-    pub fn from_compiled(compiled: &crate::build::Compiled) -> Result<Launchers, LauncherError> {
-        let mut l = Launchers::from_dir(compiled.dir(), compiled.module())?;
-        l.python = compiled.sources().to_vec();
-        l.embedded = compiled.embed_file().map(|_| compiled.static_name());
-        Ok(l)
+    /// The name of the `static` of the module's embedded images (what
+    /// warp-build's compile step writes with `embed(true)`): the module
+    /// struct then gets `from_embedded`, loading them.
+    pub fn embedded_static(&mut self, name: impl Into<String>) -> &mut Launchers {
+        self.embedded = Some(name.into());
+        self
+    }
+
+    /// The Python files of the module, replacing those given before.
+    pub fn python_sources(&mut self, paths: &[PathBuf]) -> &mut Launchers {
+        self.python = paths.to_vec();
+        self
     }
 
     /// A Python file of the module (more than one for a package): the
@@ -124,7 +132,7 @@ impl Launchers {
     }
 
     /// Python files are named relative to `root` in the docs (default:
-    /// as given, or relative to the crate for [`write_launchers`]).
+    /// as given, or relative to the crate for warp-build's `write_launchers`).
     pub fn source_root(&mut self, root: impl Into<PathBuf>) -> &mut Launchers {
         self.source_root = Some(root.into());
         self
@@ -142,7 +150,7 @@ impl Launchers {
     ///
     /// [`LauncherError::Io`] when a Python file cannot be read;
     /// [`LauncherError::Module`] when Warp's output cannot be read as
-    /// [`AotModule::load`](crate::AotModule::load) reads it (another Warp
+    /// warp-launch's `AotModule::load` reads it (another Warp
     /// version, a type it does not know, a mode it does not model: the
     /// message names the file, line and parameter);
     /// [`LauncherError::Render`] when the generated code does not parse (a
@@ -217,40 +225,6 @@ impl Launchers {
     }
 }
 
-/// The one call a build script makes after compiling a module: writes the
-/// launchers of `compiled` to `<compiled.dir()>/<module>_launchers.rs`
-/// (`$OUT_DIR/warp/<module>/<module>_launchers.rs` by default), Python
-/// files named relative to the crate (`CARGO_MANIFEST_DIR`), and returns
-/// the path. The crate then does
-/// `include!(concat!(env!("OUT_DIR"), "/warp/kernels/kernels_launchers.rs"));`.
-///
-/// ```no_run
-/// // build.rs (warp-launch with feature "build" in [build-dependencies]):
-/// use warp_launch::build::{WarpModule, write_launchers};
-/// let compiled = WarpModule::new("kernels.py").embed(true).compile().unwrap_or_else(|e| panic!("{e}"));
-/// write_launchers(&compiled).unwrap_or_else(|e| panic!("{e}"));
-/// ```
-///
-/// # Errors
-///
-/// Those of [`Launchers::from_compiled`] and [`Launchers::write`].
-pub fn write_launchers(compiled: &crate::build::Compiled) -> Result<PathBuf, LauncherError> {
-    let mut l = Launchers::from_compiled(compiled)?;
-    if let Some(root) = std::env::var_os("CARGO_MANIFEST_DIR") {
-        l.source_root(root);
-    }
-    let path = compiled
-        .dir()
-        .join(format!("{}_launchers.rs", compiled.module()));
-    l.write(&path)?;
-    log::info!(
-        "warp-launch: wrote the launchers of {} to {}",
-        compiled.module(),
-        path.display()
-    );
-    Ok(path)
-}
-
 fn read(path: &Path) -> Result<String, LauncherError> {
     std::fs::read_to_string(path).map_err(|error| LauncherError::Io {
         action: "reading",
@@ -277,7 +251,7 @@ pub enum LauncherError {
         /// The module.
         module: String,
         /// The reader's error.
-        error: Box<crate::Error>,
+        error: Box<DeclareError>,
     },
     /// The generated code did not parse as Rust: a bug of the generator.
     Render {
@@ -297,18 +271,18 @@ impl fmt::Display for LauncherError {
                 error,
             } => write!(
                 f,
-                "warp_launch::build::Launchers: {action} {}: {error}; the module's files are the \
+                "the launcher generator (Launchers): {action} {}: {error}; the module's files are the \
                  wp_<module>.cu and wp_<module>.meta that wp.compile_aot_module (or WarpModule::compile) writes",
                 path.display()
             ),
             LauncherError::Module { module, error } => write!(
                 f,
-                "warp_launch::build::Launchers: no launchers for the Warp module '{module}', whose \
+                "the launcher generator (Launchers): no launchers for the Warp module '{module}', whose \
                  output AotModule::load would refuse too: {error}"
             ),
             LauncherError::Render { module, problem } => write!(
                 f,
-                "warp_launch::build::Launchers: the code generated for the Warp module '{module}' \
+                "the launcher generator (Launchers): the code generated for the Warp module '{module}' \
                  does not parse ({problem}); this is a bug of the generator, please report it with the module"
             ),
         }

@@ -81,9 +81,6 @@ fn kind_expr(kind: &ParamKind, ty: Option<&ParamTy>, model: &Model) -> TokenStre
                 None => quote!(()),
             }
         }
-        // A kind this crate does not know (warp-proof's enums are
-        // `#[non_exhaustive]`): the model skips its kernel before rendering.
-        _ => quote!(()),
     }
 }
 
