@@ -8,7 +8,7 @@
 
 use std::process::ExitCode;
 
-use warp_launch::build::{WarpModule, write_launchers};
+use warp_build::{WarpModule, write_launchers};
 
 fn main() -> ExitCode {
     let compiled = WarpModule::new("kernels.py")

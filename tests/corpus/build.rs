@@ -37,7 +37,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use serde_json::Value as Json;
-use warp_launch::build::{Launchers, WarpPython};
+use warp_build::{Launchers, WarpPython};
 
 /// The banner line every corpus launcher file carries (the copies checked in
 /// under `tests/tests/gpu_corpus/` must be byte-identical to the output here).
@@ -195,7 +195,7 @@ fn compile_kernels(manifest_dir: &Path, out: &Path) -> Result<(), Box<dyn Error>
     // the last two run on "cpu" by `tests/cpu_kernels.rs`.
     for module in ["kernels", "tape", "access", "kinds"] {
         let source = manifest_dir.join(format!("../warp/{module}.py"));
-        warp_launch::build::WarpModule::new(&source)
+        warp_build::WarpModule::new(&source)
             .archs([90])
             .ptx(false)
             .embed(true)
@@ -314,7 +314,7 @@ fn compile_cpu_example(
     corpus_cu: &Path,
     cache: &Path,
 ) -> Result<(PathBuf, String), String> {
-    let compiled = warp_launch::build::WarpModule::new(file)
+    let compiled = warp_build::WarpModule::new(file)
         .archs([90])
         .ptx(false)
         .block_dim(block_dim)
