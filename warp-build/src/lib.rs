@@ -98,9 +98,12 @@
 mod cpu_library;
 mod cpu_parse;
 mod cpu_shim;
+#[cfg(feature = "cuda-c")]
+mod cuda_build;
 mod embed;
 mod error;
 mod module;
+mod notice;
 mod ptx;
 mod python;
 mod stamp;
@@ -117,6 +120,11 @@ pub use error::{BuildError, WarpStage};
 pub(crate) fn cargo_instruction(line: std::fmt::Arguments<'_>) {
     println!("cargo:{line}");
 }
+#[cfg(feature = "cuda-c")]
+pub use cuda_build::{
+    CUDA_WHEELS, CudaBuild, CudaBuildError, CudaCompiled, CudaDiagnostic, CudaFile, CudaKernel,
+    ENV_CUDA_INCLUDE, ENV_CUDA_INCLUDE_PTX, ENV_NVRTC, ENV_NVRTC_PTX,
+};
 pub use module::{Compiled, WarpModule, WarpPython};
 
 /// The Warp version whose compiler warp-build runs and whose kernel ABI
