@@ -151,3 +151,78 @@ mod tests {
         assert!(histogram::IMAGES.choose_for(Cc::new(12, 0), 13000).is_err());
     }
 }
+
+/// What [`run_on_gpu`] found.
+#[derive(Debug)]
+pub struct GpuReport {
+    /// The image each file's load chose.
+    pub images: Vec<&'static str>,
+    /// The GPU's sum and the CPU's.
+    pub sum: (f32, f64),
+    /// The largest cooperative grid of `reduce_sum` on this device.
+    pub max_grid: u32,
+    /// The GPU's 64- and 256-bin histograms and the CPU's.
+    pub histograms: [(Vec<u32>, Vec<u32>); 2],
+    /// The refusal of a cooperative grid one block past the co-resident limit.
+    pub too_large: String,
+    /// The refusal of a launch whose `n` is past the buffer.
+    pub past_bound: String,
+}
+
+/// Runs every kernel on GPU `ordinal` against its CPU reference, and two
+/// launches the declared bounds refuse.
+///
+/// # Errors
+///
+/// Any CUDA failure on the way, or a refused launch that was not refused.
+pub fn run_on_gpu(ordinal: i32) -> CudaResult<GpuReport> {
+    use cuda_api::{Context, CudaDevice, DeviceBuffer, LaunchConfig, Stream};
+    let device = CudaDevice::get(ordinal)?;
+    let ctx = Context::primary(&device)?;
+    let stream = Stream::new(&ctx)?;
+    let (reduce_lib, reduce_image) = kernels::reduce::load(&device)?;
+    let (hist_lib, hist_image) = kernels::histogram::load(&device)?;
+
+    let x: Vec<f32> = test_bytes(1 << 20, 7).iter().map(|&b| f32::from(b) / 255.0).collect();
+    let n = x.len() as u32;
+    let reduce = reduce_sum(&reduce_lib)?;
+    let max_grid = reduce.function().max_cooperative_grid(&ctx, REDUCE_BLOCK, 0)?;
+    let grid = max_grid.min(n.div_ceil(REDUCE_BLOCK)).max(1);
+    let d_x = DeviceBuffer::from_slice(&ctx, &x)?;
+    let mut partial = DeviceBuffer::<f32>::zeroed(&ctx, max_grid as usize + 1)?;
+    let mut out = DeviceBuffer::<f32>::zeroed(&ctx, 1)?;
+    reduce.launch_cooperative(&stream, LaunchConfig::new(grid, REDUCE_BLOCK), &d_x, &mut partial, &mut out, n)?;
+    stream.synchronize()?;
+    let sum = (out.to_vec()?[0], cpu_sum(&x));
+
+    let too_large = reduce
+        .launch_cooperative(&stream, LaunchConfig::new(max_grid + 1, REDUCE_BLOCK), &d_x, &mut partial, &mut out, n)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_else(|| "NOT REFUSED".into());
+    let past_bound = reduce
+        .launch_cooperative(&stream, LaunchConfig::new(grid, REDUCE_BLOCK), &d_x, &mut partial, &mut out, n + 1)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_else(|| "NOT REFUSED".into());
+
+    let data = test_bytes(3 << 20, 11);
+    let d_data = DeviceBuffer::from_slice(&ctx, &data)?;
+    let mut b64 = DeviceBuffer::<u32>::zeroed(&ctx, 64)?;
+    let mut b256 = DeviceBuffer::<u32>::zeroed(&ctx, 256)?;
+    let cfg = LaunchConfig::new(120, 256);
+    histogram64(&hist_lib)?.launch(&stream, cfg, &d_data, data.len() as u32, &mut b64)?;
+    histogram256(&hist_lib)?.launch(&stream, cfg, &d_data, data.len() as u32, &mut b256)?;
+    stream.synchronize()?;
+    Ok(GpuReport {
+        images: vec![reduce_image, hist_image],
+        sum,
+        max_grid,
+        histograms: [
+            (b64.to_vec()?, cpu_histogram(&data, 64)),
+            (b256.to_vec()?, cpu_histogram(&data, 256)),
+        ],
+        too_large,
+        past_bound,
+    })
+}
