@@ -105,7 +105,7 @@ fn with_variant(target: ImageTarget, file: &str) -> ImageTarget {
         ImageTarget::Cubin { arch, variant } if variant == crate::ArchVariant::Generic => {
             let named = file
                 .split('.')
-                .find_map(|part| crate::ArchVariant::parse_sm(part))
+                .find_map(crate::ArchVariant::parse_sm)
                 .filter(|(cc, _)| *cc == arch)
                 .map_or(variant, |(_, v)| v);
             ImageTarget::Cubin {

@@ -183,25 +183,51 @@ pub fn run_on_gpu(ordinal: i32) -> CudaResult<GpuReport> {
     let (reduce_lib, reduce_image) = kernels::reduce::load(&device)?;
     let (hist_lib, hist_image) = kernels::histogram::load(&device)?;
 
-    let x: Vec<f32> = test_bytes(1 << 20, 7).iter().map(|&b| f32::from(b) / 255.0).collect();
+    let x: Vec<f32> = test_bytes(1 << 20, 7)
+        .iter()
+        .map(|&b| f32::from(b) / 255.0)
+        .collect();
     let n = x.len() as u32;
     let reduce = reduce_sum(&reduce_lib)?;
-    let max_grid = reduce.function().max_cooperative_grid(&ctx, REDUCE_BLOCK, 0)?;
+    let max_grid = reduce
+        .function()
+        .max_cooperative_grid(&ctx, REDUCE_BLOCK, 0)?;
     let grid = max_grid.min(n.div_ceil(REDUCE_BLOCK)).max(1);
     let d_x = DeviceBuffer::from_slice(&ctx, &x)?;
     let mut partial = DeviceBuffer::<f32>::zeroed(&ctx, max_grid as usize + 1)?;
     let mut out = DeviceBuffer::<f32>::zeroed(&ctx, 1)?;
-    reduce.launch_cooperative(&stream, LaunchConfig::new(grid, REDUCE_BLOCK), &d_x, &mut partial, &mut out, n)?;
+    reduce.launch_cooperative(
+        &stream,
+        LaunchConfig::new(grid, REDUCE_BLOCK),
+        &d_x,
+        &mut partial,
+        &mut out,
+        n,
+    )?;
     stream.synchronize()?;
     let sum = (out.to_vec()?[0], cpu_sum(&x));
 
     let too_large = reduce
-        .launch_cooperative(&stream, LaunchConfig::new(max_grid + 1, REDUCE_BLOCK), &d_x, &mut partial, &mut out, n)
+        .launch_cooperative(
+            &stream,
+            LaunchConfig::new(max_grid + 1, REDUCE_BLOCK),
+            &d_x,
+            &mut partial,
+            &mut out,
+            n,
+        )
         .err()
         .map(|e| e.to_string())
         .unwrap_or_else(|| "NOT REFUSED".into());
     let past_bound = reduce
-        .launch_cooperative(&stream, LaunchConfig::new(grid, REDUCE_BLOCK), &d_x, &mut partial, &mut out, n + 1)
+        .launch_cooperative(
+            &stream,
+            LaunchConfig::new(grid, REDUCE_BLOCK),
+            &d_x,
+            &mut partial,
+            &mut out,
+            n + 1,
+        )
         .err()
         .map(|e| e.to_string())
         .unwrap_or_else(|| "NOT REFUSED".into());

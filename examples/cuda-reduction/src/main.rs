@@ -18,7 +18,8 @@ fn main() {
     println!("n past the buffer: {}", report.past_bound);
     let sum_ok = (f64::from(report.sum.0) - report.sum.1).abs() <= 1e-4 * report.sum.1.abs();
     let hist_ok = report.histograms.iter().all(|(gpu, cpu)| gpu == cpu);
-    let refused = !report.too_large.contains("NOT REFUSED") && !report.past_bound.contains("NOT REFUSED");
+    let refused =
+        !report.too_large.contains("NOT REFUSED") && !report.past_bound.contains("NOT REFUSED");
     println!("sum {sum_ok}, histograms {hist_ok}, refusals {refused}");
     if !(sum_ok && hist_ok && refused) {
         std::process::exit(1);

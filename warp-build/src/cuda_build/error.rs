@@ -64,15 +64,15 @@ pub enum CudaBuildError {
         /// The `.cu` file.
         file: PathBuf,
         /// The target (`sm_90`, `compute_80`).
-        target: String,
+        target: Box<str>,
         /// The NVRTC that compiled (`NVRTC 13.0`).
-        nvrtc: String,
+        nvrtc: Box<str>,
         /// NVRTC's result.
-        result: String,
+        result: Box<str>,
         /// The diagnostics read from NVRTC's log, at their lines.
         diagnostics: Vec<CudaDiagnostic>,
         /// The log as NVRTC wrote it.
-        log: String,
+        log: Box<str>,
     },
     /// A kernel's signature could not be mapped to Rust types.
     Signature {

@@ -142,8 +142,8 @@ impl Library {
                 })
             }
         };
-        // SAFETY: a valid out-pointer and NUL-terminated strings; no headers.
         check(
+            // SAFETY: a valid out-pointer and NUL-terminated strings; no headers.
             unsafe {
                 (self.create)(
                     &mut prog,

@@ -270,11 +270,11 @@ fn compile_file(
         )
         .map_err(|f| CudaBuildError::Compile {
             file: path.to_path_buf(),
-            target: target.to_string(),
-            nvrtc: nvrtc_name(lib),
-            result: f.result,
+            target: target.into(),
+            nvrtc: nvrtc_name(lib).into(),
+            result: f.result.into(),
             diagnostics: diagnostics(&f.log),
-            log: f.log,
+            log: f.log.into(),
         })
     };
     let mut images = Vec::new();
@@ -350,7 +350,7 @@ fn ptx_fallback(
             let first = diagnostics
                 .iter()
                 .find(|d| d.severity.contains("error"))
-                .map_or(result, ToString::to_string);
+                .map_or_else(|| result.to_string(), ToString::to_string);
             let why = format!("{nvrtc} cannot compile it ({first})");
             crate::notice::warn_once(&format!(
                 "warp-build: {file_name} gets no PTX fallback, only its cubins: {why}; GPUs none of \
