@@ -125,6 +125,7 @@ mod function;
 pub mod fuzzing;
 mod graph;
 mod image;
+mod image_set;
 mod kernel;
 mod launch;
 mod location;
@@ -177,6 +178,7 @@ pub use cast::Plain;
 pub use choice::choose_image;
 pub use function::Function;
 pub use image::{ImageKind, check_image};
+pub use image_set::ImageSet;
 pub use module::{Library, Module};
 pub use program::{
     CACHE_ENV as NVRTC_CACHE_ENV, CacheOutcome, CompileError, Compiled, Diagnostic, Linker, Output,

@@ -309,12 +309,19 @@ pub(crate) fn find(
     }
     let mut run_pip = |staging: &Path| pip_install(&python, staging, &install);
     let mut say = |line: &str| {
-        log::info!("{line}");
         if cargo_warnings {
-            crate::cargo_instruction(format_args!("warning={line}"));
+            crate::notice::warn_once(line);
+        } else {
+            log::info!("{line}");
         }
     };
-    let installed = install_once(&install, &once, &mut complete, &mut run_pip, &mut say)?;
+    let installed = install_once(
+        &install,
+        &warp_note(&once),
+        &mut complete,
+        &mut run_pip,
+        &mut say,
+    )?;
     python.pythonpath = Some(install);
     if installed == Installed::Already {
         // `complete` found Warp there.
@@ -327,6 +334,29 @@ pub(crate) fn find(
         Err(not_found(&python, &probe))
     }
 }
+
+/// What an install is, for the line [`install_once`] says about it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct InstallNote<'a> {
+    /// What is installed (`Warp 1.19.0, numpy and NVRTC 12.0`).
+    pub label: &'a str,
+    /// Roughly how big and how long (`about 525 MB, about a minute`).
+    pub size: &'a str,
+    /// How often (`once per user and machine`).
+    pub once: &'a str,
+}
+
+/// The note of warp-build's Warp install, `once` as [`choose_place`] decided.
+fn warp_note(once: &str) -> InstallNote<'_> {
+    InstallNote {
+        label: WARP_LABEL,
+        size: "about 525 MB, about a minute",
+        once,
+    }
+}
+
+/// What the Warp install holds, for its messages.
+const WARP_LABEL: &str = "Warp 1.19.0, numpy and NVRTC 12.0";
 
 /// What [`install_once`] did.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -344,11 +374,11 @@ pub(crate) enum Installed {
 /// while this one waited), removes a broken `dir` and stale staging
 /// directories, runs `install` into `<dir>.partial-<pid>-<n>` and renames
 /// that to `dir`. A `dir` therefore exists only complete. `say` gets one
-/// line before the install and one after with the time taken, and nothing
-/// when nothing is installed.
+/// line when the install is done (what, where, how long), and nothing when
+/// nothing is installed.
 pub(crate) fn install_once(
     dir: &Path,
-    once: &str,
+    what: &InstallNote<'_>,
     complete: &mut dyn FnMut(&Path) -> Result<bool, BuildError>,
     install: &mut dyn FnMut(&Path) -> Result<(), BuildError>,
     say: &mut dyn FnMut(&str),
@@ -360,7 +390,7 @@ pub(crate) fn install_once(
         (Some(parent), Some(name)) => (parent, name.to_string_lossy().into_owned()),
         _ => {
             return Err(BuildError::Io {
-                action: "installing Warp into",
+                action: "installing into",
                 path: dir.to_path_buf(),
                 error: std::io::Error::other("not a directory path with a parent and a name"),
             });
@@ -383,8 +413,9 @@ pub(crate) fn install_once(
     }
     if dir.exists() {
         log::info!(
-            "warp-build: {} does not hold warp-lang {WARP_VERSION} and numpy; reinstalling",
-            dir.display()
+            "warp-build: {} does not hold {}; reinstalling",
+            dir.display(),
+            what.label
         );
         std::fs::remove_dir_all(dir).map_err(io("removing", dir))?;
     }
@@ -404,14 +435,18 @@ pub(crate) fn install_once(
         std::process::id(),
         STAGING.fetch_add(1, Ordering::Relaxed)
     ));
-    say(&format!(
-        "warp-build: installing Warp {WARP_VERSION}, numpy and NVRTC 12.0 into {} (about 525 MB, about a \
-         minute, {once})",
-        dir.display()
-    ));
+    // Cargo shows a build script's warnings only when it ends: the line
+    // before the install is for the log, the one after it for the user.
+    log::info!(
+        "warp-build: installing {} into {} ({}, {})",
+        what.label,
+        dir.display(),
+        what.size,
+        what.once
+    );
     let start = Instant::now();
     let installed = install(&staging).and_then(|()| {
-        std::fs::rename(&staging, dir).map_err(io("moving the Warp install into place at", dir))
+        std::fs::rename(&staging, dir).map_err(io("moving the install into place at", dir))
     });
     if let Err(error) = installed {
         let _ = std::fs::remove_dir_all(&staging);
@@ -419,9 +454,11 @@ pub(crate) fn install_once(
     }
     let seconds = start.elapsed().as_secs_f64();
     say(&format!(
-        "warp-build: installed Warp {WARP_VERSION}, numpy and NVRTC 12.0 into {} in {seconds:.0} s; later \
-         builds reuse it",
-        dir.display()
+        "warp-build: installed {} into {} in {seconds:.0} s ({}, {}); later builds reuse it",
+        what.label,
+        dir.display(),
+        what.size,
+        what.once
     ));
     drop(lock);
     Ok(Installed::Now(seconds))
@@ -440,7 +477,23 @@ fn not_found(python: &Python, probe: &Probe) -> BuildError {
 /// nvidia-cuda-nvrtc-cu12==12.0.76`
 /// (the command a failure names has `install`, where it ends up).
 fn pip_install(python: &Python, staging: &Path, install: &Path) -> Result<(), BuildError> {
-    let command = pip_command(&python.exe, install);
+    pip_install_into(
+        python,
+        staging,
+        pip_command(&python.exe, install),
+        PIP_REQUIREMENTS,
+    )
+}
+
+/// `python -m pip install --target <staging> <requirements>`; on failure,
+/// [`BuildError::PipFailed`] naming `command` (the same install, as a user
+/// would run it).
+pub(crate) fn pip_install_into(
+    python: &Python,
+    staging: &Path,
+    command: String,
+    requirements: &[&str],
+) -> Result<(), BuildError> {
     log::info!("warp-build: running {command} (into {})", staging.display());
     let mut cmd = Command::new(&python.exe);
     cmd.args([
@@ -452,7 +505,7 @@ fn pip_install(python: &Python, staging: &Path, install: &Path) -> Result<(), Bu
         "--target",
     ])
     .arg(staging)
-    .args(PIP_REQUIREMENTS);
+    .args(requirements);
     let out: Output = cmd.output().map_err(|error| BuildError::PythonNotFound {
         python: python.exe.clone(),
         origin: python.origin,
@@ -594,7 +647,7 @@ mod tests {
                     start.wait();
                     let outcome = install_once(
                         &dir,
-                        "once per user and machine",
+                        &warp_note("once per user and machine"),
                         &mut fake_complete,
                         &mut |staging: &Path| fake_install(staging, &calls),
                         &mut |line: &str| said.push(line.to_string()),
@@ -626,10 +679,10 @@ mod tests {
             .collect();
         left.sort();
         assert_eq!(left, ["1.19.0-abc", "1.19.0-abc.lock"]);
-        // The one that installed said so twice; the one that waited, nothing.
+        // The one that installed said so once; the one that waited, nothing.
         let mut said: Vec<usize> = results.iter().map(|(_, s)| s.len()).collect();
         said.sort();
-        assert_eq!(said, [0, 2]);
+        assert_eq!(said, [0, 1]);
     }
 
     #[test]
@@ -640,7 +693,7 @@ mod tests {
         let mut first = Vec::new();
         let outcome = install_once(
             &dir,
-            "once per user and machine",
+            &warp_note("once per user and machine"),
             &mut fake_complete,
             &mut |staging: &Path| fake_install(staging, &calls),
             &mut |line: &str| first.push(line.to_string()),
@@ -650,26 +703,24 @@ mod tests {
             matches!(outcome, Installed::Now(s) if s >= 0.2),
             "{outcome:?}"
         );
-        assert_eq!(first.len(), 2, "{first:?}");
+        // One line, after the install: Cargo shows a build script's
+        // warnings only when it ends, so a line before would add nothing.
+        assert_eq!(first.len(), 1, "{first:?}");
         let shown = dir.display().to_string();
         assert!(
-            first[0].contains("installing Warp 1.19.0, numpy and NVRTC 12.0 into")
+            first[0].contains("installed Warp 1.19.0, numpy and NVRTC 12.0 into")
                 && first[0].contains(&shown)
                 && first[0].contains("525 MB")
-                && first[0].contains("once per user and machine"),
+                && first[0].contains("once per user and machine")
+                && first[0].contains(" s (")
+                && first[0].ends_with("later builds reuse it"),
             "{}",
             first[0]
-        );
-        assert!(
-            first[1].contains("installed Warp 1.19.0")
-                && first[1].ends_with("later builds reuse it"),
-            "{}",
-            first[1]
         );
         let mut second = Vec::new();
         let outcome = install_once(
             &dir,
-            "once per user and machine",
+            &warp_note("once per user and machine"),
             &mut fake_complete,
             &mut |_: &Path| panic!("a second build must not install"),
             &mut |line: &str| second.push(line.to_string()),
@@ -689,7 +740,7 @@ mod tests {
         std::fs::create_dir_all(root.path().join("1.19.0-abc.partial-1-0")).unwrap();
         let failing = install_once(
             &dir,
-            "once",
+            &warp_note("once"),
             &mut fake_complete,
             &mut |staging: &Path| {
                 std::fs::create_dir_all(staging).unwrap();
@@ -710,7 +761,7 @@ mod tests {
         let calls = Mutex::new(0usize);
         let outcome = install_once(
             &dir,
-            "once",
+            &warp_note("once"),
             &mut fake_complete,
             &mut |staging: &Path| fake_install(staging, &calls),
             &mut |_: &str| {},
