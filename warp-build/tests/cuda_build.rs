@@ -4,6 +4,18 @@
 
 use warp_build::{CudaBuild, CudaBuildError};
 
+/// These tests name their architectures: CI's `WARP_BUILD_ARCHS` (which
+/// overrides them, as a user's would) is removed once, before any test
+/// reads the environment (every test calls this first).
+fn without_arch_override() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: every test of this binary waits here before it reads the
+        // environment, and nothing else in the process reads it meanwhile.
+        unsafe { std::env::remove_var("WARP_BUILD_ARCHS") }
+    });
+}
+
 const GOOD: &str = r#"
 #include <cooperative_groups.h>
 namespace cg = cooperative_groups;
@@ -20,6 +32,7 @@ template <typename T> __global__ void fill(T* a, T v) { a[threadIdx.x] = v; }
 
 #[test]
 fn a_cu_file_compiles_to_cubins_and_ptx_with_launchers_and_is_reused() {
+    without_arch_override();
     let dir = tempfile::tempdir().unwrap();
     let cu = dir.path().join("k.cu");
     std::fs::write(&cu, GOOD).unwrap();
@@ -65,6 +78,7 @@ fn a_cu_file_compiles_to_cubins_and_ptx_with_launchers_and_is_reused() {
 
 #[test]
 fn an_nvrtc_error_names_the_file_and_line() {
+    without_arch_override();
     let dir = tempfile::tempdir().unwrap();
     let cu = dir.path().join("bad.cu");
     std::fs::write(
@@ -94,6 +108,7 @@ fn an_nvrtc_error_names_the_file_and_line() {
 
 #[test]
 fn a_parameter_type_without_a_mapping_is_refused_at_its_line() {
+    without_arch_override();
     let dir = tempfile::tempdir().unwrap();
     let cu = dir.path().join("s.cu");
     std::fs::write(
@@ -117,6 +132,7 @@ fn a_parameter_type_without_a_mapping_is_refused_at_its_line() {
 
 #[test]
 fn bad_architectures_are_refused_with_what_is_allowed() {
+    without_arch_override();
     let msg = CudaBuild::new()
         .file("x.cu")
         .archs(["70"])

@@ -184,13 +184,15 @@ fn kernel(k: &CudaKernel) -> TokenStream {
             /// # Errors
             ///
             /// The library has no such kernel, its layout differs, or a bound is refused.
+            #[allow(
+                clippy::undocumented_unsafe_blocks,
+                reason = "the types are the C signature's, mapped by warp_build::CudaBuild, and the caller vouches for the bounds (# Safety)"
+            )]
             pub unsafe fn declare(
                 library: &::cuda_api::Library,
                 bounds: impl FnOnce(::cuda_api::TypedKernel<#sig>) -> ::cuda_api::CudaResult<::cuda_api::TypedKernel<#sig>>,
             ) -> ::cuda_api::CudaResult<Self> {
                 let function = library.function(Self::SYMBOL)?;
-                // SAFETY: the types are the C signature's, mapped by
-                // warp_build::CudaBuild; the caller vouches for the bounds.
                 let kernel = unsafe { ::cuda_api::TypedKernel::<#sig>::declare(function)? }
                     .names(&[#(#names),*])?;
                 Ok(#ty(bounds(kernel)?))
