@@ -41,7 +41,7 @@ use super::bind::{Arg, HeldArray};
 use super::domain::{Bounds, Plan};
 use super::kernel::Kernel;
 use super::launch::Launch;
-use crate::array::Array;
+use crate::array::{Array, StorageLocks};
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::signature::Pass;
@@ -180,11 +180,29 @@ pub(super) fn write_bounds(block: &mut ArgBlock<'static>, plan: &Plan) -> Result
 /// `stream` waits for a pool array's zeroing queued on another stream, and
 /// an array lent to cudarc is refused, naming the argument (and the struct
 /// field): the one loop of every launch road.
+///
+/// First it takes the storage locks of the page-locked and managed arrays
+/// among them ([`crate::array::lock_for_gpu`]), which the caller holds
+/// until the launch is queued: the launch waits for a CPU launch on
+/// another thread that holds one, is refused on the thread whose CPU
+/// kernel holds one, and a CPU launch after it waits for it.
 pub(super) fn note_uses<'a>(
     kernel: &Kernel,
-    arrays: impl Iterator<Item = (Option<&'a Array>, &'a [HeldArray])>,
+    arrays: impl Iterator<Item = (Option<&'a Array>, &'a [HeldArray])> + Clone,
     stream: &Stream,
-) -> Result<()> {
+) -> Result<StorageLocks> {
+    let storages = arrays
+        .clone()
+        .flat_map(|(a, held)| a.into_iter().chain(held.iter().map(|h| &h.array)))
+        .flat_map(|a| std::iter::once(a).chain(a.grad()))
+        .map(|a| &**a.storage());
+    let locks = crate::array::lock_for_gpu(storages, "launch").map_err(|e| match e {
+        Error::WouldDeadlock { call, message } => Error::WouldDeadlock {
+            call,
+            message: format!("kernel '{}': {message}", kernel.name()),
+        },
+        e => e,
+    })?;
     let call = || format!("launch of '{}'", kernel.name());
     // Adjoint launches pass one adjoint per parameter after the parameters.
     let params = kernel.params();
@@ -210,7 +228,7 @@ pub(super) fn note_uses<'a>(
             note(&h.array, &|| format!("field '{}' of {}", h.path, name(i)))?;
         }
     }
-    Ok(())
+    Ok(locks)
 }
 
 /// Enqueues a checked CUDA launch of `k` on `stream`: the one place
