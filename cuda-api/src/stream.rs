@@ -244,7 +244,7 @@ impl Stream {
             call(),
             "stream",
             format!(
-                "the driver is capturing the stream into a graph (capture {id}), and the graph would not hold the memory this work uses; queue the work through the Capture (or GraphCapture) of that capture, or after it ends"
+                "the stream is being captured into a graph (the driver's capture {id}), and this handle is not the capture's own, so the graph would not hold the memory this work uses; queue the work through the Capture (or GraphCapture) of that capture, or after it ends"
             ),
         ))
     }
