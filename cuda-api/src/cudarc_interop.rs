@@ -37,11 +37,34 @@ impl Context {
 }
 
 impl Stream {
-    /// Uses a cudarc stream (kept alive, not destroyed by cuda-api).
-    pub fn from_cudarc(ctx: &Context, stream: Arc<CudaStream>) -> Stream {
-        let raw = stream.cu_stream().cast();
-        // SAFETY: the Arc keeps the cudarc stream, a live stream of the primary context, alive.
-        unsafe { Stream::borrow_raw_with_owner(ctx, raw, stream) }
+    /// Uses a cudarc stream (kept alive, not destroyed by cuda-api), after
+    /// asking the driver which context the stream belongs to
+    /// (`cuStreamGetCtx`): a stream of another context than `ctx` is
+    /// refused, since work queued through the handle would be checked and
+    /// ordered against the wrong context.
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::InvalidArgument`] naming both contexts when the stream
+    /// is not of `ctx`; the driver's failure to answer.
+    pub fn from_cudarc(ctx: &Context, stream: Arc<CudaStream>) -> CudaResult<Stream> {
+        let raw: cuda_sys::CUstream = stream.cu_stream().cast();
+        ctx.bind()?;
+        // SAFETY: the Arc keeps the cudarc stream alive for the call.
+        let owner = unsafe { crate::driver::stream_get_ctx(raw) }?;
+        if owner != ctx.raw() {
+            return Err(CudaError::invalid_argument(
+                "Stream::from_cudarc",
+                "stream",
+                format!(
+                    "the cudarc stream belongs to context {owner:p}, not to {ctx} ({:p}); pass the context the stream was made in (Context::from_cudarc of its CudaContext)",
+                    ctx.raw()
+                ),
+            ));
+        }
+        // SAFETY: the Arc keeps the cudarc stream, a live stream of `ctx`
+        // (just checked), alive.
+        Ok(unsafe { Stream::borrow_raw_with_owner(ctx, raw, stream) })
     }
 }
 

@@ -938,7 +938,10 @@ impl<'a> CudaGraphExec<'a> {
             a.refuse_if_lent(|| "CudaGraphExec::launch".into())?;
         }
         for a in uses() {
-            a.record_use();
+            // Noted in the stream's context, which for page-locked and
+            // managed memory of another context is remembered and waited
+            // for by host reads and the free.
+            a.record_use_in(stream.context())?;
         }
         // SAFETY: the executable graph is live while `self` is; the stream
         // is borrowed and of the graph's context (checked), which is current.
@@ -1207,8 +1210,12 @@ impl Stream {
     /// Nothing runs: the graph runs when instantiated and launched. The
     /// graph borrows the buffers of the argument blocks launched into it
     /// for `'a`. While `f` runs, work queued on this stream any other way
-    /// (through this handle or its clones: launches, [`Stream::scope`],
-    /// [`Event::record`](crate::Event::record)) is refused. If `f` fails or
+    /// (through this handle, its clones, or any other handle on the same
+    /// driver stream, such as [`Stream::borrow_raw`]'s: launches,
+    /// [`Stream::scope`], [`Event::record`](crate::Event::record)) is
+    /// refused, as is work on a stream that joined the capture by waiting
+    /// for one of its events: each enqueue asks the driver
+    /// ([`Stream::capture_state`]). If `f` fails or
     /// panics, the capture is ended and its graph destroyed.
     ///
     /// # Errors
@@ -1249,8 +1256,10 @@ impl Stream {
         // which is current; the guard ends the capture.
         unsafe { driver::stream_begin_capture(self.raw(), mode.raw()) }?;
         guard.begun = true;
+        // The driver's id of this capture: the alias below queues into it.
+        let id = self.capture_state()?.unwrap_or(0);
         let capture = Capture {
-            stream: self.alias(),
+            stream: self.alias_for_capture(id),
             graph: NEXT_GRAPH_ID.fetch_add(1, Ordering::Relaxed),
             uses: RefCell::new(Vec::new()),
             _invariant: PhantomData,

@@ -250,6 +250,15 @@ pub struct Allocation {
     /// The work that uses on other streams wait for
     /// ([`Allocation::order_after`]); read only while [`PENDING`] is set.
     after: Mutex<Option<After>>,
+    /// The contexts other than `ctx` whose work was noted as using the
+    /// memory since the last wait ([`Allocation::record_use_in`]):
+    /// page-locked and managed memory reach every context, and
+    /// synchronising `ctx` does not wait for work queued in another one.
+    /// Each clone keeps its context alive until the wait has seen its work
+    /// done.
+    foreign: Mutex<Vec<Context>>,
+    /// Set when `foreign` may hold a context: the one load a wait pays.
+    foreign_used: AtomicBool,
 }
 
 /// A point on one stream that work using the memory on any other stream
@@ -325,6 +334,8 @@ impl Allocation {
             shared: AtomicBool::new(false),
             order: AtomicU64::new(0),
             after: Mutex::new(None),
+            foreign: Mutex::new(Vec::new()),
+            foreign_used: AtomicBool::new(false),
         };
         if bytes == 0 {
             return Ok(a);
@@ -437,19 +448,135 @@ impl Allocation {
         if self.order.load(Ordering::Acquire) != 0 {
             return self.order_use_on(stream);
         }
-        self.note_use_on(stream);
-        Ok(())
+        self.note_use_on(stream)
     }
 
     /// The note of [`Allocation::record_use_on`], without ordering.
     #[inline]
-    fn note_use_on(&self, stream: &Stream) {
+    fn note_use_on(&self, stream: &Stream) -> CudaResult<()> {
+        if stream.context() != &self.ctx {
+            return self.note_foreign(stream.context());
+        }
         match &self.home {
             Some(h) if h.raw() == stream.raw() => {
                 self.queued.fetch_max(ON_HOME, Ordering::Relaxed);
             }
             _ => self.record_use(),
         }
+        Ok(())
+    }
+
+    /// Notes that work queued on any stream of `ctx` may use this memory,
+    /// as [`record_use`](Self::record_use) does for the allocation's own
+    /// context. For another context (page-locked and managed memory reach
+    /// every context), the context is remembered (a clone, which keeps it
+    /// alive) and the next blocking host access, host wait
+    /// ([`Allocation::wait_idle`]) and the free synchronise it too, so
+    /// host reads are current and the memory is never freed under its
+    /// work. Memory made elsewhere ([`Allocation::from_raw_parts`]) that
+    /// the driver says `ctx` cannot reach is refused.
+    /// [`Allocation::record_use_on`] calls it for a stream of another
+    /// context.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_api::CudaResult<()> {
+    /// // GPU: page-locked memory of one context used by work of another.
+    /// use cuda_api::{Allocation, CudaDevice, Context, MemoryKind};
+    /// let dev = CudaDevice::get(0)?;
+    /// let (own, other) = (Context::new(&dev)?, dev.primary_context()?);
+    /// let a = Allocation::zeroed(&own, 256, MemoryKind::PinnedHost)?;
+    /// a.record_use_in(&other)?;
+    /// a.wait_idle()?; // synchronises `own` and `other`
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`CudaError::InvalidArgument`] naming both contexts when the driver
+    /// says `ctx` cannot reach memory made elsewhere; the driver's failure
+    /// to answer.
+    #[inline]
+    pub fn record_use_in(&self, ctx: &Context) -> CudaResult<()> {
+        if ctx != &self.ctx {
+            return self.note_foreign(ctx);
+        }
+        self.record_use();
+        Ok(())
+    }
+
+    /// [`Allocation::record_use_in`] for another context than the
+    /// allocation's.
+    #[cold]
+    fn note_foreign(&self, ctx: &Context) -> CudaResult<()> {
+        let mut list = self.foreign.lock().unwrap_or_else(|p| p.into_inner());
+        if !list.contains(ctx) {
+            self.check_reach(ctx)?;
+            list.push(ctx.clone());
+        }
+        drop(list);
+        self.foreign_used.store(true, Ordering::Release);
+        // The own context is waited for too: a pool allocation's free then
+        // waits instead of staying in its home stream's order.
+        self.record_use();
+        Ok(())
+    }
+
+    /// Refuses memory made elsewhere that `ctx` cannot reach: page-locked
+    /// memory registered or allocated without the portable flag is mapped
+    /// only into its own context, and the driver says so
+    /// (`CU_POINTER_ATTRIBUTE_DEVICE_POINTER` asked in `ctx`). The SDK's
+    /// own page-locked memory is portable, and managed memory reaches every
+    /// context of the process.
+    fn check_reach(&self, ctx: &Context) -> CudaResult<()> {
+        if self.owner.is_none() || self.kind != MemoryKind::PinnedHost || self.bytes == 0 {
+            return Ok(());
+        }
+        ctx.bind()?;
+        let mut mapped: CUdeviceptr = 0;
+        // SAFETY: one out-pointer to a local of the attribute's size
+        // (a device pointer); the driver accepts any address.
+        let r = unsafe {
+            driver::pointer_get_attribute(
+                (&raw mut mapped).cast(),
+                cuda_sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+                self.ptr,
+            )
+        };
+        if r.is_ok() && mapped == self.ptr {
+            return Ok(());
+        }
+        Err(CudaError::invalid_argument(
+            "Allocation::record_use_in",
+            "ctx",
+            format!(
+                "the {} bytes of page-locked memory at {:#x} belong to {} and are not mapped into {} (the driver gives no device address for them there); use them on a stream of {}, or register the memory as portable",
+                self.bytes, self.ptr, self.ctx, ctx, self.ctx
+            ),
+        ))
+    }
+
+    /// Synchronises the other contexts noted by
+    /// [`Allocation::record_use_in`] since the last wait, then forgets them;
+    /// on a failure the contexts not yet waited for are kept.
+    fn wait_foreign(&self) -> CudaResult<()> {
+        if !self.foreign_used.swap(false, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let lock = || self.foreign.lock().unwrap_or_else(|p| p.into_inner());
+        let list = std::mem::take(&mut *lock());
+        for (i, c) in list.iter().enumerate() {
+            if let Err(e) = c.synchronize() {
+                let mut kept = lock();
+                for c in &list[i..] {
+                    if !kept.contains(c) {
+                        kept.push(c.clone());
+                    }
+                }
+                self.foreign_used.store(true, Ordering::Release);
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 
     /// [`Allocation::record_use_on`] when the memory is lent or has an
@@ -471,8 +598,7 @@ impl Allocation {
                 a.waited = Some(stream.clone());
             }
         }
-        self.note_use_on(stream);
-        Ok(())
+        self.note_use_on(stream)
     }
 
     /// Refuses work on lent memory ([`Allocation::lend`]), naming `call`:
@@ -628,7 +754,8 @@ impl Allocation {
             (ON_HOME, Some(h)) => h.synchronize(),
             _ => self.ctx.synchronize(),
         }
-        .and_then(|_| self.wait_for_point());
+        .and_then(|_| self.wait_for_point())
+        .and_then(|_| self.wait_foreign());
         if r.is_err() {
             self.queued.fetch_max(state, Ordering::Relaxed);
         }
@@ -760,9 +887,12 @@ impl Drop for Allocation {
             // Memory owned elsewhere: wait for the work queued through this
             // allocation, then let the owner go (after this function); never
             // free. Work through other handles is their owners' to order.
-            if self.queued.swap(IDLE, Ordering::AcqRel) != IDLE
-                && let Err(e) = self.ctx.synchronize()
-            {
+            let own = if self.queued.swap(IDLE, Ordering::AcqRel) != IDLE {
+                self.ctx.synchronize()
+            } else {
+                Ok(())
+            };
+            if let Err(e) = own.and_then(|_| self.wait_foreign()) {
                 self.ctx.report_release_error("memory owned elsewhere", &e);
             }
             return;
@@ -888,6 +1018,8 @@ impl Allocation {
             shared: AtomicBool::new(false),
             order: AtomicU64::new(0),
             after: Mutex::new(None),
+            foreign: Mutex::new(Vec::new()),
+            foreign_used: AtomicBool::new(false),
         };
         if bytes == 0 {
             return Ok(a);
@@ -896,7 +1028,7 @@ impl Allocation {
         // SAFETY: the stream is live (borrowed) and of `ctx`, which is current.
         a.ptr = unsafe { driver::mem_alloc_async(bytes, stream.raw()) }?;
         a.bytes = bytes;
-        a.note_use_on(stream);
+        a.note_use_on(stream)?;
         // SAFETY: `a.ptr` addresses `bytes` bytes allocated in order on this
         // stream, before this memset.
         unsafe { driver::memset_d8_async(a.ptr, 0, bytes, stream.raw()) }?;
@@ -1483,7 +1615,7 @@ impl<'a> BufferUse<'a> {
         }
         if let Some(a) = self.alloc {
             a.refuse_if_lent(|| format!("launch of '{kernel}', argument {index}"))?;
-            a.record_use();
+            a.record_use_in(ctx)?;
         }
         Ok(())
     }
@@ -1684,6 +1816,8 @@ impl Allocation {
             shared: AtomicBool::new(true),
             order: AtomicU64::new(0),
             after: Mutex::new(None),
+            foreign: Mutex::new(Vec::new()),
+            foreign_used: AtomicBool::new(false),
         })
     }
 

@@ -2,9 +2,9 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use cuda_sys::{CUevent, CUevent_flags, CUstream, CUstream_flags};
+use cuda_sys::{CUevent, CUevent_flags, CUstream, CUstream_flags, CUstreamCaptureStatus};
 
 use crate::context::Context;
 use crate::driver;
@@ -14,10 +14,15 @@ struct StreamInner {
     raw: CUstream,
     ctx: Context,
     owned: bool,
-    /// Set while [`Stream::capture`] captures this stream into a graph: work
-    /// queued through this handle (and its clones) would be captured with
-    /// borrows that end before the graph does, so it is refused meanwhile.
+    /// Set while [`Stream::capture`] captures this stream into a graph
+    /// (only to refuse a second capture through the same handle; whether
+    /// work is captured is asked of the driver, see
+    /// [`Stream::capture_state`]).
     capturing: AtomicBool,
+    /// For the handle a [`Capture`](crate::Capture) queues through: the
+    /// driver's id of that capture, the one capture whose graph holds the
+    /// work queued through this handle; 0 for every other handle.
+    capture_id: AtomicU64,
     /// The event [`Stream::wait_stream`] records on this stream, made on
     /// first use.
     event: std::sync::OnceLock<Event>,
@@ -74,6 +79,7 @@ impl Stream {
                 ctx: ctx.clone(),
                 owned,
                 capturing: AtomicBool::new(false),
+                capture_id: AtomicU64::new(0),
                 event: std::sync::OnceLock::new(),
                 _keep: keep,
             }),
@@ -148,20 +154,23 @@ impl Stream {
         Self::wrap(raw, ctx, false, Some(owner))
     }
 
-    /// A second handle on the same driver stream with its own capture flag,
-    /// keeping `self` alive: the one through which a graph capture queues
-    /// work while `self` (and its clones) refuse it.
-    pub(crate) fn alias(&self) -> Stream {
-        Self::wrap(
+    /// A second handle on the same driver stream, keeping `self` alive:
+    /// the one through which the capture of driver id `capture_id` queues
+    /// work (whose graph holds it), while every other handle on the stream
+    /// is refused ([`Stream::refuse_if_capturing`]).
+    pub(crate) fn alias_for_capture(&self, capture_id: u64) -> Stream {
+        let alias = Self::wrap(
             self.inner.raw,
             &self.inner.ctx,
             false,
             Some(Arc::new(self.clone())),
-        )
+        );
+        alias.inner.capture_id.store(capture_id, Ordering::Relaxed);
+        alias
     }
 
-    /// Marks the stream as capturing (`true`) or not; `false` when it
-    /// already was in the state asked for.
+    /// Marks the stream as captured by [`Stream::capture`] (`true`) or not;
+    /// `false` when it already was in the state asked for.
     pub(crate) fn set_capturing(&self, on: bool) -> bool {
         self.inner
             .capturing
@@ -169,24 +178,75 @@ impl Stream {
             .is_ok()
     }
 
-    /// Whether [`Stream::capture`] is capturing this stream into a graph.
+    /// Whether the driver is capturing this stream into a graph, and the
+    /// capture's id (`cuStreamGetCaptureInfo`): `None` when work queued on
+    /// it runs, `Some(id)` while a capture is active (or was invalidated
+    /// and not yet ended). Asked of the driver on every call, so it holds
+    /// for every handle on the stream (a clone, [`Stream::borrow_raw`],
+    /// [`Stream::from_cudarc`](crate::Stream)), for captures begun by other
+    /// libraries, and for a stream that joined a capture by waiting for an
+    /// event of a captured stream. The legacy default stream (the null
+    /// handle) cannot be captured: `None` without a driver call.
+    ///
+    /// ```no_run
+    /// # fn main() -> cuda_api::CudaResult<()> {
+    /// // GPU: a stream is captured only inside `capture`.
+    /// let ctx = cuda_api::CudaDevice::get(0)?.primary_context()?;
+    /// let stream = cuda_api::Stream::new(&ctx)?;
+    /// assert_eq!(stream.capture_state()?, None);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The driver's failure of `cuStreamGetCaptureInfo` (for example
+    /// `CUDA_ERROR_STREAM_CAPTURE_IMPLICIT`).
     #[inline]
-    pub fn is_capturing(&self) -> bool {
-        self.inner.capturing.load(Ordering::Relaxed)
+    pub fn capture_state(&self) -> CudaResult<Option<u64>> {
+        if self.inner.raw.is_null() {
+            return Ok(None);
+        }
+        // SAFETY: the stream is alive while `self` is (owned, or kept by the
+        // borrower's promise); both optional out-arrays are null.
+        let (status, id, _, _) = unsafe {
+            driver::stream_get_capture_info(
+                self.inner.raw,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        }?;
+        Ok((status != CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE).then_some(id))
     }
 
-    /// Refuses work queued through this handle while it is being captured
-    /// (see [`Stream::capture`]).
+    /// Whether the driver is capturing this stream into a graph
+    /// ([`Stream::capture_state`]); `true` when the driver cannot say.
+    #[inline]
+    pub fn is_capturing(&self) -> bool {
+        self.capture_state().map_or(true, |s| s.is_some())
+    }
+
+    /// Refuses work queued through this handle while the driver captures
+    /// the stream into a graph ([`Stream::capture_state`], one driver call),
+    /// unless this handle is the one a [`Capture`](crate::Capture) of that
+    /// very capture queues through: only that capture's graph holds what
+    /// its work uses.
     #[inline]
     pub(crate) fn refuse_if_capturing(&self, call: impl FnOnce() -> String) -> CudaResult<()> {
-        if self.is_capturing() {
-            return Err(CudaError::invalid_argument(
-                call(),
-                "stream",
-                "the stream is being captured into a graph (Stream::capture); queue the work through the Capture the closure receives, which ties its buffers to the graph".into(),
-            ));
+        let id = match self.capture_state() {
+            Ok(None) => return Ok(()),
+            Ok(Some(id)) => id,
+            Err(e) => return Err(e),
+        };
+        if id != 0 && self.inner.capture_id.load(Ordering::Relaxed) == id {
+            return Ok(());
         }
-        Ok(())
+        Err(CudaError::invalid_argument(
+            call(),
+            "stream",
+            format!(
+                "the stream is being captured into a graph (the driver's capture {id}), and this handle is not the capture's own, so the graph would not hold the memory this work uses; queue the work through the Capture (or GraphCapture) of that capture, or after it ends"
+            ),
+        ))
     }
 
     /// The raw handle.

@@ -115,6 +115,22 @@ pub fn skip(test: &str, why: &str) {
     println!("SKIPPED: {test}: {why}");
 }
 
+/// The tool injected into the CUDA driver of this process, if any: its
+/// library path or the variable that shows it. compute-sanitizer 2025.3
+/// (CUDA 13.0) does not set `CUDA_INJECTION64_PATH`, as Nsight tools do:
+/// measured on the H100, its target sees `NV_SANITIZER_INJECTION_PORT_BASE`,
+/// `NV_SANITIZER_INJECTION_TRANSPORT_TYPE` and `NVTX_INJECTION64_PATH=
+/// libsanitizer-collection.so` instead, so the tests asked only for
+/// `CUDA_INJECTION64_PATH` judged timing under the tool. Such a tool
+/// instruments every launch and may run it to its end before the launch
+/// returns, so timing (overlap, how long a wait lasted) cannot be judged
+/// under it; results still can.
+pub fn injected_tool() -> Option<String> {
+    ["CUDA_INJECTION64_PATH", "NV_SANITIZER_INJECTION_PORT_BASE"]
+        .iter()
+        .find_map(|v| std::env::var_os(v).map(|p| format!("{v}={}", p.to_string_lossy())))
+}
+
 /// The README's Rust examples, compiled as doctests so they cannot rot.
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]

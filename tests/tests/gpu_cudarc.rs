@@ -15,7 +15,7 @@ fn cudarc_values_launch_through_cuda_api() {
     let cctx = CudaContext::new(0).unwrap();
     let cstream = cctx.new_stream().unwrap();
     let ctx = Context::from_cudarc(&cctx).unwrap();
-    let stream = Stream::from_cudarc(&ctx, cstream.clone());
+    let stream = Stream::from_cudarc(&ctx, cstream.clone()).unwrap();
     let mut data = cstream.clone_htod(&[10i32, 20, 30]).unwrap();
 
     // A kernel loaded by cuda-api, launched on cudarc's stream and memory.

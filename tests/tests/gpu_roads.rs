@@ -627,6 +627,16 @@ fn dropping_an_array_held_in_a_struct_while_its_kernel_runs_waits_for_it() {
             out.to_vec().unwrap().iter().all(|&v| v == 3.0),
             "{road}: the kernel read freed memory (the drop took {waited:?})"
         );
+        // Under a tool injected into the driver (compute-sanitizer's
+        // initcheck, measured on the H100: the drop took 3 ms) a launch
+        // returns once its instrumented kernel has run, so the slow kernel
+        // is done before the drop and the wait cannot be judged; the values
+        // above still are.
+        if let Some(tool) = sdk_tests::injected_tool() {
+            println!("{road}: the drop's wait not judged under {tool} ({waited:?})");
+            drop(fresh);
+            continue;
+        }
         assert!(
             waited >= Duration::from_millis(25),
             "{road}: the drop took {waited:?}, less than the queued kernels run: the held array was freed under them"

@@ -199,6 +199,9 @@ impl Graph {
             stream.context(),
             self.graph.context(),
         )?;
+        // Page-locked and managed arrays: not while a CPU launch holds them
+        // (see `lock_for_gpu`); held until the replay is queued.
+        let _locks = crate::array::lock_for_gpu(self.uses.iter().map(|s| &**s), "Graph::launch")?;
         for s in &self.uses {
             crate::array::note_use_on(
                 s,

@@ -30,7 +30,10 @@ const RUN_SH: &str = r#"#!/usr/bin/env bash
 # binaries default to every `bin/gpu_*` but `gpu_sticky` and `gpu_images`,
 # which fault on purpose (a BINARY is a name such as `gpu_views`). One tool
 # over every binary fits a 10-minute device call; each tool's wall time is
-# printed. The last line is `gpu-bundle sanitize: N errors`.
+# printed, and so are the panic lines of each failing test. A binary that
+# makes no CUDA call (the tool reports it ended before the first
+# instrumented call) is reported as such, not as an error. The last line
+# is `gpu-bundle sanitize: N errors`.
 # `run.sh --compare DIR [ROUNDS]` runs each benchmark of DIR (the bench
 # binaries of another commit, built there with `cargo bench -p sdk-tests
 # --no-run`) and the bundle's own of the same name in turn, ROUNDS times
@@ -88,8 +91,16 @@ if [ "${1:-}" = "--sanitize" ]; then
       line=$(echo "$out" | grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' | tail -1)
       n=$(echo "$line" | sed -n -e 's/.*ERROR SUMMARY: \([0-9]*\) error.*/\1/p' -e 's/.*RACECHECK SUMMARY: \([0-9]*\) hazard.*/\1/p')
       res=$(echo "$out" | grep '^test result:' | tail -1)
+      if [ -z "$line" ] && echo "$out" | grep -q 'terminated before first instrumented API call'; then
+        # The binary made no CUDA call (its tests need none, or skipped):
+        # nothing to check, and not an error of the tool.
+        line="no CUDA call (nothing instrumented)"; n=0
+      fi
       echo "sanitize $tool ${t#bin/}: ${line:-no summary} | ${res:-no test result}"
-      echo "$out" | grep -E '^(=========|test .* FAILED)' | grep -v 'ERROR SUMMARY\|COMPUTE-SANITIZER' | head -20
+      echo "$out" | grep -E '^(=========|test .* FAILED)' | grep -v 'ERROR SUMMARY\|COMPUTE-SANITIZER\|before first instrumented' | head -20
+      # Each failing test's panic lines (libtest's `---- name stdout ----`
+      # sections), so a failure under the tool says why.
+      echo "$out" | sed -n '/^---- .* ----$/,/^failures:$/p' | grep -v '^failures:$' | head -40
       errors=$((errors + ${n:-1}))
       echo "$res" | grep -q ' 0 failed' || errors=$((errors + 1))
     done

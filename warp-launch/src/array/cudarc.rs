@@ -45,6 +45,33 @@ fn check_context(ctx: &Arc<cudarc::driver::CudaContext>, call: &'static str) -> 
     Ok(())
 }
 
+/// Ends the loan of `alloc` to cudarc, whose work on it ends on `stream`
+/// ([`cuda_api::Allocation::end_loan`]). `to_cudarc` checked that the
+/// stream is of the memory's context; should the driver not confirm it
+/// now, the context is synchronised first and the loan ends on a new
+/// stream of it (every borrowed use is then done). Should that fail too,
+/// the memory stays lent, and later uses are refused rather than
+/// unordered.
+///
+/// # Safety
+///
+/// As [`cuda_api::Allocation::end_loan`].
+unsafe fn end_loan_on(alloc: &cuda_api::Allocation, stream: Arc<cudarc::driver::CudaStream>) {
+    let borrower = cuda_api::Stream::from_cudarc(alloc.context(), stream).or_else(|_| {
+        alloc.context().synchronize()?;
+        cuda_api::Stream::new(alloc.context())
+    });
+    match borrower {
+        // SAFETY: the caller's promise.
+        Ok(b) => unsafe { alloc.end_loan(&b) },
+        Err(e) => log::warn!(
+            "ending the loan of {} bytes at {:#x} to cudarc failed ({e}); the memory stays lent, and warp-launch refuses work on it",
+            alloc.bytes(),
+            alloc.device_address()
+        ),
+    }
+}
+
 impl Array {
     /// The memory of a cudarc slice as an array of `shape` (row-major),
     /// without copying: the array's storage owns `slice` and drops it (so
@@ -222,12 +249,7 @@ impl Array {
         alloc.lend();
         if let Err(e) = alloc.wait_idle() {
             // SAFETY: nothing was lent out; no borrower queued work.
-            unsafe {
-                alloc.end_loan(&cuda_api::Stream::from_cudarc(
-                    alloc.context(),
-                    stream.clone(),
-                ))
-            };
+            unsafe { end_loan_on(alloc, stream.clone()) };
             return Err(e.into());
         }
         // SAFETY: the array's storage, held by the returned value, keeps
@@ -322,11 +344,10 @@ impl<T> Drop for CudarcSlice<T> {
         if let Some(a) = self.array.storage().allocation() {
             // cudarc's work may still run: host reads and the free wait for it.
             a.record_use();
-            let borrower = cuda_api::Stream::from_cudarc(a.context(), stream);
             // SAFETY: one loan, taken by `to_cudarc` for this slice, which
             // is gone: cudarc no longer reaches the memory, and its stream
             // was just ordered after the slice's last uses.
-            unsafe { a.end_loan(&borrower) };
+            unsafe { end_loan_on(a, stream) };
         }
     }
 }

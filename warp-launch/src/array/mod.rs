@@ -23,4 +23,6 @@ pub use array::{Array, TypedArray};
 pub use cudarc::CudarcSlice;
 pub(crate) use ordered::{Queue, assign, fill, note_use_on, value_bytes};
 pub use storage::{HostMemory, Memory, Storage};
-pub(crate) use storage::{launch_owner, lock_storages, seal_launch_storages};
+pub(crate) use storage::{
+    StorageLocks, launch_owner, lock_for_gpu, lock_storages, seal_launch_storages,
+};

@@ -743,7 +743,8 @@ fn host_assign(dst: &Array, bytes: &[u8]) -> Result<()> {
 
 /// Copies between two CUDA memories on `q`.
 /// The storage locks of host-reachable memory while work on it is queued
-/// on a stream (see `lock_storages`); none while capturing (nothing runs).
+/// on a stream (see `lock_for_gpu`: refused on the thread of a CPU launch
+/// that holds it); none while capturing (nothing runs).
 fn lock_for<'a>(
     q: &Queue,
     storages: impl IntoIterator<Item = &'a Storage>,
@@ -752,7 +753,7 @@ fn lock_for<'a>(
     if q.capturing() {
         return Ok(None);
     }
-    Ok(Some(crate::array::lock_storages(storages, call)?))
+    Ok(Some(crate::array::lock_for_gpu(storages, call)?))
 }
 
 /// Which side of a copy [`Queue::hold`] keeps: both, or only the user's

@@ -335,6 +335,40 @@ pub(crate) fn lock_storages<'a>(
     storages: impl IntoIterator<Item = &'a Storage>,
     call: &'static str,
 ) -> Result<StorageLocks> {
+    lock_as(storages, call, Holder::Host)
+}
+
+/// Takes the locks of the host-reachable storages among `storages` for
+/// GPU work about to be queued on them (a launch, a graph replay, a fill or
+/// copy on a stream), held until that work is queued: the work waits for a
+/// CPU launch (or a host copy) that holds one on another thread, and a
+/// CPU launch taking the lock afterwards waits for the queued work before
+/// its kernel runs (`cpu::run`, [`Allocation::wait_idle`]). Unlike
+/// [`lock_storages`], a range this thread already holds is refused with
+/// [`Error::WouldDeadlock`]: the holder is a CPU launch whose kernel body
+/// runs on this thread and may hold references into the memory, and
+/// waiting for it would never end. Device memory takes no lock (and costs
+/// nothing here).
+pub(crate) fn lock_for_gpu<'a>(
+    storages: impl IntoIterator<Item = &'a Storage>,
+    call: &'static str,
+) -> Result<StorageLocks> {
+    lock_as(storages, call, Holder::Gpu)
+}
+
+/// Who takes a lock: host code (re-entrant on its thread), or GPU work
+/// being queued (refused on a thread that holds the range).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Holder {
+    Host,
+    Gpu,
+}
+
+fn lock_as<'a>(
+    storages: impl IntoIterator<Item = &'a Storage>,
+    call: &'static str,
+    holder: Holder,
+) -> Result<StorageLocks> {
     let keys = Keys::new(
         storages
             .into_iter()
@@ -346,6 +380,17 @@ pub(crate) fn lock_storages<'a>(
     }
     let me = thread_token();
     let mut t = lock_table();
+    if holder == Holder::Gpu
+        && keys
+            .as_slice()
+            .iter()
+            .any(|&k| t.owners(k).any(|o| o == me))
+    {
+        return Err(Error::WouldDeadlock {
+            call,
+            message: "it queues GPU work on page-locked or managed memory that a CPU launch running on this thread holds (its kernel body may hold references into that memory, and the work cannot wait for the launch it is called from); queue the GPU work before or after the CPU launch".into(),
+        });
+    }
     let sealer = SEALED_BY.with(std::cell::Cell::get);
     if sealer != 0
         && keys

@@ -553,14 +553,27 @@ pub(crate) fn run(
     // waits. Launches on unrelated arrays run side by side.
     let arrays = || {
         args.iter()
-            .filter_map(Arg::as_array)
+            .flat_map(|a| {
+                a.as_array()
+                    .into_iter()
+                    .chain(a.held().iter().map(|h| &h.array))
+            })
             .flat_map(|a| std::iter::successors(Some(a), |a| a.grad()))
     };
     let _locks = crate::array::lock_storages(arrays().map(|a| &**a.storage()), "CPU launch")?;
     // Page-locked and managed arrays may still be used by CUDA work queued
-    // on a stream: the kernel reads and writes them after it is done.
+    // on a stream, in any context: the kernel reads and writes them after it
+    // is done. GPU work queued later waits for the locks taken above. Memory
+    // lent to cudarc is refused, as GPU launches refuse it: its work on the
+    // memory is not seen here.
     for a in arrays() {
         if let Some(alloc) = a.storage().allocation() {
+            if alloc.is_lent() {
+                return Err(Error::Lent {
+                    call: format!("CPU launch of '{}'", kernel.name),
+                    array: format!("{a:?}"),
+                });
+            }
             alloc.wait_idle()?;
         }
     }

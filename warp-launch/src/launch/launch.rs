@@ -701,7 +701,8 @@ impl Launch {
         let mut slot = None;
         let stream =
             prepare::launch_stream(&self.kernel, self.opts.device, ctx, stream, &mut slot)?;
-        self.note_uses(stream)?;
+        // Held until the launch is queued (page-locked and managed arrays).
+        let _locks = self.note_uses(stream)?;
         let k = self.kernel.cuda(self.ordinal(), self.opts.pass)?;
         prepare::enqueue(k, stream, self.cfg, block, self.opts.cooperative)
     }
@@ -716,8 +717,9 @@ impl Launch {
     /// arrays (and their gradients), at each run and replay
     /// ([`prepare::note_uses`]: host reads and frees wait for it, `stream`
     /// waits for a pool array's zeroing on another stream, lent arrays are
-    /// refused).
-    pub(crate) fn note_uses(&self, stream: &Stream) -> Result<()> {
+    /// refused); the storage locks it returns are held until the launch is
+    /// queued.
+    pub(crate) fn note_uses(&self, stream: &Stream) -> Result<crate::array::StorageLocks> {
         prepare::note_uses(
             &self.kernel,
             self.args.iter().map(|a| (a.as_array(), a.held())),

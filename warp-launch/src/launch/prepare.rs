@@ -24,6 +24,10 @@
 //! | dynamic shared memory above the default limit is opted into once per context | [`opt_in_shared_mem`] | `gpu_tiles::tile_kernels_give_warps_results_at_block_dim_64_and_128` |
 //! | launch-bounds bytes (`launch_bounds_t<N>`, parameter 0) | [`write_bounds`] | `gpu_warp`, `gpu_typed::positional_launches_give_warps_results` |
 //! | use tracking: frees and host reads of every array and gradient (those a struct argument holds included; graphs through `Launch::storages`) wait for the queued work; memory a pool made on another stream is ordered before this use | [`note_uses`], [`enqueue_own`] | `gpu_safety::a_warp_array_read_right_after_a_launch_on_a_non_blocking_stream_is_current`, `gpu_conditional::dropping_a_graph_and_its_array_during_a_replay_waits_for_it`, `gpu_roads::dropping_an_array_held_in_a_struct_while_its_kernel_runs_waits_for_it`, `gpu_streams` |
+//! | uses in any context: a use on a stream of another context than the memory's (page-locked or managed memory of a separate context; `fill_on` and copies on a separate context's stream; graph replays) is noted with that context, and host reads, writes, frees and CPU kernels synchronise it too; page-locked memory made elsewhere that the stream's context cannot reach is refused naming both contexts | [`note_uses`] (through `cuda_api::Allocation::record_use_on` / `record_use_in`) | `gpu_owners::{pinned,managed}_{launch,fill_on,copy,graph_replay}_{same,other}_context`, `gpu_owners::a_cpu_kernel_waits_for_gpu_work_of_another_context_on_its_array` |
+//! | GPU work and CPU kernels exclude each other on page-locked and managed memory: the storage locks are held until the launch (or replay, fill, copy) is queued, so it waits for a CPU kernel on another thread and is refused on the thread whose CPU kernel holds them | [`note_uses`] (`crate::array::lock_for_gpu`), `Graph::launch`, the array operations' `lock_for` | `gpu_owners::a_launch_waits_for_a_cpu_kernel_writing_its_page_locked_array`, `gpu_owners::a_launch_from_a_cpu_kernel_body_on_its_array_is_refused` |
+//! | a stream the driver is capturing (any handle: clones, `Stream::from_cudarc`, `borrow_raw`, a stream that joined the capture) is refused unless it is the capture's own, whose graph holds the memory: asked of the driver at every enqueue (`cuStreamGetCaptureInfo`, one call per launch) | [`enqueue`] (cuda-api's `launch_raw`, `Stream::refuse_if_capturing`) | `gpu_owners::a_second_handle_on_a_capturing_stream_is_refused` |
+//! | a CPU launch refuses memory lent to cudarc, locks and waits for the arrays struct arguments hold | [`run_cpu`] (`cpu::run`) | `gpu_owners::a_cpu_launch_on_memory_lent_to_cudarc_is_refused` |
 //! | the CUDA function is the launch's device's: a Warp module's image is chosen and loaded per device on its first use there (on a host of two architectures each device runs its own), and every road asks for the function with the launch's device ordinal | `Kernel::cuda`, `CudaSlot::get` (`launch/kernel.rs`) | `gpu_arch::each_device_runs_the_image_chosen_for_its_own_architecture`, `device::tests::per_device_values_are_made_once_per_device_on_first_use` |
 //! | only this module starts kernel work: [`enqueue`], [`run_cpu`], [`capture_node`], [`update_node`], [`enqueue_own`] | | `cargo test -p xtask --test roads` (syn) |
 //!
@@ -41,7 +45,7 @@ use super::bind::{Arg, HeldArray};
 use super::domain::{Bounds, Plan};
 use super::kernel::Kernel;
 use super::launch::Launch;
-use crate::array::Array;
+use crate::array::{Array, StorageLocks};
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::signature::Pass;
@@ -180,11 +184,29 @@ pub(super) fn write_bounds(block: &mut ArgBlock<'static>, plan: &Plan) -> Result
 /// `stream` waits for a pool array's zeroing queued on another stream, and
 /// an array lent to cudarc is refused, naming the argument (and the struct
 /// field): the one loop of every launch road.
+///
+/// First it takes the storage locks of the page-locked and managed arrays
+/// among them ([`crate::array::lock_for_gpu`]), which the caller holds
+/// until the launch is queued: the launch waits for a CPU launch on
+/// another thread that holds one, is refused on the thread whose CPU
+/// kernel holds one, and a CPU launch after it waits for it.
 pub(super) fn note_uses<'a>(
     kernel: &Kernel,
-    arrays: impl Iterator<Item = (Option<&'a Array>, &'a [HeldArray])>,
+    arrays: impl Iterator<Item = (Option<&'a Array>, &'a [HeldArray])> + Clone,
     stream: &Stream,
-) -> Result<()> {
+) -> Result<StorageLocks> {
+    let storages = arrays
+        .clone()
+        .flat_map(|(a, held)| a.into_iter().chain(held.iter().map(|h| &h.array)))
+        .flat_map(|a| std::iter::once(a).chain(a.grad()))
+        .map(|a| &**a.storage());
+    let locks = crate::array::lock_for_gpu(storages, "launch").map_err(|e| match e {
+        Error::WouldDeadlock { call, message } => Error::WouldDeadlock {
+            call,
+            message: format!("kernel '{}': {message}", kernel.name()),
+        },
+        e => e,
+    })?;
     let call = || format!("launch of '{}'", kernel.name());
     // Adjoint launches pass one adjoint per parameter after the parameters.
     let params = kernel.params();
@@ -210,7 +232,7 @@ pub(super) fn note_uses<'a>(
             note(&h.array, &|| format!("field '{}' of {}", h.path, name(i)))?;
         }
     }
-    Ok(())
+    Ok(locks)
 }
 
 /// Enqueues a checked CUDA launch of `k` on `stream`: the one place

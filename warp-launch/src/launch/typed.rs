@@ -600,7 +600,7 @@ impl Kernel {
                         unsafe { block.block.set_bytes(i + 1, v) }?;
                     }
                 }
-                note_uses(self, l.args, stream)?;
+                let _locks = note_uses(self, l.args, stream)?;
                 return prepare::enqueue(k, stream, cfg, &block.block, false);
             }
         }
@@ -647,8 +647,9 @@ impl Kernel {
             // below (their frees wait for the work).
             unsafe { block.block.set_bytes(i + 1, bytes) }?;
         }
-        note_uses(self, l.args, stream)?;
+        let locks = note_uses(self, l.args, stream)?;
         prepare::enqueue(k, stream, cfg, &block.block, false)?;
+        drop(locks);
         block.remember(
             &Query {
                 dim: l.dim,
@@ -697,8 +698,13 @@ struct TypedLaunch<'q, 'a> {
 
 /// Notes that work about to be queued on `stream` uses the arrays of
 /// `args` and their gradients, as a recorded launch does
-/// ([`prepare::note_uses`]).
-fn note_uses(kernel: &Kernel, args: &[TypedArg<'_>], stream: &Stream) -> Result<()> {
+/// ([`prepare::note_uses`]); the locks it returns are held until the
+/// launch is queued.
+fn note_uses(
+    kernel: &Kernel,
+    args: &[TypedArg<'_>],
+    stream: &Stream,
+) -> Result<crate::array::StorageLocks> {
     prepare::note_uses(
         kernel,
         args.iter().map(|a| match a {
