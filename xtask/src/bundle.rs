@@ -359,6 +359,22 @@ pub fn build(root: &Path, candle: bool) -> Result<()> {
         root.join("target/release/warp-tape-example"),
         out.join("examples").join("warp_tape"),
     )?;
+    // CUDA C compiled by its build.rs with NVRTC from pinned wheels
+    // (warp_build::CudaBuild): its binary runs the kernels against CPU
+    // references and the refusals, exiting non-zero on a mismatch.
+    step("building cuda-reduction-example (release)");
+    run_shown(Command::new(&cargo).current_dir(root).args([
+        "build",
+        "--release",
+        "-p",
+        "cuda-reduction-example",
+        "--bin",
+        "cuda-reduction-example",
+    ]))?;
+    std::fs::copy(
+        root.join("target/release/cuda-reduction-example"),
+        out.join("examples").join("cuda_reduction"),
+    )?;
     step("building the benchmarks (release)");
     let bench_json = run(Command::new(&cargo).current_dir(root).args([
         "bench",
