@@ -243,6 +243,7 @@ fn local_indices<'t>(
         types: &types,
         constant: &constant,
         functions,
+        this: None,
     };
     if let Some((pos, why)) = first_uncovered(&components) {
         found.bad(pos, "", why);

@@ -127,6 +127,9 @@ pub(super) struct Components<'a, 't> {
     /// Each `@wp.func` of the module by C++ name: `None` when its body is
     /// covered, else why not ([`user_functions`]).
     pub functions: &'a Functions<'t>,
+    /// The function whose body this is (`None` for a kernel): a call of
+    /// itself is uncovered.
+    pub this: Option<&'t str>,
 }
 
 /// The first place in the body that indexes a local value with anything
@@ -157,6 +160,14 @@ pub(super) fn first_uncovered(c: &Components<'_, '_>) -> Option<(usize, String)>
 /// The call of a `@wp.func` (or its adjoint) at `j`: why it is uncovered.
 fn function_call(c: &Components<'_, '_>, j: usize) -> Option<String> {
     let name = c.body[j].text;
+    if c.this
+        .is_some_and(|this| name == this || name.strip_prefix("adj_") == Some(this))
+    {
+        return Some(format!(
+            "`{}` calls the function it is in (a recursion the reader does not follow)",
+            code_around(c.body, j)
+        ));
+    }
     let (func, why) = c
         .functions
         .get_key_value(name)
@@ -228,8 +239,10 @@ fn component_call(c: &Components<'_, '_>, j: usize) -> Option<String> {
 /// Every `static CUDA_CALLABLE ... NAME(PARAMS) { BODY }` at the top level
 /// of a Warp-generated file (the `@wp.func`s, their adjoints and native
 /// snippets), in file order, each with `None` when its body is covered or
-/// why not. Warp emits callees before callers, so a call of a function not
-/// yet seen (or of itself) is uncovered.
+/// why not. Warp emits callees before callers: a call of a function not
+/// yet seen reads as a builtin, which is sound because a C++ function must
+/// be declared before its call and Warp declares none ahead; a call of
+/// itself is uncovered, and so is a function of a form not read.
 pub(super) fn user_functions<'t>(toks: &[Tok<'t>], close: &[usize]) -> Functions<'t> {
     let mut functions: Functions<'t> = HashMap::new();
     let mut depth = 0usize;
@@ -244,6 +257,17 @@ pub(super) fn user_functions<'t>(toks: &[Tok<'t>], close: &[usize]) -> Functions
                     functions.insert(name, verdict);
                     i = next;
                     continue;
+                }
+                // A head or body of another form: its calls are uncovered.
+                if let Some(name) = (i + 1..toks.len().min(i + 64))
+                    .find(|&k| is_punct(toks.get(k), "("))
+                    .and_then(|k| toks.get(k - 1))
+                    .filter(|n| n.kind == TokKind::Word)
+                {
+                    functions.insert(
+                        name.text,
+                        Some("its definition is not in a form the reader reads".into()),
+                    );
                 }
             }
             _ => {}
@@ -285,15 +309,13 @@ fn function_at<'t>(
         _ => None,
     };
     let types = local_types(body, &params);
-    // A call of itself is not yet in `seen`: uncovered.
-    let mut known_functions = seen.clone();
-    known_functions.insert(name, Some("it calls itself".into()));
     let verdict = first_uncovered(&Components {
         body,
         close: &local_close,
         types: &types,
         constant: &constant,
-        functions: &known_functions,
+        functions: seen,
+        this: Some(name),
     })
     .map(|(_, why)| why);
     Some((name, verdict, body_end + 1))
@@ -462,6 +484,31 @@ static CUDA_CALLABLE wp::float32 via_0(
                 .unwrap_or_else(|| panic!("{bad} proven"));
             assert!(why.contains(says), "{bad}: {why}");
             assert!(why.contains("`var_i`, not a constant"), "{why}");
+        }
+    }
+
+    #[test]
+    fn recursion_and_functions_of_other_forms_are_uncovered() {
+        let recursive = r#"
+static CUDA_CALLABLE wp::float32 again_0(
+    wp::float32 var_x)
+{
+    wp::float32 var_0;
+    var_0 = again_0(var_x);
+    return var_0;
+}
+static CUDA_CALLABLE wp::float32 declared_0(wp::float32 var_x);
+"#;
+        for (call, says) in [
+            ("var_f = again_0(var_f);", "calls the function it is in"),
+            (
+                "var_f = declared_0(var_f);",
+                "not in a form the reader reads",
+            ),
+        ] {
+            let why = reason(&kernel(call, recursive), "k_cuda_kernel_forward")
+                .unwrap_or_else(|| panic!("{call} proven"));
+            assert!(why.contains(says), "{call}: {why}");
         }
     }
 
