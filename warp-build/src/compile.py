@@ -268,6 +268,8 @@ def same_body(cu_lines, cpp_lines, key, direction):
     line ending in a backslash (a line splice) is never equal."""
     cu = function_lines(cu_lines, f'extern "C" __global__ void {key}_cuda_kernel_{direction}(')
     cpp = function_lines(cpp_lines, f"static void {key}_cpu_kernel_{direction}(")
+    if cu is None and cpp is None and direction == "backward":
+        return None  # no backward pass (enable_backward=False): nothing to compare
     if cu is None or cpp is None:
         return f"the {'CUDA' if cu is None else 'CPU'} {direction} function was not found in Warp's output"
     a, b = cuda_body(cu) or (None, None), cpu_body(cpp) or (None, None)
@@ -301,6 +303,16 @@ def shared_code(lines, stop):
     return significant(out)
 
 
+def function_head(line):
+    """A line of the functions before the kernels, compared without `CUDA_CALLABLE` after a
+    head's `static`: Warp writes its generated functions with it for CUDA and without it for
+    the CPU, and its headers define it as nothing outside CUDA (a native snippet keeps it on
+    both)."""
+    if line.startswith("static CUDA_CALLABLE "):
+        return "static " + line[len("static CUDA_CALLABLE ") :]
+    return line
+
+
 def facts(ctx, codegen, module, out_dir, builders):
     """The facts file's content (see the module docstring)."""
     cuda = builders.get("cuda")
@@ -322,16 +334,15 @@ def facts(ctx, codegen, module, out_dir, builders):
     if cpp_lines is not None:
         a = shared_code(cu_lines, ('extern "C" __global__',))
         b = shared_code(cpp_lines, ("struct wp_args_", "template <bool wp_linear_contiguous>"))
-        if a is None or b is None or a != b:
+        if a is None or b is None or list(map(function_head, a)) != list(map(function_head, b)):
             shared_differs = "the functions and structs before the kernels differ between the .cu and the .cpp"
     cpu_chains = {kernel_key(codegen, k): native_chains(k) for k in cpu.kernels} if cpu is not None else {}
     for k in cuda.kernels:
         key = kernel_key(codegen, k)
         entry = {"cuda": native_chains(k), "cpu": cpu_chains.get(key), "cpu_body": None}
         if cpp_lines is not None:
-            backward = (cuda.options | k.options).get("enable_backward", True)
             entry["cpu_body"] = shared_differs or same_body(cu_lines, cpp_lines, key, "forward")
-            if entry["cpu_body"] is None and backward:
+            if entry["cpu_body"] is None:
                 entry["cpu_body"] = same_body(cu_lines, cpp_lines, key, "backward")
         out["kernels"][key] = entry
     return out
