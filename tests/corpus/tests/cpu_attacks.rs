@@ -35,9 +35,10 @@ fn native_code_is_unproven_on_cpu_from_warps_facts() {
             .device("cpu")
             .run(),
     );
+    println!("{shown}");
     for part in [
         "kernel 'native_poke'",
-        "@wp.func_native function `poke`",
+        "@wp.func_native function `poke` (module 'native_poke', C++ `poke_0`), directly",
         "C++ `poke_0`",
         "launch_unchecked",
         "debug mode is no guard",
@@ -61,6 +62,7 @@ fn local_components_and_shapes_indexed_by_a_parameter_are_unproven_on_cpu() {
             .device("cpu")
             .run(),
     );
+    println!("{shown}");
     assert!(shown.contains("kernel 'vec_local_write'"), "{shown}");
     assert!(shown.contains("with `var_k`, not a constant"), "{shown}");
     let x = cpu_array(&[0.0; 4]);

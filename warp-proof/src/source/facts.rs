@@ -187,9 +187,12 @@ fn user_code(device: &DeviceFacts, chains: &[Vec<String>], what: &str) -> Option
         let detail = native_named(last).map_or(String::new(), |n| {
             format!(" (module '{}', C++ `{}`)", n.module, n.symbol)
         });
+        let how = match chain.len() {
+            0 | 1 => "directly".to_string(),
+            _ => format!("through {}", chain.join(" -> ")),
+        };
         return Some(format!(
-            "it calls native code, the @wp.func_native function `{last}`{detail}, through {}: C++ that no access analysis reads",
-            chain.join(" -> ")
+            "it calls native code, the @wp.func_native function `{last}`{detail}, {how}: C++ that no access analysis reads"
         ));
     }
     if !device.has_user_code() {
@@ -249,6 +252,16 @@ mod tests {
         let text = facts(CLEAN, CLEAN, PLAIN);
         assert_eq!(verdict(&text, "k", Target::Cuda), None);
         assert_eq!(verdict(&text, "k", Target::Cpu), None);
+    }
+
+    #[test]
+    fn a_direct_call_of_native_code_says_so() {
+        let kernel = r#"{"cuda": [["poke"]], "cpu": [["poke"]], "cpu_body": null}"#;
+        let why = verdict(&facts(POKE, POKE, kernel), "k", Target::Cuda).unwrap();
+        assert!(
+            why.contains("`poke` (module 'wrp_native', C++ `poke_0`), directly"),
+            "{why}"
+        );
     }
 
     #[test]
