@@ -129,3 +129,95 @@ fn an_edited_cpu_body_is_found_with_its_line() {
         None
     );
 }
+
+/// One Warp compile at a time (they share the install and the kernel
+/// cache), as in `compile.rs`.
+static WARP: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+const NATIVES: &str = r#"
+import warp as wp
+
+POKE = """//---------
+    *(float*)(addr) = val;
+"""
+
+
+@wp.func_native(POKE, "//---------\n")
+def poke(addr: wp.uint64, val: float): ...
+
+
+@wp.func
+def helper(addr: wp.uint64, val: float):
+    poke(addr, val)
+"#;
+
+const CHAIN: &str = r#"
+import warp as wp
+import natives
+
+PREAMBLE = PREAMBLE_VALUE
+if PREAMBLE:
+    wp.set_module_options({"extra_build_options": wp.ModuleBuildOptions(extra_cpu_preamble=PREAMBLE)})
+
+
+@wp.func
+def outer(addr: wp.uint64, val: float):
+    natives.helper(addr, val)
+
+
+@wp.kernel
+def via_chain(x: wp.array(dtype=float), addr: wp.uint64):
+    i = wp.tid()
+    x[i] = 1.0
+    outer(addr, 2.0)
+
+
+@wp.kernel
+def plain(x: wp.array(dtype=float)):
+    i = wp.tid()
+    x[i] = 1.0
+"#;
+
+/// The facts warp-build writes for `chain.py` (with `preamble` as its CPU
+/// preamble, Python text), compiled with its CPU code.
+fn chain_facts(preamble: &str) -> serde_json::Value {
+    let _g = WARP.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("natives.py"), NATIVES).unwrap();
+    let src = tmp.path().join("chain.py");
+    std::fs::write(&src, CHAIN.replace("PREAMBLE_VALUE", preamble)).unwrap();
+    let c = warp_build::WarpModule::new(&src)
+        .archs([90])
+        .ptx(false)
+        .cpu(true)
+        .out_dir(tmp.path().join("out"))
+        .cargo_metadata(false)
+        .compile()
+        .unwrap_or_else(|e| panic!("{e}"));
+    serde_json::from_str(&std::fs::read_to_string(c.dir().join("wp_chain.facts.json")).unwrap())
+        .unwrap()
+}
+
+/// Warp's objects say which kernel reaches native code of another module
+/// through two `@wp.func`s, on both devices; a CPU preamble is the CPU's
+/// only.
+#[test]
+fn native_code_through_a_chain_of_functions_of_another_module_and_a_cpu_preamble() {
+    use serde_json::json;
+    let f = chain_facts("\"\"");
+    let native = json!([{"function": "poke", "module": "natives", "symbol": "poke_0"}]);
+    for device in ["cuda", "cpu"] {
+        assert_eq!(f[device]["native"], native, "{device}: {f}");
+        assert_eq!(f[device]["preamble"], false, "{device}");
+        assert_eq!(
+            f["kernels"]["via_chain"][device],
+            json!([["outer", "helper", "poke"]]),
+            "{device}: {f}"
+        );
+        assert_eq!(f["kernels"]["plain"][device], json!([]), "{device}");
+    }
+    assert_eq!(f["kernels"]["plain"]["cpu_body"], serde_json::Value::Null);
+    let f = chain_facts("\"// a CPU preamble\\n\"");
+    assert_eq!(f["cpu"]["preamble"], true, "{f}");
+    assert_eq!(f["cuda"]["preamble"], false, "{f}");
+}
