@@ -184,7 +184,8 @@ fn compile_corpus(
 }
 
 /// The Warp test modules `tests/warp/kernels.py`, `tests/warp/tape.py`,
-/// `tests/warp/access.py` and `tests/warp/kinds.py` for the CPU tests:
+/// `tests/warp/access.py`, `tests/warp/kinds.py` and the attack modules of
+/// `tests/warp/attacks/` for the CPU tests:
 /// compiled by warp-build with its CPU code (linked into this crate,
 /// embedded as `OUT_DIR/warp/{kernels,tape,access,kinds}/*.rs`), and their cases and tape cases run on
 /// Warp's own CPU device by `tests/warp/build.py --cpu` into
@@ -193,7 +194,18 @@ fn compile_kernels(manifest_dir: &Path, out: &Path) -> Result<(), Box<dyn Error>
     // kernels.py, tape.py (the programs of build.py's tape_parity cases),
     // access.py (a struct holding an array) and kinds.py (a float16 value),
     // the last two run on "cpu" by `tests/cpu_kernels.rs`.
-    for module in ["kernels", "tape", "access", "kinds"] {
+    // The attack modules (`tests/warp/attacks/`): native code, local
+    // components and shapes, and Warp's contiguous CPU path on views.
+    let attacks = [
+        "attacks/native_poke",
+        "attacks/local_components",
+        "attacks/contiguous_cpu",
+        "attacks/contiguous_views",
+    ];
+    for module in ["kernels", "tape", "access", "kinds"]
+        .into_iter()
+        .chain(attacks)
+    {
         let source = manifest_dir.join(format!("../warp/{module}.py"));
         warp_build::WarpModule::new(&source)
             .archs([90])

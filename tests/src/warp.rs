@@ -275,3 +275,13 @@ pub fn header_kernels() -> warp_launch::Result<HeaderKernels> {
         })
     }
 }
+
+/// The message of a safe launch refused as unproven (`Error::Unproven`).
+/// Panics when the launch ran, or was refused for another reason.
+pub fn refused_as_unproven(r: warp_launch::Result<()>) -> String {
+    match r {
+        Err(e @ warp_launch::Error::Unproven(_)) => e.to_string(),
+        Err(e) => panic!("refused for another reason: {e}"),
+        Ok(()) => panic!("the safe launch ran"),
+    }
+}

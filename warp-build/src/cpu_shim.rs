@@ -23,16 +23,20 @@ use crate::cpu_parse::CpuKernel;
 /// The symbol prefix of `module`'s functions (`wpl_<module>__<key>__`).
 /// The loop over task indices `[first, last)` calling `kernel` (Warp's
 /// `<key>_cpu_kernel_{forward,backward}` template) with `args`. For a 1-D
-/// kernel whose domain folds no extra dimension (`coord_mult == 1`), Warp's
-/// linear specialization (`<true>`: `wp.tid()` is the task index, no
-/// division), as Warp's CPU code generation selects once outside its task
-/// loop; otherwise the general one (`<false>`).
-fn task_loop(dim: u32, kernel: &str, args: &str) -> String {
+/// kernel whose domain folds no extra dimension (`coord_mult == 1`) and
+/// whose arrays are all packed (`packed`, a C++ condition: every array's
+/// first stride is its element size), Warp's linear specialization
+/// (`<true>`: `wp.tid()` is the task index, no division, and every 1-D
+/// array's stride is taken to be its element size), as Warp's CPU launcher
+/// selects once outside its task loop; otherwise the general one
+/// (`<false>`). Warp's condition covers the 1-D arrays, forward and
+/// adjoint; this one every array: never weaker.
+fn task_loop(dim: u32, kernel: &str, args: &str, packed: &str) -> String {
     let general =
         format!("for (size_t i = first; i < last; ++i) {kernel}<false>(bounds, i, {args});");
     if dim == 1 {
         format!(
-            "if (bounds.coord_mult == 1) {{\n        for (size_t i = first; i < last; ++i) {kernel}<true>(bounds, i, {args});\n    }} else {{\n        {general}\n    }}"
+            "if (bounds.coord_mult == 1 && ({packed})) {{\n        for (size_t i = first; i < last; ++i) {kernel}<true>(bounds, i, {args});\n    }} else {{\n        {general}\n    }}"
         )
     } else {
         // One thread per coordinate: walk the coordinates in order and hand
@@ -117,6 +121,29 @@ inline launch_coord_t launch_coord(size_t linear, const launch_bounds_t<4>& b) {
 }  // namespace wp
 ";
 
+/// `wpl_packed(x)`: whether an argument is no array or an array whose first
+/// stride is its element size (the condition of Warp's contiguous CPU
+/// specialization, which replaces a 1-D array's stride by the element
+/// size).
+const PACKED: &str = "// Whether an argument is no array, or an array whose first stride is its element size (warp-build).
+template <typename T> inline bool wpl_packed(const wp::array_t<T>& a) { return a.strides[0] == (int)sizeof(T); }
+template <typename T> inline bool wpl_packed(const T&) { return true; }
+";
+
+/// The C++ condition that every field of the argument structs `structs`
+/// (`a`, and `adj` for a backward pass) is packed ([`PACKED`]).
+fn packed(fields: &[String], structs: &[&str]) -> String {
+    let all: Vec<String> = structs
+        .iter()
+        .flat_map(|s| fields.iter().map(move |f| format!("wpl_packed({s}->{f})")))
+        .collect();
+    if all.is_empty() {
+        "true".into()
+    } else {
+        all.join(" & ")
+    }
+}
+
 pub(crate) fn symbol(module: &str, key: &str, what: &str) -> String {
     format!("wpl_{module}__{key}__{what}")
 }
@@ -164,6 +191,7 @@ pub(crate) fn generate(module: &str, warp_cpp: &str, kernels: &[CpuKernel]) -> S
          #include \"builtin.h\"\n\
          #include \"deterministic.h\"\n\
          {LAUNCH_COORD}\
+         {PACKED}\
          // Warp's entry points (extern \"C\" {{ WP_API void <key>_cpu_forward(...) }}): internal linkage.\n\
          #undef WP_API\n\
          #define WP_API static\n\
@@ -184,7 +212,12 @@ pub(crate) fn generate(module: &str, warp_cpp: &str, kernels: &[CpuKernel]) -> S
              }}",
             k.fields.join(", "),
             fwd = symbol(module, key, "forward"),
-            loop = task_loop(n, &format!("{key}_cpu_kernel_forward"), "a"),
+            loop = task_loop(
+                n,
+                &format!("{key}_cpu_kernel_forward"),
+                "a",
+                &packed(&k.fields, &["a"])
+            ),
         );
         if k.backward {
             let _ = writeln!(
@@ -197,7 +230,12 @@ pub(crate) fn generate(module: &str, warp_cpp: &str, kernels: &[CpuKernel]) -> S
                      {loop}\n\
                  }}",
                 bwd = symbol(module, key, "backward"),
-                loop = task_loop(n, &format!("{key}_cpu_kernel_backward"), "a, adj"),
+                loop = task_loop(
+                    n,
+                    &format!("{key}_cpu_kernel_backward"),
+                    "a, adj",
+                    &packed(&k.fields, &["a", "adj"])
+                ),
             );
         }
         let mut values = vec![format!("sizeof({args})"), format!("alignof({args})")];

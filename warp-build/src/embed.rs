@@ -55,8 +55,9 @@ const CPU_SAFETY: &str = "// SAFETY: the functions are the wpl_ entry points war
 /// constructor's promise holds (put back after formatting, as
 /// [`CPU_SAFETY`]).
 const MODULE_SAFETY: &str = "// SAFETY: one compile produced them all: warp-build wrote this file right after one\n\
-     // Warp compile of this module wrote the included source, metadata and images into\n\
-     // this directory, and built the CPU code (if any) from the C++ that compile generated.";
+     // Warp compile of this module wrote the included source, metadata, images and facts\n\
+     // (what Warp's objects said of native code, preambles and the CPU code) into this\n\
+     // directory, and built the CPU code (if any) from the C++ that compile generated.";
 
 fn ident(name: &str) -> syn::Ident {
     syn::Ident::new(name, proc_macro2::Span::call_site())
@@ -138,6 +139,11 @@ pub(crate) fn generate(
     let (cpu_items, cpu_field) = cpu_items(module, cpu);
     let cu = path(&format!("wp_{module}.cu"));
     let meta = path(&format!("wp_{module}.meta"));
+    let facts_file = format!("wp_{module}.facts.json");
+    let facts = files.contains(&facts_file).then(|| {
+        let facts = path(&facts_file);
+        quote! { .with_facts(include_str!(#facts)) }
+    });
     let images = images(files).into_iter().map(|file| {
         let abs = path(file);
         quote! {
@@ -165,6 +171,7 @@ pub(crate) fn generate(
                 &[#(#images),*],
                 #cpu_field,
             )
+            #facts
         };
     };
     let file: syn::File = syn::parse2(tokens).map_err(|e| BuildError::Codegen {
@@ -255,14 +262,23 @@ mod tests {
             )),
             "{text}"
         );
+        // No facts file, no facts: the caller of `new` vouches (a
+        // directory of another tool's output).
+        assert!(!text.contains("with_facts"), "{text}");
         insta::assert_snapshot!(text);
     }
 
     #[test]
     fn generated_code_declares_the_cpu_entry_points() {
-        let files: Vec<String> = ["wp_m.cu", "wp_m.meta", "wp_m.sm90.cubin", "wp_m.cpp"]
-            .map(String::from)
-            .to_vec();
+        let files: Vec<String> = [
+            "wp_m.cu",
+            "wp_m.meta",
+            "wp_m.sm90.cubin",
+            "wp_m.cpp",
+            "wp_m.facts.json",
+        ]
+        .map(String::from)
+        .to_vec();
         let kernels = [
             CpuKernel {
                 key: "saxpy".into(),
@@ -302,6 +318,10 @@ mod tests {
         );
         assert!(!text.contains("wpl_m__row_sums__forward"));
         assert!(!text.contains("wpl_m__fill__backward"));
+        assert!(
+            text.contains(".with_facts(include_str!(\"/out/warp/m/wp_m.facts.json\"))"),
+            "{text}"
+        );
         insta::assert_snapshot!(text);
     }
 }

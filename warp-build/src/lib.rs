@@ -5,7 +5,10 @@
 //! ([`wp.compile_aot_module`](https://nvidia.github.io/warp/modules/runtime.html),
 //! warp-lang 1.19.0, no GPU needed) on a Python file or package of Warp
 //! kernels and writes one directory: `wp_<module>.cu` and `.meta` (the
-//! generated source and metadata `warp_launch::AotModule` reads), a
+//! generated source and metadata `warp_launch::AotModule` reads),
+//! `wp_<module>.facts.json` (what Warp's own objects said, during the
+//! compile, about native code, user preambles and whether the CPU code is
+//! the CUDA code: `warp_proof::Facts`), a
 //! `wp_<module>.sm<arch>.cubin` per architecture, and PTX for the lowest
 //! architecture as the fallback a driver can compile for a GPU no cubin
 //! fits. The PTX is not Warp's (ISA 9.4, from its CUDA 13.4 NVRTC, which

@@ -776,8 +776,8 @@ impl Compiled {
         &self.module
     }
 
-    /// Every file Warp wrote (`wp_<module>.cu`, `.meta`, `.sm<arch>.cubin`,
-    /// `.sm<arch>.ptx`), as absolute paths, by name.
+    /// Every file of the compile (`wp_<module>.cu`, `.meta`, `.facts.json`,
+    /// `.sm<arch>.cubin`, `.sm<arch>.ptx`), as absolute paths, by name.
     pub fn files(&self) -> Vec<PathBuf> {
         self.stamp.files.iter().map(|f| self.dir.join(f)).collect()
     }

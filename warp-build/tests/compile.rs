@@ -56,12 +56,28 @@ fn compiles_two_archs_and_ptx_then_reuses_then_recompiles_a_touched_source() {
         [
             "wp_kernels.cpp",
             "wp_kernels.cu",
+            "wp_kernels.facts.json",
             "wp_kernels.meta",
             "wp_kernels.sm80.cubin",
             "wp_kernels.sm80.ptx",
             "wp_kernels.sm90.cubin"
         ]
     );
+    // The facts Warp's objects gave: no native code, no preamble, and each
+    // kernel's CPU code is its CUDA code.
+    let facts: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(c.dir().join("wp_kernels.facts.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(facts["module"], "kernels");
+    assert_eq!(facts["cuda"]["preamble"], false);
+    assert_eq!(facts["cuda"]["native"], serde_json::json!([]));
+    let kernels = facts["kernels"].as_object().unwrap();
+    assert!(kernels.contains_key("saxpy"), "{facts}");
+    for (key, k) in kernels {
+        assert_eq!(k["cpu_body"], serde_json::Value::Null, "{key}");
+        assert_eq!(k["cuda"], serde_json::json!([]), "{key}");
+    }
     for k in ["saxpy", "chain_sin", "chain_loss", "count_visits"] {
         assert!(
             c.kernels().iter().any(|n| n == k),

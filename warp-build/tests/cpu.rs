@@ -319,9 +319,13 @@ fn cpu_false_compiles_no_cpu_code() {
         .iter()
         .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
         .collect();
-    // Sources and cubins only (WARP_BUILD_ARCHS, as CI sets it, may add
-    // architectures): no wp_kernels.cpp, no CPU library.
-    let mut want = vec!["wp_kernels.cu".to_string(), "wp_kernels.meta".to_string()];
+    // Sources, facts and cubins only (WARP_BUILD_ARCHS, as CI sets it, may
+    // add architectures): no wp_kernels.cpp, no CPU library.
+    let mut want = vec![
+        "wp_kernels.cu".to_string(),
+        "wp_kernels.facts.json".to_string(),
+        "wp_kernels.meta".to_string(),
+    ];
     want.extend(c.archs().iter().map(|a| format!("wp_kernels.sm{a}.cubin")));
     want.sort();
     let mut names = names;

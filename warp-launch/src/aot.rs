@@ -249,6 +249,18 @@ impl AotModule {
     /// file name) catch mistakes, not forgeries. A module compiled into the
     /// program loads safely: [`AotModule::from_embedded`].
     ///
+    /// Native code and preambles: a directory warp-build wrote holds
+    /// `wp_<name>.facts.json`, what Warp's own objects said at compile time
+    /// (which kernels reach a `@wp.func_native` function, through any chain
+    /// of `@wp.func` calls, and whether the module has a user preamble);
+    /// such kernels are unproven ([`Error::Unproven`] on safe launches).
+    /// The facts file is one of the module's files, under the promise
+    /// above. A directory without it (Warp's own `compile_aot_module`
+    /// writes none) has no such facts, and no text can stand in for them
+    /// (a snippet can begin with the comment Warp's own functions begin
+    /// with): for it the caller also promises that no kernel reaches native
+    /// code and the module has no user preamble.
+    ///
     /// # Errors
     ///
     /// Besides unreadable or malformed files: a module not written by Warp
@@ -268,12 +280,18 @@ impl AotModule {
         let meta_path = dir.join(format!("wp_{name}.meta"));
         let text = read_text(&cu_path)?;
         let meta_text = read_text(&meta_path)?;
+        let facts_path = dir.join(crate::facts::file_name(name));
+        let facts = match facts_path.is_file() {
+            true => Some((read_text(&facts_path)?, facts_path.display().to_string())),
+            false => None,
+        };
         let images = images::read_dir_images(dir, &list(dir)?, name)?;
         Self::load_parts(
             &dir.display().to_string(),
             name,
             (&text, &cu_path.display().to_string()),
             (&meta_text, &meta_path.display().to_string()),
+            facts.as_ref().map(|(t, f)| (t.as_str(), f.as_str())),
             images,
             None,
         )
@@ -317,6 +335,11 @@ impl AotModule {
             name,
             (module.source(), &format!("{origin}/wp_{name}.cu")),
             (module.meta(), &format!("{origin}/wp_{name}.meta")),
+            module
+                .facts()
+                .map(|f| (f, format!("{origin}/{}", crate::facts::file_name(name))))
+                .as_ref()
+                .map(|(t, f)| (*t, f.as_str())),
             images,
             module.cpu(),
         )
@@ -331,10 +354,12 @@ impl AotModule {
         name: &str,
         (text, cu_file): (&str, &str),
         (meta_text, meta_file): (&str, &str),
+        facts: Option<(&str, &str)>,
         candidates: Vec<Candidate<'static>>,
         cpu: Option<&EmbeddedCpu>,
     ) -> Result<AotModule> {
-        let decls = declarations(text, cu_file, meta_text, meta_file)?;
+        let mut decls = declarations(text, cu_file, meta_text, meta_file)?;
+        let cpu_unproven = crate::facts::apply(name, &mut decls, facts)?;
         let targets = images::targets(origin, &candidates)?;
         let mut kernels: BTreeMap<String, LazyKernel> = BTreeMap::new();
         let mut atomics = HashMap::new();
@@ -353,7 +378,7 @@ impl AotModule {
         }
         let module = format!("Warp module '{name}' ({origin})");
         if let Some(cpu) = cpu {
-            bind_cpu(&module, cpu, &mut kernels, &atomics)?;
+            bind_cpu(&module, cpu, &mut kernels, &atomics, &cpu_unproven)?;
         }
         Ok(AotModule {
             name: name.to_string(),
@@ -485,6 +510,7 @@ fn bind_cpu(
     cpu: &EmbeddedCpu,
     kernels: &mut BTreeMap<String, LazyKernel>,
     atomics: &HashMap<String, bool>,
+    unproven: &HashMap<String, Unproven>,
 ) -> Result<()> {
     let code_err = |kernel: &str, message: String| Error::CpuCode {
         module: module.to_string(),
@@ -540,7 +566,9 @@ fn bind_cpu(
                 }
             );
         }
-        lazy.cpu = Some(CpuKernel::Native(native));
+        lazy.cpu = Some(CpuKernel::Native(
+            native.with_unproven(unproven.get(key).cloned()),
+        ));
     }
     for &(key, why) in cpu.unsupported() {
         let listed = known(kernels);

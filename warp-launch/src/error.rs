@@ -1088,7 +1088,7 @@ impl fmt::Display for Error {
                 };
                 write!(
                     f,
-                    "kernel '{}'{}: no safe launch: at {}{who}: {}; no launch can check that it stays inside its arrays. If it does for your arguments, launch with `unsafe {{ kernel.launch(dim).inputs(..).unchecked() }}` (read LaunchBuilder::unchecked's Safety section)",
+                    "kernel '{}'{}: no safe launch: at {}{who}: {}; no launch can check that it stays inside its arrays. If it does for your arguments, launch it unchecked: a typed launcher's `unsafe` `launch_unchecked`, or `unsafe {{ kernel.launch(dim).inputs(..).unchecked() }}` (read LaunchBuilder::unchecked's Safety section; Warp's debug mode is no guard: it does not check shapes, native code or preambles)",
                     u.kernel,
                     if u.pass == Pass::Adjoint {
                         " (backward)"

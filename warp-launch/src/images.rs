@@ -66,6 +66,7 @@ pub struct EmbeddedModule {
     meta: &'static str,
     images: &'static [EmbeddedImage],
     cpu: Option<&'static crate::cpu::EmbeddedCpu>,
+    facts: Option<&'static str>,
 }
 
 impl EmbeddedModule {
@@ -90,7 +91,17 @@ impl EmbeddedModule {
     /// kernel's code does what the source says: access rules read from
     /// another source would make an out-of-bounds launch pass as safe.
     /// `warp-build` generates the call with all five from one output
-    /// directory.
+    /// directory, and adds the compile's facts
+    /// ([`EmbeddedModule::with_facts`]).
+    ///
+    /// Without facts, the caller also promises what the facts would tell:
+    /// that no kernel of the module reaches native code
+    /// (`@wp.func_native`, through any chain of `@wp.func` calls) or
+    /// carries a user preamble (`extra_cuda_preamble`,
+    /// `extra_cpu_preamble`, also merged from another module), and that
+    /// the CPU code runs each kernel's CUDA body (no `.cpp` is read here).
+    /// No text can show that: a snippet may begin with the lines Warp's
+    /// own functions begin with.
     pub const unsafe fn new(
         name: &'static str,
         source: &'static str,
@@ -104,7 +115,32 @@ impl EmbeddedModule {
             meta,
             images,
             cpu,
+            facts: None,
         }
+    }
+
+    /// The same module with the facts warp-build's compile step recorded
+    /// beside it (`wp_<name>.facts.json`: what Warp's own objects said, at
+    /// compile time, about native code, preambles and the CPU code). A
+    /// kernel the facts leave unproven is refused by safe launches, on
+    /// every device or on `"cpu"` only ([`Error::Unproven`](crate::Error::Unproven)),
+    /// and runs through `unsafe` unchecked launches.
+    ///
+    /// # Safety
+    ///
+    /// `facts` come from the same Warp compile as the module's source,
+    /// images and CPU code ([`EmbeddedModule::new`]'s promise, extended
+    /// to them): facts of another compile could say "no native code" of a
+    /// module that has some.
+    pub const unsafe fn with_facts(mut self, facts: &'static str) -> Self {
+        self.facts = Some(facts);
+        self
+    }
+
+    /// The compile step's facts, `wp_<name>.facts.json` (`None`: made
+    /// without them, see [`EmbeddedModule::new`]'s Safety section).
+    pub const fn facts(&self) -> Option<&'static str> {
+        self.facts
     }
 
     /// The module's name (`wp_<name>.cu`).

@@ -74,7 +74,9 @@
 //! Modules compiled in a mode the launch does not model (deterministic
 //! mode, thread block clusters, external entry points: [`WarpFeature`])
 //! are refused at load with [`Error::Unmodelled`]; native code
-//! (`wp.func_native`, a CUDA preamble) makes a module's kernels unproven.
+//! (`wp.func_native`) and preambles make a module's kernels unproven, as
+//! the facts warp-build records from Warp's objects say
+//! ([`EmbeddedModule::with_facts`]).
 //!
 //! On a GPU, after `cargo xtask warp-aot` (which compiles
 //! `tests/warp/kernels.py` into `target/warp-aot/aot`):
@@ -169,6 +171,7 @@ mod cpu;
 mod cuda_c;
 mod device;
 mod error;
+mod facts;
 #[doc(hidden)]
 pub mod fuzzing;
 mod graph;

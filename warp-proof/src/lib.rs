@@ -13,7 +13,10 @@
 //!   source ([`parse_cu`] into a [`Source`], each kernel with its access
 //!   rules) and the module metadata ([`parse_meta`] into a [`Meta`]), and
 //!   the compile modes a launch does not model ([`refuse_unmodelled`],
-//!   [`WarpFeature`]). Every problem is an error naming the file and line
+//!   [`WarpFeature`]), and the facts warp-build's compile step records
+//!   from Warp's own objects ([`parse_facts`] into [`Facts`]: which
+//!   kernels reach native code or carry a preamble, and whether the CPU
+//!   code is the CUDA code, per [`Target`]). Every problem is an error naming the file and line
 //!   ([`SourceError`], [`UnmodelledError`]); nothing here panics on
 //!   malformed input.
 //! - A module's kernels declared from that output ([`declarations`]: each
@@ -85,8 +88,9 @@ pub use signature::{
 
 // The readers of Warp's generated `.cu` and `.meta`, and their errors.
 pub use source::{
-    Direction, KernelBody, Meta, Source, SourceError, SourceField, SourceKernel, SourceParam,
-    SourceStruct, UnmodelledError, WarpFeature, parse_cu, parse_meta, refuse_unmodelled,
+    DeviceFacts, Direction, Facts, KernelBody, KernelFacts, Meta, NativeFunction, Source,
+    SourceError, SourceField, SourceKernel, SourceParam, SourceStruct, Target, UnmodelledError,
+    WarpFeature, parse_cu, parse_facts, parse_meta, refuse_unmodelled,
 };
 
 // A module's kernels declared from Warp's output, as a load and the

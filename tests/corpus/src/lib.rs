@@ -54,6 +54,45 @@ pub mod kinds {
     include!(concat!(env!("OUT_DIR"), "/warp/kinds/kinds.rs"));
 }
 
+/// The attack modules of `tests/warp/attacks/` (copied from the project's
+/// shared attacks, see their README), each compiled by warp-build for sm_90
+/// and for the CPU, CPU code linked into this crate:
+/// `tests/cpu_attacks.rs` holds what each must do.
+pub mod attacks {
+    /// `native_poke.py`: a `@wp.func_native` snippet that starts with the
+    /// comment Warp's own functions start with (`NATIVE_POKE`).
+    pub mod native_poke {
+        include!(concat!(
+            env!("OUT_DIR"),
+            "/warp/attacks/native_poke/native_poke.rs"
+        ));
+    }
+    /// `local_components.py`: a local vector and a shape indexed by a
+    /// parameter (`LOCAL_COMPONENTS`).
+    pub mod local_components {
+        include!(concat!(
+            env!("OUT_DIR"),
+            "/warp/attacks/local_components/local_components.rs"
+        ));
+    }
+    /// `contiguous_cpu.py`: a 1-D kernel of block_dim 1 that fills its
+    /// array, for Warp's contiguous CPU path (`CONTIGUOUS_CPU`).
+    pub mod contiguous_cpu {
+        include!(concat!(
+            env!("OUT_DIR"),
+            "/warp/attacks/contiguous_cpu/contiguous_cpu.rs"
+        ));
+    }
+    /// `contiguous_views.py`: the same path with a backward pass that adds
+    /// into an adjoint (`CONTIGUOUS_VIEWS`).
+    pub mod contiguous_views {
+        include!(concat!(
+            env!("OUT_DIR"),
+            "/warp/attacks/contiguous_views/contiguous_views.rs"
+        ));
+    }
+}
+
 /// Warp's CPU results for `tests/warp/kernels.py`'s cases and tape cases
 /// and `tests/warp/tape.py`'s tape-parity programs (`manifest.json`, `cases/`), computed at build time by
 /// `tests/warp/build.py --cpu`.

@@ -271,7 +271,7 @@ impl CallFunc {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `call_func`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `call_func`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///
@@ -303,7 +303,7 @@ impl CallFunc {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `call_func`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `call_func`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///
@@ -816,7 +816,7 @@ impl Gather {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `gather`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `gather`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///
@@ -850,7 +850,7 @@ impl Gather {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `gather`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `gather`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///
@@ -1196,7 +1196,7 @@ impl RowSum {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `row_sum`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `row_sum`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///
@@ -1228,7 +1228,7 @@ impl RowSum {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `row_sum`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `row_sum`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///
@@ -1417,7 +1417,7 @@ impl RowView {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `row_view`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `row_view`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///
@@ -1449,7 +1449,7 @@ impl RowView {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `row_view`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `row_view`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///
@@ -1638,7 +1638,7 @@ impl Shifted {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `shifted`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `shifted`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///
@@ -1670,7 +1670,7 @@ impl Shifted {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `shifted`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `shifted`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///
@@ -1865,7 +1865,7 @@ impl ThroughStruct {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `through_struct`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `through_struct`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///
@@ -1900,7 +1900,7 @@ impl ThroughStruct {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `through_struct`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `through_struct`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///

@@ -278,7 +278,7 @@ impl RowSums {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `row_sums`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `row_sums`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///
@@ -314,7 +314,7 @@ impl RowSums {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `row_sums`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `row_sums`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///
@@ -616,7 +616,7 @@ impl ScaleShared {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `scale_shared`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `scale_shared`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///
@@ -651,7 +651,7 @@ impl ScaleShared {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `scale_shared`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `scale_shared`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///
@@ -686,7 +686,7 @@ impl ScaleShared {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `scale_shared`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `scale_shared`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///
@@ -729,7 +729,7 @@ impl ScaleShared {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `scale_shared`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `scale_shared`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///
@@ -1040,7 +1040,7 @@ impl ScaleTiles {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `scale_tiles`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `scale_tiles`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///
@@ -1083,7 +1083,7 @@ impl ScaleTiles {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `scale_tiles`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `scale_tiles`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///
@@ -1392,7 +1392,7 @@ impl ScaleUnchecked {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `scale_unchecked`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `scale_unchecked`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///
@@ -1427,7 +1427,7 @@ impl ScaleUnchecked {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `scale_unchecked`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `scale_unchecked`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///
@@ -1462,7 +1462,7 @@ impl ScaleUnchecked {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `scale_unchecked`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `scale_unchecked`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///
@@ -1505,7 +1505,7 @@ impl ScaleUnchecked {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `scale_unchecked`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `scale_unchecked`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///
@@ -1780,7 +1780,7 @@ impl ShiftedRows {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `shifted_rows`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `shifted_rows`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///
@@ -1812,7 +1812,7 @@ impl ShiftedRows {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `shifted_rows`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `shifted_rows`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///
@@ -1844,7 +1844,7 @@ impl ShiftedRows {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `shifted_rows`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `shifted_rows`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///
@@ -1880,7 +1880,7 @@ impl ShiftedRows {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `shifted_rows`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `shifted_rows`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///
@@ -2150,7 +2150,7 @@ impl TotalSum {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `total_sum`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `total_sum`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///
@@ -2186,7 +2186,7 @@ impl TotalSum {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `total_sum`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `total_sum`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///

@@ -42,7 +42,9 @@ use crate::device::Device;
 use crate::error::{CpuLayoutError, Error, Result};
 use crate::launch::bind::{self, Arg, Params, Site};
 use crate::launch::domain::Bounds;
-use crate::signature::{AccessTarget, Accesses, AxisIndex, KernelParam, Pass, StructType};
+use crate::signature::{
+    AccessTarget, Accesses, AxisIndex, KernelParam, Pass, StructType, Unproven,
+};
 
 /// Fewest work items a forward launch runs on several threads (2^18).
 /// Starting and joining the threads is not free: spawning and joining 3
@@ -122,6 +124,9 @@ pub(crate) struct NativeKernel {
     /// Whether forward launches may run on several threads (from the
     /// declaration; each launch checks its own arguments too).
     elementwise: bool,
+    /// Why the compile step's facts leave this CPU code unproven (user C++
+    /// in it, or a body other than the CUDA body the rules were read from).
+    unproven: Option<Unproven>,
 }
 
 /// The layout of `wp_args_<key>` the declaration gives: the parameters in
@@ -227,7 +232,20 @@ impl NativeKernel {
             size: declared.size,
             offsets: declared.fields.iter().map(|f| f.offset).collect(),
             elementwise,
+            unproven: None,
         })
+    }
+
+    /// The same code, unproven on `"cpu"` for `why` (`None`: proven as
+    /// the declaration's rules say).
+    pub(crate) fn with_unproven(mut self, why: Option<Unproven>) -> Self {
+        self.unproven = why;
+        self
+    }
+
+    /// Why safe CPU launches of this code are refused, if they are.
+    pub(crate) fn unproven(&self) -> Option<&Unproven> {
+        self.unproven.as_ref()
     }
 
     pub(crate) fn has_backward(&self) -> bool {

@@ -257,9 +257,11 @@ impl<'k> LaunchBuilder<'k> {
     /// array without one). A [`Launch`] built this way refuses its safe
     /// setters; change it with [`Launch::edit_unchecked`].
     ///
-    /// A module compiled with Warp's bounds checks (`wp.config.mode =
-    /// "debug"`) turns a broken promise into a device assert, which ends
-    /// the CUDA context (a sticky error), rather than silent corruption.
+    /// Warp's debug mode (`wp.config.mode = "debug"`) is no guard for the
+    /// promise: it asserts on array indices and on vector and matrix
+    /// components, but `x.shape[k]` is unchecked in every build, and
+    /// native code (`@wp.func_native`) and preambles are the user's C++,
+    /// which no mode checks.
     pub unsafe fn unchecked(mut self) -> Self {
         self.unchecked = true;
         self

@@ -929,4 +929,13 @@ impl Kernel {
     pub(crate) fn runs_native_on_cpu(&self) -> bool {
         matches!(self.inner.cpu, Some(crate::cpu::CpuKernel::Native(_)))
     }
+
+    /// Why the kernel's compiled CPU code is unproven (from the compile
+    /// step's facts), when it is.
+    pub(crate) fn cpu_unproven(&self) -> Option<&Unproven> {
+        match &self.inner.cpu {
+            Some(crate::cpu::CpuKernel::Native(n)) => n.unproven(),
+            _ => None,
+        }
+    }
 }

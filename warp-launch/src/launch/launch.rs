@@ -166,15 +166,18 @@ pub(crate) fn check_access_rules<'a>(
     {
         return Ok(());
     }
-    let rules = match &kernel.inner.rules[opts.pass.index()] {
-        Rules::Checked(rules) => rules,
-        Rules::Unproven(u) => {
+    let cpu_unproven = (opts.device == Device::Cpu)
+        .then(|| kernel.cpu_unproven())
+        .flatten();
+    let rules = match (&kernel.inner.rules[opts.pass.index()], cpu_unproven) {
+        (Rules::Unproven(u), _) | (_, Some(u)) => {
             return Err(Error::Unproven(Box::new(UnprovenError {
                 kernel: kernel.name().to_string(),
                 pass: opts.pass,
                 unproven: u.clone(),
             })));
         }
+        (Rules::Checked(rules), None) => rules,
     };
     let tiles = rules.iter().any(|r| {
         r.indices

@@ -22,8 +22,10 @@ fn main() {
         meta: "{}",
         images: GENUINE.images(),
         cpu: GENUINE.cpu(),
+        facts: GENUINE.facts(),
     };
-    // The genuine module with its source replaced.
+    // The genuine module with its source replaced (or facts put beside it:
+    // `with_facts` is unsafe).
     let _swapped = EmbeddedModule {
         source: "/* another source */",
         ..GENUINE

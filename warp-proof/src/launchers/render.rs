@@ -423,7 +423,7 @@ fn method_doc(k: &KernelModel, m: Method, model: &Model) -> Vec<String> {
         d.push("# Safety".into());
         d.push(String::new());
         d.push(format!(
-            "The caller promises what `LaunchBuilder::unchecked` asks: `{key}`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = \"debug\"` turns a broken promise into a device assert instead of silent corruption."
+            "The caller promises what `LaunchBuilder::unchecked` asks: `{key}`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked."
         ));
         d.push(String::new());
         d.push("# Errors".into());

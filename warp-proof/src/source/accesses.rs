@@ -4,6 +4,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::SourceParam;
+use super::components::{Components, Functions, first_uncovered, local_types};
 use super::tokens::{Tok, TokKind, UNMATCHED, is_punct, skip_balanced, spell};
 use crate::signature::{AccessTarget, Accesses, ArrayAccess, AxisIndex, Unproven};
 
@@ -150,7 +151,7 @@ pub(super) fn call_args(
 
 /// A short text of the code around token `at` (its line, at most 24
 /// tokens either side), for messages.
-fn code_around(toks: &[Tok<'_>], at: usize) -> String {
+pub(super) fn code_around(toks: &[Tok<'_>], at: usize) -> String {
     let line = toks[at].line;
     let mut from = at;
     while from > 0 && at - from < 24 && toks[from - 1].line == line {
@@ -186,12 +187,12 @@ fn code_around(toks: &[Tok<'_>], at: usize) -> String {
 /// [`Known::tile_offset`] classify one index expression with those facts;
 /// [`builtin_accesses`] turns Warp's array builtins into rules; and
 /// [`other_uses`] refuses every other use of an array parameter.
-pub(super) fn analyse_body(
-    toks: &[Tok<'_>],
+pub(super) fn analyse_body<'t>(
+    toks: &[Tok<'t>],
     close: &[usize],
-    start: usize,
-    end: usize,
+    (start, end): (usize, usize),
     params: &[SourceParam],
+    functions: &Functions<'t>,
     file: &str,
 ) -> Accesses {
     let arrays = match array_params(params) {
@@ -211,9 +212,41 @@ pub(super) fn analyse_body(
     let mut found = Findings::default();
     builtin_accesses(&scan, &mut found);
     other_uses(&scan, &mut found);
+    local_indices(&scan, params, functions, &mut found);
     match found.first_bad {
         Some((pos, param, reason)) => unproven(file, &param, body[pos].line, reason),
         None => Accesses::Checked(found.accesses),
+    }
+}
+
+/// Pass: every index into a local value (a vector's component, a shape's
+/// dimension) and every `@wp.func` call is covered, else noted bad
+/// ([`super::components`]).
+fn local_indices<'t>(
+    scan: &Scan<'_, 't, '_>,
+    params: &[SourceParam],
+    functions: &Functions<'t>,
+    found: &mut Findings,
+) {
+    let typed: Vec<(&str, String)> = params
+        .iter()
+        .map(|p| (p.name.as_str(), p.cpp_type.clone()))
+        .collect();
+    let types = local_types(scan.body, &typed);
+    let constant = |arg: &[Tok<'_>]| match scan.known.index(arg) {
+        Ok(AxisIndex::Constant(v)) => Some(v),
+        _ => None,
+    };
+    let components = Components {
+        body: scan.body,
+        close: scan.close,
+        types: &types,
+        constant: &constant,
+        functions,
+        this: None,
+    };
+    if let Some((pos, why)) = first_uncovered(&components) {
+        found.bad(pos, "", why);
     }
 }
 
@@ -467,7 +500,7 @@ pub(super) fn is_written(body: &[Tok<'_>], j: usize) -> bool {
 
 /// Everything the index classifiers know about a body's names.
 #[derive(Debug)]
-struct Known<'t> {
+pub(super) struct Known<'t> {
     facts: Facts<'t>,
     /// The names the body changes ([`written_names`]).
     written: HashSet<&'t str>,
@@ -477,7 +510,7 @@ struct Known<'t> {
 
 /// Passes [`definitions`], [`scaled_definitions`] and [`written_names`]
 /// over one body.
-fn known_facts<'t>(body: &[Tok<'t>], close: &[usize], kernel_dim: usize) -> Known<'t> {
+pub(super) fn known_facts<'t>(body: &[Tok<'t>], close: &[usize], kernel_dim: usize) -> Known<'t> {
     let mut facts = definitions(body, close);
     scaled_definitions(body, close, &mut facts);
     let written = written_names(body, &facts.defining);
@@ -491,7 +524,7 @@ fn known_facts<'t>(body: &[Tok<'t>], close: &[usize], kernel_dim: usize) -> Know
 impl Known<'_> {
     /// Pass: one index argument of an array builtin, as the axis rule it
     /// makes (a thread coordinate or a constant), or why it makes none.
-    fn index(&self, arg: &[Tok<'_>]) -> Result<AxisIndex, String> {
+    pub(super) fn index(&self, arg: &[Tok<'_>]) -> Result<AxisIndex, String> {
         let kernel_dim = self.kernel_dim;
         match arg {
             [n] if n.kind == TokKind::Number => n
@@ -826,7 +859,7 @@ fn other_uses(scan: &Scan<'_, '_, '_>, found: &mut Findings) {
 
 /// The bracket table of `toks[start..start + len]`, indices relative to
 /// `start` (a bracket closed outside the span counts as unmatched).
-fn close_local(close: &[usize], start: usize, len: usize) -> Vec<usize> {
+pub(super) fn close_local(close: &[usize], start: usize, len: usize) -> Vec<usize> {
     close[start..start + len]
         .iter()
         .map(|&c| {

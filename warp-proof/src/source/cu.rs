@@ -3,6 +3,7 @@
 //! members.
 
 use super::accesses::{analyse_body, raw_address_line};
+use super::components::{Functions, user_functions};
 use super::tokens::{
     Tok, TokKind, is_punct, is_word, match_brackets, skip_balanced, spell, split_top_level_commas,
     tokenize,
@@ -127,6 +128,7 @@ pub fn parse_cu(text: &str, file: &str) -> Result<Source, SourceError> {
         raw_addresses: raw_address_line(&toks),
         ..Source::default()
     };
+    let functions = user_functions(&toks, &close);
     // Stack of open braces: true for an `extern "C" {` linkage block, whose
     // contents are still top level; `inner` counts the other (non-linkage)
     // braces on it, so "at top level" is `inner == 0` (constant time).
@@ -180,7 +182,7 @@ pub fn parse_cu(text: &str, file: &str) -> Result<Source, SourceError> {
                 templated = false;
                 continue;
             }
-            match parse_extern_function(&toks, &close, i + 2, file)? {
+            match parse_extern_function(&toks, &close, i + 2, &functions, file)? {
                 Some((kernel, next)) => {
                     source.kernels.push(kernel);
                     i = next;
@@ -209,31 +211,17 @@ pub fn parse_cu(text: &str, file: &str) -> Result<Source, SourceError> {
             "unbalanced `{` at end of file",
         ));
     }
-    // Native code beside the generated code: no kernel's accesses can be
-    // read any more (it may touch any memory, or redefine what the
-    // analysis relies on).
-    if let Some(native) = super::modes::native_code(text) {
-        for k in &mut source.kernels {
-            k.accesses = Accesses::Unproven(crate::signature::Unproven {
-                param: String::new(),
-                location: format!("{file}:{}", native.line),
-                reason: format!(
-                    "the module holds {}, which the access analysis cannot read",
-                    native.what
-                ),
-            });
-        }
-    }
     Ok(source)
 }
 
 /// Parses what follows `extern "C"` at `start`. Returns `None` when it is not
 /// a `__global__` function (so not a CUDA kernel), else the kernel and the
 /// index after its body or `;`.
-fn parse_extern_function(
-    toks: &[Tok<'_>],
+fn parse_extern_function<'t>(
+    toks: &[Tok<'t>],
     close: &[usize],
     start: usize,
+    functions: &Functions<'t>,
     file: &str,
 ) -> Result<Option<(SourceKernel, usize)>, SourceError> {
     let Some(name_idx) = kernel_head(toks, close, start, file)? else {
@@ -252,7 +240,8 @@ fn parse_extern_function(
         ));
     };
     let params = kernel_params(toks, open, close_end, name_tok.text, file)?;
-    let (body, accesses, next) = kernel_body(toks, close, close_end, name_tok.text, &params, file)?;
+    let head = (close_end, name_tok.text, params.as_slice());
+    let (body, accesses, next) = kernel_body(toks, close, head, functions, file)?;
     Ok(Some((
         SourceKernel {
             name: name_tok.text.to_owned(),
@@ -369,12 +358,11 @@ fn kernel_params(
 /// The body or `;` of kernel `name` after its parameter list, which ends
 /// just before `close_end`: the body's shape, its accesses, and the index
 /// after it.
-fn kernel_body(
-    toks: &[Tok<'_>],
+fn kernel_body<'t>(
+    toks: &[Tok<'t>],
     close: &[usize],
-    close_end: usize,
-    name: &str,
-    params: &[SourceParam],
+    (close_end, name, params): (usize, &str, &[SourceParam]),
+    functions: &Functions<'t>,
     file: &str,
 ) -> Result<(KernelBody, Accesses, usize), SourceError> {
     match toks.get(close_end) {
@@ -389,7 +377,8 @@ fn kernel_body(
                     format!("body of kernel `{name}` is not closed by `}}`"),
                 ));
             };
-            let accesses = analyse_body(toks, close, close_end + 1, end - 1, params, file);
+            let span = (close_end + 1, end - 1);
+            let accesses = analyse_body(toks, close, span, params, functions, file);
             Ok((classify_body(&toks[close_end..end]), accesses, end))
         }
         other => {
@@ -856,9 +845,15 @@ extern "C" __device__ int helper(int x) { return x; }
     fn kernel_body_is_a_declaration_or_a_closed_body() {
         let body = |text: &str| {
             let (t, close) = toks(text);
-            kernel_body(&t, &close, close[1] + 1, "k", &[], "h.cu")
-                .map(|(b, a, next)| (b, a, next, t.len()))
-                .map_err(|e| e.to_string())
+            kernel_body(
+                &t,
+                &close,
+                (close[1] + 1, "k", &[]),
+                &Functions::new(),
+                "h.cu",
+            )
+            .map(|(b, a, next)| (b, a, next, t.len()))
+            .map_err(|e| e.to_string())
         };
         let (shape, accesses, next, len) = body("k(); int x;").unwrap();
         assert_eq!(

@@ -42,15 +42,18 @@ use std::fmt;
 use crate::signature::Accesses;
 
 mod accesses;
+mod components;
 mod cu;
 pub(crate) mod cuda_c;
 pub(crate) mod effects;
+mod facts;
 mod meta;
 mod modes;
 mod tiles;
 mod tokens;
 
 pub use cu::parse_cu;
+pub use facts::{DeviceFacts, Facts, KernelFacts, NativeFunction, Target, parse_facts};
 pub use meta::{Meta, parse_meta};
 pub use modes::{UnmodelledError, WarpFeature, refuse_unmodelled};
 pub use tokens::list_items;

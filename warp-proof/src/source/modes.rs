@@ -1,8 +1,9 @@
 //! Warp compile modes and kernel features that change the generated code or
 //! the launch contract, read from a module's `.cu`: the ones a launch here
 //! does not model are refused when the module is loaded ([`refuse_unmodelled`]),
-//! the ones that put native code beside the generated code make every
-//! kernel's accesses unproven ([`native_code`]), the rest are harmless.
+//! the ones that put user C++ beside the generated code make kernels
+//! unproven (from the compile step's facts, [`Facts`](super::Facts): the
+//! text cannot tell Warp's code from the user's), the rest are harmless.
 //!
 //! What Warp 1.19.0 writes for each (compiled with `wp.compile_aot_module`,
 //! no GPU; `tests/fixtures/modes/` holds the output and `modes.py`, the
@@ -20,8 +21,8 @@
 //! | `enable_backward=False` (module or kernel) | no `_cuda_kernel_backward`; as a module option, each `@wp.func`'s adjoint is a stub whose body is `// reverse mode disabled ...` | harmless: no backward function (adjoint launches and the tape say so); the stubs are generated code, not native code |
 //! | `fast_math`, `fuse_fp`, `optimization_level`, `max_unroll` | the same `.cu` | harmless: compile flags and unrolling |
 //! | generic kernels (`typing.Any`, `wp.overload`) | one overload with `strip_hash=True`: an ordinary kernel; several (`strip_hash=False`): `KEY_<hash>_cuda_kernel_forward` each | harmless: each overload is a kernel keyed `KEY_<hash>`, typed from its own source |
-//! | `@wp.func_native` snippets | a function whose body is the snippet (parameters without Warp's `var_` prefix, no `// primal vars`) | every kernel of the module unproven ([`native_code`]): no launch can read what native code touches |
-//! | `ModuleBuildOptions(extra_cuda_preamble=...)` | the preamble between Warp's header and its cast macros | every kernel unproven, as for snippets (a preamble can redefine the macros the analysis reads) |
+//! | `@wp.func_native` snippets | a function whose body is the snippet (parameters without Warp's `var_` prefix, no `// primal vars`) | every kernel of the module unproven, from warp-build's facts ([`Facts`](super::Facts)), never from the text: a snippet can begin with the comment Warp's own functions begin with |
+//! | `ModuleBuildOptions(extra_cuda_preamble=...)` | the preamble between Warp's header and its cast macros | every kernel unproven on that device, from the facts, as for snippets (a preamble can redefine the macros the analysis reads) |
 //!
 //! The `.meta` shows none of these (it holds `<kernel>_smem_bytes` only; an
 //! external entry point's key is `<key>_smem_bytes`).
@@ -186,159 +187,4 @@ pub fn refuse_unmodelled(text: &str, src: &Source, file: &str) -> Result<(), Unm
         }
     }
     Ok(())
-}
-
-/// Native code in a module: what it is and its 1-based line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct NativeCode {
-    /// What the code is, for messages.
-    pub what: String,
-    /// Where it starts.
-    pub line: usize,
-}
-
-/// The first native code in a Warp-generated source: a `@wp.func_native`
-/// snippet (a function Warp emits as `// <file>:<line>` then `static
-/// CUDA_CALLABLE ... NAME(` whose body is not Warp's generated
-/// `//---------` / `// primal vars` form), or an `extra_cuda_preamble`
-/// (anything but blank lines between Warp's module header and its cast
-/// macros).
-pub(crate) fn native_code(text: &str) -> Option<NativeCode> {
-    let lines: Vec<&str> = text
-        .lines()
-        .map(|l| l.strip_suffix('\r').unwrap_or(l))
-        .collect();
-    // The preamble: after the header's last line (the #else branch of
-    // WP_ENABLE_SMEM_SPILLING and its #endif), before the cast macros.
-    if let Some(end) = lines
-        .iter()
-        .position(|l| *l == "#define WP_ENABLE_SMEM_SPILLING()")
-    {
-        for (i, l) in lines.iter().enumerate().skip(end + 2) {
-            if l.starts_with("// avoid namespacing of float type") {
-                break;
-            }
-            if !l.trim().is_empty() {
-                return Some(NativeCode {
-                    what: "an extra CUDA preamble (ModuleBuildOptions(extra_cuda_preamble=...)) between Warp's header and the generated code".into(),
-                    line: i + 1,
-                });
-            }
-        }
-    }
-    let is_location = |l: &str| {
-        l.strip_prefix("// ")
-            .and_then(|r| r.rsplit_once(':'))
-            .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-    };
-    let mut i = 0;
-    while i < lines.len() {
-        if !is_location(lines[i]) {
-            i += 1;
-            continue;
-        }
-        let mut j = i + 1;
-        while lines.get(j).is_some_and(|l| l.starts_with("#line")) {
-            j += 1;
-        }
-        let Some(head) = lines.get(j) else { break };
-        if !(head.starts_with("static ") && head.contains("CUDA_CALLABLE") && head.ends_with('(')) {
-            i = j;
-            continue;
-        }
-        let name = head
-            .trim_end_matches('(')
-            .rsplit(' ')
-            .next()
-            .unwrap_or("")
-            .to_string();
-        // The parameter list ends with `)`; the body opens on the next line.
-        let Some(close) = (j..lines.len()).find(|&k| lines[k].trim_end().ends_with(')')) else {
-            break;
-        };
-        if lines.get(close + 1).map(|l| l.trim()) != Some("{") {
-            i = close + 1;
-            continue;
-        }
-        let first = lines[close + 2..]
-            .iter()
-            .position(|l| !l.trim().is_empty() && !l.starts_with("#line"))
-            .map(|p| close + 2 + p);
-        // Warp's functions open with `//---------` (the primal variables); in a
-        // module without a backward pass the adjoint of a function is a stub
-        // whose body is one comment.
-        let generated = first.is_some_and(|f| {
-            let l = lines[f].trim();
-            l == "//---------" || l.starts_with("// reverse mode disabled")
-        });
-        if !generated {
-            return Some(NativeCode {
-                what: format!("native code from @wp.func_native (function `{name}`)"),
-                line: j + 1,
-            });
-        }
-        i = close + 2;
-    }
-    None
-}
-
-#[cfg(test)]
-mod tests {
-    use super::native_code;
-    use crate::signature::Accesses;
-    use crate::source::parse_cu;
-
-    /// Warp 1.19.0's output for `tests/warp/modes.py`, module by module.
-    macro_rules! fixture {
-        ($name:literal) => {
-            (
-                include_str!(concat!(
-                    "../../../warp-launch/tests/fixtures/modes/wp_",
-                    $name,
-                    ".cu"
-                )),
-                concat!("wp_", $name, ".cu"),
-            )
-        };
-    }
-
-    /// The reader's half of warp-launch's
-    /// `proof_tests::native_code_makes_every_kernel_unproven` (which
-    /// checks the declarations a module load makes of the same texts).
-    #[test]
-    fn native_code_is_found_at_its_line_and_makes_every_kernel_unproven() {
-        for ((cu, file), line, says) in [
-            (
-                fixture!("modes_native"),
-                55,
-                "native code from @wp.func_native (function `twice_into_0`)",
-            ),
-            (fixture!("modes_preamble"), 45, "extra CUDA preamble"),
-        ] {
-            let n = native_code(cu).unwrap();
-            assert_eq!(n.line, line, "{file}");
-            assert!(n.what.contains(says), "{}", n.what);
-            let src = parse_cu(cu, file).unwrap();
-            assert!(!src.kernels.is_empty(), "{file}");
-            for k in &src.kernels {
-                let Accesses::Unproven(u) = &k.accesses else {
-                    panic!("{file} {}: {:?}", k.name, k.accesses);
-                };
-                assert_eq!(u.location, format!("{file}:{line}"));
-                assert!(u.reason.contains(says), "{}", u.reason);
-            }
-        }
-        // Warp's own functions (a @wp.func in wp_access.cu, and its adjoint
-        // stub in a module without a backward pass) are not native code.
-        for cu in [
-            fixture!("modes_forward_only").0,
-            include_str!("../../../warp-launch/tests/fixtures/wp_kernels.cu"),
-            include_str!("../../../warp-launch/tests/fixtures/wp_access.cu"),
-            include_str!("../../../warp-launch/tests/fixtures/wp_tiles.cu"),
-            fixture!("modes_debug").0,
-            fixture!("modes_harmless").0,
-        ] {
-            assert_eq!(native_code(cu), None);
-        }
-    }
 }

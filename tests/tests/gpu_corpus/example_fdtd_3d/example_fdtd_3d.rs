@@ -473,7 +473,7 @@ impl ExtractEXCenterPlane {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `extract_e_x_center_plane`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `extract_e_x_center_plane`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///
@@ -843,7 +843,7 @@ impl UpdateE {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `update_e`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `update_e`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///
@@ -1104,7 +1104,7 @@ impl UpdateH {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `update_h`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `update_h`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///

@@ -255,7 +255,7 @@ impl Advect {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `advect`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `advect`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///
@@ -295,7 +295,7 @@ impl Advect {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `advect`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `advect`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///
@@ -499,7 +499,7 @@ impl Divergence {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `divergence`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `divergence`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///
@@ -531,7 +531,7 @@ impl Divergence {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `divergence`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `divergence`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///
@@ -1085,7 +1085,7 @@ impl PressureApply {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `pressure_apply`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `pressure_apply`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///
@@ -1117,7 +1117,7 @@ impl PressureApply {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `pressure_apply`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `pressure_apply`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///
@@ -1325,7 +1325,7 @@ impl PressureSolve {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `pressure_solve`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `pressure_solve`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///
@@ -1359,7 +1359,7 @@ impl PressureSolve {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `pressure_solve`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `pressure_solve`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///

@@ -759,7 +759,7 @@ impl WaveSolve {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `wave_solve`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `wave_solve`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///
@@ -810,7 +810,7 @@ impl WaveSolve {
     ///
     /// # Safety
     ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `wave_solve`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's `wp.config.mode = "debug"` turns a broken promise into a device assert instead of silent corruption.
+    /// The caller promises what `LaunchBuilder::unchecked` asks: `wave_solve`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
     ///
     /// # Errors
     ///
