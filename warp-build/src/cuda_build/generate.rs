@@ -8,6 +8,7 @@ use quote::{format_ident, quote};
 use serde::{Deserialize, Serialize};
 
 use super::error::CudaBuildError;
+use super::wl_kernels::WlKernel;
 
 /// One kernel's launcher, as recorded in the stamp.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -23,6 +24,9 @@ pub struct CudaKernel {
     /// Whether the compiled code reaches a grid barrier: then the launcher
     /// has only `launch_cooperative`.
     pub grid_sync: bool,
+    /// For a kernel of a file that includes `warp_launch.h`: its launcher
+    /// over warp-launch's `Kernel` (safe when proven).
+    pub warp_launch: Option<WlKernel>,
 }
 
 /// One `.cu` file's output, as recorded in the stamp.
@@ -38,6 +42,13 @@ pub struct CudaFile {
     pub kernels: Vec<CudaKernel>,
     /// Why the file has no PTX fallback, when it has none.
     pub no_ptx: Option<String>,
+    /// For a file that includes `warp_launch.h`: the copy of its text in
+    /// the output directory, which the program embeds and reads its
+    /// kernels' declarations from.
+    pub source: Option<String>,
+    /// NVRTC's first warning about a `warp_launch.h` file (line, text):
+    /// none of its kernels is then proven.
+    pub warning: Option<(usize, String)>,
 }
 
 /// The launcher type of `expression`: `histogram<64>` -> `Histogram64`.
@@ -69,6 +80,9 @@ pub(crate) fn file(
 }
 
 fn module(f: &CudaFile, out_dir: &std::path::Path) -> TokenStream {
+    if let Some(source) = &f.source {
+        return super::wl_launchers::module(f, source, out_dir);
+    }
     let m = format_ident!("{}", f.module);
     let name = &f.name;
     let images = f.images.iter().map(|i| {
