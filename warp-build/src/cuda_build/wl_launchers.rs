@@ -178,9 +178,12 @@ fn kernel(k: &CudaKernel, w: &WlKernel) -> TokenStream {
             /// # Errors
             ///
             /// As `warp_launch::Kernel::launch_args`, less the access rules.
-            #[allow(clippy::too_many_arguments)]
+            #[allow(
+                clippy::too_many_arguments,
+                clippy::undocumented_unsafe_blocks,
+                reason = "the unsafe block passes on the caller's promise (# Safety)"
+            )]
             pub unsafe fn launch_unchecked #generics (&self, dim: impl ::core::convert::Into<::warp_launch::Dim>, #(#args),*) -> ::warp_launch::Result<()> {
-                // SAFETY: the caller's promise (# Safety).
                 unsafe { self.0.launch_args_unchecked(::warp_launch::Pass::Forward, dim, ::core::option::Option::None, &[#(#typed),*]) }
             }
 
@@ -193,9 +196,12 @@ fn kernel(k: &CudaKernel, w: &WlKernel) -> TokenStream {
             /// # Errors
             ///
             /// As `launch_unchecked`; a stream of another context.
-            #[allow(clippy::too_many_arguments)]
+            #[allow(
+                clippy::too_many_arguments,
+                clippy::undocumented_unsafe_blocks,
+                reason = "the unsafe block passes on the caller's promise (# Safety)"
+            )]
             pub unsafe fn launch_unchecked_on #generics (&self, stream: &::warp_launch::Stream, dim: impl ::core::convert::Into<::warp_launch::Dim>, #(#args),*) -> ::warp_launch::Result<()> {
-                // SAFETY: the caller's promise (# Safety).
                 unsafe { self.0.launch_args_unchecked(::warp_launch::Pass::Forward, dim, ::core::option::Option::Some(stream), &[#(#typed),*]) }
             }
         }
