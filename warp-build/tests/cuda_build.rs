@@ -289,3 +289,33 @@ fn a_warp_launch_kernel_without_launch_bounds_is_refused_at_its_line() {
         "{msg}"
     );
 }
+
+#[test]
+fn a_macro_in_a_warp_launch_file_leaves_every_kernel_unproven() {
+    without_arch_override();
+    let dir = tempfile::tempdir().unwrap();
+    let cu = dir.path().join("macro.cu");
+    // A macro could change what the tokens mean: the reader refuses the
+    // whole text, NVRTC compiles it as written, and no kernel is safe.
+    let text = WL.replace(
+        "#include \"warp_launch.h\"\n",
+        "#include \"warp_launch.h\"\n#define c_i c.i\n",
+    );
+    std::fs::write(&cu, &text).unwrap();
+    let mut b = CudaBuild::new();
+    b.file(&cu)
+        .archs(["80"])
+        .ptx(false)
+        .out_dir(dir.path().join("out"));
+    let built = b.compile().unwrap();
+    for k in &built.files()[0].kernels {
+        let why = k.warp_launch.as_ref().unwrap().unproven.as_deref();
+        assert!(
+            why.is_some_and(|w| w.contains("macro.cu:2")),
+            "{}: {why:?}",
+            k.expression
+        );
+    }
+    let rust = std::fs::read_to_string(built.rust_file()).unwrap();
+    assert!(!impl_of(&rust, "Axpy").contains("pub fn launch"), "{rust}");
+}

@@ -51,6 +51,19 @@ pub struct CudaFile {
     pub warning: Option<(usize, String)>,
 }
 
+/// `name` as a Rust identifier: itself, `r#name` for a keyword (a file
+/// `macro.cu`, a parameter `type`), `name_` for the keywords that cannot
+/// be raw (`self`, `Self`, `super`, `crate`).
+pub(crate) fn ident(name: &str) -> syn::Ident {
+    if syn::parse_str::<syn::Ident>(name).is_ok() {
+        return format_ident!("{}", name);
+    }
+    match name {
+        "self" | "Self" | "super" | "crate" | "_" => format_ident!("{}_", name),
+        _ => syn::Ident::new_raw(name, proc_macro2::Span::call_site()),
+    }
+}
+
 /// The launcher type of `expression`: `histogram<64>` -> `Histogram64`.
 pub(crate) fn type_name(expression: &str) -> String {
     let cleaned: String = expression
@@ -83,7 +96,7 @@ fn module(f: &CudaFile, out_dir: &std::path::Path) -> TokenStream {
     if let Some(source) = &f.source {
         return super::wl_launchers::module(f, source, out_dir);
     }
-    let m = format_ident!("{}", f.module);
+    let m = ident(&f.module);
     let name = &f.name;
     let images = f.images.iter().map(|i| {
         let path = out_dir.join(i).display().to_string();
@@ -121,7 +134,7 @@ fn module(f: &CudaFile, out_dir: &std::path::Path) -> TokenStream {
 }
 
 fn kernel(k: &CudaKernel) -> TokenStream {
-    let ty = format_ident!("{}", k.type_name);
+    let ty = ident(&k.type_name);
     let sig = format_ident!("{}Params", k.type_name);
     let symbol = &k.symbol;
     let grid_sync = k.grid_sync;
@@ -131,10 +144,7 @@ fn kernel(k: &CudaKernel) -> TokenStream {
         .map(|(_, _, r)| syn::parse_str(r).unwrap_or_else(|_| syn::parse_quote!(())))
         .collect();
     let names: Vec<String> = k.params.iter().map(|(n, _, _)| n.clone()).collect();
-    let args: Vec<syn::Ident> = names
-        .iter()
-        .map(|n| format_ident!("{}", n.to_snake_case()))
-        .collect();
+    let args: Vec<syn::Ident> = names.iter().map(|n| ident(&n.to_snake_case())).collect();
     let consts = names.iter().enumerate().map(|(i, n)| {
         let c = format_ident!("{}", n.to_shouty_snake_case());
         let doc = format!(" The index of parameter `{n}` (for `bound`, `Extent::Param`).");
@@ -231,5 +241,19 @@ fn kernel(k: &CudaKernel) -> TokenStream {
                 self.0.function()
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ident;
+
+    #[test]
+    fn keywords_become_identifiers_that_parse() {
+        assert_eq!(ident("reduce").to_string(), "reduce");
+        assert_eq!(ident("macro").to_string(), "r#macro");
+        assert_eq!(ident("type").to_string(), "r#type");
+        assert_eq!(ident("self").to_string(), "self_");
+        assert_eq!(ident("Self").to_string(), "Self_");
     }
 }

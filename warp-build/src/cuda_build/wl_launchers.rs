@@ -9,13 +9,13 @@ use heck::ToSnakeCase;
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 
-use super::generate::{CudaFile, CudaKernel};
+use super::generate::{CudaFile, CudaKernel, ident};
 use super::wl_kernels::{WlKernel, WlParam};
 
 /// The module of `f` (a `warp_launch.h` file whose text was copied to
 /// `source` in the output directory `out_dir`).
 pub(crate) fn module(f: &CudaFile, source: &str, out_dir: &std::path::Path) -> TokenStream {
-    let m = format_ident!("{}", f.module);
+    let m = ident(&f.module);
     let name = &f.name;
     let images = f.images.iter().map(|i| {
         let path = out_dir.join(i).display().to_string();
@@ -77,7 +77,7 @@ fn param_tokens(
     p: &WlParam,
     i: usize,
 ) -> (TokenStream, TokenStream, TokenStream, Option<syn::Ident>) {
-    let id = format_ident!("{}", p.name.to_snake_case());
+    let id = ident(&p.name.to_snake_case());
     let elem: syn::Type = syn::parse_str(&p.rust).unwrap_or_else(|_| syn::parse_quote!(()));
     let dtype = format_ident!("{}", p.dtype.to_uppercase());
     match p.array {
@@ -109,7 +109,7 @@ fn param_tokens(
 }
 
 fn kernel(k: &CudaKernel, w: &WlKernel) -> TokenStream {
-    let ty = format_ident!("{}", k.type_name);
+    let ty = ident(&k.type_name);
     let name = &k.expression;
     let parts: Vec<_> = w
         .params
