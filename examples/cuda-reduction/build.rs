@@ -3,6 +3,7 @@ fn main() {
     warp_build::CudaBuild::new()
         .file("kernels/reduce.cu")
         .file("kernels/histogram.cu")
+        .file("kernels/axpy.cu")
         .name_expression("kernels/histogram.cu", "histogram<64>")
         .name_expression("kernels/histogram.cu", "histogram<256>")
         .archs(["80", "90"])

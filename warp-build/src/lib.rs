@@ -134,7 +134,7 @@ pub(crate) fn cargo_instruction(line: std::fmt::Arguments<'_>) {
 #[cfg(feature = "cuda-c")]
 pub use cuda_build::{
     CUDA_WHEELS, CudaBuild, CudaBuildError, CudaCompiled, CudaDiagnostic, CudaFile, CudaKernel,
-    ENV_CUDA_INCLUDE, ENV_CUDA_INCLUDE_PTX, ENV_NVRTC, ENV_NVRTC_PTX,
+    ENV_CUDA_INCLUDE, ENV_CUDA_INCLUDE_PTX, ENV_NVRTC, ENV_NVRTC_PTX, WlKernel, WlParam,
 };
 pub use module::{Compiled, WarpModule, WarpPython};
 

@@ -12,9 +12,12 @@ use crate::launch::{Kernel, KernelSpec};
 use crate::signature::{Accesses, ParamKind, Unproven};
 use crate::source::cuda_c::{CudaCKernel, Weaken, array_element, dtype_of, read_text};
 
+pub use crate::cuda_embedded::EmbeddedCudaModule;
+
 /// The header every text may include as `"warp_launch.h"`: the one
-/// `warp-launch/include/` ships.
-const WARP_LAUNCH_H: &str = include_str!("../include/warp_launch.h");
+/// `warp-launch/include/` ships (warp-proof holds the same generated text,
+/// which build steps hand to NVRTC; a test keeps the two equal).
+const WARP_LAUNCH_H: &str = warp_proof::WARP_LAUNCH_H;
 
 /// CUDA C kernels of one text written against `warp_launch.h` (Warp's
 /// kernel ABI: `wl::launch_bounds_t<N>` first, arrays as `wl::array_t<T>`),
@@ -69,6 +72,7 @@ pub struct CudaModule {
     specs: Vec<KernelSpec>,
     library: Library,
     cache: Option<CacheOutcome>,
+    image: Option<&'static str>,
 }
 
 impl fmt::Debug for CudaModule {
@@ -123,30 +127,62 @@ impl CudaModule {
             .header("warp_launch.h", WARP_LAUNCH_H)
             .for_device(ctx.device())?
             .compile()?;
-        let mut kernels = read.kernels;
-        if let Some((line, warning)) = first_warning(compiled.log(), name) {
-            for k in &mut kernels {
-                if matches!(k.accesses, Accesses::Checked(_)) {
-                    k.accesses = Accesses::Unproven(Unproven {
-                        param: String::new(),
-                        location: format!("{name}:{line}"),
-                        reason: format!(
-                            "NVRTC warns about the text ({warning}); a proven kernel compiles without warnings"
-                        ),
-                    });
-                }
-            }
-        }
-        let specs = kernels
-            .iter()
-            .map(|k| spec_of(k, name))
-            .collect::<Result<Vec<_>>>()?;
+        let warning = first_warning(compiled.log(), name);
+        let specs = specs_of(
+            read.kernels,
+            name,
+            warning.as_ref().map(|(l, w)| (*l, w.as_str())),
+        )?;
         Ok(CudaModule {
             name: name.to_string(),
             specs,
             library: compiled.load_library()?,
             cache: Some(compiled.cache()),
+            image: None,
         })
+    }
+
+    /// A module compiled into the program by a build step (see
+    /// [`EmbeddedCudaModule`], which `warp_build::CudaBuild` writes for
+    /// every `.cu` file that includes `warp_launch.h`): the declarations
+    /// are read from the embedded text as [`CudaModule::compile`] reads
+    /// them, with the first warning NVRTC gave at build time, and the image
+    /// `device` runs is chosen from the embedded ones
+    /// ([`cuda_api::ImageSet::load`]: exact cubin, same major lower minor,
+    /// else PTX) and loaded. Safe: the text and the images were paired once,
+    /// by the `unsafe` [`EmbeddedCudaModule::new`].
+    ///
+    /// # Errors
+    ///
+    /// As for [`CudaModule::declarations`]; [`Error::NotCuda`] for the CPU
+    /// device; [`Error::Cuda`] holding [`cuda_api::CudaError::NoImage`]
+    /// (each image and why it does not run) when no image fits the device,
+    /// or the driver's failure to load the one chosen.
+    pub fn from_embedded(
+        module: &EmbeddedCudaModule,
+        device: impl IntoDevice,
+    ) -> Result<CudaModule> {
+        let device = device.into_device()?;
+        let name = module.name();
+        let read =
+            read_text(module.source(), name, Weaken::Nothing).map_err(crate::aot::src_err)?;
+        let specs = specs_of(read.kernels, name, module.warning())?;
+        let ctx = device.context()?;
+        let (library, image) = module.images().load(ctx.device())?;
+        Ok(CudaModule {
+            name: name.to_string(),
+            specs,
+            library,
+            cache: None,
+            image: Some(image),
+        })
+    }
+
+    /// The file name of the embedded image [`CudaModule::from_embedded`]
+    /// chose for the device (`reduce.sm_90.cubin`, `reduce.compute_80.ptx`);
+    /// `None` for the other constructors.
+    pub fn image(&self) -> Option<&'static str> {
+        self.image
     }
 
     /// The declarations read from `source`, paired with `image` (PTX,
@@ -170,6 +206,7 @@ impl CudaModule {
             specs,
             library: Library::from_image(image)?,
             cache: None,
+            image: None,
         })
     }
 
@@ -239,6 +276,30 @@ fn first_warning(log: &str, name: &str) -> Option<(usize, String)> {
             .unwrap_or(0);
         Some((line, format!("warning{}", rest.trim_end())))
     })
+}
+
+/// The declarations of `kernels` read from file `name`; when NVRTC warned
+/// about the text (`warning`: its line and text), no kernel of it counts
+/// as proven.
+fn specs_of(
+    mut kernels: Vec<CudaCKernel>,
+    name: &str,
+    warning: Option<(usize, &str)>,
+) -> Result<Vec<KernelSpec>> {
+    if let Some((line, warning)) = warning {
+        for k in &mut kernels {
+            if matches!(k.accesses, Accesses::Checked(_)) {
+                k.accesses = Accesses::Unproven(Unproven {
+                    param: String::new(),
+                    location: format!("{name}:{line}"),
+                    reason: format!(
+                        "NVRTC warns about the text ({warning}); a proven kernel compiles without warnings"
+                    ),
+                });
+            }
+        }
+    }
+    kernels.iter().map(|k| spec_of(k, name)).collect()
 }
 
 /// The declaration of one hand-written kernel.
@@ -342,6 +403,14 @@ extern "C" __global__ void grid_sum(wl::launch_bounds_t<1> dim, wl::array_t<floa
     }
 }
 "#;
+
+    #[test]
+    fn the_shipped_header_is_the_one_build_steps_compile_with() {
+        // Both files are written by `cargo xtask codegen` from one spec; a
+        // hand edit of either would make a build-time compile and a
+        // run-time one see different headers.
+        assert_eq!(include_str!("../include/warp_launch.h"), WARP_LAUNCH_H);
+    }
 
     fn specs(text: &str) -> Vec<KernelSpec> {
         CudaModule::declarations("k.cu", text).unwrap()

@@ -169,6 +169,7 @@ mod autodiff;
 mod conditional;
 mod cpu;
 mod cuda_c;
+mod cuda_embedded;
 mod device;
 mod error;
 mod facts;
@@ -186,8 +187,8 @@ use proof::{signature, source};
 // Devices, and the cuda-api types a Warp user handles (streams, events,
 // contexts, where memory lives), so one dependency is enough.
 pub use cuda_api::{
-    CacheOutcome, CompileError, Context, CudaDevice, CudaError, Event, Location, MemoryKind,
-    MemoryType, NoImageError, Stream,
+    CacheOutcome, CompileError, Context, CudaDevice, CudaError, Event, ImageSet, Location,
+    MemoryKind, MemoryType, NoImageError, Stream,
 };
 pub use device::{Device, IntoDevice, ScopedDevice, ScopedStream, cuda_available, wait_stream};
 
@@ -229,7 +230,7 @@ pub use aot::{AotModule, WARP_VERSION};
 pub use cpu::{
     CpuAssertFn, CpuBackwardFn, CpuForwardFn, CpuLayoutFn, EmbeddedCpu, EmbeddedCpuKernel,
 };
-pub use cuda_c::CudaModule;
+pub use cuda_c::{CudaModule, EmbeddedCudaModule};
 pub use images::{EmbeddedImage, EmbeddedModule};
 pub use launch::{Kernel, KernelSpec};
 // Their access rules and signatures (warp-proof's).

@@ -77,7 +77,7 @@ mod source;
 // Warp's kernel ABI: the dtype table and the structs a kernel receives.
 pub use abi::{
     ARRAY_FLAG_RETAIN_GRAD, ARRAY_MAX_DIMS, ArrayT, DTYPES, DType, Kind, LAUNCH_MAX_DIMS,
-    LaunchBounds1, LaunchBounds2, LaunchBounds3, LaunchBounds4, Scalar,
+    LaunchBounds1, LaunchBounds2, LaunchBounds3, LaunchBounds4, Scalar, WARP_LAUNCH_H,
 };
 
 // Kernel signatures and the access rules a launch checks.

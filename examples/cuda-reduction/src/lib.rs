@@ -7,13 +7,19 @@
 //!   block 0 folds the partial sums);
 //! - [`kernels::histogram`]: `histogram<64>` and `histogram<256>` (template
 //!   instances by name expression), and `count_at_least` (a CUB block
-//!   reduction).
+//!   reduction);
+//! - [`kernels::axpy`]: `axpy` and `gather`, written against
+//!   `warp_launch.h`: `axpy`'s accesses are proven, so its launcher is safe
+//!   and checks them on every launch; `gather` indexes with data, so its
+//!   launcher is `unsafe` ([`proven`]).
 
 /// The generated images and launchers (`$OUT_DIR/cuda/kernels.rs`).
 #[allow(missing_docs, clippy::all, clippy::pedantic)]
 pub mod kernels {
     include!(concat!(env!("OUT_DIR"), "/cuda/kernels.rs"));
 }
+
+pub mod proven;
 
 use cuda_api::{CudaResult, Extent, Library, TypedKernel};
 
@@ -153,6 +159,44 @@ mod tests {
             "reduce.compute_80.ptx"
         );
         assert!(histogram::IMAGES.choose_for(Cc::new(12, 0), 13000).is_err());
+    }
+
+    #[test]
+    fn the_warp_launch_kernels_got_their_verdicts_from_the_build() {
+        use kernels::axpy;
+        // Constants the build wrote: `axpy` is proven (safe `launch`),
+        // `gather` is not (only `unsafe` `launch_unchecked`).
+        const {
+            assert!(axpy::Axpy::PROVEN);
+            assert!(!axpy::Gather::PROVEN);
+        }
+        let files: Vec<&str> = axpy::IMAGES.images().iter().map(|(f, _)| *f).collect();
+        assert_eq!(
+            files,
+            [
+                "axpy.sm_80.cubin",
+                "axpy.sm_90.cubin",
+                "axpy.compute_80.ptx"
+            ]
+        );
+        // The embedded text declares the same kernels at run time, without a GPU.
+        let specs =
+            warp_launch::CudaModule::declarations(axpy::MODULE.name(), axpy::MODULE.source())
+                .unwrap();
+        let verdicts: Vec<(&str, bool)> = specs
+            .iter()
+            .map(|s| {
+                let proven = matches!(
+                    s.accesses(warp_launch::Pass::Forward),
+                    warp_launch::Accesses::Checked(_)
+                );
+                (s.name(), proven)
+            })
+            .collect();
+        assert_eq!(verdicts, [("axpy", true), ("gather", false)]);
+        assert_eq!(axpy::MODULE.warning(), None);
+        // Without a GPU the load is refused, not a panic.
+        assert!(axpy::load(warp_launch::Device::Cpu).is_err());
     }
 }
 

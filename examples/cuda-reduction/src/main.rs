@@ -21,7 +21,29 @@ fn main() {
     let refused =
         !report.too_large.contains("NOT REFUSED") && !report.past_bound.contains("NOT REFUSED");
     println!("sum {sum_ok}, histograms {hist_ok}, refusals {refused}");
-    if !(sum_ok && hist_ok && refused) {
+    let proven = match cuda_reduction_example::proven::run_proven_on_gpu(0) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("cuda-reduction (warp_launch.h kernels): {e}");
+            std::process::exit(2);
+        }
+    };
+    println!("warp_launch.h kernels: image chosen {}", proven.image);
+    let axpy_ok = proven.axpy.0.len() == proven.axpy.1.len()
+        && proven
+            .axpy
+            .0
+            .iter()
+            .zip(&proven.axpy.1)
+            .all(|(g, c)| (g - c).abs() <= c.abs() * 1e-6 + 1e-6);
+    let gather_ok = proven.gather.0 == proven.gather.1;
+    let out_of_bounds = matches!(proven.past_extent, Err(warp_launch::Error::OutOfBounds(_)));
+    match &proven.past_extent {
+        Err(e) => println!("axpy one element past x: {e}"),
+        Ok(()) => println!("axpy one element past x: NOT REFUSED"),
+    }
+    println!("axpy {axpy_ok}, gather {gather_ok}, OutOfBounds {out_of_bounds}");
+    if !(sum_ok && hist_ok && refused && axpy_ok && gather_ok && out_of_bounds) {
         std::process::exit(1);
     }
 }

@@ -8,6 +8,7 @@ use quote::{format_ident, quote};
 use serde::{Deserialize, Serialize};
 
 use super::error::CudaBuildError;
+use super::wl_kernels::WlKernel;
 
 /// One kernel's launcher, as recorded in the stamp.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -23,6 +24,9 @@ pub struct CudaKernel {
     /// Whether the compiled code reaches a grid barrier: then the launcher
     /// has only `launch_cooperative`.
     pub grid_sync: bool,
+    /// For a kernel of a file that includes `warp_launch.h`: its launcher
+    /// over warp-launch's `Kernel` (safe when proven).
+    pub warp_launch: Option<WlKernel>,
 }
 
 /// One `.cu` file's output, as recorded in the stamp.
@@ -38,6 +42,26 @@ pub struct CudaFile {
     pub kernels: Vec<CudaKernel>,
     /// Why the file has no PTX fallback, when it has none.
     pub no_ptx: Option<String>,
+    /// For a file that includes `warp_launch.h`: the copy of its text in
+    /// the output directory, which the program embeds and reads its
+    /// kernels' declarations from.
+    pub source: Option<String>,
+    /// NVRTC's first warning about a `warp_launch.h` file (line, text):
+    /// none of its kernels is then proven.
+    pub warning: Option<(usize, String)>,
+}
+
+/// `name` as a Rust identifier: itself, `r#name` for a keyword (a file
+/// `macro.cu`, a parameter `type`), `name_` for the keywords that cannot
+/// be raw (`self`, `Self`, `super`, `crate`).
+pub(crate) fn ident(name: &str) -> syn::Ident {
+    if syn::parse_str::<syn::Ident>(name).is_ok() {
+        return format_ident!("{}", name);
+    }
+    match name {
+        "self" | "Self" | "super" | "crate" | "_" => format_ident!("{}_", name),
+        _ => syn::Ident::new_raw(name, proc_macro2::Span::call_site()),
+    }
 }
 
 /// The launcher type of `expression`: `histogram<64>` -> `Histogram64`.
@@ -69,7 +93,10 @@ pub(crate) fn file(
 }
 
 fn module(f: &CudaFile, out_dir: &std::path::Path) -> TokenStream {
-    let m = format_ident!("{}", f.module);
+    if let Some(source) = &f.source {
+        return super::wl_launchers::module(f, source, out_dir);
+    }
+    let m = ident(&f.module);
     let name = &f.name;
     let images = f.images.iter().map(|i| {
         let path = out_dir.join(i).display().to_string();
@@ -107,7 +134,7 @@ fn module(f: &CudaFile, out_dir: &std::path::Path) -> TokenStream {
 }
 
 fn kernel(k: &CudaKernel) -> TokenStream {
-    let ty = format_ident!("{}", k.type_name);
+    let ty = ident(&k.type_name);
     let sig = format_ident!("{}Params", k.type_name);
     let symbol = &k.symbol;
     let grid_sync = k.grid_sync;
@@ -117,10 +144,7 @@ fn kernel(k: &CudaKernel) -> TokenStream {
         .map(|(_, _, r)| syn::parse_str(r).unwrap_or_else(|_| syn::parse_quote!(())))
         .collect();
     let names: Vec<String> = k.params.iter().map(|(n, _, _)| n.clone()).collect();
-    let args: Vec<syn::Ident> = names
-        .iter()
-        .map(|n| format_ident!("{}", n.to_snake_case()))
-        .collect();
+    let args: Vec<syn::Ident> = names.iter().map(|n| ident(&n.to_snake_case())).collect();
     let consts = names.iter().enumerate().map(|(i, n)| {
         let c = format_ident!("{}", n.to_shouty_snake_case());
         let doc = format!(" The index of parameter `{n}` (for `bound`, `Extent::Param`).");
@@ -217,5 +241,19 @@ fn kernel(k: &CudaKernel) -> TokenStream {
                 self.0.function()
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ident;
+
+    #[test]
+    fn keywords_become_identifiers_that_parse() {
+        assert_eq!(ident("reduce").to_string(), "reduce");
+        assert_eq!(ident("macro").to_string(), "r#macro");
+        assert_eq!(ident("type").to_string(), "r#type");
+        assert_eq!(ident("self").to_string(), "self_");
+        assert_eq!(ident("Self").to_string(), "Self_");
     }
 }

@@ -9,6 +9,8 @@ mod nvrtc;
 mod run;
 mod signature;
 mod toolkit;
+mod wl_kernels;
+mod wl_launchers;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -16,6 +18,7 @@ use std::path::{Path, PathBuf};
 pub use error::{CudaBuildError, CudaDiagnostic};
 pub use generate::{CudaFile, CudaKernel};
 pub use toolkit::{CUDA_WHEELS, ENV_CUDA_INCLUDE, ENV_CUDA_INCLUDE_PTX, ENV_NVRTC, ENV_NVRTC_PTX};
+pub use wl_kernels::{WlKernel, WlParam};
 
 /// The most architectures NVRTC 13.0 compiles cubins for start here.
 const MIN_ARCH: u32 = 75;

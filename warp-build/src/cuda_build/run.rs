@@ -12,6 +12,7 @@ use super::generate::{self, CudaFile, CudaKernel};
 use super::nvrtc::Library;
 use super::signature;
 use super::toolkit::{self, Compiler, Toolkit};
+use super::wl_kernels;
 use super::{CudaBuild, CudaCompiled, MIN_ARCH};
 
 /// The generated Rust file's name.
@@ -152,7 +153,10 @@ pub(crate) fn compile(build: &CudaBuild) -> Result<CudaCompiled, CudaBuildError>
         [
             include_str!("generate.rs"),
             include_str!("signature.rs"),
-            include_str!("grid_sync.rs")
+            include_str!("grid_sync.rs"),
+            include_str!("wl_kernels.rs"),
+            include_str!("wl_launchers.rs"),
+            warp_proof::WARP_LAUNCH_H,
         ]
         .concat(),
     );
@@ -257,25 +261,45 @@ fn compile_file(
         .file_stem()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let names = names_of(build, path);
+    // A file that includes warp_launch.h is read as warp-launch reads it;
+    // NVRTC compiles the reader's re-emission with that header alone.
+    let wl = if wl_kernels::includes_warp_launch(&text) {
+        Some(wl_kernels::read(path, &text)?)
+    } else {
+        None
+    };
+    let header_dir = match &wl {
+        Some(_) => Some(write_header(dir)?),
+        None => None,
+    };
+    let compiled_text = wl.as_ref().map_or(text.as_str(), |w| w.emitted.as_str());
+    let names = if wl.is_some() {
+        Vec::new()
+    } else {
+        names_of(build, path)
+    };
     let nvrtc = open(&tk.cubin, "for cubins")?;
     let display = path.display().to_string();
+    let warned = std::cell::RefCell::new(None);
     let run = |lib: &Library, target: &str, compiler: &Compiler, cubin: bool| {
-        lib.compile(
-            &display,
-            &text,
-            &options(build, target, compiler),
-            &names,
-            cubin,
-        )
-        .map_err(|f| CudaBuildError::Compile {
-            file: path.to_path_buf(),
-            target: target.into(),
-            nvrtc: nvrtc_name(lib).into(),
-            result: f.result.into(),
-            diagnostics: diagnostics(&f.log),
-            log: f.log.into(),
-        })
+        let opts = match &header_dir {
+            Some(h) => wl_options(target, compiler, h),
+            None => options(build, target, compiler),
+        };
+        let out = lib
+            .compile(&display, compiled_text, &opts, &names, cubin)
+            .map_err(|f| CudaBuildError::Compile {
+                file: path.to_path_buf(),
+                target: target.into(),
+                nvrtc: nvrtc_name(lib).into(),
+                result: f.result.into(),
+                diagnostics: diagnostics(&f.log),
+                log: f.log.into(),
+            })?;
+        if header_dir.is_some() && warned.borrow().is_none() {
+            *warned.borrow_mut() = wl_kernels::first_warning(&out.log);
+        }
+        Ok(out)
     };
     let mut images = Vec::new();
     let mut lowered = Vec::new();
@@ -298,14 +322,92 @@ fn compile_file(
     } else {
         ptx_fallback(tk, &run, &stem, &file_name, lowest, dir, &mut images)?
     };
-    let kernels = kernels(build, path, &text, &names, &lowered, &syncing)?;
+    let warning = warned.into_inner();
+    let (kernels, source) = match wl {
+        Some(w) => {
+            let source = format!("{stem}.read.cu");
+            std::fs::write(dir.join(&source), &text).map_err(io("writing", dir.join(&source)))?;
+            (
+                wl_launchers_of(path, w, &file_name, warning.as_ref(), &syncing)?,
+                Some(source),
+            )
+        }
+        None => (
+            kernels(build, path, &text, &names, &lowered, &syncing)?,
+            None,
+        ),
+    };
     Ok(CudaFile {
         name: file_name,
         module: stem.to_snake_case(),
         images,
         kernels,
         no_ptx,
+        source,
+        warning,
     })
+}
+
+/// The directory holding `warp_launch.h` (warp-proof's copy of the
+/// generated header, the one warp-launch compiles with at run time).
+fn write_header(dir: &Path) -> Result<PathBuf, CudaBuildError> {
+    let h = dir.join("warp-launch-include");
+    std::fs::create_dir_all(&h).map_err(io("creating directory", &h))?;
+    let file = h.join("warp_launch.h");
+    if std::fs::read_to_string(&file).ok().as_deref() != Some(warp_proof::WARP_LAUNCH_H) {
+        std::fs::write(&file, warp_proof::WARP_LAUNCH_H).map_err(io("writing", &file))?;
+    }
+    Ok(h)
+}
+
+/// NVRTC's options for a `warp_launch.h` file: the target, the header's
+/// directory and the compiler's own headers (for `<stdint.h>`), none of
+/// the build's defines, include directories or options, which could change
+/// what the proven text means.
+fn wl_options(target: &str, compiler: &Compiler, header_dir: &Path) -> Vec<String> {
+    let mut o = vec![format!("--gpu-architecture={target}")];
+    for d in std::iter::once(header_dir).chain(compiler.include.iter().map(PathBuf::as_path)) {
+        o.push(format!("--include-path={}", d.display()));
+    }
+    o
+}
+
+/// The launchers of a `warp_launch.h` file's kernels.
+fn wl_launchers_of(
+    path: &Path,
+    w: wl_kernels::WlText,
+    file_name: &str,
+    warning: Option<&(usize, String)>,
+    syncing: &std::collections::BTreeSet<String>,
+) -> Result<Vec<CudaKernel>, CudaBuildError> {
+    let mut read = w.kernels;
+    if let Some(warning) = warning {
+        wl_kernels::demote(&mut read, file_name, warning);
+    }
+    read.into_iter()
+        .map(|(name, line, k)| {
+            if syncing.contains(&name) {
+                return Err(CudaBuildError::Signature {
+                    file: path.to_path_buf(),
+                    line,
+                    kernel: name,
+                    problem: "its compiled code synchronises the grid, which warp-launch's launches of warp_launch.h kernels do not do cooperatively; move it to a .cu file without warp_launch.h, whose launcher has launch_cooperative".into(),
+                });
+            }
+            Ok(CudaKernel {
+                type_name: generate::type_name(&name),
+                expression: name.clone(),
+                symbol: name,
+                params: k
+                    .params
+                    .iter()
+                    .map(|p| (p.name.clone(), p.c_type.clone(), p.rust.clone()))
+                    .collect(),
+                grid_sync: false,
+                warp_launch: Some(k),
+            })
+        })
+        .collect()
 }
 
 type Run<'a> =
@@ -406,6 +508,7 @@ fn kernels(
             type_name: generate::type_name(expr),
             params: mapped,
             grid_sync: syncing.contains(symbol),
+            warp_launch: None,
         });
         Ok::<(), CudaBuildError>(())
     };

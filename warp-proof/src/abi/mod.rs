@@ -13,6 +13,13 @@ use std::fmt;
 mod generated;
 
 pub use generated::dtypes::{DTYPES, DType, Kind, Scalar};
+
+/// The text of `warp_launch.h`, the C++ side of this ABI for hand-written
+/// CUDA C kernels: the file warp-launch ships in `include/`, generated
+/// from the same spec by the same `cargo xtask codegen` step, for build
+/// steps that hand it to NVRTC (warp-build's `CudaBuild`) and cannot read
+/// a file of another crate.
+pub const WARP_LAUNCH_H: &str = include_str!("generated/warp_launch.h");
 pub use generated::layout::{
     ARRAY_FLAG_RETAIN_GRAD, ARRAY_MAX_DIMS, ArrayT, LAUNCH_MAX_DIMS, LaunchBounds1, LaunchBounds2,
     LaunchBounds3, LaunchBounds4,

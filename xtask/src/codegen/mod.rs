@@ -147,6 +147,12 @@ pub fn generate(specs: &Specs) -> Result<Vec<(String, String)>> {
                 "warp-launch/include/warp_launch.h".into(),
                 warp::header(abi),
             ),
+            // The same text for build steps (warp-build's CudaBuild), which
+            // cannot read a file of another crate: `warp_proof::WARP_LAUNCH_H`.
+            (
+                "warp-proof/src/abi/generated/warp_launch.h".into(),
+                warp::header(abi),
+            ),
             ("tests/abi/warp_probe.cpp".into(), warp::probe_cpp(abi)),
             (
                 "tests/src/generated/warp_abi.rs".into(),
