@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::images::{self, Candidate, EmbeddedModule};
 use crate::launch::kernel::DeferredCuda;
 use crate::launch::{Kernel, KernelSpec};
-use crate::signature::Pass;
+use crate::signature::{Pass, Unproven};
 use crate::source;
 
 pub use warp_proof::WARP_VERSION;
