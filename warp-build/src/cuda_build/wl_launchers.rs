@@ -34,7 +34,7 @@ pub(crate) fn module(f: &CudaFile, source: &str, out_dir: &std::path::Path) -> T
         Some(why) => format!("a cubin per architecture asked for, and no PTX ({why})"),
     };
     let doc = format!(
-        " `{name}`, written against `warp_launch.h` and compiled by warp_build::CudaBuild from the text warp-launch's reader re-emits, with that header and no other option: {ptx_doc}. Its kernels are declared from the same text at load ([`load`]); proven ones have safe launchers."
+        " `{name}`, written against `warp_launch.h` and compiled by warp_build::CudaBuild from the text warp-launch's reader re-emits, with that header and no other option: {ptx_doc}. Its kernels are declared from the same text when the module's `load` runs; proven ones have safe launchers."
     );
     let kernels = f
         .kernels
