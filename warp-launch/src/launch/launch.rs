@@ -262,6 +262,14 @@ pub(crate) fn check_access_rules<'a>(
                     let limit = i32::MAX as u128;
                     (last <= limit, u64::try_from(last).unwrap_or(u64::MAX))
                 }
+                AxisIndex::Modulo { axis: by } => {
+                    // x % extent(by), x >= 0: in [0, extent(by)); by 0 undefined.
+                    let divisor = shape.get(by).map_or(0, |&e| e as u64);
+                    if divisor == 0 {
+                        return refuse(by, Some(index), 1);
+                    }
+                    (divisor <= extent, divisor)
+                }
                 AxisIndex::Constant(c) => {
                     // c in [-extent, extent): c + 1 elements, or |c| from the end.
                     let needed = if c >= 0 {
@@ -924,6 +932,75 @@ mod tests {
             Error::OutOfBounds(b) => *b,
             other => panic!("expected OutOfBounds, got {other}"),
         }
+    }
+
+    const MODULO_CU: &str = include_str!("../../tests/fixtures/modulo/wp_modulo.cu");
+    const MODULO_META: &str = include_str!("../../tests/fixtures/modulo/wp_modulo.meta");
+
+    fn i32s(shape: &[usize]) -> Arg {
+        Arg::Array(Array::zeros::<i32>(Device::Cpu, shape).unwrap())
+    }
+
+    /// `a[x % a.shape[k]]` (tests/warp/modulo.py): any dim over a non-empty
+    /// axis `k`; an empty one is refused (a modulo by 0), naming the axis;
+    /// a launch of size 0 divides by nothing. (The CPU's compiled code is
+    /// checked by the same function: `warp-corpus`'s `cpu_modulo` test.)
+    #[test]
+    fn modulo_rules_refuse_an_empty_divisor_only() {
+        let hist = warp_kernel(MODULO_CU, MODULO_META, "hist");
+        let o = opts(false, false);
+        for dim in [1, 3, 1_000_000] {
+            check(&hist, &[dim], &[i32s(&[3])], o).unwrap();
+        }
+        let b = bounds(check(&hist, &[5], &[i32s(&[0])], o).unwrap_err());
+        assert_eq!(
+            (
+                b.kernel.as_str(),
+                b.param.as_str(),
+                b.axis,
+                b.index,
+                b.needed
+            ),
+            ("hist", "out", 0, Some(AxisIndex::Modulo { axis: 0 }), 1)
+        );
+        let shown = Error::OutOfBounds(Box::new(b)).to_string();
+        for part in [
+            "kernel 'hist'",
+            "array 'out'",
+            "axis 0",
+            "modulo by 0",
+            "SIGFPE",
+        ] {
+            assert!(shown.contains(part), "{part}: {shown}");
+        }
+        check(&hist, &[0], &[i32s(&[0])], o).unwrap();
+        // x[j % x.shape[0], i % x.shape[1]]: both axes must be non-empty.
+        let wrap = warp_kernel(MODULO_CU, MODULO_META, "wrap2d");
+        check(&wrap, &[4, 9], &[f32s(&[2, 3]), f32s(&[4])], o).unwrap();
+        let b = bounds(check(&wrap, &[4, 9], &[f32s(&[2, 0]), f32s(&[4])], o).unwrap_err());
+        assert_eq!((b.param.as_str(), b.axis), ("x", 1));
+        // out[i % out.shape[1]] on a 1-d out: axis 1 has extent 0.
+        let axis1 = warp_kernel(MODULO_CU, MODULO_META, "wrap_axis1");
+        let b = bounds(check(&axis1, &[4], &[i32s(&[8])], o).unwrap_err());
+        assert_eq!((b.axis, b.index), (1, Some(AxisIndex::Modulo { axis: 1 })));
+        // A declared rule dividing by a longer axis than the indexed one.
+        let k = KernelSpec::new("wide", 1)
+            .array::<f32>("a", 2)
+            .access(
+                "a",
+                &[AxisIndex::Modulo { axis: 1 }, AxisIndex::Constant(0)],
+            )
+            .declare()
+            .unwrap()
+            .with_cpu(crate::cpu::cpu_fn(|_, _| Ok(())), None);
+        check(&k, &[7], &[f32s(&[3, 3])], o).unwrap();
+        let b = bounds(check(&k, &[7], &[f32s(&[2, 3])], o).unwrap_err());
+        assert_eq!((b.axis, b.needed), (0, 3));
+        assert!(
+            Error::OutOfBounds(Box::new(b))
+                .to_string()
+                .contains("which reaches 2")
+        );
     }
 
     #[test]

@@ -201,7 +201,11 @@ pub(super) fn analyse_body<'t>(
     };
     let body = &toks[start.min(toks.len())..end.min(toks.len())];
     let local_close = close_local(close, start, body.len());
-    let known = known_facts(body, &local_close, kernel_dim(params));
+    let typed: Vec<(&str, String)> = params
+        .iter()
+        .map(|p| (p.name.as_str(), p.cpp_type.clone()))
+        .collect();
+    let known = known_facts(body, &local_close, kernel_dim(params), &typed);
     let scan = Scan {
         body,
         close: &local_close,
@@ -506,22 +510,80 @@ pub(super) struct Known<'t> {
     written: HashSet<&'t str>,
     /// The kernel's thread-coordinate count ([`kernel_dim`]).
     kernel_dim: usize,
+    /// The modulo chains ([`super::modulo`]).
+    chains: super::modulo::Chains<'t>,
+    /// Each name's declared type ([`local_types`]).
+    types: HashMap<&'t str, Option<String>>,
 }
 
-/// Passes [`definitions`], [`scaled_definitions`] and [`written_names`]
-/// over one body.
-pub(super) fn known_facts<'t>(body: &[Tok<'t>], close: &[usize], kernel_dim: usize) -> Known<'t> {
+/// Passes [`definitions`], [`scaled_definitions`], the modulo chains
+/// ([`super::modulo::chains`]) and [`written_names`] over one body whose
+/// parameters are `params` (name and C++ type).
+pub(super) fn known_facts<'t>(
+    body: &[Tok<'t>],
+    close: &[usize],
+    kernel_dim: usize,
+    params: &[(&'t str, String)],
+) -> Known<'t> {
     let mut facts = definitions(body, close);
     scaled_definitions(body, close, &mut facts);
-    let written = written_names(body, &facts.defining);
+    let chains = super::modulo::chains(body, close);
+    // A chain's defining `=` is no write, unless the name holds another
+    // fact too (then each definition counts as a write of the other).
+    let mut defining = facts.defining.clone();
+    defining.extend(
+        chains
+            .defining
+            .iter()
+            .filter(|&&p| !facts.of.contains_key(body[p].text)),
+    );
+    let written = written_names(body, &defining);
     Known {
         facts,
         written,
         kernel_dim,
+        chains,
+        types: local_types(body, params),
     }
 }
 
-impl Known<'_> {
+impl<'t> Known<'t> {
+    /// Pass: one index argument of an array builtin at position `at` of the
+    /// body, as the axis rule it makes, with the array (its spelled name)
+    /// whose extent a [`AxisIndex::Modulo`] divides by; or why it makes
+    /// none.
+    fn access_index(
+        &self,
+        arg: &[Tok<'_>],
+        at: usize,
+    ) -> Result<(AxisIndex, Option<&'t str>), String> {
+        if let [w] = arg
+            && w.kind == TokKind::Word
+            && !self.facts.of.contains_key(w.text)
+        {
+            let constant = |t: &Tok<'_>| match self.index(std::slice::from_ref(t)) {
+                Ok(AxisIndex::Constant(c)) => Some(c),
+                _ => None,
+            };
+            let coordinate = |t: &Tok<'_>| {
+                matches!(
+                    self.index(std::slice::from_ref(t)),
+                    Ok(AxisIndex::Thread(_))
+                )
+            };
+            let env = super::modulo::Env {
+                written: &self.written,
+                constant: &constant,
+                coordinate: &coordinate,
+                types: &self.types,
+            };
+            if let Some(r) = self.chains.resolve(w.text, at, &env) {
+                return r.map(|(array, axis)| (AxisIndex::Modulo { axis }, Some(array)));
+            }
+        }
+        self.index(arg).map(|i| (i, None))
+    }
+
     /// Pass: one index argument of an array builtin, as the axis rule it
     /// makes (a thread coordinate or a constant), or why it makes none.
     pub(super) fn index(&self, arg: &[Tok<'_>]) -> Result<AxisIndex, String> {
@@ -797,9 +859,9 @@ fn access_call(scan: &Scan<'_, '_, '_>, found: &mut Findings, j: usize) {
     if adjoint_form {
         slots.push(args[1 + k + values]);
     }
-    let indices: Result<Vec<AxisIndex>, String> = args[1..=k]
+    let indices: Result<Vec<(AxisIndex, Option<&str>)>, String> = args[1..=k]
         .iter()
-        .map(|&(a, b)| scan.known.index(&body[a..b]))
+        .map(|&(a, b)| scan.known.access_index(&body[a..b], a))
         .collect();
     for &(a, b) in &slots {
         let single = b == a + 1 && body[a].kind == TokKind::Word;
@@ -821,13 +883,32 @@ fn access_call(scan: &Scan<'_, '_, '_>, found: &mut Findings, j: usize) {
             continue;
         };
         found.handled.insert(a);
-        match &indices {
-            Err(e) => found.bad(
+        let foreign = indices.as_ref().ok().and_then(|list| {
+            list.iter()
+                .find_map(|&(_, divisor)| divisor.filter(|d| *d != body[a].text))
+        });
+        match (&indices, foreign) {
+            (Err(e), _) => found.bad(
                 a,
                 label,
                 format!("`{}` indexes '{label}': {e}", code_around(body, j)),
             ),
-            Ok(indices) => found.rule(label, adjoint, indices.clone(), adjoint_form, body[a].line),
+            (Ok(_), Some(d)) => found.bad(
+                a,
+                label,
+                format!(
+                    "`{}` indexes `{}` modulo the extent of `{d}`, another array (only an array's own extent is checked)",
+                    code_around(body, j),
+                    body[a].text
+                ),
+            ),
+            (Ok(indices), None) => found.rule(
+                label,
+                adjoint,
+                indices.iter().map(|&(i, _)| i).collect(),
+                adjoint_form,
+                body[a].line,
+            ),
         }
     }
 }
@@ -1182,7 +1263,7 @@ mod tests {
         let (body, close) = toks(text);
         let params = params();
         let arrays: ArrayParams<'_> = array_params(&params).unwrap();
-        let known = known_facts(&body, &close, kernel_dim(&params));
+        let known = known_facts(&body, &close, kernel_dim(&params), &[]);
         let scan = Scan {
             body: &body,
             close: &close,
@@ -1290,7 +1371,7 @@ mod tests {
 
     fn known(text: &str) -> (Known<'_>, impl Fn(&str) -> Vec<Tok<'_>>) {
         let (body, close) = toks(text);
-        let k = known_facts(&body, &close, 2);
+        let k = known_facts(&body, &close, 2, &[]);
         (k, |arg: &str| tokenize(arg, "a.cu").unwrap())
     }
 

@@ -49,6 +49,7 @@ pub(crate) mod effects;
 mod facts;
 mod meta;
 mod modes;
+mod modulo;
 mod tiles;
 mod tokens;
 
