@@ -278,6 +278,19 @@ impl<'t> Chains<'t> {
         if let Some(e) = self.shape_kept(pointer, array) {
             return why(e);
         }
+        // C++ picks `wp::mod`'s overload, and keeps its value, by the
+        // declared types: the extent is an int32, the divisor and the result
+        // have the chain's type (a narrower or signed result could wrap).
+        let want = cast.map_or_else(|| "wp::int32".to_owned(), |ty| format!("wp::{ty}"));
+        for (n, ty) in [
+            (extent, "wp::int32"),
+            (divisor, want.as_str()),
+            (name, want.as_str()),
+        ] {
+            if !matches!(env.types.get(n), Some(Some(t)) if t == ty) {
+                return why(format!("`{n}` is not declared `{ty}`"));
+            }
+        }
         self.dividend(x, cast, env)
             .map_err(|e| format!("the index `{name}` is `{x} % {divisor}`: {e}"))?;
         Ok((array, axis))
@@ -339,8 +352,10 @@ impl<'t> Chains<'t> {
         match cast {
             None if (env.coordinate)(&tok) => Ok(()),
             None => match (env.constant)(&tok) {
-                Some(c) if c >= 0 => Ok(()),
-                Some(c) => Err(format!("the dividend is the constant {c}, below 0")),
+                Some(c) if (0..=i64::from(i32::MAX)).contains(&c) => Ok(()),
+                Some(c) => Err(format!(
+                    "the dividend is the constant {c}, below 0 or past the int32 range"
+                )),
                 None => Err(format!(
                     "the dividend `{x}` is not a thread coordinate or a constant at least 0 (it may be negative)"
                 )),
@@ -492,6 +507,12 @@ mod tests {
                 "var_5 = wp::mod(var_0, var_3);",
                 "if (var_0 > 3) { var_5 = wp::mod(var_0, var_3); }",
                 "does not run before every use",
+            ),
+            // The result narrowed to a signed type: 200 becomes -56.
+            (
+                "wp::int32 var_5;",
+                "wp::int8 var_5;",
+                "is not declared `wp::int32`",
             ),
             // The thread coordinate changed.
             (
