@@ -540,9 +540,21 @@ fn bounds_words(bounds: &Bounds) -> [u64; 4] {
 /// every array is contiguous (no two indices share an element), and two
 /// arrays whose storages share memory (compared by address range, so two
 /// handles of one memory count as one) are the same view (else `y[i]` may
-/// be `x[i + 1]`).
+/// be `x[i + 1]`). The arrays struct values hold count as arrays; a value
+/// made from raw bytes (`StructValue::from_bytes`, whose arrays are not
+/// known) makes the launch serial.
 pub(super) fn disjoint(args: &[Arg]) -> bool {
-    let arrays: Vec<&crate::array::Array> = args.iter().filter_map(Arg::as_array).collect();
+    if args
+        .iter()
+        .any(|a| matches!(a, Arg::Struct(s) if s.is_vouched()))
+    {
+        return false;
+    }
+    let arrays: Vec<&crate::array::Array> = args
+        .iter()
+        .filter_map(Arg::as_array)
+        .chain(args.iter().flat_map(|a| a.held().iter().map(|h| &h.array)))
+        .collect();
     arrays.iter().all(|a| a.is_contiguous())
         && arrays.iter().enumerate().all(|(i, a)| {
             arrays[..i].iter().all(|b| {

@@ -231,6 +231,12 @@ impl StructValue {
         &self.arrays
     }
 
+    /// Whether it was made from raw bytes ([`StructValue::from_bytes`]):
+    /// the arrays its bytes address are not known.
+    pub(crate) fn is_vouched(&self) -> bool {
+        self.vouched
+    }
+
     /// An owned copy of a borrowed struct value.
     pub(crate) fn from_ref(r: StructRef<'_>) -> StructValue {
         StructValue {

@@ -673,7 +673,7 @@ fn array_struct_item(s: &StructModel, model: &Model) -> TokenStream {
             s.ty.align
         ),
         String::new(),
-        "A launcher takes it by reference and passes `to_value()`: a `StructValue` that holds its arrays (kept alive while the kernel runs) and that each launch checks as it checks array arguments (device, context, access mode) and notes as used (frees and host reads wait). Accesses through a struct are not analysed, so such kernels' safe launches are refused (`Error::Unproven`) and they run through `launch_unchecked`.".into(),
+        "A launcher takes it by reference and passes `to_value()`: a `StructValue` that holds its arrays (kept alive while the kernel runs) and that each launch checks as it checks array arguments (device, context, access mode) and notes as used (frees and host reads wait). A kernel's accesses through the arrays it holds are proven as those arrays' own (`h.data`), and every launch checks their rules against the arrays the value holds; backward kernels through held arrays are unproven (`Error::Unproven`, `launch_adjoint_unchecked`).".into(),
     ]);
     let real: Vec<_> = s
         .fields

@@ -47,6 +47,7 @@ mod cu;
 pub(crate) mod cuda_c;
 pub(crate) mod effects;
 mod facts;
+mod held;
 mod meta;
 mod modes;
 mod modulo;

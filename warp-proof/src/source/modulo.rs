@@ -57,6 +57,9 @@ pub(super) enum Step<'t> {
     Cast(&'t str, &'t str),
     /// `M = wp::mod(X, D);`: the dividend token and the divisor.
     Mod(&'t str, &'t str),
+    /// `P = &((STRUCT).FIELD);`: a pointer to a field of a struct
+    /// (`super::held` reads arrays held in struct parameters with it).
+    FieldOf(&'t str, &'t str),
 }
 
 /// The chain steps of one body.
@@ -152,6 +155,25 @@ fn shape_definition(body: &[Tok<'_>], j: usize) -> Option<usize> {
     ok.then(|| j - 4)
 }
 
+/// `P = & ( ( STRUCT ) . FIELD ) ;` with `STRUCT` at `j`: the position of
+/// `P` and the field's name.
+pub(super) fn field_definition<'t>(body: &[Tok<'t>], j: usize) -> Option<(usize, &'t str)> {
+    let text = |k: usize| body.get(k).map_or("", |t| t.text);
+    let ok = j >= 5
+        && ["=", "&", "(", "("]
+            .iter()
+            .enumerate()
+            .all(|(i, s)| text(j - 4 + i) == *s)
+        && body[j - 5].kind == TokKind::Word
+        && text(j + 1) == ")"
+        && text(j + 2) == "."
+        && body.get(j + 3).is_some_and(|f| f.kind == TokKind::Word)
+        && text(j + 4) == ")"
+        && text(j + 5) == ";"
+        && (j == 5 || matches!(text(j - 6), ";" | "{" | "}"));
+    ok.then(|| (j - 5, body[j + 3].text))
+}
+
 /// The step defined at token `j`: `j` is `ARRAY` of a shape pointer's
 /// definition, or the `wp` of `NAME = wp::F(...);` with `F` one of the
 /// chain's builtins. Returns the position of the defined name and the
@@ -159,6 +181,9 @@ fn shape_definition(body: &[Tok<'_>], j: usize) -> Option<usize> {
 fn step_at<'t>(body: &[Tok<'t>], close: &[usize], j: usize) -> Option<(usize, Step<'t>)> {
     if let Some(p) = shape_definition(body, j) {
         return Some((p, Step::ShapeOf(body[j].text)));
+    }
+    if let Some((p, field)) = field_definition(body, j) {
+        return Some((p, Step::FieldOf(body[j].text, field)));
     }
     let text = |k: usize| body.get(k).map_or("", |t| t.text);
     let starts = body[j].text == "wp"
@@ -192,6 +217,24 @@ fn step_at<'t>(body: &[Tok<'t>], close: &[usize], j: usize) -> Option<(usize, St
 }
 
 impl<'t> Chains<'t> {
+    /// Each name defined once by a step: the name, its step and the
+    /// position of the name.
+    pub(super) fn defined(&self) -> impl Iterator<Item = (&'t str, Step<'t>, usize)> + '_ {
+        self.steps
+            .iter()
+            .filter_map(|(&n, s)| s.map(|(step, pos)| (n, step, pos)))
+    }
+
+    /// Every position of `name` in the body.
+    pub(super) fn uses_of(&self, name: &str) -> &[usize] {
+        self.uses.get(name).map_or(&[], Vec::as_slice)
+    }
+
+    /// Whether position `p` is `wp::load`'s argument.
+    pub(super) fn is_load_arg(&self, p: usize) -> bool {
+        self.loads.contains(&p)
+    }
+
     /// The step defining `name`, if it is defined once, never changed,
     /// and its definition runs before position `at` whenever `at` runs.
     fn step(&self, name: &str, at: usize, env: &Env<'_, 't>) -> Option<Step<'t>> {
@@ -205,7 +248,7 @@ impl<'t> Chains<'t> {
     /// Whether the statement at `def` runs before `at` on every path to
     /// `at`: `def` comes first, and the innermost block holding `def` also
     /// holds `at` (Warp emits no jumps into blocks).
-    fn dominates(&self, def: usize, at: usize) -> bool {
+    pub(super) fn dominates(&self, def: usize, at: usize) -> bool {
         let inner = self
             .blocks
             .iter()
