@@ -202,8 +202,9 @@ fn compile_kernels(manifest_dir: &Path, out: &Path) -> Result<(), Box<dyn Error>
         "attacks/contiguous_cpu",
         "attacks/contiguous_views",
     ];
-    // The proofs of issue 36's item 5: modulo indices (`modulo.py`).
-    let proofs = ["modulo"];
+    // The proofs of issue 36's item 5: modulo indices (`modulo.py`) and
+    // arrays held in structs (`held.py`).
+    let proofs = ["modulo", "held"];
     for module in ["kernels", "tape", "access", "kinds"]
         .into_iter()
         .chain(attacks)

@@ -236,3 +236,137 @@ fn array_field<'t>(
         held.aliases.insert(copy, label.to_owned());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::signature::{Accesses, AxisIndex};
+    use crate::source::parse_cu;
+
+    /// Warp 1.19.0's output for `tests/warp/held.py`.
+    const HELD_CU: &str = include_str!("../../../warp-launch/tests/fixtures/wp_held.cu");
+
+    fn verdict(text: &str, kernel: &str) -> Accesses {
+        let src = parse_cu(text, "wp_held.cu").unwrap();
+        src.kernel(kernel).unwrap().accesses.clone()
+    }
+
+    fn reason(text: &str, kernel: &str) -> String {
+        match verdict(text, kernel) {
+            Accesses::Unproven(u) => format!("{}: {}", u.param, u.reason),
+            Accesses::Checked(l) => panic!("{kernel}: proven: {l:?}"),
+        }
+    }
+
+    use AxisIndex::Thread as T;
+
+    #[test]
+    fn held_arrays_of_real_warp_output_get_rules_of_their_own() {
+        let Accesses::Checked(l) = verdict(HELD_CU, "scale_pair_cuda_kernel_forward") else {
+            panic!("scale_pair is proven")
+        };
+        let rules: Vec<(&str, &[AxisIndex])> = l
+            .iter()
+            .map(|a| (a.param.as_str(), a.indices.as_slice()))
+            .collect();
+        assert_eq!(
+            rules,
+            [
+                ("p.a", &[T(0)][..]),
+                ("p.b", &[T(0), T(1)][..]),
+                ("out", &[T(0), T(1)][..])
+            ]
+        );
+        // The backward kernel reaches the held arrays' gradients through
+        // local adjoint arrays and the struct's adjoint: unproven.
+        let r = reason(HELD_CU, "scale_pair_cuda_kernel_backward");
+        assert!(
+            r.contains("`adj_11`, which is not an array parameter"),
+            "{r}"
+        );
+    }
+
+    #[test]
+    fn other_uses_of_a_struct_holding_arrays_are_unproven() {
+        let f = |k: &str| reason(HELD_CU, &format!("{k}_cuda_kernel_forward"));
+        let passed = f("pass_struct");
+        assert!(
+            passed.contains("used otherwise than reading a field"),
+            "{passed}"
+        );
+        let nested = f("nested");
+        assert!(nested.starts_with("o: "), "{nested}");
+        let gather = f("held_gather");
+        assert!(
+            gather.contains("indexes 'p.a'") && gather.contains("computed"),
+            "{gather}"
+        );
+        // Not read yet: the modulo by a held array's extent reads the shape
+        // through the field pointer (`&(var_2->shape)`).
+        let hist = f("held_hist");
+        assert!(hist.contains("used otherwise than loaded"), "{hist}");
+    }
+
+    /// `scale_pair`'s forward body with `from` replaced by `to`.
+    fn edited(from: &str, to: &str) -> String {
+        let start = HELD_CU.find("void scale_pair_cuda_kernel_forward").unwrap();
+        let end = start
+            + HELD_CU[start..]
+                .find("void scale_pair_cuda_kernel_backward")
+                .unwrap();
+        let body = &HELD_CU[start..end];
+        assert!(body.contains(from), "{from}");
+        format!(
+            "{}{}{}",
+            &HELD_CU[..start],
+            body.replacen(from, to, 1),
+            &HELD_CU[end..]
+        )
+    }
+
+    #[test]
+    fn every_step_from_the_struct_to_the_copy_is_needed() {
+        let k = "scale_pair_cuda_kernel_forward";
+        for (from, to, says) in [
+            // The copy replaced by another array after its load.
+            (
+                "var_4 = wp::load(var_2);",
+                "var_4 = wp::load(var_2); var_4 = var_out;",
+                "uses array 'p.a' in a way a launch cannot check",
+            ),
+            // The copy's address taken.
+            (
+                "var_4 = wp::load(var_2);",
+                "var_4 = wp::load(var_2); f(&var_4);",
+                "uses array 'p.a'",
+            ),
+            // The field pointer written through.
+            (
+                "var_4 = wp::load(var_2);",
+                "wp::store(var_2, var_out); var_4 = wp::load(var_2);",
+                "used otherwise than loaded",
+            ),
+            // The load inside a block, the use after it.
+            (
+                "var_4 = wp::load(var_2);",
+                "if (var_0 > 1) { var_4 = wp::load(var_2); }",
+                "may not have run",
+            ),
+            // Loaded twice into one name: no single definition.
+            (
+                "var_4 = wp::load(var_2);",
+                "var_4 = wp::load(var_2); var_4 = wp::load(var_9);",
+                "var_4",
+            ),
+            // The struct parameter assigned.
+            (
+                "var_2 = &((var_p).a);",
+                "var_p = var_q; var_2 = &((var_p).a);",
+                "used otherwise than reading a field",
+            ),
+        ] {
+            let r = reason(&edited(from, to), k);
+            assert!(r.contains(says), "{to}: {r}");
+        }
+        assert!(matches!(verdict(&edited("", ""), k), Accesses::Checked(_)));
+    }
+}
