@@ -572,6 +572,41 @@ mod tests {
     use super::*;
     use crate::signature::ParamKind;
 
+    /// The arrays a struct value holds count in the overlap check: a held
+    /// array overlapping an argument (not the same view) makes the launch
+    /// serial, a separate one does not, and a value from raw bytes (arrays
+    /// unknown) always does.
+    #[test]
+    fn held_arrays_join_the_overlap_check() {
+        use crate::array::Array;
+        use crate::launch::bind::StructValue;
+        let st = StructType::new(
+            "Holder",
+            vec![(
+                "data".into(),
+                ParamKind::Array {
+                    dtype: &crate::abi::DType::FLOAT32,
+                    ndim: Some(1),
+                },
+            )],
+        );
+        let x = Array::zeros::<f32>(Device::Cpu, &[8]).unwrap();
+        let held = |a: &Array| {
+            Arg::Struct(StructValue::with_arrays(&st, vec![0; st.size], vec![a.clone()]).unwrap())
+        };
+        let other = Array::zeros::<f32>(Device::Cpu, &[8]).unwrap();
+        assert!(disjoint(&[Arg::Array(x.clone()), held(&other)]));
+        // The same view: each work item still has its own elements.
+        assert!(disjoint(&[Arg::Array(x.clone()), held(&x)]));
+        // Shifted by one: y[i] is x[i + 1].
+        let shifted = x.slice(0, 1..8).unwrap();
+        assert!(!disjoint(&[Arg::Array(x.clone()), held(&shifted)]));
+        assert!(!disjoint(&[held(&x), held(&shifted)]));
+        // SAFETY: never launched; only the overlap check looks at it.
+        let raw = unsafe { StructValue::from_bytes("Holder", &vec![0; st.size]) };
+        assert!(!disjoint(&[Arg::Array(x), Arg::Struct(raw)]));
+    }
+
     const CU: &str = include_str!("../../tests/fixtures/wp_kernels.cu");
     const META: &str = include_str!("../../tests/fixtures/wp_kernels.meta");
 
