@@ -153,7 +153,7 @@ impl Outer {
         arrays: &mut ::std::vec::Vec<::warp_launch::Array>,
     ) {
         let _ = (&bytes, at, &arrays);
-        self.inner.write_fields(bytes, at + 0, arrays);
+        self.inner.write_fields(bytes, at, arrays);
         {
             let v = self.k;
             let v = v.to_le_bytes();
