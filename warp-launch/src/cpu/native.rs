@@ -585,7 +585,7 @@ mod tests {
             vec![(
                 "data".into(),
                 ParamKind::Array {
-                    dtype: &crate::abi::DType::FLOAT32,
+                    dtype: crate::abi::DType::FLOAT32,
                     ndim: Some(1),
                 },
             )],
