@@ -1,5 +1,5 @@
 //! Modulo indices: `x % a.shape[k]` indexing `a` itself, with `x` never
-//! negative, becomes an [`AxisIndex::Modulo`] rule.
+//! negative, becomes an [`AxisIndex::Modulo`](crate::AxisIndex::Modulo) rule.
 //!
 //! Warp 1.19.0 emits `a[i % a.shape[0]]` as this chain of single
 //! assignments (each name defined once, by Warp's codegen):
