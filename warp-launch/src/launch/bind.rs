@@ -37,8 +37,9 @@ pub(crate) fn array_fields(st: &StructType) -> Vec<(usize, String, &ParamKind)> 
                 ParamKind::Array { .. } => out.push((base + f.offset, path, &f.kind)),
                 ParamKind::Struct(inner) => walk(inner, base + f.offset, &format!("{path}."), out),
                 // Values, and kinds this crate does not know (warp-proof's
-                // enums are `#[non_exhaustive]`; a struct holding one is
-                // unproven: `aot::holds_array`).
+                // enums are `#[non_exhaustive]`; warp-proof's reader reads
+                // only `wp::array_t` fields: an access through another is
+                // unproven, `source/held.rs`).
                 _ => {}
             }
         }
