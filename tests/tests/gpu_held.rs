@@ -85,4 +85,15 @@ fn held_arrays_are_read_written_and_checked_per_axis_on_cuda() {
     );
     // Nothing ran; the context is still usable.
     assert!(p.b.to_vec().unwrap().iter().all(|&v| v == 0.0));
+    // The histogram into a held array, modulo its own extent; an empty one
+    // is refused.
+    let p = pair(&[0.0; 3], [1, 1], 1.0);
+    k.held_hist.launch(10, &p).unwrap();
+    assert_eq!(p.a.to_vec().unwrap(), [4.0, 3.0, 3.0]);
+    let p = pair(&[], [1, 1], 1.0);
+    let e = k.held_hist.launch(2, &p).unwrap_err();
+    assert!(
+        matches!(&e, Error::OutOfBounds(b) if b.param == "p.a" && b.index == Some(AxisIndex::Modulo { axis: 0 })),
+        "{e}"
+    );
 }

@@ -40,7 +40,8 @@ def scale_pair(p: Pair, out: wp.array2d(dtype=wp.float32)):
     out[i, j] = p.b[i, j] + 1.0
 
 
-# Proven: the histogram index into a held array, modulo its own extent.
+# Proven: the histogram index into a held array, modulo its own extent (Warp reads the shape
+# through the field's pointer, `&(var_2->shape)`).
 @wp.kernel
 def held_hist(p: Pair):
     i = wp.tid()

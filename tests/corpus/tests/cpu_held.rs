@@ -83,6 +83,25 @@ fn a_dim_past_a_held_arrays_extent_is_refused_per_axis() {
     }
 }
 
+/// `p.a[i % p.a.shape[0]] += 1.0`: the histogram into a held array runs
+/// for any `dim`; an empty `p.a` is refused (a modulo by 0).
+#[test]
+fn the_histogram_into_a_held_array_runs_and_an_empty_one_is_refused() {
+    let module = AotModule::from_embedded(&HELD).unwrap();
+    let k = Held::new(&module).unwrap();
+    let p = pair(&[0.0; 3], [1, 1], 1.0);
+    k.held_hist.launch(10, &p).unwrap();
+    assert_eq!(p.a.to_vec().unwrap(), [4.0, 3.0, 3.0]);
+    let p = pair(&[], [1, 1], 1.0);
+    match k.held_hist.launch(2, &p).unwrap_err() {
+        Error::OutOfBounds(b) => assert_eq!(
+            (b.param.as_str(), b.axis, b.index),
+            ("p.a", 0, Some(AxisIndex::Modulo { axis: 0 }))
+        ),
+        e => panic!("expected OutOfBounds: {e}"),
+    }
+}
+
 #[test]
 fn other_uses_of_a_struct_holding_arrays_are_unproven() {
     let module = AotModule::from_embedded(&HELD).unwrap();

@@ -172,7 +172,7 @@ impl Outer {
 /// def held_gather(p: Pair, idx: wp.array(dtype=wp.int32), out: wp.array(dtype=wp.float32)):
 /// ```
 ///
-/// Defined at `tests/warp/held.py:66`; Warp's CUDA at `wp_held.cu:682`.
+/// Defined at `tests/warp/held.py:67`; Warp's CUDA at `wp_held.cu:682`.
 ///
 /// Parameters:
 /// - `p`: the struct `Pair` (`&Pair`)
@@ -434,12 +434,14 @@ impl HeldGather {
 /// def held_hist(p: Pair):
 /// ```
 ///
-/// Defined at `tests/warp/held.py:45`; Warp's CUDA at `wp_held.cu:303`.
+/// Defined at `tests/warp/held.py:46`; Warp's CUDA at `wp_held.cu:303`.
 ///
 /// Parameters:
 /// - `p`: the struct `Pair` (`&Pair`)
 ///
-/// **Safe launches of this kernel are refused** (`Error::Unproven`): at `wp_held.cu:337`, the pointer `var_2` to held array 'p.a' is used otherwise than loaded. It runs only through the `unsafe` `launch_unchecked`, on the caller's promise that it stays inside its arrays.
+/// Each launch checks these accesses against `dim` and the arrays' shapes (`tid k`: coordinate `k` of `wp.tid()`): `p.a[mod shape[0]]`.
+///
+/// **Safe launches of its backward kernel are refused** (`Error::Unproven`): at `wp_held.cu:404`, `wp::adj_atomic_add(var_10,var_7,var_8,adj_1,adj_7,adj_8,adj_9);` indexes `adj_1`, which is not an array parameter (a view, an array field of a struct, or an array built in the kernel). It runs through the `unsafe` `launch_adjoint_unchecked`.
 #[derive(::core::clone::Clone, ::core::fmt::Debug)]
 pub struct HeldHist(::warp_launch::Kernel);
 impl HeldHist {
@@ -477,7 +479,7 @@ impl HeldHist {
     ///
     /// # Errors
     ///
-    /// Those of `Kernel::launch_args`: arrays on different devices or not on the stream's, a `dim` an array the kernel indexes by thread coordinate is too small for (`Error::OutOfBounds`), and always `Error::Unproven` for this kernel (see the type's docs), and the driver's errors.
+    /// Those of `Kernel::launch_args`: arrays on different devices or not on the stream's, a `dim` an array the kernel indexes by thread coordinate is too small for (`Error::OutOfBounds`), a kernel whose accesses cannot be checked (`Error::Unproven`), and the driver's errors.
     pub fn launch(
         &self,
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
@@ -498,7 +500,7 @@ impl HeldHist {
     ///
     /// # Errors
     ///
-    /// Those of `Kernel::launch_args`: arrays on different devices or not on the stream's, a `dim` an array the kernel indexes by thread coordinate is too small for (`Error::OutOfBounds`), and always `Error::Unproven` for this kernel (see the type's docs), and the driver's errors.
+    /// Those of `Kernel::launch_args`: arrays on different devices or not on the stream's, a `dim` an array the kernel indexes by thread coordinate is too small for (`Error::OutOfBounds`), a kernel whose accesses cannot be checked (`Error::Unproven`), and the driver's errors.
     pub fn launch_on(
         &self,
         stream: &::warp_launch::Stream,
@@ -520,7 +522,7 @@ impl HeldHist {
     ///
     /// # Errors
     ///
-    /// Those of `Kernel::record_args`: arrays on different devices or not on the stream's, a `dim` an array the kernel indexes by thread coordinate is too small for (`Error::OutOfBounds`), and always `Error::Unproven` for this kernel (see the type's docs), and the driver's errors.
+    /// Those of `Kernel::record_args`: arrays on different devices or not on the stream's, a `dim` an array the kernel indexes by thread coordinate is too small for (`Error::OutOfBounds`), a kernel whose accesses cannot be checked (`Error::Unproven`), and the driver's errors.
     pub fn record(
         &self,
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
@@ -561,39 +563,6 @@ impl HeldHist {
                     ),
                 ],
             )
-    }
-    /// Launches `held_hist` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
-    ///
-    /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
-    ///
-    /// # Safety
-    ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `held_hist`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
-    ///
-    /// # Errors
-    ///
-    /// Those of `Kernel::launch_args_unchecked`: arrays on different devices or not on the stream's, a stream of another context, and the driver's errors.
-    pub unsafe fn launch_unchecked(
-        &self,
-        stream: ::core::option::Option<&::warp_launch::Stream>,
-        dim: impl ::core::convert::Into<::warp_launch::Dim>,
-        p: &Pair,
-    ) -> ::warp_launch::Result<()> {
-        let p = p.to_value()?;
-        // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
-        unsafe {
-            self.0
-                .launch_args_unchecked(
-                    ::warp_launch::Pass::Forward,
-                    dim,
-                    stream,
-                    &[
-                        ::warp_launch::TypedArg::Struct(
-                            ::warp_launch::StructRef::from(&p),
-                        ),
-                    ],
-                )
-        }
     }
     /// The backward kernel of `held_hist` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_p`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///
@@ -640,7 +609,7 @@ impl HeldHist {
 /// def nested(o: Outer, out: wp.array(dtype=wp.float32)):
 /// ```
 ///
-/// Defined at `tests/warp/held.py:59`; Warp's CUDA at `wp_held.cu:418`.
+/// Defined at `tests/warp/held.py:60`; Warp's CUDA at `wp_held.cu:418`.
 ///
 /// Parameters:
 /// - `o`: the struct `Outer` (`&Outer`)
@@ -876,7 +845,7 @@ impl Nested {
 /// def pass_struct(p: Pair, out: wp.array(dtype=wp.float32)):
 /// ```
 ///
-/// Defined at `tests/warp/held.py:52`; Warp's CUDA at `wp_held.cu:227`.
+/// Defined at `tests/warp/held.py:53`; Warp's CUDA at `wp_held.cu:227`.
 ///
 /// Parameters:
 /// - `p`: the struct `Pair` (`&Pair`)

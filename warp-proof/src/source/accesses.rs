@@ -212,6 +212,7 @@ pub(super) fn analyse_body<'t>(
     }
     let scan = Scan {
         body,
+        held_pointers: &held.pointers,
         close: &local_close,
         arrays: &arrays,
         known: &known,
@@ -678,6 +679,9 @@ impl<'t> Known<'t> {
 /// One body under scan, with what the earlier passes found.
 struct Scan<'s, 't, 'p> {
     body: &'s [Tok<'t>],
+    /// Pointers to held arrays' fields, with the held array's label
+    /// ([`super::held`]).
+    held_pointers: &'s HashMap<&'t str, String>,
     /// The body's bracket table ([`close_local`]).
     close: &'s [usize],
     arrays: &'s ArrayParams<'p>,
@@ -891,9 +895,16 @@ fn access_call(scan: &Scan<'_, '_, '_>, found: &mut Findings, j: usize) {
             continue;
         };
         found.handled.insert(a);
+        // The divisor's array: an array (parameter or held copy) with the
+        // same label and target, or a pointer to the same held array.
+        let same = |d: &str| {
+            d == body[a].text
+                || scan.arrays.get(d) == Some(&(label, adjoint))
+                || (!adjoint && scan.held_pointers.get(d).is_some_and(|l| l == label))
+        };
         let foreign = indices.as_ref().ok().and_then(|list| {
             list.iter()
-                .find_map(|&(_, divisor)| divisor.filter(|d| *d != body[a].text))
+                .find_map(|&(_, divisor)| divisor.filter(|d| !same(d)))
         });
         match (&indices, foreign) {
             (Err(e), _) => found.bad(
@@ -1290,8 +1301,10 @@ mod tests {
         let params = params();
         let arrays: ArrayParams<'_> = array_params(&params).unwrap();
         let known = known_facts(&body, &close, kernel_dim(&params), &[]);
+        let pointers = std::collections::HashMap::new();
         let scan = Scan {
             body: &body,
+            held_pointers: &pointers,
             close: &close,
             arrays: &arrays,
             known: &known,

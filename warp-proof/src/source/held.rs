@@ -37,6 +37,9 @@ use super::{SourceParam, SourceStruct};
 pub(super) struct Held<'t> {
     /// Each copy of a held array: its label (`p.a`).
     pub aliases: HashMap<&'t str, String>,
+    /// Each pointer to a held array's field: its label (the modulo of its
+    /// shape, `&(P->shape)`, is the held array's own extent).
+    pub pointers: HashMap<&'t str, String>,
     /// Positions the access passes must not look at again (definitions and
     /// declarations of copies and pointers, and the struct parameters'
     /// field reads).
@@ -190,7 +193,9 @@ fn array_field<'t>(
     for &u in chains.uses_of(pointer) {
         let declared =
             super::tokens::is_punct(body.get(u + 1), ";") && u > 0 && body[u - 1].text == "*";
-        if u == def || declared || chains.is_load_arg(u) {
+        let shape =
+            super::modulo::arrow_shape_definition(body, u).is_some() && chains.dominates(def, u);
+        if u == def || declared || chains.is_load_arg(u) || shape {
             held.handled.push(u);
             continue;
         }
@@ -202,6 +207,7 @@ fn array_field<'t>(
             ),
         );
     }
+    held.pointers.insert(body[def].text, label.to_owned());
     let copies: Vec<(&'t str, usize)> = chains
         .defined()
         .filter_map(|(n, step, pos)| match step {
@@ -300,10 +306,59 @@ mod tests {
             gather.contains("indexes 'p.a'") && gather.contains("computed"),
             "{gather}"
         );
-        // Not read yet: the modulo by a held array's extent reads the shape
-        // through the field pointer (`&(var_2->shape)`).
-        let hist = f("held_hist");
-        assert!(hist.contains("used otherwise than loaded"), "{hist}");
+    }
+
+    /// `held_hist`'s forward body with `from` replaced by `to`.
+    fn hist_edited(from: &str, to: &str) -> String {
+        let start = HELD_CU.find("void held_hist_cuda_kernel_forward").unwrap();
+        let end = start
+            + HELD_CU[start..]
+                .find("void held_hist_cuda_kernel_backward")
+                .unwrap();
+        let body = &HELD_CU[start..end];
+        assert!(body.contains(from), "{from}");
+        format!(
+            "{}{}{}",
+            &HELD_CU[..start],
+            body.replacen(from, to, 1),
+            &HELD_CU[end..]
+        )
+    }
+
+    #[test]
+    fn a_held_arrays_modulo_by_its_own_extent_is_proven_through_the_field_pointer() {
+        let k = "held_hist_cuda_kernel_forward";
+        // p.a[i % p.a.shape[0]]: the shape read through `&(var_2->shape)`.
+        let Accesses::Checked(l) = verdict(HELD_CU, k) else {
+            panic!("held_hist is proven")
+        };
+        assert_eq!(
+            (l[0].param.as_str(), l[0].indices.as_slice()),
+            ("p.a", &[AxisIndex::Modulo { axis: 0 }][..])
+        );
+        for (from, to, says) in [
+            // The extent of another held array.
+            (
+                "var_2 = &((var_p).a);",
+                "var_2 = &((var_p).b);",
+                "modulo the extent of `var_2`, another array",
+            ),
+            // The held array's shape written through its pointer.
+            (
+                "var_3 = &(var_2->shape);",
+                "var_2->shape = var_6; var_3 = &(var_2->shape);",
+                "used otherwise than loaded",
+            ),
+            // The pointer's definition after its shape is taken.
+            (
+                "var_2 = &((var_p).a);\n        var_3 = &(var_2->shape);",
+                "var_3 = &(var_2->shape);\n        var_2 = &((var_p).a);",
+                "used otherwise than loaded",
+            ),
+        ] {
+            let r = reason(&hist_edited(from, to), k);
+            assert!(r.contains(says), "{to}: {r}");
+        }
     }
 
     /// `scale_pair`'s forward body with `from` replaced by `to`.

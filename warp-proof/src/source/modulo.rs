@@ -76,8 +76,8 @@ pub(super) struct Chains<'t> {
     loads: HashSet<usize>,
     /// Positions of names declared as `wp::shape_t* NAME;`.
     declared: HashSet<usize>,
-    /// Every position of a name followed by `.shape`, with whether it is a
-    /// [`Step::ShapeOf`] definition's.
+    /// Every position of a name followed by `.shape` or `->shape`, with
+    /// whether it is a [`Step::ShapeOf`] definition's.
     shape_reads: Vec<(&'t str, bool)>,
     /// Every position of every name (to find other uses of a pointer).
     uses: HashMap<&'t str, Vec<usize>>,
@@ -113,6 +113,14 @@ pub(super) fn chains<'t>(body: &[Tok<'t>], close: &[usize]) -> Chains<'t> {
         if is_punct(body.get(j + 1), ".") && body.get(j + 2).is_some_and(|s| s.text == "shape") {
             c.shape_reads
                 .push((t.text, shape_definition(body, j).is_some()));
+        }
+        // `Q -> shape`: the shape through a pointer.
+        if is_punct(body.get(j + 1), "-")
+            && is_punct(body.get(j + 2), ">")
+            && body.get(j + 3).is_some_and(|s| s.text == "shape")
+        {
+            c.shape_reads
+                .push((t.text, arrow_shape_definition(body, j).is_some()));
         }
         if is_punct(body.get(j + 1), ";")
             && j >= 4
@@ -174,12 +182,30 @@ pub(super) fn field_definition<'t>(body: &[Tok<'t>], j: usize) -> Option<(usize,
     ok.then(|| (j - 5, body[j + 3].text))
 }
 
+/// `P = & ( Q -> shape ) ;` with the pointer `Q` at `j` (Warp's shape of
+/// an array held in a struct, through the field's pointer): the position
+/// of `P`.
+pub(super) fn arrow_shape_definition(body: &[Tok<'_>], j: usize) -> Option<usize> {
+    let text = |k: usize| body.get(k).map_or("", |t| t.text);
+    let ok = j >= 4
+        && text(j - 1) == "("
+        && text(j - 2) == "&"
+        && text(j - 3) == "="
+        && body[j - 4].kind == TokKind::Word
+        && ["-", ">", "shape", ")", ";"]
+            .iter()
+            .enumerate()
+            .all(|(i, s)| text(j + 1 + i) == *s)
+        && (j == 4 || matches!(text(j - 5), ";" | "{" | "}"));
+    ok.then(|| j - 4)
+}
+
 /// The step defined at token `j`: `j` is `ARRAY` of a shape pointer's
 /// definition, or the `wp` of `NAME = wp::F(...);` with `F` one of the
 /// chain's builtins. Returns the position of the defined name and the
 /// step.
 fn step_at<'t>(body: &[Tok<'t>], close: &[usize], j: usize) -> Option<(usize, Step<'t>)> {
-    if let Some(p) = shape_definition(body, j) {
+    if let Some(p) = shape_definition(body, j).or_else(|| arrow_shape_definition(body, j)) {
         return Some((p, Step::ShapeOf(body[j].text)));
     }
     if let Some((p, field)) = field_definition(body, j) {
