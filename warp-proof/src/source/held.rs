@@ -406,6 +406,13 @@ mod tests {
                 "if (var_0 > 1) { var_4 = wp::load(var_2); }",
                 "may not have run",
             ),
+            // A label between the load and the use (Warp's `while` loops
+            // jump to labels): the use may be reached without the load.
+            (
+                "var_3 = wp::address(var_4, var_0);",
+                "end_while_0:; var_3 = wp::address(var_4, var_0);",
+                "may not have run",
+            ),
             // Loaded twice into one name: no single definition.
             (
                 "var_4 = wp::load(var_2);",

@@ -70,6 +70,9 @@ pub(super) struct Chains<'t> {
     steps: HashMap<&'t str, Option<(Step<'t>, usize)>>,
     /// Every `{ ... }` of the body: its `{` and `}` positions.
     blocks: Vec<(usize, usize)>,
+    /// Positions of labels (`NAME :`, Warp's `start_while_0:;` that its
+    /// `goto`s jump to), and of every other `:`.
+    labels: Vec<usize>,
     /// Positions of the names the steps define (their `=` is no write).
     pub(super) defining: HashSet<usize>,
     /// Positions of shape pointers used as `wp::load`'s argument.
@@ -105,6 +108,9 @@ pub(super) fn chains<'t>(body: &[Tok<'t>], close: &[usize]) -> Chains<'t> {
             && let Some(&end) = close.get(j).filter(|&&e| e != super::tokens::UNMATCHED)
         {
             c.blocks.push((j, end));
+        }
+        if t.kind == TokKind::Punct && t.text == ":" {
+            c.labels.push(j);
         }
         if t.kind != TokKind::Word {
             continue;
@@ -272,15 +278,19 @@ impl<'t> Chains<'t> {
     }
 
     /// Whether the statement at `def` runs before `at` on every path to
-    /// `at`: `def` comes first, and the innermost block holding `def` also
-    /// holds `at` (Warp emits no jumps into blocks).
+    /// `at`: `def` comes first, the innermost block holding `def` also
+    /// holds `at`, and no label (a `goto`'s target: Warp's `while` loops
+    /// jump, without braces, to `start_while_N:;` and `end_while_N:;`) nor
+    /// any other `:` lies between them.
     pub(super) fn dominates(&self, def: usize, at: usize) -> bool {
         let inner = self
             .blocks
             .iter()
             .filter(|&&(open, end)| open < def && def < end)
             .max_by_key(|&&(open, _)| open);
-        def < at && inner.is_none_or(|&(_, end)| at < end)
+        def < at
+            && inner.is_none_or(|&(_, end)| at < end)
+            && !self.labels.iter().any(|&l| def < l && l < at)
     }
 
     /// If `name` is a proven modulo index: the array whose extent divides
@@ -582,6 +592,13 @@ mod tests {
                 "wp::int32 var_5;",
                 "wp::int8 var_5;",
                 "is not declared `wp::int32`",
+            ),
+            // A label between the definition and the use: a `goto` from
+            // before the definition reaches the use without it.
+            (
+                "var_7 = wp::atomic_add(var_out, var_5, var_6);",
+                "end_while_0:; var_7 = wp::atomic_add(var_out, var_5, var_6);",
+                "does not run before every use",
             ),
             // The thread coordinate changed.
             (
