@@ -500,7 +500,8 @@ pub struct CpuIndexError {
 pub struct BoundsError {
     /// The kernel.
     pub kernel: String,
-    /// The array parameter (`adj_` prefixed for an adjoint).
+    /// The array parameter (`adj_` prefixed for an adjoint), or an array a
+    /// struct parameter holds (`h.data`).
     pub param: String,
     /// The array's axis.
     pub axis: usize,

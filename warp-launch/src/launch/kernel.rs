@@ -164,8 +164,10 @@ impl KernelSpec {
     /// Declares one way the kernel indexes array `name`: `indices[a]` for
     /// axis `a` (e.g. `[AxisIndex::Constant(0)]` for `out[0]`,
     /// `[AxisIndex::Block]` for `partial[blockIdx.x]`). In adjoint launches
-    /// the rule covers `adj_<name>` too (a null adjoint is allowed). Every
-    /// launch checks every declared access.
+    /// the rule covers `adj_<name>` too (a null adjoint is allowed). An
+    /// array held in a struct parameter is named by its path (`h.data`,
+    /// `h.inner.data`): the launch checks the rule against the `array_t` in
+    /// the struct value's bytes. Every launch checks every declared access.
     pub fn access(mut self, name: impl Into<String>, indices: &[AxisIndex]) -> Self {
         let name = name.into();
         let access = |target| ArrayAccess {
