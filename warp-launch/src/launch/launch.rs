@@ -1093,6 +1093,20 @@ mod tests {
         let null = unsafe { StructValue::from_bytes(v.name(), &vec![0; st.size]) };
         let b = bounds(check(&k, &[1], &[Arg::Struct(null), f32s(&[1])], o).unwrap_err());
         assert_eq!((b.param.as_str(), b.shape.len()), ("h.data", 0));
+        // A declared rule names a held array by its path; another path, or
+        // a path into a parameter that is no struct, is no parameter.
+        let spec = |name: &str| {
+            KernelSpec::new("held", 1)
+                .param("h", crate::signature::ParamKind::Struct(st.clone()))
+                .array::<f32>("x", 1)
+                .access(name, &[AxisIndex::Thread(0)])
+                .declare()
+        };
+        assert!(spec("h.data").is_ok());
+        for bad in ["h.scale", "h.nope", "x.data"] {
+            let e = spec(bad).unwrap_err();
+            assert!(matches!(e, Error::AccessRule(_)), "{bad}: {e}");
+        }
     }
 
     #[test]
