@@ -99,12 +99,23 @@ pub(super) fn held_arrays<'t>(
 ) -> Held<'t> {
     let mut held = Held::default();
     for p in params {
-        let Some(st) = structs.iter().find(|s| s.name == p.cpp_type) else {
-            continue;
+        // A struct's type (Warp names them `<Key>_<8 hex>`) that no struct
+        // read before the kernel has might hold arrays: read as a struct
+        // with no known field, so every use of it is refused.
+        let unknown;
+        let st = match structs.iter().find(|s| s.name == p.cpp_type) {
+            Some(st) if field_kind(&st.name, structs, 0) == FieldKind::Value => continue,
+            Some(st) => st,
+            None if crate::signature::struct_key(&p.cpp_type) == p.cpp_type => continue,
+            None => {
+                unknown = SourceStruct {
+                    name: p.cpp_type.clone(),
+                    fields: Vec::new(),
+                    line: p.line,
+                };
+                &unknown
+            }
         };
-        if field_kind(&st.name, structs, 0) == FieldKind::Value {
-            continue;
-        }
         let label = p.label();
         if p.is_adjoint() {
             if let Some(&pos) = chains.uses_of(&p.name).first() {
@@ -358,6 +369,19 @@ mod tests {
         ] {
             let r = reason(&hist_edited(from, to), k);
             assert!(r.contains(says), "{to}: {r}");
+        }
+    }
+
+    /// A struct parameter whose type the reader did not read (no struct of
+    /// that name before the kernel) counts as holding arrays: every use of
+    /// it is refused.
+    #[test]
+    fn a_struct_type_not_read_is_taken_to_hold_arrays() {
+        let text = HELD_CU.replacen("struct Pair_21864bdd\n", "struct Other_21864bdd\n", 1);
+        assert_ne!(text, HELD_CU);
+        for k in ["scale_pair", "pass_struct"] {
+            let r = reason(&text, &format!("{k}_cuda_kernel_forward"));
+            assert!(r.starts_with("p: "), "{k}: {r}");
         }
     }
 
