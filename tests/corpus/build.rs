@@ -202,9 +202,13 @@ fn compile_kernels(manifest_dir: &Path, out: &Path) -> Result<(), Box<dyn Error>
         "attacks/contiguous_cpu",
         "attacks/contiguous_views",
     ];
+    // The proofs of issue 36's item 5: modulo indices (`modulo.py`) and
+    // arrays held in structs (`held.py`).
+    let proofs = ["modulo", "held"];
     for module in ["kernels", "tape", "access", "kinds"]
         .into_iter()
         .chain(attacks)
+        .chain(proofs)
     {
         let source = manifest_dir.join(format!("../warp/{module}.py"));
         warp_build::WarpModule::new(&source)

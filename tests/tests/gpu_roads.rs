@@ -25,9 +25,8 @@
 //! `h.data`. (Another device is `gpu_two`'s.) A road a hazard cannot reach
 //! (a graph built on a stream named explicitly cannot meet a
 //! `ScopedStream`; a generated launcher of an unproven kernel has no safe
-//! `launch` at all: it does not compile; a recorded launch of an unproven
-//! kernel, which the struct hazards' kernel is, cannot be recorded safely
-//! to be set) is listed as such.
+//! `launch` at all: it does not compile; the struct hazards are not set
+//! into a recorded launch) is listed as such.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -225,8 +224,8 @@ fn attempt(
                 None => l.launch(),
             }),
         Road::Setter if c.holder.is_some() => {
-            // `through_struct` is unproven: no launch of it is recorded
-            // safely, so there is none to set.
+            // The struct hazards do not meet the setter road here (a
+            // struct value set into a recorded `through_struct` launch).
             return None;
         }
         Road::Setter => {
@@ -591,28 +590,21 @@ fn dropping_an_array_held_in_a_struct_while_its_kernel_runs_waits_for_it() {
         let t = Instant::now();
         match road {
             "typed launcher" => {
-                // SAFETY: through_struct reads h.data[i] and writes out[i]
-                // for i < N (the domain); both arrays have N elements.
-                unsafe {
-                    acc.through_struct
-                        .launch_unchecked(Some(&stream), N, &h, &out)
-                }
-                .unwrap();
+                // through_struct's accesses through the struct are proven
+                // (issue 36): the safe launch, checked against h.data.
+                acc.through_struct.launch_on(&stream, N, &h, &out).unwrap();
                 drop(h); // the only handle of the array
             }
             _ => {
                 let value = h.to_value().unwrap();
                 drop(h);
-                // SAFETY: as above.
-                let l = unsafe {
-                    acc.through_struct
-                        .kernel()
-                        .launch(N)
-                        .inputs((value, out.as_array()))
-                        .unchecked()
-                }
-                .record_cmd()
-                .unwrap();
+                let l = acc
+                    .through_struct
+                    .kernel()
+                    .launch(N)
+                    .inputs((value, out.as_array()))
+                    .record_cmd()
+                    .unwrap();
                 l.launch_on(&stream).unwrap();
                 drop(l); // the launch held the struct value, the value the array
             }

@@ -20,6 +20,7 @@ const MODULES: &[(&str, &str)] = &[
     ("tiles", "tests/warp/tiles.py"),
     ("kinds", "tests/warp/kinds.py"),
     ("access", "tests/warp/access.py"),
+    ("held", "tests/warp/held.py"),
 ];
 
 fn root() -> PathBuf {

@@ -500,7 +500,8 @@ pub struct CpuIndexError {
 pub struct BoundsError {
     /// The kernel.
     pub kernel: String,
-    /// The array parameter (`adj_` prefixed for an adjoint).
+    /// The array parameter (`adj_` prefixed for an adjoint), or an array a
+    /// struct parameter holds (`h.data`).
     pub param: String,
     /// The array's axis.
     pub axis: usize,
@@ -511,7 +512,8 @@ pub struct BoundsError {
     pub dim: Vec<i64>,
     /// How many positions the index covers on the axis (the launch
     /// extent, size or block count; for a constant, the extent it needs;
-    /// for a tile, its last index).
+    /// for a tile, its last index; for a modulo, the extent that divides,
+    /// or 1 when that extent is 0).
     pub needed: u64,
     /// The array's shape (empty for a null array).
     pub shape: Vec<usize>,
@@ -1007,6 +1009,16 @@ impl fmt::Display for Error {
                         },
                         b.needed,
                         i32::MAX
+                    ),
+                    Some(crate::signature::AxisIndex::Modulo { axis }) if axis == b.axis => write!(
+                        f,
+                        "the kernel indexes the array modulo its extent on axis {axis} (`x % a.shape[{axis}]`), but the array has {what}: a modulo by 0 is undefined (on the CPU the process dies of SIGFPE); pass an array with at least 1 element on axis {axis}",
+                    ),
+                    Some(crate::signature::AxisIndex::Modulo { axis }) => write!(
+                        f,
+                        "the kernel indexes that axis modulo the array's extent on axis {axis} (`x % a.shape[{axis}]`), which reaches {}, but the array has {what}; pass an array whose axis {} is at least as long as its axis {axis}",
+                        b.needed.saturating_sub(1),
+                        b.axis
                     ),
                     // A rule of a kind this crate does not know (warp-proof's
                     // enums are `#[non_exhaustive]`; its version is pinned).

@@ -176,6 +176,16 @@ pub enum AxisIndex {
         /// The tile's extent on this axis.
         len: u32,
     },
+    /// A value never below 0 modulo the indexed array's own extent on axis
+    /// `axis` (Warp's `a[i % a.shape[axis]]`, `i` a thread coordinate, a
+    /// constant at least 0 or an unsigned value): it lies in `[0,
+    /// extent(axis))`. The launch checks that the extent on `axis` is at
+    /// least 1 (a modulo by 0 is undefined: SIGFPE on the CPU) and at most
+    /// the extent of the axis it indexes.
+    Modulo {
+        /// The axis whose extent divides.
+        axis: usize,
+    },
 }
 
 impl AxisIndex {
@@ -208,6 +218,9 @@ impl fmt::Display for AxisIndex {
                 ),
                 None => write!(f, "a tile of {len} from {offset}"),
             },
+            AxisIndex::Modulo { axis } => {
+                write!(f, "a value modulo the array's extent on axis {axis}")
+            }
         }
     }
 }

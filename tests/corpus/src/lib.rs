@@ -93,6 +93,23 @@ pub mod attacks {
     }
 }
 
+/// The Warp test module `tests/warp/modulo.py` (modulo indices,
+/// `out[i % out.shape[0]]`), compiled by warp-build for sm_90 and for the
+/// CPU (its CPU code linked into this crate): `pub static MODULO:
+/// warp_launch::EmbeddedModule`. `tests/cpu_modulo.rs` launches it.
+pub mod modulo {
+    include!(concat!(env!("OUT_DIR"), "/warp/modulo/modulo.rs"));
+}
+
+/// The Warp test module `tests/warp/held.py` (kernels reading and writing
+/// arrays held in a `wp.struct`), compiled by warp-build for sm_90 and for
+/// the CPU (its CPU code linked into this crate): `pub static HELD:
+/// warp_launch::EmbeddedModule`. `tests/cpu_held.rs` launches it through
+/// its typed launchers (`sdk_tests::launchers::held`).
+pub mod held {
+    include!(concat!(env!("OUT_DIR"), "/warp/held/held.rs"));
+}
+
 /// Warp's CPU results for `tests/warp/kernels.py`'s cases and tape cases
 /// and `tests/warp/tape.py`'s tape-parity programs (`manifest.json`, `cases/`), computed at build time by
 /// `tests/warp/build.py --cpu`.

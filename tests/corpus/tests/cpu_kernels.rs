@@ -312,8 +312,10 @@ fn an_adjoint_of_none_is_a_null_array_as_in_warp() {
 /// A `wp.struct` holding an array (`access.py`'s `Holder`, read by
 /// `through_struct`) on `"cpu"` with Warp's compiled CPU code: the value
 /// keeps its array alive after every other handle is dropped, a value that
-/// does not hold the struct's arrays is refused, and safe launches are
-/// refused (accesses through a struct are not analysed).
+/// does not hold the struct's arrays is refused, and the safe launch runs
+/// where `dim` fits the held array and is refused (`Error::OutOfBounds`,
+/// `h.data`) where it does not (issue 36: accesses through a struct are
+/// read as the held array's).
 #[test]
 fn a_struct_holding_an_array_keeps_it_alive_and_is_checked() {
     use sdk_tests::launchers::access::{Access, Holder};
@@ -327,8 +329,12 @@ fn a_struct_holding_an_array_keeps_it_alive_and_is_checked() {
         data: data.clone(),
         scale: 2.0,
     };
-    let e = k.through_struct.launch(4, &h, &out).unwrap_err();
-    assert!(matches!(e, Error::Unproven(_)), "{e}");
+    let e = k.through_struct.launch(5, &h, &out).unwrap_err();
+    assert!(
+        matches!(&e, Error::OutOfBounds(b) if b.param == "h.data" && b.needed == 5),
+        "{e}"
+    );
+    assert_eq!(out.to_vec().unwrap(), vec![0.0; 4]);
 
     // The value holds the only handle of its array.
     let value = h.to_value().unwrap();
@@ -337,14 +343,10 @@ fn a_struct_holding_an_array_keeps_it_alive_and_is_checked() {
     // Memory a freed array would give back is taken and overwritten.
     let junk = TypedArray::<f32, 1>::from_slice("cpu", &[-9.0; 4], [4]).unwrap();
     let args = [TypedArg::from(&value), (&out).into()];
-    // SAFETY: through_struct reads h.data[i] and writes out[i] for i < 4 (the
-    // domain), and both arrays have 4 elements.
-    unsafe {
-        k.through_struct
-            .kernel()
-            .launch_args_unchecked(Pass::Forward, 4, None, &args)
-    }
-    .unwrap();
+    k.through_struct
+        .kernel()
+        .launch_args(Pass::Forward, 4, None, &args)
+        .unwrap();
     assert_eq!(out.to_vec().unwrap(), vec![2.0, 4.0, 6.0, 8.0]);
     drop(junk);
 
@@ -353,8 +355,7 @@ fn a_struct_holding_an_array_keeps_it_alive_and_is_checked() {
         data: TypedArray::from_slice("cpu", &[1.0; 4], [4]).unwrap(),
         scale: 0.5,
     };
-    // SAFETY: as above.
-    unsafe { k.through_struct.launch_unchecked(None, 4, &h, &out) }.unwrap();
+    k.through_struct.launch(4, &h, &out).unwrap();
     assert_eq!(out.to_vec().unwrap(), vec![0.5; 4]);
 
     // A value of a struct of the same name and size without its array

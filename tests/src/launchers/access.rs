@@ -53,7 +53,7 @@ impl Access {
 }
 /// Warp's `wp.struct` `Holder` (`Holder_1a66b4b0` in the generated code, `wp_access.cu:54`), which holds arrays: 64 bytes aligned to 8 in Warp's layout.
 ///
-/// A launcher takes it by reference and passes `to_value()`: a `StructValue` that holds its arrays (kept alive while the kernel runs) and that each launch checks as it checks array arguments (device, context, access mode) and notes as used (frees and host reads wait). Accesses through a struct are not analysed, so such kernels' safe launches are refused (`Error::Unproven`) and they run through `launch_unchecked`.
+/// A launcher takes it by reference and passes `to_value()`: a `StructValue` that holds its arrays (kept alive while the kernel runs) and that each launch checks as it checks array arguments (device, context, access mode) and notes as used (frees and host reads wait). A kernel's accesses through the arrays it holds are proven as those arrays' own (`h.data`), and every launch checks their rules against the arrays the value holds; backward kernels through held arrays are unproven (`Error::Unproven`, `launch_adjoint_unchecked`).
 #[derive(::core::clone::Clone, ::core::fmt::Debug)]
 pub struct Holder {
     /// `data`: an array of `float32`, 1-D, at byte 0.
@@ -1713,7 +1713,9 @@ impl Shifted {
 /// - `h`: the struct `Holder` (`&Holder`)
 /// - `out`: array of `float32`, 1-D (`&TypedArray<f32, 1>`), **written** (`wp::array_store`, `wp_access.cu:1117`)
 ///
-/// **Safe launches of this kernel are refused** (`Error::Unproven`): at `wp_access.cu:1082`, parameter 'h' is a struct 'Holder_1a66b4b0' holding an array: accesses through struct fields are not analysed. It runs only through the `unsafe` `launch_unchecked`, on the caller's promise that it stays inside its arrays.
+/// Each launch checks these accesses against `dim` and the arrays' shapes (`tid k`: coordinate `k` of `wp.tid()`): `h.data[tid 0]`, `out[tid 0]`.
+///
+/// **Safe launches of its backward kernel are refused** (`Error::Unproven`): at `wp_access.cu:1177`, the adjoint of struct 'h', which holds arrays, is used: backward code through held arrays is not analysed. It runs through the `unsafe` `launch_adjoint_unchecked`.
 #[derive(::core::clone::Clone, ::core::fmt::Debug)]
 pub struct ThroughStruct(::warp_launch::Kernel);
 impl ThroughStruct {
@@ -1758,7 +1760,7 @@ impl ThroughStruct {
     ///
     /// # Errors
     ///
-    /// Those of `Kernel::launch_args`: arrays on different devices or not on the stream's, a `dim` an array the kernel indexes by thread coordinate is too small for (`Error::OutOfBounds`), and always `Error::Unproven` for this kernel (see the type's docs), and the driver's errors.
+    /// Those of `Kernel::launch_args`: arrays on different devices or not on the stream's, a `dim` an array the kernel indexes by thread coordinate is too small for (`Error::OutOfBounds`), a kernel whose accesses cannot be checked (`Error::Unproven`), and the driver's errors.
     pub fn launch(
         &self,
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
@@ -1783,7 +1785,7 @@ impl ThroughStruct {
     ///
     /// # Errors
     ///
-    /// Those of `Kernel::launch_args`: arrays on different devices or not on the stream's, a `dim` an array the kernel indexes by thread coordinate is too small for (`Error::OutOfBounds`), and always `Error::Unproven` for this kernel (see the type's docs), and the driver's errors.
+    /// Those of `Kernel::launch_args`: arrays on different devices or not on the stream's, a `dim` an array the kernel indexes by thread coordinate is too small for (`Error::OutOfBounds`), a kernel whose accesses cannot be checked (`Error::Unproven`), and the driver's errors.
     pub fn launch_on(
         &self,
         stream: &::warp_launch::Stream,
@@ -1809,7 +1811,7 @@ impl ThroughStruct {
     ///
     /// # Errors
     ///
-    /// Those of `Kernel::record_args`: arrays on different devices or not on the stream's, a `dim` an array the kernel indexes by thread coordinate is too small for (`Error::OutOfBounds`), and always `Error::Unproven` for this kernel (see the type's docs), and the driver's errors.
+    /// Those of `Kernel::record_args`: arrays on different devices or not on the stream's, a `dim` an array the kernel indexes by thread coordinate is too small for (`Error::OutOfBounds`), a kernel whose accesses cannot be checked (`Error::Unproven`), and the driver's errors.
     pub fn record(
         &self,
         dim: impl ::core::convert::Into<::warp_launch::Dim>,
@@ -1858,41 +1860,6 @@ impl ThroughStruct {
                     ::warp_launch::TypedArg::from(adj_out),
                 ],
             )
-    }
-    /// Launches `through_struct` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without the kernel's access rules, which no launch can check for this kernel (see the type's docs); `launch` refuses it with `Error::Unproven`.
-    ///
-    /// Every other check runs: each array's device and context, the stream's context, the domain, and the module's compiled block size.
-    ///
-    /// # Safety
-    ///
-    /// The caller promises what `LaunchBuilder::unchecked` asks: `through_struct`, run over `dim` with these arguments, reads and writes only elements inside the arrays it is given, for every thread the grid runs, and no other memory. Warp's debug mode is no guard: it leaves `x.shape[k]`, native code and preambles unchecked.
-    ///
-    /// # Errors
-    ///
-    /// Those of `Kernel::launch_args_unchecked`: arrays on different devices or not on the stream's, a stream of another context, and the driver's errors.
-    pub unsafe fn launch_unchecked(
-        &self,
-        stream: ::core::option::Option<&::warp_launch::Stream>,
-        dim: impl ::core::convert::Into<::warp_launch::Dim>,
-        h: &Holder,
-        out: &::warp_launch::TypedArray<f32, 1>,
-    ) -> ::warp_launch::Result<()> {
-        let h = h.to_value()?;
-        // SAFETY: the caller made this method's `# Safety` promise, which is the one the unchecked launch asks for.
-        unsafe {
-            self.0
-                .launch_args_unchecked(
-                    ::warp_launch::Pass::Forward,
-                    dim,
-                    stream,
-                    &[
-                        ::warp_launch::TypedArg::Struct(
-                            ::warp_launch::StructRef::from(&h),
-                        ),
-                        ::warp_launch::TypedArg::Array(out.as_array()),
-                    ],
-                )
-        }
     }
     /// The backward kernel of `through_struct` over `dim` on `stream` (`None`: the current stream of the arrays' device, `Device::stream`) without its access rules: the forward arguments, then one adjoint per parameter (`adj_h`, `adj_out`). An array's adjoint is an `Option`: `None` (Warp's `None`) for an input that needs no gradient passes a null array, and the backward kernel then adds into that array's own gradient if it has one (`Array::with_grad`), else nowhere.
     ///

@@ -13,3 +13,6 @@ pub mod tiles;
 pub mod kinds;
 /// `tests/warp/access.py` (a struct holding an array, unproven kernels).
 pub mod access;
+/// `tests/warp/held.py` (kernels reading and writing arrays held in a
+/// `wp.struct`).
+pub mod held;

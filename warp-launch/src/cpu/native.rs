@@ -540,9 +540,21 @@ fn bounds_words(bounds: &Bounds) -> [u64; 4] {
 /// every array is contiguous (no two indices share an element), and two
 /// arrays whose storages share memory (compared by address range, so two
 /// handles of one memory count as one) are the same view (else `y[i]` may
-/// be `x[i + 1]`).
+/// be `x[i + 1]`). The arrays struct values hold count as arrays; a value
+/// made from raw bytes (`StructValue::from_bytes`, whose arrays are not
+/// known) makes the launch serial.
 pub(super) fn disjoint(args: &[Arg]) -> bool {
-    let arrays: Vec<&crate::array::Array> = args.iter().filter_map(Arg::as_array).collect();
+    if args
+        .iter()
+        .any(|a| matches!(a, Arg::Struct(s) if s.is_vouched()))
+    {
+        return false;
+    }
+    let arrays: Vec<&crate::array::Array> = args
+        .iter()
+        .filter_map(Arg::as_array)
+        .chain(args.iter().flat_map(|a| a.held().iter().map(|h| &h.array)))
+        .collect();
     arrays.iter().all(|a| a.is_contiguous())
         && arrays.iter().enumerate().all(|(i, a)| {
             arrays[..i].iter().all(|b| {
@@ -559,6 +571,41 @@ pub(super) fn disjoint(args: &[Arg]) -> bool {
 mod tests {
     use super::*;
     use crate::signature::ParamKind;
+
+    /// The arrays a struct value holds count in the overlap check: a held
+    /// array overlapping an argument (not the same view) makes the launch
+    /// serial, a separate one does not, and a value from raw bytes (arrays
+    /// unknown) always does.
+    #[test]
+    fn held_arrays_join_the_overlap_check() {
+        use crate::array::Array;
+        use crate::launch::bind::StructValue;
+        let st = StructType::new(
+            "Holder",
+            vec![(
+                "data".into(),
+                ParamKind::Array {
+                    dtype: crate::abi::DType::FLOAT32,
+                    ndim: Some(1),
+                },
+            )],
+        );
+        let x = Array::zeros::<f32>(Device::Cpu, &[8]).unwrap();
+        let held = |a: &Array| {
+            Arg::Struct(StructValue::with_arrays(&st, vec![0; st.size], vec![a.clone()]).unwrap())
+        };
+        let other = Array::zeros::<f32>(Device::Cpu, &[8]).unwrap();
+        assert!(disjoint(&[Arg::Array(x.clone()), held(&other)]));
+        // The same view: each work item still has its own elements.
+        assert!(disjoint(&[Arg::Array(x.clone()), held(&x)]));
+        // Shifted by one: y[i] is x[i + 1].
+        let shifted = x.slice(0, 1..8).unwrap();
+        assert!(!disjoint(&[Arg::Array(x.clone()), held(&shifted)]));
+        assert!(!disjoint(&[held(&x), held(&shifted)]));
+        // SAFETY: never launched; only the overlap check looks at it.
+        let raw = unsafe { StructValue::from_bytes("Holder", &vec![0; st.size]) };
+        assert!(!disjoint(&[Arg::Array(x), Arg::Struct(raw)]));
+    }
 
     const CU: &str = include_str!("../../tests/fixtures/wp_kernels.cu");
     const META: &str = include_str!("../../tests/fixtures/wp_kernels.meta");

@@ -37,8 +37,9 @@ pub(crate) fn array_fields(st: &StructType) -> Vec<(usize, String, &ParamKind)> 
                 ParamKind::Array { .. } => out.push((base + f.offset, path, &f.kind)),
                 ParamKind::Struct(inner) => walk(inner, base + f.offset, &format!("{path}."), out),
                 // Values, and kinds this crate does not know (warp-proof's
-                // enums are `#[non_exhaustive]`; a struct holding one is
-                // unproven: `aot::holds_array`).
+                // enums are `#[non_exhaustive]`; warp-proof's reader reads
+                // only `wp::array_t` fields: an access through another is
+                // unproven, `source/held.rs`).
                 _ => {}
             }
         }
@@ -229,6 +230,12 @@ impl StructValue {
     /// The arrays it holds (made by [`StructValue::with_arrays`]).
     pub(crate) fn held(&self) -> &[HeldArray] {
         &self.arrays
+    }
+
+    /// Whether it was made from raw bytes ([`StructValue::from_bytes`]):
+    /// the arrays its bytes address are not known.
+    pub(crate) fn is_vouched(&self) -> bool {
+        self.vouched
     }
 
     /// An owned copy of a borrowed struct value.

@@ -24,6 +24,10 @@ use crate::signature::{
 #[derive(Clone, Debug)]
 pub(crate) struct Rule {
     pub index: usize,
+    /// For an array held in a struct parameter: where its `array_t` sits
+    /// in the struct's bytes (the launch reads the extents there, in what
+    /// the kernel receives) and its name (`h.data`).
+    pub held: Option<(usize, String)>,
     pub target: AccessTarget,
     pub indices: Vec<AxisIndex>,
     pub null_ok: bool,
@@ -160,8 +164,10 @@ impl KernelSpec {
     /// Declares one way the kernel indexes array `name`: `indices[a]` for
     /// axis `a` (e.g. `[AxisIndex::Constant(0)]` for `out[0]`,
     /// `[AxisIndex::Block]` for `partial[blockIdx.x]`). In adjoint launches
-    /// the rule covers `adj_<name>` too (a null adjoint is allowed). Every
-    /// launch checks every declared access.
+    /// the rule covers `adj_<name>` too (a null adjoint is allowed). An
+    /// array held in a struct parameter is named by its path (`h.data`,
+    /// `h.inner.data`): the launch checks the rule against the `array_t` in
+    /// the struct value's bytes. Every launch checks every declared access.
     pub fn access(mut self, name: impl Into<String>, indices: &[AxisIndex]) -> Self {
         let name = name.into();
         let access = |target| ArrayAccess {
@@ -279,6 +285,21 @@ impl KernelSpec {
         Ok(())
     }
 
+    /// The struct parameter and byte offset of the held array `path`
+    /// (`h.data`, `h.inner.data`: the parameter, then the field path of
+    /// `bind::array_fields`).
+    fn held_array(&self, path: &str) -> Option<(usize, Option<(usize, String)>)> {
+        let (param, field) = path.split_once('.')?;
+        let index = self.params.iter().position(|p| p.name == param)?;
+        let ParamKind::Struct(st) = &self.params[index].kind else {
+            return None;
+        };
+        crate::launch::bind::array_fields(st)
+            .into_iter()
+            .find(|(_, p, _)| p == field)
+            .map(|(offset, _, _)| (index, Some((offset, path.to_owned()))))
+    }
+
     fn check(&self) -> Result<[Rules; 2]> {
         self.check_params()?;
         if !(1..=4).contains(&self.kernel_dim) {
@@ -301,15 +322,23 @@ impl KernelSpec {
                         problem,
                     }))
                 };
-                let Some(index) = self.params.iter().position(|p| p.name == a.param) else {
+                let found = match self.params.iter().position(|p| p.name == a.param) {
+                    Some(index) => Some((index, None)),
+                    None => self.held_array(&a.param),
+                };
+                let Some((index, held)) = found else {
                     return Err(bad(AccessRuleProblem::NoSuchParam {
                         known: self.params.iter().map(|p| p.name.clone()).collect(),
                     }));
                 };
-                let ParamKind::Array { ndim, .. } = self.params[index].kind else {
-                    return Err(bad(AccessRuleProblem::NotAnArray {
-                        kind: self.params[index].kind.describe(),
-                    }));
+                let ndim = match (&self.params[index].kind, &held) {
+                    (ParamKind::Array { ndim, .. }, None) => *ndim,
+                    (ParamKind::Struct(_), Some(_)) => None,
+                    _ => {
+                        return Err(bad(AccessRuleProblem::NotAnArray {
+                            kind: self.params[index].kind.describe(),
+                        }));
+                    }
                 };
                 if !(1..=4).contains(&a.indices.len()) {
                     return Err(bad(AccessRuleProblem::IndexCount {
@@ -331,6 +360,7 @@ impl KernelSpec {
                 }
                 rules.push(Rule {
                     index,
+                    held,
                     target: a.target,
                     indices: a.indices.clone(),
                     null_ok: a.null_ok,

@@ -136,6 +136,8 @@ pub(crate) enum Extents<'a> {
     Array(&'a [usize]),
     /// Warp's `None` for an array.
     Null,
+    /// A struct value's bytes (the `array_t`s of the arrays it holds).
+    Struct(&'a [u8]),
     /// Not an array, or no argument.
     Other,
 }
@@ -145,9 +147,38 @@ impl<'a> Extents<'a> {
         match arg {
             Some(Arg::Array(a)) => Extents::Array(a.shape()),
             Some(Arg::Null) => Extents::Null,
+            Some(Arg::Struct(s)) => Extents::Struct(s.bytes()),
             _ => Extents::Other,
         }
     }
+}
+
+/// The extents of the `array_t` at byte `offset` of a struct value's
+/// `bytes` (its first `ndim` extents, a negative one as 0), as the kernel
+/// receives them: `None` for a null array (`data` 0); no extent at all when
+/// the bytes end early.
+fn held_extents(bytes: &[u8], offset: usize) -> Option<([usize; 4], usize)> {
+    use std::mem::offset_of;
+    let field = |at: usize, n: usize| {
+        offset
+            .checked_add(at)
+            .and_then(|s| bytes.get(s..s.checked_add(n)?))
+    };
+    let Some(data) = field(offset_of!(crate::abi::ArrayT, data), 8) else {
+        return Some(([0; 4], 0));
+    };
+    if data.iter().all(|&b| b == 0) {
+        return None;
+    }
+    let ndim = field(offset_of!(crate::abi::ArrayT, ndim), 2)
+        .map_or(0, |b| usize::from(u16::from_le_bytes([b[0], b[1]])).min(4));
+    let mut shape = [0usize; 4];
+    for (k, e) in shape.iter_mut().enumerate().take(ndim) {
+        *e = field(offset_of!(crate::abi::ArrayT, shape) + 4 * k, 4).map_or(0, |b| {
+            usize::try_from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])).unwrap_or(0)
+        });
+    }
+    Some((shape, ndim))
 }
 
 /// [`check_accesses`] over the arguments' extents (`arg(i)` for parameter
@@ -203,17 +234,27 @@ pub(crate) fn check_access_rules<'a>(
         if only.is_some_and(|o| o != slot) {
             continue;
         }
-        let shape: &[usize] = match arg(slot) {
-            Extents::Array(shape) => shape,
-            Extents::Null if r.null_ok => continue,
-            Extents::Null => &[],
-            // Not an array: the argument check reports it.
-            Extents::Other => continue,
+        let held;
+        let shape: &[usize] = match (arg(slot), &r.held) {
+            (Extents::Array(shape), None) => shape,
+            (Extents::Null, None) if r.null_ok => continue,
+            (Extents::Null, None) => &[],
+            (Extents::Struct(bytes), Some((offset, _))) => match held_extents(bytes, *offset) {
+                Some(h) => {
+                    held = h;
+                    &held.0[..held.1]
+                }
+                None if r.null_ok => continue,
+                None => &[],
+            },
+            // Not an array (or not a struct): the argument check reports it.
+            _ => continue,
         };
         let refuse = |axis: usize, index: Option<AxisIndex>, needed: u64| {
-            let param = match kernel.param_at(slot) {
-                Some((name, _)) => name.into_owned(),
-                None => String::new(),
+            let param = match (&r.held, kernel.param_at(slot)) {
+                (Some((_, path)), _) => path.clone(),
+                (None, Some((name, _))) => name.into_owned(),
+                (None, None) => String::new(),
             };
             Err(Error::OutOfBounds(Box::new(BoundsError {
                 kernel: kernel.name().to_string(),
@@ -261,6 +302,14 @@ pub(crate) fn check_access_rules<'a>(
                     let last = AxisIndex::tile_last(scale, offset, len, runs);
                     let limit = i32::MAX as u128;
                     (last <= limit, u64::try_from(last).unwrap_or(u64::MAX))
+                }
+                AxisIndex::Modulo { axis: by } => {
+                    // x % extent(by), x >= 0: in [0, extent(by)); by 0 undefined.
+                    let divisor = shape.get(by).map_or(0, |&e| e as u64);
+                    if divisor == 0 {
+                        return refuse(by, Some(index), 1);
+                    }
+                    (divisor <= extent, divisor)
                 }
                 AxisIndex::Constant(c) => {
                     // c in [-extent, extent): c + 1 elements, or |c| from the end.
@@ -923,6 +972,140 @@ mod tests {
         match e {
             Error::OutOfBounds(b) => *b,
             other => panic!("expected OutOfBounds, got {other}"),
+        }
+    }
+
+    const MODULO_CU: &str = include_str!("../../tests/fixtures/modulo/wp_modulo.cu");
+    const MODULO_META: &str = include_str!("../../tests/fixtures/modulo/wp_modulo.meta");
+
+    fn i32s(shape: &[usize]) -> Arg {
+        Arg::Array(Array::zeros::<i32>(Device::Cpu, shape).unwrap())
+    }
+
+    /// `a[x % a.shape[k]]` (tests/warp/modulo.py): any dim over a non-empty
+    /// axis `k`; an empty one is refused (a modulo by 0), naming the axis;
+    /// a launch of size 0 divides by nothing. (The CPU's compiled code is
+    /// checked by the same function: `warp-corpus`'s `cpu_modulo` test.)
+    #[test]
+    fn modulo_rules_refuse_an_empty_divisor_only() {
+        let hist = warp_kernel(MODULO_CU, MODULO_META, "hist");
+        let o = opts(false, false);
+        for dim in [1, 3, 1_000_000] {
+            check(&hist, &[dim], &[i32s(&[3])], o).unwrap();
+        }
+        let b = bounds(check(&hist, &[5], &[i32s(&[0])], o).unwrap_err());
+        assert_eq!(
+            (
+                b.kernel.as_str(),
+                b.param.as_str(),
+                b.axis,
+                b.index,
+                b.needed
+            ),
+            ("hist", "out", 0, Some(AxisIndex::Modulo { axis: 0 }), 1)
+        );
+        let shown = Error::OutOfBounds(Box::new(b)).to_string();
+        for part in [
+            "kernel 'hist'",
+            "array 'out'",
+            "axis 0",
+            "modulo by 0",
+            "SIGFPE",
+        ] {
+            assert!(shown.contains(part), "{part}: {shown}");
+        }
+        check(&hist, &[0], &[i32s(&[0])], o).unwrap();
+        // x[j % x.shape[0], i % x.shape[1]]: both axes must be non-empty.
+        let wrap = warp_kernel(MODULO_CU, MODULO_META, "wrap2d");
+        check(&wrap, &[4, 9], &[f32s(&[2, 3]), f32s(&[4])], o).unwrap();
+        let b = bounds(check(&wrap, &[4, 9], &[f32s(&[2, 0]), f32s(&[4])], o).unwrap_err());
+        assert_eq!((b.param.as_str(), b.axis), ("x", 1));
+        // out[i % out.shape[1]] on a 1-d out: axis 1 has extent 0.
+        let axis1 = warp_kernel(MODULO_CU, MODULO_META, "wrap_axis1");
+        let b = bounds(check(&axis1, &[4], &[i32s(&[8])], o).unwrap_err());
+        assert_eq!((b.axis, b.index), (1, Some(AxisIndex::Modulo { axis: 1 })));
+        // A declared rule dividing by a longer axis than the indexed one.
+        let k = KernelSpec::new("wide", 1)
+            .array::<f32>("a", 2)
+            .access(
+                "a",
+                &[AxisIndex::Modulo { axis: 1 }, AxisIndex::Constant(0)],
+            )
+            .declare()
+            .unwrap()
+            .with_cpu(crate::cpu::cpu_fn(|_, _| Ok(())), None);
+        check(&k, &[7], &[f32s(&[3, 3])], o).unwrap();
+        let b = bounds(check(&k, &[7], &[f32s(&[2, 3])], o).unwrap_err());
+        assert_eq!((b.axis, b.needed), (0, 3));
+        assert!(
+            Error::OutOfBounds(Box::new(b))
+                .to_string()
+                .contains("which reaches 2")
+        );
+    }
+
+    /// `through_struct` (access.py) reads `h.data[i]`: the rule of the
+    /// array the struct holds is checked against the bytes the kernel gets
+    /// (a value made by `with_arrays`, or one from raw bytes), per axis,
+    /// named `h.data`; a null held array is refused.
+    #[test]
+    fn held_array_rules_are_checked_against_the_struct_value() {
+        use crate::launch::bind::StructValue;
+        let k = warp_kernel(ACCESS_CU, ACCESS_META, "through_struct");
+        let Some((_, crate::signature::ParamKind::Struct(st))) = k.param_at(0) else {
+            panic!("through_struct takes a struct first")
+        };
+        let st = st.clone();
+        let holder = |n: usize| {
+            let data = Array::zeros::<f32>(Device::Cpu, &[n]).unwrap();
+            Arg::Struct(StructValue::with_arrays(&st, vec![0; st.size], vec![data]).unwrap())
+        };
+        let o = opts(false, false);
+        check(&k, &[4], &[holder(4), f32s(&[4])], o).unwrap();
+        check(&k, &[3], &[holder(4), f32s(&[4])], o).unwrap();
+        let b = bounds(check(&k, &[5], &[holder(4), f32s(&[8])], o).unwrap_err());
+        assert_eq!(
+            (
+                b.param.as_str(),
+                b.axis,
+                b.index,
+                b.needed,
+                b.shape.as_slice()
+            ),
+            ("h.data", 0, Some(AxisIndex::Thread(0)), 5, &[4][..])
+        );
+        assert!(
+            Error::OutOfBounds(Box::new(b))
+                .to_string()
+                .contains("array 'h.data'")
+        );
+        // A value from raw bytes: the extents its array_t says.
+        let Arg::Struct(v) = holder(6) else {
+            unreachable!()
+        };
+        // SAFETY: never launched; only its bytes are read by the check.
+        let raw = unsafe { StructValue::from_bytes(v.name(), v.bytes()) };
+        check(&k, &[6], &[Arg::Struct(raw.clone()), f32s(&[6])], o).unwrap();
+        let b = bounds(check(&k, &[7], &[Arg::Struct(raw), f32s(&[7])], o).unwrap_err());
+        assert_eq!((b.param.as_str(), b.needed), ("h.data", 7));
+        // Zeroed bytes: a null held array.
+        // SAFETY: as above.
+        let null = unsafe { StructValue::from_bytes(v.name(), &vec![0; st.size]) };
+        let b = bounds(check(&k, &[1], &[Arg::Struct(null), f32s(&[1])], o).unwrap_err());
+        assert_eq!((b.param.as_str(), b.shape.len()), ("h.data", 0));
+        // A declared rule names a held array by its path; another path, or
+        // a path into a parameter that is no struct, is no parameter.
+        let spec = |name: &str| {
+            KernelSpec::new("held", 1)
+                .param("h", crate::signature::ParamKind::Struct(st.clone()))
+                .array::<f32>("x", 1)
+                .access(name, &[AxisIndex::Thread(0)])
+                .declare()
+        };
+        assert!(spec("h.data").is_ok());
+        for bad in ["h.scale", "h.nope", "x.data"] {
+            let e = spec(bad).unwrap_err();
+            assert!(matches!(e, Error::AccessRule(_)), "{bad}: {e}");
         }
     }
 

@@ -478,6 +478,7 @@ impl Kernel {
             |i| match args.get(i) {
                 Some(TypedArg::Array(a)) => Extents::Array(a.shape()),
                 Some(TypedArg::Null) => Extents::Null,
+                Some(TypedArg::Struct(s)) => Extents::Struct(s.bytes()),
                 _ => Extents::Other,
             },
             None,

@@ -91,14 +91,6 @@ impl<'a> ModuleContext<'a> {
     }
 }
 
-pub(super) fn holds_array(st: &StructType) -> bool {
-    st.fields.iter().any(|f| match &f.kind {
-        ParamKind::Array { .. } => true,
-        ParamKind::Struct(inner) => holds_array(inner),
-        ParamKind::Value(_) => false,
-    })
-}
-
 /// The block size Warp compiled the module for (`#define WP_TILE_BLOCK_DIM N`).
 fn tile_block_dim(text: &str) -> Option<u32> {
     text.lines()

@@ -226,8 +226,8 @@ fn declare_kernel(
             hints.insert(p.label().to_string(), n);
         }
     }
-    // Memory no rule covers: arrays inside structs, raw addresses.
-    let mut hidden: Option<Unproven> = ctx.src.raw_addresses.map(|line| Unproven {
+    // Memory no rule covers: raw addresses.
+    let hidden: Option<Unproven> = ctx.src.raw_addresses.map(|line| Unproven {
         param: String::new(),
         location: format!("{file}:{line}"),
         reason: "the module builds an array from a raw address (wp.array(ptr=...)) or calls a builtin that dereferences a uint64 handle (meshes, BVHs, hash grids, volumes)".into(),
@@ -241,20 +241,8 @@ fn declare_kernel(
                 format!("parameter '{}' of kernel '{}': {m}", p.label(), k.key()),
             )
         })?;
-        if hidden.is_none()
-            && let ParamKind::Struct(st) = &kind
-            && context::holds_array(st)
-        {
-            hidden = Some(Unproven {
-                param: p.label().to_string(),
-                location: format!("{file}:{}", p.line),
-                reason: format!(
-                    "parameter '{}' is a struct '{}' holding an array: accesses through struct fields are not analysed",
-                    p.label(),
-                    st.name
-                ),
-            });
-        }
+        // A struct holding arrays: the reader labels their accesses
+        // `param.field` (`source/held.rs`) and refuses every other use.
         let kind = match kind {
             ParamKind::Array { dtype, .. } => ParamKind::Array {
                 dtype,

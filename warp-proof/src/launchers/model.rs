@@ -445,6 +445,7 @@ fn describe_access(param: &str, indices: &[AxisIndex]) -> String {
                 };
                 format!("tile of {len} from {start}")
             }
+            AxisIndex::Modulo { axis } => format!("mod shape[{axis}]"),
         })
         .collect();
     format!("{param}[{}]", idx.join(", "))

@@ -673,7 +673,7 @@ fn array_struct_item(s: &StructModel, model: &Model) -> TokenStream {
             s.ty.align
         ),
         String::new(),
-        "A launcher takes it by reference and passes `to_value()`: a `StructValue` that holds its arrays (kept alive while the kernel runs) and that each launch checks as it checks array arguments (device, context, access mode) and notes as used (frees and host reads wait). Accesses through a struct are not analysed, so such kernels' safe launches are refused (`Error::Unproven`) and they run through `launch_unchecked`.".into(),
+        "A launcher takes it by reference and passes `to_value()`: a `StructValue` that holds its arrays (kept alive while the kernel runs) and that each launch checks as it checks array arguments (device, context, access mode) and notes as used (frees and host reads wait). A kernel's accesses through the arrays it holds are proven as those arrays' own (`h.data`), and every launch checks their rules against the arrays the value holds; backward kernels through held arrays are unproven (`Error::Unproven`, `launch_adjoint_unchecked`).".into(),
     ]);
     let real: Vec<_> = s
         .fields
@@ -730,6 +730,12 @@ fn array_struct_item(s: &StructModel, model: &Model) -> TokenStream {
     let writes = real.iter().map(|f| {
         let id = &f.ident;
         let off = Literal::usize_unsuffixed(f.offset);
+        // `at + 0` would be clippy's identity_op in the generated code.
+        let pos = if f.offset == 0 {
+            quote!(at)
+        } else {
+            quote!(at + #off)
+        };
         match &f.ty {
             FieldTy::Value(_, v) => {
                 let v_id = format_ident!("v");
@@ -740,7 +746,7 @@ fn array_struct_item(s: &StructModel, model: &Model) -> TokenStream {
                         let v = self.#id;
                         #prep
                         let b: &[u8] = #b;
-                        if let ::core::option::Option::Some(d) = bytes.get_mut(at + #off..at + #off + b.len()) {
+                        if let ::core::option::Option::Some(d) = bytes.get_mut(#pos..#pos + b.len()) {
                             d.copy_from_slice(b);
                         }
                     }
@@ -751,12 +757,12 @@ fn array_struct_item(s: &StructModel, model: &Model) -> TokenStream {
             }
             FieldTy::Array { .. } => quote!(arrays.push(::core::clone::Clone::clone(&self.#id));),
             FieldTy::Struct(i) if model.structs[*i].holds_arrays => {
-                quote!(self.#id.write_fields(bytes, at + #off, arrays);)
+                quote!(self.#id.write_fields(bytes, #pos, arrays);)
             }
             FieldTy::Struct(_) => quote! {
                 {
                     let b = ::warp_launch::StructRef::of(&self.#id).bytes();
-                    if let ::core::option::Option::Some(d) = bytes.get_mut(at + #off..at + #off + b.len()) {
+                    if let ::core::option::Option::Some(d) = bytes.get_mut(#pos..#pos + b.len()) {
                         d.copy_from_slice(b);
                     }
                 }

@@ -131,8 +131,8 @@ fn access_rules_writes_and_refusals_are_documented() {
     let text = generate("access", Some("tests/warp/access.py"));
     let module = item(&text, "/// Typed launchers of the Warp module `access`");
     // A struct holding an array: a struct of typed fields that makes a
-    // checked value; its kernel's accesses through it are unproven, so the
-    // launcher has the safe launches (refused) and `launch_unchecked`.
+    // checked value; its kernel's accesses through it are proven (the
+    // held array's rules), so the launcher has the safe launches.
     assert!(!module.contains("- `through_struct`"), "{module}");
     let holder = &text[text.find("pub struct Holder {").expect("a Holder struct")..];
     let holder = &holder[..holder.find("\n}\n").unwrap_or(holder.len())];
@@ -152,10 +152,18 @@ fn access_rules_writes_and_refusals_are_documented() {
         .expect("a launcher of through_struct")..];
     assert!(through.contains("h: &Holder,"), "{through}");
     assert!(through.contains("let h = h.to_value()?;"), "{through}");
+    // Its accesses through the struct are proven: a safe launch, whose
+    // rule names the held array.
+    assert!(through.contains("pub fn launch("), "{through}");
     assert!(
-        through.contains("pub unsafe fn launch_unchecked("),
+        !through.contains("pub unsafe fn launch_unchecked("),
         "{through}"
     );
+    let doc = item(
+        &text,
+        "/// Typed launcher of the Warp kernel `through_struct`",
+    );
+    assert!(doc.contains("`h.data[tid 0]`"), "{doc}");
     assert!(text.contains("/// **Safe launches of this kernel are refused** (`Error::Unproven`)"));
     let gather = item(&text, "/// Typed launcher of the Warp kernel `gather`");
     assert!(gather.contains(

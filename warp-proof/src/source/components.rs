@@ -303,7 +303,7 @@ fn function_at<'t>(
             .collect();
     let body = &toks[params_end + 1..body_end];
     let local_close = close_local(close, params_end + 1, body.len());
-    let known = known_facts(body, &local_close, 1);
+    let known = known_facts(body, &local_close, 1, &params);
     let constant = |arg: &[Tok<'_>]| match known.index(arg) {
         Ok(AxisIndex::Constant(v)) => Some(v),
         _ => None,

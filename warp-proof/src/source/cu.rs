@@ -182,7 +182,8 @@ pub fn parse_cu(text: &str, file: &str) -> Result<Source, SourceError> {
                 templated = false;
                 continue;
             }
-            match parse_extern_function(&toks, &close, i + 2, &functions, file)? {
+            let module = (&functions, source.structs.as_slice());
+            match parse_extern_function(&toks, &close, i + 2, module, file)? {
                 Some((kernel, next)) => {
                     source.kernels.push(kernel);
                     i = next;
@@ -221,7 +222,7 @@ fn parse_extern_function<'t>(
     toks: &[Tok<'t>],
     close: &[usize],
     start: usize,
-    functions: &Functions<'t>,
+    module: (&Functions<'t>, &[SourceStruct]),
     file: &str,
 ) -> Result<Option<(SourceKernel, usize)>, SourceError> {
     let Some(name_idx) = kernel_head(toks, close, start, file)? else {
@@ -241,7 +242,7 @@ fn parse_extern_function<'t>(
     };
     let params = kernel_params(toks, open, close_end, name_tok.text, file)?;
     let head = (close_end, name_tok.text, params.as_slice());
-    let (body, accesses, next) = kernel_body(toks, close, head, functions, file)?;
+    let (body, accesses, next) = kernel_body(toks, close, head, module, file)?;
     Ok(Some((
         SourceKernel {
             name: name_tok.text.to_owned(),
@@ -362,7 +363,7 @@ fn kernel_body<'t>(
     toks: &[Tok<'t>],
     close: &[usize],
     (close_end, name, params): (usize, &str, &[SourceParam]),
-    functions: &Functions<'t>,
+    module: (&Functions<'t>, &[SourceStruct]),
     file: &str,
 ) -> Result<(KernelBody, Accesses, usize), SourceError> {
     match toks.get(close_end) {
@@ -378,7 +379,7 @@ fn kernel_body<'t>(
                 ));
             };
             let span = (close_end + 1, end - 1);
-            let accesses = analyse_body(toks, close, span, params, functions, file);
+            let accesses = analyse_body(toks, close, span, params, module, file);
             Ok((classify_body(&toks[close_end..end]), accesses, end))
         }
         other => {
@@ -849,7 +850,7 @@ extern "C" __device__ int helper(int x) { return x; }
                 &t,
                 &close,
                 (close[1] + 1, "k", &[]),
-                &Functions::new(),
+                (&Functions::new(), &[]),
                 "h.cu",
             )
             .map(|(b, a, next)| (b, a, next, t.len()))

@@ -47,8 +47,10 @@ mod cu;
 pub(crate) mod cuda_c;
 pub(crate) mod effects;
 mod facts;
+mod held;
 mod meta;
 mod modes;
+mod modulo;
 mod tiles;
 mod tokens;
 
