@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use warp_proof::{Facts, Target, parse_facts};
 
 use crate::aot::{Declared, src_err};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::signature::{Accesses, Unproven};
 
 /// The file name of module `name`'s facts (`wp_<name>.facts.json`).
@@ -60,23 +60,6 @@ pub(crate) fn apply(
 /// The facts of `module`, checked to be its own and of this Warp release.
 fn read(module: &str, text: &str, file: &str) -> Result<Facts> {
     let facts = parse_facts(text, file).map_err(src_err)?;
-    let wrong = |message: String| Error::Source {
-        file: file.to_string(),
-        line: 1,
-        message,
-    };
-    if facts.module != module {
-        return Err(wrong(format!(
-            "the facts are module '{}'s, not '{module}'s: the files come from different compiles; rebuild the module",
-            facts.module
-        )));
-    }
-    if facts.warp_version != crate::WARP_VERSION {
-        return Err(wrong(format!(
-            "the facts were written by Warp {}, the module needs Warp {}: rebuild the module",
-            facts.warp_version,
-            crate::WARP_VERSION
-        )));
-    }
+    facts.check_module(module, file).map_err(src_err)?;
     Ok(facts)
 }

@@ -82,11 +82,17 @@ pub struct Launchers {
     notes: Vec<String>,
     /// The static of the module's embedded images, when the compile wrote one.
     embedded: Option<String>,
+    /// The compile step's facts (file name, text), when the directory has them.
+    facts: Option<(String, String)>,
 }
 
 impl Launchers {
     /// The module `module` in `dir` (`wp_<module>.cu` and `wp_<module>.meta`,
-    /// as `wp.compile_aot_module` writes them).
+    /// as `wp.compile_aot_module` writes them), with the facts warp-build's
+    /// compile step writes beside them (`wp_<module>.facts.json`) when
+    /// present: as at load, a kernel they do not prove on CUDA (native
+    /// code, a preamble) gets only the `unsafe` `launch_unchecked`, its
+    /// docs naming why.
     ///
     /// # Errors
     ///
@@ -105,6 +111,7 @@ impl Launchers {
             source_root: None,
             notes: Vec::new(),
             embedded: None,
+            facts: read_facts(dir, module)?,
         })
     }
 
@@ -181,6 +188,7 @@ impl Launchers {
             meta_text: &self.meta_text,
             python: &python,
             embedded: self.embedded.as_deref(),
+            facts: self.facts.as_ref().map(|(f, t)| (f.as_str(), t.as_str())),
         })
         .map_err(|error| LauncherError::Module {
             module: self.module.clone(),
@@ -222,6 +230,23 @@ impl Launchers {
             path: path.to_path_buf(),
             error,
         })
+    }
+}
+
+/// The facts warp-build's compile step wrote beside the module
+/// (`wp_<module>.facts.json`), or `None` where there are none (a directory
+/// Warp's own `compile_aot_module` wrote).
+fn read_facts(dir: &Path, module: &str) -> Result<Option<(String, String)>, LauncherError> {
+    let file = format!("wp_{module}.facts.json");
+    let path = dir.join(&file);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Ok(Some((file, text))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(error) => Err(LauncherError::Io {
+            action: "reading",
+            path,
+            error,
+        }),
     }
 }
 

@@ -37,6 +37,9 @@ pub(super) struct Input<'a> {
     pub python: &'a [PythonFile],
     /// The static holding the module's embedded images, if any.
     pub embedded: Option<&'a str>,
+    /// The compile step's facts (`wp_<module>.facts.json`: file, text),
+    /// when the directory has them.
+    pub facts: Option<(&'a str, &'a str)>,
 }
 
 /// A scalar, vector or matrix passed by value (or held by a struct).
@@ -451,6 +454,25 @@ fn describe_access(param: &str, indices: &[AxisIndex]) -> String {
     format!("{param}[{}]", idx.join(", "))
 }
 
+/// Makes the kernels the compile step's facts do not prove on CUDA
+/// unproven, as warp-launch's load does: a kernel reaching native code or
+/// carrying a preamble gets no safe launcher. No facts: nothing changes
+/// (the loader's `unsafe` contract covers such a module).
+fn apply_facts(input: &Input<'_>, declared: &mut [Declared]) -> Result<(), DeclareError> {
+    let Some((file, text)) = input.facts else {
+        return Ok(());
+    };
+    let facts = crate::source::parse_facts(text, file)?;
+    facts.check_module(input.module, file)?;
+    for d in declared.iter_mut() {
+        if let Some(u) = facts.verdict(&d.key, crate::source::Target::Cuda, file) {
+            d.decl.forward = Accesses::Unproven(u.clone());
+            d.decl.backward = Accesses::Unproven(u);
+        }
+    }
+    Ok(())
+}
+
 /// Builds the model of `input`.
 pub(super) fn build(input: &Input<'_>) -> Result<Model, DeclareError> {
     let declared = declarations(
@@ -476,6 +498,7 @@ pub(super) fn build(input: &Input<'_>) -> Result<Model, DeclareError> {
     });
 
     let mut declared: Vec<Declared> = declared;
+    apply_facts(input, &mut declared)?;
     declared.sort_by(|a, b| a.key.cmp(&b.key));
 
     // Type names: kernels first, then structs, then the module.

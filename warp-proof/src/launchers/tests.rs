@@ -261,3 +261,53 @@ fn output_is_stable_and_written_only_when_it_changes() {
     assert_eq!(before, after, "an unchanged file is not rewritten");
     assert_eq!(rewritten, written);
 }
+
+/// The compile step's facts decide as they do at load: a kernel reaching a
+/// `wp.func_native` snippet (the shared `native_poke` attack, whose snippet
+/// looks like Warp's own code) gets only the unsafe launcher, its docs
+/// naming the native function; without the facts file the generator
+/// cannot know, and the loader's `unsafe` contract covers it.
+#[test]
+fn facts_make_a_kernel_reaching_native_code_unproven() {
+    let attacks = fixtures().join("attacks");
+    let text = Launchers::from_dir(&attacks, "native_poke")
+        .unwrap()
+        .generate()
+        .unwrap();
+    let doc = item(&text, "/// Typed launcher of the Warp kernel `native_poke`");
+    assert!(
+        doc.contains("Safe launches of this kernel are refused") && doc.contains("poke"),
+        "{doc}"
+    );
+    assert!(text.contains("pub unsafe fn launch_unchecked("), "{text}");
+    // The same module without its facts: proven from the `.cu` alone.
+    let dir = std::env::temp_dir().join(format!("wl-facts-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in ["wp_native_poke.cu", "wp_native_poke.meta"] {
+        std::fs::copy(attacks.join(f), dir.join(f)).unwrap();
+    }
+    let bare = Launchers::from_dir(&dir, "native_poke")
+        .unwrap()
+        .generate()
+        .unwrap();
+    assert!(
+        !item(&bare, "/// Typed launcher of the Warp kernel `native_poke`")
+            .contains("Safe launches of this kernel are refused")
+    );
+    // Facts of another module are refused, not applied.
+    std::fs::copy(
+        attacks.join("wp_local_components.facts.json"),
+        dir.join("wp_native_poke.facts.json"),
+    )
+    .unwrap();
+    let e = Launchers::from_dir(&dir, "native_poke")
+        .unwrap()
+        .generate()
+        .unwrap_err()
+        .to_string();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        e.contains("the facts are module 'local_components's, not 'native_poke's"),
+        "{e}"
+    );
+}

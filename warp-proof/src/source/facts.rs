@@ -133,6 +133,39 @@ pub fn parse_facts(text: &str, file: &str) -> Result<Facts, SourceError> {
 }
 
 impl Facts {
+    /// Checks that these are the facts of module `module`, written with
+    /// the Warp release this crate reads ([`crate::WARP_VERSION`]): facts
+    /// from another compile must not decide a module's verdicts.
+    ///
+    /// # Errors
+    ///
+    /// A [`SourceError`] at line 1 of `file` naming both modules or both
+    /// releases, and saying to rebuild the module.
+    pub fn check_module(&self, module: &str, file: &str) -> Result<(), SourceError> {
+        if self.module != module {
+            return Err(SourceError::new(
+                file,
+                1,
+                format!(
+                    "the facts are module '{}'s, not '{module}'s: the files come from different compiles; rebuild the module",
+                    self.module
+                ),
+            ));
+        }
+        if self.warp_version != crate::WARP_VERSION {
+            return Err(SourceError::new(
+                file,
+                1,
+                format!(
+                    "the facts were written by Warp {}, the module needs Warp {}: rebuild the module",
+                    self.warp_version,
+                    crate::WARP_VERSION
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Why kernel `key` has no proof on `target`, or `None` when the
     /// facts leave its access rules (read from the `.cu`) standing there.
     /// `file` names the facts file in the verdict's location.
