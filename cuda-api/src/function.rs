@@ -755,8 +755,9 @@ impl Function {
     /// Validates and launches with raw parameter pointers: the one launch path
     /// of the crate, plain or cooperative, with the launch attributes of
     /// `cfg` (cluster, programmatic dependent launch). Checks run cheapest
-    /// first: zero extents and the function's context before any driver
-    /// query, then the device's and the function's limits (cached), then,
+    /// first: whether the driver captures the stream (one query), the
+    /// function's context, then zero extents with the device's and the
+    /// function's limits (cached), then,
     /// for a cooperative launch, occupancy times SMs (cached), then for a
     /// cluster launch the device, the grid, the kernel's cluster limits and
     /// `cuOccupancyMaxActiveClusters` (cached), then for a programmatic
@@ -789,7 +790,6 @@ impl Function {
         cooperative: bool,
     ) -> CudaResult<()> {
         stream.refuse_if_capturing(|| format!("launch of '{}'", self.name))?;
-        check_nonzero(&self.name, cfg)?;
         let ctx = stream.context();
         self.check_context(ctx)?;
         ctx.bind()?;

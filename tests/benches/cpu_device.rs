@@ -344,7 +344,15 @@ fn main() {
         &t2,
         format!(" (speed-up {sp:.2}x over serial; {blocks} blocks)"),
     );
+    let verdict = |met: bool| if met { "ok" } else { "MISSED" };
     println!(
-        "bench cpu: summary: {threads} threads; saxpy 2^{LOG2N}: block body serial {rb:.3}x the plain loop (target <= 1.5), threaded {rbt:.3}x the threaded plain loop (target <= 1.2), per-element cpu_fn {re:.1}x; plain loop threaded speed-up {rp:.2}x; 2-D compute-bound: block body serial {rs2:.3}x the plain loop, threaded speed-up {sp:.2}x over serial on {blocks} blocks (target >= 10 on 16 threads; the plain loop's: {psp:.2}x)"
+        "bench cpu: goals: block body serial <= 1.5x the plain loop, threaded <= 1.2x the threaded plain loop, per-element cpu_fn serial <= 1.5x, 2-D compute-bound threaded speed-up >= 10x serial on 16 threads"
+    );
+    println!(
+        "bench cpu: summary: {threads} threads; saxpy 2^{LOG2N}: block body serial {rb:.3}x the plain loop {}, threaded {rbt:.3}x the threaded plain loop {}, per-element cpu_fn {re:.1}x {}; plain loop threaded speed-up {rp:.2}x; 2-D compute-bound: block body serial {rs2:.3}x the plain loop, threaded speed-up {sp:.2}x over serial on {blocks} blocks {} (the plain loop's: {psp:.2}x)",
+        verdict(rb <= 1.5),
+        verdict(rbt <= 1.2),
+        verdict(re <= 1.5),
+        verdict(sp >= 10.0),
     );
 }

@@ -240,13 +240,23 @@ fn main() {
             allocs[i]
         );
     }
+    // The launch-cost goal of every validated cuda-api road: a ratio to
+    // the raw launch of the same arguments in the same rounds.
+    const GOAL: f64 = 1.03;
+    let verdict = |r: f64| if r <= GOAL { "ok" } else { "MISSED" };
+    println!("bench goals: every validated cuda-api launch <= {GOAL}x its raw launch");
     println!(
-        "bench summary: validated cooperative launch {:.3}x raw cuLaunchCooperativeKernel, validated plain launch {:.3}x raw cuLaunchKernel, with 2 bounds {:.3}x, validated cluster launch {:.3}x raw cuLaunchKernelEx(cluster), reused ArgBlock launch {:.3}x raw cuLaunchKernel, raw cuLaunchKernelEx(cooperative) {:.3}x raw cuLaunchCooperativeKernel, raw cuLaunchKernelEx(plain) {:.3}x raw cuLaunchKernel ({} rounds x {} launches, medians)",
+        "bench summary: validated cooperative launch {:.3}x raw cuLaunchCooperativeKernel {}, validated plain launch {:.3}x raw cuLaunchKernel {}, with 2 bounds {:.3}x {}, validated cluster launch {:.3}x raw cuLaunchKernelEx(cluster) {}, reused ArgBlock launch {:.3}x raw cuLaunchKernel {}, raw cuLaunchKernelEx(cooperative) {:.3}x raw cuLaunchCooperativeKernel, raw cuLaunchKernelEx(plain) {:.3}x raw cuLaunchKernel ({} rounds x {} launches, medians)",
         med[3] / med[2],
+        verdict(med[3] / med[2]),
         med[1] / med[0],
+        verdict(med[1] / med[0]),
         med[7] / med[0],
+        verdict(med[7] / med[0]),
         med[9] / med[8],
+        verdict(med[9] / med[8]),
         med[6] / med[0],
+        verdict(med[6] / med[0]),
         med[4] / med[2],
         med[5] / med[0],
         ROUNDS,

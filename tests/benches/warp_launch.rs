@@ -25,6 +25,20 @@ const BATCH: usize = 500;
 const ROUNDS: usize = 41;
 const N: usize = 256;
 
+// The launch-cost goals (issue "Launch cost"): ratios to the raw driver
+// launch of the same arguments in the same rounds.
+const G_BUILDER: f64 = 1.10;
+const G_REPLAY: f64 = 1.02;
+const G_SET: f64 = 1.05;
+const G_TYPED: f64 = 1.03;
+const G_FIRST: f64 = 1.05;
+const G_LOAD_MS: f64 = 3.0;
+
+/// `ok` when a goal is met, `MISSED` otherwise.
+fn verdict(met: bool) -> &'static str {
+    if met { "ok" } else { "MISSED" }
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
@@ -189,6 +203,71 @@ fn main() {
     // device's default stream is not the one the rounds synchronise).
     let typed_recorded = saxpy.record_args(Pass::Forward, N, &typed_args).unwrap();
     let mut typed_replay = || typed_recorded.launch_on(&stream).unwrap();
+    // A replay after a setter by name (`set_param_by_name`, re-checking
+    // that argument).
+    let mut set_rec = saxpy
+        .launch(N)
+        .inputs((2.0f32, &x, &y))
+        .stream(&stream)
+        .record_cmd()
+        .unwrap();
+    let mut set_param = || {
+        set_rec.set_param_by_name("a", 2.0f32).unwrap();
+        set_rec.launch_on(&stream).unwrap();
+    };
+    // A by-value struct argument (kernels.py's use_struct, Params of 20
+    // bytes) through its typed launcher, against the raw launch of the
+    // same bytes.
+    let typed_kernels = sdk_tests::launchers::kernels::Kernels::new(&module).unwrap();
+    let params = sdk_tests::launchers::kernels::Params {
+        scale: 2.0,
+        offset: [1.0, -2.0, 0.5],
+        count: 3,
+    };
+    let sv = warp_launch::TypedArray::<[f32; 3], 1>::zeros(dev, [N]).unwrap();
+    let sout = warp_launch::TypedArray::<[f32; 3], 1>::zeros(dev, [N]).unwrap();
+    let sfunc = typed_kernels
+        .use_struct
+        .kernel()
+        .cuda_function(Pass::Forward)
+        .unwrap();
+    let mut sparams_p = params;
+    let mut sva = sv.as_array().abi();
+    let mut souta = sout.as_array().abi();
+    let mut sbounds = bounds;
+    let mut sparams: [*mut c_void; 4] = [
+        (&mut sbounds as *mut LaunchBounds1).cast(),
+        (&mut sparams_p as *mut sdk_tests::launchers::kernels::Params).cast(),
+        (&mut sva as *mut _ as *mut c_void),
+        (&mut souta as *mut _ as *mut c_void),
+    ];
+    let (shandle, spp) = (sfunc.launch_handle(), sparams.as_mut_ptr());
+    let mut struct_raw = || {
+        // SAFETY: use_struct's forward parameters (bounds, Params,
+        // array_t, array_t) at live locals.
+        let r = unsafe {
+            cuda_sys::cuLaunchKernel(
+                shandle,
+                grid[0],
+                1,
+                1,
+                256,
+                1,
+                1,
+                0,
+                raw_stream,
+                spp,
+                std::ptr::null_mut(),
+            )
+        };
+        assert_eq!(r, cuda_sys::CUresult::CUDA_SUCCESS);
+    };
+    let mut struct_typed = || {
+        typed_kernels
+            .use_struct
+            .launch_on(&stream, N, &params, &sv, &sout)
+            .unwrap()
+    };
     let m = interleaved(
         &stream,
         &mut [
@@ -197,6 +276,9 @@ fn main() {
             &mut replay,
             &mut typed,
             &mut typed_replay,
+            &mut set_param,
+            &mut struct_raw,
+            &mut struct_typed,
         ],
     );
     let [
@@ -205,7 +287,13 @@ fn main() {
         (t_replay, r_replay, al_replay),
         (t_typed, r_typed, al_typed),
         (t_typed_replay, r_typed_replay, al_typed_replay),
-    ] = [m[0], m[1], m[2], m[3], m[4]];
+        (t_set, r_set, al_set),
+        (t_sraw, r_sraw, _),
+        (t_struct, r_struct_raw0, al_struct),
+    ] = [m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7]];
+    // The struct launch against its own raw launch: both ratios are to
+    // saxpy's raw launch of the same round.
+    let r_struct = r_struct_raw0 / r_sraw;
     // The host work of an immediate launch without the driver call: build
     // and check a Launch, then drop it.
     let (t_build, al_build) = measure(&stream, || {
@@ -304,6 +392,19 @@ fn main() {
             r_typed_replay,
             al_typed_replay,
         ),
+        ("replay + set_param_by_name", t_set, r_set, al_set),
+        (
+            "raw cuLaunchKernel (use_struct, Params by value)",
+            t_sraw,
+            1.0,
+            0.0,
+        ),
+        (
+            "typed: use_struct.launch_on (vs its raw)",
+            t_struct,
+            r_struct,
+            al_struct,
+        ),
     ];
     for (name, t, r, al) in rows {
         println!(
@@ -311,7 +412,15 @@ fn main() {
         );
     }
     println!(
-        "bench warp summary: launch {r_launch:.3}x raw (goal <= 1.15), replay {r_replay:.3}x raw (goal <= 1.05), replay heap allocations {al_replay:.1} (goal 0); {ROUNDS} interleaved rounds x {BATCH} launches, medians of per-round ratios"
+        "bench warp goals: builder <= {G_BUILDER}, replay <= {G_REPLAY}, replay + set_param_by_name <= {G_SET}, typed immediate <= {G_TYPED} (by-value struct too), typed replay <= {G_REPLAY}, heap allocations 0"
+    );
+    println!(
+        "bench warp summary: launch {r_launch:.3}x raw {}, replay {r_replay:.3}x raw {}, replay + set_param_by_name {r_set:.3}x raw {}, by-value struct (typed) {r_struct:.3}x its raw {} with {al_struct:.1} heap allocations, replay heap allocations {al_replay:.1} {}; {ROUNDS} interleaved rounds x {BATCH} launches, medians of per-round ratios",
+        verdict(r_launch <= G_BUILDER),
+        verdict(r_replay <= G_REPLAY),
+        verdict(r_set <= G_SET),
+        verdict(r_struct <= G_TYPED && al_struct == 0.0),
+        verdict(al_replay == 0.0),
     );
     write_results(&rows);
 
@@ -319,7 +428,7 @@ fn main() {
     let many = sdk_tests::warp::data_dir().join("many");
     let (t_load, t_embedded) = module_load(&many);
     println!(
-        "bench typed: AotModule::load of 64 kernels median {t_load:.2} ms, from_embedded {t_embedded:.2} ms (goal <= 20 ms, context created before)"
+        "bench typed: AotModule::load of 64 kernels median {t_load:.2} ms, from_embedded {t_embedded:.2} ms (goal <= {G_LOAD_MS} ms, context created before)"
     );
 
     // The first launch of a fresh kernel against a raw first launch.
@@ -328,7 +437,15 @@ fn main() {
         "bench typed: first launch of a fresh kernel (module.kernel + launch_args) median {t_first:.1} us, raw (cuLibraryGetKernel + cuLaunchKernel) {t_first_raw:.1} us ({r_first:.3}x raw)"
     );
     println!(
-        "bench typed summary: immediate {r_typed:.3}x raw (goal <= 1.05), replay {r_typed_replay:.3}x raw (goal <= 1.03), heap allocations per launch {al_typed:.1} immediate / {al_typed_replay:.1} replay (goal 0), AotModule::load of 64 kernels {t_load:.2} ms / from_embedded {t_embedded:.2} ms (goal <= 20), first launch {r_first:.3}x raw first launch (goal <= 1.3); builder launch {r_launch:.3}x raw in the same rounds; {ROUNDS} interleaved rounds x {BATCH} launches, medians of per-round ratios"
+        "bench typed goals: immediate <= {G_TYPED}, replay <= {G_REPLAY}, heap allocations 0, AotModule::load of 64 kernels and from_embedded <= {G_LOAD_MS} ms, first launch <= {G_FIRST}x raw first launch"
+    );
+    println!(
+        "bench typed summary: immediate {r_typed:.3}x raw {}, replay {r_typed_replay:.3}x raw {}, heap allocations per launch {al_typed:.1} immediate / {al_typed_replay:.1} replay {}, AotModule::load of 64 kernels {t_load:.2} ms / from_embedded {t_embedded:.2} ms {}, first launch {r_first:.3}x raw first launch {}; builder launch {r_launch:.3}x raw in the same rounds; {ROUNDS} interleaved rounds x {BATCH} launches, medians of per-round ratios",
+        verdict(r_typed <= G_TYPED),
+        verdict(r_typed_replay <= G_REPLAY),
+        verdict(al_typed == 0.0 && al_typed_replay == 0.0),
+        verdict(t_load <= G_LOAD_MS && t_embedded <= G_LOAD_MS),
+        verdict(r_first <= G_FIRST),
     );
 }
 

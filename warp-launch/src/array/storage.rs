@@ -271,6 +271,16 @@ impl Keys {
     }
 }
 
+impl StorageLocks {
+    /// No lock: what a launch on device memory alone holds.
+    #[inline]
+    pub(crate) fn none() -> StorageLocks {
+        StorageLocks {
+            keys: Keys::Inline([(0, 0); 8], 0),
+        }
+    }
+}
+
 impl Drop for StorageLocks {
     fn drop(&mut self) {
         if self.keys.as_slice().is_empty() {
@@ -778,7 +788,7 @@ impl Storage {
     /// Whether host code may touch the memory (plain host, page-locked or
     /// managed): such storages are locked while CPU kernels or copies
     /// write them.
-    fn host_reachable(&self) -> bool {
+    pub(crate) fn host_reachable(&self) -> bool {
         !matches!(self.memory(), Memory::Cuda(MemoryKind::Device)) && self.bytes() > 0
     }
 

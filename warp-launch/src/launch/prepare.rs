@@ -200,13 +200,19 @@ pub(super) fn note_uses<'a>(
         .flat_map(|(a, held)| a.into_iter().chain(held.iter().map(|h| &h.array)))
         .flat_map(|a| std::iter::once(a).chain(a.grad()))
         .map(|a| &**a.storage());
-    let locks = crate::array::lock_for_gpu(storages, "launch").map_err(|e| match e {
-        Error::WouldDeadlock { call, message } => Error::WouldDeadlock {
-            call,
-            message: format!("kernel '{}': {message}", kernel.name()),
-        },
-        e => e,
-    })?;
+    // Device memory takes no lock: most launches only ask each storage
+    // where it lives (the profile in docs/launch-profile.md).
+    let locks = if storages.clone().any(|s| s.host_reachable()) {
+        crate::array::lock_for_gpu(storages, "launch").map_err(|e| match e {
+            Error::WouldDeadlock { call, message } => Error::WouldDeadlock {
+                call,
+                message: format!("kernel '{}': {message}", kernel.name()),
+            },
+            e => e,
+        })?
+    } else {
+        StorageLocks::none()
+    };
     let call = || format!("launch of '{}'", kernel.name());
     // Adjoint launches pass one adjoint per parameter after the parameters.
     let params = kernel.params();

@@ -1,0 +1,391 @@
+//! One launch road in a loop, for a sampling profiler (`perf record` on
+//! the GPU machine): `profile ROAD SECONDS` launches Warp's AOT `saxpy`
+//! (or, for the `api*` roads, the CUDA C `saxpy` of `kernels.ptx`) through
+//! ROAD for SECONDS, in batches of 500 (`SDK_PROFILE_BATCH`) with a stream synchronisation
+//! between batches so the host never waits for a full queue, then prints
+//! `profile: ROAD median X us/launch`.
+//!
+//! Roads: `raw` (`cuLaunchKernel` with the builder's argument bytes),
+//! `builder` (`kernel.launch(..).run()`), `replay` (`Launch::launch_on`),
+//! `set_param` (`set_param_by_name` then a replay), `typed`
+//! (`Kernel::launch_args`), `typed_replay` (`record_args` replayed),
+//! `api_raw` (`cuLaunchKernel` of the CUDA C saxpy), `api`
+//! (`TypedKernel::launch`), `api_coop` (`TypedKernel::launch_cooperative`).
+//! The `q_*` roads time one driver query per call, no launch:
+//! `cuStreamGetCaptureInfo` with every output (`q_capture_info`), with the
+//! status and id only (`q_capture_id`), `cuStreamIsCapturing`
+//! (`q_is_capturing`) and `cuCtxGetCurrent` (`q_ctx_current`).
+//! `raw_q_info`, `raw_q_id` and `raw_q_is` are `raw` with that query
+//! before each launch: what asking the driver costs between launches.
+//! Without arguments every road runs for 0.2 s (what the bundle's run
+//! does). The table of where each road's time goes is
+//! `docs/launch-profile.md`.
+//!
+//! Build with `cargo xtask gpu-bundle`; run on a GPU machine.
+
+use std::ffi::c_void;
+use std::time::{Duration, Instant};
+
+use cuda_api::{ConstDevicePtr, DevicePtr, LaunchConfig, Module};
+use warp_launch::{AotModule, Array, Device, LaunchBounds1, Pass, TypedArg};
+
+const BATCH: usize = 500;
+
+/// A road's name and one launch through it.
+type Road<'a> = (&'a str, Box<dyn FnMut() + 'a>);
+const N: usize = 256;
+const ROADS: &[&str] = &[
+    "raw",
+    "builder",
+    "replay",
+    "set_param",
+    "typed",
+    "typed_replay",
+    "api_raw",
+    "api",
+    "api_coop",
+    "q_capture_info",
+    "q_capture_id",
+    "q_is_capturing",
+    "q_ctx_current",
+    "raw_q_info",
+    "raw_q_id",
+    "raw_q_is",
+];
+
+/// Runs `f` in batches for `seconds`, synchronising `stream` after each;
+/// the median microseconds per call of the batches.
+fn run_for(stream: &cuda_api::Stream, seconds: f64, f: &mut dyn FnMut()) -> f64 {
+    let batch = std::env::var("SDK_PROFILE_BATCH")
+        .ok()
+        .and_then(|b| b.parse().ok())
+        .unwrap_or(BATCH);
+    let end = Instant::now() + Duration::from_secs_f64(seconds);
+    let mut times = Vec::new();
+    while Instant::now() < end || times.is_empty() {
+        let t = Instant::now();
+        for _ in 0..batch {
+            f();
+        }
+        times.push(t.elapsed().as_secs_f64() * 1e6 / batch as f64);
+        stream.synchronize().unwrap();
+    }
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    // `profile interleave ROAD...`: the roads in interleaved rounds, each
+    // a ratio to the first road's time in the same round.
+    let interleave = args.first().is_some_and(|a| a == "interleave");
+    let args: Vec<String> = if interleave { args[1..].to_vec() } else { args };
+    let (roads, seconds): (Vec<&str>, f64) = match args.as_slice() {
+        _ if interleave => (args.iter().map(String::as_str).collect(), 0.0),
+        [road, secs, ..] => (vec![road.as_str()], secs.parse().expect("SECONDS")),
+        [road] => (vec![road.as_str()], 2.0),
+        [] => (ROADS.to_vec(), 0.2),
+    };
+    for r in &roads {
+        assert!(ROADS.contains(r), "unknown road {r}; roads: {ROADS:?}");
+    }
+
+    let dir = sdk_tests::warp::data_dir().join("aot");
+    // SAFETY: a module directory of the bundle's Warp data: one Warp compile (tests/warp/build.py).
+    let module =
+        unsafe { AotModule::load(&dir) }.expect("Warp AOT module (cargo xtask gpu-bundle)");
+    let saxpy = module.kernel("saxpy").unwrap();
+    let dev = Device::Cuda(0);
+    let ctx = dev.context().unwrap();
+    let stream = cuda_api::Stream::new(&ctx).unwrap();
+    let x = Array::zeros::<f32>(dev, &[N]).unwrap();
+    let y = Array::zeros::<f32>(dev, &[N]).unwrap();
+    let recorded = saxpy
+        .launch(N)
+        .inputs((2.0f32, &x, &y))
+        .stream(&stream)
+        .record_cmd()
+        .unwrap();
+    let grid = recorded.plan().grid;
+    let func = saxpy.cuda_function(Pass::Forward).unwrap();
+    let mut bounds = LaunchBounds1 {
+        shape: [N as u32],
+        size: N,
+        coord_mult: 1,
+        ..LaunchBounds1::default()
+    };
+    let mut a = 2.0f32;
+    let mut xa = x.abi();
+    let mut ya = y.abi();
+    let mut params: [*mut c_void; 4] = [
+        (&mut bounds as *mut LaunchBounds1).cast(),
+        (&mut a as *mut f32).cast(),
+        (&mut xa as *mut _ as *mut c_void),
+        (&mut ya as *mut _ as *mut c_void),
+    ];
+    let (handle, raw_stream, pp) = (func.launch_handle(), stream.raw(), params.as_mut_ptr());
+    let a_typed = 2.0f32;
+    let typed_args = [TypedArg::value(&a_typed), (&x).into(), (&y).into()];
+    let typed_recorded = saxpy.record_args(Pass::Forward, N, &typed_args).unwrap();
+
+    let kdir = std::env::var("SDK_TEST_KERNELS").unwrap_or_else(|_| "target/kernels".into());
+    let m = Module::from_file(&ctx, format!("{kdir}/kernels.ptx")).unwrap();
+    // SAFETY: saxpy(float a, const float *x, float *y, unsigned int n)
+    let k = unsafe {
+        m.kernel::<(f32, ConstDevicePtr<f32>, DevicePtr<f32>, u32)>("saxpy")
+            .unwrap()
+    };
+    let cx = cuda_api::DeviceBuffer::<f32>::zeroed(&ctx, 256).unwrap();
+    let cy = cuda_api::DeviceBuffer::<f32>::zeroed(&ctx, 256).unwrap();
+    let cy2 = std::cell::RefCell::new(cuda_api::DeviceBuffer::<f32>::zeroed(&ctx, 256).unwrap());
+    let (mut ca, mut cxp, mut cyp, mut cn) =
+        (2.0f32, cx.device_address(), cy.device_address(), 0u32);
+    let mut cparams: [*mut c_void; 4] = [
+        (&mut ca as *mut f32).cast(),
+        (&mut cxp as *mut u64).cast(),
+        (&mut cyp as *mut u64).cast(),
+        (&mut cn as *mut u32).cast(),
+    ];
+    let (chandle, cpp) = (k.function().launch_handle(), cparams.as_mut_ptr());
+    let cfg = LaunchConfig::new(1, 256);
+    let cy = std::cell::RefCell::new(cy);
+
+    // A second recorded launch for the setter road, so that `replay` and
+    // `set_param` can run in one process.
+    let set_rec = std::cell::RefCell::new(
+        saxpy
+            .launch(N)
+            .inputs((2.0f32, &x, &y))
+            .stream(&stream)
+            .record_cmd()
+            .unwrap(),
+    );
+    let mut fns: Vec<Road> = Vec::new();
+    for &road in &roads {
+        let f: Box<dyn FnMut() + '_> = match road {
+            // SAFETY: the saxpy forward kernel's parameters (bounds, float,
+            // array_t, array_t) at live locals.
+            "raw" => Box::new(|| unsafe {
+                let r = cuda_sys::cuLaunchKernel(
+                    handle,
+                    grid[0],
+                    1,
+                    1,
+                    256,
+                    1,
+                    1,
+                    0,
+                    raw_stream,
+                    pp,
+                    std::ptr::null_mut(),
+                );
+                assert!(r.is_success());
+            }),
+            "builder" => Box::new(|| {
+                saxpy
+                    .launch(N)
+                    .inputs((2.0f32, &x, &y))
+                    .stream(&stream)
+                    .run()
+                    .unwrap()
+            }),
+            "replay" => Box::new(|| recorded.launch_on(&stream).unwrap()),
+            "set_param" => Box::new(|| {
+                let mut l = set_rec.borrow_mut();
+                l.set_param_by_name("a", 2.0f32).unwrap();
+                l.launch_on(&stream).unwrap()
+            }),
+            "typed" => Box::new(|| {
+                saxpy
+                    .launch_args(Pass::Forward, N, Some(&stream), &typed_args)
+                    .unwrap()
+            }),
+            "typed_replay" => Box::new(|| typed_recorded.launch_on(&stream).unwrap()),
+            // SAFETY: the CUDA C saxpy's parameters at live locals.
+            "api_raw" => Box::new(|| unsafe {
+                let r = cuda_sys::cuLaunchKernel(
+                    chandle,
+                    1,
+                    1,
+                    1,
+                    256,
+                    1,
+                    1,
+                    0,
+                    raw_stream,
+                    cpp,
+                    std::ptr::null_mut(),
+                );
+                assert!(r.is_success());
+            }),
+            "api" => Box::new(|| {
+                k.launch(&stream, cfg, (2.0f32, &cx, &mut *cy.borrow_mut(), 0u32))
+                    .unwrap()
+            }),
+            "api_coop" => Box::new(|| {
+                k.launch_cooperative(&stream, cfg, (2.0f32, &cx, &mut *cy2.borrow_mut(), 0u32))
+                    .unwrap()
+            }),
+            "q_capture_info" => Box::new(|| {
+                let (mut st, mut id, mut g, mut n) = (
+                    cuda_sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE,
+                    0u64,
+                    std::ptr::null_mut(),
+                    0usize,
+                );
+                // SAFETY: a live stream and out-pointers to locals.
+                let r = unsafe {
+                    cuda_sys::cuStreamGetCaptureInfo(
+                        raw_stream,
+                        &mut st,
+                        &mut id,
+                        &mut g,
+                        std::ptr::null_mut(),
+                        std::ptr::null_mut(),
+                        &mut n,
+                    )
+                };
+                assert!(r.is_success());
+                std::hint::black_box((st, id, g, n));
+            }),
+            "q_capture_id" => Box::new(|| {
+                let (mut st, mut id) = (
+                    cuda_sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE,
+                    0u64,
+                );
+                // SAFETY: a live stream and out-pointers to locals; the
+                // other outputs are optional.
+                let r = unsafe {
+                    cuda_sys::cuStreamGetCaptureInfo(
+                        raw_stream,
+                        &mut st,
+                        &mut id,
+                        std::ptr::null_mut(),
+                        std::ptr::null_mut(),
+                        std::ptr::null_mut(),
+                        std::ptr::null_mut(),
+                    )
+                };
+                assert!(r.is_success());
+                std::hint::black_box((st, id));
+            }),
+            "q_is_capturing" => Box::new(|| {
+                let mut st = cuda_sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+                // SAFETY: a live stream and an out-pointer to a local.
+                let r = unsafe { cuda_sys::cuStreamIsCapturing(raw_stream, &mut st) };
+                assert!(r.is_success());
+                std::hint::black_box(st);
+            }),
+            "q_ctx_current" => Box::new(|| {
+                let mut c = std::ptr::null_mut();
+                // SAFETY: an out-pointer to a local.
+                let r = unsafe { cuda_sys::cuCtxGetCurrent(&mut c) };
+                assert!(r.is_success());
+                std::hint::black_box(c);
+            }),
+            "raw_q_info" | "raw_q_id" | "raw_q_is" => Box::new(move || {
+                let (mut st, mut id, mut g, mut n) = (
+                    cuda_sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE,
+                    0u64,
+                    std::ptr::null_mut(),
+                    0usize,
+                );
+                // SAFETY: a live stream and out-pointers to locals (the
+                // optional ones null where the road asks less); then the
+                // saxpy forward kernel's parameters at live locals.
+                unsafe {
+                    let q = match road {
+                        "raw_q_info" => cuda_sys::cuStreamGetCaptureInfo(
+                            raw_stream,
+                            &mut st,
+                            &mut id,
+                            &mut g,
+                            std::ptr::null_mut(),
+                            std::ptr::null_mut(),
+                            &mut n,
+                        ),
+                        "raw_q_id" => cuda_sys::cuStreamGetCaptureInfo(
+                            raw_stream,
+                            &mut st,
+                            &mut id,
+                            std::ptr::null_mut(),
+                            std::ptr::null_mut(),
+                            std::ptr::null_mut(),
+                            std::ptr::null_mut(),
+                        ),
+                        _ => cuda_sys::cuStreamIsCapturing(raw_stream, &mut st),
+                    };
+                    assert!(q.is_success());
+                    let r = cuda_sys::cuLaunchKernel(
+                        handle,
+                        grid[0],
+                        1,
+                        1,
+                        256,
+                        1,
+                        1,
+                        0,
+                        raw_stream,
+                        pp,
+                        std::ptr::null_mut(),
+                    );
+                    assert!(r.is_success());
+                }
+                std::hint::black_box((st, id, g, n));
+            }),
+            _ => unreachable!("checked above"),
+        };
+        fns.push((road, f));
+    }
+    if interleave {
+        let ratios = interleaved(&stream, &mut fns);
+        for ((road, _), (t, r)) in fns.iter().zip(ratios) {
+            println!(
+                "profile interleaved: {road} median {t:.3} us/launch, {r:.4}x {}",
+                roads[0]
+            );
+        }
+        return;
+    }
+    for (road, f) in &mut fns {
+        let t = run_for(&stream, seconds, f);
+        println!("profile: {road} median {t:.3} us/launch");
+    }
+}
+
+/// 41 rounds, each one batch of every road in turn: per road the median
+/// microseconds per call and the median over rounds of its ratio to the
+/// first road's time in the same round.
+fn interleaved(
+    stream: &cuda_api::Stream,
+    fns: &mut [Road<'_>],
+) -> Vec<(f64, f64)> {
+    const ROUNDS: usize = 41;
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    for (_, f) in fns.iter_mut() {
+        run_for(stream, 0.05, f);
+    }
+    let n = fns.len();
+    let (mut times, mut ratios) = (vec![Vec::new(); n], vec![Vec::new(); n]);
+    for _ in 0..ROUNDS {
+        let mut round = vec![0.0; n];
+        for (i, (_, f)) in fns.iter_mut().enumerate() {
+            let t = Instant::now();
+            for _ in 0..BATCH {
+                f();
+            }
+            round[i] = t.elapsed().as_secs_f64() * 1e6 / BATCH as f64;
+            stream.synchronize().unwrap();
+        }
+        for i in 0..n {
+            times[i].push(round[i]);
+            ratios[i].push(round[i] / round[0]);
+        }
+    }
+    (0..n)
+        .map(|i| (median(times[i].clone()), median(ratios[i].clone())))
+        .collect()
+}
