@@ -179,7 +179,8 @@ impl Stream {
     }
 
     /// Whether the driver is capturing this stream into a graph, and the
-    /// capture's id (`cuStreamGetCaptureInfo`): `None` when work queued on
+    /// capture's id (`cuStreamIsCapturing`, then `cuStreamGetCaptureInfo`
+    /// while capturing): `None` when work queued on
     /// it runs, `Some(id)` while a capture is active (or was invalidated
     /// and not yet ended). Asked of the driver on every call, so it holds
     /// for every handle on the stream (a clone, [`Stream::borrow_raw`],
@@ -199,15 +200,24 @@ impl Stream {
     ///
     /// # Errors
     ///
-    /// The driver's failure of `cuStreamGetCaptureInfo` (for example
+    /// The driver's failure of `cuStreamIsCapturing` or
+    /// `cuStreamGetCaptureInfo` (for example
     /// `CUDA_ERROR_STREAM_CAPTURE_IMPLICIT`).
     #[inline]
     pub fn capture_state(&self) -> CudaResult<Option<u64>> {
         if self.inner.raw.is_null() {
             return Ok(None);
         }
+        // The status alone first (`cuStreamIsCapturing`, the cheaper call
+        // between launches: docs/launch-profile.md); the capture's id only
+        // while there is one.
         // SAFETY: the stream is alive while `self` is (owned, or kept by the
-        // borrower's promise); both optional out-arrays are null.
+        // borrower's promise).
+        let status = unsafe { driver::stream_is_capturing(self.inner.raw) }?;
+        if status == CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE {
+            return Ok(None);
+        }
+        // SAFETY: as above; both optional out-arrays are null.
         let (status, id, _, _) = unsafe {
             driver::stream_get_capture_info(
                 self.inner.raw,

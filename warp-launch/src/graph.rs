@@ -201,7 +201,12 @@ impl Graph {
         )?;
         // Page-locked and managed arrays: not while a CPU launch holds them
         // (see `lock_for_gpu`); held until the replay is queued.
-        let _locks = crate::array::lock_for_gpu(self.uses.iter().map(|s| &**s), "Graph::launch")?;
+        // Device memory takes no lock (docs/launch-profile.md).
+        let _locks = if self.uses.iter().any(|s| s.host_reachable()) {
+            crate::array::lock_for_gpu(self.uses.iter().map(|s| &**s), "Graph::launch")?
+        } else {
+            crate::array::StorageLocks::none()
+        };
         for s in &self.uses {
             crate::array::note_use_on(
                 s,
