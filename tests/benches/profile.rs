@@ -356,10 +356,7 @@ fn main() {
 /// 41 rounds, each one batch of every road in turn: per road the median
 /// microseconds per call and the median over rounds of its ratio to the
 /// first road's time in the same round.
-fn interleaved(
-    stream: &cuda_api::Stream,
-    fns: &mut [Road<'_>],
-) -> Vec<(f64, f64)> {
+fn interleaved(stream: &cuda_api::Stream, fns: &mut [Road<'_>]) -> Vec<(f64, f64)> {
     const ROUNDS: usize = 41;
     let median = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);

@@ -6,16 +6,22 @@
 
 use cuda_api::Stream;
 
-use super::bind::{Arg, IntoArgs};
+use super::bind::{Arg, IntoArgs, TypedArg};
 use super::domain::{self, Dim, MaxBlocks};
 use super::kernel::Kernel;
 use super::launch::{Launch, Options};
+use super::memo::How;
 use super::prepare;
 use super::record;
+use crate::abi::Value;
 use crate::array::{AccessMode, thread_access_mode};
 use crate::device::{Device, IntoDevice};
 use crate::error::{Error, Result};
-use crate::signature::Pass;
+use crate::signature::{ParamKind, Pass};
+
+/// The most arguments an immediate builder launch passes the positional
+/// road ([`LaunchBuilder::run_direct`]); more take the full road.
+const DIRECT_MAX: usize = 16;
 
 /// A launch being described: [`Kernel::launch`] starts one; `inputs`,
 /// `outputs` and the other settings follow; [`LaunchBuilder::run`] checks
@@ -347,9 +353,14 @@ impl<'k> LaunchBuilder<'k> {
     ///
     /// Every check of the launch ([`Error`]'s variants name each), then the
     /// launch's own errors ([`Launch::launch`]).
-    pub fn run(self) -> Result<()> {
+    pub fn run(mut self) -> Result<()> {
         let stream = self.stream;
         let recording = self.record_tape && self.pass == Pass::Forward && record::is_recording();
+        if !recording && let Some(done) = self.run_direct() {
+            let args = std::mem::take(&mut self.args);
+            self.kernel.inner.give_args(args);
+            return done;
+        }
         let (kernel, device) = (self.kernel, self.device);
         let launch = self.into_launch(recording)?;
         launch
@@ -359,6 +370,78 @@ impl<'k> LaunchBuilder<'k> {
             record::record(launch);
         }
         Ok(())
+    }
+
+    /// The immediate CUDA launch of a forward pass with Warp's launch
+    /// options, run the way positional launches run
+    /// ([`Kernel::run_typed_at`]): the builder's arguments are checked and
+    /// written where they are, with no [`Launch`] built, filled and dropped
+    /// (most of the builder's cost over the raw launch:
+    /// `docs/launch-profile.md`). Every check of [`LaunchBuilder::run`]
+    /// runs there, in the same form. `None` for what only the full road
+    /// takes: a CPU launch, an adjoint pass, a block size, a grid cap or a
+    /// cooperative launch asked for, a stream of another device than the
+    /// one named, more than [`DIRECT_MAX`] arguments, or a value that does
+    /// not convert to its parameter's dtype (the full road's check names
+    /// it).
+    fn run_direct(&self) -> Option<Result<()>> {
+        if self.bad_device.is_some()
+            || self.pass != Pass::Forward
+            || self.block_dim.is_some()
+            || self.max_blocks != MaxBlocks::Unlimited
+            || self.cooperative
+            || self.args.len() > DIRECT_MAX
+        {
+            return None;
+        }
+        let device = match (self.device, self.stream) {
+            (Some(d), Some(s)) if Device::from(s.context().device()) != d => return None,
+            (Some(d), _) => d,
+            (None, Some(s)) => Device::from(s.context().device()),
+            (None, None) => Device::current(),
+        };
+        if device == Device::Cpu {
+            return None;
+        }
+        let params = self.kernel.params();
+        let mut converted: [Option<Value>; DIRECT_MAX] = [const { None }; DIRECT_MAX];
+        for (i, a) in self.args.iter().enumerate() {
+            if let Arg::Value(v) = a {
+                let ParamKind::Value(d) = &params.get(i)?.kind else {
+                    return None;
+                };
+                if !std::ptr::eq(v.dtype(), *d) {
+                    converted[i] = Some(v.try_convert(d).ok()?);
+                }
+            }
+        }
+        let mut typed = [TypedArg::Null; DIRECT_MAX];
+        for (i, a) in self.args.iter().enumerate() {
+            typed[i] = match a {
+                Arg::Array(a) => TypedArg::Array(a),
+                Arg::Null => TypedArg::Null,
+                Arg::Value(v) => TypedArg::Value(converted[i].as_ref().unwrap_or(v).bytes()),
+                Arg::Struct(s) => TypedArg::Struct(s.into()),
+            };
+        }
+        let how = How {
+            tiled: self.tiled,
+            unchecked: self.unchecked,
+        };
+        let mode = self.mode.unwrap_or_else(thread_access_mode);
+        Some(
+            self.kernel
+                .run_typed_at(
+                    Pass::Forward,
+                    &self.dim,
+                    self.stream,
+                    &typed[..self.args.len()],
+                    how,
+                    device,
+                    mode,
+                )
+                .map_err(|e| e.for_launch(self.kernel.name(), device)),
+        )
     }
 
     /// Checks everything and returns the launch without running it (Warp's

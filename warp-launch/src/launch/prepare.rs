@@ -10,8 +10,10 @@
 //! [`Graph::build`](crate::Graph::build), conditional bodies) and the CPU
 //! device. Every one of them reaches the driver or the CPU runner through
 //! [`Launch::build`](super::launch::Launch) / `Launch::run_on` or through the
-//! positional fast path of `launch/typed.rs`, and both call the functions
-//! below.
+//! positional fast path of `launch/typed.rs` (which an immediate CUDA
+//! [`LaunchBuilder::run`](crate::LaunchBuilder::run) of a forward pass
+//! takes too, with the builder's arguments borrowed:
+//! `LaunchBuilder::run_direct`), and both call the functions below.
 //!
 //! | check | where | covered by |
 //! |---|---|---|

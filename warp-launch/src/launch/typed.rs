@@ -515,7 +515,25 @@ impl Kernel {
             return Ok(());
         }
         let device = launch_device(args, stream);
-        let mode = thread_access_mode();
+        self.run_typed_at(pass, dim, stream, args, how, device, thread_access_mode())
+    }
+
+    /// An immediate positional launch on `device` under access `mode`,
+    /// not recorded by a tape: what [`Kernel::launch_args`] runs, and what
+    /// an immediate [`LaunchBuilder::run`](crate::LaunchBuilder::run) runs
+    /// with the builder's arguments borrowed (its device and mode resolved
+    /// as the builder resolves them).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn run_typed_at(
+        &self,
+        pass: Pass,
+        dim: &Dim,
+        stream: Option<&Stream>,
+        args: &[TypedArg<'_>],
+        how: How,
+        device: Device,
+        mode: AccessMode,
+    ) -> Result<()> {
         let dim = dim.as_slice();
         let cuda = match &self.inner.cuda {
             // The first CUDA use of a Warp module's kernel declares it (and
