@@ -8,8 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cuda_sys::{
-    CUfunction, CUfunction_attribute, CUkernel, CUlaunchAttribute, CUlaunchAttributeID,
-    CUlaunchConfig, CUresult,
+    CUfunction, CUfunction_attribute, CUkernel, CUlaunchAttribute, CUlaunchAttributeID, CUresult,
 };
 
 use crate::context::Context;
@@ -552,18 +551,11 @@ impl Function {
             attr.value.clusterDim.y = c.y;
             attr.value.clusterDim.z = c.z;
         }
-        let config = CUlaunchConfig {
-            gridDimX: cfg.grid.x,
-            gridDimY: cfg.grid.y,
-            gridDimZ: cfg.grid.z,
-            blockDimX: cfg.block.x,
-            blockDimY: cfg.block.y,
-            blockDimZ: cfg.block.z,
-            sharedMemBytes: cfg.shared_mem_bytes,
-            hStream: std::ptr::null_mut(),
-            attrs: &mut attr,
-            numAttrs: u32::from(cluster.is_some()),
-        };
+        let n = usize::from(cluster.is_some());
+        let config = cfg.to_driver(
+            std::ptr::null_mut(),
+            &mut std::slice::from_mut(&mut attr)[..n],
+        );
         // SAFETY: `facts.func` was resolved for the current context and its
         // module or library is kept loaded by `self`; `config` points only
         // at `attr`, alive for the call, and names no stream.
@@ -752,8 +744,97 @@ impl Function {
         Ok(self.layout.get_or_init(|| out.into()).clone())
     }
 
-    /// Validates and launches with raw parameter pointers: the one launch path
-    /// of the crate, plain or cooperative, with the launch attributes of
+    /// The configuration checks of [`Function::launch_raw`] for launches in
+    /// `ctx`, without launching ([`crate::DynKernel::check_config`]): the
+    /// function's context, extents and shared memory against the device's
+    /// and the function's limits, and for a cooperative launch whether the
+    /// grid fits. The function's driver handle in `ctx`.
+    pub(crate) fn check_config(
+        &self,
+        ctx: &Context,
+        cfg: &LaunchConfig,
+        cooperative: bool,
+    ) -> CudaResult<CUfunction> {
+        self.check_context(ctx)?;
+        ctx.bind()?;
+        let limits = ctx.device().limits()?;
+        self.with_facts(ctx, |facts| {
+            let blocks = check_shape(&self.name, limits, &facts.limits(), cfg)?;
+            if cooperative {
+                let threads = cfg.block.product().unwrap_or(u64::MAX) as u32;
+                let per_sm = self.occupancy_of(facts, threads, cfg.shared_mem_bytes)?;
+                check_cooperative(&self.name, limits, cfg, blocks, per_sm)?;
+            }
+            Ok(facts.func)
+        })
+    }
+
+    /// Launches `func` with a configuration [`Function::check_config`]
+    /// passed: whether the driver captures the stream is still asked, the
+    /// stream's context made current, and the launch queued (plain, or
+    /// cooperative when `cooperative`).
+    ///
+    /// # Safety
+    ///
+    /// As for [`Function::launch_raw`]; and `func` is this function's
+    /// handle in `stream`'s context, for which `cfg` passed
+    /// [`Function::check_config`] with `cooperative`, with no cluster and
+    /// no programmatic launch.
+    #[inline]
+    pub(crate) unsafe fn launch_prechecked(
+        &self,
+        stream: &Stream,
+        func: CUfunction,
+        cfg: &LaunchConfig,
+        params: *mut *mut c_void,
+        cooperative: bool,
+    ) -> CudaResult<()> {
+        stream.refuse_if_capturing(|| format!("launch of '{}'", self.name))?;
+        let ctx = stream.context();
+        ctx.bind()?;
+        let mut attrs = [CUlaunchAttribute::default()];
+        if cooperative {
+            attrs[0].id = CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+            attrs[0].value.cooperative = 1;
+        }
+        let n = usize::from(cooperative);
+        // SAFETY: the caller's promise for `func`, `cfg` and `params`.
+        unsafe { self.launch_ex(stream, func, cfg, &mut attrs[..n], params) }
+    }
+
+    /// `cuLaunchKernelEx` of `func` on `stream` (whose context is current)
+    /// with `cfg` and the launch attributes `attrs`; a failure is noted as
+    /// the context's sticky error when it is one.
+    ///
+    /// # Safety
+    ///
+    /// `func` is this function's handle in `stream`'s context, `cfg` and
+    /// `attrs` were checked for it, and `params` holds one valid pointer per
+    /// parameter to a value of its type.
+    #[inline]
+    unsafe fn launch_ex(
+        &self,
+        stream: &Stream,
+        func: CUfunction,
+        cfg: &LaunchConfig,
+        attrs: &mut [CUlaunchAttribute],
+        params: *mut *mut c_void,
+    ) -> CudaResult<()> {
+        let config = cfg.to_driver(stream.raw(), attrs);
+        // SAFETY: the caller's promise; `attrs` outlives the call.
+        let r = unsafe { driver::launch_kernel_ex(&config, func, params, std::ptr::null_mut()) };
+        let ctx = stream.context();
+        r.map_err(|e| {
+            ctx.note(
+                e.with_context(|| format!("kernel '{}' on {}", self.name, ctx.device().name())),
+            )
+        })
+    }
+
+    /// Validates and launches with raw parameter pointers: the launch path
+    /// of the crate (besides [`Function::launch_prechecked`], for a
+    /// configuration [`Function::check_config`] checked once), plain or
+    /// cooperative, with the launch attributes of
     /// `cfg` (cluster, programmatic dependent launch). Checks run cheapest
     /// first: whether the driver captures the stream (one query), the
     /// function's context, then zero extents with the device's and the
@@ -828,27 +909,10 @@ impl Function {
                 attrs[n].value.programmaticStreamSerializationAllowed = 1;
                 n += 1;
             }
-            let config = CUlaunchConfig {
-                gridDimX: cfg.grid.x,
-                gridDimY: cfg.grid.y,
-                gridDimZ: cfg.grid.z,
-                blockDimX: cfg.block.x,
-                blockDimY: cfg.block.y,
-                blockDimZ: cfg.block.z,
-                sharedMemBytes: cfg.shared_mem_bytes,
-                hStream: stream.raw(),
-                attrs: attrs.as_mut_ptr(),
-                numAttrs: n as u32,
-            };
-            // SAFETY: validated configuration; `attrs` outlives the call; the
-            // function is this context's; the caller vouches for `params`
-            // (and, for a programmatic launch, for the kernel's wait).
-            let r = unsafe {
-                driver::launch_kernel_ex(&config, facts.func, params, std::ptr::null_mut())
-            };
-            r.map_err(|e| {
-                ctx.note(e.with_context(|| format!("kernel '{}' on {}", self.name, device.name())))
-            })
+            // SAFETY: validated configuration and attributes; the function
+            // is this context's; the caller vouches for `params` (and, for a
+            // programmatic launch, for the kernel's wait).
+            unsafe { self.launch_ex(stream, facts.func, cfg, &mut attrs[..n], params) }
         })
     }
 }

@@ -118,6 +118,28 @@ impl LaunchConfig {
         let block = block.max(1);
         LaunchConfig::new(n.div_ceil(block).max(1), block)
     }
+
+    /// The driver's form of this configuration for `cuLaunchKernelEx` and
+    /// the occupancy queries, on `stream` (null: none) with the launch
+    /// attributes `attrs`, which must outlive the driver call.
+    pub(crate) fn to_driver(
+        self,
+        stream: cuda_sys::CUstream,
+        attrs: &mut [cuda_sys::CUlaunchAttribute],
+    ) -> cuda_sys::CUlaunchConfig {
+        cuda_sys::CUlaunchConfig {
+            gridDimX: self.grid.x,
+            gridDimY: self.grid.y,
+            gridDimZ: self.grid.z,
+            blockDimX: self.block.x,
+            blockDimY: self.block.y,
+            blockDimZ: self.block.z,
+            sharedMemBytes: self.shared_mem_bytes,
+            hStream: stream,
+            attrs: attrs.as_mut_ptr(),
+            numAttrs: attrs.len() as u32,
+        }
+    }
 }
 
 /// What the device allows, queried once per device

@@ -191,8 +191,8 @@ pub use params::{Param, ParamRepr, ParamSlot, ParamType};
 
 // Kernels, typed and run-time declared, their arguments and buffer bounds.
 pub use kernel::{
-    ArgBlock, Axis, Bound, DynArg, DynKernel, Extent, ExtentExpr, KernelArg, KernelArgs,
-    KernelSignature, MAX_TYPED_PARAMS, TypedKernel,
+    ArgBlock, Axis, Bound, CheckedConfig, DynArg, DynKernel, Extent, ExtentExpr, KernelArg,
+    KernelArgs, KernelSignature, MAX_TYPED_PARAMS, TypedKernel,
 };
 
 // Launch configuration and the limits it is checked against.

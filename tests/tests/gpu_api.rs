@@ -323,3 +323,86 @@ fn ptx_newer_than_the_driver_is_named() {
         other => panic!("expected PtxTooNew, got {other:?}"),
     }
 }
+
+/// A configuration checked once (`DynKernel::check_config`) launches as the
+/// full road does, and every check that can change between launches still
+/// runs: a stream of another context is refused, a configuration checked
+/// for another kernel is checked again, and a bad configuration is refused
+/// when it is checked.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_checked_config_launches_and_every_other_check_still_runs() {
+    let (ctx, stream) = setup();
+    let m = module(&ctx);
+    // SAFETY: saxpy(float a, const float *x, float *y, unsigned int n)
+    let saxpy = unsafe {
+        m.kernel::<(f32, ConstDevicePtr<f32>, DevicePtr<f32>, u32)>("saxpy")
+            .unwrap()
+    };
+    let n = 10_000u32;
+    let x = DeviceBuffer::from_slice(&ctx, &vec![1.5f32; n as usize]).unwrap();
+    let mut y = DeviceBuffer::from_slice(&ctx, &vec![1.0f32; n as usize]).unwrap();
+    let dk = saxpy.as_dyn();
+    let mut block = dk.args();
+    block
+        .push(2.0f32)
+        .unwrap()
+        .push(&x)
+        .unwrap()
+        .push(&mut y)
+        .unwrap()
+        .push(n)
+        .unwrap();
+    let cfg = LaunchConfig::for_elements(n, 256);
+    let checked = dk.check_config(&ctx, cfg, false).unwrap();
+    assert_eq!(checked.config().grid, cfg.grid);
+    dk.launch_checked(&stream, &checked, &block).unwrap();
+    stream.synchronize().unwrap();
+    // A configuration checked for the same kernel of another module
+    // instance: checked again, and launched.
+    let m2 = module(&ctx);
+    // SAFETY: as above.
+    let saxpy2 = unsafe {
+        m2.kernel::<(f32, ConstDevicePtr<f32>, DevicePtr<f32>, u32)>("saxpy")
+            .unwrap()
+    };
+    let other_kernels = saxpy2.as_dyn().check_config(&ctx, cfg, false).unwrap();
+    dk.launch_checked(&stream, &other_kernels, &block).unwrap();
+    stream.synchronize().unwrap();
+    drop(block);
+    // y = 2 * 1.5 + (2 * 1.5 + 1) after the two launches.
+    assert!(y.to_vec().unwrap().iter().all(|v| *v == 7.0));
+
+    // A stream of another context: the function is the primary context's.
+    let mut block = dk.args();
+    block
+        .push(2.0f32)
+        .unwrap()
+        .push(&x)
+        .unwrap()
+        .push(&mut y)
+        .unwrap()
+        .push(n)
+        .unwrap();
+    let other = Context::new(ctx.device()).unwrap();
+    let other_stream = Stream::new(&other).unwrap();
+    let e = dk
+        .launch_checked(&other_stream, &checked, &block)
+        .unwrap_err();
+    assert!(
+        matches!(e, CudaError::Launch(LaunchError::ContextMismatch { .. })),
+        "{e}"
+    );
+    // A configuration that cannot launch is refused when it is checked.
+    let e = dk
+        .check_config(&ctx, LaunchConfig::new(0, 256), false)
+        .unwrap_err();
+    assert!(
+        matches!(e, CudaError::Launch(LaunchError::ZeroDimension { .. })),
+        "{e}"
+    );
+    let e = dk
+        .check_config(&ctx, LaunchConfig::new(1, 4096), false)
+        .unwrap_err();
+    assert!(matches!(e, CudaError::Launch(_)), "{e}");
+}

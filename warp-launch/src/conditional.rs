@@ -97,6 +97,9 @@ const SET_CONDITION: &str = "warp_launch_set_condition";
 /// # Ok(()) }
 /// ```
 #[derive(Debug)]
+// A graph is described once and built once: a boxed launch would cost
+// an allocation per step for nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum GraphStep {
     /// A launch, after the steps before it.
     Launch(Launch),

@@ -5,7 +5,8 @@
 //!
 //! [`launch_entries`] parses a source file with `syn` and reports every call
 //! that starts kernel work outside that module:
-//! - a method call `.launch(..)` or `.launch_cooperative(..)` with two or more
+//! - a method call `.launch(..)`, `.launch_cooperative(..)` or
+//!   `.launch_checked(..)` with two or more
 //!   arguments: cuda-api's `DynKernel::launch(stream, cfg, block)`,
 //!   `TypedKernel::launch(stream, cfg, args)` and a capture's
 //!   `launch(kernel, cfg, block)`, which makes a graph's kernel node
@@ -30,7 +31,7 @@ pub const PREPARATION_MODULE: &str = "launch/prepare.rs";
 
 /// Method names that start kernel work when called with two or more
 /// arguments.
-const LAUNCH_METHODS: &[&str] = &["launch", "launch_cooperative"];
+const LAUNCH_METHODS: &[&str] = &["launch", "launch_cooperative", "launch_checked"];
 
 /// Every call in the Rust source `src` that starts kernel work, as
 /// `(enclosing items, what)` pairs in source order.

@@ -438,15 +438,54 @@ impl DynKernel {
         Ok(())
     }
 
+    /// The function, shared ([`crate::CheckedConfig`] holds it).
+    pub(crate) fn function_arc(&self) -> &Arc<Function> {
+        &self.func
+    }
+
+    /// [`DynKernel::launch_impl`] less the configuration's checks, which
+    /// [`DynKernel::check_config`] ran for `func` (this kernel's function
+    /// in the stream's context).
+    ///
+    /// # Safety
+    ///
+    /// `func` is this kernel's function in `stream`'s context, and `cfg`
+    /// passed [`crate::Function`]'s configuration checks there (plain, or
+    /// cooperative when `cooperative`), with no cluster and no programmatic
+    /// launch.
     #[inline]
-    pub(crate) fn launch_impl(
+    pub(crate) unsafe fn launch_prechecked(
         &self,
         stream: &Stream,
+        func: cuda_sys::CUfunction,
         cfg: &LaunchConfig,
         args: &ArgBlock<'_>,
         cooperative: bool,
     ) -> CudaResult<()> {
-        self.check_programmatic(cfg)?;
+        self.check_block(stream, cfg, args)?;
+        // SAFETY: as in `launch_impl` for the parameters; the caller
+        // vouches for `func` and `cfg`.
+        unsafe {
+            self.func.launch_prechecked(
+                stream,
+                func,
+                cfg,
+                args.ptrs.as_ptr().cast_mut(),
+                cooperative,
+            )
+        }
+    }
+
+    /// What every launch checks of its argument block: it is this
+    /// kernel's and complete, the declared bounds hold under `cfg`, and
+    /// each device buffer may be used on `stream` (its context, its loan).
+    #[inline]
+    fn check_block(
+        &self,
+        stream: &Stream,
+        cfg: &LaunchConfig,
+        args: &ArgBlock<'_>,
+    ) -> CudaResult<()> {
         args.ready_for(&self.decl)?;
         if self.decl.has_bounds() {
             // SAFETY: every parameter is set (checked above), so each pointer
@@ -459,6 +498,19 @@ impl DynKernel {
                 b.enter(&self.decl.name, i, ctx)?;
             }
         }
+        Ok(())
+    }
+
+    #[inline]
+    pub(crate) fn launch_impl(
+        &self,
+        stream: &Stream,
+        cfg: &LaunchConfig,
+        args: &ArgBlock<'_>,
+        cooperative: bool,
+    ) -> CudaResult<()> {
+        self.check_programmatic(cfg)?;
+        self.check_block(stream, cfg, args)?;
         // SAFETY: the declaration (the caller's promise, checked against the
         // layout) fixed each parameter's type; every value in the block was
         // checked against it (or set through the unsafe set_bytes); the

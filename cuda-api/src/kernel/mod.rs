@@ -12,11 +12,13 @@
 
 pub(crate) mod args;
 pub(crate) mod bounds;
+pub(crate) mod checked;
 pub(crate) mod decl;
 pub(crate) mod dynamic;
 pub(crate) mod typed;
 
 pub use args::{ArgBlock, DynArg};
 pub use bounds::{Axis, Bound, Extent, ExtentExpr};
+pub use checked::CheckedConfig;
 pub use dynamic::DynKernel;
 pub use typed::{KernelArg, KernelArgs, KernelSignature, MAX_TYPED_PARAMS, TypedKernel};

@@ -68,6 +68,9 @@ pub struct Launch {
     /// Inside [`Launch::edit_unchecked`]: setters of an unchecked launch
     /// are allowed.
     editing: bool,
+    /// `cfg` checked once for the kernel in `ctx`, at the first run
+    /// ([`prepare::enqueue_checked`]); made again after `cfg` changes.
+    checked: std::sync::OnceLock<cuda_api::CheckedConfig>,
 }
 
 impl fmt::Debug for Launch {
@@ -419,6 +422,7 @@ impl Launch {
             block,
             stream,
             editing: false,
+            checked: std::sync::OnceLock::new(),
         };
         launch.write_bounds()?;
         for (i, a) in launch.args.iter().enumerate() {
@@ -609,6 +613,7 @@ impl Launch {
             None,
         )?;
         self.cfg = Self::config(&self.kernel, &plan, &self.opts);
+        self.checked = std::sync::OnceLock::new();
         self.plan = plan;
         self.dim = Dim::from(dim);
         self.write_bounds()?;
@@ -756,7 +761,14 @@ impl Launch {
         // Held until the launch is queued (page-locked and managed arrays).
         let _locks = self.note_uses(stream)?;
         let k = self.kernel.cuda(self.ordinal(), self.opts.pass)?;
-        prepare::enqueue(k, stream, self.cfg, block, self.opts.cooperative)
+        let checked = match self.checked.get() {
+            Some(c) => c,
+            None => {
+                let c = k.check_config(ctx, self.cfg, self.opts.cooperative)?;
+                self.checked.get_or_init(|| c)
+            }
+        };
+        prepare::enqueue_checked(k, stream, checked, block)
     }
 
     /// The launch's CUDA device ordinal (0 for a CPU launch, which has no

@@ -23,7 +23,7 @@
 
 use std::sync::{Arc, Weak};
 
-use cuda_api::{ArgBlock, LaunchConfig};
+use cuda_api::{ArgBlock, CheckedConfig, LaunchConfig};
 
 use super::domain;
 use crate::abi::DType;
@@ -114,6 +114,10 @@ pub(crate) struct Memo {
     ctx: usize,
     /// The launch shape the plan gave (a domain of size 0 is not kept).
     cfg: LaunchConfig,
+    /// `cfg` checked once for the kernel in the stream's context
+    /// ([`cuda_api::DynKernel::check_config`]): a remembered launch does
+    /// not check it again.
+    checked: Option<CheckedConfig>,
     slots: Vec<Slot>,
 }
 
@@ -125,6 +129,7 @@ impl Memo {
     pub(crate) fn of(
         q: &Query<'_, '_>,
         cfg: LaunchConfig,
+        checked: Option<CheckedConfig>,
         mut slots: Vec<Slot>,
     ) -> Result<Memo, Vec<Slot>> {
         use super::bind::TypedArg;
@@ -153,6 +158,7 @@ impl Memo {
             mode: q.mode,
             ctx: q.ctx,
             cfg,
+            checked,
             slots,
         })
     }
@@ -252,6 +258,12 @@ impl TypedBlock {
             .map(|m| m.cfg)
     }
 
+    /// The remembered launch's configuration as checked for its kernel
+    /// and context, if it was ([`Memo`]'s `checked`).
+    pub(crate) fn checked(&self) -> Option<&CheckedConfig> {
+        self.memo.as_ref().and_then(|m| m.checked.as_ref())
+    }
+
     /// Whether the remembered launch had exactly these arrays, value
     /// sizes, domain, device, access mode and stream context (so every
     /// check of the arrays and the domain passed for them, and their bytes
@@ -270,10 +282,15 @@ impl TypedBlock {
 
     /// Remembers a launch that passed every check and was queued with the
     /// launch shape `cfg`.
-    pub(crate) fn remember(&mut self, q: &Query<'_, '_>, cfg: LaunchConfig) {
+    pub(crate) fn remember(
+        &mut self,
+        q: &Query<'_, '_>,
+        cfg: LaunchConfig,
+        checked: Option<CheckedConfig>,
+    ) {
         self.forget();
         let slots = std::mem::take(&mut self.spare_slots);
-        match Memo::of(q, cfg, slots) {
+        match Memo::of(q, cfg, checked, slots) {
             Ok(m) => self.memo = Some(m),
             Err(slots) => self.spare_slots = slots,
         }
@@ -302,7 +319,7 @@ mod tests {
     }
 
     fn memo(q: &Query<'_, '_>) -> Memo {
-        match Memo::of(q, cfg(), Vec::new()) {
+        match Memo::of(q, cfg(), None, Vec::new()) {
             Ok(m) => m,
             Err(_) => panic!("a launch of arrays and values is remembered"),
         }
@@ -426,7 +443,7 @@ mod tests {
         // SAFETY: the bytes are only compared, never launched.
         let s = unsafe { crate::StructValue::from_bytes("Params", &[0u8; 4]) };
         let args = [(&x).into(), (&s).into()];
-        assert!(Memo::of(&query(&[8], &args), cfg(), Vec::new()).is_err());
+        assert!(Memo::of(&query(&[8], &args), cfg(), None, Vec::new()).is_err());
         Ok(())
     }
 }

@@ -23,6 +23,7 @@
 //! | each argument's kind, dtype, dimensions, and where its memory lives under the access mode (device, context, host memory) | `bind::check` (builder, setters) and `Kernel::check_typed` (positional), both ending in `crate::array::check` | `gpu_roads` (host array on CUDA, array of another context, on every road), `warp_cpu::argument_errors`, `gpu_safety::a_warp_array_in_device_memory_of_a_separate_context_is_refused_in_every_mode` |
 //! | the arrays a struct argument holds ([`StructValue::with_arrays`](crate::StructValue::with_arrays)): exactly the struct's array fields, each of its dtype and dimensions, and where each lives, as an array argument (named `h.data`) | `bind::check_held`, called by `bind::check` and `Kernel::check_typed`, ending in `crate::array::check` | `gpu_roads::every_road_refuses_every_hazard` (a struct holding a host array, an array of another context, on every road), `bind::tests::a_struct_held_array_is_checked_for_the_launch_device`, `cpu_kernels::a_struct_holding_an_array_keeps_it_alive_and_is_checked` |
 //! | the kernel's access proof against `dim` (unproven kernels refused); rules of arrays a struct argument holds (`h.data`) against the extents in the value's bytes, and modulo rules against an empty divisor axis | `launch::check_access_rules` | `gpu_roads` (`dim` larger than an array, an unproven kernel, on every road), `launch/launch.rs` tests (`held_array_rules_are_checked_against_the_struct_value`, `modulo_rules_refuse_an_empty_divisor_only`), `gpu_tiles::launches_that_do_not_fit_a_tile_kernel_are_refused`, `cpu_held`, `gpu_held`, `cpu_modulo`, `gpu_modulo` |
+//! | the launch configuration (zero and too large extents, block and shared memory against the function's and the device's limits, a cooperative grid's fit) is checked once per prepared launch and not again at its replays: a [`Launch`] at its first run (again after `set_dim`), a remembered positional launch when it is remembered ([`cuda_api::DynKernel::check_config`]); a replay on another context's stream or through another kernel is checked in full | [`enqueue_checked`] (cuda-api's `launch_checked`) | `gpu_api::a_checked_config_launches_and_every_other_check_still_runs`, `gpu_roads::every_road_refuses_every_hazard`, `gpu_typed`, `gpu_warp` |
 //! | dynamic shared memory above the default limit is opted into once per context | [`opt_in_shared_mem`] | `gpu_tiles::tile_kernels_give_warps_results_at_block_dim_64_and_128` |
 //! | launch-bounds bytes (`launch_bounds_t<N>`, parameter 0) | [`write_bounds`] | `gpu_warp`, `gpu_typed::positional_launches_give_warps_results` |
 //! | use tracking: frees and host reads of every array and gradient (those a struct argument holds included; graphs through `Launch::storages`) wait for the queued work; memory a pool made on another stream is ordered before this use | [`note_uses`], [`enqueue_own`] | `gpu_safety::a_warp_array_read_right_after_a_launch_on_a_non_blocking_stream_is_current`, `gpu_conditional::dropping_a_graph_and_its_array_during_a_replay_waits_for_it`, `gpu_roads::dropping_an_array_held_in_a_struct_while_its_kernel_runs_waits_for_it`, `gpu_streams` |
@@ -31,7 +32,7 @@
 //! | a stream the driver is capturing (any handle: clones, `Stream::from_cudarc`, `borrow_raw`, a stream that joined the capture) is refused unless it is the capture's own, whose graph holds the memory: asked of the driver at every enqueue (`cuStreamIsCapturing`, one call per launch; `cuStreamGetCaptureInfo` for the capture id while capturing) | [`enqueue`] (cuda-api's `launch_raw`, `Stream::refuse_if_capturing`) | `gpu_owners::a_second_handle_on_a_capturing_stream_is_refused` |
 //! | a CPU launch refuses memory lent to cudarc, locks and waits for the arrays struct arguments hold | [`run_cpu`] (`cpu::run`) | `gpu_owners::a_cpu_launch_on_memory_lent_to_cudarc_is_refused` |
 //! | the CUDA function is the launch's device's: a Warp module's image is chosen and loaded per device on its first use there (on a host of two architectures each device runs its own), and every road asks for the function with the launch's device ordinal | `Kernel::cuda`, `CudaSlot::get` (`launch/kernel.rs`) | `gpu_arch::each_device_runs_the_image_chosen_for_its_own_architecture`, `device::tests::per_device_values_are_made_once_per_device_on_first_use` |
-//! | only this module starts kernel work: [`enqueue`], [`run_cpu`], [`capture_node`], [`update_node`], [`enqueue_own`] | | `cargo test -p xtask --test roads` (syn) |
+//! | only this module starts kernel work: [`enqueue`], [`enqueue_checked`], [`run_cpu`], [`capture_node`], [`update_node`], [`enqueue_own`] | | `cargo test -p xtask --test roads` (syn) |
 //!
 //! A launch without a stream runs on the device's current stream,
 //! [`Device::stream`]: the innermost [`ScopedStream`](crate::ScopedStream)
@@ -39,8 +40,8 @@
 //! checked exactly as a named one.
 
 use cuda_api::{
-    ArgBlock, Capture, Context, CudaGraphExec, DynKernel, GraphNode, KernelArgs, KernelSignature,
-    LaunchConfig, Stream, TypedKernel,
+    ArgBlock, Capture, CheckedConfig, Context, CudaGraphExec, DynKernel, GraphNode, KernelArgs,
+    KernelSignature, LaunchConfig, Stream, TypedKernel,
 };
 
 use super::bind::{Arg, HeldArray};
@@ -258,6 +259,20 @@ pub(super) fn enqueue(
     } else {
         Ok(k.launch(stream, cfg, block)?)
     }
+}
+
+/// [`enqueue`] with a configuration checked once for `k` in the stream's
+/// context ([`cuda_api::DynKernel::check_config`]): a prepared launch (a
+/// [`Launch`] replay, a remembered positional launch) does not check its
+/// fixed configuration again; everything else is checked as for
+/// [`enqueue`].
+pub(super) fn enqueue_checked(
+    k: &DynKernel,
+    stream: &Stream,
+    checked: &CheckedConfig,
+    block: &ArgBlock<'_>,
+) -> Result<()> {
+    Ok(k.launch_checked(stream, checked, block)?)
 }
 
 /// Runs a checked launch on the CPU device: the one call of the CPU

@@ -620,7 +620,10 @@ impl Kernel {
                     }
                 }
                 let _locks = note_uses(self, l.args, stream)?;
-                return prepare::enqueue(k, stream, cfg, &block.block, false);
+                return match block.checked() {
+                    Some(checked) => prepare::enqueue_checked(k, stream, checked, &block.block),
+                    None => prepare::enqueue(k, stream, cfg, &block.block, false),
+                };
             }
         }
         block.forget();
@@ -669,6 +672,9 @@ impl Kernel {
         let locks = note_uses(self, l.args, stream)?;
         prepare::enqueue(k, stream, cfg, &block.block, false)?;
         drop(locks);
+        // The configuration passed the launch's checks: checked once more
+        // here, kept, it spares the next launches of the same shape.
+        let checked = k.check_config(&ctx, cfg, false).ok();
         block.remember(
             &Query {
                 dim: l.dim,
@@ -679,6 +685,7 @@ impl Kernel {
                 args: l.args,
             },
             cfg,
+            checked,
         );
         Ok(())
     }

@@ -922,6 +922,7 @@ fn host_work_of_builder_and_positional_launches() {
     let memo = crate::launch::memo::Memo::of(
         &query(&args),
         cuda_api::LaunchConfig::new((1, 1, 1), (256, 1, 1)),
+        None,
         Vec::new(),
     )
     .ok()
