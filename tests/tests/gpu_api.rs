@@ -373,7 +373,9 @@ fn a_checked_config_launches_and_every_other_check_still_runs() {
     // y = 2 * 1.5 + (2 * 1.5 + 1) after the two launches.
     assert!(y.to_vec().unwrap().iter().all(|v| *v == 7.0));
 
-    // A stream of another context: the function is the primary context's.
+    // A stream of another context: buffers of the checked context are
+    // refused there, and with buffers of that context the function is
+    // still the primary context's.
     let mut block = dk.args();
     block
         .push(2.0f32)
@@ -389,10 +391,28 @@ fn a_checked_config_launches_and_every_other_check_still_runs() {
     let e = dk
         .launch_checked(&other_stream, &checked, &block)
         .unwrap_err();
+    assert!(e.to_string().contains("the launch runs in context"), "{e}");
+    drop(block);
+    let ox = DeviceBuffer::from_slice(&other, &vec![1.5f32; n as usize]).unwrap();
+    let mut oy = DeviceBuffer::from_slice(&other, &vec![1.0f32; n as usize]).unwrap();
+    let mut block = dk.args();
+    block
+        .push(2.0f32)
+        .unwrap()
+        .push(&ox)
+        .unwrap()
+        .push(&mut oy)
+        .unwrap()
+        .push(n)
+        .unwrap();
+    let e = dk
+        .launch_checked(&other_stream, &checked, &block)
+        .unwrap_err();
     assert!(
         matches!(e, CudaError::Launch(LaunchError::ContextMismatch { .. })),
         "{e}"
     );
+    drop(block);
     // A configuration that cannot launch is refused when it is checked.
     let e = dk
         .check_config(&ctx, LaunchConfig::new(0, 256), false)
