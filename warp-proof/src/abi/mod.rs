@@ -34,10 +34,26 @@ impl DType {
     /// The dtype a Warp-generated source spells `cpp` (whitespace ignored),
     /// e.g. `wp::float32` or `wp::vec_t<3,wp::float32>`.
     pub fn by_cpp(cpp: &str) -> Option<&'static DType> {
-        let key = squeeze(cpp);
-        DTYPES
-            .iter()
-            .find(|d| squeeze(d.cpp) == key || d.aliases.iter().any(|a| squeeze(a) == key))
+        /// Every spelling (the name and its aliases, squeezed) to its
+        /// dtype, made once: a module's declarations look dtypes up once
+        /// per parameter and local (`docs/launch-profile.md`). The first
+        /// dtype of a spelling wins, as the table's order decided before.
+        static BY_CPP: std::sync::OnceLock<std::collections::HashMap<String, &'static DType>> =
+            std::sync::OnceLock::new();
+        let table = BY_CPP.get_or_init(|| {
+            let mut m = std::collections::HashMap::new();
+            for d in DTYPES.iter() {
+                for name in std::iter::once(&d.cpp).chain(d.aliases.iter()) {
+                    m.entry(squeeze(name)).or_insert(d);
+                }
+            }
+            m
+        });
+        if cpp.chars().any(char::is_whitespace) {
+            table.get(&squeeze(cpp)).copied()
+        } else {
+            table.get(cpp).copied()
+        }
     }
 
     /// Number of scalars in one element (`rows * cols`).
