@@ -255,6 +255,122 @@ fn a_second_handle_on_a_capturing_stream_is_refused() {
     assert!(a.to_vec::<i32>().unwrap().iter().all(|&x| x == 3));
 }
 
+/// A stream that joins a capture by waiting for an event of the captured
+/// stream (here through cudarc's safe API, as another library would) is
+/// captured too: the driver says so at the next enqueue, and work queued
+/// through it is refused as work through a second handle is. Written for
+/// issue 37's list of ways into a capture; first run on the GPU machine in
+/// the session after it was written.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_stream_that_joined_a_capture_through_an_event_is_refused() {
+    let cctx = cudarc::driver::CudaContext::new(0).unwrap();
+    let cs = cctx.new_stream().unwrap();
+    let joiner = cctx.new_stream().unwrap();
+    let ctx = Context::from_cudarc(&cctx).unwrap();
+    let one = Stream::from_cudarc(&ctx, cs.clone()).unwrap();
+    let other = Stream::from_cudarc(&ctx, joiner.clone()).unwrap();
+    let a = Array::zeros::<i32>(DEV, &[N]).unwrap();
+    let k = spin();
+    let mut errors = Vec::new();
+    let graph = Graph::capture_with(&one, |_g| {
+        // The joiner waits for the captured stream: the driver captures it
+        // into the same graph from here on.
+        let joined = cs.record_event(None).unwrap();
+        joiner.wait(&joined).unwrap();
+        errors.push(
+            k.launch(N)
+                .inputs((&a, 0i64))
+                .stream(&other)
+                .run()
+                .map(|_| "launch"),
+        );
+        errors.push(a.fill_on(&Value::of(3i32), &other).map(|_| "fill_on"));
+        // Joined back before the capture ends, as the driver requires.
+        let back = joiner.record_event(None).unwrap();
+        cs.wait(&back).unwrap();
+        Ok(())
+    });
+    graph.unwrap();
+    for e in errors {
+        let e = e.expect_err("work through a stream that joined a capture");
+        assert!(
+            e.to_string().contains("is being captured into a graph"),
+            "{e}"
+        );
+    }
+    // After the capture, the joiner works again.
+    a.fill_on(&Value::of(3i32), &other).unwrap();
+    assert!(a.to_vec::<i32>().unwrap().iter().all(|&x| x == 3));
+}
+
+/// Page-locked memory made outside the SDK without the portable flag is
+/// mapped into its own context only. Used by work of another context, it
+/// is refused, naming both contexts (the driver gives no device address
+/// for it there), instead of being noted as reachable. Written for issue
+/// 37; first run on the GPU machine in the session after it was written.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn page_locked_memory_of_one_context_that_another_cannot_reach_is_refused() {
+    /// Page-locked memory of `ctx` from `cuMemHostAlloc`, freed on drop.
+    struct Pinned {
+        ptr: *mut std::ffi::c_void,
+        ctx: Context,
+    }
+    // SAFETY: the pointer is only freed, once, in drop.
+    unsafe impl Send for Pinned {}
+    // SAFETY: as above.
+    unsafe impl Sync for Pinned {}
+    impl Drop for Pinned {
+        fn drop(&mut self) {
+            self.ctx.bind().unwrap();
+            // SAFETY: allocated by cuMemHostAlloc below, freed once.
+            unsafe { cuda_sys::cuMemFreeHost(self.ptr) };
+        }
+    }
+    let own = separate();
+    own.bind().unwrap();
+    let bytes = 4096usize;
+    let mut host = std::ptr::null_mut();
+    // SAFETY: an out-pointer to a local; mapped, not portable.
+    let r =
+        unsafe { cuda_sys::cuMemHostAlloc(&mut host, bytes, cuda_sys::CU_MEMHOSTALLOC_DEVICEMAP) };
+    assert!(r.is_success(), "{r:?}");
+    let mut device = 0;
+    // SAFETY: `host` is mapped page-locked memory of the current context.
+    let r = unsafe { cuda_sys::cuMemHostGetDevicePointer(&mut device, host, 0) };
+    assert!(r.is_success(), "{r:?}");
+    let owner = Arc::new(Pinned {
+        ptr: host,
+        ctx: own.clone(),
+    });
+    // SAFETY: `bytes` of page-locked memory of `own`, mapped there at
+    // `device`, alive while `owner` is, written by nothing else.
+    let alloc =
+        unsafe { Allocation::from_raw_parts(&own, device, bytes, MemoryKind::PinnedHost, owner) }
+            .unwrap();
+    let e = alloc.record_use_in(&primary()).unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("not mapped into"), "{text}");
+    assert!(text.contains(&own.to_string()), "{text}");
+    assert!(text.contains(&primary().to_string()), "{text}");
+    // Its own context reaches it.
+    alloc.record_use_in(&own).unwrap();
+    // Through warp-launch: a fill on the primary context's stream.
+    let a = Array::from_parts(
+        Arc::new(Storage::cuda(alloc)),
+        DEV,
+        0,
+        DType::INT32,
+        &[bytes / 4],
+        &[4],
+    )
+    .unwrap();
+    let stream = DEV.stream().unwrap();
+    let e = a.fill_on(&Value::of(1i32), &stream).unwrap_err();
+    assert!(e.to_string().contains("not mapped into"), "{e}");
+}
+
 /// `Stream::from_cudarc` asks the driver for the stream's context and
 /// refuses a mismatch, naming the call (74e46c6 took any stream for any
 /// context).
