@@ -855,3 +855,183 @@ fn layouts_cover_their_elements_inside_their_allocation() {
     assert_eq!(l.alloc, 32 + 4 + 4);
     assert_eq!(Layout::new(4, &[0, 3], &[1, 1], &[false, false]).alloc, 0);
 }
+
+/// The host run itself, without the proof: kernels that stray each in one
+/// way (a local vector's component, a `shape_t` entry, a fixed-size local
+/// array's element, an array element outside a strided view, a null
+/// array) run on the host, and each stray is a failure; a kernel that
+/// stays inside is not.
+#[test]
+fn the_host_run_catches_each_kind_of_stray_access() {
+    const TEXT: &str = r#"import warp as wp
+
+
+@wp.kernel
+def inside(a: wp.array(dtype=float), b: wp.array(dtype=float)):
+    i = wp.tid()
+    b[i] = a[i]
+
+
+@wp.kernel
+def vec_component(b: wp.array(dtype=float), k: int):
+    i = wp.tid()
+    v = wp.vec3(1.0, 2.0, 3.0)
+    b[i] = v[k]
+
+
+@wp.kernel
+def mat_component(b: wp.array(dtype=float), k: int):
+    i = wp.tid()
+    m = wp.mat22(1.0, 2.0, 3.0, 4.0)
+    b[i] = m[0, k]
+
+
+@wp.kernel
+def shape_entry(a: wp.array(dtype=float), b: wp.array(dtype=int), k: int):
+    i = wp.tid()
+    b[i] = a.shape[k]
+
+
+@wp.kernel
+def fixed_element(b: wp.array(dtype=float), k: int):
+    i = wp.tid()
+    arr = wp.zeros(shape=(3,), dtype=float)
+    arr[k] = 1.0
+    b[i] = arr[0]
+
+
+@wp.kernel
+def view_gap(a: wp.array(dtype=float), b: wp.array(dtype=float), k: int):
+    i = wp.tid()
+    b[i] = a[i + k]
+
+
+@wp.kernel
+def row_gap(a: wp.array2d(dtype=float), b: wp.array(dtype=float), k: int):
+    i = wp.tid()
+    b[i] = a[i, k]
+"#;
+    let out = Config::from_env(WarpWeaken::None)
+        .out
+        .join("host-self-test");
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).expect("the output directory");
+    let py = out.join("fzw_host.py");
+    std::fs::write(&py, TEXT).expect("the module");
+    let sources = warp_launch::build::fuzzing::compile_for_host(&py, &out.join("out"), ARCH)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let dir = out.join("out");
+    let read = |f: String| std::fs::read_to_string(dir.join(f)).expect("compile output");
+    let name = &sources.module;
+    let proof = WarpProof::read(
+        name,
+        &read(format!("wp_{name}.cu")),
+        &read(format!("wp_{name}.meta")),
+        None,
+        WarpWeaken::None,
+    )
+    .expect("the module reads");
+    let include = out.join("native");
+    host::patch_headers(&sources.warp_dir, &include).expect("the headers");
+    let packed = |n: usize| HostArg::Array(Layout::new(4, &[n], &[1], &[false]));
+    // Every other element of 8: a view of 4.
+    let strided = HostArg::Array(Layout::new(4, &[4], &[2], &[false]));
+    // Rows of 3 elements 6 apart: element 3 of a row is in the gap.
+    let rows = HostArg::Array(Layout::new(4, &[4, 3], &[2, 1], &[false, false]));
+    let reversed = HostArg::Array(Layout::new(4, &[4], &[1], &[true]));
+    // (kernel, arguments, work items, whether it strays)
+    let cases: Vec<(&str, Vec<HostArg>, usize, bool)> = vec![
+        ("inside", vec![strided.clone(), packed(4)], 4, false),
+        ("inside", vec![reversed.clone(), reversed], 4, false),
+        ("inside", vec![HostArg::Null, packed(4)], 4, true),
+        ("inside", vec![packed(4), packed(3)], 4, true),
+        ("vec_component", vec![packed(4), HostArg::Value(3)], 4, true),
+        (
+            "vec_component",
+            vec![packed(4), HostArg::Value(2)],
+            4,
+            false,
+        ),
+        ("mat_component", vec![packed(4), HostArg::Value(2)], 4, true),
+        (
+            "shape_entry",
+            vec![packed(4), packed(4), HostArg::Value(4)],
+            4,
+            true,
+        ),
+        (
+            "shape_entry",
+            vec![packed(4), packed(4), HostArg::Value(3)],
+            4,
+            false,
+        ),
+        ("fixed_element", vec![packed(4), HostArg::Value(3)], 4, true),
+        (
+            "fixed_element",
+            vec![packed(4), HostArg::Value(2)],
+            4,
+            false,
+        ),
+        (
+            "view_gap",
+            vec![strided.clone(), packed(3), HostArg::Value(1)],
+            3,
+            false,
+        ),
+        (
+            "view_gap",
+            vec![strided, packed(4), HostArg::Value(1)],
+            4,
+            true,
+        ),
+        (
+            "row_gap",
+            vec![rows.clone(), packed(4), HostArg::Value(2)],
+            4,
+            false,
+        ),
+        ("row_gap", vec![rows, packed(1), HostArg::Value(3)], 1, true),
+    ];
+    let mut drivers = Vec::new();
+    let mut host_cases = Vec::new();
+    for (id, (key, args, size, _)) in cases.iter().enumerate() {
+        let k = proof
+            .kernels()
+            .find(|k| k.key == *key)
+            .unwrap_or_else(|| panic!("no kernel {key}"));
+        let index = match drivers.iter().position(|d: &DriverKernel| d.key == *key) {
+            Some(i) => i,
+            None => {
+                drivers.push(DriverKernel {
+                    key: key.to_string(),
+                    dim: 1,
+                    params: k.params.clone(),
+                });
+                drivers.len() - 1
+            }
+        };
+        host_cases.push(HostCase {
+            id: id as u64,
+            kernel: index,
+            plan: warp_launch::fuzzing::WarpHostLaunch {
+                ndim: 1,
+                shape: [*size as u32, 0, 0, 0],
+                size: *size,
+                coord_mult: 1,
+            },
+            args: args.clone(),
+        });
+    }
+    let exe = host::build(&dir, name, &host::driver(name, &drivers), &include)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let results = host::run(&exe, &host_cases).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(results.len(), cases.len(), "{results:?}");
+    for (id, outcome) in results {
+        let (key, args, _, strays) = &cases[id as usize];
+        assert_eq!(
+            matches!(outcome, Outcome::Fail(_)),
+            *strays,
+            "{key} with {args:?}: {outcome:?}"
+        );
+    }
+}
