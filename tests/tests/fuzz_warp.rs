@@ -36,7 +36,9 @@
 //! Modules kept in `tests/tests/fuzz_warp/*.py` run first, with the
 //! launches of the `.case` beside them and random ones: a failure is kept
 //! by copying its `fail-<hash>.py` and `.case` there (as `<name>.py` and
-//! `<name>.case`).
+//! `<name>.case`; a `.case` line `unproven kernel=NAME` says the proof must
+//! not prove that kernel). The modules of `../shared/attacks/warp/` are kept
+//! there as `attack_*.py`.
 //!
 //! Environment: `FUZZ_SEED` (default 1), `FUZZ_WARP_MODULES` (generated
 //! modules; default 8 in release, 1 in a debug build), `FUZZ_WARP_KERNELS`
@@ -357,6 +359,9 @@ struct Module {
     text: String,
     generated: Vec<GenKernel>,
     kept: Vec<Kept>,
+    /// Kernels of a kept module that must not be proven (`unproven
+    /// kernel=NAME` lines of its `.case`).
+    must_be_unproven: Vec<String>,
     origin: String,
 }
 
@@ -378,8 +383,13 @@ fn regressions() -> Vec<Module> {
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_default();
             let text = std::fs::read_to_string(&p).expect("a kept module");
-            let kept = std::fs::read_to_string(p.with_extension("case"))
-                .unwrap_or_default()
+            let case = std::fs::read_to_string(p.with_extension("case")).unwrap_or_default();
+            let must_be_unproven = case
+                .lines()
+                .filter_map(|l| l.strip_prefix("unproven kernel="))
+                .map(|k| k.trim().to_string())
+                .collect();
+            let kept = case
                 .lines()
                 .filter(|l| l.starts_with("launch "))
                 .map(|l| Kept::parse(l).unwrap_or_else(|| panic!("{}: bad line {l}", p.display())))
@@ -392,6 +402,7 @@ fn regressions() -> Vec<Module> {
                 text,
                 generated: Vec::new(),
                 kept,
+                must_be_unproven,
                 origin: p.display().to_string(),
             }
         })
@@ -451,6 +462,7 @@ impl Fuzzer {
                 text: g.text,
                 generated: g.kernels,
                 kept: Vec::new(),
+                must_be_unproven: Vec::new(),
                 origin: "generated".into(),
             });
         }
@@ -561,13 +573,25 @@ impl Fuzzer {
                 .map(|k| GenKernel {
                     name: k.key.clone(),
                     tid: k.dim,
-                    params: k
-                        .params
-                        .iter()
-                        .map(|(n, p)| (n.clone(), kept_kind(p)))
-                        .collect(),
+                    params: {
+                        // Arrays have the axes of the first kept launch's.
+                        let first = m.kept.iter().find(|l| l.kernel == k.key);
+                        k.params
+                            .iter()
+                            .enumerate()
+                            .map(|(j, (n, p))| {
+                                let mut kind = kept_kind(p);
+                                if let (PKind::Arr { ndim, .. }, Some(HostArg::Array(l))) =
+                                    (&mut kind, first.and_then(|f| f.args.get(j)))
+                                {
+                                    *ndim = l.shape.len().clamp(1, 4);
+                                }
+                                (n.clone(), kind)
+                            })
+                            .collect()
+                    },
                     family: "kept",
-                    must_be_unproven: false,
+                    must_be_unproven: m.must_be_unproven.contains(&k.key),
                 })
                 .collect()
         } else {

@@ -197,7 +197,9 @@ impl K<'_> {
     /// An index of axis `axis` of array `x` (its coordinate is `v`).
     fn index(&mut self, v: &str, x: &str, axis: usize) -> String {
         let c = self.small();
-        match self.rng.below(14) {
+        match self.rng.below(16) {
+            14 => "-1".to_string(),
+            15 => format!("{v} - {x}.shape[{axis}]"),
             0..=5 => v.to_string(),
             6 => format!("{v} + {c}"),
             7 => format!("{v} - {c}"),
@@ -212,7 +214,8 @@ impl K<'_> {
     /// A guard on coordinate `v` against array `x`'s axis `axis`, or none.
     fn guard(&mut self, v: &str, x: &str, axis: usize) -> Option<String> {
         let c = self.small();
-        Some(match self.rng.below(9) {
+        Some(match self.rng.below(10) {
+            9 => format!("if {v} >= {c}:"),
             0 | 1 => return None,
             2 => format!("if {v} < {x}.shape[{axis}]:"),
             3 => format!("if {v} <= {x}.shape[{axis}]:"),
@@ -382,6 +385,8 @@ fn kernel(rng: &mut Rng, family: &'static str, name: &str) -> Built {
             }
             if family == "dims" && k.chance(2) {
                 ia.swap(0, 1);
+            } else if family == "dims" && k.chance(3) {
+                ia[1] = ia[0].clone();
             }
             let read = dt_a.to_float(&format!("a[{}]", ia.join(", ")));
             let val = dt_b.from_float(&format!("{read} + 1.0"));
@@ -391,8 +396,10 @@ fn kernel(rng: &mut Rng, family: &'static str, name: &str) -> Built {
             let nd = 1 + k.rng.below(3);
             k.arr("a", nd, Dt::F32);
             k.arr("b", 1, Dt::I32);
+            k.params.push(("n".into(), PKind::Int));
             let c = k.rng.below(4);
-            let e = match k.rng.below(4) {
+            let e = match k.rng.below(5) {
+                4 => "a.shape[n]".into(),
                 0 => format!("a.shape[{c}]"),
                 1 => "a.shape[i % 4]".into(),
                 2 => "a.shape[i % 5]".into(),
@@ -408,6 +415,7 @@ fn kernel(rng: &mut Rng, family: &'static str, name: &str) -> Built {
         "vec" => {
             k.arr("a", tid, Dt::F32);
             k.arr("b", tid, Dt::F32);
+            k.params.push(("n".into(), PKind::Int));
             let idx: Vec<String> = vars.iter().take(tid).map(|s| s.to_string()).collect();
             let at = idx.join(", ");
             let (ctor, len) = match k.rng.below(3) {
@@ -418,7 +426,9 @@ fn kernel(rng: &mut Rng, family: &'static str, name: &str) -> Built {
             k.line(0, format!("v = {ctor}"));
             let comp = |k: &mut K, len: usize| -> String {
                 let c = k.rng.below(len);
-                match k.rng.below(6) {
+                match k.rng.below(8) {
+                    6 => "n".into(),
+                    7 => format!("n % {len}"),
                     0 => c.to_string(),
                     1 => format!("i % {len}"),
                     2 => format!("i % {}", len + 1),
@@ -442,13 +452,15 @@ fn kernel(rng: &mut Rng, family: &'static str, name: &str) -> Built {
         "mat" => {
             k.arr("a", tid, Dt::F32);
             k.arr("b", tid, Dt::F32);
+            k.params.push(("n".into(), PKind::Int));
             let at = vars[..tid].join(", ");
             k.line(
                 0,
                 "m = wp.mat33(1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0)",
             );
             let second = if tid > 1 { "j" } else { "i" };
-            let r = match k.rng.below(4) {
+            let r = match k.rng.below(5) {
+                4 => "n".to_string(),
                 0 => "i % 3".to_string(),
                 1 => "i % 4".to_string(),
                 2 => k.rng.below(3).to_string(),
@@ -469,10 +481,12 @@ fn kernel(rng: &mut Rng, family: &'static str, name: &str) -> Built {
         "fixed" => {
             k.arr("a", tid, Dt::F32);
             k.arr("b", tid, Dt::F32);
+            k.params.push(("n".into(), PKind::Int));
             let at = vars[..tid].join(", ");
             let n = [1, 3, 4][k.rng.below(3)];
             k.line(0, format!("arr = wp.zeros(shape=({n},), dtype=float)"));
-            let w = match k.rng.below(4) {
+            let w = match k.rng.below(5) {
+                4 => "n".to_string(),
                 0 => format!("i % {n}"),
                 1 => format!("i % {}", n + 1),
                 2 => k.rng.below(n).to_string(),
