@@ -63,6 +63,7 @@ use std::time::Instant;
 use engine::Rng;
 use generate::{FAMILIES, GenKernel, Generator, PKind};
 use host::{DriverKernel, HostArg, HostCase, Layout, Outcome};
+use warp_launch::build::fuzzing::HostSources;
 use warp_launch::fuzzing::{WarpArg, WarpParam, WarpProof, WarpWeaken};
 
 /// Generated modules in a default run.
@@ -449,15 +450,14 @@ impl Fuzzer {
     fn run(mut self) -> Run {
         let _ = std::fs::create_dir_all(&self.cfg.out);
         let _ = std::fs::remove_file(self.cfg.out.join("failures.txt"));
+        let mut modules = Vec::new();
         if self.cfg.regressions {
-            for m in regressions() {
-                self.module(m);
-            }
+            modules.extend(regressions());
         }
         let mut generator = Generator::new(self.cfg.only);
         for _ in 0..self.cfg.modules {
             let g = generator.module(&mut self.rng, self.cfg.kernels, self.cfg.seed);
-            self.module(Module {
+            modules.push(Module {
                 name: g.name,
                 text: g.text,
                 generated: g.kernels,
@@ -466,6 +466,28 @@ impl Fuzzer {
                 origin: "generated".into(),
             });
         }
+        // Warp compiles the next module (Python, one core) while this one's
+        // driver is built and run (g++, the other).
+        let work = self.cfg.out.join("work");
+        let jobs: Vec<(String, String)> = modules
+            .iter()
+            .map(|m| (m.name.clone(), m.text.clone()))
+            .collect();
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let compiler = std::thread::spawn(move || {
+            for (name, text) in jobs {
+                if tx.send(compile(&work, &name, &text)).is_err() {
+                    break;
+                }
+            }
+        });
+        for m in modules {
+            let compiled = rx
+                .recv()
+                .unwrap_or_else(|_| Err("the compile thread stopped".into()));
+            self.module(m, compiled);
+        }
+        let _ = compiler.join();
         if !self.failures.is_empty() {
             let all = self.cfg.out.join("failures.txt");
             let _ = std::fs::write(&all, self.failures.join("\n\n========\n\n"));
@@ -498,19 +520,10 @@ impl Fuzzer {
         }
     }
 
-    fn module(&mut self, m: Module) {
+    fn module(&mut self, m: Module, compiled: Result<(PathBuf, HostSources), String>) {
         self.stats.modules += 1;
-        let work = self.cfg.out.join("work").join(&m.name);
-        let _ = std::fs::remove_dir_all(&work);
-        let _ = std::fs::create_dir_all(&work);
-        let py = work.join(format!("{}.py", m.name));
-        if let Err(e) = std::fs::write(&py, &m.text) {
-            self.failures.push(format!("{}: {e}", py.display()));
-            return;
-        }
-        let out = work.join("out");
-        let sources = match warp_launch::build::fuzzing::compile_for_host(&py, &out, ARCH) {
-            Ok(s) => s,
+        let (out, sources) = match compiled {
+            Ok(c) => c,
             Err(e) => {
                 self.fail(
                     &m.text,
@@ -757,6 +770,20 @@ impl Fuzzer {
             }
         }
     }
+}
+
+/// Writes module `name` under `work/<name>/` and compiles it there with
+/// warp-build's compile step: the output directory and what it wrote.
+fn compile(work: &Path, name: &str, text: &str) -> Result<(PathBuf, HostSources), String> {
+    let dir = work.join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let py = dir.join(format!("{name}.py"));
+    std::fs::write(&py, text).map_err(|e| format!("{}: {e}", py.display()))?;
+    let out = dir.join("out");
+    warp_launch::build::fuzzing::compile_for_host(&py, &out, ARCH)
+        .map(|s| (out, s))
+        .map_err(|e| e.to_string())
 }
 
 /// A kept module's parameter as the launch generator needs it (from the

@@ -96,6 +96,8 @@ pub const FAMILIES: &[&str] = &[
     "modulo",
     "shape",
     "dims",
+    "coords",
+    "coords",
     "vec",
     "mat",
     "fixed",
@@ -194,6 +196,34 @@ impl K<'_> {
         };
         self.line(0, t);
     }
+    /// `wp.tid()` unpacked in a random order (`j, i = wp.tid()`).
+    fn permuted_tid_line(&mut self) {
+        let mut vars: Vec<&str> = ["i", "j", "k"][..self.tid].to_vec();
+        for n in (1..vars.len()).rev() {
+            let m = self.rng.below(n + 1);
+            vars.swap(n, m);
+        }
+        let t = format!("{} = wp.tid()", vars.join(", "));
+        self.line(0, t);
+    }
+    /// An index the proof may prove (a coordinate, a constant, a modulo by
+    /// an extent) with random parts: any coordinate on any axis, constants
+    /// from the end, another array's or axis's extent as divisor.
+    fn coord_index(&mut self, arrays: &[(&str, usize)]) -> String {
+        let vars = &["i", "j", "k"][..self.tid];
+        let v = vars[self.rng.below(vars.len())];
+        let (x, nd) = arrays[self.rng.below(arrays.len())];
+        let axis = self.rng.below(nd);
+        match self.rng.below(12) {
+            0..=4 => v.to_string(),
+            5 => format!("{}", self.rng.below(4)),
+            6 => format!("-{}", 1 + self.rng.below(3)),
+            7 | 8 => format!("{v} % {x}.shape[{axis}]"),
+            9 => format!("{} % {x}.shape[{axis}]", self.rng.below(5)),
+            10 => format!("int(wp.uint32({v}) % wp.uint32({x}.shape[{axis}]))"),
+            _ => "c".to_string(),
+        }
+    }
     /// An index of axis `axis` of array `x` (its coordinate is `v`).
     fn index(&mut self, v: &str, x: &str, axis: usize) -> String {
         let c = self.small();
@@ -241,8 +271,9 @@ impl Generator {
     }
 
     /// A module of `kernels` kernels; of every 8 modules one has a user
-    /// preamble and one native helpers (with fewer kernels: all of them
-    /// must come out unproven); native kernels are only in the latter.
+    /// preamble (fewer kernels, all of which must come out unproven) and
+    /// one native helpers (fewer kernels, half of them calling the helpers:
+    /// those must come out unproven); native kernels are only in the latter.
     pub fn module(&mut self, rng: &mut Rng, kernels: usize, seed: u64) -> GenModule {
         let name = format!("fzw_{seed}_{}", self.modules);
         let preamble = self.modules % 8 == 7;
@@ -275,7 +306,9 @@ impl Generator {
                 continue;
             }
             let mut k = kernel(rng, family, &format!("k{n}"));
-            k.gk.must_be_unproven |= preamble || native;
+            // A kernel that reaches native code (its family says so) or is in a
+            // module with a preamble; others of a native module may be proven.
+            k.gk.must_be_unproven |= preamble;
             let (gk, src) = k.finish();
             text.push_str(&src);
             out.push(gk);
@@ -325,6 +358,7 @@ impl Built {
 fn kernel(rng: &mut Rng, family: &'static str, name: &str) -> Built {
     let tid = match family {
         "dims" | "view" => 2 + rng.below(2),
+        "coords" => 1 + rng.below(3),
         "mat" | "fixed" => 1 + rng.below(2),
         "struct" | "func" | "native" | "native-chain" | "loop" | "shape" => 1,
         _ => 1 + usize::from(rng.below(4) == 0),
@@ -336,7 +370,11 @@ fn kernel(rng: &mut Rng, family: &'static str, name: &str) -> Built {
         tid,
     };
     let vars = ["i", "j", "k"];
-    k.tid_line();
+    if family == "coords" && k.chance(2) {
+        k.permuted_tid_line();
+    } else {
+        k.tid_line();
+    }
     let mut must_be_unproven = false;
     match family {
         "plain" | "offset" | "guard" | "modulo" | "dims" => {
@@ -391,6 +429,35 @@ fn kernel(rng: &mut Rng, family: &'static str, name: &str) -> Built {
             let read = dt_a.to_float(&format!("a[{}]", ia.join(", ")));
             let val = dt_b.from_float(&format!("{read} + 1.0"));
             k.line(depth, format!("b[{}] = {val}", ib.join(", ")));
+        }
+        "coords" => {
+            let nd_a = if k.chance(3) { 1 + k.rng.below(3) } else { tid };
+            let nd_b = if k.chance(3) { 1 + k.rng.below(3) } else { tid };
+            let dt = [Dt::F32, Dt::V3][k.rng.below(2)];
+            k.arr("a", nd_a, dt);
+            k.arr("b", nd_b, Dt::F32);
+            let held = k.chance(4);
+            if held {
+                k.params.push(("s".into(), PKind::Struct));
+            }
+            let arrays: Vec<(&str, usize)> = if held {
+                vec![("a", nd_a), ("b", nd_b), ("s.a", 1), ("s.b", 1)]
+            } else {
+                vec![("a", nd_a), ("b", nd_b)]
+            };
+            // `c`: a copy of a coordinate.
+            let v = ["i", "j", "k"][k.rng.below(tid)];
+            k.line(0, format!("c = {v}"));
+            let ia: Vec<String> = (0..nd_a).map(|_| k.coord_index(&arrays)).collect();
+            let ib: Vec<String> = (0..nd_b).map(|_| k.coord_index(&arrays)).collect();
+            let read = dt.to_float(&format!("a[{}]", ia.join(", ")));
+            if held {
+                let is: String = k.coord_index(&arrays);
+                let it: String = k.coord_index(&arrays);
+                k.line(0, format!("s.b[{it}] = s.a[{is}] + {read}"));
+            } else {
+                k.line(0, format!("b[{}] = {read}", ib.join(", ")));
+            }
         }
         "shape" => {
             let nd = 1 + k.rng.below(3);
