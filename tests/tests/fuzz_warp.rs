@@ -49,7 +49,6 @@
 //! (warp-build finds or installs it) and g++ with libasan and libubsan.
 
 #[path = "../../xtask/src/fuzz/engine.rs"]
-#[allow(dead_code)]
 mod engine;
 #[path = "fuzz_warp/generate.rs"]
 mod generate;

@@ -29,7 +29,7 @@ impl Dt {
         }
     }
     /// A Warp expression of this type from a float expression.
-    fn from_float(self, e: &str) -> String {
+    fn of_float(self, e: &str) -> String {
         match self {
             Dt::F32 => e.to_string(),
             Dt::I32 => format!("int({e})"),
@@ -385,10 +385,10 @@ fn kernel(rng: &mut Rng, family: &'static str, name: &str) -> Built {
             k.arr("b", nd, dt_b);
             k.params.push(("n".into(), PKind::Int));
             let mut depth = 0;
-            for axis in 0..nd {
+            for (axis, v) in vars.iter().enumerate().take(nd) {
                 let x = if k.chance(2) { "a" } else { "b" };
                 if family != "plain"
-                    && let Some(g) = k.guard(vars[axis], x, axis)
+                    && let Some(g) = k.guard(v, x, axis)
                 {
                     k.line(depth, g);
                     depth += 1;
@@ -427,7 +427,7 @@ fn kernel(rng: &mut Rng, family: &'static str, name: &str) -> Built {
                 ia[1] = ia[0].clone();
             }
             let read = dt_a.to_float(&format!("a[{}]", ia.join(", ")));
-            let val = dt_b.from_float(&format!("{read} + 1.0"));
+            let val = dt_b.of_float(&format!("{read} + 1.0"));
             k.line(depth, format!("b[{}] = {val}", ib.join(", ")));
         }
         "coords" => {

@@ -116,16 +116,16 @@ impl Layout {
             strides[k] = s * m;
             s = strides[k] * shape[k].max(1) as i64;
         }
-        for k in 0..nd {
-            if reversed.get(k).copied().unwrap_or(false) {
-                strides[k] = -strides[k];
+        for (stride, rev) in strides.iter_mut().zip(reversed) {
+            if *rev {
+                *stride = -*stride;
             }
         }
         let empty = shape.contains(&0);
         let (mut lo, mut hi) = (0i64, 0i64);
         if !empty {
-            for k in 0..nd {
-                let span = (shape[k] as i64 - 1) * strides[k];
+            for (&e, &stride) in shape.iter().zip(&strides) {
+                let span = (e as i64 - 1) * stride;
                 if span < 0 {
                     lo += span;
                 } else {
@@ -161,10 +161,9 @@ fn spell_arg(s: &mut String, a: &HostArg) {
         HostArg::Array(l) => {
             let mut e = [0usize; 4];
             let mut st = [0i64; 4];
-            for k in 0..l.shape.len().min(4) {
-                e[k] = l.shape[k];
-                st[k] = l.strides[k];
-            }
+            let n = l.shape.len().min(4);
+            e[..n].copy_from_slice(&l.shape[..n]);
+            st[..n].copy_from_slice(&l.strides[..n]);
             let _ = write!(
                 s,
                 " A {} {} {} {} {} {} {} {} {} {} {} {}",
