@@ -342,7 +342,8 @@ impl WarpModule {
     /// no PTX; the archs given, whatever `WARP_BUILD_ARCHS` says), into the output directory, then warp-build's CPU entry
     /// points (`wp_<module>.cpu.cpp`) and runtime
     /// (`wp_<module>.cpu_runtime.cpp`) written beside Warp's files, not
-    /// compiled. No stamp: every call compiles. For the differential fuzzer
+    /// compiled. No stamp and Warp's kernel cache in the output directory:
+    /// every call compiles. For the differential fuzzer
     /// ([`crate::fuzzing`]).
     pub(crate) fn compile_sources(&self) -> Result<crate::fuzzing::HostSources, BuildError> {
         let source = self.source()?;
@@ -353,17 +354,12 @@ impl WarpModule {
         stamp::remove(&out_dir)?;
         let (exe, origin, chosen) = interpreter(self.python.as_deref());
         let python = python::find(exe, origin, chosen, &out_dir, false)?;
-        let target = python::target_dir(&out_dir);
         let mut options = self.clone();
         options.cpu = true;
-        let summary = run_script(
-            &python,
-            &source,
-            &archs,
-            &options,
-            &out_dir,
-            target.as_deref(),
-        )?;
+        // Warp's kernel cache in the output directory (no target directory
+        // given), not the target directory's shared one: every call compiles
+        // afresh, and many generated modules leave nothing behind there.
+        let summary = run_script(&python, &source, &archs, &options, &out_dir, None)?;
         let warp_cpp = out_dir.join(format!("wp_{module}.cpp"));
         let text = std::fs::read_to_string(&warp_cpp).map_err(io("reading", &warp_cpp))?;
         let kernels = crate::cpu_parse::parse(&text).map_err(|problem| BuildError::CpuSource {

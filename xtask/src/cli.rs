@@ -98,7 +98,7 @@ pub enum Task {
     /// outside an argument's view fails the task (`target/fuzz/warp/fail-*`).
     #[command(allow_negative_numbers = true)]
     Fuzz {
-        /// Seconds per target, from 0 to 86400 (cuda-c: 20 generated texts a second; warp: a module of 24 kernels per 10 s).
+        /// Seconds per target, from 0 to 86400 (cuda-c: 20 generated texts a second; warp: a module of 24 kernels per 5 s).
         #[arg(long, value_name = "N", default_value = "10", value_parser = parse_seconds)]
         seconds: f64,
         /// Fuzz only this target (default: every one).

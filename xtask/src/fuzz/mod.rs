@@ -47,9 +47,10 @@ pub const CUDA_C_TEXTS_PER_SECOND: f64 = 20.0;
 
 /// Seconds of `--seconds` per generated Warp module for `warp`: its test
 /// runs a number of modules, not a time (`FUZZ_WARP_MODULES`, 24 kernels
-/// each); a module's Warp compile, g++ build and launches take about 9 s
-/// on two cores, so a run takes about the time asked, plus the build.
-pub const WARP_SECONDS_PER_MODULE: f64 = 10.0;
+/// each); a module's Warp compile (about 3 s), g++ build and launches
+/// (about 6 s) overlap with the next module's on two cores, about 5 s a
+/// module, so a run takes about the time asked, plus the build.
+pub const WARP_SECONDS_PER_MODULE: f64 = 5.0;
 
 /// The separator between files of one `spec` input.
 const FILE_MARK: &str = "#@@ file ";
