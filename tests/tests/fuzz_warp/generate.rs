@@ -98,6 +98,7 @@ pub const FAMILIES: &[&str] = &[
     "dims",
     "coords",
     "coords",
+    "reassign",
     "vec",
     "mat",
     "fixed",
@@ -359,6 +360,7 @@ fn kernel(rng: &mut Rng, family: &'static str, name: &str) -> Built {
     let tid = match family {
         "dims" | "view" => 2 + rng.below(2),
         "coords" => 1 + rng.below(3),
+        "reassign" => 1 + usize::from(rng.below(3) == 0),
         "mat" | "fixed" => 1 + rng.below(2),
         "struct" | "func" | "native" | "native-chain" | "loop" | "shape" => 1,
         _ => 1 + usize::from(rng.below(4) == 0),
@@ -451,13 +453,61 @@ fn kernel(rng: &mut Rng, family: &'static str, name: &str) -> Built {
             let ia: Vec<String> = (0..nd_a).map(|_| k.coord_index(&arrays)).collect();
             let ib: Vec<String> = (0..nd_b).map(|_| k.coord_index(&arrays)).collect();
             let read = dt.to_float(&format!("a[{}]", ia.join(", ")));
-            if held {
+            let (target, at) = if held {
                 let is: String = k.coord_index(&arrays);
                 let it: String = k.coord_index(&arrays);
-                k.line(0, format!("s.b[{it}] = s.a[{is}] + {read}"));
+                ("s.b", format!("{it}] = s.a[{is}] + {read}"))
             } else {
-                k.line(0, format!("b[{}] = {read}", ib.join(", ")));
+                ("b", format!("{}] = {read}", ib.join(", ")))
+            };
+            let (at, value) = at.split_once("] = ").unwrap_or((&at, "0.0"));
+            match k.rng.below(5) {
+                0 => k.line(0, format!("{target}[{at}] += {value}")),
+                1 => k.line(0, format!("wp.atomic_add({target}, {at}, {value})")),
+                2 => k.line(0, format!("wp.atomic_max({target}, {at}, {value})")),
+                _ => k.line(0, format!("{target}[{at}] = {value}")),
             }
+        }
+        "reassign" => {
+            // A coordinate changed after wp.tid(), then used as an index.
+            k.arr("a", tid, Dt::F32);
+            k.arr("b", tid, Dt::F32);
+            k.params.push(("n".into(), PKind::Int));
+            let c = 1 + k.rng.below(2);
+            match k.rng.below(7) {
+                0 => {
+                    k.line(0, "if n > 1:");
+                    k.line(1, format!("i = i + {c}"));
+                }
+                1 => {
+                    k.line(0, "if n > 1:");
+                    k.line(1, "i = n");
+                    k.line(0, "else:");
+                    k.line(1, "i = i + 0");
+                }
+                2 => {
+                    k.line(0, format!("for q in range({c}):"));
+                    k.line(1, "i = i + 1");
+                }
+                3 => {
+                    k.line(0, "while i < n:");
+                    k.line(1, "i = i + 1");
+                }
+                4 if tid == 1 => k.line(0, "i = wp.tid()"),
+                5 => {
+                    k.line(0, "t = i");
+                    k.line(0, "i = 0");
+                    k.line(0, "i = t");
+                }
+                _ => {
+                    k.line(0, "i = i * 1");
+                }
+            }
+            let at = vars[..tid].join(", ");
+            if tid == 2 && k.chance(2) {
+                k.line(0, "i, j = wp.tid()");
+            }
+            k.line(0, format!("b[{at}] = a[{at}]"));
         }
         "shape" => {
             let nd = 1 + k.rng.below(3);
