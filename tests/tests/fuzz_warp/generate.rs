@@ -215,13 +215,23 @@ impl K<'_> {
         let v = vars[self.rng.below(vars.len())];
         let (x, nd) = arrays[self.rng.below(arrays.len())];
         let axis = self.rng.below(nd);
-        match self.rng.below(12) {
+        let cast = [
+            "wp.uint8",
+            "wp.uint16",
+            "wp.uint32",
+            "wp.uint64",
+            "wp.int64",
+        ][self.rng.below(5)];
+        match self.rng.below(16) {
             0..=4 => v.to_string(),
             5 => format!("{}", self.rng.below(4)),
             6 => format!("-{}", 1 + self.rng.below(3)),
             7 | 8 => format!("{v} % {x}.shape[{axis}]"),
             9 => format!("{} % {x}.shape[{axis}]", self.rng.below(5)),
-            10 => format!("int(wp.uint32({v}) % wp.uint32({x}.shape[{axis}]))"),
+            10 => format!("int({cast}({v}) % {cast}({x}.shape[{axis}]))"),
+            11 => format!("int({cast}(n) % {cast}({x}.shape[{axis}]))"),
+            12 => format!("({v} - 1) % {x}.shape[{axis}]"),
+            13 => format!("n % {x}.shape[{axis}]"),
             _ => "c".to_string(),
         }
     }
@@ -438,6 +448,7 @@ fn kernel(rng: &mut Rng, family: &'static str, name: &str) -> Built {
             let dt = [Dt::F32, Dt::V3][k.rng.below(2)];
             k.arr("a", nd_a, dt);
             k.arr("b", nd_b, Dt::F32);
+            k.params.push(("n".into(), PKind::Int));
             let held = k.chance(4);
             if held {
                 k.params.push(("s".into(), PKind::Struct));
