@@ -111,6 +111,8 @@ mod cpu_shim;
 mod cuda_build;
 mod embed;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 #[cfg(feature = "launchers")]
 mod launchers;
 mod module;

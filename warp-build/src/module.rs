@@ -337,6 +337,57 @@ impl WarpModule {
         Ok(Compiled::from_stamp(out_dir, module, stamp, false))
     }
 
+    /// The compile step without the CPU library: the same Warp compile as
+    /// [`WarpModule::compile`] (its script and request, CPU code included,
+    /// no PTX; the archs given, whatever `WARP_BUILD_ARCHS` says), into the output directory, then warp-build's CPU entry
+    /// points (`wp_<module>.cpu.cpp`) and runtime
+    /// (`wp_<module>.cpu_runtime.cpp`) written beside Warp's files, not
+    /// compiled. No stamp and Warp's kernel cache in the output directory:
+    /// every call compiles. For the differential fuzzer
+    /// ([`crate::fuzzing`]).
+    pub(crate) fn compile_sources(&self) -> Result<crate::fuzzing::HostSources, BuildError> {
+        let source = self.source()?;
+        // The archs given, not `WARP_BUILD_ARCHS`: one cubin is enough here.
+        let archs = self.archs.clone();
+        let module = source.module.clone();
+        let out_dir = self.resolved_out_dir(&module)?;
+        stamp::remove(&out_dir)?;
+        let (exe, origin, chosen) = interpreter(self.python.as_deref());
+        let python = python::find(exe, origin, chosen, &out_dir, false)?;
+        let mut options = self.clone();
+        options.cpu = true;
+        // Warp's kernel cache in the output directory (no target directory
+        // given), not the target directory's shared one: every call compiles
+        // afresh, and many generated modules leave nothing behind there.
+        let summary = run_script(&python, &source, &archs, &options, &out_dir, None)?;
+        let warp_cpp = out_dir.join(format!("wp_{module}.cpp"));
+        let text = std::fs::read_to_string(&warp_cpp).map_err(io("reading", &warp_cpp))?;
+        let kernels = crate::cpu_parse::parse(&text).map_err(|problem| BuildError::CpuSource {
+            module: module.clone(),
+            path: warp_cpp.clone(),
+            problem,
+        })?;
+        let shim = out_dir.join(format!("wp_{module}.cpu.cpp"));
+        std::fs::write(&shim, crate::cpu_shim::generate(&module, &text, &kernels))
+            .map_err(io("writing", &shim))?;
+        let runtime = out_dir.join(format!("wp_{module}.cpu_runtime.cpp"));
+        std::fs::write(&runtime, cpu_library::RUNTIME).map_err(io("writing", &runtime))?;
+        Ok(crate::fuzzing::HostSources {
+            module,
+            dir: out_dir,
+            warp_dir: summary.warp_dir,
+            kernels: kernels
+                .into_iter()
+                .map(|k| crate::fuzzing::HostKernel {
+                    key: k.key,
+                    dim: k.dim,
+                    fields: k.fields,
+                    unsupported: k.unsupported,
+                })
+                .collect(),
+        })
+    }
+
     fn source(&self) -> Result<Source, BuildError> {
         let bad = |problem: String| BuildError::Source {
             path: self.source.clone(),

@@ -82,7 +82,7 @@ pub enum Task {
         )]
         args: Vec<String>,
     },
-    /// Bounded mutation fuzzing (stable Rust) of the spec loader, the image validator and Warp's .cu/.meta readers; differential fuzzing of the CUDA C proof reader.
+    /// Bounded mutation fuzzing (stable Rust) of the spec loader, the image validator and Warp's .cu/.meta readers; differential fuzzing of the CUDA C proof reader and the Warp proof.
     ///
     /// The `spec` target runs in this process; `image`, `warp-cu` and
     /// `warp-meta` in `cargo test --release -p sdk-tests --test fuzz`.
@@ -90,10 +90,15 @@ pub enum Task {
     /// and fail the task. `cuda-c` runs `cargo test --release -p sdk-tests
     /// --test fuzz_cuda_c`: kernels the CUDA C reader proves are compiled by
     /// NVRTC and g++ (AddressSanitizer) and launched on the CPU; an access
-    /// outside an array fails the task (`target/fuzz/cuda-c/fail-*`).
+    /// outside an array fails the task (`target/fuzz/cuda-c/fail-*`). `warp`
+    /// runs `cargo test --release -p sdk-tests --test fuzz_warp`: generated
+    /// Warp modules are compiled by warp-build's compile step (Python with Warp
+    /// 1.19.0), and accepted launches of the kernels the proof proves run Warp's
+    /// CPU code with every access recorded (g++, AddressSanitizer); an access
+    /// outside an argument's view fails the task (`target/fuzz/warp/fail-*`).
     #[command(allow_negative_numbers = true)]
     Fuzz {
-        /// Seconds per target, from 0 to 86400 (cuda-c: 20 generated texts a second).
+        /// Seconds per target, from 0 to 86400 (cuda-c: 20 generated texts a second; warp: a module of 24 kernels per 5 s).
         #[arg(long, value_name = "N", default_value = "10", value_parser = parse_seconds)]
         seconds: f64,
         /// Fuzz only this target (default: every one).
@@ -521,7 +526,7 @@ mod tests {
         let text = error(&["fuzz", "--target", "imag"]).render().to_string();
         assert!(text.contains("similar value exists: 'image'"), "{text}");
         assert!(
-            text.contains("spec, image, warp-cu, warp-meta, cuda-c"),
+            text.contains("spec, image, warp-cu, warp-meta, cuda-c, warp"),
             "{text}"
         );
         let Some(Task::Fuzz { target, .. }) = parse(&["fuzz", "--target", "cuda-c"]).unwrap()
@@ -529,6 +534,29 @@ mod tests {
             panic!()
         };
         assert_eq!(target.as_deref(), Some("cuda-c"));
+        let Some(Task::Fuzz {
+            seconds,
+            target,
+            seed,
+        }) = parse(&[
+            "fuzz",
+            "--target",
+            "warp",
+            "--seconds",
+            "120",
+            "--seed",
+            "1",
+        ])
+        .unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (seconds, target.as_deref(), seed),
+            (120.0, Some("warp"), Some(1))
+        );
+        let text = error(&["fuzz", "--target", "wrp"]).render().to_string();
+        assert!(text.contains("similar value exists: 'warp'"), "{text}");
         assert_eq!(
             error(&["fuzz", "--seed", "-3"]).kind(),
             ErrorKind::ValueValidation

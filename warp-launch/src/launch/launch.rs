@@ -366,6 +366,47 @@ pub(crate) fn check_host(
     Ok(plan)
 }
 
+/// The checks of a safe forward launch of `kernel` on `"cpu"` over `dim`,
+/// without arguments or CPU code: the plan Warp's CPU runs (one block of
+/// one thread at a time, every work item in turn), `cpu_unproven` (the
+/// kernel's CPU verdict, which a loaded module keeps with its CPU code)
+/// refused as such a launch refuses it, then every access rule against
+/// `args` (one entry per parameter: an array's extents, a struct's bytes).
+/// For `warp_launch::fuzzing`, whose Warp kernels run on the host.
+pub(crate) fn check_host_cpu(
+    kernel: &Kernel,
+    dim: &[i64],
+    cpu_unproven: Option<&crate::signature::Unproven>,
+    args: &[Extents<'_>],
+) -> Result<Plan> {
+    let mut opts = Options {
+        device: Device::Cpu,
+        pass: Pass::Forward,
+        block_dim: 1,
+        max_blocks: MaxBlocks::Unlimited,
+        mode: AccessMode::Checked,
+        cooperative: false,
+        unchecked: false,
+        tiled: false,
+    };
+    let plan = Launch::plan_for(kernel, dim, &opts)?;
+    if let Some(u) = cpu_unproven
+        && plan.size > 0
+    {
+        return Err(Error::Unproven(Box::new(UnprovenError {
+            kernel: kernel.name().to_string(),
+            pass: Pass::Forward,
+            unproven: u.clone(),
+        })));
+    }
+    // The rules a CPU launch of compiled CPU code checks: as a CUDA
+    // device's, its CPU verdict handled above.
+    opts.device = Device::Cuda(0);
+    let arg = |i: usize| args.get(i).copied().unwrap_or(Extents::Other);
+    check_access_rules(kernel, &opts, dim, &plan, arg, None)?;
+    Ok(plan)
+}
+
 fn unchecked_setter(kernel: &Kernel, setter: &'static str) -> Error {
     Error::UncheckedSetter {
         kernel: kernel.name().to_string(),

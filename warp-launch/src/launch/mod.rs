@@ -21,5 +21,5 @@ pub use builder::LaunchBuilder;
 pub use domain::{Bounds, Dim, DimError, MaxBlocks, Plan};
 pub use kernel::{Kernel, KernelSpec};
 pub use launch::Launch;
-pub(crate) use launch::check_host;
+pub(crate) use launch::{Extents, check_host, check_host_cpu};
 pub(crate) use prepare::check_context;

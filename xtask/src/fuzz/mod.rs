@@ -15,6 +15,14 @@
 //! against a host build of `warp_launch.h` with AddressSanitizer, by g++, and
 //! launches the safe launch accepts run on the CPU; an address outside an
 //! array is saved as `target/fuzz/cuda-c/fail-*.cu` (and `.case`).
+//!
+//! `warp` is a differential fuzzer of the Warp proof, run by `cargo test
+//! --release -p sdk-tests --test fuzz_warp` (see that file): generated Warp
+//! modules are compiled by warp-build's compile step, and launches the safe
+//! CPU launch accepts for the kernels the proof proves run Warp's generated
+//! CPU code with every array access recorded (AddressSanitizer and UBSan's
+//! strict bounds check on); an access outside an argument's view is saved as
+//! `target/fuzz/warp/fail-*.py` (and `.case`).
 
 pub mod engine;
 
@@ -26,7 +34,7 @@ use crate::codegen;
 use crate::spec::load::load_sources;
 
 /// The targets, in run order.
-pub const TARGETS: &[&str] = &["spec", "image", "warp-cu", "warp-meta", "cuda-c"];
+pub const TARGETS: &[&str] = &["spec", "image", "warp-cu", "warp-meta", "cuda-c", "warp"];
 
 /// The targets run by `cargo test --release -p sdk-tests --test fuzz`.
 const TEST_TARGETS: &[&str] = &["image", "warp-cu", "warp-meta"];
@@ -36,6 +44,13 @@ const TEST_TARGETS: &[&str] = &["image", "warp-cu", "warp-meta"];
 /// release build does on two cores (1200 texts in 40 to 55 s, NVRTC and
 /// g++ included), so a run takes about the time asked, plus the build.
 pub const CUDA_C_TEXTS_PER_SECOND: f64 = 20.0;
+
+/// Seconds of `--seconds` per generated Warp module for `warp`: its test
+/// runs a number of modules, not a time (`FUZZ_WARP_MODULES`, 24 kernels
+/// each); a module's Warp compile (about 3 s), g++ build and launches
+/// (about 6 s) overlap with the next module's on two cores, about 5 s a
+/// module, so a run takes about the time asked, plus the build.
+pub const WARP_SECONDS_PER_MODULE: f64 = 5.0;
 
 /// The separator between files of one `spec` input.
 const FILE_MARK: &str = "#@@ file ";
@@ -118,7 +133,10 @@ pub const SPEC_TOKENS: &[&[u8]] = &[
 /// fuzz`, and `cuda-c` in `cargo test --release -p sdk-tests --test
 /// fuzz_cuda_c` (`FUZZ_CASES` = `seconds` x [`CUDA_C_TEXTS_PER_SECOND`],
 /// `FUZZ_SEED` = `seed`; NVRTC from `CUDA_SYS_NVRTC_LIBRARY`, else the
-/// pinned one `cargo xtask test` uses, fetched on first use).
+/// pinned one `cargo xtask test` uses, fetched on first use), and `warp` in
+/// `cargo test --release -p sdk-tests --test fuzz_warp`
+/// (`FUZZ_WARP_MODULES` = `seconds` / [`WARP_SECONDS_PER_MODULE`], at least
+/// one; `FUZZ_SEED` = `seed`).
 ///
 /// # Errors
 ///
@@ -222,6 +240,32 @@ pub fn run(root: &Path, seconds: f64, target: Option<&str>, seed: u64) -> Result
             .map_err(|e| format!("cannot run cargo test for the cuda-c target: {e}"))?;
         if !status.success() {
             failures.push(format!("cuda-c ({status}; fail-* under cuda-c/)"));
+        }
+    }
+    if wants("warp") {
+        let modules = ((seconds / WARP_SECONDS_PER_MODULE).round() as u64).max(1);
+        println!(
+            "fuzz: cargo test --release -p sdk-tests --test fuzz_warp (warp: {modules} modules for {seconds} s; seed {seed})"
+        );
+        let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .args([
+                "test",
+                "--release",
+                "-p",
+                "sdk-tests",
+                "--test",
+                "fuzz_warp",
+                "--",
+                "--nocapture",
+            ])
+            .env("FUZZ_WARP_MODULES", modules.to_string())
+            .env("FUZZ_SEED", seed.to_string())
+            .env("FUZZ_OUT", &out_dir)
+            .current_dir(root)
+            .status()
+            .map_err(|e| format!("cannot run cargo test for the warp target: {e}"))?;
+        if !status.success() {
+            failures.push(format!("warp ({status}; fail-* under warp/)"));
         }
     }
     if failures.is_empty() {
