@@ -832,8 +832,8 @@ impl Function {
     }
 
     /// Validates and launches with raw parameter pointers: the launch path
-    /// of the crate (besides [`Function::launch_prechecked`], for a
-    /// configuration [`Function::check_config`] checked once), plain or
+    /// of the crate (besides `Function::launch_prechecked`, for a
+    /// configuration checked once by [`crate::DynKernel::check_config`]), plain or
     /// cooperative, with the launch attributes of
     /// `cfg` (cluster, programmatic dependent launch). Checks run cheapest
     /// first: whether the driver captures the stream (one query), the
