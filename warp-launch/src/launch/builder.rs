@@ -379,7 +379,8 @@ impl<'k> LaunchBuilder<'k> {
     /// (most of the builder's cost over the raw launch:
     /// `docs/launch-profile.md`). Every check of [`LaunchBuilder::run`]
     /// runs there, in the same form. `None` for what only the full road
-    /// takes: a CPU launch, an adjoint pass, a block size, a grid cap or a
+    /// takes: a CPU launch, a kernel without CUDA code, a process without a
+    /// CUDA driver, an adjoint pass, a block size, a grid cap or a
     /// cooperative launch asked for, a stream of another device than the
     /// one named, more than [`DIRECT_MAX`] arguments, or a value that does
     /// not convert to its parameter's dtype (the full road's check names
@@ -400,7 +401,13 @@ impl<'k> LaunchBuilder<'k> {
             (None, Some(s)) => Device::from(s.context().device()),
             (None, None) => Device::current(),
         };
-        if device == Device::Cpu {
+        // The full road asks for the device's context before it checks an
+        // argument; without a driver, or for a kernel with no CUDA code, it
+        // names that first, so those launches take it.
+        if device == Device::Cpu
+            || self.kernel.inner.cuda.is_none()
+            || !crate::device::cuda_available()
+        {
             return None;
         }
         let params = self.kernel.params();
