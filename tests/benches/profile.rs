@@ -53,6 +53,38 @@ const ROADS: &[&str] = &[
     "raw_q_is",
 ];
 
+/// The raw driver launch every `raw*` road times: `grid` blocks of 256
+/// threads of `f` on `stream`.
+///
+/// # Safety
+///
+/// `params` holds one pointer per parameter of `f`, each to a live value
+/// of that parameter's type.
+unsafe fn launch_raw(
+    f: cuda_sys::CUfunction,
+    grid: u32,
+    stream: cuda_sys::CUstream,
+    params: *mut *mut c_void,
+) {
+    // SAFETY: the caller's promise.
+    let r = unsafe {
+        cuda_sys::cuLaunchKernel(
+            f,
+            grid,
+            1,
+            1,
+            256,
+            1,
+            1,
+            0,
+            stream,
+            params,
+            std::ptr::null_mut(),
+        )
+    };
+    assert!(r.is_success());
+}
+
 /// Runs `f` in batches for `seconds`, synchronising `stream` after each;
 /// the median microseconds per call of the batches.
 fn run_for(stream: &cuda_api::Stream, seconds: f64, f: &mut dyn FnMut()) -> f64 {
@@ -165,22 +197,7 @@ fn main() {
         let f: Box<dyn FnMut() + '_> = match road {
             // SAFETY: the saxpy forward kernel's parameters (bounds, float,
             // array_t, array_t) at live locals.
-            "raw" => Box::new(|| unsafe {
-                let r = cuda_sys::cuLaunchKernel(
-                    handle,
-                    grid[0],
-                    1,
-                    1,
-                    256,
-                    1,
-                    1,
-                    0,
-                    raw_stream,
-                    pp,
-                    std::ptr::null_mut(),
-                );
-                assert!(r.is_success());
-            }),
+            "raw" => Box::new(|| unsafe { launch_raw(handle, grid[0], raw_stream, pp) }),
             "builder" => Box::new(|| {
                 saxpy
                     .launch(N)
@@ -202,22 +219,7 @@ fn main() {
             }),
             "typed_replay" => Box::new(|| typed_recorded.launch_on(&stream).unwrap()),
             // SAFETY: the CUDA C saxpy's parameters at live locals.
-            "api_raw" => Box::new(|| unsafe {
-                let r = cuda_sys::cuLaunchKernel(
-                    chandle,
-                    1,
-                    1,
-                    1,
-                    256,
-                    1,
-                    1,
-                    0,
-                    raw_stream,
-                    cpp,
-                    std::ptr::null_mut(),
-                );
-                assert!(r.is_success());
-            }),
+            "api_raw" => Box::new(|| unsafe { launch_raw(chandle, 1, raw_stream, cpp) }),
             "api" => Box::new(|| {
                 k.launch(&stream, cfg, (2.0f32, &cx, &mut *cy.borrow_mut(), 0u32))
                     .unwrap()
@@ -316,20 +318,7 @@ fn main() {
                         _ => cuda_sys::cuStreamIsCapturing(raw_stream, &mut st),
                     };
                     assert!(q.is_success());
-                    let r = cuda_sys::cuLaunchKernel(
-                        handle,
-                        grid[0],
-                        1,
-                        1,
-                        256,
-                        1,
-                        1,
-                        0,
-                        raw_stream,
-                        pp,
-                        std::ptr::null_mut(),
-                    );
-                    assert!(r.is_success());
+                    launch_raw(handle, grid[0], raw_stream, pp);
                 }
                 std::hint::black_box((st, id, g, n));
             }),

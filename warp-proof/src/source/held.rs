@@ -321,10 +321,18 @@ mod tests {
 
     /// `held_hist`'s forward body with `from` replaced by `to`.
     fn hist_edited(from: &str, to: &str) -> String {
-        let start = HELD_CU.find("void held_hist_cuda_kernel_forward").unwrap();
+        forward_edited("held_hist", from, to)
+    }
+
+    /// Kernel `name`'s forward body in `HELD_CU` with `from` replaced by
+    /// `to` (its first occurrence there).
+    fn forward_edited(name: &str, from: &str, to: &str) -> String {
+        let start = HELD_CU
+            .find(&format!("void {name}_cuda_kernel_forward"))
+            .unwrap();
         let end = start
             + HELD_CU[start..]
-                .find("void held_hist_cuda_kernel_backward")
+                .find(&format!("void {name}_cuda_kernel_backward"))
                 .unwrap();
         let body = &HELD_CU[start..end];
         assert!(body.contains(from), "{from}");
@@ -387,19 +395,7 @@ mod tests {
 
     /// `scale_pair`'s forward body with `from` replaced by `to`.
     fn edited(from: &str, to: &str) -> String {
-        let start = HELD_CU.find("void scale_pair_cuda_kernel_forward").unwrap();
-        let end = start
-            + HELD_CU[start..]
-                .find("void scale_pair_cuda_kernel_backward")
-                .unwrap();
-        let body = &HELD_CU[start..end];
-        assert!(body.contains(from), "{from}");
-        format!(
-            "{}{}{}",
-            &HELD_CU[..start],
-            body.replacen(from, to, 1),
-            &HELD_CU[end..]
-        )
+        forward_edited("scale_pair", from, to)
     }
 
     #[test]
