@@ -18,7 +18,12 @@
 //! `raw_q_info`, `raw_q_id` and `raw_q_is` are `raw` with that query
 //! before each launch: what asking the driver costs between launches.
 //! Without arguments every road runs for 0.2 s (what the bundle's run
-//! does). The table of where each road's time goes is
+//! does). `profile first [ROUNDS]` times the phases of a first launch of
+//! a fresh kernel, each round on a freshly loaded module: ours
+//! (`module.kernel`, then `launch_args`) and the raw driver's
+//! (`cuLibraryGetKernel`, `cuKernelGetFunction`, the two function
+//! attributes and the parameter queries the SDK asks, `cuLaunchKernel`),
+//! and prints the median microseconds of each phase. The table of where each road's time goes is
 //! `docs/launch-profile.md`.
 //!
 //! Build with `cargo xtask gpu-bundle`; run on a GPU machine.
@@ -108,6 +113,11 @@ fn run_for(stream: &cuda_api::Stream, seconds: f64, f: &mut dyn FnMut()) -> f64 
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_some_and(|a| a == "first") {
+        let rounds = args.get(1).and_then(|r| r.parse().ok()).unwrap_or(51);
+        first_phases(rounds);
+        return;
+    }
     // `profile interleave ROAD...`: the roads in interleaved rounds, each
     // a ratio to the first road's time in the same round.
     let interleave = args.first().is_some_and(|a| a == "interleave");
@@ -374,4 +384,143 @@ fn interleaved(stream: &cuda_api::Stream, fns: &mut [Road<'_>]) -> Vec<(f64, f64
     (0..n)
         .map(|i| (median(times[i].clone()), median(ratios[i].clone())))
         .collect()
+}
+
+/// `profile first ROUNDS`: the phases of a first launch, ours and raw, in
+/// alternating rounds on freshly loaded modules; median microseconds of
+/// each phase.
+fn first_phases(rounds: usize) {
+    let dir = sdk_tests::warp::data_dir().join("aot");
+    let image = std::fs::read(dir.join("wp_kernels.sm90.cubin")).unwrap();
+    let dev = Device::Cuda(0);
+    let ctx = dev.context().unwrap();
+    let stream = cuda_api::Stream::new(&ctx).unwrap();
+    let x = Array::zeros::<f32>(dev, &[N]).unwrap();
+    let y = Array::zeros::<f32>(dev, &[N]).unwrap();
+    let a = 2.0f32;
+    let us = |t: Instant| t.elapsed().as_secs_f64() * 1e6;
+    let names = [
+        "ours module.kernel",
+        "ours launch_args",
+        "ours total",
+        "raw cuLibraryGetKernel",
+        "raw cuKernelGetFunction",
+        "raw 2 attributes",
+        "raw param queries (4 + the refused 5th)",
+        "raw cuLaunchKernel",
+        "raw total",
+        "raw cuLibraryGetKernel + cuLaunchKernel only",
+    ];
+    let mut t = vec![Vec::new(); names.len()];
+    for round in 0..rounds {
+        // SAFETY: a module directory of the bundle's Warp data.
+        let module = unsafe { AotModule::load(&dir) }.unwrap();
+        module.image().unwrap();
+        let t0 = Instant::now();
+        let k = module.kernel("saxpy").unwrap();
+        let t1 = us(t0);
+        let t2 = Instant::now();
+        k.launch_args(
+            Pass::Forward,
+            N,
+            Some(&stream),
+            &[TypedArg::value(&a), (&x).into(), (&y).into()],
+        )
+        .unwrap();
+        let (l, total) = (us(t2), us(t0));
+        stream.synchronize().unwrap();
+        if round > 0 {
+            t[0].push(t1);
+            t[1].push(l);
+            t[2].push(total);
+        }
+        for (phased, slot) in [(true, 3), (false, 9)] {
+            let lib = cuda_api::Library::from_image(&image).unwrap();
+            let mut bounds = LaunchBounds1 {
+                shape: [N as u32],
+                size: N,
+                coord_mult: 1,
+                ..LaunchBounds1::default()
+            };
+            let mut av = a;
+            let (mut xa, mut ya) = (x.abi(), y.abi());
+            let mut params: [*mut c_void; 4] = [
+                (&mut bounds as *mut LaunchBounds1).cast(),
+                (&mut av as *mut f32).cast(),
+                (&mut xa as *mut _ as *mut c_void),
+                (&mut ya as *mut _ as *mut c_void),
+            ];
+            let mut times = [0.0; 6];
+            let start = Instant::now();
+            let mut kernel: cuda_sys::CUkernel = std::ptr::null_mut();
+            // SAFETY: a live library and a NUL-terminated name; the
+            // kernel's function in the current context; its attributes
+            // and parameters; then saxpy's parameters at the live
+            // locals above.
+            unsafe {
+                let s = Instant::now();
+                let r = cuda_sys::cuLibraryGetKernel(
+                    &mut kernel,
+                    lib.raw(),
+                    c"saxpy_cuda_kernel_forward".as_ptr(),
+                );
+                assert!(r.is_success());
+                times[0] = us(s);
+                if phased {
+                    let s = Instant::now();
+                    let mut f: cuda_sys::CUfunction = std::ptr::null_mut();
+                    assert!(cuda_sys::cuKernelGetFunction(&mut f, kernel).is_success());
+                    times[1] = us(s);
+                    let s = Instant::now();
+                    let mut v = 0i32;
+                    for attr in [
+                        cuda_sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+                        cuda_sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    ] {
+                        assert!(cuda_sys::cuFuncGetAttribute(&mut v, attr, f).is_success());
+                    }
+                    times[2] = us(s);
+                    let s = Instant::now();
+                    for i in 0..5 {
+                        let (mut off, mut size) = (0usize, 0usize);
+                        let r = cuda_sys::cuKernelGetParamInfo(kernel, i, &mut off, &mut size);
+                        assert_eq!(r.is_success(), i < 4);
+                    }
+                    times[3] = us(s);
+                }
+                let s = Instant::now();
+                let r = cuda_sys::cuLaunchKernel(
+                    kernel.cast(),
+                    (N as u32).div_ceil(256),
+                    1,
+                    1,
+                    256,
+                    1,
+                    1,
+                    0,
+                    stream.raw(),
+                    params.as_mut_ptr(),
+                    std::ptr::null_mut(),
+                );
+                assert!(r.is_success());
+                times[4] = us(s);
+            }
+            times[5] = us(start);
+            stream.synchronize().unwrap();
+            if round == 0 {
+                continue;
+            }
+            if phased {
+                for (i, v) in times.iter().enumerate() {
+                    t[slot + i].push(*v);
+                }
+            } else {
+                t[slot].push(times[5]);
+            }
+        }
+    }
+    for (name, mut v) in names.iter().zip(t) {
+        v.sort_by(f64::total_cmp);
+        println!("profile first: {name} median {:.2} us", v[v.len() / 2]);
+    }
 }
