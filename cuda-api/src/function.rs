@@ -790,8 +790,27 @@ impl Function {
         cooperative: bool,
     ) -> CudaResult<()> {
         stream.refuse_if_capturing(|| format!("launch of '{}'", self.name))?;
-        let ctx = stream.context();
-        ctx.bind()?;
+        stream.context().bind()?;
+        // SAFETY: the caller's promise for `func`, `cfg` and `params`; the
+        // stream's context is current.
+        unsafe { self.launch_plain(stream, func, cfg, params, cooperative) }
+    }
+
+    /// Queues `func` with a checked configuration without cluster or
+    /// programmatic attributes: plain, or cooperative when `cooperative`.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Function::launch_ex`], with `stream`'s context current.
+    #[inline]
+    unsafe fn launch_plain(
+        &self,
+        stream: &Stream,
+        func: CUfunction,
+        cfg: &LaunchConfig,
+        params: *mut *mut c_void,
+        cooperative: bool,
+    ) -> CudaResult<()> {
         let mut attrs = [CUlaunchAttribute::default()];
         if cooperative {
             attrs[0].id = CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
@@ -872,17 +891,38 @@ impl Function {
     ) -> CudaResult<()> {
         stream.refuse_if_capturing(|| format!("launch of '{}'", self.name))?;
         let ctx = stream.context();
-        self.check_context(ctx)?;
-        ctx.bind()?;
-        let device = ctx.device();
-        let limits = device.limits()?;
+        // The checks of a configuration, as a prepared launch makes them
+        // once (`check_config`): context, extents, limits, cooperative fit.
+        let func = self.check_config(ctx, cfg, cooperative)?;
+        if cfg.cluster.is_none() && !cfg.programmatic {
+            // SAFETY: the configuration was checked for `func`, this
+            // function in the stream's context, which `check_config` made
+            // current; the caller vouches for `params`.
+            return unsafe { self.launch_plain(stream, func, cfg, params, cooperative) };
+        }
+        // SAFETY: the configuration checks above passed; the caller's
+        // promise for `params`.
+        unsafe { self.launch_with_attributes(stream, cfg, params, cooperative) }
+    }
+
+    /// The rest of [`Function::launch_raw`] for a cluster or programmatic
+    /// launch: the launch attributes' own checks, then the launch with
+    /// them.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Function::launch_raw`], after its configuration checks.
+    #[cold]
+    unsafe fn launch_with_attributes(
+        &self,
+        stream: &Stream,
+        cfg: &LaunchConfig,
+        params: *mut *mut c_void,
+        cooperative: bool,
+    ) -> CudaResult<()> {
+        let ctx = stream.context();
+        let limits = ctx.device().limits()?;
         self.with_facts(ctx, |facts| {
-            let blocks = check_shape(&self.name, limits, &facts.limits(), cfg)?;
-            if cooperative {
-                let threads = cfg.block.product().unwrap_or(u64::MAX) as u32;
-                let per_sm = self.occupancy_of(facts, threads, cfg.shared_mem_bytes)?;
-                check_cooperative(&self.name, limits, cfg, blocks, per_sm)?;
-            }
             // One entry point for every kind: cuLaunchKernelEx, with the
             // attributes asked for. On the H200 its raw cost was 0.977x to
             // 0.995x that of cuLaunchCooperativeKernel across runs.

@@ -47,7 +47,9 @@ fn ptx_files(dir: &Path, out: &mut Vec<PathBuf>) {
         let entry = entry.unwrap();
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        if name.starts_with('.') || name == "target" {
+        // Build outputs, not shipped: `target/`, and the GPU bundle that
+        // `cargo xtask gpu-bundle` assembles from them.
+        if name.starts_with('.') || name == "target" || name == "gpu-bundle" {
             continue;
         }
         let path = entry.path();

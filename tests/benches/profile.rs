@@ -17,13 +17,19 @@
 //! (`q_is_capturing`) and `cuCtxGetCurrent` (`q_ctx_current`).
 //! `raw_q_info`, `raw_q_id` and `raw_q_is` are `raw` with that query
 //! before each launch: what asking the driver costs between launches.
+//! `raw_ex` and `api_raw_ex` are `raw` and `api_raw` through
+//! `cuLaunchKernelEx` with no attributes, the entry point the SDK's
+//! launches call.
 //! Without arguments every road runs for 0.2 s (what the bundle's run
 //! does). `profile first [ROUNDS]` times the phases of a first launch of
 //! a fresh kernel, each round on a freshly loaded module: ours
 //! (`module.kernel`, then `launch_args`) and the raw driver's
 //! (`cuLibraryGetKernel`, `cuKernelGetFunction`, the two function
 //! attributes and the parameter queries the SDK asks, `cuLaunchKernel`),
-//! and prints the median microseconds of each phase. The table of where each road's time goes is
+//! and prints the median microseconds of each phase. `profile load
+//! [ROUNDS]` times `AotModule::load` and `AotModule::from_embedded` of the
+//! 64-kernel module without loading its image (no driver call: it runs
+//! without a GPU too). The table of where each road's time goes is
 //! `docs/launch-profile.md`.
 //!
 //! Build with `cargo xtask gpu-bundle`; run on a GPU machine.
@@ -56,6 +62,8 @@ const ROADS: &[&str] = &[
     "raw_q_info",
     "raw_q_id",
     "raw_q_is",
+    "raw_ex",
+    "api_raw_ex",
 ];
 
 /// The raw driver launch every `raw*` road times: `grid` blocks of 256
@@ -90,6 +98,34 @@ unsafe fn launch_raw(
     assert!(r.is_success());
 }
 
+/// [`launch_raw`] through `cuLaunchKernelEx` with no attributes.
+///
+/// # Safety
+///
+/// As for [`launch_raw`].
+unsafe fn launch_raw_ex(
+    f: cuda_sys::CUfunction,
+    grid: u32,
+    stream: cuda_sys::CUstream,
+    params: *mut *mut c_void,
+) {
+    let config = cuda_sys::CUlaunchConfig {
+        gridDimX: grid,
+        gridDimY: 1,
+        gridDimZ: 1,
+        blockDimX: 256,
+        blockDimY: 1,
+        blockDimZ: 1,
+        sharedMemBytes: 0,
+        hStream: stream,
+        attrs: std::ptr::null_mut(),
+        numAttrs: 0,
+    };
+    // SAFETY: the caller's promise; `config` outlives the call.
+    let r = unsafe { cuda_sys::cuLaunchKernelEx(&config, f, params, std::ptr::null_mut()) };
+    assert!(r.is_success());
+}
+
 /// Runs `f` in batches for `seconds`, synchronising `stream` after each;
 /// the median microseconds per call of the batches.
 fn run_for(stream: &cuda_api::Stream, seconds: f64, f: &mut dyn FnMut()) -> f64 {
@@ -113,6 +149,11 @@ fn run_for(stream: &cuda_api::Stream, seconds: f64, f: &mut dyn FnMut()) -> f64 
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_some_and(|a| a == "load") {
+        let rounds = args.get(1).and_then(|r| r.parse().ok()).unwrap_or(51);
+        load_parts(rounds);
+        return;
+    }
     if args.first().is_some_and(|a| a == "first") {
         let rounds = args.get(1).and_then(|r| r.parse().ok()).unwrap_or(51);
         first_phases(rounds);
@@ -332,6 +373,10 @@ fn main() {
                 }
                 std::hint::black_box((st, id, g, n));
             }),
+            // SAFETY: as for `raw` and `api_raw`.
+            "raw_ex" => Box::new(|| unsafe { launch_raw_ex(handle, grid[0], raw_stream, pp) }),
+            // SAFETY: as for `api_raw`.
+            "api_raw_ex" => Box::new(|| unsafe { launch_raw_ex(chandle, 1, raw_stream, cpp) }),
             _ => unreachable!("checked above"),
         };
         fns.push((road, f));
@@ -523,4 +568,41 @@ fn first_phases(rounds: usize) {
         v.sort_by(f64::total_cmp);
         println!("profile first: {name} median {:.2} us", v[v.len() / 2]);
     }
+}
+
+/// `profile load ROUNDS`: median milliseconds of `AotModule::load` and
+/// `AotModule::from_embedded` of `many/` (64 kernels), the image left
+/// unloaded.
+fn load_parts(rounds: usize) {
+    use warp_launch::{EmbeddedImage, EmbeddedModule};
+    let dir = sdk_tests::warp::data_dir().join("many");
+    let read = |ext: &str| std::fs::read(dir.join(format!("wp_many.{ext}"))).unwrap();
+    let text = |ext: &str| -> &'static str { String::from_utf8(read(ext)).unwrap().leak() };
+    let images: &'static [EmbeddedImage] = vec![EmbeddedImage {
+        file: "wp_many.sm90.cubin",
+        bytes: read("sm90.cubin").leak(),
+    }]
+    .leak();
+    // SAFETY: the files of many/, one Warp compile (tests/warp/build.py).
+    let embedded = unsafe { EmbeddedModule::new("many", text("cu"), text("meta"), images, None) };
+    let (mut loads, mut embeds) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let t = Instant::now();
+        // SAFETY: many/ is one Warp compile (tests/warp/build.py build_many).
+        let m = unsafe { AotModule::load(&dir) }.expect("many/ (tests/warp/build.py build_many)");
+        loads.push(t.elapsed().as_secs_f64() * 1e3);
+        drop(m);
+        let t = Instant::now();
+        let m = AotModule::from_embedded(&embedded).unwrap();
+        embeds.push(t.elapsed().as_secs_f64() * 1e3);
+        drop(m);
+    }
+    for v in [&mut loads, &mut embeds] {
+        v.sort_by(f64::total_cmp);
+    }
+    println!(
+        "profile load: AotModule::load of 64 kernels median {:.3} ms, from_embedded {:.3} ms (image not loaded)",
+        loads[loads.len() / 2],
+        embeds[embeds.len() / 2]
+    );
 }

@@ -285,6 +285,12 @@ impl<'a> StructRef<'a> {
     pub(crate) fn held(&self) -> &'a [HeldArray] {
         self.arrays
     }
+
+    /// Whether its maker vouched for the addresses in its bytes
+    /// ([`StructValue::from_bytes`]).
+    pub(crate) fn vouched(&self) -> bool {
+        self.vouched
+    }
 }
 
 impl<'a> From<&'a StructValue> for StructRef<'a> {

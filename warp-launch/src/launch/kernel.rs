@@ -960,6 +960,20 @@ impl Kernel {
         matches!(self.inner.cpu, Some(crate::cpu::CpuKernel::Native(_)))
     }
 
+    /// Whether an access rule of `pass` reads an array's extents out of
+    /// the struct bytes of launch slot `slot` (a parameter's, or in the
+    /// adjoint pass an adjoint's at the parameter count plus its index);
+    /// `true` for unproven rules, which a memo must not reason about.
+    pub(crate) fn rules_read_struct(&self, pass: Pass, slot: usize) -> bool {
+        let n = self.params().len();
+        match &self.inner.rules[pass.index()] {
+            Rules::Checked(rules) => rules
+                .iter()
+                .any(|r| r.held.is_some() && (r.index == slot || n + r.index == slot)),
+            Rules::Unproven(_) => true,
+        }
+    }
+
     /// Why the kernel's compiled CPU code is unproven (from the compile
     /// step's facts), when it is.
     pub(crate) fn cpu_unproven(&self) -> Option<&Unproven> {

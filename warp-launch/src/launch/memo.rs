@@ -12,7 +12,10 @@
 //! dtype, dimensions, shape, strides, device and gradient. So is the
 //! argument's `array_t`. [`ArrayKey`] records those facts; an argument that
 //! matches its key was already checked and its bytes are already in the
-//! block. Scalars and structs are checked and written on every launch.
+//! block. Scalars are written on every launch, their sizes compared. So
+//! are by-value structs that hold no arrays: their name, size and
+//! whether their maker vouched for them are compared, and their bytes too
+//! when an access rule reads an array's extents out of them.
 //!
 //! The key holds a [`Weak`] reference to the storage: it keeps only the
 //! storage's reference-count header alive (never its memory), so no other
@@ -100,6 +103,29 @@ pub(crate) enum Slot {
     Value(usize),
     /// Warp's `None` for an array: a null `array_t` in the block.
     Null,
+    /// A by-value struct holding no arrays (written every launch).
+    Struct(StructKey),
+}
+
+/// The facts a by-value struct argument's checks depend on: its name and
+/// size (matched against the parameter's struct), whether it was vouched
+/// for, and its bytes when the kernel's access rules read extents out of
+/// them (an array field's `array_t`).
+pub(crate) struct StructKey {
+    name: Box<str>,
+    len: usize,
+    vouched: bool,
+    bytes: Option<Box<[u8]>>,
+}
+
+impl StructKey {
+    fn matches(&self, s: &super::bind::StructRef<'_>) -> bool {
+        s.held().is_empty()
+            && s.bytes().len() == self.len
+            && s.vouched() == self.vouched
+            && *s.name() == *self.name
+            && self.bytes.as_deref().is_none_or(|b| b == s.bytes())
+    }
 }
 
 /// A positional launch that passed every check and was queued.
@@ -123,25 +149,33 @@ pub(crate) struct Memo {
 
 impl Memo {
     /// The memo of a launch `q` that passed every check, its slots kept in
-    /// `slots` (emptied first). Launches with a struct argument are not
-    /// remembered (their check compares names and runs every launch
-    /// anyway): `Err` gives the slots back.
+    /// `slots` (emptied first). `rules_read(i)` says whether an access
+    /// rule reads extents out of argument `i`'s struct bytes. Launches
+    /// with a struct argument holding arrays are not remembered: `Err`
+    /// gives the slots back.
     pub(crate) fn of(
         q: &Query<'_, '_>,
         cfg: LaunchConfig,
         checked: Option<CheckedConfig>,
         mut slots: Vec<Slot>,
+        rules_read: impl Fn(usize) -> bool,
     ) -> Result<Memo, Vec<Slot>> {
         use super::bind::TypedArg;
         slots.clear();
         if q.dim.len() > domain::MAX_DIMS {
             return Err(slots);
         }
-        for a in q.args {
+        for (i, a) in q.args.iter().enumerate() {
             match a {
                 TypedArg::Array(a) => slots.push(Slot::Array(ArrayKey::of(a))),
                 TypedArg::Null => slots.push(Slot::Null),
                 TypedArg::Value(b) => slots.push(Slot::Value(b.len())),
+                TypedArg::Struct(s) if s.held().is_empty() => slots.push(Slot::Struct(StructKey {
+                    name: s.name().into(),
+                    len: s.bytes().len(),
+                    vouched: s.vouched(),
+                    bytes: rules_read(i).then(|| s.bytes().into()),
+                })),
                 TypedArg::Struct(_) => {
                     slots.clear();
                     return Err(slots);
@@ -185,6 +219,7 @@ impl Memo {
             (Slot::Array(k), TypedArg::Array(a)) => k.matches(a),
             (Slot::Null, TypedArg::Null) => true,
             (Slot::Value(n), TypedArg::Value(b)) => b.len() == *n,
+            (Slot::Struct(k), TypedArg::Struct(s)) => k.matches(s),
             _ => false,
         })
     }
@@ -281,16 +316,17 @@ impl TypedBlock {
     }
 
     /// Remembers a launch that passed every check and was queued with the
-    /// launch shape `cfg`.
+    /// launch shape `cfg` (`rules_read` as for [`Memo::of`]).
     pub(crate) fn remember(
         &mut self,
         q: &Query<'_, '_>,
         cfg: LaunchConfig,
         checked: Option<CheckedConfig>,
+        rules_read: impl Fn(usize) -> bool,
     ) {
         self.forget();
         let slots = std::mem::take(&mut self.spare_slots);
-        match Memo::of(q, cfg, checked, slots) {
+        match Memo::of(q, cfg, checked, slots, rules_read) {
             Ok(m) => self.memo = Some(m),
             Err(slots) => self.spare_slots = slots,
         }
@@ -319,7 +355,7 @@ mod tests {
     }
 
     fn memo(q: &Query<'_, '_>) -> Memo {
-        match Memo::of(q, cfg(), None, Vec::new()) {
+        match Memo::of(q, cfg(), None, Vec::new(), |_| false) {
             Ok(m) => m,
             Err(_) => panic!("a launch of arrays and values is remembered"),
         }
@@ -438,12 +474,74 @@ mod tests {
     }
 
     #[test]
-    fn struct_arguments_are_not_remembered() -> crate::Result<()> {
+    fn by_value_structs_are_remembered_by_name_size_and_voucher() -> crate::Result<()> {
         let x = Array::zeros::<f32>("cpu", &[8])?;
         // SAFETY: the bytes are only compared, never launched.
         let s = unsafe { crate::StructValue::from_bytes("Params", &[0u8; 4]) };
         let args = [(&x).into(), (&s).into()];
-        assert!(Memo::of(&query(&[8], &args), cfg(), None, Vec::new()).is_err());
+        let m = match Memo::of(&query(&[8], &args), cfg(), None, Vec::new(), |_| false) {
+            Ok(m) => m,
+            Err(_) => panic!("a struct without arrays is remembered"),
+        };
+        // Other bytes of the same struct match: no rule reads them.
+        // SAFETY: as above.
+        let other = unsafe { crate::StructValue::from_bytes("Params", &[7u8; 4]) };
+        assert!(m.matches(&query(&[8], &[(&x).into(), (&other).into()])));
+        // Another name, another size, or not vouched for: checked again.
+        // SAFETY: as above.
+        let renamed = unsafe { crate::StructValue::from_bytes("Other", &[0u8; 4]) };
+        assert!(!m.matches(&query(&[8], &[(&x).into(), (&renamed).into()])));
+        // SAFETY: as above.
+        let longer = unsafe { crate::StructValue::from_bytes("Params", &[0u8; 8]) };
+        assert!(!m.matches(&query(&[8], &[(&x).into(), (&longer).into()])));
+        let st = Arc::new(crate::signature::StructType::new(
+            "Params",
+            vec![(
+                "v".into(),
+                crate::signature::ParamKind::Value(DType::FLOAT32),
+            )],
+        ));
+        let plain = crate::StructValue::with_arrays(&st, vec![0; 4], Vec::new())?;
+        assert!(!m.matches(&query(&[8], &[(&x).into(), (&plain).into()])));
+        // A value in place of the struct: checked again.
+        let v = [0u8; 4];
+        assert!(!m.matches(&query(&[8], &[(&x).into(), TypedArg::Value(&v)])));
+        Ok(())
+    }
+
+    #[test]
+    fn struct_bytes_an_access_rule_reads_must_be_the_same() -> crate::Result<()> {
+        let x = Array::zeros::<f32>("cpu", &[8])?;
+        // SAFETY: the bytes are only compared, never launched.
+        let s = unsafe { crate::StructValue::from_bytes("Params", &[1u8; 4]) };
+        let args = [(&x).into(), (&s).into()];
+        let m = match Memo::of(&query(&[8], &args), cfg(), None, Vec::new(), |i| i == 1) {
+            Ok(m) => m,
+            Err(_) => panic!("a struct without arrays is remembered"),
+        };
+        assert!(m.matches(&query(&[8], &args)));
+        // SAFETY: as above.
+        let other = unsafe { crate::StructValue::from_bytes("Params", &[2u8; 4]) };
+        assert!(!m.matches(&query(&[8], &[(&x).into(), (&other).into()])));
+        Ok(())
+    }
+
+    #[test]
+    fn structs_holding_arrays_are_not_remembered() -> crate::Result<()> {
+        let x = Array::zeros::<f32>("cpu", &[8])?;
+        let st = Arc::new(crate::signature::StructType::new(
+            "Holder",
+            vec![(
+                "data".into(),
+                crate::signature::ParamKind::Array {
+                    dtype: DType::FLOAT32,
+                    ndim: None,
+                },
+            )],
+        ));
+        let s = crate::StructValue::with_arrays(&st, vec![0; st.size], vec![x.clone()])?;
+        let args = [(&x).into(), (&s).into()];
+        assert!(Memo::of(&query(&[8], &args), cfg(), None, Vec::new(), |_| false).is_err());
         Ok(())
     }
 }

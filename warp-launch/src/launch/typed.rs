@@ -613,11 +613,17 @@ impl Kernel {
             };
             if block.remembers(&query) {
                 for (i, arg) in l.args.iter().enumerate() {
-                    if let TypedArg::Value(v) = arg {
-                        // SAFETY: the remembered launch checked a value of
-                        // this size for this parameter (its dtype's size).
-                        unsafe { block.block.set_bytes(i + 1, v) }?;
-                    }
+                    let bytes = match arg {
+                        TypedArg::Value(v) => v,
+                        TypedArg::Struct(s) => s.bytes(),
+                        TypedArg::Array(_) | TypedArg::Null => continue,
+                    };
+                    // SAFETY: the remembered launch checked a value of this
+                    // size for this parameter (its dtype's size), or a
+                    // struct of this name, size and voucher holding no
+                    // arrays, whose bytes the access rules do not read or
+                    // are the same (`memo::StructKey`).
+                    unsafe { block.block.set_bytes(i + 1, bytes) }?;
                 }
                 let _locks = note_uses(self, l.args, stream)?;
                 return match block.checked() {
@@ -669,12 +675,12 @@ impl Kernel {
             // below (their frees wait for the work).
             unsafe { block.block.set_bytes(i + 1, bytes) }?;
         }
+        // The configuration's checks, once: kept with the remembered
+        // launch, they spare the next launches of the same shape.
+        let checked = k.check_config(&ctx, cfg, false)?;
         let locks = note_uses(self, l.args, stream)?;
-        prepare::enqueue(k, stream, cfg, &block.block, false)?;
+        prepare::enqueue_checked(k, stream, &checked, &block.block)?;
         drop(locks);
-        // The configuration passed the launch's checks: checked once more
-        // here, kept, it spares the next launches of the same shape.
-        let checked = k.check_config(&ctx, cfg, false).ok();
         block.remember(
             &Query {
                 dim: l.dim,
@@ -685,7 +691,8 @@ impl Kernel {
                 args: l.args,
             },
             cfg,
-            checked,
+            Some(checked),
+            |i| self.rules_read_struct(l.pass, i),
         );
         Ok(())
     }

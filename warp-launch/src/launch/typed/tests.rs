@@ -924,6 +924,7 @@ fn host_work_of_builder_and_positional_launches() {
         cuda_api::LaunchConfig::new((1, 1, 1), (256, 1, 1)),
         None,
         Vec::new(),
+        |_| false,
     )
     .ok()
     .unwrap();
