@@ -69,6 +69,7 @@
 
 mod abi;
 mod declare;
+mod hash;
 #[cfg(feature = "launchers")]
 mod launchers;
 mod signature;

@@ -38,10 +38,10 @@ impl DType {
         /// dtype, made once: a module's declarations look dtypes up once
         /// per parameter and local (`docs/launch-profile.md`). The first
         /// dtype of a spelling wins, as the table's order decided before.
-        static BY_CPP: std::sync::OnceLock<std::collections::HashMap<String, &'static DType>> =
+        static BY_CPP: std::sync::OnceLock<crate::hash::HashMap<String, &'static DType>> =
             std::sync::OnceLock::new();
         let table = BY_CPP.get_or_init(|| {
-            let mut m = std::collections::HashMap::new();
+            let mut m = crate::hash::HashMap::default();
             for d in DTYPES.iter() {
                 for name in std::iter::once(&d.cpp).chain(d.aliases.iter()) {
                     m.entry(squeeze(name)).or_insert(d);

@@ -2,7 +2,7 @@
 //! (each resolved once), the Python signatures Warp copies into the source,
 //! the kernels' lines and the compiled block size.
 
-use std::collections::HashMap;
+use crate::hash::HashMap;
 use std::sync::Arc;
 
 use crate::abi::DType;
@@ -27,11 +27,11 @@ pub(crate) struct ModuleContext<'a> {
 
 impl<'a> ModuleContext<'a> {
     pub(crate) fn new(text: &'a str, src: &'a Source) -> ModuleContext<'a> {
-        let mut structs = HashMap::new();
+        let mut structs = HashMap::default();
         for s in &src.structs {
             structs.entry(s.name.as_str()).or_insert(s);
         }
-        let mut signatures = HashMap::new();
+        let mut signatures = HashMap::default();
         let mut line_starts = vec![0];
         for (i, b) in text.bytes().enumerate() {
             if b == b'\n' {

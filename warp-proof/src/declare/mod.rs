@@ -8,7 +8,7 @@
 //! `launchers`) renders the same declarations as typed Rust, so a launcher
 //! and a load never disagree about a kernel.
 
-use std::collections::HashMap;
+use crate::hash::HashMap;
 use std::fmt;
 
 use crate::signature::{Accesses, KernelParam, ParamKind, Pass, Unproven};

@@ -6,7 +6,9 @@
 //! same declarations `AotModule::load` makes (`aot::declarations`), so a
 //! module the loader refuses is refused here too, with the same message.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
+
+use crate::hash::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -502,8 +504,8 @@ pub(super) fn build(input: &Input<'_>) -> Result<Model, DeclareError> {
     declared.sort_by(|a, b| a.key.cmp(&b.key));
 
     // Type names: kernels first, then structs, then the module.
-    let mut types: HashSet<String> = HashSet::new();
-    let mut fields: HashSet<String> = HashSet::new();
+    let mut types: HashSet<String> = HashSet::default();
+    let mut fields: HashSet<String> = HashSet::default();
     let mut structs = StructTable::default();
     let mut kernels = Vec::new();
     let mut skipped = Vec::new();
@@ -551,8 +553,8 @@ pub(super) fn build(input: &Input<'_>) -> Result<Model, DeclareError> {
         let no_effects = Effects::default();
         let eff = effects.get(&d.forward).unwrap_or(&no_effects);
 
-        let mut names: HashSet<String> = ["dim", "stream"].map(String::from).into();
-        let mut generics: HashSet<String> = HashSet::new();
+        let mut names: HashSet<String> = ["dim", "stream"].map(String::from).into_iter().collect();
+        let mut generics: HashSet<String> = HashSet::default();
         let mut params = Vec::new();
         let mut skip: Option<String> = None;
         for p in d.decl.params.iter() {
@@ -733,7 +735,7 @@ impl StructTable {
         let ndims = struct_ndims(python, st.key());
         let mut holds_arrays = false;
         let mut fields = Vec::new();
-        let mut names: HashSet<String> = HashSet::new();
+        let mut names: HashSet<String> = HashSet::default();
         let mut pads = 0usize;
         let mut at = 0usize;
         let mut pad =
@@ -753,7 +755,7 @@ impl StructTable {
             names.insert(f.name.clone());
         }
         let mut real = Vec::new();
-        let mut field_names: HashSet<String> = HashSet::new();
+        let mut field_names: HashSet<String> = HashSet::default();
         for f in &st.fields {
             let ty = match &f.kind {
                 ParamKind::Value(d) => FieldTy::Value(d, ValueTy::of(d)),
@@ -901,7 +903,7 @@ mod tests {
 
     #[test]
     fn identifiers_avoid_keywords_and_clashes() {
-        let mut taken: HashSet<String> = ["dim", "stream"].map(String::from).into();
+        let mut taken: HashSet<String> = ["dim", "stream"].map(String::from).into_iter().collect();
         assert_eq!(ident("x", &mut taken).to_string(), "x");
         assert_eq!(ident("type", &mut taken).to_string(), "r#type");
         assert_eq!(ident("gen", &mut taken).to_string(), "r#gen");
@@ -911,7 +913,7 @@ mod tests {
         assert_eq!(ident("X", &mut taken).to_string(), "x_");
         assert_eq!(ident("dX", &mut taken).to_string(), "d_x");
         assert_eq!(ident("A", &mut taken).to_string(), "a");
-        let mut types = HashSet::new();
+        let mut types = HashSet::default();
         assert_eq!(
             type_ident("saxpy", "Kernel", &mut types).to_string(),
             "Saxpy"

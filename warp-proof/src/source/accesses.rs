@@ -1,7 +1,7 @@
 //! How a kernel body indexes its array parameters: the [`Accesses`] a
 //! launch checks, read from the tokens of a Warp-generated body.
 
-use std::collections::{HashMap, HashSet};
+use crate::hash::{HashMap, HashSet};
 
 use super::components::{Components, Functions, first_uncovered, local_types};
 use super::tokens::{Tok, TokKind, UNMATCHED, is_punct, skip_balanced, spell};
@@ -296,7 +296,7 @@ type ArrayParams<'p> = HashMap<&'p str, (&'p str, bool)>;
 /// array type (indexed, fabric) refuses the kernel: `Err` holds its label,
 /// line and the reason.
 fn array_params(params: &[SourceParam]) -> Result<ArrayParams<'_>, (&str, usize, String)> {
-    let mut arrays = HashMap::new();
+    let mut arrays = HashMap::default();
     for p in params {
         if p.cpp_type.starts_with("wp::array_t<") {
             arrays.insert(p.name.as_str(), (p.label(), p.is_adjoint()));
@@ -1257,9 +1257,9 @@ mod tests {
         definitions, index_count, kernel_dim, known_facts, other_uses, scaled_definitions,
         written_names,
     };
+    use crate::hash::HashSet;
     use crate::source::SourceParam;
     use crate::source::tokens::{Tok, match_brackets, tokenize};
-    use std::collections::HashSet;
 
     fn param(name: &str, cpp_type: &str) -> SourceParam {
         SourceParam {
@@ -1301,7 +1301,7 @@ mod tests {
         let params = params();
         let arrays: ArrayParams<'_> = array_params(&params).unwrap();
         let known = known_facts(&body, &close, kernel_dim(&params), &[]);
-        let pointers = std::collections::HashMap::new();
+        let pointers = crate::hash::HashMap::default();
         let scan = Scan {
             body: &body,
             held_pointers: &pointers,
@@ -1366,7 +1366,8 @@ mod tests {
             pos(&body, "var_4", 0),
             pos(&body, "var_1", 1),
         ]
-        .into();
+        .into_iter()
+        .collect();
         assert_eq!(facts.defining, defining);
     }
 
@@ -1397,14 +1398,15 @@ mod tests {
             "var_0 = 1; var_1 += 2; var_2 <<= 1; var_3++; --var_4; f(&var_5); \
              wp::assign(var_6, 1); var_7 == var_8; var_9 <= 1; var_a < var_b;",
         );
-        let written = written_names(&body, &HashSet::new());
+        let written = written_names(&body, &HashSet::default());
         let want: HashSet<&str> = [
             "var_0", "var_1", "var_2", "var_3", "var_4", "var_5", "var_6",
         ]
-        .into();
+        .into_iter()
+        .collect();
         assert_eq!(written, want);
         // The defining `=` of a name is not a write.
-        let written = written_names(&body, &[0].into());
+        let written = written_names(&body, &[0].into_iter().collect());
         assert!(!written.contains("var_0") && written.contains("var_1"));
     }
 

@@ -12,7 +12,7 @@
 //! body is not proven with its arguments: a call of a function that indexes
 //! with a parameter makes the kernel unproven.
 
-use std::collections::HashMap;
+use crate::hash::HashMap;
 
 use super::accesses::{call_args, close_local, code_around, known_facts};
 use super::tokens::{Tok, TokKind, UNMATCHED, is_punct, skip_balanced, spell};
@@ -77,7 +77,7 @@ pub(super) fn local_types<'t>(
     body: &[Tok<'t>],
     params: &[(&'t str, String)],
 ) -> HashMap<&'t str, Option<String>> {
-    let mut types: HashMap<&str, Option<String>> = HashMap::new();
+    let mut types: HashMap<&str, Option<String>> = HashMap::default();
     let mut note = |name: &'t str, ty: String| {
         types
             .entry(name)
@@ -244,7 +244,7 @@ fn component_call(c: &Components<'_, '_>, j: usize) -> Option<String> {
 /// be declared before its call and Warp declares none ahead; a call of
 /// itself is uncovered, and so is a function of a form not read.
 pub(super) fn user_functions<'t>(toks: &[Tok<'t>], close: &[usize]) -> Functions<'t> {
-    let mut functions: Functions<'t> = HashMap::new();
+    let mut functions: Functions<'t> = HashMap::default();
     let mut depth = 0usize;
     let mut i = 0;
     while i < toks.len() {

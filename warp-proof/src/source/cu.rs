@@ -129,6 +129,8 @@ pub fn parse_cu(text: &str, file: &str) -> Result<Source, SourceError> {
         ..Source::default()
     };
     let functions = user_functions(&toks, &close);
+    // The kernels' bodies, analysed after the scan (in parallel).
+    let mut bodies: Vec<Body> = Vec::new();
     // Stack of open braces: true for an `extern "C" {` linkage block, whose
     // contents are still top level; `inner` counts the other (non-linkage)
     // braces on it, so "at top level" is `inner == 0` (constant time).
@@ -182,9 +184,15 @@ pub fn parse_cu(text: &str, file: &str) -> Result<Source, SourceError> {
                 templated = false;
                 continue;
             }
-            let module = (&functions, source.structs.as_slice());
-            match parse_extern_function(&toks, &close, i + 2, module, file)? {
-                Some((kernel, next)) => {
+            match parse_extern_function(&toks, &close, i + 2, file)? {
+                Some((kernel, span, next)) => {
+                    if let Some(span) = span {
+                        bodies.push(Body {
+                            kernel: source.kernels.len(),
+                            span,
+                            structs: source.structs.len(),
+                        });
+                    }
                     source.kernels.push(kernel);
                     i = next;
                 }
@@ -212,19 +220,77 @@ pub fn parse_cu(text: &str, file: &str) -> Result<Source, SourceError> {
             "unbalanced `{` at end of file",
         ));
     }
+    let analysed = analyse_bodies(&toks, &close, &bodies, &source, &functions, file);
+    for (b, accesses) in bodies.iter().zip(analysed) {
+        source.kernels[b.kernel].accesses = accesses;
+    }
     Ok(source)
+}
+
+/// A kernel body waiting for its analysis: the kernel's index in
+/// [`Source::kernels`], the body's token span, and how many structs the
+/// source declared before it (the ones its analysis may see).
+struct Body {
+    kernel: usize,
+    span: (usize, usize),
+    structs: usize,
+}
+
+/// [`analyse_body`] of every body, in order. The analyses are independent
+/// (each reads the tokens, the user functions and the structs before its
+/// kernel), so a module of many kernels spreads them over the available
+/// cores: loading a module of 64 kernels is mostly this analysis.
+fn analyse_bodies(
+    toks: &[Tok<'_>],
+    close: &[usize],
+    bodies: &[Body],
+    source: &Source,
+    functions: &Functions<'_>,
+    file: &str,
+) -> Vec<Accesses> {
+    let one = |b: &Body| {
+        let params = source.kernels[b.kernel].params.as_slice();
+        let module = (functions, &source.structs[..b.structs]);
+        analyse_body(toks, close, b.span, params, module, file)
+    };
+    // Small modules: one thread (a thread's start costs more than a
+    // short kernel's analysis).
+    const PER_THREAD: usize = 8;
+    let threads = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(bodies.len().div_ceil(PER_THREAD));
+    if threads <= 1 {
+        return bodies.iter().map(one).collect();
+    }
+    let chunk = bodies.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = bodies
+            .chunks(chunk)
+            .skip(1)
+            .map(|part| scope.spawn(move || part.iter().map(one).collect::<Vec<_>>()))
+            .collect();
+        let mut out: Vec<Accesses> = bodies[..chunk.min(bodies.len())].iter().map(one).collect();
+        for h in handles {
+            match h.join() {
+                Ok(part) => out.extend(part),
+                // An analysis that panicked panics here, as it would have
+                // on one thread.
+                Err(p) => std::panic::resume_unwind(p),
+            }
+        }
+        out
+    })
 }
 
 /// Parses what follows `extern "C"` at `start`. Returns `None` when it is not
 /// a `__global__` function (so not a CUDA kernel), else the kernel and the
 /// index after its body or `;`.
-fn parse_extern_function<'t>(
-    toks: &[Tok<'t>],
+fn parse_extern_function(
+    toks: &[Tok<'_>],
     close: &[usize],
     start: usize,
-    module: (&Functions<'t>, &[SourceStruct]),
     file: &str,
-) -> Result<Option<(SourceKernel, usize)>, SourceError> {
+) -> Result<Option<(SourceKernel, Option<(usize, usize)>, usize)>, SourceError> {
     let Some(name_idx) = kernel_head(toks, close, start, file)? else {
         return Ok(None);
     };
@@ -242,15 +308,16 @@ fn parse_extern_function<'t>(
     };
     let params = kernel_params(toks, open, close_end, name_tok.text, file)?;
     let head = (close_end, name_tok.text, params.as_slice());
-    let (body, accesses, next) = kernel_body(toks, close, head, module, file)?;
+    let (body, span, next) = kernel_span(toks, close, head, file)?;
     Ok(Some((
         SourceKernel {
             name: name_tok.text.to_owned(),
             params,
             line: name_tok.line,
             body,
-            accesses,
+            accesses: Accesses::default(),
         },
+        span,
         next,
     )))
 }
@@ -359,6 +426,7 @@ fn kernel_params(
 /// The body or `;` of kernel `name` after its parameter list, which ends
 /// just before `close_end`: the body's shape, its accesses, and the index
 /// after it.
+#[cfg(test)]
 fn kernel_body<'t>(
     toks: &[Tok<'t>],
     close: &[usize],
@@ -366,9 +434,25 @@ fn kernel_body<'t>(
     module: (&Functions<'t>, &[SourceStruct]),
     file: &str,
 ) -> Result<(KernelBody, Accesses, usize), SourceError> {
+    let (body, span, next) = kernel_span(toks, close, (close_end, name, params), file)?;
+    let accesses = span.map_or_else(Accesses::default, |span| {
+        analyse_body(toks, close, span, params, module, file)
+    });
+    Ok((body, accesses, next))
+}
+
+/// What follows a kernel's parameter list: its body's shape, the token
+/// span inside its braces (to analyse; `None` for a declaration), and the
+/// index after it.
+fn kernel_span(
+    toks: &[Tok<'_>],
+    close: &[usize],
+    (close_end, name, _): (usize, &str, &[SourceParam]),
+    file: &str,
+) -> Result<(KernelBody, Option<(usize, usize)>, usize), SourceError> {
     match toks.get(close_end) {
         Some(t) if t.kind == TokKind::Punct && t.text == ";" => {
-            Ok((KernelBody::Declaration, Accesses::default(), close_end + 1))
+            Ok((KernelBody::Declaration, None, close_end + 1))
         }
         Some(t) if t.kind == TokKind::Punct && t.text == "{" => {
             let Some(end) = skip_balanced(close, close_end) else {
@@ -379,8 +463,7 @@ fn kernel_body<'t>(
                 ));
             };
             let span = (close_end + 1, end - 1);
-            let accesses = analyse_body(toks, close, span, params, module, file);
-            Ok((classify_body(&toks[close_end..end]), accesses, end))
+            Ok((classify_body(&toks[close_end..end]), Some(span), end))
         }
         other => {
             let line = other.map_or(toks[close_end - 1].line, |t| t.line);
@@ -850,7 +933,7 @@ extern "C" __device__ int helper(int x) { return x; }
                 &t,
                 &close,
                 (close[1] + 1, "k", &[]),
-                (&Functions::new(), &[]),
+                (&Functions::default(), &[]),
                 "h.cu",
             )
             .map(|(b, a, next)| (b, a, next, t.len()))

@@ -4,7 +4,9 @@
 //! and its choice of `launch_tiled` launchers, read from the same tokens as
 //! the access rules. They decide no safety check.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use crate::hash::HashMap;
 
 use super::accesses::call_args;
 use super::tokens::{Tok, TokKind, is_punct, match_brackets, skip_balanced, tokenize};
@@ -110,7 +112,7 @@ pub fn kernel_effects(
         .filter(|(_, k)| k.direction() == Some(Direction::Forward))
         .map(|(i, k)| (k.name.as_str(), i))
         .collect();
-    let mut out = HashMap::new();
+    let mut out = HashMap::default();
     let mut i = 0;
     while i < toks.len() {
         let t = &toks[i];
@@ -160,7 +162,7 @@ fn body_effects(
 ) -> Effects {
     let mut effects = Effects::default();
     // Names holding an element address or a view of an array parameter.
-    let mut derived: HashMap<&str, &str> = HashMap::new();
+    let mut derived: HashMap<&str, &str> = HashMap::default();
     let text_at = |j: usize| toks.get(j).map_or("", |t| t.text);
     let mut note = |label: &str, effect: Effect| {
         let e = effects

@@ -26,7 +26,7 @@
 //!   to the access passes (an access builtin, `.shape`, `.ndim`; anything
 //!   else, a second assignment included, is refused there).
 
-use std::collections::HashMap;
+use crate::hash::HashMap;
 
 use super::modulo::{Chains, Step};
 use super::tokens::{Tok, TokKind};
@@ -144,7 +144,7 @@ fn struct_param<'t>(
     held: &mut Held<'t>,
 ) {
     // Pointers to its fields: position of the pointer's name -> field.
-    let mut pointers: HashMap<&'t str, (usize, &'t str)> = HashMap::new();
+    let mut pointers: HashMap<&'t str, (usize, &'t str)> = HashMap::default();
     for (p, step, pos) in chains.defined() {
         if let Step::FieldOf(s, f) = step
             && s == name

@@ -35,7 +35,7 @@
 //! - the caller checks that the array indexed is the chain's array, a
 //!   forward (`var_`) array parameter.
 
-use std::collections::{HashMap, HashSet};
+use crate::hash::{HashMap, HashSet};
 
 use super::accesses::call_args;
 use super::tokens::{Tok, TokKind, is_punct};

@@ -33,7 +33,7 @@
 //!   kernel with a tile rule runs only over domains that fill whole blocks
 //!   (what `Kernel::launch_tiled` makes); the launch checks it.
 
-use std::collections::HashMap;
+use crate::hash::HashMap;
 
 use super::tokens::{Tok, TokKind, is_punct, spell, split_top_level_commas};
 use crate::signature::AxisIndex;
@@ -58,7 +58,7 @@ pub(super) struct TileDecl {
 /// declared in `body`, with its storage and the dimensions of its first
 /// `tile_shape_t<...>`.
 pub(super) fn tile_declarations<'a>(body: &[Tok<'a>]) -> HashMap<&'a str, TileDecl> {
-    let mut out = HashMap::new();
+    let mut out = HashMap::default();
     for (j, t) in body.iter().enumerate() {
         if t.kind != TokKind::Word || j == 0 || !is_punct(body.get(j - 1), ">") {
             continue;
