@@ -227,12 +227,15 @@ pub fn parse_cu(text: &str, file: &str) -> Result<Source, SourceError> {
     Ok(source)
 }
 
+/// A kernel body's tokens inside its braces: first and last index.
+type Span = (usize, usize);
+
 /// A kernel body waiting for its analysis: the kernel's index in
 /// [`Source::kernels`], the body's token span, and how many structs the
 /// source declared before it (the ones its analysis may see).
 struct Body {
     kernel: usize,
-    span: (usize, usize),
+    span: Span,
     structs: usize,
 }
 
@@ -290,7 +293,7 @@ fn parse_extern_function(
     close: &[usize],
     start: usize,
     file: &str,
-) -> Result<Option<(SourceKernel, Option<(usize, usize)>, usize)>, SourceError> {
+) -> Result<Option<(SourceKernel, Option<Span>, usize)>, SourceError> {
     let Some(name_idx) = kernel_head(toks, close, start, file)? else {
         return Ok(None);
     };
@@ -449,7 +452,7 @@ fn kernel_span(
     close: &[usize],
     (close_end, name, _): (usize, &str, &[SourceParam]),
     file: &str,
-) -> Result<(KernelBody, Option<(usize, usize)>, usize), SourceError> {
+) -> Result<(KernelBody, Option<Span>, usize), SourceError> {
     match toks.get(close_end) {
         Some(t) if t.kind == TokKind::Punct && t.text == ";" => {
             Ok((KernelBody::Declaration, None, close_end + 1))
