@@ -374,6 +374,12 @@ impl<'a> CpuArgs<'a> {
     /// [`Error::NoSuchParam`] for an index past the last parameter.
     pub fn value<T: Element>(&self, index: usize) -> Result<T> {
         match self.arg(index)? {
+            // The declared dtype (what a checked launch passes): its bytes
+            // as they are, no converted copy per call.
+            Arg::Value(v) if std::ptr::eq(v.dtype(), T::DTYPE) => {
+                crate::abi::encode::element_from(v.bytes())
+                    .ok_or_else(|| self.wrong(index, format!("a {} value", T::DTYPE)))
+            }
             Arg::Value(v) => {
                 let v: Value = v.try_convert(T::DTYPE).map_err(|why| {
                     self.wrong_with(
