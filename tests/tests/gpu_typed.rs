@@ -336,6 +336,36 @@ fn adjoints_replays_and_the_tape_through_positional_launches() {
     }
 }
 
+/// Zeroing and filling device memory on a stream plan their memsets on
+/// the stack: no heap allocation per call (the zero + fill + launch
+/// sequence of the stream_ops bench makes two of them). Written in the
+/// launch-cost session whose device time ran out: first run in the
+/// bundle after it.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn zeroing_and_filling_device_memory_allocate_nothing() {
+    let dev = Device::Cuda(0);
+    let stream = Stream::new(&dev.context().unwrap()).unwrap();
+    let a = Array::zeros::<f32>(dev, &[4096]).unwrap();
+    let v = warp_launch::Value::of(2.5f32);
+    a.zero_on(&stream).unwrap();
+    a.fill_on(&v, &stream).unwrap();
+    let before = sdk_tests::alloc::allocations();
+    for _ in 0..100 {
+        a.zero_on(&stream).unwrap();
+        a.fill_on(&v, &stream).unwrap();
+    }
+    let allocs = sdk_tests::alloc::allocations() - before;
+    // Other tests of this binary may allocate meanwhile: a call that
+    // allocated would add at least 100.
+    assert!(
+        allocs < 100,
+        "{allocs} allocations in 100 zero + fill pairs"
+    );
+    stream.synchronize().unwrap();
+    assert!(a.to_vec::<f32>().unwrap().iter().all(|&x| x == 2.5));
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn positional_launches_allocate_nothing_and_keep_their_arrays_alive() {

@@ -377,7 +377,12 @@ impl GraphCapture<'_> {
     /// As [`Array::fill_on`]; [`Error::Shape`] for plain host memory.
     pub fn fill(&mut self, array: &Array, value: &Value) -> Result<()> {
         let bytes = crate::array::value_bytes(array, value, "GraphCapture::fill")?;
-        crate::array::fill(array, &bytes, Some(&self.queue()), "GraphCapture::fill")
+        crate::array::fill(
+            array,
+            bytes.bytes(),
+            Some(&self.queue()),
+            "GraphCapture::fill",
+        )
     }
 
     /// Captures [`Array::assign_on`]: copies `src` into `dst` (their

@@ -266,11 +266,21 @@ pub(crate) fn fill_plan(
     if size == 0 || shape.contains(&0) {
         return Ok(());
     }
+    if shape.len() > MAX_AXES {
+        return Err(Error::Shape {
+            call: "fill",
+            message: format!(
+                "a view of {} dimensions; at most {MAX_AXES} are filled",
+                shape.len()
+            ),
+        });
+    }
     // Simplify: drop extents 1 and strides 0 (the same bytes again), turn
     // negative strides around (every element gets the same value, so the
     // order does not matter), innermost last by stride, merge contiguous.
+    // On the stack: a fill allocates nothing.
     let mut off = offset as i128;
-    let mut axes: Vec<Axis1> = Vec::with_capacity(shape.len());
+    let mut axes = Axes::default();
     for (&e, &s) in shape.iter().zip(strides) {
         let s = s as i128;
         if e <= 1 || s == 0 {
@@ -281,36 +291,32 @@ pub(crate) fn fill_plan(
         }
         axes.push((e, s.abs()));
     }
-    axes.sort_by_key(|a| std::cmp::Reverse(a.1));
-    let mut merged: Vec<Axis1> = Vec::with_capacity(axes.len());
-    for a in axes.into_iter().rev() {
+    axes.as_mut().sort_by_key(|a| std::cmp::Reverse(a.1));
+    let mut merged = Axes::default();
+    for &a in axes.as_ref().iter().rev() {
         // Innermost first here: `a` is outer to the last merged axis.
-        match merged.last_mut() {
+        match merged.as_mut().last_mut() {
             Some(inner) if a.1 == inner.0 as i128 * inner.1 => {
                 inner.0 *= a.0;
             }
             _ => merged.push(a),
         }
     }
-    merged.reverse();
-    let axes = merged;
-    let strides_iter = axes.iter().map(|a| a.1).chain(std::iter::once(off));
+    merged.as_mut().reverse();
+    let mut axes = merged;
+    let strides_iter = axes
+        .as_ref()
+        .iter()
+        .map(|a| a.1)
+        .chain(std::iter::once(off));
     let u = word_size(size, strides_iter);
     let periodic = value.chunks(u).all(|c| c == &value[..u]);
-    let words: Vec<(usize, FillWord)> = if periodic {
-        vec![(0, word_of(&value[..u]))]
-    } else {
-        value
-            .chunks(u)
-            .enumerate()
-            .map(|(j, c)| (j * u, word_of(c)))
-            .collect()
-    };
+    // The words of one element: the first one alone when they repeat.
+    let words = value.chunks(u).take(if periodic { 1 } else { usize::MAX });
     // The row: a contiguous run of whole elements when periodic, one
     // element's word otherwise.
-    let mut axes = axes;
     let (row_bytes, width) = if periodic {
-        match axes.last() {
+        match axes.as_ref().last() {
             Some(&(e, s)) if s == size as i128 => {
                 axes.pop();
                 (e * size, e * size / u)
@@ -324,8 +330,8 @@ pub(crate) fn fill_plan(
     // not overlap (the driver's pitch is at least the row); the others
     // are looped over.
     let pick = (0..axes.len())
-        .filter(|&i| axes[i].1 >= row_bytes as i128)
-        .max_by_key(|&i| (axes[i].0, i));
+        .filter(|&i| axes.as_ref()[i].1 >= row_bytes as i128)
+        .max_by_key(|&i| (axes.as_ref()[i].0, i));
     let (height, pitch) = match pick {
         Some(i) => {
             let (e, s) = axes.remove(i);
@@ -333,18 +339,63 @@ pub(crate) fn fill_plan(
         }
         None => (1, row_bytes),
     };
-    for_each_offset(off, &axes, &mut |at| {
-        for &(dx, word) in &words {
+    for_each_offset(off, axes.as_ref(), &mut |at| {
+        for (j, w) in words.clone().enumerate() {
             emit(FillJob {
-                address: base + (at + dx as i128) as u64,
+                address: base + (at + (j * u) as i128) as u64,
                 pitch,
-                word,
+                word: word_of(w),
                 width,
                 height,
             })?;
         }
         Ok(())
     })
+}
+
+/// The most axes a fill plans for (an [`Array`] has at most 4).
+const MAX_AXES: usize = 8;
+
+/// Up to [`MAX_AXES`] axes of a fill plan, on the stack.
+#[derive(Default)]
+struct Axes {
+    axes: [Axis1; MAX_AXES],
+    len: usize,
+}
+
+impl Axes {
+    /// Appends an axis (at most [`MAX_AXES`]: the caller checked the
+    /// dimension count, and merging only removes axes).
+    fn push(&mut self, a: Axis1) {
+        if let Some(slot) = self.axes.get_mut(self.len) {
+            *slot = a;
+            self.len += 1;
+        }
+    }
+
+    fn pop(&mut self) {
+        self.len = self.len.saturating_sub(1);
+    }
+
+    /// Removes axis `i` (`i < len`), keeping the order of the others.
+    fn remove(&mut self, i: usize) -> Axis1 {
+        let a = self.axes[i];
+        self.axes.copy_within(i + 1..self.len, i);
+        self.len -= 1;
+        a
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn as_ref(&self) -> &[Axis1] {
+        &self.axes[..self.len]
+    }
+
+    fn as_mut(&mut self) -> &mut [Axis1] {
+        &mut self.axes[..self.len]
+    }
 }
 
 /// The pitched copies that copy every element of the source view into the
@@ -479,7 +530,7 @@ fn is_host(a: &Array) -> bool {
 
 /// The bytes of `value` for `dst`'s dtype: the value itself, or a scalar
 /// converted by Warp's rule for numbers.
-pub(crate) fn value_bytes(dst: &Array, value: &Value, call: &'static str) -> Result<Vec<u8>> {
+pub(crate) fn value_bytes(dst: &Array, value: &Value, call: &'static str) -> Result<Value> {
     let v = value.convert(dst.dtype()).ok_or_else(|| Error::Shape {
         call,
         message: format!(
@@ -489,7 +540,7 @@ pub(crate) fn value_bytes(dst: &Array, value: &Value, call: &'static str) -> Res
             dst.dtype().name
         ),
     })?;
-    Ok(v.bytes().to_vec())
+    Ok(v)
 }
 
 /// Writes `value` into every element of `dst` (the one fill: zero is a fill
@@ -898,9 +949,20 @@ impl Array {
     /// the stream's; [`Error::Lent`] while the array is lent to cudarc;
     /// [`Error::Cuda`] when the driver refuses a memset.
     pub fn zero_on<'s>(&self, stream: impl Into<Option<&'s Stream>>) -> Result<()> {
-        let zeros = vec![0u8; self.dtype().size];
+        // Zero bytes of one element, from a static buffer when it is large
+        // enough (every dtype but the largest matrices): no allocation.
+        static ZEROS: [u8; 256] = [0; 256];
+        let size = self.dtype().size;
+        let heap;
+        let zeros = match ZEROS.get(..size) {
+            Some(z) => z,
+            None => {
+                heap = vec![0u8; size];
+                &heap[..]
+            }
+        };
         on_stream(stream.into(), &[self], |q| {
-            fill(self, &zeros, q, "Array::zero_on")
+            fill(self, zeros, q, "Array::zero_on")
         })
     }
 
@@ -927,9 +989,9 @@ impl Array {
     /// [`Error::Shape`] for a value that is not of the array's dtype and does
     /// not convert to it; otherwise as [`Array::zero_on`].
     pub fn fill_on<'s>(&self, value: &Value, stream: impl Into<Option<&'s Stream>>) -> Result<()> {
-        let bytes = value_bytes(self, value, "Array::fill_on")?;
+        let v = value_bytes(self, value, "Array::fill_on")?;
         on_stream(stream.into(), &[self], |q| {
-            fill(self, &bytes, q, "Array::fill_on")
+            fill(self, v.bytes(), q, "Array::fill_on")
         })
     }
 
@@ -1478,6 +1540,110 @@ mod tests {
         let j = fills(0, &[5], &[8], &[0xAB; 8]);
         assert_eq!(j.len(), 1);
         assert_eq!((j[0].width, j[0].word), (10, FillWord::U32(0xABAB_ABAB)));
+    }
+
+    /// Random views (1 to 4 dimensions, positive, negative and zero
+    /// strides, gaps, wide and narrow values): replaying the planned
+    /// memsets on a byte buffer writes exactly what writing each element
+    /// writes, and nothing else.
+    #[test]
+    fn planned_memsets_write_every_element_and_nothing_else() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        for case in 0..2000 {
+            let size = [1usize, 2, 4, 8, 12, 16][next(6) as usize];
+            let ndim = 1 + next(4) as usize;
+            let shape: Vec<usize> = (0..ndim).map(|_| next(5) as usize).collect();
+            // Packed strides in a random axis order, sometimes with gaps,
+            // reversed or zero.
+            let mut strides = vec![0isize; ndim];
+            let mut order: Vec<usize> = (0..ndim).collect();
+            for i in (1..ndim).rev() {
+                order.swap(i, next(i as u64 + 1) as usize);
+            }
+            let mut step = size as isize;
+            for &a in order.iter().rev() {
+                strides[a] = match next(6) {
+                    0 => 0,
+                    1 => -step,
+                    _ => step,
+                };
+                step *= shape[a].max(1) as isize + next(2) as isize;
+            }
+            // The offset that keeps every element inside the buffer.
+            let low: isize = shape
+                .iter()
+                .zip(&strides)
+                .map(|(&e, &s)| {
+                    if s < 0 {
+                        (e.max(1) as isize - 1) * s
+                    } else {
+                        0
+                    }
+                })
+                .sum();
+            let offset = (-low) as usize + next(3) as usize * size;
+            let value: Vec<u8> = (0..size)
+                .map(|_| if next(2) == 0 { 0xAB } else { next(256) as u8 })
+                .collect();
+            let len = offset + step.unsigned_abs() * 2 + size;
+            let mut want = vec![0u8; len];
+            let mut idx = vec![0usize; ndim];
+            if !shape.contains(&0) {
+                loop {
+                    let at = offset as isize
+                        + idx
+                            .iter()
+                            .zip(&strides)
+                            .map(|(&i, &s)| i as isize * s)
+                            .sum::<isize>();
+                    want[at as usize..at as usize + size].copy_from_slice(&value);
+                    let mut d = ndim;
+                    loop {
+                        if d == 0 {
+                            break;
+                        }
+                        d -= 1;
+                        idx[d] += 1;
+                        if idx[d] < shape[d] {
+                            break;
+                        }
+                        idx[d] = 0;
+                    }
+                    if idx.iter().all(|&i| i == 0) {
+                        break;
+                    }
+                }
+            }
+            let mut got = vec![0u8; len];
+            for job in fills(offset, &shape, &strides, &value) {
+                let bytes: Vec<u8> = match job.word {
+                    FillWord::U8(b) => vec![b],
+                    FillWord::U16(w) => w.to_ne_bytes().to_vec(),
+                    FillWord::U32(w) => w.to_ne_bytes().to_vec(),
+                };
+                let w = bytes.len();
+                assert!(
+                    job.pitch >= job.width * w,
+                    "case {case}: rows overlap: {job:?}"
+                );
+                for row in 0..job.height {
+                    for k in 0..job.width {
+                        let at = job.address as usize + row * job.pitch + k * w;
+                        got[at..at + w].copy_from_slice(&bytes);
+                    }
+                }
+            }
+            assert_eq!(
+                got, want,
+                "case {case}: shape {shape:?} strides {strides:?} offset {offset} value {value:?}"
+            );
+        }
     }
 
     #[test]
