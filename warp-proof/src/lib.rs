@@ -72,6 +72,7 @@ mod declare;
 mod hash;
 #[cfg(feature = "launchers")]
 mod launchers;
+mod parallel;
 mod signature;
 mod source;
 

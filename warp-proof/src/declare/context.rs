@@ -16,7 +16,7 @@ pub(crate) struct ModuleContext<'a> {
     pub(super) text: &'a str,
     pub(super) src: &'a Source,
     pub(super) structs: HashMap<&'a str, &'a SourceStruct>,
-    pub(super) resolved: std::cell::RefCell<HashMap<String, (Arc<StructType>, usize)>>,
+    pub(super) resolved: std::sync::Mutex<HashMap<String, (Arc<StructType>, usize)>>,
     pub(super) signatures: HashMap<&'a str, &'a str>,
     /// Byte offset of the start of every line (index = line - 1).
     pub(super) line_starts: Vec<usize>,
@@ -98,6 +98,13 @@ fn tile_block_dim(text: &str) -> Option<u32> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// The module's resolved structs, locked (never held across a call).
+fn lock<'c>(
+    ctx: &'c ModuleContext<'_>,
+) -> std::sync::MutexGuard<'c, HashMap<String, (Arc<StructType>, usize)>> {
+    ctx.resolved.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Deepest struct nesting accepted (a parameter's struct is level 0).
 const MAX_STRUCT_DEPTH: usize = 16;
 
@@ -124,12 +131,12 @@ pub(super) fn resolve(
     if let Some(s) = ctx.structs.get(cpp) {
         let too_deep =
             || format!("struct '{cpp}' nests too deeply (more than {MAX_STRUCT_DEPTH} levels)");
-        if let Some((st, height)) = ctx.resolved.borrow().get(cpp) {
+        if let Some((st, height)) = lock(ctx).get(cpp).cloned() {
             // `height` levels of structs from this one down.
             if depth + height > MAX_STRUCT_DEPTH + 1 {
                 return Err(too_deep());
             }
-            return Ok(ParamKind::Struct(st.clone()));
+            return Ok(ParamKind::Struct(st));
         }
         if depth > MAX_STRUCT_DEPTH {
             return Err(too_deep());
@@ -140,16 +147,20 @@ pub(super) fn resolve(
             let kind = resolve(&f.cpp_type, ctx, depth + 1)
                 .map_err(|m| format!("in struct '{cpp}': {m}"))?;
             if let ParamKind::Struct(inner) = &kind
-                && let Some((_, h)) = ctx.resolved.borrow().get(inner.name.as_str())
+                && let Some(&(_, h)) = lock(ctx).get(inner.name.as_str())
             {
                 height = height.max(h + 1);
             }
             fields.push((f.name.clone(), kind));
         }
         let st = Arc::new(StructType::new(s.name.clone(), fields));
-        ctx.resolved
-            .borrow_mut()
-            .insert(cpp.to_string(), (st.clone(), height));
+        // Kernels are declared on several threads: the first resolution
+        // of a struct is the one every use shares.
+        let st = lock(ctx)
+            .entry(cpp.to_string())
+            .or_insert((st, height))
+            .0
+            .clone();
         return Ok(ParamKind::Struct(st));
     }
     Err(format!(

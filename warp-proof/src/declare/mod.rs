@@ -140,10 +140,16 @@ pub fn declarations(
     version::check_meta_version(&meta, meta_file)?;
     let ctx = ModuleContext::new(text, &src);
     let backwards = backward_kernels(&src);
+    let forward: Vec<&SourceKernel> = forward_kernels(&src).collect();
+    // Each kernel on its own (spread over the cores); the first error in
+    // source order is the one reported, as on one thread.
+    let declared = crate::parallel::map(&forward, 8, |k| {
+        declare_kernel(k, backwards.get(k.key()).copied(), &ctx, cu_file)
+    });
     let mut out = Vec::new();
-    for k in forward_kernels(&src) {
+    for (k, decl) in forward.into_iter().zip(declared) {
         let backward = backwards.get(k.key()).copied();
-        let mut decl = declare_kernel(k, backward, &ctx, cu_file)?;
+        let mut decl = decl?;
         decl.shared_mem = (
             meta.shared_memory_bytes(&k.name).unwrap_or(0),
             backward

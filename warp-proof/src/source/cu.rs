@@ -258,31 +258,7 @@ fn analyse_bodies(
     };
     // Small modules: one thread (a thread's start costs more than a
     // short kernel's analysis).
-    const PER_THREAD: usize = 8;
-    let threads = std::thread::available_parallelism()
-        .map_or(1, usize::from)
-        .min(bodies.len().div_ceil(PER_THREAD));
-    if threads <= 1 {
-        return bodies.iter().map(one).collect();
-    }
-    let chunk = bodies.len().div_ceil(threads);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = bodies
-            .chunks(chunk)
-            .skip(1)
-            .map(|part| scope.spawn(move || part.iter().map(one).collect::<Vec<_>>()))
-            .collect();
-        let mut out: Vec<Accesses> = bodies[..chunk.min(bodies.len())].iter().map(one).collect();
-        for h in handles {
-            match h.join() {
-                Ok(part) => out.extend(part),
-                // An analysis that panicked panics here, as it would have
-                // on one thread.
-                Err(p) => std::panic::resume_unwind(p),
-            }
-        }
-        out
-    })
+    crate::parallel::map(bodies, 8, one)
 }
 
 /// Parses what follows `extern "C"` at `start`. Returns `None` when it is not
