@@ -329,26 +329,20 @@ impl<'a> CpuArgs<'a> {
     /// [`Error::NoSuchParam`] for an index past the last parameter.
     pub fn array<T: Element>(&self, index: usize) -> Result<CpuArray<'a, T>> {
         match self.arg(index)? {
-            Arg::Array(a) if std::ptr::eq(a.dtype(), T::DTYPE) => {
-                let mut shape = [0usize; 4];
-                let mut strides = [0isize; 4];
-                shape[..a.ndim()].copy_from_slice(a.shape());
-                strides[..a.ndim()].copy_from_slice(a.strides());
-                Ok(CpuArray {
-                    base: a.data_address() as usize,
-                    shape,
-                    strides,
-                    ndim: a.ndim(),
-                    null: false,
-                    site: self.site(index),
-                    _t: PhantomData,
-                })
-            }
+            // The extents and strides borrowed from the argument, not
+            // copied: a body takes an array per element, so it is kept small.
+            Arg::Array(a) if std::ptr::eq(a.dtype(), T::DTYPE) => Ok(CpuArray {
+                base: a.data_address() as usize,
+                shape: a.shape(),
+                strides: a.strides(),
+                null: false,
+                site: self.site(index),
+                _t: PhantomData,
+            }),
             Arg::Null => Ok(CpuArray {
                 base: 0,
-                shape: [0; 4],
-                strides: [0; 4],
-                ndim: 1,
+                shape: &[0],
+                strides: &[0],
                 null: true,
                 site: self.site(index),
                 _t: PhantomData,
@@ -437,9 +431,8 @@ impl CpuIndex for (i32, i32, i32, i32) {
 /// `Send` nor `Sync`), so its writes cannot race or outlive the launch.
 pub struct CpuArray<'a, T> {
     base: usize,
-    shape: [usize; 4],
-    strides: [isize; 4],
-    ndim: usize,
+    shape: &'a [usize],
+    strides: &'a [isize],
     /// Warp's `None`: no array at all.
     null: bool,
     site: ArraySite<'a>,
@@ -459,12 +452,12 @@ struct ArraySite<'a> {
 impl<T: Element> CpuArray<'_, T> {
     /// Extents.
     pub fn shape(&self) -> &[usize] {
-        &self.shape[..self.ndim]
+        self.shape
     }
 
     fn address(&self, idx: impl CpuIndex) -> Result<*mut T> {
         let (c, n) = idx.coords();
-        if n != self.ndim
+        if n != self.shape.len()
             || self.base == 0
             || (0..n).any(|d| c[d] < 0 || c[d] as usize >= self.shape[d])
         {
