@@ -572,37 +572,33 @@ fn first_phases(rounds: usize) {
 
 /// `profile load ROUNDS`: median milliseconds of `AotModule::load` and
 /// `AotModule::from_embedded` of `many/` (64 kernels), the image left
-/// unloaded.
+/// unloaded: without carried declarations (Warp's own directory, a static
+/// without rules) and with them (as warp-build writes both).
 fn load_parts(rounds: usize) {
-    use warp_launch::{EmbeddedImage, EmbeddedModule};
-    let dir = sdk_tests::warp::data_dir().join("many");
-    let read = |ext: &str| std::fs::read(dir.join(format!("wp_many.{ext}"))).unwrap();
-    let text = |ext: &str| -> &'static str { String::from_utf8(read(ext)).unwrap().leak() };
-    let images: &'static [EmbeddedImage] = vec![EmbeddedImage {
-        file: "wp_many.sm90.cubin",
-        bytes: read("sm90.cubin").leak(),
-    }]
-    .leak();
-    // SAFETY: the files of many/, one Warp compile (tests/warp/build.py).
-    let embedded = unsafe { EmbeddedModule::new("many", text("cu"), text("meta"), images, None) };
-    let (mut loads, mut embeds) = (Vec::new(), Vec::new());
+    let f = sdk_tests::warp::many_forms("profile");
+    let mut t = [(); 4].map(|()| Vec::new());
     for _ in 0..rounds {
-        let t = Instant::now();
-        // SAFETY: many/ is one Warp compile (tests/warp/build.py build_many).
-        let m = unsafe { AotModule::load(&dir) }.expect("many/ (tests/warp/build.py build_many)");
-        loads.push(t.elapsed().as_secs_f64() * 1e3);
-        drop(m);
-        let t = Instant::now();
-        let m = AotModule::from_embedded(&embedded).unwrap();
-        embeds.push(t.elapsed().as_secs_f64() * 1e3);
-        drop(m);
+        for (i, d) in [&f.warp_dir, &f.built_dir].into_iter().enumerate() {
+            let s = Instant::now();
+            // SAFETY: many/ is one Warp compile (tests/warp/build.py
+            // build_many); the copy adds the declarations derived from it.
+            let m = unsafe { AotModule::load(d) }.expect("many/ (tests/warp/build.py build_many)");
+            t[i].push(s.elapsed().as_secs_f64() * 1e3);
+            drop(m);
+        }
+        for (i, e) in [(2, &f.plain), (3, &f.carried)] {
+            let s = Instant::now();
+            let m = AotModule::from_embedded(e).unwrap();
+            t[i].push(s.elapsed().as_secs_f64() * 1e3);
+            drop(m);
+        }
     }
-    for v in [&mut loads, &mut embeds] {
+    let _ = std::fs::remove_dir_all(&f.built_dir);
+    let [a, b, c, d] = t.map(|mut v| {
         v.sort_by(f64::total_cmp);
-    }
+        v[v.len() / 2]
+    });
     println!(
-        "profile load: AotModule::load of 64 kernels median {:.3} ms, from_embedded {:.3} ms (image not loaded)",
-        loads[loads.len() / 2],
-        embeds[embeds.len() / 2]
+        "profile load: 64 kernels, image not loaded, medians: AotModule::load {a:.3} ms, with carried declarations {b:.3} ms; from_embedded {c:.3} ms, with carried declarations {d:.3} ms"
     );
 }

@@ -285,3 +285,53 @@ pub fn refused_as_unproven(r: warp_launch::Result<()>) -> String {
         Ok(()) => panic!("the safe launch ran"),
     }
 }
+
+/// The 64-kernel module `many/` in the forms a load bench times: its
+/// embedded static without and with carried declarations (as warp-build's
+/// generated static holds them), and a copy of the directory with
+/// `wp_many.rules.json` beside the files (as warp-build writes it) under
+/// `std::env::temp_dir()`, which the caller removes.
+pub struct ManyForms {
+    /// The directory Warp's own compile wrote (no carried declarations).
+    pub warp_dir: PathBuf,
+    /// The copy with the carried declarations.
+    pub built_dir: PathBuf,
+    /// The files in memory, without carried declarations.
+    pub plain: warp_launch::EmbeddedModule,
+    /// The files in memory with the carried declarations.
+    pub carried: warp_launch::EmbeddedModule,
+}
+
+/// [`ManyForms`] of `<data>/many`; `tag` names the directory copy.
+pub fn many_forms(tag: &str) -> ManyForms {
+    use warp_launch::{EmbeddedImage, EmbeddedModule};
+    let dir = data_dir().join("many");
+    let read = |ext: &str| std::fs::read(dir.join(format!("wp_many.{ext}"))).unwrap();
+    let text = |ext: &str| -> &'static str { String::from_utf8(read(ext)).unwrap().leak() };
+    let images: &'static [EmbeddedImage] = vec![EmbeddedImage {
+        file: "wp_many.sm90.cubin",
+        bytes: read("sm90.cubin").leak(),
+    }]
+    .leak();
+    let (cu, meta) = (text("cu"), text("meta"));
+    // What warp-build derives and writes beside the module.
+    let decls = warp_proof::declarations(cu, "wp_many.cu", meta, "wp_many.meta").unwrap();
+    let rules: &'static str = warp_proof::carry_declarations(&decls, cu, meta).leak();
+    let built = std::env::temp_dir().join(format!("{tag}-many-{}", std::process::id()));
+    std::fs::create_dir_all(&built).unwrap();
+    for f in ["cu", "meta", "sm90.cubin"] {
+        let name = format!("wp_many.{f}");
+        std::fs::copy(dir.join(&name), built.join(&name)).unwrap();
+    }
+    std::fs::write(built.join("wp_many.rules.json"), rules).unwrap();
+    // SAFETY: the files of many/, one Warp compile (tests/warp/build.py).
+    let plain = unsafe { EmbeddedModule::new("many", cu, meta, images, None) };
+    // SAFETY: as above; `rules` were derived from `cu` and `meta`.
+    let carried = unsafe { plain.with_rules(rules) };
+    ManyForms {
+        warp_dir: dir,
+        built_dir: built,
+        plain,
+        carried,
+    }
+}

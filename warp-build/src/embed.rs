@@ -57,7 +57,8 @@ const CPU_SAFETY: &str = "// SAFETY: the functions are the wpl_ entry points war
 const MODULE_SAFETY: &str = "// SAFETY: one compile produced them all: warp-build wrote this file right after one\n\
      // Warp compile of this module wrote the included source, metadata, images and facts\n\
      // (what Warp's objects said of native code, preambles and the CPU code) into this\n\
-     // directory, and built the CPU code (if any) from the C++ that compile generated.";
+     // directory, derived the carried declarations (rules) from that source, and built\n\
+     // the CPU code (if any) from the C++ that compile generated.";
 
 fn ident(name: &str) -> syn::Ident {
     syn::Ident::new(name, proc_macro2::Span::call_site())
@@ -144,6 +145,11 @@ pub(crate) fn generate(
         let facts = path(&facts_file);
         quote! { .with_facts(include_str!(#facts)) }
     });
+    let rules_file = crate::rules::file_name(module);
+    let rules = files.contains(&rules_file).then(|| {
+        let rules = path(&rules_file);
+        quote! { .with_rules(include_str!(#rules)) }
+    });
     let images = images(files).into_iter().map(|file| {
         let abs = path(file);
         quote! {
@@ -172,6 +178,7 @@ pub(crate) fn generate(
                 #cpu_field,
             )
             #facts
+            #rules
         };
     };
     let file: syn::File = syn::parse2(tokens).map_err(|e| BuildError::Codegen {
@@ -265,6 +272,7 @@ mod tests {
         // No facts file, no facts: the caller of `new` vouches (a
         // directory of another tool's output).
         assert!(!text.contains("with_facts"), "{text}");
+        assert!(!text.contains("with_rules"), "{text}");
         insta::assert_snapshot!(text);
     }
 
@@ -276,6 +284,7 @@ mod tests {
             "wp_m.sm90.cubin",
             "wp_m.cpp",
             "wp_m.facts.json",
+            "wp_m.rules.json",
         ]
         .map(String::from)
         .to_vec();
@@ -320,6 +329,11 @@ mod tests {
         assert!(!text.contains("wpl_m__fill__backward"));
         assert!(
             text.contains(".with_facts(include_str!(\"/out/warp/m/wp_m.facts.json\"))"),
+            "{text}"
+        );
+        // The declarations warp-build derived ride with the module.
+        assert!(
+            text.contains(".with_rules(include_str!(\"/out/warp/m/wp_m.rules.json\"))"),
             "{text}"
         );
         insta::assert_snapshot!(text);

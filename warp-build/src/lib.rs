@@ -119,6 +119,7 @@ mod module;
 mod notice;
 mod ptx;
 mod python;
+mod rules;
 mod stamp;
 
 pub use error::{BuildError, WarpStage};

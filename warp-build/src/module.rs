@@ -213,7 +213,7 @@ impl WarpModule {
         }
 
         let key = format!(
-            "module={module}\nsource={}\narchs={archs:?}\nptx={} ({})\nblock_dim={}\nembed={}\ncpu={}\nout_dir={}\nwarp={WARP_VERSION}\nscript={SCRIPT}\nruntime={}\ncpu_flags={:?}\ngenerators={GENERATORS:?}",
+            "module={module}\nsource={}\narchs={archs:?}\nptx={} ({})\nblock_dim={}\nembed={}\ncpu={}\nout_dir={}\nwarp={WARP_VERSION}\nscript={SCRIPT}\nprover={}\nruntime={}\ncpu_flags={:?}\ngenerators={GENERATORS:?}",
             source.path.display(),
             self.ptx,
             crate::ptx::NVRTC_WHEEL,
@@ -221,6 +221,7 @@ impl WarpModule {
             self.embed,
             self.cpu,
             out_dir.display(),
+            crate::rules::PROVER,
             if self.cpu { cpu_library::RUNTIME } else { "" },
             if self.cpu {
                 cpu_library::cargo_target_flags()
@@ -271,6 +272,11 @@ impl WarpModule {
             summary.files.push(file);
             summary.files.sort();
             summary.ptx_arch = Some(arch);
+        }
+
+        if let Some(file) = crate::rules::write(&out_dir, &module)? {
+            summary.files.push(file);
+            summary.files.sort();
         }
 
         let cpu = if self.cpu {

@@ -58,6 +58,7 @@ fn compiles_two_archs_and_ptx_then_reuses_then_recompiles_a_touched_source() {
             "wp_kernels.cu",
             "wp_kernels.facts.json",
             "wp_kernels.meta",
+            "wp_kernels.rules.json",
             "wp_kernels.sm80.cubin",
             "wp_kernels.sm80.ptx",
             "wp_kernels.sm90.cubin"
@@ -119,6 +120,22 @@ fn compiles_two_archs_and_ptx_then_reuses_then_recompiles_a_touched_source() {
     let meta: serde_json::Value =
         serde_json::from_slice(&read(&c.dir().join("wp_kernels.meta"))).unwrap();
     assert!(meta.get("saxpy_cuda_kernel_forward_smem_bytes").is_some());
+    // The declarations carried to the load: what the prover derives from
+    // the written source and metadata, stamped for them.
+    let meta_text = String::from_utf8(read(&c.dir().join("wp_kernels.meta"))).unwrap();
+    let rules = String::from_utf8(read(&c.dir().join("wp_kernels.rules.json"))).unwrap();
+    let carried = warp_proof::carried_declarations(
+        &rules,
+        "wp_kernels.rules.json",
+        &cu,
+        "wp_kernels.cu",
+        &meta_text,
+    )
+    .unwrap()
+    .expect("stamped for the written source");
+    let derived =
+        warp_proof::declarations(&cu, "wp_kernels.cu", &meta_text, "wp_kernels.meta").unwrap();
+    assert_eq!(carried, derived);
 
     // The embedding code parses, declares the static and names every image.
     let rs_path = c.embed_file().expect("embed file");
@@ -137,6 +154,10 @@ fn compiles_two_archs_and_ptx_then_reuses_then_recompiles_a_touched_source() {
         "{rs}"
     );
     assert!(rs.contains("wpl_kernels__saxpy__forward"), "{rs}");
+    assert!(
+        rs.contains(".with_rules(include_str!(") && rs.contains("wp_kernels.rules.json"),
+        "{rs}"
+    );
     assert_eq!(item.ident, "KERNELS");
     assert_eq!(c.static_name(), "KERNELS");
     let ty = &item.ty;

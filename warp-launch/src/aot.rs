@@ -255,7 +255,16 @@ impl AotModule {
     /// of `@wp.func` calls, and whether the module has a user preamble);
     /// such kernels are unproven ([`Error::Unproven`] on safe launches).
     /// The facts file is one of the module's files, under the promise
-    /// above. A directory without it (Warp's own `compile_aot_module`
+    /// above.
+    ///
+    /// Carried declarations: a directory warp-build wrote also holds
+    /// `wp_<name>.rules.json`, the declarations (parameters and access
+    /// rules) warp-build derived from this source when it compiled it. They
+    /// are used instead of reading the source again only when they name
+    /// exactly this source and metadata (lengths and 64-bit hashes) and
+    /// this build of the prover; otherwise the source is read as without
+    /// them. The file is one of the module's files, under the promise
+    /// above: the stamp catches a stale file, not a forged one. A directory without it (Warp's own `compile_aot_module`
     /// writes none) has no such facts, and no text can stand in for them
     /// (a snippet can begin with the comment Warp's own functions begin
     /// with): for it the caller also promises that no kernel reaches native
@@ -285,13 +294,21 @@ impl AotModule {
             true => Some((read_text(&facts_path)?, facts_path.display().to_string())),
             false => None,
         };
+        let rules_path = dir.join(rules_file_name(name));
+        let rules = match rules_path.is_file() {
+            true => Some((read_text(&rules_path)?, rules_path.display().to_string())),
+            false => None,
+        };
         let images = images::read_dir_images(dir, &list(dir)?, name)?;
         Self::load_parts(
             &dir.display().to_string(),
             name,
             (&text, &cu_path.display().to_string()),
             (&meta_text, &meta_path.display().to_string()),
-            facts.as_ref().map(|(t, f)| (t.as_str(), f.as_str())),
+            (
+                facts.as_ref().map(|(t, f)| (t.as_str(), f.as_str())),
+                rules.as_ref().map(|(t, f)| (t.as_str(), f.as_str())),
+            ),
             images,
             None,
         )
@@ -322,6 +339,8 @@ impl AotModule {
     pub fn from_embedded(module: &EmbeddedModule) -> Result<AotModule> {
         let name = module.name();
         let origin = format!("embedded module '{name}'");
+        let facts_file = format!("{origin}/{}", crate::facts::file_name(name));
+        let rules_file = format!("{origin}/{}", rules_file_name(name));
         let images: Vec<Candidate<'static>> = module
             .images()
             .iter()
@@ -335,18 +354,18 @@ impl AotModule {
             name,
             (module.source(), &format!("{origin}/wp_{name}.cu")),
             (module.meta(), &format!("{origin}/wp_{name}.meta")),
-            module
-                .facts()
-                .map(|f| (f, format!("{origin}/{}", crate::facts::file_name(name))))
-                .as_ref()
-                .map(|(t, f)| (*t, f.as_str())),
+            (
+                module.facts().map(|t| (t, facts_file.as_str())),
+                module.rules().map(|t| (t, rules_file.as_str())),
+            ),
             images,
             module.cpu(),
         )
     }
 
     /// The common path of directories and embedded modules: declarations
-    /// from the source (the Warp version checked first), the images'
+    /// carried by the build for this source, else from the source (the
+    /// Warp version checked first either way), the compile's facts, the images'
     /// targets (read from their bytes), and the CPU code bound to the
     /// declarations. No driver call.
     fn load_parts(
@@ -354,11 +373,11 @@ impl AotModule {
         name: &str,
         (text, cu_file): (&str, &str),
         (meta_text, meta_file): (&str, &str),
-        facts: Option<(&str, &str)>,
+        (facts, rules): (Beside<'_>, Beside<'_>),
         candidates: Vec<Candidate<'static>>,
         cpu: Option<&EmbeddedCpu>,
     ) -> Result<AotModule> {
-        let mut decls = declarations(text, cu_file, meta_text, meta_file)?;
+        let mut decls = declarations_carried(rules, (text, cu_file), (meta_text, meta_file))?;
         let cpu_unproven = crate::facts::apply(name, &mut decls, facts)?;
         let targets = images::targets(origin, &candidates)?;
         let mut kernels: BTreeMap<String, LazyKernel> = BTreeMap::new();
@@ -619,18 +638,50 @@ pub(crate) fn declarations(
     meta_text: &str,
     meta_file: &str,
 ) -> Result<Vec<Declared>> {
-    Ok(
-        warp_proof::declarations(text, cu_file, meta_text, meta_file)?
-            .into_iter()
-            .map(|d| Declared {
-                key: d.key,
-                forward: d.forward,
-                backward: d.backward,
-                spec: KernelSpec::from_decl(d.decl),
-                atomics: d.atomics,
-            })
-            .collect(),
-    )
+    declared(warp_proof::declarations(
+        text, cu_file, meta_text, meta_file,
+    )?)
+}
+
+/// The declarations the build carried (`(text, file)` of
+/// `wp_<name>.rules.json`) when they were derived from exactly this source
+/// and metadata by this prover; else derived from the source
+/// ([`declarations`]).
+fn declarations_carried(
+    carried: Option<(&str, &str)>,
+    (text, cu_file): (&str, &str),
+    (meta_text, meta_file): (&str, &str),
+) -> Result<Vec<Declared>> {
+    if let Some((rules, rules_file)) = carried
+        && let Some(d) =
+            warp_proof::carried_declarations(rules, rules_file, text, cu_file, meta_text)?
+    {
+        return declared(d);
+    }
+    declarations(text, cu_file, meta_text, meta_file)
+}
+
+/// A file beside a module's source, as `(text, file name)`, when it has one
+/// (the compile's facts, the carried declarations).
+type Beside<'a> = Option<(&'a str, &'a str)>;
+
+/// The file name of module `name`'s carried declarations
+/// (`wp_<name>.rules.json`, written by warp-build).
+pub(crate) fn rules_file_name(name: &str) -> String {
+    format!("wp_{name}.rules.json")
+}
+
+fn declared(decls: Vec<warp_proof::Declared>) -> Result<Vec<Declared>> {
+    Ok(decls
+        .into_iter()
+        .map(|d| Declared {
+            key: d.key,
+            forward: d.forward,
+            backward: d.backward,
+            spec: KernelSpec::from_decl(d.decl),
+            atomics: d.atomics,
+        })
+        .collect())
 }
 
 pub(crate) fn src_err(e: source::SourceError) -> Error {
@@ -648,6 +699,92 @@ mod tests {
 
     const CU: &str = include_str!("../tests/fixtures/wp_kernels.cu");
     const META: &str = include_str!("../tests/fixtures/wp_kernels.meta");
+
+    /// The forward accesses of kernel `key` as module `m` declared it.
+    fn forward_accesses(m: &AotModule, key: &str) -> Accesses {
+        m.kernels[key].spec.accesses(Pass::Forward).clone()
+    }
+
+    /// The fixture's declarations as derived, and forged ones that would
+    /// pass any launch of saxpy (its forward accesses emptied).
+    fn derived_and_forged() -> (Vec<warp_proof::Declared>, Vec<warp_proof::Declared>) {
+        let derived =
+            warp_proof::declarations(CU, "wp_kernels.cu", META, "wp_kernels.meta").unwrap();
+        let mut forged = derived.clone();
+        forged
+            .iter_mut()
+            .find(|d| d.key == "saxpy")
+            .unwrap()
+            .decl
+            .forward = Accesses::Checked(Vec::new());
+        (derived, forged)
+    }
+
+    #[test]
+    fn carried_declarations_are_used_for_their_own_source_only() {
+        let (derived, forged) = derived_and_forged();
+        let real = spec("saxpy").accesses(Pass::Forward).clone();
+        assert!(
+            matches!(&real, Accesses::Checked(a) if !a.is_empty()),
+            "{real:?}"
+        );
+        let load = |rules: String| {
+            let rules: &'static str = rules.leak();
+            // SAFETY: no image and no CPU code (never launched); the rules
+            // are the test's subject.
+            let m =
+                unsafe { EmbeddedModule::new("kernels", CU, META, &[], None).with_rules(rules) };
+            AotModule::from_embedded(&m).unwrap()
+        };
+        // Stamped for this source: used as they are (the promise of
+        // `with_rules` is what keeps them honest).
+        let own = load(warp_proof::carry_declarations(&forged, CU, META));
+        assert_eq!(
+            forward_accesses(&own, "saxpy"),
+            Accesses::Checked(Vec::new())
+        );
+        // Stamped for a source one comment apart, or other metadata: not
+        // used; the source is read and saxpy keeps its rules.
+        let other = CU.replacen("y[i] = a * x[i] + y[i]", "y[i] = a * x[i] + y[j]", 1);
+        assert!(other != CU);
+        for stale in [
+            warp_proof::carry_declarations(&forged, &other, META),
+            warp_proof::carry_declarations(&forged, CU, &format!("{META}\n")),
+        ] {
+            assert_eq!(forward_accesses(&load(stale), "saxpy"), real);
+        }
+        // The honest file: every kernel as derived.
+        let honest = load(warp_proof::carry_declarations(&derived, CU, META));
+        for d in &derived {
+            let (a, b) = (&honest.kernels[&d.key].spec, spec(&d.key));
+            assert_eq!(format!("{a:?}"), format!("{b:?}"), "{}", d.key);
+        }
+    }
+
+    #[test]
+    fn a_directory_with_carried_declarations_loads_them_and_a_broken_file_is_named() {
+        let dir = std::env::temp_dir().join(format!("carried-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("wp_kernels.cu"), CU).unwrap();
+        std::fs::write(dir.join("wp_kernels.meta"), META).unwrap();
+        let (derived, forged) = derived_and_forged();
+        let rules = dir.join("wp_kernels.rules.json");
+        std::fs::write(&rules, warp_proof::carry_declarations(&forged, CU, META)).unwrap();
+        // SAFETY: never launched; the directory holds the fixture's files
+        // and rules stamped for them.
+        let m = unsafe { AotModule::load(&dir) }.unwrap();
+        assert_eq!(forward_accesses(&m, "saxpy"), Accesses::Checked(Vec::new()));
+        // A file cut short: refused, naming it and the fix.
+        let text = warp_proof::carry_declarations(&derived, CU, META);
+        std::fs::write(&rules, &text[..text.len() / 2]).unwrap();
+        // SAFETY: as above.
+        let e = unsafe { AotModule::load(&dir) }.unwrap_err().to_string();
+        assert!(
+            e.contains("wp_kernels.rules.json") && e.contains("rebuild"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     fn spec(key: &str) -> KernelSpec {
         declarations(CU, "wp_kernels.cu", META, "wp_kernels.meta")

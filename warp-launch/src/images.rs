@@ -67,6 +67,7 @@ pub struct EmbeddedModule {
     images: &'static [EmbeddedImage],
     cpu: Option<&'static crate::cpu::EmbeddedCpu>,
     facts: Option<&'static str>,
+    rules: Option<&'static str>,
 }
 
 impl EmbeddedModule {
@@ -116,6 +117,7 @@ impl EmbeddedModule {
             images,
             cpu,
             facts: None,
+            rules: None,
         }
     }
 
@@ -135,6 +137,30 @@ impl EmbeddedModule {
     pub const unsafe fn with_facts(mut self, facts: &'static str) -> Self {
         self.facts = Some(facts);
         self
+    }
+
+    /// The same module with the declarations warp-build derived from its
+    /// source when it compiled it (`wp_<name>.rules.json`, written by
+    /// `warp_proof::carry_declarations`): [`AotModule::from_embedded`](crate::AotModule::from_embedded)
+    /// reads them instead of reading the source again, when they name
+    /// exactly this source and metadata (lengths and 64-bit hashes) and the
+    /// prover this program was built with; otherwise it reads the source.
+    ///
+    /// # Safety
+    ///
+    /// `rules` were written by `carry_declarations` for this module's
+    /// source and metadata ([`EmbeddedModule::new`]'s promise, extended to
+    /// them): the stamp they carry catches a stale file, not a forged one,
+    /// and forged rules would make an out-of-bounds launch pass as safe.
+    pub const unsafe fn with_rules(mut self, rules: &'static str) -> Self {
+        self.rules = Some(rules);
+        self
+    }
+
+    /// The carried declarations, `wp_<name>.rules.json` (`None`: made
+    /// without them; the load reads the source).
+    pub const fn rules(&self) -> Option<&'static str> {
+        self.rules
     }
 
     /// The compile step's facts, `wp_<name>.facts.json` (`None`: made

@@ -97,7 +97,10 @@ pub use source::{
 
 // A module's kernels declared from Warp's output, as a load and the
 // launcher generator both read them.
-pub use declare::{DeclareError, Declared, KernelDecl, WARP_VERSION, declarations};
+pub use declare::{
+    CARRIED_FORMAT, DeclareError, Declared, KernelDecl, PROVER_ID, WARP_VERSION,
+    carried_declarations, carry_declarations, declarations,
+};
 
 #[doc(hidden)]
 pub use declare::fuzz_cu;

@@ -5,26 +5,66 @@
 //! checks (`bind`), kernels and tape build on it.
 
 use std::fmt;
+
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 use crate::abi::{ArrayT, DType};
 
 /// What a parameter takes.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum ParamKind {
     /// An array of `dtype` (`wp::array_t<T>`); `ndim` when the declaration
     /// knows it (Warp-generated sources do not spell it).
     Array {
         /// Element type.
+        #[serde(with = "dtype_name")]
         dtype: &'static DType,
         /// Number of dimensions, when known.
         ndim: Option<u8>,
     },
     /// A scalar, vector or matrix by value.
-    Value(&'static DType),
+    Value(#[serde(with = "dtype_name")] &'static DType),
     /// A `wp.struct` by value.
-    Struct(Arc<StructType>),
+    Struct(#[serde(with = "shared_struct")] Arc<StructType>),
+}
+
+/// A dtype written as its Warp name and read back as the table's entry,
+/// so a read declaration compares dtypes by identity as a derived one does.
+mod dtype_name {
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    use crate::abi::DType;
+
+    pub(super) fn serialize<S: Serializer>(d: &&'static DType, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(d.name)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<&'static DType, D::Error> {
+        let name = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        DType::by_name(&name).ok_or_else(|| D::Error::custom(format!("no Warp dtype '{name}'")))
+    }
+}
+
+/// A struct type written in place (serde's own `Arc` support needs its
+/// `rc` feature for the whole dependency graph).
+mod shared_struct {
+    use std::sync::Arc;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::StructType;
+
+    pub(super) fn serialize<S: Serializer>(t: &Arc<StructType>, s: S) -> Result<S::Ok, S::Error> {
+        t.as_ref().serialize(s)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Arc<StructType>, D::Error> {
+        StructType::deserialize(d).map(Arc::new)
+    }
 }
 
 impl ParamKind {
@@ -81,7 +121,7 @@ fn article(word: &str) -> &'static str {
 }
 
 /// A field of a [`StructType`].
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StructField {
     /// The field's name.
     pub name: String,
@@ -92,7 +132,7 @@ pub struct StructField {
 }
 
 /// A `wp.struct` type: fields in order with their C layout.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StructType {
     /// The struct's name.
     pub name: String,
@@ -137,7 +177,7 @@ impl StructType {
 
 /// How a kernel indexes one axis of an array parameter: the facts a launch
 /// checks against the launch shape and the array's extents.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum AxisIndex {
     /// Component `k` of the thread coordinate (`wp.tid()`; `i, j = wp.tid()`
@@ -226,7 +266,7 @@ impl fmt::Display for AxisIndex {
 }
 
 /// Which array of an array parameter an access indexes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum AccessTarget {
     /// The parameter's own array.
     Param,
@@ -236,7 +276,7 @@ pub enum AccessTarget {
 
 /// One array access of a kernel, in a form a launch can check: the array
 /// parameter, and how each of its axes is indexed.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ArrayAccess {
     /// The parameter (its forward name, without Warp's `var_`/`adj_`).
     pub param: String,
@@ -257,7 +297,7 @@ pub struct ArrayAccess {
 
 /// What a launch may assume about the array accesses of one kernel function
 /// (forward or backward).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Accesses {
     /// Every array access is one of these; a launch checks each against its
     /// shape and arguments and refuses a launch that could leave an array.
@@ -275,7 +315,7 @@ impl Default for Accesses {
 }
 
 /// Why an access cannot be checked ([`Accesses::Unproven`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Unproven {
     /// The parameter (forward name), or empty when the reason is not one
     /// parameter's.
@@ -287,7 +327,7 @@ pub struct Unproven {
 }
 
 /// A named parameter.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KernelParam {
     /// The name (as in the kernel's source, without Warp's `var_` prefix).
     pub name: String,

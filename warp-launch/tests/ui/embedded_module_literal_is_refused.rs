@@ -23,9 +23,10 @@ fn main() {
         images: GENUINE.images(),
         cpu: GENUINE.cpu(),
         facts: GENUINE.facts(),
+        rules: GENUINE.rules(),
     };
-    // The genuine module with its source replaced (or facts put beside it:
-    // `with_facts` is unsafe).
+    // The genuine module with its source replaced (or facts or carried
+    // declarations put beside it: `with_facts` and `with_rules` are unsafe).
     let _swapped = EmbeddedModule {
         source: "/* another source */",
         ..GENUINE

@@ -9,4 +9,7 @@ fn main() {
     // SAFETY: never loaded; the test is the line below.
     let m = unsafe { EmbeddedModule::new("kernels", "/* wp_kernels.cu */", "{}", &[], None) };
     let _ = m.with_facts("{}");
+    // And carried declarations: rules stamped for this source but forged
+    // would make an out-of-bounds launch pass as safe.
+    let _ = m.with_rules("{}");
 }

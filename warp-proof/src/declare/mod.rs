@@ -11,22 +11,26 @@
 use crate::hash::HashMap;
 use std::fmt;
 
+use serde::{Deserialize, Serialize};
+
 use crate::signature::{Accesses, KernelParam, ParamKind, Pass, Unproven};
 use crate::source::{
     self, Direction, KernelBody, SourceError, SourceKernel, UnmodelledError, parse_cu, parse_meta,
 };
 
+mod carried;
 mod context;
 mod hints;
 mod version;
 
+pub use carried::{CARRIED_FORMAT, PROVER_ID, carried_declarations, carry_declarations};
 pub(crate) use context::ModuleContext;
 pub(crate) use hints::ndim_hints;
 pub use version::WARP_VERSION;
 
 /// One kernel's declaration as read from Warp's source: what warp-launch's
 /// `KernelSpec` holds, without any GPU code.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct KernelDecl {
     /// The kernel's key (its Python name).
@@ -60,7 +64,7 @@ impl KernelDecl {
 
 /// One forward kernel of a module: its key, the names of its CUDA
 /// functions and its declaration.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Declared {
     /// The kernel's key.
