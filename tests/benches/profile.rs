@@ -455,6 +455,8 @@ fn first_phases(rounds: usize) {
         "raw cuLaunchKernel",
         "raw total",
         "raw cuLibraryGetKernel + cuLaunchKernel only",
+        "raw cuLibraryGetKernel + cuKernelGetFunction + cuLaunchKernel(function)",
+        "raw cuLibraryGetKernel + cuKernelGetFunction + cuLaunchKernelEx(function)",
     ];
     let mut t = vec![Vec::new(); names.len()];
     for round in 0..rounds {
@@ -561,6 +563,51 @@ fn first_phases(rounds: usize) {
                 }
             } else {
                 t[slot].push(times[5]);
+            }
+        }
+        // The handle the SDK launches: the context's function, through
+        // either entry point.
+        for (ex, slot) in [(false, 10), (true, 11)] {
+            let lib = cuda_api::Library::from_image(&image).unwrap();
+            let mut bounds = LaunchBounds1 {
+                shape: [N as u32],
+                size: N,
+                coord_mult: 1,
+                ..LaunchBounds1::default()
+            };
+            let mut av = a;
+            let (mut xa, mut ya) = (x.abi(), y.abi());
+            let mut params: [*mut c_void; 4] = [
+                (&mut bounds as *mut LaunchBounds1).cast(),
+                (&mut av as *mut f32).cast(),
+                (&mut xa as *mut _ as *mut c_void),
+                (&mut ya as *mut _ as *mut c_void),
+            ];
+            let start = Instant::now();
+            let mut kernel: cuda_sys::CUkernel = std::ptr::null_mut();
+            let mut f: cuda_sys::CUfunction = std::ptr::null_mut();
+            let grid = (N as u32).div_ceil(256);
+            // SAFETY: a live library and a NUL-terminated name; its
+            // function in the current context; saxpy's parameters at the
+            // live locals above.
+            unsafe {
+                let r = cuda_sys::cuLibraryGetKernel(
+                    &mut kernel,
+                    lib.raw(),
+                    c"saxpy_cuda_kernel_forward".as_ptr(),
+                );
+                assert!(r.is_success());
+                assert!(cuda_sys::cuKernelGetFunction(&mut f, kernel).is_success());
+                if ex {
+                    launch_raw_ex(f, grid, stream.raw(), params.as_mut_ptr());
+                } else {
+                    launch_raw(f, grid, stream.raw(), params.as_mut_ptr());
+                }
+            }
+            let dt = us(start);
+            stream.synchronize().unwrap();
+            if round > 0 {
+                t[slot].push(dt);
             }
         }
     }
