@@ -38,7 +38,7 @@ use std::ffi::c_void;
 use std::time::{Duration, Instant};
 
 use cuda_api::{ConstDevicePtr, DevicePtr, LaunchConfig, Module};
-use warp_launch::{AotModule, Array, Device, LaunchBounds1, Pass, TypedArg};
+use warp_launch::{AotModule, Array, Device, Pass, TypedArg};
 
 const BATCH: usize = 500;
 
@@ -191,21 +191,8 @@ fn main() {
         .unwrap();
     let grid = recorded.plan().grid;
     let func = saxpy.cuda_function(Pass::Forward).unwrap();
-    let mut bounds = LaunchBounds1 {
-        shape: [N as u32],
-        size: N,
-        coord_mult: 1,
-        ..LaunchBounds1::default()
-    };
-    let mut a = 2.0f32;
-    let mut xa = x.abi();
-    let mut ya = y.abi();
-    let mut params: [*mut c_void; 4] = [
-        (&mut bounds as *mut LaunchBounds1).cast(),
-        (&mut a as *mut f32).cast(),
-        (&mut xa as *mut _ as *mut c_void),
-        (&mut ya as *mut _ as *mut c_void),
-    ];
+    let mut raw_args = sdk_tests::warp::RawSaxpy::new(N, 2.0f32, &x, &y);
+    let mut params = raw_args.params();
     let (handle, raw_stream, pp) = (func.launch_handle(), stream.raw(), params.as_mut_ptr());
     let a_typed = 2.0f32;
     let typed_args = [TypedArg::value(&a_typed), (&x).into(), (&y).into()];
@@ -483,20 +470,8 @@ fn first_phases(rounds: usize) {
         }
         for (phased, slot) in [(true, 3), (false, 9)] {
             let lib = cuda_api::Library::from_image(&image).unwrap();
-            let mut bounds = LaunchBounds1 {
-                shape: [N as u32],
-                size: N,
-                coord_mult: 1,
-                ..LaunchBounds1::default()
-            };
-            let mut av = a;
-            let (mut xa, mut ya) = (x.abi(), y.abi());
-            let mut params: [*mut c_void; 4] = [
-                (&mut bounds as *mut LaunchBounds1).cast(),
-                (&mut av as *mut f32).cast(),
-                (&mut xa as *mut _ as *mut c_void),
-                (&mut ya as *mut _ as *mut c_void),
-            ];
+            let mut raw_args = sdk_tests::warp::RawSaxpy::new(N, a, &x, &y);
+            let mut params = raw_args.params();
             let mut times = [0.0; 6];
             let start = Instant::now();
             let mut kernel: cuda_sys::CUkernel = std::ptr::null_mut();
@@ -569,20 +544,8 @@ fn first_phases(rounds: usize) {
         // either entry point.
         for (ex, slot) in [(false, 10), (true, 11)] {
             let lib = cuda_api::Library::from_image(&image).unwrap();
-            let mut bounds = LaunchBounds1 {
-                shape: [N as u32],
-                size: N,
-                coord_mult: 1,
-                ..LaunchBounds1::default()
-            };
-            let mut av = a;
-            let (mut xa, mut ya) = (x.abi(), y.abi());
-            let mut params: [*mut c_void; 4] = [
-                (&mut bounds as *mut LaunchBounds1).cast(),
-                (&mut av as *mut f32).cast(),
-                (&mut xa as *mut _ as *mut c_void),
-                (&mut ya as *mut _ as *mut c_void),
-            ];
+            let mut raw_args = sdk_tests::warp::RawSaxpy::new(N, a, &x, &y);
+            let mut params = raw_args.params();
             let start = Instant::now();
             let mut kernel: cuda_sys::CUkernel = std::ptr::null_mut();
             let mut f: cuda_sys::CUfunction = std::ptr::null_mut();

@@ -10,11 +10,10 @@
 //!
 //! Build with `cargo xtask gpu-bundle`; run on a GPU machine.
 
-use std::ffi::c_void;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use warp_launch::{AotModule, Array, Device, Graph, LaunchBounds1, Pass, Value};
+use warp_launch::{AotModule, Array, Device, Graph, Pass, Value};
 
 const BATCH: usize = 200;
 const ROUNDS: usize = 41;
@@ -87,21 +86,8 @@ fn main() {
     // Raw: the same memsets and the same kernel with the same argument bytes.
     let func = saxpy.cuda_function(Pass::Forward).unwrap();
     let grid = recorded.plan().grid;
-    let mut bounds = LaunchBounds1 {
-        shape: [N as u32],
-        size: N,
-        coord_mult: 1,
-        ..LaunchBounds1::default()
-    };
-    let mut a = 2.0f32;
-    let mut xa = x.abi();
-    let mut ya = y.abi();
-    let mut params: [*mut c_void; 4] = [
-        (&mut bounds as *mut LaunchBounds1).cast(),
-        (&mut a as *mut f32).cast(),
-        (&mut xa as *mut _ as *mut c_void),
-        (&mut ya as *mut _ as *mut c_void),
-    ];
+    let mut raw_args = sdk_tests::warp::RawSaxpy::new(N, 2.0f32, &x, &y);
+    let mut params = raw_args.params();
     let handle = func.launch_handle();
     let pp = params.as_mut_ptr();
     let (xd, yd) = (x.data_address(), y.data_address());

@@ -141,21 +141,8 @@ fn main() {
         .unwrap();
     recorded.launch_on(&stream).unwrap();
     let grid = recorded.plan().grid;
-    let mut bounds = LaunchBounds1 {
-        shape: [N as u32],
-        size: N,
-        coord_mult: 1,
-        ..LaunchBounds1::default()
-    };
-    let mut a = 2.0f32;
-    let mut xa = x.abi();
-    let mut ya = y.abi();
-    let mut params: [*mut c_void; 4] = [
-        (&mut bounds as *mut LaunchBounds1).cast(),
-        (&mut a as *mut f32).cast(),
-        (&mut xa as *mut _ as *mut c_void),
-        (&mut ya as *mut _ as *mut c_void),
-    ];
+    let mut raw_args = sdk_tests::warp::RawSaxpy::new(N, 2.0f32, &x, &y);
+    let mut params = raw_args.params();
     let handle = func.launch_handle();
     let raw_stream = stream.raw();
     let pp = params.as_mut_ptr();
@@ -234,7 +221,7 @@ fn main() {
     let mut sparams_p = params;
     let mut sva = sv.as_array().abi();
     let mut souta = sout.as_array().abi();
-    let mut sbounds = bounds;
+    let mut sbounds = raw_args.bounds();
     let mut sparams: [*mut c_void; 4] = [
         (&mut sbounds as *mut LaunchBounds1).cast(),
         (&mut sparams_p as *mut sdk_tests::launchers::kernels::Params).cast(),
@@ -537,20 +524,8 @@ fn first_launch(
     };
     let raw = || {
         let lib = cuda_api::Library::from_image(&image).unwrap();
-        let mut bounds = LaunchBounds1 {
-            shape: [N as u32],
-            size: N,
-            coord_mult: 1,
-            ..LaunchBounds1::default()
-        };
-        let mut av = a;
-        let (mut xa, mut ya) = (x.abi(), y.abi());
-        let mut params: [*mut c_void; 4] = [
-            (&mut bounds as *mut LaunchBounds1).cast(),
-            (&mut av as *mut f32).cast(),
-            (&mut xa as *mut _ as *mut c_void),
-            (&mut ya as *mut _ as *mut c_void),
-        ];
+        let mut raw_args = sdk_tests::warp::RawSaxpy::new(N, a, x, y);
+        let mut params = raw_args.params();
         let t = Instant::now();
         let mut kernel: cuda_sys::CUkernel = std::ptr::null_mut();
         // SAFETY: a live library and a NUL-terminated name; then the saxpy

@@ -335,3 +335,47 @@ pub fn many_forms(tag: &str) -> ManyForms {
         carried,
     }
 }
+
+/// The raw driver arguments of Warp's AOT `saxpy` forward kernel
+/// (`launch_bounds_t<1>`, `float a`, `array_t<float> x`, `array_t<float> y`)
+/// over `n` elements: the bytes the benches' raw baselines pass to
+/// `cuLaunchKernel`.
+pub struct RawSaxpy {
+    bounds: warp_launch::LaunchBounds1,
+    a: f32,
+    x: warp_launch::ArrayT,
+    y: warp_launch::ArrayT,
+}
+
+impl RawSaxpy {
+    /// The arguments of `y = a * x + y` over the first `n` elements.
+    pub fn new(n: usize, a: f32, x: &Array, y: &Array) -> RawSaxpy {
+        RawSaxpy {
+            bounds: warp_launch::LaunchBounds1 {
+                shape: [n as u32],
+                size: n,
+                coord_mult: 1,
+                ..warp_launch::LaunchBounds1::default()
+            },
+            a,
+            x: x.abi(),
+            y: y.abi(),
+        }
+    }
+
+    /// The launch bounds of the `n` elements.
+    pub fn bounds(&self) -> warp_launch::LaunchBounds1 {
+        self.bounds
+    }
+
+    /// A pointer to each argument, as `cuLaunchKernel` takes them: valid
+    /// while `self` is neither moved nor dropped.
+    pub fn params(&mut self) -> [*mut std::ffi::c_void; 4] {
+        [
+            (&raw mut self.bounds).cast(),
+            (&raw mut self.a).cast(),
+            (&raw mut self.x).cast(),
+            (&raw mut self.y).cast(),
+        ]
+    }
+}
