@@ -319,12 +319,14 @@ fn cpu_false_compiles_no_cpu_code() {
         .iter()
         .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
         .collect();
-    // Sources, facts and cubins only (WARP_BUILD_ARCHS, as CI sets it, may
-    // add architectures): no wp_kernels.cpp, no CPU library.
+    // Sources, facts, carried declarations and cubins only
+    // (WARP_BUILD_ARCHS, as CI sets it, may add architectures): no
+    // wp_kernels.cpp, no CPU library.
     let mut want = vec![
         "wp_kernels.cu".to_string(),
         "wp_kernels.facts.json".to_string(),
         "wp_kernels.meta".to_string(),
+        "wp_kernels.rules.json".to_string(),
     ];
     want.extend(c.archs().iter().map(|a| format!("wp_kernels.sm{a}.cubin")));
     want.sort();
