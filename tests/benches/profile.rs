@@ -26,7 +26,10 @@
 //! (`module.kernel`, then `launch_args`) and the raw driver's
 //! (`cuLibraryGetKernel`, `cuKernelGetFunction`, the two function
 //! attributes and the parameter queries the SDK asks, `cuLaunchKernel`),
-//! and prints the median microseconds of each phase. `profile load
+//! and prints the median microseconds of each phase; also the context's
+//! function launched through `cuLaunchKernel` and `cuLaunchKernelEx`, the
+//! raw sequence right after an `AotModule::load` of the same directory,
+//! and ours from warp-build's static (no source read). `profile load
 //! [ROUNDS]` times `AotModule::load` and `AotModule::from_embedded` of the
 //! 64-kernel module without loading its image (no driver call: it runs
 //! without a GPU too). The table of where each road's time goes is
@@ -448,23 +451,8 @@ fn first_phases(rounds: usize) {
         "ours, the module from_embedded with carried declarations",
     ];
     let mut t = vec![Vec::new(); names.len()];
-    let embedded: &'static warp_launch::EmbeddedModule = {
-        let text =
-            |f: &str| -> &'static str { std::fs::read_to_string(dir.join(f)).unwrap().leak() };
-        let (cu, meta) = (text("wp_kernels.cu"), text("wp_kernels.meta"));
-        let decls = warp_proof::declarations(cu, "wp_kernels.cu", meta, "wp_kernels.meta").unwrap();
-        let rules: &'static str = warp_proof::carry_declarations(&decls, cu, meta).leak();
-        let images: &'static [warp_launch::EmbeddedImage] = vec![warp_launch::EmbeddedImage {
-            file: "wp_kernels.sm90.cubin",
-            bytes: image.clone().leak(),
-        }]
-        .leak();
-        // SAFETY: the files of aot/, one Warp compile (tests/warp/build.py),
-        // and the declarations derived from them just above.
-        Box::leak(Box::new(unsafe {
-            warp_launch::EmbeddedModule::new("kernels", cu, meta, images, None).with_rules(rules)
-        }))
-    };
+    // Warp-build's static of the same module (declarations carried).
+    let embedded = &sdk_tests::warp::embedded("aot", "kernels").1;
     for round in 0..rounds {
         // SAFETY: a module directory of the bundle's Warp data.
         let module = unsafe { AotModule::load(&dir) }.unwrap();

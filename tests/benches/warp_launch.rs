@@ -3,8 +3,11 @@
 //! Warp's AOT `saxpy` (bounds + 3 arguments), a `Launch` replay, the
 //! positional launches typed launchers make (`Kernel::launch_args`, and
 //! `record_args` replayed), and the heap allocations of each; then
-//! `AotModule::load` of a module of 64 kernels and the first launch of a
-//! fresh kernel against a raw first launch of a fresh function. Writes the
+//! the load of a module of 64 kernels (Warp's directory, warp-build's
+//! directory and static) and the first launch of a fresh kernel against a
+//! raw first launch of a fresh function, the module loaded before the
+//! timer from Warp's directory (its source read) and from warp-build's
+//! static (declarations carried). Writes the
 //! results as a Markdown table and an SVG chart to `$SDK_BENCH_OUT`
 //! (default `bench-results/`).
 //!
@@ -419,7 +422,11 @@ fn main() {
     );
 
     // The first launch of a fresh kernel against a raw first launch.
-    let (t_first, t_first_raw, r_first) = first_launch(&dir, &stream, &x, &y);
+    let (t_first, t_first_raw, r_first) = first_launch(&dir, &stream, &x, &y, Load::WarpDir);
+    let (t_static, t_static_raw, r_static) = first_launch(&dir, &stream, &x, &y, Load::Static);
+    println!(
+        "bench typed: first launch of a fresh kernel of warp-build's static (declarations carried, no source read before the timer) median {t_static:.1} us, raw {t_static_raw:.1} us ({r_static:.3}x raw)"
+    );
     println!(
         "bench typed: first launch of a fresh kernel (module.kernel + launch_args) median {t_first:.1} us, raw (cuLibraryGetKernel + cuLaunchKernel) {t_first_raw:.1} us ({r_first:.3}x raw)"
     );
@@ -427,7 +434,7 @@ fn main() {
         "bench typed goals: immediate <= {G_TYPED}, replay <= {G_REPLAY}, heap allocations 0, AotModule::load of warp-build's directory of 64 kernels and from_embedded of its static <= {G_LOAD_MS} ms (declarations carried; image included), first launch <= {G_FIRST}x raw first launch"
     );
     println!(
-        "bench typed summary: immediate {r_typed:.3}x raw {}, replay {r_typed_replay:.3}x raw {}, heap allocations per launch {al_typed:.1} immediate / {al_typed_replay:.1} replay {}, AotModule::load of 64 kernels {:.2} ms / from_embedded {:.2} ms {} (without carried declarations {:.2} / {:.2} ms), first launch {r_first:.3}x raw first launch {}; builder launch {r_launch:.3}x raw in the same rounds; {ROUNDS} interleaved rounds x {BATCH} launches, medians of per-round ratios",
+        "bench typed summary: immediate {r_typed:.3}x raw {}, replay {r_typed_replay:.3}x raw {}, heap allocations per launch {al_typed:.1} immediate / {al_typed_replay:.1} replay {}, AotModule::load of 64 kernels {:.2} ms / from_embedded {:.2} ms {} (without carried declarations {:.2} / {:.2} ms), first launch {r_first:.3}x raw first launch {} (from warp-build's static {r_static:.3}x); builder launch {r_launch:.3}x raw in the same rounds; {ROUNDS} interleaved rounds x {BATCH} launches, medians of per-round ratios",
         verdict(r_typed <= G_TYPED),
         verdict(r_typed_replay <= G_REPLAY),
         verdict(al_typed == 0.0 && al_typed_replay == 0.0),
@@ -486,26 +493,42 @@ struct Loads {
     embedded_carried: f64,
 }
 
-/// First launch of saxpy from a freshly loaded module, host time of the
-/// call: ours (`module.kernel` declares it, `launch_args` queries its
-/// limits and launches) against the raw driver (`cuLibraryGetKernel` and
-/// `cuLaunchKernel` on a freshly loaded library of the same image), in
-/// alternating rounds. Median microseconds of each, and the median of
-/// per-round ratios.
+/// How the first-launch measurement loads its module before the timer.
+#[derive(Clone, Copy)]
+enum Load {
+    /// `AotModule::load` of Warp's own directory: the source is read.
+    WarpDir,
+    /// `AotModule::from_embedded` of warp-build's static, declarations
+    /// carried: no source read.
+    Static,
+}
+
+/// First launch of saxpy from a freshly loaded module (`from`, loaded and
+/// its image loaded before the timer), host time of the call: ours
+/// (`module.kernel` declares it, `launch_args` queries its limits and
+/// launches) against the raw driver (`cuLibraryGetKernel` and
+/// `cuLaunchKernel` on a freshly loaded library of the same image, loaded
+/// before its timer), in alternating rounds. Median microseconds of each,
+/// and the median of per-round ratios.
 fn first_launch(
     dir: &std::path::Path,
     stream: &cuda_api::Stream,
     x: &Array,
     y: &Array,
+    from: Load,
 ) -> (f64, f64, f64) {
     // `dir` is the module directory itself (`<data>/aot`).
     let aot = dir.to_path_buf();
     let image = std::fs::read(aot.join("wp_kernels.sm90.cubin")).unwrap();
     let name = c"saxpy_cuda_kernel_forward";
     let a = 2.0f32;
+    let embedded = sdk_tests::warp::embedded("aot", "kernels").1;
     let ours = || {
-        // SAFETY: a module directory of the bundle's Warp data: one Warp compile (tests/warp/build.py).
-        let module = unsafe { AotModule::load(&aot) }.unwrap();
+        let module = match from {
+            // SAFETY: a module directory of the bundle's Warp data: one Warp compile (tests/warp/build.py).
+            Load::WarpDir => unsafe { AotModule::load(&aot) }.unwrap(),
+            Load::Static => AotModule::from_embedded(&embedded).unwrap(),
+        };
         // The image is loaded on the module's first CUDA use: here, before
         // the timer, as the raw side loads its library before its timer.
         module.image().unwrap();

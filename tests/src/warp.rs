@@ -302,21 +302,43 @@ pub struct ManyForms {
     pub carried: warp_launch::EmbeddedModule,
 }
 
-/// [`ManyForms`] of `<data>/many`; `tag` names the directory copy.
-pub fn many_forms(tag: &str) -> ManyForms {
+/// Module `name` of `<data>/<dir>` (`wp_<name>.cu`, `.meta`, `.sm90.cubin`)
+/// held in memory as warp-build's generated static holds it: without and
+/// with the declarations the build derives, and their text (what
+/// warp-build writes as `wp_<name>.rules.json`).
+pub fn embedded(
+    dir: &str,
+    name: &'static str,
+) -> (
+    warp_launch::EmbeddedModule,
+    warp_launch::EmbeddedModule,
+    &'static str,
+) {
     use warp_launch::{EmbeddedImage, EmbeddedModule};
-    let dir = data_dir().join("many");
-    let read = |ext: &str| std::fs::read(dir.join(format!("wp_many.{ext}"))).unwrap();
+    let dir = data_dir().join(dir);
+    let file = |ext: &str| format!("wp_{name}.{ext}");
+    let read = |ext: &str| std::fs::read(dir.join(file(ext))).unwrap();
     let text = |ext: &str| -> &'static str { String::from_utf8(read(ext)).unwrap().leak() };
     let images: &'static [EmbeddedImage] = vec![EmbeddedImage {
-        file: "wp_many.sm90.cubin",
+        file: file("sm90.cubin").leak(),
         bytes: read("sm90.cubin").leak(),
     }]
     .leak();
     let (cu, meta) = (text("cu"), text("meta"));
     // What warp-build derives and writes beside the module.
-    let decls = warp_proof::declarations(cu, "wp_many.cu", meta, "wp_many.meta").unwrap();
+    let decls = warp_proof::declarations(cu, &file("cu"), meta, &file("meta")).unwrap();
     let rules: &'static str = warp_proof::carry_declarations(&decls, cu, meta).leak();
+    // SAFETY: the files of one Warp compile (tests/warp/build.py).
+    let plain = unsafe { EmbeddedModule::new(name, cu, meta, images, None) };
+    // SAFETY: as above; `rules` were derived from `cu` and `meta`.
+    let carried = unsafe { plain.with_rules(rules) };
+    (plain, carried, rules)
+}
+
+/// [`ManyForms`] of `<data>/many`; `tag` names the directory copy.
+pub fn many_forms(tag: &str) -> ManyForms {
+    let dir = data_dir().join("many");
+    let (plain, carried, rules) = embedded("many", "many");
     let built = std::env::temp_dir().join(format!("{tag}-many-{}", std::process::id()));
     std::fs::create_dir_all(&built).unwrap();
     for f in ["cu", "meta", "sm90.cubin"] {
@@ -324,10 +346,6 @@ pub fn many_forms(tag: &str) -> ManyForms {
         std::fs::copy(dir.join(&name), built.join(&name)).unwrap();
     }
     std::fs::write(built.join("wp_many.rules.json"), rules).unwrap();
-    // SAFETY: the files of many/, one Warp compile (tests/warp/build.py).
-    let plain = unsafe { EmbeddedModule::new("many", cu, meta, images, None) };
-    // SAFETY: as above; `rules` were derived from `cu` and `meta`.
-    let carried = unsafe { plain.with_rules(rules) };
     ManyForms {
         warp_dir: dir,
         built_dir: built,
