@@ -481,19 +481,14 @@ fn first_phases(rounds: usize) {
             let mut params = raw_args.params();
             let mut times = [0.0; 6];
             let start = Instant::now();
-            let mut kernel: cuda_sys::CUkernel = std::ptr::null_mut();
-            // SAFETY: a live library and a NUL-terminated name; the
+            let kernel: cuda_sys::CUkernel;
+            // SAFETY: the saxpy kernel of a live library; the
             // kernel's function in the current context; its attributes
             // and parameters; then saxpy's parameters at the live
             // locals above.
             unsafe {
                 let s = Instant::now();
-                let r = cuda_sys::cuLibraryGetKernel(
-                    &mut kernel,
-                    lib.raw(),
-                    c"saxpy_cuda_kernel_forward".as_ptr(),
-                );
-                assert!(r.is_success());
+                kernel = sdk_tests::warp::saxpy_kernel(&lib);
                 times[0] = us(s);
                 if phased {
                     let s = Instant::now();
@@ -557,16 +552,11 @@ fn first_phases(rounds: usize) {
             let mut raw_args = sdk_tests::warp::RawSaxpy::new(N, a, &x, &y);
             let mut params = raw_args.params();
             let start = Instant::now();
-            let mut kernel: cuda_sys::CUkernel = std::ptr::null_mut();
-            // SAFETY: a live library and a NUL-terminated name; saxpy's
+            let kernel: cuda_sys::CUkernel;
+            // SAFETY: the saxpy kernel of a live library; saxpy's
             // parameters at the live locals above.
             unsafe {
-                let r = cuda_sys::cuLibraryGetKernel(
-                    &mut kernel,
-                    lib.raw(),
-                    c"saxpy_cuda_kernel_forward".as_ptr(),
-                );
-                assert!(r.is_success());
+                kernel = sdk_tests::warp::saxpy_kernel(&lib);
                 launch_raw(
                     kernel.cast(),
                     (N as u32).div_ceil(256),
@@ -607,19 +597,14 @@ fn first_phases(rounds: usize) {
             let mut raw_args = sdk_tests::warp::RawSaxpy::new(N, a, &x, &y);
             let mut params = raw_args.params();
             let start = Instant::now();
-            let mut kernel: cuda_sys::CUkernel = std::ptr::null_mut();
+            let kernel: cuda_sys::CUkernel;
             let mut f: cuda_sys::CUfunction = std::ptr::null_mut();
             let grid = (N as u32).div_ceil(256);
-            // SAFETY: a live library and a NUL-terminated name; its
+            // SAFETY: the saxpy kernel of a live library; its
             // function in the current context; saxpy's parameters at the
             // live locals above.
             unsafe {
-                let r = cuda_sys::cuLibraryGetKernel(
-                    &mut kernel,
-                    lib.raw(),
-                    c"saxpy_cuda_kernel_forward".as_ptr(),
-                );
-                assert!(r.is_success());
+                kernel = sdk_tests::warp::saxpy_kernel(&lib);
                 assert!(cuda_sys::cuKernelGetFunction(&mut f, kernel).is_success());
                 if ex {
                     launch_raw_ex(f, grid, stream.raw(), params.as_mut_ptr());

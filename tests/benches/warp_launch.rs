@@ -520,7 +520,6 @@ fn first_launch(
     // `dir` is the module directory itself (`<data>/aot`).
     let aot = dir.to_path_buf();
     let image = std::fs::read(aot.join("wp_kernels.sm90.cubin")).unwrap();
-    let name = c"saxpy_cuda_kernel_forward";
     let a = 2.0f32;
     let embedded = sdk_tests::warp::embedded("aot", "kernels").1;
     let ours = || {
@@ -550,13 +549,12 @@ fn first_launch(
         let mut raw_args = sdk_tests::warp::RawSaxpy::new(N, a, x, y);
         let mut params = raw_args.params();
         let t = Instant::now();
-        let mut kernel: cuda_sys::CUkernel = std::ptr::null_mut();
-        // SAFETY: a live library and a NUL-terminated name; then the saxpy
+        let kernel: cuda_sys::CUkernel;
+        // SAFETY: the saxpy kernel of a live library; then the saxpy
         // forward kernel's parameters (bounds, float, array_t, array_t) at
         // the addresses above, alive for the call.
         let r = unsafe {
-            let r = cuda_sys::cuLibraryGetKernel(&mut kernel, lib.raw(), name.as_ptr());
-            assert_eq!(r, cuda_sys::CUresult::CUDA_SUCCESS);
+            kernel = sdk_tests::warp::saxpy_kernel(&lib);
             cuda_sys::cuLaunchKernel(
                 kernel.cast(),
                 (N as u32).div_ceil(256),

@@ -397,3 +397,19 @@ impl RawSaxpy {
         ]
     }
 }
+
+/// The `CUkernel` of Warp's AOT saxpy forward function in `lib`
+/// (`cuLibraryGetKernel`), for the raw first-launch baselines.
+pub fn saxpy_kernel(lib: &cuda_api::Library) -> cuda_sys::CUkernel {
+    let mut kernel: cuda_sys::CUkernel = std::ptr::null_mut();
+    // SAFETY: a live library and a NUL-terminated name.
+    let r = unsafe {
+        cuda_sys::cuLibraryGetKernel(
+            &mut kernel,
+            lib.raw(),
+            c"saxpy_cuda_kernel_forward".as_ptr(),
+        )
+    };
+    assert!(r.is_success(), "cuLibraryGetKernel: {r:?}");
+    kernel
+}
