@@ -19,7 +19,10 @@
 //! before each launch: what asking the driver costs between launches.
 //! `raw_ex` and `api_raw_ex` are `raw` and `api_raw` through
 //! `cuLaunchKernelEx` with no attributes, the entry point the SDK's
-//! launches call.
+//! launches call. `raw_floor` and `api_floor` are the least a launch
+//! must ask under the owners issue's rules, in raw driver calls:
+//! `cuStreamIsCapturing`, `cuCtxGetCurrent`, then `cuLaunchKernelEx`; their
+//! ratio to `raw` / `api_raw` is the floor of any validated road.
 //! Without arguments every road runs for 0.2 s (what the bundle's run
 //! does). `profile first [ROUNDS]` times the phases of a first launch of
 //! a fresh kernel, each round on a freshly loaded module: ours
@@ -29,7 +32,9 @@
 //! and prints the median microseconds of each phase; also the context's
 //! function launched through `cuLaunchKernel` and `cuLaunchKernelEx`, the
 //! raw sequence right after an `AotModule::load` of the same directory,
-//! and ours from warp-build's static (no source read). `profile load
+//! ours from warp-build's static (no source read), and the bench's first
+//! launch: the raw road and ours (from the static, and after a load of the
+//! directory) each right after `sdk_tests::warp::settle`. `profile load
 //! [ROUNDS]` times `AotModule::load` and `AotModule::from_embedded` of the
 //! 64-kernel module without loading its image (no driver call: it runs
 //! without a GPU too). The table of where each road's time goes is
@@ -67,6 +72,8 @@ const ROADS: &[&str] = &[
     "raw_q_is",
     "raw_ex",
     "api_raw_ex",
+    "raw_floor",
+    "api_floor",
 ];
 
 /// The raw driver launch every `raw*` road times: `grid` blocks of 256
@@ -127,6 +134,30 @@ unsafe fn launch_raw_ex(
     // SAFETY: the caller's promise; `config` outlives the call.
     let r = unsafe { cuda_sys::cuLaunchKernelEx(&config, f, params, std::ptr::null_mut()) };
     assert!(r.is_success());
+}
+
+/// `launch_raw_ex` after the two queries every validated launch makes:
+/// whether the stream is captured, and which context is current.
+///
+/// # Safety
+///
+/// As for `launch_raw_ex`.
+unsafe fn launch_floor(
+    f: cuda_sys::CUfunction,
+    grid: u32,
+    stream: cuda_sys::CUstream,
+    params: *mut *mut c_void,
+) {
+    let mut st = cuda_sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+    let mut c = std::ptr::null_mut();
+    // SAFETY: a live stream and out-pointers to locals; then the caller's
+    // promise.
+    unsafe {
+        assert!(cuda_sys::cuStreamIsCapturing(stream, &mut st).is_success());
+        assert!(cuda_sys::cuCtxGetCurrent(&mut c).is_success());
+        std::hint::black_box((st, c));
+        launch_raw_ex(f, grid, stream, params);
+    }
 }
 
 /// Runs `f` in batches for `seconds`, synchronising `stream` after each;
@@ -367,6 +398,10 @@ fn main() {
             "raw_ex" => Box::new(|| unsafe { launch_raw_ex(handle, grid[0], raw_stream, pp) }),
             // SAFETY: as for `api_raw`.
             "api_raw_ex" => Box::new(|| unsafe { launch_raw_ex(chandle, 1, raw_stream, cpp) }),
+            // SAFETY: as for `raw_ex` / `api_raw_ex`.
+            "raw_floor" => Box::new(|| unsafe { launch_floor(handle, grid[0], raw_stream, pp) }),
+            // SAFETY: as for `api_raw_ex`.
+            "api_floor" => Box::new(|| unsafe { launch_floor(chandle, 1, raw_stream, cpp) }),
             _ => unreachable!("checked above"),
         };
         fns.push((road, f));
@@ -449,6 +484,9 @@ fn first_phases(rounds: usize) {
         "raw cuLibraryGetKernel + cuKernelGetFunction + cuLaunchKernelEx(function)",
         "raw cuLibraryGetKernel + cuLaunchKernel, right after an AotModule::load of the directory",
         "ours, the module from_embedded with carried declarations",
+        "raw cuLibraryGetKernel + cuLaunchKernel, settled",
+        "ours from_embedded with carried declarations, settled (the bench's first launch)",
+        "ours after AotModule::load of the directory, settled",
     ];
     let mut t = vec![Vec::new(); names.len()];
     // Warp-build's static of the same module (declarations carried).
@@ -545,18 +583,21 @@ fn first_phases(rounds: usize) {
         // The raw road after the same source read as ours (the load that
         // precedes ours' timer): whether the read, not the road, is what
         // the first launch pays for.
-        {
+        // Also the raw road settled as the bench settles it.
+        for (slot, after_load) in [(12, true), (14, false)] {
             // SAFETY: a module directory of the bundle's Warp data.
-            let read = unsafe { AotModule::load(&dir) }.unwrap();
+            let read = after_load.then(|| unsafe { AotModule::load(&dir) }.unwrap());
             let lib = cuda_api::Library::from_image(&image).unwrap();
             let mut raw_args = sdk_tests::warp::RawSaxpy::new(N, a, &x, &y);
             let mut params = raw_args.params();
+            if !after_load {
+                sdk_tests::warp::settle(&stream);
+            }
             let start = Instant::now();
-            let kernel: cuda_sys::CUkernel;
             // SAFETY: the saxpy kernel of a live library; saxpy's
             // parameters at the live locals above.
             unsafe {
-                kernel = sdk_tests::warp::saxpy_kernel(&lib);
+                let kernel = sdk_tests::warp::saxpy_kernel(&lib);
                 launch_raw(
                     kernel.cast(),
                     (N as u32).div_ceil(256),
@@ -568,13 +609,23 @@ fn first_phases(rounds: usize) {
             stream.synchronize().unwrap();
             drop(read);
             if round > 0 {
-                t[12].push(dt);
+                t[slot].push(dt);
             }
         }
-        // Ours from warp-build's static (declarations carried: no source read).
-        {
-            let module = AotModule::from_embedded(embedded).unwrap();
+        // Ours from warp-build's static (declarations carried: no source
+        // read), then settled as the bench's first launch, then after a
+        // load of the directory, settled.
+        for (slot, settled) in [(13, false), (15, true), (16, true)] {
+            let module = if slot == 16 {
+                // SAFETY: a module directory of the bundle's Warp data.
+                unsafe { AotModule::load(&dir) }.unwrap()
+            } else {
+                AotModule::from_embedded(embedded).unwrap()
+            };
             module.image().unwrap();
+            if settled {
+                sdk_tests::warp::settle(&stream);
+            }
             let start = Instant::now();
             let k = module.kernel("saxpy").unwrap();
             k.launch_args(
@@ -587,7 +638,7 @@ fn first_phases(rounds: usize) {
             let dt = us(start);
             stream.synchronize().unwrap();
             if round > 0 {
-                t[13].push(dt);
+                t[slot].push(dt);
             }
         }
         // The handle the SDK launches: the context's function, through
