@@ -318,6 +318,15 @@ impl Symbol {
         if !p.is_null() {
             return Some(p);
         }
+        self.resolve_first()
+    }
+
+    /// The first-use half of [`Symbol::get`], kept out of line so that the
+    /// resolved case (every call but the first) inlines into each driver
+    /// function: it showed as its own symbol in launch profiles before.
+    #[cold]
+    #[inline(never)]
+    fn resolve_first(&self) -> Option<*mut c_void> {
         self.resolve().ok()
     }
 
