@@ -723,15 +723,33 @@ impl Function {
         if let Some(home) = &self.home {
             home.bind()?;
         }
+        // A library kernel: its function in the current context first.
+        // Asked before the function is loaded there, the driver loads the
+        // kernel for the parameter query and then again for the context
+        // (a first launch paid both, about 1.7x the raw driver's first
+        // launch on an H100); loaded first, the queries are cheap, and
+        // the launch that follows finds the function cached.
+        let func = match self.handle {
+            Handle::Function(f) => Some(f),
+            Handle::Kernel(_) => match Context::current()? {
+                Some(ctx) if self.check_context(&ctx).is_ok() => {
+                    Some(self.with_facts(&ctx, |facts| Ok(facts.func))?)
+                }
+                _ => None,
+            },
+        };
         let mut out = Vec::new();
         // The driver allows up to 32 KiB of parameters: at most 32764 one-byte ones.
         for i in 0..=32768 {
             // SAFETY: the function or kernel belongs to a module or library
-            // kept loaded by `self`; its home context (if any) is current.
+            // kept loaded by `self`; its home context (if any) is current,
+            // and a library kernel's `func` is its function in the current
+            // context (resolved just above).
             let r = unsafe {
-                match self.handle {
-                    Handle::Function(f) => driver::func_get_param_info(f, i),
-                    Handle::Kernel(k) => driver::kernel_get_param_info(k, i),
+                match (func, self.handle) {
+                    (Some(f), _) => driver::func_get_param_info(f, i),
+                    (None, Handle::Kernel(k)) => driver::kernel_get_param_info(k, i),
+                    (None, Handle::Function(f)) => driver::func_get_param_info(f, i),
                 }
             };
             match r {
