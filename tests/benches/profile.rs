@@ -34,7 +34,9 @@
 //! raw sequence right after an `AotModule::load` of the same directory,
 //! ours from warp-build's static (no source read), and the bench's first
 //! launch: the raw road and ours (from the static, and after a load of the
-//! directory) each right after `sdk_tests::warp::settle`. `profile load
+//! directory) each right after `sdk_tests::warp::settle`; and the raw road
+//! settled after two threads were spawned and joined, or after 20 MB of
+//! heap was allocated and freed (what a load does before it). `profile load
 //! [ROUNDS]` times `AotModule::load` and `AotModule::from_embedded` of the
 //! 64-kernel module without loading its image (no driver call: it runs
 //! without a GPU too). The table of where each road's time goes is
@@ -459,6 +461,19 @@ fn interleaved(stream: &cuda_api::Stream, fns: &mut [Road<'_>]) -> Vec<(f64, f64
 /// `profile first ROUNDS`: the phases of a first launch, ours and raw, in
 /// alternating rounds on freshly loaded modules; median microseconds of
 /// each phase.
+/// What the raw first launch of `profile first` follows.
+#[derive(Clone, Copy, PartialEq)]
+enum Before {
+    /// An `AotModule::load` of the directory, not settled.
+    Load,
+    /// Nothing but the settle.
+    Nothing,
+    /// Two threads spawned and joined, then the settle.
+    Threads,
+    /// 20 MB of heap allocated and freed in 1 KiB pieces, then the settle.
+    Heap,
+}
+
 fn first_phases(rounds: usize) {
     let dir = sdk_tests::warp::data_dir().join("aot");
     let image = std::fs::read(dir.join("wp_kernels.sm90.cubin")).unwrap();
@@ -487,6 +502,8 @@ fn first_phases(rounds: usize) {
         "raw cuLibraryGetKernel + cuLaunchKernel, settled",
         "ours from_embedded with carried declarations, settled (the bench's first launch)",
         "ours after AotModule::load of the directory, settled",
+        "raw cuLibraryGetKernel + cuLaunchKernel, settled after 2 threads spawned and joined",
+        "raw cuLibraryGetKernel + cuLaunchKernel, settled after 20 MB of heap allocated and freed",
     ];
     let mut t = vec![Vec::new(); names.len()];
     // Warp-build's static of the same module (declarations carried).
@@ -584,13 +601,32 @@ fn first_phases(rounds: usize) {
         // precedes ours' timer): whether the read, not the road, is what
         // the first launch pays for.
         // Also the raw road settled as the bench settles it.
-        for (slot, after_load) in [(12, true), (14, false)] {
+        // And settled after what a load does before it: threads spawned
+        // and joined (the body analyses), or heap allocated and freed.
+        for (slot, before) in [
+            (12, Before::Load),
+            (14, Before::Nothing),
+            (17, Before::Threads),
+            (18, Before::Heap),
+        ] {
             // SAFETY: a module directory of the bundle's Warp data.
-            let read = after_load.then(|| unsafe { AotModule::load(&dir) }.unwrap());
+            let read = (before == Before::Load).then(|| unsafe { AotModule::load(&dir) }.unwrap());
+            match before {
+                Before::Threads => std::thread::scope(|s| {
+                    let spin = || std::hint::black_box((0..200_000u64).sum::<u64>());
+                    let h: Vec<_> = (0..2).map(|_| s.spawn(spin)).collect();
+                    h.into_iter().for_each(|h| drop(h.join()));
+                }),
+                Before::Heap => {
+                    let v: Vec<Vec<u8>> = (0..20_000).map(|i| vec![i as u8; 1024]).collect();
+                    drop(std::hint::black_box(v));
+                }
+                Before::Load | Before::Nothing => {}
+            }
             let lib = cuda_api::Library::from_image(&image).unwrap();
             let mut raw_args = sdk_tests::warp::RawSaxpy::new(N, a, &x, &y);
             let mut params = raw_args.params();
-            if !after_load {
+            if before != Before::Load {
                 sdk_tests::warp::settle(&stream);
             }
             let start = Instant::now();
