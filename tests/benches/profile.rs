@@ -36,7 +36,9 @@
 //! launch: the raw road and ours (from the static, and after a load of the
 //! directory) each right after `sdk_tests::warp::settle`; and the raw road
 //! settled after two threads were spawned and joined, or after 20 MB of
-//! heap was allocated and freed (what a load does before it). `profile load
+//! heap was allocated and freed (what a load does before it); and both
+//! roads "twin-loaded" as the bench's first launch loads them (the module
+//! from the static with its image, then a raw library), then settled. `profile load
 //! [ROUNDS]` times `AotModule::load` and `AotModule::from_embedded` of the
 //! 64-kernel module without loading its image (no driver call: it runs
 //! without a GPU too). The table of where each road's time goes is
@@ -472,6 +474,9 @@ enum Before {
     Threads,
     /// 20 MB of heap allocated and freed in 1 KiB pieces, then the settle.
     Heap,
+    /// The module from warp-build's static with its image, as ours loads
+    /// it, then the raw library and the settle: the bench's first launch.
+    Twin,
 }
 
 fn first_phases(rounds: usize) {
@@ -504,6 +509,8 @@ fn first_phases(rounds: usize) {
         "ours after AotModule::load of the directory, settled",
         "raw cuLibraryGetKernel + cuLaunchKernel, settled after 2 threads spawned and joined",
         "raw cuLibraryGetKernel + cuLaunchKernel, settled after 20 MB of heap allocated and freed",
+        "raw, twin-loaded and settled (the bench's first launch)",
+        "ours, twin-loaded and settled (the bench's first launch)",
     ];
     let mut t = vec![Vec::new(); names.len()];
     // Warp-build's static of the same module (declarations carried).
@@ -608,6 +615,7 @@ fn first_phases(rounds: usize) {
             (14, Before::Nothing),
             (17, Before::Threads),
             (18, Before::Heap),
+            (19, Before::Twin),
         ] {
             // SAFETY: a module directory of the bundle's Warp data.
             let read = (before == Before::Load).then(|| unsafe { AotModule::load(&dir) }.unwrap());
@@ -621,8 +629,13 @@ fn first_phases(rounds: usize) {
                     let v: Vec<Vec<u8>> = (0..20_000).map(|i| vec![i as u8; 1024]).collect();
                     drop(std::hint::black_box(v));
                 }
-                Before::Load | Before::Nothing => {}
+                Before::Load | Before::Nothing | Before::Twin => {}
             }
+            let twin = (before == Before::Twin).then(|| {
+                let m = AotModule::from_embedded(embedded).unwrap();
+                m.image().unwrap();
+                m
+            });
             let lib = cuda_api::Library::from_image(&image).unwrap();
             let mut raw_args = sdk_tests::warp::RawSaxpy::new(N, a, &x, &y);
             let mut params = raw_args.params();
@@ -643,7 +656,7 @@ fn first_phases(rounds: usize) {
             }
             let dt = us(start);
             stream.synchronize().unwrap();
-            drop(read);
+            drop((read, twin));
             if round > 0 {
                 t[slot].push(dt);
             }
@@ -651,7 +664,7 @@ fn first_phases(rounds: usize) {
         // Ours from warp-build's static (declarations carried: no source
         // read), then settled as the bench's first launch, then after a
         // load of the directory, settled.
-        for (slot, settled) in [(13, false), (15, true), (16, true)] {
+        for (slot, settled) in [(13, false), (15, true), (16, true), (20, true)] {
             let module = if slot == 16 {
                 // SAFETY: a module directory of the bundle's Warp data.
                 unsafe { AotModule::load(&dir) }.unwrap()
@@ -659,6 +672,9 @@ fn first_phases(rounds: usize) {
                 AotModule::from_embedded(embedded).unwrap()
             };
             module.image().unwrap();
+            // The bench's first launch loads a raw library too (the raw
+            // road's), kept until after the launch.
+            let twin = (slot == 20).then(|| cuda_api::Library::from_image(&image).unwrap());
             if settled {
                 sdk_tests::warp::settle(&stream);
             }
@@ -673,6 +689,7 @@ fn first_phases(rounds: usize) {
             .unwrap();
             let dt = us(start);
             stream.synchronize().unwrap();
+            drop(twin);
             if round > 0 {
                 t[slot].push(dt);
             }
