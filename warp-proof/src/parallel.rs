@@ -2,6 +2,14 @@
 //! kernels are independent, and loading a module of many kernels is mostly
 //! them (`docs/launch-profile.md`).
 
+/// The fewest items a thread takes. Spawning and joining threads costs
+/// more than a short analysis, and leaves the driver's next lazy load
+/// slower (`docs/launch-profile.md`): a module of 10 kernels (20 bodies)
+/// loaded in 1.6–1.8 ms on 2 and 3 threads and in 1.05–1.3 ms on one
+/// (2-core machine, 31 loads each), so threads wait for modules of many
+/// kernels.
+pub(crate) const MIN_PER_THREAD: usize = 32;
+
 /// `f` of every item, in order, on up to the available cores, at least
 /// `per_thread` items a thread (a thread's start costs more than a short
 /// item); one thread when that is all there is. A panic in `f` is raised
