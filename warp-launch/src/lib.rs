@@ -242,7 +242,9 @@ pub use warp_proof::{
 // Launching: arguments, the builder, the reusable launch, CUDA graphs.
 pub use conditional::{GraphStep, run_if, run_steps, run_while};
 pub use graph::{Graph, GraphCapture};
-pub use launch::{Arg, IntoArg, IntoArgs, Launch, LaunchBuilder, StructRef, StructValue, TypedArg};
+pub use launch::{
+    Arg, ArgSlot, IntoArg, IntoArgs, Launch, LaunchBuilder, StructRef, StructValue, TypedArg,
+};
 
 // The CPU device: kernels implemented in Rust, or a module's compiled CPU code.
 pub use cpu::{

@@ -425,6 +425,70 @@ impl Arg {
 pub trait IntoArg {
     /// The argument.
     fn into_arg(self) -> Arg;
+
+    /// The argument as a [`LaunchBuilder`](crate::LaunchBuilder) holds it
+    /// until it runs: an array passed by reference stays borrowed (no
+    /// handle cloned and dropped per launch); anything else is
+    /// [`IntoArg::into_arg`]. Implementations outside this crate keep the
+    /// default.
+    fn into_slot<'a>(self) -> ArgSlot<'a>
+    where
+        Self: Sized + 'a,
+    {
+        ArgSlot::Owned(self.into_arg())
+    }
+}
+
+/// An argument as a [`LaunchBuilder`](crate::LaunchBuilder) holds it: its
+/// own, or an array borrowed for as long as the builder lives.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ArgSlot<'a> {
+    /// An argument the builder owns.
+    Owned(Arg),
+    /// An array passed by reference.
+    Array(&'a Array),
+}
+
+impl ArgSlot<'_> {
+    /// The owned argument (a borrowed array's handle cloned).
+    pub(crate) fn into_owned(self) -> Arg {
+        match self {
+            ArgSlot::Owned(a) => a,
+            ArgSlot::Array(a) => Arg::Array(a.clone()),
+        }
+    }
+
+    /// The argument, borrowed.
+    pub(crate) fn as_typed(&self) -> TypedArg<'_> {
+        match self {
+            ArgSlot::Array(a) => TypedArg::Array(a),
+            ArgSlot::Owned(Arg::Array(a)) => TypedArg::Array(a),
+            ArgSlot::Owned(Arg::Null) => TypedArg::Null,
+            ArgSlot::Owned(Arg::Value(v)) => TypedArg::Value(v.bytes()),
+            ArgSlot::Owned(Arg::Struct(s)) => TypedArg::Struct(s.into()),
+        }
+    }
+
+    /// The value, if the argument is one.
+    pub(crate) fn as_value(&self) -> Option<&Value> {
+        match self {
+            ArgSlot::Owned(Arg::Value(v)) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+/// `slots` emptied, its buffer kept for arguments of any lifetime: an empty
+/// vector borrows nothing. The standard library collects a by-value
+/// iterator of a vector into a vector of the same layout in place, so no
+/// allocation is made (`unborrowed_slots_keep_their_buffer`).
+pub(crate) fn unborrowed(mut slots: Vec<ArgSlot<'_>>) -> Vec<ArgSlot<'static>> {
+    slots.clear();
+    slots
+        .into_iter()
+        .map(|s| ArgSlot::Owned(s.into_owned()))
+        .collect()
 }
 
 impl IntoArg for Arg {
@@ -441,6 +505,13 @@ impl IntoArg for &Array {
     fn into_arg(self) -> Arg {
         Arg::Array(self.clone())
     }
+
+    fn into_slot<'a>(self) -> ArgSlot<'a>
+    where
+        Self: 'a,
+    {
+        ArgSlot::Array(self)
+    }
 }
 impl<T: Element, const N: usize> IntoArg for TypedArray<T, N> {
     fn into_arg(self) -> Arg {
@@ -451,10 +522,24 @@ impl<T: Element, const N: usize> IntoArg for &TypedArray<T, N> {
     fn into_arg(self) -> Arg {
         Arg::Array(self.as_array().clone())
     }
+
+    fn into_slot<'a>(self) -> ArgSlot<'a>
+    where
+        Self: 'a,
+    {
+        ArgSlot::Array(self.as_array())
+    }
 }
 impl IntoArg for Option<&Array> {
     fn into_arg(self) -> Arg {
         self.map_or(Arg::Null, |a| Arg::Array(a.clone()))
+    }
+
+    fn into_slot<'a>(self) -> ArgSlot<'a>
+    where
+        Self: 'a,
+    {
+        self.map_or(ArgSlot::Owned(Arg::Null), ArgSlot::Array)
     }
 }
 impl IntoArg for Value {
@@ -478,11 +563,30 @@ impl<T: Element> IntoArg for T {
 pub trait IntoArgs {
     /// Appends the arguments to `out`.
     fn push_into(self, out: &mut Vec<Arg>);
+
+    /// Appends the arguments as a [`LaunchBuilder`](crate::LaunchBuilder)
+    /// holds them ([`IntoArg::into_slot`]). Implementations outside this
+    /// crate keep the default.
+    fn push_slots<'a>(self, out: &mut Vec<ArgSlot<'a>>)
+    where
+        Self: Sized + 'a,
+    {
+        let mut owned = Vec::new();
+        self.push_into(&mut owned);
+        out.extend(owned.into_iter().map(ArgSlot::Owned));
+    }
 }
 
 impl<T: IntoArg> IntoArgs for T {
     fn push_into(self, out: &mut Vec<Arg>) {
         out.push(self.into_arg());
+    }
+
+    fn push_slots<'a>(self, out: &mut Vec<ArgSlot<'a>>)
+    where
+        Self: 'a,
+    {
+        out.push(self.into_slot());
     }
 }
 
@@ -490,10 +594,23 @@ impl IntoArgs for Vec<Arg> {
     fn push_into(self, out: &mut Vec<Arg>) {
         out.extend(self);
     }
+
+    fn push_slots<'a>(self, out: &mut Vec<ArgSlot<'a>>)
+    where
+        Self: 'a,
+    {
+        out.extend(self.into_iter().map(ArgSlot::Owned));
+    }
 }
 
 impl IntoArgs for () {
     fn push_into(self, _out: &mut Vec<Arg>) {}
+
+    fn push_slots<'a>(self, _out: &mut Vec<ArgSlot<'a>>)
+    where
+        Self: 'a,
+    {
+    }
 }
 
 macro_rules! tuple_args {
@@ -503,6 +620,15 @@ macro_rules! tuple_args {
             fn push_into(self, out: &mut Vec<Arg>) {
                 let ($($n,)+) = self;
                 $( out.push($n.into_arg()); )+
+            }
+
+            #[allow(non_snake_case)]
+            fn push_slots<'a>(self, out: &mut Vec<ArgSlot<'a>>)
+            where
+                Self: 'a,
+            {
+                let ($($n,)+) = self;
+                $( out.push($n.into_slot()); )+
             }
         }
     };
@@ -782,6 +908,47 @@ impl<'a> From<&'a StructValue> for TypedArg<'a> {
 mod tests {
     use super::*;
     use crate::abi::{LaunchBounds1, LaunchBounds2, LaunchBounds3, LaunchBounds4};
+
+    /// A builder's emptied argument vector is kept as the kernel's spare
+    /// without a new allocation: the same buffer, the same capacity.
+    #[test]
+    fn unborrowed_slots_keep_their_buffer() {
+        let x = Array::from_slice(Device::Cpu, &[1.0f32, 2.0], &[2]).unwrap();
+        let mut slots: Vec<ArgSlot<'_>> = Vec::with_capacity(8);
+        (2.0f32, &x, None::<&Array>).push_slots(&mut slots);
+        let (ptr, cap) = (slots.as_ptr() as usize, slots.capacity());
+        let kept = unborrowed(slots);
+        assert_eq!((kept.as_ptr() as usize, kept.capacity()), (ptr, cap));
+        assert!(kept.is_empty());
+    }
+
+    /// Arrays passed by reference stay borrowed in a builder's slots (no
+    /// handle cloned); owned ones, values and `None` are owned, and every
+    /// slot reads as the argument `push_into` would have made.
+    #[test]
+    fn slots_borrow_referenced_arrays_and_own_the_rest() {
+        let x = Array::from_slice(Device::Cpu, &[1.0f32, 2.0], &[2]).unwrap();
+        let t = crate::TypedArray::<f32, 1>::zeros(Device::Cpu, [3]).unwrap();
+        let mut slots = Vec::new();
+        (2.0f32, &x, &t, None::<&Array>, x.clone()).push_slots(&mut slots);
+        assert!(matches!(slots[1], ArgSlot::Array(a) if std::ptr::eq(a, &x)));
+        assert!(matches!(slots[2], ArgSlot::Array(a) if std::ptr::eq(a, t.as_array())));
+        assert!(matches!(slots[3], ArgSlot::Owned(Arg::Null)));
+        assert!(matches!(slots[4], ArgSlot::Owned(Arg::Array(_))));
+        assert_eq!(
+            slots[0].as_value().map(|v| v.bytes().to_vec()),
+            Some(2.0f32.to_le_bytes().to_vec())
+        );
+        let mut owned = Vec::new();
+        (2.0f32, &x, &t, None::<&Array>, x.clone()).push_into(&mut owned);
+        for (slot, arg) in slots.into_iter().zip(owned) {
+            assert_eq!(slot.into_owned().describe(), arg.describe());
+        }
+        // A list built elsewhere (`Vec<Arg>`) is owned whole.
+        let mut from_vec = Vec::new();
+        vec![Arg::Null, (&x).into_arg()].push_slots(&mut from_vec);
+        assert!(from_vec.iter().all(|s| matches!(s, ArgSlot::Owned(_))));
+    }
 
     /// The arrays a struct value holds are checked where the launch runs,
     /// as array arguments are (`crate::array::check`, here: host memory for

@@ -6,7 +6,7 @@
 
 use cuda_api::Stream;
 
-use super::bind::{Arg, IntoArgs, TypedArg};
+use super::bind::{Arg, ArgSlot, IntoArgs, TypedArg};
 use super::domain::{self, Dim, MaxBlocks};
 use super::kernel::Kernel;
 use super::launch::{Launch, Options};
@@ -31,8 +31,9 @@ const DIRECT_MAX: usize = 16;
 pub struct LaunchBuilder<'k> {
     kernel: &'k Kernel,
     dim: Dim,
-    /// Inputs, then outputs (`n_inputs` of the first).
-    args: Vec<Arg>,
+    /// Inputs, then outputs (`n_inputs` of the first); arrays passed by
+    /// reference stay borrowed.
+    args: Vec<ArgSlot<'k>>,
     n_inputs: usize,
     /// Adjoints of the inputs, then of the outputs.
     adj: Vec<Arg>,
@@ -103,7 +104,7 @@ impl<'k> LaunchBuilder<'k> {
         LaunchBuilder {
             kernel,
             dim,
-            args: kernel.inner.take_args(),
+            args: kernel.inner.take_slots(),
             n_inputs: 0,
             adj: Vec::new(),
             n_adj_inputs: 0,
@@ -135,9 +136,9 @@ impl<'k> LaunchBuilder<'k> {
     /// a finite number that a float parameter would turn into infinity):
     /// see [`IntoArg`](crate::IntoArg) for the rule.
     #[inline]
-    pub fn inputs(mut self, args: impl IntoArgs) -> Self {
+    pub fn inputs(mut self, args: impl IntoArgs + 'k) -> Self {
         let outputs = self.args.split_off(self.n_inputs);
-        args.push_into(&mut self.args);
+        args.push_slots(&mut self.args);
         self.n_inputs = self.args.len();
         self.args.extend(outputs);
         self
@@ -145,8 +146,8 @@ impl<'k> LaunchBuilder<'k> {
 
     /// Output arguments (after the inputs, in the kernel's order).
     #[inline]
-    pub fn outputs(mut self, args: impl IntoArgs) -> Self {
-        args.push_into(&mut self.args);
+    pub fn outputs(mut self, args: impl IntoArgs + 'k) -> Self {
+        args.push_slots(&mut self.args);
         self
     }
 
@@ -291,7 +292,10 @@ impl<'k> LaunchBuilder<'k> {
 
     fn build_launch(self, keep_stream: bool, device: Device) -> Result<Launch> {
         let n_fwd = self.args.len();
-        let mut args = self.args;
+        let mut args: Vec<Arg> = Vec::with_capacity(n_fwd + self.adj.len());
+        let mut slots = self.args;
+        args.extend(slots.drain(..).map(ArgSlot::into_owned));
+        self.kernel.inner.give_slots(slots);
         if self.pass == Pass::Adjoint {
             let n_adj = self.adj.len();
             if n_fwd != self.kernel.params().len() {
@@ -358,7 +362,7 @@ impl<'k> LaunchBuilder<'k> {
         let recording = self.record_tape && self.pass == Pass::Forward && record::is_recording();
         if !recording && let Some(done) = self.run_direct() {
             let args = std::mem::take(&mut self.args);
-            self.kernel.inner.give_args(args);
+            self.kernel.inner.give_slots(args);
             return done;
         }
         let (kernel, device) = (self.kernel, self.device);
@@ -413,7 +417,7 @@ impl<'k> LaunchBuilder<'k> {
         let params = self.kernel.params();
         let mut converted: [Option<Value>; DIRECT_MAX] = [const { None }; DIRECT_MAX];
         for (i, a) in self.args.iter().enumerate() {
-            if let Arg::Value(v) = a {
+            if let Some(v) = a.as_value() {
                 let ParamKind::Value(d) = &params.get(i)?.kind else {
                     return None;
                 };
@@ -424,11 +428,9 @@ impl<'k> LaunchBuilder<'k> {
         }
         let mut typed = [TypedArg::Null; DIRECT_MAX];
         for (i, a) in self.args.iter().enumerate() {
-            typed[i] = match a {
-                Arg::Array(a) => TypedArg::Array(a),
-                Arg::Null => TypedArg::Null,
-                Arg::Value(v) => TypedArg::Value(converted[i].as_ref().unwrap_or(v).bytes()),
-                Arg::Struct(s) => TypedArg::Struct(s.into()),
+            typed[i] = match (a, &converted[i]) {
+                (ArgSlot::Owned(Arg::Value(_)), Some(c)) => TypedArg::Value(c.bytes()),
+                _ => a.as_typed(),
             };
         }
         let how = How {

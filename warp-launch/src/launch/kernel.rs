@@ -8,7 +8,7 @@ use std::sync::{Arc, OnceLock};
 
 use cuda_api::{ArgBlock, DynKernel, Library, Param, ParamType};
 
-use super::bind::Params;
+use super::bind::{ArgSlot, Params, unborrowed};
 use super::memo::TypedBlock;
 use super::spare::Spare;
 use crate::abi::Element;
@@ -719,6 +719,8 @@ pub(crate) struct KernelInner {
     /// The argument vector of a finished launch, reused (emptied) by the
     /// next one: immediate launches then allocate nothing.
     spare_args: Spare<Vec<crate::launch::bind::Arg>>,
+    /// The same for a [`crate::LaunchBuilder`]'s arguments.
+    spare_slots: Spare<Vec<ArgSlot<'static>>>,
 }
 
 impl KernelInner {
@@ -737,6 +739,7 @@ impl KernelInner {
             cuda,
             cpu,
             spare_args: Spare::new(capacity),
+            spare_slots: Spare::new(capacity),
         }
     }
 
@@ -751,6 +754,19 @@ impl KernelInner {
     /// reusable capacity and there is no spare yet.
     pub(crate) fn give_args(&self, args: Vec<crate::launch::bind::Arg>) {
         self.spare_args.put(args);
+    }
+
+    /// An empty vector of builder arguments: the spare one or a new one.
+    pub(crate) fn take_slots<'k>(&self) -> Vec<ArgSlot<'k>> {
+        self.spare_slots
+            .take()
+            .unwrap_or_else(|| Vec::with_capacity(self.spare_slots.shape()))
+    }
+
+    /// Empties `slots` (ending its borrows) and keeps its buffer as the
+    /// spare, as [`KernelInner::give_args`].
+    pub(crate) fn give_slots(&self, slots: Vec<ArgSlot<'_>>) {
+        self.spare_slots.put(unborrowed(slots));
     }
 }
 

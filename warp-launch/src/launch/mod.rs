@@ -16,7 +16,7 @@ pub(crate) mod record;
 mod spare;
 mod typed;
 
-pub use bind::{Arg, IntoArg, IntoArgs, StructRef, StructValue, TypedArg};
+pub use bind::{Arg, ArgSlot, IntoArg, IntoArgs, StructRef, StructValue, TypedArg};
 pub use builder::LaunchBuilder;
 pub use domain::{Bounds, Dim, DimError, MaxBlocks, Plan};
 pub use kernel::{Kernel, KernelSpec};
