@@ -131,7 +131,9 @@ impl<'k> LaunchBuilder<'k> {
     }
 
     /// Input arguments (a tuple of arrays and values, or a `Vec<Arg>`).
-    /// Values are converted to their parameters' dtypes when the launch is
+    /// An array passed by reference (`&x`) stays borrowed until the launch
+    /// runs (no handle is cloned); pass it by value to let the builder own
+    /// a handle. Values are converted to their parameters' dtypes when the launch is
     /// checked, and refused when they do not fit (an integer out of range,
     /// a finite number that a float parameter would turn into infinity):
     /// see [`IntoArg`](crate::IntoArg) for the rule.
@@ -144,7 +146,8 @@ impl<'k> LaunchBuilder<'k> {
         self
     }
 
-    /// Output arguments (after the inputs, in the kernel's order).
+    /// Output arguments (after the inputs, in the kernel's order),
+    /// borrowed or owned as for [`LaunchBuilder::inputs`].
     #[inline]
     pub fn outputs(mut self, args: impl IntoArgs + 'k) -> Self {
         args.push_slots(&mut self.args);
