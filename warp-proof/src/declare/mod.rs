@@ -147,7 +147,7 @@ pub fn declarations(
     let forward: Vec<&SourceKernel> = forward_kernels(&src).collect();
     // Each kernel on its own (spread over the cores); the first error in
     // source order is the one reported, as on one thread.
-    let declared = crate::parallel::map(&forward, crate::parallel::MIN_PER_THREAD, |k| {
+    let declared = crate::parallel::map(&forward, 8, |k| {
         declare_kernel(k, backwards.get(k.key()).copied(), &ctx, cu_file)
     });
     let mut out = Vec::new();

@@ -258,7 +258,7 @@ fn analyse_bodies(
     };
     // Small modules: one thread (a thread's start costs more than a
     // short kernel's analysis).
-    crate::parallel::map(bodies, crate::parallel::MIN_PER_THREAD, one)
+    crate::parallel::map(bodies, 8, one)
 }
 
 /// Parses what follows `extern "C"` at `start`. Returns `None` when it is not
