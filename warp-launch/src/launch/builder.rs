@@ -137,6 +137,33 @@ impl<'k> LaunchBuilder<'k> {
     /// checked, and refused when they do not fit (an integer out of range,
     /// a finite number that a float parameter would turn into infinity):
     /// see [`IntoArg`](crate::IntoArg) for the rule.
+    ///
+    /// A builder cannot outlive an array it borrows: this does not compile
+    /// (`x` is dropped while the builder still holds it).
+    ///
+    /// ```compile_fail,E0597
+    /// use warp_launch::{Array, Device, Kernel};
+    /// fn build(k: &Kernel) {
+    ///     let b = {
+    ///         let x = Array::zeros::<f32>(Device::Cpu, &[4]).unwrap();
+    ///         k.launch(4).inputs((2.0f32, &x))
+    ///     };
+    ///     drop(b);
+    /// }
+    /// ```
+    ///
+    /// Passed by value, the builder owns a handle and the array may go:
+    ///
+    /// ```
+    /// use warp_launch::{Array, Device, Kernel};
+    /// fn build(k: &Kernel) {
+    ///     let b = {
+    ///         let x = Array::zeros::<f32>(Device::Cpu, &[4]).unwrap();
+    ///         k.launch(4).inputs((2.0f32, x.clone()))
+    ///     };
+    ///     drop(b);
+    /// }
+    /// ```
     #[inline]
     pub fn inputs(mut self, args: impl IntoArgs + 'k) -> Self {
         let outputs = self.args.split_off(self.n_inputs);
