@@ -322,7 +322,7 @@ impl<'k> LaunchBuilder<'k> {
 
     fn build_launch(self, keep_stream: bool, device: Device) -> Result<Launch> {
         let n_fwd = self.args.len();
-        let mut args: Vec<Arg> = Vec::with_capacity(n_fwd + self.adj.len());
+        let mut args = self.kernel.inner.take_args();
         let mut slots = self.args;
         args.extend(slots.drain(..).map(ArgSlot::into_owned));
         self.kernel.inner.give_slots(slots);
@@ -458,10 +458,10 @@ impl<'k> LaunchBuilder<'k> {
         }
         let mut typed = [TypedArg::Null; DIRECT_MAX];
         for (i, a) in self.args.iter().enumerate() {
-            typed[i] = match (a, &converted[i]) {
-                (ArgSlot::Owned(Arg::Value(_)), Some(c)) => TypedArg::Value(c.bytes()),
-                _ => a.as_typed(),
-            };
+            // Only values are converted.
+            typed[i] = converted[i]
+                .as_ref()
+                .map_or_else(|| a.as_typed(), |c| TypedArg::Value(c.bytes()));
         }
         let how = How {
             tiled: self.tiled,
