@@ -3,7 +3,7 @@
 //! (or, for the `api*` roads, the CUDA C `saxpy` of `kernels.ptx`) through
 //! ROAD for SECONDS, in batches of 500 (`SDK_PROFILE_BATCH`) with a stream synchronisation
 //! between batches so the host never waits for a full queue, then prints
-//! `profile: ROAD median X us/launch`.
+//! `profile: ROAD median X us/launch over N launches`.
 //!
 //! Roads: `raw` (`cuLaunchKernel` with the builder's argument bytes),
 //! `builder` (`kernel.launch(..).run()`), `replay` (`Launch::launch_on`),
@@ -166,7 +166,7 @@ unsafe fn launch_floor(
 
 /// Runs `f` in batches for `seconds`, synchronising `stream` after each;
 /// the median microseconds per call of the batches.
-fn run_for(stream: &cuda_api::Stream, seconds: f64, f: &mut dyn FnMut()) -> f64 {
+fn run_for(stream: &cuda_api::Stream, seconds: f64, f: &mut dyn FnMut()) -> (f64, usize) {
     let batch = std::env::var("SDK_PROFILE_BATCH")
         .ok()
         .and_then(|b| b.parse().ok())
@@ -181,8 +181,9 @@ fn run_for(stream: &cuda_api::Stream, seconds: f64, f: &mut dyn FnMut()) -> f64 
         times.push(t.elapsed().as_secs_f64() * 1e6 / batch as f64);
         stream.synchronize().unwrap();
     }
+    let launches = times.len() * batch;
     times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
+    (times[times.len() / 2], launches)
 }
 
 fn main() {
@@ -421,8 +422,8 @@ fn main() {
         return;
     }
     for (road, f) in &mut fns {
-        let t = run_for(&stream, seconds, f);
-        println!("profile: {road} median {t:.3} us/launch");
+        let (t, launches) = run_for(&stream, seconds, f);
+        println!("profile: {road} median {t:.3} us/launch over {launches} launches");
     }
 }
 
