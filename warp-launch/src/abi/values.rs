@@ -140,11 +140,13 @@ impl Value {
     }
 
     /// Its dtype.
+    #[inline]
     pub fn dtype(&self) -> &'static DType {
         self.dtype
     }
 
     /// Its bytes.
+    #[inline]
     pub fn bytes(&self) -> &[u8] {
         match &self.bytes {
             Bytes::Inline(b) => &b[..self.dtype.size.min(INLINE_VALUE_BYTES)],

@@ -604,21 +604,25 @@ impl Array {
     }
 
     /// The element type.
+    #[inline]
     pub fn dtype(&self) -> &'static DType {
         self.dtype
     }
 
     /// Number of dimensions (1 to 4).
+    #[inline]
     pub fn ndim(&self) -> usize {
         self.ndim
     }
 
     /// Extent of each dimension.
+    #[inline]
     pub fn shape(&self) -> &[usize] {
         &self.shape[..self.ndim]
     }
 
     /// Byte stride of each dimension.
+    #[inline]
     pub fn strides(&self) -> &[isize] {
         &self.strides[..self.ndim]
     }
@@ -658,6 +662,7 @@ impl Array {
 
     /// Address of the first element (a device address for CUDA memory, a
     /// host address for host memory); 0 for an empty array.
+    #[inline]
     pub fn data_address(&self) -> u64 {
         if self.storage.bytes() == 0 {
             0

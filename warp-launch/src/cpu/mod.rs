@@ -68,8 +68,9 @@ type ElementFn = dyn Fn(&Thread, &CpuArgs<'_>) -> Result<()> + Send + Sync;
 /// A body called once per index of the domain with the thread's
 /// coordinates and the launch's arguments, read and written element by
 /// element through [`CpuArray`] (bounds-checked copies, any layout). Runs
-/// serially, in index order; about 80 ns per call, so for large launches
-/// prefer [`cpu_block_fn`].
+/// serially, in index order; about 50 ns per call (55–65 times a plain
+/// loop on a 2-core machine), so for large launches prefer
+/// [`cpu_block_fn`].
 pub fn cpu_fn(f: impl Fn(&Thread, &CpuArgs<'_>) -> Result<()> + Send + Sync + 'static) -> CpuFn {
     CpuFn(RustBody::Element(Arc::new(f)))
 }
@@ -250,8 +251,13 @@ pub struct CpuArgs<'a> {
     args: &'a [Arg],
     /// The function running, for messages.
     pass: Pass,
-    /// The thread being run, for messages (set before each call).
-    thread: std::cell::Cell<Thread>,
+    /// The coordinates of the thread being run, for messages (set before
+    /// each call, one coordinate at a time: the element loop writes only
+    /// those that change, as 4-byte stores that later 4-byte reads take
+    /// straight from the store buffer).
+    coords: [std::cell::Cell<i32>; 4],
+    /// The number of coordinates.
+    ndim: usize,
     /// Not `Sync`: the arguments stay on the launch's thread, so a kernel
     /// body cannot hand them to other threads that would write concurrently.
     _local: PhantomData<*const ()>,
@@ -264,11 +270,13 @@ impl<'a> CpuArgs<'a> {
             kernel,
             args,
             pass,
-            thread: std::cell::Cell::new(first),
+            coords: first.coords.map(std::cell::Cell::new),
+            ndim: first.ndim,
             _local: PhantomData,
         }
     }
 
+    #[inline]
     fn arg(&self, index: usize) -> Result<&'a Arg> {
         self.args
             .get(index)
@@ -307,7 +315,20 @@ impl<'a> CpuArgs<'a> {
             kernel: self.kernel,
             pass: self.pass,
             param: index,
-            thread: self.thread.get(),
+            thread: self.thread(),
+        }
+    }
+
+    /// The thread being run.
+    fn thread(&self) -> Thread {
+        Thread {
+            coords: [
+                self.coords[0].get(),
+                self.coords[1].get(),
+                self.coords[2].get(),
+                self.coords[3].get(),
+            ],
+            ndim: self.ndim,
         }
     }
 
@@ -594,20 +615,81 @@ pub(crate) fn run(
             ndim: nd,
         },
     );
-    for idx in 0..bounds.size {
-        let t = Thread {
-            coords: launch_coord(idx, shape, bounds.coord_mult),
-            ndim: nd,
-        };
-        cpu_args.thread.set(t);
+    // The coordinates advance as an odometer over `shape` (each held
+    // `coord_mult` times, as `launch_coord` unravels a task index), with no
+    // division per element.
+    let mut t = Thread {
+        coords: [0; 4],
+        ndim: nd,
+    };
+    let repeat = bounds.coord_mult.max(1);
+    let mut held = 0;
+    for _ in 0..bounds.size {
         f(&t, &cpu_args)?;
+        held += 1;
+        if held == repeat {
+            held = 0;
+            advance(&mut t.coords, shape, &cpu_args.coords);
+        }
     }
     Ok(())
+}
+
+/// The coordinates after `c` in row-major order over `shape` (the first
+/// coordinate grows without bound, as `launch_coord` gives it), written
+/// to `c` and to the cells of those that change.
+#[inline]
+fn advance(c: &mut [i32; 4], shape: &[u32], cells: &[std::cell::Cell<i32>; 4]) {
+    for d in (1..shape.len()).rev() {
+        c[d] += 1;
+        if (c[d] as u32) < shape[d].max(1) {
+            cells[d].set(c[d]);
+            return;
+        }
+        c[d] = 0;
+        cells[d].set(0);
+    }
+    c[0] += 1;
+    cells[0].set(c[0]);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_element_loops_odometer_gives_the_coordinates_launch_coord_gives() {
+        for (shape, mult) in [
+            (&[7u32][..], 1),
+            (&[3, 4], 1),
+            (&[2, 3, 4], 1),
+            (&[2, 3, 4, 5], 1),
+            (&[4], 5),
+            (&[2, 0, 3], 1),
+            (&[3, 2], 4),
+        ] {
+            let size = shape.iter().map(|&e| e.max(1) as usize).product::<usize>() * mult;
+            let cells = [0; 4].map(std::cell::Cell::new);
+            let (mut c, mut held) = ([0i32; 4], 0);
+            for idx in 0..size {
+                assert_eq!(
+                    c,
+                    launch_coord(idx, shape, mult),
+                    "{shape:?} x{mult} at {idx}"
+                );
+                assert_eq!(
+                    cells.each_ref().map(|x| x.get()),
+                    c,
+                    "{shape:?} cells at {idx}"
+                );
+                held += 1;
+                if held == mult {
+                    held = 0;
+                    advance(&mut c, shape, &cells);
+                }
+            }
+        }
+    }
 
     #[test]
     fn coordinates_unravel_row_major_and_fold_extra_dims() {
