@@ -83,6 +83,59 @@ struct ClusterFacts {
     non_portable: AtomicBool,
     /// Occupancy answers for a few configurations, without heap use.
     answers: Mutex<ClusterAnswers>,
+    /// Both answers for the last configuration checked, read without a
+    /// lock (a launch loop repeats one configuration).
+    last: LastCluster,
+}
+
+/// The two cluster answers (largest cluster, active clusters) of the last
+/// configuration (block, shared memory, cluster) a launch checked: a
+/// sequence lock over plain atomics, so a repeated launch reads them with
+/// loads and compares, no lock and no read-modify-write. Writers hold
+/// [`ClusterFacts::answers`]' lock, so only one writes at a time.
+#[derive(Default)]
+struct LastCluster {
+    /// Odd while a writer is between its stores; bumped by 2 per write.
+    seq: AtomicU64,
+    /// Block x, y, z, shared memory, cluster x, y, z, the largest cluster,
+    /// the active clusters, and 1 when the entry holds an answer.
+    words: [AtomicU32; 10],
+}
+
+impl LastCluster {
+    /// The key words of a configuration.
+    fn key(block: Dim3, smem: u32, cluster: Dim3) -> [u32; 7] {
+        [
+            block.x, block.y, block.z, smem, cluster.x, cluster.y, cluster.z,
+        ]
+    }
+
+    /// The answers kept for `key`, if the last configuration was this one
+    /// and no writer was storing meanwhile.
+    #[inline]
+    fn get(&self, key: [u32; 7]) -> Option<(u32, u32)> {
+        let s1 = self.seq.load(Ordering::Acquire);
+        if s1 & 1 == 1 {
+            return None;
+        }
+        let w: [u32; 10] = std::array::from_fn(|i| self.words[i].load(Ordering::Relaxed));
+        std::sync::atomic::fence(Ordering::Acquire);
+        if self.seq.load(Ordering::Relaxed) != s1 || w[9] != 1 || w[..7] != key {
+            return None;
+        }
+        Some((w[7], w[8]))
+    }
+
+    /// Stores `words` (with `answers`' lock held by the caller).
+    fn store(&self, words: [u32; 10]) {
+        let s = self.seq.load(Ordering::Relaxed);
+        self.seq.store(s.wrapping_add(1), Ordering::Relaxed);
+        std::sync::atomic::fence(Ordering::Release);
+        for (a, w) in self.words.iter().zip(words) {
+            a.store(w, Ordering::Relaxed);
+        }
+        self.seq.store(s.wrapping_add(2), Ordering::Release);
+    }
 }
 
 impl ClusterFacts {
@@ -100,6 +153,16 @@ impl ClusterFacts {
     fn forget(&self) {
         if let Ok(mut a) = self.answers.lock() {
             *a = ([None; 8], 0);
+            self.last.store([0; 10]);
+        }
+    }
+    /// Keeps the answers of the configuration a launch just checked.
+    fn keep_last(&self, key: [u32; 7], max_size: u32, active: u32) {
+        if let Ok(_a) = self.answers.lock() {
+            let mut w = [0; 10];
+            w[..7].copy_from_slice(&key);
+            (w[7], w[8], w[9]) = (max_size, active, 1);
+            self.last.store(w);
         }
     }
 }
@@ -524,6 +587,7 @@ impl Function {
             required: (required.x != 0).then_some(required),
             non_portable: AtomicBool::new(non_portable),
             answers: Mutex::new(([None; 8], 0)),
+            last: LastCluster::default(),
         }))
     }
 
@@ -616,6 +680,19 @@ impl Function {
     ) -> CudaResult<(u32, bool)> {
         check_cluster_shape(&self.name, device, cfg, cluster)?;
         let cf = self.cluster_facts(facts)?;
+        let key = LastCluster::key(cfg.block, cfg.shared_mem_bytes, cluster);
+        if let Some((max_size, active)) = cf.last.get(key) {
+            // The same configuration as the last launch checked: the same
+            // driver answers, every check made again with them.
+            let limits = ClusterLimits {
+                non_portable_allowed: cf.non_portable.load(Ordering::Relaxed),
+                required: cf.required,
+                max_size,
+            };
+            check_cluster_size(&self.name, device, &limits, cluster)?;
+            check_cluster_fit(&self.name, device, cfg, cluster, active)?;
+            return Ok((active, cf.required.is_none()));
+        }
         let limits = self.cluster_limits_of(facts, cf, cfg)?;
         check_cluster_size(&self.name, device, &limits, cluster)?;
         let q = ClusterQuestion::Active {
@@ -625,6 +702,7 @@ impl Function {
         };
         let active = self.cluster_query(facts, cf, cfg, q)?;
         check_cluster_fit(&self.name, device, cfg, cluster, active)?;
+        cf.keep_last(key, limits.max_size, active);
         Ok((active, cf.required.is_none()))
     }
 
@@ -978,6 +1056,76 @@ impl Function {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn words(key: [u32; 7], max_size: u32, active: u32) -> [u32; 10] {
+        let mut w = [0; 10];
+        w[..7].copy_from_slice(&key);
+        (w[7], w[8], w[9]) = (max_size, active, 1);
+        w
+    }
+
+    #[test]
+    fn the_last_cluster_answers_are_given_for_their_configuration_only() {
+        let last = LastCluster::default();
+        let key = LastCluster::key(Dim3::new(256, 1, 1), 0, Dim3::new(2, 1, 1));
+        assert_eq!(last.get(key), None, "nothing kept yet");
+        last.store(words(key, 8, 66));
+        assert_eq!(last.get(key), Some((8, 66)));
+        // Another block, shared memory or cluster is not answered.
+        for other in [
+            LastCluster::key(Dim3::new(128, 1, 1), 0, Dim3::new(2, 1, 1)),
+            LastCluster::key(Dim3::new(256, 1, 1), 1024, Dim3::new(2, 1, 1)),
+            LastCluster::key(Dim3::new(256, 1, 1), 0, Dim3::new(1, 2, 1)),
+        ] {
+            assert_eq!(last.get(other), None, "{other:?}");
+        }
+        // Forgotten (the non-portable attribute changed): no answer.
+        last.store([0; 10]);
+        assert_eq!(last.get(key), None);
+    }
+
+    #[test]
+    fn a_reader_never_sees_one_configurations_key_with_anothers_answers() {
+        // Writers store configurations whose answers are a function of the
+        // key while readers check every answer they get: a torn read would
+        // pair a key with another configuration's answers.
+        let last = LastCluster::default();
+        let lock = Mutex::new(());
+        let key = |n: u32| LastCluster::key(Dim3::new(n, 1, 1), n * 7, Dim3::new(n % 4 + 1, 1, 1));
+        let stop = AtomicBool::new(false);
+        let seen = AtomicU64::new(0);
+        std::thread::scope(|s| {
+            for w in 0..2u32 {
+                let (last, lock, stop) = (&last, &lock, &stop);
+                s.spawn(move || {
+                    let mut n = w;
+                    while !stop.load(Ordering::Relaxed) {
+                        let _g = lock.lock().unwrap();
+                        last.store(words(key(n % 64), n % 64 * 3, n % 64 * 5));
+                        n += 2;
+                    }
+                });
+            }
+            let readers: Vec<_> = (0..2)
+                .map(|_| {
+                    s.spawn(|| {
+                        for i in 0..2_000_000u32 {
+                            if let Some((m, a)) = last.get(key(i % 64)) {
+                                assert_eq!((m, a), (i % 64 * 3, i % 64 * 5));
+                                if seen.fetch_add(1, Ordering::Relaxed) > 10_000 {
+                                    return;
+                                }
+                            }
+                        }
+                    })
+                })
+                .collect();
+            let done: Vec<_> = readers.into_iter().map(|r| r.join()).collect();
+            stop.store(true, Ordering::Relaxed);
+            assert!(done.iter().all(Result::is_ok), "a reader saw a torn entry");
+        });
+        assert!(seen.load(Ordering::Relaxed) >= 100);
+    }
 
     #[test]
     fn occupancy_cache_is_bounded() {

@@ -248,8 +248,8 @@ pub use launch::{
 
 // The CPU device: kernels implemented in Rust, or a module's compiled CPU code.
 pub use cpu::{
-    Block, CpuArgs, CpuArray, CpuBlockArgs, CpuFn, CpuIndex, Thread, cpu_block_fn, cpu_fn,
-    cpu_threads, set_cpu_threads,
+    Block, CpuArgs, CpuArray, CpuBlockArgs, CpuFn, CpuIndex, EachThread, Ran, Thread, cpu_block_fn,
+    cpu_each_fn, cpu_fn, cpu_threads, set_cpu_threads,
 };
 
 // Automatic differentiation.

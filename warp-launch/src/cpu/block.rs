@@ -336,8 +336,9 @@ pub(crate) fn run(
             coord_mult: bounds.coord_mult,
         };
         let first = block.thread(range.start);
+        let cells = first.coords.map(std::cell::Cell::new);
         let mut a = CpuBlockArgs {
-            args: CpuArgs::new(kernel, args, pass, first),
+            args: CpuArgs::new(kernel, args, pass, &cells, first.ndim),
             block: range,
             size: bounds.size,
             lent: &lent,

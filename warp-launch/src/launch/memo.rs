@@ -44,6 +44,8 @@ pub(crate) struct ArrayKey {
     device: Device,
     /// The gradient's storage and offset (its address goes into `array_t`).
     grad: Option<(Weak<Storage>, usize)>,
+    /// Warp's `retain_grad` (a flag of the `array_t`).
+    retain_grad: bool,
 }
 
 impl ArrayKey {
@@ -62,6 +64,7 @@ impl ArrayKey {
             ndim: a.ndim(),
             device: a.device(),
             grad: a.grad().map(|g| (Arc::downgrade(g.storage()), g.offset())),
+            retain_grad: a.retain_grad(),
         }
     }
 
@@ -76,6 +79,7 @@ impl ArrayKey {
             || n != shape.len()
             || n != strides.len()
             || self.device != a.device()
+            || self.retain_grad != a.retain_grad()
         {
             return false;
         }
@@ -453,6 +457,16 @@ mod tests {
             &[TypedArg::value(&a), (&with_grad).into(), (&y).into()],
         ));
         other(query(&[1024], &args[..2]));
+        // Warp's retain_grad is a flag of the array_t the block holds.
+        let m = memo(&query(
+            &[1024],
+            &[TypedArg::value(&a), (&with_grad).into(), (&y).into()],
+        ));
+        let retained = with_grad.clone().with_retain_grad(true)?;
+        assert!(!m.matches(&query(
+            &[1024],
+            &[TypedArg::value(&a), (&retained).into(), (&y).into()],
+        )));
         Ok(())
     }
 
