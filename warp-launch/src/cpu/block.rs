@@ -51,6 +51,7 @@
 use std::marker::PhantomData;
 use std::ops::Range;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::{CpuArgs, Thread, launch_coord, native};
 use crate::abi::Element;
@@ -67,6 +68,10 @@ pub(crate) type BlockFn = dyn Fn(Block, &mut CpuBlockArgs<'_>) -> Result<()> + S
 /// last is cut at (whole cache lines of any element type, and vector
 /// loops without a remainder except at the end).
 const BLOCK_ALIGN: usize = 64;
+
+/// Blocks per thread of a threaded launch: threads claim them as they
+/// finish, which evens out threads that run slower than others.
+const BLOCKS_PER_THREAD: usize = 4;
 
 /// A contiguous range of a CPU launch's linear task indices (`0..size` of
 /// the domain, row-major: Warp's task index), given to a block body.
@@ -308,7 +313,8 @@ fn threads_for(bounds: &Bounds, args: &[Arg]) -> usize {
 }
 
 /// Runs block body `f` over the task indices of `bounds` (see the module
-/// docs): one block on this thread, or contiguous blocks on scoped threads.
+/// docs): one block on this thread, or contiguous blocks (four per thread)
+/// that this thread and scoped threads take in index order as they finish.
 /// The caller holds the storages' locks. The first failing block's error,
 /// in index order, is returned; a body's panic is resumed on this thread
 /// once every block has ended.
@@ -350,41 +356,48 @@ pub(crate) fn run(
         return block_at(0..bounds.size);
     }
     let size = bounds.size;
-    let chunk = size.div_ceil(threads).next_multiple_of(BLOCK_ALIGN);
-    let block_at = &block_at;
+    // More blocks than threads, claimed in index order by whichever thread
+    // is free: a thread slowed by another process, or a core shared with
+    // one, no longer holds up the launch's end by a whole share.
+    let chunk = size
+        .div_ceil(threads * BLOCKS_PER_THREAD)
+        .next_multiple_of(BLOCK_ALIGN);
+    let blocks = size.div_ceil(chunk);
+    let next = AtomicUsize::new(0);
+    // Runs blocks until none is left: the failures, with each block's start.
+    let worker = || {
+        let mut failed = Vec::new();
+        loop {
+            let b = next.fetch_add(1, Ordering::Relaxed);
+            if b >= blocks {
+                return failed;
+            }
+            let first = b * chunk;
+            if let Err(e) = block_at(first..(first + chunk).min(size)) {
+                failed.push((first, e));
+            }
+        }
+    };
+    let worker = &worker;
     std::thread::scope(|s| {
         let mut spawned = Vec::with_capacity(threads);
-        let mut here = Vec::with_capacity(threads);
-        here.push(0..chunk.min(size));
-        for first in (chunk..size).step_by(chunk) {
-            let r = first..(first + chunk).min(size);
+        for _ in 1..threads {
             match std::thread::Builder::new()
                 .name("warp-launch-cpu".into())
-                .spawn_scoped(s, {
-                    let r = r.clone();
-                    move || block_at(r)
-                }) {
-                Ok(h) => spawned.push((first, h)),
+                .spawn_scoped(s, worker)
+            {
+                Ok(h) => spawned.push(h),
                 Err(e) => {
-                    log::debug!(
-                        "warp-launch: no thread for a CPU block ({e}); running it on the launch's thread"
-                    );
-                    here.push(r);
+                    // The other threads take its blocks.
+                    log::debug!("warp-launch: no thread for CPU blocks ({e})");
                 }
             }
         }
-        let mut failed: Vec<(usize, Error)> = here
-            .into_iter()
-            .filter_map(|r| {
-                let first = r.start;
-                block_at(r).err().map(|e| (first, e))
-            })
-            .collect();
+        let mut failed = worker();
         let mut panicked = None;
-        for (first, h) in spawned {
+        for h in spawned {
             match h.join() {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => failed.push((first, e)),
+                Ok(f) => failed.extend(f),
                 Err(p) => panicked = panicked.or(Some(p)),
             }
         }
@@ -594,7 +607,13 @@ mod tests {
             set_cpu_threads(0);
             r.unwrap();
             let got = std::mem::take(&mut *seen.lock().unwrap());
-            assert_eq!(got.len(), threads);
+            // One body call per block: one serially, four per thread.
+            let blocks = if threads == 1 {
+                1
+            } else {
+                threads * super::BLOCKS_PER_THREAD
+            };
+            assert_eq!(got.len(), blocks);
             for g in got {
                 assert!(matches!(g, Err(Error::WouldDeadlock { .. })), "{g:?}");
             }
@@ -653,9 +672,11 @@ mod tests {
         set_cpu_threads(0);
         assert_eq!(one.len(), 1);
         assert_eq!(one[0], 0..m * n);
-        assert_eq!(four.len(), 4, "{four:?}");
+        // Four blocks per thread, claimed by whichever thread is free;
+        // together they cover the domain once, in order.
+        assert_eq!(four.len(), 16, "{four:?}");
         assert!(four.windows(2).all(|w| w[0].end == w[1].start), "{four:?}");
-        assert_eq!((four[0].start, four[3].end), (0, m * n));
+        assert_eq!((four[0].start, four[15].end), (0, m * n));
         assert_eq!(serial, threaded);
         // A launch below 2^18 work items runs as one block.
         ranges.lock().unwrap().clear();

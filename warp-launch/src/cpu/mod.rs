@@ -252,8 +252,9 @@ impl<'r> EachThread<'r> {
 ///   [`cpu_fn`]).
 /// - Launches of at least 2^18 work items whose arrays are contiguous and
 ///   do not overlap (unless they are the same view) run as contiguous
-///   blocks on [`cpu_threads`] threads; others as one block on the
-///   launch's thread. A body must compute each task index's elements from
+///   blocks, four per thread, on [`cpu_threads`] threads, each thread
+///   taking the next block in index order when it finishes one; others as
+///   one block on the launch's thread. A body must compute each task index's elements from
 ///   that index alone (not from where its block starts or ends), so that
 ///   every split gives the serial result.
 ///
