@@ -56,7 +56,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use super::{CpuArgs, Thread, launch_coord, native};
 use crate::abi::Element;
 use crate::array::Array;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::launch::bind::{Arg, Params};
 use crate::launch::domain::Bounds;
 use crate::signature::Pass;
