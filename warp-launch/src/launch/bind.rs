@@ -480,15 +480,17 @@ impl ArgSlot<'_> {
 }
 
 /// `slots` emptied, its buffer kept for arguments of any lifetime: an empty
-/// vector borrows nothing. The standard library collects a by-value
-/// iterator of a vector into a vector of the same layout in place, so no
-/// allocation is made (`unborrowed_slots_keep_their_buffer`).
+/// vector borrows nothing, so its buffer is taken over as it is, with no
+/// allocation (`unborrowed_slots_keep_their_buffer`).
 pub(crate) fn unborrowed(mut slots: Vec<ArgSlot<'_>>) -> Vec<ArgSlot<'static>> {
     slots.clear();
-    slots
-        .into_iter()
-        .map(|s| ArgSlot::Owned(s.into_owned()))
-        .collect()
+    let mut slots = std::mem::ManuallyDrop::new(slots);
+    let (ptr, capacity) = (slots.as_mut_ptr(), slots.capacity());
+    // SAFETY: the vector is empty, so it holds no borrow; `ArgSlot<'_>` and
+    // `ArgSlot<'static>` differ in a lifetime only (one layout); the buffer
+    // was allocated by a `Vec` of this element type and capacity, and is
+    // given up by `slots`, which is not dropped.
+    unsafe { Vec::from_raw_parts(ptr.cast::<ArgSlot<'static>>(), 0, capacity) }
 }
 
 impl IntoArg for Arg {
@@ -613,6 +615,23 @@ impl IntoArgs for () {
     }
 }
 
+/// Appends the slot `$make` builds to `$out`, built straight into the
+/// vector's buffer when there is room (the tuple's `push_slots` reserves
+/// it): the slot is made after its place is known, so it is not built on
+/// the stack and copied.
+macro_rules! push_in_place {
+    ($out:expr, $make:expr) => {
+        match $out.spare_capacity_mut().first_mut() {
+            Some(room) => {
+                room.write($make);
+                // SAFETY: the element at `len` was just written.
+                unsafe { $out.set_len($out.len() + 1) };
+            }
+            None => $out.push($make),
+        }
+    };
+}
+
 macro_rules! tuple_args {
     ($($n:ident)+) => {
         impl<$($n: IntoArg),+> IntoArgs for ($($n,)+) {
@@ -628,7 +647,11 @@ macro_rules! tuple_args {
                 Self: 'a,
             {
                 let ($($n,)+) = self;
-                $( out.push($n.into_slot()); )+
+                // Room for all first, then each slot written in place: no
+                // slot is built on the stack and copied (its narrow stores
+                // read back as wide loads stalled the builder's launch).
+                out.reserve([$(stringify!($n)),+].len());
+                $( push_in_place!(out, $n.into_slot()); )+
             }
         }
     };

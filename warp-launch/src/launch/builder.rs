@@ -445,23 +445,28 @@ impl<'k> LaunchBuilder<'k> {
             return None;
         }
         let params = self.kernel.params();
-        let mut converted: [Option<Value>; DIRECT_MAX] = [const { None }; DIRECT_MAX];
+        // Values of their parameter's dtype are passed as they are; only
+        // others are converted (a rare case: no array of conversions is
+        // made or dropped otherwise).
+        let mut typed = [TypedArg::Null; DIRECT_MAX];
+        let mut convert = false;
         for (i, a) in self.args.iter().enumerate() {
             if let Some(v) = a.as_value() {
                 let ParamKind::Value(d) = &params.get(i)?.kind else {
                     return None;
                 };
-                if !std::ptr::eq(v.dtype(), *d) {
-                    converted[i] = Some(v.try_convert(d).ok()?);
+                convert |= !std::ptr::eq(v.dtype(), *d);
+            }
+            typed[i] = a.as_typed();
+        }
+        let converted: [Option<Value>; DIRECT_MAX];
+        if convert {
+            converted = self.converted_values()?;
+            for (t, c) in typed.iter_mut().zip(&converted) {
+                if let Some(c) = c {
+                    *t = TypedArg::Value(c.bytes());
                 }
             }
-        }
-        let mut typed = [TypedArg::Null; DIRECT_MAX];
-        for (i, a) in self.args.iter().enumerate() {
-            // Only values are converted.
-            typed[i] = converted[i]
-                .as_ref()
-                .map_or_else(|| a.as_typed(), |c| TypedArg::Value(c.bytes()));
         }
         let how = How {
             tiled: self.tiled,
@@ -481,6 +486,24 @@ impl<'k> LaunchBuilder<'k> {
                 )
                 .map_err(|e| e.for_launch(self.kernel.name(), device)),
         )
+    }
+
+    /// The builder's values converted to their parameters' dtypes, where
+    /// they are of another (`None` where not, or for other arguments);
+    /// `None` when one does not convert (the full road's check names it).
+    #[cold]
+    fn converted_values(&self) -> Option<[Option<Value>; DIRECT_MAX]> {
+        let params = self.kernel.params();
+        let mut converted: [Option<Value>; DIRECT_MAX] = [const { None }; DIRECT_MAX];
+        for (i, a) in self.args.iter().enumerate() {
+            if let Some(v) = a.as_value()
+                && let ParamKind::Value(d) = &params.get(i)?.kind
+                && !std::ptr::eq(v.dtype(), *d)
+            {
+                converted[i] = Some(v.try_convert(d).ok()?);
+            }
+        }
+        Some(converted)
     }
 
     /// Checks everything and returns the launch without running it (Warp's
