@@ -20,10 +20,10 @@
 //!   those storages through other handles either: while a block body runs,
 //!   its thread is *sealed* (`array::seal_launch_storages`), and a copy or
 //!   CPU launch from it on memory the launch holds is refused with
-//!   [`Error::WouldDeadlock`] instead of re-entering the lock.
+//!   [`Error::WouldDeadlock`](crate::Error::WouldDeadlock) instead of re-entering the lock.
 //! - **Slices of one launch.** Every slice handed out is noted with its
 //!   byte range in one table per launch, shared by all its blocks and kept
-//!   until the launch ends. A slice is refused ([`Error::Argument`]) when
+//!   until the launch ends. A slice is refused ([`Error::Argument`](crate::Error::Argument)) when
 //!   its bytes overlap those of a slice already handed out and either of
 //!   the two is mutable: two arguments over the same memory (`y` passed
 //!   twice, or overlapping views) cannot be one `&mut` and one `&`, nor two
@@ -41,7 +41,7 @@
 //!   that takes conflicting slices is refused in every block and on any
 //!   thread count, never silently racing.
 //! - **Layout.** Slices are made only of contiguous arrays (strided ones
-//!   are refused with [`Error::Argument`]: make a contiguous copy with
+//!   are refused with [`Error::Argument`](crate::Error::Argument): make a contiguous copy with
 //!   `Array::contiguous`, or use the per-element [`cpu_fn`](super::cpu_fn),
 //!   whose [`CpuArray`](super::CpuArray) reads any layout), of the dtype of
 //!   `T` ([`Element`]: every bit pattern valid), aligned for `T`, inside
@@ -138,7 +138,7 @@ impl<'a> CpuBlockArgs<'a> {
     ///
     /// # Errors
     ///
-    /// [`Error::NoSuchParam`] when the kernel has no parameter `name` (the message lists them).
+    /// [`Error::NoSuchParam`](crate::Error::NoSuchParam) when the kernel has no parameter `name` (the message lists them).
     pub fn index(&self, name: &str) -> Result<usize> {
         self.args.index(name)
     }
@@ -169,10 +169,10 @@ impl<'a> CpuBlockArgs<'a> {
     ///
     /// # Errors
     ///
-    /// [`Error::Argument`] when parameter `index` is not an array of `T`'s dtype, is null,
+    /// [`Error::Argument`](crate::Error::Argument) when parameter `index` is not an array of `T`'s dtype, is null,
     /// strided, misaligned for `T`, has another element count than the launch has work items,
     /// or shares bytes with a mutable slice already handed out in this launch;
-    /// [`Error::NoSuchParam`] for an index past the last parameter.
+    /// [`Error::NoSuchParam`](crate::Error::NoSuchParam) for an index past the last parameter.
     pub fn slice<T: Element>(&self, index: usize) -> Result<&'a [T]> {
         let (ptr, len) = self.lend::<T>(index, false, true)?;
         // SAFETY: `lend` checked that `len` elements of `T` (dtype equal,
