@@ -213,6 +213,9 @@ pub struct Function {
     /// Facts in further contexts.
     others: Mutex<Vec<Arc<Facts>>>,
     layout: OnceLock<Arc<[ParamSlot]>>,
+    /// The layout the cubin declares for this kernel, not yet checked
+    /// against the driver.
+    declared: Option<Arc<[ParamSlot]>>,
 }
 
 // SAFETY: function handles may be used from any thread; the caches are synchronised.
@@ -242,18 +245,44 @@ impl Function {
         ctx: &Context,
         owner: Arc<dyn std::any::Any + Send + Sync>,
     ) -> Self {
-        Self::new(Handle::Function(raw), name, Some(ctx.clone()), owner)
+        Self::new(Handle::Function(raw), name, Some(ctx.clone()), owner, None)
     }
 
-    pub(crate) fn from_module(raw: CUfunction, name: &str, ctx: &Context, owner: Owner) -> Self {
-        Self::new(Handle::Function(raw), name, Some(ctx.clone()), owner)
+    /// A module's function; `declared` is the parameter layout its cubin
+    /// declares, if any ([`Function::param_layout`] checks it).
+    pub(crate) fn from_module(
+        raw: CUfunction,
+        name: &str,
+        ctx: &Context,
+        owner: Owner,
+        declared: Option<Arc<[ParamSlot]>>,
+    ) -> Self {
+        Self::new(
+            Handle::Function(raw),
+            name,
+            Some(ctx.clone()),
+            owner,
+            declared,
+        )
     }
 
-    pub(crate) fn from_kernel(raw: CUkernel, name: &str, owner: Owner) -> Self {
-        Self::new(Handle::Kernel(raw), name, None, owner)
+    /// A library's kernel; `declared` as for [`Function::from_module`].
+    pub(crate) fn from_kernel(
+        raw: CUkernel,
+        name: &str,
+        owner: Owner,
+        declared: Option<Arc<[ParamSlot]>>,
+    ) -> Self {
+        Self::new(Handle::Kernel(raw), name, None, owner, declared)
     }
 
-    fn new(handle: Handle, name: &str, home: Option<Context>, owner: Owner) -> Self {
+    fn new(
+        handle: Handle,
+        name: &str,
+        home: Option<Context>,
+        owner: Owner,
+        declared: Option<Arc<[ParamSlot]>>,
+    ) -> Self {
         Function {
             handle,
             name: name.to_string(),
@@ -262,6 +291,7 @@ impl Function {
             first: OnceLock::new(),
             others: Mutex::new(Vec::new()),
             layout: OnceLock::new(),
+            declared,
         }
     }
 
@@ -787,7 +817,17 @@ impl Function {
         })
     }
 
-    /// `(offset, size)` in bytes of each parameter, from the driver, queried once.
+    /// `(offset, size)` in bytes of each parameter, found once.
+    ///
+    /// For a kernel of a cubin image, the layout is the one the cubin
+    /// declares (read when the image was loaded, its records checked
+    /// against each other and against the total they state), confirmed by
+    /// one driver query: the last parameter's offset and size. The driver
+    /// reads the same records, so the one query catches a reader that
+    /// disagrees with it; any disagreement falls back to asking the driver
+    /// for every parameter. For PTX and fatbin images, and for functions
+    /// from elsewhere ([`Function::from_raw`]), the driver is asked for each
+    /// parameter, and for the one past the last.
     ///
     /// # Errors
     ///
@@ -816,21 +856,28 @@ impl Function {
                 _ => None,
             },
         };
-        let mut out = Vec::new();
-        // The driver allows up to 32 KiB of parameters: at most 32764 one-byte ones.
-        for i in 0..=32768 {
+        let query = |i: usize| {
             // SAFETY: the function or kernel belongs to a module or library
             // kept loaded by `self`; its home context (if any) is current,
             // and a library kernel's `func` is its function in the current
             // context (resolved just above).
-            let r = unsafe {
+            unsafe {
                 match (func, self.handle) {
                     (Some(f), _) => driver::func_get_param_info(f, i),
                     (None, Handle::Kernel(k)) => driver::kernel_get_param_info(k, i),
                     (None, Handle::Function(f)) => driver::func_get_param_info(f, i),
                 }
-            };
-            match r {
+            }
+        };
+        if let Some(declared) = &self.declared
+            && driver_confirms(&query, declared).map_err(|e| self.err(e))?
+        {
+            return Ok(self.layout.get_or_init(|| declared.clone()).clone());
+        }
+        let mut out = Vec::new();
+        // The driver allows up to 32 KiB of parameters: at most 32764 one-byte ones.
+        for i in 0..=32768 {
+            match query(i) {
                 Ok((offset, size)) => out.push(ParamSlot { offset, size }),
                 // Past the last parameter the driver answers CUDA_ERROR_INVALID_VALUE.
                 Err(CudaError::Driver(d)) if d.code == CUresult::CUDA_ERROR_INVALID_VALUE => break,
@@ -838,6 +885,15 @@ impl Function {
             }
         }
         Ok(self.layout.get_or_init(|| out.into()).clone())
+    }
+
+    /// The layout this kernel's cubin declares (read when the image was
+    /// loaded, not yet confirmed by the driver); `None` for PTX and fatbin
+    /// images, functions from elsewhere, and a cubin whose records for this
+    /// kernel disagree with each other. [`Function::param_layout`] uses it
+    /// once the driver confirms it.
+    pub fn declared_param_layout(&self) -> Option<&[ParamSlot]> {
+        self.declared.as_deref()
     }
 
     /// The configuration checks of [`Function::launch_raw`] for launches in
@@ -1053,9 +1109,92 @@ impl Function {
     }
 }
 
+/// Whether `query` (the driver's answer for one parameter index) gives the
+/// cubin's `declared` layout at its last parameter, or for a kernel
+/// without parameters refuses parameter 0 as past the end.
+fn driver_confirms(
+    query: &impl Fn(usize) -> CudaResult<(usize, usize)>,
+    declared: &[ParamSlot],
+) -> CudaResult<bool> {
+    let last = declared.len().checked_sub(1);
+    match (query(last.unwrap_or(0)), last) {
+        (Ok((offset, size)), Some(i)) => Ok(declared[i] == ParamSlot { offset, size }),
+        (Ok(_), None) => Ok(false),
+        (Err(CudaError::Driver(d)), _) if d.code == CUresult::CUDA_ERROR_INVALID_VALUE => {
+            Ok(last.is_none())
+        }
+        (Err(e), _) => Err(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::DriverError;
+
+    /// The indices a test driver was asked.
+    type Asked = std::rc::Rc<std::cell::RefCell<Vec<usize>>>;
+
+    /// A driver answering `layout` for parameter queries, past its end
+    /// `CUDA_ERROR_INVALID_VALUE`; and the indices asked.
+    fn driver(
+        layout: &[(usize, usize)],
+    ) -> (impl Fn(usize) -> CudaResult<(usize, usize)> + '_, Asked) {
+        let asked = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let log = asked.clone();
+        let q = move |i: usize| {
+            log.borrow_mut().push(i);
+            layout.get(i).copied().ok_or_else(|| {
+                CudaError::Driver(DriverError::new(
+                    "cuKernelGetParamInfo",
+                    CUresult::CUDA_ERROR_INVALID_VALUE,
+                ))
+            })
+        };
+        (q, asked)
+    }
+
+    fn slots(l: &[(usize, usize)]) -> Vec<ParamSlot> {
+        l.iter()
+            .map(|&(offset, size)| ParamSlot { offset, size })
+            .collect()
+    }
+
+    #[test]
+    fn a_declared_layout_is_confirmed_by_one_query_of_its_last_parameter() {
+        let saxpy = [(0, 24), (24, 4), (32, 56), (88, 56)];
+        let (q, asked) = driver(&saxpy);
+        assert!(driver_confirms(&q, &slots(&saxpy)).unwrap());
+        assert_eq!(*asked.borrow(), vec![3], "one query, the last parameter");
+        // No parameters: the driver must refuse parameter 0.
+        let (q, asked) = driver(&[]);
+        assert!(driver_confirms(&q, &[]).unwrap());
+        assert_eq!(*asked.borrow(), vec![0]);
+    }
+
+    #[test]
+    fn a_declared_layout_the_driver_disagrees_with_is_not_used() {
+        let real = [(0, 8), (8, 4)];
+        // The last parameter's size or offset differs.
+        for forged in [[(0, 8), (8, 8)], [(0, 8), (12, 4)]] {
+            let (q, _) = driver(&real);
+            assert!(!driver_confirms(&q, &slots(&forged)).unwrap(), "{forged:?}");
+        }
+        // More parameters declared than the driver has.
+        let (q, _) = driver(&real);
+        assert!(!driver_confirms(&q, &slots(&[(0, 8), (8, 4), (16, 8)])).unwrap());
+        // None declared, but the driver has one.
+        let (q, _) = driver(&real);
+        assert!(!driver_confirms(&q, &[]).unwrap());
+        // Another driver error is passed on, not taken as an answer.
+        let q = |_| {
+            Err(CudaError::Driver(DriverError::new(
+                "cuKernelGetParamInfo",
+                CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED,
+            )))
+        };
+        assert!(driver_confirms(&q, &slots(&real)).is_err());
+    }
 
     fn words(key: [u32; 7], max_size: u32, active: u32) -> [u32; 10] {
         let mut w = [0; 10];

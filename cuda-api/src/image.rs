@@ -7,6 +7,9 @@
 
 use std::fmt;
 
+mod params;
+pub(crate) use params::{CubinLayouts, cubin_layouts};
+
 /// What an image was recognised as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]

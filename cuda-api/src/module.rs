@@ -12,10 +12,11 @@ use crate::device::{driver_version, init};
 use crate::driver;
 use crate::error::{CudaError, CudaResult};
 use crate::function::Function;
-use crate::image::{self, ImageKind};
+use crate::image::{self, CubinLayouts, ImageKind};
 use crate::kernel::DynKernel;
 use crate::kernel::{KernelSignature, TypedKernel};
 use crate::params::Param;
+use crate::params::ParamSlot;
 use crate::target::{PtxIsa, max_ptx_isa};
 
 /// The `.version X.Y` of a PTX text.
@@ -135,6 +136,8 @@ fn load_error(e: CudaError, image: &[u8]) -> CudaError {
 pub(crate) struct ModuleInner {
     pub(crate) raw: CUmodule,
     pub(crate) ctx: Context,
+    /// The parameter layouts a cubin image declares (none for PTX or a fatbin).
+    layouts: CubinLayouts,
 }
 
 // SAFETY: modules may be used from any thread.
@@ -183,6 +186,7 @@ impl Module {
             inner: Arc::new(ModuleInner {
                 raw,
                 ctx: ctx.clone(),
+                layouts: image::cubin_layouts(image),
             }),
         })
     }
@@ -231,11 +235,13 @@ impl Module {
         // SAFETY: live module, NUL-terminated name.
         let raw = unsafe { driver::module_get_function(self.inner.raw, &cname) }
             .map_err(|e| e.with_context(|| format!("kernel '{name}'")))?;
+        let layout = declared(&self.inner.layouts, name);
         Ok(Function::from_module(
             raw,
             name,
             &self.inner.ctx,
             self.inner.clone(),
+            layout,
         ))
     }
 
@@ -273,6 +279,20 @@ impl Module {
     }
 }
 
+/// The parameter layout the cubin declares for kernel `name`, if any.
+fn declared(layouts: &CubinLayouts, name: &str) -> Option<Arc<[ParamSlot]>> {
+    let slots = layouts.get(name)?;
+    Some(
+        slots
+            .iter()
+            .map(|s| ParamSlot {
+                offset: s.offset,
+                size: s.size,
+            })
+            .collect(),
+    )
+}
+
 fn read_image(path: &Path, call: &'static str) -> CudaResult<Vec<u8>> {
     std::fs::read(path).map_err(|e| {
         CudaError::invalid_argument(call, "path", format!("cannot read {}: {e}", path.display()))
@@ -287,6 +307,8 @@ fn c_name(name: &str, call: &'static str) -> CudaResult<CString> {
 
 pub(crate) struct LibraryInner {
     pub(crate) raw: CUlibrary,
+    /// The parameter layouts a cubin image declares (none for PTX or a fatbin).
+    layouts: CubinLayouts,
 }
 
 // SAFETY: libraries may be used from any thread.
@@ -327,7 +349,10 @@ impl Library {
         let raw = unsafe { driver::library_load_data(data.as_ptr(), None, None, None, None) }
             .map_err(|e| load_error(e, image))?;
         Ok(Library {
-            inner: Arc::new(LibraryInner { raw }),
+            inner: Arc::new(LibraryInner {
+                raw,
+                layouts: image::cubin_layouts(image),
+            }),
         })
     }
 
@@ -359,7 +384,8 @@ impl Library {
         // SAFETY: live library, NUL-terminated name.
         let raw = unsafe { driver::library_get_kernel(self.inner.raw, &cname) }
             .map_err(|e| e.with_context(|| format!("kernel '{name}'")))?;
-        Ok(Function::from_kernel(raw, name, self.inner.clone()))
+        let layout = declared(&self.inner.layouts, name);
+        Ok(Function::from_kernel(raw, name, self.inner.clone(), layout))
     }
 
     /// Declares kernel `name` with parameter types `S`; see [`Module::kernel`].

@@ -38,7 +38,9 @@
 //! settled after two threads were spawned and joined, or after 20 MB of
 //! heap was allocated and freed (what a load does before it); and both
 //! roads "twin-loaded" as the bench's first launch loads them (the module
-//! from the static with its image, then a raw library), then settled. `profile load
+//! from the static with its image, then a raw library), then settled.
+//! `profile first_only ours|raw [ROUNDS]` runs only that road's settled,
+//! twin-loaded first launch, for `perf record`. `profile load
 //! [ROUNDS]` times `AotModule::load` and `AotModule::from_embedded` of the
 //! 64-kernel module without loading its image (no driver call: it runs
 //! without a GPU too). The table of where each road's time goes is
@@ -191,6 +193,17 @@ fn main() {
     if args.first().is_some_and(|a| a == "load") {
         let rounds = args.get(1).and_then(|r| r.parse().ok()).unwrap_or(51);
         load_parts(rounds);
+        return;
+    }
+    if args.first().is_some_and(|a| a == "declare") {
+        let rounds = args.get(1).and_then(|r| r.parse().ok()).unwrap_or(201);
+        declare_only(rounds);
+        return;
+    }
+    if args.first().is_some_and(|a| a == "first_only") {
+        let road = args.get(1).map(String::as_str).unwrap_or("ours");
+        let rounds = args.get(2).and_then(|r| r.parse().ok()).unwrap_or(101);
+        first_only(road, rounds);
         return;
     }
     if args.first().is_some_and(|a| a == "first") {
@@ -728,6 +741,81 @@ fn first_phases(rounds: usize) {
         v.sort_by(f64::total_cmp);
         println!("profile first: {name} median {:.2} us", v[v.len() / 2]);
     }
+}
+
+/// `profile declare ROUNDS`: `module.kernel("saxpy")` on a fresh module
+/// from warp-build's static each round (no driver call: it runs without a
+/// GPU); median microseconds.
+fn declare_only(rounds: usize) {
+    let embedded = &sdk_tests::warp::embedded("aot", "kernels").1;
+    let mut t = Vec::new();
+    for _ in 0..rounds {
+        let module = AotModule::from_embedded(embedded).unwrap();
+        let start = Instant::now();
+        let k = module.kernel("saxpy").unwrap();
+        t.push(start.elapsed().as_secs_f64() * 1e6);
+        drop(std::hint::black_box(k));
+    }
+    t.sort_by(f64::total_cmp);
+    println!(
+        "profile declare: module.kernel median {:.2} us over {rounds} rounds",
+        t[t.len() / 2]
+    );
+}
+
+/// `profile first_only ours|raw ROUNDS`: only the bench's first launch of
+/// one road (twin-loaded and settled), ROUNDS times, for `perf record`:
+/// the samples outside the loads and the settle are that road's first
+/// launch. Prints the median microseconds.
+fn first_only(road: &str, rounds: usize) {
+    let dir = sdk_tests::warp::data_dir().join("aot");
+    let image = std::fs::read(dir.join("wp_kernels.sm90.cubin")).unwrap();
+    let dev = Device::Cuda(0);
+    let ctx = dev.context().unwrap();
+    let stream = cuda_api::Stream::new(&ctx).unwrap();
+    let x = Array::zeros::<f32>(dev, &[N]).unwrap();
+    let y = Array::zeros::<f32>(dev, &[N]).unwrap();
+    let a = 2.0f32;
+    let embedded = &sdk_tests::warp::embedded("aot", "kernels").1;
+    let mut t = Vec::new();
+    for _ in 0..rounds {
+        let module = AotModule::from_embedded(embedded).unwrap();
+        module.image().unwrap();
+        let lib = cuda_api::Library::from_image(&image).unwrap();
+        let mut raw_args = sdk_tests::warp::RawSaxpy::new(N, a, &x, &y);
+        let mut params = raw_args.params();
+        sdk_tests::warp::settle(&stream);
+        let start = Instant::now();
+        if road == "ours" {
+            let k = module.kernel("saxpy").unwrap();
+            k.launch_args(
+                Pass::Forward,
+                N,
+                Some(&stream),
+                &[TypedArg::value(&a), (&x).into(), (&y).into()],
+            )
+            .unwrap();
+        } else {
+            // SAFETY: the saxpy kernel of a live library; saxpy's
+            // parameters at the live locals above.
+            unsafe {
+                let kernel = sdk_tests::warp::saxpy_kernel(&lib);
+                launch_raw(
+                    kernel.cast(),
+                    (N as u32).div_ceil(256),
+                    stream.raw(),
+                    params.as_mut_ptr(),
+                );
+            }
+        }
+        t.push(start.elapsed().as_secs_f64() * 1e6);
+        stream.synchronize().unwrap();
+    }
+    t.sort_by(f64::total_cmp);
+    println!(
+        "profile first_only: {road} median {:.2} us over {rounds} rounds",
+        t[t.len() / 2]
+    );
 }
 
 /// `profile load ROUNDS`: median milliseconds of `AotModule::load` and

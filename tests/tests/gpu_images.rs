@@ -271,3 +271,110 @@ fn warp_aot_module_with_a_bad_cubin_is_an_error() {
     // SAFETY: a module directory of the bundle's Warp data: one Warp compile (tests/warp/build.py).
     unsafe { AotModule::load(&src) }.expect("the untouched Warp module still loads");
 }
+
+/// Every `.cubin` under `dir`, recursively.
+fn cubins_under(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            cubins_under(&p, out);
+        } else if p.extension().is_some_and(|x| x == "cubin") {
+            out.push(p);
+        }
+    }
+}
+
+/// The driver's layout of `kernel`, one query per parameter until it
+/// answers `CUDA_ERROR_INVALID_VALUE`.
+fn driver_layout(kernel: cuda_api::sys::CUkernel) -> Vec<cuda_api::ParamSlot> {
+    let mut out = Vec::new();
+    for i in 0.. {
+        // SAFETY: a kernel of a library the caller keeps loaded.
+        match unsafe { cuda_api::driver::kernel_get_param_info(kernel, i) } {
+            Ok((offset, size)) => out.push(cuda_api::ParamSlot { offset, size }),
+            Err(CudaError::Driver(d))
+                if d.code == cuda_api::sys::CUresult::CUDA_ERROR_INVALID_VALUE =>
+            {
+                break;
+            }
+            Err(e) => panic!("cuKernelGetParamInfo({i}): {e}"),
+        }
+    }
+    out
+}
+
+/// The names of every kernel of `lib`, from the driver.
+fn kernel_names(lib: &Library) -> Vec<(String, cuda_api::sys::CUkernel)> {
+    // SAFETY: a live library; the slice has room for its kernel count.
+    unsafe {
+        let n = cuda_api::driver::library_get_kernel_count(lib.raw()).unwrap();
+        let mut ks = vec![std::ptr::null_mut(); n as usize];
+        cuda_api::driver::library_enumerate_kernels(&mut ks, lib.raw()).unwrap();
+        ks.into_iter()
+            .map(|k| {
+                let mut name = std::ptr::null();
+                cuda_api::driver::kernel_get_name(&mut name, k).unwrap();
+                let name = std::ffi::CStr::from_ptr(name)
+                    .to_string_lossy()
+                    .into_owned();
+                (name, k)
+            })
+            .collect()
+    }
+}
+
+/// The differential check of the cubin parameter reader
+/// (`cuda-api/src/image/params.rs`): for every kernel of every cubin the
+/// bundle holds (the CUDA C test kernels and each Warp module), the layout
+/// the cubin declares equals the driver's, parameter by parameter, and
+/// `Function::param_layout` (which confirms the declared layout with one
+/// query) gives the same; a module's function too.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn every_kernel_of_every_bundled_cubin_declares_the_layout_the_driver_gives() {
+    let ctx = ctx();
+    ctx.bind().unwrap();
+    let mut files = Vec::new();
+    cubins_under(&sdk_tests::kernels_dir(), &mut files);
+    cubins_under(&sdk_tests::warp::data_dir(), &mut files);
+    files.sort();
+    let (mut loaded, mut kernels, mut params) = (0, 0, 0);
+    for path in &files {
+        let bytes = std::fs::read(path).unwrap();
+        // A cubin for another architecture than this GPU's does not load
+        // into a module (a library loads lazily, so it says nothing).
+        let Ok(module) = Module::from_image(&ctx, &bytes) else {
+            continue;
+        };
+        let lib = Library::from_image(&bytes).unwrap();
+        loaded += 1;
+        for (name, k) in kernel_names(&lib) {
+            let driver = driver_layout(k);
+            let f = lib.function(&name).unwrap();
+            let declared = f.declared_param_layout().map(<[_]>::to_vec);
+            assert_eq!(
+                declared.as_ref(),
+                Some(&driver),
+                "{}: {name}",
+                path.display()
+            );
+            assert_eq!(&*f.param_layout().unwrap(), &driver[..], "{name}");
+            let mf = module.function(&name).unwrap();
+            assert_eq!(mf.declared_param_layout(), Some(&driver[..]), "{name}");
+            assert_eq!(&*mf.param_layout().unwrap(), &driver[..], "{name}");
+            kernels += 1;
+            params += driver.len();
+        }
+    }
+    println!(
+        "cubin layouts: {loaded} of {} cubins loaded, {kernels} kernels, {params} parameters, all as the driver gives them",
+        files.len()
+    );
+    assert!(
+        loaded >= 3 && kernels >= 20,
+        "{loaded} cubins, {kernels} kernels"
+    );
+}
