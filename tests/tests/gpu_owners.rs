@@ -549,6 +549,54 @@ fn a_cpu_kernel_waits_for_gpu_work_of_another_context_on_its_array() {
     );
 }
 
+/// A `cpu_each_fn` body (its arrays decoded once, before its loop) on
+/// page-locked or managed memory, of the launch's context or another,
+/// waits for a GPU launch queued on that memory: every element it doubles
+/// is the GPU's. The same wait as `cpu_fn`'s, through the per-launch
+/// decoding.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_cpu_each_fn_body_waits_for_gpu_work_on_its_array_in_every_host_memory_kind() {
+    const M: usize = 4096;
+    let double = KernelSpec::new("double_each", 1)
+        .array::<i32>("x", 1)
+        .declare()
+        .unwrap()
+        .with_cpu(
+            warp_launch::cpu_each_fn(|args, each| {
+                let x = args.array::<i32>(0)?;
+                each.run(|t| x.set(t.tid(), 2 * x.get(t.tid())?))
+            }),
+            None,
+        );
+    let stream = Stream::new(&primary()).unwrap();
+    for kind in [MemoryKind::PinnedHost, MemoryKind::Managed] {
+        for (label, ctx) in [("same context", primary()), ("another context", separate())] {
+            let a = array_in(&ctx, kind, M);
+            spin()
+                .launch(M)
+                .inputs((&a, cycles(50)))
+                .stream(&stream)
+                .access_mode(AccessMode::Relaxed)
+                .run()
+                .unwrap();
+            double
+                .launch(M)
+                .inputs((&a,))
+                .device("cpu")
+                .access_mode(AccessMode::Relaxed)
+                .run()
+                .unwrap();
+            let v = a.to_vec::<i32>().unwrap();
+            let bad = wrong(&v, |i| 2 * (i as i32 + 1));
+            assert_eq!(
+                bad, 0,
+                "{kind}, {label}: {bad} of {M} elements were read by the body before the GPU wrote them"
+            );
+        }
+    }
+}
+
 /// A CPU launch on memory lent to cudarc is refused, as GPU work is
 /// (74e46c6 ran it).
 #[test]
