@@ -129,7 +129,9 @@ pub fn cpu_each_fn(
 /// [`EachThread::run`] calls a closure for every thread of the domain.
 pub struct EachThread<'r> {
     bounds: &'r Bounds,
-    cells: &'r [Cell<i32>; 4],
+    /// Where an index error of this launch's arrays notes itself, so that
+    /// the loop can name the thread it ran (see [`Fault`]).
+    fault: &'r Fault,
     /// Ties [`Ran`] to this launch: invariant in `'r`.
     _launch: PhantomData<fn(&'r ()) -> &'r ()>,
 }
@@ -154,21 +156,16 @@ impl<'r> EachThread<'r> {
         let nd = self.bounds.ndim.min(4);
         let shape: [u32; 4] = self.bounds.shape;
         let (size, repeat) = (self.bounds.size, self.bounds.coord_mult.max(1));
+        let fault = self.fault;
         // The coordinates advance as an odometer over `shape` (each held
         // `coord_mult` times, as `launch_coord` unravels a task index),
-        // with no division per element.
-        let mut t = Thread {
-            coords: [0; 4],
-            ndim: nd,
-        };
-        for c in self.cells {
-            c.set(0);
-        }
-        let cells = self.cells;
+        // with no division per element. The loop writes no memory of its
+        // own per element: an index error takes the thread's coordinates
+        // on its way out (`Fault::name_thread`).
+        let mut coords = [0i32; 4];
         // Nested loops: the innermost axis (each coordinate held
         // `coord_mult` times) in a plain loop, the outer axes advanced as
-        // an odometer once per row, with no division per element. One call
-        // site of `f`, which the compiler inlines.
+        // an odometer once per row, with no division per element.
         let last = nd.max(1) - 1;
         // A 1-D kernel's coordinate grows without bound (as `launch_coord`
         // gives it): its row is the whole domain.
@@ -177,24 +174,36 @@ impl<'r> EachThread<'r> {
         } else {
             shape[last].max(1) as i32
         };
-        if size == 0 {
-            return Ok(Ran(PhantomData));
-        }
         let mut left = size;
-        loop {
-            for j in 0..inner {
-                t.coords[last] = j;
-                cells[last].set(j);
-                for _ in 0..repeat {
-                    if left == 0 {
-                        return Ok(Ran(PhantomData));
-                    }
-                    left -= 1;
-                    f(&t)?;
+        while left > 0 {
+            // A row: `inner` coordinates, each held `repeat` times. One
+            // call site of `f`, so that the compiler inlines it; each
+            // call's `Thread` is made from locals (the row's outer
+            // coordinates, `j` on the innermost axis), so that it lives in
+            // registers rather than in memory written every element.
+            let row = (inner as usize).saturating_mul(repeat).min(left);
+            let outer = coords;
+            let (mut j, mut held) = (0, 0);
+            for _ in 0..row {
+                let here = Thread {
+                    coords: with_last(outer, last, j),
+                    ndim: nd,
+                };
+                if let Err(e) = f(&here) {
+                    // The thread made again from the row's values, so
+                    // that the loop keeps only the coordinates `f` reads.
+                    return Err(fault.name_thread(e, with_last(outer, last, j), nd));
+                }
+                held += 1;
+                if held == repeat {
+                    held = 0;
+                    j += 1;
                 }
             }
-            advance(&mut t.coords, &shape[..last], cells);
+            left -= row;
+            advance(&mut coords, &shape[..last]);
         }
+        Ok(Ran(PhantomData))
     }
 
     /// The number of threads [`EachThread::run`] calls its closure for.
@@ -386,28 +395,29 @@ pub struct CpuArgs<'a> {
     args: &'a [Arg],
     /// The function running, for messages.
     pass: Pass,
-    /// The coordinates of the thread being run, for messages (set before
-    /// each call, one coordinate at a time: the element loop writes only
-    /// those that change, as 4-byte stores that later 4-byte reads take
-    /// straight from the store buffer). Borrowed, so that an array decoded
-    /// once per launch ([`cpu_each_fn`]) names the current thread too.
-    coords: &'a [Cell<i32>; 4],
+    /// The coordinates of the thread the arguments were made for (a
+    /// block's first; the element loop's errors name the thread being run
+    /// instead, through `fault`), for messages.
+    coords: [i32; 4],
     /// The number of coordinates.
     ndim: usize,
+    /// Where the launch's index errors note themselves.
+    fault: &'a Fault,
     /// Not `Sync`: the arguments stay on the launch's thread, so a kernel
     /// body cannot hand them to other threads that would write concurrently.
     _local: PhantomData<*const ()>,
 }
 
 impl<'a> CpuArgs<'a> {
-    /// The arguments of a launch whose thread being run is in `coords`
-    /// (`ndim` of them; for messages).
+    /// The arguments of a launch, made for the thread at `coords` (`ndim`
+    /// of them; for messages), whose index errors note themselves in
+    /// `fault`.
     fn new(
         kernel: Params<'a>,
         args: &'a [Arg],
         pass: Pass,
-        coords: &'a [Cell<i32>; 4],
-        ndim: usize,
+        (coords, ndim): ([i32; 4], usize),
+        fault: &'a Fault,
     ) -> CpuArgs<'a> {
         CpuArgs {
             kernel,
@@ -415,6 +425,7 @@ impl<'a> CpuArgs<'a> {
             pass,
             coords,
             ndim,
+            fault,
             _local: PhantomData,
         }
     }
@@ -459,8 +470,9 @@ impl<'a> CpuArgs<'a> {
             kernel: self.kernel,
             pass: self.pass,
             param: index,
-            coords: self.coords,
+            thread: self.coords,
             ndim: self.ndim,
+            fault: self.fault,
         }
     }
 
@@ -482,21 +494,32 @@ impl<'a> CpuArgs<'a> {
     /// [`Error::NoSuchParam`] for an index past the last parameter.
     pub fn array<T: Element>(&self, index: usize) -> Result<CpuArray<'a, T>> {
         match self.arg(index)? {
-            // The extents and strides borrowed from the argument, not
-            // copied: a `cpu_fn` body takes an array per element, so it is
-            // kept small.
-            Arg::Array(a) if std::ptr::eq(a.dtype(), T::DTYPE) => Ok(CpuArray {
-                base: a.data_address() as usize,
-                shape: a.shape(),
-                strides: a.strides(),
-                null: false,
-                site: self.site(index),
-                _t: PhantomData,
-            }),
+            // The extents and strides copied into the view: values in
+            // registers, which no store through an element's address can
+            // be taken to change, so a loop checks them without reloading.
+            Arg::Array(a) if std::ptr::eq(a.dtype(), T::DTYPE) => {
+                let (shape, strides) = (a.shape(), a.strides());
+                let mut view = CpuArray {
+                    base: a.data_address() as usize,
+                    shape: [0; 4],
+                    strides: [0; 4],
+                    ndim: shape.len().min(4),
+                    null: false,
+                    site: self.site(index),
+                    _t: PhantomData,
+                };
+                // Four fixed steps, not a copy of `ndim` (a call to memcpy).
+                for d in 0..4 {
+                    view.shape[d] = shape.get(d).copied().unwrap_or(0);
+                    view.strides[d] = strides.get(d).copied().unwrap_or(0);
+                }
+                Ok(view)
+            }
             Arg::Null => Ok(CpuArray {
                 base: 0,
-                shape: &[0],
-                strides: &[0],
+                shape: [0; 4],
+                strides: [0; 4],
+                ndim: 1,
                 null: true,
                 site: self.site(index),
                 _t: PhantomData,
@@ -589,8 +612,10 @@ impl CpuIndex for (i32, i32, i32, i32) {
 /// `Send` nor `Sync`), so its writes cannot race or outlive the launch.
 pub struct CpuArray<'a, T> {
     base: usize,
-    shape: &'a [usize],
-    strides: &'a [isize],
+    /// Extents and strides (the first `ndim`; `MAX_DIMS` is 4).
+    shape: [usize; 4],
+    strides: [isize; 4],
+    ndim: usize,
     /// Warp's `None`: no array at all.
     null: bool,
     site: ArraySite<'a>,
@@ -604,16 +629,45 @@ struct ArraySite<'a> {
     kernel: Params<'a>,
     pass: Pass,
     param: usize,
-    /// The coordinates of the thread being run (read for a message only).
-    coords: &'a [Cell<i32>; 4],
+    /// The coordinates of the thread the view was made for (a message
+    /// only; the element loop puts the thread it runs in their place).
+    thread: [i32; 4],
     ndim: usize,
+    fault: &'a Fault,
+}
+
+/// Where a CPU launch's index errors note themselves: the address of the
+/// last error a view of this launch made. The element loop, seeing an
+/// error come back from its closure, names the thread it ran in that
+/// error (and in no other: an error of a launch made inside the body
+/// keeps its own thread). Written on the error path only, so the loop
+/// itself writes nothing per element.
+pub(crate) struct Fault(Cell<usize>);
+
+impl Fault {
+    pub(crate) fn new() -> Fault {
+        Fault(Cell::new(0))
+    }
+
+    /// `e`, with the thread at `coords` (`ndim` of them) in it when it is the index error a view of
+    /// this launch made last.
+    #[cold]
+    #[inline(never)]
+    fn name_thread(&self, mut e: Error, coords: [i32; 4], ndim: usize) -> Error {
+        if let Error::CpuIndex(c) = &mut e
+            && std::ptr::addr_of!(**c) as usize == self.0.replace(0)
+        {
+            c.thread = coords[..ndim.min(4)].to_vec();
+        }
+        e
+    }
 }
 
 impl<T: Element> CpuArray<'_, T> {
     /// Extents.
     #[inline]
     pub fn shape(&self) -> &[usize] {
-        self.shape
+        &self.shape[..self.ndim]
     }
 
     /// The element address of `idx`, checked against the shape. Per
@@ -624,19 +678,17 @@ impl<T: Element> CpuArray<'_, T> {
     #[inline]
     fn address(&self, idx: impl CpuIndex) -> Result<*mut T> {
         let (c, n) = idx.coords();
-        let (shape, strides) = (self.shape, self.strides);
-        let mut inside = n == shape.len() && n == strides.len() && n <= 4 && self.base != 0;
+        let mut inside = n == self.ndim && self.base != 0;
         let mut off = 0isize;
-        if inside {
-            for d in 0..n.min(4) {
-                inside &= (c[d] as usize) < shape[d];
-                off = off.wrapping_add((c[d] as isize).wrapping_mul(strides[d]));
-            }
+        for ((&c, &extent), &stride) in c.iter().zip(&self.shape).zip(&self.strides).take(n) {
+            inside &= (c as usize) < extent;
+            off = off.wrapping_add((c as isize).wrapping_mul(stride));
         }
         if !inside {
             return Err(outside(
                 self.site,
-                shape,
+                self.shape,
+                self.ndim,
                 self.null,
                 (c[0], c[1], c[2], c[3]),
                 n,
@@ -652,25 +704,29 @@ impl<T: Element> CpuArray<'_, T> {
 #[inline(never)]
 fn outside(
     site: ArraySite<'_>,
-    shape: &[usize],
+    shape: [usize; 4],
+    ndim: usize,
     null: bool,
     c: (i32, i32, i32, i32),
     n: usize,
 ) -> Error {
     let c = [c.0, c.1, c.2, c.3];
+    let shape = &shape[..ndim.min(4)];
     let param = site
         .kernel
         .at(site.param)
         .map_or(format!("#{}", site.param), |p| p.0.into_owned());
-    Error::CpuIndex(Box::new(crate::error::CpuIndexError {
+    let e = Box::new(crate::error::CpuIndexError {
         kernel: site.kernel.name.to_string(),
         pass: site.pass,
         param_index: site.param,
         param,
-        thread: site.coords[..site.ndim].iter().map(Cell::get).collect(),
+        thread: site.thread[..site.ndim.min(4)].to_vec(),
         index: c[..n.min(4)].to_vec(),
         shape: if null { Vec::new() } else { shape.to_vec() },
-    }))
+    });
+    site.fault.0.set(std::ptr::addr_of!(*e) as usize);
+    Error::CpuIndex(e)
 }
 
 impl<T: Element> CpuArray<'_, T> {
@@ -771,11 +827,11 @@ pub(crate) fn run(
         }
         CpuBody::Native(n) => return n.run(kernel, pass, bounds, args),
     };
-    let cells = [0; 4].map(Cell::new);
-    let cpu_args = CpuArgs::new(kernel, args, pass, &cells, bounds.ndim);
+    let fault = Fault::new();
+    let cpu_args = CpuArgs::new(kernel, args, pass, ([0; 4], bounds.ndim), &fault);
     let each = EachThread {
         bounds,
-        cells: &cells,
+        fault: &fault,
         _launch: PhantomData,
     };
     match f {
@@ -792,22 +848,31 @@ enum ElementBody<'f> {
     Each(&'f EachFn),
 }
 
+/// `c` with `j` on axis `last` (no indexing by a variable: the result
+/// stays in registers).
+#[inline(always)]
+fn with_last(c: [i32; 4], last: usize, j: i32) -> [i32; 4] {
+    [
+        if last == 0 { j } else { c[0] },
+        if last == 1 { j } else { c[1] },
+        if last == 2 { j } else { c[2] },
+        if last == 3 { j } else { c[3] },
+    ]
+}
+
 /// The coordinates after `c` in row-major order over `shape` (the first
 /// coordinate grows without bound, as `launch_coord` gives it), written
-/// to `c` and to the cells of those that change.
+/// to `c`.
 #[inline]
-fn advance(c: &mut [i32; 4], shape: &[u32], cells: &[std::cell::Cell<i32>; 4]) {
+fn advance(c: &mut [i32; 4], shape: &[u32]) {
     for d in (1..shape.len()).rev() {
         c[d] += 1;
         if (c[d] as u32) < shape[d].max(1) {
-            cells[d].set(c[d]);
             return;
         }
         c[d] = 0;
-        cells[d].set(0);
     }
     c[0] += 1;
-    cells[0].set(c[0]);
 }
 
 #[cfg(test)]
@@ -826,7 +891,6 @@ mod tests {
             (&[3, 2], 4),
         ] {
             let size = shape.iter().map(|&e| e.max(1) as usize).product::<usize>() * mult;
-            let cells = [0; 4].map(std::cell::Cell::new);
             let (mut c, mut held) = ([0i32; 4], 0);
             for idx in 0..size {
                 assert_eq!(
@@ -834,15 +898,10 @@ mod tests {
                     launch_coord(idx, shape, mult),
                     "{shape:?} x{mult} at {idx}"
                 );
-                assert_eq!(
-                    cells.each_ref().map(|x| x.get()),
-                    c,
-                    "{shape:?} cells at {idx}"
-                );
                 held += 1;
                 if held == mult {
                     held = 0;
-                    advance(&mut c, shape, &cells);
+                    advance(&mut c, shape);
                 }
             }
         }
