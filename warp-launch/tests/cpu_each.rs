@@ -240,3 +240,93 @@ fn a_nested_launch_on_the_bodys_own_array_runs_in_order() {
     assert_eq!(seen.to_vec::<f32>().unwrap(), [1.0, 2.0, 3.0]);
     assert_eq!(y.to_vec::<f32>().unwrap(), [3.0; 4]);
 }
+
+/// Attack on the thread an index error names: the outer body's own view
+/// fails at its thread 1 and the error is swallowed (so the launch's note
+/// of its last error goes stale), then at thread 2 a launch made inside the
+/// body fails at the inner kernel's thread 3 and is returned. The error
+/// keeps the inner kernel's name and thread: the outer loop names its own
+/// thread only in errors its own views made.
+#[test]
+fn an_index_error_of_a_nested_launch_keeps_its_own_thread() {
+    let inner = KernelSpec::new("inner", 1)
+        .array::<f32>("v", 1)
+        .declare()
+        .unwrap()
+        .with_cpu(
+            cpu_each_fn(|args, each| {
+                let v = args.array::<f32>(0)?;
+                // Thread 3 of 4 reads past the end of `v` (3 elements).
+                each.run(|t| v.set(t.tid().min(2), v.get(t.tid())?))
+            }),
+            None,
+        );
+    let v = Array::zeros::<f32>(Device::Cpu, &[3]).unwrap();
+    let outer = KernelSpec::new("outer", 1)
+        .array::<f32>("y", 1)
+        .declare()
+        .unwrap()
+        .with_cpu(
+            cpu_each_fn(move |args, each| {
+                let y = args.array::<f32>(0)?;
+                each.run(|t| {
+                    if t.tid() == 1 {
+                        // The outer view's own error, swallowed.
+                        assert!(y.get(100).is_err());
+                    }
+                    if t.tid() == 2 {
+                        inner.launch(4).device("cpu").inputs(&v).run()?;
+                    }
+                    y.set(t.tid(), 1.0)
+                })
+            }),
+            None,
+        );
+    let y = Array::zeros::<f32>(Device::Cpu, &[4]).unwrap();
+    let e = outer.launch(4).device("cpu").inputs(&y).run().unwrap_err();
+    let Error::CpuIndex(ref i) = e else {
+        panic!("an index error, got {e}");
+    };
+    assert_eq!(
+        (i.kernel.as_str(), i.thread.as_slice(), i.index.as_slice()),
+        ("inner", &[3][..], &[3][..]),
+        "{e}"
+    );
+    assert_eq!(y.to_vec::<f32>().unwrap(), [1.0, 1.0, 0.0, 0.0]);
+}
+
+/// The thread an index error names, on every axis of a 3-D launch: the
+/// element loop rebuilds it from the row it runs.
+#[test]
+fn an_index_error_names_every_coordinate_of_a_3d_thread() {
+    let k = KernelSpec::new("cube", 3)
+        .array::<f32>("x", 3)
+        .declare()
+        .unwrap()
+        .with_cpu(
+            cpu_each_fn(|args, each| {
+                let x = args.array::<f32>(0)?;
+                each.run(|t| {
+                    let (i, j, k) = t.tid3();
+                    let skew = i32::from((i, j, k) == (1, 2, 3));
+                    x.set((i, j, k + skew), 1.0)
+                })
+            }),
+            None,
+        );
+    let x = Array::zeros::<f32>(Device::Cpu, &[2, 3, 4]).unwrap();
+    let e = k
+        .launch([2, 3, 4])
+        .device("cpu")
+        .inputs(&x)
+        .run()
+        .unwrap_err();
+    let Error::CpuIndex(ref i) = e else {
+        panic!("an index error, got {e}");
+    };
+    assert_eq!(
+        (i.thread.as_slice(), i.index.as_slice()),
+        (&[1, 2, 3][..], &[1, 2, 4][..]),
+        "{e}"
+    );
+}

@@ -53,7 +53,7 @@ use std::ops::Range;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::{CpuArgs, Fault, Thread, launch_coord, native};
+use super::{CpuArgs, Thread, launch_coord, native};
 use crate::abi::Element;
 use crate::array::Array;
 use crate::error::Result;
@@ -342,9 +342,8 @@ pub(crate) fn run(
             coord_mult: bounds.coord_mult,
         };
         let first = block.thread(range.start);
-        let fault = Fault::new();
         let mut a = CpuBlockArgs {
-            args: CpuArgs::new(kernel, args, pass, (first.coords, first.ndim), &fault),
+            args: CpuArgs::new(kernel, args, pass, (first.coords, first.ndim)),
             block: range,
             size: bounds.size,
             lent: &lent,

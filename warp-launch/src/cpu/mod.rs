@@ -26,7 +26,6 @@
 //! that uses one of the launch's own arrays: that thread waits for the
 //! launch, and the launch for it.
 
-use std::cell::Cell;
 use std::marker::PhantomData;
 use std::ops::Add;
 use std::sync::Arc;
@@ -129,9 +128,6 @@ pub fn cpu_each_fn(
 /// [`EachThread::run`] calls a closure for every thread of the domain.
 pub struct EachThread<'r> {
     bounds: &'r Bounds,
-    /// Where an index error of this launch's arrays notes itself, so that
-    /// the loop can name the thread it ran (see [`Fault`]).
-    fault: &'r Fault,
     /// Ties [`Ran`] to this launch: invariant in `'r`.
     _launch: PhantomData<fn(&'r ()) -> &'r ()>,
 }
@@ -156,12 +152,11 @@ impl<'r> EachThread<'r> {
         let nd = self.bounds.ndim.min(4);
         let shape: [u32; 4] = self.bounds.shape;
         let (size, repeat) = (self.bounds.size, self.bounds.coord_mult.max(1));
-        let fault = self.fault;
         // The coordinates advance as an odometer over `shape` (each held
         // `coord_mult` times, as `launch_coord` unravels a task index),
         // with no division per element. The loop writes no memory of its
         // own per element: an index error takes the thread's coordinates
-        // on its way out (`Fault::name_thread`).
+        // on its way out (`name_thread`).
         let mut coords = [0i32; 4];
         // Nested loops: the innermost axis (each coordinate held
         // `coord_mult` times) in a plain loop, the outer axes advanced as
@@ -192,7 +187,7 @@ impl<'r> EachThread<'r> {
                 if let Err(e) = f(&here) {
                     // The thread made again from the row's values, so
                     // that the loop keeps only the coordinates `f` reads.
-                    return Err(fault.name_thread(e, with_last(outer, last, j), nd));
+                    return Err(name_thread(e, with_last(outer, last, j), nd));
                 }
                 held += 1;
                 if held == repeat {
@@ -396,13 +391,12 @@ pub struct CpuArgs<'a> {
     /// The function running, for messages.
     pass: Pass,
     /// The coordinates of the thread the arguments were made for (a
-    /// block's first; the element loop's errors name the thread being run
-    /// instead, through `fault`), for messages.
+    /// block's first), for messages; `ndim` 0 in the element loop, whose
+    /// index errors name the thread being run on their way out of it
+    /// (`name_thread`).
     coords: [i32; 4],
     /// The number of coordinates.
     ndim: usize,
-    /// Where the launch's index errors note themselves.
-    fault: &'a Fault,
     /// Not `Sync`: the arguments stay on the launch's thread, so a kernel
     /// body cannot hand them to other threads that would write concurrently.
     _local: PhantomData<*const ()>,
@@ -410,14 +404,12 @@ pub struct CpuArgs<'a> {
 
 impl<'a> CpuArgs<'a> {
     /// The arguments of a launch, made for the thread at `coords` (`ndim`
-    /// of them; for messages), whose index errors note themselves in
-    /// `fault`.
+    /// of them, 0 for none yet; for messages).
     fn new(
         kernel: Params<'a>,
         args: &'a [Arg],
         pass: Pass,
         (coords, ndim): ([i32; 4], usize),
-        fault: &'a Fault,
     ) -> CpuArgs<'a> {
         CpuArgs {
             kernel,
@@ -425,7 +417,6 @@ impl<'a> CpuArgs<'a> {
             pass,
             coords,
             ndim,
-            fault,
             _local: PhantomData,
         }
     }
@@ -472,7 +463,6 @@ impl<'a> CpuArgs<'a> {
             param: index,
             thread: self.coords,
             ndim: self.ndim,
-            fault: self.fault,
         }
     }
 
@@ -630,37 +620,25 @@ struct ArraySite<'a> {
     pass: Pass,
     param: usize,
     /// The coordinates of the thread the view was made for (a message
-    /// only; the element loop puts the thread it runs in their place).
+    /// only; `ndim` 0: none, the element loop names the thread it runs).
     thread: [i32; 4],
     ndim: usize,
-    fault: &'a Fault,
 }
 
-/// Where a CPU launch's index errors note themselves: the address of the
-/// last error a view of this launch made. The element loop, seeing an
-/// error come back from its closure, names the thread it ran in that
-/// error (and in no other: an error of a launch made inside the body
-/// keeps its own thread). Written on the error path only, so the loop
-/// itself writes nothing per element.
-pub(crate) struct Fault(Cell<usize>);
-
-impl Fault {
-    pub(crate) fn new() -> Fault {
-        Fault(Cell::new(0))
+/// `e`, naming the thread at `coords` (`ndim` of them) when it is an index
+/// error that names no thread yet: one a view of the element loop made
+/// (those leave the thread to the loop, which knows it, so that the loop
+/// stores nothing per element). An error of a launch made inside the body
+/// already names its own thread and is left as it is.
+#[cold]
+#[inline(never)]
+fn name_thread(mut e: Error, coords: [i32; 4], ndim: usize) -> Error {
+    if let Error::CpuIndex(c) = &mut e
+        && c.thread.is_empty()
+    {
+        c.thread = coords[..ndim.min(4)].to_vec();
     }
-
-    /// `e`, with the thread at `coords` (`ndim` of them) in it when it is the index error a view of
-    /// this launch made last.
-    #[cold]
-    #[inline(never)]
-    fn name_thread(&self, mut e: Error, coords: [i32; 4], ndim: usize) -> Error {
-        if let Error::CpuIndex(c) = &mut e
-            && std::ptr::addr_of!(**c) as usize == self.0.replace(0)
-        {
-            c.thread = coords[..ndim.min(4)].to_vec();
-        }
-        e
-    }
+    e
 }
 
 impl<T: Element> CpuArray<'_, T> {
@@ -716,7 +694,7 @@ fn outside(
         .kernel
         .at(site.param)
         .map_or(format!("#{}", site.param), |p| p.0.into_owned());
-    let e = Box::new(crate::error::CpuIndexError {
+    Error::CpuIndex(Box::new(crate::error::CpuIndexError {
         kernel: site.kernel.name.to_string(),
         pass: site.pass,
         param_index: site.param,
@@ -724,9 +702,7 @@ fn outside(
         thread: site.thread[..site.ndim.min(4)].to_vec(),
         index: c[..n.min(4)].to_vec(),
         shape: if null { Vec::new() } else { shape.to_vec() },
-    });
-    site.fault.0.set(std::ptr::addr_of!(*e) as usize);
-    Error::CpuIndex(e)
+    }))
 }
 
 impl<T: Element> CpuArray<'_, T> {
@@ -827,17 +803,19 @@ pub(crate) fn run(
         }
         CpuBody::Native(n) => return n.run(kernel, pass, bounds, args),
     };
-    let fault = Fault::new();
-    let cpu_args = CpuArgs::new(kernel, args, pass, ([0; 4], bounds.ndim), &fault);
+    // No thread yet: the loop names the one it runs in an index error.
+    let cpu_args = CpuArgs::new(kernel, args, pass, ([0; 4], 0));
     let each = EachThread {
         bounds,
-        fault: &fault,
         _launch: PhantomData,
     };
-    match f {
+    let ran = match f {
         ElementBody::Each(f) => f(&cpu_args, each).map(|_| ()),
         ElementBody::Dyn(f) => each.run(|t| f(t, &cpu_args)).map(|_| ()),
-    }
+    };
+    // An index error outside the loop (a `cpu_each_fn` body reading
+    // before it) names the first thread.
+    ran.map_err(|e| name_thread(e, [0; 4], bounds.ndim))
 }
 
 /// The per-element bodies of [`run`].
