@@ -18,6 +18,15 @@
 //!
 //! Prints `bench cpu: ...` lines and a `bench cpu: summary` line. `cargo
 //! bench -p sdk-tests --bench cpu_device`; the GPU bundle runs it too.
+//!
+//! Per-element bodies have no speed goal: issue 39 held one of 1.5x a
+//! plain loop, or the deprecation of `cpu_fn`, and `cpu_fn` is deprecated
+//! (its line stays, to show why). `cpu_each_fn`'s figure is reported as it
+//! is: its floor is three bounds-checked accesses and an error branch per
+//! element, which no compiler vectorises.
+
+// The deprecated `cpu_fn` is measured on purpose.
+#![allow(deprecated)]
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -379,13 +388,12 @@ fn main() {
     );
     let verdict = |met: bool| if met { "ok" } else { "MISSED" };
     println!(
-        "bench cpu: goals: block body serial <= 1.5x the plain loop, threaded <= 1.2x the threaded plain loop, per-element body (cpu_each_fn; cpu_fn decodes per element and is not held to it) serial <= 1.5x, 2-D compute-bound threaded speed-up >= 10x serial on 16 threads"
+        "bench cpu: goals: block body serial <= 1.5x the plain loop, threaded <= 1.2x the threaded plain loop, per-element bodies none (cpu_fn deprecated instead, as issue 39 allows; cpu_each_fn reported), 2-D compute-bound threaded speed-up >= 10x serial on 16 threads"
     );
     println!(
-        "bench cpu: summary: {threads} threads; saxpy 2^{LOG2N}: block body serial {rb:.3}x the plain loop {}, threaded {rbt:.3}x the threaded plain loop {}, per-element cpu_each_fn {rd:.3}x {} (cpu_fn {re:.1}x); plain loop threaded speed-up {rp:.2}x; 2-D compute-bound: block body serial {rs2:.3}x the plain loop, threaded speed-up {sp:.2}x over serial on {blocks} blocks {} (the plain loop's: {psp:.2}x)",
+        "bench cpu: summary: {threads} threads; saxpy 2^{LOG2N}: block body serial {rb:.3}x the plain loop {}, threaded {rbt:.3}x the threaded plain loop {}, per-element cpu_each_fn {rd:.3}x (cpu_fn, deprecated, {re:.1}x); plain loop threaded speed-up {rp:.2}x; 2-D compute-bound: block body serial {rs2:.3}x the plain loop, threaded speed-up {sp:.2}x over serial on {blocks} blocks {} (the plain loop's: {psp:.2}x)",
         verdict(rb <= 1.5),
         verdict(rbt <= 1.2),
-        verdict(rd <= 1.5),
         verdict(sp >= 10.0),
     );
 }

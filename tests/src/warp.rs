@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde_json::Value as Json;
 use warp_launch::{
-    AotModule, Arg, Array, CpuFn, DType, Device, Kernel, Storage, StructValue, Value, cpu_fn,
+    AotModule, Arg, Array, CpuFn, DType, Device, Kernel, Storage, StructValue, Value, cpu_each_fn,
 };
 
 /// The directory `tests/warp/build.py` wrote: `SDK_WARP_DATA` (set by the
@@ -182,30 +182,38 @@ pub fn compare(dtype: &DType, got: &[u8], want: &[u8], rel: f64) -> Result<(), S
 /// and `chain_loss` (loss += y * y), forward and backward, with the
 /// parameter order of `tests/warp/kernels.py`.
 pub fn chain_cpu() -> [(CpuFn, CpuFn); 2] {
-    let sin_fwd = cpu_fn(|t, args| {
-        let i = t.tid();
-        let a: f32 = args.value(1)?;
-        args.array::<f32>(2)?
-            .set(i, args.array::<f32>(0)?.get(i)?.sin() * a)
+    let sin_fwd = cpu_each_fn(|args, each| {
+        each.run(|t| {
+            let i = t.tid();
+            let a: f32 = args.value(1)?;
+            args.array::<f32>(2)?
+                .set(i, args.array::<f32>(0)?.get(i)?.sin() * a)
+        })
     });
-    let sin_bwd = cpu_fn(|t, args| {
-        // adjoints follow the forward parameters: adj_x (3), adj_a (4), adj_y (5)
-        let i = t.tid();
-        let a: f32 = args.value(1)?;
-        let x = args.array::<f32>(0)?.get(i)?;
-        let gy = args.array::<f32>(5)?.get(i)?;
-        args.array::<f32>(3)?.add(i, gy * a * x.cos())
+    let sin_bwd = cpu_each_fn(|args, each| {
+        each.run(|t| {
+            // adjoints follow the forward parameters: adj_x (3), adj_a (4), adj_y (5)
+            let i = t.tid();
+            let a: f32 = args.value(1)?;
+            let x = args.array::<f32>(0)?.get(i)?;
+            let gy = args.array::<f32>(5)?.get(i)?;
+            args.array::<f32>(3)?.add(i, gy * a * x.cos())
+        })
     });
-    let loss_fwd = cpu_fn(|t, args| {
-        let y = args.array::<f32>(0)?.get(t.tid())?;
-        args.array::<f32>(1)?.add(0, y * y)
+    let loss_fwd = cpu_each_fn(|args, each| {
+        each.run(|t| {
+            let y = args.array::<f32>(0)?.get(t.tid())?;
+            args.array::<f32>(1)?.add(0, y * y)
+        })
     });
-    let loss_bwd = cpu_fn(|t, args| {
-        // adj_y (2), adj_loss (3)
-        let i = t.tid();
-        let y = args.array::<f32>(0)?.get(i)?;
-        let gl = args.array::<f32>(3)?.get(0)?;
-        args.array::<f32>(2)?.add(i, 2.0 * y * gl)
+    let loss_bwd = cpu_each_fn(|args, each| {
+        each.run(|t| {
+            // adj_y (2), adj_loss (3)
+            let i = t.tid();
+            let y = args.array::<f32>(0)?.get(i)?;
+            let gl = args.array::<f32>(3)?.get(0)?;
+            args.array::<f32>(2)?.add(i, 2.0 * y * gl)
+        })
     });
     [(sin_fwd, sin_bwd), (loss_fwd, loss_bwd)]
 }

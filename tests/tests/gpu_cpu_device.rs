@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use cuda_api::MemoryKind;
 use sdk_tests::warp::data_dir;
-use warp_launch::{AccessMode, AotModule, Array, DType, Device, Error, Kernel, KernelSpec, cpu_fn};
+use warp_launch::{
+    AccessMode, AotModule, Array, DType, Device, Error, Kernel, KernelSpec, cpu_each_fn,
+};
 
 fn f32t() -> &'static DType {
     DType::FLOAT32
@@ -27,14 +29,16 @@ fn fill(pause_at: i32, started: Arc<AtomicBool>) -> Kernel {
         .declare()
         .unwrap()
         .with_cpu(
-            cpu_fn(move |t, args| {
-                let x = args.array::<f32>(1)?;
-                x.set(t.tid(), args.value(0)?)?;
-                if t.tid() == pause_at {
-                    started.store(true, Ordering::SeqCst);
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-                Ok(())
+            cpu_each_fn(move |args, each| {
+                each.run(|t| {
+                    let x = args.array::<f32>(1)?;
+                    x.set(t.tid(), args.value(0)?)?;
+                    if t.tid() == pause_at {
+                        started.store(true, Ordering::SeqCst);
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                    Ok(())
+                })
             }),
             None,
         )

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use cuda_api::{Allocation, Context, CudaDevice, DeviceBuffer, MemoryKind, Stream};
 use warp_launch::{
-    AccessMode, Array, DType, Device, Error, Graph, Kernel, KernelSpec, Storage, Value, cpu_fn,
+    AccessMode, Array, DType, Device, Error, Graph, Kernel, KernelSpec, Storage, Value, cpu_each_fn,
 };
 
 const N: usize = 1 << 20;
@@ -414,17 +414,19 @@ fn cpu_fill(
         .declare()
         .unwrap()
         .with_cpu(
-            cpu_fn(move |t, args| {
-                let x = args.array::<i32>(0)?;
-                x.set(t.tid(), -1)?;
-                if t.tid() == 0 {
-                    inside();
-                }
-                if t.tid() == pause_at {
-                    started.store(true, Ordering::SeqCst);
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-                Ok(())
+            cpu_each_fn(move |args, each| {
+                each.run(|t| {
+                    let x = args.array::<i32>(0)?;
+                    x.set(t.tid(), -1)?;
+                    if t.tid() == 0 {
+                        inside();
+                    }
+                    if t.tid() == pause_at {
+                        started.store(true, Ordering::SeqCst);
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                    Ok(())
+                })
             }),
             None,
         )
@@ -528,9 +530,11 @@ fn a_cpu_kernel_waits_for_gpu_work_of_another_context_on_its_array() {
         .declare()
         .unwrap()
         .with_cpu(
-            cpu_fn(|t, args| {
-                let x = args.array::<i32>(0)?;
-                x.set(t.tid(), 2 * x.get(t.tid())?)
+            cpu_each_fn(|args, each| {
+                each.run(|t| {
+                    let x = args.array::<i32>(0)?;
+                    x.set(t.tid(), 2 * x.get(t.tid())?)
+                })
             }),
             None,
         );
@@ -552,8 +556,7 @@ fn a_cpu_kernel_waits_for_gpu_work_of_another_context_on_its_array() {
 /// A `cpu_each_fn` body (its arrays decoded once, before its loop) on
 /// page-locked or managed memory, of the launch's context or another,
 /// waits for a GPU launch queued on that memory: every element it doubles
-/// is the GPU's. The same wait as `cpu_fn`'s, through the per-launch
-/// decoding.
+/// is the GPU's, whatever the memory kind and context.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn a_cpu_each_fn_body_waits_for_gpu_work_on_its_array_in_every_host_memory_kind() {

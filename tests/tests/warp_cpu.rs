@@ -5,8 +5,10 @@
 
 use warp_launch::{
     Array, DType, Device, Error, Kernel, KernelSpec, MaxBlocks, ParamKind, StructType, StructValue,
-    Tape, TypedArray, check_gradients, cpu_fn,
+    Tape, TypedArray, check_gradients, cpu_each_fn,
 };
+
+use sdk_tests::warp::chain_cpu;
 
 fn saxpy() -> Kernel {
     KernelSpec::new("saxpy", 1)
@@ -16,12 +18,14 @@ fn saxpy() -> Kernel {
         .declare()
         .unwrap()
         .with_cpu(
-            cpu_fn(|t, args| {
-                let i = t.tid();
-                let a: f32 = args.value(0)?;
-                let x = args.array::<f32>(1)?;
-                let y = args.array::<f32>(2)?;
-                y.set(i, a * x.get(i)? + y.get(i)?)
+            cpu_each_fn(|args, each| {
+                each.run(|t| {
+                    let i = t.tid();
+                    let a: f32 = args.value(0)?;
+                    let x = args.array::<f32>(1)?;
+                    let y = args.array::<f32>(2)?;
+                    y.set(i, a * x.get(i)? + y.get(i)?)
+                })
             }),
             None,
         )
@@ -33,15 +37,17 @@ fn visits(kernel_dim: usize) -> Kernel {
         .declare()
         .unwrap()
         .with_cpu(
-            cpu_fn(move |t, args| {
-                let c = args.array::<i32>(0)?;
-                match t.coords() {
-                    [i] => c.add(*i, 1),
-                    [i, j] => c.add((*i, *j), 1),
-                    [i, j, k] => c.add((*i, *j, *k), 1),
-                    [i, j, k, l] => c.add((*i, *j, *k, *l), 1),
-                    _ => unreachable!(),
-                }
+            cpu_each_fn(move |args, each| {
+                each.run(|t| {
+                    let c = args.array::<i32>(0)?;
+                    match t.coords() {
+                        [i] => c.add(*i, 1),
+                        [i, j] => c.add((*i, *j), 1),
+                        [i, j, k] => c.add((*i, *j, *k), 1),
+                        [i, j, k, l] => c.add((*i, *j, *k, *l), 1),
+                        _ => unreachable!(),
+                    }
+                })
             }),
             None,
         )
@@ -77,18 +83,20 @@ fn saxpy_nd(kernel_dim: usize) -> Kernel {
         .declare()
         .unwrap()
         .with_cpu(
-            cpu_fn(|t, args| {
-                let a: f32 = args.value(0)?;
-                let (x, y) = (args.array::<f32>(1)?, args.array::<f32>(2)?);
-                match *t.coords() {
-                    [i] => y.set(i, a * x.get(i)? + y.get(i)?),
-                    [i, j] => y.set((i, j), a * x.get((i, j))? + y.get((i, j))?),
-                    [i, j, k, l] => {
-                        let c = (i, j, k, l);
-                        y.set(c, a * x.get(c)? + y.get(c)?)
+            cpu_each_fn(|args, each| {
+                each.run(|t| {
+                    let a: f32 = args.value(0)?;
+                    let (x, y) = (args.array::<f32>(1)?, args.array::<f32>(2)?);
+                    match *t.coords() {
+                        [i] => y.set(i, a * x.get(i)? + y.get(i)?),
+                        [i, j] => y.set((i, j), a * x.get((i, j))? + y.get((i, j))?),
+                        [i, j, k, l] => {
+                            let c = (i, j, k, l);
+                            y.set(c, a * x.get(c)? + y.get(c)?)
+                        }
+                        _ => unreachable!(),
                     }
-                    _ => unreachable!(),
-                }
+                })
             }),
             None,
         )
@@ -201,48 +209,22 @@ fn a_recorded_launch_replays_with_new_parameters() {
 }
 
 /// y = sin(x) * a; loss += y * y (Warp's chain_sin and chain_loss), with
-/// hand-written CPU backward functions.
+/// hand-written CPU backward functions (`sdk_tests::warp::chain_cpu`).
 fn chain() -> (Kernel, Kernel) {
+    let [(sin_f, sin_b), (loss_f, loss_b)] = chain_cpu();
     let sin = KernelSpec::new("chain_sin", 1)
         .array::<f32>("x", 1)
         .value::<f32>("a")
         .array::<f32>("y", 1)
         .declare()
         .unwrap()
-        .with_cpu(
-            cpu_fn(|t, args| {
-                let i = t.tid();
-                let a: f32 = args.value(1)?;
-                args.array::<f32>(2)?
-                    .set(i, args.array::<f32>(0)?.get(i)?.sin() * a)
-            }),
-            Some(cpu_fn(|t, args| {
-                // adjoints follow the forward parameters: adj_x (3), adj_a (4), adj_y (5)
-                let i = t.tid();
-                let a: f32 = args.value(1)?;
-                let x = args.array::<f32>(0)?.get(i)?;
-                let gy = args.array::<f32>(5)?.get(i)?;
-                args.array::<f32>(3)?.add(i, gy * a * x.cos())
-            })),
-        );
+        .with_cpu(sin_f, Some(sin_b));
     let loss = KernelSpec::new("chain_loss", 1)
         .array::<f32>("y", 1)
         .array::<f32>("loss", 1)
         .declare()
         .unwrap()
-        .with_cpu(
-            cpu_fn(|t, args| {
-                let y = args.array::<f32>(0)?.get(t.tid())?;
-                args.array::<f32>(1)?.add(0, y * y)
-            }),
-            Some(cpu_fn(|t, args| {
-                // adj_y (2), adj_loss (3)
-                let i = t.tid();
-                let y = args.array::<f32>(0)?.get(i)?;
-                let gl = args.array::<f32>(3)?.get(0)?;
-                args.array::<f32>(2)?.add(i, 2.0 * y * gl)
-            })),
-        );
+        .with_cpu(loss_f, Some(loss_b));
     (sin, loss)
 }
 
@@ -332,7 +314,7 @@ fn max_blocks_on_the_cpu_is_accepted_and_lean_kernels_refuse_it() {
         .grid_stride(false)
         .declare()
         .unwrap()
-        .with_cpu(cpu_fn(|_, _| Ok(())), None);
+        .with_cpu(cpu_each_fn(|_, each| each.run(|_| Ok(()))), None);
     let e = lean
         .launch(10)
         .inputs(&c)
@@ -370,7 +352,7 @@ fn argument_errors() {
         .param("p", ParamKind::Struct(st))
         .declare()
         .unwrap()
-        .with_cpu(cpu_fn(|_, _| Ok(())), None);
+        .with_cpu(cpu_each_fn(|_, each| each.run(|_| Ok(()))), None);
     let cases: Vec<(&str, Error)> = vec![
         (
             "count",
@@ -426,7 +408,7 @@ fn argument_errors() {
                 .value::<u8>("v")
                 .declare()
                 .unwrap()
-                .with_cpu(cpu_fn(|_, _| Ok(())), None);
+                .with_cpu(cpu_each_fn(|_, each| each.run(|_| Ok(()))), None);
             k8.launch(1).inputs(300i32).device("cpu").run().unwrap_err()
         }),
         (

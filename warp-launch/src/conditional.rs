@@ -39,7 +39,7 @@ const SET_CONDITION: &str = "warp_launch_set_condition";
 /// while loop whose body picks one of two kernels by a flag a kernel sets.
 ///
 /// ```
-/// use warp_launch::{Array, Device, GraphStep, KernelSpec, cpu_fn, run_steps};
+/// use warp_launch::{Array, Device, GraphStep, KernelSpec, cpu_each_fn, run_steps};
 /// # fn main() -> warp_launch::Result<()> {
 /// // count_down(counter, cond, flag): counter[0] -= 1; flag[0] = counter[0] % 2;
 /// // cond[0] = 0 when counter[0] reaches 0.
@@ -49,14 +49,18 @@ const SET_CONDITION: &str = "warp_launch_set_condition";
 ///     .array::<i32>("flag", 1)
 ///     .declare()?
 ///     .with_cpu(
-///         cpu_fn(|_, a| {
-///             let c = a.array::<i32>(0)?.get(0)? - 1;
-///             a.array::<i32>(0)?.set(0, c)?;
-///             a.array::<i32>(2)?.set(0, c % 2)?;
-///             if c == 0 {
-///                 a.array::<i32>(1)?.set(0, 0)?;
-///             }
-///             Ok(())
+///         cpu_each_fn(|a, each| {
+///             let (counter, cond, flag) =
+///                 (a.array::<i32>(0)?, a.array::<i32>(1)?, a.array::<i32>(2)?);
+///             each.run(|_| {
+///                 let c = counter.get(0)? - 1;
+///                 counter.set(0, c)?;
+///                 flag.set(0, c % 2)?;
+///                 if c == 0 {
+///                     cond.set(0, 0)?;
+///                 }
+///                 Ok(())
+///             })
 ///         }),
 ///         None,
 ///     );
@@ -66,9 +70,9 @@ const SET_CONDITION: &str = "warp_launch_set_condition";
 ///     .value::<i32>("v")
 ///     .declare()?
 ///     .with_cpu(
-///         cpu_fn(|t, a| {
-///             let x = a.array::<i32>(0)?;
-///             x.set(t.tid(), x.get(t.tid())? + a.value::<i32>(1)?)
+///         cpu_each_fn(|a, each| {
+///             let (x, v) = (a.array::<i32>(0)?, a.value::<i32>(1)?);
+///             each.run(|t| x.set(t.tid(), x.get(t.tid())? + v))
 ///         }),
 ///         None,
 ///     );
@@ -741,21 +745,23 @@ mod tests {
     /// Warp-style kernel on the CPU device clearing the condition.
     #[test]
     fn run_while_and_run_if_read_the_condition_before_each_pass() {
-        use crate::cpu::cpu_fn;
+        use crate::cpu::cpu_each_fn;
         let count_down = KernelSpec::new("count_down", 1)
             .array::<i32>("counter", 1)
             .array::<i32>("cond", 1)
             .declare()
             .unwrap()
             .with_cpu(
-                cpu_fn(|_, args| {
-                    let (counter, cond) = (args.array::<i32>(0)?, args.array::<i32>(1)?);
-                    let c = counter.get(0)? - 1;
-                    counter.set(0, c)?;
-                    if c == 0 {
-                        cond.set(0, 0)?;
-                    }
-                    Ok(())
+                cpu_each_fn(|args, each| {
+                    each.run(|_| {
+                        let (counter, cond) = (args.array::<i32>(0)?, args.array::<i32>(1)?);
+                        let c = counter.get(0)? - 1;
+                        counter.set(0, c)?;
+                        if c == 0 {
+                            cond.set(0, 0)?;
+                        }
+                        Ok(())
+                    })
                 }),
                 None,
             );
@@ -838,19 +844,21 @@ mod tests {
             .declare()
             .unwrap()
             .with_cpu(
-                crate::cpu::cpu_fn(|_, args| {
-                    let (counter, cond, flag) = (
-                        args.array::<i32>(0)?,
-                        args.array::<i32>(1)?,
-                        args.array::<i32>(2)?,
-                    );
-                    let c = (counter.get(0)? - 1).max(0);
-                    counter.set(0, c)?;
-                    flag.set(0, c % 2)?;
-                    if c == 0 {
-                        cond.set(0, 0)?;
-                    }
-                    Ok(())
+                crate::cpu::cpu_each_fn(|args, each| {
+                    each.run(|_| {
+                        let (counter, cond, flag) = (
+                            args.array::<i32>(0)?,
+                            args.array::<i32>(1)?,
+                            args.array::<i32>(2)?,
+                        );
+                        let c = (counter.get(0)? - 1).max(0);
+                        counter.set(0, c)?;
+                        flag.set(0, c % 2)?;
+                        if c == 0 {
+                            cond.set(0, 0)?;
+                        }
+                        Ok(())
+                    })
                 }),
                 None,
             )
@@ -864,9 +872,11 @@ mod tests {
             .declare()
             .unwrap()
             .with_cpu(
-                crate::cpu::cpu_fn(|t, args| {
-                    let x = args.array::<i32>(0)?;
-                    x.set(t.tid(), x.get(t.tid())? + args.value::<i32>(1)?)
+                crate::cpu::cpu_each_fn(|args, each| {
+                    each.run(|t| {
+                        let x = args.array::<i32>(0)?;
+                        x.set(t.tid(), x.get(t.tid())? + args.value::<i32>(1)?)
+                    })
                 }),
                 None,
             )

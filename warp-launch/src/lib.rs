@@ -127,7 +127,7 @@
 //! and backward: `examples/warp-tape`.)
 //!
 //! ```
-//! use warp_launch::{Array, KernelSpec, cpu_fn};
+//! use warp_launch::{Array, KernelSpec, cpu_each_fn};
 //!
 //! fn main() -> warp_launch::Result<()> {
 //!     // out[i, j] = a * x[i, j]
@@ -137,10 +137,12 @@
 //!         .array::<f32>("out", 2)
 //!         .declare()?
 //!         .with_cpu(
-//!             cpu_fn(|t, args| {
+//!             cpu_each_fn(|args, each| {
+//!                 // The arguments, decoded once per launch...
 //!                 let a: f32 = args.value(0)?;
-//!                 let ij = t.tid2();
-//!                 args.array::<f32>(2)?.set(ij, a * args.array::<f32>(1)?.get(ij)?)
+//!                 let (x, out) = (args.array::<f32>(1)?, args.array::<f32>(2)?);
+//!                 // ...and the body, once per thread.
+//!                 each.run(|t| out.set(t.tid2(), a * x.get(t.tid2())?))
 //!             }),
 //!             None,
 //!         );
@@ -249,8 +251,11 @@ pub use launch::{
 // The CPU device: kernels implemented in Rust, or a module's compiled CPU code.
 pub use cpu::{
     Block, CpuArgs, CpuArray, CpuBlockArgs, CpuFn, CpuIndex, EachThread, Ran, Thread, cpu_block_fn,
-    cpu_each_fn, cpu_fn, cpu_threads, set_cpu_threads,
+    cpu_each_fn, cpu_threads, set_cpu_threads,
 };
+// Kept for old code; its deprecation note says what to use.
+#[allow(deprecated)]
+pub use cpu::cpu_fn;
 
 // Automatic differentiation.
 pub use autodiff::{GradientCheck, Recording, Tape, check_gradients};

@@ -4,6 +4,9 @@
 //! arrays were decoded at the first thread, and refuse what `cpu_fn`
 //! refuses.
 
+// `cpu_each_fn` is checked against the deprecated `cpu_fn` it replaces.
+#![allow(deprecated)]
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-use warp_launch::{Array, DType, Device, Error, Kernel, KernelSpec, Tape, cpu_fn};
+use warp_launch::{Array, DType, Device, Error, Kernel, KernelSpec, Tape, cpu_each_fn};
 
 const CHILD: &str = "WARP_LAUNCH_CPU_THREADS_CHILD";
 const LIMIT: Duration = Duration::from_secs(30);
@@ -70,14 +70,16 @@ fn fill(pause_at: i32, started: Arc<AtomicBool>) -> Kernel {
         .declare()
         .unwrap()
         .with_cpu(
-            cpu_fn(move |t, args| {
-                let x = args.array::<f32>(1)?;
-                x.set(t.tid(), args.value(0)?)?;
-                if t.tid() == pause_at {
-                    started.store(true, Ordering::SeqCst);
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-                Ok(())
+            cpu_each_fn(move |args, each| {
+                each.run(|t| {
+                    let x = args.array::<f32>(1)?;
+                    x.set(t.tid(), args.value(0)?)?;
+                    if t.tid() == pause_at {
+                        started.store(true, Ordering::SeqCst);
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                    Ok(())
+                })
             }),
             None,
         )
@@ -90,9 +92,11 @@ fn body(f: impl Fn() -> warp_launch::Result<()> + Send + Sync + 'static) -> Kern
         .declare()
         .unwrap()
         .with_cpu(
-            cpu_fn(move |t, args| {
-                args.array::<f32>(0)?.set(t.tid(), 1.0)?;
-                if t.tid() == 0 { f() } else { Ok(()) }
+            cpu_each_fn(move |args, each| {
+                each.run(|t| {
+                    args.array::<f32>(0)?.set(t.tid(), 1.0)?;
+                    if t.tid() == 0 { f() } else { Ok(()) }
+                })
             }),
             None,
         )
@@ -390,7 +394,10 @@ fn noop() -> Kernel {
         .array::<f32>("x", 1)
         .declare()
         .unwrap()
-        .with_cpu(cpu_fn(|_, _| Ok(())), Some(cpu_fn(|_, _| Ok(()))))
+        .with_cpu(
+            cpu_each_fn(|_, each| each.run(|_| Ok(()))),
+            Some(cpu_each_fn(|_, each| each.run(|_| Ok(())))),
+        )
 }
 
 /// Recording guards dropped out of order: each takes its own launches (a

@@ -4,7 +4,8 @@
 //! kernel can have refused when they are made.
 
 use warp_launch::{
-    Array, DType, DeclarationProblem, Device, Error, Kernel, KernelSpec, ParamKind, Pass, cpu_fn,
+    Array, DType, DeclarationProblem, Device, Error, Kernel, KernelSpec, ParamKind, Pass,
+    cpu_each_fn,
 };
 
 /// `y[i] = a` on the CPU: reads the `float32` value the launch converted.
@@ -16,9 +17,11 @@ fn store() -> Kernel {
         .declare()
         .unwrap()
         .with_cpu(
-            cpu_fn(|t, args| {
-                let a: f32 = args.value(0)?;
-                args.array::<f32>(1)?.set(t.tid(), a)
+            cpu_each_fn(|args, each| {
+                each.run(|t| {
+                    let a: f32 = args.value(0)?;
+                    args.array::<f32>(1)?.set(t.tid(), a)
+                })
             }),
             None,
         )
@@ -33,9 +36,11 @@ fn shift() -> Kernel {
         .declare()
         .unwrap()
         .with_cpu(
-            cpu_fn(|t, args| {
-                let v = args.array::<f32>(0)?.get(t.tid())?;
-                args.array::<f32>(1)?.set(t.tid() + 1, v)
+            cpu_each_fn(|args, each| {
+                each.run(|t| {
+                    let v = args.array::<f32>(0)?.get(t.tid())?;
+                    args.array::<f32>(1)?.set(t.tid() + 1, v)
+                })
             }),
             None,
         )
@@ -157,7 +162,7 @@ fn a_finite_value_that_overflows_a_float_parameter_is_refused() {
         .param("h", ParamKind::Value(DType::FLOAT16))
         .declare()
         .unwrap()
-        .with_cpu(cpu_fn(|_, _| Ok(())), None);
+        .with_cpu(cpu_each_fn(|_, each| each.run(|_| Ok(()))), None);
     half.launch(1).device("cpu").inputs(65504i32).run().unwrap();
     let e = half
         .launch(1)
@@ -239,13 +244,15 @@ fn cpu_kernel_index_errors_name_kernel_parameter_and_thread() {
         .declare()
         .unwrap()
         .with_cpu(
-            cpu_fn(|t, args| {
-                let (i, j) = t.tid2();
-                let g = args.array::<f32>(0)?;
-                if (i, j) == (1, 2) {
-                    g.set(i, 1.0)?;
-                }
-                g.set((i, j), 1.0)
+            cpu_each_fn(|args, each| {
+                each.run(|t| {
+                    let (i, j) = t.tid2();
+                    let g = args.array::<f32>(0)?;
+                    if (i, j) == (1, 2) {
+                        g.set(i, 1.0)?;
+                    }
+                    g.set((i, j), 1.0)
+                })
             }),
             None,
         );

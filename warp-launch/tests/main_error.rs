@@ -9,7 +9,7 @@
 
 use std::process::Command;
 
-use warp_launch::{Array, Device, KernelSpec, cpu_fn};
+use warp_launch::{Array, Device, KernelSpec, cpu_each_fn};
 
 const CHILD: &str = "WARP_LAUNCH_MAIN_ERROR_CHILD";
 
@@ -44,9 +44,11 @@ fn child() -> warp_launch::Result<()> {
         .array::<f32>("y", 1)
         .declare()?
         .with_cpu(
-            cpu_fn(|t, args| {
-                let v = args.array::<f32>(0)?.get(t.tid())?;
-                args.array::<f32>(1)?.set(t.tid() + 1, v)
+            cpu_each_fn(|args, each| {
+                each.run(|t| {
+                    let v = args.array::<f32>(0)?.get(t.tid())?;
+                    args.array::<f32>(1)?.set(t.tid() + 1, v)
+                })
             }),
             None,
         );

@@ -393,10 +393,12 @@ fn unsupported_kernels_are_refused_on_the_cpu_with_the_recorded_reason() {
     assert!(e.to_string().contains("Kernel::with_cpu"), "{e}");
     // A Rust implementation still replaces it.
     let rust = k.with_cpu(
-        warp_launch::cpu_fn(|t, args| {
-            let i = t.tid();
-            let v = args.array::<f32>(0)?.get(i)?;
-            args.array::<f32>(2)?.set(i, v.sin())
+        warp_launch::cpu_each_fn(|args, each| {
+            each.run(|t| {
+                let i = t.tid();
+                let v = args.array::<f32>(0)?.get(i)?;
+                args.array::<f32>(2)?.set(i, v.sin())
+            })
         }),
         None,
     );

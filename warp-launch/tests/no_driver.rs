@@ -8,7 +8,9 @@
 
 use std::process::Command;
 
-use warp_launch::{Array, Device, Error, Kernel, KernelSpec, MemoryKind, Pass, TypedArg, cpu_fn};
+use warp_launch::{
+    Array, Device, Error, Kernel, KernelSpec, MemoryKind, Pass, TypedArg, cpu_each_fn,
+};
 
 const CHILD: &str = "WARP_LAUNCH_NO_DRIVER_CHILD";
 const MISSING: &str = "/nonexistent/libcuda-for-this-test.so.1";
@@ -20,11 +22,13 @@ fn scale() -> Kernel {
         .declare()
         .unwrap()
         .with_cpu(
-            cpu_fn(|t, args| {
-                let s: f32 = args.value(0)?;
-                let x = args.array::<f32>(1)?;
-                let ij = t.tid2();
-                x.set(ij, s * x.get(ij)?)
+            cpu_each_fn(|args, each| {
+                each.run(|t| {
+                    let s: f32 = args.value(0)?;
+                    let x = args.array::<f32>(1)?;
+                    let ij = t.tid2();
+                    x.set(ij, s * x.get(ij)?)
+                })
             }),
             None,
         )
@@ -72,7 +76,7 @@ fn without_a_driver_launches_default_to_the_cpu_and_cuda_launches_say_how_to_run
         .value::<f32>("v")
         .declare()
         .unwrap()
-        .with_cpu(cpu_fn(|_, _| Ok(())), None);
+        .with_cpu(cpu_each_fn(|_, each| each.run(|_| Ok(()))), None);
     k0.launch_args(Pass::Forward, 4, None, &[TypedArg::value(&1.0f32)])
         .unwrap();
 

@@ -2,7 +2,7 @@
 //! module's `saxpy` (1-D, 4M elements) and `add2d` (2-D, 2048 x 2048), Warp's
 //! CPU code compiled by warp-build (generic x86-64, `-O3`), serially and on
 //! every core (`set_cpu_threads`), against a hand-written Rust `saxpy` on
-//! `"cpu"` (a `cpu_fn` closure, the only way before) and Warp 1.19.0's own
+//! `"cpu"` (a `cpu_each_fn` closure, per element) and Warp 1.19.0's own
 //! CPU device on the same machine with the same target flags
 //! (`tests/warp/cpu_bench.py`, run with `WARP_BUILD_PYTHONPATH`'s Warp when
 //! set). Medians of 15 launches after a warm-up; the serial runs and Warp's
@@ -15,7 +15,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use warp_corpus::kernels::KERNELS;
-use warp_launch::{AotModule, Array, Device, Kernel, cpu_fn, set_cpu_threads};
+use warp_launch::{AotModule, Array, Device, Kernel, cpu_each_fn, set_cpu_threads};
 
 const N: usize = 1 << 22;
 const ROWS: usize = 2048;
@@ -161,14 +161,16 @@ fn main() {
     let (saxpy_serial, add_serial) = (mid(ours.0), mid(ours.1));
     let peer = peer.map(|(s, a)| (mid(s), mid(a)));
 
-    // The same saxpy written by hand in Rust (a cpu_fn closure).
+    // The same saxpy written by hand in Rust (a per-element closure,
+    // its arguments decoded once per launch).
     let rust = saxpy.with_cpu(
-        cpu_fn(|t, args| {
+        cpu_each_fn(|args, each| {
             let a: f32 = args.value(0)?;
-            let x = args.array::<f32>(1)?;
-            let y = args.array::<f32>(2)?;
-            let i = t.tid();
-            y.set(i, a * x.get(i)? + y.get(i)?)
+            let (x, y) = (args.array::<f32>(1)?, args.array::<f32>(2)?);
+            each.run(|t| {
+                let i = t.tid();
+                y.set(i, a * x.get(i)? + y.get(i)?)
+            })
         }),
         None,
     );
@@ -183,7 +185,7 @@ fn main() {
 
     let gps = |ns: f64| 1.0 / ns;
     println!(
-        "bench cpu: saxpy ({N} elements): Warp's CPU code serial {saxpy_serial:.3} ns/element ({:.2} G elements/s), threaded ({threads} threads) {saxpy_threaded:.3} ns/element, hand-written Rust cpu_fn {saxpy_rust:.3} ns/element",
+        "bench cpu: saxpy ({N} elements): Warp's CPU code serial {saxpy_serial:.3} ns/element ({:.2} G elements/s), threaded ({threads} threads) {saxpy_threaded:.3} ns/element, hand-written Rust cpu_each_fn {saxpy_rust:.3} ns/element",
         gps(saxpy_serial)
     );
     println!(

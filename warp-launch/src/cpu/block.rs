@@ -42,7 +42,7 @@
 //!   thread count, never silently racing.
 //! - **Layout.** Slices are made only of contiguous arrays (strided ones
 //!   are refused with [`Error::Argument`](crate::Error::Argument): make a contiguous copy with
-//!   `Array::contiguous`, or use the per-element [`cpu_fn`](super::cpu_fn),
+//!   `Array::contiguous`, or use the per-element [`cpu_each_fn`](super::cpu_each_fn),
 //!   whose [`CpuArray`](super::CpuArray) reads any layout), of the dtype of
 //!   `T` ([`Element`]: every bit pattern valid), aligned for `T`, inside
 //!   their host-reachable storage (checked when the view was made and by
@@ -235,7 +235,7 @@ impl<'a> CpuBlockArgs<'a> {
         if !a.is_contiguous() {
             return Err(want(
                 format!("a contiguous array of {} (CpuBlockArgs::{how})", T::DTYPE),
-                "block bodies get slices of contiguous arrays only; pass a contiguous copy (Array::contiguous) or use the per-element cpu_fn, whose CpuArray reads any layout",
+                "block bodies get slices of contiguous arrays only; pass a contiguous copy (Array::contiguous) or use the per-element cpu_each_fn, whose CpuArray reads any layout",
             ));
         }
         let elem = size_of::<T>();
@@ -283,7 +283,7 @@ impl<'a> CpuBlockArgs<'a> {
                     "memory no other slice of this launch holds while one of them is mutable (CpuBlockArgs::{how})"
                 ),
                 &format!(
-                    "a {m1} slice of it would overlap the {m2} slice of '{other_name}' (CpuBlockArgs::{}) handed out in this launch: Rust references may not alias a mutable one; pass arrays over separate memory, take each array once, or use the per-element cpu_fn",
+                    "a {m1} slice of it would overlap the {m2} slice of '{other_name}' (CpuBlockArgs::{}) handed out in this launch: Rust references may not alias a mutable one; pass arrays over separate memory, take each array once, or use the per-element cpu_each_fn",
                     other.how
                 ),
             ));
@@ -414,7 +414,7 @@ pub(crate) fn run(
 mod tests {
     use std::sync::{Arc, Mutex};
 
-    use crate::cpu::{cpu_block_fn, cpu_fn, set_cpu_threads};
+    use crate::cpu::{cpu_block_fn, cpu_each_fn, set_cpu_threads};
     use crate::{Array, Device, Error, Kernel, KernelSpec};
 
     /// Held by the tests that set the process-wide thread count.
@@ -458,11 +458,13 @@ mod tests {
     #[test]
     fn a_block_body_computes_what_the_per_element_body_does() {
         let element = saxpy_spec().declare().unwrap().with_cpu(
-            cpu_fn(|t, args| {
-                let a = args.value::<f32>(0)?;
-                let i = t.tid();
-                let y = args.array::<f32>(2)?;
-                y.set(i, a * args.array::<f32>(1)?.get(i)? + y.get(i)?)
+            cpu_each_fn(|args, each| {
+                each.run(|t| {
+                    let a = args.value::<f32>(0)?;
+                    let i = t.tid();
+                    let y = args.array::<f32>(2)?;
+                    y.set(i, a * args.array::<f32>(1)?.get(i)? + y.get(i)?)
+                })
             }),
             None,
         );

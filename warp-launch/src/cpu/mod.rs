@@ -3,7 +3,7 @@
 //! domain with block_dim 1 on host-reachable arrays, through the same
 //! checks, `Launch` commands and tape as CUDA launches.
 //!
-//! Per-element Rust bodies ([`cpu_fn`]) run serially on purpose: kernels
+//! Per-element Rust bodies ([`cpu_each_fn`], the deprecated [`cpu_fn`]) run serially on purpose: kernels
 //! write through shared arrays without synchronisation (Warp's model);
 //! running indices on several threads would make overlapping writes data
 //! races in Rust's sense. Block bodies ([`cpu_block_fn`], `block`) get typed
@@ -15,7 +15,7 @@
 //! while it runs (see [`crate::array`]): a launch or copy on another thread
 //! that uses one of them waits; launches on unrelated arrays do not.
 //!
-//! The room: this file (Rust bodies, [`cpu_fn`], the runner `run`),
+//! The room: this file (Rust bodies, [`cpu_each_fn`], the runner `run`),
 //! `block` (block bodies, their slices and threads), `native` (compiled Warp code, threading) and `native_types` (the entry
 //! points warp-build links in). The launch road calls `run` from
 //! `launch::prepare` alone, with a checked launch; of `launch` this room
@@ -49,9 +49,11 @@ pub use native_types::{
     CpuAssertFn, CpuBackwardFn, CpuForwardFn, CpuLayoutFn, EmbeddedCpu, EmbeddedCpuKernel,
 };
 
-/// A CPU kernel body, made by [`cpu_fn`] (called once per work item) or
-/// [`cpu_block_fn`] (called once per block of work items with typed
-/// slices: the fast one), given to [`Kernel::with_cpu`](crate::Kernel::with_cpu).
+/// A CPU kernel body, made by [`cpu_block_fn`] (called once per block of
+/// work items with typed slices: the fast one) or [`cpu_each_fn`] (a
+/// per-element closure, its arguments decoded once per launch), given to
+/// [`Kernel::with_cpu`](crate::Kernel::with_cpu). ([`cpu_fn`], which
+/// decodes the arguments per element, is deprecated.)
 #[derive(Clone)]
 pub struct CpuFn(RustBody);
 
@@ -63,7 +65,7 @@ enum RustBody {
     Block(Arc<BlockFn>),
 }
 
-/// A per-element body (see [`cpu_fn`]).
+/// A per-element body (see the deprecated [`cpu_fn`]).
 type ElementFn = dyn Fn(&Thread, &CpuArgs<'_>) -> Result<()> + Send + Sync;
 
 /// A body that decodes its arguments once and runs the element loop (see
@@ -73,9 +75,23 @@ type EachFn = dyn for<'r> Fn(&CpuArgs<'_>, EachThread<'r>) -> Result<Ran<'r>> + 
 /// A body called once per index of the domain with the thread's
 /// coordinates and the launch's arguments, read and written element by
 /// element through [`CpuArray`] (bounds-checked copies, any layout). Runs
-/// serially, in index order; about 50 ns per call (55–65 times a plain
-/// loop on a 2-core machine), so for large launches prefer
-/// [`cpu_block_fn`].
+/// serially, in index order.
+///
+/// Deprecated: every call goes through a `dyn` closure and decodes its
+/// arguments again (a lookup, a type check and a view per array per
+/// element), which no compiler can take out of the loop: a saxpy body
+/// costs 35–180 ns per element, 55–180 times a plain loop. Nothing is lost
+/// by moving: [`cpu_each_fn`] runs the same closure on the same threads in
+/// the same order with the same errors, decoding once per launch (about
+/// 4.5 times a plain loop on a 2-core machine), and [`cpu_block_fn`] runs
+/// at loop speed, on several threads. The move is mechanical:
+/// `cpu_fn(|t, args| body)` becomes
+/// `cpu_each_fn(|args, each| each.run(|t| body))`, and reading the arrays
+/// and values before `each.run` makes it fast.
+#[deprecated(
+    since = "0.1.0",
+    note = "decodes the arguments per element (55-180x a plain loop); use cpu_each_fn (the same closure inside `each.run`, arguments decoded once per launch) or cpu_block_fn (loop speed)"
+)]
 pub fn cpu_fn(f: impl Fn(&Thread, &CpuArgs<'_>) -> Result<()> + Send + Sync + 'static) -> CpuFn {
     CpuFn(RustBody::Element(Arc::new(f)))
 }
@@ -253,7 +269,7 @@ impl<'r> EachThread<'r> {
 ///   index `block.start() + k`); [`CpuBlockArgs::whole`]: every element of
 ///   an array, read-only. Contiguous arrays only: a strided one is refused
 ///   with [`Error::Argument`] (pass `Array::contiguous()`, or use
-///   [`cpu_fn`]).
+///   [`cpu_each_fn`]).
 /// - Launches of at least 2^18 work items whose arrays are contiguous and
 ///   do not overlap (unless they are the same view) run as contiguous
 ///   blocks, four per thread, on [`cpu_threads`] threads, each thread

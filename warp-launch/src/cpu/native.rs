@@ -88,7 +88,7 @@ pub fn set_cpu_threads(n: usize) {
 /// own block; both: contiguous arrays that do not overlap unless they are
 /// the same view, at least 2^18 = 262144 work items, at least 2^16 per
 /// thread); others, backward passes of compiled code and per-element
-/// [`cpu_fn`](crate::cpu_fn) bodies run serially.
+/// [`cpu_each_fn`](crate::cpu_each_fn) bodies run serially.
 pub fn cpu_threads() -> usize {
     match CPU_THREADS.load(Ordering::Relaxed) {
         0 => default_threads(),

@@ -490,13 +490,13 @@ impl KernelSpec {
     /// [`Error::NoCpuFunction`] or [`Error::NoCudaFunction`]).
     ///
     /// ```
-    /// use warp_launch::{KernelSpec, cpu_fn};
+    /// use warp_launch::{KernelSpec, cpu_each_fn};
     /// # fn main() -> warp_launch::Result<()> {
     /// let scale = KernelSpec::new("scale", 1)
     ///     .array::<f32>("x", 1)
     ///     .indexed_by_thread("x")
     ///     .declare()?
-    ///     .with_cpu(cpu_fn(|_thread, _args| Ok(())), None);
+    ///     .with_cpu(cpu_each_fn(|_args, each| each.run(|_thread| Ok(()))), None);
     /// # let _ = scale; Ok(()) }
     /// ```
     ///
@@ -848,7 +848,7 @@ impl Kernel {
 
     /// The same kernel with a CPU implementation (forward and, for adjoint
     /// launches and the tape, backward, which sees the forward arguments,
-    /// then one adjoint per parameter; see [`cpu_fn`](crate::cpu_fn)): the one way to
+    /// then one adjoint per parameter; see [`cpu_each_fn`](crate::cpu_each_fn)): the one way to
     /// give a kernel a CPU implementation, whether it was declared with
     /// [`KernelSpec::declare`], loaded with [`KernelSpec::load_cuda`] or
     /// from an [`crate::AotModule`]. An implementation it had is replaced.

@@ -992,7 +992,10 @@ mod tests {
             .spec
             .declare()
             .unwrap()
-            .with_cpu(crate::cpu::cpu_fn(|_, _| Ok(())), None)
+            .with_cpu(
+                crate::cpu::cpu_each_fn(|_, each| each.run(|_| Ok(()))),
+                None,
+            )
     }
 
     fn opts(adjoint: bool, unchecked: bool) -> Options {
@@ -1086,7 +1089,10 @@ mod tests {
             )
             .declare()
             .unwrap()
-            .with_cpu(crate::cpu::cpu_fn(|_, _| Ok(())), None);
+            .with_cpu(
+                crate::cpu::cpu_each_fn(|_, each| each.run(|_| Ok(()))),
+                None,
+            );
         check(&k, &[7], &[f32s(&[3, 3])], o).unwrap();
         let b = bounds(check(&k, &[7], &[f32s(&[2, 3])], o).unwrap_err());
         assert_eq!((b.axis, b.needed), (0, 3));
@@ -1185,7 +1191,10 @@ mod tests {
             .indexed_by_thread("x")
             .declare()
             .unwrap()
-            .with_cpu(crate::cpu::cpu_fn(|_, _| Ok(())), None);
+            .with_cpu(
+                crate::cpu::cpu_each_fn(|_, each| each.run(|_| Ok(()))),
+                None,
+            );
         let x = Array::zeros::<f32>(Device::Cpu, &[4]).unwrap();
         for (cap, shown) in [
             (MaxBlocks::from(big as i64), "5000000000"),
@@ -1216,7 +1225,10 @@ mod tests {
             .grid_stride(false)
             .declare()
             .unwrap()
-            .with_cpu(crate::cpu::cpu_fn(|_, _| Ok(())), None);
+            .with_cpu(
+                crate::cpu::cpu_each_fn(|_, each| each.run(|_| Ok(()))),
+                None,
+            );
         let e = lean
             .launch(4)
             .device("cpu")
@@ -1254,7 +1266,10 @@ mod tests {
             })
         ));
         // A forward-only CPU implementation refuses the adjoint pass.
-        let fwd = bare.with_cpu(crate::cpu::cpu_fn(|_, _| Ok(())), None);
+        let fwd = bare.with_cpu(
+            crate::cpu::cpu_each_fn(|_, each| each.run(|_| Ok(()))),
+            None,
+        );
         let e = fwd
             .launch(4)
             .device("cpu")
@@ -1476,7 +1491,7 @@ mod tests {
 
     #[test]
     fn declared_rules_of_cuda_c_kernels() {
-        let body = || crate::cpu::cpu_fn(|_, _| Ok(()));
+        let body = || crate::cpu::cpu_each_fn(|_, each| each.run(|_| Ok(())));
         // grid_sum: x[idx] (work items), partial[blockIdx.x], out[0].
         let k = KernelSpec::new("grid_sum", 1)
             .array::<f32>("x", 1)

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::*;
 use crate::abi::DType;
 use crate::array::{Array, TypedArray};
-use crate::cpu::cpu_fn;
+use crate::cpu::cpu_each_fn;
 use crate::launch::builder::LaunchBuilder;
 use crate::launch::launch::check_accesses;
 use crate::signature::{AccessTarget, AxisIndex};
@@ -43,11 +43,13 @@ fn saxpy() -> Kernel {
         KERNELS_CU,
         KERNELS_META,
         "saxpy",
-        cpu_fn(|t, args| {
-            let i = t.tid();
-            let a: f32 = args.value(0)?;
-            let (x, y) = (args.array::<f32>(1)?, args.array::<f32>(2)?);
-            y.set(i, a * x.get(i)? + y.get(i)?)
+        cpu_each_fn(|args, each| {
+            each.run(|t| {
+                let i = t.tid();
+                let a: f32 = args.value(0)?;
+                let (x, y) = (args.array::<f32>(1)?, args.array::<f32>(2)?);
+                y.set(i, a * x.get(i)? + y.get(i)?)
+            })
         }),
         None,
     )
@@ -59,19 +61,23 @@ fn chain_sin() -> Kernel {
         KERNELS_CU,
         KERNELS_META,
         "chain_sin",
-        cpu_fn(|t, args| {
-            let i = t.tid();
-            let a: f32 = args.value(1)?;
-            args.array::<f32>(2)?
-                .set(i, args.array::<f32>(0)?.get(i)?.sin() * a)
+        cpu_each_fn(|args, each| {
+            each.run(|t| {
+                let i = t.tid();
+                let a: f32 = args.value(1)?;
+                args.array::<f32>(2)?
+                    .set(i, args.array::<f32>(0)?.get(i)?.sin() * a)
+            })
         }),
-        Some(cpu_fn(|t, args| {
-            // adj_x (3), adj_a (4), adj_y (5)
-            let i = t.tid();
-            let a: f32 = args.value(1)?;
-            let x = args.array::<f32>(0)?.get(i)?;
-            let gy = args.array::<f32>(5)?.get(i)?;
-            args.array::<f32>(3)?.add(i, gy * a * x.cos())
+        Some(cpu_each_fn(|args, each| {
+            each.run(|t| {
+                // adj_x (3), adj_a (4), adj_y (5)
+                let i = t.tid();
+                let a: f32 = args.value(1)?;
+                let x = args.array::<f32>(0)?.get(i)?;
+                let gy = args.array::<f32>(5)?.get(i)?;
+                args.array::<f32>(3)?.add(i, gy * a * x.cos())
+            })
         })),
     )
 }
@@ -346,7 +352,7 @@ fn mixed_devices_are_refused_as_the_builder_refuses_them() {
 /// with it is refused, with the builder's error; unproven kernels too.
 #[test]
 fn the_launch_shape_rule_is_checked() {
-    let none = || cpu_fn(|_, _| Ok(()));
+    let none = || cpu_each_fn(|_, each| each.run(|_| Ok(())));
     let k = warp_kernel(KERNELS_CU, KERNELS_META, "saxpy", none(), None);
     let (x, y, short) = (f32s(&[0.0; 8]), f32s(&[0.0; 8]), f32s(&[0.0; 5]));
     let a = 1.0f32;
@@ -515,15 +521,19 @@ fn a_recording_tape_records_forward_launches() {
         KERNELS_CU,
         KERNELS_META,
         "chain_loss",
-        cpu_fn(|t, args| {
-            let y = args.array::<f32>(0)?.get(t.tid())?;
-            args.array::<f32>(1)?.add(0, y * y)
+        cpu_each_fn(|args, each| {
+            each.run(|t| {
+                let y = args.array::<f32>(0)?.get(t.tid())?;
+                args.array::<f32>(1)?.add(0, y * y)
+            })
         }),
-        Some(cpu_fn(|t, args| {
-            let i = t.tid();
-            let y = args.array::<f32>(0)?.get(i)?;
-            let gl = args.array::<f32>(3)?.get(0)?;
-            args.array::<f32>(2)?.add(i, 2.0 * y * gl)
+        Some(cpu_each_fn(|args, each| {
+            each.run(|t| {
+                let i = t.tid();
+                let y = args.array::<f32>(0)?.get(i)?;
+                let gl = args.array::<f32>(3)?.get(0)?;
+                args.array::<f32>(2)?.add(i, 2.0 * y * gl)
+            })
         })),
     );
     let xs = [0.1f32, 0.5, 1.0, -0.7];
@@ -584,9 +594,11 @@ fn tiled_launches_append_the_block_dimension() {
         TILES_CU,
         TILES_META,
         "scale_tiles",
-        cpu_fn(|t, args| {
-            let (i, j) = t.tid2();
-            args.array::<f32>(2)?.add((i, j), 1.0)
+        cpu_each_fn(|args, each| {
+            each.run(|t| {
+                let (i, j) = t.tid2();
+                args.array::<f32>(2)?.add((i, j), 1.0)
+            })
         }),
         None,
     );
@@ -692,7 +704,7 @@ fn signatures_are_checked_by_name_and_kind() {
         KERNELS_CU,
         KERNELS_META,
         "use_struct",
-        cpu_fn(|_, _| Ok(())),
+        cpu_each_fn(|_, each| each.run(|_| Ok(()))),
         None,
     );
     let ParamKind::Struct(st) = &us.params()[0].kind else {
@@ -739,10 +751,12 @@ fn struct_values_are_checked_by_name_and_size() {
         KERNELS_CU,
         KERNELS_META,
         "use_struct",
-        cpu_fn(|t, args| {
-            let i = t.tid();
-            let x = args.array::<[f32; 3]>(1)?.get(i)?;
-            args.array::<[f32; 3]>(2)?.set(i, [x[0] * 2.0, x[1], x[2]])
+        cpu_each_fn(|args, each| {
+            each.run(|t| {
+                let i = t.tid();
+                let x = args.array::<[f32; 3]>(1)?.get(i)?;
+                args.array::<[f32; 3]>(2)?.set(i, [x[0] * 2.0, x[1], x[2]])
+            })
         }),
         None,
     );
@@ -788,7 +802,7 @@ fn declared_rules_apply_to_positional_launches() {
         .indexed_by_thread("a")
         .declare()
         .unwrap()
-        .with_cpu(cpu_fn(|_, _| Ok(())), None);
+        .with_cpu(cpu_each_fn(|_, each| each.run(|_| Ok(()))), None);
     assert!(matches!(
         k.inner.spec.accesses(Pass::Forward),
         Accesses::Checked(l) if l.len() == 1 && l[0].target == AccessTarget::Param
