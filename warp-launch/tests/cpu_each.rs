@@ -333,3 +333,59 @@ fn an_index_error_names_every_coordinate_of_a_3d_thread() {
         "{e}"
     );
 }
+
+/// The deprecated `cpu_fn`, which makes its views inside every call, names
+/// the thread being run too (its views leave the thread to the loop).
+#[test]
+fn a_cpu_fn_index_error_names_the_thread_being_run() {
+    let k = KernelSpec::new("shift2", 2)
+        .array::<f32>("y", 2)
+        .declare()
+        .unwrap()
+        .with_cpu(
+            cpu_fn(|t, args| {
+                let (i, j) = t.tid2();
+                args.array::<f32>(0)?.set((i, j + i), 1.0)
+            }),
+            None,
+        );
+    let y = Array::zeros::<f32>(Device::Cpu, &[3, 3]).unwrap();
+    let e = k.launch([3, 3]).device("cpu").inputs(&y).run().unwrap_err();
+    let Error::CpuIndex(ref i) = e else {
+        panic!("an index error, got {e}");
+    };
+    // Row 1 first steps outside at (1, 2) -> index (1, 3).
+    assert_eq!(
+        (i.thread.as_slice(), i.index.as_slice()),
+        (&[1, 2][..], &[1, 3][..]),
+        "{e}"
+    );
+}
+
+/// An index error before the loop (a body reading while it decodes) has
+/// no thread being run: it names the first, with the launch's dimensions.
+#[test]
+fn an_index_error_before_the_loop_names_the_first_thread() {
+    let k = KernelSpec::new("early", 2)
+        .array::<f32>("y", 2)
+        .declare()
+        .unwrap()
+        .with_cpu(
+            cpu_each_fn(|args, each| {
+                let y = args.array::<f32>(0)?;
+                let corner = y.get((5, 5))?;
+                each.run(|t| y.set(t.tid2(), corner))
+            }),
+            None,
+        );
+    let y = Array::zeros::<f32>(Device::Cpu, &[2, 2]).unwrap();
+    let e = k.launch([2, 2]).device("cpu").inputs(&y).run().unwrap_err();
+    let Error::CpuIndex(ref i) = e else {
+        panic!("an index error, got {e}");
+    };
+    assert_eq!(
+        (i.thread.as_slice(), i.index.as_slice()),
+        (&[0, 0][..], &[5, 5][..]),
+        "{e}"
+    );
+}
