@@ -10,7 +10,15 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use warp_launch::{Array, Device, Error, Kernel, KernelSpec, cpu_each_fn, cpu_fn};
+use warp_launch::{Array, CpuIndexError, Device, Error, Kernel, KernelSpec, cpu_each_fn, cpu_fn};
+
+/// The index error `e` holds (the test fails on any other error).
+fn index_error(e: &Error) -> &CpuIndexError {
+    match e {
+        Error::CpuIndex(i) => i,
+        _ => panic!("an index error, got {e}"),
+    }
+}
 
 /// `out[i, j] = a * x[i, j] + (i * 100 + j)` on a 2-D kernel, as both kinds
 /// of body.
@@ -130,9 +138,7 @@ fn an_index_error_names_the_thread_being_run_not_the_first() {
         .outputs(&y)
         .run()
         .unwrap_err();
-    let Error::CpuIndex(ref i) = e else {
-        panic!("an index error, got {e}");
-    };
+    let i = index_error(&e);
     assert_eq!(
         (i.thread.as_slice(), i.index.as_slice()),
         (&[3][..], &[4][..]),
@@ -287,9 +293,7 @@ fn an_index_error_of_a_nested_launch_keeps_its_own_thread() {
         );
     let y = Array::zeros::<f32>(Device::Cpu, &[4]).unwrap();
     let e = outer.launch(4).device("cpu").inputs(&y).run().unwrap_err();
-    let Error::CpuIndex(ref i) = e else {
-        panic!("an index error, got {e}");
-    };
+    let i = index_error(&e);
     assert_eq!(
         (i.kernel.as_str(), i.thread.as_slice(), i.index.as_slice()),
         ("inner", &[3][..], &[3][..]),
@@ -324,9 +328,7 @@ fn an_index_error_names_every_coordinate_of_a_3d_thread() {
         .inputs(&x)
         .run()
         .unwrap_err();
-    let Error::CpuIndex(ref i) = e else {
-        panic!("an index error, got {e}");
-    };
+    let i = index_error(&e);
     assert_eq!(
         (i.thread.as_slice(), i.index.as_slice()),
         (&[1, 2, 3][..], &[1, 2, 4][..]),
@@ -351,9 +353,7 @@ fn a_cpu_fn_index_error_names_the_thread_being_run() {
         );
     let y = Array::zeros::<f32>(Device::Cpu, &[3, 3]).unwrap();
     let e = k.launch([3, 3]).device("cpu").inputs(&y).run().unwrap_err();
-    let Error::CpuIndex(ref i) = e else {
-        panic!("an index error, got {e}");
-    };
+    let i = index_error(&e);
     // Row 1 first steps outside at (1, 2) -> index (1, 3).
     assert_eq!(
         (i.thread.as_slice(), i.index.as_slice()),
@@ -380,9 +380,7 @@ fn an_index_error_before_the_loop_names_the_first_thread() {
         );
     let y = Array::zeros::<f32>(Device::Cpu, &[2, 2]).unwrap();
     let e = k.launch([2, 2]).device("cpu").inputs(&y).run().unwrap_err();
-    let Error::CpuIndex(ref i) = e else {
-        panic!("an index error, got {e}");
-    };
+    let i = index_error(&e);
     assert_eq!(
         (i.thread.as_slice(), i.index.as_slice()),
         (&[0, 0][..], &[5, 5][..]),
